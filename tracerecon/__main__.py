@@ -1,0 +1,3 @@
+from tracerecon.cli import main
+
+raise SystemExit(main())

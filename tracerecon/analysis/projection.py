@@ -1,0 +1,200 @@
+"""NVTX -> GPU projection: which GPU work each CPU range launched, and when it really ran.
+
+Definition (nsys ``nvtx_gpu_proj_trace``): a GPU op belongs to a range when the API call that
+launched it starts and ends inside the range, on the range's own thread. The projected GPU
+start / end are the first op start / last op end. tracerecon counts every op: kernels, memcpy,
+memset, every node kernel of a CUDA-graph launch in node mode (they share one correlation id),
+and whole graph launches in graph mode (which nsys's own report leaves out).
+
+Speed: ops are sorted once per thread by launch time; a range's ops are then one contiguous
+slice found by binary search, and per-range statistics are segmented numpy reductions over
+the concatenated slices (total work = sum of slice lengths, no per-range Python loop).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tracerecon.analysis.intervals import count_distinct_per_group, explode_slices, segmented_min_max, segmented_union_length
+
+I64_MIN = np.iinfo(np.int64).min
+I64_MAX = np.iinfo(np.int64).max
+
+
+def _np(col: pa.ChunkedArray | pa.Array, fill: int = I64_MIN) -> np.ndarray:
+    """int64 column -> numpy, nulls as ``fill``."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if col.null_count:
+        col = pc.fill_null(col, fill)
+    return col.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+
+
+def match_correlation(a_proc: np.ndarray, a_corr: np.ndarray, b_proc: np.ndarray, b_corr: np.ndarray) -> np.ndarray:
+    """For each (b_proc, b_corr), the row of ``a`` with the same process and correlation id, else -1.
+
+    Correlation ids < 0 mean "none". Where ``a`` repeats a key, the first row wins.
+    """
+    out = np.full(len(b_corr), -1, dtype=np.int64)
+    a_idx = np.flatnonzero(a_corr >= 0)
+    if len(a_idx) == 0 or len(b_corr) == 0:
+        return out
+    # Dense process numbers so (process, correlation) packs into one sortable int64.
+    _, inv = np.unique(np.concatenate([a_proc[a_idx], b_proc]), return_inverse=True)
+    inv = inv.ravel().astype(np.int64)
+    mask40 = (1 << 40) - 1
+    a_key = inv[: len(a_idx)] << 40 | (a_corr[a_idx] & mask40)
+    b_key = inv[len(a_idx):] << 40 | (b_corr & mask40)
+    order = np.argsort(a_key, kind="stable")
+    sk = a_key[order]
+    pos = np.minimum(np.searchsorted(sk, b_key), len(sk) - 1)
+    found = (sk[pos] == b_key) & (b_corr >= 0)
+    out[found] = a_idx[order[pos[found]]]
+    return out
+
+
+def link_launches(ops: pa.Table, api_calls: pa.Table) -> pa.Table:
+    """Add the launching API call of every GPU op: launch_tid, launch_start_ns, launch_end_ns, launch_api.
+
+    The join is on (process, correlation id): correlation ids are per process, and two
+    processes on one GPU share thousands of them. Several ops may share one call (node-mode
+    CUDA graphs). Ops with no matching call get nulls.
+    """
+    n = ops.num_rows
+    if n == 0 or api_calls.num_rows == 0:
+        return ops.append_column("launch_tid", pa.nulls(n, pa.int64())).append_column(
+            "launch_start_ns", pa.nulls(n, pa.int64())).append_column(
+            "launch_end_ns", pa.nulls(n, pa.int64())).append_column("launch_api", pa.nulls(n, pa.string()))
+    call = match_correlation(_np(api_calls["global_pid"]), _np(api_calls["correlation_id"], -1), _np(ops["global_pid"]), _np(ops["correlation_id"], -1))
+    found = call >= 0
+    call = np.where(found, call, 0)
+    mask = ~found
+    tid = _np(api_calls["tid"])[call]
+    st = _np(api_calls["start_ns"])[call]
+    en = _np(api_calls["end_ns"])[call]
+    names = api_calls["name"].combine_chunks().take(pa.array(call)).cast(pa.string()) if api_calls.num_rows else pa.nulls(n, pa.string())
+    names = pc.if_else(pa.array(mask), pa.scalar(None, pa.string()), names)
+    return (
+        ops.append_column("launch_tid", pa.array(tid, mask=mask))
+        .append_column("launch_start_ns", pa.array(st, mask=mask))
+        .append_column("launch_end_ns", pa.array(en, mask=mask))
+        .append_column("launch_api", names)
+    )
+
+
+def thread_slices(ops: pa.Table) -> tuple[np.ndarray, dict[tuple[int, int], tuple[int, int]]]:
+    """Order ops by (pid, launch thread, launch start); return that order and each thread's row span.
+
+    Ops without a launching call are placed last and belong to no thread.
+    """
+    pid = _np(ops["pid"])
+    tid = _np(ops["launch_tid"], -1)
+    ls = _np(ops["launch_start_ns"], I64_MAX)
+    le = _np(ops["launch_end_ns"], I64_MAX)
+    order = np.lexsort((le, ls, tid, pid))
+    p, t = pid[order], tid[order]
+    spans: dict[tuple[int, int], tuple[int, int]] = {}
+    if len(order):
+        change = np.flatnonzero((np.diff(p) != 0) | (np.diff(t) != 0)) + 1
+        starts = np.r_[0, change]
+        ends = np.r_[change, len(order)]
+        for s, e in zip(starts, ends):
+            if t[s] >= 0:
+                spans[(int(p[s]), int(t[s]))] = (int(s), int(e))
+    return order, spans
+
+
+def project(ranges: pa.Table, ops: pa.Table) -> pa.Table:
+    """Project every range onto the GPU.
+
+    Inputs: ``ranges`` with pid, tid, start_ns, end_ns, style; ``ops`` from ``link_launches``.
+    Output: ``ranges`` plus gpu_start_ns, gpu_end_ns (null when no op), gpu_busy_ns, n_gpu_ops,
+    n_kernels, n_streams, n_devices. Ranges that start and end on different threads get no
+    GPU work, as in nsys.
+    """
+    lo, hi, order = range_op_slices(ranges, ops)
+    n_r = ranges.num_rows
+    pos, which = explode_slices(lo, hi)
+    rows = order[pos]
+    o_start = _np(ops["start_ns"])[rows] if ops.num_rows else np.zeros(0, np.int64)
+    o_end = _np(ops["end_ns"])[rows] if ops.num_rows else np.zeros(0, np.int64)
+    mn, mx = segmented_min_max(o_start, o_end, which, n_r)
+    n_ops = np.clip(hi - lo, 0, None)
+    has = n_ops > 0
+    busy = segmented_union_length(o_start, o_end, which, n_r)
+    if ops.num_rows:
+        is_kernel = (pc.equal(ops["kind"], "kernel").to_numpy(zero_copy_only=False))[rows].astype(np.int64)
+        n_kernels = np.bincount(which, weights=is_kernel, minlength=n_r).astype(np.int64)
+        dev = _np(ops["device_id"])[rows]
+        stream = _np(ops["stream_id"])[rows]
+        n_devices = count_distinct_per_group(dev, which, n_r)
+        n_streams = count_distinct_per_group(dev << 32 | (stream & 0xFFFFFFFF), which, n_r)
+    else:
+        n_kernels = n_devices = n_streams = np.zeros(n_r, np.int64)
+    return (
+        ranges.append_column("gpu_start_ns", pa.array(mn, mask=~has))
+        .append_column("gpu_end_ns", pa.array(mx, mask=~has))
+        .append_column("gpu_busy_ns", pa.array(busy))
+        .append_column("n_gpu_ops", pa.array(n_ops))
+        .append_column("n_kernels", pa.array(n_kernels))
+        .append_column("n_streams", pa.array(n_streams))
+        .append_column("n_devices", pa.array(n_devices))
+    )
+
+
+def range_op_slices(ranges: pa.Table, ops: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each range, the slice ``[lo, hi)`` of ``order`` holding the ops it launched.
+
+    Returns (lo, hi, order) where ``order`` sorts ``ops`` by thread and launch time.
+    """
+    n_r = ranges.num_rows
+    lo = np.zeros(n_r, dtype=np.int64)
+    hi = np.zeros(n_r, dtype=np.int64)
+    if ops.num_rows == 0 or n_r == 0:
+        return lo, hi, np.zeros(ops.num_rows, dtype=np.int64)
+    order, spans = thread_slices(ops)
+    ls = _np(ops["launch_start_ns"], I64_MAX)[order]
+    le = _np(ops["launch_end_ns"], I64_MAX)[order]
+    r_pid = _np(ranges["pid"])
+    r_tid = _np(ranges["tid"])
+    r_s = _np(ranges["start_ns"])
+    r_e = _np(ranges["end_ns"])
+    same_thread = pc.not_equal(ranges["style"], "start_end_cross_thread").to_numpy(zero_copy_only=False)
+    keys = r_pid << 24 | r_tid
+    for key in np.unique(keys):
+        span = spans.get((int(key >> 24), int(key & 0xFFFFFF)))
+        if span is None:
+            continue
+        s0, s1 = span
+        sel = np.flatnonzero((keys == key) & same_thread)
+        # Calls on one thread do not overlap, so ends are sorted with starts; the running
+        # maximum keeps searchsorted correct even if a trace breaks that.
+        ends = np.maximum.accumulate(le[s0:s1])
+        lo[sel] = s0 + np.searchsorted(ls[s0:s1], r_s[sel], side="left")
+        hi[sel] = s0 + np.searchsorted(ends, r_e[sel], side="right")
+    hi = np.maximum(hi, lo)
+    return lo, hi, order
+
+
+def innermost_owner(ops: pa.Table, ranges: pa.Table, candidate_mask: np.ndarray, depth: np.ndarray | None = None) -> np.ndarray:
+    """For each op, the row of the innermost candidate range holding its launch call, or -1.
+
+    ``ops`` needs pid, launch_tid, launch_start_ns, launch_end_ns (any table of CPU calls
+    works). ``candidate_mask`` selects ranges; where candidates nest, the deepest (by
+    ``depth``, else the later row) wins.
+    """
+    out = np.full(ops.num_rows, -1, dtype=np.int64)
+    if ops.num_rows == 0 or not candidate_mask.any():
+        return out
+    cand = np.flatnonzero(candidate_mask)
+    if depth is not None:
+        cand = cand[np.argsort(depth[cand], kind="stable")]
+    sub = ranges.take(pa.array(cand))
+    lo, hi, order = range_op_slices(sub, ops)
+    pos, which = explode_slices(lo, hi)
+    # Assign shallow first, deep last: for repeated indices numpy keeps the last write.
+    seq = np.argsort(which, kind="stable")
+    out[order[pos[seq]]] = cand[which[seq]]
+    return out

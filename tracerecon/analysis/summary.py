@@ -1,0 +1,111 @@
+"""Per rank x phase statistics: what ``report`` prints and ``report --json`` returns.
+
+Pure functions over the phases / cycles tables. Medians are exact (numpy), in milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from tracerecon.schema import VERDICTS
+
+
+@dataclass(frozen=True)
+class PhaseSummary:
+    phase: str
+    n: int
+    cpu_ms_median: float
+    gpu_ms_median: float  # GPU-timeline share (what CUDA events at the boundaries measure)
+    gpu_span_ms_median: float | None  # first op start .. last op end (None: no GPU work)
+    gpu_busy_ms_median: float
+    error_ms_median: float  # CPU minus GPU: > 0 the timer over-reports, < 0 it under-reports
+    verdicts: dict[str, int]
+
+    @property
+    def dominant_verdict(self) -> str:
+        return max(self.verdicts.items(), key=lambda kv: (kv[1], -VERDICTS.index(kv[0])))[0] if self.verdicts else "no_gpu_work"
+
+    def to_json(self) -> dict:
+        return {
+            "phase": self.phase,
+            "n": self.n,
+            "cpu_ms_median": self.cpu_ms_median,
+            "gpu_ms_median": self.gpu_ms_median,
+            "gpu_span_ms_median": self.gpu_span_ms_median,
+            "gpu_busy_ms_median": self.gpu_busy_ms_median,
+            "error_ms_median": self.error_ms_median,
+            "verdicts": dict(self.verdicts),
+        }
+
+
+@dataclass(frozen=True)
+class CycleSummary:
+    n: int
+    cpu_ms_median: float | None
+    gpu_ms_median: float | None
+    phases_cpu_ms_median: float | None
+    phases_gpu_ms_median: float | None
+    n_add_up: int
+
+    def to_json(self) -> dict:
+        return {
+            "n": self.n,
+            "cpu_ms_median": self.cpu_ms_median,
+            "gpu_ms_median": self.gpu_ms_median,
+            "phases_cpu_ms_median": self.phases_cpu_ms_median,
+            "phases_gpu_ms_median": self.phases_gpu_ms_median,
+            "n_add_up": self.n_add_up,
+        }
+
+
+def _median_ms(values: list) -> float | None:
+    v = [x for x in values if x is not None]
+    if not v:
+        return None
+    return round(float(np.median(np.asarray(v, dtype=np.float64))) / 1e6, 6)
+
+
+def summarize_phases(phases: pa.Table, order: tuple[str, ...] = ()) -> list[PhaseSummary]:
+    """One summary per phase name; names in ``order`` first (in that order), then the rest by first appearance."""
+    if phases.num_rows == 0:
+        return []
+    cols = phases.select(["phase", "cpu_ns", "gpu_ns", "gpu_span_ns", "gpu_busy_ns", "error_ns", "verdict"]).to_pydict()
+    by: dict[str, list[int]] = {}
+    for i, name in enumerate(cols["phase"]):
+        by.setdefault(name, []).append(i)
+    names = [n for n in order if n in by] + [n for n in by if n not in order]
+    out = []
+    for name in names:
+        idx = by[name]
+        pick = lambda c: [cols[c][i] for i in idx]  # noqa: E731
+        out.append(
+            PhaseSummary(
+                phase=name,
+                n=len(idx),
+                cpu_ms_median=_median_ms(pick("cpu_ns")),
+                gpu_ms_median=_median_ms(pick("gpu_ns")),
+                gpu_span_ms_median=_median_ms(pick("gpu_span_ns")),
+                gpu_busy_ms_median=_median_ms(pick("gpu_busy_ns")),
+                error_ms_median=_median_ms(pick("error_ns")),
+                verdicts=dict(Counter(pick("verdict")).most_common()),
+            )
+        )
+    return out
+
+
+def summarize_cycles(cycles: pa.Table) -> CycleSummary:
+    if cycles.num_rows == 0:
+        return CycleSummary(0, None, None, None, None, 0)
+    c = cycles.to_pydict()
+    return CycleSummary(
+        n=cycles.num_rows,
+        cpu_ms_median=_median_ms(c["cpu_ns"]),
+        gpu_ms_median=_median_ms(c["gpu_ns"]),
+        phases_cpu_ms_median=_median_ms(c["phases_cpu_ns"]),
+        phases_gpu_ms_median=_median_ms(c["phases_gpu_ns"]),
+        n_add_up=sum(1 for x in c["adds_up"] if x),
+    )

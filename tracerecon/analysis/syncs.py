@@ -1,0 +1,136 @@
+"""Blocking CPU waits (synchronize calls, synchronous copies) and whose GPU work they waited for.
+
+A wait that absorbs GPU work launched by *other* phases is how a naive CPU timer over-reports:
+``.item()`` in draft_re_extend blocks until verify's kernels are done, and the timer charges
+verify's GPU time to draft_re_extend.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tracerecon.analysis.intervals import explode_slices, segmented_union_length
+from tracerecon.analysis.projection import _np, match_correlation
+
+# API calls that block the calling CPU thread until GPU work completes (version suffix stripped).
+BLOCKING_APIS = frozenset(
+    {
+        "cudaStreamSynchronize",
+        "cudaDeviceSynchronize",
+        "cudaEventSynchronize",
+        "cudaThreadSynchronize",
+        "cudaMemcpy",
+        "cudaMemcpy2D",
+        "cudaMemcpy3D",
+        "cudaMemcpyToSymbol",
+        "cudaMemcpyFromSymbol",
+        "cudaMemcpyPeer",
+        "cuStreamSynchronize",
+        "cuCtxSynchronize",
+        "cuEventSynchronize",
+        "cuMemcpyDtoH",
+        "cuMemcpyHtoD",
+        "cuMemcpyDtoD",
+        "cuMemcpy",
+    }
+)
+# APIs that get a CUPTI synchronization record but do not block the CPU (they order GPU work).
+# Decided by the call's name, not the record's syncType: nsys 2025.3 writes type 2 ("Stream
+# wait sync") for cudaStreamSynchronize records too (seen in the H200 sample traces).
+NON_BLOCKING_SYNC_APIS = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent"})
+
+_VERSION_SUFFIX = re.compile(r"(_v\d+|_ptds|_ptsz)+$")
+
+
+def base_api_name(name: str) -> str:
+    """``cudaStreamSynchronize_v3020`` -> ``cudaStreamSynchronize``."""
+    return _VERSION_SUFFIX.sub("", name)
+
+
+def find_blocking_calls(api_calls: pa.Table, sync_records: pa.Table) -> pa.Table:
+    """Rows of ``api_calls`` that block the CPU, with api (base name), sync_type, device_id, stream_id.
+
+    A call blocks if its name is a known blocking API, or a CUPTI synchronization record points
+    at it (same process and correlation id) and it is not a stream-wait-event.
+    """
+    names = api_calls["name"].combine_chunks() if api_calls.num_rows else pa.array([], pa.dictionary(pa.int32(), pa.string()))
+    if api_calls.num_rows == 0:
+        idx = np.zeros(0, dtype=np.int64)
+    else:
+        dict_names = [base_api_name(x) for x in names.dictionary.to_pylist()]
+        is_blocking_name = np.array([x in BLOCKING_APIS for x in dict_names] + [False], dtype=bool)
+        codes = names.indices.to_numpy(zero_copy_only=False)
+        by_name = is_blocking_name[codes]
+        by_record = np.zeros(api_calls.num_rows, dtype=bool)
+        rec_type = np.array([None] * api_calls.num_rows, dtype=object)
+        rec_dev = np.full(api_calls.num_rows, -1, dtype=np.int64)
+        rec_stream = np.full(api_calls.num_rows, -1, dtype=np.int64)
+        if sync_records.num_rows:
+            # Each record points at its API call by (process, correlation id).
+            # For each call, the synchronization record pointing at it (same process and correlation id).
+            rec_of_call = match_correlation(_np(sync_records["pid"]), _np(sync_records["correlation_id"], -1), _np(api_calls["pid"]), _np(api_calls["correlation_id"], -1))
+            hit = np.flatnonzero(rec_of_call >= 0)
+            types = sync_records["sync_type"].to_pylist()
+            r = rec_of_call[hit]
+            rec_type[hit] = [types[k] for k in r]
+            rec_dev[hit] = _np(sync_records["device_id"])[r]
+            rec_stream[hit] = _np(sync_records["stream_id"])[r]
+            non_blocking = np.array([x in NON_BLOCKING_SYNC_APIS for x in dict_names] + [True], dtype=bool)
+            by_record[hit] = ~non_blocking[codes[hit]]
+        idx = np.flatnonzero(by_name | by_record)
+        out = api_calls.take(pa.array(idx))
+        api = pa.array([dict_names[c] for c in codes[idx]], pa.string())
+        return (
+            out.append_column("api", api)
+            .append_column("sync_type", pa.array(rec_type[idx].tolist(), pa.string()))
+            .append_column("sync_device_id", pa.array(rec_dev[idx], mask=rec_dev[idx] < 0))
+            .append_column("sync_stream_id", pa.array(rec_stream[idx], mask=rec_stream[idx] < 0))
+        )
+    return api_calls.take(pa.array(idx)).append_column("api", pa.array([], pa.string())).append_column(
+        "sync_type", pa.array([], pa.string())).append_column("sync_device_id", pa.array([], pa.int64())).append_column(
+        "sync_stream_id", pa.array([], pa.int64()))
+
+
+def attribute_waits(blocking: pa.Table, ops: pa.Table, op_phase: np.ndarray, call_phase: np.ndarray) -> dict[str, np.ndarray]:
+    """For each blocking call: the GPU work of its process that finished while it waited.
+
+    ``op_phase[i]`` is the phase instance that launched op i (-1: none); ``call_phase[j]`` the
+    phase instance holding blocking call j. Returns numpy arrays: waited_gpu_ns (union of the
+    awaited ops' time inside the wait), waited_other_phase_ns (the same for ops launched by
+    other phase instances), waited_for_phase_id (phase of the op that finished last, -1: none).
+    """
+    n = blocking.num_rows
+    waited = np.zeros(n, dtype=np.int64)
+    other = np.zeros(n, dtype=np.int64)
+    last_phase = np.full(n, -1, dtype=np.int64)
+    if n == 0 or ops.num_rows == 0:
+        return {"waited_gpu_ns": waited, "waited_other_phase_ns": other, "waited_for_phase_id": last_phase}
+    o_pid = _np(ops["pid"])
+    o_end = _np(ops["end_ns"])
+    o_start = _np(ops["start_ns"])
+    order = np.lexsort((o_end, o_pid))
+    sp, se = o_pid[order], o_end[order]
+    b_pid = _np(blocking["pid"])
+    b_s = _np(blocking["start_ns"])
+    b_e = _np(blocking["end_ns"])
+    # Ops of the same process whose end falls inside the wait: (start, end].
+    lo = np.zeros(n, dtype=np.int64)
+    hi = np.zeros(n, dtype=np.int64)
+    for p in np.unique(b_pid):
+        a, b = np.searchsorted(sp, p, "left"), np.searchsorted(sp, p, "right")
+        sel = b_pid == p
+        lo[sel] = a + np.searchsorted(se[a:b], b_s[sel], "right")
+        hi[sel] = a + np.searchsorted(se[a:b], b_e[sel], "right")
+    pos, which = explode_slices(lo, hi)
+    rows = order[pos]
+    clipped_start = np.maximum(o_start[rows], b_s[which])
+    waited = segmented_union_length(clipped_start, o_end[rows], which, n)
+    is_other = (op_phase[rows] != call_phase[which]) & (op_phase[rows] >= 0)
+    other = segmented_union_length(clipped_start[is_other], o_end[rows][is_other], which[is_other], n)
+    has = hi > lo
+    last_phase[has] = op_phase[order[hi[has] - 1]]
+    return {"waited_gpu_ns": waited, "waited_other_phase_ns": other, "waited_for_phase_id": last_phase}

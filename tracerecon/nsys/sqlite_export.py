@@ -1,0 +1,586 @@
+"""Read an Nsight Systems SQLite export (nsys 2022.4 .. 2026.x) into Arrow tables.
+
+The export is opened read-only (``mode=ro`` URI); nothing is ever written to it.
+nsys creates a table only when it has rows, so a missing table reads as an empty one.
+Bulk reads go from sqlite3 straight into numpy/Arrow columns (``np.fromiter`` over the cursor
+with a structured dtype): no per-row Python objects are kept.
+
+GlobalId layout (nsys docs): ``globalTid`` holds the pid in bits 24..47 and the tid in bits
+0..23; ``globalPid`` is the same with tid = 0. Correlation ids are per process, so every join
+of a GPU op to its launching API call is on (globalPid, correlationId).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+from urllib.parse import quote
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tracerecon import schema
+from tracerecon.errors import BadTraceError
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+NULL_SENTINEL = -(2**62)  # stands in for SQL NULL in integer columns read through numpy
+
+# NVTX event types (ENUM_NSYS_EVENT_TYPE, stable since 2020).
+NVTX_MARK = 34
+NVTX_PUSH_POP = 59
+NVTX_START_END = 60
+NVTXT_MARK = 65
+NVTXT_PUSH_POP = 70
+NVTXT_START_END = 71
+NVTX_DOMAIN_CREATE = 75
+
+# Fallbacks for exports without the ENUM_* tables (older nsys), from CUPTI's headers.
+MEMCPY_KINDS = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD", 9: "HtoH", 10: "PtoP"}
+SYNC_TYPES = {0: "Unknown", 1: "Event sync", 2: "Stream wait sync", 3: "Stream sync", 4: "Context sync"}
+
+# Tables any nsys export has at least one of; a SQLite file with none of them is another tool's.
+NSYS_MARKER_TABLES = {"StringIds", "META_DATA_EXPORT", "EXPORT_META_DATA", "TARGET_INFO_SESSION_START_TIME", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME"}
+CUDA_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
+
+Progress = Callable[[str], None]
+
+
+def pid_of(global_id: np.ndarray) -> np.ndarray:
+    return (global_id >> 24) & 0xFFFFFF
+
+
+def tid_of(global_id: np.ndarray) -> np.ndarray:
+    return global_id & 0xFFFFFF
+
+
+def process_key(global_id: np.ndarray) -> np.ndarray:
+    """globalTid -> its globalPid (hardware/VM/pid bits, tid zeroed)."""
+    return global_id & ~np.int64(0xFFFFFF)
+
+
+@dataclass(frozen=True)
+class ExportInfo:
+    """What an export says about itself."""
+
+    path: str
+    nsys_version: str | None  # e.g. "2025.3.2.0"; None when the export does not say
+    schema_version: str | None  # export schema, e.g. "3.20.3"
+    metadata_table: str | None  # META_DATA_EXPORT (2023.3+) or EXPORT_META_DATA (older)
+    tables: frozenset[str]
+    graph_trace_mode: str | None  # "Node", "Graph" or None (not recorded)
+    session_start_utc_ns: int | None
+    time_normalized: bool  # exported with --ts-normalize: timestamps start at 0
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def has_nvtx(self) -> bool:
+        return "NVTX_EVENTS" in self.tables
+
+    @property
+    def has_cuda(self) -> bool:
+        return any(t in self.tables for t in CUDA_TABLES)
+
+
+@dataclass(frozen=True)
+class TraceTables:
+    """Everything read from one export, as Arrow tables (see ``tracerecon.schema``)."""
+
+    info: ExportInfo
+    nvtx_ranges: pa.Table
+    nvtx_marks: pa.Table
+    api_calls: pa.Table
+    strings: "StringTable"  # resolves api_calls.name_id
+    gpu_ops: pa.Table
+    sync_records: pa.Table
+    processes: pa.Table
+    gpus: pa.Table
+    cuda_devices: pa.Table
+    trace_end_ns: int
+    trace_start_ns: int
+    warnings: tuple[str, ...] = field(default=())
+
+
+def open_readonly(path: str | os.PathLike) -> sqlite3.Connection:
+    """Open ``path`` as a read-only SQLite database, or raise BadTraceError with why not."""
+    p = Path(path)
+    if not p.exists():
+        raise BadTraceError(f"{p}: no such file")
+    if not p.is_file():
+        raise BadTraceError(f"{p}: not a file")
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(100)
+    except OSError as exc:
+        raise BadTraceError(f"{p}: cannot read ({exc.strerror})") from None
+    if p.suffix == ".nsys-rep" or p.suffix == ".qdrep":
+        raise BadTraceError(f"{p}: is an nsys report, not its SQLite export; run `nsys export --type sqlite {p}` first")
+    if not head.startswith(SQLITE_MAGIC):
+        if len(head) == 0:
+            raise BadTraceError(f"{p}: empty file, not an SQLite export")
+        raise BadTraceError(f"{p}: not an SQLite file (expected an `nsys export --type sqlite` output)")
+    uri = "file:" + quote(str(p.resolve())) + "?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+        # A truncated file often opens fine; this read of the schema and the page count catches it.
+        conn.execute("select count(*) from sqlite_master").fetchone()
+        page_size = conn.execute("pragma page_size").fetchone()[0]
+        page_count = conn.execute("pragma page_count").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        raise BadTraceError(f"{p}: unreadable SQLite file ({exc})") from None
+    if page_size * page_count > p.stat().st_size:
+        conn.close()
+        raise BadTraceError(f"{p}: truncated SQLite file ({p.stat().st_size} of {page_size * page_count} bytes)")
+    return conn
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
+    return [r[1] for r in conn.execute(f"pragma table_info('{table}')")]
+
+
+def read_info(conn: sqlite3.Connection, path: str) -> ExportInfo:
+    """Detect nsys version, export schema and capture settings; raise if not an nsys export."""
+    tables = frozenset(r[0] for r in conn.execute("select name from sqlite_master where type in ('table','view')"))
+    if not tables & NSYS_MARKER_TABLES:
+        if not tables:
+            raise BadTraceError(f"{path}: empty SQLite database, not an nsys export")
+        raise BadTraceError(f"{path}: SQLite file without any Nsight Systems table (another tool's database?)")
+    meta_table = "META_DATA_EXPORT" if "META_DATA_EXPORT" in tables else ("EXPORT_META_DATA" if "EXPORT_META_DATA" in tables else None)
+    meta: dict[str, str] = {}
+    if meta_table:
+        meta = {str(k): str(v) for k, v in conn.execute(f"select name, value from {meta_table}")}
+    capture: dict[str, str] = {}
+    if "META_DATA_CAPTURE" in tables:
+        capture = {str(k): str(v) for k, v in conn.execute("select name, value from META_DATA_CAPTURE")}
+    graph_mode = capture.get("CUDA_GRAPH_TRACE_OPTIONS:MODE")
+    if graph_mode is None and "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" in tables:
+        graph_mode = "Graph"
+    start_utc = None
+    if "TARGET_INFO_SESSION_START_TIME" in tables and "utcEpochNs" in _columns(conn, "TARGET_INFO_SESSION_START_TIME"):
+        row = conn.execute("select utcEpochNs from TARGET_INFO_SESSION_START_TIME limit 1").fetchone()
+        start_utc = int(row[0]) if row and row[0] is not None else None
+    warnings = []
+    nsys_version = meta.get("EXPORT_PRODUCT_VERSION")
+    schema_version = meta.get("EXPORT_SCHEMA_VERSION")
+    if schema_version is None:
+        warnings.append(f"{path}: export metadata missing; schema detected from the tables present")
+    return ExportInfo(
+        path=str(path),
+        nsys_version=nsys_version,
+        schema_version=schema_version,
+        metadata_table=meta_table,
+        tables=tables,
+        graph_trace_mode=graph_mode,
+        session_start_utc_ns=start_utc,
+        time_normalized=meta.get("EXPORT_PARAM_TIME_NORMALIZE", "false").lower() == "true",
+        warnings=tuple(warnings),
+    )
+
+
+def _fetch(conn: sqlite3.Connection, sql: str, names: list[str]) -> dict[str, np.ndarray]:
+    """Run ``sql`` (integer columns only, NULL coalesced in SQL) into numpy int64 columns."""
+    dtype = np.dtype([(n, np.int64) for n in names])
+    arr = np.fromiter(conn.execute(sql), dtype=dtype)
+    return {n: np.ascontiguousarray(arr[n]) for n in names}
+
+
+def _col(cols: list[str], name: str, default: str = "NULL") -> str:
+    """SQL for column ``name`` if the table has it, else ``default`` (older schemas lack some)."""
+    return name if name in cols else default
+
+
+def _nullable(values: np.ndarray) -> pa.Array:
+    return pa.array(values, mask=values == NULL_SENTINEL, type=pa.int64())
+
+
+@dataclass(frozen=True)
+class StringTable:
+    """StringIds as an Arrow string array plus an id -> position map."""
+
+    values: pa.Array
+    position: np.ndarray  # position[id] = index into values, -1 if absent
+
+    def take(self, ids: np.ndarray) -> pa.Array:
+        """Resolve string ids (NULL_SENTINEL / unknown -> null) to an Arrow string array."""
+        ids = np.asarray(ids, dtype=np.int64)
+        ok = (ids >= 0) & (ids < len(self.position))
+        pos = np.full(len(ids), -1, dtype=np.int64)
+        pos[ok] = self.position[ids[ok]]
+        mask = pos < 0
+        pos[mask] = 0
+        if len(self.values) == 0:
+            return pa.nulls(len(ids), pa.string())
+        return self.values.take(pa.array(pos, mask=mask))
+
+
+    def dictionary(self, ids: np.ndarray) -> pa.DictionaryArray:
+        """Resolve many string ids at once as a dictionary array (no per-row strings)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        ok = (ids >= 0) & (ids < len(self.position))
+        pos = np.full(len(ids), -1, dtype=np.int64)
+        pos[ok] = self.position[ids[ok]]
+        values = self.values if len(self.values) else pa.array([""], pa.string())
+        pos = np.where(pos < 0, 0, pos) if len(self.values) else np.zeros(len(ids), dtype=np.int64)
+        return pa.DictionaryArray.from_arrays(pa.array(pos.astype(np.int32)), values)
+
+
+def read_strings(conn: sqlite3.Connection, tables: frozenset[str]) -> StringTable:
+    if "StringIds" not in tables:
+        return StringTable(pa.array([], pa.string()), np.full(0, -1, dtype=np.int64))
+    rows = conn.execute("select id, value from StringIds order by id").fetchall()
+    if not rows:
+        return StringTable(pa.array([], pa.string()), np.full(0, -1, dtype=np.int64))
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    values = pa.array([r[1] for r in rows], pa.string())
+    position = np.full(int(ids.max()) + 1, -1, dtype=np.int64)
+    position[ids] = np.arange(len(ids))
+    return StringTable(values, position)
+
+
+def _enum(conn: sqlite3.Connection, tables: frozenset[str], table: str, fallback: dict[int, str], column: str = "label") -> dict[int, str]:
+    if table not in tables:
+        return dict(fallback)
+    cols = _columns(conn, table)
+    col = column if column in cols else ("name" if "name" in cols else None)
+    if col is None:
+        return dict(fallback)
+    out = dict(fallback)
+    out.update({int(k): str(v) for k, v in conn.execute(f"select id, {col} from {table}")})
+    return out
+
+
+def _strip_memcpy_label(label: str) -> str:
+    # "Host-to-Device" -> "HtoD" style, keeping short labels as they are.
+    m = re.fullmatch(r"(\w)\w*-to-(\w)\w*", label)
+    if m:
+        return f"{m.group(1).upper()}to{m.group(2).upper()}"
+    return label
+
+
+def read_nvtx(conn: sqlite3.Connection, info: ExportInfo, strings: StringTable, trace_end: int) -> tuple[pa.Table, pa.Table, list[str]]:
+    """NVTX ranges (push/pop, start/end, NVTXT) and marks with domain names resolved."""
+    warnings: list[str] = []
+    if not info.has_nvtx:
+        return schema.empty(schema.NVTX_RANGES_RAW), schema.empty(schema.NVTX_MARKS), warnings
+    cols = _columns(conn, "NVTX_EVENTS")
+    text_id = _col(cols, "textId")
+    domain_id = _col(cols, "domainId", "0")
+    end_tid = _col(cols, "endGlobalTid")
+    int_payload = "coalesce({}, {}, {}, {})".format(
+        _col(cols, "int64Value"), _col(cols, "uint64Value"), _col(cols, "int32Value"), _col(cols, "uint32Value")
+    )
+    sql = (
+        f"select start, end, eventType, coalesce(globalTid, 0), {end_tid}, {text_id}, text, coalesce({domain_id}, 0), {int_payload} "
+        f"from NVTX_EVENTS where eventType in ({NVTX_MARK},{NVTX_PUSH_POP},{NVTX_START_END},{NVTXT_MARK},{NVTXT_PUSH_POP},{NVTXT_START_END},{NVTX_DOMAIN_CREATE}) "
+        "order by start"
+    )
+    rows = conn.execute(sql).fetchall()  # NVTX tables are small next to CUDA activity
+    if not rows:
+        return schema.empty(schema.NVTX_RANGES_RAW), schema.empty(schema.NVTX_MARKS), warnings
+    start = np.array([r[0] for r in rows], dtype=np.int64)
+    end = np.array([NULL_SENTINEL if r[1] is None else r[1] for r in rows], dtype=np.int64)
+    etype = np.array([r[2] for r in rows], dtype=np.int64)
+    gtid = np.array([r[3] for r in rows], dtype=np.int64)
+    end_gtid = np.array([NULL_SENTINEL if r[4] is None else r[4] for r in rows], dtype=np.int64)
+    tids = np.array([NULL_SENTINEL if r[5] is None else r[5] for r in rows], dtype=np.int64)
+    registered = strings.take(tids).to_pylist()
+    texts = [r[6] if r[6] is not None else registered[i] for i, r in enumerate(rows)]
+    dom = np.array([r[7] for r in rows], dtype=np.int64)
+    payload = np.array([NULL_SENTINEL if r[8] is None else int(r[8]) for r in rows], dtype=np.int64)
+    pid = pid_of(gtid)
+
+    # Domain names are per process: (pid, domainId) -> name, from the domain-create events.
+    domain_names: dict[tuple[int, int], str] = {}
+    for i in np.nonzero(etype == NVTX_DOMAIN_CREATE)[0]:
+        domain_names[(int(pid[i]), int(dom[i]))] = texts[i] or ""
+    domains = [domain_names.get((int(p), int(d)), "" if d == 0 else f"domain{int(d)}") for p, d in zip(pid, dom)]
+
+    is_range = np.isin(etype, [NVTX_PUSH_POP, NVTX_START_END, NVTXT_PUSH_POP, NVTXT_START_END])
+    # Ranges that start and end on different threads are kept, but projected like nsys does:
+    # only same-thread ranges get GPU work (see analysis.projection).
+    idx = np.nonzero(is_range)[0]
+    closed = end[idx] != NULL_SENTINEL
+    if (~closed).any():
+        warnings.append(f"{info.path}: {int((~closed).sum())} NVTX range(s) never closed; they run to the trace end")
+    r_end = np.where(closed, end[idx], max(trace_end, int(start[idx].max()) if len(idx) else 0))
+    style = np.where(np.isin(etype[idx], [NVTX_PUSH_POP, NVTXT_PUSH_POP]), "push_pop", "start_end")
+    cross_thread = (end_gtid[idx] != NULL_SENTINEL) & (end_gtid[idx] != gtid[idx])
+    style = np.where(cross_thread, "start_end_cross_thread", style)
+    ranges = pa.table(
+        {
+            "pid": pa.array(pid[idx]),
+            "tid": pa.array(tid_of(gtid[idx])),
+            "global_tid": pa.array(gtid[idx]),
+            "domain": pa.array([domains[i] for i in idx], pa.string()),
+            "name": pa.array([texts[i] if texts[i] is not None else "" for i in idx], pa.string()),
+            "start_ns": pa.array(start[idx]),
+            "end_ns": pa.array(r_end),
+            "closed": pa.array(closed),
+            "style": pa.array(style.tolist(), pa.string()),
+            "payload": _nullable(payload[idx]),
+        },
+        schema=schema.NVTX_RANGES_RAW,
+    )
+    midx = np.nonzero(np.isin(etype, [NVTX_MARK, NVTXT_MARK]))[0]
+    marks = pa.table(
+        {
+            "pid": pa.array(pid[midx]),
+            "tid": pa.array(tid_of(gtid[midx])),
+            "domain": pa.array([domains[i] for i in midx], pa.string()),
+            "name": pa.array([texts[i] if texts[i] is not None else "" for i in midx], pa.string()),
+            "ts_ns": pa.array(start[midx]),
+            "payload": _nullable(payload[midx]),
+        },
+        schema=schema.NVTX_MARKS,
+    )
+    return ranges, marks, warnings
+
+
+# API calls that can launch GPU work or block on it. Reading only these halves the rows of a
+# typical trace (cuKernelGetName, cudaEventQuery, ... launch nothing); the pipeline re-reads
+# everything if any GPU op then finds no launching call.
+RELEVANT_API = re.compile(r"Launch|Memcpy|Memset|Synchroni[sz]e|Graph|Prefetch|WaitEvent", re.I)
+
+
+def read_api_calls(conn: sqlite3.Connection, info: ExportInfo, strings: StringTable, only_relevant: bool = False) -> pa.Table:
+    """CUDA runtime and driver API calls (one table in every nsys export).
+
+    ``only_relevant``: just the calls whose name matches ``RELEVANT_API``.
+    """
+    if "CUPTI_ACTIVITY_KIND_RUNTIME" not in info.tables:
+        return schema.empty(schema.API_CALLS)
+    where = ""
+    if only_relevant and len(strings.values):
+        ids = np.flatnonzero(strings.position >= 0)
+        vals = strings.values.to_pylist()
+        keep = [int(i) for i in ids if RELEVANT_API.search(vals[strings.position[i]] or "")]
+        where = f" where nameId in ({','.join(map(str, keep)) or '-1'})"
+    c = _fetch(
+        conn,
+        f"select start, end, coalesce(globalTid, 0), coalesce(correlationId, {NULL_SENTINEL}), nameId from CUPTI_ACTIVITY_KIND_RUNTIME{where}",
+        ["start", "end", "gtid", "corr", "name"],
+    )
+    return pa.table(
+        {
+            "pid": pid_of(c["gtid"]),
+            "tid": tid_of(c["gtid"]),
+            "global_pid": process_key(c["gtid"]),
+            "start_ns": c["start"],
+            "end_ns": c["end"],
+            "correlation_id": _nullable(c["corr"]),
+            "name": strings.dictionary(c["name"]),
+        },
+        schema=schema.API_CALLS,
+    )
+
+
+def _ops_table(kind: str, c: dict[str, np.ndarray], names: pa.Array, copy_kind: pa.Array | None = None) -> pa.Table:
+    n = len(c["start"])
+    gpid = c["gpid"]
+    return pa.table(
+        {
+            "pid": pid_of(gpid),
+            "global_pid": gpid,
+            "kind": pa.array([kind] * n, pa.string()) if n else pa.array([], pa.string()),
+            "start_ns": c["start"],
+            "end_ns": c["end"],
+            "device_id": c["dev"],
+            "stream_id": c["stream"],
+            "correlation_id": _nullable(c["corr"]),
+            "name": names,
+            "graph_node_id": _nullable(c["node"]),
+            "bytes": _nullable(c["bytes"]),
+            "copy_kind": copy_kind if copy_kind is not None else pa.nulls(n, pa.string()),
+        },
+        schema=schema.GPU_OPS_RAW,
+    )
+
+
+def read_gpu_ops(conn: sqlite3.Connection, info: ExportInfo, strings: StringTable) -> pa.Table:
+    """Kernels, memcpys, memsets and (graph trace mode) whole CUDA-graph launches."""
+    parts = []
+    names = ["start", "end", "dev", "stream", "corr", "gpid", "name", "node", "bytes", "extra"]
+    gpid_sql = "coalesce(globalPid, 0)"
+
+    if "CUPTI_ACTIVITY_KIND_KERNEL" in info.tables:
+        cols = _columns(conn, "CUPTI_ACTIVITY_KIND_KERNEL")
+        name_col = "shortName" if "shortName" in cols else _col(cols, "demangledName", "0")
+        c = _fetch(
+            conn,
+            f"select start, end, deviceId, streamId, coalesce(correlationId, {NULL_SENTINEL}), {gpid_sql}, {name_col}, "
+            f"coalesce({_col(cols, 'graphNodeId')}, {NULL_SENTINEL}), {NULL_SENTINEL}, 0 from CUPTI_ACTIVITY_KIND_KERNEL",
+            names,
+        )
+        parts.append(_ops_table("kernel", c, strings.take(c["name"])))
+    if "CUPTI_ACTIVITY_KIND_MEMCPY" in info.tables:
+        cols = _columns(conn, "CUPTI_ACTIVITY_KIND_MEMCPY")
+        kinds = _enum(conn, info.tables, "ENUM_CUDA_MEMCPY_OPER", MEMCPY_KINDS, column="name")
+        c = _fetch(
+            conn,
+            f"select start, end, deviceId, streamId, coalesce(correlationId, {NULL_SENTINEL}), {gpid_sql}, 0, "
+            f"coalesce({_col(cols, 'graphNodeId')}, {NULL_SENTINEL}), bytes, copyKind from CUPTI_ACTIVITY_KIND_MEMCPY",
+            names,
+        )
+        labels = {k: _memcpy_short(v) for k, v in kinds.items()}
+        ck = pa.array([labels.get(int(k), str(int(k))) for k in c["extra"]], pa.string())
+        parts.append(_ops_table("memcpy", c, pa.array([f"memcpy {x}" for x in ck.to_pylist()], pa.string()), ck))
+    if "CUPTI_ACTIVITY_KIND_MEMSET" in info.tables:
+        cols = _columns(conn, "CUPTI_ACTIVITY_KIND_MEMSET")
+        c = _fetch(
+            conn,
+            f"select start, end, deviceId, streamId, coalesce(correlationId, {NULL_SENTINEL}), {gpid_sql}, 0, "
+            f"coalesce({_col(cols, 'graphNodeId')}, {NULL_SENTINEL}), bytes, 0 from CUPTI_ACTIVITY_KIND_MEMSET",
+            names,
+        )
+        n = len(c["start"])
+        parts.append(_ops_table("memset", c, pa.array(["memset"] * n, pa.string())))
+    if "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" in info.tables:
+        c = _fetch(
+            conn,
+            f"select start, end, deviceId, streamId, coalesce(correlationId, {NULL_SENTINEL}), {gpid_sql}, graphId, "
+            f"{NULL_SENTINEL}, {NULL_SENTINEL}, 0 from CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+            names,
+        )
+        parts.append(_ops_table("graph", c, pa.array([f"cudaGraph {g}" for g in c["name"]], pa.string())))
+    if not parts:
+        return schema.empty(schema.GPU_OPS_RAW)
+    return pa.concat_tables(parts)
+
+
+def _memcpy_short(label: str) -> str:
+    # ENUM_CUDA_MEMCPY_OPER names look like CUPTI_ACTIVITY_MEMCPY_KIND_DTOH.
+    m = re.search(r"MEMCPY_KIND_(\w+)$", label)
+    if m:
+        s = m.group(1)
+        return s.replace("TO", "to") if "TO" in s else s.title()
+    return _strip_memcpy_label(label)
+
+
+def read_sync_records(conn: sqlite3.Connection, info: ExportInfo) -> pa.Table:
+    if "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION" not in info.tables:
+        return schema.empty(schema.SYNC_RECORDS)
+    types = _enum(conn, info.tables, "ENUM_CUPTI_SYNC_TYPE", SYNC_TYPES)
+    c = _fetch(
+        conn,
+        f"select start, end, deviceId, streamId, coalesce(correlationId, {NULL_SENTINEL}), coalesce(globalPid, 0), syncType "
+        "from CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+        ["start", "end", "dev", "stream", "corr", "gpid", "type"],
+    )
+    return pa.table(
+        {
+            "pid": pid_of(c["gpid"]),
+            "start_ns": c["start"],
+            "end_ns": c["end"],
+            "device_id": c["dev"],
+            "stream_id": c["stream"],
+            "correlation_id": _nullable(c["corr"]),
+            "sync_type": pa.array([types.get(int(t), str(int(t))) for t in c["type"]], pa.string()),
+        },
+        schema=schema.SYNC_RECORDS,
+    )
+
+
+def read_processes(conn: sqlite3.Connection, info: ExportInfo) -> pa.Table:
+    if "PROCESSES" not in info.tables:
+        return schema.empty(schema.PROCESSES)
+    rows = conn.execute("select coalesce(globalPid, 0), pid, name from PROCESSES").fetchall()
+    return pa.table(
+        {
+            "pid": pa.array([int(r[1]) if r[1] is not None else int(pid_of(np.int64(r[0]))) for r in rows], pa.int64()),
+            "global_pid": pa.array([r[0] for r in rows], pa.int64()),
+            "name": pa.array([r[2] for r in rows], pa.string()),
+        },
+        schema=schema.PROCESSES,
+    )
+
+
+def read_gpus(conn: sqlite3.Connection, info: ExportInfo) -> tuple[pa.Table, pa.Table]:
+    gpus = schema.empty(schema.GPUS)
+    if "TARGET_INFO_GPU" in info.tables:
+        cols = _columns(conn, "TARGET_INFO_GPU")
+        rows = conn.execute(
+            f"select id, {_col(cols, 'name')}, {_col(cols, 'uuid')}, {_col(cols, 'busLocation')}, {_col(cols, 'smCount')} from TARGET_INFO_GPU"
+        ).fetchall()
+        gpus = pa.table({k: [r[i] for r in rows] for i, k in enumerate(schema.GPUS.names)}, schema=schema.GPUS)
+    devices = schema.empty(schema.CUDA_DEVICES)
+    if "TARGET_INFO_CUDA_DEVICE" in info.tables:
+        cols = _columns(conn, "TARGET_INFO_CUDA_DEVICE")
+        rows = conn.execute(f"select pid, cudaId, {_col(cols, 'gpuId')} from TARGET_INFO_CUDA_DEVICE").fetchall()
+        devices = pa.table({k: [r[i] for r in rows] for i, k in enumerate(schema.CUDA_DEVICES.names)}, schema=schema.CUDA_DEVICES)
+    return gpus, devices
+
+
+def _bounds(tables: list[pa.Table], cols: list[tuple[str, str]]) -> tuple[int, int]:
+    lo, hi = None, None
+    for t, (s, e) in zip(tables, cols):
+        if t.num_rows == 0:
+            continue
+        mn = pc.min(t[s]).as_py()
+        mx = pc.max(t[e]).as_py()
+        lo = mn if lo is None else min(lo, mn)
+        hi = mx if hi is None else max(hi, mx)
+    return (lo or 0, hi or 0)
+
+
+def read_all_api_calls(path: str | os.PathLike) -> pa.Table:
+    """Every runtime/driver API call of an export (the fallback when the filtered read missed some)."""
+    conn = open_readonly(path)
+    try:
+        info = read_info(conn, str(path))
+        return read_api_calls(conn, info, read_strings(conn, info.tables))
+    except sqlite3.DatabaseError as exc:
+        raise BadTraceError(f"{path}: corrupt or truncated export ({exc})") from None
+    finally:
+        conn.close()
+
+
+def read_export(path: str | os.PathLike, progress: Progress | None = None) -> TraceTables:
+    """Read one nsys SQLite export. Raises BadTraceError for anything that is not one.
+
+    ``api_calls`` holds only calls that can launch or wait for GPU work (see ``RELEVANT_API``).
+    """
+    say = progress or (lambda _msg: None)
+    conn = open_readonly(path)
+    try:
+        try:
+            info = read_info(conn, str(path))
+            strings = read_strings(conn, info.tables)
+            say("runtime API calls")
+            api = read_api_calls(conn, info, strings, only_relevant=True)
+            say("GPU activity")
+            ops = read_gpu_ops(conn, info, strings)
+            syncs = read_sync_records(conn, info)
+            procs = read_processes(conn, info)
+            gpus, devices = read_gpus(conn, info)
+            t0, t1 = _bounds([api, ops], [("start_ns", "end_ns"), ("start_ns", "end_ns")])
+            if info.has_nvtx:
+                row = conn.execute("select min(start), max(coalesce(end, start)) from NVTX_EVENTS").fetchone()
+                if row and row[0] is not None:
+                    t0 = min(t0, row[0]) if t0 else row[0]
+                    t1 = max(t1, row[1])
+            say("NVTX")
+            ranges, marks, nvtx_warn = read_nvtx(conn, info, strings, t1)
+        except sqlite3.DatabaseError as exc:
+            raise BadTraceError(f"{path}: corrupt or truncated export ({exc})") from None
+    finally:
+        conn.close()
+    warnings = list(info.warnings) + nvtx_warn
+    return TraceTables(
+        info=info,
+        nvtx_ranges=ranges,
+        nvtx_marks=marks,
+        api_calls=api,
+        strings=strings,
+        gpu_ops=ops,
+        sync_records=syncs,
+        processes=procs,
+        gpus=gpus,
+        cuda_devices=devices,
+        trace_start_ns=int(t0),
+        trace_end_ns=int(t1),
+        warnings=tuple(warnings),
+    )

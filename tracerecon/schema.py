@@ -1,0 +1,221 @@
+"""Every Arrow schema tracerecon produces, declared once.
+
+Timestamps are int64 nanoseconds on the trace's own timeline (the export's clock), never
+rewritten. Names are plain strings. Columns a table does not know are null, not absent.
+
+Raw tables (what ``tracerecon.nsys`` reads) carry no ``rank``; analysis tables and the
+parquet export do.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+TS = pa.int64()  # every timestamp and duration: ns
+
+# --- raw, as read from one export -----------------------------------------------------------
+
+NVTX_RANGES_RAW = pa.schema(
+    [
+        ("pid", pa.int64()),
+        ("tid", pa.int64()),
+        ("global_tid", pa.int64()),
+        ("domain", pa.string()),  # "" for the default domain
+        ("name", pa.string()),
+        ("start_ns", TS),
+        ("end_ns", TS),  # unclosed ranges: the trace end, with closed = false
+        ("closed", pa.bool_()),
+        ("style", pa.string()),  # "push_pop" | "start_end"
+        ("payload", pa.int64()),  # integer payload, if any
+    ]
+)
+
+NVTX_MARKS = pa.schema(
+    [
+        ("pid", pa.int64()),
+        ("tid", pa.int64()),
+        ("domain", pa.string()),
+        ("name", pa.string()),
+        ("ts_ns", TS),
+        ("payload", pa.int64()),
+    ]
+)
+
+API_CALLS = pa.schema(
+    [
+        ("pid", pa.int64()),
+        ("tid", pa.int64()),
+        ("global_pid", pa.int64()),
+        ("start_ns", TS),
+        ("end_ns", TS),
+        ("correlation_id", pa.int64()),
+        ("name", pa.dictionary(pa.int32(), pa.string())),  # e.g. cudaLaunchKernel_v7000
+    ]
+)
+
+# kind: kernel | memcpy | memset | graph (a whole CUDA-graph launch, graph trace mode)
+GPU_OPS_RAW = pa.schema(
+    [
+        ("pid", pa.int64()),
+        ("global_pid", pa.int64()),
+        ("kind", pa.string()),
+        ("start_ns", TS),
+        ("end_ns", TS),
+        ("device_id", pa.int64()),
+        ("stream_id", pa.int64()),
+        ("correlation_id", pa.int64()),
+        ("name", pa.string()),
+        ("graph_node_id", pa.int64()),
+        ("bytes", pa.int64()),
+        ("copy_kind", pa.string()),  # memcpy only: HtoD, DtoH, DtoD, ...
+    ]
+)
+
+SYNC_RECORDS = pa.schema(
+    [
+        ("pid", pa.int64()),
+        ("start_ns", TS),
+        ("end_ns", TS),
+        ("device_id", pa.int64()),
+        ("stream_id", pa.int64()),
+        ("correlation_id", pa.int64()),
+        ("sync_type", pa.string()),
+    ]
+)
+
+PROCESSES = pa.schema([("pid", pa.int64()), ("global_pid", pa.int64()), ("name", pa.string())])
+
+GPUS = pa.schema(
+    [
+        ("device_id", pa.int64()),
+        ("name", pa.string()),
+        ("uuid", pa.string()),
+        ("bus", pa.string()),
+        ("sm_count", pa.int64()),
+    ]
+)
+
+CUDA_DEVICES = pa.schema([("pid", pa.int64()), ("cuda_id", pa.int64()), ("gpu_id", pa.int64())])
+
+# --- analysis, per rank ---------------------------------------------------------------------
+
+RANGES = pa.schema(
+    [
+        ("rank", pa.int32()),
+        ("pid", pa.int64()),
+        ("tid", pa.int64()),
+        ("range_id", pa.int64()),  # index in this rank's ranges table
+        ("parent_id", pa.int64()),  # enclosing push/pop range on the same thread, null at top
+        ("domain", pa.string()),
+        ("name", pa.string()),
+        ("start_ns", TS),
+        ("end_ns", TS),
+        ("depth", pa.int32()),
+        ("closed", pa.bool_()),
+        ("style", pa.string()),
+        ("payload", pa.int64()),
+        ("gpu_start_ns", TS),  # first GPU op start (null: no GPU work)
+        ("gpu_end_ns", TS),  # last GPU op end
+        ("gpu_busy_ns", TS),  # union of the ops' intervals
+        ("n_gpu_ops", pa.int64()),
+        ("n_kernels", pa.int64()),
+        ("n_streams", pa.int64()),
+        ("n_devices", pa.int64()),
+    ]
+)
+
+GPU_OPS = pa.schema(
+    [
+        ("rank", pa.int32()),
+        ("pid", pa.int64()),
+        ("kind", pa.string()),
+        ("start_ns", TS),
+        ("end_ns", TS),
+        ("device_id", pa.int64()),
+        ("stream_id", pa.int64()),
+        ("correlation_id", pa.int64()),
+        ("name", pa.string()),
+        ("graph_node_id", pa.int64()),
+        ("bytes", pa.int64()),
+        ("launch_tid", pa.int64()),  # thread of the API call that launched it (null: unmatched)
+        ("launch_start_ns", TS),
+        ("launch_end_ns", TS),
+        ("launch_api", pa.string()),
+        ("range_id", pa.int64()),  # innermost range whose CPU span holds the launch call
+        ("phase_id", pa.int64()),  # phase instance (row of `phases`) that launched it
+    ]
+)
+
+SYNCS = pa.schema(
+    [
+        ("rank", pa.int32()),
+        ("pid", pa.int64()),
+        ("tid", pa.int64()),
+        ("api", pa.string()),  # cudaStreamSynchronize, cudaMemcpy (DtoH), ...
+        ("start_ns", TS),
+        ("end_ns", TS),
+        ("blocked_ns", TS),  # the CPU wait: API call duration
+        ("device_id", pa.int64()),
+        ("stream_id", pa.int64()),
+        ("sync_type", pa.string()),  # from the CUPTI synchronization record, if any
+        ("range_id", pa.int64()),  # innermost range holding the call
+        ("phase_id", pa.int64()),  # phase instance holding the call
+        ("waited_gpu_ns", TS),  # GPU work that finished while the CPU waited
+        ("waited_other_phase_ns", TS),  # ... of it, work launched by other phase instances
+        ("waited_for_phase_id", pa.int64()),  # the phase instance whose work ended last in the wait
+        ("waited_for_phase", pa.string()),
+    ]
+)
+
+PHASES = pa.schema(
+    [
+        ("rank", pa.int32()),
+        ("cycle", pa.int64()),
+        ("phase", pa.string()),
+        ("phase_id", pa.int64()),  # row number in this rank's phases, time order
+        ("range_id", pa.int64()),
+        ("pid", pa.int64()),
+        ("tid", pa.int64()),
+        ("cpu_start_ns", TS),
+        ("cpu_end_ns", TS),
+        ("cpu_ns", TS),
+        ("gpu_start_ns", TS),
+        ("gpu_end_ns", TS),
+        ("gpu_span_ns", TS),  # gpu_end - gpu_start
+        ("gpu_busy_ns", TS),
+        ("gpu_ns", TS),  # GPU-timeline share: gpu_end - max(previous phase's gpu_end, gpu_start)
+        ("n_gpu_ops", pa.int64()),
+        ("n_kernels", pa.int64()),
+        ("n_graph_launches", pa.int64()),
+        ("overrun_ns", TS),  # gpu_end - cpu_end when positive: GPU work past the timer
+        ("blocked_ns", TS),  # CPU time inside blocking calls
+        ("absorbed_ns", TS),  # other phases' GPU work that finished during those waits
+        ("error_ns", TS),  # cpu_ns - gpu_ns: positive = CPU over-reports
+        ("verdict", pa.string()),
+    ]
+)
+
+CYCLES = pa.schema(
+    [
+        ("rank", pa.int32()),
+        ("cycle", pa.int64()),
+        ("name", pa.string()),
+        ("cpu_start_ns", TS),
+        ("cpu_end_ns", TS),
+        ("cpu_ns", TS),
+        ("gpu_start_ns", TS),
+        ("gpu_end_ns", TS),
+        ("gpu_ns", TS),  # the trusted number: span of the cycle's GPU work
+        ("phases_cpu_ns", TS),  # sum of its phases' CPU times
+        ("phases_gpu_ns", TS),  # sum of its phases' GPU-timeline shares
+        ("n_phases", pa.int64()),
+        ("adds_up", pa.bool_()),  # phases' GPU shares cover the cycle's GPU time (within tolerance)
+    ]
+)
+
+VERDICTS = ("under", "over", "launch_bound", "agree", "no_gpu_work")
+
+
+def empty(schema: pa.Schema) -> pa.Table:
+    """A zero-row table of ``schema``."""
+    return schema.empty_table()
