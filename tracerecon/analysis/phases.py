@@ -83,10 +83,11 @@ def timeline_shares(cpu_start: np.ndarray, cpu_end: np.ndarray, gpu_end: np.ndar
     """Per phase (in time order, grouped by cycle), its share of the GPU timeline. See module doc.
 
     ``gpu_end`` uses int64 min for "no GPU work". Phases outside a cycle (cycle -1) are their
-    own group.
+    own group. A group with no GPU work at all gets int64 min (no GPU timeline to share).
     """
     n = len(cpu_start)
     out = np.zeros(n, dtype=np.int64)
+    none = np.iinfo(np.int64).min
     i = 0
     while i < n:  # one pass; groups are runs of equal cycle numbers
         j = i + 1
@@ -97,8 +98,11 @@ def timeline_shares(cpu_start: np.ndarray, cpu_end: np.ndarray, gpu_end: np.ndar
         for k in range(i, j):
             bounds.append(max(cpu_start[k], latest))
             latest = max(latest, gpu_end[k])
-        bounds.append(max(cpu_end[j - 1], latest))
-        out[i:j] = np.diff(np.array(bounds, dtype=np.int64))
+        if latest == none:
+            out[i:j] = none
+        else:
+            bounds.append(max(cpu_end[j - 1], latest))
+            out[i:j] = np.diff(np.array(bounds, dtype=np.int64))
         i = j
     return out
 
@@ -139,6 +143,8 @@ def build_phases(ranges: pa.Table, syncs: pa.Table, phase_rows: np.ndarray, cycl
     n_ops = _np(r["n_gpu_ops"])
     cpu = ce - cs
     shares = timeline_shares(cs, ce, ge, cycle_of)
+    no_share = shares == np.iinfo(np.int64).min
+    shares_for_math = np.where(no_share, 0, shares)
     overrun = np.where(has_gpu, np.clip(ge - ce, 0, None), 0)
     blocked = np.zeros(n, dtype=np.int64)
     absorbed = np.zeros(n, dtype=np.int64)
@@ -147,7 +153,7 @@ def build_phases(ranges: pa.Table, syncs: pa.Table, phase_rows: np.ndarray, cycl
         ok = pid >= 0
         np.add.at(blocked, pid[ok], _np(syncs["blocked_ns"])[ok])
         np.add.at(absorbed, pid[ok], _np(syncs["waited_other_phase_ns"])[ok])
-    verdict = verdicts(cpu, shares, span, busy, n_ops, overrun, absorbed)
+    verdict = verdicts(cpu, shares_for_math, span, busy, n_ops, overrun, absorbed)
     table = {
         "rank": pa.array(np.full(n, rank, dtype=np.int32)),
         "cycle": pa.array(cycle_of, mask=cycle_of < 0),
@@ -163,14 +169,14 @@ def build_phases(ranges: pa.Table, syncs: pa.Table, phase_rows: np.ndarray, cycl
         "gpu_end_ns": r["gpu_end_ns"],
         "gpu_span_ns": pa.array(span, mask=~has_gpu),
         "gpu_busy_ns": r["gpu_busy_ns"],
-        "gpu_ns": pa.array(shares),
+        "gpu_ns": pa.array(shares_for_math, mask=no_share),
         "n_gpu_ops": r["n_gpu_ops"],
         "n_kernels": r["n_kernels"],
         "n_graph_launches": pa.array(np.zeros(n, dtype=np.int64)),
         "overrun_ns": pa.array(overrun),
         "blocked_ns": pa.array(blocked),
         "absorbed_ns": pa.array(absorbed),
-        "error_ns": pa.array(cpu - shares),
+        "error_ns": pa.array(cpu - shares_for_math, mask=no_share),
         "verdict": pa.array(verdict, pa.string()),
     }
     return pa.table(table, schema=schema.PHASES)
@@ -187,7 +193,7 @@ def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, ran
     p_cs, p_ce = _np(phases["cpu_start_ns"]), _np(phases["cpu_end_ns"])
     p_ge = _np(phases["gpu_end_ns"])
     p_gs = _np(phases["gpu_start_ns"], np.iinfo(np.int64).max)
-    p_cpu, p_gpu = _np(phases["cpu_ns"]), _np(phases["gpu_ns"])
+    p_cpu, p_gpu = _np(phases["cpu_ns"]), _np(phases["gpu_ns"], 0)
     rows = []
     names = ranges["name"].to_pylist()
     c_start = _np(ranges["start_ns"])
@@ -211,7 +217,7 @@ def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, ran
             {
                 "rank": rank, "cycle": int(c), "name": name, "cpu_start_ns": cs, "cpu_end_ns": ce, "cpu_ns": ce - cs,
                 "gpu_start_ns": gs if has_gpu else None, "gpu_end_ns": ge if has_gpu else None, "gpu_ns": gpu_ns,
-                "phases_cpu_ns": int(p_cpu[sel].sum()), "phases_gpu_ns": gsum, "n_phases": int(sel.sum()), "adds_up": adds,
+                "phases_cpu_ns": int(p_cpu[sel].sum()), "phases_gpu_ns": gsum if has_gpu else None, "n_phases": int(sel.sum()), "adds_up": adds,
             }
         )
     return pa.Table.from_pylist(rows, schema=schema.CYCLES)

@@ -1,0 +1,138 @@
+"""What engines import: NVTX phase and cycle ranges that tracerecon reads back.
+
+    from tracerecon.instrument import cycle, phase
+
+    for i in range(n):
+        with cycle(i):
+            with phase("draft"):
+                ...
+            with phase("verify"):
+                ...
+
+Ranges are NVTX push/pop ranges in the ``tracerecon`` domain; the payload is the cycle index.
+At the first range a process marks its rank (``tracerecon.rank=N``, from ``RANK`` in the
+environment, as torchrun sets it), so a single report of a whole process tree maps processes
+to ranks. With no profiler attached NVTX calls return at once (see benchmarks/instrument_overhead.py
+for the measured cost).
+
+Optional naive CPU timers (the ``perf_counter`` numbers engines log): set
+``TRACERECON_CPU_TIMERS=/path/prefix`` or call ``enable_cpu_timers(path)``; each phase then
+appends ``{"rank", "cycle", "phase", "cpu_ms"}`` as one JSON line to ``<prefix>.rank<R>.jsonl``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import threading
+import time
+from typing import Callable, TypeVar
+
+import nvtx
+
+DOMAIN = "tracerecon"
+RANK_MARK_FORMAT = "tracerecon.rank={}"
+
+F = TypeVar("F", bound=Callable)
+
+_state = threading.local()
+_lock = threading.Lock()
+_marked = False
+_timer_file = None
+_timer_path_env = "TRACERECON_CPU_TIMERS"
+
+
+def current_rank() -> int:
+    """RANK from the environment (torchrun), else 0."""
+    try:
+        return int(os.environ.get("RANK", "0"))
+    except ValueError:
+        return 0
+
+
+def mark_rank(rank: int | None = None) -> None:
+    """Emit the ``tracerecon.rank=N`` NVTX mark once per process."""
+    global _marked
+    with _lock:
+        if _marked:
+            return
+        _marked = True
+    nvtx.mark(message=RANK_MARK_FORMAT.format(current_rank() if rank is None else rank), domain=DOMAIN)
+
+
+def enable_cpu_timers(path_prefix: str | None) -> None:
+    """Log each phase's naive perf_counter time to ``<prefix>.rank<R>.jsonl`` (None: stop)."""
+    global _timer_file
+    with _lock:
+        if _timer_file is not None:
+            _timer_file.close()
+            _timer_file = None
+        if path_prefix:
+            _timer_file = open(f"{path_prefix}.rank{current_rank()}.jsonl", "a", buffering=1)
+
+
+def _cycle_index() -> int | None:
+    return getattr(_state, "cycle", None)
+
+
+class phase:
+    """``with phase("verify"):`` or ``@phase("draft")``: one NVTX range per call."""
+
+    __slots__ = ("name", "_t0")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._t0 = 0.0
+
+    def __enter__(self) -> "phase":
+        if not _marked:
+            mark_rank()
+        c = _cycle_index()
+        nvtx.push_range(message=self.name, domain=DOMAIN, payload=c)
+        if _timer_file is not None:
+            self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if _timer_file is not None:
+            # The naive timer, exactly as engines take it: no synchronize.
+            ms = (time.perf_counter() - self._t0) * 1e3
+            _timer_file.write(json.dumps({"rank": current_rank(), "cycle": _cycle_index(), "phase": self.name, "cpu_ms": ms}) + "\n")
+        nvtx.pop_range(domain=DOMAIN)
+
+    def __call__(self, func: F) -> F:
+        name = self.name
+
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            with phase(name):
+                return func(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+
+class cycle:
+    """``with cycle(i):``: the NVTX range ``cycle i`` enclosing one cycle's phases."""
+
+    __slots__ = ("index", "_prev")
+
+    def __init__(self, index: int) -> None:
+        self.index = int(index)
+        self._prev = None
+
+    def __enter__(self) -> "cycle":
+        if not _marked:
+            mark_rank()
+        self._prev = _cycle_index()
+        _state.cycle = self.index
+        nvtx.push_range(message=f"cycle {self.index}", domain=DOMAIN, payload=self.index)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        nvtx.pop_range(domain=DOMAIN)
+        _state.cycle = self._prev
+
+
+if os.environ.get(_timer_path_env):
+    enable_cpu_timers(os.environ[_timer_path_env])
