@@ -13,9 +13,9 @@ TR="python3 -m tracerecon"
 run() {  # name, then the command after --
   local name=$1; shift
   echo "=== $name: $*"
-  local t0=$(date +%s.%N)
+  local s=$SECONDS
   $TR run --scrub -o $D/$name -- "$@" > $D/$name.report.txt 2> $D/$name.stderr.txt
-  echo "exit $? in $(echo "$(date +%s.%N) - $t0" | bc) s"
+  echo "exit $? in $((SECONDS - s)) s"
   cat $D/$name.report.txt; tail -5 $D/$name.stderr.txt
 }
 E="launch/eagle_demo.py"
