@@ -201,7 +201,8 @@ class Engine:
         # the CPU (.tolist()) waits for every queued kernel, verify's included.
         matches = (self.draft_tokens == self.target_tokens).tolist()
         accepted = min(self.schedule.randint(0, self.args.draft_len), len(matches))  # seeded schedule
-        self.tokens = torch.roll(self.tokens, -accepted - 1)
+        # In place: the draft CUDA graph reads this very buffer on every replay.
+        self.tokens.copy_(torch.roll(self.tokens, -accepted - 1))
         self.tokens[-1] = self.target_tokens[accepted]
         self.drafter(self.tokens[: self.args.draft_len + 1])  # re-extend the drafter's cache
         return accepted
