@@ -187,7 +187,7 @@ def _analyze_rank(tables: TraceTables, linked_ops: pa.Table, source: RankSource,
     op_phase = row_to_phase[innermost_owner(ops, ranges, phase_mask, depth)]
     op_range = innermost_owner(ops, ranges, all_mask, depth)
 
-    blocking = find_blocking_calls(api, sync_records)
+    blocking = find_blocking_calls(api, sync_records, ops)
     as_launch = _calls_as_launches(blocking)
     call_phase = row_to_phase[innermost_owner(as_launch, ranges, phase_mask, depth)]
     call_range = innermost_owner(as_launch, ranges, all_mask, depth)

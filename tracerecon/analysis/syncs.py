@@ -51,11 +51,14 @@ def base_api_name(name: str) -> str:
     return _VERSION_SUFFIX.sub("", name)
 
 
-def find_blocking_calls(api_calls: pa.Table, sync_records: pa.Table) -> pa.Table:
+def find_blocking_calls(api_calls: pa.Table, sync_records: pa.Table, linked_ops: pa.Table | None = None) -> pa.Table:
     """Rows of ``api_calls`` that block the CPU, with api (base name), sync_type, device_id, stream_id.
 
     A call blocks if its name is a known blocking API, or a CUPTI synchronization record points
-    at it (same process and correlation id) and it is not a stream-wait-event.
+    at it (same process and correlation id) and it is not a stream-wait-event, or (with
+    ``linked_ops`` from projection.link_launches) it is a copy/memset call that returned only
+    after its own GPU copy finished: ``cudaMemcpyAsync`` into pageable memory is synchronous
+    (torch's ``.tolist()`` / ``.item()`` on the H200 traces), whatever its name says.
     """
     names = api_calls["name"].combine_chunks() if api_calls.num_rows else pa.array([], pa.dictionary(pa.int32(), pa.string()))
     if api_calls.num_rows == 0:
@@ -81,7 +84,16 @@ def find_blocking_calls(api_calls: pa.Table, sync_records: pa.Table) -> pa.Table
             rec_stream[hit] = _np(sync_records["stream_id"])[r]
             non_blocking = np.array([x in NON_BLOCKING_SYNC_APIS for x in dict_names] + [True], dtype=bool)
             by_record[hit] = ~non_blocking[codes[hit]]
-        idx = np.flatnonzero(by_name | by_record)
+        by_copy = np.zeros(api_calls.num_rows, dtype=bool)
+        if linked_ops is not None and linked_ops.num_rows:
+            kinds = linked_ops["kind"].to_numpy(zero_copy_only=False)
+            waited_own = (np.isin(kinds, ["memcpy", "memset"])) & (_np(linked_ops["launch_end_ns"], -1) >= _np(linked_ops["end_ns"]))
+            sel = np.flatnonzero(waited_own)
+            if len(sel):
+                own = match_correlation(_np(linked_ops["pid"])[sel], _np(linked_ops["correlation_id"], -1)[sel], _np(api_calls["pid"]), _np(api_calls["correlation_id"], -1))
+                by_copy = own >= 0
+                rec_type[by_copy & (rec_type == None)] = "synchronous copy"  # noqa: E711
+        idx = np.flatnonzero(by_name | by_record | by_copy)
         out = api_calls.take(pa.array(idx))
         api = pa.array([dict_names[c] for c in codes[idx]], pa.string())
         return (
