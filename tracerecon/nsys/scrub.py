@@ -44,7 +44,8 @@ SECRET_PATTERNS = [
 SECRET_KEY = re.compile(
     r"(?i)\b([A-Z0-9_]*(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH)[A-Z0-9_]*)(\s*[=:]\s*)(['\"]?)([^\s'\",;]+)"
 )
-ABS_PATH = re.compile(r"(?<![\w.:/])(?:~|/)(?:[^\s/'\",:;=()<>\[\]]+/)+([^\s/'\",:;=()<>\[\]]*)")
+ENV_ASSIGNMENT = re.compile(r"^([A-Z_][A-Z0-9_]*)=(.+)$", re.S)  # a captured environment entry
+ABS_PATH = re.compile(r"(?<![\w./])(?:~|/)(?:[^\s/'\",:;=()<>\[\]]+/)+([^\s/'\",:;=()<>\[\]]*)")
 WINDOWS_PATH = re.compile(r"\b[A-Za-z]:\\(?:[^\s\\'\",;]+\\)+([^\s\\'\",;]*)")
 
 
@@ -52,6 +53,9 @@ def scrub_text(value):
     """Redact secrets and shorten absolute paths in one text value (non-text passes through)."""
     if not isinstance(value, str) or not value:
         return value
+    env = ENV_ASSIGNMENT.match(value)
+    if env:
+        return f"{env.group(1)}={REDACTED}"
     s = value
     for pat in SECRET_PATTERNS:
         s = pat.sub(lambda m: (m.group(1) if m.groups() else "") + REDACTED, s)

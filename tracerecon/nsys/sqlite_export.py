@@ -404,10 +404,10 @@ def read_gpu_ops(conn: sqlite3.Connection, info: ExportInfo, strings: StringTabl
     """Kernels, memcpys, memsets and (graph trace mode) whole CUDA-graph launches."""
     parts = []
     names = ["start", "end", "dev", "stream", "corr", "gpid", "name", "node", "bytes", "extra"]
-    gpid_sql = "coalesce(globalPid, 0)"
 
     if "CUPTI_ACTIVITY_KIND_KERNEL" in info.tables:
         cols = _columns(conn, "CUPTI_ACTIVITY_KIND_KERNEL")
+        gpid_sql = f"coalesce({_col(cols, 'globalPid', '0')}, 0)"
         name_col = "shortName" if "shortName" in cols else _col(cols, "demangledName", "0")
         c = _fetch(
             conn,
@@ -418,6 +418,7 @@ def read_gpu_ops(conn: sqlite3.Connection, info: ExportInfo, strings: StringTabl
         parts.append(_ops_table("kernel", c, strings.take(c["name"])))
     if "CUPTI_ACTIVITY_KIND_MEMCPY" in info.tables:
         cols = _columns(conn, "CUPTI_ACTIVITY_KIND_MEMCPY")
+        gpid_sql = f"coalesce({_col(cols, 'globalPid', '0')}, 0)"
         kinds = _enum(conn, info.tables, "ENUM_CUDA_MEMCPY_OPER", MEMCPY_KINDS, column="name")
         c = _fetch(
             conn,
@@ -430,6 +431,7 @@ def read_gpu_ops(conn: sqlite3.Connection, info: ExportInfo, strings: StringTabl
         parts.append(_ops_table("memcpy", c, pa.array([f"memcpy {x}" for x in ck.to_pylist()], pa.string()), ck))
     if "CUPTI_ACTIVITY_KIND_MEMSET" in info.tables:
         cols = _columns(conn, "CUPTI_ACTIVITY_KIND_MEMSET")
+        gpid_sql = f"coalesce({_col(cols, 'globalPid', '0')}, 0)"
         c = _fetch(
             conn,
             f"select start, end, deviceId, streamId, coalesce(correlationId, {NULL_SENTINEL}), {gpid_sql}, 0, "
@@ -439,6 +441,7 @@ def read_gpu_ops(conn: sqlite3.Connection, info: ExportInfo, strings: StringTabl
         n = len(c["start"])
         parts.append(_ops_table("memset", c, pa.array(["memset"] * n, pa.string())))
     if "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" in info.tables:
+        gpid_sql = f"coalesce({_col(_columns(conn, 'CUPTI_ACTIVITY_KIND_GRAPH_TRACE'), 'globalPid', '0')}, 0)"
         c = _fetch(
             conn,
             f"select start, end, deviceId, streamId, coalesce(correlationId, {NULL_SENTINEL}), {gpid_sql}, graphId, "
@@ -466,7 +469,9 @@ def read_sync_records(conn: sqlite3.Connection, info: ExportInfo) -> pa.Table:
     types = _enum(conn, info.tables, "ENUM_CUPTI_SYNC_TYPE", SYNC_TYPES)
     c = _fetch(
         conn,
-        f"select start, end, deviceId, streamId, coalesce(correlationId, {NULL_SENTINEL}), coalesce(globalPid, 0), syncType "
+        f"select start, end, deviceId, streamId, coalesce(correlationId, {NULL_SENTINEL}), "
+        f"coalesce({_col(_columns(conn, 'CUPTI_ACTIVITY_KIND_SYNCHRONIZATION'), 'globalPid', '0')}, 0), "
+        f"{_col(_columns(conn, 'CUPTI_ACTIVITY_KIND_SYNCHRONIZATION'), 'syncType', 'coalesce(deprecatedSyncType, 0)')} "
         "from CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
         ["start", "end", "dev", "stream", "corr", "gpid", "type"],
     )
@@ -538,6 +543,26 @@ def read_all_api_calls(path: str | os.PathLike) -> pa.Table:
         conn.close()
 
 
+def _fill_missing_process(ops: pa.Table, syncs: pa.Table, api: pa.Table, path: str) -> tuple[pa.Table, pa.Table, str | None]:
+    """Hand-made or very old exports lack globalPid on GPU rows. With one process in the trace
+    it is that one; with several the rows stay unattributed (and we say so)."""
+    if ops.num_rows == 0 or pc.min(ops["global_pid"]).as_py() != 0:
+        return ops, syncs, None
+    procs = pc.unique(api["global_pid"]).to_pylist() if api.num_rows else []
+    if len(procs) != 1:
+        return ops, syncs, f"{path}: GPU activity carries no process id and the trace has {len(procs)} processes: it cannot be attributed"
+    gp = np.int64(procs[0])
+
+    def fill(t: pa.Table) -> pa.Table:
+        if t.num_rows == 0 or "global_pid" not in t.column_names and "pid" not in t.column_names:
+            return t
+        if "global_pid" in t.column_names:
+            t = t.set_column(t.schema.get_field_index("global_pid"), "global_pid", pa.array(np.full(t.num_rows, gp)))
+        return t.set_column(t.schema.get_field_index("pid"), "pid", pa.array(np.full(t.num_rows, pid_of(gp))))
+
+    return fill(ops), fill(syncs), None
+
+
 def read_export(path: str | os.PathLike, progress: Progress | None = None) -> TraceTables:
     """Read one nsys SQLite export. Raises BadTraceError for anything that is not one.
 
@@ -569,6 +594,9 @@ def read_export(path: str | os.PathLike, progress: Progress | None = None) -> Tr
     finally:
         conn.close()
     warnings = list(info.warnings) + nvtx_warn
+    ops, syncs, fill_warning = _fill_missing_process(ops, syncs, api, str(path))
+    if fill_warning:
+        warnings.append(fill_warning)
     return TraceTables(
         info=info,
         nvtx_ranges=ranges,

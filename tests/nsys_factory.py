@@ -1,0 +1,104 @@
+"""Test factory: writes small SQLite files shaped like nsys exports (schema 3.x column names).
+
+Only the tables and columns tracerecon reads are created, the way nsys does it: a table exists
+only when it has rows. Times are in ns; ``gtid(pid, tid)`` builds nsys GlobalIds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import sqlite_utils
+
+
+def gtid(pid: int, tid: int | None = None) -> int:
+    """nsys GlobalId: pid in bits 24..47, tid in bits 0..23 (hardware id 1 in the top bits, as nsys writes)."""
+    return (1 << 56) | (pid << 24) | (tid if tid is not None else pid)
+
+
+def gpid(pid: int) -> int:
+    return (1 << 56) | (pid << 24)
+
+
+@dataclass
+class FakeTrace:
+    strings: dict[str, int] = field(default_factory=dict)
+    nvtx: list[dict] = field(default_factory=list)
+    runtime: list[dict] = field(default_factory=list)
+    kernels: list[dict] = field(default_factory=list)
+    memcpy: list[dict] = field(default_factory=list)
+    memset: list[dict] = field(default_factory=list)
+    graphs: list[dict] = field(default_factory=list)
+    syncs: list[dict] = field(default_factory=list)
+    meta: dict[str, str] = field(default_factory=lambda: {"EXPORT_PRODUCT_VERSION": "2025.3.2.0", "EXPORT_SCHEMA_VERSION": "3.20.3"})
+    capture: dict[str, str] = field(default_factory=dict)
+    env: list[str] = field(default_factory=list)
+    _corr: int = 100
+
+    def sid(self, text: str) -> int:
+        if text not in self.strings:
+            self.strings[text] = len(self.strings) + 1
+        return self.strings[text]
+
+    def range(self, name: str, start: int, end: int | None, pid: int = 10, tid: int | None = None, end_tid: int | None = None, domain: int = 0, push_pop: bool = True) -> None:
+        self.nvtx.append(
+            {"start": start, "end": end, "eventType": 59 if push_pop else 60, "text": name, "globalTid": gtid(pid, tid),
+             "endGlobalTid": gtid(pid, end_tid) if end_tid is not None else None, "domainId": domain}
+        )
+
+    def mark(self, name: str, ts: int, pid: int = 10, tid: int | None = None) -> None:
+        self.nvtx.append({"start": ts, "end": None, "eventType": 34, "text": name, "globalTid": gtid(pid, tid), "endGlobalTid": None, "domainId": 0})
+
+    def call(self, name: str, start: int, end: int, pid: int = 10, tid: int | None = None, corr: int | None = None) -> int:
+        if corr is None:
+            self._corr += 1
+            corr = self._corr
+        self.runtime.append({"start": start, "end": end, "eventClass": 1, "globalTid": gtid(pid, tid), "correlationId": corr, "nameId": self.sid(name), "returnValue": 0})
+        return corr
+
+    def kernel(self, corr: int, start: int, end: int, pid: int = 10, stream: int = 7, device: int = 0, name: str = "k", node: int | None = None) -> None:
+        self.kernels.append(
+            {"start": start, "end": end, "deviceId": device, "contextId": 1, "streamId": stream, "correlationId": corr, "globalPid": gpid(pid),
+             "demangledName": self.sid(name), "shortName": self.sid(name), "graphNodeId": node, "gridX": 1, "gridY": 1, "gridZ": 1}
+        )
+
+    def copy(self, corr: int, start: int, end: int, pid: int = 10, kind: int = 2, stream: int = 7) -> None:
+        self.memcpy.append({"start": start, "end": end, "deviceId": 0, "contextId": 1, "streamId": stream, "correlationId": corr, "globalPid": gpid(pid), "bytes": 64, "copyKind": kind})
+
+    def fill(self, corr: int, start: int, end: int, pid: int = 10, stream: int = 7) -> None:
+        self.memset.append({"start": start, "end": end, "deviceId": 0, "contextId": 1, "streamId": stream, "correlationId": corr, "globalPid": gpid(pid), "value": 0, "bytes": 64})
+
+    def graph(self, corr: int, start: int, end: int, pid: int = 10, stream: int = 7) -> None:
+        self.graphs.append({"start": start, "end": end, "deviceId": 0, "contextId": 1, "streamId": stream, "correlationId": corr, "globalPid": gpid(pid), "graphId": 1, "graphExecId": 1})
+
+    def sync_record(self, corr: int, start: int, end: int, pid: int = 10, sync_type: int = 3, stream: int = 7) -> None:
+        self.syncs.append({"start": start, "end": end, "deviceId": 0, "contextId": 1, "streamId": stream, "correlationId": corr, "globalPid": gpid(pid), "syncType": sync_type, "eventId": 0})
+
+    def write(self, path: str | Path) -> Path:
+        path = Path(path)
+        db = sqlite_utils.Database(path, recreate=True)
+        db["META_DATA_EXPORT"].insert_all([{"name": k, "value": v} for k, v in self.meta.items()])
+        if self.capture:
+            db["META_DATA_CAPTURE"].insert_all([{"name": k, "value": v} for k, v in self.capture.items()])
+        if self.env:
+            db["TARGET_INFO_SYSTEM_ENV"].insert_all([{"globalVid": 1, "devStateName": "env", "name": e.split("=")[0], "nameEnum": 0, "value": e} for e in self.env])
+        db["StringIds"].insert_all([{"id": i, "value": s} for s, i in self.strings.items()] or [{"id": 0, "value": ""}], pk="id")
+        for table, rows in (
+            ("NVTX_EVENTS", self.nvtx),
+            ("CUPTI_ACTIVITY_KIND_RUNTIME", self.runtime),
+            ("CUPTI_ACTIVITY_KIND_KERNEL", self.kernels),
+            ("CUPTI_ACTIVITY_KIND_MEMCPY", self.memcpy),
+            ("CUPTI_ACTIVITY_KIND_MEMSET", self.memset),
+            ("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", self.graphs),
+            ("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", self.syncs),
+        ):
+            if rows:
+                keys = sorted({k for r in rows for k in r})
+                cols = {k: int for k in keys}
+                if "text" in cols:
+                    cols["text"] = str
+                db[table].create(cols)
+                db[table].insert_all(rows)
+        db.close()
+        return path

@@ -1,0 +1,262 @@
+"""GIVEN/WHEN/THEN edge cases on small nsys-shaped exports, with hand-computed expectations."""
+
+from __future__ import annotations
+
+import pyarrow.compute as pc
+import pytest
+
+from nsys_factory import FakeTrace
+from tracerecon.analysis.phases import PhaseConfig
+from tracerecon.errors import BadTraceError
+from tracerecon.pipeline import analyze
+
+
+def one_rank(trace: FakeTrace, tmp_path, config=None):
+    path = trace.write(tmp_path / "t.sqlite")
+    (rank,) = analyze([path], config).ranks
+    return rank
+
+
+def by_name(rank):
+    return {r["name"]: r for r in rank.ranges.to_pylist()}
+
+
+def test_range_with_no_gpu_work(tmp_path):
+    # GIVEN a phase that launches nothing
+    t = FakeTrace()
+    t.range("cycle 0", 0, 1000)
+    t.range("draft", 100, 400)
+    c = t.call("cudaLaunchKernel_v7000", 500, 510)
+    t.range("verify", 450, 900)
+    t.kernel(c, 600, 700)
+    rank = one_rank(t, tmp_path)
+    r = by_name(rank)
+    # THEN it has no GPU start/end, zero busy time, and the verdict says so
+    assert r["draft"]["gpu_start_ns"] is None and r["draft"]["gpu_busy_ns"] == 0 and r["draft"]["n_gpu_ops"] == 0
+    assert [p["verdict"] for p in rank.phases.to_pylist()] == ["no_gpu_work", "agree"]
+    # and the cycle's GPU span is verify's kernel
+    assert (r["cycle 0"]["gpu_start_ns"], r["cycle 0"]["gpu_end_ns"]) == (600, 700)
+
+
+def test_unclosed_range_runs_to_trace_end_and_is_flagged(tmp_path):
+    t = FakeTrace()
+    t.range("verify", 100, None)
+    c = t.call("cudaLaunchKernel", 200, 210)
+    t.kernel(c, 300, 5000)
+    path = t.write(tmp_path / "t.sqlite")
+    a = analyze([path])
+    r = a.ranks[0].ranges.to_pylist()[0]
+    assert r["closed"] is False and r["end_ns"] == 5000
+    assert r["gpu_end_ns"] == 5000
+    assert any("never closed" in w for w in a.warnings)
+
+
+def test_nested_ranges_project_children_into_parents(tmp_path):
+    t = FakeTrace()
+    t.range("outer", 0, 1000)
+    t.range("inner", 100, 300)
+    t.range("leaf", 150, 250)
+    c1 = t.call("cudaLaunchKernel", 160, 170)
+    c2 = t.call("cudaLaunchKernel", 400, 410)
+    t.kernel(c1, 500, 600)
+    t.kernel(c2, 650, 800)
+    r = by_name(one_rank(t, tmp_path))
+    assert (r["outer"]["depth"], r["inner"]["depth"], r["leaf"]["depth"]) == (0, 1, 2)
+    assert r["leaf"]["parent_id"] == r["inner"]["range_id"] and r["inner"]["parent_id"] == r["outer"]["range_id"]
+    assert (r["leaf"]["gpu_start_ns"], r["leaf"]["gpu_end_ns"], r["leaf"]["n_gpu_ops"]) == (500, 600, 1)
+    assert (r["inner"]["gpu_start_ns"], r["inner"]["gpu_end_ns"]) == (500, 600)
+    assert (r["outer"]["gpu_start_ns"], r["outer"]["gpu_end_ns"], r["outer"]["n_gpu_ops"]) == (500, 800, 2)
+    assert r["outer"]["gpu_busy_ns"] == 100 + 150
+
+
+def test_op_launched_from_another_thread_is_not_the_ranges(tmp_path):
+    t = FakeTrace()
+    t.range("verify", 0, 1000, tid=11)
+    c_other = t.call("cudaLaunchKernel", 100, 110, tid=12)
+    c_own = t.call("cudaLaunchKernel", 200, 210, tid=11)
+    t.kernel(c_other, 300, 400)
+    t.kernel(c_own, 500, 550)
+    r = by_name(one_rank(t, tmp_path))
+    assert (r["verify"]["gpu_start_ns"], r["verify"]["gpu_end_ns"], r["verify"]["n_gpu_ops"]) == (500, 550, 1)
+
+
+def test_call_straddling_the_range_end_is_not_contained(tmp_path):
+    # nsys: the launching call must start AND end inside the range
+    t = FakeTrace()
+    t.range("verify", 0, 100)
+    c = t.call("cudaLaunchKernel", 90, 120)
+    t.kernel(c, 130, 140)
+    r = by_name(one_rank(t, tmp_path))
+    assert r["verify"]["n_gpu_ops"] == 0
+
+
+def test_memcpy_memset_and_graph_launch_are_gpu_work(tmp_path):
+    t = FakeTrace()
+    t.range("draft", 0, 100000)
+    c = t.call("cudaGraphLaunch_v10000", 10000, 20000)
+    t.graph(c, 30000, 300000)
+    t.range("verify", 200000, 400000)
+    c2 = t.call("cudaMemcpyAsync_v3020", 210000, 220000)
+    t.copy(c2, 310000, 330000, kind=1)
+    c3 = t.call("cudaMemsetAsync_v3020", 230000, 240000)
+    t.fill(c3, 330000, 350000)
+    rank = one_rank(t, tmp_path)
+    r = by_name(rank)
+    assert (r["draft"]["gpu_start_ns"], r["draft"]["gpu_end_ns"], r["draft"]["n_kernels"]) == (30000, 300000, 0)
+    assert (r["verify"]["gpu_start_ns"], r["verify"]["gpu_end_ns"], r["verify"]["n_gpu_ops"]) == (310000, 350000, 2)
+    draft = rank.phases.to_pylist()[0]
+    assert draft["n_graph_launches"] == 1 and draft["verdict"] == "under"  # GPU ran to 300, timer stopped at 100
+    assert draft["overrun_ns"] == 200000
+
+
+def test_node_mode_graph_kernels_share_one_correlation_id(tmp_path):
+    t = FakeTrace(capture={"CUDA_GRAPH_TRACE_OPTIONS:MODE": "Node"})
+    t.range("draft", 0, 100)
+    c = t.call("cudaGraphLaunch_v10000", 10, 20)
+    for i in range(5):
+        t.kernel(c, 100 + 50 * i, 140 + 50 * i, node=i + 1)
+    rank = one_rank(t, tmp_path)
+    r = by_name(rank)["draft"]
+    assert (r["n_gpu_ops"], r["gpu_start_ns"], r["gpu_end_ns"], r["gpu_busy_ns"]) == (5, 100, 340, 200)
+    assert rank.phases["n_graph_launches"].to_pylist() == [1]
+
+
+def test_blocking_wait_absorbs_the_previous_phase(tmp_path):
+    # GIVEN verify launches a long kernel and returns at once; draft_re_extend then synchronizes
+    t = FakeTrace()
+    t.range("cycle 0", 0, 2000000)
+    t.range("verify", 0, 100000)
+    k = t.call("cudaLaunchKernel", 10000, 20000)
+    t.kernel(k, 30000, 1500000)
+    t.range("draft_re_extend", 110000, 1700000)
+    s = t.call("cudaStreamSynchronize_v3020", 120000, 1510000)
+    t.sync_record(s, 125000, 1505000)
+    k2 = t.call("cudaLaunchKernel", 1520000, 1530000)
+    t.kernel(k2, 1540000, 1600000)
+    rank = one_rank(t, tmp_path)
+    verify, dre = rank.phases.to_pylist()
+    # THEN verify under-reports (its GPU work ended at 1500000, its timer at 100000)
+    assert verify["verdict"] == "under" and verify["overrun_ns"] == 1400000
+    # and draft_re_extend over-reports: it waited 1390000 ns, 1380000 ns of it for verify's kernel
+    assert dre["verdict"] == "over"
+    assert dre["blocked_ns"] == 1390000 and dre["absorbed_ns"] == 1500000 - 120000
+    (sync,) = rank.syncs.to_pylist()
+    assert sync["waited_for_phase"] == "verify" and sync["api"] == "cudaStreamSynchronize"
+    # GPU-timeline shares: verify [0, 1500000), draft_re_extend [1500000, 1700000): they add up to the cycle
+    assert (verify["gpu_ns"], dre["gpu_ns"]) == (1500000, 200000)
+    (cyc,) = rank.cycles.to_pylist()
+    assert cyc["gpu_ns"] == 1700000 and cyc["adds_up"] and cyc["cpu_ns"] == 2000000
+
+
+def test_synchronous_copy_counts_as_a_wait(tmp_path):
+    # cudaMemcpyAsync into pageable memory returns only after its copy: a hidden sync
+    t = FakeTrace()
+    t.range("verify", 0, 100000)
+    k = t.call("cudaLaunchKernel", 10000, 20000)
+    t.kernel(k, 30000, 1000000)
+    t.range("draft_re_extend", 110000, 1200000)
+    c = t.call("cudaMemcpyAsync_v3020", 120000, 1100000)
+    t.copy(c, 1000000, 1010000, kind=2)
+    rank = one_rank(t, tmp_path)
+    (sync,) = rank.syncs.to_pylist()
+    assert sync["api"] == "cudaMemcpyAsync" and sync["sync_type"] == "synchronous copy"
+    assert rank.phases["verdict"].to_pylist() == ["under", "over"]
+
+
+def test_stream_wait_event_is_not_a_cpu_wait(tmp_path):
+    t = FakeTrace()
+    t.range("verify", 0, 100)
+    w = t.call("cudaStreamWaitEvent_v3020", 10, 12)
+    t.sync_record(w, 10, 12, sync_type=2)
+    rank = one_rank(t, tmp_path)
+    assert rank.syncs.num_rows == 0
+
+
+def test_cycles_from_consecutive_phases_without_cycle_ranges(tmp_path):
+    t = FakeTrace()
+    for i in range(3):
+        base = i * 1000
+        t.range("draft", base, base + 100)
+        t.range("verify", base + 200, base + 500)
+    rank = one_rank(t, tmp_path)
+    assert rank.phases["cycle"].to_pylist() == [0, 0, 1, 1, 2, 2]
+    assert rank.cycles.num_rows == 3
+
+
+def test_custom_phase_names(tmp_path):
+    t = FakeTrace()
+    t.range("step 0", 0, 1000)
+    t.range("prefill", 0, 400)
+    t.range("decode", 500, 900)
+    rank = one_rank(t, tmp_path, PhaseConfig(phases=("prefill", "decode"), cycle_prefix="step"))
+    assert rank.phases["phase"].to_pylist() == ["prefill", "decode"]
+    assert rank.cycles["name"].to_pylist() == ["step 0"]
+
+
+def test_two_processes_sharing_correlation_ids(tmp_path):
+    t = FakeTrace()
+    for pid, (ks, ke) in ((10, (300, 400)), (20, (500, 600))):
+        t.range("verify", 0, 200, pid=pid)
+        c = t.call("cudaLaunchKernel", 50, 60, pid=pid, corr=7)
+        t.kernel(c, ks, ke, pid=pid, device=0 if pid == 10 else 1)
+    a = analyze([t.write(tmp_path / "t.sqlite")])
+    got = [(r.rank, r.source.pids, r.ranges["gpu_start_ns"].to_pylist()) for r in a.ranks]
+    assert got == [(0, (10,), [300]), (1, (20,), [500])]
+
+
+def test_rank_mark_overrides_device_order(tmp_path):
+    t = FakeTrace()
+    for pid, rank in ((10, 1), (20, 0)):
+        t.mark(f"tracerecon.rank={rank}", 0, pid=pid)
+        t.range("verify", 0, 200, pid=pid)
+        c = t.call("cudaLaunchKernel", 50, 60, pid=pid)
+        t.kernel(c, 100, 150, pid=pid)
+    a = analyze([t.write(tmp_path / "t.sqlite")])
+    assert [(r.rank, r.source.pids, r.source.how) for r in a.ranks] == [(0, (20,), "nvtx mark"), (1, (10,), "nvtx mark")]
+
+
+def test_launcher_process_without_gpu_work_is_not_a_rank(tmp_path):
+    t = FakeTrace()
+    t.range("launcher", 0, 10_000, pid=5)  # torchrun's parent: NVTX but no GPU work
+    t.range("verify", 0, 200, pid=10)
+    c = t.call("cudaLaunchKernel", 50, 60, pid=10)
+    t.kernel(c, 100, 150, pid=10)
+    a = analyze([t.write(tmp_path / "t.sqlite")])
+    assert [r.source.pids for r in a.ranks] == [(10,)]
+
+
+def test_cpu_only_trace_gives_cpu_times_with_a_warning(tmp_path):
+    t = FakeTrace()
+    t.range("cycle 0", 0, 1000)
+    t.range("draft", 0, 400)
+    t.range("verify", 500, 900)
+    a = analyze([t.write(tmp_path / "t.sqlite")])
+    ph = a.ranks[0].phases.to_pylist()
+    assert [p["cpu_ns"] for p in ph] == [400, 400] and all(p["gpu_ns"] is None for p in ph)
+    assert any("no CUDA activity" in w for w in a.warnings)
+
+
+def test_empty_trace_is_refused(tmp_path):
+    t = FakeTrace()
+    with pytest.raises(BadTraceError, match="NVTX|empty"):
+        analyze([t.write(tmp_path / "t.sqlite")])
+
+
+def test_trace_with_gpu_work_but_no_nvtx_names_the_likely_cause(tmp_path):
+    t = FakeTrace()
+    c = t.call("cudaLaunchKernel", 50, 60)
+    t.kernel(c, 100, 150)
+    with pytest.raises(BadTraceError, match="0.2.11"):
+        analyze([t.write(tmp_path / "t.sqlite")])
+
+
+def test_input_is_not_modified(tmp_path):
+    import hashlib
+
+    t = FakeTrace()
+    t.range("verify", 0, 200)
+    path = t.write(tmp_path / "t.sqlite")
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    analyze([path])
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+    assert not (tmp_path / "t.sqlite-journal").exists() and not (tmp_path / "t.sqlite-wal").exists()

@@ -1,0 +1,65 @@
+"""Properties of the interval algebra, checked against brute force on small integer timelines."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracerecon.analysis.intervals import count_distinct_per_group, explode_slices, segmented_min_max, segmented_union_length
+
+intervals = st.lists(st.tuples(st.integers(0, 200), st.integers(0, 60), st.integers(0, 4)), max_size=40)
+
+
+def brute_union(pairs):
+    covered = set()
+    for s, e in pairs:
+        covered.update(range(s, e))
+    return len(covered)
+
+
+@given(intervals)
+@settings(max_examples=300, deadline=None)
+def test_segmented_union_equals_brute_force(items):
+    start = np.array([s for s, _, _ in items], dtype=np.int64)
+    end = np.array([s + d for s, d, _ in items], dtype=np.int64)
+    group = np.array([g for _, _, g in items], dtype=np.int64)
+    got = segmented_union_length(start, end, group, 5)
+    for g in range(5):
+        want = brute_union([(s, s + d) for s, d, gg in items if gg == g])
+        assert got[g] == want
+
+
+@given(intervals)
+@settings(max_examples=200, deadline=None)
+def test_union_is_at_most_sum_and_at_least_max(items):
+    start = np.array([s for s, _, _ in items], dtype=np.int64)
+    end = np.array([s + d for s, d, _ in items], dtype=np.int64)
+    total = segmented_union_length(start, end, np.zeros(len(items), np.int64), 1)[0]
+    lengths = end - start
+    assert total <= lengths.sum()
+    assert total >= (lengths.max() if len(items) else 0)
+
+
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 10)), max_size=20))
+def test_explode_slices_lists_every_element_once_per_slice(slices):
+    lo = np.array([a for a, _ in slices], dtype=np.int64)
+    hi = np.array([a + n for a, n in slices], dtype=np.int64)
+    pos, which = explode_slices(lo, hi)
+    want = [(i, p) for i, (a, n) in enumerate(slices) for p in range(a, a + n)]
+    assert list(zip(which.tolist(), pos.tolist())) == want
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(-5, 5), st.integers(-5, 5)), max_size=30))
+def test_group_min_max_and_distinct(rows):
+    which = np.array([g for g, _, _ in rows], dtype=np.int64)
+    lo_v = np.array([a for _, a, _ in rows], dtype=np.int64)
+    hi_v = np.array([b for _, _, b in rows], dtype=np.int64)
+    mn, mx = segmented_min_max(lo_v, hi_v, which, 4)
+    distinct = count_distinct_per_group(lo_v, which, 4)
+    for g in range(4):
+        members = [(a, b) for gg, a, b in rows if gg == g]
+        if members:
+            assert mn[g] == min(a for a, _ in members)
+            assert mx[g] == max(b for _, b in members)
+        assert distinct[g] == len({a for a, _ in members})
