@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from tracerecon import __version__, schema
 from tracerecon.analysis.phases import PhaseConfig, build_cycles, build_phases, select_phases
-from tracerecon.analysis.projection import _np, innermost_owner, link_launches
+from tracerecon.analysis.projection import _np, equals, innermost_owner, link_launches, string_mask
 from tracerecon.analysis.ranges import build_ranges
 from tracerecon.analysis.ranks import RankSource, processes_in_file, rank_from_filename, select_pids
 from tracerecon.analysis.syncs import attribute_waits, base_api_name, find_blocking_calls
@@ -232,9 +232,7 @@ def _build_syncs(blocking, waits, call_range, call_phase, ranges, phase_rows, ra
 
 def _with_graph_launch_counts(phases: pa.Table, ops: pa.Table, op_phase: np.ndarray) -> pa.Table:
     """Count CUDA-graph launches per phase: graph-trace rows, or distinct node-mode launch calls."""
-    is_graph = pc.or_(
-        pc.equal(ops["kind"], "graph"), pc.fill_null(pc.match_substring_regex(ops["launch_api"], r"^cu(da)?GraphLaunch"), False)
-    ).to_numpy(zero_copy_only=False)
+    is_graph = equals(ops["kind"], "graph") | string_mask(ops["launch_api"], lambda a: base_api_name(a) in ("cudaGraphLaunch", "cuGraphLaunch"))
     sel = np.flatnonzero(is_graph & (op_phase >= 0))
     counts = np.zeros(phases.num_rows, dtype=np.int64)
     if len(sel):
@@ -254,4 +252,4 @@ def _build_gpu_ops(ops: pa.Table, op_range: np.ndarray, op_phase: np.ndarray, ra
     t = ops.append_column("rank", pa.array(np.full(n, rank, dtype=np.int32)))
     t = t.append_column("range_id", pa.array(op_range, mask=op_range < 0))
     t = t.append_column("phase_id", pa.array(op_phase, mask=op_phase < 0))
-    return t.select(schema.GPU_OPS.names).cast(schema.GPU_OPS).sort_by([("start_ns", "ascending")])
+    return t.select(schema.GPU_OPS.names).cast(schema.GPU_OPS)

@@ -12,6 +12,9 @@ from __future__ import annotations
 import pyarrow as pa
 
 TS = pa.int64()  # every timestamp and duration: ns
+# Repetitive strings (op kinds, kernel and API names) are dictionary-encoded: 420k kernels share
+# a few hundred names, and parquet stores them as dictionaries anyway.
+DSTR = pa.dictionary(pa.int32(), pa.string())
 
 # --- raw, as read from one export -----------------------------------------------------------
 
@@ -58,16 +61,16 @@ GPU_OPS_RAW = pa.schema(
     [
         ("pid", pa.int64()),
         ("global_pid", pa.int64()),
-        ("kind", pa.string()),
+        ("kind", DSTR),
         ("start_ns", TS),
         ("end_ns", TS),
         ("device_id", pa.int64()),
         ("stream_id", pa.int64()),
         ("correlation_id", pa.int64()),
-        ("name", pa.string()),
+        ("name", DSTR),
         ("graph_node_id", pa.int64()),
         ("bytes", pa.int64()),
-        ("copy_kind", pa.string()),  # memcpy only: HtoD, DtoH, DtoD, ...
+        ("copy_kind", DSTR),  # memcpy only: HtoD, DtoH, DtoD, ...
     ]
 )
 
@@ -128,19 +131,19 @@ GPU_OPS = pa.schema(
     [
         ("rank", pa.int32()),
         ("pid", pa.int64()),
-        ("kind", pa.string()),
+        ("kind", DSTR),
         ("start_ns", TS),
         ("end_ns", TS),
         ("device_id", pa.int64()),
         ("stream_id", pa.int64()),
         ("correlation_id", pa.int64()),
-        ("name", pa.string()),
+        ("name", DSTR),
         ("graph_node_id", pa.int64()),
         ("bytes", pa.int64()),
         ("launch_tid", pa.int64()),  # thread of the API call that launched it (null: unmatched)
         ("launch_start_ns", TS),
         ("launch_end_ns", TS),
-        ("launch_api", pa.string()),
+        ("launch_api", DSTR),
         ("range_id", pa.int64()),  # innermost range whose CPU span holds the launch call
         ("phase_id", pa.int64()),  # phase instance (row of `phases`) that launched it
     ]

@@ -194,30 +194,50 @@ def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, ran
     p_ge = _np(phases["gpu_end_ns"])
     p_gs = _np(phases["gpu_start_ns"], np.iinfo(np.int64).max)
     p_cpu, p_gpu = _np(phases["cpu_ns"]), _np(phases["gpu_ns"], 0)
-    rows = []
-    names = ranges["name"].to_pylist()
-    c_start = _np(ranges["start_ns"])
-    c_end = _np(ranges["end_ns"])
-    for c in ids:
-        sel = cyc == c
-        if len(cycle_rows):
-            rr = cycle_rows[c]
-            cs, ce, name = int(c_start[rr]), int(c_end[rr]), names[rr]
-        else:
-            cs, ce, name = int(p_cs[sel].min()), int(p_ce[sel].max()), f"cycle {c}"
-        ge = int(p_ge[sel].max())
-        gs = int(p_gs[sel].min())
-        has_gpu = ge != np.iinfo(np.int64).min
-        first_start = int(p_cs[sel].min())
-        # GPU-complete time, from the cycle's first phase start (where its shares begin).
-        gpu_ns = max(int(p_ce[sel].max()), ge) - first_start if has_gpu else None
-        gsum = int(p_gpu[sel].sum())
-        adds = bool(gpu_ns is not None and abs(gsum - gpu_ns) <= max(ERROR_FLOOR_NS, ADDS_UP_FRACTION * gpu_ns))
-        rows.append(
-            {
-                "rank": rank, "cycle": int(c), "name": name, "cpu_start_ns": cs, "cpu_end_ns": ce, "cpu_ns": ce - cs,
-                "gpu_start_ns": gs if has_gpu else None, "gpu_end_ns": ge if has_gpu else None, "gpu_ns": gpu_ns,
-                "phases_cpu_ns": int(p_cpu[sel].sum()), "phases_gpu_ns": gsum if has_gpu else None, "n_phases": int(sel.sum()), "adds_up": adds,
-            }
-        )
-    return pa.Table.from_pylist(rows, schema=schema.CYCLES)
+    # Phases are in time order, so each cycle's phases form runs; reduce per cycle with numpy.
+    order = np.argsort(cyc, kind="stable")
+    order = order[cyc[order] >= 0]
+    c_sorted = cyc[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(c_sorted)) + 1]
+
+    def red(ufunc, values):
+        return ufunc.reduceat(values[order], starts)
+
+    first_start = red(np.minimum, p_cs)
+    last_cpu_end = red(np.maximum, p_ce)
+    ge = red(np.maximum, p_ge)
+    gs = red(np.minimum, p_gs)
+    cpu_sum = red(np.add, p_cpu)
+    gpu_sum = red(np.add, p_gpu)
+    n_ph = np.diff(np.r_[starts, len(order)])
+    has_gpu = ge != np.iinfo(np.int64).min
+    if len(cycle_rows):
+        rr = cycle_rows[ids]
+        cs, ce = _np(ranges["start_ns"])[rr], _np(ranges["end_ns"])[rr]
+        names = ranges["name"].take(pa.array(rr))
+    else:
+        cs, ce = first_start, last_cpu_end
+        names = pa.array([f"cycle {c}" for c in ids], pa.string())
+    # GPU-complete time, from the cycle's first phase start (where its shares begin).
+    gpu_ns = np.maximum(last_cpu_end, ge) - first_start
+    tol = np.maximum(ERROR_FLOOR_NS, ADDS_UP_FRACTION * gpu_ns)
+    adds = has_gpu & (np.abs(gpu_sum - gpu_ns) <= tol)
+    n = len(ids)
+    return pa.table(
+        {
+            "rank": pa.array(np.full(n, rank, dtype=np.int32)),
+            "cycle": pa.array(ids.astype(np.int64)),
+            "name": names,
+            "cpu_start_ns": pa.array(cs),
+            "cpu_end_ns": pa.array(ce),
+            "cpu_ns": pa.array(ce - cs),
+            "gpu_start_ns": pa.array(gs, mask=~has_gpu),
+            "gpu_end_ns": pa.array(ge, mask=~has_gpu),
+            "gpu_ns": pa.array(gpu_ns, mask=~has_gpu),
+            "phases_cpu_ns": pa.array(cpu_sum),
+            "phases_gpu_ns": pa.array(gpu_sum, mask=~has_gpu),
+            "n_phases": pa.array(n_ph.astype(np.int64)),
+            "adds_up": pa.array(adds),
+        },
+        schema=schema.CYCLES,
+    )

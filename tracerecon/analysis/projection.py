@@ -32,6 +32,31 @@ def _np(col: pa.ChunkedArray | pa.Array, fill: int = I64_MIN) -> np.ndarray:
     return col.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
 
 
+def _dense(col: pa.ChunkedArray | pa.Array) -> pa.Array:
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    return col
+
+
+def string_mask(col: pa.ChunkedArray | pa.Array, test) -> np.ndarray:
+    """Boolean numpy mask: ``test(value)`` for each string of a (dictionary-)string column; nulls False.
+
+    ``test`` runs once per distinct value, not per row.
+    """
+    col = _dense(col)
+    if len(col) == 0:
+        return np.zeros(0, dtype=bool)
+    if not pa.types.is_dictionary(col.type):
+        col = col.dictionary_encode()
+    hits = np.array([bool(v is not None and test(v)) for v in col.dictionary.to_pylist()] + [False], dtype=bool)
+    idx = col.indices.to_numpy(zero_copy_only=False) if col.indices.null_count == 0 else pc.fill_null(col.indices, -1).to_numpy(zero_copy_only=False)
+    return hits[idx]
+
+
+def equals(col: pa.ChunkedArray | pa.Array, value: str) -> np.ndarray:
+    return string_mask(col, lambda v: v == value)
+
+
 def match_correlation(a_proc: np.ndarray, a_corr: np.ndarray, b_proc: np.ndarray, b_corr: np.ndarray) -> np.ndarray:
     """For each (b_proc, b_corr), the row of ``a`` with the same process and correlation id, else -1.
 
@@ -66,7 +91,7 @@ def link_launches(ops: pa.Table, api_calls: pa.Table) -> pa.Table:
     if n == 0 or api_calls.num_rows == 0:
         return ops.append_column("launch_tid", pa.nulls(n, pa.int64())).append_column(
             "launch_start_ns", pa.nulls(n, pa.int64())).append_column(
-            "launch_end_ns", pa.nulls(n, pa.int64())).append_column("launch_api", pa.nulls(n, pa.string()))
+            "launch_end_ns", pa.nulls(n, pa.int64())).append_column("launch_api", pa.nulls(n, pa.dictionary(pa.int32(), pa.string())))
     call = match_correlation(_np(api_calls["global_pid"]), _np(api_calls["correlation_id"], -1), _np(ops["global_pid"]), _np(ops["correlation_id"], -1))
     found = call >= 0
     call = np.where(found, call, 0)
@@ -74,8 +99,8 @@ def link_launches(ops: pa.Table, api_calls: pa.Table) -> pa.Table:
     tid = _np(api_calls["tid"])[call]
     st = _np(api_calls["start_ns"])[call]
     en = _np(api_calls["end_ns"])[call]
-    names = api_calls["name"].combine_chunks().take(pa.array(call)).cast(pa.string()) if api_calls.num_rows else pa.nulls(n, pa.string())
-    names = pc.if_else(pa.array(mask), pa.scalar(None, pa.string()), names)
+    api_names = _dense(api_calls["name"])
+    names = pa.DictionaryArray.from_arrays(pa.array(api_names.indices.to_numpy(zero_copy_only=False)[call], mask=mask), api_names.dictionary)
     return (
         ops.append_column("launch_tid", pa.array(tid, mask=mask))
         .append_column("launch_start_ns", pa.array(st, mask=mask))
@@ -125,7 +150,7 @@ def project(ranges: pa.Table, ops: pa.Table) -> pa.Table:
     has = n_ops > 0
     busy = segmented_union_length(o_start, o_end, which, n_r)
     if ops.num_rows:
-        is_kernel = (pc.equal(ops["kind"], "kernel").to_numpy(zero_copy_only=False))[rows].astype(np.int64)
+        is_kernel = equals(ops["kind"], "kernel")[rows].astype(np.int64)
         n_kernels = np.bincount(which, weights=is_kernel, minlength=n_r).astype(np.int64)
         dev = _np(ops["device_id"])[rows]
         stream = _np(ops["stream_id"])[rows]

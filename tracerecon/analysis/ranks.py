@@ -65,4 +65,7 @@ def select_pids(table: pa.Table, pids: list[int]) -> pa.Table:
     """Rows of ``table`` whose pid is in ``pids``."""
     if table.num_rows == 0:
         return table
+    present = pc.unique(table["pid"]).to_pylist()
+    if set(present) <= set(pids):
+        return table  # the common case (one process per rank file): no copy
     return table.filter(pc.is_in(table["pid"], value_set=pa.array(pids, pa.int64())))

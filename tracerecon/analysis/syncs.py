@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracerecon.analysis.intervals import explode_slices, segmented_union_length
-from tracerecon.analysis.projection import _np, match_correlation
+from tracerecon.analysis.projection import _np, match_correlation, string_mask
 
 # API calls that block the calling CPU thread until GPU work completes (version suffix stripped).
 BLOCKING_APIS = frozenset(
@@ -86,8 +86,7 @@ def find_blocking_calls(api_calls: pa.Table, sync_records: pa.Table, linked_ops:
             by_record[hit] = ~non_blocking[codes[hit]]
         by_copy = np.zeros(api_calls.num_rows, dtype=bool)
         if linked_ops is not None and linked_ops.num_rows:
-            kinds = linked_ops["kind"].to_numpy(zero_copy_only=False)
-            waited_own = (np.isin(kinds, ["memcpy", "memset"])) & (_np(linked_ops["launch_end_ns"], -1) >= _np(linked_ops["end_ns"]))
+            waited_own = string_mask(linked_ops["kind"], lambda k: k in ("memcpy", "memset")) & (_np(linked_ops["launch_end_ns"], -1) >= _np(linked_ops["end_ns"]))
             sel = np.flatnonzero(waited_own)
             if len(sel):
                 own = match_correlation(_np(linked_ops["pid"])[sel], _np(linked_ops["correlation_id"], -1)[sel], _np(api_calls["pid"]), _np(api_calls["correlation_id"], -1))

@@ -1,0 +1,83 @@
+"""The parquet and JSON contracts, read back the way users read them: pandas, polars, DuckDB."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import duckdb
+import pandas as pd
+import polars as pl
+import pytest
+
+from conftest import DEMO, H200, run_cli
+
+RANGE_COLS = {"rank", "pid", "tid", "domain", "name", "start_ns", "end_ns", "depth", "gpu_start_ns", "gpu_end_ns", "gpu_busy_ns", "n_gpu_ops"}
+PHASE_COLS = {"rank", "cycle", "phase", "cpu_start_ns", "cpu_end_ns", "gpu_start_ns", "gpu_end_ns", "gpu_busy_ns", "verdict"}
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    out = tmp_path_factory.mktemp("exp") / "out"
+    res = run_cli("export", str(H200 / "eagle_launch_2proc.sqlite"), "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    return out
+
+
+def test_layout_and_manifest(exported):
+    for table in ("ranges", "phases", "gpu_ops", "syncs", "cycles"):
+        for rank in (0, 1):
+            assert list((exported / table / f"rank={rank}").glob("*.parquet")), (table, rank)
+    m = json.loads((exported / "manifest.json").read_text())
+    assert m["inputs"][0].endswith("eagle_launch_2proc.sqlite")
+    assert [r["rank"] for r in m["ranks"]] == [0, 1]
+    assert all(r["nsys_version"].startswith("2025.3") and r["export_schema_version"] == "3.20.3" for r in m["ranks"])
+    assert m["tracerecon_version"]
+
+
+def test_pandas_reads_ranks_and_columns(exported):
+    ranges = pd.read_parquet(exported / "ranges")
+    phases = pd.read_parquet(exported / "phases")
+    assert RANGE_COLS <= set(ranges.columns) and PHASE_COLS <= set(phases.columns)
+    assert sorted(ranges["rank"].astype(int).unique()) == [0, 1]
+    assert str(ranges["start_ns"].dtype) == "int64"
+
+
+def test_polars_and_duckdb_agree(exported):
+    pl_phases = pl.read_parquet(str(exported / "phases" / "**" / "*.parquet"), hive_partitioning=True)
+    db = duckdb.sql(f"select rank, count(*) n from read_parquet('{exported}/phases/*/*.parquet', hive_partitioning=true) group by rank order by rank").fetchall()
+    assert db == [(0, 48), (1, 48)]
+    assert pl_phases.height == 96 and set(pl_phases["rank"].to_list()) == {0, 1}
+
+
+def test_timestamps_are_the_traces_own(exported):
+    # GIVEN the raw NVTX rows of the export; THEN the parquet start/end are the very same ns values
+    con = sqlite3.connect(f"file:{H200 / 'eagle_launch_2proc.sqlite'}?mode=ro", uri=True)
+    raw = sorted(con.execute("select start, end from NVTX_EVENTS where eventType = 59").fetchall())
+    got = pd.read_parquet(exported / "ranges")
+    assert sorted(zip(got["start_ns"].tolist(), got["end_ns"].tolist())) == raw
+    ops = pd.read_parquet(exported / "gpu_ops")
+    kernels = sorted(r[0] for r in con.execute("select start from CUPTI_ACTIVITY_KIND_KERNEL"))
+    assert sorted(ops[ops["kind"] == "kernel"]["start_ns"].tolist()) == kernels
+
+
+def test_report_json_contract():
+    res = run_cli("report", str(DEMO / "tp2_gloo"), "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1]
+    for r in doc["ranks"]:
+        names = [p["phase"] for p in r["phases"]]
+        assert names == ["draft", "verify", "draft_re_extend"]
+        for p in r["phases"]:
+            assert {"phase", "n", "cpu_ms_median", "gpu_span_ms_median", "gpu_busy_ms_median", "verdicts"} <= set(p)
+            assert p["n"] == 30 and sum(p["verdicts"].values()) == 30
+        assert {"n", "cpu_ms_median", "gpu_ms_median"} <= set(r["cycles"]) and r["cycles"]["n"] == 30
+
+
+def test_report_table_names_the_misleading_phase():
+    res = run_cli("report", str(H200 / "eagle_gpu_bound.sqlite"))
+    assert res.returncode == 0
+    assert "most misleading: draft_re_extend" in res.stdout
+    for col in ("CPU ms", "GPU ms", "GPU span", "GPU busy", "verdicts", "cycles: 24"):
+        assert col in res.stdout
