@@ -9,10 +9,12 @@ python3 -m pip install -q --no-index --no-deps --target /tmp/site .devcarry/whee
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 NG=$(python3 -c 'import torch; print(torch.cuda.device_count())'); echo "gpus $NG"
 D=/tmp/h200x2_runs; rm -rf $D; mkdir -p $D
+RUNS=${RUNS:-nccl_launch nccl_skew nccl_graph nccl_gpu_bound}
 run() {
   local name=$1; shift
+  case " $RUNS " in *" $name "*) ;; *) return ;; esac
   echo "=== $name: $*"; local s=$SECONDS
-  python3 -m tracerecon run --scrub -o $D/$name -- "$@" > $D/$name.report.txt 2> $D/$name.stderr.txt
+  timeout 150 python3 -m tracerecon run --scrub -o $D/$name -- "$@" > $D/$name.report.txt 2> $D/$name.stderr.txt
   echo "exit $? in $((SECONDS - s)) s"; cat $D/$name.report.txt; grep -v "nsys-rep\|^Collecting\|^Generat\|^\s/tmp" $D/$name.stderr.txt | tail -4
 }
 E="launch/eagle_demo.py"; TR="python3 -m torch.distributed.run --nproc_per_node=$NG"
