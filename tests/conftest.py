@@ -10,6 +10,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"
 H200 = SAMPLES / "h200_nsys2025.3.1"
 DEMO = SAMPLES / "demo_h200"
+DEMO2 = SAMPLES / "demo_h200x2"
 SHARED = Path(os.environ.get("TRACERECON_SHARED", ROOT.parent / "shared"))
 PUBLIC = SHARED / "traces" / "public"
 BIG = SHARED / "traces" / "big" / "big_launch.sqlite.xz"

@@ -10,7 +10,7 @@ import pandas as pd
 import polars as pl
 import pytest
 
-from conftest import DEMO, H200, run_cli
+from conftest import DEMO, DEMO2, H200, run_cli
 
 RANGE_COLS = {"rank", "pid", "tid", "domain", "name", "start_ns", "end_ns", "depth", "gpu_start_ns", "gpu_end_ns", "gpu_busy_ns", "n_gpu_ops"}
 PHASE_COLS = {"rank", "cycle", "phase", "cpu_start_ns", "cpu_end_ns", "gpu_start_ns", "gpu_end_ns", "gpu_busy_ns", "verdict"}
@@ -62,7 +62,7 @@ def test_timestamps_are_the_traces_own(exported):
 
 
 def test_report_json_contract():
-    res = run_cli("report", str(DEMO / "tp2_gloo"), "--json")
+    res = run_cli("report", str(DEMO2 / "nccl_gpu_bound"), "--json")
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     assert [r["rank"] for r in doc["ranks"]] == [0, 1]

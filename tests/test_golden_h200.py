@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from conftest import DEMO, H200
+from conftest import DEMO, DEMO2, H200
 from tracerecon.analysis.projection import equals, link_launches
 from tracerecon.analysis.ranges import build_ranges
 from tracerecon.nsys.sqlite_export import read_export
@@ -174,7 +174,7 @@ def test_rank_files_take_rank_from_name():
 
 
 def test_run_directory_is_an_input():
-    a = analyze([DEMO / "tp2_gloo"])
+    a = analyze([DEMO2 / "nccl_gpu_bound"])
     assert [r.rank for r in a.ranks] == [0, 1]
-    gt0 = ground_truth(DEMO / "tp2_gloo.gt.r0.jsonl")
+    gt0 = ground_truth(DEMO2 / "nccl_gpu_bound.gt.r0.jsonl")
     assert a.ranks[0].phases.num_rows == 3 * len(gt0)
