@@ -42,6 +42,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory")
     p.set_defaults(func=cmd_export)
 
+    p = sub.add_parser("diff", help="two runs phase by phase: GPU and CPU deltas explained at kernel level")
+    p.add_argument("a", metavar="A", help="traces / run directory / export directory of the first run")
+    p.add_argument("b", metavar="B", help="the same for the second run")
+    p.add_argument("--phase", action="append", metavar="NAME", help="phase names (default: the standard ones)")
+    p.add_argument("--cycle", default=DEFAULT_CYCLE, metavar="PREFIX")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_diff)
+
     from tracerecon.nsys import cli_commands  # launcher / scrub subcommands live with nsys knowledge
 
     cli_commands.add_subcommands(sub)
@@ -74,11 +82,19 @@ def progress_reporter() -> Iterator:
         yield lambda msg: prog.update(task, description=msg)
 
 
-def run_analysis(args: argparse.Namespace):
+def load(paths, config, say=None):
+    """Traces, run directories, or one parquet export directory -> Analysis."""
+    from tracerecon.export import is_export_dir, read_parquet_export
     from tracerecon.pipeline import analyze
 
+    if len(paths) == 1 and is_export_dir(paths[0]):
+        return read_parquet_export(paths[0])
+    return analyze(paths, config, progress=say)
+
+
+def run_analysis(args: argparse.Namespace):
     with progress_reporter() as say:
-        analysis = analyze(args.traces, _config(args), progress=say)
+        analysis = load(args.traces, _config(args), say)
     for w in analysis.warnings:
         print(f"tracerecon: warning: {w}", file=sys.stderr)
     return analysis
@@ -103,8 +119,31 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     analysis = run_analysis(args)
     manifest = export_parquet(analysis, args.output)
-    rows = {t: sum(v["rows_per_rank"].values()) for t, v in manifest["tables"].items()}
+    rows = {t: (sum(v["rows_per_rank"].values()) if "rows_per_rank" in v else v["rows"]) for t, v in manifest["tables"].items()}
     print(f"wrote {args.output}: {len(analysis.ranks)} rank(s); " + ", ".join(f"{t} {n}" for t, n in rows.items()))
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from tracerecon.comparison import compare
+    from tracerecon.render import print_diff
+
+    config = _config(args)
+    with progress_reporter() as say:
+        a = load([args.a], config, say)
+        b = load([args.b], config, say)
+    for w in a.warnings + b.warnings:
+        print(f"tracerecon: warning: {w}", file=sys.stderr)
+    result = compare(a, b)
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    if args.json:
+        import json
+
+        console.file.write(json.dumps(result, indent=2) + "\n")
+    else:
+        print_diff(result, console)
     return 0
 
 

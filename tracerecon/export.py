@@ -7,12 +7,18 @@ import os
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tracerecon.errors import TraceReconError
-from tracerecon.pipeline import Analysis
+from tracerecon import schema
+from tracerecon.analysis.cross_rank import COLLECTIVES, CRITICAL_PATH, CrossRank, RankAlignment, RankComm
+from tracerecon.analysis.phases import PhaseConfig
+from tracerecon.analysis.ranks import RankSource
+from tracerecon.errors import BadTraceError, TraceReconError
+from tracerecon.nsys.sqlite_export import ExportInfo
+from tracerecon.pipeline import Analysis, RankResult
 
-TABLES = ("ranges", "phases", "cycles", "gpu_ops", "syncs")
+TABLES = ("ranges", "phases", "cycles", "gpu_ops", "syncs", "collectives")
 
 
 def export_parquet(analysis: Analysis, out_dir: str | os.PathLike) -> dict:
@@ -28,16 +34,75 @@ def export_parquet(analysis: Analysis, out_dir: str | os.PathLike) -> dict:
         counts: dict[str, dict[str, int]] = {t: {} for t in TABLES}
         for r in analysis.ranks:
             for name in TABLES:
-                table: pa.Table = getattr(r, name)
+                if name == "collectives":
+                    table = analysis.cross.collectives.filter(pc.equal(analysis.cross.collectives["rank"], r.rank))
+                else:
+                    table = getattr(r, name)
                 if "rank" in table.column_names:
                     table = table.drop_columns(["rank"])
                 d = out / name / f"rank={r.rank}"
                 d.mkdir(parents=True, exist_ok=True)
                 pq.write_table(table, d / "part-0.parquet", compression="zstd")
                 counts[name][str(r.rank)] = table.num_rows
+        (out / "critical_path").mkdir(exist_ok=True)
+        pq.write_table(analysis.cross.critical_path, out / "critical_path" / "part-0.parquet", compression="zstd")
         manifest = analysis.manifest()
         manifest["tables"] = {name: {"path": name, "rows_per_rank": counts[name]} for name in TABLES}
+        manifest["tables"]["critical_path"] = {"path": "critical_path", "rows": analysis.cross.critical_path.num_rows}
         (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     except OSError as exc:
         raise TraceReconError(f"{out}: cannot write export ({exc.strerror or exc})") from None
     return manifest
+
+
+SCHEMAS = {"ranges": schema.RANGES, "phases": schema.PHASES, "cycles": schema.CYCLES, "gpu_ops": schema.GPU_OPS, "syncs": schema.SYNCS, "collectives": COLLECTIVES}
+
+
+def is_export_dir(path: str | os.PathLike) -> bool:
+    return (Path(path) / "manifest.json").is_file()
+
+
+def read_parquet_export(path: str | os.PathLike) -> Analysis:
+    """Load a directory written by ``export_parquet`` back into an Analysis (no trace needed)."""
+    root = Path(path)
+    try:
+        manifest = json.loads((root / "manifest.json").read_text())
+        ranks = []
+        comm = []
+        alignment = []
+        coll_parts = []
+        for r in manifest["ranks"]:
+            rank = int(r["rank"])
+            tables = {}
+            for name, sch in SCHEMAS.items():
+                f = root / name / f"rank={rank}" / "part-0.parquet"
+                if not f.exists():
+                    tables[name] = sch.empty_table()
+                    continue
+                t = pq.read_table(f)
+                if "rank" in sch.names:
+                    t = t.append_column("rank", pa.array([rank] * t.num_rows, pa.int32()))
+                tables[name] = t.select(sch.names).cast(sch)
+            info = ExportInfo(
+                path=r["source"], nsys_version=r.get("nsys_version"), schema_version=r.get("export_schema_version"), metadata_table=None,
+                tables=frozenset(), graph_trace_mode=r.get("graph_trace_mode"), session_start_utc_ns=r.get("session_start_utc_ns"), time_normalized=False,
+            )
+            src = RankSource(rank, r["source"], tuple(r.get("pids", ())), r.get("rank_from", "export"))
+            ranks.append(RankResult(src, info, tables["ranges"], tables["gpu_ops"], tables["syncs"], tables["phases"], tables["cycles"]))
+            alignment.append(RankAlignment(rank, int(r.get("offset_ns", 0)), r.get("offset_uncertainty_ns"), r.get("alignment", "export")))
+            coll = tables["collectives"]
+            coll_parts.append(coll)
+            ph = tables["phases"]
+            comm.append(RankComm(
+                rank, int(sum(e - s for s, e in zip(coll["start_ns"].to_pylist(), coll["end_ns"].to_pylist()))),
+                int(sum(coll["wait_ns"].to_pylist())), coll.num_rows,
+                ph["wait_ns"].to_numpy(zero_copy_only=False) if ph.num_rows else None,
+            ))
+        cp_file = root / "critical_path" / "part-0.parquet"
+        critical = pq.read_table(cp_file).cast(CRITICAL_PATH) if cp_file.exists() else CRITICAL_PATH.empty_table()
+        collectives = pa.concat_tables(coll_parts) if coll_parts else COLLECTIVES.empty_table()
+        cross = CrossRank(tuple(alignment), tuple(comm), collectives, critical)
+        config = PhaseConfig(tuple(manifest.get("phases", ())) or PhaseConfig().phases, manifest.get("cycle_prefix", "cycle"))
+        return Analysis(tuple(ranks), tuple(manifest.get("inputs", [])), config, tuple(manifest.get("warnings", [])), cross)
+    except (OSError, KeyError, ValueError, TypeError, pa.ArrowException) as exc:
+        raise BadTraceError(f"{root}: not a readable tracerecon export ({exc})") from None

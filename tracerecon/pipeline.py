@@ -16,6 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracerecon import __version__, schema
+from tracerecon.analysis.cross_rank import CrossRank, RankView, analyze_cross_rank
+from tracerecon.analysis.nccl import phase_comm_split
 from tracerecon.analysis.phases import PhaseConfig, build_cycles, build_phases, select_phases
 from tracerecon.analysis.projection import _np, equals, innermost_owner, link_launches, string_mask
 from tracerecon.analysis.ranges import build_ranges
@@ -56,6 +58,7 @@ class Analysis:
     inputs: tuple[str, ...]
     config: PhaseConfig
     warnings: tuple[str, ...] = field(default=())
+    cross: CrossRank | None = None
 
     def manifest(self) -> dict:
         """What the export's manifest.json says: inputs, versions, rank mapping."""
@@ -74,6 +77,9 @@ class Analysis:
                     "export_schema_version": r.info.schema_version,
                     "graph_trace_mode": r.info.graph_trace_mode,
                     "session_start_utc_ns": r.info.session_start_utc_ns,
+                    "offset_ns": (self.cross.alignment_of(r.rank).offset_ns if self.cross else 0),
+                    "offset_uncertainty_ns": (self.cross.alignment_of(r.rank).offset_uncertainty_ns if self.cross else 0),
+                    "alignment": (self.cross.alignment_of(r.rank).method if self.cross else "shared clock"),
                 }
                 for r in self.ranks
             ],
@@ -148,11 +154,25 @@ def analyze(paths: Sequence[str | Path], config: PhaseConfig | None = None, prog
                 say(f"rank {rank}: analysing")
                 results.append(_analyze_rank(tables, linked, RankSource(rank, str(f), tuple(pids), how), config))
     results.sort(key=lambda r: r.rank)
+    if len({r.rank for r in results}) != len(results):
+        raise BadTraceError("two inputs map to the same rank (" + ", ".join(f"{r.source.path}: {r.rank}" for r in results) + "); rename the files (rank0, rank1, ...)")
     if all(r.ranges.num_rows == 0 for r in results):
         raise BadTraceError(f"{NO_NVTX_HINT[0].upper()}{NO_NVTX_HINT[1:]}")
     if all(r.phases.num_rows == 0 for r in results):
         warnings.append(f"no range named as a phase ({', '.join(config.phases)}); pass --phase NAME for your engine's phase ranges")
-    return Analysis(ranks=tuple(results), inputs=tuple(str(f) for f in files), config=config, warnings=tuple(warnings))
+    cross = analyze_cross_rank(
+        [RankView(r.rank, r.source.path, r.info.session_start_utc_ns, r.gpu_ops, r.phases) for r in results]
+    )
+    results = [_with_waits(r, cross) for r in results]
+    return Analysis(ranks=tuple(results), inputs=tuple(str(f) for f in files), config=config, warnings=tuple(warnings), cross=cross)
+
+
+def _with_waits(r: RankResult, cross: CrossRank) -> RankResult:
+    c = cross.comm_of(r.rank)
+    if c is None or r.phases.num_rows == 0:
+        return r
+    idx = r.phases.schema.get_field_index("wait_ns")
+    return replace(r, phases=r.phases.set_column(idx, "wait_ns", pa.array(c.phase_wait_ns)))
 
 
 def _calls_as_launches(calls: pa.Table) -> pa.Table:
@@ -197,6 +217,9 @@ def _analyze_rank(tables: TraceTables, linked_ops: pa.Table, source: RankSource,
     phases = build_phases(ranges, syncs, phase_rows, cycle_of, rank)
     if phases.num_rows and ops.num_rows:
         phases = _with_graph_launch_counts(phases, ops, op_phase)
+        split = phase_comm_split(ops.append_column("phase_id", pa.array(op_phase)), phases.num_rows)
+        for col, values in split.items():
+            phases = phases.set_column(phases.schema.get_field_index(col), col, pa.array(values))
     cycles = build_cycles(ranges, phases, cycle_rows, rank)
     gpu_ops = _build_gpu_ops(ops, op_range, op_phase, rank)
     return RankResult(source=source, info=tables.info, ranges=ranges, gpu_ops=gpu_ops, syncs=syncs, phases=phases, cycles=cycles)

@@ -194,6 +194,10 @@ PHASES = pa.schema(
         ("blocked_ns", TS),  # CPU time inside blocking calls
         ("absorbed_ns", TS),  # other phases' GPU work that finished during those waits
         ("error_ns", TS),  # cpu_ns - gpu_ns: positive = CPU over-reports
+        ("comm_ns", TS),  # union of its communication kernels (NCCL, custom all-reduce)
+        ("compute_ns", TS),  # union of its other GPU ops
+        ("overlap_ns", TS),  # time both ran at once
+        ("wait_ns", TS),  # time its collectives waited for other ranks (0 with one rank)
         ("verdict", pa.string()),
     ]
 )

@@ -177,6 +177,10 @@ def build_phases(ranges: pa.Table, syncs: pa.Table, phase_rows: np.ndarray, cycl
         "blocked_ns": pa.array(blocked),
         "absorbed_ns": pa.array(absorbed),
         "error_ns": pa.array(cpu - shares_for_math, mask=no_share),
+        "comm_ns": pa.array(np.zeros(n, dtype=np.int64)),
+        "compute_ns": pa.array(np.zeros(n, dtype=np.int64)),
+        "overlap_ns": pa.array(np.zeros(n, dtype=np.int64)),
+        "wait_ns": pa.array(np.zeros(n, dtype=np.int64)),
         "verdict": pa.array(verdict, pa.string()),
     }
     return pa.table(table, schema=schema.PHASES)

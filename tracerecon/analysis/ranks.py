@@ -25,12 +25,17 @@ class RankSource:
     how: str  # "file name" | "file order" | "nvtx mark" | "device/pid order" | "single process"
 
 
+# A trailing number this large is a pid or a job id, not a rank.
+MAX_RANK_IN_NAME = 65535
+
+
 def rank_from_filename(stem: str) -> int | None:
-    """``eagle_rank3`` -> 3, ``run_r1`` -> 1, ``trace_2`` -> 2, ``profile`` -> None."""
+    """``eagle_rank3`` -> 3, ``run_r1`` -> 1, ``trace_2`` -> 2, ``profile`` / ``host_483927`` -> None."""
     for pat in _RANK_IN_NAME:
         m = pat.search(stem)
         if m:
-            return int(m.group(1))
+            n = int(m.group(1))
+            return n if n <= MAX_RANK_IN_NAME else None
     return None
 
 

@@ -1,0 +1,264 @@
+"""Across ranks: one timeline, matched collectives, who waited for whom, and who gated each cycle.
+
+Alignment never rewrites a trace's timestamps: each rank gets ``offset_ns`` (add it to the
+rank's own ns to land on the common timeline of the lowest rank) and ``offset_uncertainty_ns``.
+- Ranks from one report share one clock: offset 0, uncertainty 0.
+- Otherwise the first guess is the difference of the reports' session start times
+  (``TARGET_INFO_SESSION_START_TIME.utcEpochNs``), then it is refined with collectives: the same
+  all-reduce ends at nearly the same moment on every rank, so the median end-time residual is
+  removed and the median absolute deviation of what is left is the uncertainty. With no
+  collectives to refine on, the uncertainty is unknown (None).
+
+Collectives are matched across ranks by kernel name and order (the k-th ``ncclDevKernel_AllReduce...``
+of every rank is one collective). For each: arrival skew = last start - first start, the last
+rank to arrive, and per rank the time spent waiting (from its own start to the last arrival,
+at most its kernel's duration); the rest of the kernel is communication.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from tracerecon.analysis.nccl import comm_mask
+from tracerecon.analysis.projection import _np
+
+
+@dataclass(frozen=True)
+class RankView:
+    """What cross-rank analysis needs of one rank."""
+
+    rank: int
+    clock: str  # ranks with the same clock id share a timeline (same report file)
+    session_start_utc_ns: int | None
+    gpu_ops: pa.Table
+    phases: pa.Table
+
+
+@dataclass(frozen=True)
+class RankAlignment:
+    rank: int
+    offset_ns: int
+    offset_uncertainty_ns: int | None
+    method: str  # "shared clock" | "session start" | "session start + collectives" | "collectives" | "none"
+
+
+@dataclass(frozen=True)
+class RankComm:
+    rank: int
+    comm_ns: int  # total time in communication kernels
+    wait_ns: int  # the part of it spent waiting for other ranks
+    n_collectives: int
+    phase_wait_ns: np.ndarray = field(repr=False)  # per phase instance of this rank
+
+
+@dataclass(frozen=True)
+class CrossRank:
+    alignment: tuple[RankAlignment, ...]
+    comm: tuple[RankComm, ...]
+    collectives: pa.Table  # one row per (collective, rank)
+    critical_path: pa.Table  # one row per cycle
+
+    def alignment_of(self, rank: int) -> RankAlignment | None:
+        return next((a for a in self.alignment if a.rank == rank), None)
+
+    def comm_of(self, rank: int) -> RankComm | None:
+        return next((c for c in self.comm if c.rank == rank), None)
+
+    def critical_path_json(self) -> dict:
+        rows = self.critical_path.to_pylist()
+        return {
+            "rank_counts": {str(k): v for k, v in sorted(Counter(r["gating_rank"] for r in rows if r["gating_rank"] is not None).items())},
+            "phase_counts": dict(Counter(r["gating_phase"] for r in rows if r["gating_phase"]).most_common()),
+        }
+
+
+COLLECTIVES = pa.schema(
+    [
+        ("collective", pa.int64()),
+        ("name", pa.string()),
+        ("rank", pa.int32()),
+        ("start_ns", pa.int64()),  # the rank's own timeline
+        ("end_ns", pa.int64()),
+        ("aligned_start_ns", pa.int64()),  # + offset_ns
+        ("aligned_end_ns", pa.int64()),
+        ("phase_id", pa.int64()),
+        ("cycle", pa.int64()),
+        ("skew_ns", pa.int64()),  # last arrival - first arrival, over ranks
+        ("last_rank", pa.int32()),
+        ("wait_ns", pa.int64()),
+        ("comm_ns", pa.int64()),
+    ]
+)
+CRITICAL_PATH = pa.schema(
+    [
+        ("cycle", pa.int64()),
+        ("gating_rank", pa.int32()),
+        ("gating_phase", pa.string()),
+        ("how", pa.string()),  # "collectives" (the rank others waited for) | "latest end"
+        ("max_wait_ns", pa.int64()),  # the longest any rank waited for others in this cycle
+        ("waits_ns", pa.string()),  # JSON {rank: ns}
+    ]
+)
+
+
+def _comm_ops(view: RankView) -> dict[str, np.ndarray]:
+    ops = view.gpu_ops
+    if ops.num_rows == 0:
+        return {"start": np.zeros(0, np.int64), "end": np.zeros(0, np.int64), "name": [], "phase": np.zeros(0, np.int64)}
+    m = comm_mask(ops)
+    idx = np.flatnonzero(m)
+    start = _np(ops["start_ns"])[idx]
+    order = np.argsort(start, kind="stable")
+    idx = idx[order]
+    names = ops["name"].take(pa.array(idx)).cast(pa.string()).to_pylist() if len(idx) else []
+    return {"start": start[order], "end": _np(ops["end_ns"])[idx], "name": names, "phase": _np(ops["phase_id"], -1)[idx]}
+
+
+def _keys(names: list[str]) -> list[tuple[str, int]]:
+    seen: Counter = Counter()
+    out = []
+    for n in names:
+        out.append((n, seen[n]))
+        seen[n] += 1
+    return out
+
+
+def analyze_cross_rank(views: list[RankView]) -> CrossRank:
+    """Alignment, collective matching, waiting and the per-cycle critical path for ``views``."""
+    views = sorted(views, key=lambda v: v.rank)
+    comm = {v.rank: _comm_ops(v) for v in views}
+    keyed = {r: {k: i for i, k in enumerate(_keys(c["name"]))} for r, c in comm.items()}
+    common = set.intersection(*(set(k) for k in keyed.values())) if len(views) > 1 else set()
+    common_sorted = sorted(common, key=lambda k: comm[views[0].rank]["start"][keyed[views[0].rank][k]]) if common else []
+
+    alignment = _align(views, comm, keyed, common_sorted)
+    offsets = {a.rank: a.offset_ns for a in alignment}
+
+    rows = []
+    per_rank_wait: dict[int, np.ndarray] = {v.rank: np.zeros(v.phases.num_rows, dtype=np.int64) for v in views}
+    wait_total = {v.rank: 0 for v in views}
+    phase_cycle = {v.rank: (_np(v.phases["cycle"], -1) if v.phases.num_rows else np.zeros(0, np.int64)) for v in views}
+    for ci, key in enumerate(common_sorted):
+        starts = {r: int(comm[r]["start"][keyed[r][key]]) + offsets[r] for r in comm}
+        first, last = min(starts.values()), max(starts.values())
+        last_rank = max(starts, key=lambda r: (starts[r], r))
+        for r in comm:
+            i = keyed[r][key]
+            s, e = int(comm[r]["start"][i]), int(comm[r]["end"][i])
+            wait = min(max(last - starts[r], 0), e - s)
+            ph = int(comm[r]["phase"][i])
+            if ph >= 0 and ph < len(per_rank_wait[r]):
+                per_rank_wait[r][ph] += wait
+            wait_total[r] += wait
+            cyc = int(phase_cycle[r][ph]) if 0 <= ph < len(phase_cycle[r]) else -1
+            rows.append({
+                "collective": ci, "name": key[0], "rank": r, "start_ns": s, "end_ns": e,
+                "aligned_start_ns": s + offsets[r], "aligned_end_ns": e + offsets[r],
+                "phase_id": ph if ph >= 0 else None, "cycle": cyc if cyc >= 0 else None,
+                "skew_ns": last - first, "last_rank": last_rank, "wait_ns": wait, "comm_ns": (e - s) - wait,
+            })
+    collectives = pa.Table.from_pylist(rows, schema=COLLECTIVES)
+    comm_stats = tuple(
+        RankComm(
+            rank=v.rank,
+            comm_ns=int((comm[v.rank]["end"] - comm[v.rank]["start"]).sum()),
+            wait_ns=int(wait_total[v.rank]),
+            n_collectives=len(comm[v.rank]["name"]),
+            phase_wait_ns=per_rank_wait[v.rank],
+        )
+        for v in views
+    )
+    return CrossRank(tuple(alignment), comm_stats, collectives, _critical_path(views, collectives, offsets))
+
+
+def _align(views, comm, keyed, common_sorted) -> list[RankAlignment]:
+    ref = views[0]
+    out = []
+    for v in views:
+        if v.clock == ref.clock:
+            out.append(RankAlignment(v.rank, 0, 0, "shared clock"))
+            continue
+        base, method = 0, "none"
+        if v.session_start_utc_ns is not None and ref.session_start_utc_ns is not None:
+            base, method = v.session_start_utc_ns - ref.session_start_utc_ns, "session start"
+        if common_sorted:
+            ends_v = np.array([comm[v.rank]["end"][keyed[v.rank][k]] for k in common_sorted], dtype=np.int64)
+            ends_r = np.array([comm[ref.rank]["end"][keyed[ref.rank][k]] for k in common_sorted], dtype=np.int64)
+            resid = (ends_v + base) - ends_r
+            shift = int(np.median(resid))
+            left = resid - shift
+            mad = int(np.median(np.abs(left - np.median(left)))) if len(left) > 1 else None
+            out.append(RankAlignment(v.rank, base - shift, mad, method + " + collectives" if method != "none" else "collectives"))
+        else:
+            out.append(RankAlignment(v.rank, base, None, method))
+    return out
+
+
+def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.Table:
+    """Per cycle: the rank the others waited for (most lateness at the cycle's collectives), and
+    the phase where that happened; without collectives, the rank whose GPU work ended last."""
+    import json
+
+    cycles: set[int] = set()
+    for v in views:
+        if v.phases.num_rows:
+            cycles |= {c for c in v.phases["cycle"].to_pylist() if c is not None}
+    col = collectives.to_pylist()
+    by_cycle: dict[int, list[dict]] = {}
+    for row in col:
+        if row["cycle"] is not None:
+            by_cycle.setdefault(row["cycle"], []).append(row)
+    phase_names = {v.rank: v.phases["phase"].to_pylist() if v.phases.num_rows else [] for v in views}
+    out = []
+    for c in sorted(cycles):
+        rows = by_cycle.get(c, [])
+        waits = Counter()
+        for r in rows:
+            waits[r["rank"]] += r["wait_ns"]
+        if rows and len(views) > 1:
+            # Lateness: how far behind the first arrival each rank started, summed over the cycle.
+            late = Counter()
+            first = {}
+            for r in rows:
+                first[r["collective"]] = min(first.get(r["collective"], r["aligned_start_ns"]), r["aligned_start_ns"])
+            worst = {}
+            for r in rows:
+                lag = r["aligned_start_ns"] - first[r["collective"]]
+                late[r["rank"]] += lag
+                if lag > worst.get(r["rank"], (-1, None))[0]:
+                    worst[r["rank"]] = (lag, r["phase_id"])
+            gating = max(late, key=lambda k: (late[k], -k))
+            ph = worst[gating][1]
+            phase = phase_names[gating][ph] if ph is not None and ph < len(phase_names[gating]) else None
+            how = "collectives"
+        else:
+            ends = {}
+            longest = {}
+            for v in views:
+                if v.phases.num_rows == 0:
+                    continue
+                sel = [i for i, cc in enumerate(v.phases["cycle"].to_pylist()) if cc == c]
+                if not sel:
+                    continue
+                sub = v.phases.take(pa.array(sel))
+                ge = [x for x in sub["gpu_end_ns"].to_pylist() if x is not None] or sub["cpu_end_ns"].to_pylist()
+                ends[v.rank] = max(ge) + offsets.get(v.rank, 0)
+                g = sub["gpu_ns"].to_pylist()
+                cpu = sub["cpu_ns"].to_pylist()
+                vals = [x if x is not None else y for x, y in zip(g, cpu)]
+                longest[v.rank] = sub["phase"].to_pylist()[int(np.argmax(vals))]
+            if not ends:
+                continue
+            gating = max(ends, key=lambda k: (ends[k], -k))
+            phase = longest[gating]
+            how = "latest end"
+        out.append({
+            "cycle": c, "gating_rank": gating, "gating_phase": phase, "how": how,
+            "max_wait_ns": max(waits.values()) if waits else 0,
+            "waits_ns": json.dumps({str(k): int(v) for k, v in sorted(waits.items())}),
+        })
+    return pa.Table.from_pylist(out, schema=CRITICAL_PATH)

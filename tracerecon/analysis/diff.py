@@ -1,0 +1,230 @@
+"""Two runs of the same engine, phase by phase: what changed on the GPU, and why, at kernel level.
+
+Per rank and phase name, each side is summarised over its phase instances (medians per
+instance): CPU and GPU time, eager launches, CUDA-graph replays, kernels by name, GPU idle
+inside the phase (1 - busy / span) and blocking waits. The explanation is one line a person
+can act on, e.g. ``verify +9.8 ms GPU: graph replay gone, 183 eager launches per cycle instead, GPU idle 61%``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from tracerecon.analysis.projection import _np, string_mask
+
+# A change is worth a word when it moves more than this (fraction of the larger side) ...
+RELATIVE_CHANGE = 0.10
+# ... and more than this absolute amount (ns), above timer and launch jitter.
+ABSOLUTE_CHANGE_NS = 20_000
+# GPU idle inside a phase is worth saying when above this fraction.
+IDLE_WORTH_SAYING = 0.25
+
+
+@dataclass(frozen=True)
+class PhaseSide:
+    n: int
+    cpu_ms: float | None
+    gpu_ms: float | None
+    cpu_ms_p90: float | None
+    gpu_ms_p90: float | None
+    eager_launches: float  # median per instance
+    graph_launches: float
+    idle_fraction: float | None  # median of 1 - busy/span
+    blocked_ms: float
+    kernels: dict[str, float] = field(default_factory=dict)  # mean count per instance, by kernel name
+    kernel_ms: dict[str, float] = field(default_factory=dict)  # mean time per instance, by kernel name
+
+
+@dataclass(frozen=True)
+class PhaseDelta:
+    rank: int
+    phase: str
+    a: PhaseSide | None
+    b: PhaseSide | None
+    explanation: str
+
+    def to_json(self) -> dict:
+        a, b = self.a, self.b
+        def g(side, attr):
+            return getattr(side, attr) if side is not None else None
+        d_gpu = (b.gpu_ms - a.gpu_ms) if a and b and a.gpu_ms is not None and b.gpu_ms is not None else None
+        d_cpu = (b.cpu_ms - a.cpu_ms) if a and b and a.cpu_ms is not None and b.cpu_ms is not None else None
+        return {
+            "rank": self.rank,
+            "phase": self.phase,
+            "a_gpu_ms": g(a, "gpu_ms"),
+            "b_gpu_ms": g(b, "gpu_ms"),
+            "delta_gpu_ms": round(d_gpu, 6) if d_gpu is not None else None,
+            "a_cpu_ms": g(a, "cpu_ms"),
+            "b_cpu_ms": g(b, "cpu_ms"),
+            "delta_cpu_ms": round(d_cpu, 6) if d_cpu is not None else None,
+            "a_n": g(a, "n"),
+            "b_n": g(b, "n"),
+            "a_gpu_ms_p90": g(a, "gpu_ms_p90"),
+            "b_gpu_ms_p90": g(b, "gpu_ms_p90"),
+            "a_eager_launches": g(a, "eager_launches"),
+            "b_eager_launches": g(b, "eager_launches"),
+            "a_graph_launches": g(a, "graph_launches"),
+            "b_graph_launches": g(b, "graph_launches"),
+            "a_gpu_idle": g(a, "idle_fraction"),
+            "b_gpu_idle": g(b, "idle_fraction"),
+            "explanation": self.explanation,
+        }
+
+
+def _q(values: list, q: float) -> float | None:
+    v = [x for x in values if x is not None]
+    return round(float(np.quantile(np.asarray(v, dtype=np.float64), q)) / 1e6, 6) if v else None
+
+
+def summarize_side(phases: pa.Table, gpu_ops: pa.Table) -> dict[str, PhaseSide]:
+    """Per phase name: a PhaseSide over its instances."""
+    if phases.num_rows == 0:
+        return {}
+    ph = phases.select(["phase", "phase_id", "cpu_ns", "gpu_ns", "gpu_span_ns", "gpu_busy_ns", "blocked_ns", "n_graph_launches"]).to_pydict()
+    n_ph = phases.num_rows
+    eager = np.zeros(n_ph, dtype=np.int64)
+    kernels: list[Counter] = [Counter() for _ in range(n_ph)]
+    kernel_ns: list[Counter] = [Counter() for _ in range(n_ph)]
+    if gpu_ops.num_rows:
+        pid = _np(gpu_ops["phase_id"], -1)
+        keep = pid >= 0
+        graphish = string_mask(gpu_ops["kind"], lambda k: k == "graph") | string_mask(gpu_ops["launch_api"], lambda a: "GraphLaunch" in a)
+        corr = _np(gpu_ops["correlation_id"], -1)
+        sel = np.flatnonzero(keep & ~graphish & (corr >= 0))
+        if len(sel):
+            pairs = np.unique(np.stack([pid[sel], corr[sel]], axis=1), axis=0)
+            eager = np.bincount(pairs[:, 0], minlength=n_ph).astype(np.int64)
+        is_kernel = string_mask(gpu_ops["kind"], lambda k: k == "kernel")
+        ks = np.flatnonzero(keep & is_kernel)
+        if len(ks):
+            names = gpu_ops["name"].take(pa.array(ks)).cast(pa.string()).to_pylist()
+            dur = (_np(gpu_ops["end_ns"]) - _np(gpu_ops["start_ns"]))[ks]
+            for p, name, d in zip(pid[ks], names, dur):
+                kernels[p][name] += 1
+                kernel_ns[p][name] += int(d)
+    out: dict[str, PhaseSide] = {}
+    by: dict[str, list[int]] = {}
+    for i, name in enumerate(ph["phase"]):
+        by.setdefault(name, []).append(i)
+    for name, idx in by.items():
+        n = len(idx)
+        idle = []
+        for i in idx:
+            span, busy = ph["gpu_span_ns"][i], ph["gpu_busy_ns"][i]
+            if span:
+                idle.append(1 - busy / span)
+        kc: Counter = Counter()
+        kt: Counter = Counter()
+        for i in idx:
+            kc.update(kernels[i])
+            kt.update(kernel_ns[i])
+        out[name] = PhaseSide(
+            n=n,
+            cpu_ms=_q([ph["cpu_ns"][i] for i in idx], 0.5),
+            gpu_ms=_q([ph["gpu_ns"][i] for i in idx], 0.5),
+            cpu_ms_p90=_q([ph["cpu_ns"][i] for i in idx], 0.9),
+            gpu_ms_p90=_q([ph["gpu_ns"][i] for i in idx], 0.9),
+            eager_launches=float(np.median(eager[idx])),
+            graph_launches=float(np.median([ph["n_graph_launches"][i] for i in idx])),
+            idle_fraction=round(float(np.median(idle)), 4) if idle else None,
+            blocked_ms=round(float(np.median([ph["blocked_ns"][i] for i in idx])) / 1e6, 6),
+            kernels={k: v / n for k, v in kc.items()},
+            kernel_ms={k: v / n / 1e6 for k, v in kt.items()},
+        )
+    return out
+
+
+def _changed(a: float, b: float, absolute: float) -> bool:
+    return abs(b - a) > absolute and abs(b - a) > RELATIVE_CHANGE * max(abs(a), abs(b))
+
+
+def explain(phase: str, a: PhaseSide | None, b: PhaseSide | None) -> str:
+    """The one-line explanation of a phase's change from A to B."""
+    if a is None:
+        return f"{phase}: new in B ({b.n} instances, GPU {b.gpu_ms} ms)"
+    if b is None:
+        return f"{phase}: gone in B (was {a.n} instances, GPU {a.gpu_ms} ms)"
+    if a.gpu_ms is None or b.gpu_ms is None:
+        head = f"{phase} {((b.cpu_ms or 0) - (a.cpu_ms or 0)):+.3f} ms CPU (no GPU work)"
+        return head
+    delta = b.gpu_ms - a.gpu_ms
+    head = f"{phase} {delta:+.3f} ms GPU"
+    why: list[str] = []
+    if a.graph_launches > 0 and b.graph_launches == 0:
+        why.append(f"graph replay gone, {b.eager_launches:.0f} eager launches per cycle instead")
+    elif a.graph_launches == 0 and b.graph_launches > 0:
+        why.append(f"now a CUDA-graph replay ({a.eager_launches:.0f} eager launches per cycle before, {b.eager_launches:.0f} now)")
+    elif _changed(a.eager_launches, b.eager_launches, 2):
+        why.append(f"{b.eager_launches:.0f} launches per cycle instead of {a.eager_launches:.0f}")
+    added = sorted((k for k in b.kernels if k not in a.kernels), key=lambda k: -b.kernel_ms.get(k, 0))
+    removed = sorted((k for k in a.kernels if k not in b.kernels), key=lambda k: -a.kernel_ms.get(k, 0))
+    if added:
+        why.append("new kernels: " + ", ".join(f"{k} ({b.kernel_ms[k]:.3f} ms)" for k in added[:3]))
+    if removed:
+        why.append("kernels gone: " + ", ".join(f"{k} ({a.kernel_ms[k]:.3f} ms)" for k in removed[:3]))
+    if not added and not removed:
+        slower = sorted(((b.kernel_ms.get(k, 0) - a.kernel_ms.get(k, 0), k) for k in set(a.kernel_ms) | set(b.kernel_ms)), reverse=delta > 0)
+        if slower and _changed(a.kernel_ms.get(slower[0][1], 0), b.kernel_ms.get(slower[0][1], 0), ABSOLUTE_CHANGE_NS / 1e6):
+            d, k = slower[0]
+            why.append(f"{k} {d:+.3f} ms per cycle")
+    if b.idle_fraction is not None and (b.idle_fraction >= IDLE_WORTH_SAYING or (a.idle_fraction is not None and abs(b.idle_fraction - a.idle_fraction) > 0.1)):
+        why.append(f"GPU idle {b.idle_fraction:.0%}" + (f" (was {a.idle_fraction:.0%})" if a.idle_fraction is not None else ""))
+    if _changed(a.blocked_ms, b.blocked_ms, ABSOLUTE_CHANGE_NS / 1e6):
+        why.append(f"blocking waits {a.blocked_ms:.3f} -> {b.blocked_ms:.3f} ms")
+    if not why:
+        why.append("no kernel-level change found" if abs(delta) * 1e6 < ABSOLUTE_CHANGE_NS else "same kernels, each took longer" if delta > 0 else "same kernels, each ran faster")
+    return f"{head}: " + ", ".join(why)
+
+
+def diff_rank(rank: int, a_phases: pa.Table, a_ops: pa.Table, b_phases: pa.Table, b_ops: pa.Table, order: tuple[str, ...] = ()) -> list[PhaseDelta]:
+    sa, sb = summarize_side(a_phases, a_ops), summarize_side(b_phases, b_ops)
+    names = [n for n in order if n in sa or n in sb] + [n for n in list(sa) + list(sb) if n not in order]
+    seen = []
+    for n in names:
+        if n not in seen:
+            seen.append(n)
+    return [PhaseDelta(rank, n, sa.get(n), sb.get(n), explain(n, sa.get(n), sb.get(n))) for n in seen]
+
+
+def cycle_delta(a_cycles: pa.Table, b_cycles: pa.Table) -> dict:
+    def med(t, col):
+        v = [x for x in t[col].to_pylist() if x is not None] if t.num_rows else []
+        return round(float(np.median(v)) / 1e6, 6) if v else None
+
+    out = {"a_cpu_ms": med(a_cycles, "cpu_ns"), "b_cpu_ms": med(b_cycles, "cpu_ns"), "a_gpu_ms": med(a_cycles, "gpu_ns"), "b_gpu_ms": med(b_cycles, "gpu_ns")}
+    out["delta_gpu_ms"] = round(out["b_gpu_ms"] - out["a_gpu_ms"], 6) if out["a_gpu_ms"] is not None and out["b_gpu_ms"] is not None else None
+    out["delta_cpu_ms"] = round(out["b_cpu_ms"] - out["a_cpu_ms"], 6) if out["a_cpu_ms"] is not None and out["b_cpu_ms"] is not None else None
+    out["a_n"], out["b_n"] = a_cycles.num_rows, b_cycles.num_rows
+    return out
+
+
+def kernel_changes(a_ops: pa.Table, b_ops: pa.Table, top: int = 10) -> list[dict]:
+    """Whole-rank kernel time by name on both sides, the largest changes first (also for traces
+    without phase ranges)."""
+    def totals(ops):
+        if ops.num_rows == 0:
+            return {}, {}
+        k = string_mask(ops["kind"], lambda x: x == "kernel")
+        idx = np.flatnonzero(k)
+        names = ops["name"].take(pa.array(idx)).cast(pa.string()).to_pylist()
+        dur = (_np(ops["end_ns"]) - _np(ops["start_ns"]))[idx]
+        t, c = Counter(), Counter()
+        for n, d in zip(names, dur):
+            t[n] += int(d)
+            c[n] += 1
+        return t, c
+
+    ta, ca = totals(a_ops)
+    tb, cb = totals(b_ops)
+    rows = [
+        {"kernel": k, "a_ms": round(ta.get(k, 0) / 1e6, 6), "b_ms": round(tb.get(k, 0) / 1e6, 6),
+         "delta_ms": round((tb.get(k, 0) - ta.get(k, 0)) / 1e6, 6), "a_count": ca.get(k, 0), "b_count": cb.get(k, 0)}
+        for k in set(ta) | set(tb)
+    ]
+    rows.sort(key=lambda r: (-abs(r["delta_ms"]), r["kernel"]))
+    return rows[:top]

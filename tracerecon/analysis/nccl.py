@@ -1,0 +1,47 @@
+"""Communication kernels: which GPU ops are collectives, and per phase how much time is
+communication, compute, and both at once."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pyarrow as pa
+
+from tracerecon.analysis.intervals import segmented_union_length
+from tracerecon.analysis.projection import _np, string_mask
+
+# NCCL's kernels across versions, and the custom all-reduce kernels of vLLM / SGLang / TensorRT-LLM.
+COMM_KERNEL = re.compile(
+    r"^(ncclKernel_|ncclDevKernel_|ncclSymDevKernel_|nccl\w*Kernel)"
+    r"|cross_device_reduce|custom_?all_?reduce|one_?shot_?all_?reduce|two_?shot_?all_?reduce|allreduce_(one|two)shot",
+    re.I,
+)
+
+
+def is_comm_kernel(name: str) -> bool:
+    return bool(COMM_KERNEL.search(name))
+
+
+def comm_mask(gpu_ops: pa.Table) -> np.ndarray:
+    """True for kernels that are collectives (by name)."""
+    if gpu_ops.num_rows == 0:
+        return np.zeros(0, dtype=bool)
+    return string_mask(gpu_ops["kind"], lambda k: k == "kernel") & string_mask(gpu_ops["name"], is_comm_kernel)
+
+
+def phase_comm_split(gpu_ops: pa.Table, n_phases: int) -> dict[str, np.ndarray]:
+    """Per phase instance (gpu_ops.phase_id): comm_ns, compute_ns (unions of each kind's op
+    intervals) and overlap_ns (time both ran at once)."""
+    zero = np.zeros(n_phases, dtype=np.int64)
+    if gpu_ops.num_rows == 0 or n_phases == 0:
+        return {"comm_ns": zero, "compute_ns": zero.copy(), "overlap_ns": zero.copy()}
+    pid = _np(gpu_ops["phase_id"], -1)
+    keep = pid >= 0
+    s, e = _np(gpu_ops["start_ns"])[keep], _np(gpu_ops["end_ns"])[keep]
+    g = pid[keep]
+    comm = comm_mask(gpu_ops)[keep]
+    comm_ns = segmented_union_length(s[comm], e[comm], g[comm], n_phases)
+    compute_ns = segmented_union_length(s[~comm], e[~comm], g[~comm], n_phases)
+    both = segmented_union_length(s, e, g, n_phases)
+    return {"comm_ns": comm_ns, "compute_ns": compute_ns, "overlap_ns": comm_ns + compute_ns - both}
