@@ -13,7 +13,7 @@ from tracerecon import __version__
 from tracerecon.analysis.phases import DEFAULT_CYCLE, DEFAULT_PHASES, PhaseConfig
 from tracerecon.errors import EXIT_INTERNAL, TraceReconError
 
-BUNDLED_SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "eagle_gpu_bound.sqlite"
+BUNDLED_SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "h200_nsys2025.3.1" / "eagle_gpu_bound.sqlite"
 
 
 def _add_analysis_args(p: argparse.ArgumentParser, traces_required: bool = True) -> None:

@@ -61,7 +61,7 @@ def verdict_text(verdicts: dict[str, int]) -> Text:
     t = Text()
     for i, (v, n) in enumerate(verdicts.items()):
         if i:
-            t.append(" ")
+            t.append(", ")
         t.append(f"{v} {n}", style=VERDICT_STYLE.get(v, ""))
     return t
 

@@ -112,7 +112,8 @@ def attribute_waits(blocking: pa.Table, ops: pa.Table, op_phase: np.ndarray, cal
     ``op_phase[i]`` is the phase instance that launched op i (-1: none); ``call_phase[j]`` the
     phase instance holding blocking call j. Returns numpy arrays: waited_gpu_ns (union of the
     awaited ops' time inside the wait), waited_other_phase_ns (the same for ops launched by
-    other phase instances), waited_for_phase_id (phase of the op that finished last, -1: none).
+    other phase instances), waited_for_phase_id (the other phase instance whose work filled most
+    of the wait; else the phase of the op that finished last; -1: none).
     """
     n = blocking.num_rows
     waited = np.zeros(n, dtype=np.int64)
@@ -144,4 +145,20 @@ def attribute_waits(blocking: pa.Table, ops: pa.Table, op_phase: np.ndarray, cal
     other = segmented_union_length(clipped_start[is_other], o_end[rows][is_other], which[is_other], n)
     has = hi > lo
     last_phase[has] = op_phase[order[hi[has] - 1]]
+    # Name the other phase whose GPU work filled most of the wait (not merely the last op,
+    # which is often the waiting phase's own copy).
+    if is_other.any():
+        w, ph = which[is_other], op_phase[rows][is_other]
+        dur = np.clip(o_end[rows][is_other] - clipped_start[is_other], 0, None)
+        key_phase = np.unique(ph)
+        dense = np.searchsorted(key_phase, ph)
+        packed = w * len(key_phase) + dense
+        keys, inv = np.unique(packed, return_inverse=True)
+        total = np.bincount(inv.ravel(), weights=dur)
+        kw, kp = keys // len(key_phase), keys % len(key_phase)
+        pick = np.lexsort((-total, kw))  # per call, the largest total first
+        first = np.r_[True, kw[pick][1:] != kw[pick][:-1]]
+        chosen = pick[first]
+        good = total[chosen] > 0
+        last_phase[kw[chosen][good]] = key_phase[kp[chosen][good]]
     return {"waited_gpu_ns": waited, "waited_other_phase_ns": other, "waited_for_phase_id": last_phase}

@@ -1,0 +1,178 @@
+"""The real Textual app driven by Pilot, plus snapshots at 80x24 and 160x48."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("textual")
+
+from textual.widgets import DataTable, Static, TabbedContent  # noqa: E402
+
+from conftest import DEMO2, H200  # noqa: E402
+from tracerecon.analysis.phases import PhaseConfig  # noqa: E402
+from tracerecon.analysis.summary import summarize_phases  # noqa: E402
+from tracerecon.cli import load  # noqa: E402
+from tracerecon.tui.app import HelpScreen, TraceReconApp  # noqa: E402
+from tracerecon.tui.timeline_widget import Timeline  # noqa: E402
+
+GPU_BOUND = str(H200 / "eagle_gpu_bound.sqlite")
+
+
+def make_app(*paths):
+    return TraceReconApp(lambda: load(list(paths), PhaseConfig()), source=", ".join(paths))
+
+
+async def ready(pilot):
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+def status_text(app) -> str:
+    return str(app.query_one("#status", Static).render())
+
+
+async def test_overview_shows_the_reports_numbers():
+    app = make_app(GPU_BOUND)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        table = app.query_one("#overview-table", DataTable)
+        want = summarize_phases(load([GPU_BOUND], PhaseConfig()).ranks[0].phases, PhaseConfig().phases)
+        assert table.row_count == 3
+        for i, p in enumerate(want):
+            row = [str(c) for c in table.get_row_at(i)]
+            assert row[1] == p.phase and row[3] == f"{p.cpu_ms_median:.3f}" and row[4] == f"{p.gpu_ms_median:.3f}"
+        notes = str(app.query_one("#overview-notes", Static).render())
+        assert "misleads most: rank 0 draft_re_extend" in notes
+
+
+async def test_cycle_navigation_zoom_and_worst_cycle():
+    app = make_app(GPU_BOUND)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await ready(pilot)
+        await pilot.press("2")
+        assert app.query_one("#tabs", TabbedContent).active == "timeline"
+        assert app.cycle == 0
+        await pilot.press("n", "n", "p")
+        assert app.cycle == 1
+        span = app.window.span
+        await pilot.press("plus")
+        assert app.window.span == span // 2
+        await pilot.press("minus", "minus")
+        assert app.window.span == (span // 2) * 4
+        await pilot.press("0")
+        assert app.window.span == span
+        await pilot.press("right")
+        assert app.window.start_ns > app.query_one(Timeline).window.start_ns - 1
+        # worst disagreement: by the CUDA-event ground truth, the cycle whose CPU timers miss most
+        gt = [json.loads(line) for line in open(H200 / "eagle_gpu_bound.gt.jsonl")]
+        worst = max(gt, key=lambda g: sum(abs(g["cpu_ms"][p] - g["gpu_event_ms"][p]) for p in ("draft", "verify", "draft_re_extend")))
+        await pilot.press("w")
+        assert app.cycle == worst["cycle"]
+        await pilot.press("g")
+        await pilot.press("1", "2", "enter")
+        assert app.cycle == 12
+
+
+async def test_cycles_table_sorts_and_opens_the_timeline():
+    app = make_app(GPU_BOUND)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await pilot.press("3")
+        table = app.query_one("#cycles-table", DataTable)
+        assert table.row_count == 24
+        col = list(table.columns.keys()).index("|error| ms")
+        table.move_cursor(column=col)
+        await pilot.press("s")
+        values = [table.get_row_at(i)[col] for i in range(table.row_count)]
+        assert values == sorted(values, reverse=True)
+        await pilot.press("s")
+        values = [table.get_row_at(i)[col] for i in range(table.row_count)]
+        assert values == sorted(values)
+        table.move_cursor(row=5)
+        await pilot.press("enter")
+        assert app.query_one("#tabs", TabbedContent).active == "timeline"
+        assert app.cycle == table.get_row_at(5)[1]
+
+
+async def test_phase_detail_explains_the_disagreement():
+    app = make_app(GPU_BOUND)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await pilot.press("down", "down", "enter")
+        assert app.query_one("#tabs", TabbedContent).active == "detail"
+        body = str(app.query_one("#detail-body", Static).render())
+        assert "draft_re_extend (all 24 instances)" in body
+        assert "over-reports" in body and "verify's GPU work" in body
+        assert "blocking calls" in body and "kernels by total time" in body
+
+
+async def test_search_jumps_to_a_kernel():
+    app = make_app(GPU_BOUND)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await ready(pilot)
+        await pilot.press("slash")
+        await pilot.press(*"nvjet", "enter")
+        await pilot.pause()
+        assert "found nvjet" in status_text(app)
+        lanes = app.query_one(Timeline).lanes_by_rank[0][1]
+        assert any("nvjet" in s.label for lane in lanes for s in lane.segments)
+
+
+async def test_click_selects_a_segment_and_help_opens():
+    app = make_app(GPU_BOUND)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await ready(pilot)
+        await pilot.press("2", "n")
+        tl = app.query_one(Timeline)
+        # the CPU phases lane is row 1; click a third of the way in
+        await pilot.click(Timeline, offset=(19 + (tl.size.width - 19) // 3, 1))
+        assert tl.selected is not None and "verdict" in status_text(app)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+        await pilot.press("q")
+    assert app.return_code == 0 or app.return_code is None
+
+
+async def test_all_ranks_stacked():
+    app = make_app(str(DEMO2 / "nccl_skew"))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await pilot.press("2", "a")
+        ranks = [r for r, _ in app.query_one(Timeline).lanes_by_rank]
+        assert ranks == [0, 1]
+        await pilot.press("r")
+        assert app.current_rank().rank == 1
+        notes = str(app.query_one("#overview-notes", Static).render())
+        assert "straggler: rank 1" in notes
+
+
+async def test_load_failure_is_shown():
+    app = TraceReconApp(lambda: load(["/nonexistent.sqlite"], PhaseConfig()), source="x")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        assert "cannot load" in str(app.query_one("#loading-text", Static).render())
+
+
+def _ready_then(*keys):
+    async def run_before(pilot):
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+        if keys:
+            await pilot.press(*keys)
+            await pilot.pause()
+
+    return run_before
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+def test_snapshot_overview(snap_compare, size):
+    assert snap_compare(make_app(GPU_BOUND), terminal_size=size, run_before=_ready_then())
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+def test_snapshot_timeline(snap_compare, size):
+    assert snap_compare(make_app(GPU_BOUND), terminal_size=size, run_before=_ready_then("2", "n"))

@@ -1,0 +1,128 @@
+"""Phase detail: for one phase instance, or every instance of a phase name, what ran on the GPU
+and why its CPU timer says what it says, in one sentence."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from tracerecon.analysis.nccl import comm_mask
+from tracerecon.analysis.projection import _np, string_mask
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    name: str
+    count: int
+    total_ms: float
+
+
+@dataclass(frozen=True)
+class PhaseDetail:
+    title: str
+    n_instances: int
+    cpu_ms: float  # per instance (median for a phase name)
+    gpu_ms: float | None
+    gpu_span_ms: float | None
+    gpu_busy_ms: float
+    kernels: tuple[KernelRow, ...]
+    eager_launches: int  # total over the instances
+    graph_launches: int
+    streams: tuple[str, ...]
+    syncs: tuple[str, ...] = field(default=())  # one line each
+    comm_ms: float = 0.0
+    wait_ms: float = 0.0
+    verdicts: dict[str, int] = field(default_factory=dict)
+    explanation: str = ""
+
+
+def _med_ms(values) -> float | None:
+    v = [x for x in values if x is not None]
+    return round(float(np.median(v)) / 1e6, 6) if v else None
+
+
+def explain_verdict(verdict: str, cpu_ms: float, gpu_ms: float | None, overrun_ms: float, absorbed_ms: float, busy_fraction: float | None, waited_for: str | None) -> str:
+    """One sentence on why the CPU timer and the GPU disagree (or agree)."""
+    if verdict == "over":
+        who = f" {waited_for}'s" if waited_for else " earlier phases'"
+        return f"The CPU timer over-reports: {absorbed_ms:.3f} ms of its {cpu_ms:.3f} ms were spent blocked, waiting for{who} GPU work to finish."
+    if verdict == "under":
+        return f"The CPU timer under-reports: it stopped while its GPU work still ran for {overrun_ms:.3f} ms more; the GPU needed {gpu_ms:.3f} ms."
+    if verdict == "launch_bound":
+        busy = f"{busy_fraction:.0%}" if busy_fraction is not None else "little"
+        return f"Launch-bound: the GPU was busy only {busy} of the phase's GPU span while the CPU was still launching; the CPU time ({cpu_ms:.3f} ms) is the real cost."
+    if verdict == "no_gpu_work":
+        return f"No GPU work was launched in this phase; its {cpu_ms:.3f} ms are CPU time."
+    return f"The CPU timer ({cpu_ms:.3f} ms) and the GPU ({gpu_ms if gpu_ms is not None else 0:.3f} ms) agree."
+
+
+def phase_detail(phases: pa.Table, gpu_ops: pa.Table, syncs: pa.Table, *, phase_id: int | None = None, phase: str | None = None) -> PhaseDetail:
+    """Detail for one instance (``phase_id``) or all instances of a name (``phase``)."""
+    names = phases["phase"].to_pylist()
+    if phase_id is not None:
+        sel = [phase_id]
+        cyc = phases["cycle"][phase_id].as_py()
+        title = f"{names[phase_id]} (cycle {cyc})"
+    else:
+        sel = [i for i, n in enumerate(names) if n == phase]
+        title = f"{phase} (all {len(sel)} instances)"
+    sub = phases.take(pa.array(sel, pa.int64()))
+    sel_set = np.zeros(phases.num_rows + 1, dtype=bool)
+    sel_set[sel] = True
+    kernels: list[KernelRow] = []
+    eager = graph = 0
+    streams: list[str] = []
+    comm_ms = 0.0
+    if gpu_ops.num_rows:
+        pid = _np(gpu_ops["phase_id"], -1)
+        mine = np.flatnonzero((pid >= 0) & sel_set[np.where(pid >= 0, pid, phases.num_rows)])
+        if len(mine):
+            t = gpu_ops.take(pa.array(mine))
+            is_k = string_mask(t["kind"], lambda k: k == "kernel")
+            dur = _np(t["end_ns"]) - _np(t["start_ns"])
+            cnt, tot = Counter(), Counter()
+            for n, d in zip(t["name"].cast(pa.string()).to_pylist(), dur.tolist()):
+                cnt[n] += 1
+                tot[n] += d
+            kernels = [KernelRow(n, cnt[n], round(tot[n] / 1e6, 6)) for n, _ in tot.most_common()]
+            graphish = string_mask(t["kind"], lambda k: k == "graph") | string_mask(t["launch_api"], lambda a: "GraphLaunch" in a)
+            corr = _np(t["correlation_id"], -1)
+            eager = len({(int(p), int(c)) for p, c, g in zip(_np(t["phase_id"]), corr, graphish) if not g and c >= 0})
+            graph = len({(int(p), int(c)) for p, c, g in zip(_np(t["phase_id"]), corr, graphish) if g})
+            dev, st = _np(t["device_id"]), _np(t["stream_id"])
+            streams = [f"GPU{d} stream {s}" for d, s in sorted(set(zip(dev.tolist(), st.tolist())))]
+            comm_ms = round(float(dur[comm_mask(t)].sum()) / 1e6, 6)
+            del is_k
+    sync_lines = []
+    waited_for = None
+    if syncs.num_rows:
+        sp = _np(syncs["phase_id"], -1)
+        rows = [i for i in np.flatnonzero(sp >= 0) if sel_set[sp[i]]]
+        s = syncs.take(pa.array(rows, pa.int64())).to_pylist() if rows else []
+        waits = Counter(x["waited_for_phase"] for x in s if x["waited_other_phase_ns"] > 0)
+        waited_for = waits.most_common(1)[0][0] if waits else None
+        for x in s[:20]:
+            sync_lines.append(
+                f"{x['api']}: blocked {x['blocked_ns'] / 1e6:.3f} ms, waited for {x['waited_gpu_ns'] / 1e6:.3f} ms of GPU work"
+                + (f" ({x['waited_other_phase_ns'] / 1e6:.3f} ms of it {x['waited_for_phase']}'s)" if x["waited_other_phase_ns"] else "")
+            )
+        if len(s) > 20:
+            sync_lines.append(f"... {len(s) - 20} more")
+    d = sub.to_pydict()
+    verdicts = dict(Counter(d["verdict"]).most_common())
+    top = next(iter(verdicts), "no_gpu_work")
+    cpu_ms = _med_ms(d["cpu_ns"]) or 0.0
+    gpu_ms = _med_ms(d["gpu_ns"])
+    span = _med_ms(d["gpu_span_ns"])
+    busy = _med_ms(d["gpu_busy_ns"]) or 0.0
+    explanation = explain_verdict(
+        top, cpu_ms, gpu_ms, _med_ms(d["overrun_ns"]) or 0.0, _med_ms(d["absorbed_ns"]) or 0.0, (busy / span) if span else None, waited_for
+    )
+    return PhaseDetail(
+        title=title, n_instances=len(sel), cpu_ms=cpu_ms, gpu_ms=gpu_ms, gpu_span_ms=span, gpu_busy_ms=busy,
+        kernels=tuple(kernels), eager_launches=eager, graph_launches=graph, streams=tuple(streams), syncs=tuple(sync_lines),
+        comm_ms=comm_ms, wait_ms=round(sum(x or 0 for x in d["wait_ns"]) / 1e6, 6), verdicts=verdicts, explanation=explanation,
+    )

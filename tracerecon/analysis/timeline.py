@@ -1,0 +1,216 @@
+"""Timeline lanes for one rank and a time window: what the TUI draws, computed here.
+
+Lanes: the CPU phases (NVTX), the projected GPU phases, blocking syncs (each linked to the
+phase whose work it waited for), and one lane per GPU stream with its kernels, copies, graph
+launches and NCCL kernels. ``TimelineIndex`` sorts a rank's ops once so that any window is a
+binary search away (the 420k-kernel trace answers a window in well under a millisecond).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from tracerecon.analysis.nccl import comm_mask
+from tracerecon.analysis.projection import _np
+
+
+@dataclass(frozen=True)
+class Segment:
+    start_ns: int
+    end_ns: int
+    label: str
+    kind: str  # phase name for phase lanes; kernel | memcpy | memset | graph | nccl | sync
+    verdict: str | None = None  # phase lanes: the verdict of that phase instance
+    ref: int | None = None  # phase_id (phase lanes, syncs: the phase waited for) or op row
+
+
+@dataclass(frozen=True)
+class Lane:
+    title: str
+    segments: tuple[Segment, ...]
+
+
+@dataclass(frozen=True)
+class Window:
+    start_ns: int
+    end_ns: int
+
+    @property
+    def span(self) -> int:
+        return max(self.end_ns - self.start_ns, 1)
+
+    def zoom(self, factor: float, center: float = 0.5) -> "Window":
+        """factor < 1 zooms in; ``center`` is the fixed point as a fraction of the window."""
+        new = max(int(self.span * factor), 1_000)
+        anchor = self.start_ns + center * self.span
+        start = int(anchor - center * new)
+        return Window(start, start + new)
+
+    def pan(self, fraction: float) -> "Window":
+        d = int(self.span * fraction)
+        return Window(self.start_ns + d, self.end_ns + d)
+
+
+class TimelineIndex:
+    """A rank's tables, sorted once for window queries."""
+
+    def __init__(self, phases: pa.Table, gpu_ops: pa.Table, syncs: pa.Table) -> None:
+        self.phases = phases
+        self.syncs = syncs
+        n = gpu_ops.num_rows
+        self._ops = gpu_ops
+        if n:
+            end = _np(gpu_ops["end_ns"])
+            start = _np(gpu_ops["start_ns"])
+            self._order = np.argsort(end, kind="stable")
+            self._end_sorted = end[self._order]
+            self._start = start
+            self._end = end
+            self._stream = _np(gpu_ops["stream_id"])
+            self._device = _np(gpu_ops["device_id"])
+            self._comm = comm_mask(gpu_ops)
+            self._kind = gpu_ops["kind"].cast(pa.string()).to_numpy(zero_copy_only=False) if n < 50_000 else None
+            self._max_dur = int((end - start).max())
+        else:
+            self._order = np.zeros(0, np.int64)
+
+    def _kind_of(self, rows: np.ndarray) -> list[str]:
+        if self._kind is not None:
+            return self._kind[rows].tolist()
+        return self._ops["kind"].take(pa.array(rows)).cast(pa.string()).to_pylist()
+
+    def ops_in(self, w: Window) -> np.ndarray:
+        """Rows of gpu_ops that overlap the window."""
+        if len(self._order) == 0:
+            return self._order
+        lo = np.searchsorted(self._end_sorted, w.start_ns, "right")
+        hi = np.searchsorted(self._end_sorted, w.end_ns + self._max_dur, "right")
+        rows = self._order[lo:hi]
+        return rows[self._start[rows] < w.end_ns]
+
+    def cycle_window(self, cycle: int, margin: float = 0.03) -> Window | None:
+        """From the cycle's first CPU or GPU start to its last end, with a small margin."""
+        if self.phases.num_rows == 0:
+            return None
+        cyc = _np(self.phases["cycle"], -1)
+        sel = np.flatnonzero(cyc == cycle)
+        if len(sel) == 0:
+            return None
+        cs, ce = _np(self.phases["cpu_start_ns"])[sel], _np(self.phases["cpu_end_ns"])[sel]
+        gs = _np(self.phases["gpu_start_ns"], np.iinfo(np.int64).max)[sel]
+        ge = _np(self.phases["gpu_end_ns"], np.iinfo(np.int64).min)[sel]
+        t0, t1 = int(min(cs.min(), gs.min())), int(max(ce.max(), ge.max()))
+        pad = int((t1 - t0) * margin)
+        return Window(t0 - pad, t1 + pad)
+
+    def lanes(self, w: Window) -> list[Lane]:
+        ph = self.phases
+        lanes = []
+        if ph.num_rows:
+            cs, ce = _np(ph["cpu_start_ns"]), _np(ph["cpu_end_ns"])
+            gs, ge = _np(ph["gpu_start_ns"], -1), _np(ph["gpu_end_ns"], -1)
+            names = ph["phase"].to_pylist()
+            verdicts = ph["verdict"].to_pylist()
+            vis = np.flatnonzero((cs < w.end_ns) & (ce > w.start_ns))
+            lanes.append(Lane("CPU phases", tuple(Segment(int(cs[i]), int(ce[i]), names[i], names[i], verdicts[i], int(i)) for i in vis)))
+            vis_g = np.flatnonzero((gs >= 0) & (gs < w.end_ns) & (ge > w.start_ns))
+            lanes.append(Lane("GPU phases", tuple(Segment(int(gs[i]), int(ge[i]), names[i], names[i], verdicts[i], int(i)) for i in vis_g)))
+        if self.syncs.num_rows:
+            ss, se = _np(self.syncs["start_ns"]), _np(self.syncs["end_ns"])
+            vis_s = np.flatnonzero((ss < w.end_ns) & (se > w.start_ns))
+            api = self.syncs["api"].to_pylist()
+            wf = _np(self.syncs["waited_for_phase_id"], -1)
+            wfn = self.syncs["waited_for_phase"].to_pylist()
+            lanes.append(Lane("CPU waits", tuple(
+                Segment(int(ss[i]), int(se[i]), f"{api[i]}" + (f" -> {wfn[i]}" if wfn[i] else ""), "sync", None, int(wf[i]) if wf[i] >= 0 else None)
+                for i in vis_s
+            )))
+        rows = self.ops_in(w)
+        if len(rows):
+            kinds = self._kind_of(rows)
+            names = self._ops["name"].take(pa.array(rows)).cast(pa.string()).to_pylist()
+            by_stream: dict[tuple[int, int], list[Segment]] = {}
+            for r, k, n in zip(rows.tolist(), kinds, names):
+                kind = "nccl" if self._comm[r] else k
+                by_stream.setdefault((int(self._device[r]), int(self._stream[r])), []).append(Segment(int(self._start[r]), int(self._end[r]), n or k, kind, None, r))
+            for (dev, stream), segs in sorted(by_stream.items()):
+                segs.sort(key=lambda s: s.start_ns)
+                lanes.append(Lane(f"GPU{dev} stream {stream}", tuple(segs)))
+        return lanes
+
+
+def find_next(index: "TimelineIndex", text: str, after_ns: int, ranges: pa.Table | None = None) -> Segment | None:
+    """The first NVTX range or GPU op whose name contains ``text`` (case-insensitive) starting
+    after ``after_ns``; wraps around to the beginning. None if nothing matches."""
+    needle = text.lower()
+    hits: list[Segment] = []
+    if ranges is not None and ranges.num_rows:
+        from tracerecon.analysis.projection import string_mask
+
+        m = np.flatnonzero(string_mask(ranges["name"], lambda v: needle in v.lower()))
+        if len(m):
+            st = _np(ranges["start_ns"])[m]
+            for pick in (m[st > after_ns], m):
+                if len(pick):
+                    i = int(pick[np.argmin(_np(ranges["start_ns"])[pick])])
+                    hits.append(Segment(int(ranges["start_ns"][i].as_py()), int(ranges["end_ns"][i].as_py()), ranges["name"][i].as_py(), "range", None, i))
+                    break
+    ops = index._ops
+    if ops.num_rows:
+        from tracerecon.analysis.projection import string_mask
+
+        m = np.flatnonzero(string_mask(ops["name"], lambda v: needle in v.lower()))
+        if len(m):
+            st = index._start[m]
+            later = m[st > after_ns]
+            pick = later if len(later) else m
+            i = int(pick[np.argmin(index._start[pick])])
+            hits.append(Segment(int(index._start[i]), int(index._end[i]), ops["name"][i].as_py(), "kernel", None, i))
+    if not hits:
+        return None
+    after = [h for h in hits if h.start_ns > after_ns]
+    return min(after or hits, key=lambda h: h.start_ns)
+
+
+def worst_cycle(phases: pa.Table) -> int | None:
+    """The cycle whose phases' CPU timers miss the GPU truth by the most (sum of |error|)."""
+    if phases.num_rows == 0:
+        return None
+    cyc = _np(phases["cycle"], -1)
+    err = np.abs(_np(phases["error_ns"], 0))
+    ok = cyc >= 0
+    if not ok.any():
+        return None
+    ids, inv = np.unique(cyc[ok], return_inverse=True)
+    tot = np.bincount(inv.ravel(), weights=err[ok])
+    return int(ids[int(np.argmax(tot))])
+
+
+def ruler_ticks(w: Window, width: int, target: int = 8) -> list[tuple[int, str]]:
+    """Tick positions (columns) and labels with units for a ruler ``width`` cells wide."""
+    raw = w.span / max(target, 1)
+    mag = 10 ** int(np.floor(np.log10(max(raw, 1))))
+    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    first = (w.start_ns // step + 1) * step
+    out = []
+    t = first
+    while t < w.end_ns:
+        col = int((t - w.start_ns) / w.span * width)
+        rel = t - w.start_ns
+        out.append((col, format_duration(rel)))
+        t += step
+    return out
+
+
+def format_duration(ns: float) -> str:
+    a = abs(ns)
+    if a >= 1e9:
+        return f"{ns / 1e9:.3g}s"
+    if a >= 1e6:
+        return f"{ns / 1e6:.3g}ms"
+    if a >= 1e3:
+        return f"{ns / 1e3:.3g}us"
+    return f"{ns:.0f}ns"

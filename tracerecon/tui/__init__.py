@@ -1,0 +1,1 @@
+"""Terminal UI (Textual). Install with the `tui` extra."""

@@ -1,0 +1,460 @@
+"""`tracerecon view`: a Textual app over the core analysis. It displays; it computes nothing.
+
+Data flow: a thread worker runs the loader (the same core as `report`) and posts ``Loaded``;
+the app hands each view its tables (attributes down); views post messages when the user picks a
+cycle, a phase or a segment (messages up), and the app routes them.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from rich.text import Text
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Footer, Header, Input, LoadingIndicator, Static, TabbedContent, TabPane
+
+from tracerecon.analysis.detail import phase_detail
+from tracerecon.analysis.summary import summarize_cycles, summarize_phases
+from tracerecon.analysis.timeline import TimelineIndex, Window, find_next, format_duration, worst_cycle
+from tracerecon.pipeline import Analysis
+from tracerecon.render import VERDICT_MEANING, VERDICT_STYLE, verdict_text
+from tracerecon.tui.timeline_widget import Timeline
+
+HELP = """\
+[b]tracerecon view[/b]: CPU phase timers against the GPU's truth
+
+[b]Tabs[/b]  1 overview   2 timeline   3 cycles   4 phase detail
+[b]Overview[/b]  enter: details of the phase under the cursor
+[b]Timeline[/b]
+  n / p      next / previous cycle        g  go to cycle N
+  w          the cycle whose timers lie most
+  + / -      zoom in / out (mouse wheel too)   left / right  pan
+  0          back to the whole cycle      r  next rank     a  all ranks stacked
+  click      select a segment (its details show below)
+  enter      phase detail of the selected phase
+[b]Cycles[/b]  s: sort by the column under the cursor; enter: open the cycle in the timeline
+[b]Anywhere[/b]  /  search a kernel or range name   ?  this help   q  quit
+
+Verdicts: [red]under[/red] the CPU timer under-reports (GPU work ran past it); [magenta]over[/magenta] it
+over-reports (it waited for earlier phases' GPU work); [yellow]launch_bound[/yellow] the GPU idled while
+the CPU launched; [green]agree[/green]; [grey50]no_gpu_work[/grey50].
+"""
+
+
+class Loaded(Message):
+    def __init__(self, analysis: Analysis) -> None:
+        self.analysis = analysis
+        super().__init__()
+
+
+class LoadFailed(Message):
+    def __init__(self, error: str) -> None:
+        self.error = error
+        super().__init__()
+
+
+class HelpScreen(ModalScreen):
+    BINDINGS = [Binding("escape,q,question_mark", "app.pop_screen", "close")]
+    DEFAULT_CSS = "HelpScreen { align: center middle; } HelpScreen > VerticalScroll { width: 90%; height: 90%; border: round $accent; background: $panel; padding: 0 1; }"
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(HELP)
+
+
+class AskScreen(ModalScreen[str]):
+    """One line of input (cycle number, search text)."""
+
+    DEFAULT_CSS = "AskScreen { align: center middle; } AskScreen > Input { width: 60; }"
+    BINDINGS = [Binding("escape", "cancel", "cancel")]
+
+    def __init__(self, placeholder: str) -> None:
+        super().__init__()
+        self.placeholder = placeholder
+
+    def compose(self) -> ComposeResult:
+        yield Input(placeholder=self.placeholder, id="ask")
+
+    @on(Input.Submitted)
+    def done(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value)
+
+    def action_cancel(self) -> None:
+        self.dismiss("")
+
+
+def ms(x) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+class TraceReconApp(App):
+    TITLE = "tracerecon"
+    CSS = """
+    #loading { height: 3; }
+    #status { height: 3; padding: 0 1; background: $boost; }
+    #overview-notes { height: auto; padding: 0 1; }
+    #detail-body { padding: 0 1; }
+    DataTable { height: 1fr; }
+    """
+    BINDINGS = [
+        Binding("q", "quit", "quit"),
+        Binding("question_mark", "help", "help"),
+        Binding("slash", "search", "search"),
+        Binding("1", "tab('overview')", "overview", show=False),
+        Binding("2", "tab('timeline')", "timeline", show=False),
+        Binding("3", "tab('cycles')", "cycles", show=False),
+        Binding("4", "tab('detail')", "detail", show=False),
+        Binding("n", "cycle(1)", "next cycle"),
+        Binding("p", "cycle(-1)", "prev cycle"),
+        Binding("g", "goto", "go to cycle"),
+        Binding("w", "worst", "worst cycle"),
+        Binding("plus,equals_sign", "zoom(0.5)", "zoom in"),
+        Binding("minus", "zoom(2.0)", "zoom out"),
+        Binding("left", "pan(-0.25)", "pan", show=False),
+        Binding("right", "pan(0.25)", "pan", show=False),
+        Binding("0", "reset", "whole cycle", show=False),
+        Binding("r", "next_rank", "rank"),
+        Binding("a", "all_ranks", "all ranks", show=False),
+        Binding("s", "sort", "sort", show=False),
+    ]
+
+    def __init__(self, loader: Callable[[], Analysis], source: str = "") -> None:
+        super().__init__()
+        self.loader = loader
+        self.source = source
+        self.analysis: Analysis | None = None
+        self.indexes: dict[int, TimelineIndex] = {}
+        self.rank_pos = 0
+        self.all_ranks = False
+        self.cycle: int | None = None
+        self.window: Window | None = None
+        self.sort_reverse = False
+        self.detail_target: tuple[int, int | None, str | None] | None = None
+
+    # --- layout ---------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Vertical(id="loading-box"):
+            yield Static(f"loading {self.source} ...", id="loading-text")
+            yield LoadingIndicator(id="loading")
+        with TabbedContent(id="tabs", initial="overview"):
+            with TabPane("Overview", id="overview"):
+                yield DataTable(id="overview-table", cursor_type="row", zebra_stripes=True)
+                yield Static("", id="overview-notes")
+            with TabPane("Timeline", id="timeline"):
+                yield Timeline(id="timeline-view")
+                yield Static("", id="status")
+            with TabPane("Cycles", id="cycles"):
+                yield DataTable(id="cycles-table", cursor_type="row", zebra_stripes=True)
+            with TabPane("Phase detail", id="detail"):
+                with VerticalScroll():
+                    yield Static("select a phase (enter on the overview, or click one on the timeline)", id="detail-body")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#tabs").display = False
+        self.load()
+
+    @work(thread=True, exclusive=True)
+    def load(self) -> None:
+        try:
+            analysis = self.loader()
+        except Exception as exc:  # shown in the app; the CLI turns startup errors into one line
+            self.post_message(LoadFailed(str(exc)))
+            return
+        self.post_message(Loaded(analysis))
+
+    @on(LoadFailed)
+    def load_failed(self, event: LoadFailed) -> None:
+        self.query_one("#loading").display = False
+        self.query_one("#loading-text", Static).update(f"[red]cannot load:[/red] {event.error}")
+
+    @on(Loaded)
+    def loaded(self, event: Loaded) -> None:
+        a = event.analysis
+        self.analysis = a
+        self.indexes = {r.rank: TimelineIndex(r.phases, r.gpu_ops, r.syncs) for r in a.ranks}
+        self.query_one("#loading-box").display = False
+        self.query_one("#tabs").display = True
+        self.query_one(Timeline).phase_order = a.config.phases
+        self.sub_title = f"{len(a.ranks)} rank(s): " + ", ".join(sorted({r.source.path.rsplit('/', 1)[-1] for r in a.ranks}))
+        self.fill_overview()
+        self.fill_cycles()
+        first = self.current_rank()
+        cycles = first.phases["cycle"].drop_null().to_pylist() if first and first.phases.num_rows else []
+        self.cycle = min(cycles) if cycles else None
+        self.reset_window()
+        self.query_one("#overview-table", DataTable).focus()
+
+    # --- data helpers ---------------------------------------------------------------------
+    def current_rank(self):
+        if not self.analysis or not self.analysis.ranks:
+            return None
+        return self.analysis.ranks[self.rank_pos % len(self.analysis.ranks)]
+
+    def cycle_ids(self) -> list[int]:
+        r = self.current_rank()
+        if r is None or r.cycles.num_rows == 0:
+            return []
+        return r.cycles["cycle"].to_pylist()
+
+    # --- overview -------------------------------------------------------------------------
+    def fill_overview(self) -> None:
+        a = self.analysis
+        t = self.query_one("#overview-table", DataTable)
+        t.clear(columns=True)
+        t.add_columns("rank", "phase", "n", "CPU ms", "GPU ms", "span", "busy", "CPU-GPU", "verdicts")
+        notes = Text()
+        worst = None
+        for r in a.ranks:
+            for p in summarize_phases(r.phases, a.config.phases):
+                err = p.error_ms_median
+                if err is not None and (worst is None or abs(err) > abs(worst[2])):
+                    worst = (r.rank, p.phase, err, p.dominant_verdict)
+                t.add_row(
+                    str(r.rank), p.phase, str(p.n), ms(p.cpu_ms_median), ms(p.gpu_ms_median), ms(p.gpu_span_ms_median),
+                    ms(p.gpu_busy_ms_median), Text(ms(err), style=VERDICT_STYLE.get(p.dominant_verdict, "")), verdict_text(p.verdicts),
+                    key=f"{r.rank}:{p.phase}",
+                )
+            c = summarize_cycles(r.cycles)
+            if c.n:
+                notes.append(f"rank {r.rank}: {c.n} cycles, CPU {ms(c.cpu_ms_median)} ms vs GPU {ms(c.gpu_ms_median)} ms per cycle (median)\n")
+        if worst:
+            notes.append(f"misleads most: rank {worst[0]} {worst[1]} ({worst[2]:+.3f} ms, {VERDICT_MEANING.get(worst[3], worst[3])})\n", style="bold " + VERDICT_STYLE.get(worst[3], ""))
+        if a.cross and len(a.ranks) > 1:
+            cp = a.cross.critical_path_json()
+            if cp["rank_counts"]:
+                top = max(cp["rank_counts"].items(), key=lambda kv: kv[1])
+                notes.append(f"straggler: rank {top[0]} gated {top[1]} cycles\n", style="bold")
+        for w in a.warnings[:3]:
+            notes.append(f"warning: {w}\n", style="yellow")
+        self.query_one("#overview-notes", Static).update(notes)
+
+    @on(DataTable.RowSelected, "#overview-table")
+    def overview_pick(self, event: DataTable.RowSelected) -> None:
+        rank, phase = str(event.row_key.value).split(":", 1)
+        self.show_detail(int(rank), None, phase)
+
+    # --- cycles ---------------------------------------------------------------------------
+    def fill_cycles(self) -> None:
+        a = self.analysis
+        t = self.query_one("#cycles-table", DataTable)
+        t.clear(columns=True)
+        phases = [p for p in a.config.phases if any(p in r.phases["phase"].to_pylist() for r in a.ranks)]
+        cols = ["rank", "cycle", "CPU ms", "GPU ms"] + [f"{p} CPU" for p in phases] + [f"{p} GPU" for p in phases] + ["|error| ms", "verdicts"]
+        for c in cols:
+            t.add_column(c, key=c)
+        for r in a.ranks:
+            ph = r.phases.to_pydict()
+            by_cycle: dict[int, dict] = {}
+            for i, cyc in enumerate(ph["cycle"]):
+                if cyc is None:
+                    continue
+                d = by_cycle.setdefault(cyc, {"err": 0, "verdicts": []})
+                d[ph["phase"][i] + " CPU"] = ph["cpu_ns"][i] / 1e6
+                d[ph["phase"][i] + " GPU"] = ph["gpu_ns"][i] / 1e6 if ph["gpu_ns"][i] is not None else None
+                d["err"] += abs(ph["error_ns"][i] or 0) / 1e6
+                d["verdicts"].append(ph["verdict"][i][0].upper())
+            for c in r.cycles.to_pylist():
+                d = by_cycle.get(c["cycle"], {"err": 0, "verdicts": []})
+                row = [r.rank, c["cycle"], round(c["cpu_ns"] / 1e6, 3), round(c["gpu_ns"] / 1e6, 3) if c["gpu_ns"] is not None else None]
+                row += [round(d[f"{p} CPU"], 3) if d.get(f"{p} CPU") is not None else None for p in phases]
+                row += [round(d[f"{p} GPU"], 3) if d.get(f"{p} GPU") is not None else None for p in phases]
+                row += [round(d["err"], 3), "".join(d["verdicts"])]
+                t.add_row(*row, key=f"{r.rank}:{c['cycle']}")
+
+    def action_sort(self) -> None:
+        t = self.query_one("#cycles-table", DataTable)
+        if self.query_one("#tabs", TabbedContent).active != "cycles" or not t.columns:
+            return
+        col = list(t.columns.keys())[t.cursor_column]
+        self.sort_reverse = not self.sort_reverse
+        t.sort(col, key=lambda v: (v is None, v if v is not None else 0), reverse=self.sort_reverse)
+
+    @on(DataTable.HeaderSelected, "#cycles-table")
+    def header_sort(self, event: DataTable.HeaderSelected) -> None:
+        self.sort_reverse = not self.sort_reverse
+        event.data_table.sort(event.column_key, key=lambda v: (v is None, v if v is not None else 0), reverse=self.sort_reverse)
+
+    @on(DataTable.RowSelected, "#cycles-table")
+    def cycle_pick(self, event: DataTable.RowSelected) -> None:
+        rank, cycle = (int(x) for x in str(event.row_key.value).split(":"))
+        self.rank_pos = [r.rank for r in self.analysis.ranks].index(rank)
+        self.cycle = cycle
+        self.reset_window()
+        self.action_tab("timeline")
+
+    # --- timeline -------------------------------------------------------------------------
+    def reset_window(self) -> None:
+        r = self.current_rank()
+        if r is None:
+            return
+        w = self.indexes[r.rank].cycle_window(self.cycle) if self.cycle is not None else None
+        if w is None:
+            ph = r.phases
+            if ph.num_rows:
+                w = Window(int(ph["cpu_start_ns"][0].as_py()), int(ph["cpu_end_ns"][min(ph.num_rows, 6) - 1].as_py()))
+            elif r.gpu_ops.num_rows:
+                s = int(r.gpu_ops["start_ns"][0].as_py())
+                w = Window(s, s + 1_000_000)
+            else:
+                return
+        self.window = w
+        self.redraw()
+
+    def redraw(self) -> None:
+        if self.window is None or self.analysis is None:
+            return
+        ranks = self.analysis.ranks if self.all_ranks else [self.current_rank()]
+        lanes = []
+        for r in ranks:
+            off = self.analysis.cross.alignment_of(r.rank).offset_ns if (self.all_ranks and self.analysis.cross) else 0
+            ref_off = self.analysis.cross.alignment_of(self.current_rank().rank).offset_ns if (self.all_ranks and self.analysis.cross) else 0
+            # Other ranks are shown on the current rank's timeline through their offsets.
+            w = Window(self.window.start_ns + ref_off - off, self.window.end_ns + ref_off - off)
+            lanes.append((r.rank, [self._shift(l, off - ref_off) for l in self.indexes[r.rank].lanes(w)]))
+        self.query_one(Timeline).set_view(self.window, lanes)
+        cyc = f"cycle {self.cycle}" if self.cycle is not None else "no cycles"
+        self.query_one("#status", Static).update(
+            f"rank {self.current_rank().rank}{' (all ranks)' if self.all_ranks else ''}  {cyc}  window {format_duration(self.window.span)}  "
+            f"[dim]n/p cycle  w worst  +/- zoom  arrows pan  click a segment  ? help[/dim]"
+        )
+
+    @staticmethod
+    def _shift(lane, delta: int):
+        if delta == 0:
+            return lane
+        from dataclasses import replace
+
+        return replace(lane, segments=tuple(replace(s, start_ns=s.start_ns + delta, end_ns=s.end_ns + delta) for s in lane.segments))
+
+    def action_tab(self, tab: str) -> None:
+        self.query_one("#tabs", TabbedContent).active = tab
+        focus = {"timeline": "#timeline-view", "overview": "#overview-table", "cycles": "#cycles-table"}.get(tab)
+        if focus:
+            self.query_one(focus).focus()
+
+    def action_cycle(self, step: int) -> None:
+        ids = self.cycle_ids()
+        if not ids:
+            return
+        cur = ids.index(self.cycle) if self.cycle in ids else 0
+        self.cycle = ids[max(0, min(len(ids) - 1, cur + step))]
+        self.reset_window()
+        self.action_tab("timeline")
+
+    def action_worst(self) -> None:
+        r = self.current_rank()
+        if r is None:
+            return
+        c = worst_cycle(r.phases)
+        if c is not None:
+            self.cycle = c
+            self.reset_window()
+            self.action_tab("timeline")
+            self.notify(f"cycle {c}: the CPU timers miss the GPU by the most here")
+
+    def action_goto(self) -> None:
+        def go(value: str) -> None:
+            if value.strip().lstrip("-").isdigit() and int(value) in self.cycle_ids():
+                self.cycle = int(value)
+                self.reset_window()
+                self.action_tab("timeline")
+            elif value:
+                self.notify(f"no cycle {value}", severity="warning")
+
+        self.push_screen(AskScreen("cycle number"), go)
+
+    def action_zoom(self, factor: float) -> None:
+        if self.window is not None:
+            self.window = self.window.zoom(factor)
+            self.redraw()
+
+    @on(Timeline.Zoom)
+    def mouse_zoom(self, event: Timeline.Zoom) -> None:
+        if self.window is not None:
+            self.window = self.window.zoom(event.factor, event.center)
+            self.redraw()
+
+    def action_pan(self, fraction: float) -> None:
+        if self.window is not None and self.query_one("#tabs", TabbedContent).active == "timeline":
+            self.window = self.window.pan(fraction)
+            self.redraw()
+
+    def action_reset(self) -> None:
+        self.reset_window()
+
+    def action_next_rank(self) -> None:
+        if self.analysis and len(self.analysis.ranks) > 1:
+            self.rank_pos = (self.rank_pos + 1) % len(self.analysis.ranks)
+            self.reset_window()
+
+    def action_all_ranks(self) -> None:
+        self.all_ranks = not self.all_ranks
+        self.redraw()
+
+    @on(Timeline.SegmentClicked)
+    def segment_clicked(self, event: Timeline.SegmentClicked) -> None:
+        s = event.segment
+        text = f"r{event.rank} {s.label}: {format_duration(s.end_ns - s.start_ns)} at +{format_duration(s.start_ns - self.window.start_ns)}"
+        if s.verdict:
+            text += f"  verdict {s.verdict}: {VERDICT_MEANING.get(s.verdict, '')}"
+            self.detail_target = (event.rank, s.ref, None)
+        if s.kind == "sync" and s.ref is not None:
+            text += "  (its wait ended with that phase's GPU work)"
+        self.query_one("#status", Static).update(text)
+
+    def on_key(self, event) -> None:
+        if event.key == "enter" and self.query_one("#tabs", TabbedContent).active == "timeline" and self.detail_target:
+            rank, pid, _ = self.detail_target
+            self.show_detail(rank, pid, None)
+
+    # --- detail ---------------------------------------------------------------------------
+    def show_detail(self, rank: int, phase_id: int | None, phase: str | None) -> None:
+        r = next(x for x in self.analysis.ranks if x.rank == rank)
+        d = phase_detail(r.phases, r.gpu_ops, r.syncs, phase_id=phase_id, phase=phase)
+        t = Text()
+        t.append(f"rank {rank}  {d.title}\n\n", style="bold")
+        t.append(d.explanation + "\n\n", style="italic")
+        t.append(f"CPU {ms(d.cpu_ms)} ms   GPU {ms(d.gpu_ms)} ms   span {ms(d.gpu_span_ms)} ms   busy {ms(d.gpu_busy_ms)} ms   (median per instance)\n")
+        t.append(f"launches: {d.eager_launches} eager, {d.graph_launches} CUDA-graph replays   streams: {', '.join(d.streams) or '-'}\n")
+        if d.comm_ms or d.wait_ms:
+            t.append(f"communication kernels {ms(d.comm_ms)} ms, of which waiting for other ranks {ms(d.wait_ms)} ms\n")
+        t.append("verdicts: ")
+        t.append_text(verdict_text(d.verdicts))
+        t.append("\n\nkernels by total time\n", style="bold")
+        for k in d.kernels[:15]:
+            t.append(f"  {k.total_ms:10.3f} ms  {k.count:6d}x  {k.name[:90]}\n")
+        if d.syncs:
+            t.append("\nblocking calls\n", style="bold")
+            for line in d.syncs:
+                t.append(f"  {line}\n")
+        self.query_one("#detail-body", Static).update(t)
+        self.action_tab("detail")
+
+    # --- search, help ---------------------------------------------------------------------
+    def action_search(self) -> None:
+        def go(value: str) -> None:
+            if not value:
+                return
+            r = self.current_rank()
+            after = self.window.start_ns + self.window.span // 2 if self.window else -1
+            hit = find_next(self.indexes[r.rank], value, after, r.ranges)
+            if hit is None:
+                self.notify(f"nothing named like {value!r} on rank {r.rank}", severity="warning")
+                return
+            pad = max((hit.end_ns - hit.start_ns) * 2, 20_000)
+            self.window = Window(hit.start_ns - pad, hit.end_ns + pad)
+            self.redraw()
+            self.action_tab("timeline")
+            self.query_one("#status", Static).update(f"found {hit.label[:80]}: {format_duration(hit.end_ns - hit.start_ns)}")
+
+        self.push_screen(AskScreen("kernel or range name"), go)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())

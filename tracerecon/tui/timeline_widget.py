@@ -1,0 +1,146 @@
+"""The timeline widget: lanes drawn with eighth-of-a-cell precision (U+2581..U+2588 style blocks).
+
+Display only: segments, windows and ticks come from ``tracerecon.analysis.timeline``.
+"""
+
+from __future__ import annotations
+
+from rich.style import Style
+from rich.text import Text
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from tracerecon.analysis.timeline import Lane, Segment, Window, format_duration, ruler_ticks
+
+# Left partial blocks, 1/8 .. 8/8 of a cell filled from the left.
+EIGHTHS = " ▏▎▍▌▋▊▉█"
+TITLE_WIDTH = 18
+
+PHASE_COLORS = ["#4e9af1", "#f1a14e", "#6cc36c", "#c36cc3", "#e8d44d", "#4dd0e8"]
+KIND_COLORS = {"kernel": "#8fbcbb", "memcpy": "#d08770", "memset": "#b48ead", "graph": "#ebcb8b", "nccl": "#bf616a", "sync": "#ff5555"}
+VERDICT_MARK = {"under": "red", "over": "magenta", "launch_bound": "yellow", "agree": "green", "no_gpu_work": "grey50"}
+
+
+def phase_color(name: str, order: tuple[str, ...]) -> str:
+    i = order.index(name) if name in order else abs(hash(name))
+    return PHASE_COLORS[i % len(PHASE_COLORS)]
+
+
+def rasterize(segments: tuple[Segment, ...], w: Window, width: int) -> list[tuple[float, Segment | None]]:
+    """Per cell: (fraction of the cell covered, the segment covering most of it)."""
+    cells: list[list] = [[0.0, None, 0.0] for _ in range(width)]
+    scale = width / w.span
+    for seg in segments:
+        a = (max(seg.start_ns, w.start_ns) - w.start_ns) * scale
+        b = (min(seg.end_ns, w.end_ns) - w.start_ns) * scale
+        if b <= a:
+            b = a + 0.125  # a zero-width op is still shown as a sliver
+        c = int(a)
+        while c < width and c < b:
+            cover = min(b, c + 1) - max(a, c)
+            cell = cells[c]
+            cell[0] = min(1.0, cell[0] + cover)
+            if cover > cell[2]:
+                cell[1], cell[2] = seg, cover
+            c += 1
+    return [(cv, seg) for cv, seg, _ in cells]
+
+
+class Timeline(Widget, can_focus=True):
+    """Lanes of one or more ranks over a time window."""
+
+    DEFAULT_CSS = "Timeline { height: 1fr; }"
+
+    window: reactive[Window | None] = reactive(None, always_update=True)
+    lanes_by_rank: reactive[list] = reactive(list, always_update=True)
+    selected: reactive[Segment | None] = reactive(None)
+
+    class SegmentClicked(Message):
+        def __init__(self, segment: Segment, rank: int) -> None:
+            self.segment = segment
+            self.rank = rank
+            super().__init__()
+
+    class Zoom(Message):
+        def __init__(self, factor: float, center: float) -> None:
+            self.factor = factor
+            self.center = center
+            super().__init__()
+
+    def __init__(self, phase_order: tuple[str, ...] = (), **kw) -> None:
+        super().__init__(**kw)
+        self.phase_order = phase_order
+        self._rows: list[tuple[int, Lane]] = []
+
+    def set_view(self, window: Window, lanes_by_rank: list[tuple[int, list[Lane]]]) -> None:
+        self.lanes_by_rank = lanes_by_rank
+        self.window = window
+
+    def _color(self, seg: Segment) -> str:
+        if seg.kind in KIND_COLORS:
+            return KIND_COLORS[seg.kind]
+        return phase_color(seg.kind, self.phase_order)
+
+    def render(self) -> Text:
+        w = self.window
+        width = max(self.size.width - TITLE_WIDTH - 1, 10)
+        out = Text()
+        if w is None:
+            return Text("no timeline")
+        ruler = [" "] * width
+        for col, label in ruler_ticks(w, width, target=max(width // 14, 2)):
+            if 0 <= col < width:
+                ruler[col] = "|"
+                for k, ch in enumerate(label[: max(0, width - col - 1)]):
+                    if col + 1 + k < width and ruler[col + 1 + k] == " ":
+                        ruler[col + 1 + k] = ch
+        out.append(f"{'+' + format_duration(w.span):<{TITLE_WIDTH}} ", style="bold")
+        out.append("".join(ruler) + "\n", style="dim")
+        self._rows = []
+        for rank, lanes in self.lanes_by_rank:
+            for lane in lanes:
+                title = f"r{rank} {lane.title}"[:TITLE_WIDTH]
+                out.append(f"{title:<{TITLE_WIDTH}} ", style="bold" if "phases" in lane.title else "")
+                for cover, seg in rasterize(lane.segments, w, width):
+                    if seg is None or cover <= 0:
+                        out.append(" ")
+                        continue
+                    glyph = EIGHTHS[max(1, min(8, round(cover * 8)))]
+                    style = Style(color=self._color(seg), bold=seg == self.selected, underline=seg == self.selected)
+                    if seg.verdict in ("under", "over") and "phases" in lane.title and glyph == "█":
+                        style += Style(bgcolor=VERDICT_MARK[seg.verdict])
+                    out.append(glyph, style=style)
+                out.append("\n")
+                self._rows.append((rank, lane))
+        return out
+
+    def segment_at(self, x: int, y: int) -> tuple[int, Segment] | None:
+        row = y - 1
+        if not (0 <= row < len(self._rows)) or self.window is None or x <= TITLE_WIDTH:
+            return None
+        rank, lane = self._rows[row]
+        width = max(self.size.width - TITLE_WIDTH - 1, 10)
+        t = self.window.start_ns + (x - TITLE_WIDTH - 1 + 0.5) / width * self.window.span
+        best = None
+        for seg in lane.segments:
+            if seg.start_ns <= t <= max(seg.end_ns, seg.start_ns + self.window.span / width):
+                best = seg
+        return (rank, best) if best else None
+
+    def on_click(self, event) -> None:
+        hit = self.segment_at(event.x, event.y)
+        if hit:
+            self.selected = hit[1]
+            self.post_message(self.SegmentClicked(hit[1], hit[0]))
+            self.refresh()
+
+    def _center(self, x: int) -> float:
+        width = max(self.size.width - TITLE_WIDTH - 1, 10)
+        return min(max((x - TITLE_WIDTH - 1) / width, 0.0), 1.0)
+
+    def on_mouse_scroll_up(self, event) -> None:
+        self.post_message(self.Zoom(0.8, self._center(event.x)))
+
+    def on_mouse_scroll_down(self, event) -> None:
+        self.post_message(self.Zoom(1.25, self._center(event.x)))
