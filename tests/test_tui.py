@@ -176,3 +176,18 @@ def test_snapshot_overview(snap_compare, size):
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
 def test_snapshot_timeline(snap_compare, size):
     assert snap_compare(make_app(GPU_BOUND), terminal_size=size, run_before=_ready_then("2", "n"))
+
+
+async def test_diff_tab_explains_graph_replay():
+    from conftest import DEMO
+
+    app = TraceReconApp(
+        lambda: load([str(DEMO / "launch_bound")], PhaseConfig()), source="a",
+        diff_loader=lambda: load([str(DEMO / "verify_graph")], PhaseConfig()),
+    )
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await pilot.press("5")
+        assert app.query_one("#tabs", TabbedContent).active == "diff"
+        assert app.query_one("#diff-table", DataTable).row_count == 3
+        assert "now a CUDA-graph replay" in str(app.query_one("#diff-notes", Static).render())

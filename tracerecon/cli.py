@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         tui_cli = None
     p = sub.add_parser("view", help="terminal UI: browse phases, cycles and timelines (needs the `tui` extra)")
     _add_analysis_args(p, traces_required=False)
+    p.add_argument("--diff", metavar="B", help="also compare with B (traces, run or export directory) in a Diff tab")
     p.set_defaults(func=(tui_cli.cmd_view if tui_cli else _no_tui))
     return parser
 

@@ -28,7 +28,7 @@ from tracerecon.tui.timeline_widget import Timeline
 HELP = """\
 [b]tracerecon view[/b]: CPU phase timers against the GPU's truth
 
-[b]Tabs[/b]  1 overview   2 timeline   3 cycles   4 phase detail
+[b]Tabs[/b]  1 overview   2 timeline   3 cycles   4 phase detail   5 diff (with --diff B)
 [b]Overview[/b]  enter: details of the phase under the cursor
 [b]Timeline[/b]
   n / p      next / previous cycle        g  go to cycle N
@@ -99,6 +99,7 @@ class TraceReconApp(App):
     #status { height: 3; padding: 0 1; background: $boost; }
     #overview-notes { height: auto; padding: 0 1; }
     #detail-body { padding: 0 1; }
+    #diff-notes-box { height: 12; }
     DataTable { height: 1fr; }
     """
     BINDINGS = [
@@ -109,6 +110,7 @@ class TraceReconApp(App):
         Binding("2", "tab('timeline')", "timeline", show=False),
         Binding("3", "tab('cycles')", "cycles", show=False),
         Binding("4", "tab('detail')", "detail", show=False),
+        Binding("5", "tab('diff')", "diff", show=False),
         Binding("n", "cycle(1)", "next cycle"),
         Binding("p", "cycle(-1)", "prev cycle"),
         Binding("g", "goto", "go to cycle"),
@@ -123,9 +125,11 @@ class TraceReconApp(App):
         Binding("s", "sort", "sort", show=False),
     ]
 
-    def __init__(self, loader: Callable[[], Analysis], source: str = "") -> None:
+    def __init__(self, loader: Callable[[], Analysis], source: str = "", diff_loader: Callable[[], Analysis] | None = None) -> None:
         super().__init__()
         self.loader = loader
+        self.diff_loader = diff_loader
+        self.diff_result: dict | None = None
         self.source = source
         self.analysis: Analysis | None = None
         self.indexes: dict[int, TimelineIndex] = {}
@@ -154,6 +158,11 @@ class TraceReconApp(App):
             with TabPane("Phase detail", id="detail"):
                 with VerticalScroll():
                     yield Static("select a phase (enter on the overview, or click one on the timeline)", id="detail-body")
+            if self.diff_loader is not None:
+                with TabPane("Diff", id="diff"):
+                    yield DataTable(id="diff-table", cursor_type="row", zebra_stripes=True)
+                    with VerticalScroll(id="diff-notes-box"):
+                        yield Static("", id="diff-notes")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -164,6 +173,10 @@ class TraceReconApp(App):
     def load(self) -> None:
         try:
             analysis = self.loader()
+            if self.diff_loader is not None:
+                from tracerecon.comparison import compare
+
+                self.diff_result = compare(analysis, self.diff_loader())
         except Exception as exc:  # shown in the app; the CLI turns startup errors into one line
             self.post_message(LoadFailed(str(exc)))
             return
@@ -185,6 +198,8 @@ class TraceReconApp(App):
         self.sub_title = f"{len(a.ranks)} rank(s): " + ", ".join(sorted({r.source.path.rsplit('/', 1)[-1] for r in a.ranks}))
         self.fill_overview()
         self.fill_cycles()
+        if self.diff_result is not None:
+            self.fill_diff()
         first = self.current_rank()
         cycles = first.phases["cycle"].drop_null().to_pylist() if first and first.phases.num_rows else []
         self.cycle = min(cycles) if cycles else None
@@ -239,6 +254,24 @@ class TraceReconApp(App):
     def overview_pick(self, event: DataTable.RowSelected) -> None:
         rank, phase = str(event.row_key.value).split(":", 1)
         self.show_detail(int(rank), None, phase)
+
+    # --- diff -----------------------------------------------------------------------------
+    def fill_diff(self) -> None:
+        d = self.diff_result
+        t = self.query_one("#diff-table", DataTable)
+        t.clear(columns=True)
+        t.add_columns("rank", "phase", "A GPU ms", "B GPU ms", "delta GPU", "A CPU ms", "B CPU ms")
+        for p in d["phases"]:
+            delta = p["delta_gpu_ms"]
+            t.add_row(str(p["rank"]), p["phase"], ms(p["a_gpu_ms"]), ms(p["b_gpu_ms"]),
+                      Text("-" if delta is None else f"{delta:+.3f}", style="red" if (delta or 0) > 0 else "green"), ms(p["a_cpu_ms"]), ms(p["b_cpu_ms"]))
+        notes = Text()
+        c = d["cycles"]
+        if c.get("a_gpu_ms") is not None:
+            notes.append(f"cycle GPU {ms(c['a_gpu_ms'])} -> {ms(c['b_gpu_ms'])} ms ({c['delta_gpu_ms']:+.3f})\n", style="bold")
+        for p in d["phases"]:
+            notes.append(f"rank {p['rank']}: {p['explanation']}\n")
+        self.query_one("#diff-notes", Static).update(notes)
 
     # --- cycles ---------------------------------------------------------------------------
     def fill_cycles(self) -> None:
@@ -334,8 +367,10 @@ class TraceReconApp(App):
         return replace(lane, segments=tuple(replace(s, start_ns=s.start_ns + delta, end_ns=s.end_ns + delta) for s in lane.segments))
 
     def action_tab(self, tab: str) -> None:
+        if tab == "diff" and self.diff_loader is None:
+            return
         self.query_one("#tabs", TabbedContent).active = tab
-        focus = {"timeline": "#timeline-view", "overview": "#overview-table", "cycles": "#cycles-table"}.get(tab)
+        focus = {"timeline": "#timeline-view", "overview": "#overview-table", "cycles": "#cycles-table", "diff": "#diff-table"}.get(tab)
         if focus:
             self.query_one(focus).focus()
 

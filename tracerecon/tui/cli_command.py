@@ -22,6 +22,12 @@ def cmd_view(args: argparse.Namespace) -> int:
             if not Path(f).is_file():
                 raise BadTraceError(f"{f}: no such file")
     config = _config(args)
-    app = TraceReconApp(lambda: load(traces, config), source=", ".join(traces))
+    diff_loader = None
+    if args.diff:
+        other = [args.diff]
+        if not is_export_dir(args.diff):
+            expand_inputs(other)
+        diff_loader = lambda: load(other, config)  # noqa: E731
+    app = TraceReconApp(lambda: load(traces, config), source=", ".join(traces), diff_loader=diff_loader)
     app.run()
     return 0
