@@ -19,7 +19,7 @@ from tracerecon import __version__, schema
 from tracerecon.analysis.cross_rank import CrossRank, RankView, analyze_cross_rank
 from tracerecon.analysis.nccl import phase_comm_split
 from tracerecon.analysis.phases import PhaseConfig, build_cycles, build_phases, select_phases
-from tracerecon.analysis.projection import _np, equals, innermost_owner, link_launches, string_mask
+from tracerecon.analysis.projection import int64s, equals, innermost_owner, link_launches, string_mask
 from tracerecon.analysis.ranges import build_ranges
 from tracerecon.analysis.ranks import RankSource, processes_in_file, rank_from_filename, select_pids
 from tracerecon.analysis.syncs import attribute_waits, base_api_name, find_blocking_calls
@@ -142,7 +142,7 @@ def analyze(paths: Sequence[str | Path], config: PhaseConfig | None = None, prog
                 warnings.append(f"{f}: {linked['launch_tid'].null_count} GPU op(s) have no launching API call in the trace; they belong to no range")
         if multi:
             rank = file_ranks[i] if by_name else i
-            pids = sorted(set(_np(tables.gpu_ops["pid"]).tolist()) | set(_np(tables.nvtx_ranges["pid"]).tolist()))
+            pids = sorted(set(int64s(tables.gpu_ops["pid"]).tolist()) | set(int64s(tables.nvtx_ranges["pid"]).tolist()))
             splits = [(rank, pids)]
             how = "file name" if by_name else "file order"
             results.append(_analyze_rank(tables, linked, RankSource(rank, str(f), tuple(pids), how), config))
@@ -197,7 +197,7 @@ def _analyze_rank(tables: TraceTables, linked_ops: pa.Table, source: RankSource,
 
     ranges = build_ranges(raw_ranges, ops, rank)
     phase_rows, cycle_of, cycle_rows = select_phases(ranges, config)
-    depth = _np(ranges["depth"]) if ranges.num_rows else np.zeros(0, np.int64)
+    depth = int64s(ranges["depth"]) if ranges.num_rows else np.zeros(0, np.int64)
     row_to_phase = np.full(ranges.num_rows + 1, -1, dtype=np.int64)
     row_to_phase[phase_rows] = np.arange(len(phase_rows))
     phase_mask = np.zeros(ranges.num_rows, dtype=bool)
@@ -259,7 +259,7 @@ def _with_graph_launch_counts(phases: pa.Table, ops: pa.Table, op_phase: np.ndar
     sel = np.flatnonzero(is_graph & (op_phase >= 0))
     counts = np.zeros(phases.num_rows, dtype=np.int64)
     if len(sel):
-        corr = _np(ops["correlation_id"], -1)[sel]
+        corr = int64s(ops["correlation_id"], -1)[sel]
         # One launch call = one (phase, correlation id); node-mode kernels of a launch share it.
         _, dense = np.unique(corr, return_inverse=True)
         packed = np.unique(op_phase[sel] * (dense.max() + 1) + dense.ravel())

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracerecon.analysis.nccl import comm_mask
-from tracerecon.analysis.projection import _np
+from tracerecon.analysis.projection import int64s
 
 
 @dataclass(frozen=True)
@@ -111,11 +111,11 @@ def _comm_ops(view: RankView) -> dict[str, np.ndarray]:
         return {"start": np.zeros(0, np.int64), "end": np.zeros(0, np.int64), "name": [], "phase": np.zeros(0, np.int64)}
     m = comm_mask(ops)
     idx = np.flatnonzero(m)
-    start = _np(ops["start_ns"])[idx]
+    start = int64s(ops["start_ns"])[idx]
     order = np.argsort(start, kind="stable")
     idx = idx[order]
     names = ops["name"].take(pa.array(idx)).cast(pa.string()).to_pylist() if len(idx) else []
-    return {"start": start[order], "end": _np(ops["end_ns"])[idx], "name": names, "phase": _np(ops["phase_id"], -1)[idx]}
+    return {"start": start[order], "end": int64s(ops["end_ns"])[idx], "name": names, "phase": int64s(ops["phase_id"], -1)[idx]}
 
 
 def _keys(names: list[str]) -> list[tuple[str, int]]:
@@ -141,7 +141,7 @@ def analyze_cross_rank(views: list[RankView]) -> CrossRank:
     rows = []
     per_rank_wait: dict[int, np.ndarray] = {v.rank: np.zeros(v.phases.num_rows, dtype=np.int64) for v in views}
     wait_total = {v.rank: 0 for v in views}
-    phase_cycle = {v.rank: (_np(v.phases["cycle"], -1) if v.phases.num_rows else np.zeros(0, np.int64)) for v in views}
+    phase_cycle = {v.rank: (int64s(v.phases["cycle"], -1) if v.phases.num_rows else np.zeros(0, np.int64)) for v in views}
     for ci, key in enumerate(common_sorted):
         starts = {r: int(comm[r]["start"][keyed[r][key]]) + offsets[r] for r in comm}
         first, last = min(starts.values()), max(starts.values())

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracerecon.analysis.nccl import comm_mask
-from tracerecon.analysis.projection import _np, string_mask
+from tracerecon.analysis.projection import int64s, string_mask
 
 
 @dataclass(frozen=True)
@@ -77,29 +77,29 @@ def phase_detail(phases: pa.Table, gpu_ops: pa.Table, syncs: pa.Table, *, phase_
     streams: list[str] = []
     comm_ms = 0.0
     if gpu_ops.num_rows:
-        pid = _np(gpu_ops["phase_id"], -1)
+        pid = int64s(gpu_ops["phase_id"], -1)
         mine = np.flatnonzero((pid >= 0) & sel_set[np.where(pid >= 0, pid, phases.num_rows)])
         if len(mine):
             t = gpu_ops.take(pa.array(mine))
             is_k = string_mask(t["kind"], lambda k: k == "kernel")
-            dur = _np(t["end_ns"]) - _np(t["start_ns"])
+            dur = int64s(t["end_ns"]) - int64s(t["start_ns"])
             cnt, tot = Counter(), Counter()
             for n, d in zip(t["name"].cast(pa.string()).to_pylist(), dur.tolist()):
                 cnt[n] += 1
                 tot[n] += d
             kernels = [KernelRow(n, cnt[n], round(tot[n] / 1e6, 6)) for n, _ in tot.most_common()]
             graphish = string_mask(t["kind"], lambda k: k == "graph") | string_mask(t["launch_api"], lambda a: "GraphLaunch" in a)
-            corr = _np(t["correlation_id"], -1)
-            eager = len({(int(p), int(c)) for p, c, g in zip(_np(t["phase_id"]), corr, graphish) if not g and c >= 0})
-            graph = len({(int(p), int(c)) for p, c, g in zip(_np(t["phase_id"]), corr, graphish) if g})
-            dev, st = _np(t["device_id"]), _np(t["stream_id"])
+            corr = int64s(t["correlation_id"], -1)
+            eager = len({(int(p), int(c)) for p, c, g in zip(int64s(t["phase_id"]), corr, graphish) if not g and c >= 0})
+            graph = len({(int(p), int(c)) for p, c, g in zip(int64s(t["phase_id"]), corr, graphish) if g})
+            dev, st = int64s(t["device_id"]), int64s(t["stream_id"])
             streams = [f"GPU{d} stream {s}" for d, s in sorted(set(zip(dev.tolist(), st.tolist())))]
             comm_ms = round(float(dur[comm_mask(t)].sum()) / 1e6, 6)
             del is_k
     sync_lines = []
     waited_for = None
     if syncs.num_rows:
-        sp = _np(syncs["phase_id"], -1)
+        sp = int64s(syncs["phase_id"], -1)
         rows = [i for i in np.flatnonzero(sp >= 0) if sel_set[sp[i]]]
         s = syncs.take(pa.array(rows, pa.int64())).to_pylist() if rows else []
         waits = Counter(x["waited_for_phase"] for x in s if x["waited_other_phase_ns"] > 0)

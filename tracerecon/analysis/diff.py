@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from tracerecon.analysis.projection import _np, string_mask
+from tracerecon.analysis.projection import int64s, string_mask
 
 # A change is worth a word when it moves more than this (fraction of the larger side) ...
 RELATIVE_CHANGE = 0.10
@@ -91,10 +91,10 @@ def summarize_side(phases: pa.Table, gpu_ops: pa.Table) -> dict[str, PhaseSide]:
     kernels: list[Counter] = [Counter() for _ in range(n_ph)]
     kernel_ns: list[Counter] = [Counter() for _ in range(n_ph)]
     if gpu_ops.num_rows:
-        pid = _np(gpu_ops["phase_id"], -1)
+        pid = int64s(gpu_ops["phase_id"], -1)
         keep = pid >= 0
         graphish = string_mask(gpu_ops["kind"], lambda k: k == "graph") | string_mask(gpu_ops["launch_api"], lambda a: "GraphLaunch" in a)
-        corr = _np(gpu_ops["correlation_id"], -1)
+        corr = int64s(gpu_ops["correlation_id"], -1)
         sel = np.flatnonzero(keep & ~graphish & (corr >= 0))
         if len(sel):
             pairs = np.unique(np.stack([pid[sel], corr[sel]], axis=1), axis=0)
@@ -103,7 +103,7 @@ def summarize_side(phases: pa.Table, gpu_ops: pa.Table) -> dict[str, PhaseSide]:
         ks = np.flatnonzero(keep & is_kernel)
         if len(ks):
             names = gpu_ops["name"].take(pa.array(ks)).cast(pa.string()).to_pylist()
-            dur = (_np(gpu_ops["end_ns"]) - _np(gpu_ops["start_ns"]))[ks]
+            dur = (int64s(gpu_ops["end_ns"]) - int64s(gpu_ops["start_ns"]))[ks]
             for p, name, d in zip(pid[ks], names, dur):
                 kernels[p][name] += 1
                 kernel_ns[p][name] += int(d)
@@ -212,7 +212,7 @@ def kernel_changes(a_ops: pa.Table, b_ops: pa.Table, top: int = 10) -> list[dict
         k = string_mask(ops["kind"], lambda x: x == "kernel")
         idx = np.flatnonzero(k)
         names = ops["name"].take(pa.array(idx)).cast(pa.string()).to_pylist()
-        dur = (_np(ops["end_ns"]) - _np(ops["start_ns"]))[idx]
+        dur = (int64s(ops["end_ns"]) - int64s(ops["start_ns"]))[idx]
         t, c = Counter(), Counter()
         for n, d in zip(names, dur):
             t[n] += int(d)

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracerecon.analysis.intervals import segmented_union_length
-from tracerecon.analysis.projection import _np, string_mask
+from tracerecon.analysis.projection import int64s, string_mask
 
 # NCCL's kernels across versions, and the custom all-reduce kernels of vLLM / SGLang / TensorRT-LLM.
 COMM_KERNEL = re.compile(
@@ -36,9 +36,9 @@ def phase_comm_split(gpu_ops: pa.Table, n_phases: int) -> dict[str, np.ndarray]:
     zero = np.zeros(n_phases, dtype=np.int64)
     if gpu_ops.num_rows == 0 or n_phases == 0:
         return {"comm_ns": zero, "compute_ns": zero.copy(), "overlap_ns": zero.copy()}
-    pid = _np(gpu_ops["phase_id"], -1)
+    pid = int64s(gpu_ops["phase_id"], -1)
     keep = pid >= 0
-    s, e = _np(gpu_ops["start_ns"])[keep], _np(gpu_ops["end_ns"])[keep]
+    s, e = int64s(gpu_ops["start_ns"])[keep], int64s(gpu_ops["end_ns"])[keep]
     g = pid[keep]
     comm = comm_mask(gpu_ops)[keep]
     comm_ns = segmented_union_length(s[comm], e[comm], g[comm], n_phases)

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracerecon import schema
-from tracerecon.analysis.projection import _np
+from tracerecon.analysis.projection import int64s
 
 DEFAULT_PHASES = ("draft", "verify", "draft_re_extend", "draft_extend", "target_verify")
 DEFAULT_CYCLE = "cycle"
@@ -55,7 +55,7 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
     phase_set = set(config.phases)
     is_phase = np.array([n in phase_set for n in names], dtype=bool)
     is_cycle = np.array([(n.startswith(config.cycle_prefix) and n not in phase_set) for n in names], dtype=bool) if config.cycle_prefix else np.zeros(len(names), bool)
-    start = _np(ranges["start_ns"])
+    start = int64s(ranges["start_ns"])
     phase_rows = np.flatnonzero(is_phase)
     phase_rows = phase_rows[np.argsort(start[phase_rows], kind="stable")]
     cycle_rows = np.flatnonzero(is_cycle)
@@ -134,13 +134,13 @@ def build_phases(ranges: pa.Table, syncs: pa.Table, phase_rows: np.ndarray, cycl
     if n == 0:
         return schema.empty(schema.PHASES)
     r = ranges.take(pa.array(phase_rows))
-    cs, ce = _np(r["start_ns"]), _np(r["end_ns"])
-    gs = _np(r["gpu_start_ns"])
-    ge = _np(r["gpu_end_ns"])
+    cs, ce = int64s(r["start_ns"]), int64s(r["end_ns"])
+    gs = int64s(r["gpu_start_ns"])
+    ge = int64s(r["gpu_end_ns"])
     has_gpu = gs != np.iinfo(np.int64).min
     span = np.where(has_gpu, ge - gs, 0)
-    busy = _np(r["gpu_busy_ns"])
-    n_ops = _np(r["n_gpu_ops"])
+    busy = int64s(r["gpu_busy_ns"])
+    n_ops = int64s(r["n_gpu_ops"])
     cpu = ce - cs
     shares = timeline_shares(cs, ce, ge, cycle_of)
     no_share = shares == np.iinfo(np.int64).min
@@ -149,10 +149,10 @@ def build_phases(ranges: pa.Table, syncs: pa.Table, phase_rows: np.ndarray, cycl
     blocked = np.zeros(n, dtype=np.int64)
     absorbed = np.zeros(n, dtype=np.int64)
     if syncs.num_rows:
-        pid = _np(syncs["phase_id"], -1)
+        pid = int64s(syncs["phase_id"], -1)
         ok = pid >= 0
-        np.add.at(blocked, pid[ok], _np(syncs["blocked_ns"])[ok])
-        np.add.at(absorbed, pid[ok], _np(syncs["waited_other_phase_ns"])[ok])
+        np.add.at(blocked, pid[ok], int64s(syncs["blocked_ns"])[ok])
+        np.add.at(absorbed, pid[ok], int64s(syncs["waited_other_phase_ns"])[ok])
     verdict = verdicts(cpu, shares_for_math, span, busy, n_ops, overrun, absorbed)
     table = {
         "rank": pa.array(np.full(n, rank, dtype=np.int32)),
@@ -190,14 +190,14 @@ def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, ran
     """The ``schema.CYCLES`` table: per cycle CPU total, GPU-complete time, and phase sums."""
     if phases.num_rows == 0:
         return schema.empty(schema.CYCLES)
-    cyc = _np(phases["cycle"], -1)
+    cyc = int64s(phases["cycle"], -1)
     ids = np.unique(cyc[cyc >= 0])
     if len(ids) == 0:
         return schema.empty(schema.CYCLES)
-    p_cs, p_ce = _np(phases["cpu_start_ns"]), _np(phases["cpu_end_ns"])
-    p_ge = _np(phases["gpu_end_ns"])
-    p_gs = _np(phases["gpu_start_ns"], np.iinfo(np.int64).max)
-    p_cpu, p_gpu = _np(phases["cpu_ns"]), _np(phases["gpu_ns"], 0)
+    p_cs, p_ce = int64s(phases["cpu_start_ns"]), int64s(phases["cpu_end_ns"])
+    p_ge = int64s(phases["gpu_end_ns"])
+    p_gs = int64s(phases["gpu_start_ns"], np.iinfo(np.int64).max)
+    p_cpu, p_gpu = int64s(phases["cpu_ns"]), int64s(phases["gpu_ns"], 0)
     # Phases are in time order, so each cycle's phases form runs; reduce per cycle with numpy.
     order = np.argsort(cyc, kind="stable")
     order = order[cyc[order] >= 0]
@@ -217,7 +217,7 @@ def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, ran
     has_gpu = ge != np.iinfo(np.int64).min
     if len(cycle_rows):
         rr = cycle_rows[ids]
-        cs, ce = _np(ranges["start_ns"])[rr], _np(ranges["end_ns"])[rr]
+        cs, ce = int64s(ranges["start_ns"])[rr], int64s(ranges["end_ns"])[rr]
         names = ranges["name"].take(pa.array(rr))
     else:
         cs, ce = first_start, last_cpu_end

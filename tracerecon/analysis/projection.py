@@ -23,7 +23,7 @@ I64_MIN = np.iinfo(np.int64).min
 I64_MAX = np.iinfo(np.int64).max
 
 
-def _np(col: pa.ChunkedArray | pa.Array, fill: int = I64_MIN) -> np.ndarray:
+def int64s(col: pa.ChunkedArray | pa.Array, fill: int = I64_MIN) -> np.ndarray:
     """int64 column -> numpy, nulls as ``fill``."""
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
@@ -92,13 +92,13 @@ def link_launches(ops: pa.Table, api_calls: pa.Table) -> pa.Table:
         return ops.append_column("launch_tid", pa.nulls(n, pa.int64())).append_column(
             "launch_start_ns", pa.nulls(n, pa.int64())).append_column(
             "launch_end_ns", pa.nulls(n, pa.int64())).append_column("launch_api", pa.nulls(n, pa.dictionary(pa.int32(), pa.string())))
-    call = match_correlation(_np(api_calls["global_pid"]), _np(api_calls["correlation_id"], -1), _np(ops["global_pid"]), _np(ops["correlation_id"], -1))
+    call = match_correlation(int64s(api_calls["global_pid"]), int64s(api_calls["correlation_id"], -1), int64s(ops["global_pid"]), int64s(ops["correlation_id"], -1))
     found = call >= 0
     call = np.where(found, call, 0)
     mask = ~found
-    tid = _np(api_calls["tid"])[call]
-    st = _np(api_calls["start_ns"])[call]
-    en = _np(api_calls["end_ns"])[call]
+    tid = int64s(api_calls["tid"])[call]
+    st = int64s(api_calls["start_ns"])[call]
+    en = int64s(api_calls["end_ns"])[call]
     api_names = _dense(api_calls["name"])
     names = pa.DictionaryArray.from_arrays(pa.array(api_names.indices.to_numpy(zero_copy_only=False)[call], mask=mask), api_names.dictionary)
     return (
@@ -114,10 +114,10 @@ def thread_slices(ops: pa.Table) -> tuple[np.ndarray, dict[tuple[int, int], tupl
 
     Ops without a launching call are placed last and belong to no thread.
     """
-    pid = _np(ops["pid"])
-    tid = _np(ops["launch_tid"], -1)
-    ls = _np(ops["launch_start_ns"], I64_MAX)
-    le = _np(ops["launch_end_ns"], I64_MAX)
+    pid = int64s(ops["pid"])
+    tid = int64s(ops["launch_tid"], -1)
+    ls = int64s(ops["launch_start_ns"], I64_MAX)
+    le = int64s(ops["launch_end_ns"], I64_MAX)
     order = np.lexsort((le, ls, tid, pid))
     p, t = pid[order], tid[order]
     spans: dict[tuple[int, int], tuple[int, int]] = {}
@@ -143,8 +143,8 @@ def project(ranges: pa.Table, ops: pa.Table) -> pa.Table:
     n_r = ranges.num_rows
     pos, which = explode_slices(lo, hi)
     rows = order[pos]
-    o_start = _np(ops["start_ns"])[rows] if ops.num_rows else np.zeros(0, np.int64)
-    o_end = _np(ops["end_ns"])[rows] if ops.num_rows else np.zeros(0, np.int64)
+    o_start = int64s(ops["start_ns"])[rows] if ops.num_rows else np.zeros(0, np.int64)
+    o_end = int64s(ops["end_ns"])[rows] if ops.num_rows else np.zeros(0, np.int64)
     mn, mx = segmented_min_max(o_start, o_end, which, n_r)
     n_ops = np.clip(hi - lo, 0, None)
     has = n_ops > 0
@@ -152,8 +152,8 @@ def project(ranges: pa.Table, ops: pa.Table) -> pa.Table:
     if ops.num_rows:
         is_kernel = equals(ops["kind"], "kernel")[rows].astype(np.int64)
         n_kernels = np.bincount(which, weights=is_kernel, minlength=n_r).astype(np.int64)
-        dev = _np(ops["device_id"])[rows]
-        stream = _np(ops["stream_id"])[rows]
+        dev = int64s(ops["device_id"])[rows]
+        stream = int64s(ops["stream_id"])[rows]
         n_devices = count_distinct_per_group(dev, which, n_r)
         n_streams = count_distinct_per_group(dev << 32 | (stream & 0xFFFFFFFF), which, n_r)
     else:
@@ -180,12 +180,12 @@ def range_op_slices(ranges: pa.Table, ops: pa.Table) -> tuple[np.ndarray, np.nda
     if ops.num_rows == 0 or n_r == 0:
         return lo, hi, np.zeros(ops.num_rows, dtype=np.int64)
     order, spans = thread_slices(ops)
-    ls = _np(ops["launch_start_ns"], I64_MAX)[order]
-    le = _np(ops["launch_end_ns"], I64_MAX)[order]
-    r_pid = _np(ranges["pid"])
-    r_tid = _np(ranges["tid"])
-    r_s = _np(ranges["start_ns"])
-    r_e = _np(ranges["end_ns"])
+    ls = int64s(ops["launch_start_ns"], I64_MAX)[order]
+    le = int64s(ops["launch_end_ns"], I64_MAX)[order]
+    r_pid = int64s(ranges["pid"])
+    r_tid = int64s(ranges["tid"])
+    r_s = int64s(ranges["start_ns"])
+    r_e = int64s(ranges["end_ns"])
     same_thread = pc.not_equal(ranges["style"], "start_end_cross_thread").to_numpy(zero_copy_only=False)
     keys = r_pid << 24 | r_tid
     for key in np.unique(keys):

@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracerecon import schema
-from tracerecon.analysis.projection import _np, project
+from tracerecon.analysis.projection import int64s, project
 
 
 def nest(raw: pa.Table) -> pa.Table:
@@ -20,8 +20,8 @@ def nest(raw: pa.Table) -> pa.Table:
     if n == 0:
         return raw.append_column("range_id", pa.array([], pa.int64())).append_column(
             "parent_id", pa.array([], pa.int64())).append_column("depth", pa.array([], pa.int32()))
-    pid, tid = _np(raw["pid"]), _np(raw["tid"])
-    s, e = _np(raw["start_ns"]), _np(raw["end_ns"])
+    pid, tid = int64s(raw["pid"]), int64s(raw["tid"])
+    s, e = int64s(raw["start_ns"]), int64s(raw["end_ns"])
     order = np.lexsort((-e, s, tid, pid))
     t = raw.take(pa.array(order))
     pid, tid, s, e = pid[order], tid[order], s[order], e[order]

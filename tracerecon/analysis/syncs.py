@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracerecon.analysis.intervals import explode_slices, segmented_union_length
-from tracerecon.analysis.projection import _np, match_correlation, string_mask
+from tracerecon.analysis.projection import int64s, match_correlation, string_mask
 
 # API calls that block the calling CPU thread until GPU work completes (version suffix stripped).
 BLOCKING_APIS = frozenset(
@@ -75,21 +75,21 @@ def find_blocking_calls(api_calls: pa.Table, sync_records: pa.Table, linked_ops:
         if sync_records.num_rows:
             # Each record points at its API call by (process, correlation id).
             # For each call, the synchronization record pointing at it (same process and correlation id).
-            rec_of_call = match_correlation(_np(sync_records["pid"]), _np(sync_records["correlation_id"], -1), _np(api_calls["pid"]), _np(api_calls["correlation_id"], -1))
+            rec_of_call = match_correlation(int64s(sync_records["pid"]), int64s(sync_records["correlation_id"], -1), int64s(api_calls["pid"]), int64s(api_calls["correlation_id"], -1))
             hit = np.flatnonzero(rec_of_call >= 0)
             types = sync_records["sync_type"].to_pylist()
             r = rec_of_call[hit]
             rec_type[hit] = [types[k] for k in r]
-            rec_dev[hit] = _np(sync_records["device_id"])[r]
-            rec_stream[hit] = _np(sync_records["stream_id"])[r]
+            rec_dev[hit] = int64s(sync_records["device_id"])[r]
+            rec_stream[hit] = int64s(sync_records["stream_id"])[r]
             non_blocking = np.array([x in NON_BLOCKING_SYNC_APIS for x in dict_names] + [True], dtype=bool)
             by_record[hit] = ~non_blocking[codes[hit]]
         by_copy = np.zeros(api_calls.num_rows, dtype=bool)
         if linked_ops is not None and linked_ops.num_rows:
-            waited_own = string_mask(linked_ops["kind"], lambda k: k in ("memcpy", "memset")) & (_np(linked_ops["launch_end_ns"], -1) >= _np(linked_ops["end_ns"]))
+            waited_own = string_mask(linked_ops["kind"], lambda k: k in ("memcpy", "memset")) & (int64s(linked_ops["launch_end_ns"], -1) >= int64s(linked_ops["end_ns"]))
             sel = np.flatnonzero(waited_own)
             if len(sel):
-                own = match_correlation(_np(linked_ops["pid"])[sel], _np(linked_ops["correlation_id"], -1)[sel], _np(api_calls["pid"]), _np(api_calls["correlation_id"], -1))
+                own = match_correlation(int64s(linked_ops["pid"])[sel], int64s(linked_ops["correlation_id"], -1)[sel], int64s(api_calls["pid"]), int64s(api_calls["correlation_id"], -1))
                 by_copy = own >= 0
                 rec_type[by_copy & (rec_type == None)] = "synchronous copy"  # noqa: E711
         idx = np.flatnonzero(by_name | by_record | by_copy)
@@ -121,14 +121,14 @@ def attribute_waits(blocking: pa.Table, ops: pa.Table, op_phase: np.ndarray, cal
     last_phase = np.full(n, -1, dtype=np.int64)
     if n == 0 or ops.num_rows == 0:
         return {"waited_gpu_ns": waited, "waited_other_phase_ns": other, "waited_for_phase_id": last_phase}
-    o_pid = _np(ops["pid"])
-    o_end = _np(ops["end_ns"])
-    o_start = _np(ops["start_ns"])
+    o_pid = int64s(ops["pid"])
+    o_end = int64s(ops["end_ns"])
+    o_start = int64s(ops["start_ns"])
     order = np.lexsort((o_end, o_pid))
     sp, se = o_pid[order], o_end[order]
-    b_pid = _np(blocking["pid"])
-    b_s = _np(blocking["start_ns"])
-    b_e = _np(blocking["end_ns"])
+    b_pid = int64s(blocking["pid"])
+    b_s = int64s(blocking["start_ns"])
+    b_e = int64s(blocking["end_ns"])
     # Ops of the same process whose end falls inside the wait: (start, end].
     lo = np.zeros(n, dtype=np.int64)
     hi = np.zeros(n, dtype=np.int64)

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracerecon.analysis.nccl import comm_mask
-from tracerecon.analysis.projection import _np
+from tracerecon.analysis.projection import int64s
 
 
 @dataclass(frozen=True)
@@ -63,14 +63,14 @@ class TimelineIndex:
         n = gpu_ops.num_rows
         self._ops = gpu_ops
         if n:
-            end = _np(gpu_ops["end_ns"])
-            start = _np(gpu_ops["start_ns"])
+            end = int64s(gpu_ops["end_ns"])
+            start = int64s(gpu_ops["start_ns"])
             self._order = np.argsort(end, kind="stable")
             self._end_sorted = end[self._order]
             self._start = start
             self._end = end
-            self._stream = _np(gpu_ops["stream_id"])
-            self._device = _np(gpu_ops["device_id"])
+            self._stream = int64s(gpu_ops["stream_id"])
+            self._device = int64s(gpu_ops["device_id"])
             self._comm = comm_mask(gpu_ops)
             self._kind = gpu_ops["kind"].cast(pa.string()).to_numpy(zero_copy_only=False) if n < 50_000 else None
             self._max_dur = int((end - start).max())
@@ -95,13 +95,13 @@ class TimelineIndex:
         """From the cycle's first CPU or GPU start to its last end, with a small margin."""
         if self.phases.num_rows == 0:
             return None
-        cyc = _np(self.phases["cycle"], -1)
+        cyc = int64s(self.phases["cycle"], -1)
         sel = np.flatnonzero(cyc == cycle)
         if len(sel) == 0:
             return None
-        cs, ce = _np(self.phases["cpu_start_ns"])[sel], _np(self.phases["cpu_end_ns"])[sel]
-        gs = _np(self.phases["gpu_start_ns"], np.iinfo(np.int64).max)[sel]
-        ge = _np(self.phases["gpu_end_ns"], np.iinfo(np.int64).min)[sel]
+        cs, ce = int64s(self.phases["cpu_start_ns"])[sel], int64s(self.phases["cpu_end_ns"])[sel]
+        gs = int64s(self.phases["gpu_start_ns"], np.iinfo(np.int64).max)[sel]
+        ge = int64s(self.phases["gpu_end_ns"], np.iinfo(np.int64).min)[sel]
         t0, t1 = int(min(cs.min(), gs.min())), int(max(ce.max(), ge.max()))
         pad = int((t1 - t0) * margin)
         return Window(t0 - pad, t1 + pad)
@@ -110,8 +110,8 @@ class TimelineIndex:
         ph = self.phases
         lanes = []
         if ph.num_rows:
-            cs, ce = _np(ph["cpu_start_ns"]), _np(ph["cpu_end_ns"])
-            gs, ge = _np(ph["gpu_start_ns"], -1), _np(ph["gpu_end_ns"], -1)
+            cs, ce = int64s(ph["cpu_start_ns"]), int64s(ph["cpu_end_ns"])
+            gs, ge = int64s(ph["gpu_start_ns"], -1), int64s(ph["gpu_end_ns"], -1)
             names = ph["phase"].to_pylist()
             verdicts = ph["verdict"].to_pylist()
             vis = np.flatnonzero((cs < w.end_ns) & (ce > w.start_ns))
@@ -119,10 +119,10 @@ class TimelineIndex:
             vis_g = np.flatnonzero((gs >= 0) & (gs < w.end_ns) & (ge > w.start_ns))
             lanes.append(Lane("GPU phases", tuple(Segment(int(gs[i]), int(ge[i]), names[i], names[i], verdicts[i], int(i)) for i in vis_g)))
         if self.syncs.num_rows:
-            ss, se = _np(self.syncs["start_ns"]), _np(self.syncs["end_ns"])
+            ss, se = int64s(self.syncs["start_ns"]), int64s(self.syncs["end_ns"])
             vis_s = np.flatnonzero((ss < w.end_ns) & (se > w.start_ns))
             api = self.syncs["api"].to_pylist()
-            wf = _np(self.syncs["waited_for_phase_id"], -1)
+            wf = int64s(self.syncs["waited_for_phase_id"], -1)
             wfn = self.syncs["waited_for_phase"].to_pylist()
             lanes.append(Lane("CPU waits", tuple(
                 Segment(int(ss[i]), int(se[i]), f"{api[i]}" + (f" -> {wfn[i]}" if wfn[i] else ""), "sync", None, int(wf[i]) if wf[i] >= 0 else None)
@@ -152,10 +152,10 @@ def find_next(index: "TimelineIndex", text: str, after_ns: int, ranges: pa.Table
 
         m = np.flatnonzero(string_mask(ranges["name"], lambda v: needle in v.lower()))
         if len(m):
-            st = _np(ranges["start_ns"])[m]
+            st = int64s(ranges["start_ns"])[m]
             for pick in (m[st > after_ns], m):
                 if len(pick):
-                    i = int(pick[np.argmin(_np(ranges["start_ns"])[pick])])
+                    i = int(pick[np.argmin(int64s(ranges["start_ns"])[pick])])
                     hits.append(Segment(int(ranges["start_ns"][i].as_py()), int(ranges["end_ns"][i].as_py()), ranges["name"][i].as_py(), "range", None, i))
                     break
     ops = index._ops
@@ -179,8 +179,8 @@ def worst_cycle(phases: pa.Table) -> int | None:
     """The cycle whose phases' CPU timers miss the GPU truth by the most (sum of |error|)."""
     if phases.num_rows == 0:
         return None
-    cyc = _np(phases["cycle"], -1)
-    err = np.abs(_np(phases["error_ns"], 0))
+    cyc = int64s(phases["cycle"], -1)
+    err = np.abs(int64s(phases["error_ns"], 0))
     ok = cyc >= 0
     if not ok.any():
         return None

@@ -318,11 +318,14 @@ class TraceReconApp(App):
     def cycle_pick(self, event: DataTable.RowSelected) -> None:
         rank, cycle = (int(x) for x in str(event.row_key.value).split(":"))
         self.rank_pos = [r.rank for r in self.analysis.ranks].index(rank)
+        self.open_cycle(cycle)
+
+    # --- timeline -------------------------------------------------------------------------
+    def open_cycle(self, cycle: int) -> None:
         self.cycle = cycle
         self.reset_window()
         self.action_tab("timeline")
 
-    # --- timeline -------------------------------------------------------------------------
     def reset_window(self) -> None:
         r = self.current_rank()
         if r is None:
@@ -379,9 +382,7 @@ class TraceReconApp(App):
         if not ids:
             return
         cur = ids.index(self.cycle) if self.cycle in ids else 0
-        self.cycle = ids[max(0, min(len(ids) - 1, cur + step))]
-        self.reset_window()
-        self.action_tab("timeline")
+        self.open_cycle(ids[max(0, min(len(ids) - 1, cur + step))])
 
     def action_worst(self) -> None:
         r = self.current_rank()
@@ -389,17 +390,13 @@ class TraceReconApp(App):
             return
         c = worst_cycle(r.phases)
         if c is not None:
-            self.cycle = c
-            self.reset_window()
-            self.action_tab("timeline")
+            self.open_cycle(c)
             self.notify(f"cycle {c}: the CPU timers miss the GPU by the most here")
 
     def action_goto(self) -> None:
         def go(value: str) -> None:
             if value.strip().lstrip("-").isdigit() and int(value) in self.cycle_ids():
-                self.cycle = int(value)
-                self.reset_window()
-                self.action_tab("timeline")
+                self.open_cycle(int(value))
             elif value:
                 self.notify(f"no cycle {value}", severity="warning")
 
