@@ -198,6 +198,26 @@ def _align(views, comm, keyed, common_sorted) -> list[RankAlignment]:
     return out
 
 
+def _cycle_ends(view: RankView, offset: int) -> dict[int, tuple[int, str]]:
+    """Per cycle of one rank: (aligned end of its GPU work, else of its CPU ranges; its longest phase)."""
+    ph = view.phases
+    if ph.num_rows == 0:
+        return {}
+    d = ph.select(["cycle", "phase", "cpu_end_ns", "gpu_end_ns", "gpu_ns", "cpu_ns"]).to_pydict()
+    out: dict[int, list] = {}
+    for c, name, ce, ge, g, cpu in zip(d["cycle"], d["phase"], d["cpu_end_ns"], d["gpu_end_ns"], d["gpu_ns"], d["cpu_ns"]):
+        if c is None:
+            continue
+        rec = out.setdefault(c, [None, None, -1, None])  # gpu end, cpu end, longest value, its name
+        if ge is not None:
+            rec[0] = ge if rec[0] is None else max(rec[0], ge)
+        rec[1] = ce if rec[1] is None else max(rec[1], ce)
+        val = g if g is not None else cpu
+        if val > rec[2]:
+            rec[2], rec[3] = val, name
+    return {c: ((r[0] if r[0] is not None else r[1]) + offset, r[3]) for c, r in out.items()}
+
+
 def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.Table:
     """Per cycle: the rank the others waited for (most lateness at the cycle's collectives), and
     the phase where that happened; without collectives, the rank whose GPU work ended last."""
@@ -213,6 +233,7 @@ def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.
         if row["cycle"] is not None:
             by_cycle.setdefault(row["cycle"], []).append(row)
     phase_names = {v.rank: v.phases["phase"].to_pylist() if v.phases.num_rows else [] for v in views}
+    per_cycle = {v.rank: _cycle_ends(v, offsets.get(v.rank, 0)) for v in views}
     out = []
     for c in sorted(cycles):
         rows = by_cycle.get(c, [])
@@ -236,25 +257,11 @@ def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.
             phase = phase_names[gating][ph] if ph is not None and ph < len(phase_names[gating]) else None
             how = "collectives"
         else:
-            ends = {}
-            longest = {}
-            for v in views:
-                if v.phases.num_rows == 0:
-                    continue
-                sel = [i for i, cc in enumerate(v.phases["cycle"].to_pylist()) if cc == c]
-                if not sel:
-                    continue
-                sub = v.phases.take(pa.array(sel))
-                ge = [x for x in sub["gpu_end_ns"].to_pylist() if x is not None] or sub["cpu_end_ns"].to_pylist()
-                ends[v.rank] = max(ge) + offsets.get(v.rank, 0)
-                g = sub["gpu_ns"].to_pylist()
-                cpu = sub["cpu_ns"].to_pylist()
-                vals = [x if x is not None else y for x, y in zip(g, cpu)]
-                longest[v.rank] = sub["phase"].to_pylist()[int(np.argmax(vals))]
+            ends = {rk: per_cycle[rk][c][0] for rk in per_cycle if c in per_cycle[rk]}
             if not ends:
                 continue
             gating = max(ends, key=lambda k: (ends[k], -k))
-            phase = longest[gating]
+            phase = per_cycle[gating][c][1]
             how = "latest end"
         out.append({
             "cycle": c, "gating_rank": gating, "gating_phase": phase, "how": how,
