@@ -33,10 +33,13 @@ def test_two_hosts_aligned_on_their_all_reduce():
     assert [r.rank for r in a.ranks] == [0, 1] and any("file order" in w for w in a.warnings)
     (s0, e0, u0), (s1, e1, u1) = allreduce(files[0]), allreduce(files[1])
     al = a.cross.alignment_of(1)
-    # by hand: session-start difference, then the one all-reduce made to end together
+    # these were exported with --ts-normalize (EXPORT_PARAM_TIME_NORMALIZE = true): timestamps are
+    # UTC epoch ns already (by hand: the first runtime call is 1726746483832507999 ns), so no
+    # session offset; then the one all-reduce is made to end at the same moment on both hosts
+    assert s0 > 1.7e18 and s1 > 1.7e18
     assert al.offset_ns == e0 - e1
-    assert al.method == "session start + collectives"
-    assert abs((u1 - u0) - al.offset_ns) < 10**9  # the clocks agree to within a second
+    assert al.method == "utc timestamps + collectives"
+    assert abs(al.offset_ns) < 10**9  # the two hosts' clocks agree to within a second
     assert al.offset_uncertainty_ns is None  # one collective cannot say how good that is
     (c0, c1) = a.cross.collectives.to_pylist()
     assert c0["skew_ns"] == abs((s1 + al.offset_ns) - s0)
@@ -121,3 +124,23 @@ def test_diff_of_public_before_after_pair_matches_kernel_sums():
         (ta,), = q(d / "mfu_2gpu_before.sqlite", sql.format(pid=ra.source.pids[0]))
         (tb,), = q(d / "mfu_2gpu_after.sqlite", sql.format(pid=rb.source.pids[0]))
         assert row["a_ms"] == round(ta / 1e6, 6) and row["b_ms"] == round(tb / 1e6, 6)
+
+
+def test_utc_normalized_exports_need_no_session_offset(tmp_path):
+    # GIVEN two rank files exported with --ts-normalize (UTC timestamps) whose session starts differ
+    from nsys_factory import FakeTrace
+
+    paths = []
+    for rank, (utc, shift) in enumerate(((1_000_000_000, 0), (1_500_000_000, 0))):
+        t = FakeTrace()
+        t.meta["EXPORT_PARAM_TIME_NORMALIZE"] = "true"
+        t.range("verify", 10_000 + shift, 90_000 + shift)
+        c = t.call("cudaLaunchKernel", 20_000, 21_000)
+        t.kernel(c, 30_000, 80_000)
+        p = t.write(tmp_path / f"r{rank}.sqlite")
+        sqlite3.connect(p).executescript(f"create table TARGET_INFO_SESSION_START_TIME (utcEpochNs integer); insert into TARGET_INFO_SESSION_START_TIME values ({utc});")
+        paths.append(p)
+    a = analyze(paths)
+    # THEN no offset is applied (the timestamps share the UTC clock), with no collective to refine on
+    al = a.cross.alignment_of(1)
+    assert (al.offset_ns, al.method, al.offset_uncertainty_ns) == (0, "utc timestamps", None)

@@ -161,7 +161,7 @@ def analyze(paths: Sequence[str | Path], config: PhaseConfig | None = None, prog
     if all(r.phases.num_rows == 0 for r in results):
         warnings.append(f"no range named as a phase ({', '.join(config.phases)}); pass --phase NAME for your engine's phase ranges")
     cross = analyze_cross_rank(
-        [RankView(r.rank, r.source.path, r.info.session_start_utc_ns, r.gpu_ops, r.phases) for r in results]
+        [RankView(r.rank, r.source.path, r.info.session_start_utc_ns, r.gpu_ops, r.phases, r.info.time_normalized) for r in results]
     )
     results = [_with_waits(r, cross) for r in results]
     return Analysis(ranks=tuple(results), inputs=tuple(str(f) for f in files), config=config, warnings=tuple(warnings), cross=cross)

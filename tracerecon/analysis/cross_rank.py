@@ -4,7 +4,8 @@ Alignment never rewrites a trace's timestamps: each rank gets ``offset_ns`` (add
 rank's own ns to land on the common timeline of the lowest rank) and ``offset_uncertainty_ns``.
 - Ranks from one report share one clock: offset 0, uncertainty 0.
 - Otherwise the first guess is the difference of the reports' session start times
-  (``TARGET_INFO_SESSION_START_TIME.utcEpochNs``), then it is refined with collectives: the same
+  (``TARGET_INFO_SESSION_START_TIME.utcEpochNs``; 0 for exports made with ``--ts-normalize``,
+  whose timestamps are UTC already), then it is refined with collectives: the same
   all-reduce ends at nearly the same moment on every rank, so the median end-time residual is
   removed and the median absolute deviation of what is left is the uncertainty. With no
   collectives to refine on, the uncertainty is unknown (None).
@@ -36,6 +37,7 @@ class RankView:
     session_start_utc_ns: int | None
     gpu_ops: pa.Table
     phases: pa.Table
+    absolute_time: bool = False  # exported with --ts-normalize: timestamps are already UTC epoch ns
 
 
 @dataclass(frozen=True)
@@ -183,8 +185,14 @@ def _align(views, comm, keyed, common_sorted) -> list[RankAlignment]:
             out.append(RankAlignment(v.rank, 0, 0, "shared clock"))
             continue
         base, method = 0, "none"
-        if v.session_start_utc_ns is not None and ref.session_start_utc_ns is not None:
-            base, method = v.session_start_utc_ns - ref.session_start_utc_ns, "session start"
+        # Each rank's timestamps count from its own session start, unless the export made them
+        # UTC already (--ts-normalize); the base offset brings both to the reference rank's clock.
+        def epoch(x: RankView) -> int | None:
+            return 0 if x.absolute_time else x.session_start_utc_ns
+
+        if epoch(v) is not None and epoch(ref) is not None:
+            base = epoch(v) - epoch(ref)
+            method = "utc timestamps" if v.absolute_time and ref.absolute_time else "session start"
         if common_sorted:
             ends_v = np.array([comm[v.rank]["end"][keyed[v.rank][k]] for k in common_sorted], dtype=np.int64)
             ends_r = np.array([comm[ref.rank]["end"][keyed[ref.rank][k]] for k in common_sorted], dtype=np.int64)
