@@ -178,3 +178,11 @@ def test_run_directory_is_an_input():
     assert [r.rank for r in a.ranks] == [0, 1]
     gt0 = ground_truth(DEMO2 / "nccl_gpu_bound.gt.r0.jsonl")
     assert a.ranks[0].phases.num_rows == 3 * len(gt0)
+
+
+def test_failed_program_run_from_the_h200_is_reported():
+    # `tracerecon run` on the H200 of a program that exited 3 kept its trace (sample_traces/demo_h200/exit3)
+    meta = json.loads((DEMO / "exit3" / "run.json").read_text())
+    assert meta["exit_code"] == 3 and meta["reports"][0]["sqlite"] == "report.sqlite"
+    (rank,) = analyze([DEMO / "exit3"]).ranks
+    assert rank.phases["phase"].to_pylist() == ["draft", "verify", "draft_re_extend"] * 3

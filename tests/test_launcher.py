@@ -179,3 +179,16 @@ def test_naive_cpu_timers_are_logged(tmp_path):
     rows = [json.loads(line) for line in (tmp_path / "t.rank5.jsonl").read_text().splitlines()]
     assert [(r["rank"], r["cycle"], r["phase"]) for r in rows] == [(5, 0, "verify"), (5, 1, "verify"), (5, 2, "verify")]
     assert all(2.0 <= r["cpu_ms"] < 100 for r in rows)
+
+
+@needs_nsys
+@needs_torch
+def test_engine_timers_stand_beside_the_trace(tmp_path):
+    out = tmp_path / "run"
+    res = run_cli("run", "-o", str(out), "--cpu-timers", "--", sys.executable, DEMO, "--device", "cpu", "--cycles", "3")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert (out / "cpu_timers.rank0.jsonl").exists() and "engine ms" in res.stdout
+    doc = json.loads(run_cli("report", str(out), "--json").stdout)
+    for p in doc["ranks"][0]["phases"]:
+        # the engine's perf_counter and the NVTX range time the same code: close to each other
+        assert abs(p["engine_cpu_ms_median"] - p["cpu_ms_median"]) < max(0.5, 0.2 * p["cpu_ms_median"]), p

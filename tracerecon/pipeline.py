@@ -59,6 +59,8 @@ class Analysis:
     config: PhaseConfig
     warnings: tuple[str, ...] = field(default=())
     cross: CrossRank | None = None
+    # The engine's own naive timers (`run --cpu-timers`): {rank: {phase: median ms}}
+    engine_timers: dict = field(default_factory=dict)
 
     def manifest(self) -> dict:
         """What the export's manifest.json says: inputs, versions, rank mapping."""
@@ -164,7 +166,29 @@ def analyze(paths: Sequence[str | Path], config: PhaseConfig | None = None, prog
         [RankView(r.rank, r.source.path, r.info.session_start_utc_ns, r.gpu_ops, r.phases, r.info.time_normalized) for r in results]
     )
     results = [_with_waits(r, cross) for r in results]
-    return Analysis(ranks=tuple(results), inputs=tuple(str(f) for f in files), config=config, warnings=tuple(warnings), cross=cross)
+    return Analysis(
+        ranks=tuple(results), inputs=tuple(str(f) for f in files), config=config, warnings=tuple(warnings), cross=cross,
+        engine_timers=read_engine_timers(paths),
+    )
+
+
+def read_engine_timers(paths: Sequence[str | Path]) -> dict[int, dict[str, float]]:
+    """Medians of the engine's own perf_counter phase timers (``cpu_timers.rank<R>.jsonl`` that
+    ``tracerecon run --cpu-timers`` makes engines write into the run directory)."""
+    import statistics
+
+    out: dict[int, dict[str, list[float]]] = {}
+    for raw in paths:
+        p = Path(raw)
+        folder = p if p.is_dir() else p.parent
+        for f in sorted(folder.glob("cpu_timers.rank*.jsonl")):
+            for line in f.read_text().splitlines():
+                try:
+                    rec = json.loads(line)
+                    out.setdefault(int(rec["rank"]), {}).setdefault(str(rec["phase"]), []).append(float(rec["cpu_ms"]))
+                except (ValueError, KeyError, TypeError):
+                    continue
+    return {r: {ph: round(statistics.median(v), 6) for ph, v in d.items()} for r, d in out.items()}
 
 
 def _with_waits(r: RankResult, cross: CrossRank) -> RankResult:

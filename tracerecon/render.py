@@ -45,7 +45,10 @@ def report_json(analysis: Analysis) -> dict:
                     "wait_ms": round(cm.wait_ns / 1e6, 6) if cm else 0.0,
                     "n_collectives": cm.n_collectives if cm else 0,
                 },
-                "phases": [p.to_json() for p in summarize_phases(r.phases, analysis.config.phases)],
+                "phases": [
+                    {**p.to_json(), **({"engine_cpu_ms_median": analysis.engine_timers[r.rank][p.phase]} if p.phase in analysis.engine_timers.get(r.rank, {}) else {})}
+                    for p in summarize_phases(r.phases, analysis.config.phases)
+                ],
                 "cycles": summarize_cycles(r.cycles).to_json(),
             }
         )
@@ -74,6 +77,9 @@ def print_report(analysis: Analysis, console: Console) -> None:
         table = Table(title=title, title_justify="left", header_style="bold")
         table.add_column("phase")
         table.add_column("n", justify="right")
+        engine = analysis.engine_timers.get(r.rank, {})
+        if engine:
+            table.add_column("engine ms", justify="right")  # the engine's own perf_counter timer
         table.add_column("CPU ms", justify="right")
         table.add_column("GPU ms", justify="right")
         table.add_column("GPU span", justify="right")
@@ -81,8 +87,9 @@ def print_report(analysis: Analysis, console: Console) -> None:
         table.add_column("CPU-GPU", justify="right")
         table.add_column("verdicts")
         for p in phases:
+            cells = [p.phase, str(p.n)] + ([_ms(engine.get(p.phase))] if engine else [])
             table.add_row(
-                p.phase, str(p.n), _ms(p.cpu_ms_median), _ms(p.gpu_ms_median), _ms(p.gpu_span_ms_median),
+                *cells, _ms(p.cpu_ms_median), _ms(p.gpu_ms_median), _ms(p.gpu_span_ms_median),
                 _ms(p.gpu_busy_ms_median), _ms(p.error_ms_median), verdict_text(p.verdicts),
             )
         console.print(table)
