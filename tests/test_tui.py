@@ -191,3 +191,19 @@ async def test_diff_tab_explains_graph_replay():
         assert app.query_one("#tabs", TabbedContent).active == "diff"
         assert app.query_one("#diff-table", DataTable).row_count == 3
         assert "now a CUDA-graph replay" in str(app.query_one("#diff-notes", Static).render())
+
+
+def test_ruler_ticks_are_round_offsets_with_units():
+    from tracerecon.analysis.timeline import Window, ruler_ticks
+
+    # 2.87 ms over 80 cells, about 6 ticks: every 500 us, at column floor(80 * k * 0.5 / 2.87)
+    assert ruler_ticks(Window(123_456, 123_456 + 2_870_000), 80, 6) == [(13, "500us"), (27, "1ms"), (41, "1.5ms"), (55, "2ms"), (69, "2.5ms")]
+
+
+def test_rasterize_covers_partial_cells_in_eighths():
+    from tracerecon.analysis.timeline import Segment, Window
+    from tracerecon.tui.timeline_widget import rasterize
+
+    # a segment from 25% to 62.5% of a 4-cell window: cell 1 full, cell 2 half
+    cells = rasterize((Segment(250, 625, "k", "kernel"),), Window(0, 1000), 4)
+    assert [round(c, 3) for c, _ in cells] == [0.0, 1.0, 0.5, 0.0]

@@ -194,14 +194,12 @@ def ruler_ticks(w: Window, width: int, target: int = 8) -> list[tuple[int, str]]
     raw = w.span / max(target, 1)
     mag = 10 ** int(np.floor(np.log10(max(raw, 1))))
     step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
-    first = (w.start_ns // step + 1) * step
+    # Ticks at round offsets from the window's start, labelled with those offsets.
     out = []
-    t = first
-    while t < w.end_ns:
-        col = int((t - w.start_ns) / w.span * width)
-        rel = t - w.start_ns
-        out.append((col, format_duration(rel)))
-        t += step
+    rel = step
+    while rel < w.span:
+        out.append((int(rel / w.span * width), format_duration(rel)))
+        rel += step
     return out
 
 
