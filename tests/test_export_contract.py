@@ -81,3 +81,15 @@ def test_report_table_names_the_misleading_phase():
     assert "most misleading: draft_re_extend" in res.stdout
     for col in ("CPU ms", "GPU ms", "GPU span", "GPU busy", "verdicts", "cycles: 24"):
         assert col in res.stdout
+
+
+def test_an_export_directory_reads_back_as_the_same_report(tmp_path):
+    out = tmp_path / "exp"
+    src = DEMO2 / "nccl_skew"
+    assert run_cli("export", str(src), "-o", str(out)).returncode == 0
+    a = json.loads(run_cli("report", str(src), "--json").stdout)
+    b = json.loads(run_cli("report", str(out), "--json").stdout)
+    assert [r["phases"] for r in a["ranks"]] == [r["phases"] for r in b["ranks"]]
+    assert [r["cycles"] for r in a["ranks"]] == [r["cycles"] for r in b["ranks"]]
+    assert [(r["offset_ns"], r["nccl"]) for r in a["ranks"]] == [(r["offset_ns"], r["nccl"]) for r in b["ranks"]]
+    assert a["critical_path"] == b["critical_path"]

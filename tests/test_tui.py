@@ -207,3 +207,23 @@ def test_rasterize_covers_partial_cells_in_eighths():
     # a segment from 25% to 62.5% of a 4-cell window: cell 1 full, cell 2 half
     cells = rasterize((Segment(250, 625, "k", "kernel"),), Window(0, 1000), 4)
     assert [round(c, 3) for c, _ in cells] == [0.0, 1.0, 0.5, 0.0]
+
+
+async def test_a_clicked_wait_lights_up_the_phase_it_waited_for():
+    app = make_app(GPU_BOUND)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await pilot.press("2", "n")
+        tl = app.query_one(Timeline)
+        rows = [lane.title for _, lane in tl._rows]
+        waits_row = rows.index("CPU waits") + 1
+        lane = tl._rows[waits_row - 1][1]
+        longest = max(lane.segments, key=lambda s: s.end_ns - s.start_ns)
+        width = tl.size.width - 19
+        x = 19 + int(((longest.start_ns + longest.end_ns) / 2 - app.window.start_ns) / app.window.span * width)
+        await pilot.click(Timeline, offset=(x, waits_row))
+        assert tl.selected == longest and longest.ref is not None
+        gpu_lane = next(lane for _, lane in tl._rows if lane.title == "GPU phases")
+        linked = [s for s in gpu_lane.segments if tl._linked(s, gpu_lane)]
+        assert [s.label for s in linked] == ["verify"]
+        assert "verify" in status_text(app)

@@ -107,13 +107,19 @@ class Timeline(Widget, can_focus=True):
                         out.append(" ")
                         continue
                     glyph = EIGHTHS[max(1, min(8, round(cover * 8)))]
-                    style = Style(color=self._color(seg), bold=seg == self.selected, underline=seg == self.selected)
+                    chosen = seg == self.selected or self._linked(seg, lane)
+                    style = Style(color=self._color(seg), bold=chosen, underline=chosen, reverse=chosen and seg != self.selected)
                     if seg.verdict in ("under", "over") and "phases" in lane.title and glyph == "█":
                         style += Style(bgcolor=VERDICT_MARK[seg.verdict])
                     out.append(glyph, style=style)
                 out.append("\n")
                 self._rows.append((rank, lane))
         return out
+
+    def _linked(self, seg: Segment, lane: Lane) -> bool:
+        """A selected CPU wait lights up the GPU phase whose work it waited for."""
+        sel = self.selected
+        return bool(sel is not None and sel.kind == "sync" and sel.ref is not None and lane.title == "GPU phases" and seg.ref == sel.ref)
 
     def segment_at(self, x: int, y: int) -> tuple[int, Segment] | None:
         row = y - 1
