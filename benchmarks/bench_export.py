@@ -4,7 +4,8 @@ Floor: reading the columns the analysis needs with Python's sqlite3 into lists (
 kernels (start, end, correlationId, streamId, deviceId, shortName, globalPid), runtime calls
 (start, end, correlationId, globalTid, nameId), NVTX (start, end, globalTid, eventType, text, textId).
 Each side runs in a fresh subprocess (cold Python, warm page cache), alternating, N times;
-peak RSS is the child's ru_maxrss.
+peak RSS is the child's ru_maxrss. Both clocks start after the modules are imported (the floor's
+`sqlite3`; tracerecon's pyarrow and numpy); the time with tracerecon's imports is reported too.
 
     python benchmarks/bench_export.py [TRACE.sqlite|.xz] [--repeat 3]
 """
@@ -38,12 +39,16 @@ print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrs
 
 TOOL = r"""
 import resource, sys, time
-t = time.perf_counter()
+t_imports = time.perf_counter()
 from tracerecon.pipeline import analyze
 from tracerecon.export import export_parquet
+import pyarrow.parquet, pyarrow.compute  # what the run below would import on first use
+t = time.perf_counter()
 a = analyze([sys.argv[1]])
+t_analyzed = time.perf_counter()
 export_parquet(a, sys.argv[2])
-print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, sum(r.gpu_ops.num_rows for r in a.ranks), sum(r.ranges.num_rows for r in a.ranks), sum(r.phases.num_rows for r in a.ranks))
+end = time.perf_counter()
+print(end - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, sum(r.gpu_ops.num_rows for r in a.ranks), sum(r.ranges.num_rows for r in a.ranks), sum(r.phases.num_rows for r in a.ranks), end - t_imports, t_analyzed - t)
 """
 
 
@@ -77,12 +82,18 @@ def main() -> None:
             tools.append(run(TOOL, str(trace), os.path.join(tmp, f"out{i}")))
     f_s = statistics.median(x[0] for x in floors)
     t_s = statistics.median(x[0] for x in tools)
+    t_all = statistics.median(x[5] for x in tools)
+    t_an = statistics.median(x[6] for x in tools)
     result = {
         "trace": trace.name,
         "size_mb": round(trace.stat().st_size / 1e6, 1),
         "floor_s_median": round(f_s, 2),
         "tracerecon_export_s_median": round(t_s, 2),
         "ratio": round(t_s / f_s, 2),
+        "import_and_reconstruction_s_median": round(t_an, 2),
+        "ratio_import_and_reconstruction": round(t_an / f_s, 2),
+        "tracerecon_with_module_imports_s_median": round(t_all, 2),
+        "ratio_with_module_imports": round(t_all / f_s, 2),
         "floor_peak_rss_mb": round(max(x[1] for x in floors) / 1024),
         "tracerecon_peak_rss_mb": round(max(x[1] for x in tools) / 1024),
         "floor_runs_s": [round(x[0], 2) for x in floors],
