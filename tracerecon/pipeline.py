@@ -19,7 +19,7 @@ from tracerecon import __version__, schema
 from tracerecon.analysis.cross_rank import CrossRank, RankView, analyze_cross_rank
 from tracerecon.analysis.nccl import phase_comm_split
 from tracerecon.analysis.phases import PhaseConfig, build_cycles, build_phases, select_phases
-from tracerecon.analysis.projection import int64s, equals, innermost_owner, link_launches, string_mask
+from tracerecon.analysis.projection import equals, index_launches, innermost_owner, int64s, link_launches, string_mask
 from tracerecon.analysis.ranges import build_ranges
 from tracerecon.analysis.ranks import RankSource, processes_in_file, rank_from_filename, select_pids
 from tracerecon.analysis.syncs import attribute_waits, base_api_name, find_blocking_calls
@@ -219,7 +219,8 @@ def _analyze_rank(tables: TraceTables, linked_ops: pa.Table, source: RankSource,
     api = select_pids(tables.api_calls, pids)
     sync_records = select_pids(tables.sync_records, pids)
 
-    ranges = build_ranges(raw_ranges, ops, rank)
+    launches = index_launches(ops)  # sorted once; every lookup of ops by CPU range below uses it
+    ranges = build_ranges(raw_ranges, ops, rank, launches)
     phase_rows, cycle_of, cycle_rows = select_phases(ranges, config)
     depth = int64s(ranges["depth"]) if ranges.num_rows else np.zeros(0, np.int64)
     row_to_phase = np.full(ranges.num_rows + 1, -1, dtype=np.int64)
@@ -228,8 +229,8 @@ def _analyze_rank(tables: TraceTables, linked_ops: pa.Table, source: RankSource,
     phase_mask[phase_rows] = True
     all_mask = pc.not_equal(ranges["style"], "start_end_cross_thread").to_numpy(zero_copy_only=False) if ranges.num_rows else np.zeros(0, bool)
 
-    op_phase = row_to_phase[innermost_owner(ops, ranges, phase_mask, depth)]
-    op_range = innermost_owner(ops, ranges, all_mask, depth)
+    op_phase = row_to_phase[innermost_owner(ops, ranges, phase_mask, depth, launches)]
+    op_range = innermost_owner(ops, ranges, all_mask, depth, launches)
 
     blocking = find_blocking_calls(api, sync_records, ops)
     as_launch = _calls_as_launches(blocking)

@@ -12,14 +12,6 @@ import numpy as np
 _I64_LIMIT = 2**62  # headroom under 2**63 for the offset trick in segmented_union_length
 
 
-def union_length(start: np.ndarray, end: np.ndarray) -> int:
-    """Total length covered by the union of the intervals (0 for none)."""
-    if len(start) == 0:
-        return 0
-    g = np.zeros(len(start), dtype=np.int64)
-    return int(segmented_union_length(start, end, g, 1)[0])
-
-
 def segmented_union_length(start: np.ndarray, end: np.ndarray, group: np.ndarray, n_groups: int) -> np.ndarray:
     """Per group, the length of the union of that group's intervals.
 
@@ -94,8 +86,3 @@ def count_distinct_per_group(keys: np.ndarray, which: np.ndarray, n_groups: int)
     codes, dense = np.unique(np.asarray(keys, dtype=np.int64), return_inverse=True)
     packed = np.unique(np.asarray(which, dtype=np.int64) * len(codes) + dense.ravel())
     return np.bincount(packed // len(codes), minlength=n_groups).astype(np.int64)
-
-
-def overlap_length(a_start: int, a_end: int, b_start: np.ndarray, b_end: np.ndarray) -> np.ndarray:
-    """Length of the overlap of one interval with each of several."""
-    return np.clip(np.minimum(a_end, b_end) - np.maximum(a_start, b_start), 0, None)

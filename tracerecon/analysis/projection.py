@@ -13,6 +13,8 @@ the concatenated slices (total work = sum of slice lengths, no per-range Python 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -109,11 +111,19 @@ def link_launches(ops: pa.Table, api_calls: pa.Table) -> pa.Table:
     )
 
 
-def thread_slices(ops: pa.Table) -> tuple[np.ndarray, dict[tuple[int, int], tuple[int, int]]]:
-    """Order ops by (pid, launch thread, launch start); return that order and each thread's row span.
+@dataclass(frozen=True)
+class LaunchIndex:
+    """Ops sorted once by (pid, launch thread, launch start), for any number of range lookups."""
 
-    Ops without a launching call are placed last and belong to no thread.
-    """
+    order: np.ndarray  # row order of ops
+    spans: dict  # (pid, tid) -> (first, end) positions in ``order``
+    launch_start: np.ndarray  # in ``order``
+    launch_end: np.ndarray  # in ``order``
+
+
+def index_launches(ops: pa.Table) -> LaunchIndex:
+    """Sort ops by (pid, launch thread, launch start); ops without a launching call go last and
+    belong to no thread."""
     pid = int64s(ops["pid"])
     tid = int64s(ops["launch_tid"], -1)
     ls = int64s(ops["launch_start_ns"], I64_MAX)
@@ -123,23 +133,21 @@ def thread_slices(ops: pa.Table) -> tuple[np.ndarray, dict[tuple[int, int], tupl
     spans: dict[tuple[int, int], tuple[int, int]] = {}
     if len(order):
         change = np.flatnonzero((np.diff(p) != 0) | (np.diff(t) != 0)) + 1
-        starts = np.r_[0, change]
-        ends = np.r_[change, len(order)]
-        for s, e in zip(starts, ends):
-            if t[s] >= 0:
-                spans[(int(p[s]), int(t[s]))] = (int(s), int(e))
-    return order, spans
+        for s0, e0 in zip(np.r_[0, change], np.r_[change, len(order)]):
+            if t[s0] >= 0:
+                spans[(int(p[s0]), int(t[s0]))] = (int(s0), int(e0))
+    return LaunchIndex(order, spans, ls[order], le[order])
 
 
-def project(ranges: pa.Table, ops: pa.Table) -> pa.Table:
+def project(ranges: pa.Table, ops: pa.Table, index: LaunchIndex | None = None) -> pa.Table:
     """Project every range onto the GPU.
 
     Inputs: ``ranges`` with pid, tid, start_ns, end_ns, style; ``ops`` from ``link_launches``.
     Output: ``ranges`` plus gpu_start_ns, gpu_end_ns (null when no op), gpu_busy_ns, n_gpu_ops,
     n_kernels, n_streams, n_devices. Ranges that start and end on different threads get no
-    GPU work, as in nsys.
+    GPU work, as in nsys. ``index``: ``index_launches(ops)`` if the caller already has it.
     """
-    lo, hi, order = range_op_slices(ranges, ops)
+    lo, hi, order = range_op_slices(ranges, ops, index)
     n_r = ranges.num_rows
     pos, which = explode_slices(lo, hi)
     rows = order[pos]
@@ -169,7 +177,7 @@ def project(ranges: pa.Table, ops: pa.Table) -> pa.Table:
     )
 
 
-def range_op_slices(ranges: pa.Table, ops: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def range_op_slices(ranges: pa.Table, ops: pa.Table, index: LaunchIndex | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For each range, the slice ``[lo, hi)`` of ``order`` holding the ops it launched.
 
     Returns (lo, hi, order) where ``order`` sorts ``ops`` by thread and launch time.
@@ -179,9 +187,8 @@ def range_op_slices(ranges: pa.Table, ops: pa.Table) -> tuple[np.ndarray, np.nda
     hi = np.zeros(n_r, dtype=np.int64)
     if ops.num_rows == 0 or n_r == 0:
         return lo, hi, np.zeros(ops.num_rows, dtype=np.int64)
-    order, spans = thread_slices(ops)
-    ls = int64s(ops["launch_start_ns"], I64_MAX)[order]
-    le = int64s(ops["launch_end_ns"], I64_MAX)[order]
+    index = index or index_launches(ops)
+    order, spans, ls, le = index.order, index.spans, index.launch_start, index.launch_end
     r_pid = int64s(ranges["pid"])
     r_tid = int64s(ranges["tid"])
     r_s = int64s(ranges["start_ns"])
@@ -203,7 +210,9 @@ def range_op_slices(ranges: pa.Table, ops: pa.Table) -> tuple[np.ndarray, np.nda
     return lo, hi, order
 
 
-def innermost_owner(ops: pa.Table, ranges: pa.Table, candidate_mask: np.ndarray, depth: np.ndarray | None = None) -> np.ndarray:
+def innermost_owner(
+    ops: pa.Table, ranges: pa.Table, candidate_mask: np.ndarray, depth: np.ndarray | None = None, index: LaunchIndex | None = None
+) -> np.ndarray:
     """For each op, the row of the innermost candidate range holding its launch call, or -1.
 
     ``ops`` needs pid, launch_tid, launch_start_ns, launch_end_ns (any table of CPU calls
@@ -217,7 +226,7 @@ def innermost_owner(ops: pa.Table, ranges: pa.Table, candidate_mask: np.ndarray,
     if depth is not None:
         cand = cand[np.argsort(depth[cand], kind="stable")]
     sub = ranges.take(pa.array(cand))
-    lo, hi, order = range_op_slices(sub, ops)
+    lo, hi, order = range_op_slices(sub, ops, index)
     pos, which = explode_slices(lo, hi)
     # Assign shallow first, deep last: for repeated indices numpy keeps the last write.
     seq = np.argsort(which, kind="stable")

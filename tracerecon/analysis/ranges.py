@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracerecon import schema
-from tracerecon.analysis.projection import int64s, project
+from tracerecon.analysis.projection import LaunchIndex, int64s, project
 
 
 def nest(raw: pa.Table) -> pa.Table:
@@ -49,9 +49,9 @@ def nest(raw: pa.Table) -> pa.Table:
     )
 
 
-def build_ranges(raw: pa.Table, linked_ops: pa.Table, rank: int) -> pa.Table:
+def build_ranges(raw: pa.Table, linked_ops: pa.Table, rank: int, index: LaunchIndex | None = None) -> pa.Table:
     """Ranges of one rank in the ``schema.RANGES`` layout, projected onto ``linked_ops``."""
     nested = nest(raw)
-    projected = project(nested, linked_ops)
+    projected = project(nested, linked_ops, index)
     projected = projected.append_column("rank", pa.array(np.full(projected.num_rows, rank, dtype=np.int32)))
     return projected.select(schema.RANGES.names).cast(schema.RANGES)
