@@ -18,13 +18,15 @@ import pyarrow.compute as pc
 from tracerecon import __version__, schema
 from tracerecon.analysis.cross_rank import CrossRank, RankView, analyze_cross_rank
 from tracerecon.analysis.nccl import phase_comm_split
-from tracerecon.analysis.phases import PhaseConfig, build_cycles, build_phases, select_phases
-from tracerecon.analysis.projection import equals, index_launches, innermost_owner, int64s, link_launches, string_mask
-from tracerecon.analysis.ranges import build_ranges
+from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases
+from tracerecon.analysis.boundaries import phase_boundaries, phase_streams, stream_clock
+from tracerecon.analysis.phases import PhaseConfig, PhaseInputs, build_cycles, build_phases, select_phases
+from tracerecon.analysis.projection import I64_MIN, equals, index_launches, innermost_owner, int64s, link_launches, string_mask
+from tracerecon.analysis.ranges import build_ranges, nest
 from tracerecon.analysis.ranks import RankSource, processes_in_file, rank_from_filename, select_pids
 from tracerecon.analysis.syncs import attribute_waits, base_api_name, find_blocking_calls
 from tracerecon.errors import BadTraceError
-from tracerecon.nsys.sqlite_export import ExportInfo, TraceTables, read_all_api_calls, read_export
+from tracerecon.nsys.sqlite_export import XZ_SUFFIX, ExportInfo, TraceTables, read_all_api_calls, read_export, trace_stem
 
 Progress = Callable[[str], None]
 
@@ -90,8 +92,8 @@ class Analysis:
 
 
 def expand_inputs(paths: Sequence[str | Path]) -> list[Path]:
-    """Files as given; a directory contributes its ``*.sqlite`` files (a run directory's
-    ``run.json`` order first), sorted by name."""
+    """Files as given; a directory contributes its ``*.sqlite`` files (else ``*.sqlite.xz``; a
+    run directory's ``run.json`` order first), sorted by name."""
     out: list[Path] = []
     for raw in paths:
         p = Path(raw)
@@ -104,7 +106,8 @@ def expand_inputs(paths: Sequence[str | Path]) -> list[Path]:
                     listed = [p / Path(x["sqlite"]).name for x in meta.get("reports", []) if x.get("sqlite")]
                 except (ValueError, KeyError, TypeError, AttributeError):
                     listed = []
-            found = [f for f in listed if f.is_file()] or sorted(p.glob("*.sqlite"))
+            listed = [f if f.is_file() else f.with_name(f.name + XZ_SUFFIX) for f in listed]
+            found = [f for f in listed if f.is_file()] or sorted(p.glob("*.sqlite")) or sorted(p.glob("*.sqlite" + XZ_SUFFIX))
             if not found:
                 raise BadTraceError(f"{p}: directory holds no .sqlite exports")
             out.extend(found)
@@ -121,9 +124,9 @@ def analyze(paths: Sequence[str | Path], config: PhaseConfig | None = None, prog
     say = progress or (lambda _m: None)
     files = expand_inputs(paths)
     warnings: list[str] = []
-    results: list[RankResult] = []
+    work: list[_RankWork] = []
     multi = len(files) > 1
-    file_ranks = [rank_from_filename(f.stem) for f in files]
+    file_ranks = [rank_from_filename(trace_stem(f)) for f in files]
     by_name = multi and all(r is not None for r in file_ranks) and len(set(file_ranks)) == len(file_ranks)
     if multi and not by_name:
         warnings.append("rank numbers not found in every file name (e.g. rank3, r3, _3); ranks follow file order")
@@ -147,25 +150,26 @@ def analyze(paths: Sequence[str | Path], config: PhaseConfig | None = None, prog
             pids = sorted(set(int64s(tables.gpu_ops["pid"]).tolist()) | set(int64s(tables.nvtx_ranges["pid"]).tolist()))
             splits = [(rank, pids)]
             how = "file name" if by_name else "file order"
-            results.append(_analyze_rank(tables, linked, RankSource(rank, str(f), tuple(pids), how), config))
+            work.append(_own_rank(tables, linked, RankSource(rank, str(f), tuple(pids), how), config))
         else:
             splits, how = processes_in_file(tables.gpu_ops, tables.nvtx_ranges, tables.nvtx_marks)
             if not splits:
                 raise BadTraceError(f"{f}: empty trace: no GPU work and no NVTX ranges")
             for rank, pids in splits:
                 say(f"rank {rank}: analysing")
-                results.append(_analyze_rank(tables, linked, RankSource(rank, str(f), tuple(pids), how), config))
-    results.sort(key=lambda r: r.rank)
-    if len({r.rank for r in results}) != len(results):
-        raise BadTraceError("two inputs map to the same rank (" + ", ".join(f"{r.source.path}: {r.rank}" for r in results) + "); rename the files (rank0, rank1, ...)")
-    if all(r.ranges.num_rows == 0 for r in results):
+                work.append(_own_rank(tables, linked, RankSource(rank, str(f), tuple(pids), how), config))
+    work.sort(key=lambda w: w.source.rank)
+    if len({w.source.rank for w in work}) != len(work):
+        raise BadTraceError("two inputs map to the same rank (" + ", ".join(f"{w.source.path}: {w.source.rank}" for w in work) + "); rename the files (rank0, rank1, ...)")
+    if all(w.ranges.num_rows == 0 for w in work):
         raise BadTraceError(f"{NO_NVTX_HINT[0].upper()}{NO_NVTX_HINT[1:]}")
-    if all(r.phases.num_rows == 0 for r in results):
+    if all(len(w.phase_inputs.phase_rows) == 0 for w in work):
         warnings.append(f"no range named as a phase ({', '.join(config.phases)}); pass --phase NAME for your engine's phase ranges")
+    # Cross-rank analysis needs each rank's ops and phases (not their waits, which it computes).
     cross = analyze_cross_rank(
-        [RankView(r.rank, r.source.path, r.info.session_start_utc_ns, r.gpu_ops, r.phases, r.info.time_normalized) for r in results]
+        [RankView(w.source.rank, w.source.path, w.info.session_start_utc_ns, w.gpu_ops, build_phases(w.phase_inputs), w.info.time_normalized) for w in work]
     )
-    results = [_with_waits(r, cross) for r in results]
+    results = [_finish_rank(w, cross.comm_of(w.source.rank).phase_wait_ns if cross.comm_of(w.source.rank) else None) for w in work]
     return Analysis(
         ranks=tuple(results), inputs=tuple(str(f) for f in files), config=config, warnings=tuple(warnings), cross=cross,
         engine_timers=read_engine_timers(paths),
@@ -191,14 +195,6 @@ def read_engine_timers(paths: Sequence[str | Path]) -> dict[int, dict[str, float
     return {r: {ph: round(statistics.median(v), 6) for ph, v in d.items()} for r, d in out.items()}
 
 
-def _with_waits(r: RankResult, cross: CrossRank) -> RankResult:
-    c = cross.comm_of(r.rank)
-    if c is None or r.phases.num_rows == 0:
-        return r
-    idx = r.phases.schema.get_field_index("wait_ns")
-    return replace(r, phases=r.phases.set_column(idx, "wait_ns", pa.array(c.phase_wait_ns)))
-
-
 def _calls_as_launches(calls: pa.Table) -> pa.Table:
     """View CPU calls as 'ops launched by themselves', to reuse range ownership lookups."""
     return pa.table(
@@ -211,43 +207,101 @@ def _calls_as_launches(calls: pa.Table) -> pa.Table:
     )
 
 
-def _analyze_rank(tables: TraceTables, linked_ops: pa.Table, source: RankSource, config: PhaseConfig) -> RankResult:
+@dataclass(frozen=True)
+class _RankWork:
+    """One rank after ownership and boundaries, before the cross-rank step fills ``wait_ns``."""
+
+    source: RankSource
+    info: ExportInfo
+    ranges: pa.Table
+    gpu_ops: pa.Table
+    syncs: pa.Table
+    phase_inputs: PhaseInputs
+    cycle_rows: np.ndarray
+
+
+def _own_rank(tables: TraceTables, linked_ops: pa.Table, source: RankSource, config: PhaseConfig) -> _RankWork:
+    """Ownership (same thread, then across threads), projection, stream boundaries, waits."""
     pids = list(source.pids)
     rank = source.rank
-    raw_ranges = select_pids(tables.nvtx_ranges, pids)
     ops = select_pids(linked_ops, pids)
     api = select_pids(tables.api_calls, pids)
     sync_records = select_pids(tables.sync_records, pids)
+    event_records = select_pids(tables.event_records, pids)
+    nested = nest(select_pids(tables.nvtx_ranges, pids))
 
     launches = index_launches(ops)  # sorted once; every lookup of ops by CPU range below uses it
-    ranges = build_ranges(raw_ranges, ops, rank, launches)
-    phase_rows, cycle_of, cycle_rows = select_phases(ranges, config)
-    depth = int64s(ranges["depth"]) if ranges.num_rows else np.zeros(0, np.int64)
-    row_to_phase = np.full(ranges.num_rows + 1, -1, dtype=np.int64)
-    row_to_phase[phase_rows] = np.arange(len(phase_rows))
-    phase_mask = np.zeros(ranges.num_rows, dtype=bool)
+    phase_rows, cycle_of, cycle_rows = select_phases(nested, config)
+    n_ph = len(phase_rows)
+    depth = int64s(nested["depth"]) if nested.num_rows else np.zeros(0, np.int64)
+    row_to_phase = np.full(nested.num_rows + 1, -1, dtype=np.int64)
+    row_to_phase[phase_rows] = np.arange(n_ph)
+    phase_mask = np.zeros(nested.num_rows, dtype=bool)
     phase_mask[phase_rows] = True
-    all_mask = pc.not_equal(ranges["style"], "start_end_cross_thread").to_numpy(zero_copy_only=False) if ranges.num_rows else np.zeros(0, bool)
+    all_mask = pc.not_equal(nested["style"], "start_end_cross_thread").to_numpy(zero_copy_only=False) if nested.num_rows else np.zeros(0, bool)
 
-    op_phase = row_to_phase[innermost_owner(ops, ranges, phase_mask, depth, launches)]
+    # Same-thread ownership (nsys's rule), then work of other threads (analysis.attribution).
+    op_phase = row_to_phase[innermost_owner(ops, nested, phase_mask, depth, launches)]
+    ph = nested.take(pa.array(phase_rows, pa.int64())) if n_ph else nested.slice(0, 0)
+    ph_pid, ph_tid = (int64s(ph["pid"]), int64s(ph["tid"])) if n_ph else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    ph_s, ph_e = (int64s(ph["start_ns"]), int64s(ph["end_ns"])) if n_ph else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    own = np.bincount(op_phase[op_phase >= 0], minlength=n_ph)[:n_ph] if n_ph else np.zeros(0, np.int64)
+    takes_cross = cross_thread_phases(ph_pid, ph_tid, ph["name"].to_pylist() if n_ph else [], own, config.phase_thread)
+    if takes_cross.any() and ops.num_rows:
+        same = op_phase
+        op_phase = attribute_other_threads(int64s(ops["pid"]), int64s(ops["launch_tid"], -1), int64s(ops["launch_start_ns"], I64_MIN), same, ph_pid, ph_tid, ph_s, ph_e, takes_cross)
+        moved = np.flatnonzero((op_phase >= 0) & (same < 0))
+        cross_owned = (moved, phase_rows[op_phase[moved]])
+        got = np.zeros(n_ph, dtype=bool)
+        got[op_phase[moved]] = True
+        takes_cross &= got | (own == 0)
+        cross_rows = phase_rows[takes_cross & got]
+    else:
+        cross_owned, cross_rows = None, np.zeros(0, np.int64)
+    ranges = build_ranges(nested, ops, rank, launches, cross_owned, cross_rows)
     op_range = innermost_owner(ops, ranges, all_mask, depth, launches)
+    if cross_owned is not None:
+        op_range[cross_owned[0]] = cross_owned[1]
 
+    # Blocking calls, owned by the same two rules.
     blocking = find_blocking_calls(api, sync_records, ops)
     as_launch = _calls_as_launches(blocking)
     call_phase = row_to_phase[innermost_owner(as_launch, ranges, phase_mask, depth)]
+    if len(cross_rows):
+        call_phase = attribute_other_threads(int64s(blocking["pid"]), int64s(blocking["tid"]), int64s(blocking["start_ns"]), call_phase, ph_pid, ph_tid, ph_s, ph_e, takes_cross)
     call_range = innermost_owner(as_launch, ranges, all_mask, depth)
+    call_range = np.where((call_range < 0) & (call_phase >= 0), phase_rows[np.maximum(call_phase, 0)] if n_ph else -1, call_range)
     waits = attribute_waits(blocking, ops, op_phase, call_phase)
     syncs = _build_syncs(blocking, waits, call_range, call_phase, ranges, phase_rows, rank)
 
-    phases = build_phases(ranges, syncs, phase_rows, cycle_of, rank)
-    if phases.num_rows and ops.num_rows:
-        phases = _with_graph_launch_counts(phases, ops, op_phase)
-        split = phase_comm_split(ops.append_column("phase_id", pa.array(op_phase)), phases.num_rows)
-        for col, values in split.items():
-            phases = phases.set_column(phases.schema.get_field_index(col), col, pa.array(values))
-    cycles = build_cycles(ranges, phases, cycle_rows, rank)
+    # Stream-order boundaries (analysis.boundaries).
+    clock = stream_clock(ops, api, event_records, sync_records)
+    dev, stream = phase_streams(ops, op_phase, n_ph)
+    b_start, b_end = phase_boundaries(clock, ph_pid, ph_s, ph_e, cycle_of, dev, stream)
+
+    blocked = np.zeros(n_ph, dtype=np.int64)
+    absorbed = np.zeros(n_ph, dtype=np.int64)
+    if syncs.num_rows and n_ph:
+        sp = int64s(syncs["phase_id"], -1)
+        ok = sp >= 0
+        np.add.at(blocked, sp[ok], int64s(syncs["blocked_ns"])[ok])
+        np.add.at(absorbed, sp[ok], int64s(syncs["waited_other_phase_ns"])[ok])
+    split = phase_comm_split(ops.append_column("phase_id", pa.array(op_phase)), n_ph)
+    inputs = PhaseInputs(
+        rank=rank, ranges=ranges, phase_rows=phase_rows, cycle=cycle_of,
+        boundary_start=b_start, boundary_end=b_end, stream_device=dev, stream_id=stream,
+        n_graph_launches=_graph_launch_counts(ops, op_phase, n_ph),
+        blocked_ns=blocked, absorbed_ns=absorbed,
+        comm_ns=split["comm_ns"], compute_ns=split["compute_ns"], overlap_ns=split["overlap_ns"],
+    )
     gpu_ops = _build_gpu_ops(ops, op_range, op_phase, rank)
-    return RankResult(source=source, info=tables.info, ranges=ranges, gpu_ops=gpu_ops, syncs=syncs, phases=phases, cycles=cycles)
+    return _RankWork(source=source, info=tables.info, ranges=ranges, gpu_ops=gpu_ops, syncs=syncs, phase_inputs=inputs, cycle_rows=cycle_rows)
+
+
+def _finish_rank(work: _RankWork, wait_ns: np.ndarray | None) -> RankResult:
+    phases = build_phases(work.phase_inputs, wait_ns)
+    cycles = build_cycles(work.ranges, phases, work.cycle_rows, work.source.rank)
+    return RankResult(source=work.source, info=work.info, ranges=work.ranges, gpu_ops=work.gpu_ops, syncs=work.syncs, phases=phases, cycles=cycles)
 
 
 def _build_syncs(blocking, waits, call_range, call_phase, ranges, phase_rows, rank) -> pa.Table:
@@ -278,19 +332,20 @@ def _build_syncs(blocking, waits, call_range, call_phase, ranges, phase_rows, ra
     return pa.table(t, schema=schema.SYNCS).sort_by([("start_ns", "ascending")])
 
 
-def _with_graph_launch_counts(phases: pa.Table, ops: pa.Table, op_phase: np.ndarray) -> pa.Table:
-    """Count CUDA-graph launches per phase: graph-trace rows, or distinct node-mode launch calls."""
+def _graph_launch_counts(ops: pa.Table, op_phase: np.ndarray, n_phases: int) -> np.ndarray:
+    """CUDA-graph launches per phase: graph-trace rows, or distinct node-mode launch calls."""
+    counts = np.zeros(n_phases, dtype=np.int64)
+    if ops.num_rows == 0 or n_phases == 0:
+        return counts
     is_graph = equals(ops["kind"], "graph") | string_mask(ops["launch_api"], lambda a: base_api_name(a) in ("cudaGraphLaunch", "cuGraphLaunch"))
     sel = np.flatnonzero(is_graph & (op_phase >= 0))
-    counts = np.zeros(phases.num_rows, dtype=np.int64)
     if len(sel):
         corr = int64s(ops["correlation_id"], -1)[sel]
         # One launch call = one (phase, correlation id); node-mode kernels of a launch share it.
         _, dense = np.unique(corr, return_inverse=True)
         packed = np.unique(op_phase[sel] * (dense.max() + 1) + dense.ravel())
-        counts = np.bincount(packed // (dense.max() + 1), minlength=phases.num_rows).astype(np.int64)
-    idx = phases.schema.get_field_index("n_graph_launches")
-    return phases.set_column(idx, "n_graph_launches", pa.array(counts))
+        counts = np.bincount(packed // (dense.max() + 1), minlength=n_phases).astype(np.int64)
+    return counts
 
 
 def _build_gpu_ops(ops: pa.Table, op_range: np.ndarray, op_phase: np.ndarray, rank: int) -> pa.Table:

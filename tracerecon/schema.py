@@ -83,6 +83,21 @@ SYNC_RECORDS = pa.schema(
         ("stream_id", pa.int64()),
         ("correlation_id", pa.int64()),
         ("sync_type", pa.string()),
+        ("event_id", pa.int64()),  # cudaStreamWaitEvent: the awaited event ...
+        ("event_sync_id", pa.int64()),  # ... and which of its records (matches EVENT_RECORDS)
+    ]
+)
+
+# cudaEventRecord calls: which stream an event was recorded on (CUPTI_ACTIVITY_KIND_CUDA_EVENT)
+EVENT_RECORDS = pa.schema(
+    [
+        ("pid", pa.int64()),
+        ("global_pid", pa.int64()),
+        ("device_id", pa.int64()),
+        ("stream_id", pa.int64()),
+        ("correlation_id", pa.int64()),
+        ("event_id", pa.int64()),
+        ("event_sync_id", pa.int64()),
     ]
 )
 
@@ -124,6 +139,9 @@ RANGES = pa.schema(
         ("n_kernels", pa.int64()),
         ("n_streams", pa.int64()),
         ("n_devices", pa.int64()),
+        # same_thread: nsys's projection (ops launched on the range's own thread, ns-exact);
+        # cross_thread: plus work other threads launched while it was open (analysis.attribution)
+        ("attribution", pa.string()),
     ]
 )
 
@@ -186,7 +204,15 @@ PHASES = pa.schema(
         ("gpu_end_ns", TS),
         ("gpu_span_ns", TS),  # gpu_end - gpu_start
         ("gpu_busy_ns", TS),
-        ("gpu_ns", TS),  # GPU-timeline share: gpu_end - max(previous phase's gpu_end, gpu_start)
+        # What CUDA events recorded on the phase's stream at its boundaries would read
+        # (analysis.boundaries): the GPU time of the phase is their difference.
+        ("gpu_boundary_start_ns", TS),
+        ("gpu_boundary_end_ns", TS),
+        ("gpu_ns", TS),  # gpu_boundary_end_ns - gpu_boundary_start_ns
+        ("queued_ns", TS),  # gpu_boundary_start_ns - cpu_start_ns: earlier work still held the stream
+        ("device_id", pa.int64()),  # the phase's stream: most of its GPU time went there
+        ("stream_id", pa.int64()),
+        ("attribution", pa.string()),  # same_thread | cross_thread (analysis.attribution)
         ("n_gpu_ops", pa.int64()),
         ("n_kernels", pa.int64()),
         ("n_graph_launches", pa.int64()),
@@ -198,7 +224,8 @@ PHASES = pa.schema(
         ("compute_ns", TS),  # union of its other GPU ops
         ("overlap_ns", TS),  # time both ran at once
         ("wait_ns", TS),  # time its collectives waited for other ranks (0 with one rank)
-        ("verdict", pa.string()),
+        ("verdict", pa.string()),  # which way the CPU timer errs: VERDICTS
+        ("cause", pa.string()),  # why: CAUSES
     ]
 )
 
@@ -212,7 +239,9 @@ CYCLES = pa.schema(
         ("cpu_ns", TS),
         ("gpu_start_ns", TS),
         ("gpu_end_ns", TS),
-        ("gpu_ns", TS),  # the trusted number: span of the cycle's GPU work
+        ("gpu_boundary_start_ns", TS),  # the first phase's start boundary
+        ("gpu_boundary_end_ns", TS),  # the last phase's end boundary
+        ("gpu_ns", TS),  # the trusted number: boundary end - boundary start (cycles never overlap)
         ("phases_cpu_ns", TS),  # sum of its phases' CPU times
         ("phases_gpu_ns", TS),  # sum of its phases' GPU-timeline shares
         ("n_phases", pa.int64()),
@@ -220,7 +249,10 @@ CYCLES = pa.schema(
     ]
 )
 
-VERDICTS = ("under", "over", "launch_bound", "agree", "no_gpu_work")
+# verdict: which way the CPU timer errs, always the sign of cpu_ns - gpu_ns beyond the threshold
+VERDICTS = ("over", "under", "agree", "no_gpu_work")
+# cause: why (analysis.phases.cause_of)
+CAUSES = ("async_tail", "absorbed_wait", "queued_behind", "comm_wait", "launch_bound", "none")
 
 
 def empty(schema: pa.Schema) -> pa.Table:

@@ -227,8 +227,16 @@ def _cycle_ends(view: RankView, offset: int) -> dict[int, tuple[int, str]]:
 
 
 def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.Table:
-    """Per cycle: the rank the others waited for (most lateness at the cycle's collectives), and
-    the phase where that happened; without collectives, the rank whose GPU work ended last."""
+    """Per cycle: the (rank, phase) the others waited for, and how long.
+
+    With collectives: the cycle's collective whose last rank brought the most new lateness (its
+    arrival skew minus how late that rank already was at the collective before) names the
+    rank and, by the phase that rank was in, the phase. A straggler shows as a jump in
+    lateness where it was held up; it may arrive late again later (when the others had queued
+    their work ahead), but without a new jump. Summing small lags over all collectives instead
+    picks whichever rank happens to launch more slowly. Without collectives: the
+    rank whose GPU work ended last, in its longest phase.
+    """
     import json
 
     cycles: set[int] = set()
@@ -236,32 +244,39 @@ def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.
         if v.phases.num_rows:
             cycles |= {c for c in v.phases["cycle"].to_pylist() if c is not None}
     col = collectives.to_pylist()
-    by_cycle: dict[int, list[dict]] = {}
-    for row in col:
-        if row["cycle"] is not None:
-            by_cycle.setdefault(row["cycle"], []).append(row)
     phase_names = {v.rank: v.phases["phase"].to_pylist() if v.phases.num_rows else [] for v in views}
+    # One entry per collective: where its last arrival was (rank, phase instance, cycle).
+    by_cycle: dict[int, list[dict]] = {}
+    waits_by_cycle: dict[int, Counter] = {}
+    last_row = {}
+    for row in col:
+        if row["rank"] == row["last_rank"]:
+            last_row[row["collective"]] = row
+    for row in col:
+        lr = last_row.get(row["collective"])
+        c = lr["cycle"] if lr is not None and lr["cycle"] is not None else row["cycle"]
+        if c is None:
+            continue
+        waits_by_cycle.setdefault(c, Counter())[row["rank"]] += row["wait_ns"]
+        if lr is row:
+            by_cycle.setdefault(c, []).append(row)
     per_cycle = {v.rank: _cycle_ends(v, offsets.get(v.rank, 0)) for v in views}
+    # Each rank's lateness at each collective (its arrival after the first rank's), to see
+    # how much lateness a collective's last rank newly brought: its skew minus the lateness
+    # that rank already had at the collective before.
+    first_start: dict[int, int] = {}
+    for row in col:
+        k = row["collective"]
+        first_start[k] = min(first_start.get(k, row["aligned_start_ns"]), row["aligned_start_ns"])
+    lateness = {(row["collective"], row["rank"]): row["aligned_start_ns"] - first_start[row["collective"]] for row in col}
     out = []
     for c in sorted(cycles):
         rows = by_cycle.get(c, [])
-        waits = Counter()
-        for r in rows:
-            waits[r["rank"]] += r["wait_ns"]
+        waits = waits_by_cycle.get(c, Counter())
         if rows and len(views) > 1:
-            # Lateness: how far behind the first arrival each rank started, summed over the cycle.
-            late = Counter()
-            first = {}
-            for r in rows:
-                first[r["collective"]] = min(first.get(r["collective"], r["aligned_start_ns"]), r["aligned_start_ns"])
-            worst = {}
-            for r in rows:
-                lag = r["aligned_start_ns"] - first[r["collective"]]
-                late[r["rank"]] += lag
-                if lag > worst.get(r["rank"], (-1, None))[0]:
-                    worst[r["rank"]] = (lag, r["phase_id"])
-            gating = max(late, key=lambda k: (late[k], -k))
-            ph = worst[gating][1]
+            worst = max(rows, key=lambda r: (r["skew_ns"] - lateness.get((r["collective"] - 1, r["last_rank"]), 0), -r["collective"]))
+            gating = worst["last_rank"]
+            ph = worst["phase_id"]
             phase = phase_names[gating][ph] if ph is not None and ph < len(phase_names[gating]) else None
             how = "collectives"
         else:

@@ -1,11 +1,13 @@
 """Engine phases and cycles of one rank, their true GPU time, and a verdict on each CPU timer.
 
-GPU time of a phase (``gpu_ns``) is its share of the GPU timeline, what CUDA events recorded
-at the phase boundaries would measure: with boundaries
-``b_i = max(cpu_start_i, latest gpu_end of the cycle's earlier phases)`` and the last boundary
-``max(cpu_end_last, latest gpu_end)``, phase i gets ``b_{i+1} - b_i``. The shares add up to the
-cycle's GPU-complete time (``gpu_ns`` of the cycle: from its start until its GPU work is done).
-On the H200 sample traces this agrees with CUDA-event ground truth to a few microseconds.
+GPU time of a phase (``gpu_ns``) is what CUDA events recorded on its stream at its two
+boundaries would measure: ``gpu_boundary_end_ns - gpu_boundary_start_ns``, with the
+boundaries from ``analysis.boundaries.phase_boundaries`` (stream order, across threads, cycles
+and the streams the phase's stream waited for). Phases tile their cycle; a cycle's
+``gpu_ns`` is the sum of its phases'. On the H200 sample traces this agrees with CUDA-event
+ground truth cycle by cycle.
+
+The verdict says which way the CPU timer errs (``verdict_of``), the cause why (``cause_of``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracerecon import schema
-from tracerecon.analysis.projection import int64s
+from tracerecon.analysis.projection import I64_MIN, int64s
 
 DEFAULT_PHASES = ("draft", "verify", "draft_re_extend", "draft_extend", "target_verify")
 DEFAULT_CYCLE = "cycle"
@@ -28,7 +30,8 @@ ERROR_FLOOR_NS = 10_000
 ERROR_FRACTION = 0.10
 # Launch-bound: the GPU was busy less than half of the phase's GPU span.
 LAUNCH_BOUND_BUSY_FRACTION = 0.5
-# Phase GPU shares "add up" to the cycle when they cover it within this fraction.
+# Phase GPU times "add up" to the cycle when they cover it within this fraction (by
+# construction they tile it; a cycle whose phases have no GPU timeline does not add up).
 ADDS_UP_FRACTION = 0.02
 
 
@@ -38,6 +41,9 @@ class PhaseConfig:
 
     phases: tuple[str, ...] = DEFAULT_PHASES
     cycle_prefix: str = DEFAULT_CYCLE
+    # Which phases take GPU work launched by other threads: "auto" | "same" | a thread id
+    # (analysis.attribution).
+    phase_thread: str | int = "auto"
 
 
 def error_threshold(span_ns: np.ndarray) -> np.ndarray:
@@ -79,84 +85,106 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
     return phase_rows, cycle_of, cycle_rows
 
 
-def timeline_shares(cpu_start: np.ndarray, cpu_end: np.ndarray, gpu_end: np.ndarray, cycle: np.ndarray) -> np.ndarray:
-    """Per phase (in time order, grouped by cycle), its share of the GPU timeline. See module doc.
-
-    ``gpu_end`` uses int64 min for "no GPU work". Phases outside a cycle (cycle -1) are their
-    own group. A group with no GPU work at all gets int64 min (no GPU timeline to share).
-    """
-    n = len(cpu_start)
-    out = np.zeros(n, dtype=np.int64)
-    none = np.iinfo(np.int64).min
-    i = 0
-    while i < n:  # one pass; groups are runs of equal cycle numbers
-        j = i + 1
-        while j < n and cycle[j] == cycle[i] and cycle[i] >= 0:
-            j += 1
-        latest = np.iinfo(np.int64).min
-        bounds = []
-        for k in range(i, j):
-            bounds.append(max(cpu_start[k], latest))
-            latest = max(latest, gpu_end[k])
-        if latest == none:
-            out[i:j] = none
-        else:
-            bounds.append(max(cpu_end[j - 1], latest))
-            out[i:j] = np.diff(np.array(bounds, dtype=np.int64))
-        i = j
-    return out
-
-
-def verdicts(cpu_ns, gpu_ns, gpu_span_ns, gpu_busy_ns, n_ops, overrun_ns, absorbed_ns) -> list[str]:
-    """The verdict on each phase instance's CPU timer (see ``schema.VERDICTS``)."""
+def verdict_of(cpu_ns: np.ndarray, gpu_ns: np.ndarray, has_gpu_time: np.ndarray, n_ops: np.ndarray) -> list[str]:
+    """Which way each CPU timer errs (``schema.VERDICTS``), always the sign of CPU - GPU:
+    ``over`` when CPU - GPU exceeds the threshold, ``under`` when GPU - CPU does, else
+    ``agree`` (``no_gpu_work`` when the phase launched nothing and has no GPU timeline)."""
     thr = error_threshold(np.maximum(cpu_ns, gpu_ns))
+    err = cpu_ns - gpu_ns
     out = []
     for k in range(len(cpu_ns)):
-        if absorbed_ns[k] > thr[k]:
-            out.append("over")  # it waited for earlier phases' GPU work: timer over-reports
+        if not has_gpu_time[k]:
+            out.append("no_gpu_work")
+        elif err[k] > thr[k]:
+            out.append("over")
+        elif -err[k] > thr[k]:
+            out.append("under")
         elif n_ops[k] == 0:
             out.append("no_gpu_work")
-        elif overrun_ns[k] > thr[k]:
-            out.append("under")  # its GPU work ran on past the timer
-        elif gpu_busy_ns[k] < LAUNCH_BOUND_BUSY_FRACTION * gpu_span_ns[k]:
-            out.append("launch_bound")
         else:
             out.append("agree")
     return out
 
 
-def build_phases(ranges: pa.Table, syncs: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, rank: int) -> pa.Table:
-    """The ``schema.PHASES`` table of one rank.
+def cause_of(verdict: list[str], cpu_ns, gpu_ns, gpu_span_ns, gpu_busy_ns, overrun_ns, absorbed_ns, queued_ns, wait_ns) -> list[str]:
+    """Why each CPU timer says what it says (``schema.CAUSES``), given its verdict.
 
-    ``syncs`` must already carry phase_id (row number in this table) and waited_other_phase_ns.
+    over:  absorbed_wait (blocked on other phases' GPU work) > queued_behind (the timer ran
+           while its work waited behind earlier work on the stream) > launch_bound > none
+    under: comm_wait (its collectives waited for other ranks) > async_tail (its GPU work ran
+           past the timer) > queued_behind > launch_bound > none
+    agree: comm_wait > queued_behind > launch_bound > none
     """
-    n = len(phase_rows)
+    thr = error_threshold(np.maximum(cpu_ns, gpu_ns))
+    lb = gpu_busy_ns < LAUNCH_BOUND_BUSY_FRACTION * gpu_span_ns
+    out = []
+    for k, v in enumerate(verdict):
+        checks: list[tuple[bool, str]]
+        comm = (wait_ns[k] > thr[k], "comm_wait")
+        queued = (queued_ns[k] > thr[k], "queued_behind")
+        launch = (bool(lb[k]) and gpu_span_ns[k] > 0, "launch_bound")
+        if v == "over":
+            checks = [(absorbed_ns[k] > thr[k], "absorbed_wait"), queued, launch]
+        elif v == "under":
+            checks = [comm, (overrun_ns[k] > thr[k], "async_tail"), queued, launch]
+        elif v == "agree":
+            checks = [comm, queued, launch]
+        else:
+            checks = []
+        out.append(next((name for ok, name in checks if ok), "none"))
+    return out
+
+
+@dataclass(frozen=True)
+class PhaseInputs:
+    """Everything ``build_phases`` needs of one rank, computed before the cross-rank step.
+
+    Arrays are per phase instance, in time order (``phase_id`` = position). ``gpu`` columns
+    come from the phase ranges' projection (``ranges`` rows ``phase_rows``).
+    """
+
+    rank: int
+    ranges: pa.Table  # the rank's finished ranges table
+    phase_rows: np.ndarray
+    cycle: np.ndarray
+    boundary_start: np.ndarray  # int64 min: no GPU timeline
+    boundary_end: np.ndarray
+    stream_device: np.ndarray  # -1: none
+    stream_id: np.ndarray
+    n_graph_launches: np.ndarray
+    blocked_ns: np.ndarray
+    absorbed_ns: np.ndarray
+    comm_ns: np.ndarray
+    compute_ns: np.ndarray
+    overlap_ns: np.ndarray
+
+
+def build_phases(inp: PhaseInputs, wait_ns: np.ndarray | None = None) -> pa.Table:
+    """The finished ``schema.PHASES`` table of one rank. ``wait_ns``: per phase, time its
+    collectives waited for other ranks (``analysis.cross_rank``); None = one rank."""
+    n = len(inp.phase_rows)
     if n == 0:
         return schema.empty(schema.PHASES)
-    r = ranges.take(pa.array(phase_rows))
+    r = inp.ranges.take(pa.array(inp.phase_rows))
     cs, ce = int64s(r["start_ns"]), int64s(r["end_ns"])
     gs = int64s(r["gpu_start_ns"])
     ge = int64s(r["gpu_end_ns"])
-    has_gpu = gs != np.iinfo(np.int64).min
-    span = np.where(has_gpu, ge - gs, 0)
+    has_ops = gs != I64_MIN
+    span = np.where(has_ops, ge - gs, 0)
     busy = int64s(r["gpu_busy_ns"])
     n_ops = int64s(r["n_gpu_ops"])
     cpu = ce - cs
-    shares = timeline_shares(cs, ce, ge, cycle_of)
-    no_share = shares == np.iinfo(np.int64).min
-    shares_for_math = np.where(no_share, 0, shares)
-    overrun = np.where(has_gpu, np.clip(ge - ce, 0, None), 0)
-    blocked = np.zeros(n, dtype=np.int64)
-    absorbed = np.zeros(n, dtype=np.int64)
-    if syncs.num_rows:
-        pid = int64s(syncs["phase_id"], -1)
-        ok = pid >= 0
-        np.add.at(blocked, pid[ok], int64s(syncs["blocked_ns"])[ok])
-        np.add.at(absorbed, pid[ok], int64s(syncs["waited_other_phase_ns"])[ok])
-    verdict = verdicts(cpu, shares_for_math, span, busy, n_ops, overrun, absorbed)
+    has_time = inp.boundary_start != I64_MIN
+    gpu = np.where(has_time, inp.boundary_end - inp.boundary_start, 0)
+    queued = np.where(has_time, np.clip(inp.boundary_start - cs, 0, None), 0)
+    overrun = np.where(has_ops, np.clip(ge - ce, 0, None), 0)
+    wait = np.zeros(n, dtype=np.int64) if wait_ns is None else np.asarray(wait_ns, dtype=np.int64)
+    verdict = verdict_of(cpu, gpu, has_time, n_ops)
+    cause = cause_of(verdict, cpu, gpu, span, busy, overrun, inp.absorbed_ns, queued, wait)
+    no_stream = inp.stream_id < 0
     table = {
-        "rank": pa.array(np.full(n, rank, dtype=np.int32)),
-        "cycle": pa.array(cycle_of, mask=cycle_of < 0),
+        "rank": pa.array(np.full(n, inp.rank, dtype=np.int32)),
+        "cycle": pa.array(inp.cycle, mask=inp.cycle < 0),
         "phase": r["name"],
         "phase_id": pa.array(np.arange(n, dtype=np.int64)),
         "range_id": r["range_id"],
@@ -167,27 +195,35 @@ def build_phases(ranges: pa.Table, syncs: pa.Table, phase_rows: np.ndarray, cycl
         "cpu_ns": pa.array(cpu),
         "gpu_start_ns": r["gpu_start_ns"],
         "gpu_end_ns": r["gpu_end_ns"],
-        "gpu_span_ns": pa.array(span, mask=~has_gpu),
+        "gpu_span_ns": pa.array(span, mask=~has_ops),
         "gpu_busy_ns": r["gpu_busy_ns"],
-        "gpu_ns": pa.array(shares_for_math, mask=no_share),
+        "gpu_boundary_start_ns": pa.array(inp.boundary_start, mask=~has_time),
+        "gpu_boundary_end_ns": pa.array(inp.boundary_end, mask=~has_time),
+        "gpu_ns": pa.array(gpu, mask=~has_time),
+        "queued_ns": pa.array(queued),
+        "device_id": pa.array(inp.stream_device, mask=no_stream),
+        "stream_id": pa.array(inp.stream_id, mask=no_stream),
+        "attribution": r["attribution"],
         "n_gpu_ops": r["n_gpu_ops"],
         "n_kernels": r["n_kernels"],
-        "n_graph_launches": pa.array(np.zeros(n, dtype=np.int64)),
+        "n_graph_launches": pa.array(inp.n_graph_launches),
         "overrun_ns": pa.array(overrun),
-        "blocked_ns": pa.array(blocked),
-        "absorbed_ns": pa.array(absorbed),
-        "error_ns": pa.array(cpu - shares_for_math, mask=no_share),
-        "comm_ns": pa.array(np.zeros(n, dtype=np.int64)),
-        "compute_ns": pa.array(np.zeros(n, dtype=np.int64)),
-        "overlap_ns": pa.array(np.zeros(n, dtype=np.int64)),
-        "wait_ns": pa.array(np.zeros(n, dtype=np.int64)),
+        "blocked_ns": pa.array(inp.blocked_ns),
+        "absorbed_ns": pa.array(inp.absorbed_ns),
+        "error_ns": pa.array(cpu - gpu, mask=~has_time),
+        "comm_ns": pa.array(inp.comm_ns),
+        "compute_ns": pa.array(inp.compute_ns),
+        "overlap_ns": pa.array(inp.overlap_ns),
+        "wait_ns": pa.array(wait),
         "verdict": pa.array(verdict, pa.string()),
+        "cause": pa.array(cause, pa.string()),
     }
     return pa.table(table, schema=schema.PHASES)
 
 
 def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, rank: int) -> pa.Table:
-    """The ``schema.CYCLES`` table: per cycle CPU total, GPU-complete time, and phase sums."""
+    """The ``schema.CYCLES`` table: per cycle CPU total, GPU time between the cycle's first and
+    last phase boundary (what CUDA events around the cycle would read), and phase sums."""
     if phases.num_rows == 0:
         return schema.empty(schema.CYCLES)
     cyc = int64s(phases["cycle"], -1)
@@ -198,6 +234,8 @@ def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, ran
     p_ge = int64s(phases["gpu_end_ns"])
     p_gs = int64s(phases["gpu_start_ns"], np.iinfo(np.int64).max)
     p_cpu, p_gpu = int64s(phases["cpu_ns"]), int64s(phases["gpu_ns"], 0)
+    p_bs = int64s(phases["gpu_boundary_start_ns"], np.iinfo(np.int64).max)
+    p_be = int64s(phases["gpu_boundary_end_ns"])
     # Phases are in time order, so each cycle's phases form runs; reduce per cycle with numpy.
     order = np.argsort(cyc, kind="stable")
     order = order[cyc[order] >= 0]
@@ -213,8 +251,11 @@ def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, ran
     gs = red(np.minimum, p_gs)
     cpu_sum = red(np.add, p_cpu)
     gpu_sum = red(np.add, p_gpu)
+    b_start = red(np.minimum, p_bs)
+    b_end = red(np.maximum, p_be)
     n_ph = np.diff(np.r_[starts, len(order)])
-    has_gpu = ge != np.iinfo(np.int64).min
+    has_ops = ge != np.iinfo(np.int64).min
+    has_gpu = b_end != np.iinfo(np.int64).min
     if len(cycle_rows):
         rr = cycle_rows[ids]
         cs, ce = int64s(ranges["start_ns"])[rr], int64s(ranges["end_ns"])[rr]
@@ -222,8 +263,7 @@ def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, ran
     else:
         cs, ce = first_start, last_cpu_end
         names = pa.array([f"cycle {c}" for c in ids], pa.string())
-    # GPU-complete time, from the cycle's first phase start (where its shares begin).
-    gpu_ns = np.maximum(last_cpu_end, ge) - first_start
+    gpu_ns = np.where(has_gpu, b_end - b_start, 0)
     tol = np.maximum(ERROR_FLOOR_NS, ADDS_UP_FRACTION * gpu_ns)
     adds = has_gpu & (np.abs(gpu_sum - gpu_ns) <= tol)
     n = len(ids)
@@ -235,8 +275,10 @@ def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, ran
             "cpu_start_ns": pa.array(cs),
             "cpu_end_ns": pa.array(ce),
             "cpu_ns": pa.array(ce - cs),
-            "gpu_start_ns": pa.array(gs, mask=~has_gpu),
-            "gpu_end_ns": pa.array(ge, mask=~has_gpu),
+            "gpu_start_ns": pa.array(gs, mask=~has_ops),
+            "gpu_end_ns": pa.array(ge, mask=~has_ops),
+            "gpu_boundary_start_ns": pa.array(b_start, mask=~has_gpu),
+            "gpu_boundary_end_ns": pa.array(b_end, mask=~has_gpu),
             "gpu_ns": pa.array(gpu_ns, mask=~has_gpu),
             "phases_cpu_ns": pa.array(cpu_sum),
             "phases_gpu_ns": pa.array(gpu_sum, mask=~has_gpu),

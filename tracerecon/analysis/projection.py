@@ -139,22 +139,27 @@ def index_launches(ops: pa.Table) -> LaunchIndex:
     return LaunchIndex(order, spans, ls[order], le[order])
 
 
-def project(ranges: pa.Table, ops: pa.Table, index: LaunchIndex | None = None) -> pa.Table:
+def project(ranges: pa.Table, ops: pa.Table, index: LaunchIndex | None = None, extra: tuple[np.ndarray, np.ndarray] | None = None) -> pa.Table:
     """Project every range onto the GPU.
 
     Inputs: ``ranges`` with pid, tid, start_ns, end_ns, style; ``ops`` from ``link_launches``.
     Output: ``ranges`` plus gpu_start_ns, gpu_end_ns (null when no op), gpu_busy_ns, n_gpu_ops,
     n_kernels, n_streams, n_devices. Ranges that start and end on different threads get no
     GPU work, as in nsys. ``index``: ``index_launches(ops)`` if the caller already has it.
+    ``extra``: (op rows, range rows) of work a range owns beyond its own thread's launches
+    (``analysis.attribution``); None keeps nsys's same-thread rule exactly.
     """
     lo, hi, order = range_op_slices(ranges, ops, index)
     n_r = ranges.num_rows
     pos, which = explode_slices(lo, hi)
     rows = order[pos]
+    if extra is not None and len(extra[0]):
+        rows = np.concatenate([rows, np.asarray(extra[0], np.int64)])
+        which = np.concatenate([which, np.asarray(extra[1], np.int64)])
     o_start = int64s(ops["start_ns"])[rows] if ops.num_rows else np.zeros(0, np.int64)
     o_end = int64s(ops["end_ns"])[rows] if ops.num_rows else np.zeros(0, np.int64)
     mn, mx = segmented_min_max(o_start, o_end, which, n_r)
-    n_ops = np.clip(hi - lo, 0, None)
+    n_ops = np.bincount(which, minlength=n_r).astype(np.int64) if len(which) else np.zeros(n_r, np.int64)
     has = n_ops > 0
     busy = segmented_union_length(o_start, o_end, which, n_r)
     if ops.num_rows:

@@ -49,9 +49,20 @@ def nest(raw: pa.Table) -> pa.Table:
     )
 
 
-def build_ranges(raw: pa.Table, linked_ops: pa.Table, rank: int, index: LaunchIndex | None = None) -> pa.Table:
-    """Ranges of one rank in the ``schema.RANGES`` layout, projected onto ``linked_ops``."""
-    nested = nest(raw)
-    projected = project(nested, linked_ops, index)
-    projected = projected.append_column("rank", pa.array(np.full(projected.num_rows, rank, dtype=np.int32)))
+def build_ranges(nested: pa.Table, linked_ops: pa.Table, rank: int, index: LaunchIndex | None = None,
+                 cross_owned: tuple[np.ndarray, np.ndarray] | None = None, cross_rows: np.ndarray | None = None) -> pa.Table:
+    """Ranges of one rank (from ``nest``) in the ``schema.RANGES`` layout, projected onto ``linked_ops``.
+
+    ``cross_owned``: (op rows, range rows) attributed across threads (``analysis.attribution``);
+    ``cross_rows``: the range rows that take such work (their ``attribution`` is ``cross_thread``).
+    """
+    if "range_id" not in nested.column_names:
+        nested = nest(nested)
+    projected = project(nested, linked_ops, index, cross_owned)
+    n = projected.num_rows
+    cross = np.zeros(n, dtype=bool)
+    if cross_rows is not None and len(cross_rows):
+        cross[np.asarray(cross_rows, np.int64)] = True
+    projected = projected.append_column("rank", pa.array(np.full(n, rank, dtype=np.int32)))
+    projected = projected.append_column("attribution", pa.array(np.where(cross, "cross_thread", "same_thread").tolist() if n else [], pa.string()))
     return projected.select(schema.RANGES.names).cast(schema.RANGES)

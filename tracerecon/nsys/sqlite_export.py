@@ -12,6 +12,7 @@ of a GPU op to its launching API call is on (globalPid, correlationId).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sqlite3
@@ -97,6 +98,7 @@ class TraceTables:
     strings: "StringTable"  # resolves api_calls.name_id
     gpu_ops: pa.Table
     sync_records: pa.Table
+    event_records: pa.Table
     processes: pa.Table
     gpus: pa.Table
     cuda_devices: pa.Table
@@ -105,24 +107,64 @@ class TraceTables:
     warnings: tuple[str, ...] = field(default=())
 
 
-def open_readonly(path: str | os.PathLike) -> sqlite3.Connection:
-    """Open ``path`` as a read-only SQLite database, or raise BadTraceError with why not."""
+XZ_SUFFIX = ".xz"
+
+
+def trace_stem(path: str | os.PathLike) -> str:
+    """``rank3.sqlite.xz`` / ``rank3.sqlite`` -> ``rank3``."""
+    name = Path(path).name
+    for suffix in (XZ_SUFFIX, ".sqlite"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    return name
+
+
+@contextlib.contextmanager
+def materialized(path: str | os.PathLike):
+    """The path of a plain SQLite file holding ``path``'s export: ``path`` itself, or for an
+    ``.xz``-compressed export a decompressed copy in the temporary directory (never beside the
+    input), removed afterwards."""
     p = Path(path)
+    if p.name.endswith(XZ_SUFFIX) and p.is_file():
+        import lzma
+        import shutil
+        import tempfile
+
+        fd, tmp = tempfile.mkstemp(prefix="tracerecon-", suffix=".sqlite")
+        try:
+            with os.fdopen(fd, "wb") as out, lzma.open(p) as src:
+                shutil.copyfileobj(src, out, 1 << 20)
+        except (lzma.LZMAError, EOFError, OSError) as exc:
+            os.unlink(tmp)
+            raise BadTraceError(f"{p}: not a readable .xz file ({exc})") from None
+        try:
+            yield Path(tmp)
+        finally:
+            os.unlink(tmp)
+    else:
+        yield p
+
+
+def open_readonly(path: str | os.PathLike, shown: str | os.PathLike | None = None) -> sqlite3.Connection:
+    """Open ``path`` as a read-only SQLite database, or raise BadTraceError with why not
+    (naming ``shown``, the file the user gave, when ``path`` is a decompressed copy)."""
+    p = Path(path)
+    name = Path(shown) if shown is not None else p
     if not p.exists():
-        raise BadTraceError(f"{p}: no such file")
+        raise BadTraceError(f"{name}: no such file")
     if not p.is_file():
-        raise BadTraceError(f"{p}: not a file")
+        raise BadTraceError(f"{name}: not a file")
     try:
         with open(p, "rb") as fh:
             head = fh.read(100)
     except OSError as exc:
-        raise BadTraceError(f"{p}: cannot read ({exc.strerror})") from None
+        raise BadTraceError(f"{name}: cannot read ({exc.strerror})") from None
     if p.suffix == ".nsys-rep" or p.suffix == ".qdrep":
-        raise BadTraceError(f"{p}: is an nsys report, not its SQLite export; run `nsys export --type sqlite {p}` first")
+        raise BadTraceError(f"{name}: is an nsys report, not its SQLite export; run `nsys export --type sqlite {name}` first")
     if not head.startswith(SQLITE_MAGIC):
         if len(head) == 0:
-            raise BadTraceError(f"{p}: empty file, not an SQLite export")
-        raise BadTraceError(f"{p}: not an SQLite file (expected an `nsys export --type sqlite` output)")
+            raise BadTraceError(f"{name}: empty file, not an SQLite export")
+        raise BadTraceError(f"{name}: not an SQLite file (expected an `nsys export --type sqlite` output)")
     uri = "file:" + quote(str(p.resolve())) + "?mode=ro"
     try:
         conn = sqlite3.connect(uri, uri=True)
@@ -131,10 +173,10 @@ def open_readonly(path: str | os.PathLike) -> sqlite3.Connection:
         page_size = conn.execute("pragma page_size").fetchone()[0]
         page_count = conn.execute("pragma page_count").fetchone()[0]
     except sqlite3.DatabaseError as exc:
-        raise BadTraceError(f"{p}: unreadable SQLite file ({exc})") from None
+        raise BadTraceError(f"{name}: unreadable SQLite file ({exc})") from None
     if page_size * page_count > p.stat().st_size:
         conn.close()
-        raise BadTraceError(f"{p}: truncated SQLite file ({p.stat().st_size} of {page_size * page_count} bytes)")
+        raise BadTraceError(f"{name}: truncated SQLite file ({p.stat().st_size} of {page_size * page_count} bytes)")
     return conn
 
 
@@ -394,7 +436,7 @@ def read_nvtx(conn: sqlite3.Connection, info: ExportInfo, strings: StringTable, 
 # API calls that can launch GPU work or block on it. Reading only these halves the rows of a
 # typical trace (cuKernelGetName, cudaEventQuery, ... launch nothing); the pipeline re-reads
 # everything if any GPU op then finds no launching call.
-RELEVANT_API = re.compile(r"Launch|Memcpy|Memset|Synchroni[sz]e|Graph|Prefetch|WaitEvent", re.I)
+RELEVANT_API = re.compile(r"Launch|Memcpy|Memset|Synchroni[sz]e|Graph|Prefetch|WaitEvent|EventRecord", re.I)
 
 
 def read_api_calls(conn: sqlite3.Connection, info: ExportInfo, strings: StringTable, only_relevant: bool = False) -> pa.Table:
@@ -524,16 +566,20 @@ def _memcpy_short(label: str) -> str:
 
 
 def read_sync_records(conn: sqlite3.Connection, info: ExportInfo) -> pa.Table:
+    """CUPTI synchronization records: blocking syncs and ``cudaStreamWaitEvent`` (with the
+    event id and the event's record number, which say which ``cudaEventRecord`` it waits for)."""
     if "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION" not in info.tables:
         return schema.empty(schema.SYNC_RECORDS)
     types = _enum(conn, info.tables, "ENUM_CUPTI_SYNC_TYPE", SYNC_TYPES)
+    cols = _columns(conn, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
     c = _fetch(
         conn,
         f"select start, end, deviceId, streamId, coalesce(correlationId, {NULL_SENTINEL}), "
-        f"coalesce({_col(_columns(conn, 'CUPTI_ACTIVITY_KIND_SYNCHRONIZATION'), 'globalPid', '0')}, 0), "
-        f"{_col(_columns(conn, 'CUPTI_ACTIVITY_KIND_SYNCHRONIZATION'), 'syncType', 'coalesce(deprecatedSyncType, 0)')} "
+        f"coalesce({_col(cols, 'globalPid', '0')}, 0), "
+        f"{_col(cols, 'syncType', 'coalesce(deprecatedSyncType, 0)')}, "
+        f"coalesce({_col(cols, 'eventId')}, {NULL_SENTINEL}), coalesce({_col(cols, 'eventSyncId')}, {NULL_SENTINEL}) "
         "from CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
-        ["start", "end", "dev", "stream", "corr", "gpid", "type"],
+        ["start", "end", "dev", "stream", "corr", "gpid", "type", "event", "event_sync"],
     )
     return pa.table(
         {
@@ -544,8 +590,43 @@ def read_sync_records(conn: sqlite3.Connection, info: ExportInfo) -> pa.Table:
             "stream_id": c["stream"],
             "correlation_id": _nullable(c["corr"]),
             "sync_type": pa.array([types.get(int(t), str(int(t))) for t in c["type"]], pa.string()),
+            "event_id": _nullable(_no_event(c["event"])),
+            "event_sync_id": _nullable(_no_event(c["event_sync"])),
         },
         schema=schema.SYNC_RECORDS,
+    )
+
+
+def _no_event(values: np.ndarray) -> np.ndarray:
+    # CUPTI writes 0xFFFFFFFF where a record concerns no event (stream / context syncs).
+    return np.where(values == 0xFFFFFFFF, NULL_SENTINEL, values)
+
+
+def read_event_records(conn: sqlite3.Connection, info: ExportInfo) -> pa.Table:
+    """``cudaEventRecord`` calls (``CUPTI_ACTIVITY_KIND_CUDA_EVENT``, nsys 2023+): the stream an
+    event was recorded on, and the record number that a later stream wait names."""
+    if "CUPTI_ACTIVITY_KIND_CUDA_EVENT" not in info.tables:
+        return schema.empty(schema.EVENT_RECORDS)
+    cols = _columns(conn, "CUPTI_ACTIVITY_KIND_CUDA_EVENT")
+    if not {"streamId", "eventId", "correlationId"} <= set(cols):
+        return schema.empty(schema.EVENT_RECORDS)
+    c = _fetch(
+        conn,
+        f"select coalesce({_col(cols, 'globalPid', '0')}, 0), coalesce(deviceId, 0), streamId, coalesce(correlationId, {NULL_SENTINEL}), "
+        f"eventId, coalesce({_col(cols, 'eventSyncId')}, {NULL_SENTINEL}) from CUPTI_ACTIVITY_KIND_CUDA_EVENT",
+        ["gpid", "dev", "stream", "corr", "event", "event_sync"],
+    )
+    return pa.table(
+        {
+            "pid": pid_of(c["gpid"]),
+            "global_pid": c["gpid"],
+            "device_id": c["dev"],
+            "stream_id": c["stream"],
+            "correlation_id": _nullable(c["corr"]),
+            "event_id": c["event"],
+            "event_sync_id": _nullable(c["event_sync"]),
+        },
+        schema=schema.EVENT_RECORDS,
     )
 
 
@@ -593,7 +674,12 @@ def _bounds(tables: list[pa.Table], cols: list[tuple[str, str]]) -> tuple[int, i
 
 def read_all_api_calls(path: str | os.PathLike) -> pa.Table:
     """Every runtime/driver API call of an export (the fallback when the filtered read missed some)."""
-    conn = open_readonly(path)
+    with materialized(path) as real:
+        return _read_all_api_calls(real, path)
+
+
+def _read_all_api_calls(real: Path, path: str | os.PathLike) -> pa.Table:
+    conn = open_readonly(real, path)
     try:
         info = read_info(conn, str(path))
         return read_api_calls(conn, info, read_strings(conn, info.tables))
@@ -627,9 +713,15 @@ def read_export(path: str | os.PathLike, progress: Progress | None = None) -> Tr
     """Read one nsys SQLite export. Raises BadTraceError for anything that is not one.
 
     ``api_calls`` holds only calls that can launch or wait for GPU work (see ``RELEVANT_API``).
+    An ``.xz``-compressed export is read from a decompressed copy in the temporary directory.
     """
+    with materialized(path) as real:
+        return _read_export(real, path, progress)
+
+
+def _read_export(real: Path, path: str | os.PathLike, progress: Progress | None) -> TraceTables:
     say = progress or (lambda _msg: None)
-    conn = open_readonly(path)
+    conn = open_readonly(real, path)
     try:
         try:
             info = read_info(conn, str(path))
@@ -639,6 +731,7 @@ def read_export(path: str | os.PathLike, progress: Progress | None = None) -> Tr
             say("GPU activity")
             ops = read_gpu_ops(conn, info, strings)
             syncs = read_sync_records(conn, info)
+            events = read_event_records(conn, info)
             procs = read_processes(conn, info)
             gpus, devices = read_gpus(conn, info)
             t0, t1 = _bounds([api, ops], [("start_ns", "end_ns"), ("start_ns", "end_ns")])
@@ -665,6 +758,7 @@ def read_export(path: str | os.PathLike, progress: Progress | None = None) -> Tr
         strings=strings,
         gpu_ops=ops,
         sync_records=syncs,
+        event_records=events,
         processes=procs,
         gpus=gpus,
         cuda_devices=devices,

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Recipe: the engine shapes of issue 8 (CPU one cycle ahead, worker-thread launches, stragglers in
+# several phases) under `tracerecon run --scrub`, with CUDA-event ground truth. Runs the
+# single-GPU shapes on GPU 0 and, with two or more GPUs, the NCCL shapes on two.
+# Writes the scrubbed exports, ground truth, nsys's own projection CSVs and the reports to
+# $OUT/overlap_runs.tar.xz. Usage (GPU machine, repo root): bash launch/h200_overlap_batch.sh [CYCLES]
+set -u
+CYCLES=${1:-30}
+source .devcarry/nsys-env.sh
+python3 -m pip install -q --no-index --no-deps --target /tmp/site .devcarry/wheels/*.whl .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+NG=$(python3 -c 'import torch; print(torch.cuda.device_count())'); echo "gpus $NG"
+D=/tmp/overlap_runs; rm -rf $D; mkdir -p $D
+RUNS=${RUNS:-overlap_gpu_bound overlap_launch_bound worker_gpu_bound worker_launch_bound nccl_skew_phases nccl_overlap_skew}
+run() {  # name, GPUs it needs, then the command after --
+  local name=$1 need=$2; shift 2
+  case " $RUNS " in *" $name "*) ;; *) return ;; esac
+  [ "$NG" -ge "$need" ] || { echo "=== $name: skipped (needs $need GPUs)"; return; }
+  echo "=== $name: $*"; local s=$SECONDS
+  timeout 180 python3 -m tracerecon run --scrub -o $D/$name -- "$@" > $D/$name.report.txt 2> $D/$name.stderr.txt
+  echo "exit $? in $((SECONDS - s)) s"; head -c 3000 $D/$name.report.txt; grep -v "nsys-rep\|^Collecting\|^Generat\|^\s/tmp" $D/$name.stderr.txt | tail -4
+  for db in $D/$name/*.sqlite; do  # nsys's own projection of the scrubbed export, for the ns-exact check
+    [ -f "$db" ] && nsys stats -q -r nvtx_gpu_proj_trace -f csv -o "${db%.sqlite}" "$db" > /dev/null 2>&1
+  done
+}
+E="launch/eagle_demo.py"; TR2="python3 -m torch.distributed.run --nproc_per_node=2"
+G0="env CUDA_VISIBLE_DEVICES=0"
+run overlap_gpu_bound    1 $G0 python3 $E --preset gpu-bound --overlap --cycles $CYCLES --gt $D/overlap_gpu_bound.gt.jsonl
+run overlap_launch_bound 1 $G0 python3 $E --preset launch-bound --overlap --cycles $CYCLES --gt $D/overlap_launch_bound.gt.jsonl
+run worker_gpu_bound     1 $G0 python3 $E --preset gpu-bound --worker-thread --cycles $CYCLES --gt $D/worker_gpu_bound.gt.jsonl
+run worker_launch_bound  1 $G0 python3 $E --preset launch-bound --worker-thread --cycles $CYCLES --gt $D/worker_launch_bound.gt.jsonl
+run nccl_skew_phases     2 $TR2 $E --preset launch-bound --tp-draft --cycles $CYCLES --skew 1:draft:3000:even --skew 0:verify:3000:odd --gt "$D/nccl_skew_phases.gt.r{rank}.jsonl"
+run nccl_overlap_skew    2 $TR2 $E --preset launch-bound --tp-draft --overlap --cycles $CYCLES --skew 1:draft:3000:even --skew 0:verify:3000:odd --gt "$D/nccl_overlap_skew.gt.r{rank}.jsonl"
+find $D -name '*.nsys-rep' -delete
+tar -C /tmp -cJf $OUT/overlap_runs.tar.xz overlap_runs
+ls -la $OUT

@@ -1,0 +1,87 @@
+"""Cross-thread attribution: GPU work launched by a thread that has no phase open.
+
+Engines often hold their phase ranges (and timers) on a scheduler thread while a worker thread
+launches the kernels. nsys's projection (same thread only) then gives every phase nothing.
+The rule, written once here: a GPU op (or blocking call) that no phase owns on its own thread,
+launched by a thread other than the phase's, belongs to the phase open at that moment on the
+thread that holds the phases in that process.
+
+Which phases take such work (``--phase-thread``):
+- ``auto`` (default): a phase name whose instances, in a process, launched nothing on their
+  own thread; phases that launch their own work keep nsys's same-thread projection exactly.
+- ``same``: none (nsys's rule everywhere).
+- a thread id: every phase held by that thread.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+AUTO = "auto"
+SAME = "same"
+
+
+def parse_phase_thread(value: str | int | None) -> str | int:
+    """``auto`` | ``same`` | a thread id (int). Raises ValueError for anything else."""
+    if value is None:
+        return AUTO
+    if isinstance(value, int):
+        return value
+    v = str(value).strip().lower()
+    if v in (AUTO, SAME):
+        return v
+    if v.isdigit():
+        return int(v)
+    raise ValueError(f"--phase-thread {value!r}: expected auto, same or a thread id")
+
+
+def cross_thread_phases(pid: np.ndarray, tid: np.ndarray, name: list[str], own_ops: np.ndarray, mode: str | int) -> np.ndarray:
+    """Per phase instance: does it take work launched by other threads? (module doc)"""
+    n = len(pid)
+    if mode == SAME or n == 0:
+        return np.zeros(n, dtype=bool)
+    if isinstance(mode, int):
+        return np.asarray(tid) == mode
+    total: dict[tuple[int, str], int] = defaultdict(int)
+    for p, nm, k in zip(pid.tolist(), name, own_ops.tolist()):
+        total[(p, nm)] += k
+    return np.array([total[(p, nm)] == 0 for p, nm in zip(pid.tolist(), name)], dtype=bool)
+
+
+def attribute_other_threads(
+    call_pid: np.ndarray,
+    call_tid: np.ndarray,
+    call_time: np.ndarray,
+    owner: np.ndarray,
+    phase_pid: np.ndarray,
+    phase_tid: np.ndarray,
+    phase_start: np.ndarray,
+    phase_end: np.ndarray,
+    takes_cross: np.ndarray,
+) -> np.ndarray:
+    """Owner phase of every call, after cross-thread attribution.
+
+    ``owner`` is the same-thread owner (-1: none). A call still unowned, made on a thread other
+    than the phase's, gets the ``takes_cross`` phase of its process whose CPU span
+    ``[start, end)`` holds ``call_time`` (the latest-starting one if spans nest).
+    """
+    out = owner.copy()
+    cand = np.flatnonzero(takes_cross)
+    if len(cand) == 0 or len(out) == 0:
+        return out
+    free = np.flatnonzero(out < 0)
+    for p in np.unique(phase_pid[cand]):
+        ph = cand[phase_pid[cand] == p]
+        ph = ph[np.argsort(phase_start[ph], kind="stable")]
+        sel = free[call_pid[free] == p]
+        if len(sel) == 0:
+            continue
+        pos = np.searchsorted(phase_start[ph], call_time[sel], side="right") - 1
+        ok = pos >= 0
+        k = ph[np.maximum(pos, 0)]
+        ok &= call_time[sel] < phase_end[k]
+        ok &= call_tid[sel] != phase_tid[k]
+        out[sel[ok]] = k[ok]
+    return out

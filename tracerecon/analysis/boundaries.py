@@ -1,0 +1,264 @@
+"""Stream-order phase boundaries: what a CUDA event recorded at each phase boundary would read.
+
+A phase boundary is a CPU instant ``t``. An event recorded there on stream S completes at
+
+    done(S, t) = max(t, end of every GPU op launched on S before t (by any thread of the
+                 process), end of the work S was made to wait for before t)
+
+where "made to wait for" follows ``cudaStreamWaitEvent`` back to the ``cudaEventRecord`` it
+names (stream R at CPU time t_r): that contributes ``done(R, t_r)``, recursively. Work on one
+stream runs in launch order, so the running maximum of op ends in launch order is exact.
+NCCL's streams and graph launches need nothing special: their kernels are ops on their
+streams, and the compute stream waits for them through the same event records.
+
+Which stream: a phase's stream is the one that received most of its GPU time (the sum of its
+ops' durations; ties go to more ops, then the lower stream id). A phase that launched nothing
+keeps the stream of the phase before it in the same process (else the one after it). The
+boundary between two consecutive phases is evaluated on both their streams (the earlier
+phase ends when its stream's work is done, the next begins when its stream is free), and
+boundaries never run backwards: each is at least the one before it in the same process. So
+phases tile their cycle, cycles never overlap on the GPU, and a cycle starts where the GPU
+finished the one before it (the first phase of a cycle also waits for the previous phase's
+stream). On one stream with nothing queued at a cycle's start this is the old rule:
+``b_i = max(cpu_start_i, gpu_end of the work launched before)``.
+
+Not modelled (documented in the README): the legacy default stream's implicit
+synchronisation with other blocking streams, and the ~0.1 ms an event recorded on an idle GPU
+takes to be submitted.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from tracerecon.analysis.projection import I64_MIN, int64s, match_correlation, string_mask
+
+
+@dataclass(frozen=True)
+class StreamClock:
+    """For every stream of a rank: when the work queued on it before a CPU instant is done."""
+
+    keys: np.ndarray  # per stream: (pid, device_id, stream_id) packed by ``_pack``, sorted
+    op_launch: tuple  # per stream: launch times of its ops, sorted
+    op_done: tuple  # per stream: running max of those ops' end times
+    wait_time: tuple  # per stream: CPU times of its event waits, sorted
+    wait_done: tuple  # per stream: running max of what those waits depend on
+
+    def stream_index(self, pid: np.ndarray, device: np.ndarray, stream: np.ndarray) -> np.ndarray:
+        """Row of ``keys`` for each (pid, device, stream); -1 where the stream has no work."""
+        out = np.full(len(pid), -1, dtype=np.int64)
+        if len(self.keys) == 0 or len(pid) == 0:
+            return out
+        want = _pack(pid, device, stream)
+        pos = np.minimum(np.searchsorted(self.keys, want), len(self.keys) - 1)
+        hit = (self.keys[pos] == want) & (np.asarray(stream) >= 0)
+        out[hit] = pos[hit]
+        return out
+
+    def done(self, stream: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """For each (stream row, CPU instant): completion of the work queued before it
+        (int64 min when nothing was). ``stream`` -1 gives int64 min."""
+        stream = np.asarray(stream, dtype=np.int64)
+        t = np.asarray(t, dtype=np.int64)
+        out = np.full(len(t), I64_MIN, dtype=np.int64)
+        for s in np.unique(stream[stream >= 0]):
+            sel = np.flatnonzero(stream == s)
+            out[sel] = np.maximum(_before(self.op_launch[s], self.op_done[s], t[sel]), _before(self.wait_time[s], self.wait_done[s], t[sel]))
+        return out
+
+
+def _before(times: np.ndarray, running: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """running[last index with times < t], int64 min when none."""
+    if len(times) == 0:
+        return np.full(len(t), I64_MIN, dtype=np.int64)
+    pos = np.searchsorted(times, t, side="left") - 1
+    return np.where(pos >= 0, running[np.maximum(pos, 0)], I64_MIN)
+
+
+def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sync_records: pa.Table) -> StreamClock:
+    """Build the clock of one rank from its linked GPU ops (``projection.link_launches``), its
+    API calls, ``cudaEventRecord`` records and ``cudaStreamWaitEvent`` sync records."""
+    o_pid = int64s(ops["pid"]) if ops.num_rows else np.zeros(0, np.int64)
+    o_dev = int64s(ops["device_id"], -1) if ops.num_rows else np.zeros(0, np.int64)
+    o_str = int64s(ops["stream_id"], -1) if ops.num_rows else np.zeros(0, np.int64)
+    o_launch = int64s(ops["launch_start_ns"], I64_MIN) if ops.num_rows else np.zeros(0, np.int64)
+    o_end = int64s(ops["end_ns"]) if ops.num_rows else np.zeros(0, np.int64)
+    placed = o_launch != I64_MIN  # an op with no launching call cannot be put in launch order
+
+    # Event records: stream + CPU time of the cudaEventRecord call.
+    rec = _event_record_times(event_records, api_calls)
+    # Stream waits on a recorded event.
+    w = _stream_waits(sync_records)
+
+    keys = np.unique(np.concatenate([
+        _pack(o_pid[placed], o_dev[placed], o_str[placed]),
+        _pack(rec["pid"], rec["dev"], rec["stream"]),
+        _pack(w["pid"], w["dev"], w["stream"]),
+    ]))
+    n = len(keys)
+
+    def index_of(pid, dev, stream):
+        if n == 0 or len(pid) == 0:
+            return np.zeros(len(pid), dtype=np.int64)
+        return np.searchsorted(keys, _pack(pid, dev, stream))
+
+    op_launch, op_done = [], []
+    oi = index_of(o_pid[placed], o_dev[placed], o_str[placed])
+    ol, oe = o_launch[placed], o_end[placed]
+    order = np.lexsort((ol, oi))
+    oi, ol, oe = oi[order], ol[order], oe[order]
+    cuts = np.searchsorted(oi, np.arange(n + 1))
+    for s in range(n):
+        a, b = cuts[s], cuts[s + 1]
+        op_launch.append(ol[a:b])
+        op_done.append(np.maximum.accumulate(oe[a:b]) if b > a else oe[a:b])
+
+    # Waits in CPU order: each depends on its record's stream as of the record's CPU time,
+    # including the waits that stream had itself made by then.
+    rec_stream = index_of(rec["pid"], rec["dev"], rec["stream"])
+    wait_stream = index_of(w["pid"], w["dev"], w["stream"])
+    rec_key = {(int(p), int(e), int(q)): (int(s), int(t)) for p, e, q, s, t in zip(rec["pid"], rec["event"], rec["sync"], rec_stream, rec["cpu"])}
+    times: list[list[int]] = [[] for _ in range(n)]
+    running: list[list[int]] = [[] for _ in range(n)]
+    for i in np.argsort(w["cpu"], kind="stable"):
+        r = rec_key.get((int(w["pid"][i]), int(w["event"][i]), int(w["sync"][i])))
+        if r is None:
+            continue  # recorded before the capture began, or inside a graph capture
+        rs, rt = r
+        dep = int(_before(op_launch[rs], op_done[rs], np.array([rt]))[0])
+        k = bisect.bisect_left(times[rs], rt) - 1
+        if k >= 0:
+            dep = max(dep, running[rs][k])
+        s = int(wait_stream[i])
+        prev = running[s][-1] if running[s] else I64_MIN
+        times[s].append(int(w["cpu"][i]))
+        running[s].append(max(prev, dep))
+    return StreamClock(
+        keys=keys,
+        op_launch=tuple(op_launch),
+        op_done=tuple(op_done),
+        wait_time=tuple(np.array(x, dtype=np.int64) for x in times),
+        wait_done=tuple(np.array(x, dtype=np.int64) for x in running),
+    )
+
+
+def _pack(pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
+    # pid < 2**24 (nsys global ids), device < 2**8, stream ids < 2**31: one int64 key.
+    return (np.asarray(pid, np.int64) << 39) | ((np.asarray(dev, np.int64) & 0xFF) << 31) | (np.asarray(stream, np.int64) & 0x7FFFFFFF)
+
+
+def _event_record_times(event_records: pa.Table, api_calls: pa.Table) -> dict[str, np.ndarray]:
+    empty = {k: np.zeros(0, np.int64) for k in ("pid", "dev", "stream", "event", "sync", "cpu")}
+    if event_records.num_rows == 0 or api_calls.num_rows == 0:
+        return empty
+    call = match_correlation(int64s(api_calls["global_pid"]), int64s(api_calls["correlation_id"], -1), int64s(event_records["global_pid"]), int64s(event_records["correlation_id"], -1))
+    ok = call >= 0
+    if not ok.any():
+        return empty
+    return {
+        "pid": int64s(event_records["pid"])[ok],
+        "dev": int64s(event_records["device_id"], -1)[ok],
+        "stream": int64s(event_records["stream_id"], -1)[ok],
+        "event": int64s(event_records["event_id"], -1)[ok],
+        "sync": int64s(event_records["event_sync_id"], -1)[ok],
+        "cpu": int64s(api_calls["start_ns"])[call[ok]],
+    }
+
+
+def _stream_waits(sync_records: pa.Table) -> dict[str, np.ndarray]:
+    empty = {k: np.zeros(0, np.int64) for k in ("pid", "dev", "stream", "event", "sync", "cpu")}
+    if sync_records.num_rows == 0 or "event_id" not in sync_records.column_names:
+        return empty
+    is_wait = string_mask(sync_records["sync_type"], lambda x: "wait" in x.lower()) & (int64s(sync_records["event_id"], -1) >= 0)
+    if not is_wait.any():
+        return empty
+    return {
+        "pid": int64s(sync_records["pid"])[is_wait],
+        "dev": int64s(sync_records["device_id"], -1)[is_wait],
+        "stream": int64s(sync_records["stream_id"], -1)[is_wait],
+        "event": int64s(sync_records["event_id"], -1)[is_wait],
+        "sync": int64s(sync_records["event_sync_id"], -1)[is_wait],
+        "cpu": int64s(sync_records["start_ns"])[is_wait],  # the cudaStreamWaitEvent call
+    }
+
+
+def phase_streams(ops: pa.Table, op_phase: np.ndarray, n_phases: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per phase instance: (device_id, stream_id) that received most of its GPU time; -1 when
+    it launched nothing. Ties: more ops, then the lower stream id."""
+    dev_out = np.full(n_phases, -1, dtype=np.int64)
+    str_out = np.full(n_phases, -1, dtype=np.int64)
+    sel = np.flatnonzero(op_phase >= 0)
+    if len(sel) == 0 or n_phases == 0:
+        return dev_out, str_out
+    dev = int64s(ops["device_id"], -1)[sel]
+    stream = int64s(ops["stream_id"], -1)[sel]
+    dur = np.clip(int64s(ops["end_ns"])[sel] - int64s(ops["start_ns"])[sel], 0, None)
+    ph = op_phase[sel]
+    combo = np.stack([ph, dev, stream], 1)
+    keys, inv = np.unique(combo, axis=0, return_inverse=True)
+    inv = inv.ravel()
+    total = np.bincount(inv, weights=dur).astype(np.int64)
+    count = np.bincount(inv)
+    # Best per phase: largest total, then most ops, then lowest (device, stream).
+    order = np.lexsort((keys[:, 2], keys[:, 1], -count, -total, keys[:, 0]))
+    first = np.r_[True, keys[order][1:, 0] != keys[order][:-1, 0]]
+    best = order[first]
+    dev_out[keys[best, 0]] = keys[best, 1]
+    str_out[keys[best, 0]] = keys[best, 2]
+    return dev_out, str_out
+
+
+def phase_boundaries(
+    clock: StreamClock,
+    pid: np.ndarray,
+    cpu_start: np.ndarray,
+    cpu_end: np.ndarray,
+    cycle: np.ndarray,
+    device: np.ndarray,
+    stream: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The boundary rule (module doc), for phase instances in time order.
+
+    Returns (gpu_boundary_start, gpu_boundary_end) per phase: int64 min for both where the
+    phase's process has no GPU stream at all. A phase's GPU time is end - start.
+    """
+    n = len(cpu_start)
+    start_b = np.full(n, I64_MIN, dtype=np.int64)
+    end_b = np.full(n, I64_MIN, dtype=np.int64)
+    if n == 0:
+        return start_b, end_b
+    row = clock.stream_index(pid, device, stream)
+    for p in np.unique(pid):
+        seq = np.flatnonzero(pid == p)  # this process's phases, in time order
+        srow = _fill_streams(row[seq])
+        if (srow < 0).all():
+            continue  # no GPU work in this process: no GPU timeline to share
+        t = cpu_start[seq]
+        cyc = cycle[seq]
+        same_cycle_next = np.r_[(cyc[1:] == cyc[:-1]) & (cyc[:-1] >= 0), False]
+        # A phase ends where the next one of its cycle begins; the last one where its range ends.
+        e = np.where(same_cycle_next, np.r_[t[1:], 0], cpu_end[seq])
+        prev_row = np.r_[-1, srow[:-1]]
+        next_row = np.where(same_cycle_next, np.r_[srow[1:], -1], -1)
+        a = np.maximum.reduce([t, clock.done(srow, t), clock.done(prev_row, t)])
+        z = np.maximum.reduce([e, clock.done(srow, e), clock.done(next_row, e)])
+        # Boundaries never run backwards: running maximum over start, end, start, end, ...
+        both = np.maximum.accumulate(np.stack([a, z], 1).ravel()).reshape(-1, 2)
+        start_b[seq], end_b[seq] = both[:, 0], both[:, 1]
+    return start_b, end_b
+
+
+def _fill_streams(row: np.ndarray) -> np.ndarray:
+    """Phases that launched nothing take the previous phase's stream (else the next one's)."""
+    out = row.copy()
+    known = np.flatnonzero(out >= 0)
+    if len(known) == 0:
+        return out
+    idx = np.where(out >= 0, np.arange(len(out)), -1)
+    idx = np.maximum.accumulate(idx)
+    idx[idx < 0] = known[0]
+    return out[idx]
