@@ -31,6 +31,7 @@ class FakeTrace:
     memset: list[dict] = field(default_factory=list)
     graphs: list[dict] = field(default_factory=list)
     syncs: list[dict] = field(default_factory=list)
+    events: list[dict] = field(default_factory=list)
     meta: dict[str, str] = field(default_factory=lambda: {"EXPORT_PRODUCT_VERSION": "2025.3.2.0", "EXPORT_SCHEMA_VERSION": "3.20.3"})
     capture: dict[str, str] = field(default_factory=dict)
     env: list[str] = field(default_factory=list)
@@ -75,6 +76,19 @@ class FakeTrace:
     def sync_record(self, corr: int, start: int, end: int, pid: int = 10, sync_type: int = 3, stream: int = 7) -> None:
         self.syncs.append({"start": start, "end": end, "deviceId": 0, "contextId": 1, "streamId": stream, "correlationId": corr, "globalPid": gpid(pid), "syncType": sync_type, "eventId": 0})
 
+    def event_record(self, event: int, record: int, start: int, end: int, pid: int = 10, tid: int | None = None, stream: int = 7) -> int:
+        """``cudaEventRecord(event, stream)``: the runtime call and its CUDA_EVENT row (record number ``record``)."""
+        corr = self.call("cudaEventRecord_v3020", start, end, pid, tid)
+        self.events.append({"deviceId": 0, "contextId": 1, "streamId": stream, "correlationId": corr, "globalPid": gpid(pid), "eventId": event, "eventSyncId": record})
+        return corr
+
+    def stream_wait(self, event: int, record: int, start: int, end: int, pid: int = 10, tid: int | None = None, stream: int = 7) -> int:
+        """``cudaStreamWaitEvent(stream, event)`` waiting for record ``record`` of ``event``."""
+        corr = self.call("cudaStreamWaitEvent_v3020", start, end, pid, tid)
+        self.syncs.append({"start": start, "end": end, "deviceId": 0, "contextId": 1, "streamId": stream, "correlationId": corr, "globalPid": gpid(pid),
+                           "syncType": 2, "eventId": event, "eventSyncId": record})
+        return corr
+
     def write(self, path: str | Path) -> Path:
         path = Path(path)
         db = sqlite_utils.Database(path, recreate=True)
@@ -92,6 +106,7 @@ class FakeTrace:
             ("CUPTI_ACTIVITY_KIND_MEMSET", self.memset),
             ("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", self.graphs),
             ("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", self.syncs),
+            ("CUPTI_ACTIVITY_KIND_CUDA_EVENT", self.events),
         ):
             if rows:
                 keys = sorted({k for r in rows for k in r})

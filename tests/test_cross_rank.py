@@ -94,7 +94,7 @@ def test_report_json_has_cross_rank_fields():
     for r in doc["ranks"]:
         assert {"offset_ns", "offset_uncertainty_ns"} <= set(r)
         assert set(r["nccl"]) == {"comm_ms", "wait_ms", "n_collectives"} and r["nccl"]["n_collectives"] > 1000
-    assert set(doc["critical_path"]) == {"rank_counts", "phase_counts"}
+    assert set(doc["critical_path"]) == {"rank_counts", "phase_counts", "by_rank"}
     assert "straggler: rank 1" in run_cli("report", str(DEMO2 / "nccl_skew")).stdout
 
 

@@ -156,9 +156,13 @@ def test_over_reporting_wait_is_attributed_to_verify():
 
 
 def test_launch_bound_verify_is_flagged():
+    # GIVEN 48 thin layers, where the GPU idles between kernels while the CPU launches
     (rank,) = analyze([DEMO / "launch_bound"]).ranks
-    v = [p["verdict"] for p in rank.phases.to_pylist() if p["phase"] == "verify"]
-    assert v.count("launch_bound") >= 0.9 * len(v)
+    verify = [p for p in rank.phases.to_pylist() if p["phase"] == "verify"]
+    # THEN the CPU timer and the GPU agree, and the cause says why: launch-bound
+    assert [p["cause"] for p in verify].count("launch_bound") >= 0.9 * len(verify)
+    assert all(p["gpu_busy_ns"] < 0.5 * p["gpu_span_ns"] for p in verify if p["cause"] == "launch_bound")
+    assert [p["verdict"] for p in verify].count("agree") >= 0.9 * len(verify)
 
 
 def test_two_processes_in_one_report_are_two_ranks():

@@ -44,7 +44,7 @@ async def test_overview_shows_the_reports_numbers():
             row = [str(c) for c in table.get_row_at(i)]
             assert row[1] == p.phase and row[3] == f"{p.cpu_ms_median:.3f}" and row[4] == f"{p.gpu_ms_median:.3f}"
         notes = str(app.query_one("#overview-notes", Static).render())
-        assert "misleads most: rank 0 draft_re_extend" in notes
+        assert "rank 0 most misleading: draft_re_extend" in notes
 
 
 async def test_cycle_navigation_zoom_and_worst_cycle():

@@ -10,20 +10,33 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from tracerecon import __version__
+from tracerecon.analysis.attribution import parse_phase_thread
 from tracerecon.analysis.phases import DEFAULT_CYCLE, DEFAULT_PHASES, PhaseConfig
-from tracerecon.errors import EXIT_INTERNAL, TraceReconError
+from tracerecon.errors import EXIT_INTERNAL, TraceReconError, UsageError
 
 BUNDLED_SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "h200_nsys2025.3.1" / "eagle_gpu_bound.sqlite"
 
 
 def _add_analysis_args(p: argparse.ArgumentParser, traces_required: bool = True) -> None:
-    p.add_argument("traces", nargs="+" if traces_required else "*", metavar="TRACE", help="nsys .sqlite export(s), or a directory of them")
+    p.add_argument("traces", nargs="+" if traces_required else "*", metavar="TRACE", help="nsys .sqlite export(s) (or .sqlite.xz), or a directory of them")
+    add_phase_args(p)
+
+
+def add_phase_args(p: argparse.ArgumentParser) -> None:
+    """The options that say what a phase is: every analysing command takes the same ones."""
     p.add_argument("--phase", action="append", metavar="NAME", help=f"NVTX range name of an engine phase (repeatable; default: {', '.join(DEFAULT_PHASES)})")
     p.add_argument("--cycle", default=DEFAULT_CYCLE, metavar="PREFIX", help="name prefix of the range enclosing one cycle (default: %(default)s)")
+    p.add_argument("--phase-thread", default="auto", metavar="TID|auto|same",
+                   help="GPU work launched by threads with no phase open goes to the phase open on this thread: "
+                        "auto = for phases that launch nothing themselves (default), same = never (nsys's rule), or a thread id")
 
 
 def _config(args: argparse.Namespace) -> PhaseConfig:
-    return PhaseConfig(phases=tuple(args.phase) if args.phase else DEFAULT_PHASES, cycle_prefix=args.cycle)
+    try:
+        thread = parse_phase_thread(args.phase_thread)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return PhaseConfig(phases=tuple(args.phase) if args.phase else DEFAULT_PHASES, cycle_prefix=args.cycle, phase_thread=thread)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,9 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("diff", help="two runs phase by phase: GPU and CPU deltas explained at kernel level")
     p.add_argument("a", metavar="A", help="traces / run directory / export directory of the first run")
     p.add_argument("b", metavar="B", help="the same for the second run")
-    p.add_argument("--phase", action="append", metavar="NAME", help="phase names (default: the standard ones)")
-    p.add_argument("--cycle", default=DEFAULT_CYCLE, metavar="PREFIX")
-    p.add_argument("--json", action="store_true")
+    add_phase_args(p)
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.set_defaults(func=cmd_diff)
 
     from tracerecon.nsys import cli_commands  # launcher / scrub subcommands live with nsys knowledge

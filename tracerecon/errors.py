@@ -35,3 +35,7 @@ class NsysNotFoundError(TraceReconError):
 
 class LaunchError(TraceReconError):
     """Profiling or importing a report failed; the message says what to retry."""
+
+
+class UsageError(TraceReconError):
+    """An option value the command cannot use."""

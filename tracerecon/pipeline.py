@@ -19,7 +19,7 @@ from tracerecon import __version__, schema
 from tracerecon.analysis.cross_rank import CrossRank, RankView, analyze_cross_rank
 from tracerecon.analysis.nccl import phase_comm_split
 from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases
-from tracerecon.analysis.boundaries import phase_boundaries, phase_streams, stream_clock
+from tracerecon.analysis.boundaries import busiest_streams, phase_boundaries, phase_streams, stream_clock
 from tracerecon.analysis.phases import PhaseConfig, PhaseInputs, build_cycles, build_phases, select_phases
 from tracerecon.analysis.projection import I64_MIN, equals, index_launches, innermost_owner, int64s, link_launches, string_mask
 from tracerecon.analysis.ranges import build_ranges, nest
@@ -277,7 +277,7 @@ def _own_rank(tables: TraceTables, linked_ops: pa.Table, source: RankSource, con
     # Stream-order boundaries (analysis.boundaries).
     clock = stream_clock(ops, api, event_records, sync_records)
     dev, stream = phase_streams(ops, op_phase, n_ph)
-    b_start, b_end = phase_boundaries(clock, ph_pid, ph_s, ph_e, cycle_of, dev, stream)
+    b_start, b_end, dev, stream = phase_boundaries(clock, ph_pid, ph_s, ph_e, cycle_of, dev, stream, busiest_streams(ops))
 
     blocked = np.zeros(n_ph, dtype=np.int64)
     absorbed = np.zeros(n_ph, dtype=np.int64)

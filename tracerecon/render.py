@@ -8,16 +8,23 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tracerecon.analysis.summary import summarize_cycles, summarize_phases
+from tracerecon.analysis.summary import PhaseSummary, most_misleading, summarize_cycles, summarize_phases
 from tracerecon.pipeline import Analysis
 
-VERDICT_STYLE = {"under": "bold red", "over": "bold magenta", "launch_bound": "yellow", "agree": "green", "no_gpu_work": "dim"}
+VERDICT_STYLE = {"under": "bold red", "over": "bold magenta", "agree": "green", "no_gpu_work": "dim"}
 VERDICT_MEANING = {
-    "under": "CPU timer under-reports (GPU work ran past it)",
-    "over": "CPU timer over-reports (it waited for earlier phases' GPU work)",
-    "launch_bound": "GPU mostly idle while the CPU launched",
+    "under": "CPU timer under-reports",
+    "over": "CPU timer over-reports",
     "agree": "CPU and GPU agree",
     "no_gpu_work": "no GPU work",
+}
+CAUSE_MEANING = {
+    "async_tail": "its GPU work ran on past the timer",
+    "absorbed_wait": "the timer holds a blocking wait on other phases' GPU work",
+    "queued_behind": "its work waited behind earlier work on the stream",
+    "comm_wait": "its collectives waited for other ranks",
+    "launch_bound": "the GPU sat idle over half its span while the CPU launched",
+    "none": "",
 }
 
 
@@ -52,7 +59,7 @@ def report_json(analysis: Analysis) -> dict:
                 "cycles": summarize_cycles(r.cycles).to_json(),
             }
         )
-    critical = cross.critical_path_json() if cross else {"rank_counts": {}, "phase_counts": {}}
+    critical = cross.critical_path_json() if cross else {"rank_counts": {}, "phase_counts": {}, "by_rank": {}}
     return {"ranks": ranks, "critical_path": critical, "warnings": list(analysis.warnings)}
 
 
@@ -69,28 +76,47 @@ def verdict_text(verdicts: dict[str, int]) -> Text:
     return t
 
 
+def _dominant(counts: dict[str, int], name: str, n: int) -> str:
+    k = counts.get(name, 0)
+    return name if k == n else f"{name} {k}/{n}"
+
+
+def verdict_cell(p: PhaseSummary) -> Text:
+    """The dominant verdict, with its share when the instances disagree."""
+    return Text(_dominant(p.verdicts, p.dominant_verdict, p.n), style=VERDICT_STYLE.get(p.dominant_verdict, ""))
+
+
+def cause_cell(p: PhaseSummary) -> str:
+    return "" if p.dominant_cause == "none" and p.causes.get("none", 0) == p.n else _dominant(p.causes, p.dominant_cause, p.n)
+
+
+def misleading_line(p: PhaseSummary) -> str:
+    """One sentence for the phase whose CPU timer misleads most."""
+    why = CAUSE_MEANING.get(p.dominant_cause, "")
+    return (f"most misleading: {p.phase}: CPU {_ms(p.cpu_ms_median)} ms vs GPU {_ms(p.gpu_ms_median)} ms - "
+            f"{VERDICT_MEANING[p.dominant_verdict]}" + (f": {why}" if why else ""))
+
+
 def print_report(analysis: Analysis, console: Console) -> None:
     for r in analysis.ranks:
         phases = summarize_phases(r.phases, analysis.config.phases)
         cycles = summarize_cycles(r.cycles)
-        title = f"rank {r.rank}  ({r.source.path}, pid {', '.join(map(str, r.source.pids))}; nsys {r.info.nsys_version or '?'})"
-        table = Table(title=title, title_justify="left", header_style="bold")
-        table.add_column("phase")
+        console.print(f"[bold]rank {r.rank}[/bold]  {r.source.path}  pid {', '.join(map(str, r.source.pids))}  nsys {r.info.nsys_version or '?'}")
+        table = Table(header_style="bold", box=None, padding=(0, 1), pad_edge=False)
+        table.add_column("phase", no_wrap=True)
         table.add_column("n", justify="right")
         engine = analysis.engine_timers.get(r.rank, {})
         if engine:
-            table.add_column("engine ms", justify="right")  # the engine's own perf_counter timer
-        table.add_column("CPU ms", justify="right")
-        table.add_column("GPU ms", justify="right")
-        table.add_column("GPU span", justify="right")
-        table.add_column("GPU busy", justify="right")
-        table.add_column("CPU-GPU", justify="right")
-        table.add_column("verdicts")
+            table.add_column("engine", justify="right")  # the engine's own perf_counter timer, ms
+        for col in ("CPU ms", "GPU ms", "span", "busy", "CPU-GPU"):
+            table.add_column(col, justify="right", no_wrap=True)
+        table.add_column("verdict", no_wrap=True)
+        table.add_column("cause", no_wrap=True)
         for p in phases:
             cells = [p.phase, str(p.n)] + ([_ms(engine.get(p.phase))] if engine else [])
             table.add_row(
                 *cells, _ms(p.cpu_ms_median), _ms(p.gpu_ms_median), _ms(p.gpu_span_ms_median),
-                _ms(p.gpu_busy_ms_median), _ms(p.error_ms_median), verdict_text(p.verdicts),
+                _ms(p.gpu_busy_ms_median), _ms(p.error_ms_median), verdict_cell(p), cause_cell(p),
             )
         console.print(table)
         if cycles.n:
@@ -98,15 +124,38 @@ def print_report(analysis: Analysis, console: Console) -> None:
                 f"  cycles: {cycles.n}   CPU {_ms(cycles.cpu_ms_median)} ms   GPU {_ms(cycles.gpu_ms_median)} ms (median)   "
                 f"phases add up to the GPU cycle in {cycles.n_add_up} of {cycles.n}"
             )
-        worst = max((p for p in phases if p.error_ms_median is not None), key=lambda p: abs(p.error_ms_median), default=None)
-        if worst is not None and worst.dominant_verdict in ("under", "over"):
-            console.print(
-                f"  most misleading: [bold]{worst.phase}[/bold]: CPU {_ms(worst.cpu_ms_median)} ms vs GPU {_ms(worst.gpu_ms_median)} ms "
-                f"- {VERDICT_MEANING[worst.dominant_verdict]}"
-            )
+        worst = most_misleading(phases)
+        if worst is not None:
+            console.print("  " + misleading_line(worst))
         console.print()
     print_straggler_summary(analysis, console)
-    console.print("  GPU ms = the phase's share of the GPU timeline (what CUDA events at phase boundaries measure); medians over cycles.", style="dim")
+    console.print("  GPU ms: what CUDA events at the phase boundaries read (stream order); medians over cycles.", style="dim")
+
+
+def straggler_lines(analysis: Analysis) -> list[str]:
+    """One line per rank that gated cycles: its own most frequent gating phase, and how long
+    the other ranks waited in collectives in the cycles it gated."""
+    import json
+
+    cross = analysis.cross
+    if cross is None or len(analysis.ranks) < 2 or cross.critical_path.num_rows == 0:
+        return []
+    per_rank = cross.critical_path_json()["by_rank"]
+    total = cross.critical_path.num_rows
+    waited: dict[str, int] = {}
+    for row in cross.critical_path.to_pylist():
+        if row["gating_rank"] is None:
+            continue
+        others = {k: v for k, v in json.loads(row["waits_ns"] or "{}").items() if k != str(row["gating_rank"])}
+        waited[str(row["gating_rank"])] = waited.get(str(row["gating_rank"]), 0) + sum(others.values())
+    lines = []
+    for rank, d in sorted(per_rank.items(), key=lambda kv: (-kv[1]["cycles"], int(kv[0]))):
+        phase, k = next(iter(d["phase_counts"].items()), (None, 0))
+        where = f", mostly in {phase} ({k} of them)" if phase else ""
+        w = waited.get(rank, 0)
+        wait = f"; in those cycles the other ranks waited {w / 1e6:.3f} ms in collectives" if w > 0 else ""
+        lines.append(f"straggler: rank {rank} gated {d['cycles']} of {total} cycles{where}{wait}")
+    return lines
 
 
 def print_straggler_summary(analysis: Analysis, console: Console) -> None:
@@ -114,8 +163,8 @@ def print_straggler_summary(analysis: Analysis, console: Console) -> None:
     cross = analysis.cross
     if cross is None or len(analysis.ranks) < 2:
         return
-    t = Table(title="across ranks", title_justify="left", header_style="bold")
-    for col in ("rank", "offset ms", "± ms", "alignment", "collectives", "comm ms", "waiting ms", "cycles gated"):
+    t = Table(title="across ranks", title_justify="left", header_style="bold", box=None, padding=(0, 1), pad_edge=False)
+    for col in ("rank", "offset ms", "± ms", "alignment", "coll.", "comm ms", "wait ms", "gated"):
         t.add_column(col, justify="left" if col in ("alignment",) else "right")
     gated = cross.critical_path_json()["rank_counts"]
     for r in analysis.ranks:
@@ -123,16 +172,8 @@ def print_straggler_summary(analysis: Analysis, console: Console) -> None:
         unc = "?" if a.offset_uncertainty_ns is None else f"{a.offset_uncertainty_ns / 1e6:.3f}"
         t.add_row(str(r.rank), f"{a.offset_ns / 1e6:.3f}", unc, a.method, str(c.n_collectives), f"{c.comm_ns / 1e6:.3f}", f"{c.wait_ns / 1e6:.3f}", str(gated.get(str(r.rank), 0)))
     console.print(t)
-    cp = cross.critical_path_json()
-    if cp["rank_counts"]:
-        top_rank, n = max(cp["rank_counts"].items(), key=lambda kv: kv[1])
-        phase = next(iter(cp["phase_counts"]), "?")
-        others = [c for c in cross.comm if str(c.rank) != top_rank]
-        waited = max((c.wait_ns for c in others), default=0)
-        console.print(
-            f"  straggler: rank {top_rank} gated {n} of {cross.critical_path.num_rows} cycles, mostly in {phase}; "
-            f"the other ranks waited up to {waited / 1e6:.3f} ms in collectives in all"
-        )
+    for line in straggler_lines(analysis):
+        console.print("  " + line)
     console.print()
 
 

@@ -210,7 +210,9 @@ PHASES = pa.schema(
         ("gpu_boundary_end_ns", TS),
         ("gpu_ns", TS),  # gpu_boundary_end_ns - gpu_boundary_start_ns
         ("queued_ns", TS),  # gpu_boundary_start_ns - cpu_start_ns: earlier work still held the stream
-        ("device_id", pa.int64()),  # the phase's stream: most of its GPU time went there
+        # The stream its boundaries are read on: the one that got most of its GPU time (a phase
+        # that launched nothing inherits the previous phase's)
+        ("device_id", pa.int64()),
         ("stream_id", pa.int64()),
         ("attribution", pa.string()),  # same_thread | cross_thread (analysis.attribution)
         ("n_gpu_ops", pa.int64()),

@@ -212,6 +212,23 @@ def phase_streams(ops: pa.Table, op_phase: np.ndarray, n_phases: int) -> tuple[n
     return dev_out, str_out
 
 
+def busiest_streams(ops: pa.Table) -> dict[int, tuple[int, int]]:
+    """Per pid: the (device, stream) with the most GPU time (where no phase launched anything,
+    events would be recorded on the stream the process mostly works on)."""
+    if ops.num_rows == 0:
+        return {}
+    pid = int64s(ops["pid"])
+    dev = int64s(ops["device_id"], -1)
+    stream = int64s(ops["stream_id"], -1)
+    dur = np.clip(int64s(ops["end_ns"]) - int64s(ops["start_ns"]), 0, None)
+    keys, inv = np.unique(np.stack([pid, dev, stream], 1), axis=0, return_inverse=True)
+    total = np.bincount(inv.ravel(), weights=dur)
+    out: dict[int, tuple[int, int]] = {}
+    for k in np.argsort(-total, kind="stable"):
+        out.setdefault(int(keys[k, 0]), (int(keys[k, 1]), int(keys[k, 2])))
+    return out
+
+
 def phase_boundaries(
     clock: StreamClock,
     pid: np.ndarray,
@@ -220,21 +237,36 @@ def phase_boundaries(
     cycle: np.ndarray,
     device: np.ndarray,
     stream: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
+    fallback: dict[int, tuple[int, int]] | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The boundary rule (module doc), for phase instances in time order.
 
-    Returns (gpu_boundary_start, gpu_boundary_end) per phase: int64 min for both where the
-    phase's process has no GPU stream at all. A phase's GPU time is end - start.
+    Returns (gpu_boundary_start, gpu_boundary_end, device, stream) per phase: the boundaries
+    (int64 min for both where the phase's process has no GPU stream at all; a phase's GPU time
+    is end - start) and the stream they were read on (-1: none), inherited where the phase
+    launched nothing. ``fallback``: per pid, the stream to use when none of the process's
+    phases launched anything (``busiest_streams``).
     """
     n = len(cpu_start)
     start_b = np.full(n, I64_MIN, dtype=np.int64)
     end_b = np.full(n, I64_MIN, dtype=np.int64)
+    dev_used = np.full(n, -1, dtype=np.int64)
+    stream_used = np.full(n, -1, dtype=np.int64)
     if n == 0:
-        return start_b, end_b
+        return start_b, end_b, dev_used, stream_used
+    device = np.asarray(device, dtype=np.int64).copy()
+    stream = np.asarray(stream, dtype=np.int64).copy()
+    for p, (d, s) in (fallback or {}).items():
+        seq = np.flatnonzero(pid == p)
+        if len(seq) and (stream[seq] < 0).all():
+            device[seq[0]], stream[seq[0]] = d, s  # the first phase reads the busiest stream; the rest inherit it
     row = clock.stream_index(pid, device, stream)
     for p in np.unique(pid):
         seq = np.flatnonzero(pid == p)  # this process's phases, in time order
-        srow = _fill_streams(row[seq])
+        filled = _fill_index(row[seq])
+        srow = row[seq][filled] if len(filled) else row[seq]
+        dev_used[seq] = np.where(srow >= 0, device[seq][filled], -1) if len(filled) else -1
+        stream_used[seq] = np.where(srow >= 0, stream[seq][filled], -1) if len(filled) else -1
         if (srow < 0).all():
             continue  # no GPU work in this process: no GPU timeline to share
         t = cpu_start[seq]
@@ -249,16 +281,16 @@ def phase_boundaries(
         # Boundaries never run backwards: running maximum over start, end, start, end, ...
         both = np.maximum.accumulate(np.stack([a, z], 1).ravel()).reshape(-1, 2)
         start_b[seq], end_b[seq] = both[:, 0], both[:, 1]
-    return start_b, end_b
+    return start_b, end_b, dev_used, stream_used
 
 
-def _fill_streams(row: np.ndarray) -> np.ndarray:
-    """Phases that launched nothing take the previous phase's stream (else the next one's)."""
-    out = row.copy()
-    known = np.flatnonzero(out >= 0)
+def _fill_index(row: np.ndarray) -> np.ndarray:
+    """Position whose stream each phase uses: its own, else the previous phase's (else the
+    next one's) among phases that launched something. Empty when none did."""
+    known = np.flatnonzero(row >= 0)
     if len(known) == 0:
-        return out
-    idx = np.where(out >= 0, np.arange(len(out)), -1)
+        return np.zeros(0, dtype=np.int64)
+    idx = np.where(row >= 0, np.arange(len(row)), -1)
     idx = np.maximum.accumulate(idx)
     idx[idx < 0] = known[0]
-    return out[idx]
+    return idx

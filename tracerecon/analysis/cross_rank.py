@@ -71,10 +71,21 @@ class CrossRank:
         return next((c for c in self.comm if c.rank == rank), None)
 
     def critical_path_json(self) -> dict:
+        """``rank_counts`` (cycles each rank gated), ``phase_counts`` (over all ranks) and
+        ``by_rank``: per gating rank its cycles and its own gating phases."""
         rows = self.critical_path.to_pylist()
+        by_rank: dict[str, dict] = {}
+        for r in rows:
+            if r["gating_rank"] is None:
+                continue
+            d = by_rank.setdefault(str(r["gating_rank"]), {"cycles": 0, "phase_counts": Counter()})
+            d["cycles"] += 1
+            if r["gating_phase"]:
+                d["phase_counts"][r["gating_phase"]] += 1
         return {
             "rank_counts": {str(k): v for k, v in sorted(Counter(r["gating_rank"] for r in rows if r["gating_rank"] is not None).items())},
             "phase_counts": dict(Counter(r["gating_phase"] for r in rows if r["gating_phase"]).most_common()),
+            "by_rank": {k: {"cycles": v["cycles"], "phase_counts": dict(v["phase_counts"].most_common())} for k, v in sorted(by_rank.items(), key=lambda kv: int(kv[0]))},
         }
 
 

@@ -44,19 +44,26 @@ def _med_ms(values) -> float | None:
     return round(float(np.median(v)) / 1e6, 6) if v else None
 
 
-def explain_verdict(verdict: str, cpu_ms: float, gpu_ms: float | None, overrun_ms: float, absorbed_ms: float, busy_fraction: float | None, waited_for: str | None) -> str:
-    """One sentence on why the CPU timer and the GPU disagree (or agree)."""
-    if verdict == "over":
-        who = f" {waited_for}'s" if waited_for else " earlier phases'"
-        return f"The CPU timer over-reports: {absorbed_ms:.3f} ms of its {cpu_ms:.3f} ms were spent blocked, waiting for{who} GPU work to finish."
-    if verdict == "under":
-        return f"The CPU timer under-reports: it stopped while its GPU work still ran for {overrun_ms:.3f} ms more; the GPU needed {gpu_ms:.3f} ms."
-    if verdict == "launch_bound":
-        busy = f"{busy_fraction:.0%}" if busy_fraction is not None else "little"
-        return f"Launch-bound: the GPU was busy only {busy} of the phase's GPU span while the CPU was still launching; the CPU time ({cpu_ms:.3f} ms) is the real cost."
-    if verdict == "no_gpu_work":
-        return f"No GPU work was launched in this phase; its {cpu_ms:.3f} ms are CPU time."
-    return f"The CPU timer ({cpu_ms:.3f} ms) and the GPU ({gpu_ms if gpu_ms is not None else 0:.3f} ms) agree."
+def explain_verdict(verdict: str, cause: str, cpu_ms: float, gpu_ms: float | None, overrun_ms: float, absorbed_ms: float,
+                    busy_fraction: float | None, waited_for: str | None, queued_ms: float = 0.0, wait_ms: float = 0.0) -> str:
+    """One sentence: which way the CPU timer errs (verdict) and why (cause)."""
+    g = gpu_ms if gpu_ms is not None else 0.0
+    head = {
+        "over": f"The CPU timer over-reports ({cpu_ms:.3f} ms vs {g:.3f} ms on the GPU)",
+        "under": f"The CPU timer under-reports ({cpu_ms:.3f} ms vs {g:.3f} ms on the GPU)",
+        "agree": f"The CPU timer ({cpu_ms:.3f} ms) and the GPU ({g:.3f} ms) agree",
+        "no_gpu_work": f"No GPU work was launched in this phase; its {cpu_ms:.3f} ms are CPU time",
+    }.get(verdict, f"CPU {cpu_ms:.3f} ms, GPU {g:.3f} ms")
+    who = f"{waited_for}'s" if waited_for else "earlier phases'"
+    why = {
+        "absorbed_wait": f": {absorbed_ms:.3f} ms of it were spent blocked, waiting for {who} GPU work.",
+        "async_tail": f": its GPU work ran on for {overrun_ms:.3f} ms after the timer stopped.",
+        "queued_behind": f": its work waited {queued_ms:.3f} ms behind earlier work on the stream (the CPU ran ahead of the GPU).",
+        "comm_wait": f": {wait_ms:.3f} ms of its GPU time were collectives waiting for other ranks.",
+        "launch_bound": (f": launch-bound, the GPU was busy only {busy_fraction:.0%} of the phase's GPU span while the CPU launched."
+                         if busy_fraction is not None else ": launch-bound, the GPU idled while the CPU launched."),
+    }.get(cause, ".")
+    return head + why
 
 
 def phase_detail(phases: pa.Table, gpu_ops: pa.Table, syncs: pa.Table, *, phase_id: int | None = None, phase: str | None = None) -> PhaseDetail:
@@ -114,12 +121,15 @@ def phase_detail(phases: pa.Table, gpu_ops: pa.Table, syncs: pa.Table, *, phase_
     d = sub.to_pydict()
     verdicts = dict(Counter(d["verdict"]).most_common())
     top = next(iter(verdicts), "no_gpu_work")
+    top_cause = Counter(c for v, c in zip(d["verdict"], d["cause"]) if v == top).most_common(1)
+    cause = top_cause[0][0] if top_cause else "none"
     cpu_ms = _med_ms(d["cpu_ns"]) or 0.0
     gpu_ms = _med_ms(d["gpu_ns"])
     span = _med_ms(d["gpu_span_ns"])
     busy = _med_ms(d["gpu_busy_ns"]) or 0.0
     explanation = explain_verdict(
-        top, cpu_ms, gpu_ms, _med_ms(d["overrun_ns"]) or 0.0, _med_ms(d["absorbed_ns"]) or 0.0, (busy / span) if span else None, waited_for
+        top, cause, cpu_ms, gpu_ms, _med_ms(d["overrun_ns"]) or 0.0, _med_ms(d["absorbed_ns"]) or 0.0, (busy / span) if span else None, waited_for,
+        _med_ms(d["queued_ns"]) or 0.0, _med_ms(d["wait_ns"]) or 0.0,
     )
     return PhaseDetail(
         title=title, n_instances=len(sel), cpu_ms=cpu_ms, gpu_ms=gpu_ms, gpu_span_ms=span, gpu_busy_ms=busy,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from tracerecon.schema import VERDICTS
+from tracerecon.schema import CAUSES, VERDICTS
 
 
 @dataclass(frozen=True)
@@ -24,10 +24,15 @@ class PhaseSummary:
     gpu_busy_ms_median: float
     error_ms_median: float  # CPU minus GPU: > 0 the timer over-reports, < 0 it under-reports
     verdicts: dict[str, int]
+    causes: dict[str, int]
 
     @property
     def dominant_verdict(self) -> str:
         return max(self.verdicts.items(), key=lambda kv: (kv[1], -VERDICTS.index(kv[0])))[0] if self.verdicts else "no_gpu_work"
+
+    @property
+    def dominant_cause(self) -> str:
+        return max(self.causes.items(), key=lambda kv: (kv[1], -CAUSES.index(kv[0])))[0] if self.causes else "none"
 
     def to_json(self) -> dict:
         return {
@@ -39,6 +44,7 @@ class PhaseSummary:
             "gpu_busy_ms_median": self.gpu_busy_ms_median,
             "error_ms_median": self.error_ms_median,
             "verdicts": dict(self.verdicts),
+            "causes": dict(self.causes),
         }
 
 
@@ -73,7 +79,7 @@ def summarize_phases(phases: pa.Table, order: tuple[str, ...] = ()) -> list[Phas
     """One summary per phase name; names in ``order`` first (in that order), then the rest by first appearance."""
     if phases.num_rows == 0:
         return []
-    cols = phases.select(["phase", "cpu_ns", "gpu_ns", "gpu_span_ns", "gpu_busy_ns", "error_ns", "verdict"]).to_pydict()
+    cols = phases.select(["phase", "cpu_ns", "gpu_ns", "gpu_span_ns", "gpu_busy_ns", "error_ns", "verdict", "cause"]).to_pydict()
     by: dict[str, list[int]] = {}
     for i, name in enumerate(cols["phase"]):
         by.setdefault(name, []).append(i)
@@ -92,6 +98,7 @@ def summarize_phases(phases: pa.Table, order: tuple[str, ...] = ()) -> list[Phas
                 gpu_busy_ms_median=_median_ms(pick("gpu_busy_ns")),
                 error_ms_median=_median_ms(pick("error_ns")),
                 verdicts=dict(Counter(pick("verdict")).most_common()),
+                causes=dict(Counter(pick("cause")).most_common()),
             )
         )
     return out
@@ -109,3 +116,10 @@ def summarize_cycles(cycles: pa.Table) -> CycleSummary:
         phases_gpu_ms_median=_median_ms(c["phases_gpu_ns"]),
         n_add_up=sum(1 for x in c["adds_up"] if x),
     )
+
+
+def most_misleading(phases: list[PhaseSummary]) -> PhaseSummary | None:
+    """The phase whose CPU timer misleads most: the largest |CPU - GPU| median among phases
+    whose dominant verdict is ``over`` or ``under`` (the same rule on every rank)."""
+    lying = [p for p in phases if p.error_ms_median is not None and p.dominant_verdict in ("over", "under")]
+    return max(lying, key=lambda p: abs(p.error_ms_median), default=None)

@@ -100,8 +100,8 @@ class TimelineIndex:
         if len(sel) == 0:
             return None
         cs, ce = int64s(self.phases["cpu_start_ns"])[sel], int64s(self.phases["cpu_end_ns"])[sel]
-        gs = int64s(self.phases["gpu_start_ns"], np.iinfo(np.int64).max)[sel]
-        ge = int64s(self.phases["gpu_end_ns"], np.iinfo(np.int64).min)[sel]
+        gs = np.minimum(int64s(self.phases["gpu_start_ns"], np.iinfo(np.int64).max)[sel], int64s(self.phases["gpu_boundary_start_ns"], np.iinfo(np.int64).max)[sel])
+        ge = np.maximum(int64s(self.phases["gpu_end_ns"], np.iinfo(np.int64).min)[sel], int64s(self.phases["gpu_boundary_end_ns"], np.iinfo(np.int64).min)[sel])
         t0, t1 = int(min(cs.min(), gs.min())), int(max(ce.max(), ge.max()))
         pad = int((t1 - t0) * margin)
         return Window(t0 - pad, t1 + pad)
@@ -111,7 +111,8 @@ class TimelineIndex:
         lanes = []
         if ph.num_rows:
             cs, ce = int64s(ph["cpu_start_ns"]), int64s(ph["cpu_end_ns"])
-            gs, ge = int64s(ph["gpu_start_ns"], -1), int64s(ph["gpu_end_ns"], -1)
+            # The GPU phase is the stretch between its boundaries (what CUDA events read).
+            gs, ge = int64s(ph["gpu_boundary_start_ns"], -1), int64s(ph["gpu_boundary_end_ns"], -1)
             names = ph["phase"].to_pylist()
             verdicts = ph["verdict"].to_pylist()
             vis = np.flatnonzero((cs < w.end_ns) & (ce > w.start_ns))

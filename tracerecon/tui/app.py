@@ -22,7 +22,8 @@ from tracerecon.analysis.detail import phase_detail
 from tracerecon.analysis.summary import summarize_cycles, summarize_phases
 from tracerecon.analysis.timeline import TimelineIndex, Window, find_next, format_duration, worst_cycle
 from tracerecon.pipeline import Analysis
-from tracerecon.render import VERDICT_MEANING, VERDICT_STYLE, verdict_text
+from tracerecon.analysis.summary import most_misleading
+from tracerecon.render import CAUSE_MEANING, VERDICT_MEANING, VERDICT_STYLE, cause_cell, misleading_line, straggler_lines, verdict_cell, verdict_text
 from tracerecon.tui.timeline_widget import Timeline
 
 HELP = """\
@@ -40,9 +41,9 @@ HELP = """\
 [b]Cycles[/b]  s: sort by the column under the cursor; enter: open the cycle in the timeline
 [b]Anywhere[/b]  /  search a kernel or range name   ?  this help   q  quit
 
-Verdicts: [red]under[/red] the CPU timer under-reports (GPU work ran past it); [magenta]over[/magenta] it
-over-reports (it waited for earlier phases' GPU work); [yellow]launch_bound[/yellow] the GPU idled while
-the CPU launched; [green]agree[/green]; [grey50]no_gpu_work[/grey50].
+Verdict (letters in Cycles: O U A N): [magenta]over[/magenta] CPU timer > GPU time; [red]under[/red]
+CPU timer < GPU time; [green]agree[/green]; [grey50]no_gpu_work[/grey50]. Cause: async_tail,
+absorbed_wait, queued_behind, comm_wait, launch_bound (see the README).
 """
 
 
@@ -223,29 +224,25 @@ class TraceReconApp(App):
         a = self.analysis
         t = self.query_one("#overview-table", DataTable)
         t.clear(columns=True)
-        t.add_columns("rank", "phase", "n", "CPU ms", "GPU ms", "span", "busy", "CPU-GPU", "verdicts")
+        t.add_columns("rank", "phase", "n", "CPU ms", "GPU ms", "span", "busy", "CPU-GPU", "verdict", "cause")
         notes = Text()
-        worst = None
         for r in a.ranks:
-            for p in summarize_phases(r.phases, a.config.phases):
+            summaries = summarize_phases(r.phases, a.config.phases)
+            for p in summaries:
                 err = p.error_ms_median
-                if err is not None and (worst is None or abs(err) > abs(worst[2])):
-                    worst = (r.rank, p.phase, err, p.dominant_verdict)
                 t.add_row(
                     str(r.rank), p.phase, str(p.n), ms(p.cpu_ms_median), ms(p.gpu_ms_median), ms(p.gpu_span_ms_median),
-                    ms(p.gpu_busy_ms_median), Text(ms(err), style=VERDICT_STYLE.get(p.dominant_verdict, "")), verdict_text(p.verdicts),
+                    ms(p.gpu_busy_ms_median), Text(ms(err), style=VERDICT_STYLE.get(p.dominant_verdict, "")), verdict_cell(p), cause_cell(p),
                     key=f"{r.rank}:{p.phase}",
                 )
             c = summarize_cycles(r.cycles)
             if c.n:
                 notes.append(f"rank {r.rank}: {c.n} cycles, CPU {ms(c.cpu_ms_median)} ms vs GPU {ms(c.gpu_ms_median)} ms per cycle (median)\n")
-        if worst:
-            notes.append(f"misleads most: rank {worst[0]} {worst[1]} ({worst[2]:+.3f} ms, {VERDICT_MEANING.get(worst[3], worst[3])})\n", style="bold " + VERDICT_STYLE.get(worst[3], ""))
-        if a.cross and len(a.ranks) > 1:
-            cp = a.cross.critical_path_json()
-            if cp["rank_counts"]:
-                top = max(cp["rank_counts"].items(), key=lambda kv: kv[1])
-                notes.append(f"straggler: rank {top[0]} gated {top[1]} cycles\n", style="bold")
+            worst = most_misleading(summaries)
+            if worst is not None:
+                notes.append(f"rank {r.rank} {misleading_line(worst)}\n", style="bold " + VERDICT_STYLE.get(worst.dominant_verdict, ""))
+        for line in straggler_lines(a):
+            notes.append(line + "\n", style="bold")
         for w in a.warnings[:3]:
             notes.append(f"warning: {w}\n", style="yellow")
         self.query_one("#overview-notes", Static).update(notes)

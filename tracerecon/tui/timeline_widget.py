@@ -19,7 +19,7 @@ TITLE_WIDTH = 18
 
 PHASE_COLORS = ["#4e9af1", "#f1a14e", "#6cc36c", "#c36cc3", "#e8d44d", "#4dd0e8"]
 KIND_COLORS = {"kernel": "#8fbcbb", "memcpy": "#d08770", "memset": "#b48ead", "graph": "#ebcb8b", "nccl": "#bf616a", "sync": "#ff5555"}
-VERDICT_MARK = {"under": "red", "over": "magenta", "launch_bound": "yellow", "agree": "green", "no_gpu_work": "grey50"}
+VERDICT_MARK = {"under": "red", "over": "magenta", "agree": "green", "no_gpu_work": "grey50"}
 
 
 def phase_color(name: str, order: tuple[str, ...]) -> str:

@@ -1,0 +1,415 @@
+"""Truth under overlap (issue 8): phase GPU time cycle by cycle, as CUDA events at the phase
+boundaries read it, when the CPU runs ahead, launches come from other threads, streams wait
+on each other and ranks wait in collectives.
+
+Hand-computed tables first (GIVEN/WHEN/THEN), then properties, then every real H200 trace
+with CUDA-event ground truth, cycle by cycle.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import DEMO, DEMO2, H200, SAMPLES, run_cli
+from nsys_factory import FakeTrace
+from tracerecon.analysis.phases import ERROR_FLOOR_NS, PhaseConfig, cause_of, error_threshold, verdict_of
+from tracerecon.pipeline import analyze
+
+U = 1000  # 1 us: keeps hand-made numbers above the 10 us verdict floor
+SHAPES = SAMPLES / "demo_shapes_h200x2"
+
+
+def one_rank(trace: FakeTrace, tmp_path, config=None):
+    (rank,) = analyze([trace.write(tmp_path / "t.sqlite")], config).ranks
+    return rank
+
+
+def gpu_times(rank):
+    return [(p["phase"], p["gpu_ns"]) for p in rank.phases.to_pylist()]
+
+
+# --- hand-computed cases ----------------------------------------------------------------------
+
+
+def test_cpu_one_cycle_ahead_charges_no_phase_with_the_previous_cycle(tmp_path):
+    # GIVEN one stream and a CPU that queues cycle 1 while the GPU still runs cycle 0
+    t = FakeTrace()
+    for c, base in ((0, 0), (1, 1000 * U)):
+        t.range(f"cycle {c}", base, base + 300 * U)
+        t.range("draft", base, base + 100 * U)
+        t.range("verify", base + 100 * U, base + 200 * U)
+    t.kernel(t.call("cudaLaunchKernel", 10 * U, 20 * U), 50 * U, 3000 * U)  # cycle 0 draft
+    t.kernel(t.call("cudaLaunchKernel", 110 * U, 120 * U), 3000 * U, 5000 * U)  # cycle 0 verify
+    t.kernel(t.call("cudaLaunchKernel", 1010 * U, 1020 * U), 5000 * U, 5100 * U)  # cycle 1 draft
+    t.kernel(t.call("cudaLaunchKernel", 1110 * U, 1120 * U), 5100 * U, 7000 * U)  # cycle 1 verify
+    # WHEN analysed
+    rank = one_rank(t, tmp_path)
+    # THEN an event at cycle 1's draft boundary reads 5000 us (when cycle 0's work is done), so
+    # draft gets its own 100 us, not 4100 us of the previous cycle's tail
+    assert gpu_times(rank) == [("draft", 3000 * U), ("verify", 2000 * U), ("draft", 100 * U), ("verify", 1900 * U)]
+    ph = rank.phases.to_pylist()
+    assert [p["gpu_boundary_start_ns"] for p in ph] == [0, 3000 * U, 5000 * U, 5100 * U]
+    assert ph[2]["queued_ns"] == 4000 * U and ph[2]["verdict"] == "agree" and ph[2]["cause"] == "queued_behind"
+    # and cycle windows do not overlap: 5000 us, then 2000 us
+    cyc = rank.cycles.to_pylist()
+    assert [(c["gpu_boundary_start_ns"], c["gpu_boundary_end_ns"], c["gpu_ns"]) for c in cyc] == [(0, 5000 * U, 5000 * U), (5000 * U, 7000 * U, 2000 * U)]
+    assert all(c["adds_up"] for c in cyc)
+
+
+def test_a_stream_wait_on_another_streams_event_moves_the_boundary(tmp_path):
+    # GIVEN inputs prepared on stream 9 before the cycle, stream 7 made to wait for them
+    # (cudaEventRecord on 9, cudaStreamWaitEvent on 7), and no op on stream 7 until draft
+    t = FakeTrace()
+    t.kernel(t.call("cudaLaunchKernel", 5 * U, 8 * U), 20 * U, 800 * U, stream=9)
+    t.event_record(event=1, record=1, start=30 * U, end=31 * U, stream=9)
+    t.stream_wait(event=1, record=1, start=40 * U, end=41 * U, stream=7)
+    t.range("cycle 0", 100 * U, 300 * U)
+    t.range("draft", 100 * U, 200 * U)
+    t.range("verify", 200 * U, 300 * U)
+    t.kernel(t.call("cudaLaunchKernel", 110 * U, 115 * U), 800 * U, 850 * U, stream=7)
+    t.kernel(t.call("cudaLaunchKernel", 210 * U, 215 * U), 850 * U, 950 * U, stream=7)
+    # WHEN analysed
+    rank = one_rank(t, tmp_path)
+    # THEN an event at draft's start on stream 7 waits for the input work (800 us): draft 50 us
+    assert gpu_times(rank) == [("draft", 50 * U), ("verify", 100 * U)]
+    assert rank.phases["gpu_boundary_start_ns"].to_pylist() == [800 * U, 850 * U]
+    assert rank.phases["stream_id"].to_pylist() == [7, 7]
+
+
+def test_without_the_wait_the_boundary_is_the_cpu_instant(tmp_path):
+    # GIVEN the same trace without the stream wait: stream 7 owes stream 9 nothing
+    t = FakeTrace()
+    t.kernel(t.call("cudaLaunchKernel", 5 * U, 8 * U), 20 * U, 800 * U, stream=9)
+    t.event_record(event=1, record=1, start=30 * U, end=31 * U, stream=9)
+    t.range("cycle 0", 100 * U, 300 * U)
+    t.range("draft", 100 * U, 200 * U)
+    t.range("verify", 200 * U, 300 * U)
+    t.kernel(t.call("cudaLaunchKernel", 110 * U, 115 * U), 120 * U, 170 * U, stream=7)
+    t.kernel(t.call("cudaLaunchKernel", 210 * U, 215 * U), 220 * U, 320 * U, stream=7)
+    rank = one_rank(t, tmp_path)
+    # THEN draft starts at its CPU instant and ends at verify's: 100 us; verify runs to 320 us
+    assert gpu_times(rank) == [("draft", 100 * U), ("verify", 120 * U)]
+
+
+def test_work_launched_by_a_worker_thread_belongs_to_the_scheduler_threads_phase(tmp_path):
+    # GIVEN phases on the scheduler thread (tid 1) and every launch on a worker thread (tid 2)
+    t = FakeTrace()
+    t.range("cycle 0", 0, 400 * U, tid=1)
+    t.range("draft", 0, 100 * U, tid=1)
+    t.range("verify", 100 * U, 300 * U, tid=1)
+    t.kernel(t.call("cudaLaunchKernel", 10 * U, 20 * U, tid=2), 30 * U, 90 * U)
+    t.kernel(t.call("cudaLaunchKernel", 110 * U, 120 * U, tid=2), 130 * U, 500 * U)
+    t.kernel(t.call("cudaLaunchKernel", 350 * U, 360 * U, tid=2), 500 * U, 600 * U)  # no phase open
+    # WHEN analysed (auto: these phases launch nothing themselves)
+    rank = one_rank(t, tmp_path)
+    # THEN each phase owns the work launched while it was open, and says how
+    ph = rank.phases.to_pylist()
+    assert [(p["phase"], p["attribution"], p["n_gpu_ops"]) for p in ph] == [("draft", "cross_thread", 1), ("verify", "cross_thread", 1)]
+    assert gpu_times(rank) == [("draft", 100 * U), ("verify", 400 * U)]
+    ranges = {r["name"]: r for r in rank.ranges.to_pylist()}
+    assert ranges["verify"]["attribution"] == "cross_thread" and ranges["verify"]["gpu_end_ns"] == 500 * U
+    assert ranges["cycle 0"]["attribution"] == "same_thread" and ranges["cycle 0"]["n_gpu_ops"] == 0  # nsys's rule
+    # and with --phase-thread same (nsys's rule) they own nothing, while the boundaries, read
+    # on the process's stream whoever launched, stay where the events are
+    same = one_rank(t, tmp_path, PhaseConfig(phase_thread="same"))
+    assert [p["n_gpu_ops"] for p in same.phases.to_pylist()] == [0, 0]
+    assert gpu_times(same) == [("draft", 100 * U), ("verify", 400 * U)]
+
+
+def test_phases_that_launch_their_own_work_keep_nsys_projection(tmp_path):
+    # GIVEN a phase that launches on its own thread while another thread also launches
+    t = FakeTrace()
+    t.range("verify", 0, 100 * U, tid=1)
+    t.kernel(t.call("cudaLaunchKernel", 10 * U, 20 * U, tid=1), 30 * U, 60 * U)
+    t.kernel(t.call("cudaLaunchKernel", 40 * U, 50 * U, tid=3), 70 * U, 90 * U, stream=8)
+    rank = one_rank(t, tmp_path)
+    # THEN auto leaves it same-thread: only its own kernel, as nsys counts
+    (p,) = rank.phases.to_pylist()
+    assert (p["attribution"], p["n_gpu_ops"], p["gpu_start_ns"], p["gpu_end_ns"]) == ("same_thread", 1, 30 * U, 60 * U)
+    # and naming the thread takes the other thread's work as well
+    named = one_rank(t, tmp_path, PhaseConfig(phase_thread=1))
+    (q,) = named.phases.to_pylist()
+    assert (q["attribution"], q["n_gpu_ops"], q["gpu_end_ns"]) == ("cross_thread", 2, 90 * U)
+
+
+def test_a_phase_with_no_work_on_a_busy_stream_gets_no_gpu_time(tmp_path):
+    # GIVEN draft launches 1 ms of work, then a phase that launches nothing while it runs
+    t = FakeTrace()
+    t.range("cycle 0", 0, 400 * U)
+    t.range("draft", 0, 100 * U)
+    t.range("verify", 100 * U, 200 * U)
+    t.range("draft_re_extend", 200 * U, 300 * U)
+    t.kernel(t.call("cudaLaunchKernel", 10 * U, 20 * U), 30 * U, 1000 * U)
+    t.kernel(t.call("cudaLaunchKernel", 210 * U, 220 * U), 1000 * U, 1100 * U)
+    rank = one_rank(t, tmp_path)
+    # THEN verify (on draft's stream, by inheritance) reads 0 on the GPU: its timer over-reports
+    assert gpu_times(rank) == [("draft", 1000 * U), ("verify", 0), ("draft_re_extend", 100 * U)]
+    v = rank.phases.to_pylist()[1]
+    assert (v["verdict"], v["cause"], v["stream_id"]) == ("over", "queued_behind", 7)
+
+
+# --- the verdict and cause rules -------------------------------------------------------------
+
+
+def test_verdict_is_the_sign_of_cpu_minus_gpu():
+    # GIVEN the issue's two contradictions: CPU 0.85 vs GPU 0.12 ms, and CPU 0.40 vs GPU 0.12 ms
+    # with a mostly idle GPU span; plus an agreeing and an idle phase
+    cpu = np.array([850_000, 400_000, 500_000, 300_000])
+    gpu = np.array([120_000, 120_000, 505_000, 0])
+    v = verdict_of(cpu, gpu, np.array([True, True, True, False]), np.array([5, 5, 5, 0]))
+    assert v == ["over", "over", "agree", "no_gpu_work"]
+    causes = cause_of(v, cpu, gpu, gpu_span_ns=np.array([120_000, 120_000, 500_000, 0]), gpu_busy_ns=np.array([100_000, 30_000, 480_000, 0]),
+                      overrun_ns=np.zeros(4, np.int64), absorbed_ns=np.array([700_000, 0, 0, 0]), queued_ns=np.zeros(4, np.int64), wait_ns=np.zeros(4, np.int64))
+    # THEN the verdict says "over" both times, the cause says why
+    assert causes == ["absorbed_wait", "launch_bound", "none", "none"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10**8), st.integers(0, 10**8), st.booleans(), st.integers(0, 10**6)), min_size=1, max_size=30))
+def test_verdict_never_contradicts_the_numbers(rows):
+    cpu = np.array([r[0] for r in rows], np.int64)
+    gpu = np.array([r[1] for r in rows], np.int64)
+    has = np.array([r[2] for r in rows])
+    v = verdict_of(cpu, gpu, has, np.array([r[3] for r in rows]))
+    thr = error_threshold(np.maximum(cpu, gpu))
+    for k, verdict in enumerate(v):
+        err = cpu[k] - gpu[k]
+        if verdict == "over":
+            assert err > thr[k] >= ERROR_FLOOR_NS
+        elif verdict == "under":
+            assert -err > thr[k]
+        elif has[k]:
+            assert abs(err) <= thr[k]
+
+
+# --- property: one stream, any launches ------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    gaps=st.lists(st.integers(1, 400), min_size=2, max_size=7),
+    ops=st.lists(st.tuples(st.integers(0, 2000), st.integers(1, 900)), min_size=1, max_size=12),
+)
+def test_boundaries_equal_an_event_simulation_on_one_stream(tmp_path_factory, gaps, ops):
+    # GIVEN consecutive phases (two cycles) and ops launched anywhere, run in launch order
+    t = FakeTrace()
+    starts = np.cumsum([0] + gaps) * U
+    names = ["draft", "verify", "draft_re_extend"]
+    half = (len(gaps)) // 2
+    for i in range(len(gaps)):
+        t.range(names[i % 3] if i < half else names[(i - half) % 3], int(starts[i]), int(starts[i + 1]))
+    launches = sorted((a * U, d * U) for a, d in ops)
+    free = 0
+    ends = []
+    for i, (at, dur) in enumerate(launches):
+        at += i  # distinct launch times
+        s = max(free, at + 5 * U)
+        t.kernel(t.call("cudaLaunchKernel", at, at + 1), s, s + dur)
+        free = s + dur
+        ends.append((at, s + dur))
+
+    def event(instant):  # what an event recorded at ``instant`` on the stream reads
+        return max([instant] + [e for a, e in ends if a < instant])
+
+    rank = one_rank(t, tmp_path_factory.mktemp("p"))
+    ph = rank.phases.to_pylist()
+    # WHEN phases come without cycle ranges, a cycle starts at each first-phase name: boundaries
+    # are the CPU instants between consecutive phases of a cycle, and each phase's own end
+    for i, p in enumerate(ph):
+        same_cycle_next = i + 1 < len(ph) and ph[i + 1]["cycle"] == p["cycle"]
+        end_instant = ph[i + 1]["cpu_start_ns"] if same_cycle_next else p["cpu_end_ns"]
+        if rank.gpu_ops.num_rows:
+            # THEN each boundary is what the event reads (boundaries never run backwards)
+            assert p["gpu_boundary_start_ns"] == max(event(p["cpu_start_ns"]), ph[i - 1]["gpu_boundary_end_ns"] if i else 0)
+            assert p["gpu_boundary_end_ns"] == max(event(end_instant), p["gpu_boundary_start_ns"])
+            assert p["gpu_ns"] >= 0
+    # and phases tile their cycles
+    for c in rank.cycles.to_pylist():
+        assert c["phases_gpu_ns"] == c["gpu_ns"]
+
+
+# --- real H200 traces with CUDA-event ground truth -------------------------------------------
+
+IDLE_LATENCY_NS = 150_000  # an event recorded on an idle GPU lands up to ~0.1 ms after its CPU call
+BEHIND_NS = 100_000  # a boundary "sits behind GPU work" when the work it waits for ends this much later
+
+
+def ground_truth(path):
+    return {json.loads(line)["cycle"]: json.loads(line) for line in open(path)}
+
+
+GT_CASES = [
+    (SHAPES / "overlap_gpu_bound", ["overlap_gpu_bound.gt.jsonl"]),
+    (SHAPES / "overlap_launch_bound", ["overlap_launch_bound.gt.jsonl"]),
+    (SHAPES / "worker_gpu_bound", ["worker_gpu_bound.gt.jsonl"]),
+    (SHAPES / "worker_launch_bound", ["worker_launch_bound.gt.jsonl"]),
+    (SHAPES / "nccl_skew_phases", ["nccl_skew_phases.gt.r0.jsonl", "nccl_skew_phases.gt.r1.jsonl"]),
+    (SHAPES / "nccl_overlap_skew", ["nccl_overlap_skew.gt.r0.jsonl", "nccl_overlap_skew.gt.r1.jsonl"]),
+    (DEMO / "gpu_bound", ["gpu_bound.gt.jsonl"]),
+    (DEMO / "launch_bound", ["launch_bound.gt.jsonl"]),
+    (DEMO / "verify_graph", ["verify_graph.gt.jsonl"]),
+    (DEMO2 / "nccl_skew", ["nccl_skew.gt.r0.jsonl", "nccl_skew.gt.r1.jsonl"]),
+    (DEMO2 / "nccl_gpu_bound", ["nccl_gpu_bound.gt.r0.jsonl", "nccl_gpu_bound.gt.r1.jsonl"]),
+    (H200 / "eagle_gpu_bound.sqlite", ["eagle_gpu_bound.gt.jsonl"]),
+    (H200 / "eagle_graph_verify.sqlite", ["eagle_graph_verify.gt.jsonl"]),
+]
+
+
+@pytest.fixture(scope="module")
+def analysed():
+    cache = {}
+
+    def get(trace):
+        if trace not in cache:
+            cache[trace] = analyze([trace])
+        return cache[trace]
+
+    return get
+
+
+def behind(ph):
+    """Per phase: (start boundary behind GPU work, end boundary behind GPU work)."""
+    out = []
+    for i, p in enumerate(ph):
+        nxt = ph[i + 1] if i + 1 < len(ph) and ph[i + 1]["cycle"] == p["cycle"] else None
+        end_instant = nxt["cpu_start_ns"] if nxt else p["cpu_end_ns"]
+        out.append((p["gpu_boundary_start_ns"] - p["cpu_start_ns"] > BEHIND_NS, p["gpu_boundary_end_ns"] - end_instant > BEHIND_NS))
+    return out
+
+
+@pytest.mark.parametrize("trace,gts", GT_CASES, ids=lambda x: x.parent.name + "/" + x.name if hasattr(x, "parent") else "")
+def test_every_cycles_phases_match_cuda_events(analysed, trace, gts):
+    a = analysed(trace)
+    folder = trace if trace.is_dir() else trace.parent
+    base = folder.parent if trace.is_dir() else folder
+    strict = total = 0
+    for rank, gt_name in zip(a.ranks, gts):
+        gt = ground_truth(base / gt_name)
+        ph = rank.phases.to_pylist()
+        assert len(ph) == 3 * len(gt)
+        for p, (b_start, b_end) in zip(ph, behind(ph)):
+            ev = gt[p["cycle"]]["gpu_event_ms"][p["phase"]] * 1e6
+            tol = max(20_000, 0.05 * ev)
+            if b_start and b_end:
+                strict += 1  # both boundaries behind GPU work: events and trace must agree to 20 us
+            else:
+                tol += IDLE_LATENCY_NS  # an event on an idle GPU carries its submission latency
+            assert abs(p["gpu_ns"] - ev) <= tol, (rank.rank, p["cycle"], p["phase"], p["gpu_ns"], ev, b_start, b_end)
+            total += 1
+        for c in rank.cycles.to_pylist():
+            ev = gt[c["cycle"]]["gpu_event_ms"]["total"] * 1e6
+            assert abs(c["gpu_ns"] - ev) <= max(0.05 * ev, 20_000) + IDLE_LATENCY_NS, (rank.rank, c["cycle"], c["gpu_ns"], ev)
+    assert total
+
+
+@pytest.mark.parametrize("trace", [c[0] for c in GT_CASES], ids=lambda x: x.parent.name + "/" + x.name)
+def test_cycles_tile_the_gpu_timeline(analysed, trace):
+    for rank in analysed(trace).ranks:
+        cyc = rank.cycles.to_pylist()
+        # cycle windows never overlap, and phases add up to their cycle exactly
+        for a, b in zip(cyc, cyc[1:]):
+            assert b["gpu_boundary_start_ns"] >= a["gpu_boundary_end_ns"]
+        assert all(c["adds_up"] and c["phases_gpu_ns"] == c["gpu_ns"] for c in cyc)
+        # and the GPU work the phases launched runs inside its own cycle's window
+        ops = rank.gpu_ops.to_pandas()
+        ops = ops[ops.phase_id.notna()]
+        cycle_of = dict(enumerate(rank.phases["cycle"].to_pylist()))
+        win = {c["cycle"]: (c["gpu_boundary_start_ns"], c["gpu_boundary_end_ns"]) for c in cyc}
+        inside = total = 0
+        for pid, s, e in zip(ops.phase_id.astype(int), ops.start_ns, ops.end_ns):
+            w = win.get(cycle_of[pid])
+            if w is None:
+                continue
+            total += e - s
+            inside += max(0, min(e, w[1]) - max(s, w[0]))
+        assert inside >= 0.99 * total
+
+
+def test_the_overlap_trace_reproduces_the_issue_and_the_fix():
+    # GIVEN the CPU-one-cycle-ahead engine: the old rule charged draft with the previous cycle's tail
+    a = analyze([SHAPES / "overlap_gpu_bound"])
+    gt = ground_truth(SHAPES / "overlap_gpu_bound.gt.jsonl")
+    draft = [p for p in a.ranks[0].phases.to_pylist() if p["phase"] == "draft"]
+    # THEN every draft matches its events (~3.4 ms), though its CPU range opened ~5 ms before
+    # its GPU work could start
+    assert all(p["queued_ns"] > 2_000_000 for p in draft[1:])
+    assert all(abs(p["gpu_ns"] / 1e6 - gt[p["cycle"]]["gpu_event_ms"]["draft"]) < 0.02 for p in draft)
+
+
+def test_worker_thread_trace_gets_gpu_time_where_nsys_gives_none():
+    a = analyze([SHAPES / "worker_gpu_bound"])
+    ph = a.ranks[0].phases.to_pylist()
+    assert {p["attribution"] for p in ph} == {"cross_thread"} and all(p["n_gpu_ops"] > 0 for p in ph)
+    # nsys's own projection (same thread only) finds no GPU work for these ranges
+    same = analyze([SHAPES / "worker_gpu_bound"], PhaseConfig(phase_thread="same"))
+    assert all(p["n_gpu_ops"] == 0 for p in same.ranks[0].phases.to_pylist())
+
+
+@pytest.mark.parametrize("name", ["overlap_gpu_bound", "overlap_launch_bound", "nccl_skew_phases", "nccl_overlap_skew"])
+def test_same_thread_projection_stays_ns_exact_to_nsys(name):
+    # GIVEN nsys's own nvtx_gpu_proj_trace CSVs of the new traces
+    a = analyze([SHAPES / name])
+    for rank in a.ranks:
+        stem = "report" if len(a.ranks) == 1 else f"rank{rank.rank}"
+        ref = {(int(r["PID"]), int(r["TID"]), int(r["Orig Start (ns)"])): r for r in csv.DictReader(open(SHAPES / name / f"{stem}_nvtx_gpu_proj_trace.csv"))}
+        matched = 0
+        for r in rank.ranges.to_pylist():
+            row = ref.get((r["pid"], r["tid"], r["start_ns"]))
+            if row is None or r["attribution"] != "same_thread":
+                continue
+            start = int(row["Projected Start (ns)"])
+            # THEN every range nsys reports has the same GPU start and end
+            assert (r["gpu_start_ns"], r["gpu_end_ns"]) == (start, start + int(row["Projected Duration (ns)"])), r["name"]
+            matched += 1
+        assert matched == len(ref)
+
+
+def test_critical_path_names_the_planted_straggler():
+    # GIVEN rank 1 made late into draft on even cycles, rank 0 into verify on odd ones
+    a = analyze([SHAPES / "nccl_skew_phases"])
+    planted = {}
+    for r in (0, 1):
+        for c in ground_truth(SHAPES / f"nccl_skew_phases.gt.r{r}.jsonl").values():
+            for phase in c.get("planted", []):
+                planted[c["cycle"]] = (r, phase)
+    rows = a.cross.critical_path.to_pylist()
+    right = sum(planted.get(row["cycle"]) == (row["gating_rank"], row["gating_phase"]) for row in rows)
+    # THEN the critical path names the planted (rank, phase) in almost every cycle (28 of 30
+    # measured; in the two others the waits show the other rank held the cycle up)
+    assert right >= 0.9 * len(rows)
+    assert {row["how"] for row in rows} == {"collectives"}
+
+
+def test_straggler_lines_name_each_gating_ranks_own_phase():
+    res = run_cli("report", str(SHAPES / "nccl_skew_phases"))
+    assert res.returncode == 0, res.stderr
+    lines = [line.strip() for line in res.stdout.splitlines() if line.strip().startswith("straggler:")]
+    assert any(line.startswith("straggler: rank 1 ") and "mostly in draft" in line for line in lines)
+    assert any(line.startswith("straggler: rank 0 ") and "mostly in verify" in line for line in lines)
+    doc = json.loads(run_cli("report", "--json", str(SHAPES / "nccl_skew_phases")).stdout)
+    by_rank = doc["critical_path"]["by_rank"]
+    assert next(iter(by_rank["1"]["phase_counts"])) == "draft" and next(iter(by_rank["0"]["phase_counts"])) == "verify"
+    for r in doc["ranks"]:
+        for p in r["phases"]:
+            assert sum(p["causes"].values()) == p["n"]
+
+
+def test_no_waiting_line_without_collectives():
+    res = run_cli("report", str(SHAPES / "overlap_gpu_bound"))
+    assert res.returncode == 0 and "straggler" not in res.stdout and "0.000 ms in collectives" not in res.stdout
+
+
+@pytest.mark.parametrize("trace", [c[0] for c in GT_CASES], ids=lambda x: x.parent.name + "/" + x.name)
+def test_verdicts_agree_with_the_sign_of_cpu_minus_gpu(analysed, trace):
+    for rank in analysed(trace).ranks:
+        for p in rank.phases.to_pylist():
+            thr = max(ERROR_FLOOR_NS, int(0.1 * max(p["cpu_ns"], p["gpu_ns"] or 0)))
+            err = p["error_ns"]
+            assert p["verdict"] == ("over" if err > thr else "under" if -err > thr else p["verdict"])
+            assert p["verdict"] in ("over", "under") or abs(err) <= thr
