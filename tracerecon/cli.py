@@ -77,6 +77,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def output_width() -> int | None:
+    """The terminal's width; when piped, $COLUMNS or 100 (reports are laid out for 80)."""
+    if sys.stdout.isatty():
+        return None
+    try:
+        return max(40, int(os.environ.get("COLUMNS", "100")))
+    except ValueError:
+        return 100
+
+
 def _no_tui(args: argparse.Namespace) -> int:
     raise TraceReconError("the terminal UI needs the `tui` extra: pip install 'tracerecon[tui]'")
 
@@ -119,7 +129,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from tracerecon.render import print_json, print_report
 
     analysis = run_analysis(args)
-    console = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
+    console = Console(highlight=False, soft_wrap=False, width=output_width())
     if args.json:
         print_json(analysis, console)
     else:
@@ -150,7 +160,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     for w in a.warnings + b.warnings:
         print(f"tracerecon: warning: {w}", file=sys.stderr)
     result = compare(a, b)
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    console = Console(highlight=False, width=output_width())
     if args.json:
         import json
 

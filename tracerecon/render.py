@@ -90,6 +90,15 @@ def cause_cell(p: PhaseSummary) -> str:
     return "" if p.dominant_cause == "none" and p.causes.get("none", 0) == p.n else _dominant(p.causes, p.dominant_cause, p.n)
 
 
+def verdict_cause_cell(p: PhaseSummary) -> Text:
+    """``over 23/24: absorbed_wait``: the dominant verdict (with its share when instances
+    disagree) and its cause."""
+    t = Text(_dominant(p.verdicts, p.dominant_verdict, p.n), style=VERDICT_STYLE.get(p.dominant_verdict, ""))
+    if p.dominant_cause != "none":
+        t.append(f": {p.dominant_cause}")
+    return t
+
+
 def misleading_line(p: PhaseSummary) -> str:
     """One sentence for the phase whose CPU timer misleads most."""
     why = CAUSE_MEANING.get(p.dominant_cause, "")
@@ -101,8 +110,8 @@ def print_report(analysis: Analysis, console: Console) -> None:
     for r in analysis.ranks:
         phases = summarize_phases(r.phases, analysis.config.phases)
         cycles = summarize_cycles(r.cycles)
-        console.print(f"[bold]rank {r.rank}[/bold]  {r.source.path}  pid {', '.join(map(str, r.source.pids))}  nsys {r.info.nsys_version or '?'}")
-        table = Table(header_style="bold", box=None, padding=(0, 1), pad_edge=False)
+        console.print(f"[bold]rank {r.rank}[/bold]  {r.source.path}  pid {', '.join(map(str, r.source.pids))}  nsys {r.info.nsys_version or '?'}", overflow="fold")
+        table = Table(header_style="bold", box=None, padding=(0, 1, 0, 0), pad_edge=False)
         table.add_column("phase", no_wrap=True)
         table.add_column("n", justify="right")
         engine = analysis.engine_timers.get(r.rank, {})
@@ -110,26 +119,25 @@ def print_report(analysis: Analysis, console: Console) -> None:
             table.add_column("engine", justify="right")  # the engine's own perf_counter timer, ms
         for col in ("CPU ms", "GPU ms", "span", "busy", "CPU-GPU"):
             table.add_column(col, justify="right", no_wrap=True)
-        table.add_column("verdict", no_wrap=True)
-        table.add_column("cause", no_wrap=True)
+        table.add_column("verdict: cause", overflow="fold")
         for p in phases:
             cells = [p.phase, str(p.n)] + ([_ms(engine.get(p.phase))] if engine else [])
             table.add_row(
                 *cells, _ms(p.cpu_ms_median), _ms(p.gpu_ms_median), _ms(p.gpu_span_ms_median),
-                _ms(p.gpu_busy_ms_median), _ms(p.error_ms_median), verdict_cell(p), cause_cell(p),
+                _ms(p.gpu_busy_ms_median), _ms(p.error_ms_median), verdict_cause_cell(p),
             )
         console.print(table)
         if cycles.n:
             console.print(
-                f"  cycles: {cycles.n}   CPU {_ms(cycles.cpu_ms_median)} ms   GPU {_ms(cycles.gpu_ms_median)} ms (median)   "
-                f"phases add up to the GPU cycle in {cycles.n_add_up} of {cycles.n}"
+                f"  cycles: {cycles.n}  CPU {_ms(cycles.cpu_ms_median)} ms  GPU {_ms(cycles.gpu_ms_median)} ms (median); "
+                f"phases add up in {cycles.n_add_up} of {cycles.n}"
             )
         worst = most_misleading(phases)
         if worst is not None:
             console.print("  " + misleading_line(worst))
         console.print()
     print_straggler_summary(analysis, console)
-    console.print("  GPU ms: what CUDA events at the phase boundaries read (stream order); medians over cycles.", style="dim")
+    console.print("  GPU ms: CUDA-event time between phase boundaries; medians over cycles.", style="dim")
 
 
 def straggler_lines(analysis: Analysis) -> list[str]:

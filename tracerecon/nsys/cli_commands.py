@@ -126,7 +126,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             analysis = analyze(result.sqlite_files, config)
             for w in analysis.warnings:
                 _say(f"warning: {w}")
-            print_report(analysis, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
+            print_report(analysis, Console(highlight=False, width=None if sys.stdout.isatty() else 100))
         except BadTraceError as exc:
             _say(f"warning: no report: {exc}")
     _say(f"run directory: {out} (run.json, {len(result.sqlite_files)} SQLite export(s))")
