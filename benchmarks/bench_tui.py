@@ -15,7 +15,7 @@ import time
 from bench_export import trace_path
 
 from tracerecon.analysis.phases import PhaseConfig
-from tracerecon.cli import load
+from tracerecon.api import load
 from tracerecon.tui.app import TraceReconApp
 
 KEYS = ["2", "n", "n", "p", "w", "plus", "plus", "minus", "right", "left", "0", "a", "3", "1"]

@@ -9,7 +9,7 @@ import asyncio
 from pathlib import Path
 
 from tracerecon.analysis.phases import PhaseConfig
-from tracerecon.cli import load
+from tracerecon.api import load
 from tracerecon.tui.app import TraceReconApp
 
 ROOT = Path(__file__).resolve().parent.parent

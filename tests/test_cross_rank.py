@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import DEMO, DEMO2, PUBLIC, need_public, run_cli
-from tracerecon.pipeline import analyze
+from tracerecon.api import load as analyze
 
 RING = ["Ring_Simple_2MB_2nodes_2GPUs__ault43_483927.sqlite", "Ring_Simple_2MB_2nodes_2GPUs__ault44_739124.sqlite"]
 

@@ -8,7 +8,7 @@ import pytest
 from nsys_factory import FakeTrace
 from tracerecon.analysis.phases import PhaseConfig
 from tracerecon.errors import BadTraceError
-from tracerecon.pipeline import analyze
+from tracerecon.api import load as analyze
 
 
 def one_rank(trace: FakeTrace, tmp_path, config=None):
@@ -242,12 +242,20 @@ def test_empty_trace_is_refused(tmp_path):
         analyze([t.write(tmp_path / "t.sqlite")])
 
 
-def test_trace_with_gpu_work_but_no_nvtx_names_the_likely_cause(tmp_path):
+def test_trace_with_gpu_work_but_no_nvtx_names_the_file_and_the_likely_cause(tmp_path):
+    # GIVEN GPU work and no NVTX ranges, from the nsys that cannot record nvtx 0.2.11+
     t = FakeTrace()
+    t.meta["EXPORT_PRODUCT_VERSION"] = "2022.4.2.1"
     c = t.call("cudaLaunchKernel", 50, 60)
     t.kernel(c, 100, 150)
-    with pytest.raises(BadTraceError, match="0.2.11"):
-        analyze([t.write(tmp_path / "t.sqlite")])
+    # THEN the error names the file and the nvtx-package hint
+    with pytest.raises(BadTraceError, match=r"old\.sqlite: no NVTX ranges.*0\.2\.11"):
+        analyze([t.write(tmp_path / "old.sqlite")])
+    # and from a newer nsys, where that is not the likely cause, no such hint
+    t.meta["EXPORT_PRODUCT_VERSION"] = "2025.3.2.0"
+    with pytest.raises(BadTraceError) as err:
+        analyze([t.write(tmp_path / "new.sqlite")])
+    assert "new.sqlite: no NVTX ranges" in str(err.value) and "0.2.11" not in str(err.value)
 
 
 def test_input_is_not_modified(tmp_path):

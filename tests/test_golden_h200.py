@@ -15,7 +15,7 @@ from conftest import DEMO, DEMO2, H200
 from tracerecon.analysis.projection import equals, link_launches
 from tracerecon.analysis.ranges import build_ranges
 from tracerecon.nsys.sqlite_export import read_export
-from tracerecon.pipeline import analyze
+from tracerecon.api import load as analyze
 
 TRACES = ["eagle_gpu_bound", "eagle_graph_verify", "eagle_launch_2proc", "eagle_gpu_rank0", "eagle_gpu_rank1"]
 

@@ -13,7 +13,7 @@ from textual.widgets import DataTable, Static, TabbedContent  # noqa: E402
 from conftest import DEMO2, H200  # noqa: E402
 from tracerecon.analysis.phases import PhaseConfig  # noqa: E402
 from tracerecon.analysis.summary import summarize_phases  # noqa: E402
-from tracerecon.cli import load  # noqa: E402
+from tracerecon.api import load  # noqa: E402
 from tracerecon.tui.app import HelpScreen, TraceReconApp  # noqa: E402
 from tracerecon.tui.timeline_widget import Timeline  # noqa: E402
 
@@ -194,14 +194,14 @@ async def test_diff_tab_explains_graph_replay():
 
 
 def test_ruler_ticks_are_round_offsets_with_units():
-    from tracerecon.analysis.timeline import Window, ruler_ticks
+    from tracerecon.tui.timeline_model import Window, ruler_ticks
 
     # 2.87 ms over 80 cells, about 6 ticks: every 500 us, at column floor(80 * k * 0.5 / 2.87)
     assert ruler_ticks(Window(123_456, 123_456 + 2_870_000), 80, 6) == [(13, "500us"), (27, "1ms"), (41, "1.5ms"), (55, "2ms"), (69, "2.5ms")]
 
 
 def test_rasterize_covers_partial_cells_in_eighths():
-    from tracerecon.analysis.timeline import Segment, Window
+    from tracerecon.tui.timeline_model import Segment, Window
     from tracerecon.tui.timeline_widget import rasterize
 
     # a segment from 25% to 62.5% of a 4-cell window: cell 1 full, cell 2 half

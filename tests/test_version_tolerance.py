@@ -9,7 +9,7 @@ import pytest
 from conftest import PUBLIC, need_public
 from tracerecon.errors import BadTraceError
 from tracerecon.nsys.sqlite_export import read_export
-from tracerecon.pipeline import analyze
+from tracerecon.api import load as analyze
 
 FILES = sorted(PUBLIC.glob("*/*.sqlite")) if PUBLIC.is_dir() else []
 

@@ -10,15 +10,52 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tracerecon import schema
+from tracerecon import __version__, schema
 from tracerecon.analysis.cross_rank import COLLECTIVES, CRITICAL_PATH, CrossRank, RankAlignment, RankComm
 from tracerecon.analysis.phases import PhaseConfig
 from tracerecon.analysis.ranks import RankSource
 from tracerecon.errors import BadTraceError, TraceReconError
+from tracerecon.model import Analysis, RankResult
 from tracerecon.nsys.sqlite_export import ExportInfo
-from tracerecon.pipeline import Analysis, RankResult
+from tracerecon.run_dir import MANIFEST_JSON
 
 TABLES = ("ranges", "phases", "cycles", "gpu_ops", "syncs", "collectives")
+
+
+def manifest(analysis: Analysis) -> dict:
+    """What ``manifest.json`` says: inputs, versions, the phase definition, and per rank its
+    mapping, alignment, communication totals and engine timers: everything ``report`` shows
+    that the tables do not hold, so that an export reads back as the same report."""
+    cross = analysis.cross
+    ranks = []
+    for r in analysis.ranks:
+        al = cross.alignment_of(r.rank) if cross else None
+        cm = cross.comm_of(r.rank) if cross else None
+        ranks.append({
+            "rank": r.rank,
+            "source": r.source.path,
+            "pids": list(r.source.pids),
+            "rank_from": r.source.how,
+            "nsys_version": r.info.nsys_version,
+            "export_schema_version": r.info.schema_version,
+            "graph_trace_mode": r.info.graph_trace_mode,
+            "session_start_utc_ns": r.info.session_start_utc_ns,
+            "time_normalized": r.info.time_normalized,
+            "offset_ns": al.offset_ns if al else 0,
+            "offset_uncertainty_ns": al.offset_uncertainty_ns if al else 0,
+            "alignment": al.method if al else "shared clock",
+            "nccl": {"comm_ns": cm.comm_ns if cm else 0, "wait_ns": cm.wait_ns if cm else 0, "n_collectives": cm.n_collectives if cm else 0},
+            "engine_timers_ms": analysis.engine_timers.get(r.rank, {}),
+        })
+    return {
+        "tracerecon_version": __version__,
+        "inputs": list(analysis.inputs),
+        "phases": list(analysis.config.phases),
+        "cycle_prefix": analysis.config.cycle_prefix,
+        "phase_thread": analysis.config.phase_thread,
+        "ranks": ranks,
+        "warnings": list(analysis.warnings),
+    }
 
 
 def export_parquet(analysis: Analysis, out_dir: str | os.PathLike) -> dict:
@@ -46,28 +83,25 @@ def export_parquet(analysis: Analysis, out_dir: str | os.PathLike) -> dict:
                 counts[name][str(r.rank)] = table.num_rows
         (out / "critical_path").mkdir(exist_ok=True)
         pq.write_table(analysis.cross.critical_path, out / "critical_path" / "part-0.parquet", compression="zstd")
-        manifest = analysis.manifest()
-        manifest["tables"] = {name: {"path": name, "rows_per_rank": counts[name]} for name in TABLES}
-        manifest["tables"]["critical_path"] = {"path": "critical_path", "rows": analysis.cross.critical_path.num_rows}
-        (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        doc = manifest(analysis)
+        doc["tables"] = {name: {"path": name, "rows_per_rank": counts[name]} for name in TABLES}
+        doc["tables"]["critical_path"] = {"path": "critical_path", "rows": analysis.cross.critical_path.num_rows}
+        (out / MANIFEST_JSON).write_text(json.dumps(doc, indent=2) + "\n")
     except OSError as exc:
         raise TraceReconError(f"{out}: cannot write export ({exc.strerror or exc})") from None
-    return manifest
+    return doc
 
 
 SCHEMAS = {"ranges": schema.RANGES, "phases": schema.PHASES, "cycles": schema.CYCLES, "gpu_ops": schema.GPU_OPS, "syncs": schema.SYNCS, "collectives": COLLECTIVES}
-
-
-def is_export_dir(path: str | os.PathLike) -> bool:
-    return (Path(path) / "manifest.json").is_file()
 
 
 def read_parquet_export(path: str | os.PathLike) -> Analysis:
     """Load a directory written by ``export_parquet`` back into an Analysis (no trace needed)."""
     root = Path(path)
     try:
-        manifest = json.loads((root / "manifest.json").read_text())
+        manifest = json.loads((root / MANIFEST_JSON).read_text())
         ranks = []
+        engine = {}
         comm = []
         alignment = []
         coll_parts = []
@@ -85,7 +119,8 @@ def read_parquet_export(path: str | os.PathLike) -> Analysis:
                 tables[name] = t.select(sch.names).cast(sch)
             info = ExportInfo(
                 path=r["source"], nsys_version=r.get("nsys_version"), schema_version=r.get("export_schema_version"), metadata_table=None,
-                tables=frozenset(), graph_trace_mode=r.get("graph_trace_mode"), session_start_utc_ns=r.get("session_start_utc_ns"), time_normalized=False,
+                tables=frozenset(), graph_trace_mode=r.get("graph_trace_mode"), session_start_utc_ns=r.get("session_start_utc_ns"),
+                time_normalized=bool(r.get("time_normalized", False)),
             )
             src = RankSource(rank, r["source"], tuple(r.get("pids", ())), r.get("rank_from", "export"))
             ranks.append(RankResult(src, info, tables["ranges"], tables["gpu_ops"], tables["syncs"], tables["phases"], tables["cycles"]))
@@ -93,16 +128,18 @@ def read_parquet_export(path: str | os.PathLike) -> Analysis:
             coll = tables["collectives"]
             coll_parts.append(coll)
             ph = tables["phases"]
+            nccl = r["nccl"]  # the totals over every communication kernel, as analysed
             comm.append(RankComm(
-                rank, int(sum(e - s for s, e in zip(coll["start_ns"].to_pylist(), coll["end_ns"].to_pylist()))),
-                int(sum(coll["wait_ns"].to_pylist())), coll.num_rows,
+                rank, int(nccl["comm_ns"]), int(nccl["wait_ns"]), int(nccl["n_collectives"]),
                 ph["wait_ns"].to_numpy(zero_copy_only=False) if ph.num_rows else None,
             ))
+            if r.get("engine_timers_ms"):
+                engine[rank] = {str(k): float(v) for k, v in r["engine_timers_ms"].items()}
         cp_file = root / "critical_path" / "part-0.parquet"
         critical = pq.read_table(cp_file).cast(CRITICAL_PATH) if cp_file.exists() else CRITICAL_PATH.empty_table()
         collectives = pa.concat_tables(coll_parts) if coll_parts else COLLECTIVES.empty_table()
         cross = CrossRank(tuple(alignment), tuple(comm), collectives, critical)
-        config = PhaseConfig(tuple(manifest.get("phases", ())) or PhaseConfig().phases, manifest.get("cycle_prefix", "cycle"))
-        return Analysis(tuple(ranks), tuple(manifest.get("inputs", [])), config, tuple(manifest.get("warnings", [])), cross)
+        config = PhaseConfig(tuple(manifest.get("phases", ())) or PhaseConfig().phases, manifest.get("cycle_prefix", "cycle"), manifest.get("phase_thread", "auto"))
+        return Analysis(tuple(ranks), tuple(manifest.get("inputs", [])), config, tuple(manifest.get("warnings", [])), cross, engine)
     except (OSError, KeyError, ValueError, TypeError, pa.ArrowException) as exc:
         raise BadTraceError(f"{root}: not a readable tracerecon export ({exc})") from None

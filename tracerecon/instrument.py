@@ -31,8 +31,9 @@ from typing import Callable, TypeVar
 
 import nvtx
 
+from tracerecon.run_dir import CPU_TIMERS_ENV, RANK_MARK_FORMAT
+
 DOMAIN = "tracerecon"
-RANK_MARK_FORMAT = "tracerecon.rank={}"
 
 F = TypeVar("F", bound=Callable)
 
@@ -40,7 +41,7 @@ _state = threading.local()
 _lock = threading.Lock()
 _marked = False
 _timer_file = None
-_timer_path_env = "TRACERECON_CPU_TIMERS"
+_timer_path_env = CPU_TIMERS_ENV
 
 
 def current_rank() -> int:

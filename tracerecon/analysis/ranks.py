@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-
-# The NVTX mark tracerecon.instrument emits at start; it names the rank of its process.
-RANK_MARK = re.compile(r"^tracerecon\.rank=(\d+)$")
-# Trailing rank number in a file name: rank3, r3, _3, -3 (the last number of the stem).
-_RANK_IN_NAME = (re.compile(r"rank[_-]?(\d+)$", re.I), re.compile(r"(?:^|[_\-.])r(\d+)$", re.I), re.compile(r"[_\-.](\d+)$"))
 
 
 @dataclass(frozen=True)
@@ -25,26 +19,13 @@ class RankSource:
     how: str  # "file name" | "file order" | "nvtx mark" | "device/pid order" | "single process"
 
 
-# A trailing number this large is a pid or a job id, not a rank.
-MAX_RANK_IN_NAME = 65535
-
-
-def rank_from_filename(stem: str) -> int | None:
-    """``eagle_rank3`` -> 3, ``run_r1`` -> 1, ``trace_2`` -> 2, ``profile`` / ``host_483927`` -> None."""
-    for pat in _RANK_IN_NAME:
-        m = pat.search(stem)
-        if m:
-            n = int(m.group(1))
-            return n if n <= MAX_RANK_IN_NAME else None
-    return None
-
-
-def processes_in_file(gpu_ops: pa.Table, nvtx_ranges: pa.Table, marks: pa.Table) -> tuple[list[tuple[int, list[int]]], str]:
+def processes_in_file(gpu_ops: pa.Table, nvtx_ranges: pa.Table, named_ranks: dict[int, int]) -> tuple[list[tuple[int, list[int]]], str]:
     """Split one export into ranks: [(rank, [pid])] and how they were numbered.
 
     A rank is a process that did GPU work (launchers such as torchrun's parent did none), ordered
-    by CUDA device then pid, unless ``tracerecon.rank=N`` marks name them. A trace without GPU
-    work (CPU-only run) falls back to the processes that have NVTX ranges.
+    by CUDA device then pid, unless ``named_ranks`` ({pid: rank}, from the processes' own rank
+    marks) names every one of them. A trace without GPU work (CPU-only run) falls back to the
+    processes that have NVTX ranges.
     """
     if gpu_ops.num_rows:
         pid = gpu_ops["pid"].to_numpy()
@@ -54,11 +35,7 @@ def processes_in_file(gpu_ops: pa.Table, nvtx_ranges: pa.Table, marks: pa.Table)
     else:
         pids = np.unique(nvtx_ranges["pid"].to_numpy()) if nvtx_ranges.num_rows else np.array([], dtype=np.int64)
         first_dev = {int(p): 0 for p in pids}
-    named: dict[int, int] = {}
-    for p, name, payload in zip(marks["pid"].to_pylist(), marks["name"].to_pylist(), marks["payload"].to_pylist()):
-        m = RANK_MARK.match(name or "")
-        if m and p in first_dev:
-            named[p] = int(m.group(1))
+    named = {p: r for p, r in named_ranks.items() if p in first_dev}
     if named and len(named) == len(first_dev) and len(set(named.values())) == len(named):
         return sorted(((r, [p]) for p, r in named.items())), "nvtx mark"
     ordered = sorted(first_dev, key=lambda p: (first_dev[p], p))

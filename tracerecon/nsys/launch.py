@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from tracerecon.analysis.ranks import rank_from_filename
+from tracerecon.run_dir import RUN_JSON, rank_from_filename
 from tracerecon.errors import LaunchError
 from tracerecon.nsys.locate import NsysInstall, find_importer
 
@@ -289,6 +289,6 @@ def write_run_json(result: RunResult) -> Path:
         ],
         "timings_s": result.timings_s,
     }
-    path = out / "run.json"
+    path = out / RUN_JSON
     path.write_text(json.dumps(doc, indent=2) + "\n")
     return path

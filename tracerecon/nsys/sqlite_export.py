@@ -110,15 +110,6 @@ class TraceTables:
 XZ_SUFFIX = ".xz"
 
 
-def trace_stem(path: str | os.PathLike) -> str:
-    """``rank3.sqlite.xz`` / ``rank3.sqlite`` -> ``rank3``."""
-    name = Path(path).name
-    for suffix in (XZ_SUFFIX, ".sqlite"):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-    return name
-
-
 @contextlib.contextmanager
 def materialized(path: str | os.PathLike):
     """The path of a plain SQLite file holding ``path``'s export: ``path`` itself, or for an
@@ -670,6 +661,26 @@ def _bounds(tables: list[pa.Table], cols: list[tuple[str, str]]) -> tuple[int, i
         lo = mn if lo is None else min(lo, mn)
         hi = mx if hi is None else max(hi, mx)
     return (lo or 0, hi or 0)
+
+
+def check_export(path: str | os.PathLike) -> None:
+    """Raise BadTraceError unless ``path`` opens as an nsys SQLite export (cheap: no table is
+    read; an ``.xz`` file is only checked for its compression header)."""
+    p = Path(path)
+    if p.name.endswith(XZ_SUFFIX):
+        if not p.is_file():
+            raise BadTraceError(f"{p}: no such file")
+        with open(p, "rb") as fh:
+            if fh.read(6) != b"\xfd7zXZ\x00":
+                raise BadTraceError(f"{p}: not an .xz file")
+        return
+    conn = open_readonly(p)
+    try:
+        read_info(conn, str(p))
+    except sqlite3.DatabaseError as exc:
+        raise BadTraceError(f"{p}: corrupt or truncated export ({exc})") from None
+    finally:
+        conn.close()
 
 
 def read_all_api_calls(path: str | os.PathLike) -> pa.Table:

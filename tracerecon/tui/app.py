@@ -19,11 +19,10 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Header, Input, LoadingIndicator, Static, TabbedContent, TabPane
 
 from tracerecon.analysis.detail import phase_detail
-from tracerecon.analysis.summary import summarize_cycles, summarize_phases
-from tracerecon.analysis.timeline import TimelineIndex, Window, find_next, format_duration, worst_cycle
-from tracerecon.pipeline import Analysis
-from tracerecon.analysis.summary import most_misleading
-from tracerecon.render import CAUSE_MEANING, VERDICT_MEANING, VERDICT_STYLE, cause_cell, misleading_line, straggler_lines, verdict_cell, verdict_text
+from tracerecon.analysis.summary import most_misleading, summarize_cycles, summarize_phases
+from tracerecon.model import Analysis
+from tracerecon.present import VERDICT_MEANING, VERDICT_STYLE, cause_label, misleading_line, straggler_lines, verdict_label
+from tracerecon.tui.timeline_model import TimelineIndex, Window, find_next, format_duration, worst_cycle
 from tracerecon.tui.timeline_widget import Timeline
 
 HELP = """\
@@ -175,7 +174,7 @@ class TraceReconApp(App):
         try:
             analysis = self.loader()
             if self.diff_loader is not None:
-                from tracerecon.comparison import compare
+                from tracerecon.api import compare
 
                 self.diff_result = compare(analysis, self.diff_loader())
         except Exception as exc:  # shown in the app; the CLI turns startup errors into one line
@@ -232,7 +231,7 @@ class TraceReconApp(App):
                 err = p.error_ms_median
                 t.add_row(
                     str(r.rank), p.phase, str(p.n), ms(p.cpu_ms_median), ms(p.gpu_ms_median), ms(p.gpu_span_ms_median),
-                    ms(p.gpu_busy_ms_median), Text(ms(err), style=VERDICT_STYLE.get(p.dominant_verdict, "")), verdict_cell(p), cause_cell(p),
+                    ms(p.gpu_busy_ms_median), Text(ms(err), style=VERDICT_STYLE.get(p.dominant_verdict, "")), Text(verdict_label(p), style=VERDICT_STYLE.get(p.dominant_verdict, "")), cause_label(p),
                     key=f"{r.rank}:{p.phase}",
                 )
             c = summarize_cycles(r.cycles)
@@ -455,7 +454,8 @@ class TraceReconApp(App):
         if d.comm_ms or d.wait_ms:
             t.append(f"communication kernels {ms(d.comm_ms)} ms, of which waiting for other ranks {ms(d.wait_ms)} ms\n")
         t.append("verdicts: ")
-        t.append_text(verdict_text(d.verdicts))
+        for i, (v, n) in enumerate(d.verdicts.items()):
+            t.append((", " if i else "") + f"{v} {n}", style=VERDICT_STYLE.get(v, ""))
         t.append("\n\nkernels by total time\n", style="bold")
         for k in d.kernels[:15]:
             t.append(f"  {k.total_ms:10.3f} ms  {k.count:6d}x  {k.name[:90]}\n")

@@ -1,6 +1,6 @@
 """The timeline widget: lanes drawn with eighth-of-a-cell precision (U+2581..U+2588 style blocks).
 
-Display only: segments, windows and ticks come from ``tracerecon.analysis.timeline``.
+Display only: segments, windows and ticks come from ``tracerecon.tui.timeline_model``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from tracerecon.analysis.timeline import Lane, Segment, Window, format_duration, ruler_ticks
+from tracerecon.tui.timeline_model import Lane, Segment, Window, format_duration, ruler_ticks
 
 # Left partial blocks, 1/8 .. 8/8 of a cell filled from the left.
 EIGHTHS = " ▏▎▍▌▋▊▉█"

@@ -1,23 +1,25 @@
-"""Subcommands that drive Nsight Systems itself: ``run`` and ``scrub``. Glue only."""
+"""``tracerecon run -- CMD``: profile a program under Nsight Systems, export, report."""
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 
+from tracerecon.cli.common import add_phase_args, config_from, console, say as _say, warn_all
 from tracerecon.errors import BadTraceError, LaunchError, TraceReconError
+from tracerecon.run_dir import CPU_TIMERS_ENV, CPU_TIMERS_PREFIX, RUN_JSON
 
 
-def add_subcommands(sub: argparse._SubParsersAction) -> None:
-    from tracerecon.analysis.phases import DEFAULT_CYCLE
-
+def add(sub) -> None:
     p = sub.add_parser(
         "run",
         help="profile a command under nsys (torchrun: one report per rank), export to SQLite, report",
         usage="tracerecon run [options] -- CMD [ARGS...]",
+        description="Runs CMD under Nsight Systems with the options tracerecon needs (those you did not pass and this nsys "
+                    "supports), one report per rank under torchrun, exports each to SQLite, writes run.json, and prints the report. "
+                    "Exits with the program's exit code.",
     )
     p.add_argument("-o", "--output", metavar="DIR", help="output directory (default: tracerecon-run-<timestamp>)")
     p.add_argument("--nsys", metavar="PATH", help="nsys executable (default: $TRACERECON_NSYS, PATH, usual install places)")
@@ -31,20 +33,11 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--wrap", action="append", default=[], metavar="MOD:QUAL=PHASE", help="wrap a callable in a phase range in every process (repeatable)")
     p.add_argument("--phases", action="append", default=[], metavar="PRESET", help="wrap an engine's phase methods: sglang-eagle, vllm-eagle")
     p.add_argument("--cpu-timers", action="store_true", help="engines using tracerecon.instrument also log naive perf_counter phase times")
-    p.add_argument("--phase", action="append", metavar="NAME", help="phase names for the report (default: the standard ones)")
-    p.add_argument("--cycle", default=DEFAULT_CYCLE, metavar="PREFIX", help="cycle range prefix for the report")
+    add_phase_args(p)
     p.add_argument("--no-report", action="store_true", help="profile and export only")
     p.add_argument("command", nargs=argparse.REMAINDER, help="the program to profile, after --")
-    p.set_defaults(func=cmd_run)
+    p.set_defaults(func=main)
 
-    p = sub.add_parser("scrub", help="write a copy of an nsys SQLite export that is safe to share")
-    p.add_argument("trace", metavar="TRACE.sqlite")
-    p.add_argument("-o", "--output", metavar="OUT", help="output file (default: TRACE.scrubbed.sqlite)")
-    p.set_defaults(func=cmd_scrub)
-
-
-def _say(msg: str) -> None:
-    print(f"tracerecon: {msg}", file=sys.stderr, flush=True)
 
 
 def _nvtx_package_warning(nsys_version: tuple[int, ...]) -> str | None:
@@ -62,7 +55,7 @@ def _nvtx_package_warning(nsys_version: tuple[int, ...]) -> str | None:
     return None
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     from tracerecon.nsys.launch import RunRequest, run_profiled
     from tracerecon.nsys.locate import find_nsys
     from tracerecon.wrap import ENV_SPEC, SITECUSTOMIZE, expand
@@ -91,11 +84,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         site = out / ".tracerecon_site"
         site.mkdir(parents=True, exist_ok=True)
         (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
-        pkg_parent = str(Path(__file__).resolve().parents[2])
+        pkg_parent = str(Path(__file__).resolve().parents[2])  # the directory holding the tracerecon package
         parts = [str(site.resolve()), pkg_parent] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])
         env += [("PYTHONPATH", os.pathsep.join(parts)), (ENV_SPEC, ";".join(t.spec() for t in targets))]
     if args.cpu_timers:
-        env.append(("TRACERECON_CPU_TIMERS", str((out / "cpu_timers").resolve())))
+        env.append((CPU_TIMERS_ENV, str((out / CPU_TIMERS_PREFIX).resolve())))
 
     result = run_profiled(RunRequest(tuple(command), out, tuple(nsys_args), tuple(env)), nsys, _say)
 
@@ -115,33 +108,20 @@ def cmd_run(args: argparse.Namespace) -> int:
             os.replace(tmp, path)
         _say(f"scrubbed {len(result.sqlite_files)} export(s)")
     if result.sqlite_files and not args.no_report:
-        from rich.console import Console
+        from tracerecon import api
+        from tracerecon.cli.render import print_report
 
-        from tracerecon.analysis.phases import DEFAULT_PHASES, PhaseConfig
-        from tracerecon.pipeline import analyze
-        from tracerecon.render import print_report
-
-        config = PhaseConfig(tuple(args.phase) if args.phase else DEFAULT_PHASES, args.cycle)
         try:
-            analysis = analyze(result.sqlite_files, config)
-            for w in analysis.warnings:
-                _say(f"warning: {w}")
-            print_report(analysis, Console(highlight=False, width=None if sys.stdout.isatty() else 100))
+            analysis = api.load([str(out)], config_from(args))
+            warn_all(analysis.warnings)
+            print_report(analysis, console())
         except BadTraceError as exc:
             _say(f"warning: no report: {exc}")
-    _say(f"run directory: {out} (run.json, {len(result.sqlite_files)} SQLite export(s))")
+    _say(f"run directory: {out} ({RUN_JSON}, {len(result.sqlite_files)} SQLite export(s))")
     if result.program_exit_code != 0:
         return result.program_exit_code
     if failed_import or not result.reports:
         raise LaunchError("profiling finished but not every report could be imported and exported (see above)")
     if result.interrupted:
         return 130
-    return 0
-
-
-def cmd_scrub(args: argparse.Namespace) -> int:
-    from tracerecon.nsys.scrub import scrub_export
-
-    s = scrub_export(args.trace, args.output)
-    print(f"wrote {s.output}: dropped {len(s.dropped_tables)} table(s), {s.capture_entries_removed} capture entries, changed {s.text_values_changed} text value(s)")
     return 0

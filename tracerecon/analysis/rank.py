@@ -1,0 +1,203 @@
+"""One rank, start to finish: which phase owns which GPU op and blocking call, the ranges'
+projection, the stream-order boundaries, and the finished phases and cycles tables.
+
+Pure functions over Arrow tables (what ``tracerecon.nsys`` read, already cut to the rank's
+processes). ``own_rank`` does everything that needs no other rank; ``finish_rank`` adds what the
+cross-rank step found (each phase's wait in collectives) and returns the finished tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tracerecon import schema
+from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases
+from tracerecon.analysis.boundaries import busiest_streams, phase_boundaries, phase_streams, stream_clock
+from tracerecon.analysis.nccl import phase_comm_split
+from tracerecon.analysis.phases import PhaseConfig, PhaseInputs, build_cycles, build_phases, select_phases
+from tracerecon.analysis.projection import I64_MIN, equals, index_launches, innermost_owner, int64s, string_mask
+from tracerecon.analysis.ranges import build_ranges, nest
+from tracerecon.analysis.syncs import attribute_waits, base_api_name, find_blocking_calls
+
+
+@dataclass(frozen=True)
+class RankTables:
+    """What one rank's analysis reads: Arrow tables in the ``tracerecon.schema`` raw layouts,
+    cut to the rank's processes. ``gpu_ops`` are linked to their launching calls
+    (``projection.link_launches``)."""
+
+    nvtx_ranges: pa.Table
+    gpu_ops: pa.Table
+    api_calls: pa.Table
+    sync_records: pa.Table
+    event_records: pa.Table
+
+
+@dataclass(frozen=True)
+class RankWork:
+    """One rank after ownership and boundaries, before the cross-rank step fills ``wait_ns``."""
+
+    rank: int
+    ranges: pa.Table
+    gpu_ops: pa.Table
+    syncs: pa.Table
+    phase_inputs: PhaseInputs
+    cycle_rows: np.ndarray
+
+    def provisional_phases(self) -> pa.Table:
+        """The phases table without waits in collectives (what the cross-rank step reads)."""
+        return build_phases(self.phase_inputs)
+
+
+def _calls_as_launches(calls: pa.Table) -> pa.Table:
+    """View CPU calls as 'ops launched by themselves', to reuse range ownership lookups."""
+    return pa.table(
+        {
+            "pid": calls["pid"],
+            "launch_tid": calls["tid"],
+            "launch_start_ns": calls["start_ns"],
+            "launch_end_ns": calls["end_ns"],
+        }
+    )
+
+
+def own_rank(tables: RankTables, rank: int, config: PhaseConfig) -> RankWork:
+    """Ownership (same thread, then across threads), projection, stream boundaries, waits."""
+    ops = tables.gpu_ops
+    api = tables.api_calls
+    sync_records = tables.sync_records
+    event_records = tables.event_records
+    nested = nest(tables.nvtx_ranges)
+
+    launches = index_launches(ops)  # sorted once; every lookup of ops by CPU range below uses it
+    phase_rows, cycle_of, cycle_rows = select_phases(nested, config)
+    n_ph = len(phase_rows)
+    depth = int64s(nested["depth"]) if nested.num_rows else np.zeros(0, np.int64)
+    row_to_phase = np.full(nested.num_rows + 1, -1, dtype=np.int64)
+    row_to_phase[phase_rows] = np.arange(n_ph)
+    phase_mask = np.zeros(nested.num_rows, dtype=bool)
+    phase_mask[phase_rows] = True
+    all_mask = pc.not_equal(nested["style"], "start_end_cross_thread").to_numpy(zero_copy_only=False) if nested.num_rows else np.zeros(0, bool)
+
+    # Same-thread ownership (nsys's rule), then work of other threads (analysis.attribution).
+    op_phase = row_to_phase[innermost_owner(ops, nested, phase_mask, depth, launches)]
+    ph = nested.take(pa.array(phase_rows, pa.int64())) if n_ph else nested.slice(0, 0)
+    ph_pid, ph_tid = (int64s(ph["pid"]), int64s(ph["tid"])) if n_ph else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    ph_s, ph_e = (int64s(ph["start_ns"]), int64s(ph["end_ns"])) if n_ph else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    own = np.bincount(op_phase[op_phase >= 0], minlength=n_ph)[:n_ph] if n_ph else np.zeros(0, np.int64)
+    takes_cross = cross_thread_phases(ph_pid, ph_tid, ph["name"].to_pylist() if n_ph else [], own, config.phase_thread)
+    if takes_cross.any() and ops.num_rows:
+        same = op_phase
+        op_phase = attribute_other_threads(int64s(ops["pid"]), int64s(ops["launch_tid"], -1), int64s(ops["launch_start_ns"], I64_MIN), same, ph_pid, ph_tid, ph_s, ph_e, takes_cross)
+        moved = np.flatnonzero((op_phase >= 0) & (same < 0))
+        cross_owned = (moved, phase_rows[op_phase[moved]])
+        got = np.zeros(n_ph, dtype=bool)
+        got[op_phase[moved]] = True
+        takes_cross &= got | (own == 0)
+        cross_rows = phase_rows[takes_cross & got]
+    else:
+        cross_owned, cross_rows = None, np.zeros(0, np.int64)
+    ranges = build_ranges(nested, ops, rank, launches, cross_owned, cross_rows)
+    op_range = innermost_owner(ops, ranges, all_mask, depth, launches)
+    if cross_owned is not None:
+        op_range[cross_owned[0]] = cross_owned[1]
+
+    # Blocking calls, owned by the same two rules.
+    blocking = find_blocking_calls(api, sync_records, ops)
+    as_launch = _calls_as_launches(blocking)
+    call_phase = row_to_phase[innermost_owner(as_launch, ranges, phase_mask, depth)]
+    if len(cross_rows):
+        call_phase = attribute_other_threads(int64s(blocking["pid"]), int64s(blocking["tid"]), int64s(blocking["start_ns"]), call_phase, ph_pid, ph_tid, ph_s, ph_e, takes_cross)
+    call_range = innermost_owner(as_launch, ranges, all_mask, depth)
+    call_range = np.where((call_range < 0) & (call_phase >= 0), phase_rows[np.maximum(call_phase, 0)] if n_ph else -1, call_range)
+    waits = attribute_waits(blocking, ops, op_phase, call_phase)
+    syncs = _build_syncs(blocking, waits, call_range, call_phase, ranges, phase_rows, rank)
+
+    # Stream-order boundaries (analysis.boundaries).
+    clock = stream_clock(ops, api, event_records, sync_records)
+    dev, stream = phase_streams(ops, op_phase, n_ph)
+    b_start, b_end, dev, stream = phase_boundaries(clock, ph_pid, ph_s, ph_e, cycle_of, dev, stream, busiest_streams(ops))
+
+    blocked = np.zeros(n_ph, dtype=np.int64)
+    absorbed = np.zeros(n_ph, dtype=np.int64)
+    if syncs.num_rows and n_ph:
+        sp = int64s(syncs["phase_id"], -1)
+        ok = sp >= 0
+        np.add.at(blocked, sp[ok], int64s(syncs["blocked_ns"])[ok])
+        np.add.at(absorbed, sp[ok], int64s(syncs["waited_other_phase_ns"])[ok])
+    split = phase_comm_split(ops.append_column("phase_id", pa.array(op_phase)), n_ph)
+    inputs = PhaseInputs(
+        rank=rank, ranges=ranges, phase_rows=phase_rows, cycle=cycle_of,
+        boundary_start=b_start, boundary_end=b_end, stream_device=dev, stream_id=stream,
+        n_graph_launches=_graph_launch_counts(ops, op_phase, n_ph),
+        blocked_ns=blocked, absorbed_ns=absorbed,
+        comm_ns=split["comm_ns"], compute_ns=split["compute_ns"], overlap_ns=split["overlap_ns"],
+    )
+    gpu_ops = _build_gpu_ops(ops, op_range, op_phase, rank)
+    return RankWork(rank=rank, ranges=ranges, gpu_ops=gpu_ops, syncs=syncs, phase_inputs=inputs, cycle_rows=cycle_rows)
+
+
+def finish_rank(work: RankWork, wait_ns: np.ndarray | None) -> tuple[pa.Table, pa.Table]:
+    """The finished (phases, cycles) tables; ``wait_ns``: per phase, time its collectives waited
+    for other ranks (None with one rank)."""
+    phases = build_phases(work.phase_inputs, wait_ns)
+    return phases, build_cycles(work.ranges, phases, work.cycle_rows, work.rank)
+
+
+
+def _build_syncs(blocking, waits, call_range, call_phase, ranges, phase_rows, rank) -> pa.Table:
+    n = blocking.num_rows
+    if n == 0:
+        return schema.empty(schema.SYNCS)
+    names = ranges["name"].to_pylist()
+    wf = waits["waited_for_phase_id"]
+    wf_name = [names[phase_rows[p]] if p >= 0 else None for p in wf]
+    t = {
+        "rank": pa.array(np.full(n, rank, dtype=np.int32)),
+        "pid": blocking["pid"],
+        "tid": blocking["tid"],
+        "api": blocking["api"],
+        "start_ns": blocking["start_ns"],
+        "end_ns": blocking["end_ns"],
+        "blocked_ns": pc.subtract(blocking["end_ns"], blocking["start_ns"]),
+        "device_id": blocking["sync_device_id"],
+        "stream_id": blocking["sync_stream_id"],
+        "sync_type": blocking["sync_type"],
+        "range_id": pa.array(call_range, mask=call_range < 0),
+        "phase_id": pa.array(call_phase, mask=call_phase < 0),
+        "waited_gpu_ns": pa.array(waits["waited_gpu_ns"]),
+        "waited_other_phase_ns": pa.array(waits["waited_other_phase_ns"]),
+        "waited_for_phase_id": pa.array(wf, mask=wf < 0),
+        "waited_for_phase": pa.array(wf_name, pa.string()),
+    }
+    return pa.table(t, schema=schema.SYNCS).sort_by([("start_ns", "ascending")])
+
+
+def _graph_launch_counts(ops: pa.Table, op_phase: np.ndarray, n_phases: int) -> np.ndarray:
+    """CUDA-graph launches per phase: graph-trace rows, or distinct node-mode launch calls."""
+    counts = np.zeros(n_phases, dtype=np.int64)
+    if ops.num_rows == 0 or n_phases == 0:
+        return counts
+    is_graph = equals(ops["kind"], "graph") | string_mask(ops["launch_api"], lambda a: base_api_name(a) in ("cudaGraphLaunch", "cuGraphLaunch"))
+    sel = np.flatnonzero(is_graph & (op_phase >= 0))
+    if len(sel):
+        corr = int64s(ops["correlation_id"], -1)[sel]
+        # One launch call = one (phase, correlation id); node-mode kernels of a launch share it.
+        _, dense = np.unique(corr, return_inverse=True)
+        packed = np.unique(op_phase[sel] * (dense.max() + 1) + dense.ravel())
+        counts = np.bincount(packed // (dense.max() + 1), minlength=n_phases).astype(np.int64)
+    return counts
+
+
+def _build_gpu_ops(ops: pa.Table, op_range: np.ndarray, op_phase: np.ndarray, rank: int) -> pa.Table:
+    n = ops.num_rows
+    if n == 0:
+        return schema.empty(schema.GPU_OPS)
+    t = ops.append_column("rank", pa.array(np.full(n, rank, dtype=np.int32)))
+    t = t.append_column("range_id", pa.array(op_range, mask=op_range < 0))
+    t = t.append_column("phase_id", pa.array(op_phase, mask=op_phase < 0))
+    return t.select(schema.GPU_OPS.names).cast(schema.GPU_OPS)

@@ -1,0 +1,176 @@
+"""The one core every front end calls: ``load``, ``compare``, ``export``.
+
+    from tracerecon import api
+    run = api.load(["out/rank0.sqlite", "out/rank1.sqlite"])      # -> model.Analysis
+    api.export(run, "parquet_dir")                                # -> manifest dict
+    doc = api.compare(api.load(["before/"]), api.load(["after/"]))
+
+``load`` reads nsys exports (``tracerecon.nsys``), splits them into ranks, runs the per-rank
+analysis and then the cross-rank step (``tracerecon.analysis``); a parquet export directory
+reads back as the same Analysis. Errors are ``tracerecon.errors.TraceReconError`` with one line
+that names the file; warnings come back in ``Analysis.warnings``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable, Sequence
+
+from tracerecon.analysis.cross_rank import RankView, analyze_cross_rank
+from tracerecon.analysis.phases import PhaseConfig
+from tracerecon.analysis.projection import int64s, link_launches
+from tracerecon.analysis.rank import RankTables, finish_rank, own_rank
+from tracerecon.analysis.ranks import RankSource, processes_in_file, select_pids
+from tracerecon.errors import BadTraceError
+from tracerecon.model import Analysis, RankResult
+from tracerecon.nsys.sqlite_export import TraceTables, check_export, read_all_api_calls, read_export
+from tracerecon.run_dir import expand_inputs, is_export_dir, rank_from_filename, rank_of_mark, read_engine_timers, trace_stem
+
+Progress = Callable[[str], None]
+
+__all__ = ["Analysis", "PhaseConfig", "RankResult", "check_inputs", "compare", "export", "load"]
+
+
+def load(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = None, progress: Progress | None = None) -> Analysis:
+    """Traces (``.sqlite``, ``.sqlite.xz``), run directories, or one parquet export directory ->
+    the finished Analysis. Raises BadTraceError (exit 2) when no input is usable."""
+    if len(inputs) == 1 and is_export_dir(inputs[0]):
+        from tracerecon.export import read_parquet_export
+
+        return read_parquet_export(inputs[0])
+    return _analyze(inputs, options or PhaseConfig(), progress or (lambda _m: None))
+
+
+def check_inputs(inputs: Sequence[str | os.PathLike]) -> None:
+    """Fail now (BadTraceError, naming the file) on inputs ``load`` could not read at all,
+    without reading them: for front ends that load in the background (the TUI)."""
+    if len(inputs) == 1 and is_export_dir(inputs[0]):
+        return
+    for f in expand_inputs(inputs):
+        check_export(f)
+
+
+def compare(a: Analysis, b: Analysis) -> dict:
+    """The ``diff`` document: ranks paired by number, phase by phase, with explanations."""
+    from tracerecon.present import diff_document
+
+    return diff_document(a, b)
+
+
+def export(analysis: Analysis, out_dir: str | os.PathLike) -> dict:
+    """Per-rank parquet datasets and ``manifest.json`` in ``out_dir``; returns the manifest."""
+    from tracerecon.export import export_parquet
+
+    return export_parquet(analysis, out_dir)
+
+
+def no_nvtx_message(path: str, nsys_version: str | None) -> str:
+    """Why a trace has no NVTX ranges; the nvtx-package hint only where that nsys makes it likely."""
+    msg = f"{path}: no NVTX ranges in the trace: was the program instrumented, and traced with `-t nvtx`?"
+    try:
+        year = int((nsys_version or "").split(".")[0])
+    except ValueError:
+        year = None
+    if year is not None and year < 2023:
+        msg += f" (Nsight Systems {nsys_version} records no ranges from the `nvtx` Python package 0.2.11 or newer: pip install 'nvtx==0.2.10')"
+    return msg
+
+
+def _read(f: Path, say: Progress) -> tuple[TraceTables, object, list[str]]:
+    say(f"reading {f.name}")
+    tables = read_export(f, progress=lambda m: say(f"{f.name}: {m}"))
+    warnings = list(tables.warnings)
+    if not tables.info.has_cuda:
+        warnings.append(f"{f}: no CUDA activity in the trace (traced without `-t cuda`, or a CPU-only run): CPU times only")
+    linked = link_launches(tables.gpu_ops, tables.api_calls)
+    if linked["launch_tid"].null_count:
+        # The filtered read of API calls missed a launcher: read them all and link again.
+        tables = replace(tables, api_calls=read_all_api_calls(f))
+        linked = link_launches(tables.gpu_ops, tables.api_calls)
+        if linked["launch_tid"].null_count:
+            warnings.append(f"{f}: {linked['launch_tid'].null_count} GPU op(s) have no launching API call in the trace; they belong to no range")
+    return tables, linked, warnings
+
+
+def _one_run(files: list[Path], read: list[TraceTables]) -> None:
+    """Refuse inputs that are not ranks of one run: their sessions must overlap in time (ranks
+    of one job run at once; separate runs follow each other). Files of unknown session time
+    are not checked."""
+    spans = []
+    for f, t in zip(files, read):
+        s = t.info.session_start_utc_ns
+        if not s or t.info.time_normalized:
+            return
+        spans.append((s, s + max(t.trace_end_ns, 0), f))
+    spans.sort(key=lambda x: x[0])
+    groups: list[list[Path]] = []
+    end = None
+    for s, e, f in spans:
+        if end is None or s > end:
+            groups.append([f])
+            end = e
+        else:
+            groups[-1].append(f)
+            end = max(end, e)
+    if len(groups) > 1:
+        listed = " | ".join(", ".join(p.name for p in g) for g in groups)
+        raise BadTraceError(f"the inputs are {len(groups)} separate runs (their sessions do not overlap in time): {listed}; give the files of one run at a time")
+
+
+def _analyze(paths: Sequence[str | os.PathLike], config: PhaseConfig, say: Progress) -> Analysis:
+    files = expand_inputs(paths)
+    warnings: list[str] = []
+    read = []
+    for f in files:
+        tables, linked, w = _read(f, say)
+        read.append((tables, linked))
+        warnings.extend(w)
+    multi = len(files) > 1
+    if multi:
+        _one_run(files, [t for t, _ in read])
+    file_ranks = [rank_from_filename(trace_stem(f)) for f in files]
+    by_name = multi and all(r is not None for r in file_ranks) and len(set(file_ranks)) == len(file_ranks)
+    if multi and not by_name:
+        warnings.append("rank numbers not found in every file name (e.g. rank3, r3, _3); ranks follow file order")
+    work = []
+    for i, (f, (tables, linked)) in enumerate(zip(files, read)):
+        if tables.nvtx_ranges.num_rows == 0:
+            warnings.append(no_nvtx_message(str(f), tables.info.nsys_version))
+        if multi:
+            pids = sorted(set(int64s(tables.gpu_ops["pid"]).tolist()) | set(int64s(tables.nvtx_ranges["pid"]).tolist()))
+            splits, how = [(file_ranks[i] if by_name else i, pids)], ("file name" if by_name else "file order")
+        else:
+            named = {int(p): r for p, n in zip(tables.nvtx_marks["pid"].to_pylist(), tables.nvtx_marks["name"].to_pylist()) if (r := rank_of_mark(n)) is not None}
+            splits, how = processes_in_file(tables.gpu_ops, tables.nvtx_ranges, named)
+            if not splits:
+                raise BadTraceError(f"{f}: empty trace: no GPU work and no NVTX ranges")
+        for rank, pids in splits:
+            say(f"rank {rank}: analysing")
+            rt = RankTables(
+                nvtx_ranges=select_pids(tables.nvtx_ranges, pids), gpu_ops=select_pids(linked, pids), api_calls=select_pids(tables.api_calls, pids),
+                sync_records=select_pids(tables.sync_records, pids), event_records=select_pids(tables.event_records, pids),
+            )
+            work.append((RankSource(rank, str(f), tuple(pids), how), tables.info, own_rank(rt, rank, config)))
+    work.sort(key=lambda w: w[0].rank)
+    if len({w[0].rank for w in work}) != len(work):
+        raise BadTraceError("two inputs map to the same rank (" + ", ".join(f"{s.path}: {s.rank}" for s, _, _ in work) + "); rename the files (rank0, rank1, ...)")
+    if all(w.ranges.num_rows == 0 for _, _, w in work):
+        raise BadTraceError(no_nvtx_message(", ".join(str(f) for f in files), read[0][0].info.nsys_version))
+    if all(len(w.phase_inputs.phase_rows) == 0 for _, _, w in work):
+        warnings.append(f"no range named as a phase ({', '.join(config.phases)}) in {', '.join(str(f) for f in files)}; pass --phase NAME for your engine's phase ranges")
+    elif config.cycle_prefix and all(len(w.cycle_rows) == 0 for _, _, w in work if len(w.phase_inputs.phase_rows)):
+        warnings.append(f"no range name starts with {config.cycle_prefix!r}: a cycle starts at each occurrence of the first phase")
+    cross = analyze_cross_rank(
+        [RankView(s.rank, s.path, info.session_start_utc_ns, w.gpu_ops, w.provisional_phases(), info.time_normalized) for s, info, w in work]
+    )
+    results = []
+    for s, info, w in work:
+        comm = cross.comm_of(s.rank)
+        phases, cycles = finish_rank(w, comm.phase_wait_ns if comm is not None else None)
+        results.append(RankResult(source=s, info=info, ranges=w.ranges, gpu_ops=w.gpu_ops, syncs=w.syncs, phases=phases, cycles=cycles))
+    return Analysis(
+        ranks=tuple(results), inputs=tuple(str(f) for f in files), config=config, warnings=tuple(warnings), cross=cross,
+        engine_timers=read_engine_timers(paths),
+    )

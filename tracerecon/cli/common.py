@@ -1,0 +1,88 @@
+"""What every command shares: the phase options, loading with progress, warnings, width."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from tracerecon.analysis.attribution import parse_phase_thread
+from tracerecon.analysis.phases import DEFAULT_CYCLE, DEFAULT_PHASES, PhaseConfig
+from tracerecon.errors import UsageError
+
+BUNDLED_SAMPLE = Path(__file__).resolve().parent.parent.parent / "sample_traces" / "h200_nsys2025.3.1" / "eagle_gpu_bound.sqlite"
+TRACE_HELP = "nsys .sqlite export(s) (or .sqlite.xz), a directory of them, a `tracerecon run` directory, or a `tracerecon export` directory"
+
+
+def add_traces_arg(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("traces", nargs="+" if required else "*", metavar="TRACE", help=TRACE_HELP)
+
+
+def add_phase_args(p: argparse.ArgumentParser) -> None:
+    """The options that say what a phase is: every analysing command takes the same ones."""
+    p.add_argument("--phase", action="append", metavar="NAME", help=f"NVTX range name of an engine phase (repeatable; default: {', '.join(DEFAULT_PHASES)})")
+    p.add_argument("--cycle", default=DEFAULT_CYCLE, metavar="PREFIX", help="name prefix of the range enclosing one cycle (default: %(default)s); "
+                   "without such ranges a cycle starts at each occurrence of the first phase")
+    p.add_argument("--phase-thread", default="auto", metavar="TID|auto|same",
+                   help="GPU work launched by threads with no phase open goes to the phase open on the thread holding the phases: "
+                        "auto = for phases that launch nothing themselves (default), same = never (nsys's rule), TID = every phase on that thread")
+
+
+def config_from(args: argparse.Namespace) -> PhaseConfig:
+    try:
+        thread = parse_phase_thread(args.phase_thread)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return PhaseConfig(phases=tuple(args.phase) if args.phase else DEFAULT_PHASES, cycle_prefix=args.cycle, phase_thread=thread)
+
+
+def say(msg: str) -> None:
+    print(f"tracerecon: {msg}", file=sys.stderr, flush=True)
+
+
+def warn_all(warnings: Sequence[str]) -> None:
+    for w in warnings:
+        say(f"warning: {w}")
+
+
+def output_width() -> int | None:
+    """The terminal's width; when piped, $COLUMNS or 100 (reports are laid out for 80)."""
+    if sys.stdout.isatty():
+        return None
+    try:
+        return max(40, int(os.environ.get("COLUMNS", "100")))
+    except ValueError:
+        return 100
+
+
+def console():
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=False, width=output_width())
+
+
+@contextlib.contextmanager
+def progress_reporter() -> Iterator:
+    """A rich spinner on stderr when it is a terminal; silent otherwise."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=Console(stderr=True), transient=True) as prog:
+        task = prog.add_task("starting")
+        yield lambda msg: prog.update(task, description=msg)
+
+
+def load(inputs: Sequence[str], config: PhaseConfig):
+    """``api.load`` with a progress spinner; warnings go to stderr."""
+    from tracerecon import api
+
+    with progress_reporter() as progress:
+        analysis = api.load(inputs, config, progress)
+    warn_all(analysis.warnings)
+    return analysis

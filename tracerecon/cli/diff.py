@@ -1,0 +1,36 @@
+"""``tracerecon diff A B``: two runs phase by phase, explained at kernel level."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from tracerecon.cli.common import add_phase_args, config_from, console, load
+
+
+def add(sub) -> None:
+    p = sub.add_parser(
+        "diff", help="two runs phase by phase: GPU and CPU deltas explained at kernel level",
+        description="Pairs the ranks of A and B by number and compares every phase's CPU and GPU medians, with one explanation "
+                    "per phase (kernels added or removed, launch counts, graph replay vs eager, GPU idle, waits) and the "
+                    "whole-trace kernel time changes.",
+    )
+    p.add_argument("a", metavar="A", help="the first run: traces, a run directory or an export directory")
+    p.add_argument("b", metavar="B", help="the second run, the same kinds")
+    add_phase_args(p)
+    p.add_argument("--json", action="store_true", help="print the JSON document instead of tables")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from tracerecon import api
+    from tracerecon.cli.render import print_diff
+
+    config = config_from(args)
+    result = api.compare(load([args.a], config), load([args.b], config))
+    out = console()
+    if args.json:
+        out.file.write(json.dumps(result, indent=2) + "\n")
+    else:
+        print_diff(result, out)
+    return 0

@@ -1,0 +1,95 @@
+"""Rich layout of the documents ``tracerecon.present`` words: tables sized for 80 columns."""
+
+from __future__ import annotations
+
+import json
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from tracerecon.analysis.summary import summarize_cycles, summarize_phases
+from tracerecon.model import Analysis
+from tracerecon.present import (
+    VERDICT_STYLE, fmt_ms, misleading_line, most_misleading, report_json, straggler_lines, verdict_cause_label,
+)
+
+
+def print_json(analysis: Analysis, console: Console) -> None:
+    console.file.write(json.dumps(report_json(analysis), indent=2) + "\n")
+
+
+def print_report(analysis: Analysis, console: Console) -> None:
+    for r in analysis.ranks:
+        phases = summarize_phases(r.phases, analysis.config.phases)
+        cycles = summarize_cycles(r.cycles)
+        console.print(f"[bold]rank {r.rank}[/bold]  {r.source.path}  pid {', '.join(map(str, r.source.pids))}  nsys {r.info.nsys_version or '?'}", overflow="fold")
+        table = Table(header_style="bold", box=None, padding=(0, 1, 0, 0), pad_edge=False)
+        table.add_column("phase", no_wrap=True)
+        table.add_column("n", justify="right")
+        engine = analysis.engine_timers.get(r.rank, {})
+        if engine:
+            table.add_column("engine", justify="right")  # the engine's own perf_counter timer, ms
+        for col in ("CPU ms", "GPU ms", "span", "busy", "CPU-GPU"):
+            table.add_column(col, justify="right", no_wrap=True)
+        table.add_column("verdict: cause", overflow="fold")
+        for p in phases:
+            cells = [p.phase, str(p.n)] + ([fmt_ms(engine.get(p.phase))] if engine else [])
+            table.add_row(
+                *cells, fmt_ms(p.cpu_ms_median), fmt_ms(p.gpu_ms_median), fmt_ms(p.gpu_span_ms_median),
+                fmt_ms(p.gpu_busy_ms_median), fmt_ms(p.error_ms_median), Text(verdict_cause_label(p), style=VERDICT_STYLE.get(p.dominant_verdict, "")),
+            )
+        console.print(table)
+        if cycles.n:
+            console.print(
+                f"  cycles: {cycles.n}  CPU {fmt_ms(cycles.cpu_ms_median)} ms  GPU {fmt_ms(cycles.gpu_ms_median)} ms (median); "
+                f"phases add up in {cycles.n_add_up} of {cycles.n}"
+            )
+        worst = most_misleading(phases)
+        if worst is not None:
+            console.print("  " + misleading_line(worst))
+        console.print()
+    print_straggler_summary(analysis, console)
+    console.print("  GPU ms: CUDA-event time between phase boundaries; medians over cycles.", style="dim")
+
+
+def print_straggler_summary(analysis: Analysis, console: Console) -> None:
+    """Across ranks: alignment, communication vs waiting, and who gated the cycles."""
+    cross = analysis.cross
+    if cross is None or len(analysis.ranks) < 2:
+        return
+    t = Table(title="across ranks", title_justify="left", header_style="bold", box=None, padding=(0, 1), pad_edge=False)
+    for col in ("rank", "offset ms", "± ms", "alignment", "coll.", "comm ms", "wait ms", "gated"):
+        t.add_column(col, justify="left" if col in ("alignment",) else "right")
+    gated = cross.critical_path_json()["rank_counts"]
+    for r in analysis.ranks:
+        a, c = cross.alignment_of(r.rank), cross.comm_of(r.rank)
+        unc = "?" if a.offset_uncertainty_ns is None else f"{a.offset_uncertainty_ns / 1e6:.3f}"
+        t.add_row(str(r.rank), f"{a.offset_ns / 1e6:.3f}", unc, a.method, str(c.n_collectives), f"{c.comm_ns / 1e6:.3f}", f"{c.wait_ns / 1e6:.3f}", str(gated.get(str(r.rank), 0)))
+    console.print(t)
+    for line in straggler_lines(analysis):
+        console.print("  " + line)
+    console.print()
+
+
+def print_diff(result: dict, console: Console) -> None:
+    """The `diff` table and one explanation line per phase."""
+    t = Table(title="A -> B", title_justify="left", header_style="bold", box=None, padding=(0, 1, 0, 0), pad_edge=False)
+    for col in ("rank", "phase", "A GPU ms", "B GPU ms", "delta GPU", "A CPU ms", "B CPU ms"):
+        t.add_column(col, justify="left" if col == "phase" else "right")
+    for p in result["phases"]:
+        d = p["delta_gpu_ms"]
+        t.add_row(str(p["rank"]), p["phase"], fmt_ms(p["a_gpu_ms"]), fmt_ms(p["b_gpu_ms"]), Text("-" if d is None else f"{d:+.3f}", style="red" if (d or 0) > 0 else "green"), fmt_ms(p["a_cpu_ms"]), fmt_ms(p["b_cpu_ms"]))
+    console.print(t)
+    c = result["cycles"]
+    if c.get("a_gpu_ms") is not None:
+        console.print(f"  cycle (rank {c['per_rank'][0]['rank']}): GPU {fmt_ms(c['a_gpu_ms'])} -> {fmt_ms(c['b_gpu_ms'])} ms ({c['delta_gpu_ms']:+.3f}), CPU {fmt_ms(c['a_cpu_ms'])} -> {fmt_ms(c['b_cpu_ms'])} ms")
+    for p in result["phases"]:
+        console.print(f"  rank {p['rank']}: {p['explanation']}")
+    for k in result.get("kernels", []):
+        top = [c for c in k["changes"] if abs(c["delta_ms"]) > 0][:3]
+        if top:
+            console.print(f"  rank {k['rank']} kernel time A -> B (whole trace): " + "; ".join(
+                f"{c['kernel'][:48]} {c['a_ms']:.3f} -> {c['b_ms']:.3f} ms ({c['a_count']} -> {c['b_count']} launches)" for c in top))
+    if result["unpaired_ranks"]:
+        console.print(f"  ranks on one side only: {result['unpaired_ranks']}", style="yellow")

@@ -1,0 +1,46 @@
+"""``tracerecon view``: the terminal UI over the same core as ``report``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tracerecon.cli.common import BUNDLED_SAMPLE, add_phase_args, add_traces_arg, config_from
+from tracerecon.errors import TraceReconError, UsageError
+
+KEYS = "Keys: 1-4 tabs, n/p cycles, g go to cycle, w worst cycle, +/- zoom, arrows pan, a all ranks, r next rank, s sort, / search, ? help, q quit."
+
+
+def add(sub) -> None:
+    p = sub.add_parser(
+        "view", help="terminal UI: browse phases, cycles and timelines (needs the `tui` extra)",
+        description="Opens the traces (no TRACE: the bundled sample) in a terminal UI: an overview of ranks x phases, a timeline of "
+                    "CPU phases against GPU phases, waits and streams, a table of cycles, and phase detail. " + KEYS,
+    )
+    add_traces_arg(p, required=False)
+    add_phase_args(p)
+    p.add_argument("--diff", metavar="B", help="also compare with B (traces, run or export directory) in a Diff tab")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from tracerecon import api
+
+    try:
+        import textual  # noqa: F401
+    except ImportError:
+        raise TraceReconError("the terminal UI needs the `tui` extra: pip install 'tracerecon[tui]'") from None
+    traces = args.traces or [str(BUNDLED_SAMPLE)]
+    config = config_from(args)
+    # Bad input fails here, like `report`, before the screen is taken.
+    api.check_inputs(traces)
+    if args.diff:
+        api.check_inputs([args.diff])
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UsageError("tracerecon view needs a terminal (use `tracerecon report` when the output is not one)")
+    from tracerecon.tui.app import TraceReconApp
+
+    diff_loader = (lambda: api.load([args.diff], config)) if args.diff else None
+    app = TraceReconApp(lambda: api.load(traces, config), source=", ".join(traces), diff_loader=diff_loader)
+    app.run()
+    return 0

@@ -1,0 +1,144 @@
+"""What every front end shows, worded once: the ``report --json`` document, the ``diff``
+document, verdict and cause wording and colours, the "most misleading" line and the straggler
+lines. Plain strings and dicts; the CLI (rich) and the TUI (Textual) only lay them out.
+"""
+
+from __future__ import annotations
+
+import json
+
+from tracerecon.analysis.diff import cycle_delta, diff_rank, kernel_changes
+from tracerecon.analysis.summary import PhaseSummary, most_misleading, summarize_cycles, summarize_phases
+from tracerecon.model import Analysis
+
+__all__ = ["most_misleading"]
+
+VERDICT_STYLE = {"under": "bold red", "over": "bold magenta", "agree": "green", "no_gpu_work": "dim"}
+VERDICT_MEANING = {
+    "under": "CPU timer under-reports",
+    "over": "CPU timer over-reports",
+    "agree": "CPU and GPU agree",
+    "no_gpu_work": "no GPU work",
+}
+CAUSE_MEANING = {
+    "async_tail": "its GPU work ran on past the timer",
+    "absorbed_wait": "the timer holds a blocking wait on other phases' GPU work",
+    "queued_behind": "its work waited behind earlier work on the stream",
+    "comm_wait": "its collectives waited for other ranks",
+    "launch_bound": "the GPU sat idle over half its span while the CPU launched",
+    "none": "",
+}
+
+
+def fmt_ms(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def report_json(analysis: Analysis) -> dict:
+    """The ``report --json`` document."""
+    ranks = []
+    cross = analysis.cross
+    for r in analysis.ranks:
+        al = cross.alignment_of(r.rank) if cross else None
+        cm = cross.comm_of(r.rank) if cross else None
+        ranks.append(
+            {
+                "rank": r.rank,
+                "source": r.source.path,
+                "pids": list(r.source.pids),
+                "offset_ns": al.offset_ns if al else 0,
+                "offset_uncertainty_ns": al.offset_uncertainty_ns if al else 0,
+                "alignment": al.method if al else "shared clock",
+                "nccl": {
+                    "comm_ms": round(cm.comm_ns / 1e6, 6) if cm else 0.0,
+                    "wait_ms": round(cm.wait_ns / 1e6, 6) if cm else 0.0,
+                    "n_collectives": cm.n_collectives if cm else 0,
+                },
+                "phases": [
+                    {**p.to_json(), **({"engine_cpu_ms_median": analysis.engine_timers[r.rank][p.phase]} if p.phase in analysis.engine_timers.get(r.rank, {}) else {})}
+                    for p in summarize_phases(r.phases, analysis.config.phases)
+                ],
+                "cycles": summarize_cycles(r.cycles).to_json(),
+            }
+        )
+    critical = cross.critical_path_json() if cross else {"rank_counts": {}, "phase_counts": {}, "by_rank": {}}
+    return {"ranks": ranks, "critical_path": critical, "warnings": list(analysis.warnings)}
+
+
+def _dominant(counts: dict[str, int], name: str, n: int) -> str:
+    k = counts.get(name, 0)
+    return name if k == n else f"{name} {k}/{n}"
+
+
+def verdict_label(p: PhaseSummary) -> str:
+    """The dominant verdict, with its share when the instances disagree: ``over 23/24``."""
+    return _dominant(p.verdicts, p.dominant_verdict, p.n)
+
+
+def cause_label(p: PhaseSummary) -> str:
+    """The dominant cause (empty when every instance has none)."""
+    return "" if p.dominant_cause == "none" and p.causes.get("none", 0) == p.n else _dominant(p.causes, p.dominant_cause, p.n)
+
+
+def verdict_cause_label(p: PhaseSummary) -> str:
+    """``over 23/24: absorbed_wait``."""
+    return verdict_label(p) + (f": {p.dominant_cause}" if p.dominant_cause != "none" else "")
+
+
+def misleading_line(p: PhaseSummary) -> str:
+    """One sentence for the phase whose CPU timer misleads most."""
+    why = CAUSE_MEANING.get(p.dominant_cause, "")
+    return (f"most misleading: {p.phase}: CPU {fmt_ms(p.cpu_ms_median)} ms vs GPU {fmt_ms(p.gpu_ms_median)} ms - "
+            f"{VERDICT_MEANING[p.dominant_verdict]}" + (f": {why}" if why else ""))
+
+
+def straggler_lines(analysis: Analysis) -> list[str]:
+    """One line per rank that gated cycles: its own most frequent gating phase, and how long
+    the other ranks waited in collectives in the cycles it gated."""
+    cross = analysis.cross
+    if cross is None or len(analysis.ranks) < 2 or cross.critical_path.num_rows == 0:
+        return []
+    per_rank = cross.critical_path_json()["by_rank"]
+    total = cross.critical_path.num_rows
+    waited: dict[str, int] = {}
+    for row in cross.critical_path.to_pylist():
+        if row["gating_rank"] is None:
+            continue
+        others = {k: v for k, v in json.loads(row["waits_ns"] or "{}").items() if k != str(row["gating_rank"])}
+        waited[str(row["gating_rank"])] = waited.get(str(row["gating_rank"]), 0) + sum(others.values())
+    lines = []
+    for rank, d in sorted(per_rank.items(), key=lambda kv: (-kv[1]["cycles"], int(kv[0]))):
+        phase, k = next(iter(d["phase_counts"].items()), (None, 0))
+        where = f", mostly in {phase} ({k} of them)" if phase else ""
+        w = waited.get(rank, 0)
+        wait = f"; in those cycles the other ranks waited {w / 1e6:.3f} ms in collectives" if w > 0 else ""
+        lines.append(f"straggler: rank {rank} gated {d['cycles']} of {total} cycles{where}{wait}")
+    return lines
+
+
+def diff_document(a: Analysis, b: Analysis) -> dict:
+    """``{"phases": [...per rank and phase...], "cycles": {...}, "kernels": [...per rank...]}``.
+
+    Ranks are paired by number; a rank on one side only is listed under ``unpaired_ranks``.
+    """
+    a_ranks = {r.rank: r for r in a.ranks}
+    b_ranks = {r.rank: r for r in b.ranks}
+    phases = []
+    per_rank_cycles = []
+    kernels = []
+    for rank in sorted(set(a_ranks) & set(b_ranks)):
+        ra, rb = a_ranks[rank], b_ranks[rank]
+        phases += [d.to_json() for d in diff_rank(rank, ra.phases, ra.gpu_ops, rb.phases, rb.gpu_ops, a.config.phases)]
+        per_rank_cycles.append({"rank": rank, **cycle_delta(ra.cycles, rb.cycles)})
+        kernels.append({"rank": rank, "changes": kernel_changes(ra.gpu_ops, rb.gpu_ops)})
+    first = per_rank_cycles[0] if per_rank_cycles else {}
+    cycles = {k: first.get(k) for k in ("a_cpu_ms", "b_cpu_ms", "a_gpu_ms", "b_gpu_ms", "delta_gpu_ms", "delta_cpu_ms")}
+    cycles["per_rank"] = per_rank_cycles
+    return {
+        "a": list(a.inputs),
+        "b": list(b.inputs),
+        "phases": phases,
+        "cycles": cycles,
+        "kernels": kernels,
+        "unpaired_ranks": sorted(set(a_ranks) ^ set(b_ranks)),
+    }

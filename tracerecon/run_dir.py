@@ -1,0 +1,119 @@
+"""The files tracerecon itself reads and writes around traces: inputs and run directories.
+
+- What counts as an input: an nsys ``.sqlite`` export (or ``.sqlite.xz``), a directory of them,
+  a run directory (``run.json`` lists its exports in rank order), a parquet export directory.
+- ``run.json``: what ``tracerecon run`` did (command, nsys, reports per rank, exit code).
+- ``cpu_timers.rank<R>.jsonl``: the engine's own naive ``perf_counter`` phase timers.
+- The rank of a file (``rank3``, ``r3``, ``_3`` in its name) and of a process (the
+  ``tracerecon.rank=N`` NVTX mark that ``tracerecon.instrument`` emits).
+
+A leaf module: it knows file names and formats, nothing of nsys's schema or of the analysis.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from pathlib import Path
+from typing import Sequence
+
+from tracerecon.errors import BadTraceError
+
+RUN_JSON = "run.json"
+MANIFEST_JSON = "manifest.json"
+XZ_SUFFIX = ".xz"
+CPU_TIMERS_PREFIX = "cpu_timers"  # the engine writes <prefix>.rank<R>.jsonl
+CPU_TIMERS_ENV = "TRACERECON_CPU_TIMERS"
+
+# The NVTX mark tracerecon.instrument emits at start; it names the rank of its process.
+RANK_MARK_FORMAT = "tracerecon.rank={}"
+_RANK_MARK = re.compile(r"^tracerecon\.rank=(\d+)$")
+# Trailing rank number in a file name: rank3, r3, _3, -3 (the last number of the stem).
+_RANK_IN_NAME = (re.compile(r"rank[_-]?(\d+)$", re.I), re.compile(r"(?:^|[_\-.])r(\d+)$", re.I), re.compile(r"[_\-.](\d+)$"))
+# A trailing number this large is a pid or a job id, not a rank.
+MAX_RANK_IN_NAME = 65535
+
+
+def rank_of_mark(name: str | None) -> int | None:
+    """``tracerecon.rank=3`` -> 3; anything else -> None."""
+    m = _RANK_MARK.match(name or "")
+    return int(m.group(1)) if m else None
+
+
+def trace_stem(path: str | Path) -> str:
+    """``rank3.sqlite.xz`` / ``rank3.sqlite`` -> ``rank3``."""
+    name = Path(path).name
+    for suffix in (XZ_SUFFIX, ".sqlite"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    return name
+
+
+def rank_from_filename(stem: str) -> int | None:
+    """``eagle_rank3`` -> 3, ``run_r1`` -> 1, ``trace_2`` -> 2, ``profile`` / ``host_483927`` -> None."""
+    for pat in _RANK_IN_NAME:
+        m = pat.search(stem)
+        if m:
+            n = int(m.group(1))
+            return n if n <= MAX_RANK_IN_NAME else None
+    return None
+
+
+def is_export_dir(path: str | Path) -> bool:
+    """A directory written by ``tracerecon export`` (it holds ``manifest.json``)."""
+    return (Path(path) / MANIFEST_JSON).is_file()
+
+
+def is_run_dir(path: str | Path) -> bool:
+    return (Path(path) / RUN_JSON).is_file()
+
+
+def _listed_in_run_json(folder: Path) -> list[Path]:
+    try:
+        meta = json.loads((folder / RUN_JSON).read_text())
+        listed = [folder / Path(x["sqlite"]).name for x in meta.get("reports", []) if x.get("sqlite")]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return []
+    listed = [f if f.is_file() else f.with_name(f.name + XZ_SUFFIX) for f in listed]
+    return [f for f in listed if f.is_file()]
+
+
+def expand_inputs(paths: Sequence[str | Path]) -> list[Path]:
+    """Files as given; a directory contributes its exports: those ``run.json`` lists (rank
+    order), else its ``*.sqlite`` files (else ``*.sqlite.xz``) sorted by name."""
+    out: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            found = _listed_in_run_json(p) or sorted(p.glob("*.sqlite")) or sorted(p.glob("*.sqlite" + XZ_SUFFIX))
+            if not found:
+                raise BadTraceError(f"{p}: directory holds no .sqlite exports")
+            out.extend(found)
+        else:
+            out.append(p)
+    if not out:
+        raise BadTraceError("no input traces given")
+    return out
+
+
+def read_engine_timers(paths: Sequence[str | Path]) -> dict[int, dict[str, float]]:
+    """Medians of the engine's own perf_counter phase timers (``cpu_timers.rank<R>.jsonl`` that
+    ``tracerecon run --cpu-timers`` makes engines write into the run directory):
+    ``{rank: {phase: median ms}}``."""
+    out: dict[int, dict[str, list[float]]] = {}
+    folders = []
+    for raw in paths:
+        p = Path(raw)
+        folder = p if p.is_dir() else p.parent
+        if folder not in folders:
+            folders.append(folder)
+    for folder in folders:
+        for f in sorted(folder.glob(f"{CPU_TIMERS_PREFIX}.rank*.jsonl")):
+            for line in f.read_text(errors="replace").splitlines():
+                try:
+                    rec = json.loads(line)
+                    out.setdefault(int(rec["rank"]), {}).setdefault(str(rec["phase"]), []).append(float(rec["cpu_ms"]))
+                except (ValueError, KeyError, TypeError):
+                    continue
+    return {r: {ph: round(statistics.median(v), 6) for ph, v in d.items()} for r, d in out.items()}
