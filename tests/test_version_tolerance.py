@@ -44,8 +44,16 @@ def test_analysis_runs_or_refuses_cleanly(path):
         assert "NVTX" in str(exc) or "empty" in str(exc)
         return
     for r in a.ranks:
-        # every op that found its launcher lies inside the trace
-        assert r.ranges.num_rows >= 0 and r.gpu_ops.num_rows >= 0
+        ranges = r.ranges.to_pylist()
+        # every projected range ends after it starts, and owns as many ops as point at it
+        assert all(x["gpu_start_ns"] is None or x["gpu_start_ns"] <= x["gpu_end_ns"] for x in ranges)
+        # every op a range owns was launched inside that range, on its thread (nsys's rule)
+        for op in r.gpu_ops.to_pylist():
+            if op["range_id"] is not None and ranges[op["range_id"]]["attribution"] == "same_thread":
+                owner = ranges[op["range_id"]]
+                assert owner["start_ns"] <= op["launch_start_ns"] and op["launch_end_ns"] <= owner["end_ns"] and op["launch_tid"] == owner["tid"]
+        # and phases tile their cycles
+        assert all(c["phases_gpu_ns"] == c["gpu_ns"] for c in r.cycles.to_pylist() if c["gpu_ns"] is not None)
 
 
 def test_legacy_export_metadata_table_is_detected():

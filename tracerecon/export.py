@@ -11,7 +11,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tracerecon import __version__, schema
-from tracerecon.analysis.cross_rank import COLLECTIVES, CRITICAL_PATH, CrossRank, RankAlignment, RankComm
+from tracerecon.analysis.cross_rank import CrossRank, RankAlignment, RankComm
+from tracerecon.schema import COLLECTIVES, CRITICAL_PATH
 from tracerecon.analysis.phases import PhaseConfig
 from tracerecon.analysis.ranks import RankSource
 from tracerecon.errors import BadTraceError, TraceReconError

@@ -251,6 +251,37 @@ CYCLES = pa.schema(
     ]
 )
 
+# --- across ranks ----------------------------------------------------------------------------
+
+COLLECTIVES = pa.schema(
+    [
+        ("collective", pa.int64()),
+        ("name", pa.string()),
+        ("rank", pa.int32()),
+        ("start_ns", pa.int64()),  # the rank's own timeline
+        ("end_ns", pa.int64()),
+        ("aligned_start_ns", pa.int64()),  # + offset_ns
+        ("aligned_end_ns", pa.int64()),
+        ("phase_id", pa.int64()),
+        ("cycle", pa.int64()),
+        ("skew_ns", pa.int64()),  # last arrival - first arrival, over ranks
+        ("last_rank", pa.int32()),
+        ("wait_ns", pa.int64()),
+        ("comm_ns", pa.int64()),
+    ]
+)
+CRITICAL_PATH = pa.schema(
+    [
+        ("cycle", pa.int64()),
+        ("gating_rank", pa.int32()),
+        ("gating_phase", pa.string()),
+        ("how", pa.string()),  # "collectives" (the rank others waited for) | "latest end"
+        ("max_wait_ns", pa.int64()),  # the longest any rank waited for others in this cycle
+        ("waits_ns", pa.string()),  # JSON {rank: ns}
+    ]
+)
+
+
 # verdict: which way the CPU timer errs, always the sign of cpu_ns - gpu_ns beyond the threshold
 VERDICTS = ("over", "under", "agree", "no_gpu_work")
 # cause: why (analysis.phases.cause_of)

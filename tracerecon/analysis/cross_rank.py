@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracerecon.analysis.nccl import comm_mask
+from tracerecon.schema import COLLECTIVES, CRITICAL_PATH
 from tracerecon.analysis.projection import int64s
 
 
@@ -87,35 +88,6 @@ class CrossRank:
             "phase_counts": dict(Counter(r["gating_phase"] for r in rows if r["gating_phase"]).most_common()),
             "by_rank": {k: {"cycles": v["cycles"], "phase_counts": dict(v["phase_counts"].most_common())} for k, v in sorted(by_rank.items(), key=lambda kv: int(kv[0]))},
         }
-
-
-COLLECTIVES = pa.schema(
-    [
-        ("collective", pa.int64()),
-        ("name", pa.string()),
-        ("rank", pa.int32()),
-        ("start_ns", pa.int64()),  # the rank's own timeline
-        ("end_ns", pa.int64()),
-        ("aligned_start_ns", pa.int64()),  # + offset_ns
-        ("aligned_end_ns", pa.int64()),
-        ("phase_id", pa.int64()),
-        ("cycle", pa.int64()),
-        ("skew_ns", pa.int64()),  # last arrival - first arrival, over ranks
-        ("last_rank", pa.int32()),
-        ("wait_ns", pa.int64()),
-        ("comm_ns", pa.int64()),
-    ]
-)
-CRITICAL_PATH = pa.schema(
-    [
-        ("cycle", pa.int64()),
-        ("gating_rank", pa.int32()),
-        ("gating_phase", pa.string()),
-        ("how", pa.string()),  # "collectives" (the rank others waited for) | "latest end"
-        ("max_wait_ns", pa.int64()),  # the longest any rank waited for others in this cycle
-        ("waits_ns", pa.string()),  # JSON {rank: ns}
-    ]
-)
 
 
 def _comm_ops(view: RankView) -> dict[str, np.ndarray]:

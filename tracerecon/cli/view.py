@@ -26,10 +26,6 @@ def add(sub) -> None:
 def main(args: argparse.Namespace) -> int:
     from tracerecon import api
 
-    try:
-        import textual  # noqa: F401
-    except ImportError:
-        raise TraceReconError("the terminal UI needs the `tui` extra: pip install 'tracerecon[tui]'") from None
     traces = args.traces or [str(BUNDLED_SAMPLE)]
     config = config_from(args)
     # Bad input fails here, like `report`, before the screen is taken.
@@ -38,7 +34,10 @@ def main(args: argparse.Namespace) -> int:
         api.check_inputs([args.diff])
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError("tracerecon view needs a terminal (use `tracerecon report` when the output is not one)")
-    from tracerecon.tui.app import TraceReconApp
+    try:
+        from tracerecon.tui.app import TraceReconApp
+    except ImportError:
+        raise TraceReconError("the terminal UI needs the `tui` extra: pip install 'tracerecon[tui]'") from None
 
     diff_loader = (lambda: api.load([args.diff], config)) if args.diff else None
     app = TraceReconApp(lambda: api.load(traces, config), source=", ".join(traces), diff_loader=diff_loader)

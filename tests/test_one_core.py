@@ -1,0 +1,177 @@
+"""One core, two front ends (issue 9): the layering holds, the export is lossless, and the CLI
+and the TUI refuse the same bad input the same way."""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import DEMO2, H200, ROOT, SAMPLES, run_cli
+
+PKG = ROOT / "tracerecon"
+SHAPES = SAMPLES / "demo_shapes_h200x2"
+
+# Layers, bottom up. An import may go sideways or down, never up.
+LAYERS = {
+    "tracerecon.errors": 0, "tracerecon.schema": 0, "tracerecon.run_dir": 0, "tracerecon": 0,
+    "tracerecon.instrument": 1, "tracerecon.wrap": 1, "tracerecon.nsys": 1, "tracerecon.analysis": 1,
+    "tracerecon.model": 2,
+    "tracerecon.export": 3, "tracerecon.present": 3,
+    "tracerecon.api": 4,
+    "tracerecon.cli": 5, "tracerecon.tui": 5, "tracerecon.__main__": 6,
+}
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def layer_of(mod: str) -> int:
+    best = None
+    for prefix, layer in LAYERS.items():
+        if (mod == prefix or mod.startswith(prefix + ".")) and (best is None or len(prefix) > len(best[0])):
+            best = (prefix, layer)
+    assert best is not None, mod
+    return best[1]
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every tracerecon module ``path`` imports, at module level or inside functions."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("tracerecon"):
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                out.add(full if (ROOT / (full.replace(".", "/") + ".py")).exists() or (ROOT / full.replace(".", "/")).is_dir() else node.module)
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("tracerecon")}
+    return out
+
+
+def third_party_of(path: Path) -> set[str]:
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+    return out
+
+
+GRAPH = {module_name(p): imports_of(p) for p in PKG.rglob("*.py")}
+
+
+def test_the_import_graph_has_no_cycle():
+    seen, on_path = set(), []
+
+    def visit(m):
+        if m in on_path:
+            raise AssertionError("import cycle: " + " -> ".join(on_path[on_path.index(m):] + [m]))
+        if m in seen:
+            return
+        on_path.append(m)
+        for dep in GRAPH.get(m, ()):
+            if dep in GRAPH and dep != m:
+                visit(dep)
+        on_path.pop()
+        seen.add(m)
+
+    for m in GRAPH:
+        visit(m)
+
+
+def test_no_import_runs_back_up():
+    up = [(m, d) for m, deps in GRAPH.items() for d in deps if d in GRAPH and layer_of(d) > layer_of(m)]
+    assert up == []
+
+
+def test_analysis_and_nsys_keep_to_themselves():
+    for path in PKG.rglob("*.py"):
+        m = module_name(path)
+        deps, libs = GRAPH[m], third_party_of(path)
+        if m.startswith("tracerecon.analysis"):
+            assert not libs & {"sqlite3", "sqlite_utils", "textual", "torch", "rich"}, m
+            assert all(d.startswith("tracerecon.analysis") or d in ("tracerecon.schema", "tracerecon.errors") for d in deps), (m, deps)
+        if m.startswith("tracerecon.nsys"):
+            assert not any(d.startswith(("tracerecon.analysis", "tracerecon.api", "tracerecon.cli", "tracerecon.tui")) for d in deps), (m, deps)
+        if "textual" in libs:
+            assert m.startswith("tracerecon.tui"), m
+        assert "torch" not in libs, m
+
+
+# --- a lossless export -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("trace", [H200 / "eagle_gpu_bound.sqlite", DEMO2 / "nccl_skew", SHAPES / "nccl_skew_phases", SHAPES / "worker_gpu_bound"],
+                         ids=lambda p: p.name)
+def test_an_export_reports_exactly_like_its_traces(tmp_path, trace):
+    # GIVEN the report of the traces, and an export of them (with the engine's own timers beside)
+    src = tmp_path / "run"
+    shutil.copytree(trace, src) if trace.is_dir() else (src.mkdir(), shutil.copy(trace, src / trace.name))
+    (src / "cpu_timers.rank0.jsonl").write_text("".join(json.dumps({"rank": 0, "cycle": c, "phase": "verify", "cpu_ms": 1.0 + c}) + "\n" for c in range(3)))
+    direct = run_cli("report", "--json", str(src))
+    assert direct.returncode == 0, direct.stderr
+    assert run_cli("export", str(src), "-o", str(tmp_path / "out")).returncode == 0
+    # WHEN the export is reported
+    again = run_cli("report", "--json", str(tmp_path / "out"))
+    assert again.returncode == 0, again.stderr
+    a, b = json.loads(direct.stdout), json.loads(again.stdout)
+    # THEN every field is the same: NCCL totals, engine timers, alignment, verdicts, causes, warnings
+    assert a["ranks"][0]["phases"][1].get("engine_cpu_ms_median") == 2.0
+    assert a == b
+    if "nccl" in trace.name:
+        assert all(r["nccl"]["n_collectives"] > 1000 and r["nccl"]["comm_ms"] > 0 for r in b["ranks"])
+
+
+# --- the same answer to bad and odd input -------------------------------------------------------
+
+
+def test_view_refuses_a_bad_file_like_report(tmp_path):
+    for cmd in (["report"], ["view"]):
+        res = run_cli(*cmd, str(ROOT / "README.md"))
+        assert res.returncode == 2 and res.stderr.count("\n") == 1 and "README.md: not an SQLite file" in res.stderr, (cmd, res.stderr)
+
+
+def test_view_without_a_terminal_says_so():
+    res = run_cli("view", str(H200 / "eagle_gpu_bound.sqlite"))
+    assert res.returncode == 2 and "needs a terminal" in res.stderr
+
+
+def test_a_directory_of_separate_runs_is_refused():
+    res = run_cli("report", str(H200))
+    assert res.returncode == 2 and res.stderr.count("\n") == 1
+    assert "4 separate runs" in res.stderr and "eagle_gpu_rank0.sqlite, eagle_gpu_rank1.sqlite" in res.stderr
+
+
+def test_ranks_of_one_run_are_one_run():
+    res = run_cli("report", "--json", str(H200 / "eagle_gpu_rank0.sqlite"), str(H200 / "eagle_gpu_rank1.sqlite"))
+    assert res.returncode == 0 and [r["rank"] for r in json.loads(res.stdout)["ranks"]] == [0, 1]
+
+
+def test_a_cycle_prefix_that_matches_nothing_is_a_warning():
+    res = run_cli("report", "--cycle", "step", str(H200 / "eagle_gpu_bound.sqlite"))
+    assert res.returncode == 0 and "no range name starts with 'step'" in res.stderr
+
+
+def test_every_option_of_every_command_is_described():
+    import argparse
+
+    from tracerecon.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(sub.choices) == {"report", "export", "diff", "view", "run", "scrub"}
+    for name, p in sub.choices.items():
+        assert p.description, name  # what the command does, beyond its one-line summary
+        for action in p._actions:
+            if not isinstance(action, argparse._HelpAction):
+                assert action.help, (name, action.dest)
+    assert "Keys:" in sub.choices["view"].description and "bundled sample" in sub.choices["view"].description
+    assert all(t in sub.choices["export"].description for t in ("ranges", "phases", "cycles", "gpu_ops", "syncs", "collectives", "critical_path"))
