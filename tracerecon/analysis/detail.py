@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from tracerecon.analysis.columns import is_graph_launch, median_ms
 from tracerecon.analysis.nccl import comm_mask
-from tracerecon.analysis.projection import int64s, string_mask
+from tracerecon.analysis.projection import int64s
 
 
 @dataclass(frozen=True)
@@ -36,12 +37,8 @@ class PhaseDetail:
     comm_ms: float = 0.0
     wait_ms: float = 0.0
     verdicts: dict[str, int] = field(default_factory=dict)
+    causes: dict[str, int] = field(default_factory=dict)
     explanation: str = ""
-
-
-def _med_ms(values) -> float | None:
-    v = [x for x in values if x is not None]
-    return round(float(np.median(v)) / 1e6, 6) if v else None
 
 
 def explain_verdict(verdict: str, cause: str, cpu_ms: float, gpu_ms: float | None, overrun_ms: float, absorbed_ms: float,
@@ -88,21 +85,19 @@ def phase_detail(phases: pa.Table, gpu_ops: pa.Table, syncs: pa.Table, *, phase_
         mine = np.flatnonzero((pid >= 0) & sel_set[np.where(pid >= 0, pid, phases.num_rows)])
         if len(mine):
             t = gpu_ops.take(pa.array(mine))
-            is_k = string_mask(t["kind"], lambda k: k == "kernel")
             dur = int64s(t["end_ns"]) - int64s(t["start_ns"])
             cnt, tot = Counter(), Counter()
             for n, d in zip(t["name"].cast(pa.string()).to_pylist(), dur.tolist()):
                 cnt[n] += 1
                 tot[n] += d
             kernels = [KernelRow(n, cnt[n], round(tot[n] / 1e6, 6)) for n, _ in tot.most_common()]
-            graphish = string_mask(t["kind"], lambda k: k == "graph") | string_mask(t["launch_api"], lambda a: "GraphLaunch" in a)
+            graphish = is_graph_launch(t)
             corr = int64s(t["correlation_id"], -1)
             eager = len({(int(p), int(c)) for p, c, g in zip(int64s(t["phase_id"]), corr, graphish) if not g and c >= 0})
             graph = len({(int(p), int(c)) for p, c, g in zip(int64s(t["phase_id"]), corr, graphish) if g})
             dev, st = int64s(t["device_id"]), int64s(t["stream_id"])
             streams = [f"GPU{d} stream {s}" for d, s in sorted(set(zip(dev.tolist(), st.tolist())))]
             comm_ms = round(float(dur[comm_mask(t)].sum()) / 1e6, 6)
-            del is_k
     sync_lines = []
     waited_for = None
     if syncs.num_rows:
@@ -123,16 +118,17 @@ def phase_detail(phases: pa.Table, gpu_ops: pa.Table, syncs: pa.Table, *, phase_
     top = next(iter(verdicts), "no_gpu_work")
     top_cause = Counter(c for v, c in zip(d["verdict"], d["cause"]) if v == top).most_common(1)
     cause = top_cause[0][0] if top_cause else "none"
-    cpu_ms = _med_ms(d["cpu_ns"]) or 0.0
-    gpu_ms = _med_ms(d["gpu_ns"])
-    span = _med_ms(d["gpu_span_ns"])
-    busy = _med_ms(d["gpu_busy_ns"]) or 0.0
+    cpu_ms = median_ms(d["cpu_ns"]) or 0.0
+    gpu_ms = median_ms(d["gpu_ns"])
+    span = median_ms(d["gpu_span_ns"])
+    busy = median_ms(d["gpu_busy_ns"]) or 0.0
     explanation = explain_verdict(
-        top, cause, cpu_ms, gpu_ms, _med_ms(d["overrun_ns"]) or 0.0, _med_ms(d["absorbed_ns"]) or 0.0, (busy / span) if span else None, waited_for,
-        _med_ms(d["queued_ns"]) or 0.0, _med_ms(d["wait_ns"]) or 0.0,
+        top, cause, cpu_ms, gpu_ms, median_ms(d["overrun_ns"]) or 0.0, median_ms(d["absorbed_ns"]) or 0.0, (busy / span) if span else None, waited_for,
+        median_ms(d["queued_ns"]) or 0.0, median_ms(d["wait_ns"]) or 0.0,
     )
     return PhaseDetail(
         title=title, n_instances=len(sel), cpu_ms=cpu_ms, gpu_ms=gpu_ms, gpu_span_ms=span, gpu_busy_ms=busy,
         kernels=tuple(kernels), eager_launches=eager, graph_launches=graph, streams=tuple(streams), syncs=tuple(sync_lines),
-        comm_ms=comm_ms, wait_ms=round(sum(x or 0 for x in d["wait_ns"]) / 1e6, 6), verdicts=verdicts, explanation=explanation,
+        comm_ms=comm_ms, wait_ms=round(sum(x or 0 for x in d["wait_ns"]) / 1e6, 6), verdicts=verdicts,
+        causes=dict(Counter(d["cause"]).most_common()), explanation=explanation,
     )

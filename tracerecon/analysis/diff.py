@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from tracerecon.analysis.columns import is_graph_launch, median_ms, quantile_ms
 from tracerecon.analysis.projection import int64s, string_mask
 
 # A change is worth a word when it moves more than this (fraction of the larger side) ...
@@ -76,11 +77,6 @@ class PhaseDelta:
         }
 
 
-def _q(values: list, q: float) -> float | None:
-    v = [x for x in values if x is not None]
-    return round(float(np.quantile(np.asarray(v, dtype=np.float64), q)) / 1e6, 6) if v else None
-
-
 def summarize_side(phases: pa.Table, gpu_ops: pa.Table) -> dict[str, PhaseSide]:
     """Per phase name: a PhaseSide over its instances."""
     if phases.num_rows == 0:
@@ -93,7 +89,7 @@ def summarize_side(phases: pa.Table, gpu_ops: pa.Table) -> dict[str, PhaseSide]:
     if gpu_ops.num_rows:
         pid = int64s(gpu_ops["phase_id"], -1)
         keep = pid >= 0
-        graphish = string_mask(gpu_ops["kind"], lambda k: k == "graph") | string_mask(gpu_ops["launch_api"], lambda a: "GraphLaunch" in a)
+        graphish = is_graph_launch(gpu_ops)
         corr = int64s(gpu_ops["correlation_id"], -1)
         sel = np.flatnonzero(keep & ~graphish & (corr >= 0))
         if len(sel):
@@ -125,14 +121,14 @@ def summarize_side(phases: pa.Table, gpu_ops: pa.Table) -> dict[str, PhaseSide]:
             kt.update(kernel_ns[i])
         out[name] = PhaseSide(
             n=n,
-            cpu_ms=_q([ph["cpu_ns"][i] for i in idx], 0.5),
-            gpu_ms=_q([ph["gpu_ns"][i] for i in idx], 0.5),
-            cpu_ms_p90=_q([ph["cpu_ns"][i] for i in idx], 0.9),
-            gpu_ms_p90=_q([ph["gpu_ns"][i] for i in idx], 0.9),
+            cpu_ms=quantile_ms([ph["cpu_ns"][i] for i in idx], 0.5),
+            gpu_ms=quantile_ms([ph["gpu_ns"][i] for i in idx], 0.5),
+            cpu_ms_p90=quantile_ms([ph["cpu_ns"][i] for i in idx], 0.9),
+            gpu_ms_p90=quantile_ms([ph["gpu_ns"][i] for i in idx], 0.9),
             eager_launches=float(np.median(eager[idx])),
             graph_launches=float(np.median([ph["n_graph_launches"][i] for i in idx])),
             idle_fraction=round(float(np.median(idle)), 4) if idle else None,
-            blocked_ms=round(float(np.median([ph["blocked_ns"][i] for i in idx])) / 1e6, 6),
+            blocked_ms=median_ms([ph["blocked_ns"][i] for i in idx]),
             kernels={k: v / n for k, v in kc.items()},
             kernel_ms={k: v / n / 1e6 for k, v in kt.items()},
         )
@@ -193,8 +189,7 @@ def diff_rank(rank: int, a_phases: pa.Table, a_ops: pa.Table, b_phases: pa.Table
 
 def cycle_delta(a_cycles: pa.Table, b_cycles: pa.Table) -> dict:
     def med(t, col):
-        v = [x for x in t[col].to_pylist() if x is not None] if t.num_rows else []
-        return round(float(np.median(v)) / 1e6, 6) if v else None
+        return median_ms(t[col].to_pylist() if t.num_rows else [])
 
     out = {"a_cpu_ms": med(a_cycles, "cpu_ns"), "b_cpu_ms": med(b_cycles, "cpu_ns"), "a_gpu_ms": med(a_cycles, "gpu_ns"), "b_gpu_ms": med(b_cycles, "gpu_ns")}
     out["delta_gpu_ms"] = round(out["b_gpu_ms"] - out["a_gpu_ms"], 6) if out["a_gpu_ms"] is not None and out["b_gpu_ms"] is not None else None

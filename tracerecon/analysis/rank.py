@@ -16,12 +16,13 @@ import pyarrow.compute as pc
 
 from tracerecon import schema
 from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases
+from tracerecon.analysis.columns import is_graph_launch
 from tracerecon.analysis.boundaries import busiest_streams, phase_boundaries, phase_streams, stream_clock
 from tracerecon.analysis.nccl import phase_comm_split
 from tracerecon.analysis.phases import PhaseConfig, PhaseInputs, build_cycles, build_phases, select_phases
-from tracerecon.analysis.projection import I64_MIN, equals, index_launches, innermost_owner, int64s, string_mask
+from tracerecon.analysis.projection import I64_MIN, index_launches, innermost_owner, int64s
 from tracerecon.analysis.ranges import build_ranges, nest
-from tracerecon.analysis.syncs import attribute_waits, base_api_name, find_blocking_calls
+from tracerecon.analysis.syncs import attribute_waits, find_blocking_calls
 
 
 @dataclass(frozen=True)
@@ -182,7 +183,7 @@ def _graph_launch_counts(ops: pa.Table, op_phase: np.ndarray, n_phases: int) -> 
     counts = np.zeros(n_phases, dtype=np.int64)
     if ops.num_rows == 0 or n_phases == 0:
         return counts
-    is_graph = equals(ops["kind"], "graph") | string_mask(ops["launch_api"], lambda a: base_api_name(a) in ("cudaGraphLaunch", "cuGraphLaunch"))
+    is_graph = is_graph_launch(ops)
     sel = np.flatnonzero(is_graph & (op_phase >= 0))
     if len(sel):
         corr = int64s(ops["correlation_id"], -1)[sel]

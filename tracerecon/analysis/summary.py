@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-import numpy as np
 import pyarrow as pa
 
+from tracerecon.analysis.columns import median_ms
 from tracerecon.schema import CAUSES, VERDICTS
 
 
@@ -68,13 +68,6 @@ class CycleSummary:
         }
 
 
-def _median_ms(values: list) -> float | None:
-    v = [x for x in values if x is not None]
-    if not v:
-        return None
-    return round(float(np.median(np.asarray(v, dtype=np.float64))) / 1e6, 6)
-
-
 def summarize_phases(phases: pa.Table, order: tuple[str, ...] = ()) -> list[PhaseSummary]:
     """One summary per phase name; names in ``order`` first (in that order), then the rest by first appearance."""
     if phases.num_rows == 0:
@@ -92,11 +85,11 @@ def summarize_phases(phases: pa.Table, order: tuple[str, ...] = ()) -> list[Phas
             PhaseSummary(
                 phase=name,
                 n=len(idx),
-                cpu_ms_median=_median_ms(pick("cpu_ns")),
-                gpu_ms_median=_median_ms(pick("gpu_ns")),
-                gpu_span_ms_median=_median_ms(pick("gpu_span_ns")),
-                gpu_busy_ms_median=_median_ms(pick("gpu_busy_ns")),
-                error_ms_median=_median_ms(pick("error_ns")),
+                cpu_ms_median=median_ms(pick("cpu_ns")),
+                gpu_ms_median=median_ms(pick("gpu_ns")),
+                gpu_span_ms_median=median_ms(pick("gpu_span_ns")),
+                gpu_busy_ms_median=median_ms(pick("gpu_busy_ns")),
+                error_ms_median=median_ms(pick("error_ns")),
                 verdicts=dict(Counter(pick("verdict")).most_common()),
                 causes=dict(Counter(pick("cause")).most_common()),
             )
@@ -110,10 +103,10 @@ def summarize_cycles(cycles: pa.Table) -> CycleSummary:
     c = cycles.to_pydict()
     return CycleSummary(
         n=cycles.num_rows,
-        cpu_ms_median=_median_ms(c["cpu_ns"]),
-        gpu_ms_median=_median_ms(c["gpu_ns"]),
-        phases_cpu_ms_median=_median_ms(c["phases_cpu_ns"]),
-        phases_gpu_ms_median=_median_ms(c["phases_gpu_ns"]),
+        cpu_ms_median=median_ms(c["cpu_ns"]),
+        gpu_ms_median=median_ms(c["gpu_ns"]),
+        phases_cpu_ms_median=median_ms(c["phases_cpu_ns"]),
+        phases_gpu_ms_median=median_ms(c["phases_gpu_ns"]),
         n_add_up=sum(1 for x in c["adds_up"] if x),
     )
 

@@ -11,7 +11,6 @@ import re
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tracerecon.analysis.intervals import explode_slices, segmented_union_length
 from tracerecon.analysis.projection import int64s, match_correlation, string_mask

@@ -28,21 +28,21 @@ from tracerecon.tui.timeline_widget import Timeline
 HELP = """\
 [b]tracerecon view[/b]: CPU phase timers against the GPU's truth
 
-[b]Tabs[/b]  1 overview   2 timeline   3 cycles   4 phase detail   5 diff (with --diff B)
-[b]Overview[/b]  enter: details of the phase under the cursor
+[b]Tabs[/b] 1 overview  2 timeline  3 cycles  4 detail  5 diff (--diff B)
+[b]Overview[/b] enter: details of the phase under the cursor
 [b]Timeline[/b]
-  n / p      next / previous cycle        g  go to cycle N
-  w          the cycle whose timers lie most
-  + / -      zoom in / out (mouse wheel too)   left / right  pan
-  0          back to the whole cycle      r  next rank     a  all ranks stacked
-  click      select a segment (its details show below)
-  enter      phase detail of the selected phase
-[b]Cycles[/b]  s: sort by the column under the cursor; enter: open the cycle in the timeline
-[b]Anywhere[/b]  /  search a kernel or range name   ?  this help   q  quit
+  n / p   next / previous cycle      g  go to cycle N
+  w       the cycle whose timers lie most
+  + / -   zoom (mouse wheel too)     left / right  pan
+  0       the whole cycle again      r  next rank   a  all ranks
+  click   select a segment           enter  its phase detail
+[b]Cycles[/b] s: sort by the column under the cursor; enter: open cycle
+[b]Anywhere[/b] /  search a kernel or range   ?  this help   q  quit
 
-Verdict (letters in Cycles: O U A N): [magenta]over[/magenta] CPU timer > GPU time; [red]under[/red]
-CPU timer < GPU time; [green]agree[/green]; [grey50]no_gpu_work[/grey50]. Cause: async_tail,
-absorbed_wait, queued_behind, comm_wait, launch_bound (see the README).
+Verdict letters (Cycles tab): O [magenta]over[/magenta] (CPU > GPU),
+U [red]under[/red] (CPU < GPU), A [green]agree[/green], N [grey50]no GPU work[/grey50].
+Causes: async_tail, absorbed_wait, queued_behind, comm_wait,
+launch_bound (the README says what each means).
 """
 
 
@@ -354,7 +354,8 @@ class TraceReconApp(App):
         cyc = f"cycle {self.cycle}" if self.cycle is not None else "no cycles"
         self.query_one("#status", Static).update(
             f"rank {self.current_rank().rank}{' (all ranks)' if self.all_ranks else ''}  {cyc}  window {format_duration(self.window.span)}  "
-            f"[dim]n/p cycle  w worst  +/- zoom  arrows pan  click a segment  ? help[/dim]"
+            f"[dim]n/p cycle  w worst  +/- zoom  arrows pan  click a segment  ? help[/dim]\n"
+            f"[red]under[/red] [magenta]over[/magenta] [green]agree[/green] [grey50]no GPU work[/grey50] (phase colours: verdict)"
         )
 
     @staticmethod
@@ -376,9 +377,14 @@ class TraceReconApp(App):
     def action_cycle(self, step: int) -> None:
         ids = self.cycle_ids()
         if not ids:
+            self.notify("this rank has no cycles", severity="warning")
             return
         cur = ids.index(self.cycle) if self.cycle in ids else 0
-        self.open_cycle(ids[max(0, min(len(ids) - 1, cur + step))])
+        nxt = cur + step
+        if not 0 <= nxt < len(ids):
+            self.notify(f"already at the {'last' if step > 0 else 'first'} cycle ({ids[cur]})", severity="warning")
+            return
+        self.open_cycle(ids[nxt])
 
     def action_worst(self) -> None:
         r = self.current_rank()
@@ -438,7 +444,10 @@ class TraceReconApp(App):
         self.query_one("#status", Static).update(text)
 
     def on_key(self, event) -> None:
-        if event.key == "enter" and self.query_one("#tabs", TabbedContent).active == "timeline" and self.detail_target:
+        if event.key == "enter" and self.query_one("#tabs", TabbedContent).active == "timeline":
+            if not self.detail_target:
+                self.notify("nothing selected: click a phase segment first", severity="warning")
+                return
             rank, pid, _ = self.detail_target
             self.show_detail(rank, pid, None)
 
@@ -453,7 +462,7 @@ class TraceReconApp(App):
         t.append(f"launches: {d.eager_launches} eager, {d.graph_launches} CUDA-graph replays   streams: {', '.join(d.streams) or '-'}\n")
         if d.comm_ms or d.wait_ms:
             t.append(f"communication kernels {ms(d.comm_ms)} ms, of which waiting for other ranks {ms(d.wait_ms)} ms\n")
-        t.append("verdicts: ")
+        t.append("verdicts (causes: " + ", ".join(f"{c} {n}" for c, n in d.causes.items()) + "): ")
         for i, (v, n) in enumerate(d.verdicts.items()):
             t.append((", " if i else "") + f"{v} {n}", style=VERDICT_STYLE.get(v, ""))
         t.append("\n\nkernels by total time\n", style="bold")

@@ -1,0 +1,32 @@
+"""Small column rules every table builder shares, each written once."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from tracerecon.analysis.projection import equals, string_mask
+from tracerecon.analysis.syncs import base_api_name
+
+GRAPH_LAUNCH_APIS = ("cudaGraphLaunch", "cuGraphLaunch")
+
+
+def quantile_ms(values, q: float = 0.5) -> float | None:
+    """The ``q`` quantile (default: median) of int ns values in ms, rounded to the ns; None
+    when there are no values (nulls are skipped)."""
+    v = [x for x in values if x is not None]
+    if not v:
+        return None
+    return round(float(np.quantile(np.asarray(v, dtype=np.float64), q)) / 1e6, 6)
+
+
+def median_ms(values) -> float | None:
+    return quantile_ms(values, 0.5)
+
+
+def is_graph_launch(gpu_ops: pa.Table) -> np.ndarray:
+    """GPU ops that are (part of) a CUDA-graph launch: a graph-trace row, or a node kernel whose
+    launching call is ``cudaGraphLaunch`` (node mode: every node kernel shares that call)."""
+    if gpu_ops.num_rows == 0:
+        return np.zeros(0, dtype=bool)
+    return equals(gpu_ops["kind"], "graph") | string_mask(gpu_ops["launch_api"], lambda a: base_api_name(a) in GRAPH_LAUNCH_APIS)
