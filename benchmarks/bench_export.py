@@ -40,8 +40,7 @@ print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrs
 TOOL = r"""
 import resource, sys, time
 t_imports = time.perf_counter()
-from tracerecon.api import load as analyze
-from tracerecon.export import export_parquet
+from tracerecon.api import export as export_parquet, load as analyze
 import pyarrow.parquet, pyarrow.compute  # what the run below would import on first use
 t = time.perf_counter()
 a = analyze([sys.argv[1]])

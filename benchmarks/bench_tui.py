@@ -14,7 +14,7 @@ import time
 
 from bench_export import trace_path
 
-from tracerecon.analysis.phases import PhaseConfig
+from tracerecon.api import PhaseConfig
 from tracerecon.api import load
 from tracerecon.tui.app import TraceReconApp
 

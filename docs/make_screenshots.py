@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tracerecon.analysis.phases import PhaseConfig
+from tracerecon.api import PhaseConfig
 from tracerecon.api import load
 from tracerecon.tui.app import TraceReconApp
 
