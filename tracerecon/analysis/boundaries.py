@@ -188,7 +188,7 @@ def _stream_waits(sync_records: pa.Table) -> dict[str, np.ndarray]:
 
 def phase_streams(ops: pa.Table, op_phase: np.ndarray, n_phases: int) -> tuple[np.ndarray, np.ndarray]:
     """Per phase instance: (device_id, stream_id) that received most of its GPU time; -1 when
-    it launched nothing. Ties: more ops, then the lower stream id."""
+    it launched nothing. Ties: more ops, then the lower (device, stream)."""
     dev_out = np.full(n_phases, -1, dtype=np.int64)
     str_out = np.full(n_phases, -1, dtype=np.int64)
     sel = np.flatnonzero(op_phase >= 0)
@@ -198,17 +198,18 @@ def phase_streams(ops: pa.Table, op_phase: np.ndarray, n_phases: int) -> tuple[n
     stream = int64s(ops["stream_id"], -1)[sel]
     dur = np.clip(int64s(ops["end_ns"])[sel] - int64s(ops["start_ns"])[sel], 0, None)
     ph = op_phase[sel]
-    combo = np.stack([ph, dev, stream], 1)
-    keys, inv = np.unique(combo, axis=0, return_inverse=True)
+    streams, s_first, s_dense = np.unique((dev << 32) | (stream & 0xFFFFFFFF), return_index=True, return_inverse=True)
+    keys, k_first, inv = np.unique(ph * len(streams) + s_dense.ravel(), return_index=True, return_inverse=True)
     inv = inv.ravel()
     total = np.bincount(inv, weights=dur).astype(np.int64)
     count = np.bincount(inv)
+    k_phase, k_stream = keys // len(streams), keys % len(streams)
     # Best per phase: largest total, then most ops, then lowest (device, stream).
-    order = np.lexsort((keys[:, 2], keys[:, 1], -count, -total, keys[:, 0]))
-    first = np.r_[True, keys[order][1:, 0] != keys[order][:-1, 0]]
+    order = np.lexsort((k_stream, -count, -total, k_phase))
+    first = np.r_[True, k_phase[order][1:] != k_phase[order][:-1]]
     best = order[first]
-    dev_out[keys[best, 0]] = keys[best, 1]
-    str_out[keys[best, 0]] = keys[best, 2]
+    dev_out[k_phase[best]] = dev[s_first[k_stream[best]]]
+    str_out[k_phase[best]] = stream[s_first[k_stream[best]]]
     return dev_out, str_out
 
 
@@ -221,11 +222,12 @@ def busiest_streams(ops: pa.Table) -> dict[int, tuple[int, int]]:
     dev = int64s(ops["device_id"], -1)
     stream = int64s(ops["stream_id"], -1)
     dur = np.clip(int64s(ops["end_ns"]) - int64s(ops["start_ns"]), 0, None)
-    keys, inv = np.unique(np.stack([pid, dev, stream], 1), axis=0, return_inverse=True)
+    keys, first, inv = np.unique(_pack(pid, dev, stream), return_index=True, return_inverse=True)
     total = np.bincount(inv.ravel(), weights=dur)
     out: dict[int, tuple[int, int]] = {}
     for k in np.argsort(-total, kind="stable"):
-        out.setdefault(int(keys[k, 0]), (int(keys[k, 1]), int(keys[k, 2])))
+        i = first[k]
+        out.setdefault(int(pid[i]), (int(dev[i]), int(stream[i])))
     return out
 
 
