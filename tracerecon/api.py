@@ -59,11 +59,12 @@ def compare(a: Analysis, b: Analysis) -> dict:
     return diff_document(a, b)
 
 
-def export(analysis: Analysis, out_dir: str | os.PathLike) -> dict:
-    """Per-rank parquet datasets and ``manifest.json`` in ``out_dir``; returns the manifest."""
+def export(analysis: Analysis, out_dir: str | os.PathLike, force: bool = False) -> dict:
+    """Per-rank parquet datasets and ``manifest.json`` in ``out_dir``, replacing it whole;
+    returns the manifest. ``force``: replace a directory that is not a tracerecon export."""
     from tracerecon.export import export_parquet
 
-    return export_parquet(analysis, out_dir)
+    return export_parquet(analysis, out_dir, force)
 
 
 def no_nvtx_message(path: str, nsys_version: str | None) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,7 +20,7 @@ from tracerecon.analysis.ranks import RankSource
 from tracerecon.errors import BadTraceError, TraceReconError
 from tracerecon.model import Analysis, RankResult
 from tracerecon.nsys.sqlite_export import ExportInfo
-from tracerecon.run_dir import MANIFEST_JSON
+from tracerecon.run_dir import MANIFEST_JSON, is_export_dir
 
 TABLES = ("ranges", "phases", "cycles", "gpu_ops", "syncs", "collectives")
 
@@ -59,37 +61,76 @@ def manifest(analysis: Analysis) -> dict:
     }
 
 
-def export_parquet(analysis: Analysis, out_dir: str | os.PathLike) -> dict:
+def export_parquet(analysis: Analysis, out_dir: str | os.PathLike, force: bool = False) -> dict:
     """Write ``DIR/<table>/rank=<R>/part-0.parquet`` for every table and rank, and ``DIR/manifest.json``.
 
     The ``rank`` column lives in the directory name (hive partitioning), so pandas, polars,
     DuckDB and pyarrow datasets all read it back as a column. Timestamps are the trace's own
-    int64 ns. Returns the manifest written. Existing files of the same names are replaced.
+    int64 ns. Returns the manifest written.
+
+    DIR is replaced whole, never mixed: everything is written into a temporary sibling that is
+    then renamed to DIR (a previous export there is moved aside and removed; of two concurrent
+    exports the last rename wins, whole). A DIR that holds anything but a tracerecon export is
+    refused unless ``force``. A failed export leaves DIR as it was.
     """
     out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise TraceReconError(f"{out}: exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not is_export_dir(out) and not force:
+        raise TraceReconError(f"{out}: not empty and not a tracerecon export; choose another -o, or --force to replace it")
+    tmp = None
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        counts: dict[str, dict[str, int]] = {t: {} for t in TABLES}
-        for r in analysis.ranks:
-            for name in TABLES:
-                if name == "collectives":
-                    table = analysis.cross.collectives.filter(pc.equal(analysis.cross.collectives["rank"], r.rank))
-                else:
-                    table = getattr(r, name)
-                if "rank" in table.column_names:
-                    table = table.drop_columns(["rank"])
-                d = out / name / f"rank={r.rank}"
-                d.mkdir(parents=True, exist_ok=True)
-                pq.write_table(table, d / "part-0.parquet", compression="zstd")
-                counts[name][str(r.rank)] = table.num_rows
-        (out / "critical_path").mkdir(exist_ok=True)
-        pq.write_table(analysis.cross.critical_path, out / "critical_path" / "part-0.parquet", compression="zstd")
-        doc = manifest(analysis)
-        doc["tables"] = {name: {"path": name, "rows_per_rank": counts[name]} for name in TABLES}
-        doc["tables"]["critical_path"] = {"path": "critical_path", "rows": analysis.cross.critical_path.num_rows}
-        (out / MANIFEST_JSON).write_text(json.dumps(doc, indent=2) + "\n")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+        doc = _write_export(analysis, tmp)
+        _swap_in(tmp, out)
+        tmp = None
     except OSError as exc:
         raise TraceReconError(f"{out}: cannot write export ({exc.strerror or exc})") from None
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return doc
+
+
+def _swap_in(tmp: Path, out: Path) -> None:
+    """Rename ``tmp`` to ``out``, moving whatever is at ``out`` aside first (atomic per rename)."""
+    for _ in range(20):
+        try:
+            os.rename(tmp, out)
+            return
+        except OSError:
+            if not out.exists():
+                raise
+        aside = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        try:
+            os.rename(out, aside / "x")
+        except FileNotFoundError:
+            pass  # another writer moved it first
+        shutil.rmtree(aside, ignore_errors=True)
+    raise OSError(f"could not replace {out}: other writers kept replacing it")
+
+
+def _write_export(analysis: Analysis, out: Path) -> dict:
+    counts: dict[str, dict[str, int]] = {t: {} for t in TABLES}
+    for r in analysis.ranks:
+        for name in TABLES:
+            if name == "collectives":
+                table = analysis.cross.collectives.filter(pc.equal(analysis.cross.collectives["rank"], r.rank))
+            else:
+                table = getattr(r, name)
+            if "rank" in table.column_names:
+                table = table.drop_columns(["rank"])
+            d = out / name / f"rank={r.rank}"
+            d.mkdir(parents=True, exist_ok=True)
+            pq.write_table(table, d / "part-0.parquet", compression="zstd")
+            counts[name][str(r.rank)] = table.num_rows
+    (out / "critical_path").mkdir(exist_ok=True)
+    pq.write_table(analysis.cross.critical_path, out / "critical_path" / "part-0.parquet", compression="zstd")
+    doc = manifest(analysis)
+    doc["tables"] = {name: {"path": name, "rows_per_rank": counts[name]} for name in TABLES}
+    doc["tables"]["critical_path"] = {"path": "critical_path", "rows": analysis.cross.critical_path.num_rows}
+    (out / MANIFEST_JSON).write_text(json.dumps(doc, indent=2) + "\n")
     return doc
 
 

@@ -15,7 +15,8 @@ def add(sub) -> None:
     )
     add_traces_arg(p)
     add_phase_args(p)
-    p.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory")
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory, replaced whole (a previous export there goes; anything else needs --force)")
+    p.add_argument("--force", action="store_true", help="replace DIR even when it holds something other than a tracerecon export")
     p.set_defaults(func=main)
 
 
@@ -23,7 +24,7 @@ def main(args: argparse.Namespace) -> int:
     from tracerecon import api
 
     analysis = load(args.traces, config_from(args))
-    manifest = api.export(analysis, args.output)
+    manifest = api.export(analysis, args.output, force=args.force)
     rows = {t: (sum(v["rows_per_rank"].values()) if "rows_per_rank" in v else v["rows"]) for t, v in manifest["tables"].items()}
     print(f"wrote {args.output}: {len(analysis.ranks)} rank(s); " + ", ".join(f"{t} {n}" for t, n in rows.items()))
     return 0

@@ -65,6 +65,11 @@ def main(args: argparse.Namespace) -> int:
         command = command[1:]
     if not command:
         raise TraceReconError("nothing to run: tracerecon run [options] -- CMD [ARGS...]")
+    import shutil
+
+    if shutil.which(command[0]) is None:
+        what = "not executable" if Path(command[0]).exists() else "no such program"
+        raise TraceReconError(f"cannot run {command[0]}: {what}")
     nsys = find_nsys(args.nsys)
     warn = _nvtx_package_warning(nsys.version_tuple)
     if warn:

@@ -86,6 +86,10 @@ def scrub_export(src: str | os.PathLike, dst: str | os.PathLike | None = None) -
         read_info(conn, str(src_p))
         if dst_p.exists() and dst_p.resolve() == src_p.resolve():
             raise TraceReconError(f"{dst_p}: refusing to overwrite the input; choose another -o")
+        if dst_p.is_dir():
+            raise TraceReconError(f"{dst_p}: is a directory; -o takes the output file's name")
+        if not dst_p.parent.is_dir():
+            raise TraceReconError(f"{dst_p.parent}: no such directory for the output")
         if dst_p.exists():
             dst_p.unlink()
         out = sqlite3.connect(dst_p)
@@ -95,6 +99,8 @@ def scrub_export(src: str | os.PathLike, dst: str | os.PathLike | None = None) -
             out.close()
     except sqlite3.DatabaseError as exc:
         raise BadTraceError(f"{src_p}: cannot copy ({exc})") from None
+    except OSError as exc:
+        raise TraceReconError(f"{dst_p}: cannot write ({exc.strerror or exc})") from None
     finally:
         conn.close()
     try:

@@ -156,9 +156,12 @@ def open_readonly(path: str | os.PathLike, shown: str | os.PathLike | None = Non
         if len(head) == 0:
             raise BadTraceError(f"{name}: empty file, not an SQLite export")
         raise BadTraceError(f"{name}: not an SQLite file (expected an `nsys export --type sqlite` output)")
-    uri = "file:" + quote(str(p.resolve())) + "?mode=ro"
+    # immutable=1: no locks, no -shm/-wal files created beside the input (a read-only folder
+    # works too); a WAL file's un-checkpointed pages are then not read (read_info says so).
+    uri = "file:" + quote(os.fsencode(p.resolve())) + "?mode=ro&immutable=1"
     try:
         conn = sqlite3.connect(uri, uri=True)
+        conn.text_factory = lambda b: b.decode("utf-8", "replace")  # nsys text that is not UTF-8
         # A truncated file often opens fine; this read of the schema and the page count catches it.
         conn.execute("select count(*) from sqlite_master").fetchone()
         page_size = conn.execute("pragma page_size").fetchone()[0]
@@ -197,6 +200,9 @@ def read_info(conn: sqlite3.Connection, path: str) -> ExportInfo:
         row = conn.execute("select utcEpochNs from TARGET_INFO_SESSION_START_TIME limit 1").fetchone()
         start_utc = int(row[0]) if row and row[0] is not None else None
     warnings = []
+    wal = Path(str(path) + "-wal")
+    if wal.is_file() and wal.stat().st_size > 0:
+        warnings.append(f"{path}: a write-ahead log ({wal.name}) lies beside it; its un-checkpointed changes are not read (the input is never modified)")
     nsys_version = meta.get("EXPORT_PRODUCT_VERSION")
     schema_version = meta.get("EXPORT_SCHEMA_VERSION")
     if schema_version is None:
@@ -247,6 +253,10 @@ def _fetch(conn: sqlite3.Connection, sql: str, names: list[str]) -> dict[str, np
     exprs, rest = _split_select(sql.strip())
     if len(exprs) != len(names):
         raise ValueError("column names do not match the select list")
+    # Every value comes back as an integer: NULL and text become NULL_SENTINEL (rows the
+    # readers then drop and count), reals are truncated. group_concat skips NULLs, so without
+    # this one NULL would shift a whole column against the others.
+    exprs = [e if e.lstrip("-").isdigit() else _int(e) for e in exprs]
     if " where " in f" {rest} ":
         # A filtered scan costs more than the text it yields: one scan, whole rows as text.
         row = " || ',' || ".join(f"({e})" for e in exprs)
@@ -270,6 +280,33 @@ def _fetch(conn: sqlite3.Connection, sql: str, names: list[str]) -> dict[str, np
     return out
 
 
+def _int(expr: str) -> str:
+    """SQL: ``expr`` as an integer; NULL_SENTINEL where it is NULL, text or a blob."""
+    return f"(case typeof({expr}) when 'integer' then {expr} when 'real' then cast({expr} as integer) else {NULL_SENTINEL} end)"
+
+
+# Nothing in a trace lasts a day: an op or call that does is a corrupt row.
+MAX_DURATION_NS = 86_400 * 10**9
+
+
+def _keep_valid(c: dict[str, np.ndarray], required: tuple[str, ...], what: str, path: str, warnings: list[str] | None) -> dict[str, np.ndarray]:
+    """Rows of ``c`` (columns from ``_fetch``) with every ``required`` value present and, where
+    it has ``start``/``end``, ``0 <= end - start <= MAX_DURATION_NS``. Dropped rows are counted
+    in one warning: numbers never change without a word."""
+    n = len(next(iter(c.values()))) if c else 0
+    ok = np.ones(n, dtype=bool)
+    for k in required:
+        ok &= c[k] != NULL_SENTINEL
+    if "start" in c and "end" in c:
+        dur = c["end"] - c["start"]
+        ok &= (dur >= 0) & (dur <= MAX_DURATION_NS)
+    if ok.all():
+        return c
+    if warnings is not None:
+        warnings.append(f"{path}: dropped {int((~ok).sum())} {what} row(s) with missing or impossible values (NULL, text, end before start, longer than a day)")
+    return {k: v[ok] for k, v in c.items()}
+
+
 def _col(cols: list[str], name: str, default: str = "NULL") -> str:
     """SQL for column ``name`` if the table has it, else ``default`` (older schemas lack some)."""
     return name if name in cols else default
@@ -284,14 +321,19 @@ class StringTable:
     """StringIds as an Arrow string array plus an id -> position map."""
 
     values: pa.Array
-    position: np.ndarray  # position[id] = index into values, -1 if absent
+    ids: np.ndarray  # the id of each value, sorted (memory follows the row count, not the ids' size)
+
+    def positions(self, ids: np.ndarray) -> np.ndarray:
+        """Index into ``values`` of each id; -1 where the id is unknown."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if len(self.ids) == 0:
+            return np.full(len(ids), -1, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
+        return np.where(self.ids[pos] == ids, pos, -1)
 
     def take(self, ids: np.ndarray) -> pa.Array:
         """Resolve string ids (NULL_SENTINEL / unknown -> null) to an Arrow string array."""
-        ids = np.asarray(ids, dtype=np.int64)
-        ok = (ids >= 0) & (ids < len(self.position))
-        pos = np.full(len(ids), -1, dtype=np.int64)
-        pos[ok] = self.position[ids[ok]]
+        pos = self.positions(ids)
         mask = pos < 0
         pos[mask] = 0
         if len(self.values) == 0:
@@ -301,10 +343,7 @@ class StringTable:
 
     def dictionary(self, ids: np.ndarray) -> pa.DictionaryArray:
         """Resolve many string ids at once as a dictionary array (no per-row strings)."""
-        ids = np.asarray(ids, dtype=np.int64)
-        ok = (ids >= 0) & (ids < len(self.position))
-        pos = np.full(len(ids), -1, dtype=np.int64)
-        pos[ok] = self.position[ids[ok]]
+        pos = self.positions(ids)
         if len(self.values) == 0:
             return pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(ids), dtype=np.int32)), pa.array([""], pa.string()))
         # Keep only the strings used: StringIds may hold 100k NVTX texts, a column needs a few.
@@ -313,16 +352,19 @@ class StringTable:
 
 
 def read_strings(conn: sqlite3.Connection, tables: frozenset[str]) -> StringTable:
+    empty = StringTable(pa.array([], pa.string()), np.zeros(0, dtype=np.int64))
     if "StringIds" not in tables:
-        return StringTable(pa.array([], pa.string()), np.full(0, -1, dtype=np.int64))
-    rows = conn.execute("select id, value from StringIds order by id").fetchall()
+        return empty
+    # Integer ids only; text that is not UTF-8 comes back with replacement characters.
+    rows = conn.execute("select id, cast(value as blob) from StringIds where typeof(id) = 'integer' order by id").fetchall()
     if not rows:
-        return StringTable(pa.array([], pa.string()), np.full(0, -1, dtype=np.int64))
+        return empty
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    values = pa.array([r[1] for r in rows], pa.string())
-    position = np.full(int(ids.max()) + 1, -1, dtype=np.int64)
-    position[ids] = np.arange(len(ids))
-    return StringTable(values, position)
+    values = pa.array([None if r[1] is None else bytes(r[1]).decode("utf-8", "replace") for r in rows], pa.string())
+    keep = np.r_[True, ids[1:] != ids[:-1]]  # a repeated id: the first row wins
+    if not keep.all():
+        ids, values = ids[keep], values.filter(pa.array(keep))
+    return StringTable(values, ids)
 
 
 def _enum(conn: sqlite3.Connection, tables: frozenset[str], table: str, fallback: dict[int, str], column: str = "label") -> dict[int, str]:
@@ -358,23 +400,28 @@ def read_nvtx(conn: sqlite3.Connection, info: ExportInfo, strings: StringTable, 
         _col(cols, "int64Value"), _col(cols, "uint64Value"), _col(cols, "int32Value"), _col(cols, "uint32Value")
     )
     sql = (
-        f"select start, end, eventType, coalesce(globalTid, 0), {end_tid}, {text_id}, text, coalesce({domain_id}, 0), {int_payload} "
+        f"select {_int('start')}, {_int('end')}, eventType, {_int('globalTid')}, {_int(end_tid)}, {_int(text_id)}, text, coalesce({_int(domain_id)}, 0), {_int(int_payload)} "
         f"from NVTX_EVENTS where eventType in ({NVTX_MARK},{NVTX_PUSH_POP},{NVTX_START_END},{NVTXT_MARK},{NVTXT_PUSH_POP},{NVTXT_START_END},{NVTX_DOMAIN_CREATE}) "
         "order by start"
     )
     rows = conn.execute(sql).fetchall()  # NVTX tables are small next to CUDA activity
+    # A row with no start or thread, or a closed range that ends before it starts, is dropped.
+    good = [r for r in rows if r[0] != NULL_SENTINEL and r[3] != NULL_SENTINEL and (r[1] == NULL_SENTINEL or r[2] == NVTX_DOMAIN_CREATE or r[1] >= r[0] or r[2] in (NVTX_MARK, NVTXT_MARK))]
+    if len(good) < len(rows):
+        warnings.append(f"{info.path}: dropped {len(rows) - len(good)} NVTX row(s) with no start or thread, or ending before they start")
+    rows = good
     if not rows:
         return schema.empty(schema.NVTX_RANGES_RAW), schema.empty(schema.NVTX_MARKS), warnings
     start = np.array([r[0] for r in rows], dtype=np.int64)
-    end = np.array([NULL_SENTINEL if r[1] is None else r[1] for r in rows], dtype=np.int64)
+    end = np.array([r[1] for r in rows], dtype=np.int64)
     etype = np.array([r[2] for r in rows], dtype=np.int64)
     gtid = np.array([r[3] for r in rows], dtype=np.int64)
-    end_gtid = np.array([NULL_SENTINEL if r[4] is None else r[4] for r in rows], dtype=np.int64)
-    tids = np.array([NULL_SENTINEL if r[5] is None else r[5] for r in rows], dtype=np.int64)
+    end_gtid = np.array([r[4] for r in rows], dtype=np.int64)
+    tids = np.array([r[5] for r in rows], dtype=np.int64)
     registered = strings.take(tids).to_pylist()
-    texts = [r[6] if r[6] is not None else registered[i] for i, r in enumerate(rows)]
+    texts = [r[6] if isinstance(r[6], str) else registered[i] for i, r in enumerate(rows)]
     dom = np.array([r[7] for r in rows], dtype=np.int64)
-    payload = np.array([NULL_SENTINEL if r[8] is None else int(r[8]) for r in rows], dtype=np.int64)
+    payload = np.array([r[8] for r in rows], dtype=np.int64)
     pid = pid_of(gtid)
 
     # Domain names are per process: (pid, domainId) -> name, from the domain-create events.
@@ -384,6 +431,16 @@ def read_nvtx(conn: sqlite3.Connection, info: ExportInfo, strings: StringTable, 
     domains = [domain_names.get((int(p), int(d)), "" if d == 0 else f"domain{int(d)}") for p, d in zip(pid, dom)]
 
     is_range = np.isin(etype, [NVTX_PUSH_POP, NVTX_START_END, NVTXT_PUSH_POP, NVTXT_START_END])
+    # The same range twice (same thread, times and text) is one range written twice.
+    seen: set = set()
+    dup = np.zeros(len(rows), dtype=bool)
+    for i in np.flatnonzero(is_range):
+        key = (int(gtid[i]), int(start[i]), int(end[i]), int(etype[i]), texts[i])
+        dup[i] = key in seen
+        seen.add(key)
+    if dup.any():
+        warnings.append(f"{info.path}: dropped {int(dup.sum())} duplicated NVTX range row(s)")
+        is_range &= ~dup
     # Ranges that start and end on different threads are kept, but projected like nsys does:
     # only same-thread ranges get GPU work (see analysis.projection).
     idx = np.nonzero(is_range)[0]
@@ -430,7 +487,7 @@ def read_nvtx(conn: sqlite3.Connection, info: ExportInfo, strings: StringTable, 
 RELEVANT_API = re.compile(r"Launch|Memcpy|Memset|Synchroni[sz]e|Graph|Prefetch|WaitEvent|EventRecord", re.I)
 
 
-def read_api_calls(conn: sqlite3.Connection, info: ExportInfo, strings: StringTable, only_relevant: bool = False) -> pa.Table:
+def read_api_calls(conn: sqlite3.Connection, info: ExportInfo, strings: StringTable, only_relevant: bool = False, warnings: list[str] | None = None) -> pa.Table:
     """CUDA runtime and driver API calls (one table in every nsys export).
 
     ``only_relevant``: just the calls whose name matches ``RELEVANT_API``.
@@ -439,15 +496,15 @@ def read_api_calls(conn: sqlite3.Connection, info: ExportInfo, strings: StringTa
         return schema.empty(schema.API_CALLS)
     where = ""
     if only_relevant and len(strings.values):
-        ids = np.flatnonzero(strings.position >= 0)
         vals = strings.values.to_pylist()
-        keep = [int(i) for i in ids if RELEVANT_API.search(vals[strings.position[i]] or "")]
+        keep = [int(i) for i, v in zip(strings.ids.tolist(), vals) if RELEVANT_API.search(v or "")]
         where = f" where nameId in ({','.join(map(str, keep)) or '-1'})"
     c = _fetch(
         conn,
-        f"select start, end, coalesce(globalTid, 0), coalesce(correlationId, {NULL_SENTINEL}), nameId from CUPTI_ACTIVITY_KIND_RUNTIME{where}",
+        f"select start, end, globalTid, coalesce(correlationId, {NULL_SENTINEL}), nameId from CUPTI_ACTIVITY_KIND_RUNTIME{where}",
         ["start", "end", "gtid", "corr", "name"],
     )
+    c = _keep_valid(c, ("start", "end", "gtid"), "CUDA API", info.path, warnings)
     return pa.table(
         {
             "pid": pid_of(c["gtid"]),
@@ -492,7 +549,7 @@ def _ops_table(kind: str, c: dict[str, np.ndarray], names: pa.Array, copy_kind: 
     )
 
 
-def read_gpu_ops(conn: sqlite3.Connection, info: ExportInfo, strings: StringTable) -> pa.Table:
+def read_gpu_ops(conn: sqlite3.Connection, info: ExportInfo, strings: StringTable, warnings: list[str] | None = None) -> pa.Table:
     """Kernels, memcpys, memsets and (graph trace mode) whole CUDA-graph launches."""
     parts = []
     names = ["start", "end", "dev", "stream", "corr", "gpid", "name", "node", "bytes", "extra"]
@@ -508,6 +565,7 @@ def read_gpu_ops(conn: sqlite3.Connection, info: ExportInfo, strings: StringTabl
             f"coalesce({_col(cols, 'graphNodeId')}, {NULL_SENTINEL}) from CUPTI_ACTIVITY_KIND_KERNEL",
             names[:8],
         )
+        c = _keep_valid(c, ("start", "end", "dev", "stream"), "kernel", info.path, warnings)
         parts.append(_ops_table("kernel", c, strings.dictionary(c["name"])))
     if "CUPTI_ACTIVITY_KIND_MEMCPY" in info.tables:
         cols = _columns(conn, "CUPTI_ACTIVITY_KIND_MEMCPY")
@@ -519,6 +577,7 @@ def read_gpu_ops(conn: sqlite3.Connection, info: ExportInfo, strings: StringTabl
             f"coalesce({_col(cols, 'graphNodeId')}, {NULL_SENTINEL}), bytes, copyKind from CUPTI_ACTIVITY_KIND_MEMCPY",
             names,
         )
+        c = _keep_valid(c, ("start", "end", "dev", "stream"), "memcpy", info.path, warnings)
         labels = {k: _memcpy_short(v) for k, v in kinds.items()}
         ck = [labels.get(int(k), str(int(k))) for k in c["extra"]]
         parts.append(_ops_table("memcpy", c, _labels([f"memcpy {x}" for x in ck]), _labels(ck)))
@@ -531,6 +590,7 @@ def read_gpu_ops(conn: sqlite3.Connection, info: ExportInfo, strings: StringTabl
             f"coalesce({_col(cols, 'graphNodeId')}, {NULL_SENTINEL}), bytes, 0 from CUPTI_ACTIVITY_KIND_MEMSET",
             names,
         )
+        c = _keep_valid(c, ("start", "end", "dev", "stream"), "memset", info.path, warnings)
         n = len(c["start"])
         parts.append(_ops_table("memset", c, _constant("memset", n)))
     if "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" in info.tables:
@@ -541,6 +601,7 @@ def read_gpu_ops(conn: sqlite3.Connection, info: ExportInfo, strings: StringTabl
             f"{NULL_SENTINEL}, {NULL_SENTINEL}, 0 from CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
             names,
         )
+        c = _keep_valid(c, ("start", "end", "dev", "stream"), "graph launch", info.path, warnings)
         parts.append(_ops_table("graph", c, _labels([f"cudaGraph {g}" for g in c["name"]])))
     if not parts:
         return schema.empty(schema.GPU_OPS_RAW)
@@ -556,7 +617,7 @@ def _memcpy_short(label: str) -> str:
     return _strip_memcpy_label(label)
 
 
-def read_sync_records(conn: sqlite3.Connection, info: ExportInfo) -> pa.Table:
+def read_sync_records(conn: sqlite3.Connection, info: ExportInfo, warnings: list[str] | None = None) -> pa.Table:
     """CUPTI synchronization records: blocking syncs and ``cudaStreamWaitEvent`` (with the
     event id and the event's record number, which say which ``cudaEventRecord`` it waits for)."""
     if "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION" not in info.tables:
@@ -572,6 +633,7 @@ def read_sync_records(conn: sqlite3.Connection, info: ExportInfo) -> pa.Table:
         "from CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
         ["start", "end", "dev", "stream", "corr", "gpid", "type", "event", "event_sync"],
     )
+    c = _keep_valid(c, ("start", "end"), "synchronization", info.path, warnings)
     return pa.table(
         {
             "pid": pid_of(c["gpid"]),
@@ -737,11 +799,12 @@ def _read_export(real: Path, path: str | os.PathLike, progress: Progress | None)
         try:
             info = read_info(conn, str(path))
             strings = read_strings(conn, info.tables)
+            dropped: list[str] = []
             say("runtime API calls")
-            api = read_api_calls(conn, info, strings, only_relevant=True)
+            api = read_api_calls(conn, info, strings, only_relevant=True, warnings=dropped)
             say("GPU activity")
-            ops = read_gpu_ops(conn, info, strings)
-            syncs = read_sync_records(conn, info)
+            ops = read_gpu_ops(conn, info, strings, warnings=dropped)
+            syncs = read_sync_records(conn, info, warnings=dropped)
             events = read_event_records(conn, info)
             procs = read_processes(conn, info)
             gpus, devices = read_gpus(conn, info)
@@ -757,7 +820,7 @@ def _read_export(real: Path, path: str | os.PathLike, progress: Progress | None)
             raise BadTraceError(f"{path}: corrupt or truncated export ({exc})") from None
     finally:
         conn.close()
-    warnings = list(info.warnings) + nvtx_warn
+    warnings = list(info.warnings) + dropped + nvtx_warn
     ops, syncs, fill_warning = _fill_missing_process(ops, syncs, api, str(path))
     if fill_warning:
         warnings.append(fill_warning)

@@ -1,0 +1,239 @@
+"""Fuzzing (issue 10): a real H200 export, mutated at random the ways a broken or hand-edited
+trace is broken. Every run must be a result (with a warning where rows were dropped) or one
+TraceReconError (exit 2 on the command line): never another exception, never a changed input."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sqlite3
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import H200, run_cli
+from tracerecon import api
+from tracerecon.errors import TraceReconError
+
+BASE = H200 / "eagle_gpu_bound.sqlite"
+TABLES = ["NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+          "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "CUPTI_ACTIVITY_KIND_CUDA_EVENT", "StringIds", "META_DATA_EXPORT",
+          "TARGET_INFO_SESSION_START_TIME"]
+COLUMNS = {
+    "NVTX_EVENTS": ["start", "end", "globalTid", "eventType", "textId", "text", "domainId"],
+    "CUPTI_ACTIVITY_KIND_RUNTIME": ["start", "end", "globalTid", "correlationId", "nameId"],
+    "CUPTI_ACTIVITY_KIND_KERNEL": ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "shortName"],
+    "CUPTI_ACTIVITY_KIND_MEMCPY": ["start", "end", "deviceId", "streamId", "correlationId", "copyKind", "bytes"],
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": ["start", "end", "streamId", "correlationId", "syncType", "eventId"],
+    "CUPTI_ACTIVITY_KIND_CUDA_EVENT": ["streamId", "correlationId", "eventId", "eventSyncId"],
+    "StringIds": ["id", "value"],
+    "META_DATA_EXPORT": ["name", "value"],
+    "TARGET_INFO_SESSION_START_TIME": ["utcEpochNs"],
+}
+BAD_VALUES = ["NULL", "'text'", "1.5e3", "-1", "9223372036854775807", "4000000000000", "X'fffe41'", "0"]
+
+mutation = st.one_of(
+    st.tuples(st.just("set"), st.sampled_from(sorted(COLUMNS)), st.data(), st.sampled_from(BAD_VALUES), st.integers(1, 7)),
+    st.tuples(st.just("drop_table"), st.sampled_from(TABLES)),
+    st.tuples(st.just("drop_column"), st.sampled_from(sorted(COLUMNS)), st.data()),
+    st.tuples(st.just("duplicate"), st.sampled_from(TABLES)),
+    st.tuples(st.just("invert"), st.sampled_from(["NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL"]), st.integers(1, 5)),
+    st.tuples(st.just("shift"), st.sampled_from(["NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL"]), st.integers(-(10**12), 10**12)),
+    st.tuples(st.just("delete_rows"), st.sampled_from(TABLES), st.integers(2, 5)),
+)
+
+
+def unconstrain(con, table) -> None:
+    """nsys declares NOT NULL and primary keys; a broken trace need not keep them."""
+    try:
+        con.execute(f"create table fuzz_tmp as select * from {table}")
+        con.execute(f"drop table {table}")
+        con.execute(f"alter table fuzz_tmp rename to {table}")
+    except sqlite3.Error:
+        con.execute("drop table if exists fuzz_tmp")
+
+
+def apply(path, muts) -> None:
+    con = sqlite3.connect(path)
+    try:
+        for table in {m[1] for m in muts}:
+            unconstrain(con, table)
+        for m in muts:
+            kind = m[0]
+            try:
+                if kind == "set":
+                    _, table, data, value, every = m
+                    col = data.draw(st.sampled_from(COLUMNS[table]))
+                    con.execute(f"update {table} set {col} = {value} where rowid % {every} = 0")
+                elif kind == "drop_table":
+                    con.execute(f"drop table if exists {m[1]}")
+                elif kind == "drop_column":
+                    _, table, data = m
+                    con.execute(f"alter table {table} drop column {data.draw(st.sampled_from(COLUMNS[table]))}")
+                elif kind == "duplicate":
+                    con.execute(f"insert into {m[1]} select * from {m[1]} where rowid % 3 = 0")
+                elif kind == "invert":
+                    con.execute(f"update {m[1]} set start = end, end = start where rowid % {m[2]} = 0 and end is not null")
+                elif kind == "shift":
+                    con.execute(f"update {m[1]} set start = start + {m[2]} where rowid % 4 = 0")
+                elif kind == "delete_rows":
+                    con.execute(f"delete from {m[1]} where rowid % {m[2]} = 0")
+            except sqlite3.Error:
+                pass  # a mutation the table cannot take (constraint, missing column): skip it
+        con.commit()
+    finally:
+        con.close()
+
+
+def digest(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@settings(max_examples=int(__import__("os").environ.get("FUZZ_EXAMPLES", "40")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(muts=st.lists(mutation, min_size=1, max_size=3))
+def test_mutated_traces_give_a_result_or_one_clean_error(tmp_path_factory, muts):
+    path = tmp_path_factory.mktemp("fuzz") / "t.sqlite"
+    shutil.copy(BASE, path)
+    apply(path, muts)
+    before = digest(path)
+    try:
+        analysis = api.load([path])
+    except TraceReconError as exc:
+        assert str(exc) and "\n" not in str(exc)
+    else:
+        # a result: its numbers are sane where they exist
+        for r in analysis.ranks:
+            for p in r.phases.to_pylist():
+                assert p["gpu_ns"] is None or 0 <= p["gpu_ns"] <= 10**13
+                assert p["cpu_ns"] >= 0
+            for c in r.cycles.to_pylist():
+                assert c["gpu_ns"] is None or 0 <= c["gpu_ns"] <= 10**13
+    assert digest(path) == before
+    assert sorted(x.name for x in path.parent.iterdir()) == ["t.sqlite"]  # nothing created beside it
+
+
+@pytest.mark.parametrize("head", [b"", b"SQLite format 3\x00" + b"\x00" * 80, BASE.read_bytes()[:50_000]], ids=["empty", "header-only", "truncated"])
+def test_truncated_files_are_one_line_and_exit_2(tmp_path, head):
+    f = tmp_path / "t.sqlite"
+    f.write_bytes(head)
+    res = run_cli("report", str(f))
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
+
+
+def test_dropped_rows_are_counted_in_a_warning(tmp_path):
+    # GIVEN a trace where some kernels have NULL ends and some NVTX ranges end before they start
+    path = tmp_path / "t.sqlite"
+    shutil.copy(BASE, path)
+    con = sqlite3.connect(path)
+    unconstrain(con, "CUPTI_ACTIVITY_KIND_KERNEL")
+    con.execute("update CUPTI_ACTIVITY_KIND_KERNEL set end = NULL where rowid % 50 = 0")
+    n_kernels = con.execute("select count(*) from CUPTI_ACTIVITY_KIND_KERNEL where end is null").fetchone()[0]
+    con.execute("update NVTX_EVENTS set end = start - 5000000 where rowid = (select min(rowid) from NVTX_EVENTS where eventType = 59)")
+    con.commit()
+    con.close()
+    a = api.load([path])
+    # THEN the rows are dropped and each table's count is said once
+    assert any(f"dropped {n_kernels} kernel row(s)" in w for w in a.warnings)
+    assert any("dropped 1 NVTX row(s)" in w for w in a.warnings)
+    assert all(p["cpu_ns"] >= 0 for r in a.ranks for p in r.phases.to_pylist())
+
+
+def test_a_huge_string_id_costs_no_memory(tmp_path):
+    path = tmp_path / "t.sqlite"
+    shutil.copy(BASE, path)
+    con = sqlite3.connect(path)
+    con.execute("insert into StringIds (id, value) values (4000000000000, 'far away')")
+    con.commit()
+    con.close()
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    api.load([path])
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 500_000  # KB: far below the 29 TiB a dense map would need
+
+
+def test_a_wal_mode_input_in_a_read_only_folder_creates_nothing(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    path = folder / "t.sqlite"
+    shutil.copy(BASE, path)
+    con = sqlite3.connect(path)
+    con.execute("pragma journal_mode=wal")
+    con.close()
+    before = sorted(x.name for x in folder.iterdir())
+    folder.chmod(0o555)
+    try:
+        a = api.load([path])
+        assert a.ranks and sorted(x.name for x in folder.iterdir()) == before
+    finally:
+        folder.chmod(0o755)
+
+
+# --- exports never mix runs ---------------------------------------------------------------------
+
+
+def test_a_second_export_replaces_the_first_wholly(tmp_path):
+    from conftest import DEMO2
+
+    out = tmp_path / "out"
+    assert run_cli("export", str(DEMO2 / "nccl_skew"), "-o", str(out)).returncode == 0
+    assert (out / "phases" / "rank=1").is_dir()
+    assert run_cli("export", str(BASE), "-o", str(out)).returncode == 0
+    # THEN nothing of the two-rank run is left to be read with the one-rank one
+    assert not (out / "phases" / "rank=1").exists()
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["out"]
+
+
+def test_a_folder_that_is_not_an_export_is_not_overwritten(tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "manifest.json").write_text("{}")  # a user's own file... in a folder tracerecon did not write
+    (out / "notes.txt").write_text("keep me")
+    (out / "manifest.json").unlink()
+    res = run_cli("export", str(BASE), "-o", str(out))
+    assert res.returncode == 2 and "not a tracerecon export" in res.stderr
+    assert (out / "notes.txt").read_text() == "keep me"
+    assert run_cli("export", str(BASE), "-o", str(out), "--force").returncode == 0
+    assert not (out / "notes.txt").exists() and (out / "manifest.json").is_file()
+
+
+def test_concurrent_exports_never_mix(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import DEMO2
+
+    exe = shutil.which("tracerecon") or str(Path(sys.executable).parent / "tracerecon")
+    out = tmp_path / "out"
+    for _ in range(3):
+        procs = [subprocess.Popen([exe, "export", str(src), "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                 for src in (DEMO2 / "nccl_skew", BASE)]
+        codes = [p.wait(timeout=300) for p in procs]
+        assert codes.count(0) >= 1 and all(c in (0, 2) for c in codes)
+        manifest = json.loads((out / "manifest.json").read_text())
+        ranks = sorted(int(d.name.split("=")[1]) for d in (out / "phases").iterdir())
+        # THEN the folder is entirely one of them: its manifest and its datasets agree
+        assert ranks == sorted(r["rank"] for r in manifest["ranks"])
+        assert sorted(x.name for x in tmp_path.iterdir()) == ["out"]
+
+
+def test_hostile_command_lines_get_one_line(tmp_path):
+    d = tmp_path / "adir"
+    d.mkdir()
+    res = run_cli("scrub", str(BASE), "-o", str(d))
+    assert res.returncode == 2 and "is a directory" in res.stderr and res.stderr.count("\n") == 1
+    res = run_cli("run", "--", str(tmp_path / "no" / "such" / "program"))
+    assert res.returncode == 2 and "no such program" in res.stderr and res.stderr.count("\n") == 1
+    odd = tmp_path / "tr\udcffce.sqlite".encode("utf-8", "surrogateescape").decode("utf-8", "surrogateescape")
+    shutil.copy(BASE, odd)
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    exe = shutil.which("tracerecon") or str(Path(sys.executable).parent / "tracerecon")
+    for args in (["report", str(odd)], ["report", "--json", str(odd)]):
+        res = subprocess.run([exe, *args], capture_output=True)
+        assert res.returncode == 0 and b"Traceback" not in res.stderr, res.stderr
