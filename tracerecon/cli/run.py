@@ -105,13 +105,14 @@ def main(args: argparse.Namespace) -> int:
     if result.program_exit_code != 0:
         _say(f"the profiled program exited with code {result.program_exit_code}; traces kept in {out}")
     if args.scrub:
-        from tracerecon.nsys.scrub import scrub_export
+        from tracerecon.nsys.scrub import scrub_export, scrub_run_dir
 
         for path in result.sqlite_files:
             tmp = Path(path).with_suffix(".scrubbing.sqlite")
             scrub_export(path, tmp)
             os.replace(tmp, path)
-        _say(f"scrubbed {len(result.sqlite_files)} export(s)")
+        removed = scrub_run_dir(out)
+        _say(f"scrubbed {len(result.sqlite_files)} export(s) and {RUN_JSON}; removed the unscrubbed nsys reports ({', '.join(removed) or 'none'})")
     if result.sqlite_files and not args.no_report:
         from tracerecon import api
         from tracerecon.cli.render import print_report

@@ -217,12 +217,13 @@ def collect_reports(out_dir: Path, nsys: NsysInstall, say: Say, timings: dict) -
         error = None
         if not rep.exists() and qd.exists():
             importer = importer or find_importer(nsys.path)
-            say(f"importing {qd.name} with {importer or 'QdstrmImporter (not found)'}")
+            say(f"nsys left {qd.name} unimported (an 'Importer error' above is that); importing it with {importer or 'QdstrmImporter (not found)'}")
             t0 = time.monotonic()
             got, error = import_qdstrm(qd, importer)
             timings[f"import {qd.name}"] = round(time.monotonic() - t0, 3)
             if got is not None:
                 qd.unlink()  # as nsys does after its own import: the .nsys-rep holds it all
+                say(f"imported {qd.name} with the fallback importer: the trace is complete")
             else:
                 retry = f"(cd {os.path.dirname(importer)} && ./QdstrmImporter -i {qd.resolve()})" if importer else "QdstrmImporter -i " + str(qd.resolve())
                 error = f"{qd}: import failed: {error}; retry with: {retry}"

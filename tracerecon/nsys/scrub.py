@@ -1,20 +1,30 @@
 """``tracerecon scrub``: a copy of an nsys SQLite export that is safe to share.
 
-nsys stores the whole process environment (tokens included), the command line, paths, host
-and user names, and call chains. The copy keeps every table and row the analysis reads and:
+nsys stores the whole process environment (tokens included), the command line, the profiled
+program's own stdout and stderr, paths, host and user names, and call chains. What scrub
+guarantees of the copy (the input is opened read-only and never changed):
 
-- deletes the captured environment (``TARGET_INFO_SYSTEM_ENV``) and every call-chain table;
-- keeps only allow-listed ``META_DATA_CAPTURE`` entries (capture settings, not the command);
-- blanks host and user names in the export metadata;
-- in every text value of every table: reduces absolute paths to their last component and
-  redacts secrets (access tokens, ``KEY=value`` pairs whose key looks secret, bearer tokens);
-- vacuums, so deleted data does not linger in free pages.
+- gone: the captured environment (``TARGET_INFO_SYSTEM_ENV``, ``PROCESS_ENV*``, ``ENV_*``),
+  every call-chain table, and the program's captured output (``ProcessStreams`` and the texts
+  it points at);
+- ``META_DATA_CAPTURE`` keeps only allow-listed capture settings (not the command line);
+- host and user names of the export metadata are blanked, and every host name the trace
+  itself names (export host, NCCL's ``host:pid:tid`` log prefix) is replaced everywhere;
+- in every text value of every table (whatever its declared type; text that is not UTF-8 is
+  decoded with replacement characters first): whole absolute paths and ``file://`` URLs become
+  ``[path]``; credentials in URLs, known token formats (Hugging Face, GitHub, OpenAI-style,
+  Slack, AWS, JWT, bearer), ``--password X`` / ``--api-key X`` style options (also quoted, as
+  in a printed Python list), ``key=value`` / ``key: value`` / JSON ``"key": "value"`` pairs
+  whose key looks secret, and ``host=``, ``user=``, ``cwd=`` style values become
+  ``[REDACTED]``; IPv4 and IPv6 addresses become ``[ip]``;
+- the file is vacuumed, so nothing deleted lingers in free pages.
 
-The input is opened read-only and never changed.
+The analysis of the copy equals the original's (tests compare the report JSON).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sqlite3
@@ -25,8 +35,10 @@ import sqlite_utils
 
 from tracerecon.errors import BadTraceError, TraceReconError
 from tracerecon.nsys.sqlite_export import open_readonly, read_info
+from tracerecon.run_dir import RUN_JSON
 
-DROP_TABLES_PATTERN = re.compile(r"(CALLCHAINS?$|^TARGET_INFO_SYSTEM_ENV$|^PROCESS_ENV|^ENV_)", re.I)
+DROP_TABLES_PATTERN = re.compile(r"(CALLCHAINS?$|^TARGET_INFO_SYSTEM_ENV$|^PROCESS_ENV|^ENV_|^ProcessStreams$)", re.I)
+PROGRAM_OUTPUT = "[program output removed]"
 CAPTURE_KEEP = re.compile(r"^(CUDA_GRAPH_TRACE_OPTIONS|CUDA_TRACE|NVTX|OSRT_TRACE|SAMPLING|CPU_CONTEXT|.*_VERSION$|.*VERSION_|TRACE_)", re.I)
 EXPORT_META_BLANK = {"EXPORT_HOST": "[scrubbed]", "EXPORT_USER": ""}
 
@@ -35,34 +47,72 @@ SECRET_PATTERNS = [
     re.compile(r"\bhf_[A-Za-z0-9]{20,}"),  # Hugging Face
     re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"),  # GitHub
     re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"),
-    re.compile(r"\bsk-[A-Za-z0-9_-]{20,}"),  # OpenAI-style keys
+    re.compile(r"\bsk-[A-Za-z0-9_-]{6,}"),  # OpenAI-style keys (test keys are short)
     re.compile(r"\bxox[baprs]-[A-Za-z0-9-]{10,}"),  # Slack
     re.compile(r"\bAKIA[0-9A-Z]{16}\b"),  # AWS access key id
     re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),  # JWT
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{12,}"),
 ]
+_SECRETISH = r"[A-Z0-9_-]*(?:TOKEN|SECRET|PASSWORD|PASSWD|PWD|API[_-]?KEY|ACCESS[_-]?KEY|PRIVATE[_-]?KEY|CREDENTIAL|AUTH)[A-Z0-9_-]*"
+_PERSONAL = r"(?:HOST|HOSTNAME|NODE|USER|USERNAME|LOGNAME|CWD|HOME|PWD)"
+# key=value, key: value, "key": "value" (JSON / Python dicts) for secret-looking or personal keys
 SECRET_KEY = re.compile(
-    r"(?i)\b([A-Z0-9_]*(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH)[A-Z0-9_]*)(\s*[=:]\s*)(['\"]?)([^\s'\",;]+)"
+    rf"(?i)(['\"]?\b(?:{_SECRETISH}|{_PERSONAL})\b['\"]?)(\s*[=:]\s*)(['\"]?)([^\s'\",;}}]+)"
 )
+# --password X, --api-key=X, '--password', 'X' (a printed argv list)
+SECRET_OPTION = re.compile(rf"(?i)(--?(?:{_SECRETISH}|{_PERSONAL})\b)(['\"]?(?:\s*,\s*|\s+|=)['\"]?)([^\s'\",;]+)")
+# "password hunter2": a secret word, then its value
+SECRET_WORD = re.compile(r"(?i)\b(password|passwd|passphrase|secret|api[_-]?key)(\s+)([^\s'\",;]+)")
+URL = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*)://([^\s'\"<>]*)")
+IPV4 = re.compile(r"(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?![\d.])")
+IPV6 = re.compile(r"(?i)(?<![\w:])(?:[0-9a-f]{1,4}:){2,7}[0-9a-f]{1,4}(?![\w:])")
+NCCL_PREFIX = re.compile(r"(?m)^([A-Za-z0-9][\w.-]*):(\d+):(\d+) \[")  # NCCL's "host:pid:tid [rank]" log lines
 ENV_ASSIGNMENT = re.compile(r"^([A-Z_][A-Z0-9_]*)=(.+)$", re.S)  # a captured environment entry
-ABS_PATH = re.compile(r"(?<![\w./])(?:~|/)(?:[^\s/'\",:;=()<>\[\]]+/)+([^\s/'\",:;=()<>\[\]]*)")
-WINDOWS_PATH = re.compile(r"\b[A-Za-z]:\\(?:[^\s\\'\",;]+\\)+([^\s\\'\",;]*)")
+ABS_PATH = re.compile(r"(?<![\w./])(?:~|/)(?:[^\s/'\",:;=()<>\[\]]+/)+[^\s/'\",:;=()<>\[\]]*")
+WINDOWS_PATH = re.compile(r"\b[A-Za-z]:\\(?:[^\s\\'\",;]+\\)+[^\s\\'\",;]*")
 
 
-def scrub_text(value):
-    """Redact secrets and shorten absolute paths in one text value (non-text passes through)."""
+def scrub_text(value, hosts: tuple[str, ...] = ()):
+    """Redact secrets, addresses and host names and remove absolute paths in one text value
+    (non-text passes through). ``hosts``: names to replace wherever they appear."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
     if not isinstance(value, str) or not value:
         return value
     env = ENV_ASSIGNMENT.match(value)
     if env:
         return f"{env.group(1)}={REDACTED}"
     s = value
+    s = URL.sub(lambda m: "[path]" if m.group(1).lower() == "file" else f"{m.group(1)}://{REDACTED}", s)
     for pat in SECRET_PATTERNS:
         s = pat.sub(lambda m: (m.group(1) if m.groups() else "") + REDACTED, s)
-    s = SECRET_KEY.sub(lambda m: f"{m.group(1)}{m.group(3)}{m.group(4)}{REDACTED}", s)
-    s = ABS_PATH.sub(lambda m: m.group(1) or "[path]", s)
-    s = WINDOWS_PATH.sub(lambda m: m.group(1) or "[path]", s)
+    s = SECRET_OPTION.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", s)
+    s = SECRET_WORD.sub(lambda m: m.group(0) if m.group(3) == REDACTED else f"{m.group(1)}{m.group(2)}{REDACTED}", s)
+    s = SECRET_KEY.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}{REDACTED}", s)
+    s = NCCL_PREFIX.sub(lambda m: f"[host]:{m.group(2)}:{m.group(3)} [", s)
+    for h in hosts:
+        s = re.sub(rf"(?i)(?<![\w-]){re.escape(h)}(?![\w-])", "[host]", s)
+    s = IPV4.sub("[ip]", s)
+    s = IPV6.sub("[ip]", s)
+    s = ABS_PATH.sub("[path]", s)
+    s = WINDOWS_PATH.sub("[path]", s)
     return s
+
+
+def hosts_named_in(conn: sqlite3.Connection, tables: list[str]) -> tuple[str, ...]:
+    """Host names the trace itself records: the export host, NCCL log prefixes in any string."""
+    found: set[str] = set()
+    for meta in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
+        if meta in tables:
+            for (v,) in conn.execute(f"select value from {meta} where name in ('EXPORT_HOST', 'HOST', 'HOSTNAME')"):
+                if isinstance(v, str) and v.strip() and v != "[scrubbed]":
+                    found.add(v.strip())
+    if "StringIds" in tables:
+        for (v,) in conn.execute("select value from StringIds where value like '%:%:% [%'"):
+            if isinstance(v, str):
+                found |= {m.group(1) for m in NCCL_PREFIX.finditer(v)}
+    # Short generic words would blank too much: a host name worth hiding has 3+ characters.
+    return tuple(sorted((h for h in found if len(h) >= 3 and h.lower() not in ("nccl", "info", "warn")), key=len, reverse=True))
 
 
 @dataclass(frozen=True)
@@ -113,31 +163,70 @@ def scrub_export(src: str | os.PathLike, dst: str | os.PathLike | None = None) -
 def _scrub_in_place(path: Path) -> ScrubSummary:
     db = sqlite_utils.Database(path)
     conn = db.conn
-    conn.create_function("tr_scrub", 1, scrub_text, deterministic=True)
+    conn.text_factory = lambda b: b.decode("utf-8", "replace")  # non-UTF-8 text is scrubbed too
+    tables = db.table_names()
+    hosts = hosts_named_in(conn, tables)
+    conn.create_function("tr_scrub", 1, lambda v: scrub_text(v, hosts), deterministic=True)
+    # The program's own stdout / stderr: nsys keeps it as strings that ProcessStreams points at.
+    if "ProcessStreams" in tables and "StringIds" in tables:
+        cols = {c.name for c in db["ProcessStreams"].columns}
+        if "contentId" in cols:
+            conn.execute("update StringIds set value = ? where id in (select contentId from ProcessStreams)", (PROGRAM_OUTPUT,))
     dropped = []
-    for name in db.table_names():
+    for name in tables:
         if DROP_TABLES_PATTERN.search(name):
             db[name].drop()
             dropped.append(name)
     removed = 0
-    if "META_DATA_CAPTURE" in db.table_names():
+    tables = db.table_names()
+    if "META_DATA_CAPTURE" in tables:
         names = [r[0] for r in conn.execute("select name from META_DATA_CAPTURE")]
         drop = [n for n in names if not CAPTURE_KEEP.match(n or "")]
         conn.executemany("delete from META_DATA_CAPTURE where name = ?", [(n,) for n in drop])
         removed = len(drop)
     for meta in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
-        if meta in db.table_names():
+        if meta in tables:
             for key, val in EXPORT_META_BLANK.items():
                 conn.execute(f"update {meta} set value = ? where name = ?", (val, key))
     changed = 0
     for table in db.tables:
-        text_cols = [c.name for c in table.columns if (c.type or "").upper() in ("TEXT", "") or "CHAR" in (c.type or "").upper()]
-        for col in text_cols:
+        for col in (c.name for c in table.columns):  # every column: nsys's declared types are not a promise
             cur = conn.execute(
-                f'update "{table.name}" set "{col}" = tr_scrub("{col}") where typeof("{col}") = \'text\' and "{col}" != tr_scrub("{col}")'
+                # as a blob: SQLite hands text that is not UTF-8 to Python only as bytes
+                f'update "{table.name}" set "{col}" = tr_scrub(cast("{col}" as blob)) '
+                f'where typeof("{col}") = \'text\' and cast("{col}" as blob) is not cast(tr_scrub(cast("{col}" as blob)) as blob)'
             )
             changed += cur.rowcount if cur.rowcount > 0 else 0
     conn.commit()
     conn.execute("vacuum")
     conn.close()
     return ScrubSummary(str(path), tuple(dropped), removed, changed)
+
+
+def scrub_run_dir(folder: str | os.PathLike) -> list[str]:
+    """``run --scrub``: scrub every text of ``run.json`` (the command line, nsys's path and
+    arguments) and delete the ``.nsys-rep`` / ``.qdstrm`` files, which hold everything the
+    scrubbed exports no longer do. Returns the names of the files removed."""
+    d = Path(folder)
+    removed = []
+    for f in sorted(list(d.glob("*.nsys-rep")) + list(d.glob("*.qdstrm"))):
+        f.unlink()
+        removed.append(f.name)
+    run = d / RUN_JSON
+    if run.is_file():
+        doc = json.loads(run.read_text())
+
+        def clean(x):
+            if isinstance(x, str):
+                return scrub_text(x)
+            if isinstance(x, list):
+                return [clean(v) for v in x]
+            if isinstance(x, dict):
+                return {k: clean(v) for k, v in x.items()}
+            return x
+
+        doc = clean(doc)
+        for r in doc.get("reports", []):
+            r["nsys_rep"] = None  # removed above
+        run.write_text(json.dumps(doc, indent=2) + "\n")
+    return removed
