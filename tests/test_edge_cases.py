@@ -6,7 +6,7 @@ import pyarrow.compute as pc
 import pytest
 
 from nsys_factory import FakeTrace
-from tracerecon.analysis.phases import PhaseConfig
+from tracerecon.analysis.config import PhaseConfig
 from tracerecon.errors import BadTraceError
 from tracerecon.api import load as analyze
 

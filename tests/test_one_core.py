@@ -175,3 +175,12 @@ def test_every_option_of_every_command_is_described():
                 assert action.help, (name, action.dest)
     assert "Keys:" in sub.choices["view"].description and "bundled sample" in sub.choices["view"].description
     assert all(t in sub.choices["export"].description for t in ("ranges", "phases", "cycles", "gpu_ops", "syncs", "collectives", "critical_path"))
+
+
+def test_ranks_in_worker_processes_give_the_same_report():
+    from tracerecon import api
+    from tracerecon.present import report_json
+
+    one = report_json(api.load([SHAPES / "nccl_skew_phases"], jobs=1))
+    two = report_json(api.load([SHAPES / "nccl_skew_phases"], jobs=2))
+    assert one == two and len(one["ranks"]) == 2

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from conftest import DEMO, DEMO2, H200, SAMPLES, run_cli
 from nsys_factory import FakeTrace
-from tracerecon.analysis.phases import ERROR_FLOOR_NS, PhaseConfig, cause_of, error_threshold, verdict_of
+from tracerecon.analysis.config import PhaseConfig
+from tracerecon.analysis.phases import ERROR_FLOOR_NS, cause_of, error_threshold, verdict_of
 from tracerecon.api import load as analyze
 
 U = 1000  # 1 us: keeps hand-made numbers above the 10 us verdict floor

@@ -11,7 +11,7 @@ pytest.importorskip("textual")
 from textual.widgets import DataTable, Static, TabbedContent  # noqa: E402
 
 from conftest import DEMO2, H200  # noqa: E402
-from tracerecon.analysis.phases import PhaseConfig  # noqa: E402
+from tracerecon.analysis.config import PhaseConfig  # noqa: E402
 from tracerecon.analysis.summary import summarize_phases  # noqa: E402
 from tracerecon.api import load  # noqa: E402
 from tracerecon.tui.app import HelpScreen, TraceReconApp  # noqa: E402

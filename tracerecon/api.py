@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from tracerecon.analysis.cross_rank import RankView, analyze_cross_rank
-from tracerecon.analysis.phases import PhaseConfig
+from tracerecon.analysis.config import PhaseConfig
 from tracerecon.analysis.projection import int64s, link_launches
 from tracerecon.analysis.rank import RankTables, finish_rank, own_rank
 from tracerecon.analysis.ranks import RankSource, processes_in_file, select_pids
 from tracerecon.errors import BadTraceError
 from tracerecon.model import Analysis, RankResult
-from tracerecon.nsys.sqlite_export import TraceTables, check_export, read_all_api_calls, read_export
+from tracerecon.nsys.sqlite_export import check_export, read_all_api_calls, read_export
 from tracerecon.run_dir import expand_inputs, is_export_dir, rank_from_filename, rank_of_mark, read_engine_timers, trace_stem
 
 Progress = Callable[[str], None]
@@ -33,14 +33,16 @@ Progress = Callable[[str], None]
 __all__ = ["Analysis", "PhaseConfig", "RankResult", "check_inputs", "compare", "export", "load"]
 
 
-def load(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = None, progress: Progress | None = None) -> Analysis:
+def load(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = None, progress: Progress | None = None, jobs: int | None = None) -> Analysis:
     """Traces (``.sqlite``, ``.sqlite.xz``), run directories, or one parquet export directory ->
-    the finished Analysis. Raises BadTraceError (exit 2) when no input is usable."""
+    the finished Analysis. Raises BadTraceError (exit 2) when no input is usable. Several
+    exports are read and analysed in ``jobs`` worker processes (default: one per file, at most
+    one per core); the cross-rank step runs after, here."""
     if len(inputs) == 1 and is_export_dir(inputs[0]):
         from tracerecon.export import read_parquet_export
 
         return read_parquet_export(inputs[0])
-    return _analyze(inputs, options or PhaseConfig(), progress or (lambda _m: None))
+    return _analyze(inputs, options or PhaseConfig(), progress or (lambda _m: None), jobs)
 
 
 def check_inputs(inputs: Sequence[str | os.PathLike]) -> None:
@@ -79,7 +81,7 @@ def no_nvtx_message(path: str, nsys_version: str | None) -> str:
     return msg
 
 
-def _read(f: Path, say: Progress) -> tuple[TraceTables, object, list[str]]:
+def _read(f: Path, say: Progress):
     say(f"reading {f.name}")
     tables = read_export(f, progress=lambda m: say(f"{f.name}: {m}"))
     warnings = list(tables.warnings)
@@ -95,83 +97,110 @@ def _read(f: Path, say: Progress) -> tuple[TraceTables, object, list[str]]:
     return tables, linked, warnings
 
 
-def _one_run(files: list[Path], read: list[TraceTables]) -> None:
-    """Refuse inputs that are not ranks of one run: their sessions must overlap in time (ranks
-    of one job run at once; separate runs follow each other). Files of unknown session time
-    are not checked."""
+def _one_run(files: list[Path], sessions: list[tuple]) -> None:
+    """Refuse inputs that are not ranks of one run: their sessions (start, start + trace end)
+    must overlap in time (ranks of one job run at once; separate runs follow each other).
+    Files of unknown session time are not checked."""
     spans = []
-    for f, t in zip(files, read):
-        s = t.info.session_start_utc_ns
-        if not s or t.info.time_normalized:
+    for f, (start, end, _) in zip(files, sessions):
+        if not start:
             return
-        spans.append((s, s + max(t.trace_end_ns, 0), f))
+        spans.append((start, start + max(end, 0), f))
     spans.sort(key=lambda x: x[0])
     groups: list[list[Path]] = []
-    end = None
+    last = None
     for s, e, f in spans:
-        if end is None or s > end:
+        if last is None or s > last:
             groups.append([f])
-            end = e
+            last = e
         else:
             groups[-1].append(f)
-            end = max(end, e)
+            last = max(last, e)
     if len(groups) > 1:
         listed = " | ".join(", ".join(p.name for p in g) for g in groups)
         raise BadTraceError(f"the inputs are {len(groups)} separate runs (their sessions do not overlap in time): {listed}; give the files of one run at a time")
 
 
-def _analyze(paths: Sequence[str | os.PathLike], config: PhaseConfig, say: Progress) -> Analysis:
-    files = expand_inputs(paths)
-    warnings: list[str] = []
-    read = []
-    for f in files:
-        tables, linked, w = _read(f, say)
-        read.append((tables, linked))
-        warnings.extend(w)
-    multi = len(files) > 1
+def _file_work(f: Path, config: PhaseConfig, multi: bool, rank_hint: int | None, order: int) -> tuple[list, list[str], tuple]:
+    """Read one export and analyse its ranks as far as one rank can go alone. Runs in a worker
+    process when several files are loaded. Returns ([(source, info, work)], warnings,
+    (session start, trace end, nsys version, has ranges))."""
+    tables, linked, warnings = _read(f, lambda _m: None)
+    if tables.nvtx_ranges.num_rows == 0:
+        warnings.append(no_nvtx_message(str(f), tables.info.nsys_version))
     if multi:
-        _one_run(files, [t for t, _ in read])
+        pids = sorted(set(int64s(tables.gpu_ops["pid"]).tolist()) | set(int64s(tables.nvtx_ranges["pid"]).tolist()))
+        splits, how = [(rank_hint if rank_hint is not None else order, pids)], ("file name" if rank_hint is not None else "file order")
+    else:
+        named = {int(p): r for p, n in zip(tables.nvtx_marks["pid"].to_pylist(), tables.nvtx_marks["name"].to_pylist()) if (r := rank_of_mark(n)) is not None}
+        splits, how = processes_in_file(tables.gpu_ops, tables.nvtx_ranges, named)
+        if not splits:
+            raise BadTraceError(f"{f}: empty trace: no GPU work and no NVTX ranges")
+    out = []
+    for rank, pids in splits:
+        rt = RankTables(
+            nvtx_ranges=select_pids(tables.nvtx_ranges, pids), gpu_ops=select_pids(linked, pids), api_calls=select_pids(tables.api_calls, pids),
+            sync_records=select_pids(tables.sync_records, pids), event_records=select_pids(tables.event_records, pids),
+        )
+        out.append((RankSource(rank, str(f), tuple(pids), how), tables.info, own_rank(rt, rank, config)))
+    session = (tables.info.session_start_utc_ns if not tables.info.time_normalized else None, tables.trace_end_ns, tables.info.nsys_version)
+    return out, warnings, session
+
+
+def default_jobs(n_files: int) -> int:
+    """Worker processes for ``n_files``: one per file, at most one per core."""
+    return max(1, min(n_files, os.cpu_count() or 1))
+
+
+def _analyze(paths: Sequence[str | os.PathLike], config: PhaseConfig, say: Progress, jobs: int | None = None) -> Analysis:
+    files = expand_inputs(paths)
+    multi = len(files) > 1
     file_ranks = [rank_from_filename(trace_stem(f)) for f in files]
     by_name = multi and all(r is not None for r in file_ranks) and len(set(file_ranks)) == len(file_ranks)
+    warnings: list[str] = []
     if multi and not by_name:
         warnings.append("rank numbers not found in every file name (e.g. rank3, r3, _3); ranks follow file order")
+    args = [(f, config, multi, file_ranks[i] if by_name else None, i) for i, f in enumerate(files)]
+    jobs = default_jobs(len(files)) if jobs is None else max(1, jobs)
+    results = []
+    if jobs > 1 and len(files) > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        say(f"reading {len(files)} exports in {min(jobs, len(files))} processes")
+        with ProcessPoolExecutor(max_workers=min(jobs, len(files))) as pool:
+            futures = [pool.submit(_file_work, *a) for a in args]
+            for f, fut in zip(files, futures):
+                results.append(fut.result())
+                say(f"{f.name}: done")
+    else:
+        for a in args:
+            say(f"reading {a[0].name}")
+            results.append(_file_work(*a))
     work = []
-    for i, (f, (tables, linked)) in enumerate(zip(files, read)):
-        if tables.nvtx_ranges.num_rows == 0:
-            warnings.append(no_nvtx_message(str(f), tables.info.nsys_version))
-        if multi:
-            pids = sorted(set(int64s(tables.gpu_ops["pid"]).tolist()) | set(int64s(tables.nvtx_ranges["pid"]).tolist()))
-            splits, how = [(file_ranks[i] if by_name else i, pids)], ("file name" if by_name else "file order")
-        else:
-            named = {int(p): r for p, n in zip(tables.nvtx_marks["pid"].to_pylist(), tables.nvtx_marks["name"].to_pylist()) if (r := rank_of_mark(n)) is not None}
-            splits, how = processes_in_file(tables.gpu_ops, tables.nvtx_ranges, named)
-            if not splits:
-                raise BadTraceError(f"{f}: empty trace: no GPU work and no NVTX ranges")
-        for rank, pids in splits:
-            say(f"rank {rank}: analysing")
-            rt = RankTables(
-                nvtx_ranges=select_pids(tables.nvtx_ranges, pids), gpu_ops=select_pids(linked, pids), api_calls=select_pids(tables.api_calls, pids),
-                sync_records=select_pids(tables.sync_records, pids), event_records=select_pids(tables.event_records, pids),
-            )
-            work.append((RankSource(rank, str(f), tuple(pids), how), tables.info, own_rank(rt, rank, config)))
+    for out, w, _ in results:
+        work.extend(out)
+        warnings.extend(w)
+    if multi:
+        _one_run(files, [session for _, _, session in results])
     work.sort(key=lambda w: w[0].rank)
     if len({w[0].rank for w in work}) != len(work):
         raise BadTraceError("two inputs map to the same rank (" + ", ".join(f"{s.path}: {s.rank}" for s, _, _ in work) + "); rename the files (rank0, rank1, ...)")
     if all(w.ranges.num_rows == 0 for _, _, w in work):
-        raise BadTraceError(no_nvtx_message(", ".join(str(f) for f in files), read[0][0].info.nsys_version))
+        raise BadTraceError(no_nvtx_message(", ".join(str(f) for f in files), results[0][2][2]))
     if all(len(w.phase_inputs.phase_rows) == 0 for _, _, w in work):
         warnings.append(f"no range named as a phase ({', '.join(config.phases)}) in {', '.join(str(f) for f in files)}; pass --phase NAME for your engine's phase ranges")
     elif config.cycle_prefix and all(len(w.cycle_rows) == 0 for _, _, w in work if len(w.phase_inputs.phase_rows)):
         warnings.append(f"no range name starts with {config.cycle_prefix!r}: a cycle starts at each occurrence of the first phase")
+    say("across ranks")
     cross = analyze_cross_rank(
         [RankView(s.rank, s.path, info.session_start_utc_ns, w.gpu_ops, w.provisional_phases(), info.time_normalized) for s, info, w in work]
     )
-    results = []
+    ranks = []
     for s, info, w in work:
         comm = cross.comm_of(s.rank)
         phases, cycles = finish_rank(w, comm.phase_wait_ns if comm is not None else None)
-        results.append(RankResult(source=s, info=info, ranges=w.ranges, gpu_ops=w.gpu_ops, syncs=w.syncs, phases=phases, cycles=cycles))
+        ranks.append(RankResult(source=s, info=info, ranges=w.ranges, gpu_ops=w.gpu_ops, syncs=w.syncs, phases=phases, cycles=cycles))
     return Analysis(
-        ranks=tuple(results), inputs=tuple(str(f) for f in files), config=config, warnings=tuple(warnings), cross=cross,
+        ranks=tuple(ranks), inputs=tuple(str(f) for f in files), config=config, warnings=tuple(warnings), cross=cross,
         engine_timers=read_engine_timers(paths),
     )

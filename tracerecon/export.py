@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from tracerecon import __version__, schema
 from tracerecon.analysis.cross_rank import CrossRank, RankAlignment, RankComm
 from tracerecon.schema import COLLECTIVES, CRITICAL_PATH
-from tracerecon.analysis.phases import PhaseConfig
+from tracerecon.analysis.config import PhaseConfig
 from tracerecon.analysis.ranks import RankSource
 from tracerecon.errors import BadTraceError, TraceReconError
 from tracerecon.model import Analysis, RankResult

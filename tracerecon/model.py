@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from tracerecon.analysis.cross_rank import CrossRank
-from tracerecon.analysis.phases import PhaseConfig
+from tracerecon.analysis.config import PhaseConfig
 from tracerecon.analysis.ranks import RankSource
 from tracerecon.nsys.sqlite_export import ExportInfo
 

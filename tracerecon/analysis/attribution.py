@@ -19,23 +19,7 @@ from collections import defaultdict
 
 import numpy as np
 
-AUTO = "auto"
-SAME = "same"
-
-
-def parse_phase_thread(value: str | int | None) -> str | int:
-    """``auto`` | ``same`` | a thread id (int). Raises ValueError for anything else."""
-    if value is None:
-        return AUTO
-    if isinstance(value, int):
-        return value
-    v = str(value).strip().lower()
-    if v in (AUTO, SAME):
-        return v
-    if v.isdigit():
-        return int(v)
-    raise ValueError(f"--phase-thread {value!r}: expected auto, same or a thread id")
-
+from tracerecon.analysis.config import SAME
 
 def cross_thread_phases(pid: np.ndarray, tid: np.ndarray, name: list[str], own_ops: np.ndarray, mode: str | int) -> np.ndarray:
     """Per phase instance: does it take work launched by other threads? (module doc)"""

@@ -18,10 +18,9 @@ import numpy as np
 import pyarrow as pa
 
 from tracerecon import schema
+from tracerecon.analysis.config import PhaseConfig
 from tracerecon.analysis.projection import I64_MIN, int64s
 
-DEFAULT_PHASES = ("draft", "verify", "draft_re_extend", "draft_extend", "target_verify")
-DEFAULT_CYCLE = "cycle"
 
 # A timer error counts when it exceeds both a floor and a fraction of the phase: 10 us is
 # above nsys's own timestamp jitter and launch latency, 10 % keeps long phases from being
@@ -33,17 +32,6 @@ LAUNCH_BOUND_BUSY_FRACTION = 0.5
 # Phase GPU times "add up" to the cycle when they cover it within this fraction (by
 # construction they tile it; a cycle whose phases have no GPU timeline does not add up).
 ADDS_UP_FRACTION = 0.02
-
-
-@dataclass(frozen=True)
-class PhaseConfig:
-    """Which NVTX range names are phases, and which enclose a cycle (prefix match)."""
-
-    phases: tuple[str, ...] = DEFAULT_PHASES
-    cycle_prefix: str = DEFAULT_CYCLE
-    # Which phases take GPU work launched by other threads: "auto" | "same" | a thread id
-    # (analysis.attribution).
-    phase_thread: str | int = "auto"
 
 
 def error_threshold(span_ns: np.ndarray) -> np.ndarray:

@@ -19,7 +19,8 @@ from tracerecon.analysis.attribution import attribute_other_threads, cross_threa
 from tracerecon.analysis.columns import is_graph_launch
 from tracerecon.analysis.boundaries import busiest_streams, phase_boundaries, phase_streams, stream_clock
 from tracerecon.analysis.nccl import phase_comm_split
-from tracerecon.analysis.phases import PhaseConfig, PhaseInputs, build_cycles, build_phases, select_phases
+from tracerecon.analysis.config import PhaseConfig
+from tracerecon.analysis.phases import PhaseInputs, build_cycles, build_phases, select_phases
 from tracerecon.analysis.projection import I64_MIN, index_launches, innermost_owner, int64s
 from tracerecon.analysis.ranges import build_ranges, nest
 from tracerecon.analysis.syncs import attribute_waits, find_blocking_calls

@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from tracerecon.analysis.attribution import parse_phase_thread
-from tracerecon.analysis.phases import DEFAULT_CYCLE, DEFAULT_PHASES, PhaseConfig
+from tracerecon.analysis.config import DEFAULT_CYCLE, DEFAULT_PHASES, PhaseConfig, parse_phase_thread
 from tracerecon.errors import UsageError
 
 BUNDLED_SAMPLE = Path(__file__).resolve().parent.parent.parent / "sample_traces" / "h200_nsys2025.3.1" / "eagle_gpu_bound.sqlite"
@@ -19,6 +18,7 @@ TRACE_HELP = "nsys .sqlite export(s) (or .sqlite.xz), a directory of them, a `tr
 
 def add_traces_arg(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("traces", nargs="+" if required else "*", metavar="TRACE", help=TRACE_HELP)
+    p.add_argument("-j", "--jobs", type=int, metavar="N", help="worker processes for several exports (default: one per file, at most one per core)")
 
 
 def add_phase_args(p: argparse.ArgumentParser) -> None:
@@ -78,11 +78,11 @@ def progress_reporter() -> Iterator:
         yield lambda msg: prog.update(task, description=msg)
 
 
-def load(inputs: Sequence[str], config: PhaseConfig):
+def load(inputs: Sequence[str], config: PhaseConfig, jobs: int | None = None):
     """``api.load`` with a progress spinner; warnings go to stderr."""
     from tracerecon import api
 
     with progress_reporter() as progress:
-        analysis = api.load(inputs, config, progress)
+        analysis = api.load(inputs, config, progress, jobs)
     warn_all(analysis.warnings)
     return analysis

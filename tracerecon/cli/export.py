@@ -23,7 +23,7 @@ def add(sub) -> None:
 def main(args: argparse.Namespace) -> int:
     from tracerecon import api
 
-    analysis = load(args.traces, config_from(args))
+    analysis = load(args.traces, config_from(args), args.jobs)
     manifest = api.export(analysis, args.output, force=args.force)
     rows = {t: (sum(v["rows_per_rank"].values()) if "rows_per_rank" in v else v["rows"]) for t, v in manifest["tables"].items()}
     print(f"wrote {args.output}: {len(analysis.ranks)} rank(s); " + ", ".join(f"{t} {n}" for t, n in rows.items()))

@@ -23,6 +23,6 @@ def add(sub) -> None:
 def main(args: argparse.Namespace) -> int:
     from tracerecon.cli.render import print_json, print_report
 
-    analysis = load(args.traces, config_from(args))
+    analysis = load(args.traces, config_from(args), args.jobs)
     (print_json if args.json else print_report)(analysis, console())
     return 0
