@@ -167,7 +167,7 @@ def test_every_option_of_every_command_is_described():
     from tracerecon.cli import build_parser
 
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    assert set(sub.choices) == {"report", "export", "diff", "view", "run", "scrub"}
+    assert set(sub.choices) == {"report", "ranges", "export", "diff", "view", "run", "scrub"}
     for name, p in sub.choices.items():
         assert p.description, name  # what the command does, beyond its one-line summary
         for action in p._actions:
@@ -184,3 +184,17 @@ def test_ranks_in_worker_processes_give_the_same_report():
     one = report_json(api.load([SHAPES / "nccl_skew_phases"], jobs=1))
     two = report_json(api.load([SHAPES / "nccl_skew_phases"], jobs=2))
     assert one == two and len(one["ranks"]) == 2
+
+
+def test_ranges_lists_the_names_and_report_suggests_flags_that_work(tmp_path):
+    # GIVEN a trace whose phases are not named as tracerecon's defaults
+    doc = json.loads(run_cli("ranges", "--json", str(H200 / "eagle_gpu_bound.sqlite")).stdout)
+    names = {r["name"]: r for r in doc["ranks"][0]["ranges"]}
+    assert names["verify"]["n"] == 24 and names["verify"]["n_gpu_ops"] > 0 and names["verify"]["gpu_ms_median"] > 1
+    # WHEN report is asked for phases that do not exist
+    res = run_cli("report", "--phase", "no_such_phase", str(H200 / "eagle_gpu_bound.sqlite"))
+    assert res.returncode == 0
+    hint = res.stderr.split("the likely phases here: ")[1].split(" (`tracerecon ranges`")[0]
+    # THEN the flags it suggests, pasted, give a table
+    again = run_cli("report", "--json", *hint.split(), str(H200 / "eagle_gpu_bound.sqlite"))
+    assert again.returncode == 0 and json.loads(again.stdout)["ranks"][0]["phases"]

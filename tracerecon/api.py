@@ -14,6 +14,7 @@ that names the file; warnings come back in ``Analysis.warnings``.
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
@@ -23,6 +24,7 @@ from tracerecon.analysis.config import PhaseConfig
 from tracerecon.analysis.projection import int64s, link_launches
 from tracerecon.analysis.rank import RankTables, finish_rank, own_rank
 from tracerecon.analysis.ranks import RankSource, processes_in_file, select_pids
+from tracerecon.analysis.summary import phase_candidates
 from tracerecon.errors import BadTraceError
 from tracerecon.model import Analysis, RankResult
 from tracerecon.nsys.sqlite_export import check_export, read_all_api_calls, read_export
@@ -188,7 +190,10 @@ def _analyze(paths: Sequence[str | os.PathLike], config: PhaseConfig, say: Progr
     if all(w.ranges.num_rows == 0 for _, _, w in work):
         raise BadTraceError(no_nvtx_message(", ".join(str(f) for f in files), results[0][2][2]))
     if all(len(w.phase_inputs.phase_rows) == 0 for _, _, w in work):
-        warnings.append(f"no range named as a phase ({', '.join(config.phases)}) in {', '.join(str(f) for f in files)}; pass --phase NAME for your engine's phase ranges")
+        names = phase_candidates(work[0][2].ranges, config.cycle_prefix)
+        hint = ("; the likely phases here: " + " ".join(f"--phase {shlex.quote(n)}" for n in names)) if names else ""
+        warnings.append(f"no range named as a phase ({', '.join(config.phases)}) in {', '.join(str(f) for f in files)}{hint} "
+                        "(`tracerecon ranges` lists every range name)")
     elif config.cycle_prefix and all(len(w.cycle_rows) == 0 for _, _, w in work if len(w.phase_inputs.phase_rows)):
         warnings.append(f"no range name starts with {config.cycle_prefix!r}: a cycle starts at each occurrence of the first phase")
     say("across ranks")

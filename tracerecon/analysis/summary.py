@@ -116,3 +116,47 @@ def most_misleading(phases: list[PhaseSummary]) -> PhaseSummary | None:
     whose dominant verdict is ``over`` or ``under`` (the same rule on every rank)."""
     lying = [p for p in phases if p.error_ms_median is not None and p.dominant_verdict in ("over", "under")]
     return max(lying, key=lambda p: abs(p.error_ms_median), default=None)
+
+
+@dataclass(frozen=True)
+class RangeSummary:
+    """One NVTX range name of one rank: like ``nsys stats -r nvtx_sum``, with GPU time."""
+
+    domain: str
+    name: str
+    n: int
+    cpu_ms_median: float | None
+    gpu_ms_median: float | None  # projected span: first op start .. last op end
+    gpu_busy_ms_total: float  # union of its ops' time, summed over instances
+    n_gpu_ops: int
+
+    def to_json(self) -> dict:
+        return {"domain": self.domain, "name": self.name, "n": self.n, "cpu_ms_median": self.cpu_ms_median,
+                "gpu_ms_median": self.gpu_ms_median, "gpu_busy_ms_total": self.gpu_busy_ms_total, "n_gpu_ops": self.n_gpu_ops}
+
+
+def summarize_ranges(ranges: pa.Table) -> list[RangeSummary]:
+    """Per (domain, name): count, CPU median, projected GPU median, GPU busy total; most GPU time first."""
+    if ranges.num_rows == 0:
+        return []
+    d = ranges.select(["domain", "name", "start_ns", "end_ns", "gpu_start_ns", "gpu_end_ns", "gpu_busy_ns", "n_gpu_ops"]).to_pydict()
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i, key in enumerate(zip(d["domain"], d["name"])):
+        groups.setdefault(key, []).append(i)
+    out = []
+    for (domain, name), idx in groups.items():
+        span = [d["gpu_end_ns"][i] - d["gpu_start_ns"][i] for i in idx if d["gpu_start_ns"][i] is not None]
+        out.append(RangeSummary(
+            domain=domain or "", name=name or "", n=len(idx),
+            cpu_ms_median=median_ms([d["end_ns"][i] - d["start_ns"][i] for i in idx]),
+            gpu_ms_median=median_ms(span),
+            gpu_busy_ms_total=round(sum(d["gpu_busy_ns"][i] or 0 for i in idx) / 1e6, 6),
+            n_gpu_ops=int(sum(d["n_gpu_ops"][i] or 0 for i in idx)),
+        ))
+    return sorted(out, key=lambda r: (-r.gpu_busy_ms_total, -r.n, r.name))
+
+
+def phase_candidates(ranges: pa.Table, cycle_prefix: str = "cycle", most: int = 4) -> list[str]:
+    """Range names that look like an engine's phases: repeated (3+ times), with GPU work,
+    not a cycle range, most GPU time first."""
+    return [r.name for r in summarize_ranges(ranges) if r.n >= 3 and r.n_gpu_ops > 0 and r.name and not r.name.startswith(cycle_prefix)][:most]

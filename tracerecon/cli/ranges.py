@@ -1,0 +1,43 @@
+"""``tracerecon ranges``: every NVTX range name per rank, with its GPU time (to find --phase)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from tracerecon.cli.common import add_phase_args, add_traces_arg, config_from, console, load
+
+
+def add(sub) -> None:
+    p = sub.add_parser(
+        "ranges", help="list the NVTX range names per rank: count, CPU median, GPU median and total (to choose --phase)",
+        description="Like `nsys stats -r nvtx_sum`, with GPU time: per rank and range name (and domain), how many instances, the "
+                    "CPU median, the median projected GPU span, the GPU busy time in total and the GPU ops launched; most GPU time first.",
+    )
+    add_traces_arg(p)
+    add_phase_args(p)
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from tracerecon.analysis.summary import summarize_ranges
+    from tracerecon.present import fmt_ms
+
+    analysis = load(args.traces, config_from(args), args.jobs)
+    out = console()
+    if args.json:
+        doc = {"ranks": [{"rank": r.rank, "ranges": [s.to_json() for s in summarize_ranges(r.ranges)]} for r in analysis.ranks]}
+        out.file.write(json.dumps(doc, indent=2) + "\n")
+        return 0
+    for r in analysis.ranks:
+        t = Table(title=f"rank {r.rank}  {r.source.path}", title_justify="left", header_style="bold", box=None, padding=(0, 1, 0, 0), pad_edge=False)
+        for col in ("name", "domain", "n", "CPU ms", "GPU ms", "GPU total", "ops"):
+            t.add_column(col, justify="left" if col in ("name", "domain") else "right", overflow="fold")
+        for s in summarize_ranges(r.ranges):
+            t.add_row(s.name, s.domain, str(s.n), fmt_ms(s.cpu_ms_median), fmt_ms(s.gpu_ms_median), f"{s.gpu_busy_ms_total:.3f}", str(s.n_gpu_ops))
+        out.print(t)
+        out.print()
+    return 0
