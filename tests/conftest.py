@@ -18,6 +18,13 @@ BIG = SHARED / "traces" / "big" / "big_launch.sqlite.xz"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache(tmp_path_factory):
+    """Tests (and the CLI they run) cache into a folder of this session, not ~/.cache."""
+    os.environ["TRACERECON_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+
+
 def need_public() -> Path:
     if not PUBLIC.is_dir():
         pytest.skip(f"public traces not found at {PUBLIC} (set TRACERECON_SHARED)")

@@ -198,3 +198,31 @@ def test_ranges_lists_the_names_and_report_suggests_flags_that_work(tmp_path):
     # THEN the flags it suggests, pasted, give a table
     again = run_cli("report", "--json", *hint.split(), str(H200 / "eagle_gpu_bound.sqlite"))
     assert again.returncode == 0 and json.loads(again.stdout)["ranks"][0]["phases"]
+
+
+def test_the_cache_returns_the_same_analysis_and_never_trusts_a_bad_entry(tmp_path, monkeypatch):
+    import os
+    import time
+
+    from tracerecon import api
+    from tracerecon.present import report_json
+
+    monkeypatch.setenv("TRACERECON_CACHE_DIR", str(tmp_path / "cache"))
+    src = tmp_path / "t.sqlite"
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", src)
+    cold = report_json(api.load([src]))
+    entries = list((tmp_path / "cache").glob("*.pickle"))
+    assert len(entries) == 1
+    # GIVEN a warm cache: the same document, and nothing new written beside the input
+    assert report_json(api.load([src])) == cold
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "t.sqlite"]
+    # WHEN the entry is corrupt THEN it is rebuilt, not trusted
+    entries[0].write_bytes(b"garbage")
+    assert report_json(api.load([src])) == cold
+    # WHEN the trace changes THEN the cache misses
+    os.utime(src, ns=(time.time_ns(), time.time_ns() + 10**9))
+    api.load([src])
+    assert len(list((tmp_path / "cache").glob("*.pickle"))) == 2
+    # and --no-cache reads the trace itself
+    monkeypatch.setenv("TRACERECON_NO_CACHE", "1")
+    assert report_json(api.load([src])) == cold

@@ -124,9 +124,16 @@ def _one_run(files: list[Path], sessions: list[tuple]) -> None:
 
 
 def _file_work(f: Path, config: PhaseConfig, multi: bool, rank_hint: int | None, order: int) -> tuple[list, list[str], tuple]:
-    """Read one export and analyse its ranks as far as one rank can go alone. Runs in a worker
-    process when several files are loaded. Returns ([(source, info, work)], warnings,
-    (session start, trace end, nsys version, has ranges))."""
+    """Read one export and analyse its ranks as far as one rank can go alone (from the cache
+    when it holds this file's result for these options). Runs in a worker process when several
+    files are loaded. Returns ([(source, info, work)], warnings, (session start, trace end,
+    nsys version))."""
+    from tracerecon.cache import cached
+
+    return cached(Path(f), (config, multi, rank_hint, order), lambda: _file_work_uncached(f, config, multi, rank_hint, order))
+
+
+def _file_work_uncached(f: Path, config: PhaseConfig, multi: bool, rank_hint: int | None, order: int) -> tuple[list, list[str], tuple]:
     tables, linked, warnings = _read(f, lambda _m: None)
     if tables.nvtx_ranges.num_rows == 0:
         warnings.append(no_nvtx_message(str(f), tables.info.nsys_version))

@@ -19,6 +19,7 @@ TRACE_HELP = "nsys .sqlite export(s) (or .sqlite.xz), a directory of them, a `tr
 def add_traces_arg(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("traces", nargs="+" if required else "*", metavar="TRACE", help=TRACE_HELP)
     p.add_argument("-j", "--jobs", type=int, metavar="N", help="worker processes for several exports (default: one per file, at most one per core)")
+    p.add_argument("--no-cache", action="store_true", help="read and analyse the exports again instead of using the cache in ~/.cache/tracerecon")
 
 
 def add_phase_args(p: argparse.ArgumentParser) -> None:
@@ -32,6 +33,8 @@ def add_phase_args(p: argparse.ArgumentParser) -> None:
 
 
 def config_from(args: argparse.Namespace) -> PhaseConfig:
+    if getattr(args, "no_cache", False):
+        os.environ["TRACERECON_NO_CACHE"] = "1"  # tracerecon.cache reads it; worker processes inherit it
     try:
         thread = parse_phase_thread(args.phase_thread)
     except ValueError as exc:

@@ -1,0 +1,100 @@
+"""A cache of each export's per-rank analysis, so the second ``report``/``view``/``diff``/
+``export`` of a trace does not read and analyse it again.
+
+Kept in the user's cache directory (``$TRACERECON_CACHE_DIR``, else ``$XDG_CACHE_HOME/tracerecon``,
+else ``~/.cache/tracerecon``), never beside the input. An entry is keyed by the export's
+absolute path, size and modification time, tracerecon's version and the phase options; a
+changed file or a changed tracerecon (its modules' sizes and times) misses. An entry that cannot be read is removed and rebuilt,
+never trusted. The directory is capped (``$TRACERECON_CACHE_MB``, default 2048): the least
+recently used entries go first. ``--no-cache`` (or ``TRACERECON_NO_CACHE=1``) bypasses it.
+
+Entries are Python pickles of Arrow tables: only ever read from the user's own cache directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+from tracerecon import __version__
+
+FORMAT = 1  # bump when what is cached changes shape
+
+
+def cache_dir() -> Path:
+    if os.environ.get("TRACERECON_CACHE_DIR"):
+        return Path(os.environ["TRACERECON_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "tracerecon"
+
+
+def enabled() -> bool:
+    return os.environ.get("TRACERECON_NO_CACHE", "") in ("", "0")
+
+
+_CODE: str | None = None
+
+
+def _code_stamp() -> str:
+    """Size and mtime of every tracerecon module: an edited tracerecon misses the cache even
+    before its version number changes."""
+    global _CODE
+    if _CODE is None:
+        pkg = Path(__file__).resolve().parent
+        _CODE = hashlib.sha256(repr(sorted((str(p.relative_to(pkg)), p.stat().st_size, p.stat().st_mtime_ns) for p in pkg.rglob("*.py"))).encode()).hexdigest()
+    return _CODE
+
+
+def _key(path: Path, extra: tuple) -> str | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    raw = repr((FORMAT, __version__, _code_stamp(), str(path.resolve()), st.st_size, st.st_mtime_ns, extra))
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def cached(path: Path, extra: tuple, compute: Callable[[], Any]) -> Any:
+    """``compute()``'s result for ``path`` (and ``extra``, the options it depends on), from the
+    cache when a valid entry exists; otherwise computed and stored (best effort)."""
+    key = _key(path, extra) if enabled() else None
+    if key is None:
+        return compute()
+    folder = cache_dir()
+    entry = folder / f"{key}.pickle"
+    if entry.is_file():
+        try:
+            with open(entry, "rb") as fh:
+                value = pickle.load(fh)
+            os.utime(entry)  # recently used
+            return value
+        except Exception:  # a truncated or foreign file: rebuild, never trust
+            entry.unlink(missing_ok=True)
+    value = compute()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, entry)
+        _trim(folder)
+    except OSError:
+        pass  # a read-only or full cache directory: analyse without caching
+    return value
+
+
+def _trim(folder: Path) -> None:
+    try:
+        cap = int(os.environ.get("TRACERECON_CACHE_MB", "2048")) * 1024 * 1024
+    except ValueError:
+        cap = 2048 * 1024 * 1024
+    entries = sorted(folder.glob("*.pickle"), key=lambda p: p.stat().st_mtime)
+    total = sum(p.stat().st_size for p in entries)
+    while entries and total > cap:
+        old = entries.pop(0)
+        total -= old.stat().st_size
+        old.unlink(missing_ok=True)
