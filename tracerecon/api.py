@@ -32,7 +32,7 @@ from tracerecon.run_dir import expand_inputs, is_export_dir, rank_from_filename,
 
 Progress = Callable[[str], None]
 
-__all__ = ["Analysis", "PhaseConfig", "RankResult", "check_inputs", "compare", "export", "load"]
+__all__ = ["Analysis", "PhaseConfig", "RankResult", "check_inputs", "compare", "export", "export_timeline", "load"]
 
 
 def load(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = None, progress: Progress | None = None, jobs: int | None = None) -> Analysis:
@@ -69,6 +69,13 @@ def export(analysis: Analysis, out_dir: str | os.PathLike, force: bool = False) 
     from tracerecon.export import export_parquet
 
     return export_parquet(analysis, out_dir, force)
+
+
+def export_timeline(analysis: Analysis, out_file: str | os.PathLike) -> dict:
+    """The run as one Chrome trace-event JSON timeline (ui.perfetto.dev); returns event counts."""
+    from tracerecon.export import export_chrome_json
+
+    return export_chrome_json(analysis, out_file)
 
 
 def no_nvtx_message(path: str, nsys_version: str | None) -> str:

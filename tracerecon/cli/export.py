@@ -11,11 +11,16 @@ def add(sub) -> None:
     p = sub.add_parser(
         "export", help="per-rank parquet datasets (ranges, phases, cycles, gpu_ops, syncs, collectives, critical_path) + manifest.json",
         description="Writes DIR/<table>/rank=<R>/part-0.parquet for ranges, phases, cycles, gpu_ops, syncs and collectives, "
-                    "DIR/critical_path/part-0.parquet and DIR/manifest.json. `tracerecon report DIR` reads it back as the same report.",
+                    "DIR/critical_path/part-0.parquet and DIR/manifest.json. `tracerecon report DIR` reads it back as the same report. "
+                    "--format chrome-json writes one timeline file instead.",
     )
     add_traces_arg(p)
     add_phase_args(p)
-    p.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory, replaced whole (a previous export there goes; anything else needs --force)")
+    p.add_argument("-o", "--output", required=True, metavar="DIR|FILE", help="output directory (parquet), replaced whole (a previous export there goes; anything else needs --force); "
+                   "with --format chrome-json, the output file")
+    p.add_argument("--format", choices=["parquet", "chrome-json"], default="parquet",
+                   help="parquet (default): per-rank datasets; chrome-json: one timeline file for ui.perfetto.dev / chrome://tracing "
+                        "(CPU phases against GPU phases per rank, waits, every GPU op per stream, flows for waits and collectives)")
     p.add_argument("--force", action="store_true", help="replace DIR even when it holds something other than a tracerecon export")
     p.set_defaults(func=main)
 
@@ -24,6 +29,10 @@ def main(args: argparse.Namespace) -> int:
     from tracerecon import api
 
     analysis = load(args.traces, config_from(args), args.jobs)
+    if args.format == "chrome-json":
+        counts = api.export_timeline(analysis, args.output)
+        print(f"wrote {args.output}: {len(analysis.ranks)} rank(s); " + ", ".join(f"{k} {v}" for k, v in counts.items()) + " (open it in ui.perfetto.dev)")
+        return 0
     manifest = api.export(analysis, args.output, force=args.force)
     rows = {t: (sum(v["rows_per_rank"].values()) if "rows_per_rank" in v else v["rows"]) for t, v in manifest["tables"].items()}
     print(f"wrote {args.output}: {len(analysis.ranks)} rank(s); " + ", ".join(f"{t} {n}" for t, n in rows.items()))

@@ -1,0 +1,52 @@
+"""The timeline export (issue 13): Chrome trace-event JSON that ui.perfetto.dev opens, read back
+with ``json`` and checked against the report's own tables."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from conftest import H200, SAMPLES, run_cli
+from tracerecon import api
+
+
+@pytest.mark.parametrize("trace", [H200 / "eagle_gpu_bound.sqlite", SAMPLES / "demo_shapes_h200x2" / "nccl_skew_phases"], ids=lambda p: p.name)
+def test_the_timeline_reads_back_with_the_reports_counts(tmp_path, trace):
+    out = tmp_path / "t.json"
+    res = run_cli("export", "--format", "chrome-json", str(trace), "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    events = json.loads(out.read_text())
+    analysis = api.load([trace])
+    by = Counter((e.get("cat"), e["pid"]) for e in events if e["ph"] == "X")
+    for r in analysis.ranks:
+        # THEN one CPU slice and one GPU slice per phase, one slice per GPU op and per wait
+        assert by[("phase", r.rank)] == r.phases.num_rows
+        assert by[("gpu_phase", r.rank)] == sum(1 for g in r.phases["gpu_ns"].to_pylist() if g is not None)
+        assert by[("cycle", r.rank)] == r.cycles.num_rows
+        assert by[("wait", r.rank)] == r.syncs.num_rows
+        assert sum(v for (cat, pid), v in by.items() if pid == r.rank and cat in ("kernel", "memcpy", "memset", "graph")) == r.gpu_ops.num_rows
+        # and their durations are the report's
+        gpu = sorted(round(e["dur"], 3) for e in events if e["ph"] == "X" and e.get("cat") == "gpu_phase" and e["pid"] == r.rank)
+        assert gpu == sorted(round(g / 1000, 3) for g in r.phases["gpu_ns"].to_pylist() if g is not None)
+    # every flow has both ends
+    starts = Counter(e["id"] for e in events if e["ph"] == "s")
+    ends = Counter(e["id"] for e in events if e["ph"] == "f")
+    assert starts == ends and all(v == 1 for v in starts.values())
+    if len(analysis.ranks) > 1:
+        assert sum(1 for e in events if e["ph"] == "s" and e.get("cat") == "collective") > 1000
+        assert sum(1 for e in events if e["ph"] == "i" and e.get("cat") == "critical_path") == analysis.cross.critical_path.num_rows
+    # slices on one track nest or follow each other, never cross (what the viewers need)
+    tracks: dict = {}
+    for e in events:
+        if e["ph"] == "X" and e.get("cat") in ("phase", "cycle", "gpu_phase", "gpu_cycle"):
+            tracks.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
+    for spans in tracks.values():
+        spans.sort(key=lambda x: (x[0], -x[1]))
+        stack = []
+        for s, e in spans:
+            while stack and stack[-1] <= s + 1e-3:
+                stack.pop()
+            assert not stack or e <= stack[-1] + 1e-3
+            stack.append(e)
