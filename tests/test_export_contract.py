@@ -71,15 +71,15 @@ def test_report_json_contract():
         assert names == ["draft", "verify", "draft_re_extend"]
         for p in r["phases"]:
             assert {"phase", "n", "cpu_ms_median", "gpu_span_ms_median", "gpu_busy_ms_median", "verdicts", "causes"} <= set(p)
-            assert p["n"] == 30 and sum(p["verdicts"].values()) == 30 == sum(p["causes"].values())
-        assert {"n", "cpu_ms_median", "gpu_ms_median"} <= set(r["cycles"]) and r["cycles"]["n"] == 30
+            assert p["n"] + r["cycles"]["n_warmup"] == 30 and sum(p["verdicts"].values()) == p["n"] == sum(p["causes"].values())
+        assert {"n", "cpu_ms_median", "gpu_ms_median", "n_warmup"} <= set(r["cycles"]) and r["cycles"]["n"] + r["cycles"]["n_warmup"] == 30
 
 
 def test_report_table_names_the_misleading_phase():
     res = run_cli("report", str(H200 / "eagle_gpu_bound.sqlite"))
     assert res.returncode == 0
     assert "most misleading: draft_re_extend" in res.stdout
-    for col in ("CPU ms", "GPU ms", "span", "busy", "verdict", "cause", "cycles: 24"):
+    for col in ("CPU ms", "GPU ms", "span", "busy", "verdict", "cause", "cycles: 23", "warm-up cycle(s) left"):
         assert col in res.stdout
 
 

@@ -8,6 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import DEMO2, H200, ROOT, SAMPLES, run_cli
@@ -226,3 +227,27 @@ def test_the_cache_returns_the_same_analysis_and_never_trusts_a_bad_entry(tmp_pa
     # and --no-cache reads the trace itself
     monkeypatch.setenv("TRACERECON_NO_CACHE", "1")
     assert report_json(api.load([src])) == cold
+
+
+def test_phase_maps_and_warmup(tmp_path):
+    from tracerecon import api
+    from tracerecon.analysis.config import PhaseConfig
+    from tracerecon.analysis.phases import warmup_cycles
+    from tracerecon.present import report_json
+
+    # GIVEN the engine's own names mapped by pattern
+    cfg = PhaseConfig(phases=("checking=re:^ver", "proposing=glob:draft", "tail=draft_re_extend"))
+    doc = report_json(api.load([H200 / "eagle_gpu_bound.sqlite"], cfg))
+    plain = report_json(api.load([H200 / "eagle_gpu_bound.sqlite"]))
+    # THEN they are the same phases under the user's labels, with the same numbers
+    assert [p["phase"] for p in doc["ranks"][0]["phases"]] == ["checking", "proposing", "tail"]
+    assert [p["gpu_ms_median"] for p in doc["ranks"][0]["phases"]] == [p["gpu_ms_median"] for p in plain["ranks"][0]["phases"]][1::-1] + [plain["ranks"][0]["phases"][2]["gpu_ms_median"]]
+    # warm-up: a leading outlier is left out, --skip-cycles N leaves out N, 0 keeps all
+    assert warmup_cycles(np.array([80, 10, 11, 9, 10, 12, 10, 11, 10, 10]), None).tolist() == [True] + [False] * 9
+    assert warmup_cycles(np.array([10, 80, 11, 9]), None).tolist() == [False] * 4
+    assert warmup_cycles(np.array([10, 11, 12]), 2).tolist() == [True, True, False]
+    assert plain["ranks"][0]["cycles"]["n_warmup"] == 1 and plain["ranks"][0]["cycles"]["n"] == 23
+    kept = report_json(api.load([H200 / "eagle_gpu_bound.sqlite"], PhaseConfig(skip_cycles=0)))
+    assert kept["ranks"][0]["cycles"]["n"] == 24 and kept["ranks"][0]["phases"][0]["n"] == 24
+    res = run_cli("report", "--phase", "x=re:(", str(H200 / "eagle_gpu_bound.sqlite"))
+    assert res.returncode == 2 and "bad regular expression" in res.stderr

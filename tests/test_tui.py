@@ -38,7 +38,8 @@ async def test_overview_shows_the_reports_numbers():
     async with app.run_test(size=(160, 48)) as pilot:
         await ready(pilot)
         table = app.query_one("#overview-table", DataTable)
-        want = summarize_phases(load([GPU_BOUND], PhaseConfig()).ranks[0].phases, PhaseConfig().phases)
+        r0 = load([GPU_BOUND], PhaseConfig()).ranks[0]
+        want = summarize_phases(r0.phases, PhaseConfig().labels(), r0.cycles)
         assert table.row_count == 3
         for i, p in enumerate(want):
             row = [str(c) for c in table.get_row_at(i)]

@@ -56,6 +56,7 @@ def manifest(analysis: Analysis) -> dict:
         "phases": list(analysis.config.phases),
         "cycle_prefix": analysis.config.cycle_prefix,
         "phase_thread": analysis.config.phase_thread,
+        "skip_cycles": analysis.config.skip_cycles,
         "ranks": ranks,
         "warnings": list(analysis.warnings),
     }
@@ -181,7 +182,7 @@ def read_parquet_export(path: str | os.PathLike) -> Analysis:
         critical = pq.read_table(cp_file).cast(CRITICAL_PATH) if cp_file.exists() else CRITICAL_PATH.empty_table()
         collectives = pa.concat_tables(coll_parts) if coll_parts else COLLECTIVES.empty_table()
         cross = CrossRank(tuple(alignment), tuple(comm), collectives, critical)
-        config = PhaseConfig(tuple(manifest.get("phases", ())) or PhaseConfig().phases, manifest.get("cycle_prefix", "cycle"), manifest.get("phase_thread", "auto"))
+        config = PhaseConfig(tuple(manifest.get("phases", ())) or PhaseConfig().phases, manifest.get("cycle_prefix", "cycle"), manifest.get("phase_thread", "auto"), manifest.get("skip_cycles"))
         return Analysis(tuple(ranks), tuple(manifest.get("inputs", [])), config, tuple(manifest.get("warnings", [])), cross, engine)
     except (OSError, KeyError, ValueError, TypeError, pa.ArrowException) as exc:
         raise BadTraceError(f"{root}: not a readable tracerecon export ({exc})") from None

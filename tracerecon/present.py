@@ -56,7 +56,7 @@ def report_json(analysis: Analysis) -> dict:
                 },
                 "phases": [
                     {**p.to_json(), **({"engine_cpu_ms_median": analysis.engine_timers[r.rank][p.phase]} if p.phase in analysis.engine_timers.get(r.rank, {}) else {})}
-                    for p in summarize_phases(r.phases, analysis.config.phases)
+                    for p in summarize_phases(r.phases, analysis.config.labels(), r.cycles)
                 ],
                 "cycles": summarize_cycles(r.cycles).to_json(),
             }
@@ -128,7 +128,7 @@ def diff_document(a: Analysis, b: Analysis) -> dict:
     kernels = []
     for rank in sorted(set(a_ranks) & set(b_ranks)):
         ra, rb = a_ranks[rank], b_ranks[rank]
-        phases += [d.to_json() for d in diff_rank(rank, ra.phases, ra.gpu_ops, rb.phases, rb.gpu_ops, a.config.phases)]
+        phases += [d.to_json() for d in diff_rank(rank, ra.phases, ra.gpu_ops, rb.phases, rb.gpu_ops, a.config.labels())]
         per_rank_cycles.append({"rank": rank, **cycle_delta(ra.cycles, rb.cycles)})
         kernels.append({"rank": rank, "changes": kernel_changes(ra.gpu_ops, rb.gpu_ops)})
     first = per_rank_cycles[0] if per_rank_cycles else {}

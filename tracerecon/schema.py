@@ -248,6 +248,7 @@ CYCLES = pa.schema(
         ("phases_gpu_ns", TS),  # sum of its phases' GPU-timeline shares
         ("n_phases", pa.int64()),
         ("adds_up", pa.bool_()),  # phases' GPU shares cover the cycle's GPU time (within tolerance)
+        ("warmup", pa.bool_()),  # left out of the medians (--skip-cycles, or a leading outlier)
     ]
 )
 

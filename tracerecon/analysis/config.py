@@ -4,6 +4,7 @@ before any heavy module is imported."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 DEFAULT_PHASES = ("draft", "verify", "draft_re_extend", "draft_extend", "target_verify")
@@ -14,13 +15,57 @@ SAME = "same"
 
 @dataclass(frozen=True)
 class PhaseConfig:
-    """Which NVTX range names are phases, and which enclose a cycle (prefix match)."""
+    """Which NVTX ranges are phases, which enclose a cycle (prefix match), which phases take
+    work launched by other threads, and how many leading cycles are warm-up.
+
+    A phase spec is a range name (``verify``), or ``LABEL=PATTERN`` mapping an engine's own range
+    names to a phase: ``verify=re:^gpu_model_runner: (sample|rejection)`` (a regular expression
+    searched in the name, or in ``domain:name`` when it contains a colon-free domain prefix is
+    wanted, write ``re:^mydomain:...``), ``draft=glob:*draft*`` or ``draft=exact name``.
+    ``skip_cycles``: leading cycles left out of the medians (None: the leading outliers, see
+    ``analysis.phases.warmup_cycles``).
+    """
 
     phases: tuple[str, ...] = DEFAULT_PHASES
     cycle_prefix: str = DEFAULT_CYCLE
     # Which phases take GPU work launched by other threads: "auto" | "same" | a thread id
     # (analysis.attribution).
     phase_thread: str | int = AUTO
+    skip_cycles: int | None = None
+
+    def labels(self) -> tuple[str, ...]:
+        """The phase names the specs give, in order (each once)."""
+        return tuple(dict.fromkeys(parse_phase_spec(s)[0] for s in self.phases))
+
+    def matchers(self) -> list[tuple[str, "re.Pattern[str]"]]:
+        """(phase label, compiled pattern over ``domain:name`` or ``name``), in spec order."""
+        return [parse_phase_spec(s) for s in self.phases]
+
+    def label_of(self, name: str, domain: str = "") -> str | None:
+        """The phase a range is, or None."""
+        for label, pat in self.matchers():
+            if pat.search(name) or (domain and pat.search(f"{domain}:{name}")):
+                return label
+        return None
+
+
+def parse_phase_spec(spec: str) -> tuple[str, "re.Pattern[str]"]:
+    """``verify`` -> (verify, ^verify$); ``verify=re:REGEX`` -> (verify, REGEX);
+    ``draft=glob:*draft*``; ``draft=some name`` (exact). Raises ValueError on a bad regex."""
+    import fnmatch
+
+    if "=" in spec:
+        label, pattern = spec.split("=", 1)
+        label = label.strip()
+        if pattern.startswith("re:"):
+            try:
+                return label, re.compile(pattern[3:])
+            except re.error as exc:
+                raise ValueError(f"--phase {spec!r}: bad regular expression ({exc})") from None
+        if pattern.startswith("glob:"):
+            return label, re.compile(fnmatch.translate(pattern[5:]))
+        return label, re.compile("^" + re.escape(pattern) + "$")
+    return spec, re.compile("^" + re.escape(spec) + "$")
 
 
 def parse_phase_thread(value: str | int | None) -> str | int:

@@ -38,17 +38,20 @@ def error_threshold(span_ns: np.ndarray) -> np.ndarray:
     return np.maximum(ERROR_FLOOR_NS, (ERROR_FRACTION * span_ns).astype(np.int64))
 
 
-def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """Pick phase instances and number their cycles.
 
-    Returns (phase_rows, cycle_of_phase, cycle_rows): row indices into ``ranges`` of the phase
-    ranges in time order, each one's cycle number (-1: outside any cycle), and the cycle ranges
-    (empty when the trace has none and cycles are formed from consecutive phases).
+    Returns (phase_rows, cycle_of_phase, cycle_rows, labels): row indices into ``ranges`` of
+    the phase ranges in time order, each one's cycle number (-1: outside any cycle), the cycle
+    ranges (empty when the trace has none and cycles are formed from consecutive phases), and
+    each phase instance's phase name (the label of the spec it matched).
     """
     names = ranges["name"].to_pylist()
-    phase_set = set(config.phases)
-    is_phase = np.array([n in phase_set for n in names], dtype=bool)
-    is_cycle = np.array([(n.startswith(config.cycle_prefix) and n not in phase_set) for n in names], dtype=bool) if config.cycle_prefix else np.zeros(len(names), bool)
+    domains = ranges["domain"].to_pylist() if "domain" in ranges.column_names else [""] * len(names)
+    cache: dict[tuple[str, str], str | None] = {}
+    labels = [cache.setdefault((d or "", n or ""), config.label_of(n or "", d or "")) if (d or "", n or "") not in cache else cache[(d or "", n or "")] for n, d in zip(names, domains)]
+    is_phase = np.array([lab is not None for lab in labels], dtype=bool)
+    is_cycle = np.array([(n.startswith(config.cycle_prefix) and lab is None) for n, lab in zip(names, labels)], dtype=bool) if config.cycle_prefix else np.zeros(len(names), bool)
     start = int64s(ranges["start_ns"])
     phase_rows = np.flatnonzero(is_phase)
     phase_rows = phase_rows[np.argsort(start[phase_rows], kind="stable")]
@@ -67,10 +70,10 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
                 cycle_of[k] = cycle_number[p]
     elif len(phase_rows):
         # No cycle ranges: a cycle starts at each occurrence of the first phase seen.
-        first = names[phase_rows[0]]
-        starts = np.array([names[r] == first for r in phase_rows], dtype=np.int64)
+        first = labels[phase_rows[0]]
+        starts = np.array([labels[r] == first for r in phase_rows], dtype=np.int64)
         cycle_of = np.cumsum(starts) - 1
-    return phase_rows, cycle_of, cycle_rows
+    return phase_rows, cycle_of, cycle_rows, [labels[r] for r in phase_rows]
 
 
 def verdict_of(cpu_ns: np.ndarray, gpu_ns: np.ndarray, has_gpu_time: np.ndarray, n_ops: np.ndarray) -> list[str]:
@@ -134,6 +137,7 @@ class PhaseInputs:
     rank: int
     ranges: pa.Table  # the rank's finished ranges table
     phase_rows: np.ndarray
+    labels: list  # each instance's phase name (its range's name, or the label its spec maps it to)
     cycle: np.ndarray
     boundary_start: np.ndarray  # int64 min: no GPU timeline
     boundary_end: np.ndarray
@@ -173,7 +177,7 @@ def build_phases(inp: PhaseInputs, wait_ns: np.ndarray | None = None) -> pa.Tabl
     table = {
         "rank": pa.array(np.full(n, inp.rank, dtype=np.int32)),
         "cycle": pa.array(inp.cycle, mask=inp.cycle < 0),
-        "phase": r["name"],
+        "phase": pa.array(inp.labels, pa.string()),
         "phase_id": pa.array(np.arange(n, dtype=np.int64)),
         "range_id": r["range_id"],
         "pid": r["pid"],
@@ -209,7 +213,32 @@ def build_phases(inp: PhaseInputs, wait_ns: np.ndarray | None = None) -> pa.Tabl
     return pa.table(table, schema=schema.PHASES)
 
 
-def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, rank: int) -> pa.Table:
+# A leading cycle is warm-up when it takes this many times the median cycle (CUDA-graph
+# capture, allocator growth, autotuning); at most this share of the cycles is left out.
+WARMUP_FACTOR = 3.0
+WARMUP_MAX_SHARE = 0.2
+
+
+def warmup_cycles(duration_ns: np.ndarray, skip: int | None) -> np.ndarray:
+    """Which cycles (in order) are warm-up: the first ``skip``, or with None the leading run of
+    cycles longer than WARMUP_FACTOR x the median (at most WARMUP_MAX_SHARE of them)."""
+    n = len(duration_ns)
+    out = np.zeros(n, dtype=bool)
+    if skip is not None:
+        out[: min(skip, n)] = True
+        return out
+    if n < 3:
+        return out
+    med = float(np.median(duration_ns))
+    for i in range(int(n * WARMUP_MAX_SHARE)):
+        if duration_ns[i] > WARMUP_FACTOR * med:
+            out[i] = True
+        else:
+            break
+    return out
+
+
+def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, rank: int, skip_cycles: int | None = None) -> pa.Table:
     """The ``schema.CYCLES`` table: per cycle CPU total, GPU time between the cycle's first and
     last phase boundary (what CUDA events around the cycle would read), and phase sums."""
     if phases.num_rows == 0:
@@ -272,6 +301,7 @@ def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, ran
             "phases_gpu_ns": pa.array(gpu_sum, mask=~has_gpu),
             "n_phases": pa.array(n_ph.astype(np.int64)),
             "adds_up": pa.array(adds),
+            "warmup": pa.array(warmup_cycles(np.maximum(ce - cs, gpu_ns), skip_cycles)),
         },
         schema=schema.CYCLES,
     )

@@ -49,6 +49,7 @@ class RankWork:
     syncs: pa.Table
     phase_inputs: PhaseInputs
     cycle_rows: np.ndarray
+    skip_cycles: int | None = None
 
     def provisional_phases(self) -> pa.Table:
         """The phases table without waits in collectives (what the cross-rank step reads)."""
@@ -76,7 +77,7 @@ def own_rank(tables: RankTables, rank: int, config: PhaseConfig) -> RankWork:
     nested = nest(tables.nvtx_ranges)
 
     launches = index_launches(ops)  # sorted once; every lookup of ops by CPU range below uses it
-    phase_rows, cycle_of, cycle_rows = select_phases(nested, config)
+    phase_rows, cycle_of, cycle_rows, labels = select_phases(nested, config)
     n_ph = len(phase_rows)
     depth = int64s(nested["depth"]) if nested.num_rows else np.zeros(0, np.int64)
     row_to_phase = np.full(nested.num_rows + 1, -1, dtype=np.int64)
@@ -91,7 +92,7 @@ def own_rank(tables: RankTables, rank: int, config: PhaseConfig) -> RankWork:
     ph_pid, ph_tid = (int64s(ph["pid"]), int64s(ph["tid"])) if n_ph else (np.zeros(0, np.int64), np.zeros(0, np.int64))
     ph_s, ph_e = (int64s(ph["start_ns"]), int64s(ph["end_ns"])) if n_ph else (np.zeros(0, np.int64), np.zeros(0, np.int64))
     own = np.bincount(op_phase[op_phase >= 0], minlength=n_ph)[:n_ph] if n_ph else np.zeros(0, np.int64)
-    takes_cross = cross_thread_phases(ph_pid, ph_tid, ph["name"].to_pylist() if n_ph else [], own, config.phase_thread)
+    takes_cross = cross_thread_phases(ph_pid, ph_tid, labels, own, config.phase_thread)
     if takes_cross.any() and ops.num_rows:
         same = op_phase
         op_phase = attribute_other_threads(int64s(ops["pid"]), int64s(ops["launch_tid"], -1), int64s(ops["launch_start_ns"], I64_MIN), same, ph_pid, ph_tid, ph_s, ph_e, takes_cross)
@@ -133,21 +134,21 @@ def own_rank(tables: RankTables, rank: int, config: PhaseConfig) -> RankWork:
         np.add.at(absorbed, sp[ok], int64s(syncs["waited_other_phase_ns"])[ok])
     split = phase_comm_split(ops.append_column("phase_id", pa.array(op_phase)), n_ph)
     inputs = PhaseInputs(
-        rank=rank, ranges=ranges, phase_rows=phase_rows, cycle=cycle_of,
+        rank=rank, ranges=ranges, phase_rows=phase_rows, labels=labels, cycle=cycle_of,
         boundary_start=b_start, boundary_end=b_end, stream_device=dev, stream_id=stream,
         n_graph_launches=_graph_launch_counts(ops, op_phase, n_ph),
         blocked_ns=blocked, absorbed_ns=absorbed,
         comm_ns=split["comm_ns"], compute_ns=split["compute_ns"], overlap_ns=split["overlap_ns"],
     )
     gpu_ops = _build_gpu_ops(ops, op_range, op_phase, rank)
-    return RankWork(rank=rank, ranges=ranges, gpu_ops=gpu_ops, syncs=syncs, phase_inputs=inputs, cycle_rows=cycle_rows)
+    return RankWork(rank=rank, ranges=ranges, gpu_ops=gpu_ops, syncs=syncs, phase_inputs=inputs, cycle_rows=cycle_rows, skip_cycles=config.skip_cycles)
 
 
 def finish_rank(work: RankWork, wait_ns: np.ndarray | None) -> tuple[pa.Table, pa.Table]:
     """The finished (phases, cycles) tables; ``wait_ns``: per phase, time its collectives waited
     for other ranks (None with one rank)."""
     phases = build_phases(work.phase_inputs, wait_ns)
-    return phases, build_cycles(work.ranges, phases, work.cycle_rows, work.rank)
+    return phases, build_cycles(work.ranges, phases, work.cycle_rows, work.rank, work.skip_cycles)
 
 
 

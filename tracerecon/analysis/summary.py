@@ -9,6 +9,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401 (pa.compute)
 
 from tracerecon.analysis.columns import median_ms
 from tracerecon.schema import CAUSES, VERDICTS
@@ -56,6 +57,7 @@ class CycleSummary:
     phases_cpu_ms_median: float | None
     phases_gpu_ms_median: float | None
     n_add_up: int
+    n_warmup: int = 0  # cycles left out of these medians
 
     def to_json(self) -> dict:
         return {
@@ -65,11 +67,25 @@ class CycleSummary:
             "phases_cpu_ms_median": self.phases_cpu_ms_median,
             "phases_gpu_ms_median": self.phases_gpu_ms_median,
             "n_add_up": self.n_add_up,
+            "n_warmup": self.n_warmup,
         }
 
 
-def summarize_phases(phases: pa.Table, order: tuple[str, ...] = ()) -> list[PhaseSummary]:
-    """One summary per phase name; names in ``order`` first (in that order), then the rest by first appearance."""
+def steady_phases(phases: pa.Table, cycles: pa.Table | None) -> pa.Table:
+    """``phases`` without the instances of warm-up cycles (``cycles.warmup``)."""
+    if cycles is None or phases.num_rows == 0 or "warmup" not in cycles.column_names:
+        return phases
+    warm = {c for c, w in zip(cycles["cycle"].to_pylist(), cycles["warmup"].to_pylist()) if w}
+    if not warm:
+        return phases
+    keep = [c not in warm for c in phases["cycle"].to_pylist()]
+    return phases.filter(pa.array(keep))
+
+
+def summarize_phases(phases: pa.Table, order: tuple[str, ...] = (), cycles: pa.Table | None = None) -> list[PhaseSummary]:
+    """One summary per phase name; names in ``order`` first (in that order), then the rest by
+    first appearance. With ``cycles``, instances of warm-up cycles are left out."""
+    phases = steady_phases(phases, cycles)
     if phases.num_rows == 0:
         return []
     cols = phases.select(["phase", "cpu_ns", "gpu_ns", "gpu_span_ns", "gpu_busy_ns", "error_ns", "verdict", "cause"]).to_pydict()
@@ -100,8 +116,12 @@ def summarize_phases(phases: pa.Table, order: tuple[str, ...] = ()) -> list[Phas
 def summarize_cycles(cycles: pa.Table) -> CycleSummary:
     if cycles.num_rows == 0:
         return CycleSummary(0, None, None, None, None, 0)
+    n_warm = sum(1 for w in cycles["warmup"].to_pylist() if w) if "warmup" in cycles.column_names else 0
+    if n_warm:
+        cycles = cycles.filter(pa.compute.invert(cycles["warmup"]))
     c = cycles.to_pydict()
     return CycleSummary(
+        n_warmup=n_warm,
         n=cycles.num_rows,
         cpu_ms_median=median_ms(c["cpu_ns"]),
         gpu_ms_median=median_ms(c["gpu_ns"]),

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from tracerecon.analysis.config import DEFAULT_CYCLE, DEFAULT_PHASES, PhaseConfig, parse_phase_thread
+from tracerecon.analysis.config import DEFAULT_CYCLE, DEFAULT_PHASES, PhaseConfig, parse_phase_spec, parse_phase_thread
 from tracerecon.errors import UsageError
 
 BUNDLED_SAMPLE = Path(__file__).resolve().parent.parent.parent / "sample_traces" / "h200_nsys2025.3.1" / "eagle_gpu_bound.sqlite"
@@ -24,7 +24,10 @@ def add_traces_arg(p: argparse.ArgumentParser, required: bool = True) -> None:
 
 def add_phase_args(p: argparse.ArgumentParser) -> None:
     """The options that say what a phase is: every analysing command takes the same ones."""
-    p.add_argument("--phase", action="append", metavar="NAME", help=f"NVTX range name of an engine phase (repeatable; default: {', '.join(DEFAULT_PHASES)})")
+    p.add_argument("--phase", action="append", metavar="NAME|LABEL=PATTERN",
+                   help=f"an engine phase: its NVTX range name, or LABEL=re:REGEX / LABEL=glob:GLOB / LABEL=NAME mapping the engine's own range names "
+                        f"to a phase (repeatable; default: {', '.join(DEFAULT_PHASES)})")
+    p.add_argument("--skip-cycles", type=int, metavar="N", help="leave the first N cycles out of the medians (default: the leading warm-up outliers; 0 keeps all)")
     p.add_argument("--cycle", default=DEFAULT_CYCLE, metavar="PREFIX", help="name prefix of the range enclosing one cycle (default: %(default)s); "
                    "without such ranges a cycle starts at each occurrence of the first phase")
     p.add_argument("--phase-thread", default="auto", metavar="TID|auto|same",
@@ -37,9 +40,14 @@ def config_from(args: argparse.Namespace) -> PhaseConfig:
         os.environ["TRACERECON_NO_CACHE"] = "1"  # tracerecon.cache reads it; worker processes inherit it
     try:
         thread = parse_phase_thread(args.phase_thread)
+        phases = tuple(args.phase) if args.phase else DEFAULT_PHASES
+        for spec in phases:
+            parse_phase_spec(spec)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    return PhaseConfig(phases=tuple(args.phase) if args.phase else DEFAULT_PHASES, cycle_prefix=args.cycle, phase_thread=thread)
+    if args.skip_cycles is not None and args.skip_cycles < 0:
+        raise UsageError("--skip-cycles takes 0 or more")
+    return PhaseConfig(phases=phases, cycle_prefix=args.cycle, phase_thread=thread, skip_cycles=args.skip_cycles)
 
 
 def say(msg: str) -> None:

@@ -21,7 +21,7 @@ def print_json(analysis: Analysis, console: Console) -> None:
 
 def print_report(analysis: Analysis, console: Console) -> None:
     for r in analysis.ranks:
-        phases = summarize_phases(r.phases, analysis.config.phases)
+        phases = summarize_phases(r.phases, analysis.config.labels(), r.cycles)
         cycles = summarize_cycles(r.cycles)
         console.print(f"[bold]rank {r.rank}[/bold]  {r.source.path}  pid {', '.join(map(str, r.source.pids))}  nsys {r.info.nsys_version or '?'}", overflow="fold")
         table = Table(header_style="bold", box=None, padding=(0, 1, 0, 0), pad_edge=False)
@@ -44,6 +44,7 @@ def print_report(analysis: Analysis, console: Console) -> None:
             console.print(
                 f"  cycles: {cycles.n}  CPU {fmt_ms(cycles.cpu_ms_median)} ms  GPU {fmt_ms(cycles.gpu_ms_median)} ms (median); "
                 f"phases add up in {cycles.n_add_up} of {cycles.n}"
+                + (f"; {cycles.n_warmup} warm-up cycle(s) left out (--skip-cycles 0 keeps them)" if cycles.n_warmup else "")
             )
         worst = most_misleading(phases)
         if worst is not None:

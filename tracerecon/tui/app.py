@@ -194,7 +194,7 @@ class TraceReconApp(App):
         self.indexes = {r.rank: TimelineIndex(r.phases, r.gpu_ops, r.syncs) for r in a.ranks}
         self.query_one("#loading-box").display = False
         self.query_one("#tabs").display = True
-        self.query_one(Timeline).phase_order = a.config.phases
+        self.query_one(Timeline).phase_order = a.config.labels()
         self.sub_title = f"{len(a.ranks)} rank(s): " + ", ".join(sorted({r.source.path.rsplit('/', 1)[-1] for r in a.ranks}))
         self.fill_overview()
         self.fill_cycles()
@@ -226,7 +226,7 @@ class TraceReconApp(App):
         t.add_columns("rank", "phase", "n", "CPU ms", "GPU ms", "span", "busy", "CPU-GPU", "verdict", "cause")
         notes = Text()
         for r in a.ranks:
-            summaries = summarize_phases(r.phases, a.config.phases)
+            summaries = summarize_phases(r.phases, a.config.labels(), r.cycles)
             for p in summaries:
                 err = p.error_ms_median
                 t.add_row(
@@ -274,7 +274,7 @@ class TraceReconApp(App):
         a = self.analysis
         t = self.query_one("#cycles-table", DataTable)
         t.clear(columns=True)
-        phases = [p for p in a.config.phases if any(p in r.phases["phase"].to_pylist() for r in a.ranks)]
+        phases = [p for p in a.config.labels() if any(p in r.phases["phase"].to_pylist() for r in a.ranks)]
         cols = ["rank", "cycle", "CPU ms", "GPU ms"] + [f"{p} CPU" for p in phases] + [f"{p} GPU" for p in phases] + ["|error| ms", "verdicts"]
         for c in cols:
             t.add_column(c, key=c)
