@@ -21,7 +21,7 @@ LAYERS = {
     "tracerecon.errors": 0, "tracerecon.schema": 0, "tracerecon.run_dir": 0, "tracerecon": 0,
     "tracerecon.instrument": 1, "tracerecon.wrap": 1, "tracerecon.nsys": 1, "tracerecon.analysis": 1,
     "tracerecon.model": 2,
-    "tracerecon.export": 3, "tracerecon.present": 3,
+    "tracerecon.export": 3, "tracerecon.present": 3, "tracerecon.plot": 3, "tracerecon.cache": 3,
     "tracerecon.api": 4,
     "tracerecon.cli": 5, "tracerecon.tui": 5, "tracerecon.__main__": 6,
 }
@@ -168,7 +168,7 @@ def test_every_option_of_every_command_is_described():
     from tracerecon.cli import build_parser
 
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    assert set(sub.choices) == {"report", "ranges", "export", "diff", "view", "run", "scrub"}
+    assert set(sub.choices) == {"report", "ranges", "export", "plot", "diff", "view", "run", "scrub"}
     for name, p in sub.choices.items():
         assert p.description, name  # what the command does, beyond its one-line summary
         for action in p._actions:

@@ -50,3 +50,16 @@ def test_the_timeline_reads_back_with_the_reports_counts(tmp_path, trace):
                 stack.pop()
             assert not stack or e <= stack[-1] + 1e-3
             stack.append(e)
+
+
+@pytest.mark.parametrize("args", [[str(H200 / "eagle_gpu_bound.sqlite")], [str(SAMPLES / "demo_shapes_h200x2" / "nccl_skew_phases")],
+                                  [str(H200 / "eagle_gpu_bound.sqlite"), "--diff", str(H200 / "eagle_graph_verify.sqlite")]],
+                         ids=["one-rank", "two-ranks", "diff"])
+def test_plot_writes_a_picture(tmp_path, args):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "p.svg"
+    res = run_cli("plot", *args, "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    svg = out.read_text()
+    assert svg.startswith("<?xml") and "GPU time per cycle" in svg and "CPU timer vs GPU time" in svg
+    assert svg.count("rank 1") >= (1 if "nccl" in args[0] else 0)

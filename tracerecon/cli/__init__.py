@@ -12,10 +12,10 @@ import sys
 from typing import Sequence
 
 from tracerecon import __version__
-from tracerecon.cli import diff, export, ranges, report, run, scrub, view
+from tracerecon.cli import diff, export, plot, ranges, report, run, scrub, view
 from tracerecon.errors import EXIT_INTERNAL, TraceReconError
 
-COMMANDS = (report, ranges, export, diff, view, run, scrub)
+COMMANDS = (report, ranges, export, plot, diff, view, run, scrub)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,35 @@
+"""``tracerecon plot``: a picture of the report to paste (needs the ``plot`` extra)."""
+
+from __future__ import annotations
+
+import argparse
+
+from tracerecon.cli.common import add_phase_args, add_traces_arg, config_from, load
+
+
+def add(sub) -> None:
+    p = sub.add_parser(
+        "plot", help="write an SVG/PNG: per rank CPU vs GPU per phase with verdicts, and GPU time per cycle by phase",
+        description="Per rank: each phase's CPU timer against its GPU time (medians; the hatch shows the verdict) and every "
+                    "cycle's GPU time stacked by phase. --diff B plots a second run below. Needs the `plot` extra (matplotlib).",
+    )
+    add_traces_arg(p)
+    add_phase_args(p)
+    p.add_argument("-o", "--output", required=True, metavar="FILE.svg|png", help="the picture to write (format from the suffix)")
+    p.add_argument("--diff", metavar="B", help="a second run (traces, run or export directory) plotted below the first")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from tracerecon.errors import UsageError
+    from tracerecon.plot import plot_runs
+
+    if not str(args.output).lower().endswith((".svg", ".png", ".pdf")):
+        raise UsageError(f"{args.output}: the picture's name must end in .svg, .png or .pdf")
+    config = config_from(args)
+    runs = [("A" if args.diff else "", load(args.traces, config, args.jobs))]
+    if args.diff:
+        runs.append(("B", load([args.diff], config, args.jobs)))
+    plot_runs(runs, args.output)
+    print(f"wrote {args.output}")
+    return 0

@@ -1,0 +1,67 @@
+"""Pictures to paste (issue 13): per rank, each phase's CPU timer against its GPU time with the
+verdict, and the cycle-by-cycle GPU breakdown; a diff puts two runs side by side. Needs the
+``plot`` extra (matplotlib). Colours: the Okabe-Ito palette (colour-blind safe)."""
+
+from __future__ import annotations
+
+import os
+
+from tracerecon.analysis.summary import steady_phases, summarize_phases
+from tracerecon.model import Analysis
+
+OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
+VERDICT_HATCH = {"over": "//", "under": "\\\\", "agree": "", "no_gpu_work": ".."}
+
+
+def _pyplot():
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # files only: no display over ssh
+        import matplotlib.pyplot as plt
+    except ImportError:
+        from tracerecon.errors import TraceReconError
+
+        raise TraceReconError("plots need the `plot` extra: pip install 'tracerecon[plot]'") from None
+    return plt
+
+
+def plot_runs(runs: list[tuple[str, Analysis]], out_file: str | os.PathLike) -> None:
+    """One row per (run, rank): left, CPU ms against GPU ms per phase (medians; the bar's hatch
+    says the verdict); right, each cycle's GPU ms stacked by phase. SVG or PNG by the suffix."""
+    plt = _pyplot()
+    rows = [(label, a, r) for label, a in runs for r in a.ranks]
+    fig, axes = plt.subplots(len(rows), 2, figsize=(13, 3.6 * len(rows)), squeeze=False, gridspec_kw={"width_ratios": [1, 2]})
+    for (label, a, r), (ax_bar, ax_cyc) in zip(rows, axes):
+        phases = summarize_phases(r.phases, a.config.labels(), r.cycles)
+        names = [p.phase for p in phases]
+        x = range(len(phases))
+        cpu = [p.cpu_ms_median or 0 for p in phases]
+        gpu = [p.gpu_ms_median or 0 for p in phases]
+        ax_bar.bar([i - 0.2 for i in x], cpu, width=0.4, color=OKABE_ITO[1], label="CPU timer (ms)")
+        bars = ax_bar.bar([i + 0.2 for i in x], gpu, width=0.4, color=OKABE_ITO[0], label="GPU (CUDA-event) ms")
+        for b, p in zip(bars, phases):
+            b.set_hatch(VERDICT_HATCH.get(p.dominant_verdict, ""))
+            ax_bar.annotate(p.dominant_verdict, (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom", fontsize=8)
+        ax_bar.set_xticks(list(x), names, rotation=15, ha="right")
+        ax_bar.set_ylabel("median ms per cycle")
+        ax_bar.set_title(f"{label} rank {r.rank}: CPU timer vs GPU time (hatch = verdict)", fontsize=10)
+        ax_bar.legend(fontsize=8)
+        ph = steady_phases(r.phases, r.cycles).to_pydict()
+        cycles = sorted({c for c in ph["cycle"] if c is not None})
+        bottom = {c: 0.0 for c in cycles}
+        for k, name in enumerate(names):
+            vals = {c: 0.0 for c in cycles}
+            for c, n, g in zip(ph["cycle"], ph["phase"], ph["gpu_ns"]):
+                if c is not None and n == name and g is not None:
+                    vals[c] += g / 1e6
+            ax_cyc.bar(cycles, [vals[c] for c in cycles], bottom=[bottom[c] for c in cycles], color=OKABE_ITO[k % len(OKABE_ITO)], label=name, width=0.85)
+            for c in cycles:
+                bottom[c] += vals[c]
+        ax_cyc.set_xlabel("cycle")
+        ax_cyc.set_ylabel("GPU ms")
+        ax_cyc.set_title(f"{label} rank {r.rank}: GPU time per cycle, by phase", fontsize=10)
+        ax_cyc.legend(fontsize=8, ncol=min(4, max(1, len(names))))
+    fig.tight_layout()
+    fig.savefig(out_file)
+    plt.close(fig)
