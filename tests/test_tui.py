@@ -228,3 +228,17 @@ async def test_a_clicked_wait_lights_up_the_phase_it_waited_for():
         linked = [s for s in gpu_lane.segments if tl._linked(s, gpu_lane)]
         assert [s.label for s in linked] == ["verify"]
         assert "verify" in status_text(app)
+
+
+async def test_s_sorts_the_overview_by_the_column_under_the_cursor():
+    app = make_app(GPU_BOUND)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        table = app.query_one("#overview-table", DataTable)
+        table.focus()
+        table.cursor_coordinate = (0, 4)  # the GPU ms column
+        await pilot.press("s")
+        await pilot.pause()
+        gpu = [float(str(table.get_row_at(i)[4])) for i in range(table.row_count)]
+        assert gpu == sorted(gpu) or gpu == sorted(gpu, reverse=True)
+        assert [str(table.get_row_at(i)[1]) for i in range(table.row_count)] != ["draft", "verify", "draft_re_extend"]  # not by rank any more

@@ -36,7 +36,7 @@ HELP = """\
   + / -   zoom (mouse wheel too)     left / right  pan
   0       the whole cycle again      r  next rank   a  all ranks
   click   select a segment           enter  its phase detail
-[b]Cycles[/b] s: sort by the column under the cursor; enter: open cycle
+[b]Tables[/b] s: sort by the column under the cursor; enter: open it
 [b]Anywhere[/b] /  search a kernel or range   ?  this help   q  quit
 
 Verdict letters (Cycles tab): O [magenta]over[/magenta] (CPU > GPU),
@@ -44,6 +44,15 @@ U [red]under[/red] (CPU < GPU), A [green]agree[/green], N [grey50]no GPU work[/g
 Causes: async_tail, absorbed_wait, queued_behind, comm_wait,
 launch_bound (the README says what each means).
 """
+
+
+def _sort_key(v):
+    """Numbers as numbers (also when shown as text), then text, blanks last."""
+    text = str(v.plain if hasattr(v, "plain") else v) if v is not None else ""
+    try:
+        return (0, float(text), "")
+    except ValueError:
+        return (1 if text and text != "-" else 2, 0.0, text)
 
 
 class Loaded(Message):
@@ -298,17 +307,21 @@ class TraceReconApp(App):
                 t.add_row(*row, key=f"{r.rank}:{c['cycle']}")
 
     def action_sort(self) -> None:
-        t = self.query_one("#cycles-table", DataTable)
-        if self.query_one("#tabs", TabbedContent).active != "cycles" or not t.columns:
+        """Sort the table of the tab in view (Overview or Cycles) by the column under the cursor."""
+        table_id = {"overview": "#overview-table", "cycles": "#cycles-table"}.get(self.query_one("#tabs", TabbedContent).active)
+        if table_id is None:
+            return
+        t = self.query_one(table_id, DataTable)
+        if not t.columns:
             return
         col = list(t.columns.keys())[t.cursor_column]
         self.sort_reverse = not self.sort_reverse
-        t.sort(col, key=lambda v: (v is None, v if v is not None else 0), reverse=self.sort_reverse)
+        t.sort(col, key=_sort_key, reverse=self.sort_reverse)
 
-    @on(DataTable.HeaderSelected, "#cycles-table")
+    @on(DataTable.HeaderSelected)
     def header_sort(self, event: DataTable.HeaderSelected) -> None:
         self.sort_reverse = not self.sort_reverse
-        event.data_table.sort(event.column_key, key=lambda v: (v is None, v if v is not None else 0), reverse=self.sort_reverse)
+        event.data_table.sort(event.column_key, key=_sort_key, reverse=self.sort_reverse)
 
     @on(DataTable.RowSelected, "#cycles-table")
     def cycle_pick(self, event: DataTable.RowSelected) -> None:
