@@ -76,13 +76,13 @@ class FakeTrace:
     def sync_record(self, corr: int, start: int, end: int, pid: int = 10, sync_type: int = 3, stream: int = 7) -> None:
         self.syncs.append({"start": start, "end": end, "deviceId": 0, "contextId": 1, "streamId": stream, "correlationId": corr, "globalPid": gpid(pid), "syncType": sync_type, "eventId": 0})
 
-    def event_record(self, event: int, record: int, start: int, end: int, pid: int = 10, tid: int | None = None, stream: int = 7) -> int:
+    def event_record(self, event: int, record: int | None, start: int, end: int, pid: int = 10, tid: int | None = None, stream: int = 7) -> int:
         """``cudaEventRecord(event, stream)``: the runtime call and its CUDA_EVENT row (record number ``record``)."""
         corr = self.call("cudaEventRecord_v3020", start, end, pid, tid)
         self.events.append({"deviceId": 0, "contextId": 1, "streamId": stream, "correlationId": corr, "globalPid": gpid(pid), "eventId": event, "eventSyncId": record})
         return corr
 
-    def stream_wait(self, event: int, record: int, start: int, end: int, pid: int = 10, tid: int | None = None, stream: int = 7) -> int:
+    def stream_wait(self, event: int, record: int | None, start: int, end: int, pid: int = 10, tid: int | None = None, stream: int = 7) -> int:
         """``cudaStreamWaitEvent(stream, event)`` waiting for record ``record`` of ``event``."""
         corr = self.call("cudaStreamWaitEvent_v3020", start, end, pid, tid)
         self.syncs.append({"start": start, "end": end, "deviceId": 0, "contextId": 1, "streamId": stream, "correlationId": corr, "globalPid": gpid(pid),

@@ -414,3 +414,22 @@ def test_verdicts_agree_with_the_sign_of_cpu_minus_gpu(analysed, trace):
             err = p["error_ns"]
             assert p["verdict"] == ("over" if err > thr else "under" if -err > thr else p["verdict"])
             assert p["verdict"] in ("over", "under") or abs(err) <= thr
+
+
+def test_a_wait_without_record_numbers_is_on_the_latest_record_before_it(tmp_path):
+    # GIVEN an export from an nsys that writes no record numbers (2024 and older): the event is
+    # recorded on stream 9 in every cycle, and stream 7 waits for it
+    t = FakeTrace()
+    for c, base in ((0, 0), (1, 1000 * U)):
+        t.kernel(t.call("cudaLaunchKernel", base + 5 * U, base + 8 * U), base + 20 * U, base + 300 * U, stream=9)
+        t.event_record(event=1, record=None, start=base + 30 * U, end=base + 31 * U, stream=9)
+        t.stream_wait(event=1, record=None, start=base + 40 * U, end=base + 41 * U, stream=7)
+        t.range(f"cycle {c}", base + 100 * U, base + 500 * U)
+        t.range("draft", base + 100 * U, base + 200 * U)
+        t.range("verify", base + 200 * U, base + 500 * U)
+        t.kernel(t.call("cudaLaunchKernel", base + 210 * U, base + 215 * U), base + 300 * U, base + 400 * U, stream=7)
+    rank = one_rank(t, tmp_path)
+    # THEN cycle 0's draft waits for cycle 0's input work (300 us), not for the last record in
+    # the trace (cycle 1's, 1300 us)
+    assert rank.phases["gpu_boundary_start_ns"].to_pylist()[:2] == [300 * U, 300 * U]
+    assert gpu_times(rank)[:2] == [("draft", 0), ("verify", 200 * U)]

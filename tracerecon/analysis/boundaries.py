@@ -121,11 +121,22 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
     # including the waits that stream had itself made by then.
     rec_stream = index_of(rec["pid"], rec["dev"], rec["stream"])
     wait_stream = index_of(w["pid"], w["dev"], w["stream"])
-    rec_key = {(int(p), int(e), int(q)): (int(s), int(t)) for p, e, q, s, t in zip(rec["pid"], rec["event"], rec["sync"], rec_stream, rec["cpu"])}
+    # A wait names its record by (event id, record number); exports without record numbers
+    # (nsys 2024 and older) name only the event: the wait is then on its latest record made
+    # before the wait (an event is re-recorded every cycle).
+    rec_key = {(int(p), int(e), int(q)): (int(s), int(t)) for p, e, q, s, t in zip(rec["pid"], rec["event"], rec["sync"], rec_stream, rec["cpu"]) if q >= 0}
+    by_event: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for p, e, s, t in sorted(zip(rec["pid"].tolist(), rec["event"].tolist(), rec_stream.tolist(), rec["cpu"].tolist()), key=lambda x: x[3]):
+        by_event.setdefault((p, e), []).append((t, s))
     times: list[list[int]] = [[] for _ in range(n)]
     running: list[list[int]] = [[] for _ in range(n)]
     for i in np.argsort(w["cpu"], kind="stable"):
-        r = rec_key.get((int(w["pid"][i]), int(w["event"][i]), int(w["sync"][i])))
+        if w["sync"][i] >= 0:
+            r = rec_key.get((int(w["pid"][i]), int(w["event"][i]), int(w["sync"][i])))
+        else:
+            recs = by_event.get((int(w["pid"][i]), int(w["event"][i])), [])
+            k = bisect.bisect_right(recs, (int(w["cpu"][i]), 1 << 62)) - 1
+            r = (recs[k][1], recs[k][0]) if k >= 0 else None
         if r is None:
             continue  # recorded before the capture began, or inside a graph capture
         rs, rt = r
