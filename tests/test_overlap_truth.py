@@ -433,3 +433,18 @@ def test_a_wait_without_record_numbers_is_on_the_latest_record_before_it(tmp_pat
     # the trace (cycle 1's, 1300 us)
     assert rank.phases["gpu_boundary_start_ns"].to_pylist()[:2] == [300 * U, 300 * U]
     assert gpu_times(rank)[:2] == [("draft", 0), ("verify", 200 * U)]
+
+
+def test_a_phase_inside_a_phase_is_part_of_it(tmp_path):
+    # GIVEN target_verify nested inside verify (both default phase names)
+    t = FakeTrace()
+    t.range("cycle 0", 0, 400 * U)
+    t.range("draft", 0, 100 * U)
+    t.range("verify", 100 * U, 300 * U)
+    t.range("target_verify", 150 * U, 250 * U)
+    t.kernel(t.call("cudaLaunchKernel", 10 * U, 20 * U), 30 * U, 90 * U)
+    t.kernel(t.call("cudaLaunchKernel", 160 * U, 170 * U), 180 * U, 280 * U)
+    rank = one_rank(t, tmp_path)
+    # THEN the outer range is the phase and owns the inner one's work
+    assert gpu_times(rank) == [("draft", 100 * U), ("verify", 200 * U)]
+    assert rank.phases["n_gpu_ops"].to_pylist() == [1, 1]

@@ -51,6 +51,17 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
     cache: dict[tuple[str, str], str | None] = {}
     labels = [cache.setdefault((d or "", n or ""), config.label_of(n or "", d or "")) if (d or "", n or "") not in cache else cache[(d or "", n or "")] for n, d in zip(names, domains)]
     is_phase = np.array([lab is not None for lab in labels], dtype=bool)
+    # A phase range inside another phase range (target_verify inside verify) is part of it:
+    # phases follow each other on the GPU timeline, so only the outermost one is a phase.
+    if is_phase.any() and "parent_id" in ranges.column_names:
+        parent = ranges["parent_id"].to_pylist()
+        for r in np.flatnonzero(is_phase):
+            p = parent[r]
+            while p is not None:
+                if is_phase[p]:
+                    is_phase[r] = False
+                    break
+                p = parent[p]
     is_cycle = np.array([(n.startswith(config.cycle_prefix) and lab is None) for n, lab in zip(names, labels)], dtype=bool) if config.cycle_prefix else np.zeros(len(names), bool)
     start = int64s(ranges["start_ns"])
     phase_rows = np.flatnonzero(is_phase)
