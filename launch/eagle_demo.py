@@ -48,7 +48,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout too
-from tracerecon.instrument import cycle, mark_rank, phase  # noqa: E402
+from tracerecon.instrument import accepted, cycle, mark_rank, phase  # noqa: E402
 
 PRESETS = {
     "launch-bound": {"layers": 48, "hidden": 256, "tokens": 8, "vocab": 512},
@@ -344,6 +344,7 @@ def main(argv=None) -> int:
     names = ("draft", "verify", "draft_re_extend")
     gt_path = args.gt.replace("{rank}", str(comm.rank)) if args.gt else None
     rows = []
+    tokens: dict[int, int] = {}  # cycle -> accepted tokens, as the engine logs them
     pending = None  # overlap: (cycle, event) of the result not yet read by the CPU
     # Every cycle runs with the forward stream current: the CUDA events of the ground truth are
     # recorded on it at each phase boundary (the worker thread launches on it too).
@@ -365,8 +366,11 @@ def main(argv=None) -> int:
                         if us > 0:
                             spin_us(us)  # the straggler: late into this phase's collectives
                             planted.append(name)
-                        worker.call(name) if worker else getattr(engine, name)()
+                        result = worker.call(name) if worker else getattr(engine, name)()
                     cpu[name] = (time.perf_counter() - t0) * 1e3
+                    if name == "draft_re_extend" and result is not None and result >= 0 and measured:
+                        tokens[i] = result + 1  # accepted draft tokens + the target's own token
+                        accepted(tokens[i])
                 if evs:
                     evs[3].record()
                 cpu["total"] = (time.perf_counter() - t_cycle) * 1e3
@@ -375,7 +379,11 @@ def main(argv=None) -> int:
                     done = engine.copy_result_out(i)
                     if pending is not None:
                         pending[1].synchronize()
-                        engine.accepted_log.append(int(engine.pinned[pending[0] % 2].item()))
+                        n = int(engine.pinned[pending[0] % 2].item())
+                        engine.accepted_log.append(n)
+                        if pending[0] >= 0:
+                            tokens[pending[0]] = n + 1
+                            accepted(n + 1, cycle_index=pending[0])  # cycle N-1's acceptance, learnt in cycle N
                     pending = (i, done)
             if measured:
                 rows.append((i, cpu, evs, planted))
@@ -397,6 +405,8 @@ def main(argv=None) -> int:
                         rec["gpu_event_ms"]["to_next_cycle"] = evs[0].elapsed_time(nxt[2][0])
                 if planted:
                     rec["planted"] = planted  # phases where this rank was made a straggler
+                if i in tokens:
+                    rec["accepted_tokens"] = tokens[i]
                 fh.write(json.dumps(rec) + "\n")
     comm.close()
     mode = "overlap" if args.overlap else "worker-thread" if args.worker_thread else "sync"

@@ -252,6 +252,8 @@ GT_CASES = [
     (SHAPES / "worker_launch_bound", ["worker_launch_bound.gt.jsonl"]),
     (SHAPES / "nccl_skew_phases", ["nccl_skew_phases.gt.r0.jsonl", "nccl_skew_phases.gt.r1.jsonl"]),
     (SHAPES / "nccl_overlap_skew", ["nccl_overlap_skew.gt.r0.jsonl", "nccl_overlap_skew.gt.r1.jsonl"]),
+    (SHAPES / "accepted_sync", ["accepted_sync.gt.jsonl"]),
+    (SHAPES / "accepted_overlap", ["accepted_overlap.gt.jsonl"]),
     (DEMO / "gpu_bound", ["gpu_bound.gt.jsonl"]),
     (DEMO / "launch_bound", ["launch_bound.gt.jsonl"]),
     (DEMO / "verify_graph", ["verify_graph.gt.jsonl"]),
@@ -448,3 +450,32 @@ def test_a_phase_inside_a_phase_is_part_of_it(tmp_path):
     # THEN the outer range is the phase and owns the inner one's work
     assert gpu_times(rank) == [("draft", 100 * U), ("verify", 200 * U)]
     assert rank.phases["n_gpu_ops"].to_pylist() == [1, 1]
+
+
+@pytest.mark.parametrize("mode", ["sync", "overlap"])
+def test_gpu_time_per_accepted_token_matches_the_events(mode):
+    # GIVEN an engine that says each cycle's accepted tokens (in overlap mode one cycle late)
+    a = analyze([SHAPES / f"accepted_{mode}"])
+    gt = ground_truth(SHAPES / f"accepted_{mode}.gt.jsonl")
+    cycles = a.ranks[0].cycles.to_pylist()
+    # THEN every cycle carries the tokens the engine logged for it
+    assert all(c["accepted_tokens"] == gt[c["cycle"]].get("accepted_tokens") for c in cycles)
+    # and GPU ms per accepted token is the CUDA events' cycle time over the logged tokens
+    steady = [c for c in cycles if not c["warmup"] and c["accepted_tokens"]]
+    events = sum(gt[c["cycle"]]["gpu_event_ms"]["total"] for c in steady) / sum(gt[c["cycle"]]["accepted_tokens"] for c in steady)
+    doc = json.loads(run_cli("report", "--json", str(SHAPES / f"accepted_{mode}")).stdout)
+    ours = doc["ranks"][0]["cycles"]["gpu_ms_per_accepted_token"]
+    assert abs(ours - events) <= 0.01 * events
+    assert set(doc["ranks"][0]["cycles"]["phase_ms_per_accepted_token"]) == {"draft", "verify", "draft_re_extend"}
+
+
+def test_accepted_marks_find_their_cycle_by_payload_or_time():
+    from tracerecon.analysis.phases import accepted_per_cycle
+
+    # GIVEN cycles whose ranges carry the engine's indices 7, 8, 9, and marks naming them, one
+    # a cycle late (payload 7, made during cycle 8), one with no payload (by time), two adding up
+    spans = [(0, 100), (100, 200), (200, 300)]
+    marks = [(7, 150, 2), (None, 250, 3), (9, 260, 1), (42, 10, 5)]
+    # THEN payload wins over time, time serves without payload, an unknown payload's mark is
+    # placed by its time, and several marks for a cycle add up
+    assert accepted_per_cycle([7, 8, 9], spans, marks) == [2 + 5, None, 3 + 1]

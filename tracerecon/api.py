@@ -28,7 +28,7 @@ from tracerecon.analysis.summary import phase_candidates
 from tracerecon.errors import BadTraceError
 from tracerecon.model import Analysis, RankResult
 from tracerecon.nsys.sqlite_export import check_export, read_all_api_calls, read_export
-from tracerecon.run_dir import expand_inputs, is_export_dir, rank_from_filename, rank_of_mark, read_engine_timers, trace_stem
+from tracerecon.run_dir import accepted_of_mark, expand_inputs, is_export_dir, rank_from_filename, rank_of_mark, read_engine_timers, trace_stem
 
 Progress = Callable[[str], None]
 
@@ -153,10 +153,14 @@ def _file_work_uncached(f: Path, config: PhaseConfig, multi: bool, rank_hint: in
         if not splits:
             raise BadTraceError(f"{f}: empty trace: no GPU work and no NVTX ranges")
     out = []
+    marks = tables.nvtx_marks.to_pydict()
     for rank, pids in splits:
+        accepted = tuple((pl, ts, n) for pid, name, pl, ts in zip(marks["pid"], marks["name"], marks["payload"], marks["ts_ns"])
+                         if pid in pids and (n := accepted_of_mark(name)) is not None)
         rt = RankTables(
             nvtx_ranges=select_pids(tables.nvtx_ranges, pids), gpu_ops=select_pids(linked, pids), api_calls=select_pids(tables.api_calls, pids),
             sync_records=select_pids(tables.sync_records, pids), event_records=select_pids(tables.event_records, pids),
+            accepted_marks=accepted,
         )
         out.append((RankSource(rank, str(f), tuple(pids), how), tables.info, own_rank(rt, rank, config)))
     session = (tables.info.session_start_utc_ns if not tables.info.time_normalized else None, tables.trace_end_ns, tables.info.nsys_version)

@@ -31,7 +31,7 @@ from typing import Callable, TypeVar
 
 import nvtx
 
-from tracerecon.run_dir import CPU_TIMERS_ENV, RANK_MARK_FORMAT
+from tracerecon.run_dir import ACCEPTED_MARK_FORMAT, CPU_TIMERS_ENV, RANK_MARK_FORMAT
 
 DOMAIN = "tracerecon"
 
@@ -133,6 +133,14 @@ class cycle:
     def __exit__(self, *exc) -> None:
         nvtx.pop_range(domain=DOMAIN)
         _state.cycle = self._prev
+
+
+def accepted(tokens: int, cycle_index: int | None = None) -> None:
+    """Say how many tokens a cycle accepted (an NVTX mark ``tracerecon.accepted=N`` whose payload
+    is the cycle): the current cycle by default, or an earlier one when the engine learns it
+    later (an engine one cycle ahead reads cycle N-1's acceptance during cycle N)."""
+    c = _cycle_index() if cycle_index is None else int(cycle_index)
+    nvtx.mark(message=ACCEPTED_MARK_FORMAT.format(int(tokens)), domain=DOMAIN, payload=c)
 
 
 if os.environ.get(_timer_path_env):

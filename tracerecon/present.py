@@ -58,7 +58,7 @@ def report_json(analysis: Analysis) -> dict:
                     {**p.to_json(), **({"engine_cpu_ms_median": analysis.engine_timers[r.rank][p.phase]} if p.phase in analysis.engine_timers.get(r.rank, {}) else {})}
                     for p in summarize_phases(r.phases, analysis.config.labels(), r.cycles)
                 ],
-                "cycles": summarize_cycles(r.cycles).to_json(),
+                "cycles": summarize_cycles(r.cycles, r.phases).to_json(),
             }
         )
     critical = cross.critical_path_json() if cross else {"rank_counts": {}, "phase_counts": {}, "by_rank": {}}
@@ -116,6 +116,25 @@ def straggler_lines(analysis: Analysis) -> list[str]:
     return lines
 
 
+def token_delta(ra, rb) -> dict:
+    """Per accepted token, A against B, and whether a change is slower steps or fewer tokens."""
+    sa, sb = summarize_cycles(ra.cycles, ra.phases), summarize_cycles(rb.cycles, rb.phases)
+    if sa.gpu_ms_per_accepted_token is None or sb.gpu_ms_per_accepted_token is None:
+        return {}
+    ta, tb = sa.accepted_tokens / max(sa.n, 1), sb.accepted_tokens / max(sb.n, 1)
+    step = (sb.gpu_ms_median or 0) / (sa.gpu_ms_median or 1) - 1
+    tokens = tb / ta - 1 if ta else 0.0
+    per_tok = sb.gpu_ms_per_accepted_token / sa.gpu_ms_per_accepted_token - 1
+    if abs(per_tok) < 0.05:
+        why = "GPU time per accepted token is about the same"
+    elif abs(step) >= abs(tokens):
+        why = f"per accepted token {per_tok:+.0%}: mostly {'slower' if step > 0 else 'faster'} steps (GPU per cycle {step:+.0%}, tokens per cycle {tokens:+.0%})"
+    else:
+        why = f"per accepted token {per_tok:+.0%}: mostly {'fewer' if tokens < 0 else 'more'} accepted tokens (tokens per cycle {tokens:+.0%}, GPU per cycle {step:+.0%})"
+    return {"a_gpu_ms_per_accepted_token": sa.gpu_ms_per_accepted_token, "b_gpu_ms_per_accepted_token": sb.gpu_ms_per_accepted_token,
+            "a_tokens_per_cycle": round(ta, 3), "b_tokens_per_cycle": round(tb, 3), "per_token_explanation": why}
+
+
 def diff_document(a: Analysis, b: Analysis) -> dict:
     """``{"phases": [...per rank and phase...], "cycles": {...}, "kernels": [...per rank...]}``.
 
@@ -129,7 +148,7 @@ def diff_document(a: Analysis, b: Analysis) -> dict:
     for rank in sorted(set(a_ranks) & set(b_ranks)):
         ra, rb = a_ranks[rank], b_ranks[rank]
         phases += [d.to_json() for d in diff_rank(rank, ra.phases, ra.gpu_ops, rb.phases, rb.gpu_ops, a.config.labels())]
-        per_rank_cycles.append({"rank": rank, **cycle_delta(ra.cycles, rb.cycles)})
+        per_rank_cycles.append({"rank": rank, **cycle_delta(ra.cycles, rb.cycles), **token_delta(ra, rb)})
         kernels.append({"rank": rank, "changes": kernel_changes(ra.gpu_ops, rb.gpu_ops)})
     first = per_rank_cycles[0] if per_rank_cycles else {}
     cycles = {k: first.get(k) for k in ("a_cpu_ms", "b_cpu_ms", "a_gpu_ms", "b_gpu_ms", "delta_gpu_ms", "delta_cpu_ms")}

@@ -29,6 +29,9 @@ CPU_TIMERS_ENV = "TRACERECON_CPU_TIMERS"
 # The NVTX mark tracerecon.instrument emits at start; it names the rank of its process.
 RANK_MARK_FORMAT = "tracerecon.rank={}"
 _RANK_MARK = re.compile(r"^tracerecon\.rank=(\d+)$")
+# The NVTX mark tracerecon.instrument.accepted emits: tokens a cycle accepted (payload: the cycle).
+ACCEPTED_MARK_FORMAT = "tracerecon.accepted={}"
+_ACCEPTED_MARK = re.compile(r"^tracerecon\.accepted=(\d+)$")
 # Trailing rank number in a file name: rank3, r3, _3, -3 (the last number of the stem).
 _RANK_IN_NAME = (re.compile(r"rank[_-]?(\d+)$", re.I), re.compile(r"(?:^|[_\-.])r(\d+)$", re.I), re.compile(r"[_\-.](\d+)$"))
 # A trailing number this large is a pid or a job id, not a rank.
@@ -38,6 +41,12 @@ MAX_RANK_IN_NAME = 65535
 def rank_of_mark(name: str | None) -> int | None:
     """``tracerecon.rank=3`` -> 3; anything else -> None."""
     m = _RANK_MARK.match(name or "")
+    return int(m.group(1)) if m else None
+
+
+def accepted_of_mark(name: str | None) -> int | None:
+    """``tracerecon.accepted=3`` -> 3; anything else -> None."""
+    m = _ACCEPTED_MARK.match(name or "")
     return int(m.group(1)) if m else None
 
 

@@ -249,7 +249,23 @@ def warmup_cycles(duration_ns: np.ndarray, skip: int | None) -> np.ndarray:
     return out
 
 
-def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, rank: int, skip_cycles: int | None = None) -> pa.Table:
+def accepted_per_cycle(cycle_payload: list, cycle_cpu: list[tuple[int, int]], marks: list[tuple[int | None, int, int]]) -> list[int | None]:
+    """Tokens each cycle accepted, from ``(payload, ts_ns, tokens)`` marks: a mark names its
+    cycle by payload (the engine's cycle index, as the cycle range carries it), else by time
+    (the cycle whose CPU span holds it). Several marks for one cycle add up; none: None."""
+    out: list[int | None] = [None] * len(cycle_cpu)
+    index_of_payload = {p: i for i, p in enumerate(cycle_payload) if p is not None}
+    for payload, ts, tokens in marks:
+        i = index_of_payload.get(payload) if payload is not None else None
+        if i is None:
+            i = next((k for k, (s, e) in enumerate(cycle_cpu) if s <= ts <= e), None)
+        if i is not None:
+            out[i] = (out[i] or 0) + tokens
+    return out
+
+
+def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, rank: int, skip_cycles: int | None = None,
+                 accepted_marks: list | None = None) -> pa.Table:
     """The ``schema.CYCLES`` table: per cycle CPU total, GPU time between the cycle's first and
     last phase boundary (what CUDA events around the cycle would read), and phase sums."""
     if phases.num_rows == 0:
@@ -288,9 +304,12 @@ def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, ran
         rr = cycle_rows[ids]
         cs, ce = int64s(ranges["start_ns"])[rr], int64s(ranges["end_ns"])[rr]
         names = ranges["name"].take(pa.array(rr))
+        payloads = ranges["payload"].take(pa.array(rr)).to_pylist() if "payload" in ranges.column_names else [None] * len(rr)
     else:
         cs, ce = first_start, last_cpu_end
         names = pa.array([f"cycle {c}" for c in ids], pa.string())
+        payloads = [None] * len(ids)
+    accepted = accepted_per_cycle(payloads, list(zip(cs.tolist(), ce.tolist())), accepted_marks or [])
     gpu_ns = np.where(has_gpu, b_end - b_start, 0)
     tol = np.maximum(ERROR_FLOOR_NS, ADDS_UP_FRACTION * gpu_ns)
     adds = has_gpu & (np.abs(gpu_sum - gpu_ns) <= tol)
@@ -313,6 +332,7 @@ def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, ran
             "n_phases": pa.array(n_ph.astype(np.int64)),
             "adds_up": pa.array(adds),
             "warmup": pa.array(warmup_cycles(np.maximum(ce - cs, gpu_ns), skip_cycles)),
+            "accepted_tokens": pa.array(accepted, pa.int64()),
         },
         schema=schema.CYCLES,
     )

@@ -37,6 +37,7 @@ class RankTables:
     api_calls: pa.Table
     sync_records: pa.Table
     event_records: pa.Table
+    accepted_marks: tuple = ()  # (payload, ts_ns, tokens) of tracerecon.accepted=N marks
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class RankWork:
     phase_inputs: PhaseInputs
     cycle_rows: np.ndarray
     skip_cycles: int | None = None
+    accepted_marks: tuple = ()
 
     def provisional_phases(self) -> pa.Table:
         """The phases table without waits in collectives (what the cross-rank step reads)."""
@@ -141,14 +143,15 @@ def own_rank(tables: RankTables, rank: int, config: PhaseConfig) -> RankWork:
         comm_ns=split["comm_ns"], compute_ns=split["compute_ns"], overlap_ns=split["overlap_ns"],
     )
     gpu_ops = _build_gpu_ops(ops, op_range, op_phase, rank)
-    return RankWork(rank=rank, ranges=ranges, gpu_ops=gpu_ops, syncs=syncs, phase_inputs=inputs, cycle_rows=cycle_rows, skip_cycles=config.skip_cycles)
+    return RankWork(rank=rank, ranges=ranges, gpu_ops=gpu_ops, syncs=syncs, phase_inputs=inputs, cycle_rows=cycle_rows, skip_cycles=config.skip_cycles,
+                    accepted_marks=tables.accepted_marks)
 
 
 def finish_rank(work: RankWork, wait_ns: np.ndarray | None) -> tuple[pa.Table, pa.Table]:
     """The finished (phases, cycles) tables; ``wait_ns``: per phase, time its collectives waited
     for other ranks (None with one rank)."""
     phases = build_phases(work.phase_inputs, wait_ns)
-    return phases, build_cycles(work.ranges, phases, work.cycle_rows, work.rank, work.skip_cycles)
+    return phases, build_cycles(work.ranges, phases, work.cycle_rows, work.rank, work.skip_cycles, list(work.accepted_marks))
 
 
 

@@ -6,7 +6,7 @@ Pure functions over the phases / cycles tables. Medians are exact (numpy), in mi
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401 (pa.compute)
@@ -58,9 +58,15 @@ class CycleSummary:
     phases_gpu_ms_median: float | None
     n_add_up: int
     n_warmup: int = 0  # cycles left out of these medians
+    accepted_tokens: int | None = None  # over the cycles that said how many (tracerecon.instrument.accepted)
+    gpu_ms_per_accepted_token: float | None = None  # their GPU time / their tokens
+    phase_ms_per_accepted_token: dict = field(default_factory=dict)  # each phase's GPU time / tokens
 
     def to_json(self) -> dict:
         return {
+            "accepted_tokens": self.accepted_tokens,
+            "gpu_ms_per_accepted_token": self.gpu_ms_per_accepted_token,
+            "phase_ms_per_accepted_token": dict(self.phase_ms_per_accepted_token),
             "n": self.n,
             "cpu_ms_median": self.cpu_ms_median,
             "gpu_ms_median": self.gpu_ms_median,
@@ -113,14 +119,39 @@ def summarize_phases(phases: pa.Table, order: tuple[str, ...] = (), cycles: pa.T
     return out
 
 
-def summarize_cycles(cycles: pa.Table) -> CycleSummary:
+def per_token(cycles: pa.Table, phases: pa.Table | None) -> tuple[int | None, float | None, dict]:
+    """Over the cycles that said how many tokens they accepted: the tokens, GPU ms per token,
+    and each phase's GPU ms per token."""
+    if cycles.num_rows == 0 or "accepted_tokens" not in cycles.column_names:
+        return None, None, {}
+    c = cycles.select(["cycle", "gpu_ns", "accepted_tokens"]).to_pydict()
+    said = {cy: (g, n) for cy, g, n in zip(c["cycle"], c["gpu_ns"], c["accepted_tokens"]) if n is not None and g is not None}
+    tokens = sum(n for _, n in said.values())
+    if not said or tokens <= 0:
+        return (tokens if said else None), None, {}
+    per_phase: dict[str, int] = {}
+    if phases is not None and phases.num_rows:
+        p = phases.select(["cycle", "phase", "gpu_ns"]).to_pydict()
+        for cy, name, g in zip(p["cycle"], p["phase"], p["gpu_ns"]):
+            if cy in said and g is not None:
+                per_phase[name] = per_phase.get(name, 0) + g
+    return (tokens, round(sum(g for g, _ in said.values()) / tokens / 1e6, 6),
+            {k: round(v / tokens / 1e6, 6) for k, v in per_phase.items()})
+
+
+def summarize_cycles(cycles: pa.Table, phases: pa.Table | None = None) -> CycleSummary:
+    """Medians over the steady cycles (warm-up left out), and GPU time per accepted token."""
     if cycles.num_rows == 0:
         return CycleSummary(0, None, None, None, None, 0)
     n_warm = sum(1 for w in cycles["warmup"].to_pylist() if w) if "warmup" in cycles.column_names else 0
     if n_warm:
         cycles = cycles.filter(pa.compute.invert(cycles["warmup"]))
+    tokens, per_tok, per_phase = per_token(cycles, phases)
     c = cycles.to_pydict()
     return CycleSummary(
+        accepted_tokens=tokens,
+        gpu_ms_per_accepted_token=per_tok,
+        phase_ms_per_accepted_token=per_phase,
         n_warmup=n_warm,
         n=cycles.num_rows,
         cpu_ms_median=median_ms(c["cpu_ns"]),

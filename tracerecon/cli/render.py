@@ -22,7 +22,7 @@ def print_json(analysis: Analysis, console: Console) -> None:
 def print_report(analysis: Analysis, console: Console) -> None:
     for r in analysis.ranks:
         phases = summarize_phases(r.phases, analysis.config.labels(), r.cycles)
-        cycles = summarize_cycles(r.cycles)
+        cycles = summarize_cycles(r.cycles, r.phases)
         console.print(f"[bold]rank {r.rank}[/bold]  {r.source.path}  pid {', '.join(map(str, r.source.pids))}  nsys {r.info.nsys_version or '?'}", overflow="fold")
         table = Table(header_style="bold", box=None, padding=(0, 1, 0, 0), pad_edge=False)
         table.add_column("phase", no_wrap=True)
@@ -45,6 +45,11 @@ def print_report(analysis: Analysis, console: Console) -> None:
                 f"  cycles: {cycles.n}  CPU {fmt_ms(cycles.cpu_ms_median)} ms  GPU {fmt_ms(cycles.gpu_ms_median)} ms (median); "
                 f"phases add up in {cycles.n_add_up} of {cycles.n}"
                 + (f"; {cycles.n_warmup} warm-up cycle(s) left out (--skip-cycles 0 keeps them)" if cycles.n_warmup else "")
+            )
+        if cycles.gpu_ms_per_accepted_token is not None:
+            console.print(
+                f"  accepted tokens: {cycles.accepted_tokens}; GPU {cycles.gpu_ms_per_accepted_token:.3f} ms per accepted token ("
+                + ", ".join(f"{k} {v:.3f}" for k, v in cycles.phase_ms_per_accepted_token.items()) + ")"
             )
         worst = most_misleading(phases)
         if worst is not None:
@@ -85,6 +90,9 @@ def print_diff(result: dict, console: Console) -> None:
     c = result["cycles"]
     if c.get("a_gpu_ms") is not None:
         console.print(f"  cycle (rank {c['per_rank'][0]['rank']}): GPU {fmt_ms(c['a_gpu_ms'])} -> {fmt_ms(c['b_gpu_ms'])} ms ({c['delta_gpu_ms']:+.3f}), CPU {fmt_ms(c['a_cpu_ms'])} -> {fmt_ms(c['b_cpu_ms'])} ms")
+    for c in result["cycles"].get("per_rank", []):
+        if c.get("per_token_explanation"):
+            console.print(f"  rank {c['rank']}: GPU per accepted token {c['a_gpu_ms_per_accepted_token']:.3f} -> {c['b_gpu_ms_per_accepted_token']:.3f} ms; {c['per_token_explanation']}")
     for p in result["phases"]:
         console.print(f"  rank {p['rank']}: {p['explanation']}")
     for k in result.get("kernels", []):

@@ -243,7 +243,7 @@ class TraceReconApp(App):
                     ms(p.gpu_busy_ms_median), Text(ms(err), style=VERDICT_STYLE.get(p.dominant_verdict, "")), Text(verdict_label(p), style=VERDICT_STYLE.get(p.dominant_verdict, "")), cause_label(p),
                     key=f"{r.rank}:{p.phase}",
                 )
-            c = summarize_cycles(r.cycles)
+            c = summarize_cycles(r.cycles, r.phases)
             if c.n:
                 notes.append(f"rank {r.rank}: {c.n} cycles, CPU {ms(c.cpu_ms_median)} ms vs GPU {ms(c.gpu_ms_median)} ms per cycle (median)\n")
             worst = most_misleading(summaries)
