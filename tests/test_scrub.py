@@ -86,7 +86,7 @@ def plant(path):
     con.execute("insert into NVTX_EVENTS (start, end, eventType, globalTid, textId) values (2, NULL, 34, ?, ?)", (gtid, sid + 3))
     con.execute("update META_DATA_EXPORT set value = 'vmhost9' where name = 'EXPORT_HOST'")
     con.execute("insert into META_DATA_CAPTURE (name, value) values ('PROCESS_COMMAND_LINE', ?)", ("python serve.py --api-key " + TOKEN,))
-    con.execute("create table if not exists TARGET_INFO_SYSTEM_ENV (name TEXT, value TEXT)")
+    con.execute("create table if not exists TARGET_INFO_SYSTEM_ENV (globalVid INTEGER, devStateName TEXT NOT NULL, name TEXT NOT NULL, nameEnum INTEGER NOT NULL, value TEXT NOT NULL)")
     con.execute("insert into TARGET_INFO_SYSTEM_ENV (globalVid, devStateName, name, nameEnum, value) values (1, 'env', 'HF_TOKEN', 0, ?)", ("HF_TOKEN=" + TOKEN,))
     con.commit()
     con.close()
