@@ -63,3 +63,12 @@ def test_plot_writes_a_picture(tmp_path, args):
     svg = out.read_text()
     assert svg.startswith("<?xml") and "GPU time per cycle" in svg and "CPU timer vs GPU time" in svg
     assert svg.count("rank 1") >= (1 if "nccl" in args[0] else 0)
+
+
+def test_unwritable_outputs_are_one_line_and_exit_2(tmp_path):
+    for args in (["plot", str(H200 / "eagle_gpu_bound.sqlite"), "-o", str(tmp_path / "no" / "x.png")],
+                 ["export", "--format", "chrome-json", str(H200 / "eagle_gpu_bound.sqlite"), "-o", str(tmp_path / "no" / "x.json")]):
+        if args[0] == "plot":
+            pytest.importorskip("matplotlib")
+        res = run_cli(*args)
+        assert res.returncode == 2 and res.stderr.count("\n") == 1 and "cannot write" in res.stderr, res.stderr

@@ -63,5 +63,11 @@ def plot_runs(runs: list[tuple[str, Analysis]], out_file: str | os.PathLike) -> 
         ax_cyc.set_title(f"{label} rank {r.rank}: GPU time per cycle, by phase", fontsize=10)
         ax_cyc.legend(fontsize=8, ncol=min(4, max(1, len(names))))
     fig.tight_layout()
-    fig.savefig(out_file)
-    plt.close(fig)
+    try:
+        fig.savefig(out_file)
+    except OSError as exc:
+        from tracerecon.errors import TraceReconError
+
+        raise TraceReconError(f"{out_file}: cannot write ({exc.strerror or exc})") from None
+    finally:
+        plt.close(fig)
