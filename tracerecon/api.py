@@ -90,9 +90,9 @@ def no_nvtx_message(path: str, nsys_version: str | None) -> str:
     return msg
 
 
-def _read(f: Path, say: Progress):
-    say(f"reading {f.name}")
-    tables = read_export(f, progress=lambda m: say(f"{f.name}: {m}"))
+def _read(f: Path):
+    """One export's tables, its GPU ops linked to their launching calls, and its warnings."""
+    tables = read_export(f)
     warnings = list(tables.warnings)
     if not tables.info.has_cuda:
         warnings.append(f"{f}: no CUDA activity in the trace (traced without `-t cuda`, or a CPU-only run): CPU times only")
@@ -141,7 +141,7 @@ def _file_work(f: Path, config: PhaseConfig, multi: bool, rank_hint: int | None,
 
 
 def _file_work_uncached(f: Path, config: PhaseConfig, multi: bool, rank_hint: int | None, order: int) -> tuple[list, list[str], tuple]:
-    tables, linked, warnings = _read(f, lambda _m: None)
+    tables, linked, warnings = _read(f)
     if tables.nvtx_ranges.num_rows == 0:
         warnings.append(no_nvtx_message(str(f), tables.info.nsys_version))
     if multi:

@@ -292,9 +292,9 @@ def export_chrome_json(analysis: Analysis, out_file: str | os.PathLike) -> dict:
                     rows.sort(key=lambda x: x["rank"])
                     for a, b in zip(rows, rows[1:]):
                         flow_id += 1
-                        emit({"ph": "s", "id": flow_id, "name": row_name(a), "cat": "collective", "pid": a["rank"],
+                        emit({"ph": "s", "id": flow_id, "name": _collective_name(a), "cat": "collective", "pid": a["rank"],
                               "tid": STREAM_TID_BASE + stream_of.get(a["rank"], {}).get(a["start_ns"], 0), "ts": us(a["start_ns"], a["rank"])})
-                        emit({"ph": "f", "bp": "e", "id": flow_id, "name": row_name(a), "cat": "collective", "pid": b["rank"],
+                        emit({"ph": "f", "bp": "e", "id": flow_id, "name": _collective_name(a), "cat": "collective", "pid": b["rank"],
                               "tid": STREAM_TID_BASE + stream_of.get(b["rank"], {}).get(b["start_ns"], 0), "ts": us(b["start_ns"], b["rank"])})
                         counts["flow"] += 1
             fh.write("[\n]\n" if first else "\n]\n")
@@ -305,7 +305,7 @@ def export_chrome_json(analysis: Analysis, out_file: str | os.PathLike) -> dict:
     return counts
 
 
-def row_name(row: dict) -> str:
+def _collective_name(row: dict) -> str:
     return f"collective {row['collective']}"
 
 

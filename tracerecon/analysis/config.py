@@ -4,6 +4,7 @@ before any heavy module is imported."""
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -37,9 +38,9 @@ class PhaseConfig:
         """The phase names the specs give, in order (each once)."""
         return tuple(dict.fromkeys(parse_phase_spec(s)[0] for s in self.phases))
 
-    def matchers(self) -> list[tuple[str, "re.Pattern[str]"]]:
+    def matchers(self) -> tuple[tuple[str, "re.Pattern[str]"], ...]:
         """(phase label, compiled pattern over ``domain:name`` or ``name``), in spec order."""
-        return [parse_phase_spec(s) for s in self.phases]
+        return _matchers(self.phases)
 
     def label_of(self, name: str, domain: str = "") -> str | None:
         """The phase a range is, or None."""
@@ -47,6 +48,11 @@ class PhaseConfig:
             if pat.search(name) or (domain and pat.search(f"{domain}:{name}")):
                 return label
         return None
+
+
+@functools.lru_cache(maxsize=32)
+def _matchers(specs: tuple[str, ...]) -> tuple[tuple[str, "re.Pattern[str]"], ...]:
+    return tuple(parse_phase_spec(s) for s in specs)
 
 
 def parse_phase_spec(spec: str) -> tuple[str, "re.Pattern[str]"]:

@@ -48,8 +48,9 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
     """
     names = ranges["name"].to_pylist()
     domains = ranges["domain"].to_pylist() if "domain" in ranges.column_names else [""] * len(names)
-    cache: dict[tuple[str, str], str | None] = {}
-    labels = [cache.setdefault((d or "", n or ""), config.label_of(n or "", d or "")) if (d or "", n or "") not in cache else cache[(d or "", n or "")] for n, d in zip(names, domains)]
+    # Each distinct (domain, name) is matched once: traces repeat a few names thousands of times.
+    label_of = {key: config.label_of(key[1], key[0]) for key in {(d or "", n or "") for n, d in zip(names, domains)}}
+    labels = [label_of[(d or "", n or "")] for n, d in zip(names, domains)]
     is_phase = np.array([lab is not None for lab in labels], dtype=bool)
     # A phase range inside another phase range (target_verify inside verify) is part of it:
     # phases follow each other on the GPU timeline, so only the outermost one is a phase.

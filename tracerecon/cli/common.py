@@ -16,6 +16,14 @@ BUNDLED_SAMPLE = Path(__file__).resolve().parent.parent.parent / "sample_traces"
 TRACE_HELP = "nsys .sqlite export(s) (or .sqlite.xz), a directory of them, a `tracerecon run` directory, or a `tracerecon export` directory"
 
 
+def add_analysis_command(sub, name: str, help: str, description: str, traces_required: bool = True) -> argparse.ArgumentParser:
+    """A subcommand that analyses traces: the traces and the shared phase options."""
+    p = sub.add_parser(name, help=help, description=description)
+    add_traces_arg(p, traces_required)
+    add_phase_args(p)
+    return p
+
+
 def add_traces_arg(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("traces", nargs="+" if required else "*", metavar="TRACE", help=TRACE_HELP)
     p.add_argument("-j", "--jobs", type=int, metavar="N", help="worker processes for several exports (default: one per file, at most one per core)")

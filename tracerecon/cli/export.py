@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import argparse
 
-from tracerecon.cli.common import add_phase_args, add_traces_arg, config_from, load
+from tracerecon.cli.common import add_analysis_command, config_from, load
 
 
 def add(sub) -> None:
-    p = sub.add_parser(
-        "export", help="per-rank parquet datasets (ranges, phases, cycles, gpu_ops, syncs, collectives, critical_path) + manifest.json",
+    p = add_analysis_command(
+        sub, "export", help="per-rank parquet datasets (ranges, phases, cycles, gpu_ops, syncs, collectives, critical_path) + manifest.json",
         description="Writes DIR/<table>/rank=<R>/part-0.parquet for ranges, phases, cycles, gpu_ops, syncs and collectives, "
                     "DIR/critical_path/part-0.parquet and DIR/manifest.json. `tracerecon report DIR` reads it back as the same report. "
                     "--format chrome-json writes one timeline file instead.",
     )
-    add_traces_arg(p)
-    add_phase_args(p)
     p.add_argument("-o", "--output", required=True, metavar="DIR|FILE", help="output directory (parquet), replaced whole (a previous export there goes; anything else needs --force); "
                    "with --format chrome-json, the output file")
     p.add_argument("--format", choices=["parquet", "chrome-json"], default="parquet",

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from tracerecon.cli.common import add_phase_args, add_traces_arg, config_from, load
+from tracerecon.cli.common import add_analysis_command, config_from, load
 
 
 def add(sub) -> None:
-    p = sub.add_parser(
-        "plot", help="write an SVG/PNG: per rank CPU vs GPU per phase with verdicts, and GPU time per cycle by phase",
+    p = add_analysis_command(
+        sub, "plot", help="write an SVG/PNG: per rank CPU vs GPU per phase with verdicts, and GPU time per cycle by phase",
         description="Per rank: each phase's CPU timer against its GPU time (medians; the hatch shows the verdict) and every "
                     "cycle's GPU time stacked by phase. --diff B plots a second run below. Needs the `plot` extra (matplotlib).",
     )
-    add_traces_arg(p)
-    add_phase_args(p)
     p.add_argument("-o", "--output", required=True, metavar="FILE.svg|png", help="the picture to write (format from the suffix)")
     p.add_argument("--diff", metavar="B", help="a second run (traces, run or export directory) plotted below the first")
     p.set_defaults(func=main)

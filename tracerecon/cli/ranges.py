@@ -5,17 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 
-from tracerecon.cli.common import add_phase_args, add_traces_arg, config_from, console, load
+from tracerecon.cli.common import add_analysis_command, config_from, console, load
 
 
 def add(sub) -> None:
-    p = sub.add_parser(
-        "ranges", help="list the NVTX range names per rank: count, CPU median, GPU median and total (to choose --phase)",
+    p = add_analysis_command(
+        sub, "ranges", help="list the NVTX range names per rank: count, CPU median, GPU median and total (to choose --phase)",
         description="Like `nsys stats -r nvtx_sum`, with GPU time: per rank and range name (and domain), how many instances, the "
                     "CPU median, the median projected GPU span, the GPU busy time in total and the GPU ops launched; most GPU time first.",
     )
-    add_traces_arg(p)
-    add_phase_args(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.set_defaults(func=main)
 

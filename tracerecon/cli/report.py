@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import argparse
 
-from tracerecon.cli.common import add_phase_args, add_traces_arg, config_from, console, load
+from tracerecon.cli.common import add_analysis_command, config_from, console, load
 
 
 def add(sub) -> None:
-    p = sub.add_parser(
-        "report", help="per rank x phase: CPU timer vs true GPU time, verdict and cause, cycle totals",
+    p = add_analysis_command(
+        sub, "report", help="per rank x phase: CPU timer vs true GPU time, verdict and cause, cycle totals",
         description="Per rank and phase: how many instances, the CPU timer (median ms), the GPU time (what CUDA events at the phase "
                     "boundaries read), its span and busy time, CPU minus GPU, and which way the CPU timer errs and why. "
                     "Several ranks add alignment, communication, waiting and the straggler per cycle.",
     )
-    add_traces_arg(p)
-    add_phase_args(p)
     p.add_argument("--json", action="store_true", help="print the JSON document instead of tables (see the README for its fields)")
     p.set_defaults(func=main)
 

@@ -5,20 +5,18 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tracerecon.cli.common import BUNDLED_SAMPLE, add_phase_args, add_traces_arg, config_from
+from tracerecon.cli.common import BUNDLED_SAMPLE, add_analysis_command, config_from
 from tracerecon.errors import TraceReconError, UsageError
 
 KEYS = "Keys: 1-4 tabs, n/p cycles, g go to cycle, w worst cycle, +/- zoom, arrows pan, a all ranks, r next rank, s sort, / search, ? help, q quit."
 
 
 def add(sub) -> None:
-    p = sub.add_parser(
-        "view", help="terminal UI: browse phases, cycles and timelines (needs the `tui` extra)",
+    p = add_analysis_command(
+        sub, "view", help="terminal UI: browse phases, cycles and timelines (needs the `tui` extra)",
         description="Opens the traces (no TRACE: the bundled sample) in a terminal UI: an overview of ranks x phases, a timeline of "
-                    "CPU phases against GPU phases, waits and streams, a table of cycles, and phase detail. " + KEYS,
+                    "CPU phases against GPU phases, waits and streams, a table of cycles, and phase detail. " + KEYS, traces_required=False,
     )
-    add_traces_arg(p, required=False)
-    add_phase_args(p)
     p.add_argument("--diff", metavar="B", help="also compare with B (traces, run or export directory) in a Diff tab")
     p.set_defaults(func=main)
 
