@@ -251,3 +251,17 @@ def test_phase_maps_and_warmup(tmp_path):
     assert kept["ranks"][0]["cycles"]["n"] == 24 and kept["ranks"][0]["phases"][0]["n"] == 24
     res = run_cli("report", "--phase", "x=re:(", str(H200 / "eagle_gpu_bound.sqlite"))
     assert res.returncode == 2 and "bad regular expression" in res.stderr
+
+
+def test_a_reader_that_leaves_early_is_no_error():
+    # `tracerecon report ... | head -1`
+    import subprocess
+    import sys
+
+    exe = shutil.which("tracerecon") or str(Path(sys.executable).parent / "tracerecon")
+    for extra in ([], ["--json"]):
+        p = subprocess.Popen([exe, "report", *extra, str(SHAPES / "nccl_skew_phases")], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p.stdout.readline()
+        p.stdout.close()
+        assert p.wait(timeout=120) == 0
+        assert b"Traceback" not in p.stderr.read()

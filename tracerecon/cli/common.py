@@ -80,7 +80,14 @@ def output_width() -> int | None:
 def console():
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=False, width=output_width())
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # `tracerecon report ... | head`: the reader left; that is no error (rich exits 1).
+            self.quiet = True
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise SystemExit(0)
+
+    return _Console(highlight=False, soft_wrap=False, width=output_width())
 
 
 @contextlib.contextmanager
