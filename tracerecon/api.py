@@ -25,7 +25,7 @@ from tracerecon.analysis.projection import int64s, link_launches
 from tracerecon.analysis.rank import RankTables, finish_rank, own_rank
 from tracerecon.analysis.ranks import RankSource, processes_in_file, select_pids
 from tracerecon.analysis.summary import phase_candidates
-from tracerecon.errors import BadTraceError
+from tracerecon.errors import BadTraceError, TraceReconError, UsageError
 from tracerecon.model import Analysis, RankResult
 from tracerecon.nsys.sqlite_export import check_export, read_all_api_calls, read_export
 from tracerecon.run_dir import accepted_of_mark, expand_inputs, is_export_dir, rank_from_filename, rank_of_mark, read_engine_timers, trace_stem
@@ -35,16 +35,19 @@ Progress = Callable[[str], None]
 __all__ = ["Analysis", "PhaseConfig", "RankResult", "check_inputs", "compare", "export", "export_timeline", "load"]
 
 
-def load(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = None, progress: Progress | None = None, jobs: int | None = None) -> Analysis:
+def load(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = None, progress: Progress | None = None, jobs: int | None = None,
+         scheduler: str | None = None) -> Analysis:
     """Traces (``.sqlite``, ``.sqlite.xz``), run directories, or one parquet export directory ->
     the finished Analysis. Raises BadTraceError (exit 2) when no input is usable. Several
     exports are read and analysed in ``jobs`` worker processes (default: one per file, at most
-    one per core); the cross-rank step runs after, here."""
+    one per core), or with ``scheduler`` (a Dask scheduler address or scheduler file) on that
+    cluster's workers; the cross-rank step runs after, here. The result is cached (see
+    ``tracerecon.cache``) unless caching is off."""
     if len(inputs) == 1 and is_export_dir(inputs[0]):
         from tracerecon.export import read_parquet_export
 
         return read_parquet_export(inputs[0])
-    return _analyze(inputs, options or PhaseConfig(), progress or (lambda _m: None), jobs)
+    return _analyze(inputs, options or PhaseConfig(), progress or (lambda _m: None), jobs, scheduler)
 
 
 def check_inputs(inputs: Sequence[str | os.PathLike]) -> None:
@@ -172,8 +175,69 @@ def default_jobs(n_files: int) -> int:
     return max(1, min(n_files, os.cpu_count() or 1))
 
 
-def _analyze(paths: Sequence[str | os.PathLike], config: PhaseConfig, say: Progress, jobs: int | None = None) -> Analysis:
+def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
+    """``_file_work`` for every file, in ``jobs`` worker processes of this machine."""
+    if len(args) == 1:  # the whole run's cache entry covers it: no second entry
+        say(f"reading {args[0][0].name}")
+        return [_file_work_uncached(*args[0])]
+    if jobs == 1:
+        results = []
+        for a in args:
+            say(f"reading {a[0].name}")
+            results.append(_file_work(*a))
+        return results
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    say(f"reading {len(args)} exports in {min(jobs, len(args))} processes")
+    with ProcessPoolExecutor(max_workers=min(jobs, len(args))) as pool:
+        futures = {pool.submit(_file_work, *a): i for i, a in enumerate(args)}
+        done = 0
+        for fut in as_completed(futures):
+            fut.result()  # the first failure stops the load
+            done += 1
+            say(f"{done}/{len(args)} exports done ({args[futures[fut]][0].name})")
+        return [fut.result() for fut in sorted(futures, key=futures.get)]
+
+
+def _file_work_on_dask(scheduler: str, args: list[tuple], say: Progress) -> list[tuple]:
+    """``_file_work`` for every file on a Dask distributed cluster (``scheduler``: its address,
+    or the path of a scheduler file). The workers read the exports by their absolute paths
+    (shared storage) with their own cache; the cross-rank step then runs here, as nsys's
+    multi-report recipes do."""
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise UsageError("--dask needs Dask distributed: pip install 'tracerecon[dask]'") from None
+    try:
+        client = Client(scheduler_file=scheduler, timeout="20s") if Path(scheduler).is_file() else Client(scheduler, timeout="20s")
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise TraceReconError(f"--dask {scheduler}: cannot reach the scheduler ({exc})") from None
+    try:
+        say(f"reading {len(args)} exports on the Dask cluster at {scheduler}")
+        absolute = [(Path(f).resolve(), *rest) for f, *rest in args]
+        futures = [client.submit(_file_work, *a, pure=False) for a in absolute]
+        index = {fut.key: i for i, fut in enumerate(futures)}
+        for n, fut in enumerate(as_completed(futures), 1):
+            if fut.status == "error":
+                fut.result()  # raises the worker's error (BadTraceError stays one)
+            say(f"{n}/{len(args)} exports done ({args[index[fut.key]][0].name})")
+        return client.gather(futures)
+    finally:
+        client.close()
+
+
+def _analyze(paths: Sequence[str | os.PathLike], config: PhaseConfig, say: Progress, jobs: int | None = None, scheduler: str | None = None) -> Analysis:
+    from tracerecon.cache import cached
+
     files = expand_inputs(paths)
+    # The whole run is cached too (keyed by every file): a warm report skips the cross-rank
+    # step and the phase tables, not only the reading. The paths as given are part of the key
+    # (they are shown); engine timers (run.json) are read fresh.
+    analysis = cached(files, ("run", config, tuple(map(str, files))), lambda: _analyze_files(files, config, say, jobs, scheduler))
+    return replace(analysis, engine_timers=read_engine_timers(paths))
+
+
+def _analyze_files(files: list[Path], config: PhaseConfig, say: Progress, jobs: int | None, scheduler: str | None) -> Analysis:
     multi = len(files) > 1
     file_ranks = [rank_from_filename(trace_stem(f)) for f in files]
     by_name = multi and all(r is not None for r in file_ranks) and len(set(file_ranks)) == len(file_ranks)
@@ -181,21 +245,10 @@ def _analyze(paths: Sequence[str | os.PathLike], config: PhaseConfig, say: Progr
     if multi and not by_name:
         warnings.append("rank numbers not found in every file name (e.g. rank3, r3, _3); ranks follow file order")
     args = [(f, config, multi, file_ranks[i] if by_name else None, i) for i, f in enumerate(files)]
-    jobs = default_jobs(len(files)) if jobs is None else max(1, jobs)
-    results = []
-    if jobs > 1 and len(files) > 1:
-        from concurrent.futures import ProcessPoolExecutor
-
-        say(f"reading {len(files)} exports in {min(jobs, len(files))} processes")
-        with ProcessPoolExecutor(max_workers=min(jobs, len(files))) as pool:
-            futures = [pool.submit(_file_work, *a) for a in args]
-            for f, fut in zip(files, futures):
-                results.append(fut.result())
-                say(f"{f.name}: done")
+    if scheduler is not None:
+        results = _file_work_on_dask(scheduler, args, say)
     else:
-        for a in args:
-            say(f"reading {a[0].name}")
-            results.append(_file_work(*a))
+        results = _file_work_here(args, default_jobs(len(files)) if jobs is None else max(1, jobs), say)
     work = []
     for out, w, _ in results:
         work.extend(out)
@@ -225,5 +278,4 @@ def _analyze(paths: Sequence[str | os.PathLike], config: PhaseConfig, say: Progr
         ranks.append(RankResult(source=s, info=info, ranges=w.ranges, gpu_ops=w.gpu_ops, syncs=w.syncs, phases=phases, cycles=cycles))
     return Analysis(
         ranks=tuple(ranks), inputs=tuple(str(f) for f in files), config=config, warnings=tuple(warnings), cross=cross,
-        engine_timers=read_engine_timers(paths),
     )

@@ -18,7 +18,7 @@ import os
 import pickle
 import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from tracerecon import __version__
 
@@ -49,19 +49,19 @@ def _code_stamp() -> str:
     return _CODE
 
 
-def _key(path: Path, extra: tuple) -> str | None:
+def _key(paths: Sequence[Path], extra: tuple) -> str | None:
     try:
-        st = path.stat()
+        files = [(str(p.resolve()), st.st_size, st.st_mtime_ns) for p in paths for st in [p.stat()]]
     except OSError:
         return None
-    raw = repr((FORMAT, __version__, _code_stamp(), str(path.resolve()), st.st_size, st.st_mtime_ns, extra))
+    raw = repr((FORMAT, __version__, _code_stamp(), files, extra))
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
-def cached(path: Path, extra: tuple, compute: Callable[[], Any]) -> Any:
-    """``compute()``'s result for ``path`` (and ``extra``, the options it depends on), from the
-    cache when a valid entry exists; otherwise computed and stored (best effort)."""
-    key = _key(path, extra) if enabled() else None
+def cached(paths: Path | Sequence[Path], extra: tuple, compute: Callable[[], Any]) -> Any:
+    """``compute()``'s result for the file(s) ``paths`` (and ``extra``, the options it depends
+    on), from the cache when a valid entry exists; otherwise computed and stored (best effort)."""
+    key = _key([paths] if isinstance(paths, Path) else list(paths), extra) if enabled() else None
     if key is None:
         return compute()
     folder = cache_dir()

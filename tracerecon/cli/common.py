@@ -28,6 +28,8 @@ def add_traces_arg(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("traces", nargs="+" if required else "*", metavar="TRACE", help=TRACE_HELP)
     p.add_argument("-j", "--jobs", type=int, metavar="N", help="worker processes for several exports (default: one per file, at most one per core)")
     p.add_argument("--no-cache", action="store_true", help="read and analyse the exports again instead of using the cache in ~/.cache/tracerecon")
+    p.add_argument("--dask", metavar="ADDRESS", help="read and analyse the exports on a Dask distributed cluster: its scheduler address "
+                   "(tcp://host:8786) or scheduler file; the exports must be at the same paths on its workers (needs tracerecon[dask])")
 
 
 def add_phase_args(p: argparse.ArgumentParser) -> None:
@@ -104,11 +106,11 @@ def progress_reporter() -> Iterator:
         yield lambda msg: prog.update(task, description=msg)
 
 
-def load(inputs: Sequence[str], config: PhaseConfig, jobs: int | None = None):
+def load(inputs: Sequence[str], config: PhaseConfig, jobs: int | None = None, scheduler: str | None = None):
     """``api.load`` with a progress spinner; warnings go to stderr."""
     from tracerecon import api
 
     with progress_reporter() as progress:
-        analysis = api.load(inputs, config, progress, jobs)
+        analysis = api.load(inputs, config, progress, jobs, scheduler)
     warn_all(analysis.warnings)
     return analysis

@@ -26,7 +26,7 @@ def add(sub) -> None:
 def main(args: argparse.Namespace) -> int:
     from tracerecon import api
 
-    analysis = load(args.traces, config_from(args), args.jobs)
+    analysis = load(args.traces, config_from(args), args.jobs, args.dask)
     if args.format == "chrome-json":
         counts = api.export_timeline(analysis, args.output)
         print(f"wrote {args.output}: {len(analysis.ranks)} rank(s); " + ", ".join(f"{k} {v}" for k, v in counts.items()) + " (open it in ui.perfetto.dev)")

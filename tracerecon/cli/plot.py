@@ -25,9 +25,9 @@ def main(args: argparse.Namespace) -> int:
     if not str(args.output).lower().endswith((".svg", ".png", ".pdf")):
         raise UsageError(f"{args.output}: the picture's name must end in .svg, .png or .pdf")
     config = config_from(args)
-    runs = [("A" if args.diff else "", load(args.traces, config, args.jobs))]
+    runs = [("A" if args.diff else "", load(args.traces, config, args.jobs, args.dask))]
     if args.diff:
-        runs.append(("B", load([args.diff], config, args.jobs)))
+        runs.append(("B", load([args.diff], config, args.jobs, args.dask)))
     plot_runs(runs, args.output)
     print(f"wrote {args.output}")
     return 0

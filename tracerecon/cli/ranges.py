@@ -24,7 +24,7 @@ def main(args: argparse.Namespace) -> int:
     from tracerecon.analysis.summary import summarize_ranges
     from tracerecon.present import fmt_ms
 
-    analysis = load(args.traces, config_from(args), args.jobs)
+    analysis = load(args.traces, config_from(args), args.jobs, args.dask)
     out = console()
     if args.json:
         doc = {"ranks": [{"rank": r.rank, "ranges": [s.to_json() for s in summarize_ranges(r.ranges)]} for r in analysis.ranks]}

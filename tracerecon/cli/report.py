@@ -21,6 +21,6 @@ def add(sub) -> None:
 def main(args: argparse.Namespace) -> int:
     from tracerecon.cli.render import print_json, print_report
 
-    analysis = load(args.traces, config_from(args), args.jobs)
+    analysis = load(args.traces, config_from(args), args.jobs, args.dask)
     (print_json if args.json else print_report)(analysis, console())
     return 0

@@ -38,6 +38,6 @@ def main(args: argparse.Namespace) -> int:
         raise TraceReconError("the terminal UI needs the `tui` extra: pip install 'tracerecon[tui]'") from None
 
     diff_loader = (lambda: api.load([args.diff], config)) if args.diff else None
-    app = TraceReconApp(lambda: api.load(traces, config, jobs=args.jobs), source=", ".join(traces), diff_loader=diff_loader)
+    app = TraceReconApp(lambda: api.load(traces, config, jobs=args.jobs, scheduler=args.dask), source=", ".join(traces), diff_loader=diff_loader)
     app.run()
     return 0

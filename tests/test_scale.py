@@ -1,0 +1,169 @@
+"""Issue 11: native reads, the whole-run cache and Dask give the same numbers as before.
+
+The native reader (ADBC) is checked against the sqlite3 reader, which shares no fetching code
+with it (``group_concat`` text parsed by numpy): same tables, row for row, on every sample
+trace and on exports salted with NULL, text, real and blob values.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import stat
+from pathlib import Path
+
+import pytest
+
+from conftest import DEMO2, H200, PUBLIC, SAMPLES, run_cli
+
+from tracerecon.nsys import native_read
+from tracerecon.nsys.sqlite_export import read_export
+
+TABLES = ("nvtx_ranges", "nvtx_marks", "api_calls", "gpu_ops", "sync_records", "event_records", "processes")
+
+pytestmark = pytest.mark.skipif(not native_read.available(), reason="adbc-driver-sqlite not installed")
+
+
+def read_both(path: Path, monkeypatch) -> tuple:
+    monkeypatch.setenv("TRACERECON_READER", "sqlite3")
+    slow = read_export(path)
+    monkeypatch.delenv("TRACERECON_READER")
+    fast = read_export(path)
+    return slow, fast
+
+
+def sample_exports() -> list[Path]:
+    found = sorted(SAMPLES.rglob("*.sqlite")) + sorted(SAMPLES.rglob("*.sqlite.xz"))
+    if PUBLIC.is_dir():
+        found += sorted(PUBLIC.rglob("*.sqlite"))
+    return found
+
+
+@pytest.mark.parametrize("path", sample_exports(), ids=lambda p: str(p.relative_to(p.parents[1])))
+def test_native_reads_equal_the_sqlite3_reads(path, monkeypatch):
+    # GIVEN a real export WHEN read natively and through sqlite3 THEN every table is equal
+    slow, fast = read_both(path, monkeypatch)
+    for name in TABLES:
+        assert getattr(fast, name).equals(getattr(slow, name)), name
+    assert fast.warnings == slow.warnings
+    assert (fast.trace_start_ns, fast.trace_end_ns) == (slow.trace_start_ns, slow.trace_end_ns)
+
+
+def test_native_reads_in_several_parts_keep_rowid_order(monkeypatch):
+    # GIVEN a table read in 4 row ranges on 4 connections THEN the rows come back as one scan
+    monkeypatch.setattr(native_read, "ROWS_PER_PART", 100)
+    monkeypatch.setenv("TRACERECON_READ_THREADS", "4")
+    slow, fast = read_both(H200 / "eagle_gpu_bound.sqlite", monkeypatch)
+    assert fast.gpu_ops.num_rows > 400
+    for name in ("api_calls", "gpu_ops", "sync_records"):
+        assert getattr(fast, name).equals(getattr(slow, name)), name
+
+
+def test_native_reads_drop_the_same_bad_values(tmp_path, monkeypatch):
+    # GIVEN an export whose kernel and runtime rows hold NULL, text, a real and a blob
+    src = tmp_path / "salted.sqlite"
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", src)
+    with sqlite3.connect(src) as db:
+        for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"):  # without NOT NULL
+            db.execute(f"create table salted as select * from {table} order by rowid")
+            db.execute(f"drop table {table}")
+            db.execute(f"alter table salted rename to {table}")
+        db.execute("update CUPTI_ACTIVITY_KIND_KERNEL set start = NULL where rowid = 3")
+        db.execute("update CUPTI_ACTIVITY_KIND_KERNEL set end = 'late' where rowid = 5")
+        db.execute("update CUPTI_ACTIVITY_KIND_KERNEL set streamId = x'07' where rowid = 7")
+        db.execute("update CUPTI_ACTIVITY_KIND_KERNEL set start = start + 0.75 where rowid = 9")
+        db.execute("update CUPTI_ACTIVITY_KIND_RUNTIME set globalTid = NULL where rowid = 2")
+        db.execute("update CUPTI_ACTIVITY_KIND_RUNTIME set correlationId = 'x' where rowid = 4")
+    # WHEN read both ways THEN the same rows are dropped, counted in the same warnings
+    slow, fast = read_both(src, monkeypatch)
+    for name in TABLES:
+        assert getattr(fast, name).equals(getattr(slow, name)), name
+    assert fast.warnings == slow.warnings
+    clean = read_export(H200 / "eagle_gpu_bound.sqlite")
+    # three kernels go (NULL start, text end, blob stream); the real start is truncated, kept
+    assert fast.gpu_ops.num_rows == clean.gpu_ops.num_rows - 3
+    assert any("dropped 3 kernel row(s)" in w for w in fast.warnings)
+
+
+def test_native_reads_create_nothing_beside_a_read_only_input(tmp_path):
+    # GIVEN an export in a read-only folder WHEN read natively THEN it works and the folder is unchanged
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", folder / "t.sqlite")
+    before = sorted(os.listdir(folder))
+    folder.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        tables = read_export(folder / "t.sqlite")
+        assert tables.gpu_ops.num_rows > 0
+        assert sorted(os.listdir(folder)) == before
+    finally:
+        folder.chmod(stat.S_IRWXU)
+
+
+def test_a_warm_report_reads_nothing_and_says_the_same(tmp_path, monkeypatch):
+    # GIVEN a report made once WHEN made again THEN no export is opened and the JSON is equal
+    from tracerecon import api
+    from tracerecon.present import report_json
+
+    monkeypatch.setenv("TRACERECON_CACHE_DIR", str(tmp_path / "cache"))
+    files = sorted((DEMO2 / "nccl_skew").glob("*.sqlite*"))
+    cold = report_json(api.load(files, jobs=1))
+    import tracerecon.api as api_mod
+
+    def no_reads(*_a, **_k):
+        raise AssertionError("a warm load read an export")
+
+    monkeypatch.setattr(api_mod, "read_export", no_reads)
+    warm = report_json(api.load(files, jobs=1))
+    assert warm == cold
+    # a changed file misses (its mtime changes the key) and is read again
+    monkeypatch.undo()
+    monkeypatch.setenv("TRACERECON_CACHE_DIR", str(tmp_path / "cache"))
+    copy = tmp_path / "rank0.sqlite"
+    shutil.copy(files[0], copy)
+    with pytest.raises(AssertionError, match="read an export"):
+        monkeypatch.setattr(api_mod, "read_export", no_reads)
+        api.load([copy])
+
+
+@pytest.fixture(scope="module")
+def dask_cluster():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        yield cluster
+
+
+@pytest.mark.parametrize("run", ["nccl_skew", "nccl_skew_phases"])
+def test_dask_gives_the_same_report_as_the_local_path(run, dask_cluster, tmp_path):
+    # GIVEN a 2-rank run WHEN reported locally and on a 2-worker Dask cluster THEN the JSON is equal
+    folder = (DEMO2 if (DEMO2 / run).is_dir() else SAMPLES / "demo_shapes_h200x2") / run
+    env = dict(os.environ, TRACERECON_NO_CACHE="1")
+    local = run_cli("report", str(folder), "--json", env=env)
+    on_dask = run_cli("report", str(folder), "--json", "--dask", dask_cluster.scheduler_address, env=env)
+    assert local.returncode == 0, local.stderr
+    assert on_dask.returncode == 0, on_dask.stderr
+    assert json.loads(on_dask.stdout) == json.loads(local.stdout)
+    assert len(json.loads(local.stdout)["ranks"]) == 2
+
+
+def test_dask_with_a_scheduler_file(dask_cluster, tmp_path):
+    # GIVEN the scheduler file an HPC job writes WHEN passed as --dask THEN it connects
+    sched = tmp_path / "scheduler.json"
+    sched.write_text(json.dumps({"type": "Scheduler", "address": dask_cluster.scheduler_address}))
+    res = run_cli("ranges", str(H200 / "eagle_gpu_rank0.sqlite"), str(H200 / "eagle_gpu_rank1.sqlite"), "--dask", str(sched), "--no-cache")
+    assert res.returncode == 0, res.stderr
+    assert "rank 1" in res.stdout
+
+
+def test_dask_errors_are_one_line(dask_cluster, tmp_path):
+    # GIVEN a bad trace on the cluster, or no scheduler WHEN reported THEN one line and exit 2
+    bad = tmp_path / "rank1.sqlite"
+    bad.write_text("not a database")
+    res = run_cli("report", str(H200 / "eagle_gpu_rank0.sqlite"), str(bad), "--dask", dask_cluster.scheduler_address, "--no-cache")
+    assert res.returncode == 2
+    assert res.stderr.strip().count("\n") == 0 and "rank1.sqlite" in res.stderr and "Traceback" not in res.stderr
+    res = run_cli("report", str(H200 / "eagle_gpu_bound.sqlite"), "--dask", "tcp://127.0.0.1:9", "--no-cache")
+    assert res.returncode == 2
+    assert res.stderr.startswith("tracerecon: ") and res.stderr.strip().count("\n") == 0 and "Traceback" not in res.stderr

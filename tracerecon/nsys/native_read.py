@@ -1,0 +1,129 @@
+"""Bulk reads of an export's integer columns straight into Arrow, through the ADBC SQLite
+driver (``adbc-driver-sqlite``, Apache Arrow's): SQLite's C API fills Arrow buffers, no Python
+object is made per row, and the GIL is released while it runs, so several row ranges of one
+table are read at once on their own connections.
+
+Measured on the 76 MB trace (2-core machine): 954k runtime calls x 5 guarded columns in
+0.58 s on one connection and 0.33 s on two, against 1.0 s for sqlite3's ``fetchall`` and
+about 0.9 s for the ``group_concat`` text path (``sqlite_export._fetch_text``).
+
+The connections are opened with the same read-only, ``immutable=1`` URI as sqlite3's, so no
+lock, journal or WAL file is ever created beside the input.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pyarrow as pa
+
+# Below this many rows a table is read on one connection: opening more costs more than it saves.
+ROWS_PER_PART = 200_000
+MAX_PARTS = 8
+
+
+class NativeReadError(Exception):
+    """The native reader could not read this query; the caller falls back to sqlite3."""
+
+
+_AVAILABLE: bool | None = None
+
+
+def available() -> bool:
+    """Whether the ADBC SQLite driver can be imported (it is a dependency; a broken or
+    missing install falls back to the sqlite3 reader)."""
+    global _AVAILABLE
+    if _AVAILABLE is None:
+        try:
+            import importlib
+
+            for module in ("adbc_driver_manager", "adbc_driver_sqlite"):
+                importlib.import_module(module)
+
+            _AVAILABLE = True
+        except Exception:
+            _AVAILABLE = False
+    return _AVAILABLE
+
+
+def read_threads() -> int:
+    """Connections read at once: the cores this process may use, at most ``MAX_PARTS``
+    (``TRACERECON_READ_THREADS`` overrides)."""
+    env = os.environ.get("TRACERECON_READ_THREADS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_PARTS))
+
+
+def fetch_int_columns(uri: str, exprs: list[str], rest: str, names: list[str]) -> dict[str, np.ndarray]:
+    """``select exprs from rest`` as numpy int64 columns named ``names``, in rowid order.
+
+    ``exprs`` must each yield an integer for every row (the caller wraps them in a typeof
+    guard) or be an integer constant; ``rest`` is ``TABLE`` or ``TABLE where CONDITION``.
+    Raises NativeReadError when the driver cannot run the query.
+    """
+    import adbc_driver_manager
+
+    table, _, cond = rest.partition(" where ")
+    table = table.strip()
+    columns = [e for e in exprs if not e.lstrip("-").isdigit()] or ["0"]
+    try:
+        head = _query(uri, f"select max(rowid), count(*) from {table}")
+        max_rowid, count = (head.column(i)[0].as_py() if head.num_rows else 0 for i in range(2))
+        max_rowid, count = int(max_rowid or 0), int(count or 0)
+        parts = max(1, min(read_threads(), count // ROWS_PER_PART))
+        bounds = [(max_rowid * i // parts, max_rowid * (i + 1) // parts) for i in range(parts)]
+        bounds[0] = (-(2**63), bounds[0][1])  # rowids can be 0 or negative
+        where = f"({cond}) and " if cond else ""
+        queries = [f"select {', '.join(columns)} from {table} where {where}rowid > {lo} and rowid <= {hi} order by rowid" for lo, hi in bounds]
+        if parts == 1:
+            chunks = [_read(uri, queries[0], len(columns))]
+        else:
+            with ThreadPoolExecutor(parts) as pool:
+                chunks = list(pool.map(lambda q: _read(uri, q, len(columns)), queries))
+    except (adbc_driver_manager.Error, ValueError, TypeError) as exc:
+        raise NativeReadError(str(exc)) from exc
+    merged = [np.concatenate([c[i] for c in chunks]) if chunks else np.zeros(0, np.int64) for i in range(len(columns))]
+    n = len(merged[0]) if merged else 0
+    out: dict[str, np.ndarray] = {}
+    it = iter(merged)
+    for name, expr in zip(names, exprs):
+        out[name] = np.full(n, int(expr), dtype=np.int64) if expr.lstrip("-").isdigit() else next(it)
+    return out
+
+
+def _query(uri: str, query: str) -> pa.Table:
+    """``query`` on a connection of its own, through ADBC's low-level API: its DB-API layer
+    imports pandas and polars when they are installed (0.5 s), this one imports neither.
+    Reading the stream runs in Arrow's C++ with the GIL released."""
+    import adbc_driver_manager
+    import adbc_driver_sqlite
+
+    with adbc_driver_sqlite.connect(uri) as db, adbc_driver_manager.AdbcConnection(db) as conn, adbc_driver_manager.AdbcStatement(conn) as stmt:
+        stmt.set_sql_query(query)
+        stream, _ = stmt.execute_query()
+        return pa.RecordBatchReader.from_stream(stream).read_all()
+
+
+def _read(uri: str, query: str, n_columns: int) -> list[np.ndarray]:
+    """One query on its own connection, as ``n_columns`` int64 numpy arrays."""
+    table = _query(uri, query)
+    out = []
+    for i in range(n_columns):
+        col = table.column(i)
+        if col.null_count:
+            raise NativeReadError("NULL in a guarded integer column")
+        # An empty result comes back typed as null; anything but integers means the guard failed.
+        if len(col) == 0:
+            out.append(np.zeros(0, np.int64))
+            continue
+        if not pa.types.is_int64(col.type):
+            raise NativeReadError(f"column {i} came back as {col.type}")
+        out.append(col.to_numpy().astype(np.int64, copy=False))
+    return out
