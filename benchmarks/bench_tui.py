@@ -6,11 +6,14 @@ time to the first screen with data, and per keystroke, on the large trace.
 
 from __future__ import annotations
 
+import time
+
+PROCESS_T0 = time.perf_counter()  # before the imports: "from start" counts them
+
 import asyncio
 import json
 import statistics
 import sys
-import time
 
 from bench_export import trace_path
 
@@ -31,6 +34,7 @@ async def main(path: str) -> dict:
         await app.workers.wait_for_complete()
         await pilot.pause()
         out["first_screen_with_data_s"] = round(time.perf_counter() - t0, 3)
+        out["first_screen_with_data_from_process_start_s"] = round(time.perf_counter() - PROCESS_T0, 3)
         per = {}
         for key in KEYS:
             t = time.perf_counter()

@@ -63,3 +63,13 @@ def test_group_min_max_and_distinct(rows):
             assert mn[g] == min(a for a, _ in members)
             assert mx[g] == max(b for _, b in members)
         assert distinct[g] == len({a for a, _ in members})
+
+
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 200)), max_size=300))
+def test_distinct_count_with_many_distinct_keys(rows):
+    # both ways of counting: few keys (presence passes) and more than 64 (packed unique)
+    which = np.array([g for g, _ in rows], dtype=np.int64)
+    keys = np.array([k for _, k in rows], dtype=np.int64)
+    distinct = count_distinct_per_group(keys, which, 6)
+    for g in range(6):
+        assert distinct[g] == len({k for gg, k in rows if gg == g})

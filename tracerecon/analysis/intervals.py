@@ -24,22 +24,33 @@ def segmented_union_length(start: np.ndarray, end: np.ndarray, group: np.ndarray
     keep = end > start
     if not keep.any():
         return out
-    start, end, group = start[keep], end[keep], group[keep]
+    if not keep.all():
+        start, end, group = start[keep], end[keep], group[keep]
+    del keep
+    # Temporaries are reused in place: on a 1 GB trace this runs over tens of millions of
+    # (range, op) pairs, and each array of that length is hundreds of MB.
     order = np.lexsort((start, group))
     s, e, g = start[order], end[order], group[order]
+    del order
     t0 = int(s.min())
     span = int(e.max()) - t0 + 1
     if span * (n_groups + 1) < _I64_LIMIT:
         # Offset each group into its own band of the number line; a running maximum over
         # all groups then restarts at every group boundary by itself.
-        off = g * span - t0
-        so, eo = s + off, e + off
-        run_max = np.maximum.accumulate(eo)
-        prev = np.empty_like(run_max)
-        prev[0] = np.iinfo(np.int64).min
-        prev[1:] = run_max[:-1]
-        contrib = np.clip(eo - np.maximum(so, prev), 0, None)
-        np.add.at(out, g, contrib)
+        off = g * span
+        off -= t0
+        s += off
+        e += off
+        del off
+        run_max = np.maximum.accumulate(e)
+        # Each interval adds what reaches past everything before it: e - max(s, run_max before it).
+        np.maximum(s[1:], run_max[:-1], out=s[1:])
+        del run_max
+        e -= s
+        np.clip(e, 0, None, out=e)
+        # g is sorted: one exact int64 sum per run of equal groups.
+        firsts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+        out[g[firsts]] = np.add.reduceat(e, firsts)
         return out
     # Very long traces with very many groups: per-group loop (still vectorised inside).
     bounds = np.flatnonzero(np.diff(g)) + 1
@@ -83,6 +94,17 @@ def count_distinct_per_group(keys: np.ndarray, which: np.ndarray, n_groups: int)
     out = np.zeros(n_groups, dtype=np.int64)
     if len(which) == 0:
         return out
-    codes, dense = np.unique(np.asarray(keys, dtype=np.int64), return_inverse=True)
-    packed = np.unique(np.asarray(which, dtype=np.int64) * len(codes) + dense.ravel())
+    keys = np.asarray(keys, dtype=np.int64)
+    which = np.asarray(which, dtype=np.int64)
+    codes = np.unique(keys)
+    if len(codes) <= 64:
+        # Few distinct keys (streams, devices): one presence pass per key, no sort of the
+        # members; memory stays at one boolean per member instead of several int64 copies.
+        for code in codes:
+            present = np.zeros(n_groups, dtype=bool)
+            present[which[keys == code]] = True
+            out += present
+        return out
+    dense = np.searchsorted(codes, keys)
+    packed = np.unique(which * len(codes) + dense)
     return np.bincount(packed // len(codes), minlength=n_groups).astype(np.int64)

@@ -74,9 +74,11 @@ def fetch_int_columns(uri: str, exprs: list[str], rest: str, names: list[str]) -
     table = table.strip()
     columns = [e for e in exprs if not e.lstrip("-").isdigit()] or ["0"]
     try:
-        head = _query(uri, f"select max(rowid), count(*) from {table}")
-        max_rowid, count = (head.column(i)[0].as_py() if head.num_rows else 0 for i in range(2))
-        max_rowid, count = int(max_rowid or 0), int(count or 0)
+        # The rowid range sizes the parts (count(*) would scan the whole table once more).
+        head = _query(uri, f"select min(rowid), max(rowid) from {table}")
+        min_rowid, max_rowid = (head.column(i)[0].as_py() if head.num_rows else 0 for i in range(2))
+        max_rowid = int(max_rowid or 0)
+        count = max_rowid - int(min_rowid or 0) + 1 if max_rowid else 0
         parts = max(1, min(read_threads(), count // ROWS_PER_PART))
         bounds = [(max_rowid * i // parts, max_rowid * (i + 1) // parts) for i in range(parts)]
         bounds[0] = (-(2**63), bounds[0][1])  # rowids can be 0 or negative
