@@ -2,7 +2,9 @@
 
 - What counts as an input: an nsys ``.sqlite`` export (or ``.sqlite.xz``), a directory of them,
   a run directory (``run.json`` lists its exports in rank order), a parquet export directory.
-- ``run.json``: what ``tracerecon run`` did (command, nsys, reports per rank, exit code).
+- ``run.json``: what ``tracerecon run`` did (command, nsys, reports per rank, exit code), and
+  under ``phase_options`` what a phase is for this run (``--phase`` / ``--preset``), which the
+  analysing commands apply when given the run directory without ``--phase``.
 - ``cpu_timers.rank<R>.jsonl``: the engine's own naive ``perf_counter`` phase timers.
 - The rank of a file (``rank3``, ``r3``, ``_3`` in its name) and of a process (the
   ``tracerecon.rank=N`` NVTX mark that ``tracerecon.instrument`` emits).
@@ -21,6 +23,8 @@ from typing import Sequence
 from tracerecon.errors import BadTraceError
 
 RUN_JSON = "run.json"
+PHASE_OPTIONS = "phase_options"  # run.json key: {"phases": [...], "cycle_prefix": ..., "presets": [...]}
+PHASE_DEFINING = ("phases", "cycle_prefix")  # what must agree between run directories read together
 MANIFEST_JSON = "manifest.json"
 XZ_SUFFIX = ".xz"
 CPU_TIMERS_PREFIX = "cpu_timers"  # the engine writes <prefix>.rank<R>.jsonl
@@ -86,6 +90,35 @@ def _listed_in_run_json(folder: Path) -> list[Path]:
         return []
     listed = [f if f.is_file() else f.with_name(f.name + XZ_SUFFIX) for f in listed]
     return [f for f in listed if f.is_file()]
+
+
+def record_phase_options(folder: str | Path, options: dict) -> None:
+    """Store ``options`` under ``phase_options`` in the run directory's ``run.json`` (kept as is
+    otherwise). Raises OSError / ValueError when run.json cannot be read or written."""
+    path = Path(folder) / RUN_JSON
+    doc = json.loads(path.read_text())
+    doc[PHASE_OPTIONS] = options
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+
+
+def recorded_phase_options(paths: Sequence[str | Path]) -> dict | None:
+    """The ``phase_options`` the run directories among ``paths`` recorded, when they all define
+    phases the same way (``PHASE_DEFINING``; the engine version may differ); None when one
+    records none or they disagree. Inputs that are not run directories are not asked."""
+    found = []
+    for raw in paths:
+        p = Path(raw)
+        if not p.is_dir() or not is_run_dir(p):
+            continue
+        try:
+            opts = json.loads((p / RUN_JSON).read_text()).get(PHASE_OPTIONS)
+        except (OSError, ValueError, AttributeError):
+            opts = None
+        found.append(opts if isinstance(opts, dict) else None)
+    if not found or any(f is None for f in found):
+        return None
+    defining = [{k: f.get(k) for k in PHASE_DEFINING} for f in found]
+    return found[0] if all(d == defining[0] for d in defining) else None
 
 
 def expand_inputs(paths: Sequence[str | Path]) -> list[Path]:

@@ -45,19 +45,32 @@ def add_phase_args(p: argparse.ArgumentParser) -> None:
                         "auto = for phases that launch nothing themselves (default), same = never (nsys's rule), TID = every phase on that thread")
 
 
-def config_from(args: argparse.Namespace) -> PhaseConfig:
+def _inputs_of(args: argparse.Namespace) -> list[str]:
+    """The traces a command was given, whatever its arguments are called."""
+    out = list(getattr(args, "traces", None) or [])
+    out += [x for x in (getattr(args, "a", None), getattr(args, "b", None), getattr(args, "diff", None)) if isinstance(x, str)]
+    return out
+
+
+def config_from(args: argparse.Namespace, inputs: Sequence[str] | None = None) -> PhaseConfig:
+    """The phase options given; without ``--phase``, those the run directories among the inputs
+    recorded in run.json (``tracerecon run --preset`` / ``--phase``), else the defaults."""
     if getattr(args, "no_cache", False):
         os.environ["TRACERECON_NO_CACHE"] = "1"  # tracerecon.cache reads it; worker processes inherit it
+    from tracerecon.run_dir import recorded_phase_options
+
+    recorded = {} if args.phase else (recorded_phase_options(_inputs_of(args) if inputs is None else inputs) or {})
     try:
         thread = parse_phase_thread(args.phase_thread)
-        phases = tuple(args.phase) if args.phase else DEFAULT_PHASES
+        phases = tuple(args.phase) if args.phase else tuple(recorded.get("phases") or DEFAULT_PHASES)
         for spec in phases:
             parse_phase_spec(spec)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"{exc}{' (phases recorded in run.json)' if recorded and not args.phase else ''}") from None
     if args.skip_cycles is not None and args.skip_cycles < 0:
         raise UsageError("--skip-cycles takes 0 or more")
-    return PhaseConfig(phases=phases, cycle_prefix=args.cycle, phase_thread=thread, skip_cycles=args.skip_cycles)
+    cycle = args.cycle if args.cycle != DEFAULT_CYCLE or not recorded.get("cycle_prefix") else str(recorded["cycle_prefix"])
+    return PhaseConfig(phases=phases, cycle_prefix=cycle, phase_thread=thread, skip_cycles=args.skip_cycles)
 
 
 def say(msg: str) -> None:

@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from tracerecon.analysis.config import DEFAULT_CYCLE
 from tracerecon.cli.common import add_phase_args, config_from, console, say as _say, warn_all
-from tracerecon.errors import BadTraceError, LaunchError, TraceReconError
-from tracerecon.run_dir import CPU_TIMERS_ENV, CPU_TIMERS_PREFIX, RUN_JSON
+from tracerecon.errors import BadTraceError, LaunchError, TraceReconError, UsageError
+from tracerecon.presets import LEGACY_ALIASES, PRESETS as PRESET_NAMES
+from tracerecon.run_dir import CPU_TIMERS_ENV, CPU_TIMERS_PREFIX, RUN_JSON, record_phase_options
 
 
 def add(sub) -> None:
@@ -30,8 +33,15 @@ def add(sub) -> None:
     p.add_argument("--cuda-graph-trace", choices=["node", "graph"], help="nsys --cuda-graph-trace (default node)")
     p.add_argument("--nsys-arg", action="append", default=[], metavar="ARG", help="any other `nsys profile` option, e.g. --nsys-arg=--delay=5 (repeatable)")
     p.add_argument("--scrub", action="store_true", help="scrub the exports (environment, paths, host names, secrets)")
-    p.add_argument("--wrap", action="append", default=[], metavar="MOD:QUAL=PHASE", help="wrap a callable in a phase range in every process (repeatable)")
-    p.add_argument("--phases", action="append", default=[], metavar="PRESET", help="wrap an engine's phase methods: sglang-eagle, vllm-eagle")
+    p.add_argument("--wrap", action="append", default=[], metavar="MOD:QUAL=PHASE",
+                   help="wrap a callable in a phase range in every process (repeatable; PHASE:begin / :end / :stop make a "
+                        "range span calls, @cycle marks one cycle per call: see tracerecon.wrap); a target the installed "
+                        "package does not have is an error before profiling starts")
+    p.add_argument("--preset", action="append", default=[], metavar="ENGINE",
+                   help=f"an engine's phases with no code edits ({', '.join(sorted(PRESET_NAMES))}): sets its NVTX switches, maps "
+                        "its own ranges and wraps the methods of the installed version that it does not mark; recorded in run.json")
+    p.add_argument("--phases", action="append", default=[], metavar="PRESET",
+                   help=f"old name of --preset ({', '.join(f'{k} = {v}' for k, v in sorted(LEGACY_ALIASES.items()))})")
     p.add_argument("--cpu-timers", action="store_true", help="engines using tracerecon.instrument also log naive perf_counter phase times")
     add_phase_args(p)
     p.add_argument("--no-report", action="store_true", help="profile and export only")
@@ -40,14 +50,15 @@ def add(sub) -> None:
 
 
 
-def _nvtx_package_warning(nsys_version: tuple[int, ...]) -> str | None:
-    """nsys 2022.4 records nothing from the nvtx package 0.2.11+ (measured): say so up front."""
+def _nvtx_package_warning(nsys_version: tuple[int, ...], nvtx_version: str | None = None) -> str | None:
+    """nsys 2022.4 records nothing from the nvtx package 0.2.11+ (measured): say so up front.
+    ``nvtx_version``: the version in the launch environment when known, else this one's."""
     if not nsys_version or nsys_version[0] >= 2023:
         return None
     try:
         from importlib.metadata import version
 
-        v = tuple(int(x) for x in version("nvtx").split(".")[:3])
+        v = tuple(int(x) for x in (nvtx_version or version("nvtx")).split(".")[:3])
     except Exception:
         return None
     if v >= (0, 2, 11):
@@ -55,10 +66,75 @@ def _nvtx_package_warning(nsys_version: tuple[int, ...]) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class WrapPlan:
+    """What ``run`` adds to the profiled program, decided before it starts."""
+
+    targets: tuple = ()  # wrap.WrapTarget, each once
+    env: tuple[tuple[str, str], ...] = ()  # the engines' NVTX switches
+    messages: tuple[str, ...] = ()  # for stderr, in order
+    phase_options: dict = field(default_factory=dict)  # for run.json (empty: record nothing)
+    nvtx_version: str | None = None  # the nvtx package in the launch environment, when looked up
+
+
+def _plan_wraps(args: argparse.Namespace, command: list[str]) -> WrapPlan:
+    """What to wrap, the environment to add and the phase options to record, checked against the
+    launch environment before anything runs. UsageError for a ``--wrap`` target the installed
+    package does not have, or a preset none of whose name sets the installed engine has."""
+    from tracerecon import presets
+    from tracerecon.wrap import check_targets, launch_python, parse_all, probe
+
+    try:
+        targets = parse_all(args.wrap)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    chosen_presets = [presets.get(n) for n in args.preset]
+    messages = []
+    for name in args.phases:
+        preset = presets.get(name)
+        messages.append(f"--phases {name} is now --preset {preset.name} (version-aware); using that")
+        chosen_presets.append(preset)
+    chosen_presets = list(dict.fromkeys(chosen_presets))
+    options: dict = {}
+    if args.phase or args.cycle != DEFAULT_CYCLE:
+        options = {"phases": list(args.phase or []), **({"cycle_prefix": args.cycle} if args.cycle != DEFAULT_CYCLE else {})}
+    if not targets and not chosen_presets:
+        return WrapPlan(messages=tuple(messages), phase_options={k: v for k, v in options.items() if v})
+    python = launch_python(command)
+    lookups = [t.target for t in targets] + [presets.target_of(s) for p in chosen_presets for s in presets.all_specs(p)]
+    dists = ["nvtx"] + [p.dist for p in chosen_presets] + [t.module.split(".")[0] for t in targets]
+    found = probe(python, dict(os.environ), list(dict.fromkeys(dists)), list(dict.fromkeys(lookups)))
+    check_targets(targets, found)
+    env: list[tuple[str, str]] = []
+    phases: list[str] = []
+    recorded_presets = []
+    for p in chosen_presets:
+        choice = presets.choose(p, found.versions.get(p.dist), found.found, python)
+        shown = f"{p.dist} {choice.version}" if choice.version else f"{p.dist} (version unknown)"
+        messages.extend(f"warning: {w}" for w in choice.warnings)
+        if choice.missing_optional:
+            messages.append(f"warning: preset {p.name}: no accepted-token count from {shown}: {', '.join(choice.missing_optional)} not there")
+        for key, value in p.env:
+            if key in os.environ and os.environ[key] != value:
+                messages.append(f"warning: preset {p.name}: keeping {key}={os.environ[key]} from your environment (the preset sets {value})")
+            else:
+                env.append((key, value))
+        if p.name == "vllm" and os.environ.get("VLLM_CUSTOM_SCOPES_FOR_PROFILING", "0") not in ("", "0"):
+            messages.append("warning: VLLM_CUSTOM_SCOPES_FOR_PROFILING is set: vLLM emits torch scopes instead of NVTX ones")
+        messages.append(f"preset {p.name}: {shown} in {python}: the {choice.name_set.name} names; "
+                        f"{', '.join(f'{k}={v}' for k, v in p.env)}")
+        targets += parse_all(choice.wraps)
+        phases += p.phases
+        recorded_presets.append({"name": p.name, "engine": p.dist, "version": choice.version, "names": choice.name_set.name})
+    options = {"phases": list(args.phase) if args.phase else list(dict.fromkeys(phases)),
+               **({"cycle_prefix": args.cycle} if args.cycle != DEFAULT_CYCLE else {}), "presets": recorded_presets}
+    return WrapPlan(tuple(dict.fromkeys(targets)), tuple(env), tuple(messages), options, found.versions.get("nvtx"))
+
+
 def main(args: argparse.Namespace) -> int:
     from tracerecon.nsys.launch import RunRequest, run_profiled
     from tracerecon.nsys.locate import find_nsys
-    from tracerecon.wrap import ENV_SPEC, SITECUSTOMIZE, expand
+    from tracerecon.wrap import ENV_SPEC, SITECUSTOMIZE, SPEC_SEPARATOR
 
     command = list(args.command)
     if command and command[0] == "--":
@@ -70,8 +146,13 @@ def main(args: argparse.Namespace) -> int:
     if shutil.which(command[0]) is None:
         what = "not executable" if Path(command[0]).exists() else "no such program"
         raise TraceReconError(f"cannot run {command[0]}: {what}")
+    # Checked before nsys is even looked for: a wrong name is the user's to fix first.
+    plan = _plan_wraps(args, command)
+    for m in plan.messages:
+        _say(m)
+    targets, env = plan.targets, list(plan.env)
     nsys = find_nsys(args.nsys)
-    warn = _nvtx_package_warning(nsys.version_tuple)
+    warn = _nvtx_package_warning(nsys.version_tuple, plan.nvtx_version)
     if warn:
         _say(f"warning: {warn}")
     out = Path(args.output or time.strftime("tracerecon-run-%Y%m%d-%H%M%S"))
@@ -80,22 +161,22 @@ def main(args: argparse.Namespace) -> int:
                      ("--nvtx-capture", args.nvtx_capture), ("--cuda-graph-trace", args.cuda_graph_trace)):
         if val:
             nsys_args.append(f"{opt}={val}")
-    env: list[tuple[str, str]] = []
-    try:
-        targets = expand(args.wrap, args.phases)
-    except ValueError as exc:
-        raise TraceReconError(str(exc)) from None
     if targets:
         site = out / ".tracerecon_site"
         site.mkdir(parents=True, exist_ok=True)
         (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
         pkg_parent = str(Path(__file__).resolve().parents[2])  # the directory holding the tracerecon package
         parts = [str(site.resolve()), pkg_parent] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])
-        env += [("PYTHONPATH", os.pathsep.join(parts)), (ENV_SPEC, ";".join(t.spec() for t in targets))]
+        env += [("PYTHONPATH", os.pathsep.join(parts)), (ENV_SPEC, SPEC_SEPARATOR.join(t.spec() for t in targets))]
     if args.cpu_timers:
         env.append((CPU_TIMERS_ENV, str((out / CPU_TIMERS_PREFIX).resolve())))
 
     result = run_profiled(RunRequest(tuple(command), out, tuple(nsys_args), tuple(env)), nsys, _say)
+    if plan.phase_options:
+        try:
+            record_phase_options(out, plan.phase_options)
+        except (OSError, ValueError) as exc:
+            _say(f"warning: phase options not recorded in {out / RUN_JSON} ({exc}); give --phase again to report")
 
     failed_import = [r for r in result.reports if r.error]
     for r in failed_import:
@@ -118,7 +199,7 @@ def main(args: argparse.Namespace) -> int:
         from tracerecon.cli.render import print_report
 
         try:
-            analysis = api.load([str(out)], config_from(args))
+            analysis = api.load([str(out)], config_from(args, [str(out)]))
             warn_all(analysis.warnings)
             print_report(analysis, console())
         except BadTraceError as exc:

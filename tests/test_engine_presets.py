@@ -1,0 +1,222 @@
+"""Engine presets against the engine stand-ins in tests/engines (``sglang``, ``vllm``): the real
+engines cannot be installed here, so these packages mirror their module paths, class and method
+names, NVTX switches and process shapes, and log the tokens each step accepted."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run_cli
+from tracerecon import presets, wrap
+from tracerecon.errors import UsageError
+
+ENGINES = ROOT / "tests" / "engines"
+NSYS = shutil.which("nsys")
+needs_nsys = pytest.mark.skipif(NSYS is None and not os.environ.get("TRACERECON_REQUIRE_NSYS"), reason="nsys not installed")
+SGLANG_V2 = "sglang.srt.speculative.eagle_worker_v2"
+
+
+def engine_env(tmp_path: Path, engines: Path = ENGINES, **extra: str) -> dict:
+    """The environment a stand-in runs in: on PYTHONPATH only here, with its acceptance log."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "SGLANG_"))}
+    return dict(env, PYTHONPATH=str(engines), STANDIN_ACCEPT_LOG=str(tmp_path / "accepted.jsonl"), **extra)
+
+
+def logged_acceptance(tmp_path: Path) -> list[int]:
+    return [json.loads(line)["accepted"] for line in (tmp_path / "accepted.jsonl").read_text().splitlines()]
+
+
+def stand_in_copy(tmp_path: Path, engine: str, version: str) -> Path:
+    """A copy of a stand-in installed as another version (its own dist-info)."""
+    root = tmp_path / "engines"
+    shutil.copytree(ENGINES / engine, root / engine)
+    shutil.copytree(ENGINES / "engine_standin", root / "engine_standin")
+    meta = root / f"{engine}-{version}.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {engine}\nVersion: {version}\n")
+    return root
+
+
+# --- no profiler needed ----------------------------------------------------------------------
+
+
+def test_every_preset_spec_parses_and_round_trips():
+    for p in presets.PRESETS.values():
+        for spec in presets.all_specs(p):
+            t = wrap.WrapTarget.parse(spec)
+            assert t.spec() == spec and t.target == presets.target_of(spec)
+            if t.action == wrap.ACCEPTED:
+                assert t.label in presets.EXTRACTORS
+
+
+@pytest.mark.parametrize("spec, action, label", [
+    ("m:C.f", wrap.PHASE, "f"), ("m:C.f=verify", wrap.PHASE, "verify"), ("m:C.f=verify:begin", wrap.SPAN_BEGIN, "verify"),
+    ("m:C.f=draft:stop", wrap.SPAN_STOP, "draft"), ("m:C.f=@cycle:end", wrap.CYCLE_END, ""), ("m:C.f=@accepted:x", wrap.ACCEPTED, "x"),
+])
+def test_wrap_actions_parse(spec, action, label):
+    t = wrap.WrapTarget.parse(spec)
+    assert (t.action, t.label) == (action, label)
+
+
+@pytest.mark.parametrize("bad", ["no_colon", "m:=x", "m:C.f=@nope", "m:C f=x", "1m:C.f=x"])
+def test_bad_wrap_specs_are_refused(bad):
+    with pytest.raises(ValueError):
+        wrap.WrapTarget.parse(bad)
+
+
+def test_resolver_finds_inherited_methods_without_importing_the_engine(monkeypatch):
+    from tracerecon import resolve
+
+    monkeypatch.syspath_prepend(str(ENGINES))
+    eagle = "vllm.v1.worker.gpu.spec_decode.eagle.speculator:EagleSpeculator"
+    doc = resolve.answer({"dists": ["vllm", "sglang", "no-such-dist"], "targets": [
+        f"{eagle}.on_prefill_begin",  # defined in autoregressive/speculator.py, a base class imported with `from ... import`
+        f"{eagle}.propose", f"{eagle}.no_such_method", f"{SGLANG_V2}:EagleDraftWorker._draft_extend_for_decode",
+        "vllm.v1.worker.gpu.no_such_module:X.y",
+    ]})
+    assert doc["versions"] == {"vllm": "0.29.1", "sglang": "0.5.12", "no-such-dist": None}
+    assert list(doc["found"].values()) == [True, True, False, True, False]
+    assert doc["modules"]["vllm.v1.worker.gpu.no_such_module"] is False
+    assert not any(m == "vllm" or m.startswith(("vllm.", "sglang")) for m in sys.modules)
+
+
+def test_launch_python_is_the_commands_interpreter(tmp_path):
+    script = tmp_path / "serve"
+    script.write_text(f"#!{sys.executable}\nprint('hi')\n")
+    script.chmod(0o755)
+    assert wrap.launch_python([str(script), "--port", "1"]) == sys.executable
+    assert wrap.launch_python([sys.executable, "-m", "x"]) == shutil.which(sys.executable)
+    assert wrap.launch_python(["true"]) == sys.executable
+
+
+def _found(*specs_groups) -> dict:
+    return {presets.target_of(s): True for group in specs_groups for s in group}
+
+
+def test_choose_takes_the_most_complete_name_set_that_exists():
+    sg = presets.SGLANG
+    both = presets.choose(sg, "0.5.9", _found(sg.sets[0].required, sg.sets[0].optional))
+    assert both.name_set.name == "spec-v1+v2" and not both.warnings and not both.missing_optional
+    v2 = presets.choose(sg, "0.5.12", _found(sg.sets[1].required))
+    assert v2.name_set.name == "spec-v2"
+    assert v2.missing_optional == (f"{SGLANG_V2}:EAGLEWorkerV2.on_verify_complete_cpu",)
+    assert all("@accepted" not in s for s in v2.wraps)
+    old = presets.choose(sg, "0.3.0", _found(sg.sets[2].required))
+    assert old.name_set.name == "spec-v1" and "0.3.0 is older" in old.warnings[0]
+    unknown = presets.choose(presets.VLLM, None, _found(presets.VLLM.sets[2].required))
+    assert unknown.name_set.name == "v1" and "version unknown" in unknown.warnings[0]
+    with pytest.raises(UsageError, match=r"EagleDraftWorker\.draft not found in sglang 0\.5\.12"):
+        presets.choose(sg, "0.5.12", {t: v for t, v in _found(sg.sets[1].required).items() if not t.endswith(".draft")})
+
+
+def test_a_missing_attribute_at_run_time_warns_once(capsys):
+    import types
+
+    mod = types.ModuleType("standin_mod")
+    mod.Worker = type("Worker", (), {"draft": lambda self: 1})
+    targets = [wrap.WrapTarget.parse("standin_mod:Worker.draft=draft"), wrap.WrapTarget.parse("standin_mod:Worker.gone=verify")]
+    for _ in range(2):
+        wrap._report_missing("standin_mod", wrap.apply(mod, targets))
+    err = capsys.readouterr().err
+    assert err.count("standin_mod has no Worker.gone") == 1 and "draft" not in err.split("Worker.gone")[0].split("warning:")[-1]
+    assert mod.Worker().draft() == 1 and mod.Worker.draft.__tracerecon_wrapped__
+
+
+def test_a_bad_wrap_target_is_an_error_before_nsys_starts(tmp_path):
+    res = run_cli("run", "-o", str(tmp_path / "run"), "--wrap", f"{SGLANG_V2}:EagleDraftWorker.draft_v3=draft",
+                  "--", sys.executable, "-m", "sglang.launch_server", env=engine_env(tmp_path))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    (line,) = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert "EagleDraftWorker.draft_v3" in line and "sglang 0.5.12" in line
+    assert not (tmp_path / "run").exists()  # nothing ran
+
+
+def test_a_renamed_engine_method_is_an_error_naming_it_and_the_version(tmp_path):
+    engines = stand_in_copy(tmp_path, "sglang", "0.6.0")
+    worker = engines / "sglang" / "srt" / "speculative" / "eagle_worker_v2.py"
+    worker.write_text(worker.read_text().replace("def _draft_extend_for_decode(", "def _draft_extend_after_decode("))
+    res = run_cli("run", "-o", str(tmp_path / "run"), "--preset", "sglang", "--", sys.executable, "-m", "sglang.launch_server",
+                  env=engine_env(tmp_path, engines))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    (line,) = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert "EagleDraftWorker._draft_extend_for_decode not found in sglang 0.6.0" in line
+
+
+def test_an_old_version_warns_and_says_which_names_it_uses(tmp_path):
+    engines = stand_in_copy(tmp_path, "sglang", "0.4.0")
+    # The old --phases name still works: it is the version-aware preset now.
+    res = run_cli("run", "-o", str(tmp_path / "run"), "--nsys", str(tmp_path / "no-nsys"), "--phases", "sglang-eagle",
+                  "--", sys.executable, "-m", "sglang.launch_server", env=engine_env(tmp_path, engines))
+    assert res.returncode == 2 and "nsys not found" in res.stderr  # stopped at nsys, after the preset was checked
+    assert "--phases sglang-eagle is now --preset sglang" in res.stderr
+    assert "sglang 0.4.0 is older than the versions this preset follows" in res.stderr and "spec-v2 names" in res.stderr
+
+
+# --- under Nsight Systems -------------------------------------------------------------------
+
+
+def _report(out: Path) -> dict:
+    # No --phase: run.json says what a phase is. --skip-cycles 0: a slow first cycle on a busy
+    # machine would otherwise be warm-up and change the counts.
+    res = run_cli("report", str(out), "--json", "--skip-cycles", "0")
+    assert res.returncode == 0, res.stderr[-2000:]
+    return json.loads(res.stdout)
+
+
+def _cycles(out: Path, rank_index: int = 0) -> dict:
+    from tracerecon import api
+    from tracerecon.analysis.config import PhaseConfig
+    from tracerecon.run_dir import recorded_phase_options
+
+    opts = recorded_phase_options([out])
+    analysis = api.load([str(out)], PhaseConfig(phases=tuple(opts["phases"])))
+    return analysis.ranks[rank_index].cycles.select(["cycle", "accepted_tokens", "n_phases"]).to_pydict()
+
+
+@pytest.mark.nsys
+@needs_nsys
+def test_sglang_preset_gives_phases_and_accepted_tokens(tmp_path):
+    out = tmp_path / "run"
+    res = run_cli("run", "-o", str(out), "--preset", "sglang", "--", sys.executable, "-m", "sglang.launch_server",
+                  "--num-batches", "10", env=engine_env(tmp_path))
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "preset sglang: sglang 0.5.12" in res.stderr and "spec-v2 names" in res.stderr
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["phase_options"]["phases"] == ["draft", "verify", "draft_extend"]
+    assert meta["phase_options"]["presets"] == [{"name": "sglang", "engine": "sglang", "version": "0.5.12", "names": "spec-v2"}]
+    doc = _report(out)
+    (rank,) = doc["ranks"]  # the scheduler process: the only one with phases
+    assert {p["phase"]: p["n"] for p in rank["phases"]} == {"draft": 9, "verify": 9, "draft_extend": 10}
+    cycles = _cycles(out)
+    assert cycles["n_phases"] == [1] + [3] * 9  # the prefill batch, then decode batches
+    # Learnt one batch later (overlap scheduler), reported for the batch that verified them.
+    assert cycles["accepted_tokens"] == [None] + logged_acceptance(tmp_path)
+    ranges = json.loads(run_cli("ranges", str(out), "--json").stdout)["ranks"][0]["ranges"]
+    assert "scheduler.run_batch" in {r["name"] for r in ranges}  # SGLANG_ENABLE_NVTX_SCHEDULER reached the engine
+
+
+@pytest.mark.nsys
+@needs_nsys
+@pytest.mark.parametrize("runner", ["2", "0"], ids=["model-runner-v2", "model-runner-v1"])
+def test_vllm_preset_gives_phases_and_accepted_tokens(tmp_path, runner):
+    out = tmp_path / "run"
+    res = run_cli("run", "-o", str(out), "--preset", "vllm", "--", sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+                  "--num-steps", "10", env=engine_env(tmp_path, VLLM_USE_V2_MODEL_RUNNER="1" if runner == "2" else "0"))
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "preset vllm: vllm 0.29.1" in res.stderr and "mrv2+v1 names" in res.stderr
+    doc = _report(out)
+    (rank,) = doc["ranks"]  # the EngineCore process (scheduler + model runner), not the API server
+    phases = {p["phase"]: p["n"] for p in rank["phases"]}
+    if runner == "2":  # all wrapped: verify ends where drafting starts; draft prefill = draft_extend
+        assert phases == {"draft": 10, "verify": 10, "draft_extend": 10}
+    else:  # vLLM's own scopes ("gpu_model_runner: forward" / "draft"); V1 has no separate draft_extend
+        assert phases == {"draft": 10, "verify": 10}
+    cycles = _cycles(out)
+    # Async scheduling: a step's tokens are read (get_output) after the next step was launched.
+    assert cycles["accepted_tokens"] == logged_acceptance(tmp_path)
