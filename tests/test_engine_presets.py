@@ -220,3 +220,32 @@ def test_vllm_preset_gives_phases_and_accepted_tokens(tmp_path, runner):
     cycles = _cycles(out)
     # Async scheduling: a step's tokens are read (get_output) after the next step was launched.
     assert cycles["accepted_tokens"] == logged_acceptance(tmp_path)
+
+
+ENGINES_H200 = ROOT / "sample_traces" / "engines_h200"
+
+
+@pytest.mark.parametrize("name,phases", [
+    ("sglang_overlap", {"draft", "verify", "draft_extend"}), ("sglang_normal", {"draft", "verify", "draft_extend"}),
+    ("vllm_mrv2", {"draft", "verify", "draft_extend"}), ("vllm_mrv2_sync", {"draft", "verify", "draft_extend"}),
+    ("vllm_v1", {"draft", "verify"}),
+])
+def test_h200_stand_in_runs_report_their_phases_and_logged_tokens_with_no_flags(name, phases):
+    # GIVEN a preset run made on the H200 (GPU work on CUDA) and the engine's own acceptance log
+    run = ENGINES_H200 / name
+    logged = [json.loads(line)["accepted"] for line in (ENGINES_H200 / f"{name}.accepted.jsonl").read_text().splitlines()]
+    # WHEN reported with no phase flags (run.json holds the preset's maps)
+    res = run_cli("report", str(run), "--json", "--skip-cycles", "0", "--no-cache")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    (rank,) = doc["ranks"]
+    # THEN the preset's phases are there, and every cycle's accepted tokens equal the log's
+    assert {p["phase"] for p in rank["phases"]} == phases
+    from tracerecon import api
+    from tracerecon.cli.common import config_from
+    from tracerecon.cli import build_parser
+
+    args = build_parser().parse_args(["report", str(run)])
+    analysis = api.load([str(run)], config_from(args))
+    got = [t for t in analysis.ranks[0].cycles["accepted_tokens"].to_pylist() if t is not None]
+    assert got == logged

@@ -21,7 +21,7 @@ LAYERS = {
     "tracerecon.errors": 0, "tracerecon.schema": 0, "tracerecon.run_dir": 0, "tracerecon": 0,
     "tracerecon.instrument": 1, "tracerecon.wrap": 1, "tracerecon.nsys": 1, "tracerecon.analysis": 1,
     "tracerecon.model": 2,
-    "tracerecon.export": 3, "tracerecon.present": 3, "tracerecon.plot": 3, "tracerecon.cache": 3,
+    "tracerecon.export": 3, "tracerecon.timeline_export": 3, "tracerecon.present": 3, "tracerecon.plot": 3, "tracerecon.cache": 3,
     "tracerecon.api": 4,
     "tracerecon.cli": 5, "tracerecon.tui": 5, "tracerecon.__main__": 6,
 }

@@ -1,5 +1,6 @@
 """The timeline export (issue 13): Chrome trace-event JSON that ui.perfetto.dev opens, read back
-with ``json`` and checked against the report's own tables."""
+with ``json`` and checked against the report's own tables (the native Perfetto format:
+test_perfetto_export.py)."""
 
 from __future__ import annotations
 
@@ -67,8 +68,11 @@ def test_plot_writes_a_picture(tmp_path, args):
 
 def test_unwritable_outputs_are_one_line_and_exit_2(tmp_path):
     for args in (["plot", str(H200 / "eagle_gpu_bound.sqlite"), "-o", str(tmp_path / "no" / "x.png")],
-                 ["export", "--format", "chrome-json", str(H200 / "eagle_gpu_bound.sqlite"), "-o", str(tmp_path / "no" / "x.json")]):
+                 ["export", "--format", "chrome-json", str(H200 / "eagle_gpu_bound.sqlite"), "-o", str(tmp_path / "no" / "x.json")],
+                 ["export", "--format", "perfetto", str(H200 / "eagle_gpu_bound.sqlite"), "-o", str(tmp_path / "no" / "x.pftrace")]):
         if args[0] == "plot":
             pytest.importorskip("matplotlib")
+        if "perfetto" in args:
+            pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
         res = run_cli(*args)
         assert res.returncode == 2 and res.stderr.count("\n") == 1 and "cannot write" in res.stderr, res.stderr

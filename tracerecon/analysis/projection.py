@@ -153,22 +153,29 @@ def project(ranges: pa.Table, ops: pa.Table, index: LaunchIndex | None = None, e
     n_r = ranges.num_rows
     pos, which = explode_slices(lo, hi)
     rows = order[pos]
+    # (range, op) pairs run to tens of millions on a 1 GB trace: each pair-length array is
+    # dropped as soon as it has served, to keep the peak memory down.
+    del pos, order
     if extra is not None and len(extra[0]):
         rows = np.concatenate([rows, np.asarray(extra[0], np.int64)])
         which = np.concatenate([which, np.asarray(extra[1], np.int64)])
     o_start = int64s(ops["start_ns"])[rows] if ops.num_rows else np.zeros(0, np.int64)
     o_end = int64s(ops["end_ns"])[rows] if ops.num_rows else np.zeros(0, np.int64)
     mn, mx = segmented_min_max(o_start, o_end, which, n_r)
+    busy = segmented_union_length(o_start, o_end, which, n_r)
+    del o_start, o_end
     n_ops = np.bincount(which, minlength=n_r).astype(np.int64) if len(which) else np.zeros(n_r, np.int64)
     has = n_ops > 0
-    busy = segmented_union_length(o_start, o_end, which, n_r)
     if ops.num_rows:
-        is_kernel = equals(ops["kind"], "kernel")[rows].astype(np.int64)
-        n_kernels = np.bincount(which, weights=is_kernel, minlength=n_r).astype(np.int64)
+        is_kernel = equals(ops["kind"], "kernel")[rows]
+        n_kernels = np.bincount(which[is_kernel], minlength=n_r).astype(np.int64)
+        del is_kernel
         dev = int64s(ops["device_id"])[rows]
-        stream = int64s(ops["stream_id"])[rows]
         n_devices = count_distinct_per_group(dev, which, n_r)
-        n_streams = count_distinct_per_group(dev << 32 | (stream & 0xFFFFFFFF), which, n_r)
+        dev <<= 32
+        dev |= int64s(ops["stream_id"])[rows] & 0xFFFFFFFF
+        n_streams = count_distinct_per_group(dev, which, n_r)
+        del dev
     else:
         n_kernels = n_devices = n_streams = np.zeros(n_r, np.int64)
     return (

@@ -1,4 +1,5 @@
-"""``tracerecon export``: per-rank parquet datasets and ``manifest.json``."""
+"""``tracerecon export``: per-rank parquet datasets and ``manifest.json``, or one timeline file
+(Chrome trace-event JSON or a native Perfetto trace)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,16 @@ def add(sub) -> None:
         sub, "export", help="per-rank parquet datasets (ranges, phases, cycles, gpu_ops, syncs, collectives, critical_path) + manifest.json",
         description="Writes DIR/<table>/rank=<R>/part-0.parquet for ranges, phases, cycles, gpu_ops, syncs and collectives, "
                     "DIR/critical_path/part-0.parquet and DIR/manifest.json. `tracerecon report DIR` reads it back as the same report. "
-                    "--format chrome-json writes one timeline file instead.",
+                    "--format perfetto (native Perfetto trace, needs the `perfetto` extra) or --format chrome-json writes one "
+                    "timeline file for ui.perfetto.dev instead.",
     )
     p.add_argument("-o", "--output", required=True, metavar="DIR|FILE", help="output directory (parquet), replaced whole (a previous export there goes; anything else needs --force); "
-                   "with --format chrome-json, the output file")
-    p.add_argument("--format", choices=["parquet", "chrome-json"], default="parquet",
-                   help="parquet (default): per-rank datasets; chrome-json: one timeline file for ui.perfetto.dev / chrome://tracing "
-                        "(CPU phases against GPU phases per rank, waits, every GPU op per stream, flows for waits and collectives)")
+                   "with --format perfetto or chrome-json, the output file (any name, e.g. run.pftrace / run.json)")
+    p.add_argument("--format", choices=["parquet", "perfetto", "chrome-json"], default="parquet",
+                   help="parquet (default): per-rank datasets; perfetto: one native Perfetto trace (protobuf) for ui.perfetto.dev, "
+                        "compact and quick to open (needs the `perfetto` extra: pip install 'tracerecon[perfetto]'); chrome-json: the same "
+                        "timeline as Chrome trace-event JSON, for tools that read only that (chrome://tracing). Both hold per rank the "
+                        "CPU phases against the GPU phases, waits, every GPU op per stream, flows for waits and collectives")
     p.add_argument("--force", action="store_true", help="replace DIR even when it holds something other than a tracerecon export")
     p.set_defaults(func=main)
 
@@ -26,9 +30,13 @@ def add(sub) -> None:
 def main(args: argparse.Namespace) -> int:
     from tracerecon import api
 
+    if args.format == "perfetto":
+        from tracerecon.timeline_export import perfetto_messages
+
+        perfetto_messages()  # a missing extra is said before the traces are read
     analysis = load(args.traces, config_from(args), args.jobs, args.dask)
-    if args.format == "chrome-json":
-        counts = api.export_timeline(analysis, args.output)
+    if args.format in ("chrome-json", "perfetto"):
+        counts = api.export_timeline(analysis, args.output, args.format)
         print(f"wrote {args.output}: {len(analysis.ranks)} rank(s); " + ", ".join(f"{k} {v}" for k, v in counts.items()) + " (open it in ui.perfetto.dev)")
         return 0
     manifest = api.export(analysis, args.output, force=args.force)

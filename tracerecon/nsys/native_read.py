@@ -91,7 +91,11 @@ def fetch_int_columns(uri: str, exprs: list[str], rest: str, names: list[str]) -
                 chunks = list(pool.map(lambda q: _read(uri, q, len(columns)), queries))
     except (adbc_driver_manager.Error, ValueError, TypeError) as exc:
         raise NativeReadError(str(exc)) from exc
-    merged = [np.concatenate([c[i] for c in chunks]) if chunks else np.zeros(0, np.int64) for i in range(len(columns))]
+    merged = []
+    for i in range(len(columns)):  # each part's column released once copied
+        merged.append(np.concatenate([c[i] for c in chunks]) if len(chunks) > 1 else chunks[0][i])
+        for c in chunks:
+            c[i] = None
     n = len(merged[0]) if merged else 0
     out: dict[str, np.ndarray] = {}
     it = iter(merged)
