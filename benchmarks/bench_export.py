@@ -64,7 +64,9 @@ def trace_path(arg: str | None) -> Path:
 
 
 def run(code: str, *args: str) -> list[float]:
-    res = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True)
+    # Cold means cold: tracerecon's analysis cache is off (a warm report is measured apart).
+    env = dict(os.environ, TRACERECON_NO_CACHE="1")
+    res = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True, env=env)
     return [float(x) for x in res.stdout.split()]
 
 

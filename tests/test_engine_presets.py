@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_cli, run_profiled
 from tracerecon import presets, wrap
 from tracerecon.errors import UsageError
 
@@ -183,7 +183,7 @@ def _cycles(out: Path, rank_index: int = 0) -> dict:
 @needs_nsys
 def test_sglang_preset_gives_phases_and_accepted_tokens(tmp_path):
     out = tmp_path / "run"
-    res = run_cli("run", "-o", str(out), "--preset", "sglang", "--", sys.executable, "-m", "sglang.launch_server",
+    res = run_profiled("run", "-o", str(out), "--preset", "sglang", "--", sys.executable, "-m", "sglang.launch_server",
                   "--num-batches", "10", env=engine_env(tmp_path))
     assert res.returncode == 0, res.stderr[-3000:]
     assert "preset sglang: sglang 0.5.12" in res.stderr and "spec-v2 names" in res.stderr
@@ -206,7 +206,7 @@ def test_sglang_preset_gives_phases_and_accepted_tokens(tmp_path):
 @pytest.mark.parametrize("runner", ["2", "0"], ids=["model-runner-v2", "model-runner-v1"])
 def test_vllm_preset_gives_phases_and_accepted_tokens(tmp_path, runner):
     out = tmp_path / "run"
-    res = run_cli("run", "-o", str(out), "--preset", "vllm", "--", sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+    res = run_profiled("run", "-o", str(out), "--preset", "vllm", "--", sys.executable, "-m", "vllm.entrypoints.openai.api_server",
                   "--num-steps", "10", env=engine_env(tmp_path, VLLM_USE_V2_MODEL_RUNNER="1" if runner == "2" else "0"))
     assert res.returncode == 0, res.stderr[-3000:]
     assert "preset vllm: vllm 0.29.1" in res.stderr and "mrv2+v1 names" in res.stderr

@@ -73,3 +73,19 @@ def test_distinct_count_with_many_distinct_keys(rows):
     distinct = count_distinct_per_group(keys, which, 6)
     for g in range(6):
         assert distinct[g] == len({k for gg, k in rows if gg == g})
+
+
+@given(st.lists(st.tuples(st.sampled_from([0, 1 << 24, 2 << 24, (1 << 56) | (1 << 24), 7]), st.integers(-1, 6)), max_size=40),
+       st.lists(st.tuples(st.sampled_from([0, 1 << 24, 2 << 24, (1 << 56) | (1 << 24), 7]), st.integers(-1, 6)), max_size=40))
+def test_correlation_matching_is_an_exact_join_on_process_and_id(a, b):
+    # processes differing only in their pid bits, in the bits above, or in the bits below
+    from tracerecon.analysis.projection import match_correlation
+
+    a_proc, a_corr = (np.array([x[i] for x in a], dtype=np.int64) for i in (0, 1))
+    b_proc, b_corr = (np.array([x[i] for x in b], dtype=np.int64) for i in (0, 1))
+    got = match_correlation(a_proc, a_corr, b_proc, b_corr)
+    first = {}
+    for i, key in enumerate(a):
+        if key[1] >= 0:
+            first.setdefault(key, i)
+    assert got.tolist() == [first.get(key, -1) if key[1] >= 0 else -1 for key in b]

@@ -68,12 +68,7 @@ def match_correlation(a_proc: np.ndarray, a_corr: np.ndarray, b_proc: np.ndarray
     a_idx = np.flatnonzero(a_corr >= 0)
     if len(a_idx) == 0 or len(b_corr) == 0:
         return out
-    # Dense process numbers so (process, correlation) packs into one sortable int64.
-    _, inv = np.unique(np.concatenate([a_proc[a_idx], b_proc]), return_inverse=True)
-    inv = inv.ravel().astype(np.int64)
-    mask40 = (1 << 40) - 1
-    a_key = inv[: len(a_idx)] << 40 | (a_corr[a_idx] & mask40)
-    b_key = inv[len(a_idx):] << 40 | (b_corr & mask40)
+    a_key, b_key = _process_correlation_keys(a_proc[a_idx], a_corr[a_idx], b_proc, b_corr)
     order = np.argsort(a_key, kind="stable")
     sk = a_key[order]
     pos = np.minimum(np.searchsorted(sk, b_key), len(sk) - 1)
@@ -109,6 +104,26 @@ def link_launches(ops: pa.Table, api_calls: pa.Table) -> pa.Table:
         .append_column("launch_end_ns", pa.array(en, mask=mask))
         .append_column("launch_api", names)
     )
+
+
+def _process_correlation_keys(a_proc: np.ndarray, a_corr: np.ndarray, b_proc: np.ndarray, b_corr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(process, correlation id) packed into one sortable int64 per row, for both sides alike.
+
+    Where every process id shares its bits above the pid (one host: the usual export), the
+    24-bit pid itself is the process number (elementwise, no sort); otherwise processes are
+    numbered densely. The correlation id keeps its low 39 bits (CUPTI ids are 32-bit)."""
+    mask39 = (1 << 39) - 1
+    pid_bits = 0xFFFFFF << 24
+    a_proc = np.asarray(a_proc, np.int64)
+    b_proc = np.asarray(b_proc, np.int64)
+    rest = a_proc[0] & ~pid_bits if len(a_proc) else 0
+    if ((a_proc & ~pid_bits) == rest).all() and ((b_proc & ~pid_bits) == rest).all():
+        a_num, b_num = (a_proc >> 24) & 0xFFFFFF, (b_proc >> 24) & 0xFFFFFF
+    else:
+        _, inv = np.unique(np.concatenate([a_proc, b_proc]), return_inverse=True)
+        inv = inv.ravel().astype(np.int64)
+        a_num, b_num = inv[: len(a_proc)], inv[len(a_proc):]
+    return a_num << 39 | (a_corr & mask39), b_num << 39 | (b_corr & mask39)
 
 
 @dataclass(frozen=True)
