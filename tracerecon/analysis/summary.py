@@ -5,6 +5,7 @@ Pure functions over the phases / cycles tables. Medians are exact (numpy), in mi
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -207,7 +208,35 @@ def summarize_ranges(ranges: pa.Table) -> list[RangeSummary]:
     return sorted(out, key=lambda r: (-r.gpu_busy_ms_total, -r.n, r.name))
 
 
+_DIGITS = re.compile(r"\d+")
+_HOLE = "\x00"  # stands for a run of digits in a name's shape
+
+
 def phase_candidates(ranges: pa.Table, cycle_prefix: str = "cycle", most: int = 4) -> list[str]:
-    """Range names that look like an engine's phases: repeated (3+ times), with GPU work,
-    not a cycle range, most GPU time first."""
-    return [r.name for r in summarize_ranges(ranges) if r.n >= 3 and r.n_gpu_ops > 0 and r.name and not r.name.startswith(cycle_prefix)][:most]
+    """``--phase`` values for the ranges that look like an engine's phases, most GPU time first.
+
+    Ranges with GPU work that are not cycle ranges count; names that differ only in their
+    numbers (``aten::mm, op_id = 3171``, ``layer 12``) are one family, suggested as a pattern
+    (``LABEL=re:^aten::mm, op_id = \\d+$``). Families seen 3+ times come first; when there is
+    none, any range with GPU work is suggested. Each value, passed to ``--phase``, matches at
+    least one range with GPU work."""
+    rows = [r for r in summarize_ranges(ranges) if r.n_gpu_ops > 0 and r.name and not r.name.startswith(cycle_prefix)]
+    families: dict[str, list[RangeSummary]] = {}
+    for r in rows:
+        families.setdefault(_DIGITS.sub(_HOLE, r.name), []).append(r)
+    ranked = sorted(families.items(), key=lambda kv: -sum(m.gpu_busy_ms_total for m in kv[1]))
+    repeated = [(shape, members) for shape, members in ranked if sum(m.n for m in members) >= 3]
+    return [_phase_value(shape, members) for shape, members in (repeated or ranked)[:most]]
+
+
+def _phase_value(shape: str, members: list["RangeSummary"]) -> str:
+    """The ``--phase`` value naming one family of range names."""
+    label = shape.split(_HOLE)[0]
+    label = re.sub(r",?\s*[\w.]+\s*=\s*$", "", label)  # "aten::mm, op_id = " -> "aten::mm"
+    if label.count("(") > label.count(")"):  # "FSDP::pre_forward (encoder.block." -> "FSDP::pre_forward"
+        label = label[: label.rfind("(")]
+    label = re.sub(r"[\s,:;#(.-]+$", "", label).replace("=", "").strip() or "phase"
+    if len(members) > 1:
+        return f"{label}=re:^" + r"\d+".join(re.escape(part).replace("\\ ", " ") for part in shape.split(_HOLE)) + "$"
+    name = members[0].name
+    return f"{label}={name}" if "=" in name else name  # a name with "=" would read as LABEL=PATTERN
