@@ -249,3 +249,31 @@ def test_h200_stand_in_runs_report_their_phases_and_logged_tokens_with_no_flags(
     analysis = api.load([str(run)], config_from(args))
     got = [t for t in analysis.ranks[0].cycles["accepted_tokens"].to_pylist() if t is not None]
     assert got == logged
+
+
+def test_wrap_targets_beside_the_script_and_in_the_working_directory_resolve(tmp_path):
+    # GIVEN a script whose own module sits beside it, run from another directory, and a module
+    # in the working directory run with -m
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "mymodel.py").write_text("class Model:\n    def forward(self):\n        return 1\n")
+    (proj / "train.py").write_text("import mymodel\nmymodel.Model().forward()\n")
+    for cwd, command in ((tmp_path, [sys.executable, str(proj / "train.py")]), (proj, [sys.executable, "-m", "train"])):
+        # WHEN run with a --wrap of that module (nsys made unfindable: the run stops right after the check)
+        res = run_cli("run", "-o", str(tmp_path / "run"), "--nsys", str(tmp_path / "no-nsys"), "--wrap", "mymodel:Model.forward=verify",
+                      "--", *command, cwd=str(cwd))
+        # THEN the target resolves: the run gets as far as looking for nsys
+        assert res.returncode == 2 and "nsys not found" in res.stderr, res.stderr
+        assert "mymodel" not in res.stderr
+
+
+def test_a_wrap_module_missing_under_a_guessed_interpreter_is_a_warning(tmp_path):
+    # GIVEN a command whose Python cannot be told (a shell script) and a module it may import
+    script = tmp_path / "launch.sh"
+    script.write_text("#!/bin/sh\nexec python3 -c pass\n")
+    script.chmod(0o755)
+    res = run_cli("run", "-o", str(tmp_path / "run"), "--nsys", str(tmp_path / "no-nsys"), "--wrap", "elsewhere.engine:Worker.step=verify",
+                  "--", str(script))
+    # THEN a warning, and the run goes on (to the missing nsys here)
+    assert res.returncode == 2 and "nsys not found" in res.stderr
+    assert "warning: --wrap elsewhere.engine:Worker.step=verify: no module elsewhere.engine" in res.stderr

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DEMO2, H200, PUBLIC, SAMPLES, run_cli
+from conftest import DEMO2, H200, PUBLIC, ROOT, SAMPLES, run_cli
 
 from tracerecon.nsys import native_read
 from tracerecon.nsys.sqlite_export import read_export
@@ -139,9 +139,10 @@ def dask_cluster():
 def test_dask_gives_the_same_report_as_the_local_path(run, dask_cluster, tmp_path):
     # GIVEN a 2-rank run WHEN reported locally and on a 2-worker Dask cluster THEN the JSON is equal
     folder = (DEMO2 if (DEMO2 / run).is_dir() else SAMPLES / "demo_shapes_h200x2") / run
-    env = dict(os.environ, TRACERECON_NO_CACHE="1")
-    local = run_cli("report", str(folder), "--json", env=env)
-    on_dask = run_cli("report", str(folder), "--json", "--dask", dask_cluster.scheduler_address, env=env)
+    # paths as a user types them (relative), and --no-cache, which must reach the workers too
+    rel = os.path.relpath(folder, ROOT)
+    local = run_cli("report", rel, "--json", "--no-cache", cwd=str(ROOT))
+    on_dask = run_cli("report", rel, "--json", "--no-cache", "--dask", dask_cluster.scheduler_address, cwd=str(ROOT))
     assert local.returncode == 0, local.stderr
     assert on_dask.returncode == 0, on_dask.stderr
     assert json.loads(on_dask.stdout) == json.loads(local.stdout)
@@ -167,3 +168,20 @@ def test_dask_errors_are_one_line(dask_cluster, tmp_path):
     res = run_cli("report", str(H200 / "eagle_gpu_bound.sqlite"), "--dask", "tcp://127.0.0.1:9", "--no-cache")
     assert res.returncode == 2
     assert res.stderr.startswith("tracerecon: ") and res.stderr.strip().count("\n") == 0 and "Traceback" not in res.stderr
+
+
+def test_native_parts_cover_every_rowid_once(tmp_path, monkeypatch):
+    # GIVEN a table with the smallest and largest rowids, negative and sparse ones
+    path = tmp_path / "rowids.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("create table T(a integer)")
+        ids = [-(2**63), -5, 0, 3, 10**12, 2**63 - 1] + list(range(100, 70000, 3))
+        db.executemany("insert into T(rowid, a) values (?, ?)", [(i, k) for k, i in enumerate(ids)])
+    monkeypatch.setattr(native_read, "ROWS_PER_PART", 500)
+    monkeypatch.setenv("TRACERECON_READ_THREADS", "4")
+    uri = f"file:{path}?mode=ro&immutable=1"
+    with sqlite3.connect(uri, uri=True) as db:
+        for cond in ("", " where a % 2 = 0"):
+            want = [r[0] for r in db.execute(f"select a from T{cond} order by rowid")]
+            # WHEN read natively in 4 parts THEN the rows are sqlite3's, in rowid order, each once
+            assert native_read.fetch_int_columns(uri, ["a"], "T" + cond, ["a"])["a"].tolist() == want

@@ -145,6 +145,23 @@ def _file_work(f: Path, config: PhaseConfig, multi: bool, rank_hint: int | None,
     return cached(Path(f), (config, multi, rank_hint, order), lambda: _file_work_uncached(f, config, multi, rank_hint, order))
 
 
+def _file_work_remote(f: Path, shown: str, use_cache: bool, config: PhaseConfig, multi: bool, rank_hint: int | None, order: int) -> tuple[list, list[str], tuple]:
+    """``_file_work`` on another machine: ``f`` is the absolute path there, ``shown`` the path as
+    the user gave it, which the results carry (so they equal a local run's, cache entries
+    included); ``use_cache`` is the client's choice (``--no-cache`` set nothing there)."""
+    from dataclasses import replace as copy_with
+
+    if not use_cache:
+        os.environ["TRACERECON_NO_CACHE"] = "1"
+    try:
+        out, warnings, session = _file_work(f, config, multi, rank_hint, order)
+    finally:
+        if not use_cache:
+            os.environ.pop("TRACERECON_NO_CACHE", None)
+    out = [(copy_with(source, path=shown), info, work) for source, info, work in out]
+    return out, [w.replace(str(f), shown) for w in warnings], session
+
+
 def _file_work_uncached(f: Path, config: PhaseConfig, multi: bool, rank_hint: int | None, order: int) -> tuple[list, list[str], tuple]:
     tables, linked, warnings = _read(f)
     if tables.nvtx_ranges.num_rows == 0:
@@ -218,22 +235,36 @@ def _file_work_on_dask(scheduler: str, args: list[tuple], say: Progress) -> list
         from distributed import Client, as_completed
     except ImportError:
         raise UsageError("--dask needs Dask distributed: pip install 'tracerecon[dask]'") from None
+    from tracerecon.cache import enabled
+
     try:
         client = Client(scheduler_file=scheduler, timeout="20s") if Path(scheduler).is_file() else Client(scheduler, timeout="20s")
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise TraceReconError(f"--dask {scheduler}: cannot reach the scheduler ({exc})") from None
+    except Exception as exc:  # unreachable, refused, a scheduler file without an address, ...
+        raise TraceReconError(f"--dask {scheduler}: cannot reach the scheduler ({type(exc).__name__}: {exc})") from None
     try:
         say(f"reading {len(args)} exports on the Dask cluster at {scheduler}")
-        absolute = [(Path(f).resolve(), *rest) for f, *rest in args]
-        futures = [client.submit(_file_work, *a, pure=False) for a in absolute]
+        futures = [client.submit(_file_work_remote, Path(f).resolve(), str(f), enabled(), *rest, pure=False) for f, *rest in args]
         index = {fut.key: i for i, fut in enumerate(futures)}
         for n, fut in enumerate(as_completed(futures), 1):
-            if fut.status == "error":
-                fut.result()  # raises the worker's error (BadTraceError stays one)
-            say(f"{n}/{len(args)} exports done ({args[index[fut.key]][0].name})")
-        return client.gather(futures)
+            name = args[index[fut.key]][0]
+            if fut.status != "finished":
+                _raise_remote(fut, name, scheduler)
+            say(f"{n}/{len(args)} exports done ({name.name})")
+        return [fut.result() for fut in futures]
     finally:
         client.close()
+
+
+def _raise_remote(fut, name: Path, scheduler: str) -> None:
+    """A worker's failure as this library's error: a TraceReconError as it was raised (it names
+    the file), anything else (a lost worker, tracerecon missing there) as one naming file and cluster."""
+    try:
+        fut.result()
+    except TraceReconError:
+        raise
+    except BaseException as exc:
+        raise TraceReconError(f"{name}: failed on the Dask cluster at {scheduler} ({type(exc).__name__}: {exc})") from None
+    raise TraceReconError(f"{name}: {fut.status} on the Dask cluster at {scheduler}")
 
 
 def _analyze(paths: Sequence[str | os.PathLike], config: PhaseConfig, say: Progress, jobs: int | None = None, scheduler: str | None = None) -> Analysis:

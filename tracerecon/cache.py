@@ -51,7 +51,8 @@ def _code_stamp() -> str:
 
 def _key(paths: Sequence[Path], extra: tuple) -> str | None:
     try:
-        files = [(str(p.resolve()), st.st_size, st.st_mtime_ns) for p in paths for st in [p.stat()]]
+        # inode and ctime too: a file copied over with its size and mtime kept (cp -p, rsync -t) misses
+        files = [(str(p.resolve()), st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns) for p in paths for st in [p.stat()]]
     except OSError:
         return None
     raw = repr((FORMAT, __version__, _code_stamp(), files, extra))

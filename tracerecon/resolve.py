@@ -191,4 +191,6 @@ if __name__ == "__main__":
     # Run by another interpreter: its sys.path[0] is this file's directory, which must not
     # shadow anything (this directory is tracerecon's package, named like no engine).
     sys.path.pop(0)
-    print(json.dumps(answer(json.loads(sys.argv[1]))))
+    request = json.loads(sys.argv[1])
+    sys.path[:0] = [p for p in request.get("path", []) if isinstance(p, str)]  # the program's own import roots
+    print(json.dumps(answer(request)))

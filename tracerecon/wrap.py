@@ -413,30 +413,46 @@ _PYTHON = re.compile(r"^python[0-9.]*$")
 def launch_python(command: Sequence[str]) -> str:
     """The interpreter the profiled command runs its Python in: the command itself when it is a
     python, a script's ``#!`` interpreter (torchrun, vllm, console scripts), else this one."""
+    return command_python(command) or sys.executable
+
+
+def command_python(command: Sequence[str]) -> str | None:
+    """The command's own Python interpreter, or None when the command does not say (``bash
+    launch.sh``, ``env X=1 python``, ``uv run``): then what is installed cannot be known for sure."""
     import shutil
 
     exe = shutil.which(command[0]) if command else None
     if exe is None:
-        return sys.executable
+        return None
     if _PYTHON.match(os.path.basename(exe)):
         return exe
     try:
         with open(exe, "rb") as f:
             first = f.readline(512).decode("utf-8", "replace").strip()
     except OSError:
-        return sys.executable
+        return None
     if first.startswith("#!"):
         words = first[2:].split()
         if words and os.path.basename(words[0]) == "env" and len(words) > 1:
             words = [shutil.which(words[1]) or words[1]] + words[2:]
         if words and _PYTHON.match(os.path.basename(words[0])):
             return words[0]
-    return sys.executable
+    return None
 
 
-def probe(python: str, env: dict, dists: Sequence[str], targets: Sequence[str]) -> Probe:
-    """Ask ``python`` (with ``env``) for ``dists``' versions and which ``targets`` exist, from
-    their sources. Raises LaunchError when the interpreter cannot answer."""
+def import_roots(command: Sequence[str]) -> list[str]:
+    """Where the profiled program imports its own modules from, beyond its interpreter's
+    site-packages: the working directory (``python -m``, ``-c``) and every ``.py`` script the
+    command names (its directory is the script's ``sys.path[0]``)."""
+    roots = [os.getcwd()]
+    roots += [os.path.dirname(os.path.abspath(a)) for a in command[1:] if a.endswith(".py") and os.path.isfile(a)]
+    return list(dict.fromkeys(roots))
+
+
+def probe(python: str, env: dict, dists: Sequence[str], targets: Sequence[str], roots: Sequence[str] = ()) -> Probe:
+    """Ask ``python`` (with ``env``, and ``roots`` first on its module path) for ``dists``'
+    versions and which ``targets`` exist, from their sources. Raises LaunchError when the
+    interpreter cannot answer."""
     import json
     import subprocess
     from pathlib import Path
@@ -444,7 +460,7 @@ def probe(python: str, env: dict, dists: Sequence[str], targets: Sequence[str]) 
     from tracerecon.errors import LaunchError
 
     script = Path(__file__).resolve().parent / "resolve.py"
-    request = json.dumps({"dists": list(dists), "targets": list(targets)})
+    request = json.dumps({"dists": list(dists), "targets": list(targets), "path": list(roots)})
     try:
         res = subprocess.run([python, str(script), request], env=env, capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -457,17 +473,24 @@ def probe(python: str, env: dict, dists: Sequence[str], targets: Sequence[str]) 
     return Probe(python, doc.get("python", "?"), doc.get("versions", {}), doc.get("found", {}), doc.get("modules", {}))
 
 
-def check_targets(targets: Sequence[WrapTarget], found: Probe) -> None:
+def check_targets(targets: Sequence[WrapTarget], found: Probe, interpreter_known: bool = True) -> list[str]:
     """UsageError for the first target that does not exist in the launch environment, naming it
-    and the version of its package found there."""
+    and the version of its package found there. A module that is not found at all is only a
+    warning (returned) when the command's interpreter had to be guessed: it may live elsewhere."""
     from tracerecon.errors import UsageError
 
+    warnings = []
     for t in targets:
         if found.exists(t.target):
             continue
         if not found.modules.get(t.module):
+            if not interpreter_known:
+                warnings.append(f"--wrap {t.spec()}: no module {t.module} for {found.python} (the command's own Python could not be told; "
+                                "it is wrapped if the program imports it)")
+                continue
             raise UsageError(f"--wrap {t.spec()}: no module {t.module} for {found.python}")
         top = t.module.split(".")[0]
         ver = found.versions.get(top)
         where = f"{top} {ver}" if ver else f"{top}, version unknown (no dist-info)"
         raise UsageError(f"--wrap {t.spec()}: {t.module} has no {t.qualname} ({where}, {found.python})")
+    return warnings

@@ -77,13 +77,20 @@ def fetch_int_columns(uri: str, exprs: list[str], rest: str, names: list[str]) -
         # The rowid range sizes the parts (count(*) would scan the whole table once more).
         head = _query(uri, f"select min(rowid), max(rowid) from {table}")
         min_rowid, max_rowid = (head.column(i)[0].as_py() if head.num_rows else 0 for i in range(2))
-        max_rowid = int(max_rowid or 0)
-        count = max_rowid - int(min_rowid or 0) + 1 if max_rowid else 0
+        lo_id, hi_id = int(min_rowid or 0), int(max_rowid or 0)
+        count = hi_id - lo_id + 1 if head.num_rows and max_rowid is not None else 0
         parts = max(1, min(read_threads(), count // ROWS_PER_PART))
-        bounds = [(max_rowid * i // parts, max_rowid * (i + 1) // parts) for i in range(parts)]
-        bounds[0] = (-(2**63), bounds[0][1])  # rowids can be 0 or negative
-        where = f"({cond}) and " if cond else ""
-        queries = [f"select {', '.join(columns)} from {table} where {where}rowid > {lo} and rowid <= {hi} order by rowid" for lo, hi in bounds]
+        # Part i takes rowids in (cut[i-1], cut[i]]; the first has no lower bound, the last none
+        # above, so every row is in exactly one part whatever the rowids are.
+        cuts = [lo_id + (hi_id - lo_id) * i // parts for i in range(1, parts)]
+        ranges = [(cuts[i - 1] if i > 0 else None, cuts[i] if i < parts - 1 else None) for i in range(parts)]
+        where = f"({cond})" if cond else ""
+
+        def query(lo: int | None, hi: int | None) -> str:
+            terms = [t for t in (where, f"rowid > {lo}" if lo is not None else "", f"rowid <= {hi}" if hi is not None else "") if t]
+            return f"select {', '.join(columns)} from {table}{' where ' + ' and '.join(terms) if terms else ''} order by rowid"
+
+        queries = [query(lo, hi) for lo, hi in ranges]
         if parts == 1:
             chunks = [_read(uri, queries[0], len(columns))]
         else:
