@@ -96,8 +96,11 @@ def fetch_int_columns(uri: str, exprs: list[str], rest: str, names: list[str]) -
         else:
             with ThreadPoolExecutor(parts) as pool:
                 chunks = list(pool.map(lambda q: _read(uri, q, len(columns)), queries))
-    except (adbc_driver_manager.Error, ValueError, TypeError) as exc:
-        raise NativeReadError(str(exc)) from exc
+    except NativeReadError:
+        raise
+    except (adbc_driver_manager.Error, pa.ArrowException, ValueError, TypeError, RuntimeError, OSError) as exc:
+        # Whatever the driver or Arrow could not do, sqlite3 is asked the same query instead.
+        raise NativeReadError(f"{type(exc).__name__}: {exc}") from exc
     merged = []
     for i in range(len(columns)):  # each part's column released once copied
         merged.append(np.concatenate([c[i] for c in chunks]) if len(chunks) > 1 else chunks[0][i])
