@@ -277,3 +277,20 @@ def test_a_wrap_module_missing_under_a_guessed_interpreter_is_a_warning(tmp_path
     # THEN a warning, and the run goes on (to the missing nsys here)
     assert res.returncode == 2 and "nsys not found" in res.stderr
     assert "warning: --wrap elsewhere.engine:Worker.step=verify: no module elsewhere.engine" in res.stderr
+
+
+def test_an_explicit_cycle_prefix_wins_over_the_recorded_one(tmp_path):
+    # GIVEN a run directory whose run.json recorded a cycle prefix
+    from tracerecon.cli import build_parser
+    from tracerecon.cli.common import config_from
+
+    run = tmp_path / "run"
+    shutil.copytree(ROOT / "sample_traces" / "engines_h200" / "sglang_normal", run)
+    doc = json.loads((run / "run.json").read_text())
+    doc["phase_options"]["cycle_prefix"] = "step"
+    (run / "run.json").write_text(json.dumps(doc))
+    # WHEN reported with and without --cycle (even --cycle cycle, the default's value)
+    recorded = config_from(build_parser().parse_args(["report", str(run)]))
+    explicit = config_from(build_parser().parse_args(["report", str(run), "--cycle", "cycle"]))
+    # THEN the recorded prefix applies only when none is given
+    assert recorded.cycle_prefix == "step" and explicit.cycle_prefix == "cycle"

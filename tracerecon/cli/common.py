@@ -38,7 +38,7 @@ def add_phase_args(p: argparse.ArgumentParser) -> None:
                    help=f"an engine phase: its NVTX range name, or LABEL=re:REGEX / LABEL=glob:GLOB / LABEL=NAME mapping the engine's own range names "
                         f"to a phase (repeatable; default: {', '.join(DEFAULT_PHASES)})")
     p.add_argument("--skip-cycles", type=int, metavar="N", help="leave the first N cycles out of the medians (default: the leading warm-up outliers; 0 keeps all)")
-    p.add_argument("--cycle", default=DEFAULT_CYCLE, metavar="PREFIX", help="name prefix of the range enclosing one cycle (default: %(default)s); "
+    p.add_argument("--cycle", metavar="PREFIX", help=f"name prefix of the range enclosing one cycle (default: {DEFAULT_CYCLE}, or what run.json recorded); "
                    "without such ranges a cycle starts at each occurrence of the first phase")
     p.add_argument("--phase-thread", default="auto", metavar="TID|auto|same",
                    help="GPU work launched by threads with no phase open goes to the phase open on the thread holding the phases: "
@@ -69,7 +69,7 @@ def config_from(args: argparse.Namespace, inputs: Sequence[str] | None = None) -
         raise UsageError(f"{exc}{' (phases recorded in run.json)' if recorded and not args.phase else ''}") from None
     if args.skip_cycles is not None and args.skip_cycles < 0:
         raise UsageError("--skip-cycles takes 0 or more")
-    cycle = args.cycle if args.cycle != DEFAULT_CYCLE or not recorded.get("cycle_prefix") else str(recorded["cycle_prefix"])
+    cycle = args.cycle if args.cycle is not None else str(recorded.get("cycle_prefix") or DEFAULT_CYCLE)
     return PhaseConfig(phases=phases, cycle_prefix=cycle, phase_thread=thread, skip_cycles=args.skip_cycles)
 
 

@@ -8,7 +8,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tracerecon.analysis.config import DEFAULT_CYCLE
 from tracerecon.cli.common import add_phase_args, config_from, console, say as _say, warn_all
 from tracerecon.errors import BadTraceError, LaunchError, TraceReconError, UsageError
 from tracerecon.presets import LEGACY_ALIASES, PRESETS as PRESET_NAMES
@@ -96,8 +95,8 @@ def _plan_wraps(args: argparse.Namespace, command: list[str]) -> WrapPlan:
         chosen_presets.append(preset)
     chosen_presets = list(dict.fromkeys(chosen_presets))
     options: dict = {}
-    if args.phase or args.cycle != DEFAULT_CYCLE:
-        options = {"phases": list(args.phase or []), **({"cycle_prefix": args.cycle} if args.cycle != DEFAULT_CYCLE else {})}
+    if args.phase or args.cycle is not None:
+        options = {"phases": list(args.phase or []), **({"cycle_prefix": args.cycle} if args.cycle is not None else {})}
     if not targets and not chosen_presets:
         return WrapPlan(messages=tuple(messages), phase_options={k: v for k, v in options.items() if v})
     python = launch_python(command)
@@ -127,7 +126,7 @@ def _plan_wraps(args: argparse.Namespace, command: list[str]) -> WrapPlan:
         phases += p.phases
         recorded_presets.append({"name": p.name, "engine": p.dist, "version": choice.version, "names": choice.name_set.name})
     options = {"phases": list(args.phase) if args.phase else list(dict.fromkeys(phases)),
-               **({"cycle_prefix": args.cycle} if args.cycle != DEFAULT_CYCLE else {}), "presets": recorded_presets}
+               **({"cycle_prefix": args.cycle} if args.cycle is not None else {}), "presets": recorded_presets}
     return WrapPlan(tuple(dict.fromkeys(targets)), tuple(env), tuple(messages), options, found.versions.get("nvtx"))
 
 
