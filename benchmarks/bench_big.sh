@@ -10,18 +10,7 @@ RANKS=${3:-64}
 W=$(mktemp -d); trap 'rm -rf $W' EXIT
 echo "cores $(nproc)  $(python3 -V 2>&1)  $(free -g | awk '/Mem/ {print $2 " GiB"}')"
 python3 benchmarks/make_big_export.py "$SRC" $W/big.sqlite --size-gb $SIZE
-t() {
-  local label=$1; shift
-  python3 - "$label" "$@" <<'PY'
-import resource, subprocess, sys, time
-t0 = time.perf_counter()
-rc = subprocess.run(sys.argv[2:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-wall = time.perf_counter() - t0
-rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
-print(f"{sys.argv[1]}: {wall:.2f} s wall, {rss} MB peak RSS, exit {rc.returncode}" + (f" {rc.stderr[-300:]}" if rc.returncode else ""), flush=True)
-print("\n".join(rc.stdout.splitlines()[:6]), flush=True)
-PY
-}
+t() { local label=$1; shift; python3 benchmarks/timed.py "$label" --head 6 -- "$@"; }
 export TRACERECON_NO_CACHE=1
 for i in 1 2; do
   t "cold report, $SIZE GiB" python3 -m tracerecon report $W/big.sqlite

@@ -10,17 +10,7 @@ W=$(mktemp -d); trap 'rm -rf $W' EXIT
 xz -dc "$SRC" > $W/rank0.sqlite
 for r in 1 2 3 4 5 6 7; do cp $W/rank0.sqlite $W/rank$r.sqlite; done
 echo "cores $(nproc)  python $(python3 -V 2>&1)"
-t() {
-  local label=$1; shift
-  python3 - "$label" "$@" <<'PY'
-import resource, subprocess, sys, time
-t0 = time.perf_counter()
-rc = subprocess.run(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-wall = time.perf_counter() - t0
-rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
-print(f"{sys.argv[1]}: {wall:.2f} s wall, {rss} MB peak RSS (largest process), exit {rc.returncode}" + (f" {rc.stderr[-300:]}" if rc.returncode else ""))
-PY
-}
+t() { local label=$1; shift; python3 benchmarks/timed.py "$label" -- "$@"; }
 for i in 1 2; do
   t "report, 1 rank" python3 -m tracerecon report $W/rank0.sqlite
   t "report, 8 ranks, --jobs 1" python3 -m tracerecon report --jobs 1 $W/rank{0..7}.sqlite

@@ -7,13 +7,7 @@ source .devcarry/nsys-env.sh > /dev/null
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl .whl/scale/*.whl 2>&1 | grep -v WARN | tail -2
 export PYTHONPATH=/tmp/site:$PWD TRACERECON_NO_CACHE=1
 W=$(mktemp -d); xz -dc .devcarry/big_launch.sqlite.xz > $W/big.sqlite
-t() { local label=$1; shift; python3 - "$label" "$@" <<'PY'
-import resource, subprocess, sys, time
-t0 = time.perf_counter()
-rc = subprocess.run(sys.argv[2:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-print(f"{sys.argv[1]}: {time.perf_counter() - t0:.2f} s wall, {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024} MB peak RSS, exit {rc.returncode} {rc.stdout.strip()[-200:]} {rc.stderr.strip()[-300:] if rc.returncode else ''}", flush=True)
-PY
-}
+t() { local label=$1; shift; python3 benchmarks/timed.py "$label" --head 1 -- "$@"; }
 for i in 1 2; do
   t "report" python3 -m tracerecon report $W/big.sqlite
   t "export --format perfetto" python3 -m tracerecon export $W/big.sqlite --format perfetto -o $W/big.pftrace

@@ -135,30 +135,22 @@ def _one_run(files: list[Path], sessions: list[tuple]) -> None:
         raise BadTraceError(f"the inputs are {len(groups)} separate runs (their sessions do not overlap in time): {listed}; give the files of one run at a time")
 
 
-def _file_work(f: Path, config: PhaseConfig, multi: bool, rank_hint: int | None, order: int) -> tuple[list, list[str], tuple]:
+def _file_work(f: Path, config: PhaseConfig, multi: bool, rank_hint: int | None, order: int, use_cache: bool | None = None) -> tuple[list, list[str], tuple]:
     """Read one export and analyse its ranks as far as one rank can go alone (from the cache
     when it holds this file's result for these options). Runs in a worker process when several
     files are loaded. Returns ([(source, info, work)], warnings, (session start, trace end,
     nsys version))."""
     from tracerecon.cache import cached
 
-    return cached(Path(f), (config, multi, rank_hint, order), lambda: _file_work_uncached(f, config, multi, rank_hint, order))
+    return cached(Path(f), (config, multi, rank_hint, order), lambda: _file_work_uncached(f, config, multi, rank_hint, order), use_cache)
 
 
 def _file_work_remote(f: Path, shown: str, use_cache: bool, config: PhaseConfig, multi: bool, rank_hint: int | None, order: int) -> tuple[list, list[str], tuple]:
     """``_file_work`` on another machine: ``f`` is the absolute path there, ``shown`` the path as
     the user gave it, which the results carry (so they equal a local run's, cache entries
     included); ``use_cache`` is the client's choice (``--no-cache`` set nothing there)."""
-    from dataclasses import replace as copy_with
-
-    if not use_cache:
-        os.environ["TRACERECON_NO_CACHE"] = "1"
-    try:
-        out, warnings, session = _file_work(f, config, multi, rank_hint, order)
-    finally:
-        if not use_cache:
-            os.environ.pop("TRACERECON_NO_CACHE", None)
-    out = [(copy_with(source, path=shown), info, work) for source, info, work in out]
+    out, warnings, session = _file_work(f, config, multi, rank_hint, order, use_cache)
+    out = [(replace(source, path=shown), info, work) for source, info, work in out]
     return out, [w.replace(str(f), shown) for w in warnings], session
 
 

@@ -59,10 +59,11 @@ def _key(paths: Sequence[Path], extra: tuple) -> str | None:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
-def cached(paths: Path | Sequence[Path], extra: tuple, compute: Callable[[], Any]) -> Any:
+def cached(paths: Path | Sequence[Path], extra: tuple, compute: Callable[[], Any], use: bool | None = None) -> Any:
     """``compute()``'s result for the file(s) ``paths`` (and ``extra``, the options it depends
-    on), from the cache when a valid entry exists; otherwise computed and stored (best effort)."""
-    key = _key([paths] if isinstance(paths, Path) else list(paths), extra) if enabled() else None
+    on), from the cache when a valid entry exists; otherwise computed and stored (best effort).
+    ``use``: whether to cache at all (default: ``enabled()``, this process's setting)."""
+    key = _key([paths] if isinstance(paths, Path) else list(paths), extra) if (enabled() if use is None else use) else None
     if key is None:
         return compute()
     folder = cache_dir()

@@ -26,6 +26,11 @@ def add_analysis_command(sub, name: str, help: str, description: str, traces_req
 
 def add_traces_arg(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("traces", nargs="+" if required else "*", metavar="TRACE", help=TRACE_HELP)
+    add_load_args(p)
+
+
+def add_load_args(p: argparse.ArgumentParser) -> None:
+    """How exports are read: worker processes, the cache, a Dask cluster."""
     p.add_argument("-j", "--jobs", type=int, metavar="N", help="worker processes for several exports (default: one per file, at most one per core)")
     p.add_argument("--no-cache", action="store_true", help="read and analyse the exports again instead of using the cache in ~/.cache/tracerecon")
     p.add_argument("--dask", metavar="ADDRESS", help="read and analyse the exports on a Dask distributed cluster: its scheduler address "

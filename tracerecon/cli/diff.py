@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from tracerecon.cli.common import add_phase_args, config_from, console, load
+from tracerecon.cli.common import add_load_args, add_phase_args, config_from, console, load
 
 
 def add(sub) -> None:
@@ -17,6 +17,7 @@ def add(sub) -> None:
     )
     p.add_argument("a", metavar="A", help="the first run: traces, a run directory or an export directory")
     p.add_argument("b", metavar="B", help="the second run, the same kinds")
+    add_load_args(p)
     add_phase_args(p)
     p.add_argument("--json", action="store_true", help="print the JSON document instead of tables")
     p.set_defaults(func=main)
@@ -27,7 +28,7 @@ def main(args: argparse.Namespace) -> int:
     from tracerecon.cli.render import print_diff
 
     config = config_from(args)
-    result = api.compare(load([args.a], config), load([args.b], config))
+    result = api.compare(load([args.a], config, args.jobs, args.dask), load([args.b], config, args.jobs, args.dask))
     out = console()
     if args.json:
         out.file.write(json.dumps(result, indent=2) + "\n")

@@ -37,7 +37,7 @@ def main(args: argparse.Namespace) -> int:
     except ImportError:
         raise TraceReconError("the terminal UI needs the `tui` extra: pip install 'tracerecon[tui]'") from None
 
-    diff_loader = (lambda: api.load([args.diff], config)) if args.diff else None
+    diff_loader = (lambda: api.load([args.diff], config, jobs=args.jobs, scheduler=args.dask)) if args.diff else None
     app = TraceReconApp(lambda: api.load(traces, config, jobs=args.jobs, scheduler=args.dask), source=", ".join(traces), diff_loader=diff_loader)
     app.run()
     return 0

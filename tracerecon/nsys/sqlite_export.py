@@ -635,10 +635,10 @@ def read_gpu_ops(conn: sqlite3.Connection, info: ExportInfo, strings: StringTabl
         parts.append(_ops_table("graph", c, _labels([f"cudaGraph {g}" for g in c["name"]])))
     if not parts:
         return schema.empty(schema.GPU_OPS_RAW)
-    return _concat_column_by_column(parts)
+    return _concat_column_by_column(parts, schema.GPU_OPS_RAW)
 
 
-def _concat_column_by_column(parts: list[pa.Table]) -> pa.Table:
+def _concat_column_by_column(parts: list[pa.Table], out_schema: pa.Schema) -> pa.Table:
     """``pa.concat_tables(parts).combine_chunks()``, one column at a time, each part's column
     released once copied: the peak is the parts plus one column, not twice the table."""
     names = parts[0].column_names
@@ -648,7 +648,7 @@ def _concat_column_by_column(parts: list[pa.Table]) -> pa.Table:
         # dictionary column took 44 s for 1.7M kernel names).
         out[name] = pa.concat_tables([p.select([name]) for p in parts]).combine_chunks().column(0)
         parts = [p.drop_columns([name]) for p in parts]
-    return pa.table(out, schema=schema.GPU_OPS_RAW)
+    return pa.table(out, schema=out_schema)
 
 
 def _memcpy_short(label: str) -> str:
