@@ -4,7 +4,7 @@
 # LocalCluster (benchmarks/bench_dask.py). Usage (repo root):
 #   bash benchmarks/bench_big.sh big_launch.sqlite.xz [SIZE_GB] [DASK_RANKS]
 set -u
-SRC=$1
+SRC=$(realpath "$1")  # bench_dask.py runs from benchmarks/
 SIZE=${2:-1}
 RANKS=${3:-64}
 W=$(mktemp -d); trap 'rm -rf $W' EXIT

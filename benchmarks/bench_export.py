@@ -40,6 +40,8 @@ TOOL = r"""
 import resource, sys, time
 t_imports = time.perf_counter()
 from tracerecon.api import export as export_parquet, load as analyze
+from tracerecon.no_pandas import keep_pandas_out
+keep_pandas_out()  # as the CLI does
 import pyarrow.parquet, pyarrow.compute  # what the run below would import on first use
 t = time.perf_counter()
 a = analyze([sys.argv[1]])

@@ -110,7 +110,7 @@ def test_a_warm_report_reads_nothing_and_says_the_same(tmp_path, monkeypatch):
     monkeypatch.setenv("TRACERECON_CACHE_DIR", str(tmp_path / "cache"))
     files = sorted((DEMO2 / "nccl_skew").glob("*.sqlite*"))
     cold = report_json(api.load(files, jobs=1))
-    import tracerecon.api as api_mod
+    import tracerecon.pipeline as api_mod
 
     def no_reads(*_a, **_k):
         raise AssertionError("a warm load read an export")
@@ -126,6 +126,39 @@ def test_a_warm_report_reads_nothing_and_says_the_same(tmp_path, monkeypatch):
     with pytest.raises(AssertionError, match="read an export"):
         monkeypatch.setattr(api_mod, "read_export", no_reads)
         api.load([copy])
+
+
+def test_a_warm_report_imports_neither_pyarrow_nor_numpy(tmp_path):
+    # GIVEN a run directory reported once
+    import subprocess
+    import sys
+
+    run = tmp_path / "run"
+    shutil.copytree(DEMO2 / "nccl_skew", run)
+    env = dict(os.environ, TRACERECON_CACHE_DIR=str(tmp_path / "cache"))
+    code = ("import sys, json; from tracerecon.cli import main; rc = main(['report', '--json', sys.argv[1]]); "
+            "print('HEAVY', sorted(m for m in ('pyarrow', 'numpy') if m in sys.modules), rc)")
+
+    def report() -> tuple[dict, str]:
+        out = subprocess.run([sys.executable, "-c", code, str(run)], capture_output=True, text=True, env=env, timeout=300).stdout
+        doc, _, tail = out.rpartition("HEAVY")
+        return json.loads(doc), tail.strip()
+
+    cold, cold_tail = report()
+    assert cold_tail == "['numpy', 'pyarrow'] 0"
+    # WHEN reported again THEN the same document comes from the cached report, without pyarrow
+    warm, warm_tail = report()
+    assert warm == cold and warm_tail == "[] 0"
+    # ... the engine's own timers are read fresh, not cached
+    (run / "cpu_timers.rank0.jsonl").write_text(json.dumps({"rank": 0, "cycle": 1, "phase": "verify", "cpu_ms": 1.5}) + "\n")
+    timed, _ = report()
+    verify = next(p for p in timed["ranks"][0]["phases"] if p["phase"] == "verify")
+    assert verify["engine_cpu_ms_median"] == 1.5
+    # ... and a changed export misses: it is analysed again (pyarrow imported)
+    victim = sorted(run.glob("*.sqlite*"))[0]
+    os.utime(victim, ns=(victim.stat().st_atime_ns, victim.stat().st_mtime_ns + 10**9))
+    again, again_tail = report()
+    assert again_tail == "['numpy', 'pyarrow'] 0" and again["ranks"] == timed["ranks"]
 
 
 @pytest.fixture(scope="module")
@@ -185,3 +218,44 @@ def test_native_parts_cover_every_rowid_once(tmp_path, monkeypatch):
             want = [r[0] for r in db.execute(f"select a from T{cond} order by rowid")]
             # WHEN read natively in 4 parts THEN the rows are sqlite3's, in rowid order, each once
             assert native_read.fetch_int_columns(uri, ["a"], "T" + cond, ["a"])["a"].tolist() == want
+
+
+@pytest.mark.parametrize("values", [
+    [1, None, 3, None],                      # NULLs only: the unguarded read stands
+    [None] * 3000 + [5, 6],                  # a first batch of NULLs, integers after
+    [1.5, 2, -3.75],                         # a real first: the guarded read truncates
+    [1, 2] * 1500 + ["text", b"\x01", 4.25],  # odd values late, after batches of integers
+])
+def test_unguarded_native_reads_equal_the_guarded_sql(tmp_path, values):
+    # GIVEN a column holding integers with NULL, real, text and blob values
+    from tracerecon.nsys.sqlite_export import NULL_SENTINEL, _int
+
+    path = tmp_path / "t.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("create table T (a, b)")
+        db.executemany("insert into T values (?, ?)", [(v, i) for i, v in enumerate(values)])
+    uri = f"file:{path}?mode=ro&immutable=1"
+    # WHEN read with the guard offered THEN the columns are what sqlite3 gives for the guarded SQL
+    got = native_read.fetch_int_columns(uri, ["a", "b", "7"], "T", ["a", "b", "c"], guard=_int, null_value=NULL_SENTINEL)
+    with sqlite3.connect(path) as db:
+        want = [r[0] for r in db.execute(f"select {_int('a')} from T order by rowid")]
+    assert got["a"].tolist() == want
+    assert got["b"].tolist() == list(range(len(values))) and got["c"].tolist() == [7] * len(values)
+    assert want.count(NULL_SENTINEL) == sum(v is None or isinstance(v, (str, bytes)) for v in values)
+
+
+def test_the_cli_process_never_imports_pandas(tmp_path):
+    # GIVEN pandas installed WHEN `tracerecon report` runs THEN pyarrow was kept from importing it
+    pytest.importorskip("pandas")
+    import subprocess
+    import sys
+
+    code = ("import sys; from tracerecon.cli import main; rc = main(['report', sys.argv[1]]); "
+            "print('PANDAS', 'pandas' in sys.modules, rc)")
+    env = dict(os.environ, TRACERECON_CACHE_DIR=str(tmp_path / "cache"))
+    out = subprocess.run([sys.executable, "-c", code, str(H200 / "eagle_gpu_bound.sqlite")], capture_output=True, text=True, env=env, timeout=120).stdout
+    assert "PANDAS False 0" in out
+    # ... while a library user's pandas still works after tracerecon refused it in a process
+    code = ("from tracerecon.no_pandas import keep_pandas_out; import pandas, pyarrow; keep_pandas_out(); "
+            "print(type(pyarrow.table({'a': [1]}).to_pandas()).__name__)")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout.strip() == "DataFrame"

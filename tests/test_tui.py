@@ -97,6 +97,60 @@ async def test_cycles_table_sorts_and_opens_the_timeline():
         assert app.cycle == table.get_row_at(5)[1]
 
 
+async def test_cycles_fill_in_batches_after_the_first_screen_and_sort_whole():
+    # GIVEN an app that adds cycle rows 5 at a time, a second apart (24 cycles: 5 batches)
+    app = make_app(GPU_BOUND)
+    app.CYCLE_ROWS_PER_BATCH, app.CYCLE_BATCH_GAP_S = 5, 1.0
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.app.workers.wait_for_complete()
+        table = app.query_one("#cycles-table", DataTable)
+        overview = app.query_one("#overview-table", DataTable)
+        while not table.row_count:
+            await pilot.pause(0.01)
+        # WHEN the first batch is in THEN the overview was there first, the other cycles to come
+        assert overview.row_count == 3 and table.row_count == 5
+        await pilot.press("3")
+        col = list(table.columns.keys()).index("cycle")
+        table.move_cursor(column=col)
+        # WHEN sorting before the last batch THEN every cycle is sorted, once each
+        await pilot.press("s")
+        values = [table.get_row_at(i)[col] for i in range(table.row_count)]
+        assert values == sorted(set(values), reverse=True) and len(values) == 24
+        await pilot.pause(1.3)  # the batch that was still scheduled adds nothing twice
+        assert table.row_count == 24
+
+
+async def test_the_overview_shows_from_the_report_before_the_analysis_loads():
+    # GIVEN an app whose report is at hand and whose analysis is held back
+    import threading
+
+    from tracerecon.api import report
+
+    release = threading.Event()
+    rep = report([GPU_BOUND], PhaseConfig())
+
+    def slow_load():
+        release.wait(10)
+        return load([GPU_BOUND], PhaseConfig())
+
+    app = TraceReconApp(slow_load, source=GPU_BOUND, report_loader=lambda: rep)
+    async with app.run_test(size=(160, 48)) as pilot:
+        table = app.query_one("#overview-table", DataTable)
+        while not table.row_count:
+            await pilot.pause(0.01)
+        # WHEN the overview is up THEN it holds the report's numbers, and timeline keys wait
+        assert [str(c) for c in table.get_row_at(1)][1:5] == ["verify", "23", f"{rep.ranks[0].phases[1].cpu_ms_median:.3f}", f"{rep.ranks[0].phases[1].gpu_ms_median:.3f}"]
+        assert app.analysis is None
+        await pilot.press("n")
+        assert any("still loading" in str(n.message) for n in app._notifications)
+        # WHEN the analysis arrives THEN the timeline works
+        release.set()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.press("2", "n")
+        assert app.analysis is not None and app.cycle is not None
+
+
 async def test_phase_detail_explains_the_disagreement():
     app = make_app(GPU_BOUND)
     async with app.run_test(size=(160, 48)) as pilot:
@@ -195,14 +249,14 @@ async def test_diff_tab_explains_graph_replay():
 
 
 def test_ruler_ticks_are_round_offsets_with_units():
-    from tracerecon.tui.timeline_model import Window, ruler_ticks
+    from tracerecon.tui.timeline_window import Window, ruler_ticks
 
     # 2.87 ms over 80 cells, about 6 ticks: every 500 us, at column floor(80 * k * 0.5 / 2.87)
     assert ruler_ticks(Window(123_456, 123_456 + 2_870_000), 80, 6) == [(13, "500us"), (27, "1ms"), (41, "1.5ms"), (55, "2ms"), (69, "2.5ms")]
 
 
 def test_rasterize_covers_partial_cells_in_eighths():
-    from tracerecon.tui.timeline_model import Segment, Window
+    from tracerecon.tui.timeline_window import Segment, Window
     from tracerecon.tui.timeline_widget import rasterize
 
     # a segment from 25% to 62.5% of a 4-cell window: cell 1 full, cell 2 half

@@ -4,35 +4,46 @@
     run = api.load(["out/rank0.sqlite", "out/rank1.sqlite"])      # -> model.Analysis
     api.export(run, "parquet_dir")                                # -> manifest dict
     doc = api.compare(api.load(["before/"]), api.load(["after/"]))
+    rep = api.report(["out/"])                                    # -> report_model.Report
 
 ``load`` reads nsys exports (``tracerecon.nsys``), splits them into ranks, runs the per-rank
-analysis and then the cross-rank step (``tracerecon.analysis``); a parquet export directory
-reads back as the same Analysis. Errors are ``tracerecon.errors.TraceReconError`` with one line
-that names the file; warnings come back in ``Analysis.warnings``.
+analysis and then the cross-rank step (``tracerecon.analysis``, driven by
+``tracerecon.pipeline``); a parquet export directory reads back as the same Analysis. Errors
+are ``tracerecon.errors.TraceReconError`` with one line that names the file; warnings come
+back in ``Analysis.warnings``.
+
+Importing this module imports neither pyarrow nor numpy: the machinery is imported by the
+call that needs it, so a warm ``report`` (``api.report``) starts as fast as Python does.
 """
 
 from __future__ import annotations
 
 import os
-import shlex
-from dataclasses import replace
-from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
-from tracerecon.analysis.cross_rank import RankView, analyze_cross_rank
 from tracerecon.analysis.config import PhaseConfig
-from tracerecon.analysis.projection import int64s, link_launches
-from tracerecon.analysis.rank import RankTables, finish_rank, own_rank
-from tracerecon.analysis.ranks import RankSource, processes_in_file, select_pids
-from tracerecon.analysis.summary import phase_candidates
-from tracerecon.errors import BadTraceError, TraceReconError, UsageError
-from tracerecon.model import Analysis, RankResult
-from tracerecon.nsys.sqlite_export import check_export, read_all_api_calls, read_export
-from tracerecon.run_dir import accepted_of_mark, expand_inputs, is_export_dir, rank_from_filename, rank_of_mark, read_engine_timers, trace_stem
+from tracerecon.run_dir import expand_inputs, is_export_dir, read_engine_timers
+
+if TYPE_CHECKING:
+    from tracerecon.model import Analysis, RankResult
+    from tracerecon.report_model import Report
 
 Progress = Callable[[str], None]
 
-__all__ = ["Analysis", "PhaseConfig", "RankResult", "check_inputs", "compare", "export", "export_timeline", "load"]
+__all__ = ["Analysis", "PhaseConfig", "RankResult", "Report", "check_inputs", "compare", "export", "export_timeline", "load", "report"]
+
+
+def __getattr__(name: str):
+    # The value types, imported on first use (they import pyarrow).
+    if name in ("Analysis", "RankResult"):
+        from tracerecon import model
+
+        return getattr(model, name)
+    if name == "Report":
+        from tracerecon.report_model import Report
+
+        return Report
+    raise AttributeError(f"module 'tracerecon.api' has no attribute {name!r}")
 
 
 def load(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = None, progress: Progress | None = None, jobs: int | None = None,
@@ -47,7 +58,49 @@ def load(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = None
         from tracerecon.export import read_parquet_export
 
         return read_parquet_export(inputs[0])
-    return _analyze(inputs, options or PhaseConfig(), progress or (lambda _m: None), jobs, scheduler)
+    from tracerecon.pipeline import analyze
+
+    return analyze(inputs, options or PhaseConfig(), progress or (lambda _m: None), jobs, scheduler)
+
+
+def report(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = None, progress: Progress | None = None, jobs: int | None = None,
+           scheduler: str | None = None) -> Report:
+    """What ``report`` prints and ``report --json`` returns, for the same inputs as ``load``.
+
+    The report is cached on its own (a few kB, keyed like ``load``'s entry): a warm call stats
+    the inputs and reads that entry, importing neither pyarrow nor numpy. A miss runs ``load``
+    (which caches the whole analysis for ``view``, ``export`` and ``diff``). The engine's own
+    timers (``cpu_timers.rank*.jsonl`` in a run directory) are read fresh every time."""
+    config = options or PhaseConfig()
+    from tracerecon.present import build_report
+
+    if len(inputs) == 1 and is_export_dir(inputs[0]):
+        return build_report(load(inputs, config, progress, jobs, scheduler))
+    from tracerecon.cache import cached
+
+    files = expand_inputs(inputs)
+    fresh = cached(files, _report_key(files, config),
+                   lambda: build_report(load(inputs, config, progress, jobs, scheduler)).with_engine_timers({}))
+    return fresh.with_engine_timers(read_engine_timers(inputs))
+
+
+def cached_report(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = None) -> Report | None:
+    """``report``'s result when the cache holds it for these very files (same paths, sizes,
+    times), else None; never reads an export. A hit also says the inputs were analysable."""
+    from tracerecon.cache import lookup
+
+    if len(inputs) == 1 and is_export_dir(inputs[0]):
+        return None
+    try:
+        files = expand_inputs(inputs)
+    except Exception:  # anything wrong with the inputs is for check_inputs to word
+        return None
+    hit = lookup(files, _report_key(files, options or PhaseConfig()))
+    return hit.with_engine_timers(read_engine_timers(inputs)) if hit is not None else None
+
+
+def _report_key(files, config: PhaseConfig) -> tuple:
+    return ("report", config, tuple(map(str, files)))
 
 
 def check_inputs(inputs: Sequence[str | os.PathLike]) -> None:
@@ -55,6 +108,8 @@ def check_inputs(inputs: Sequence[str | os.PathLike]) -> None:
     without reading them: for front ends that load in the background (the TUI)."""
     if len(inputs) == 1 and is_export_dir(inputs[0]):
         return
+    from tracerecon.nsys.sqlite_export import check_export
+
     for f in expand_inputs(inputs):
         check_export(f)
 
@@ -83,232 +138,3 @@ def export_timeline(analysis: Analysis, out_file: str | os.PathLike, format: str
     return write(analysis, out_file, format)
 
 
-def no_nvtx_message(path: str, nsys_version: str | None) -> str:
-    """Why a trace has no NVTX ranges; the nvtx-package hint only where that nsys makes it likely."""
-    msg = f"{path}: no NVTX ranges in the trace: was the program instrumented, and traced with `-t nvtx`?"
-    try:
-        year = int((nsys_version or "").split(".")[0])
-    except ValueError:
-        year = None
-    if year is not None and year < 2023:
-        msg += f" (Nsight Systems {nsys_version} records no ranges from the `nvtx` Python package 0.2.11 or newer: pip install 'nvtx==0.2.10')"
-    return msg
-
-
-def _read(f: Path):
-    """One export's tables, its GPU ops linked to their launching calls, and its warnings."""
-    tables = read_export(f)
-    warnings = list(tables.warnings)
-    if not tables.info.has_cuda:
-        warnings.append(f"{f}: no CUDA activity in the trace (traced without `-t cuda`, or a CPU-only run): CPU times only")
-    linked = link_launches(tables.gpu_ops, tables.api_calls)
-    if linked["launch_tid"].null_count:
-        # The filtered read of API calls missed a launcher: read them all and link again.
-        tables = replace(tables, api_calls=read_all_api_calls(f))
-        linked = link_launches(tables.gpu_ops, tables.api_calls)
-        if linked["launch_tid"].null_count:
-            warnings.append(f"{f}: {linked['launch_tid'].null_count} GPU op(s) have no launching API call in the trace; they belong to no range")
-    return tables, linked, warnings
-
-
-def _one_run(files: list[Path], sessions: list[tuple]) -> None:
-    """Refuse inputs that are not ranks of one run: their sessions (start, start + trace end)
-    must overlap in time (ranks of one job run at once; separate runs follow each other).
-    Files of unknown session time are not checked."""
-    spans = []
-    for f, (start, end, _) in zip(files, sessions):
-        if not start:
-            return
-        spans.append((start, start + max(end, 0), f))
-    spans.sort(key=lambda x: x[0])
-    groups: list[list[Path]] = []
-    last = None
-    for s, e, f in spans:
-        if last is None or s > last:
-            groups.append([f])
-            last = e
-        else:
-            groups[-1].append(f)
-            last = max(last, e)
-    if len(groups) > 1:
-        listed = " | ".join(", ".join(p.name for p in g) for g in groups)
-        raise BadTraceError(f"the inputs are {len(groups)} separate runs (their sessions do not overlap in time): {listed}; give the files of one run at a time")
-
-
-def _file_work(f: Path, config: PhaseConfig, multi: bool, rank_hint: int | None, order: int, use_cache: bool | None = None) -> tuple[list, list[str], tuple]:
-    """Read one export and analyse its ranks as far as one rank can go alone (from the cache
-    when it holds this file's result for these options). Runs in a worker process when several
-    files are loaded. Returns ([(source, info, work)], warnings, (session start, trace end,
-    nsys version))."""
-    from tracerecon.cache import cached
-
-    return cached(Path(f), (config, multi, rank_hint, order), lambda: _file_work_uncached(f, config, multi, rank_hint, order), use_cache)
-
-
-def _file_work_remote(f: Path, shown: str, use_cache: bool, config: PhaseConfig, multi: bool, rank_hint: int | None, order: int) -> tuple[list, list[str], tuple]:
-    """``_file_work`` on another machine: ``f`` is the absolute path there, ``shown`` the path as
-    the user gave it, which the results carry (so they equal a local run's, cache entries
-    included); ``use_cache`` is the client's choice (``--no-cache`` set nothing there)."""
-    out, warnings, session = _file_work(f, config, multi, rank_hint, order, use_cache)
-    out = [(replace(source, path=shown), info, work) for source, info, work in out]
-    return out, [w.replace(str(f), shown) for w in warnings], session
-
-
-def _file_work_uncached(f: Path, config: PhaseConfig, multi: bool, rank_hint: int | None, order: int) -> tuple[list, list[str], tuple]:
-    tables, linked, warnings = _read(f)
-    if tables.nvtx_ranges.num_rows == 0:
-        warnings.append(no_nvtx_message(str(f), tables.info.nsys_version))
-    if multi:
-        pids = sorted(set(int64s(tables.gpu_ops["pid"]).tolist()) | set(int64s(tables.nvtx_ranges["pid"]).tolist()))
-        splits, how = [(rank_hint if rank_hint is not None else order, pids)], ("file name" if rank_hint is not None else "file order")
-    else:
-        named = {int(p): r for p, n in zip(tables.nvtx_marks["pid"].to_pylist(), tables.nvtx_marks["name"].to_pylist()) if (r := rank_of_mark(n)) is not None}
-        splits, how = processes_in_file(tables.gpu_ops, tables.nvtx_ranges, named)
-        if not splits:
-            raise BadTraceError(f"{f}: empty trace: no GPU work and no NVTX ranges")
-    out = []
-    marks = tables.nvtx_marks.to_pydict()
-    for rank, pids in splits:
-        accepted = tuple((pl, ts, n) for pid, name, pl, ts in zip(marks["pid"], marks["name"], marks["payload"], marks["ts_ns"])
-                         if pid in pids and (n := accepted_of_mark(name)) is not None)
-        rt = RankTables(
-            nvtx_ranges=select_pids(tables.nvtx_ranges, pids), gpu_ops=select_pids(linked, pids), api_calls=select_pids(tables.api_calls, pids),
-            sync_records=select_pids(tables.sync_records, pids), event_records=select_pids(tables.event_records, pids),
-            accepted_marks=accepted,
-        )
-        out.append((RankSource(rank, str(f), tuple(pids), how), tables.info, own_rank(rt, rank, config)))
-    session = (tables.info.session_start_utc_ns if not tables.info.time_normalized else None, tables.trace_end_ns, tables.info.nsys_version)
-    return out, warnings, session
-
-
-def default_jobs(n_files: int) -> int:
-    """Worker processes for ``n_files``: one per file, at most one per core."""
-    return max(1, min(n_files, os.cpu_count() or 1))
-
-
-def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
-    """``_file_work`` for every file, in ``jobs`` worker processes of this machine."""
-    if len(args) == 1:  # the whole run's cache entry covers it: no second entry
-        say(f"reading {args[0][0].name}")
-        return [_file_work_uncached(*args[0])]
-    if jobs == 1:
-        results = []
-        for a in args:
-            say(f"reading {a[0].name}")
-            results.append(_file_work(*a))
-        return results
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    workers = min(jobs, len(args))
-    say(f"reading {len(args)} exports in {workers} processes")
-    # Each process reads with its share of the cores (8 processes x 8 reader threads on 16
-    # cores made 8 ranks 2.3x slower than one).
-    threads = max(1, (os.cpu_count() or 1) // workers)
-    with ProcessPoolExecutor(max_workers=workers, initializer=_share_cores, initargs=(threads,)) as pool:
-        futures = {pool.submit(_file_work, *a): i for i, a in enumerate(args)}
-        done = 0
-        for fut in as_completed(futures):
-            fut.result()  # the first failure stops the load
-            done += 1
-            say(f"{done}/{len(args)} exports done ({args[futures[fut]][0].name})")
-        return [fut.result() for fut in sorted(futures, key=futures.get)]
-
-
-def _share_cores(threads: int) -> None:
-    os.environ.setdefault("TRACERECON_READ_THREADS", str(threads))
-
-
-def _file_work_on_dask(scheduler: str, args: list[tuple], say: Progress) -> list[tuple]:
-    """``_file_work`` for every file on a Dask distributed cluster (``scheduler``: its address,
-    or the path of a scheduler file). The workers read the exports by their absolute paths
-    (shared storage) with their own cache; the cross-rank step then runs here, as nsys's
-    multi-report recipes do."""
-    try:
-        from distributed import Client, as_completed
-    except ImportError:
-        raise UsageError("--dask needs Dask distributed: pip install 'tracerecon[dask]'") from None
-    from tracerecon.cache import enabled
-
-    try:
-        client = Client(scheduler_file=scheduler, timeout="20s") if Path(scheduler).is_file() else Client(scheduler, timeout="20s")
-    except Exception as exc:  # unreachable, refused, a scheduler file without an address, ...
-        raise TraceReconError(f"--dask {scheduler}: cannot reach the scheduler ({type(exc).__name__}: {exc})") from None
-    try:
-        say(f"reading {len(args)} exports on the Dask cluster at {scheduler}")
-        futures = [client.submit(_file_work_remote, Path(f).resolve(), str(f), enabled(), *rest, pure=False) for f, *rest in args]
-        index = {fut.key: i for i, fut in enumerate(futures)}
-        for n, fut in enumerate(as_completed(futures), 1):
-            name = args[index[fut.key]][0]
-            if fut.status != "finished":
-                _raise_remote(fut, name, scheduler)
-            say(f"{n}/{len(args)} exports done ({name.name})")
-        return [fut.result() for fut in futures]
-    finally:
-        client.close()
-
-
-def _raise_remote(fut, name: Path, scheduler: str) -> None:
-    """A worker's failure as this library's error: a TraceReconError as it was raised (it names
-    the file), anything else (a lost worker, tracerecon missing there) as one naming file and cluster."""
-    try:
-        fut.result()
-    except TraceReconError:
-        raise
-    except BaseException as exc:
-        raise TraceReconError(f"{name}: failed on the Dask cluster at {scheduler} ({type(exc).__name__}: {exc})") from None
-    raise TraceReconError(f"{name}: {fut.status} on the Dask cluster at {scheduler}")
-
-
-def _analyze(paths: Sequence[str | os.PathLike], config: PhaseConfig, say: Progress, jobs: int | None = None, scheduler: str | None = None) -> Analysis:
-    from tracerecon.cache import cached
-
-    files = expand_inputs(paths)
-    # The whole run is cached too (keyed by every file): a warm report skips the cross-rank
-    # step and the phase tables, not only the reading. The paths as given are part of the key
-    # (they are shown); engine timers (run.json) are read fresh.
-    analysis = cached(files, ("run", config, tuple(map(str, files))), lambda: _analyze_files(files, config, say, jobs, scheduler))
-    return replace(analysis, engine_timers=read_engine_timers(paths))
-
-
-def _analyze_files(files: list[Path], config: PhaseConfig, say: Progress, jobs: int | None, scheduler: str | None) -> Analysis:
-    multi = len(files) > 1
-    file_ranks = [rank_from_filename(trace_stem(f)) for f in files]
-    by_name = multi and all(r is not None for r in file_ranks) and len(set(file_ranks)) == len(file_ranks)
-    warnings: list[str] = []
-    if multi and not by_name:
-        warnings.append("rank numbers not found in every file name (e.g. rank3, r3, _3); ranks follow file order")
-    args = [(f, config, multi, file_ranks[i] if by_name else None, i) for i, f in enumerate(files)]
-    if scheduler is not None:
-        results = _file_work_on_dask(scheduler, args, say)
-    else:
-        results = _file_work_here(args, default_jobs(len(files)) if jobs is None else max(1, jobs), say)
-    work = []
-    for out, w, _ in results:
-        work.extend(out)
-        warnings.extend(w)
-    if multi:
-        _one_run(files, [session for _, _, session in results])
-    work.sort(key=lambda w: w[0].rank)
-    if len({w[0].rank for w in work}) != len(work):
-        raise BadTraceError("two inputs map to the same rank (" + ", ".join(f"{s.path}: {s.rank}" for s, _, _ in work) + "); rename the files (rank0, rank1, ...)")
-    if all(w.ranges.num_rows == 0 for _, _, w in work):
-        raise BadTraceError(no_nvtx_message(", ".join(str(f) for f in files), results[0][2][2]))
-    if all(len(w.phase_inputs.phase_rows) == 0 for _, _, w in work):
-        names = phase_candidates(work[0][2].ranges, config.cycle_prefix)
-        hint = ("; the likely phases here: " + " ".join(f"--phase {shlex.quote(n)}" for n in names)) if names else ""
-        warnings.append(f"no range named as a phase ({', '.join(config.phases)}) in {', '.join(str(f) for f in files)}{hint} "
-                        "(`tracerecon ranges` lists every range name)")
-    elif config.cycle_prefix and all(len(w.cycle_rows) == 0 for _, _, w in work if len(w.phase_inputs.phase_rows)):
-        warnings.append(f"no range name starts with {config.cycle_prefix!r}: a cycle starts at each occurrence of the first phase")
-    say("across ranks")
-    cross = analyze_cross_rank(
-        [RankView(s.rank, s.path, info.session_start_utc_ns, w.gpu_ops, w.provisional_phases(), info.time_normalized) for s, info, w in work]
-    )
-    ranks = []
-    for s, info, w in work:
-        comm = cross.comm_of(s.rank)
-        phases, cycles = finish_rank(w, comm.phase_wait_ns if comm is not None else None)
-        ranks.append(RankResult(source=s, info=info, ranges=w.ranges, gpu_ops=w.gpu_ops, syncs=w.syncs, phases=phases, cycles=cycles))
-    return Analysis(
-        ranks=tuple(ranks), inputs=tuple(str(f) for f in files), config=config, warnings=tuple(warnings), cross=cross,
-    )

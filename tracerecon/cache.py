@@ -1,5 +1,7 @@
-"""A cache of each export's per-rank analysis, so the second ``report``/``view``/``diff``/
-``export`` of a trace does not read and analyse it again.
+"""A cache of each export's per-rank analysis, of each run's whole analysis and of its report,
+so the second ``report``/``view``/``diff``/``export`` of a trace does not read and analyse it
+again. The report entry is a few kB of plain values (``report_model.Report``): a warm
+``report`` and the TUI's first screen read it without importing pyarrow.
 
 Kept in the user's cache directory (``$TRACERECON_CACHE_DIR``, else ``$XDG_CACHE_HOME/tracerecon``,
 else ``~/.cache/tracerecon``), never beside the input. An entry is keyed by the export's
@@ -59,6 +61,29 @@ def _key(paths: Sequence[Path], extra: tuple) -> str | None:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
+_MISSING = object()
+
+
+def lookup(paths: Path | Sequence[Path], extra: tuple, use: bool | None = None) -> Any:
+    """The cached value for ``paths`` and ``extra``, or None when there is none (or caching is
+    off). Never computes."""
+    key = _key([paths] if isinstance(paths, Path) else list(paths), extra) if (enabled() if use is None else use) else None
+    value = _read_entry(cache_dir() / f"{key}.pickle") if key is not None else _MISSING
+    return None if value is _MISSING else value
+
+
+def _read_entry(entry: Path) -> Any:
+    if entry.is_file():
+        try:
+            with open(entry, "rb") as fh:
+                value = pickle.load(fh)
+            os.utime(entry)  # recently used
+            return value
+        except Exception:  # a truncated or foreign file: rebuild, never trust
+            entry.unlink(missing_ok=True)
+    return _MISSING
+
+
 def cached(paths: Path | Sequence[Path], extra: tuple, compute: Callable[[], Any], use: bool | None = None) -> Any:
     """``compute()``'s result for the file(s) ``paths`` (and ``extra``, the options it depends
     on), from the cache when a valid entry exists; otherwise computed and stored (best effort).
@@ -68,14 +93,9 @@ def cached(paths: Path | Sequence[Path], extra: tuple, compute: Callable[[], Any
         return compute()
     folder = cache_dir()
     entry = folder / f"{key}.pickle"
-    if entry.is_file():
-        try:
-            with open(entry, "rb") as fh:
-                value = pickle.load(fh)
-            os.utime(entry)  # recently used
-            return value
-        except Exception:  # a truncated or foreign file: rebuild, never trust
-            entry.unlink(missing_ok=True)
+    value = _read_entry(entry)
+    if value is not _MISSING:
+        return value
     value = compute()
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -1,15 +1,21 @@
 """What every front end shows, worded once: the ``report --json`` document, the ``diff``
 document, verdict and cause wording and colours, the "most misleading" line and the straggler
 lines. Plain strings and dicts; the CLI (rich) and the TUI (Textual) only lay them out.
+
+The wording needs no pyarrow: the analysis modules are imported by the functions that build
+from an Analysis (``build_report``, ``diff_document``), so a warm report that lays out a cached
+``Report`` never imports them.
 """
 
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
-from tracerecon.analysis.diff import cycle_delta, diff_rank, kernel_changes
-from tracerecon.analysis.summary import PhaseSummary, most_misleading, summarize_cycles, summarize_phases
-from tracerecon.model import Analysis
+from tracerecon.report_model import PhaseSummary, RankReport, Report, most_misleading
+
+if TYPE_CHECKING:
+    from tracerecon.model import Analysis
 
 __all__ = ["most_misleading"]
 
@@ -34,35 +40,37 @@ def fmt_ms(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
 
 
-def report_json(analysis: Analysis) -> dict:
-    """The ``report --json`` document."""
+def build_report(analysis: Analysis) -> Report:
+    """The report's values for ``analysis`` (engine timers as the analysis holds them)."""
+    from tracerecon.analysis.summary import summarize_cycles, summarize_phases
+
     ranks = []
     cross = analysis.cross
     for r in analysis.ranks:
         al = cross.alignment_of(r.rank) if cross else None
         cm = cross.comm_of(r.rank) if cross else None
-        ranks.append(
-            {
-                "rank": r.rank,
-                "source": r.source.path,
-                "pids": list(r.source.pids),
-                "offset_ns": al.offset_ns if al else 0,
-                "offset_uncertainty_ns": al.offset_uncertainty_ns if al else 0,
-                "alignment": al.method if al else "shared clock",
-                "nccl": {
-                    "comm_ms": round(cm.comm_ns / 1e6, 6) if cm else 0.0,
-                    "wait_ms": round(cm.wait_ns / 1e6, 6) if cm else 0.0,
-                    "n_collectives": cm.n_collectives if cm else 0,
-                },
-                "phases": [
-                    {**p.to_json(), **({"engine_cpu_ms_median": analysis.engine_timers[r.rank][p.phase]} if p.phase in analysis.engine_timers.get(r.rank, {}) else {})}
-                    for p in summarize_phases(r.phases, analysis.config.labels(), r.cycles)
-                ],
-                "cycles": summarize_cycles(r.cycles, r.phases).to_json(),
-            }
-        )
+        ranks.append(RankReport(
+            rank=r.rank,
+            source=r.source.path,
+            pids=tuple(r.source.pids),
+            nsys_version=r.info.nsys_version,
+            offset_ns=al.offset_ns if al else 0,
+            offset_uncertainty_ns=al.offset_uncertainty_ns if al else 0,
+            alignment=al.method if al else "shared clock",
+            comm_ms=round(cm.comm_ns / 1e6, 6) if cm else 0.0,
+            wait_ms=round(cm.wait_ns / 1e6, 6) if cm else 0.0,
+            n_collectives=cm.n_collectives if cm else 0,
+            phases=tuple(summarize_phases(r.phases, analysis.config.labels(), r.cycles)),
+            cycles=summarize_cycles(r.cycles, r.phases),
+        ))
     critical = cross.critical_path_json() if cross else {"rank_counts": {}, "phase_counts": {}, "by_rank": {}}
-    return {"ranks": ranks, "critical_path": critical, "warnings": list(analysis.warnings)}
+    return Report(ranks=tuple(ranks), critical_path=critical, straggler_lines=tuple(straggler_lines(analysis)),
+                  warnings=tuple(analysis.warnings), engine_timers=dict(analysis.engine_timers))
+
+
+def report_json(analysis: Analysis) -> dict:
+    """The ``report --json`` document."""
+    return build_report(analysis).to_json()
 
 
 def _dominant(counts: dict[str, int], name: str, n: int) -> str:
@@ -118,6 +126,8 @@ def straggler_lines(analysis: Analysis) -> list[str]:
 
 def token_delta(ra, rb) -> dict:
     """Per accepted token, A against B, and whether a change is slower steps or fewer tokens."""
+    from tracerecon.analysis.summary import summarize_cycles
+
     sa, sb = summarize_cycles(ra.cycles, ra.phases), summarize_cycles(rb.cycles, rb.phases)
     if sa.gpu_ms_per_accepted_token is None or sb.gpu_ms_per_accepted_token is None:
         return {}
@@ -140,6 +150,8 @@ def diff_document(a: Analysis, b: Analysis) -> dict:
 
     Ranks are paired by number; a rank on one side only is listed under ``unpaired_ranks``.
     """
+    from tracerecon.analysis.diff import cycle_delta, diff_rank, kernel_changes
+
     a_ranks = {r.rank: r for r in a.ranks}
     b_ranks = {r.rank: r for r in b.ranks}
     phases = []

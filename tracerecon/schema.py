@@ -226,8 +226,8 @@ PHASES = pa.schema(
         ("compute_ns", TS),  # union of its other GPU ops
         ("overlap_ns", TS),  # time both ran at once
         ("wait_ns", TS),  # time its collectives waited for other ranks (0 with one rank)
-        ("verdict", pa.string()),  # which way the CPU timer errs: VERDICTS
-        ("cause", pa.string()),  # why: CAUSES
+        ("verdict", pa.string()),  # which way the CPU timer errs: report_model.VERDICTS
+        ("cause", pa.string()),  # why: report_model.CAUSES
     ]
 )
 
@@ -284,10 +284,6 @@ CRITICAL_PATH = pa.schema(
 )
 
 
-# verdict: which way the CPU timer errs, always the sign of cpu_ns - gpu_ns beyond the threshold
-VERDICTS = ("over", "under", "agree", "no_gpu_work")
-# cause: why (analysis.phases.cause_of)
-CAUSES = ("async_tail", "absorbed_wait", "queued_behind", "comm_wait", "launch_bound", "none")
 
 
 def empty(schema: pa.Schema) -> pa.Table:

@@ -89,7 +89,7 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
 
 
 def verdict_of(cpu_ns: np.ndarray, gpu_ns: np.ndarray, has_gpu_time: np.ndarray, n_ops: np.ndarray) -> list[str]:
-    """Which way each CPU timer errs (``schema.VERDICTS``), always the sign of CPU - GPU:
+    """Which way each CPU timer errs (``report_model.VERDICTS``), always the sign of CPU - GPU:
     ``over`` when CPU - GPU exceeds the threshold, ``under`` when GPU - CPU does, else
     ``agree`` (``no_gpu_work`` when the phase launched nothing and has no GPU timeline)."""
     thr = error_threshold(np.maximum(cpu_ns, gpu_ns))
@@ -110,7 +110,7 @@ def verdict_of(cpu_ns: np.ndarray, gpu_ns: np.ndarray, has_gpu_time: np.ndarray,
 
 
 def cause_of(verdict: list[str], cpu_ns, gpu_ns, gpu_span_ns, gpu_busy_ns, overrun_ns, absorbed_ns, queued_ns, wait_ns) -> list[str]:
-    """Why each CPU timer says what it says (``schema.CAUSES``), given its verdict.
+    """Why each CPU timer says what it says (``report_model.CAUSES``), given its verdict.
 
     over:  absorbed_wait (blocked on other phases' GPU work) > queued_behind (the timer ran
            while its work waited behind earlier work on the stream) > launch_bound > none

@@ -7,75 +7,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401 (pa.compute)
 
 from tracerecon.analysis.columns import median_ms
-from tracerecon.schema import CAUSES, VERDICTS
-
-
-@dataclass(frozen=True)
-class PhaseSummary:
-    phase: str
-    n: int
-    cpu_ms_median: float
-    gpu_ms_median: float  # GPU-timeline share (what CUDA events at the boundaries measure)
-    gpu_span_ms_median: float | None  # first op start .. last op end (None: no GPU work)
-    gpu_busy_ms_median: float
-    error_ms_median: float  # CPU minus GPU: > 0 the timer over-reports, < 0 it under-reports
-    verdicts: dict[str, int]
-    causes: dict[str, int]
-
-    @property
-    def dominant_verdict(self) -> str:
-        return max(self.verdicts.items(), key=lambda kv: (kv[1], -VERDICTS.index(kv[0])))[0] if self.verdicts else "no_gpu_work"
-
-    @property
-    def dominant_cause(self) -> str:
-        return max(self.causes.items(), key=lambda kv: (kv[1], -CAUSES.index(kv[0])))[0] if self.causes else "none"
-
-    def to_json(self) -> dict:
-        return {
-            "phase": self.phase,
-            "n": self.n,
-            "cpu_ms_median": self.cpu_ms_median,
-            "gpu_ms_median": self.gpu_ms_median,
-            "gpu_span_ms_median": self.gpu_span_ms_median,
-            "gpu_busy_ms_median": self.gpu_busy_ms_median,
-            "error_ms_median": self.error_ms_median,
-            "verdicts": dict(self.verdicts),
-            "causes": dict(self.causes),
-        }
-
-
-@dataclass(frozen=True)
-class CycleSummary:
-    n: int
-    cpu_ms_median: float | None
-    gpu_ms_median: float | None
-    phases_cpu_ms_median: float | None
-    phases_gpu_ms_median: float | None
-    n_add_up: int
-    n_warmup: int = 0  # cycles left out of these medians
-    accepted_tokens: int | None = None  # over the cycles that said how many (tracerecon.instrument.accepted)
-    gpu_ms_per_accepted_token: float | None = None  # their GPU time / their tokens
-    phase_ms_per_accepted_token: dict = field(default_factory=dict)  # each phase's GPU time / tokens
-
-    def to_json(self) -> dict:
-        return {
-            "accepted_tokens": self.accepted_tokens,
-            "gpu_ms_per_accepted_token": self.gpu_ms_per_accepted_token,
-            "phase_ms_per_accepted_token": dict(self.phase_ms_per_accepted_token),
-            "n": self.n,
-            "cpu_ms_median": self.cpu_ms_median,
-            "gpu_ms_median": self.gpu_ms_median,
-            "phases_cpu_ms_median": self.phases_cpu_ms_median,
-            "phases_gpu_ms_median": self.phases_gpu_ms_median,
-            "n_add_up": self.n_add_up,
-            "n_warmup": self.n_warmup,
-        }
+from tracerecon.report_model import CycleSummary, PhaseSummary
 
 
 def steady_phases(phases: pa.Table, cycles: pa.Table | None) -> pa.Table:
@@ -161,13 +99,6 @@ def summarize_cycles(cycles: pa.Table, phases: pa.Table | None = None) -> CycleS
         phases_gpu_ms_median=median_ms(c["phases_gpu_ns"]),
         n_add_up=sum(1 for x in c["adds_up"] if x),
     )
-
-
-def most_misleading(phases: list[PhaseSummary]) -> PhaseSummary | None:
-    """The phase whose CPU timer misleads most: the largest |CPU - GPU| median among phases
-    whose dominant verdict is ``over`` or ``under`` (the same rule on every rank)."""
-    lying = [p for p in phases if p.error_ms_median is not None and p.dominant_verdict in ("over", "under")]
-    return max(lying, key=lambda p: abs(p.error_ms_median), default=None)
 
 
 @dataclass(frozen=True)

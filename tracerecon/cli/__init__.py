@@ -14,6 +14,7 @@ from typing import Sequence
 from tracerecon import __version__
 from tracerecon.cli import diff, export, plot, ranges, report, run, scrub, view
 from tracerecon.errors import EXIT_INTERNAL, TraceReconError
+from tracerecon.no_pandas import keep_pandas_out
 
 COMMANDS = (report, ranges, export, plot, diff, view, run, scrub)
 
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    keep_pandas_out()  # pyarrow would import it (0.4-0.7 s) and nothing here uses it
     try:
         return int(args.func(args) or 0)
     except TraceReconError as exc:

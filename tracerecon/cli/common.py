@@ -132,3 +132,13 @@ def load(inputs: Sequence[str], config: PhaseConfig, jobs: int | None = None, sc
         analysis = api.load(inputs, config, progress, jobs, scheduler)
     warn_all(analysis.warnings)
     return analysis
+
+
+def load_report(inputs: Sequence[str], config: PhaseConfig, jobs: int | None = None, scheduler: str | None = None):
+    """``api.report`` with a progress spinner; warnings go to stderr."""
+    from tracerecon import api
+
+    with progress_reporter() as progress:
+        report = api.report(inputs, config, progress, jobs, scheduler)
+    warn_all(report.warnings)
+    return report

@@ -1,4 +1,7 @@
-"""Rich layout of the documents ``tracerecon.present`` words: tables sized for 80 columns."""
+"""Rich layout of the documents ``tracerecon.present`` words: tables sized for 80 columns.
+
+It lays out a ``report_model.Report`` (plain values), so a warm ``report`` imports no pyarrow.
+"""
 
 from __future__ import annotations
 
@@ -8,26 +11,22 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tracerecon.analysis.summary import summarize_cycles, summarize_phases
-from tracerecon.model import Analysis
-from tracerecon.present import (
-    VERDICT_STYLE, fmt_ms, misleading_line, most_misleading, report_json, straggler_lines, verdict_cause_label,
-)
+from tracerecon.present import VERDICT_STYLE, fmt_ms, misleading_line, most_misleading, verdict_cause_label
+from tracerecon.report_model import Report
 
 
-def print_json(analysis: Analysis, console: Console) -> None:
-    console.file.write(json.dumps(report_json(analysis), indent=2) + "\n")
+def print_json(report: Report, console: Console) -> None:
+    console.file.write(json.dumps(report.to_json(), indent=2) + "\n")
 
 
-def print_report(analysis: Analysis, console: Console) -> None:
-    for r in analysis.ranks:
-        phases = summarize_phases(r.phases, analysis.config.labels(), r.cycles)
-        cycles = summarize_cycles(r.cycles, r.phases)
-        console.print(f"[bold]rank {r.rank}[/bold]  {r.source.path}  pid {', '.join(map(str, r.source.pids))}  nsys {r.info.nsys_version or '?'}", overflow="fold")
+def print_report(report: Report, console: Console) -> None:
+    for r in report.ranks:
+        phases, cycles = r.phases, r.cycles
+        console.print(f"[bold]rank {r.rank}[/bold]  {r.source}  pid {', '.join(map(str, r.pids))}  nsys {r.nsys_version or '?'}", overflow="fold")
         table = Table(header_style="bold", box=None, padding=(0, 1, 0, 0), pad_edge=False)
         table.add_column("phase", no_wrap=True)
         table.add_column("n", justify="right")
-        engine = analysis.engine_timers.get(r.rank, {})
+        engine = report.engine_timers.get(r.rank, {})
         if engine:
             table.add_column("engine", justify="right")  # the engine's own perf_counter timer, ms
         for col in ("CPU ms", "GPU ms", "span", "busy", "CPU-GPU"):
@@ -55,25 +54,23 @@ def print_report(analysis: Analysis, console: Console) -> None:
         if worst is not None:
             console.print("  " + misleading_line(worst))
         console.print()
-    print_straggler_summary(analysis, console)
+    print_straggler_summary(report, console)
     console.print("  GPU ms: CUDA-event time between phase boundaries; medians over cycles.", style="dim")
 
 
-def print_straggler_summary(analysis: Analysis, console: Console) -> None:
+def print_straggler_summary(report: Report, console: Console) -> None:
     """Across ranks: alignment, communication vs waiting, and who gated the cycles."""
-    cross = analysis.cross
-    if cross is None or len(analysis.ranks) < 2:
+    if len(report.ranks) < 2:
         return
     t = Table(title="across ranks", title_justify="left", header_style="bold", box=None, padding=(0, 1), pad_edge=False)
     for col in ("rank", "offset ms", "± ms", "alignment", "coll.", "comm ms", "wait ms", "gated"):
         t.add_column(col, justify="left" if col in ("alignment",) else "right")
-    gated = cross.critical_path_json()["rank_counts"]
-    for r in analysis.ranks:
-        a, c = cross.alignment_of(r.rank), cross.comm_of(r.rank)
-        unc = "?" if a.offset_uncertainty_ns is None else f"{a.offset_uncertainty_ns / 1e6:.3f}"
-        t.add_row(str(r.rank), f"{a.offset_ns / 1e6:.3f}", unc, a.method, str(c.n_collectives), f"{c.comm_ns / 1e6:.3f}", f"{c.wait_ns / 1e6:.3f}", str(gated.get(str(r.rank), 0)))
+    gated = report.critical_path["rank_counts"]
+    for r in report.ranks:
+        unc = "?" if r.offset_uncertainty_ns is None else f"{r.offset_uncertainty_ns / 1e6:.3f}"
+        t.add_row(str(r.rank), f"{r.offset_ns / 1e6:.3f}", unc, r.alignment, str(r.n_collectives), f"{r.comm_ms:.3f}", f"{r.wait_ms:.3f}", str(gated.get(str(r.rank), 0)))
     console.print(t)
-    for line in straggler_lines(analysis):
+    for line in report.straggler_lines:
         console.print("  " + line)
     console.print()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from tracerecon.cli.common import add_analysis_command, config_from, console, load
+from tracerecon.cli.common import add_analysis_command, config_from, console, load_report
 
 
 def add(sub) -> None:
@@ -21,6 +21,6 @@ def add(sub) -> None:
 def main(args: argparse.Namespace) -> int:
     from tracerecon.cli.render import print_json, print_report
 
-    analysis = load(args.traces, config_from(args), args.jobs, args.dask)
-    (print_json if args.json else print_report)(analysis, console())
+    report = load_report(args.traces, config_from(args), args.jobs, args.dask)
+    (print_json if args.json else print_report)(report, console())
     return 0

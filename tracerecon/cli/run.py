@@ -198,9 +198,9 @@ def main(args: argparse.Namespace) -> int:
         from tracerecon.cli.render import print_report
 
         try:
-            analysis = api.load([str(out)], config_from(args, [str(out)]))
-            warn_all(analysis.warnings)
-            print_report(analysis, console())
+            report = api.report([str(out)], config_from(args, [str(out)]))
+            warn_all(report.warnings)
+            print_report(report, console())
         except BadTraceError as exc:
             _say(f"warning: no report: {exc}")
     _say(f"run directory: {out} ({RUN_JSON}, {len(result.sqlite_files)} SQLite export(s))")

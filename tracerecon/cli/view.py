@@ -26,8 +26,11 @@ def main(args: argparse.Namespace) -> int:
 
     traces = args.traces or [str(BUNDLED_SAMPLE)]
     config = config_from(args)
-    # Bad input fails here, like `report`, before the screen is taken.
-    api.check_inputs(traces)
+    # Bad input fails here, like `report`, before the screen is taken. A report cached for
+    # these very files says they were read before (and checking would import pyarrow).
+    cached = api.cached_report(traces, config)
+    if cached is None:
+        api.check_inputs(traces)
     if args.diff:
         api.check_inputs([args.diff])
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
@@ -38,6 +41,11 @@ def main(args: argparse.Namespace) -> int:
         raise TraceReconError("the terminal UI needs the `tui` extra: pip install 'tracerecon[tui]'") from None
 
     diff_loader = (lambda: api.load([args.diff], config, jobs=args.jobs, scheduler=args.dask)) if args.diff else None
-    app = TraceReconApp(lambda: api.load(traces, config, jobs=args.jobs, scheduler=args.dask), source=", ".join(traces), diff_loader=diff_loader)
+    from tracerecon.cache import enabled
+
+    # The overview comes first from the report; without a cache that would analyse twice.
+    report_loader = (lambda: cached) if cached is not None else (lambda: api.report(traces, config, jobs=args.jobs, scheduler=args.dask)) if enabled() else None
+    app = TraceReconApp(lambda: api.load(traces, config, jobs=args.jobs, scheduler=args.dask), source=", ".join(traces), diff_loader=diff_loader,
+                        report_loader=report_loader)
     app.run()
     return 0

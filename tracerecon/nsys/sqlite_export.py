@@ -261,16 +261,15 @@ def _fetch(conn: sqlite3.Connection, sql: str, names: list[str]) -> dict[str, np
     exprs, rest = _split_select(sql.strip())
     if len(exprs) != len(names):
         raise ValueError("column names do not match the select list")
-    exprs = [e if e.lstrip("-").isdigit() else _int(e) for e in exprs]
     uri = getattr(conn, "bulk_uri", None)
     if uri is not None and _native_reads():
         from tracerecon.nsys import native_read
 
         try:
-            return native_read.fetch_int_columns(uri, exprs, rest, names)
+            return native_read.fetch_int_columns(uri, exprs, rest, names, guard=_int, null_value=NULL_SENTINEL)
         except native_read.NativeReadError:
             pass  # a file or driver the native reader cannot take: the sqlite3 way below
-    return _fetch_text(conn, exprs, rest, names)
+    return _fetch_text(conn, [e if e.lstrip("-").isdigit() else _int(e) for e in exprs], rest, names)
 
 
 def _native_reads() -> bool:

@@ -1,13 +1,18 @@
 """`tracerecon view`: a Textual app over the core analysis. It displays; it computes nothing.
 
-Data flow: a thread worker runs the loader (the same core as `report`) and posts ``Loaded``;
-the app hands each view its tables (attributes down); views post messages when the user picks a
-cycle, a phase or a segment (messages up), and the app routes them.
+Data flow: a thread worker first gets the report (``api.report``: from the cache, a small
+entry) and posts ``ReportReady``, which fills the overview, the first screen; it then runs the
+loader (the same core as `report`) and posts ``Loaded`` for the timeline, cycles and detail.
+The app hands each view its tables (attributes down); views post messages when the user picks a
+cycle, a phase or a segment (messages up), and the app routes them. Modules that import pyarrow
+are imported by the worker, so the first screen waits for neither.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+import importlib
+import threading
+from typing import TYPE_CHECKING, Callable
 
 from rich.text import Text
 from textual import on, work
@@ -16,14 +21,16 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Footer, Header, Input, LoadingIndicator, Static, TabbedContent, TabPane
+from textual.widgets import DataTable, Header, Input, LoadingIndicator, Static, TabbedContent, TabPane
 
-from tracerecon.analysis.detail import phase_detail
-from tracerecon.analysis.summary import most_misleading, summarize_cycles, summarize_phases
-from tracerecon.model import Analysis
-from tracerecon.present import VERDICT_MEANING, VERDICT_STYLE, cause_label, misleading_line, straggler_lines, verdict_label
-from tracerecon.tui.timeline_model import TimelineIndex, Window, find_next, format_duration, worst_cycle
+from tracerecon.present import VERDICT_MEANING, VERDICT_STYLE, cause_label, misleading_line, verdict_label
+from tracerecon.report_model import Report, most_misleading
 from tracerecon.tui.timeline_widget import Timeline
+from tracerecon.tui.timeline_window import Window, format_duration
+
+if TYPE_CHECKING:
+    from tracerecon.model import Analysis
+    from tracerecon.tui.timeline_model import TimelineIndex
 
 HELP = """\
 [b]tracerecon view[/b]: CPU phase timers against the GPU's truth
@@ -53,6 +60,12 @@ def _sort_key(v):
         return (0, float(text), "")
     except ValueError:
         return (1 if text and text != "-" else 2, 0.0, text)
+
+
+class ReportReady(Message):
+    def __init__(self, report: Report) -> None:
+        self.report = report
+        super().__init__()
 
 
 class Loaded(Message):
@@ -110,6 +123,7 @@ class TraceReconApp(App):
     #detail-body { padding: 0 1; }
     #diff-notes-box { height: 12; }
     DataTable { height: 1fr; }
+    #keys { dock: bottom; height: 1; background: $panel; color: $text-muted; padding: 0 1; }
     """
     BINDINGS = [
         Binding("q", "quit", "quit"),
@@ -134,9 +148,15 @@ class TraceReconApp(App):
         Binding("s", "sort", "sort", show=False),
     ]
 
-    def __init__(self, loader: Callable[[], Analysis], source: str = "", diff_loader: Callable[[], Analysis] | None = None) -> None:
+    def __init__(self, loader: Callable[[], Analysis], source: str = "", diff_loader: Callable[[], Analysis] | None = None,
+                 report_loader: Callable[[], Report] | None = None) -> None:
+        """``loader``: the Analysis; ``report_loader``: its report, quicker (``api.report``; when
+        None it is built from the analysis); ``diff_loader``: run B of a Diff tab."""
         super().__init__()
         self.loader = loader
+        self.report_loader = report_loader
+        self.report: Report | None = None
+        self.first_screen_shown = threading.Event()
         self.diff_loader = diff_loader
         self.diff_result: dict | None = None
         self.source = source
@@ -148,6 +168,7 @@ class TraceReconApp(App):
         self.window: Window | None = None
         self.sort_reverse = False
         self.detail_target: tuple[int, int | None, str | None] | None = None
+        self.pending_cycle_rows: list[tuple[list, str]] = []
 
     # --- layout ---------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -172,7 +193,18 @@ class TraceReconApp(App):
                     yield DataTable(id="diff-table", cursor_type="row", zebra_stripes=True)
                     with VerticalScroll(id="diff-notes-box"):
                         yield Static("", id="diff-notes")
-        yield Footer()
+        yield Static(self.key_hints(), id="keys")
+
+    def key_hints(self) -> Text:
+        """The shown bindings on one line. Textual's Footer would re-compose a widget per key
+        on every focus change (0.2-0.4 s of the first screen); the keys never change here."""
+        line = Text(no_wrap=True, overflow="ellipsis")
+        for b in self.BINDINGS:
+            if b.show:
+                key = {"question_mark": "?", "slash": "/", "plus,equals_sign": "+", "minus": "-"}.get(b.key, b.key)
+                line.append(f" {key} ", style="bold reverse")
+                line.append(f" {b.description}  ")
+        return line
 
     def on_mount(self) -> None:
         self.query_one("#tabs").display = False
@@ -181,7 +213,20 @@ class TraceReconApp(App):
     @work(thread=True, exclusive=True)
     def load(self) -> None:
         try:
+            if self.report_loader is not None:
+                self.post_message(ReportReady(self.report_loader()))
+                # Reading the analysis holds the GIL for long stretches: let the overview paint first.
+                self.first_screen_shown.wait(timeout=2.0)
             analysis = self.loader()
+            # The modules behind the timeline and the details import pyarrow and numpy: done
+            # here, off the UI thread.
+            for module in ("tracerecon.analysis.detail", "tracerecon.tui.timeline_model"):
+                importlib.import_module(module)
+
+            if self.report_loader is None:
+                from tracerecon.present import build_report
+
+                self.post_message(ReportReady(build_report(analysis)))
             if self.diff_loader is not None:
                 from tracerecon.api import compare
 
@@ -196,24 +241,41 @@ class TraceReconApp(App):
         self.query_one("#loading").display = False
         self.query_one("#loading-text", Static).update(f"[red]cannot load:[/red] {event.error}")
 
+    @on(ReportReady)
+    def report_ready(self, event: ReportReady) -> None:
+        """The first screen: the overview, from the report alone."""
+        rep = self.report = event.report
+        self.query_one("#loading-box").display = False
+        self.query_one("#tabs").display = True
+        self.sub_title = f"{len(rep.ranks)} rank(s): " + ", ".join(sorted({r.source.rsplit('/', 1)[-1] for r in rep.ranks}))
+        self.fill_overview()
+        self.query_one("#overview-table", DataTable).focus()
+        self.call_after_refresh(self.first_screen_shown.set)
+
+    def analysis_ready(self) -> bool:
+        """Whether the timeline, cycles and details can be shown yet (says so when not)."""
+        if self.analysis is None:
+            self.notify("still loading the timeline ...", severity="warning")
+        return self.analysis is not None
+
     @on(Loaded)
     def loaded(self, event: Loaded) -> None:
+        from tracerecon.tui.timeline_model import TimelineIndex
+
         a = event.analysis
         self.analysis = a
         self.indexes = {r.rank: TimelineIndex(r.phases, r.gpu_ops, r.syncs) for r in a.ranks}
-        self.query_one("#loading-box").display = False
-        self.query_one("#tabs").display = True
         self.query_one(Timeline).phase_order = a.config.labels()
-        self.sub_title = f"{len(a.ranks)} rank(s): " + ", ".join(sorted({r.source.path.rsplit('/', 1)[-1] for r in a.ranks}))
-        self.fill_overview()
-        self.fill_cycles()
+        # The cycles table (a row per cycle: 30,000 cells to lay out on a 2,500-cycle trace, 1-2 s)
+        # fills after the first screen has been painted, a batch of rows at a time, so keys
+        # stay answered.
+        self.set_timer(0.1, self.fill_cycles)
         if self.diff_result is not None:
             self.fill_diff()
         first = self.current_rank()
         cycles = first.phases["cycle"].drop_null().to_pylist() if first and first.phases.num_rows else []
         self.cycle = min(cycles) if cycles else None
         self.reset_window()
-        self.query_one("#overview-table", DataTable).focus()
 
     # --- data helpers ---------------------------------------------------------------------
     def current_rank(self):
@@ -229,13 +291,13 @@ class TraceReconApp(App):
 
     # --- overview -------------------------------------------------------------------------
     def fill_overview(self) -> None:
-        a = self.analysis
+        rep = self.report
         t = self.query_one("#overview-table", DataTable)
         t.clear(columns=True)
         t.add_columns("rank", "phase", "n", "CPU ms", "GPU ms", "span", "busy", "CPU-GPU", "verdict", "cause")
         notes = Text()
-        for r in a.ranks:
-            summaries = summarize_phases(r.phases, a.config.labels(), r.cycles)
+        for r in rep.ranks:
+            summaries = r.phases
             for p in summaries:
                 err = p.error_ms_median
                 t.add_row(
@@ -243,15 +305,15 @@ class TraceReconApp(App):
                     ms(p.gpu_busy_ms_median), Text(ms(err), style=VERDICT_STYLE.get(p.dominant_verdict, "")), Text(verdict_label(p), style=VERDICT_STYLE.get(p.dominant_verdict, "")), cause_label(p),
                     key=f"{r.rank}:{p.phase}",
                 )
-            c = summarize_cycles(r.cycles, r.phases)
+            c = r.cycles
             if c.n:
                 notes.append(f"rank {r.rank}: {c.n} cycles, CPU {ms(c.cpu_ms_median)} ms vs GPU {ms(c.gpu_ms_median)} ms per cycle (median)\n")
             worst = most_misleading(summaries)
             if worst is not None:
                 notes.append(f"rank {r.rank} {misleading_line(worst)}\n", style="bold " + VERDICT_STYLE.get(worst.dominant_verdict, ""))
-        for line in straggler_lines(a):
+        for line in rep.straggler_lines:
             notes.append(line + "\n", style="bold")
-        for w in a.warnings[:3]:
+        for w in rep.warnings[:3]:
             notes.append(f"warning: {w}\n", style="yellow")
         self.query_one("#overview-notes", Static).update(notes)
 
@@ -279,6 +341,9 @@ class TraceReconApp(App):
         self.query_one("#diff-notes", Static).update(notes)
 
     # --- cycles ---------------------------------------------------------------------------
+    CYCLE_ROWS_PER_BATCH = 250
+    CYCLE_BATCH_GAP_S = 0.01
+
     def fill_cycles(self) -> None:
         a = self.analysis
         t = self.query_one("#cycles-table", DataTable)
@@ -304,7 +369,19 @@ class TraceReconApp(App):
                 row += [round(d[f"{p} CPU"], 3) if d.get(f"{p} CPU") is not None else None for p in phases]
                 row += [round(d[f"{p} GPU"], 3) if d.get(f"{p} GPU") is not None else None for p in phases]
                 row += [round(d["err"], 3), "".join(d["verdicts"])]
-                t.add_row(*row, key=f"{r.rank}:{c['cycle']}")
+                self.pending_cycle_rows.append((row, f"{r.rank}:{c['cycle']}"))
+        self.add_cycle_rows()
+
+    def add_cycle_rows(self, everything: bool = False) -> None:
+        """Add the next batch of pending cycle rows (all of them with ``everything``) and
+        schedule the next batch after the table has been laid out."""
+        t = self.query_one("#cycles-table", DataTable)
+        n = len(self.pending_cycle_rows) if everything else self.CYCLE_ROWS_PER_BATCH
+        batch, self.pending_cycle_rows = self.pending_cycle_rows[:n], self.pending_cycle_rows[n:]
+        for row, key in batch:
+            t.add_row(*row, key=key)
+        if self.pending_cycle_rows and not everything:
+            self.set_timer(self.CYCLE_BATCH_GAP_S, self.add_cycle_rows)
 
     def action_sort(self) -> None:
         """Sort the table of the tab in view (Overview or Cycles) by the column under the cursor."""
@@ -314,12 +391,16 @@ class TraceReconApp(App):
         t = self.query_one(table_id, DataTable)
         if not t.columns:
             return
+        if table_id == "#cycles-table":
+            self.add_cycle_rows(everything=True)  # sort them all, not the ones added so far
         col = list(t.columns.keys())[t.cursor_column]
         self.sort_reverse = not self.sort_reverse
         t.sort(col, key=_sort_key, reverse=self.sort_reverse)
 
     @on(DataTable.HeaderSelected)
     def header_sort(self, event: DataTable.HeaderSelected) -> None:
+        if event.data_table.id == "cycles-table":
+            self.add_cycle_rows(everything=True)
         self.sort_reverse = not self.sort_reverse
         event.data_table.sort(event.column_key, key=_sort_key, reverse=self.sort_reverse)
 
@@ -388,6 +469,8 @@ class TraceReconApp(App):
             self.query_one(focus).focus()
 
     def action_cycle(self, step: int) -> None:
+        if not self.analysis_ready():
+            return
         ids = self.cycle_ids()
         if not ids:
             self.notify("this rank has no cycles", severity="warning")
@@ -400,8 +483,10 @@ class TraceReconApp(App):
         self.open_cycle(ids[nxt])
 
     def action_worst(self) -> None:
+        from tracerecon.tui.timeline_model import worst_cycle
+
         r = self.current_rank()
-        if r is None:
+        if not self.analysis_ready() or r is None:
             return
         c = worst_cycle(r.phases)
         if c is not None:
@@ -409,6 +494,9 @@ class TraceReconApp(App):
             self.notify(f"cycle {c}: the CPU timers miss the GPU by the most here")
 
     def action_goto(self) -> None:
+        if not self.analysis_ready():
+            return
+
         def go(value: str) -> None:
             if value.strip().lstrip("-").isdigit() and int(value) in self.cycle_ids():
                 self.open_cycle(int(value))
@@ -466,6 +554,10 @@ class TraceReconApp(App):
 
     # --- detail ---------------------------------------------------------------------------
     def show_detail(self, rank: int, phase_id: int | None, phase: str | None) -> None:
+        from tracerecon.analysis.detail import phase_detail
+
+        if not self.analysis_ready():
+            return
         r = next(x for x in self.analysis.ranks if x.rank == rank)
         d = phase_detail(r.phases, r.gpu_ops, r.syncs, phase_id=phase_id, phase=phase)
         t = Text()
@@ -490,6 +582,11 @@ class TraceReconApp(App):
 
     # --- search, help ---------------------------------------------------------------------
     def action_search(self) -> None:
+        from tracerecon.tui.timeline_model import find_next
+
+        if not self.analysis_ready():
+            return
+
         def go(value: str) -> None:
             if not value:
                 return

@@ -11,7 +11,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from tracerecon.tui.timeline_model import Lane, Segment, Window, format_duration, ruler_ticks
+from tracerecon.tui.timeline_window import Lane, Segment, Window, format_duration, ruler_ticks
 
 # Left partial blocks, 1/8 .. 8/8 of a cell filled from the left.
 EIGHTHS = " ▏▎▍▌▋▊▉█"

@@ -1,0 +1,136 @@
+"""The report as plain values: per rank and phase the summary ``report`` prints and
+``report --json`` returns, and the lines around it.
+
+Built once from an Analysis (``tracerecon.present.build_report``) and cached on its own, small,
+beside the analysis: a warm ``report`` and the TUI's first screen read it back and lay it out
+without importing pyarrow or numpy. Only the standard library is imported here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+# verdict: which way the CPU timer errs, always the sign of cpu_ns - gpu_ns beyond the threshold
+VERDICTS = ("over", "under", "agree", "no_gpu_work")
+# cause: why (analysis.phases.cause_of)
+CAUSES = ("async_tail", "absorbed_wait", "queued_behind", "comm_wait", "launch_bound", "none")
+
+
+@dataclass(frozen=True)
+class PhaseSummary:
+    phase: str
+    n: int
+    cpu_ms_median: float
+    gpu_ms_median: float  # GPU-timeline share (what CUDA events at the boundaries measure)
+    gpu_span_ms_median: float | None  # first op start .. last op end (None: no GPU work)
+    gpu_busy_ms_median: float
+    error_ms_median: float  # CPU minus GPU: > 0 the timer over-reports, < 0 it under-reports
+    verdicts: dict[str, int]
+    causes: dict[str, int]
+
+    @property
+    def dominant_verdict(self) -> str:
+        return max(self.verdicts.items(), key=lambda kv: (kv[1], -VERDICTS.index(kv[0])))[0] if self.verdicts else "no_gpu_work"
+
+    @property
+    def dominant_cause(self) -> str:
+        return max(self.causes.items(), key=lambda kv: (kv[1], -CAUSES.index(kv[0])))[0] if self.causes else "none"
+
+    def to_json(self) -> dict:
+        return {
+            "phase": self.phase,
+            "n": self.n,
+            "cpu_ms_median": self.cpu_ms_median,
+            "gpu_ms_median": self.gpu_ms_median,
+            "gpu_span_ms_median": self.gpu_span_ms_median,
+            "gpu_busy_ms_median": self.gpu_busy_ms_median,
+            "error_ms_median": self.error_ms_median,
+            "verdicts": dict(self.verdicts),
+            "causes": dict(self.causes),
+        }
+
+
+@dataclass(frozen=True)
+class CycleSummary:
+    n: int
+    cpu_ms_median: float | None
+    gpu_ms_median: float | None
+    phases_cpu_ms_median: float | None
+    phases_gpu_ms_median: float | None
+    n_add_up: int
+    n_warmup: int = 0  # cycles left out of these medians
+    accepted_tokens: int | None = None  # over the cycles that said how many (tracerecon.instrument.accepted)
+    gpu_ms_per_accepted_token: float | None = None  # their GPU time / their tokens
+    phase_ms_per_accepted_token: dict = field(default_factory=dict)  # each phase's GPU time / tokens
+
+    def to_json(self) -> dict:
+        return {
+            "accepted_tokens": self.accepted_tokens,
+            "gpu_ms_per_accepted_token": self.gpu_ms_per_accepted_token,
+            "phase_ms_per_accepted_token": dict(self.phase_ms_per_accepted_token),
+            "n": self.n,
+            "cpu_ms_median": self.cpu_ms_median,
+            "gpu_ms_median": self.gpu_ms_median,
+            "phases_cpu_ms_median": self.phases_cpu_ms_median,
+            "phases_gpu_ms_median": self.phases_gpu_ms_median,
+            "n_add_up": self.n_add_up,
+            "n_warmup": self.n_warmup,
+        }
+
+
+def most_misleading(phases: list[PhaseSummary] | tuple[PhaseSummary, ...]) -> PhaseSummary | None:
+    """The phase whose CPU timer misleads most: the largest |CPU - GPU| median among phases
+    whose dominant verdict is ``over`` or ``under`` (the same rule on every rank)."""
+    lying = [p for p in phases if p.error_ms_median is not None and p.dominant_verdict in ("over", "under")]
+    return max(lying, key=lambda p: abs(p.error_ms_median), default=None)
+
+
+@dataclass(frozen=True)
+class RankReport:
+    """One rank's part of the report."""
+
+    rank: int
+    source: str
+    pids: tuple[int, ...]
+    nsys_version: str | None
+    offset_ns: int
+    offset_uncertainty_ns: int | None
+    alignment: str
+    comm_ms: float
+    wait_ms: float
+    n_collectives: int
+    phases: tuple[PhaseSummary, ...]
+    cycles: CycleSummary
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything ``report`` shows. ``engine_timers`` (``{rank: {phase: median ms}}``, the
+    engine's own perf_counter timers) are read fresh from the run directory, never cached."""
+
+    ranks: tuple[RankReport, ...]
+    critical_path: dict  # CrossRank.critical_path_json()
+    straggler_lines: tuple[str, ...]
+    warnings: tuple[str, ...]
+    engine_timers: dict = field(default_factory=dict)
+
+    def with_engine_timers(self, timers: dict) -> "Report":
+        return replace(self, engine_timers=timers)
+
+    def to_json(self) -> dict:
+        """The ``report --json`` document."""
+        ranks = []
+        for r in self.ranks:
+            engine = self.engine_timers.get(r.rank, {})
+            ranks.append({
+                "rank": r.rank,
+                "source": r.source,
+                "pids": list(r.pids),
+                "offset_ns": r.offset_ns,
+                "offset_uncertainty_ns": r.offset_uncertainty_ns,
+                "alignment": r.alignment,
+                "nccl": {"comm_ms": r.comm_ms, "wait_ms": r.wait_ms, "n_collectives": r.n_collectives},
+                "phases": [{**p.to_json(), **({"engine_cpu_ms_median": engine[p.phase]} if p.phase in engine else {})} for p in r.phases],
+                "cycles": r.cycles.to_json(),
+            })
+        return {"ranks": ranks, "critical_path": self.critical_path, "warnings": list(self.warnings)}
