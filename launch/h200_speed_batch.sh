@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Recipe: issue 11's speed targets on the lent H200 host in one call (under 10 minutes):
 # benchmarks/bench_scale.sh (cold report/export beside `nsys stats`, sqlite3 reader, warm
-# report, TUI from cache, 8 ranks), a sweep of reader threads, the TUI's first screen three
-# more times, and where one cold report spends its time (cProfile). Output: $OUT/speed.txt.
+# report, TUI from cache, 8 ranks), the TUI's first screen three more times, and where one cold
+# report and the main process of an 8-rank one spend their time (cProfile). WITH_THREADS=1 adds
+# a sweep of reader threads. Output: $OUT/speed.txt.
 # With WITH_BIG=1 also benchmarks/bench_big.sh (1 GiB per rank, 64 ranks on Dask; 90 s more).
 # Usage (on the GPU machine, repo root, carry .devcarry and .whl): [WITH_BIG=1] bash launch/h200_speed_batch.sh
 set -u
@@ -16,10 +17,14 @@ t() { local label=$1; shift; python3 benchmarks/timed.py "$label" -- "$@"; }
   bash benchmarks/bench_scale.sh .devcarry/big_launch.sqlite.xz 3
   W=$(mktemp -d)
   xz -dc .devcarry/big_launch.sqlite.xz > $W/r.sqlite
-  echo "== reader threads"
-  for th in 2 4 8 16; do
-    for i in 1 2; do TRACERECON_NO_CACHE=1 TRACERECON_READ_THREADS=$th t "cold report, $th reader threads" python3 -m tracerecon report $W/r.sqlite; done
-  done
+  if [ "${WITH_THREADS:-0}" = 1 ]; then
+    echo "== reader threads"
+    for th in 2 4 8 16; do
+      for i in 1 2; do TRACERECON_NO_CACHE=1 TRACERECON_READ_THREADS=$th t "cold report, $th reader threads" python3 -m tracerecon report $W/r.sqlite; done
+    done
+  fi
+  echo "== 8 ranks, main process profiled"
+  python3 benchmarks/profile_ranks.py $W/r.sqlite 8 2>&1 | grep -v "^$" | head -32
   echo "== TUI from cache, 3 more"
   export TRACERECON_CACHE_DIR=$W/cache
   python3 -m tracerecon report $W/r.sqlite > /dev/null

@@ -29,19 +29,21 @@ def segmented_union_length(start: np.ndarray, end: np.ndarray, group: np.ndarray
     del keep
     # Temporaries are reused in place: on a 1 GB trace this runs over tens of millions of
     # (range, op) pairs, and each array of that length is hundreds of MB.
-    order = np.lexsort((start, group))
-    s, e, g = start[order], end[order], group[order]
-    del order
-    t0 = int(s.min())
-    span = int(e.max()) - t0 + 1
+    t0 = int(start.min())
+    span = int(end.max()) - t0 + 1
     if span * (n_groups + 1) < _I64_LIMIT:
-        # Offset each group into its own band of the number line; a running maximum over
-        # all groups then restarts at every group boundary by itself.
-        off = g * span
+        # Offset each group into its own band of the number line: one sort of the shifted
+        # starts orders by (group, start) (cheaper than a two-key lexsort), and a running
+        # maximum over all groups then restarts at every group boundary by itself.
+        off = group * span
         off -= t0
-        s += off
-        e += off
-        del off
+        s = start + off
+        order = np.argsort(s, kind="stable")
+        s = s[order]
+        e = end[order]
+        e += off[order]
+        g = group[order]
+        del order, off
         run_max = np.maximum.accumulate(e)
         # Each interval adds what reaches past everything before it: e - max(s, run_max before it).
         np.maximum(s[1:], run_max[:-1], out=s[1:])
@@ -52,6 +54,9 @@ def segmented_union_length(start: np.ndarray, end: np.ndarray, group: np.ndarray
         firsts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
         out[g[firsts]] = np.add.reduceat(e, firsts)
         return out
+    order = np.lexsort((start, group))
+    s, e, g = start[order], end[order], group[order]
+    del order
     # Very long traces with very many groups: per-group loop (still vectorised inside).
     bounds = np.flatnonzero(np.diff(g)) + 1
     for gs, ge in zip(np.r_[0, bounds], np.r_[bounds, len(g)]):

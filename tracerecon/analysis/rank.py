@@ -52,10 +52,13 @@ class RankWork:
     cycle_rows: np.ndarray
     skip_cycles: int | None = None
     accepted_marks: tuple = ()
+    # The phases table without waits in collectives (what the cross-rank step reads), built
+    # where the rank was analysed: in its worker process when several exports load at once.
+    provisional: pa.Table | None = None
 
     def provisional_phases(self) -> pa.Table:
         """The phases table without waits in collectives (what the cross-rank step reads)."""
-        return build_phases(self.phase_inputs)
+        return self.provisional if self.provisional is not None else build_phases(self.phase_inputs)
 
 
 def _calls_as_launches(calls: pa.Table) -> pa.Table:
@@ -144,13 +147,13 @@ def own_rank(tables: RankTables, rank: int, config: PhaseConfig) -> RankWork:
     )
     gpu_ops = _build_gpu_ops(ops, op_range, op_phase, rank)
     return RankWork(rank=rank, ranges=ranges, gpu_ops=gpu_ops, syncs=syncs, phase_inputs=inputs, cycle_rows=cycle_rows, skip_cycles=config.skip_cycles,
-                    accepted_marks=tables.accepted_marks)
+                    accepted_marks=tables.accepted_marks, provisional=build_phases(inputs))
 
 
 def finish_rank(work: RankWork, wait_ns: np.ndarray | None) -> tuple[pa.Table, pa.Table]:
     """The finished (phases, cycles) tables; ``wait_ns``: per phase, time its collectives waited
     for other ranks (None with one rank)."""
-    phases = build_phases(work.phase_inputs, wait_ns)
+    phases = work.provisional_phases() if wait_ns is None else build_phases(work.phase_inputs, wait_ns)
     return phases, build_cycles(work.ranges, phases, work.cycle_rows, work.rank, work.skip_cycles, list(work.accepted_marks))
 
 

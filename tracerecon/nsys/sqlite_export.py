@@ -376,8 +376,12 @@ class StringTable:
         if len(self.values) == 0:
             return pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(ids), dtype=np.int32)), pa.array([""], pa.string()))
         # Keep only the strings used: StringIds may hold 100k NVTX texts, a column needs a few.
-        used, codes = np.unique(np.where(pos < 0, 0, pos), return_inverse=True)
-        return pa.DictionaryArray.from_arrays(pa.array(codes.ravel().astype(np.int32)), self.values.take(pa.array(used)))
+        # (What np.unique(pos, return_inverse=True) gives, in one pass instead of a sort.)
+        pos = np.where(pos < 0, 0, pos)
+        present = np.zeros(len(self.values), dtype=bool)
+        present[pos] = True
+        code_of = np.cumsum(present, dtype=np.int64) - 1
+        return pa.DictionaryArray.from_arrays(pa.array(code_of[pos].astype(np.int32)), self.values.take(pa.array(np.flatnonzero(present))))
 
 
 def read_strings(conn: sqlite3.Connection, tables: frozenset[str]) -> StringTable:
