@@ -259,3 +259,24 @@ def test_the_cli_process_never_imports_pandas(tmp_path):
     code = ("from tracerecon.no_pandas import keep_pandas_out; import pandas, pyarrow; keep_pandas_out(); "
             "print(type(pyarrow.table({'a': [1]}).to_pandas()).__name__)")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout.strip() == "DataFrame"
+
+
+def test_a_report_made_from_a_loaded_analysis_is_cached_for_the_next_view(tmp_path, monkeypatch):
+    # GIVEN a run loaded once (as `view` does when no report was cached)
+    from tracerecon import api
+
+    monkeypatch.setenv("TRACERECON_CACHE_DIR", str(tmp_path / "cache"))
+    files = [str(f) for f in sorted((DEMO2 / "nccl_skew").glob("*.sqlite*"))]
+    assert api.cached_report(files) is None
+    analysis = api.load(files, jobs=1)
+    # WHEN its report is asked for with that analysis THEN it is the same report, read nothing
+    import tracerecon.pipeline as pipeline
+
+    monkeypatch.setattr(pipeline, "read_export", lambda *_a, **_k: (_ for _ in ()).throw(AssertionError("read an export")))
+    made = api.report(files, analysis=analysis)
+    monkeypatch.undo()
+    monkeypatch.setenv("TRACERECON_CACHE_DIR", str(tmp_path / "cache"))
+    # ... and the next view finds it cached, equal to a report made from scratch
+    assert api.cached_report(files).to_json() == made.to_json()
+    monkeypatch.setenv("TRACERECON_CACHE_DIR", str(tmp_path / "other"))
+    assert api.report(files, jobs=1).to_json() == made.to_json()

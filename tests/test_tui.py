@@ -151,6 +151,51 @@ async def test_the_overview_shows_from_the_report_before_the_analysis_loads():
         assert app.analysis is not None and app.cycle is not None
 
 
+async def test_a_failure_after_the_overview_is_shown_and_run_b_failing_keeps_run_a():
+    # GIVEN the overview from a report, then an analysis that cannot load
+    from tracerecon.api import report
+    from tracerecon.errors import BadTraceError
+
+    rep = report([GPU_BOUND], PhaseConfig())
+
+    def broken():
+        raise BadTraceError("x.sqlite: corrupt or truncated export")
+
+    app = TraceReconApp(broken, source="x", report_loader=lambda: rep)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+        # THEN the overview stays and says why the timeline is missing; timeline keys say it too
+        assert app.query_one("#overview-table", DataTable).row_count == 3
+        assert "cannot load the timeline: x.sqlite: corrupt" in str(app.query_one("#overview-notes", Static).render())
+        await pilot.press("n")
+        assert any("cannot load the timeline" in str(n.message) for n in app._notifications)
+    # GIVEN run B of a Diff tab failing WHEN loaded THEN run A is browsable and the Diff tab says why
+    app = TraceReconApp(lambda: load([GPU_BOUND], PhaseConfig()), source=GPU_BOUND, diff_loader=broken)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        assert app.analysis is not None
+        assert "cannot compare: x.sqlite: corrupt" in str(app.query_one("#diff-notes", Static).render())
+        await pilot.press("2", "n")
+        assert app.cycle is not None
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.05, 0.1, 0.2])
+async def test_closing_while_cycle_rows_are_still_coming_is_clean(delay):
+    # GIVEN the cycles table still to fill (its first timer 0.1 s after the analysis, then batches)
+    # WHEN the app closes around then THEN no timer fires into a torn-down screen
+    import time
+
+    from tracerecon.api import report
+
+    rep = report([GPU_BOUND], PhaseConfig())
+    app = TraceReconApp(lambda: load([GPU_BOUND], PhaseConfig()), source=GPU_BOUND, report_loader=lambda: rep)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+        time.sleep(delay)  # the timers come due while the loop is blocked, then fire at teardown
+
+
 async def test_phase_detail_explains_the_disagreement():
     app = make_app(GPU_BOUND)
     async with app.run_test(size=(160, 48)) as pilot:

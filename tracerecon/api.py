@@ -64,23 +64,26 @@ def load(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = None
 
 
 def report(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = None, progress: Progress | None = None, jobs: int | None = None,
-           scheduler: str | None = None) -> Report:
+           scheduler: str | None = None, analysis: Analysis | None = None) -> Report:
     """What ``report`` prints and ``report --json`` returns, for the same inputs as ``load``.
 
     The report is cached on its own (a few kB, keyed like ``load``'s entry): a warm call stats
     the inputs and reads that entry, importing neither pyarrow nor numpy. A miss runs ``load``
-    (which caches the whole analysis for ``view``, ``export`` and ``diff``). The engine's own
-    timers (``cpu_timers.rank*.jsonl`` in a run directory) are read fresh every time."""
+    (which caches the whole analysis for ``view``, ``export`` and ``diff``), or uses
+    ``analysis`` when the caller has already loaded these inputs with these options. The
+    engine's own timers (``cpu_timers.rank*.jsonl`` in a run directory) are read fresh every time."""
     config = options or PhaseConfig()
     from tracerecon.present import build_report
 
+    def analysed() -> Analysis:
+        return analysis if analysis is not None else load(inputs, config, progress, jobs, scheduler)
+
     if len(inputs) == 1 and is_export_dir(inputs[0]):
-        return build_report(load(inputs, config, progress, jobs, scheduler))
+        return build_report(analysed())
     from tracerecon.cache import cached
 
     files = expand_inputs(inputs)
-    fresh = cached(files, _report_key(files, config),
-                   lambda: build_report(load(inputs, config, progress, jobs, scheduler)).with_engine_timers({}))
+    fresh = cached(files, _report_key(files, config), lambda: build_report(analysed()).with_engine_timers({}))
     return fresh.with_engine_timers(read_engine_timers(inputs))
 
 

@@ -10,7 +10,8 @@ changed file or a changed tracerecon (its modules' sizes and times) misses. An e
 never trusted. The directory is capped (``$TRACERECON_CACHE_MB``, default 2048): the least
 recently used entries go first. ``--no-cache`` (or ``TRACERECON_NO_CACHE=1``) bypasses it.
 
-Entries are Python pickles of Arrow tables: only ever read from the user's own cache directory.
+Entries are Python pickles (of Arrow tables, and of the report's plain values): only ever read
+from the user's own cache directory.
 """
 
 from __future__ import annotations

@@ -11,16 +11,24 @@ stock behaviour: nothing here runs on import.
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
 import sys
 
 
-class _RefusePandas:
-    """An import finder that refuses pandas (and only pandas)."""
+class _RefusePandas(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds pandas (and only pandas) and fails to load it: ``import pandas`` raises
+    ImportError, as for a missing package, while ``importlib.util.find_spec`` still answers
+    (callers that probe first then guard the import, as pyarrow does, take the ImportError)."""
 
     def find_spec(self, name, path=None, target=None):
-        if name == "pandas":
-            raise ImportError("pandas is not imported in tracerecon's own processes (tracerecon.no_pandas)")
+        return importlib.machinery.ModuleSpec(name, self) if name == "pandas" else None
+
+    def create_module(self, spec):
         return None
+
+    def exec_module(self, module):
+        raise ImportError("pandas is not imported in tracerecon's own processes (tracerecon.no_pandas)")
 
 
 def keep_pandas_out() -> None:

@@ -65,7 +65,7 @@ def build_report(analysis: Analysis) -> Report:
         ))
     critical = cross.critical_path_json() if cross else {"rank_counts": {}, "phase_counts": {}, "by_rank": {}}
     return Report(ranks=tuple(ranks), critical_path=critical, straggler_lines=tuple(straggler_lines(analysis)),
-                  warnings=tuple(analysis.warnings), engine_timers=dict(analysis.engine_timers))
+                  warnings=tuple(analysis.warnings), engine_timers=dict(analysis.engine_timers), cross_rank=cross is not None)
 
 
 def report_json(analysis: Analysis) -> dict:

@@ -113,6 +113,7 @@ class Report:
     straggler_lines: tuple[str, ...]
     warnings: tuple[str, ...]
     engine_timers: dict = field(default_factory=dict)
+    cross_rank: bool = True  # whether the cross-rank step ran (alignment, communication, gating)
 
     def with_engine_timers(self, timers: dict) -> "Report":
         return replace(self, engine_timers=timers)

@@ -119,23 +119,25 @@ def cause_of(verdict: list[str], cpu_ns, gpu_ns, gpu_span_ns, gpu_busy_ns, overr
     agree: comm_wait > queued_behind > launch_bound > none
     """
     thr = error_threshold(np.maximum(cpu_ns, gpu_ns))
-    lb = gpu_busy_ns < LAUNCH_BOUND_BUSY_FRACTION * gpu_span_ns
-    out = []
-    for k, v in enumerate(verdict):
-        checks: list[tuple[bool, str]]
-        comm = (wait_ns[k] > thr[k], "comm_wait")
-        queued = (queued_ns[k] > thr[k], "queued_behind")
-        launch = (bool(lb[k]) and gpu_span_ns[k] > 0, "launch_bound")
-        if v == "over":
-            checks = [(absorbed_ns[k] > thr[k], "absorbed_wait"), queued, launch]
-        elif v == "under":
-            checks = [comm, (overrun_ns[k] > thr[k], "async_tail"), queued, launch]
-        elif v == "agree":
-            checks = [comm, queued, launch]
-        else:
-            checks = []
-        out.append(next((name for ok, name in checks if ok), "none"))
-    return out
+    gpu_span_ns = np.asarray(gpu_span_ns)
+    comm = np.asarray(wait_ns) > thr
+    queued = np.asarray(queued_ns) > thr
+    launch = (np.asarray(gpu_busy_ns) < LAUNCH_BOUND_BUSY_FRACTION * gpu_span_ns) & (gpu_span_ns > 0)
+    absorbed = np.asarray(absorbed_ns) > thr
+    tail = np.asarray(overrun_ns) > thr
+    v = np.asarray(verdict, dtype=object)
+    # The first check that holds names the cause, in each verdict's order (np.select: first match).
+    by_verdict = {
+        "over": ([absorbed, queued, launch], ["absorbed_wait", "queued_behind", "launch_bound"]),
+        "under": ([comm, tail, queued, launch], ["comm_wait", "async_tail", "queued_behind", "launch_bound"]),
+        "agree": ([comm, queued, launch], ["comm_wait", "queued_behind", "launch_bound"]),
+    }
+    out = np.full(len(v), "none", dtype=object)
+    for name, (conds, causes) in by_verdict.items():
+        mine = v == name
+        if mine.any():
+            out[mine] = np.select(conds, causes, "none")[mine]
+    return out.tolist()
 
 
 @dataclass(frozen=True)

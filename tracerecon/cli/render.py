@@ -60,7 +60,7 @@ def print_report(report: Report, console: Console) -> None:
 
 def print_straggler_summary(report: Report, console: Console) -> None:
     """Across ranks: alignment, communication vs waiting, and who gated the cycles."""
-    if len(report.ranks) < 2:
+    if len(report.ranks) < 2 or not report.cross_rank:
         return
     t = Table(title="across ranks", title_justify="left", header_style="bold", box=None, padding=(0, 1), pad_edge=False)
     for col in ("rank", "offset ms", "± ms", "alignment", "coll.", "comm ms", "wait ms", "gated"):

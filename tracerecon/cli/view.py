@@ -41,18 +41,11 @@ def main(args: argparse.Namespace) -> int:
         raise TraceReconError("the terminal UI needs the `tui` extra: pip install 'tracerecon[tui]'") from None
 
     diff_loader = (lambda: api.load([args.diff], config, jobs=args.jobs, scheduler=args.dask)) if args.diff else None
-    from tracerecon.cache import enabled
-    from tracerecon.run_dir import is_export_dir
-
-    # The overview comes first from the report; without a cache (or from a parquet export,
-    # which is not cached) that would read everything twice: the app then builds it itself.
-    if cached is not None:
-        report_loader = lambda: cached  # noqa: E731
-    elif enabled() and not (len(traces) == 1 and is_export_dir(traces[0])):
-        report_loader = lambda: api.report(traces, config, jobs=args.jobs, scheduler=args.dask)  # noqa: E731
-    else:
-        report_loader = None
+    # A cached report puts the overview up before the analysis loads; without one, the report
+    # is made from the analysis once loaded, and cached for the next time (asking api.report
+    # first would analyse twice when the cache cannot keep the entry: read-only, over its cap).
     app = TraceReconApp(lambda: api.load(traces, config, jobs=args.jobs, scheduler=args.dask), source=", ".join(traces), diff_loader=diff_loader,
-                        report_loader=report_loader)
+                        report_loader=(lambda: cached) if cached is not None else None,
+                        report_of=lambda analysis: api.report(traces, config, analysis=analysis))
     app.run()
     return 0

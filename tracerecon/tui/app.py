@@ -19,6 +19,7 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Header, Input, LoadingIndicator, Static, TabbedContent, TabPane
@@ -149,14 +150,18 @@ class TraceReconApp(App):
     ]
 
     def __init__(self, loader: Callable[[], Analysis], source: str = "", diff_loader: Callable[[], Analysis] | None = None,
-                 report_loader: Callable[[], Report] | None = None) -> None:
-        """``loader``: the Analysis; ``report_loader``: its report, quicker (``api.report``; when
-        None it is built from the analysis); ``diff_loader``: run B of a Diff tab."""
+                 report_loader: Callable[[], Report] | None = None, report_of: Callable[[Analysis], Report] | None = None) -> None:
+        """``loader``: the Analysis; ``report_loader``: its report, quicker (a cached one), shown
+        before the analysis loads; else ``report_of(analysis)`` (default: built from it) after;
+        ``diff_loader``: run B of a Diff tab."""
         super().__init__()
         self.loader = loader
         self.report_loader = report_loader
+        self.report_of = report_of
         self.report: Report | None = None
         self.first_screen_shown = threading.Event()
+        self.load_error: str | None = None
+        self.diff_error: str | None = None
         self.diff_loader = diff_loader
         self.diff_result: dict | None = None
         self.source = source
@@ -226,20 +231,27 @@ class TraceReconApp(App):
             if self.report_loader is None:
                 from tracerecon.present import build_report
 
-                self.post_message(ReportReady(build_report(analysis)))
-            if self.diff_loader is not None:
-                from tracerecon.api import compare
-
-                self.diff_result = compare(analysis, self.diff_loader())
+                self.post_message(ReportReady((self.report_of or build_report)(analysis)))
         except Exception as exc:  # shown in the app; the CLI turns startup errors into one line
             self.post_message(LoadFailed(str(exc)))
             return
+        if self.diff_loader is not None:
+            try:
+                from tracerecon.api import compare
+
+                self.diff_result = compare(analysis, self.diff_loader())
+            except Exception as exc:  # run B failing leaves run A to browse
+                self.diff_error = str(exc)
         self.post_message(Loaded(analysis))
 
     @on(LoadFailed)
     def load_failed(self, event: LoadFailed) -> None:
+        self.load_error = event.error
         self.query_one("#loading").display = False
         self.query_one("#loading-text", Static).update(f"[red]cannot load:[/red] {event.error}")
+        if self.report is not None:  # the overview is up, the loading box gone: say it there
+            self.query_one("#overview-notes", Static).update(Text(f"cannot load the timeline: {event.error}", style="bold red"))
+            self.notify(f"cannot load the timeline: {event.error}", severity="error", timeout=30)
 
     @on(ReportReady)
     def report_ready(self, event: ReportReady) -> None:
@@ -255,7 +267,8 @@ class TraceReconApp(App):
     def analysis_ready(self) -> bool:
         """Whether the timeline, cycles and details can be shown yet (says so when not)."""
         if self.analysis is None:
-            self.notify("still loading the timeline ...", severity="warning")
+            self.notify(f"cannot load the timeline: {self.load_error}" if self.load_error else "still loading the timeline ...",
+                        severity="error" if self.load_error else "warning")
         return self.analysis is not None
 
     @on(Loaded)
@@ -272,6 +285,9 @@ class TraceReconApp(App):
         self.set_timer(0.1, self.fill_cycles)
         if self.diff_result is not None:
             self.fill_diff()
+        elif self.diff_error is not None:
+            self.query_one("#diff-notes", Static).update(Text(f"cannot compare: {self.diff_error}", style="bold red"))
+            self.notify(f"cannot compare: {self.diff_error}", severity="error", timeout=30)
         first = self.current_rank()
         cycles = first.phases["cycle"].drop_null().to_pylist() if first and first.phases.num_rows else []
         self.cycle = min(cycles) if cycles else None
@@ -341,12 +357,23 @@ class TraceReconApp(App):
         self.query_one("#diff-notes", Static).update(notes)
 
     # --- cycles ---------------------------------------------------------------------------
+    def _cycles_table(self) -> DataTable | None:
+        """The cycles table, or None once the app is closing (a batch timer may still fire)."""
+        if not self.is_running:
+            return None
+        try:
+            return self.query_one("#cycles-table", DataTable)
+        except NoMatches:
+            return None
+
     CYCLE_ROWS_PER_BATCH = 250
     CYCLE_BATCH_GAP_S = 0.01
 
     def fill_cycles(self) -> None:
         a = self.analysis
-        t = self.query_one("#cycles-table", DataTable)
+        t = self._cycles_table()
+        if t is None:
+            return
         t.clear(columns=True)
         phases = [p for p in a.config.labels() if any(p in r.phases["phase"].to_pylist() for r in a.ranks)]
         cols = ["rank", "cycle", "CPU ms", "GPU ms"] + [f"{p} CPU" for p in phases] + [f"{p} GPU" for p in phases] + ["|error| ms", "verdicts"]
@@ -375,7 +402,9 @@ class TraceReconApp(App):
     def add_cycle_rows(self, everything: bool = False) -> None:
         """Add the next batch of pending cycle rows (all of them with ``everything``) and
         schedule the next batch after the table has been laid out."""
-        t = self.query_one("#cycles-table", DataTable)
+        t = self._cycles_table()
+        if t is None:
+            return
         n = len(self.pending_cycle_rows) if everything else self.CYCLE_ROWS_PER_BATCH
         batch, self.pending_cycle_rows = self.pending_cycle_rows[:n], self.pending_cycle_rows[n:]
         for row, key in batch:
@@ -483,11 +512,11 @@ class TraceReconApp(App):
         self.open_cycle(ids[nxt])
 
     def action_worst(self) -> None:
-        from tracerecon.tui.timeline_model import worst_cycle
-
         r = self.current_rank()
         if not self.analysis_ready() or r is None:
             return
+        from tracerecon.tui.timeline_model import worst_cycle
+
         c = worst_cycle(r.phases)
         if c is not None:
             self.open_cycle(c)
@@ -554,10 +583,10 @@ class TraceReconApp(App):
 
     # --- detail ---------------------------------------------------------------------------
     def show_detail(self, rank: int, phase_id: int | None, phase: str | None) -> None:
-        from tracerecon.analysis.detail import phase_detail
-
         if not self.analysis_ready():
             return
+        from tracerecon.analysis.detail import phase_detail
+
         r = next(x for x in self.analysis.ranks if x.rank == rank)
         d = phase_detail(r.phases, r.gpu_ops, r.syncs, phase_id=phase_id, phase=phase)
         t = Text()
@@ -582,10 +611,9 @@ class TraceReconApp(App):
 
     # --- search, help ---------------------------------------------------------------------
     def action_search(self) -> None:
-        from tracerecon.tui.timeline_model import find_next
-
         if not self.analysis_ready():
             return
+        from tracerecon.tui.timeline_model import find_next
 
         def go(value: str) -> None:
             if not value:
