@@ -68,9 +68,18 @@ _MISSING = object()
 def lookup(paths: Path | Sequence[Path], extra: tuple, use: bool | None = None) -> Any:
     """The cached value for ``paths`` and ``extra``, or None when there is none (or caching is
     off). Never computes."""
-    key = _key([paths] if isinstance(paths, Path) else list(paths), extra) if (enabled() if use is None else use) else None
-    value = _read_entry(cache_dir() / f"{key}.pickle") if key is not None else _MISSING
+    entry = _entry(paths, extra, use)
+    value = _read_entry(entry) if entry is not None else _MISSING
     return None if value is _MISSING else value
+
+
+def _entry(paths: Path | Sequence[Path], extra: tuple, use: bool | None) -> Path | None:
+    """The entry's file for ``paths`` and ``extra``; None when caching is off (``use``, else
+    this process's setting) or a file cannot be stat'ed."""
+    if not (enabled() if use is None else use):
+        return None
+    key = _key([paths] if isinstance(paths, Path) else list(paths), extra)
+    return cache_dir() / f"{key}.pickle" if key is not None else None
 
 
 def _read_entry(entry: Path) -> Any:
@@ -89,11 +98,10 @@ def cached(paths: Path | Sequence[Path], extra: tuple, compute: Callable[[], Any
     """``compute()``'s result for the file(s) ``paths`` (and ``extra``, the options it depends
     on), from the cache when a valid entry exists; otherwise computed and stored (best effort).
     ``use``: whether to cache at all (default: ``enabled()``, this process's setting)."""
-    key = _key([paths] if isinstance(paths, Path) else list(paths), extra) if (enabled() if use is None else use) else None
-    if key is None:
+    entry = _entry(paths, extra, use)
+    if entry is None:
         return compute()
-    folder = cache_dir()
-    entry = folder / f"{key}.pickle"
+    folder = entry.parent
     value = _read_entry(entry)
     if value is not _MISSING:
         return value
