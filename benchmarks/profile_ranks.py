@@ -42,7 +42,7 @@ def main() -> None:
         prof.disable()
         print(f"{n} ranks: api.report {time.perf_counter() - t:.2f} s")
         stats = pstats.Stats(prof)
-        stats.sort_stats("cumulative").print_stats("tracerecon|pickle|concurrent", 25)
+        stats.sort_stats(os.environ.get("SORT", "cumulative")).print_stats(os.environ.get("FILTER", "tracerecon|pickle|concurrent"), int(os.environ.get("TOP", "25")))
 
 
 if __name__ == "__main__":

@@ -280,3 +280,69 @@ def test_a_report_made_from_a_loaded_analysis_is_cached_for_the_next_view(tmp_pa
     assert api.cached_report(files).to_json() == made.to_json()
     monkeypatch.setenv("TRACERECON_CACHE_DIR", str(tmp_path / "other"))
     assert api.report(files, jobs=1).to_json() == made.to_json()
+
+
+def test_a_result_handed_over_through_shared_memory_comes_back_whole():
+    import numpy as np
+    import pyarrow as pa
+
+    from tracerecon import handoff
+
+    # GIVEN what a worker returns: Arrow tables (dictionary, nullable columns), numpy arrays, plain values
+    table = pa.table({"name": pa.array(["a", "b", None, "a"]).dictionary_encode(), "ns": pa.array([1, None, 3, 2**62], pa.int64())})
+    ops = np.arange(1000, dtype=np.int64) * 3
+    value = {"table": table, "ops": ops, "more": ("text", 3, None)}
+    # WHEN a worker puts it and its parent takes it
+    sent = handoff.put(value, owner=os.getpid())
+    assert Path(sent.path).is_file() and len(sent.pickled) < 4096  # the buffers went to the file
+    got = handoff.take(sent)
+    # THEN it is equal, its arrays are writable (later steps update some in place), and no file is left
+    assert got["table"].equals(table) and got["more"] == ("text", 3, None)
+    assert (got["ops"] == ops).all()
+    got["ops"][0] = -1
+    assert not Path(sent.path).exists()
+
+
+def test_results_no_one_took_are_removed_for_their_owner_only():
+    import numpy as np
+
+    from tracerecon import handoff
+
+    # GIVEN results written for two parents, never taken (a load that failed part way)
+    mine = handoff.put({"a": np.arange(5)}, owner=99990001)
+    other = handoff.put({"a": np.arange(5)}, owner=999900011)
+    # WHEN the first parent cleans up THEN only its files go
+    handoff.discard_leftovers(99990001)
+    assert not Path(mine.path).exists() and Path(other.path).exists()
+    handoff.discard(other)
+    assert not Path(other.path).exists()
+
+
+def test_a_load_that_fails_in_a_worker_leaves_no_shared_memory_behind(tmp_path):
+    from tracerecon import api, handoff
+    from tracerecon.errors import BadTraceError
+
+    # GIVEN two good ranks and a corrupt one, loaded in worker processes
+    for r in (0, 1):
+        shutil.copy(H200 / "eagle_gpu_bound.sqlite", tmp_path / f"rank{r}.sqlite")
+    (tmp_path / "rank2.sqlite").write_bytes(b"SQLite format 3\x00" + b"\x00" * 200)
+    # WHEN the load fails THEN it says which file, and no handoff file of this process is left
+    with pytest.raises(BadTraceError, match="rank2"):
+        api.load(sorted(tmp_path.glob("rank*.sqlite")), jobs=3)
+    assert not list(Path(handoff.shared_dir()).glob(f"tracerecon-handoff-{os.getpid()}-*"))
+
+
+def test_tables_read_at_once_keep_the_warnings_of_a_sequential_read(tmp_path):
+    # GIVEN an export with bad rows in the runtime calls, the kernels and the sync records
+    src = tmp_path / "salted.sqlite"
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", src)
+    with sqlite3.connect(src) as db:
+        db.execute("update CUPTI_ACTIVITY_KIND_KERNEL set end = start - 1 where rowid = 3")
+        db.execute("update CUPTI_ACTIVITY_KIND_RUNTIME set end = start - 1 where rowid in (select rowid from CUPTI_ACTIVITY_KIND_RUNTIME where nameId in (select id from StringIds where value like 'cudaLaunchKernel%') limit 2)")
+        db.execute("update CUPTI_ACTIVITY_KIND_SYNCHRONIZATION set end = start - 1 where rowid = 1")
+    # WHEN read (the tables on connections of their own, at once), several times
+    seen = {read_export(src).warnings for _ in range(3)}
+    # THEN the warnings come in one order: API calls, then GPU activity, then sync records
+    assert len(seen) == 1
+    dropped = [w for w in seen.pop() if "dropped" in w]
+    assert ["CUDA API" in dropped[0], "kernel" in dropped[1], "synchronization" in dropped[2]] == [True, True, True], dropped

@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
+from tracerecon import handoff
 from tracerecon.analysis.cross_rank import RankView, analyze_cross_rank
 from tracerecon.analysis.config import PhaseConfig
 from tracerecon.analysis.projection import int64s, link_launches
@@ -19,6 +20,7 @@ from tracerecon.analysis.rank import RankTables, finish_rank, own_rank
 from tracerecon.analysis.ranks import RankSource, processes_in_file, select_pids
 from tracerecon.analysis.summary import phase_candidates
 from tracerecon.errors import BadTraceError, TraceReconError, UsageError
+from tracerecon.memory import release_free_memory
 from tracerecon.model import Analysis, RankResult
 from tracerecon.nsys.sqlite_export import read_all_api_calls, read_export
 from tracerecon.run_dir import accepted_of_mark, expand_inputs, rank_from_filename, rank_of_mark, read_engine_timers, trace_stem
@@ -41,6 +43,7 @@ def no_nvtx_message(path: str, nsys_version: str | None) -> str:
 def _read(f: Path):
     """One export's tables, its GPU ops linked to their launching calls, and its warnings."""
     tables = read_export(f)
+    release_free_memory()  # what the reader threads freed (see tracerecon.memory)
     warnings = list(tables.warnings)
     if not tables.info.has_cuda:
         warnings.append(f"{f}: no CUDA activity in the trace (traced without `-t cuda`, or a CPU-only run): CPU times only")
@@ -144,17 +147,33 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
 
     workers = min(jobs, len(args))
     say(f"reading {len(args)} exports in {workers} processes")
+    # What every worker imports, imported once here: forked workers then start with it.
+    import importlib
+
+    from tracerecon.nsys import native_read
+
+    importlib.import_module("tracerecon.cache")
+    native_read.available()
     # Each process reads with its share of the cores (8 processes x 8 reader threads on 16
     # cores made 8 ranks 2.3x slower than one).
     threads = max(1, (os.cpu_count() or 1) // workers)
-    with ProcessPoolExecutor(max_workers=workers, initializer=_share_cores, initargs=(threads,)) as pool:
-        futures = {pool.submit(_file_work, *a): i for i, a in enumerate(args)}
-        done = 0
-        for fut in as_completed(futures):
-            fut.result()  # the first failure stops the load
-            done += 1
-            say(f"{done}/{len(args)} exports done ({args[futures[fut]][0].name})")
-        return [fut.result() for fut in sorted(futures, key=futures.get)]
+    results: dict[int, tuple] = {}
+    try:
+        with ProcessPoolExecutor(max_workers=workers, initializer=_share_cores, initargs=(threads,)) as pool:
+            futures = {pool.submit(_file_work_handed_off, os.getpid(), *a): i for i, a in enumerate(args)}
+            for fut in as_completed(futures):
+                # Taken as each arrives: the first failure stops the load.
+                results[futures[fut]] = handoff.take(fut.result())
+                say(f"{len(results)}/{len(args)} exports done ({args[futures[fut]][0].name})")
+    finally:
+        handoff.discard_leftovers(os.getpid())  # results of workers that finished after a failure
+    return [results[i] for i in range(len(args))]
+
+
+def _file_work_handed_off(owner: int, *args) -> handoff.Handoff:
+    """``_file_work`` in a worker process, its result handed to ``owner`` through shared
+    memory (see ``tracerecon.handoff``) rather than pickled through the pool's pipe."""
+    return handoff.put(_file_work(*args), owner)
 
 
 def _share_cores(threads: int) -> None:

@@ -124,29 +124,41 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
     # A wait names its record by (event id, record number); exports without record numbers
     # (nsys 2024 and older) name only the event: the wait is then on its latest record made
     # before the wait (an event is re-recorded every cycle).
-    rec_key = {(int(p), int(e), int(q)): (int(s), int(t)) for p, e, q, s, t in zip(rec["pid"], rec["event"], rec["sync"], rec_stream, rec["cpu"]) if q >= 0}
+    rec_key = {(p, e, q): (s, t) for p, e, q, s, t in zip(rec["pid"].tolist(), rec["event"].tolist(), rec["sync"].tolist(), rec_stream.tolist(), rec["cpu"].tolist()) if q >= 0}
     by_event: dict[tuple[int, int], list[tuple[int, int]]] = {}
     for p, e, s, t in sorted(zip(rec["pid"].tolist(), rec["event"].tolist(), rec_stream.tolist(), rec["cpu"].tolist()), key=lambda x: x[3]):
         by_event.setdefault((p, e), []).append((t, s))
-    times: list[list[int]] = [[] for _ in range(n)]
-    running: list[list[int]] = [[] for _ in range(n)]
-    for i in np.argsort(w["cpu"], kind="stable"):
-        if w["sync"][i] >= 0:
-            r = rec_key.get((int(w["pid"][i]), int(w["event"][i]), int(w["sync"][i])))
+    # Each wait's record (stream, CPU time), in CPU order of the waits.
+    w_pid, w_event, w_sync, w_cpu, w_stream = (x.tolist() for x in (w["pid"], w["event"], w["sync"], w["cpu"], wait_stream))
+    resolved: list[tuple[int, int, int]] = []  # (wait, record stream, record CPU time)
+    for i in np.argsort(w["cpu"], kind="stable").tolist():
+        if w_sync[i] >= 0:
+            r = rec_key.get((w_pid[i], w_event[i], w_sync[i]))
         else:
-            recs = by_event.get((int(w["pid"][i]), int(w["event"][i])), [])
-            k = bisect.bisect_right(recs, (int(w["cpu"][i]), 1 << 62)) - 1
+            recs = by_event.get((w_pid[i], w_event[i]), [])
+            k = bisect.bisect_right(recs, (w_cpu[i], 1 << 62)) - 1
             r = (recs[k][1], recs[k][0]) if k >= 0 else None
         if r is None:
             continue  # recorded before the capture began, or inside a graph capture
-        rs, rt = r
-        dep = int(_before(op_launch[rs], op_done[rs], np.array([rt]))[0])
+        resolved.append((i, r[0], r[1]))
+    # What each record waits for among GPU ops: one search per record stream, not per wait.
+    rec_s = np.array([x[1] for x in resolved], dtype=np.int64)
+    rec_t = np.array([x[2] for x in resolved], dtype=np.int64)
+    from_ops = np.empty(len(resolved), dtype=np.int64)
+    for s in np.unique(rec_s).tolist():
+        sel = rec_s == s
+        from_ops[sel] = _before(op_launch[s], op_done[s], rec_t[sel])
+    # Then the waits' own chains, in CPU order: a record made after a wait on its stream
+    # depends on what that wait waited for.
+    times: list[list[int]] = [[] for _ in range(n)]
+    running: list[list[int]] = [[] for _ in range(n)]
+    for (i, rs, rt), dep in zip(resolved, from_ops.tolist()):
         k = bisect.bisect_left(times[rs], rt) - 1
         if k >= 0:
             dep = max(dep, running[rs][k])
-        s = int(wait_stream[i])
+        s = w_stream[i]
         prev = running[s][-1] if running[s] else I64_MIN
-        times[s].append(int(w["cpu"][i]))
+        times[s].append(w_cpu[i])
         running[s].append(max(prev, dep))
     return StreamClock(
         keys=keys,

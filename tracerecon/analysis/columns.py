@@ -14,8 +14,8 @@ GRAPH_LAUNCH_APIS = ("cudaGraphLaunch", "cuGraphLaunch")
 def quantile_ms(values, q: float = 0.5) -> float | None:
     """The ``q`` quantile (default: median) of int ns values in ms, rounded to the ns; None
     when there are no values (nulls are skipped)."""
-    v = [x for x in values if x is not None]
-    if not v:
+    v = values if isinstance(values, np.ndarray) else [x for x in values if x is not None]
+    if len(v) == 0:
         return None
     return round(float(np.quantile(np.asarray(v, dtype=np.float64), q)) / 1e6, 6)
 

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from tracerecon.analysis.nccl import comm_mask
 from tracerecon.schema import COLLECTIVES, CRITICAL_PATH
-from tracerecon.analysis.projection import int64s
+from tracerecon.analysis.projection import I64_MIN, int64s
 
 
 @dataclass(frozen=True)
@@ -190,23 +190,29 @@ def _align(views, comm, keyed, common_sorted) -> list[RankAlignment]:
 
 
 def _cycle_ends(view: RankView, offset: int) -> dict[int, tuple[int, str]]:
-    """Per cycle of one rank: (aligned end of its GPU work, else of its CPU ranges; its longest phase)."""
+    """Per cycle of one rank: (aligned end of its GPU work, else of its CPU ranges; its longest
+    phase: the first of the largest GPU time, else CPU time where it has no GPU time)."""
     ph = view.phases
     if ph.num_rows == 0:
         return {}
-    d = ph.select(["cycle", "phase", "cpu_end_ns", "gpu_end_ns", "gpu_ns", "cpu_ns"]).to_pydict()
-    out: dict[int, list] = {}
-    for c, name, ce, ge, g, cpu in zip(d["cycle"], d["phase"], d["cpu_end_ns"], d["gpu_end_ns"], d["gpu_ns"], d["cpu_ns"]):
-        if c is None:
-            continue
-        rec = out.setdefault(c, [None, None, -1, None])  # gpu end, cpu end, longest value, its name
-        if ge is not None:
-            rec[0] = ge if rec[0] is None else max(rec[0], ge)
-        rec[1] = ce if rec[1] is None else max(rec[1], ce)
-        val = g if g is not None else cpu
-        if val > rec[2]:
-            rec[2], rec[3] = val, name
-    return {c: ((r[0] if r[0] is not None else r[1]) + offset, r[3]) for c, r in out.items()}
+    cyc = int64s(ph["cycle"], -1)
+    rows = np.flatnonzero(cyc >= 0)
+    if len(rows) == 0:
+        return {}
+    gpu_end = int64s(ph["gpu_end_ns"], I64_MIN)[rows]
+    cpu_end = int64s(ph["cpu_end_ns"])[rows]
+    gpu = int64s(ph["gpu_ns"], I64_MIN)[rows]
+    value = np.where(gpu != I64_MIN, gpu, int64s(ph["cpu_ns"])[rows])
+    # By cycle, then the largest value, then table order: each cycle's first row is its longest.
+    order = np.lexsort((np.arange(len(rows)), -value, cyc[rows]))
+    c = cyc[rows][order]
+    firsts = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
+    last_gpu = np.maximum.reduceat(gpu_end[order], firsts)
+    last_cpu = np.maximum.reduceat(cpu_end[order], firsts)
+    ends = (np.where(last_gpu != I64_MIN, last_gpu, last_cpu) + offset).tolist()
+    longest = order[firsts]
+    names = ph["phase"].to_pylist()
+    return {cy: (e, names[rows[k]] if value[k] >= 0 else None) for cy, e, k in zip(c[firsts].tolist(), ends, longest.tolist())}
 
 
 def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.Table:

@@ -92,21 +92,12 @@ def verdict_of(cpu_ns: np.ndarray, gpu_ns: np.ndarray, has_gpu_time: np.ndarray,
     """Which way each CPU timer errs (``report_model.VERDICTS``), always the sign of CPU - GPU:
     ``over`` when CPU - GPU exceeds the threshold, ``under`` when GPU - CPU does, else
     ``agree`` (``no_gpu_work`` when the phase launched nothing and has no GPU timeline)."""
+    cpu_ns, gpu_ns = np.asarray(cpu_ns, np.int64), np.asarray(gpu_ns, np.int64)
     thr = error_threshold(np.maximum(cpu_ns, gpu_ns))
     err = cpu_ns - gpu_ns
-    out = []
-    for k in range(len(cpu_ns)):
-        if not has_gpu_time[k]:
-            out.append("no_gpu_work")
-        elif err[k] > thr[k]:
-            out.append("over")
-        elif -err[k] > thr[k]:
-            out.append("under")
-        elif n_ops[k] == 0:
-            out.append("no_gpu_work")
-        else:
-            out.append("agree")
-    return out
+    # The first check that holds decides (np.select: first match), in this order.
+    checks = [~np.asarray(has_gpu_time, bool), err > thr, -err > thr, np.asarray(n_ops) == 0]
+    return np.select(checks, ["no_gpu_work", "over", "under", "no_gpu_work"], default="agree").tolist() if len(cpu_ns) else []
 
 
 def cause_of(verdict: list[str], cpu_ns, gpu_ns, gpu_span_ns, gpu_busy_ns, overrun_ns, absorbed_ns, queued_ns, wait_ns) -> list[str]:

@@ -6,9 +6,9 @@ Pure functions over the phases / cycles tables. Medians are exact (numpy), in mi
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401 (pa.compute)
 
@@ -33,29 +33,59 @@ def summarize_phases(phases: pa.Table, order: tuple[str, ...] = (), cycles: pa.T
     phases = steady_phases(phases, cycles)
     if phases.num_rows == 0:
         return []
-    cols = phases.select(["phase", "cpu_ns", "gpu_ns", "gpu_span_ns", "gpu_busy_ns", "error_ns", "verdict", "cause"]).to_pydict()
-    by: dict[str, list[int]] = {}
-    for i, name in enumerate(cols["phase"]):
-        by.setdefault(name, []).append(i)
-    names = [n for n in order if n in by] + [n for n in by if n not in order]
+    # Grouped with numpy: the names and labels as dictionary codes (in order of first
+    # appearance), the durations as int64 with a validity mask (nulls are left out of medians).
+    name_col = _codes(phases["phase"])
+    names_seen = name_col.dictionary.to_pylist()
+    name_code = name_col.indices.to_numpy(zero_copy_only=False)
+    present = set(names_seen)
+    names = [n for n in order if n in present] + [n for n in names_seen if n not in order]
+    durations = {c: _valid_int64(phases[c]) for c in ("cpu_ns", "gpu_ns", "gpu_span_ns", "gpu_busy_ns", "error_ns")}
+    labels = {c: _codes(phases[c]) for c in ("verdict", "cause")}
     out = []
     for name in names:
-        idx = by[name]
-        pick = lambda c: [cols[c][i] for i in idx]  # noqa: E731
+        idx = np.flatnonzero(name_code == names_seen.index(name))
+        median = {c: median_ms(v[idx][ok[idx]]) for c, (v, ok) in durations.items()}
         out.append(
             PhaseSummary(
                 phase=name,
                 n=len(idx),
-                cpu_ms_median=median_ms(pick("cpu_ns")),
-                gpu_ms_median=median_ms(pick("gpu_ns")),
-                gpu_span_ms_median=median_ms(pick("gpu_span_ns")),
-                gpu_busy_ms_median=median_ms(pick("gpu_busy_ns")),
-                error_ms_median=median_ms(pick("error_ns")),
-                verdicts=dict(Counter(pick("verdict")).most_common()),
-                causes=dict(Counter(pick("cause")).most_common()),
+                cpu_ms_median=median["cpu_ns"],
+                gpu_ms_median=median["gpu_ns"],
+                gpu_span_ms_median=median["gpu_span_ns"],
+                gpu_busy_ms_median=median["gpu_busy_ns"],
+                error_ms_median=median["error_ns"],
+                verdicts=_most_common(labels["verdict"], idx),
+                causes=_most_common(labels["cause"], idx),
             )
         )
     return out
+
+
+def _codes(col) -> pa.DictionaryArray:
+    """A string column as one dictionary array, its dictionary in order of first appearance."""
+    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if pa.types.is_dictionary(col.type):  # its dictionary may be in another order, or hold unused values
+        col = col.cast(col.type.value_type)
+    return col.dictionary_encode()
+
+
+def _valid_int64(col) -> tuple[np.ndarray, np.ndarray]:
+    """(values as int64, which are not null)."""
+    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    ok = col.is_valid().to_numpy(zero_copy_only=False)
+    return pa.compute.fill_null(col, 0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False), ok
+
+
+def _most_common(labels: pa.DictionaryArray, idx: np.ndarray) -> dict:
+    """``dict(Counter(labels[idx]).most_common())``: counts, largest first, ties in order of
+    first appearance among ``idx``; a null label counts as None."""
+    codes = labels.indices.to_numpy(zero_copy_only=False) if labels.indices.null_count == 0 else pa.compute.fill_null(labels.indices, -1).to_numpy(zero_copy_only=False)
+    sub = codes[idx].astype(np.int64)
+    values, first, counts = np.unique(sub, return_index=True, return_counts=True)
+    words = labels.dictionary.to_pylist()
+    ranked = sorted(zip(values.tolist(), first.tolist(), counts.tolist()), key=lambda x: (-x[2], x[1]))
+    return {(words[v] if v >= 0 else None): n for v, _, n in ranked}
 
 
 def per_token(cycles: pa.Table, phases: pa.Table | None) -> tuple[int | None, float | None, dict]:

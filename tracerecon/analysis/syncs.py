@@ -68,7 +68,9 @@ def find_blocking_calls(api_calls: pa.Table, sync_records: pa.Table, linked_ops:
         codes = names.indices.to_numpy(zero_copy_only=False)
         by_name = is_blocking_name[codes]
         by_record = np.zeros(api_calls.num_rows, dtype=bool)
-        rec_type = np.array([None] * api_calls.num_rows, dtype=object)
+        # Sync type per call as a code into type_names (-1: none): no Python object per call.
+        type_names: list[str] = []
+        rec_type = np.full(api_calls.num_rows, -1, dtype=np.int64)
         rec_dev = np.full(api_calls.num_rows, -1, dtype=np.int64)
         rec_stream = np.full(api_calls.num_rows, -1, dtype=np.int64)
         if sync_records.num_rows:
@@ -76,9 +78,11 @@ def find_blocking_calls(api_calls: pa.Table, sync_records: pa.Table, linked_ops:
             # For each call, the synchronization record pointing at it (same process and correlation id).
             rec_of_call = match_correlation(int64s(sync_records["pid"]), int64s(sync_records["correlation_id"], -1), int64s(api_calls["pid"]), int64s(api_calls["correlation_id"], -1))
             hit = np.flatnonzero(rec_of_call >= 0)
-            types = sync_records["sync_type"].to_pylist()
             r = rec_of_call[hit]
-            rec_type[hit] = [types[k] for k in r]
+            types = sync_records["sync_type"].to_pylist()
+            type_names = sorted({t for t in types if t is not None})
+            code_of = {t: i for i, t in enumerate(type_names)}
+            rec_type[hit] = np.array([code_of.get(t, -1) for t in types], dtype=np.int64)[r]
             rec_dev[hit] = int64s(sync_records["device_id"])[r]
             rec_stream[hit] = int64s(sync_records["stream_id"])[r]
             non_blocking = np.array([x in NON_BLOCKING_SYNC_APIS for x in dict_names] + [True], dtype=bool)
@@ -90,13 +94,14 @@ def find_blocking_calls(api_calls: pa.Table, sync_records: pa.Table, linked_ops:
             if len(sel):
                 own = match_correlation(int64s(linked_ops["pid"])[sel], int64s(linked_ops["correlation_id"], -1)[sel], int64s(api_calls["pid"]), int64s(api_calls["correlation_id"], -1))
                 by_copy = own >= 0
-                rec_type[by_copy & (rec_type == None)] = "synchronous copy"  # noqa: E711
+                rec_type[by_copy & (rec_type < 0)] = len(type_names)
+                type_names = type_names + ["synchronous copy"]
         idx = np.flatnonzero(by_name | by_record | by_copy)
         out = api_calls.take(pa.array(idx))
         api = pa.array([dict_names[c] for c in codes[idx]], pa.string())
         return (
             out.append_column("api", api)
-            .append_column("sync_type", pa.array(rec_type[idx].tolist(), pa.string()))
+            .append_column("sync_type", pa.array(type_names or [""], pa.string()).take(pa.array(np.maximum(rec_type[idx], 0), mask=rec_type[idx] < 0)))
             .append_column("sync_device_id", pa.array(rec_dev[idx], mask=rec_dev[idx] < 0))
             .append_column("sync_stream_id", pa.array(rec_stream[idx], mask=rec_stream[idx] < 0))
         )

@@ -157,7 +157,8 @@ def _read(uri: str, query: str, n_columns: int, nulls: bool = False, null_value:
     table = _query(uri, query)
     out = []
     for i in range(n_columns):
-        col = table.column(i)
+        # Each column leaves the table as it is converted: the part is held once, not twice.
+        col, table = table.column(0), table.remove_column(0)
         # An empty or all-NULL result comes back typed as null; anything else but integers
         # means a value the caller must guard.
         if pa.types.is_null(col.type) and (nulls or len(col) == 0):

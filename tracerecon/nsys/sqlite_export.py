@@ -16,6 +16,7 @@ import contextlib
 import os
 import re
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -381,7 +382,10 @@ class StringTable:
         present = np.zeros(len(self.values), dtype=bool)
         present[pos] = True
         code_of = np.cumsum(present, dtype=np.int64) - 1
-        return pa.DictionaryArray.from_arrays(pa.array(code_of[pos].astype(np.int32)), self.values.take(pa.array(np.flatnonzero(present))))
+        used = self.values.take(pa.array(np.flatnonzero(present)))
+        if used.null_count:  # a NULL in StringIds reads as empty text (Arrow cannot merge dictionaries holding nulls)
+            used = pc.fill_null(used, "")
+        return pa.DictionaryArray.from_arrays(pa.array(code_of[pos].astype(np.int32)), used)
 
 
 def read_strings(conn: sqlite3.Connection, tables: frozenset[str]) -> StringTable:
@@ -420,11 +424,11 @@ def _strip_memcpy_label(label: str) -> str:
     return label
 
 
-def read_nvtx(conn: sqlite3.Connection, info: ExportInfo, strings: StringTable, trace_end: int) -> tuple[pa.Table, pa.Table, list[str]]:
-    """NVTX ranges (push/pop, start/end, NVTXT) and marks with domain names resolved."""
-    warnings: list[str] = []
+def fetch_nvtx_rows(conn: sqlite3.Connection, info: ExportInfo) -> list[tuple]:
+    """The NVTX events ``nvtx_tables`` turns into ranges and marks, as rows in start order
+    (fetched on their own so that they can be read while other tables are)."""
     if not info.has_nvtx:
-        return schema.empty(schema.NVTX_RANGES_RAW), schema.empty(schema.NVTX_MARKS), warnings
+        return []
     cols = _columns(conn, "NVTX_EVENTS")
     text_id = _col(cols, "textId")
     domain_id = _col(cols, "domainId", "0")
@@ -437,7 +441,15 @@ def read_nvtx(conn: sqlite3.Connection, info: ExportInfo, strings: StringTable, 
         f"from NVTX_EVENTS where eventType in ({NVTX_MARK},{NVTX_PUSH_POP},{NVTX_START_END},{NVTXT_MARK},{NVTXT_PUSH_POP},{NVTXT_START_END},{NVTX_DOMAIN_CREATE}) "
         "order by start"
     )
-    rows = conn.execute(sql).fetchall()  # NVTX tables are small next to CUDA activity
+    return conn.execute(sql).fetchall()  # NVTX tables are small next to CUDA activity
+
+
+def nvtx_tables(rows: list[tuple], info: ExportInfo, strings: StringTable, trace_end: int) -> tuple[pa.Table, pa.Table, list[str]]:
+    """NVTX ranges (push/pop, start/end, NVTXT) and marks with domain names resolved, from
+    ``fetch_nvtx_rows``; a range never closed runs to ``trace_end``."""
+    warnings: list[str] = []
+    if not info.has_nvtx:
+        return schema.empty(schema.NVTX_RANGES_RAW), schema.empty(schema.NVTX_MARKS), warnings
     # A row with no start or thread, or a closed range that ends before it starts, is dropped.
     good = [r for r in rows if r[0] != NULL_SENTINEL and r[3] != NULL_SENTINEL and (r[1] == NULL_SENTINEL or r[2] == NVTX_DOMAIN_CREATE or r[1] >= r[0] or r[2] in (NVTX_MARK, NVTXT_MARK))]
     if len(good) < len(rows):
@@ -688,12 +700,19 @@ def read_sync_records(conn: sqlite3.Connection, info: ExportInfo, warnings: list
             "device_id": c["dev"],
             "stream_id": c["stream"],
             "correlation_id": _nullable(c["corr"]),
-            "sync_type": pa.array([types.get(int(t), str(int(t))) for t in c["type"]], pa.string()),
+            "sync_type": _labels_of(c["type"], types),
             "event_id": _nullable(_no_event(c["event"])),
             "event_sync_id": _nullable(_no_event(c["event_sync"])),
         },
         schema=schema.SYNC_RECORDS,
     )
+
+
+def _labels_of(codes: np.ndarray, labels: dict[int, str]) -> pa.Array:
+    """Each code's label (the code as text where unlabelled), one lookup per distinct code."""
+    distinct, inverse = np.unique(codes, return_inverse=True)
+    names = pa.array([labels.get(k, str(k)) for k in distinct.tolist()], pa.string())
+    return names.take(pa.array(inverse.ravel())) if len(codes) else pa.array([], pa.string())
 
 
 def _no_event(values: np.ndarray) -> np.ndarray:
@@ -828,6 +847,28 @@ def _fill_missing_process(ops: pa.Table, syncs: pa.Table, api: pa.Table, path: s
     return fill(ops), fill(syncs), None
 
 
+def _on_own_connection(real: Path, path: str | os.PathLike, read: Callable, *args, **kwargs):
+    """``read(connection, *args, **kwargs)`` on a read-only connection of its own (a sqlite3
+    connection serves one thread), closed afterwards; SQLite's errors as BadTraceError."""
+    conn = open_readonly(real, path)
+    try:
+        return read(conn, *args, **kwargs)
+    except sqlite3.DatabaseError as exc:
+        raise BadTraceError(f"{path}: corrupt or truncated export ({exc})") from None
+    finally:
+        conn.close()
+
+
+def _read_small_tables(conn: sqlite3.Connection, info: ExportInfo, warnings: list[str]) -> tuple[pa.Table, pa.Table, pa.Table, pa.Table, pa.Table]:
+    """Sync and event records, processes, GPUs and CUDA devices: the tables that are small
+    next to the kernels and API calls, read one after another."""
+    syncs = read_sync_records(conn, info, warnings=warnings)
+    events = read_event_records(conn, info)
+    procs = read_processes(conn, info)
+    gpus, devices = read_gpus(conn, info)
+    return syncs, events, procs, gpus, devices
+
+
 def read_export(path: str | os.PathLike, progress: Progress | None = None) -> TraceTables:
     """Read one nsys SQLite export. Raises BadTraceError for anything that is not one.
 
@@ -845,27 +886,34 @@ def _read_export(real: Path, path: str | os.PathLike, progress: Progress | None)
         try:
             info = read_info(conn, str(path))
             strings = read_strings(conn, info.tables)
-            dropped: list[str] = []
-            say("runtime API calls")
-            api = read_api_calls(conn, info, strings, only_relevant=True, warnings=dropped)
-            say("GPU activity")
-            ops = read_gpu_ops(conn, info, strings, warnings=dropped)
-            syncs = read_sync_records(conn, info, warnings=dropped)
-            events = read_event_records(conn, info)
-            procs = read_processes(conn, info)
-            gpus, devices = read_gpus(conn, info)
-            t0, t1 = _bounds([api, ops], [("start_ns", "end_ns"), ("start_ns", "end_ns")])
+            nvtx_span = None
             if info.has_nvtx:
-                row = conn.execute("select min(start), max(coalesce(end, start)) from NVTX_EVENTS").fetchone()
-                if row and row[0] is not None:
-                    t0 = min(t0, row[0]) if t0 else row[0]
-                    t1 = max(t1, row[1])
-            say("NVTX")
-            ranges, marks, nvtx_warn = read_nvtx(conn, info, strings, t1)
+                # Integer times only (min and max skip the NULLs the guard makes of text and blobs).
+                nvtx_span = conn.execute(f"select min(nullif({_int('start')}, {NULL_SENTINEL})), max(nullif({_int('coalesce(end, start)')}, {NULL_SENTINEL})) from NVTX_EVENTS").fetchone()
         except sqlite3.DatabaseError as exc:
             raise BadTraceError(f"{path}: corrupt or truncated export ({exc})") from None
     finally:
         conn.close()
+    say("CUDA activity and NVTX")
+    # The tables are read at once, each on a connection of its own: the native reads release
+    # the GIL, so one table's Python work overlaps another's read (on 2 cores the reads kept
+    # 1.4 cores busy one table after another). Warnings keep the order of a sequential read.
+    dropped_api: list[str] = []
+    dropped_ops: list[str] = []
+    dropped_syncs: list[str] = []
+    with ThreadPoolExecutor(4) as pool:
+        api_f = pool.submit(_on_own_connection, real, path, read_api_calls, info, strings, only_relevant=True, warnings=dropped_api)
+        ops_f = pool.submit(_on_own_connection, real, path, read_gpu_ops, info, strings, warnings=dropped_ops)
+        nvtx_f = pool.submit(_on_own_connection, real, path, fetch_nvtx_rows, info)
+        rest_f = pool.submit(_on_own_connection, real, path, _read_small_tables, info, dropped_syncs)
+        api, ops, nvtx_rows, (syncs, events, procs, gpus, devices) = (f.result() for f in (api_f, ops_f, nvtx_f, rest_f))
+    dropped = dropped_api + dropped_ops + dropped_syncs
+    t0, t1 = _bounds([api, ops], [("start_ns", "end_ns"), ("start_ns", "end_ns")])
+    if nvtx_span and nvtx_span[0] is not None:
+        t0 = min(t0, nvtx_span[0]) if t0 else nvtx_span[0]
+    if nvtx_span and nvtx_span[1] is not None:
+        t1 = max(t1, nvtx_span[1])
+    ranges, marks, nvtx_warn = nvtx_tables(nvtx_rows, info, strings, t1)
     warnings = list(info.warnings) + dropped + nvtx_warn
     ops, syncs, fill_warning = _fill_missing_process(ops, syncs, api, str(path))
     if fill_warning:
