@@ -237,3 +237,24 @@ def test_hostile_command_lines_get_one_line(tmp_path):
     for args in (["report", str(odd)], ["report", "--json", str(odd)]):
         res = subprocess.run([exe, *args], capture_output=True)
         assert res.returncode == 0 and b"Traceback" not in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("sql", [
+    "update StringIds set value = NULL where rowid % 1 = 0",  # every name gone: kernels and copies still merge
+    "update NVTX_EVENTS set end = 'text' where rowid % 1 = 0",  # no NVTX end is a time
+    "update NVTX_EVENTS set start = 'text' where rowid % 1 = 0",  # no NVTX start is a time
+], ids=["null-strings", "text-nvtx-ends", "text-nvtx-starts"])
+def test_what_fuzzing_once_broke_gives_a_result_or_one_clean_error(tmp_path, sql):
+    # GIVEN a trace broken the way a fuzzing run found (a crash before 2026-11-30)
+    path = tmp_path / "t.sqlite"
+    shutil.copy(BASE, path)
+    con = sqlite3.connect(path)
+    unconstrain(con, sql.split()[1])
+    con.execute(sql)
+    con.commit()
+    con.close()
+    # WHEN read THEN a result, or one TraceReconError of one line
+    try:
+        api.load([path])
+    except TraceReconError as exc:
+        assert str(exc) and "\n" not in str(exc)
