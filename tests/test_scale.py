@@ -346,3 +346,26 @@ def test_tables_read_at_once_keep_the_warnings_of_a_sequential_read(tmp_path):
     assert len(seen) == 1
     dropped = [w for w in seen.pop() if "dropped" in w]
     assert ["CUDA API" in dropped[0], "kernel" in dropped[1], "synchronization" in dropped[2]] == [True, True, True], dropped
+
+
+def test_a_full_shared_memory_falls_back_to_the_temp_dir_then_to_the_pipe(monkeypatch):
+    import numpy as np
+
+    from tracerecon import handoff
+
+    value = {"ops": np.arange(100_000, dtype=np.int64)}
+    real_statvfs = os.statvfs
+
+    class Full:
+        f_bavail, f_frsize = 0, 4096
+
+    # GIVEN a /dev/shm with no room (a container's 64 MB one, filled by other ranks)
+    monkeypatch.setattr(handoff.os, "statvfs", lambda p: Full() if p == handoff.shared_dir() else real_statvfs(p))
+    # WHEN a worker hands over THEN the buffers go to the temporary directory instead
+    sent = handoff.put(value, owner=os.getpid())
+    assert sent.path is not None and Path(sent.path).parent == Path(__import__("tempfile").gettempdir())
+    assert (handoff.take(sent)["ops"] == value["ops"]).all() and not Path(sent.path).exists()
+    # GIVEN no folder with room WHEN handed over THEN in band, and still whole
+    monkeypatch.setattr(handoff.os, "statvfs", lambda p: Full())
+    sent = handoff.put(value, owner=os.getpid())
+    assert sent.path is None and (handoff.take(sent)["ops"] == value["ops"]).all()

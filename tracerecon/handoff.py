@@ -37,20 +37,46 @@ class Handoff:
 
 
 def shared_dir() -> str:
-    """Where handoff files go: ``/dev/shm`` (memory, never disk) where it is usable, else the
-    temporary directory."""
+    """Where handoff files go first: ``/dev/shm`` (memory, never disk) where it is usable, else
+    the temporary directory."""
     shm = "/dev/shm"
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else tempfile.gettempdir()
 
 
+def _folders(size: int) -> list[str]:
+    """Folders with room for ``size`` bytes, shared memory first. A container's ``/dev/shm``
+    is often 64 MB (Docker's default), less than one rank of a large trace."""
+    out = []
+    for folder in dict.fromkeys([shared_dir(), tempfile.gettempdir()]):
+        try:
+            st = os.statvfs(folder)
+        except OSError:
+            continue
+        if st.f_bavail * st.f_frsize >= size:
+            out.append(folder)
+    return out
+
+
 def put(value: Any, owner: int) -> Handoff:
     """``value`` as a Handoff; its buffers written to a new file named after ``owner`` (the
-    parent's pid, which ``discard_leftovers`` uses). The reader removes the file."""
+    parent's pid, which ``discard_leftovers`` uses), in shared memory when it has room, else in
+    the temporary directory; where neither can take them, in band (through the pool's pipe, as
+    before). The reader removes the file."""
     buffers: list[pickle.PickleBuffer] = []
     pickled = pickle.dumps(value, protocol=5, buffer_callback=buffers.append)
     if not buffers:
         return Handoff(pickled, None, ())
-    fd, path = tempfile.mkstemp(prefix=f"{_PREFIX}{owner}-", dir=shared_dir())
+    size = sum(b.raw().nbytes + _ALIGN for b in buffers)
+    for folder in _folders(size):
+        try:
+            return _write(pickled, buffers, folder, owner)
+        except OSError:
+            continue  # filled up meanwhile (other workers), or not writable: the next one
+    return Handoff(pickle.dumps(value, protocol=5), None, ())
+
+
+def _write(pickled: bytes, buffers: list[pickle.PickleBuffer], folder: str, owner: int) -> Handoff:
+    fd, path = tempfile.mkstemp(prefix=f"{_PREFIX}{owner}-", dir=folder)
     spans = []
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -94,5 +120,6 @@ def discard(handoff: Handoff) -> None:
 def discard_leftovers(owner: int) -> None:
     """Remove the files workers wrote for ``owner`` that were never taken (a worker finished
     after the load had failed)."""
-    for p in Path(shared_dir()).glob(f"{_PREFIX}{owner}-*"):
-        p.unlink(missing_ok=True)
+    for folder in dict.fromkeys([shared_dir(), tempfile.gettempdir()]):
+        for p in Path(folder).glob(f"{_PREFIX}{owner}-*"):
+            p.unlink(missing_ok=True)
