@@ -268,3 +268,18 @@ def test_input_is_not_modified(tmp_path):
     analyze([path])
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
     assert not (tmp_path / "t.sqlite-journal").exists() and not (tmp_path / "t.sqlite-wal").exists()
+
+
+def test_a_null_string_reads_as_empty_text_listed_once_in_the_dictionary():
+    import numpy as np
+    import pyarrow as pa
+
+    from tracerecon.nsys.sqlite_export import StringTable
+
+    # GIVEN StringIds holding both "" and NULL, both used by kernel names
+    strings = StringTable(pa.array(["", None, "gemm"]), np.array([1, 2, 3]))
+    # WHEN resolved as a dictionary column
+    names = strings.dictionary(np.array([1, 2, 3, 2]))
+    # THEN the NULL reads as "", and "" is one dictionary value (group-bys count it once)
+    assert names.to_pylist() == ["", "", "gemm", ""]
+    assert names.dictionary.to_pylist() == ["", "gemm"]

@@ -90,6 +90,16 @@ def digest(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def assert_sane(analysis) -> None:
+    """A result's numbers are sane where they exist."""
+    for r in analysis.ranks:
+        for p in r.phases.to_pylist():
+            assert p["gpu_ns"] is None or 0 <= p["gpu_ns"] <= 10**13
+            assert p["cpu_ns"] >= 0
+        for c in r.cycles.to_pylist():
+            assert c["gpu_ns"] is None or 0 <= c["gpu_ns"] <= 10**13
+
+
 @settings(max_examples=int(__import__("os").environ.get("FUZZ_EXAMPLES", "40")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(muts=st.lists(mutation, min_size=1, max_size=3))
 def test_mutated_traces_give_a_result_or_one_clean_error(tmp_path_factory, muts):
@@ -102,13 +112,7 @@ def test_mutated_traces_give_a_result_or_one_clean_error(tmp_path_factory, muts)
     except TraceReconError as exc:
         assert str(exc) and "\n" not in str(exc)
     else:
-        # a result: its numbers are sane where they exist
-        for r in analysis.ranks:
-            for p in r.phases.to_pylist():
-                assert p["gpu_ns"] is None or 0 <= p["gpu_ns"] <= 10**13
-                assert p["cpu_ns"] >= 0
-            for c in r.cycles.to_pylist():
-                assert c["gpu_ns"] is None or 0 <= c["gpu_ns"] <= 10**13
+        assert_sane(analysis)
     assert digest(path) == before
     assert sorted(x.name for x in path.parent.iterdir()) == ["t.sqlite"]  # nothing created beside it
 
@@ -243,7 +247,9 @@ def test_hostile_command_lines_get_one_line(tmp_path):
     "update StringIds set value = NULL where rowid % 1 = 0",  # every name gone: kernels and copies still merge
     "update NVTX_EVENTS set end = 'text' where rowid % 1 = 0",  # no NVTX end is a time
     "update NVTX_EVENTS set start = 'text' where rowid % 1 = 0",  # no NVTX start is a time
-], ids=["null-strings", "text-nvtx-ends", "text-nvtx-starts"])
+    "update TARGET_INFO_SESSION_START_TIME set utcEpochNs = 'text' where rowid % 1 = 0",  # no session start time
+    "update NVTX_EVENTS set end = 9223372036854775807 where rowid % 1 = 0",  # every range ends at int64 max
+], ids=["null-strings", "text-nvtx-ends", "text-nvtx-starts", "text-session-start", "nvtx-ends-at-int64-max"])
 def test_what_fuzzing_once_broke_gives_a_result_or_one_clean_error(tmp_path, sql):
     # GIVEN a trace broken the way a fuzzing run found (a crash before 2026-11-30)
     path = tmp_path / "t.sqlite"
@@ -253,8 +259,10 @@ def test_what_fuzzing_once_broke_gives_a_result_or_one_clean_error(tmp_path, sql
     con.execute(sql)
     con.commit()
     con.close()
-    # WHEN read THEN a result, or one TraceReconError of one line
+    # WHEN read THEN a result with sane numbers, or one TraceReconError of one line
     try:
-        api.load([path])
+        analysis = api.load([path])
     except TraceReconError as exc:
         assert str(exc) and "\n" not in str(exc)
+    else:
+        assert_sane(analysis)

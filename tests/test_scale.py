@@ -282,6 +282,10 @@ def test_a_report_made_from_a_loaded_analysis_is_cached_for_the_next_view(tmp_pa
     assert api.report(files, jobs=1).to_json() == made.to_json()
 
 
+shm = pytest.mark.skipif(not os.path.isdir("/dev/shm") or not os.access("/dev/shm", os.W_OK), reason="no writable /dev/shm")
+
+
+@shm
 def test_a_result_handed_over_through_shared_memory_comes_back_whole():
     import numpy as np
     import pyarrow as pa
@@ -293,8 +297,8 @@ def test_a_result_handed_over_through_shared_memory_comes_back_whole():
     ops = np.arange(1000, dtype=np.int64) * 3
     value = {"table": table, "ops": ops, "more": ("text", 3, None)}
     # WHEN a worker puts it and its parent takes it
-    sent = handoff.put(value, owner=os.getpid())
-    assert Path(sent.path).is_file() and len(sent.pickled) < 4096  # the buffers went to the file
+    sent = handoff.put(value, owner=handoff.new_owner())
+    assert Path(sent.path).parent == Path("/dev/shm") and len(sent.pickled) < 4096  # the buffers went to the file
     got = handoff.take(sent)
     # THEN it is equal, its arrays are writable (later steps update some in place), and no file is left
     assert got["table"].equals(table) and got["more"] == ("text", 3, None)
@@ -303,19 +307,45 @@ def test_a_result_handed_over_through_shared_memory_comes_back_whole():
     assert not Path(sent.path).exists()
 
 
-def test_results_no_one_took_are_removed_for_their_owner_only():
+@shm
+def test_results_no_one_took_are_removed_for_their_load_only():
     import numpy as np
 
     from tracerecon import handoff
 
-    # GIVEN results written for two parents, never taken (a load that failed part way)
-    mine = handoff.put({"a": np.arange(5)}, owner=99990001)
-    other = handoff.put({"a": np.arange(5)}, owner=999900011)
-    # WHEN the first parent cleans up THEN only its files go
-    handoff.discard_leftovers(99990001)
-    assert not Path(mine.path).exists() and Path(other.path).exists()
-    handoff.discard(other)
-    assert not Path(other.path).exists()
+    # GIVEN results written for two loads of the same process, never taken (a load that failed part way)
+    mine, theirs = handoff.new_owner(), handoff.new_owner()
+    a, b = handoff.put({"a": np.arange(5)}, owner=mine), handoff.put({"a": np.arange(5)}, owner=theirs)
+    # WHEN the first load cleans up THEN only its files go
+    handoff.discard_leftovers(mine)
+    assert not Path(a.path).exists() and Path(b.path).exists()
+    handoff.discard_leftovers(theirs)
+    assert not Path(b.path).exists()
+
+
+@shm
+def test_files_of_a_killed_parent_are_removed_by_a_later_load_once_old(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    import numpy as np
+
+    from tracerecon import handoff
+
+    # GIVEN handoff files of a parent that is gone (a finished process's pid), and of this live one
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
+    dead = handoff.put({"a": np.arange(5)}, owner=f"{gone}-feedbeef")
+    owner = handoff.new_owner()
+    live = handoff.put({"a": np.arange(5)}, owner=owner)
+    # WHEN a load starts soon after THEN both stay (a parent may still be taking its results)
+    handoff.discard_orphans()
+    assert Path(dead.path).exists() and Path(live.path).exists()
+    # WHEN it starts after ORPHAN_AGE_S THEN the dead parent's file goes, the live one's stays
+    handoff.discard_orphans(now=time.time() + handoff.ORPHAN_AGE_S + 1)
+    assert not Path(dead.path).exists() and Path(live.path).exists()
+    handoff.discard_leftovers(owner)
+    assert not Path(live.path).exists()
 
 
 def test_a_load_that_fails_in_a_worker_leaves_no_shared_memory_behind(tmp_path):
@@ -329,7 +359,7 @@ def test_a_load_that_fails_in_a_worker_leaves_no_shared_memory_behind(tmp_path):
     # WHEN the load fails THEN it says which file, and no handoff file of this process is left
     with pytest.raises(BadTraceError, match="rank2"):
         api.load(sorted(tmp_path.glob("rank*.sqlite")), jobs=3)
-    assert not list(Path(handoff.shared_dir()).glob(f"tracerecon-handoff-{os.getpid()}-*"))
+    assert not list(Path(handoff.SHM).glob(f"tracerecon-handoff-{os.getpid()}-*"))
 
 
 def test_tables_read_at_once_keep_the_warnings_of_a_sequential_read(tmp_path):
@@ -348,24 +378,21 @@ def test_tables_read_at_once_keep_the_warnings_of_a_sequential_read(tmp_path):
     assert ["CUDA API" in dropped[0], "kernel" in dropped[1], "synchronization" in dropped[2]] == [True, True, True], dropped
 
 
-def test_a_full_shared_memory_falls_back_to_the_temp_dir_then_to_the_pipe(monkeypatch):
+def test_without_room_in_shared_memory_results_go_through_the_pipe_writable(monkeypatch):
     import numpy as np
 
     from tracerecon import handoff
 
-    value = {"ops": np.arange(100_000, dtype=np.int64)}
-    real_statvfs = os.statvfs
+    ops = np.arange(100_000, dtype=np.int64)
+    ops.flags.writeable = False  # as an int64s() view of an Arrow column is in the worker
 
     class Full:
         f_bavail, f_frsize = 0, 4096
 
     # GIVEN a /dev/shm with no room (a container's 64 MB one, filled by other ranks)
-    monkeypatch.setattr(handoff.os, "statvfs", lambda p: Full() if p == handoff.shared_dir() else real_statvfs(p))
-    # WHEN a worker hands over THEN the buffers go to the temporary directory instead
-    sent = handoff.put(value, owner=os.getpid())
-    assert sent.path is not None and Path(sent.path).parent == Path(__import__("tempfile").gettempdir())
-    assert (handoff.take(sent)["ops"] == value["ops"]).all() and not Path(sent.path).exists()
-    # GIVEN no folder with room WHEN handed over THEN in band, and still whole
     monkeypatch.setattr(handoff.os, "statvfs", lambda p: Full())
-    sent = handoff.put(value, owner=os.getpid())
-    assert sent.path is None and (handoff.take(sent)["ops"] == value["ops"]).all()
+    # WHEN a worker hands over THEN it goes in band (nothing written anywhere), whole and writable
+    sent = handoff.put({"ops": ops}, owner=handoff.new_owner())
+    got = handoff.take(sent)
+    assert sent.path is None and (got["ops"] == ops).all()
+    got["ops"][0] = -1

@@ -26,7 +26,7 @@ def release_free_memory() -> None:
         try:
             _TRIM = ctypes.CDLL(ctypes.util.find_library("c") or None).malloc_trim
             _TRIM.argtypes, _TRIM.restype = [ctypes.c_size_t], ctypes.c_int
-        except (OSError, AttributeError):  # not glibc (musl, macOS, Windows)
+        except (OSError, AttributeError, TypeError):  # not glibc (musl, macOS; Windows: no C library by that name)
             _TRIM = False
     if _TRIM:
         _TRIM(0)

@@ -158,19 +158,22 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
     # cores made 8 ranks 2.3x slower than one).
     threads = max(1, (os.cpu_count() or 1) // workers)
     results: dict[int, tuple] = {}
+    owner = handoff.new_owner()
+    handoff.discard_orphans()
+    handoff.allow_open_files(len(args))
     try:
         with ProcessPoolExecutor(max_workers=workers, initializer=_share_cores, initargs=(threads,)) as pool:
-            futures = {pool.submit(_file_work_handed_off, os.getpid(), *a): i for i, a in enumerate(args)}
+            futures = {pool.submit(_file_work_handed_off, owner, *a): i for i, a in enumerate(args)}
             for fut in as_completed(futures):
                 # Taken as each arrives: the first failure stops the load.
                 results[futures[fut]] = handoff.take(fut.result())
                 say(f"{len(results)}/{len(args)} exports done ({args[futures[fut]][0].name})")
     finally:
-        handoff.discard_leftovers(os.getpid())  # results of workers that finished after a failure
+        handoff.discard_leftovers(owner)  # results of workers that finished after a failure
     return [results[i] for i in range(len(args))]
 
 
-def _file_work_handed_off(owner: int, *args) -> handoff.Handoff:
+def _file_work_handed_off(owner: str, *args) -> handoff.Handoff:
     """``_file_work`` in a worker process, its result handed to ``owner`` through shared
     memory (see ``tracerecon.handoff``) rather than pickled through the pool's pipe."""
     return handoff.put(_file_work(*args), owner)

@@ -67,7 +67,7 @@ def _codes(col) -> pa.DictionaryArray:
     col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     if pa.types.is_dictionary(col.type):  # its dictionary may be in another order, or hold unused values
         col = col.cast(col.type.value_type)
-    return col.dictionary_encode()
+    return col.dictionary_encode(null_encoding="encode")  # a null is a value of its own, as in a Counter
 
 
 def _valid_int64(col) -> tuple[np.ndarray, np.ndarray]:

@@ -205,10 +205,14 @@ def read_info(conn: sqlite3.Connection, path: str) -> ExportInfo:
     if graph_mode is None and "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" in tables:
         graph_mode = "Graph"
     start_utc = None
+    warnings = []
     if "TARGET_INFO_SESSION_START_TIME" in tables and "utcEpochNs" in _columns(conn, "TARGET_INFO_SESSION_START_TIME"):
         row = conn.execute("select utcEpochNs from TARGET_INFO_SESSION_START_TIME limit 1").fetchone()
-        start_utc = int(row[0]) if row and row[0] is not None else None
-    warnings = []
+        value = row[0] if row else None
+        if isinstance(value, (int, float)):
+            start_utc = int(value)
+        elif value is not None:
+            warnings.append(f"{path}: the session start time is not a number; the file is taken as of unknown start (not checked against other ranks' times)")
     wal = Path(str(path) + "-wal")
     if wal.is_file() and wal.stat().st_size > 0:
         warnings.append(f"{path}: a write-ahead log ({wal.name}) lies beside it; its un-checkpointed changes are not read (the input is never modified)")
@@ -383,9 +387,12 @@ class StringTable:
         present[pos] = True
         code_of = np.cumsum(present, dtype=np.int64) - 1
         used = self.values.take(pa.array(np.flatnonzero(present)))
-        if used.null_count:  # a NULL in StringIds reads as empty text (Arrow cannot merge dictionaries holding nulls)
-            used = pc.fill_null(used, "")
-        return pa.DictionaryArray.from_arrays(pa.array(code_of[pos].astype(np.int32)), used)
+        out = pa.DictionaryArray.from_arrays(pa.array(code_of[pos].astype(np.int32)), used)
+        if used.null_count:
+            # A NULL in StringIds reads as empty text (Arrow cannot merge dictionaries holding
+            # nulls), encoded again so that "" is in the dictionary once.
+            out = pc.fill_null(out.cast(pa.string()), "").dictionary_encode()
+        return out
 
 
 def read_strings(conn: sqlite3.Connection, tables: frozenset[str]) -> StringTable:
@@ -451,9 +458,10 @@ def nvtx_tables(rows: list[tuple], info: ExportInfo, strings: StringTable, trace
     if not info.has_nvtx:
         return schema.empty(schema.NVTX_RANGES_RAW), schema.empty(schema.NVTX_MARKS), warnings
     # A row with no start or thread, or a closed range that ends before it starts, is dropped.
-    good = [r for r in rows if r[0] != NULL_SENTINEL and r[3] != NULL_SENTINEL and (r[1] == NULL_SENTINEL or r[2] == NVTX_DOMAIN_CREATE or r[1] >= r[0] or r[2] in (NVTX_MARK, NVTXT_MARK))]
+    good = [r for r in rows if r[0] != NULL_SENTINEL and r[3] != NULL_SENTINEL
+            and (r[1] == NULL_SENTINEL or r[2] in (NVTX_DOMAIN_CREATE, NVTX_MARK, NVTXT_MARK) or 0 <= r[1] - r[0] <= MAX_DURATION_NS)]
     if len(good) < len(rows):
-        warnings.append(f"{info.path}: dropped {len(rows) - len(good)} NVTX row(s) with no start or thread, or ending before they start")
+        warnings.append(f"{info.path}: dropped {len(rows) - len(good)} NVTX row(s) with no start or thread, ending before they start, or lasting over a day")
     rows = good
     if not rows:
         return schema.empty(schema.NVTX_RANGES_RAW), schema.empty(schema.NVTX_MARKS), warnings
@@ -889,7 +897,11 @@ def _read_export(real: Path, path: str | os.PathLike, progress: Progress | None)
             nvtx_span = None
             if info.has_nvtx:
                 # Integer times only (min and max skip the NULLs the guard makes of text and blobs).
-                nvtx_span = conn.execute(f"select min(nullif({_int('start')}, {NULL_SENTINEL})), max(nullif({_int('coalesce(end, start)')}, {NULL_SENTINEL})) from NVTX_EVENTS").fetchone()
+                # (An end more than a day after its start is a corrupt row, dropped by nvtx_tables.)
+                nvtx_span = conn.execute(
+                    f"select min(s), max(case when e - s between 0 and {MAX_DURATION_NS} then e else s end) from "
+                    f"(select nullif({_int('start')}, {NULL_SENTINEL}) as s, nullif({_int('coalesce(end, start)')}, {NULL_SENTINEL}) as e from NVTX_EVENTS)"
+                ).fetchone()
         except sqlite3.DatabaseError as exc:
             raise BadTraceError(f"{path}: corrupt or truncated export ({exc})") from None
     finally:
