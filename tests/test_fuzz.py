@@ -90,6 +90,16 @@ def digest(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def assert_result_or_one_clean_error(path) -> None:
+    """Loading ``path`` gives a result whose numbers are sane, or one TraceReconError of one line."""
+    try:
+        analysis = api.load([path])
+    except TraceReconError as exc:
+        assert str(exc) and "\n" not in str(exc)
+    else:
+        assert_sane(analysis)
+
+
 def assert_sane(analysis) -> None:
     """A result's numbers are sane where they exist."""
     for r in analysis.ranks:
@@ -107,12 +117,7 @@ def test_mutated_traces_give_a_result_or_one_clean_error(tmp_path_factory, muts)
     shutil.copy(BASE, path)
     apply(path, muts)
     before = digest(path)
-    try:
-        analysis = api.load([path])
-    except TraceReconError as exc:
-        assert str(exc) and "\n" not in str(exc)
-    else:
-        assert_sane(analysis)
+    assert_result_or_one_clean_error(path)
     assert digest(path) == before
     assert sorted(x.name for x in path.parent.iterdir()) == ["t.sqlite"]  # nothing created beside it
 
@@ -260,9 +265,4 @@ def test_what_fuzzing_once_broke_gives_a_result_or_one_clean_error(tmp_path, sql
     con.commit()
     con.close()
     # WHEN read THEN a result with sane numbers, or one TraceReconError of one line
-    try:
-        analysis = api.load([path])
-    except TraceReconError as exc:
-        assert str(exc) and "\n" not in str(exc)
-    else:
-        assert_sane(analysis)
+    assert_result_or_one_clean_error(path)

@@ -6,7 +6,7 @@ buffers are never copied again.
 Measured on one rank of the 76 MB trace (56 MB of tables, 2-core machine): pickling 0.155 s and
 unpickling 0.091 s in band, against 0.008 s and 0.003 s out of band. Through
 ``ProcessPoolExecutor``'s pipe, the parent unpickled eight ranks one after another (0.39-0.47 s
-on the H200 host) after the workers had finished.
+on the H200 host, in profiles of the session before) after the workers had finished.
 
 Where ``/dev/shm`` is missing or has no room (a container's is often 64 MB), the result goes
 through the pipe as before; nothing is ever written to disk. Files are named after the load

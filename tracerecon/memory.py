@@ -3,9 +3,9 @@
 glibc's malloc gives each thread that allocates an arena of its own and keeps what is freed
 there for that arena's next use: after the tables are read on several threads, or a rank's
 stream clock is worked out beside its ownership, hundreds of MB that the main thread cannot
-reuse stay resident. On a 1 GiB export that raised the peak RSS from 2.5 to 3.0 GB (H200 host);
+reuse stay resident. On a 1 GiB export that raised the peak RSS to 3.0 GB (H200 host);
 ``malloc_trim`` after those steps (with the reader's columns released as converted) brought it
-to 2.3 GB on the 2-core machine and 2.6-2.8 GB on the H200 host, at no measurable cost in time.
+to 2.3 GB on the 2-core machine and 2.6-2.9 GB on the H200 host, at no measurable cost in time.
 
 Standard library only; a no-op where the C library is not glibc.
 """

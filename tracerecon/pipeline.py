@@ -147,12 +147,9 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
 
     workers = min(jobs, len(args))
     say(f"reading {len(args)} exports in {workers} processes")
-    # What every worker imports, imported once here: forked workers then start with it.
-    import importlib
-
+    # The ADBC driver imported once here (the cache module already is): forked workers start with it.
     from tracerecon.nsys import native_read
 
-    importlib.import_module("tracerecon.cache")
     native_read.available()
     # Each process reads with its share of the cores (8 processes x 8 reader threads on 16
     # cores made 8 ranks 2.3x slower than one).

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute  # noqa: F401 (pa.compute)
 
 from tracerecon.analysis.columns import median_ms
+from tracerecon.analysis.projection import int64s
 from tracerecon.report_model import CycleSummary, PhaseSummary
 
 
@@ -72,20 +73,17 @@ def _codes(col) -> pa.DictionaryArray:
 
 def _valid_int64(col) -> tuple[np.ndarray, np.ndarray]:
     """(values as int64, which are not null)."""
-    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    ok = col.is_valid().to_numpy(zero_copy_only=False)
-    return pa.compute.fill_null(col, 0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False), ok
+    return int64s(col, 0), col.is_valid().to_numpy(zero_copy_only=False)
 
 
 def _most_common(labels: pa.DictionaryArray, idx: np.ndarray) -> dict:
-    """``dict(Counter(labels[idx]).most_common())``: counts, largest first, ties in order of
-    first appearance among ``idx``; a null label counts as None."""
-    codes = labels.indices.to_numpy(zero_copy_only=False) if labels.indices.null_count == 0 else pa.compute.fill_null(labels.indices, -1).to_numpy(zero_copy_only=False)
-    sub = codes[idx].astype(np.int64)
-    values, first, counts = np.unique(sub, return_index=True, return_counts=True)
+    """``dict(Counter(labels[idx]).most_common())`` for a ``_codes`` column: counts, largest
+    first, ties in order of first appearance among ``idx`` (a null label is the key None)."""
+    codes = labels.indices.to_numpy(zero_copy_only=False)[idx]
+    values, first, counts = np.unique(codes, return_index=True, return_counts=True)
     words = labels.dictionary.to_pylist()
     ranked = sorted(zip(values.tolist(), first.tolist(), counts.tolist()), key=lambda x: (-x[2], x[1]))
-    return {(words[v] if v >= 0 else None): n for v, _, n in ranked}
+    return {words[v]: n for v, _, n in ranked}
 
 
 def per_token(cycles: pa.Table, phases: pa.Table | None) -> tuple[int | None, float | None, dict]:
