@@ -39,10 +39,10 @@ print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrs
 TOOL = r"""
 import resource, sys, time
 t_imports = time.perf_counter()
+from tracerecon.own_process import prepare
+prepare("export")  # as the CLI does, before numpy is imported
 from tracerecon.api import export as export_parquet, load as analyze
 import tracerecon.pipeline, tracerecon.export  # noqa: F401  (tracerecon's modules, imported before the clock as before)
-from tracerecon.no_pandas import keep_pandas_out
-keep_pandas_out()  # as the CLI does
 import pyarrow.parquet, pyarrow.compute  # what the run below would import on first use
 t = time.perf_counter()
 a = analyze([sys.argv[1]])

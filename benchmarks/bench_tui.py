@@ -17,9 +17,9 @@ import sys
 
 from bench_export import trace_path
 
-from tracerecon.no_pandas import keep_pandas_out
+from tracerecon.own_process import prepare
 
-keep_pandas_out()  # as `tracerecon view` does
+prepare("view")  # as `tracerecon view` does
 
 from tracerecon import api
 from tracerecon.analysis.config import PhaseConfig

@@ -18,15 +18,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ["TRACERECON_NO_CACHE"] = "1"
+from tracerecon.own_process import prepare  # noqa: E402
+
+prepare("report")  # as `tracerecon report` does, before numpy is imported
 
 from bench_export import trace_path  # noqa: E402
 
 from tracerecon import api  # noqa: E402
-from tracerecon.no_pandas import keep_pandas_out  # noqa: E402
 
 
 def main() -> None:
-    keep_pandas_out()
     src = trace_path(sys.argv[1] if len(sys.argv) > 1 else None)
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 8
     with tempfile.TemporaryDirectory() as tmp:

@@ -19,7 +19,7 @@ SHAPES = SAMPLES / "demo_shapes_h200x2"
 # Layers, bottom up. An import may go sideways or down, never up.
 LAYERS = {
     "tracerecon.errors": 0, "tracerecon.schema": 0, "tracerecon.run_dir": 0, "tracerecon": 0,
-    "tracerecon.report_model": 0, "tracerecon.no_pandas": 0, "tracerecon.handoff": 0, "tracerecon.memory": 0,
+    "tracerecon.report_model": 0, "tracerecon.no_pandas": 0, "tracerecon.handoff": 0, "tracerecon.memory": 0, "tracerecon.own_process": 0,
     "tracerecon.instrument": 1, "tracerecon.wrap": 1, "tracerecon.nsys": 1, "tracerecon.analysis": 1,
     "tracerecon.model": 2,
     "tracerecon.export": 3, "tracerecon.timeline_export": 3, "tracerecon.present": 3, "tracerecon.plot": 3, "tracerecon.cache": 3,

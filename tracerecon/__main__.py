@@ -1,3 +1,3 @@
-from tracerecon.cli import main
+from tracerecon.cli import console_main
 
-raise SystemExit(main())
+raise SystemExit(console_main())

@@ -177,11 +177,13 @@ def _file_work_handed_off(owner: str, *args) -> handoff.Handoff:
 
 
 def _share_cores(threads: int) -> None:
-    """Worker-process start: its share of the reader threads, and no pandas (see no_pandas)."""
-    from tracerecon.no_pandas import keep_pandas_out
+    """Worker-process start: its share of the reader threads, and the settings of
+    tracerecon's own processes (``tracerecon.own_process``; a forked worker has them already
+    when the CLI started the load, one started otherwise does not)."""
+    from tracerecon.own_process import prepare
 
     os.environ.setdefault("TRACERECON_READ_THREADS", str(threads))
-    keep_pandas_out()
+    prepare()
 
 
 def _file_work_on_dask(scheduler: str, args: list[tuple], say: Progress) -> list[tuple]:
