@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Recipe: alternating A/B runs (benchmarks/ab_env.py) of a cold `report` on the H200 host, where
 # the 2-core machine's noise is larger than the effects. Output: $OUT/ab.txt.
-#   WITH_ENV=1   process-level settings on the current code: glibc malloc thresholds, malloc
-#                huge pages, OpenBLAS's idle threads, Python's cyclic garbage collector
+#   WITH_ENV=1   process-level settings one at a time, on the code in BASE (code from before
+#                tracerecon/own_process.py, which makes three of them itself): glibc malloc
+#                thresholds, malloc huge pages, OpenBLAS's idle threads, the cyclic collector
 #   BASE=DIR     the current code against an older one (DIR holds its `tracerecon` package),
 #                with `nsys stats -r nvtx_gpu_proj_trace` in the same alternation (one rank),
 #                then 8 ranks, then a 1 GiB export (WITH_BIG=1)
@@ -18,15 +19,17 @@ W=$(mktemp -d)
 xz -dc .devcarry/big_launch.sqlite.xz > $W/rank0.sqlite
 for r in 1 2 3 4 5 6 7; do cp $W/rank0.sqlite $W/rank$r.sqlite; done
 RANKS8="$(echo $W/rank{0..7}.sqlite)"
-NOGC="python3 -c 'import gc, sys; gc.disable(); from tracerecon.cli import main; sys.exit(main())'"
+if [ "${WITH_ENV:-0}" = 1 ] && [ -z "${BASE:-}" ]; then echo "WITH_ENV=1 needs BASE (code without own_process)" >&2; exit 2; fi
+NOGC="python3 -P -c 'import gc, sys; gc.disable(); from tracerecon.cli import main; sys.exit(main())'"
 MALLOC="MALLOC_MMAP_THRESHOLD_=33554432,MALLOC_TRIM_THRESHOLD_=268435456"
-env_variants() {  # $1: the trace arguments
-  echo "default||python3 -m tracerecon report $1"
-  echo "malloc-thresholds|$MALLOC|python3 -m tracerecon report $1"
-  echo "malloc-hugepages|GLIBC_TUNABLES=glibc.malloc.hugetlb=1|python3 -m tracerecon report $1"
-  echo "openblas-1-thread|OPENBLAS_NUM_THREADS=1|python3 -m tracerecon report $1"
-  echo "gc-off||$NOGC report $1"
-  echo "all|$MALLOC,GLIBC_TUNABLES=glibc.malloc.hugetlb=1,OPENBLAS_NUM_THREADS=1|$NOGC report $1"
+env_variants() {  # $1: the trace arguments; every variant runs BASE's code
+  local on="PYTHONPATH=/tmp/site:$PWD/${BASE:-}"
+  echo "default|$on|python3 -P -m tracerecon report $1"
+  echo "malloc-thresholds|$on,$MALLOC|python3 -P -m tracerecon report $1"
+  echo "malloc-hugepages|$on,GLIBC_TUNABLES=glibc.malloc.hugetlb=1|python3 -P -m tracerecon report $1"
+  echo "openblas-1-thread|$on,OPENBLAS_NUM_THREADS=1|python3 -P -m tracerecon report $1"
+  echo "gc-off|$on|$NOGC report $1"
+  echo "all|$on,$MALLOC,GLIBC_TUNABLES=glibc.malloc.hugetlb=1,OPENBLAS_NUM_THREADS=1|$NOGC report $1"
 }
 code_variants() {  # $1: the trace arguments. -P: `python -m` would put the working directory
   # (this checkout) first on the path, ahead of BASE.

@@ -45,7 +45,8 @@ def run_profiled(*args: str, env: dict | None = None, timeout: int = 240, attemp
     profiled Python hung in ``fork`` while it spawns a child process (its injection's at-fork
     handlers; seen twice in full-suite runs, never in 8 runs of the test alone): each attempt
     runs in its own session, a hung one is killed whole (nsys, its agent, the program and its
-    children) and tried again, with a warning; a second hang fails."""
+    children), its outputs removed (the run directory, a stand-in engine's acceptance log) and
+    it is tried again, with a warning; a second hang fails."""
     import shutil
     import subprocess
     import warnings
@@ -63,6 +64,8 @@ def run_profiled(*args: str, env: dict | None = None, timeout: int = 240, attemp
                 raise
             if "-o" in args:  # the hung attempt's output directory
                 shutil.rmtree(args[args.index("-o") + 1], ignore_errors=True)
+            if env and env.get("STANDIN_ACCEPT_LOG"):  # and what its engine logged (the retry logs again)
+                Path(env["STANDIN_ACCEPT_LOG"]).unlink(missing_ok=True)
             warnings.warn(f"profiled run hung for {timeout} s (nsys 2022.4 at fork); killed and tried again: {' '.join(args)}")
 
 

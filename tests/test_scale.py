@@ -250,7 +250,7 @@ def test_the_cli_process_never_imports_pandas(tmp_path):
     import subprocess
     import sys
 
-    code = ("import sys; from tracerecon.cli import main; rc = main(['report', sys.argv[1]]); "
+    code = ("import sys; from tracerecon.cli import console_main; sys.argv = ['tracerecon', 'report', sys.argv[1]]; rc = console_main(); "
             "print('PANDAS', 'pandas' in sys.modules, rc)")
     env = dict(os.environ, TRACERECON_CACHE_DIR=str(tmp_path / "cache"))
     out = subprocess.run([sys.executable, "-c", code, str(H200 / "eagle_gpu_bound.sqlite")], capture_output=True, text=True, env=env, timeout=120).stdout

@@ -27,7 +27,6 @@ Standard library only; a no-op where the C library is not glibc.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 
 _TRIM = None
 
@@ -43,7 +42,7 @@ def reuse_freed_memory() -> None:
     ``release_free_memory`` still gives everything free back where it is called. Does
     nothing on other C libraries; idempotent."""
     try:
-        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or None).mallopt
+        mallopt = ctypes.CDLL(None).mallopt  # the C library already loaded (find_library runs ldconfig)
         mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     except (OSError, AttributeError, TypeError):  # not glibc
         return
@@ -57,7 +56,7 @@ def release_free_memory() -> None:
     global _TRIM
     if _TRIM is None:
         try:
-            _TRIM = ctypes.CDLL(ctypes.util.find_library("c") or None).malloc_trim
+            _TRIM = ctypes.CDLL(None).malloc_trim  # the C library already loaded (find_library runs ldconfig)
             _TRIM.argtypes, _TRIM.restype = [ctypes.c_size_t], ctypes.c_int
         except (OSError, AttributeError, TypeError):  # not glibc (musl, macOS; Windows: no C library by that name)
             _TRIM = False

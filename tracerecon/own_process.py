@@ -9,17 +9,20 @@ it is: nothing here runs on import.
   with them, 2.27 s without). ``OPENBLAS_NUM_THREADS=1`` is set unless the user set it, except
   for ``run``, whose engine inherits this process's environment and must keep the user's.
 - Freed memory reused (``tracerecon.memory.reuse_freed_memory``).
-- No cyclic garbage collection for one-shot commands: their data are Arrow and numpy buffers,
-  freed by reference counting, and the collector only walked the objects the imports made;
-  ``view``, an interactive session, keeps it.
+- No cyclic garbage collection: their data are Arrow and numpy buffers, freed by reference
+  counting, and the collector only walked the objects the imports made.
+``view``, an interactive session that may stay open for hours, keeps the collector and glibc's
+own malloc behaviour. The program sets these in ``tracerecon.cli.console_main``; calling
+``tracerecon.cli.main`` in a process of one's own changes none of them.
 
 All four against the code before them, a cold ``report`` of the 76 MB trace on the H200 host
 (``launch/h200_ab_batch.sh``, alternating runs, medians): one rank 1.18 -> 1.06 s (CPU time
-4.10 -> 2.12 s), 8 ranks 2.19 -> 1.88 s, a 1 GiB export's report 11.3 -> 9.8 s with its peak
-RSS 2,840 -> 2,753 MB. One at a time (same host, another lending): OpenBLAS idle took the CPU
-time from 4.21 to 2.27 s, the collector off the wall time from 1.20 to 1.09 s, the malloc
-settings the page faults from 134,000 to 82,000. On the 2-core machine none of them showed
-beyond its noise (OpenBLAS starts one thread there).
+4.10 -> 2.12 s), 8 ranks 2.19 -> 1.88 s, a 1 GiB export's report 11.3 -> 9.8 s (2 runs each)
+with its peak RSS 2,840 -> 2,753 MB. One at a time (same host, another lending): OpenBLAS
+idle took the CPU time from 4.21 to 2.27 s, the collector off the wall time from 1.20 to
+1.09 s, the malloc settings the page faults from 134,000 to 82,000. On the 2-core machine
+(``benchmarks/bench_export.py``) ``export`` against the sqlite3 fetch went from 0.79 to
+0.71-0.72; there OpenBLAS starts one thread only, and single A/B runs drowned in its noise.
 """
 
 from __future__ import annotations
@@ -42,6 +45,15 @@ def prepare(command: str | None = None) -> None:
     keep_pandas_out()
     if command not in _LAUNCHES_ENGINE:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    reuse_freed_memory()
     if command not in _INTERACTIVE:
+        reuse_freed_memory()
         gc.disable()
+
+
+def prepare_worker(threads: int) -> None:
+    """A ``--jobs`` worker process's start (the pool's initializer): its share of the reader
+    threads and ``prepare``'s settings. It lives here, in a module that imports no numpy, so
+    that a worker started fresh (spawn, or Python 3.14's forkserver) makes the settings before
+    the work's modules import numpy; a forked one has its parent's already."""
+    os.environ.setdefault("TRACERECON_READ_THREADS", str(threads))
+    prepare()

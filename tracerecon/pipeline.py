@@ -22,6 +22,7 @@ from tracerecon.analysis.summary import phase_candidates
 from tracerecon.errors import BadTraceError, TraceReconError, UsageError
 from tracerecon.memory import release_free_memory
 from tracerecon.model import Analysis, RankResult
+from tracerecon.own_process import prepare_worker
 from tracerecon.nsys.sqlite_export import read_all_api_calls, read_export
 from tracerecon.run_dir import accepted_of_mark, expand_inputs, rank_from_filename, rank_of_mark, read_engine_timers, trace_stem
 
@@ -159,7 +160,7 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
     handoff.discard_orphans()
     handoff.allow_open_files(len(args))
     try:
-        with ProcessPoolExecutor(max_workers=workers, initializer=_share_cores, initargs=(threads,)) as pool:
+        with ProcessPoolExecutor(max_workers=workers, initializer=prepare_worker, initargs=(threads,)) as pool:
             futures = {pool.submit(_file_work_handed_off, owner, *a): i for i, a in enumerate(args)}
             for fut in as_completed(futures):
                 # Taken as each arrives: the first failure stops the load.
@@ -173,17 +174,11 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
 def _file_work_handed_off(owner: str, *args) -> handoff.Handoff:
     """``_file_work`` in a worker process, its result handed to ``owner`` through shared
     memory (see ``tracerecon.handoff``) rather than pickled through the pool's pipe."""
-    return handoff.put(_file_work(*args), owner)
-
-
-def _share_cores(threads: int) -> None:
-    """Worker-process start: its share of the reader threads, and the settings of
-    tracerecon's own processes (``tracerecon.own_process``; a forked worker has them already
-    when the CLI started the load, one started otherwise does not)."""
-    from tracerecon.own_process import prepare
-
-    os.environ.setdefault("TRACERECON_READ_THREADS", str(threads))
-    prepare()
+    handed = handoff.put(_file_work(*args), owner)
+    # A worker that is done waits for the others: what its malloc keeps free for reuse
+    # (tracerecon.memory) goes back to the system meanwhile (about 90 MB per rank of 76 MB).
+    release_free_memory()
+    return handed
 
 
 def _file_work_on_dask(scheduler: str, args: list[tuple], say: Progress) -> list[tuple]:

@@ -31,19 +31,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def console_main() -> int:
-    """The ``tracerecon`` program (and ``python -m tracerecon``): ``main``, then every object
-    left is frozen, so that the interpreter's exit does not walk them all for cycles (on the
-    2-core machine that full collection took 0.08 s of a 2-s report)."""
+    """The ``tracerecon`` program (and ``python -m tracerecon``): the command line in
+    ``sys.argv``, run as ``main`` runs it, in a process set up as tracerecon's own
+    (``tracerecon.own_process``: no pandas, OpenBLAS idle, malloc reuse, no cyclic collector
+    but in ``view``). Its objects are frozen before the interpreter exits, so that the exit
+    does not walk them all for cycles (0.08 s of a 2-s report on the 2-core machine)."""
+    args = build_parser().parse_args()
+    prepare(args.subcommand)
     try:
-        return main()
+        return _run(args)
     finally:
         gc.freeze()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    prepare(args.subcommand)  # no pandas, OpenBLAS idle, malloc and the collector: see tracerecon.own_process
+    """The command line ``argv`` (default ``sys.argv[1:]``) in this process, whose settings it
+    leaves as they are (embedding, tests): the exit status; errors as one line on stderr."""
+    return _run(build_parser().parse_args(argv))
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args) or 0)
     except TraceReconError as exc:
