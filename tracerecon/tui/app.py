@@ -11,6 +11,7 @@ are imported by the worker, so the first screen waits for neither.
 from __future__ import annotations
 
 import importlib
+import os
 import threading
 from typing import TYPE_CHECKING, Callable
 
@@ -155,6 +156,11 @@ class TraceReconApp(App):
         before the analysis loads; else ``report_of(analysis)`` (default: built from it) after;
         ``diff_loader``: run B of a Diff tab."""
         super().__init__()
+        # No animations unless the user asks for them (TEXTUAL_ANIMATIONS): the tab underline's
+        # slide redrew the tab bar 20 times per switch, every frame sent down an ssh link, and
+        # held each switch at 500 ms before the screen settled.
+        if "TEXTUAL_ANIMATIONS" not in os.environ:
+            self.animation_level = "none"
         self.loader = loader
         self.report_loader = report_loader
         self.report_of = report_of
