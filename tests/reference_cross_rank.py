@@ -1,0 +1,288 @@
+"""The cross-rank step as it was before it was vectorised (tracerecon 052fe16,
+``tracerecon/analysis/cross_rank.py``): one Python dict per (collective, rank). Kept only as
+the reference ``test_cross_rank_vectorised.py`` compares the library with; its numbers were
+the ones checked against planted stragglers and CUDA events on the H200 traces.
+
+Across ranks: one timeline, matched collectives, who waited for whom, and who gated each cycle.
+
+Alignment never rewrites a trace's timestamps: each rank gets ``offset_ns`` (add it to the
+rank's own ns to land on the common timeline of the lowest rank) and ``offset_uncertainty_ns``.
+- Ranks from one report share one clock: offset 0, uncertainty 0.
+- Otherwise the first guess is the difference of the reports' session start times
+  (``TARGET_INFO_SESSION_START_TIME.utcEpochNs``; 0 for exports made with ``--ts-normalize``,
+  whose timestamps are UTC already), then it is refined with collectives: the same
+  all-reduce ends at nearly the same moment on every rank, so the median end-time residual is
+  removed and the median absolute deviation of what is left is the uncertainty. With no
+  collectives to refine on, the uncertainty is unknown (None).
+
+Collectives are matched across ranks by kernel name and order (the k-th ``ncclDevKernel_AllReduce...``
+of every rank is one collective). For each: arrival skew = last start - first start, the last
+rank to arrive, and per rank the time spent waiting (from its own start to the last arrival,
+at most its kernel's duration); the rest of the kernel is communication.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from tracerecon.analysis.nccl import comm_mask
+from tracerecon.schema import COLLECTIVES, CRITICAL_PATH
+from tracerecon.analysis.projection import I64_MIN, int64s
+
+
+@dataclass(frozen=True)
+class RankView:
+    """What cross-rank analysis needs of one rank."""
+
+    rank: int
+    clock: str  # ranks with the same clock id share a timeline (same report file)
+    session_start_utc_ns: int | None
+    gpu_ops: pa.Table
+    phases: pa.Table
+    absolute_time: bool = False  # exported with --ts-normalize: timestamps are already UTC epoch ns
+
+
+@dataclass(frozen=True)
+class RankAlignment:
+    rank: int
+    offset_ns: int
+    offset_uncertainty_ns: int | None
+    method: str  # "shared clock" | "session start" | "session start + collectives" | "collectives" | "none"
+
+
+@dataclass(frozen=True)
+class RankComm:
+    rank: int
+    comm_ns: int  # total time in communication kernels
+    wait_ns: int  # the part of it spent waiting for other ranks
+    n_collectives: int
+    phase_wait_ns: np.ndarray = field(repr=False)  # per phase instance of this rank
+
+
+@dataclass(frozen=True)
+class CrossRank:
+    alignment: tuple[RankAlignment, ...]
+    comm: tuple[RankComm, ...]
+    collectives: pa.Table  # one row per (collective, rank)
+    critical_path: pa.Table  # one row per cycle
+
+    def alignment_of(self, rank: int) -> RankAlignment | None:
+        return next((a for a in self.alignment if a.rank == rank), None)
+
+    def comm_of(self, rank: int) -> RankComm | None:
+        return next((c for c in self.comm if c.rank == rank), None)
+
+    def critical_path_json(self) -> dict:
+        """``rank_counts`` (cycles each rank gated), ``phase_counts`` (over all ranks) and
+        ``by_rank``: per gating rank its cycles and its own gating phases."""
+        rows = self.critical_path.to_pylist()
+        by_rank: dict[str, dict] = {}
+        for r in rows:
+            if r["gating_rank"] is None:
+                continue
+            d = by_rank.setdefault(str(r["gating_rank"]), {"cycles": 0, "phase_counts": Counter()})
+            d["cycles"] += 1
+            if r["gating_phase"]:
+                d["phase_counts"][r["gating_phase"]] += 1
+        return {
+            "rank_counts": {str(k): v for k, v in sorted(Counter(r["gating_rank"] for r in rows if r["gating_rank"] is not None).items())},
+            "phase_counts": dict(Counter(r["gating_phase"] for r in rows if r["gating_phase"]).most_common()),
+            "by_rank": {k: {"cycles": v["cycles"], "phase_counts": dict(v["phase_counts"].most_common())} for k, v in sorted(by_rank.items(), key=lambda kv: int(kv[0]))},
+        }
+
+
+def _comm_ops(view: RankView) -> dict[str, np.ndarray]:
+    ops = view.gpu_ops
+    if ops.num_rows == 0:
+        return {"start": np.zeros(0, np.int64), "end": np.zeros(0, np.int64), "name": [], "phase": np.zeros(0, np.int64)}
+    m = comm_mask(ops)
+    idx = np.flatnonzero(m)
+    start = int64s(ops["start_ns"])[idx]
+    order = np.argsort(start, kind="stable")
+    idx = idx[order]
+    names = ops["name"].take(pa.array(idx)).cast(pa.string()).to_pylist() if len(idx) else []
+    return {"start": start[order], "end": int64s(ops["end_ns"])[idx], "name": names, "phase": int64s(ops["phase_id"], -1)[idx]}
+
+
+def _keys(names: list[str]) -> list[tuple[str, int]]:
+    seen: Counter = Counter()
+    out = []
+    for n in names:
+        out.append((n, seen[n]))
+        seen[n] += 1
+    return out
+
+
+def analyze_cross_rank(views: list[RankView]) -> CrossRank:
+    """Alignment, collective matching, waiting and the per-cycle critical path for ``views``."""
+    views = sorted(views, key=lambda v: v.rank)
+    comm = {v.rank: _comm_ops(v) for v in views}
+    keyed = {r: {k: i for i, k in enumerate(_keys(c["name"]))} for r, c in comm.items()}
+    common = set.intersection(*(set(k) for k in keyed.values())) if len(views) > 1 else set()
+    common_sorted = sorted(common, key=lambda k: comm[views[0].rank]["start"][keyed[views[0].rank][k]]) if common else []
+
+    alignment = _align(views, comm, keyed, common_sorted)
+    offsets = {a.rank: a.offset_ns for a in alignment}
+
+    rows = []
+    per_rank_wait: dict[int, np.ndarray] = {v.rank: np.zeros(v.phases.num_rows, dtype=np.int64) for v in views}
+    wait_total = {v.rank: 0 for v in views}
+    phase_cycle = {v.rank: (int64s(v.phases["cycle"], -1) if v.phases.num_rows else np.zeros(0, np.int64)) for v in views}
+    for ci, key in enumerate(common_sorted):
+        starts = {r: int(comm[r]["start"][keyed[r][key]]) + offsets[r] for r in comm}
+        first, last = min(starts.values()), max(starts.values())
+        last_rank = max(starts, key=lambda r: (starts[r], r))
+        for r in comm:
+            i = keyed[r][key]
+            s, e = int(comm[r]["start"][i]), int(comm[r]["end"][i])
+            wait = min(max(last - starts[r], 0), e - s)
+            ph = int(comm[r]["phase"][i])
+            if ph >= 0 and ph < len(per_rank_wait[r]):
+                per_rank_wait[r][ph] += wait
+            wait_total[r] += wait
+            cyc = int(phase_cycle[r][ph]) if 0 <= ph < len(phase_cycle[r]) else -1
+            rows.append({
+                "collective": ci, "name": key[0], "rank": r, "start_ns": s, "end_ns": e,
+                "aligned_start_ns": s + offsets[r], "aligned_end_ns": e + offsets[r],
+                "phase_id": ph if ph >= 0 else None, "cycle": cyc if cyc >= 0 else None,
+                "skew_ns": last - first, "last_rank": last_rank, "wait_ns": wait, "comm_ns": (e - s) - wait,
+            })
+    collectives = pa.Table.from_pylist(rows, schema=COLLECTIVES)
+    comm_stats = tuple(
+        RankComm(
+            rank=v.rank,
+            comm_ns=int((comm[v.rank]["end"] - comm[v.rank]["start"]).sum()),
+            wait_ns=int(wait_total[v.rank]),
+            n_collectives=len(comm[v.rank]["name"]),
+            phase_wait_ns=per_rank_wait[v.rank],
+        )
+        for v in views
+    )
+    return CrossRank(tuple(alignment), comm_stats, collectives, _critical_path(views, collectives, offsets))
+
+
+def _align(views, comm, keyed, common_sorted) -> list[RankAlignment]:
+    ref = views[0]
+    out = []
+    for v in views:
+        if v.clock == ref.clock:
+            out.append(RankAlignment(v.rank, 0, 0, "shared clock"))
+            continue
+        base, method = 0, "none"
+        # Each rank's timestamps count from its own session start, unless the export made them
+        # UTC already (--ts-normalize); the base offset brings both to the reference rank's clock.
+        def epoch(x: RankView) -> int | None:
+            return 0 if x.absolute_time else x.session_start_utc_ns
+
+        if epoch(v) is not None and epoch(ref) is not None:
+            base = epoch(v) - epoch(ref)
+            method = "utc timestamps" if v.absolute_time and ref.absolute_time else "session start"
+        if common_sorted:
+            ends_v = np.array([comm[v.rank]["end"][keyed[v.rank][k]] for k in common_sorted], dtype=np.int64)
+            ends_r = np.array([comm[ref.rank]["end"][keyed[ref.rank][k]] for k in common_sorted], dtype=np.int64)
+            resid = (ends_v + base) - ends_r
+            shift = int(np.median(resid))
+            left = resid - shift
+            mad = int(np.median(np.abs(left - np.median(left)))) if len(left) > 1 else None
+            out.append(RankAlignment(v.rank, base - shift, mad, method + " + collectives" if method != "none" else "collectives"))
+        else:
+            out.append(RankAlignment(v.rank, base, None, method))
+    return out
+
+
+def _cycle_ends(view: RankView, offset: int) -> dict[int, tuple[int, str]]:
+    """Per cycle of one rank: (aligned end of its GPU work, else of its CPU ranges; its longest
+    phase: the first of the largest GPU time, else CPU time where it has no GPU time)."""
+    ph = view.phases
+    if ph.num_rows == 0:
+        return {}
+    cyc = int64s(ph["cycle"], -1)
+    rows = np.flatnonzero(cyc >= 0)
+    if len(rows) == 0:
+        return {}
+    gpu_end = int64s(ph["gpu_end_ns"], I64_MIN)[rows]
+    cpu_end = int64s(ph["cpu_end_ns"])[rows]
+    gpu = int64s(ph["gpu_ns"], I64_MIN)[rows]
+    value = np.where(gpu != I64_MIN, gpu, int64s(ph["cpu_ns"])[rows])
+    # By cycle, then the largest value, then table order: each cycle's first row is its longest.
+    order = np.lexsort((np.arange(len(rows)), -value, cyc[rows]))
+    c = cyc[rows][order]
+    firsts = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
+    last_gpu = np.maximum.reduceat(gpu_end[order], firsts)
+    last_cpu = np.maximum.reduceat(cpu_end[order], firsts)
+    ends = (np.where(last_gpu != I64_MIN, last_gpu, last_cpu) + offset).tolist()
+    longest = order[firsts]
+    names = ph["phase"].to_pylist()
+    return {cy: (e, names[rows[k]] if value[k] >= 0 else None) for cy, e, k in zip(c[firsts].tolist(), ends, longest.tolist())}
+
+
+def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.Table:
+    """Per cycle: the (rank, phase) the others waited for, and how long.
+
+    With collectives: the cycle's collective whose last rank brought the most new lateness (its
+    arrival skew minus how late that rank already was at the collective before) names the
+    rank and, by the phase that rank was in, the phase. A straggler shows as a jump in
+    lateness where it was held up; it may arrive late again later (when the others had queued
+    their work ahead), but without a new jump. Summing small lags over all collectives instead
+    picks whichever rank happens to launch more slowly. Without collectives: the
+    rank whose GPU work ended last, in its longest phase.
+    """
+    import json
+
+    cycles: set[int] = set()
+    for v in views:
+        if v.phases.num_rows:
+            cycles |= {c for c in v.phases["cycle"].to_pylist() if c is not None}
+    col = collectives.to_pylist()
+    phase_names = {v.rank: v.phases["phase"].to_pylist() if v.phases.num_rows else [] for v in views}
+    # One entry per collective: where its last arrival was (rank, phase instance, cycle).
+    by_cycle: dict[int, list[dict]] = {}
+    waits_by_cycle: dict[int, Counter] = {}
+    last_row = {}
+    for row in col:
+        if row["rank"] == row["last_rank"]:
+            last_row[row["collective"]] = row
+    for row in col:
+        lr = last_row.get(row["collective"])
+        c = lr["cycle"] if lr is not None and lr["cycle"] is not None else row["cycle"]
+        if c is None:
+            continue
+        waits_by_cycle.setdefault(c, Counter())[row["rank"]] += row["wait_ns"]
+        if lr is row:
+            by_cycle.setdefault(c, []).append(row)
+    per_cycle = {v.rank: _cycle_ends(v, offsets.get(v.rank, 0)) for v in views}
+    # Each rank's lateness at each collective (its arrival after the first rank's), to see
+    # how much lateness a collective's last rank newly brought: its skew minus the lateness
+    # that rank already had at the collective before.
+    first_start: dict[int, int] = {}
+    for row in col:
+        k = row["collective"]
+        first_start[k] = min(first_start.get(k, row["aligned_start_ns"]), row["aligned_start_ns"])
+    lateness = {(row["collective"], row["rank"]): row["aligned_start_ns"] - first_start[row["collective"]] for row in col}
+    out = []
+    for c in sorted(cycles):
+        rows = by_cycle.get(c, [])
+        waits = waits_by_cycle.get(c, Counter())
+        if rows and len(views) > 1:
+            worst = max(rows, key=lambda r: (r["skew_ns"] - lateness.get((r["collective"] - 1, r["last_rank"]), 0), -r["collective"]))
+            gating = worst["last_rank"]
+            ph = worst["phase_id"]
+            phase = phase_names[gating][ph] if ph is not None and ph < len(phase_names[gating]) else None
+            how = "collectives"
+        else:
+            ends = {rk: per_cycle[rk][c][0] for rk in per_cycle if c in per_cycle[rk]}
+            if not ends:
+                continue
+            gating = max(ends, key=lambda k: (ends[k], -k))
+            phase = per_cycle[gating][c][1]
+            how = "latest end"
+        out.append({
+            "cycle": c, "gating_rank": gating, "gating_phase": phase, "how": how,
+            "max_wait_ns": max(waits.values()) if waits else 0,
+            "waits_ns": json.dumps({str(k): int(v) for k, v in sorted(waits.items())}),
+        })
+    return pa.Table.from_pylist(out, schema=CRITICAL_PATH)
