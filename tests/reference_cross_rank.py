@@ -1,98 +1,20 @@
 """The cross-rank step as it was before it was vectorised (tracerecon 052fe16,
 ``tracerecon/analysis/cross_rank.py``): one Python dict per (collective, rank). Kept only as
 the reference ``test_cross_rank_vectorised.py`` compares the library with; its numbers were
-the ones checked against planted stragglers and CUDA events on the H200 traces.
-
-Across ranks: one timeline, matched collectives, who waited for whom, and who gated each cycle.
-
-Alignment never rewrites a trace's timestamps: each rank gets ``offset_ns`` (add it to the
-rank's own ns to land on the common timeline of the lowest rank) and ``offset_uncertainty_ns``.
-- Ranks from one report share one clock: offset 0, uncertainty 0.
-- Otherwise the first guess is the difference of the reports' session start times
-  (``TARGET_INFO_SESSION_START_TIME.utcEpochNs``; 0 for exports made with ``--ts-normalize``,
-  whose timestamps are UTC already), then it is refined with collectives: the same
-  all-reduce ends at nearly the same moment on every rank, so the median end-time residual is
-  removed and the median absolute deviation of what is left is the uncertainty. With no
-  collectives to refine on, the uncertainty is unknown (None).
-
-Collectives are matched across ranks by kernel name and order (the k-th ``ncclDevKernel_AllReduce...``
-of every rank is one collective). For each: arrival skew = last start - first start, the last
-rank to arrive, and per rank the time spent waiting (from its own start to the last arrival,
-at most its kernel's duration); the rest of the kernel is communication.
-"""
+the ones checked against planted stragglers and CUDA events on the H200 traces. The data
+classes and ``_cycle_ends``, which the rewrite left as they were, come from the library."""
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 
+from tracerecon.analysis.cross_rank import CrossRank, RankAlignment, RankComm, RankView, _cycle_ends
 from tracerecon.analysis.nccl import comm_mask
+from tracerecon.analysis.projection import int64s
 from tracerecon.schema import COLLECTIVES, CRITICAL_PATH
-from tracerecon.analysis.projection import I64_MIN, int64s
-
-
-@dataclass(frozen=True)
-class RankView:
-    """What cross-rank analysis needs of one rank."""
-
-    rank: int
-    clock: str  # ranks with the same clock id share a timeline (same report file)
-    session_start_utc_ns: int | None
-    gpu_ops: pa.Table
-    phases: pa.Table
-    absolute_time: bool = False  # exported with --ts-normalize: timestamps are already UTC epoch ns
-
-
-@dataclass(frozen=True)
-class RankAlignment:
-    rank: int
-    offset_ns: int
-    offset_uncertainty_ns: int | None
-    method: str  # "shared clock" | "session start" | "session start + collectives" | "collectives" | "none"
-
-
-@dataclass(frozen=True)
-class RankComm:
-    rank: int
-    comm_ns: int  # total time in communication kernels
-    wait_ns: int  # the part of it spent waiting for other ranks
-    n_collectives: int
-    phase_wait_ns: np.ndarray = field(repr=False)  # per phase instance of this rank
-
-
-@dataclass(frozen=True)
-class CrossRank:
-    alignment: tuple[RankAlignment, ...]
-    comm: tuple[RankComm, ...]
-    collectives: pa.Table  # one row per (collective, rank)
-    critical_path: pa.Table  # one row per cycle
-
-    def alignment_of(self, rank: int) -> RankAlignment | None:
-        return next((a for a in self.alignment if a.rank == rank), None)
-
-    def comm_of(self, rank: int) -> RankComm | None:
-        return next((c for c in self.comm if c.rank == rank), None)
-
-    def critical_path_json(self) -> dict:
-        """``rank_counts`` (cycles each rank gated), ``phase_counts`` (over all ranks) and
-        ``by_rank``: per gating rank its cycles and its own gating phases."""
-        rows = self.critical_path.to_pylist()
-        by_rank: dict[str, dict] = {}
-        for r in rows:
-            if r["gating_rank"] is None:
-                continue
-            d = by_rank.setdefault(str(r["gating_rank"]), {"cycles": 0, "phase_counts": Counter()})
-            d["cycles"] += 1
-            if r["gating_phase"]:
-                d["phase_counts"][r["gating_phase"]] += 1
-        return {
-            "rank_counts": {str(k): v for k, v in sorted(Counter(r["gating_rank"] for r in rows if r["gating_rank"] is not None).items())},
-            "phase_counts": dict(Counter(r["gating_phase"] for r in rows if r["gating_phase"]).most_common()),
-            "by_rank": {k: {"cycles": v["cycles"], "phase_counts": dict(v["phase_counts"].most_common())} for k, v in sorted(by_rank.items(), key=lambda kv: int(kv[0]))},
-        }
 
 
 def _comm_ops(view: RankView) -> dict[str, np.ndarray]:
@@ -192,32 +114,6 @@ def _align(views, comm, keyed, common_sorted) -> list[RankAlignment]:
         else:
             out.append(RankAlignment(v.rank, base, None, method))
     return out
-
-
-def _cycle_ends(view: RankView, offset: int) -> dict[int, tuple[int, str]]:
-    """Per cycle of one rank: (aligned end of its GPU work, else of its CPU ranges; its longest
-    phase: the first of the largest GPU time, else CPU time where it has no GPU time)."""
-    ph = view.phases
-    if ph.num_rows == 0:
-        return {}
-    cyc = int64s(ph["cycle"], -1)
-    rows = np.flatnonzero(cyc >= 0)
-    if len(rows) == 0:
-        return {}
-    gpu_end = int64s(ph["gpu_end_ns"], I64_MIN)[rows]
-    cpu_end = int64s(ph["cpu_end_ns"])[rows]
-    gpu = int64s(ph["gpu_ns"], I64_MIN)[rows]
-    value = np.where(gpu != I64_MIN, gpu, int64s(ph["cpu_ns"])[rows])
-    # By cycle, then the largest value, then table order: each cycle's first row is its longest.
-    order = np.lexsort((np.arange(len(rows)), -value, cyc[rows]))
-    c = cyc[rows][order]
-    firsts = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
-    last_gpu = np.maximum.reduceat(gpu_end[order], firsts)
-    last_cpu = np.maximum.reduceat(cpu_end[order], firsts)
-    ends = (np.where(last_gpu != I64_MIN, last_gpu, last_cpu) + offset).tolist()
-    longest = order[firsts]
-    names = ph["phase"].to_pylist()
-    return {cy: (e, names[rows[k]] if value[k] >= 0 else None) for cy, e, k in zip(c[firsts].tolist(), ends, longest.tolist())}
 
 
 def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.Table:

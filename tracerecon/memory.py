@@ -36,18 +36,27 @@ _KEEP_FREE_BYTES = 256 << 20
 _MAP_FROM_BYTES = 32 << 20  # glibc's largest mapping bound on 64-bit
 
 
+def _libc_function(name: str, argtypes: list, restype):
+    """``name`` from the C library this process already loaded (``ctypes.util.find_library``
+    would run ``ldconfig``, 3-10 ms), or None where there is none of that name (musl has no
+    ``malloc_trim``, macOS no ``mallopt``; Windows no C library by that handle)."""
+    try:
+        fn = getattr(ctypes.CDLL(None), name)
+    except (OSError, AttributeError, TypeError):
+        return None
+    fn.argtypes, fn.restype = argtypes, restype
+    return fn
+
+
 def reuse_freed_memory() -> None:
     """From now on in this process, malloc takes blocks under 32 MB from its heap and keeps up
     to 256 MB of free heap for reuse (glibc's ``mallopt``; the module docstring says why).
     ``release_free_memory`` still gives everything free back where it is called. Does
     nothing on other C libraries; idempotent."""
-    try:
-        mallopt = ctypes.CDLL(None).mallopt  # the C library already loaded (find_library runs ldconfig)
-        mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    except (OSError, AttributeError, TypeError):  # not glibc
-        return
-    mallopt(_M_TRIM_THRESHOLD, _KEEP_FREE_BYTES)
-    mallopt(_M_MMAP_THRESHOLD, _MAP_FROM_BYTES)
+    mallopt = _libc_function("mallopt", [ctypes.c_int, ctypes.c_int], ctypes.c_int)
+    if mallopt:
+        mallopt(_M_TRIM_THRESHOLD, _KEEP_FREE_BYTES)
+        mallopt(_M_MMAP_THRESHOLD, _MAP_FROM_BYTES)
 
 
 def release_free_memory() -> None:
@@ -55,10 +64,6 @@ def release_free_memory() -> None:
     ``malloc_trim(0)``; a few ms). Does nothing on other C libraries."""
     global _TRIM
     if _TRIM is None:
-        try:
-            _TRIM = ctypes.CDLL(None).malloc_trim  # the C library already loaded (find_library runs ldconfig)
-            _TRIM.argtypes, _TRIM.restype = [ctypes.c_size_t], ctypes.c_int
-        except (OSError, AttributeError, TypeError):  # not glibc (musl, macOS; Windows: no C library by that name)
-            _TRIM = False
+        _TRIM = _libc_function("malloc_trim", [ctypes.c_size_t], ctypes.c_int) or False
     if _TRIM:
         _TRIM(0)

@@ -91,14 +91,14 @@ class CrossRank:
 
 
 def _comm_ops(view: RankView, name_codes: dict[str, int]) -> dict[str, np.ndarray]:
-    """One rank's communication kernels in start order: start, end, phase (-1: none), the
-    global code of each one's name (``name_codes`` grows as names are met) and its key, which
-    packs that code with the kernel's place among the rank's kernels of that name (the k-th
+    """One rank's communication kernels in start order: start, end, phase (-1: none) and each
+    one's key, which packs the global code of its name (``name_codes`` grows as names are met)
+    with the kernel's place among the rank's kernels of that name (the k-th
     ``ncclDevKernel_AllReduce...`` of every rank is one collective)."""
     ops = view.gpu_ops
     empty = np.zeros(0, np.int64)
     if ops.num_rows == 0:
-        return {"start": empty, "end": empty, "phase": empty, "code": empty, "key": empty}
+        return {"start": empty, "end": empty, "phase": empty, "key": empty}
     idx = np.flatnonzero(comm_mask(ops))
     start = int64s(ops["start_ns"])[idx]
     order = np.argsort(start, kind="stable")
@@ -112,8 +112,7 @@ def _comm_ops(view: RankView, name_codes: dict[str, int]) -> dict[str, np.ndarra
     group_first = np.flatnonzero(np.r_[True, sorted_code[1:] != sorted_code[:-1]]) if len(code) else empty
     nth = np.empty(len(code), np.int64)
     nth[by_name] = np.arange(len(code)) - np.repeat(group_first, np.diff(np.r_[group_first, len(code)]))
-    return {"start": start[order], "end": int64s(ops["end_ns"])[idx], "phase": int64s(ops["phase_id"], -1)[idx], "code": code,
-            "key": code << 40 | nth}
+    return {"start": start[order], "end": int64s(ops["end_ns"])[idx], "phase": int64s(ops["phase_id"], -1)[idx], "key": code << 40 | nth}
 
 
 def analyze_cross_rank(views: list[RankView]) -> CrossRank:
@@ -121,11 +120,11 @@ def analyze_cross_rank(views: list[RankView]) -> CrossRank:
 
     Columnar throughout (ranks x collectives arrays): an 8-GPU tensor-parallel run has hundreds
     of collectives per cycle, and 8 ranks x 2,500 cycles x 120 collectives (2.4 M rows) take
-    2.3 s on 2 cores, where one Python dict per row took 23 us a row (about 55 s)."""
+    2.0-2.4 s on 2 cores, where one Python dict per row took 70 s (19-29 us a row)."""
     views = sorted(views, key=lambda v: v.rank)
     name_codes: dict[str, int] = {}
     comm = [_comm_ops(v, name_codes) for v in views]
-    names = np.array(sorted(name_codes, key=name_codes.get), dtype=object)
+    names = sorted(name_codes, key=name_codes.get)
     # Collectives every rank ran, each rank's kernel of it (pos[r]), in the first rank's start order.
     if len(views) > 1:
         common = comm[0]["key"]
@@ -168,7 +167,7 @@ def analyze_cross_rank(views: list[RankView]) -> CrossRank:
     ph_flat, cyc_flat = flat(phase), flat(cycle)
     collectives = pa.table({
         "collective": ci,
-        "name": pa.DictionaryArray.from_arrays(pa.array((common >> 40)[ci], pa.int32()), pa.array(names.tolist(), pa.string())).cast(pa.string()),
+        "name": pa.DictionaryArray.from_arrays(pa.array((common >> 40)[ci], pa.int32()), pa.array(names, pa.string())).cast(pa.string()),
         "rank": pa.array(np.tile(rank_ids, m), pa.int32()),
         "start_ns": flat(start), "end_ns": flat(end),
         "aligned_start_ns": flat(aligned), "aligned_end_ns": flat(end + offset[:, None]),
