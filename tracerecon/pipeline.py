@@ -10,23 +10,27 @@ import os
 import shlex
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
-from tracerecon import handoff
-from tracerecon.analysis.cross_rank import RankView, analyze_cross_rank
 from tracerecon.analysis.config import PhaseConfig
-from tracerecon.analysis.projection import int64s, link_launches
-from tracerecon.analysis.rank import RankTables, finish_rank, own_rank
-from tracerecon.analysis.ranks import RankSource, processes_in_file, select_pids
-from tracerecon.analysis.summary import phase_candidates
 from tracerecon.errors import BadTraceError, TraceReconError, UsageError
+from tracerecon.import_ahead import ImportAhead, join_all
 from tracerecon.memory import release_free_memory
-from tracerecon.model import Analysis, RankResult
-from tracerecon.own_process import prepare_worker
-from tracerecon.nsys.sqlite_export import read_all_api_calls, read_export
+from tracerecon.nsys.sqlite_export import TraceTables, read_all_api_calls, read_export
 from tracerecon.run_dir import accepted_of_mark, expand_inputs, rank_from_filename, rank_of_mark, read_engine_timers, trace_stem
 
+if TYPE_CHECKING:
+    from tracerecon.model import Analysis
+
 Progress = Callable[[str], None]
+
+# What analysing a read trace imports. Only the reading side is imported with this module: the
+# rest is imported while a single export is read (ImportAhead), or before worker processes start
+# (so that forked workers inherit it).
+ANALYSIS_MODULES = (
+    "tracerecon.analysis.projection", "tracerecon.analysis.ranks", "tracerecon.analysis.rank",
+    "tracerecon.analysis.cross_rank", "tracerecon.analysis.summary", "tracerecon.model",
+)
 
 
 def no_nvtx_message(path: str, nsys_version: str | None) -> str:
@@ -41,10 +45,17 @@ def no_nvtx_message(path: str, nsys_version: str | None) -> str:
     return msg
 
 
-def _read(f: Path):
-    """One export's tables, its GPU ops linked to their launching calls, and its warnings."""
+def _read_tables(f: Path) -> TraceTables:
+    """One export's tables (tracerecon.nsys), nothing analysed yet."""
     tables = read_export(f)
     release_free_memory()  # what the reader threads freed (see tracerecon.memory)
+    return tables
+
+
+def _link(f: Path, tables: TraceTables):
+    """The export's tables, its GPU ops linked to their launching calls, and its warnings."""
+    from tracerecon.analysis.projection import link_launches
+
     warnings = list(tables.warnings)
     if not tables.info.has_cuda:
         warnings.append(f"{f}: no CUDA activity in the trace (traced without `-t cuda`, or a CPU-only run): CPU times only")
@@ -102,7 +113,17 @@ def _file_work_remote(f: Path, shown: str, use_cache: bool, config: PhaseConfig,
 
 
 def _file_work_uncached(f: Path, config: PhaseConfig, multi: bool, rank_hint: int | None, order: int) -> tuple[list, list[str], tuple]:
-    tables, linked, warnings = _read(f)
+    return _analyse_file(f, _read_tables(f), config, multi, rank_hint, order)
+
+
+def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, rank_hint: int | None, order: int) -> tuple[list, list[str], tuple]:
+    """``_file_work_uncached`` once the export's tables are read."""
+    from tracerecon.analysis.projection import int64s
+    from tracerecon.analysis.rank import RankTables, own_rank
+    from tracerecon.analysis.ranks import RankSource, processes_in_file, select_pids
+
+    tables, linked, warnings = _link(f, read)
+    del read
     if tables.nvtx_ranges.num_rows == 0:
         warnings.append(no_nvtx_message(str(f), tables.info.nsys_version))
     if multi:
@@ -137,7 +158,16 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
     """``_file_work`` for every file, in ``jobs`` worker processes of this machine."""
     if len(args) == 1:  # the whole run's cache entry covers it: no second entry
         say(f"reading {args[0][0].name}")
-        return [_file_work_uncached(*args[0])]
+        # The analysis modules are imported while the export is read (0.05-0.1 s of a cold
+        # report); joined before this thread imports or analyses anything (import_ahead).
+        ahead = ImportAhead(ANALYSIS_MODULES)
+        try:
+            tables = _read_tables(args[0][0])
+        finally:
+            ahead.join()
+        return [_analyse_file(args[0][0], tables, *args[0][1:])]
+    _import_analysis()  # before any worker starts: forked workers inherit it
+    join_all()  # no import may be under way in another thread when the workers fork
     if jobs == 1:
         results = []
         for a in args:
@@ -145,6 +175,9 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
             results.append(_file_work(*a))
         return results
     from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    from tracerecon import handoff
+    from tracerecon.own_process import prepare_worker
 
     workers = min(jobs, len(args))
     say(f"reading {len(args)} exports in {workers} processes")
@@ -171,9 +204,18 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
     return [results[i] for i in range(len(args))]
 
 
-def _file_work_handed_off(owner: str, *args) -> handoff.Handoff:
+def _import_analysis() -> None:
+    import importlib
+
+    for name in ANALYSIS_MODULES:
+        importlib.import_module(name)
+
+
+def _file_work_handed_off(owner: str, *args):
     """``_file_work`` in a worker process, its result handed to ``owner`` through shared
     memory (see ``tracerecon.handoff``) rather than pickled through the pool's pipe."""
+    from tracerecon import handoff
+
     handed = handoff.put(_file_work(*args), owner)
     # A worker that is done waits for the others: what its malloc keeps free for reuse
     # (tracerecon.memory) goes back to the system meanwhile (about 90 MB per rank of 76 MB).
@@ -235,6 +277,11 @@ def analyze(paths: Sequence[str | os.PathLike], config: PhaseConfig, say: Progre
 
 
 def _analyze_files(files: list[Path], config: PhaseConfig, say: Progress, jobs: int | None, scheduler: str | None) -> Analysis:
+    from tracerecon.analysis.cross_rank import RankView, analyze_cross_rank
+    from tracerecon.analysis.rank import finish_rank
+    from tracerecon.analysis.summary import phase_candidates
+    from tracerecon.model import Analysis, RankResult
+
     multi = len(files) > 1
     file_ranks = [rank_from_filename(trace_stem(f)) for f in files]
     by_name = multi and all(r is not None for r in file_ranks) and len(set(file_ranks)) == len(file_ranks)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tracerecon.cli.common import add_analysis_command, config_from, console, load_report
+from tracerecon.import_ahead import ImportAhead
 
 
 def add(sub) -> None:
@@ -19,8 +20,10 @@ def add(sub) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    # The renderer (rich: 0.03 s on the H200 host) is imported while the report is loaded.
+    with ImportAhead(["tracerecon.cli.render"]):
+        report = load_report(args.traces, config_from(args), args.jobs, args.dask)
     from tracerecon.cli.render import print_json, print_report
 
-    report = load_report(args.traces, config_from(args), args.jobs, args.dask)
     (print_json if args.json else print_report)(report, console())
     return 0

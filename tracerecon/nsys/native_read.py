@@ -85,8 +85,10 @@ def fetch_int_columns(uri: str, exprs: list[str], rest: str, names: list[str], g
     table = table.strip()
     plain = [e for e in exprs if not e.lstrip("-").isdigit()]
     try:
-        # The rowid range sizes the parts (count(*) would scan the whole table once more).
-        head = _query(uri, f"select min(rowid), max(rowid) from {table}")
+        # The rowid range sizes the parts (count(*) would scan the whole table once more). Two
+        # subqueries: SQLite finds a lone min() or max() of the rowid in the b-tree, but both in
+        # one select scan the table (0.15 s for 954k runtime calls, against 0.1 ms).
+        head = _query(uri, f"select (select min(rowid) from {table}), (select max(rowid) from {table})")
         min_rowid, max_rowid = (head.column(i)[0].as_py() if head.num_rows else 0 for i in range(2))
         lo_id, hi_id = int(min_rowid or 0), int(max_rowid or 0)
         count = hi_id - lo_id + 1 if head.num_rows and max_rowid is not None else 0

@@ -24,7 +24,6 @@ from urllib.parse import quote
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tracerecon import schema
 from tracerecon.errors import BadTraceError
@@ -391,6 +390,8 @@ class StringTable:
         if used.null_count:
             # A NULL in StringIds reads as empty text (Arrow cannot merge dictionaries holding
             # nulls), encoded again so that "" is in the dictionary once.
+            import pyarrow.compute as pc
+
             out = pc.fill_null(out.cast(pa.string()), "").dictionary_encode()
         return out
 
@@ -454,9 +455,49 @@ def fetch_nvtx_rows(conn: sqlite3.Connection, info: ExportInfo) -> list[tuple]:
 def nvtx_tables(rows: list[tuple], info: ExportInfo, strings: StringTable, trace_end: int) -> tuple[pa.Table, pa.Table, list[str]]:
     """NVTX ranges (push/pop, start/end, NVTXT) and marks with domain names resolved, from
     ``fetch_nvtx_rows``; a range never closed runs to ``trace_end``."""
+    return parse_nvtx(rows, info, strings).tables(trace_end)
+
+
+@dataclass(frozen=True)
+class NvtxEvents:
+    """An export's NVTX ranges and marks, parsed (``parse_nvtx``), but for where the ranges
+    never closed end: at the trace end, known once every table is read. ``tables`` makes them."""
+
+    range_columns: dict[str, pa.Array]  # the NVTX_RANGES_RAW columns but end_ns
+    range_start: np.ndarray
+    range_end: np.ndarray  # NULL_SENTINEL for a range never closed
+    marks: pa.Table
+    warnings: tuple[str, ...]
+
+    def tables(self, trace_end: int) -> tuple[pa.Table, pa.Table, list[str]]:
+        """(ranges, marks, warnings); a range never closed runs to ``trace_end`` (or to the
+        last start, if that is later)."""
+        closed = self.range_end != NULL_SENTINEL
+        last = max(trace_end, int(self.range_start.max()) if len(self.range_start) else 0)
+        columns = dict(self.range_columns, end_ns=pa.array(np.where(closed, self.range_end, last)))
+        ranges = pa.table({name: columns[name] for name in schema.NVTX_RANGES_RAW.names}, schema=schema.NVTX_RANGES_RAW)
+        return ranges, self.marks, list(self.warnings)
+
+
+def _no_nvtx(warnings: list[str]) -> NvtxEvents:
+    empty = schema.empty(schema.NVTX_RANGES_RAW)
+    return NvtxEvents({name: empty[name] for name in empty.column_names if name != "end_ns"}, np.zeros(0, np.int64),
+                      np.zeros(0, np.int64), schema.empty(schema.NVTX_MARKS), tuple(warnings))
+
+
+def read_nvtx(conn: sqlite3.Connection, info: ExportInfo, strings: StringTable) -> NvtxEvents:
+    """``fetch_nvtx_rows`` and ``parse_nvtx``: all of the NVTX reading that does not need the
+    trace end, done while the larger tables are still being read."""
+    return parse_nvtx(fetch_nvtx_rows(conn, info), info, strings)
+
+
+def parse_nvtx(rows: list[tuple], info: ExportInfo, strings: StringTable) -> NvtxEvents:
+    """The rows of ``fetch_nvtx_rows`` as ranges and marks (``NvtxEvents``): rows with no start
+    or thread, ending before they start, lasting over a day, or written twice are dropped and
+    counted in a warning."""
     warnings: list[str] = []
     if not info.has_nvtx:
-        return schema.empty(schema.NVTX_RANGES_RAW), schema.empty(schema.NVTX_MARKS), warnings
+        return _no_nvtx(warnings)
     # A row with no start or thread, or a closed range that ends before it starts, is dropped.
     good = [r for r in rows if r[0] != NULL_SENTINEL and r[3] != NULL_SENTINEL
             and (r[1] == NULL_SENTINEL or r[2] in (NVTX_DOMAIN_CREATE, NVTX_MARK, NVTXT_MARK) or 0 <= r[1] - r[0] <= MAX_DURATION_NS)]
@@ -464,7 +505,7 @@ def nvtx_tables(rows: list[tuple], info: ExportInfo, strings: StringTable, trace
         warnings.append(f"{info.path}: dropped {len(rows) - len(good)} NVTX row(s) with no start or thread, ending before they start, or lasting over a day")
     rows = good
     if not rows:
-        return schema.empty(schema.NVTX_RANGES_RAW), schema.empty(schema.NVTX_MARKS), warnings
+        return _no_nvtx(warnings)
     start = np.array([r[0] for r in rows], dtype=np.int64)
     end = np.array([r[1] for r in rows], dtype=np.int64)
     etype = np.array([r[2] for r in rows], dtype=np.int64)
@@ -500,25 +541,20 @@ def nvtx_tables(rows: list[tuple], info: ExportInfo, strings: StringTable, trace
     closed = end[idx] != NULL_SENTINEL
     if (~closed).any():
         warnings.append(f"{info.path}: {int((~closed).sum())} NVTX range(s) never closed; they run to the trace end")
-    r_end = np.where(closed, end[idx], max(trace_end, int(start[idx].max()) if len(idx) else 0))
     style = np.where(np.isin(etype[idx], [NVTX_PUSH_POP, NVTXT_PUSH_POP]), "push_pop", "start_end")
     cross_thread = (end_gtid[idx] != NULL_SENTINEL) & (end_gtid[idx] != gtid[idx])
     style = np.where(cross_thread, "start_end_cross_thread", style)
-    ranges = pa.table(
-        {
-            "pid": pa.array(pid[idx]),
-            "tid": pa.array(tid_of(gtid[idx])),
-            "global_tid": pa.array(gtid[idx]),
-            "domain": pa.array([domains[i] for i in idx], pa.string()),
-            "name": pa.array([texts[i] if texts[i] is not None else "" for i in idx], pa.string()),
-            "start_ns": pa.array(start[idx]),
-            "end_ns": pa.array(r_end),
-            "closed": pa.array(closed),
-            "style": pa.array(style.tolist(), pa.string()),
-            "payload": _nullable(payload[idx]),
-        },
-        schema=schema.NVTX_RANGES_RAW,
-    )
+    range_columns = {
+        "pid": pa.array(pid[idx]),
+        "tid": pa.array(tid_of(gtid[idx])),
+        "global_tid": pa.array(gtid[idx]),
+        "domain": pa.array([domains[i] for i in idx], pa.string()),
+        "name": pa.array([texts[i] if texts[i] is not None else "" for i in idx], pa.string()),
+        "start_ns": pa.array(start[idx]),
+        "closed": pa.array(closed),
+        "style": pa.array(style.tolist(), pa.string()),
+        "payload": _nullable(payload[idx]),
+    }
     midx = np.nonzero(np.isin(etype, [NVTX_MARK, NVTXT_MARK]))[0]
     marks = pa.table(
         {
@@ -531,7 +567,7 @@ def nvtx_tables(rows: list[tuple], info: ExportInfo, strings: StringTable, trace
         },
         schema=schema.NVTX_MARKS,
     )
-    return ranges, marks, warnings
+    return NvtxEvents(range_columns, start[idx], end[idx], marks, tuple(warnings))
 
 
 # API calls that can launch GPU work or block on it. Reading only these halves the rows of a
@@ -787,6 +823,8 @@ def read_gpus(conn: sqlite3.Connection, info: ExportInfo) -> tuple[pa.Table, pa.
 
 
 def _bounds(tables: list[pa.Table], cols: list[tuple[str, str]]) -> tuple[int, int]:
+    import pyarrow.compute as pc
+
     lo, hi = None, None
     for t, (s, e) in zip(tables, cols):
         if t.num_rows == 0:
@@ -838,6 +876,8 @@ def _read_all_api_calls(real: Path, path: str | os.PathLike) -> pa.Table:
 def _fill_missing_process(ops: pa.Table, syncs: pa.Table, api: pa.Table, path: str) -> tuple[pa.Table, pa.Table, str | None]:
     """Hand-made or very old exports lack globalPid on GPU rows. With one process in the trace
     it is that one; with several the rows stay unattributed (and we say so)."""
+    import pyarrow.compute as pc
+
     if ops.num_rows == 0 or pc.min(ops["global_pid"]).as_py() != 0:
         return ops, syncs, None
     procs = pc.unique(api["global_pid"]).to_pylist() if api.num_rows else []
@@ -916,16 +956,16 @@ def _read_export(real: Path, path: str | os.PathLike, progress: Progress | None)
     with ThreadPoolExecutor(4) as pool:
         api_f = pool.submit(_on_own_connection, real, path, read_api_calls, info, strings, only_relevant=True, warnings=dropped_api)
         ops_f = pool.submit(_on_own_connection, real, path, read_gpu_ops, info, strings, warnings=dropped_ops)
-        nvtx_f = pool.submit(_on_own_connection, real, path, fetch_nvtx_rows, info)
+        nvtx_f = pool.submit(_on_own_connection, real, path, read_nvtx, info, strings)
         rest_f = pool.submit(_on_own_connection, real, path, _read_small_tables, info, dropped_syncs)
-        api, ops, nvtx_rows, (syncs, events, procs, gpus, devices) = (f.result() for f in (api_f, ops_f, nvtx_f, rest_f))
+        api, ops, nvtx, (syncs, events, procs, gpus, devices) = (f.result() for f in (api_f, ops_f, nvtx_f, rest_f))
     dropped = dropped_api + dropped_ops + dropped_syncs
     t0, t1 = _bounds([api, ops], [("start_ns", "end_ns"), ("start_ns", "end_ns")])
     if nvtx_span and nvtx_span[0] is not None:
         t0 = min(t0, nvtx_span[0]) if t0 else nvtx_span[0]
     if nvtx_span and nvtx_span[1] is not None:
         t1 = max(t1, nvtx_span[1])
-    ranges, marks, nvtx_warn = nvtx_tables(nvtx_rows, info, strings, t1)
+    ranges, marks, nvtx_warn = nvtx.tables(t1)
     warnings = list(info.warnings) + dropped + nvtx_warn
     ops, syncs, fill_warning = _fill_missing_process(ops, syncs, api, str(path))
     if fill_warning:

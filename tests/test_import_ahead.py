@@ -1,0 +1,183 @@
+"""Importing on a background thread (tracerecon.import_ahead) while the trace is read.
+
+Its safety rests on one property of the code base, checked here on the sources: tracerecon's
+module-level imports form no cycle, so two threads importing its modules at once can wait for
+each other but never deadlock. The behaviour is checked in fresh interpreters.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "tracerecon"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _executed_imports(tree: ast.Module):
+    """Import statements that run when the module is imported: its top level, inside try and
+    if blocks, but not ``if TYPE_CHECKING:`` (never run) and not inside functions."""
+    stack = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif isinstance(node, ast.If):
+            if not (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
+                stack.extend(node.body + node.orelse)
+        elif isinstance(node, ast.Try):
+            stack.extend(node.body + node.orelse + node.finalbody + [s for h in node.handlers for s in h.body])
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the tracerecon modules its import runs (parent packages included)."""
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+
+    def add(src: str, target: str) -> None:
+        parts = target.split(".")
+        for i in range(1, len(parts) + 1):  # importing a.b.c runs a, a.b, then a.b.c
+            name = ".".join(parts[:i])
+            if name in modules and name != src:
+                graph[src].add(name)
+
+    for mod, path in modules.items():
+        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        add(mod, mod.rpartition(".")[0])  # a submodule's import runs its package's first
+        for node in _executed_imports(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    add(mod, alias.name)
+                continue
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            add(mod, base)
+            for alias in node.names:  # `from pkg import submodule`
+                add(mod, f"{base}.{alias.name}")
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(m: str) -> list[str] | None:
+        state[m] = 1
+        path.append(m)
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                return path[path.index(n):] + [n]
+            if n not in state and (c := visit(n)):
+                return c
+        path.pop()
+        state[m] = 2
+        return None
+
+    for m in sorted(graph):
+        if m not in state and (c := visit(m)):
+            return c
+    return None
+
+
+def reachable(graph: dict[str, set[str]], roots: list[str], loaded: set[str]) -> dict[str, set[str]]:
+    """The part of ``graph`` that importing ``roots`` can run, with ``loaded`` (modules fully
+    imported before any import-ahead thread starts) left out: their locks are never taken again."""
+    seen: set[str] = set()
+    todo = [r for r in roots if r not in loaded]
+    while todo:
+        m = todo.pop()
+        if m not in seen:
+            seen.add(m)
+            todo.extend(n for n in graph[m] if n not in loaded)
+    return {m: {n for n in graph[m] if n in seen} for m in seen}
+
+
+def test_given_the_import_ahead_lists_then_what_they_import_forms_no_cycle():
+    # GIVEN what the import-ahead threads import (the pipeline's analysis modules; the report
+    # command's renderer, started from the already imported `tracerecon.cli` package, whose
+    # __init__ imports its command modules: a package cycle, safe once it is imported)
+    # WHEN the module-level import graph is walked from them THEN it has no cycle, so the
+    # main thread importing the same modules meanwhile can wait but never deadlock.
+    from tracerecon.pipeline import ANALYSIS_MODULES
+
+    graph = import_graph()
+    part = reachable(graph, [*ANALYSIS_MODULES, "tracerecon.cli.render"], loaded={"tracerecon", "tracerecon.cli"})
+    assert {"tracerecon.analysis.rank", "tracerecon.analysis.projection", "tracerecon.present"} <= set(part)
+    assert find_cycle(part) is None, " -> ".join(find_cycle(part) or [])
+    # The same walk does see the cli package cycle when the package is not yet imported.
+    assert find_cycle(reachable(graph, ["tracerecon.cli.render"], loaded=set())) is not None
+
+
+def test_given_a_made_up_cycle_then_the_check_finds_it():
+    # GIVEN a graph where a imports b and b imports a (through c) WHEN checked THEN the cycle is named
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_given_relative_and_submodule_imports_then_the_graph_has_them():
+    # The graph of the real package: `from tracerecon.analysis.rank import own_rank` adds both
+    # the package and the module; `from tracerecon import handoff` adds the submodule.
+    graph = import_graph()
+    assert {"tracerecon.analysis", "tracerecon.analysis.projection"} <= graph["tracerecon.analysis.rank"]
+    assert "tracerecon.import_ahead" in graph["tracerecon.pipeline"]
+
+
+def _python(code: str) -> str:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+
+
+def test_given_import_ahead_when_joined_then_the_modules_are_imported_and_no_thread_is_left():
+    out = _python(
+        "import sys, threading\n"
+        "from tracerecon.import_ahead import ImportAhead, join_all\n"
+        "assert 'tracerecon.analysis.rank' not in sys.modules\n"
+        "with ImportAhead(['tracerecon.analysis.rank', 'no_such_module_here']):\n"
+        "    pass\n"
+        "print('tracerecon.analysis.rank' in sys.modules, 'no_such_module_here' in sys.modules)\n"
+        "a = ImportAhead(['tracerecon.present'])\n"
+        "join_all()\n"
+        "print('tracerecon.present' in sys.modules, [t.name for t in threading.enumerate() if t.name.startswith('tracerecon-import')])\n"
+    )
+    assert out.split("\n")[:2] == ["True False", "True []"]
+
+
+def test_given_a_failing_import_ahead_then_the_callers_own_import_raises_it():
+    # The background thread swallows the error; the caller's import raises it where it belongs.
+    out = _python(
+        "from tracerecon.import_ahead import ImportAhead\n"
+        "with ImportAhead(['no_such_module_here']):\n"
+        "    pass\n"
+        "try:\n"
+        "    import no_such_module_here\n"
+        "except ImportError as e:\n"
+        "    print('raised', type(e).__name__)\n"
+    )
+    assert out.strip() == "raised ModuleNotFoundError"
+
+
+@pytest.mark.parametrize("modules", [["tracerecon.pipeline", "tracerecon.analysis.rank", "tracerecon.cli.render"]])
+def test_given_two_threads_importing_the_same_modules_then_both_finish(modules):
+    # GIVEN the main thread and an import-ahead thread importing the same modules at once
+    # WHEN both run THEN neither deadlocks and each module is imported once.
+    out = _python(
+        "import importlib, sys\n"
+        "from tracerecon.import_ahead import ImportAhead\n"
+        f"mods = {modules!r}\n"
+        "with ImportAhead(list(reversed(mods))):\n"
+        "    for m in mods: importlib.import_module(m)\n"
+        "print(all(m in sys.modules for m in mods))\n"
+    )
+    assert out.strip() == "True"
