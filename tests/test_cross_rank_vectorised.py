@@ -74,7 +74,8 @@ def runs(draw) -> list[cross_rank.RankView]:
         })
         cyc = draw(st.lists(st.one_of(st.none(), st.integers(0, n_cycles - 1)), min_size=n_phases, max_size=n_phases))
         gpu = draw(st.lists(st.one_of(st.none(), st.integers(0, 10**5)), min_size=n_phases, max_size=n_phases))
-        ends = draw(st.lists(st.integers(0, 2 * 10**6), min_size=n_phases, max_size=n_phases))
+        # (With the narrow span, cycles also end together on several ranks: ties of "latest end".)
+        ends = draw(st.lists(st.integers(0, 2 * 10**6 if span > 40 else 3), min_size=n_phases, max_size=n_phases))
         phases = pa.table({
             "cycle": pa.array(cyc, pa.int64()),
             "phase": pa.array([("draft", "verify", "draft_extend")[i % 3] for i in range(n_phases)], pa.string()),
@@ -120,4 +121,25 @@ def test_ranks_arriving_together_name_the_highest_as_last():
     assert [r["wait_ns"] for r in rows] == [30, 0, 0] and [r["comm_ns"] for r in rows] == [70, 100, 100]
     (path,) = cr.critical_path.to_pylist()
     assert (path["gating_rank"], path["gating_phase"], path["how"], path["max_wait_ns"]) == (2, "verify", "collectives", 30)
+    assert_same(views)
+
+
+def test_ranks_ending_a_cycle_together_name_the_lowest():
+    # GIVEN ranks 0, 1 and 2 without collectives (compute kernels only) whose cycle 0 ends at
+    #       5000, 7000 and 7000 ns, and whose cycle 1 ends on rank 1 alone (ranks 0 and 2
+    #       have no phase in it)
+    views = []
+    for r, ends in enumerate([(5000, None), (7000, 9000), (7000, None)]):
+        ops = pa.table({"kind": pa.array([], pa.string()).dictionary_encode(), "name": pa.array([], pa.string()).dictionary_encode(),
+                        "start_ns": pa.array([], pa.int64()), "end_ns": pa.array([], pa.int64()), "phase_id": pa.array([], pa.int64())})
+        rows = [(c, e) for c, e in enumerate(ends) if e is not None]
+        phases = pa.table({"cycle": pa.array([c for c, _ in rows], pa.int64()), "phase": pa.array(["verify"] * len(rows)),
+                           "gpu_end_ns": pa.array([e for _, e in rows], pa.int64()), "cpu_end_ns": pa.array([e for _, e in rows], pa.int64()),
+                           "gpu_ns": pa.array([100] * len(rows), pa.int64()), "cpu_ns": pa.array([90] * len(rows), pa.int64())})
+        views.append(cross_rank.RankView(r, "one", None, ops, phases))
+    # WHEN the cross-rank step runs
+    path = cross_rank.analyze_cross_rank(views).critical_path.to_pylist()
+    # THEN of the two ranks ending cycle 0 last, the lower (1) gates it; rank 1 gates cycle 1
+    assert [(p["cycle"], p["gating_rank"], p["gating_phase"], p["how"], p["waits_ns"]) for p in path] == [
+        (0, 1, "verify", "latest end", "{}"), (1, 1, "verify", "latest end", "{}")]
     assert_same(views)

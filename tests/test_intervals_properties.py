@@ -89,3 +89,16 @@ def test_correlation_matching_is_an_exact_join_on_process_and_id(a, b):
         if key[1] >= 0:
             first.setdefault(key, i)
     assert got.tolist() == [first.get(key, -1) if key[1] >= 0 else -1 for key in b]
+
+
+@given(st.lists(st.integers(-(10**15), 10**15), min_size=1, max_size=60), st.booleans())
+@settings(max_examples=500, deadline=None)
+def test_median_equals_numpy_quantile(values, as_list):
+    # The median's partition path (columns.quantile_ms) gives np.quantile's linear-rule value,
+    # odd and even counts alike; nulls in a list are skipped.
+    from tracerecon.analysis.columns import median_ms, quantile_ms
+
+    a = np.array(values, dtype=np.int64)
+    expected = round(float(np.quantile(a.astype(np.float64), 0.5)) / 1e6, 6)
+    assert median_ms(list(values) + [None] if as_list else a) == expected
+    assert quantile_ms(a, 0.9) == round(float(np.quantile(a.astype(np.float64), 0.9)) / 1e6, 6)

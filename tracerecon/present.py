@@ -64,7 +64,7 @@ def build_report(analysis: Analysis) -> Report:
             cycles=summarize_cycles(r.cycles, r.phases),
         ))
     critical = cross.critical_path_json() if cross else {"rank_counts": {}, "phase_counts": {}, "by_rank": {}}
-    return Report(ranks=tuple(ranks), critical_path=critical, straggler_lines=tuple(straggler_lines(analysis)),
+    return Report(ranks=tuple(ranks), critical_path=critical, straggler_lines=tuple(straggler_lines(analysis, critical)),
                   warnings=tuple(analysis.warnings), engine_timers=dict(analysis.engine_timers), cross_rank=cross is not None)
 
 
@@ -100,20 +100,22 @@ def misleading_line(p: PhaseSummary) -> str:
             f"{VERDICT_MEANING[p.dominant_verdict]}" + (f": {why}" if why else ""))
 
 
-def straggler_lines(analysis: Analysis) -> list[str]:
+def straggler_lines(analysis: Analysis, critical_path: dict | None = None) -> list[str]:
     """One line per rank that gated cycles: its own most frequent gating phase, and how long
-    the other ranks waited in collectives in the cycles it gated."""
+    the other ranks waited in collectives in the cycles it gated. ``critical_path``: the run's
+    ``critical_path_json()``, when the caller has it."""
     cross = analysis.cross
     if cross is None or len(analysis.ranks) < 2 or cross.critical_path.num_rows == 0:
         return []
-    per_rank = cross.critical_path_json()["by_rank"]
+    per_rank = (critical_path or cross.critical_path_json())["by_rank"]
     total = cross.critical_path.num_rows
     waited: dict[str, int] = {}
-    for row in cross.critical_path.to_pylist():
-        if row["gating_rank"] is None:
+    cols = cross.critical_path.select(["gating_rank", "waits_ns"]).to_pydict()
+    for gating, waits in zip(cols["gating_rank"], cols["waits_ns"]):
+        if gating is None:
             continue
-        others = {k: v for k, v in json.loads(row["waits_ns"] or "{}").items() if k != str(row["gating_rank"])}
-        waited[str(row["gating_rank"])] = waited.get(str(row["gating_rank"]), 0) + sum(others.values())
+        others = sum(v for k, v in json.loads(waits or "{}").items() if k != str(gating))
+        waited[str(gating)] = waited.get(str(gating), 0) + others
     lines = []
     for rank, d in sorted(per_rank.items(), key=lambda kv: (-kv[1]["cycles"], int(kv[0]))):
         phase, k = next(iter(d["phase_counts"].items()), (None, 0))

@@ -74,7 +74,8 @@ class CrossRank:
     def critical_path_json(self) -> dict:
         """``rank_counts`` (cycles each rank gated), ``phase_counts`` (over all ranks) and
         ``by_rank``: per gating rank its cycles and its own gating phases."""
-        rows = self.critical_path.to_pylist()
+        cols = self.critical_path.select(["gating_rank", "gating_phase"]).to_pydict()
+        rows = [{"gating_rank": r, "gating_phase": p} for r, p in zip(cols["gating_rank"], cols["gating_phase"])]
         by_rank: dict[str, dict] = {}
         for r in rows:
             if r["gating_rank"] is None:
@@ -233,16 +234,18 @@ class _Arrivals:
     cycle: np.ndarray  # its cycle (-1: none)
 
 
-def _cycle_ends(view: RankView, offset: int) -> dict[int, tuple[int, str]]:
-    """Per cycle of one rank: (aligned end of its GPU work, else of its CPU ranges; its longest
-    phase: the first of the largest GPU time, else CPU time where it has no GPU time)."""
+def _cycle_ends(view: RankView, offset: int) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
+    """Per cycle of one rank, in cycle order: (cycles, the aligned end of its GPU work, else of
+    its CPU ranges, its longest phase: the first of the largest GPU time, else CPU time where it
+    has no GPU time; None where that is negative)."""
     ph = view.phases
+    empty = np.zeros(0, np.int64)
     if ph.num_rows == 0:
-        return {}
+        return empty, empty, []
     cyc = int64s(ph["cycle"], -1)
     rows = np.flatnonzero(cyc >= 0)
     if len(rows) == 0:
-        return {}
+        return empty, empty, []
     gpu_end = int64s(ph["gpu_end_ns"], I64_MIN)[rows]
     cpu_end = int64s(ph["cpu_end_ns"])[rows]
     gpu = int64s(ph["gpu_ns"], I64_MIN)[rows]
@@ -253,10 +256,10 @@ def _cycle_ends(view: RankView, offset: int) -> dict[int, tuple[int, str]]:
     firsts = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
     last_gpu = np.maximum.reduceat(gpu_end[order], firsts)
     last_cpu = np.maximum.reduceat(cpu_end[order], firsts)
-    ends = (np.where(last_gpu != I64_MIN, last_gpu, last_cpu) + offset).tolist()
+    ends = np.where(last_gpu != I64_MIN, last_gpu, last_cpu) + offset
     longest = order[firsts]
     names = ph["phase"].to_pylist()
-    return {cy: (e, names[rows[k]] if value[k] >= 0 else None) for cy, e, k in zip(c[firsts].tolist(), ends, longest.tolist())}
+    return c[firsts], ends, [names[rows[k]] if value[k] >= 0 else None for k in longest.tolist()]
 
 
 def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
@@ -270,8 +273,6 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
     picks whichever rank happens to launch more slowly. Without collectives: the
     rank whose GPU work ended last, in its longest phase.
     """
-    import json
-
     cycles: set[int] = set()
     for v in views:
         if v.phases.num_rows:
@@ -304,29 +305,51 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
         best = counted[np.lexsort((counted, -score[counted], last_cycle[counted]))]
         firsts = np.r_[True, last_cycle[best][1:] != last_cycle[best][:-1]] if len(best) else np.zeros(0, bool)
         worst = dict(zip(last_cycle[best][firsts].tolist(), best[firsts].tolist()))
-    phase_names = [v.phases["phase"].to_pylist() if v.phases.num_rows else [] for v in views]
-    per_cycle = [_cycle_ends(v, int(offset[r])) for r, v in enumerate(views)]
-    out = []
-    for c in sorted(cycles):
-        waits = waits_by_cycle.get(c, {})
-        if c in worst:
-            k = worst[c]
-            row = int(arr.last_pos[k])
-            gating = int(arr.rank_ids[row])
-            ph = int(arr.phase[row, k])
-            phase = phase_names[row][ph] if 0 <= ph < len(phase_names[row]) else None
-            how = "collectives"
-        else:
-            ends = {r: per_cycle[r][c][0] for r in range(n_ranks) if c in per_cycle[r]}
-            if not ends:
-                continue
-            row = max(ends, key=lambda r: (ends[r], -int(arr.rank_ids[r])))
-            gating = int(arr.rank_ids[row])
-            phase = per_cycle[row][c][1]
-            how = "latest end"
-        out.append({
-            "cycle": c, "gating_rank": gating, "gating_phase": phase, "how": how,
-            "max_wait_ns": max(waits.values()) if waits else 0,
-            "waits_ns": json.dumps({str(k): int(v) for k, v in sorted(waits.items())}),
-        })
-    return pa.Table.from_pylist(out, schema=CRITICAL_PATH)
+    cyc = np.array(sorted(cycles), dtype=np.int64)
+    n_c = len(cyc)
+    # Without collectives in a cycle: the rank whose work ended last (of ranks ending together,
+    # the lowest), in its longest phase. Rows are ranks in rank order.
+    ends = np.full((n_ranks, n_c), I64_MIN, dtype=np.int64)
+    has = np.zeros((n_ranks, n_c), dtype=bool)
+    longest = np.full((n_ranks, n_c), None, dtype=object)
+    for r, v in enumerate(views):
+        c_r, e_r, names_r = _cycle_ends(v, int(offset[r]))
+        at = np.searchsorted(cyc, c_r)
+        ends[r, at], has[r, at], longest[r, at] = e_r, True, names_r
+    latest = np.argmax(np.where(has, ends, I64_MIN), axis=0) if n_c else np.zeros(0, np.int64)
+    gating_row = latest.copy()
+    gating_phase = longest[latest, np.arange(n_c)] if n_c else np.zeros(0, object)
+    how = np.full(n_c, "latest end", dtype=object)
+    keep = has.any(axis=0) if n_ranks else np.zeros(n_c, bool)
+    # With collectives: the last rank at the one that brought the most new lateness, in the
+    # phase it ran there.
+    if worst:
+        at = np.searchsorted(cyc, np.fromiter(worst.keys(), np.int64, len(worst)))
+        k = np.fromiter(worst.values(), np.int64, len(worst))
+        row = arr.last_pos[k]
+        gating_row[at] = row
+        ph = arr.phase[row, k]
+        n_ph = np.array([v.phases.num_rows for v in views], dtype=np.int64)[row]
+        phase_names = [v.phases["phase"].to_pylist() if v.phases.num_rows else [] for v in views]
+        gating_phase[at] = [phase_names[rw][p] if 0 <= p < n else None for rw, p, n in zip(row.tolist(), ph.tolist(), n_ph.tolist())]
+        how[at] = "collectives"
+        keep[at] = True
+    # Each cycle's waits as JSON ({rank: ns}, ranks in order), and the longest of them.
+    max_wait = np.zeros(n_c, dtype=np.int64)
+    parts: list[list[str]] = [[] for _ in range(n_c)]
+    if has_waits := bool(waits_by_cycle):
+        for c, waits in waits_by_cycle.items():
+            c_i = int(np.searchsorted(cyc, c))
+            if c_i < n_c and cyc[c_i] == c:  # (every such cycle is one of the phases')
+                parts[c_i] = [f'"{k}": {w}' for k, w in sorted(waits.items())]
+                max_wait[c_i] = max(waits.values())
+    waits_json = ["{" + ", ".join(p) + "}" for p in parts] if has_waits else ["{}"] * n_c
+    sel = np.flatnonzero(keep)
+    return pa.table({
+        "cycle": pa.array(cyc[sel]),
+        "gating_rank": pa.array(arr.rank_ids[gating_row[sel]] if n_ranks else np.zeros(0, np.int64), pa.int32()),
+        "gating_phase": pa.array(gating_phase[sel].tolist(), pa.string()),
+        "how": pa.array(how[sel].tolist(), pa.string()),
+        "max_wait_ns": pa.array(max_wait[sel]),
+        "waits_ns": pa.array([waits_json[i] for i in sel.tolist()], pa.string()),
+    }, schema=CRITICAL_PATH)

@@ -21,11 +21,11 @@ def steady_phases(phases: pa.Table, cycles: pa.Table | None) -> pa.Table:
     """``phases`` without the instances of warm-up cycles (``cycles.warmup``)."""
     if cycles is None or phases.num_rows == 0 or "warmup" not in cycles.column_names:
         return phases
-    warm = {c for c, w in zip(cycles["cycle"].to_pylist(), cycles["warmup"].to_pylist()) if w}
-    if not warm:
+    warm = cycles.filter(pa.compute.fill_null(cycles["warmup"], False))["cycle"]
+    if len(warm) == 0:
         return phases
-    keep = [c not in warm for c in phases["cycle"].to_pylist()]
-    return phases.filter(pa.array(keep))
+    # is_in never matches a null cycle: such phases are kept, as a set lookup would keep them.
+    return phases.filter(pa.compute.invert(pa.compute.is_in(phases["cycle"], value_set=warm.combine_chunks())))
 
 
 def summarize_phases(phases: pa.Table, order: tuple[str, ...] = (), cycles: pa.Table | None = None) -> list[PhaseSummary]:
@@ -114,7 +114,7 @@ def summarize_cycles(cycles: pa.Table, phases: pa.Table | None = None) -> CycleS
     if n_warm:
         cycles = cycles.filter(pa.compute.invert(cycles["warmup"]))
     tokens, per_tok, per_phase = per_token(cycles, phases)
-    c = cycles.to_pydict()
+    c = cycles.select(["cpu_ns", "gpu_ns", "phases_cpu_ns", "phases_gpu_ns", "adds_up"]).to_pydict()
     return CycleSummary(
         accepted_tokens=tokens,
         gpu_ms_per_accepted_token=per_tok,
