@@ -18,6 +18,18 @@ def assert_one_line_error(res, needle):
     assert "Traceback" not in res.stderr
 
 
+@pytest.mark.parametrize("argv, needle", [
+    (["report", "x.sqlite", "--bogus"], "unrecognized arguments: --bogus (see `tracerecon report --help`)"),
+    (["nosuch"], "invalid choice: 'nosuch'"),
+    ([], "required: COMMAND (see `tracerecon --help`)"),
+    (["report"], "required: TRACE (see `tracerecon report --help`)"),
+    (["report", "x.sqlite", "--jobs", "many"], "invalid int value: 'many'"),
+])
+def test_usage_errors_are_one_line(argv, needle):
+    # GIVEN a command line argparse rejects WHEN run THEN one line (no usage block) and exit 2
+    assert_one_line_error(run_cli(*argv), needle)
+
+
 def test_missing_file(tmp_path):
     assert_one_line_error(run_cli("report", str(tmp_path / "nope.sqlite")), "no such file")
 

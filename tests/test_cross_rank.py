@@ -7,7 +7,6 @@ import json
 import sqlite3
 
 import numpy as np
-import pytest
 
 from conftest import DEMO, DEMO2, PUBLIC, need_public, run_cli
 from tracerecon.api import load as analyze
@@ -31,7 +30,7 @@ def test_two_hosts_aligned_on_their_all_reduce():
     files = [PUBLIC / "ZhiyiHu1999__DistributedSysLab_FS24" / f for f in RING]
     a = analyze(files)
     assert [r.rank for r in a.ranks] == [0, 1] and any("file order" in w for w in a.warnings)
-    (s0, e0, u0), (s1, e1, u1) = allreduce(files[0]), allreduce(files[1])
+    (s0, e0, _), (s1, e1, _) = allreduce(files[0]), allreduce(files[1])
     al = a.cross.alignment_of(1)
     # these were exported with --ts-normalize (EXPORT_PARAM_TIME_NORMALIZE = true): timestamps are
     # UTC epoch ns already (by hand: the first runtime call is 1726746483832507999 ns), so no

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pyarrow.compute as pc
 import pytest
 
 from nsys_factory import FakeTrace

@@ -10,7 +10,7 @@ import pandas as pd
 import polars as pl
 import pytest
 
-from conftest import DEMO, DEMO2, H200, run_cli
+from conftest import DEMO2, H200, run_cli
 
 RANGE_COLS = {"rank", "pid", "tid", "domain", "name", "start_ns", "end_ns", "depth", "gpu_start_ns", "gpu_end_ns", "gpu_busy_ns", "n_gpu_ops"}
 PHASE_COLS = {"rank", "cycle", "phase", "cpu_start_ns", "cpu_end_ns", "gpu_start_ns", "gpu_end_ns", "gpu_busy_ns", "verdict"}

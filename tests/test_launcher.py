@@ -25,11 +25,9 @@ TORCHRUN = str(Path(sys.executable).parent / "torchrun")
 
 
 def have_torch():
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
 
 
 needs_torch = pytest.mark.skipif(not have_torch() and not os.environ.get("TRACERECON_REQUIRE_NSYS"), reason="torch not installed (engine extra)")

@@ -106,3 +106,18 @@ def test_a_report_through_the_program_matches_one_through_main(tmp_path):
     program = in_fresh_python("import sys; from tracerecon.cli import console_main; sys.argv = ['tracerecon', 'report', '--json', sys.argv[1]]; console_main()", trace, **env)
     plain = in_fresh_python("import sys; from tracerecon.cli import main; main(['report', '--json', sys.argv[1]])", trace, **env)
     assert program == plain and '"ranks"' in program
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU affinity is Linux's")
+def test_workers_and_reader_threads_follow_the_cores_the_process_may_use():
+    # GIVEN a process allowed one core (as `taskset -c 0` or a container's cpuset would)
+    # WHEN it sizes its work THEN one worker process and one reader connection, whatever the
+    #      machine has (os.cpu_count would say all of them)
+    out = subprocess.run([sys.executable, "-c",
+                          "import os; os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})\n"
+                          "from tracerecon.own_process import usable_cores\n"
+                          "from tracerecon.pipeline import default_jobs\n"
+                          "from tracerecon.nsys.native_read import read_threads\n"
+                          "print(usable_cores(), default_jobs(8), read_threads(), os.cpu_count() >= 1)"],
+                         capture_output=True, text=True, check=True, cwd=ROOT, env={k: v for k, v in os.environ.items() if k != "TRACERECON_READ_THREADS"})
+    assert out.stdout.split() == ["1", "1", "1", "True"]

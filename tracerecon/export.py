@@ -21,6 +21,7 @@ from tracerecon.analysis.ranks import RankSource
 from tracerecon.errors import BadTraceError, TraceReconError
 from tracerecon.model import Analysis, RankResult
 from tracerecon.nsys.sqlite_export import ExportInfo
+from tracerecon.own_process import usable_cores
 from tracerecon.run_dir import MANIFEST_JSON, is_export_dir
 
 TABLES = ("ranges", "phases", "cycles", "gpu_ops", "syncs", "collectives")
@@ -132,7 +133,7 @@ def _write_export(analysis: Analysis, out: Path) -> dict:
     files.append((analysis.cross.critical_path, out / "critical_path" / "part-0.parquet"))
     # Arrow encodes and compresses with the GIL released: the files are written at once
     # (gpu_ops is most of the bytes; the small tables go beside it).
-    with ThreadPoolExecutor(max(1, min(len(files), os.cpu_count() or 1))) as pool:
+    with ThreadPoolExecutor(max(1, min(len(files), usable_cores()))) as pool:
         for done in [pool.submit(_write_parquet, table, path) for table, path in files]:
             done.result()
     doc = manifest(analysis)

@@ -39,6 +39,16 @@ _LAUNCHES_ENGINE = frozenset({"run"})
 _INTERACTIVE = frozenset({"view"})
 
 
+def usable_cores() -> int:
+    """The CPU cores this process may run on: its affinity set where the system has one (a
+    container or ``taskset`` may allow fewer than the machine has), else the machine's count.
+    Worker processes and reader threads are sized by it."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def prepare(command: str | None = None) -> None:
     """Settings for this process, before numpy is imported: see the module docstring.
     ``command``: the CLI command about to run; None for a worker process. Idempotent."""

@@ -150,8 +150,10 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
 
 
 def default_jobs(n_files: int) -> int:
-    """Worker processes for ``n_files``: one per file, at most one per core."""
-    return max(1, min(n_files, os.cpu_count() or 1))
+    """Worker processes for ``n_files``: one per file, at most one per core it may use."""
+    from tracerecon.own_process import usable_cores
+
+    return max(1, min(n_files, usable_cores()))
 
 
 def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
@@ -177,7 +179,7 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     from tracerecon import handoff
-    from tracerecon.own_process import prepare_worker
+    from tracerecon.own_process import prepare_worker, usable_cores
 
     workers = min(jobs, len(args))
     say(f"reading {len(args)} exports in {workers} processes")
@@ -187,7 +189,7 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
     native_read.available()
     # Each process reads with its share of the cores (8 processes x 8 reader threads on 16
     # cores made 8 ranks 2.3x slower than one).
-    threads = max(1, (os.cpu_count() or 1) // workers)
+    threads = max(1, usable_cores() // workers)
     results: dict[int, tuple] = {}
     owner = handoff.new_owner()
     handoff.discard_orphans()

@@ -20,8 +20,24 @@ from tracerecon.own_process import prepare
 COMMANDS = (report, ranges, export, plot, diff, view, run, scrub)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr (exit 2), like every other error:
+    the usage it would print first is where ``--help`` points."""
+
+    def error(self, message: str):
+        self.exit(2, f"tracerecon: error: {message} (see `{self.prog} --help`)\n")
+
+    def parse_args(self, args=None, namespace=None):
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:  # named here, where the command is known, so the hint is that command's help
+            command = getattr(ns, "subcommand", None)
+            prog = f"{self.prog} {command}" if command else self.prog
+            self.exit(2, f"tracerecon: error: unrecognized arguments: {' '.join(extras)} (see `{prog} --help`)\n")
+        return ns
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tracerecon", description="True GPU-side phase times from Nsight Systems traces, per rank, and where CPU timers lie.")
+    parser = _Parser(prog="tracerecon", description="True GPU-side phase times from Nsight Systems traces, per rank, and where CPU timers lie.")
     parser.add_argument("--version", action="version", version=f"tracerecon {__version__}")
     sub = parser.add_subparsers(dest="subcommand", metavar="COMMAND")
     sub.required = True

@@ -55,14 +55,12 @@ def available() -> bool:
 def read_threads() -> int:
     """Connections read at once: the cores this process may use, at most ``MAX_PARTS``
     (``TRACERECON_READ_THREADS`` overrides)."""
+    from tracerecon.own_process import usable_cores
+
     env = os.environ.get("TRACERECON_READ_THREADS", "")
     if env.isdigit() and int(env) > 0:
         return int(env)
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, MAX_PARTS))
+    return max(1, min(usable_cores(), MAX_PARTS))
 
 
 def fetch_int_columns(uri: str, exprs: list[str], rest: str, names: list[str], guard: Callable[[str], str] | None = None,
