@@ -4,6 +4,7 @@
 # profile of all threads. Then, with BASE=DIR, the alternating A/B of h200_ab_batch.sh.
 # Output: $OUT/stages.txt (+ $OUT/pyspy.json). Carry .devcarry and .whl.
 #   [BASE=.devcarry/base] [PYSPY=.devcarry/py-spy] [SWEEP=1] bash launch/h200_stage_batch.sh
+# With BASE: benchmarks/bench_project.py (and on a 1 GiB export with WITH_BIG=1), then the A/B.
 # RANKS8=1 adds the stages of an 8-rank report (8 copies). SWEEP=1 alternates reader-thread counts per table (TRACERECON_READ_THREADS).
 set -u
 source .devcarry/nsys-env.sh > /dev/null
@@ -29,6 +30,15 @@ xz -dc .devcarry/big_launch.sqlite.xz > $W/rank0.sqlite
   for i in 1 2 3; do /usr/bin/time -f "cold report %e s wall %U user %S sys %M KB" env TRACERECON_NO_CACHE=1 python3 -P -m tracerecon report $W/rank0.sqlite > /dev/null; done
   if [ -n "${PYSPY:-}" ]; then
     TRACERECON_NO_CACHE=1 $PYSPY record -r 2000 --threads -f speedscope -o $OUT/pyspy.json -- python3 -P -m tracerecon report $W/rank0.sqlite > /dev/null 2>$OUT/pyspy.err || echo "py-spy failed: $(tail -2 $OUT/pyspy.err)"
+  fi
+  if [ -n "${BASE:-}" ]; then
+    echo "== projection, this code against BASE's, and chunk x thread settings (benchmarks/bench_project.py)"
+    python3 -P benchmarks/bench_project.py $W/rank0.sqlite $BASE 9 100000x4 250000x8 1000000x4 1000000000x1
+    if [ "${WITH_BIG:-0}" = 1 ]; then
+      python3 benchmarks/make_big_export.py $W/rank0.sqlite $W/big.sqlite --size-gb 1 | tail -1
+      python3 -P benchmarks/bench_project.py $W/big.sqlite $BASE 3 100000x4 1000000x4 1000000000x1
+      rm -f $W/big.sqlite
+    fi
   fi
   if [ "${SWEEP:-0}" = 1 ]; then
     echo "== reader threads per table (TRACERECON_READ_THREADS), 1 rank"

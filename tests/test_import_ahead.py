@@ -181,3 +181,39 @@ def test_given_two_threads_importing_the_same_modules_then_both_finish(modules):
         "print(all(m in sys.modules for m in mods))\n"
     )
     assert out.strip() == "True"
+
+
+def test_given_one_export_when_loaded_then_the_analysis_modules_are_imported_during_the_read():
+    # GIVEN a fresh interpreter that notes which thread imports each analysis module
+    # WHEN it loads one export THEN the import-ahead thread imported them (not the main thread
+    #      before the read, which would leave the thread nothing to do)
+    from conftest import DEMO
+
+    out = _python(
+        "import sys, threading\n"
+        "seen = {}\n"
+        "class Hook:\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name.startswith('tracerecon.analysis.') or name == 'tracerecon.model':\n"
+        "            seen.setdefault(name, threading.current_thread().name)\n"
+        "sys.meta_path.insert(0, Hook())\n"
+        "from tracerecon import api\n"
+        f"api.load([{str(DEMO / 'launch_bound' / 'report.sqlite')!r}])\n"
+        "print(seen['tracerecon.analysis.rank'], seen['tracerecon.analysis.cross_rank'])\n"
+    )
+    assert out.split() == ["tracerecon-import-ahead", "tracerecon-import-ahead"]
+
+
+def test_given_no_thread_to_spare_then_import_ahead_steps_aside():
+    # GIVEN a process where no thread can start WHEN an ImportAhead is made THEN nothing is left
+    #       registered: join_all (before any fork) and join return at once
+    out = _python(
+        "import threading\n"
+        "def refuse(self): raise RuntimeError(\"can't start new thread\")\n"
+        "threading.Thread.start = refuse\n"
+        "from tracerecon.import_ahead import ImportAhead, join_all, _RUNNING\n"
+        "a = ImportAhead(['tracerecon.analysis.rank'])\n"
+        "join_all(); a.join()\n"
+        "print(len(_RUNNING))\n"
+    )
+    assert out.strip() == "0"

@@ -91,7 +91,7 @@ def test_correlation_matching_is_an_exact_join_on_process_and_id(a, b):
     assert got.tolist() == [first.get(key, -1) if key[1] >= 0 else -1 for key in b]
 
 
-@given(st.lists(st.integers(-(10**15), 10**15), min_size=1, max_size=60), st.booleans())
+@given(st.lists(st.integers(-(2**62), 2**62), min_size=1, max_size=60), st.booleans())
 @settings(max_examples=500, deadline=None)
 def test_median_equals_numpy_quantile(values, as_list):
     # The median's partition path (columns.quantile_ms) gives np.quantile's linear-rule value,

@@ -17,6 +17,7 @@ multi-process load does before it starts its workers.
 from __future__ import annotations
 
 import importlib
+import sys
 import threading
 from typing import Sequence
 
@@ -38,12 +39,23 @@ class ImportAhead:
     fails here is left for the caller's own import to raise, where the error belongs."""
 
     def __init__(self, modules: Sequence[str]):
-        self._thread = threading.Thread(target=self._run, args=(tuple(modules),), name="tracerecon-import-ahead", daemon=True)
+        missing = tuple(m for m in modules if m not in sys.modules)
+        self._thread: threading.Thread | None = None
+        if not missing:  # all imported already (a second load in one process)
+            return
+        thread = threading.Thread(target=self._run, args=(missing,), name="tracerecon-import-ahead", daemon=True)
+        # Registered and started under the lock, so that join_all never sees a thread not yet
+        # started; one that cannot start (a thread limit) is not left registered.
         with _RUNNING_LOCK:
-            _RUNNING.add(self._thread)
-        self._thread.start()
+            try:
+                thread.start()
+            except RuntimeError:
+                return  # no thread to spare: the caller's own imports will do
+            _RUNNING.add(thread)
+        self._thread = thread
 
-    def _run(self, modules: tuple[str, ...]) -> None:
+    @staticmethod
+    def _run(modules: tuple[str, ...]) -> None:
         try:
             for name in modules:
                 try:
@@ -52,10 +64,11 @@ class ImportAhead:
                     pass
         finally:
             with _RUNNING_LOCK:
-                _RUNNING.discard(self._thread)
+                _RUNNING.discard(threading.current_thread())
 
     def join(self) -> None:
-        self._thread.join()
+        if self._thread is not None:
+            self._thread.join()
 
     def __enter__(self) -> ImportAhead:
         return self

@@ -39,10 +39,16 @@ _LAUNCHES_ENGINE = frozenset({"run"})
 _INTERACTIVE = frozenset({"view"})
 
 
+_WORKER_SHARE: int | None = None  # set in a --jobs worker: its share of the parent's cores
+
+
 def usable_cores() -> int:
-    """The CPU cores this process may run on: its affinity set where the system has one (a
-    container or ``taskset`` may allow fewer than the machine has), else the machine's count.
-    Worker processes and reader threads are sized by it."""
+    """The CPU cores this process may use: in a ``--jobs`` worker, its share of the parent's;
+    else its affinity set where the system has one (a container or ``taskset`` may allow fewer
+    than the machine has), else the machine's count. Worker processes, reader threads and the
+    analysis's threads are sized by it."""
+    if _WORKER_SHARE is not None:
+        return _WORKER_SHARE
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):  # not Linux
@@ -65,5 +71,7 @@ def prepare_worker(threads: int) -> None:
     threads and ``prepare``'s settings. It lives here, in a module that imports no numpy, so
     that a worker started fresh (spawn, or Python 3.14's forkserver) makes the settings before
     the work's modules import numpy; a forked one has its parent's already."""
+    global _WORKER_SHARE
+    _WORKER_SHARE = max(1, threads)
     os.environ.setdefault("TRACERECON_READ_THREADS", str(threads))
     prepare()

@@ -279,11 +279,6 @@ def analyze(paths: Sequence[str | os.PathLike], config: PhaseConfig, say: Progre
 
 
 def _analyze_files(files: list[Path], config: PhaseConfig, say: Progress, jobs: int | None, scheduler: str | None) -> Analysis:
-    from tracerecon.analysis.cross_rank import RankView, analyze_cross_rank
-    from tracerecon.analysis.rank import finish_rank
-    from tracerecon.analysis.summary import phase_candidates
-    from tracerecon.model import Analysis, RankResult
-
     multi = len(files) > 1
     file_ranks = [rank_from_filename(trace_stem(f)) for f in files]
     by_name = multi and all(r is not None for r in file_ranks) and len(set(file_ranks)) == len(file_ranks)
@@ -295,6 +290,12 @@ def _analyze_files(files: list[Path], config: PhaseConfig, say: Progress, jobs: 
         results = _file_work_on_dask(scheduler, args, say)
     else:
         results = _file_work_here(args, default_jobs(len(files)) if jobs is None else max(1, jobs), say)
+    # Imported only now: with one export they were imported while it was read (ImportAhead).
+    from tracerecon.analysis.cross_rank import RankView, analyze_cross_rank
+    from tracerecon.analysis.rank import finish_rank
+    from tracerecon.analysis.summary import phase_candidates
+    from tracerecon.model import Analysis, RankResult
+
     work = []
     for out, w, _ in results:
         work.extend(out)

@@ -18,12 +18,14 @@ def quantile_ms(values, q: float = 0.5) -> float | None:
     if len(v) == 0:
         return None
     v = np.asarray(v, dtype=np.float64)
-    if q == 0.5:
-        # The median as np.quantile's linear rule gives it (the mean of the two middle values),
-        # from a partition instead of its general path: a report takes hundreds of medians.
+    if q == 0.5 and not np.isnan(v).any():
+        # The median as np.quantile's linear rule computes it (b - (b - a) * 0.5 of the two
+        # middle values a <= b), from a partition instead of its general path: a report
+        # takes hundreds of medians.
         n = len(v)
         part = np.partition(v, [(n - 1) // 2, n // 2])
-        return round(float((part[(n - 1) // 2] + part[n // 2]) / 2) / 1e6, 6)
+        a, b = part[(n - 1) // 2], part[n // 2]
+        return round(float(b - (b - a) * 0.5) / 1e6, 6)
     return round(float(np.quantile(v, q)) / 1e6, 6)
 
 

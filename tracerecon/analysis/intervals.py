@@ -68,7 +68,8 @@ def segmented_union_length(start: np.ndarray, end: np.ndarray, group: np.ndarray
 
 
 def explode_slices(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For slices ``[lo[i], hi[i])`` return (positions, slice number) of every element.
+    """For slices ``[lo[i], hi[i])`` return (positions, slice number) of every element, slice
+    by slice in order (the slice numbers never decrease).
 
     Total output length is ``sum(hi - lo)``; empty slices contribute nothing.
     """

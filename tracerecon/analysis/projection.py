@@ -154,6 +154,14 @@ def index_launches(ops: pa.Table) -> LaunchIndex:
     return LaunchIndex(order, spans, ls[order], le[order])
 
 
+# The (range, op) pairs are worked through in chunks of whole ranges, about this many pairs
+# each, on up to PROJECTION_THREADS threads (numpy sorts and searches with the GIL released):
+# the pair arrays held at once stay a few chunks' worth however large the trace (a 1 GiB
+# export has 12M pairs, which took 1.3 GB of arrays at once when done in one piece).
+PAIRS_PER_CHUNK = 100_000
+PROJECTION_THREADS = 4
+
+
 def project(ranges: pa.Table, ops: pa.Table, index: LaunchIndex | None = None, extra: tuple[np.ndarray, np.ndarray] | None = None) -> pa.Table:
     """Project every range onto the GPU.
 
@@ -166,33 +174,38 @@ def project(ranges: pa.Table, ops: pa.Table, index: LaunchIndex | None = None, e
     """
     lo, hi, order = range_op_slices(ranges, ops, index)
     n_r = ranges.num_rows
-    pos, which = explode_slices(lo, hi)
-    rows = order[pos]
-    # (range, op) pairs run to tens of millions on a 1 GB trace: each pair-length array is
-    # dropped as soon as it has served, to keep the peak memory down.
-    del pos, order
+    op = _OpColumns.of(ops)
+    ex_ops = ex_ranges = np.zeros(0, np.int64)
     if extra is not None and len(extra[0]):
-        rows = np.concatenate([rows, np.asarray(extra[0], np.int64)])
-        which = np.concatenate([which, np.asarray(extra[1], np.int64)])
-    o_start = int64s(ops["start_ns"])[rows] if ops.num_rows else np.zeros(0, np.int64)
-    o_end = int64s(ops["end_ns"])[rows] if ops.num_rows else np.zeros(0, np.int64)
-    mn, mx = segmented_min_max(o_start, o_end, which, n_r)
-    busy = segmented_union_length(o_start, o_end, which, n_r)
-    del o_start, o_end
-    n_ops = np.bincount(which, minlength=n_r).astype(np.int64) if len(which) else np.zeros(n_r, np.int64)
-    has = n_ops > 0
-    if ops.num_rows:
-        is_kernel = equals(ops["kind"], "kernel")[rows]
-        n_kernels = np.bincount(which[is_kernel], minlength=n_r).astype(np.int64)
-        del is_kernel
-        dev = int64s(ops["device_id"])[rows]
-        n_devices = count_distinct_per_group(dev, which, n_r)
-        dev <<= 32
-        dev |= int64s(ops["stream_id"])[rows] & 0xFFFFFFFF
-        n_streams = count_distinct_per_group(dev, which, n_r)
-        del dev
+        by_range = np.argsort(np.asarray(extra[1], np.int64), kind="stable")
+        ex_ops, ex_ranges = np.asarray(extra[0], np.int64)[by_range], np.asarray(extra[1], np.int64)[by_range]
+    # Chunks of consecutive ranges, cut where the running count of pairs passes each multiple
+    # of PAIRS_PER_CHUNK (a range's pairs stay in one chunk: the statistics are per range).
+    pairs = np.cumsum(np.clip(hi - lo, 0, None)) + np.searchsorted(ex_ranges, np.arange(1, n_r + 1))
+    cuts = np.unique(np.r_[0, np.searchsorted(pairs, np.arange(PAIRS_PER_CHUNK, int(pairs[-1]) if n_r else 0, PAIRS_PER_CHUNK), side="right"), n_r])
+
+    def chunk(r0: int, r1: int) -> tuple[np.ndarray, ...]:
+        pos, which = explode_slices(lo[r0:r1], hi[r0:r1])
+        rows = order[pos]
+        del pos
+        e0, e1 = np.searchsorted(ex_ranges, [r0, r1])
+        if e1 > e0:
+            rows = np.concatenate([rows, ex_ops[e0:e1]])
+            which = np.concatenate([which, ex_ranges[e0:e1] - r0])
+        return op.range_statistics(rows, which, r1 - r0)
+
+    spans = list(zip(cuts[:-1].tolist(), cuts[1:].tolist()))
+    if len(spans) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from tracerecon.own_process import usable_cores
+
+        with ThreadPoolExecutor(min(len(spans), PROJECTION_THREADS, usable_cores())) as pool:
+            parts = list(pool.map(lambda span: chunk(*span), spans))
     else:
-        n_kernels = n_devices = n_streams = np.zeros(n_r, np.int64)
+        parts = [chunk(*spans[0])] if spans else [op.range_statistics(np.zeros(0, np.int64), np.zeros(0, np.int64), 0)]
+    mn, mx, busy, n_ops, n_kernels, n_devices, n_streams = (np.concatenate(col) for col in zip(*parts))
+    has = n_ops > 0
     return (
         ranges.append_column("gpu_start_ns", pa.array(mn, mask=~has))
         .append_column("gpu_end_ns", pa.array(mx, mask=~has))
@@ -202,6 +215,43 @@ def project(ranges: pa.Table, ops: pa.Table, index: LaunchIndex | None = None, e
         .append_column("n_streams", pa.array(n_streams))
         .append_column("n_devices", pa.array(n_devices))
     )
+
+
+@dataclass(frozen=True)
+class _OpColumns:
+    """The op columns a projection reads, as numpy arrays, taken once for all chunks."""
+
+    start: np.ndarray
+    end: np.ndarray
+    is_kernel: np.ndarray
+    device: np.ndarray
+    device_stream: np.ndarray  # device << 32 | stream: one key per stream
+
+    @staticmethod
+    def of(ops: pa.Table) -> _OpColumns:
+        if ops.num_rows == 0:
+            empty = np.zeros(0, np.int64)
+            return _OpColumns(empty, empty, np.zeros(0, bool), empty, empty)
+        device = int64s(ops["device_id"])
+        return _OpColumns(int64s(ops["start_ns"]), int64s(ops["end_ns"]), equals(ops["kind"], "kernel"), device,
+                          device << 32 | (int64s(ops["stream_id"]) & 0xFFFFFFFF))
+
+    def range_statistics(self, rows: np.ndarray, which: np.ndarray, n_r: int) -> tuple[np.ndarray, ...]:
+        """For ``n_r`` ranges owning ops ``rows`` (pairs: op ``rows[i]`` in range ``which[i]``):
+        first op start, last op end (int64 min/max sentinels where none), busy time (union
+        of the ops' intervals), ops, kernels, devices, streams."""
+        o_start, o_end = self.start[rows], self.end[rows]
+        mn, mx = segmented_min_max(o_start, o_end, which, n_r)
+        busy = segmented_union_length(o_start, o_end, which, n_r)
+        del o_start, o_end
+        n_ops = np.bincount(which, minlength=n_r).astype(np.int64) if len(which) else np.zeros(n_r, np.int64)
+        if len(self.start) == 0:
+            zeros = np.zeros(n_r, np.int64)
+            return mn, mx, busy, n_ops, zeros, zeros, zeros.copy()
+        n_kernels = np.bincount(which[self.is_kernel[rows]], minlength=n_r).astype(np.int64)
+        n_devices = count_distinct_per_group(self.device[rows], which, n_r)
+        n_streams = count_distinct_per_group(self.device_stream[rows], which, n_r)
+        return mn, mx, busy, n_ops, n_kernels, n_devices, n_streams
 
 
 def range_op_slices(ranges: pa.Table, ops: pa.Table, index: LaunchIndex | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -255,7 +305,7 @@ def innermost_owner(
     sub = ranges.take(pa.array(cand))
     lo, hi, order = range_op_slices(sub, ops, index)
     pos, which = explode_slices(lo, hi)
-    # Assign shallow first, deep last: for repeated indices numpy keeps the last write.
-    seq = np.argsort(which, kind="stable")
-    out[order[pos[seq]]] = cand[which[seq]]
+    # Assign shallow first, deep last (``which`` runs slice by slice, so in depth order): for
+    # repeated indices numpy keeps the last write.
+    out[order[pos]] = cand[which]
     return out

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from tracerecon import schema
 from tracerecon.memory import release_free_memory
+from tracerecon.own_process import usable_cores
 from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases
 from tracerecon.analysis.columns import is_graph_launch
 from tracerecon.analysis.boundaries import StreamClock, busiest_streams, phase_boundaries, phase_streams, stream_clock
@@ -142,8 +143,10 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         # it runs in another thread while this one projects the ranges (0.17 s less of a 2-core
         # run's 0.53 s here, on the 76 MB trace). Not on a large rank, where the projection's
         # arrays are the run's memory peak and the stream work's would add to it (a 1 GiB
-        # export: 2.5 -> 2.8 GB on the 2-core machine).
-        streams_f = pool.submit(_phase_stream_work, *stream_work) if ops.num_rows <= STREAM_WORK_ALONGSIDE_MAX_OPS else None
+        # export: 2.5 -> 2.8 GB on the 2-core machine; the 76 MB trace: +30 MB), nor on one
+        # core, where it would cost the memory and save nothing.
+        alongside = ops.num_rows <= STREAM_WORK_ALONGSIDE_MAX_OPS and usable_cores() > 1
+        streams_f = pool.submit(_phase_stream_work, *stream_work) if alongside else None
         ranges = build_ranges(nested, ops, rank, launches, cross_owned, cross_rows)
         op_range = innermost_owner(ops, ranges, all_mask, depth, launches)
         if cross_owned is not None:

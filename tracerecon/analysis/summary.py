@@ -24,7 +24,8 @@ def steady_phases(phases: pa.Table, cycles: pa.Table | None) -> pa.Table:
     warm = cycles.filter(pa.compute.fill_null(cycles["warmup"], False))["cycle"]
     if len(warm) == 0:
         return phases
-    # is_in never matches a null cycle: such phases are kept, as a set lookup would keep them.
+    # As a set lookup of the warm-up cycles: a phase of a null cycle goes only if a warm-up
+    # cycle is null too (is_in matches null to null).
     return phases.filter(pa.compute.invert(pa.compute.is_in(phases["cycle"], value_set=warm.combine_chunks())))
 
 

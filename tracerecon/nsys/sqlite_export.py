@@ -433,7 +433,7 @@ def _strip_memcpy_label(label: str) -> str:
 
 
 def fetch_nvtx_rows(conn: sqlite3.Connection, info: ExportInfo) -> list[tuple]:
-    """The NVTX events ``nvtx_tables`` turns into ranges and marks, as rows in start order
+    """The NVTX events ``parse_nvtx`` turns into ranges and marks, as rows in start order
     (fetched on their own so that they can be read while other tables are)."""
     if not info.has_nvtx:
         return []
@@ -452,16 +452,11 @@ def fetch_nvtx_rows(conn: sqlite3.Connection, info: ExportInfo) -> list[tuple]:
     return conn.execute(sql).fetchall()  # NVTX tables are small next to CUDA activity
 
 
-def nvtx_tables(rows: list[tuple], info: ExportInfo, strings: StringTable, trace_end: int) -> tuple[pa.Table, pa.Table, list[str]]:
-    """NVTX ranges (push/pop, start/end, NVTXT) and marks with domain names resolved, from
-    ``fetch_nvtx_rows``; a range never closed runs to ``trace_end``."""
-    return parse_nvtx(rows, info, strings).tables(trace_end)
-
-
 @dataclass(frozen=True)
 class NvtxEvents:
-    """An export's NVTX ranges and marks, parsed (``parse_nvtx``), but for where the ranges
-    never closed end: at the trace end, known once every table is read. ``tables`` makes them."""
+    """An export's NVTX ranges (push/pop, start/end, NVTXT) and marks with domain names
+    resolved (``parse_nvtx``), but for where the ranges never closed end: at the trace end,
+    known once every table is read. ``tables`` makes them."""
 
     range_columns: dict[str, pa.Array]  # the NVTX_RANGES_RAW columns but end_ns
     range_start: np.ndarray
@@ -937,7 +932,7 @@ def _read_export(real: Path, path: str | os.PathLike, progress: Progress | None)
             nvtx_span = None
             if info.has_nvtx:
                 # Integer times only (min and max skip the NULLs the guard makes of text and blobs).
-                # (An end more than a day after its start is a corrupt row, dropped by nvtx_tables.)
+                # (An end more than a day after its start is a corrupt row, dropped by parse_nvtx.)
                 nvtx_span = conn.execute(
                     f"select min(s), max(case when e - s between 0 and {MAX_DURATION_NS} then e else s end) from "
                     f"(select nullif({_int('start')}, {NULL_SENTINEL}) as s, nullif({_int('coalesce(end, start)')}, {NULL_SENTINEL}) as e from NVTX_EVENTS)"
