@@ -115,7 +115,7 @@ def test_workers_and_reader_threads_follow_the_cores_the_process_may_use():
     #      machine has (os.cpu_count would say all of them)
     out = subprocess.run([sys.executable, "-c",
                           "import os; os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})\n"
-                          "from tracerecon.own_process import usable_cores\n"
+                          "from tracerecon.cores import usable_cores\n"
                           "from tracerecon.pipeline import default_jobs\n"
                           "from tracerecon.nsys.native_read import read_threads\n"
                           "print(usable_cores(), default_jobs(8), read_threads(), os.cpu_count() >= 1)"],

@@ -21,7 +21,7 @@ from tracerecon.analysis.ranks import RankSource
 from tracerecon.errors import BadTraceError, TraceReconError
 from tracerecon.model import Analysis, RankResult
 from tracerecon.nsys.sqlite_export import ExportInfo
-from tracerecon.own_process import usable_cores
+from tracerecon.cores import usable_cores
 from tracerecon.run_dir import MANIFEST_JSON, is_export_dir
 
 TABLES = ("ranges", "phases", "cycles", "gpu_ops", "syncs", "collectives")

@@ -30,6 +30,7 @@ from __future__ import annotations
 import gc
 import os
 
+from tracerecon.cores import set_worker_share
 from tracerecon.memory import reuse_freed_memory
 from tracerecon.no_pandas import keep_pandas_out
 
@@ -37,22 +38,6 @@ from tracerecon.no_pandas import keep_pandas_out
 _LAUNCHES_ENGINE = frozenset({"run"})
 # Commands that stay open for the user (the collector stays on).
 _INTERACTIVE = frozenset({"view"})
-
-
-_WORKER_SHARE: int | None = None  # set in a --jobs worker: its share of the parent's cores
-
-
-def usable_cores() -> int:
-    """The CPU cores this process may use: in a ``--jobs`` worker, its share of the parent's;
-    else its affinity set where the system has one (a container or ``taskset`` may allow fewer
-    than the machine has), else the machine's count. Worker processes, reader threads and the
-    analysis's threads are sized by it."""
-    if _WORKER_SHARE is not None:
-        return _WORKER_SHARE
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def prepare(command: str | None = None) -> None:
@@ -67,11 +52,11 @@ def prepare(command: str | None = None) -> None:
 
 
 def prepare_worker(threads: int) -> None:
-    """A ``--jobs`` worker process's start (the pool's initializer): its share of the reader
-    threads and ``prepare``'s settings. It lives here, in a module that imports no numpy, so
+    """A ``--jobs`` worker process's start (the pool's initializer): its share of the cores
+    (``threads``: what its reader connections and analysis threads are sized by) and
+    ``prepare``'s settings. It lives here, in a module that imports no numpy, so
     that a worker started fresh (spawn, or Python 3.14's forkserver) makes the settings before
     the work's modules import numpy; a forked one has its parent's already."""
-    global _WORKER_SHARE
-    _WORKER_SHARE = max(1, threads)
+    set_worker_share(threads)
     os.environ.setdefault("TRACERECON_READ_THREADS", str(threads))
     prepare()

@@ -151,7 +151,7 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
 
 def default_jobs(n_files: int) -> int:
     """Worker processes for ``n_files``: one per file, at most one per core it may use."""
-    from tracerecon.own_process import usable_cores
+    from tracerecon.cores import usable_cores
 
     return max(1, min(n_files, usable_cores()))
 
@@ -179,7 +179,8 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     from tracerecon import handoff
-    from tracerecon.own_process import prepare_worker, usable_cores
+    from tracerecon.cores import usable_cores
+    from tracerecon.own_process import prepare_worker
 
     workers = min(jobs, len(args))
     say(f"reading {len(args)} exports in {workers} processes")

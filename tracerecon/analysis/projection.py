@@ -198,7 +198,7 @@ def project(ranges: pa.Table, ops: pa.Table, index: LaunchIndex | None = None, e
     if len(spans) > 1:
         from concurrent.futures import ThreadPoolExecutor
 
-        from tracerecon.own_process import usable_cores
+        from tracerecon.cores import usable_cores
 
         with ThreadPoolExecutor(min(len(spans), PROJECTION_THREADS, usable_cores())) as pool:
             parts = list(pool.map(lambda span: chunk(*span), spans))

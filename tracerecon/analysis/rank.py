@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from tracerecon import schema
 from tracerecon.memory import release_free_memory
-from tracerecon.own_process import usable_cores
+from tracerecon.cores import usable_cores
 from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases
 from tracerecon.analysis.columns import is_graph_launch
 from tracerecon.analysis.boundaries import StreamClock, busiest_streams, phase_boundaries, phase_streams, stream_clock

@@ -55,7 +55,7 @@ def available() -> bool:
 def read_threads() -> int:
     """Connections read at once: the cores this process may use, at most ``MAX_PARTS``
     (``TRACERECON_READ_THREADS`` overrides)."""
-    from tracerecon.own_process import usable_cores
+    from tracerecon.cores import usable_cores
 
     env = os.environ.get("TRACERECON_READ_THREADS", "")
     if env.isdigit() and int(env) > 0:
