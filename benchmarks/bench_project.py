@@ -24,6 +24,7 @@ def main() -> None:
     trace, old_tree = Path(sys.argv[1]), Path(sys.argv[2])
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 7
     from tracerecon import pipeline
+    from tracerecon.cores import usable_cores
     from tracerecon.analysis import projection
     from tracerecon.analysis.ranges import nest
 
@@ -50,7 +51,7 @@ def main() -> None:
             times[name].append(time.perf_counter() - t)
     projection.PAIRS_PER_CHUNK, projection.PROJECTION_THREADS = default
     print(f"project, {trace.name}: {ops.num_rows} ops, {nested.num_rows} ranges, same table: {same}; "
-          + ", ".join(f"{k} median {statistics.median(v):.4f} s (min {min(v):.4f})" for k, v in times.items()) + f", {rounds} rounds, {os.cpu_count()} cores")
+          + ", ".join(f"{k} median {statistics.median(v):.4f} s (min {min(v):.4f})" for k, v in times.items()) + f", {rounds} rounds, {usable_cores()} cores")
 
 
 if __name__ == "__main__":

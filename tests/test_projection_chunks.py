@@ -87,3 +87,18 @@ def _with_chunk(chunk, threads, ranges, ops, extra):
         return projection.project(ranges, ops, None, extra)
     finally:
         projection.PAIRS_PER_CHUNK, projection.PROJECTION_THREADS = saved
+
+
+def test_given_extra_pairs_that_do_not_fit_then_the_projection_refuses_them():
+    # GIVEN two ranges and ops WHEN extra work names a range that is not there, or the op and
+    # range rows differ in number THEN ValueError, never a silently dropped or misplaced op
+    ops = pa.table({"pid": pa.array([1], pa.int64()), "launch_tid": pa.array([7], pa.int64()), "launch_start_ns": pa.array([0], pa.int64()),
+                    "launch_end_ns": pa.array([1], pa.int64()), "start_ns": pa.array([5], pa.int64()), "end_ns": pa.array([9], pa.int64()),
+                    "kind": pa.array(["kernel"]).dictionary_encode(), "device_id": pa.array([0], pa.int64()), "stream_id": pa.array([7], pa.int64())})
+    # (range 1 is on another thread: the op is its only through the extra pair)
+    ranges = pa.table({"pid": pa.array([1, 1], pa.int64()), "tid": pa.array([7, 8], pa.int64()), "start_ns": pa.array([0, 0], pa.int64()),
+                       "end_ns": pa.array([10, 10], pa.int64()), "style": pa.array(["push_pop"] * 2)})
+    for extra in [(np.array([0]), np.array([2])), (np.array([0]), np.array([-1])), (np.array([0, 0]), np.array([1]))]:
+        with pytest.raises(ValueError):
+            projection.project(ranges, ops, None, extra)
+    assert projection.project(ranges, ops, None, (np.array([0]), np.array([1])))["n_gpu_ops"].to_pylist() == [1, 1]

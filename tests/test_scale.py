@@ -396,3 +396,20 @@ def test_without_room_in_shared_memory_results_go_through_the_pipe_writable(monk
     got = handoff.take(sent)
     assert sent.path is None and (got["ops"] == ops).all()
     got["ops"][0] = -1
+
+
+def test_a_dask_task_sizes_its_threads_by_its_workers_share():
+    # GIVEN a Dask worker that runs two tasks at once (two threads)
+    distributed = pytest.importorskip("distributed")
+    from tracerecon.cores import usable_cores
+
+    def cores_in_task():
+        from tracerecon import cores, pipeline
+
+        pipeline._take_dask_worker_share()
+        return cores.usable_cores()
+
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        # WHEN a task asks how many cores it may use THEN half the worker's (this host's)
+        assert client.submit(cores_in_task, pure=False).result() == max(1, usable_cores() // 2)

@@ -25,3 +25,8 @@ def set_worker_share(cores: int) -> None:
     """This process is a worker that may use ``cores`` of its parent's cores."""
     global _WORKER_SHARE
     _WORKER_SHARE = max(1, cores)
+
+
+def share_unset() -> bool:
+    """Whether this process has no worker share yet (it is no worker, or not told so yet)."""
+    return _WORKER_SHARE is None

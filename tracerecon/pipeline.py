@@ -107,9 +107,27 @@ def _file_work_remote(f: Path, shown: str, use_cache: bool, config: PhaseConfig,
     """``_file_work`` on another machine: ``f`` is the absolute path there, ``shown`` the path as
     the user gave it, which the results carry (so they equal a local run's, cache entries
     included); ``use_cache`` is the client's choice (``--no-cache`` set nothing there)."""
+    _take_dask_worker_share()
     out, warnings, session = _file_work(f, config, multi, rank_hint, order, use_cache)
     out = [(replace(source, path=shown), info, work) for source, info, work in out]
     return out, [w.replace(str(f), shown) for w in warnings], session
+
+
+def _take_dask_worker_share() -> None:
+    """A Dask worker runs as many tasks at once as it has threads: each task's reader
+    connections and analysis threads get that share of the worker's cores (set once per worker
+    process; a worker inside the client's own process shares it with the client)."""
+    from tracerecon import cores
+
+    if not cores.share_unset():
+        return
+    try:
+        from distributed import get_worker
+
+        threads = int(get_worker().state.nthreads)
+    except Exception:  # not in a worker, or a distributed without this attribute: leave it
+        return
+    cores.set_worker_share(max(1, cores.usable_cores() // max(1, threads)))
 
 
 def _file_work_uncached(f: Path, config: PhaseConfig, multi: bool, rank_hint: int | None, order: int) -> tuple[list, list[str], tuple]:

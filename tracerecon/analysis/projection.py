@@ -176,6 +176,8 @@ def project(ranges: pa.Table, ops: pa.Table, index: LaunchIndex | None = None, e
     n_r = ranges.num_rows
     op = _OpColumns.of(ops)
     ex_ops = ex_ranges = np.zeros(0, np.int64)
+    if extra is not None and (len(extra[0]) != len(extra[1]) or (len(extra[1]) and not (0 <= np.min(extra[1]) and np.max(extra[1]) < n_r))):
+        raise ValueError("extra: one range row per op row, each a row of ranges")
     if extra is not None and len(extra[0]):
         by_range = np.argsort(np.asarray(extra[1], np.int64), kind="stable")
         ex_ops, ex_ranges = np.asarray(extra[0], np.int64)[by_range], np.asarray(extra[1], np.int64)[by_range]
@@ -232,7 +234,7 @@ class _OpColumns:
         if ops.num_rows == 0:
             empty = np.zeros(0, np.int64)
             return _OpColumns(empty, empty, np.zeros(0, bool), empty, empty)
-        device = int64s(ops["device_id"])
+        device = int64s(ops["device_id"], -1)  # (NULL: a device of its own, not device 0's streams)
         return _OpColumns(int64s(ops["start_ns"]), int64s(ops["end_ns"]), equals(ops["kind"], "kernel"), device,
                           device << 32 | (int64s(ops["stream_id"]) & 0xFFFFFFFF))
 
@@ -305,7 +307,11 @@ def innermost_owner(
     sub = ranges.take(pa.array(cand))
     lo, hi, order = range_op_slices(sub, ops, index)
     pos, which = explode_slices(lo, hi)
-    # Assign shallow first, deep last (``which`` runs slice by slice, so in depth order): for
-    # repeated indices numpy keeps the last write.
-    out[order[pos]] = cand[which]
+    # The deepest candidate is the one latest in ``cand`` (depth order): per op, the largest
+    # ``which``. (ufunc.at is defined for repeated indices; a plain fancy assignment keeps the
+    # last write in practice, but numpy does not promise it.)
+    deepest = np.full(ops.num_rows, -1, dtype=np.int64)
+    np.maximum.at(deepest, order[pos], which)
+    has = deepest >= 0
+    out[has] = cand[deepest[has]]
     return out
