@@ -209,6 +209,10 @@ def _stream_waits(sync_records: pa.Table) -> dict[str, np.ndarray]:
     }
 
 
+# Up to this many phase x stream cells, phase_streams counts on a dense grid instead of sorting.
+_DENSE_CELLS = 20_000_000
+
+
 def phase_streams(ops: pa.Table, op_phase: np.ndarray, n_phases: int) -> tuple[np.ndarray, np.ndarray]:
     """Per phase instance: (device_id, stream_id) that received most of its GPU time; -1 when
     it launched nothing. Ties: more ops, then the lower (device, stream)."""
@@ -221,18 +225,35 @@ def phase_streams(ops: pa.Table, op_phase: np.ndarray, n_phases: int) -> tuple[n
     stream = int64s(ops["stream_id"], -1)[sel]
     dur = np.clip(int64s(ops["end_ns"])[sel] - int64s(ops["start_ns"])[sel], 0, None)
     ph = op_phase[sel]
-    streams, s_first, s_dense = np.unique((dev << 32) | (stream & 0xFFFFFFFF), return_index=True, return_inverse=True)
-    keys, k_first, inv = np.unique(ph * len(streams) + s_dense.ravel(), return_index=True, return_inverse=True)
-    inv = inv.ravel()
-    total = np.bincount(inv, weights=dur).astype(np.int64)
-    count = np.bincount(inv)
-    k_phase, k_stream = keys // len(streams), keys % len(streams)
+    packed = (dev << 32) | (stream & 0xFFFFFFFF)
+    streams = np.unique(packed)
+    s_dense = np.searchsorted(streams, packed)
+    n_s = len(streams)
     # Best per phase: largest total, then most ops, then lowest (device, stream).
-    order = np.lexsort((k_stream, -count, -total, k_phase))
-    first = np.r_[True, k_phase[order][1:] != k_phase[order][:-1]]
-    best = order[first]
-    dev_out[k_phase[best]] = dev[s_first[k_stream[best]]]
-    str_out[k_phase[best]] = stream[s_first[k_stream[best]]]
+    if n_phases * n_s <= _DENSE_CELLS:
+        # Few streams (the usual case): a phases x streams grid of totals and counts, no sort.
+        cell = ph * n_s + s_dense
+        total = np.bincount(cell, weights=dur, minlength=n_phases * n_s).astype(np.int64).reshape(n_phases, n_s)
+        count = np.bincount(cell, minlength=n_phases * n_s).reshape(n_phases, n_s)
+        top = total == total.max(axis=1, keepdims=True)
+        count = np.where(top & (count > 0), count, -1)
+        best = np.argmax(count == count.max(axis=1, keepdims=True), axis=1)  # the lowest of the ties
+        has = count.max(axis=1) > 0
+        k_phase, k_stream = np.flatnonzero(has), best[has]
+    else:
+        keys, inv = np.unique(ph * n_s + s_dense, return_inverse=True)
+        inv = inv.ravel()
+        total = np.bincount(inv, weights=dur).astype(np.int64)
+        count = np.bincount(inv)
+        kp, ks = keys // n_s, keys % n_s
+        order = np.lexsort((ks, -count, -total, kp))
+        first = np.r_[True, kp[order][1:] != kp[order][:-1]]
+        k_phase, k_stream = kp[order[first]], ks[order[first]]
+    # Each stream's own ids, from its first op (the packed key loses a negative stream's sign).
+    s_first = np.full(n_s, len(packed), dtype=np.int64)
+    np.minimum.at(s_first, s_dense, np.arange(len(packed)))
+    dev_out[k_phase] = dev[s_first[k_stream]]
+    str_out[k_phase] = stream[s_first[k_stream]]
     return dev_out, str_out
 
 

@@ -132,21 +132,23 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         cross_rows = phase_rows[takes_cross & got]
     else:
         cross_owned, cross_rows = None, np.zeros(0, np.int64)
-    # Both are in before the projection: it makes the run's largest arrays (one entry per
-    # range and op it owns), and the other threads' working arrays would add to that peak
-    # (a 1 GiB export went from 2.5 to 3.0 GB when they overlapped).
-    blocking, clock = blocking_of(), clock_of()
-    release_free_memory()  # what those threads freed, before the peak
-    stream_work = (ops, op_phase, n_ph, clock, ph_pid, ph_s, ph_e, cycle_of)
-    with ThreadPoolExecutor(1) as pool:
-        # Each phase's stream work needs the ops' phases and the stream clock, not the ranges:
-        # it runs in another thread while this one projects the ranges (0.17 s less of a 2-core
-        # run's 0.53 s here, on the 76 MB trace). Not on a large rank, where the projection's
-        # arrays are the run's memory peak and the stream work's would add to it (a 1 GiB
-        # export: 2.5 -> 2.8 GB on the 2-core machine; the 76 MB trace: +30 MB), nor on one
-        # core, where it would cost the memory and save nothing.
-        alongside = ops.num_rows <= STREAM_WORK_ALONGSIDE_MAX_OPS and usable_cores() > 1
-        streams_f = pool.submit(_phase_stream_work, *stream_work) if alongside else None
+    # Each phase's stream work needs the ops' phases (and the stream clock), not the ranges: on
+    # two other threads, the mix of its ops (communication split, graph launches) from now,
+    # its stream-order boundaries once the clock is in, while this thread projects the ranges
+    # (the 76 MB trace: 0.17 s less of a 2-core run's 0.53 s here). Not on a large rank, where
+    # the projection's arrays are the run's memory peak and theirs would add to it (a 1 GiB
+    # export: 2.5 -> 2.8 GB on the 2-core machine; the 76 MB trace: +30 MB), nor on one core,
+    # where it would cost the memory and save nothing.
+    alongside = ops.num_rows <= STREAM_WORK_ALONGSIDE_MAX_OPS and usable_cores() > 1
+    with ThreadPoolExecutor(2) as side:
+        mix_f = side.submit(_phase_op_mix, ops, op_phase, n_ph) if alongside else None
+        # The clock and the blocking calls are in before the projection: it makes the run's
+        # largest arrays (one entry per range and op it owns), and those threads' working
+        # arrays would add to that peak (a 1 GiB export went from 2.5 to 3.0 GB when they overlapped).
+        blocking, clock = blocking_of(), clock_of()
+        release_free_memory()  # what those threads freed, before the peak
+        stream_work = (ops, op_phase, n_ph, clock, ph_pid, ph_s, ph_e, cycle_of)
+        boundaries_f = side.submit(_phase_stream_boundaries, *stream_work) if alongside else None
         ranges = build_ranges(nested, ops, rank, launches, cross_owned, cross_rows)
         op_range = innermost_owner(ops, ranges, all_mask, depth, launches)
         if cross_owned is not None:
@@ -161,7 +163,8 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         call_range = np.where((call_range < 0) & (call_phase >= 0), phase_rows[np.maximum(call_phase, 0)] if n_ph else -1, call_range)
         waits = attribute_waits(blocking, ops, op_phase, call_phase)
         syncs = _build_syncs(blocking, waits, call_range, call_phase, ranges, phase_rows, rank)
-        b_start, b_end, dev, stream, split, n_graph = streams_f.result() if streams_f is not None else _phase_stream_work(*stream_work)
+        b_start, b_end, dev, stream = boundaries_f.result() if boundaries_f is not None else _phase_stream_boundaries(*stream_work)
+        split, n_graph = mix_f.result() if mix_f is not None else _phase_op_mix(ops, op_phase, n_ph)
 
     blocked = np.zeros(n_ph, dtype=np.int64)
     absorbed = np.zeros(n_ph, dtype=np.int64)
@@ -182,15 +185,17 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     accepted_marks=tables.accepted_marks, provisional=build_phases(inputs))
 
 
-def _phase_stream_work(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clock: StreamClock, ph_pid: np.ndarray, ph_s: np.ndarray, ph_e: np.ndarray,
-                       cycle_of: np.ndarray) -> tuple:
+def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clock: StreamClock, ph_pid: np.ndarray, ph_s: np.ndarray,
+                             ph_e: np.ndarray, cycle_of: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per phase instance: the stream-order boundaries (analysis.boundaries) on the stream that
-    received its work (device, stream), the communication/compute split and the CUDA-graph
-    launch count: (boundary start, boundary end, device, stream, split, graph launches)."""
+    received its work: (boundary start, boundary end, device, stream)."""
     dev, stream = phase_streams(ops, op_phase, n_ph)
-    b_start, b_end, dev, stream = phase_boundaries(clock, ph_pid, ph_s, ph_e, cycle_of, dev, stream, busiest_streams(ops))
-    split = phase_comm_split(ops.append_column("phase_id", pa.array(op_phase)), n_ph)
-    return b_start, b_end, dev, stream, split, _graph_launch_counts(ops, op_phase, n_ph)
+    return phase_boundaries(clock, ph_pid, ph_s, ph_e, cycle_of, dev, stream, busiest_streams(ops))
+
+
+def _phase_op_mix(ops: pa.Table, op_phase: np.ndarray, n_ph: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Per phase instance: the communication/compute split of its ops and its CUDA-graph launches."""
+    return phase_comm_split(ops.append_column("phase_id", pa.array(op_phase)), n_ph), _graph_launch_counts(ops, op_phase, n_ph)
 
 
 def finish_rank(work: RankWork, wait_ns: np.ndarray | None) -> tuple[pa.Table, pa.Table]:
