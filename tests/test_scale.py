@@ -409,7 +409,7 @@ def test_a_dask_task_sizes_its_threads_by_its_workers_share():
         pipeline._take_dask_worker_share()
         return cores.usable_cores()
 
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None) as cluster, \
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=":0") as cluster, \
             distributed.Client(cluster) as client:
         # WHEN a task asks how many cores it may use THEN half the worker's (this host's)
         assert client.submit(cores_in_task, pure=False).result() == max(1, usable_cores() // 2)
