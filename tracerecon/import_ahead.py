@@ -1,17 +1,16 @@
 """Import modules on a background thread while this one waits on something else.
 
-A cold one-rank ``report`` spends about 0.2 s of the H200 host's 0.8 s importing, and most of
-that time is the analysis and rendering modules, which are not needed until the trace has been
-read. The read runs in SQLite's C code with the GIL released, so those imports can run during the
-read rather than before it.
+A cold one-rank ``report`` spends 0.15-0.25 s of the H200 host's 0.8-0.9 s importing. numpy,
+pyarrow and the reader must come first; the analysis and rendering modules (0.18 s on the
+2-core machine) are not needed until the trace has been read, and the read runs in SQLite's C
+code with the GIL released, so they are imported during the read instead of before it.
 
-Safety: CPython imports take one lock per module, so two threads that import the same module
-get one module, imported once. Two threads can deadlock only if each holds the lock of a module
-the other is importing (an import cycle across threads). Callers therefore ``join`` before their
-own thread imports or runs anything the background thread imports, while their other threads
-import only leaf packages (pyarrow.compute, numpy.ma, rich) that never import tracerecon. Never
-fork while one runs (a forked child would inherit a held import lock): ``join_all`` first, as the
-multi-process load does before it starts its workers.
+Safety: CPython takes one lock per module, so two threads importing the same module get one
+module, imported once: one waits for the other. They can deadlock only through an import cycle
+(each holding a module the other needs), and the modules these threads import have none
+(``tests/test_import_ahead.py`` checks the graph from the sources). Never fork while one runs (a
+forked child would inherit a held import lock): ``join_all`` first, as the multi-process load
+does before it starts its workers.
 """
 
 from __future__ import annotations

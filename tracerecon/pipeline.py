@@ -178,8 +178,8 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
     """``_file_work`` for every file, in ``jobs`` worker processes of this machine."""
     if len(args) == 1:  # the whole run's cache entry covers it: no second entry
         say(f"reading {args[0][0].name}")
-        # The analysis modules are imported while the export is read (0.05-0.1 s of a cold
-        # report); joined before this thread imports or analyses anything (import_ahead).
+        # The analysis modules are imported while the export is read (tracerecon.import_ahead),
+        # and joined before this thread analyses anything.
         ahead = ImportAhead(ANALYSIS_MODULES)
         try:
             tables = _read_tables(args[0][0])
