@@ -2,8 +2,8 @@
 ``tracerecon/analysis/cross_rank.py``): one Python dict per (collective, rank). Kept only as
 the reference ``test_cross_rank_vectorised.py`` compares the library with; its numbers were
 the ones checked against planted stragglers and CUDA events on the H200 traces. The data
-classes, which the rewrite left as they were, come from the library; ``_cycle_ends`` is the
-dict-returning one the per-cycle loop used (the library's now returns arrays)."""
+classes, which the rewrite left as they were, and each rank's cycle ends come from the
+library; ``_cycle_ends`` here only turns the latter into the dict the per-cycle loop looked up."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import numpy as np
 import pyarrow as pa
 
 from tracerecon.analysis.cross_rank import CrossRank, RankAlignment, RankComm, RankView
+from tracerecon.analysis.cross_rank import _cycle_ends as library_cycle_ends
 from tracerecon.analysis.nccl import comm_mask
-from tracerecon.analysis.projection import I64_MIN, int64s
+from tracerecon.analysis.projection import int64s
 from tracerecon.schema import COLLECTIVES, CRITICAL_PATH
 
 
@@ -186,26 +187,7 @@ def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.
 
 
 def _cycle_ends(view: RankView, offset: int) -> dict[int, tuple[int, str]]:
-    """Per cycle of one rank: (aligned end of its GPU work, else of its CPU ranges; its longest
-    phase: the first of the largest GPU time, else CPU time where it has no GPU time)."""
-    ph = view.phases
-    if ph.num_rows == 0:
-        return {}
-    cyc = int64s(ph["cycle"], -1)
-    rows = np.flatnonzero(cyc >= 0)
-    if len(rows) == 0:
-        return {}
-    gpu_end = int64s(ph["gpu_end_ns"], I64_MIN)[rows]
-    cpu_end = int64s(ph["cpu_end_ns"])[rows]
-    gpu = int64s(ph["gpu_ns"], I64_MIN)[rows]
-    value = np.where(gpu != I64_MIN, gpu, int64s(ph["cpu_ns"])[rows])
-    # By cycle, then the largest value, then table order: each cycle's first row is its longest.
-    order = np.lexsort((np.arange(len(rows)), -value, cyc[rows]))
-    c = cyc[rows][order]
-    firsts = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
-    last_gpu = np.maximum.reduceat(gpu_end[order], firsts)
-    last_cpu = np.maximum.reduceat(cpu_end[order], firsts)
-    ends = (np.where(last_gpu != I64_MIN, last_gpu, last_cpu) + offset).tolist()
-    longest = order[firsts]
-    names = ph["phase"].to_pylist()
-    return {cy: (e, names[rows[k]] if value[k] >= 0 else None) for cy, e, k in zip(c[firsts].tolist(), ends, longest.tolist())}
+    """The per-cycle loop's lookup: {cycle: (aligned end, longest phase)}, from the library's
+    per-rank computation (which the rewrite left as it was, returning arrays instead)."""
+    cycles, ends, names = library_cycle_ends(view, offset)
+    return {c: (e, n) for c, e, n in zip(cycles.tolist(), ends.tolist(), names)}

@@ -58,5 +58,4 @@ def prepare_worker(threads: int) -> None:
     that a worker started fresh (spawn, or Python 3.14's forkserver) makes the settings before
     the work's modules import numpy; a forked one has its parent's already."""
     set_worker_share(threads)
-    os.environ.setdefault("TRACERECON_READ_THREADS", str(threads))
     prepare()

@@ -75,18 +75,16 @@ class CrossRank:
         """``rank_counts`` (cycles each rank gated), ``phase_counts`` (over all ranks) and
         ``by_rank``: per gating rank its cycles and its own gating phases."""
         cols = self.critical_path.select(["gating_rank", "gating_phase"]).to_pydict()
-        rows = [{"gating_rank": r, "gating_phase": p} for r, p in zip(cols["gating_rank"], cols["gating_phase"])]
+        gated = [(r, p) for r, p in zip(cols["gating_rank"], cols["gating_phase"]) if r is not None]
         by_rank: dict[str, dict] = {}
-        for r in rows:
-            if r["gating_rank"] is None:
-                continue
-            d = by_rank.setdefault(str(r["gating_rank"]), {"cycles": 0, "phase_counts": Counter()})
+        for rank, phase in gated:
+            d = by_rank.setdefault(str(rank), {"cycles": 0, "phase_counts": Counter()})
             d["cycles"] += 1
-            if r["gating_phase"]:
-                d["phase_counts"][r["gating_phase"]] += 1
+            if phase:
+                d["phase_counts"][phase] += 1
         return {
-            "rank_counts": {str(k): v for k, v in sorted(Counter(r["gating_rank"] for r in rows if r["gating_rank"] is not None).items())},
-            "phase_counts": dict(Counter(r["gating_phase"] for r in rows if r["gating_phase"]).most_common()),
+            "rank_counts": {str(k): v for k, v in sorted(Counter(r for r, _ in gated).items())},
+            "phase_counts": dict(Counter(p for p in cols["gating_phase"] if p).most_common()),
             "by_rank": {k: {"cycles": v["cycles"], "phase_counts": dict(v["phase_counts"].most_common())} for k, v in sorted(by_rank.items(), key=lambda kv: int(kv[0]))},
         }
 
