@@ -2,11 +2,14 @@
 read and the analysis are timed where they run and printed in start order with the thread that
 ran them, after the time the imports took.
 
-    python benchmarks/stage_timeline.py TRACE.sqlite [MORE.sqlite ...]
+    python benchmarks/stage_timeline.py [--as-imported] TRACE.sqlite [MORE.sqlite ...]
 
 Cache off. Each stage is a library function, wrapped wherever the library holds a reference to it
 (``from x import f`` included), so the timings are of the unchanged code. With several inputs the
 worker processes (forked, so wrapped too) report their stages as well, under their process ids.
+By default the report's modules are imported first and their import time printed apart;
+``--as-imported`` leaves the imports where the report makes them (some run during the read)
+and wraps each module's stages as it is imported: times are then from the process start.
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ STAGES = [
     "tracerecon.nsys.sqlite_export:read_gpu_ops", "tracerecon.nsys.sqlite_export:fetch_nvtx_rows",
     "tracerecon.nsys.sqlite_export:_read_small_tables", "tracerecon.nsys.sqlite_export:parse_nvtx",
     "tracerecon.nsys.sqlite_export:_fill_missing_process", "tracerecon.nsys.sqlite_export:read_export",
-    "tracerecon.nsys.native_read:fetch_int_columns", "tracerecon.nsys.native_read:_query",
+    "tracerecon.nsys.native_read:fetch_int_columns", "tracerecon.nsys.native_read:_execute_all",
+    "tracerecon.nsys.native_read:_int64_columns", "tracerecon.nsys.native_read:_parts", "tracerecon.nsys.read_plan:start_ahead",
+    "tracerecon.import_ahead:join_all",
     "tracerecon.pipeline:_read_tables", "tracerecon.pipeline:_link", "tracerecon.analysis.projection:link_launches",
     "tracerecon.analysis.rank:own_rank", "tracerecon.analysis.ranges:build_ranges",
     "tracerecon.analysis.projection:project", "tracerecon.analysis.cross_rank:analyze_cross_rank",
@@ -64,20 +69,57 @@ def _timed(label: str, fn):
     return wrapper
 
 
-def _wrap_everywhere() -> None:
-    import importlib
+_ORIGINALS: dict[int, tuple] = {}
 
-    originals = {}
+
+def _wrap_module(m) -> None:
+    """``m``'s own stages wrapped, and every reference tracerecon's modules hold to a stage."""
     for spec in STAGES:
         mod, name = spec.split(":")
-        m = importlib.import_module(mod)
-        originals[id(getattr(m, name))] = (getattr(m, name), _timed(name, getattr(m, name)))
+        if mod == m.__name__ and hasattr(m, name) and id(getattr(m, name)) not in _ORIGINALS:
+            _ORIGINALS[id(getattr(m, name))] = (getattr(m, name), _timed(name, getattr(m, name)))
+            setattr(m, name, _ORIGINALS[id(getattr(m, name))][1])
+    _rewire()
+
+
+def _rewire() -> None:
+    originals = _ORIGINALS
     for m in list(sys.modules.values()):
         if not getattr(m, "__name__", "").startswith("tracerecon"):
             continue
         for attr, value in list(vars(m).items()):
             if id(value) in originals and value is originals[id(value)][0]:
                 setattr(m, attr, originals[id(value)][1])
+
+
+def _wrap_everywhere() -> None:
+    import importlib
+
+    for spec in STAGES:
+        _wrap_module(importlib.import_module(spec.split(":")[0]))
+
+
+class _WrapOnImport:
+    """A meta-path finder that wraps a tracerecon module's stages as soon as it is imported
+    (before any other module can take a reference to them)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if not name.startswith("tracerecon"):
+            return None
+        import importlib.machinery
+
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        loader = spec.loader
+        run = loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            _wrap_module(module)
+
+        loader.exec_module = exec_module
+        return spec
 
 
 def pipeline_analysis_modules() -> tuple[str, ...]:
@@ -89,22 +131,33 @@ def pipeline_analysis_modules() -> tuple[str, ...]:
 def main() -> None:
     import importlib
 
-    for module in ("tracerecon.api", "tracerecon.pipeline", "tracerecon.cli.render", *pipeline_analysis_modules()):
-        importlib.import_module(module)  # the report's own imports, timed here as a whole
-
+    as_imported = "--as-imported" in sys.argv[1:]
+    inputs = [a for a in sys.argv[1:] if a != "--as-imported"]
+    if as_imported:
+        sys.meta_path.insert(0, _WrapOnImport())
+        for m in list(sys.modules.values()):
+            if getattr(m, "__name__", "").startswith("tracerecon"):
+                _wrap_module(m)
+    else:
+        for module in ("tracerecon.api", "tracerecon.pipeline", "tracerecon.cli.render", *pipeline_analysis_modules()):
+            importlib.import_module(module)  # the report's own imports, timed here as a whole
     t_imports = time.perf_counter()
-    _wrap_everywhere()
+    if not as_imported:
+        _wrap_everywhere()
     from tracerecon.cli import main as cli_main
 
-    t = time.perf_counter()
+    t = T0 if as_imported else time.perf_counter()
     with open(os.devnull, "w") as devnull:
         real, sys.stdout = sys.stdout, devnull
         try:
-            cli_main(["report", *sys.argv[1:]])
+            cli_main(["report", *inputs])
         finally:
             sys.stdout = real
     end = time.perf_counter()
-    print(f"imports {t_imports - T0:.3f} s; report {end - t:.3f} s")
+    if as_imported:
+        print(f"from the process start (imports where the report makes them): {end - t:.3f} s")
+    else:
+        print(f"imports {t_imports - T0:.3f} s; report {end - t:.3f} s")
     path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"stage_timeline.{MAIN_PID}.log")
     with open(path) as f:
         events = sorted((float(a), float(b), int(pid), thread, label) for a, b, pid, thread, label in (line.rstrip("\n").split("\t") for line in f))

@@ -18,11 +18,13 @@ xz -dc .devcarry/big_launch.sqlite.xz > $W/rank0.sqlite
   echo "== stage batch $(date -u +%FT%TZ)"
   lscpu | grep -E "^(CPU\(s\)|Model name)" | tr -s ' ' | paste -sd';'
   python3 -m tracerecon report $W/rank0.sqlite > /dev/null  # page cache warm
-  for i in 1 2 3; do python3 -P benchmarks/stage_timeline.py $W/rank0.sqlite; done
+  for i in 1 2; do python3 -P benchmarks/stage_timeline.py $W/rank0.sqlite; done
+  echo "== stages from the process start (imports where the report makes them)"
+  for i in 1 2 3; do python3 -P benchmarks/stage_timeline.py --as-imported $W/rank0.sqlite; done
   if [ "${RANKS8:-0}" = 1 ]; then
     echo "== 8 ranks (copies), stages of the main process and the workers"
     for r in 1 2 3 4 5 6 7; do cp $W/rank0.sqlite $W/rank$r.sqlite; done
-    for i in 1 2; do python3 -P benchmarks/stage_timeline.py $W/rank{0..7}.sqlite | grep -v "_query\|open_readonly\|fetch_int\|innermost_owner\|index_launches\|read_info\|read_strings"; done
+    for i in 1 2; do python3 -P benchmarks/stage_timeline.py --as-imported $W/rank{0..7}.sqlite | grep -v "_query\|open_readonly\|fetch_int\|innermost_owner\|index_launches\|read_info\|read_strings"; done
     rm -f $W/rank[1-7].sqlite
   fi
   echo "== imports (cumulative us, top level)"

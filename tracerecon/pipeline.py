@@ -16,17 +16,17 @@ from tracerecon.analysis.config import PhaseConfig
 from tracerecon.errors import BadTraceError, TraceReconError, UsageError
 from tracerecon.import_ahead import ImportAhead, join_all
 from tracerecon.memory import release_free_memory
-from tracerecon.nsys.sqlite_export import TraceTables, read_all_api_calls, read_export
 from tracerecon.run_dir import accepted_of_mark, expand_inputs, rank_from_filename, rank_of_mark, read_engine_timers, trace_stem
 
 if TYPE_CHECKING:
     from tracerecon.model import Analysis
+    from tracerecon.nsys.sqlite_export import TraceTables
 
 Progress = Callable[[str], None]
 
-# What analysing a read trace imports. Only the reading side is imported with this module: the
-# rest is imported while a single export is read (ImportAhead), or before worker processes start
-# (so that forked workers inherit it).
+# What analysing a read trace imports. This module imports neither these nor numpy and pyarrow:
+# they are imported while an export is read (``_read_tables``), here or in a worker process, and
+# in the parent of worker processes while those work.
 ANALYSIS_MODULES = (
     "tracerecon.analysis.projection", "tracerecon.analysis.ranks", "tracerecon.analysis.rank",
     "tracerecon.analysis.cross_rank", "tracerecon.analysis.summary", "tracerecon.model",
@@ -45,9 +45,23 @@ def no_nvtx_message(path: str, nsys_version: str | None) -> str:
     return msg
 
 
-def _read_tables(f: Path) -> TraceTables:
-    """One export's tables (tracerecon.nsys), nothing analysed yet."""
-    tables = read_export(f)
+def _read_tables(f: Path, while_reading: Sequence[str] = ()) -> TraceTables:
+    """One export's tables (tracerecon.nsys), nothing analysed yet. Its two big reads start
+    first (``read_plan.start_ahead``, which needs neither numpy nor pyarrow), so that importing
+    those and the reader overlaps them; the modules ``while_reading`` are imported on a thread
+    meanwhile (``import_ahead``), and joined before this returns."""
+    from tracerecon.nsys import native_read, read_plan
+
+    read_plan.start_ahead(f)
+    ahead = ImportAhead(while_reading) if while_reading else None
+    try:
+        from tracerecon.nsys.sqlite_export import read_export
+
+        tables = read_export(f)
+    finally:
+        if ahead is not None:
+            ahead.join()
+        native_read.discard_ahead()  # a read nobody asked for (its SQL differed)
     release_free_memory()  # what the reader threads freed (see tracerecon.memory)
     return tables
 
@@ -55,6 +69,7 @@ def _read_tables(f: Path) -> TraceTables:
 def _link(f: Path, tables: TraceTables):
     """The export's tables, its GPU ops linked to their launching calls, and its warnings."""
     from tracerecon.analysis.projection import link_launches
+    from tracerecon.nsys.sqlite_export import read_all_api_calls
 
     warnings = list(tables.warnings)
     if not tables.info.has_cuda:
@@ -131,7 +146,7 @@ def _take_dask_worker_share() -> None:
 
 
 def _file_work_uncached(f: Path, config: PhaseConfig, multi: bool, rank_hint: int | None, order: int) -> tuple[list, list[str], tuple]:
-    return _analyse_file(f, _read_tables(f), config, multi, rank_hint, order)
+    return _analyse_file(f, _read_tables(f, ANALYSIS_MODULES), config, multi, rank_hint, order)
 
 
 def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, rank_hint: int | None, order: int) -> tuple[list, list[str], tuple]:
@@ -178,16 +193,7 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
     """``_file_work`` for every file, in ``jobs`` worker processes of this machine."""
     if len(args) == 1:  # the whole run's cache entry covers it: no second entry
         say(f"reading {args[0][0].name}")
-        # The analysis modules are imported while the export is read (tracerecon.import_ahead),
-        # and joined before this thread analyses anything.
-        ahead = ImportAhead(ANALYSIS_MODULES)
-        try:
-            tables = _read_tables(args[0][0])
-        finally:
-            ahead.join()
-        return [_analyse_file(args[0][0], tables, *args[0][1:])]
-    _import_analysis()  # before any worker starts: forked workers inherit it
-    join_all()  # no import may be under way in another thread when the workers fork
+        return [_file_work_uncached(*args[0])]
     if jobs == 1:
         results = []
         for a in args:
@@ -202,10 +208,13 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
 
     workers = min(jobs, len(args))
     say(f"reading {len(args)} exports in {workers} processes")
-    # The ADBC driver imported once here (the cache module already is): forked workers start with it.
+    # The ADBC driver imported once here (the cache module already is): forked workers start with
+    # it. Numpy, pyarrow and the analysis are not: each worker imports them while its reads run
+    # (``_read_tables``), and this process while the workers work.
     from tracerecon.nsys import native_read
 
     native_read.available()
+    join_all()  # no import may be under way in another thread when the workers fork
     # Each process reads with its share of the cores (8 processes x 8 reader threads on 16
     # cores made 8 ranks 2.3x slower than one).
     threads = max(1, usable_cores() // workers)
@@ -216,6 +225,7 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
     try:
         with ProcessPoolExecutor(max_workers=workers, initializer=prepare_worker, initargs=(threads,)) as pool:
             futures = {pool.submit(_file_work_handed_off, owner, *a): i for i, a in enumerate(args)}
+            _import_analysis()  # the workers are forked (all at the first submit): for the cross-rank step
             for fut in as_completed(futures):
                 # Taken as each arrives: the first failure stops the load.
                 results[futures[fut]] = handoff.take(fut.result())

@@ -8,7 +8,12 @@ Measured on the 76 MB trace (2-core machine): 954k runtime calls x 5 guarded col
 about 0.9 s for the ``group_concat`` text path (``sqlite_export._fetch_text``). Evaluating
 the typeof guard per value is a third of that: columns are read bare first (0.42 s against
 0.62-0.66 s for the runtime calls on one connection) and guarded only when a value is not an
-integer. ``PRAGMA mmap_size`` and larger Arrow batches were tried and made no difference.
+integer. ``PRAGMA mmap_size`` was tried and made no difference.
+
+Each part is read in one batch, inside the driver's ``execute``: the whole read then runs with
+the GIL released, before pyarrow is needed to take the result. So a read can start before
+numpy and pyarrow are imported (``start_ahead``; importing them takes about as long as the
+read, 0.15-0.2 s on the H200 host), and this module imports neither until a result is taken.
 
 The connections are opened with the same read-only, ``immutable=1`` URI as sqlite3's, so no
 lock, journal or WAL file is ever created beside the input.
@@ -17,15 +22,23 @@ lock, journal or WAL file is ever created beside the input.
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+import sqlite3
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
 
-import numpy as np
-import pyarrow as pa
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
 
 # Below this many rows a table is read on one connection: opening more costs more than it saves.
 ROWS_PER_PART = 50_000
 MAX_PARTS = 8
+# The driver's option for the rows of one Arrow batch (1024 by default). A part is read as one
+# batch: the driver then reads every row inside ``execute``, with the GIL released.
+BATCH_ROWS_OPTION = "adbc.sqlite.query.batch_rows"
+MAX_BATCH_ROWS = 2**31 - 1
 
 
 class NativeReadError(Exception):
@@ -63,6 +76,155 @@ def read_threads() -> int:
     return max(1, min(usable_cores(), MAX_PARTS))
 
 
+class _Executed:
+    """One query executed on a connection of its own, its rows held by the driver until
+    ``table`` takes them (or ``close`` drops them)."""
+
+    def __init__(self, uri: str, query: str, batch_rows: int):
+        import adbc_driver_manager
+        import adbc_driver_sqlite
+
+        self._handles: list = []
+        try:
+            db = adbc_driver_sqlite.connect(uri)
+            self._handles.append(db)
+            conn = adbc_driver_manager.AdbcConnection(db)
+            self._handles.append(conn)
+            stmt = adbc_driver_manager.AdbcStatement(conn)
+            self._handles.append(stmt)
+            try:
+                stmt.set_options(**{BATCH_ROWS_OPTION: str(max(1024, min(batch_rows, MAX_BATCH_ROWS)))})
+            except adbc_driver_manager.Error:
+                pass  # a driver without the option reads in its own batches, only later
+            stmt.set_sql_query(query)
+            self._stream, _ = stmt.execute_query()
+        except BaseException:
+            self.close()
+            raise
+
+    def table(self) -> pa.Table:
+        """The rows as one Arrow table; the connection is closed afterwards."""
+        import pyarrow as pa
+
+        try:
+            return pa.RecordBatchReader.from_stream(self._stream).read_all()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        stream = getattr(self, "_stream", None)
+        if stream is not None:
+            stream.release()  # before its statement: the driver's rows belong to the statement
+        for handle in reversed(self._handles):
+            handle.close()
+        self._handles = []
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """Where one table's rows are cut: part i takes rowids in ``(cut[i-1], cut[i]]``; the first
+    part has no lower bound and the last none above, so every row is in exactly one part
+    whatever the rowids are. ``rows_bound``: no part has more rows than this."""
+
+    table: str
+    cond: str
+    ranges: tuple[tuple[int | None, int | None], ...]
+    rows_bound: int
+
+    def queries(self, columns: list[str]) -> list[str]:
+        where = f"({self.cond})" if self.cond else ""
+        out = []
+        for lo, hi in self.ranges:
+            terms = [t for t in (where, f"rowid > {lo}" if lo is not None else "", f"rowid <= {hi}" if hi is not None else "") if t]
+            out.append(f"select {', '.join(columns or ['0'])} from {self.table}{' where ' + ' and '.join(terms) if terms else ''} order by rowid")
+        return out
+
+
+def _parts(uri: str, rest: str) -> _Parts:
+    """``rest`` (``TABLE`` or ``TABLE where CONDITION``) cut into row ranges by rowid, as many
+    as ``read_threads`` allows with at least ``ROWS_PER_PART`` rows each."""
+    table, _, cond = rest.partition(" where ")
+    table = table.strip()
+    # The rowid range sizes the parts (count(*) would scan the whole table once more). Two
+    # subqueries: SQLite finds a lone min() or max() of the rowid in the b-tree, but both in one
+    # select scan the table (0.15 s for 954k runtime calls, against 0.1 ms).
+    conn = sqlite3.connect(uri, uri=True)
+    try:
+        lo_id, hi_id = conn.execute(f"select (select min(rowid) from {table}), (select max(rowid) from {table})").fetchone()
+    finally:
+        conn.close()
+    if lo_id is None or hi_id is None:
+        return _Parts(table, cond, ((None, None),), 0)
+    count = hi_id - lo_id + 1
+    parts = max(1, min(read_threads(), count // ROWS_PER_PART))
+    cuts = [lo_id + (hi_id - lo_id) * i // parts for i in range(1, parts)]
+    ranges = tuple((cuts[i - 1] if i > 0 else None, cuts[i] if i < parts - 1 else None) for i in range(parts))
+    return _Parts(table, cond, ranges, count)
+
+
+def _execute_all(uri: str, queries: list[str], batch_rows: int, inline_one: bool = True) -> list[Future]:
+    """Each query executed on a thread and connection of its own (one alone in the calling
+    thread, if ``inline_one``); futures of ``_Executed``."""
+    if len(queries) == 1 and inline_one:
+        fut: Future = Future()
+        try:
+            fut.set_result(_Executed(uri, queries[0], batch_rows))
+        except BaseException as exc:  # kept for the caller, as a pool's future keeps it
+            fut.set_exception(exc)
+        return [fut]
+    pool = ThreadPoolExecutor(len(queries), thread_name_prefix="native-read")
+    try:
+        return [pool.submit(_Executed, uri, q, batch_rows) for q in queries]
+    finally:
+        pool.shutdown(wait=False)  # the threads end with their query
+
+
+def _drop(futures: list[Future]) -> None:
+    """Results nobody will take: each part's connection closed once its query is done."""
+    for fut in futures:
+        fut.add_done_callback(lambda f: f.exception() is None and f.result().close())
+
+
+# Reads started ahead (``start_ahead``), by (uri, plain columns, rest): taken by the first
+# ``fetch_int_columns`` of that very query.
+_AHEAD: dict[tuple[str, tuple[str, ...], str], list[Future]] = {}
+_AHEAD_LOCK = threading.Lock()
+
+
+def _plain(exprs: list[str]) -> list[str]:
+    return [e for e in exprs if not e.lstrip("-").isdigit()]
+
+
+def start_ahead(uri: str, exprs: list[str], rest: str) -> None:
+    """Start reading ``select exprs from rest`` as ``fetch_int_columns`` with a guard would
+    first read it, on threads, and return at once. A later ``fetch_int_columns`` of the same
+    ``uri``, ``exprs`` and ``rest`` takes these parts instead of reading them; one of another
+    query never sees them. Imports neither numpy nor pyarrow: the read runs while they are
+    imported. Raises what sqlite3 raises when the table cannot be cut into parts."""
+    plain = _plain(exprs)
+    parts = _parts(uri, rest)
+    futures = _execute_all(uri, parts.queries(plain), parts.rows_bound, inline_one=False)
+    with _AHEAD_LOCK:
+        _drop(_AHEAD.pop((uri, tuple(plain), rest), []))
+        _AHEAD[(uri, tuple(plain), rest)] = futures
+
+
+def discard_ahead() -> int:
+    """Drop every read started ahead and not taken (their connections close as their queries
+    end); returns how many there were."""
+    with _AHEAD_LOCK:
+        left = list(_AHEAD.values())
+        _AHEAD.clear()
+    for futures in left:
+        _drop(futures)
+    return len(left)
+
+
+def _take_ahead(uri: str, plain: list[str], rest: str) -> list[Future] | None:
+    with _AHEAD_LOCK:
+        return _AHEAD.pop((uri, tuple(plain), rest), None)
+
+
 def fetch_int_columns(uri: str, exprs: list[str], rest: str, names: list[str], guard: Callable[[str], str] | None = None,
                       null_value: int = 0) -> dict[str, np.ndarray]:
     """``select exprs from rest`` as numpy int64 columns named ``names``, in rowid order.
@@ -72,89 +234,69 @@ def fetch_int_columns(uri: str, exprs: list[str], rest: str, names: list[str], g
     where it is NULL, text or a blob, reals truncated) the columns are first read as they are,
     which is 30-40 % cheaper than evaluating the guard per value: that read stands only if
     every value came back an integer or NULL (NULL becomes ``null_value``, as the guard would
-    make it); any text, real or blob value, which the driver reports as a type mismatch,
-    makes the guarded query run instead. Either way the columns equal the guarded query's.
-    ``rest`` is ``TABLE`` or ``TABLE where CONDITION``. Raises NativeReadError when the
-    driver cannot run the query.
+    make it); any text, real or blob value, which makes the driver give the column another type
+    or report a type mismatch, makes the guarded query run instead. Either way the columns
+    equal the guarded query's. ``rest`` is ``TABLE`` or ``TABLE where CONDITION``. A read of
+    this very query started by ``start_ahead`` is taken instead of reading again. Raises
+    NativeReadError when the driver cannot run the query.
     """
     import adbc_driver_manager
+    import numpy as np
+    import pyarrow as pa
 
-    table, _, cond = rest.partition(" where ")
-    table = table.strip()
-    plain = [e for e in exprs if not e.lstrip("-").isdigit()]
+    plain = _plain(exprs)
+    n = max(1, len(plain))
+    errors = (adbc_driver_manager.Error, pa.ArrowException, ValueError, TypeError, RuntimeError, OSError, sqlite3.Error)
+
+    def columns_of(futures: list[Future], nulls: bool) -> list[list[np.ndarray]]:
+        out = []
+        try:
+            for fut in futures:
+                out.append(_int64_columns(fut.result().table(), n, nulls, null_value))
+        finally:
+            _drop(futures)  # what is left when one part failed
+        return out
+
     try:
-        # The rowid range sizes the parts (count(*) would scan the whole table once more). Two
-        # subqueries: SQLite finds a lone min() or max() of the rowid in the b-tree, but both in
-        # one select scan the table (0.15 s for 954k runtime calls, against 0.1 ms).
-        head = _query(uri, f"select (select min(rowid) from {table}), (select max(rowid) from {table})")
-        min_rowid, max_rowid = (head.column(i)[0].as_py() if head.num_rows else 0 for i in range(2))
-        lo_id, hi_id = int(min_rowid or 0), int(max_rowid or 0)
-        count = hi_id - lo_id + 1 if head.num_rows and max_rowid is not None else 0
-        parts = max(1, min(read_threads(), count // ROWS_PER_PART))
-        # Part i takes rowids in (cut[i-1], cut[i]]; the first has no lower bound, the last none
-        # above, so every row is in exactly one part whatever the rowids are.
-        cuts = [lo_id + (hi_id - lo_id) * i // parts for i in range(1, parts)]
-        ranges = [(cuts[i - 1] if i > 0 else None, cuts[i] if i < parts - 1 else None) for i in range(parts)]
-        where = f"({cond})" if cond else ""
-
-        def queries(columns: list[str]) -> list[str]:
-            out = []
-            for lo, hi in ranges:
-                terms = [t for t in (where, f"rowid > {lo}" if lo is not None else "", f"rowid <= {hi}" if hi is not None else "") if t]
-                out.append(f"select {', '.join(columns or ['0'])} from {table}{' where ' + ' and '.join(terms) if terms else ''} order by rowid")
-            return out
-
-        def read_all(columns: list[str], nulls: bool) -> list[list[np.ndarray]]:
-            qs = queries(columns)
-            n = max(1, len(columns))
-            if len(qs) == 1:
-                return [_read(uri, qs[0], n, nulls, null_value)]
-            with ThreadPoolExecutor(len(qs)) as pool:
-                return list(pool.map(lambda q: _read(uri, q, n, nulls, null_value), qs))
-
         chunks = None
+        ahead = _take_ahead(uri, plain, rest) if guard is not None else None
+        parts = None
         if guard is not None:
             try:
-                chunks = read_all(plain, nulls=True)
-            except (NativeReadError, adbc_driver_manager.Error, pa.ArrowException, OSError):
+                if ahead is None:
+                    parts = _parts(uri, rest)
+                    ahead = _execute_all(uri, parts.queries(plain), parts.rows_bound)
+                chunks = columns_of(ahead, nulls=True)
+            except (NativeReadError,) + errors:
                 chunks = None  # a value that is not an integer: the guarded query decides
         if chunks is None:
-            chunks = read_all([guard(e) for e in plain] if guard is not None else plain, nulls=False)
+            parts = parts or _parts(uri, rest)
+            columns = [guard(e) for e in plain] if guard is not None else plain
+            chunks = columns_of(_execute_all(uri, parts.queries(columns), parts.rows_bound), nulls=False)
     except NativeReadError:
         raise
-    except (adbc_driver_manager.Error, pa.ArrowException, ValueError, TypeError, RuntimeError, OSError) as exc:
+    except errors as exc:
         # Whatever the driver or Arrow could not do, sqlite3 is asked the same query instead.
         raise NativeReadError(f"{type(exc).__name__}: {exc}") from exc
     merged = []
-    for i in range(max(1, len(plain))):  # each part's column released once copied
+    for i in range(n):  # each part's column released once copied
         merged.append(np.concatenate([c[i] for c in chunks]) if len(chunks) > 1 else chunks[0][i])
         for c in chunks:
             c[i] = None
-    n = len(merged[0]) if merged else 0
+    rows = len(merged[0]) if merged else 0
     out: dict[str, np.ndarray] = {}
     it = iter(merged)
     for name, expr in zip(names, exprs):
-        out[name] = np.full(n, int(expr), dtype=np.int64) if expr.lstrip("-").isdigit() else next(it)
+        out[name] = np.full(rows, int(expr), dtype=np.int64) if expr.lstrip("-").isdigit() else next(it)
     return out
 
 
-def _query(uri: str, query: str) -> pa.Table:
-    """``query`` on a connection of its own, through ADBC's low-level API: its DB-API layer
-    imports pandas and polars when they are installed (0.5 s), this one imports neither.
-    Reading the stream runs in Arrow's C++ with the GIL released."""
-    import adbc_driver_manager
-    import adbc_driver_sqlite
+def _int64_columns(table: pa.Table, n_columns: int, nulls: bool = False, null_value: int = 0) -> list[np.ndarray]:
+    """A query's ``n_columns`` columns as int64 numpy arrays; NULLs become ``null_value`` where
+    ``nulls`` allows them, else raise NativeReadError."""
+    import numpy as np
+    import pyarrow as pa
 
-    with adbc_driver_sqlite.connect(uri) as db, adbc_driver_manager.AdbcConnection(db) as conn, adbc_driver_manager.AdbcStatement(conn) as stmt:
-        stmt.set_sql_query(query)
-        stream, _ = stmt.execute_query()
-        return pa.RecordBatchReader.from_stream(stream).read_all()
-
-
-def _read(uri: str, query: str, n_columns: int, nulls: bool = False, null_value: int = 0) -> list[np.ndarray]:
-    """One query on its own connection, as ``n_columns`` int64 numpy arrays; NULLs become
-    ``null_value`` where ``nulls`` allows them, else raise NativeReadError."""
-    table = _query(uri, query)
     out = []
     for i in range(n_columns):
         # Each column leaves the table as it is converted: the part is held once, not twice.

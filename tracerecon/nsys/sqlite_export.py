@@ -2,8 +2,10 @@
 
 The export is opened read-only (``mode=ro`` URI); nothing is ever written to it.
 nsys creates a table only when it has rows, so a missing table reads as an empty one.
-Bulk reads go from sqlite3 straight into numpy/Arrow columns (``np.fromiter`` over the cursor
-with a structured dtype): no per-row Python objects are kept.
+Bulk reads go straight into numpy columns through the ADBC driver (``native_read``), else
+through sqlite3 as one text per column: no Python object per row. What they ask (the SQL of
+the two biggest reads, the strings, the read-only opening) is in ``read_plan``, which needs
+neither numpy nor pyarrow, so those reads can start before this module is imported.
 
 GlobalId layout (nsys docs): ``globalTid`` holds the pid in bits 24..47 and the tid in bits
 0..23; ``globalPid`` is the same with tid = 0. Correlation ids are per process, so every join
@@ -20,16 +22,19 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
-from urllib.parse import quote
 
 import numpy as np
 import pyarrow as pa
 
 from tracerecon import schema
 from tracerecon.errors import BadTraceError
-
-SQLITE_MAGIC = b"SQLite format 3\x00"
-NULL_SENTINEL = -(2**62)  # stands in for SQL NULL in integer columns read through numpy
+from tracerecon.nsys.read_plan import (  # noqa: F401 (some are this module's API too)
+    API_CALLS_COLUMNS, KERNEL_COLUMNS, NULL_SENTINEL, XZ_SUFFIX, api_calls_sql, kernels_sql, native_reads, open_readonly,
+    relevant_name_ids, split_select, string_rows, table_names,
+)
+from tracerecon.nsys.read_plan import column_or as _col
+from tracerecon.nsys.read_plan import columns as _columns
+from tracerecon.nsys.read_plan import int_guard as _int
 
 # NVTX event types (ENUM_NSYS_EVENT_TYPE, stable since 2020).
 NVTX_MARK = 34
@@ -107,9 +112,6 @@ class TraceTables:
     warnings: tuple[str, ...] = field(default=())
 
 
-XZ_SUFFIX = ".xz"
-
-
 @contextlib.contextmanager
 def materialized(path: str | os.PathLike):
     """The path of a plain SQLite file holding ``path``'s export: ``path`` itself, or for an
@@ -136,59 +138,9 @@ def materialized(path: str | os.PathLike):
         yield p
 
 
-class ExportConnection(sqlite3.Connection):
-    """A read-only connection to an export that remembers its URI, so bulk reads can open
-    their own native connections to the same file (see ``_fetch``)."""
-
-    bulk_uri: str | None = None
-
-
-def open_readonly(path: str | os.PathLike, shown: str | os.PathLike | None = None) -> ExportConnection:
-    """Open ``path`` as a read-only SQLite database, or raise BadTraceError with why not
-    (naming ``shown``, the file the user gave, when ``path`` is a decompressed copy)."""
-    p = Path(path)
-    name = Path(shown) if shown is not None else p
-    if not p.exists():
-        raise BadTraceError(f"{name}: no such file")
-    if not p.is_file():
-        raise BadTraceError(f"{name}: not a file")
-    try:
-        with open(p, "rb") as fh:
-            head = fh.read(100)
-    except OSError as exc:
-        raise BadTraceError(f"{name}: cannot read ({exc.strerror})") from None
-    if p.suffix == ".nsys-rep" or p.suffix == ".qdrep":
-        raise BadTraceError(f"{name}: is an nsys report, not its SQLite export; run `nsys export --type sqlite {name}` first")
-    if not head.startswith(SQLITE_MAGIC):
-        if len(head) == 0:
-            raise BadTraceError(f"{name}: empty file, not an SQLite export")
-        raise BadTraceError(f"{name}: not an SQLite file (expected an `nsys export --type sqlite` output)")
-    # immutable=1: no locks, no -shm/-wal files created beside the input (a read-only folder
-    # works too); a WAL file's un-checkpointed pages are then not read (read_info says so).
-    uri = "file:" + quote(os.fsencode(p.resolve())) + "?mode=ro&immutable=1"
-    try:
-        conn = sqlite3.connect(uri, uri=True, factory=ExportConnection)
-        conn.bulk_uri = uri
-        conn.text_factory = lambda b: b.decode("utf-8", "replace")  # nsys text that is not UTF-8
-        # A truncated file often opens fine; this read of the schema and the page count catches it.
-        conn.execute("select count(*) from sqlite_master").fetchone()
-        page_size = conn.execute("pragma page_size").fetchone()[0]
-        page_count = conn.execute("pragma page_count").fetchone()[0]
-    except sqlite3.DatabaseError as exc:
-        raise BadTraceError(f"{name}: unreadable SQLite file ({exc})") from None
-    if page_size * page_count > p.stat().st_size:
-        conn.close()
-        raise BadTraceError(f"{name}: truncated SQLite file ({p.stat().st_size} of {page_size * page_count} bytes)")
-    return conn
-
-
-def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
-    return [r[1] for r in conn.execute(f"pragma table_info('{table}')")]
-
-
 def read_info(conn: sqlite3.Connection, path: str) -> ExportInfo:
     """Detect nsys version, export schema and capture settings; raise if not an nsys export."""
-    tables = frozenset(r[0] for r in conn.execute("select name from sqlite_master where type in ('table','view')"))
+    tables = table_names(conn)
     if not tables & NSYS_MARKER_TABLES:
         if not tables:
             raise BadTraceError(f"{path}: empty SQLite database, not an nsys export")
@@ -232,29 +184,6 @@ def read_info(conn: sqlite3.Connection, path: str) -> ExportInfo:
     )
 
 
-def _split_select(sql: str) -> tuple[list[str], str]:
-    """``select a, f(b, c) from T where ...`` -> (["a", "f(b, c)"], "T where ...")."""
-    body = sql[len("select "):]
-    depth, cut = 0, None
-    for i, ch in enumerate(body):
-        depth += ch == "("
-        depth -= ch == ")"
-        if depth == 0 and body.startswith(" from ", i):
-            cut = i
-            break
-    exprs, part, depth = [], "", 0
-    for ch in body[:cut]:
-        if ch == "," and depth == 0:
-            exprs.append(part.strip())
-            part = ""
-            continue
-        depth += ch == "("
-        depth -= ch == ")"
-        part += ch
-    exprs.append(part.strip())
-    return exprs, body[cut + len(" from "):]
-
-
 def _fetch(conn: sqlite3.Connection, sql: str, names: list[str]) -> dict[str, np.ndarray]:
     """Run ``select <integer exprs> from T [where ...]`` into numpy int64 columns, in rowid order.
 
@@ -262,11 +191,11 @@ def _fetch(conn: sqlite3.Connection, sql: str, names: list[str]) -> dict[str, np
     readers then drop and count), reals are truncated. The same SQL runs whichever way the
     rows are fetched, so both ways give the same columns (a test checks it on every sample).
     """
-    exprs, rest = _split_select(sql.strip())
+    exprs, rest = split_select(sql.strip())
     if len(exprs) != len(names):
         raise ValueError("column names do not match the select list")
     uri = getattr(conn, "bulk_uri", None)
-    if uri is not None and _native_reads():
+    if uri is not None and native_reads():
         from tracerecon.nsys import native_read
 
         try:
@@ -274,16 +203,6 @@ def _fetch(conn: sqlite3.Connection, sql: str, names: list[str]) -> dict[str, np
         except native_read.NativeReadError:
             pass  # a file or driver the native reader cannot take: the sqlite3 way below
     return _fetch_text(conn, [e if e.lstrip("-").isdigit() else _int(e) for e in exprs], rest, names)
-
-
-def _native_reads() -> bool:
-    """Bulk reads through the ADBC SQLite driver, unless it is missing or turned off
-    (``TRACERECON_READER=sqlite3``)."""
-    if os.environ.get("TRACERECON_READER", "") == "sqlite3":
-        return False
-    from tracerecon.nsys import native_read
-
-    return native_read.available()
 
 
 def _fetch_text(conn: sqlite3.Connection, exprs: list[str], rest: str, names: list[str]) -> dict[str, np.ndarray]:
@@ -313,11 +232,6 @@ def _fetch_text(conn: sqlite3.Connection, exprs: list[str], rest: str, names: li
     return out
 
 
-def _int(expr: str) -> str:
-    """SQL: ``expr`` as an integer; NULL_SENTINEL where it is NULL, text or a blob."""
-    return f"(case typeof({expr}) when 'integer' then {expr} when 'real' then cast({expr} as integer) else {NULL_SENTINEL} end)"
-
-
 # Nothing in a trace lasts a day: an op or call that does is a corrupt row.
 MAX_DURATION_NS = 86_400 * 10**9
 
@@ -338,11 +252,6 @@ def _keep_valid(c: dict[str, np.ndarray], required: tuple[str, ...], what: str, 
     if warnings is not None:
         warnings.append(f"{path}: dropped {int((~ok).sum())} {what} row(s) with missing or impossible values (NULL, text, end before start, longer than a day)")
     return {k: v[ok] for k, v in c.items()}
-
-
-def _col(cols: list[str], name: str, default: str = "NULL") -> str:
-    """SQL for column ``name`` if the table has it, else ``default`` (older schemas lack some)."""
-    return name if name in cols else default
 
 
 def _nullable(values: np.ndarray) -> pa.Array:
@@ -400,15 +309,10 @@ def read_strings(conn: sqlite3.Connection, tables: frozenset[str]) -> StringTabl
     empty = StringTable(pa.array([], pa.string()), np.zeros(0, dtype=np.int64))
     if "StringIds" not in tables:
         return empty
-    # Integer ids only; text that is not UTF-8 comes back with replacement characters.
-    rows = conn.execute("select id, cast(value as blob) from StringIds where typeof(id) = 'integer' order by id").fetchall()
-    if not rows:
+    ids, values = string_rows(conn, tables)
+    if not ids:
         return empty
-    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    values = pa.array([None if r[1] is None else bytes(r[1]).decode("utf-8", "replace") for r in rows], pa.string())
-    keep = np.r_[True, ids[1:] != ids[:-1]]  # a repeated id: the first row wins
-    if not keep.all():
-        ids, values = ids[keep], values.filter(pa.array(keep))
+    ids, values = np.array(ids, dtype=np.int64), pa.array(values, pa.string())
     return StringTable(values, ids)
 
 
@@ -565,29 +469,15 @@ def parse_nvtx(rows: list[tuple], info: ExportInfo, strings: StringTable) -> Nvt
     return NvtxEvents(range_columns, start[idx], end[idx], marks, tuple(warnings))
 
 
-# API calls that can launch GPU work or block on it. Reading only these halves the rows of a
-# typical trace (cuKernelGetName, cudaEventQuery, ... launch nothing); the pipeline re-reads
-# everything if any GPU op then finds no launching call.
-RELEVANT_API = re.compile(r"Launch|Memcpy|Memset|Synchroni[sz]e|Graph|Prefetch|WaitEvent|EventRecord", re.I)
-
-
 def read_api_calls(conn: sqlite3.Connection, info: ExportInfo, strings: StringTable, only_relevant: bool = False, warnings: list[str] | None = None) -> pa.Table:
     """CUDA runtime and driver API calls (one table in every nsys export).
 
-    ``only_relevant``: just the calls whose name matches ``RELEVANT_API``.
+    ``only_relevant``: just the calls whose name matches ``read_plan.RELEVANT_API``.
     """
     if "CUPTI_ACTIVITY_KIND_RUNTIME" not in info.tables:
         return schema.empty(schema.API_CALLS)
-    where = ""
-    if only_relevant and len(strings.values):
-        vals = strings.values.to_pylist()
-        keep = [int(i) for i, v in zip(strings.ids.tolist(), vals) if RELEVANT_API.search(v or "")]
-        where = f" where nameId in ({','.join(map(str, keep)) or '-1'})"
-    c = _fetch(
-        conn,
-        f"select start, end, globalTid, coalesce(correlationId, {NULL_SENTINEL}), nameId from CUPTI_ACTIVITY_KIND_RUNTIME{where}",
-        ["start", "end", "gtid", "corr", "name"],
-    )
+    name_ids = relevant_name_ids(strings.ids.tolist(), strings.values.to_pylist()) if only_relevant else None
+    c = _fetch(conn, api_calls_sql(name_ids), API_CALLS_COLUMNS)
     c = _keep_valid(c, ("start", "end", "gtid"), "CUDA API", info.path, warnings)
     return pa.table(
         {
@@ -636,19 +526,10 @@ def _ops_table(kind: str, c: dict[str, np.ndarray], names: pa.Array, copy_kind: 
 def read_gpu_ops(conn: sqlite3.Connection, info: ExportInfo, strings: StringTable, warnings: list[str] | None = None) -> pa.Table:
     """Kernels, memcpys, memsets and (graph trace mode) whole CUDA-graph launches."""
     parts = []
-    names = ["start", "end", "dev", "stream", "corr", "gpid", "name", "node", "bytes", "extra"]
+    names = KERNEL_COLUMNS + ["bytes", "extra"]
 
     if "CUPTI_ACTIVITY_KIND_KERNEL" in info.tables:
-        cols = _columns(conn, "CUPTI_ACTIVITY_KIND_KERNEL")
-        gpid_sql = f"coalesce({_col(cols, 'globalPid', '0')}, 0)"
-        name_col = "shortName" if "shortName" in cols else _col(cols, "demangledName", "0")
-        # The biggest table of a trace: only the columns needed, nothing constant.
-        c = _fetch(
-            conn,
-            f"select start, end, deviceId, streamId, coalesce(correlationId, {NULL_SENTINEL}), {gpid_sql}, {name_col}, "
-            f"coalesce({_col(cols, 'graphNodeId')}, {NULL_SENTINEL}) from CUPTI_ACTIVITY_KIND_KERNEL",
-            names[:8],
-        )
+        c = _fetch(conn, kernels_sql(_columns(conn, "CUPTI_ACTIVITY_KIND_KERNEL")), KERNEL_COLUMNS)
         c = _keep_valid(c, ("start", "end", "dev", "stream"), "kernel", info.path, warnings)
         parts.append(_ops_table("kernel", c, strings.dictionary(c["name"])))
     if "CUPTI_ACTIVITY_KIND_MEMCPY" in info.tables:
@@ -915,7 +796,7 @@ def _read_small_tables(conn: sqlite3.Connection, info: ExportInfo, warnings: lis
 def read_export(path: str | os.PathLike, progress: Progress | None = None) -> TraceTables:
     """Read one nsys SQLite export. Raises BadTraceError for anything that is not one.
 
-    ``api_calls`` holds only calls that can launch or wait for GPU work (see ``RELEVANT_API``).
+    ``api_calls`` holds only calls that can launch or wait for GPU work (see ``read_plan.RELEVANT_API``).
     An ``.xz``-compressed export is read from a decompressed copy in the temporary directory.
     """
     with materialized(path) as real:

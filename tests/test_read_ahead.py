@@ -1,0 +1,152 @@
+"""The two big reads started before numpy and pyarrow are imported (``read_plan.start_ahead``).
+
+A read started ahead is only ever a head start: ``read_export`` takes it when it asks for the
+very same SQL and reads as before otherwise. Checked here: on every sample export the tables are
+the same with and without it and every read started is taken (so the SQL of the two sides has
+not drifted apart); a read of other SQL is never used; the reads need neither numpy nor pyarrow;
+and the CLI starts them before importing either.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import H200, SAMPLES
+
+from tracerecon.nsys import native_read, read_plan
+from tracerecon.nsys.sqlite_export import read_export
+
+TABLES = ("nvtx_ranges", "nvtx_marks", "api_calls", "gpu_ops", "sync_records", "event_records", "processes", "strings")
+
+pytestmark = pytest.mark.skipif(not native_read.available(), reason="adbc-driver-sqlite not installed")
+
+
+@pytest.fixture(autouse=True)
+def _nothing_left_ahead():
+    native_read.discard_ahead()
+    yield
+    native_read.discard_ahead()
+
+
+def _plain_exports() -> list[Path]:
+    return sorted(SAMPLES.rglob("*.sqlite"))
+
+
+def _equal(a, b, name: str) -> bool:
+    if name == "strings":
+        return a.values.equals(b.values) and a.ids.tolist() == b.ids.tolist()
+    return a.equals(b)
+
+
+@pytest.mark.parametrize("path", _plain_exports(), ids=lambda p: str(p.relative_to(p.parents[1])))
+def test_reads_started_ahead_are_taken_and_change_nothing(path):
+    # GIVEN a real export read once the usual way
+    before = read_export(path)
+    # WHEN its big reads are started ahead and it is read again
+    started = read_plan.start_ahead(path)
+    after = read_export(path)
+    # THEN every table is the same, and every read started was taken by the read
+    assert started == sum(t in before.info.tables for t in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL"))
+    assert native_read.discard_ahead() == 0
+    for name in TABLES:
+        assert _equal(getattr(after, name), getattr(before, name), name), name
+    assert after.warnings == before.warnings
+
+
+def _table(tmp_path: Path, values: list) -> str:
+    path = tmp_path / "t.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("create table T (a, b)")
+        db.executemany("insert into T values (?, ?)", [(v, i) for i, v in enumerate(values)])
+    return f"file:{path}?mode=ro&immutable=1"
+
+
+def test_a_read_of_other_sql_is_never_used(tmp_path):
+    # GIVEN a read of column b started ahead
+    uri = _table(tmp_path, list(range(100, 200)))
+    native_read.start_ahead(uri, ["b"], "T")
+    # WHEN column a, and then b of some rows, are asked for
+    a = native_read.fetch_int_columns(uri, ["a"], "T", ["x"], guard=read_plan.int_guard)["x"]
+    some = native_read.fetch_int_columns(uri, ["b"], "T where b < 10", ["x"], guard=read_plan.int_guard)["x"]
+    # THEN each is what was asked for, and the read started ahead is still there, unused
+    assert a.tolist() == list(range(100, 200)) and some.tolist() == list(range(10))
+    assert native_read.discard_ahead() == 1
+
+
+@pytest.mark.parametrize("values", [
+    [1, None, 3, None],
+    [None] * 3000 + [5, 6],
+    [1.5, 2, -3.75],
+    [1, 2] * 1500 + ["text", b"\x01", 4.25],
+])
+def test_a_read_ahead_of_odd_values_gives_the_guarded_sql(tmp_path, values):
+    # GIVEN a column of integers with NULL, real, text and blob values, its read started ahead
+    uri = _table(tmp_path, values)
+    native_read.start_ahead(uri, ["a", "b", "7"], "T")
+    # WHEN it is fetched with the guard THEN the columns are what sqlite3 gives for the guarded SQL
+    got = native_read.fetch_int_columns(uri, ["a", "b", "7"], "T", ["a", "b", "c"], guard=read_plan.int_guard, null_value=read_plan.NULL_SENTINEL)
+    with sqlite3.connect(uri, uri=True) as db:
+        want = [r[0] for r in db.execute(f"select {read_plan.int_guard('a')} from T order by rowid")]
+    assert got["a"].tolist() == want and got["b"].tolist() == list(range(len(values))) and got["c"].tolist() == [7] * len(values)
+    assert native_read.discard_ahead() == 0
+
+
+@pytest.mark.parametrize("name", ["missing.sqlite", "empty.sqlite", "text.sqlite", "trace.sqlite.xz", "other.sqlite"])
+def test_start_ahead_leaves_what_it_cannot_read_to_the_read(tmp_path, name):
+    # GIVEN a file that is no readable plain export
+    path = tmp_path / name
+    if name == "empty.sqlite":
+        path.write_bytes(b"")
+    elif name == "text.sqlite":
+        path.write_text("not a database")
+    elif name == "trace.sqlite.xz":
+        path.write_bytes(b"\xfd7zXZ\x00")
+    elif name == "other.sqlite":
+        with sqlite3.connect(path) as db:
+            db.execute("create table CUPTI_ACTIVITY_KIND_KERNEL (x)")  # a kernel table without the columns read
+    # WHEN its reads are started ahead THEN nothing is raised, and none is taken later
+    started = read_plan.start_ahead(path)
+    assert started in (0, 1)
+    assert native_read.discard_ahead() == started
+    assert sorted(p.name for p in tmp_path.iterdir()) == ([name] if name != "missing.sqlite" else [])
+
+
+def test_reads_ahead_need_neither_numpy_nor_pyarrow():
+    # GIVEN a fresh interpreter WHEN an export's reads are started ahead and have finished
+    code = (
+        "import sys\n"
+        "from tracerecon.nsys import native_read, read_plan\n"
+        "n = read_plan.start_ahead(sys.argv[1])\n"
+        "parts = [f for fs in native_read._AHEAD.values() for f in fs]\n"
+        "done = [f.result() for f in parts]\n"
+        "print('STARTED', n, len(done), 'numpy' in sys.modules, 'pyarrow' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(H200 / "eagle_gpu_bound.sqlite")], capture_output=True, text=True, timeout=120)
+    # THEN two reads ran to the end and neither numpy nor pyarrow was imported
+    assert "STARTED 2 " in out.stdout and out.stdout.strip().endswith("False False"), out.stdout + out.stderr
+
+
+def test_the_report_command_starts_the_reads_before_importing_numpy(tmp_path):
+    # GIVEN `tracerecon report` of one export, cache off, in a fresh interpreter
+    code = (
+        "import sys\n"
+        "from tracerecon.nsys import native_read, read_plan\n"
+        "seen = []\n"
+        "start, discard = read_plan.start_ahead, native_read.discard_ahead\n"
+        "read_plan.start_ahead = lambda p: seen.append(('numpy' in sys.modules, 'pyarrow' in sys.modules)) or seen.append(start(p)) or seen[-1]\n"
+        "native_read.discard_ahead = lambda: seen.append(discard()) or seen[-1]\n"
+        "from tracerecon.cli import console_main\n"
+        "sys.argv = ['tracerecon', 'report', '--no-cache', sys.argv[1]]\n"
+        "rc = console_main()\n"
+        "print('SEEN', seen, rc)\n"
+    )
+    env = dict(os.environ, TRACERECON_CACHE_DIR=str(tmp_path / "cache"))
+    out = subprocess.run([sys.executable, "-c", code, str(H200 / "eagle_gpu_bound.sqlite")], capture_output=True, text=True, env=env, timeout=120)
+    # THEN its two reads were started before numpy and pyarrow were imported, and both were taken
+    assert "SEEN [(False, False), 2, 0] 0" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
