@@ -75,15 +75,23 @@ def report(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = No
     config = options or PhaseConfig()
     from tracerecon.present import build_report
 
-    def analysed() -> Analysis:
-        return analysis if analysis is not None else load(inputs, config, progress, jobs, scheduler)
+    def made() -> Report:
+        if analysis is not None:
+            return build_report(analysis)
+        from tracerecon.memory import free_in_background
+
+        loaded = [load(inputs, config, progress, jobs, scheduler)]
+        built = build_report(loaded[0])
+        # Nothing else holds the analysis: its tables are freed while the report is printed.
+        free_in_background(loaded)
+        return built
 
     if len(inputs) == 1 and is_export_dir(inputs[0]):
-        return build_report(analysed())
+        return made()
     from tracerecon.cache import cached
 
     files = expand_inputs(inputs)
-    fresh = cached(files, _report_key(files, config), lambda: build_report(analysed()).with_engine_timers({}))
+    fresh = cached(files, _report_key(files, config), lambda: made().with_engine_timers({}))
     return fresh.with_engine_timers(read_engine_timers(inputs))
 
 

@@ -67,3 +67,18 @@ def release_free_memory() -> None:
         _TRIM = _libc_function("malloc_trim", [ctypes.c_size_t], ctypes.c_int) or False
     if _TRIM:
         _TRIM(0)
+
+
+def free_in_background(objects: list) -> None:
+    """Free what ``objects`` holds on a thread of its own, which empties the list; the caller
+    must hold no other reference. Several ranks' analysis is mapped from the worker processes'
+    shared memory (``tracerecon.handoff``): freeing it took 0.13 s for 8 ranks of the 76 MB
+    trace on the 2-core machine, most of it unmapping with the GIL released, so printing the
+    report beside it ends 0.07 s sooner there. The thread is not a daemon: the interpreter
+    waits for it before it exits (a daemon stopped inside Arrow's C++ could abort)."""
+    import threading
+
+    try:
+        threading.Thread(target=objects.clear, name="tracerecon-free").start()
+    except RuntimeError:  # no thread to be had: free them here
+        objects.clear()
