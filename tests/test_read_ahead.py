@@ -150,3 +150,33 @@ def test_the_report_command_starts_the_reads_before_importing_numpy(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(H200 / "eagle_gpu_bound.sqlite")], capture_output=True, text=True, env=env, timeout=120)
     # THEN its two reads were started before numpy and pyarrow were imported, and both were taken
     assert "SEEN [(False, False), 2, 0] 0" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("cores, want", [(1, 1), (2, 1), (4, 1), (8, 3), (16, 7), (64, native_read.MAX_PARTS)])
+def test_reads_ahead_leave_two_cores_to_the_rest(monkeypatch, cores, want):
+    # GIVEN a process that may use `cores` cores
+    from tracerecon import cores as cores_module
+
+    monkeypatch.delenv("TRACERECON_READ_THREADS", raising=False)
+    monkeypatch.setattr(cores_module, "usable_cores", lambda: cores)
+    # WHEN the two reads started ahead are sized THEN each table gets half of all but two cores
+    assert native_read.ahead_threads() == want
+    # ... unless the user sized the reads
+    monkeypatch.setenv("TRACERECON_READ_THREADS", "5")
+    assert native_read.ahead_threads() == 5
+
+
+def test_a_read_ahead_is_cut_into_that_many_parts(tmp_path, monkeypatch):
+    # GIVEN a table of 40,000 rows, parts of at least 1,000 rows, 3 connections per table ahead
+    path = tmp_path / "t.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("create table T (a)")
+        db.executemany("insert into T values (?)", [(i,) for i in range(40_000)])
+    uri = f"file:{path}?mode=ro&immutable=1"
+    monkeypatch.setattr(native_read, "ROWS_PER_PART", 1000)
+    monkeypatch.setenv("TRACERECON_READ_THREADS", "3")
+    # WHEN it is started ahead THEN it runs as 3 parts, and taken whole, in rowid order
+    native_read.start_ahead(uri, ["a"], "T")
+    assert len(native_read._AHEAD[(uri, ("a",), "T")]) == 3
+    got = native_read.fetch_int_columns(uri, ["a"], "T", ["a"], guard=read_plan.int_guard)["a"]
+    assert got.tolist() == list(range(40_000))
