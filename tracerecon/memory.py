@@ -78,7 +78,20 @@ def free_in_background(objects: list) -> None:
     waits for it before it exits (a daemon stopped inside Arrow's C++ could abort)."""
     import threading
 
+    thread = threading.Thread(target=objects.clear, name="tracerecon-free")
     try:
-        threading.Thread(target=objects.clear, name="tracerecon-free").start()
+        thread.start()
     except RuntimeError:  # no thread to be had: free them here
         objects.clear()
+        return
+    _FREEING.append(thread)
+
+
+_FREEING: list = []
+
+
+def wait_freed() -> None:
+    """Return once what ``free_in_background`` was given is freed (before worker processes
+    fork: a child must not inherit a lock the freeing thread held)."""
+    while _FREEING:
+        _FREEING.pop().join()

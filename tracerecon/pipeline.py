@@ -52,16 +52,17 @@ def _read_tables(f: Path, while_reading: Sequence[str] = ()) -> TraceTables:
     meanwhile (``import_ahead``), and joined before this returns."""
     from tracerecon.nsys import native_read, read_plan
 
-    read_plan.start_ahead(f)
-    ahead = ImportAhead(while_reading) if while_reading else None
+    started, ahead = [], None
     try:
+        started = read_plan.start_ahead(f)
+        ahead = ImportAhead(while_reading) if while_reading else None
         from tracerecon.nsys.sqlite_export import read_export
 
         tables = read_export(f)
     finally:
         if ahead is not None:
             ahead.join()
-        native_read.discard_ahead()  # a read nobody asked for (its SQL differed)
+        native_read.discard_ahead(started)  # a read nobody asked for (its SQL differed)
     release_free_memory()  # what the reader threads freed (see tracerecon.memory)
     return tables
 
@@ -214,7 +215,7 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
     from tracerecon.nsys import native_read
 
     native_read.available()
-    join_all()  # no import may be under way in another thread when the workers fork
+    _quiet_before_fork()
     # Each process reads with its share of the cores (8 processes x 8 reader threads on 16
     # cores made 8 ranks 2.3x slower than one).
     threads = max(1, usable_cores() // workers)
@@ -222,11 +223,12 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
     owner = handoff.new_owner()
     handoff.discard_orphans()
     handoff.allow_open_files(len(args))
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=prepare_worker, initargs=(threads,))
+    global _LAST_POOL
+    pool = _LAST_POOL = ProcessPoolExecutor(max_workers=workers, initializer=prepare_worker, initargs=(threads,))
     all_in = False
     try:
         futures = {pool.submit(_file_work_handed_off, owner, *a): i for i, a in enumerate(args)}
-        _import_analysis()  # the workers are forked (all at the first submit): for the cross-rank step
+        _import_analysis()  # while the workers work (forked ones all start at the first submit)
         for fut in as_completed(futures):
             # Taken as each arrives: the first failure stops the load.
             results[futures[fut]] = handoff.take(fut.result())
@@ -239,6 +241,25 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
         pool.shutdown(wait=not all_in, cancel_futures=not all_in)
         handoff.discard_leftovers(owner)  # results of workers that finished after a failure
     return [results[i] for i in range(len(args))]
+
+
+# The last pool of worker processes, shut down without waiting for its workers' exits.
+_LAST_POOL = None
+
+
+def _quiet_before_fork() -> None:
+    """Wait for what may still run on another thread of this process before workers fork: an
+    import (``import_ahead``), a read (``native_read``; a dropped read runs to its end), the
+    freeing of an earlier analysis (``memory.free_in_background``) and the exits of an earlier
+    load's workers. A forked child gets none of those threads, but whatever lock one held."""
+    from tracerecon.memory import wait_freed
+    from tracerecon.nsys import native_read
+
+    join_all()
+    native_read.wait_idle()
+    wait_freed()
+    if _LAST_POOL is not None:
+        _LAST_POOL.shutdown(wait=True)
 
 
 def _import_analysis() -> None:

@@ -38,7 +38,7 @@ MAX_PARTS = 8
 # The driver's option for the rows of one Arrow batch (1024 by default). A part is read as one
 # batch: the driver then reads every row inside ``execute``, with the GIL released.
 BATCH_ROWS_OPTION = "adbc.sqlite.query.batch_rows"
-MAX_BATCH_ROWS = 2**31 - 1
+MAX_BATCH_ROWS = 2**31 - 2  # the driver takes a positive C int (2**31 - 1 it refuses)
 
 
 class NativeReadError(Exception):
@@ -139,12 +139,12 @@ class _Executed:
 class _Parts:
     """Where one table's rows are cut: part i takes rowids in ``(cut[i-1], cut[i]]``; the first
     part has no lower bound and the last none above, so every row is in exactly one part
-    whatever the rowids are. ``rows_bound``: no part has more rows than this."""
+    whatever the rowids are. ``rowids``: the table's smallest and largest rowid."""
 
     table: str
     cond: str
     ranges: tuple[tuple[int | None, int | None], ...]
-    rows_bound: int
+    rowids: tuple[int, int] = (0, -1)
 
     def queries(self, columns: list[str]) -> list[str]:
         where = f"({self.cond})" if self.cond else ""
@@ -153,6 +153,11 @@ class _Parts:
             terms = [t for t in (where, f"rowid > {lo}" if lo is not None else "", f"rowid <= {hi}" if hi is not None else "") if t]
             out.append(f"select {', '.join(columns or ['0'])} from {self.table}{' where ' + ' and '.join(terms) if terms else ''} order by rowid")
         return out
+
+    def rows_bounds(self) -> list[int]:
+        """No part has more rows than its bound (its rowid span)."""
+        first, last = self.rowids
+        return [(last if hi is None else hi) - (first - 1 if lo is None else lo) for lo, hi in self.ranges]
 
 
 def _parts(uri: str, rest: str, max_parts: int | None = None) -> _Parts:
@@ -169,29 +174,64 @@ def _parts(uri: str, rest: str, max_parts: int | None = None) -> _Parts:
     finally:
         conn.close()
     if lo_id is None or hi_id is None:
-        return _Parts(table, cond, ((None, None),), 0)
+        return _Parts(table, cond, ((None, None),))
     count = hi_id - lo_id + 1
     parts = max(1, min(max_parts or read_threads(), count // ROWS_PER_PART))
     cuts = [lo_id + (hi_id - lo_id) * i // parts for i in range(1, parts)]
     ranges = tuple((cuts[i - 1] if i > 0 else None, cuts[i] if i < parts - 1 else None) for i in range(parts))
-    return _Parts(table, cond, ranges, count)
+    return _Parts(table, cond, ranges, (lo_id, hi_id))
 
 
-def _execute_all(uri: str, queries: list[str], batch_rows: int, inline_one: bool = True) -> list[Future]:
-    """Each query executed on a thread and connection of its own (one alone in the calling
-    thread, if ``inline_one``); futures of ``_Executed``."""
+def _execute_all(uri: str, parts: _Parts, columns: list[str], inline_one: bool = True) -> list[Future]:
+    """Each part's query executed on a thread and connection of its own (one alone in the
+    calling thread, if ``inline_one``); futures of ``_Executed``. The threads are tracked until
+    their query ends (``wait_idle``)."""
+    queries = parts.queries(columns)
+    bounds = parts.rows_bounds()
     if len(queries) == 1 and inline_one:
         fut: Future = Future()
         try:
-            fut.set_result(_Executed(uri, queries[0], batch_rows))
+            fut.set_result(_Executed(uri, queries[0], bounds[0]))
         except BaseException as exc:  # kept for the caller, as a pool's future keeps it
             fut.set_exception(exc)
         return [fut]
     pool = ThreadPoolExecutor(len(queries), thread_name_prefix="native-read")
+    futures: list[Future] = []
     try:
-        return [pool.submit(_Executed, uri, q, batch_rows) for q in queries]
+        for q, bound in zip(queries, bounds):
+            futures.append(pool.submit(_Executed, uri, q, bound))
+            with _IN_FLIGHT_LOCK:
+                _IN_FLIGHT.add(futures[-1])
+            futures[-1].add_done_callback(_landed)
+    except BaseException:
+        _drop(futures)  # a thread that could not start: what did start is dropped
+        raise
     finally:
         pool.shutdown(wait=False)  # the threads end with their query
+    return futures
+
+
+# Parts being read on threads: a process must not fork while one is (``wait_idle``).
+_IN_FLIGHT: set[Future] = set()
+_IN_FLIGHT_LOCK = threading.Lock()
+
+
+def _landed(fut: Future) -> None:
+    with _IN_FLIGHT_LOCK:
+        _IN_FLIGHT.discard(fut)
+
+
+def wait_idle() -> None:
+    """Return once no part is being read on a thread of this module (a dropped read cannot be
+    stopped: the SQLite driver cannot cancel a query, so it runs to its end). Called before
+    worker processes fork: a child must not inherit a connection in the middle of a read."""
+    with _IN_FLIGHT_LOCK:
+        running = list(_IN_FLIGHT)
+    for fut in running:
+        try:
+            fut.exception()
+        except BaseException:  # cancelled: nothing is running
+            pass
 
 
 def _drop(futures: list[Future]) -> None:
@@ -202,34 +242,49 @@ def _drop(futures: list[Future]) -> None:
 
 # Reads started ahead (``start_ahead``), by (uri, plain columns, rest): taken by the first
 # ``fetch_int_columns`` of that very query.
-_AHEAD: dict[tuple[str, tuple[str, ...], str], list[Future]] = {}
+AheadKey = tuple[str, tuple[str, ...], str]
+_AHEAD: dict[AheadKey, list[Future]] = {}
 _AHEAD_LOCK = threading.Lock()
+
+
+def _forget_ahead_in_child() -> None:
+    # A forked child has none of the threads behind its parent's reads: it must not wait on them.
+    global _AHEAD_LOCK, _IN_FLIGHT_LOCK
+    _AHEAD.clear()
+    _IN_FLIGHT.clear()
+    _AHEAD_LOCK, _IN_FLIGHT_LOCK = threading.Lock(), threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_ahead_in_child)
 
 
 def _plain(exprs: list[str]) -> list[str]:
     return [e for e in exprs if not e.lstrip("-").isdigit()]
 
 
-def start_ahead(uri: str, exprs: list[str], rest: str) -> None:
+def start_ahead(uri: str, exprs: list[str], rest: str) -> AheadKey:
     """Start reading ``select exprs from rest`` as ``fetch_int_columns`` with a guard would
-    first read it, on threads, and return at once. A later ``fetch_int_columns`` of the same
-    ``uri``, ``exprs`` and ``rest`` takes these parts instead of reading them; one of another
-    query never sees them. Imports neither numpy nor pyarrow: the read runs while they are
-    imported. Raises what sqlite3 raises when the table cannot be cut into parts."""
+    first read it, on threads (``ahead_threads`` per table), and return its key at once. A later
+    ``fetch_int_columns`` of the same ``uri``, ``exprs`` and ``rest`` takes these parts instead
+    of reading them; one of another query never sees them. Imports neither numpy nor pyarrow:
+    the read runs while they are imported. Raises what sqlite3 raises when the table cannot be
+    cut into parts, and RuntimeError when no thread can be started (nothing is left running)."""
     plain = _plain(exprs)
     parts = _parts(uri, rest, ahead_threads())
-    futures = _execute_all(uri, parts.queries(plain), parts.rows_bound, inline_one=False)
+    futures = _execute_all(uri, parts, plain, inline_one=False)
+    key = (uri, tuple(plain), rest)
     with _AHEAD_LOCK:
-        _drop(_AHEAD.pop((uri, tuple(plain), rest), []))
-        _AHEAD[(uri, tuple(plain), rest)] = futures
+        _drop(_AHEAD.pop(key, []))
+        _AHEAD[key] = futures
+    return key
 
 
-def discard_ahead() -> int:
-    """Drop every read started ahead and not taken (their connections close as their queries
-    end); returns how many there were."""
+def discard_ahead(keys: list[AheadKey] | None = None) -> int:
+    """Drop the reads started ahead under ``keys`` (default: all of this process's) that were
+    not taken; their connections close as their queries end. Returns how many there were."""
     with _AHEAD_LOCK:
-        left = list(_AHEAD.values())
-        _AHEAD.clear()
+        left = [_AHEAD.pop(k) for k in (list(_AHEAD) if keys is None else keys) if k in _AHEAD]
     for futures in left:
         _drop(futures)
     return len(left)
@@ -254,6 +309,11 @@ def fetch_int_columns(uri: str, exprs: list[str], rest: str, names: list[str], g
     equal the guarded query's. ``rest`` is ``TABLE`` or ``TABLE where CONDITION``. A read of
     this very query started by ``start_ahead`` is taken instead of reading again. Raises
     NativeReadError when the driver cannot run the query.
+
+    Each part is one batch, whose column types the driver infers from all of its rows: a text
+    value anywhere in a part makes it a text column (read in full, then dropped for the guarded
+    query; only odd or corrupt exports have one). The arrays may be read-only views of the
+    driver's buffers: copy before writing to them.
     """
     import adbc_driver_manager
     import numpy as np
@@ -280,14 +340,14 @@ def fetch_int_columns(uri: str, exprs: list[str], rest: str, names: list[str], g
             try:
                 if ahead is None:
                     parts = _parts(uri, rest)
-                    ahead = _execute_all(uri, parts.queries(plain), parts.rows_bound)
+                    ahead = _execute_all(uri, parts, plain)
                 chunks = columns_of(ahead, nulls=True)
             except (NativeReadError,) + errors:
                 chunks = None  # a value that is not an integer: the guarded query decides
         if chunks is None:
             parts = parts or _parts(uri, rest)
             columns = [guard(e) for e in plain] if guard is not None else plain
-            chunks = columns_of(_execute_all(uri, parts.queries(columns), parts.rows_bound), nulls=False)
+            chunks = columns_of(_execute_all(uri, parts, columns), nulls=False)
     except NativeReadError:
         raise
     except errors as exc:

@@ -164,25 +164,27 @@ def kernels_sql(cols: list[str]) -> str:
             f"coalesce({column_or(cols, 'graphNodeId')}, {NULL_SENTINEL}) from CUPTI_ACTIVITY_KIND_KERNEL")
 
 
-def start_ahead(path: str | os.PathLike) -> int:
+def start_ahead(path: str | os.PathLike) -> list:
     """Start the native reads of the API calls and the kernels of the export at ``path`` on
-    threads of their own and return; ``sqlite_export.read_export`` takes them when it asks for
-    the very same SQL. Called before numpy and pyarrow are imported, so that the reads (0.2 s
-    on the H200 host for the 76 MB trace) and the imports (0.15-0.2 s) run at once.
+    threads of their own and return their keys; ``sqlite_export.read_export`` takes them when it
+    asks for the very same SQL. Called before numpy and pyarrow are imported, so that the reads
+    (0.2 s on the H200 host for the 76 MB trace) and the imports (0.1-0.2 s) run at once.
 
-    Only ever a head start: a file this cannot open or plan is left for ``read_export`` to
-    read and to say what is wrong with, and a read whose SQL differs from the one asked later
-    is never used (``tracerecon.nsys.native_read.discard_ahead`` drops it). Returns how many
-    reads it started."""
+    Only ever a head start: a file this cannot open or plan, or reads it cannot start (no
+    thread to be had), are left for ``read_export`` to read and to say what is wrong with, and
+    a read whose SQL differs from the one asked later is never used. The caller drops what was
+    not taken with ``tracerecon.nsys.native_read.discard_ahead(keys)``; a read once started runs
+    to its end (the driver cannot cancel a query)."""
     p = Path(path)
     if p.name.endswith(XZ_SUFFIX) or not native_reads():
-        return 0
+        return []
     from tracerecon.nsys import native_read
 
     try:
         conn = open_readonly(p)
     except BadTraceError:
-        return 0
+        return []
+    keys: list = []
     try:
         tables = table_names(conn)
         sqls = []
@@ -192,9 +194,10 @@ def start_ahead(path: str | os.PathLike) -> int:
             sqls.append(kernels_sql(columns(conn, "CUPTI_ACTIVITY_KIND_KERNEL")))
         for sql in sqls:
             exprs, rest = split_select(sql)
-            native_read.start_ahead(conn.bulk_uri, exprs, rest)
-        return len(sqls)
-    except sqlite3.Error:
-        return 0
+            keys.append(native_read.start_ahead(conn.bulk_uri, exprs, rest))
+        return keys
+    except Exception:  # a head start only: whatever went wrong, the read proper meets it again
+        native_read.discard_ahead(keys)
+        return []
     finally:
         conn.close()
