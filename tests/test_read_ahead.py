@@ -280,3 +280,23 @@ def test_loads_in_worker_processes_one_after_another_leave_nothing_behind(tmp_pa
     # THEN both say the same and no handoff file is left in /dev/shm
     assert first == second
     assert {p.name for p in Path("/dev/shm").glob("tracerecon-handoff-*")} <= before
+
+
+def test_numpy_and_pyarrow_are_imported_before_the_analysis_is_imported_on_a_thread():
+    # GIVEN a fresh interpreter reading one export the way a report does
+    code = (
+        "import sys\n"
+        "from tracerecon import import_ahead, pipeline\n"
+        "seen = []\n"
+        "real = import_ahead.ImportAhead.__init__\n"
+        "def spy(self, modules):\n"
+        "    seen.append([m in sys.modules for m in ('numpy', 'pyarrow', 'pyarrow.compute')])\n"
+        "    real(self, modules)\n"
+        "import_ahead.ImportAhead.__init__ = spy\n"
+        "pipeline._read_tables(sys.argv[1], pipeline.ANALYSIS_MODULES)\n"
+        "print('SEEN', seen)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(H200 / "eagle_gpu_bound.sqlite")], capture_output=True, text=True, timeout=120)
+    # THEN when the analysis modules start importing on their thread, numpy, pyarrow and
+    #      pyarrow.compute are already imported (two threads importing those at once is unsafe)
+    assert "SEEN [[True, True, True]]" in out.stdout, out.stdout + out.stderr

@@ -7,8 +7,12 @@ code with the GIL released, so they are imported during the read instead of befo
 
 Safety: CPython takes one lock per module, so two threads importing the same module get one
 module, imported once: one waits for the other. They can deadlock only through an import cycle
-(each holding a module the other needs), and the modules these threads import have none
-(``tests/test_import_ahead.py`` checks the graph from the sources). Never fork while one runs (a
+(each holding a module the other needs), and tracerecon's modules have none
+(``tests/test_import_ahead.py`` checks the graph from the sources). Third-party packages do have
+cycles inside (numpy's do), which CPython breaks by handing one thread a partly initialised
+module: so numpy, pyarrow and pyarrow.compute are imported on the calling thread before an
+import-ahead thread starts (``pipeline._read_tables`` imports the reader first; a test checks
+it). Never fork while one runs (a
 forked child would inherit a held import lock): ``join_all`` first, as the multi-process load
 does before it starts its workers.
 """

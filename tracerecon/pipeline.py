@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
@@ -55,9 +56,11 @@ def _read_tables(f: Path, while_reading: Sequence[str] = ()) -> TraceTables:
     started, ahead = [], None
     try:
         started = read_plan.start_ahead(f)
-        ahead = ImportAhead(while_reading) if while_reading else None
+        # numpy and pyarrow first, here, while the reads run: only then may another thread
+        # import (see import_ahead: two threads importing numpy at once is not safe).
         from tracerecon.nsys.sqlite_export import read_export
 
+        ahead = ImportAhead(while_reading) if while_reading else None
         tables = read_export(f)
     finally:
         if ahead is not None:
@@ -223,8 +226,7 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
     owner = handoff.new_owner()
     handoff.discard_orphans()
     handoff.allow_open_files(len(args))
-    global _LAST_POOL
-    pool = _LAST_POOL = ProcessPoolExecutor(max_workers=workers, initializer=prepare_worker, initargs=(threads,))
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=prepare_worker, initargs=(threads,))
     all_in = False
     try:
         futures = {pool.submit(_file_work_handed_off, owner, *a): i for i, a in enumerate(args)}
@@ -235,16 +237,22 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
             say(f"{len(results)}/{len(args)} exports done ({args[futures[fut]][0].name})")
         all_in = True
     finally:
-        # With every result in, only the workers' exits are left (0.03-0.05 s): they end while
-        # the cross-rank step runs, and the interpreter joins them before it exits. After a
-        # failure, the exports not started are cancelled and those under way waited for.
-        pool.shutdown(wait=not all_in, cancel_futures=not all_in)
+        if all_in:
+            # Only the workers' exits are left (0.03-0.05 s): waited for on a thread of its own
+            # while the cross-rank step runs (the interpreter joins it before it exits).
+            # ``shutdown(wait=False)`` instead can close the pool's pipes under its manager
+            # thread (Python 3.11: "OSError: handle is closed" on stderr at exit).
+            _CLOSING.append(threading.Thread(target=pool.shutdown, name="tracerecon-pool-close"))
+            _CLOSING[-1].start()
+        else:
+            # The exports not started are cancelled and those under way waited for.
+            pool.shutdown(wait=True, cancel_futures=True)
         handoff.discard_leftovers(owner)  # results of workers that finished after a failure
     return [results[i] for i in range(len(args))]
 
 
-# The last pool of worker processes, shut down without waiting for its workers' exits.
-_LAST_POOL = None
+# Threads waiting for earlier pools' workers to exit.
+_CLOSING: list = []
 
 
 def _quiet_before_fork() -> None:
@@ -258,8 +266,8 @@ def _quiet_before_fork() -> None:
     join_all()
     native_read.wait_idle()
     wait_freed()
-    if _LAST_POOL is not None:
-        _LAST_POOL.shutdown(wait=True)
+    while _CLOSING:
+        _CLOSING.pop().join()
 
 
 def _import_analysis() -> None:

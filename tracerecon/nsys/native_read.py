@@ -366,6 +366,27 @@ def fetch_int_columns(uri: str, exprs: list[str], rest: str, names: list[str], g
     return out
 
 
+def fetch_strings(uri: str, query: str) -> pa.Array:
+    """The one text column of ``query`` (on a connection of its own, in one batch) as an Arrow
+    string array, NULLs kept. Raises NativeReadError when the driver cannot run it, gives a
+    column of another type, or text that is not UTF-8 (sqlite3 then decodes it, replacing)."""
+    import adbc_driver_manager
+    import pyarrow as pa
+
+    try:
+        col = _Executed(uri, query, MAX_BATCH_ROWS).table().column(0).combine_chunks()
+        if pa.types.is_null(col.type):
+            return pa.nulls(len(col), pa.string())
+        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+            raise NativeReadError(f"text came back as {col.type}")
+        col.validate(full=True)  # UTF-8
+        return col.cast(pa.string())
+    except NativeReadError:
+        raise
+    except (adbc_driver_manager.Error, pa.ArrowException, ValueError, RuntimeError, OSError) as exc:
+        raise NativeReadError(f"{type(exc).__name__}: {exc}") from exc
+
+
 def _int64_columns(table: pa.Table, n_columns: int, nulls: bool = False, null_value: int = 0) -> list[np.ndarray]:
     """A query's ``n_columns`` columns as int64 numpy arrays; NULLs become ``null_value`` where
     ``nulls`` allows them, else raise NativeReadError."""

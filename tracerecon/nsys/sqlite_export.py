@@ -25,6 +25,11 @@ from typing import Callable
 
 import numpy as np
 import pyarrow as pa
+# Imported with the module, not where first used: a module importing numpy, pyarrow or
+# pyarrow.compute for the first time on two threads at once can hand one of them a partly
+# initialised module. Importing this module first makes the pipeline's other imports safe to
+# run on a thread (``tracerecon.import_ahead``).
+import pyarrow.compute as pc
 
 from tracerecon import schema
 from tracerecon.errors import BadTraceError
@@ -299,8 +304,6 @@ class StringTable:
         if used.null_count:
             # A NULL in StringIds reads as empty text (Arrow cannot merge dictionaries holding
             # nulls), encoded again so that "" is in the dictionary once.
-            import pyarrow.compute as pc
-
             out = pc.fill_null(out.cast(pa.string()), "").dictionary_encode()
         return out
 
@@ -336,24 +339,49 @@ def _strip_memcpy_label(label: str) -> str:
     return label
 
 
-def fetch_nvtx_rows(conn: sqlite3.Connection, info: ExportInfo) -> list[tuple]:
-    """The NVTX events ``parse_nvtx`` turns into ranges and marks, as rows in start order
-    (fetched on their own so that they can be read while other tables are)."""
+NVTX_KINDS = (NVTX_MARK, NVTX_PUSH_POP, NVTX_START_END, NVTXT_MARK, NVTXT_PUSH_POP, NVTXT_START_END, NVTX_DOMAIN_CREATE)
+NVTX_COLUMNS = ["start", "end", "etype", "gtid", "end_gtid", "text_id", "domain", "payload"]
+
+
+@dataclass(frozen=True)
+class NvtxRows:
+    """The NVTX events ``parse_nvtx`` turns into ranges and marks, as columns in start order
+    (ties in table order): the integers of ``NVTX_COLUMNS`` (NULL_SENTINEL where NULL, text or
+    a blob) and each event's own text (null where it has none, or it is not text)."""
+
+    ints: dict[str, np.ndarray]
+    text: pa.Array
+
+
+def fetch_nvtx_rows(conn: sqlite3.Connection, info: ExportInfo) -> NvtxRows:
+    """The NVTX events, fetched on their own so that they can be read while other tables are:
+    the integers as any bulk read (``_fetch``), the texts as one string column."""
     if not info.has_nvtx:
-        return []
+        return NvtxRows({k: np.zeros(0, np.int64) for k in NVTX_COLUMNS}, pa.array([], pa.string()))
     cols = _columns(conn, "NVTX_EVENTS")
-    text_id = _col(cols, "textId")
-    domain_id = _col(cols, "domainId", "0")
-    end_tid = _col(cols, "endGlobalTid")
-    int_payload = "coalesce({}, {}, {}, {})".format(
-        _col(cols, "int64Value"), _col(cols, "uint64Value"), _col(cols, "int32Value"), _col(cols, "uint32Value")
-    )
-    sql = (
-        f"select {_int('start')}, {_int('end')}, eventType, {_int('globalTid')}, {_int(end_tid)}, {_int(text_id)}, text, coalesce({_int(domain_id)}, 0), {_int(int_payload)} "
-        f"from NVTX_EVENTS where eventType in ({NVTX_MARK},{NVTX_PUSH_POP},{NVTX_START_END},{NVTXT_MARK},{NVTXT_PUSH_POP},{NVTXT_START_END},{NVTX_DOMAIN_CREATE}) "
-        "order by start"
-    )
-    return conn.execute(sql).fetchall()  # NVTX tables are small next to CUDA activity
+    payload = "coalesce({}, {}, {}, {})".format(_col(cols, "int64Value"), _col(cols, "uint64Value"), _col(cols, "int32Value"), _col(cols, "uint32Value"))
+    rest = f"NVTX_EVENTS where eventType in ({','.join(map(str, NVTX_KINDS))})"
+    exprs = ["start", "end", "eventType", "globalTid", _col(cols, "endGlobalTid"), _col(cols, "textId"), _col(cols, "domainId", "0"), payload]
+    ints = _fetch(conn, f"select {', '.join(exprs)} from {rest}", NVTX_COLUMNS)
+    text = _fetch_texts(conn, f"select case when typeof(text) = 'text' then text end from {rest} order by rowid")
+    if len(text) != len(ints["start"]):
+        raise BadTraceError(f"{info.path}: the NVTX table changed while it was read")
+    order = np.argsort(ints["start"], kind="stable")  # as SQL's "order by start" of a table scan
+    return NvtxRows({k: v[order] for k, v in ints.items()}, text.take(pa.array(order)))
+
+
+def _fetch_texts(conn: sqlite3.Connection, sql: str) -> pa.Array:
+    """One text column as an Arrow string array (nulls kept): natively where the reader can,
+    else through sqlite3 (text that is not UTF-8 decoded with replacement characters either way)."""
+    uri = getattr(conn, "bulk_uri", None)
+    if uri is not None and native_reads():
+        from tracerecon.nsys import native_read
+
+        try:
+            return native_read.fetch_strings(uri, sql)
+        except native_read.NativeReadError:
+            pass
+    return pa.array([r[0] for r in conn.execute(sql)], pa.string())
 
 
 @dataclass(frozen=True)
@@ -390,77 +418,93 @@ def read_nvtx(conn: sqlite3.Connection, info: ExportInfo, strings: StringTable) 
     return parse_nvtx(fetch_nvtx_rows(conn, info), info, strings)
 
 
-def parse_nvtx(rows: list[tuple], info: ExportInfo, strings: StringTable) -> NvtxEvents:
-    """The rows of ``fetch_nvtx_rows`` as ranges and marks (``NvtxEvents``): rows with no start
-    or thread, ending before they start, lasting over a day, or written twice are dropped and
-    counted in a warning."""
+def parse_nvtx(rows: NvtxRows, info: ExportInfo, strings: StringTable) -> NvtxEvents:
+    """The columns of ``fetch_nvtx_rows`` as ranges and marks (``NvtxEvents``): rows with no
+    start or thread, ending before they start, lasting over a day, or written twice are dropped
+    and counted in a warning."""
     warnings: list[str] = []
     if not info.has_nvtx:
         return _no_nvtx(warnings)
+    c = rows.ints
+    start, end, etype, gtid = c["start"], c["end"], c["etype"], c["gtid"]
     # A row with no start or thread, or a closed range that ends before it starts, is dropped.
-    good = [r for r in rows if r[0] != NULL_SENTINEL and r[3] != NULL_SENTINEL
-            and (r[1] == NULL_SENTINEL or r[2] in (NVTX_DOMAIN_CREATE, NVTX_MARK, NVTXT_MARK) or 0 <= r[1] - r[0] <= MAX_DURATION_NS)]
-    if len(good) < len(rows):
-        warnings.append(f"{info.path}: dropped {len(rows) - len(good)} NVTX row(s) with no start or thread, ending before they start, or lasting over a day")
-    rows = good
-    if not rows:
+    # (end - start read as unsigned: where end >= start it is the true difference, even past 2**63.)
+    instant = np.isin(etype, [NVTX_DOMAIN_CREATE, NVTX_MARK, NVTXT_MARK])
+    span_ok = (end >= start) & ((end - start).view(np.uint64) <= MAX_DURATION_NS)
+    good = (start != NULL_SENTINEL) & (gtid != NULL_SENTINEL) & ((end == NULL_SENTINEL) | instant | span_ok)
+    n = len(start)
+    if not good.all():
+        warnings.append(f"{info.path}: dropped {n - int(good.sum())} NVTX row(s) with no start or thread, ending before they start, or lasting over a day")
+        keep = np.flatnonzero(good)
+        c = {k: v[keep] for k, v in c.items()}
+        text = rows.text.take(pa.array(keep))
+    else:
+        text = rows.text
+    if len(c["start"]) == 0:
         return _no_nvtx(warnings)
-    start = np.array([r[0] for r in rows], dtype=np.int64)
-    end = np.array([r[1] for r in rows], dtype=np.int64)
-    etype = np.array([r[2] for r in rows], dtype=np.int64)
-    gtid = np.array([r[3] for r in rows], dtype=np.int64)
-    end_gtid = np.array([r[4] for r in rows], dtype=np.int64)
-    tids = np.array([r[5] for r in rows], dtype=np.int64)
-    registered = strings.take(tids).to_pylist()
-    texts = [r[6] if isinstance(r[6], str) else registered[i] for i, r in enumerate(rows)]
-    dom = np.array([r[7] for r in rows], dtype=np.int64)
-    payload = np.array([r[8] for r in rows], dtype=np.int64)
+    start, end, etype, gtid, end_gtid, dom, payload = (c[k] for k in ("start", "end", "etype", "gtid", "end_gtid", "domain", "payload"))
+    # An event's own text, else the registered string its text id names.
+    texts = pc.coalesce(text, strings.take(c["text_id"])) if text.null_count else text
     pid = pid_of(gtid)
 
-    # Domain names are per process: (pid, domainId) -> name, from the domain-create events.
-    domain_names: dict[tuple[int, int], str] = {}
-    for i in np.nonzero(etype == NVTX_DOMAIN_CREATE)[0]:
-        domain_names[(int(pid[i]), int(dom[i]))] = texts[i] or ""
-    domains = [domain_names.get((int(p), int(d)), "" if d == 0 else f"domain{int(d)}") for p, d in zip(pid, dom)]
+    # Domain names are per process: (pid, domainId) -> name, from the domain-create events (the
+    # last one of a pair wins); an unnamed domain is "domainN", the default one "".
+    creates = np.flatnonzero(etype == NVTX_DOMAIN_CREATE)
+    named = dict(zip(zip(pid[creates].tolist(), dom[creates].tolist()), (t or "" for t in texts.take(pa.array(creates)).to_pylist())))
+    pairs, pair_of = np.unique(np.stack([pid, dom], axis=1), axis=0, return_inverse=True)
+    pair_names = pa.array([named.get((p, d), "" if d == 0 else f"domain{d}") for p, d in pairs.tolist()], pa.string())
+    pair_of = pair_of.ravel()
 
     is_range = np.isin(etype, [NVTX_PUSH_POP, NVTX_START_END, NVTXT_PUSH_POP, NVTXT_START_END])
-    # The same range twice (same thread, times and text) is one range written twice.
-    seen: set = set()
-    dup = np.zeros(len(rows), dtype=bool)
-    for i in np.flatnonzero(is_range):
-        key = (int(gtid[i]), int(start[i]), int(end[i]), int(etype[i]), texts[i])
-        dup[i] = key in seen
-        seen.add(key)
-    if dup.any():
-        warnings.append(f"{info.path}: dropped {int(dup.sum())} duplicated NVTX range row(s)")
-        is_range &= ~dup
+    # The same range twice (same thread, times, kind and text) is one range written twice: in
+    # start order, all but the first of each such group are dropped.
+    ri = np.flatnonzero(is_range)
+    if len(ri) > 1:
+        codes = pc.dictionary_encode(texts.take(pa.array(ri))).indices
+        code = pc.fill_null(codes, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        keys = (code, etype[ri], end[ri], start[ri], gtid[ri])
+        order = np.lexsort(keys)  # stable: each group's rows in start order
+        same = np.ones(len(ri), dtype=bool)
+        same[0] = False
+        for k in keys:
+            ks = k[order]
+            same[1:] &= ks[1:] == ks[:-1]
+        dup = np.zeros(len(etype), dtype=bool)
+        dup[ri[order[same]]] = True
+        if dup.any():
+            warnings.append(f"{info.path}: dropped {int(dup.sum())} duplicated NVTX range row(s)")
+            is_range &= ~dup
     # Ranges that start and end on different threads are kept, but projected like nsys does:
     # only same-thread ranges get GPU work (see analysis.projection).
-    idx = np.nonzero(is_range)[0]
+    idx = np.flatnonzero(is_range)
     closed = end[idx] != NULL_SENTINEL
     if (~closed).any():
         warnings.append(f"{info.path}: {int((~closed).sum())} NVTX range(s) never closed; they run to the trace end")
     style = np.where(np.isin(etype[idx], [NVTX_PUSH_POP, NVTXT_PUSH_POP]), "push_pop", "start_end")
     cross_thread = (end_gtid[idx] != NULL_SENTINEL) & (end_gtid[idx] != gtid[idx])
     style = np.where(cross_thread, "start_end_cross_thread", style)
+
+    def names(at: np.ndarray) -> pa.Array:
+        return pc.fill_null(texts.take(pa.array(at)), "")
+
     range_columns = {
         "pid": pa.array(pid[idx]),
         "tid": pa.array(tid_of(gtid[idx])),
         "global_tid": pa.array(gtid[idx]),
-        "domain": pa.array([domains[i] for i in idx], pa.string()),
-        "name": pa.array([texts[i] if texts[i] is not None else "" for i in idx], pa.string()),
+        "domain": pair_names.take(pa.array(pair_of[idx])),
+        "name": names(idx),
         "start_ns": pa.array(start[idx]),
         "closed": pa.array(closed),
         "style": pa.array(style.tolist(), pa.string()),
         "payload": _nullable(payload[idx]),
     }
-    midx = np.nonzero(np.isin(etype, [NVTX_MARK, NVTXT_MARK]))[0]
+    midx = np.flatnonzero(np.isin(etype, [NVTX_MARK, NVTXT_MARK]))
     marks = pa.table(
         {
             "pid": pa.array(pid[midx]),
             "tid": pa.array(tid_of(gtid[midx])),
-            "domain": pa.array([domains[i] for i in midx], pa.string()),
-            "name": pa.array([texts[i] if texts[i] is not None else "" for i in midx], pa.string()),
+            "domain": pair_names.take(pa.array(pair_of[midx])),
+            "name": names(midx),
             "ts_ns": pa.array(start[midx]),
             "payload": _nullable(payload[midx]),
         },
@@ -699,8 +743,6 @@ def read_gpus(conn: sqlite3.Connection, info: ExportInfo) -> tuple[pa.Table, pa.
 
 
 def _bounds(tables: list[pa.Table], cols: list[tuple[str, str]]) -> tuple[int, int]:
-    import pyarrow.compute as pc
-
     lo, hi = None, None
     for t, (s, e) in zip(tables, cols):
         if t.num_rows == 0:
@@ -752,8 +794,6 @@ def _read_all_api_calls(real: Path, path: str | os.PathLike) -> pa.Table:
 def _fill_missing_process(ops: pa.Table, syncs: pa.Table, api: pa.Table, path: str) -> tuple[pa.Table, pa.Table, str | None]:
     """Hand-made or very old exports lack globalPid on GPU rows. With one process in the trace
     it is that one; with several the rows stay unattributed (and we say so)."""
-    import pyarrow.compute as pc
-
     if ops.num_rows == 0 or pc.min(ops["global_pid"]).as_py() != 0:
         return ops, syncs, None
     procs = pc.unique(api["global_pid"]).to_pylist() if api.num_rows else []
