@@ -45,25 +45,31 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
     the phase ranges in time order, each one's cycle number (-1: outside any cycle), the cycle
     ranges (empty when the trace has none and cycles are formed from consecutive phases), and
     each phase instance's phase name (the label of the spec it matched).
+
+    A range is a phase when its (domain, name) matches a spec, unless a range it is nested in
+    (``parent_id``, from ``ranges.nest``) is one too: phases follow each other on the GPU
+    timeline, so only the outermost one is a phase (target_verify inside verify is part of it).
+    A cycle range's name starts with the cycle prefix and is no phase; a phase belongs to the
+    innermost cycle range it is nested in.
     """
-    names = ranges["name"].to_pylist()
-    domains = ranges["domain"].to_pylist() if "domain" in ranges.column_names else [""] * len(names)
+    n = ranges.num_rows
     # Each distinct (domain, name) is matched once: traces repeat a few names thousands of times.
-    label_of = {key: config.label_of(key[1], key[0]) for key in {(d or "", n or "") for n, d in zip(names, domains)}}
-    labels = [label_of[(d or "", n or "")] for n, d in zip(names, domains)]
-    is_phase = np.array([lab is not None for lab in labels], dtype=bool)
-    # A phase range inside another phase range (target_verify inside verify) is part of it:
-    # phases follow each other on the GPU timeline, so only the outermost one is a phase.
-    if is_phase.any() and "parent_id" in ranges.column_names:
-        parent = ranges["parent_id"].to_pylist()
-        for r in np.flatnonzero(is_phase):
-            p = parent[r]
-            while p is not None:
-                if is_phase[p]:
-                    is_phase[r] = False
-                    break
-                p = parent[p]
-    is_cycle = np.array([(n.startswith(config.cycle_prefix) and lab is None) for n, lab in zip(names, labels)], dtype=bool) if config.cycle_prefix else np.zeros(len(names), bool)
+    name_codes, names = _codes(ranges["name"])
+    dom_codes, doms = _codes(ranges["domain"]) if "domain" in ranges.column_names else (np.zeros(n, np.int64), [""])
+    pairs, pair_of = np.unique(name_codes * len(doms) + dom_codes, return_inverse=True)
+    pair_of = pair_of.ravel()
+    pair_labels = [config.label_of(names[k // len(doms)], doms[k % len(doms)]) for k in pairs.tolist()]
+    label_list = list(dict.fromkeys(lab for lab in pair_labels if lab is not None))
+    label_id = np.array([label_list.index(lab) if lab is not None else -1 for lab in pair_labels] + [-1], dtype=np.int64)[pair_of] if n else np.zeros(0, np.int64)
+    is_phase = label_id >= 0
+    parent = int64s(ranges["parent_id"], -1) if "parent_id" in ranges.column_names else np.full(n, -1, np.int64)
+    if is_phase.any():
+        is_phase &= ~_has_ancestor(parent, np.flatnonzero(is_phase), is_phase.copy(), n)
+    if config.cycle_prefix:
+        pair_cycle = np.array([names[k // len(doms)].startswith(config.cycle_prefix) and lab is None for k, lab in zip(pairs.tolist(), pair_labels)] + [False], dtype=bool)
+        is_cycle = pair_cycle[pair_of] if n else np.zeros(0, bool)
+    else:
+        is_cycle = np.zeros(n, bool)
     start = int64s(ranges["start_ns"])
     phase_rows = np.flatnonzero(is_phase)
     phase_rows = phase_rows[np.argsort(start[phase_rows], kind="stable")]
@@ -71,21 +77,59 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
     cycle_rows = cycle_rows[np.argsort(start[cycle_rows], kind="stable")]
     cycle_of = np.full(len(phase_rows), -1, dtype=np.int64)
     if len(cycle_rows):
-        cycle_number = np.full(ranges.num_rows, -1, dtype=np.int64)
+        cycle_number = np.full(n, -1, dtype=np.int64)
         cycle_number[cycle_rows] = np.arange(len(cycle_rows))
-        parent = ranges["parent_id"].to_pylist()
-        for k, r in enumerate(phase_rows):
-            p = parent[r]
-            while p is not None and cycle_number[p] < 0:
-                p = parent[p]
-            if p is not None:
-                cycle_of[k] = cycle_number[p]
+        cycle_of = _nearest_ancestor_value(parent, phase_rows, cycle_number, n)
     elif len(phase_rows):
         # No cycle ranges: a cycle starts at each occurrence of the first phase seen.
-        first = labels[phase_rows[0]]
-        starts = np.array([labels[r] == first for r in phase_rows], dtype=np.int64)
-        cycle_of = np.cumsum(starts) - 1
-    return phase_rows, cycle_of, cycle_rows, [labels[r] for r in phase_rows]
+        ids = label_id[phase_rows]
+        cycle_of = np.cumsum(ids == ids[0]) - 1
+    return phase_rows, cycle_of, cycle_rows, [label_list[i] for i in label_id[phase_rows].tolist()]
+
+
+def _codes(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str]]:
+    """A string column as codes into its distinct values (null read as "")."""
+    import pyarrow.compute as pc
+
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if pa.types.is_dictionary(col.type):
+        col = col.cast(col.type.value_type)
+    enc = pc.dictionary_encode(pc.fill_null(col, ""))
+    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_pylist()
+
+
+def _has_ancestor(parent: np.ndarray, rows: np.ndarray, marked: np.ndarray, n: int) -> np.ndarray:
+    """For each of ``rows``, whether a range it is nested in (following ``parent``, -1 at the
+    top) is ``marked``; as a mask over all ``n`` rows."""
+    hit = np.zeros(n, dtype=bool)
+    cur, at = parent[rows], rows
+    for _ in range(n):  # at most as many steps as there are ranges (a forest has no cycle)
+        live = cur >= 0
+        if not live.any():
+            break
+        cur, at = cur[live], at[live]
+        found = marked[cur]
+        hit[at[found]] = True
+        cur, at = parent[cur[~found]], at[~found]
+    return hit
+
+
+def _nearest_ancestor_value(parent: np.ndarray, rows: np.ndarray, value: np.ndarray, n: int) -> np.ndarray:
+    """For each of ``rows``, ``value`` of the nearest range it is nested in whose value is not
+    negative, else -1."""
+    out = np.full(len(rows), -1, dtype=np.int64)
+    cur, at = parent[rows], np.arange(len(rows))
+    for _ in range(n):
+        live = cur >= 0
+        if not live.any():
+            break
+        cur, at = cur[live], at[live]
+        v = value[cur]
+        found = v >= 0
+        out[at[found]] = v[found]
+        cur, at = parent[cur[~found]], at[~found]
+    return out
 
 
 def verdict_of(cpu_ns: np.ndarray, gpu_ns: np.ndarray, has_gpu_time: np.ndarray, n_ops: np.ndarray) -> list[str]:

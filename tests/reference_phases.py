@@ -1,0 +1,60 @@
+"""``select_phases`` as it was before it worked on whole columns (a Python object per range):
+the oracle ``tests/test_select_phases.py`` checks the library's against. Kept as it was."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from tracerecon.analysis.config import PhaseConfig
+from tracerecon.analysis.projection import int64s
+
+
+def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """Pick phase instances and number their cycles.
+
+    Returns (phase_rows, cycle_of_phase, cycle_rows, labels): row indices into ``ranges`` of
+    the phase ranges in time order, each one's cycle number (-1: outside any cycle), the cycle
+    ranges (empty when the trace has none and cycles are formed from consecutive phases), and
+    each phase instance's phase name (the label of the spec it matched).
+    """
+    names = ranges["name"].to_pylist()
+    domains = ranges["domain"].to_pylist() if "domain" in ranges.column_names else [""] * len(names)
+    # Each distinct (domain, name) is matched once: traces repeat a few names thousands of times.
+    label_of = {key: config.label_of(key[1], key[0]) for key in {(d or "", n or "") for n, d in zip(names, domains)}}
+    labels = [label_of[(d or "", n or "")] for n, d in zip(names, domains)]
+    is_phase = np.array([lab is not None for lab in labels], dtype=bool)
+    # A phase range inside another phase range (target_verify inside verify) is part of it:
+    # phases follow each other on the GPU timeline, so only the outermost one is a phase.
+    if is_phase.any() and "parent_id" in ranges.column_names:
+        parent = ranges["parent_id"].to_pylist()
+        for r in np.flatnonzero(is_phase):
+            p = parent[r]
+            while p is not None:
+                if is_phase[p]:
+                    is_phase[r] = False
+                    break
+                p = parent[p]
+    is_cycle = np.array([(n.startswith(config.cycle_prefix) and lab is None) for n, lab in zip(names, labels)], dtype=bool) if config.cycle_prefix else np.zeros(len(names), bool)
+    start = int64s(ranges["start_ns"])
+    phase_rows = np.flatnonzero(is_phase)
+    phase_rows = phase_rows[np.argsort(start[phase_rows], kind="stable")]
+    cycle_rows = np.flatnonzero(is_cycle)
+    cycle_rows = cycle_rows[np.argsort(start[cycle_rows], kind="stable")]
+    cycle_of = np.full(len(phase_rows), -1, dtype=np.int64)
+    if len(cycle_rows):
+        cycle_number = np.full(ranges.num_rows, -1, dtype=np.int64)
+        cycle_number[cycle_rows] = np.arange(len(cycle_rows))
+        parent = ranges["parent_id"].to_pylist()
+        for k, r in enumerate(phase_rows):
+            p = parent[r]
+            while p is not None and cycle_number[p] < 0:
+                p = parent[p]
+            if p is not None:
+                cycle_of[k] = cycle_number[p]
+    elif len(phase_rows):
+        # No cycle ranges: a cycle starts at each occurrence of the first phase seen.
+        first = labels[phase_rows[0]]
+        starts = np.array([labels[r] == first for r in phase_rows], dtype=np.int64)
+        cycle_of = np.cumsum(starts) - 1
+    return phase_rows, cycle_of, cycle_rows, [labels[r] for r in phase_rows]

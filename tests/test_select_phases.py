@@ -1,0 +1,90 @@
+"""``phases.select_phases`` on whole columns against the per-range version it replaced
+(``tests/reference_phases.py``, kept as it was): the same phase rows, cycles and labels on every
+sample export under several phase options, and on random forests of nested ranges with phases
+inside phases, phases inside cycles inside cycles, ties in start times and missing names.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import reference_phases as reference
+from conftest import SAMPLES
+
+from tracerecon.analysis.config import PhaseConfig
+from tracerecon.analysis.phases import select_phases
+from tracerecon.analysis.ranges import nest
+from tracerecon.nsys.sqlite_export import read_export
+
+CONFIGS = [
+    PhaseConfig(),
+    PhaseConfig(cycle_prefix=""),
+    PhaseConfig(phases=("verify=re:verif", "draft=glob:*draft*", "step")),
+    PhaseConfig(phases=("decode", "prefill", "sample"), cycle_prefix="step"),
+]
+
+
+def _same(ranges: pa.Table, config: PhaseConfig) -> None:
+    got = select_phases(ranges, config)
+    want = reference.select_phases(ranges, config)
+    assert got[0].tolist() == want[0].tolist(), "phase rows"
+    assert got[1].tolist() == want[1].tolist(), "cycle of each phase"
+    assert got[2].tolist() == want[2].tolist(), "cycle rows"
+    assert got[3] == want[3], "labels"
+
+
+@pytest.mark.parametrize("path", sorted(SAMPLES.rglob("*.sqlite")), ids=lambda p: str(p.relative_to(p.parents[1])))
+def test_real_exports_give_the_phases_the_per_range_version_gave(path: Path):
+    # GIVEN a real export's nested ranges WHEN phases are picked under several options THEN same
+    ranges = nest(read_export(path).nvtx_ranges)
+    for config in CONFIGS:
+        _same(ranges, config)
+
+
+# (Range names are never null: the reader makes a missing name "".)
+NAMES = ["verify", "draft", "target_verify", "cycle 1", "cycle", "step 3", "other", "draft_extend", ""]
+
+
+@st.composite
+def forests(draw):
+    n = draw(st.integers(0, 60))
+    # Each range's parent is an earlier range or none, as nest makes them (a forest).
+    parents = [None if i == 0 else draw(st.one_of(st.none(), st.integers(0, i - 1))) for i in range(n)]
+    names = [draw(st.sampled_from(NAMES)) for _ in range(n)]
+    domains = [draw(st.sampled_from(["", "", "eng", None])) for _ in range(n)]
+    starts = [draw(st.integers(0, 8)) for _ in range(n)]  # ties on purpose
+    return pa.table({
+        "name": pa.array(names, pa.string()),
+        "domain": pa.array(domains, pa.string()),
+        "start_ns": pa.array(starts, pa.int64()),
+        "parent_id": pa.array(parents, pa.int64()),
+    })
+
+
+@settings(max_examples=300, deadline=None)
+@given(ranges=forests(), config=st.sampled_from(CONFIGS))
+def test_random_forests_give_what_the_per_range_version_gave(ranges, config):
+    # GIVEN nested ranges with phases in phases, cycles in cycles and tied starts
+    # WHEN phases are picked THEN rows, cycles and labels are the per-range version's
+    _same(ranges, config)
+
+
+def test_a_phase_in_a_phase_is_part_of_it_and_takes_its_innermost_cycle():
+    # GIVEN cycle > cycle > verify > target_verify, and a draft in the outer cycle only
+    ranges = pa.table({
+        "name": ["cycle 0", "cycle 0.1", "verify", "target_verify", "draft"],
+        "domain": [""] * 5,
+        "start_ns": [0, 1, 2, 3, 9],
+        "parent_id": pa.array([None, 0, 1, 2, 0], pa.int64()),
+    })
+    rows, cycle_of, cycles, labels = select_phases(ranges, PhaseConfig())
+    # THEN target_verify is no phase; verify is in the inner cycle (1), draft in the outer (0)
+    assert rows.tolist() == [2, 4] and labels == ["verify", "draft"]
+    assert cycles.tolist() == [0, 1] and cycle_of.tolist() == [1, 0]
+    assert np.asarray(cycle_of).dtype == np.int64
