@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracerecon import schema
-from tracerecon.analysis.projection import LaunchIndex, int64s, project
+from tracerecon.analysis.projection import I64_MIN, LaunchIndex, int64s, project
 
 
 def nest(raw: pa.Table) -> pa.Table:
@@ -14,7 +14,9 @@ def nest(raw: pa.Table) -> pa.Table:
 
     Nesting is computed per thread among push/pop ranges (start/end ranges may overlap
     anything and get depth 0 and no parent). A range is a child of the innermost open
-    range that fully contains it.
+    range that fully contains it: in that order, the nearest earlier push/pop range of its
+    thread that ends no earlier (the one a stack of open ranges would have on top). Its depth
+    is its parent's plus one.
     """
     n = raw.num_rows
     if n == 0:
@@ -24,30 +26,63 @@ def nest(raw: pa.Table) -> pa.Table:
     s, e = int64s(raw["start_ns"]), int64s(raw["end_ns"])
     order = np.lexsort((-e, s, tid, pid))
     t = raw.take(pa.array(order))
-    # Python ints and lists for the loop below (numpy scalars make it 3-4x slower).
-    pid, tid, s, e = pid[order].tolist(), tid[order].tolist(), s[order].tolist(), e[order].tolist()
-    push_pop = [x == "push_pop" for x in t["style"].to_pylist()]
-    parent = np.full(n, -1, dtype=np.int64)
-    depth = np.zeros(n, dtype=np.int32)
-    stack: list[int] = []
-    cur_thread = None
-    for i in range(n):  # NVTX tables are small (10k ranges in a 420k-kernel trace)
-        if not push_pop[i]:
-            continue
-        th = (pid[i], tid[i])
-        if th != cur_thread:
-            stack, cur_thread = [], th
-        while stack and not (s[i] >= s[stack[-1]] and e[i] <= e[stack[-1]]):
-            stack.pop()
-        if stack:
-            parent[i] = stack[-1]
-            depth[i] = len(stack)
-        stack.append(i)
+    pid, tid, e = pid[order], tid[order], e[order]
+    push_pop = _style_is(t["style"], "push_pop")
+    # Where each thread's rows begin: a parent is never looked for before it.
+    new_thread = np.ones(n, dtype=bool)
+    new_thread[1:] = (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])
+    thread_start = np.maximum.accumulate(np.where(new_thread, np.arange(n), 0))
+    parent = _previous_at_least(np.where(push_pop, e, I64_MIN), e, thread_start, push_pop)
     return (
         t.append_column("range_id", pa.array(np.arange(n, dtype=np.int64)))
         .append_column("parent_id", pa.array(parent, mask=parent < 0))
-        .append_column("depth", pa.array(depth))
+        .append_column("depth", pa.array(_depth(parent).astype(np.int32)))
     )
+
+
+def _style_is(col: pa.ChunkedArray | pa.Array, value: str) -> np.ndarray:
+    import pyarrow.compute as pc
+
+    return pc.fill_null(pc.equal(col, value), False).to_numpy(zero_copy_only=False)
+
+
+def _previous_at_least(values: np.ndarray, targets: np.ndarray, lowest: np.ndarray, ask: np.ndarray) -> np.ndarray:
+    """For each row i where ``ask``: the largest j < i, j >= ``lowest[i]``, with
+    ``values[j] >= targets[i]``; -1 where there is none or ``ask`` is False. A table of range
+    maxima (2**k rows ending at each j) lets every row skip back over the rows below its target
+    in log2(n) steps at once."""
+    n = len(values)
+    maxima = [values]
+    width = 1
+    while width < n:
+        prev = maxima[-1]
+        cur = prev.copy()
+        np.maximum(prev[width:], prev[:-width], out=cur[width:])  # rows j-2w+1 .. j (from 0 near the top)
+        maxima.append(cur)
+        width *= 2
+    rows = np.flatnonzero(ask)
+    pos, target = rows - 1, targets[rows]
+    for k in range(len(maxima) - 1, -1, -1):
+        live = pos >= 0
+        below = np.zeros(len(rows), dtype=bool)
+        below[live] = maxima[k][pos[live]] < target[live]
+        pos[below] -= 1 << k
+    found = (pos >= 0) & (pos >= lowest[rows])
+    found[found] = values[pos[found]] >= target[found]
+    out = np.full(n, -1, dtype=np.int64)
+    out[rows[found]] = pos[found]
+    return out
+
+
+def _depth(parent: np.ndarray) -> np.ndarray:
+    """How many ancestors each row has (``parent``: -1 at the top), by pointer doubling."""
+    up = parent.copy()
+    depth = (parent >= 0).astype(np.int64)
+    while (up >= 0).any():
+        live = up >= 0
+        depth = depth + np.where(live, depth[np.where(live, up, 0)], 0)
+        up = np.where(live, up[np.where(live, up, 0)], -1)
+    return depth
 
 
 def build_ranges(nested: pa.Table, linked_ops: pa.Table, rank: int, index: LaunchIndex | None = None,
