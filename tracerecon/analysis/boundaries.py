@@ -94,11 +94,8 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
     # Stream waits on a recorded event.
     w = _stream_waits(sync_records)
 
-    keys = np.unique(np.concatenate([
-        _pack(o_pid[placed], o_dev[placed], o_str[placed]),
-        _pack(rec["pid"], rec["dev"], rec["stream"]),
-        _pack(w["pid"], w["dev"], w["stream"]),
-    ]))
+    op_key = _pack(o_pid[placed], o_dev[placed], o_str[placed])
+    keys = np.unique(np.concatenate([op_key, _pack(rec["pid"], rec["dev"], rec["stream"]), _pack(w["pid"], w["dev"], w["stream"])]))
     n = len(keys)
 
     def index_of(pid, dev, stream):
@@ -107,7 +104,7 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
         return np.searchsorted(keys, _pack(pid, dev, stream))
 
     op_launch, op_done = [], []
-    oi = index_of(o_pid[placed], o_dev[placed], o_str[placed])
+    oi = np.searchsorted(keys, op_key) if n and len(op_key) else np.zeros(len(op_key), dtype=np.int64)
     ol, oe = o_launch[placed], o_end[placed]
     order = np.lexsort((ol, oi))
     oi, ol, oe = oi[order], ol[order], oe[order]
