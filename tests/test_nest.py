@@ -38,12 +38,12 @@ def ranges(draw):
     n = draw(st.integers(0, 80))
     rows = []
     for _ in range(n):
-        start = draw(st.integers(0, 30))
+        start = draw(st.one_of(st.integers(0, 30), st.integers(0, 30), st.just(-(2**63))))  # and the very least time
         rows.append({
             "pid": draw(st.sampled_from([1, 2])),
             "tid": draw(st.sampled_from([1, 2, 3])),
             "start_ns": start,
-            "end_ns": start + draw(st.integers(0, 30)),
+            "end_ns": start + (draw(st.integers(0, 30)) if start >= 0 else 0),
             "style": draw(st.sampled_from(["push_pop", "push_pop", "push_pop", "start_end", "start_end_cross_thread"])),
             "name": draw(st.sampled_from(["a", "b"])),
         })

@@ -242,8 +242,10 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
             # while the cross-rank step runs (the interpreter joins it before it exits).
             # ``shutdown(wait=False)`` instead can close the pool's pipes under its manager
             # thread (Python 3.11: "OSError: handle is closed" on stderr at exit).
-            _CLOSING.append(threading.Thread(target=pool.shutdown, name="tracerecon-pool-close"))
-            _CLOSING[-1].start()
+            closing = threading.Thread(target=pool.shutdown, name="tracerecon-pool-close")
+            closing.start()
+            with _CLOSING_LOCK:
+                _CLOSING.append(closing)
         else:
             # The exports not started are cancelled and those under way waited for.
             pool.shutdown(wait=True, cancel_futures=True)
@@ -251,8 +253,9 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
     return [results[i] for i in range(len(args))]
 
 
-# Threads waiting for earlier pools' workers to exit.
+# Threads waiting for earlier pools' workers to exit (loads may run on several threads at once).
 _CLOSING: list = []
+_CLOSING_LOCK = threading.Lock()
 
 
 def _quiet_before_fork() -> None:
@@ -266,8 +269,11 @@ def _quiet_before_fork() -> None:
     join_all()
     native_read.wait_idle()
     wait_freed()
-    while _CLOSING:
-        _CLOSING.pop().join()
+    with _CLOSING_LOCK:
+        closing = _CLOSING[:]
+        _CLOSING.clear()
+    for thread in closing:
+        thread.join()
 
 
 def _import_analysis() -> None:

@@ -95,41 +95,39 @@ def _codes(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str]]:
         col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
     if pa.types.is_dictionary(col.type):
         col = col.cast(col.type.value_type)
+    if pa.types.is_null(col.type):  # a column of nulls only, typed as such
+        col = col.cast(pa.string())
     enc = pc.dictionary_encode(pc.fill_null(col, ""))
     return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_pylist()
 
 
+def _nearest_marked_ancestor(parent: np.ndarray, marked: np.ndarray) -> np.ndarray:
+    """For every row, its nearest ancestor (following ``parent``, -1 at the top) that is
+    ``marked``, else -1: by pointer jumping, each round skipping what the last one found
+    unmarked, so a chain of depth d takes log2(d) rounds (a trace's never-popped ranges can
+    nest 100k deep)."""
+    up = parent.copy()
+    while True:
+        live = np.flatnonzero(up >= 0)
+        live = live[~marked[up[live]]]
+        if not len(live):
+            return up
+        up[live] = up[up[live]]
+
+
 def _has_ancestor(parent: np.ndarray, rows: np.ndarray, marked: np.ndarray, n: int) -> np.ndarray:
-    """For each of ``rows``, whether a range it is nested in (following ``parent``, -1 at the
-    top) is ``marked``; as a mask over all ``n`` rows."""
+    """For each of ``rows``, whether a range it is nested in is ``marked``; as a mask over all
+    ``n`` rows."""
     hit = np.zeros(n, dtype=bool)
-    cur, at = parent[rows], rows
-    for _ in range(n):  # at most as many steps as there are ranges (a forest has no cycle)
-        live = cur >= 0
-        if not live.any():
-            break
-        cur, at = cur[live], at[live]
-        found = marked[cur]
-        hit[at[found]] = True
-        cur, at = parent[cur[~found]], at[~found]
+    hit[rows] = _nearest_marked_ancestor(parent, marked)[rows] >= 0
     return hit
 
 
 def _nearest_ancestor_value(parent: np.ndarray, rows: np.ndarray, value: np.ndarray, n: int) -> np.ndarray:
     """For each of ``rows``, ``value`` of the nearest range it is nested in whose value is not
     negative, else -1."""
-    out = np.full(len(rows), -1, dtype=np.int64)
-    cur, at = parent[rows], np.arange(len(rows))
-    for _ in range(n):
-        live = cur >= 0
-        if not live.any():
-            break
-        cur, at = cur[live], at[live]
-        v = value[cur]
-        found = v >= 0
-        out[at[found]] = v[found]
-        cur, at = parent[cur[~found]], at[~found]
-    return out
+    up = _nearest_marked_ancestor(parent, value >= 0)[rows]
+    return np.where(up >= 0, value[np.maximum(up, 0)], -1).astype(np.int64)
 
 
 def verdict_of(cpu_ns: np.ndarray, gpu_ns: np.ndarray, has_gpu_time: np.ndarray, n_ops: np.ndarray) -> list[str]:

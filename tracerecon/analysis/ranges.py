@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracerecon import schema
-from tracerecon.analysis.projection import I64_MIN, LaunchIndex, int64s, project
+from tracerecon.analysis.projection import LaunchIndex, int64s, project
 
 
 def nest(raw: pa.Table) -> pa.Table:
@@ -27,12 +27,14 @@ def nest(raw: pa.Table) -> pa.Table:
     order = np.lexsort((-e, s, tid, pid))
     t = raw.take(pa.array(order))
     pid, tid, e = pid[order], tid[order], e[order]
-    push_pop = _style_is(t["style"], "push_pop")
-    # Where each thread's rows begin: a parent is never looked for before it.
-    new_thread = np.ones(n, dtype=bool)
-    new_thread[1:] = (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])
-    thread_start = np.maximum.accumulate(np.where(new_thread, np.arange(n), 0))
-    parent = _previous_at_least(np.where(push_pop, e, I64_MIN), e, thread_start, push_pop)
+    # Only push/pop ranges nest: the search runs over them alone, each thread's from its first.
+    pp = np.flatnonzero(_style_is(t["style"], "push_pop"))
+    new_thread = np.ones(len(pp), dtype=bool)
+    new_thread[1:] = (pid[pp][1:] != pid[pp][:-1]) | (tid[pp][1:] != tid[pp][:-1])
+    thread_start = np.maximum.accumulate(np.where(new_thread, np.arange(len(pp)), 0))
+    parent_pp = _previous_at_least(e[pp], thread_start)
+    parent = np.full(n, -1, dtype=np.int64)
+    parent[pp] = np.where(parent_pp >= 0, pp[np.maximum(parent_pp, 0)], -1)
     return (
         t.append_column("range_id", pa.array(np.arange(n, dtype=np.int64)))
         .append_column("parent_id", pa.array(parent, mask=parent < 0))
@@ -46,32 +48,30 @@ def _style_is(col: pa.ChunkedArray | pa.Array, value: str) -> np.ndarray:
     return pc.fill_null(pc.equal(col, value), False).to_numpy(zero_copy_only=False)
 
 
-def _previous_at_least(values: np.ndarray, targets: np.ndarray, lowest: np.ndarray, ask: np.ndarray) -> np.ndarray:
-    """For each row i where ``ask``: the largest j < i, j >= ``lowest[i]``, with
-    ``values[j] >= targets[i]``; -1 where there is none or ``ask`` is False. A table of range
-    maxima (2**k rows ending at each j) lets every row skip back over the rows below its target
-    in log2(n) steps at once."""
+def _previous_at_least(values: np.ndarray, lowest: np.ndarray) -> np.ndarray:
+    """For each row i: the largest j < i, j >= ``lowest[i]``, with ``values[j] >= values[i]``;
+    -1 where there is none. A table of range maxima (2**k rows ending at each j) lets every row
+    skip back over the rows below its value in log2(n) steps at once."""
     n = len(values)
     maxima = [values]
     width = 1
-    while width < n:
+    # No search goes back past its row's ``lowest``: levels up to the longest such span do.
+    span = int((np.arange(n) - lowest).max()) + 1 if n else 0
+    while width < span:
         prev = maxima[-1]
         cur = prev.copy()
         np.maximum(prev[width:], prev[:-width], out=cur[width:])  # rows j-2w+1 .. j (from 0 near the top)
         maxima.append(cur)
         width *= 2
-    rows = np.flatnonzero(ask)
-    pos, target = rows - 1, targets[rows]
+    pos = np.arange(n) - 1
     for k in range(len(maxima) - 1, -1, -1):
         live = pos >= 0
-        below = np.zeros(len(rows), dtype=bool)
-        below[live] = maxima[k][pos[live]] < target[live]
+        below = np.zeros(n, dtype=bool)
+        below[live] = maxima[k][pos[live]] < values[live]
         pos[below] -= 1 << k
-    found = (pos >= 0) & (pos >= lowest[rows])
-    found[found] = values[pos[found]] >= target[found]
-    out = np.full(n, -1, dtype=np.int64)
-    out[rows[found]] = pos[found]
-    return out
+    found = (pos >= 0) & (pos >= lowest)
+    found[found] = values[pos[found]] >= values[found]
+    return np.where(found, pos, -1)
 
 
 def _depth(parent: np.ndarray) -> np.ndarray:

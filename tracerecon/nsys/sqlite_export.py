@@ -345,9 +345,10 @@ NVTX_COLUMNS = ["start", "end", "etype", "gtid", "end_gtid", "text_id", "domain"
 
 @dataclass(frozen=True)
 class NvtxRows:
-    """The NVTX events ``parse_nvtx`` turns into ranges and marks, as columns in start order
-    (ties in table order): the integers of ``NVTX_COLUMNS`` (NULL_SENTINEL where NULL, text or
-    a blob) and each event's own text (null where it has none, or it is not text)."""
+    """The NVTX events ``parse_nvtx`` turns into ranges and marks, as columns in start order,
+    ties in rowid order whatever indexes the table has (a real-valued start, which nsys never
+    writes, counts by its whole part): the integers of ``NVTX_COLUMNS`` (NULL_SENTINEL where
+    NULL, text or a blob) and each event's own text (null where it has none, or it is not text)."""
 
     ints: dict[str, np.ndarray]
     text: pa.Array
@@ -361,13 +362,18 @@ def fetch_nvtx_rows(conn: sqlite3.Connection, info: ExportInfo) -> NvtxRows:
     cols = _columns(conn, "NVTX_EVENTS")
     payload = "coalesce({}, {}, {}, {})".format(_col(cols, "int64Value"), _col(cols, "uint64Value"), _col(cols, "int32Value"), _col(cols, "uint32Value"))
     rest = f"NVTX_EVENTS where eventType in ({','.join(map(str, NVTX_KINDS))})"
-    exprs = ["start", "end", "eventType", "globalTid", _col(cols, "endGlobalTid"), _col(cols, "textId"), _col(cols, "domainId", "0"), payload]
-    ints = _fetch(conn, f"select {', '.join(exprs)} from {rest}", NVTX_COLUMNS)
+    exprs = ["start", "end", "eventType", "globalTid", _col(cols, "endGlobalTid"), _col(cols, "textId"), _col(cols, "domainId", "0"), payload, "rowid"]
+    ints = _fetch(conn, f"select {', '.join(exprs)} from {rest}", NVTX_COLUMNS + ["rowid"])
     text = _fetch_texts(conn, f"select case when typeof(text) = 'text' then text end from {rest} order by rowid")
-    if len(text) != len(ints["start"]):
+    # The texts come in rowid order; the integers too when read natively, but through sqlite3 in
+    # whatever order its plan gives (an index on eventType gives another): put them in rowid
+    # order first, then in start order (ties in rowid order, as SQL's "order by start" of a scan).
+    rowid = ints.pop("rowid")
+    by_rowid = np.argsort(rowid, kind="stable")
+    if len(text) != len(rowid) or (len(rowid) > 1 and not (np.diff(rowid[by_rowid]) > 0).all()):
         raise BadTraceError(f"{info.path}: the NVTX table changed while it was read")
-    order = np.argsort(ints["start"], kind="stable")  # as SQL's "order by start" of a table scan
-    return NvtxRows({k: v[order] for k, v in ints.items()}, text.take(pa.array(order)))
+    order = by_rowid[np.argsort(ints["start"][by_rowid], kind="stable")]
+    return NvtxRows({k: v[order] for k, v in ints.items()}, text.take(pa.array(np.argsort(by_rowid)[order])))
 
 
 def _fetch_texts(conn: sqlite3.Connection, sql: str) -> pa.Array:
