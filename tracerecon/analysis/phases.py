@@ -64,7 +64,7 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
     is_phase = label_id >= 0
     parent = int64s(ranges["parent_id"], -1) if "parent_id" in ranges.column_names else np.full(n, -1, np.int64)
     if is_phase.any():
-        is_phase &= ~_has_ancestor(parent, np.flatnonzero(is_phase), is_phase.copy(), n)
+        is_phase &= _nearest_marked_ancestor(parent, is_phase) < 0
     if config.cycle_prefix:
         pair_cycle = np.array([names[k // len(doms)].startswith(config.cycle_prefix) and lab is None for k, lab in zip(pairs.tolist(), pair_labels)] + [False], dtype=bool)
         is_cycle = pair_cycle[pair_of] if n else np.zeros(0, bool)
@@ -79,7 +79,8 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
     if len(cycle_rows):
         cycle_number = np.full(n, -1, dtype=np.int64)
         cycle_number[cycle_rows] = np.arange(len(cycle_rows))
-        cycle_of = _nearest_ancestor_value(parent, phase_rows, cycle_number, n)
+        up = _nearest_marked_ancestor(parent, cycle_number >= 0)[phase_rows]
+        cycle_of = np.where(up >= 0, cycle_number[np.maximum(up, 0)], -1)
     elif len(phase_rows):
         # No cycle ranges: a cycle starts at each occurrence of the first phase seen.
         ids = label_id[phase_rows]
@@ -113,21 +114,6 @@ def _nearest_marked_ancestor(parent: np.ndarray, marked: np.ndarray) -> np.ndarr
         if not len(live):
             return up
         up[live] = up[up[live]]
-
-
-def _has_ancestor(parent: np.ndarray, rows: np.ndarray, marked: np.ndarray, n: int) -> np.ndarray:
-    """For each of ``rows``, whether a range it is nested in is ``marked``; as a mask over all
-    ``n`` rows."""
-    hit = np.zeros(n, dtype=bool)
-    hit[rows] = _nearest_marked_ancestor(parent, marked)[rows] >= 0
-    return hit
-
-
-def _nearest_ancestor_value(parent: np.ndarray, rows: np.ndarray, value: np.ndarray, n: int) -> np.ndarray:
-    """For each of ``rows``, ``value`` of the nearest range it is nested in whose value is not
-    negative, else -1."""
-    up = _nearest_marked_ancestor(parent, value >= 0)[rows]
-    return np.where(up >= 0, value[np.maximum(up, 0)], -1).astype(np.int64)
 
 
 def verdict_of(cpu_ns: np.ndarray, gpu_ns: np.ndarray, has_gpu_time: np.ndarray, n_ops: np.ndarray) -> list[str]:

@@ -74,10 +74,7 @@ def ahead_threads() -> int:
     of 2 cores each, 1 per table (this rule) and 2 took the same wall time, 1 less CPU time."""
     from tracerecon.cores import usable_cores
 
-    env = os.environ.get("TRACERECON_READ_THREADS", "")
-    if env.isdigit() and int(env) > 0:
-        return int(env)
-    return max(1, min((usable_cores() - 2) // 2, MAX_PARTS))
+    return _threads_asked() or max(1, min((usable_cores() - 2) // 2, MAX_PARTS))
 
 
 def read_threads() -> int:
@@ -85,10 +82,13 @@ def read_threads() -> int:
     (``TRACERECON_READ_THREADS`` overrides)."""
     from tracerecon.cores import usable_cores
 
+    return _threads_asked() or max(1, min(usable_cores(), MAX_PARTS))
+
+
+def _threads_asked() -> int | None:
+    """``TRACERECON_READ_THREADS`` where it is a positive number."""
     env = os.environ.get("TRACERECON_READ_THREADS", "")
-    if env.isdigit() and int(env) > 0:
-        return int(env)
-    return max(1, min(usable_cores(), MAX_PARTS))
+    return int(env) if env.isdigit() and int(env) > 0 else None
 
 
 class _Executed:
