@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 
@@ -60,6 +61,27 @@ def test_another_tools_database(tmp_path):
     con.commit()
     con.close()
     assert_one_line_error(run_cli("report", str(p)), "without any Nsight Systems table")
+
+
+@pytest.mark.parametrize("table, key", [("CUPTI_ACTIVITY_KIND_KERNEL", "start, correlationId, deviceId, streamId"),
+                                        ("NVTX_EVENTS", "start, eventType, globalTid")])
+@pytest.mark.parametrize("reader", ["native", "sqlite3"])
+def test_a_table_rewritten_without_rowid_is_named(tmp_path, table, key, reader):
+    # GIVEN an export one of whose tables another tool rebuilt WITHOUT ROWID (nsys never does)
+    p = tmp_path / "rewritten.sqlite"
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", p)
+    con = sqlite3.connect(p)
+    sql = con.execute("select sql from sqlite_master where name = ?", (table,)).fetchone()[0]
+    cols = ", ".join(r[1] for r in con.execute(f"pragma table_info({table})"))
+    con.execute(f"alter table {table} rename to old_rows")
+    con.execute(sql.rstrip().rstrip(")") + f", primary key ({key})) without rowid")
+    con.execute(f"insert or ignore into {table} select {cols} from old_rows")
+    con.execute("drop table old_rows")
+    con.commit()
+    con.close()
+    # WHEN it is reported on THEN one line names the table and the cause, exit 2
+    env = dict(os.environ, TRACERECON_READER=reader) if reader == "sqlite3" else None
+    assert_one_line_error(run_cli("report", "--no-cache", str(p), env=env), f"table {table} was created WITHOUT ROWID")
 
 
 def test_nsys_rep_instead_of_sqlite(tmp_path):

@@ -16,6 +16,7 @@ from the user's own cache directory.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pickle
@@ -109,9 +110,14 @@ def cached(paths: Path | Sequence[Path], extra: tuple, compute: Callable[[], Any
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
-            pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, entry)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, entry)
+        except BaseException:  # a full disk, or Ctrl-C while writing: no half-written file left
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
         _trim(folder)
     except OSError:
         pass  # a read-only or full cache directory: analyse without caching

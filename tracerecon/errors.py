@@ -10,6 +10,7 @@ from __future__ import annotations
 EXIT_BAD_INPUT = 2
 EXIT_TOOL_MISSING = 2
 EXIT_INTERNAL = 1
+EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report a program ended by SIGINT
 
 
 class TraceReconError(Exception):

@@ -31,6 +31,7 @@ import gc
 import os
 
 from tracerecon.cores import set_worker_share
+from tracerecon.interrupts import ignore_ctrl_c
 from tracerecon.memory import reuse_freed_memory
 from tracerecon.no_pandas import keep_pandas_out
 
@@ -58,4 +59,5 @@ def prepare_worker(threads: int) -> None:
     that a worker started fresh (spawn, or Python 3.14's forkserver) makes the settings before
     the work's modules import numpy; a forked one has its parent's already."""
     set_worker_share(threads)
+    ignore_ctrl_c()  # the parent stops its workers on Ctrl-C
     prepare()

@@ -208,6 +208,7 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
 
     from tracerecon import handoff
     from tracerecon.cores import usable_cores
+    from tracerecon.interrupts import ctrl_c_held, stop_worker_processes
     from tracerecon.own_process import prepare_worker
 
     workers = min(jobs, len(args))
@@ -229,13 +230,18 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
     pool = ProcessPoolExecutor(max_workers=workers, initializer=prepare_worker, initargs=(threads,))
     all_in = False
     try:
-        futures = {pool.submit(_file_work_handed_off, owner, *a): i for i, a in enumerate(args)}
+        with ctrl_c_held():  # the workers start (fork) at the first submit
+            futures = {pool.submit(_file_work_handed_off, owner, *a): i for i, a in enumerate(args)}
         _import_analysis()  # while the workers work (forked ones all start at the first submit)
         for fut in as_completed(futures):
             # Taken as each arrives: the first failure stops the load.
             results[futures[fut]] = handoff.take(fut.result())
             say(f"{len(results)}/{len(args)} exports done ({args[futures[fut]][0].name})")
         all_in = True
+    except KeyboardInterrupt:
+        # Ctrl-C: the workers under way are stopped (their reads would run to their ends).
+        stop_worker_processes(pool)
+        raise
     finally:
         if all_in:
             # Only the workers' exits are left (0.03-0.05 s): waited for on a thread of its own

@@ -14,7 +14,8 @@ from typing import Sequence
 
 from tracerecon import __version__
 from tracerecon.cli import diff, export, plot, ranges, report, run, scrub, view
-from tracerecon.errors import EXIT_INTERNAL, TraceReconError
+from tracerecon.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, TraceReconError
+from tracerecon.interrupts import exit_now
 from tracerecon.own_process import prepare
 
 COMMANDS = (report, ranges, export, plot, diff, view, run, scrub)
@@ -55,7 +56,7 @@ def console_main() -> int:
     args = build_parser().parse_args()
     prepare(args.subcommand)
     try:
-        return _run(args)
+        return _run(args, exit_when_interrupted=True)
     finally:
         gc.freeze()
 
@@ -66,7 +67,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _run(build_parser().parse_args(argv))
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, exit_when_interrupted: bool = False) -> int:
+    """Run the parsed command: its exit status, errors as one line on stderr. Ctrl-C says so
+    and returns ``EXIT_INTERRUPTED``; with ``exit_when_interrupted`` (the program, not an
+    embedding) the process ends there, not after the reads still running (``interrupts``)."""
     try:
         return int(args.func(args) or 0)
     except TraceReconError as exc:
@@ -74,7 +78,9 @@ def _run(args: argparse.Namespace) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print("tracerecon: interrupted", file=sys.stderr)
-        return 130
+        if exit_when_interrupted:
+            exit_now(EXIT_INTERRUPTED)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 0
     except Exception as exc:  # never a traceback for a user; TRACERECON_DEBUG=1 shows it

@@ -65,6 +65,28 @@ def open_readonly(path: str | os.PathLike, shown: str | os.PathLike | None = Non
     return conn
 
 
+# Tables read in rowid order (bulk reads split them by rowid; the NVTX texts are lined up with
+# their integers by it).
+ROWID_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+                "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "CUPTI_ACTIVITY_KIND_CUDA_EVENT",
+                "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "NVTX_EVENTS")
+
+
+def tables_without_rowid(conn: sqlite3.Connection, tables: frozenset[str]) -> list[str]:
+    """The ``ROWID_TABLES`` among ``tables`` that have no rowid (created ``WITHOUT ROWID``,
+    which nsys never does: another tool rewrote the export)."""
+    missing = []
+    for table in ROWID_TABLES:
+        if table in tables:
+            try:
+                conn.execute(f"select rowid from {table} limit 0")
+            except sqlite3.OperationalError as exc:
+                if "rowid" not in str(exc):
+                    raise
+                missing.append(table)
+    return missing
+
+
 def table_names(conn: sqlite3.Connection) -> frozenset[str]:
     return frozenset(r[0] for r in conn.execute("select name from sqlite_master where type in ('table','view')"))
 

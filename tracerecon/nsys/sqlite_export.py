@@ -18,7 +18,6 @@ import contextlib
 import os
 import re
 import sqlite3
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -33,9 +32,10 @@ import pyarrow.compute as pc
 
 from tracerecon import schema
 from tracerecon.errors import BadTraceError
+from tracerecon.interrupts import thread_pool
 from tracerecon.nsys.read_plan import (  # noqa: F401 (some are this module's API too)
     API_CALLS_COLUMNS, KERNEL_COLUMNS, NULL_SENTINEL, XZ_SUFFIX, api_calls_sql, kernels_sql, native_reads, open_readonly,
-    relevant_name_ids, split_select, string_rows, table_names,
+    relevant_name_ids, split_select, string_rows, table_names, tables_without_rowid,
 )
 from tracerecon.nsys.read_plan import column_or as _col
 from tracerecon.nsys.read_plan import columns as _columns
@@ -150,6 +150,10 @@ def read_info(conn: sqlite3.Connection, path: str) -> ExportInfo:
         if not tables:
             raise BadTraceError(f"{path}: empty SQLite database, not an nsys export")
         raise BadTraceError(f"{path}: SQLite file without any Nsight Systems table (another tool's database?)")
+    no_rowid = tables_without_rowid(conn, tables)
+    if no_rowid:
+        raise BadTraceError(f"{path}: table {no_rowid[0]} was created WITHOUT ROWID, which nsys never does (was the export "
+                            "rewritten by another tool?); export the report again with `nsys export --type sqlite`")
     meta_table = "META_DATA_EXPORT" if "META_DATA_EXPORT" in tables else ("EXPORT_META_DATA" if "EXPORT_META_DATA" in tables else None)
     meta: dict[str, str] = {}
     if meta_table:
@@ -875,7 +879,8 @@ def _read_export(real: Path, path: str | os.PathLike, progress: Progress | None)
     dropped_api: list[str] = []
     dropped_ops: list[str] = []
     dropped_syncs: list[str] = []
-    with ThreadPoolExecutor(4) as pool:
+    # Ctrl-C leaves without waiting for the reads (``thread_pool``).
+    with thread_pool(4) as pool:
         api_f = pool.submit(_on_own_connection, real, path, read_api_calls, info, strings, only_relevant=True, warnings=dropped_api)
         ops_f = pool.submit(_on_own_connection, real, path, read_gpu_ops, info, strings, warnings=dropped_ops)
         nvtx_f = pool.submit(_on_own_connection, real, path, read_nvtx, info, strings)

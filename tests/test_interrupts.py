@@ -1,0 +1,165 @@
+"""Ctrl-C: one line, exit status 130, nothing left running or written, and no wait for the reads
+(``tracerecon.interrupts``). The CLI cases interrupt the real program the way a terminal does
+(SIGINT to its whole process group) once it is reading."""
+
+from __future__ import annotations
+
+import lzma
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import BIG, H200
+
+from tracerecon.interrupts import thread_pool
+
+
+def test_a_pool_left_by_ctrl_c_waits_for_none_of_its_tasks():
+    # GIVEN a pool with one task under way (it waits until released) and one not yet started
+    release, started = threading.Event(), threading.Event()
+
+    def blocked():
+        started.set()
+        release.wait(60)
+        return "done"
+
+    # WHEN Ctrl-C arrives while the block waits for it
+    with pytest.raises(KeyboardInterrupt):
+        with thread_pool(1) as pool:
+            running = pool.submit(blocked)
+            queued = pool.submit(lambda: "never")
+            started.wait(60)
+            raise KeyboardInterrupt
+    # THEN the block is left with the task still under way and the other cancelled
+    try:
+        assert not running.done()
+        assert queued.cancelled()
+    finally:
+        release.set()
+    assert running.result(60) == "done"
+
+
+def test_a_pool_left_by_an_error_still_waits_for_its_tasks():
+    # GIVEN a task under way that ends on its own shortly after the block fails
+    started = threading.Event()
+
+    def slow():
+        started.set()
+        time.sleep(0.3)
+        return "done"
+
+    # WHEN the block raises an ordinary error
+    with pytest.raises(ValueError):
+        with thread_pool(1) as pool:
+            running = pool.submit(slow)
+            started.wait(60)
+            raise ValueError("bad input")
+    # THEN the task had finished when the block was left (an error is not Ctrl-C)
+    assert running.done() and running.result() == "done"
+
+
+def _exe() -> str:
+    return shutil.which("tracerecon") or str(Path(sys.executable).parent / "tracerecon")
+
+
+def _threads(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _interrupt_when(args: list[str], ready, env: dict, timeout: float = 120):
+    """Run the program in a session of its own, send SIGINT to the whole group once
+    ``ready(pid)`` holds, and return (exit status, stdout, stderr, what ``ready`` returned, pid)."""
+    proc = subprocess.Popen([_exe(), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    seen = None
+    try:
+        end = time.monotonic() + timeout
+        while proc.poll() is None and time.monotonic() < end:
+            seen = ready(proc.pid)
+            if seen:
+                os.killpg(proc.pid, signal.SIGINT)
+                break
+            time.sleep(0.002)
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return proc.returncode, out, err, seen, proc.pid
+
+
+@pytest.fixture(scope="module")
+def big_export(tmp_path_factory) -> Path:
+    if not BIG.is_file():
+        pytest.skip(f"{BIG} not found (set TRACERECON_SHARED)")
+    out = tmp_path_factory.mktemp("big") / "big_launch.sqlite"
+    with lzma.open(BIG) as src, open(out, "wb") as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+    return out
+
+
+def test_ctrl_c_during_a_read_says_so_in_one_line_and_leaves_nothing(big_export, tmp_path):
+    # GIVEN a cold report of the 76 MB export, its temporary files in a folder of their own
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    cache = tmp_path / "cache"
+    env = dict(os.environ, TMPDIR=str(tmp), TRACERECON_CACHE_DIR=str(cache))
+    # WHEN Ctrl-C arrives once its reads run on threads of their own
+    code, out, err, seen, _ = _interrupt_when(["report", str(big_export)], lambda pid: _threads(pid) >= 3, env)
+    # THEN it was interrupted while reading, said so in one line and exited 130, leaving no
+    # temporary or half-written cache file and nothing beside the input
+    assert seen, "the report ended before its reads were seen running"
+    assert code == 130, err
+    assert err == "tracerecon: interrupted\n"
+    assert out == ""
+    assert not list(tmp.iterdir())
+    assert not cache.exists() or not list(cache.glob("*.tmp"))
+    assert sorted(p.name for p in big_export.parent.iterdir()) == ["big_launch.sqlite"]
+
+
+def test_ctrl_c_during_a_load_of_several_ranks_stops_the_workers(tmp_path):
+    # GIVEN a cold report of two ranks, read in two worker processes (each of which would
+    # cache its rank's analysis once done)
+    cache = tmp_path / "cache"
+    env = dict(os.environ, TRACERECON_CACHE_DIR=str(cache))
+    files = [str(H200 / "eagle_gpu_rank0.sqlite"), str(H200 / "eagle_gpu_rank1.sqlite")]
+    # WHEN Ctrl-C arrives (to the whole process group, as from a terminal) once a worker runs
+    code, out, err, workers, pid = _interrupt_when(["report", "--jobs", "2", *files], _children, env)
+    # THEN one line, exit 130; the workers were stopped, not waited for (neither cached a
+    # result), and neither they nor a hand-off file of this load is left
+    assert workers, "the report ended before a worker process was seen"
+    assert code == 130, err
+    assert err == "tracerecon: interrupted\n"
+    end = time.monotonic() + 30
+    while any(_alive(w) for w in workers) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not any(_alive(w) for w in workers)
+    assert not cache.exists() or not list(cache.iterdir())
+    assert not list(Path("/dev/shm").glob(f"tracerecon-handoff-{pid}-*"))
