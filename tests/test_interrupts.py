@@ -163,3 +163,45 @@ def test_ctrl_c_during_a_load_of_several_ranks_stops_the_workers(tmp_path):
     assert not any(_alive(w) for w in workers)
     assert not cache.exists() or not list(cache.iterdir())
     assert not list(Path("/dev/shm").glob(f"tracerecon-handoff-{pid}-*"))
+
+
+def test_quitting_view_while_it_loads_leaves_the_load_behind(big_export, tmp_path):
+    # GIVEN `view` of the 76 MB export in a terminal, with a cache (a load that runs to its end
+    # caches the analysis)
+    import pty
+    import select
+
+    cache = tmp_path / "cache"
+    env = dict(os.environ, TRACERECON_CACHE_DIR=str(cache), TERM="xterm-256color", COLUMNS="120", LINES="40")
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the program, on the terminal
+        try:
+            os.execve(_exe(), [_exe(), "view", str(big_export)], env)
+        finally:
+            os._exit(127)
+    screen = b""
+    status = None
+    try:
+        # WHEN `q` is pressed as soon as it says it is loading
+        end = time.monotonic() + 120
+        while b"loading" not in screen and time.monotonic() < end:
+            if select.select([fd], [], [], 0.05)[0]:
+                screen += os.read(fd, 65536)
+        assert b"loading" in screen, screen[-500:]
+        os.write(fd, b"q")
+        while status is None and time.monotonic() < end:
+            if select.select([fd], [], [], 0.05)[0]:
+                try:
+                    os.read(fd, 65536)
+                except OSError:  # the terminal closed: the program ended
+                    pass
+            done, code = os.waitpid(pid, os.WNOHANG)
+            status = code if done else None
+    finally:
+        if status is None:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        os.close(fd)
+    # THEN it exited 0 without finishing the load (nothing was cached)
+    assert status is not None and os.waitstatus_to_exitcode(status) == 0
+    assert not cache.exists() or not list(cache.iterdir())

@@ -8,8 +8,9 @@ reads, and the interpreter joined the readers' threads once more at its exit.
   started are cancelled, those under way finish on their own).
 - ``ctrl_c_held``, ``ignore_ctrl_c``, ``stop_worker_processes``: worker processes leave
   Ctrl-C to their parent, which stops them rather than waiting for them.
-- ``exit_now``: the ``tracerecon`` program, interrupted, exits once it has said so, without
-  joining the threads still reading. Nothing is left half-written: the input is only read,
+- ``exit_now``: the ``tracerecon`` program, interrupted (or quit from ``view`` while it
+  loads: ``WorkAbandoned``), exits once it has said so, without joining the threads still
+  reading. Nothing is left half-written: the input is only read,
   and what the load writes (its cache entry, its workers' hand-off files) is removed on the
   way out by the ``finally`` clauses that write it.
 
@@ -27,6 +28,11 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the CLI imports this module: the pools' modules load when first used
     from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+
+
+class WorkAbandoned(Exception):
+    """A command is done but leaves work under way that cannot be stopped (the user quit
+    ``view`` while it loaded): the program ends without waiting for it (``exit_now``)."""
 
 
 @contextmanager

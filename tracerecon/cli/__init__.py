@@ -15,7 +15,7 @@ from typing import Sequence
 from tracerecon import __version__
 from tracerecon.cli import diff, export, plot, ranges, report, run, scrub, view
 from tracerecon.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, TraceReconError
-from tracerecon.interrupts import exit_now
+from tracerecon.interrupts import WorkAbandoned, exit_now
 from tracerecon.own_process import prepare
 
 COMMANDS = (report, ranges, export, plot, diff, view, run, scrub)
@@ -70,7 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace, exit_when_interrupted: bool = False) -> int:
     """Run the parsed command: its exit status, errors as one line on stderr. Ctrl-C says so
     and returns ``EXIT_INTERRUPTED``; with ``exit_when_interrupted`` (the program, not an
-    embedding) the process ends there, not after the reads still running (``interrupts``)."""
+    embedding) the process ends there, not after the reads still running, as it does when
+    ``view`` is quit while it loads (``interrupts``)."""
     try:
         return int(args.func(args) or 0)
     except TraceReconError as exc:
@@ -81,6 +82,10 @@ def _run(args: argparse.Namespace, exit_when_interrupted: bool = False) -> int:
         if exit_when_interrupted:
             exit_now(EXIT_INTERRUPTED)
         return EXIT_INTERRUPTED
+    except WorkAbandoned:
+        if exit_when_interrupted:
+            exit_now(0)
+        return 0
     except BrokenPipeError:
         return 0
     except Exception as exc:  # never a traceback for a user; TRACERECON_DEBUG=1 shows it

@@ -16,7 +16,7 @@ import threading
 from typing import TYPE_CHECKING, Callable
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -166,6 +166,7 @@ class TraceReconApp(App):
         self.report_of = report_of
         self.report: Report | None = None
         self.first_screen_shown = threading.Event()
+        self.load_ended = threading.Event()  # the load (``load``) returned or failed
         self.load_error: str | None = None
         self.diff_error: str | None = None
         self.diff_loader = diff_loader
@@ -219,10 +220,21 @@ class TraceReconApp(App):
 
     def on_mount(self) -> None:
         self.query_one("#tabs").display = False
-        self.load()
+        # The load runs on a thread of its own, not a Textual thread worker: those run in
+        # asyncio's default executor, which the app waits for as it quits (`q` during the load
+        # of a 1 GiB export returned after 15-16 s on 2 cores). A read cannot be stopped, so a
+        # quit leaves the load to the program's end (``cli.view``: ``WorkAbandoned``).
+        threading.Thread(target=self.load, name="tracerecon-load", daemon=True).start()
 
-    @work(thread=True, exclusive=True)
     def load(self) -> None:
+        """The analysis (and its report, and run B for a Diff tab), posted to the app as
+        messages; runs off the UI thread."""
+        try:
+            self._load()
+        finally:
+            self.load_ended.set()
+
+    def _load(self) -> None:
         try:
             if self.report_loader is not None:
                 self.post_message(ReportReady(self.report_loader()))
