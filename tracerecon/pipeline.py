@@ -46,6 +46,35 @@ def no_nvtx_message(path: str, nsys_version: str | None) -> str:
     return msg
 
 
+# The start of the warning that phases were marked in a process that launched no GPU work.
+PHASES_WITHOUT_GPU = "phase ranges in a process that launched no GPU work"
+
+
+def phases_without_gpu_message(path: str, pids: list[int]) -> str:
+    """Phases marked where tracerecon cannot read them: in processes that launched no GPU work
+    (a scheduler process whose workers launch), so in no rank."""
+    return (f"{PHASES_WITHOUT_GPU} (pid {', '.join(map(str, pids))}) in {path}: left out, as a phase is read in the "
+            "process that launches its GPU work; mark the phases there (tracerecon.instrument in the worker process)")
+
+
+def phase_processes_left_out(nvtx_ranges, rank_pids: list[int], config) -> list[int]:
+    """Processes in no rank whose NVTX ranges include a phase or cycle range (``config``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if nvtx_ranges.num_rows == 0:
+        return []
+    outside = nvtx_ranges.filter(pc.invert(pc.is_in(nvtx_ranges["pid"], value_set=pa.array(rank_pids, pa.int64()))))
+    if outside.num_rows == 0:
+        return []
+    names = pc.unique(outside["name"]).to_pylist()
+    marked = [n for n in names if n is not None and (config.label_of(n) is not None or (config.cycle_prefix and n.startswith(config.cycle_prefix)))]
+    if not marked:
+        return []
+    hit = outside.filter(pc.is_in(outside["name"], value_set=pa.array(marked, pa.string())))
+    return sorted(set(hit["pid"].to_pylist()))
+
+
 def _read_tables(f: Path, while_reading: Sequence[str] = ()) -> TraceTables:
     """One export's tables (tracerecon.nsys), nothing analysed yet. Its two big reads start
     first (``read_plan.start_ahead``, which needs neither numpy nor pyarrow), so that importing
@@ -171,6 +200,9 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
         splits, how = processes_in_file(tables.gpu_ops, tables.nvtx_ranges, named)
         if not splits:
             raise BadTraceError(f"{f}: empty trace: no GPU work and no NVTX ranges")
+        left_out = phase_processes_left_out(tables.nvtx_ranges, [p for _, pids in splits for p in pids], config)
+        if left_out:
+            warnings.append(phases_without_gpu_message(str(f), left_out))
     out = []
     marks = tables.nvtx_marks.to_pydict()
     for rank, pids in splits:
@@ -382,7 +414,8 @@ def _analyze_files(files: list[Path], config: PhaseConfig, say: Progress, jobs: 
     if len({w[0].rank for w in work}) != len(work):
         raise BadTraceError("two inputs map to the same rank (" + ", ".join(f"{s.path}: {s.rank}" for s, _, _ in work) + "); rename the files (rank0, rank1, ...)")
     if all(w.ranges.num_rows == 0 for _, _, w in work):
-        raise BadTraceError(no_nvtx_message(", ".join(str(f) for f in files), results[0][2][2]))
+        elsewhere = [w for w in warnings if w.startswith(PHASES_WITHOUT_GPU)]
+        raise BadTraceError(elsewhere[0] if elsewhere else no_nvtx_message(", ".join(str(f) for f in files), results[0][2][2]))
     if all(len(w.phase_inputs.phase_rows) == 0 for _, _, w in work):
         names = phase_candidates(work[0][2].ranges, config.cycle_prefix)
         hint = ("; the likely phases here: " + " ".join(f"--phase {shlex.quote(n)}" for n in names)) if names else ""

@@ -12,7 +12,10 @@ NCCL's streams and graph launches need nothing special: their kernels are ops on
 streams, and the compute stream waits for them through the same event records.
 
 Which stream: a phase's stream is the one that received most of its GPU time (the sum of its
-ops' durations; ties go to more ops, then the lower stream id). A phase that launched nothing
+ops' durations; ties go to more ops, then the lower stream id), unless the phase forked that
+stream off another one and joined it back (``caller_streams``: a side stream, NCCL's stream
+under ProcessGroupNCCL): then the caller's stream, where the engine's own events would be
+recorded. A phase that launched nothing
 keeps the stream of the phase before it in the same process (else the one after it). The
 boundary between two consecutive phases is evaluated on both their streams (the earlier
 phase ends when its stream's work is done, the next begins when its stream is free), and
@@ -47,6 +50,11 @@ class StreamClock:
     op_done: tuple  # per stream: running max of those ops' end times
     wait_time: tuple  # per stream: CPU times of its event waits, sorted
     wait_done: tuple  # per stream: running max of what those waits depend on
+    # Every event wait that found its record, in CPU order of the waits: when it was made, the
+    # stream (row of ``keys``) that waited, and the stream the record was made on.
+    join_cpu: np.ndarray
+    join_into: np.ndarray
+    join_from: np.ndarray
 
     def stream_index(self, pid: np.ndarray, device: np.ndarray, stream: np.ndarray) -> np.ndarray:
         """Row of ``keys`` for each (pid, device, stream); -1 where the stream has no work."""
@@ -163,7 +171,20 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
         op_done=tuple(op_done),
         wait_time=tuple(np.array(x, dtype=np.int64) for x in times),
         wait_done=tuple(np.array(x, dtype=np.int64) for x in running),
+        join_cpu=np.array([w_cpu[i] for i, _, _ in resolved], dtype=np.int64),
+        join_into=np.array([w_stream[i] for i, _, _ in resolved], dtype=np.int64),
+        join_from=rec_s,
     )
+
+
+def _unpack_device(keys: np.ndarray, row: np.ndarray) -> np.ndarray:
+    """Device id of each stream row (rows >= 0)."""
+    return (keys[row] >> 31) & 0xFF
+
+
+def _unpack_stream(keys: np.ndarray, row: np.ndarray) -> np.ndarray:
+    """Stream id of each stream row (rows >= 0)."""
+    return keys[row] & 0x7FFFFFFF
 
 
 def _pack(pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
@@ -254,6 +275,70 @@ def phase_streams(ops: pa.Table, op_phase: np.ndarray, n_phases: int) -> tuple[n
     return dev_out, str_out
 
 
+def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_pid: np.ndarray, cpu_start: np.ndarray, cpu_end: np.ndarray,
+                   device: np.ndarray, stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The stream each phase's CUDA events would be recorded on, given the stream that received
+    most of its work (``phase_streams``): the caller's stream where that one is a side stream.
+
+    Stream S is a side stream of C in a phase when every op the phase launched on S was
+    launched while S was forked off C within the phase (the latest event wait between the two
+    before the launch is S waiting for a record made on C, made in the phase's CPU window) and
+    C joined it back (waited for a record made on S) within the window at least once:
+    ``torch.cuda.Stream.wait_stream`` both ways, as side streams, copy streams forked for a
+    transfer, and ProcessGroupNCCL's collectives do. Fork and join alternate, so the caller
+    looks forked off its side stream between a join and the next fork; what tells them apart
+    is that the caller's bracket opens before the phase (or its ops fall outside any bracket).
+    Repeated for nested forks. Returns (device, stream) per phase; unchanged where the
+    phase launched nothing or its stream was no side stream."""
+    device = np.asarray(device, dtype=np.int64).copy()
+    stream = np.asarray(stream, dtype=np.int64).copy()
+    into, from_, cpu = clock.join_into, clock.join_from, clock.join_cpu  # in CPU order
+    if len(cpu) == 0 or len(device) == 0 or not (into != from_).any():
+        return device, stream
+    row = clock.stream_index(ph_pid, device, stream)
+    # Only phases on a stream that waited or was waited for can move (nor can their callers'
+    # phases be others): the rest of the ops need not be looked at.
+    candidate = np.zeros(len(row), dtype=bool)
+    for r in np.unique(row[row >= 0]).tolist():
+        on_r = np.flatnonzero(row == r)
+        forks, joins = cpu[(into == r) & (from_ != r)], cpu[(from_ == r) & (into != r)]
+        n_forks = np.searchsorted(forks, cpu_end[on_r]) - np.searchsorted(forks, cpu_start[on_r])
+        n_joins = np.searchsorted(joins, cpu_end[on_r]) - np.searchsorted(joins, cpu_start[on_r])
+        candidate[on_r] = (n_forks > 0) & (n_joins > 0)  # forked off and joined back in the window
+    if not candidate.any():
+        return device, stream
+    sel = np.flatnonzero((op_phase >= 0) & candidate[np.maximum(op_phase, 0)])
+    o_phase = op_phase[sel]
+    o_row = clock.stream_index(int64s(ops["pid"])[sel], int64s(ops["device_id"], -1)[sel], int64s(ops["stream_id"], -1)[sel])
+    o_launch = int64s(ops["launch_start_ns"], I64_MIN)[sel]
+    n = max(len(clock.keys), 1)
+    pair = np.minimum(into, from_) * n + np.maximum(into, from_)  # unordered: waits either way
+    pairs = [(int(q), np.flatnonzero(pair == q)) for q in np.unique(pair[into != from_])]
+    for _ in range(4):  # nested forks: side -> caller -> its caller
+        caller = np.full(len(row), -1, dtype=np.int64)
+        mine = (o_row >= 0) & (o_row == row[o_phase])  # the ops on their phase's stream
+        n_mine = np.bincount(o_phase[mine], minlength=len(row))
+        for q, waits in pairs:
+            for side, other in ((q // n, q % n), (q % n, q // n)):
+                on_side = np.flatnonzero(mine & (o_row == side))
+                if len(on_side) == 0:
+                    continue
+                last = np.searchsorted(cpu[waits], o_launch[on_side], side="left") - 1
+                fork = waits[np.maximum(last, 0)]
+                forked = (last >= 0) & (into[fork] == side) & (cpu[fork] >= cpu_start[o_phase[on_side]]) & (o_launch[on_side] != I64_MIN)
+                phases = np.flatnonzero(np.bincount(o_phase[on_side[forked]], minlength=len(row)) == n_mine)
+                phases = phases[(n_mine[phases] > 0) & (row[phases] == side)]
+                joins = cpu[waits[into[waits] == other]]
+                joined = np.searchsorted(joins, cpu_end[phases], side="left") > np.searchsorted(joins, cpu_start[phases], side="left")
+                caller[phases[joined]] = other
+        moved = np.flatnonzero(caller >= 0)
+        if len(moved) == 0:
+            break
+        row[moved] = caller[moved]
+        device[moved], stream[moved] = _unpack_device(clock.keys, caller[moved]), _unpack_stream(clock.keys, caller[moved])
+    return device, stream
+
+
 def busiest_streams(ops: pa.Table) -> dict[int, tuple[int, int]]:
     """Per pid: the (device, stream) with the most GPU time (where no phase launched anything,
     events would be recorded on the stream the process mostly works on)."""
@@ -281,8 +366,10 @@ def phase_boundaries(
     device: np.ndarray,
     stream: np.ndarray,
     fallback: dict[int, tuple[int, int]] | None = None,
+    tid: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The boundary rule (module doc), for phase instances in time order.
+    """The boundary rule (module doc), for phase instances in time order, on each timeline
+    (``timelines``: a process, or each of its threads where they run cycles of their own).
 
     Returns (gpu_boundary_start, gpu_boundary_end, device, stream) per phase: the boundaries
     (int64 min for both where the phase's process has no GPU stream at all; a phase's GPU time
@@ -299,13 +386,15 @@ def phase_boundaries(
         return start_b, end_b, dev_used, stream_used
     device = np.asarray(device, dtype=np.int64).copy()
     stream = np.asarray(stream, dtype=np.int64).copy()
-    for p, (d, s) in (fallback or {}).items():
-        seq = np.flatnonzero(pid == p)
-        if len(seq) and (stream[seq] < 0).all():
-            device[seq[0]], stream[seq[0]] = d, s  # the first phase reads the busiest stream; the rest inherit it
+    line = timelines(pid, cycle, tid)
+    for ln in np.unique(line):
+        seq = np.flatnonzero(line == ln)
+        d_s = (fallback or {}).get(int(pid[seq[0]]))
+        if d_s is not None and (stream[seq] < 0).all():
+            device[seq[0]], stream[seq[0]] = d_s  # the first phase reads the busiest stream; the rest inherit it
     row = clock.stream_index(pid, device, stream)
-    for p in np.unique(pid):
-        seq = np.flatnonzero(pid == p)  # this process's phases, in time order
+    for ln in np.unique(line):
+        seq = np.flatnonzero(line == ln)  # this timeline's phases, in time order
         filled = _fill_index(row[seq])
         srow = row[seq][filled] if len(filled) else row[seq]
         dev_used[seq] = np.where(srow >= 0, device[seq][filled], -1) if len(filled) else -1
@@ -325,6 +414,30 @@ def phase_boundaries(
         both = np.maximum.accumulate(np.stack([a, z], 1).ravel()).reshape(-1, 2)
         start_b[seq], end_b[seq] = both[:, 0], both[:, 1]
     return start_b, end_b, dev_used, stream_used
+
+
+def timelines(pid: np.ndarray, cycle: np.ndarray, tid: np.ndarray | None) -> np.ndarray:
+    """Which phase instances form one sequence of boundaries: per process, unless threads of
+    it each hold phases of cycles of their own (no cycle has phases on two of them), as when
+    one process drives a GPU per thread: then per thread. Phases of one cycle spread over
+    threads (a scheduler and a worker) stay one sequence. Returns a timeline id per phase."""
+    pid = np.asarray(pid, dtype=np.int64)
+    if tid is None or len(pid) == 0:
+        return pid
+    tid = np.asarray(tid, dtype=np.int64)
+    cycle = np.asarray(cycle, dtype=np.int64)
+    _, line = np.unique(np.stack([pid, tid], 1), axis=0, return_inverse=True)
+    line = line.ravel()
+    for p in np.unique(pid).tolist():
+        mine = pid == p
+        threads = np.unique(tid[mine])
+        with_cycle = mine & (cycle >= 0)
+        # Each cycle's phases on one thread, and more than one thread with cycles.
+        pairs = np.unique(np.stack([cycle[with_cycle], tid[with_cycle]], 1), axis=0)
+        own_cycles = len(pairs) == len(np.unique(pairs[:, 0])) and len(np.unique(pairs[:, 1])) > 1
+        if len(threads) > 1 and not own_cycles:
+            line[mine] = line[mine].min()  # one sequence for the process
+    return line
 
 
 def _fill_index(row: np.ndarray) -> np.ndarray:

@@ -38,6 +38,35 @@ def error_threshold(span_ns: np.ndarray) -> np.ndarray:
     return np.maximum(ERROR_FLOOR_NS, (ERROR_FRACTION * span_ns).astype(np.int64))
 
 
+def cycles_by_time(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, cycle_rows: np.ndarray) -> np.ndarray:
+    """``cycle_of`` with each phase nested in no cycle range (``select_phases``) given the cycle
+    range of its process whose CPU span holds the phase's: the latest-starting cycle range that
+    began at or before the phase, if it also ends at or after it. So cycles marked on another
+    thread than the phases (a loop thread and a model thread), or with ``nvtxRangeStart/End``
+    (never nested), still number their phases; a phase outside every cycle stays -1."""
+    loose = np.flatnonzero(cycle_of < 0)
+    if len(loose) == 0 or len(cycle_rows) == 0:
+        return cycle_of
+    cycle_of = cycle_of.copy()
+    pid, start, end = int64s(ranges["pid"]), int64s(ranges["start_ns"]), int64s(ranges["end_ns"], I64_MIN)
+    c_pid, c_start, c_end = pid[cycle_rows], start[cycle_rows], end[cycle_rows]
+    p_rows = phase_rows[loose]
+    p_pid, p_start, p_end = pid[p_rows], start[p_rows], end[p_rows]
+    k = np.full(len(loose), -1, dtype=np.int64)  # the cycle (position in cycle_rows) of each loose phase
+    for proc in np.unique(p_pid).tolist():
+        mine, theirs = np.flatnonzero(p_pid == proc), np.flatnonzero(c_pid == proc)
+        if len(theirs) == 0:
+            continue
+        theirs = theirs[np.argsort(c_start[theirs], kind="stable")]
+        # The last of the process's cycles starting at or before the phase.
+        pos = np.searchsorted(c_start[theirs], p_start[mine], side="right") - 1
+        k[mine] = np.where(pos >= 0, theirs[np.maximum(pos, 0)], -1)
+    ok = (k >= 0) & (p_end != I64_MIN)
+    ok &= (c_end[np.maximum(k, 0)] != I64_MIN) & (c_end[np.maximum(k, 0)] >= p_end)
+    cycle_of[loose[ok]] = k[ok]
+    return cycle_of
+
+
 def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """Pick phase instances and number their cycles.
 

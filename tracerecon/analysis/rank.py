@@ -21,10 +21,10 @@ from tracerecon.memory import release_free_memory
 from tracerecon.cores import usable_cores
 from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases
 from tracerecon.analysis.columns import is_graph_launch
-from tracerecon.analysis.boundaries import StreamClock, busiest_streams, phase_boundaries, phase_streams, stream_clock
+from tracerecon.analysis.boundaries import StreamClock, busiest_streams, caller_streams, phase_boundaries, phase_streams, stream_clock
 from tracerecon.analysis.nccl import phase_comm_split
 from tracerecon.analysis.config import PhaseConfig
-from tracerecon.analysis.phases import PhaseInputs, build_cycles, build_phases, select_phases
+from tracerecon.analysis.phases import PhaseInputs, build_cycles, build_phases, cycles_by_time, select_phases
 from tracerecon.analysis.projection import I64_MIN, index_launches, innermost_owner, int64s
 from tracerecon.analysis.ranges import build_ranges, nest
 from tracerecon.analysis.syncs import attribute_waits, find_blocking_calls
@@ -106,6 +106,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
 
     launches = index_launches(ops)  # sorted once; every lookup of ops by CPU range below uses it
     phase_rows, cycle_of, cycle_rows, labels = select_phases(nested, config)
+    cycle_of = cycles_by_time(nested, phase_rows, cycle_of, cycle_rows)
     n_ph = len(phase_rows)
     depth = int64s(nested["depth"]) if nested.num_rows else np.zeros(0, np.int64)
     row_to_phase = np.full(nested.num_rows + 1, -1, dtype=np.int64)
@@ -147,7 +148,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         # arrays would add to that peak (a 1 GiB export went from 2.5 to 3.0 GB when they overlapped).
         blocking, clock = blocking_of(), clock_of()
         release_free_memory()  # what those threads freed, before the peak
-        stream_work = (ops, op_phase, n_ph, clock, ph_pid, ph_s, ph_e, cycle_of)
+        stream_work = (ops, op_phase, n_ph, clock, ph_pid, ph_tid, ph_s, ph_e, cycle_of)
         boundaries_f = side.submit(_phase_stream_boundaries, *stream_work) if alongside else None
         ranges = build_ranges(nested, ops, rank, launches, cross_owned, cross_rows)
         op_range = innermost_owner(ops, ranges, all_mask, depth, launches)
@@ -185,12 +186,13 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     accepted_marks=tables.accepted_marks, provisional=build_phases(inputs))
 
 
-def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clock: StreamClock, ph_pid: np.ndarray, ph_s: np.ndarray,
+def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clock: StreamClock, ph_pid: np.ndarray, ph_tid: np.ndarray, ph_s: np.ndarray,
                              ph_e: np.ndarray, cycle_of: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per phase instance: the stream-order boundaries (analysis.boundaries) on the stream that
-    received its work: (boundary start, boundary end, device, stream)."""
-    dev, stream = phase_streams(ops, op_phase, n_ph)
-    return phase_boundaries(clock, ph_pid, ph_s, ph_e, cycle_of, dev, stream, busiest_streams(ops))
+    received its work, or the stream that forked that one off: (boundary start, boundary end,
+    device, stream)."""
+    dev, stream = caller_streams(clock, ops, op_phase, ph_pid, ph_s, ph_e, *phase_streams(ops, op_phase, n_ph))
+    return phase_boundaries(clock, ph_pid, ph_s, ph_e, cycle_of, dev, stream, busiest_streams(ops), ph_tid)
 
 
 def _phase_op_mix(ops: pa.Table, op_phase: np.ndarray, n_ph: int) -> tuple[dict[str, np.ndarray], np.ndarray]:

@@ -1,0 +1,144 @@
+"""Engines shaped unlike the demo: one process driving a GPU per thread, cycles and phases
+marked with start/end ranges or on other threads, phases marked in a process that launches
+nothing. Every expected number is worked out by hand from the ops' times (what a CUDA event
+recorded on the phase's stream at each boundary would read)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from conftest import run_cli
+from nsys_factory import FakeTrace
+from tracerecon.analysis.boundaries import timelines
+from tracerecon.api import load as analyze
+
+U = 1000  # 1 us
+
+
+def launch(t: FakeTrace, at_us: int, gpu_us: tuple[int, int], tid: int | None = None, device: int = 0, pid: int = 10) -> None:
+    t.kernel(t.call("cudaLaunchKernel", at_us * U, (at_us + 2) * U, pid=pid, tid=tid), gpu_us[0] * U, gpu_us[1] * U, device=device, pid=pid)
+
+
+def test_two_threads_each_driving_its_own_gpu_are_two_timelines(tmp_path):
+    # GIVEN one process whose thread 1 drives GPU 0 and thread 2 drives GPU 1 (slow), each with
+    # its own cycle / draft / verify ranges, thread 2 five microseconds behind thread 1
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.range(f"cycle {c}", b * U, (b + 300) * U, tid=1)
+        t.range("draft", b * U, (b + 100) * U, tid=1)
+        t.range("verify", (b + 100) * U, (b + 300) * U, tid=1)
+        launch(t, b + 10, (b + 20, b + 80), tid=1, device=0)
+        launch(t, b + 110, (b + 120, b + 250), tid=1, device=0)
+        b2 = b + 5
+        t.range(f"cycle {c}", b2 * U, (b2 + 300) * U, tid=2)
+        t.range("draft", b2 * U, (b2 + 100) * U, tid=2)
+        t.range("verify", (b2 + 100) * U, (b2 + 300) * U, tid=2)
+        launch(t, b2 + 10, (b2 + 20, b2 + 600), tid=2, device=1)
+        launch(t, b2 + 110, (b2 + 600, b2 + 900), tid=2, device=1)
+    # WHEN analysed
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")]).ranks
+    # THEN events on thread 1's stream (GPU 0): draft b..b+100 (its kernel ends at b+80), verify
+    # b+100..b+300 (its CPU end; the kernel ends at b+250): 100 and 200 us. On thread 2's (GPU 1):
+    # draft b2..done = b2+600, verify b2+600..b2+900: 600 and 300 us. GPU 1's slowness is not
+    # charged to GPU 0's phases.
+    got = [(p["tid"], p["phase"], p["device_id"], p["gpu_ns"] // U) for p in rank.phases.to_pylist()]
+    assert sorted(got) == sorted([(1, "draft", 0, 100), (1, "verify", 0, 200), (2, "draft", 1, 600), (2, "verify", 1, 300)] * 3)
+    # and each cycle adds up: 300 us on GPU 0, 900 us on GPU 1
+    assert sorted((c["gpu_ns"] // U, c["adds_up"]) for c in rank.cycles.to_pylist()) == [(300, True)] * 3 + [(900, True)] * 3
+
+
+def test_threads_are_timelines_of_their_own_only_when_each_holds_its_own_cycles():
+    # GIVEN phase instances of one process on threads 1 and 2, in time order
+    pid, tid = np.full(4, 10), np.array([1, 2, 1, 2])
+    # WHEN each thread's phases belong to cycles of their own
+    # THEN each thread is a timeline
+    lines = timelines(pid, np.array([0, 1, 2, 3]), tid)
+    assert lines[0] == lines[2] and lines[1] == lines[3] and lines[0] != lines[1]
+    # WHEN a cycle has phases on both threads (a scheduler and a worker marking one cycle)
+    # THEN the process is one timeline
+    assert len(set(timelines(pid, np.array([0, 0, 1, 1]), tid).tolist())) == 1
+    # WHEN only one thread's phases have cycles (the other's ranges nest in no cycle range)
+    # THEN the process is one timeline, as it was
+    assert len(set(timelines(pid, np.array([0, -1, 1, -1]), tid).tolist())) == 1
+    # WHEN two processes each run one thread: a timeline per process
+    assert len(set(timelines(np.array([10, 11, 10, 11]), np.array([0, 1, 2, 3]), tid).tolist())) == 2
+
+
+def test_start_end_ranges_number_their_cycles(tmp_path):
+    # GIVEN cycles and phases marked with nvtxRangeStart/End (never nested, so no parent)
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.range(f"cycle {c}", b * U, (b + 300) * U, push_pop=False)
+        t.range("draft", b * U, (b + 100) * U, push_pop=False)
+        t.range("verify", (b + 120) * U, (b + 300) * U, push_pop=False)
+        launch(t, b + 10, (b + 20, b + 200))
+        launch(t, b + 130, (b + 200, b + 400))
+    # WHEN analysed
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")]).ranks
+    # THEN each phase is in the cycle whose CPU span holds it; draft b..(verify's start b+120:
+    # done = b+200) = 200 us, verify b+200..b+400 = 200 us; each cycle 400 us
+    assert [(p["cycle"], p["phase"], p["gpu_ns"] // U) for p in rank.phases.to_pylist()] == [
+        (c, n, 200) for c in range(3) for n in ("draft", "verify")]
+    assert [(c["cycle"], c["gpu_ns"] // U, c["n_phases"]) for c in rank.cycles.to_pylist()] == [(0, 400, 2), (1, 400, 2), (2, 400, 2)]
+
+
+def test_cycles_marked_on_the_loop_thread_number_the_model_threads_phases(tmp_path):
+    # GIVEN cycle ranges on the loop thread (1) and draft / verify ranges on the model thread (2),
+    # which launches; a draft range after the last cycle (outside every cycle)
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.range(f"cycle {c}", b * U, (b + 300) * U, tid=1)
+        t.range("draft", b * U, (b + 100) * U, tid=2)
+        t.range("verify", (b + 100) * U, (b + 300) * U, tid=2)
+        launch(t, b + 10, (b + 20, b + 150), tid=2)
+        launch(t, b + 110, (b + 150, b + 250), tid=2)
+    t.range("draft", 5000 * U, 5100 * U, tid=2)
+    # WHEN analysed
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")]).ranks
+    # THEN draft b..b+150 (its kernel ends after verify's CPU start), verify b+150..b+300: 150 us
+    # each, numbered by the cycle whose span holds them; the last draft has no cycle
+    assert [(p["cycle"], p["phase"], p["gpu_ns"] // U) for p in rank.phases.to_pylist()][:6] == [
+        (c, n, 150) for c in range(3) for n in ("draft", "verify")]
+    assert rank.phases.to_pylist()[6]["cycle"] is None
+    assert [c["n_phases"] for c in rank.cycles.to_pylist()] == [2, 2, 2]
+
+
+def scheduler_and_worker(worker_marks_phases: bool) -> FakeTrace:
+    """A scheduler process (pid 10) marking cycles and phases and launching nothing, and a
+    worker process (pid 11) launching every kernel, marking phases itself or not."""
+    t = FakeTrace()
+    for c in range(2):
+        b = c * 1000
+        t.range(f"cycle {c}", b * U, (b + 300) * U, pid=10, tid=10)
+        t.range("draft", b * U, (b + 100) * U, pid=10, tid=10)
+        t.range("verify", (b + 100) * U, (b + 300) * U, pid=10, tid=10)
+        if worker_marks_phases:
+            t.range("draft", (b + 5) * U, (b + 100) * U, pid=11, tid=11)
+        launch(t, b + 10, (b + 20, b + 150), tid=11, pid=11)
+    return t
+
+
+def test_phases_marked_only_in_a_process_that_launches_nothing_are_named(tmp_path):
+    # GIVEN phases marked only in the scheduler process, the GPU work in the worker process
+    path = scheduler_and_worker(worker_marks_phases=False).write(tmp_path / "t.sqlite")
+    # WHEN reported
+    out = run_cli("report", "--no-cache", str(path))
+    # THEN one line says where the phases are and where they must go, and the exit code is 2
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+    assert "phase ranges in a process that launched no GPU work (pid 10)" in out.stderr
+    assert "mark the phases there" in out.stderr
+
+
+def test_phases_left_out_beside_a_worker_that_marks_its_own_are_warned_of(tmp_path):
+    # GIVEN the worker marks its own draft phases too
+    path = scheduler_and_worker(worker_marks_phases=True).write(tmp_path / "t.sqlite")
+    # WHEN analysed
+    analysis = analyze([path])
+    # THEN the worker's phases are the rank's, and the scheduler's are named as left out
+    (rank,) = analysis.ranks
+    assert set(rank.phases["pid"].to_pylist()) == {11}
+    assert any("launched no GPU work (pid 10)" in w for w in analysis.warnings)

@@ -1,0 +1,151 @@
+"""Which stream a phase's events would be recorded on when its work forks to side streams.
+
+A phase that forks work to another stream and joins it back (``wait_stream`` both ways: a side
+stream, ProcessGroupNCCL's collectives) records its events on the caller's stream, even where
+the side stream got most of the GPU time (an all-reduce waiting for a slower peer). Every
+expected number below is worked out by hand from the ops' times: an event recorded on the
+caller's stream at a CPU instant completes when the work queued there (and what it waits for)
+is done.
+"""
+
+from __future__ import annotations
+
+from nsys_factory import FakeTrace
+from tracerecon.api import load as analyze
+
+U = 1000  # 1 us
+
+
+def one_rank(trace: FakeTrace, tmp_path):
+    (rank,) = analyze([trace.write(tmp_path / "t.sqlite")]).ranks
+    return rank
+
+
+def per_cycle(rank):
+    return [(p["cycle"], p["phase"], p["gpu_ns"] // U, p["stream_id"]) for p in rank.phases.to_pylist()]
+
+
+def launch(t: FakeTrace, at_us: int, gpu_us: tuple[int, int], stream: int = 7, name: str = "k") -> None:
+    t.kernel(t.call("cudaLaunchKernel", at_us * U, (at_us + 2) * U), gpu_us[0] * U, gpu_us[1] * U, stream=stream, name=name)
+
+
+def fork_join(t: FakeTrace, event: int, record: int, at_us: int, side: int, caller: int = 7) -> None:
+    """``side.wait_stream(caller)`` at ``at_us``: record on the caller, the side stream waits."""
+    t.event_record(event=event, record=record, start=at_us * U, end=(at_us + 1) * U, stream=caller)
+    t.stream_wait(event=event, record=record, start=(at_us + 1) * U, end=(at_us + 2) * U, stream=side)
+
+
+def test_a_long_all_reduce_on_nccls_stream_is_read_on_the_compute_stream(tmp_path):
+    # GIVEN a synchronous tensor-parallel engine: each cycle draft (stream 7), then verify, the
+    # cycle's last phase: a GEMM on 7, an all-reduce on NCCL's stream 30 forked off 7 and joined
+    # back (this rank waits 300 us for a slower peer, most of verify's GPU time), sampling on 7
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.range(f"cycle {c}", b * U, (b + 200) * U)
+        t.range("draft", b * U, (b + 50) * U)
+        t.range("verify", (b + 50) * U, (b + 200) * U)
+        launch(t, b + 5, (b + 10, b + 60))
+        launch(t, b + 55, (b + 60, b + 100))
+        fork_join(t, 1, c + 1, b + 60, side=30)
+        launch(t, b + 64, (b + 100, b + 400), stream=30, name="ncclDevKernel_AllReduce_Sum_bf16_RING_LL")
+        fork_join(t, 2, c + 1, b + 67, side=7, caller=30)
+        launch(t, b + 71, (b + 400, b + 550))
+    # WHEN analysed
+    rank = one_rank(t, tmp_path)
+    # THEN events on stream 7: draft starts at its CPU instant b and ends when its kernel is done
+    # (b+60, verify's CPU start b+50 is earlier); verify ends at done(7, b+200) = b+550, the
+    # sampling kernel after the join: 490 us every cycle, not the 340 us stream 30 would read
+    assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("draft", 60), ("verify", 490))]
+    # and the cycles tile the GPU timeline with no gap: each is 550 us
+    assert [(c["gpu_ns"] // U, c["adds_up"]) for c in rank.cycles.to_pylist()] == [(550, True)] * 3
+
+
+def test_fork_join_with_the_cpu_one_cycle_ahead(tmp_path):
+    # GIVEN the CPU queues each cycle while the GPU still runs the one before; verify forks a
+    # 400 us kernel to side stream 9 and joins back to 7, then a 200 us kernel on 7
+    t = FakeTrace()
+    for c, (b, g) in enumerate([(0, 20), (300, 730), (600, 1440)]):  # CPU start, GPU start (us)
+        t.range(f"cycle {c}", b * U, (b + 200) * U)
+        t.range("draft", b * U, (b + 100) * U)
+        t.range("verify", (b + 100) * U, (b + 200) * U)
+        launch(t, b + 10, (g, g + 100))
+        launch(t, b + 110, (g + 100, g + 110))
+        fork_join(t, 1, c + 1, b + 113, side=9)
+        launch(t, b + 115, (g + 110, g + 510), stream=9)
+        fork_join(t, 2, c + 1, b + 118, side=7, caller=9)
+        launch(t, b + 121, (g + 510, g + 710))
+    # WHEN analysed
+    rank = one_rank(t, tmp_path)
+    # THEN on stream 7: cycle 0 draft 0..120 (its kernel runs 20..120), verify 120..730 = 610;
+    # cycle 1 draft starts when 7 is done with cycle 0 (730) and runs 100; verify 830..1440 = 610;
+    # cycle 2 the same from 1440
+    assert per_cycle(rank) == [(0, "draft", 120, 7), (0, "verify", 610, 7), (1, "draft", 100, 7), (1, "verify", 610, 7),
+                               (2, "draft", 100, 7), (2, "verify", 610, 7)]
+
+
+def test_a_cpu_only_last_phase_after_a_fork_join_inherits_the_callers_stream(tmp_path):
+    # GIVEN verify forks 400 us of work to side stream 9, joins back to 7 and runs 200 us more on
+    # 7; the cycle's last phase (draft_re_extend: bookkeeping) launches nothing
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.range(f"cycle {c}", b * U, (b + 300) * U)
+        t.range("draft", b * U, (b + 100) * U)
+        t.range("verify", (b + 100) * U, (b + 200) * U)
+        t.range("draft_re_extend", (b + 200) * U, (b + 300) * U)
+        launch(t, b + 10, (b + 20, b + 120))
+        launch(t, b + 110, (b + 120, b + 130))
+        fork_join(t, 1, c + 1, b + 113, side=9)
+        launch(t, b + 115, (b + 130, b + 530), stream=9)
+        fork_join(t, 2, c + 1, b + 118, side=7, caller=9)
+        launch(t, b + 121, (b + 530, b + 730))
+    # WHEN analysed
+    rank = one_rank(t, tmp_path)
+    # THEN verify runs from b+120 (draft's kernel done) to done(7, b+200) = b+730: 610 us; the
+    # CPU-only last phase reads stream 7 too and finds it already done: 0 us
+    assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("draft", 120), ("verify", 610), ("draft_re_extend", 0))]
+
+
+def test_the_caller_stays_the_caller_when_collectives_are_waited_for_lazily(tmp_path):
+    # GIVEN one phase per cycle on stream 7 with two all-reduces on stream 30, each joined back
+    # only when the next layer needs it (functional collectives): the waits alternate
+    # 30<-7, 7<-30, 30<-7, 7<-30, and 7 launches between them; stream 30 gets most GPU time.
+    # The waits make 7 look forked off 30 between a join and the next fork, but that bracket
+    # opens before the phase does (the previous cycle's join) or 7 launches outside it
+    t = FakeTrace()
+    for c in range(2):
+        b = c * 1000
+        t.range(f"cycle {c}", b * U, (b + 200) * U)
+        t.range("verify", b * U, (b + 200) * U)
+        launch(t, b + 10, (b + 10, b + 50))  # layer 0 GEMM
+        fork_join(t, 1, 2 * c + 1, b + 20, side=30)
+        launch(t, b + 23, (b + 50, b + 250), stream=30, name="ncclDevKernel_AllReduce_Sum_bf16_RING_LL")
+        launch(t, b + 30, (b + 50, b + 80))  # overlapped work on 7
+        fork_join(t, 2, 2 * c + 1, b + 40, side=7, caller=30)  # join
+        launch(t, b + 50, (b + 250, b + 300))  # layer 1 GEMM
+        fork_join(t, 1, 2 * c + 2, b + 60, side=30)
+        launch(t, b + 63, (b + 300, b + 500), stream=30, name="ncclDevKernel_AllReduce_Sum_bf16_RING_LL")
+        launch(t, b + 70, (b + 300, b + 320))
+        fork_join(t, 2, 2 * c + 2, b + 80, side=7, caller=30)  # join
+        launch(t, b + 90, (b + 500, b + 530))  # sampling
+    # WHEN analysed
+    rank = one_rank(t, tmp_path)
+    # THEN both cycles read stream 7: verify b..done(7, b+200) = b+530
+    assert per_cycle(rank) == [(0, "verify", 530, 7), (1, "verify", 530, 7)]
+
+
+def test_a_side_stream_not_joined_back_within_the_phase_keeps_the_phase(tmp_path):
+    # GIVEN a copy stream 12 forked off 7 for a long device-to-host copy that nothing on 7 ever
+    # waits for (the CPU reads the result later): the phase's busiest stream is 12
+    t = FakeTrace()
+    t.range("cycle 0", 0, 200 * U)
+    t.range("verify", 0, 200 * U)
+    launch(t, 10, (10, 60))
+    fork_join(t, 1, 1, 20, side=12)
+    t.copy(t.call("cudaMemcpyAsync", 25 * U, 27 * U), 60 * U, 460 * U, stream=12)
+    # WHEN analysed
+    rank = one_rank(t, tmp_path)
+    # THEN with no join there is no caller to move to: the phase is read where its work went,
+    # stream 12, done at 460 us (the documented busiest-stream rule)
+    assert per_cycle(rank) == [(0, "verify", 460, 12)]
