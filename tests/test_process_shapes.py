@@ -142,3 +142,26 @@ def test_phases_left_out_beside_a_worker_that_marks_its_own_are_warned_of(tmp_pa
     (rank,) = analysis.ranks
     assert set(rank.phases["pid"].to_pylist()) == {11}
     assert any("launched no GPU work (pid 10)" in w for w in analysis.warnings)
+
+
+def test_an_unrelated_threads_long_copy_does_not_choose_a_cross_thread_phases_stream(tmp_path):
+    # GIVEN phases held by a scheduler thread (1) that launches nothing, a worker thread (2)
+    # launching every phase's kernels on stream 7, and an unrelated thread (3: KV-cache offload)
+    # launching a 645 us copy on stream 20 during verify each cycle; stream 7 never waits for 20
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.range(f"cycle {c}", b * U, (b + 300) * U, tid=1)
+        t.range("draft", b * U, (b + 100) * U, tid=1)
+        t.range("verify", (b + 100) * U, (b + 300) * U, tid=1)
+        launch(t, b + 10, (b + 20, b + 90), tid=2)
+        launch(t, b + 110, (b + 120, b + 250), tid=2)
+        t.copy(t.call("cudaMemcpyAsync", (b + 150) * U, (b + 152) * U, tid=3), (b + 155) * U, (b + 800) * U, stream=20)
+    # WHEN analysed
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")]).ranks
+    # THEN events on stream 7, where the worker launches the phases' work: draft b..b+100 (its
+    # CPU end; the kernel ends at b+90), verify b+100..b+300: 100 and 200 us, not 700
+    assert [(p["cycle"], p["phase"], p["gpu_ns"] // U, p["stream_id"]) for p in rank.phases.to_pylist()] == [
+        (c, n, v, 7) for c in range(3) for n, v in (("draft", 100), ("verify", 200))]
+    # and the copy is still counted among verify's ops (cross-thread attribution)
+    assert [p["n_gpu_ops"] for p in rank.phases.to_pylist()] == [1, 2] * 3

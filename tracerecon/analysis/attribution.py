@@ -69,3 +69,25 @@ def attribute_other_threads(
         ok &= call_tid[sel] != phase_tid[k]
         out[sel[ok]] = k[ok]
     return out
+
+
+def main_launcher_ops(op_pid: np.ndarray, op_tid: np.ndarray, moved: np.ndarray) -> np.ndarray:
+    """Which ops may decide a phase's stream (``boundaries.phase_streams``) once work of other
+    threads was attributed (``moved``: those ops' rows): every op the phase launched on its own
+    thread, and of the others only those of its process's main launcher, the thread that
+    launched most of them (by count: a worker launches a forward's hundreds of kernels). A
+    thread that launches unrelated work while the phase is open (a KV-cache offload thread's
+    long copies) then still counts in the phase's ops, but cannot make its stream the one the
+    phase's events would be recorded on."""
+    prefer = np.ones(len(op_pid), dtype=bool)
+    if len(moved) == 0:
+        return prefer
+    prefer[moved] = False
+    pid, tid = op_pid[moved], op_tid[moved]
+    for p in np.unique(pid).tolist():
+        mine = np.flatnonzero(pid == p)
+        threads, counts = np.unique(tid[mine], return_counts=True)
+        main = threads[np.argmax(counts)]  # ties: the lower thread id
+        prefer[moved[mine[tid[mine] == main]]] = True
+    return prefer
+

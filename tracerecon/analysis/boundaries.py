@@ -231,11 +231,16 @@ def _stream_waits(sync_records: pa.Table) -> dict[str, np.ndarray]:
 _DENSE_CELLS = 20_000_000
 
 
-def phase_streams(ops: pa.Table, op_phase: np.ndarray, n_phases: int) -> tuple[np.ndarray, np.ndarray]:
+def phase_streams(ops: pa.Table, op_phase: np.ndarray, n_phases: int, prefer: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per phase instance: (device_id, stream_id) that received most of its GPU time; -1 when
-    it launched nothing. Ties: more ops, then the lower (device, stream)."""
+    it launched nothing. Ties: more ops, then the lower (device, stream). ``prefer`` (per op):
+    where a phase has preferred ops, only they count (``attribution.main_launcher_ops``)."""
     dev_out = np.full(n_phases, -1, dtype=np.int64)
     str_out = np.full(n_phases, -1, dtype=np.int64)
+    if prefer is not None and not prefer.all():
+        has_preferred = np.zeros(n_phases + 1, dtype=bool)
+        has_preferred[op_phase[(op_phase >= 0) & prefer]] = True
+        op_phase = np.where(prefer | ~has_preferred[np.where(op_phase >= 0, op_phase, n_phases)], op_phase, -1)
     sel = np.flatnonzero(op_phase >= 0)
     if len(sel) == 0 or n_phases == 0:
         return dev_out, str_out

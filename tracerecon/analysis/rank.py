@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from tracerecon import schema
 from tracerecon.memory import release_free_memory
 from tracerecon.cores import usable_cores
-from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases
+from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases, main_launcher_ops
 from tracerecon.analysis.columns import is_graph_launch
 from tracerecon.analysis.boundaries import StreamClock, busiest_streams, caller_streams, phase_boundaries, phase_streams, stream_clock
 from tracerecon.analysis.nccl import phase_comm_split
@@ -131,8 +131,9 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         got[op_phase[moved]] = True
         takes_cross &= got | (own == 0)
         cross_rows = phase_rows[takes_cross & got]
+        stream_deciders = main_launcher_ops(int64s(ops["pid"]), int64s(ops["launch_tid"], -1), moved)
     else:
-        cross_owned, cross_rows = None, np.zeros(0, np.int64)
+        cross_owned, cross_rows, stream_deciders = None, np.zeros(0, np.int64), None
     # Each phase's stream work needs the ops' phases (and the stream clock), not the ranges: on
     # two other threads, the mix of its ops (communication split, graph launches) from now,
     # its stream-order boundaries once the clock is in, while this thread projects the ranges
@@ -148,7 +149,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         # arrays would add to that peak (a 1 GiB export went from 2.5 to 3.0 GB when they overlapped).
         blocking, clock = blocking_of(), clock_of()
         release_free_memory()  # what those threads freed, before the peak
-        stream_work = (ops, op_phase, n_ph, clock, ph_pid, ph_tid, ph_s, ph_e, cycle_of)
+        stream_work = (ops, op_phase, n_ph, clock, ph_pid, ph_tid, ph_s, ph_e, cycle_of, stream_deciders)
         boundaries_f = side.submit(_phase_stream_boundaries, *stream_work) if alongside else None
         ranges = build_ranges(nested, ops, rank, launches, cross_owned, cross_rows)
         op_range = innermost_owner(ops, ranges, all_mask, depth, launches)
@@ -187,11 +188,11 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
 
 
 def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clock: StreamClock, ph_pid: np.ndarray, ph_tid: np.ndarray, ph_s: np.ndarray,
-                             ph_e: np.ndarray, cycle_of: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                             ph_e: np.ndarray, cycle_of: np.ndarray, stream_deciders: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per phase instance: the stream-order boundaries (analysis.boundaries) on the stream that
-    received its work, or the stream that forked that one off: (boundary start, boundary end,
-    device, stream)."""
-    dev, stream = caller_streams(clock, ops, op_phase, ph_pid, ph_s, ph_e, *phase_streams(ops, op_phase, n_ph))
+    received its work (of the ops ``stream_deciders`` marks), or the stream that forked that one
+    off: (boundary start, boundary end, device, stream)."""
+    dev, stream = caller_streams(clock, ops, op_phase, ph_pid, ph_s, ph_e, *phase_streams(ops, op_phase, n_ph, stream_deciders))
     return phase_boundaries(clock, ph_pid, ph_s, ph_e, cycle_of, dev, stream, busiest_streams(ops), ph_tid)
 
 
