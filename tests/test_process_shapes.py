@@ -165,3 +165,81 @@ def test_an_unrelated_threads_long_copy_does_not_choose_a_cross_thread_phases_st
         (c, n, v, 7) for c in range(3) for n, v in (("draft", 100), ("verify", 200))]
     # and the copy is still counted among verify's ops (cross-thread attribution)
     assert [p["n_gpu_ops"] for p in rank.phases.to_pylist()] == [1, 2] * 3
+
+
+def test_an_offload_threads_many_copies_do_not_outvote_a_graph_replaying_worker(tmp_path):
+    # GIVEN the worker (thread 2) replays one CUDA graph per phase on stream 7 (graph trace:
+    # one op per launch) and an offload thread (3) copies per layer, 8 copies on stream 20
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.range(f"cycle {c}", b * U, (b + 300) * U, tid=1)
+        t.range("draft", b * U, (b + 100) * U, tid=1)
+        t.range("verify", (b + 100) * U, (b + 300) * U, tid=1)
+        t.graph(t.call("cudaGraphLaunch_v10000", (b + 10) * U, (b + 12) * U, tid=2), (b + 20) * U, (b + 90) * U)
+        t.graph(t.call("cudaGraphLaunch_v10000", (b + 110) * U, (b + 112) * U, tid=2), (b + 120) * U, (b + 250) * U)
+        for i in range(8):
+            t.copy(t.call("cudaMemcpyAsync", (b + 150 + 5 * i) * U, (b + 151 + 5 * i) * U, tid=3), (b + 300 + 60 * i) * U, (b + 360 + 60 * i) * U, stream=20)
+    # WHEN analysed
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")]).ranks
+    # THEN the offload thread never runs a kernel, so its copies cannot choose verify's stream:
+    # draft b..b+100, verify b+100..b+300 on 7
+    assert [(p["cycle"], p["phase"], p["gpu_ns"] // U, p["stream_id"]) for p in rank.phases.to_pylist()] == [
+        (c, n, v, 7) for c in range(3) for n, v in (("draft", 100), ("verify", 200))]
+
+
+def test_a_drafter_threads_phase_is_read_on_the_drafters_stream(tmp_path):
+    # GIVEN a scheduler thread (1) holding the phases, a drafter thread (3) replaying the draft
+    # graph on stream 8 (170 us) and recording an event on it, and the target worker (2) staging
+    # a 2 us upload on 7 during draft, then waiting for the drafter's event and running verify on 7
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.range(f"cycle {c}", b * U, (b + 300) * U, tid=1)
+        t.range("draft", b * U, (b + 100) * U, tid=1)
+        t.range("verify", (b + 100) * U, (b + 300) * U, tid=1)
+        t.graph(t.call("cudaGraphLaunch_v10000", (b + 10) * U, (b + 12) * U, tid=3), (b + 10) * U, (b + 180) * U, stream=8)
+        t.copy(t.call("cudaMemcpyAsync", (b + 50) * U, (b + 51) * U, tid=2), (b + 50) * U, (b + 52) * U, kind=1, stream=7)
+        t.event_record(event=1, record=c + 1, start=(b + 60) * U, end=(b + 61) * U, tid=3, stream=8)
+        t.stream_wait(event=1, record=c + 1, start=(b + 101) * U, end=(b + 102) * U, tid=2, stream=7)
+        for i in range(6):
+            launch(t, b + 105 + 5 * i, (b + 180 + 28 * i, b + 180 + 28 * (i + 1) + (2 if i == 5 else 0)), tid=2)
+    # WHEN analysed
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")]).ranks
+    # THEN draft is read on the drafter's stream 8: b..done(8, b+100) = b+180; verify on 7 from
+    # there to done(7, b+300) = b+350
+    assert [(p["cycle"], p["phase"], p["gpu_ns"] // U, p["stream_id"]) for p in rank.phases.to_pylist()] == [
+        (c, n, v, s) for c in range(3) for n, v, s in (("draft", 180, 8), ("verify", 170, 7))]
+
+
+def two_gpu_threads(cycles: str) -> FakeTrace:
+    """The one-GPU-per-thread process of the first test, its cycles marked with start/end
+    ranges (``startend``) or not at all (``none``)."""
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        for tid, off in ((1, 0), (2, 5)):
+            if cycles == "startend":
+                t.range(f"cycle {c}", (b + off) * U, (b + off + 300) * U, tid=tid, push_pop=False)
+            t.range("draft", (b + off) * U, (b + off + 100) * U, tid=tid)
+            t.range("verify", (b + off + 100) * U, (b + off + 300) * U, tid=tid)
+        launch(t, b + 10, (b + 20, b + 80), tid=1, device=0)
+        launch(t, b + 110, (b + 120, b + 250), tid=1, device=0)
+        launch(t, b + 15, (b + 25, b + 605), tid=2, device=1)
+        launch(t, b + 115, (b + 605, b + 905), tid=2, device=1)
+    return t
+
+
+def test_a_gpu_per_thread_with_start_end_cycles_or_none_stays_two_timelines(tmp_path):
+    for cycles in ("startend", "none"):
+        # GIVEN the two-GPU process with cycles as start/end ranges, or with no cycle ranges
+        # WHEN analysed
+        (rank,) = analyze([two_gpu_threads(cycles).write(tmp_path / f"{cycles}.sqlite")]).ranks
+        # THEN each thread's phases are in cycles of their own thread, with the numbers of the
+        # push/pop case: 100 / 200 us on GPU 0, 600 / 300 us on GPU 1
+        ph = rank.phases.to_pylist()
+        assert sorted((p["tid"], p["phase"], p["gpu_ns"] // U) for p in ph) == sorted([(1, "draft", 100), (1, "verify", 200), (2, "draft", 600), (2, "verify", 300)] * 3), cycles
+        by_cycle = {}
+        for p in ph:
+            by_cycle.setdefault(p["cycle"], set()).add(p["tid"])
+        assert len(by_cycle) == 6 and all(len(t) == 1 for t in by_cycle.values()), cycles

@@ -11,6 +11,7 @@ is done.
 from __future__ import annotations
 
 from nsys_factory import FakeTrace
+from tracerecon.analysis.config import PhaseConfig
 from tracerecon.api import load as analyze
 
 U = 1000  # 1 us
@@ -149,3 +150,45 @@ def test_a_side_stream_not_joined_back_within_the_phase_keeps_the_phase(tmp_path
     # THEN with no join there is no caller to move to: the phase is read where its work went,
     # stream 12, done at 460 us (the documented busiest-stream rule)
     assert per_cycle(rank) == [(0, "verify", 460, 12)]
+
+
+def test_a_copy_stream_for_inputs_and_results_is_nobodys_caller(tmp_path):
+    # GIVEN verify uploads its inputs on copy stream 12 (no wait), the compute stream 7 waits
+    # for the upload and runs the forward, then 12 waits for 7 and copies 200 us of results out
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.range(f"cycle {c}", b * U, (b + 400) * U)
+        t.range("draft", b * U, (b + 100) * U)
+        t.range("verify", (b + 100) * U, (b + 400) * U)
+        launch(t, b + 10, (b + 10, b + 90))
+        t.copy(t.call("cudaMemcpyAsync", (b + 102) * U, (b + 103) * U), (b + 105) * U, (b + 110) * U, kind=1, stream=12)
+        fork_join(t, 1, c + 1, b + 104, side=7, caller=12)  # 7 waits for the upload
+        launch(t, b + 110, (b + 110, b + 500), name="forward")
+        fork_join(t, 2, c + 1, b + 300, side=12)  # 12 waits for the forward
+        t.copy(t.call("cudaMemcpyAsync", (b + 302) * U, (b + 303) * U), (b + 500) * U, (b + 700) * U, kind=2, stream=12)
+    # WHEN analysed
+    rank = one_rank(t, tmp_path)
+    # THEN the waits look like 7 forked off 12 and joined back, but 12 ran no kernel: verify is
+    # read on 7, b+100 .. done(7, b+400) = b+500: 400 us (not 600 with the copy out)
+    assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("draft", 100), ("verify", 400))]
+
+
+def test_a_phase_that_opens_with_a_collective_is_read_on_the_compute_stream(tmp_path):
+    # GIVEN draft (here: sampling) opens with an all-gather on NCCL's stream 30 forked off 7 and
+    # joined back (300 us: a slower peer), then a sampling kernel on 7
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.range(f"cycle {c}", b * U, (b + 300) * U)
+        t.range("verify", b * U, (b + 100) * U)
+        t.range("draft", (b + 100) * U, (b + 300) * U)
+        launch(t, b + 10, (b + 10, b + 150))
+        fork_join(t, 1, c + 1, b + 102, side=30)
+        launch(t, b + 104, (b + 150, b + 450), stream=30, name="ncclDevKernel_AllGather_RING_LL")
+        fork_join(t, 2, c + 1, b + 107, side=7, caller=30)
+        launch(t, b + 110, (b + 450, b + 520))
+    # WHEN analysed with verify first in each cycle
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("verify", "draft"))).ranks
+    # THEN events on 7: verify b..done(7, b+100) = b+150; draft b+150..done(7, b+300) = b+520
+    assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("verify", 150), ("draft", 370))]

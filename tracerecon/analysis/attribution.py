@@ -71,23 +71,17 @@ def attribute_other_threads(
     return out
 
 
-def main_launcher_ops(op_pid: np.ndarray, op_tid: np.ndarray, moved: np.ndarray) -> np.ndarray:
+def stream_deciding_ops(op_pid: np.ndarray, op_tid: np.ndarray, computes: np.ndarray, moved: np.ndarray) -> np.ndarray:
     """Which ops may decide a phase's stream (``boundaries.phase_streams``) once work of other
-    threads was attributed (``moved``: those ops' rows): every op the phase launched on its own
-    thread, and of the others only those of its process's main launcher, the thread that
-    launched most of them (by count: a worker launches a forward's hundreds of kernels). A
-    thread that launches unrelated work while the phase is open (a KV-cache offload thread's
-    long copies) then still counts in the phase's ops, but cannot make its stream the one the
-    phase's events would be recorded on."""
+    threads was attributed (``moved``: those ops' rows): all of them, except the moved ops of
+    a thread that never runs a kernel in its process (``computes`` false for all its ops: it
+    only copies, as a KV-cache offload thread does). Such a thread's copies still count in the
+    phase's ops, but a long one cannot make its stream the one the phase's events would be
+    recorded on; a phase with nothing else keeps them."""
     prefer = np.ones(len(op_pid), dtype=bool)
     if len(moved) == 0:
         return prefer
-    prefer[moved] = False
-    pid, tid = op_pid[moved], op_tid[moved]
-    for p in np.unique(pid).tolist():
-        mine = np.flatnonzero(pid == p)
-        threads, counts = np.unique(tid[mine], return_counts=True)
-        main = threads[np.argmax(counts)]  # ties: the lower thread id
-        prefer[moved[mine[tid[mine] == main]]] = True
+    key = (np.asarray(op_pid, np.int64) << 32) | (np.asarray(op_tid, np.int64) & 0xFFFFFFFF)
+    computing_threads = np.unique(key[np.asarray(computes, dtype=bool)])
+    prefer[moved] = np.isin(key[moved], computing_threads)
     return prefer
-

@@ -234,7 +234,7 @@ _DENSE_CELLS = 20_000_000
 def phase_streams(ops: pa.Table, op_phase: np.ndarray, n_phases: int, prefer: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per phase instance: (device_id, stream_id) that received most of its GPU time; -1 when
     it launched nothing. Ties: more ops, then the lower (device, stream). ``prefer`` (per op):
-    where a phase has preferred ops, only they count (``attribution.main_launcher_ops``)."""
+    where a phase has preferred ops, only they count (``attribution.stream_deciding_ops``)."""
     dev_out = np.full(n_phases, -1, dtype=np.int64)
     str_out = np.full(n_phases, -1, dtype=np.int64)
     if prefer is not None and not prefer.all():
@@ -280,20 +280,22 @@ def phase_streams(ops: pa.Table, op_phase: np.ndarray, n_phases: int, prefer: np
     return dev_out, str_out
 
 
-def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_pid: np.ndarray, cpu_start: np.ndarray, cpu_end: np.ndarray,
-                   device: np.ndarray, stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, computes: np.ndarray, ph_pid: np.ndarray, cpu_start: np.ndarray,
+                   cpu_end: np.ndarray, device: np.ndarray, stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The stream each phase's CUDA events would be recorded on, given the stream that received
     most of its work (``phase_streams``): the caller's stream where that one is a side stream.
 
     Stream S is a side stream of C in a phase when every op the phase launched on S was
     launched while S was forked off C within the phase (the latest event wait between the two
-    before the launch is S waiting for a record made on C, made in the phase's CPU window) and
-    C joined it back (waited for a record made on S) within the window at least once:
-    ``torch.cuda.Stream.wait_stream`` both ways, as side streams, copy streams forked for a
-    transfer, and ProcessGroupNCCL's collectives do. Fork and join alternate, so the caller
-    looks forked off its side stream between a join and the next fork; what tells them apart
-    is that the caller's bracket opens before the phase (or its ops fall outside any bracket).
-    Repeated for nested forks. Returns (device, stream) per phase; unchanged where the
+    before the launch is S waiting for a record made on C, made in the phase's CPU window), C
+    joined at least one of those back within the window (the next wait between the two after
+    the launch is C waiting for a record made on S), and C runs kernels (somewhere in the trace):
+    ``torch.cuda.Stream.wait_stream`` both ways, as side streams and ProcessGroupNCCL's
+    collectives do. Fork and join alternate, so the caller looks forked off its side stream
+    between a join and the next fork; what tells them apart is that the caller's bracket opens
+    before the phase or closes after it. A copy stream (``computes`` false for all its ops:
+    copies and memsets only) is nobody's caller, even where the compute stream waits for its
+    upload and it waits for the compute stream's results. Repeated for nested forks. Returns (device, stream) per phase; unchanged where the
     phase launched nothing or its stream was no side stream."""
     device = np.asarray(device, dtype=np.int64).copy()
     stream = np.asarray(stream, dtype=np.int64).copy()
@@ -316,6 +318,11 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     o_phase = op_phase[sel]
     o_row = clock.stream_index(int64s(ops["pid"])[sel], int64s(ops["device_id"], -1)[sel], int64s(ops["stream_id"], -1)[sel])
     o_launch = int64s(ops["launch_start_ns"], I64_MIN)[sel]
+    # Streams that run a kernel somewhere in the trace (the rest only copy).
+    computing = np.flatnonzero(computes)
+    kernel_streams = np.zeros(len(clock.keys) + 1, dtype=bool)
+    kernel_streams[clock.stream_index(int64s(ops["pid"])[computing], int64s(ops["device_id"], -1)[computing], int64s(ops["stream_id"], -1)[computing])] = True
+    kernel_streams[-1] = False
     n = max(len(clock.keys), 1)
     pair = np.minimum(into, from_) * n + np.maximum(into, from_)  # unordered: waits either way
     pairs = [(int(q), np.flatnonzero(pair == q)) for q in np.unique(pair[into != from_])]
@@ -328,14 +335,21 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
                 on_side = np.flatnonzero(mine & (o_row == side))
                 if len(on_side) == 0:
                     continue
-                last = np.searchsorted(cpu[waits], o_launch[on_side], side="left") - 1
+                w_cpu = cpu[waits]
+                last = np.searchsorted(w_cpu, o_launch[on_side], side="left") - 1
                 fork = waits[np.maximum(last, 0)]
                 forked = (last >= 0) & (into[fork] == side) & (cpu[fork] >= cpu_start[o_phase[on_side]]) & (o_launch[on_side] != I64_MIN)
-                phases = np.flatnonzero(np.bincount(o_phase[on_side[forked]], minlength=len(row)) == n_mine)
-                phases = phases[(n_mine[phases] > 0) & (row[phases] == side)]
-                joins = cpu[waits[into[waits] == other]]
-                joined = np.searchsorted(joins, cpu_end[phases], side="left") > np.searchsorted(joins, cpu_start[phases], side="left")
-                caller[phases[joined]] = other
+                # The bracket closes: the next wait between the two after the launch is the
+                # other stream waiting for this one, within the phase.
+                nxt = np.searchsorted(w_cpu, o_launch[on_side], side="right")
+                join = waits[np.minimum(nxt, len(waits) - 1)]
+                closed = forked & (nxt < len(waits)) & (into[join] == other) & (cpu[join] < cpu_end[o_phase[on_side]])
+                every_op_forked = np.bincount(o_phase[on_side[forked]], minlength=len(row)) == n_mine
+                some_closed = np.bincount(o_phase[on_side[closed]], minlength=len(row)) > 0
+                if not kernel_streams[other]:
+                    continue  # a copy stream is nobody's caller
+                phases = np.flatnonzero(every_op_forked & some_closed & (n_mine > 0) & (row == side))
+                caller[phases] = other
         moved = np.flatnonzero(caller >= 0)
         if len(moved) == 0:
             break

@@ -39,3 +39,11 @@ def is_graph_launch(gpu_ops: pa.Table) -> np.ndarray:
     if gpu_ops.num_rows == 0:
         return np.zeros(0, dtype=bool)
     return equals(gpu_ops["kind"], "graph") | string_mask(gpu_ops["launch_api"], lambda a: base_api_name(a) in GRAPH_LAUNCH_APIS)
+
+
+def computes(gpu_ops: pa.Table) -> np.ndarray:
+    """GPU ops that run code: kernels and graph launches, not copies or memsets."""
+    if gpu_ops.num_rows == 0:
+        return np.zeros(0, dtype=bool)
+    return equals(gpu_ops["kind"], "kernel") | equals(gpu_ops["kind"], "graph")
+

@@ -39,32 +39,73 @@ def error_threshold(span_ns: np.ndarray) -> np.ndarray:
 
 
 def cycles_by_time(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, cycle_rows: np.ndarray) -> np.ndarray:
-    """``cycle_of`` with each phase nested in no cycle range (``select_phases``) given the cycle
-    range of its process whose CPU span holds the phase's: the latest-starting cycle range that
-    began at or before the phase, if it also ends at or after it. So cycles marked on another
-    thread than the phases (a loop thread and a model thread), or with ``nvtxRangeStart/End``
-    (never nested), still number their phases; a phase outside every cycle stays -1."""
+    """``cycle_of`` with each phase nested in no cycle range (``select_phases``) given a cycle
+    range whose CPU span holds the phase's: of its own thread if one does, else of its process.
+    Of those, the latest-starting that began at or before the phase, if it also ends at or
+    after it. So cycles marked on another thread than the phases (a loop thread and a model
+    thread), or with ``nvtxRangeStart/End`` (never nested), still number their phases, and
+    threads running cycles of their own keep them apart; a phase outside every cycle stays -1."""
     loose = np.flatnonzero(cycle_of < 0)
     if len(loose) == 0 or len(cycle_rows) == 0:
         return cycle_of
     cycle_of = cycle_of.copy()
-    pid, start, end = int64s(ranges["pid"]), int64s(ranges["start_ns"]), int64s(ranges["end_ns"], I64_MIN)
-    c_pid, c_start, c_end = pid[cycle_rows], start[cycle_rows], end[cycle_rows]
-    p_rows = phase_rows[loose]
-    p_pid, p_start, p_end = pid[p_rows], start[p_rows], end[p_rows]
-    k = np.full(len(loose), -1, dtype=np.int64)  # the cycle (position in cycle_rows) of each loose phase
-    for proc in np.unique(p_pid).tolist():
-        mine, theirs = np.flatnonzero(p_pid == proc), np.flatnonzero(c_pid == proc)
-        if len(theirs) == 0:
-            continue
-        theirs = theirs[np.argsort(c_start[theirs], kind="stable")]
-        # The last of the process's cycles starting at or before the phase.
-        pos = np.searchsorted(c_start[theirs], p_start[mine], side="right") - 1
-        k[mine] = np.where(pos >= 0, theirs[np.maximum(pos, 0)], -1)
-    ok = (k >= 0) & (p_end != I64_MIN)
-    ok &= (c_end[np.maximum(k, 0)] != I64_MIN) & (c_end[np.maximum(k, 0)] >= p_end)
-    cycle_of[loose[ok]] = k[ok]
+    pid, tid = int64s(ranges["pid"]), int64s(ranges["tid"], -1)
+    start, end = int64s(ranges["start_ns"]), int64s(ranges["end_ns"], I64_MIN)
+    thread = (pid << 32) | (tid & 0xFFFFFFFF)
+    c_start, c_end = start[cycle_rows], end[cycle_rows]
+    for key in (thread, pid):  # the phase's own thread first, then its process
+        loose = np.flatnonzero(cycle_of < 0)
+        p_rows = phase_rows[loose]
+        p_key, p_start, p_end = key[p_rows], start[p_rows], end[p_rows]
+        c_key = key[cycle_rows]
+        k = np.full(len(loose), -1, dtype=np.int64)  # the cycle (position in cycle_rows) of each loose phase
+        for owner in np.unique(p_key).tolist():
+            mine, theirs = np.flatnonzero(p_key == owner), np.flatnonzero(c_key == owner)
+            if len(theirs) == 0:
+                continue
+            theirs = theirs[np.argsort(c_start[theirs], kind="stable")]
+            # The last of the owner's cycles starting at or before the phase.
+            pos = np.searchsorted(c_start[theirs], p_start[mine], side="right") - 1
+            k[mine] = np.where(pos >= 0, theirs[np.maximum(pos, 0)], -1)
+        ok = (k >= 0) & (p_end != I64_MIN)
+        ok &= (c_end[np.maximum(k, 0)] != I64_MIN) & (c_end[np.maximum(k, 0)] >= p_end)
+        cycle_of[loose[ok]] = k[ok]
     return cycle_of
+
+
+def cycles_per_thread(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, labels: list[str]) -> np.ndarray:
+    """Without cycle ranges ``select_phases`` starts a cycle at each occurrence of the first
+    phase seen, in each process. Where several threads of a process each hold every phase name
+    the process has (one process driving a GPU per thread), each thread's phases are numbered on
+    their own instead, so no cycle mixes two threads' loops; the cycles are then numbered in the
+    order of their first phase. Phases of one loop spread over threads (a scheduler thread's
+    draft, a worker thread's verify) keep ``cycle_of``."""
+    if len(phase_rows) == 0:
+        return cycle_of
+    pid, tid, start = int64s(ranges["pid"])[phase_rows], int64s(ranges["tid"], -1)[phase_rows], int64s(ranges["start_ns"])[phase_rows]
+    names = np.array(labels, dtype=object)
+    thread = (pid << 32) | (tid & 0xFFFFFFFF)
+    local = cycle_of.copy()
+    split = False
+    for p in np.unique(pid).tolist():
+        mine = np.flatnonzero(pid == p)
+        threads = np.unique(thread[mine])
+        everything = set(names[mine].tolist())
+        if len(threads) < 2 or any(set(names[mine[thread[mine] == t]].tolist()) != everything for t in threads.tolist()):
+            continue
+        split = True
+        for t in threads.tolist():
+            seq = mine[thread[mine] == t]  # in time order, as phase_rows are
+            local[seq] = np.cumsum(names[seq] == names[seq[0]]) - 1
+    if not split:
+        return cycle_of
+    # Global numbers: each (thread, local cycle) in the order of its first phase.
+    key = np.where(local >= 0, thread, -1)
+    pairs, first, inv = np.unique(np.stack([key, local], 1), axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(start[first], kind="stable")
+    number = np.empty(len(pairs), dtype=np.int64)
+    number[order] = np.arange(len(pairs))
+    return np.where(local >= 0, number[inv.ravel()], -1)
 
 
 def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:

@@ -19,12 +19,12 @@ import pyarrow.compute as pc
 from tracerecon import schema
 from tracerecon.memory import release_free_memory
 from tracerecon.cores import usable_cores
-from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases, main_launcher_ops
-from tracerecon.analysis.columns import is_graph_launch
+from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases, stream_deciding_ops
+from tracerecon.analysis.columns import computes, is_graph_launch
 from tracerecon.analysis.boundaries import StreamClock, busiest_streams, caller_streams, phase_boundaries, phase_streams, stream_clock
 from tracerecon.analysis.nccl import phase_comm_split
 from tracerecon.analysis.config import PhaseConfig
-from tracerecon.analysis.phases import PhaseInputs, build_cycles, build_phases, cycles_by_time, select_phases
+from tracerecon.analysis.phases import PhaseInputs, build_cycles, build_phases, cycles_by_time, cycles_per_thread, select_phases
 from tracerecon.analysis.projection import I64_MIN, index_launches, innermost_owner, int64s
 from tracerecon.analysis.ranges import build_ranges, nest
 from tracerecon.analysis.syncs import attribute_waits, find_blocking_calls
@@ -106,7 +106,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
 
     launches = index_launches(ops)  # sorted once; every lookup of ops by CPU range below uses it
     phase_rows, cycle_of, cycle_rows, labels = select_phases(nested, config)
-    cycle_of = cycles_by_time(nested, phase_rows, cycle_of, cycle_rows)
+    cycle_of = cycles_by_time(nested, phase_rows, cycle_of, cycle_rows) if len(cycle_rows) else cycles_per_thread(nested, phase_rows, cycle_of, labels)
     n_ph = len(phase_rows)
     depth = int64s(nested["depth"]) if nested.num_rows else np.zeros(0, np.int64)
     row_to_phase = np.full(nested.num_rows + 1, -1, dtype=np.int64)
@@ -131,7 +131,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         got[op_phase[moved]] = True
         takes_cross &= got | (own == 0)
         cross_rows = phase_rows[takes_cross & got]
-        stream_deciders = main_launcher_ops(int64s(ops["pid"]), int64s(ops["launch_tid"], -1), moved)
+        stream_deciders = stream_deciding_ops(int64s(ops["pid"]), int64s(ops["launch_tid"], -1), computes(ops), moved)
     else:
         cross_owned, cross_rows, stream_deciders = None, np.zeros(0, np.int64), None
     # Each phase's stream work needs the ops' phases (and the stream clock), not the ranges: on
@@ -192,7 +192,7 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     """Per phase instance: the stream-order boundaries (analysis.boundaries) on the stream that
     received its work (of the ops ``stream_deciders`` marks), or the stream that forked that one
     off: (boundary start, boundary end, device, stream)."""
-    dev, stream = caller_streams(clock, ops, op_phase, ph_pid, ph_s, ph_e, *phase_streams(ops, op_phase, n_ph, stream_deciders))
+    dev, stream = caller_streams(clock, ops, op_phase, computes(ops), ph_pid, ph_s, ph_e, *phase_streams(ops, op_phase, n_ph, stream_deciders))
     return phase_boundaries(clock, ph_pid, ph_s, ph_e, cycle_of, dev, stream, busiest_streams(ops), ph_tid)
 
 
