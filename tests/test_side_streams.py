@@ -136,9 +136,9 @@ def test_the_caller_stays_the_caller_when_collectives_are_waited_for_lazily(tmp_
     assert per_cycle(rank) == [(0, "verify", 530, 7), (1, "verify", 530, 7)]
 
 
-def test_a_side_stream_not_joined_back_within_the_phase_keeps_the_phase(tmp_path):
-    # GIVEN a copy stream 12 forked off 7 for a long device-to-host copy that nothing on 7 ever
-    # waits for (the CPU reads the result later): the phase's busiest stream is 12
+def test_a_copy_stream_never_joined_back_is_no_phases_stream(tmp_path):
+    # GIVEN sampling (a 50 us kernel on 7), then a copy stream 12 forked off 7 that copies 400 us
+    # of logprobs to the host; no stream ever waits for 12 (the CPU waits on an event)
     t = FakeTrace()
     t.range("cycle 0", 0, 200 * U)
     t.range("verify", 0, 200 * U)
@@ -147,9 +147,64 @@ def test_a_side_stream_not_joined_back_within_the_phase_keeps_the_phase(tmp_path
     t.copy(t.call("cudaMemcpyAsync", 25 * U, 27 * U), 60 * U, 460 * U, stream=12)
     # WHEN analysed
     rank = one_rank(t, tmp_path)
-    # THEN with no join there is no caller to move to: the phase is read where its work went,
-    # stream 12, done at 460 us (the documented busiest-stream rule)
-    assert per_cycle(rank) == [(0, "verify", 460, 12)]
+    # THEN events on 7 (12 was forked off it, and only copies): verify 0 .. max(200, done(7, 200)
+    # = 60) = 200 us, not 460 (the copy's end on 12)
+    assert per_cycle(rank) == [(0, "verify", 200, 7)]
+
+
+def test_a_collective_waited_for_in_the_next_phase_is_read_on_the_compute_stream(tmp_path):
+    # GIVEN draft launches a 30 us kernel on 7 and an all-reduce with async_op=True (NCCL's
+    # stream 30 waits for 7; the all-reduce waits 400 us for a slower peer); verify runs 150 us
+    # on 7, then work.wait() (7 waits for 30), then 20 us on 7
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.range(f"cycle {c}", b * U, (b + 300) * U)
+        t.range("draft", b * U, (b + 100) * U)
+        t.range("verify", (b + 100) * U, (b + 300) * U)
+        launch(t, b + 5, (b + 10, b + 40))
+        fork_join(t, 1, c + 1, b + 50, side=30)
+        launch(t, b + 52, (b + 60, b + 460), stream=30, name="ncclDevKernel_AllReduce_Sum_bf16_RING_LL")
+        t.event_record(event=2, record=c + 1, start=(b + 55) * U, end=(b + 56) * U, stream=30)
+        launch(t, b + 105, (b + 106, b + 256))
+        t.stream_wait(event=2, record=c + 1, start=(b + 270) * U, end=(b + 271) * U, stream=7)
+        launch(t, b + 275, (b + 460, b + 480))
+    # WHEN analysed
+    rank = one_rank(t, tmp_path)
+    # THEN events on 7: draft b .. max(b+100, done(7) = b+40) = 100 us; verify b+100 .. done(7,
+    # b+300) = b+480 (after the wait for the all-reduce): 380 us. On NCCL's stream draft would
+    # read 460 and verify 20.
+    assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("draft", 100), ("verify", 380))]
+
+
+def test_a_plan_stream_and_a_collective_in_one_phase_end_on_the_forward_stream(tmp_path):
+    # GIVEN SGLang's plan stream: verify forks plan stream 40 off forward stream 20 twice (prep
+    # kernels on 40, 20 waits for them, then a CUDA graph on 20), with a synchronous all-gather
+    # on NCCL's stream 30 (900 us: a slower peer) between the two rounds
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 3000
+        t.range(f"cycle {c}", b * U, (b + 400) * U)
+        t.range("draft", b * U, (b + 100) * U)
+        t.range("verify", (b + 100) * U, (b + 400) * U)
+        launch(t, b + 5, (b + 10, b + 60), stream=20)
+        fork_join(t, 1, 4 * c + 1, b + 105, side=40, caller=20)
+        launch(t, b + 108, (b + 110, b + 130), stream=40)
+        fork_join(t, 2, 4 * c + 1, b + 130, side=20, caller=40)
+        t.graph(t.call("cudaGraphLaunch_v10000", (b + 140) * U, (b + 142) * U), (b + 142) * U, (b + 642) * U, stream=20)
+        fork_join(t, 5, c + 1, b + 150, side=30, caller=20)
+        launch(t, b + 153, (b + 642, b + 1542), stream=30, name="ncclDevKernel_AllGather_RING_LL")
+        fork_join(t, 6, c + 1, b + 155, side=20, caller=30)
+        fork_join(t, 1, 4 * c + 2, b + 200, side=40, caller=20)
+        launch(t, b + 203, (b + 1542, b + 1562), stream=40)
+        fork_join(t, 2, 4 * c + 2, b + 230, side=20, caller=40)
+        t.graph(t.call("cudaGraphLaunch_v10000", (b + 240) * U, (b + 242) * U), (b + 1562) * U, (b + 1762) * U, stream=20)
+    # WHEN analysed
+    rank = one_rank(t, tmp_path)
+    # THEN events on 20: draft b .. b+100 (its kernel ended at b+60); verify b+100 .. done(20,
+    # b+400) = b+1762, the draft-extend graph's end: 1662 us, every cycle 1762 us
+    assert per_cycle(rank) == [(c, n, v, 20) for c in range(3) for n, v in (("draft", 100), ("verify", 1662))]
+    assert [c["gpu_ns"] // U for c in rank.cycles.to_pylist()] == [1762] * 3
 
 
 def test_a_copy_stream_for_inputs_and_results_is_nobodys_caller(tmp_path):

@@ -287,16 +287,17 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, comp
 
     Stream S is a side stream of C in a phase when every op the phase launched on S was
     launched while S was forked off C within the phase (the latest event wait between the two
-    before the launch is S waiting for a record made on C, made in the phase's CPU window), C
-    joined at least one of those back within the window (the next wait between the two after
-    the launch is C waiting for a record made on S), and C runs kernels (somewhere in the trace):
-    ``torch.cuda.Stream.wait_stream`` both ways, as side streams and ProcessGroupNCCL's
-    collectives do. Fork and join alternate, so the caller looks forked off its side stream
-    between a join and the next fork; what tells them apart is that the caller's bracket opens
-    before the phase or closes after it. A copy stream (``computes`` false for all its ops:
-    copies and memsets only) is nobody's caller, even where the compute stream waits for its
-    upload and it waits for the compute stream's results. Repeated for nested forks. Returns (device, stream) per phase; unchanged where the
-    phase launched nothing or its stream was no side stream."""
+    before the launch is S waiting for a record made on C, made in the phase's CPU window), and
+    C computes (``computes``: a kernel that is no collective, somewhere in the trace). That is
+    ``torch.cuda.Stream.wait_stream`` from the caller's stream: ProcessGroupNCCL's collectives
+    (joined back in the phase, in a later one with ``async_op=True``, or never), a copy stream
+    taking results off (vLLM's async output copy), a side stream. A stream that only copies or
+    communicates is nobody's caller. Two computing streams wait for each other in turn (a
+    side stream joined back, SGLang's plan stream), so either can look forked off the other:
+    there the caller must fork first within the phase (the first wait between them is S
+    waiting for C) and join S back within it, so only one of the two can be the other's
+    caller. Repeated for nested forks. Returns (device, stream) per phase; unchanged where the phase
+    launched nothing or its stream was no side stream."""
     device = np.asarray(device, dtype=np.int64).copy()
     stream = np.asarray(stream, dtype=np.int64).copy()
     into, from_, cpu = clock.join_into, clock.join_from, clock.join_cpu  # in CPU order
@@ -308,21 +309,19 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, comp
     candidate = np.zeros(len(row), dtype=bool)
     for r in np.unique(row[row >= 0]).tolist():
         on_r = np.flatnonzero(row == r)
-        forks, joins = cpu[(into == r) & (from_ != r)], cpu[(from_ == r) & (into != r)]
-        n_forks = np.searchsorted(forks, cpu_end[on_r]) - np.searchsorted(forks, cpu_start[on_r])
-        n_joins = np.searchsorted(joins, cpu_end[on_r]) - np.searchsorted(joins, cpu_start[on_r])
-        candidate[on_r] = (n_forks > 0) & (n_joins > 0)  # forked off and joined back in the window
+        forks = cpu[(into == r) & (from_ != r)]
+        candidate[on_r] = np.searchsorted(forks, cpu_end[on_r]) > np.searchsorted(forks, cpu_start[on_r])  # forked off in the window
     if not candidate.any():
         return device, stream
     sel = np.flatnonzero((op_phase >= 0) & candidate[np.maximum(op_phase, 0)])
     o_phase = op_phase[sel]
     o_row = clock.stream_index(int64s(ops["pid"])[sel], int64s(ops["device_id"], -1)[sel], int64s(ops["stream_id"], -1)[sel])
     o_launch = int64s(ops["launch_start_ns"], I64_MIN)[sel]
-    # Streams that run a kernel somewhere in the trace (the rest only copy).
+    # Streams that compute somewhere in the trace (the rest only copy or communicate).
     computing = np.flatnonzero(computes)
-    kernel_streams = np.zeros(len(clock.keys) + 1, dtype=bool)
-    kernel_streams[clock.stream_index(int64s(ops["pid"])[computing], int64s(ops["device_id"], -1)[computing], int64s(ops["stream_id"], -1)[computing])] = True
-    kernel_streams[-1] = False
+    compute_streams = np.zeros(len(clock.keys) + 1, dtype=bool)
+    compute_streams[clock.stream_index(int64s(ops["pid"])[computing], int64s(ops["device_id"], -1)[computing], int64s(ops["stream_id"], -1)[computing])] = True
+    compute_streams[-1] = False
     n = max(len(clock.keys), 1)
     pair = np.minimum(into, from_) * n + np.maximum(into, from_)  # unordered: waits either way
     pairs = [(int(q), np.flatnonzero(pair == q)) for q in np.unique(pair[into != from_])]
@@ -333,22 +332,26 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, comp
         for q, waits in pairs:
             for side, other in ((q // n, q % n), (q % n, q // n)):
                 on_side = np.flatnonzero(mine & (o_row == side))
-                if len(on_side) == 0:
-                    continue
+                if len(on_side) == 0 or not compute_streams[other]:
+                    continue  # a stream that only copies or communicates is nobody's caller
                 w_cpu = cpu[waits]
+                ph_of = o_phase[on_side]
                 last = np.searchsorted(w_cpu, o_launch[on_side], side="left") - 1
                 fork = waits[np.maximum(last, 0)]
-                forked = (last >= 0) & (into[fork] == side) & (cpu[fork] >= cpu_start[o_phase[on_side]]) & (o_launch[on_side] != I64_MIN)
-                # The bracket closes: the next wait between the two after the launch is the
-                # other stream waiting for this one, within the phase.
-                nxt = np.searchsorted(w_cpu, o_launch[on_side], side="right")
-                join = waits[np.minimum(nxt, len(waits) - 1)]
-                closed = forked & (nxt < len(waits)) & (into[join] == other) & (cpu[join] < cpu_end[o_phase[on_side]])
-                every_op_forked = np.bincount(o_phase[on_side[forked]], minlength=len(row)) == n_mine
-                some_closed = np.bincount(o_phase[on_side[closed]], minlength=len(row)) > 0
-                if not kernel_streams[other]:
-                    continue  # a copy stream is nobody's caller
-                phases = np.flatnonzero(every_op_forked & some_closed & (n_mine > 0) & (row == side))
+                forked = (last >= 0) & (into[fork] == side) & (cpu[fork] >= cpu_start[ph_of]) & (o_launch[on_side] != I64_MIN)
+                ok = np.bincount(ph_of[forked], minlength=len(row)) == n_mine  # every op forked
+                if compute_streams[side]:
+                    # Two computing streams wait for each other in turn, so either can look
+                    # forked off the other: the caller forks first within the phase (the first
+                    # wait between them is the side waiting for it) and joins back within it
+                    # (the next wait after one of the side's ops is the caller's).
+                    first = waits[np.minimum(np.searchsorted(w_cpu, cpu_start, side="left"), len(waits) - 1)]
+                    first_in = (cpu[first] >= cpu_start) & (cpu[first] < cpu_end) & (into[first] == side)
+                    nxt = np.searchsorted(w_cpu, o_launch[on_side], side="right")
+                    join = waits[np.minimum(nxt, len(waits) - 1)]
+                    closed = forked & (nxt < len(waits)) & (into[join] == other) & (cpu[join] < cpu_end[ph_of])
+                    ok &= first_in & (np.bincount(ph_of[closed], minlength=len(row)) > 0)
+                phases = np.flatnonzero(ok & (n_mine > 0) & (row == side))
                 caller[phases] = other
         moved = np.flatnonzero(caller >= 0)
         if len(moved) == 0:
