@@ -247,3 +247,30 @@ def test_a_phase_that_opens_with_a_collective_is_read_on_the_compute_stream(tmp_
     (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("verify", "draft"))).ranks
     # THEN events on 7: verify b..done(7, b+100) = b+150; draft b+150..done(7, b+300) = b+520
     assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("verify", 150), ("draft", 370))]
+
+
+def test_a_collective_under_an_empty_side_stream_is_read_on_the_compute_stream(tmp_path):
+    # GIVEN `side.wait_stream(cur); with torch.cuda.stream(side): dist.all_reduce(x);
+    # cur.wait_stream(side)`: side stream 60 is forked off 7 and launches nothing itself,
+    # NCCL's stream 30 is forked off 60 (the all-reduce waits 445 us for a slower peer), 30 joins
+    # 60, 60 joins 7, then a 50 us kernel on 7; forward is the cycle's last phase
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 2000
+        t.range(f"cycle {c}", b * U, (b + 400) * U)
+        t.range("draft", b * U, (b + 50) * U)
+        t.range("verify", (b + 50) * U, (b + 400) * U)
+        launch(t, b + 5, (b + 10, b + 30))
+        launch(t, b + 55, (b + 60, b + 100))
+        fork_join(t, 1, c + 1, b + 60, side=60)
+        fork_join(t, 2, c + 1, b + 66, side=30, caller=60)
+        launch(t, b + 69, (b + 105, b + 550), stream=30, name="ncclDevKernel_AllReduce_Sum_bf16_RING_LL")
+        fork_join(t, 3, c + 1, b + 72, side=60, caller=30)
+        fork_join(t, 4, c + 1, b + 75, side=7, caller=60)
+        launch(t, b + 80, (b + 550, b + 600))
+    # WHEN analysed
+    rank = one_rank(t, tmp_path)
+    # THEN events on 7: draft b .. b+50 (its kernel ended at b+30); verify b+50 .. done(7, b+400)
+    # = b+600, the kernel after the joins: 550 us (NCCL's stream would read 500); cycles 600 us
+    assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("draft", 50), ("verify", 550))]
+    assert [c["gpu_ns"] // U for c in rank.cycles.to_pylist()] == [600] * 3

@@ -296,7 +296,8 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, comp
     side stream joined back, SGLang's plan stream), so either can look forked off the other:
     there the caller must fork first within the phase (the first wait between them is S
     waiting for C) and join S back within it, so only one of the two can be the other's
-    caller. Repeated for nested forks. Returns (device, stream) per phase; unchanged where the phase
+    caller. Repeated for nested forks; a stream with no ops at all passes a phase on to the
+    stream it was forked off within the phase (NCCL's stream forked off an empty side stream). Returns (device, stream) per phase; unchanged where the phase
     launched nothing or its stream was no side stream."""
     device = np.asarray(device, dtype=np.int64).copy()
     stream = np.asarray(stream, dtype=np.int64).copy()
@@ -322,6 +323,9 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, comp
     compute_streams = np.zeros(len(clock.keys) + 1, dtype=bool)
     compute_streams[clock.stream_index(int64s(ops["pid"])[computing], int64s(ops["device_id"], -1)[computing], int64s(ops["stream_id"], -1)[computing])] = True
     compute_streams[-1] = False
+    # Streams with no op at all only pass forks on (a side stream whose context holds nothing
+    # but a collective, which forks NCCL's stream off it).
+    passing = np.array([len(t) == 0 for t in clock.op_launch] + [False], dtype=bool)
     n = max(len(clock.keys), 1)
     pair = np.minimum(into, from_) * n + np.maximum(into, from_)  # unordered: waits either way
     pairs = [(int(q), np.flatnonzero(pair == q)) for q in np.unique(pair[into != from_])]
@@ -331,10 +335,19 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, comp
         n_mine = np.bincount(o_phase[mine], minlength=len(row))
         for q, waits in pairs:
             for side, other in ((q // n, q % n), (q % n, q // n)):
-                on_side = np.flatnonzero(mine & (o_row == side))
-                if len(on_side) == 0 or not compute_streams[other]:
+                if not (compute_streams[other] or passing[other]):
                     continue  # a stream that only copies or communicates is nobody's caller
                 w_cpu = cpu[waits]
+                # The first wait between the two within each phase's window.
+                first = waits[np.minimum(np.searchsorted(w_cpu, cpu_start, side="left"), len(waits) - 1)]
+                first_in = (cpu[first] >= cpu_start) & (cpu[first] < cpu_end) & (into[first] == side)
+                if passing[side]:
+                    # A phase moved onto a stream with no ops: on to the stream it was forked off.
+                    caller[np.flatnonzero(first_in & (row == side))] = other
+                    continue
+                on_side = np.flatnonzero(mine & (o_row == side))
+                if len(on_side) == 0:
+                    continue
                 ph_of = o_phase[on_side]
                 last = np.searchsorted(w_cpu, o_launch[on_side], side="left") - 1
                 fork = waits[np.maximum(last, 0)]
@@ -345,8 +358,6 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, comp
                     # forked off the other: the caller forks first within the phase (the first
                     # wait between them is the side waiting for it) and joins back within it
                     # (the next wait after one of the side's ops is the caller's).
-                    first = waits[np.minimum(np.searchsorted(w_cpu, cpu_start, side="left"), len(waits) - 1)]
-                    first_in = (cpu[first] >= cpu_start) & (cpu[first] < cpu_end) & (into[first] == side)
                     nxt = np.searchsorted(w_cpu, o_launch[on_side], side="right")
                     join = waits[np.minimum(nxt, len(waits) - 1)]
                     closed = forked & (nxt < len(waits)) & (into[join] == other) & (cpu[join] < cpu_end[ph_of])
