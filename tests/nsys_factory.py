@@ -48,6 +48,15 @@ class FakeTrace:
              "endGlobalTid": gtid(pid, end_tid) if end_tid is not None else None, "domainId": domain}
         )
 
+    def cycle(self, number: int, *edges: int, names: tuple[str, ...] = ("draft", "verify"), pid: int = 10, tid: int | None = None,
+              cycle_tid: int | None = None) -> None:
+        """A ``cycle N`` range from the first edge to the last (on ``cycle_tid``, else ``tid``) and
+        one phase range per name between consecutive edges (on ``tid``)."""
+        assert len(edges) == len(names) + 1
+        self.range(f"cycle {number}", edges[0], edges[-1], pid=pid, tid=tid if cycle_tid is None else cycle_tid)
+        for name, start, end in zip(names, edges, edges[1:]):
+            self.range(name, start, end, pid=pid, tid=tid)
+
     def mark(self, name: str, ts: int, pid: int = 10, tid: int | None = None) -> None:
         self.nvtx.append({"start": ts, "end": None, "eventType": 34, "text": name, "globalTid": gtid(pid, tid), "endGlobalTid": None, "domainId": 0})
 

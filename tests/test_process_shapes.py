@@ -25,15 +25,11 @@ def test_two_threads_each_driving_its_own_gpu_are_two_timelines(tmp_path):
     t = FakeTrace()
     for c in range(3):
         b = c * 1000
-        t.range(f"cycle {c}", b * U, (b + 300) * U, tid=1)
-        t.range("draft", b * U, (b + 100) * U, tid=1)
-        t.range("verify", (b + 100) * U, (b + 300) * U, tid=1)
+        t.cycle(c, b * U, (b + 100) * U, (b + 300) * U, tid=1)
         launch(t, b + 10, (b + 20, b + 80), tid=1, device=0)
         launch(t, b + 110, (b + 120, b + 250), tid=1, device=0)
         b2 = b + 5
-        t.range(f"cycle {c}", b2 * U, (b2 + 300) * U, tid=2)
-        t.range("draft", b2 * U, (b2 + 100) * U, tid=2)
-        t.range("verify", (b2 + 100) * U, (b2 + 300) * U, tid=2)
+        t.cycle(c, b2 * U, (b2 + 100) * U, (b2 + 300) * U, tid=2)
         launch(t, b2 + 10, (b2 + 20, b2 + 600), tid=2, device=1)
         launch(t, b2 + 110, (b2 + 600, b2 + 900), tid=2, device=1)
     # WHEN analysed
@@ -90,9 +86,7 @@ def test_cycles_marked_on_the_loop_thread_number_the_model_threads_phases(tmp_pa
     t = FakeTrace()
     for c in range(3):
         b = c * 1000
-        t.range(f"cycle {c}", b * U, (b + 300) * U, tid=1)
-        t.range("draft", b * U, (b + 100) * U, tid=2)
-        t.range("verify", (b + 100) * U, (b + 300) * U, tid=2)
+        t.cycle(c, b * U, (b + 100) * U, (b + 300) * U, tid=2, cycle_tid=1)
         launch(t, b + 10, (b + 20, b + 150), tid=2)
         launch(t, b + 110, (b + 150, b + 250), tid=2)
     t.range("draft", 5000 * U, 5100 * U, tid=2)
@@ -112,9 +106,7 @@ def scheduler_and_worker(worker_marks_phases: bool) -> FakeTrace:
     t = FakeTrace()
     for c in range(2):
         b = c * 1000
-        t.range(f"cycle {c}", b * U, (b + 300) * U, pid=10, tid=10)
-        t.range("draft", b * U, (b + 100) * U, pid=10, tid=10)
-        t.range("verify", (b + 100) * U, (b + 300) * U, pid=10, tid=10)
+        t.cycle(c, b * U, (b + 100) * U, (b + 300) * U, pid=10, tid=10)
         if worker_marks_phases:
             t.range("draft", (b + 5) * U, (b + 100) * U, pid=11, tid=11)
         launch(t, b + 10, (b + 20, b + 150), tid=11, pid=11)
@@ -151,9 +143,7 @@ def test_an_unrelated_threads_long_copy_does_not_choose_a_cross_thread_phases_st
     t = FakeTrace()
     for c in range(3):
         b = c * 1000
-        t.range(f"cycle {c}", b * U, (b + 300) * U, tid=1)
-        t.range("draft", b * U, (b + 100) * U, tid=1)
-        t.range("verify", (b + 100) * U, (b + 300) * U, tid=1)
+        t.cycle(c, b * U, (b + 100) * U, (b + 300) * U, tid=1)
         launch(t, b + 10, (b + 20, b + 90), tid=2)
         launch(t, b + 110, (b + 120, b + 250), tid=2)
         t.copy(t.call("cudaMemcpyAsync", (b + 150) * U, (b + 152) * U, tid=3), (b + 155) * U, (b + 800) * U, stream=20)
@@ -173,9 +163,7 @@ def test_an_offload_threads_many_copies_do_not_outvote_a_graph_replaying_worker(
     t = FakeTrace()
     for c in range(3):
         b = c * 1000
-        t.range(f"cycle {c}", b * U, (b + 300) * U, tid=1)
-        t.range("draft", b * U, (b + 100) * U, tid=1)
-        t.range("verify", (b + 100) * U, (b + 300) * U, tid=1)
+        t.cycle(c, b * U, (b + 100) * U, (b + 300) * U, tid=1)
         t.graph(t.call("cudaGraphLaunch_v10000", (b + 10) * U, (b + 12) * U, tid=2), (b + 20) * U, (b + 90) * U)
         t.graph(t.call("cudaGraphLaunch_v10000", (b + 110) * U, (b + 112) * U, tid=2), (b + 120) * U, (b + 250) * U)
         for i in range(8):
@@ -195,9 +183,7 @@ def test_a_drafter_threads_phase_is_read_on_the_drafters_stream(tmp_path):
     t = FakeTrace()
     for c in range(3):
         b = c * 1000
-        t.range(f"cycle {c}", b * U, (b + 300) * U, tid=1)
-        t.range("draft", b * U, (b + 100) * U, tid=1)
-        t.range("verify", (b + 100) * U, (b + 300) * U, tid=1)
+        t.cycle(c, b * U, (b + 100) * U, (b + 300) * U, tid=1)
         t.graph(t.call("cudaGraphLaunch_v10000", (b + 10) * U, (b + 12) * U, tid=3), (b + 10) * U, (b + 180) * U, stream=8)
         t.copy(t.call("cudaMemcpyAsync", (b + 50) * U, (b + 51) * U, tid=2), (b + 50) * U, (b + 52) * U, kind=1, stream=7)
         t.event_record(event=1, record=c + 1, start=(b + 60) * U, end=(b + 61) * U, tid=3, stream=8)

@@ -43,9 +43,7 @@ def test_a_long_all_reduce_on_nccls_stream_is_read_on_the_compute_stream(tmp_pat
     t = FakeTrace()
     for c in range(3):
         b = c * 1000
-        t.range(f"cycle {c}", b * U, (b + 200) * U)
-        t.range("draft", b * U, (b + 50) * U)
-        t.range("verify", (b + 50) * U, (b + 200) * U)
+        t.cycle(c, b * U, (b + 50) * U, (b + 200) * U)
         launch(t, b + 5, (b + 10, b + 60))
         launch(t, b + 55, (b + 60, b + 100))
         fork_join(t, 1, c + 1, b + 60, side=30)
@@ -67,9 +65,7 @@ def test_fork_join_with_the_cpu_one_cycle_ahead(tmp_path):
     # 400 us kernel to side stream 9 and joins back to 7, then a 200 us kernel on 7
     t = FakeTrace()
     for c, (b, g) in enumerate([(0, 20), (300, 730), (600, 1440)]):  # CPU start, GPU start (us)
-        t.range(f"cycle {c}", b * U, (b + 200) * U)
-        t.range("draft", b * U, (b + 100) * U)
-        t.range("verify", (b + 100) * U, (b + 200) * U)
+        t.cycle(c, b * U, (b + 100) * U, (b + 200) * U)
         launch(t, b + 10, (g, g + 100))
         launch(t, b + 110, (g + 100, g + 110))
         fork_join(t, 1, c + 1, b + 113, side=9)
@@ -91,10 +87,7 @@ def test_a_cpu_only_last_phase_after_a_fork_join_inherits_the_callers_stream(tmp
     t = FakeTrace()
     for c in range(3):
         b = c * 1000
-        t.range(f"cycle {c}", b * U, (b + 300) * U)
-        t.range("draft", b * U, (b + 100) * U)
-        t.range("verify", (b + 100) * U, (b + 200) * U)
-        t.range("draft_re_extend", (b + 200) * U, (b + 300) * U)
+        t.cycle(c, b * U, (b + 100) * U, (b + 200) * U, (b + 300) * U, names=("draft", "verify", "draft_re_extend"))
         launch(t, b + 10, (b + 20, b + 120))
         launch(t, b + 110, (b + 120, b + 130))
         fork_join(t, 1, c + 1, b + 113, side=9)
@@ -159,9 +152,7 @@ def test_a_collective_waited_for_in_the_next_phase_is_read_on_the_compute_stream
     t = FakeTrace()
     for c in range(3):
         b = c * 1000
-        t.range(f"cycle {c}", b * U, (b + 300) * U)
-        t.range("draft", b * U, (b + 100) * U)
-        t.range("verify", (b + 100) * U, (b + 300) * U)
+        t.cycle(c, b * U, (b + 100) * U, (b + 300) * U)
         launch(t, b + 5, (b + 10, b + 40))
         fork_join(t, 1, c + 1, b + 50, side=30)
         launch(t, b + 52, (b + 60, b + 460), stream=30, name="ncclDevKernel_AllReduce_Sum_bf16_RING_LL")
@@ -184,9 +175,7 @@ def test_a_plan_stream_and_a_collective_in_one_phase_end_on_the_forward_stream(t
     t = FakeTrace()
     for c in range(3):
         b = c * 3000
-        t.range(f"cycle {c}", b * U, (b + 400) * U)
-        t.range("draft", b * U, (b + 100) * U)
-        t.range("verify", (b + 100) * U, (b + 400) * U)
+        t.cycle(c, b * U, (b + 100) * U, (b + 400) * U)
         launch(t, b + 5, (b + 10, b + 60), stream=20)
         fork_join(t, 1, 4 * c + 1, b + 105, side=40, caller=20)
         launch(t, b + 108, (b + 110, b + 130), stream=40)
@@ -213,9 +202,7 @@ def test_a_copy_stream_for_inputs_and_results_is_nobodys_caller(tmp_path):
     t = FakeTrace()
     for c in range(3):
         b = c * 1000
-        t.range(f"cycle {c}", b * U, (b + 400) * U)
-        t.range("draft", b * U, (b + 100) * U)
-        t.range("verify", (b + 100) * U, (b + 400) * U)
+        t.cycle(c, b * U, (b + 100) * U, (b + 400) * U)
         launch(t, b + 10, (b + 10, b + 90))
         t.copy(t.call("cudaMemcpyAsync", (b + 102) * U, (b + 103) * U), (b + 105) * U, (b + 110) * U, kind=1, stream=12)
         fork_join(t, 1, c + 1, b + 104, side=7, caller=12)  # 7 waits for the upload
@@ -235,9 +222,7 @@ def test_a_phase_that_opens_with_a_collective_is_read_on_the_compute_stream(tmp_
     t = FakeTrace()
     for c in range(3):
         b = c * 1000
-        t.range(f"cycle {c}", b * U, (b + 300) * U)
-        t.range("verify", b * U, (b + 100) * U)
-        t.range("draft", (b + 100) * U, (b + 300) * U)
+        t.cycle(c, b * U, (b + 100) * U, (b + 300) * U, names=("verify", "draft"))
         launch(t, b + 10, (b + 10, b + 150))
         fork_join(t, 1, c + 1, b + 102, side=30)
         launch(t, b + 104, (b + 150, b + 450), stream=30, name="ncclDevKernel_AllGather_RING_LL")
@@ -257,9 +242,7 @@ def test_a_collective_under_an_empty_side_stream_is_read_on_the_compute_stream(t
     t = FakeTrace()
     for c in range(3):
         b = c * 2000
-        t.range(f"cycle {c}", b * U, (b + 400) * U)
-        t.range("draft", b * U, (b + 50) * U)
-        t.range("verify", (b + 50) * U, (b + 400) * U)
+        t.cycle(c, b * U, (b + 50) * U, (b + 400) * U)
         launch(t, b + 5, (b + 10, b + 30))
         launch(t, b + 55, (b + 60, b + 100))
         fork_join(t, 1, c + 1, b + 60, side=60)

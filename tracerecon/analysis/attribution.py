@@ -19,6 +19,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from tracerecon.analysis.columns import thread_keys
 from tracerecon.analysis.config import SAME
 
 def cross_thread_phases(pid: np.ndarray, tid: np.ndarray, name: list[str], own_ops: np.ndarray, mode: str | int) -> np.ndarray:
@@ -81,7 +82,7 @@ def stream_deciding_ops(op_pid: np.ndarray, op_tid: np.ndarray, computes: np.nda
     prefer = np.ones(len(op_pid), dtype=bool)
     if len(moved) == 0:
         return prefer
-    key = (np.asarray(op_pid, np.int64) << 32) | (np.asarray(op_tid, np.int64) & 0xFFFFFFFF)
+    key = thread_keys(op_pid, op_tid)
     computing_threads = np.unique(key[np.asarray(computes, dtype=bool)])
     prefer[moved] = np.isin(key[moved], computing_threads)
     return prefer

@@ -38,6 +38,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from tracerecon.analysis.columns import computes, thread_keys
+from tracerecon.analysis.nccl import comm_mask
 from tracerecon.analysis.projection import I64_MIN, int64s, match_correlation, string_mask
 
 
@@ -280,15 +282,15 @@ def phase_streams(ops: pa.Table, op_phase: np.ndarray, n_phases: int, prefer: np
     return dev_out, str_out
 
 
-def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, computes: np.ndarray, ph_pid: np.ndarray, cpu_start: np.ndarray,
-                   cpu_end: np.ndarray, device: np.ndarray, stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_pid: np.ndarray, cpu_start: np.ndarray, cpu_end: np.ndarray,
+                   device: np.ndarray, stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The stream each phase's CUDA events would be recorded on, given the stream that received
     most of its work (``phase_streams``): the caller's stream where that one is a side stream.
 
     Stream S is a side stream of C in a phase when every op the phase launched on S was
     launched while S was forked off C within the phase (the latest event wait between the two
     before the launch is S waiting for a record made on C, made in the phase's CPU window), and
-    C computes (``computes``: a kernel that is no collective, somewhere in the trace). That is
+    C computes (runs a kernel or graph that is no collective, somewhere in the trace). That is
     ``torch.cuda.Stream.wait_stream`` from the caller's stream: ProcessGroupNCCL's collectives
     (joined back in the phase, in a later one with ``async_op=True``, or never), a copy stream
     taking results off (vLLM's async output copy), a side stream. A stream that only copies or
@@ -319,7 +321,7 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, comp
     o_row = clock.stream_index(int64s(ops["pid"])[sel], int64s(ops["device_id"], -1)[sel], int64s(ops["stream_id"], -1)[sel])
     o_launch = int64s(ops["launch_start_ns"], I64_MIN)[sel]
     # Streams that compute somewhere in the trace (the rest only copy or communicate).
-    computing = np.flatnonzero(computes)
+    computing = np.flatnonzero(computes(ops) & ~comm_mask(ops))
     compute_streams = np.zeros(len(clock.keys) + 1, dtype=bool)
     compute_streams[clock.stream_index(int64s(ops["pid"])[computing], int64s(ops["device_id"], -1)[computing], int64s(ops["stream_id"], -1)[computing])] = True
     compute_streams[-1] = False
@@ -453,14 +455,13 @@ def timelines(pid: np.ndarray, cycle: np.ndarray, tid: np.ndarray | None) -> np.
     """Which phase instances form one sequence of boundaries: per process, unless threads of
     it each hold phases of cycles of their own (no cycle has phases on two of them), as when
     one process drives a GPU per thread: then per thread. Phases of one cycle spread over
-    threads (a scheduler and a worker) stay one sequence. Returns a timeline id per phase."""
+    threads (a scheduler and a worker) stay one sequence. Returns a timeline key per phase."""
     pid = np.asarray(pid, dtype=np.int64)
     if tid is None or len(pid) == 0:
         return pid
     tid = np.asarray(tid, dtype=np.int64)
     cycle = np.asarray(cycle, dtype=np.int64)
-    _, line = np.unique(np.stack([pid, tid], 1), axis=0, return_inverse=True)
-    line = line.ravel()
+    line = thread_keys(pid, tid)
     for p in np.unique(pid).tolist():
         mine = pid == p
         threads = np.unique(tid[mine])

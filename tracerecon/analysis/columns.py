@@ -47,3 +47,8 @@ def computes(gpu_ops: pa.Table) -> np.ndarray:
         return np.zeros(0, dtype=bool)
     return equals(gpu_ops["kind"], "kernel") | equals(gpu_ops["kind"], "graph")
 
+
+def thread_keys(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """One int64 per (process, thread): thread ids are 32-bit."""
+    return (np.asarray(pid, np.int64) << 32) | (np.asarray(tid, np.int64) & 0xFFFFFFFF)
+

@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracerecon import schema
+from tracerecon.analysis.columns import thread_keys
 from tracerecon.analysis.config import PhaseConfig
 from tracerecon.analysis.projection import I64_MIN, int64s
 
@@ -51,7 +52,7 @@ def cycles_by_time(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarra
     cycle_of = cycle_of.copy()
     pid, tid = int64s(ranges["pid"]), int64s(ranges["tid"], -1)
     start, end = int64s(ranges["start_ns"]), int64s(ranges["end_ns"], I64_MIN)
-    thread = (pid << 32) | (tid & 0xFFFFFFFF)
+    thread = thread_keys(pid, tid)
     c_start, c_end = start[cycle_rows], end[cycle_rows]
     for key in (thread, pid):  # the phase's own thread first, then its process
         loose = np.flatnonzero(cycle_of < 0)
@@ -84,7 +85,7 @@ def cycles_per_thread(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.nda
         return cycle_of
     pid, tid, start = int64s(ranges["pid"])[phase_rows], int64s(ranges["tid"], -1)[phase_rows], int64s(ranges["start_ns"])[phase_rows]
     names = np.array(labels, dtype=object)
-    thread = (pid << 32) | (tid & 0xFFFFFFFF)
+    thread = thread_keys(pid, tid)
     local = cycle_of.copy()
     split = False
     for p in np.unique(pid).tolist():
