@@ -257,3 +257,29 @@ def test_a_collective_under_an_empty_side_stream_is_read_on_the_compute_stream(t
     # = b+600, the kernel after the joins: 550 us (NCCL's stream would read 500); cycles 600 us
     assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("draft", 50), ("verify", 550))]
     assert [c["gpu_ns"] // U for c in rank.cycles.to_pylist()] == [600] * 3
+
+
+def test_a_side_stream_relaunched_after_a_join_without_a_new_fork_is_read_on_the_caller(tmp_path):
+    # GIVEN verify forks side stream 50 off 7 (a 200 us kernel there), joins it back, runs 20 us
+    # on 7, then launches a second 200 us kernel on 50 with no new fork (it needs only 50's own
+    # earlier output) and joins 50 into 7 again before a last 20 us kernel on 7; 50 has the most
+    # GPU time; verify is the cycle's last phase
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 2000
+        t.cycle(c, b * U, (b + 50) * U, (b + 400) * U)
+        launch(t, b + 5, (b + 10, b + 30))
+        launch(t, b + 55, (b + 60, b + 100))
+        fork_join(t, 1, c + 1, b + 60, side=50)
+        launch(t, b + 63, (b + 100, b + 300), stream=50)
+        fork_join(t, 2, c + 1, b + 66, side=7, caller=50)
+        launch(t, b + 70, (b + 300, b + 320))
+        launch(t, b + 74, (b + 300, b + 500), stream=50)
+        fork_join(t, 3, c + 1, b + 78, side=7, caller=50)
+        launch(t, b + 82, (b + 500, b + 520))
+    # WHEN analysed
+    rank = one_rank(t, tmp_path)
+    # THEN events on 7: draft b .. b+50; verify b+50 .. done(7, b+400) = b+520, the last kernel
+    # after the second join: 470 us (stream 50 would end at b+500: 450); cycles 520 us
+    assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("draft", 50), ("verify", 470))]
+    assert [c["gpu_ns"] // U for c in rank.cycles.to_pylist()] == [520] * 3

@@ -298,7 +298,8 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     side stream joined back, SGLang's plan stream), so either can look forked off the other:
     there the caller must fork first within the phase (the first wait between them is S
     waiting for C) and join S back within it, so only one of the two can be the other's
-    caller. Repeated for nested forks; a stream with no ops at all passes a phase on to the
+    caller; S's ops then count as forked from that first fork on, also those launched after a
+    join without a new fork. Repeated for nested forks; a stream with no ops at all passes a phase on to the
     stream it was forked off within the phase (NCCL's stream forked off an empty side stream). Returns (device, stream) per phase; unchanged where the phase
     launched nothing or its stream was no side stream."""
     device = np.asarray(device, dtype=np.int64).copy()
@@ -354,12 +355,16 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
                 last = np.searchsorted(w_cpu, o_launch[on_side], side="left") - 1
                 fork = waits[np.maximum(last, 0)]
                 forked = (last >= 0) & (into[fork] == side) & (cpu[fork] >= cpu_start[ph_of]) & (o_launch[on_side] != I64_MIN)
-                ok = np.bincount(ph_of[forked], minlength=len(row)) == n_mine  # every op forked
                 if compute_streams[side]:
                     # Two computing streams wait for each other in turn, so either can look
                     # forked off the other: the caller forks first within the phase (the first
                     # wait between them is the side waiting for it) and joins back within it
-                    # (the next wait after one of the side's ops is the caller's).
+                    # (the next wait after one of the side's ops is the caller's). Once forked
+                    # so, the side's ops need no fork of their own: one relaunched after a join
+                    # (it needs only its own stream's earlier work) still runs for the caller.
+                    forked = first_in[ph_of] & (o_launch[on_side] > cpu[first][ph_of]) & (o_launch[on_side] != I64_MIN)
+                ok = np.bincount(ph_of[forked], minlength=len(row)) == n_mine  # every op forked
+                if compute_streams[side]:
                     nxt = np.searchsorted(w_cpu, o_launch[on_side], side="right")
                     join = waits[np.minimum(nxt, len(waits) - 1)]
                     closed = forked & (nxt < len(waits)) & (into[join] == other) & (cpu[join] < cpu_end[ph_of])
