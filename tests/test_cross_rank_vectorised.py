@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import reference_cross_rank as reference
@@ -94,7 +94,10 @@ def runs(draw) -> list[cross_rank.RankView]:
 def test_random_runs_come_out_as_before(views):
     # GIVEN random ranks: collectives of a few names, some only on some ranks, phases with and
     #       without cycles or GPU time, shared or separate clocks
-    # WHEN the cross-rank step runs both ways THEN every table and number is the same
+    # WHEN the cross-rank step runs both ways THEN every table and number is the same, wherever
+    #       the k-th kernel of a name is still matched with the k-th (the per-row version knew
+    #       no other rule; ranks renumbered by end time are test_collective_windows.py's)
+    assume(not any("matched by end time" in w for w in cross_rank.analyze_cross_rank(views).warnings))
     assert_same(views)
 
 

@@ -427,6 +427,7 @@ def _analyze_files(files: list[Path], config: PhaseConfig, say: Progress, jobs: 
     cross = analyze_cross_rank(
         [RankView(s.rank, s.path, info.session_start_utc_ns, w.gpu_ops, w.provisional_phases(), info.time_normalized) for s, info, w in work]
     )
+    warnings.extend(cross.warnings)
     ranks = []
     for s, info, w in work:
         comm = cross.comm_of(s.rank)

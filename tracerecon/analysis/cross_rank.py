@@ -64,6 +64,7 @@ class CrossRank:
     comm: tuple[RankComm, ...]
     collectives: pa.Table  # one row per (collective, rank)
     critical_path: pa.Table  # one row per cycle
+    warnings: tuple[str, ...] = ()  # what the matching of collectives could not take as given
 
     def alignment_of(self, rank: int) -> RankAlignment | None:
         return next((a for a in self.alignment if a.rank == rank), None)
@@ -124,6 +125,7 @@ def analyze_cross_rank(views: list[RankView]) -> CrossRank:
     name_codes: dict[str, int] = {}
     comm = [_comm_ops(v, name_codes) for v in views]
     names = sorted(name_codes, key=name_codes.get)
+    comm, warnings = _match_ordinals(views, comm, names)
     # Collectives every rank ran, each rank's kernel of it (pos[r]), in the first rank's start order.
     if len(views) > 1:
         common = comm[0]["key"]
@@ -182,7 +184,7 @@ def analyze_cross_rank(views: list[RankView]) -> CrossRank:
         for r, (v, c) in enumerate(zip(views, comm))
     )
     arrivals = _Arrivals(rank_ids, aligned, first, last, last_pos, wait, phase, cycle)
-    return CrossRank(tuple(alignment), comm_stats, collectives, _critical_path(views, arrivals, offset))
+    return CrossRank(tuple(alignment), comm_stats, collectives, _critical_path(views, arrivals, offset), tuple(warnings))
 
 
 def _positions(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
@@ -191,22 +193,99 @@ def _positions(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     return order[np.searchsorted(keys[order], wanted)] if len(wanted) else np.zeros(0, np.int64)
 
 
+def _clock_base(v: RankView, ref: RankView) -> tuple[int, str] | None:
+    """What to add to ``v``'s ns to land on ``ref``'s timeline before collectives refine it, and
+    how that is known; None where nothing relates the two clocks."""
+    if v.clock == ref.clock:
+        return 0, "shared clock"
+
+    # Each rank's timestamps count from its own session start, unless the export made them
+    # UTC already (--ts-normalize); the base offset brings both to the reference rank's clock.
+    def epoch(x: RankView) -> int | None:
+        return 0 if x.absolute_time else x.session_start_utc_ns
+
+    if epoch(v) is not None and epoch(ref) is not None:
+        return epoch(v) - epoch(ref), ("utc timestamps" if v.absolute_time and ref.absolute_time else "session start")
+    return None
+
+
+def _match_ordinals(views: list[RankView], comm: list[dict[str, np.ndarray]], names: list[str]) -> tuple[list[dict[str, np.ndarray]], list[str]]:
+    """The k-th kernel of a name is one collective on every rank only where the ranks' traces
+    cover the same stretch of the run. A rank that holds a different number of a name's
+    kernels than the first rank (its trace began or ended elsewhere: ``--delay``, a timed
+    capture) is matched by time instead, where a clock relates the two (shared, session start,
+    UTC): a collective's kernels end together on every rank, so its kernels are renumbered by
+    the most common distance, in kernels, from each one's end to the nearest end of the first
+    rank's, when that shift fits their ends at least 4x better than none. Each renumbering is
+    a warning; with no clock to tell, counts that differ are one too. Kernels that fall before
+    the first rank's first are matched with nothing."""
+    warnings: list[str] = []
+    if len(views) < 2:
+        return comm, warnings
+    ref = comm[0]
+    out = [ref]
+    for v, c in zip(views[1:], comm[1:]):
+        code, nth = c["key"] >> 40, c["key"] & ((1 << 40) - 1)
+        new_nth = nth.copy()
+        for k in np.unique(code).tolist():
+            mine = np.flatnonzero(code == k)
+            theirs = np.flatnonzero((ref["key"] >> 40) == k)
+            if len(theirs) == 0 or len(mine) == len(theirs):
+                continue
+            label = f"rank {v.rank} holds {len(mine)} {names[k]} kernels, rank {views[0].rank} {len(theirs)}"
+            base = _clock_base(v, views[0])
+            if base is None:
+                warnings.append(f"{label}, and no clock relates the two traces: matched in order (the k-th with the k-th)")
+                continue
+            e_ref = ref["end"][theirs][np.argsort(ref["key"][theirs] & ((1 << 40) - 1))]
+            by_nth = mine[np.argsort(nth[mine])]
+            e_me = c["end"][by_nth] + base[0]
+            shift = _ordinal_shift(e_ref, e_me)
+            if shift:
+                new_nth[by_nth] = np.arange(len(by_nth)) + shift
+                first = f"its first is rank {views[0].rank}'s #{shift + 1}" if shift > 0 else f"its #{1 - shift} is rank {views[0].rank}'s first"
+                warnings.append(f"{label} (their traces cover different stretches of the run): matched by end time ({first})")
+        if (new_nth == nth).all():
+            out.append(c)
+            continue
+        # Renumbered before the first rank's first: a key of its own, never matched.
+        key = np.where(new_nth >= 0, code << 40 | np.maximum(new_nth, 0), -1 - np.arange(len(nth)))
+        out.append(dict(c, key=key))
+    return out, warnings
+
+
+def _ordinal_shift(e_ref: np.ndarray, e_me: np.ndarray) -> int:
+    """By how many kernels to renumber a rank's kernels of one name (ends ``e_me``, on the first
+    rank's clock, in order) to match the first rank's (``e_ref``): the most common distance from
+    each to the nearest end of the first rank's, kept where it fits the ends at least 4x better
+    than no shift (median absolute difference of matched ends); else 0."""
+    if len(e_ref) == 0 or len(e_me) == 0:
+        return 0
+    at = np.clip(np.searchsorted(e_ref, e_me), 1, len(e_ref) - 1) if len(e_ref) > 1 else np.zeros(len(e_me), np.int64)
+    if len(e_ref) > 1:
+        at = np.where(np.abs(e_ref[at - 1] - e_me) <= np.abs(e_ref[at] - e_me), at - 1, at)
+    dist, counts = np.unique(at - np.arange(len(e_me)), return_counts=True)
+    shift = int(dist[np.argmax(counts)])
+    if shift == 0:
+        return 0
+
+    def misfit(d: int) -> float:
+        k = np.arange(len(e_me))
+        ok = (k + d >= 0) & (k + d < len(e_ref))
+        return float(np.median(np.abs(e_me[ok] - e_ref[k[ok] + d]))) if ok.any() else float("inf")
+
+    return shift if misfit(shift) * 4 < misfit(0) else 0
+
+
 def _align(views, comm, pos) -> list[RankAlignment]:
     ref, ref_pos = views[0], pos[0] if pos else None
     out = []
     for v, c, p in zip(views, comm, pos):
-        if v.clock == ref.clock:
+        known = _clock_base(v, ref)
+        if known is not None and known[1] == "shared clock":
             out.append(RankAlignment(v.rank, 0, 0, "shared clock"))
             continue
-        base, method = 0, "none"
-        # Each rank's timestamps count from its own session start, unless the export made them
-        # UTC already (--ts-normalize); the base offset brings both to the reference rank's clock.
-        def epoch(x: RankView) -> int | None:
-            return 0 if x.absolute_time else x.session_start_utc_ns
-
-        if epoch(v) is not None and epoch(ref) is not None:
-            base = epoch(v) - epoch(ref)
-            method = "utc timestamps" if v.absolute_time and ref.absolute_time else "session start"
+        base, method = known if known is not None else (0, "none")
         if len(p):
             resid = (c["end"][p] + base) - comm[0]["end"][ref_pos]
             shift = int(np.median(resid))

@@ -1,0 +1,135 @@
+"""Collectives across rank traces that cover different stretches of the run.
+
+The k-th kernel of a name is one collective on every rank only where the traces start at the
+same point of the run. A rank whose trace began later (``nsys profile --delay``, a timed capture)
+holds fewer kernels; its kernels are then matched by end time, where a clock relates the traces,
+and the renumbering is a warning. Expected numbers are worked out by hand from the kernels'
+times, or read from the SQLite files with SQL.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import lzma
+
+from conftest import SAMPLES
+from nsys_factory import FakeTrace
+from tracerecon.api import load as analyze
+
+U = 1000  # 1 us
+AR = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
+
+
+def rank_file(tmp_path, rank: int, collectives: list[tuple[int, int]], session_utc: int | None = 5 * 10**18) -> str:
+    """One rank's export: a verify range over 10 ms and an all-reduce kernel per (start, end) in us."""
+    t = FakeTrace()
+    t.range("verify", 0, 10_000 * U)
+    for start, end in collectives:
+        t.kernel(t.call("cudaLaunchKernel", (start - 5) * U, (start - 4) * U), start * U, end * U, name=AR)
+    path = t.write(tmp_path / f"rank{rank}.sqlite")
+    if session_utc is not None:
+        sqlite3.connect(path).executescript(
+            f"create table TARGET_INFO_SESSION_START_TIME (utcEpochNs integer); insert into TARGET_INFO_SESSION_START_TIME values ({session_utc});")
+    return path
+
+
+def test_a_rank_whose_trace_began_two_collectives_later_is_matched_by_end_time(tmp_path):
+    # GIVEN rank 0 holds six all-reduces, every 100 us, each starting at 100k+10 and ending at
+    # 100k+60; rank 1's trace began two collectives later (same session clock): it holds only
+    # k = 2..5, arriving 30 us after rank 0 (start 100k+40) and ending with it
+    r0 = rank_file(tmp_path, 0, [(100 * k + 10, 100 * k + 60) for k in range(6)])
+    r1 = rank_file(tmp_path, 1, [(100 * k + 40, 100 * k + 60) for k in range(2, 6)])
+    # WHEN analysed together
+    a = analyze([r0, r1])
+    # THEN collectives k = 2..5 are matched, each with a 30 us skew, rank 1 last, rank 0 waiting
+    # 30 us of its 50 us kernel; rank 0's first two match nothing
+    rows = a.cross.collectives.to_pylist()
+    assert [(r["rank"], r["start_ns"] // U, r["skew_ns"] // U, r["last_rank"], r["wait_ns"] // U) for r in rows] == [
+        (rank, 100 * k + (10 if rank == 0 else 40), 30, 1, 30 if rank == 0 else 0) for k in range(2, 6) for rank in (0, 1)]
+    assert [(c.n_collectives, c.wait_ns // U) for c in a.cross.comm] == [(6, 120), (4, 0)]
+    # and the clock offset stays the session's (both 0), and the renumbering is said
+    assert a.cross.alignment_of(1).offset_ns == 0
+    assert any(f"rank 1 holds 4 {AR} kernels, rank 0 6" in w and "its first is rank 0's #3" in w for w in a.warnings)
+
+
+def test_a_first_rank_whose_trace_began_later_is_matched_by_end_time(tmp_path):
+    # GIVEN the other way round: rank 0's trace began one collective later than rank 1's
+    r0 = rank_file(tmp_path, 0, [(100 * k + 40, 100 * k + 60) for k in range(1, 4)])
+    r1 = rank_file(tmp_path, 1, [(100 * k + 10, 100 * k + 60) for k in range(4)])
+    # WHEN analysed
+    a = analyze([r0, r1])
+    # THEN k = 1..3 are matched (rank 0 last, rank 1 waits 30 us each); rank 1's first matches nothing
+    rows = a.cross.collectives.to_pylist()
+    assert [(r["rank"], r["start_ns"] // U, r["last_rank"], r["wait_ns"] // U) for r in rows] == [
+        (rank, 100 * k + (40 if rank == 0 else 10), 0, 0 if rank == 0 else 30) for k in range(1, 4) for rank in (0, 1)]
+    assert any("its #2 is rank 0's first" in w for w in a.warnings)
+
+
+def test_a_trace_that_ended_earlier_keeps_the_order_and_says_nothing(tmp_path):
+    # GIVEN rank 1's trace ended two collectives before rank 0's: the k-th is still the k-th
+    r0 = rank_file(tmp_path, 0, [(100 * k + 10, 100 * k + 60) for k in range(6)])
+    r1 = rank_file(tmp_path, 1, [(100 * k + 40, 100 * k + 60) for k in range(4)])
+    a = analyze([r0, r1])
+    # THEN k = 0..3 are matched in order, 30 us skew each, and no warning about it
+    rows = a.cross.collectives.to_pylist()
+    assert [(r["rank"], r["start_ns"] // U, r["skew_ns"] // U) for r in rows] == [
+        (rank, 100 * k + (10 if rank == 0 else 40), 30) for k in range(4) for rank in (0, 1)]
+    assert not any("holds" in w for w in a.warnings)
+
+
+def test_with_no_clock_to_tell_the_order_is_kept_and_the_counts_are_said(tmp_path):
+    # GIVEN the same late start, but no session start in either trace: nothing relates the clocks
+    r0 = rank_file(tmp_path, 0, [(100 * k + 10, 100 * k + 60) for k in range(6)], session_utc=None)
+    r1 = rank_file(tmp_path, 1, [(100 * k + 40, 100 * k + 60) for k in range(2, 6)], session_utc=None)
+    a = analyze([r0, r1])
+    # THEN the k-th is matched with the k-th (4 collectives), and a warning says the counts differ
+    assert a.cross.collectives.num_rows == 8
+    assert any(f"rank 1 holds 4 {AR} kernels, rank 0 6, and no clock relates the two traces" in w for w in a.warnings)
+
+
+def test_real_two_rank_run_with_one_trace_begun_three_collectives_late(tmp_path):
+    # GIVEN the two-H200 NCCL run (one export per rank) with rank 1's first three bf16
+    # all-reduce kernels deleted, as if its capture had begun three collectives later
+    src = SAMPLES / "demo_shapes_h200x2" / "nccl_skew_phases"
+    for r in (0, 1):
+        with lzma.open(src / f"rank{r}.sqlite.xz") as f, open(tmp_path / f"rank{r}.sqlite", "wb") as out:
+            shutil.copyfileobj(f, out)
+    kernels = ("select k.start, k.end from CUPTI_ACTIVITY_KIND_KERNEL k join StringIds s on s.id = k.shortName "
+               f"where s.value = '{AR}' order by k.start")
+    con1 = sqlite3.connect(tmp_path / "rank1.sqlite")
+    full1 = con1.execute(kernels).fetchall()
+    con1.execute(f"delete from CUPTI_ACTIVITY_KIND_KERNEL where rowid in (select k.rowid from CUPTI_ACTIVITY_KIND_KERNEL k join StringIds s "
+                 f"on s.id = k.shortName where s.value = '{AR}' order by k.start limit 3)")
+    con1.commit()
+    con1.close()
+    full0 = sqlite3.connect(tmp_path / "rank0.sqlite").execute(kernels).fetchall()
+    (utc0,), (utc1,) = (sqlite3.connect(tmp_path / f"rank{r}.sqlite").execute("select utcEpochNs from TARGET_INFO_SESSION_START_TIME").fetchone() for r in (0, 1))
+    # WHEN analysed
+    a = analyze([tmp_path / "rank0.sqlite", tmp_path / "rank1.sqlite"])
+    # THEN rank 0's k-th bf16 all-reduce (k >= 3) is paired with rank 1's k-th of the full trace,
+    # as their ends show: on the session clocks they end within 50 us of each other
+    rows = [r for r in a.cross.collectives.to_pylist() if r["name"] == AR]
+    pairs = {(r["collective"], r["rank"]): r["start_ns"] for r in rows}
+    n = len(full0)
+    assert len(rows) == 2 * (n - 3)
+    got = sorted((pairs[(c, 0)], pairs[(c, 1)]) for c in {c for c, _ in pairs})
+    assert got == [(full0[k][0], full1[k][0]) for k in range(3, n)]
+    assert max(abs((full1[k][1] + utc1 - utc0) - full0[k][1]) for k in range(3, n)) < 50 * U
+    # and the offset is the session starts' difference refined by under 50 us, not by a collective period
+    assert abs(a.cross.alignment_of(1).offset_ns - (utc1 - utc0)) < 50 * U
+    assert any("its first is rank 0's #4" in w for w in a.warnings)
+
+
+def test_equal_counts_keep_the_order_even_where_the_session_clocks_disagree(tmp_path):
+    # GIVEN two hosts whose session clocks disagree by 100 us (more than half the 100 us period
+    # of their all-reduces) and traces that hold the same six collectives
+    r0 = rank_file(tmp_path, 0, [(100 * k + 10, 100 * k + 60) for k in range(6)], session_utc=5 * 10**18)
+    r1 = rank_file(tmp_path, 1, [(100 * k + 40, 100 * k + 60) for k in range(6)], session_utc=5 * 10**18 + 100 * U)
+    a = analyze([r0, r1])
+    # THEN the k-th is the k-th (no renumbering, no warning), and the collectives correct the
+    # session offset of +100 us back to 0: the ends line up
+    assert not any("holds" in w for w in a.warnings)
+    al = a.cross.alignment_of(1)
+    assert (al.offset_ns, al.method) == (0, "session start + collectives")
+    assert [r["skew_ns"] // U for r in a.cross.collectives.to_pylist()] == [30] * 12
