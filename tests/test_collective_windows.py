@@ -21,13 +21,17 @@ U = 1000  # 1 us
 AR = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
 
 
-def rank_file(tmp_path, rank: int, collectives: list[tuple[int, int]], session_utc: int | None = 5 * 10**18) -> str:
-    """One rank's export: a verify range over 10 ms and an all-reduce kernel per (start, end) in us."""
+def rank_file(tmp_path, rank: int, collectives: list[tuple[int, int]], session_utc: int | None = 5 * 10**18, machine: str = "A") -> str:
+    """One rank's export: a verify range over 10 ms and an all-reduce kernel per (start, end) in
+    us, taken on ``machine`` (its two GPUs' UUIDs in TARGET_INFO_GPU)."""
     t = FakeTrace()
     t.range("verify", 0, 10_000 * U)
     for start, end in collectives:
         t.kernel(t.call("cudaLaunchKernel", (start - 5) * U, (start - 4) * U), start * U, end * U, name=AR)
     path = t.write(tmp_path / f"rank{rank}.sqlite")
+    sqlite3.connect(path).executescript(
+        "create table TARGET_INFO_GPU (id integer, name text, uuid text, busLocation text, smCount integer);"
+        f"insert into TARGET_INFO_GPU values (0, 'H200', '{machine}-gpu0', '0', 132), (1, 'H200', '{machine}-gpu1', '1', 132);")
     if session_utc is not None:
         sqlite3.connect(path).executescript(
             f"create table TARGET_INFO_SESSION_START_TIME (utcEpochNs integer); insert into TARGET_INFO_SESSION_START_TIME values ({session_utc});")
@@ -85,7 +89,33 @@ def test_with_no_clock_to_tell_the_order_is_kept_and_the_counts_are_said(tmp_pat
     a = analyze([r0, r1])
     # THEN the k-th is matched with the k-th (4 collectives), and a warning says the counts differ
     assert a.cross.collectives.num_rows == 8
-    assert any(f"rank 1 holds 4 {AR} kernels, rank 0 6, and no clock relates the two traces" in w for w in a.warnings)
+    assert any(f"rank 1 holds 4 {AR} kernels, rank 0 6: matched in order" in w and "no session times" in w for w in a.warnings)
+
+
+def test_traces_of_two_machines_keep_the_order_where_the_counts_differ(tmp_path):
+    # GIVEN two machines whose session clocks disagree by 1030 us (ten collectives' spacing),
+    # and rank 1's trace ended two collectives early: the k-th is still the k-th
+    r0 = rank_file(tmp_path, 0, [(100 * k + 10, 100 * k + 60) for k in range(12)], machine="A")
+    r1 = rank_file(tmp_path, 1, [(100 * k + 40, 100 * k + 60) for k in range(10)], session_utc=5 * 10**18 - 1030 * U, machine="B")
+    a = analyze([r0, r1])
+    # THEN the ten are matched in order, 30 us skew each once the collectives correct the clocks
+    # by 1030 us, and a warning says the counts differ and why the order was kept
+    al = a.cross.alignment_of(1)
+    assert (al.offset_ns, al.method) == (0, "session start + collectives")
+    assert [r["skew_ns"] // U for r in a.cross.collectives.to_pylist()] == [30] * 20
+    assert any(f"rank 1 holds 10 {AR} kernels, rank 0 12: matched in order" in w and "different machines" in w for w in a.warnings)
+
+
+def test_ends_that_fit_no_numbering_keep_the_order_and_are_said(tmp_path):
+    # GIVEN one machine, and rank 1's kernels ending 70 us after rank 0's on the session clocks
+    # (spacing 100 us): the nearest of rank 0's ends is the next one, 30 us off, against 70 us
+    # for the same one; neither fits 4x better, as no collective's kernels would end so apart
+    r0 = rank_file(tmp_path, 0, [(100 * k + 10, 100 * k + 60) for k in range(6)])
+    r1 = rank_file(tmp_path, 1, [(100 * k + 10, 100 * k + 60) for k in range(5)], session_utc=5 * 10**18 + 70 * U)
+    a = analyze([r0, r1])
+    # THEN the order is kept (five collectives) and a warning says no numbering fits clearly better
+    assert a.cross.collectives.num_rows == 10
+    assert any("matched in order" in w and "fit no numbering clearly better" in w for w in a.warnings)
 
 
 def test_real_two_rank_run_with_one_trace_begun_three_collectives_late(tmp_path):
@@ -121,11 +151,11 @@ def test_real_two_rank_run_with_one_trace_begun_three_collectives_late(tmp_path)
     assert any("its first is rank 0's #4" in w for w in a.warnings)
 
 
-def test_equal_counts_keep_the_order_even_where_the_session_clocks_disagree(tmp_path):
-    # GIVEN two hosts whose session clocks disagree by 100 us (more than half the 100 us period
-    # of their all-reduces) and traces that hold the same six collectives
-    r0 = rank_file(tmp_path, 0, [(100 * k + 10, 100 * k + 60) for k in range(6)], session_utc=5 * 10**18)
-    r1 = rank_file(tmp_path, 1, [(100 * k + 40, 100 * k + 60) for k in range(6)], session_utc=5 * 10**18 + 100 * U)
+def test_two_machines_with_equal_counts_keep_the_order_where_the_session_clocks_disagree(tmp_path):
+    # GIVEN two machines whose session clocks disagree by 100 us (more than half the 100 us
+    # period of their all-reduces) and traces that hold the same six collectives
+    r0 = rank_file(tmp_path, 0, [(100 * k + 10, 100 * k + 60) for k in range(6)], session_utc=5 * 10**18, machine="A")
+    r1 = rank_file(tmp_path, 1, [(100 * k + 40, 100 * k + 60) for k in range(6)], session_utc=5 * 10**18 + 100 * U, machine="B")
     a = analyze([r0, r1])
     # THEN the k-th is the k-th (no renumbering, no warning), and the collectives correct the
     # session offset of +100 us back to 0: the ends line up
@@ -133,3 +163,16 @@ def test_equal_counts_keep_the_order_even_where_the_session_clocks_disagree(tmp_
     al = a.cross.alignment_of(1)
     assert (al.offset_ns, al.method) == (0, "session start + collectives")
     assert [r["skew_ns"] // U for r in a.cross.collectives.to_pylist()] == [30] * 12
+
+
+def test_one_machines_traces_begun_and_ended_apart_with_equal_counts_are_matched_by_end_time(tmp_path):
+    # GIVEN one machine; rank 0's trace holds collectives k = 0..5, rank 1's k = 2..7 (begun and
+    # ended two later): six kernels each, so the counts alone cannot tell
+    r0 = rank_file(tmp_path, 0, [(100 * k + 10, 100 * k + 60) for k in range(6)])
+    r1 = rank_file(tmp_path, 1, [(100 * k + 40, 100 * k + 60) for k in range(2, 8)])
+    a = analyze([r0, r1])
+    # THEN k = 2..5 are matched (30 us skew each), and the renumbering is said
+    rows = a.cross.collectives.to_pylist()
+    assert [(r["rank"], r["start_ns"] // U, r["skew_ns"] // U) for r in rows] == [
+        (rank, 100 * k + (10 if rank == 0 else 40), 30) for k in range(2, 6) for rank in (0, 1)]
+    assert any(f"rank 1 holds 6 {AR} kernels, rank 0 6" in w and "its first is rank 0's #3" in w for w in a.warnings)

@@ -425,7 +425,7 @@ def _analyze_files(files: list[Path], config: PhaseConfig, say: Progress, jobs: 
         warnings.append(f"no range name starts with {config.cycle_prefix!r}: a cycle starts at each occurrence of the first phase")
     say("across ranks")
     cross = analyze_cross_rank(
-        [RankView(s.rank, s.path, info.session_start_utc_ns, w.gpu_ops, w.provisional_phases(), info.time_normalized) for s, info, w in work]
+        [RankView(s.rank, s.path, info.session_start_utc_ns, w.gpu_ops, w.provisional_phases(), info.time_normalized, info.gpu_uuids) for s, info, w in work]
     )
     warnings.extend(cross.warnings)
     ranks = []

@@ -11,7 +11,8 @@ rank's own ns to land on the common timeline of the lowest rank) and ``offset_un
   collectives to refine on, the uncertainty is unknown (None).
 
 Collectives are matched across ranks by kernel name and order (the k-th ``ncclDevKernel_AllReduce...``
-of every rank is one collective). For each: arrival skew = last start - first start, the last
+of every rank is one collective), or by end time where the ranks' clocks are one machine's and
+their traces cover different stretches of the run (``_match_ordinals``). For each: arrival skew = last start - first start, the last
 rank to arrive, and per rank the time spent waiting (from its own start to the last arrival,
 at most its kernel's duration); the rest of the kernel is communication.
 """
@@ -39,6 +40,7 @@ class RankView:
     gpu_ops: pa.Table
     phases: pa.Table
     absolute_time: bool = False  # exported with --ts-normalize: timestamps are already UTC epoch ns
+    gpu_uuids: frozenset[str] = frozenset()  # the machine's GPUs: a GPU in common means one machine, one system clock
 
 
 @dataclass(frozen=True)
@@ -209,39 +211,57 @@ def _clock_base(v: RankView, ref: RankView) -> tuple[int, str] | None:
     return None
 
 
+def _one_machines_clock(v: RankView, ref: RankView) -> bool:
+    """Whether ``v``'s times, on ``ref``'s clock (``_clock_base``), are good to a small fraction
+    of a collective: the same report, or exports with session start times (or UTC timestamps)
+    taken on one machine (they list a GPU in common), whose system clock both read. Across
+    machines the clocks disagree by up to milliseconds, as much as several collectives."""
+    if v.clock == ref.clock:
+        return True
+    return _clock_base(v, ref) is not None and bool(v.gpu_uuids & ref.gpu_uuids)
+
+
 def _match_ordinals(views: list[RankView], comm: list[dict[str, np.ndarray]], names: list[str]) -> tuple[list[dict[str, np.ndarray]], list[str]]:
-    """The k-th kernel of a name is one collective on every rank only where the ranks' traces
-    cover the same stretch of the run. A rank that holds a different number of a name's
-    kernels than the first rank (its trace began or ended elsewhere: ``--delay``, a timed
-    capture) is matched by time instead, where a clock relates the two (shared, session start,
-    UTC): a collective's kernels end together on every rank, so its kernels are renumbered by
-    the most common distance, in kernels, from each one's end to the nearest end of the first
-    rank's, when that shift fits their ends at least 4x better than none. Each renumbering is
-    a warning; with no clock to tell, counts that differ are one too. Kernels that fall before
-    the first rank's first are matched with nothing."""
+    """Which kernel of each rank is which collective. The k-th kernel of a name is one
+    collective on every rank where the ranks' traces cover the same stretch of the run; a trace
+    begun later (``--delay``, a timed capture) holds its k-th as another rank's (k+d)-th.
+
+    Where a rank's times are good on the first rank's clock (``_one_machines_clock``), its
+    kernels of each name are matched by end time (a collective's kernels end together on every
+    rank): renumbered by the most common distance, in kernels, from each one's end to the
+    nearest end of the first rank's, when that shift fits their ends at least 4x better than
+    none. Each renumbering is a warning, and so is a rank whose ends fit neither. Elsewhere (other
+    machines, no session times) a later start cannot be told from a clock offset: the order is
+    kept, with a warning where the counts differ. Kernels that fall before the first rank's
+    first are matched with nothing."""
     warnings: list[str] = []
     if len(views) < 2:
         return comm, warnings
     ref = comm[0]
+    ref_code, ref_nth = ref["key"] >> 40, ref["key"] & ((1 << 40) - 1)
     out = [ref]
     for v, c in zip(views[1:], comm[1:]):
         code, nth = c["key"] >> 40, c["key"] & ((1 << 40) - 1)
         new_nth = nth.copy()
+        timed = _one_machines_clock(v, views[0])
+        base = _clock_base(v, views[0])
         for k in np.unique(code).tolist():
             mine = np.flatnonzero(code == k)
-            theirs = np.flatnonzero((ref["key"] >> 40) == k)
-            if len(theirs) == 0 or len(mine) == len(theirs):
+            theirs = np.flatnonzero(ref_code == k)
+            if len(theirs) == 0:
                 continue
             label = f"rank {v.rank} holds {len(mine)} {names[k]} kernels, rank {views[0].rank} {len(theirs)}"
-            base = _clock_base(v, views[0])
-            if base is None:
-                warnings.append(f"{label}, and no clock relates the two traces: matched in order (the k-th with the k-th)")
+            if not timed:
+                if len(mine) != len(theirs):
+                    warnings.append(f"{label}: matched in order (the k-th with the k-th); the traces come from different machines "
+                                    "or carry no session times, so a later start cannot be told from a clock offset")
                 continue
-            e_ref = ref["end"][theirs][np.argsort(ref["key"][theirs] & ((1 << 40) - 1))]
+            e_ref = ref["end"][theirs][np.argsort(ref_nth[theirs])]
             by_nth = mine[np.argsort(nth[mine])]
-            e_me = c["end"][by_nth] + base[0]
-            shift = _ordinal_shift(e_ref, e_me)
-            if shift:
+            shift = _ordinal_shift(e_ref, c["end"][by_nth] + base[0])
+            if shift is None:
+                warnings.append(f"{label}: matched in order (the k-th with the k-th); their ends fit no numbering clearly better")
+            elif shift:
                 new_nth[by_nth] = np.arange(len(by_nth)) + shift
                 first = f"its first is rank {views[0].rank}'s #{shift + 1}" if shift > 0 else f"its #{1 - shift} is rank {views[0].rank}'s first"
                 warnings.append(f"{label} (their traces cover different stretches of the run): matched by end time ({first})")
@@ -254,11 +274,13 @@ def _match_ordinals(views: list[RankView], comm: list[dict[str, np.ndarray]], na
     return out, warnings
 
 
-def _ordinal_shift(e_ref: np.ndarray, e_me: np.ndarray) -> int:
+def _ordinal_shift(e_ref: np.ndarray, e_me: np.ndarray) -> int | None:
     """By how many kernels to renumber a rank's kernels of one name (ends ``e_me``, on the first
     rank's clock, in order) to match the first rank's (``e_ref``): the most common distance from
-    each to the nearest end of the first rank's, kept where it fits the ends at least 4x better
-    than no shift (median absolute difference of matched ends); else 0."""
+    each to the nearest end of the first rank's: 0 where that is 0; the shift where it fits the
+    ends at least 4x better than the order (median absolute difference of matched ends); else
+    None: no numbering fits clearly better than another (evenly spaced collectives and a clock
+    off by more than half their spacing, or kernels of other communicators)."""
     if len(e_ref) == 0 or len(e_me) == 0:
         return 0
     at = np.clip(np.searchsorted(e_ref, e_me), 1, len(e_ref) - 1) if len(e_ref) > 1 else np.zeros(len(e_me), np.int64)
@@ -274,7 +296,7 @@ def _ordinal_shift(e_ref: np.ndarray, e_me: np.ndarray) -> int:
         ok = (k + d >= 0) & (k + d < len(e_ref))
         return float(np.median(np.abs(e_me[ok] - e_ref[k[ok] + d]))) if ok.any() else float("inf")
 
-    return shift if misfit(shift) * 4 < misfit(0) else 0
+    return shift if misfit(shift) * 4 < misfit(0) else None
 
 
 def _align(views, comm, pos) -> list[RankAlignment]:

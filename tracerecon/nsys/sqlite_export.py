@@ -87,6 +87,9 @@ class ExportInfo:
     session_start_utc_ns: int | None
     time_normalized: bool  # exported with --ts-normalize: timestamps start at 0
     warnings: tuple[str, ...] = ()
+    # The UUIDs of the GPUs the machine had (TARGET_INFO_GPU): two exports listing one GPU were
+    # taken on one machine, whose session start times come from one system clock.
+    gpu_uuids: frozenset[str] = frozenset()
 
     @property
     def has_nvtx(self) -> bool:
@@ -173,6 +176,9 @@ def read_info(conn: sqlite3.Connection, path: str) -> ExportInfo:
             start_utc = int(value)
         elif value is not None:
             warnings.append(f"{path}: the session start time is not a number; the file is taken as of unknown start (not checked against other ranks' times)")
+    gpu_uuids: frozenset[str] = frozenset()
+    if "TARGET_INFO_GPU" in tables and "uuid" in _columns(conn, "TARGET_INFO_GPU"):
+        gpu_uuids = frozenset(u for (u,) in conn.execute("select distinct uuid from TARGET_INFO_GPU") if isinstance(u, str) and u.strip())
     wal = Path(str(path) + "-wal")
     if wal.is_file() and wal.stat().st_size > 0:
         warnings.append(f"{path}: a write-ahead log ({wal.name}) lies beside it; its un-checkpointed changes are not read (the input is never modified)")
@@ -190,6 +196,7 @@ def read_info(conn: sqlite3.Connection, path: str) -> ExportInfo:
         session_start_utc_ns=start_utc,
         time_normalized=meta.get("EXPORT_PARAM_TIME_NORMALIZE", "false").lower() == "true",
         warnings=tuple(warnings),
+        gpu_uuids=gpu_uuids,
     )
 
 
