@@ -176,3 +176,42 @@ def test_one_machines_traces_begun_and_ended_apart_with_equal_counts_are_matched
     assert [(r["rank"], r["start_ns"] // U, r["skew_ns"] // U) for r in rows] == [
         (rank, 100 * k + (10 if rank == 0 else 40), 30) for k in range(2, 6) for rank in (0, 1)]
     assert any(f"rank 1 holds 6 {AR} kernels, rank 0 6" in w and "its first is rank 0's #3" in w for w in a.warnings)
+
+
+def test_ranks_of_another_communicator_on_one_machine_are_said(tmp_path):
+    # GIVEN one machine, four rank traces: ranks 0 and 1 all-reduce together every 100 us (ends
+    # at 100k+60), ranks 2 and 3 are another group all-reducing every 130 us (ends at 130k+97)
+    r = [rank_file(tmp_path, 0, [(100 * k + 10, 100 * k + 60) for k in range(50)]),
+         rank_file(tmp_path, 1, [(100 * k + 40, 100 * k + 60) for k in range(50)]),
+         rank_file(tmp_path, 2, [(130 * k + 45, 130 * k + 97) for k in range(50)]),
+         rank_file(tmp_path, 3, [(130 * k + 80, 130 * k + 97) for k in range(50)])]
+    a = analyze(r)
+    # THEN ranks 2 and 3, whose k-th kernels end 30k+37 us after rank 0's (median of k = 0..49:
+    # 30 * 24.5 + 37 = 772 us), are said to look like another communicator; rank 1 is not
+    said = [w for w in a.warnings if "look like another communicator" in w]
+    assert [w.split("'")[0] for w in said] == ["rank 2", "rank 3"]
+    assert all("+772 us from rank 0's" in w for w in said)
+
+
+def test_a_send_and_its_receive_are_no_collective_to_end_together(tmp_path):
+    # GIVEN one machine, rank 0 sends (its kernel ends at 100k+40) and rank 1 receives (ends 60 us
+    # later, at 100k+100): a send and its receive need not end together
+    def p2p(rank, ends):
+        t = FakeTrace()
+        t.range("verify", 0, 10_000 * U)
+        for s, e in ends:
+            t.kernel(t.call("cudaLaunchKernel", (s - 5) * U, (s - 4) * U), s * U, e * U, name="ncclDevKernel_SendRecv")
+        path = t.write(tmp_path / f"rank{rank}.sqlite")
+        sqlite3.connect(path).executescript(
+            "create table TARGET_INFO_GPU (id integer, name text, uuid text, busLocation text, smCount integer);"
+            "insert into TARGET_INFO_GPU values (0, 'H200', 'A-gpu0', '0', 132), (1, 'H200', 'A-gpu1', '1', 132);"
+            f"create table TARGET_INFO_SESSION_START_TIME (utcEpochNs integer); insert into TARGET_INFO_SESSION_START_TIME values ({5 * 10**18});")
+        return path
+    a = analyze([p2p(0, [(100 * k + 10, 100 * k + 40) for k in range(5)]), p2p(1, [(100 * k + 10, 100 * k + 100) for k in range(5)])])
+    # THEN they are matched in order (k-th send with k-th receive), and nothing is said about
+    # communicators or numbering (the nearest end after each send is the next receive's, 40 us
+    # off against 60: end times would have paired them wrongly)
+    rows = a.cross.collectives.to_pylist()
+    assert [(r["rank"], r["start_ns"] // U, r["end_ns"] // U) for r in rows] == [
+        (rank, 100 * k + 10, 100 * k + (40 if rank == 0 else 100)) for k in range(5) for rank in (0, 1)]
+    assert not any("communicator" in w or "matched" in w for w in a.warnings)

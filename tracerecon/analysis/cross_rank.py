@@ -19,6 +19,7 @@ at most its kernel's duration); the rest of the kernel is communication.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -141,6 +142,7 @@ def analyze_cross_rank(views: list[RankView]) -> CrossRank:
     common = common[order]
 
     alignment = _align(views, comm, pos)
+    warnings += _other_communicators(views, comm, pos, np.array([bool(POINT_TO_POINT.search(n)) for n in names] + [False], bool))
     offset = np.array([a.offset_ns for a in alignment], dtype=np.int64)
 
     n_ranks, m = len(views), len(common)
@@ -230,7 +232,8 @@ def _match_ordinals(views: list[RankView], comm: list[dict[str, np.ndarray]], na
     kernels of each name are matched by end time (a collective's kernels end together on every
     rank): renumbered by the most common distance, in kernels, from each one's end to the
     nearest end of the first rank's, when that shift fits their ends at least 4x better than
-    none. Each renumbering is a warning, and so is a rank whose ends fit neither. Elsewhere (other
+    none. Each renumbering is a warning, and so is a rank whose ends fit neither. Sends and
+    receives keep the order (their ends differ by the transfer). Elsewhere (other
     machines, no session times) a later start cannot be told from a clock offset: the order is
     kept, with a warning where the counts differ. Kernels that fall before the first rank's
     first are matched with nothing."""
@@ -251,6 +254,11 @@ def _match_ordinals(views: list[RankView], comm: list[dict[str, np.ndarray]], na
             if len(theirs) == 0:
                 continue
             label = f"rank {v.rank} holds {len(mine)} {names[k]} kernels, rank {views[0].rank} {len(theirs)}"
+            if POINT_TO_POINT.search(names[k]):
+                # A send and its receive need not end together: their ends tell nothing.
+                if len(mine) != len(theirs):
+                    warnings.append(f"{label}: matched in order (the k-th with the k-th); a send and its receive do not end together")
+                continue
             if not timed:
                 if len(mine) != len(theirs):
                     warnings.append(f"{label}: matched in order (the k-th with the k-th); the traces come from different machines "
@@ -297,6 +305,35 @@ def _ordinal_shift(e_ref: np.ndarray, e_me: np.ndarray) -> int | None:
         return float(np.median(np.abs(e_me[ok] - e_ref[k[ok] + d]))) if ok.any() else float("inf")
 
     return shift if misfit(shift) * 4 < misfit(0) else None
+
+
+# On one machine's clock the kernels of one collective end within a few us of each other on
+# every rank (the 2-H200 NCCL samples: the session clocks and the matched ends agree to 5 ns);
+# a send and its receive do not (22 us apart in a public 2-H100 trace), so they are not looked at.
+ONE_COLLECTIVE_END_SPREAD_NS = 50_000
+POINT_TO_POINT = re.compile(r"SendRecv|Send|Recv", re.I)
+
+
+def _other_communicators(views: list[RankView], comm: list[dict[str, np.ndarray]], pos: list[np.ndarray], p2p: np.ndarray) -> list[str]:
+    """Ranks on the first rank's machine whose matched collectives (not sends and receives,
+    ``p2p`` per name code) do not end with the first rank's (median more than
+    ``ONE_COLLECTIVE_END_SPREAD_NS`` apart on the shared clock): kernels of other communicators
+    (the tensor-parallel group of another pipeline stage or data-parallel replica), which
+    matching by name and order pairs anyway. Their waits are not waits for each other: said,
+    not hidden."""
+    out = []
+    keys = comm[0]["key"][pos[0]] if len(views) else np.zeros(0, np.int64)
+    collective = ~p2p[np.minimum(keys >> 40, len(p2p) - 1)] if len(keys) else np.zeros(0, bool)
+    for v, c, p in zip(views[1:], comm[1:], pos[1:]):
+        if not collective.any() or not _one_machines_clock(v, views[0]):
+            continue
+        apart = int(np.median(c["end"][p][collective] + _clock_base(v, views[0])[0] - comm[0]["end"][pos[0]][collective]))
+        if abs(apart) > ONE_COLLECTIVE_END_SPREAD_NS:
+            out.append(f"rank {v.rank}'s collectives end {apart / 1000:+.0f} us from rank {views[0].rank}'s on one machine's clock "
+                       "(median), where one collective's kernels end together: they look like another communicator's (a tensor-parallel "
+                       "group of another pipeline stage or data-parallel replica); ranks are matched as one group, so waits and "
+                       "stragglers across the two groups do not hold")
+    return out
 
 
 def _align(views, comm, pos) -> list[RankAlignment]:
