@@ -352,9 +352,6 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
                 if len(on_side) == 0:
                     continue
                 ph_of = o_phase[on_side]
-                last = np.searchsorted(w_cpu, o_launch[on_side], side="left") - 1
-                fork = waits[np.maximum(last, 0)]
-                forked = (last >= 0) & (into[fork] == side) & (cpu[fork] >= cpu_start[ph_of]) & (o_launch[on_side] != I64_MIN)
                 if compute_streams[side]:
                     # Two computing streams wait for each other in turn, so either can look
                     # forked off the other: the caller forks first within the phase (the first
@@ -363,6 +360,11 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
                     # so, the side's ops need no fork of their own: one relaunched after a join
                     # (it needs only its own stream's earlier work) still runs for the caller.
                     forked = first_in[ph_of] & (o_launch[on_side] > cpu[first][ph_of]) & (o_launch[on_side] != I64_MIN)
+                else:
+                    # Each op launched while the latest wait between the two was the fork.
+                    last = np.searchsorted(w_cpu, o_launch[on_side], side="left") - 1
+                    fork = waits[np.maximum(last, 0)]
+                    forked = (last >= 0) & (into[fork] == side) & (cpu[fork] >= cpu_start[ph_of]) & (o_launch[on_side] != I64_MIN)
                 ok = np.bincount(ph_of[forked], minlength=len(row)) == n_mine  # every op forked
                 if compute_streams[side]:
                     nxt = np.searchsorted(w_cpu, o_launch[on_side], side="right")

@@ -19,14 +19,13 @@ at most its kernel's duration); the rest of the kernel is communication.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 
-from tracerecon.analysis.nccl import comm_mask
+from tracerecon.analysis.nccl import comm_mask, is_point_to_point
 from tracerecon.schema import COLLECTIVES, CRITICAL_PATH
 from tracerecon.analysis.projection import I64_MIN, int64s
 
@@ -128,7 +127,8 @@ def analyze_cross_rank(views: list[RankView]) -> CrossRank:
     name_codes: dict[str, int] = {}
     comm = [_comm_ops(v, name_codes) for v in views]
     names = sorted(name_codes, key=name_codes.get)
-    comm, warnings = _match_ordinals(views, comm, names)
+    p2p = np.array([is_point_to_point(n) for n in names], dtype=bool)  # per name code
+    comm, warnings = _match_ordinals(views, comm, names, p2p)
     # Collectives every rank ran, each rank's kernel of it (pos[r]), in the first rank's start order.
     if len(views) > 1:
         common = comm[0]["key"]
@@ -142,7 +142,7 @@ def analyze_cross_rank(views: list[RankView]) -> CrossRank:
     common = common[order]
 
     alignment = _align(views, comm, pos)
-    warnings += _other_communicators(views, comm, pos, np.array([bool(POINT_TO_POINT.search(n)) for n in names] + [False], bool))
+    warnings += _other_communicators(views, comm, pos, p2p)
     offset = np.array([a.offset_ns for a in alignment], dtype=np.int64)
 
     n_ranks, m = len(views), len(common)
@@ -223,7 +223,7 @@ def _one_machines_clock(v: RankView, ref: RankView) -> bool:
     return _clock_base(v, ref) is not None and bool(v.gpu_uuids & ref.gpu_uuids)
 
 
-def _match_ordinals(views: list[RankView], comm: list[dict[str, np.ndarray]], names: list[str]) -> tuple[list[dict[str, np.ndarray]], list[str]]:
+def _match_ordinals(views: list[RankView], comm: list[dict[str, np.ndarray]], names: list[str], p2p: np.ndarray) -> tuple[list[dict[str, np.ndarray]], list[str]]:
     """Which kernel of each rank is which collective. The k-th kernel of a name is one
     collective on every rank where the ranks' traces cover the same stretch of the run; a trace
     begun later (``--delay``, a timed capture) holds its k-th as another rank's (k+d)-th.
@@ -254,7 +254,7 @@ def _match_ordinals(views: list[RankView], comm: list[dict[str, np.ndarray]], na
             if len(theirs) == 0:
                 continue
             label = f"rank {v.rank} holds {len(mine)} {names[k]} kernels, rank {views[0].rank} {len(theirs)}"
-            if POINT_TO_POINT.search(names[k]):
+            if p2p[k]:
                 # A send and its receive need not end together: their ends tell nothing.
                 if len(mine) != len(theirs):
                     warnings.append(f"{label}: matched in order (the k-th with the k-th); a send and its receive do not end together")
@@ -311,7 +311,6 @@ def _ordinal_shift(e_ref: np.ndarray, e_me: np.ndarray) -> int | None:
 # every rank (the 2-H200 NCCL samples: the session clocks and the matched ends agree to 5 ns);
 # a send and its receive do not (22 us apart in a public 2-H100 trace), so they are not looked at.
 ONE_COLLECTIVE_END_SPREAD_NS = 50_000
-POINT_TO_POINT = re.compile(r"SendRecv|Send|Recv", re.I)
 
 
 def _other_communicators(views: list[RankView], comm: list[dict[str, np.ndarray]], pos: list[np.ndarray], p2p: np.ndarray) -> list[str]:
@@ -321,13 +320,15 @@ def _other_communicators(views: list[RankView], comm: list[dict[str, np.ndarray]
     (the tensor-parallel group of another pipeline stage or data-parallel replica), which
     matching by name and order pairs anyway. Their waits are not waits for each other: said,
     not hidden."""
-    out = []
-    keys = comm[0]["key"][pos[0]] if len(views) else np.zeros(0, np.int64)
-    collective = ~p2p[np.minimum(keys >> 40, len(p2p) - 1)] if len(keys) else np.zeros(0, bool)
+    out: list[str] = []
+    collective = ~p2p[comm[0]["key"][pos[0]] >> 40]  # the matched keys are all named (>= 0)
+    if not collective.any():
+        return out
+    ref_end = comm[0]["end"][pos[0]][collective]
     for v, c, p in zip(views[1:], comm[1:], pos[1:]):
-        if not collective.any() or not _one_machines_clock(v, views[0]):
+        if not _one_machines_clock(v, views[0]):
             continue
-        apart = int(np.median(c["end"][p][collective] + _clock_base(v, views[0])[0] - comm[0]["end"][pos[0]][collective]))
+        apart = int(np.median(c["end"][p][collective] + _clock_base(v, views[0])[0] - ref_end))
         if abs(apart) > ONE_COLLECTIVE_END_SPREAD_NS:
             out.append(f"rank {v.rank}'s collectives end {apart / 1000:+.0f} us from rank {views[0].rank}'s on one machine's clock "
                        "(median), where one collective's kernels end together: they look like another communicator's (a tensor-parallel "
@@ -340,11 +341,10 @@ def _align(views, comm, pos) -> list[RankAlignment]:
     ref, ref_pos = views[0], pos[0] if pos else None
     out = []
     for v, c, p in zip(views, comm, pos):
-        known = _clock_base(v, ref)
-        if known is not None and known[1] == "shared clock":
+        if v.clock == ref.clock:
             out.append(RankAlignment(v.rank, 0, 0, "shared clock"))
             continue
-        base, method = known if known is not None else (0, "none")
+        base, method = _clock_base(v, ref) or (0, "none")
         if len(p):
             resid = (c["end"][p] + base) - comm[0]["end"][ref_pos]
             shift = int(np.median(resid))

@@ -23,6 +23,15 @@ def is_comm_kernel(name: str) -> bool:
     return bool(COMM_KERNEL.search(name))
 
 
+def is_point_to_point(name: str) -> bool:
+    """A send or receive (``ncclDevKernel_SendRecv``): its two ranks' kernels do not end
+    together, as a collective's do; they end apart by the transfer."""
+    return bool(POINT_TO_POINT.search(name))
+
+
+POINT_TO_POINT = re.compile(r"Send|Recv", re.I)
+
+
 def comm_mask(gpu_ops: pa.Table) -> np.ndarray:
     """True for kernels that are collectives (by name)."""
     if gpu_ops.num_rows == 0:
