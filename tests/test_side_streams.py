@@ -283,3 +283,38 @@ def test_a_side_stream_relaunched_after_a_join_without_a_new_fork_is_read_on_the
     # after the second join: 470 us (stream 50 would end at b+500: 450); cycles 520 us
     assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("draft", 50), ("verify", 470))]
     assert [c["gpu_ns"] // U for c in rank.cycles.to_pylist()] == [520] * 3
+
+
+def test_a_long_prefetch_on_a_copy_stream_does_not_move_the_phase_off_its_compute_stream(tmp_path):
+    # GIVEN each cycle draft (a 70 us kernel on stream 7) and verify (a 70 us kernel on 7 and a
+    # 650 us host-to-device copy on copy stream 12, never joined: a prefetch of the next step's
+    # weights); the copy is most of verify's GPU time
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 100) * U, (b + 300) * U)
+        launch(t, b + 10, (b + 20, b + 90))
+        launch(t, b + 110, (b + 120, b + 190))
+        t.copy(t.call("cudaMemcpyAsync", (b + 130) * U, (b + 132) * U), (b + 150) * U, (b + 800) * U, kind=1, stream=12)
+    # WHEN analysed
+    rank = one_rank(t, tmp_path)
+    # THEN events on stream 7, where the engine records them: draft b..max(b+100, b+90) = 100 us,
+    # verify b+100..max(b+300, b+190) = 200 us, not the 700 us stream 12 would read (b+800)
+    assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("draft", 100), ("verify", 200))]
+    assert [c["gpu_ns"] // U for c in rank.cycles.to_pylist()] == [300] * 3
+    # and the copy still counts in verify's ops and GPU span
+    assert [p["n_gpu_ops"] for p in rank.phases.to_pylist() if p["phase"] == "verify"] == [2] * 3
+
+
+def test_a_phase_that_only_copies_is_read_on_its_copy_stream(tmp_path):
+    # GIVEN draft's kernel on stream 7, then verify, whose only work is a 300 us copy on stream 12
+    t = FakeTrace()
+    for c in range(2):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 100) * U, (b + 200) * U)
+        launch(t, b + 10, (b + 20, b + 90))
+        t.copy(t.call("cudaMemcpyAsync", (b + 110) * U, (b + 112) * U), (b + 120) * U, (b + 420) * U, kind=1, stream=12)
+    # WHEN analysed
+    rank = one_rank(t, tmp_path)
+    # THEN verify, which ran no kernel, is read on the copy stream: b+100..done(12) = b+420
+    assert per_cycle(rank) == [(c, n, v, s) for c in range(2) for n, v, s in (("draft", 100, 7), ("verify", 320, 12))]

@@ -282,6 +282,23 @@ def phase_streams(ops: pa.Table, op_phase: np.ndarray, n_phases: int, prefer: np
     return dev_out, str_out
 
 
+def narrowed_by_phase(op_phase: np.ndarray, n_phases: int, *masks: np.ndarray | None) -> np.ndarray:
+    """Per op: whether it may decide its phase's stream (``phase_streams``), given masks in
+    priority order. Each mask narrows a phase's deciding ops to those it marks, where the phase
+    has any (a phase none of whose ops a mask marks keeps what it had)."""
+    keep = np.ones(len(op_phase), dtype=bool)
+    valid = op_phase >= 0
+    slot = np.where(valid, op_phase, n_phases)
+    for mask in masks:
+        if mask is None:
+            continue
+        narrower = keep & np.asarray(mask, dtype=bool)
+        has = np.zeros(n_phases + 1, dtype=bool)
+        has[op_phase[valid & narrower]] = True
+        keep = np.where(has[slot], narrower, keep)
+    return keep
+
+
 def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_pid: np.ndarray, cpu_start: np.ndarray, cpu_end: np.ndarray,
                    device: np.ndarray, stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The stream each phase's CUDA events would be recorded on, given the stream that received

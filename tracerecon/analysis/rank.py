@@ -21,7 +21,7 @@ from tracerecon.memory import release_free_memory
 from tracerecon.cores import usable_cores
 from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases, stream_deciding_ops
 from tracerecon.analysis.columns import computes, is_graph_launch
-from tracerecon.analysis.boundaries import StreamClock, busiest_streams, caller_streams, phase_boundaries, phase_streams, stream_clock
+from tracerecon.analysis.boundaries import StreamClock, busiest_streams, caller_streams, narrowed_by_phase, phase_boundaries, phase_streams, stream_clock
 from tracerecon.analysis.nccl import phase_comm_split
 from tracerecon.analysis.config import PhaseConfig
 from tracerecon.analysis.phases import PhaseInputs, build_cycles, build_phases, cycles_by_time, cycles_per_thread, select_phases
@@ -192,7 +192,10 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     """Per phase instance: the stream-order boundaries (analysis.boundaries) on the stream that
     received its work (of the ops ``stream_deciders`` marks), or the stream that forked that one
     off: (boundary start, boundary end, device, stream)."""
-    dev, stream = caller_streams(clock, ops, op_phase, ph_pid, ph_s, ph_e, *phase_streams(ops, op_phase, n_ph, stream_deciders))
+    # The engine's events go on the stream that computes: copies and memsets decide only in a
+    # phase that ran no kernel (a long prefetch on a copy stream is not where its events are).
+    deciders = narrowed_by_phase(op_phase, n_ph, stream_deciders, computes(ops))
+    dev, stream = caller_streams(clock, ops, op_phase, ph_pid, ph_s, ph_e, *phase_streams(ops, op_phase, n_ph, deciders))
     return phase_boundaries(clock, ph_pid, ph_s, ph_e, cycle_of, dev, stream, busiest_streams(ops), ph_tid)
 
 
