@@ -153,6 +153,7 @@ def diff_document(a: Analysis, b: Analysis) -> dict:
     Ranks are paired by number; a rank on one side only is listed under ``unpaired_ranks``.
     """
     from tracerecon.analysis.diff import cycle_delta, diff_rank, kernel_changes
+    from tracerecon.analysis.summary import steady_cycles, steady_phases
 
     a_ranks = {r.rank: r for r in a.ranks}
     b_ranks = {r.rank: r for r in b.ranks}
@@ -161,8 +162,10 @@ def diff_document(a: Analysis, b: Analysis) -> dict:
     kernels = []
     for rank in sorted(set(a_ranks) & set(b_ranks)):
         ra, rb = a_ranks[rank], b_ranks[rank]
-        phases += [d.to_json() for d in diff_rank(rank, ra.phases, ra.gpu_ops, rb.phases, rb.gpu_ops, a.config.labels())]
-        per_rank_cycles.append({"rank": rank, **cycle_delta(ra.cycles, rb.cycles), **token_delta(ra, rb)})
+        # The cycles and phase instances `report` takes its medians over: warm-up cycles left out.
+        phases += [d.to_json() for d in diff_rank(rank, steady_phases(ra.phases, ra.cycles), ra.gpu_ops, steady_phases(rb.phases, rb.cycles), rb.gpu_ops,
+                                                  a.config.labels())]
+        per_rank_cycles.append({"rank": rank, **cycle_delta(steady_cycles(ra.cycles), steady_cycles(rb.cycles)), **token_delta(ra, rb)})
         kernels.append({"rank": rank, "changes": kernel_changes(ra.gpu_ops, rb.gpu_ops)})
     first = per_rank_cycles[0] if per_rank_cycles else {}
     cycles = {k: first.get(k) for k in ("a_cpu_ms", "b_cpu_ms", "a_gpu_ms", "b_gpu_ms", "delta_gpu_ms", "delta_cpu_ms")}

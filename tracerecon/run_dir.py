@@ -15,12 +15,13 @@ A leaf module: it knows file names and formats, nothing of nsys's schema or of t
 from __future__ import annotations
 
 import json
+import os
 import re
 import statistics
 from pathlib import Path
 from typing import Sequence
 
-from tracerecon.errors import BadTraceError
+from tracerecon.errors import BadTraceError, UsageError
 
 RUN_JSON = "run.json"
 PHASE_OPTIONS = "phase_options"  # run.json key: {"phases": [...], "cycle_prefix": ..., "presets": [...]}
@@ -136,6 +137,12 @@ def expand_inputs(paths: Sequence[str | Path]) -> list[Path]:
             out.append(p)
     if not out:
         raise BadTraceError("no input traces given")
+    seen: dict[str, Path] = {}
+    for f in out:
+        first = seen.setdefault(os.path.realpath(f), f)
+        if first is not f:
+            # Twice the same rank would read as two ranks of one run (and a straggler among them).
+            raise UsageError(f"{f}: given twice" + (f" (also as {first})" if str(first) != str(f) else "") + "; give each export once")
     return out
 
 

@@ -12,6 +12,7 @@ import pyarrow as pa
 from tracerecon.analysis.columns import is_graph_launch, median_ms
 from tracerecon.analysis.nccl import comm_mask
 from tracerecon.analysis.projection import int64s
+from tracerecon.analysis.summary import steady_phases
 
 
 @dataclass(frozen=True)
@@ -63,16 +64,21 @@ def explain_verdict(verdict: str, cause: str, cpu_ms: float, gpu_ms: float | Non
     return head + why
 
 
-def phase_detail(phases: pa.Table, gpu_ops: pa.Table, syncs: pa.Table, *, phase_id: int | None = None, phase: str | None = None) -> PhaseDetail:
-    """Detail for one instance (``phase_id``) or all instances of a name (``phase``)."""
+def phase_detail(phases: pa.Table, gpu_ops: pa.Table, syncs: pa.Table, *, phase_id: int | None = None, phase: str | None = None,
+                 cycles: pa.Table | None = None) -> PhaseDetail:
+    """Detail for one instance (``phase_id``) or all instances of a name (``phase``); with
+    ``cycles``, the instances of warm-up cycles are left out of the latter, as in ``report``."""
     names = phases["phase"].to_pylist()
     if phase_id is not None:
         sel = [phase_id]
         cyc = phases["cycle"][phase_id].as_py()
         title = f"{names[phase_id]} (cycle {cyc})"
     else:
-        sel = [i for i, n in enumerate(names) if n == phase]
-        title = f"{phase} (all {len(sel)} instances)"
+        steady = set(steady_phases(phases, cycles)["phase_id"].to_pylist()) if cycles is not None else None
+        named = [i for i, n in enumerate(names) if n == phase]
+        sel = named if steady is None else [i for i in named if int(phases["phase_id"][i].as_py()) in steady]
+        left = len(named) - len(sel)
+        title = f"{phase} (all {len(sel)} instances{f'; {left} of warm-up cycles left out' if left else ''})"
     sub = phases.take(pa.array(sel, pa.int64()))
     sel_set = np.zeros(phases.num_rows + 1, dtype=bool)
     sel_set[sel] = True

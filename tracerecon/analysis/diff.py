@@ -78,23 +78,27 @@ class PhaseDelta:
 
 
 def summarize_side(phases: pa.Table, gpu_ops: pa.Table) -> dict[str, PhaseSide]:
-    """Per phase name: a PhaseSide over its instances."""
+    """Per phase name: a PhaseSide over its instances (the rows of ``phases``, a rank's phases
+    table or some of its rows; ``gpu_ops`` name them by ``phase_id``)."""
     if phases.num_rows == 0:
         return {}
     ph = phases.select(["phase", "phase_id", "cpu_ns", "gpu_ns", "gpu_span_ns", "gpu_busy_ns", "blocked_ns", "n_graph_launches"]).to_pydict()
-    n_ph = phases.num_rows
-    eager = np.zeros(n_ph, dtype=np.int64)
-    kernels: list[Counter] = [Counter() for _ in range(n_ph)]
-    kernel_ns: list[Counter] = [Counter() for _ in range(n_ph)]
+    # Per phase id (a row of the rank's whole phases table: ``phases`` may hold some of them).
+    ids = [int(i) for i in ph["phase_id"]]
+    op_ids = int64s(gpu_ops["phase_id"], -1) if gpu_ops.num_rows else np.zeros(0, np.int64)
+    n_ids = max(max(ids) + 1, int(op_ids.max()) + 1 if len(op_ids) else 0)
+    eager = np.zeros(n_ids, dtype=np.int64)
+    kernels: list[Counter] = [Counter() for _ in range(n_ids)]
+    kernel_ns: list[Counter] = [Counter() for _ in range(n_ids)]
     if gpu_ops.num_rows:
-        pid = int64s(gpu_ops["phase_id"], -1)
+        pid = op_ids
         keep = pid >= 0
         graphish = is_graph_launch(gpu_ops)
         corr = int64s(gpu_ops["correlation_id"], -1)
         sel = np.flatnonzero(keep & ~graphish & (corr >= 0))
         if len(sel):
             pairs = np.unique(np.stack([pid[sel], corr[sel]], axis=1), axis=0)
-            eager = np.bincount(pairs[:, 0], minlength=n_ph).astype(np.int64)
+            eager = np.bincount(pairs[:, 0], minlength=n_ids).astype(np.int64)
         is_kernel = string_mask(gpu_ops["kind"], lambda k: k == "kernel")
         ks = np.flatnonzero(keep & is_kernel)
         if len(ks):
@@ -117,15 +121,15 @@ def summarize_side(phases: pa.Table, gpu_ops: pa.Table) -> dict[str, PhaseSide]:
         kc: Counter = Counter()
         kt: Counter = Counter()
         for i in idx:
-            kc.update(kernels[i])
-            kt.update(kernel_ns[i])
+            kc.update(kernels[ids[i]])
+            kt.update(kernel_ns[ids[i]])
         out[name] = PhaseSide(
             n=n,
             cpu_ms=quantile_ms([ph["cpu_ns"][i] for i in idx], 0.5),
             gpu_ms=quantile_ms([ph["gpu_ns"][i] for i in idx], 0.5),
             cpu_ms_p90=quantile_ms([ph["cpu_ns"][i] for i in idx], 0.9),
             gpu_ms_p90=quantile_ms([ph["gpu_ns"][i] for i in idx], 0.9),
-            eager_launches=float(np.median(eager[idx])),
+            eager_launches=float(np.median(eager[[ids[i] for i in idx]])),
             graph_launches=float(np.median([ph["n_graph_launches"][i] for i in idx])),
             idle_fraction=round(float(np.median(idle)), 4) if idle else None,
             blocked_ms=median_ms([ph["blocked_ns"][i] for i in idx]),

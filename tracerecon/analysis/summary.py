@@ -29,6 +29,13 @@ def steady_phases(phases: pa.Table, cycles: pa.Table | None) -> pa.Table:
     return phases.filter(pa.compute.invert(pa.compute.is_in(phases["cycle"], value_set=warm.combine_chunks())))
 
 
+def steady_cycles(cycles: pa.Table) -> pa.Table:
+    """``cycles`` without the warm-up cycles (``cycles.warmup``)."""
+    if cycles.num_rows == 0 or "warmup" not in cycles.column_names:
+        return cycles
+    return cycles.filter(pa.compute.invert(pa.compute.fill_null(cycles["warmup"], False)))
+
+
 def summarize_phases(phases: pa.Table, order: tuple[str, ...] = (), cycles: pa.Table | None = None) -> list[PhaseSummary]:
     """One summary per phase name; names in ``order`` first (in that order), then the rest by
     first appearance. With ``cycles``, instances of warm-up cycles are left out."""
@@ -113,7 +120,7 @@ def summarize_cycles(cycles: pa.Table, phases: pa.Table | None = None) -> CycleS
         return CycleSummary(0, None, None, None, None, 0)
     n_warm = sum(1 for w in cycles["warmup"].to_pylist() if w) if "warmup" in cycles.column_names else 0
     if n_warm:
-        cycles = cycles.filter(pa.compute.invert(cycles["warmup"]))
+        cycles = steady_cycles(cycles)
     tokens, per_tok, per_phase = per_token(cycles, phases)
     c = cycles.select(["cpu_ns", "gpu_ns", "phases_cpu_ns", "phases_gpu_ns", "adds_up"]).to_pydict()
     return CycleSummary(

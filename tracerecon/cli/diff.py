@@ -27,8 +27,8 @@ def main(args: argparse.Namespace) -> int:
     from tracerecon import api
     from tracerecon.cli.render import print_diff
 
-    config = config_from(args)
-    result = api.compare(load([args.a], config, args.jobs, args.dask), load([args.b], config, args.jobs, args.dask))
+    # Each side with its own phase maps where its run directory recorded them (runs of two engines).
+    result = api.compare(load([args.a], config_from(args, [args.a]), args.jobs, args.dask), load([args.b], config_from(args, [args.b]), args.jobs, args.dask))
     out = console()
     if args.json:
         out.file.write(json.dumps(result, indent=2) + "\n")

@@ -86,7 +86,8 @@ def print_diff(result: dict, console: Console) -> None:
     console.print(t)
     c = result["cycles"]
     if c.get("a_gpu_ms") is not None:
-        console.print(f"  cycle (rank {c['per_rank'][0]['rank']}): GPU {fmt_ms(c['a_gpu_ms'])} -> {fmt_ms(c['b_gpu_ms'])} ms ({c['delta_gpu_ms']:+.3f}), CPU {fmt_ms(c['a_cpu_ms'])} -> {fmt_ms(c['b_cpu_ms'])} ms")
+        delta = "-" if c["delta_gpu_ms"] is None else f"{c['delta_gpu_ms']:+.3f}"
+        console.print(f"  cycle (rank {c['per_rank'][0]['rank']}): GPU {fmt_ms(c['a_gpu_ms'])} -> {fmt_ms(c['b_gpu_ms'])} ms ({delta}), CPU {fmt_ms(c['a_cpu_ms'])} -> {fmt_ms(c['b_cpu_ms'])} ms")
     for c in result["cycles"].get("per_rank", []):
         if c.get("per_token_explanation"):
             console.print(f"  rank {c['rank']}: GPU per accepted token {c['a_gpu_ms_per_accepted_token']:.3f} -> {c['b_gpu_ms_per_accepted_token']:.3f} ms; {c['per_token_explanation']}")

@@ -26,7 +26,7 @@ def main(args: argparse.Namespace) -> int:
     from tracerecon import api
 
     traces = args.traces or [str(BUNDLED_SAMPLE)]
-    config = config_from(args)
+    config = config_from(args, traces)
     # Bad input fails here, like `report`, before the screen is taken. A report cached for
     # these very files says they were read before (and checking would import pyarrow).
     cached = api.cached_report(traces, config)
@@ -41,7 +41,8 @@ def main(args: argparse.Namespace) -> int:
     except ImportError:
         raise TraceReconError("the terminal UI needs the `tui` extra: pip install 'tracerecon[tui]'") from None
 
-    diff_loader = (lambda: api.load([args.diff], config, jobs=args.jobs, scheduler=args.dask)) if args.diff else None
+    diff_config = config_from(args, [args.diff]) if args.diff else None  # B's own phase maps, as `diff` takes them
+    diff_loader = (lambda: api.load([args.diff], diff_config, jobs=args.jobs, scheduler=args.dask)) if args.diff else None
     # A cached report puts the overview up before the analysis loads; without one, the report
     # is made from the analysis once loaded, and cached for the next time (asking api.report
     # first would analyse twice when the cache cannot keep the entry: read-only, over its cap).

@@ -369,7 +369,8 @@ class TraceReconApp(App):
         notes = Text()
         c = d["cycles"]
         if c.get("a_gpu_ms") is not None:
-            notes.append(f"cycle GPU {ms(c['a_gpu_ms'])} -> {ms(c['b_gpu_ms'])} ms ({c['delta_gpu_ms']:+.3f})\n", style="bold")
+            delta = "-" if c["delta_gpu_ms"] is None else f"{c['delta_gpu_ms']:+.3f}"
+            notes.append(f"cycle GPU {ms(c['a_gpu_ms'])} -> {ms(c['b_gpu_ms'])} ms ({delta})\n", style="bold")
         for p in d["phases"]:
             notes.append(f"rank {p['rank']}: {p['explanation']}\n")
         self.query_one("#diff-notes", Static).update(notes)
@@ -606,7 +607,7 @@ class TraceReconApp(App):
         from tracerecon.analysis.detail import phase_detail
 
         r = next(x for x in self.analysis.ranks if x.rank == rank)
-        d = phase_detail(r.phases, r.gpu_ops, r.syncs, phase_id=phase_id, phase=phase)
+        d = phase_detail(r.phases, r.gpu_ops, r.syncs, phase_id=phase_id, phase=phase, cycles=r.cycles)
         t = Text()
         t.append(f"rank {rank}  {d.title}\n\n", style="bold")
         t.append(d.explanation + "\n\n", style="italic")

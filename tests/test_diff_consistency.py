@@ -1,0 +1,88 @@
+"""``diff`` and the TUI's phase detail take the medians ``report`` takes (warm-up cycles left
+out), apply each run's own phase maps, and never fail on a side without phases; the same export
+given twice is refused rather than read as two ranks."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import statistics
+
+from conftest import DEMO, DEMO2, H200, SAMPLES, run_cli
+from tracerecon.analysis.config import PhaseConfig
+from tracerecon.analysis.detail import phase_detail
+from tracerecon.api import load
+
+EAGLE = H200 / "eagle_gpu_bound.sqlite"
+
+
+def nvtx_cpu_ms(path, name: str) -> list[float]:
+    """The CPU duration of every range called ``name``, in start order, straight from the export."""
+    con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    rows = con.execute("select e.end - e.start from NVTX_EVENTS e left join StringIds s on s.id = e.textId "
+                       "where coalesce(e.text, s.value) = ? and e.end is not null order by e.start", (name,)).fetchall()
+    return [r[0] / 1e6 for r in rows]
+
+
+def test_diff_leaves_out_the_warm_up_cycle_as_report_does():
+    # GIVEN the README's trace, whose first cycle is a warm-up outlier (report: 23 of 24 cycles)
+    # WHEN it is compared with itself
+    res = run_cli("diff", str(EAGLE), str(EAGLE), "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    # THEN each phase's CPU median is that of its NVTX ranges without the first cycle's, read
+    # from the export with SQL (all 24 give another number)
+    for p in doc["phases"]:
+        cpu = nvtx_cpu_ms(EAGLE, p["phase"])
+        assert len(cpu) == 24
+        assert abs(p["a_cpu_ms"] - statistics.median(cpu[1:])) < 1e-6
+        assert abs(p["a_cpu_ms"] - statistics.median(cpu)) > 1e-4 or p["phase"] != "draft_re_extend"
+    # and the cycle line counts the 23 cycles report shows
+    rep = json.loads(run_cli("report", str(EAGLE), "--json").stdout)
+    assert doc["cycles"]["per_rank"][0]["a_n"] == rep["ranks"][0]["cycles"]["n"] == 23
+    assert doc["cycles"]["a_gpu_ms"] == rep["ranks"][0]["cycles"]["gpu_ms_median"]
+
+
+def test_diff_with_a_side_without_phases_prints_what_it_has():
+    # GIVEN run A with the default phases and B, a vLLM trace none of whose ranges is named so
+    # WHEN compared, as text and as JSON
+    for extra in ((), ("--json",)):
+        res = run_cli("diff", str(DEMO / "gpu_bound"), str(SAMPLES / "engines_h200" / "vllm_v1" / "report.sqlite.xz"), *extra)
+        # THEN no failure: A's phases are listed as gone in B, the cycle delta unknown
+        assert res.returncode == 0, res.stderr
+        assert "Traceback" not in res.stderr and "internal error" not in res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["cycles"]["b_gpu_ms"] is None and doc["cycles"]["delta_gpu_ms"] is None
+    assert all("gone in B" in p["explanation"] for p in doc["phases"])
+
+
+def test_diff_applies_each_runs_own_phase_maps():
+    # GIVEN two run directories of two engines, each with the phase maps its preset recorded
+    a, b = SAMPLES / "engines_h200" / "vllm_v1", SAMPLES / "engines_h200" / "sglang_normal"
+    # WHEN compared
+    doc = json.loads(run_cli("diff", str(a), str(b), "--json").stdout)
+    # THEN draft and verify are found on both sides, as `report` of each finds them
+    for name in ("draft", "verify"):
+        p = next(p for p in doc["phases"] if p["phase"] == name)
+        for side, run in (("a", a), ("b", b)):
+            rep = json.loads(run_cli("report", str(run), "--json").stdout)
+            want = next(x for x in rep["ranks"][0]["phases"] if x["phase"] == name)
+            assert p[f"{side}_gpu_ms"] == want["gpu_ms_median"]
+
+
+def test_the_same_export_given_twice_is_refused():
+    # GIVEN a two-rank run directory given twice (as itself, and as one of its files)
+    for args in ((DEMO2 / "nccl_skew", DEMO2 / "nccl_skew"), (DEMO2 / "nccl_skew", DEMO2 / "nccl_skew" / "rank1.sqlite")):
+        res = run_cli("report", *map(str, args))
+        # THEN one line naming it, exit 2 (not four ranks with a straggler among them)
+        assert res.returncode == 2 and "given twice" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_the_phase_detail_of_all_instances_leaves_out_warm_up_cycles():
+    # GIVEN the README's trace (one warm-up cycle of 24)
+    (r,) = load([EAGLE], PhaseConfig()).ranks
+    # WHEN all of verify's instances are detailed, as the TUI does
+    d = phase_detail(r.phases, r.gpu_ops, r.syncs, phase="verify", cycles=r.cycles)
+    # THEN 23 instances, and the CPU median of verify's NVTX ranges without the first cycle's
+    assert d.n_instances == 23 and "1 of warm-up cycles left out" in d.title
+    assert abs(d.cpu_ms - statistics.median(nvtx_cpu_ms(EAGLE, "verify")[1:])) < 1e-6
