@@ -229,3 +229,28 @@ def test_a_gpu_per_thread_with_start_end_cycles_or_none_stays_two_timelines(tmp_
         for p in ph:
             by_cycle.setdefault(p["cycle"], set()).add(p["tid"])
         assert len(by_cycle) == 6 and all(len(t) == 1 for t in by_cycle.values()), cycles
+
+
+def test_a_phase_range_in_no_cycle_moves_no_other_phase(tmp_path):
+    # GIVEN thread 1 running cycles (draft's kernel b+20..b+150, verify's b+150..b+350) and, on
+    # thread 2, one range named draft from 50 us to 2500 us that no cycle range holds (a name
+    # shared with a long-lived range of another thread); it launches nothing
+    t = FakeTrace()
+    t.range("draft", 50 * U, 2500 * U, tid=2)
+    for c in range(3):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 100) * U, (b + 300) * U, tid=1)
+        launch(t, b + 10, (b + 20, b + 150), tid=1)
+        launch(t, b + 110, (b + 150, b + 350), tid=1)
+    # WHEN analysed
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")]).ranks
+    # THEN events on stream 7 for thread 1's phases: draft b..max(b+100, done = b+150) = 150 us,
+    # verify b+150..max(b+300, done = b+350) = 200 us; the cycles 350 us and adding up. (The
+    # stray range's end at 2500 us used to push every later boundary there: all of them read 0.)
+    got = [(p["cycle"], p["phase"], p["gpu_ns"] // U) for p in rank.phases.to_pylist() if p["tid"] == 1]
+    assert got == [(c, n, v) for c in range(3) for n, v in (("draft", 150), ("verify", 200))]
+    assert [(c["gpu_ns"] // U, c["adds_up"]) for c in rank.cycles.to_pylist()] == [(350, True)] * 3
+    # and the stray range, in no cycle, reads its own boundaries: from max(50, done(7, 50 us) =
+    # 150: cycle 0's draft kernel, launched at 10 us) to max(2500, done(7, 2500 us) = 2350)
+    (stray,) = [p for p in rank.phases.to_pylist() if p["tid"] == 2]
+    assert stray["cycle"] is None and stray["gpu_ns"] == (2500 - 150) * U

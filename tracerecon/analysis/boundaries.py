@@ -469,10 +469,26 @@ def phase_boundaries(
         next_row = np.where(same_cycle_next, np.r_[srow[1:], -1], -1)
         a = np.maximum.reduce([t, clock.done(srow, t), clock.done(prev_row, t)])
         z = np.maximum.reduce([e, clock.done(srow, e), clock.done(next_row, e)])
-        # Boundaries never run backwards: running maximum over start, end, start, end, ...
-        both = np.maximum.accumulate(np.stack([a, z], 1).ravel()).reshape(-1, 2)
-        start_b[seq], end_b[seq] = both[:, 0], both[:, 1]
+        start_b[seq], end_b[seq] = _never_backwards(a, z, cyc)
     return start_b, end_b, dev_used, stream_used
+
+
+def _never_backwards(a: np.ndarray, z: np.ndarray, cycle: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One timeline's boundaries (``a``, ``z``: each phase's start and end as read, in time
+    order) made to never run backwards: a running maximum over start, end, start, end, ...
+
+    Only phases of a cycle take part where the timeline has any: a phase range that lies in no
+    cycle (a range of a phase's name on another thread, open for most of the capture; a phase
+    before the first cycle range) keeps its own reading and moves no other phase (a 2 ms stray
+    range set every later phase of the process to 0)."""
+    in_cycle = cycle >= 0
+    if in_cycle.all() or not in_cycle.any():
+        both = np.maximum.accumulate(np.stack([a, z], 1).ravel()).reshape(-1, 2)
+        return both[:, 0], both[:, 1]
+    start, end = a.copy(), np.maximum(a, z)
+    both = np.maximum.accumulate(np.stack([a[in_cycle], z[in_cycle]], 1).ravel()).reshape(-1, 2)
+    start[in_cycle], end[in_cycle] = both[:, 0], both[:, 1]
+    return start, end
 
 
 def timelines(pid: np.ndarray, cycle: np.ndarray, tid: np.ndarray | None) -> np.ndarray:
