@@ -50,7 +50,8 @@ def attribute_other_threads(
 
     ``owner`` is the same-thread owner (-1: none). A call still unowned, made on a thread other
     than the phase's, gets the ``takes_cross`` phase of its process whose CPU span
-    ``[start, end)`` holds ``call_time`` (the latest-starting one if spans nest).
+    ``[start, end)`` holds ``call_time`` (the latest-starting one if several do: spans nest, or
+    phases of two threads overlap; one that started later but had closed does not count).
     """
     out = owner.copy()
     cand = np.flatnonzero(takes_cross)
@@ -63,10 +64,9 @@ def attribute_other_threads(
         sel = free[call_pid[free] == p]
         if len(sel) == 0:
             continue
-        pos = np.searchsorted(phase_start[ph], call_time[sel], side="right") - 1
+        pos = _latest_open(phase_end[ph], np.searchsorted(phase_start[ph], call_time[sel], side="right") - 1, call_time[sel])
         ok = pos >= 0
         k = ph[np.maximum(pos, 0)]
-        ok &= call_time[sel] < phase_end[k]
         ok &= call_tid[sel] != phase_tid[k]
         out[sel[ok]] = k[ok]
     return out
@@ -86,3 +86,29 @@ def stream_deciding_ops(op_pid: np.ndarray, op_tid: np.ndarray, computes: np.nda
     computing_threads = np.unique(key[np.asarray(computes, dtype=bool)])
     prefer[moved] = np.isin(key[moved], computing_threads)
     return prefer
+
+
+def _latest_open(ends: np.ndarray, pos: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """For each query: the largest j <= ``pos`` with ``ends[j] > t`` (-1: none); ``ends`` in
+    the spans' start order. A table of range maxima of the ends (2**k spans ending at each j)
+    lets every query skip back over closed spans in log2(n) steps at once."""
+    n = len(ends)
+    pos = np.asarray(pos, dtype=np.int64).copy()
+    if n == 0 or len(pos) == 0:
+        return np.full(len(pos), -1, dtype=np.int64)
+    maxima = [np.asarray(ends, dtype=np.int64)]
+    width = 1
+    while width < n:
+        prev = maxima[-1]
+        cur = prev.copy()
+        np.maximum(prev[width:], prev[:-width], out=cur[width:])  # spans j-2w+1 .. j (from 0 near the top)
+        maxima.append(cur)
+        width *= 2
+    for k in range(len(maxima) - 1, -1, -1):
+        live = pos >= 0
+        closed = np.zeros(len(pos), dtype=bool)
+        closed[live] = maxima[k][pos[live]] <= t[live]
+        pos[closed] -= 1 << k
+    found = pos >= 0
+    found[found] = maxima[0][pos[found]] > t[found]
+    return np.where(found, pos, -1)
