@@ -24,7 +24,10 @@ def assert_one_line_error(res, needle):
     (["nosuch"], "invalid choice: 'nosuch'"),
     ([], "required: COMMAND (see `tracerecon --help`)"),
     (["report"], "required: TRACE (see `tracerecon report --help`)"),
-    (["report", "x.sqlite", "--jobs", "many"], "invalid int value: 'many'"),
+    (["report", "x.sqlite", "--jobs", "many"], "expected a number of worker processes, got 'many'"),
+    (["report", "x.sqlite", "--jobs", "0"], "expected 1 or more worker processes, got 0"),
+    (["report", "x.sqlite", "--phase", "=verify"], "the phase's name before '=' is empty"),
+    (["report", ""], "an empty path was given as a trace"),
 ])
 def test_usage_errors_are_one_line(argv, needle):
     # GIVEN a command line argparse rejects WHEN run THEN one line (no usage block) and exit 2
@@ -116,3 +119,83 @@ def test_input_opened_read_only(tmp_path):
     p.chmod(0o444)
     res = run_cli("report", str(p), "--json")
     assert res.returncode == 0, res.stderr
+
+
+def test_an_output_that_holds_the_input_is_refused_even_with_force(tmp_path):
+    # GIVEN a run directory holding its trace
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", run / "t.sqlite")
+    # WHEN exported into that directory (--force), into its parent, or as a timeline over the trace
+    for argv in (["-o", str(run), "--force"], ["-o", str(tmp_path), "--force"], ["-o", str(run / "t.sqlite"), "--format", "chrome-json"]):
+        res = run_cli("export", str(run / "t.sqlite"), *argv)
+        # THEN refused in one line, exit 2, and the trace is still there, unchanged
+        assert_one_line_error(res, "holds the input")
+        assert (run / "t.sqlite").read_bytes() == (H200 / "eagle_gpu_bound.sqlite").read_bytes()
+
+
+@pytest.mark.parametrize("sql", [
+    "update TARGET_INFO_GPU set uuid = 12345", "update TARGET_INFO_GPU set name = X'fffe41'",
+    "update PROCESSES set pid = 'abc'", "update TARGET_INFO_CUDA_DEVICE set cudaId = 'abc'",
+])
+def test_metadata_of_the_wrong_type_is_read_as_missing(tmp_path, sql):
+    # GIVEN an export whose metadata table holds a value of another type (another tool's writer)
+    p = tmp_path / "t.sqlite"
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", p)
+    con = sqlite3.connect(p)
+    con.execute(sql)
+    con.commit()
+    con.close()
+    # WHEN reported THEN the same phase numbers as the original, exit 0
+    res, want = run_cli("report", "--json", str(p)), run_cli("report", "--json", str(H200 / "eagle_gpu_bound.sqlite"))
+    assert res.returncode == 0, res.stderr
+    import json
+
+    phases = lambda out: [(x["phase"], x["gpu_ms_median"]) for x in json.loads(out)["ranks"][0]["phases"]]  # noqa: E731
+    assert phases(res.stdout) == phases(want.stdout)
+
+
+def test_engine_timer_files_that_are_not_timings_are_skipped(tmp_path):
+    # GIVEN a run directory whose engine timer files hold NaN, an overflowing rank, or are a directory
+    import json
+
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", run / "t.sqlite")
+    (run / "cpu_timers.rank0.jsonl").write_text('{"rank": 0, "phase": "verify", "cpu_ms": NaN}\n{"rank": 1e999, "phase": "verify", "cpu_ms": 1}\n'
+                                                 '{"rank": 0, "phase": "draft", "cpu_ms": 0.5}\n')
+    (run / "cpu_timers.rank1.jsonl").mkdir()
+    # WHEN reported as JSON THEN exit 0, valid strict JSON, and only the real timing kept
+    res = run_cli("report", "--json", str(run))
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+    engine = {p["phase"]: p.get("engine_cpu_ms_median") for p in doc["ranks"][0]["phases"]}
+    assert engine == {"draft": 0.5, "verify": None, "draft_re_extend": None}
+
+
+def test_a_closed_or_full_output_is_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    for redirect in (">&-", ">/dev/full"):
+        res = subprocess.run(f"{sys.executable} -m tracerecon report {H200 / 'eagle_gpu_bound.sqlite'} {redirect}", shell=True, capture_output=False,
+                             stderr=subprocess.PIPE, text=True, env=dict(os.environ, TRACERECON_NO_CACHE="1"))
+        assert res.returncode == 2 and res.stderr.startswith("tracerecon: error: cannot write the output"), res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_a_rank_without_phases_is_warned_about_when_others_have_them(tmp_path):
+    # GIVEN two rank files: rank 0 marks draft and verify, rank 1 only ranges of other names
+    from nsys_factory import FakeTrace
+
+    for rank, names in ((0, ("draft", "verify")), (1, ("step_a", "step_b"))):
+        t = FakeTrace()
+        for c in range(3):
+            b = c * 1_000_000
+            t.cycle(c, b, b + 100_000, b + 300_000, names=names)
+            t.kernel(t.call("cudaLaunchKernel", b + 10_000, b + 12_000), b + 20_000, b + 90_000)
+        t.write(tmp_path / f"rank{rank}.sqlite")
+    # WHEN reported THEN exit 0, and a warning names rank 1
+    res = run_cli("report", str(tmp_path / "rank0.sqlite"), str(tmp_path / "rank1.sqlite"))
+    assert res.returncode == 0, res.stderr
+    assert "warning: rank 1 (" in res.stderr and "no range named as a phase" in res.stderr

@@ -140,3 +140,21 @@ def test_scrub_keeps_every_sample_analysis(tmp_path, trace):
     b = json.loads(run_cli("report", str(out), "--json").stdout)
     assert [r["phases"] for r in a["ranks"]] == [r["phases"] for r in b["ranks"]]
     assert [r["cycles"] for r in a["ranks"]] == [r["cycles"] for r in b["ranks"]]
+
+
+def test_an_interrupted_scrub_leaves_no_copy_behind(tmp_path, monkeypatch):
+    # GIVEN a scrub interrupted (Ctrl-C) while it scrubs its copy, which still holds every secret
+    import pytest
+
+    from tracerecon.nsys import scrub
+
+    def interrupted(path):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(scrub, "_scrub_in_place", interrupted)
+    dst = tmp_path / "out.sqlite"
+    # WHEN it runs THEN the interrupt goes through, and neither the output nor a hidden
+    # half-scrubbed copy is left in its folder
+    with pytest.raises(KeyboardInterrupt):
+        scrub.scrub_export(H200 / "eagle_gpu_bound.sqlite", dst)
+    assert list(tmp_path.iterdir()) == []

@@ -88,3 +88,13 @@ def test_a_phase_in_a_phase_is_part_of_it_and_takes_its_innermost_cycle():
     assert rows.tolist() == [2, 4] and labels == ["verify", "draft"]
     assert cycles.tolist() == [0, 1] and cycle_of.tolist() == [1, 0]
     assert np.asarray(cycle_of).dtype == np.int64
+
+
+def test_a_glob_matches_the_whole_name_as_a_shell_glob():
+    # GIVEN phase maps by glob WHEN names are matched THEN a glob covers the whole name
+    from tracerecon.analysis.config import PhaseConfig
+
+    cfg = PhaseConfig(phases=("x=glob:raft", "d=glob:*draft*", "e=glob:e*"))
+    assert cfg.label_of("draft") == "d" and cfg.label_of("raft") == "x"
+    assert cfg.label_of("draft_re_extend") == "d" and cfg.label_of("extend") == "e"
+    assert cfg.label_of("cycle 3") is None and cfg.label_of("verify") is None

@@ -8,6 +8,7 @@ import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -18,7 +19,7 @@ from tracerecon.analysis.cross_rank import CrossRank, RankAlignment, RankComm
 from tracerecon.schema import COLLECTIVES, CRITICAL_PATH
 from tracerecon.analysis.config import PhaseConfig
 from tracerecon.analysis.ranks import RankSource
-from tracerecon.errors import BadTraceError, TraceReconError
+from tracerecon.errors import BadTraceError, TraceReconError, UsageError
 from tracerecon.model import Analysis, RankResult
 from tracerecon.nsys.sqlite_export import ExportInfo
 from tracerecon.cores import usable_cores
@@ -64,6 +65,16 @@ def manifest(analysis: Analysis) -> dict:
     }
 
 
+def refuse_output_over_inputs(out: Path, inputs: Sequence[str]) -> None:
+    """An output that is an input, or a directory holding one, is refused (``--force`` too):
+    writing it would delete or overwrite the trace."""
+    target = os.path.realpath(out)
+    for f in inputs:
+        real = os.path.realpath(f)
+        if real == target or real.startswith(target.rstrip(os.sep) + os.sep):
+            raise UsageError(f"{out}: holds the input {f}; choose another output (the input is never changed)")
+
+
 def export_parquet(analysis: Analysis, out_dir: str | os.PathLike, force: bool = False) -> dict:
     """Write ``DIR/<table>/rank=<R>/part-0.parquet`` for every table and rank, and ``DIR/manifest.json``.
 
@@ -77,6 +88,7 @@ def export_parquet(analysis: Analysis, out_dir: str | os.PathLike, force: bool =
     refused unless ``force``. A failed export leaves DIR as it was.
     """
     out = Path(out_dir)
+    refuse_output_over_inputs(out, analysis.inputs)
     if out.exists() and not out.is_dir():
         raise TraceReconError(f"{out}: exists and is not a directory")
     if out.is_dir() and any(out.iterdir()) and not is_export_dir(out) and not force:

@@ -392,7 +392,11 @@ def _analyze_files(files: list[Path], config: PhaseConfig, say: Progress, jobs: 
     by_name = multi and all(r is not None for r in file_ranks) and len(set(file_ranks)) == len(file_ranks)
     warnings: list[str] = []
     if multi and not by_name:
-        warnings.append("rank numbers not found in every file name (e.g. rank3, r3, _3); ranks follow file order")
+        if all(r is not None for r in file_ranks):
+            repeated = sorted({r for r in file_ranks if file_ranks.count(r) > 1})
+            warnings.append(f"rank numbers in the file names repeat (rank {', '.join(map(str, repeated))} more than once); ranks follow file order")
+        else:
+            warnings.append("rank numbers not found in every file name (e.g. rank3, r3, _3); ranks follow file order")
     args = [(f, config, multi, file_ranks[i] if by_name else None, i) for i, f in enumerate(files)]
     if scheduler is not None:
         results = _file_work_on_dask(scheduler, args, say)
@@ -421,7 +425,12 @@ def _analyze_files(files: list[Path], config: PhaseConfig, say: Progress, jobs: 
         hint = ("; the likely phases here: " + " ".join(f"--phase {shlex.quote(n)}" for n in names)) if names else ""
         warnings.append(f"no range named as a phase ({', '.join(config.phases)}) in {', '.join(str(f) for f in files)}{hint} "
                         "(`tracerecon ranges` lists every range name)")
-    elif config.cycle_prefix and all(len(w.cycle_rows) == 0 for _, _, w in work if len(w.phase_inputs.phase_rows)):
+    else:
+        # Some ranks without phases (others have them): said per rank, not only when none has.
+        for s, _, w in work:
+            if len(w.phase_inputs.phase_rows) == 0:
+                warnings.append(f"rank {s.rank} ({s.path}): no range named as a phase ({', '.join(config.phases)})")
+    if config.cycle_prefix and any(len(w.phase_inputs.phase_rows) for _, _, w in work) and all(len(w.cycle_rows) == 0 for _, _, w in work if len(w.phase_inputs.phase_rows)):
         warnings.append(f"no range name starts with {config.cycle_prefix!r}: a cycle starts at each occurrence of the first phase")
     say("across ranks")
     cross = analyze_cross_rank(

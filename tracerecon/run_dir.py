@@ -15,6 +15,7 @@ A leaf module: it knows file names and formats, nothing of nsys's schema or of t
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import statistics
@@ -127,6 +128,8 @@ def expand_inputs(paths: Sequence[str | Path]) -> list[Path]:
     order), else its ``*.sqlite`` files (else ``*.sqlite.xz``) sorted by name."""
     out: list[Path] = []
     for raw in paths:
+        if not str(raw).strip():
+            raise UsageError("an empty path was given as a trace (an unset shell variable?)")
         p = Path(raw)
         if p.is_dir():
             found = _listed_in_run_json(p) or sorted(p.glob("*.sqlite")) or sorted(p.glob("*.sqlite" + XZ_SUFFIX))
@@ -159,10 +162,16 @@ def read_engine_timers(paths: Sequence[str | Path]) -> dict[int, dict[str, float
             folders.append(folder)
     for folder in folders:
         for f in sorted(folder.glob(f"{CPU_TIMERS_PREFIX}.rank*.jsonl")):
-            for line in f.read_text(errors="replace").splitlines():
+            try:
+                text = f.read_text(errors="replace")
+            except OSError:  # a directory of that name, no permission: no timers from it
+                continue
+            for line in text.splitlines():
                 try:
                     rec = json.loads(line)
-                    out.setdefault(int(rec["rank"]), {}).setdefault(str(rec["phase"]), []).append(float(rec["cpu_ms"]))
-                except (ValueError, KeyError, TypeError):
+                    ms = float(rec["cpu_ms"])
+                    if math.isfinite(ms):  # NaN and inf are no timing (and no JSON)
+                        out.setdefault(int(rec["rank"]), {}).setdefault(str(rec["phase"]), []).append(ms)
+                except (ValueError, KeyError, TypeError, OverflowError):
                     continue
     return {r: {ph: round(statistics.median(v), 6) for ph, v in d.items()} for r, d in out.items()}

@@ -479,6 +479,9 @@ def export_timeline(analysis: Analysis, out_file: str | os.PathLike, fmt: str = 
     else:
         writer_of = _ChromeJsonWriter
     out = Path(out_file)
+    from tracerecon.export import refuse_output_over_inputs
+
+    refuse_output_over_inputs(out, analysis.inputs)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     counts = dict.fromkeys(COUNT_KEYS, 0)
     try:

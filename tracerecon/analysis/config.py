@@ -63,13 +63,15 @@ def parse_phase_spec(spec: str) -> tuple[str, "re.Pattern[str]"]:
     if "=" in spec:
         label, pattern = spec.split("=", 1)
         label = label.strip()
+        if not label:
+            raise ValueError(f"--phase {spec!r}: the phase's name before '=' is empty")
         if pattern.startswith("re:"):
             try:
                 return label, re.compile(pattern[3:])
             except re.error as exc:
                 raise ValueError(f"--phase {spec!r}: bad regular expression ({exc})") from None
         if pattern.startswith("glob:"):
-            return label, re.compile(fnmatch.translate(pattern[5:]))
+            return label, re.compile("^" + fnmatch.translate(pattern[5:]))  # the whole name, as a shell glob
         return label, re.compile("^" + re.escape(pattern) + "$")
     return spec, re.compile("^" + re.escape(spec) + "$")
 

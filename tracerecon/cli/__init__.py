@@ -14,7 +14,7 @@ from typing import Sequence
 
 from tracerecon import __version__
 from tracerecon.cli import diff, export, plot, ranges, report, run, scrub, view
-from tracerecon.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, TraceReconError
+from tracerecon.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, TraceReconError
 from tracerecon.interrupts import WorkAbandoned, exit_now
 from tracerecon.own_process import prepare
 
@@ -53,6 +53,10 @@ def console_main() -> int:
     (``tracerecon.own_process``: no pandas, OpenBLAS idle, malloc reuse, no cyclic collector
     but in ``view``). Its objects are frozen before the interpreter exits, so that the exit
     does not walk them all for cycles (0.08 s of a 2-s report on the 2-core machine)."""
+    if sys.stdout is None or sys.stderr is None:  # started with `>&-` or `2>&-`
+        if sys.stderr is not None:
+            print("tracerecon: error: cannot write the output (standard output is closed)", file=sys.stderr)
+        return EXIT_BAD_INPUT
     args = build_parser().parse_args()
     prepare(args.subcommand)
     try:
@@ -88,8 +92,24 @@ def _run(args: argparse.Namespace, exit_when_interrupted: bool = False) -> int:
         return 0
     except BrokenPipeError:
         return 0
+    except OSError as exc:
+        # What reaches here is the output's: stdout closed, the disk full (reads of the input
+        # are said as BadTraceError where they happen).
+        if os.environ.get("TRACERECON_DEBUG"):
+            raise
+        _quiet_stdout()
+        print(f"tracerecon: error: cannot write the output ({exc.strerror or exc})", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except Exception as exc:  # never a traceback for a user; TRACERECON_DEBUG=1 shows it
         if os.environ.get("TRACERECON_DEBUG"):
             raise
         print(f"tracerecon: internal error: {type(exc).__name__}: {exc} (set TRACERECON_DEBUG=1 for details)", file=sys.stderr)
         return EXIT_INTERNAL
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's flush at exit does not fail again."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass

@@ -29,9 +29,19 @@ def add_traces_arg(p: argparse.ArgumentParser, required: bool = True) -> None:
     add_load_args(p)
 
 
+def _positive_int(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of worker processes, got {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected 1 or more worker processes, got {n}")
+    return n
+
+
 def add_load_args(p: argparse.ArgumentParser) -> None:
     """How exports are read: worker processes, the cache, a Dask cluster."""
-    p.add_argument("-j", "--jobs", type=int, metavar="N", help="worker processes for several exports (default: one per file, at most one per core)")
+    p.add_argument("-j", "--jobs", type=_positive_int, metavar="N", help="worker processes for several exports (default: one per file, at most one per core)")
     p.add_argument("--no-cache", action="store_true", help="read and analyse the exports again instead of using the cache in ~/.cache/tracerecon")
     p.add_argument("--dask", metavar="ADDRESS", help="read and analyse the exports on a Dask distributed cluster: its scheduler address "
                    "(tcp://host:8786) or scheduler file; the exports must be at the same paths on its workers (needs tracerecon[dask])")

@@ -28,7 +28,7 @@ import json
 import os
 import re
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import sqlite_utils
@@ -140,24 +140,47 @@ def scrub_export(src: str | os.PathLike, dst: str | os.PathLike | None = None) -
             raise TraceReconError(f"{dst_p}: is a directory; -o takes the output file's name")
         if not dst_p.parent.is_dir():
             raise TraceReconError(f"{dst_p.parent}: no such directory for the output")
-        if dst_p.exists():
-            dst_p.unlink()
-        out = sqlite3.connect(dst_p)
+        # Scrubbed in a hidden sibling, renamed over ``dst`` only once done: an interrupted or
+        # failed scrub leaves no half-scrubbed copy (it still holds every secret) behind.
+        tmp = dst_p.with_name(f".{dst_p.name}.tmp-{os.getpid()}")
+        tmp.unlink(missing_ok=True)
+        out = sqlite3.connect(tmp)
         try:
             conn.backup(out)
         finally:
             out.close()
     except sqlite3.DatabaseError as exc:
+        _remove(locals().get("tmp"))
         raise BadTraceError(f"{src_p}: cannot copy ({exc})") from None
     except OSError as exc:
+        _remove(locals().get("tmp"))
         raise TraceReconError(f"{dst_p}: cannot write ({exc.strerror or exc})") from None
+    except BaseException:
+        _remove(locals().get("tmp"))
+        raise
     finally:
         conn.close()
     try:
-        return _scrub_in_place(dst_p)
+        summary = _scrub_in_place(tmp)
+        os.replace(tmp, dst_p)
     except sqlite3.DatabaseError as exc:
-        dst_p.unlink(missing_ok=True)
+        _remove(tmp)
         raise TraceReconError(f"{dst_p}: scrub failed ({exc})") from None
+    except OSError as exc:
+        _remove(tmp)
+        raise TraceReconError(f"{dst_p}: cannot write ({exc.strerror or exc})") from None
+    except BaseException:  # Ctrl-C included
+        _remove(tmp)
+        raise
+    return replace(summary, output=str(dst_p))
+
+
+def _remove(path: Path | None) -> None:
+    if path is not None:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:
+            pass
 
 
 def _scrub_in_place(path: Path) -> ScrubSummary:

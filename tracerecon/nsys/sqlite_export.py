@@ -729,10 +729,21 @@ def read_event_records(conn: sqlite3.Connection, info: ExportInfo) -> pa.Table:
     )
 
 
+def _int_or_null(expr: str) -> str:
+    """SQL: ``expr`` as an integer (a real truncated), NULL where it is text, a blob or NULL."""
+    return f"(case typeof({expr}) when 'integer' then {expr} when 'real' then cast({expr} as integer) else NULL end)"
+
+
+def _text_or_null(expr: str) -> str:
+    """SQL: ``expr`` where it is text, NULL otherwise (a number or a blob in a text column)."""
+    return f"(case typeof({expr}) when 'text' then {expr} else NULL end)"
+
+
 def read_processes(conn: sqlite3.Connection, info: ExportInfo) -> pa.Table:
     if "PROCESSES" not in info.tables:
         return schema.empty(schema.PROCESSES)
-    rows = conn.execute("select coalesce(globalPid, 0), pid, name from PROCESSES").fetchall()
+    # Metadata as typed or NULL: another tool's writer may have put text in a number column.
+    rows = conn.execute(f"select coalesce({_int_or_null('globalPid')}, 0), {_int_or_null('pid')}, {_text_or_null('name')} from PROCESSES").fetchall()
     return pa.table(
         {
             "pid": pa.array([int(r[1]) if r[1] is not None else int(pid_of(np.int64(r[0]))) for r in rows], pa.int64()),
@@ -748,13 +759,15 @@ def read_gpus(conn: sqlite3.Connection, info: ExportInfo) -> tuple[pa.Table, pa.
     if "TARGET_INFO_GPU" in info.tables:
         cols = _columns(conn, "TARGET_INFO_GPU")
         rows = conn.execute(
-            f"select id, {_col(cols, 'name')}, {_col(cols, 'uuid')}, {_col(cols, 'busLocation')}, {_col(cols, 'smCount')} from TARGET_INFO_GPU"
+            f"select {_int_or_null(_col(cols, 'id'))}, {_text_or_null(_col(cols, 'name'))}, {_text_or_null(_col(cols, 'uuid'))}, "
+            f"{_text_or_null(_col(cols, 'busLocation'))}, {_int_or_null(_col(cols, 'smCount'))} from TARGET_INFO_GPU"
         ).fetchall()
         gpus = pa.table({k: [r[i] for r in rows] for i, k in enumerate(schema.GPUS.names)}, schema=schema.GPUS)
     devices = schema.empty(schema.CUDA_DEVICES)
     if "TARGET_INFO_CUDA_DEVICE" in info.tables:
         cols = _columns(conn, "TARGET_INFO_CUDA_DEVICE")
-        rows = conn.execute(f"select pid, cudaId, {_col(cols, 'gpuId')} from TARGET_INFO_CUDA_DEVICE").fetchall()
+        rows = conn.execute(f"select {_int_or_null(_col(cols, 'pid'))}, {_int_or_null(_col(cols, 'cudaId'))}, {_int_or_null(_col(cols, 'gpuId'))} "
+                            "from TARGET_INFO_CUDA_DEVICE").fetchall()
         devices = pa.table({k: [r[i] for r in rows] for i, k in enumerate(schema.CUDA_DEVICES.names)}, schema=schema.CUDA_DEVICES)
     return gpus, devices
 
