@@ -269,3 +269,21 @@ def test_a_reader_that_leaves_early_is_no_error():
         p.stdout.close()
         assert p.wait(timeout=120) == 0
         assert b"Traceback" not in p.stderr.read()
+
+
+def test_a_cached_rank_is_named_by_the_path_given_now(tmp_path):
+    # GIVEN a two-rank run directory reported from the repository root (its ranks cached)
+    import os
+
+    from conftest import DEMO2, ROOT
+
+    env = dict(os.environ, TRACERECON_CACHE_DIR=str(tmp_path / "cache"))
+    first = run_cli("report", "--json", str((DEMO2 / "nccl_skew").relative_to(ROOT)), env=env, cwd=str(ROOT))
+    # WHEN reported again from its parent folder, by another relative path
+    again = run_cli("report", "--json", "nccl_skew", env=env, cwd=str(DEMO2))
+    # THEN each rank is named as given now, with the same numbers
+    import json
+
+    a, b = json.loads(first.stdout), json.loads(again.stdout)
+    assert [r["source"] for r in b["ranks"]] == ["nccl_skew/rank0.sqlite", "nccl_skew/rank1.sqlite"]
+    assert [r["phases"] for r in a["ranks"]] == [r["phases"] for r in b["ranks"]]

@@ -148,7 +148,14 @@ def _file_work(f: Path, config: PhaseConfig, multi: bool, rank_hint: int | None,
     nsys version))."""
     from tracerecon.cache import cached
 
-    return cached(Path(f), (config, multi, rank_hint, order), lambda: _file_work_uncached(f, config, multi, rank_hint, order), use_cache)
+    out, warnings, session = cached(Path(f), (config, multi, rank_hint, order), lambda: _file_work_uncached(f, config, multi, rank_hint, order), use_cache)
+    # A cache entry made when the file was given by another path (from another working
+    # directory) names that path: the file is named as given now.
+    shown, then = str(f), (out[0][0].path if out else str(f))
+    if then != shown:
+        out = [(replace(source, path=shown), info, work) for source, info, work in out]
+        warnings = [w.replace(then, shown) for w in warnings]
+    return out, warnings, session
 
 
 def _file_work_remote(f: Path, shown: str, use_cache: bool, config: PhaseConfig, multi: bool, rank_hint: int | None, order: int) -> tuple[list, list[str], tuple]:
