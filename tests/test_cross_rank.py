@@ -9,6 +9,7 @@ import sqlite3
 import numpy as np
 
 from conftest import DEMO, DEMO2, PUBLIC, need_public, run_cli
+from conftest import H200 as H200_DIR
 from tracerecon.api import load as analyze
 
 RING = ["Ring_Simple_2MB_2nodes_2GPUs__ault43_483927.sqlite", "Ring_Simple_2MB_2nodes_2GPUs__ault44_739124.sqlite"]
@@ -143,3 +144,17 @@ def test_utc_normalized_exports_need_no_session_offset(tmp_path):
     # THEN no offset is applied (the timestamps share the UTC clock), with no collective to refine on
     al = a.cross.alignment_of(1)
     assert (al.offset_ns, al.method, al.offset_uncertainty_ns) == (0, "utc timestamps", None)
+
+
+def test_stragglers_leave_out_warm_up_cycles_and_say_when_no_collective_relates_the_ranks():
+    # GIVEN two ranks of the speculative-decoding stand-in with no collective between them,
+    # each with 16 cycles of which report leaves the first out as warm-up
+    files = [str(H200_DIR / "eagle_gpu_rank0.sqlite"), str(H200_DIR / "eagle_gpu_rank1.sqlite")]
+    # WHEN reported
+    res = run_cli("report", *files)
+    doc = json.loads(run_cli("report", "--json", *files).stdout)
+    # THEN the critical path counts the 15 cycles every median is over
+    assert [r["cycles"]["n"] for r in doc["ranks"]] == [15, 15]
+    assert sum(doc["critical_path"]["rank_counts"].values()) == 15
+    # and, nobody having waited for anybody, no rank is called a straggler
+    assert "straggler:" not in res.stdout and "last to finish: rank" in res.stdout and "of 15 cycles" in res.stdout

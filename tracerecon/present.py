@@ -63,8 +63,11 @@ def build_report(analysis: Analysis) -> Report:
             phases=tuple(summarize_phases(r.phases, analysis.config.labels(), r.cycles)),
             cycles=summarize_cycles(r.cycles, r.phases),
         ))
-    critical = cross.critical_path_json() if cross else {"rank_counts": {}, "phase_counts": {}, "by_rank": {}}
-    return Report(ranks=tuple(ranks), critical_path=critical, straggler_lines=tuple(straggler_lines(analysis, critical)),
+    # Warm-up cycles (of any rank) are left out of the stragglers' counts, as out of every median.
+    warm = frozenset(c for r in analysis.ranks if r.cycles.num_rows and "warmup" in r.cycles.column_names
+                     for c, w in zip(r.cycles["cycle"].to_pylist(), r.cycles["warmup"].to_pylist()) if w)
+    critical = cross.critical_path_json(warm) if cross else {"rank_counts": {}, "phase_counts": {}, "by_rank": {}}
+    return Report(ranks=tuple(ranks), critical_path=critical, straggler_lines=tuple(straggler_lines(analysis, critical, warm)),
                   warnings=tuple(analysis.warnings), engine_timers=dict(analysis.engine_timers), cross_rank=cross is not None)
 
 
@@ -100,26 +103,36 @@ def misleading_line(p: PhaseSummary) -> str:
             f"{VERDICT_MEANING[p.dominant_verdict]}" + (f": {why}" if why else ""))
 
 
-def straggler_lines(analysis: Analysis, critical_path: dict | None = None) -> list[str]:
+def straggler_lines(analysis: Analysis, critical_path: dict | None = None, leave_out: frozenset[int] = frozenset()) -> list[str]:
     """One line per rank that gated cycles: its own most frequent gating phase, and how long
     the other ranks waited in collectives in the cycles it gated. ``critical_path``: the run's
-    ``critical_path_json()``, when the caller has it."""
+    ``critical_path_json(leave_out)``, when the caller has it; cycles ``leave_out`` (warm-up)
+    are not counted. Where no collective related the ranks in a rank's cycles, the line says
+    it only ended last (nobody waited for it)."""
     cross = analysis.cross
     if cross is None or len(analysis.ranks) < 2 or cross.critical_path.num_rows == 0:
         return []
-    per_rank = (critical_path or cross.critical_path_json())["by_rank"]
-    total = cross.critical_path.num_rows
+    per_rank = (critical_path or cross.critical_path_json(leave_out))["by_rank"]
+    cols = cross.critical_path.select(["cycle", "gating_rank", "waits_ns", "how"]).to_pydict()
+    rows = [i for i, c in enumerate(cols["cycle"]) if c not in leave_out]
+    total = len(rows)
     waited: dict[str, int] = {}
-    cols = cross.critical_path.select(["gating_rank", "waits_ns"]).to_pydict()
-    for gating, waits in zip(cols["gating_rank"], cols["waits_ns"]):
+    by_collectives: set[str] = set()
+    for i in rows:
+        gating = cols["gating_rank"][i]
         if gating is None:
             continue
-        others = sum(v for k, v in json.loads(waits or "{}").items() if k != str(gating))
+        others = sum(v for k, v in json.loads(cols["waits_ns"][i] or "{}").items() if k != str(gating))
         waited[str(gating)] = waited.get(str(gating), 0) + others
+        if cols["how"][i] == "collectives":
+            by_collectives.add(str(gating))
     lines = []
     for rank, d in sorted(per_rank.items(), key=lambda kv: (-kv[1]["cycles"], int(kv[0]))):
         phase, k = next(iter(d["phase_counts"].items()), (None, 0))
         where = f", mostly in {phase} ({k} of them)" if phase else ""
+        if rank not in by_collectives:
+            lines.append(f"last to finish: rank {rank} in {d['cycles']} of {total} cycles{where} (no collective between the ranks: none waited for it)")
+            continue
         w = waited.get(rank, 0)
         wait = f"; in those cycles the other ranks waited {w / 1e6:.3f} ms in collectives" if w > 0 else ""
         lines.append(f"straggler: rank {rank} gated {d['cycles']} of {total} cycles{where}{wait}")

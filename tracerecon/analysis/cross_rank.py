@@ -74,10 +74,13 @@ class CrossRank:
     def comm_of(self, rank: int) -> RankComm | None:
         return next((c for c in self.comm if c.rank == rank), None)
 
-    def critical_path_json(self) -> dict:
+    def critical_path_json(self, leave_out: frozenset[int] = frozenset()) -> dict:
         """``rank_counts`` (cycles each rank gated), ``phase_counts`` (over all ranks) and
-        ``by_rank``: per gating rank its cycles and its own gating phases."""
-        cols = self.critical_path.select(["gating_rank", "gating_phase"]).to_pydict()
+        ``by_rank``: per gating rank its cycles and its own gating phases; the cycles
+        ``leave_out`` (warm-up cycles) are not counted."""
+        cols = self.critical_path.select(["cycle", "gating_rank", "gating_phase"]).to_pydict()
+        kept = [c not in leave_out for c in cols["cycle"]]
+        cols = {k: [x for x, keep in zip(v, kept) if keep] for k, v in cols.items()}
         gated = [(r, p) for r, p in zip(cols["gating_rank"], cols["gating_phase"]) if r is not None]
         by_rank: dict[str, dict] = {}
         for rank, phase in gated:
