@@ -86,3 +86,17 @@ def test_the_phase_detail_of_all_instances_leaves_out_warm_up_cycles():
     # THEN 23 instances, and the CPU median of verify's NVTX ranges without the first cycle's
     assert d.n_instances == 23 and "1 of warm-up cycles left out" in d.title
     assert abs(d.cpu_ms - statistics.median(nvtx_cpu_ms(EAGLE, "verify")[1:])) < 1e-6
+
+
+def test_diff_names_waiting_in_collectives_when_it_changed():
+    # GIVEN a TP=2 run, and one where rank 1 is held up inside verify (rank 0 waits in its all-reduces)
+    a, b = DEMO2 / "nccl_gpu_bound", DEMO2 / "nccl_skew"
+    # WHEN compared
+    doc = json.loads(run_cli("diff", str(a), str(b), "--json").stdout)
+    verify0 = next(p for p in doc["phases"] if p["phase"] == "verify" and p["rank"] == 0)
+    # THEN the explanation leads with rank 0's wait, B's median being that of its phases table
+    (r0, _) = load([b], PhaseConfig()).ranks
+    waits = [p["wait_ns"] for p in r0.phases.to_pylist() if p["phase"] == "verify" and p["cycle"] not in
+             {c["cycle"] for c in r0.cycles.to_pylist() if c["warmup"]}]
+    assert verify0["explanation"].startswith("verify ") and "waiting for other ranks in collectives" in verify0["explanation"]
+    assert f"-> {statistics.median(waits) / 1e6:.3f} ms" in verify0["explanation"]

@@ -55,7 +55,8 @@ def explain_verdict(verdict: str, cause: str, cpu_ms: float, gpu_ms: float | Non
     who = f"{waited_for}'s" if waited_for else "earlier phases'"
     why = {
         "absorbed_wait": f": {absorbed_ms:.3f} ms of it were spent blocked, waiting for {who} GPU work.",
-        "async_tail": f": its GPU work ran on for {overrun_ms:.3f} ms after the timer stopped.",
+        "async_tail": f": its GPU work ran on for {overrun_ms:.3f} ms after the timer stopped"
+                      + (f", {queued_ms:.3f} ms of it waiting behind earlier work (the CPU ran ahead of the GPU)." if queued_ms > 0 else "."),
         "queued_behind": f": its work waited {queued_ms:.3f} ms behind earlier work on the stream (the CPU ran ahead of the GPU).",
         "comm_wait": f": {wait_ms:.3f} ms of its GPU time were collectives waiting for other ranks.",
         "launch_bound": (f": launch-bound, the GPU was busy only {busy_fraction:.0%} of the phase's GPU span while the CPU launched."

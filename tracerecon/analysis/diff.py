@@ -37,6 +37,7 @@ class PhaseSide:
     idle_fraction: float | None  # median of 1 - busy/span
     blocked_ms: float
     kernels: dict[str, float] = field(default_factory=dict)  # mean count per instance, by kernel name
+    wait_ms: float = 0.0  # median per instance: its collectives waiting for other ranks
     kernel_ms: dict[str, float] = field(default_factory=dict)  # mean time per instance, by kernel name
 
 
@@ -83,6 +84,7 @@ def summarize_side(phases: pa.Table, gpu_ops: pa.Table) -> dict[str, PhaseSide]:
     if phases.num_rows == 0:
         return {}
     ph = phases.select(["phase", "phase_id", "cpu_ns", "gpu_ns", "gpu_span_ns", "gpu_busy_ns", "blocked_ns", "n_graph_launches"]).to_pydict()
+    ph["wait_ns"] = phases["wait_ns"].to_pylist() if "wait_ns" in phases.column_names else [0] * phases.num_rows
     # Per phase id (a row of the rank's whole phases table: ``phases`` may hold some of them).
     ids = [int(i) for i in ph["phase_id"]]
     op_ids = int64s(gpu_ops["phase_id"], -1) if gpu_ops.num_rows else np.zeros(0, np.int64)
@@ -133,6 +135,7 @@ def summarize_side(phases: pa.Table, gpu_ops: pa.Table) -> dict[str, PhaseSide]:
             graph_launches=float(np.median([ph["n_graph_launches"][i] for i in idx])),
             idle_fraction=round(float(np.median(idle)), 4) if idle else None,
             blocked_ms=median_ms([ph["blocked_ns"][i] for i in idx]),
+            wait_ms=median_ms([ph["wait_ns"][i] or 0 for i in idx]) or 0.0,
             kernels={k: v / n for k, v in kc.items()},
             kernel_ms={k: v / n / 1e6 for k, v in kt.items()},
         )
@@ -155,6 +158,9 @@ def explain(phase: str, a: PhaseSide | None, b: PhaseSide | None) -> str:
     delta = b.gpu_ms - a.gpu_ms
     head = f"{phase} {delta:+.3f} ms GPU"
     why: list[str] = []
+    if _changed(a.wait_ms, b.wait_ms, ABSOLUTE_CHANGE_NS / 1e6):
+        # Said first: time its collectives waited for other ranks is no kernel of its own.
+        why.append(f"waiting for other ranks in collectives {a.wait_ms:.3f} -> {b.wait_ms:.3f} ms")
     if a.graph_launches > 0 and b.graph_launches == 0:
         why.append(f"graph replay gone, {b.eager_launches:.0f} eager launches per cycle instead")
     elif a.graph_launches == 0 and b.graph_launches > 0:

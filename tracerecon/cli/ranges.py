@@ -10,7 +10,7 @@ from tracerecon.cli.common import add_analysis_command, config_from, console, lo
 
 def add(sub) -> None:
     p = add_analysis_command(
-        sub, "ranges", help="list the NVTX range names per rank: count, CPU median, GPU median and total (to choose --phase)",
+        sub, "ranges", help="list the NVTX range names per rank: count, CPU median, GPU span median, GPU busy total (to choose --phase)",
         description="Like `nsys stats -r nvtx_sum`, with GPU time: per rank and range name (and domain), how many instances, the "
                     "CPU median, the median projected GPU span, the GPU busy time in total and the GPU ops launched; most GPU time first.",
     )
@@ -32,7 +32,7 @@ def main(args: argparse.Namespace) -> int:
         return 0
     for r in analysis.ranks:
         t = Table(title=f"rank {r.rank}  {r.source.path}", title_justify="left", header_style="bold", box=None, padding=(0, 1, 0, 0), pad_edge=False)
-        for col in ("name", "domain", "n", "CPU ms", "GPU ms", "GPU total", "ops"):
+        for col in ("name", "domain", "n", "CPU ms", "GPU span", "GPU busy total", "ops"):
             t.add_column(col, justify="left" if col in ("name", "domain") else "right", overflow="fold")
         for s in summarize_ranges(r.ranges):
             t.add_row(s.name, s.domain, str(s.n), fmt_ms(s.cpu_ms_median), fmt_ms(s.gpu_ms_median), f"{s.gpu_busy_ms_total:.3f}", str(s.n_gpu_ops))
