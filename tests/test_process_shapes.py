@@ -254,3 +254,26 @@ def test_a_phase_range_in_no_cycle_moves_no_other_phase(tmp_path):
     # 150: cycle 0's draft kernel, launched at 10 us) to max(2500, done(7, 2500 us) = 2350)
     (stray,) = [p for p in rank.phases.to_pylist() if p["tid"] == 2]
     assert stray["cycle"] is None and stray["gpu_ns"] == (2500 - 150) * U
+
+
+def test_ops_are_put_on_their_stream_no_later_than_their_call_ends_or_they_start(tmp_path):
+    # GIVEN cycles of draft (kernel b+20..b+150) and verify (kernel b+150..b+350) on thread 1;
+    # in cycle 1 another thread's memset launch call is held up from 0 us to b+320 (a lock), its
+    # memset runs b+400..b+420; and a kernel whose launch record was dropped runs b+60..b+250 in cycle 2
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 100) * U, (b + 300) * U, tid=1)
+        launch(t, b + 10, (b + 20, b + 150), tid=1)
+        launch(t, b + 110, (b + 150, b + 350), tid=1)
+    t.fill(t.call("cudaMemsetAsync", 0, 1320 * U, tid=2), 1400 * U, 1420 * U)
+    t.kernel(99999, 2060 * U, 2250 * U)
+    # WHEN analysed
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")]).ranks
+    got = [(p["cycle"], p["phase"], p["gpu_ns"] // U) for p in rank.phases.to_pylist()]
+    # THEN events on stream 7: cycles 0 and 1 read draft b..b+150 and verify b+150..b+350, as
+    # if the held-up call were not there (its memset was queued at its end, b+320, after every
+    # boundary before it; taking its start, 0 us, made every boundary wait for b+420); cycle
+    # 2's draft ends when the kernel without a launch record is done (it started at b+60,
+    # before draft's end at b+100, so it was queued before): b..b+250, verify b+250..b+350
+    assert got == [(0, "draft", 150), (0, "verify", 200), (1, "draft", 150), (1, "verify", 200), (2, "draft", 250), (2, "verify", 100)]

@@ -40,7 +40,7 @@ import pyarrow as pa
 
 from tracerecon.analysis.columns import computes, thread_keys
 from tracerecon.analysis.nccl import comm_mask
-from tracerecon.analysis.projection import I64_MIN, int64s, match_correlation, string_mask
+from tracerecon.analysis.projection import I64_MAX, I64_MIN, int64s, match_correlation, string_mask
 
 
 @dataclass(frozen=True)
@@ -89,15 +89,27 @@ def _before(times: np.ndarray, running: np.ndarray, t: np.ndarray) -> np.ndarray
     return np.where(pos >= 0, running[np.maximum(pos, 0)], I64_MIN)
 
 
+def launch_instants(ops: pa.Table) -> np.ndarray:
+    """When each op was put on its stream, as far as the trace tells: no later than the end of
+    the API call that launched it, nor than its own start on the GPU (a kernel often starts
+    before its launch call returns). An op whose launching call is not in the trace (a dropped
+    record, a capture begun mid-launch) was put there before its start, so its start stands in.
+    (The call's start is no bound: a launch call held up 100 ms on a lock queues its op at its
+    end, and taking its start made every boundary after it wait for that op.)"""
+    start = int64s(ops["start_ns"])
+    end = int64s(ops["launch_end_ns"], I64_MAX)
+    return np.minimum(end, start)
+
+
 def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sync_records: pa.Table) -> StreamClock:
     """Build the clock of one rank from its linked GPU ops (``projection.link_launches``), its
     API calls, ``cudaEventRecord`` records and ``cudaStreamWaitEvent`` sync records."""
     o_pid = int64s(ops["pid"]) if ops.num_rows else np.zeros(0, np.int64)
     o_dev = int64s(ops["device_id"], -1) if ops.num_rows else np.zeros(0, np.int64)
     o_str = int64s(ops["stream_id"], -1) if ops.num_rows else np.zeros(0, np.int64)
-    o_launch = int64s(ops["launch_start_ns"], I64_MIN) if ops.num_rows else np.zeros(0, np.int64)
+    o_launch = launch_instants(ops) if ops.num_rows else np.zeros(0, np.int64)
     o_end = int64s(ops["end_ns"]) if ops.num_rows else np.zeros(0, np.int64)
-    placed = o_launch != I64_MIN  # an op with no launching call cannot be put in launch order
+    placed = o_launch != I64_MIN
 
     # Event records: stream + CPU time of the cudaEventRecord call.
     rec = _event_record_times(event_records, api_calls)
@@ -337,7 +349,7 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     sel = np.flatnonzero((op_phase >= 0) & candidate[np.maximum(op_phase, 0)])
     o_phase = op_phase[sel]
     o_row = clock.stream_index(int64s(ops["pid"])[sel], int64s(ops["device_id"], -1)[sel], int64s(ops["stream_id"], -1)[sel])
-    o_launch = int64s(ops["launch_start_ns"], I64_MIN)[sel]
+    o_launch = launch_instants(ops)[sel]
     # Streams that compute somewhere in the trace (the rest only copy or communicate).
     computing = np.flatnonzero(computes(ops) & ~comm_mask(ops))
     compute_streams = np.zeros(len(clock.keys) + 1, dtype=bool)
