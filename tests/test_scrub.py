@@ -158,3 +158,30 @@ def test_an_interrupted_scrub_leaves_no_copy_behind(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         scrub.scrub_export(H200 / "eagle_gpu_bound.sqlite", dst)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_secrets_in_blobs_basic_credentials_and_private_keys_are_redacted(tmp_path):
+    # GIVEN an export with a token in a blob (an NVTX payload), HTTP basic credentials and a
+    # private key block in strings
+    import shutil
+
+    src = tmp_path / "t.sqlite"
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", src)
+    con = sqlite3.connect(src)
+    con.execute("update NVTX_EVENTS set binaryData = cast('HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz123456' as blob) where rowid = 1")
+    con.execute("insert into StringIds values (990001, 'curl -H \"Authorization: Basic dXNlcjpodW50ZXIy\" x')")
+    con.execute("insert into StringIds values (990002, 'key: -----BEGIN OPENSSH PRIVATE KEY----- b3BlbnNzaC1rZXktdjEAAAAABG5vbmU -----END OPENSSH PRIVATE KEY----- done')")
+    con.execute("insert into StringIds values (990003, cast(x'00ff10' || cast('password=hunter2' as blob) as blob))")
+    con.commit()
+    con.close()
+    # WHEN scrubbed
+    res = run_cli("scrub", str(src), "-o", str(tmp_path / "s.sqlite"))
+    assert res.returncode == 0, res.stderr
+    out = sqlite3.connect(tmp_path / "s.sqlite")
+    dump = b"".join(v if isinstance(v, bytes) else str(v).encode() for (v,) in out.execute("select binaryData from NVTX_EVENTS where rowid = 1"))
+    dump += b"".join(v if isinstance(v, bytes) else str(v).encode() for (v,) in out.execute("select value from StringIds where id > 990000"))
+    # THEN none of the secrets is left, and the blob's other bytes are as they were
+    for secret in (b"hf_abcdefghijklmnopqrstuvwxyz123456", b"dXNlcjpodW50ZXIy", b"b3BlbnNzaC1rZXktdjEAAAAABG5vbmU", b"hunter2"):
+        assert secret not in dump
+    (blob,) = out.execute("select value from StringIds where id = 990003").fetchone()
+    assert blob == b"\x00\xff\x10password=[REDACTED]"

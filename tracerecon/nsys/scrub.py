@@ -52,6 +52,9 @@ SECRET_PATTERNS = [
     re.compile(r"\bAKIA[0-9A-Z]{16}\b"),  # AWS access key id
     re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),  # JWT
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{12,}"),
+    re.compile(r"(?i)(basic\s+)[A-Za-z0-9+/=]{8,}"),  # HTTP basic credentials (user:password in base64)
+    # PEM / OpenSSH private key blocks, whole (keys a program printed or was given on its command line)
+    re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)", re.S),
 ]
 _SECRETISH = r"[A-Z0-9_-]*(?:TOKEN|SECRET|PASSWORD|PASSWD|PWD|API[_-]?KEY|ACCESS[_-]?KEY|PRIVATE[_-]?KEY|CREDENTIAL|AUTH)[A-Z0-9_-]*"
 _PERSONAL = r"(?:HOST|HOSTNAME|NODE|USER|USERNAME|LOGNAME|CWD|HOME|PWD)"
@@ -97,6 +100,23 @@ def scrub_text(value, hosts: tuple[str, ...] = ()):
     s = ABS_PATH.sub("[path]", s)
     s = WINDOWS_PATH.sub("[path]", s)
     return s
+
+
+def scrub_secrets_in_bytes(value):
+    """A blob (an NVTX payload, a value another tool stored as bytes) with the secrets the text
+    patterns know redacted, its other bytes as they were (read as Latin-1: one character per
+    byte, so nothing else changes); paths, addresses and host names are left, as a binary
+    payload may match them by chance. Non-blobs pass through."""
+    if not isinstance(value, bytes) or not value:
+        return value
+    s = value.decode("latin-1")
+    out = s
+    for pat in SECRET_PATTERNS:
+        out = pat.sub(lambda m: (m.group(1) if m.groups() else "") + REDACTED, out)
+    out = SECRET_OPTION.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", out)
+    out = SECRET_WORD.sub(lambda m: m.group(0) if m.group(3) == REDACTED else f"{m.group(1)}{m.group(2)}{REDACTED}", out)
+    out = SECRET_KEY.sub(lambda m: m.group(0) if not re.fullmatch(rf"(?i)['\"]?{_SECRETISH}['\"]?", m.group(1)) else f"{m.group(1)}{m.group(2)}{m.group(3)}{REDACTED}", out)
+    return value if out == s else out.encode("latin-1")
 
 
 def hosts_named_in(conn: sqlite3.Connection, tables: list[str]) -> tuple[str, ...]:
@@ -190,6 +210,7 @@ def _scrub_in_place(path: Path) -> ScrubSummary:
     tables = db.table_names()
     hosts = hosts_named_in(conn, tables)
     conn.create_function("tr_scrub", 1, lambda v: scrub_text(v, hosts), deterministic=True)
+    conn.create_function("tr_scrub_bytes", 1, scrub_secrets_in_bytes, deterministic=True)
     # The program's own stdout / stderr: nsys keeps it as strings that ProcessStreams points at.
     if "ProcessStreams" in tables and "StringIds" in tables:
         cols = {c.name for c in db["ProcessStreams"].columns}
@@ -218,6 +239,11 @@ def _scrub_in_place(path: Path) -> ScrubSummary:
                 # as a blob: SQLite hands text that is not UTF-8 to Python only as bytes
                 f'update "{table.name}" set "{col}" = tr_scrub(cast("{col}" as blob)) '
                 f'where typeof("{col}") = \'text\' and cast("{col}" as blob) is not cast(tr_scrub(cast("{col}" as blob)) as blob)'
+            )
+            changed += cur.rowcount if cur.rowcount > 0 else 0
+            cur = conn.execute(
+                f'update "{table.name}" set "{col}" = tr_scrub_bytes("{col}") '
+                f'where typeof("{col}") = \'blob\' and "{col}" is not tr_scrub_bytes("{col}")'
             )
             changed += cur.rowcount if cur.rowcount > 0 else 0
     conn.commit()
