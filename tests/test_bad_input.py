@@ -199,3 +199,42 @@ def test_a_rank_without_phases_is_warned_about_when_others_have_them(tmp_path):
     res = run_cli("report", str(tmp_path / "rank0.sqlite"), str(tmp_path / "rank1.sqlite"))
     assert res.returncode == 0, res.stderr
     assert "warning: rank 1 (" in res.stderr and "no range named as a phase" in res.stderr
+
+
+@pytest.mark.parametrize("sql, needle", [
+    ("drop table CUPTI_ACTIVITY_KIND_KERNEL", "kernel launch call(s) but no kernel in the trace"),
+    ("delete from CUPTI_ACTIVITY_KIND_KERNEL", "kernel launch call(s) but no kernel in the trace"),
+    ("update NVTX_EVENTS set eventType = 'x' where rowid in (select rowid from NVTX_EVENTS limit 3)", "dropped 3 NVTX row(s) whose event type is not a number"),
+])
+def test_rows_not_read_are_said(tmp_path, sql, needle):
+    # GIVEN an export whose kernels are gone, or some of whose NVTX rows have a kind that is no number
+    p = tmp_path / "t.sqlite"
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", p)
+    con = sqlite3.connect(p)
+    con.execute(sql)
+    con.commit()
+    con.close()
+    # WHEN reported THEN a partial result with a warning saying what was not read
+    res = run_cli("report", str(p))
+    assert res.returncode == 0 and needle in res.stderr, res.stderr
+
+
+def test_an_export_directory_missing_a_table_says_so(tmp_path):
+    # GIVEN an export directory whose phases dataset was deleted
+    out = tmp_path / "exp"
+    assert run_cli("export", str(H200 / "eagle_gpu_bound.sqlite"), "-o", str(out)).returncode == 0
+    shutil.rmtree(out / "phases")
+    # WHEN reported THEN a warning names the missing table
+    res = run_cli("report", str(out))
+    assert res.returncode == 0 and "phases of rank 0 is missing (72 row(s) written)" in res.stderr, res.stderr
+
+
+def test_scrub_reads_an_xz_export_as_every_command_does(tmp_path):
+    # GIVEN a run directory's compressed export WHEN scrubbed THEN a plain scrubbed SQLite file
+    src = next((H200.parent / "demo_shapes_h200x2" / "overlap_gpu_bound").glob("*.sqlite.xz"))
+    shutil.copy(src, tmp_path / src.name)
+    res = run_cli("scrub", str(tmp_path / src.name))
+    assert res.returncode == 0, res.stderr
+    out = tmp_path / "report.scrubbed.sqlite"
+    assert out.read_bytes()[:16] == b"SQLite format 3\x00"
+    assert run_cli("report", str(out)).returncode == 0

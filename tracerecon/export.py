@@ -176,6 +176,7 @@ def read_parquet_export(path: str | os.PathLike) -> Analysis:
     root = Path(path)
     try:
         manifest = json.loads((root / MANIFEST_JSON).read_text())
+        missing: list[str] = []
         ranks = []
         engine = {}
         comm = []
@@ -188,6 +189,9 @@ def read_parquet_export(path: str | os.PathLike) -> Analysis:
                 f = root / name / f"rank={rank}" / "part-0.parquet"
                 if not f.exists():
                     tables[name] = sch.empty_table()
+                    said = manifest.get("tables", {}).get(name, {}).get("rows_per_rank", {}).get(str(rank), 0)
+                    if said:
+                        missing.append(f"{root}: {name} of rank {rank} is missing ({said} row(s) written): read as empty")
                     continue
                 t = pq.read_table(f)
                 if "rank" in sch.names:
@@ -216,6 +220,8 @@ def read_parquet_export(path: str | os.PathLike) -> Analysis:
         collectives = pa.concat_tables(coll_parts) if coll_parts else COLLECTIVES.empty_table()
         cross = CrossRank(tuple(alignment), tuple(comm), collectives, critical)
         config = PhaseConfig(tuple(manifest.get("phases", ())) or PhaseConfig().phases, manifest.get("cycle_prefix", "cycle"), manifest.get("phase_thread", "auto"), manifest.get("skip_cycles"))
-        return Analysis(tuple(ranks), tuple(manifest.get("inputs", [])), config, tuple(manifest.get("warnings", [])), cross, engine)
-    except (OSError, KeyError, ValueError, TypeError, pa.ArrowException) as exc:
+        return Analysis(tuple(ranks), tuple(manifest.get("inputs", [])), config, tuple(manifest.get("warnings", [])) + tuple(missing), cross, engine)
+    except KeyError as exc:
+        raise BadTraceError(f"{root}: not a readable tracerecon export (its manifest.json lacks {exc.args[0]!r})") from None
+    except (OSError, ValueError, TypeError, pa.ArrowException) as exc:
         raise BadTraceError(f"{root}: not a readable tracerecon export ({exc})") from None

@@ -108,6 +108,10 @@ def _link(f: Path, tables: TraceTables):
     if not tables.info.has_cuda:
         warnings.append(f"{f}: no CUDA activity in the trace (traced without `-t cuda`, or a CPU-only run): CPU times only")
     linked = link_launches(tables.gpu_ops, tables.api_calls)
+    launches = _kernel_launch_calls(tables.api_calls)
+    if launches and not _kernels_or_graphs(tables.gpu_ops):
+        warnings.append(f"{f}: {launches} kernel launch call(s) but no kernel in the trace (its kernel table is missing or empty): "
+                        "GPU times cover copies and memsets only")
     if linked["launch_tid"].null_count:
         # The filtered read of API calls missed a launcher: read them all and link again.
         tables = replace(tables, api_calls=read_all_api_calls(f))
@@ -115,6 +119,29 @@ def _link(f: Path, tables: TraceTables):
         if linked["launch_tid"].null_count:
             warnings.append(f"{f}: {linked['launch_tid'].null_count} GPU op(s) have no launching API call in the trace; they belong to no range")
     return tables, linked, warnings
+
+
+def _kernel_launch_calls(api_calls) -> int:
+    """How many of the API calls launch kernels or graphs."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if api_calls.num_rows == 0:
+        return 0
+    names = api_calls["name"].combine_chunks() if isinstance(api_calls["name"], pa.ChunkedArray) else api_calls["name"]
+    if pa.types.is_dictionary(names.type):
+        hits = pc.match_substring_regex(names.dictionary.cast(pa.string()), r"Launch(Cooperative)?Kernel|GraphLaunch|cuLaunch")
+        return int(pc.sum(pc.take(hits, names.indices)).as_py() or 0)
+    return int(pc.sum(pc.match_substring_regex(names.cast(pa.string()), r"Launch(Cooperative)?Kernel|GraphLaunch|cuLaunch")).as_py() or 0)
+
+
+def _kernels_or_graphs(gpu_ops) -> int:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if gpu_ops.num_rows == 0:
+        return 0
+    return int(pc.sum(pc.is_in(gpu_ops["kind"].cast("string"), value_set=pa.array(["kernel", "graph"], pa.string()))).as_py() or 0)
 
 
 def _one_run(files: list[Path], sessions: list[tuple]) -> None:
@@ -438,7 +465,7 @@ def _analyze_files(files: list[Path], config: PhaseConfig, say: Progress, jobs: 
             if len(w.phase_inputs.phase_rows) == 0:
                 warnings.append(f"rank {s.rank} ({s.path}): no range named as a phase ({', '.join(config.phases)})")
     if config.cycle_prefix and any(len(w.phase_inputs.phase_rows) for _, _, w in work) and all(len(w.cycle_rows) == 0 for _, _, w in work if len(w.phase_inputs.phase_rows)):
-        warnings.append(f"no range name starts with {config.cycle_prefix!r}: a cycle starts at each occurrence of the first phase")
+        warnings.append(f"no range name starts with {config.cycle_prefix!r} (but phases' own): a cycle starts at each occurrence of the first phase")
     say("across ranks")
     cross = analyze_cross_rank(
         [RankView(s.rank, s.path, info.session_start_utc_ns, w.gpu_ops, w.provisional_phases(), info.time_normalized, info.gpu_uuids) for s, info, w in work]

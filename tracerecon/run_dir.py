@@ -116,6 +116,8 @@ def recorded_phase_options(paths: Sequence[str | Path]) -> dict | None:
             opts = json.loads((p / RUN_JSON).read_text()).get(PHASE_OPTIONS)
         except (OSError, ValueError, AttributeError):
             opts = None
+        if isinstance(opts, dict) and isinstance(opts.get("phases"), str):
+            opts = {**opts, "phases": [opts["phases"]]}  # one phase written as a string, not a list of one
         found.append(opts if isinstance(opts, dict) else None)
     if not found or any(f is None for f in found):
         return None

@@ -34,7 +34,8 @@ from pathlib import Path
 import sqlite_utils
 
 from tracerecon.errors import BadTraceError, TraceReconError
-from tracerecon.nsys.sqlite_export import open_readonly, read_info
+from tracerecon.nsys.read_plan import XZ_SUFFIX
+from tracerecon.nsys.sqlite_export import materialized, open_readonly, read_info
 from tracerecon.run_dir import RUN_JSON
 
 DROP_TABLES_PATTERN = re.compile(r"(CALLCHAINS?$|^TARGET_INFO_SYSTEM_ENV$|^PROCESS_ENV|^ENV_|^ProcessStreams$)", re.I)
@@ -144,14 +145,25 @@ class ScrubSummary:
 
 
 def default_output(src: Path) -> Path:
-    return src.with_name(src.stem + ".scrubbed.sqlite")
+    base = src.name[: -len(XZ_SUFFIX)] if src.name.endswith(XZ_SUFFIX) else src.name
+    return src.with_name(Path(base).stem + ".scrubbed.sqlite")
 
 
 def scrub_export(src: str | os.PathLike, dst: str | os.PathLike | None = None) -> ScrubSummary:
     """Write a scrubbed copy of ``src`` to ``dst`` (default ``<name>.scrubbed.sqlite``)."""
     src_p = Path(src)
     dst_p = Path(dst) if dst else default_output(src_p)
-    conn = open_readonly(src_p)  # validates the input; read-only
+    if src_p.name.endswith(XZ_SUFFIX):  # as every analysing command reads it: decompressed first
+        with materialized(src_p) as real:
+            return _scrub_export(real, src_p, dst_p)
+    return _scrub_export(src_p, src_p, dst_p)
+
+
+def _scrub_export(real: Path, src_p: Path, dst_p: Path) -> ScrubSummary:
+    """``scrub_export`` of the SQLite file ``real`` (``src_p`` as the user gave it)."""
+    if dst_p.parent.is_dir() and not os.access(dst_p.parent, os.W_OK):
+        raise TraceReconError(f"{dst_p.parent}: not writable; choose another -o")
+    conn = open_readonly(real, shown=src_p)  # validates the input; read-only
     try:
         read_info(conn, str(src_p))
         if dst_p.exists() and dst_p.resolve() == src_p.resolve():

@@ -18,7 +18,7 @@ import contextlib
 import os
 import re
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -432,7 +432,14 @@ def _no_nvtx(warnings: list[str]) -> NvtxEvents:
 def read_nvtx(conn: sqlite3.Connection, info: ExportInfo, strings: StringTable) -> NvtxEvents:
     """``fetch_nvtx_rows`` and ``parse_nvtx``: all of the NVTX reading that does not need the
     trace end, done while the larger tables are still being read."""
-    return parse_nvtx(fetch_nvtx_rows(conn, info), info, strings)
+    events = parse_nvtx(fetch_nvtx_rows(conn, info), info, strings)
+    if info.has_nvtx:
+        # Rows whose kind is not a whole number (NULL, text, a real: another tool's writer) are
+        # not read at all (the read selects the kinds it knows): said here, as other bad rows are.
+        (untyped,) = conn.execute("select count(*) from NVTX_EVENTS where typeof(eventType) != 'integer'").fetchone()
+        if untyped:
+            events = replace(events, warnings=events.warnings + (f"{info.path}: dropped {untyped} NVTX row(s) whose event type is not a number",))
+    return events
 
 
 def parse_nvtx(rows: NvtxRows, info: ExportInfo, strings: StringTable) -> NvtxEvents:
