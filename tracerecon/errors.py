@@ -40,3 +40,8 @@ class LaunchError(TraceReconError):
 
 class UsageError(TraceReconError):
     """An option value the command cannot use."""
+
+
+def install_hint(extra: str) -> str:
+    """How to install an optional extra, from an index or from a clone of the repository."""
+    return f"pip install 'tracerecon[{extra}]' (in a clone of tracerecon: pip install -e '.[{extra}]')"

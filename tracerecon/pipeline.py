@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from tracerecon.analysis.config import PhaseConfig
-from tracerecon.errors import BadTraceError, TraceReconError, UsageError
+from tracerecon.errors import BadTraceError, TraceReconError, UsageError, install_hint
 from tracerecon.import_ahead import ImportAhead, join_all
 from tracerecon.memory import release_free_memory
 from tracerecon.run_dir import accepted_of_mark, expand_inputs, rank_from_filename, rank_of_mark, read_engine_timers, trace_stem
@@ -375,7 +375,7 @@ def _file_work_on_dask(scheduler: str, args: list[tuple], say: Progress) -> list
     try:
         from distributed import Client, as_completed
     except ImportError:
-        raise UsageError("--dask needs Dask distributed: pip install 'tracerecon[dask]'") from None
+        raise UsageError(f"--dask needs Dask distributed: {install_hint('dask')}") from None
     from tracerecon.cache import enabled
 
     try:

@@ -20,9 +20,9 @@ def _pyplot():
         matplotlib.use("Agg")  # files only: no display over ssh
         import matplotlib.pyplot as plt
     except ImportError:
-        from tracerecon.errors import TraceReconError
+        from tracerecon.errors import TraceReconError, install_hint
 
-        raise TraceReconError("plots need the `plot` extra: pip install 'tracerecon[plot]'") from None
+        raise TraceReconError(f"plots need the `plot` extra: {install_hint('plot')}") from None
     return plt
 
 

@@ -26,11 +26,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracerecon.errors import EXIT_TOOL_MISSING, TraceReconError, UsageError
+from tracerecon.errors import EXIT_TOOL_MISSING, TraceReconError, UsageError, install_hint
 from tracerecon.model import Analysis, RankResult
 
 FORMATS = ("chrome-json", "perfetto")
-PERFETTO_HINT = "pip install 'tracerecon[perfetto]'"
+PERFETTO_HINT = install_hint("perfetto")
 
 # Chrome JSON thread ids of the synthetic tracks inside a rank's process (CPU threads keep their
 # own). Perfetto needs none: those tracks are named children of the process there.

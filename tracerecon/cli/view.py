@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from tracerecon.cli.common import BUNDLED_SAMPLE, add_analysis_command, config_from
-from tracerecon.errors import TraceReconError, UsageError
+from tracerecon.errors import TraceReconError, UsageError, install_hint
 from tracerecon.interrupts import WorkAbandoned
 
 KEYS = "Keys: 1-4 tabs, n/p cycles, g go to cycle, w worst cycle, +/- zoom, arrows pan, a all ranks, r next rank, s sort, / search, ? help, q quit."
@@ -39,7 +39,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         from tracerecon.tui.app import TraceReconApp
     except ImportError:
-        raise TraceReconError("the terminal UI needs the `tui` extra: pip install 'tracerecon[tui]'") from None
+        raise TraceReconError(f"the terminal UI needs the `tui` extra: {install_hint('tui')}") from None
 
     diff_config = config_from(args, [args.diff]) if args.diff else None  # B's own phase maps, as `diff` takes them
     diff_loader = (lambda: api.load([args.diff], diff_config, jobs=args.jobs, scheduler=args.dask)) if args.diff else None
