@@ -238,3 +238,9 @@ def test_scrub_reads_an_xz_export_as_every_command_does(tmp_path):
     out = tmp_path / "report.scrubbed.sqlite"
     assert out.read_bytes()[:16] == b"SQLite format 3\x00"
     assert run_cli("report", str(out)).returncode == 0
+
+
+def test_skipping_every_cycle_is_warned_about():
+    # GIVEN the README's trace (24 cycles) WHEN 1000 are to be skipped THEN a warning, exit 0
+    res = run_cli("report", str(H200 / "eagle_gpu_bound.sqlite"), "--skip-cycles", "1000")
+    assert res.returncode == 0 and "--skip-cycles 1000 leaves out all of its 24 cycle(s)" in res.stderr, res.stderr

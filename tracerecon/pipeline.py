@@ -476,6 +476,8 @@ def _analyze_files(files: list[Path], config: PhaseConfig, say: Progress, jobs: 
         comm = cross.comm_of(s.rank)
         phases, cycles = finish_rank(w, comm.phase_wait_ns if comm is not None else None)
         ranks.append(RankResult(source=s, info=info, ranges=w.ranges, gpu_ops=w.gpu_ops, syncs=w.syncs, phases=phases, cycles=cycles))
+        if config.skip_cycles and cycles.num_rows and config.skip_cycles >= cycles.num_rows:
+            warnings.append(f"rank {s.rank}: --skip-cycles {config.skip_cycles} leaves out all of its {cycles.num_rows} cycle(s): no medians")
     return Analysis(
         ranks=tuple(ranks), inputs=tuple(str(f) for f in files), config=config, warnings=tuple(warnings), cross=cross,
     )
