@@ -108,8 +108,8 @@ def _link(f: Path, tables: TraceTables):
     if not tables.info.has_cuda:
         warnings.append(f"{f}: no CUDA activity in the trace (traced without `-t cuda`, or a CPU-only run): CPU times only")
     linked = link_launches(tables.gpu_ops, tables.api_calls)
-    launches = _kernel_launch_calls(tables.api_calls)
-    if launches and not _kernels_or_graphs(tables.gpu_ops):
+    launches = 0 if _kernels_or_graphs(tables.gpu_ops) else _kernel_launch_calls(tables.api_calls)
+    if launches:
         warnings.append(f"{f}: {launches} kernel launch call(s) but no kernel in the trace (its kernel table is missing or empty): "
                         "GPU times cover copies and memsets only")
     if linked["launch_tid"].null_count:
@@ -135,13 +135,22 @@ def _kernel_launch_calls(api_calls) -> int:
     return int(pc.sum(pc.match_substring_regex(names.cast(pa.string()), r"Launch(Cooperative)?Kernel|GraphLaunch|cuLaunch")).as_py() or 0)
 
 
-def _kernels_or_graphs(gpu_ops) -> int:
+def _kernels_or_graphs(gpu_ops) -> bool:
+    """Whether any GPU op runs code (a kernel or a graph launch): by the kind column's codes."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     if gpu_ops.num_rows == 0:
-        return 0
-    return int(pc.sum(pc.is_in(gpu_ops["kind"].cast("string"), value_set=pa.array(["kernel", "graph"], pa.string()))).as_py() or 0)
+        return False
+    for chunk in gpu_ops["kind"].chunks:
+        if not pa.types.is_dictionary(chunk.type):
+            from tracerecon.analysis.columns import computes
+
+            return bool(computes(gpu_ops).any())
+        codes = [i for i, v in enumerate(chunk.dictionary.to_pylist()) if v in ("kernel", "graph")]
+        idx = chunk.indices.to_numpy(zero_copy_only=False)
+        if any(bool((idx == c).any()) for c in codes):
+            return True
+    return False
 
 
 def _one_run(files: list[Path], sessions: list[tuple]) -> None:
