@@ -244,3 +244,11 @@ def test_skipping_every_cycle_is_warned_about():
     # GIVEN the README's trace (24 cycles) WHEN 1000 are to be skipped THEN a warning, exit 0
     res = run_cli("report", str(H200 / "eagle_gpu_bound.sqlite"), "--skip-cycles", "1000")
     assert res.returncode == 0 and "--skip-cycles 1000 leaves out all of its 24 cycle(s)" in res.stderr, res.stderr
+
+
+def test_an_unreadable_run_json_is_said(tmp_path):
+    # GIVEN a run directory whose run.json is not JSON WHEN reported THEN a warning names it, exit 0
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", tmp_path / "t.sqlite")
+    (tmp_path / "run.json").write_text("{not json")
+    res = run_cli("report", str(tmp_path))
+    assert res.returncode == 0 and "run.json: unreadable" in res.stderr, res.stderr

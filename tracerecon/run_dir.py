@@ -84,6 +84,22 @@ def is_run_dir(path: str | Path) -> bool:
     return (Path(path) / RUN_JSON).is_file()
 
 
+def unreadable_run_json(paths: Sequence[str | Path]) -> list[str]:
+    """The run directories among ``paths`` whose run.json is not a JSON object (its recorded phase
+    maps and rank order are then not used: the caller says so)."""
+    out = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir() and is_run_dir(p):
+            try:
+                ok = isinstance(json.loads((p / RUN_JSON).read_text()), dict)
+            except (OSError, ValueError):
+                ok = False
+            if not ok:
+                out.append(str(p / RUN_JSON))
+    return out
+
+
 def _listed_in_run_json(folder: Path) -> list[Path]:
     try:
         meta = json.loads((folder / RUN_JSON).read_text())

@@ -72,9 +72,12 @@ def config_from(args: argparse.Namespace, inputs: Sequence[str] | None = None) -
     recorded in run.json (``tracerecon run --preset`` / ``--phase``), else the defaults."""
     if getattr(args, "no_cache", False):
         os.environ["TRACERECON_NO_CACHE"] = "1"  # tracerecon.cache reads it; worker processes inherit it
-    from tracerecon.run_dir import recorded_phase_options
+    from tracerecon.run_dir import recorded_phase_options, unreadable_run_json
 
-    recorded = {} if args.phase else (recorded_phase_options(_inputs_of(args) if inputs is None else inputs) or {})
+    given = _inputs_of(args) if inputs is None else inputs
+    for bad in unreadable_run_json(given):
+        say(f"warning: {bad}: unreadable; its recorded phases and rank order are not used")
+    recorded = {} if args.phase else (recorded_phase_options(given) or {})
     try:
         thread = parse_phase_thread(args.phase_thread)
         phases = tuple(args.phase) if args.phase else tuple(recorded.get("phases") or DEFAULT_PHASES)
