@@ -277,3 +277,56 @@ def test_ops_are_put_on_their_stream_no_later_than_their_call_ends_or_they_start
     # 2's draft ends when the kernel without a launch record is done (it started at b+60,
     # before draft's end at b+100, so it was queued before): b..b+250, verify b+250..b+350
     assert got == [(0, "draft", 150), (0, "verify", 200), (1, "draft", 150), (1, "verify", 200), (2, "draft", 250), (2, "verify", 100)]
+
+
+def test_a_phase_range_in_no_cycle_is_no_neighbour_of_the_cycles_phases(tmp_path):
+    # GIVEN thread 1's cycles (b = 1000c us): draft b..b+100 launches a kernel on stream 7
+    # (b+20..b+60) and a copy on stream 8 (b+30..b+200); verify b+100..b+300 a kernel on stream 8
+    # (b+200..b+250). Thread 2 holds a draft range in no cycle: A from 1050 to 2500 us,
+    # launching nothing; B from 50 to 2500 us, launching a kernel on stream 9 (70..2000 us)
+    def build(stray: str) -> list:
+        t = FakeTrace()
+        if stray == "A":
+            t.range("draft", 1050 * U, 2500 * U, tid=2)
+        if stray == "B":
+            t.range("draft", 50 * U, 2500 * U, tid=2)
+            t.kernel(t.call("cudaLaunchKernel", 60 * U, 62 * U, tid=2), 70 * U, 2000 * U, stream=9)
+        for c in range(3):
+            b = c * 1000
+            t.cycle(c, b * U, (b + 100) * U, (b + 300) * U, tid=1)
+            launch(t, b + 10, (b + 20, b + 60), tid=1)
+            t.copy(t.call("cudaMemcpyAsync", (b + 25) * U, (b + 27) * U, tid=1), (b + 30) * U, (b + 200) * U, kind=1, stream=8)
+            t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U, tid=1), (b + 200) * U, (b + 250) * U, stream=8)
+        (rank,) = analyze([t.write(tmp_path / f"t{stray}.sqlite")]).ranks
+        return ([(p["cycle"], p["phase"], p["gpu_ns"] // U, p["stream_id"]) for p in rank.phases.to_pylist() if p["tid"] == 1],
+                [(c["gpu_ns"] // U, c["adds_up"]) for c in rank.cycles.to_pylist()])
+
+    # WHEN analysed without and with each stray range
+    # THEN thread 1 reads the same every time: draft on stream 7 from b to its end read on both
+    # its stream and verify's (done(8, b+100) = b+200, the copy): 200 us; verify on stream 8
+    # b+200..max(b+300, b+250) = 100 us; cycles 300 us, adding up
+    want = ([(c, n, v, s) for c in range(3) for n, v, s in (("draft", 200, 7), ("verify", 100, 8))], [(300, True)] * 3)
+    assert build("") == want
+    assert build("A") == want
+    assert build("B") == want
+
+
+def test_a_stream_wait_counts_from_when_its_call_returned(tmp_path):
+    # GIVEN thread 1's cycles (draft kernel b+20..b+150, verify kernel b+150..b+350 on stream 7)
+    # and thread 2: a kernel on stream 9 (5..5000 us), an event recorded behind it at 6 us, and
+    # cudaStreamWaitEvent(stream 7) on it in a call held up from 10 to 2400 us
+    t = FakeTrace()
+    t.kernel(t.call("cudaLaunchKernel", 1 * U, 3 * U, tid=2), 5 * U, 5000 * U, stream=9)
+    t.event_record(5, 1, 6 * U, 7 * U, tid=2, stream=9)
+    t.stream_wait(5, 1, 10 * U, 2400 * U, tid=2, stream=7)
+    for c in range(3):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 100) * U, (b + 300) * U, tid=1)
+        launch(t, b + 10, (b + 20, b + 150), tid=1)
+        launch(t, b + 110, (b + 150, b + 350), tid=1)
+    # WHEN analysed
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")]).ranks
+    # THEN the wait is on stream 7 from 2400 us, after every boundary of the three cycles (the
+    # last at 2350 us): draft 150 us, verify 200 us each, as without it
+    got = [(p["cycle"], p["phase"], p["gpu_ns"] // U) for p in rank.phases.to_pylist() if p["tid"] == 1]
+    assert got == [(c, n, v) for c in range(3) for n, v in (("draft", 150), ("verify", 200))]

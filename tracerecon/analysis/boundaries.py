@@ -220,7 +220,9 @@ def _event_record_times(event_records: pa.Table, api_calls: pa.Table) -> dict[st
         "stream": int64s(event_records["stream_id"], -1)[ok],
         "event": int64s(event_records["event_id"], -1)[ok],
         "sync": int64s(event_records["event_sync_id"], -1)[ok],
-        "cpu": int64s(api_calls["start_ns"])[call[ok]],
+        # Taken when the record call returned (as a launch is: ``launch_instants``): work queued
+        # on the stream by then is what the event stands for.
+        "cpu": int64s(api_calls["end_ns"])[call[ok]],
     }
 
 
@@ -237,7 +239,7 @@ def _stream_waits(sync_records: pa.Table) -> dict[str, np.ndarray]:
         "stream": int64s(sync_records["stream_id"], -1)[is_wait],
         "event": int64s(sync_records["event_id"], -1)[is_wait],
         "sync": int64s(sync_records["event_sync_id"], -1)[is_wait],
-        "cpu": int64s(sync_records["start_ns"])[is_wait],  # the cudaStreamWaitEvent call
+        "cpu": int64s(sync_records["end_ns"])[is_wait],  # the cudaStreamWaitEvent call, when it returned
     }
 
 
@@ -466,41 +468,50 @@ def phase_boundaries(
     row = clock.stream_index(pid, device, stream)
     for ln in np.unique(line):
         seq = np.flatnonzero(line == ln)  # this timeline's phases, in time order
-        filled = _fill_index(row[seq])
-        srow = row[seq][filled] if len(filled) else row[seq]
-        dev_used[seq] = np.where(srow >= 0, device[seq][filled], -1) if len(filled) else -1
-        stream_used[seq] = np.where(srow >= 0, stream[seq][filled], -1) if len(filled) else -1
-        if (srow < 0).all():
-            continue  # no GPU work in this process: no GPU timeline to share
-        t = cpu_start[seq]
-        cyc = cycle[seq]
-        same_cycle_next = np.r_[(cyc[1:] == cyc[:-1]) & (cyc[:-1] >= 0), False]
-        # A phase ends where the next one of its cycle begins; the last one where its range ends.
-        e = np.where(same_cycle_next, np.r_[t[1:], 0], cpu_end[seq])
-        prev_row = np.r_[-1, srow[:-1]]
-        next_row = np.where(same_cycle_next, np.r_[srow[1:], -1], -1)
-        a = np.maximum.reduce([t, clock.done(srow, t), clock.done(prev_row, t)])
-        z = np.maximum.reduce([e, clock.done(srow, e), clock.done(next_row, e)])
-        start_b[seq], end_b[seq] = _never_backwards(a, z, cyc)
+        in_cycle = cycle[seq] >= 0
+        if in_cycle.all() or not in_cycle.any():
+            parts = [(seq, False)]
+        else:
+            # Phase ranges in no cycle (a range of a phase's name on another thread, a phase
+            # before the first cycle range) are read alone: they are no neighbour of the cycles'
+            # phases, lend them no stream, and move none of their boundaries.
+            parts = [(seq[in_cycle], False), (seq[~in_cycle], True)]
+        for part, alone in parts:
+            filled = _fill_index(row[part])
+            srow = row[part][filled] if len(filled) else row[part]
+            if alone:  # a phase of its own that launched nothing reads the timeline's stream at its time
+                whole = _fill_index(row[seq])
+                at = np.searchsorted(seq, part)
+                srow = np.where(row[part] >= 0, row[part], row[seq][whole][at] if len(whole) else -1)
+                src = np.where(row[part] >= 0, part, seq[whole][at] if len(whole) else part)
+            else:
+                src = part[filled] if len(filled) else part
+            dev_used[part] = np.where(srow >= 0, device[src], -1)
+            stream_used[part] = np.where(srow >= 0, stream[src], -1)
+            if (srow < 0).all():
+                continue  # no GPU work on this timeline: no GPU timeline to share
+            start_b[part], end_b[part] = _read_boundaries(clock, cpu_start[part], cpu_end[part], cycle[part], srow, alone)
     return start_b, end_b, dev_used, stream_used
 
 
-def _never_backwards(a: np.ndarray, z: np.ndarray, cycle: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """One timeline's boundaries (``a``, ``z``: each phase's start and end as read, in time
-    order) made to never run backwards: a running maximum over start, end, start, end, ...
-
-    Only phases of a cycle take part where the timeline has any: a phase range that lies in no
-    cycle (a range of a phase's name on another thread, open for most of the capture; a phase
-    before the first cycle range) keeps its own reading and moves no other phase (a 2 ms stray
-    range set every later phase of the process to 0)."""
-    in_cycle = cycle >= 0
-    if in_cycle.all() or not in_cycle.any():
-        both = np.maximum.accumulate(np.stack([a, z], 1).ravel()).reshape(-1, 2)
-        return both[:, 0], both[:, 1]
-    start, end = a.copy(), np.maximum(a, z)
-    both = np.maximum.accumulate(np.stack([a[in_cycle], z[in_cycle]], 1).ravel()).reshape(-1, 2)
-    start[in_cycle], end[in_cycle] = both[:, 0], both[:, 1]
-    return start, end
+def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc: np.ndarray, srow: np.ndarray,
+                     alone: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The boundaries of a sequence of phases in time order (CPU starts ``t``, ends ``cpu_end``,
+    cycles ``cyc``, stream rows ``srow``): a phase ends where the next one of its cycle begins,
+    each boundary is read on both its phases' streams, and boundaries never run backwards (a
+    running maximum over start, end, start, end, ...). ``alone``: phases that are no neighbours
+    of each other (in no cycle), each read on its own stream from its CPU start to its CPU end."""
+    if alone:
+        a = np.maximum(t, clock.done(srow, t))
+        return a, np.maximum.reduce([a, cpu_end, clock.done(srow, cpu_end)])
+    same_cycle_next = np.r_[(cyc[1:] == cyc[:-1]) & (cyc[:-1] >= 0), False]
+    e = np.where(same_cycle_next, np.r_[t[1:], 0], cpu_end)
+    prev_row = np.r_[-1, srow[:-1]]
+    next_row = np.where(same_cycle_next, np.r_[srow[1:], -1], -1)
+    a = np.maximum.reduce([t, clock.done(srow, t), clock.done(prev_row, t)])
+    z = np.maximum.reduce([e, clock.done(srow, e), clock.done(next_row, e)])
+    both = np.maximum.accumulate(np.stack([a, z], 1).ravel()).reshape(-1, 2)
+    return both[:, 0], both[:, 1]
 
 
 def timelines(pid: np.ndarray, cycle: np.ndarray, tid: np.ndarray | None) -> np.ndarray:
