@@ -252,3 +252,15 @@ def test_an_unreadable_run_json_is_said(tmp_path):
     (tmp_path / "run.json").write_text("{not json")
     res = run_cli("report", str(tmp_path))
     assert res.returncode == 0 and "run.json: unreadable" in res.stderr, res.stderr
+
+
+def test_an_export_directory_given_as_input_is_not_replaced_by_its_own_export(tmp_path):
+    # GIVEN an export directory runs/e1 WHEN exported again into runs (--force) or into itself
+    runs = tmp_path / "runs"
+    assert run_cli("export", str(H200 / "eagle_gpu_bound.sqlite"), "-o", str(runs / "e1")).returncode == 0
+    before = sorted(p.name for p in (runs / "e1").iterdir())
+    for out in (runs, runs / "e1"):
+        res = run_cli("export", str(runs / "e1"), "-o", str(out), "--force")
+        # THEN refused, and the input export is still whole
+        assert_one_line_error(res, "holds the input")
+        assert sorted(p.name for p in (runs / "e1").iterdir()) == before

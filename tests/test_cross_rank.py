@@ -158,3 +158,25 @@ def test_stragglers_leave_out_warm_up_cycles_and_say_when_no_collective_relates_
     assert sum(doc["critical_path"]["rank_counts"].values()) == 15
     # and, nobody having waited for anybody, no rank is called a straggler
     assert "straggler:" not in res.stdout and "last to finish: rank" in res.stdout and "of 15 cycles" in res.stdout
+
+
+def test_a_straggler_line_counts_gated_cycles_apart_from_those_it_only_finished_last():
+    # GIVEN a critical path over 10 cycles: in cycle 0 rank 1 gated an all-reduce (rank 0 waited
+    # 2 ms); in cycles 1-9 no collective related the ranks and rank 1 only ended last
+    from types import SimpleNamespace
+
+    import pyarrow as pa
+
+    from tracerecon import schema
+    from tracerecon.analysis.cross_rank import CrossRank
+    from tracerecon.present import straggler_lines
+
+    rows = {"cycle": list(range(10)), "gating_rank": [1] * 10, "gating_phase": ["verify"] * 10,
+            "how": ["collectives"] + ["latest end"] * 9, "max_wait_ns": [2_000_000] + [0] * 9,
+            "waits_ns": [json.dumps({"0": 2_000_000, "1": 0})] + ["{}"] * 9}
+    cross = CrossRank((), (), schema.empty(schema.COLLECTIVES), pa.table(rows, schema=schema.CRITICAL_PATH))
+    analysis = SimpleNamespace(cross=cross, ranks=[SimpleNamespace(rank=0), SimpleNamespace(rank=1)])
+    # WHEN its straggler lines are written
+    (line,) = straggler_lines(analysis, cross.critical_path_json())
+    # THEN one gated cycle with the 2 ms wait, and the nine others said apart
+    assert line.startswith("straggler: rank 1 gated 1 of 10 cycles") and "waited 2.000 ms" in line and "last to finish in 9 more" in line

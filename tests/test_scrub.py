@@ -143,15 +143,15 @@ def test_scrub_keeps_every_sample_analysis(tmp_path, trace):
 
 
 def test_an_interrupted_scrub_leaves_no_copy_behind(tmp_path, monkeypatch):
-    # GIVEN a scrub interrupted (Ctrl-C) while it scrubs its copy, which still holds every secret
+    # GIVEN a scrub interrupted (Ctrl-C) inside its SQL pass over its copy, which still holds every secret
     import pytest
 
     from tracerecon.nsys import scrub
 
-    def interrupted(path):
+    def interrupted(value, hosts=()):  # what SIGINT does when it lands in scrub's SQL function
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(scrub, "_scrub_in_place", interrupted)
+    monkeypatch.setattr(scrub, "scrub_text", interrupted)
     dst = tmp_path / "out.sqlite"
     # WHEN it runs THEN the interrupt goes through, and neither the output nor a hidden
     # half-scrubbed copy is left in its folder
@@ -172,6 +172,7 @@ def test_secrets_in_blobs_basic_credentials_and_private_keys_are_redacted(tmp_pa
     con.execute("insert into StringIds values (990001, 'curl -H \"Authorization: Basic dXNlcjpodW50ZXIy\" x')")
     con.execute("insert into StringIds values (990002, 'key: -----BEGIN OPENSSH PRIVATE KEY----- b3BlbnNzaC1rZXktdjEAAAAABG5vbmU -----END OPENSSH PRIVATE KEY----- done')")
     con.execute("insert into StringIds values (990003, cast(x'00ff10' || cast('password=hunter2' as blob) as blob))")
+    con.execute("insert into StringIds values (990004, cast('git clone https://alice:S3cretpw@github.com/org/repo' as blob))")
     con.commit()
     con.close()
     # WHEN scrubbed
@@ -181,7 +182,7 @@ def test_secrets_in_blobs_basic_credentials_and_private_keys_are_redacted(tmp_pa
     dump = b"".join(v if isinstance(v, bytes) else str(v).encode() for (v,) in out.execute("select binaryData from NVTX_EVENTS where rowid = 1"))
     dump += b"".join(v if isinstance(v, bytes) else str(v).encode() for (v,) in out.execute("select value from StringIds where id > 990000"))
     # THEN none of the secrets is left, and the blob's other bytes are as they were
-    for secret in (b"hf_abcdefghijklmnopqrstuvwxyz123456", b"dXNlcjpodW50ZXIy", b"b3BlbnNzaC1rZXktdjEAAAAABG5vbmU", b"hunter2"):
+    for secret in (b"hf_abcdefghijklmnopqrstuvwxyz123456", b"dXNlcjpodW50ZXIy", b"b3BlbnNzaC1rZXktdjEAAAAABG5vbmU", b"hunter2", b"S3cretpw"):
         assert secret not in dump
     (blob,) = out.execute("select value from StringIds where id = 990003").fetchone()
     assert blob == b"\x00\xff\x10password=[REDACTED]"

@@ -8,7 +8,6 @@ import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,11 +18,11 @@ from tracerecon.analysis.cross_rank import CrossRank, RankAlignment, RankComm
 from tracerecon.schema import COLLECTIVES, CRITICAL_PATH
 from tracerecon.analysis.config import PhaseConfig
 from tracerecon.analysis.ranks import RankSource
-from tracerecon.errors import BadTraceError, TraceReconError, UsageError
+from tracerecon.errors import BadTraceError, TraceReconError
 from tracerecon.model import Analysis, RankResult
 from tracerecon.nsys.sqlite_export import ExportInfo
 from tracerecon.cores import usable_cores
-from tracerecon.run_dir import MANIFEST_JSON, is_export_dir
+from tracerecon.run_dir import MANIFEST_JSON, is_export_dir, refuse_output_over_inputs
 
 TABLES = ("ranges", "phases", "cycles", "gpu_ops", "syncs", "collectives")
 
@@ -63,16 +62,6 @@ def manifest(analysis: Analysis) -> dict:
         "ranks": ranks,
         "warnings": list(analysis.warnings),
     }
-
-
-def refuse_output_over_inputs(out: Path, inputs: Sequence[str]) -> None:
-    """An output that is an input, or a directory holding one, is refused (``--force`` too):
-    writing it would delete or overwrite the trace."""
-    target = os.path.realpath(out)
-    for f in inputs:
-        real = os.path.realpath(f)
-        if real == target or real.startswith(target.rstrip(os.sep) + os.sep):
-            raise UsageError(f"{out}: holds the input {f}; choose another output (the input is never changed)")
 
 
 def export_parquet(analysis: Analysis, out_dir: str | os.PathLike, force: bool = False) -> dict:

@@ -153,6 +153,20 @@ def _kernels_or_graphs(gpu_ops) -> bool:
     return False
 
 
+def _same_captures(files: list[Path], sessions: list[tuple]) -> list[str]:
+    """Warnings for inputs that hold one capture (the same session start and end): a copy, or
+    an export given compressed and not, read as two ranks (copies of one trace are also how
+    several ranks are benchmarked, so this is no error)."""
+    seen: dict[tuple, Path] = {}
+    out = []
+    for f, (start, end, _) in zip(files, sessions):
+        if start and end:
+            first = seen.setdefault((start, end), f)
+            if first is not f:
+                out.append(f"{first} and {f} hold the same capture (the same session start and end): read as two ranks")
+    return out
+
+
 def _one_run(files: list[Path], sessions: list[tuple]) -> None:
     """Refuse inputs that are not ranks of one run: their sessions (start, start + trace end)
     must overlap in time (ranks of one job run at once; separate runs follow each other).
@@ -457,6 +471,7 @@ def _analyze_files(files: list[Path], config: PhaseConfig, say: Progress, jobs: 
         warnings.extend(w)
     if multi:
         _one_run(files, [session for _, _, session in results])
+        warnings.extend(_same_captures(files, [session for _, _, session in results]))
     work.sort(key=lambda w: w[0].rank)
     if len({w[0].rank for w in work}) != len(work):
         raise BadTraceError("two inputs map to the same rank (" + ", ".join(f"{s.path}: {s.rank}" for s, _, _ in work) + "); rename the files (rank0, rank1, ...)")

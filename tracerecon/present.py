@@ -117,25 +117,29 @@ def straggler_lines(analysis: Analysis, critical_path: dict | None = None, leave
     rows = [i for i, c in enumerate(cols["cycle"]) if c not in leave_out]
     total = len(rows)
     waited: dict[str, int] = {}
-    by_collectives: set[str] = set()
+    gated: dict[str, int] = {}  # cycles a rank gated at a collective
+    last: dict[str, int] = {}  # cycles it only finished last in (no collective related the ranks)
     for i in rows:
         gating = cols["gating_rank"][i]
         if gating is None:
             continue
-        others = sum(v for k, v in json.loads(cols["waits_ns"][i] or "{}").items() if k != str(gating))
-        waited[str(gating)] = waited.get(str(gating), 0) + others
-        if cols["how"][i] == "collectives":
-            by_collectives.add(str(gating))
+        key = str(gating)
+        others = sum(v for k, v in json.loads(cols["waits_ns"][i] or "{}").items() if k != key)
+        waited[key] = waited.get(key, 0) + others
+        counts = gated if cols["how"][i] == "collectives" else last
+        counts[key] = counts.get(key, 0) + 1
     lines = []
     for rank, d in sorted(per_rank.items(), key=lambda kv: (-kv[1]["cycles"], int(kv[0]))):
         phase, k = next(iter(d["phase_counts"].items()), (None, 0))
         where = f", mostly in {phase} ({k} of them)" if phase else ""
-        if rank not in by_collectives:
-            lines.append(f"last to finish: rank {rank} in {d['cycles']} of {total} cycles{where} (no collective between the ranks: none waited for it)")
+        g, n_last = gated.get(rank, 0), last.get(rank, 0)
+        if not g:
+            lines.append(f"last to finish: rank {rank} in {n_last} of {total} cycles{where} (no collective between the ranks: none waited for it)")
             continue
         w = waited.get(rank, 0)
         wait = f"; in those cycles the other ranks waited {w / 1e6:.3f} ms in collectives" if w > 0 else ""
-        lines.append(f"straggler: rank {rank} gated {d['cycles']} of {total} cycles{where}{wait}")
+        more = f"; last to finish in {n_last} more, with no collective between the ranks" if n_last else ""
+        lines.append(f"straggler: rank {rank} gated {g} of {total} cycles{where}{wait}{more}")
     return lines
 
 

@@ -193,3 +193,13 @@ def read_engine_timers(paths: Sequence[str | Path]) -> dict[int, dict[str, float
                 except (ValueError, KeyError, TypeError, OverflowError):
                     continue
     return {r: {ph: round(statistics.median(v), 6) for ph, v in d.items()} for r, d in out.items()}
+
+
+def refuse_output_over_inputs(out: Path, inputs: Sequence[str]) -> None:
+    """An output that is an input, or a directory holding one, is refused (``--force`` too):
+    writing it would delete or overwrite the trace."""
+    target = os.path.realpath(out)
+    for f in inputs:
+        real = os.path.realpath(f)
+        if real == target or real.startswith(target.rstrip(os.sep) + os.sep):
+            raise UsageError(f"{out}: holds the input {f}; choose another output (the input is never changed)")

@@ -479,7 +479,7 @@ def export_timeline(analysis: Analysis, out_file: str | os.PathLike, fmt: str = 
     else:
         writer_of = _ChromeJsonWriter
     out = Path(out_file)
-    from tracerecon.export import refuse_output_over_inputs
+    from tracerecon.run_dir import refuse_output_over_inputs
 
     refuse_output_over_inputs(out, analysis.inputs)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")

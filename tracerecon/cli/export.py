@@ -34,6 +34,11 @@ def main(args: argparse.Namespace) -> int:
         from tracerecon.timeline_export import perfetto_messages
 
         perfetto_messages()  # a missing extra is said before the traces are read
+    from pathlib import Path
+
+    from tracerecon.run_dir import refuse_output_over_inputs
+
+    refuse_output_over_inputs(Path(args.output), args.traces)  # as given (an export directory too), before anything is read
     analysis = load(args.traces, config_from(args), args.jobs, args.dask)
     if args.format in ("chrome-json", "perfetto"):
         counts = api.export_timeline(analysis, args.output, args.format)

@@ -68,6 +68,7 @@ SECRET_OPTION = re.compile(rf"(?i)(--?(?:{_SECRETISH}|{_PERSONAL})\b)(['\"]?(?:\
 # "password hunter2": a secret word, then its value
 SECRET_WORD = re.compile(r"(?i)\b(password|passwd|passphrase|secret|api[_-]?key)(\s+)([^\s'\",;]+)")
 URL = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*)://([^\s'\"<>]*)")
+URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/'\"<>@]+@")  # scheme://user:password@
 IPV4 = re.compile(r"(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?![\d.])")
 IPV6 = re.compile(r"(?i)(?<![\w:])(?:[0-9a-f]{1,4}:){2,7}[0-9a-f]{1,4}(?![\w:])")
 NCCL_PREFIX = re.compile(r"(?m)^([A-Za-z0-9][\w.-]*):(\d+):(\d+) \[")  # NCCL's "host:pid:tid [rank]" log lines
@@ -111,7 +112,7 @@ def scrub_secrets_in_bytes(value):
     if not isinstance(value, bytes) or not value:
         return value
     s = value.decode("latin-1")
-    out = s
+    out = URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}{REDACTED}@", s)
     for pat in SECRET_PATTERNS:
         out = pat.sub(lambda m: (m.group(1) if m.groups() else "") + REDACTED, out)
     out = SECRET_OPTION.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", out)
@@ -197,6 +198,9 @@ def _scrub_export(real: Path, src_p: Path, dst_p: Path) -> ScrubSummary:
         os.replace(tmp, dst_p)
     except sqlite3.DatabaseError as exc:
         _remove(tmp)
+        if _INTERRUPTED_IN_SQL or "interrupt" in str(exc).lower():  # Ctrl-C inside a statement or one of its functions
+            _INTERRUPTED_IN_SQL.clear()
+            raise KeyboardInterrupt from None
         raise TraceReconError(f"{dst_p}: scrub failed ({exc})") from None
     except OSError as exc:
         _remove(tmp)
@@ -205,6 +209,22 @@ def _scrub_export(real: Path, src_p: Path, dst_p: Path) -> ScrubSummary:
         _remove(tmp)
         raise
     return replace(summary, output=str(dst_p))
+
+
+# Set when Ctrl-C lands inside one of scrub's SQL functions: SQLite reports it only as "user-defined
+# function raised exception", which must not read as a failed scrub.
+_INTERRUPTED_IN_SQL: list[bool] = []
+
+
+def _noting_interrupts(fn):
+    def call(value):
+        try:
+            return fn(value)
+        except KeyboardInterrupt:
+            _INTERRUPTED_IN_SQL.append(True)
+            raise
+
+    return call
 
 
 def _remove(path: Path | None) -> None:
@@ -221,8 +241,8 @@ def _scrub_in_place(path: Path) -> ScrubSummary:
     conn.text_factory = lambda b: b.decode("utf-8", "replace")  # non-UTF-8 text is scrubbed too
     tables = db.table_names()
     hosts = hosts_named_in(conn, tables)
-    conn.create_function("tr_scrub", 1, lambda v: scrub_text(v, hosts), deterministic=True)
-    conn.create_function("tr_scrub_bytes", 1, scrub_secrets_in_bytes, deterministic=True)
+    conn.create_function("tr_scrub", 1, _noting_interrupts(lambda v: scrub_text(v, hosts)), deterministic=True)
+    conn.create_function("tr_scrub_bytes", 1, _noting_interrupts(scrub_secrets_in_bytes), deterministic=True)
     # The program's own stdout / stderr: nsys keeps it as strings that ProcessStreams points at.
     if "ProcessStreams" in tables and "StringIds" in tables:
         cols = {c.name for c in db["ProcessStreams"].columns}

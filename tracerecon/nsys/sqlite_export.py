@@ -138,6 +138,9 @@ def materialized(path: str | os.PathLike):
         except (lzma.LZMAError, EOFError, OSError) as exc:
             os.unlink(tmp)
             raise BadTraceError(f"{p}: not a readable .xz file ({exc})") from None
+        except BaseException:  # Ctrl-C while decompressing: no copy of the trace left behind
+            os.unlink(tmp)
+            raise
         try:
             yield Path(tmp)
         finally:
