@@ -156,15 +156,13 @@ def _kernels_or_graphs(gpu_ops) -> bool:
 def _same_captures(files: list[Path], sessions: list[tuple]) -> list[str]:
     """Warnings for inputs that hold one capture (the same session start and end): a copy, or
     an export given compressed and not, read as two ranks (copies of one trace are also how
-    several ranks are benchmarked, so this is no error)."""
-    seen: dict[tuple, Path] = {}
-    out = []
+    several ranks are benchmarked, so this is no error). One warning per such group."""
+    groups: dict[tuple, list[Path]] = {}
     for f, (start, end, _) in zip(files, sessions):
         if start and end:
-            first = seen.setdefault((start, end), f)
-            if first is not f:
-                out.append(f"{first} and {f} hold the same capture (the same session start and end): read as two ranks")
-    return out
+            groups.setdefault((start, end), []).append(f)
+    return [f"{', '.join(map(str, g))} hold the same capture (the same session start and end): read as {len(g)} ranks"
+            for g in groups.values() if len(g) > 1]
 
 
 def _one_run(files: list[Path], sessions: list[tuple]) -> None:
