@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from tracerecon.analysis.cross_rank import CrossRank, RankAlignment, RankComm, RankView
 from tracerecon.analysis.cross_rank import _cycle_ends as library_cycle_ends
-from tracerecon.analysis.nccl import comm_mask
+from tracerecon.analysis.nccl import comm_mask, is_point_to_point
 from tracerecon.analysis.projection import int64s
 from tracerecon.schema import COLLECTIVES, CRITICAL_PATH
 
@@ -32,12 +32,18 @@ def _comm_ops(view: RankView) -> dict[str, np.ndarray]:
     return {"start": start[order], "end": int64s(ops["end_ns"])[idx], "name": names, "phase": int64s(ops["phase_id"], -1)[idx]}
 
 
-def _keys(names: list[str]) -> list[tuple[str, int]]:
-    seen: Counter = Counter()
-    out = []
-    for n in names:
-        out.append((n, seen[n]))
-        seen[n] += 1
+def _keys(names: list[str], start: np.ndarray, end: np.ndarray) -> list[tuple[str, int]]:
+    """(name, k): the k-th kernel of its name, counted in end order for collectives (their
+    kernels end together on every rank) and in start order for sends and receives (the rule
+    changed on 2026-12-01 from start order for all)."""
+    out: list[tuple[str, int] | None] = [None] * len(names)
+    rows: dict[str, list[int]] = {}
+    for i, n in enumerate(names):
+        rows.setdefault(n, []).append(i)
+    for n, idx in rows.items():
+        by = sorted(idx, key=lambda i: ((int(start[i]) if is_point_to_point(n) else int(end[i])), i))
+        for k, i in enumerate(by):
+            out[i] = (n, k)
     return out
 
 
@@ -45,7 +51,7 @@ def analyze_cross_rank(views: list[RankView]) -> CrossRank:
     """Alignment, collective matching, waiting and the per-cycle critical path for ``views``."""
     views = sorted(views, key=lambda v: v.rank)
     comm = {v.rank: _comm_ops(v) for v in views}
-    keyed = {r: {k: i for i, k in enumerate(_keys(c["name"]))} for r, c in comm.items()}
+    keyed = {r: {k: i for i, k in enumerate(_keys(c["name"], c["start"], c["end"]))} for r, c in comm.items()}
     common = set.intersection(*(set(k) for k in keyed.values())) if len(views) > 1 else set()
     common_sorted = sorted(common, key=lambda k: comm[views[0].rank]["start"][keyed[views[0].rank][k]]) if common else []
 
@@ -131,11 +137,25 @@ def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.
     """
     import json
 
+    col = collectives.to_pylist()
+    # Cycles counted as the first rank counts them (2026-12-01): rank r's cycle + its shift, the
+    # most common difference between the first rank's cycle and its own at the collectives.
+    first_rank = views[0].rank if views else None
+    diffs: dict[int, Counter] = {}
+    by_coll: dict[int, dict[int, int | None]] = {}
+    for row in col:
+        by_coll.setdefault(row["collective"], {})[row["rank"]] = row["cycle"]
+    for cyc_of in by_coll.values():
+        c0 = cyc_of.get(first_rank)
+        for rk, c in cyc_of.items():
+            if c0 is not None and c is not None:
+                diffs.setdefault(rk, Counter())[c0 - c] += 1
+    shift = {v.rank: (min(d for d, n in diffs[v.rank].items() if n == max(diffs[v.rank].values())) if v.rank in diffs else 0) for v in views}
+    col = [{**row, "cycle": row["cycle"] + shift[row["rank"]] if row["cycle"] is not None and row["cycle"] + shift[row["rank"]] >= 0 else None} for row in col]
     cycles: set[int] = set()
     for v in views:
         if v.phases.num_rows:
-            cycles |= {c for c in v.phases["cycle"].to_pylist() if c is not None}
-    col = collectives.to_pylist()
+            cycles |= {c + shift[v.rank] for c in v.phases["cycle"].to_pylist() if c is not None and c + shift[v.rank] >= 0}
     phase_names = {v.rank: v.phases["phase"].to_pylist() if v.phases.num_rows else [] for v in views}
     # One entry per collective: where its last arrival was (rank, phase instance, cycle).
     by_cycle: dict[int, list[dict]] = {}
@@ -152,7 +172,7 @@ def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.
         waits_by_cycle.setdefault(c, Counter())[row["rank"]] += row["wait_ns"]
         if lr is row:
             by_cycle.setdefault(c, []).append(row)
-    per_cycle = {v.rank: _cycle_ends(v, offsets.get(v.rank, 0)) for v in views}
+    per_cycle = {v.rank: {c + shift[v.rank]: x for c, x in _cycle_ends(v, offsets.get(v.rank, 0)).items()} for v in views}
     # Each rank's lateness at each collective (its arrival after the first rank's), to see
     # how much lateness a collective's last rank newly brought: its skew minus the lateness
     # that rank already had at the collective before.
@@ -173,7 +193,7 @@ def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.
             how = "collectives"
         else:
             ends = {rk: per_cycle[rk][c][0] for rk in per_cycle if c in per_cycle[rk]}
-            if not ends:
+            if len(ends) < min(2, len(views)):  # a cycle of one rank alone (2026-12-01)
                 continue
             gating = max(ends, key=lambda k: (ends[k], -k))
             phase = per_cycle[gating][c][1]

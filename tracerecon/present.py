@@ -63,9 +63,11 @@ def build_report(analysis: Analysis) -> Report:
             phases=tuple(summarize_phases(r.phases, analysis.config.labels(), r.cycles)),
             cycles=summarize_cycles(r.cycles, r.phases),
         ))
-    # Warm-up cycles (of any rank) are left out of the stragglers' counts, as out of every median.
-    warm = frozenset(c for r in analysis.ranks if r.cycles.num_rows and "warmup" in r.cycles.column_names
-                     for c, w in zip(r.cycles["cycle"].to_pylist(), r.cycles["warmup"].to_pylist()) if w)
+    # Warm-up cycles are left out of the stragglers' counts, as out of every median; the critical
+    # path counts cycles as the first rank does, so its warm-up cycles are the ones.
+    first = analysis.ranks[0] if analysis.ranks else None
+    warm = frozenset(c for c, w in zip(first.cycles["cycle"].to_pylist(), first.cycles["warmup"].to_pylist()) if w) \
+        if first is not None and first.cycles.num_rows and "warmup" in first.cycles.column_names else frozenset()
     critical = cross.critical_path_json(warm) if cross else {"rank_counts": {}, "phase_counts": {}, "by_rank": {}}
     return Report(ranks=tuple(ranks), critical_path=critical, straggler_lines=tuple(straggler_lines(analysis, critical, warm)),
                   warnings=tuple(analysis.warnings), engine_timers=dict(analysis.engine_timers), cross_rank=cross is not None)

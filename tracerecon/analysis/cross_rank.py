@@ -20,7 +20,7 @@ at most its kernel's duration); the rest of the kernel is communication.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
@@ -111,13 +111,19 @@ def _comm_ops(view: RankView, name_codes: dict[str, int]) -> dict[str, np.ndarra
     names = (ops["name"].take(pa.array(idx)).cast(pa.string()).combine_chunks() if len(idx) else pa.array([], pa.string())).dictionary_encode()
     local = [name_codes.setdefault(n, len(name_codes)) for n in names.dictionary.to_pylist()]
     code = np.asarray(local, dtype=np.int64)[names.indices.to_numpy(zero_copy_only=False)] if len(idx) else empty
-    # The k-th kernel of each name: its rank within its name's kernels, in start order.
-    by_name = np.argsort(code, kind="stable")
+    # The k-th kernel of each name: its rank within its name's kernels, in end order for
+    # collectives (one collective's kernels end together on every rank, while ranks may start
+    # two of them in either order: one NCCL stream on a rank, two at once on another), in start
+    # order for sends and receives (their ends differ by the transfer).
+    end = int64s(ops["end_ns"])[idx]
+    p2p_name = np.array([is_point_to_point(n) for n in names.dictionary.to_pylist()] + [False], dtype=bool)
+    p2p = p2p_name[names.indices.to_numpy(zero_copy_only=False)] if len(idx) else np.zeros(0, bool)
+    by_name = np.lexsort((np.where(p2p, start[order], end), code))
     sorted_code = code[by_name]
     group_first = np.flatnonzero(np.r_[True, sorted_code[1:] != sorted_code[:-1]]) if len(code) else empty
     nth = np.empty(len(code), np.int64)
     nth[by_name] = np.arange(len(code)) - np.repeat(group_first, np.diff(np.r_[group_first, len(code)]))
-    return {"start": start[order], "end": int64s(ops["end_ns"])[idx], "phase": int64s(ops["phase_id"], -1)[idx], "key": code << 40 | nth}
+    return {"start": start[order], "end": end, "phase": int64s(ops["phase_id"], -1)[idx], "key": code << 40 | nth}
 
 
 def analyze_cross_rank(views: list[RankView]) -> CrossRank:
@@ -373,6 +379,20 @@ class _Arrivals:
     cycle: np.ndarray  # its cycle (-1: none)
 
 
+def cycle_shifts(cycle: np.ndarray) -> np.ndarray:
+    """Per rank (rows of ``cycle``: each rank's cycle at each matched collective, -1 none): what
+    to add to its cycle numbers to count them as the first rank does, the most common difference
+    over the collectives both ran in a cycle (0 where they share none)."""
+    n = cycle.shape[0]
+    out = np.zeros(n, dtype=np.int64)
+    for r in range(1, n):
+        both = (cycle[0] >= 0) & (cycle[r] >= 0)
+        if both.any():
+            values, counts = np.unique(cycle[0][both] - cycle[r][both], return_counts=True)
+            out[r] = values[np.argmax(counts)]
+    return out
+
+
 def _cycle_ends(view: RankView, offset: int) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
     """Per cycle of one rank, in cycle order: (cycles, the aligned end of its GPU work, else of
     its CPU ranges, its longest phase: the first of the largest GPU time, else CPU time where it
@@ -412,11 +432,17 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
     picks whichever rank happens to launch more slowly. Without collectives: the
     rank whose GPU work ended last, in its longest phase.
     """
+    # Cycles are numbered in the first rank's count: another rank's cycle k is its first's
+    # k + shift, the shift its collectives show (a capture begun cycles later numbers its
+    # cycles from 0 all the same).
+    shift = cycle_shifts(arr.cycle)
+    shifted = arr.cycle + shift[:, None]
+    arr = replace(arr, cycle=np.where((arr.cycle >= 0) & (shifted >= 0), shifted, -1))  # before the first rank's first: none
     cycles: set[int] = set()
-    for v in views:
+    for r, v in enumerate(views):
         if v.phases.num_rows:
-            cycles |= set(np.unique(int64s(v.phases["cycle"], -1)).tolist())
-    cycles.discard(-1)
+            own = np.unique(int64s(v.phases["cycle"], -1))
+            cycles |= set(x for x in (own[own >= 0] + shift[r]).tolist() if x >= 0)
     n_ranks, m = arr.aligned.shape
     cols = np.arange(m)
     # A collective counts in the cycle of its last arrival's phase; each rank's wait in it also
@@ -453,13 +479,16 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
     longest = np.full((n_ranks, n_c), None, dtype=object)
     for r, v in enumerate(views):
         c_r, e_r, names_r = _cycle_ends(v, int(offset[r]))
+        c_r = c_r + shift[r]
+        keep_r = c_r >= 0
+        c_r, e_r, names_r = c_r[keep_r], e_r[keep_r], [n for n, k in zip(names_r, keep_r.tolist()) if k]
         at = np.searchsorted(cyc, c_r)
         ends[r, at], has[r, at], longest[r, at] = e_r, True, names_r
     latest = np.argmax(np.where(has, ends, I64_MIN), axis=0) if n_c else np.zeros(0, np.int64)
     gating_row = latest.copy()
     gating_phase = longest[latest, np.arange(n_c)] if n_c else np.zeros(0, object)
     how = np.full(n_c, "latest end", dtype=object)
-    keep = has.any(axis=0) if n_ranks else np.zeros(n_c, bool)
+    keep = (has.sum(axis=0) >= min(2, n_ranks)) if n_ranks else np.zeros(n_c, bool)  # a cycle of one rank alone has no critical path
     # With collectives: the last rank at the one that brought the most new lateness, in the
     # phase it ran there.
     if worst:
