@@ -11,6 +11,17 @@ import pytest
 from conftest import H200, PUBLIC, need_public, run_cli
 
 
+def edited_copy(tmp_path, sql: str):
+    """A copy of the README's trace with ``sql`` run on it."""
+    p = tmp_path / "t.sqlite"
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", p)
+    con = sqlite3.connect(p)
+    con.execute(sql)
+    con.commit()
+    con.close()
+    return p
+
+
 def assert_one_line_error(res, needle):
     assert res.returncode == 2, (res.returncode, res.stderr)
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
@@ -140,12 +151,7 @@ def test_an_output_that_holds_the_input_is_refused_even_with_force(tmp_path):
 ])
 def test_metadata_of_the_wrong_type_is_read_as_missing(tmp_path, sql):
     # GIVEN an export whose metadata table holds a value of another type (another tool's writer)
-    p = tmp_path / "t.sqlite"
-    shutil.copy(H200 / "eagle_gpu_bound.sqlite", p)
-    con = sqlite3.connect(p)
-    con.execute(sql)
-    con.commit()
-    con.close()
+    p = edited_copy(tmp_path, sql)
     # WHEN reported THEN the same phase numbers as the original, exit 0
     res, want = run_cli("report", "--json", str(p)), run_cli("report", "--json", str(H200 / "eagle_gpu_bound.sqlite"))
     assert res.returncode == 0, res.stderr
@@ -208,12 +214,7 @@ def test_a_rank_without_phases_is_warned_about_when_others_have_them(tmp_path):
 ])
 def test_rows_not_read_are_said(tmp_path, sql, needle):
     # GIVEN an export whose kernels are gone, or some of whose NVTX rows have a kind that is no number
-    p = tmp_path / "t.sqlite"
-    shutil.copy(H200 / "eagle_gpu_bound.sqlite", p)
-    con = sqlite3.connect(p)
-    con.execute(sql)
-    con.commit()
-    con.close()
+    p = edited_copy(tmp_path, sql)
     # WHEN reported THEN a partial result with a warning saying what was not read
     res = run_cli("report", str(p))
     assert res.returncode == 0 and needle in res.stderr, res.stderr

@@ -20,6 +20,7 @@ from collections import defaultdict
 import numpy as np
 
 from tracerecon.analysis.columns import thread_keys
+from tracerecon.analysis.intervals import last_reaching
 from tracerecon.analysis.config import SAME
 
 def cross_thread_phases(pid: np.ndarray, tid: np.ndarray, name: list[str], own_ops: np.ndarray, mode: str | int) -> np.ndarray:
@@ -90,25 +91,5 @@ def stream_deciding_ops(op_pid: np.ndarray, op_tid: np.ndarray, computes: np.nda
 
 def _latest_open(ends: np.ndarray, pos: np.ndarray, t: np.ndarray) -> np.ndarray:
     """For each query: the largest j <= ``pos`` with ``ends[j] > t`` (-1: none); ``ends`` in
-    the spans' start order. A table of range maxima of the ends (2**k spans ending at each j)
-    lets every query skip back over closed spans in log2(n) steps at once."""
-    n = len(ends)
-    pos = np.asarray(pos, dtype=np.int64).copy()
-    if n == 0 or len(pos) == 0:
-        return np.full(len(pos), -1, dtype=np.int64)
-    maxima = [np.asarray(ends, dtype=np.int64)]
-    width = 1
-    while width < n:
-        prev = maxima[-1]
-        cur = prev.copy()
-        np.maximum(prev[width:], prev[:-width], out=cur[width:])  # spans j-2w+1 .. j (from 0 near the top)
-        maxima.append(cur)
-        width *= 2
-    for k in range(len(maxima) - 1, -1, -1):
-        live = pos >= 0
-        closed = np.zeros(len(pos), dtype=bool)
-        closed[live] = maxima[k][pos[live]] <= t[live]
-        pos[closed] -= 1 << k
-    found = pos >= 0
-    found[found] = maxima[0][pos[found]] > t[found]
-    return np.where(found, pos, -1)
+    the spans' start order (``intervals.last_reaching``)."""
+    return last_reaching(np.asarray(ends, dtype=np.int64), pos, np.asarray(t, dtype=np.int64), strict=True)

@@ -114,3 +114,35 @@ def count_distinct_per_group(keys: np.ndarray, which: np.ndarray, n_groups: int)
     dense = np.searchsorted(codes, keys)
     packed = np.unique(which * len(codes) + dense)
     return np.bincount(packed // len(codes), minlength=n_groups).astype(np.int64)
+
+
+def last_reaching(values: np.ndarray, pos: np.ndarray, threshold: np.ndarray, lowest: np.ndarray | None = None,
+                  strict: bool = False) -> np.ndarray:
+    """For each query q: the largest j <= ``pos[q]`` (and >= ``lowest[q]``) with ``values[j] >=
+    threshold[q]`` (``>`` where ``strict``); -1 where there is none. A table of range maxima
+    (2**k rows ending at each j) lets every query skip back over rows below its threshold in
+    log2(n) steps at once; it is only as deep as the longest span a query may search."""
+    n = len(values)
+    pos = np.asarray(pos, dtype=np.int64).copy()
+    if n == 0 or len(pos) == 0:
+        return np.full(len(pos), -1, dtype=np.int64)
+    low = np.zeros(len(pos), dtype=np.int64) if lowest is None else np.asarray(lowest, dtype=np.int64)
+    span = int((pos - low).max()) + 1
+    maxima = [np.asarray(values)]
+    width = 1
+    while width < span:
+        prev = maxima[-1]
+        cur = prev.copy()
+        np.maximum(prev[width:], prev[:-width], out=cur[width:])  # rows j-2w+1 .. j (from 0 near the top)
+        maxima.append(cur)
+        width *= 2
+    for k in range(len(maxima) - 1, -1, -1):
+        live = pos >= 0
+        short = np.zeros(len(pos), dtype=bool)
+        m = maxima[k][pos[live]]
+        short[live] = (m <= threshold[live]) if strict else (m < threshold[live])
+        pos[short] -= 1 << k
+    found = (pos >= 0) & (pos >= low)
+    hit = values[pos[found]]
+    found[found] = (hit > threshold[found]) if strict else (hit >= threshold[found])
+    return np.where(found, pos, -1)

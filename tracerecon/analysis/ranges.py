@@ -6,6 +6,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracerecon import schema
+from tracerecon.analysis.intervals import last_reaching
 from tracerecon.analysis.projection import LaunchIndex, int64s, project
 
 
@@ -50,28 +51,8 @@ def _style_is(col: pa.ChunkedArray | pa.Array, value: str) -> np.ndarray:
 
 def _previous_at_least(values: np.ndarray, lowest: np.ndarray) -> np.ndarray:
     """For each row i: the largest j < i, j >= ``lowest[i]``, with ``values[j] >= values[i]``;
-    -1 where there is none. A table of range maxima (2**k rows ending at each j) lets every row
-    skip back over the rows below its value in log2(n) steps at once."""
-    n = len(values)
-    maxima = [values]
-    width = 1
-    # No search goes back past its row's ``lowest``: levels up to the longest such span do.
-    span = int((np.arange(n) - lowest).max()) + 1 if n else 0
-    while width < span:
-        prev = maxima[-1]
-        cur = prev.copy()
-        np.maximum(prev[width:], prev[:-width], out=cur[width:])  # rows j-2w+1 .. j (from 0 near the top)
-        maxima.append(cur)
-        width *= 2
-    pos = np.arange(n) - 1
-    for k in range(len(maxima) - 1, -1, -1):
-        live = pos >= 0
-        below = np.zeros(n, dtype=bool)
-        below[live] = maxima[k][pos[live]] < values[live]
-        pos[below] -= 1 << k
-    found = (pos >= 0) & (pos >= lowest)
-    found[found] = values[pos[found]] >= values[found]
-    return np.where(found, pos, -1)
+    -1 where there is none (``intervals.last_reaching``)."""
+    return last_reaching(values, np.arange(len(values)) - 1, values, lowest)
 
 
 def _depth(parent: np.ndarray) -> np.ndarray:
