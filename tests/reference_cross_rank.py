@@ -51,6 +51,16 @@ def analyze_cross_rank(views: list[RankView]) -> CrossRank:
     """Alignment, collective matching, waiting and the per-cycle critical path for ``views``."""
     views = sorted(views, key=lambda v: v.rank)
     comm = {v.rank: _comm_ops(v) for v in views}
+    silent = [v for v in views if not comm[v.rank]["name"]]
+    if silent and len(views) - len(silent) >= 2:
+        # (Rule added on 2026-12-01) ranks that ran no communication kernel are left out of
+        # the matching; they keep their clock's alignment and count no communication.
+        talking = [v for v in views if comm[v.rank]["name"]]
+        cross = analyze_cross_rank(talking)
+        extra = _align([talking[0]] + silent, {**comm}, {v.rank: {} for v in [talking[0]] + silent}, [])[1:]
+        comm_extra = [RankComm(rank=v.rank, comm_ns=0, wait_ns=0, n_collectives=0, phase_wait_ns=np.zeros(v.phases.num_rows, dtype=np.int64)) for v in silent]
+        return CrossRank(tuple(sorted(list(cross.alignment) + extra, key=lambda a: a.rank)), tuple(sorted(list(cross.comm) + comm_extra, key=lambda c: c.rank)),
+                         cross.collectives, cross.critical_path)
     keyed = {r: {k: i for i, k in enumerate(_keys(c["name"], c["start"], c["end"]))} for r, c in comm.items()}
     common = set.intersection(*(set(k) for k in keyed.values())) if len(views) > 1 else set()
     common_sorted = sorted(common, key=lambda k: comm[views[0].rank]["start"][keyed[views[0].rank][k]]) if common else []

@@ -101,6 +101,7 @@ def _read_tables(f: Path, while_reading: Sequence[str] = ()) -> TraceTables:
 
 def _link(f: Path, tables: TraceTables):
     """The export's tables, its GPU ops linked to their launching calls, and its warnings."""
+    from tracerecon.analysis.columns import launches_never_run
     from tracerecon.analysis.projection import link_launches
     from tracerecon.nsys.sqlite_export import read_all_api_calls
 
@@ -118,21 +119,19 @@ def _link(f: Path, tables: TraceTables):
         linked = link_launches(tables.gpu_ops, tables.api_calls)
         if linked["launch_tid"].null_count:
             warnings.append(f"{f}: {linked['launch_tid'].null_count} GPU op(s) have no launching API call in the trace; they belong to no range")
+    unrun = launches_never_run(tables.api_calls, linked)
+    if len(unrun):
+        start = int(tables.api_calls["start_ns"][int(unrun[0])].as_py())
+        warnings.append(f"{f}: the last {len(unrun)} kernel launch(es), from {(tables.trace_end_ns - start) / 1e6:.3f} ms before the trace's end, "
+                        "have no GPU work in the trace (the capture ended before it ran or was recorded): phases there read short")
     return tables, linked, warnings
 
 
 def _kernel_launch_calls(api_calls) -> int:
     """How many of the API calls launch kernels or graphs."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    from tracerecon.analysis.columns import is_launch_call
 
-    if api_calls.num_rows == 0:
-        return 0
-    names = api_calls["name"].combine_chunks() if isinstance(api_calls["name"], pa.ChunkedArray) else api_calls["name"]
-    if pa.types.is_dictionary(names.type):
-        hits = pc.match_substring_regex(names.dictionary.cast(pa.string()), r"Launch(Cooperative)?Kernel|GraphLaunch|cuLaunch")
-        return int(pc.sum(pc.take(hits, names.indices)).as_py() or 0)
-    return int(pc.sum(pc.match_substring_regex(names.cast(pa.string()), r"Launch(Cooperative)?Kernel|GraphLaunch|cuLaunch")).as_py() or 0)
+    return int(is_launch_call(api_calls).sum())
 
 
 def _kernels_or_graphs(gpu_ops) -> bool:
@@ -240,6 +239,7 @@ def _file_work_uncached(f: Path, config: PhaseConfig, multi: bool, rank_hint: in
 def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, rank_hint: int | None, order: int) -> tuple[list, list[str], tuple]:
     """``_file_work_uncached`` once the export's tables are read."""
     from tracerecon.analysis.projection import int64s
+    from tracerecon.analysis.phases import phases_past_their_cycle
     from tracerecon.analysis.rank import RankTables, own_rank
     from tracerecon.analysis.ranks import RankSource, processes_in_file, select_pids
 
@@ -268,7 +268,14 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
             sync_records=select_pids(tables.sync_records, pids), event_records=select_pids(tables.event_records, pids),
             accepted_marks=accepted,
         )
-        out.append((RankSource(rank, str(f), tuple(pids), how), tables.info, own_rank(rt, rank, config)))
+        work = own_rank(rt, rank, config)
+        out.append((RankSource(rank, str(f), tuple(pids), how), tables.info, work))
+        past = phases_past_their_cycle(work.phase_inputs.ranges, work.phase_inputs.phase_rows, work.phase_inputs.cycle, work.cycle_rows)
+        if len(past):
+            first = int(past[0])
+            warnings.append(f"{f}{f' (rank {rank})' if len(splits) > 1 else ''}: {len(past)} phase range(s) start inside a cycle range and end "
+                            f"after it (first: {work.phase_inputs.labels[first]!r}): they belong to no cycle, are read alone and counted in no cycle's "
+                            "GPU time")
     session = (tables.info.session_start_utc_ns if not tables.info.time_normalized else None, tables.trace_end_ns, tables.info.nsys_version)
     return out, warnings, session
 

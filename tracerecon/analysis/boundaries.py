@@ -57,6 +57,7 @@ class StreamClock:
     join_cpu: np.ndarray
     join_into: np.ndarray
     join_from: np.ndarray
+    join_record_cpu: np.ndarray  # when the record each wait names was made
 
     def stream_index(self, pid: np.ndarray, device: np.ndarray, stream: np.ndarray) -> np.ndarray:
         """Row of ``keys`` for each (pid, device, stream); -1 where the stream has no work."""
@@ -188,6 +189,7 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
         join_cpu=np.array([w_cpu[i] for i, _, _ in resolved], dtype=np.int64),
         join_into=np.array([w_stream[i] for i, _, _ in resolved], dtype=np.int64),
         join_from=rec_s,
+        join_record_cpu=rec_t,
     )
 
 
@@ -330,7 +332,12 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     there the caller must fork first within the phase (the first wait between them is S
     waiting for C) and join S back within it, so only one of the two can be the other's
     caller; S's ops then count as forked from that first fork on, also those launched after a
-    join without a new fork. Repeated for nested forks; a stream with no ops at all passes a phase on to the
+    join without a new fork. Where S only ever waits for C and C never for S (SGLang's forward
+    stream and the scheduler's default stream), no such doubt arises: a fork within the phase
+    (``wait_stream``: the record on C and the wait both made in the phase, C given no work in
+    the phase before the record) is enough, as for a stream that only copies; waiting for a
+    record made before the phase (another thread's event), or for work C was just given in the
+    phase (an input stream preparing the phase's inputs), is S consuming C's results, no fork. Repeated for nested forks; a stream with no ops at all passes a phase on to the
     stream it was forked off within the phase (NCCL's stream forked off an empty side stream). Returns (device, stream) per phase; unchanged where the phase
     launched nothing or its stream was no side stream."""
     device = np.asarray(device, dtype=np.int64).copy()
@@ -383,7 +390,14 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
                 if len(on_side) == 0:
                     continue
                 ph_of = o_phase[on_side]
-                if compute_streams[side]:
+                # Two computing streams that wait for each other in turn need the fork-and-join
+                # rule below; where only the side ever waits for the other (SGLang's forward
+                # stream waits for the scheduler's default stream each batch, which never waits
+                # back: the CPU syncs on an event instead), nothing makes the other look forked
+                # off the side, and each of the side's ops launched after a fork within the
+                # phase runs for the caller, joined back or not, as a copy stream's do.
+                two_way = compute_streams[side] and bool((into[waits] != side).any())
+                if two_way:
                     # Two computing streams wait for each other in turn, so either can look
                     # forked off the other: the caller forks first within the phase (the first
                     # wait between them is the side waiting for it) and joins back within it
@@ -396,8 +410,20 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
                     last = np.searchsorted(w_cpu, o_launch[on_side], side="left") - 1
                     fork = waits[np.maximum(last, 0)]
                     forked = (last >= 0) & (into[fork] == side) & (cpu[fork] >= cpu_start[ph_of]) & (o_launch[on_side] != I64_MIN)
+                    if compute_streams[side]:
+                        # A computing stream that waits for the other consumes its results
+                        # unless that is ``wait_stream`` from a caller with nothing new queued:
+                        # the record made within the phase (a record made before it is another
+                        # thread's event: a worker waiting for the drafter), and no op launched
+                        # on the other stream within the phase before the record (an input
+                        # stream that prepares the phase's inputs and is waited for is a
+                        # producer, not the caller).
+                        rec_at = clock.join_record_cpu[fork]
+                        other_ops = clock.op_launch[other]
+                        fresh = np.searchsorted(other_ops, rec_at, side="left") > np.searchsorted(other_ops, cpu_start[ph_of], side="left")
+                        forked &= (rec_at >= cpu_start[ph_of]) & ~fresh
                 ok = np.bincount(ph_of[forked], minlength=len(row)) == n_mine  # every op forked
-                if compute_streams[side]:
+                if two_way:
                     nxt = np.searchsorted(w_cpu, o_launch[on_side], side="right")
                     join = waits[np.minimum(nxt, len(waits) - 1)]
                     closed = forked & (nxt < len(waits)) & (into[join] == other) & (cpu[join] < cpu_end[ph_of])

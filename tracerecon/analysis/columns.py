@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pyarrow as pa
 
-from tracerecon.analysis.projection import equals, string_mask
+from tracerecon.analysis.projection import I64_MIN, equals, int64s, string_mask
 from tracerecon.analysis.syncs import base_api_name
 
 GRAPH_LAUNCH_APIS = ("cudaGraphLaunch", "cuGraphLaunch")
+# API calls that launch a kernel or a graph (runtime and driver, every version suffix).
+_LAUNCH_CALL = re.compile(r"Launch(Cooperative)?Kernel|GraphLaunch|cuLaunch")
 
 
 def quantile_ms(values, q: float = 0.5) -> float | None:
@@ -52,3 +56,34 @@ def thread_keys(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     """One int64 per (process, thread): thread ids are 32-bit."""
     return (np.asarray(pid, np.int64) << 32) | (np.asarray(tid, np.int64) & 0xFFFFFFFF)
 
+
+
+def is_launch_call(api_calls: pa.Table) -> np.ndarray:
+    """API calls that launch a kernel or a graph."""
+    if api_calls.num_rows == 0:
+        return np.zeros(0, dtype=bool)
+    return string_mask(api_calls["name"], lambda n: _LAUNCH_CALL.search(n) is not None)
+
+
+def launches_never_run(api_calls: pa.Table, linked_ops: pa.Table) -> np.ndarray:
+    """Rows of ``api_calls``: kernel and graph launches made after the last API call of their
+    process that put any GPU op in the trace (``linked_ops``: ops with their launching calls,
+    ``projection.link_launches``), so none of them has one. The capture ended before their work
+    ran or its records were written (a timed capture, a process killed, a profiler range
+    closed), and the phases that launched them read short. (Launches inside a stream capture
+    run nothing too, but come before the graph's replays.) A process none of whose calls put an
+    op in the trace is not counted (no kernel table at all is its own warning)."""
+    if api_calls.num_rows == 0 or linked_ops.num_rows == 0:
+        return np.zeros(0, dtype=np.int64)
+    op_pid = int64s(linked_ops["pid"])
+    op_call = int64s(linked_ops["launch_start_ns"], I64_MIN)
+    # Each process's last call with an op (one process, the usual case, needs no sort).
+    pids = op_pid[:1] if op_pid.min() == op_pid.max() else np.unique(op_pid)
+    last = np.array([op_call[op_pid == p].max() if len(pids) > 1 else op_call.max() for p in pids.tolist()], dtype=np.int64)
+    a_pid, a_start = int64s(api_calls["pid"]), int64s(api_calls["start_ns"])
+    # Calls after their process's last call with an op, then those of them that launch.
+    slot = np.minimum(np.searchsorted(pids, a_pid), len(pids) - 1)
+    late = np.flatnonzero((pids[slot] == a_pid) & (a_start > last[slot]) & (last[slot] != I64_MIN))
+    if len(late) == 0:
+        return late.astype(np.int64)
+    return late[is_launch_call(api_calls.take(pa.array(late)))]

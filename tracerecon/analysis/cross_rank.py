@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from tracerecon.analysis.nccl import comm_mask, is_point_to_point
 from tracerecon.schema import COLLECTIVES, CRITICAL_PATH
-from tracerecon.analysis.projection import I64_MIN, int64s
+from tracerecon.analysis.projection import I64_MIN, equals, int64s
 
 
 @dataclass(frozen=True)
@@ -135,6 +135,13 @@ def analyze_cross_rank(views: list[RankView]) -> CrossRank:
     views = sorted(views, key=lambda v: v.rank)
     name_codes: dict[str, int] = {}
     comm = [_comm_ops(v, name_codes) for v in views]
+    whole = [v.rank for v in views if v.gpu_ops.num_rows and equals(v.gpu_ops["kind"], "graph").any()] if len(views) > 1 else []
+    unseen = [f"rank{'s' if len(whole) > 1 else ''} {', '.join(map(str, whole))} traced CUDA graphs whole (nsys --cuda-graph-trace=graph): "
+              "collectives inside graphs are not seen, so they are neither matched nor waited for (trace with --cuda-graph-trace=node)"] if whole else []
+    silent = [v for v, c in zip(views, comm) if len(c["key"]) == 0]
+    if silent and len(views) - len(silent) >= 2:
+        cross = _without_silent_ranks(views, silent)
+        return replace(cross, warnings=tuple(unseen) + cross.warnings)
     names = sorted(name_codes, key=name_codes.get)
     p2p = np.array([is_point_to_point(n) for n in names], dtype=bool)  # per name code
     comm, warnings = _match_ordinals(views, comm, names, p2p)
@@ -197,7 +204,30 @@ def analyze_cross_rank(views: list[RankView]) -> CrossRank:
         for r, (v, c) in enumerate(zip(views, comm))
     )
     arrivals = _Arrivals(rank_ids, aligned, first, last, last_pos, wait, phase, cycle)
-    return CrossRank(tuple(alignment), comm_stats, collectives, _critical_path(views, arrivals, offset), tuple(warnings))
+    return CrossRank(tuple(alignment), comm_stats, collectives, _critical_path(views, arrivals, offset), tuple(unseen + warnings))
+
+
+def _without_silent_ranks(views: list[RankView], silent: list[RankView]) -> CrossRank:
+    """Collectives matched among the ranks that ran communication kernels, where some ran none
+    (a process of another role traced with the tensor-parallel ranks, a trace taken without its
+    NCCL kernels): matched against every rank, each collective would be one no rank lacks, and
+    there would be none. The silent ranks are left out of the collectives and the critical path
+    (said in a warning), keep their alignment on the same timeline (their clock's, collectives
+    cannot refine it) and count no communication."""
+    talking = [v for v in views if all(v is not s for s in silent)]
+    cross = analyze_cross_rank(talking)
+    ref = talking[0]
+    alignment = list(cross.alignment)
+    comm = list(cross.comm)
+    for v in silent:
+        base, method = _clock_base(v, ref) or (0, "none")
+        alignment.append(RankAlignment(v.rank, base, 0 if method == "shared clock" else None, method))
+        comm.append(RankComm(rank=v.rank, comm_ns=0, wait_ns=0, n_collectives=0, phase_wait_ns=np.zeros(v.phases.num_rows, dtype=np.int64)))
+    names = ", ".join(str(v.rank) for v in silent)
+    warning = (f"rank{'s' if len(silent) > 1 else ''} {names} ran no communication kernels: collectives, waits and the critical path "
+               f"are those of ranks {', '.join(str(v.rank) for v in talking)}")
+    return CrossRank(tuple(sorted(alignment, key=lambda a: a.rank)), tuple(sorted(comm, key=lambda c: c.rank)), cross.collectives,
+                     cross.critical_path, (warning,) + cross.warnings)
 
 
 def _positions(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:

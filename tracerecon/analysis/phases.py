@@ -20,7 +20,7 @@ import pyarrow as pa
 from tracerecon import schema
 from tracerecon.analysis.columns import thread_keys
 from tracerecon.analysis.config import PhaseConfig
-from tracerecon.analysis.projection import I64_MIN, int64s
+from tracerecon.analysis.projection import I64_MAX, I64_MIN, int64s
 
 
 # A timer error counts when it exceeds both a floor and a fraction of the phase: 10 us is
@@ -72,6 +72,30 @@ def cycles_by_time(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarra
         ok &= (c_end[np.maximum(k, 0)] != I64_MIN) & (c_end[np.maximum(k, 0)] >= p_end)
         cycle_of[loose[ok]] = k[ok]
     return cycle_of
+
+
+def phases_past_their_cycle(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, cycle_rows: np.ndarray) -> np.ndarray:
+    """Phase instances (positions in ``phase_rows``) in no cycle that start inside a cycle range
+    of their process: they ran past that range's end (a range closed late, a phase ended on
+    another thread after the cycle's), so ``cycles_by_time`` gave them no cycle, and they are read
+    alone and counted in no cycle's sums. Empty where every phase is in a cycle."""
+    loose = np.flatnonzero(np.asarray(cycle_of) < 0)
+    if len(loose) == 0 or len(cycle_rows) == 0:
+        return np.zeros(0, dtype=np.int64)
+    pid, start, end = int64s(ranges["pid"]), int64s(ranges["start_ns"]), int64s(ranges["end_ns"], I64_MAX)
+    p_rows = np.asarray(phase_rows)[loose]
+    inside = np.zeros(len(loose), dtype=bool)
+    for p in np.unique(pid[p_rows]).tolist():
+        mine = np.flatnonzero(pid[p_rows] == p)
+        cyc = np.asarray(cycle_rows)[pid[cycle_rows] == p]
+        if len(cyc) == 0:
+            continue
+        order = np.argsort(start[cyc], kind="stable")
+        c_start, c_end_reach = start[cyc][order], np.maximum.accumulate(end[cyc][order])
+        # Inside some cycle range: a cycle started at or before the phase and reaches past its start.
+        k = np.searchsorted(c_start, start[p_rows[mine]], side="right") - 1
+        inside[mine] = (k >= 0) & (c_end_reach[np.maximum(k, 0)] > start[p_rows[mine]])
+    return loose[inside]
 
 
 def cycles_per_thread(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, labels: list[str]) -> np.ndarray:
@@ -199,7 +223,7 @@ def verdict_of(cpu_ns: np.ndarray, gpu_ns: np.ndarray, has_gpu_time: np.ndarray,
     return np.select(checks, ["no_gpu_work", "over", "under", "no_gpu_work"], default="agree").tolist() if len(cpu_ns) else []
 
 
-def cause_of(verdict: list[str], cpu_ns, gpu_ns, gpu_span_ns, gpu_busy_ns, overrun_ns, absorbed_ns, queued_ns, wait_ns) -> list[str]:
+def cause_of(verdict: list[str], cpu_ns, gpu_ns, gpu_span_ns, gpu_busy_ns, overrun_ns, absorbed_ns, queued_ns, wait_ns, n_ops=None) -> list[str]:
     """Why each CPU timer says what it says (``report_model.CAUSES``), given its verdict.
 
     over:  absorbed_wait (blocked on other phases' GPU work) > queued_behind (the timer ran
@@ -207,11 +231,14 @@ def cause_of(verdict: list[str], cpu_ns, gpu_ns, gpu_span_ns, gpu_busy_ns, overr
     under: comm_wait (its collectives waited for other ranks) > async_tail (its GPU work ran
            past the timer) > queued_behind > launch_bound > none
     agree: comm_wait > queued_behind > launch_bound > none
+    A phase that launched nothing (``n_ops`` 0) had no work to queue: never queued_behind.
     """
     thr = error_threshold(np.maximum(cpu_ns, gpu_ns))
     gpu_span_ns = np.asarray(gpu_span_ns)
     comm = np.asarray(wait_ns) > thr
     queued = np.asarray(queued_ns) > thr
+    if n_ops is not None:
+        queued &= np.asarray(n_ops) > 0
     launch = (np.asarray(gpu_busy_ns) < LAUNCH_BOUND_BUSY_FRACTION * gpu_span_ns) & (gpu_span_ns > 0)
     absorbed = np.asarray(absorbed_ns) > thr
     tail = np.asarray(overrun_ns) > thr
@@ -276,7 +303,7 @@ def build_phases(inp: PhaseInputs, wait_ns: np.ndarray | None = None) -> pa.Tabl
     overrun = np.where(has_ops, np.clip(ge - ce, 0, None), 0)
     wait = np.zeros(n, dtype=np.int64) if wait_ns is None else np.asarray(wait_ns, dtype=np.int64)
     verdict = verdict_of(cpu, gpu, has_time, n_ops)
-    cause = cause_of(verdict, cpu, gpu, span, busy, overrun, inp.absorbed_ns, queued, wait)
+    cause = cause_of(verdict, cpu, gpu, span, busy, overrun, inp.absorbed_ns, queued, wait, n_ops)
     no_stream = inp.stream_id < 0
     table = {
         "rank": pa.array(np.full(n, inp.rank, dtype=np.int32)),
