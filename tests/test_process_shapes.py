@@ -330,3 +330,24 @@ def test_a_stream_wait_counts_from_when_its_call_returned(tmp_path):
     # last at 2350 us): draft 150 us, verify 200 us each, as without it
     got = [(p["cycle"], p["phase"], p["gpu_ns"] // U) for p in rank.phases.to_pylist() if p["tid"] == 1]
     assert got == [(c, n, v) for c in range(3) for n, v in (("draft", 150), ("verify", 200))]
+
+
+def test_a_start_end_phase_ended_on_another_thread_owns_its_start_threads_launches(tmp_path):
+    # GIVEN draft (push/pop, thread 1, CPU b..b+100) launching a kernel on stream 7 (b+20..b+80),
+    # and verify, an nvtxRangeStart on thread 1 at b+100 ended by thread 2 at b+300 (nsys's
+    # projection leaves such ranges out), whose thread 1 launches a kernel on stream 9
+    # (b+120..b+350)
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.range(f"cycle {c}", b * U, (b + 400) * U, tid=1)
+        t.range("draft", b * U, (b + 100) * U, tid=1)
+        t.range("verify", (b + 100) * U, (b + 300) * U, tid=1, end_tid=2, push_pop=False)
+        launch(t, b + 10, (b + 20, b + 80), tid=1)
+        t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U, tid=1), (b + 120) * U, (b + 350) * U, stream=9)
+    # WHEN analysed
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")]).ranks
+    # THEN verify owns that kernel and is read on stream 9: b+100 (draft's boundary: 7 done at
+    # b+80, 9 idle) to done(9, b+300) = b+350: 250 us, its GPU work past its timer
+    got = [(p["phase"], p["gpu_ns"] // U, p["stream_id"], p["n_gpu_ops"], p["verdict"]) for p in rank.phases.to_pylist()]
+    assert got == [("draft", 100, 7, 1, "agree"), ("verify", 250, 9, 1, "under")] * 3

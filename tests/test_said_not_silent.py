@@ -16,8 +16,8 @@ U = 1000  # 1 us
 ALL_REDUCE = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
 
 
-def launch(t: FakeTrace, at_us: int, gpu_us: tuple[int, int], pid: int = 10, tid: int | None = None, name: str = "k") -> None:
-    t.kernel(t.call("cudaLaunchKernel", at_us * U, (at_us + 2) * U, pid=pid, tid=tid), gpu_us[0] * U, gpu_us[1] * U, pid=pid, name=name)
+def launch(t: FakeTrace, at_us: int, gpu_us: tuple[int, int], pid: int = 10, tid: int | None = None, name: str = "k", stream: int = 7) -> None:
+    t.kernel(t.call("cudaLaunchKernel", at_us * U, (at_us + 2) * U, pid=pid, tid=tid), gpu_us[0] * U, gpu_us[1] * U, pid=pid, name=name, stream=stream)
 
 
 def tensor_parallel_pair_and_a_third_process() -> FakeTrace:
@@ -171,3 +171,138 @@ def test_a_phase_that_launched_nothing_is_not_queued_behind(tmp_path):
     # 500 us: its kernel ran past its timer)
     got = [(p["phase"], p["gpu_ns"] // U, p["verdict"], p["cause"]) for p in rank.phases.to_pylist()]
     assert got == [("draft", 500, "under", "async_tail"), ("bookkeeping", 0, "over", "none")] * 3
+
+
+def test_whole_graph_traces_are_said_once_when_a_rank_is_also_left_out(tmp_path):
+    # GIVEN three processes replaying whole-traced graphs; ranks 0 and 1 also run an eager
+    # all-reduce each cycle, rank 2 none
+    t = FakeTrace()
+    for pid in (10, 11, 12):
+        for c in range(3):
+            b = c * 1000
+            t.cycle(c, b * U, (b + 300) * U, (b + 600) * U, pid=pid)
+            t.graph(t.call("cudaGraphLaunch_v10000", (b + 10) * U, (b + 12) * U, pid=pid), (b + 20) * U, (b + 200) * U, pid=pid)
+            launch(t, b + 310, (b + 320, b + 500 if pid != 12 else b + 400), pid=pid, name=ALL_REDUCE if pid != 12 else "k")
+    # WHEN analysed
+    run = analyze([t.write(tmp_path / "t.sqlite")])
+    # THEN one warning names all three ranks' whole graphs, one names rank 2 as left out
+    whole = [w for w in run.warnings if "traced CUDA graphs whole" in w]
+    assert len(whole) == 1 and whole[0].startswith("ranks 0, 1, 2 traced")
+    assert sum(w.startswith("rank 2 ran no communication kernels") for w in run.warnings) == 1
+
+
+def test_a_phase_inside_a_longer_cycle_of_another_thread_is_not_said_to_run_past_it(tmp_path):
+    # GIVEN thread 1's cycle 0 (0..1000 us), thread 2's cycle 1 (100..400 us), and draft on thread
+    # 3 from 500 to 700 us: inside cycle 0, though the latest cycle begun before it (cycle 1)
+    # ended at 400
+    t = FakeTrace()
+    t.range("cycle 0", 0, 1000 * U, tid=1)
+    t.range("cycle 1", 100 * U, 400 * U, tid=2)
+    t.range("draft", 500 * U, 700 * U, tid=3)
+    launch(t, 510, (520, 600), tid=3)
+    # WHEN analysed
+    from tracerecon.analysis.config import PhaseConfig
+
+    run = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft",)))
+    # THEN draft ends inside a cycle it started in (700 < 1000): nothing is said of running past one
+    assert not any("end after it" in w for w in run.warnings)
+
+
+def test_the_unrun_launches_are_timed_from_the_earliest_of_them(tmp_path):
+    # GIVEN the capture's tail: thread 1's launch at 2900 us is stored before thread 2's at 2350 us
+    # (nsys writes each thread's buffer in turn), neither ran; the trace ends at 2902 us
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 100) * U, (b + 400) * U)
+        launch(t, b + 10, (b + 20, b + 80))
+        launch(t, b + 110, (b + 120, b + 300))
+    t.call("cudaLaunchKernel", 2900 * U, 2902 * U, tid=1)
+    t.call("cudaLaunchKernel", 2350 * U, 2352 * U, tid=2)
+    # WHEN analysed
+    run = analyze([t.write(tmp_path / "t.sqlite")])
+    # THEN both are counted, from 2902 - 2350 = 552 us before the end
+    assert any("the last 2 kernel launch(es), from 0.552 ms before the trace's end" in w for w in run.warnings)
+
+
+def test_a_host_function_is_no_kernel_launch(tmp_path):
+    # GIVEN a complete capture whose every cycle ends with cuLaunchHostFunc (NCCL's proxy
+    # callback after a collective), which puts no op in any trace
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 100) * U, (b + 400) * U)
+        launch(t, b + 10, (b + 20, b + 80))
+        launch(t, b + 110, (b + 120, b + 300))
+        t.call("cuLaunchHostFunc", (b + 113) * U, (b + 114) * U)
+    # WHEN analysed
+    run = analyze([t.write(tmp_path / "t.sqlite")])
+    # THEN no launch is said to be missing its GPU work
+    assert not any("kernel launch(es)" in w for w in run.warnings)
+
+
+def test_launches_whose_work_is_there_unlinked_are_not_said_unrun(tmp_path):
+    # GIVEN the tail launches at 2350 and 2360 us, and two kernels running after them whose
+    # correlation ids match no call (a trace cut by time: the ids did not survive)
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 100) * U, (b + 400) * U)
+        launch(t, b + 10, (b + 20, b + 80))
+        launch(t, b + 110, (b + 120, b + 300))
+    t.call("cudaLaunchKernel", 2350 * U, 2352 * U)
+    t.call("cudaLaunchKernel", 2360 * U, 2362 * U)
+    t.kernel(9001, 2355 * U, 2400 * U)
+    t.kernel(9002, 2400 * U, 2450 * U)
+    # WHEN analysed
+    run = analyze([t.write(tmp_path / "t.sqlite")])
+    # THEN their work is in the trace: nothing is said to be unrun (the unlinked ops are said)
+    assert not any("kernel launch(es)" in w for w in run.warnings)
+    assert any("2 GPU op(s) have no launching API call" in w for w in run.warnings)
+
+
+def test_phases_tiled_behind_a_stream_they_never_wait_for_are_said(tmp_path):
+    # GIVEN SGLang's overlap loop marked at the scheduler's level, CPU one batch ahead: schedule
+    # (CPU T..T+50) runs a 5 us kernel on the default stream 7; forward (T+50..T+150) makes the
+    # forward stream 9 wait for 7 and queues a 400 us kernel on 9 behind the previous batch's;
+    # process (T+150..P) blocks until that previous forward is done, then works 50 us. Stream 7
+    # never waits for 9
+    t = FakeTrace()
+    T, prev_end = 0, 0
+    for c in range(4):
+        launch(t, T + 10, (T + 12, T + 17))
+        t.event_record(event=1, record=c + 1, start=(T + 52) * U, end=(T + 53) * U, stream=7)
+        t.stream_wait(event=1, record=c + 1, start=(T + 54) * U, end=(T + 55) * U, stream=9)
+        gpu = max(T + 62, prev_end)
+        t.kernel(t.call("cudaLaunchKernel", (T + 60) * U, (T + 62) * U), gpu * U, (gpu + 400) * U, stream=9)
+        if c:
+            t.call("cudaEventSynchronize", (T + 151) * U, max(T + 152, prev_end) * U)
+        P = max(T + 150, prev_end) + 50
+        t.cycle(c, T * U, (T + 50) * U, (T + 150) * U, P * U, names=("schedule", "forward", "process"))
+        prev_end, T = gpu + 400, P
+    # WHEN analysed with those three phases
+    from tracerecon.analysis.config import PhaseConfig
+
+    run = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("schedule", "forward", "process")))
+    # THEN from the second batch on, schedule's boundaries wait for the previous forward on 9
+    # (the tiling): it reads 0, where events on 7 would read b..b+50 = 50 us; said in a warning
+    assert [p["gpu_ns"] // U for p in run.ranks[0].phases.to_pylist() if p["phase"] == "schedule"] == [50, 0, 0, 0]
+    said = [w for w in run.warnings if "never waits for" in w]
+    assert len(said) == 1 and "'schedule': in 3 of 4 instances" in said[0] and "reads 0.000 ms (median) where events on its own stream would read 0.050 ms" in said[0]
+
+
+def test_a_stream_that_waits_for_its_neighbours_stream_is_tiled_without_a_word(tmp_path):
+    # GIVEN draft on input stream 9 and verify on 7, which waits for 9 within verify (the tiling
+    # charges draft's tail to draft by design)
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 100) * U, (b + 300) * U)
+        launch(t, b + 10, (b + 20, b + 250), stream=9)
+        t.event_record(event=1, record=c + 1, start=(b + 105) * U, end=(b + 106) * U, stream=9)
+        t.stream_wait(event=1, record=c + 1, start=(b + 107) * U, end=(b + 108) * U, stream=7)
+        launch(t, b + 110, (b + 250, b + 400))
+    # WHEN analysed
+    run = analyze([t.write(tmp_path / "t.sqlite")])
+    # THEN nothing is said of tiling
+    assert not any("never waits for" in w for w in run.warnings)

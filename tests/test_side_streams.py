@@ -320,38 +320,6 @@ def test_a_phase_that_only_copies_is_read_on_its_copy_stream(tmp_path):
     assert per_cycle(rank) == [(c, n, v, s) for c in range(2) for n, v, s in (("draft", 100, 7), ("verify", 320, 12))]
 
 
-def test_a_forward_stream_that_only_ever_waits_for_the_scheduler_stream_is_read_on_the_scheduler_stream(tmp_path):
-    # GIVEN SGLang's overlap loop, CPU one batch ahead: schedule (CPU T..T+50) runs a 5 us kernel
-    # on the default stream 7; forward (T+50..T+150) makes forward stream 9 wait for 7
-    # (wait_stream inside run_batch) and launches a 400 us kernel on 9, queued behind the previous
-    # batch's; process (T+150..P) blocks on the previous batch's copy (cudaEventSynchronize) until
-    # that forward is done, then works 50 us. Stream 7 never waits for 9 (the CPU syncs instead)
-    t = FakeTrace()
-    T, prev_end = 0, 0
-    expected_process = []
-    for c in range(4):
-        launch(t, T + 10, (T + 12, T + 17))
-        fork_join(t, 1, c + 1, T + 52, side=9)
-        gpu = max(T + 62, prev_end)
-        launch(t, T + 60, (gpu, gpu + 400), stream=9)
-        if c:
-            t.call("cudaEventSynchronize", (T + 151) * U, max(T + 152, prev_end) * U)
-        P = max(T + 150, prev_end) + 50
-        t.cycle(c, T * U, (T + 50) * U, (T + 150) * U, P * U, names=("schedule", "forward", "process"))
-        expected_process.append(P - T - 150)
-        prev_end, T = gpu + 400, P
-    # WHEN analysed with those three phases
-    (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("schedule", "forward", "process"))).ranks
-    # THEN every phase is read on stream 7, where events recorded at the scheduler's phase
-    # boundaries land: schedule 50 us (its kernel is done by T+17), forward 100 us (7 never waits
-    # for 9, so 9's work is in no event of 7), process its CPU time: 50, 162, 250, 250 us (the
-    # wait for the previous batch's forward included)
-    assert expected_process == [50, 162, 250, 250]
-    assert per_cycle(rank) == [(c, n, v, 7) for c in range(4) for n, v in (("schedule", 50), ("forward", 100), ("process", expected_process[c]))]
-    # and forward's own kernels still show in its GPU span: 400 us every batch
-    assert [p["gpu_span_ns"] // U for p in rank.phases.to_pylist() if p["phase"] == "forward"] == [400] * 4
-
-
 def test_a_stream_waiting_for_inputs_just_prepared_on_another_stays_the_phases_stream(tmp_path):
     # GIVEN the forward stream 7 current all along; draft prepares its inputs on input stream 9
     # (a 10 us kernel), then 7 waits for them (record on 9, wait on 7) and runs the 200 us draft
@@ -368,3 +336,42 @@ def test_a_stream_waiting_for_inputs_just_prepared_on_another_stays_the_phases_s
     # THEN 7 consumed 9's fresh work, it was not forked off 9: events on 7 read draft b..b+240
     # (its kernel's end) = 240 us and verify b+240..max(b+300, b+240) = 60 us
     assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("draft", 240), ("verify", 60))]
+
+
+def test_a_stream_waiting_for_a_prefetch_stream_stays_the_phases_stream(tmp_path):
+    # GIVEN the CUDA data prefetcher: compute stream 7 current all along; schedule (CPU b..b+50)
+    # runs a 5 us kernel on 7; step (CPU b+50..b+150) makes 7 wait for prefetch stream 9 (record
+    # on 9, wait on 7, within step), then queues the next batch's 18 us normalisation on 9 and
+    # the 528 us forward on 7. Stream 9 never waits for 7, and got no op in step before the record
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 50) * U, (b + 150) * U, names=("schedule", "step"))
+        launch(t, b + 10, (b + 12, b + 17))
+        fork_join(t, 1, c + 1, b + 55, side=7, caller=9)
+        launch(t, b + 60, (b + 62, b + 80), stream=9)
+        launch(t, b + 70, (b + 72, b + 600))
+    # WHEN analysed
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("schedule", "step"))).ranks
+    # THEN events on 7 read schedule b..b+50 = 50 us and step b+50..done(7, b+150) = b+600:
+    # 550 us (7 consumed 9's earlier work; it was not forked off 9), cycles 600 us
+    assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("schedule", 50), ("step", 550))]
+    assert [c["gpu_ns"] // U for c in rank.cycles.to_pylist()] == [600] * 3
+
+
+def test_a_wait_for_a_stream_that_never_runs_anything_keeps_the_phase_on_its_own_stream(tmp_path):
+    # GIVEN an engine running everything on stream 9; forward (CPU b+100..b+200) begins with
+    # current_stream().wait_stream(default_stream) (record on 7, wait on 9), and stream 7 never
+    # gets an op; schedule (b..b+100) runs a 5 us kernel on 9, forward a 500 us one (b+112..b+612)
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 100) * U, (b + 200) * U, names=("schedule", "forward"))
+        launch(t, b + 10, (b + 12, b + 17), stream=9)
+        fork_join(t, 1, c + 1, b + 105, side=9, caller=7)
+        launch(t, b + 110, (b + 112, b + 612), stream=9)
+    # WHEN analysed
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("schedule", "forward"))).ranks
+    # THEN events on 9 read schedule b..b+100 = 100 us and forward b+100..done(9, b+200) = b+612:
+    # 512 us
+    assert per_cycle(rank) == [(c, n, v, 9) for c in range(3) for n, v in (("schedule", 100), ("forward", 512))]

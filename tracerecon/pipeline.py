@@ -102,7 +102,7 @@ def _read_tables(f: Path, while_reading: Sequence[str] = ()) -> TraceTables:
 def _link(f: Path, tables: TraceTables):
     """The export's tables, its GPU ops linked to their launching calls, and its warnings."""
     from tracerecon.analysis.columns import launches_never_run
-    from tracerecon.analysis.projection import link_launches
+    from tracerecon.analysis.projection import int64s, link_launches
     from tracerecon.nsys.sqlite_export import read_all_api_calls
 
     warnings = list(tables.warnings)
@@ -121,7 +121,7 @@ def _link(f: Path, tables: TraceTables):
             warnings.append(f"{f}: {linked['launch_tid'].null_count} GPU op(s) have no launching API call in the trace; they belong to no range")
     unrun = launches_never_run(tables.api_calls, linked)
     if len(unrun):
-        start = int(tables.api_calls["start_ns"][int(unrun[0])].as_py())
+        start = int(int64s(tables.api_calls["start_ns"])[unrun].min())  # rows are in no time order
         warnings.append(f"{f}: the last {len(unrun)} kernel launch(es), from {(tables.trace_end_ns - start) / 1e6:.3f} ms before the trace's end, "
                         "have no GPU work in the trace (the capture ended before it ran or was recorded): phases there read short")
     return tables, linked, warnings
@@ -270,6 +270,7 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
         )
         work = own_rank(rt, rank, config)
         out.append((RankSource(rank, str(f), tuple(pids), how), tables.info, work))
+        warnings.extend(f"{f}{f' (rank {rank})' if len(splits) > 1 else ''}: {note}" for note in work.notes)
         past = phases_past_their_cycle(work.phase_inputs.ranges, work.phase_inputs.phase_rows, work.phase_inputs.cycle, work.cycle_rows)
         if len(past):
             first = int(past[0])

@@ -57,7 +57,6 @@ class StreamClock:
     join_cpu: np.ndarray
     join_into: np.ndarray
     join_from: np.ndarray
-    join_record_cpu: np.ndarray  # when the record each wait names was made
 
     def stream_index(self, pid: np.ndarray, device: np.ndarray, stream: np.ndarray) -> np.ndarray:
         """Row of ``keys`` for each (pid, device, stream); -1 where the stream has no work."""
@@ -189,7 +188,6 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
         join_cpu=np.array([w_cpu[i] for i, _, _ in resolved], dtype=np.int64),
         join_into=np.array([w_stream[i] for i, _, _ in resolved], dtype=np.int64),
         join_from=rec_s,
-        join_record_cpu=rec_t,
     )
 
 
@@ -332,12 +330,7 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     there the caller must fork first within the phase (the first wait between them is S
     waiting for C) and join S back within it, so only one of the two can be the other's
     caller; S's ops then count as forked from that first fork on, also those launched after a
-    join without a new fork. Where S only ever waits for C and C never for S (SGLang's forward
-    stream and the scheduler's default stream), no such doubt arises: a fork within the phase
-    (``wait_stream``: the record on C and the wait both made in the phase, C given no work in
-    the phase before the record) is enough, as for a stream that only copies; waiting for a
-    record made before the phase (another thread's event), or for work C was just given in the
-    phase (an input stream preparing the phase's inputs), is S consuming C's results, no fork. Repeated for nested forks; a stream with no ops at all passes a phase on to the
+    join without a new fork. Repeated for nested forks; a stream with no ops at all passes a phase on to the
     stream it was forked off within the phase (NCCL's stream forked off an empty side stream). Returns (device, stream) per phase; unchanged where the phase
     launched nothing or its stream was no side stream."""
     device = np.asarray(device, dtype=np.int64).copy()
@@ -390,14 +383,7 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
                 if len(on_side) == 0:
                     continue
                 ph_of = o_phase[on_side]
-                # Two computing streams that wait for each other in turn need the fork-and-join
-                # rule below; where only the side ever waits for the other (SGLang's forward
-                # stream waits for the scheduler's default stream each batch, which never waits
-                # back: the CPU syncs on an event instead), nothing makes the other look forked
-                # off the side, and each of the side's ops launched after a fork within the
-                # phase runs for the caller, joined back or not, as a copy stream's do.
-                two_way = compute_streams[side] and bool((into[waits] != side).any())
-                if two_way:
+                if compute_streams[side]:
                     # Two computing streams wait for each other in turn, so either can look
                     # forked off the other: the caller forks first within the phase (the first
                     # wait between them is the side waiting for it) and joins back within it
@@ -410,20 +396,8 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
                     last = np.searchsorted(w_cpu, o_launch[on_side], side="left") - 1
                     fork = waits[np.maximum(last, 0)]
                     forked = (last >= 0) & (into[fork] == side) & (cpu[fork] >= cpu_start[ph_of]) & (o_launch[on_side] != I64_MIN)
-                    if compute_streams[side]:
-                        # A computing stream that waits for the other consumes its results
-                        # unless that is ``wait_stream`` from a caller with nothing new queued:
-                        # the record made within the phase (a record made before it is another
-                        # thread's event: a worker waiting for the drafter), and no op launched
-                        # on the other stream within the phase before the record (an input
-                        # stream that prepares the phase's inputs and is waited for is a
-                        # producer, not the caller).
-                        rec_at = clock.join_record_cpu[fork]
-                        other_ops = clock.op_launch[other]
-                        fresh = np.searchsorted(other_ops, rec_at, side="left") > np.searchsorted(other_ops, cpu_start[ph_of], side="left")
-                        forked &= (rec_at >= cpu_start[ph_of]) & ~fresh
                 ok = np.bincount(ph_of[forked], minlength=len(row)) == n_mine  # every op forked
-                if two_way:
+                if compute_streams[side]:
                     nxt = np.searchsorted(w_cpu, o_launch[on_side], side="right")
                     join = waits[np.minimum(nxt, len(waits) - 1)]
                     closed = forked & (nxt < len(waits)) & (into[join] == other) & (cpu[join] < cpu_end[ph_of])
@@ -538,6 +512,40 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
     z = np.maximum.reduce([e, clock.done(srow, e), clock.done(next_row, e)])
     both = np.maximum.accumulate(np.stack([a, z], 1).ravel()).reshape(-1, 2)
     return both[:, 0], both[:, 1]
+
+
+def tiled_off_their_stream(clock: StreamClock, pid: np.ndarray, cycle: np.ndarray, tid: np.ndarray | None, device: np.ndarray, stream: np.ndarray,
+                           cpu_start: np.ndarray, cpu_end: np.ndarray, boundary_start: np.ndarray, boundary_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Phases whose boundaries another stream's work moved although their own stream never
+    waits for it: (mask, own-stream reading in ns) per phase. Events recorded on the phase's
+    own stream at its CPU start and end read ``own``; the tiling (``phase_boundaries``) gives it
+    more than the error threshold less, because a neighbour on a stream it is not ordered
+    after (SGLang's scheduler phases on the default stream beside a forward stream running the
+    previous batch) ran past its boundaries. Said, not hidden: the README's not-handled case."""
+    n = len(pid)
+    own = np.zeros(n, dtype=np.int64)
+    mask = np.zeros(n, dtype=bool)
+    if n == 0:
+        return mask, own
+    row = clock.stream_index(pid, device, stream)
+    has = (row >= 0) & (boundary_start != I64_MIN)
+    a = np.maximum(cpu_start, clock.done(row, cpu_start))
+    z = np.maximum.reduce([a, cpu_end, clock.done(row, cpu_end)])
+    own = np.where(has, z - a, 0)
+    tiled = np.where(has, boundary_end - boundary_start, 0)
+    lost = has & (own - tiled > np.maximum(10_000, own // 10))
+    if not lost.any():
+        return mask, own
+    # Streams each stream ever waits for (directly).
+    waits_for = {(int(i), int(f)) for i, f in zip(clock.join_into.tolist(), clock.join_from.tolist())}
+    line = timelines(pid, cycle, tid)
+    for ln in np.unique(line[lost]).tolist():
+        mine = line == ln
+        others = set(row[mine & (row >= 0)].tolist())
+        for k in np.flatnonzero(lost & mine).tolist():
+            r = int(row[k])
+            mask[k] = all((r, o) not in waits_for for o in others - {r}) and len(others) > 1
+    return mask, own
 
 
 def timelines(pid: np.ndarray, cycle: np.ndarray, tid: np.ndarray | None) -> np.ndarray:

@@ -133,16 +133,19 @@ def analyze_cross_rank(views: list[RankView]) -> CrossRank:
     of collectives per cycle, and 8 ranks x 2,500 cycles x 120 collectives (2.4 M rows) take
     2.0-2.4 s on 2 cores, where one Python dict per row took 70 s (19-29 us a row)."""
     views = sorted(views, key=lambda v: v.rank)
+    whole = [v.rank for v in views if v.gpu_ops.num_rows and equals(v.gpu_ops["kind"], "graph").any()] if len(views) > 1 else []
+    unseen = (f"rank{'s' if len(whole) > 1 else ''} {', '.join(map(str, whole))} traced CUDA graphs whole (nsys --cuda-graph-trace=graph): "
+              "collectives inside graphs are not seen, so they are neither matched nor waited for (trace with --cuda-graph-trace=node)",) if whole else ()
     name_codes: dict[str, int] = {}
     comm = [_comm_ops(v, name_codes) for v in views]
-    whole = [v.rank for v in views if v.gpu_ops.num_rows and equals(v.gpu_ops["kind"], "graph").any()] if len(views) > 1 else []
-    unseen = [f"rank{'s' if len(whole) > 1 else ''} {', '.join(map(str, whole))} traced CUDA graphs whole (nsys --cuda-graph-trace=graph): "
-              "collectives inside graphs are not seen, so they are neither matched nor waited for (trace with --cuda-graph-trace=node)"] if whole else []
     silent = [v for v, c in zip(views, comm) if len(c["key"]) == 0]
-    if silent and len(views) - len(silent) >= 2:
-        cross = _without_silent_ranks(views, silent)
-        return replace(cross, warnings=tuple(unseen) + cross.warnings)
-    names = sorted(name_codes, key=name_codes.get)
+    cross = _without_silent_ranks(views, silent) if silent and len(views) - len(silent) >= 2 else _matched(views, comm, names=sorted(name_codes, key=name_codes.get))
+    return replace(cross, warnings=unseen + cross.warnings) if unseen else cross
+
+
+def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: list[str]) -> CrossRank:
+    """``analyze_cross_rank`` of ranks in rank order, given their communication kernels
+    (``_comm_ops``) and the names their name codes stand for."""
     p2p = np.array([is_point_to_point(n) for n in names], dtype=bool)  # per name code
     comm, warnings = _match_ordinals(views, comm, names, p2p)
     # Collectives every rank ran, each rank's kernel of it (pos[r]), in the first rank's start order.
@@ -204,7 +207,7 @@ def analyze_cross_rank(views: list[RankView]) -> CrossRank:
         for r, (v, c) in enumerate(zip(views, comm))
     )
     arrivals = _Arrivals(rank_ids, aligned, first, last, last_pos, wait, phase, cycle)
-    return CrossRank(tuple(alignment), comm_stats, collectives, _critical_path(views, arrivals, offset), tuple(unseen + warnings))
+    return CrossRank(tuple(alignment), comm_stats, collectives, _critical_path(views, arrivals, offset), tuple(warnings))
 
 
 def _without_silent_ranks(views: list[RankView], silent: list[RankView]) -> CrossRank:
@@ -215,7 +218,9 @@ def _without_silent_ranks(views: list[RankView], silent: list[RankView]) -> Cros
     (said in a warning), keep their alignment on the same timeline (their clock's, collectives
     cannot refine it) and count no communication."""
     talking = [v for v in views if all(v is not s for s in silent)]
-    cross = analyze_cross_rank(talking)
+    name_codes: dict[str, int] = {}
+    comm = [_comm_ops(v, name_codes) for v in talking]
+    cross = _matched(talking, comm, sorted(name_codes, key=name_codes.get))
     ref = talking[0]
     alignment = list(cross.alignment)
     comm = list(cross.comm)

@@ -76,9 +76,10 @@ def cycles_by_time(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarra
 
 def phases_past_their_cycle(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, cycle_rows: np.ndarray) -> np.ndarray:
     """Phase instances (positions in ``phase_rows``) in no cycle that start inside a cycle range
-    of their process: they ran past that range's end (a range closed late, a phase ended on
-    another thread after the cycle's), so ``cycles_by_time`` gave them no cycle, and they are read
-    alone and counted in no cycle's sums. Empty where every phase is in a cycle."""
+    of their process and end after every cycle range they started in: they ran past their
+    cycle's end (a range closed late, a phase ended on another thread after the cycle's), so
+    ``cycles_by_time`` gave them no cycle, and they are read alone and counted in no cycle's
+    sums. Empty where every phase is in a cycle."""
     loose = np.flatnonzero(np.asarray(cycle_of) < 0)
     if len(loose) == 0 or len(cycle_rows) == 0:
         return np.zeros(0, dtype=np.int64)
@@ -92,9 +93,11 @@ def phases_past_their_cycle(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: 
             continue
         order = np.argsort(start[cyc], kind="stable")
         c_start, c_end_reach = start[cyc][order], np.maximum.accumulate(end[cyc][order])
-        # Inside some cycle range: a cycle started at or before the phase and reaches past its start.
+        # Inside some cycle range at its start (a cycle started at or before it reaches past its
+        # start), and past the end of every such cycle at its end.
         k = np.searchsorted(c_start, start[p_rows[mine]], side="right") - 1
-        inside[mine] = (k >= 0) & (c_end_reach[np.maximum(k, 0)] > start[p_rows[mine]])
+        reach = c_end_reach[np.maximum(k, 0)]
+        inside[mine] = (k >= 0) & (reach > start[p_rows[mine]]) & (end[p_rows[mine]] > reach)
     return loose[inside]
 
 

@@ -21,7 +21,8 @@ from tracerecon.memory import release_free_memory
 from tracerecon.cores import usable_cores
 from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases, stream_deciding_ops
 from tracerecon.analysis.columns import computes, is_graph_launch
-from tracerecon.analysis.boundaries import StreamClock, busiest_streams, caller_streams, narrowed_by_phase, phase_boundaries, phase_streams, stream_clock
+from tracerecon.analysis.boundaries import (StreamClock, busiest_streams, caller_streams, narrowed_by_phase, phase_boundaries, phase_streams, stream_clock,
+                                            tiled_off_their_stream)
 from tracerecon.analysis.nccl import phase_comm_split
 from tracerecon.analysis.config import PhaseConfig
 from tracerecon.analysis.phases import PhaseInputs, build_cycles, build_phases, cycles_by_time, cycles_per_thread, select_phases
@@ -59,6 +60,7 @@ class RankWork:
     # The phases table without waits in collectives (what the cross-rank step reads), built
     # where the rank was analysed: in its worker process when several exports load at once.
     provisional: pa.Table | None = None
+    notes: tuple[str, ...] = ()  # what the analysis could not take as given (warnings, one line each)
 
     def provisional_phases(self) -> pa.Table:
         """The phases table without waits in collectives (what the cross-rank step reads)."""
@@ -122,9 +124,11 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
     ph_s, ph_e = (int64s(ph["start_ns"]), int64s(ph["end_ns"])) if n_ph else (np.zeros(0, np.int64), np.zeros(0, np.int64))
     own = np.bincount(op_phase[op_phase >= 0], minlength=n_ph)[:n_ph] if n_ph else np.zeros(0, np.int64)
     takes_cross = cross_thread_phases(ph_pid, ph_tid, labels, own, config.phase_thread)
+    ended_elsewhere = ~all_mask[phase_rows] if n_ph else np.zeros(0, bool)  # start/end ranges ended on another thread
     if takes_cross.any() and ops.num_rows:
         same = op_phase
-        op_phase = attribute_other_threads(int64s(ops["pid"]), int64s(ops["launch_tid"], -1), int64s(ops["launch_start_ns"], I64_MIN), same, ph_pid, ph_tid, ph_s, ph_e, takes_cross)
+        op_phase = attribute_other_threads(int64s(ops["pid"]), int64s(ops["launch_tid"], -1), int64s(ops["launch_start_ns"], I64_MIN), same, ph_pid, ph_tid, ph_s, ph_e, takes_cross,
+                                           ended_elsewhere)
         moved = np.flatnonzero((op_phase >= 0) & (same < 0))
         cross_owned = (moved, phase_rows[op_phase[moved]])
         got = np.zeros(n_ph, dtype=bool)
@@ -160,7 +164,8 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         as_launch = _calls_as_launches(blocking)
         call_phase = row_to_phase[innermost_owner(as_launch, ranges, phase_mask, depth)]
         if len(cross_rows):
-            call_phase = attribute_other_threads(int64s(blocking["pid"]), int64s(blocking["tid"]), int64s(blocking["start_ns"]), call_phase, ph_pid, ph_tid, ph_s, ph_e, takes_cross)
+            call_phase = attribute_other_threads(int64s(blocking["pid"]), int64s(blocking["tid"]), int64s(blocking["start_ns"]), call_phase, ph_pid, ph_tid, ph_s, ph_e, takes_cross,
+                                                 ended_elsewhere)
         call_range = innermost_owner(as_launch, ranges, all_mask, depth)
         call_range = np.where((call_range < 0) & (call_phase >= 0), phase_rows[np.maximum(call_phase, 0)] if n_ph else -1, call_range)
         waits = attribute_waits(blocking, ops, op_phase, call_phase)
@@ -183,8 +188,20 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         comm_ns=split["comm_ns"], compute_ns=split["compute_ns"], overlap_ns=split["overlap_ns"],
     )
     gpu_ops = _build_gpu_ops(ops, op_range, op_phase, rank)
+    tiled, own = tiled_off_their_stream(clock, ph_pid, cycle_of, ph_tid, dev, stream, ph_s, ph_e, b_start, b_end)
     return RankWork(rank=rank, ranges=ranges, gpu_ops=gpu_ops, syncs=syncs, phase_inputs=inputs, cycle_rows=cycle_rows, skip_cycles=config.skip_cycles,
-                    accepted_marks=tables.accepted_marks, provisional=build_phases(inputs))
+                    accepted_marks=tables.accepted_marks, provisional=build_phases(inputs), notes=_tiled_notes(tiled, own, b_end - b_start, labels))
+
+
+def _tiled_notes(tiled: np.ndarray, own: np.ndarray, gpu: np.ndarray, labels: list) -> tuple[str, ...]:
+    """One line per phase name with instances ``tiled_off_their_stream`` marks."""
+    out = []
+    for name in dict.fromkeys(labels[k] for k in np.flatnonzero(tiled).tolist()):
+        mine = np.flatnonzero(tiled & (np.asarray(labels, dtype=object) == name))
+        out.append(f"{name!r}: in {len(mine)} of {labels.count(name)} instances another phase's stream, which its own stream never waits for, "
+                   f"ran past its boundaries: it reads {np.median(gpu[mine]) / 1e6:.3f} ms (median) where events on its own stream would read "
+                   f"{np.median(own[mine]) / 1e6:.3f} ms (streams that run at once and never join are tiled one after another)")
+    return tuple(out)
 
 
 def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clock: StreamClock, ph_pid: np.ndarray, ph_tid: np.ndarray, ph_s: np.ndarray,
