@@ -10,6 +10,7 @@ import numpy as np
 from conftest import run_cli
 from nsys_factory import FakeTrace
 from tracerecon.analysis.boundaries import timelines
+from tracerecon.analysis.config import PhaseConfig
 from tracerecon.api import load as analyze
 
 U = 1000  # 1 us
@@ -351,3 +352,38 @@ def test_a_start_end_phase_ended_on_another_thread_owns_its_start_threads_launch
     # b+80, 9 idle) to done(9, b+300) = b+350: 250 us, its GPU work past its timer
     got = [(p["phase"], p["gpu_ns"] // U, p["stream_id"], p["n_gpu_ops"], p["verdict"]) for p in rank.phases.to_pylist()]
     assert got == [("draft", 100, 7, 1, "agree"), ("verify", 250, 9, 1, "under")] * 3
+
+
+def ended_on_thread_2(t: FakeTrace, b: int, *, end_tid: int = 2) -> None:
+    """verify: nvtxRangeStart on thread 1 at b+100, ended by ``end_tid`` at b+300; thread 1
+    launches its kernel on stream 9 (b+120..b+350) at b+110; draft b..b+100 on 7 as above."""
+    t.range(f"cycle {b // 1000}", b * U, (b + 400) * U, tid=1)
+    t.range("draft", b * U, (b + 100) * U, tid=1)
+    t.range("verify", (b + 100) * U, (b + 300) * U, tid=1, end_tid=end_tid, push_pop=False)
+    launch(t, b + 10, (b + 20, b + 80), tid=1)
+    t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U, tid=1), (b + 120) * U, (b + 350) * U, stream=9)
+
+
+def test_a_phase_ended_elsewhere_keeps_its_start_threads_launches_whatever_else_is_open(tmp_path):
+    # GIVEN verify ended on thread 2 in cycles 0 and 1 but on thread 1 in cycle 2, a logging
+    # thread 3 holding phase 'log' (b+105..b+290, launches nothing) open over verify's launch,
+    # and a cudaStreamSynchronize thread 1 makes inside verify (b+200..b+250)
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        ended_on_thread_2(t, b, end_tid=2 if c < 2 else 1)
+        t.range("log", (b + 105) * U, (b + 290) * U, tid=3)
+        corr = t.call("cudaStreamSynchronize", (b + 200) * U, (b + 250) * U, tid=1)
+        t.sync_record(corr, (b + 200) * U, (b + 250) * U, sync_type=3, stream=9)
+    # WHEN analysed
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify", "log"))).ranks
+    # THEN verify owns its kernel in every cycle (the thread that ended it decides nothing, and
+    # an open phase of another thread takes nothing launched by verify's own thread), log none
+    got = [(p["cycle"], p["phase"], p["n_gpu_ops"], p["stream_id"]) for p in rank.phases.to_pylist() if p["phase"] != "draft"]
+    assert got == [(c, n, k, 9) for c in range(3) for n, k in (("verify", 1), ("log", 0))]
+    # and the sync and the kernel both sit in verify's range and phase
+    names = {r["range_id"]: r["name"] for r in rank.ranges.to_pylist()}
+    phases = {p["phase_id"]: p["phase"] for p in rank.phases.to_pylist()}
+    kernels = [(names[o["range_id"]], phases[o["phase_id"]]) for o in rank.gpu_ops.to_pylist() if o["stream_id"] == 9]
+    syncs = [(names[s["range_id"]], phases[s["phase_id"]]) for s in rank.syncs.to_pylist()]
+    assert kernels == syncs == [("verify", "verify")] * 3

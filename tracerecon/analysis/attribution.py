@@ -46,7 +46,6 @@ def attribute_other_threads(
     phase_start: np.ndarray,
     phase_end: np.ndarray,
     takes_cross: np.ndarray,
-    ended_elsewhere: np.ndarray | None = None,
 ) -> np.ndarray:
     """Owner phase of every call, after cross-thread attribution.
 
@@ -54,9 +53,6 @@ def attribute_other_threads(
     than the phase's, gets the ``takes_cross`` phase of its process whose CPU span
     ``[start, end)`` holds ``call_time`` (the latest-starting one if several do: spans nest, or
     phases of two threads overlap; one that started later but had closed does not count).
-    ``ended_elsewhere`` (per phase): start/end ranges ended on another thread than they began
-    on, which nsys's projection (the same-thread owner) leaves out: such a phase also takes the
-    calls of its own (start) thread.
     """
     out = owner.copy()
     cand = np.flatnonzero(takes_cross)
@@ -72,8 +68,7 @@ def attribute_other_threads(
         pos = _latest_open(phase_end[ph], np.searchsorted(phase_start[ph], call_time[sel], side="right") - 1, call_time[sel])
         ok = pos >= 0
         k = ph[np.maximum(pos, 0)]
-        other_thread = call_tid[sel] != phase_tid[k]
-        ok &= other_thread | (ended_elsewhere[k] if ended_elsewhere is not None else False)
+        ok &= call_tid[sel] != phase_tid[k]
         out[sel[ok]] = k[ok]
     return out
 

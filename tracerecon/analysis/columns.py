@@ -73,9 +73,9 @@ def launches_never_run(api_calls: pa.Table, linked_ops: pa.Table) -> np.ndarray:
     ran or its records were written (a timed capture, a process killed, a profiler range
     closed), and the phases that launched them read short. (Launches inside a stream capture
     run nothing too, but come before the graph's replays.) A process none of whose calls put an
-    op in the trace is not counted (no kernel table at all is its own warning), nor one with ops
-    that link to no call and start after the first such launch (a trace cut by time: the work
-    is there, its correlation ids are not)."""
+    op in the trace is not counted (no kernel table at all is its own warning). (An op whose
+    launching call is missing cannot be told apart from one of these launches' work: the GPU may
+    run far behind the CPU, so its start says nothing.)"""
     if api_calls.num_rows == 0 or linked_ops.num_rows == 0:
         return np.zeros(0, dtype=np.int64)
     op_pid = int64s(linked_ops["pid"])
@@ -89,16 +89,4 @@ def launches_never_run(api_calls: pa.Table, linked_ops: pa.Table) -> np.ndarray:
     late = np.flatnonzero((pids[slot] == a_pid) & (a_start > last[slot]) & (last[slot] != I64_MIN))
     if len(late) == 0:
         return late.astype(np.int64)
-    late = late[is_launch_call(api_calls.take(pa.array(late)))]
-    # Ops with no launching call that start after such a launch may be its work: the ids did not
-    # link (a trace cut by time, not by nsys), and the capture did not end before it.
-    unlinked = op_call == I64_MIN
-    if unlinked.any() and len(late):
-        u_pid, u_start = op_pid[unlinked], int64s(linked_ops["start_ns"])[unlinked]
-        keep = np.ones(len(late), dtype=bool)
-        for p in np.unique(a_pid[late]).tolist():
-            mine = a_pid[late] == p
-            if (u_start[u_pid == p] >= a_start[late][mine].min()).any():
-                keep &= ~mine
-        late = late[keep]
-    return late
+    return late[is_launch_call(api_calls.take(pa.array(late)))]

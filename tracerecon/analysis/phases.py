@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from tracerecon import schema
 from tracerecon.analysis.columns import thread_keys
+from tracerecon.analysis.intervals import last_reaching
 from tracerecon.analysis.config import PhaseConfig
 from tracerecon.analysis.projection import I64_MAX, I64_MIN, int64s
 
@@ -42,8 +43,7 @@ def error_threshold(span_ns: np.ndarray) -> np.ndarray:
 def cycles_by_time(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, cycle_rows: np.ndarray) -> np.ndarray:
     """``cycle_of`` with each phase nested in no cycle range (``select_phases``) given a cycle
     range whose CPU span holds the phase's: of its own thread if one does, else of its process.
-    Of those, the latest-starting that began at or before the phase, if it also ends at or
-    after it. So cycles marked on another thread than the phases (a loop thread and a model
+    Of those, the latest-starting that began at or before the phase and ends at or after it. So cycles marked on another thread than the phases (a loop thread and a model
     thread), or with ``nvtxRangeStart/End`` (never nested), still number their phases, and
     threads running cycles of their own keep them apart; a phase outside every cycle stays -1."""
     loose = np.flatnonzero(cycle_of < 0)
@@ -65,11 +65,14 @@ def cycles_by_time(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarra
             if len(theirs) == 0:
                 continue
             theirs = theirs[np.argsort(c_start[theirs], kind="stable")]
-            # The last of the owner's cycles starting at or before the phase.
+            # The latest-starting of the owner's cycles that began at or before the phase and
+            # end no earlier than it (cycles of two threads may overlap: a later, shorter one
+            # that ended first does not hold it).
             pos = np.searchsorted(c_start[theirs], p_start[mine], side="right") - 1
-            k[mine] = np.where(pos >= 0, theirs[np.maximum(pos, 0)], -1)
+            ends = np.where(c_end[theirs] == I64_MIN, I64_MIN, c_end[theirs])
+            hit = last_reaching(ends, pos, np.where(p_end[mine] == I64_MIN, I64_MAX, p_end[mine]))
+            k[mine] = np.where(hit >= 0, theirs[np.maximum(hit, 0)], -1)
         ok = (k >= 0) & (p_end != I64_MIN)
-        ok &= (c_end[np.maximum(k, 0)] != I64_MIN) & (c_end[np.maximum(k, 0)] >= p_end)
         cycle_of[loose[ok]] = k[ok]
     return cycle_of
 

@@ -274,10 +274,13 @@ class _OpColumns:
         return mn, mx, busy, n_ops, n_kernels, n_devices, n_streams
 
 
-def range_op_slices(ranges: pa.Table, ops: pa.Table, index: LaunchIndex | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def range_op_slices(ranges: pa.Table, ops: pa.Table, index: LaunchIndex | None = None,
+                    start_thread_too: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For each range, the slice ``[lo, hi)`` of ``order`` holding the ops it launched.
 
-    Returns (lo, hi, order) where ``order`` sorts ``ops`` by thread and launch time.
+    Returns (lo, hi, order) where ``order`` sorts ``ops`` by thread and launch time. A start/end
+    range ended on another thread launched nothing (nsys's projection), unless
+    ``start_thread_too``: then what its starting thread launched inside it.
     """
     n_r = ranges.num_rows
     lo = np.zeros(n_r, dtype=np.int64)
@@ -290,7 +293,7 @@ def range_op_slices(ranges: pa.Table, ops: pa.Table, index: LaunchIndex | None =
     r_tid = int64s(ranges["tid"])
     r_s = int64s(ranges["start_ns"])
     r_e = int64s(ranges["end_ns"])
-    same_thread = pc.not_equal(ranges["style"], "start_end_cross_thread").to_numpy(zero_copy_only=False)
+    same_thread = np.ones(n_r, dtype=bool) if start_thread_too else pc.not_equal(ranges["style"], "start_end_cross_thread").to_numpy(zero_copy_only=False)
     keys = r_pid << 24 | r_tid
     for key in np.unique(keys):
         span = spans.get((int(key >> 24), int(key & 0xFFFFFF)))
@@ -308,13 +311,14 @@ def range_op_slices(ranges: pa.Table, ops: pa.Table, index: LaunchIndex | None =
 
 
 def innermost_owner(
-    ops: pa.Table, ranges: pa.Table, candidate_mask: np.ndarray, depth: np.ndarray | None = None, index: LaunchIndex | None = None
+    ops: pa.Table, ranges: pa.Table, candidate_mask: np.ndarray, depth: np.ndarray | None = None, index: LaunchIndex | None = None,
+    start_thread_too: bool = False,
 ) -> np.ndarray:
     """For each op, the row of the innermost candidate range holding its launch call, or -1.
 
     ``ops`` needs pid, launch_tid, launch_start_ns, launch_end_ns (any table of CPU calls
     works). ``candidate_mask`` selects ranges; where candidates nest, the deepest (by
-    ``depth``, else the later row) wins.
+    ``depth``, else the later row) wins. ``start_thread_too``: see ``range_op_slices``.
     """
     out = np.full(ops.num_rows, -1, dtype=np.int64)
     if ops.num_rows == 0 or not candidate_mask.any():
@@ -323,7 +327,7 @@ def innermost_owner(
     if depth is not None:
         cand = cand[np.argsort(depth[cand], kind="stable")]
     sub = ranges.take(pa.array(cand))
-    lo, hi, order = range_op_slices(sub, ops, index)
+    lo, hi, order = range_op_slices(sub, ops, index, start_thread_too)
     pos, which = explode_slices(lo, hi)
     # The deepest candidate is the one latest in ``cand`` (depth order): per op, the largest
     # ``which``. (ufunc.at is defined for repeated indices; a plain fancy assignment keeps the

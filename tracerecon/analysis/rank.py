@@ -117,27 +117,35 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
     phase_mask[phase_rows] = True
     all_mask = pc.not_equal(nested["style"], "start_end_cross_thread").to_numpy(zero_copy_only=False) if nested.num_rows else np.zeros(0, bool)
 
-    # Same-thread ownership (nsys's rule), then work of other threads (analysis.attribution).
-    op_phase = row_to_phase[innermost_owner(ops, nested, phase_mask, depth, launches)]
+    # Same-thread ownership (nsys's rule; a phase started with nvtxRangeStart and ended on another
+    # thread, which nsys projects nothing to, owns what its starting thread launched inside it),
+    # then work of other threads (analysis.attribution).
+    op_phase = row_to_phase[innermost_owner(ops, nested, phase_mask, depth, launches, start_thread_too=True)]
     ph = nested.take(pa.array(phase_rows, pa.int64())) if n_ph else nested.slice(0, 0)
     ph_pid, ph_tid = (int64s(ph["pid"]), int64s(ph["tid"])) if n_ph else (np.zeros(0, np.int64), np.zeros(0, np.int64))
     ph_s, ph_e = (int64s(ph["start_ns"]), int64s(ph["end_ns"])) if n_ph else (np.zeros(0, np.int64), np.zeros(0, np.int64))
     own = np.bincount(op_phase[op_phase >= 0], minlength=n_ph)[:n_ph] if n_ph else np.zeros(0, np.int64)
     takes_cross = cross_thread_phases(ph_pid, ph_tid, labels, own, config.phase_thread)
     ended_elsewhere = ~all_mask[phase_rows] if n_ph else np.zeros(0, bool)  # start/end ranges ended on another thread
+    # What those own lies outside nsys's projection: their ranges rows take it as cross-thread work.
+    by_start_thread = np.flatnonzero((op_phase >= 0) & ended_elsewhere[np.maximum(op_phase, 0)]) if ended_elsewhere.any() else np.zeros(0, np.int64)
     if takes_cross.any() and ops.num_rows:
         same = op_phase
-        op_phase = attribute_other_threads(int64s(ops["pid"]), int64s(ops["launch_tid"], -1), int64s(ops["launch_start_ns"], I64_MIN), same, ph_pid, ph_tid, ph_s, ph_e, takes_cross,
-                                           ended_elsewhere)
+        op_phase = attribute_other_threads(int64s(ops["pid"]), int64s(ops["launch_tid"], -1), int64s(ops["launch_start_ns"], I64_MIN), same, ph_pid, ph_tid, ph_s, ph_e, takes_cross)
         moved = np.flatnonzero((op_phase >= 0) & (same < 0))
-        cross_owned = (moved, phase_rows[op_phase[moved]])
         got = np.zeros(n_ph, dtype=bool)
         got[op_phase[moved]] = True
         takes_cross &= got | (own == 0)
-        cross_rows = phase_rows[takes_cross & got]
         stream_deciders = stream_deciding_ops(int64s(ops["pid"]), int64s(ops["launch_tid"], -1), computes(ops), moved)
+        took_cross = bool((takes_cross & got).any())
+        moved = np.union1d(moved, by_start_thread)
+        cross_owned = (moved, phase_rows[op_phase[moved]])
+        cross_rows = np.union1d(phase_rows[takes_cross & got], phase_rows[op_phase[by_start_thread]])
+    elif len(by_start_thread):
+        cross_owned = (by_start_thread, phase_rows[op_phase[by_start_thread]])
+        cross_rows, stream_deciders, took_cross = np.unique(cross_owned[1]), None, False
     else:
-        cross_owned, cross_rows, stream_deciders = None, np.zeros(0, np.int64), None
+        cross_owned, cross_rows, stream_deciders, took_cross = None, np.zeros(0, np.int64), None, False
     # Each phase's stream work needs the ops' phases (and the stream clock), not the ranges: on
     # two other threads, the mix of its ops (communication split, graph launches) from now,
     # its stream-order boundaries once the clock is in, while this thread projects the ranges
@@ -162,12 +170,16 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
 
         # Blocking calls, owned by the same two rules.
         as_launch = _calls_as_launches(blocking)
-        call_phase = row_to_phase[innermost_owner(as_launch, ranges, phase_mask, depth)]
-        if len(cross_rows):
-            call_phase = attribute_other_threads(int64s(blocking["pid"]), int64s(blocking["tid"]), int64s(blocking["start_ns"]), call_phase, ph_pid, ph_tid, ph_s, ph_e, takes_cross,
-                                                 ended_elsewhere)
+        call_phase = row_to_phase[innermost_owner(as_launch, ranges, phase_mask, depth, start_thread_too=True)]
+        if took_cross:
+            call_phase = attribute_other_threads(int64s(blocking["pid"]), int64s(blocking["tid"]), int64s(blocking["start_ns"]), call_phase, ph_pid, ph_tid, ph_s, ph_e, takes_cross)
         call_range = innermost_owner(as_launch, ranges, all_mask, depth)
-        call_range = np.where((call_range < 0) & (call_phase >= 0), phase_rows[np.maximum(call_phase, 0)] if n_ph else -1, call_range)
+        if n_ph:
+            # The call's phase is its range where no range holds it, or where that phase (ended
+            # on another thread, outside nsys's projection) is the innermost of the two.
+            ph_row = phase_rows[np.maximum(call_phase, 0)]
+            deeper = ended_elsewhere[np.maximum(call_phase, 0)] & (depth[ph_row] >= depth[np.maximum(call_range, 0)])
+            call_range = np.where((call_phase >= 0) & ((call_range < 0) | deeper), ph_row, call_range)
         waits = attribute_waits(blocking, ops, op_phase, call_phase)
         syncs = _build_syncs(blocking, waits, call_range, call_phase, ranges, phase_rows, rank)
         b_start, b_end, dev, stream = boundaries_f.result() if boundaries_f is not None else _phase_stream_boundaries(*stream_work)
@@ -188,7 +200,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         comm_ns=split["comm_ns"], compute_ns=split["compute_ns"], overlap_ns=split["overlap_ns"],
     )
     gpu_ops = _build_gpu_ops(ops, op_range, op_phase, rank)
-    tiled, own = tiled_off_their_stream(clock, ph_pid, cycle_of, ph_tid, dev, stream, ph_s, ph_e, b_start, b_end)
+    tiled, own = tiled_off_their_stream(clock, ph_pid, ph_s, ph_e, cycle_of, dev, stream, ph_tid, b_start, b_end)
     return RankWork(rank=rank, ranges=ranges, gpu_ops=gpu_ops, syncs=syncs, phase_inputs=inputs, cycle_rows=cycle_rows, skip_cycles=config.skip_cycles,
                     accepted_marks=tables.accepted_marks, provisional=build_phases(inputs), notes=_tiled_notes(tiled, own, b_end - b_start, labels))
 
