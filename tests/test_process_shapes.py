@@ -387,3 +387,57 @@ def test_a_phase_ended_elsewhere_keeps_its_start_threads_launches_whatever_else_
     kernels = [(names[o["range_id"]], phases[o["phase_id"]]) for o in rank.gpu_ops.to_pylist() if o["stream_id"] == 9]
     syncs = [(names[s["range_id"]], phases[s["phase_id"]]) for s in rank.syncs.to_pylist()]
     assert kernels == syncs == [("verify", "verify")] * 3
+
+
+def test_a_late_phase_of_a_thread_with_its_own_cycles_joins_no_other_threads_cycle(tmp_path):
+    # GIVEN one process driving GPU 0 from thread 1 and GPU 1 from thread 2, cycles marked with
+    # nvtxRangeStart/End; thread 2's cycles run b-5..b+400, thread 1's b..b+300, and in cycle 1
+    # thread 1's verify closes late (b+100..b+350)
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.range(f"cycle {c}", b * U, (b + 300) * U, tid=1, push_pop=False)
+        t.range("draft", b * U, (b + 100) * U, tid=1)
+        t.range("verify", (b + 100) * U, (b + (350 if c == 1 else 300)) * U, tid=1)
+        launch(t, b + 10, (b + 20, b + 80), tid=1, device=0)
+        launch(t, b + 110, (b + 120, b + 250), tid=1, device=0)
+        b2 = b - 5
+        t.range(f"cycle {c}", b2 * U, (b2 + 405) * U, tid=2, push_pop=False)
+        t.range("draft", b2 * U, (b2 + 100) * U, tid=2)
+        t.range("verify", (b2 + 100) * U, (b2 + 300) * U, tid=2)
+        launch(t, b2 + 10, (b2 + 20, b2 + 600), tid=2, device=1)
+        launch(t, b2 + 110, (b2 + 600, b2 + 900), tid=2, device=1)
+    # WHEN analysed
+    run = analyze([t.write(tmp_path / "t.sqlite")])
+    # THEN the late verify belongs to no cycle (thread 2's longer cycle does not take it), each
+    # thread stays a timeline of its own: GPU 0 draft 100, verify 200 (the late one, read alone:
+    # b+100..done(GPU 0, b+350) = b+350, 250), GPU 1 draft 600, verify 300; and the late range is said
+    got = sorted((p["tid"], p["cycle"] is None, p["phase"], p["gpu_ns"] // U) for p in run.ranks[0].phases.to_pylist())
+    assert got == sorted([(1, False, "draft", 100)] * 3 + [(1, False, "verify", 200)] * 2 + [(1, True, "verify", 250)]
+                         + [(2, False, "draft", 600)] * 3 + [(2, False, "verify", 300)] * 3)
+    assert any("1 phase range(s) start inside a cycle range and end after it (first: 'verify')" in w for w in run.warnings)
+
+
+def test_the_innermost_in_time_of_a_phase_ended_elsewhere_and_a_push_pop_range_holds_a_call(tmp_path):
+    # GIVEN verify started on thread 1 and ended on thread 2, inside push/pop ranges 'loop' >
+    # 'cycle N' > 'step' (a phase) on thread 1; inside verify, a push/pop 'sample' holding the
+    # kernel launch (b+110) and a cudaStreamSynchronize (b+200..b+250) outside 'sample'
+    t = FakeTrace()
+    t.range("loop", 0, 5000 * U, tid=1)
+    for c in range(3):
+        b = c * 1000
+        t.range(f"cycle {c}", b * U, (b + 400) * U, tid=1)
+        t.range("step", (b + 50) * U, (b + 390) * U, tid=1)
+        t.range("verify", (b + 100) * U, (b + 300) * U, tid=1, end_tid=2, push_pop=False)
+        t.range("sample", (b + 105) * U, (b + 150) * U, tid=1)
+        t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U, tid=1), (b + 120) * U, (b + 350) * U, stream=9)
+        corr = t.call("cudaStreamSynchronize", (b + 200) * U, (b + 250) * U, tid=1)
+        t.sync_record(corr, (b + 200) * U, (b + 250) * U, sync_type=3, stream=9)
+    # WHEN analysed with step and verify as phases
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("step", "verify"))).ranks
+    # THEN the kernel is verify's (the later-starting phase holding it), in range 'sample'; the
+    # sync is verify's, in range verify (the later-starting of verify and 'step')
+    names = {r["range_id"]: r["name"] for r in rank.ranges.to_pylist()}
+    phases = {p["phase_id"]: p["phase"] for p in rank.phases.to_pylist()}
+    assert [(names[o["range_id"]], phases[o["phase_id"]]) for o in rank.gpu_ops.to_pylist()] == [("sample", "verify")] * 3
+    assert [(names[s["range_id"]], phases[s["phase_id"]]) for s in rank.syncs.to_pylist()] == [("verify", "verify")] * 3

@@ -57,8 +57,8 @@ class StreamClock:
     join_cpu: np.ndarray
     join_into: np.ndarray
     join_from: np.ndarray
-    # Streams (rows of ``keys``) with an event wait whose record is not in the trace (recorded
-    # before the capture, or exports without the event table): what they waited for is unknown.
+    # Streams (rows of ``keys``) with an event wait whose record is not in the trace, beyond the
+    # first waits of a capture begun mid-run (``_unresolved_into``): what they waited for is unknown.
     unresolved_into: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def stream_index(self, pid: np.ndarray, device: np.ndarray, stream: np.ndarray) -> np.ndarray:
@@ -191,8 +191,21 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
         join_cpu=np.array([w_cpu[i] for i, _, _ in resolved], dtype=np.int64),
         join_into=np.array([w_stream[i] for i, _, _ in resolved], dtype=np.int64),
         join_from=rec_s,
-        unresolved_into=np.unique(np.delete(wait_stream, [x[0] for x in resolved])) if len(wait_stream) else np.zeros(0, np.int64),
+        unresolved_into=_unresolved_into(wait_stream, np.asarray(w["cpu"], dtype=np.int64), [x[0] for x in resolved]),
     )
+
+
+def _unresolved_into(wait_stream: np.ndarray, wait_cpu: np.ndarray, resolved: list[int]) -> np.ndarray:
+    """Streams with an event wait whose record the trace lacks, made after the first wait that
+    found its record (a capture begun mid-run misses the records of its first waits only), or
+    any such wait where none found one (an export without the event table)."""
+    if len(wait_stream) == 0:
+        return np.zeros(0, np.int64)
+    missing = np.ones(len(wait_stream), dtype=bool)
+    missing[resolved] = False
+    if resolved:
+        missing &= wait_cpu > wait_cpu[resolved].min()
+    return np.unique(wait_stream[missing])
 
 
 def _unpack_device(keys: np.ndarray, row: np.ndarray) -> np.ndarray:
@@ -552,19 +565,22 @@ def tiled_off_their_stream(clock: StreamClock, pid: np.ndarray, cpu_start: np.nd
     if not lost.any():
         return mask, own
     row = clock.stream_index(pid, device, stream)
-    waits_for = set(zip(clock.join_into.tolist(), clock.join_from.tolist()))
-    unknown = set(clock.unresolved_into.tolist())
+    n_rows = max(len(clock.keys), 1)
+    waits_for = np.unique(clock.join_into * n_rows + clock.join_from)  # (waiting stream, stream waited for) pairs
+    unknown = clock.unresolved_into
     line = timelines(pid, cycle, tid)
     for ln in np.unique(line[lost]).tolist():
         mine = line == ln
-        streams = np.unique(row[mine & (row >= 0)])
-        for k in np.flatnonzero(lost & mine).tolist():
-            r = int(row[k])
-            # A loss is a start boundary pushed later; what pushed it is a stream of the timeline
-            # still busy, at the phase's CPU start, until at least that boundary.
-            others = streams[streams != r]
-            movers = others[clock.done(others, np.full(len(others), cpu_start[k])) >= boundary_start[k]].tolist()
-            mask[k] = bool(movers) and r not in unknown and all((r, o) not in waits_for for o in movers)
+        ks = np.flatnonzero(lost & mine)
+        # A loss is a start boundary pushed later; what pushed it is a stream of the timeline
+        # still busy, at the phase's CPU start, until at least that boundary. One search per
+        # stream for all such phases at once.
+        pushed, waited = np.zeros(len(ks), dtype=bool), np.zeros(len(ks), dtype=bool)
+        for o in np.unique(row[mine & (row >= 0)]).tolist():
+            mover = (row[ks] != o) & (clock.done(np.full(len(ks), o), cpu_start[ks]) >= boundary_start[ks])
+            pushed |= mover
+            waited |= mover & np.isin(row[ks] * n_rows + o, waits_for)
+        mask[ks] = pushed & ~waited & ~np.isin(row[ks], unknown)
     return mask, own
 
 

@@ -42,8 +42,9 @@ def error_threshold(span_ns: np.ndarray) -> np.ndarray:
 
 def cycles_by_time(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, cycle_rows: np.ndarray) -> np.ndarray:
     """``cycle_of`` with each phase nested in no cycle range (``select_phases``) given a cycle
-    range whose CPU span holds the phase's: of its own thread if one does, else of its process.
-    Of those, the latest-starting that began at or before the phase and ends at or after it. So cycles marked on another thread than the phases (a loop thread and a model
+    range whose CPU span holds the phase's: of its own thread if one does, else (where its
+    thread marks no cycles itself) of its process. Of those, the latest-starting that began at
+    or before the phase and ends at or after it. So cycles marked on another thread than the phases (a loop thread and a model
     thread), or with ``nvtxRangeStart/End`` (never nested), still number their phases, and
     threads running cycles of their own keep them apart; a phase outside every cycle stays -1."""
     loose = np.flatnonzero(cycle_of < 0)
@@ -54,8 +55,13 @@ def cycles_by_time(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarra
     start, end = int64s(ranges["start_ns"]), int64s(ranges["end_ns"], I64_MIN)
     thread = thread_keys(pid, tid)
     c_start, c_end = start[cycle_rows], end[cycle_rows]
+    own_cycles = np.isin(thread, thread[cycle_rows])  # rows on a thread that marks cycles itself
     for key in (thread, pid):  # the phase's own thread first, then its process
         loose = np.flatnonzero(cycle_of < 0)
+        if key is pid:
+            # Only for threads without cycles of their own: a phase of a thread that runs its own
+            # cycles (one process driving a GPU per thread) is never given another thread's.
+            loose = loose[~own_cycles[phase_rows[loose]]]
         p_rows = phase_rows[loose]
         p_key, p_start, p_end = key[p_rows], start[p_rows], end[p_rows]
         c_key = key[cycle_rows]
@@ -79,28 +85,32 @@ def cycles_by_time(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarra
 
 def phases_past_their_cycle(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, cycle_rows: np.ndarray) -> np.ndarray:
     """Phase instances (positions in ``phase_rows``) in no cycle that start inside a cycle range
-    of their process and end after every cycle range they started in: they ran past their
-    cycle's end (a range closed late, a phase ended on another thread after the cycle's), so
-    ``cycles_by_time`` gave them no cycle, and they are read alone and counted in no cycle's
-    sums. Empty where every phase is in a cycle."""
+    they could belong to (``cycles_by_time``: their thread's where it marks its own, else their
+    process's) and end after every such range they started in: they ran past their cycle's end
+    (a range closed late, a phase ended on another thread after the cycle's), so they are read
+    alone and counted in no cycle's sums. Empty where every phase is in a cycle."""
     loose = np.flatnonzero(np.asarray(cycle_of) < 0)
     if len(loose) == 0 or len(cycle_rows) == 0:
         return np.zeros(0, dtype=np.int64)
+    cycle_rows = np.asarray(cycle_rows)
     pid, start, end = int64s(ranges["pid"]), int64s(ranges["start_ns"]), int64s(ranges["end_ns"], I64_MAX)
+    thread = thread_keys(pid, int64s(ranges["tid"], -1))
     p_rows = np.asarray(phase_rows)[loose]
+    by_thread = np.isin(thread[p_rows], thread[cycle_rows])
     inside = np.zeros(len(loose), dtype=bool)
-    for p in np.unique(pid[p_rows]).tolist():
-        mine = np.flatnonzero(pid[p_rows] == p)
-        cyc = np.asarray(cycle_rows)[pid[cycle_rows] == p]
-        if len(cyc) == 0:
-            continue
-        order = np.argsort(start[cyc], kind="stable")
-        c_start, c_end_reach = start[cyc][order], np.maximum.accumulate(end[cyc][order])
-        # Inside some cycle range at its start (a cycle started at or before it reaches past its
-        # start), and past the end of every such cycle at its end.
-        k = np.searchsorted(c_start, start[p_rows[mine]], side="right") - 1
-        reach = c_end_reach[np.maximum(k, 0)]
-        inside[mine] = (k >= 0) & (reach > start[p_rows[mine]]) & (end[p_rows[mine]] > reach)
+    for key, group in ((thread, by_thread), (pid, ~by_thread)):
+        for p in np.unique(key[p_rows[group]]).tolist():
+            mine = np.flatnonzero(group & (key[p_rows] == p))
+            cyc = cycle_rows[key[cycle_rows] == p]
+            if len(cyc) == 0:
+                continue
+            order = np.argsort(start[cyc], kind="stable")
+            c_start, c_end_reach = start[cyc][order], np.maximum.accumulate(end[cyc][order])
+            # Inside some cycle range at its start (a cycle started at or before it reaches past
+            # its start), and past the end of every such cycle at its end.
+            k = np.searchsorted(c_start, start[p_rows[mine]], side="right") - 1
+            reach = c_end_reach[np.maximum(k, 0)]
+            inside[mine] = (k >= 0) & (reach > start[p_rows[mine]]) & (end[p_rows[mine]] > reach)
     return loose[inside]
 
 

@@ -120,7 +120,9 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
     # Same-thread ownership (nsys's rule; a phase started with nvtxRangeStart and ended on another
     # thread, which nsys projects nothing to, owns what its starting thread launched inside it),
     # then work of other threads (analysis.attribution).
-    op_phase = row_to_phase[innermost_owner(ops, nested, phase_mask, depth, launches, start_thread_too=True)]
+    # Of several phases holding a launch, the latest-starting (the later row: for push/pop ranges
+    # the deepest; start/end ranges, depth 0 whatever they lie in, are ordered by time too).
+    op_phase = row_to_phase[innermost_owner(ops, nested, phase_mask, None, launches, start_thread_too=True)]
     ph = nested.take(pa.array(phase_rows, pa.int64())) if n_ph else nested.slice(0, 0)
     ph_pid, ph_tid = (int64s(ph["pid"]), int64s(ph["tid"])) if n_ph else (np.zeros(0, np.int64), np.zeros(0, np.int64))
     ph_s, ph_e = (int64s(ph["start_ns"]), int64s(ph["end_ns"])) if n_ph else (np.zeros(0, np.int64), np.zeros(0, np.int64))
@@ -166,20 +168,24 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         ranges = build_ranges(nested, ops, rank, launches, cross_owned, cross_rows)
         op_range = innermost_owner(ops, ranges, all_mask, depth, launches)
         if cross_owned is not None:
-            op_range[cross_owned[0]] = cross_owned[1]
+            # Work of other threads sits in the phase that took it; a phase's own start thread's
+            # work (a phase ended elsewhere) in whichever of the two started later.
+            moved_ops, moved_to = cross_owned
+            later = _starts_no_earlier(nested, moved_to, op_range[moved_ops]) | ~np.isin(moved_ops, by_start_thread)
+            op_range[moved_ops[later]] = moved_to[later]
 
         # Blocking calls, owned by the same two rules.
         as_launch = _calls_as_launches(blocking)
-        call_phase = row_to_phase[innermost_owner(as_launch, ranges, phase_mask, depth, start_thread_too=True)]
+        call_phase = row_to_phase[innermost_owner(as_launch, ranges, phase_mask, None, start_thread_too=True)]
         if took_cross:
             call_phase = attribute_other_threads(int64s(blocking["pid"]), int64s(blocking["tid"]), int64s(blocking["start_ns"]), call_phase, ph_pid, ph_tid, ph_s, ph_e, takes_cross)
         call_range = innermost_owner(as_launch, ranges, all_mask, depth)
         if n_ph:
             # The call's phase is its range where no range holds it, or where that phase (ended
-            # on another thread, outside nsys's projection) is the innermost of the two.
+            # on another thread, outside nsys's projection) started no earlier than the range.
             ph_row = phase_rows[np.maximum(call_phase, 0)]
-            deeper = ended_elsewhere[np.maximum(call_phase, 0)] & (depth[ph_row] >= depth[np.maximum(call_range, 0)])
-            call_range = np.where((call_phase >= 0) & ((call_range < 0) | deeper), ph_row, call_range)
+            inner = ended_elsewhere[np.maximum(call_phase, 0)] & _starts_no_earlier(nested, ph_row, call_range)
+            call_range = np.where((call_phase >= 0) & ((call_range < 0) | inner), ph_row, call_range)
         waits = attribute_waits(blocking, ops, op_phase, call_phase)
         syncs = _build_syncs(blocking, waits, call_range, call_phase, ranges, phase_rows, rank)
         b_start, b_end, dev, stream = boundaries_f.result() if boundaries_f is not None else _phase_stream_boundaries(*stream_work)
@@ -203,6 +209,13 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
     tiled, own = tiled_off_their_stream(clock, ph_pid, ph_s, ph_e, cycle_of, dev, stream, ph_tid, b_start, b_end)
     return RankWork(rank=rank, ranges=ranges, gpu_ops=gpu_ops, syncs=syncs, phase_inputs=inputs, cycle_rows=cycle_rows, skip_cycles=config.skip_cycles,
                     accepted_marks=tables.accepted_marks, provisional=build_phases(inputs), notes=_tiled_notes(tiled, own, b_end - b_start, labels))
+
+
+def _starts_no_earlier(nested: pa.Table, rows: np.ndarray, other: np.ndarray) -> np.ndarray:
+    """Per pair: range ``rows[i]`` started no earlier than range ``other[i]`` (True where
+    ``other[i]`` is -1, no range): of two ranges holding one call, the inner one in time."""
+    start = int64s(nested["start_ns"])
+    return (other < 0) | (start[rows] >= start[np.maximum(other, 0)])
 
 
 def _tiled_notes(tiled: np.ndarray, own: np.ndarray, gpu: np.ndarray, labels: list) -> tuple[str, ...]:
