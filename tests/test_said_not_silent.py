@@ -410,3 +410,33 @@ def test_a_capture_begun_after_a_record_still_says_what_a_stream_never_waits_for
     run = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("prefetch", "schedule", "forward", "process")))
     # THEN schedule is still said (its later waits are all on 11, none on 9)
     assert any("'schedule': in 3 of 4 instances" in w and "would read 0.050 ms" in w for w in run.warnings)
+
+
+def test_a_wait_on_a_record_made_before_the_capture_is_no_unknown(tmp_path):
+    # GIVEN the overlap loop with a prefetcher one batch ahead: batch c copies batch c+1's inputs
+    # on stream 11 and records them (T+30); stream 7 waits for that record before the next
+    # schedule. The capture began after the first such record: its wait, made after stream 9's
+    # first (resolved) wait, names a record the trace lacks, of an event recorded nowhere earlier
+    t = FakeTrace()
+    T, prev_end = 0, 0
+    for c in range(4):
+        launch(t, T + 10, (T + 12, T + 17))
+        t.event_record(event=1, record=c + 1, start=(T + 52) * U, end=(T + 53) * U, stream=7)
+        t.stream_wait(event=1, record=c + 1, start=(T + 54) * U, end=(T + 55) * U, stream=9)
+        gpu = max(T + 62, prev_end)
+        t.kernel(t.call("cudaLaunchKernel", (T + 60) * U, (T + 62) * U), gpu * U, (gpu + 400) * U, stream=9)
+        if c:
+            t.call("cudaEventSynchronize", (T + 151) * U, max(T + 152, prev_end) * U)
+        t.copy(t.call("cudaMemcpyAsync", (T + 20) * U, (T + 22) * U), (T + 23) * U, (T + 26) * U, kind=1, stream=11)
+        if c:
+            t.event_record(event=2, record=c + 2, start=(T + 30) * U, end=(T + 31) * U, stream=11)
+        P = max(T + 150, prev_end) + 50
+        t.cycle(c, T * U, (T + 50) * U, (T + 150) * U, P * U, names=("schedule", "forward", "process"))
+        prev_end, T = gpu + 400, P + 30
+        t.stream_wait(event=2, record=c + 2, start=(T - 8) * U, end=(T - 7) * U, stream=7)
+    # WHEN analysed
+    from tracerecon.analysis.config import PhaseConfig
+
+    run = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("schedule", "forward", "process")))
+    # THEN stream 7 is still known to wait only for 11, never for 9: schedule is said
+    assert any("'schedule': in 3 of 4 instances" in w and "would read 0.050 ms" in w for w in run.warnings)

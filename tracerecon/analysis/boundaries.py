@@ -57,8 +57,8 @@ class StreamClock:
     join_cpu: np.ndarray
     join_into: np.ndarray
     join_from: np.ndarray
-    # Streams (rows of ``keys``) with an event wait whose record is not in the trace, beyond the
-    # first waits of a capture begun mid-run (``_unresolved_into``): what they waited for is unknown.
+    # Streams (rows of ``keys``) with an event wait whose record is not in the trace, though not
+    # one made before the capture (``_unresolved_into``): what they waited for is unknown.
     unresolved_into: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def stream_index(self, pid: np.ndarray, device: np.ndarray, stream: np.ndarray) -> np.ndarray:
@@ -191,20 +191,22 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
         join_cpu=np.array([w_cpu[i] for i, _, _ in resolved], dtype=np.int64),
         join_into=np.array([w_stream[i] for i, _, _ in resolved], dtype=np.int64),
         join_from=rec_s,
-        unresolved_into=_unresolved_into(wait_stream, np.asarray(w["cpu"], dtype=np.int64), [x[0] for x in resolved]),
+        unresolved_into=_unresolved_into(wait_stream, [x[0] for x in resolved],
+                                         [bool(by_event.get((p, e))) and by_event[(p, e)][0][0] < t for p, e, t in zip(w_pid, w_event, w_cpu)]),
     )
 
 
-def _unresolved_into(wait_stream: np.ndarray, wait_cpu: np.ndarray, resolved: list[int]) -> np.ndarray:
-    """Streams with an event wait whose record the trace lacks, made after the first wait that
-    found its record (a capture begun mid-run misses the records of its first waits only), or
-    any such wait where none found one (an export without the event table)."""
+def _unresolved_into(wait_stream: np.ndarray, resolved: list[int], recorded_before: list[bool]) -> np.ndarray:
+    """Streams with an event wait whose record the trace lacks, though it holds a record of that
+    event made before the wait (``recorded_before``, per wait): a wait on a record made before
+    the capture began (its event recorded nowhere earlier in the trace) is no unknown. Where no
+    wait found its record (an export without the event table), every one is unknown."""
     if len(wait_stream) == 0:
         return np.zeros(0, np.int64)
     missing = np.ones(len(wait_stream), dtype=bool)
     missing[resolved] = False
     if resolved:
-        missing &= wait_cpu > wait_cpu[resolved].min()
+        missing &= np.asarray(recorded_before, dtype=bool)
     return np.unique(wait_stream[missing])
 
 
