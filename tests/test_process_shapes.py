@@ -333,6 +333,17 @@ def test_a_stream_wait_counts_from_when_its_call_returned(tmp_path):
     assert got == [(c, n, v) for c in range(3) for n, v in (("draft", 150), ("verify", 200))]
 
 
+def ended_on_thread_2(t: FakeTrace, b: int, *, end_tid: int = 2) -> None:
+    """verify: nvtxRangeStart on thread 1 at b+100, ended by ``end_tid`` at b+300; thread 1
+    launches its kernel on stream 9 (b+120..b+350) at b+110; draft (push/pop, b..b+100) launches
+    a kernel on stream 7 (b+20..b+80) at b+10; both inside push/pop 'cycle N' (b..b+400)."""
+    t.range(f"cycle {b // 1000}", b * U, (b + 400) * U, tid=1)
+    t.range("draft", b * U, (b + 100) * U, tid=1)
+    t.range("verify", (b + 100) * U, (b + 300) * U, tid=1, end_tid=end_tid, push_pop=False)
+    launch(t, b + 10, (b + 20, b + 80), tid=1)
+    t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U, tid=1), (b + 120) * U, (b + 350) * U, stream=9)
+
+
 def test_a_start_end_phase_ended_on_another_thread_owns_its_start_threads_launches(tmp_path):
     # GIVEN draft (push/pop, thread 1, CPU b..b+100) launching a kernel on stream 7 (b+20..b+80),
     # and verify, an nvtxRangeStart on thread 1 at b+100 ended by thread 2 at b+300 (nsys's
@@ -340,28 +351,13 @@ def test_a_start_end_phase_ended_on_another_thread_owns_its_start_threads_launch
     # (b+120..b+350)
     t = FakeTrace()
     for c in range(3):
-        b = c * 1000
-        t.range(f"cycle {c}", b * U, (b + 400) * U, tid=1)
-        t.range("draft", b * U, (b + 100) * U, tid=1)
-        t.range("verify", (b + 100) * U, (b + 300) * U, tid=1, end_tid=2, push_pop=False)
-        launch(t, b + 10, (b + 20, b + 80), tid=1)
-        t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U, tid=1), (b + 120) * U, (b + 350) * U, stream=9)
+        ended_on_thread_2(t, c * 1000)
     # WHEN analysed
     (rank,) = analyze([t.write(tmp_path / "t.sqlite")]).ranks
     # THEN verify owns that kernel and is read on stream 9: b+100 (draft's boundary: 7 done at
     # b+80, 9 idle) to done(9, b+300) = b+350: 250 us, its GPU work past its timer
     got = [(p["phase"], p["gpu_ns"] // U, p["stream_id"], p["n_gpu_ops"], p["verdict"]) for p in rank.phases.to_pylist()]
     assert got == [("draft", 100, 7, 1, "agree"), ("verify", 250, 9, 1, "under")] * 3
-
-
-def ended_on_thread_2(t: FakeTrace, b: int, *, end_tid: int = 2) -> None:
-    """verify: nvtxRangeStart on thread 1 at b+100, ended by ``end_tid`` at b+300; thread 1
-    launches its kernel on stream 9 (b+120..b+350) at b+110; draft b..b+100 on 7 as above."""
-    t.range(f"cycle {b // 1000}", b * U, (b + 400) * U, tid=1)
-    t.range("draft", b * U, (b + 100) * U, tid=1)
-    t.range("verify", (b + 100) * U, (b + 300) * U, tid=1, end_tid=end_tid, push_pop=False)
-    launch(t, b + 10, (b + 20, b + 80), tid=1)
-    t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U, tid=1), (b + 120) * U, (b + 350) * U, stream=9)
 
 
 def test_a_phase_ended_elsewhere_keeps_its_start_threads_launches_whatever_else_is_open(tmp_path):

@@ -10,6 +10,7 @@ import json
 
 from conftest import run_cli
 from nsys_factory import FakeTrace
+from tracerecon.analysis.config import PhaseConfig
 from tracerecon.api import load as analyze
 
 U = 1000  # 1 us
@@ -163,8 +164,6 @@ def test_a_phase_that_launched_nothing_is_not_queued_behind(tmp_path):
         t.cycle(c, b * U, (b + 100) * U, (b + 200) * U, names=("draft", "bookkeeping"))
         launch(t, b + 5, (b + 10, b + 500))
     # WHEN analysed with both as phases
-    from tracerecon.analysis.config import PhaseConfig
-
     (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "bookkeeping"))).ranks
     # THEN bookkeeping's events on stream 7 both read b+500 (draft's kernel): 0 us of GPU time
     # against 100 us of CPU time, over-reported; it queued nothing, so no cause is given (draft
@@ -201,8 +200,6 @@ def test_a_phase_inside_a_longer_cycle_of_another_thread_is_not_said_to_run_past
     t.range("draft", 500 * U, 700 * U, tid=3)
     launch(t, 510, (520, 600), tid=3)
     # WHEN analysed
-    from tracerecon.analysis.config import PhaseConfig
-
     run = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft",)))
     # THEN draft belongs to cycle 0, the latest-starting cycle that holds it, and nothing is said
     assert [(p["phase"], p["cycle"]) for p in run.ranks[0].phases.to_pylist()] == [("draft", 0)]
@@ -266,15 +263,24 @@ def test_an_op_without_its_launch_record_running_after_the_tail_hides_nothing(tm
     assert any("1 GPU op(s) have no launching API call" in w for w in run.warnings)
 
 
-def test_phases_tiled_behind_a_stream_they_never_wait_for_are_said(tmp_path):
-    # GIVEN SGLang's overlap loop marked at the scheduler's level, CPU one batch ahead: schedule
-    # (CPU T..T+50) runs a 5 us kernel on the default stream 7; forward (T+50..T+150) makes the
-    # forward stream 9 wait for 7 and queues a 400 us kernel on 9 behind the previous batch's;
-    # process (T+150..P) blocks until that previous forward is done, then works 50 us. Stream 7
-    # never waits for 9
+def overlap_loop(prefetch: str | None = None, event_table: bool = True, gap_us: int = 30) -> FakeTrace:
+    """SGLang's overlap loop marked at the scheduler's level, CPU one batch ahead, 4 batches:
+    schedule (CPU T..T+50) runs a 5 us kernel on the default stream 7; forward (T+50..T+150)
+    makes the forward stream 9 wait for 7 and queues a 400 us kernel on 9 behind the previous
+    batch's; process (T+150..P) blocks until that previous forward is done, then works 50 us;
+    the next batch starts ``gap_us`` later. Stream 7 never waits for 9. ``prefetch``:
+    "before", a prefetch phase (T-20..T) copies 3 us on stream 11, which 7 then waits for;
+    "ahead", batch c copies batch c+1's inputs on 11 and records them (T+30), 7 waits for that
+    record before the next schedule, and the capture began after the first such record."""
     t = FakeTrace()
     T, prev_end = 0, 0
     for c in range(4):
+        names, edges = ("schedule", "forward", "process"), [T, T + 50, T + 150]
+        if prefetch == "before":
+            t.copy(t.call("cudaMemcpyAsync", (T - 18) * U, (T - 16) * U), (T - 15) * U, (T - 12) * U, kind=1, stream=11)
+            t.event_record(event=2, record=c + 1, start=(T - 10) * U, end=(T - 9) * U, stream=11)
+            t.stream_wait(event=2, record=c + 1, start=(T - 8) * U, end=(T - 7) * U, stream=7)
+            names, edges = ("prefetch",) + names, [T - 20] + edges
         launch(t, T + 10, (T + 12, T + 17))
         t.event_record(event=1, record=c + 1, start=(T + 52) * U, end=(T + 53) * U, stream=7)
         t.stream_wait(event=1, record=c + 1, start=(T + 54) * U, end=(T + 55) * U, stream=9)
@@ -282,12 +288,24 @@ def test_phases_tiled_behind_a_stream_they_never_wait_for_are_said(tmp_path):
         t.kernel(t.call("cudaLaunchKernel", (T + 60) * U, (T + 62) * U), gpu * U, (gpu + 400) * U, stream=9)
         if c:
             t.call("cudaEventSynchronize", (T + 151) * U, max(T + 152, prev_end) * U)
+        if prefetch == "ahead":
+            t.copy(t.call("cudaMemcpyAsync", (T + 20) * U, (T + 22) * U), (T + 23) * U, (T + 26) * U, kind=1, stream=11)
+            if c:  # the first record was made before the capture began
+                t.event_record(event=2, record=c + 2, start=(T + 30) * U, end=(T + 31) * U, stream=11)
         P = max(T + 150, prev_end) + 50
-        t.cycle(c, T * U, (T + 50) * U, (T + 150) * U, P * U, names=("schedule", "forward", "process"))
-        prev_end, T = gpu + 400, P
-    # WHEN analysed with those three phases
-    from tracerecon.analysis.config import PhaseConfig
+        t.cycle(c, *(e * U for e in edges + [P]), names=names)
+        prev_end, T = gpu + 400, P + gap_us
+        if prefetch == "ahead":
+            t.stream_wait(event=2, record=c + 2, start=(T - 8) * U, end=(T - 7) * U, stream=7)
+    if not event_table:
+        t.events = []
+    return t
 
+
+def test_phases_tiled_behind_a_stream_they_never_wait_for_are_said(tmp_path):
+    # GIVEN SGLang's overlap loop (``overlap_loop``), each batch starting when the last ends
+    t = overlap_loop(gap_us=0)
+    # WHEN analysed with those three phases
     run = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("schedule", "forward", "process")))
     # THEN from the second batch on, schedule's boundaries wait for the previous forward on 9
     # (the tiling): it reads 0, where events on 7 would read b..b+50 = 50 us; said in a warning
@@ -313,39 +331,10 @@ def test_a_stream_that_waits_for_its_neighbours_stream_is_tiled_without_a_word(t
     assert not any("never waits for" in w for w in run.warnings)
 
 
-def overlap_loop(prefetch: bool = False, event_table: bool = True) -> FakeTrace:
-    """The overlap loop above (4 batches); with ``prefetch``, a prefetch phase (T-20..T) before
-    schedule copies 3 us on stream 11, which stream 7 then waits for."""
-    t = FakeTrace()
-    T, prev_end = 0, 0
-    for c in range(4):
-        names, edges = ("schedule", "forward", "process"), [T, T + 50, T + 150]
-        if prefetch:
-            t.copy(t.call("cudaMemcpyAsync", (T - 18) * U, (T - 16) * U), (T - 15) * U, (T - 12) * U, kind=1, stream=11)
-            t.event_record(event=2, record=c + 1, start=(T - 10) * U, end=(T - 9) * U, stream=11)
-            t.stream_wait(event=2, record=c + 1, start=(T - 8) * U, end=(T - 7) * U, stream=7)
-            names, edges = ("prefetch",) + names, [T - 20] + edges
-        launch(t, T + 10, (T + 12, T + 17))
-        t.event_record(event=1, record=c + 1, start=(T + 52) * U, end=(T + 53) * U, stream=7)
-        t.stream_wait(event=1, record=c + 1, start=(T + 54) * U, end=(T + 55) * U, stream=9)
-        gpu = max(T + 62, prev_end)
-        t.kernel(t.call("cudaLaunchKernel", (T + 60) * U, (T + 62) * U), gpu * U, (gpu + 400) * U, stream=9)
-        if c:
-            t.call("cudaEventSynchronize", (T + 151) * U, max(T + 152, prev_end) * U)
-        P = max(T + 150, prev_end) + 50
-        t.cycle(c, *(e * U for e in edges + [P]), names=names)
-        prev_end, T = gpu + 400, P + 30
-    if not event_table:
-        t.events = []
-    return t
-
-
 def test_the_stream_that_pushed_a_phase_decides_whether_it_is_said(tmp_path):
     # GIVEN the overlap loop with a prefetch phase whose copy stream 11 the default stream 7 waits
     # for; 7 still never waits for the forward stream 9, which pushes schedule's start boundary
-    from tracerecon.analysis.config import PhaseConfig
-
-    run = analyze([overlap_loop(prefetch=True).write(tmp_path / "t.sqlite")], PhaseConfig(phases=("prefetch", "schedule", "forward", "process")))
+    run = analyze([overlap_loop(prefetch="before").write(tmp_path / "t.sqlite")], PhaseConfig(phases=("prefetch", "schedule", "forward", "process")))
     # THEN schedule is named (50 us on its own stream: CPU T..T+50, its kernel done at T+17), and
     # prefetch too (stream 11 never waits for 9 either; 20 us on its own stream)
     said = [w for w in run.warnings if "never waits for" in w]
@@ -393,8 +382,6 @@ def test_a_phase_shortened_by_its_own_stream_is_not_said_to_be_pushed_by_another
         launch(t, b + 10, (b + 12, b + 20), tid=1)
         launch(t, b + 60, (b + 62, b + 250), tid=2)
         t.copy(t.call("cudaMemcpyAsync", (b + 305) * U, (b + 307) * U, tid=1), (b + 308) * U, (b + 315) * U, kind=2, stream=12)
-    from tracerecon.analysis.config import PhaseConfig
-
     run = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("schedule", "forward", "output")))
     # THEN nothing is said: no other stream moved schedule's boundaries
     assert not any("never waits for" in w for w in run.warnings)
@@ -403,9 +390,7 @@ def test_a_phase_shortened_by_its_own_stream_is_not_said_to_be_pushed_by_another
 def test_a_capture_begun_after_a_record_still_says_what_a_stream_never_waits_for(tmp_path):
     # GIVEN the overlap loop with its prefetch phase, the capture missing batch 0's record on
     # stream 11 (begun just after it): stream 7's first wait names a record the trace lacks
-    from tracerecon.analysis.config import PhaseConfig
-
-    t = overlap_loop(prefetch=True)
+    t = overlap_loop(prefetch="before")
     t.events = [e for e in t.events if not (e["streamId"] == 11 and e["eventSyncId"] == 1)]
     run = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("prefetch", "schedule", "forward", "process")))
     # THEN schedule is still said (its later waits are all on 11, none on 9)
@@ -417,26 +402,8 @@ def test_a_wait_on_a_record_made_before_the_capture_is_no_unknown(tmp_path):
     # on stream 11 and records them (T+30); stream 7 waits for that record before the next
     # schedule. The capture began after the first such record: its wait, made after stream 9's
     # first (resolved) wait, names a record the trace lacks, of an event recorded nowhere earlier
-    t = FakeTrace()
-    T, prev_end = 0, 0
-    for c in range(4):
-        launch(t, T + 10, (T + 12, T + 17))
-        t.event_record(event=1, record=c + 1, start=(T + 52) * U, end=(T + 53) * U, stream=7)
-        t.stream_wait(event=1, record=c + 1, start=(T + 54) * U, end=(T + 55) * U, stream=9)
-        gpu = max(T + 62, prev_end)
-        t.kernel(t.call("cudaLaunchKernel", (T + 60) * U, (T + 62) * U), gpu * U, (gpu + 400) * U, stream=9)
-        if c:
-            t.call("cudaEventSynchronize", (T + 151) * U, max(T + 152, prev_end) * U)
-        t.copy(t.call("cudaMemcpyAsync", (T + 20) * U, (T + 22) * U), (T + 23) * U, (T + 26) * U, kind=1, stream=11)
-        if c:
-            t.event_record(event=2, record=c + 2, start=(T + 30) * U, end=(T + 31) * U, stream=11)
-        P = max(T + 150, prev_end) + 50
-        t.cycle(c, T * U, (T + 50) * U, (T + 150) * U, P * U, names=("schedule", "forward", "process"))
-        prev_end, T = gpu + 400, P + 30
-        t.stream_wait(event=2, record=c + 2, start=(T - 8) * U, end=(T - 7) * U, stream=7)
+    t = overlap_loop(prefetch="ahead")
     # WHEN analysed
-    from tracerecon.analysis.config import PhaseConfig
-
     run = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("schedule", "forward", "process")))
     # THEN stream 7 is still known to wait only for 11, never for 9: schedule is said
     assert any("'schedule': in 3 of 4 instances" in w and "would read 0.050 ms" in w for w in run.warnings)

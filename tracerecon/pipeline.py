@@ -239,7 +239,6 @@ def _file_work_uncached(f: Path, config: PhaseConfig, multi: bool, rank_hint: in
 def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, rank_hint: int | None, order: int) -> tuple[list, list[str], tuple]:
     """``_file_work_uncached`` once the export's tables are read."""
     from tracerecon.analysis.projection import int64s
-    from tracerecon.analysis.phases import phases_past_their_cycle
     from tracerecon.analysis.rank import RankTables, own_rank
     from tracerecon.analysis.ranks import RankSource, processes_in_file, select_pids
 
@@ -271,12 +270,6 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
         work = own_rank(rt, rank, config)
         out.append((RankSource(rank, str(f), tuple(pids), how), tables.info, work))
         warnings.extend(f"{f}{f' (rank {rank})' if len(splits) > 1 else ''}: {note}" for note in work.notes)
-        past = phases_past_their_cycle(work.phase_inputs.ranges, work.phase_inputs.phase_rows, work.phase_inputs.cycle, work.cycle_rows)
-        if len(past):
-            first = int(past[0])
-            warnings.append(f"{f}{f' (rank {rank})' if len(splits) > 1 else ''}: {len(past)} phase range(s) start inside a cycle range and end "
-                            f"after it (first: {work.phase_inputs.labels[first]!r}): they belong to no cycle, are read alone and counted in no cycle's "
-                            "GPU time")
     session = (tables.info.session_start_utc_ns if not tables.info.time_normalized else None, tables.trace_end_ns, tables.info.nsys_version)
     return out, warnings, session
 

@@ -58,7 +58,6 @@ def thread_keys(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     return (np.asarray(pid, np.int64) << 32) | (np.asarray(tid, np.int64) & 0xFFFFFFFF)
 
 
-
 def is_launch_call(api_calls: pa.Table) -> np.ndarray:
     """API calls that launch a kernel or a graph."""
     if api_calls.num_rows == 0:

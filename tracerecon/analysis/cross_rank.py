@@ -138,8 +138,12 @@ def analyze_cross_rank(views: list[RankView]) -> CrossRank:
               "collectives inside graphs are not seen, so they are neither matched nor waited for (trace with --cuda-graph-trace=node)",) if whole else ()
     name_codes: dict[str, int] = {}
     comm = [_comm_ops(v, name_codes) for v in views]
-    silent = [v for v, c in zip(views, comm) if len(c["key"]) == 0]
-    cross = _without_silent_ranks(views, silent) if silent and len(views) - len(silent) >= 2 else _matched(views, comm, names=sorted(name_codes, key=name_codes.get))
+    names = sorted(name_codes, key=name_codes.get)
+    silent = [len(c["key"]) == 0 for c in comm]
+    if any(silent) and len(views) - sum(silent) >= 2:
+        cross = _without_silent_ranks(views, comm, names, silent)
+    else:
+        cross = _matched(views, comm, names)
     return replace(cross, warnings=unseen + cross.warnings) if unseen else cross
 
 
@@ -210,28 +214,24 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
     return CrossRank(tuple(alignment), comm_stats, collectives, _critical_path(views, arrivals, offset), tuple(warnings))
 
 
-def _without_silent_ranks(views: list[RankView], silent: list[RankView]) -> CrossRank:
+def _without_silent_ranks(views: list[RankView], comm: list[dict[str, np.ndarray]], names: list[str], silent: list[bool]) -> CrossRank:
     """Collectives matched among the ranks that ran communication kernels, where some ran none
     (a process of another role traced with the tensor-parallel ranks, a trace taken without its
     NCCL kernels): matched against every rank, each collective would be one no rank lacks, and
     there would be none. The silent ranks are left out of the collectives and the critical path
     (said in a warning), keep their alignment on the same timeline (their clock's, collectives
     cannot refine it) and count no communication."""
-    talking = [v for v in views if all(v is not s for s in silent)]
-    name_codes: dict[str, int] = {}
-    comm = [_comm_ops(v, name_codes) for v in talking]
-    cross = _matched(talking, comm, sorted(name_codes, key=name_codes.get))
-    ref = talking[0]
-    alignment = list(cross.alignment)
-    comm = list(cross.comm)
-    for v in silent:
-        base, method = _clock_base(v, ref) or (0, "none")
+    talking = [v for v, quiet in zip(views, silent) if not quiet]
+    quiet_views = [v for v, quiet in zip(views, silent) if quiet]
+    cross = _matched(talking, [c for c, quiet in zip(comm, silent) if not quiet], names)  # silent ranks added no names
+    alignment, stats = list(cross.alignment), list(cross.comm)
+    for v in quiet_views:
+        base, method = _clock_base(v, talking[0]) or (0, "none")
         alignment.append(RankAlignment(v.rank, base, 0 if method == "shared clock" else None, method))
-        comm.append(RankComm(rank=v.rank, comm_ns=0, wait_ns=0, n_collectives=0, phase_wait_ns=np.zeros(v.phases.num_rows, dtype=np.int64)))
-    names = ", ".join(str(v.rank) for v in silent)
-    warning = (f"rank{'s' if len(silent) > 1 else ''} {names} ran no communication kernels: collectives, waits and the critical path "
-               f"are those of ranks {', '.join(str(v.rank) for v in talking)}")
-    return CrossRank(tuple(sorted(alignment, key=lambda a: a.rank)), tuple(sorted(comm, key=lambda c: c.rank)), cross.collectives,
+        stats.append(RankComm(rank=v.rank, comm_ns=0, wait_ns=0, n_collectives=0, phase_wait_ns=np.zeros(v.phases.num_rows, dtype=np.int64)))
+    warning = (f"rank{'s' if len(quiet_views) > 1 else ''} {', '.join(str(v.rank) for v in quiet_views)} ran no communication kernels: "
+               f"collectives, waits and the critical path are those of ranks {', '.join(str(v.rank) for v in talking)}")
+    return CrossRank(tuple(sorted(alignment, key=lambda a: a.rank)), tuple(sorted(stats, key=lambda c: c.rank)), cross.collectives,
                      cross.critical_path, (warning,) + cross.warnings)
 
 

@@ -40,77 +40,66 @@ def error_threshold(span_ns: np.ndarray) -> np.ndarray:
     return np.maximum(ERROR_FLOOR_NS, (ERROR_FRACTION * span_ns).astype(np.int64))
 
 
+def _cycle_candidates(ranges: pa.Table, p_rows: np.ndarray, cycle_rows: np.ndarray):
+    """The cycle ranges each phase range (rows ``p_rows``) could belong to: its thread's where
+    that thread marks cycles itself (one process driving a GPU per thread keeps them apart),
+    else its process's (cycles marked on a loop thread, phases on a model thread). Yields
+    (positions in ``p_rows``, their candidate cycle rows in start order), one group per owner."""
+    pid = int64s(ranges["pid"])
+    thread = thread_keys(pid, int64s(ranges["tid"], -1))
+    start = int64s(ranges["start_ns"])
+    by_thread = np.isin(thread[p_rows], thread[cycle_rows])
+    for key, group in ((thread, by_thread), (pid, ~by_thread)):
+        for owner in np.unique(key[p_rows[group]]).tolist():
+            cyc = cycle_rows[key[cycle_rows] == owner]
+            if len(cyc):
+                yield np.flatnonzero(group & (key[p_rows] == owner)), cyc[np.argsort(start[cyc], kind="stable")]
+
+
 def cycles_by_time(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, cycle_rows: np.ndarray) -> np.ndarray:
     """``cycle_of`` with each phase nested in no cycle range (``select_phases``) given a cycle
-    range whose CPU span holds the phase's: of its own thread if one does, else (where its
-    thread marks no cycles itself) of its process. Of those, the latest-starting that began at
-    or before the phase and ends at or after it. So cycles marked on another thread than the phases (a loop thread and a model
+    range whose CPU span holds the phase's, among those it could belong to
+    (``_cycle_candidates``): the latest-starting that began at or before the phase and ends at
+    or after it (cycles of two threads may overlap: a later, shorter one that ended first does
+    not hold it). So cycles marked on another thread than the phases (a loop thread and a model
     thread), or with ``nvtxRangeStart/End`` (never nested), still number their phases, and
     threads running cycles of their own keep them apart; a phase outside every cycle stays -1."""
     loose = np.flatnonzero(cycle_of < 0)
     if len(loose) == 0 or len(cycle_rows) == 0:
         return cycle_of
     cycle_of = cycle_of.copy()
-    pid, tid = int64s(ranges["pid"]), int64s(ranges["tid"], -1)
+    cycle_rows = np.asarray(cycle_rows)
     start, end = int64s(ranges["start_ns"]), int64s(ranges["end_ns"], I64_MIN)
-    thread = thread_keys(pid, tid)
-    c_start, c_end = start[cycle_rows], end[cycle_rows]
-    own_cycles = np.isin(thread, thread[cycle_rows])  # rows on a thread that marks cycles itself
-    for key in (thread, pid):  # the phase's own thread first, then its process
-        loose = np.flatnonzero(cycle_of < 0)
-        if key is pid:
-            # Only for threads without cycles of their own: a phase of a thread that runs its own
-            # cycles (one process driving a GPU per thread) is never given another thread's.
-            loose = loose[~own_cycles[phase_rows[loose]]]
-        p_rows = phase_rows[loose]
-        p_key, p_start, p_end = key[p_rows], start[p_rows], end[p_rows]
-        c_key = key[cycle_rows]
-        k = np.full(len(loose), -1, dtype=np.int64)  # the cycle (position in cycle_rows) of each loose phase
-        for owner in np.unique(p_key).tolist():
-            mine, theirs = np.flatnonzero(p_key == owner), np.flatnonzero(c_key == owner)
-            if len(theirs) == 0:
-                continue
-            theirs = theirs[np.argsort(c_start[theirs], kind="stable")]
-            # The latest-starting of the owner's cycles that began at or before the phase and
-            # end no earlier than it (cycles of two threads may overlap: a later, shorter one
-            # that ended first does not hold it).
-            pos = np.searchsorted(c_start[theirs], p_start[mine], side="right") - 1
-            ends = np.where(c_end[theirs] == I64_MIN, I64_MIN, c_end[theirs])
-            hit = last_reaching(ends, pos, np.where(p_end[mine] == I64_MIN, I64_MAX, p_end[mine]))
-            k[mine] = np.where(hit >= 0, theirs[np.maximum(hit, 0)], -1)
-        ok = (k >= 0) & (p_end != I64_MIN)
-        cycle_of[loose[ok]] = k[ok]
+    p_rows = np.asarray(phase_rows)[loose]
+    position = np.full(len(ranges), -1, dtype=np.int64)  # range row -> position in cycle_rows
+    position[cycle_rows] = np.arange(len(cycle_rows))
+    for mine, cyc in _cycle_candidates(ranges, p_rows, cycle_rows):
+        p_start, p_end = start[p_rows[mine]], end[p_rows[mine]]
+        pos = np.searchsorted(start[cyc], p_start, side="right") - 1
+        hit = last_reaching(end[cyc], pos, np.where(p_end == I64_MIN, I64_MAX, p_end))
+        ok = (hit >= 0) & (p_end != I64_MIN)
+        cycle_of[loose[mine[ok]]] = position[cyc[hit[ok]]]
     return cycle_of
 
 
 def phases_past_their_cycle(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, cycle_rows: np.ndarray) -> np.ndarray:
     """Phase instances (positions in ``phase_rows``) in no cycle that start inside a cycle range
-    they could belong to (``cycles_by_time``: their thread's where it marks its own, else their
-    process's) and end after every such range they started in: they ran past their cycle's end
-    (a range closed late, a phase ended on another thread after the cycle's), so they are read
-    alone and counted in no cycle's sums. Empty where every phase is in a cycle."""
+    they could belong to (``_cycle_candidates``) and end after every such range they started
+    in: they ran past their cycle's end (a range closed late, a phase ended on another thread
+    after the cycle's), so they are read alone and counted in no cycle's sums. Empty where
+    every phase is in a cycle."""
     loose = np.flatnonzero(np.asarray(cycle_of) < 0)
     if len(loose) == 0 or len(cycle_rows) == 0:
         return np.zeros(0, dtype=np.int64)
-    cycle_rows = np.asarray(cycle_rows)
-    pid, start, end = int64s(ranges["pid"]), int64s(ranges["start_ns"]), int64s(ranges["end_ns"], I64_MAX)
-    thread = thread_keys(pid, int64s(ranges["tid"], -1))
+    start, end = int64s(ranges["start_ns"]), int64s(ranges["end_ns"], I64_MAX)
     p_rows = np.asarray(phase_rows)[loose]
-    by_thread = np.isin(thread[p_rows], thread[cycle_rows])
     inside = np.zeros(len(loose), dtype=bool)
-    for key, group in ((thread, by_thread), (pid, ~by_thread)):
-        for p in np.unique(key[p_rows[group]]).tolist():
-            mine = np.flatnonzero(group & (key[p_rows] == p))
-            cyc = cycle_rows[key[cycle_rows] == p]
-            if len(cyc) == 0:
-                continue
-            order = np.argsort(start[cyc], kind="stable")
-            c_start, c_end_reach = start[cyc][order], np.maximum.accumulate(end[cyc][order])
-            # Inside some cycle range at its start (a cycle started at or before it reaches past
-            # its start), and past the end of every such cycle at its end.
-            k = np.searchsorted(c_start, start[p_rows[mine]], side="right") - 1
-            reach = c_end_reach[np.maximum(k, 0)]
-            inside[mine] = (k >= 0) & (reach > start[p_rows[mine]]) & (end[p_rows[mine]] > reach)
+    for mine, cyc in _cycle_candidates(ranges, p_rows, np.asarray(cycle_rows)):
+        # Inside some cycle range at its start (a cycle started at or before it reaches past its
+        # start), and past the end of every such cycle at its end.
+        k = np.searchsorted(start[cyc], start[p_rows[mine]], side="right") - 1
+        reach = np.maximum.accumulate(end[cyc])[np.maximum(k, 0)]
+        inside[mine] = (k >= 0) & (reach > start[p_rows[mine]]) & (end[p_rows[mine]] > reach)
     return loose[inside]
 
 

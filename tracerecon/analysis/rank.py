@@ -25,7 +25,8 @@ from tracerecon.analysis.boundaries import (StreamClock, busiest_streams, caller
                                             tiled_off_their_stream)
 from tracerecon.analysis.nccl import phase_comm_split
 from tracerecon.analysis.config import PhaseConfig
-from tracerecon.analysis.phases import PhaseInputs, build_cycles, build_phases, cycles_by_time, cycles_per_thread, select_phases
+from tracerecon.analysis.phases import (PhaseInputs, build_cycles, build_phases, cycles_by_time, cycles_per_thread, phases_past_their_cycle,
+                                        select_phases)
 from tracerecon.analysis.projection import I64_MIN, index_launches, innermost_owner, int64s
 from tracerecon.analysis.ranges import build_ranges, nest
 from tracerecon.analysis.syncs import attribute_waits, find_blocking_calls
@@ -208,7 +209,8 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
     gpu_ops = _build_gpu_ops(ops, op_range, op_phase, rank)
     tiled, own = tiled_off_their_stream(clock, ph_pid, ph_s, ph_e, cycle_of, dev, stream, ph_tid, b_start, b_end)
     return RankWork(rank=rank, ranges=ranges, gpu_ops=gpu_ops, syncs=syncs, phase_inputs=inputs, cycle_rows=cycle_rows, skip_cycles=config.skip_cycles,
-                    accepted_marks=tables.accepted_marks, provisional=build_phases(inputs), notes=_tiled_notes(tiled, own, b_end - b_start, labels))
+                    accepted_marks=tables.accepted_marks, provisional=build_phases(inputs),
+                    notes=_past_cycle_notes(phases_past_their_cycle(nested, phase_rows, cycle_of, cycle_rows), labels) + _tiled_notes(tiled, own, b_end - b_start, labels))
 
 
 def _starts_no_earlier(nested: pa.Table, rows: np.ndarray, other: np.ndarray) -> np.ndarray:
@@ -216,6 +218,14 @@ def _starts_no_earlier(nested: pa.Table, rows: np.ndarray, other: np.ndarray) ->
     ``other[i]`` is -1, no range): of two ranges holding one call, the inner one in time."""
     start = int64s(nested["start_ns"])
     return (other < 0) | (start[rows] >= start[np.maximum(other, 0)])
+
+
+def _past_cycle_notes(past: np.ndarray, labels: list) -> tuple[str, ...]:
+    """The line for the phase instances ``phases_past_their_cycle`` finds, if any."""
+    if len(past) == 0:
+        return ()
+    return (f"{len(past)} phase range(s) start inside a cycle range and end after it (first: {labels[int(past[0])]!r}): they belong to no "
+            "cycle, are read alone and counted in no cycle's GPU time",)
 
 
 def _tiled_notes(tiled: np.ndarray, own: np.ndarray, gpu: np.ndarray, labels: list) -> tuple[str, ...]:
