@@ -285,6 +285,76 @@ def test_a_side_stream_relaunched_after_a_join_without_a_new_fork_is_read_on_the
     assert [c["gpu_ns"] // U for c in rank.cycles.to_pylist()] == [520] * 3
 
 
+def test_a_side_stream_joined_back_in_a_later_phase_of_the_cycle_is_read_on_the_caller(tmp_path):
+    # GIVEN draft (CPU b..b+100) runs 30 us on 7, forks side stream 50 off 7 (record on 7 at b+50),
+    # queues a 500 us kernel on 50 (b+60..b+560) and another 18 us one on 7; 50 is not joined back
+    # in draft; verify (CPU b+100..b+400) makes 7 wait for 50 (record on 50 at b+150) and runs a
+    # 20 us kernel on 7 after it (b+560..b+580): side_join_later of launch/stream_shapes_probe.py
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 2000
+        t.cycle(c, b * U, (b + 100) * U, (b + 400) * U)
+        launch(t, b + 5, (b + 10, b + 40))
+        fork_join(t, 1, c + 1, b + 50, side=50)
+        launch(t, b + 55, (b + 60, b + 560), stream=50)
+        launch(t, b + 70, (b + 72, b + 90))
+        fork_join(t, 2, c + 1, b + 150, side=7, caller=50)
+        launch(t, b + 160, (b + 560, b + 580))
+    # WHEN analysed
+    rank = one_rank(t, tmp_path)
+    # THEN events on 7, where both phases' events go: draft b..max(b+100, done(7, b+100) = b+90):
+    # 100 us; verify b+100..done(7, b+400) = b+580 (its kernel waited for 50): 480 us. Read on
+    # stream 50, draft would take 560 us and verify 20 us; cycles 580 us either way
+    assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("draft", 100), ("verify", 480))]
+    assert [c["gpu_ns"] // U for c in rank.cycles.to_pylist()] == [580] * 3
+
+
+def test_an_aux_stream_that_waits_for_the_phases_stream_later_is_not_its_caller(tmp_path):
+    # GIVEN draft prepares inputs on aux stream 9 (a 10 us kernel), makes forward stream 7 wait for
+    # them (record on 9, wait on 7) and runs 200 us on 7; verify runs 50 us on 7, then makes 9 wait
+    # for 7 (buffers reused next step: record on 7, wait on 9) and runs a 5 us kernel on 9. So 7
+    # waits for 9 first in draft and 9 for 7 later in the cycle, as a side stream joined back would
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 100) * U, (b + 300) * U)
+        launch(t, b + 5, (b + 10, b + 20), stream=9)
+        fork_join(t, 1, c + 1, b + 30, side=7, caller=9)
+        launch(t, b + 40, (b + 40, b + 240))
+        launch(t, b + 110, (b + 240, b + 290))
+        fork_join(t, 2, c + 1, b + 120, side=9, caller=7)
+        launch(t, b + 125, (b + 290, b + 295), stream=9)
+    # WHEN analysed
+    rank = one_rank(t, tmp_path)
+    # THEN verify, the phase that joins, is read on 7, not on 9: 7 is where the engine's events
+    # go, and 7 was never forked off 9. Events on 7: draft b..b+240 = 240 us, verify
+    # b+240..max(b+300, b+290) = 60 us
+    assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("draft", 240), ("verify", 60))]
+
+
+def test_an_aux_stream_forked_off_and_joined_back_within_each_cycle_is_read_on_the_caller(tmp_path):
+    # GIVEN prep (CPU b..b+50) forks aux stream 9 off 7 (buffers free: record on 7, wait on 9) and
+    # prepares inputs there (10 us); forward (b+50..b+150) makes 7 wait for them (record on 9,
+    # wait on 7) and runs 200 us on 7 (b+60..b+260); sample (b+150..b+300) runs 50 us on 7. So 7
+    # waits for 9 in forward, and 9 for 7 again only in the next cycle's prep
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 50) * U, (b + 150) * U, (b + 300) * U, names=("prep", "forward", "sample"))
+        fork_join(t, 1, c + 1, b + 5, side=9, caller=7)
+        launch(t, b + 10, (b + 12, b + 22), stream=9)
+        fork_join(t, 2, c + 1, b + 55, side=7, caller=9)
+        launch(t, b + 60, (b + 60, b + 260))
+        launch(t, b + 160, (b + 260, b + 310))
+    # WHEN analysed
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("prep", "forward", "sample"))).ranks
+    # THEN every phase is read on 7: prep forked 9 off 7 and forward, read on 7, joined it back
+    # in the cycle; forward's 7 is not forked off 9 (9 waits for 7 again only in the next cycle).
+    # Events on 7: prep b..b+50 = 50 us, forward b+50..done(7, b+150) = b+260: 210 us, sample
+    # b+260..b+310 = 50 us
+    assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("prep", 50), ("forward", 210), ("sample", 50))]
+
+
 def test_a_long_prefetch_on_a_copy_stream_does_not_move_the_phase_off_its_compute_stream(tmp_path):
     # GIVEN each cycle draft (a 70 us kernel on stream 7) and verify (a 70 us kernel on 7 and a
     # 650 us host-to-device copy on copy stream 12, never joined: a prefetch of the next step's

@@ -333,7 +333,7 @@ def narrowed_by_phase(op_phase: np.ndarray, n_phases: int, *masks: np.ndarray | 
 
 
 def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_pid: np.ndarray, cpu_start: np.ndarray, cpu_end: np.ndarray,
-                   device: np.ndarray, stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                   cycle: np.ndarray, device: np.ndarray, stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The stream each phase's CUDA events would be recorded on, given the stream that received
     most of its work (``phase_streams``): the caller's stream where that one is a side stream.
 
@@ -347,9 +347,12 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     communicates is nobody's caller. Two computing streams wait for each other in turn (a
     side stream joined back, SGLang's plan stream), so either can look forked off the other:
     there the caller must fork first within the phase (the first wait between them is S
-    waiting for C) and join S back within it, so only one of the two can be the other's
-    caller; S's ops then count as forked from that first fork on, also those launched after a
-    join without a new fork. Repeated for nested forks; a stream with no ops at all passes a phase on to the
+    waiting for C) and join S back, so only one of the two can be the other's caller: within
+    the phase, or in a later phase of the same cycle (``cycle``, per phase) whose busiest
+    stream is C (that phase's events go on C, so the thread's current stream is C). A forward
+    stream that waited for an aux stream's inputs is thus no side stream of the aux stream when
+    a phase on the forward stream makes the aux stream wait later on. S's ops then count as
+    forked from that first fork on, also those launched after a join without a new fork. Repeated for nested forks; a stream with no ops at all passes a phase on to the
     stream it was forked off within the phase (NCCL's stream forked off an empty side stream). Returns (device, stream) per phase; unchanged where the phase
     launched nothing or its stream was no side stream."""
     device = np.asarray(device, dtype=np.int64).copy()
@@ -358,6 +361,8 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     if len(cpu) == 0 or len(device) == 0 or not (into != from_).any():
         return device, stream
     row = clock.stream_index(ph_pid, device, stream)
+    cycle = np.asarray(cycle, dtype=np.int64)
+    by_start = np.argsort(cpu_start, kind="stable")
     # Only phases on a stream that waited or was waited for can move (nor can their callers'
     # phases be others): the rest of the ops need not be looked at.
     candidate = np.zeros(len(row), dtype=bool)
@@ -419,8 +424,10 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
                 if compute_streams[side]:
                     nxt = np.searchsorted(w_cpu, o_launch[on_side], side="right")
                     join = waits[np.minimum(nxt, len(waits) - 1)]
-                    closed = forked & (nxt < len(waits)) & (into[join] == other) & (cpu[join] < cpu_end[ph_of])
-                    ok &= first_in & (np.bincount(ph_of[closed], minlength=len(row)) > 0)
+                    joined = forked & (nxt < len(waits)) & (into[join] == other)
+                    within = joined & (cpu[join] < cpu_end[ph_of])
+                    later = joined & ~within & _in_a_later_phase_on(cpu[join], ph_of, other, row, ph_pid, cpu_start, cpu_end, cycle, by_start)
+                    ok &= first_in & (np.bincount(ph_of[within | later], minlength=len(row)) > 0)
                 phases = np.flatnonzero(ok & (n_mine > 0) & (row == side))
                 caller[phases] = other
         moved = np.flatnonzero(caller >= 0)
@@ -429,6 +436,17 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
         row[moved] = caller[moved]
         device[moved], stream[moved] = _unpack_device(clock.keys, caller[moved]), _unpack_stream(clock.keys, caller[moved])
     return device, stream
+
+
+def _in_a_later_phase_on(t: np.ndarray, ph: np.ndarray, stream_row: int, row: np.ndarray, ph_pid: np.ndarray, cpu_start: np.ndarray,
+                         cpu_end: np.ndarray, cycle: np.ndarray, by_start: np.ndarray) -> np.ndarray:
+    """Per instant ``t[i]`` (after phase ``ph[i]`` ended): it falls in a later phase of the same
+    cycle and process (the latest-starting phase whose CPU window holds it) that is read on
+    ``stream_row``. ``by_start``: the phases in CPU start order."""
+    k = np.searchsorted(cpu_start[by_start], t, side="right") - 1
+    holder = by_start[np.maximum(k, 0)]
+    return ((k >= 0) & (holder != ph) & (cpu_end[holder] > t) & (cycle[ph] >= 0) & (cycle[holder] == cycle[ph])
+            & (ph_pid[holder] == ph_pid[ph]) & (row[holder] == stream_row))
 
 
 def busiest_streams(ops: pa.Table) -> dict[int, tuple[int, int]]:

@@ -1,0 +1,169 @@
+"""Engine shapes with streams beyond the default one, for checking tracerecon on real traces
+against the engine's own CUDA events (issue 6's rule: what would events recorded on the stream at
+each phase boundary read, cycle by cycle?). Each cycle is a ``cycle N`` NVTX range holding the
+phases ``prepare``, ``forward`` and ``sample`` (torch.cuda.nvtx); an event is recorded on the
+current (default) stream at every phase boundary, where an engine's own timers would put them.
+Ground truth per cycle goes to ``--gt`` as JSON lines: each phase's milliseconds between its two
+events, and the CPU time of the cycle.
+
+Shapes (``--shape``):
+- ``side_join_same``: forward forks a side stream off the default one (shared experts beside
+  the routed ones), runs the longer chain there and joins it back within forward.
+- ``side_join_later``: forward forks the side stream and leaves it running; sample joins it
+  (the README's not-handled case: measured here, not assumed).
+- ``copy_event_sync``: vLLM's asynchronous output: sample's results are copied to pinned memory
+  on a copy stream that waits for the default one; prepare waits on the CPU for the copy's event
+  (cudaEventSynchronize) of the cycle two back, so the CPU runs up to a cycle ahead of the GPU.
+- ``graph_fork_join``: forward replays a CUDA graph captured with a fork onto a side stream and a
+  join back (multi-stream MoE in a captured decode step).
+
+    nsys profile -t cuda,nvtx --cuda-graph-trace=node -o out python3 launch/stream_shapes_probe.py --shape S --gt gt.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import torch
+
+PHASES = ("prepare", "forward", "sample")
+
+
+def spin(ms: float) -> None:
+    end = time.perf_counter() + ms / 1e3
+    while time.perf_counter() < end:
+        pass
+
+
+class Model:
+    """Matmul chains standing in for a model's layers (each 4096^2 bf16 matmul ~0.2 ms on an H200)."""
+
+    def __init__(self, dev: torch.device):
+        self.w = torch.randn(4096, 4096, device=dev, dtype=torch.bfloat16) / 64
+        self.x = torch.randn(4096, 4096, device=dev, dtype=torch.bfloat16)
+        self.state = torch.zeros(1024, device=dev)
+        self.side = torch.cuda.Stream()
+        self.copy = torch.cuda.Stream()
+        self.host = torch.empty(1024, pin_memory=True)
+
+    def chain(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        for _ in range(n):
+            x = x @ self.w
+        return x
+
+
+def forward_fork(m: Model, join: bool) -> torch.Tensor:
+    main = torch.cuda.current_stream()
+    y = m.chain(m.x, 2)
+    m.side.wait_stream(main)
+    with torch.cuda.stream(m.side):
+        z = m.chain(y, 6)  # the longer branch
+    y = m.chain(y, 1)
+    if join:
+        main.wait_stream(m.side)
+        y = y + z
+    m.pending_side = z
+    return y
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", required=True, choices=["side_join_same", "side_join_later", "copy_event_sync", "graph_fork_join"])
+    ap.add_argument("--cycles", type=int, default=40)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--gt", required=True)
+    args = ap.parse_args()
+    dev = torch.device("cuda")
+    m = Model(dev)
+    nvtx = torch.cuda.nvtx
+    graph = None
+    if args.shape == "graph_fork_join":
+        static_in = m.x.clone()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):  # warm the kernels up outside the capture
+            for _ in range(2):
+                y = m.chain(static_in, 2)
+        m.side.wait_stream(s)
+        with torch.cuda.stream(m.side):  # and on the side stream (cuBLAS's workspace for it)
+            m.chain(static_in, 1)
+        torch.cuda.current_stream().wait_stream(m.side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            cap = torch.cuda.current_stream()
+            y = m.chain(static_in, 2)
+            m.side.wait_stream(cap)
+            with torch.cuda.stream(m.side):
+                z = m.chain(y, 5)
+            y = m.chain(y, 1)
+            cap.wait_stream(m.side)
+            static_out = y + z
+    torch.cuda.synchronize()
+    ready: list = []  # copy_event_sync: the copy events of the cycles whose results are not yet read
+    rows = []
+    for i in range(-args.warmup, args.cycles):
+        main_stream = torch.cuda.current_stream()
+        ev = [torch.cuda.Event(enable_timing=True) for _ in range(len(PHASES) + 1)]
+        t0 = time.perf_counter()
+        nvtx.range_push(f"cycle {i}" if i >= 0 else "warmup")
+        ev[0].record(main_stream)
+
+        nvtx.range_push("prepare")
+        if args.shape == "copy_event_sync" and len(ready) == 2:
+            ready.pop(0).synchronize()  # the sampled tokens of the cycle two back
+            _ = m.host[:4].tolist()
+        m.state.add_(1.0)
+        if graph is not None:
+            static_in.copy_(m.x)
+        spin(0.1)
+        nvtx.range_pop()
+        ev[1].record(main_stream)
+
+        nvtx.range_push("forward")
+        if args.shape == "side_join_same":
+            y = forward_fork(m, join=True)
+        elif args.shape == "side_join_later":
+            y = forward_fork(m, join=False)
+        elif args.shape == "copy_event_sync":
+            y = m.chain(m.x, 6)
+        else:
+            graph.replay()
+            y = static_out
+        spin(0.1)
+        nvtx.range_pop()
+        ev[2].record(main_stream)
+
+        nvtx.range_push("sample")
+        if args.shape == "side_join_later":
+            main_stream.wait_stream(m.side)
+            y = y + m.pending_side
+        tok = y[0, :1024].float().softmax(0)
+        if args.shape == "copy_event_sync":
+            m.copy.wait_stream(main_stream)
+            with torch.cuda.stream(m.copy):
+                m.host.copy_(tok, non_blocking=True)
+                done = torch.cuda.Event()
+                done.record(m.copy)
+            ready.append(done)
+            tok.record_stream(m.copy)
+        else:
+            _ = tok[0].item()  # the sampled token, read on the CPU
+        nvtx.range_pop()
+        ev[3].record(main_stream)
+        nvtx.range_pop()
+        if i >= 0:
+            rows.append((i, ev, (time.perf_counter() - t0) * 1e3))
+    torch.cuda.synchronize()
+    with open(args.gt, "w") as fh:
+        for i, ev, cpu in rows:
+            rec = {"cycle": i, "cpu_ms": cpu, "shape": args.shape,
+                   "phase_ms": {n: ev[k].elapsed_time(ev[k + 1]) for k, n in enumerate(PHASES)},
+                   "cycle_ms": ev[0].elapsed_time(ev[-1])}
+            fh.write(json.dumps(rec) + "\n")
+    print(f"{args.shape}: {args.cycles} cycles", flush=True)
+
+
+if __name__ == "__main__":
+    main()
