@@ -16,6 +16,12 @@ Shapes (``--shape``):
   (cudaEventSynchronize) of the cycle two back, so the CPU runs up to a cycle ahead of the GPU.
 - ``graph_fork_join``: forward replays a CUDA graph captured with a fork onto a side stream and a
   join back (multi-stream MoE in a captured decode step).
+- ``side_join_next``: forward forks the side stream and only the next cycle's prepare joins it
+  (the README's not-handled case).
+- ``own_stream``: the whole loop runs under ``torch.cuda.stream(s)`` (a non-default current
+  stream, where the events go) and forward forks and joins a side stream off it.
+- ``background_kernels``: a second thread, with no phase of its own, keeps launching kernels on a
+  stream of its own (a KV-cache offload or a monitor thread) while the loop runs.
 
     nsys profile -t cuda,nvtx --cuda-graph-trace=node -o out python3 launch/stream_shapes_probe.py --shape S --gt gt.jsonl
 """
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import threading
 import time
 
 import torch
@@ -70,7 +77,8 @@ def forward_fork(m: Model, join: bool) -> torch.Tensor:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--shape", required=True, choices=["side_join_same", "side_join_later", "copy_event_sync", "graph_fork_join"])
+    ap.add_argument("--shape", required=True, choices=["side_join_same", "side_join_later", "copy_event_sync", "graph_fork_join",
+                                                       "side_join_next", "own_stream", "background_kernels"])
     ap.add_argument("--cycles", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--gt", required=True)
@@ -100,6 +108,22 @@ def main() -> None:
             y = m.chain(y, 1)
             cap.wait_stream(m.side)
             static_out = y + z
+    if args.shape == "own_stream":
+        loop_stream = torch.cuda.Stream()
+        loop_stream.wait_stream(torch.cuda.current_stream())
+        torch.cuda.set_stream(loop_stream)  # the loop's current stream from here on
+    stop = threading.Event()
+    if args.shape == "background_kernels":
+        def background() -> None:
+            s = torch.cuda.Stream()
+            buf = torch.randn(2048, 2048, device=dev, dtype=torch.bfloat16)
+            with torch.cuda.stream(s):
+                while not stop.is_set():
+                    buf = (buf @ buf.T) / 2048  # ~0.03 ms, every ~0.5 ms
+                    s.synchronize()
+                    time.sleep(0.0005)
+        worker = threading.Thread(target=background, daemon=True)
+        worker.start()
     torch.cuda.synchronize()
     ready: list = []  # copy_event_sync: the copy events of the cycles whose results are not yet read
     rows = []
@@ -117,15 +141,20 @@ def main() -> None:
         m.state.add_(1.0)
         if graph is not None:
             static_in.copy_(m.x)
+        if args.shape == "side_join_next" and i > -args.warmup:
+            main_stream.wait_stream(m.side)  # the previous cycle's side work
+            m.state.add_(m.pending_side[0, :1024].float())
         spin(0.1)
         nvtx.range_pop()
         ev[1].record(main_stream)
 
         nvtx.range_push("forward")
-        if args.shape == "side_join_same":
+        if args.shape in ("side_join_same", "own_stream"):
             y = forward_fork(m, join=True)
-        elif args.shape == "side_join_later":
+        elif args.shape in ("side_join_later", "side_join_next"):
             y = forward_fork(m, join=False)
+        elif args.shape == "background_kernels":
+            y = m.chain(m.x, 6)
         elif args.shape == "copy_event_sync":
             y = m.chain(m.x, 6)
         else:
@@ -155,6 +184,7 @@ def main() -> None:
         nvtx.range_pop()
         if i >= 0:
             rows.append((i, ev, (time.perf_counter() - t0) * 1e3))
+    stop.set()
     torch.cuda.synchronize()
     with open(args.gt, "w") as fh:
         for i, ev, cpu in rows:

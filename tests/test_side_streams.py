@@ -355,6 +355,84 @@ def test_an_aux_stream_forked_off_and_joined_back_within_each_cycle_is_read_on_t
     assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("prep", 50), ("forward", 210), ("sample", 50))]
 
 
+def test_a_worker_threads_phase_is_no_side_of_the_stream_another_thread_joins_it_into(tmp_path):
+    # GIVEN one process, two threads: schedule and process on thread 11 (current stream 7),
+    # forward on worker thread 12 (current stream 50). schedule runs 30 us on 7 and records on 7;
+    # forward makes 50 wait for it, runs 500 us on 50 (b+110..b+610) and records on 50; process
+    # makes 7 wait for that record and runs 20 us on 7 (b+610..b+630). Thread 12 never touches 7
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 2000
+        t.range(f"cycle {c}", b * U, (b + 400) * U, tid=11)
+        t.range("schedule", b * U, (b + 100) * U, tid=11)
+        t.range("forward", (b + 100) * U, (b + 200) * U, tid=12)
+        t.range("process", (b + 200) * U, (b + 400) * U, tid=11)
+        t.kernel(t.call("cudaLaunchKernel", (b + 5) * U, (b + 7) * U, tid=11), (b + 10) * U, (b + 40) * U, stream=7)
+        t.event_record(event=1, record=c + 1, start=(b + 50) * U, end=(b + 51) * U, stream=7, tid=11)
+        t.stream_wait(event=1, record=c + 1, start=(b + 101) * U, end=(b + 102) * U, stream=50, tid=12)
+        t.kernel(t.call("cudaLaunchKernel", (b + 105) * U, (b + 107) * U, tid=12), (b + 110) * U, (b + 610) * U, stream=50)
+        t.event_record(event=2, record=c + 1, start=(b + 190) * U, end=(b + 191) * U, stream=50, tid=12)
+        t.stream_wait(event=2, record=c + 1, start=(b + 210) * U, end=(b + 211) * U, stream=7, tid=11)
+        t.kernel(t.call("cudaLaunchKernel", (b + 220) * U, (b + 222) * U, tid=11), (b + 610) * U, (b + 630) * U, stream=7)
+    # WHEN analysed
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("schedule", "forward", "process"))).ranks
+    # THEN forward is read on 50, its own thread's stream (the join was made by another thread):
+    # schedule b..b+100 = 100 us, forward b+100..done(50, b+200) = b+610: 510 us, process
+    # b+610..b+630 = 20 us. Read on 7, forward would take 100 us and process 430 us
+    assert per_cycle(rank) == [(c, n, v, s) for c in range(3) for n, v, s in (("schedule", 100, 7), ("forward", 510, 50), ("process", 20, 7))]
+
+
+def test_a_wait_for_a_record_of_earlier_work_joins_nothing_back(tmp_path):
+    # GIVEN SGLang's overlap loop with forward's range inside its stream context: forward forks
+    # 50 off 7, runs 500 us on 50 (b+110..b+610) and records copy_done on 50 (b+190); process
+    # makes 7 wait for the PREVIOUS batch's copy_done (a record made before this forward's work)
+    # and runs 20 us on 7 (b+220..b+240)
+    t = FakeTrace()
+    for c in range(4):
+        b = c * 2000
+        t.cycle(c, b * U, (b + 100) * U, (b + 200) * U, (b + 400) * U, names=("schedule", "forward", "process"))
+        launch(t, b + 5, (b + 10, b + 40))
+        fork_join(t, 1, c + 1, b + 101, side=50)
+        launch(t, b + 105, (b + 110, b + 610), stream=50)
+        t.event_record(event=2, record=c + 1, start=(b + 190) * U, end=(b + 191) * U, stream=50)
+        if c:
+            t.stream_wait(event=2, record=c, start=(b + 210) * U, end=(b + 211) * U, stream=7)
+        launch(t, b + 220, (b + 220, b + 240))
+    # WHEN analysed
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("schedule", "forward", "process"))).ranks
+    # THEN forward stays on 50 in every cycle (its work was never joined back): schedule 100 us,
+    # forward b+100..b+610 = 510 us, process b+610..b+610 = 0 us (7's work was done by b+240);
+    # cycles 610 us. Taken for a join, forward would read 100 us on 7 and its 500 us fall in no cycle
+    assert per_cycle(rank) == [(c, n, v, s) for c in range(4) for n, v, s in (("schedule", 100, 7), ("forward", 510, 50), ("process", 0, 7))]
+    assert [c["gpu_ns"] // U for c in rank.cycles.to_pylist()] == [610] * 4
+
+
+def test_a_join_in_a_later_phase_counts_on_that_phases_stream_after_its_own_forks(tmp_path):
+    # GIVEN one thread, current stream 7 throughout: prepare makes 7 wait for aux stream 50 (a
+    # defensive wait before reusing buffers) and runs 30 us on 7; forward forks 50 off 7, runs
+    # 150 us on 50 and 50 us on 7, joins 50 back and runs 20 us more on 7; sample runs 200 us on 7.
+    # So 7 waits for 50 first in prepare, and 50 waits for 7 next in forward, whose busiest
+    # stream (50) is a side stream of 7
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 100) * U, (b + 200) * U, (b + 300) * U, names=("prepare", "forward", "sample"))
+        fork_join(t, 3, c + 1, b + 5, side=7, caller=50)
+        launch(t, b + 10, (b + 12, b + 42))
+        fork_join(t, 1, c + 1, b + 105, side=50)
+        launch(t, b + 110, (b + 112, b + 262), stream=50)
+        launch(t, b + 115, (b + 117, b + 167))
+        fork_join(t, 2, c + 1, b + 120, side=7, caller=50)
+        launch(t, b + 125, (b + 262, b + 282))
+        launch(t, b + 205, (b + 282, b + 482))
+    # WHEN analysed
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("prepare", "forward", "sample"))).ranks
+    # THEN every phase is read on 7: forward joins 50 back within itself, so it is on 7, and the
+    # phase that made 50 wait after prepare is on 7, not on 50. Events on 7: prepare b..b+100 =
+    # 100 us, forward b+100..b+282 = 182 us, sample b+282..b+482 = 200 us
+    assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("prepare", 100), ("forward", 182), ("sample", 200))]
+
+
 def test_a_long_prefetch_on_a_copy_stream_does_not_move_the_phase_off_its_compute_stream(tmp_path):
     # GIVEN each cycle draft (a 70 us kernel on stream 7) and verify (a 70 us kernel on 7 and a
     # 650 us host-to-device copy on copy stream 12, never joined: a prefetch of the next step's

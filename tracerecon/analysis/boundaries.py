@@ -39,6 +39,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracerecon.analysis.columns import computes, thread_keys
+from tracerecon.analysis.intervals import explode_slices
 from tracerecon.analysis.nccl import comm_mask
 from tracerecon.analysis.projection import I64_MAX, I64_MIN, int64s, match_correlation, string_mask
 
@@ -60,6 +61,8 @@ class StreamClock:
     # Streams (rows of ``keys``) with an event wait whose record is not in the trace, though not
     # one made before the capture (``_unresolved_into``): what they waited for is unknown.
     unresolved_into: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # Per resolved wait (as ``join_cpu``): when its record was made (the record call's return).
+    join_record_cpu: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def stream_index(self, pid: np.ndarray, device: np.ndarray, stream: np.ndarray) -> np.ndarray:
         """Row of ``keys`` for each (pid, device, stream); -1 where the stream has no work."""
@@ -193,6 +196,7 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
         join_from=rec_s,
         unresolved_into=_unresolved_into(wait_stream, [x[0] for x in resolved],
                                          [bool(by_event.get((p, e))) and by_event[(p, e)][0][0] < t for p, e, t in zip(w_pid, w_event, w_cpu)]),
+        join_record_cpu=rec_t,
     )
 
 
@@ -332,8 +336,8 @@ def narrowed_by_phase(op_phase: np.ndarray, n_phases: int, *masks: np.ndarray | 
     return keep
 
 
-def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_pid: np.ndarray, cpu_start: np.ndarray, cpu_end: np.ndarray,
-                   cycle: np.ndarray, device: np.ndarray, stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_pid: np.ndarray, ph_tid: np.ndarray, cpu_start: np.ndarray,
+                   cpu_end: np.ndarray, cycle: np.ndarray, device: np.ndarray, stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The stream each phase's CUDA events would be recorded on, given the stream that received
     most of its work (``phase_streams``): the caller's stream where that one is a side stream.
 
@@ -347,21 +351,22 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     communicates is nobody's caller. Two computing streams wait for each other in turn (a
     side stream joined back, SGLang's plan stream), so either can look forked off the other:
     there the caller must fork first within the phase (the first wait between them is S
-    waiting for C) and join S back, so only one of the two can be the other's caller: within
-    the phase, or in a later phase of the same cycle (``cycle``, per phase) whose busiest
-    stream is C (that phase's events go on C, so the thread's current stream is C). A forward
-    stream that waited for an aux stream's inputs is thus no side stream of the aux stream when
-    a phase on the forward stream makes the aux stream wait later on. S's ops then count as
+    waiting for C) and join S back (C waits for a record made on S after S's op), so only one
+    of the two can be the other's caller: within the phase, or in a later phase of the same
+    cycle, on the same thread (``ph_tid``), whose busiest stream is C (that phase's events go on
+    C, so the thread's current stream is C). A forward stream that waited for an aux stream's
+    inputs is thus no side stream of the aux stream when a phase on the forward stream makes the
+    aux stream wait later on, nor is a phase of a worker thread, whose current stream is S, a
+    side of the stream that another thread's phase makes wait for S. S's ops then count as
     forked from that first fork on, also those launched after a join without a new fork. Repeated for nested forks; a stream with no ops at all passes a phase on to the
     stream it was forked off within the phase (NCCL's stream forked off an empty side stream). Returns (device, stream) per phase; unchanged where the phase
     launched nothing or its stream was no side stream."""
     device = np.asarray(device, dtype=np.int64).copy()
     stream = np.asarray(stream, dtype=np.int64).copy()
-    into, from_, cpu = clock.join_into, clock.join_from, clock.join_cpu  # in CPU order
+    into, from_, cpu, rec_cpu = clock.join_into, clock.join_from, clock.join_cpu, clock.join_record_cpu  # in CPU order of the waits
     if len(cpu) == 0 or len(device) == 0 or not (into != from_).any():
         return device, stream
     row = clock.stream_index(ph_pid, device, stream)
-    cycle = np.asarray(cycle, dtype=np.int64)
     by_start = np.argsort(cpu_start, kind="stable")
     # Only phases on a stream that waited or was waited for can move (nor can their callers'
     # phases be others): the rest of the ops need not be looked at.
@@ -386,67 +391,127 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     passing = np.array([len(t) == 0 for t in clock.op_launch] + [False], dtype=bool)
     n = max(len(clock.keys), 1)
     pair = np.minimum(into, from_) * n + np.maximum(into, from_)  # unordered: waits either way
-    pairs = [(int(q), np.flatnonzero(pair == q)) for q in np.unique(pair[into != from_])]
-    for _ in range(4):  # nested forks: side -> caller -> its caller
-        caller = np.full(len(row), -1, dtype=np.int64)
-        mine = (o_row >= 0) & (o_row == row[o_phase])  # the ops on their phase's stream
-        n_mine = np.bincount(o_phase[mine], minlength=len(row))
-        for q, waits in pairs:
-            for side, other in ((q // n, q % n), (q % n, q // n)):
-                if not (compute_streams[other] or passing[other]):
-                    continue  # a stream that only copies or communicates is nobody's caller
-                w_cpu = cpu[waits]
-                # The first wait between the two within each phase's window.
-                first = waits[np.minimum(np.searchsorted(w_cpu, cpu_start, side="left"), len(waits) - 1)]
-                first_in = (cpu[first] >= cpu_start) & (cpu[first] < cpu_end) & (into[first] == side)
-                if passing[side]:
-                    # A phase moved onto a stream with no ops: on to the stream it was forked off.
-                    caller[np.flatnonzero(first_in & (row == side))] = other
-                    continue
-                on_side = np.flatnonzero(mine & (o_row == side))
-                if len(on_side) == 0:
-                    continue
-                ph_of = o_phase[on_side]
-                if compute_streams[side]:
-                    # Two computing streams wait for each other in turn, so either can look
-                    # forked off the other: the caller forks first within the phase (the first
-                    # wait between them is the side waiting for it) and joins back within it
-                    # (the next wait after one of the side's ops is the caller's). Once forked
-                    # so, the side's ops need no fork of their own: one relaunched after a join
-                    # (it needs only its own stream's earlier work) still runs for the caller.
-                    forked = first_in[ph_of] & (o_launch[on_side] > cpu[first][ph_of]) & (o_launch[on_side] != I64_MIN)
-                else:
-                    # Each op launched while the latest wait between the two was the fork.
-                    last = np.searchsorted(w_cpu, o_launch[on_side], side="left") - 1
-                    fork = waits[np.maximum(last, 0)]
-                    forked = (last >= 0) & (into[fork] == side) & (cpu[fork] >= cpu_start[ph_of]) & (o_launch[on_side] != I64_MIN)
-                ok = np.bincount(ph_of[forked], minlength=len(row)) == n_mine  # every op forked
-                if compute_streams[side]:
-                    nxt = np.searchsorted(w_cpu, o_launch[on_side], side="right")
-                    join = waits[np.minimum(nxt, len(waits) - 1)]
-                    joined = forked & (nxt < len(waits)) & (into[join] == other)
-                    within = joined & (cpu[join] < cpu_end[ph_of])
-                    later = joined & ~within & _in_a_later_phase_on(cpu[join], ph_of, other, row, ph_pid, cpu_start, cpu_end, cycle, by_start)
-                    ok &= first_in & (np.bincount(ph_of[within | later], minlength=len(row)) > 0)
-                phases = np.flatnonzero(ok & (n_mine > 0) & (row == side))
-                caller[phases] = other
-        moved = np.flatnonzero(caller >= 0)
-        if len(moved) == 0:
-            break
-        row[moved] = caller[moved]
-        device[moved], stream[moved] = _unpack_device(clock.keys, caller[moved]), _unpack_stream(clock.keys, caller[moved])
+    pair[into == from_] = -1
+    # Per pair of streams: the phases with a wait between the two in their CPU window, and the
+    # first such wait (waits are in CPU order), found for all pairs at once.
+    w_i, ph_i = explode_slices(np.searchsorted(cpu, cpu_start, side="left"), np.searchsorted(cpu, cpu_end, side="left"))
+    keep = pair[w_i] >= 0
+    ph_i, w_i = ph_i[keep], w_i[keep]
+    order = np.lexsort((w_i, ph_i, pair[w_i]))  # by pair, then phase, then wait
+    ph_i, w_i = ph_i[order], w_i[order]
+    pq = pair[w_i]
+    first_of = np.r_[True, (pq[1:] != pq[:-1]) | (ph_i[1:] != ph_i[:-1])] if len(pq) else np.zeros(0, bool)
+    ph_i, w_i, pq = ph_i[first_of], w_i[first_of], pq[first_of]
+    cuts = np.flatnonzero(np.r_[True, pq[1:] != pq[:-1], True]) if len(pq) else np.zeros(1, np.int64)
+    pairs = tuple((int(q), np.flatnonzero(pair == q), ph_i[a:b], w_i[a:b]) for q, a, b in zip(pq[cuts[:-1]].tolist(), cuts[:-1].tolist(), cuts[1:].tolist()))
+    f = _Forks(into=into, cpu=cpu, rec_cpu=rec_cpu, n=n, pairs=pairs,
+               compute_streams=compute_streams, passing=passing, o_phase=o_phase, o_row=o_row, o_launch=o_launch, ph_pid=np.asarray(ph_pid, np.int64),
+               ph_tid=np.asarray(ph_tid, np.int64), cpu_start=np.asarray(cpu_start, np.int64), cpu_end=np.asarray(cpu_end, np.int64),
+               cycle=np.asarray(cycle, np.int64), by_start=by_start, sorted_starts=np.asarray(cpu_start, np.int64)[by_start])
+    # Joins within the phase first, to the end; then joins in a later phase, whose stream is by
+    # then its own reading (a phase that joins within itself is on its caller already).
+    for later_phases in (False, True):
+        for _ in range(4):  # nested forks: side -> caller -> its caller
+            caller = _forked_callers(f, row, later_phases)
+            moved = np.flatnonzero(caller >= 0)
+            if len(moved) == 0:
+                break
+            row[moved] = caller[moved]
+            device[moved], stream[moved] = _unpack_device(clock.keys, caller[moved]), _unpack_stream(clock.keys, caller[moved])
     return device, stream
 
 
-def _in_a_later_phase_on(t: np.ndarray, ph: np.ndarray, stream_row: int, row: np.ndarray, ph_pid: np.ndarray, cpu_start: np.ndarray,
-                         cpu_end: np.ndarray, cycle: np.ndarray, by_start: np.ndarray) -> np.ndarray:
+@dataclass(frozen=True)
+class _Forks:
+    """What ``caller_streams`` reads the forks and joins of one rank from: the resolved event
+    waits (``StreamClock.join_*``), the pairs of streams that wait for each other, the streams
+    that compute or only pass forks on, the ops of the candidate phases and the phases."""
+
+    into: np.ndarray
+    cpu: np.ndarray
+    rec_cpu: np.ndarray
+    n: int
+    pairs: tuple  # per pair: (pair code, its waits, the phases with one in their window, the first such)
+    compute_streams: np.ndarray
+    passing: np.ndarray
+    o_phase: np.ndarray
+    o_row: np.ndarray
+    o_launch: np.ndarray
+    ph_pid: np.ndarray
+    ph_tid: np.ndarray
+    cpu_start: np.ndarray
+    cpu_end: np.ndarray
+    cycle: np.ndarray
+    by_start: np.ndarray
+    sorted_starts: np.ndarray
+
+
+def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool) -> np.ndarray:
+    """Per phase: the stream row of its caller where its stream ``row`` is a side stream of it
+    (``caller_streams``' rule), else -1; joins in a later phase count with ``later_phases``.
+    Each pair of streams looks only at the phases on one of the two (``cand``)."""
+    caller = np.full(len(row), -1, dtype=np.int64)
+    mine = np.flatnonzero((f.o_row >= 0) & (f.o_row == row[f.o_phase]))  # the ops on their phase's stream
+    n_mine = np.bincount(f.o_phase[mine], minlength=len(row))
+    mine = mine[np.argsort(f.o_phase[mine], kind="stable")]  # by phase
+    mine_phase = f.o_phase[mine]
+    for q, waits, with_wait, first_wait in f.pairs:
+        for side, other in ((q // f.n, q % f.n), (q % f.n, q // f.n)):
+            if not (f.compute_streams[other] or f.passing[other]):
+                continue  # a stream that only copies or communicates is nobody's caller
+            on = row[with_wait] == side
+            cand, first = with_wait[on], first_wait[on]  # phases on side, sorted; the first wait between the two in each
+            if len(cand) == 0:
+                continue
+            w_cpu = f.cpu[waits]
+            first_in = f.into[first] == side
+            if f.passing[side]:
+                # A phase moved onto a stream with no ops: on to the stream it was forked off.
+                caller[cand[first_in]] = other
+                continue
+            # The candidates' ops on their stream, and each one's phase among them.
+            pos, at = explode_slices(np.searchsorted(mine_phase, cand, side="left"), np.searchsorted(mine_phase, cand, side="right"))
+            if len(pos) == 0:
+                continue
+            on_side = mine[pos]
+            ph_of = cand[at]
+            if f.compute_streams[side]:
+                # Two computing streams wait for each other in turn, so either can look
+                # forked off the other: the caller forks first within the phase (the first
+                # wait between them is the side waiting for it) and joins back (below). Once
+                # forked so, the side's ops need no fork of their own: one relaunched after a
+                # join (it needs only its own stream's earlier work) still runs for the caller.
+                forked = first_in[at] & (f.o_launch[on_side] > f.cpu[first][at]) & (f.o_launch[on_side] != I64_MIN)
+            else:
+                # Each op launched while the latest wait between the two was the fork.
+                last = np.searchsorted(w_cpu, f.o_launch[on_side], side="left") - 1
+                fork = waits[np.maximum(last, 0)]
+                forked = (last >= 0) & (f.into[fork] == side) & (f.cpu[fork] >= f.cpu_start[ph_of]) & (f.o_launch[on_side] != I64_MIN)
+            ok = np.bincount(at[forked], minlength=len(cand)) == n_mine[cand]  # every op forked
+            if f.compute_streams[side]:
+                # The join: the first wait of the caller for a record made on the side
+                # after the op was launched (a wait for a record of earlier work is none).
+                joins = waits[f.into[waits] == other]
+                joins = joins[np.argsort(f.rec_cpu[joins], kind="stable")]  # by record time
+                earliest_from = np.r_[np.minimum.accumulate(f.cpu[joins][::-1])[::-1], I64_MAX]  # of the joins from each on
+                join_cpu = earliest_from[np.searchsorted(f.rec_cpu[joins], f.o_launch[on_side], side="left")]
+                joined = forked & (join_cpu != I64_MAX)
+                back = joined & (join_cpu < f.cpu_end[ph_of])  # within the phase
+                if later_phases:
+                    back |= joined & _in_a_later_phase_on(join_cpu, ph_of, other, row, f)
+                ok &= first_in & (np.bincount(at[back], minlength=len(cand)) > 0)
+            caller[cand[ok & (n_mine[cand] > 0)]] = other
+    return caller
+
+
+def _in_a_later_phase_on(t: np.ndarray, ph: np.ndarray, stream_row: int, row: np.ndarray, f: _Forks) -> np.ndarray:
     """Per instant ``t[i]`` (after phase ``ph[i]`` ended): it falls in a later phase of the same
-    cycle and process (the latest-starting phase whose CPU window holds it) that is read on
-    ``stream_row``. ``by_start``: the phases in CPU start order."""
-    k = np.searchsorted(cpu_start[by_start], t, side="right") - 1
-    holder = by_start[np.maximum(k, 0)]
-    return ((k >= 0) & (holder != ph) & (cpu_end[holder] > t) & (cycle[ph] >= 0) & (cycle[holder] == cycle[ph])
-            & (ph_pid[holder] == ph_pid[ph]) & (row[holder] == stream_row))
+    cycle, process and thread (the latest-starting phase whose CPU window holds it) that is read
+    on ``stream_row`` (``row``: each phase's stream as read so far)."""
+    k = np.searchsorted(f.sorted_starts, t, side="right") - 1
+    holder = f.by_start[np.maximum(k, 0)]
+    return ((k >= 0) & (holder != ph) & (f.cpu_end[holder] > t) & (f.cycle[ph] >= 0) & (f.cycle[holder] == f.cycle[ph])
+            & (f.ph_pid[holder] == f.ph_pid[ph]) & (f.ph_tid[holder] == f.ph_tid[ph]) & (row[holder] == stream_row))
 
 
 def busiest_streams(ops: pa.Table) -> dict[int, tuple[int, int]]:
