@@ -181,7 +181,7 @@ SYNCS = pa.schema(
         ("sync_type", pa.string()),  # from the CUPTI synchronization record, if any
         ("range_id", pa.int64()),  # innermost range holding the call
         ("phase_id", pa.int64()),  # phase instance holding the call
-        ("waited_gpu_ns", TS),  # GPU work that finished while the CPU waited
+        ("waited_gpu_ns", TS),  # GPU work the call waited for that finished while the CPU waited
         ("waited_other_phase_ns", TS),  # ... of it, work launched by other phase instances
         ("waited_for_phase_id", pa.int64()),  # the phase instance whose work ended last in the wait
         ("waited_for_phase", pa.string()),

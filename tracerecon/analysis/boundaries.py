@@ -63,6 +63,9 @@ class StreamClock:
     unresolved_into: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     # Per resolved wait (as ``join_cpu``): when its record was made (the record call's return).
     join_record_cpu: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # Every event record that found its call, for the blocking waits on an event: (pid, event
+    # id, record number (-1: none), stream row, CPU time when the record call returned).
+    records: tuple = (np.zeros(0, np.int64),) * 5
 
     def stream_index(self, pid: np.ndarray, device: np.ndarray, stream: np.ndarray) -> np.ndarray:
         """Row of ``keys`` for each (pid, device, stream); -1 where the stream has no work."""
@@ -197,6 +200,7 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
         unresolved_into=_unresolved_into(wait_stream, [x[0] for x in resolved],
                                          [bool(by_event.get((p, e))) and by_event[(p, e)][0][0] < t for p, e, t in zip(w_pid, w_event, w_cpu)]),
         join_record_cpu=rec_t,
+        records=(rec["pid"], rec["event"], rec["sync"], rec_stream, rec["cpu"]),
     )
 
 
@@ -702,3 +706,117 @@ def _fill_index(row: np.ndarray) -> np.ndarray:
     idx = np.maximum.accumulate(idx)
     idx[idx < 0] = known[0]
     return idx
+
+
+# Blocking calls by what they wait for (base API names).
+STREAM_SYNC_APIS = frozenset({"cudaStreamSynchronize", "cuStreamSynchronize"})
+EVENT_SYNC_APIS = frozenset({"cudaEventSynchronize", "cuEventSynchronize"})
+DEVICE_SYNC_APIS = frozenset({"cudaDeviceSynchronize", "cudaThreadSynchronize", "cuCtxSynchronize"})
+MAX_BOUND_CELLS = 2_000_000  # calls x streams (16 MB); beyond it every call counts all work, as before
+
+
+def awaited_work(clock: StreamClock, blocking: pa.Table) -> tuple[np.ndarray, np.ndarray] | None:
+    """What each blocking call (``syncs.find_blocking_calls``) waits for: (known, bounds):
+    per call, whether that is known, and per call and stream row of ``clock`` the latest
+    launch instant of the work on that stream the call waits for (int64 min: none of it).
+    Where it is not known, all work counts (as a context-wide wait would). A stream synchronize waits for its stream's work launched before
+    the call began, an event synchronize for the work before the event's record, a synchronous
+    copy for its stream's work up to the copy, a device synchronize for every stream of its
+    device; each also for what those streams were made to wait for (event waits, followed back
+    through their records, each bounding its record's stream at the record's time). Returns
+    None when the trace has no blocking call or too many calls x streams to hold."""
+    n_calls, n_rows = blocking.num_rows, len(clock.keys)
+    if n_calls == 0 or n_rows == 0 or n_calls * n_rows > MAX_BOUND_CELLS:
+        return None
+    api = np.asarray(blocking["api"].to_pylist(), dtype=object)
+    pid = int64s(blocking["pid"])
+    start = int64s(blocking["start_ns"])
+    end = int64s(blocking["end_ns"])
+    dev = int64s(blocking["sync_device_id"], -1)
+    strm = int64s(blocking["sync_stream_id"], -1)
+    copy_dev = int64s(blocking["own_copy_device_id"], -1)
+    copy_strm = int64s(blocking["own_copy_stream_id"], -1)
+    bounds = np.full((n_calls, n_rows), I64_MIN, dtype=np.int64)
+    seed_row = np.full(n_calls, -1, dtype=np.int64)
+    seed_t = np.full(n_calls, I64_MIN, dtype=np.int64)
+    is_stream = np.isin(api, list(STREAM_SYNC_APIS)) & (strm >= 0)
+    seed_row[is_stream] = _working_stream(clock, pid[is_stream], dev[is_stream], strm[is_stream])
+    seed_t[is_stream] = start[is_stream]
+    is_copy = ~is_stream & (copy_strm >= 0)
+    seed_row[is_copy] = clock.stream_index(pid[is_copy], copy_dev[is_copy], copy_strm[is_copy])
+    seed_t[is_copy] = end[is_copy]
+    is_event = np.isin(api, list(EVENT_SYNC_APIS))
+    if is_event.any():
+        # The record the call waits for: the one it names (event id and record number), else
+        # the event's latest record made before the call.
+        ev_a = int64s(blocking["sync_event_id"], -1)
+        r_pid, r_event, r_sync, r_row, r_cpu = clock.records
+        asked = np.isin((r_pid << 32) | (r_event & 0xFFFFFFFF), (pid[is_event] << 32) | (ev_a[is_event] & 0xFFFFFFFF))
+        r_pid, r_event, r_sync, r_row, r_cpu = (x[asked].tolist() for x in clock.records)
+        named = {(p, e, q): (r, t) for p, e, q, r, t in zip(r_pid, r_event, r_sync, r_row, r_cpu) if q >= 0}
+        by_event: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        for p, e, r, t in sorted(zip(r_pid, r_event, r_row, r_cpu), key=lambda x: x[3]):
+            by_event.setdefault((p, e), []).append((t, r))
+        ev = ev_a.tolist()
+        ev_sync = int64s(blocking["sync_event_sync_id"], -1).tolist()
+        for i in np.flatnonzero(is_event).tolist():
+            hit = named.get((int(pid[i]), ev[i], ev_sync[i])) if ev_sync[i] >= 0 else None
+            if hit is None:
+                recs = by_event.get((int(pid[i]), ev[i]), [])
+                k = bisect.bisect_right(recs, (int(start[i]), 1 << 62)) - 1
+                hit = (recs[k][1], recs[k][0]) if k >= 0 else None
+            if hit is not None:
+                seed_row[i], seed_t[i] = hit
+    known = seed_row >= 0
+    bounds[np.flatnonzero(known), seed_row[known]] = seed_t[known]
+    is_device = np.isin(api, list(DEVICE_SYNC_APIS))
+    if is_device.any():
+        key_pid = clock.keys >> 39
+        key_dev = (clock.keys >> 31) & 0xFF
+        for i in np.flatnonzero(is_device).tolist():
+            on = (key_pid == pid[i]) & ((dev[i] < 0) | (key_dev == dev[i]))
+            if on.any():
+                bounds[i] = np.where(on, start[i], I64_MIN)
+                known[i] = True
+    # Follow the event waits back: stream s bounded at B waits for stream r's work up to the
+    # latest record behind a wait of s made by B. For all calls at once, until nothing moves (a
+    # chain of waits is at most as long as there are streams).
+    into, from_, w_cpu, rec_cpu = clock.join_into, clock.join_from, clock.join_cpu, clock.join_record_cpu
+    if len(w_cpu) and known.any():
+        steps = []
+        for s_row, r_row in sorted(set(zip(into.tolist(), from_.tolist()))):
+            if s_row != r_row:
+                sel = (into == s_row) & (from_ == r_row)
+                steps.append((s_row, r_row, w_cpu[sel], np.maximum.accumulate(rec_cpu[sel])))
+        calls = np.flatnonzero(known)
+        b = bounds[calls]
+        for _ in range(n_rows):
+            moved = False
+            for s_row, r_row, cpus, recs in steps:
+                k = np.searchsorted(cpus, b[:, s_row], side="right")
+                reach = np.where(k > 0, recs[np.maximum(k - 1, 0)], I64_MIN)
+                up = reach > b[:, r_row]
+                if up.any():
+                    b[up, r_row] = reach[up]
+                    moved = True
+            if not moved:
+                break
+        bounds[calls] = b
+    return known, bounds
+
+
+def _working_stream(clock: StreamClock, pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
+    """Row of ``clock`` for each (pid, device, stream) of a synchronization record, taken as the
+    one stream of that id in the process that ran work where the record's device has none:
+    nsys 2026.2 writes device 0 in every synchronization record (public mfu_2gpu traces: the
+    process on GPU 1 syncs "device 0, stream 15", its work is on device 1, stream 15). -1: none."""
+    row = clock.stream_index(pid, dev, stream)
+    has_ops = np.array([len(t) > 0 for t in clock.op_launch] + [False], dtype=bool)
+    lost = np.flatnonzero(~has_ops[row])
+    if len(lost) == 0:
+        return row
+    key_pid, key_stream = clock.keys >> 39, clock.keys & 0x7FFFFFFF
+    for i in lost.tolist():
+        same = np.flatnonzero((key_pid == pid[i]) & (key_stream == stream[i]) & has_ops[:-1])
+        row[i] = same[0] if len(same) == 1 else -1
+    return row

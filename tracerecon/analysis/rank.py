@@ -21,7 +21,8 @@ from tracerecon.memory import release_free_memory
 from tracerecon.cores import usable_cores
 from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases, stream_deciding_ops
 from tracerecon.analysis.columns import computes, is_graph_launch
-from tracerecon.analysis.boundaries import (StreamClock, busiest_streams, caller_streams, narrowed_by_phase, phase_boundaries, phase_streams, stream_clock,
+from tracerecon.analysis.boundaries import (StreamClock, awaited_work, busiest_streams, caller_streams, launch_instants, narrowed_by_phase, phase_boundaries,
+                                            phase_streams, stream_clock,
                                             tiled_off_their_stream)
 from tracerecon.analysis.nccl import phase_comm_split
 from tracerecon.analysis.config import PhaseConfig
@@ -187,7 +188,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
             ph_row = phase_rows[np.maximum(call_phase, 0)]
             inner = ended_elsewhere[np.maximum(call_phase, 0)] & _starts_no_earlier(nested, ph_row, call_range)
             call_range = np.where((call_phase >= 0) & ((call_range < 0) | inner), ph_row, call_range)
-        waits = attribute_waits(blocking, ops, op_phase, call_phase)
+        waits = attribute_waits(blocking, ops, op_phase, call_phase, _awaited(clock, blocking, ops))
         syncs = _build_syncs(blocking, waits, call_range, call_phase, ranges, phase_rows, rank)
         b_start, b_end, dev, stream = boundaries_f.result() if boundaries_f is not None else _phase_stream_boundaries(*stream_work)
         split, n_graph = mix_f.result() if mix_f is not None else _phase_op_mix(ops, op_phase, n_ph)
@@ -211,6 +212,19 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
     return RankWork(rank=rank, ranges=ranges, gpu_ops=gpu_ops, syncs=syncs, phase_inputs=inputs, cycle_rows=cycle_rows, skip_cycles=config.skip_cycles,
                     accepted_marks=tables.accepted_marks, provisional=build_phases(inputs),
                     notes=_past_cycle_notes(phases_past_their_cycle(nested, phase_rows, cycle_of, cycle_rows), labels) + _tiled_notes(tiled, own, b_end - b_start, labels))
+
+
+def _awaited(clock: StreamClock, blocking: pa.Table, ops: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """``attribute_waits``' ``awaited``: what each blocking call waits for (``awaited_work``),
+    with each op's stream row and launch instant (an op whose launch call the trace lacks, a
+    capture trimmed or begun mid-run, may have been launched at any time before it ran: int64
+    min, so every wait on its stream that it ended in counts it, as before)."""
+    work = awaited_work(clock, blocking)
+    if work is None or ops.num_rows == 0:
+        return None
+    op_row = clock.stream_index(int64s(ops["pid"]), int64s(ops["device_id"], -1), int64s(ops["stream_id"], -1))
+    launch = np.where(int64s(ops["launch_end_ns"], -1) < 0, I64_MIN, launch_instants(ops))
+    return work[0], work[1], op_row, launch
 
 
 def _starts_no_earlier(nested: pa.Table, rows: np.ndarray, other: np.ndarray) -> np.ndarray:

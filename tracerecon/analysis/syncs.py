@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracerecon.analysis.intervals import explode_slices, segmented_union_length
-from tracerecon.analysis.projection import int64s, match_correlation, string_mask
+from tracerecon.analysis.projection import I64_MIN, int64s, match_correlation, string_mask
 
 # API calls that block the calling CPU thread until GPU work completes (version suffix stripped).
 BLOCKING_APIS = frozenset(
@@ -51,7 +51,9 @@ def base_api_name(name: str) -> str:
 
 
 def find_blocking_calls(api_calls: pa.Table, sync_records: pa.Table, linked_ops: pa.Table | None = None) -> pa.Table:
-    """Rows of ``api_calls`` that block the CPU, with api (base name), sync_type, device_id, stream_id.
+    """Rows of ``api_calls`` that block the CPU, with api (base name), sync_type, sync_device_id,
+    sync_stream_id, sync_event_id, sync_event_sync_id (from the call's CUPTI synchronization
+    record) and own_copy_device_id, own_copy_stream_id (a synchronous copy's own stream).
 
     A call blocks if its name is a known blocking API, or a CUPTI synchronization record points
     at it (same process and correlation id) and it is not a stream-wait-event, or (with
@@ -73,6 +75,10 @@ def find_blocking_calls(api_calls: pa.Table, sync_records: pa.Table, linked_ops:
         rec_type = np.full(api_calls.num_rows, -1, dtype=np.int64)
         rec_dev = np.full(api_calls.num_rows, -1, dtype=np.int64)
         rec_stream = np.full(api_calls.num_rows, -1, dtype=np.int64)
+        rec_event = np.full(api_calls.num_rows, -1, dtype=np.int64)
+        rec_event_sync = np.full(api_calls.num_rows, -1, dtype=np.int64)
+        copy_dev = np.full(api_calls.num_rows, -1, dtype=np.int64)
+        copy_stream = np.full(api_calls.num_rows, -1, dtype=np.int64)
         if sync_records.num_rows:
             # Each record points at its API call by (process, correlation id).
             # For each call, the synchronization record pointing at it (same process and correlation id).
@@ -85,6 +91,8 @@ def find_blocking_calls(api_calls: pa.Table, sync_records: pa.Table, linked_ops:
             rec_type[hit] = np.array([code_of.get(t, -1) for t in types], dtype=np.int64)[r]
             rec_dev[hit] = int64s(sync_records["device_id"])[r]
             rec_stream[hit] = int64s(sync_records["stream_id"])[r]
+            rec_event[hit] = int64s(sync_records["event_id"], -1)[r]
+            rec_event_sync[hit] = int64s(sync_records["event_sync_id"], -1)[r]
             non_blocking = np.array([x in NON_BLOCKING_SYNC_APIS for x in dict_names] + [True], dtype=bool)
             by_record[hit] = ~non_blocking[codes[hit]]
         by_copy = np.zeros(api_calls.num_rows, dtype=bool)
@@ -94,6 +102,8 @@ def find_blocking_calls(api_calls: pa.Table, sync_records: pa.Table, linked_ops:
             if len(sel):
                 own = match_correlation(int64s(linked_ops["pid"])[sel], int64s(linked_ops["correlation_id"], -1)[sel], int64s(api_calls["pid"]), int64s(api_calls["correlation_id"], -1))
                 by_copy = own >= 0
+                copy_dev[by_copy] = int64s(linked_ops["device_id"], -1)[sel][own[by_copy]]
+                copy_stream[by_copy] = int64s(linked_ops["stream_id"], -1)[sel][own[by_copy]]
                 rec_type[by_copy & (rec_type < 0)] = len(type_names)
                 type_names = type_names + ["synchronous copy"]
         idx = np.flatnonzero(by_name | by_record | by_copy)
@@ -104,14 +114,24 @@ def find_blocking_calls(api_calls: pa.Table, sync_records: pa.Table, linked_ops:
             .append_column("sync_type", pa.array(type_names or [""], pa.string()).take(pa.array(np.maximum(rec_type[idx], 0), mask=rec_type[idx] < 0)))
             .append_column("sync_device_id", pa.array(rec_dev[idx], mask=rec_dev[idx] < 0))
             .append_column("sync_stream_id", pa.array(rec_stream[idx], mask=rec_stream[idx] < 0))
+            .append_column("sync_event_id", pa.array(rec_event[idx], mask=rec_event[idx] < 0))
+            .append_column("sync_event_sync_id", pa.array(rec_event_sync[idx], mask=rec_event_sync[idx] < 0))
+            .append_column("own_copy_device_id", pa.array(copy_dev[idx], mask=copy_dev[idx] < 0))
+            .append_column("own_copy_stream_id", pa.array(copy_stream[idx], mask=copy_stream[idx] < 0))
         )
-    return api_calls.take(pa.array(idx)).append_column("api", pa.array([], pa.string())).append_column(
-        "sync_type", pa.array([], pa.string())).append_column("sync_device_id", pa.array([], pa.int64())).append_column(
-        "sync_stream_id", pa.array([], pa.int64()))
+    out = api_calls.take(pa.array(idx)).append_column("api", pa.array([], pa.string())).append_column("sync_type", pa.array([], pa.string()))
+    for name in ("sync_device_id", "sync_stream_id", "sync_event_id", "sync_event_sync_id", "own_copy_device_id", "own_copy_stream_id"):
+        out = out.append_column(name, pa.array([], pa.int64()))
+    return out
 
 
-def attribute_waits(blocking: pa.Table, ops: pa.Table, op_phase: np.ndarray, call_phase: np.ndarray) -> dict[str, np.ndarray]:
-    """For each blocking call: the GPU work of its process that finished while it waited.
+def attribute_waits(blocking: pa.Table, ops: pa.Table, op_phase: np.ndarray, call_phase: np.ndarray,
+                    awaited: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """For each blocking call: the GPU work of its process that finished while it waited, of
+    the work it waited for where ``awaited`` says: (known per call, bounds per call and stream
+    row, stream row per op (-1: none), launch instant per op): an op counts where its call's
+    wait is not known, or its launch is no later than the call's bound for its stream
+    (``boundaries.awaited_work``); other streams' work that merely ended meanwhile does not.
 
     ``op_phase[i]`` is the phase instance that launched op i (-1: none); ``call_phase[j]`` the
     phase instance holding blocking call j. Returns numpy arrays: waited_gpu_ns (union of the
@@ -143,12 +163,18 @@ def attribute_waits(blocking: pa.Table, ops: pa.Table, op_phase: np.ndarray, cal
         hi[sel] = a + np.searchsorted(se[a:b], b_e[sel], "right")
     pos, which = explode_slices(lo, hi)
     rows = order[pos]
+    if awaited is not None:
+        known, bounds, op_row, op_launch = awaited
+        bound = bounds[which, np.maximum(op_row[rows], 0)]
+        waited_for = ~known[which] | (op_row[rows] < 0) | ((bound != I64_MIN) & (op_launch[rows] <= bound))
+        rows, which = rows[waited_for], which[waited_for]
     clipped_start = np.maximum(o_start[rows], b_s[which])
     waited = segmented_union_length(clipped_start, o_end[rows], which, n)
     is_other = (op_phase[rows] != call_phase[which]) & (op_phase[rows] >= 0)
     other = segmented_union_length(clipped_start[is_other], o_end[rows][is_other], which[is_other], n)
-    has = hi > lo
-    last_phase[has] = op_phase[order[hi[has] - 1]]
+    if len(which):  # the phase of the last awaited op to end in each wait
+        last = len(which) - 1 - np.unique(which[::-1], return_index=True)[1]
+        last_phase[which[last]] = op_phase[rows[last]]
     # Name the other phase whose GPU work filled most of the wait (not merely the last op,
     # which is often the waiting phase's own copy).
     if is_other.any():

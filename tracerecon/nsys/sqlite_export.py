@@ -689,7 +689,7 @@ def read_sync_records(conn: sqlite3.Connection, info: ExportInfo, warnings: list
             "start_ns": c["start"],
             "end_ns": c["end"],
             "device_id": c["dev"],
-            "stream_id": c["stream"],
+            "stream_id": _nullable(_no_event(c["stream"])),  # an event or context sync names no stream
             "correlation_id": _nullable(c["corr"]),
             "sync_type": _labels_of(c["type"], types),
             "event_id": _nullable(_no_event(c["event"])),
@@ -707,7 +707,8 @@ def _labels_of(codes: np.ndarray, labels: dict[int, str]) -> pa.Array:
 
 
 def _no_event(values: np.ndarray) -> np.ndarray:
-    # CUPTI writes 0xFFFFFFFF where a record concerns no event (stream / context syncs).
+    # CUPTI writes 0xFFFFFFFF where a record concerns no event (stream / context syncs), and
+    # for the stream of one that concerns no stream (event / context syncs).
     return np.where(values == 0xFFFFFFFF, NULL_SENTINEL, values)
 
 

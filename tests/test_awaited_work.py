@@ -1,0 +1,106 @@
+"""Which GPU work a blocking call waited for (the syncs table's waited_* columns, phases'
+absorbed_ns): a stream synchronize waits for its stream's work launched before it, an event
+synchronize for the work before the event's record, each with what those streams were made to
+wait for; work of other streams that merely ended during the wait is none of it. Every expected
+number is worked out by hand from the ops' times."""
+
+from __future__ import annotations
+
+from nsys_factory import FakeTrace
+from tracerecon.analysis.config import PhaseConfig
+from tracerecon.api import load
+
+U = 1000  # 1 us
+
+
+def kernel(t: FakeTrace, at_us: int, gpu_us: tuple[int, int], stream: int = 7, tid: int | None = None, device: int = 0) -> None:
+    t.kernel(t.call("cudaLaunchKernel", at_us * U, (at_us + 2) * U, tid=tid), gpu_us[0] * U, gpu_us[1] * U, stream=stream, device=device)
+
+
+def stream_sync(t: FakeTrace, start_us: int, end_us: int, stream: int, tid: int | None = None) -> None:
+    corr = t.call("cudaStreamSynchronize_v3020", start_us * U, end_us * U, tid=tid)
+    t.sync_record(corr, start_us * U, end_us * U, stream=stream)
+
+
+def syncs_of(trace: FakeTrace, tmp_path, phases: tuple[str, ...]) -> list[tuple]:
+    (rank,) = load([trace.write(tmp_path / "t.sqlite")], PhaseConfig(phases=phases)).ranks
+    return [(s["api"], s["waited_gpu_ns"] // U, s["waited_other_phase_ns"] // U, s["waited_for_phase"]) for s in rank.syncs.to_pylist()]
+
+
+def test_a_stream_synchronize_on_a_threads_own_stream_waits_for_nothing_on_the_main_stream(tmp_path):
+    # GIVEN forward on thread 11 launches a kernel on stream 7 (20..305 us); an offload phase on
+    # thread 12 launches one on its own stream 21 (120..300 us) and synchronizes stream 21
+    # (120..310 us). Stream 21 never waits for stream 7
+    t = FakeTrace()
+    t.range("forward", 0, 1000 * U, tid=11)
+    t.range("offload", 100 * U, 700 * U, tid=12)
+    kernel(t, 10, (20, 305), tid=11)
+    kernel(t, 110, (120, 300), stream=21, tid=12)
+    stream_sync(t, 120, 310, stream=21, tid=12)
+    # WHEN analysed
+    # THEN the wait is its own kernel's 180 us (120..300), of no other phase (the last work it
+    # waited for is its own phase's); forward's kernel, which ended at 305 us inside the wait,
+    # is not what it waited for (with it: 185 us, all of forward's)
+    assert syncs_of(t, tmp_path, ("forward", "offload")) == [("cudaStreamSynchronize", 180, 0, "offload")]
+
+
+def test_an_event_synchronize_waits_for_the_work_before_its_record_and_what_that_stream_waited_for(tmp_path):
+    # GIVEN one thread. sample (0..100 us) runs a kernel on 7 (20..200 us), forks copy stream 9
+    # off 7 (record on 7 at 50 us, 9 waits at 52 us), copies on 9 (200..210 us) and records the
+    # copy's event on 9 at 70 us. prepare (100..1000 us) launches the next kernel on 7 at 110 us
+    # (200..214 us: it follows sample's on 7, but after the fork), then waits on the CPU for the
+    # copy's event (cudaEventSynchronize, 120..215 us)
+    t = FakeTrace()
+    t.range("sample", 0, 100 * U)
+    t.range("prepare", 100 * U, 1000 * U)
+    kernel(t, 10, (20, 200))
+    t.event_record(event=1, record=1, start=50 * U, end=51 * U, stream=7)
+    t.stream_wait(event=1, record=1, start=52 * U, end=53 * U, stream=9)
+    t.copy(t.call("cudaMemcpyAsync", 60 * U, 62 * U), 200 * U, 210 * U, stream=9)
+    t.event_record(event=2, record=1, start=70 * U, end=71 * U, stream=9)
+    kernel(t, 110, (200, 214))
+    corr = t.call("cudaEventSynchronize_v3020", 120 * U, 215 * U)
+    t.syncs.append({"start": 120 * U, "end": 215 * U, "deviceId": 0, "contextId": 1, "streamId": 0xFFFFFFFF, "correlationId": corr,
+                    "globalPid": (10 << 24), "syncType": 1, "eventId": 2, "eventSyncId": 1})
+    # WHEN analysed
+    # THEN it waited for the copy (on 9, before the record) and sample's kernel (on 7, before the
+    # fork that 9 waited for): 120..210 = 90 us, all of it sample's; not for prepare's own
+    # kernel, launched after the fork (ending at 214 us, it would make 94 us)
+    assert syncs_of(t, tmp_path, ("sample", "prepare")) == [("cudaEventSynchronize", 90, 90, "sample")]
+    # and its stream is null, not CUPTI's 0xFFFFFFFF for "no stream"
+    (rank,) = load([tmp_path / "t.sqlite"], PhaseConfig(phases=("sample", "prepare"))).ranks
+    assert rank.syncs.column("stream_id").to_pylist() == [None]
+
+
+def test_a_synchronization_record_naming_device_0_finds_its_stream_on_the_process_gpu(tmp_path):
+    # GIVEN a process whose work is on GPU 1 (nsys 2026.2 writes device 0 in every
+    # synchronization record): phase a runs two kernels on stream 15 (20..50 us, then 400..500
+    # us); phase b one on stream 16 (60..300 us); phase c synchronizes stream 15 (30..505 us)
+    t = FakeTrace()
+    t.range("a", 0, 15 * U)
+    t.range("b", 15 * U, 25 * U)
+    t.range("c", 25 * U, 600 * U)
+    kernel(t, 5, (20, 50), stream=15, device=1)
+    kernel(t, 8, (400, 500), stream=15, device=1)
+    kernel(t, 18, (60, 300), stream=16, device=1)
+    stream_sync(t, 30, 505, stream=15)
+    # WHEN analysed
+    # THEN the wait is stream 15's work: 30..50 and 400..500 = 120 us, all of phase a; stream
+    # 16's kernel, which ended inside it, is not (with it: 360 us)
+    assert syncs_of(t, tmp_path, ("a", "b", "c")) == [("cudaStreamSynchronize", 120, 120, "a")]
+
+
+def test_a_device_synchronize_waits_for_every_stream_of_its_device(tmp_path):
+    # GIVEN the shape above with a device synchronize (30..505 us) in place of the stream one
+    t = FakeTrace()
+    t.range("a", 0, 15 * U)
+    t.range("b", 15 * U, 25 * U)
+    t.range("c", 25 * U, 600 * U)
+    kernel(t, 5, (20, 50), stream=15, device=1)
+    kernel(t, 8, (400, 500), stream=15, device=1)
+    kernel(t, 18, (60, 300), stream=16, device=1)
+    t.call("cudaDeviceSynchronize_v3020", 30 * U, 505 * U)
+    # WHEN analysed
+    # THEN both streams' work counts: 30..50, 60..300 and 400..500 = 360 us; b's 240 us are the
+    # most of it
+    assert syncs_of(t, tmp_path, ("a", "b", "c")) == [("cudaDeviceSynchronize", 360, 360, "b")]
