@@ -309,6 +309,30 @@ def test_a_side_stream_joined_back_in_a_later_phase_of_the_cycle_is_read_on_the_
     assert [c["gpu_ns"] // U for c in rank.cycles.to_pylist()] == [580] * 3
 
 
+def test_event_records_and_waits_naming_device_0_find_their_streams_on_the_process_gpu(tmp_path):
+    # GIVEN the shape above in a process whose work is on GPU 1, its event records and stream
+    # waits naming device 0 (as nsys 2026.2 writes every synchronization record)
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 2000
+
+        def on_gpu1(at_us, gpu_us, stream=7):
+            t.kernel(t.call("cudaLaunchKernel", at_us * U, (at_us + 2) * U), gpu_us[0] * U, gpu_us[1] * U, stream=stream, device=1)
+        t.cycle(c, b * U, (b + 100) * U, (b + 400) * U)
+        on_gpu1(b + 5, (b + 10, b + 40))
+        fork_join(t, 1, c + 1, b + 50, side=50)
+        on_gpu1(b + 55, (b + 60, b + 560), stream=50)
+        on_gpu1(b + 70, (b + 72, b + 90))
+        fork_join(t, 2, c + 1, b + 150, side=7, caller=50)
+        on_gpu1(b + 160, (b + 560, b + 580))
+    # WHEN analysed
+    rank = one_rank(t, tmp_path)
+    # THEN the waits join GPU 1's streams 7 and 50, and the numbers are those above: draft 100 us,
+    # verify 480 us on 7 (with the waits on phantom device-0 streams: 560 and 20 us on 50)
+    assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("draft", 100), ("verify", 480))]
+    assert [p["device_id"] for p in rank.phases.to_pylist()] == [1] * 6
+
+
 def test_an_aux_stream_that_waits_for_the_phases_stream_later_is_not_its_caller(tmp_path):
     # GIVEN draft prepares inputs on aux stream 9 (a 10 us kernel), makes forward stream 7 wait for
     # them (record on 9, wait on 7) and runs 200 us on 7; verify runs 50 us on 7, then makes 9 wait

@@ -126,6 +126,9 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
     w = _stream_waits(sync_records)
 
     op_key = _pack(o_pid[placed], o_dev[placed], o_str[placed])
+    work_keys = np.unique(op_key)
+    rec["dev"] = on_working_device(work_keys, rec["pid"], rec["dev"], rec["stream"])
+    w["dev"] = on_working_device(work_keys, w["pid"], w["dev"], w["stream"])
     keys = np.unique(np.concatenate([op_key, _pack(rec["pid"], rec["dev"], rec["stream"]), _pack(w["pid"], w["dev"], w["stream"])]))
     n = len(keys)
 
@@ -231,6 +234,30 @@ def _unpack_stream(keys: np.ndarray, row: np.ndarray) -> np.ndarray:
 def _pack(pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
     # pid < 2**24 (nsys global ids), device < 2**8, stream ids < 2**31: one int64 key.
     return (np.asarray(pid, np.int64) << 39) | ((np.asarray(dev, np.int64) & 0xFF) << 31) | (np.asarray(stream, np.int64) & 0x7FFFFFFF)
+
+
+def on_working_device(work_keys: np.ndarray, pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
+    """The device of each (pid, dev, stream) named by a synchronization or event record: as
+    given where that stream ran work (``work_keys``: the packed keys of streams with ops) or
+    where no stream of that id in the process did; else the one device on which the process's
+    stream of that id ran work. nsys 2026.2 writes device 0 in every synchronization record (the
+    public mfu_2gpu and h100_2gpu captures: the process on GPU 1 waits on "device 0, stream
+    15", its work is on device 1, stream 15)."""
+    dev = np.asarray(dev, dtype=np.int64).copy()
+    if len(dev) == 0 or len(work_keys) == 0:
+        return dev
+    lost = np.flatnonzero(~np.isin(_pack(pid, dev, stream), work_keys))
+    if len(lost) == 0:
+        return dev
+    w_pid, w_dev, w_stream = work_keys >> 39, (work_keys >> 31) & 0xFF, work_keys & 0x7FFFFFFF
+    by_id = (w_pid << 31) | w_stream  # per stream with work: (pid, stream id)
+    order = np.argsort(by_id, kind="stable")
+    ids = by_id[order]
+    want = (np.asarray(pid, np.int64)[lost] << 31) | (np.asarray(stream, np.int64)[lost] & 0x7FFFFFFF)
+    lo, hi = np.searchsorted(ids, want, side="left"), np.searchsorted(ids, want, side="right")
+    one = hi - lo == 1  # exactly one device ran work on a stream of that id
+    dev[lost[one]] = w_dev[order[lo[one]]]
+    return dev
 
 
 def _event_record_times(event_records: pa.Table, api_calls: pa.Table) -> dict[str, np.ndarray]:
@@ -740,7 +767,9 @@ def awaited_work(clock: StreamClock, blocking: pa.Table) -> tuple[np.ndarray, np
     seed_row = np.full(n_calls, -1, dtype=np.int64)
     seed_t = np.full(n_calls, I64_MIN, dtype=np.int64)
     is_stream = np.isin(api, list(STREAM_SYNC_APIS)) & (strm >= 0)
-    seed_row[is_stream] = _working_stream(clock, pid[is_stream], dev[is_stream], strm[is_stream])
+    has_ops = np.array([len(t) > 0 for t in clock.op_launch], dtype=bool)
+    work_keys = clock.keys[has_ops] if len(has_ops) else clock.keys
+    seed_row[is_stream] = clock.stream_index(pid[is_stream], on_working_device(work_keys, pid[is_stream], dev[is_stream], strm[is_stream]), strm[is_stream])
     seed_t[is_stream] = start[is_stream]
     is_copy = ~is_stream & (copy_strm >= 0)
     seed_row[is_copy] = clock.stream_index(pid[is_copy], copy_dev[is_copy], copy_strm[is_copy])
@@ -803,20 +832,3 @@ def awaited_work(clock: StreamClock, blocking: pa.Table) -> tuple[np.ndarray, np
                 break
         bounds[calls] = b
     return known, bounds
-
-
-def _working_stream(clock: StreamClock, pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
-    """Row of ``clock`` for each (pid, device, stream) of a synchronization record, taken as the
-    one stream of that id in the process that ran work where the record's device has none:
-    nsys 2026.2 writes device 0 in every synchronization record (public mfu_2gpu traces: the
-    process on GPU 1 syncs "device 0, stream 15", its work is on device 1, stream 15). -1: none."""
-    row = clock.stream_index(pid, dev, stream)
-    has_ops = np.array([len(t) > 0 for t in clock.op_launch] + [False], dtype=bool)
-    lost = np.flatnonzero(~has_ops[row])
-    if len(lost) == 0:
-        return row
-    key_pid, key_stream = clock.keys >> 39, clock.keys & 0x7FFFFFFF
-    for i in lost.tolist():
-        same = np.flatnonzero((key_pid == pid[i]) & (key_stream == stream[i]) & has_ops[:-1])
-        row[i] = same[0] if len(same) == 1 else -1
-    return row
