@@ -309,6 +309,54 @@ def test_a_side_stream_joined_back_in_a_later_phase_of_the_cycle_is_read_on_the_
     assert [c["gpu_ns"] // U for c in rank.cycles.to_pylist()] == [580] * 3
 
 
+def _side_joined_in_verify(t: FakeTrace, b: int, c: int) -> None:
+    """The cycle of the test above: draft forks 50 off 7, verify joins it back at b+150."""
+    t.cycle(c, b * U, (b + 100) * U, (b + 400) * U)
+    launch(t, b + 5, (b + 10, b + 40))
+    fork_join(t, 1, c + 1, b + 50, side=50)
+    launch(t, b + 55, (b + 60, b + 560), stream=50)
+    launch(t, b + 70, (b + 72, b + 90))
+    fork_join(t, 2, c + 1, b + 150, side=7, caller=50)
+    launch(t, b + 160, (b + 560, b + 580))
+
+
+def test_another_threads_phase_begun_before_the_join_does_not_hide_the_joining_phase(tmp_path):
+    # GIVEN the cycles above, and a phase bg on thread 12 that starts at b+120, between verify's
+    # start and the join (b+150), runs a 5 us kernel on its own stream 60 and ends past the cycle
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 2000
+        _side_joined_in_verify(t, b, c)
+        t.range("bg", (b + 120) * U, (b + 450) * U, tid=12)
+        t.kernel(t.call("cudaLaunchKernel", (b + 122) * U, (b + 124) * U, tid=12), (b + 125) * U, (b + 130) * U, stream=60)
+    # WHEN analysed with the three phases
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify", "bg"))).ranks
+    # THEN verify, the phase of draft's thread that holds the join, still makes draft a side of 7:
+    # draft 100 us and verify 480 us on 7, as without bg; bg (in no cycle: it ends past it) is
+    # read alone on 60: b+120..b+450 = 330 us
+    rows = per_cycle(rank)
+    assert [r for r in rows if r[1] != "bg"] == [(c, n, v, 7) for c in range(3) for n, v in (("draft", 100), ("verify", 480))]
+    assert [r[2:] for r in rows if r[1] == "bg"] == [(330, 60)] * 3
+
+
+def test_a_start_end_phase_ended_before_the_join_does_not_hide_the_phase_holding_it(tmp_path):
+    # GIVEN the cycles above, and a phase sub marked with nvtxRangeStart/End on the same thread
+    # inside verify (b+110..b+140), ended before verify's join at b+150 (such ranges never nest:
+    # sub is a phase of its own, the latest to start before the join)
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 2000
+        _side_joined_in_verify(t, b, c)
+        t.range("sub", (b + 110) * U, (b + 140) * U, push_pop=False)
+    # WHEN analysed with the three phases
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify", "sub"))).ranks
+    # THEN the join is in verify, which still runs then, so draft is read on 7: b..b+100 = 100 us
+    # (on 50 it would read 560 us); every phase is on 7
+    rows = per_cycle(rank)
+    assert [r for r in rows if r[1] == "draft"] == [(c, "draft", 100, 7) for c in range(3)]
+    assert {r[3] for r in rows} == {7}
+
+
 def test_event_records_and_waits_naming_device_0_find_their_streams_on_the_process_gpu(tmp_path):
     # GIVEN the shape above in a process whose work is on GPU 1, its event records and stream
     # waits naming device 0 (as nsys 2026.2 writes every synchronization record)

@@ -384,8 +384,11 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     there the caller must fork first within the phase (the first wait between them is S
     waiting for C) and join S back (C waits for a record made on S after S's op), so only one
     of the two can be the other's caller: within the phase, or in a later phase of the same
-    cycle, on the same thread (``ph_tid``), whose busiest stream is C (that phase's events go on
-    C, so the thread's current stream is C). A forward stream that waited for an aux stream's
+    cycle and thread (``ph_tid``; the latest of that thread's phases started by the join) that
+    is itself read on C (that phase's events go on C, so the thread's current stream is C): its
+    stream as read once every phase that joins within itself has moved, and, a phase that
+    joins in a later one moving in turn, as read after those moves (a chain of later joins
+    settles round by round). A forward stream that waited for an aux stream's
     inputs is thus no side stream of the aux stream when a phase on the forward stream makes the
     aux stream wait later on, nor is a phase of a worker thread, whose current stream is S, a
     side of the stream that another thread's phase makes wait for S. S's ops then count as
@@ -398,7 +401,6 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     if len(cpu) == 0 or len(device) == 0 or not (into != from_).any():
         return device, stream
     row = clock.stream_index(ph_pid, device, stream)
-    by_start = np.argsort(cpu_start, kind="stable")
     # Only phases on a stream that waited or was waited for can move (nor can their callers'
     # phases be others): the rest of the ops need not be looked at.
     candidate = np.zeros(len(row), dtype=bool)
@@ -436,9 +438,10 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     cuts = np.flatnonzero(np.r_[True, pq[1:] != pq[:-1], True]) if len(pq) else np.zeros(1, np.int64)
     pairs = tuple((int(q), np.flatnonzero(pair == q), ph_i[a:b], w_i[a:b]) for q, a, b in zip(pq[cuts[:-1]].tolist(), cuts[:-1].tolist(), cuts[1:].tolist()))
     f = _Forks(into=into, cpu=cpu, rec_cpu=rec_cpu, n=n, pairs=pairs,
-               compute_streams=compute_streams, passing=passing, o_phase=o_phase, o_row=o_row, o_launch=o_launch, ph_pid=np.asarray(ph_pid, np.int64),
-               ph_tid=np.asarray(ph_tid, np.int64), cpu_start=np.asarray(cpu_start, np.int64), cpu_end=np.asarray(cpu_end, np.int64),
-               cycle=np.asarray(cycle, np.int64), by_start=by_start, sorted_starts=np.asarray(cpu_start, np.int64)[by_start])
+               compute_streams=compute_streams, passing=passing, o_phase=o_phase, o_row=o_row, o_launch=o_launch,
+               cpu_start=np.asarray(cpu_start, np.int64), cpu_end=np.asarray(cpu_end, np.int64),
+               cycle=np.asarray(cycle, np.int64), **_phases_by_thread(np.asarray(ph_pid, np.int64), np.asarray(ph_tid, np.int64),
+                                                                      np.asarray(cpu_start, np.int64), np.asarray(cpu_end, np.int64)))
     # Joins within the phase first, to the end; then joins in a later phase, whose stream is by
     # then its own reading (a phase that joins within itself is on its caller already).
     for later_phases in (False, True):
@@ -468,13 +471,14 @@ class _Forks:
     o_phase: np.ndarray
     o_row: np.ndarray
     o_launch: np.ndarray
-    ph_pid: np.ndarray
-    ph_tid: np.ndarray
     cpu_start: np.ndarray
     cpu_end: np.ndarray
     cycle: np.ndarray
-    by_start: np.ndarray
-    sorted_starts: np.ndarray
+    thread: np.ndarray  # per phase: its thread, numbered
+    by_thread: np.ndarray  # the phases by thread, then CPU start
+    thread_starts: np.ndarray  # their (thread, start) keys, sorted (``_phases_by_thread``)
+    base: int
+    span: int
 
 
 def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool) -> np.ndarray:
@@ -537,12 +541,34 @@ def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool) -> np.ndarra
 
 def _in_a_later_phase_on(t: np.ndarray, ph: np.ndarray, stream_row: int, row: np.ndarray, f: _Forks) -> np.ndarray:
     """Per instant ``t[i]`` (after phase ``ph[i]`` ended): it falls in a later phase of the same
-    cycle, process and thread (the latest-starting phase whose CPU window holds it) that is read
-    on ``stream_row`` (``row``: each phase's stream as read so far)."""
-    k = np.searchsorted(f.sorted_starts, t, side="right") - 1
-    holder = f.by_start[np.maximum(k, 0)]
-    return ((k >= 0) & (holder != ph) & (f.cpu_end[holder] > t) & (f.cycle[ph] >= 0) & (f.cycle[holder] == f.cycle[ph])
-            & (f.ph_pid[holder] == f.ph_pid[ph]) & (f.ph_tid[holder] == f.ph_tid[ph]) & (row[holder] == stream_row))
+    cycle and thread (the thread's latest phase started by then, whose CPU window holds it) that
+    is read on ``stream_row`` (``row``: each phase's stream as read so far)."""
+    want = f.thread[ph] * f.span + np.clip(t - f.base, -1, f.span - 1)
+    last = np.searchsorted(f.thread_starts, want, side="right") - 1
+    # The latest of the thread's phases started by then that still runs: the very latest may
+    # have ended already (an nvtxRangeStart/End phase inside another one); a few back are looked at.
+    holder = np.full(len(t), -1, dtype=np.int64)
+    for back in range(4):
+        k = last - back
+        cand = f.by_thread[np.maximum(k, 0)]
+        take = (holder < 0) & (k >= 0) & (f.thread[cand] == f.thread[ph]) & (f.cpu_end[cand] > t)
+        holder[take] = cand[take]
+    h = np.maximum(holder, 0)
+    return (holder >= 0) & (holder != ph) & (f.cycle[ph] >= 0) & (f.cycle[h] == f.cycle[ph]) & (row[h] == stream_row)
+
+
+def _phases_by_thread(pid: np.ndarray, tid: np.ndarray, cpu_start: np.ndarray, cpu_end: np.ndarray) -> dict:
+    """``_Forks``' index of the phases by thread, then CPU start: one sorted key per phase,
+    thread x span + (start - base), so that one search finds, for many (thread, instant) at once,
+    each thread's latest phase started by then (other threads' phases never hide it)."""
+    thread = np.unique(thread_keys(pid, tid), return_inverse=True)[1].ravel().astype(np.int64)
+    base = int(cpu_start.min()) if len(cpu_start) else 0
+    span = max(int(cpu_start.max()), int(cpu_end.max())) - base + 2 if len(cpu_start) else 2
+    if (int(thread.max()) + 1 if len(thread) else 1) * span >= 2**62:  # no room for the key: the phases' CPU span is ~146 years / threads
+        thread = np.zeros_like(thread)
+    keys = thread * span + (cpu_start - base)
+    order = np.argsort(keys, kind="stable")
+    return {"thread": thread, "by_thread": order, "thread_starts": keys[order], "base": base, "span": span}
 
 
 def busiest_streams(ops: pa.Table) -> dict[int, tuple[int, int]]:
