@@ -1,15 +1,18 @@
 """Which stream each phase is read on (``caller_streams``) where many side streams fork and
 join: N cycles of prepare / forward / sample; forward forks one of K side streams off the compute
 stream (500 us there) and sample joins it back (side_join_later of
-``launch/stream_shapes_probe.py``), so K pairs of streams wait for each other. Writes the trace
-with the tests' factory, then times ``api.load`` and ``caller_streams`` inside it.
+``launch/stream_shapes_probe.py``), so K pairs of streams wait for each other; with ``--open M``,
+also M ``sample`` ranges begun with nvtxRangeStart and never ended, on a thread that launches
+nothing (each window reaches the trace's end). Writes the trace with the tests' factory, then
+times ``api.load`` and ``caller_streams`` inside it, and the peak RSS.
 
-    python benchmarks/bench_side_streams.py N K [TRACE.sqlite]
+    python benchmarks/bench_side_streams.py N K [--open M] [TRACE.sqlite]
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -37,8 +40,10 @@ def fork_join(t: FakeTrace, event: int, record: int, at_us: int, side: int, call
     t.stream_wait(event=event, record=record, start=(at_us + 1) * U, end=(at_us + 2) * U, stream=side)
 
 
-def write_trace(path: Path, cycles: int, pairs: int) -> None:
+def write_trace(path: Path, cycles: int, pairs: int, open_ranges: int = 0) -> None:
     t = FakeTrace()
+    for k in range(open_ranges):
+        t.range("sample", (k * 7 + 3) * U, None, tid=12, push_pop=False)
     for c in range(cycles):
         b = c * 2000
         s = 50 + c % pairs
@@ -54,10 +59,16 @@ def write_trace(path: Path, cycles: int, pairs: int) -> None:
 
 
 def main() -> None:
-    cycles, pairs = int(sys.argv[1]), int(sys.argv[2])
-    path = Path(sys.argv[3]) if len(sys.argv) > 3 else Path(tempfile.mkdtemp()) / f"side_{cycles}_{pairs}.sqlite"
+    args = sys.argv[1:]
+    open_ranges = 0
+    if "--open" in args:
+        i = args.index("--open")
+        open_ranges = int(args[i + 1])
+        del args[i:i + 2]
+    cycles, pairs = int(args[0]), int(args[1])
+    path = Path(args[2]) if len(args) > 2 else Path(tempfile.mkdtemp()) / f"side_{cycles}_{pairs}_{open_ranges}.sqlite"
     if not path.exists():
-        write_trace(path, cycles, pairs)
+        write_trace(path, cycles, pairs, open_ranges)
     spent = [0.0]
     original = boundaries.caller_streams
 
@@ -75,7 +86,9 @@ def main() -> None:
     for p in run.ranks[0].phases.to_pylist():
         streams.setdefault(p["phase"], set()).add(p["stream_id"])
     read_on = ", ".join(f"{name} on {sorted(s)[0] if len(s) == 1 else f'{len(s)} streams'}" for name, s in streams.items())
-    print(f"{cycles} cycles, {pairs} stream pairs: load {wall:.2f} s, caller_streams {spent[0]:.3f} s ({read_on})")
+    rss_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    print(f"{cycles} cycles, {pairs} stream pairs, {open_ranges} open ranges: load {wall:.2f} s, caller_streams {spent[0]:.3f} s, "
+          f"peak RSS {rss_gb:.2f} GB ({read_on})")
 
 
 if __name__ == "__main__":

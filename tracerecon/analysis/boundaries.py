@@ -13,9 +13,9 @@ streams, and the compute stream waits for them through the same event records.
 
 Which stream: a phase's stream is the one that received most of its GPU time (the sum of its
 ops' durations; ties go to more ops, then the lower stream id), unless the phase forked that
-stream off another one and joined it back (``caller_streams``: a side stream, NCCL's stream
-under ProcessGroupNCCL): then the caller's stream, where the engine's own events would be
-recorded. A phase that launched nothing
+stream off another one and joined it back, within the phase or in a later phase of its cycle
+read on the caller's stream (``caller_streams``: a side stream, NCCL's stream under
+ProcessGroupNCCL): then the caller's stream, where the engine's own events would be recorded. A phase that launched nothing
 keeps the stream of the phase before it in the same process (else the one after it). The
 boundary between two consecutive phases is evaluated on both their streams (the earlier
 phase ends when its stream's work is done, the next begins when its stream is free), and
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -58,11 +59,11 @@ class StreamClock:
     join_cpu: np.ndarray
     join_into: np.ndarray
     join_from: np.ndarray
+    # ... and when its record was made (the record call's return).
+    join_record_cpu: np.ndarray
     # Streams (rows of ``keys``) with an event wait whose record is not in the trace, though not
     # one made before the capture (``_unresolved_into``): what they waited for is unknown.
     unresolved_into: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    # Per resolved wait (as ``join_cpu``): when its record was made (the record call's return).
-    join_record_cpu: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     # Every event record that found its call, for the blocking waits on an event: (pid, event
     # id, record number (-1: none), stream row, CPU time when the record call returned).
     records: tuple = (np.zeros(0, np.int64),) * 5
@@ -372,37 +373,40 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     """The stream each phase's CUDA events would be recorded on, given the stream that received
     most of its work (``phase_streams``): the caller's stream where that one is a side stream.
 
-    Stream S is a side stream of C in a phase when every op the phase launched on S was
-    launched while S was forked off C within the phase (the latest event wait between the two
-    before the launch is S waiting for a record made on C, made in the phase's CPU window), and
-    C computes (runs a kernel or graph that is no collective, somewhere in the trace). That is
-    ``torch.cuda.Stream.wait_stream`` from the caller's stream: ProcessGroupNCCL's collectives
-    (joined back in the phase, in a later one with ``async_op=True``, or never), a copy stream
-    taking results off (vLLM's async output copy), a side stream. A stream that only copies or
-    communicates is nobody's caller. Two computing streams wait for each other in turn (a
-    side stream joined back, SGLang's plan stream), so either can look forked off the other:
-    there the caller must fork first within the phase (the first wait between them is S
-    waiting for C) and join S back (C waits for a record made on S after S's op), so only one
-    of the two can be the other's caller: within the phase, or in a later phase of the same
-    cycle and thread (``ph_tid``; the latest of that thread's phases started by the join) that
-    is itself read on C (that phase's events go on C, so the thread's current stream is C): its
-    stream as read once every phase that joins within itself has moved, and, a phase that
-    joins in a later one moving in turn, as read after those moves (a chain of later joins
-    settles round by round). A forward stream that waited for an aux stream's
-    inputs is thus no side stream of the aux stream when a phase on the forward stream makes the
-    aux stream wait later on, nor is a phase of a worker thread, whose current stream is S, a
-    side of the stream that another thread's phase makes wait for S. S's ops then count as
-    forked from that first fork on, also those launched after a join without a new fork. Repeated for nested forks; a stream with no ops at all passes a phase on to the
-    stream it was forked off within the phase (NCCL's stream forked off an empty side stream). Returns (device, stream) per phase; unchanged where the phase
-    launched nothing or its stream was no side stream."""
+    A stream that only copies or communicates (ProcessGroupNCCL's collectives, joined back in
+    the phase, in a later one with ``async_op=True``, or never; a copy stream taking results
+    off, vLLM's async output copy) is a side stream S of C in a phase when every op the phase
+    launched on S was launched while S was forked off C within the phase: the latest event
+    wait between the two before the launch is S waiting for a record made on C, made in the
+    phase's CPU window. C must compute (run a kernel or graph that is no collective, somewhere
+    in the trace): a stream that only copies or communicates is nobody's caller.
+
+    Two computing streams wait for each other in turn (a side stream joined back, SGLang's plan
+    stream), so either can look forked off the other. There the caller must fork first within
+    the phase (the first wait between them is S waiting for C) and join S back (C waits for a
+    record made on S after S's op): within the phase, or in a later phase of the same cycle and
+    thread (``ph_tid``; the latest of that thread's phases started by the join that still runs)
+    that is itself read on C: that phase's events go on C, so C is the thread's current stream.
+    That later phase's stream is taken as read after every phase that joins within itself has
+    moved, then after the moves of the rounds before (a chain of later joins settles round by
+    round). A forward stream that waited for an aux stream's inputs is thus no side stream of
+    the aux stream when a phase on the forward stream makes the aux stream wait later on, nor is
+    a phase of a worker thread, whose current stream is S, a side of the stream that another
+    thread's phase makes wait for S. S's ops count as forked from that first fork on, also those
+    launched after a join without a new fork.
+
+    Repeated for nested forks; a stream with no ops at all passes a phase on to the stream it
+    was forked off within the phase (NCCL's stream forked off an empty side stream). Returns
+    (device, stream) per phase; unchanged where the phase launched nothing or its stream was no
+    side stream."""
     device = np.asarray(device, dtype=np.int64).copy()
     stream = np.asarray(stream, dtype=np.int64).copy()
     into, from_, cpu, rec_cpu = clock.join_into, clock.join_from, clock.join_cpu, clock.join_record_cpu  # in CPU order of the waits
     if len(cpu) == 0 or len(device) == 0 or not (into != from_).any():
         return device, stream
     row = clock.stream_index(ph_pid, device, stream)
-    # Only phases on a stream that waited or was waited for can move (nor can their callers'
-    # phases be others): the rest of the ops need not be looked at.
+    # Only a phase whose stream was made to wait within its CPU window can move (a phase it
+    # moves to another stream keeps being one): the other phases' ops and waits are not looked at.
     candidate = np.zeros(len(row), dtype=bool)
     for r in np.unique(row[row >= 0]).tolist():
         on_r = np.flatnonzero(row == r)
@@ -422,12 +426,14 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     # Streams with no op at all only pass forks on (a side stream whose context holds nothing
     # but a collective, which forks NCCL's stream off it).
     passing = np.array([len(t) == 0 for t in clock.op_launch] + [False], dtype=bool)
-    n = max(len(clock.keys), 1)
-    pair = np.minimum(into, from_) * n + np.maximum(into, from_)  # unordered: waits either way
+    n_streams = max(len(clock.keys), 1)
+    pair = np.minimum(into, from_) * n_streams + np.maximum(into, from_)  # unordered: waits either way
     pair[into == from_] = -1
-    # Per pair of streams: the phases with a wait between the two in their CPU window, and the
-    # first such wait (waits are in CPU order), found for all pairs at once.
-    w_i, ph_i = explode_slices(np.searchsorted(cpu, cpu_start, side="left"), np.searchsorted(cpu, cpu_end, side="left"))
+    # Per pair of streams: the candidate phases with a wait between the two in their CPU window,
+    # and the first such wait (waits are in CPU order), found for all pairs at once.
+    cand = np.flatnonzero(candidate)
+    w_i, which = explode_slices(np.searchsorted(cpu, cpu_start[cand], side="left"), np.searchsorted(cpu, cpu_end[cand], side="left"))
+    ph_i = cand[which]
     keep = pair[w_i] >= 0
     ph_i, w_i = ph_i[keep], w_i[keep]
     order = np.lexsort((w_i, ph_i, pair[w_i]))  # by pair, then phase, then wait
@@ -436,8 +442,8 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     first_of = np.r_[True, (pq[1:] != pq[:-1]) | (ph_i[1:] != ph_i[:-1])] if len(pq) else np.zeros(0, bool)
     ph_i, w_i, pq = ph_i[first_of], w_i[first_of], pq[first_of]
     cuts = np.flatnonzero(np.r_[True, pq[1:] != pq[:-1], True]) if len(pq) else np.zeros(1, np.int64)
-    pairs = tuple((int(q), np.flatnonzero(pair == q), ph_i[a:b], w_i[a:b]) for q, a, b in zip(pq[cuts[:-1]].tolist(), cuts[:-1].tolist(), cuts[1:].tolist()))
-    f = _Forks(into=into, cpu=cpu, rec_cpu=rec_cpu, n=n, pairs=pairs,
+    pairs = tuple(_StreamPair(int(q), np.flatnonzero(pair == q), ph_i[a:b], w_i[a:b]) for q, a, b in zip(pq[cuts[:-1]].tolist(), cuts[:-1].tolist(), cuts[1:].tolist()))
+    f = _Forks(into=into, cpu=cpu, rec_cpu=rec_cpu, n_streams=n_streams, pairs=pairs,
                compute_streams=compute_streams, passing=passing, o_phase=o_phase, o_row=o_row, o_launch=o_launch,
                cpu_start=np.asarray(cpu_start, np.int64), cpu_end=np.asarray(cpu_end, np.int64),
                cycle=np.asarray(cycle, np.int64), **_phases_by_thread(np.asarray(ph_pid, np.int64), np.asarray(ph_tid, np.int64),
@@ -455,6 +461,15 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     return device, stream
 
 
+class _StreamPair(NamedTuple):
+    """Two streams that wait for each other (``_Forks.pairs``)."""
+
+    code: int  # min(row) * n_streams + max(row)
+    waits: np.ndarray  # the event waits between the two (indices of ``StreamClock.join_*``), in CPU order
+    phases: np.ndarray  # the candidate phases with such a wait in their CPU window, sorted
+    first_wait: np.ndarray  # per such phase: the first one in it
+
+
 @dataclass(frozen=True)
 class _Forks:
     """What ``caller_streams`` reads the forks and joins of one rank from: the resolved event
@@ -464,8 +479,8 @@ class _Forks:
     into: np.ndarray
     cpu: np.ndarray
     rec_cpu: np.ndarray
-    n: int
-    pairs: tuple  # per pair: (pair code, its waits, the phases with one in their window, the first such)
+    n_streams: int
+    pairs: tuple[_StreamPair, ...]
     compute_streams: np.ndarray
     passing: np.ndarray
     o_phase: np.ndarray
@@ -484,21 +499,20 @@ class _Forks:
 def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool) -> np.ndarray:
     """Per phase: the stream row of its caller where its stream ``row`` is a side stream of it
     (``caller_streams``' rule), else -1; joins in a later phase count with ``later_phases``.
-    Each pair of streams looks only at the phases on one of the two (``cand``)."""
+    Each pair of streams looks only at its phases on the side stream of the two (``cand``)."""
     caller = np.full(len(row), -1, dtype=np.int64)
     mine = np.flatnonzero((f.o_row >= 0) & (f.o_row == row[f.o_phase]))  # the ops on their phase's stream
     n_mine = np.bincount(f.o_phase[mine], minlength=len(row))
     mine = mine[np.argsort(f.o_phase[mine], kind="stable")]  # by phase
     mine_phase = f.o_phase[mine]
     for q, waits, with_wait, first_wait in f.pairs:
-        for side, other in ((q // f.n, q % f.n), (q % f.n, q // f.n)):
+        for side, other in ((q // f.n_streams, q % f.n_streams), (q % f.n_streams, q // f.n_streams)):
             if not (f.compute_streams[other] or f.passing[other]):
                 continue  # a stream that only copies or communicates is nobody's caller
             on = row[with_wait] == side
             cand, first = with_wait[on], first_wait[on]  # phases on side, sorted; the first wait between the two in each
             if len(cand) == 0:
                 continue
-            w_cpu = f.cpu[waits]
             first_in = f.into[first] == side
             if f.passing[side]:
                 # A phase moved onto a stream with no ops: on to the stream it was forked off.
@@ -519,7 +533,7 @@ def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool) -> np.ndarra
                 forked = first_in[at] & (f.o_launch[on_side] > f.cpu[first][at]) & (f.o_launch[on_side] != I64_MIN)
             else:
                 # Each op launched while the latest wait between the two was the fork.
-                last = np.searchsorted(w_cpu, f.o_launch[on_side], side="left") - 1
+                last = np.searchsorted(f.cpu[waits], f.o_launch[on_side], side="left") - 1
                 fork = waits[np.maximum(last, 0)]
                 forked = (last >= 0) & (f.into[fork] == side) & (f.cpu[fork] >= f.cpu_start[ph_of]) & (f.o_launch[on_side] != I64_MIN)
             ok = np.bincount(at[forked], minlength=len(cand)) == n_mine[cand]  # every op forked
@@ -540,9 +554,9 @@ def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool) -> np.ndarra
 
 
 def _in_a_later_phase_on(t: np.ndarray, ph: np.ndarray, stream_row: int, row: np.ndarray, f: _Forks) -> np.ndarray:
-    """Per instant ``t[i]`` (after phase ``ph[i]`` ended): it falls in a later phase of the same
-    cycle and thread (the thread's latest phase started by then, whose CPU window holds it) that
-    is read on ``stream_row`` (``row``: each phase's stream as read so far)."""
+    """Per instant ``t[i]`` (a join made after phase ``ph[i]`` ended): it falls in another phase
+    of the same cycle and thread (the thread's latest phase started by then that still runs)
+    that is read on ``stream_row`` (``row``: each phase's stream as read so far)."""
     want = f.thread[ph] * f.span + np.clip(t - f.base, -1, f.span - 1)
     last = np.searchsorted(f.thread_starts, want, side="right") - 1
     # The latest of the thread's phases started by then that still runs: the very latest may
