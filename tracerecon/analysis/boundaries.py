@@ -38,6 +38,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tracerecon.analysis.columns import computes, thread_keys
 from tracerecon.analysis.intervals import explode_slices
@@ -795,7 +796,9 @@ def awaited_work(clock: StreamClock, blocking: pa.Table) -> tuple[np.ndarray, np
     n_calls, n_rows = blocking.num_rows, len(clock.keys)
     if n_calls == 0 or n_rows == 0 or n_calls * n_rows > MAX_BOUND_CELLS:
         return None
-    api = np.asarray(blocking["api"].to_pylist(), dtype=object)
+    def calls_to(apis: frozenset) -> np.ndarray:
+        return pc.is_in(blocking["api"], value_set=pa.array(sorted(apis), pa.string())).to_numpy(zero_copy_only=False)
+
     pid = int64s(blocking["pid"])
     start = int64s(blocking["start_ns"])
     end = int64s(blocking["end_ns"])
@@ -806,7 +809,7 @@ def awaited_work(clock: StreamClock, blocking: pa.Table) -> tuple[np.ndarray, np
     bounds = np.full((n_calls, n_rows), I64_MIN, dtype=np.int64)
     seed_row = np.full(n_calls, -1, dtype=np.int64)
     seed_t = np.full(n_calls, I64_MIN, dtype=np.int64)
-    is_stream = np.isin(api, list(STREAM_SYNC_APIS)) & (strm >= 0)
+    is_stream = calls_to(STREAM_SYNC_APIS) & (strm >= 0)
     has_ops = np.array([len(t) > 0 for t in clock.op_launch], dtype=bool)
     work_keys = clock.keys[has_ops] if len(has_ops) else clock.keys
     seed_row[is_stream] = clock.stream_index(pid[is_stream], on_working_device(work_keys, pid[is_stream], dev[is_stream], strm[is_stream]), strm[is_stream])
@@ -814,7 +817,7 @@ def awaited_work(clock: StreamClock, blocking: pa.Table) -> tuple[np.ndarray, np
     is_copy = ~is_stream & (copy_strm >= 0)
     seed_row[is_copy] = clock.stream_index(pid[is_copy], copy_dev[is_copy], copy_strm[is_copy])
     seed_t[is_copy] = end[is_copy]
-    is_event = np.isin(api, list(EVENT_SYNC_APIS))
+    is_event = calls_to(EVENT_SYNC_APIS)
     if is_event.any():
         # The record the call waits for: the one it names (event id and record number), else
         # the event's latest record made before the call.
@@ -838,7 +841,7 @@ def awaited_work(clock: StreamClock, blocking: pa.Table) -> tuple[np.ndarray, np
                 seed_row[i], seed_t[i] = hit
     known = seed_row >= 0
     bounds[np.flatnonzero(known), seed_row[known]] = seed_t[known]
-    is_device = np.isin(api, list(DEVICE_SYNC_APIS))
+    is_device = calls_to(DEVICE_SYNC_APIS)
     if is_device.any():
         key_pid = clock.keys >> 39
         key_dev = (clock.keys >> 31) & 0xFF

@@ -214,17 +214,25 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     notes=_past_cycle_notes(phases_past_their_cycle(nested, phase_rows, cycle_of, cycle_rows), labels) + _tiled_notes(tiled, own, b_end - b_start, labels))
 
 
-def _awaited(clock: StreamClock, blocking: pa.Table, ops: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    """``attribute_waits``' ``awaited``: what each blocking call waits for (``awaited_work``),
-    with each op's stream row and launch instant (an op whose launch call the trace lacks, a
-    capture trimmed or begun mid-run, may have been launched at any time before it ran: int64
-    min, so every wait on its stream that it ended in counts it, as before)."""
+def _awaited(clock: StreamClock, blocking: pa.Table, ops: pa.Table) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
+    """``attribute_waits``' ``awaited``: per (op, blocking call) pair, whether the call waited
+    for the op (``awaited_work``): the op's stream is bounded for the call and the op was
+    launched by then (an op whose launch call the trace lacks, a capture trimmed or begun
+    mid-run, may have been launched at any time before it ran: it counts wherever its stream
+    is bounded). Only the ops asked about are looked up."""
     work = awaited_work(clock, blocking)
     if work is None or ops.num_rows == 0:
         return None
-    op_row = clock.stream_index(int64s(ops["pid"]), int64s(ops["device_id"], -1), int64s(ops["stream_id"], -1))
-    launch = np.where(int64s(ops["launch_end_ns"], -1) < 0, I64_MIN, launch_instants(ops))
-    return work[0], work[1], op_row, launch
+    known, bounds = work
+
+    def waited_for(op: np.ndarray, call: np.ndarray) -> np.ndarray:
+        sub = ops.take(pa.array(op))
+        row = clock.stream_index(int64s(sub["pid"]), int64s(sub["device_id"], -1), int64s(sub["stream_id"], -1))
+        launch = np.where(int64s(sub["launch_end_ns"], -1) < 0, I64_MIN, launch_instants(sub))
+        bound = bounds[call, np.maximum(row, 0)]
+        return ~known[call] | (row < 0) | ((bound != I64_MIN) & (launch <= bound))
+
+    return waited_for
 
 
 def _starts_no_earlier(nested: pa.Table, rows: np.ndarray, other: np.ndarray) -> np.ndarray:

@@ -8,12 +8,13 @@ verify's GPU time to draft_re_extend.
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
 
 from tracerecon.analysis.intervals import explode_slices, segmented_union_length
-from tracerecon.analysis.projection import I64_MIN, int64s, match_correlation, string_mask
+from tracerecon.analysis.projection import int64s, match_correlation, string_mask
 
 # API calls that block the calling CPU thread until GPU work completes (version suffix stripped).
 BLOCKING_APIS = frozenset(
@@ -126,12 +127,10 @@ def find_blocking_calls(api_calls: pa.Table, sync_records: pa.Table, linked_ops:
 
 
 def attribute_waits(blocking: pa.Table, ops: pa.Table, op_phase: np.ndarray, call_phase: np.ndarray,
-                    awaited: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+                    awaited: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """For each blocking call: the GPU work of its process that finished while it waited, of
-    the work it waited for where ``awaited`` says: (known per call, bounds per call and stream
-    row, stream row per op (-1: none), launch instant per op): an op counts where its call's
-    wait is not known, or its launch is no later than the call's bound for its stream
-    (``boundaries.awaited_work``); other streams' work that merely ended meanwhile does not.
+    the work it waited for where ``awaited`` (ops, calls) says per pair whether the call waited
+    for the op (``rank._awaited``); other streams' work that merely ended meanwhile does not count.
 
     ``op_phase[i]`` is the phase instance that launched op i (-1: none); ``call_phase[j]`` the
     phase instance holding blocking call j. Returns numpy arrays: waited_gpu_ns (union of the
@@ -163,10 +162,8 @@ def attribute_waits(blocking: pa.Table, ops: pa.Table, op_phase: np.ndarray, cal
         hi[sel] = a + np.searchsorted(se[a:b], b_e[sel], "right")
     pos, which = explode_slices(lo, hi)
     rows = order[pos]
-    if awaited is not None:
-        known, bounds, op_row, op_launch = awaited
-        bound = bounds[which, np.maximum(op_row[rows], 0)]
-        waited_for = ~known[which] | (op_row[rows] < 0) | ((bound != I64_MIN) & (op_launch[rows] <= bound))
+    if awaited is not None and len(rows):
+        waited_for = awaited(rows, which)
         rows, which = rows[waited_for], which[waited_for]
     clipped_start = np.maximum(o_start[rows], b_s[which])
     waited = segmented_union_length(clipped_start, o_end[rows], which, n)
