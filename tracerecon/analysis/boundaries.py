@@ -555,21 +555,22 @@ def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool) -> np.ndarra
 
 
 def _in_a_later_phase_on(t: np.ndarray, ph: np.ndarray, stream_row: int, row: np.ndarray, f: _Forks) -> np.ndarray:
-    """Per instant ``t[i]`` (a join made after phase ``ph[i]`` ended): it falls in another phase
-    of the same cycle and thread (the thread's latest phase started by then that still runs)
-    that is read on ``stream_row`` (``row``: each phase's stream as read so far)."""
+    """Per instant ``t[i]`` (a join made after phase ``ph[i]`` ended): it falls in a later phase
+    (started after ``ph[i]``) of the same cycle and thread, one of the thread's last few started
+    by then that still runs, that is read on ``stream_row`` (``row``: each phase's stream as read
+    so far)."""
     want = f.thread[ph] * f.span + np.clip(t - f.base, -1, f.span - 1)
     last = np.searchsorted(f.thread_starts, want, side="right") - 1
-    # The latest of the thread's phases started by then that still runs: the very latest may
-    # have ended already (an nvtxRangeStart/End phase inside another one); a few back are looked at.
-    holder = np.full(len(t), -1, dtype=np.int64)
+    # The thread's phases started by then, latest first: any of the last few that still runs,
+    # began after ph in ph's cycle and is read on the stream (phases of a thread overlap where
+    # nvtxRangeStart/End ranges sit inside others, or a cycle's first phase opens inside them).
+    found = np.zeros(len(t), dtype=bool)
     for back in range(4):
         k = last - back
-        cand = f.by_thread[np.maximum(k, 0)]
-        take = (holder < 0) & (k >= 0) & (f.thread[cand] == f.thread[ph]) & (f.cpu_end[cand] > t)
-        holder[take] = cand[take]
-    h = np.maximum(holder, 0)
-    return (holder >= 0) & (holder != ph) & (f.cycle[ph] >= 0) & (f.cycle[h] == f.cycle[ph]) & (row[h] == stream_row)
+        h = f.by_thread[np.maximum(k, 0)]
+        found |= ((k >= 0) & (f.thread[h] == f.thread[ph]) & (f.cpu_end[h] > t) & (f.cpu_start[h] > f.cpu_start[ph])
+                  & (f.cycle[ph] >= 0) & (f.cycle[h] == f.cycle[ph]) & (row[h] == stream_row))
+    return found
 
 
 def _phases_by_thread(pid: np.ndarray, tid: np.ndarray, cpu_start: np.ndarray, cpu_end: np.ndarray) -> dict:
