@@ -357,6 +357,27 @@ def test_a_start_end_phase_ended_before_the_join_does_not_hide_the_phase_holding
     assert {r[3] for r in rows} == {7}
 
 
+def test_a_join_held_by_a_later_phase_of_the_cycle_counts_though_the_next_cycle_opened_meanwhile(tmp_path):
+    # GIVEN one thread, no cycle ranges (a cycle starts at each a), start/end ranges: a (0..100)
+    # forks 50 off 7 and queues 500 us there; b (100..400) runs 20 us on 7; the next cycle's a
+    # opens at 300, inside b, and at 350, with both open, 7 waits for a record made on 50 at 349
+    t = FakeTrace()
+    t.range("a", 0, 100 * U, push_pop=False)
+    t.range("b", 100 * U, 400 * U, push_pop=False)
+    t.range("a", 300 * U, 600 * U, push_pop=False)
+    fork_join(t, 1, 1, 10, side=50)
+    launch(t, 15, (20, 520), stream=50)
+    launch(t, 110, (110, 130))
+    fork_join(t, 2, 1, 348, side=7, caller=50)
+    launch(t, 360, (520, 540))
+    # WHEN analysed
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("a", "b"))).ranks
+    # THEN the join is b's, a later phase of the first a's cycle read on 7, not the second a's
+    # (the latest to open): the first a is read on 7, where the thread's events go
+    rows = [(p["cycle"], p["phase"], p["stream_id"]) for p in rank.phases.to_pylist()]
+    assert rows[0] == (0, "a", 7) and (0, "b", 7) in rows
+
+
 def test_event_records_and_waits_naming_device_0_find_their_streams_on_the_process_gpu(tmp_path):
     # GIVEN the shape above in a process whose work is on GPU 1, its event records and stream
     # waits naming device 0 (as nsys 2026.2 writes every synchronization record)
