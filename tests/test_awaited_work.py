@@ -72,10 +72,9 @@ def test_an_event_synchronize_waits_for_the_work_before_its_record_and_what_that
     assert rank.syncs.column("stream_id").to_pylist() == [None]
 
 
-def test_a_synchronization_record_naming_device_0_finds_its_stream_on_the_process_gpu(tmp_path):
-    # GIVEN a process whose work is on GPU 1 (nsys 2026.2 writes device 0 in every
-    # synchronization record): phase a runs two kernels on stream 15 (20..50 us, then 400..500
-    # us); phase b one on stream 16 (60..300 us); phase c synchronizes stream 15 (30..505 us)
+def _two_streams_on_gpu1() -> FakeTrace:
+    """Phase a runs two kernels on stream 15 of GPU 1 (20..50 us, then 400..500 us), phase b one
+    on stream 16 (60..300 us); phase c (25..600 us) is left to wait."""
     t = FakeTrace()
     t.range("a", 0, 15 * U)
     t.range("b", 15 * U, 25 * U)
@@ -83,6 +82,14 @@ def test_a_synchronization_record_naming_device_0_finds_its_stream_on_the_proces
     kernel(t, 5, (20, 50), stream=15, device=1)
     kernel(t, 8, (400, 500), stream=15, device=1)
     kernel(t, 18, (60, 300), stream=16, device=1)
+    return t
+
+
+def test_a_synchronization_record_naming_device_0_finds_its_stream_on_the_process_gpu(tmp_path):
+    # GIVEN a process whose work is on GPU 1 (nsys 2026.2 writes device 0 in every
+    # synchronization record): phase a runs two kernels on stream 15 (20..50 us, then 400..500
+    # us); phase b one on stream 16 (60..300 us); phase c synchronizes stream 15 (30..505 us)
+    t = _two_streams_on_gpu1()
     stream_sync(t, 30, 505, stream=15)
     # WHEN analysed
     # THEN the wait is stream 15's work: 30..50 and 400..500 = 120 us, all of phase a; stream
@@ -92,13 +99,7 @@ def test_a_synchronization_record_naming_device_0_finds_its_stream_on_the_proces
 
 def test_a_device_synchronize_waits_for_every_stream_of_its_device(tmp_path):
     # GIVEN the shape above with a device synchronize (30..505 us) in place of the stream one
-    t = FakeTrace()
-    t.range("a", 0, 15 * U)
-    t.range("b", 15 * U, 25 * U)
-    t.range("c", 25 * U, 600 * U)
-    kernel(t, 5, (20, 50), stream=15, device=1)
-    kernel(t, 8, (400, 500), stream=15, device=1)
-    kernel(t, 18, (60, 300), stream=16, device=1)
+    t = _two_streams_on_gpu1()
     t.call("cudaDeviceSynchronize_v3020", 30 * U, 505 * U)
     # WHEN analysed
     # THEN both streams' work counts: 30..50, 60..300 and 400..500 = 360 us; b's 240 us are the

@@ -86,17 +86,24 @@ def test_whole_graph_traces_of_several_ranks_say_their_collectives_are_unseen(tm
     assert any("traced CUDA graphs whole" in w and "--cuda-graph-trace=node" in w for w in run.warnings)
 
 
-def test_a_phase_running_past_its_cycle_range_is_said_to_be_in_no_cycle(tmp_path):
-    # GIVEN cycles marked on thread 1 and phases on thread 2; verify's range ends 100 us after
-    # its cycle range (b+700 against b+600)
+def _cycles_on_thread_1(verify_end_us: int) -> FakeTrace:
+    """Three cycles of b..b+600 us marked on thread 1; draft (b..b+300) and verify (b+300..b+
+    ``verify_end_us``) on thread 2, each launching one kernel there."""
     t = FakeTrace()
     for c in range(3):
         b = c * 1000
         t.range(f"cycle {c}", b * U, (b + 600) * U, tid=1)
         t.range("draft", b * U, (b + 300) * U, tid=2)
-        t.range("verify", (b + 300) * U, (b + 700) * U, tid=2)
+        t.range("verify", (b + 300) * U, (b + verify_end_us) * U, tid=2)
         launch(t, b + 10, (b + 20, b + 200), tid=2)
         launch(t, b + 310, (b + 320, b + 500), tid=2)
+    return t
+
+
+def test_a_phase_running_past_its_cycle_range_is_said_to_be_in_no_cycle(tmp_path):
+    # GIVEN cycles marked on thread 1 and phases on thread 2; verify's range ends 100 us after
+    # its cycle range (b+700 against b+600)
+    t = _cycles_on_thread_1(verify_end_us=700)
     # WHEN analysed
     run = analyze([t.write(tmp_path / "t.sqlite")])
     # THEN verify belongs to no cycle (as before), and now a warning counts its 3 ranges
@@ -106,14 +113,7 @@ def test_a_phase_running_past_its_cycle_range_is_said_to_be_in_no_cycle(tmp_path
 
 def test_phases_inside_their_cycles_raise_no_such_warning(tmp_path):
     # GIVEN the same engine with verify ending with its cycle (b+600)
-    t = FakeTrace()
-    for c in range(3):
-        b = c * 1000
-        t.range(f"cycle {c}", b * U, (b + 600) * U, tid=1)
-        t.range("draft", b * U, (b + 300) * U, tid=2)
-        t.range("verify", (b + 300) * U, (b + 600) * U, tid=2)
-        launch(t, b + 10, (b + 20, b + 200), tid=2)
-        launch(t, b + 310, (b + 320, b + 500), tid=2)
+    t = _cycles_on_thread_1(verify_end_us=600)
     # WHEN analysed
     run = analyze([t.write(tmp_path / "t.sqlite")])
     # THEN every phase is in its cycle and nothing is said about it

@@ -26,8 +26,8 @@ def per_cycle(rank):
     return [(p["cycle"], p["phase"], p["gpu_ns"] // U, p["stream_id"]) for p in rank.phases.to_pylist()]
 
 
-def launch(t: FakeTrace, at_us: int, gpu_us: tuple[int, int], stream: int = 7, name: str = "k") -> None:
-    t.kernel(t.call("cudaLaunchKernel", at_us * U, (at_us + 2) * U), gpu_us[0] * U, gpu_us[1] * U, stream=stream, name=name)
+def launch(t: FakeTrace, at_us: int, gpu_us: tuple[int, int], stream: int = 7, name: str = "k", device: int = 0) -> None:
+    t.kernel(t.call("cudaLaunchKernel", at_us * U, (at_us + 2) * U), gpu_us[0] * U, gpu_us[1] * U, stream=stream, name=name, device=device)
 
 
 def fork_join(t: FakeTrace, event: int, record: int, at_us: int, side: int, caller: int = 7) -> None:
@@ -292,14 +292,7 @@ def test_a_side_stream_joined_back_in_a_later_phase_of_the_cycle_is_read_on_the_
     # 20 us kernel on 7 after it (b+560..b+580): side_join_later of launch/stream_shapes_probe.py
     t = FakeTrace()
     for c in range(3):
-        b = c * 2000
-        t.cycle(c, b * U, (b + 100) * U, (b + 400) * U)
-        launch(t, b + 5, (b + 10, b + 40))
-        fork_join(t, 1, c + 1, b + 50, side=50)
-        launch(t, b + 55, (b + 60, b + 560), stream=50)
-        launch(t, b + 70, (b + 72, b + 90))
-        fork_join(t, 2, c + 1, b + 150, side=7, caller=50)
-        launch(t, b + 160, (b + 560, b + 580))
+        _side_joined_in_verify(t, c * 2000, c)
     # WHEN analysed
     rank = one_rank(t, tmp_path)
     # THEN events on 7, where both phases' events go: draft b..max(b+100, done(7, b+100) = b+90):
@@ -309,15 +302,16 @@ def test_a_side_stream_joined_back_in_a_later_phase_of_the_cycle_is_read_on_the_
     assert [c["gpu_ns"] // U for c in rank.cycles.to_pylist()] == [580] * 3
 
 
-def _side_joined_in_verify(t: FakeTrace, b: int, c: int) -> None:
-    """The cycle of the test above: draft forks 50 off 7, verify joins it back at b+150."""
+def _side_joined_in_verify(t: FakeTrace, b: int, c: int, device: int = 0) -> None:
+    """Cycle ``c`` at ``b`` us of the test above: draft forks 50 off 7, verify joins it back at
+    b+150; the kernels on GPU ``device`` (the event records and waits name device 0)."""
     t.cycle(c, b * U, (b + 100) * U, (b + 400) * U)
-    launch(t, b + 5, (b + 10, b + 40))
+    launch(t, b + 5, (b + 10, b + 40), device=device)
     fork_join(t, 1, c + 1, b + 50, side=50)
-    launch(t, b + 55, (b + 60, b + 560), stream=50)
-    launch(t, b + 70, (b + 72, b + 90))
+    launch(t, b + 55, (b + 60, b + 560), stream=50, device=device)
+    launch(t, b + 70, (b + 72, b + 90), device=device)
     fork_join(t, 2, c + 1, b + 150, side=7, caller=50)
-    launch(t, b + 160, (b + 560, b + 580))
+    launch(t, b + 160, (b + 560, b + 580), device=device)
 
 
 def test_another_threads_phase_begun_before_the_join_does_not_hide_the_joining_phase(tmp_path):
@@ -383,17 +377,7 @@ def test_event_records_and_waits_naming_device_0_find_their_streams_on_the_proce
     # waits naming device 0 (as nsys 2026.2 writes every synchronization record)
     t = FakeTrace()
     for c in range(3):
-        b = c * 2000
-
-        def on_gpu1(at_us, gpu_us, stream=7):
-            t.kernel(t.call("cudaLaunchKernel", at_us * U, (at_us + 2) * U), gpu_us[0] * U, gpu_us[1] * U, stream=stream, device=1)
-        t.cycle(c, b * U, (b + 100) * U, (b + 400) * U)
-        on_gpu1(b + 5, (b + 10, b + 40))
-        fork_join(t, 1, c + 1, b + 50, side=50)
-        on_gpu1(b + 55, (b + 60, b + 560), stream=50)
-        on_gpu1(b + 70, (b + 72, b + 90))
-        fork_join(t, 2, c + 1, b + 150, side=7, caller=50)
-        on_gpu1(b + 160, (b + 560, b + 580))
+        _side_joined_in_verify(t, c * 2000, c, device=1)
     # WHEN analysed
     rank = one_rank(t, tmp_path)
     # THEN the waits join GPU 1's streams 7 and 50, and the numbers are those above: draft 100 us,
