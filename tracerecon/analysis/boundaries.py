@@ -65,9 +65,8 @@ class StreamClock:
     # Streams (rows of ``keys``) with an event wait whose record is not in the trace, though not
     # one made before the capture (``_unresolved_into``): what they waited for is unknown.
     unresolved_into: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    # Every event record that found its call, for the blocking waits on an event: (pid, event
-    # id, record number (-1: none), stream row, CPU time when the record call returned).
-    records: tuple = (np.zeros(0, np.int64),) * 5
+    # Every event record that found its call (``EventRecords``), for the blocking waits on an event.
+    records: EventRecords | None = None
 
     def stream_index(self, pid: np.ndarray, device: np.ndarray, stream: np.ndarray) -> np.ndarray:
         """Row of ``keys`` for each (pid, device, stream); -1 where the stream has no work."""
@@ -154,23 +153,12 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
     # including the waits that stream had itself made by then.
     rec_stream = index_of(rec["pid"], rec["dev"], rec["stream"])
     wait_stream = index_of(w["pid"], w["dev"], w["stream"])
-    # A wait names its record by (event id, record number); exports without record numbers
-    # (nsys 2024 and older) name only the event: the wait is then on its latest record made
-    # before the wait (an event is re-recorded every cycle).
-    rec_key = {(p, e, q): (s, t) for p, e, q, s, t in zip(rec["pid"].tolist(), rec["event"].tolist(), rec["sync"].tolist(), rec_stream.tolist(), rec["cpu"].tolist()) if q >= 0}
-    by_event: dict[tuple[int, int], list[tuple[int, int]]] = {}
-    for p, e, s, t in sorted(zip(rec["pid"].tolist(), rec["event"].tolist(), rec_stream.tolist(), rec["cpu"].tolist()), key=lambda x: x[3]):
-        by_event.setdefault((p, e), []).append((t, s))
+    records = EventRecords.of(rec["pid"], rec["event"], rec["sync"], rec_stream, rec["cpu"])
     # Each wait's record (stream, CPU time), in CPU order of the waits.
     w_pid, w_event, w_sync, w_cpu, w_stream = (x.tolist() for x in (w["pid"], w["event"], w["sync"], w["cpu"], wait_stream))
     resolved: list[tuple[int, int, int]] = []  # (wait, record stream, record CPU time)
     for i in np.argsort(w["cpu"], kind="stable").tolist():
-        if w_sync[i] >= 0:
-            r = rec_key.get((w_pid[i], w_event[i], w_sync[i]))
-        else:
-            recs = by_event.get((w_pid[i], w_event[i]), [])
-            k = bisect.bisect_right(recs, (w_cpu[i], 1 << 62)) - 1
-            r = (recs[k][1], recs[k][0]) if k >= 0 else None
+        r = records.named_by(w_pid[i], w_event[i], w_sync[i], w_cpu[i])
         if r is None:
             continue  # recorded before the capture began, or inside a graph capture
         resolved.append((i, r[0], r[1]))
@@ -203,10 +191,43 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
         join_into=np.array([w_stream[i] for i, _, _ in resolved], dtype=np.int64),
         join_from=rec_s,
         unresolved_into=_unresolved_into(wait_stream, [x[0] for x in resolved],
-                                         [bool(by_event.get((p, e))) and by_event[(p, e)][0][0] < t for p, e, t in zip(w_pid, w_event, w_cpu)]),
+                                         [records.first_before(p, e, t) for p, e, t in zip(w_pid, w_event, w_cpu)]),
         join_record_cpu=rec_t,
-        records=(rec["pid"], rec["event"], rec["sync"], rec_stream, rec["cpu"]),
+        records=records,
     )
+
+
+@dataclass(frozen=True)
+class EventRecords:
+    """Every ``cudaEventRecord`` of a rank that found its call, and the one rule for which of
+    them a stream wait or an event synchronize at CPU time ``t`` names: by (event id, record
+    number); exports without record numbers (nsys 2024 and older) name only the event, and then
+    it is the event's latest record made before ``t`` (an event is re-recorded every cycle)."""
+
+    named: dict  # (pid, event id, record number) -> (stream row, CPU time of the record)
+    by_event: dict  # (pid, event id) -> [(CPU time, stream row)], in CPU order
+
+    @classmethod
+    def of(cls, pid: np.ndarray, event: np.ndarray, sync: np.ndarray, row: np.ndarray, cpu: np.ndarray) -> EventRecords:
+        named = {(p, e, q): (r, t) for p, e, q, r, t in zip(pid.tolist(), event.tolist(), sync.tolist(), row.tolist(), cpu.tolist()) if q >= 0}
+        by_event: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        for p, e, r, t in sorted(zip(pid.tolist(), event.tolist(), row.tolist(), cpu.tolist()), key=lambda x: x[3]):
+            by_event.setdefault((p, e), []).append((t, r))
+        return cls(named, by_event)
+
+    def named_by(self, pid: int, event: int, sync: int, t: int) -> tuple[int, int] | None:
+        """(stream row, record CPU time) of the record named, or None: recorded before the
+        capture began, or inside a graph capture."""
+        if sync >= 0:
+            return self.named.get((pid, event, sync))
+        recs = self.by_event.get((pid, event), [])
+        k = bisect.bisect_right(recs, (t, 1 << 62)) - 1
+        return (recs[k][1], recs[k][0]) if k >= 0 else None
+
+    def first_before(self, pid: int, event: int, t: int) -> bool:
+        """Whether the event was recorded in the trace before ``t`` at all."""
+        recs = self.by_event.get((pid, event))
+        return bool(recs) and recs[0][0] < t
 
 
 def _unresolved_into(wait_stream: np.ndarray, resolved: list[int], recorded_before: list[bool]) -> np.ndarray:
@@ -788,15 +809,17 @@ def awaited_work(clock: StreamClock, blocking: pa.Table) -> tuple[np.ndarray, np
     """What each blocking call (``syncs.find_blocking_calls``) waits for: (known, bounds):
     per call, whether that is known, and per call and stream row of ``clock`` the latest
     launch instant of the work on that stream the call waits for (int64 min: none of it).
-    Where it is not known, all work counts (as a context-wide wait would). A stream synchronize waits for its stream's work launched before
-    the call began, an event synchronize for the work before the event's record, a synchronous
-    copy for its stream's work up to the copy, a device synchronize for every stream of its
-    device; each also for what those streams were made to wait for (event waits, followed back
-    through their records, each bounding its record's stream at the record's time). Returns
-    None when the trace has no blocking call or too many calls x streams to hold."""
+    Where it is not known, all work counts (as a context-wide wait would). A stream
+    synchronize waits for its stream's work launched before the call began, an event
+    synchronize for the work before the event's record, a synchronous copy for its stream's
+    work up to the copy, a device synchronize for every stream of its device; each also for
+    what those streams were made to wait for (event waits, followed back through their records,
+    each bounding its record's stream at the record's time). Returns None when the trace has no
+    blocking call or too many calls x streams to hold."""
     n_calls, n_rows = blocking.num_rows, len(clock.keys)
     if n_calls == 0 or n_rows == 0 or n_calls * n_rows > MAX_BOUND_CELLS:
         return None
+
     def calls_to(apis: frozenset) -> np.ndarray:
         return pc.is_in(blocking["api"], value_set=pa.array(sorted(apis), pa.string())).to_numpy(zero_copy_only=False)
 
@@ -819,25 +842,12 @@ def awaited_work(clock: StreamClock, blocking: pa.Table) -> tuple[np.ndarray, np
     seed_row[is_copy] = clock.stream_index(pid[is_copy], copy_dev[is_copy], copy_strm[is_copy])
     seed_t[is_copy] = end[is_copy]
     is_event = calls_to(EVENT_SYNC_APIS)
-    if is_event.any():
-        # The record the call waits for: the one it names (event id and record number), else
-        # the event's latest record made before the call.
-        ev_a = int64s(blocking["sync_event_id"], -1)
-        r_pid, r_event, r_sync, r_row, r_cpu = clock.records
-        asked = np.isin((r_pid << 32) | (r_event & 0xFFFFFFFF), (pid[is_event] << 32) | (ev_a[is_event] & 0xFFFFFFFF))
-        r_pid, r_event, r_sync, r_row, r_cpu = (x[asked].tolist() for x in clock.records)
-        named = {(p, e, q): (r, t) for p, e, q, r, t in zip(r_pid, r_event, r_sync, r_row, r_cpu) if q >= 0}
-        by_event: dict[tuple[int, int], list[tuple[int, int]]] = {}
-        for p, e, r, t in sorted(zip(r_pid, r_event, r_row, r_cpu), key=lambda x: x[3]):
-            by_event.setdefault((p, e), []).append((t, r))
-        ev = ev_a.tolist()
+    if is_event.any() and clock.records is not None:
+        # The record the call waits for, by the rule a stream wait's is found by.
+        ev = int64s(blocking["sync_event_id"], -1).tolist()
         ev_sync = int64s(blocking["sync_event_sync_id"], -1).tolist()
         for i in np.flatnonzero(is_event).tolist():
-            hit = named.get((int(pid[i]), ev[i], ev_sync[i])) if ev_sync[i] >= 0 else None
-            if hit is None:
-                recs = by_event.get((int(pid[i]), ev[i]), [])
-                k = bisect.bisect_right(recs, (int(start[i]), 1 << 62)) - 1
-                hit = (recs[k][1], recs[k][0]) if k >= 0 else None
+            hit = clock.records.named_by(int(pid[i]), ev[i], ev_sync[i], int(start[i]))
             if hit is not None:
                 seed_row[i], seed_t[i] = hit
     known = seed_row >= 0
