@@ -22,8 +22,7 @@ from tracerecon.cores import usable_cores
 from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases, stream_deciding_ops
 from tracerecon.analysis.columns import computes, is_graph_launch
 from tracerecon.analysis.boundaries import (StreamClock, awaited_work, busiest_streams, caller_streams, launch_instants, narrowed_by_phase, phase_boundaries,
-                                            phase_streams, stream_clock,
-                                            tiled_off_their_stream)
+                                            phase_streams, stream_clock, tiled_off_their_stream)
 from tracerecon.analysis.nccl import phase_comm_split
 from tracerecon.analysis.config import PhaseConfig
 from tracerecon.analysis.phases import (PhaseInputs, build_cycles, build_phases, cycles_by_time, cycles_per_thread, phases_past_their_cycle,
