@@ -6,6 +6,9 @@ number is worked out by hand from the ops' times."""
 
 from __future__ import annotations
 
+import sqlite3
+
+from conftest import PUBLIC, need_public
 from nsys_factory import FakeTrace
 from tracerecon.analysis.config import PhaseConfig
 from tracerecon.api import load
@@ -67,9 +70,10 @@ def test_an_event_synchronize_waits_for_the_work_before_its_record_and_what_that
     # fork that 9 waited for): 120..210 = 90 us, all of it sample's; not for prepare's own
     # kernel, launched after the fork (ending at 214 us, it would make 94 us)
     assert syncs_of(t, tmp_path, ("sample", "prepare")) == [("cudaEventSynchronize", 90, 90, "sample")]
-    # and its stream is null, not CUPTI's 0xFFFFFFFF for "no stream"
+    # and what it waited on is the stream the event was recorded on (device 0, stream 9), not
+    # its synchronization record's stream 0xFFFFFFFF (CUPTI's "no stream")
     (rank,) = load([tmp_path / "t.sqlite"], PhaseConfig(phases=("sample", "prepare"))).ranks
-    assert rank.syncs.column("stream_id").to_pylist() == [None]
+    assert rank.syncs.select(["device_id", "stream_id"]).to_pylist() == [{"device_id": 0, "stream_id": 9}]
 
 
 def _two_streams_on_gpu1() -> FakeTrace:
@@ -105,3 +109,36 @@ def test_a_device_synchronize_waits_for_every_stream_of_its_device(tmp_path):
     # THEN both streams' work counts: 30..50, 60..300 and 400..500 = 360 us; b's 240 us are the
     # most of it
     assert syncs_of(t, tmp_path, ("a", "b", "c")) == [("cudaDeviceSynchronize", 360, 360, "b")]
+
+
+def test_what_a_call_waited_on_is_the_device_its_process_worked_on_under_nsys_2026(tmp_path):
+    # GIVEN the public 2 x H100 capture of nsys 2026.2 (one process per GPU), whose
+    # synchronization records all say device 0, and a device synchronize in a made-up process
+    # whose only work ran on device 1 (its record, as nsys 2026.2 writes it, says device 0)
+    need_public()
+    path = PUBLIC / "GindaChen__nsys-ai" / "mfu_2gpu_after.sqlite"
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    kernel_device = dict(con.execute("select (globalPid >> 24) & 16777215, deviceId from CUPTI_ACTIVITY_KIND_KERNEL group by 1"))
+    stream_syncs = sorted(con.execute("select (globalPid >> 24) & 16777215, deviceId, streamId from CUPTI_ACTIVITY_KIND_SYNCHRONIZATION where syncType = 3"))
+    con.close()
+    assert kernel_device == {148: 0, 149: 1} and {d for _, d, _ in stream_syncs} == {0}
+    # WHEN analysed
+    a = load([path], PhaseConfig())
+    # THEN every blocking call of a rank names the device its kernels ran on (nsys's kernel
+    # table), and a stream synchronize its record's stream on it
+    for r in a.ranks:
+        (pid,) = r.source.pids
+        assert set(r.syncs.column("device_id").to_pylist()) == {kernel_device[pid]}
+    got = sorted((pid, s["device_id"], s["stream_id"]) for r in a.ranks for pid in r.source.pids
+                 for s in r.syncs.to_pylist() if s["api"] == "cudaStreamSynchronize")
+    assert got == [(pid, kernel_device[pid], stream) for pid, _, stream in stream_syncs]
+    # AND the device synchronize of a process working on device 1 only waits for device 1's
+    # streams: here its kernel (10..300 us), all of the call's 300 - 100 = 200 us
+    t = FakeTrace()
+    t.range("verify", 0, 400 * U)
+    kernel(t, 5, (10, 300), device=1)
+    corr = t.call("cudaDeviceSynchronize_v3020", 100 * U, 300 * U)
+    t.sync_record(corr, 100 * U, 300 * U, stream=0xFFFFFFFF, sync_type=4)
+    (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("verify",))).ranks
+    assert rank.syncs.select(["api", "device_id", "stream_id", "waited_gpu_ns"]).to_pylist() == [
+        {"api": "cudaDeviceSynchronize", "device_id": 1, "stream_id": None, "waited_gpu_ns": 200 * U}]

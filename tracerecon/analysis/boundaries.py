@@ -805,58 +805,106 @@ DEVICE_SYNC_APIS = frozenset({"cudaDeviceSynchronize", "cudaThreadSynchronize", 
 MAX_BOUND_CELLS = 2_000_000  # calls x streams (16 MB); beyond it every call counts all work, as before
 
 
-def awaited_work(clock: StreamClock, blocking: pa.Table) -> tuple[np.ndarray, np.ndarray] | None:
-    """What each blocking call (``syncs.find_blocking_calls``) waits for: (known, bounds):
-    per call, whether that is known, and per call and stream row of ``clock`` the latest
-    launch instant of the work on that stream the call waits for (int64 min: none of it).
-    Where it is not known, all work counts (as a context-wide wait would). A stream
-    synchronize waits for its stream's work launched before the call began, an event
-    synchronize for the work before the event's record, a synchronous copy for its stream's
-    work up to the copy, a device synchronize for every stream of its device; each also for
-    what those streams were made to wait for (event waits, followed back through their records,
-    each bounding its record's stream at the record's time). Returns None when the trace has no
-    blocking call or too many calls x streams to hold."""
-    n_calls, n_rows = blocking.num_rows, len(clock.keys)
-    if n_calls == 0 or n_rows == 0 or n_calls * n_rows > MAX_BOUND_CELLS:
-        return None
+@dataclass(frozen=True)
+class WaitTargets:
+    """What each blocking call (``syncs.find_blocking_calls``) waits on, one entry per call.
+
+    ``row``, ``until``: the stream (a row of the stream clock; -1 where not known, or the call
+    waits for a whole device) and the launch instant up to which its work is waited for. A
+    stream synchronize waits for its stream's work launched before the call began, an event
+    synchronize for the work before the event's record (its record found by the rule a stream
+    wait's is: ``EventRecords``), a synchronous copy for its own stream's work up to the copy.
+    ``whole_device``: a device synchronize, which waits for every stream of ``device``.
+    ``device``, ``stream``: the ids of what is waited on (-1: not known; a device synchronize
+    has no stream). A synchronization record naming a device on which the process ran no work
+    (nsys 2026.2 writes device 0 in every one) is taken for the device that ran the process's
+    stream of that id, or, naming no stream, for the one device the process ran work on."""
+
+    row: np.ndarray
+    until: np.ndarray
+    whole_device: np.ndarray
+    device: np.ndarray
+    stream: np.ndarray
+
+
+def wait_targets(clock: StreamClock, blocking: pa.Table) -> WaitTargets:
+    """Per blocking call, what it waits on (``WaitTargets``)."""
+    n = blocking.num_rows
 
     def calls_to(apis: frozenset) -> np.ndarray:
+        if n == 0:
+            return np.zeros(0, dtype=bool)
         return pc.is_in(blocking["api"], value_set=pa.array(sorted(apis), pa.string())).to_numpy(zero_copy_only=False)
 
     pid = int64s(blocking["pid"])
     start = int64s(blocking["start_ns"])
     end = int64s(blocking["end_ns"])
-    dev = int64s(blocking["sync_device_id"], -1)
-    strm = int64s(blocking["sync_stream_id"], -1)
-    copy_dev = int64s(blocking["own_copy_device_id"], -1)
-    copy_strm = int64s(blocking["own_copy_stream_id"], -1)
-    bounds = np.full((n_calls, n_rows), I64_MIN, dtype=np.int64)
-    seed_row = np.full(n_calls, -1, dtype=np.int64)
-    seed_t = np.full(n_calls, I64_MIN, dtype=np.int64)
-    is_stream = calls_to(STREAM_SYNC_APIS) & (strm >= 0)
+    strm = int64s(blocking["sync_stream_id"], -1).copy()  # filled in below where the call names no stream
     has_ops = np.array([len(t) > 0 for t in clock.op_launch], dtype=bool)
     work_keys = clock.keys[has_ops] if len(has_ops) else clock.keys
-    seed_row[is_stream] = clock.stream_index(pid[is_stream], on_working_device(work_keys, pid[is_stream], dev[is_stream], strm[is_stream]), strm[is_stream])
-    seed_t[is_stream] = start[is_stream]
+    dev = _working_device(work_keys, pid, int64s(blocking["sync_device_id"], -1), strm)
+    row = np.full(n, -1, dtype=np.int64)
+    until = np.full(n, I64_MIN, dtype=np.int64)
+    is_stream = calls_to(STREAM_SYNC_APIS) & (strm >= 0)
+    row[is_stream] = clock.stream_index(pid[is_stream], dev[is_stream], strm[is_stream])
+    until[is_stream] = start[is_stream]
+    copy_strm = int64s(blocking["own_copy_stream_id"], -1)
     is_copy = ~is_stream & (copy_strm >= 0)
-    seed_row[is_copy] = clock.stream_index(pid[is_copy], copy_dev[is_copy], copy_strm[is_copy])
-    seed_t[is_copy] = end[is_copy]
+    dev[is_copy], strm[is_copy] = int64s(blocking["own_copy_device_id"], -1)[is_copy], copy_strm[is_copy]
+    row[is_copy] = clock.stream_index(pid[is_copy], dev[is_copy], strm[is_copy])
+    until[is_copy] = end[is_copy]
     is_event = calls_to(EVENT_SYNC_APIS)
     if is_event.any() and clock.records is not None:
-        # The record the call waits for, by the rule a stream wait's is found by.
         ev = int64s(blocking["sync_event_id"], -1).tolist()
         ev_sync = int64s(blocking["sync_event_sync_id"], -1).tolist()
         for i in np.flatnonzero(is_event).tolist():
             hit = clock.records.named_by(int(pid[i]), ev[i], ev_sync[i], int(start[i]))
             if hit is not None:
-                seed_row[i], seed_t[i] = hit
-    known = seed_row >= 0
-    bounds[np.flatnonzero(known), seed_row[known]] = seed_t[known]
-    is_device = calls_to(DEVICE_SYNC_APIS)
-    if is_device.any():
+                row[i], until[i] = hit
+                dev[i], strm[i] = _unpack_device(clock.keys, hit[0]), _unpack_stream(clock.keys, hit[0])
+    whole_device = calls_to(DEVICE_SYNC_APIS)
+    strm[whole_device] = -1
+    return WaitTargets(row=row, until=until, whole_device=whole_device, device=dev, stream=strm)
+
+
+def _working_device(work_keys: np.ndarray, pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
+    """``on_working_device`` for the records that name a stream; for those that name none, the
+    one device the process ran work on where the device named ran none of it."""
+    dev = on_working_device(work_keys, pid, dev, stream)
+    no_stream = np.flatnonzero(np.asarray(stream) < 0)
+    if len(no_stream) == 0 or len(work_keys) == 0:
+        return dev
+    w_pid, w_dev = work_keys >> 39, (work_keys >> 31) & 0xFF
+    pairs = np.unique((w_pid << 8) | w_dev)
+    p_pid = pairs >> 8
+    for i in no_stream.tolist():
+        on = pairs[p_pid == pid[i]] & 0xFF
+        if len(on) == 1 and (dev[i] < 0 or dev[i] != on[0]):
+            dev[i] = on[0]
+    return dev
+
+
+def awaited_work(clock: StreamClock, blocking: pa.Table, targets: WaitTargets) -> tuple[np.ndarray, np.ndarray] | None:
+    """What each blocking call (``syncs.find_blocking_calls``) waits for, given what it waits
+    on (``wait_targets``): (known, bounds): per call, whether that is known, and per call and
+    stream row of ``clock`` the latest launch instant of the work on that stream the call waits
+    for (int64 min: none of it). Where it is not known, all work counts (as a context-wide wait
+    would). Each call waits also for what its streams were made to wait for (event waits,
+    followed back through their records, each bounding its record's stream at the record's
+    time). Returns None when the trace has no blocking call or too many calls x streams to hold."""
+    n_calls, n_rows = blocking.num_rows, len(clock.keys)
+    if n_calls == 0 or n_rows == 0 or n_calls * n_rows > MAX_BOUND_CELLS:
+        return None
+    pid = int64s(blocking["pid"])
+    start = int64s(blocking["start_ns"])
+    bounds = np.full((n_calls, n_rows), I64_MIN, dtype=np.int64)
+    known = targets.row >= 0
+    bounds[np.flatnonzero(known), targets.row[known]] = targets.until[known]
+    if targets.whole_device.any():
         key_pid = clock.keys >> 39
         key_dev = (clock.keys >> 31) & 0xFF
-        for i in np.flatnonzero(is_device).tolist():
+        dev = targets.device
+        for i in np.flatnonzero(targets.whole_device).tolist():
             on = (key_pid == pid[i]) & ((dev[i] < 0) | (key_dev == dev[i]))
             if on.any():
                 bounds[i] = np.where(on, start[i], I64_MIN)

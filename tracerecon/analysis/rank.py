@@ -21,8 +21,8 @@ from tracerecon.memory import release_free_memory
 from tracerecon.cores import usable_cores
 from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases, stream_deciding_ops
 from tracerecon.analysis.columns import computes, is_graph_launch
-from tracerecon.analysis.boundaries import (StreamClock, awaited_work, busiest_streams, caller_streams, launch_instants, narrowed_by_phase, phase_boundaries,
-                                            phase_streams, stream_clock, tiled_off_their_stream)
+from tracerecon.analysis.boundaries import (StreamClock, WaitTargets, awaited_work, busiest_streams, caller_streams, launch_instants, narrowed_by_phase,
+                                            phase_boundaries, phase_streams, stream_clock, tiled_off_their_stream, wait_targets)
 from tracerecon.analysis.nccl import phase_comm_split
 from tracerecon.analysis.config import PhaseConfig
 from tracerecon.analysis.phases import (PhaseInputs, build_cycles, build_phases, cycles_by_time, cycles_per_thread, phases_past_their_cycle,
@@ -187,8 +187,9 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
             ph_row = phase_rows[np.maximum(call_phase, 0)]
             inner = ended_elsewhere[np.maximum(call_phase, 0)] & _starts_no_earlier(nested, ph_row, call_range)
             call_range = np.where((call_phase >= 0) & ((call_range < 0) | inner), ph_row, call_range)
-        waits = attribute_waits(blocking, ops, op_phase, call_phase, _awaited(clock, blocking, ops))
-        syncs = _build_syncs(blocking, waits, call_range, call_phase, ranges, phase_rows, rank)
+        targets = wait_targets(clock, blocking)
+        waits = attribute_waits(blocking, ops, op_phase, call_phase, _awaited(clock, blocking, targets, ops))
+        syncs = _build_syncs(blocking, targets, waits, call_range, call_phase, ranges, phase_rows, rank)
         b_start, b_end, dev, stream = boundaries_f.result() if boundaries_f is not None else _phase_stream_boundaries(*stream_work)
         split, n_graph = mix_f.result() if mix_f is not None else _phase_op_mix(ops, op_phase, n_ph)
 
@@ -213,13 +214,13 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     notes=_past_cycle_notes(phases_past_their_cycle(nested, phase_rows, cycle_of, cycle_rows), labels) + _tiled_notes(tiled, own, b_end - b_start, labels))
 
 
-def _awaited(clock: StreamClock, blocking: pa.Table, ops: pa.Table) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
+def _awaited(clock: StreamClock, blocking: pa.Table, targets: WaitTargets, ops: pa.Table) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
     """``attribute_waits``' ``awaited``: per (op, blocking call) pair, whether the call waited
     for the op (``awaited_work``): the op's stream is bounded for the call and the op was
     launched by then (an op whose launch call the trace lacks, a capture trimmed or begun
     mid-run, may have been launched at any time before it ran: it counts wherever its stream
     is bounded). Only the ops asked about are looked up."""
-    work = awaited_work(clock, blocking)
+    work = awaited_work(clock, blocking, targets)
     if work is None or ops.num_rows == 0:
         return None
     known, bounds = work
@@ -285,7 +286,10 @@ def finish_rank(work: RankWork, wait_ns: np.ndarray | None) -> tuple[pa.Table, p
 
 
 
-def _build_syncs(blocking, waits, call_range, call_phase, ranges, phase_rows, rank) -> pa.Table:
+def _build_syncs(blocking: pa.Table, targets: WaitTargets, waits: dict, call_range: np.ndarray, call_phase: np.ndarray, ranges: pa.Table,
+                 phase_rows: np.ndarray, rank: int) -> pa.Table:
+    """The syncs table: one row per blocking call, its device and stream those it waits on
+    (``WaitTargets``)."""
     n = blocking.num_rows
     if n == 0:
         return schema.empty(schema.SYNCS)
@@ -300,8 +304,8 @@ def _build_syncs(blocking, waits, call_range, call_phase, ranges, phase_rows, ra
         "start_ns": blocking["start_ns"],
         "end_ns": blocking["end_ns"],
         "blocked_ns": pc.subtract(blocking["end_ns"], blocking["start_ns"]),
-        "device_id": blocking["sync_device_id"],
-        "stream_id": blocking["sync_stream_id"],
+        "device_id": pa.array(targets.device, mask=targets.device < 0),
+        "stream_id": pa.array(targets.stream, mask=targets.stream < 0),
         "sync_type": blocking["sync_type"],
         "range_id": pa.array(call_range, mask=call_range < 0),
         "phase_id": pa.array(call_phase, mask=call_phase < 0),
