@@ -19,8 +19,10 @@ ProcessGroupNCCL): then the caller's stream, where the engine's own events would
 keeps the stream of the phase before it in the same process (else the one after it). The
 boundary between two consecutive phases is evaluated on both their streams (the earlier
 phase ends when its stream's work is done, the next begins when its stream is free), and
-boundaries never run backwards: each is at least the one before it in the same process. So
-phases tile their cycle, cycles never overlap on the GPU, and a cycle starts where the GPU
+boundaries never run backwards: each is at least the one before it in the same process. GPU
+work queued between two phases of a cycle on either's stream is in neither (the earlier one
+ends at its own CPU end). So phases tile their cycle but for such work, cycles never overlap
+on the GPU, and a cycle starts where the GPU
 finished the one before it (the first phase of a cycle also waits for the previous phase's
 stream). On one stream with nothing queued at a cycle's start this is the old rule:
 ``b_i = max(cpu_start_i, gpu_end of the work launched before)``.
@@ -77,6 +79,17 @@ class StreamClock:
         pos = np.minimum(np.searchsorted(self.keys, want), len(self.keys) - 1)
         hit = (self.keys[pos] == want) & (np.asarray(stream) >= 0)
         out[hit] = pos[hit]
+        return out
+
+    def queued_between(self, stream: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """For each (stream row, CPU instants ``lo`` < ``hi``): whether an op was put on the
+        stream after ``lo`` and before ``hi``. ``stream`` -1 gives False."""
+        stream = np.asarray(stream, dtype=np.int64)
+        out = np.zeros(len(stream), dtype=bool)
+        for s in np.unique(stream[stream >= 0]).tolist():
+            sel = np.flatnonzero((stream == s) & (np.asarray(lo) < np.asarray(hi)))
+            launch = self.op_launch[s]
+            out[sel] = np.searchsorted(launch, hi[sel], side="left") > np.searchsorted(launch, lo[sel], side="right")
         return out
 
     def done(self, stream: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -697,16 +710,22 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
                      alone: bool, own_stream_only: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The boundaries of a sequence of phases in time order (CPU starts ``t``, ends ``cpu_end``,
     cycles ``cyc``, stream rows ``srow``): a phase ends where the next one of its cycle begins,
-    each boundary is read on both its phases' streams, and boundaries never run backwards (a
-    running maximum over start, end, start, end, ...). ``alone``: phases that are no neighbours
-    of each other (in no cycle), each read on its own stream from its CPU start to its CPU end."""
+    unless GPU work was queued on either's stream between the two (work in no phase: SGLang's
+    or vLLM's code between the scopes a preset marks, a phase left out of ``--phase``): then it
+    ends at its CPU end, and that work is in neither phase, only in the cycle. Each boundary
+    between two phases of a cycle is read on both their streams, and boundaries never run
+    backwards (a running maximum over start, end, start, end, ...). ``alone``: phases that are
+    no neighbours of each other (in no cycle), each read on its own stream from its CPU start
+    to its CPU end."""
     if alone:
         a = np.maximum(t, clock.done(srow, t))
         return a, np.maximum.reduce([a, cpu_end, clock.done(srow, cpu_end)])
     same_cycle_next = np.r_[(cyc[1:] == cyc[:-1]) & (cyc[:-1] >= 0), False]
-    e = np.where(same_cycle_next, np.r_[t[1:], 0], cpu_end)
     prev_row = np.r_[-1, srow[:-1]] if not own_stream_only else srow
     next_row = np.where(same_cycle_next, np.r_[srow[1:], -1], -1) if not own_stream_only else srow
+    t_next = np.where(same_cycle_next, np.r_[t[1:], 0], cpu_end)
+    between = same_cycle_next & (clock.queued_between(srow, cpu_end, t_next) | clock.queued_between(np.r_[srow[1:], -1], cpu_end, t_next))
+    e = np.where(between, np.minimum(cpu_end, t_next), t_next)
     a = np.maximum.reduce([t, clock.done(srow, t), clock.done(prev_row, t)])
     z = np.maximum.reduce([e, clock.done(srow, e), clock.done(next_row, e)])
     pairs = np.stack([a, z], 1)

@@ -22,7 +22,7 @@ from tracerecon.cores import usable_cores
 from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases, stream_deciding_ops
 from tracerecon.analysis.columns import computes, is_graph_launch
 from tracerecon.analysis.boundaries import (StreamClock, WaitTargets, awaited_work, busiest_streams, caller_streams, launch_instants, narrowed_by_phase,
-                                            phase_boundaries, phase_streams, stream_clock, tiled_off_their_stream, wait_targets)
+                                            phase_boundaries, phase_streams, stream_clock, tiled_off_their_stream, timelines, wait_targets)
 from tracerecon.analysis.nccl import phase_comm_split
 from tracerecon.analysis.config import PhaseConfig
 from tracerecon.analysis.phases import (PhaseInputs, build_cycles, build_phases, cycles_by_time, cycles_per_thread, phases_past_their_cycle,
@@ -208,10 +208,11 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         comm_ns=split["comm_ns"], compute_ns=split["compute_ns"], overlap_ns=split["overlap_ns"],
     )
     gpu_ops = _build_gpu_ops(ops, op_range, op_phase, rank)
-    tiled, own = tiled_off_their_stream(clock, ph_pid, ph_s, ph_e, cycle_of, dev, stream, ph_tid, b_start, b_end)
+    tiled, own = tiled_off_their_stream(clock, ph_pid, ph_s, read_ends(ops, op_phase, ph_e), cycle_of, dev, stream, ph_tid, b_start, b_end)
     return RankWork(rank=rank, ranges=ranges, gpu_ops=gpu_ops, syncs=syncs, phase_inputs=inputs, cycle_rows=cycle_rows, skip_cycles=config.skip_cycles,
                     accepted_marks=tables.accepted_marks, provisional=build_phases(inputs),
-                    notes=_past_cycle_notes(phases_past_their_cycle(nested, phase_rows, cycle_of, cycle_rows), labels) + _tiled_notes(tiled, own, b_end - b_start, labels))
+                    notes=_past_cycle_notes(phases_past_their_cycle(nested, phase_rows, cycle_of, cycle_rows), labels) + _tiled_notes(tiled, own, b_end - b_start, labels)
+                    + _between_notes(ph_pid, ph_tid, cycle_of, b_start, b_end, labels))
 
 
 def _awaited(clock: StreamClock, blocking: pa.Table, targets: WaitTargets, ops: pa.Table) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
@@ -261,6 +262,25 @@ def _tiled_notes(tiled: np.ndarray, own: np.ndarray, gpu: np.ndarray, labels: li
     return tuple(out)
 
 
+def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start: np.ndarray, b_end: np.ndarray, labels: list) -> tuple[str, ...]:
+    """One line per pair of phase names between which GPU work in no phase ran
+    (``boundaries.phase_boundaries``: queued between the two, it is in neither): in how many
+    cycles, and how long (median of those cycles)."""
+    gaps: dict[tuple[str, str], list[int]] = {}
+    line = timelines(pid, cycle, tid)
+    for ln in np.unique(line).tolist():
+        seq = np.flatnonzero(line == ln)
+        a, b = seq[:-1], seq[1:]
+        gap = b_start[b] - b_end[a]
+        found = (cycle[a] == cycle[b]) & (cycle[a] >= 0) & (b_end[a] != I64_MIN) & (b_start[b] != I64_MIN) & (gap > 0)
+        for i, j, g in zip(a[found].tolist(), b[found].tolist(), gap[found].tolist()):
+            gaps.setdefault((labels[i], labels[j]), []).append(g)
+    n_cycles = len(np.unique(cycle[cycle >= 0]))
+    return tuple(f"GPU work queued between {x!r} and {y!r} is in neither phase, only in its cycle's GPU time: in {len(g)} of {n_cycles} cycles, "
+                 f"{np.median(g) / 1e6:.3f} ms (median); give it a phase range of its own (or name its range in --phase) to see it"
+                 for (x, y), g in gaps.items())
+
+
 def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clock: StreamClock, ph_pid: np.ndarray, ph_tid: np.ndarray, ph_s: np.ndarray,
                              ph_e: np.ndarray, cycle_of: np.ndarray, stream_deciders: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per phase instance: the stream-order boundaries (analysis.boundaries) on the stream that
@@ -270,7 +290,18 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     # phase that ran no kernel (a long prefetch on a copy stream is not where its events are).
     deciders = narrowed_by_phase(op_phase, n_ph, stream_deciders, computes(ops))
     dev, stream = caller_streams(clock, ops, op_phase, ph_pid, ph_tid, ph_s, ph_e, cycle_of, *phase_streams(ops, op_phase, n_ph, deciders))
-    return phase_boundaries(clock, ph_pid, ph_s, ph_e, cycle_of, dev, stream, busiest_streams(ops), ph_tid)
+    return phase_boundaries(clock, ph_pid, ph_s, read_ends(ops, op_phase, ph_e), cycle_of, dev, stream, busiest_streams(ops), ph_tid)
+
+
+def read_ends(ops: pa.Table, op_phase: np.ndarray, cpu_end: np.ndarray) -> np.ndarray:
+    """Per phase instance: the CPU instant its end boundary is read at: its CPU end, or the
+    latest instant one of its ops was put on its stream where that is later (a launch call
+    of another thread that returned after the phase's range ended)."""
+    out = np.asarray(cpu_end, dtype=np.int64).copy()
+    sel = np.flatnonzero(op_phase >= 0)
+    if len(sel):
+        np.maximum.at(out, op_phase[sel], launch_instants(ops)[sel])
+    return out
 
 
 def _phase_op_mix(ops: pa.Table, op_phase: np.ndarray, n_ph: int) -> tuple[dict[str, np.ndarray], np.ndarray]:

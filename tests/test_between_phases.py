@@ -1,0 +1,67 @@
+"""GPU work queued between two phases of a cycle (code between the scopes an engine or a preset
+marks, a phase left out of ``--phase``) is in neither phase: CUDA events recorded at the earlier
+phase's end and the later one's start read it between them. Every expected number is worked out
+by hand from the ops' times."""
+
+from __future__ import annotations
+
+from nsys_factory import FakeTrace
+from tracerecon.analysis.config import PhaseConfig
+from tracerecon.api import load
+
+U = 1000  # 1 us
+
+
+def kernel(t: FakeTrace, at_us: int, gpu_us: tuple[int, int], stream: int = 7) -> None:
+    t.kernel(t.call("cudaLaunchKernel", at_us * U, (at_us + 2) * U), gpu_us[0] * U, gpu_us[1] * U, stream=stream)
+
+
+def cycles_with(between_stream: int | None, tmp_path):
+    """Three cycles (b = 1000c us) on stream 7: draft CPU b..b+100 (its kernel b+20..b+90),
+    verify CPU b+200..b+300 (its kernel, launched at b+210, b+600..b+700 or b+220..b+300), and,
+    unless ``between_stream`` is None, a kernel launched at b+110, in no phase, on that stream
+    (b+120..b+600)."""
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.range(f"cycle {c}", b * U, (b + 300) * U)
+        t.range("draft", b * U, (b + 100) * U)
+        t.range("verify", (b + 200) * U, (b + 300) * U)
+        kernel(t, b + 10, (b + 20, b + 90))
+        if between_stream is not None:
+            kernel(t, b + 110, (b + 120, b + 600), stream=between_stream)
+        kernel(t, b + 210, (b + 600, b + 700) if between_stream == 7 else (b + 220, b + 300))
+    return load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify")))
+
+
+def gpu_us(a) -> list[tuple[str, int]]:
+    return [(p["phase"], p["gpu_ns"] // U) for p in a.ranks[0].phases.to_pylist()]
+
+
+def test_work_queued_between_two_phases_is_in_neither(tmp_path):
+    # GIVEN the kernel in no phase queued on stream 7 between draft and verify
+    a = cycles_with(7, tmp_path)
+    # THEN draft ends at its CPU end (b+100: its kernel is done by b+90), verify begins when the
+    # kernel between is done (b+600) and ends with its own (b+700): 100 and 100 us, as events at
+    # each phase's ends would read; the cycle holds all of it (b..b+700), so the phases do not add up
+    assert gpu_us(a) == [("draft", 100), ("verify", 100)] * 3
+    cycles = a.ranks[0].cycles.to_pylist()
+    assert [(c["gpu_ns"] // U, c["phases_gpu_ns"] // U, c["adds_up"]) for c in cycles] == [(700, 200, False)] * 3
+    # AND verify is said to have queued behind it, and the report says what is in no phase
+    assert {p["cause"] for p in a.ranks[0].phases.to_pylist() if p["phase"] == "verify"} == {"queued_behind"}
+    (note,) = [w for w in a.warnings if "between" in w]
+    assert "between 'draft' and 'verify' is in neither phase" in note and "in 3 of 3 cycles, 0.500 ms (median)" in note
+
+
+def test_phases_with_nothing_queued_between_them_still_tile_their_cycle(tmp_path):
+    # GIVEN no kernel between the phases (verify's kernel b+220..b+300), or one on stream 9,
+    # which neither phase's stream (7) waits for
+    for between in (None, 9):
+        (tmp_path / str(between)).mkdir()
+        a = cycles_with(between, tmp_path / str(between))
+        # THEN draft ends where verify begins (b+200: the CPU gap is draft's tail, as an event
+        # recorded at verify's start reads it) and verify ends with its kernel at b+300, so the
+        # phases add up to their cycle and nothing is said
+        assert gpu_us(a) == [("draft", 200), ("verify", 100)] * 3
+        assert all(c["adds_up"] and c["phases_gpu_ns"] == c["gpu_ns"] for c in a.ranks[0].cycles.to_pylist())
+        assert not [w for w in a.warnings if "between" in w]
