@@ -120,7 +120,8 @@ def console():
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise SystemExit(0)
 
-    return _Console(highlight=False, soft_wrap=False, width=output_width())
+    # No markup: range, kernel and file names are the trace's text ('[rank0] verify', '[/x]').
+    return _Console(highlight=False, markup=False, soft_wrap=False, width=output_width())
 
 
 @contextlib.contextmanager
@@ -132,7 +133,7 @@ def progress_reporter() -> Iterator:
     from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=Console(stderr=True), transient=True) as prog:
+    with Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False), TimeElapsedColumn(), console=Console(stderr=True), transient=True) as prog:
         task = prog.add_task("starting")
         yield lambda msg: prog.update(task, description=msg)
 

@@ -22,7 +22,7 @@ def print_json(report: Report, console: Console) -> None:
 def print_report(report: Report, console: Console) -> None:
     for r in report.ranks:
         phases, cycles = r.phases, r.cycles
-        console.print(f"[bold]rank {r.rank}[/bold]  {r.source}  pid {', '.join(map(str, r.pids))}  nsys {r.nsys_version or '?'}", overflow="fold")
+        console.print(Text.assemble((f"rank {r.rank}", "bold"), f"  {r.source}  pid {', '.join(map(str, r.pids))}  nsys {r.nsys_version or '?'}"), overflow="fold")
         table = Table(header_style="bold", box=None, padding=(0, 1, 0, 0), pad_edge=False)
         table.add_column("phase", no_wrap=True)
         table.add_column("n", justify="right")

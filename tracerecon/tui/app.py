@@ -266,10 +266,10 @@ class TraceReconApp(App):
     def load_failed(self, event: LoadFailed) -> None:
         self.load_error = event.error
         self.query_one("#loading").display = False
-        self.query_one("#loading-text", Static).update(f"[red]cannot load:[/red] {event.error}")
+        self.query_one("#loading-text", Static).update(Text.assemble(("cannot load: ", "red"), str(event.error)))
         if self.report is not None:  # the overview is up, the loading box gone: say it there
             self.query_one("#overview-notes", Static).update(Text(f"cannot load the timeline: {event.error}", style="bold red"))
-            self.notify(f"cannot load the timeline: {event.error}", severity="error", timeout=30)
+            self.notify(f"cannot load the timeline: {event.error}", severity="error", timeout=30, markup=False)
 
     @on(ReportReady)
     def report_ready(self, event: ReportReady) -> None:
@@ -286,7 +286,7 @@ class TraceReconApp(App):
         """Whether the timeline, cycles and details can be shown yet (says so when not)."""
         if self.analysis is None:
             self.notify(f"cannot load the timeline: {self.load_error}" if self.load_error else "still loading the timeline ...",
-                        severity="error" if self.load_error else "warning")
+                        severity="error" if self.load_error else "warning", markup=False)
         return self.analysis is not None
 
     @on(Loaded)
@@ -305,7 +305,7 @@ class TraceReconApp(App):
             self.fill_diff()
         elif self.diff_error is not None:
             self.query_one("#diff-notes", Static).update(Text(f"cannot compare: {self.diff_error}", style="bold red"))
-            self.notify(f"cannot compare: {self.diff_error}", severity="error", timeout=30)
+            self.notify(f"cannot compare: {self.diff_error}", severity="error", timeout=30, markup=False)
         first = self.current_rank()
         cycles = first.phases["cycle"].drop_null().to_pylist() if first and first.phases.num_rows else []
         self.cycle = min(cycles) if cycles else None
@@ -335,7 +335,7 @@ class TraceReconApp(App):
             for p in summaries:
                 err = p.error_ms_median
                 t.add_row(
-                    str(r.rank), p.phase, str(p.n), ms(p.cpu_ms_median), ms(p.gpu_ms_median), ms(p.gpu_span_ms_median),
+                    str(r.rank), Text(p.phase), str(p.n), ms(p.cpu_ms_median), ms(p.gpu_ms_median), ms(p.gpu_span_ms_median),
                     ms(p.gpu_busy_ms_median), Text(ms(err), style=VERDICT_STYLE.get(p.dominant_verdict, "")), Text(verdict_label(p), style=VERDICT_STYLE.get(p.dominant_verdict, "")), cause_label(p),
                     key=f"{r.rank}:{p.phase}",
                 )
@@ -364,7 +364,7 @@ class TraceReconApp(App):
         t.add_columns("rank", "phase", "A GPU ms", "B GPU ms", "delta GPU", "A CPU ms", "B CPU ms")
         for p in d["phases"]:
             delta = p["delta_gpu_ms"]
-            t.add_row(str(p["rank"]), p["phase"], ms(p["a_gpu_ms"]), ms(p["b_gpu_ms"]),
+            t.add_row(str(p["rank"]), Text(p["phase"]), ms(p["a_gpu_ms"]), ms(p["b_gpu_ms"]),
                       Text("-" if delta is None else f"{delta:+.3f}", style="red" if (delta or 0) > 0 else "green"), ms(p["a_cpu_ms"]), ms(p["b_cpu_ms"]))
         notes = Text()
         c = d["cycles"]
@@ -397,7 +397,7 @@ class TraceReconApp(App):
         phases = [p for p in a.config.labels() if any(p in r.phases["phase"].to_pylist() for r in a.ranks)]
         cols = ["rank", "cycle", "CPU ms", "GPU ms"] + [f"{p} CPU" for p in phases] + [f"{p} GPU" for p in phases] + ["|error| ms", "verdicts"]
         for c in cols:
-            t.add_column(c, key=c)
+            t.add_column(Text(c), key=c)  # phase names are the trace's text, no markup
         for r in a.ranks:
             ph = r.phases.to_pydict()
             by_cycle: dict[int, dict] = {}
@@ -549,7 +549,7 @@ class TraceReconApp(App):
             if value.strip().lstrip("-").isdigit() and int(value) in self.cycle_ids():
                 self.open_cycle(int(value))
             elif value:
-                self.notify(f"no cycle {value}", severity="warning")
+                self.notify(f"no cycle {value}", severity="warning", markup=False)
 
         self.push_screen(AskScreen("cycle number"), go)
 
@@ -590,7 +590,7 @@ class TraceReconApp(App):
             self.detail_target = (event.rank, s.ref, None)
         if s.kind == "sync" and s.ref is not None:
             text += "  (its wait ended with that phase's GPU work)"
-        self.query_one("#status", Static).update(text)
+        self.query_one("#status", Static).update(Text(text))
 
     def on_key(self, event) -> None:
         if event.key == "enter" and self.query_one("#tabs", TabbedContent).active == "timeline":
@@ -641,13 +641,13 @@ class TraceReconApp(App):
             after = self.window.start_ns + self.window.span // 2 if self.window else -1
             hit = find_next(self.indexes[r.rank], value, after, r.ranges)
             if hit is None:
-                self.notify(f"nothing named like {value!r} on rank {r.rank}", severity="warning")
+                self.notify(f"nothing named like {value!r} on rank {r.rank}", severity="warning", markup=False)
                 return
             pad = max((hit.end_ns - hit.start_ns) * 2, 20_000)
             self.window = Window(hit.start_ns - pad, hit.end_ns + pad)
             self.redraw()
             self.action_tab("timeline")
-            self.query_one("#status", Static).update(f"found {hit.label[:80]}: {format_duration(hit.end_ns - hit.start_ns)}")
+            self.query_one("#status", Static).update(Text(f"found {hit.label[:80]}: {format_duration(hit.end_ns - hit.start_ns)}"))
 
         self.push_screen(AskScreen("kernel or range name"), go)
 

@@ -1,0 +1,78 @@
+"""Names from the trace (NVTX ranges, phases, kernels, files) are text, never markup: a range
+named ``load [/models/llama]`` or ``[rank0] verify`` is printed as it is, by the CLI and the
+terminal UI, and is no internal error (rich and Textual read ``[...]`` as style tags)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from conftest import run_cli
+from nsys_factory import FakeTrace
+from tracerecon.analysis.config import PhaseConfig
+from tracerecon.api import load
+
+U = 1000
+VERIFY = "[rank0] verify"
+LOAD = "load [/models/llama]"
+
+
+def bracketed_trace(tmp_path):
+    """Three cycles of draft / '[rank0] verify' (one kernel each) and a 'load [/models/llama]'
+    range before them."""
+    t = FakeTrace()
+    t.range(LOAD, 0, 500 * U)
+    for c in range(3):
+        b = 1000 * (c + 1)
+        t.range(f"cycle {c}", b * U, (b + 300) * U)
+        t.range("draft", b * U, (b + 100) * U)
+        t.range(VERIFY, (b + 100) * U, (b + 300) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U), (b + 20) * U, (b + 90) * U, stream=7)
+        t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U), (b + 120) * U, (b + 250) * U, stream=7)
+    return t.write(tmp_path / "brackets [1].sqlite")
+
+
+def test_the_cli_prints_bracketed_names_as_they_are(tmp_path):
+    # GIVEN a trace whose range, phase and file names hold square brackets
+    path = str(bracketed_trace(tmp_path))
+    # WHEN its ranges are listed and it is reported with those phases, one given a bracketed label
+    wide = {**os.environ, "COLUMNS": "400"}
+    ranges = run_cli("ranges", path, "--no-cache", env=wide)
+    report = run_cli("report", path, "--no-cache", "--phase", "draft", "--phase", "[/x]=glob:*verify", env=wide)
+    # THEN both succeed and show the names as written
+    assert ranges.returncode == 0, ranges.stderr
+    assert LOAD in ranges.stdout and VERIFY in ranges.stdout
+    assert report.returncode == 0, report.stderr
+    assert "[/x]" in report.stdout and "brackets [1].sqlite" in report.stdout
+
+
+@pytest.mark.parametrize("tab", ["overview", "cycles"])
+async def test_the_terminal_ui_shows_bracketed_phase_names_as_they_are(tmp_path, tab):
+    pytest.importorskip("textual")
+    from textual.widgets import DataTable
+    from textual.widgets._data_table import default_cell_formatter
+
+    from tracerecon.tui.app import TraceReconApp
+
+    # GIVEN the bracketed trace with 'draft' and '[rank0] verify' as phases
+    path = bracketed_trace(tmp_path)
+    config = PhaseConfig(phases=("draft", VERIFY))
+    app = TraceReconApp(lambda: load([path], config), source=str(path))
+    # WHEN the app shows its overview, or its cycles table
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+        if tab == "overview":
+            table = app.query_one("#overview-table", DataTable)
+            # (as the table draws a cell: its formatter reads a str as markup)
+            shown = [default_cell_formatter(table.get_row_at(i)[1]).plain for i in range(table.row_count)]
+            # THEN the phase column holds the names as written
+            assert shown == ["draft", VERIFY]
+        else:
+            await pilot.press("3")
+            await pilot.pause()
+            table = app.query_one("#cycles-table", DataTable)
+            # THEN the per-phase columns are headed by the names as written
+            assert f"{VERIFY} GPU" in [str(c.label) for c in table.columns.values()]
+            assert table.row_count == 3
