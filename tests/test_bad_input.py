@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from conftest import H200, PUBLIC, need_public, run_cli
+from conftest import DEMO2, H200, PUBLIC, need_public, run_cli
 
 
 def edited_copy(tmp_path, sql: str):
@@ -145,6 +145,35 @@ def test_an_output_that_holds_the_input_is_refused_even_with_force(tmp_path):
         assert (run / "t.sqlite").read_bytes() == (H200 / "eagle_gpu_bound.sqlite").read_bytes()
 
 
+def test_a_picture_over_its_input_is_refused(tmp_path):
+    # GIVEN a trace named like a picture, and a link named like one pointing at a trace
+    pic = tmp_path / "trace.svg"
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", pic)
+    link = tmp_path / "link.svg"
+    link.symlink_to(pic)
+    # WHEN plotted over itself, or over the link to it (as the second run of a diff too)
+    for argv in ([str(pic), "-o", str(pic)], [str(pic), "-o", str(link)], [str(H200 / "eagle_gpu_bound.sqlite"), "--diff", str(pic), "-o", str(link)]):
+        res = run_cli("plot", *argv)
+        # THEN refused in one line, exit 2, and the trace is unchanged
+        assert_one_line_error(res, "holds the input")
+        assert pic.read_bytes() == (H200 / "eagle_gpu_bound.sqlite").read_bytes()
+
+
+def test_a_run_never_writes_into_a_used_output(tmp_path):
+    # GIVEN an earlier run's directory, and a file
+    prev = tmp_path / "prev"
+    prev.mkdir()
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", prev / "report.sqlite")
+    (tmp_path / "file").write_text("x")
+    # WHEN a new run is asked to write there (nsys is not needed to refuse)
+    for out in (prev, tmp_path / "file"):
+        res = run_cli("run", "-o", str(out), "--nsys", str(tmp_path / "no-nsys"), "--", "true")
+        # THEN refused in one line, exit 2, nothing replaced
+        assert_one_line_error(res, "choose a new one")
+    assert (prev / "report.sqlite").read_bytes() == (H200 / "eagle_gpu_bound.sqlite").read_bytes()
+    assert sorted(p.name for p in prev.iterdir()) == ["report.sqlite"] and (tmp_path / "file").read_text() == "x"
+
+
 @pytest.mark.parametrize("sql", [
     "update TARGET_INFO_GPU set uuid = 12345", "update TARGET_INFO_GPU set name = X'fffe41'",
     "update PROCESSES set pid = 'abc'", "update TARGET_INFO_CUDA_DEVICE set cudaId = 'abc'",
@@ -265,3 +294,83 @@ def test_an_export_directory_given_as_input_is_not_replaced_by_its_own_export(tm
         # THEN refused, and the input export is still whole
         assert_one_line_error(res, "holds the input")
         assert sorted(p.name for p in (runs / "e1").iterdir()) == before
+
+
+def test_ranks_missing_from_a_run_directory_are_said(tmp_path):
+    # GIVEN a two-rank run directory whose run.json lists rank1.sqlite, which is gone
+    run = tmp_path / "run"
+    shutil.copytree(DEMO2 / "nccl_gpu_bound", run)
+    (run / "rank1.sqlite").unlink()
+    # WHEN reported
+    res = run_cli("report", "--json", "--no-cache", str(run))
+    # THEN the one rank there is reported, and a warning says what run.json listed that is not there
+    assert res.returncode == 0, res.stderr
+    import json
+
+    doc = json.loads(res.stdout)
+    assert [r["rank"] for r in doc["ranks"]] == [0]
+    assert any("lists 2 exports, 1 of them not there (rank1.sqlite)" in w for w in doc["warnings"]), doc["warnings"]
+
+
+def test_a_folder_of_plain_and_compressed_exports_gives_every_rank(tmp_path):
+    # GIVEN a folder (no run.json) with rank0.sqlite beside a compressed rank1.sqlite.xz
+    import lzma
+
+    d = tmp_path / "d"
+    d.mkdir()
+    shutil.copy(DEMO2 / "nccl_gpu_bound" / "rank0.sqlite", d / "rank0.sqlite")
+    (d / "rank1.sqlite.xz").write_bytes(lzma.compress((DEMO2 / "nccl_gpu_bound" / "rank1.sqlite").read_bytes(), preset=0))
+    # WHEN reported THEN both ranks are, as from the plain run directory
+    import json
+
+    got = json.loads(run_cli("report", "--json", "--no-cache", str(d)).stdout)
+    want = json.loads(run_cli("report", "--json", "--no-cache", str(DEMO2 / "nccl_gpu_bound")).stdout)
+    assert [r["rank"] for r in got["ranks"]] == [0, 1]
+    assert [[(p["phase"], p["gpu_ms_median"]) for p in r["phases"]] for r in got["ranks"]] == [[(p["phase"], p["gpu_ms_median"]) for p in r["phases"]] for r in want["ranks"]]
+
+
+def test_a_hot_rollback_journal_beside_the_input_is_said_and_left_alone(tmp_path):
+    # GIVEN an export whose writer stopped mid-transaction: its changed pages are in the file,
+    # the journal to roll them back lies beside it
+    import subprocess
+    import sys
+
+    p = tmp_path / "h.sqlite"
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", p)
+    crash = ("import os, sqlite3, sys; con = sqlite3.connect(sys.argv[1], isolation_level=None); con.execute('pragma cache_size=1'); "
+             "con.execute('begin'); con.execute('update CUPTI_ACTIVITY_KIND_KERNEL set end = end + 500000 where rowid % 3 = 0'); os._exit(0)")
+    subprocess.run([sys.executable, "-c", crash, str(p)], check=True)
+    journal = tmp_path / "h.sqlite-journal"
+    before = (p.read_bytes(), journal.read_bytes())
+    # WHEN reported
+    res = run_cli("report", "--json", "--no-cache", str(p))
+    # THEN a warning says the file may be half-written, and neither file is touched
+    assert res.returncode == 0, res.stderr
+    import json
+
+    assert any("rollback journal (h.sqlite-journal)" in w for w in json.loads(res.stdout)["warnings"])
+    assert (p.read_bytes(), journal.read_bytes()) == before
+
+
+def test_a_directory_that_cannot_be_read_is_said_to_be_so(tmp_path):
+    # GIVEN a directory of exports without permissions (for root too: its capabilities to pass
+    # them dropped)
+    setpriv = shutil.which("setpriv")
+    if setpriv is None or os.geteuid() != 0:
+        pytest.skip("needs root and setpriv (util-linux) to drop the permission overrides")
+    d = tmp_path / "d"
+    d.mkdir()
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", d / "t.sqlite")
+    d.chmod(0)
+    try:
+        import subprocess
+        import sys
+        from pathlib import Path
+
+        exe = shutil.which("tracerecon") or str(Path(sys.executable).parent / "tracerecon")
+        res = subprocess.run([setpriv, "--bounding-set", "-dac_override,-dac_read_search,-fowner", "--", exe, "report", "--no-cache", str(d)],
+                             capture_output=True, text=True, timeout=120)
+    finally:
+        d.chmod(0o755)
+    # THEN one line that says the directory cannot be read (not that an output cannot be written)
+    assert_one_line_error(res, "cannot read the directory (Permission denied)")

@@ -17,7 +17,7 @@ from tracerecon.analysis.config import PhaseConfig
 from tracerecon.errors import BadTraceError, TraceReconError, UsageError, install_hint
 from tracerecon.import_ahead import ImportAhead, join_all
 from tracerecon.memory import release_free_memory
-from tracerecon.run_dir import accepted_of_mark, expand_inputs, rank_from_filename, rank_of_mark, read_engine_timers, trace_stem
+from tracerecon.run_dir import accepted_of_mark, expand_inputs, listed_but_missing, rank_from_filename, rank_of_mark, read_engine_timers, trace_stem
 
 if TYPE_CHECKING:
     from tracerecon.model import Analysis
@@ -439,7 +439,7 @@ def analyze(paths: Sequence[str | os.PathLike], config: PhaseConfig, say: Progre
     # step and the phase tables, not only the reading. The paths as given are part of the key
     # (they are shown); engine timers (run.json) are read fresh.
     analysis = cached(files, ("run", config, tuple(map(str, files))), lambda: _analyze_files(files, config, say, jobs, scheduler))
-    return replace(analysis, engine_timers=read_engine_timers(paths))
+    return replace(analysis, engine_timers=read_engine_timers(paths), warnings=tuple(listed_but_missing(paths)) + analysis.warnings)
 
 
 def _analyze_files(files: list[Path], config: PhaseConfig, say: Progress, jobs: int | None, scheduler: str | None) -> Analysis:

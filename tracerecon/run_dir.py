@@ -77,11 +77,19 @@ def rank_from_filename(stem: str) -> int | None:
 
 def is_export_dir(path: str | Path) -> bool:
     """A directory written by ``tracerecon export`` (it holds ``manifest.json``)."""
-    return (Path(path) / MANIFEST_JSON).is_file()
+    return _holds_file(Path(path), MANIFEST_JSON)
 
 
 def is_run_dir(path: str | Path) -> bool:
-    return (Path(path) / RUN_JSON).is_file()
+    """A directory written by ``tracerecon run`` (it holds ``run.json``)."""
+    return _holds_file(Path(path), RUN_JSON)
+
+
+def _holds_file(folder: Path, name: str) -> bool:
+    try:
+        return (folder / name).is_file()
+    except OSError:  # a folder that cannot be searched: said where its exports are listed (expand_inputs)
+        return False
 
 
 def unreadable_run_json(paths: Sequence[str | Path]) -> list[str]:
@@ -100,14 +108,44 @@ def unreadable_run_json(paths: Sequence[str | Path]) -> list[str]:
     return out
 
 
-def _listed_in_run_json(folder: Path) -> list[Path]:
+def _listed(folder: Path) -> list[Path]:
+    """The exports ``run.json`` lists, in rank order, each as its ``.sqlite`` where that is
+    there, else its ``.sqlite.xz`` (whether or not that is there); none without a run.json."""
     try:
         meta = json.loads((folder / RUN_JSON).read_text())
         listed = [folder / Path(x["sqlite"]).name for x in meta.get("reports", []) if x.get("sqlite")]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return []
-    listed = [f if f.is_file() else f.with_name(f.name + XZ_SUFFIX) for f in listed]
-    return [f for f in listed if f.is_file()]
+    return [f if f.is_file() else f.with_name(f.name + XZ_SUFFIX) for f in listed]
+
+
+def _listed_in_run_json(folder: Path) -> list[Path]:
+    return [f for f in _listed(folder) if f.is_file()]
+
+
+def _exports_in(folder: Path) -> list[Path]:
+    """A folder's exports by name: each ``NAME.sqlite``, or its ``NAME.sqlite.xz`` where only
+    that is there (rank0.sqlite beside a compressed rank1.sqlite.xz are two ranks)."""
+    plain = {f.name: f for f in folder.glob("*.sqlite")}
+    for f in folder.glob("*.sqlite" + XZ_SUFFIX):
+        plain.setdefault(f.name[: -len(XZ_SUFFIX)], f)
+    return [plain[k] for k in sorted(plain)]
+
+
+def listed_but_missing(paths: Sequence[str | Path]) -> list[str]:
+    """One warning per run directory among ``paths`` whose ``run.json`` lists exports that are
+    not there (neither as ``.sqlite`` nor as ``.sqlite.xz``): its report lacks those ranks."""
+    out = []
+    for raw in paths:
+        p = Path(raw)
+        if not p.is_dir():
+            continue
+        listed = _listed(p)
+        missing = [f.name.removesuffix(XZ_SUFFIX) for f in listed if not f.is_file()]
+        if missing and len(missing) < len(listed):
+            out.append(f"{p}: {RUN_JSON} lists {len(listed)} exports, {len(missing)} of them not there ({', '.join(missing[:4])}"
+                       f"{', ...' if len(missing) > 4 else ''}): the report has {len(listed) - len(missing)} of its ranks")
+    return out
 
 
 def record_phase_options(folder: str | Path, options: dict) -> None:
@@ -150,7 +188,11 @@ def expand_inputs(paths: Sequence[str | Path]) -> list[Path]:
             raise UsageError("an empty path was given as a trace (an unset shell variable?)")
         p = Path(raw)
         if p.is_dir():
-            found = _listed_in_run_json(p) or sorted(p.glob("*.sqlite")) or sorted(p.glob("*.sqlite" + XZ_SUFFIX))
+            try:
+                os.listdir(p)
+            except OSError as exc:
+                raise BadTraceError(f"{p}: cannot read the directory ({exc.strerror or exc})") from None
+            found = _listed_in_run_json(p) or _exports_in(p)
             if not found:
                 raise BadTraceError(f"{p}: directory holds no .sqlite exports")
             out.extend(found)

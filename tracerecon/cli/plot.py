@@ -24,6 +24,11 @@ def main(args: argparse.Namespace) -> int:
 
     if not str(args.output).lower().endswith((".svg", ".png", ".pdf")):
         raise UsageError(f"{args.output}: the picture's name must end in .svg, .png or .pdf")
+    from pathlib import Path
+
+    from tracerecon.run_dir import refuse_output_over_inputs
+
+    refuse_output_over_inputs(Path(args.output), list(args.traces) + ([args.diff] if args.diff else []))
     config = config_from(args)
     runs = [("A" if args.diff else "", load(args.traces, config, args.jobs, args.dask))]
     if args.diff:

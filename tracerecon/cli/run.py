@@ -130,6 +130,20 @@ def _plan_wraps(args: argparse.Namespace, command: list[str]) -> WrapPlan:
     return WrapPlan(tuple(dict.fromkeys(targets)), tuple(env), tuple(messages), options, found.versions.get("nvtx"))
 
 
+def _refuse_used_output(out: Path) -> None:
+    """A run never writes into a directory that holds anything (an earlier run's traces would
+    be replaced), nor over a file."""
+    if out.is_dir():
+        try:
+            used = next(out.iterdir(), None) is not None
+        except OSError as exc:
+            raise UsageError(f"-o {out}: cannot list it ({exc.strerror or exc})") from None
+        if used:
+            raise UsageError(f"-o {out}: the directory is not empty (an earlier run's traces would be replaced); choose a new one")
+    elif out.exists() or out.is_symlink():
+        raise UsageError(f"-o {out}: exists and is no directory; choose a new one")
+
+
 def main(args: argparse.Namespace) -> int:
     from tracerecon.nsys.launch import RunRequest, run_profiled
     from tracerecon.nsys.locate import find_nsys
@@ -145,6 +159,8 @@ def main(args: argparse.Namespace) -> int:
     if shutil.which(command[0]) is None:
         what = "not executable" if Path(command[0]).exists() else "no such program"
         raise TraceReconError(f"cannot run {command[0]}: {what}")
+    if args.output:
+        _refuse_used_output(Path(args.output))
     # Checked before nsys is even looked for: a wrong name is the user's to fix first.
     plan = _plan_wraps(args, command)
     for m in plan.messages:

@@ -185,6 +185,12 @@ def read_info(conn: sqlite3.Connection, path: str) -> ExportInfo:
     wal = Path(str(path) + "-wal")
     if wal.is_file() and wal.stat().st_size > 0:
         warnings.append(f"{path}: a write-ahead log ({wal.name}) lies beside it; its un-checkpointed changes are not read (the input is never modified)")
+    journal = Path(str(path) + "-journal")
+    if journal.is_file() and journal.stat().st_size > 0:
+        # A writer stopped mid-transaction (an export or a copy cut short): SQLite would roll the
+        # file back before reading it, which a read-only, immutable open does not do.
+        warnings.append(f"{path}: a rollback journal ({journal.name}) lies beside it: a write to it was cut short, and what is read may be "
+                        "half-written (open it once with sqlite3 to roll it back, or export again)")
     nsys_version = meta.get("EXPORT_PRODUCT_VERSION")
     schema_version = meta.get("EXPORT_SCHEMA_VERSION")
     if schema_version is None:
