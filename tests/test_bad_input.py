@@ -374,3 +374,67 @@ def test_a_directory_that_cannot_be_read_is_said_to_be_so(tmp_path):
         d.chmod(0o755)
     # THEN one line that says the directory cannot be read (not that an output cannot be written)
     assert_one_line_error(res, "cannot read the directory (Permission denied)")
+
+
+@pytest.mark.parametrize("sql", [
+    "update NVTX_EVENTS set text = NULL where text = 'verify' and rowid % 3 = 0",
+    "update NVTX_EVENTS set text = NULL, textId = 999999 where text = 'verify' and rowid % 3 = 0",
+])
+def test_ranges_that_lost_their_names_are_counted(tmp_path, sql):
+    # GIVEN some verify ranges with no text, or a text id the string table lacks
+    p = edited_copy(tmp_path, sql)
+    con = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
+    ((lost,),) = con.execute("select count(*) from NVTX_EVENTS where eventType = 59 and text is null").fetchall()
+    con.close()
+    assert lost > 0
+    # WHEN reported THEN a warning counts them (they can be no phase), exit 0
+    res = run_cli("report", "--json", "--no-cache", str(p))
+    assert res.returncode == 0, res.stderr
+    import json
+
+    assert any(f"{lost} NVTX range(s) have no name" in w for w in json.loads(res.stdout)["warnings"])
+
+
+def test_a_range_pushed_and_never_popped_mid_run_is_named(tmp_path):
+    # GIVEN cycle 1's verify range left open (a push without its pop): every later range of its
+    # thread lies inside it
+    p = edited_copy(tmp_path, "update NVTX_EVENTS set end = NULL where rowid = (select rowid from NVTX_EVENTS where text = 'verify' order by start limit 1 offset 1)")
+    con = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
+    ((start, later),) = con.execute("select o.start, (select count(*) from NVTX_EVENTS n where n.globalTid = o.globalTid and n.start > o.start "
+                                    "and n.eventType in (59, 60)) from NVTX_EVENTS o where o.end is null and o.eventType = 59").fetchall()
+    con.close()
+    # WHEN reported THEN a warning names it, when it opened and how many ranges it swallows, exit 0
+    res = run_cli("report", "--json", "--no-cache", str(p))
+    assert res.returncode == 0, res.stderr
+    import json
+
+    assert any(f"the range 'verify'" in w and f"opened at {start} ns" in w and f"{later} range(s) of its thread begin after it" in w
+               for w in json.loads(res.stdout)["warnings"])
+
+
+def test_a_phase_thread_that_holds_no_phase_is_said(tmp_path):
+    # GIVEN the README's trace, whose phases are all on one thread (nsys's NVTX table)
+    con = sqlite3.connect(f"file:{H200 / 'eagle_gpu_bound.sqlite'}?mode=ro", uri=True)
+    threads = [t for (t,) in con.execute("select distinct globalTid & 16777215 from NVTX_EVENTS where text = 'verify'")]
+    con.close()
+    # WHEN reported with --phase-thread naming a thread that is not that one
+    res = run_cli("report", "--json", "--no-cache", "--phase-thread", "99999999", str(H200 / "eagle_gpu_bound.sqlite"))
+    # THEN a warning says so and names the phases' thread, exit 0
+    assert res.returncode == 0, res.stderr
+    import json
+
+    assert any(f"--phase-thread 99999999: no phase range is on that thread (the phases are on thread(s) {threads[0]})" in w
+               for w in json.loads(res.stdout)["warnings"]) and len(threads) == 1
+
+
+def test_an_export_schema_of_another_major_version_is_warned_of(tmp_path):
+    # GIVEN the README's trace as if exported by a future nsys with schema 99.1
+    p = edited_copy(tmp_path, "update META_DATA_EXPORT set value = '99.1.0' where name = 'EXPORT_SCHEMA_VERSION'")
+    # WHEN reported THEN read (same numbers), with a warning naming the schema
+    import json
+
+    res, want = run_cli("report", "--json", "--no-cache", str(p)), run_cli("report", "--json", "--no-cache", str(H200 / "eagle_gpu_bound.sqlite"))
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert any("export schema 99.1.0" in w and "is not the 3.x tracerecon reads" in w for w in doc["warnings"])
+    assert [r["phases"] for r in doc["ranks"]] == [r["phases"] for r in json.loads(want.stdout)["ranks"]]

@@ -76,3 +76,21 @@ async def test_the_terminal_ui_shows_bracketed_phase_names_as_they_are(tmp_path,
             # THEN the per-phase columns are headed by the names as written
             assert f"{VERIFY} GPU" in [str(c.label) for c in table.columns.values()]
             assert table.row_count == 3
+
+
+def test_control_characters_in_names_reach_the_terminal_as_escapes(tmp_path):
+    # GIVEN ranges named with a newline and terminal escape sequences, none a known phase
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.range("loop\n\x1b[31mstep", b * U, (b + 300) * U)
+        t.range("dr\x1baft", b * U, (b + 100) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U), (b + 20) * U, (b + 90) * U, stream=7)
+    path = t.write(tmp_path / "t.sqlite")
+    # WHEN reported (the warning suggests them as phases)
+    res = run_cli("report", "--no-cache", str(path))
+    # THEN every line on stderr is one of tracerecon's, with no control character in it
+    lines = res.stderr.splitlines()
+    assert lines and all(ln.startswith("tracerecon: ") for ln in lines), lines
+    assert not any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in res.stderr.replace("\n", "")), res.stderr
+    assert "loop\\n\\x1b[31mstep" in res.stderr

@@ -66,6 +66,18 @@ def test_plot_writes_a_picture(tmp_path, args):
     assert svg.count("rank 1") >= (1 if "nccl" in args[0] else 0)
 
 
+def test_plot_of_a_rank_without_phases_says_so_on_the_picture(tmp_path):
+    # GIVEN the README's trace reported with a phase name it does not hold
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "p.svg"
+    # WHEN plotted
+    res = run_cli("plot", str(H200 / "eagle_gpu_bound.sqlite"), "--phase", "nothing_here", "-o", str(out))
+    # THEN the picture says it has no phases, and stderr holds only tracerecon's own lines
+    assert res.returncode == 0, res.stderr
+    assert "no phase ranges in this rank" in out.read_text()
+    assert all(ln.startswith("tracerecon: ") for ln in res.stderr.splitlines()), res.stderr
+
+
 def test_unwritable_outputs_are_one_line_and_exit_2(tmp_path):
     for args in (["plot", str(H200 / "eagle_gpu_bound.sqlite"), "-o", str(tmp_path / "no" / "x.png")],
                  ["export", "--format", "chrome-json", str(H200 / "eagle_gpu_bound.sqlite"), "-o", str(tmp_path / "no" / "x.json")],

@@ -10,7 +10,7 @@ pytest.importorskip("textual")
 
 from textual.widgets import DataTable, Static, TabbedContent  # noqa: E402
 
-from conftest import DEMO2, H200  # noqa: E402
+from conftest import DEMO2, H200, run_cli  # noqa: E402
 from tracerecon.analysis.config import PhaseConfig  # noqa: E402
 from tracerecon.analysis.summary import summarize_phases  # noqa: E402
 from tracerecon.api import load  # noqa: E402
@@ -341,3 +341,52 @@ async def test_s_sorts_the_overview_by_the_column_under_the_cursor():
         gpu = [float(str(table.get_row_at(i)[4])) for i in range(table.row_count)]
         assert gpu == sorted(gpu) or gpu == sorted(gpu, reverse=True)
         assert [str(table.get_row_at(i)[1]) for i in range(table.row_count)] != ["draft", "verify", "draft_re_extend"]  # not by rank any more
+
+
+def test_view_of_an_input_that_fails_to_load_exits_like_report(tmp_path):
+    # GIVEN a compressed export cut short (its header reads, its load fails) and a terminal (Textual
+    # draws on the terminal's stderr)
+    import lzma
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    bad = tmp_path / "cut.sqlite.xz"
+    bad.write_bytes(lzma.compress(Path(GPU_BOUND).read_bytes(), preset=0)[:200_000])
+    exe = str(Path(sys.executable).parent / "tracerecon")
+    master, slave = pty.openpty()
+    env = dict(os.environ, TERM="xterm-256color", TRACERECON_NO_CACHE="1")
+    proc = subprocess.Popen([exe, "view", str(bad)], stdin=slave, stdout=slave, stderr=slave, env=env)
+    os.close(slave)
+
+    def read_until(done, seconds: float) -> bytes:
+        got, deadline = b"", time.monotonic() + seconds
+        while not done(got) and time.monotonic() < deadline:
+            if select.select([master], [], [], 0.2)[0]:
+                try:
+                    got += os.read(master, 65536)
+                except OSError:  # the program ended and closed the terminal
+                    break
+        return got
+
+    try:
+        # WHEN viewed, and quit once the app says it cannot load
+        screen = read_until(lambda b: b"cannot load" in b, 60)
+        os.write(master, b"q")
+        proc.wait(timeout=30)
+        after = read_until(lambda b: False, 2)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    # THEN the error was on the screen, and the command ends as `report` does: exit 2, and the
+    # same one line last
+    report = run_cli("report", str(bad))
+    assert b"cannot load" in screen
+    assert proc.returncode == report.returncode == 2
+    last = (screen + after).decode(errors="replace").replace("\r", "").rstrip("\n").rsplit("\n", 1)[-1]
+    assert last.endswith(report.stderr.strip()), last[-300:]

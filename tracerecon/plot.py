@@ -46,7 +46,8 @@ def plot_runs(runs: list[tuple[str, Analysis]], out_file: str | os.PathLike) -> 
         ax_bar.set_xticks(list(x), names, rotation=15, ha="right")
         ax_bar.set_ylabel("median ms per cycle")
         ax_bar.set_title(f"{label} rank {r.rank}: CPU timer vs GPU time (hatch = verdict)", fontsize=10)
-        ax_bar.legend(fontsize=8)
+        if names:
+            ax_bar.legend(fontsize=8)
         ph = steady_phases(r.phases, r.cycles).to_pydict()
         cycles = sorted({c for c in ph["cycle"] if c is not None})
         bottom = {c: 0.0 for c in cycles}
@@ -61,7 +62,11 @@ def plot_runs(runs: list[tuple[str, Analysis]], out_file: str | os.PathLike) -> 
         ax_cyc.set_xlabel("cycle")
         ax_cyc.set_ylabel("GPU ms")
         ax_cyc.set_title(f"{label} rank {r.rank}: GPU time per cycle, by phase", fontsize=10)
-        ax_cyc.legend(fontsize=8, ncol=min(4, max(1, len(names))))
+        if names:
+            ax_cyc.legend(fontsize=8, ncol=min(4, len(names)))
+        else:  # (a legend of nothing is a warning from matplotlib)
+            for ax in (ax_bar, ax_cyc):
+                ax.text(0.5, 0.5, "no phase ranges in this rank (see the warnings)", ha="center", va="center", transform=ax.transAxes)
     fig.tight_layout()
     try:
         fig.savefig(out_file)

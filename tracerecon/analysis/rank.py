@@ -212,7 +212,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
     return RankWork(rank=rank, ranges=ranges, gpu_ops=gpu_ops, syncs=syncs, phase_inputs=inputs, cycle_rows=cycle_rows, skip_cycles=config.skip_cycles,
                     accepted_marks=tables.accepted_marks, provisional=build_phases(inputs),
                     notes=_past_cycle_notes(phases_past_their_cycle(nested, phase_rows, cycle_of, cycle_rows), labels) + _tiled_notes(tiled, own, b_end - b_start, labels)
-                    + _between_notes(ph_pid, ph_tid, cycle_of, b_start, b_end, labels))
+                    + _between_notes(ph_pid, ph_tid, cycle_of, b_start, b_end, labels) + _phase_thread_notes(config.phase_thread, ph_tid))
 
 
 def _awaited(clock: StreamClock, blocking: pa.Table, targets: WaitTargets, ops: pa.Table) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
@@ -260,6 +260,15 @@ def _tiled_notes(tiled: np.ndarray, own: np.ndarray, gpu: np.ndarray, labels: li
                    f"ran past its boundaries: it reads {np.median(gpu[mine]) / 1e6:.3f} ms (median) where events on its own stream would read "
                    f"{np.median(own[mine]) / 1e6:.3f} ms (streams that run at once and never join are tiled one after another)")
     return tuple(out)
+
+
+def _phase_thread_notes(mode, ph_tid: np.ndarray) -> tuple[str, ...]:
+    """A line where ``--phase-thread`` names a thread that holds none of the phases."""
+    if not isinstance(mode, int) or not len(ph_tid) or (ph_tid == mode).any():
+        return ()
+    held = sorted(set(ph_tid.tolist()))
+    return (f"--phase-thread {mode}: no phase range is on that thread (the phases are on thread(s) {', '.join(map(str, held[:8]))}"
+            f"{', ...' if len(held) > 8 else ''}); no work of other threads was attributed",)
 
 
 def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start: np.ndarray, b_end: np.ndarray, labels: list) -> tuple[str, ...]:

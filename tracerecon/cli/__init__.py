@@ -14,6 +14,7 @@ from typing import Sequence
 
 from tracerecon import __version__
 from tracerecon.cli import diff, export, plot, ranges, report, run, scrub, view
+from tracerecon.cli.common import one_line
 from tracerecon.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, TraceReconError
 from tracerecon.interrupts import WorkAbandoned, exit_now
 from tracerecon.own_process import prepare
@@ -79,7 +80,7 @@ def _run(args: argparse.Namespace, exit_when_interrupted: bool = False) -> int:
     try:
         return int(args.func(args) or 0)
     except TraceReconError as exc:
-        print(f"tracerecon: error: {exc}", file=sys.stderr)
+        print(f"tracerecon: error: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("tracerecon: interrupted", file=sys.stderr)

@@ -91,8 +91,18 @@ def config_from(args: argparse.Namespace, inputs: Sequence[str] | None = None) -
     return PhaseConfig(phases=phases, cycle_prefix=cycle, phase_thread=thread, skip_cycles=args.skip_cycles)
 
 
+# Control characters a trace's names may hold (a newline, an escape sequence) are written as
+# escapes: each message stays one line, and nothing in a trace drives the terminal.
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F]} | {0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
+
+
+def one_line(text: str) -> str:
+    """``text`` with its control characters written as escapes."""
+    return text.translate(_CONTROL)
+
+
 def say(msg: str) -> None:
-    print(f"tracerecon: {msg}", file=sys.stderr, flush=True)
+    print(f"tracerecon: {one_line(msg)}", file=sys.stderr, flush=True)
 
 
 def warn_all(warnings: Sequence[str]) -> None:

@@ -50,6 +50,9 @@ def main(args: argparse.Namespace) -> int:
                         report_loader=(lambda: cached) if cached is not None else None,
                         report_of=lambda analysis: api.report(traces, config, analysis=analysis))
     app.run()
+    if app.load_failure is not None:
+        # Shown in the app; said again as `report` says it (one line, its exit status).
+        raise app.load_failure
     if not app.load_ended.is_set():
         # Quit while loading: the load cannot be stopped (a started read cannot be cancelled)
         # and the interpreter would wait for it (16 s after `q` for a 1 GiB export, 2 cores).

@@ -195,6 +195,9 @@ def read_info(conn: sqlite3.Connection, path: str) -> ExportInfo:
     schema_version = meta.get("EXPORT_SCHEMA_VERSION")
     if schema_version is None:
         warnings.append(f"{path}: export metadata missing; schema detected from the tables present")
+    elif str(schema_version).split(".")[0] != str(KNOWN_SCHEMA_MAJOR):
+        warnings.append(f"{path}: export schema {schema_version} (nsys {meta.get('EXPORT_PRODUCT_VERSION') or '?'}) is not the {KNOWN_SCHEMA_MAJOR}.x "
+                        f"tracerecon reads (tested: {TESTED_SCHEMAS}); read by its tables' and columns' names, which may have changed meaning")
     return ExportInfo(
         path=str(path),
         nsys_version=nsys_version,
@@ -451,6 +454,29 @@ def read_nvtx(conn: sqlite3.Connection, info: ExportInfo, strings: StringTable) 
     return events
 
 
+# The export schemas of nsys 2022.4 to 2026.2 are all 3.x; the sample and public traces span these.
+KNOWN_SCHEMA_MAJOR = 3
+TESTED_SCHEMAS = "3.1.7 to 3.25.0"
+
+
+def _open_early(path, texts: pa.Array, gtid: np.ndarray, start: np.ndarray, idx: np.ndarray, closed: np.ndarray) -> list[str]:
+    """A line for the first never-closed range (of ``idx``) whose name a later range of its own
+    thread takes again: that one began while it was still open, so it was never popped (an
+    engine's missing ``range_pop``, which holds all that comes after it), where a capture that
+    ended inside a range leaves open only ranges nothing of their name follows."""
+    open_rows = idx[~closed]
+    thread, begins = gtid[idx], start[idx]
+    for r in open_rows[np.argsort(start[open_rows], kind="stable")].tolist():
+        after = idx[(thread == gtid[r]) & (begins > start[r])]
+        again = len(after) and bool(pc.any(pc.equal(texts.take(pa.array(after)), texts[r])).as_py())
+        later = len(after)
+        if again:
+            name = texts[r].as_py() or ""
+            return [f"{path}: the range {name!r} (thread {tid_of(np.array([gtid[r]]))[0]}) opened at {start[r]} ns is never closed, and "
+                    f"{later} range(s) of its thread begin after it, inside it: a push without its pop? Phases and cycles after it are read as parts of it"]
+    return []
+
+
 def parse_nvtx(rows: NvtxRows, info: ExportInfo, strings: StringTable) -> NvtxEvents:
     """The columns of ``fetch_nvtx_rows`` as ranges and marks (``NvtxEvents``): rows with no
     start or thread, ending before they start, lasting over a day, or written twice are dropped
@@ -511,8 +537,13 @@ def parse_nvtx(rows: NvtxRows, info: ExportInfo, strings: StringTable) -> NvtxEv
     # only same-thread ranges get GPU work (see analysis.projection).
     idx = np.flatnonzero(is_range)
     closed = end[idx] != NULL_SENTINEL
+    unnamed = texts.take(pa.array(idx)).null_count
+    if unnamed:
+        # Read as '', they match no phase: a phase that lost its name would vanish unsaid.
+        warnings.append(f"{info.path}: {unnamed} NVTX range(s) have no name (no text, or a text id the string table lacks); they can be no phase")
     if (~closed).any():
         warnings.append(f"{info.path}: {int((~closed).sum())} NVTX range(s) never closed; they run to the trace end")
+        warnings.extend(_open_early(info.path, texts, gtid, start, idx, closed))
     style = np.where(np.isin(etype[idx], [NVTX_PUSH_POP, NVTXT_PUSH_POP]), "push_pop", "start_end")
     cross_thread = (end_gtid[idx] != NULL_SENTINEL) & (end_gtid[idx] != gtid[idx])
     style = np.where(cross_thread, "start_end_cross_thread", style)

@@ -168,6 +168,8 @@ class TraceReconApp(App):
         self.first_screen_shown = threading.Event()
         self.load_ended = threading.Event()  # the load (``load``) returned or failed
         self.load_error: str | None = None
+        # What failed to load (run A, else run B), for the command line once the app ends.
+        self.load_failure: Exception | None = None
         self.diff_error: str | None = None
         self.diff_loader = diff_loader
         self.diff_result: dict | None = None
@@ -250,7 +252,8 @@ class TraceReconApp(App):
                 from tracerecon.present import build_report
 
                 self.post_message(ReportReady((self.report_of or build_report)(analysis)))
-        except Exception as exc:  # shown in the app; the CLI turns startup errors into one line
+        except Exception as exc:  # shown in the app; the CLI says it again when the app ends (load_failure)
+            self.load_failure = exc
             self.post_message(LoadFailed(str(exc)))
             return
         if self.diff_loader is not None:
@@ -260,6 +263,7 @@ class TraceReconApp(App):
                 self.diff_result = compare(analysis, self.diff_loader())
             except Exception as exc:  # run B failing leaves run A to browse
                 self.diff_error = str(exc)
+                self.load_failure = exc
         self.post_message(Loaded(analysis))
 
     @on(LoadFailed)
