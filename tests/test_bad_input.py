@@ -408,7 +408,7 @@ def test_a_range_pushed_and_never_popped_mid_run_is_named(tmp_path):
     assert res.returncode == 0, res.stderr
     import json
 
-    assert any(f"the range 'verify'" in w and f"opened at {start} ns" in w and f"{later} range(s) of its thread begin after it" in w
+    assert any("the range 'verify'" in w and f"opened at {start} ns" in w and f"{later} range(s) of its thread begin after it" in w
                for w in json.loads(res.stdout)["warnings"])
 
 
