@@ -84,8 +84,19 @@ def parse_nvtx(rows: list[tuple], info: ExportInfo, strings: StringTable) -> Nvt
     # only same-thread ranges get GPU work (see analysis.projection).
     idx = np.nonzero(is_range)[0]
     closed = end[idx] != NULL_SENTINEL
+    unnamed = sum(1 for i in idx if texts[i] is None)
+    if unnamed:
+        warnings.append(f"{info.path}: {unnamed} NVTX range(s) have no name (no text, or a text id the string table lacks); they can be no phase")
     if (~closed).any():
         warnings.append(f"{info.path}: {int((~closed).sum())} NVTX range(s) never closed; they run to the trace end")
+        # The first open range (in start order) whose name a later range of its thread takes again.
+        for k in sorted((int(i) for i, c in zip(idx, closed) if not c), key=lambda i: start[i]):
+            after = [int(j) for j in idx if gtid[j] == gtid[k] and start[j] > start[k]]
+            if texts[k] is not None and any(texts[j] == texts[k] for j in after):
+                warnings.append(f"{info.path}: the range {texts[k]!r} (thread {int(tid_of(np.array([gtid[k]]))[0])}) opened at {int(start[k])} ns is never "
+                                f"closed, and {len(after)} range(s) of its thread begin after it, inside it: a push without its pop? Phases and cycles after "
+                                "it are read as parts of it")
+                break
     style = np.where(np.isin(etype[idx], [NVTX_PUSH_POP, NVTXT_PUSH_POP]), "push_pop", "start_end")
     cross_thread = (end_gtid[idx] != NULL_SENTINEL) & (end_gtid[idx] != gtid[idx])
     style = np.where(cross_thread, "start_end_cross_thread", style)
