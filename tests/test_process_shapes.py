@@ -437,3 +437,27 @@ def test_the_innermost_in_time_of_a_phase_ended_elsewhere_and_a_push_pop_range_h
     phases = {p["phase_id"]: p["phase"] for p in rank.phases.to_pylist()}
     assert [(names[o["range_id"]], phases[o["phase_id"]]) for o in rank.gpu_ops.to_pylist()] == [("sample", "verify")] * 3
     assert [(names[s["range_id"]], phases[s["phase_id"]]) for s in rank.syncs.to_pylist()] == [("verify", "verify")] * 3
+
+
+def test_a_one_off_launch_on_the_phases_thread_does_not_stop_the_workers_attribution(tmp_path):
+    # GIVEN phases on a scheduler thread (1): draft (b..b+200) and verify (b+200..b+400), b = 2000c
+    # us; a drafter thread (3) launches draft's kernel on stream 9 (b+20..b+120), a worker thread
+    # (2) verify's on stream 7 (b+220..b+1020); in cycle 0 only, thread 1 itself launches a 5 us
+    # kernel inside verify (a warm-up path), on 7 after the worker's (b+1020..b+1025)
+    t = FakeTrace()
+    for c in range(4):
+        b = c * 2000
+        t.range(f"cycle {c}", b * U, (b + 400) * U, tid=1)
+        t.range("draft", b * U, (b + 200) * U, tid=1)
+        t.range("verify", (b + 200) * U, (b + 400) * U, tid=1)
+        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U, tid=3), (b + 20) * U, (b + 120) * U, stream=9)
+        t.kernel(t.call("cudaLaunchKernel", (b + 210) * U, (b + 212) * U, tid=2), (b + 220) * U, (b + 1020) * U, stream=7)
+        if c == 0:
+            t.kernel(t.call("cudaLaunchKernel", (b + 300) * U, (b + 302) * U, tid=1), (b + 1020) * U, (b + 1025) * U, stream=7)
+    # WHEN analysed (every cycle counted)
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(skip_cycles=0)).ranks
+    # THEN verify takes the worker's kernel in every cycle (it launched nothing itself in 3 of 4):
+    # read on 7, it ends when that kernel is done (b+1020; b+1025 in cycle 0), draft on 9 ends at
+    # verify's start (b+200)
+    got = [(p["cycle"], p["phase"], p["gpu_ns"] // U, p["stream_id"], p["attribution"]) for p in rank.phases.to_pylist()]
+    assert got == [(c, n, v, s, "cross_thread") for c in range(4) for n, v, s in (("draft", 200, 9), ("verify", 825 if c == 0 else 820, 7))]

@@ -600,3 +600,22 @@ def test_a_wait_for_a_stream_that_never_runs_anything_keeps_the_phase_on_its_own
     # THEN events on 9 read schedule b..b+100 = 100 us and forward b+100..done(9, b+200) = b+612:
     # 512 us
     assert per_cycle(rank) == [(c, n, v, 9) for c in range(3) for n, v in (("schedule", 100), ("forward", 512))]
+
+
+def test_a_side_stream_joined_back_in_a_later_phase_that_launches_nothing_is_read_on_the_caller(tmp_path):
+    # GIVEN cycles (b = 1000c us) whose draft (CPU b..b+100) runs a kernel on 7 (b+10..b+30),
+    # forks side stream 9 off 7 at b+40 and runs 400 us there (b+45..b+445); verify (CPU
+    # b+100..b+200) launches nothing: it only makes 7 wait for 9 (record on 9 at b+150)
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 100) * U, (b + 200) * U)
+        launch(t, b + 10, (b + 10, b + 30))
+        fork_join(t, 1, c + 1, b + 40, side=9)
+        launch(t, b + 45, (b + 45, b + 445), stream=9)
+        fork_join(t, 2, c + 1, b + 150, side=7, caller=9)
+    # WHEN analysed
+    rank = one_rank(t, tmp_path)
+    # THEN both are read on 7, where a phase that made 7 wait records its events: draft ends at
+    # its CPU end (7 is done at b+30), verify when 7's wait for 9 is over (b+445): 100 and 345 us
+    assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("draft", 100), ("verify", 345))]

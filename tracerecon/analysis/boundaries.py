@@ -592,7 +592,8 @@ def _in_a_later_phase_on(t: np.ndarray, ph: np.ndarray, stream_row: int, row: np
     """Per instant ``t[i]`` (a join made after phase ``ph[i]`` ended): it falls in a later phase
     (started after ``ph[i]``) of the same cycle and thread, one of the thread's last few started
     by then that still runs, that is read on ``stream_row`` (``row``: each phase's stream as read
-    so far)."""
+    so far), or launched nothing: a phase whose only GPU call makes ``stream_row`` wait (the
+    join) records its events there."""
     want = f.thread[ph] * f.span + np.clip(t - f.base, -1, f.span - 1)
     last = np.searchsorted(f.thread_starts, want, side="right") - 1
     # The thread's phases started by then, latest first: any of the last few that still runs,
@@ -603,7 +604,7 @@ def _in_a_later_phase_on(t: np.ndarray, ph: np.ndarray, stream_row: int, row: np
         k = last - back
         h = f.by_thread[np.maximum(k, 0)]
         found |= ((k >= 0) & (f.thread[h] == f.thread[ph]) & (f.cpu_end[h] > t) & (f.cpu_start[h] > f.cpu_start[ph])
-                  & (f.cycle[ph] >= 0) & (f.cycle[h] == f.cycle[ph]) & (row[h] == stream_row))
+                  & (f.cycle[ph] >= 0) & (f.cycle[h] == f.cycle[ph]) & ((row[h] == stream_row) | (row[h] < 0)))
     return found
 
 
