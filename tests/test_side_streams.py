@@ -619,3 +619,26 @@ def test_a_side_stream_joined_back_in_a_later_phase_that_launches_nothing_is_rea
     # THEN both are read on 7, where a phase that made 7 wait records its events: draft ends at
     # its CPU end (7 is done at b+30), verify when 7's wait for 9 is over (b+445): 100 and 345 us
     assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("draft", 100), ("verify", 345))]
+
+
+def test_a_graph_whose_capture_forked_ends_on_its_launch_stream_when_its_branch_does(tmp_path):
+    # GIVEN node-mode CUDA-graph replays (every node kernel shares the cudaGraphLaunch call's
+    # correlation id) in verify (CPU b..b+50, b = 1000c us): nodes on the launch stream 7
+    # (b+20..b+130, b+130..b+170) and a branch the capture forked, on the graph's stream 142
+    # (b+130..b+260); sample (b+50..b+300) synchronizes stream 7 (b+60..b+262)
+    t = FakeTrace(capture={"CUDA_GRAPH_TRACE_OPTIONS:MODE": "Node"})
+    for c in range(3):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 50) * U, (b + 300) * U, names=("verify", "sample"))
+        g = t.call("cudaGraphLaunch_v10000", (b + 10) * U, (b + 20) * U)
+        t.kernel(g, (b + 20) * U, (b + 130) * U, stream=7, node=1, name="attn")
+        t.kernel(g, (b + 130) * U, (b + 170) * U, stream=7, node=2, name="mlp")
+        t.kernel(g, (b + 130) * U, (b + 260) * U, stream=142, node=3, name="shared_expert")
+        corr = t.call("cudaStreamSynchronize_v3020", (b + 60) * U, (b + 262) * U)
+        t.sync_record(corr, (b + 60) * U, (b + 262) * U, stream=7)
+    # WHEN analysed
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("verify", "sample"))).ranks
+    # THEN an event on 7 after the launch completes with the whole graph (b+260): verify 260 us,
+    # sample 40; the synchronize waited for the graph's work from b+60 to b+260: 200 us, verify's
+    assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("verify", 260), ("sample", 40))]
+    assert [(s["waited_gpu_ns"] // U, s["waited_for_phase"]) for s in rank.syncs.to_pylist()] == [(200, "verify")] * 3

@@ -42,10 +42,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracerecon.analysis.columns import computes, thread_keys
+from tracerecon.analysis.columns import computes, is_graph_launch, thread_keys
 from tracerecon.analysis.intervals import explode_slices
 from tracerecon.analysis.nccl import comm_mask
-from tracerecon.analysis.projection import I64_MAX, I64_MIN, int64s, match_correlation, string_mask
+from tracerecon.analysis.projection import I64_MAX, I64_MIN, equals, int64s, match_correlation, string_mask
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,17 @@ class StreamClock:
         want = _pack(pid, device, stream)
         pos = np.minimum(np.searchsorted(self.keys, want), len(self.keys) - 1)
         hit = (self.keys[pos] == want) & (np.asarray(stream) >= 0)
+        out[hit] = pos[hit]
+        return out
+
+    def row_of_key(self, packed: np.ndarray) -> np.ndarray:
+        """Row of ``keys`` for each packed (pid, device, stream) key; -1 where it is none."""
+        packed = np.asarray(packed, dtype=np.int64)
+        out = np.full(len(packed), -1, dtype=np.int64)
+        if len(self.keys) == 0 or len(packed) == 0:
+            return out
+        pos = np.minimum(np.searchsorted(self.keys, packed), len(self.keys) - 1)
+        hit = self.keys[pos] == packed
         out[hit] = pos[hit]
         return out
 
@@ -141,6 +152,12 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
 
     op_key = _pack(o_pid[placed], o_dev[placed], o_str[placed])
     work_keys = np.unique(op_key)
+    # A graph launch's nodes that ran on the graph's own streams (a capture that forked) count
+    # on its launch stream too: work queued there after the launch waits for the whole graph.
+    launch_key = launch_stream_keys(ops)[placed] if ops.num_rows else np.zeros(0, np.int64)
+    branch = np.flatnonzero(launch_key != op_key)
+    g_key, g_launch, g_end = launch_key[branch], o_launch[placed][branch], o_end[placed][branch]
+    op_key_all = np.concatenate([op_key, g_key])
     rec["dev"] = on_working_device(work_keys, rec["pid"], rec["dev"], rec["stream"])
     w["dev"] = on_working_device(work_keys, w["pid"], w["dev"], w["stream"])
     keys = np.unique(np.concatenate([op_key, _pack(rec["pid"], rec["dev"], rec["stream"]), _pack(w["pid"], w["dev"], w["stream"])]))
@@ -152,8 +169,8 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
         return np.searchsorted(keys, _pack(pid, dev, stream))
 
     op_launch, op_done = [], []
-    oi = np.searchsorted(keys, op_key) if n and len(op_key) else np.zeros(len(op_key), dtype=np.int64)
-    ol, oe = o_launch[placed], o_end[placed]
+    oi = np.searchsorted(keys, op_key_all) if n and len(op_key_all) else np.zeros(len(op_key_all), dtype=np.int64)
+    ol, oe = np.concatenate([o_launch[placed], g_launch]), np.concatenate([o_end[placed], g_end])
     order = np.lexsort((ol, oi))
     oi, ol, oe = oi[order], ol[order], oe[order]
     cuts = np.searchsorted(oi, np.arange(n + 1))
@@ -208,6 +225,41 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
         join_record_cpu=rec_t,
         records=records,
     )
+
+
+def launch_stream_keys(ops: pa.Table) -> np.ndarray:
+    """Per op, the packed (pid, device, stream) key of the stream it counts on in the stream
+    clock: its own, but for the nodes of a node-mode CUDA-graph launch (every node kernel shares
+    its launch call's correlation id) that ran on another stream than their launch: the launch's.
+    A capture that forked runs its branches on streams of the graph's own (a real H200 trace: 8
+    nodes on the launch stream, 1 on stream 142), and work queued on the launch stream after the
+    launch waits for the whole graph. A launch's stream is the one that ran most of its nodes
+    (ties: the one whose node started first): the capture's origin stream, where it was launched."""
+    key = _pack(int64s(ops["pid"]), int64s(ops["device_id"], -1), int64s(ops["stream_id"], -1)) if ops.num_rows else np.zeros(0, np.int64)
+    if ops.num_rows == 0:
+        return key
+    node = is_graph_launch(ops) & ~equals(ops["kind"], "graph")
+    if not node.any():
+        return key
+    sel = np.flatnonzero(node)
+    launch_id = (int64s(ops["pid"])[sel] << 40) ^ int64s(ops["correlation_id"], -1)[sel]
+    ids, which = np.unique(launch_id, return_inverse=True)
+    which = which.ravel()
+    streams, s_of = np.unique(key[sel], return_inverse=True)
+    s_of = s_of.ravel()
+    if len(streams) == 1:
+        return key
+    # Per launch: nodes per stream, and the first start per stream (for ties).
+    cell = which * len(streams) + s_of
+    count = np.bincount(cell, minlength=len(ids) * len(streams)).reshape(len(ids), len(streams))
+    first = np.full(len(ids) * len(streams), I64_MAX, dtype=np.int64)
+    np.minimum.at(first, cell, int64s(ops["start_ns"])[sel])
+    first = first.reshape(len(ids), len(streams))
+    top = count == count.max(axis=1, keepdims=True)
+    best = np.argmin(np.where(top, first, I64_MAX), axis=1)
+    out = key.copy()
+    out[sel] = streams[best[which]]
+    return out
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ from tracerecon.cores import usable_cores
 from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases, stream_deciding_ops
 from tracerecon.analysis.columns import computes, is_graph_launch
 from tracerecon.analysis.boundaries import (StreamClock, WaitTargets, awaited_work, busiest_streams, caller_streams, launch_instants, narrowed_by_phase,
-                                            phase_boundaries, phase_streams, stream_clock, tiled_off_their_stream, timelines, wait_targets)
+                                            launch_stream_keys, phase_boundaries, phase_streams, stream_clock, tiled_off_their_stream, timelines,
+                                            wait_targets)
 from tracerecon.analysis.nccl import phase_comm_split
 from tracerecon.analysis.config import PhaseConfig
 from tracerecon.analysis.phases import (PhaseInputs, build_cycles, build_phases, cycles_by_time, cycles_per_thread, phases_past_their_cycle,
@@ -225,13 +226,18 @@ def _awaited(clock: StreamClock, blocking: pa.Table, targets: WaitTargets, ops: 
     if work is None or ops.num_rows == 0:
         return None
     known, bounds = work
+    launch_key = launch_stream_keys(ops)  # a graph's branch nodes count on its launch stream too
 
     def waited_for(op: np.ndarray, call: np.ndarray) -> np.ndarray:
         sub = ops.take(pa.array(op))
         row = clock.stream_index(int64s(sub["pid"]), int64s(sub["device_id"], -1), int64s(sub["stream_id"], -1))
         launch = np.where(int64s(sub["launch_end_ns"], -1) < 0, I64_MIN, launch_instants(sub))
         bound = bounds[call, np.maximum(row, 0)]
-        return ~known[call] | (row < 0) | ((bound != I64_MIN) & (launch <= bound))
+        on_own = (bound != I64_MIN) & (launch <= bound)
+        l_row = clock.row_of_key(launch_key[op])
+        l_bound = bounds[call, np.maximum(l_row, 0)]
+        on_launch = (l_row >= 0) & (l_row != row) & (l_bound != I64_MIN) & (launch <= l_bound)
+        return ~known[call] | (row < 0) | on_own | on_launch
 
     return waited_for
 
