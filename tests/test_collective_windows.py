@@ -57,6 +57,25 @@ def test_a_rank_whose_trace_began_two_collectives_later_is_matched_by_end_time(t
     assert any(f"rank 1 holds 4 {AR} kernels, rank 0 6" in w and "its first is rank 0's #3" in w for w in a.warnings)
 
 
+def test_a_collective_record_dropped_mid_run_leaves_the_others_matched(tmp_path):
+    # GIVEN one machine's clock, rank 0 with ten all-reduces (100k+10 .. 100k+60 us) and rank 1
+    # with the same, arriving 30 us later (100k+40 .. 100k+60), but for k = 5: its record was
+    # dropped (CUPTI's buffers overflowed)
+    r0 = rank_file(tmp_path, 0, [(100 * k + 10, 100 * k + 60) for k in range(10)])
+    r1 = rank_file(tmp_path, 1, [(100 * k + 40, 100 * k + 60) for k in range(10) if k != 5])
+    # WHEN analysed
+    a = analyze([r0, r1])
+    # THEN the other nine are matched each with the kernel that ends with it: 30 us skew, rank 1
+    # last, rank 0 waiting 30 us; rank 0's k = 5 matches nothing (no wait)
+    rows = a.cross.collectives.to_pylist()
+    assert [(r["rank"], r["start_ns"] // U, r["skew_ns"] // U, r["last_rank"], r["wait_ns"] // U) for r in rows] == [
+        (rank, 100 * k + (10 if rank == 0 else 40), 30, 1, 30 if rank == 0 else 0) for k in range(10) if k != 5 for rank in (0, 1)]
+    assert [(c.n_collectives, c.wait_ns // U) for c in a.cross.comm] == [(10, 270), (9, 0)]
+    # and it is said
+    assert any(f"rank 1 holds 9 {AR} kernels, rank 0 10: matched each to the one of rank 0's that ends with it" in w
+               and "1 of rank 0's and 0 of rank 1's have no partner" in w for w in a.warnings)
+
+
 def test_a_first_rank_whose_trace_began_later_is_matched_by_end_time(tmp_path):
     # GIVEN the other way round: rank 0's trace began one collective later than rank 1's
     r0 = rank_file(tmp_path, 0, [(100 * k + 40, 100 * k + 60) for k in range(1, 4)])

@@ -276,7 +276,8 @@ def _match_ordinals(views: list[RankView], comm: list[dict[str, np.ndarray]], na
     kernels of each name are matched by end time (a collective's kernels end together on every
     rank): renumbered by the most common distance, in kernels, from each one's end to the
     nearest end of the first rank's, when that shift fits their ends at least 4x better than
-    none. Each renumbering is a warning, and so is a rank whose ends fit neither. Sends and
+    none; where no one shift fits (a record dropped mid-run), each kernel is paired with the one
+    that ends with it (``_paired_by_end``). Each renumbering is a warning, and so is a rank whose ends fit neither. Sends and
     receives keep the order (their ends differ by the transfer). Elsewhere (other
     machines, no session times) a later start cannot be told from a clock offset: the order is
     kept, with a warning where the counts differ. Kernels that fall before the first rank's
@@ -310,6 +311,16 @@ def _match_ordinals(views: list[RankView], comm: list[dict[str, np.ndarray]], na
                 continue
             e_ref = ref["end"][theirs][np.argsort(ref_nth[theirs])]
             by_nth = mine[np.argsort(nth[mine])]
+            paired, within = _paired_by_end(e_ref, c["end"][by_nth] + base[0])
+            if paired is not None:
+                # A kernel missing here or there mid-run (CUPTI drops records when its buffers
+                # overflow): no one renumbering fits the whole run, each is paired by its end.
+                new_nth[by_nth] = paired
+                lone = int((paired < 0).sum())
+                warnings.append(f"{label}: matched each to the one of rank {views[0].rank}'s that ends with it (within "
+                                f"{within / 1000:g} us); {len(theirs) - (len(mine) - lone)} of rank {views[0].rank}'s and {lone} of "
+                                f"rank {v.rank}'s have no partner (a record dropped from a trace?)")
+                continue
             shift = _ordinal_shift(e_ref, c["end"][by_nth] + base[0])
             if shift is None:
                 warnings.append(f"{label}: matched in order (the k-th with the k-th); their ends fit no numbering clearly better")
@@ -324,6 +335,31 @@ def _match_ordinals(views: list[RankView], comm: list[dict[str, np.ndarray]], na
         key = np.where(new_nth >= 0, code << 40 | np.maximum(new_nth, 0), -1 - np.arange(len(nth)))
         out.append(dict(c, key=key))
     return out, warnings
+
+
+def _paired_by_end(e_ref: np.ndarray, e_me: np.ndarray) -> tuple[np.ndarray | None, int]:
+    """Where no single renumbering fits: per kernel of a rank (ends ``e_me``, on the first rank's
+    clock, in order), the position of the first rank's kernel (ends ``e_ref``, in order) that
+    ends with it, -1 where none does. Ending with it: within ``ONE_COLLECTIVE_END_SPREAD_NS``
+    and a tenth of the first rank's median spacing (so that the kernels of another communicator,
+    which fall anywhere between, rarely pass). Only when most of its kernels have such a
+    partner, the pairs keep the order (each of the first rank's taken once) and their distance
+    in kernels changes a few times (a record dropped here or there), not never (that is
+    ``_ordinal_shift``'s case) nor often (chance); else None. With the distance taken as ending
+    together."""
+    if len(e_ref) < 2 or len(e_me) < 2:
+        return None, 0
+    at = np.clip(np.searchsorted(e_ref, e_me), 1, len(e_ref) - 1)
+    at = np.where(np.abs(e_ref[at - 1] - e_me) <= np.abs(e_ref[at] - e_me), at - 1, at)
+    within = min(ONE_COLLECTIVE_END_SPREAD_NS, int(np.median(np.diff(e_ref))) // 10)
+    close = np.abs(e_ref[at] - e_me) <= within
+    if 2 * close.sum() <= len(e_me):
+        return None, within
+    pos = at[close]
+    steps = int((np.diff(pos - np.flatnonzero(close)) != 0).sum())
+    if (np.diff(pos) <= 0).any() or steps == 0 or steps > max(2, len(e_me) // 20):
+        return None, within
+    return np.where(close, at, -1), within
 
 
 def _ordinal_shift(e_ref: np.ndarray, e_me: np.ndarray) -> int | None:
