@@ -89,8 +89,9 @@ def parse_nvtx(rows: list[tuple], info: ExportInfo, strings: StringTable) -> Nvt
         warnings.append(f"{info.path}: {unnamed} NVTX range(s) have no name (no text, or a text id the string table lacks); they can be no phase")
     if (~closed).any():
         warnings.append(f"{info.path}: {int((~closed).sum())} NVTX range(s) never closed; they run to the trace end")
-        # The first open range (in start order) whose name a later range of its thread takes again.
-        for k in sorted((int(i) for i, c in zip(idx, closed) if not c), key=lambda i: start[i]):
+        # The first open push/pop range (in start order) whose name a later range of its thread takes again.
+        push_pop = set(int(i) for i in idx if etype[i] in (NVTX_PUSH_POP, NVTXT_PUSH_POP))
+        for k in sorted((int(i) for i, c in zip(idx, closed) if not c and int(i) in push_pop), key=lambda i: start[i]):
             after = [int(j) for j in idx if gtid[j] == gtid[k] and start[j] > start[k]]
             if texts[k] is not None and any(texts[j] == texts[k] for j in after):
                 warnings.append(f"{info.path}: the range {texts[k]!r} (thread {int(tid_of(np.array([gtid[k]]))[0])}) opened at {int(start[k])} ns is never "

@@ -438,3 +438,18 @@ def test_an_export_schema_of_another_major_version_is_warned_of(tmp_path):
     doc = json.loads(res.stdout)
     assert any("export schema 99.1.0" in w and "is not the 3.x tracerecon reads" in w for w in doc["warnings"])
     assert [r["phases"] for r in doc["ranks"]] == [r["phases"] for r in json.loads(want.stdout)["ranks"]]
+
+
+def test_a_run_directory_whose_listed_exports_are_all_gone_says_what_it_reads_instead(tmp_path):
+    # GIVEN a run directory whose run.json lists rank0 and rank1, both gone, and a stray export
+    run = tmp_path / "run"
+    shutil.copytree(DEMO2 / "nccl_gpu_bound", run)
+    shutil.move(run / "rank0.sqlite", run / "old_attempt.sqlite")
+    (run / "rank1.sqlite").unlink()
+    # WHEN reported THEN the stray export is read, and a warning says the listed ones are gone
+    res = run_cli("report", "--json", "--no-cache", str(run))
+    assert res.returncode == 0, res.stderr
+    import json
+
+    warnings = json.loads(res.stdout)["warnings"]
+    assert any("lists 2 exports, 2 of them not there (rank0.sqlite, rank1.sqlite): the report reads the other exports" in w for w in warnings), warnings

@@ -50,7 +50,7 @@ def test_work_queued_between_two_phases_is_in_neither(tmp_path):
     # AND verify is said to have queued behind it, and the report says what is in no phase
     assert {p["cause"] for p in a.ranks[0].phases.to_pylist() if p["phase"] == "verify"} == {"queued_behind"}
     (note,) = [w for w in a.warnings if "between" in w]
-    assert "between 'draft' and 'verify' is in neither phase" in note and "in 3 of 3 cycles, 0.500 ms (median)" in note
+    assert "between 'draft' and 'verify': the GPU time between the two is in neither phase" in note and "in 3 of 3 cycles, 0.500 ms (median)" in note
 
 
 def test_phases_with_nothing_queued_between_them_still_tile_their_cycle(tmp_path):
@@ -65,3 +65,25 @@ def test_phases_with_nothing_queued_between_them_still_tile_their_cycle(tmp_path
         assert gpu_us(a) == [("draft", 200), ("verify", 100)] * 3
         assert all(c["adds_up"] and c["phases_gpu_ns"] == c["gpu_ns"] for c in a.ranks[0].cycles.to_pylist())
         assert not [w for w in a.warnings if "between" in w]
+
+
+def test_a_stream_made_to_wait_between_two_phases_counts_as_work_between(tmp_path):
+    # GIVEN the cycles above with the work between on stream 9 (b+120..b+600) and stream 7 made
+    # to wait for it between the phases (record on 9 at b+130, 7 waits at b+140): an input copy
+    # on a copy stream, outside the marked scopes
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.range(f"cycle {c}", b * U, (b + 300) * U)
+        t.range("draft", b * U, (b + 100) * U)
+        t.range("verify", (b + 200) * U, (b + 300) * U)
+        kernel(t, b + 10, (b + 20, b + 90))
+        kernel(t, b + 110, (b + 120, b + 600), stream=9)
+        t.event_record(event=1, record=c + 1, start=(b + 130) * U, end=(b + 131) * U, stream=9)
+        t.stream_wait(event=1, record=c + 1, start=(b + 140) * U, end=(b + 141) * U, stream=7)
+        kernel(t, b + 210, (b + 600, b + 700))
+    a = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify")))
+    # THEN as with the work on 7 itself: draft 100 us (its CPU end; 7 is done at b+90), verify
+    # 100 us (b+600..b+700), the 500 us between in neither, and said
+    assert gpu_us(a) == [("draft", 100), ("verify", 100)] * 3
+    assert any("between 'draft' and 'verify'" in w and "0.500 ms (median)" in w for w in a.warnings)

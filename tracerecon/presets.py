@@ -230,9 +230,11 @@ VLLM = Preset(
     env=(("VLLM_NVTX_SCOPES_FOR_PROFILING", "1"),),
     phases=(
         "draft", "verify", "draft_extend",
-        # Model Runner V1's own scopes (the V2 runner has none).
+        # Model Runner V1's own scopes (the V2 runner has none). Its rejection sampling is a scope
+        # of its own between forward and draft: a phase, or its GPU time would be in none.
         "draft=gpu_model_runner: draft",
         "verify=gpu_model_runner: forward",
+        "sample=gpu_model_runner: sample",
     ),
     sets=(
         NameSet("mrv2+v1", _VLLM_V2_CYCLE + _VLLM_V2_HOOKS + _VLLM_V1_WRAPS, _VLLM_V2_OPTIONAL + _VLLM_V1_OPTIONAL,
@@ -243,7 +245,7 @@ VLLM = Preset(
         NameSet("v1", _VLLM_V1_WRAPS, _VLLM_V1_OPTIONAL, _VLLM_V1_CHECKED, "Model Runner V1 only"),
     ),
     floor="0.12.0",  # execute_model / sample_tokens split (PR #26866, 2025-10); approximate
-    notes="V1: draft and verify from vLLM's own NVTX scopes, no draft_extend (the drafter's first forward is inside "
+    notes="V1: draft, verify (the target forward) and sample (rejection sampling) from vLLM's own NVTX scopes, no draft_extend (the drafter's first forward is inside "
           "'gpu_model_runner: draft'); V2: all phases wrapped; EAGLE speculators only (EagleSpeculator)",
 )
 

@@ -142,9 +142,11 @@ def listed_but_missing(paths: Sequence[str | Path]) -> list[str]:
             continue
         listed = _listed(p)
         missing = [f.name.removesuffix(XZ_SUFFIX) for f in listed if not f.is_file()]
-        if missing and len(missing) < len(listed):
+        if missing:
+            read = (f"the report has {len(listed) - len(missing)} of its ranks" if len(missing) < len(listed)
+                    else "the report reads the other exports the folder holds instead")
             out.append(f"{p}: {RUN_JSON} lists {len(listed)} exports, {len(missing)} of them not there ({', '.join(missing[:4])}"
-                       f"{', ...' if len(missing) > 4 else ''}): the report has {len(listed) - len(missing)} of its ranks")
+                       f"{', ...' if len(missing) > 4 else ''}): {read}")
     return out
 
 

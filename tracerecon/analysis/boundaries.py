@@ -94,13 +94,14 @@ class StreamClock:
 
     def queued_between(self, stream: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """For each (stream row, CPU instants ``lo`` < ``hi``): whether an op was put on the
-        stream after ``lo`` and before ``hi``. ``stream`` -1 gives False."""
+        stream after ``lo`` and before ``hi``, or the stream was made to wait for another's work
+        then (an event wait). ``stream`` -1 gives False."""
         stream = np.asarray(stream, dtype=np.int64)
         out = np.zeros(len(stream), dtype=bool)
         for s in np.unique(stream[stream >= 0]).tolist():
             sel = np.flatnonzero((stream == s) & (np.asarray(lo) < np.asarray(hi)))
-            launch = self.op_launch[s]
-            out[sel] = np.searchsorted(launch, hi[sel], side="left") > np.searchsorted(launch, lo[sel], side="right")
+            for times in (self.op_launch[s], self.wait_time[s]):
+                out[sel] |= np.searchsorted(times, hi[sel], side="left") > np.searchsorted(times, lo[sel], side="right")
         return out
 
     def done(self, stream: np.ndarray, t: np.ndarray) -> np.ndarray:

@@ -278,10 +278,10 @@ def _phase_thread_notes(mode, ph_tid: np.ndarray) -> tuple[str, ...]:
 
 
 def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start: np.ndarray, b_end: np.ndarray, labels: list) -> tuple[str, ...]:
-    """One line per pair of phase names between which GPU work in no phase ran
-    (``boundaries.phase_boundaries``: queued between the two, it is in neither): in how many
-    cycles, and how long (median of those cycles)."""
-    gaps: dict[tuple[str, str], list[int]] = {}
+    """One line per pair of phase names with GPU time between them that neither holds
+    (``boundaries.phase_boundaries``: work was queued between the two): in how many cycles, and
+    how long in those (median of each cycle's total)."""
+    per_cycle: dict[tuple[str, str], dict[int, int]] = {}
     line = timelines(pid, cycle, tid)
     for ln in np.unique(line).tolist():
         seq = np.flatnonzero(line == ln)
@@ -289,11 +289,12 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
         gap = b_start[b] - b_end[a]
         found = (cycle[a] == cycle[b]) & (cycle[a] >= 0) & (b_end[a] != I64_MIN) & (b_start[b] != I64_MIN) & (gap > 0)
         for i, j, g in zip(a[found].tolist(), b[found].tolist(), gap[found].tolist()):
-            gaps.setdefault((labels[i], labels[j]), []).append(g)
+            cycles = per_cycle.setdefault((labels[i], labels[j]), {})
+            cycles[int(cycle[i])] = cycles.get(int(cycle[i]), 0) + g
     n_cycles = len(np.unique(cycle[cycle >= 0]))
-    return tuple(f"GPU work queued between {x!r} and {y!r} is in neither phase, only in its cycle's GPU time: in {len(g)} of {n_cycles} cycles, "
-                 f"{np.median(g) / 1e6:.3f} ms (median); give it a phase range of its own (or name its range in --phase) to see it"
-                 for (x, y), g in gaps.items())
+    return tuple(f"GPU work was queued between {x!r} and {y!r}: the GPU time between the two is in neither phase, only in the cycle's: "
+                 f"in {len(g)} of {n_cycles} cycles, {np.median(list(g.values())) / 1e6:.3f} ms (median); give that work a phase range of "
+                 "its own (or name its range in --phase) to see it" for (x, y), g in per_cycle.items())
 
 
 def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clock: StreamClock, ph_pid: np.ndarray, ph_tid: np.ndarray, ph_s: np.ndarray,

@@ -93,7 +93,7 @@ def config_from(args: argparse.Namespace, inputs: Sequence[str] | None = None) -
 
 # Control characters a trace's names may hold (a newline, an escape sequence) are written as
 # escapes: each message stays one line, and nothing in a trace drives the terminal.
-_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F]} | {0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)]} | {0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
 
 
 def one_line(text: str) -> str:

@@ -459,22 +459,30 @@ KNOWN_SCHEMA_MAJOR = 3
 TESTED_SCHEMAS = "3.1.7 to 3.25.0"
 
 
-def _open_early(path, texts: pa.Array, gtid: np.ndarray, start: np.ndarray, idx: np.ndarray, closed: np.ndarray) -> list[str]:
-    """A line for the first never-closed range (of ``idx``) whose name a later range of its own
-    thread takes again: that one began while it was still open, so it was never popped (an
-    engine's missing ``range_pop``, which holds all that comes after it), where a capture that
-    ended inside a range leaves open only ranges nothing of their name follows."""
-    open_rows = idx[~closed]
-    thread, begins = gtid[idx], start[idx]
-    for r in open_rows[np.argsort(start[open_rows], kind="stable")].tolist():
-        after = idx[(thread == gtid[r]) & (begins > start[r])]
-        again = len(after) and bool(pc.any(pc.equal(texts.take(pa.array(after)), texts[r])).as_py())
-        later = len(after)
-        if again:
-            name = texts[r].as_py() or ""
-            return [f"{path}: the range {name!r} (thread {tid_of(np.array([gtid[r]]))[0]}) opened at {start[r]} ns is never closed, and "
-                    f"{later} range(s) of its thread begin after it, inside it: a push without its pop? Phases and cycles after it are read as parts of it"]
-    return []
+def _open_early(path, texts: pa.Array, gtid: np.ndarray, start: np.ndarray, idx: np.ndarray, closed: np.ndarray, push_pop: np.ndarray) -> list[str]:
+    """A line for the first never-closed push/pop range (of ``idx``; ``push_pop`` per row of it)
+    whose name a later range of its own thread takes again: that one began while it was still
+    open, so it was never popped (an engine's missing ``range_pop``, which holds all that comes
+    after it), where a capture that ended inside a range leaves open only ranges nothing of their
+    name follows. nvtxRangeStart/End ranges overlap by design and are not looked at."""
+    suspects = np.flatnonzero(~closed & push_pop)
+    if len(suspects) == 0:
+        return []
+    # Per (thread, name): the latest start; an open range that starts before it is followed.
+    code = pc.fill_null(pc.dictionary_encode(texts.take(pa.array(idx))).indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    groups, group_of = np.unique(np.stack([gtid[idx], code], axis=1), axis=0, return_inverse=True)
+    group_of = group_of.ravel()
+    latest = np.full(len(groups), np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(latest, group_of, start[idx])
+    followed = suspects[(code[suspects] >= 0) & (latest[group_of[suspects]] > start[idx][suspects])]
+    if len(followed) == 0:
+        return []
+    k = followed[np.argmin(start[idx][followed])]
+    r = idx[k]
+    later = int(((gtid[idx] == gtid[r]) & (start[idx] > start[r])).sum())
+    name = texts[r].as_py() or ""
+    return [f"{path}: the range {name!r} (thread {tid_of(np.array([gtid[r]]))[0]}) opened at {start[r]} ns is never closed, and "
+            f"{later} range(s) of its thread begin after it, inside it: a push without its pop? Phases and cycles after it are read as parts of it"]
 
 
 def parse_nvtx(rows: NvtxRows, info: ExportInfo, strings: StringTable) -> NvtxEvents:
@@ -543,8 +551,9 @@ def parse_nvtx(rows: NvtxRows, info: ExportInfo, strings: StringTable) -> NvtxEv
         warnings.append(f"{info.path}: {unnamed} NVTX range(s) have no name (no text, or a text id the string table lacks); they can be no phase")
     if (~closed).any():
         warnings.append(f"{info.path}: {int((~closed).sum())} NVTX range(s) never closed; they run to the trace end")
-        warnings.extend(_open_early(info.path, texts, gtid, start, idx, closed))
     style = np.where(np.isin(etype[idx], [NVTX_PUSH_POP, NVTXT_PUSH_POP]), "push_pop", "start_end")
+    if (~closed).any():
+        warnings.extend(_open_early(info.path, texts, gtid, start, idx, closed, style == "push_pop"))
     cross_thread = (end_gtid[idx] != NULL_SENTINEL) & (end_gtid[idx] != gtid[idx])
     style = np.where(cross_thread, "start_end_cross_thread", style)
 

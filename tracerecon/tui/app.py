@@ -188,7 +188,7 @@ class TraceReconApp(App):
     def compose(self) -> ComposeResult:
         yield Header()
         with Vertical(id="loading-box"):
-            yield Static(f"loading {self.source} ...", id="loading-text")
+            yield Static(Text(f"loading {self.source} ..."), id="loading-text")
             yield LoadingIndicator(id="loading")
         with TabbedContent(id="tabs", initial="overview"):
             with TabPane("Overview", id="overview"):
