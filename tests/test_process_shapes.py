@@ -461,3 +461,28 @@ def test_a_one_off_launch_on_the_phases_thread_does_not_stop_the_workers_attribu
     # verify's start (b+200)
     got = [(p["cycle"], p["phase"], p["gpu_ns"] // U, p["stream_id"], p["attribution"]) for p in rank.phases.to_pylist()]
     assert got == [(c, n, v, s, "cross_thread") for c in range(4) for n, v, s in (("draft", 200, 9), ("verify", 825 if c == 0 else 820, 7))]
+
+
+def test_a_start_end_phase_holding_a_push_pop_phase_reads_whole(tmp_path):
+    # GIVEN cycles (b = 1000c us) of draft (push/pop b..b+100, kernel b+11..b+90) and verify
+    # marked with nvtxRangeStart/End (b+100..b+300) around a push/pop target_verify
+    # (b+110..b+200); verify's kernels run b+106..b+120, b+121..b+250 and, launched after
+    # target_verify closed, b+250..b+280
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.range(f"cycle {c}", b * U, (b + 400) * U)
+        t.range("draft", b * U, (b + 100) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 11) * U), (b + 11) * U, (b + 90) * U)
+        t.range("verify", (b + 100) * U, (b + 300) * U, push_pop=False)
+        t.kernel(t.call("cudaLaunchKernel", (b + 105) * U, (b + 106) * U), (b + 106) * U, (b + 120) * U)
+        t.range("target_verify", (b + 110) * U, (b + 200) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 120) * U, (b + 121) * U), (b + 121) * U, (b + 250) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 210) * U, (b + 211) * U), (b + 250) * U, (b + 280) * U)
+    # WHEN analysed with the default phase names (target_verify among them)
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")]).ranks
+    # THEN target_verify is part of verify, which reads from b+100 to its CPU end b+300 (its
+    # last kernel is done at b+280): 200 us, all three kernels; the cycle 300 us
+    got = [(p["cycle"], p["phase"], p["gpu_ns"] // U, p["n_gpu_ops"]) for p in rank.phases.to_pylist()]
+    assert got == [(c, n, v, k) for c in range(3) for n, v, k in (("draft", 100, 1), ("verify", 200, 3))]
+    assert [(c["gpu_ns"] // U, c["adds_up"]) for c in rank.cycles.to_pylist()] == [(300, True)] * 3

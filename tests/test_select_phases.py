@@ -98,3 +98,26 @@ def test_a_glob_matches_the_whole_name_as_a_shell_glob():
     assert cfg.label_of("draft") == "d" and cfg.label_of("raft") == "x"
     assert cfg.label_of("draft_re_extend") == "d" and cfg.label_of("extend") == "e"
     assert cfg.label_of("cycle 3") is None and cfg.label_of("verify") is None
+
+
+def test_a_phase_inside_a_start_end_phase_on_its_thread_is_part_of_it():
+    # GIVEN on thread 1: draft (push/pop, 0..100), verify (start/end, 100..300) holding
+    # target_verify (push/pop, 110..200); then verify (push/pop, 400..600) holding target_verify
+    # (start/end, 410..500); an unclosed start/end verify (700.., to the trace end) before a
+    # push/pop draft (800..900); on thread 2, a draft inside the first verify's span
+    rows = [
+        ("draft", 0, 100, "push_pop", True, 1), ("verify", 100, 300, "start_end", True, 1), ("target_verify", 110, 200, "push_pop", True, 1),
+        ("verify", 400, 600, "push_pop", True, 1), ("target_verify", 410, 500, "start_end", True, 1),
+        ("verify", 700, 10_000, "start_end", False, 1), ("draft", 800, 900, "push_pop", True, 1), ("draft", 150, 160, "push_pop", True, 2),
+    ]
+    ranges = pa.table({
+        "name": [r[0] for r in rows], "domain": [""] * len(rows), "start_ns": pa.array([r[1] for r in rows], pa.int64()),
+        "end_ns": pa.array([r[2] for r in rows], pa.int64()), "style": [r[3] for r in rows], "closed": [r[4] for r in rows],
+        "pid": pa.array([10] * len(rows), pa.int64()), "tid": pa.array([r[5] for r in rows], pa.int64()),
+        "parent_id": pa.array([None] * len(rows), pa.int64()),
+    })
+    # WHEN phases are picked (no cycle ranges)
+    got, _, _, labels = select_phases(ranges, PhaseConfig(cycle_prefix=""))
+    # THEN each target_verify is part of the verify that holds it on its thread (whichever range
+    # kind each is); the never-closed verify holds nothing; thread 2's draft is its own
+    assert sorted(got.tolist()) == [0, 1, 3, 5, 6, 7]

@@ -21,7 +21,7 @@ from tracerecon import schema
 from tracerecon.analysis.columns import thread_keys
 from tracerecon.analysis.intervals import last_reaching
 from tracerecon.analysis.config import PhaseConfig
-from tracerecon.analysis.projection import I64_MAX, I64_MIN, int64s
+from tracerecon.analysis.projection import I64_MAX, I64_MIN, equals, int64s
 
 
 # A timer error counts when it exceeds both a floor and a fraction of the phase: 10 us is
@@ -165,6 +165,7 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
     parent = int64s(ranges["parent_id"], -1) if "parent_id" in ranges.column_names else np.full(n, -1, np.int64)
     if is_phase.any():
         is_phase &= _nearest_marked_ancestor(parent, is_phase) < 0
+        is_phase &= ~_inside_a_start_end_phase(ranges, is_phase)
     if config.cycle_prefix:
         pair_cycle = np.array([names[k // len(doms)].startswith(config.cycle_prefix) and lab is None for k, lab in zip(pairs.tolist(), pair_labels)] + [False], dtype=bool)
         is_cycle = pair_cycle[pair_of] if n else np.zeros(0, bool)
@@ -186,6 +187,33 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
         ids = label_id[phase_rows]
         cycle_of = np.cumsum(ids == ids[0]) - 1
     return phase_rows, cycle_of, cycle_rows, [label_list[i] for i in label_id[phase_rows].tolist()]
+
+
+def _inside_a_start_end_phase(ranges: pa.Table, is_phase: np.ndarray) -> np.ndarray:
+    """Per range: a phase range that lies, on its own thread, inside another closed phase range
+    begun no later, where one of the two is an nvtxRangeStart/End range (push/pop nesting,
+    ``parent_id``, cannot see those: they nest in nothing and hold nothing). Like a phase nested
+    in a phase, it is part of that one. A range ended on another thread is neither (its own
+    rule: it takes what its starting thread launched inside it)."""
+    out = np.zeros(len(is_phase), dtype=bool)
+    if "style" not in ranges.column_names or "closed" not in ranges.column_names:
+        return out
+    same_thread = ~equals(ranges["style"], "start_end_cross_thread")
+    if not (is_phase & equals(ranges["style"], "start_end")).any():
+        return out
+    is_phase = is_phase & same_thread
+    holders = is_phase & ranges["closed"].to_numpy(zero_copy_only=False).astype(bool)
+    cand = np.flatnonzero(is_phase)
+    thread = thread_keys(int64s(ranges["pid"]), int64s(ranges["tid"]))[cand]
+    start, end = int64s(ranges["start_ns"])[cand], int64s(ranges["end_ns"], I64_MAX)[cand]
+    order = np.lexsort((-end, start, thread))  # by thread, start, the longer first
+    cand, thread, start, end = cand[order], thread[order], start[order], end[order]
+    reach = np.where(holders[cand], end, I64_MIN)
+    for t in np.unique(thread).tolist():
+        at = np.flatnonzero(thread == t)
+        before = np.r_[I64_MIN, np.maximum.accumulate(reach[at])[:-1]]  # the holders begun before each
+        out[cand[at[before >= end[at]]]] = True
+    return out
 
 
 def _codes(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str]]:
