@@ -87,3 +87,24 @@ def test_a_stream_made_to_wait_between_two_phases_counts_as_work_between(tmp_pat
     # 100 us (b+600..b+700), the 500 us between in neither, and said
     assert gpu_us(a) == [("draft", 100), ("verify", 100)] * 3
     assert any("between 'draft' and 'verify'" in w and "0.500 ms (median)" in w for w in a.warnings)
+
+
+def test_a_wait_between_two_phases_for_work_already_done_holds_nothing_up(tmp_path):
+    # GIVEN the cycles without work between, but stream 9's copy done at b+8 (launched at b+1)
+    # and stream 7 made to wait for it between the phases (record on 9 at b+120, wait at b+150):
+    # glue code that waits for an input copy finished long ago
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.range(f"cycle {c}", b * U, (b + 300) * U)
+        t.range("draft", b * U, (b + 100) * U)
+        t.range("verify", (b + 200) * U, (b + 300) * U)
+        kernel(t, b + 1, (b + 2, b + 8), stream=9)
+        kernel(t, b + 10, (b + 20, b + 90))
+        t.event_record(event=1, record=c + 1, start=(b + 120) * U, end=(b + 121) * U, stream=9)
+        t.stream_wait(event=1, record=c + 1, start=(b + 150) * U, end=(b + 151) * U, stream=7)
+        kernel(t, b + 210, (b + 220, b + 300))
+    a = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify")))
+    # THEN the phases tile as with nothing between (draft 200 us, verify 100), and nothing is said
+    assert gpu_us(a) == [("draft", 200), ("verify", 100)] * 3
+    assert not [w for w in a.warnings if "between" in w]

@@ -121,3 +121,27 @@ def test_a_phase_inside_a_start_end_phase_on_its_thread_is_part_of_it():
     # THEN each target_verify is part of the verify that holds it on its thread (whichever range
     # kind each is); the never-closed verify holds nothing; thread 2's draft is its own
     assert sorted(got.tolist()) == [0, 1, 3, 5, 6, 7]
+
+
+@pytest.mark.parametrize("with_cycles", [True, False], ids=["cycle-ranges", "no-cycle-ranges"])
+def test_a_start_end_phase_held_open_into_the_next_cycle_holds_none_of_its_phases(with_cycles):
+    # GIVEN an overlap scheduler on thread 1: each cycle (b = 1000c) a push/pop draft (b..b+100)
+    # and a start/end verify opened at b+100 and closed when its result is used, at b+1150,
+    # after the next cycle's draft began; with push/pop cycle ranges (b..b+1000), or none
+    rows = []
+    for c in range(3):
+        b = 1000 * c
+        if with_cycles:
+            rows.append((f"cycle {c}", b, b + 1000, "push_pop"))
+        rows += [("draft", b, b + 100, "push_pop"), ("verify", b + 100, b + 1150, "start_end")]
+    ranges = pa.table({
+        "name": [r[0] for r in rows], "domain": [""] * len(rows), "start_ns": pa.array([r[1] for r in rows], pa.int64()),
+        "end_ns": pa.array([r[2] for r in rows], pa.int64()), "style": [r[3] for r in rows], "closed": [True] * len(rows),
+        "pid": pa.array([10] * len(rows), pa.int64()), "tid": pa.array([1] * len(rows), pa.int64()),
+        "parent_id": pa.array([None] * len(rows), pa.int64()),
+    })
+    # WHEN phases are picked
+    got, _, _, labels = select_phases(ranges, PhaseConfig())
+    # THEN every draft and every verify is a phase: a cycle began between the verify and the
+    # draft it spans (a cycle range, or the phase that starts cycles)
+    assert sorted(labels) == ["draft"] * 3 + ["verify"] * 3

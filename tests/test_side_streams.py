@@ -10,6 +10,8 @@ is done.
 
 from __future__ import annotations
 
+import pytest
+
 from nsys_factory import FakeTrace
 from tracerecon.analysis.config import PhaseConfig
 from tracerecon.api import load as analyze
@@ -621,11 +623,13 @@ def test_a_side_stream_joined_back_in_a_later_phase_that_launches_nothing_is_rea
     assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("draft", 100), ("verify", 345))]
 
 
-def test_a_graph_whose_capture_forked_ends_on_its_launch_stream_when_its_branch_does(tmp_path):
+@pytest.mark.parametrize("branch", [[(130, 260)], [(130, 175), (175, 220), (220, 260)]], ids=["one-branch-node", "more-nodes-on-the-branch"])
+def test_a_graph_whose_capture_forked_ends_on_its_launch_stream_when_its_branch_does(tmp_path, branch):
     # GIVEN node-mode CUDA-graph replays (every node kernel shares the cudaGraphLaunch call's
-    # correlation id) in verify (CPU b..b+50, b = 1000c us): nodes on the launch stream 7
-    # (b+20..b+130, b+130..b+170) and a branch the capture forked, on the graph's stream 142
-    # (b+130..b+260); sample (b+50..b+300) synchronizes stream 7 (b+60..b+262)
+    # correlation id) in verify (CPU b..b+50, b = 1000c us): its first nodes on the launch stream
+    # 7 (b+20..b+130, b+130..b+170) and a branch the capture forked, on the graph's stream 142
+    # (b+130..b+260, in one node or in three: more than the launch stream holds); sample
+    # (b+50..b+300) synchronizes stream 7 (b+60..b+262)
     t = FakeTrace(capture={"CUDA_GRAPH_TRACE_OPTIONS:MODE": "Node"})
     for c in range(3):
         b = c * 1000
@@ -633,7 +637,8 @@ def test_a_graph_whose_capture_forked_ends_on_its_launch_stream_when_its_branch_
         g = t.call("cudaGraphLaunch_v10000", (b + 10) * U, (b + 20) * U)
         t.kernel(g, (b + 20) * U, (b + 130) * U, stream=7, node=1, name="attn")
         t.kernel(g, (b + 130) * U, (b + 170) * U, stream=7, node=2, name="mlp")
-        t.kernel(g, (b + 130) * U, (b + 260) * U, stream=142, node=3, name="shared_expert")
+        for k, (s, e) in enumerate(branch):
+            t.kernel(g, (b + s) * U, (b + e) * U, stream=142, node=3 + k, name="shared_expert")
         corr = t.call("cudaStreamSynchronize_v3020", (b + 60) * U, (b + 262) * U)
         t.sync_record(corr, (b + 60) * U, (b + 262) * U, stream=7)
     # WHEN analysed

@@ -7,10 +7,10 @@ launched by a thread other than the phase's, belongs to the phase open at that m
 thread that holds the phases in that process.
 
 Which phases take such work (``--phase-thread``):
-- ``auto`` (default): a phase name at least half of whose instances, in a process, launched
-  nothing on their own thread (a one-off launch on the phases' thread, in a warm-up cycle, does
-  not turn the rule off for the rest: such an instance takes other threads' work too); the
-  other phase names keep nsys's same-thread projection exactly.
+- ``auto`` (default): a phase name most of whose instances, in a process, launched nothing on
+  their own thread (a one-off launch on the phases' thread, in a warm-up cycle, does not turn
+  the rule off for the rest: such an instance takes other threads' work too); the other phase
+  names keep nsys's same-thread projection exactly (one that launches in every other cycle too).
 - ``same``: none (nsys's rule everywhere).
 - a thread id: every phase held by that thread.
 """
@@ -37,7 +37,7 @@ def cross_thread_phases(pid: np.ndarray, tid: np.ndarray, name: list[str], own_o
     for p, nm, k in zip(pid.tolist(), name, own_ops.tolist()):
         instances[(p, nm)] += 1
         launched_nothing[(p, nm)] += k == 0
-    return np.array([2 * launched_nothing[key] >= instances[key] for key in zip(pid.tolist(), name)], dtype=bool)
+    return np.array([2 * launched_nothing[key] > instances[key] for key in zip(pid.tolist(), name)], dtype=bool)
 
 
 def attribute_other_threads(

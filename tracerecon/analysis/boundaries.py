@@ -57,6 +57,7 @@ class StreamClock:
     op_done: tuple  # per stream: running max of those ops' end times
     wait_time: tuple  # per stream: CPU times of its event waits, sorted
     wait_done: tuple  # per stream: running max of what those waits depend on
+    wait_dep: tuple  # per stream: what each of those waits depends on (its record's work done)
     # Every event wait that found its record, in CPU order of the waits: when it was made, the
     # stream (row of ``keys``) that waited, and the stream the record was made on.
     join_cpu: np.ndarray
@@ -94,14 +95,20 @@ class StreamClock:
 
     def queued_between(self, stream: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """For each (stream row, CPU instants ``lo`` < ``hi``): whether an op was put on the
-        stream after ``lo`` and before ``hi``, or the stream was made to wait for another's work
-        then (an event wait). ``stream`` -1 gives False."""
+        stream after ``lo`` and before ``hi``, or the stream was made to wait then for another's
+        work still running after ``lo`` (an event wait for work done by then holds nothing up).
+        ``stream`` -1 gives False."""
         stream = np.asarray(stream, dtype=np.int64)
         out = np.zeros(len(stream), dtype=bool)
         for s in np.unique(stream[stream >= 0]).tolist():
             sel = np.flatnonzero((stream == s) & (np.asarray(lo) < np.asarray(hi)))
-            for times in (self.op_launch[s], self.wait_time[s]):
-                out[sel] |= np.searchsorted(times, hi[sel], side="left") > np.searchsorted(times, lo[sel], side="right")
+            launch = self.op_launch[s]
+            out[sel] = np.searchsorted(launch, hi[sel], side="left") > np.searchsorted(launch, lo[sel], side="right")
+            waits, dep = self.wait_time[s], self.wait_dep[s]
+            if len(waits):
+                a, b = np.searchsorted(waits, lo[sel], side="right"), np.searchsorted(waits, hi[sel], side="left")
+                for j in np.flatnonzero((b > a) & ~out[sel]).tolist():
+                    out[sel[j]] = bool((dep[a[j]:b[j]] > lo[sel[j]]).any())
         return out
 
     def done(self, stream: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -204,6 +211,7 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
     # depends on what that wait waited for.
     times: list[list[int]] = [[] for _ in range(n)]
     running: list[list[int]] = [[] for _ in range(n)]
+    deps: list[list[int]] = [[] for _ in range(n)]
     for (i, rs, rt), dep in zip(resolved, from_ops.tolist()):
         k = bisect.bisect_left(times[rs], rt) - 1
         if k >= 0:
@@ -212,12 +220,14 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
         prev = running[s][-1] if running[s] else I64_MIN
         times[s].append(w_cpu[i])
         running[s].append(max(prev, dep))
+        deps[s].append(dep)
     return StreamClock(
         keys=keys,
         op_launch=tuple(op_launch),
         op_done=tuple(op_done),
         wait_time=tuple(np.array(x, dtype=np.int64) for x in times),
         wait_done=tuple(np.array(x, dtype=np.int64) for x in running),
+        wait_dep=tuple(np.array(x, dtype=np.int64) for x in deps),
         join_cpu=np.array([w_cpu[i] for i, _, _ in resolved], dtype=np.int64),
         join_into=np.array([w_stream[i] for i, _, _ in resolved], dtype=np.int64),
         join_from=rec_s,
@@ -234,8 +244,9 @@ def launch_stream_keys(ops: pa.Table) -> np.ndarray:
     its launch call's correlation id) that ran on another stream than their launch: the launch's.
     A capture that forked runs its branches on streams of the graph's own (a real H200 trace: 8
     nodes on the launch stream, 1 on stream 142), and work queued on the launch stream after the
-    launch waits for the whole graph. A launch's stream is the one that ran most of its nodes
-    (ties: the one whose node started first): the capture's origin stream, where it was launched."""
+    launch waits for the whole graph. A launch's stream is the one its first node ran on (the
+    capture's origin stream, where its first work was captured; ties: the stream with more of
+    its nodes), whatever the branches hold (SGLang's routed experts on an alternate stream)."""
     key = _pack(int64s(ops["pid"]), int64s(ops["device_id"], -1), int64s(ops["stream_id"], -1)) if ops.num_rows else np.zeros(0, np.int64)
     if ops.num_rows == 0:
         return key
@@ -243,23 +254,18 @@ def launch_stream_keys(ops: pa.Table) -> np.ndarray:
     if not node.any():
         return key
     sel = np.flatnonzero(node)
-    launch_id = (int64s(ops["pid"])[sel] << 40) ^ int64s(ops["correlation_id"], -1)[sel]
-    ids, which = np.unique(launch_id, return_inverse=True)
-    which = which.ravel()
-    streams, s_of = np.unique(key[sel], return_inverse=True)
-    s_of = s_of.ravel()
-    if len(streams) == 1:
+    if len(np.unique(key[sel])) == 1:
         return key
-    # Per launch: nodes per stream, and the first start per stream (for ties).
-    cell = which * len(streams) + s_of
-    count = np.bincount(cell, minlength=len(ids) * len(streams)).reshape(len(ids), len(streams))
-    first = np.full(len(ids) * len(streams), I64_MAX, dtype=np.int64)
-    np.minimum.at(first, cell, int64s(ops["start_ns"])[sel])
-    first = first.reshape(len(ids), len(streams))
-    top = count == count.max(axis=1, keepdims=True)
-    best = np.argmin(np.where(top, first, I64_MAX), axis=1)
+    launch_id = (int64s(ops["pid"])[sel] << 40) ^ int64s(ops["correlation_id"], -1)[sel]
+    # Nodes per (launch, stream), for ties between streams whose nodes start together.
+    pair, pair_of = np.unique(np.stack([launch_id, key[sel]], axis=1), axis=0, return_inverse=True)
+    n_on = np.bincount(pair_of.ravel())[pair_of.ravel()]
+    order = np.lexsort((-n_on, int64s(ops["start_ns"])[sel], launch_id))  # by launch, then first start, then more nodes
+    ids = launch_id[order]
+    first = np.r_[True, ids[1:] != ids[:-1]]
+    root = key[sel][order][first]  # each launch's stream, in launch order
     out = key.copy()
-    out[sel] = streams[best[which]]
+    out[sel[order]] = np.repeat(root, np.diff(np.r_[np.flatnonzero(first), len(order)]))
     return out
 
 

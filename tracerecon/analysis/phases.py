@@ -163,14 +163,14 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
     label_id = np.array([label_list.index(lab) if lab is not None else -1 for lab in pair_labels] + [-1], dtype=np.int64)[pair_of] if n else np.zeros(0, np.int64)
     is_phase = label_id >= 0
     parent = int64s(ranges["parent_id"], -1) if "parent_id" in ranges.column_names else np.full(n, -1, np.int64)
-    if is_phase.any():
-        is_phase &= _nearest_marked_ancestor(parent, is_phase) < 0
-        is_phase &= ~_inside_a_start_end_phase(ranges, is_phase)
     if config.cycle_prefix:
         pair_cycle = np.array([names[k // len(doms)].startswith(config.cycle_prefix) and lab is None for k, lab in zip(pairs.tolist(), pair_labels)] + [False], dtype=bool)
         is_cycle = pair_cycle[pair_of] if n else np.zeros(0, bool)
     else:
         is_cycle = np.zeros(n, bool)
+    if is_phase.any():
+        is_phase &= _nearest_marked_ancestor(parent, is_phase) < 0
+        is_phase &= ~_inside_a_start_end_phase(ranges, is_phase, is_cycle, label_id)
     start = int64s(ranges["start_ns"])
     phase_rows = np.flatnonzero(is_phase)
     phase_rows = phase_rows[np.argsort(start[phase_rows], kind="stable")]
@@ -189,12 +189,16 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
     return phase_rows, cycle_of, cycle_rows, [label_list[i] for i in label_id[phase_rows].tolist()]
 
 
-def _inside_a_start_end_phase(ranges: pa.Table, is_phase: np.ndarray) -> np.ndarray:
+def _inside_a_start_end_phase(ranges: pa.Table, is_phase: np.ndarray, is_cycle: np.ndarray, label_id: np.ndarray) -> np.ndarray:
     """Per range: a phase range that lies, on its own thread, inside another closed phase range
-    begun no later, where one of the two is an nvtxRangeStart/End range (push/pop nesting,
-    ``parent_id``, cannot see those: they nest in nothing and hold nothing). Like a phase nested
-    in a phase, it is part of that one. A range ended on another thread is neither (its own
-    rule: it takes what its starting thread launched inside it)."""
+    begun no later in the same cycle, where one of the two is an nvtxRangeStart/End range
+    (push/pop nesting, ``parent_id``, cannot see those: they nest in nothing and hold nothing).
+    Like a phase nested in a phase, it is part of that one. Not when a cycle began in between:
+    a cycle range of the process started after the outer one and no later than the inner one
+    or, with no cycle ranges, the inner one is of the phase that starts cycles (an overlap
+    scheduler's verify, held open until its result is used, holds the next cycle's draft). A
+    range ended on another thread is neither (its own rule: it takes what its starting thread
+    launched inside it)."""
     out = np.zeros(len(is_phase), dtype=bool)
     if "style" not in ranges.column_names or "closed" not in ranges.column_names:
         return out
@@ -208,11 +212,34 @@ def _inside_a_start_end_phase(ranges: pa.Table, is_phase: np.ndarray) -> np.ndar
     start, end = int64s(ranges["start_ns"])[cand], int64s(ranges["end_ns"], I64_MAX)[cand]
     order = np.lexsort((-end, start, thread))  # by thread, start, the longer first
     cand, thread, start, end = cand[order], thread[order], start[order], end[order]
+    pid = int64s(ranges["pid"])
+    cycle_rows = np.flatnonzero(is_cycle)
+    if len(cycle_rows):
+        c_key = np.sort((pid[cycle_rows] << 40) ^ int64s(ranges["start_ns"])[cycle_rows])  # cycle starts by process
+        c_pid = np.sort(pid[cycle_rows])
+    else:
+        phases = np.flatnonzero(is_phase)
+        starter = label_id[phases[np.argmin(int64s(ranges["start_ns"])[phases])]]  # the phase that starts cycles
     reach = np.where(holders[cand], end, I64_MIN)
     for t in np.unique(thread).tolist():
         at = np.flatnonzero(thread == t)
-        before = np.r_[I64_MIN, np.maximum.accumulate(reach[at])[:-1]]  # the holders begun before each
-        out[cand[at[before >= end[at]]]] = True
+        # Of the holders begun before each, the one that reaches furthest (its start is what the
+        # cycle check needs): the running maximum of their ends, and where it was set.
+        far = np.maximum.accumulate(reach[at])
+        setter = np.maximum.accumulate(np.where((reach[at] == far) & (far > I64_MIN), np.arange(len(at)), -1))
+        far, setter = np.r_[I64_MIN, far[:-1]], np.r_[-1, setter[:-1]]
+        held_by = np.where(far >= end[at], setter, -1)
+        inside = held_by >= 0
+        if len(cycle_rows):
+            p = pid[cand[at]]
+            lo = (p << 40) ^ start[at[np.maximum(held_by, 0)]]
+            hi = (p << 40) ^ start[at]
+            # A cycle of the process began after the holder and no later than the inner phase.
+            began = (np.searchsorted(c_key, hi, side="right") > np.searchsorted(c_key, lo, side="right")) & np.isin(p, c_pid)
+            inside &= ~began
+        else:
+            inside &= label_id[cand[at]] != starter
+        out[cand[at[inside]]] = True
     return out
 
 
