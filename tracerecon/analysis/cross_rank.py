@@ -347,11 +347,13 @@ def _paired_by_end(e_ref: np.ndarray, e_me: np.ndarray) -> tuple[np.ndarray | No
     in kernels changes a few times (a record dropped here or there), not never (that is
     ``_ordinal_shift``'s case) nor often (chance); else None. With the distance taken as ending
     together."""
-    if len(e_ref) < 2 or len(e_me) < 2:
+    if len(e_ref) < PAIRED_MIN_KERNELS or len(e_me) < PAIRED_MIN_KERNELS:
         return None, 0
     at = np.clip(np.searchsorted(e_ref, e_me), 1, len(e_ref) - 1)
     at = np.where(np.abs(e_ref[at - 1] - e_me) <= np.abs(e_ref[at] - e_me), at - 1, at)
     within = min(ONE_COLLECTIVE_END_SPREAD_NS, int(np.median(np.diff(e_ref))) // 10)
+    if within < PAIRED_MIN_WITHIN_NS:  # collectives closer than 10 us apart: ends tell too little
+        return None, within
     close = np.abs(e_ref[at] - e_me) <= within
     if 2 * close.sum() <= len(e_me):
         return None, within
@@ -386,6 +388,11 @@ def _ordinal_shift(e_ref: np.ndarray, e_me: np.ndarray) -> int | None:
 
     return shift if misfit(shift) * 4 < misfit(0) else None
 
+
+# Pairing kernels one by one by their ends (_paired_by_end) wants a few of them, at least a
+# microsecond of room each: a collective every 10 us or more.
+PAIRED_MIN_KERNELS = 4
+PAIRED_MIN_WITHIN_NS = 1_000
 
 # On one machine's clock the kernels of one collective end within a few us of each other on
 # every rank (the 2-H200 NCCL samples: the session clocks and the matched ends agree to 5 ns);
