@@ -953,13 +953,12 @@ def _working_device(work_keys: np.ndarray, pid: np.ndarray, dev: np.ndarray, str
     no_stream = np.flatnonzero(np.asarray(stream) < 0)
     if len(no_stream) == 0 or len(work_keys) == 0:
         return dev
-    w_pid, w_dev = work_keys >> 39, (work_keys >> 31) & 0xFF
-    pairs = np.unique((w_pid << 8) | w_dev)
-    p_pid = pairs >> 8
-    for i in no_stream.tolist():
-        on = pairs[p_pid == pid[i]] & 0xFF
-        if len(on) == 1 and (dev[i] < 0 or dev[i] != on[0]):
-            dev[i] = on[0]
+    pairs = np.unique(((work_keys >> 39) << 8) | ((work_keys >> 31) & 0xFF))  # (pid, device) with work
+    p_pid, n_dev = np.unique(pairs >> 8, return_counts=True)
+    only = pairs[np.searchsorted(pairs >> 8, p_pid)] & 0xFF  # each process's first (with n_dev 1: only) device
+    k = np.minimum(np.searchsorted(p_pid, np.asarray(pid, np.int64)[no_stream]), len(p_pid) - 1)
+    one = (p_pid[k] == np.asarray(pid, np.int64)[no_stream]) & (n_dev[k] == 1)
+    dev[no_stream[one]] = only[k[one]]
     return dev
 
 

@@ -165,7 +165,8 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         # arrays would add to that peak (a 1 GiB export went from 2.5 to 3.0 GB when they overlapped).
         blocking, clock = blocking_of(), clock_of()
         release_free_memory()  # what those threads freed, before the peak
-        stream_work = (ops, op_phase, n_ph, clock, ph_pid, ph_tid, ph_s, ph_e, cycle_of, stream_deciders)
+        ph_read_end = read_ends(ops, op_phase, ph_e)
+        stream_work = (ops, op_phase, n_ph, clock, ph_pid, ph_tid, ph_s, ph_e, ph_read_end, cycle_of, stream_deciders)
         boundaries_f = side.submit(_phase_stream_boundaries, *stream_work) if alongside else None
         ranges = build_ranges(nested, ops, rank, launches, cross_owned, cross_rows)
         op_range = innermost_owner(ops, ranges, all_mask, depth, launches)
@@ -209,7 +210,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         comm_ns=split["comm_ns"], compute_ns=split["compute_ns"], overlap_ns=split["overlap_ns"],
     )
     gpu_ops = _build_gpu_ops(ops, op_range, op_phase, rank)
-    tiled, own = tiled_off_their_stream(clock, ph_pid, ph_s, read_ends(ops, op_phase, ph_e), cycle_of, dev, stream, ph_tid, b_start, b_end)
+    tiled, own = tiled_off_their_stream(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, ph_tid, b_start, b_end)
     return RankWork(rank=rank, ranges=ranges, gpu_ops=gpu_ops, syncs=syncs, phase_inputs=inputs, cycle_rows=cycle_rows, skip_cycles=config.skip_cycles,
                     accepted_marks=tables.accepted_marks, provisional=build_phases(inputs),
                     notes=_past_cycle_notes(phases_past_their_cycle(nested, phase_rows, cycle_of, cycle_rows), labels) + _tiled_notes(tiled, own, b_end - b_start, labels)
@@ -298,7 +299,8 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
 
 
 def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clock: StreamClock, ph_pid: np.ndarray, ph_tid: np.ndarray, ph_s: np.ndarray,
-                             ph_e: np.ndarray, cycle_of: np.ndarray, stream_deciders: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                             ph_e: np.ndarray, ph_read_end: np.ndarray, cycle_of: np.ndarray,
+                             stream_deciders: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per phase instance: the stream-order boundaries (analysis.boundaries) on the stream that
     received its work (of the ops ``stream_deciders`` marks), or the stream that forked that one
     off: (boundary start, boundary end, device, stream)."""
@@ -306,7 +308,7 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     # phase that ran no kernel (a long prefetch on a copy stream is not where its events are).
     deciders = narrowed_by_phase(op_phase, n_ph, stream_deciders, computes(ops))
     dev, stream = caller_streams(clock, ops, op_phase, ph_pid, ph_tid, ph_s, ph_e, cycle_of, *phase_streams(ops, op_phase, n_ph, deciders))
-    return phase_boundaries(clock, ph_pid, ph_s, read_ends(ops, op_phase, ph_e), cycle_of, dev, stream, busiest_streams(ops), ph_tid)
+    return phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, busiest_streams(ops), ph_tid)
 
 
 def read_ends(ops: pa.Table, op_phase: np.ndarray, cpu_end: np.ndarray) -> np.ndarray:
