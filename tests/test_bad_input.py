@@ -453,3 +453,27 @@ def test_a_run_directory_whose_listed_exports_are_all_gone_says_what_it_reads_in
 
     warnings = json.loads(res.stdout)["warnings"]
     assert any("lists 2 exports, 2 of them not there (rank0.sqlite, rank1.sqlite): the report reads the other exports" in w for w in warnings), warnings
+
+
+def test_a_file_output_that_is_a_pipe_or_a_link_is_refused(tmp_path):
+    # GIVEN a named pipe, and a link to a file, where a timeline or a picture would go
+    pipe = tmp_path / "pipe.json"
+    os.mkfifo(pipe)
+    target = tmp_path / "target.json"
+    target.write_text("keep")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    trace = str(H200 / "eagle_gpu_bound.sqlite")
+    # WHEN exported there as a timeline, or plotted there
+    for argv in (["export", trace, "--format", "chrome-json", "-o", str(pipe)], ["export", trace, "--format", "chrome-json", "-o", str(link)],
+                 ["export", trace, "--format", "chrome-json", "-o", str(tmp_path)]):
+        res = run_cli(*argv)
+        # THEN refused in one line, exit 2, the pipe still a pipe and the link still a link to its file
+        assert_one_line_error(res, "give the path of a file to write")
+    import stat
+
+    assert stat.S_ISFIFO(os.stat(pipe).st_mode) and link.is_symlink() and target.read_text() == "keep"
+    svg_pipe = tmp_path / "pic.svg"
+    os.mkfifo(svg_pipe)
+    assert_one_line_error(run_cli("plot", trace, "-o", str(svg_pipe)), "give the path of a file to write")
+    assert stat.S_ISFIFO(os.stat(svg_pipe).st_mode)

@@ -25,6 +25,13 @@ def make_app(*paths):
 
 
 async def ready(pilot):
+    # The load runs on a thread of its own (not a Textual worker): wait for it, then for the
+    # messages it posted to be handled.
+    await pilot.app.workers.wait_for_complete()
+    for _ in range(1200):
+        if pilot.app.load_ended.is_set():
+            break
+        await pilot.pause(0.05)
     await pilot.app.workers.wait_for_complete()
     await pilot.pause()
 
@@ -390,3 +397,74 @@ def test_view_of_an_input_that_fails_to_load_exits_like_report(tmp_path):
     assert proc.returncode == report.returncode == 2
     last = (screen + after).decode(errors="replace").replace("\r", "").rstrip("\n").rsplit("\n", 1)[-1]
     assert last.endswith(report.stderr.strip()), last[-300:]
+
+
+@pytest.mark.parametrize("typed", ["--5", "\u00b2", "abc"])
+async def test_going_to_a_cycle_that_is_no_number_says_so(typed):
+    # GIVEN the app on the README's trace WHEN `g` is answered with something int() refuses
+    app = make_app(GPU_BOUND)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await ready(pilot)
+        await pilot.press("2", "g", *typed, "enter")
+        await pilot.pause()
+        # THEN the app is still up and on the cycle it was on (a crash would end the test here)
+        assert app.is_running and app.cycle == min(app.cycle_ids())
+
+
+async def test_the_cycles_tab_sums_a_phase_that_runs_several_times_a_cycle(tmp_path):
+    # GIVEN cycles with three draft ranges each (CPU 100, 50, 20 us; kernels 80, 40, 10 us on one
+    # stream, each done before the next draft begins) and a verify
+    from nsys_factory import FakeTrace
+
+    U = 1000
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.range(f"cycle {c}", b * U, (b + 900) * U)
+        s = b
+        for dur, k in ((100, 80), (50, 40), (20, 10)):
+            t.range("draft", s * U, (s + dur) * U)
+            t.kernel(t.call("cudaLaunchKernel", (s + 1) * U, (s + 2) * U), (s + 3) * U, (s + 3 + k) * U)
+            s += dur + 10
+        t.range("verify", s * U, (s + 300) * U)
+        t.kernel(t.call("cudaLaunchKernel", (s + 1) * U, (s + 2) * U), (s + 3) * U, (s + 250) * U)
+    path = str(t.write(tmp_path / "t.sqlite"))
+    app = make_app(path)
+    # WHEN its cycles tab is shown
+    async with app.run_test(size=(200, 40)) as pilot:
+        await ready(pilot)
+        await pilot.press("3")
+        await pilot.pause(0.5)
+        table = app.query_one("#cycles-table", DataTable)
+        cols = [str(c.label) for c in table.columns.values()]
+        row = table.get_row_at(0)
+        # THEN draft's cells hold the three instances together, as the phases table sums them
+        (r,) = load([path], PhaseConfig()).ranks
+        drafts = [p for p in r.phases.to_pylist() if p["cycle"] == row[1] and p["phase"] == "draft"]
+        assert len(drafts) == 3
+        assert row[cols.index("draft CPU")] == round(sum(p["cpu_ns"] for p in drafts) / 1e6, 3) == 0.17
+        assert row[cols.index("draft GPU")] == round(sum(p["gpu_ns"] for p in drafts) / 1e6, 3)
+
+
+async def test_worst_cycle_where_no_timer_misses_says_so(tmp_path):
+    # GIVEN cycles whose phases' CPU timers read what the GPU read (error 0 everywhere)
+    from nsys_factory import FakeTrace
+
+    U = 1000
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 100) * U, (b + 200) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 1) * U, (b + 2) * U), (b + 2) * U, (b + 50) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 101) * U, (b + 102) * U), (b + 102) * U, (b + 150) * U)
+    path = str(t.write(tmp_path / "t.sqlite"))
+    app = make_app(path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await ready(pilot)
+        assert {p["error_ns"] for p in app.analysis.ranks[0].phases.to_pylist()} == {0}
+        first = app.cycle
+        # WHEN `w` is pressed THEN it stays where it was and says there is no worst cycle
+        await pilot.press("2", "w")
+        await pilot.pause()
+        assert app.cycle == first
+        assert any("no cycle's CPU timers miss the GPU" in str(n.message) for n in app._notifications)

@@ -239,6 +239,15 @@ def read_engine_timers(paths: Sequence[str | Path]) -> dict[int, dict[str, float
     return {r: {ph: round(statistics.median(v), 6) for ph, v in d.items()} for r, d in out.items()}
 
 
+def refuse_special_output(out: Path) -> None:
+    """A file output (a timeline, a picture) that exists as anything but a plain file is refused:
+    it is written beside it and renamed over it, which would replace a named pipe, a device
+    (``/dev/stdout``) or a link with a file."""
+    if os.path.islink(out) or (os.path.exists(out) and not os.path.isfile(out)):
+        what = "a link" if os.path.islink(out) else "a directory" if os.path.isdir(out) else "no plain file (a pipe or a device)"
+        raise UsageError(f"{out}: is {what}; give the path of a file to write")
+
+
 def refuse_output_over_inputs(out: Path, inputs: Sequence[str]) -> None:
     """An output that is an input, or a directory holding one, is refused (``--force`` too):
     writing it would delete or overwrite the trace."""

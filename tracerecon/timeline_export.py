@@ -479,9 +479,10 @@ def export_timeline(analysis: Analysis, out_file: str | os.PathLike, fmt: str = 
     else:
         writer_of = _ChromeJsonWriter
     out = Path(out_file)
-    from tracerecon.run_dir import refuse_output_over_inputs
+    from tracerecon.run_dir import refuse_output_over_inputs, refuse_special_output
 
     refuse_output_over_inputs(out, analysis.inputs)
+    refuse_special_output(out)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     counts = dict.fromkeys(COUNT_KEYS, 0)
     try:

@@ -36,9 +36,11 @@ def main(args: argparse.Namespace) -> int:
         perfetto_messages()  # a missing extra is said before the traces are read
     from pathlib import Path
 
-    from tracerecon.run_dir import refuse_output_over_inputs
+    from tracerecon.run_dir import refuse_output_over_inputs, refuse_special_output
 
     refuse_output_over_inputs(Path(args.output), args.traces)  # as given (an export directory too), before anything is read
+    if args.format in ("chrome-json", "perfetto"):
+        refuse_special_output(Path(args.output))
     analysis = load(args.traces, config_from(args), args.jobs, args.dask)
     if args.format in ("chrome-json", "perfetto"):
         counts = api.export_timeline(analysis, args.output, args.format)

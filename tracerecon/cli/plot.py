@@ -26,9 +26,10 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.output}: the picture's name must end in .svg, .png or .pdf")
     from pathlib import Path
 
-    from tracerecon.run_dir import refuse_output_over_inputs
+    from tracerecon.run_dir import refuse_output_over_inputs, refuse_special_output
 
     refuse_output_over_inputs(Path(args.output), list(args.traces) + ([args.diff] if args.diff else []))
+    refuse_special_output(Path(args.output))
     config = config_from(args)
     runs = [("A" if args.diff else "", load(args.traces, config, args.jobs, args.dask))]
     if args.diff:

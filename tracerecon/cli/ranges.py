@@ -33,7 +33,9 @@ def main(args: argparse.Namespace) -> int:
     for r in analysis.ranks:
         t = Table(title=f"rank {r.rank}  {r.source.path}", title_justify="left", header_style="bold", box=None, padding=(0, 1, 0, 0), pad_edge=False)
         for col in ("name", "domain", "n", "CPU ms", "GPU span", "GPU busy total", "ops"):
-            t.add_column(col, justify="left" if col in ("name", "domain") else "right", overflow="fold")
+            # Long names fold within a bounded width: the numbers stay in view.
+            t.add_column(col, justify="left" if col in ("name", "domain") else "right", overflow="fold",
+                         max_width={"name": 48, "domain": 20}.get(col))
         for s in summarize_ranges(r.ranges):
             t.add_row(s.name, s.domain, str(s.n), fmt_ms(s.cpu_ms_median), fmt_ms(s.gpu_ms_median), f"{s.gpu_busy_ms_total:.3f}", str(s.n_gpu_ops))
         out.print(t)

@@ -24,7 +24,8 @@ def print_report(report: Report, console: Console) -> None:
         phases, cycles = r.phases, r.cycles
         console.print(Text.assemble((f"rank {r.rank}", "bold"), f"  {r.source}  pid {', '.join(map(str, r.pids))}  nsys {r.nsys_version or '?'}"), overflow="fold")
         table = Table(header_style="bold", box=None, padding=(0, 1, 0, 0), pad_edge=False)
-        table.add_column("phase", no_wrap=True)
+        # A very long phase name is cut (its end shown as …): the numbers must stay in view.
+        table.add_column("phase", no_wrap=True, max_width=32, overflow="ellipsis")
         table.add_column("n", justify="right")
         engine = report.engine_timers.get(r.rank, {})
         if engine:

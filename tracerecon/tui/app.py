@@ -409,8 +409,10 @@ class TraceReconApp(App):
                 if cyc is None:
                     continue
                 d = by_cycle.setdefault(cyc, {"err": 0, "verdicts": []})
-                d[ph["phase"][i] + " CPU"] = ph["cpu_ns"][i] / 1e6
-                d[ph["phase"][i] + " GPU"] = ph["gpu_ns"][i] / 1e6 if ph["gpu_ns"][i] is not None else None
+                # A phase that runs several times in a cycle: its instances summed.
+                d[ph["phase"][i] + " CPU"] = (d.get(ph["phase"][i] + " CPU") or 0) + ph["cpu_ns"][i] / 1e6
+                if ph["gpu_ns"][i] is not None:
+                    d[ph["phase"][i] + " GPU"] = (d.get(ph["phase"][i] + " GPU") or 0) + ph["gpu_ns"][i] / 1e6
                 d["err"] += abs(ph["error_ns"][i] or 0) / 1e6
                 d["verdicts"].append(ph["verdict"][i][0].upper())
             for c in r.cycles.to_pylist():
@@ -541,7 +543,9 @@ class TraceReconApp(App):
         from tracerecon.tui.timeline_model import worst_cycle
 
         c = worst_cycle(r.phases)
-        if c is not None:
+        if c is None:
+            self.notify("no cycle's CPU timers miss the GPU (nothing to go to)", severity="warning")
+        else:
             self.open_cycle(c)
             self.notify(f"cycle {c}: the CPU timers miss the GPU by the most here")
 
@@ -550,8 +554,12 @@ class TraceReconApp(App):
             return
 
         def go(value: str) -> None:
-            if value.strip().lstrip("-").isdigit() and int(value) in self.cycle_ids():
-                self.open_cycle(int(value))
+            try:
+                number = int(value.strip())  # '²' is a digit to str.isdigit, not to int()
+            except ValueError:
+                number = None
+            if number is not None and number in self.cycle_ids():
+                self.open_cycle(number)
             elif value:
                 self.notify(f"no cycle {value}", severity="warning", markup=False)
 
@@ -579,6 +587,9 @@ class TraceReconApp(App):
     def action_next_rank(self) -> None:
         if self.analysis and len(self.analysis.ranks) > 1:
             self.rank_pos = (self.rank_pos + 1) % len(self.analysis.ranks)
+            ids = self.cycle_ids()
+            if self.cycle not in ids:  # the same cycle where this rank has it, else its first (or none)
+                self.cycle = ids[0] if ids else None
             self.reset_window()
 
     def action_all_ranks(self) -> None:

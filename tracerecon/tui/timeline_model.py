@@ -140,7 +140,8 @@ def find_next(index: "TimelineIndex", text: str, after_ns: int, ranges: pa.Table
 
 
 def worst_cycle(phases: pa.Table) -> int | None:
-    """The cycle whose phases' CPU timers miss the GPU truth by the most (sum of |error|)."""
+    """The cycle whose phases' CPU timers miss the GPU truth by the most (sum of |error|);
+    None where none misses at all."""
     if phases.num_rows == 0:
         return None
     cyc = int64s(phases["cycle"], -1)
@@ -150,4 +151,6 @@ def worst_cycle(phases: pa.Table) -> int | None:
         return None
     ids, inv = np.unique(cyc[ok], return_inverse=True)
     tot = np.bincount(inv.ravel(), weights=err[ok])
+    if not (tot > 0).any():  # no timer misses at all: no worst cycle
+        return None
     return int(ids[int(np.argmax(tot))])
