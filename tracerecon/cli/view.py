@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from tracerecon.cli.common import BUNDLED_SAMPLE, add_analysis_command, config_from
-from tracerecon.errors import TraceReconError, UsageError, install_hint
+from tracerecon.errors import EXIT_INTERNAL, TraceReconError, UsageError, install_hint
 from tracerecon.interrupts import WorkAbandoned
 
 KEYS = "Keys: 1-4 tabs, n/p cycles, g go to cycle, w worst cycle, +/- zoom, arrows pan, a all ranks, r next rank, s sort, / search, ? help, q quit."
@@ -50,6 +50,8 @@ def main(args: argparse.Namespace) -> int:
                         report_loader=(lambda: cached) if cached is not None else None,
                         report_of=lambda analysis: api.report(traces, config, analysis=analysis))
     app.run()
+    if app.return_code:  # the app stopped on an error of its own (Textual printed it): no success
+        return EXIT_INTERNAL
     if app.load_failure is not None:
         # Shown in the app; said again as `report` says it (one line, its exit status).
         raise app.load_failure
