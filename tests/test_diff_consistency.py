@@ -100,3 +100,16 @@ def test_diff_names_waiting_in_collectives_when_it_changed():
              {c["cycle"] for c in r0.cycles.to_pylist() if c["warmup"]}]
     assert verify0["explanation"].startswith("verify ") and "waiting for other ranks in collectives" in verify0["explanation"]
     assert f"-> {statistics.median(waits) / 1e6:.3f} ms" in verify0["explanation"]
+
+
+def test_a_phase_with_gpu_work_on_one_side_only_is_explained_as_such():
+    # GIVEN verify with no GPU work in A (CPU 0.200 ms) and 0.333 ms of it in B (CPU 0.250 ms)
+    from tracerecon.analysis.diff import PhaseSide, explain
+
+    def side(cpu, gpu):
+        return PhaseSide(n=5, cpu_ms=cpu, gpu_ms=gpu, cpu_ms_p90=cpu, gpu_ms_p90=gpu, eager_launches=0, graph_launches=0, idle_fraction=None, blocked_ms=0)
+
+    # WHEN explained THEN the side with GPU work is named with its time, and the CPU change given
+    assert explain("verify", side(0.2, None), side(0.25, 0.333)) == "verify: GPU work only in B (0.333 ms), +0.050 ms CPU"
+    assert explain("verify", side(0.25, 0.333), side(0.2, None)) == "verify: GPU work only in A (0.333 ms), -0.050 ms CPU"
+    assert explain("verify", side(0.2, None), side(0.25, None)) == "verify +0.050 ms CPU (no GPU work)"

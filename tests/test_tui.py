@@ -468,3 +468,23 @@ async def test_worst_cycle_where_no_timer_misses_says_so(tmp_path):
         await pilot.pause()
         assert app.cycle == first
         assert any("no cycle's CPU timers miss the GPU" in str(n.message) for n in app._notifications)
+
+
+async def test_the_diff_tab_says_what_tracerecon_diff_says_under_its_table():
+    # GIVEN run A of two ranks (NCCL) against run B of one
+    a_path, b_path = str(DEMO2 / "nccl_gpu_bound"), GPU_BOUND
+    app = TraceReconApp(lambda: load([a_path], PhaseConfig()), source="a", diff_loader=lambda: load([b_path], PhaseConfig()))
+    async with app.run_test(size=(200, 60)) as pilot:
+        await ready(pilot)
+        await pilot.press("5")
+        await pilot.pause()
+        shown = str(app.query_one("#diff-notes", Static).render())
+    # THEN every line `tracerecon diff` prints under its table is in the tab, the rank only A
+    # has among them
+    import os
+
+    res = run_cli("diff", a_path, b_path, env={**os.environ, "COLUMNS": "400"})
+    assert res.returncode == 0, res.stderr
+    under_table = [ln.strip() for ln in res.stdout.splitlines() if ln.startswith(("  cycle", "  rank"))]
+    assert under_table and any("ranks on one side only: [1]" in ln for ln in under_table)
+    assert all(ln in shown.replace("\n", " ") or ln in shown for ln in under_table), (under_table, shown)

@@ -197,3 +197,30 @@ def diff_document(a: Analysis, b: Analysis) -> dict:
         "kernels": kernels,
         "unpaired_ranks": sorted(set(a_ranks) ^ set(b_ranks)),
     }
+
+
+def diff_notes(result: dict) -> list[tuple[str, str]]:
+    """The lines under the ``diff`` table, as (text, style), for every front end: the cycle, the
+    GPU time per accepted token, each phase's explanation, the kernels whose time changed most,
+    and the ranks only one side has."""
+    out: list[tuple[str, str]] = []
+    c = result["cycles"]
+    if c.get("a_gpu_ms") is not None:
+        delta = "-" if c["delta_gpu_ms"] is None else f"{c['delta_gpu_ms']:+.3f}"
+        out.append((f"cycle (rank {c['per_rank'][0]['rank']}): GPU {fmt_ms(c['a_gpu_ms'])} -> {fmt_ms(c['b_gpu_ms'])} ms ({delta}), "
+                    f"CPU {fmt_ms(c['a_cpu_ms'])} -> {fmt_ms(c['b_cpu_ms'])} ms", "bold"))
+    for r in c.get("per_rank", []):
+        if r.get("per_token_explanation"):
+            out.append((f"rank {r['rank']}: GPU per accepted token {r['a_gpu_ms_per_accepted_token']:.3f} -> "
+                        f"{r['b_gpu_ms_per_accepted_token']:.3f} ms; {r['per_token_explanation']}", ""))
+    for p in result["phases"]:
+        out.append((f"rank {p['rank']}: {p['explanation']}", ""))
+    for k in result.get("kernels", []):
+        top = [x for x in k["changes"] if abs(x["delta_ms"]) > 0][:3]
+        if top:
+            out.append((f"rank {k['rank']} kernel time A -> B (whole trace): " + "; ".join(
+                f"{x['kernel'][:48]} {x['a_ms']:.3f} -> {x['b_ms']:.3f} ms ({x['a_count']} -> {x['b_count']} launches)" for x in top), ""))
+    if result["unpaired_ranks"]:
+        out.append((f"ranks on one side only: {result['unpaired_ranks']}", "yellow"))
+    return out
+

@@ -153,8 +153,11 @@ def explain(phase: str, a: PhaseSide | None, b: PhaseSide | None) -> str:
     if b is None:
         return f"{phase}: gone in B (was {a.n} instances, GPU {a.gpu_ms} ms)"
     if a.gpu_ms is None or b.gpu_ms is None:
-        head = f"{phase} {((b.cpu_ms or 0) - (a.cpu_ms or 0)):+.3f} ms CPU (no GPU work)"
-        return head
+        cpu = f"{((b.cpu_ms or 0) - (a.cpu_ms or 0)):+.3f} ms CPU"
+        if a.gpu_ms is None and b.gpu_ms is None:
+            return f"{phase} {cpu} (no GPU work)"
+        side, gpu = ("B", b.gpu_ms) if a.gpu_ms is None else ("A", a.gpu_ms)
+        return f"{phase}: GPU work only in {side} ({gpu:.3f} ms), {cpu}"
     delta = b.gpu_ms - a.gpu_ms
     head = f"{phase} {delta:+.3f} ms GPU"
     why: list[str] = []

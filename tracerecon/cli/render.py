@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tracerecon.present import VERDICT_STYLE, fmt_ms, misleading_line, most_misleading, verdict_cause_label
+from tracerecon.present import VERDICT_STYLE, diff_notes, fmt_ms, misleading_line, most_misleading, verdict_cause_label
 from tracerecon.report_model import Report
 
 
@@ -85,19 +85,5 @@ def print_diff(result: dict, console: Console) -> None:
         d = p["delta_gpu_ms"]
         t.add_row(str(p["rank"]), p["phase"], fmt_ms(p["a_gpu_ms"]), fmt_ms(p["b_gpu_ms"]), Text("-" if d is None else f"{d:+.3f}", style="red" if (d or 0) > 0 else "green"), fmt_ms(p["a_cpu_ms"]), fmt_ms(p["b_cpu_ms"]))
     console.print(t)
-    c = result["cycles"]
-    if c.get("a_gpu_ms") is not None:
-        delta = "-" if c["delta_gpu_ms"] is None else f"{c['delta_gpu_ms']:+.3f}"
-        console.print(f"  cycle (rank {c['per_rank'][0]['rank']}): GPU {fmt_ms(c['a_gpu_ms'])} -> {fmt_ms(c['b_gpu_ms'])} ms ({delta}), CPU {fmt_ms(c['a_cpu_ms'])} -> {fmt_ms(c['b_cpu_ms'])} ms")
-    for c in result["cycles"].get("per_rank", []):
-        if c.get("per_token_explanation"):
-            console.print(f"  rank {c['rank']}: GPU per accepted token {c['a_gpu_ms_per_accepted_token']:.3f} -> {c['b_gpu_ms_per_accepted_token']:.3f} ms; {c['per_token_explanation']}")
-    for p in result["phases"]:
-        console.print(f"  rank {p['rank']}: {p['explanation']}")
-    for k in result.get("kernels", []):
-        top = [c for c in k["changes"] if abs(c["delta_ms"]) > 0][:3]
-        if top:
-            console.print(f"  rank {k['rank']} kernel time A -> B (whole trace): " + "; ".join(
-                f"{c['kernel'][:48]} {c['a_ms']:.3f} -> {c['b_ms']:.3f} ms ({c['a_count']} -> {c['b_count']} launches)" for c in top))
-    if result["unpaired_ranks"]:
-        console.print(f"  ranks on one side only: {result['unpaired_ranks']}", style="yellow")
+    for text, style in diff_notes(result):
+        console.print("  " + text, style=style or None)

@@ -370,13 +370,11 @@ class TraceReconApp(App):
             delta = p["delta_gpu_ms"]
             t.add_row(str(p["rank"]), Text(p["phase"]), ms(p["a_gpu_ms"]), ms(p["b_gpu_ms"]),
                       Text("-" if delta is None else f"{delta:+.3f}", style="red" if (delta or 0) > 0 else "green"), ms(p["a_cpu_ms"]), ms(p["b_cpu_ms"]))
+        from tracerecon.present import diff_notes
+
         notes = Text()
-        c = d["cycles"]
-        if c.get("a_gpu_ms") is not None:
-            delta = "-" if c["delta_gpu_ms"] is None else f"{c['delta_gpu_ms']:+.3f}"
-            notes.append(f"cycle GPU {ms(c['a_gpu_ms'])} -> {ms(c['b_gpu_ms'])} ms ({delta})\n", style="bold")
-        for p in d["phases"]:
-            notes.append(f"rank {p['rank']}: {p['explanation']}\n")
+        for text, style in diff_notes(d):  # what `tracerecon diff` prints under its table
+            notes.append(text + "\n", style=style)
         self.query_one("#diff-notes", Static).update(notes)
 
     # --- cycles ---------------------------------------------------------------------------
