@@ -17,8 +17,6 @@ Which phases take such work (``--phase-thread``):
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import numpy as np
 
 from tracerecon.analysis.columns import thread_keys
@@ -32,12 +30,13 @@ def cross_thread_phases(pid: np.ndarray, tid: np.ndarray, name: list[str], own_o
         return np.zeros(n, dtype=bool)
     if isinstance(mode, int):
         return np.asarray(tid) == mode
-    instances: dict[tuple[int, str], int] = defaultdict(int)
-    launched_nothing: dict[tuple[int, str], int] = defaultdict(int)
-    for p, nm, k in zip(pid.tolist(), name, own_ops.tolist()):
-        instances[(p, nm)] += 1
-        launched_nothing[(p, nm)] += k == 0
-    return np.array([2 * launched_nothing[key] > instances[key] for key in zip(pid.tolist(), name)], dtype=bool)
+    codes: dict[str, int] = {}
+    name_code = np.array([codes.setdefault(x, len(codes)) for x in name], dtype=np.int64)
+    _, group = np.unique(np.asarray(pid, np.int64) * max(len(codes), 1) + name_code, return_inverse=True)
+    group = group.ravel()
+    instances = np.bincount(group)
+    launched_nothing = np.bincount(group, weights=(np.asarray(own_ops) == 0)).astype(np.int64)
+    return (2 * launched_nothing > instances)[group]
 
 
 def attribute_other_threads(

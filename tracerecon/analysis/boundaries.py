@@ -70,6 +70,10 @@ class StreamClock:
     unresolved_into: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     # Every event record that found its call (``EventRecords``), for the blocking waits on an event.
     records: EventRecords | None = None
+    # The graph nodes that count on their launch's stream too (``graph_branches``): op rows, and
+    # each one's launch stream row.
+    branch_ops: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    branch_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def stream_index(self, pid: np.ndarray, device: np.ndarray, stream: np.ndarray) -> np.ndarray:
         """Row of ``keys`` for each (pid, device, stream); -1 where the stream has no work."""
@@ -162,9 +166,9 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
     work_keys = np.unique(op_key)
     # A graph launch's nodes that ran on the graph's own streams (a capture that forked) count
     # on its launch stream too: work queued there after the launch waits for the whole graph.
-    launch_key = launch_stream_keys(ops)[placed] if ops.num_rows else np.zeros(0, np.int64)
-    branch = np.flatnonzero(launch_key != op_key)
-    g_key, g_launch, g_end = launch_key[branch], o_launch[placed][branch], o_end[placed][branch]
+    b_rows, b_key = graph_branches(ops)
+    b_placed = placed[b_rows]
+    g_key, g_launch, g_end = b_key[b_placed], o_launch[b_rows[b_placed]], o_end[b_rows[b_placed]]
     op_key_all = np.concatenate([op_key, g_key])
     rec["dev"] = on_working_device(work_keys, rec["pid"], rec["dev"], rec["stream"])
     w["dev"] = on_working_device(work_keys, w["pid"], w["dev"], w["stream"])
@@ -235,38 +239,41 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
                                          [records.first_before(p, e, t) for p, e, t in zip(w_pid, w_event, w_cpu)]),
         join_record_cpu=rec_t,
         records=records,
+        branch_ops=b_rows,
+        branch_rows=np.searchsorted(keys, b_key) if n else np.zeros(len(b_key), np.int64),
     )
 
 
-def launch_stream_keys(ops: pa.Table) -> np.ndarray:
-    """Per op, the packed (pid, device, stream) key of the stream it counts on in the stream
-    clock: its own, but for the nodes of a node-mode CUDA-graph launch (every node kernel shares
-    its launch call's correlation id) that ran on another stream than their launch: the launch's.
-    A capture that forked runs its branches on streams of the graph's own (a real H200 trace: 8
-    nodes on the launch stream, 1 on stream 142), and work queued on the launch stream after the
-    launch waits for the whole graph. A launch's stream is the one its first node ran on (the
-    capture's origin stream, where its first work was captured; ties: the stream with more of
-    its nodes), whatever the branches hold (SGLang's routed experts on an alternate stream)."""
-    key = _pack(int64s(ops["pid"]), int64s(ops["device_id"], -1), int64s(ops["stream_id"], -1)) if ops.num_rows else np.zeros(0, np.int64)
+def graph_branches(ops: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """The nodes of node-mode CUDA-graph launches (every node kernel shares its launch call's
+    correlation id) that ran on another stream than their launch: (their rows of ``ops``,
+    sorted; the packed (pid, device, stream) key of their launch's stream). A capture that
+    forked runs its branches on streams of the graph's own (a real H200 trace: 8 nodes on the
+    launch stream, 1 on stream 142), and work queued on the launch stream after the launch
+    waits for the whole graph: in the stream clock they count on the launch stream too. A
+    launch's stream is the one its first node ran on (the capture's origin stream, where its
+    first work was captured; ties: the stream with more of its nodes), whatever the branches
+    hold (SGLang's routed experts on an alternate stream)."""
+    none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
     if ops.num_rows == 0:
-        return key
-    node = is_graph_launch(ops) & ~equals(ops["kind"], "graph")
-    if not node.any():
-        return key
-    sel = np.flatnonzero(node)
-    if len(np.unique(key[sel])) == 1:
-        return key
+        return none
+    sel = np.flatnonzero(is_graph_launch(ops) & ~equals(ops["kind"], "graph"))
+    if len(sel) == 0:
+        return none
+    key = _pack(int64s(ops["pid"])[sel], int64s(ops["device_id"], -1)[sel], int64s(ops["stream_id"], -1)[sel])
+    if len(np.unique(key)) == 1:
+        return none
     launch_id = (int64s(ops["pid"])[sel] << 40) ^ int64s(ops["correlation_id"], -1)[sel]
     # Nodes per (launch, stream), for ties between streams whose nodes start together.
-    pair, pair_of = np.unique(np.stack([launch_id, key[sel]], axis=1), axis=0, return_inverse=True)
+    _, pair_of = np.unique(np.stack([launch_id, key], axis=1), axis=0, return_inverse=True)
     n_on = np.bincount(pair_of.ravel())[pair_of.ravel()]
     order = np.lexsort((-n_on, int64s(ops["start_ns"])[sel], launch_id))  # by launch, then first start, then more nodes
     ids = launch_id[order]
     first = np.r_[True, ids[1:] != ids[:-1]]
-    root = key[sel][order][first]  # each launch's stream, in launch order
-    out = key.copy()
-    out[sel[order]] = np.repeat(root, np.diff(np.r_[np.flatnonzero(first), len(order)]))
-    return out
+    launch_key = np.empty(len(sel), dtype=np.int64)
+    launch_key[order] = np.repeat(key[order][first], np.diff(np.r_[np.flatnonzero(first), len(order)]))
+    off = launch_key != key
+    return sel[off], launch_key[off]
 
 
 @dataclass(frozen=True)

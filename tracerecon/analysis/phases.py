@@ -202,10 +202,9 @@ def _inside_a_start_end_phase(ranges: pa.Table, is_phase: np.ndarray, is_cycle: 
     out = np.zeros(len(is_phase), dtype=bool)
     if "style" not in ranges.column_names or "closed" not in ranges.column_names:
         return out
-    same_thread = ~equals(ranges["style"], "start_end_cross_thread")
     if not (is_phase & equals(ranges["style"], "start_end")).any():
         return out
-    is_phase = is_phase & same_thread
+    is_phase = is_phase & ~equals(ranges["style"], "start_end_cross_thread")
     holders = is_phase & ranges["closed"].to_numpy(zero_copy_only=False).astype(bool)
     cand = np.flatnonzero(is_phase)
     thread = thread_keys(int64s(ranges["pid"]), int64s(ranges["tid"]))[cand]

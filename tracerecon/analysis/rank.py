@@ -22,7 +22,7 @@ from tracerecon.cores import usable_cores
 from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases, stream_deciding_ops
 from tracerecon.analysis.columns import computes, is_graph_launch
 from tracerecon.analysis.boundaries import (StreamClock, WaitTargets, awaited_work, busiest_streams, caller_streams, launch_instants, narrowed_by_phase,
-                                            launch_stream_keys, phase_boundaries, phase_streams, stream_clock, tiled_off_their_stream, timelines,
+                                            phase_boundaries, phase_streams, stream_clock, tiled_off_their_stream, timelines,
                                             wait_targets)
 from tracerecon.analysis.nccl import phase_comm_split
 from tracerecon.analysis.config import PhaseConfig
@@ -165,8 +165,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         # arrays would add to that peak (a 1 GiB export went from 2.5 to 3.0 GB when they overlapped).
         blocking, clock = blocking_of(), clock_of()
         release_free_memory()  # what those threads freed, before the peak
-        ph_read_end = read_ends(ops, op_phase, ph_e)
-        stream_work = (ops, op_phase, n_ph, clock, ph_pid, ph_tid, ph_s, ph_e, ph_read_end, cycle_of, stream_deciders)
+        stream_work = (ops, op_phase, n_ph, clock, ph_pid, ph_tid, ph_s, ph_e, cycle_of, stream_deciders)
         boundaries_f = side.submit(_phase_stream_boundaries, *stream_work) if alongside else None
         ranges = build_ranges(nested, ops, rank, launches, cross_owned, cross_rows)
         op_range = innermost_owner(ops, ranges, all_mask, depth, launches)
@@ -192,7 +191,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         targets = wait_targets(clock, blocking)
         waits = attribute_waits(blocking, ops, op_phase, call_phase, _awaited(clock, blocking, targets, ops))
         syncs = _build_syncs(blocking, targets, waits, call_range, call_phase, ranges, phase_rows, rank)
-        b_start, b_end, dev, stream = boundaries_f.result() if boundaries_f is not None else _phase_stream_boundaries(*stream_work)
+        b_start, b_end, dev, stream, ph_read_end = boundaries_f.result() if boundaries_f is not None else _phase_stream_boundaries(*stream_work)
         split, n_graph = mix_f.result() if mix_f is not None else _phase_op_mix(ops, op_phase, n_ph)
 
     blocked = np.zeros(n_ph, dtype=np.int64)
@@ -227,18 +226,21 @@ def _awaited(clock: StreamClock, blocking: pa.Table, targets: WaitTargets, ops: 
     if work is None or ops.num_rows == 0:
         return None
     known, bounds = work
-    launch_key = launch_stream_keys(ops)  # a graph's branch nodes count on its launch stream too
+    b_rows, b_row = clock.branch_ops, clock.branch_rows  # a graph's branch nodes count on its launch stream too
 
     def waited_for(op: np.ndarray, call: np.ndarray) -> np.ndarray:
         sub = ops.take(pa.array(op))
         row = clock.stream_index(int64s(sub["pid"]), int64s(sub["device_id"], -1), int64s(sub["stream_id"], -1))
         launch = np.where(int64s(sub["launch_end_ns"], -1) < 0, I64_MIN, launch_instants(sub))
         bound = bounds[call, np.maximum(row, 0)]
-        on_own = (bound != I64_MIN) & (launch <= bound)
-        l_row = clock.row_of_key(launch_key[op])
-        l_bound = bounds[call, np.maximum(l_row, 0)]
-        on_launch = (l_row >= 0) & (l_row != row) & (l_bound != I64_MIN) & (launch <= l_bound)
-        return ~known[call] | (row < 0) | on_own | on_launch
+        waited = ~known[call] | (row < 0) | ((bound != I64_MIN) & (launch <= bound))
+        if len(b_rows):
+            at = np.minimum(np.searchsorted(b_rows, op), len(b_rows) - 1)
+            branch = np.flatnonzero(b_rows[at] == op)
+            l_row = b_row[at[branch]]
+            l_bound = bounds[call[branch], np.maximum(l_row, 0)]
+            waited[branch] |= (l_row >= 0) & (l_bound != I64_MIN) & (launch[branch] <= l_bound)
+        return waited
 
     return waited_for
 
@@ -282,16 +284,17 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
     """One line per pair of phase names with GPU time between them that neither holds
     (``boundaries.phase_boundaries``: work was queued between the two): in how many cycles, and
     how long in those (median of each cycle's total)."""
-    per_cycle: dict[tuple[str, str], dict[int, int]] = {}
+    if len(cycle) < 2:
+        return ()
     line = timelines(pid, cycle, tid)
-    for ln in np.unique(line).tolist():
-        seq = np.flatnonzero(line == ln)
-        a, b = seq[:-1], seq[1:]
-        gap = b_start[b] - b_end[a]
-        found = (cycle[a] == cycle[b]) & (cycle[a] >= 0) & (b_end[a] != I64_MIN) & (b_start[b] != I64_MIN) & (gap > 0)
-        for i, j, g in zip(a[found].tolist(), b[found].tolist(), gap[found].tolist()):
-            cycles = per_cycle.setdefault((labels[i], labels[j]), {})
-            cycles[int(cycle[i])] = cycles.get(int(cycle[i]), 0) + g
+    order = np.lexsort((np.arange(len(line)), line))  # each timeline's phases, in time order
+    a, b = order[:-1], order[1:]
+    gap = b_start[b] - b_end[a]
+    found = np.flatnonzero((line[a] == line[b]) & (cycle[a] == cycle[b]) & (cycle[a] >= 0) & (b_end[a] != I64_MIN) & (b_start[b] != I64_MIN) & (gap > 0))
+    per_cycle: dict[tuple[str, str], dict[int, int]] = {}
+    for i, j, g in zip(a[found].tolist(), b[found].tolist(), gap[found].tolist()):
+        cycles = per_cycle.setdefault((labels[i], labels[j]), {})
+        cycles[int(cycle[i])] = cycles.get(int(cycle[i]), 0) + g
     n_cycles = len(np.unique(cycle[cycle >= 0]))
     return tuple(f"GPU work was queued between {x!r} and {y!r}: the GPU time between the two is in neither phase, only in the cycle's: "
                  f"in {len(g)} of {n_cycles} cycles, {np.median(list(g.values())) / 1e6:.3f} ms (median); give that work a phase range of "
@@ -299,16 +302,17 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
 
 
 def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clock: StreamClock, ph_pid: np.ndarray, ph_tid: np.ndarray, ph_s: np.ndarray,
-                             ph_e: np.ndarray, ph_read_end: np.ndarray, cycle_of: np.ndarray,
-                             stream_deciders: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                             ph_e: np.ndarray, cycle_of: np.ndarray,
+                             stream_deciders: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per phase instance: the stream-order boundaries (analysis.boundaries) on the stream that
     received its work (of the ops ``stream_deciders`` marks), or the stream that forked that one
-    off: (boundary start, boundary end, device, stream)."""
+    off: (boundary start, boundary end, device, stream, the CPU instant its end was read at)."""
     # The engine's events go on the stream that computes: copies and memsets decide only in a
     # phase that ran no kernel (a long prefetch on a copy stream is not where its events are).
     deciders = narrowed_by_phase(op_phase, n_ph, stream_deciders, computes(ops))
     dev, stream = caller_streams(clock, ops, op_phase, ph_pid, ph_tid, ph_s, ph_e, cycle_of, *phase_streams(ops, op_phase, n_ph, deciders))
-    return phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, busiest_streams(ops), ph_tid)
+    ph_read_end = read_ends(ops, op_phase, ph_e)
+    return (*phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, busiest_streams(ops), ph_tid), ph_read_end)
 
 
 def read_ends(ops: pa.Table, op_phase: np.ndarray, cpu_end: np.ndarray) -> np.ndarray:
@@ -316,9 +320,13 @@ def read_ends(ops: pa.Table, op_phase: np.ndarray, cpu_end: np.ndarray) -> np.nd
     latest instant one of its ops was put on its stream where that is later (a launch call
     of another thread that returned after the phase's range ended)."""
     out = np.asarray(cpu_end, dtype=np.int64).copy()
-    sel = np.flatnonzero(op_phase >= 0)
-    if len(sel):
-        np.maximum.at(out, op_phase[sel], launch_instants(ops)[sel])
+    if len(out) == 0 or ops.num_rows == 0:
+        return out
+    launch = launch_instants(ops)
+    # Only the ops put on their stream after their phase's CPU end move it (few, if any).
+    late = np.flatnonzero((op_phase >= 0) & (launch > out[np.maximum(op_phase, 0)]))
+    if len(late):
+        np.maximum.at(out, op_phase[late], launch[late])
     return out
 
 
