@@ -67,22 +67,31 @@ def test_phases_with_nothing_queued_between_them_still_tile_their_cycle(tmp_path
         assert not [w for w in a.warnings if "between" in w]
 
 
-def test_a_stream_made_to_wait_between_two_phases_counts_as_work_between(tmp_path):
-    # GIVEN the cycles above with the work between on stream 9 (b+120..b+600) and stream 7 made
-    # to wait for it between the phases (record on 9 at b+130, 7 waits at b+140): an input copy
-    # on a copy stream, outside the marked scopes
+def cycles_with_a_wait(tmp_path, copy: tuple[int, int, int], record_at: int, wait_at: int, verify_gpu: tuple[int, int]):
+    """Three cycles (b = 1000c us) of draft (CPU b..b+100, kernel b+20..b+90 on 7) and verify
+    (CPU b+200..b+300, kernel launched at b+210 on 7, running ``verify_gpu``), and between them
+    stream 7 made to wait for a copy stream: a kernel on 9 (``copy``: launched at, runs from,
+    to), an event recorded on 9 at ``record_at`` and waited for on 7 at ``wait_at`` (offsets
+    from b)."""
     t = FakeTrace()
     for c in range(3):
         b = 1000 * c
         t.range(f"cycle {c}", b * U, (b + 300) * U)
         t.range("draft", b * U, (b + 100) * U)
         t.range("verify", (b + 200) * U, (b + 300) * U)
+        kernel(t, b + copy[0], (b + copy[1], b + copy[2]), stream=9)
         kernel(t, b + 10, (b + 20, b + 90))
-        kernel(t, b + 110, (b + 120, b + 600), stream=9)
-        t.event_record(event=1, record=c + 1, start=(b + 130) * U, end=(b + 131) * U, stream=9)
-        t.stream_wait(event=1, record=c + 1, start=(b + 140) * U, end=(b + 141) * U, stream=7)
-        kernel(t, b + 210, (b + 600, b + 700))
-    a = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify")))
+        t.event_record(event=1, record=c + 1, start=(b + record_at) * U, end=(b + record_at + 1) * U, stream=9)
+        t.stream_wait(event=1, record=c + 1, start=(b + wait_at) * U, end=(b + wait_at + 1) * U, stream=7)
+        kernel(t, b + 210, (b + verify_gpu[0], b + verify_gpu[1]))
+    return load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify")))
+
+
+def test_a_stream_made_to_wait_between_two_phases_counts_as_work_between(tmp_path):
+    # GIVEN the work between on stream 9 (b+120..b+600) and stream 7 made to wait for it between
+    # the phases (record on 9 at b+130, 7 waits at b+140): an input copy on a copy stream,
+    # outside the marked scopes; verify's kernel runs after it (b+600..b+700)
+    a = cycles_with_a_wait(tmp_path, (110, 120, 600), 130, 140, (600, 700))
     # THEN as with the work on 7 itself: draft 100 us (its CPU end; 7 is done at b+90), verify
     # 100 us (b+600..b+700), the 500 us between in neither, and said
     assert gpu_us(a) == [("draft", 100), ("verify", 100)] * 3
@@ -90,21 +99,10 @@ def test_a_stream_made_to_wait_between_two_phases_counts_as_work_between(tmp_pat
 
 
 def test_a_wait_between_two_phases_for_work_already_done_holds_nothing_up(tmp_path):
-    # GIVEN the cycles without work between, but stream 9's copy done at b+8 (launched at b+1)
-    # and stream 7 made to wait for it between the phases (record on 9 at b+120, wait at b+150):
-    # glue code that waits for an input copy finished long ago
-    t = FakeTrace()
-    for c in range(3):
-        b = 1000 * c
-        t.range(f"cycle {c}", b * U, (b + 300) * U)
-        t.range("draft", b * U, (b + 100) * U)
-        t.range("verify", (b + 200) * U, (b + 300) * U)
-        kernel(t, b + 1, (b + 2, b + 8), stream=9)
-        kernel(t, b + 10, (b + 20, b + 90))
-        t.event_record(event=1, record=c + 1, start=(b + 120) * U, end=(b + 121) * U, stream=9)
-        t.stream_wait(event=1, record=c + 1, start=(b + 150) * U, end=(b + 151) * U, stream=7)
-        kernel(t, b + 210, (b + 220, b + 300))
-    a = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify")))
+    # GIVEN stream 9's copy done at b+8 (launched at b+1) and stream 7 made to wait for it
+    # between the phases (record on 9 at b+120, wait at b+150): glue code that waits for an input
+    # copy finished long ago; verify's kernel b+220..b+300
+    a = cycles_with_a_wait(tmp_path, (1, 2, 8), 120, 150, (220, 300))
     # THEN the phases tile as with nothing between (draft 200 us, verify 100), and nothing is said
     assert gpu_us(a) == [("draft", 200), ("verify", 100)] * 3
     assert not [w for w in a.warnings if "between" in w]
