@@ -265,8 +265,11 @@ def graph_branches(ops: pa.Table) -> tuple[np.ndarray, np.ndarray]:
         return none
     launch_id = (int64s(ops["pid"])[sel] << 40) ^ int64s(ops["correlation_id"], -1)[sel]
     # Nodes per (launch, stream), for ties between streams whose nodes start together.
-    _, pair_of = np.unique(np.stack([launch_id, key], axis=1), axis=0, return_inverse=True)
-    n_on = np.bincount(pair_of.ravel())[pair_of.ravel()]
+    by_pair = np.lexsort((key, launch_id))
+    new_pair = np.r_[True, (launch_id[by_pair][1:] != launch_id[by_pair][:-1]) | (key[by_pair][1:] != key[by_pair][:-1])]
+    pair = np.cumsum(new_pair) - 1
+    n_on = np.empty(len(sel), dtype=np.int64)
+    n_on[by_pair] = np.bincount(pair)[pair]
     order = np.lexsort((-n_on, int64s(ops["start_ns"])[sel], launch_id))  # by launch, then first start, then more nodes
     ids = launch_id[order]
     first = np.r_[True, ids[1:] != ids[:-1]]
