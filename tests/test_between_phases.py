@@ -16,11 +16,10 @@ def kernel(t: FakeTrace, at_us: int, gpu_us: tuple[int, int], stream: int = 7) -
     t.kernel(t.call("cudaLaunchKernel", at_us * U, (at_us + 2) * U), gpu_us[0] * U, gpu_us[1] * U, stream=stream)
 
 
-def cycles_with(between_stream: int | None, tmp_path):
+def draft_verify_cycles(tmp_path, between, verify_gpu):
     """Three cycles (b = 1000c us) on stream 7: draft CPU b..b+100 (its kernel b+20..b+90),
-    verify CPU b+200..b+300 (its kernel, launched at b+210, b+600..b+700 or b+220..b+300), and,
-    unless ``between_stream`` is None, a kernel launched at b+110, in no phase, on that stream
-    (b+120..b+600)."""
+    verify CPU b+200..b+300 (its kernel launched at b+210, running ``verify_gpu(b)``), and what
+    ``between(t, c, b)`` puts between them; loaded with draft and verify as phases."""
     t = FakeTrace()
     for c in range(3):
         b = 1000 * c
@@ -28,10 +27,20 @@ def cycles_with(between_stream: int | None, tmp_path):
         t.range("draft", b * U, (b + 100) * U)
         t.range("verify", (b + 200) * U, (b + 300) * U)
         kernel(t, b + 10, (b + 20, b + 90))
+        between(t, c, b)
+        kernel(t, b + 210, verify_gpu(b))
+    return load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify")))
+
+
+def cycles_with(between_stream: int | None, tmp_path):
+    """The cycles with, unless ``between_stream`` is None, a kernel launched at b+110, in no
+    phase, on that stream (b+120..b+600); verify's kernel runs b+600..b+700 behind it on 7,
+    else b+220..b+300."""
+    def between(t, c, b):
         if between_stream is not None:
             kernel(t, b + 110, (b + 120, b + 600), stream=between_stream)
-        kernel(t, b + 210, (b + 600, b + 700) if between_stream == 7 else (b + 220, b + 300))
-    return load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify")))
+
+    return draft_verify_cycles(tmp_path, between, lambda b: (b + 600, b + 700) if between_stream == 7 else (b + 220, b + 300))
 
 
 def gpu_us(a) -> list[tuple[str, int]]:
@@ -68,23 +77,15 @@ def test_phases_with_nothing_queued_between_them_still_tile_their_cycle(tmp_path
 
 
 def cycles_with_a_wait(tmp_path, copy: tuple[int, int, int], record_at: int, wait_at: int, verify_gpu: tuple[int, int]):
-    """Three cycles (b = 1000c us) of draft (CPU b..b+100, kernel b+20..b+90 on 7) and verify
-    (CPU b+200..b+300, kernel launched at b+210 on 7, running ``verify_gpu``), and between them
-    stream 7 made to wait for a copy stream: a kernel on 9 (``copy``: launched at, runs from,
-    to), an event recorded on 9 at ``record_at`` and waited for on 7 at ``wait_at`` (offsets
-    from b)."""
-    t = FakeTrace()
-    for c in range(3):
-        b = 1000 * c
-        t.range(f"cycle {c}", b * U, (b + 300) * U)
-        t.range("draft", b * U, (b + 100) * U)
-        t.range("verify", (b + 200) * U, (b + 300) * U)
+    """The cycles with stream 7 made to wait for a copy stream between the phases: a kernel on 9
+    (``copy``: launched at, runs from, to), an event recorded on 9 at ``record_at`` and waited
+    for on 7 at ``wait_at``; verify's kernel runs ``verify_gpu`` (offsets from b)."""
+    def between(t, c, b):
         kernel(t, b + copy[0], (b + copy[1], b + copy[2]), stream=9)
-        kernel(t, b + 10, (b + 20, b + 90))
         t.event_record(event=1, record=c + 1, start=(b + record_at) * U, end=(b + record_at + 1) * U, stream=9)
         t.stream_wait(event=1, record=c + 1, start=(b + wait_at) * U, end=(b + wait_at + 1) * U, stream=7)
-        kernel(t, b + 210, (b + verify_gpu[0], b + verify_gpu[1]))
-    return load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify")))
+
+    return draft_verify_cycles(tmp_path, between, lambda b: (b + verify_gpu[0], b + verify_gpu[1]))
 
 
 def test_a_stream_made_to_wait_between_two_phases_counts_as_work_between(tmp_path):

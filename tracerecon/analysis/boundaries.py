@@ -86,17 +86,6 @@ class StreamClock:
         out[hit] = pos[hit]
         return out
 
-    def row_of_key(self, packed: np.ndarray) -> np.ndarray:
-        """Row of ``keys`` for each packed (pid, device, stream) key; -1 where it is none."""
-        packed = np.asarray(packed, dtype=np.int64)
-        out = np.full(len(packed), -1, dtype=np.int64)
-        if len(self.keys) == 0 or len(packed) == 0:
-            return out
-        pos = np.minimum(np.searchsorted(self.keys, packed), len(self.keys) - 1)
-        hit = self.keys[pos] == packed
-        out[hit] = pos[hit]
-        return out
-
     def queued_between(self, stream: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """For each (stream row, CPU instants ``lo`` < ``hi``): whether an op was put on the
         stream after ``lo`` and before ``hi``, or the stream was made to wait then for another's

@@ -470,16 +470,17 @@ def _open_early(path, texts: pa.Array, gtid: np.ndarray, start: np.ndarray, idx:
         return []
     # Per (thread, name): the latest start; an open range that starts before it is followed.
     code = pc.fill_null(pc.dictionary_encode(texts.take(pa.array(idx))).indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    groups, group_of = np.unique(np.stack([gtid[idx], code], axis=1), axis=0, return_inverse=True)
-    group_of = group_of.ravel()
-    latest = np.full(len(groups), np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(latest, group_of, start[idx])
-    followed = suspects[(code[suspects] >= 0) & (latest[group_of[suspects]] > start[idx][suspects])]
+    thread, begins = gtid[idx], start[idx]
+    order = np.lexsort((begins, code, thread))  # by thread, name, then start: each group's last is its latest
+    last_of_group = np.r_[(thread[order][1:] != thread[order][:-1]) | (code[order][1:] != code[order][:-1]), True]
+    latest = np.empty(len(idx), dtype=np.int64)
+    latest[order] = begins[order][np.flatnonzero(last_of_group)][np.cumsum(np.r_[0, last_of_group[:-1]])]
+    followed = suspects[(code[suspects] >= 0) & (latest[suspects] > begins[suspects])]
     if len(followed) == 0:
         return []
-    k = followed[np.argmin(start[idx][followed])]
+    k = followed[np.argmin(begins[followed])]
     r = idx[k]
-    later = int(((gtid[idx] == gtid[r]) & (start[idx] > start[r])).sum())
+    later = int(((thread == gtid[r]) & (begins > start[r])).sum())
     name = texts[r].as_py() or ""
     return [f"{path}: the range {name!r} (thread {tid_of(np.array([gtid[r]]))[0]}) opened at {start[r]} ns is never closed, and "
             f"{later} range(s) of its thread begin after it, inside it: a push without its pop? Phases and cycles after it are read as parts of it"]
