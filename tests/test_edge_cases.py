@@ -171,6 +171,27 @@ def test_stream_wait_event_is_not_a_cpu_wait(tmp_path):
     assert rank.syncs.num_rows == 0
 
 
+def test_event_query_with_a_sync_record_is_not_a_cpu_wait(tmp_path):
+    # GIVEN a poll loop: cudaEventQuery / cudaStreamQuery calls of 2 us, each with a CUPTI
+    # synchronization record pointing at it (an event-sync record for the query), while a
+    # kernel runs for 900 us, then a real cudaEventSynchronize
+    t = FakeTrace()
+    t.range("verify", 0, 1000)
+    k = t.call("cudaLaunchKernel", 10, 20)
+    t.kernel(k, 30, 930)
+    for i, name in enumerate(("cudaEventQuery", "cudaStreamQuery_v3020", "cuEventQuery")):
+        q = t.call(name, 100 + 100 * i, 102 + 100 * i)
+        t.sync_record(q, 100 + 100 * i, 102 + 100 * i, sync_type=1)
+    s = t.call("cudaEventSynchronize_v3020", 500, 931)
+    t.sync_record(s, 500, 931, sync_type=1)
+    # and a copy whose launching call is not in the trace, which makes the reader read every
+    # API call (queries included) again
+    t.copy(999, 940, 950)
+    # WHEN tracerecon reads it THEN only the synchronize is a blocking call
+    rank = one_rank(t, tmp_path)
+    assert rank.syncs["api"].to_pylist() == ["cudaEventSynchronize"]
+
+
 def test_cycles_from_consecutive_phases_without_cycle_ranges(tmp_path):
     t = FakeTrace()
     for i in range(3):

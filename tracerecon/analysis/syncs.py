@@ -38,10 +38,12 @@ BLOCKING_APIS = frozenset(
         "cuMemcpy",
     }
 )
-# APIs that get a CUPTI synchronization record but do not block the CPU (they order GPU work).
-# Decided by the call's name, not the record's syncType: nsys 2025.3 writes type 2 ("Stream
-# wait sync") for cudaStreamSynchronize records too (seen in the H200 sample traces).
-NON_BLOCKING_SYNC_APIS = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent"})
+# APIs that may get a CUPTI synchronization record but do not block the CPU: stream waits order
+# GPU work; queries poll and return at once (a record pointing at one must not turn a poll loop
+# of microsecond calls into waits). Decided by the call's name, not the record's syncType: nsys
+# 2025.3 writes type 2 ("Stream wait sync") for cudaStreamSynchronize records too (seen in the
+# H200 sample traces).
+NON_BLOCKING_SYNC_APIS = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent", "cudaEventQuery", "cuEventQuery", "cudaStreamQuery", "cuStreamQuery"})
 
 _VERSION_SUFFIX = re.compile(r"(_v\d+|_ptds|_ptsz)+$")
 
