@@ -110,7 +110,8 @@ def straggler_lines(analysis: Analysis, critical_path: dict | None = None, leave
     the other ranks waited in collectives in the cycles it gated. ``critical_path``: the run's
     ``critical_path_json(leave_out)``, when the caller has it; cycles ``leave_out`` (warm-up)
     are not counted. Where no collective related the ranks in a rank's cycles, the line says
-    it only ended last (nobody waited for it)."""
+    it only ended last (nobody waited for it: no collective between them, or all reached
+    them at once)."""
     cross = analysis.cross
     if cross is None or len(analysis.ranks) < 2 or cross.critical_path.num_rows == 0:
         return []
@@ -136,11 +137,11 @@ def straggler_lines(analysis: Analysis, critical_path: dict | None = None, leave
         where = f", mostly in {phase} ({k} of them)" if phase else ""
         g, n_last = gated.get(rank, 0), last.get(rank, 0)
         if not g:
-            lines.append(f"last to finish: rank {rank} in {n_last} of {total} cycles{where} (no collective between the ranks: none waited for it)")
+            lines.append(f"last to finish: rank {rank} in {n_last} of {total} cycles{where} (none waited for it at a collective)")
             continue
         w = waited.get(rank, 0)
         wait = f"; in those cycles the other ranks waited {w / 1e6:.3f} ms in collectives" if w > 0 else ""
-        more = f"; last to finish in {n_last} more, with no collective between the ranks" if n_last else ""
+        more = f"; last to finish in {n_last} more, where none waited for it at a collective" if n_last else ""
         lines.append(f"straggler: rank {rank} gated {g} of {total} cycles{where}{wait}{more}")
     return lines
 

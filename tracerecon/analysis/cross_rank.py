@@ -504,7 +504,8 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
 
     With collectives: the cycle's collective whose last rank brought the most new lateness (its
     arrival skew minus how late that rank already was at the collective before) names the
-    rank and, by the phase that rank was in, the phase. A straggler shows as a jump in
+    rank and, by the phase that rank was in, the phase (none where that rank marks no phase).
+    Collectives every rank reached at once count for nobody. A straggler shows as a jump in
     lateness where it was held up; it may arrive late again later (when the others had queued
     their work ahead), but without a new jump. Summing small lags over all collectives instead
     picks whichever rank happens to launch more slowly. Without collectives: the
@@ -523,9 +524,15 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
             cycles |= set(x for x in (own[own >= 0] + shift[r]).tolist() if x >= 0)
     n_ranks, m = arr.aligned.shape
     cols = np.arange(m)
-    # A collective counts in the cycle of its last arrival's phase; each rank's wait in it also
-    # counts there, or, where that phase has no cycle, in the cycle of the rank's own phase.
-    last_cycle = arr.cycle[arr.last_pos, cols] if m else np.zeros(0, np.int64)
+    # A collective counts in the cycle of its last arrival's phase, or, where that rank marks no
+    # phase there (a rank traced without phase ranges), in the cycle of the first rank that
+    # does (cycles are counted as the first rank does); each rank's wait in it also counts
+    # there, or, where the collective has no cycle, in the cycle of the rank's own phase.
+    if m:
+        last_cycle = arr.cycle[arr.last_pos, cols]
+        last_cycle = np.where(last_cycle >= 0, last_cycle, arr.cycle[np.argmax(arr.cycle >= 0, axis=0), cols])
+    else:
+        last_cycle = np.zeros(0, np.int64)
     row_cycle = np.where(last_cycle[None, :] >= 0, last_cycle[None, :], arr.cycle)
     waits_by_cycle: dict[int, dict[int, int]] = {}
     has = row_cycle >= 0
@@ -544,7 +551,8 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
         late_before = np.zeros(m, dtype=np.int64)
         late_before[1:] = arr.aligned[arr.last_pos[1:], cols[1:] - 1] - arr.first[:-1]
         score = (arr.last - arr.first) - late_before
-        counted = np.flatnonzero(last_cycle >= 0)
+        # A collective every rank reached at the same instant gated nobody.
+        counted = np.flatnonzero((last_cycle >= 0) & (arr.last > arr.first))
         best = counted[np.lexsort((counted, -score[counted], last_cycle[counted]))]
         firsts = np.r_[True, last_cycle[best][1:] != last_cycle[best][:-1]] if len(best) else np.zeros(0, bool)
         worst = dict(zip(last_cycle[best][firsts].tolist(), best[firsts].tolist()))
