@@ -174,13 +174,24 @@ def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.
     for row in col:
         if row["rank"] == row["last_rank"]:
             last_row[row["collective"]] = row
+    # The collective's cycle: its last arrival's, else (that rank marks no phase there: 2026-12-01)
+    # the first rank's in rank order that has one.
+    coll_cycle: dict[int, int | None] = {}
+    for row in col:
+        k = row["collective"]
+        lr = last_row.get(k)
+        if lr is not None and lr["cycle"] is not None:
+            coll_cycle[k] = lr["cycle"]
+        elif coll_cycle.get(k) is None:
+            coll_cycle[k] = row["cycle"]
     for row in col:
         lr = last_row.get(row["collective"])
-        c = lr["cycle"] if lr is not None and lr["cycle"] is not None else row["cycle"]
+        cc = coll_cycle.get(row["collective"])
+        c = cc if cc is not None else row["cycle"]
         if c is None:
             continue
         waits_by_cycle.setdefault(c, Counter())[row["rank"]] += row["wait_ns"]
-        if lr is row:
+        if lr is row and cc is not None and row["skew_ns"] > 0:  # all at once: it gated nobody (2026-12-01)
             by_cycle.setdefault(c, []).append(row)
     per_cycle = {v.rank: {c + shift[v.rank]: x for c, x in _cycle_ends(v, offsets.get(v.rank, 0)).items()} for v in views}
     # Each rank's lateness at each collective (its arrival after the first rank's), to see

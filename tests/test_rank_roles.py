@@ -73,3 +73,94 @@ def test_ranks_arriving_together_gate_nothing_at_their_collectives(tmp_path):
 
     (line,) = straggler_lines(a)
     assert line.startswith("last to finish: rank") and "none waited for it" in line
+
+
+def _ranks(a) -> list[tuple[int, tuple[int, ...], str]]:
+    return [(r.rank, r.source.pids, r.source.how) for r in a.ranks]
+
+
+def test_files_named_by_pid_go_by_their_devices(tmp_path):
+    # GIVEN `nsys profile -o profile_%p` per rank: rank 0 is pid 2047 on GPU 0, rank 1 pid 2044
+    # on GPU 1 (the pids in the names, which must not be taken for rank numbers)
+    paths = []
+    for pid, device in ((2047, 0), (2044, 1)):
+        t = FakeTrace()
+        rank_cycles(t, pid, device, late_us=30 if device == 1 else 0)
+        paths.append(t.write(tmp_path / f"profile_{pid}.sqlite"))
+    a = load([tmp_path])
+    # THEN the ranks are 0 and 1 by device, said in a warning; rank 1 is the straggler
+    assert _ranks(a) == [(0, (2047,), "device order"), (1, (2044,), "device order")]
+    assert any("processes' ids (nsys -o %p)" in w for w in a.warnings)
+    assert a.cross.critical_path["gating_rank"].to_pylist() == [1] * 5
+
+
+def test_rank_marks_decide_across_files(tmp_path):
+    # GIVEN two per-rank files whose names say nothing useful (a, b), each process marking its
+    # rank (tracerecon.instrument): the file "a" holds rank 1
+    for name, pid, device, mark in (("a", 10, 1, 1), ("b", 20, 0, 0)):
+        t = FakeTrace()
+        rank_cycles(t, pid, device, mark=mark)
+        t.write(tmp_path / f"{name}.sqlite")
+    a = load([tmp_path])
+    # THEN the marks number them
+    assert _ranks(a) == [(0, (20,), "nvtx mark"), (1, (10,), "nvtx mark")]
+
+
+def test_one_file_per_node_holding_several_ranks(tmp_path):
+    # GIVEN `nsys profile torchrun --nproc-per-node 2` on each of two nodes: node0.sqlite holds
+    # global ranks 0 and 1 (pids 100, 101 on GPUs 0, 1), node1.sqlite ranks 2 and 3; rank 3 is
+    # 50 us late at every all-reduce
+    for node in (0, 1):
+        t = FakeTrace()
+        for local in (0, 1):
+            rank_cycles(t, 100 + local, local, late_us=50 if (node, local) == (1, 1) else 0)
+        t.write(tmp_path / f"node{node}.sqlite")
+    a = load([tmp_path])
+    # THEN four ranks, one per process, in file order then device
+    assert [(r.rank, r.source.pids, r.source.path.endswith(f"node{r.rank // 2}.sqlite")) for r in a.ranks] == [
+        (0, (100,), True), (1, (101,), True), (2, (100,), True), (3, (101,), True)]
+    # and each of ranks 0-2 waited 50 us in every cycle's all-reduce (250 us in 5); rank 3 none
+    assert [c.wait_ns for c in a.cross.comm] == [250 * U, 250 * U, 250 * U, 0]
+    assert any("several GPU processes" in w for w in a.warnings)
+
+
+def test_a_process_without_a_mark_comes_after_the_marked_ones(tmp_path):
+    # GIVEN one report: a scheduler (pid 50) that made one copy on GPU 0 and carries no rank
+    # mark; workers pid 60 (GPU 1) marked rank 0 and pid 70 (GPU 0) marked rank 1
+    t = FakeTrace()
+    c = t.call("cudaMemcpyAsync", 5, 6, pid=50)
+    t.copy(c, 7, 8, pid=50)
+    rank_cycles(t, 60, 1, mark=0)
+    rank_cycles(t, 70, 0, mark=1)
+    a = load([t.write(tmp_path / "run.sqlite")])
+    # THEN the marks hold and the scheduler is numbered after them, with a warning
+    assert _ranks(a) == [(0, (60,), "nvtx mark"), (1, (70,), "nvtx mark"), (2, (50,), "device/pid order")]
+    assert any("process 50 carries no tracerecon.rank mark" in w for w in a.warnings)
+
+
+def test_without_marks_processes_that_ran_kernels_come_first(tmp_path):
+    # GIVEN one report: a scheduler (pid 50, lowest) that made one copy on GPU 0, and two
+    # tensor-parallel workers (pid 60 on GPU 0, pid 70 on GPU 1) with one stray copy of pid 70's
+    # on GPU 0
+    t = FakeTrace()
+    c = t.call("cudaMemcpyAsync", 5, 6, pid=50)
+    t.copy(c, 7, 8, pid=50)
+    rank_cycles(t, 60, 0)
+    rank_cycles(t, 70, 1)
+    c = t.call("cudaMemcpyAsync", 9, 10, pid=70)
+    t.memcpy.append(dict(t.memcpy[-1], correlationId=c, deviceId=0, globalPid=t.kernels[-1]["globalPid"]))
+    a = load([t.write(tmp_path / "run.sqlite")])
+    # THEN the workers are ranks 0 and 1 by the device that ran most of their work, the
+    # scheduler rank 2
+    assert _ranks(a) == [(0, (60,), "device/pid order"), (1, (70,), "device/pid order"), (2, (50,), "device/pid order")]
+
+
+def test_a_folders_files_sort_numbers_by_value(tmp_path):
+    # GIVEN worker_tp0 .. worker_tp10 (names tracerecon reads no rank from)
+    for i in range(11):
+        t = FakeTrace()
+        rank_cycles(t, 100 + i, 0, n=1)
+        t.write(tmp_path / f"worker_tp{i}.sqlite")
+    a = load([tmp_path])
+    # THEN file order puts worker_tp10 last
+    assert [r.source.pids for r in a.ranks] == [(100 + i,) for i in range(11)]

@@ -188,14 +188,14 @@ def _one_run(files: list[Path], sessions: list[tuple]) -> None:
         raise BadTraceError(f"the inputs are {len(groups)} separate runs (their sessions do not overlap in time): {listed}; give the files of one run at a time")
 
 
-def _file_work(f: Path, config: PhaseConfig, multi: bool, rank_hint: int | None, order: int, use_cache: bool | None = None) -> tuple[list, list[str], tuple]:
+def _file_work(f: Path, config: PhaseConfig, multi: bool, name_number: int | None, order: int, use_cache: bool | None = None) -> tuple[list, list[str], tuple]:
     """Read one export and analyse its ranks as far as one rank can go alone (from the cache
     when it holds this file's result for these options). Runs in a worker process when several
     files are loaded. Returns ([(source, info, work)], warnings, (session start, trace end,
     nsys version))."""
     from tracerecon.cache import cached
 
-    out, warnings, session = cached(Path(f), (config, multi, rank_hint, order), lambda: _file_work_uncached(f, config, multi, rank_hint, order), use_cache)
+    out, warnings, session = cached(Path(f), (config, multi, name_number, order), lambda: _file_work_uncached(f, config, multi, name_number, order), use_cache)
     # A cache entry made when the file was given by another path (from another working
     # directory) names that path: the file is named as given now.
     shown, then = str(f), (out[0][0].path if out else str(f))
@@ -205,12 +205,12 @@ def _file_work(f: Path, config: PhaseConfig, multi: bool, rank_hint: int | None,
     return out, warnings, session
 
 
-def _file_work_remote(f: Path, shown: str, use_cache: bool, config: PhaseConfig, multi: bool, rank_hint: int | None, order: int) -> tuple[list, list[str], tuple]:
+def _file_work_remote(f: Path, shown: str, use_cache: bool, config: PhaseConfig, multi: bool, name_number: int | None, order: int) -> tuple[list, list[str], tuple]:
     """``_file_work`` on another machine: ``f`` is the absolute path there, ``shown`` the path as
     the user gave it, which the results carry (so they equal a local run's, cache entries
     included); ``use_cache`` is the client's choice (``--no-cache`` set nothing there)."""
     _take_dask_worker_share()
-    out, warnings, session = _file_work(f, config, multi, rank_hint, order, use_cache)
+    out, warnings, session = _file_work(f, config, multi, name_number, order, use_cache)
     out = [(replace(source, path=shown), info, work) for source, info, work in out]
     return out, [w.replace(str(f), shown) for w in warnings], session
 
@@ -232,34 +232,42 @@ def _take_dask_worker_share() -> None:
     cores.set_worker_share(max(1, cores.usable_cores() // max(1, threads)))
 
 
-def _file_work_uncached(f: Path, config: PhaseConfig, multi: bool, rank_hint: int | None, order: int) -> tuple[list, list[str], tuple]:
-    return _analyse_file(f, _read_tables(f, ANALYSIS_MODULES), config, multi, rank_hint, order)
+def _file_work_uncached(f: Path, config: PhaseConfig, multi: bool, name_number: int | None, order: int) -> tuple[list, list[str], tuple]:
+    return _analyse_file(f, _read_tables(f, ANALYSIS_MODULES), config, multi, name_number, order)
 
 
-def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, rank_hint: int | None, order: int) -> tuple[list, list[str], tuple]:
-    """``_file_work_uncached`` once the export's tables are read."""
+def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, name_number: int | None, order: int) -> tuple[list, list[str], tuple]:
+    """``_file_work_uncached`` once the export's tables are read. Each rank's number is
+    provisional with several files (``number_ranks`` needs them all); its source carries what
+    numbering looks at, its notes are said once it is numbered (``_numbered``)."""
     from tracerecon.analysis.projection import int64s
     from tracerecon.analysis.rank import RankTables, own_rank
-    from tracerecon.analysis.ranks import RankSource, processes_in_file, select_pids
+    from tracerecon.analysis.ranks import RankSource, file_candidates, gpu_processes, number_ranks, select_pids
 
     tables, linked, warnings = _link(f, read)
     del read
     if tables.nvtx_ranges.num_rows == 0:
         warnings.append(no_nvtx_message(str(f), tables.info.nsys_version))
-    if multi:
-        pids = sorted(set(int64s(tables.gpu_ops["pid"]).tolist()) | set(int64s(tables.nvtx_ranges["pid"]).tolist()))
-        splits, how = [(rank_hint if rank_hint is not None else order, pids)], ("file name" if rank_hint is not None else "file order")
-    else:
-        named = {int(p): r for p, n in zip(tables.nvtx_marks["pid"].to_pylist(), tables.nvtx_marks["name"].to_pylist()) if (r := rank_of_mark(n)) is not None}
-        splits, how = processes_in_file(tables.gpu_ops, tables.nvtx_ranges, named)
-        if not splits:
+    named = {int(p): r for p, n in zip(tables.nvtx_marks["pid"].to_pylist(), tables.nvtx_marks["name"].to_pylist()) if (r := rank_of_mark(n)) is not None}
+    processes = gpu_processes(tables.gpu_ops, tables.nvtx_ranges)
+    all_pids = sorted(set(int64s(tables.gpu_ops["pid"]).tolist()) | set(int64s(tables.nvtx_ranges["pid"]).tolist())) if multi else []
+    cands = file_candidates(order, processes, named, name_number if multi else None, not multi, all_pids)
+    if not cands:
+        if not multi:
             raise BadTraceError(f"{f}: empty trace: no GPU work and no NVTX ranges")
-        left_out = phase_processes_left_out(tables.nvtx_ranges, [p for _, pids in splits for p in pids], config)
+        cands = file_candidates(order, [(p, 0, False) for p in all_pids[:1]], named, name_number, False, all_pids)
+    if len(cands) == 1 and multi:
+        numbers, hows = [name_number if name_number is not None else order], ["file name" if name_number is not None else "file order"]
+    else:
+        numbers, hows, _ = number_ranks(cands, multi=False)
+    if not multi or len(cands) > 1:
+        left_out = phase_processes_left_out(tables.nvtx_ranges, [p for c in cands for p in c.pids], config)
         if left_out:
             warnings.append(phases_without_gpu_message(str(f), left_out))
     out = []
     marks = tables.nvtx_marks.to_pydict()
-    for rank, pids in splits:
+    for cand, rank, how in zip(cands, numbers, hows):
+        pids = list(cand.pids)
         accepted = tuple((pl, ts, n) for pid, name, pl, ts in zip(marks["pid"], marks["name"], marks["payload"], marks["ts_ns"])
                          if pid in pids and (n := accepted_of_mark(name)) is not None)
         rt = RankTables(
@@ -267,11 +275,32 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
             sync_records=select_pids(tables.sync_records, pids), event_records=select_pids(tables.event_records, pids),
             accepted_marks=accepted,
         )
-        work = own_rank(rt, rank, config)
-        out.append((RankSource(rank, str(f), tuple(pids), how), tables.info, work))
-        warnings.extend(f"{f}{f' (rank {rank})' if len(splits) > 1 else ''}: {note}" for note in work.notes)
+        out.append((RankSource(rank, str(f), tuple(pids), how, cand), tables.info, own_rank(rt, rank, config)))
     session = (tables.info.session_start_utc_ns if not tables.info.time_normalized else None, tables.trace_end_ns, tables.info.nsys_version)
     return out, warnings, session
+
+
+def _numbered(work: list[tuple], multi: bool) -> tuple[list[tuple], list[str]]:
+    """Every file's ranks (``_analyse_file``'s (source, info, work)) with their numbers
+    (``number_ranks`` over all of them), sorted by rank; the numbering's warnings, then each
+    rank's notes."""
+    from tracerecon.analysis.rank import with_rank
+    from tracerecon.analysis.ranks import number_ranks
+
+    if any(s.candidate is None for s, _, _ in work):  # a cache entry of an earlier tracerecon: as it was numbered
+        ranks, hows, warnings = [s.rank for s, _, _ in work], [s.how for s, _, _ in work], []
+    else:
+        ranks, hows, warnings = number_ranks([s.candidate for s, _, _ in work], multi)
+    out = []
+    for (s, info, w), rank, how in zip(work, ranks, hows):
+        out.append((replace(s, rank=rank, how=how), info, w if w.rank == rank else with_rank(w, rank)))
+    out.sort(key=lambda x: x[0].rank)
+    per_file = {}
+    for s, _, _ in out:
+        per_file[s.path] = per_file.get(s.path, 0) + 1
+    for s, _, w in out:
+        warnings.extend(f"{s.path}{f' (rank {s.rank})' if per_file[s.path] > 1 else ''}: {note}" for note in w.notes)
+    return out, warnings
 
 
 def default_jobs(n_files: int) -> int:
@@ -444,16 +473,8 @@ def analyze(paths: Sequence[str | os.PathLike], config: PhaseConfig, say: Progre
 
 def _analyze_files(files: list[Path], config: PhaseConfig, say: Progress, jobs: int | None, scheduler: str | None) -> Analysis:
     multi = len(files) > 1
-    file_ranks = [rank_from_filename(trace_stem(f)) for f in files]
-    by_name = multi and all(r is not None for r in file_ranks) and len(set(file_ranks)) == len(file_ranks)
     warnings: list[str] = []
-    if multi and not by_name:
-        if all(r is not None for r in file_ranks):
-            repeated = sorted({r for r in file_ranks if file_ranks.count(r) > 1})
-            warnings.append(f"rank numbers in the file names repeat (rank {', '.join(map(str, repeated))} more than once); ranks follow file order")
-        else:
-            warnings.append("rank numbers not found in every file name (e.g. rank3, r3, _3); ranks follow file order")
-    args = [(f, config, multi, file_ranks[i] if by_name else None, i) for i, f in enumerate(files)]
+    args = [(f, config, multi, rank_from_filename(trace_stem(f)) if multi else None, i) for i, f in enumerate(files)]
     if scheduler is not None:
         results = _file_work_on_dask(scheduler, args, say)
     else:
@@ -471,7 +492,8 @@ def _analyze_files(files: list[Path], config: PhaseConfig, say: Progress, jobs: 
     if multi:
         _one_run(files, [session for _, _, session in results])
         warnings.extend(_same_captures(files, [session for _, _, session in results]))
-    work.sort(key=lambda w: w[0].rank)
+    work, said = _numbered(work, multi)
+    warnings.extend(said)
     if len({w[0].rank for w in work}) != len(work):
         raise BadTraceError("two inputs map to the same rank (" + ", ".join(f"{s.path}: {s.rank}" for s, _, _ in work) + "); rename the files (rank0, rank1, ...)")
     if all(w.ranges.num_rows == 0 for _, _, w in work):

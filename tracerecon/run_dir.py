@@ -124,12 +124,17 @@ def _listed_in_run_json(folder: Path) -> list[Path]:
 
 
 def _exports_in(folder: Path) -> list[Path]:
-    """A folder's exports by name: each ``NAME.sqlite``, or its ``NAME.sqlite.xz`` where only
+    """A folder's exports by name (``natural_key``): each ``NAME.sqlite``, or its ``NAME.sqlite.xz`` where only
     that is there (rank0.sqlite beside a compressed rank1.sqlite.xz are two ranks)."""
     plain = {f.name: f for f in folder.glob("*.sqlite")}
     for f in folder.glob("*.sqlite" + XZ_SUFFIX):
         plain.setdefault(f.name[: -len(XZ_SUFFIX)], f)
-    return [plain[k] for k in sorted(plain)]
+    return [plain[k] for k in sorted(plain, key=natural_key)]
+
+
+def natural_key(name: str) -> tuple:
+    """Sort key that orders the numbers in a name by value: worker_tp2 before worker_tp10."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name))
 
 
 def listed_but_missing(paths: Sequence[str | Path]) -> list[str]:
@@ -183,7 +188,8 @@ def recorded_phase_options(paths: Sequence[str | Path]) -> dict | None:
 
 def expand_inputs(paths: Sequence[str | Path]) -> list[Path]:
     """Files as given; a directory contributes its exports: those ``run.json`` lists (rank
-    order), else its ``*.sqlite`` files (else ``*.sqlite.xz``) sorted by name."""
+    order), else its ``*.sqlite`` files (else ``*.sqlite.xz``) sorted by name, numbers in names
+    by value (``natural_key``)."""
     out: list[Path] = []
     for raw in paths:
         if not str(raw).strip():

@@ -9,7 +9,7 @@ cross-rank step found (each phase's wait in collectives) and returns the finishe
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -333,6 +333,21 @@ def read_ends(ops: pa.Table, op_phase: np.ndarray, cpu_end: np.ndarray) -> np.nd
 def _phase_op_mix(ops: pa.Table, op_phase: np.ndarray, n_ph: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Per phase instance: the communication/compute split of its ops and its CUDA-graph launches."""
     return phase_comm_split(ops.append_column("phase_id", pa.array(op_phase)), n_ph), _graph_launch_counts(ops, op_phase, n_ph)
+
+
+def with_rank(work: RankWork, rank: int) -> RankWork:
+    """``work`` numbered ``rank``: a rank is numbered only once every input is read (a file's
+    processes' marks, its name, its neighbours'), after its worker analysed it under a
+    provisional number; the number is its tables' ``rank`` column and nothing else."""
+
+    def numbered(t: pa.Table | None) -> pa.Table | None:
+        if t is None or "rank" not in t.column_names:
+            return t
+        return t.set_column(t.column_names.index("rank"), "rank", pa.array(np.full(t.num_rows, rank, dtype=np.int32)))
+
+    ranges = numbered(work.ranges)
+    return replace(work, rank=rank, ranges=ranges, gpu_ops=numbered(work.gpu_ops), syncs=numbered(work.syncs),
+                   phase_inputs=replace(work.phase_inputs, rank=rank, ranges=ranges), provisional=numbered(work.provisional))
 
 
 def finish_rank(work: RankWork, wait_ns: np.ndarray | None) -> tuple[pa.Table, pa.Table]:

@@ -10,37 +10,128 @@ import pyarrow.compute as pc
 
 
 @dataclass(frozen=True)
+class Candidate:
+    """One rank-to-be of one input file: what numbering the ranks looks at."""
+
+    file: int  # position of its file among the inputs
+    pids: tuple[int, ...]
+    device: int  # the CUDA device that ran most of its GPU ops (0: none)
+    ran_kernels: bool  # False: copies or memsets only (a scheduler's or a helper's)
+    mark: int | None  # its processes' tracerecon.rank mark (None: none, or they differ)
+    name_rank: int | None  # the rank its file's name gives (None: none, or the number is a pid in it)
+    name_is_pid: bool = False  # the number in its file's name is one of its file's pids (nsys -o %p)
+
+
+@dataclass(frozen=True)
 class RankSource:
     """One rank: its number, the file it comes from, its processes, and how the number was found."""
 
     rank: int
     path: str
     pids: tuple[int, ...]
-    how: str  # "file name" | "file order" | "nvtx mark" | "device/pid order" | "single process"
+    how: str  # "file name" | "file order" | "nvtx mark" | "device/pid order" | "device order" | "single process"
+    candidate: Candidate | None = None  # what its number was found from (None: read back from an export)
 
 
-def processes_in_file(gpu_ops: pa.Table, nvtx_ranges: pa.Table, named_ranks: dict[int, int]) -> tuple[list[tuple[int, list[int]]], str]:
-    """Split one export into ranks: [(rank, [pid])] and how they were numbered.
-
-    A rank is a process that did GPU work (launchers such as torchrun's parent did none), ordered
-    by CUDA device then pid, unless ``named_ranks`` ({pid: rank}, from the processes' own rank
-    marks) names every one of them. A trace without GPU work (CPU-only run) falls back to the
-    processes that have NVTX ranges.
-    """
-    if gpu_ops.num_rows:
-        pid = gpu_ops["pid"].to_numpy()
-        dev = gpu_ops["device_id"].to_numpy()
-        pids = np.unique(pid)
-        first_dev = {int(p): int(dev[pid == p].min()) for p in pids}
-    else:
+def gpu_processes(gpu_ops: pa.Table, nvtx_ranges: pa.Table) -> list[tuple[int, int, bool]]:
+    """(pid, device, ran kernels) of each process that did GPU work (launchers such as
+    torchrun's parent did none), its device the one that ran most of its GPU ops (a stray op on
+    another device moves nothing); without GPU work in the file (a CPU-only run), the processes
+    that have NVTX ranges, on device 0."""
+    if gpu_ops.num_rows == 0:
         pids = np.unique(nvtx_ranges["pid"].to_numpy()) if nvtx_ranges.num_rows else np.array([], dtype=np.int64)
-        first_dev = {int(p): 0 for p in pids}
-    named = {p: r for p, r in named_ranks.items() if p in first_dev}
-    if named and len(named) == len(first_dev) and len(set(named.values())) == len(named):
-        return sorted(((r, [p]) for p, r in named.items())), "nvtx mark"
-    ordered = sorted(first_dev, key=lambda p: (first_dev[p], p))
-    how = "single process" if len(ordered) <= 1 else "device/pid order"
-    return [(i, [p]) for i, p in enumerate(ordered)], how
+        return [(int(p), 0, False) for p in pids]
+    pid = gpu_ops["pid"].to_numpy()
+    dev = gpu_ops["device_id"].to_numpy()
+    kernel = pc.equal(gpu_ops["kind"], "kernel").to_numpy(zero_copy_only=False)
+    out = []
+    for p in np.unique(pid).tolist():
+        mine = pid == p
+        d = dev[mine]
+        low = int(d.min())
+        out.append((int(p), low + int(np.argmax(np.bincount(d - low))), bool(kernel[mine].any())))
+    return out
+
+
+def file_candidates(file: int, processes: list[tuple[int, int, bool]], marks: dict[int, int], name_number: int | None,
+                    split: bool, all_pids: list[int]) -> list[Candidate]:
+    """The rank candidates of one file: one per process of ``processes`` (``gpu_processes``) when
+    ``split`` or where the file's name gives no rank (none, or a number that is one of its pids)
+    and its processes are several; else the whole file, ``all_pids``, as one. ``marks``: {pid:
+    rank} from the processes' tracerecon.rank marks."""
+    name_is_pid = name_number is not None and name_number in all_pids
+    name_rank = None if name_is_pid else name_number
+    if not processes:
+        return []
+    if split or (name_rank is None and len(processes) > 1) or _distinct_marks([marks.get(p) for p, _, _ in processes]):
+        return [Candidate(file, (p,), d, k, marks.get(p), name_rank, name_is_pid) for p, d, k in processes]
+    own = {marks.get(p) for p in all_pids if p in marks}
+    first = min(processes, key=lambda x: (not x[2], x[1], x[0]))
+    return [Candidate(file, tuple(all_pids), first[1], any(k for _, _, k in processes), own.pop() if len(own) == 1 else None, name_rank, name_is_pid)]
+
+
+def _distinct_marks(marks: list[int | None]) -> bool:
+    """Several processes, each with a mark of its own."""
+    return len(marks) > 1 and None not in marks and len(set(marks)) == len(marks)
+
+
+def number_ranks(cands: list[Candidate], multi: bool) -> tuple[list[int], list[str], list[str]]:
+    """Each candidate's rank, how it was found, and warnings.
+
+    The processes' own tracerecon.rank marks decide where they are distinct: a candidate
+    without one (a scheduler that did a copy, a helper process) is numbered after the marked
+    ones, with a warning. Else, with several files, the rank in each file's name (rank3, r3,
+    _3; never a number that is one of the file's pids, as nsys's ``-o %p`` writes) where every
+    file gives a different one and is one candidate; else the order: files in the order given
+    (a folder's sorted by name, numbers by value), within a file processes that ran kernels
+    before those that only copied, then by CUDA device, then pid. Files named by pid, one
+    process each, go by device first: their names' order is the pids'."""
+    files = sorted({c.file for c in cands})
+    per_file = {f: [c for c in cands if c.file == f] for f in files}
+    one_each = all(len(v) == 1 for v in per_file.values())
+    names = [per_file[f][0].name_rank for f in files]
+    by_name = multi and one_each and None not in names and len(set(names)) == len(names)
+    warnings: list[str] = []
+    if by_name:
+        fallback, how = [c.name_rank for c in cands], "file name"
+    else:
+        pid_named = multi and one_each and all(c.name_is_pid for c in cands)
+        key = (lambda i: (cands[i].device, cands[i].file)) if pid_named else (lambda i: (cands[i].file, not cands[i].ran_kernels, cands[i].device, cands[i].pids[0]))
+        order = sorted(range(len(cands)), key=key)
+        fallback = [0] * len(cands)
+        for rank, i in enumerate(order):
+            fallback[i] = rank
+        how = "file order" if multi else ("single process" if len(cands) <= 1 else "device/pid order")
+        if multi and pid_named:
+            how = "device order"
+    marks = [c.mark for c in cands]
+    marked = [m for m in marks if m is not None]
+    if marked and len(set(marked)) == len(marked):
+        ranks, hows = list(marks), ["nvtx mark" if m is not None else how for m in marks]
+        unmarked = sorted((i for i, m in enumerate(marks) if m is None), key=lambda i: fallback[i])
+        for n, i in enumerate(unmarked, max(marked) + 1):
+            ranks[i] = n
+            warnings.append(f"process {', '.join(map(str, cands[i].pids))} carries no tracerecon.rank mark where "
+                            f"{len(marked)} other{'s' if len(marked) > 1 else ''} do: numbered rank {n}, after the marked ones")
+        return ranks, hows, warnings
+    if marked:
+        repeated = sorted({m for m in marked if marked.count(m) > 1})
+        warnings.append(f"the processes' tracerecon.rank marks repeat (rank {', '.join(map(str, repeated))} more than once): ranks follow "
+                        f"{'file names' if by_name else how}")
+    if multi and not by_name:
+        given = [c.name_rank for c in cands]
+        if how == "device order":
+            warnings.append("the numbers in the file names are the processes' ids (nsys -o %p), not ranks: ranks follow the "
+                            "processes' CUDA devices, then file order")
+        elif not one_each:
+            warnings.append("some files hold several GPU processes: each is a rank, numbered in file order, then within a file by "
+                            "CUDA device and pid")
+        elif None not in given:
+            repeated = sorted({r for r in given if given.count(r) > 1})
+            warnings.append(f"rank numbers in the file names repeat (rank {', '.join(map(str, repeated))} more than once); ranks follow file order")
+        else:
+            warnings.append("rank numbers not found in every file name (e.g. rank3, r3, _3); ranks follow file order")
+    return fallback, [how] * len(cands), warnings
 
 
 def select_pids(table: pa.Table, pids: list[int]) -> pa.Table:
