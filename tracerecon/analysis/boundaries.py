@@ -35,7 +35,7 @@ takes to be submitted.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -74,6 +74,9 @@ class StreamClock:
     # each one's launch stream row.
     branch_ops: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     branch_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # Work queued before the capture began (``queued_before_capture``), counted in op_launch /
+    # op_done as launched before every instant of the trace.
+    before_capture: BeforeCapture | None = None
 
     def stream_index(self, pid: np.ndarray, device: np.ndarray, stream: np.ndarray) -> np.ndarray:
         """Row of ``keys`` for each (pid, device, stream); -1 where the stream has no work."""
@@ -153,11 +156,18 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
 
     op_key = _pack(o_pid[placed], o_dev[placed], o_str[placed])
     work_keys = np.unique(op_key)
+    # Work queued before the capture began (``queued_before_capture``) is done, for every
+    # boundary the trace holds, when it is: a stand-in "op" launched before them all.
+    head = queued_before_capture(ops, o_launch, _pack(w["pid"], on_working_device(work_keys, w["pid"], w["dev"], w["stream"]), w["stream"]), w["cpu"],
+                                 captured_mid_run(api_calls))
+    o_launch = np.where(head.called_before, BEFORE_THE_TRACE, o_launch)
     # A graph launch's nodes that ran on the graph's own streams (a capture that forked) count
     # on its launch stream too: work queued there after the launch waits for the whole graph.
     b_rows, b_key = graph_branches(ops)
     b_placed = placed[b_rows]
-    g_key, g_launch, g_end = b_key[b_placed], o_launch[b_rows[b_placed]], o_end[b_rows[b_placed]]
+    g_key = np.concatenate([b_key[b_placed], head.stream_key])
+    g_launch = np.concatenate([o_launch[b_rows[b_placed]], np.full(len(head.stream_key), BEFORE_THE_TRACE, np.int64)])
+    g_end = np.concatenate([o_end[b_rows[b_placed]], head.done])
     op_key_all = np.concatenate([op_key, g_key])
     rec["dev"] = on_working_device(work_keys, rec["pid"], rec["dev"], rec["stream"])
     w["dev"] = on_working_device(work_keys, w["pid"], w["dev"], w["stream"])
@@ -230,7 +240,112 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
         records=records,
         branch_ops=b_rows,
         branch_rows=np.searchsorted(keys, b_key) if n else np.zeros(len(b_key), np.int64),
+        before_capture=head,
     )
+
+
+# A launch instant before every CPU instant of a trace (int64 min means "not placed").
+BEFORE_THE_TRACE = I64_MIN + 1
+# CUPTI numbers a process's API calls from its start, whenever the capture begins: a trace
+# whose first call of a process has a correlation id this high began mid-run (public
+# captures taken with a delay: 1.4-2.6 million; captures from the start: 100-2,300 in 50
+# sample and public traces).
+MID_RUN_MIN_CORRELATION = 100_000
+
+
+def captured_mid_run(api_calls: pa.Table) -> np.ndarray:
+    """The pids whose capture began while they ran (``MID_RUN_MIN_CORRELATION``)."""
+    if api_calls.num_rows == 0:
+        return np.zeros(0, np.int64)
+    corr = int64s(api_calls["correlation_id"], -1)
+    pid = int64s(api_calls["pid"])[corr >= 0]
+    corr = corr[corr >= 0]
+    if len(corr) == 0:
+        return np.zeros(0, np.int64)
+    order = np.lexsort((corr, pid))
+    firsts = order[np.r_[True, pid[order][1:] != pid[order][:-1]]]
+    return pid[firsts][corr[firsts] >= MID_RUN_MIN_CORRELATION]
+
+
+# The first op of a stream that starts this long after its launch, with nothing in the trace
+# before it on its stream or beside it on its device, waited for work the trace does not hold:
+# queued before the capture began. An idle GPU starts an op within microseconds of its launch.
+HIDDEN_QUEUE_MIN_NS = 50_000
+
+
+@dataclass(frozen=True)
+class BeforeCapture:
+    """Work on a rank's streams that was queued before the capture began (``queued_before_capture``)."""
+
+    called_before: np.ndarray  # per op: launched before the trace (its launching call is not in it)
+    stream_key: np.ndarray  # streams (``_pack`` keys) whose first op waited for work the trace lacks
+    done: np.ndarray  # ... and when that work was done: that op's start
+    waited: np.ndarray  # ... and how long that op waited for it
+
+
+def queued_before_capture(ops: pa.Table, launch: np.ndarray, wait_key: np.ndarray, wait_cpu: np.ndarray, mid_run: np.ndarray) -> BeforeCapture:
+    """Work a capture begun mid-run (``--delay``, ``--capture-range``) holds without its launch,
+    which an engine whose CPU runs ahead of the GPU had queued before it began: what the CUDA
+    events of the first phases wait for. Only in the processes ``mid_run`` (``captured_mid_run``):
+    a process traced from its start queued nothing before (its first kernels start late for
+    reasons of their own: 0.14-1.3 ms on the H200 samples, loading a module, a first stream).
+
+    - Ops whose launching call is not in the trace, at the head of their stream (before its
+      first op whose call is): they were launched before the trace, not when they started.
+      Only on streams that have a launched op (a trace without launching calls is left as it is).
+    - A stream whose first op (by launch) starts ``HIDDEN_QUEUE_MIN_NS`` or more after its
+      launch, where no stream wait of the trace comes before it on its stream and no other op
+      of its process runs on its device meanwhile (another stream's kernels holding the GPU,
+      an op of the first kind): work the trace does not show held the stream until that op's
+      start.
+    ``launch``: ``launch_instants(ops)``; ``wait_key`` / ``wait_cpu``: the stream waits' streams
+    (``_pack``) and CPU instants."""
+    n = ops.num_rows
+    none = BeforeCapture(np.zeros(n, bool), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    if n == 0:
+        return none
+    pid, dev, stream = int64s(ops["pid"]), int64s(ops["device_id"], -1), int64s(ops["stream_id"], -1)
+    if len(mid_run) == 0 or not np.isin(pid, mid_run).any():
+        return none
+    start, end = int64s(ops["start_ns"]), int64s(ops["end_ns"])
+    called = int64s(ops["launch_end_ns"], I64_MIN) != I64_MIN
+    key = _pack(pid, dev, stream)
+    # Per stream, the first op by start that has its call: call-less ops before it came first.
+    order = np.lexsort((start, key))
+    k_sorted, c_sorted = key[order], called[order]
+    firsts = np.flatnonzero(np.r_[True, k_sorted[1:] != k_sorted[:-1]])
+    group = np.cumsum(np.r_[True, k_sorted[1:] != k_sorted[:-1]]) - 1
+    seen_call = np.zeros(len(order), dtype=np.int64)
+    seen_call[c_sorted] = 1
+    calls_so_far = np.cumsum(seen_call) - np.r_[0, np.cumsum(seen_call)][firsts][group]
+    has_call = np.zeros(len(firsts), dtype=bool)
+    np.logical_or.at(has_call, group, c_sorted)
+    before = np.zeros(n, dtype=bool)
+    before[order] = (calls_so_far == 0) & ~c_sorted & has_call[group]
+    in_mid_run = np.isin(pid, mid_run)
+    before &= in_mid_run
+    # Per stream, its first op by launch, among those launched in the trace.
+    placed = ~before & called & in_mid_run
+    if not placed.any():
+        return replace(none, called_before=before)
+    rows = np.flatnonzero(placed)
+    by_launch = rows[np.lexsort((launch[rows], key[rows]))]
+    first = by_launch[np.r_[True, key[by_launch][1:] != key[by_launch][:-1]]]
+    first = first[start[first] - launch[first] >= HIDDEN_QUEUE_MIN_NS]
+    heads = []
+    for i in first.tolist():
+        lo, hi = launch[i], start[i]
+        if len(wait_key) and bool(((wait_key == key[i]) & (wait_cpu < hi)).any()):
+            continue
+        # Another op of the process running meanwhile on its device (another stream's kernels
+        # holding the GPU, one of its own stream's ops launched before the trace) explains it.
+        beside = (pid == pid[i]) & (dev == dev[i]) & (start < hi) & (end > lo)
+        beside[i] = False
+        if beside.any():
+            continue
+        heads.append(i)
+    h = np.array(heads, dtype=np.int64)
+    return BeforeCapture(before, key[h], start[h], start[h] - launch[h])
 
 
 def graph_branches(ops: pa.Table) -> tuple[np.ndarray, np.ndarray]:

@@ -213,7 +213,8 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
     return RankWork(rank=rank, ranges=ranges, gpu_ops=gpu_ops, syncs=syncs, phase_inputs=inputs, cycle_rows=cycle_rows, skip_cycles=config.skip_cycles,
                     accepted_marks=tables.accepted_marks, provisional=build_phases(inputs),
                     notes=_past_cycle_notes(phases_past_their_cycle(nested, phase_rows, cycle_of, cycle_rows), labels) + _tiled_notes(tiled, own, b_end - b_start, labels)
-                    + _between_notes(ph_pid, ph_tid, cycle_of, b_start, b_end, labels) + _phase_thread_notes(config.phase_thread, ph_tid))
+                    + _between_notes(ph_pid, ph_tid, cycle_of, b_start, b_end, labels) + _phase_thread_notes(config.phase_thread, ph_tid)
+                    + _before_capture_notes(clock))
 
 
 def _awaited(clock: StreamClock, blocking: pa.Table, targets: WaitTargets, ops: pa.Table) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
@@ -268,6 +269,24 @@ def _tiled_notes(tiled: np.ndarray, own: np.ndarray, gpu: np.ndarray, labels: li
         out.append(f"{name!r}: in {len(mine)} of {labels.count(name)} instances another phase's stream, which its own stream never waits for, "
                    f"ran past its boundaries: it reads {np.median(gpu[mine]) / 1e6:.3f} ms (median) where events on its own stream would read "
                    f"{np.median(own[mine]) / 1e6:.3f} ms (streams that run at once and never join are tiled one after another)")
+    return tuple(out)
+
+
+def _before_capture_notes(clock: StreamClock) -> tuple[str, ...]:
+    """A line where the trace holds work queued before the capture began
+    (``boundaries.queued_before_capture``): the first boundaries wait for it, as events would."""
+    head = clock.before_capture
+    if head is None:
+        return ()
+    out = []
+    if head.called_before.any():
+        out.append(f"{int(head.called_before.sum())} GPU op(s) at the head of their streams have no launching call (launched before the "
+                   "capture began): every phase boundary on their streams waits for them, as CUDA events recorded there would")
+    if len(head.stream_key):
+        i = int(np.argmax(head.waited))
+        out.append(f"{len(head.stream_key)} stream(s) ran work queued before the capture began, which the trace does not show (the first op "
+                   f"of each waited up to {head.waited[i] / 1e6:.3f} ms after its launch on an idle device): phase boundaries before then "
+                   "wait for it, as CUDA events would; the capture's first cycle may hold the engine's earlier cycle's tail")
     return tuple(out)
 
 
