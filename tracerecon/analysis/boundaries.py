@@ -257,14 +257,14 @@ def captured_mid_run(api_calls: pa.Table) -> np.ndarray:
     """The pids whose capture began while they ran (``MID_RUN_MIN_CORRELATION``)."""
     if api_calls.num_rows == 0:
         return np.zeros(0, np.int64)
-    corr = int64s(api_calls["correlation_id"], -1)
-    pid = int64s(api_calls["pid"])[corr >= 0]
-    corr = corr[corr >= 0]
-    if len(corr) == 0:
-        return np.zeros(0, np.int64)
-    order = np.lexsort((corr, pid))
-    firsts = order[np.r_[True, pid[order][1:] != pid[order][:-1]]]
-    return pid[firsts][corr[firsts] >= MID_RUN_MIN_CORRELATION]
+    pids = sorted(pc.unique(api_calls["pid"]).to_pylist())  # a hash, not a sort of every call
+    corr = int64s(api_calls["correlation_id"], I64_MAX)
+    if len(pids) == 1:
+        first = [int(corr.min())]
+    else:
+        pid = int64s(api_calls["pid"])
+        first = [int(corr[pid == p].min()) for p in pids]
+    return np.array([p for p, c in zip(pids, first) if MID_RUN_MIN_CORRELATION <= c < I64_MAX], dtype=np.int64)
 
 
 # The first op of a stream that starts this long after its launch, with nothing in the trace

@@ -8,6 +8,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracerecon.analysis.projection import string_mask
+
 
 @dataclass(frozen=True)
 class Candidate:
@@ -43,10 +45,11 @@ def gpu_processes(gpu_ops: pa.Table, nvtx_ranges: pa.Table) -> list[tuple[int, i
         return [(int(p), 0, False) for p in pids]
     pid = gpu_ops["pid"].to_numpy()
     dev = gpu_ops["device_id"].to_numpy()
-    kernel = pc.equal(gpu_ops["kind"], "kernel").to_numpy(zero_copy_only=False)
+    kernel = string_mask(gpu_ops["kind"], lambda k: k == "kernel")
     out = []
-    for p in np.unique(pid).tolist():
-        mine = pid == p
+    pids = sorted(pc.unique(gpu_ops["pid"]).to_pylist())  # a hash, not a sort of every op
+    for p in pids:
+        mine = slice(None) if len(pids) == 1 else pid == p
         d = dev[mine]
         low = int(d.min())
         out.append((int(p), low + int(np.argmax(np.bincount(d - low))), bool(kernel[mine].any())))
