@@ -123,14 +123,16 @@ def test_a_phase_inside_a_start_end_phase_on_its_thread_is_part_of_it():
     assert sorted(got.tolist()) == [0, 1, 3, 5, 6, 7]
 
 
+@pytest.mark.parametrize("base", [0, 2**41 - 1500, 1_764_000_000 * 10**9], ids=["session-ns", "across-2**41-ns", "utc-ns"])
 @pytest.mark.parametrize("with_cycles", [True, False], ids=["cycle-ranges", "no-cycle-ranges"])
-def test_a_start_end_phase_held_open_into_the_next_cycle_holds_none_of_its_phases(with_cycles):
+def test_a_start_end_phase_held_open_into_the_next_cycle_holds_none_of_its_phases(with_cycles, base):
     # GIVEN an overlap scheduler on thread 1: each cycle (b = 1000c) a push/pop draft (b..b+100)
     # and a start/end verify opened at b+100 and closed when its result is used, at b+1150,
-    # after the next cycle's draft began; with push/pop cycle ranges (b..b+1000), or none
+    # after the next cycle's draft began; with push/pop cycle ranges (b..b+1000), or none; on a
+    # trace's own clock, across 2**41 ns (37 minutes into a capture), or in UTC ns (--ts-normalize)
     rows = []
     for c in range(3):
-        b = 1000 * c
+        b = base + 1000 * c
         if with_cycles:
             rows.append((f"cycle {c}", b, b + 1000, "push_pop"))
         rows += [("draft", b, b + 100, "push_pop"), ("verify", b + 100, b + 1150, "start_end")]

@@ -214,8 +214,7 @@ def _inside_a_start_end_phase(ranges: pa.Table, is_phase: np.ndarray, is_cycle: 
     pid = int64s(ranges["pid"])
     cycle_rows = np.flatnonzero(is_cycle)
     if len(cycle_rows):
-        c_key = np.sort((pid[cycle_rows] << 40) ^ int64s(ranges["start_ns"])[cycle_rows])  # cycle starts by process
-        c_pid = np.sort(pid[cycle_rows])
+        c_pid, c_start = pid[cycle_rows], int64s(ranges["start_ns"])[cycle_rows]
     else:
         phases = np.flatnonzero(is_phase)
         starter = label_id[phases[np.argmin(int64s(ranges["start_ns"])[phases])]]  # the phase that starts cycles
@@ -230,12 +229,11 @@ def _inside_a_start_end_phase(ranges: pa.Table, is_phase: np.ndarray, is_cycle: 
         held_by = np.where(far >= end[at], setter, -1)
         inside = held_by >= 0
         if len(cycle_rows):
-            p = pid[cand[at]]
-            lo = (p << 40) ^ start[at[np.maximum(held_by, 0)]]
-            hi = (p << 40) ^ start[at]
-            # A cycle of the process began after the holder and no later than the inner phase.
-            began = (np.searchsorted(c_key, hi, side="right") > np.searchsorted(c_key, lo, side="right")) & np.isin(p, c_pid)
-            inside &= ~began
+            # A cycle of the process (one thread: one process) began after the holder and no
+            # later than the inner phase.
+            starts = np.sort(c_start[c_pid == pid[cand[at[0]]]])
+            lo, hi = start[at[np.maximum(held_by, 0)]], start[at]
+            inside &= ~(np.searchsorted(starts, hi, side="right") > np.searchsorted(starts, lo, side="right"))
         else:
             inside &= label_id[cand[at]] != starter
         out[cand[at[inside]]] = True
