@@ -191,7 +191,7 @@ def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.
         if c is None:
             continue
         waits_by_cycle.setdefault(c, Counter())[row["rank"]] += row["wait_ns"]
-        if lr is row and cc is not None and row["skew_ns"] > 0:  # all at once: it gated nobody (2026-12-01)
+        if lr is row and cc is not None and row["skew_ns"] > 1_000:  # all at once (within 1 us): it gated nobody (2026-12-01)
             by_cycle.setdefault(c, []).append(row)
     per_cycle = {v.rank: {c + shift[v.rank]: x for c, x in _cycle_ends(v, offsets.get(v.rank, 0)).items()} for v in views}
     # Each rank's lateness at each collective (its arrival after the first rank's), to see
@@ -214,7 +214,8 @@ def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.
             how = "collectives"
         else:
             ends = {rk: per_cycle[rk][c][0] for rk in per_cycle if c in per_cycle[rk]}
-            if len(ends) < min(2, len(views)):  # a cycle of one rank alone (2026-12-01)
+            met = any(cc == c for cc in coll_cycle.values())  # the ranks met at a collective in it (2026-12-01)
+            if len(ends) < min(2, len(views)) and not (met and len(views) > 1):  # a cycle of one rank alone (2026-12-01)
                 continue
             gating = max(ends, key=lambda k: (ends[k], -k))
             phase = per_cycle[gating][c][1]

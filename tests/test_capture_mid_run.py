@@ -13,6 +13,8 @@ prepare 3100 -> 3200 = 100, forward 3200 -> 4220 = 1020.
 
 from __future__ import annotations
 
+import pytest
+
 from nsys_factory import FakeTrace
 from tracerecon.analysis.config import PhaseConfig
 from tracerecon.api import load
@@ -52,12 +54,14 @@ def test_work_queued_before_a_mid_run_capture_that_the_trace_lacks(tmp_path):
     assert any("queued before the capture began, which the trace does not show" in w and "0.880 ms" in w for w in a.warnings)
 
 
-def test_work_queued_before_a_mid_run_capture_without_its_launching_calls(tmp_path):
+@pytest.mark.parametrize("first_call", [20_000, 5_000_000])
+def test_work_queued_before_a_mid_run_capture_without_its_launching_calls(tmp_path, first_call):
     # GIVEN the same, where the trace holds cycle 0's two kernels (900-1500, 1500-2000) but not
-    # the calls that launched them
-    t = FakeTrace(_corr=5_000_000)
-    t.kernel(4_999_990, 900 * U, 1500 * U)
-    t.kernel(4_999_991, 1500 * U, 2000 * U)
+    # the calls that launched them, numbered before the first call the trace holds (a capture
+    # begun after 20,000 calls, or after millions)
+    t = FakeTrace(_corr=first_call)
+    t.kernel(first_call - 10, 900 * U, 1500 * U)
+    t.kernel(first_call - 9, 1500 * U, 2000 * U)
     visible_cycles(t)
     path = t.write(tmp_path / "mid_run_calls.sqlite")
     # THEN the kernel that started after prepare's start still counts before it (it was

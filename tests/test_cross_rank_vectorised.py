@@ -101,29 +101,42 @@ def test_random_runs_come_out_as_before(views):
     assert_same(views)
 
 
-def _one_collective_each(starts: list[int]) -> list[cross_rank.RankView]:
+def _one_collective_each(starts: list[int], length: int = 100) -> list[cross_rank.RankView]:
     views = []
     for r, s in enumerate(starts):
         ops = pa.table({"kind": pa.array(["kernel"]).dictionary_encode(), "name": pa.array([NAMES[0]]).dictionary_encode(),
-                        "start_ns": pa.array([s], pa.int64()), "end_ns": pa.array([s + 100], pa.int64()), "phase_id": pa.array([0], pa.int64())})
-        phases = pa.table({"cycle": pa.array([0], pa.int64()), "phase": pa.array(["verify"]), "gpu_end_ns": pa.array([s + 100], pa.int64()),
-                           "cpu_end_ns": pa.array([s + 100], pa.int64()), "gpu_ns": pa.array([100], pa.int64()), "cpu_ns": pa.array([90], pa.int64())})
+                        "start_ns": pa.array([s], pa.int64()), "end_ns": pa.array([s + length], pa.int64()), "phase_id": pa.array([0], pa.int64())})
+        phases = pa.table({"cycle": pa.array([0], pa.int64()), "phase": pa.array(["verify"]), "gpu_end_ns": pa.array([s + length], pa.int64()),
+                           "cpu_end_ns": pa.array([s + length], pa.int64()), "gpu_ns": pa.array([length], pa.int64()), "cpu_ns": pa.array([90], pa.int64())})
         views.append(cross_rank.RankView(r, "one", None, ops, phases))
     return views
 
 
 def test_ranks_arriving_together_name_the_highest_as_last():
-    # GIVEN three ranks on one clock whose all-reduce starts at 1000, 1030 and 1030 ns
-    views = _one_collective_each([1000, 1030, 1030])
+    # GIVEN three ranks on one clock whose all-reduce (10 us long) starts at 1000, 3000 and 3000 ns
+    views = _one_collective_each([1000, 3000, 3000], length=10_000)
     # WHEN the cross-rank step runs
     cr = cross_rank.analyze_cross_rank(views)
     rows = cr.collectives.to_pylist()
-    # THEN the skew is 30 ns, the last to arrive of the two tied is rank 2, rank 0 waited 30 ns
-    #      of its 100-ns kernel and the others none, and rank 2 gated the cycle in verify
-    assert [r["last_rank"] for r in rows] == [2, 2, 2] and [r["skew_ns"] for r in rows] == [30, 30, 30]
-    assert [r["wait_ns"] for r in rows] == [30, 0, 0] and [r["comm_ns"] for r in rows] == [70, 100, 100]
+    # THEN the skew is 2 us, the last to arrive of the two tied is rank 2, rank 0 waited 2 us
+    #      of its 10-us kernel and the others none, and rank 2 gated the cycle in verify
+    assert [r["last_rank"] for r in rows] == [2, 2, 2] and [r["skew_ns"] for r in rows] == [2000, 2000, 2000]
+    assert [r["wait_ns"] for r in rows] == [2000, 0, 0] and [r["comm_ns"] for r in rows] == [8000, 10_000, 10_000]
     (path,) = cr.critical_path.to_pylist()
-    assert (path["gating_rank"], path["gating_phase"], path["how"], path["max_wait_ns"]) == (2, "verify", "collectives", 30)
+    assert (path["gating_rank"], path["gating_phase"], path["how"], path["max_wait_ns"]) == (2, "verify", "collectives", 2000)
+    assert_same(views)
+
+
+def test_ranks_within_a_microsecond_of_each_other_gate_nothing():
+    # GIVEN three ranks on one clock whose all-reduce starts at 1000, 1030 and 1030 ns (jitter)
+    views = _one_collective_each([1000, 1030, 1030])
+    # WHEN the cross-rank step runs THEN the waits are kept (30 ns of rank 0's), but the cycle is
+    #      put down to the rank whose work ended last (of ranks ending together, the lowest), not
+    #      to the collective
+    cr = cross_rank.analyze_cross_rank(views)
+    assert [r["wait_ns"] for r in cr.collectives.to_pylist()] == [30, 0, 0]
+    (path,) = cr.critical_path.to_pylist()
+    assert (path["gating_rank"], path["how"], path["max_wait_ns"]) == (1, "latest end", 30)
     assert_same(views)
 
 

@@ -5,6 +5,8 @@ b+120..b+200+late, then an all-reduce from b+200+late to b+300 on every rank).""
 
 from __future__ import annotations
 
+import pytest
+
 from nsys_factory import FakeTrace
 from tracerecon.api import load
 
@@ -17,16 +19,17 @@ def launch(t: FakeTrace, at_us: int, gpu_us: tuple[int, int], pid: int, device: 
     t.kernel(c, gpu_us[0] * U, gpu_us[1] * U, pid=pid, device=device, name=name)
 
 
-def rank_cycles(t: FakeTrace, pid: int, device: int, n: int = 5, late_us: int = 0, phases: bool = True, mark: int | None = None) -> None:
+def rank_cycles(t: FakeTrace, pid: int, device: int, n: int = 5, late_us: int | list[int] = 0, phases: bool = True, mark: int | None = None) -> None:
     if mark is not None:
         t.mark(f"tracerecon.rank={mark}", 1, pid=pid)
     for c in range(n):
         b = c * 1000
+        late = late_us[c] if isinstance(late_us, list) else late_us
         if phases:
             t.cycle(c, b * U, (b + 100) * U, (b + 400) * U, pid=pid)
         launch(t, b + 10, (b + 20, b + 80), pid, device)
-        launch(t, b + 110, (b + 120, b + 200 + late_us), pid, device)
-        launch(t, b + 120, (b + 200 + late_us, b + 300), pid, device, ALL_REDUCE)
+        launch(t, b + 110, (b + 120, b + 200 + late), pid, device)
+        launch(t, b + 120, (b + 200 + late, b + 300), pid, device, ALL_REDUCE)
 
 
 def test_a_late_rank_without_phase_ranges_is_the_straggler(tmp_path):
@@ -59,6 +62,20 @@ def test_only_the_first_rank_marks_phases(tmp_path):
     assert cp["waits_ns"] == ['{"0": 40000, "1": 0}'] * 5
 
 
+def test_cycles_where_an_unannotated_rank_arrived_together_still_count(tmp_path):
+    # GIVEN only rank 0 marks phases; rank 1 is 40 us late at the all-reduce in cycles 0-2 and
+    # arrives with rank 0 in cycles 3-4
+    t = FakeTrace()
+    rank_cycles(t, 10, 0)
+    rank_cycles(t, 20, 1, late_us=[40, 40, 40, 0, 0], phases=False)
+    a = load([t.write(tmp_path / "run.sqlite")])
+    # THEN all five cycles are on the critical path: rank 1 gated 0-2 at the all-reduce; in 3-4
+    # nobody waited (the rank whose work ended last is named), as with both ranks annotated
+    cp = a.cross.critical_path.to_pydict()
+    assert cp["cycle"] == [0, 1, 2, 3, 4] and cp["how"] == ["collectives"] * 3 + ["latest end"] * 2
+    assert cp["gating_rank"][:3] == [1, 1, 1] and cp["max_wait_ns"] == [40 * U] * 3 + [0, 0]
+
+
 def test_ranks_arriving_together_gate_nothing_at_their_collectives(tmp_path):
     # GIVEN two ranks reaching every all-reduce at the same nanosecond
     t = FakeTrace()
@@ -79,17 +96,18 @@ def _ranks(a) -> list[tuple[int, tuple[int, ...], str]]:
     return [(r.rank, r.source.pids, r.source.how) for r in a.ranks]
 
 
-def test_files_named_by_pid_go_by_their_devices(tmp_path):
+@pytest.mark.parametrize("pids", [(2047, 2044), (410047, 410044)])
+def test_files_named_by_pid_go_by_their_devices(tmp_path, pids):
     # GIVEN `nsys profile -o profile_%p` per rank: rank 0 is pid 2047 on GPU 0, rank 1 pid 2044
-    # on GPU 1 (the pids in the names, which must not be taken for rank numbers)
+    # on GPU 1 (the pids in the names, which must not be taken for rank numbers; small or large)
     paths = []
-    for pid, device in ((2047, 0), (2044, 1)):
+    for pid, device in zip(pids, (0, 1)):
         t = FakeTrace()
         rank_cycles(t, pid, device, late_us=30 if device == 1 else 0)
         paths.append(t.write(tmp_path / f"profile_{pid}.sqlite"))
     a = load([tmp_path])
     # THEN the ranks are 0 and 1 by device, said in a warning; rank 1 is the straggler
-    assert _ranks(a) == [(0, (2047,), "device order"), (1, (2044,), "device order")]
+    assert _ranks(a) == [(0, (pids[0],), "device order"), (1, (pids[1],), "device order")]
     assert any("processes' ids (nsys -o %p)" in w for w in a.warnings)
     assert a.cross.critical_path["gating_rank"].to_pylist() == [1] * 5
 
@@ -106,22 +124,23 @@ def test_rank_marks_decide_across_files(tmp_path):
     assert _ranks(a) == [(0, (20,), "nvtx mark"), (1, (10,), "nvtx mark")]
 
 
-def test_one_file_per_node_holding_several_ranks(tmp_path):
+@pytest.mark.parametrize("name", ["node{}", "node_{}"])
+def test_one_file_per_node_holding_several_ranks(tmp_path, name):
     # GIVEN `nsys profile torchrun --nproc-per-node 2` on each of two nodes: node0.sqlite holds
     # global ranks 0 and 1 (pids 100, 101 on GPUs 0, 1), node1.sqlite ranks 2 and 3; rank 3 is
-    # 50 us late at every all-reduce
+    # 50 us late at every all-reduce (the files' names end in no number, or in the node's)
     for node in (0, 1):
         t = FakeTrace()
         for local in (0, 1):
             rank_cycles(t, 100 + local, local, late_us=50 if (node, local) == (1, 1) else 0)
-        t.write(tmp_path / f"node{node}.sqlite")
+        t.write(tmp_path / f"{name.format(node)}.sqlite")
     a = load([tmp_path])
     # THEN four ranks, one per process, in file order then device
-    assert [(r.rank, r.source.pids, r.source.path.endswith(f"node{r.rank // 2}.sqlite")) for r in a.ranks] == [
+    assert [(r.rank, r.source.pids, r.source.path.endswith(f"{name.format(r.rank // 2)}.sqlite")) for r in a.ranks] == [
         (0, (100,), True), (1, (101,), True), (2, (100,), True), (3, (101,), True)]
     # and each of ranks 0-2 waited 50 us in every cycle's all-reduce (250 us in 5); rank 3 none
     assert [c.wait_ns for c in a.cross.comm] == [250 * U, 250 * U, 250 * U, 0]
-    assert any("several GPU processes" in w for w in a.warnings)
+    assert any("GPU processes on several devices" in w for w in a.warnings)
 
 
 def test_a_process_without_a_mark_comes_after_the_marked_ones(tmp_path):
@@ -164,3 +183,62 @@ def test_a_folders_files_sort_numbers_by_value(tmp_path):
     a = load([tmp_path])
     # THEN file order puts worker_tp10 last
     assert [r.source.pids for r in a.ranks] == [(100 + i,) for i in range(11)]
+
+
+def test_a_rank_files_copy_only_helper_stays_in_its_rank(tmp_path):
+    # GIVEN per-rank files hostA and hostB (no rank in their names), each holding its worker
+    # (GPU 0 of its host) and a helper process that only copied
+    for host, base in (("hostA", 100), ("hostB", 200)):
+        t = FakeTrace()
+        rank_cycles(t, base, 0)
+        c = t.call("cudaMemcpyAsync", 5, 6, pid=base + 1)
+        t.copy(c, 7, 8, pid=base + 1)
+        t.write(tmp_path / f"{host}.sqlite")
+    a = load([tmp_path])
+    # THEN two ranks, each its file's processes, in file order
+    assert [(r.rank, r.source.pids) for r in a.ranks] == [(0, (100, 101)), (1, (200, 201))]
+
+
+def test_a_rank_file_where_nothing_ran_keeps_its_place(tmp_path):
+    # GIVEN files wa, wb, wc of one run (no rank in their names); wb's process failed early (no
+    # GPU work, no NVTX range)
+    for name, pid in (("wa", 100), ("wb", None), ("wc", 102)):
+        t = FakeTrace()
+        if pid is None:
+            t.call("cudaGetDevice", 0, 1, pid=101)
+        else:
+            rank_cycles(t, pid, 0)
+        t.write(tmp_path / f"{name}.sqlite")
+    a = load([tmp_path])
+    # THEN three ranks in file order, wb's empty
+    assert [(r.rank, r.source.path.rsplit("/", 1)[-1], r.source.pids) for r in a.ranks] == [
+        (0, "wa.sqlite", (100,)), (1, "wb.sqlite", ()), (2, "wc.sqlite", (102,))]
+
+
+def test_an_unmarked_rank_file_keeps_the_rank_its_name_gives(tmp_path):
+    # GIVEN rank0 .. rank3, whose processes mark their ranks but rank2's
+    for r in range(4):
+        t = FakeTrace()
+        rank_cycles(t, 100 + r, r, mark=None if r == 2 else r)
+        t.write(tmp_path / f"rank{r}.sqlite")
+    a = load([tmp_path])
+    # THEN rank2.sqlite is rank 2 (no mark holds 2), said in a warning
+    assert [(r.rank, r.source.pids, r.source.how) for r in a.ranks] == [
+        (0, (100,), "nvtx mark"), (1, (101,), "nvtx mark"), (2, (102,), "file name"), (3, (103,), "nvtx mark")]
+    assert any("process 102 carries no tracerecon.rank mark" in w and "rank 2, by file name" in w for w in a.warnings)
+
+
+def test_a_worker_that_only_replays_cuda_graphs_ran_code(tmp_path):
+    # GIVEN one report traced with --cuda-graph-trace=graph: a scheduler (pid 50) that made one
+    # copy on GPU 0, a worker (pid 60) on GPU 0 whose only GPU work is whole graph launches, a
+    # worker (pid 70) on GPU 1
+    t = FakeTrace()
+    c = t.call("cudaMemcpyAsync", 5, 6, pid=50)
+    t.copy(c, 7, 8, pid=50)
+    for i in range(3):
+        g = t.call("cudaGraphLaunch", (i * 1000 + 10) * U, (i * 1000 + 12) * U, pid=60)
+        t.graph(g, (i * 1000 + 20) * U, (i * 1000 + 300) * U, pid=60)
+    rank_cycles(t, 70, 1, n=3)
+    a = load([t.write(tmp_path / "run.sqlite")])
+    # THEN the workers come first, by device
+    assert [r.source.pids for r in a.ranks] == [(60,), (70,), (50,)]

@@ -17,7 +17,7 @@ from tracerecon.analysis.config import PhaseConfig
 from tracerecon.errors import BadTraceError, TraceReconError, UsageError, install_hint
 from tracerecon.import_ahead import ImportAhead, join_all
 from tracerecon.memory import release_free_memory
-from tracerecon.run_dir import accepted_of_mark, expand_inputs, listed_but_missing, rank_from_filename, rank_of_mark, read_engine_timers, trace_stem
+from tracerecon.run_dir import accepted_of_mark, expand_inputs, listed_but_missing, number_in_filename, rank_of_mark, read_engine_timers, trace_stem
 
 if TYPE_CHECKING:
     from tracerecon.model import Analysis
@@ -251,13 +251,12 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
     named = {int(p): r for p, n in zip(tables.nvtx_marks["pid"].to_pylist(), tables.nvtx_marks["name"].to_pylist()) if (r := rank_of_mark(n)) is not None}
     processes = gpu_processes(tables.gpu_ops, tables.nvtx_ranges)
     all_pids = sorted(set(int64s(tables.gpu_ops["pid"]).tolist()) | set(int64s(tables.nvtx_ranges["pid"]).tolist())) if multi else []
-    cands = file_candidates(order, processes, named, name_number if multi else None, not multi, all_pids)
+    cands = file_candidates(order, processes, named, name_number if multi else None, not multi, all_pids, ",".join(sorted(tables.info.gpu_uuids)))
     if not cands:
-        if not multi:
-            raise BadTraceError(f"{f}: empty trace: no GPU work and no NVTX ranges")
-        cands = file_candidates(order, [(p, 0, False) for p in all_pids[:1]], named, name_number, False, all_pids)
-    if len(cands) == 1 and multi:
-        numbers, hows = [name_number if name_number is not None else order], ["file name" if name_number is not None else "file order"]
+        raise BadTraceError(f"{f}: empty trace: no GPU work and no NVTX ranges")
+    if len(cands) == 1 and multi:  # as the run will most likely number it (``_numbered`` has the last word)
+        rank = cands[0].name_rank
+        numbers, hows = [rank if rank is not None else order], ["file name" if rank is not None else "file order"]
     else:
         numbers, hows, _ = number_ranks(cands, multi=False)
     if not multi or len(cands) > 1:
@@ -474,7 +473,7 @@ def analyze(paths: Sequence[str | os.PathLike], config: PhaseConfig, say: Progre
 def _analyze_files(files: list[Path], config: PhaseConfig, say: Progress, jobs: int | None, scheduler: str | None) -> Analysis:
     multi = len(files) > 1
     warnings: list[str] = []
-    args = [(f, config, multi, rank_from_filename(trace_stem(f)) if multi else None, i) for i, f in enumerate(files)]
+    args = [(f, config, multi, number_in_filename(trace_stem(f)) if multi else None, i) for i, f in enumerate(files)]
     if scheduler is not None:
         results = _file_work_on_dask(scheduler, args, say)
     else:

@@ -67,11 +67,17 @@ def trace_stem(path: str | Path) -> str:
 
 def rank_from_filename(stem: str) -> int | None:
     """``eagle_rank3`` -> 3, ``run_r1`` -> 1, ``trace_2`` -> 2, ``profile`` / ``host_483927`` -> None."""
+    n = number_in_filename(stem)
+    return n if n is not None and n <= MAX_RANK_IN_NAME else None
+
+
+def number_in_filename(stem: str) -> int | None:
+    """The number a file name ends in, as ``rank_from_filename`` finds it, however large
+    (``host_483927`` -> 483927: a pid, which only the file's processes can tell)."""
     for pat in _RANK_IN_NAME:
         m = pat.search(stem)
         if m:
-            n = int(m.group(1))
-            return n if n <= MAX_RANK_IN_NAME else None
+            return int(m.group(1))
     return None
 
 

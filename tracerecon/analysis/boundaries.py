@@ -159,7 +159,7 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
     # Work queued before the capture began (``queued_before_capture``) is done, for every
     # boundary the trace holds, when it is: a stand-in "op" launched before them all.
     head = queued_before_capture(ops, o_launch, _pack(w["pid"], on_working_device(work_keys, w["pid"], w["dev"], w["stream"]), w["stream"]), w["cpu"],
-                                 captured_mid_run(api_calls))
+                                 FirstCalls.of(api_calls))
     o_launch = np.where(head.called_before, BEFORE_THE_TRACE, o_launch)
     # A graph launch's nodes that ran on the graph's own streams (a capture that forked) count
     # on its launch stream too: work queued there after the launch waits for the whole graph.
@@ -253,18 +253,39 @@ BEFORE_THE_TRACE = I64_MIN + 1
 MID_RUN_MIN_CORRELATION = 100_000
 
 
-def captured_mid_run(api_calls: pa.Table) -> np.ndarray:
-    """The pids whose capture began while they ran (``MID_RUN_MIN_CORRELATION``)."""
-    if api_calls.num_rows == 0:
-        return np.zeros(0, np.int64)
-    pids = sorted(pc.unique(api_calls["pid"]).to_pylist())  # a hash, not a sort of every call
-    corr = int64s(api_calls["correlation_id"], I64_MAX)
-    if len(pids) == 1:
-        first = [int(corr.min())]
-    else:
-        pid = int64s(api_calls["pid"])
-        first = [int(corr[pid == p].min()) for p in pids]
-    return np.array([p for p, c in zip(pids, first) if MID_RUN_MIN_CORRELATION <= c < I64_MAX], dtype=np.int64)
+@dataclass(frozen=True)
+class FirstCalls:
+    """Per process of a trace, the correlation id of its first API call in the trace."""
+
+    pid: np.ndarray
+    corr: np.ndarray
+
+    @classmethod
+    def of(cls, api_calls: pa.Table) -> FirstCalls:
+        if api_calls.num_rows == 0:
+            return cls(np.zeros(0, np.int64), np.zeros(0, np.int64))
+        pids = sorted(pc.unique(api_calls["pid"]).to_pylist())  # a hash, not a sort of every call
+        corr = int64s(api_calls["correlation_id"], I64_MAX)
+        if len(pids) == 1:
+            first = [int(corr.min())]
+        else:
+            pid = int64s(api_calls["pid"])
+            first = [int(corr[pid == p].min()) for p in pids]
+        return cls(np.array(pids, dtype=np.int64), np.array(first, dtype=np.int64))
+
+    def launched_before(self, pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
+        """Per op (its process, its correlation id, -1: none): numbered before every call of
+        its process in the trace, so launched before the capture began (CUPTI numbers calls in
+        order)."""
+        if len(self.pid) == 0:
+            return np.zeros(len(pid), dtype=bool)
+        at = np.minimum(np.searchsorted(self.pid, pid), len(self.pid) - 1)
+        return (self.pid[at] == pid) & (corr >= 0) & (corr < self.corr[at])
+
+    def mid_run(self) -> np.ndarray:
+        """The processes whose first call's number says the capture began while they ran
+        (``MID_RUN_MIN_CORRELATION``)."""
+        return self.pid[(self.corr >= MID_RUN_MIN_CORRELATION) & (self.corr < I64_MAX)]
 
 
 # The first op of a stream that starts this long after its launch, with nothing in the trace
@@ -283,16 +304,19 @@ class BeforeCapture:
     waited: np.ndarray  # ... and how long that op waited for it
 
 
-def queued_before_capture(ops: pa.Table, launch: np.ndarray, wait_key: np.ndarray, wait_cpu: np.ndarray, mid_run: np.ndarray) -> BeforeCapture:
+def queued_before_capture(ops: pa.Table, launch: np.ndarray, wait_key: np.ndarray, wait_cpu: np.ndarray, first_calls: FirstCalls) -> BeforeCapture:
     """Work a capture begun mid-run (``--delay``, ``--capture-range``) holds without its launch,
     which an engine whose CPU runs ahead of the GPU had queued before it began: what the CUDA
-    events of the first phases wait for. Only in the processes ``mid_run`` (``captured_mid_run``):
-    a process traced from its start queued nothing before (its first kernels start late for
-    reasons of their own: 0.14-1.3 ms on the H200 samples, loading a module, a first stream).
+    events of the first phases wait for. Only in processes captured mid-run: those with an op
+    numbered before their first call in the trace, or whose first call's number is high
+    (``FirstCalls.mid_run``); a process traced from its start queued nothing before (its first
+    kernels start late for reasons of their own: 0.14-1.3 ms on the H200 samples, loading a
+    module, a first stream).
 
-    - Ops whose launching call is not in the trace, at the head of their stream (before its
-      first op whose call is): they were launched before the trace, not when they started.
-      Only on streams that have a launched op (a trace without launching calls is left as it is).
+    - Ops whose launching call is not in the trace, numbered before their process's first call
+      in it, or (in a process captured mid-run) at the head of their stream (before its first
+      op whose call is): they were launched before the trace, not when they started. Only on
+      streams that have a launched op (a trace without launching calls is left as it is).
     - A stream whose first op (by launch) starts ``HIDDEN_QUEUE_MIN_NS`` or more after its
       launch, where no stream wait of the trace comes before it on its stream and no other op
       of its process runs on its device meanwhile (another stream's kernels holding the GPU,
@@ -305,10 +329,12 @@ def queued_before_capture(ops: pa.Table, launch: np.ndarray, wait_key: np.ndarra
     if n == 0:
         return none
     pid, dev, stream = int64s(ops["pid"]), int64s(ops["device_id"], -1), int64s(ops["stream_id"], -1)
+    called = int64s(ops["launch_end_ns"], I64_MIN) != I64_MIN
+    early = ~called & first_calls.launched_before(pid, int64s(ops["correlation_id"], -1))
+    mid_run = np.union1d(first_calls.mid_run(), pid[early])
     if len(mid_run) == 0 or not np.isin(pid, mid_run).any():
         return none
     start, end = int64s(ops["start_ns"]), int64s(ops["end_ns"])
-    called = int64s(ops["launch_end_ns"], I64_MIN) != I64_MIN
     key = _pack(pid, dev, stream)
     # Per stream, the first op by start that has its call: call-less ops before it came first.
     order = np.lexsort((start, key))
@@ -323,7 +349,7 @@ def queued_before_capture(ops: pa.Table, launch: np.ndarray, wait_key: np.ndarra
     before = np.zeros(n, dtype=bool)
     before[order] = (calls_so_far == 0) & ~c_sorted & has_call[group]
     in_mid_run = np.isin(pid, mid_run)
-    before &= in_mid_run
+    before = (before & in_mid_run) | early
     # Per stream, its first op by launch, among those launched in the trace.
     placed = ~before & called & in_mid_run
     if not placed.any():

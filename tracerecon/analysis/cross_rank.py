@@ -389,6 +389,10 @@ def _ordinal_shift(e_ref: np.ndarray, e_me: np.ndarray) -> int | None:
     return shift if misfit(shift) * 4 < misfit(0) else None
 
 
+# Ranks reaching a collective within this of each other arrived together: none gated it (a
+# nanosecond's lead is no straggler).
+ARRIVED_TOGETHER_NS = 1_000
+
 # Pairing kernels one by one by their ends (_paired_by_end) wants a few of them, at least a
 # microsecond of room each: a collective every 10 us or more.
 PAIRED_MIN_KERNELS = 4
@@ -505,7 +509,7 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
     With collectives: the cycle's collective whose last rank brought the most new lateness (its
     arrival skew minus how late that rank already was at the collective before) names the
     rank and, by the phase that rank was in, the phase (none where that rank marks no phase).
-    Collectives every rank reached at once count for nobody. A straggler shows as a jump in
+    Collectives every rank reached at once (within a microsecond) count for nobody. A straggler shows as a jump in
     lateness where it was held up; it may arrive late again later (when the others had queued
     their work ahead), but without a new jump. Summing small lags over all collectives instead
     picks whichever rank happens to launch more slowly. Without collectives: the
@@ -551,8 +555,8 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
         late_before = np.zeros(m, dtype=np.int64)
         late_before[1:] = arr.aligned[arr.last_pos[1:], cols[1:] - 1] - arr.first[:-1]
         score = (arr.last - arr.first) - late_before
-        # A collective every rank reached at the same instant gated nobody.
-        counted = np.flatnonzero((last_cycle >= 0) & (arr.last > arr.first))
+        # A collective every rank reached at once (within ARRIVED_TOGETHER_NS) gated nobody.
+        counted = np.flatnonzero((last_cycle >= 0) & (arr.last - arr.first > ARRIVED_TOGETHER_NS))
         best = counted[np.lexsort((counted, -score[counted], last_cycle[counted]))]
         firsts = np.r_[True, last_cycle[best][1:] != last_cycle[best][:-1]] if len(best) else np.zeros(0, bool)
         worst = dict(zip(last_cycle[best][firsts].tolist(), best[firsts].tolist()))
@@ -574,7 +578,11 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
     gating_row = latest.copy()
     gating_phase = longest[latest, np.arange(n_c)] if n_c else np.zeros(0, object)
     how = np.full(n_c, "latest end", dtype=object)
-    keep = (has.sum(axis=0) >= min(2, n_ranks)) if n_ranks else np.zeros(n_c, bool)  # a cycle of one rank alone has no critical path
+    # A cycle of one rank alone has no critical path, unless the ranks met at a collective in it
+    # (the others marking no phases).
+    keep = (has.sum(axis=0) >= min(2, n_ranks)) if n_ranks else np.zeros(n_c, bool)
+    if m and n_ranks > 1:
+        keep |= np.isin(cyc, last_cycle[last_cycle >= 0])
     # With collectives: the last rank at the one that brought the most new lateness, in the
     # phase it ran there.
     if worst:

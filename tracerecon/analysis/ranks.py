@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracerecon.analysis.projection import string_mask
+from tracerecon.run_dir import MAX_RANK_IN_NAME
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,7 @@ class Candidate:
     mark: int | None  # its processes' tracerecon.rank mark (None: none, or they differ)
     name_rank: int | None  # the rank its file's name gives (None: none, or the number is a pid in it)
     name_is_pid: bool = False  # the number in its file's name is one of its file's pids (nsys -o %p)
+    machine: str = ""  # its file's GPUs (UUIDs): files of one machine list the same
 
 
 @dataclass(frozen=True)
@@ -36,41 +38,46 @@ class RankSource:
 
 
 def gpu_processes(gpu_ops: pa.Table, nvtx_ranges: pa.Table) -> list[tuple[int, int, bool]]:
-    """(pid, device, ran kernels) of each process that did GPU work (launchers such as
-    torchrun's parent did none), its device the one that ran most of its GPU ops (a stray op on
-    another device moves nothing); without GPU work in the file (a CPU-only run), the processes
-    that have NVTX ranges, on device 0."""
+    """(pid, device, ran kernels or CUDA graphs) of each process that did GPU work (launchers
+    such as torchrun's parent did none), its device the one that ran most of its GPU ops (a
+    stray op on another device moves nothing); without GPU work in the file (a CPU-only run),
+    the processes that have NVTX ranges, on device 0."""
     if gpu_ops.num_rows == 0:
         pids = np.unique(nvtx_ranges["pid"].to_numpy()) if nvtx_ranges.num_rows else np.array([], dtype=np.int64)
         return [(int(p), 0, False) for p in pids]
     pid = gpu_ops["pid"].to_numpy()
     dev = gpu_ops["device_id"].to_numpy()
-    kernel = string_mask(gpu_ops["kind"], lambda k: k == "kernel")
+    runs_code = string_mask(gpu_ops["kind"], lambda k: k in ("kernel", "graph"))
     out = []
     pids = sorted(pc.unique(gpu_ops["pid"]).to_pylist())  # a hash, not a sort of every op
     for p in pids:
         mine = slice(None) if len(pids) == 1 else pid == p
         d = dev[mine]
         low = int(d.min())
-        out.append((int(p), low + int(np.argmax(np.bincount(d - low))), bool(kernel[mine].any())))
+        out.append((int(p), low + int(np.argmax(np.bincount(d - low))), bool(runs_code[mine].any())))
     return out
 
 
 def file_candidates(file: int, processes: list[tuple[int, int, bool]], marks: dict[int, int], name_number: int | None,
-                    split: bool, all_pids: list[int]) -> list[Candidate]:
-    """The rank candidates of one file: one per process of ``processes`` (``gpu_processes``) when
-    ``split`` or where the file's name gives no rank (none, or a number that is one of its pids)
-    and its processes are several; else the whole file, ``all_pids``, as one. ``marks``: {pid:
-    rank} from the processes' tracerecon.rank marks."""
-    name_is_pid = name_number is not None and name_number in all_pids
-    name_rank = None if name_is_pid else name_number
-    if not processes:
-        return []
-    if split or (name_rank is None and len(processes) > 1) or _distinct_marks([marks.get(p) for p, _, _ in processes]):
-        return [Candidate(file, (p,), d, k, marks.get(p), name_rank, name_is_pid) for p, d, k in processes]
+                    whole_tree: bool, all_pids: list[int], machine: str = "") -> list[Candidate]:
+    """The rank candidates of one file: one per process of ``processes`` (``gpu_processes``)
+    where the file is a whole process tree (``whole_tree``: the only input), where its processes
+    that ran code sit on two devices or more (``nsys profile torchrun`` on a node, whatever its
+    name says), or where they carry rank marks of their own; else the whole file (``all_pids``:
+    its rank's process with its launcher and copy-only helpers) as one. ``name_number``: the
+    number its name ends in, if any; ``marks``: {pid: rank} from the processes' tracerecon.rank
+    marks."""
+    name_is_pid = name_number is not None and name_number in all_pids + [p for p, _, _ in processes]
+    name_rank = None if name_is_pid or name_number is None or name_number > MAX_RANK_IN_NAME else name_number
+    if not processes:  # nothing ran here (a rank that failed early): a rank all the same
+        return [Candidate(file, tuple(all_pids), 0, False, None, name_rank, name_is_pid, machine)] if not whole_tree else []
+    coders = [(p, d) for p, d, k in processes if k]
+    if whole_tree or len({d for _, d in coders}) > 1 or _distinct_marks([marks.get(p) for p, _, _ in processes]):
+        return [Candidate(file, (p,), d, k, marks.get(p), name_rank, name_is_pid, machine) for p, d, k in processes]
     own = {marks.get(p) for p in all_pids if p in marks}
     first = min(processes, key=lambda x: (not x[2], x[1], x[0]))
-    return [Candidate(file, tuple(all_pids), first[1], any(k for _, _, k in processes), own.pop() if len(own) == 1 else None, name_rank, name_is_pid)]
+    return [Candidate(file, tuple(all_pids), first[1], any(k for _, _, k in processes), own.pop() if len(own) == 1 else None,
+                      name_rank, name_is_pid, machine)]
 
 
 def _distinct_marks(marks: list[int | None]) -> bool:
@@ -81,54 +88,64 @@ def _distinct_marks(marks: list[int | None]) -> bool:
 def number_ranks(cands: list[Candidate], multi: bool) -> tuple[list[int], list[str], list[str]]:
     """Each candidate's rank, how it was found, and warnings.
 
-    The processes' own tracerecon.rank marks decide where they are distinct: a candidate
-    without one (a scheduler that did a copy, a helper process) is numbered after the marked
-    ones, with a warning. Else, with several files, the rank in each file's name (rank3, r3,
-    _3; never a number that is one of the file's pids, as nsys's ``-o %p`` writes) where every
-    file gives a different one and is one candidate; else the order: files in the order given
-    (a folder's sorted by name, numbers by value), within a file processes that ran kernels
-    before those that only copied, then by CUDA device, then pid. Files named by pid, one
-    process each, go by device first: their names' order is the pids'."""
+    The processes' own tracerecon.rank marks decide where they are distinct; a candidate without
+    one (a scheduler that did a copy, a helper process) takes the number the rules below give it
+    where no mark holds that number, else one after the marked ones; either way with a warning.
+    Without marks, with several files: the rank in each file's name (rank3, r3, _3; never a
+    number that is one of the file's pids, as nsys's ``-o %p`` writes) where every file gives a
+    different one and is one candidate; else the order: processes split out of a file that ran
+    code (kernels, CUDA graphs) before the copy-only ones, then files in the order given (a
+    folder's sorted by name, numbers by value), then by CUDA device, then pid. Files named by
+    pid, one candidate each, go by machine (in file order), then CUDA device: their names'
+    order is the pids'."""
     files = sorted({c.file for c in cands})
     per_file = {f: [c for c in cands if c.file == f] for f in files}
     one_each = all(len(v) == 1 for v in per_file.values())
     names = [per_file[f][0].name_rank for f in files]
     by_name = multi and one_each and None not in names and len(set(names)) == len(names)
+    pid_named = multi and one_each and all(c.name_is_pid for c in cands)
     warnings: list[str] = []
     if by_name:
         fallback, how = [c.name_rank for c in cands], "file name"
     else:
-        pid_named = multi and one_each and all(c.name_is_pid for c in cands)
-        key = (lambda i: (cands[i].device, cands[i].file)) if pid_named else (lambda i: (cands[i].file, not cands[i].ran_kernels, cands[i].device, cands[i].pids[0]))
-        order = sorted(range(len(cands)), key=key)
+        machine_at = {}
+        for c in sorted(cands, key=lambda c: c.file):
+            machine_at.setdefault(c.machine, len(machine_at))
+        # A copy-only process split out of a file goes after every process that ran code (a
+        # whole file is a rank as it is, even one where nothing ran).
+        helper = [not c.ran_kernels and len(per_file[c.file]) > 1 for c in cands]
+        if pid_named:
+            key = lambda i: (machine_at[cands[i].machine], cands[i].device, cands[i].file)  # noqa: E731
+        else:
+            key = lambda i: (helper[i], cands[i].file, cands[i].device, cands[i].pids[0] if cands[i].pids else 0)  # noqa: E731
         fallback = [0] * len(cands)
-        for rank, i in enumerate(order):
+        for rank, i in enumerate(sorted(range(len(cands)), key=key)):
             fallback[i] = rank
-        how = "file order" if multi else ("single process" if len(cands) <= 1 else "device/pid order")
-        if multi and pid_named:
-            how = "device order"
+        how = ("device order" if pid_named else "file order") if multi else ("single process" if len(cands) <= 1 else "device/pid order")
     marks = [c.mark for c in cands]
     marked = [m for m in marks if m is not None]
     if marked and len(set(marked)) == len(marked):
         ranks, hows = list(marks), ["nvtx mark" if m is not None else how for m in marks]
         unmarked = sorted((i for i, m in enumerate(marks) if m is None), key=lambda i: fallback[i])
+        free = len({fallback[i] for i in unmarked} & set(marked)) == 0  # (fallback numbers are distinct)
         for n, i in enumerate(unmarked, max(marked) + 1):
-            ranks[i] = n
-            warnings.append(f"process {', '.join(map(str, cands[i].pids))} carries no tracerecon.rank mark where "
-                            f"{len(marked)} other{'s' if len(marked) > 1 else ''} do: numbered rank {n}, after the marked ones")
+            ranks[i] = fallback[i] if free else n
+            if not free:
+                hows[i] = "after the marked ones"
+            warnings.append(f"process {', '.join(map(str, cands[i].pids))} carries no tracerecon.rank mark where {len(marked)} "
+                            f"other{'s' if len(marked) > 1 else ''} do: rank {ranks[i]}, " + (f"by {how}" if free else "after the marked ones"))
         return ranks, hows, warnings
     if marked:
         repeated = sorted({m for m in marked if marked.count(m) > 1})
-        warnings.append(f"the processes' tracerecon.rank marks repeat (rank {', '.join(map(str, repeated))} more than once): ranks follow "
-                        f"{'file names' if by_name else how}")
+        warnings.append(f"the processes' tracerecon.rank marks repeat (rank {', '.join(map(str, repeated))} more than once): ranks follow {how}")
     if multi and not by_name:
         given = [c.name_rank for c in cands]
-        if how == "device order":
-            warnings.append("the numbers in the file names are the processes' ids (nsys -o %p), not ranks: ranks follow the "
-                            "processes' CUDA devices, then file order")
+        if pid_named:
+            warnings.append("the numbers in the file names are the processes' ids (nsys -o %p), not ranks: ranks follow each machine's "
+                            "CUDA devices, machines in file order")
         elif not one_each:
-            warnings.append("some files hold several GPU processes: each is a rank, numbered in file order, then within a file by "
-                            "CUDA device and pid")
+            warnings.append("some files hold GPU processes on several devices: each is a rank, numbered in file order, then within a file "
+                            "by CUDA device and pid")
         elif None not in given:
             repeated = sorted({r for r in given if given.count(r) > 1})
             warnings.append(f"rank numbers in the file names repeat (rank {', '.join(map(str, repeated))} more than once); ranks follow file order")
