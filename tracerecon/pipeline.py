@@ -17,7 +17,7 @@ from tracerecon.analysis.config import PhaseConfig
 from tracerecon.errors import BadTraceError, TraceReconError, UsageError, install_hint
 from tracerecon.import_ahead import ImportAhead, join_all
 from tracerecon.memory import release_free_memory
-from tracerecon.run_dir import accepted_of_mark, expand_inputs, listed_but_missing, number_in_filename, rank_of_mark, read_engine_timers, trace_stem
+from tracerecon.run_dir import MAX_RANK_IN_NAME, accepted_of_mark, expand_inputs, listed_but_missing, number_in_filename, rank_of_mark, read_engine_timers, trace_stem
 
 if TYPE_CHECKING:
     from tracerecon.model import Analysis
@@ -251,7 +251,8 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
     named = {int(p): r for p, n in zip(tables.nvtx_marks["pid"].to_pylist(), tables.nvtx_marks["name"].to_pylist()) if (r := rank_of_mark(n)) is not None}
     processes = gpu_processes(tables.gpu_ops, tables.nvtx_ranges)
     all_pids = sorted(set(int64s(tables.gpu_ops["pid"]).tolist()) | set(int64s(tables.nvtx_ranges["pid"]).tolist())) if multi else []
-    cands = file_candidates(order, processes, named, name_number if multi else None, not multi, all_pids, ",".join(sorted(tables.info.gpu_uuids)))
+    cands = file_candidates(order, processes, named, name_number if multi else None, not multi, all_pids, ",".join(sorted(tables.info.gpu_uuids)),
+                            name_number is not None and name_number <= MAX_RANK_IN_NAME)
     if not cands:
         raise BadTraceError(f"{f}: empty trace: no GPU work and no NVTX ranges")
     if len(cands) == 1 and multi:  # as the run will most likely number it (``_numbered`` has the last word)

@@ -1,7 +1,7 @@
 """Two runs of the same engine, phase by phase: what changed on the GPU, and why, at kernel level.
 
-Per rank and phase name, each side is summarised over its phase instances (medians per
-instance): CPU and GPU time, eager launches, CUDA-graph replays, kernels by name, GPU idle
+Per rank and phase name, each side is summarised over its cycles (medians per cycle, a name's
+instances in one cycle taken together): CPU and GPU time, eager launches, CUDA-graph replays, kernels by name, GPU idle
 inside the phase (1 - busy / span) and blocking waits. The explanation is one line a person
 can act on, e.g. ``verify +9.8 ms GPU: graph replay gone, 183 eager launches per cycle instead, GPU idle 61%``.
 """
@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from tracerecon.analysis.columns import is_graph_launch, median_ms, quantile_ms
 from tracerecon.analysis.projection import int64s, string_mask
+from tracerecon.analysis.phases import first_in_cycle, phases_per_cycle
 
 # A change is worth a word when it moves more than this (fraction of the larger side) ...
 RELATIVE_CHANGE = 0.10
@@ -79,15 +80,23 @@ class PhaseDelta:
 
 
 def summarize_side(phases: pa.Table, gpu_ops: pa.Table) -> dict[str, PhaseSide]:
-    """Per phase name: a PhaseSide over its instances (the rows of ``phases``, a rank's phases
-    table or some of its rows; ``gpu_ops`` name them by ``phase_id``)."""
+    """Per phase name: a PhaseSide over its cycles (the rows of ``phases``, a rank's phases
+    table or some of its rows, with a name's instances in one cycle taken together:
+    ``phases_per_cycle``; ``gpu_ops`` name them by ``phase_id``)."""
     if phases.num_rows == 0:
         return {}
+    # Each op counts for the first instance of its phase's name in its cycle (the folded row).
+    to_first = dict(zip(phases["phase_id"].to_pylist(), phases["phase_id"].take(pa.array(first_in_cycle(phases))).to_pylist()))
+    phases = phases_per_cycle(phases)
     ph = phases.select(["phase", "phase_id", "cpu_ns", "gpu_ns", "gpu_span_ns", "gpu_busy_ns", "blocked_ns", "n_graph_launches"]).to_pydict()
     ph["wait_ns"] = phases["wait_ns"].to_pylist() if "wait_ns" in phases.column_names else [0] * phases.num_rows
     # Per phase id (a row of the rank's whole phases table: ``phases`` may hold some of them).
     ids = [int(i) for i in ph["phase_id"]]
     op_ids = int64s(gpu_ops["phase_id"], -1) if gpu_ops.num_rows else np.zeros(0, np.int64)
+    if any(k != v for k, v in to_first.items()) and len(op_ids):
+        lookup = np.arange(max(max(to_first) + 1, int(op_ids.max()) + 1), dtype=np.int64)
+        lookup[list(to_first)] = list(to_first.values())
+        op_ids = np.where(op_ids >= 0, lookup[np.maximum(op_ids, 0)], -1)
     n_ids = max(max(ids) + 1, int(op_ids.max()) + 1 if len(op_ids) else 0)
     eager = np.zeros(n_ids, dtype=np.int64)
     kernels: list[Counter] = [Counter() for _ in range(n_ids)]

@@ -401,6 +401,92 @@ def build_phases(inp: PhaseInputs, wait_ns: np.ndarray | None = None) -> pa.Tabl
     return pa.table(table, schema=schema.PHASES)
 
 
+def _cycle_groups(phases: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """Rows grouped by (cycle, phase name), a row in no cycle alone: (row order, group starts
+    in it); within a group rows keep their order."""
+    n = phases.num_rows
+    cyc = int64s(phases["cycle"], -1)
+    names = phases["phase"].combine_chunks() if isinstance(phases["phase"], pa.ChunkedArray) else phases["phase"]
+    code = names.dictionary_encode().indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    key = np.where(cyc >= 0, cyc * (int(code.max()) + 1) + code, -1 - np.arange(n))
+    order = np.lexsort((np.arange(n), key))
+    k = key[order]
+    return order, np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+
+
+def first_in_cycle(phases: pa.Table) -> np.ndarray:
+    """Per row of ``phases``: the row of the first instance of its phase name in its cycle
+    (itself where it is the first, or in no cycle): the row ``phases_per_cycle`` folds it into."""
+    if phases.num_rows == 0:
+        return np.zeros(0, np.int64)
+    order, starts = _cycle_groups(phases)
+    out = np.empty(phases.num_rows, dtype=np.int64)
+    out[order] = np.repeat(order[starts], np.diff(np.r_[starts, len(order)]))
+    return out
+
+
+def phases_per_cycle(phases: pa.Table) -> pa.Table:
+    """``phases`` (``schema.PHASES``) with the instances of one phase name in one cycle (a name
+    several ranges map to, a phase run several times a cycle) folded into one row: what that
+    phase took in that cycle, as a CUDA event at its first start and one at its last end, less
+    what ran between them in other phases. Times and counts add up (``gpu_ns``, ``cpu_ns``,
+    busy, blocked, waits, ops); starts take the first, ends the last, the span runs from the
+    first op to the last; its verdict and cause are those of the sums (``verdict_of``,
+    ``cause_of``); the rest (ids, thread, stream) is the first instance's. Instances in no
+    cycle stay as they are. Rows keep the first instance's place."""
+    n = phases.num_rows
+    if n == 0:
+        return phases
+    order, starts = _cycle_groups(phases)
+    if len(starts) == n:
+        return phases
+    first = order[starts]  # the first instance of each group (rows are in time order)
+
+    def total(col: str) -> np.ndarray:
+        return np.add.reduceat(int64s(phases[col], 0)[order], starts)
+
+    def low(col: str) -> tuple[np.ndarray, np.ndarray]:
+        v = int64s(phases[col], I64_MAX)[order]
+        m = np.minimum.reduceat(v, starts)
+        return m, m != I64_MAX
+
+    def high(col: str) -> tuple[np.ndarray, np.ndarray]:
+        v = int64s(phases[col], I64_MIN)[order]
+        m = np.maximum.reduceat(v, starts)
+        return m, m != I64_MIN
+
+    has_time = np.maximum.reduceat(phases["gpu_ns"].is_valid().to_numpy(zero_copy_only=False)[order].astype(np.int64), starts) > 0
+    gs, has_ops = low("gpu_start_ns")
+    ge, _ = high("gpu_end_ns")
+    bs, _ = low("gpu_boundary_start_ns")
+    be, _ = high("gpu_boundary_end_ns")
+    ce, _ = high("cpu_end_ns")
+    cpu, gpu, busy, n_ops = total("cpu_ns"), total("gpu_ns"), total("gpu_busy_ns"), total("n_gpu_ops")
+    has_busy = np.maximum.reduceat(phases["gpu_busy_ns"].is_valid().to_numpy(zero_copy_only=False)[order].astype(np.int64), starts) > 0
+    span = np.where(has_ops, ge - gs, 0)
+    overrun = np.where(has_ops, np.clip(ge - ce, 0, None), 0)
+    absorbed, wait = total("absorbed_ns"), total("wait_ns")
+    queued = int64s(phases["queued_ns"], 0)[first]
+    verdict = verdict_of(cpu, gpu, has_time, n_ops)
+    cause = cause_of(verdict, cpu, gpu, span, busy, overrun, absorbed, queued, wait, n_ops)
+    out = phases.take(pa.array(first))
+    cols = {
+        "cpu_start_ns": pa.array(low("cpu_start_ns")[0]), "cpu_end_ns": pa.array(ce), "cpu_ns": pa.array(cpu),
+        "gpu_start_ns": pa.array(gs, mask=~has_ops), "gpu_end_ns": pa.array(ge, mask=~has_ops), "gpu_span_ns": pa.array(span, mask=~has_ops),
+        "gpu_busy_ns": pa.array(busy, mask=~has_busy),
+        "gpu_boundary_start_ns": pa.array(bs, mask=~has_time), "gpu_boundary_end_ns": pa.array(be, mask=~has_time),
+        "gpu_ns": pa.array(gpu, mask=~has_time), "error_ns": pa.array(cpu - gpu, mask=~has_time),
+        "n_gpu_ops": pa.array(n_ops), "n_kernels": pa.array(total("n_kernels")), "n_graph_launches": pa.array(total("n_graph_launches")),
+        "overrun_ns": pa.array(overrun), "blocked_ns": pa.array(total("blocked_ns")), "absorbed_ns": pa.array(absorbed),
+        "comm_ns": pa.array(total("comm_ns")), "compute_ns": pa.array(total("compute_ns")), "overlap_ns": pa.array(total("overlap_ns")),
+        "wait_ns": pa.array(wait), "verdict": pa.array(verdict, pa.string()), "cause": pa.array(cause, pa.string()),
+    }
+    for name, values in cols.items():
+        i = out.column_names.index(name)
+        out = out.set_column(i, out.schema.field(i), values.cast(out.schema.field(i).type))
+    return out.take(pa.array(np.argsort(first, kind="stable")))
+
+
 # A leading cycle is warm-up when it takes this many times the median cycle (CUDA-graph
 # capture, allocator growth, autotuning); at most this share of the cycles is left out.
 WARMUP_FACTOR = 3.0

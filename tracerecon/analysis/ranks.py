@@ -9,7 +9,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracerecon.analysis.projection import string_mask
-from tracerecon.run_dir import MAX_RANK_IN_NAME
 
 
 @dataclass(frozen=True)
@@ -59,16 +58,16 @@ def gpu_processes(gpu_ops: pa.Table, nvtx_ranges: pa.Table) -> list[tuple[int, i
 
 
 def file_candidates(file: int, processes: list[tuple[int, int, bool]], marks: dict[int, int], name_number: int | None,
-                    whole_tree: bool, all_pids: list[int], machine: str = "") -> list[Candidate]:
+                    whole_tree: bool, all_pids: list[int], machine: str = "", name_may_be_rank: bool = True) -> list[Candidate]:
     """The rank candidates of one file: one per process of ``processes`` (``gpu_processes``)
     where the file is a whole process tree (``whole_tree``: the only input), where its processes
     that ran code sit on two devices or more (``nsys profile torchrun`` on a node, whatever its
     name says), or where they carry rank marks of their own; else the whole file (``all_pids``:
     its rank's process with its launcher and copy-only helpers) as one. ``name_number``: the
-    number its name ends in, if any; ``marks``: {pid: rank} from the processes' tracerecon.rank
-    marks."""
+    number its name ends in, if any (``name_may_be_rank`` False: too large for a rank);
+    ``marks``: {pid: rank} from the processes' tracerecon.rank marks."""
     name_is_pid = name_number is not None and name_number in all_pids + [p for p, _, _ in processes]
-    name_rank = None if name_is_pid or name_number is None or name_number > MAX_RANK_IN_NAME else name_number
+    name_rank = None if name_is_pid or not name_may_be_rank else name_number
     if not processes:  # nothing ran here (a rank that failed early): a rank all the same
         return [Candidate(file, tuple(all_pids), 0, False, None, name_rank, name_is_pid, machine)] if not whole_tree else []
     coders = [(p, d) for p, d, k in processes if k]

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute  # noqa: F401 (pa.compute)
 
 from tracerecon.analysis.columns import median_ms
+from tracerecon.analysis.phases import phases_per_cycle
 from tracerecon.analysis.projection import int64s
 from tracerecon.report_model import CycleSummary, PhaseSummary
 
@@ -37,9 +38,11 @@ def steady_cycles(cycles: pa.Table) -> pa.Table:
 
 
 def summarize_phases(phases: pa.Table, order: tuple[str, ...] = (), cycles: pa.Table | None = None) -> list[PhaseSummary]:
-    """One summary per phase name; names in ``order`` first (in that order), then the rest by
-    first appearance. With ``cycles``, instances of warm-up cycles are left out."""
-    phases = steady_phases(phases, cycles)
+    """One summary per phase name, over its cycles (a name's instances in one cycle taken
+    together: ``phases_per_cycle``; ``n`` counts those, and instances in no cycle); names in
+    ``order`` first (in that order), then the rest by first appearance. With ``cycles``,
+    instances of warm-up cycles are left out."""
+    phases = phases_per_cycle(steady_phases(phases, cycles))
     if phases.num_rows == 0:
         return []
     # Grouped with numpy: the names and labels as dictionary codes (in order of first

@@ -1,0 +1,74 @@
+"""A phase name with several instances in one cycle (a name several ranges map to, a step run
+several times a cycle) is summarised per cycle: what CUDA events at its start and end would read
+less what other phases held between, added up; hand-computed tables and traces."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from nsys_factory import FakeTrace
+from tracerecon import schema
+from tracerecon.analysis.config import PhaseConfig
+from tracerecon.analysis.phases import phases_per_cycle
+from tracerecon.analysis.summary import summarize_phases
+from tracerecon.api import load
+
+U = 1000
+
+
+def phases_table(rows: list[dict]) -> pa.Table:
+    zero = {f.name: 0 for f in schema.PHASES}
+    zero.update(rank=0, pid=10, tid=10, attribution="same_thread", verdict="agree", cause="none", device_id=0, stream_id=7)
+    full = [dict(zero, phase_id=i, range_id=i, **r) for i, r in enumerate(rows)]
+    return pa.Table.from_pylist(full, schema=schema.PHASES)
+
+
+def test_instances_of_one_name_in_a_cycle_fold_into_one():
+    # GIVEN cycle 0: verify A (CPU 0-100, GPU boundaries 0-200, ops 10-190, 3 ops), draft
+    # (CPU 100-150, GPU 200-260), verify B (CPU 150-250, GPU 260-290, ops 262-288, 1 op);
+    # cycle 1: verify alone (CPU 1000-1100, GPU 1000-1105)
+    rows = [
+        dict(cycle=0, phase="verify", cpu_start_ns=0, cpu_end_ns=100, cpu_ns=100, gpu_start_ns=10, gpu_end_ns=190, gpu_span_ns=180,
+             gpu_busy_ns=150, gpu_boundary_start_ns=0, gpu_boundary_end_ns=200, gpu_ns=200, error_ns=-100, n_gpu_ops=3, n_kernels=3, overrun_ns=90),
+        dict(cycle=0, phase="draft", cpu_start_ns=100, cpu_end_ns=150, cpu_ns=50, gpu_start_ns=205, gpu_end_ns=255, gpu_span_ns=50,
+             gpu_busy_ns=50, gpu_boundary_start_ns=200, gpu_boundary_end_ns=260, gpu_ns=60, error_ns=-10, n_gpu_ops=1, n_kernels=1, overrun_ns=105),
+        dict(cycle=0, phase="verify", cpu_start_ns=150, cpu_end_ns=250, cpu_ns=100, gpu_start_ns=262, gpu_end_ns=288, gpu_span_ns=26,
+             gpu_busy_ns=26, gpu_boundary_start_ns=260, gpu_boundary_end_ns=290, gpu_ns=30, error_ns=70, n_gpu_ops=1, n_kernels=1, overrun_ns=38),
+        dict(cycle=1, phase="verify", cpu_start_ns=1000, cpu_end_ns=1100, cpu_ns=100, gpu_start_ns=1001, gpu_end_ns=1104, gpu_span_ns=103,
+             gpu_busy_ns=103, gpu_boundary_start_ns=1000, gpu_boundary_end_ns=1105, gpu_ns=105, error_ns=-5, n_gpu_ops=1, n_kernels=1, overrun_ns=4),
+    ]
+    # WHEN folded per cycle
+    out = phases_per_cycle(phases_table(rows)).to_pylist()
+    # THEN cycle 0's verify is one row: CPU 200, GPU 230 (200 + 30, not the 290 its boundaries
+    # span: draft's 60 is draft's), ops 10-288 (span 278), busy 176, 4 ops, overrun 288 - 250;
+    # error -30 is within max(10 us, 10 %): agree
+    assert [(r["cycle"], r["phase"]) for r in out] == [(0, "verify"), (0, "draft"), (1, "verify")]
+    v = out[0]
+    assert (v["cpu_start_ns"], v["cpu_end_ns"], v["cpu_ns"]) == (0, 250, 200)
+    assert (v["gpu_boundary_start_ns"], v["gpu_boundary_end_ns"], v["gpu_ns"], v["error_ns"]) == (0, 290, 230, -30)
+    assert (v["gpu_start_ns"], v["gpu_end_ns"], v["gpu_span_ns"], v["gpu_busy_ns"]) == (10, 288, 278, 176)
+    assert (v["n_gpu_ops"], v["n_kernels"], v["overrun_ns"], v["verdict"]) == (4, 4, 38, "agree")
+    assert out[1] == dict(rows[1], **{k: out[1][k] for k in out[1] if k not in rows[1]})  # draft as it was
+    assert out[2]["gpu_ns"] == 105 and out[2]["cpu_ns"] == 100
+
+
+def test_a_phase_two_ranges_map_to_reads_per_cycle_in_the_report(tmp_path):
+    # GIVEN three cycles (b = 1000c us) on one stream: forward [b, b+100] launches a kernel
+    # running b+10..b+300; draft [b+100, b+150] one running b+300..b+350; sample [b+150, b+200]
+    # one running b+350..b+370; --phase verify maps both forward and sample
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 100) * U, (b + 150) * U, (b + 200) * U, names=("forward", "draft", "sample"))
+        for at, (s, e) in ((b + 10, (b + 10, b + 300)), (b + 110, (b + 300, b + 350)), (b + 160, (b + 350, b + 370))):
+            k = t.call("cudaLaunchKernel", at * U, (at + 2) * U)
+            t.kernel(k, s * U, e * U)
+    (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("verify=re:^(forward|sample)$", "draft"), cycle_prefix="cycle")).ranks
+    # WHEN summarised
+    by = {p.phase: p for p in summarize_phases(rank.phases, ("verify", "draft"), rank.cycles)}
+    # THEN verify is, per cycle, forward's 0..300 plus sample's 350..370: 0.32 ms GPU, CPU
+    # 0.1 + 0.05 = 0.15 ms, in 3 cycles; draft 300..350: 0.05 ms
+    assert (by["verify"].n, by["verify"].gpu_ms_median, by["verify"].cpu_ms_median) == (3, 0.32, 0.15)
+    assert (by["draft"].n, by["draft"].gpu_ms_median) == (3, 0.05)
+    # and the phases table keeps every instance
+    assert rank.phases["phase"].to_pylist().count("verify") == 6
