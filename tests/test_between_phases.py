@@ -107,3 +107,26 @@ def test_a_wait_between_two_phases_for_work_already_done_holds_nothing_up(tmp_pa
     # THEN the phases tile as with nothing between (draft 200 us, verify 100), and nothing is said
     assert gpu_us(a) == [("draft", 200), ("verify", 100)] * 3
     assert not [w for w in a.warnings if "between" in w]
+
+
+def test_work_inside_the_cycle_range_before_its_first_phase_is_said(tmp_path):
+    # GIVEN three cycle ranges (b = 1000c us, b..b+900) whose first 200 us are unmarked code
+    # (vLLM's preprocess) that copies inputs (launched b+50, running b+100..b+300), then verify
+    # (CPU b+200..b+600, its kernel launched b+210 running b+300..b+800), then unmarked code
+    # queueing a kernel at b+700 (b+800..b+850)
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.range(f"cycle {c}", b * U, (b + 900) * U)
+        t.range("verify", (b + 200) * U, (b + 600) * U)
+        t.copy(t.call("cudaMemcpyAsync", (b + 50) * U, (b + 52) * U), (b + 100) * U, (b + 300) * U, kind=1)
+        kernel(t, b + 210, (b + 300, b + 800))
+        kernel(t, b + 700, (b + 800, b + 850))
+    a = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("verify",)))
+    # THEN verify reads 300..800 (500 us), the cycle verify's span, and two warnings: an event at
+    # the cycle's start (b) reads b, one at verify's start b+300: 300 us before the first phase;
+    # after the last, verify's end b+800 to the stream's end b+850: 50 us
+    (rank,) = a.ranks
+    assert rank.phases["gpu_ns"].to_pylist() == [500 * U] * 3 and rank.cycles["gpu_ns"].to_pylist() == [500 * U] * 3
+    (before,) = [w for w in a.warnings if "before its first phase ('verify') in 3 of 3 cycles, 0.300 ms" in w]
+    (after,) = [w for w in a.warnings if "after its last phase ('verify') in 3 of 3 cycles, 0.050 ms" in w]

@@ -215,8 +215,9 @@ def test_vllm_preset_gives_phases_and_accepted_tokens(tmp_path, runner):
     phases = {p["phase"]: p["n"] for p in rank["phases"]}
     if runner == "2":  # all wrapped: verify ends where drafting starts; draft prefill = draft_extend
         assert phases == {"draft": 10, "verify": 10, "draft_extend": 10}
-    else:  # vLLM's own scopes ("gpu_model_runner: forward" / "sample" / "draft"); V1 has no separate draft_extend
-        assert phases == {"draft": 10, "verify": 10, "sample": 10}
+    else:  # vLLM's own scopes ("gpu_model_runner: preprocess" / "forward" / "sample" / "draft" / "bookkeep"); V1 has no separate draft_extend
+        assert phases == {"prepare": 10, "draft": 10, "verify": 10, "sample": 10, "bookkeep": 10}
+        assert not any("GPU work was queued" in w for w in doc["warnings"])  # every scope's work is in a phase
     cycles = _cycles(out)
     # Async scheduling: a step's tokens are read (get_output) after the next step was launched.
     assert cycles["accepted_tokens"] == logged_acceptance(tmp_path)

@@ -229,12 +229,17 @@ VLLM = Preset(
     dist="vllm",
     env=(("VLLM_NVTX_SCOPES_FOR_PROFILING", "1"),),
     phases=(
+        # Model Runner V1's own scopes (the V2 runner has none), each a phase, or its GPU time
+        # would be in none: preprocess (input copies), forward and postprocess (the target
+        # model to its logits: verify), sample (rejection sampling), draft, and bookkeep /
+        # ModelRunnerOutput (the sampled tokens' copy back and the output).
+        "prepare=gpu_model_runner: preprocess",
         "draft", "verify", "draft_extend",
-        # Model Runner V1's own scopes (the V2 runner has none). Its rejection sampling is a scope
-        # of its own between forward and draft: a phase, or its GPU time would be in none.
         "draft=gpu_model_runner: draft",
         "verify=gpu_model_runner: forward",
+        "verify=gpu_model_runner: postprocess",
         "sample=gpu_model_runner: sample",
+        "bookkeep=re:^gpu_model_runner: (bookkeep|ModelRunnerOutput)$",
     ),
     sets=(
         NameSet("mrv2+v1", _VLLM_V2_CYCLE + _VLLM_V2_HOOKS + _VLLM_V1_WRAPS, _VLLM_V2_OPTIONAL + _VLLM_V1_OPTIONAL,
@@ -245,8 +250,8 @@ VLLM = Preset(
         NameSet("v1", _VLLM_V1_WRAPS, _VLLM_V1_OPTIONAL, _VLLM_V1_CHECKED, "Model Runner V1 only"),
     ),
     floor="0.12.0",  # execute_model / sample_tokens split (PR #26866, 2025-10); approximate
-    notes="V1: draft, verify (the target forward) and sample (rejection sampling) from vLLM's own NVTX scopes, no draft_extend (the drafter's first forward is inside "
-          "'gpu_model_runner: draft'); V2: all phases wrapped; EAGLE speculators only (EagleSpeculator)",
+    notes="V1: prepare, verify (the target forward and its logits), sample (rejection sampling), draft and bookkeep from vLLM's own NVTX scopes, no "
+          "draft_extend (the drafter's first forward is inside 'gpu_model_runner: draft'); V2: all phases wrapped; EAGLE speculators only (EagleSpeculator)",
 )
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (SGLANG, VLLM)}

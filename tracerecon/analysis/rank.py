@@ -214,7 +214,8 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     accepted_marks=tables.accepted_marks, provisional=build_phases(inputs),
                     notes=_past_cycle_notes(phases_past_their_cycle(nested, phase_rows, cycle_of, cycle_rows), labels) + _tiled_notes(tiled, own, b_end - b_start, labels)
                     + _between_notes(ph_pid, ph_tid, cycle_of, b_start, b_end, labels) + _phase_thread_notes(config.phase_thread, ph_tid)
-                    + _before_capture_notes(clock))
+                    + _before_capture_notes(clock)
+                    + _cycle_edge_notes(clock, nested, cycle_rows, cycle_of, ph_pid, ph_s, ph_e, dev, stream, b_start, b_end, labels))
 
 
 def _awaited(clock: StreamClock, blocking: pa.Table, targets: WaitTargets, ops: pa.Table) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
@@ -269,6 +270,45 @@ def _tiled_notes(tiled: np.ndarray, own: np.ndarray, gpu: np.ndarray, labels: li
         out.append(f"{name!r}: in {len(mine)} of {labels.count(name)} instances another phase's stream, which its own stream never waits for, "
                    f"ran past its boundaries: it reads {np.median(gpu[mine]) / 1e6:.3f} ms (median) where events on its own stream would read "
                    f"{np.median(own[mine]) / 1e6:.3f} ms (streams that run at once and never join are tiled one after another)")
+    return tuple(out)
+
+
+def _cycle_edge_notes(clock: StreamClock, nested: pa.Table, cycle_rows: np.ndarray, cycle: np.ndarray, pid: np.ndarray, cpu_start: np.ndarray,
+                      cpu_end: np.ndarray, device: np.ndarray, stream: np.ndarray, b_start: np.ndarray, b_end: np.ndarray, labels: list) -> tuple[str, ...]:
+    """A line where GPU work was queued inside cycle ranges before their first phase or after
+    their last (vLLM's preprocess before the phases a preset marks): a cycle's GPU time runs
+    from its first phase's start boundary to its last's end, so that work is in no phase and no
+    cycle. How long: from when the stream was free (or the cycle began) to the first phase's
+    start boundary; from the last phase's end boundary to when the stream was done with what
+    was queued by the cycle's end."""
+    ok = (cycle >= 0) & (b_start != I64_MIN)
+    if not len(cycle_rows) or not ok.any():
+        return ()
+    idx = np.flatnonzero(ok)
+    c = cycle[idx]
+    order = np.lexsort((cpu_start[idx], c))
+    idx, c = idx[order], c[order]
+    heads = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
+    first = idx[heads]
+    tails = np.r_[heads[1:] - 1, len(idx) - 1]
+    last = idx[tails]
+    cs = int64s(nested["start_ns"])[cycle_rows[cycle[first]]]
+    ce = int64s(nested["end_ns"], I64_MIN)[cycle_rows[cycle[last]]]
+    out = []
+    for which, ph, lo, hi in (("before its first phase", first, cs, cpu_start[first]), ("after its last phase", last, cpu_end[last], ce)):
+        row = clock.stream_index(pid[ph], device[ph], stream[ph])
+        queued = clock.queued_between(row, lo, hi) & (hi > lo)
+        if not queued.any():
+            continue
+        if which.startswith("before"):
+            took = b_start[ph] - np.maximum(lo, clock.done(row, lo))
+        else:
+            took = clock.done(row, hi) - b_end[ph]
+        took = np.clip(took[queued], 0, None)
+        names = list(dict.fromkeys(labels[k] for k in ph[queued].tolist()))
+        out.append(f"GPU work was queued inside the cycle range {which} ({', '.join(map(repr, names[:3]))}) in {int(queued.sum())} of "
+                   f"{len(first)} cycles, {np.median(took) / 1e6:.3f} ms (median): it is in no phase and not in the cycle's GPU time; give "
+                   "that work a phase range of its own (or a --phase pattern that names it)")
     return tuple(out)
 
 
