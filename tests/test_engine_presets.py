@@ -115,6 +115,24 @@ def test_choose_takes_the_most_complete_name_set_that_exists():
         presets.choose(sg, "0.5.12", {t: v for t, v in _found(sg.sets[1].required).items() if not t.endswith(".draft")})
 
 
+def test_multi_layer_eagle_workers_are_wrapped_where_the_release_has_them():
+    # GIVEN SGLang's spec-v2 names, with and without the multi-layer EAGLE (MTP) worker module
+    # (sgl-project/sglang multi_layer_eagle_worker_v2.py: MultiLayerEagleWorkerV2 runs instead of
+    # EAGLEWorkerV2 for MTP draft models, with the same steps)
+    sg = presets.SGLANG
+    ml = "sglang.srt.speculative.multi_layer_eagle_worker_v2"
+    alt = [s for s in sg.sets[1].alternatives]
+    with_ml = presets.choose(sg, "0.5.12", _found(sg.sets[1].required, sg.sets[1].optional, alt))
+    without = presets.choose(sg, "0.5.12", _found(sg.sets[1].required, sg.sets[1].optional))
+    # THEN where it exists its steps are wrapped as the same phases and cycle; where not,
+    # nothing is said
+    assert {s for s in with_ml.wraps if s.startswith(ml)} == {
+        f"{ml}:MultiLayerEagleWorkerV2.forward_batch_generation=@cycle", f"{ml}:MultiLayerEagleDraftWorker.draft=draft",
+        f"{ml}:MultiLayerEagleWorkerV2.verify=verify", f"{ml}:MultiLayerEagleDraftWorker._draft_extend_for_decode=draft_extend",
+        f"{ml}:MultiLayerEagleDraftWorker._draft_extend_for_prefill=draft_extend"}
+    assert not any(s.startswith(ml) for s in without.wraps) and not without.warnings and not without.missing_optional
+
+
 def test_a_missing_attribute_at_run_time_warns_once(capsys):
     import types
 

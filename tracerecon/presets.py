@@ -34,13 +34,16 @@ class NameSet:
 
     ``required``: wrap specs (``module:Qual=action``) that must all exist for this set to be used;
     ``optional``: wrap specs used when they exist (accepted-token hooks that only newer releases
-    have); ``checked``: the sources these names were read from (repository@commit path)."""
+    have); ``alternatives``: wrap specs of workers the engine runs instead for some models
+    (SGLang's multi-layer EAGLE / MTP worker), used where they exist, nothing said where not;
+    ``checked``: the sources these names were read from (repository@commit path)."""
 
     name: str
     required: tuple[str, ...]
     optional: tuple[str, ...] = ()
     checked: tuple[str, ...] = ()
     notes: str = ""
+    alternatives: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,18 @@ _SGLANG_V2_WRAPS = (
     f"{_SGL_V2}:EagleDraftWorker._draft_extend_for_prefill=draft_extend",
 )
 _SGLANG_V2_OPTIONAL = (f"{_SGL_V2}:EAGLEWorkerV2.on_verify_complete_cpu=@accepted:sglang_num_correct_drafts",)
+# Multi-layer EAGLE (MTP draft models; sgl-project/sglang@b344f8985 multi_layer_eagle_worker_v2.py):
+# MultiLayerEagleWorkerV2(BaseSpecWorker), not an EAGLEWorkerV2, runs instead of it, with the same
+# steps: forward_batch_generation -> draft_worker.draft, verify, _draft_extend_for_decode (or
+# target prefill, then _draft_extend_for_prefill).
+_SGL_ML = "sglang.srt.speculative.multi_layer_eagle_worker_v2"
+_SGLANG_MULTI_LAYER = (
+    f"{_SGL_ML}:MultiLayerEagleWorkerV2.forward_batch_generation=@cycle",
+    f"{_SGL_ML}:MultiLayerEagleDraftWorker.draft=draft",
+    f"{_SGL_ML}:MultiLayerEagleWorkerV2.verify=verify",
+    f"{_SGL_ML}:MultiLayerEagleDraftWorker._draft_extend_for_decode=draft_extend",
+    f"{_SGL_ML}:MultiLayerEagleDraftWorker._draft_extend_for_prefill=draft_extend",
+)
 _SGLANG_V1_WRAPS = (
     f"{_SGL_V1}:EAGLEWorker.forward_batch_generation=@cycle",
     f"{_SGL_V1}:EAGLEWorker.draft=draft",
@@ -137,6 +152,7 @@ _SGLANG_V2_CHECKED = (
     "sgl-project/sglang@02a3cd954bab python/sglang/srt/speculative/eagle_worker_common.py",
 )
 _SGLANG_V1_CHECKED = ("sgl-project/sglang python/sglang/srt/speculative/eagle_worker.py (stored versions before PR #25464)",)
+_SGLANG_ML_CHECKED = ("sgl-project/sglang@b344f89850a7 python/sglang/srt/speculative/multi_layer_eagle_worker_v2.py",)
 
 SGLANG = Preset(
     name="sglang",
@@ -148,9 +164,10 @@ SGLANG = Preset(
     phases=("draft", "verify", "draft_extend"),
     sets=(
         NameSet("spec-v1+v2", _SGLANG_V2_WRAPS + _SGLANG_V1_WRAPS, _SGLANG_V2_OPTIONAL + _SGLANG_V1_OPTIONAL,
-                _SGLANG_V2_CHECKED + _SGLANG_V1_CHECKED, "releases with both workers (V2 with the overlap scheduler or SGLANG_ENABLE_SPEC_V2)"),
-        NameSet("spec-v2", _SGLANG_V2_WRAPS, _SGLANG_V2_OPTIONAL, _SGLANG_V2_CHECKED,
-                "after PR #25464 (2026-05-16): EAGLE / EAGLE3 always run EAGLEWorkerV2"),
+                _SGLANG_V2_CHECKED + _SGLANG_V1_CHECKED + _SGLANG_ML_CHECKED,
+                "releases with both workers (V2 with the overlap scheduler or SGLANG_ENABLE_SPEC_V2)", _SGLANG_MULTI_LAYER),
+        NameSet("spec-v2", _SGLANG_V2_WRAPS, _SGLANG_V2_OPTIONAL, _SGLANG_V2_CHECKED + _SGLANG_ML_CHECKED,
+                "after PR #25464 (2026-05-16): EAGLE / EAGLE3 always run EAGLEWorkerV2", _SGLANG_MULTI_LAYER),
         NameSet("spec-v1", _SGLANG_V1_WRAPS, _SGLANG_V1_OPTIONAL, _SGLANG_V1_CHECKED, "releases before the V2 worker"),
     ),
     floor="0.4.1",  # EAGLE support (PR #2150, 2024-11); approximate, releases were not mapped to commits
@@ -269,7 +286,7 @@ def get(name: str) -> Preset:
 
 def all_specs(preset: Preset) -> tuple[str, ...]:
     """Every wrap spec any of the preset's name sets uses (what the probe must look up)."""
-    return tuple(dict.fromkeys(s for ns in preset.sets for s in ns.required + ns.optional))
+    return tuple(dict.fromkeys(s for ns in preset.sets for s in ns.required + ns.optional + ns.alternatives))
 
 
 def choose(preset: Preset, version: str | None, found: dict[str, bool], python: str = "python") -> Choice:
@@ -293,7 +310,7 @@ def choose(preset: Preset, version: str | None, found: dict[str, bool], python: 
     elif version_key(version) < version_key(preset.floor):
         warnings.append(f"{shown} is older than the versions this preset follows ({preset.floor} and newer); using the {chosen.name} names, which exist")
     missing_opt = tuple(target_of(s) for s in chosen.optional if not found.get(target_of(s), False))
-    wraps = chosen.required + tuple(s for s in chosen.optional if found.get(target_of(s), False))
+    wraps = chosen.required + tuple(s for s in chosen.optional + chosen.alternatives if found.get(target_of(s), False))
     return Choice(preset, chosen, version, wraps, tuple(warnings), missing_opt)
 
 
