@@ -70,11 +70,11 @@ def parse_nvtx(rows: list[tuple], info: ExportInfo, strings: StringTable) -> Nvt
     domains = [domain_names.get((int(p), int(d)), "" if d == 0 else f"domain{int(d)}") for p, d in zip(pid, dom)]
 
     is_range = np.isin(etype, [NVTX_PUSH_POP, NVTX_START_END, NVTXT_PUSH_POP, NVTXT_START_END])
-    # The same range twice (same thread, times and text) is one range written twice.
+    # The same range twice (same thread, times, text and domain: 2026-12-01) is one range written twice.
     seen: set = set()
     dup = np.zeros(len(rows), dtype=bool)
     for i in np.flatnonzero(is_range):
-        key = (int(gtid[i]), int(start[i]), int(end[i]), int(etype[i]), texts[i])
+        key = (int(gtid[i]), int(start[i]), int(end[i]), int(etype[i]), texts[i], int(dom[i]))
         dup[i] = key in seen
         seen.add(key)
     if dup.any():

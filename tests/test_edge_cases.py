@@ -192,6 +192,20 @@ def test_event_query_with_a_sync_record_is_not_a_cpu_wait(tmp_path):
     assert rank.syncs["api"].to_pylist() == ["cudaEventSynchronize"]
 
 
+def test_one_range_in_two_domains_is_two_ranges(tmp_path):
+    # GIVEN verify in the default domain and, with the very same times and thread, in domain 1
+    # (a library marking its own domain beside the engine's); and a range written twice
+    t = FakeTrace()
+    t.range("verify", 0, 100)
+    t.range("verify", 0, 100, domain=1)
+    t.range("draft", 200, 300)
+    t.range("draft", 200, 300)
+    rank = one_rank(t, tmp_path)
+    # THEN both verify ranges are kept, one in each domain; the draft written twice is one
+    got = sorted(zip(rank.ranges["name"].to_pylist(), rank.ranges["domain"].to_pylist()))
+    assert got == [("draft", ""), ("verify", ""), ("verify", "domain1")]
+
+
 def test_cycles_from_consecutive_phases_without_cycle_ranges(tmp_path):
     t = FakeTrace()
     for i in range(3):

@@ -524,13 +524,14 @@ def parse_nvtx(rows: NvtxRows, info: ExportInfo, strings: StringTable) -> NvtxEv
     pair_of = pair_of.ravel()
 
     is_range = np.isin(etype, [NVTX_PUSH_POP, NVTX_START_END, NVTXT_PUSH_POP, NVTXT_START_END])
-    # The same range twice (same thread, times, kind and text) is one range written twice: in
-    # start order, all but the first of each such group are dropped.
+    # The same range twice (same thread, times, kind, text and domain) is one range written
+    # twice: in start order, all but the first of each such group are dropped. (One range in
+    # each of two domains, as a library marking its own domain beside the engine's, is two.)
     ri = np.flatnonzero(is_range)
     if len(ri) > 1:
         codes = pc.dictionary_encode(texts.take(pa.array(ri))).indices
         code = pc.fill_null(codes, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-        keys = (code, etype[ri], end[ri], start[ri], gtid[ri])
+        keys = (code, etype[ri], end[ri], start[ri], gtid[ri], dom[ri])
         order = np.lexsort(keys)  # stable: each group's rows in start order
         same = np.ones(len(ri), dtype=bool)
         same[0] = False
