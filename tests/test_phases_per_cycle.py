@@ -72,3 +72,22 @@ def test_a_phase_two_ranges_map_to_reads_per_cycle_in_the_report(tmp_path):
     assert (by["draft"].n, by["draft"].gpu_ms_median) == (3, 0.05)
     # and the phases table keeps every instance
     assert rank.phases["phase"].to_pylist().count("verify") == 6
+
+
+def test_diff_counts_cycles_and_says_when_a_phase_is_only_in_left_out_cycles():
+    # GIVEN side A with verify in cycles 0 and 1 (two ranges in cycle 0: 200 + 30 us GPU; 105 in
+    # cycle 1), side B whose verify ranges are all in cycles it leaves out (none counted)
+    from tracerecon.analysis.diff import diff_rank
+
+    a = phases_table([
+        dict(cycle=0, phase="verify", cpu_ns=100 * U, gpu_ns=200 * U, gpu_boundary_start_ns=0, gpu_boundary_end_ns=200 * U),
+        dict(cycle=0, phase="verify", cpu_ns=100 * U, gpu_ns=30 * U, gpu_boundary_start_ns=260 * U, gpu_boundary_end_ns=290 * U),
+        dict(cycle=1, phase="verify", cpu_ns=100 * U, gpu_ns=105 * U, gpu_boundary_start_ns=1000 * U, gpu_boundary_end_ns=1105 * U),
+    ])
+    empty = phases_table([]).slice(0, 0)
+    ops = pa.table({"phase_id": pa.array([], pa.int64())})
+    # WHEN diffed (B's phase names in every cycle: verify)
+    (d,) = diff_rank(0, a, ops, empty, ops, ("verify",), ({"verify"}, {"verify"}))
+    # THEN A counts 2 cycles, median of 230 and 105 us; the line says B left its verify out
+    assert d.a.n == 2 and d.a.gpu_ms == 0.1675
+    assert d.explanation == "verify: only in cycles B leaves out (warm-up, --skip-cycles); A: 2 cycles, GPU 0.1675 ms"

@@ -184,7 +184,7 @@ def diff_document(a: Analysis, b: Analysis) -> dict:
         ra, rb = a_ranks[rank], b_ranks[rank]
         # The cycles and phase instances `report` takes its medians over: warm-up cycles left out.
         phases += [d.to_json() for d in diff_rank(rank, steady_phases(ra.phases, ra.cycles), ra.gpu_ops, steady_phases(rb.phases, rb.cycles), rb.gpu_ops,
-                                                  a.config.labels())]
+                                                  a.config.labels(), (set(ra.phases["phase"].to_pylist()), set(rb.phases["phase"].to_pylist())))]
         per_rank_cycles.append({"rank": rank, **cycle_delta(steady_cycles(ra.cycles), steady_cycles(rb.cycles)), **token_delta(ra, rb)})
         kernels.append({"rank": rank, "changes": kernel_changes(ra.gpu_ops, rb.gpu_ops)})
     first = per_rank_cycles[0] if per_rank_cycles else {}

@@ -155,12 +155,17 @@ def _changed(a: float, b: float, absolute: float) -> bool:
     return abs(b - a) > absolute and abs(b - a) > RELATIVE_CHANGE * max(abs(a), abs(b))
 
 
-def explain(phase: str, a: PhaseSide | None, b: PhaseSide | None) -> str:
-    """The one-line explanation of a phase's change from A to B."""
+def explain(phase: str, a: PhaseSide | None, b: PhaseSide | None, left_out: str = "") -> str:
+    """The one-line explanation of a phase's change from A to B. ``left_out``: "A" or "B" where
+    the side without the phase has it only in cycles it does not count (warm-up, --skip-cycles)."""
     if a is None:
-        return f"{phase}: new in B ({b.n} instances, GPU {b.gpu_ms} ms)"
+        if left_out == "A":
+            return f"{phase}: only in cycles A leaves out (warm-up, --skip-cycles); B: {b.n} cycles, GPU {b.gpu_ms} ms"
+        return f"{phase}: new in B ({b.n} cycles, GPU {b.gpu_ms} ms)"
     if b is None:
-        return f"{phase}: gone in B (was {a.n} instances, GPU {a.gpu_ms} ms)"
+        if left_out == "B":
+            return f"{phase}: only in cycles B leaves out (warm-up, --skip-cycles); A: {a.n} cycles, GPU {a.gpu_ms} ms"
+        return f"{phase}: gone in B (was {a.n} cycles, GPU {a.gpu_ms} ms)"
     if a.gpu_ms is None or b.gpu_ms is None:
         cpu = f"{((b.cpu_ms or 0) - (a.cpu_ms or 0)):+.3f} ms CPU"
         if a.gpu_ms is None and b.gpu_ms is None:
@@ -199,14 +204,21 @@ def explain(phase: str, a: PhaseSide | None, b: PhaseSide | None) -> str:
     return f"{head}: " + ", ".join(why)
 
 
-def diff_rank(rank: int, a_phases: pa.Table, a_ops: pa.Table, b_phases: pa.Table, b_ops: pa.Table, order: tuple[str, ...] = ()) -> list[PhaseDelta]:
+def diff_rank(rank: int, a_phases: pa.Table, a_ops: pa.Table, b_phases: pa.Table, b_ops: pa.Table, order: tuple[str, ...] = (),
+              all_names: tuple[set, set] = (set(), set())) -> list[PhaseDelta]:
+    """Per phase name of the two sides' counted phases (``steady_phases``) of one rank, its
+    change; ``all_names``: each side's phase names in every cycle, counted or not."""
     sa, sb = summarize_side(a_phases, a_ops), summarize_side(b_phases, b_ops)
     names = [n for n in order if n in sa or n in sb] + [n for n in list(sa) + list(sb) if n not in order]
     seen = []
     for n in names:
         if n not in seen:
             seen.append(n)
-    return [PhaseDelta(rank, n, sa.get(n), sb.get(n), explain(n, sa.get(n), sb.get(n))) for n in seen]
+
+    def left_out(n: str) -> str:
+        return "A" if n not in sa and n in all_names[0] else "B" if n not in sb and n in all_names[1] else ""
+
+    return [PhaseDelta(rank, n, sa.get(n), sb.get(n), explain(n, sa.get(n), sb.get(n), left_out(n))) for n in seen]
 
 
 def cycle_delta(a_cycles: pa.Table, b_cycles: pa.Table) -> dict:
