@@ -330,7 +330,9 @@ def queued_before_capture(ops: pa.Table, launch: np.ndarray, wait_key: np.ndarra
         return none
     pid, dev, stream = int64s(ops["pid"]), int64s(ops["device_id"], -1), int64s(ops["stream_id"], -1)
     called = int64s(ops["launch_end_ns"], I64_MIN) != I64_MIN
-    early = ~called & first_calls.launched_before(pid, int64s(ops["correlation_id"], -1))
+    early = np.zeros(n, dtype=bool)
+    if not called.all():
+        early = ~called & first_calls.launched_before(pid, int64s(ops["correlation_id"], -1))
     mid_run = np.union1d(first_calls.mid_run(), pid[early])
     if len(mid_run) == 0 or not np.isin(pid, mid_run).any():
         return none
