@@ -53,8 +53,10 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
             if p is not None:
                 cycle_of[k] = cycle_number[p]
     elif len(phase_rows):
-        # No cycle ranges: a cycle starts at each occurrence of the first phase seen.
-        first = labels[phase_rows[0]]
-        starts = np.array([labels[r] == first for r in phase_rows], dtype=np.int64)
+        # No cycle ranges: a cycle starts at each occurrence of the first phase range seen, by
+        # its (domain, name) (2026-12-01: not by the phase it maps to).
+        key = lambda r: (domains[r] or "", names[r] or "")  # noqa: E731
+        first = key(phase_rows[0])
+        starts = np.array([key(r) == first for r in phase_rows], dtype=np.int64)
         cycle_of = np.cumsum(starts) - 1
     return phase_rows, cycle_of, cycle_rows, [labels[r] for r in phase_rows]

@@ -130,3 +130,21 @@ def test_work_inside_the_cycle_range_before_its_first_phase_is_said(tmp_path):
     assert rank.phases["gpu_ns"].to_pylist() == [500 * U] * 3 and rank.cycles["gpu_ns"].to_pylist() == [500 * U] * 3
     (before,) = [w for w in a.warnings if "before its first phase ('verify') in 3 of 3 cycles, 0.300 ms" in w]
     (after,) = [w for w in a.warnings if "after its last phase ('verify') in 3 of 3 cycles, 0.050 ms" in w]
+
+
+def test_a_launch_of_another_thread_returning_after_the_phase_counts_at_its_end(tmp_path):
+    # GIVEN cycle ranges b..b+900 (b = 1000c us) on thread 10 holding verify b+100..b+300,
+    # which launches nothing itself; thread 11's cudaLaunchKernel call runs b+250..b+320 (it
+    # returns after verify ended) and its kernel b+330..b+400
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.range(f"cycle {c}", b * U, (b + 900) * U)
+        t.range("verify", (b + 100) * U, (b + 300) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 250) * U, (b + 320) * U, tid=11), (b + 330) * U, (b + 400) * U)
+    a = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("verify",)))
+    # THEN the kernel is verify's (its work, put on the stream as verify's end is read) and an
+    # event there reads its end: b+100..b+400 = 300 us; nothing is said to lie outside verify
+    (rank,) = a.ranks
+    assert rank.phases["gpu_ns"].to_pylist() == [300 * U] * 3 and rank.phases["n_gpu_ops"].to_pylist() == [1] * 3
+    assert not any("inside the cycle range" in w for w in a.warnings)

@@ -5,6 +5,7 @@ less what other phases held between, added up; hand-computed tables and traces."
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
 
 from nsys_factory import FakeTrace
 from tracerecon import schema
@@ -40,26 +41,33 @@ def test_instances_of_one_name_in_a_cycle_fold_into_one():
     # WHEN folded per cycle
     out = phases_per_cycle(phases_table(rows)).to_pylist()
     # THEN cycle 0's verify is one row: CPU 200, GPU 230 (200 + 30, not the 290 its boundaries
-    # span: draft's 60 is draft's), ops 10-288 (span 278), busy 176, 4 ops, overrun 288 - 250;
-    # error -30 is within max(10 us, 10 %): agree
+    # span: draft's 60 is draft's), ops 10-288, its spans 180 + 26 = 206 (draft's op between them
+    # is not verify's), busy 176, 4 ops, overrun 288 - 250; error -30 is within max(10 us,
+    # 10 %): agree
     assert [(r["cycle"], r["phase"]) for r in out] == [(0, "verify"), (0, "draft"), (1, "verify")]
     v = out[0]
     assert (v["cpu_start_ns"], v["cpu_end_ns"], v["cpu_ns"]) == (0, 250, 200)
     assert (v["gpu_boundary_start_ns"], v["gpu_boundary_end_ns"], v["gpu_ns"], v["error_ns"]) == (0, 290, 230, -30)
-    assert (v["gpu_start_ns"], v["gpu_end_ns"], v["gpu_span_ns"], v["gpu_busy_ns"]) == (10, 288, 278, 176)
+    assert (v["gpu_start_ns"], v["gpu_end_ns"], v["gpu_span_ns"], v["gpu_busy_ns"]) == (10, 288, 206, 176)
     assert (v["n_gpu_ops"], v["n_kernels"], v["overrun_ns"], v["verdict"]) == (4, 4, 38, "agree")
     assert out[1] == dict(rows[1], **{k: out[1][k] for k in out[1] if k not in rows[1]})  # draft as it was
     assert out[2]["gpu_ns"] == 105 and out[2]["cpu_ns"] == 100
 
 
-def test_a_phase_two_ranges_map_to_reads_per_cycle_in_the_report(tmp_path):
+@pytest.mark.parametrize("cycle_ranges", [True, False])
+def test_a_phase_two_ranges_map_to_reads_per_cycle_in_the_report(tmp_path, cycle_ranges):
     # GIVEN three cycles (b = 1000c us) on one stream: forward [b, b+100] launches a kernel
     # running b+10..b+300; draft [b+100, b+150] one running b+300..b+350; sample [b+150, b+200]
-    # one running b+350..b+370; --phase verify maps both forward and sample
+    # one running b+350..b+370; --phase verify maps both forward and sample; with cycle ranges,
+    # or without (a cycle starts at each forward: the first phase range's name)
     t = FakeTrace()
     for c in range(3):
         b = c * 1000
-        t.cycle(c, b * U, (b + 100) * U, (b + 150) * U, (b + 200) * U, names=("forward", "draft", "sample"))
+        if cycle_ranges:
+            t.cycle(c, b * U, (b + 100) * U, (b + 150) * U, (b + 200) * U, names=("forward", "draft", "sample"))
+        else:
+            for name, lo, hi in (("forward", b, b + 100), ("draft", b + 100, b + 150), ("sample", b + 150, b + 200)):
+                t.range(name, lo * U, hi * U)
         for at, (s, e) in ((b + 10, (b + 10, b + 300)), (b + 110, (b + 300, b + 350)), (b + 160, (b + 350, b + 370))):
             k = t.call("cudaLaunchKernel", at * U, (at + 2) * U)
             t.kernel(k, s * U, e * U)
@@ -72,6 +80,11 @@ def test_a_phase_two_ranges_map_to_reads_per_cycle_in_the_report(tmp_path):
     assert (by["draft"].n, by["draft"].gpu_ms_median) == (3, 0.05)
     # and the phases table keeps every instance
     assert rank.phases["phase"].to_pylist().count("verify") == 6
+    # and the terminal UI's detail of the phase reads per cycle too
+    from tracerecon.analysis.detail import phase_detail
+
+    d = phase_detail(rank.phases, rank.gpu_ops, rank.syncs, phase="verify", cycles=rank.cycles)
+    assert (d.title, d.gpu_ms, d.cpu_ms) == ("verify (all 3 cycles, 6 ranges)", 0.32, 0.15)
 
 
 def test_diff_counts_cycles_and_says_when_a_phase_is_only_in_left_out_cycles():
@@ -91,3 +104,38 @@ def test_diff_counts_cycles_and_says_when_a_phase_is_only_in_left_out_cycles():
     # THEN A counts 2 cycles, median of 230 and 105 us; the line says B left its verify out
     assert d.a.n == 2 and d.a.gpu_ms == 0.1675
     assert d.explanation == "verify: only in cycles B leaves out (warm-up, --skip-cycles); A: 2 cycles, GPU 0.1675 ms"
+
+
+def test_a_folded_phase_queued_behind_another_keeps_its_cause(tmp_path):
+    # GIVEN cycles (b = 2000c us): verify A [b, b+100] (kernel b+10..b+100), draft [b+100, b+200]
+    # (kernel b+110..b+1100), sample [b+200, b+300] mapped to verify too (kernel launched
+    # b+205, queued behind draft's: b+1100..b+1150)
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 2000
+        t.cycle(c, b * U, (b + 100) * U, (b + 200) * U, (b + 300) * U, names=("verify", "draft", "sample"))
+        for at, (s, e) in ((b + 5, (b + 10, b + 100)), (b + 105, (b + 110, b + 1100)), (b + 205, (b + 1100, b + 1150))):
+            t.kernel(t.call("cudaLaunchKernel", at * U, (at + 2) * U), s * U, e * U)
+    (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("verify", "verify=sample", "draft"))).ranks
+    # WHEN summarised
+    by = {p.phase: p for p in summarize_phases(rank.phases, ("verify", "draft"), rank.cycles)}
+    # THEN per cycle verify reads 100 + 50 us GPU, CPU 200, spans 90 + 50, busy 140 (never
+    # idle: no launch_bound), and its CPU timer over-reports because its second part waited
+    # 900 us behind draft: queued_behind
+    v = by["verify"]
+    assert (v.n, v.gpu_ms_median, v.cpu_ms_median, v.gpu_span_ms_median, v.gpu_busy_ms_median) == (3, 0.15, 0.2, 0.14, 0.14)
+    assert v.verdicts == {"over": 3} and v.causes == {"queued_behind": 3}
+
+
+def test_overlapping_ranges_of_one_phase_count_their_cpu_time_once():
+    # GIVEN cycle 0's verify as two ranges open at once (0..200 and 100..300: start/end ranges,
+    # or two threads), GPU 200 + 120
+    rows = [
+        dict(cycle=0, phase="verify", cpu_start_ns=0, cpu_end_ns=200 * U, cpu_ns=200 * U, gpu_ns=200 * U,
+             gpu_boundary_start_ns=0, gpu_boundary_end_ns=200 * U, n_gpu_ops=1),
+        dict(cycle=0, phase="verify", cpu_start_ns=100 * U, cpu_end_ns=300 * U, cpu_ns=200 * U, gpu_ns=120 * U,
+             gpu_boundary_start_ns=200 * U, gpu_boundary_end_ns=320 * U, n_gpu_ops=1),
+    ]
+    # WHEN folded THEN its CPU time is the 300 us some range of it was open, GPU 320: agree
+    (v,) = phases_per_cycle(phases_table(rows)).to_pylist()
+    assert (v["cpu_ns"], v["gpu_ns"], v["verdict"]) == (300 * U, 320 * U, "agree")

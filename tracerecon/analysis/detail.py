@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from tracerecon.analysis.columns import is_graph_launch, median_ms
 from tracerecon.analysis.nccl import comm_mask
+from tracerecon.analysis.phases import phases_per_cycle
 from tracerecon.analysis.projection import int64s
 from tracerecon.analysis.summary import steady_phases
 
@@ -67,8 +68,9 @@ def explain_verdict(verdict: str, cause: str, cpu_ms: float, gpu_ms: float | Non
 
 def phase_detail(phases: pa.Table, gpu_ops: pa.Table, syncs: pa.Table, *, phase_id: int | None = None, phase: str | None = None,
                  cycles: pa.Table | None = None) -> PhaseDetail:
-    """Detail for one instance (``phase_id``) or all instances of a name (``phase``); with
-    ``cycles``, the instances of warm-up cycles are left out of the latter, as in ``report``."""
+    """Detail for one instance (``phase_id``) or all instances of a name (``phase``: medians
+    per cycle, its ranges in one cycle taken together, as in ``report``); with ``cycles``, the
+    instances of warm-up cycles are left out of the latter, as in ``report``."""
     names = phases["phase"].to_pylist()
     if phase_id is not None:
         sel = [phase_id]
@@ -79,8 +81,12 @@ def phase_detail(phases: pa.Table, gpu_ops: pa.Table, syncs: pa.Table, *, phase_
         named = [i for i, n in enumerate(names) if n == phase]
         sel = named if steady is None else [i for i in named if int(phases["phase_id"][i].as_py()) in steady]
         left = len(named) - len(sel)
-        title = f"{phase} (all {len(sel)} instances{f'; {left} of warm-up cycles left out' if left else ''})"
     sub = phases.take(pa.array(sel, pa.int64()))
+    if phase_id is None:
+        # Per cycle, as ``report``: a name's ranges in one cycle taken together.
+        sub = phases_per_cycle(sub)
+        ranges = f", {len(sel)} ranges" if sub.num_rows != len(sel) else ""
+        title = f"{phase} (all {sub.num_rows} {'cycles' if ranges else 'instances'}{ranges}{f'; {left} of warm-up cycles left out' if left else ''})"
     sel_set = np.zeros(phases.num_rows + 1, dtype=bool)
     sel_set[sel] = True
     kernels: list[KernelRow] = []

@@ -105,7 +105,7 @@ def phases_past_their_cycle(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: 
 
 def cycles_per_thread(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, labels: list[str]) -> np.ndarray:
     """Without cycle ranges ``select_phases`` starts a cycle at each occurrence of the first
-    phase seen, in each process. Where several threads of a process each hold every phase name
+    phase range name seen, in each process. Where several threads of a process each hold every phase name
     the process has (one process driving a GPU per thread), each thread's phases are numbered on
     their own instead, so no cycle mixes two threads' loops; the cycles are then numbered in the
     order of their first phase. Phases of one loop spread over threads (a scheduler thread's
@@ -114,6 +114,7 @@ def cycles_per_thread(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.nda
         return cycle_of
     pid, tid, start = int64s(ranges["pid"])[phase_rows], int64s(ranges["tid"], -1)[phase_rows], int64s(ranges["start_ns"])[phase_rows]
     names = np.array(labels, dtype=object)
+    range_names = np.array(ranges["name"].take(pa.array(phase_rows)).to_pylist(), dtype=object)  # a cycle starts at a range name
     thread = thread_keys(pid, tid)
     local = cycle_of.copy()
     split = False
@@ -126,7 +127,7 @@ def cycles_per_thread(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.nda
         split = True
         for t in threads.tolist():
             seq = mine[thread[mine] == t]  # in time order, as phase_rows are
-            local[seq] = np.cumsum(names[seq] == names[seq[0]]) - 1
+            local[seq] = np.cumsum(range_names[seq] == range_names[seq[0]]) - 1
     if not split:
         return cycle_of
     # Global numbers: each (thread, local cycle) in the order of its first phase.
@@ -170,7 +171,7 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
         is_cycle = np.zeros(n, bool)
     if is_phase.any():
         is_phase &= _nearest_marked_ancestor(parent, is_phase) < 0
-        is_phase &= ~_inside_a_start_end_phase(ranges, is_phase, is_cycle, label_id)
+        is_phase &= ~_inside_a_start_end_phase(ranges, is_phase, is_cycle, pair_of)
     start = int64s(ranges["start_ns"])
     phase_rows = np.flatnonzero(is_phase)
     phase_rows = phase_rows[np.argsort(start[phase_rows], kind="stable")]
@@ -183,13 +184,15 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
         up = _nearest_marked_ancestor(parent, cycle_number >= 0)[phase_rows]
         cycle_of = np.where(up >= 0, cycle_number[np.maximum(up, 0)], -1)
     elif len(phase_rows):
-        # No cycle ranges: a cycle starts at each occurrence of the first phase seen.
-        ids = label_id[phase_rows]
+        # No cycle ranges: a cycle starts at each occurrence of the first phase range seen, by
+        # its name (a phase that two names map to, vLLM's forward and postprocess as verify,
+        # starts a cycle at the first of them only).
+        ids = pair_of[phase_rows]
         cycle_of = np.cumsum(ids == ids[0]) - 1
     return phase_rows, cycle_of, cycle_rows, [label_list[i] for i in label_id[phase_rows].tolist()]
 
 
-def _inside_a_start_end_phase(ranges: pa.Table, is_phase: np.ndarray, is_cycle: np.ndarray, label_id: np.ndarray) -> np.ndarray:
+def _inside_a_start_end_phase(ranges: pa.Table, is_phase: np.ndarray, is_cycle: np.ndarray, name_id: np.ndarray) -> np.ndarray:
     """Per range: a phase range that lies, on its own thread, inside another closed phase range
     begun no later in the same cycle, where one of the two is an nvtxRangeStart/End range
     (push/pop nesting, ``parent_id``, cannot see those: they nest in nothing and hold nothing).
@@ -217,7 +220,7 @@ def _inside_a_start_end_phase(ranges: pa.Table, is_phase: np.ndarray, is_cycle: 
         c_pid, c_start = pid[cycle_rows], int64s(ranges["start_ns"])[cycle_rows]
     else:
         phases = np.flatnonzero(is_phase)
-        starter = label_id[phases[np.argmin(int64s(ranges["start_ns"])[phases])]]  # the phase that starts cycles
+        starter = name_id[phases[np.argmin(int64s(ranges["start_ns"])[phases])]]  # the phase range name that starts cycles
     reach = np.where(holders[cand], end, I64_MIN)
     for t in np.unique(thread).tolist():
         at = np.flatnonzero(thread == t)
@@ -235,7 +238,7 @@ def _inside_a_start_end_phase(ranges: pa.Table, is_phase: np.ndarray, is_cycle: 
             lo, hi = start[at[np.maximum(held_by, 0)]], start[at]
             inside &= ~(np.searchsorted(starts, hi, side="right") > np.searchsorted(starts, lo, side="right"))
         else:
-            inside &= label_id[cand[at]] != starter
+            inside &= name_id[cand[at]] != starter
         out[cand[at[inside]]] = True
     return out
 
@@ -414,6 +417,21 @@ def _cycle_groups(phases: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     return order, np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
 
 
+def _open_time(phases: pa.Table, order: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per group of ``_cycle_groups``: how long any of its ranges was open (the union of their
+    CPU intervals; the plain sum where they do not overlap)."""
+    cs, ce = int64s(phases["cpu_start_ns"])[order], int64s(phases["cpu_end_ns"])[order]
+    out = np.add.reduceat(ce - cs, starts)
+    ends = np.r_[starts[1:], len(order)]
+    for g in np.flatnonzero(ends - starts > 1).tolist():
+        a, b = cs[starts[g]:ends[g]], ce[starts[g]:ends[g]]
+        by = np.argsort(a, kind="stable")
+        a, b = a[by], b[by]
+        reach = np.maximum.accumulate(b)
+        out[g] = int((b - np.maximum(a, np.r_[a[0], reach[:-1]])).clip(0).sum())
+    return out
+
+
 def first_in_cycle(phases: pa.Table) -> np.ndarray:
     """Per row of ``phases``: the row of the first instance of its phase name in its cycle
     (itself where it is the first, or in no cycle): the row ``phases_per_cycle`` folds it into."""
@@ -429,11 +447,13 @@ def phases_per_cycle(phases: pa.Table) -> pa.Table:
     """``phases`` (``schema.PHASES``) with the instances of one phase name in one cycle (a name
     several ranges map to, a phase run several times a cycle) folded into one row: what that
     phase took in that cycle, as a CUDA event at its first start and one at its last end, less
-    what ran between them in other phases. Times and counts add up (``gpu_ns``, ``cpu_ns``,
-    busy, blocked, waits, ops); starts take the first, ends the last, the span runs from the
-    first op to the last; its verdict and cause are those of the sums (``verdict_of``,
-    ``cause_of``); the rest (ids, thread, stream) is the first instance's. Instances in no
-    cycle stay as they are. Rows keep the first instance's place."""
+    what ran between them in other phases. GPU time, spans, busy time, queueing, blocked time,
+    waits and ops add up (each instance's span is its own: other phases' work between two
+    instances is not theirs); CPU time is the time any of them was open (ranges that overlap,
+    on two threads or started and ended apart, count once); starts take the first, ends the
+    last; its verdict and cause are those of the sums (``verdict_of``, ``cause_of``); the rest
+    (ids, thread, stream) is the first instance's. Instances in no cycle stay as they are. Rows
+    keep the first instance's place."""
     n = phases.num_rows
     if n == 0:
         return phases
@@ -461,12 +481,12 @@ def phases_per_cycle(phases: pa.Table) -> pa.Table:
     bs, _ = low("gpu_boundary_start_ns")
     be, _ = high("gpu_boundary_end_ns")
     ce, _ = high("cpu_end_ns")
-    cpu, gpu, busy, n_ops = total("cpu_ns"), total("gpu_ns"), total("gpu_busy_ns"), total("n_gpu_ops")
+    cpu, gpu, busy, n_ops = _open_time(phases, order, starts), total("gpu_ns"), total("gpu_busy_ns"), total("n_gpu_ops")
     has_busy = np.maximum.reduceat(phases["gpu_busy_ns"].is_valid().to_numpy(zero_copy_only=False)[order].astype(np.int64), starts) > 0
-    span = np.where(has_ops, ge - gs, 0)
+    span = total("gpu_span_ns")
     overrun = np.where(has_ops, np.clip(ge - ce, 0, None), 0)
     absorbed, wait = total("absorbed_ns"), total("wait_ns")
-    queued = int64s(phases["queued_ns"], 0)[first]
+    queued = total("queued_ns")
     verdict = verdict_of(cpu, gpu, has_time, n_ops)
     cause = cause_of(verdict, cpu, gpu, span, busy, overrun, absorbed, queued, wait, n_ops)
     out = phases.take(pa.array(first))

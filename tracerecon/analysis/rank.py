@@ -26,7 +26,7 @@ from tracerecon.analysis.boundaries import (StreamClock, WaitTargets, awaited_wo
                                             wait_targets)
 from tracerecon.analysis.nccl import phase_comm_split
 from tracerecon.analysis.config import PhaseConfig
-from tracerecon.analysis.phases import (PhaseInputs, build_cycles, build_phases, cycles_by_time, cycles_per_thread, phases_past_their_cycle,
+from tracerecon.analysis.phases import (ADDS_UP_FRACTION, ERROR_FLOOR_NS, PhaseInputs, build_cycles, build_phases, cycles_by_time, cycles_per_thread, phases_past_their_cycle,
                                         select_phases)
 from tracerecon.analysis.projection import I64_MIN, index_launches, innermost_owner, int64s
 from tracerecon.analysis.ranges import build_ranges, nest
@@ -215,7 +215,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     notes=_past_cycle_notes(phases_past_their_cycle(nested, phase_rows, cycle_of, cycle_rows), labels) + _tiled_notes(tiled, own, b_end - b_start, labels)
                     + _between_notes(ph_pid, ph_tid, cycle_of, b_start, b_end, labels) + _phase_thread_notes(config.phase_thread, ph_tid)
                     + _before_capture_notes(clock)
-                    + _cycle_edge_notes(clock, nested, cycle_rows, cycle_of, ph_pid, ph_s, ph_e, dev, stream, b_start, b_end, labels))
+                    + _cycle_edge_notes(clock, nested, cycle_rows, cycle_of, ph_pid, ph_s, ph_read_end, dev, stream, b_start, b_end, labels))
 
 
 def _awaited(clock: StreamClock, blocking: pa.Table, targets: WaitTargets, ops: pa.Table) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
@@ -280,7 +280,10 @@ def _cycle_edge_notes(clock: StreamClock, nested: pa.Table, cycle_rows: np.ndarr
     from its first phase's start boundary to its last's end, so that work is in no phase and no
     cycle. How long: from when the stream was free (or the cycle began) to the first phase's
     start boundary; from the last phase's end boundary to when the stream was done with what
-    was queued by the cycle's end."""
+    was queued by the cycle's end. Counted in a cycle where that is more than the cycle's
+    phases may miss and still add up (max(10 us, 2 % of its GPU time): a result copy of a few
+    microseconds is not worth a line). ``cpu_end``: where each phase's end is read
+    (``read_ends``)."""
     ok = (cycle >= 0) & (b_start != I64_MIN)
     if not len(cycle_rows) or not ok.any():
         return ()
@@ -304,7 +307,11 @@ def _cycle_edge_notes(clock: StreamClock, nested: pa.Table, cycle_rows: np.ndarr
             took = b_start[ph] - np.maximum(lo, clock.done(row, lo))
         else:
             took = clock.done(row, hi) - b_end[ph]
-        took = np.clip(took[queued], 0, None)
+        cycle_gpu = b_end[last] - b_start[first]
+        queued &= took > np.maximum(ERROR_FLOOR_NS, ADDS_UP_FRACTION * cycle_gpu)
+        if not queued.any():
+            continue
+        took = took[queued]
         names = list(dict.fromkeys(labels[k] for k in ph[queued].tolist()))
         out.append(f"GPU work was queued inside the cycle range {which} ({', '.join(map(repr, names[:3]))}) in {int(queued.sum())} of "
                    f"{len(first)} cycles, {np.median(took) / 1e6:.3f} ms (median): it is in no phase and not in the cycle's GPU time; give "
@@ -375,9 +382,11 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
 
 
 def read_ends(ops: pa.Table, op_phase: np.ndarray, cpu_end: np.ndarray) -> np.ndarray:
-    """Per phase instance: the CPU instant its end boundary is read at: its CPU end, or the
-    latest instant one of its ops was put on its stream where that is later (a launch call
-    of another thread that returned after the phase's range ended)."""
+    """Per phase instance: the CPU instant its end boundary is read at: its CPU end, or just
+    after the latest instant one of its ops was put on its stream where that is later (a
+    launch call of another thread that returned after the phase's range ended: an event
+    recorded then comes after that op; ``StreamClock.done`` counts what was put there before
+    the instant)."""
     out = np.asarray(cpu_end, dtype=np.int64).copy()
     if len(out) == 0 or ops.num_rows == 0:
         return out
@@ -385,7 +394,7 @@ def read_ends(ops: pa.Table, op_phase: np.ndarray, cpu_end: np.ndarray) -> np.nd
     # Only the ops put on their stream after their phase's CPU end move it (few, if any).
     late = np.flatnonzero((op_phase >= 0) & (launch > out[np.maximum(op_phase, 0)]))
     if len(late):
-        np.maximum.at(out, op_phase[late], launch[late])
+        np.maximum.at(out, op_phase[late], launch[late] + 1)
     return out
 
 
