@@ -277,11 +277,18 @@ def _match_ordinals(views: list[RankView], comm: list[dict[str, np.ndarray]], na
     rank): renumbered by the most common distance, in kernels, from each one's end to the
     nearest end of the first rank's, when that shift fits their ends at least 4x better than
     none; where no one shift fits (a record dropped mid-run), each kernel is paired with the one
-    that ends with it (``_paired_by_end``). Each renumbering is a warning, and so is a rank whose ends fit neither. Sends and
-    receives keep the order (their ends differ by the transfer). Elsewhere (other
-    machines, no session times) a later start cannot be told from a clock offset: the order is
-    kept, with a warning where the counts differ. Kernels that fall before the first rank's
-    first are matched with nothing."""
+    that ends with it (``_paired_by_end``). Each renumbering is a warning, and so is a rank whose ends fit neither. Ranks of
+    one report share its capture, which no rank began later: their kernels keep the order
+    (renumbering them by ends paired another communicator's collectives, a pipeline stage's
+    tensor-parallel group, with the first rank's). Sends and receives (ends apart by the
+    transfer) keep the order where their counts agree; where they differ, a renumbering by
+    ends is taken only when it fits clearly (an all-to-all's ``SendRecv`` kernels do end
+    together), and a rank with half again as many or more (a pipeline's middle stage, which
+    receives and sends under one name), or one whose ends fit no renumbering, has its kernels
+    of the name matched with nothing, with a warning. Elsewhere (other machines, no session
+    times) a later start cannot be told from a clock offset: the order is kept, with a warning
+    where the counts differ. Kernels that fall before the first rank's first are matched with
+    nothing."""
     warnings: list[str] = []
     if len(views) < 2:
         return comm, warnings
@@ -291,7 +298,9 @@ def _match_ordinals(views: list[RankView], comm: list[dict[str, np.ndarray]], na
     for v, c in zip(views[1:], comm[1:]):
         code, nth = c["key"] >> 40, c["key"] & ((1 << 40) - 1)
         new_nth = nth.copy()
+        alone = np.zeros(len(nth), dtype=bool)  # kernels matched with nothing
         timed = _one_machines_clock(v, views[0])
+        same_report = v.clock == views[0].clock
         base = _clock_base(v, views[0])
         for k in np.unique(code).tolist():
             mine = np.flatnonzero(code == k)
@@ -300,9 +309,22 @@ def _match_ordinals(views: list[RankView], comm: list[dict[str, np.ndarray]], na
                 continue
             label = f"rank {v.rank} holds {len(mine)} {names[k]} kernels, rank {views[0].rank} {len(theirs)}"
             if p2p[k]:
-                # A send and its receive need not end together: their ends tell nothing.
-                if len(mine) != len(theirs):
+                if len(mine) == len(theirs):
+                    continue
+                by_nth = mine[np.argsort(nth[mine])]
+                shift = None
+                if timed and not same_report and max(len(mine), len(theirs)) < P2P_STAGE_RATIO * min(len(mine), len(theirs)):
+                    shift = _ordinal_shift(ref["end"][theirs][np.argsort(ref_nth[theirs])], c["end"][by_nth] + base[0])
+                if shift:
+                    new_nth[by_nth] = np.arange(len(by_nth)) + shift
+                    warnings.append(f"{label} (their traces cover different stretches of the run): matched by end time (the k-th with "
+                                    f"rank {views[0].rank}'s {shift:+d}-th)")
+                elif shift == 0 and not same_report:
                     warnings.append(f"{label}: matched in order (the k-th with the k-th); a send and its receive do not end together")
+                else:
+                    alone[mine] = True
+                    warnings.append(f"{label}: sends and receives not matched (a pipeline stage that receives and sends under one name, "
+                                    "or counts no renumbering explains): their waits are not counted")
                 continue
             if not timed:
                 if len(mine) != len(theirs):
@@ -312,6 +334,10 @@ def _match_ordinals(views: list[RankView], comm: list[dict[str, np.ndarray]], na
             e_ref = ref["end"][theirs][np.argsort(ref_nth[theirs])]
             by_nth = mine[np.argsort(nth[mine])]
             paired, within = _paired_by_end(e_ref, c["end"][by_nth] + base[0])
+            if paired is None and same_report:
+                if len(mine) != len(theirs):
+                    warnings.append(f"{label}: matched in order (the k-th with the k-th); one report's ranks share its capture")
+                continue
             if paired is not None:
                 # A kernel missing here or there mid-run (CUPTI drops records when its buffers
                 # overflow): no one renumbering fits the whole run, each is paired by its end.
@@ -328,11 +354,11 @@ def _match_ordinals(views: list[RankView], comm: list[dict[str, np.ndarray]], na
                 new_nth[by_nth] = np.arange(len(by_nth)) + shift
                 first = f"its first is rank {views[0].rank}'s #{shift + 1}" if shift > 0 else f"its #{1 - shift} is rank {views[0].rank}'s first"
                 warnings.append(f"{label} (their traces cover different stretches of the run): matched by end time ({first})")
-        if (new_nth == nth).all():
+        if (new_nth == nth).all() and not alone.any():
             out.append(c)
             continue
-        # Renumbered before the first rank's first: a key of its own, never matched.
-        key = np.where(new_nth >= 0, code << 40 | np.maximum(new_nth, 0), -1 - np.arange(len(nth)))
+        # Renumbered before the first rank's first, or matched with nothing: a key of its own.
+        key = np.where((new_nth >= 0) & ~alone, code << 40 | np.maximum(new_nth, 0), -1 - np.arange(len(nth)))
         out.append(dict(c, key=key))
     return out, warnings
 
@@ -388,6 +414,10 @@ def _ordinal_shift(e_ref: np.ndarray, e_me: np.ndarray) -> int | None:
 
     return shift if misfit(shift) * 4 < misfit(0) else None
 
+
+# A rank with this many times another's send/receive kernels of one name is a pipeline stage
+# that both receives and sends (under one name): its kernels pair with nobody's k-th.
+P2P_STAGE_RATIO = 1.5
 
 # Ranks reaching a collective within this of each other arrived together: none gated it (a
 # nanosecond's lead is no straggler).

@@ -11,10 +11,15 @@ import pyarrow as pa
 from tracerecon.analysis.intervals import segmented_union_length
 from tracerecon.analysis.projection import int64s, string_mask
 
-# NCCL's kernels across versions, and the custom all-reduce kernels of vLLM / SGLang / TensorRT-LLM.
+# NCCL's kernels across versions; the custom all-reduce kernels of vLLM / SGLang / TensorRT-LLM;
+# FlashInfer's fused all-reduce (trtllm_allreduce_fusion::allreduce_fusion_kernel_*); torch
+# symmetric memory's multimem kernels (vLLM's all-reduce for TP 4-8 on Hopper); mscclpp's;
+# the expert-parallel all-to-all of DeepEP (deep_ep::intranode / internode / internode_ll
+# dispatch, combine, notify_dispatch) and pplx-kernels.
 COMM_KERNEL = re.compile(
     r"^(ncclKernel_|ncclDevKernel_|ncclSymDevKernel_|nccl\w*Kernel)"
-    r"|cross_device_reduce|custom_?all_?reduce|one_?shot_?all_?reduce|two_?shot_?all_?reduce|allreduce_(one|two)shot",
+    r"|cross_device_reduce|custom_?all_?reduce|one_?shot_?all_?reduce|two_?shot_?all_?reduce|allreduce_(one|two)shot"
+    r"|all_?reduce_?fusion|trtllm_?all_?reduce|multimem_|mscclpp|quick_?all_?reduce|deep_ep::|pplx::|all_?to_?all",
     re.I,
 )
 

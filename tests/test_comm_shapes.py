@@ -1,0 +1,77 @@
+"""Communication shapes of multi-GPU inference beyond one NCCL all-reduce: the kernels that are
+communication by name, pipeline sends and receives, and two tensor-parallel groups in one
+report. Hand-built traces (FakeTrace); expected waits worked out by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from nsys_factory import FakeTrace
+from tracerecon.analysis.nccl import is_comm_kernel
+from tracerecon.api import load
+
+U = 1000
+SEND_RECV = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
+
+
+@pytest.mark.parametrize("name", [
+    "void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*)", "void deep_ep::internode_ll::combine<false, 7168>(void*)",
+    "void deep_ep::intranode::notify_dispatch<8>(int const*)",
+    "void flashinfer::trtllm_allreduce_fusion::allreduce_fusion_kernel_oneshot_lamport<__nv_bfloat16, 8>(float)",
+    "multimem_all_reduce_kernel", "void pplx::a2a_dispatch_kernel(void)", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(void)",
+])
+def test_the_collectives_of_expert_parallel_and_fused_all_reduce_are_communication(name):
+    assert is_comm_kernel(name)
+
+
+@pytest.mark.parametrize("name", ["void at::native::reduce_kernel<512, 1>(void)", "fused_moe_kernel", "softmax_warp_forward", "gemm_kernel"])
+def test_compute_kernels_are_not(name):
+    assert not is_comm_kernel(name)
+
+
+def kernel(t: FakeTrace, pid: int, device: int, at_us: int, gpu_us: tuple[int, int], name: str = "k") -> None:
+    t.kernel(t.call("cudaLaunchKernel", at_us * U, (at_us + 2) * U, pid=pid), gpu_us[0] * U, gpu_us[1] * U, pid=pid, device=device, name=name)
+
+
+def test_a_pipeline_stage_that_receives_and_sends_is_matched_with_nothing(tmp_path):
+    # GIVEN one report of a 3-stage pipeline, each cycle (b = 1000c us) one batch flowing
+    # 0 -> 1 -> 2 through send/receive kernels of one name: stage 0 sends (b+100..b+110),
+    # stage 1 receives (b+100..b+110) and sends (b+210..b+220), stage 2 receives (b+210..b+220)
+    t = FakeTrace()
+    for c in range(4):
+        b = 1000 * c
+        for r in range(3):
+            t.cycle(c, b * U, (b + 500) * U, names=("verify",), pid=10 + r)
+        kernel(t, 10, 0, b + 10, (b + 20, b + 100))
+        kernel(t, 10, 0, b + 20, (b + 100, b + 110), SEND_RECV)
+        kernel(t, 11, 1, b + 20, (b + 100, b + 110), SEND_RECV)
+        kernel(t, 11, 1, b + 30, (b + 110, b + 210))
+        kernel(t, 11, 1, b + 40, (b + 210, b + 220), SEND_RECV)
+        kernel(t, 12, 2, b + 20, (b + 210, b + 220), SEND_RECV)
+    a = load([t.write(tmp_path / "pp3.sqlite")])
+    # THEN no send is paired with the k-th kernel of stage 1 (a receive or a send alternately):
+    # no wait is made up, and a warning says the pipeline's sends and receives are not matched
+    assert [c.wait_ns for c in a.cross.comm] == [0, 0, 0]
+    assert a.cross.collectives.num_rows == 0
+    assert any("rank 1 holds 8" in w and "sends and receives not matched" in w for w in a.warnings)
+
+
+def test_two_tensor_parallel_groups_in_one_report_are_said(tmp_path):
+    # GIVEN one report of pipeline stages 0 (ranks 0, 1) and 1 (ranks 2, 3), each a TP pair with
+    # an all-reduce per cycle; stage 1's runs 850 us after stage 0's (b+100..b+150 and
+    # b+950..b+1000: nearer the next cycle's of stage 0), 6 cycles on each
+    t = FakeTrace()
+    ar = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(void)"
+    for c in range(6):
+        b = 1000 * c
+        for r in range(4):
+            lo = b + (0 if r < 2 else 850)
+            t.cycle(c, lo * U, (lo + 200) * U, names=("verify",), pid=10 + r)
+            kernel(t, 10 + r, r, lo + 10, (lo + 20, lo + 100))
+            kernel(t, 10 + r, r, lo + 20, (lo + 100, lo + 150), ar)
+    a = load([t.write(tmp_path / "pptp.sqlite")])
+    # THEN the all-reduces are matched in order (one report: one capture, no rank began later),
+    # not renumbered by their ends (which paired stage 1's with stage 0's next), and ranks 2 and
+    # 3 are said to end theirs 850 us from rank 0's: another communicator
+    assert not any("matched by end time" in w for w in a.warnings)
+    assert sum("collectives end +850 us from rank 0's" in w for w in a.warnings) == 2
