@@ -349,7 +349,9 @@ def _phase_thread_notes(mode, ph_tid: np.ndarray) -> tuple[str, ...]:
 def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start: np.ndarray, b_end: np.ndarray, labels: list) -> tuple[str, ...]:
     """One line per pair of phase names with GPU time between them that neither holds
     (``boundaries.phase_boundaries``: work was queued between the two): in how many cycles, and
-    how long in those (median of each cycle's total)."""
+    how long in those (median of each cycle's total). Counted in a cycle where that is more than
+    the cycle's phases may miss and still add up (max(10 us, 2 % of its GPU time), as
+    ``_cycle_edge_notes``: a few microseconds of setup between two scopes every cycle is no line)."""
     if len(cycle) < 2:
         return ()
     line = timelines(pid, cycle, tid)
@@ -362,9 +364,14 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
         cycles = per_cycle.setdefault((labels[i], labels[j]), {})
         cycles[int(cycle[i])] = cycles.get(int(cycle[i]), 0) + g
     n_cycles = len(np.unique(cycle[cycle >= 0]))
+    timed = (cycle >= 0) & (b_start != I64_MIN)
+    first, last = {}, {}
+    for c, lo, hi in zip(cycle[timed].tolist(), b_start[timed].tolist(), b_end[timed].tolist()):
+        first[c], last[c] = min(first.get(c, lo), lo), max(last.get(c, hi), hi)
+    worth = {(pair): {c: g for c, g in gaps.items() if g > max(ERROR_FLOOR_NS, ADDS_UP_FRACTION * (last[c] - first[c]))} for pair, gaps in per_cycle.items()}
     return tuple(f"GPU work was queued between {x!r} and {y!r}: the GPU time between the two is in neither phase, only in the cycle's: "
                  f"in {len(g)} of {n_cycles} cycles, {np.median(list(g.values())) / 1e6:.3f} ms (median); give that work a phase range of "
-                 "its own (or name its range in --phase) to see it" for (x, y), g in per_cycle.items())
+                 "its own (or name its range in --phase) to see it" for (x, y), g in worth.items() if g)
 
 
 def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clock: StreamClock, ph_pid: np.ndarray, ph_tid: np.ndarray, ph_s: np.ndarray,
