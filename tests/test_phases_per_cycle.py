@@ -130,12 +130,35 @@ def test_a_folded_phase_queued_behind_another_keeps_its_cause(tmp_path):
 def test_overlapping_ranges_of_one_phase_count_their_cpu_time_once():
     # GIVEN cycle 0's verify as two ranges open at once (0..200 and 100..300: start/end ranges,
     # or two threads), GPU 200 + 120
+    # (the first range's ops 10..200 and 200..320; the second's 200..320, the kernel launched
+    # while both were open, which each range's projection holds)
     rows = [
         dict(cycle=0, phase="verify", cpu_start_ns=0, cpu_end_ns=200 * U, cpu_ns=200 * U, gpu_ns=200 * U,
-             gpu_boundary_start_ns=0, gpu_boundary_end_ns=200 * U, n_gpu_ops=1),
+             gpu_boundary_start_ns=0, gpu_boundary_end_ns=200 * U, n_gpu_ops=2, gpu_start_ns=10 * U, gpu_end_ns=320 * U,
+             gpu_span_ns=310 * U, gpu_busy_ns=310 * U),
         dict(cycle=0, phase="verify", cpu_start_ns=100 * U, cpu_end_ns=300 * U, cpu_ns=200 * U, gpu_ns=120 * U,
-             gpu_boundary_start_ns=200 * U, gpu_boundary_end_ns=320 * U, n_gpu_ops=1),
+             gpu_boundary_start_ns=200 * U, gpu_boundary_end_ns=320 * U, n_gpu_ops=1, gpu_start_ns=200 * U, gpu_end_ns=320 * U,
+             gpu_span_ns=120 * U, gpu_busy_ns=120 * U),
     ]
-    # WHEN folded THEN its CPU time is the 300 us some range of it was open, GPU 320: agree
+    # WHEN folded THEN its CPU time is the 300 us some range of it was open, GPU 320: agree; its
+    # span the 310 us from its first op to its last, its busy time no more than that
     (v,) = phases_per_cycle(phases_table(rows)).to_pylist()
     assert (v["cpu_ns"], v["gpu_ns"], v["verdict"]) == (300 * U, 320 * U, "agree")
+    assert (v["gpu_span_ns"], v["gpu_busy_ns"]) == (310 * U, 310 * U)
+
+
+def test_the_terminal_uis_worst_cycle_is_worst_per_cycle():
+    # GIVEN cycle 0's verify as two ranges whose timers miss by +100 and -100 us (together: CPU
+    # 200, GPU 200), cycle 1's one range missing by 50 us
+    from tracerecon.tui.timeline_model import worst_cycle
+
+    rows = [
+        dict(cycle=0, phase="verify", cpu_start_ns=0, cpu_end_ns=200 * U, cpu_ns=200 * U, gpu_ns=100 * U, error_ns=100 * U,
+             gpu_boundary_start_ns=0, gpu_boundary_end_ns=100 * U),
+        dict(cycle=0, phase="verify", cpu_start_ns=200 * U, cpu_end_ns=200 * U, cpu_ns=0, gpu_ns=100 * U, error_ns=-100 * U,
+             gpu_boundary_start_ns=100 * U, gpu_boundary_end_ns=200 * U),
+        dict(cycle=1, phase="verify", cpu_start_ns=1000 * U, cpu_end_ns=1100 * U, cpu_ns=100 * U, gpu_ns=150 * U, error_ns=-50 * U,
+             gpu_boundary_start_ns=1000 * U, gpu_boundary_end_ns=1150 * U),
+    ]
+    # WHEN the worst cycle is asked for THEN it is cycle 1: cycle 0's phase took what its timer said
+    assert worst_cycle(phases_table(rows)) == 1

@@ -242,3 +242,22 @@ def test_a_worker_that_only_replays_cuda_graphs_ran_code(tmp_path):
     a = load([t.write(tmp_path / "run.sqlite")])
     # THEN the workers come first, by device
     assert [r.source.pids for r in a.ranks] == [(60,), (70,), (50,)]
+
+
+def test_a_straggler_lines_phase_count_is_of_the_cycles_it_gated(tmp_path):
+    # GIVEN two annotated ranks; rank 1 is 40 us late at the all-reduce in cycles 0-2 and ends
+    # its work last in cycles 3-4, where the ranks reach the all-reduce together (rank 1's
+    # verify runs a kernel after it there)
+    t = FakeTrace()
+    rank_cycles(t, 10, 0)
+    rank_cycles(t, 20, 1, late_us=[40, 40, 40, 0, 0])
+    for c in (3, 4):  # rank 1's verify runs a kernel after the all-reduce: b+300..b+350
+        launch(t, c * 1000 + 130, (c * 1000 + 300, c * 1000 + 350), 20, 1)
+    a = load([t.write(tmp_path / "run.sqlite")])
+    # THEN its line counts 3 gated cycles, "mostly in verify (3 of them)": the phase count is of
+    # those 3, not of every cycle it was named in
+    from tracerecon.present import straggler_lines
+
+    lines = straggler_lines(a)
+    assert any(x.startswith("straggler: rank 1 gated 3 of 5 cycles, mostly in verify (3 of them)") and "last to finish in 2 more" in x
+               for x in lines), lines

@@ -10,6 +10,7 @@ from an Analysis (``build_report``, ``diff_document``), so a warm report that la
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from tracerecon.report_model import PhaseSummary, RankReport, Report, most_misleading
@@ -116,12 +117,13 @@ def straggler_lines(analysis: Analysis, critical_path: dict | None = None, leave
     if cross is None or len(analysis.ranks) < 2 or cross.critical_path.num_rows == 0:
         return []
     per_rank = (critical_path or cross.critical_path_json(leave_out))["by_rank"]
-    cols = cross.critical_path.select(["cycle", "gating_rank", "waits_ns", "how"]).to_pydict()
+    cols = cross.critical_path.select(["cycle", "gating_rank", "gating_phase", "waits_ns", "how"]).to_pydict()
     rows = [i for i, c in enumerate(cols["cycle"]) if c not in leave_out]
     total = len(rows)
     waited: dict[str, int] = {}
     gated: dict[str, int] = {}  # cycles a rank gated at a collective
     last: dict[str, int] = {}  # cycles it only finished last in (no collective related the ranks)
+    phases_in: dict[tuple[str, bool], Counter] = {}  # (rank, gated at a collective): its phases there
     for i in rows:
         gating = cols["gating_rank"][i]
         if gating is None:
@@ -129,13 +131,17 @@ def straggler_lines(analysis: Analysis, critical_path: dict | None = None, leave
         key = str(gating)
         others = sum(v for k, v in json.loads(cols["waits_ns"][i] or "{}").items() if k != key)
         waited[key] = waited.get(key, 0) + others
-        counts = gated if cols["how"][i] == "collectives" else last
+        at_collective = cols["how"][i] == "collectives"
+        counts = gated if at_collective else last
         counts[key] = counts.get(key, 0) + 1
+        if cols["gating_phase"][i] is not None:
+            phases_in.setdefault((key, at_collective), Counter())[cols["gating_phase"][i]] += 1
     lines = []
     for rank, d in sorted(per_rank.items(), key=lambda kv: (-kv[1]["cycles"], int(kv[0]))):
-        phase, k = next(iter(d["phase_counts"].items()), (None, 0))
-        where = f", mostly in {phase} ({k} of them)" if phase else ""
         g, n_last = gated.get(rank, 0), last.get(rank, 0)
+        # Its phase most often, among the cycles the line counts (those it gated, else those it ended last).
+        phase, k = next(iter(phases_in.get((rank, bool(g)), Counter()).most_common(1)), (None, 0))
+        where = f", mostly in {phase} ({k} of them)" if phase else ""
         if not g:
             lines.append(f"last to finish: rank {rank} in {n_last} of {total} cycles{where} (none waited for it at a collective)")
             continue

@@ -420,7 +420,15 @@ def _cycle_groups(phases: pa.Table) -> tuple[np.ndarray, np.ndarray]:
 def _open_time(phases: pa.Table, order: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """Per group of ``_cycle_groups``: how long any of its ranges was open (the union of their
     CPU intervals; the plain sum where they do not overlap)."""
-    cs, ce = int64s(phases["cpu_start_ns"])[order], int64s(phases["cpu_end_ns"])[order]
+    return _union_length(phases, order, starts, "cpu_start_ns", "cpu_end_ns")
+
+
+def _union_length(phases: pa.Table, order: np.ndarray, starts: np.ndarray, lo_col: str, hi_col: str) -> np.ndarray:
+    """Per group of ``_cycle_groups``: the length of the union of its rows' [lo, hi) intervals
+    (rows without one add nothing; the plain sum where they do not overlap)."""
+    has = phases[lo_col].is_valid().to_numpy(zero_copy_only=False)[order] & phases[hi_col].is_valid().to_numpy(zero_copy_only=False)[order]
+    cs, ce = int64s(phases[lo_col], 0)[order], int64s(phases[hi_col], 0)[order]
+    ce = np.where(has, ce, cs)
     out = np.add.reduceat(ce - cs, starts)
     ends = np.r_[starts[1:], len(order)]
     for g in np.flatnonzero(ends - starts > 1).tolist():
@@ -483,7 +491,8 @@ def phases_per_cycle(phases: pa.Table) -> pa.Table:
     ce, _ = high("cpu_end_ns")
     cpu, gpu, busy, n_ops = _open_time(phases, order, starts), total("gpu_ns"), total("gpu_busy_ns"), total("n_gpu_ops")
     has_busy = np.maximum.reduceat(phases["gpu_busy_ns"].is_valid().to_numpy(zero_copy_only=False)[order].astype(np.int64), starts) > 0
-    span = total("gpu_span_ns")
+    span = _union_length(phases, order, starts, "gpu_start_ns", "gpu_end_ns")
+    busy = np.minimum(busy, span)  # ops of ranges open at once are in each: no more than the span
     overrun = np.where(has_ops, np.clip(ge - ce, 0, None), 0)
     absorbed, wait = total("absorbed_ns"), total("wait_ns")
     queued = total("queued_ns")

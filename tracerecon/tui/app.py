@@ -400,14 +400,16 @@ class TraceReconApp(App):
         cols = ["rank", "cycle", "CPU ms", "GPU ms"] + [f"{p} CPU" for p in phases] + [f"{p} GPU" for p in phases] + ["|error| ms", "verdicts"]
         for c in cols:
             t.add_column(Text(c), key=c)  # phase names are the trace's text, no markup
+        from tracerecon.analysis.phases import phases_per_cycle
+
         for r in a.ranks:
-            ph = r.phases.to_pydict()
+            # A phase that runs several times in a cycle: one row per cycle, as `report` has it.
+            ph = phases_per_cycle(r.phases).to_pydict()
             by_cycle: dict[int, dict] = {}
             for i, cyc in enumerate(ph["cycle"]):
                 if cyc is None:
                     continue
                 d = by_cycle.setdefault(cyc, {"err": 0, "verdicts": []})
-                # A phase that runs several times in a cycle: its instances summed.
                 d[ph["phase"][i] + " CPU"] = (d.get(ph["phase"][i] + " CPU") or 0) + ph["cpu_ns"][i] / 1e6
                 if ph["gpu_ns"][i] is not None:
                     d[ph["phase"][i] + " GPU"] = (d.get(ph["phase"][i] + " GPU") or 0) + ph["gpu_ns"][i] / 1e6
@@ -624,7 +626,8 @@ class TraceReconApp(App):
         t = Text()
         t.append(f"rank {rank}  {d.title}\n\n", style="bold")
         t.append(d.explanation + "\n\n", style="italic")
-        t.append(f"CPU {ms(d.cpu_ms)} ms   GPU {ms(d.gpu_ms)} ms   span {ms(d.gpu_span_ms)} ms   busy {ms(d.gpu_busy_ms)} ms   (median per instance)\n")
+        per = "this instance" if phase_id is not None else "median per cycle"
+        t.append(f"CPU {ms(d.cpu_ms)} ms   GPU {ms(d.gpu_ms)} ms   span {ms(d.gpu_span_ms)} ms   busy {ms(d.gpu_busy_ms)} ms   ({per})\n")
         t.append(f"launches: {d.eager_launches} eager, {d.graph_launches} CUDA-graph replays   streams: {', '.join(d.streams) or '-'}\n")
         if d.comm_ms or d.wait_ms:
             t.append(f"communication kernels {ms(d.comm_ms)} ms, of which waiting for other ranks {ms(d.wait_ms)} ms\n")

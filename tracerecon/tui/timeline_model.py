@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracerecon.analysis.nccl import comm_mask
+from tracerecon.analysis.phases import phases_per_cycle
 from tracerecon.analysis.projection import int64s
 from tracerecon.tui.timeline_window import Lane, Segment, Window
 
@@ -140,10 +141,12 @@ def find_next(index: "TimelineIndex", text: str, after_ns: int, ranges: pa.Table
 
 
 def worst_cycle(phases: pa.Table) -> int | None:
-    """The cycle whose phases' CPU timers miss the GPU truth by the most (sum of |error|);
-    None where none misses at all."""
+    """The cycle whose phases' CPU timers miss the GPU truth by the most (sum of |error|, a
+    phase's ranges in one cycle taken together: ``phases_per_cycle``); None where none misses
+    at all."""
     if phases.num_rows == 0:
         return None
+    phases = phases_per_cycle(phases)
     cyc = int64s(phases["cycle"], -1)
     err = np.abs(int64s(phases["error_ns"], 0))
     ok = cyc >= 0
