@@ -148,3 +148,16 @@ def test_a_launch_of_another_thread_returning_after_the_phase_counts_at_its_end(
     (rank,) = a.ranks
     assert rank.phases["gpu_ns"].to_pylist() == [300 * U] * 3 and rank.phases["n_gpu_ops"].to_pylist() == [1] * 3
     assert not any("inside the cycle range" in w for w in a.warnings)
+
+
+def test_the_between_warning_names_the_range_the_work_was_launched_in(tmp_path):
+    # GIVEN the cycles with a range 'eplb' (b+110..b+150, in no phase) between draft and verify,
+    # launching a kernel at b+120 (b+120..b+600) on stream 7; verify's kernel runs behind it
+    def between(t, c, b):
+        t.range("eplb", (b + 110) * U, (b + 150) * U)
+        kernel(t, b + 120, (b + 120, b + 600))
+
+    a = draft_verify_cycles(tmp_path, between, lambda b: (b + 600, b + 700))
+    # THEN the warning says which range to name as a phase
+    (line,) = [w for w in a.warnings if "queued between 'draft' and 'verify'" in w]
+    assert "it was launched in the range 'eplb': name it in --phase to see it" in line

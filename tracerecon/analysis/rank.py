@@ -8,6 +8,7 @@ cross-rank step found (each phase's wait in collectives) and returns the finishe
 
 from __future__ import annotations
 
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -213,7 +214,9 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
     return RankWork(rank=rank, ranges=ranges, gpu_ops=gpu_ops, syncs=syncs, phase_inputs=inputs, cycle_rows=cycle_rows, skip_cycles=config.skip_cycles,
                     accepted_marks=tables.accepted_marks, provisional=build_phases(inputs),
                     notes=_past_cycle_notes(phases_past_their_cycle(nested, phase_rows, cycle_of, cycle_rows), labels) + _tiled_notes(tiled, own, b_end - b_start, labels)
-                    + _between_notes(ph_pid, ph_tid, cycle_of, b_start, b_end, labels) + _phase_thread_notes(config.phase_thread, ph_tid)
+                    + _between_notes(ph_pid, ph_tid, cycle_of, b_start, b_end, labels, ph_s, ph_e,
+                                     lambda: _unphased_launches(ops, op_phase, op_range, ranges, config.cycle_prefix))
+                    + _phase_thread_notes(config.phase_thread, ph_tid)
                     + _before_capture_notes(clock)
                     + _cycle_edge_notes(clock, nested, cycle_rows, cycle_of, ph_pid, ph_s, ph_read_end, dev, stream, b_start, b_end, labels))
 
@@ -346,12 +349,16 @@ def _phase_thread_notes(mode, ph_tid: np.ndarray) -> tuple[str, ...]:
             f"{', ...' if len(held) > 8 else ''}); no work of other threads was attributed",)
 
 
-def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start: np.ndarray, b_end: np.ndarray, labels: list) -> tuple[str, ...]:
+def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start: np.ndarray, b_end: np.ndarray, labels: list,
+                   cpu_start: np.ndarray | None = None, cpu_end: np.ndarray | None = None,
+                   unphased: Callable[[], tuple[np.ndarray, np.ndarray, list]] | None = None) -> tuple[str, ...]:
     """One line per pair of phase names with GPU time between them that neither holds
     (``boundaries.phase_boundaries``: work was queued between the two): in how many cycles, and
     how long in those (median of each cycle's total). Counted in a cycle where that is more than
     the cycle's phases may miss and still add up (max(10 us, 2 % of its GPU time), as
-    ``_cycle_edge_notes``: a few microseconds of setup between two scopes every cycle is no line)."""
+    ``_cycle_edge_notes``: a few microseconds of setup between two scopes every cycle is no line).
+    With ``unphased`` (``_unphased_launches``) and the phases' CPU spans, the line names the range
+    most of that work was launched in, where it has one (vLLM's ``gpu_model_runner: eplb``)."""
     if len(cycle) < 2:
         return ()
     line = timelines(pid, cycle, tid)
@@ -369,9 +376,39 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
     for c, lo, hi in zip(cycle[timed].tolist(), b_start[timed].tolist(), b_end[timed].tolist()):
         first[c], last[c] = min(first.get(c, lo), lo), max(last.get(c, hi), hi)
     worth = {(pair): {c: g for c, g in gaps.items() if g > max(ERROR_FLOOR_NS, ADDS_UP_FRACTION * (last[c] - first[c]))} for pair, gaps in per_cycle.items()}
+    held_by: dict[tuple[str, str], Counter] = {}
+    if unphased is not None and cpu_start is not None and cpu_end is not None and any(worth.values()):
+        u_pid, u_launch, u_name = unphased()
+        for i, j in zip(a[found].tolist(), b[found].tolist()):
+            if int(cycle[i]) not in worth.get((labels[i], labels[j]), {}):
+                continue
+            lo = np.searchsorted(u_pid, pid[i], side="left")
+            hi = np.searchsorted(u_pid, pid[i], side="right")
+            k0 = lo + np.searchsorted(u_launch[lo:hi], cpu_end[i], side="right")
+            k1 = lo + np.searchsorted(u_launch[lo:hi], cpu_start[j], side="left")
+            held_by.setdefault((labels[i], labels[j]), Counter()).update(n for n in u_name[k0:k1] if n is not None)
+
+    def hint(pair: tuple[str, str]) -> str:
+        name = next(iter(held_by.get(pair, Counter()).most_common(1)), (None, 0))[0]
+        if name is None:
+            return "give that work a phase range of its own (or name its range in --phase) to see it"
+        return f"it was launched in the range {name!r}: name it in --phase to see it"
+
     return tuple(f"GPU work was queued between {x!r} and {y!r}: the GPU time between the two is in neither phase, only in the cycle's: "
-                 f"in {len(g)} of {n_cycles} cycles, {np.median(list(g.values())) / 1e6:.3f} ms (median); give that work a phase range of "
-                 "its own (or name its range in --phase) to see it" for (x, y), g in worth.items() if g)
+                 f"in {len(g)} of {n_cycles} cycles, {np.median(list(g.values())) / 1e6:.3f} ms (median); {hint((x, y))}"
+                 for (x, y), g in worth.items() if g)
+
+
+def _unphased_launches(ops: pa.Table, op_phase: np.ndarray, op_range: np.ndarray, ranges: pa.Table, cycle_prefix: str) -> tuple[np.ndarray, np.ndarray, list]:
+    """The ops in no phase, sorted by (pid, launch instant): their pids, launch instants and the
+    name of the innermost range they were launched in (None: none, or a cycle range)."""
+    free = np.flatnonzero(op_phase < 0)
+    pid, launch = int64s(ops["pid"])[free], launch_instants(ops.take(pa.array(free)))
+    order = np.lexsort((launch, pid))
+    rows = op_range[free][order]
+    names = ranges["name"].to_pylist() if ranges.num_rows else []
+    label = [names[r] if r >= 0 and not (cycle_prefix and (names[r] or "").startswith(cycle_prefix)) else None for r in rows.tolist()]
+    return pid[order], launch[order], label
 
 
 def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clock: StreamClock, ph_pid: np.ndarray, ph_tid: np.ndarray, ph_s: np.ndarray,
