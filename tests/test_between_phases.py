@@ -161,3 +161,25 @@ def test_the_between_warning_names_the_range_the_work_was_launched_in(tmp_path):
     # THEN the warning says which range to name as a phase
     (line,) = [w for w in a.warnings if "queued between 'draft' and 'verify'" in w]
     assert "it was launched in the range 'eplb': name it in --phase to see it" in line
+
+
+def test_small_gaps_that_keep_a_cycle_from_adding_up_are_said(tmp_path):
+    # GIVEN cycles (b = 1000c us) of pa [b, b+100], pb [b+100.5, b+200], pc [b+200.5, b+300];
+    # each phase's kernel runs to b+150 / b+256 / b+350; between pa and pb (launched at
+    # b+100.2) a kernel b+150..b+156, between pb and pc (b+200.2) one b+256..b+262
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c * U
+        t.range(f"cycle {c}", b, b + 400 * U)
+        for name, lo, hi in (("pa", 0, 100_000), ("pb", 100_500, 200_000), ("pc", 200_500, 300_000)):
+            t.range(name, b + lo, b + hi)
+        for at, s, e in ((5_000, 10_000, 150_000), (100_200, 150_000, 156_000), (100_700, 156_000, 256_000),
+                         (200_200, 256_000, 262_000), (200_700, 262_000, 350_000)):
+            t.kernel(t.call("cudaLaunchKernel", b + at, b + at + 100), b + s, b + e)
+    a = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("pa", "pb", "pc")))
+    # THEN the cycle (10..350: 340 us, 2 % = 6.8 us; floor 10 us) misses 6 + 6 = 12 us between
+    # its phases: it does not add up, and both gaps are said (each alone is under the floor)
+    (rank,) = a.ranks
+    assert rank.cycles["adds_up"].to_pylist() == [False] * 3
+    assert any("between 'pa' and 'pb'" in w and "0.006 ms" in w for w in a.warnings)
+    assert any("between 'pb' and 'pc'" in w and "0.006 ms" in w for w in a.warnings)

@@ -18,13 +18,14 @@ SEND_RECV = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
     "void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*)", "void deep_ep::internode_ll::combine<false, 7168>(void*)",
     "void deep_ep::intranode::notify_dispatch<8>(int const*)",
     "void flashinfer::trtllm_allreduce_fusion::allreduce_fusion_kernel_oneshot_lamport<__nv_bfloat16, 8>(float)",
-    "multimem_all_reduce_kernel", "void pplx::a2a_dispatch_kernel(void)", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(void)",
+    "multimem_all_reduce_kernel", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(void)",
 ])
 def test_the_collectives_of_expert_parallel_and_fused_all_reduce_are_communication(name):
     assert is_comm_kernel(name)
 
 
-@pytest.mark.parametrize("name", ["void at::native::reduce_kernel<512, 1>(void)", "fused_moe_kernel", "softmax_warp_forward", "gemm_kernel"])
+@pytest.mark.parametrize("name", ["void at::native::reduce_kernel<512, 1>(void)", "fused_moe_kernel", "softmax_warp_forward", "gemm_kernel",
+                                  "void deep_ep::layout::get_dispatch_layout<256, 32, 8>(long const*, int*)"])
 def test_compute_kernels_are_not(name):
     assert not is_comm_kernel(name)
 
@@ -75,3 +76,23 @@ def test_two_tensor_parallel_groups_in_one_report_are_said(tmp_path):
     # 3 are said to end theirs 850 us from rank 0's: another communicator
     assert not any("matched by end time" in w for w in a.warnings)
     assert sum("collectives end +850 us from rank 0's" in w for w in a.warnings) == 2
+
+
+def test_an_all_to_all_with_one_extra_kernel_in_one_report_keeps_the_order(tmp_path):
+    # GIVEN one report, two ranks, one SendRecv all-to-all per cycle (b = 1000c us) ending at
+    # b+300 on both; rank 1 reaches it 40 us late (b+240 against b+200); rank 1 holds one more
+    # SendRecv after the last cycle (7 against 6)
+    t = FakeTrace()
+    for c in range(6):
+        b = 1000 * c
+        for r in range(2):
+            t.cycle(c, b * U, (b + 500) * U, names=("verify",), pid=10 + r)
+            kernel(t, 10 + r, r, b + 10, (b + 20, b + 200 + 40 * r))
+            kernel(t, 10 + r, r, b + 20, (b + 200 + 40 * r, b + 300), SEND_RECV)
+    kernel(t, 11, 1, 6010, (6020, 6100), SEND_RECV)
+    a = load([t.write(tmp_path / "a2a.sqlite")])
+    # THEN the k-th is matched with the k-th (one capture), rank 0 waited 40 us in each of the 6
+    # and rank 1 gated every cycle; the count difference is said
+    assert [c.wait_ns for c in a.cross.comm] == [240 * U, 0]
+    assert a.cross.critical_path["gating_rank"].to_pylist() == [1] * 6
+    assert any("rank 1 holds 7" in w and "matched in order" in w for w in a.warnings)

@@ -162,3 +162,38 @@ def test_the_terminal_uis_worst_cycle_is_worst_per_cycle():
     ]
     # WHEN the worst cycle is asked for THEN it is cycle 1: cycle 0's phase took what its timer said
     assert worst_cycle(phases_table(rows)) == 1
+
+
+def test_without_cycle_ranges_a_phase_under_alternating_names_starts_each_cycle(tmp_path):
+    # GIVEN six steps without cycle ranges (b = 1000s us): a forward range, forward_extend in
+    # step 0 and forward_decode after (both verify), b..b+300 with a kernel b+10..b+300; then
+    # draft b+300..b+400 (kernel b+310..b+400)
+    t = FakeTrace()
+    for step in range(6):
+        b = step * 1000
+        t.range("forward_extend" if step == 0 else "forward_decode", b * U, (b + 300) * U)
+        t.range("draft", (b + 300) * U, (b + 400) * U)
+        for at, (s, e) in ((b + 5, (b + 10, b + 300)), (b + 305, (b + 310, b + 400))):
+            t.kernel(t.call("cudaLaunchKernel", at * U, (at + 2) * U), s * U, e * U)
+    (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("verify=re:^forward_(extend|decode)$", "draft"), skip_cycles=0)).ranks
+    # THEN each step is a cycle (its first range's name is on 1 of 6 verify ranges: the phase
+    # starts cycles, not the name): 6 cycles of 0.4 ms, verify 0.3 and draft 0.1 ms in each
+    assert rank.cycles.num_rows == 6 and set(rank.cycles["gpu_ns"].to_pylist()) == {400 * U}
+    assert rank.phases["cycle"].to_pylist() == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+
+
+def test_a_folded_phase_waiting_behind_its_own_earlier_range_is_not_queued(tmp_path):
+    # GIVEN cycles (b = 1000c us): forward [b, b+100] (kernel b+10..b+300) and postprocess
+    # [b+100, b+310] (kernel b+300..b+305), both verify; draft [b+310, b+400] (b+315..b+390)
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 100) * U, (b + 310) * U, (b + 400) * U, names=("forward", "postprocess", "draft"))
+        for at, (s, e) in ((b + 5, (b + 10, b + 300)), (b + 105, (b + 300, b + 305)), (b + 312, (b + 315, b + 390))):
+            t.kernel(t.call("cudaLaunchKernel", at * U, (at + 2) * U), s * U, e * U)
+    (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("verify=forward", "verify=postprocess", "draft"))).ranks
+    # THEN verify reads b..b+310 per cycle, as its CPU timers add up (310): agree, and nothing of
+    # it waited behind another phase (postprocess waited 200 us behind forward: verify's own)
+    by = {p.phase: p for p in summarize_phases(rank.phases, ("verify", "draft"), rank.cycles)}
+    assert (by["verify"].gpu_ms_median, by["verify"].cpu_ms_median) == (0.31, 0.31)
+    assert by["verify"].verdicts == {"agree": 3} and by["verify"].causes == {"none": 3}

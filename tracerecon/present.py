@@ -129,9 +129,9 @@ def straggler_lines(analysis: Analysis, critical_path: dict | None = None, leave
         if gating is None:
             continue
         key = str(gating)
-        others = sum(v for k, v in json.loads(cols["waits_ns"][i] or "{}").items() if k != key)
-        waited[key] = waited.get(key, 0) + others
         at_collective = cols["how"][i] == "collectives"
+        if at_collective:  # what the others waited in the cycles it gated
+            waited[key] = waited.get(key, 0) + sum(v for k, v in json.loads(cols["waits_ns"][i] or "{}").items() if k != key)
         counts = gated if at_collective else last
         counts[key] = counts.get(key, 0) + 1
         if cols["gating_phase"][i] is not None:

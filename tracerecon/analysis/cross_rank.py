@@ -281,11 +281,11 @@ def _match_ordinals(views: list[RankView], comm: list[dict[str, np.ndarray]], na
     one report share its capture, which no rank began later: their kernels keep the order
     (renumbering them by ends paired another communicator's collectives, a pipeline stage's
     tensor-parallel group, with the first rank's). Sends and receives (ends apart by the
-    transfer) keep the order where their counts agree; where they differ, a renumbering by
-    ends is taken only when it fits clearly (an all-to-all's ``SendRecv`` kernels do end
-    together), and a rank with half again as many or more (a pipeline's middle stage, which
-    receives and sends under one name), or one whose ends fit no renumbering, has its kernels
-    of the name matched with nothing, with a warning. Elsewhere (other machines, no session
+    transfer) keep the order, with a warning where their counts differ, unless a renumbering by
+    ends fits clearly (per-rank reports on one machine: an all-to-all's ``SendRecv`` kernels do
+    end together); a rank with half again as many as another or more (a pipeline's middle
+    stage, which receives and sends under one name) has its kernels of the name matched with
+    nothing, with a warning. Elsewhere (other machines, no session
     times) a later start cannot be told from a clock offset: the order is kept, with a warning
     where the counts differ. Kernels that fall before the first rank's first are matched with
     nothing."""
@@ -311,20 +311,19 @@ def _match_ordinals(views: list[RankView], comm: list[dict[str, np.ndarray]], na
             if p2p[k]:
                 if len(mine) == len(theirs):
                     continue
+                if max(len(mine), len(theirs)) >= P2P_STAGE_RATIO * min(len(mine), len(theirs)):
+                    alone[mine] = True
+                    warnings.append(f"{label}: sends and receives not matched (a pipeline stage that receives and sends under one name): "
+                                    "their waits are not counted")
+                    continue
                 by_nth = mine[np.argsort(nth[mine])]
-                shift = None
-                if timed and not same_report and max(len(mine), len(theirs)) < P2P_STAGE_RATIO * min(len(mine), len(theirs)):
-                    shift = _ordinal_shift(ref["end"][theirs][np.argsort(ref_nth[theirs])], c["end"][by_nth] + base[0])
+                shift = _ordinal_shift(ref["end"][theirs][np.argsort(ref_nth[theirs])], c["end"][by_nth] + base[0]) if timed and not same_report else 0
                 if shift:
                     new_nth[by_nth] = np.arange(len(by_nth)) + shift
                     warnings.append(f"{label} (their traces cover different stretches of the run): matched by end time (the k-th with "
                                     f"rank {views[0].rank}'s {shift:+d}-th)")
-                elif shift == 0 and not same_report:
-                    warnings.append(f"{label}: matched in order (the k-th with the k-th); a send and its receive do not end together")
                 else:
-                    alone[mine] = True
-                    warnings.append(f"{label}: sends and receives not matched (a pipeline stage that receives and sends under one name, "
-                                    "or counts no renumbering explains): their waits are not counted")
+                    warnings.append(f"{label}: matched in order (the k-th with the k-th); a send and its receive do not end together")
                 continue
             if not timed:
                 if len(mine) != len(theirs):

@@ -105,7 +105,7 @@ def phases_past_their_cycle(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: 
 
 def cycles_per_thread(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, labels: list[str]) -> np.ndarray:
     """Without cycle ranges ``select_phases`` starts a cycle at each occurrence of the first
-    phase range name seen, in each process. Where several threads of a process each hold every phase name
+    phase seen (``cycle_start_keys``), in each process. Where several threads of a process each hold every phase name
     the process has (one process driving a GPU per thread), each thread's phases are numbered on
     their own instead, so no cycle mixes two threads' loops; the cycles are then numbered in the
     order of their first phase. Phases of one loop spread over threads (a scheduler thread's
@@ -114,7 +114,8 @@ def cycles_per_thread(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.nda
         return cycle_of
     pid, tid, start = int64s(ranges["pid"])[phase_rows], int64s(ranges["tid"], -1)[phase_rows], int64s(ranges["start_ns"])[phase_rows]
     names = np.array(labels, dtype=object)
-    range_names = np.array(ranges["name"].take(pa.array(phase_rows)).to_pylist(), dtype=object)  # a cycle starts at a range name
+    _, label_code = np.unique(names.astype(str), return_inverse=True)
+    _, name_code = np.unique(np.array(ranges["name"].take(pa.array(phase_rows)).to_pylist(), dtype=object).astype(str), return_inverse=True)
     thread = thread_keys(pid, tid)
     local = cycle_of.copy()
     split = False
@@ -127,7 +128,8 @@ def cycles_per_thread(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.nda
         split = True
         for t in threads.tolist():
             seq = mine[thread[mine] == t]  # in time order, as phase_rows are
-            local[seq] = np.cumsum(range_names[seq] == range_names[seq[0]]) - 1
+            keys = cycle_start_keys(name_code.ravel()[seq], label_code.ravel()[seq])
+            local[seq] = np.cumsum(keys == keys[0]) - 1
     if not split:
         return cycle_of
     # Global numbers: each (thread, local cycle) in the order of its first phase.
@@ -171,7 +173,7 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
         is_cycle = np.zeros(n, bool)
     if is_phase.any():
         is_phase &= _nearest_marked_ancestor(parent, is_phase) < 0
-        is_phase &= ~_inside_a_start_end_phase(ranges, is_phase, is_cycle, pair_of)
+        is_phase &= ~_inside_a_start_end_phase(ranges, is_phase, is_cycle, pair_of, label_id)
     start = int64s(ranges["start_ns"])
     phase_rows = np.flatnonzero(is_phase)
     phase_rows = phase_rows[np.argsort(start[phase_rows], kind="stable")]
@@ -184,15 +186,25 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
         up = _nearest_marked_ancestor(parent, cycle_number >= 0)[phase_rows]
         cycle_of = np.where(up >= 0, cycle_number[np.maximum(up, 0)], -1)
     elif len(phase_rows):
-        # No cycle ranges: a cycle starts at each occurrence of the first phase range seen, by
-        # its name (a phase that two names map to, vLLM's forward and postprocess as verify,
-        # starts a cycle at the first of them only).
-        ids = pair_of[phase_rows]
+        # No cycle ranges: a cycle starts at each occurrence of the first phase seen.
+        ids = cycle_start_keys(pair_of[phase_rows], label_id[phase_rows])
         cycle_of = np.cumsum(ids == ids[0]) - 1
     return phase_rows, cycle_of, cycle_rows, [label_list[i] for i in label_id[phase_rows].tolist()]
 
 
-def _inside_a_start_end_phase(ranges: pa.Table, is_phase: np.ndarray, is_cycle: np.ndarray, name_id: np.ndarray) -> np.ndarray:
+def cycle_start_keys(name_id: np.ndarray, label_id: np.ndarray) -> np.ndarray:
+    """What marks a cycle's start among phase instances in time order, without cycle ranges: the
+    first instance's range name, where at least half of its phase's instances carry that name
+    (vLLM's forward and postprocess, both verify: a cycle starts at forward only), else its
+    phase (prefill and decode ranges of one phase under two names: each starts a cycle). Returns
+    per instance the key to compare with the first one's."""
+    if len(name_id) == 0:
+        return name_id
+    mine = label_id == label_id[0]
+    return name_id if 2 * int((name_id[mine] == name_id[0]).sum()) >= int(mine.sum()) else label_id
+
+
+def _inside_a_start_end_phase(ranges: pa.Table, is_phase: np.ndarray, is_cycle: np.ndarray, name_id: np.ndarray, label_id: np.ndarray) -> np.ndarray:
     """Per range: a phase range that lies, on its own thread, inside another closed phase range
     begun no later in the same cycle, where one of the two is an nvtxRangeStart/End range
     (push/pop nesting, ``parent_id``, cannot see those: they nest in nothing and hold nothing).
@@ -220,7 +232,11 @@ def _inside_a_start_end_phase(ranges: pa.Table, is_phase: np.ndarray, is_cycle: 
         c_pid, c_start = pid[cycle_rows], int64s(ranges["start_ns"])[cycle_rows]
     else:
         phases = np.flatnonzero(is_phase)
-        starter = name_id[phases[np.argmin(int64s(ranges["start_ns"])[phases])]]  # the phase range name that starts cycles
+        phases = phases[np.argsort(int64s(ranges["start_ns"])[phases], kind="stable")]
+        keys = cycle_start_keys(name_id[phases], label_id[phases])  # what starts cycles (the same rule as select_phases)
+        start_key = np.full(len(name_id), -1, dtype=np.int64)
+        start_key[phases] = keys
+        starter = keys[0]
     reach = np.where(holders[cand], end, I64_MIN)
     for t in np.unique(thread).tolist():
         at = np.flatnonzero(thread == t)
@@ -238,7 +254,7 @@ def _inside_a_start_end_phase(ranges: pa.Table, is_phase: np.ndarray, is_cycle: 
             lo, hi = start[at[np.maximum(held_by, 0)]], start[at]
             inside &= ~(np.searchsorted(starts, hi, side="right") > np.searchsorted(starts, lo, side="right"))
         else:
-            inside &= name_id[cand[at]] != starter
+            inside &= start_key[cand[at]] != starter
         out[cand[at[inside]]] = True
     return out
 
@@ -495,7 +511,14 @@ def phases_per_cycle(phases: pa.Table) -> pa.Table:
     busy = np.minimum(busy, span)  # ops of ranges open at once are in each: no more than the span
     overrun = np.where(has_ops, np.clip(ge - ce, 0, None), 0)
     absorbed, wait = total("absorbed_ns"), total("wait_ns")
-    queued = total("queued_ns")
+    # Queueing behind the phase's own earlier range (the row just before, in time order, is one
+    # of its group) is no queueing behind other work: only the rest adds up.
+    q = int64s(phases["queued_ns"], 0)
+    behind_self = np.zeros(n, dtype=bool)
+    group_of = np.empty(n, dtype=np.int64)
+    group_of[order] = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, n]))
+    behind_self[1:] = group_of[1:] == group_of[:-1]
+    queued = np.add.reduceat(np.where(behind_self, 0, q)[order], starts)
     verdict = verdict_of(cpu, gpu, has_time, n_ops)
     cause = cause_of(verdict, cpu, gpu, span, busy, overrun, absorbed, queued, wait, n_ops)
     out = phases.take(pa.array(first))
@@ -504,7 +527,7 @@ def phases_per_cycle(phases: pa.Table) -> pa.Table:
         "gpu_start_ns": pa.array(gs, mask=~has_ops), "gpu_end_ns": pa.array(ge, mask=~has_ops), "gpu_span_ns": pa.array(span, mask=~has_ops),
         "gpu_busy_ns": pa.array(busy, mask=~has_busy),
         "gpu_boundary_start_ns": pa.array(bs, mask=~has_time), "gpu_boundary_end_ns": pa.array(be, mask=~has_time),
-        "gpu_ns": pa.array(gpu, mask=~has_time), "error_ns": pa.array(cpu - gpu, mask=~has_time),
+        "gpu_ns": pa.array(gpu, mask=~has_time), "queued_ns": pa.array(queued), "error_ns": pa.array(cpu - gpu, mask=~has_time),
         "n_gpu_ops": pa.array(n_ops), "n_kernels": pa.array(total("n_kernels")), "n_graph_launches": pa.array(total("n_graph_launches")),
         "overrun_ns": pa.array(overrun), "blocked_ns": pa.array(total("blocked_ns")), "absorbed_ns": pa.array(absorbed),
         "comm_ns": pa.array(total("comm_ns")), "compute_ns": pa.array(total("compute_ns")), "overlap_ns": pa.array(total("overlap_ns")),

@@ -354,9 +354,10 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
                    unphased: Callable[[], tuple[np.ndarray, np.ndarray, list]] | None = None) -> tuple[str, ...]:
     """One line per pair of phase names with GPU time between them that neither holds
     (``boundaries.phase_boundaries``: work was queued between the two): in how many cycles, and
-    how long in those (median of each cycle's total). Counted in a cycle where that is more than
-    the cycle's phases may miss and still add up (max(10 us, 2 % of its GPU time), as
-    ``_cycle_edge_notes``: a few microseconds of setup between two scopes every cycle is no line).
+    how long in those (median of each cycle's total). Counted in a cycle where the work between
+    all its phases is more than they may miss and still add up (max(10 us, 2 % of its GPU time),
+    as ``_cycle_edge_notes``: a few microseconds of setup between two scopes every cycle is no
+    line).
     With ``unphased`` (``_unphased_launches``) and the phases' CPU spans, the line names the range
     most of that work was launched in, where it has one (vLLM's ``gpu_model_runner: eplb``)."""
     if len(cycle) < 2:
@@ -375,7 +376,14 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
     first, last = {}, {}
     for c, lo, hi in zip(cycle[timed].tolist(), b_start[timed].tolist(), b_end[timed].tolist()):
         first[c], last[c] = min(first.get(c, lo), lo), max(last.get(c, hi), hi)
-    worth = {(pair): {c: g for c, g in gaps.items() if g > max(ERROR_FLOOR_NS, ADDS_UP_FRACTION * (last[c] - first[c]))} for pair, gaps in per_cycle.items()}
+    # A cycle counts where all the work between its phases (the sum over pairs, which is what
+    # keeps its phases from adding up) exceeds the threshold.
+    between: dict[int, int] = {}
+    for gaps in per_cycle.values():
+        for c, g in gaps.items():
+            between[c] = between.get(c, 0) + g
+    counted = {c for c, g in between.items() if g > max(ERROR_FLOOR_NS, ADDS_UP_FRACTION * (last[c] - first[c]))}
+    worth = {pair: {c: g for c, g in gaps.items() if c in counted} for pair, gaps in per_cycle.items()}
     held_by: dict[tuple[str, str], Counter] = {}
     if unphased is not None and cpu_start is not None and cpu_end is not None and any(worth.values()):
         u_pid, u_launch, u_name = unphased()
