@@ -53,14 +53,11 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
             if p is not None:
                 cycle_of[k] = cycle_number[p]
     elif len(phase_rows):
-        # No cycle ranges: a cycle starts at each occurrence of the first phase seen: of its
-        # first range's (domain, name) where at least half of that phase's ranges carry it, else
-        # of the phase (2026-12-01).
+        # No cycle ranges: a cycle starts at an instance of the first phase seen that carries its
+        # first range's (domain, name) or follows an instance of another phase (2026-12-01).
         name = lambda r: (domains[r] or "", names[r] or "")  # noqa: E731
-        mine = [r for r in phase_rows if labels[r] == labels[phase_rows[0]]]
-        by_name = 2 * sum(name(r) == name(phase_rows[0]) for r in mine) >= len(mine)
-        key = name if by_name else (lambda r: labels[r])
-        first = key(phase_rows[0])
-        starts = np.array([key(r) == first for r in phase_rows], dtype=np.int64)
+        r0 = phase_rows[0]
+        starts = np.array([labels[r] == labels[r0] and (name(r) == name(r0) or k == 0 or labels[phase_rows[k - 1]] != labels[r0])
+                           for k, r in enumerate(phase_rows)], dtype=np.int64)
         cycle_of = np.cumsum(starts) - 1
     return phase_rows, cycle_of, cycle_rows, [labels[r] for r in phase_rows]

@@ -183,3 +183,25 @@ def test_small_gaps_that_keep_a_cycle_from_adding_up_are_said(tmp_path):
     assert rank.cycles["adds_up"].to_pylist() == [False] * 3
     assert any("between 'pa' and 'pb'" in w and "0.006 ms" in w for w in a.warnings)
     assert any("between 'pb' and 'pc'" in w and "0.006 ms" in w for w in a.warnings)
+
+
+def test_the_between_warning_names_no_range_that_holds_the_phases(tmp_path):
+    # GIVEN the eplb case, each cycle's phases inside a range 'step' (b..b+900) that holds them
+    # and the work between them; the work launched in no other range
+    def between(t, c, b):
+        kernel(t, b + 120, (b + 120, b + 600))
+
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.range(f"cycle {c}", b * U, (b + 950) * U)
+        t.range("step", b * U, (b + 900) * U)
+        t.range("draft", b * U, (b + 100) * U)
+        t.range("verify", (b + 200) * U, (b + 300) * U)
+        kernel(t, b + 10, (b + 20, b + 90))
+        between(t, c, b)
+        kernel(t, b + 210, (b + 600, b + 700))
+    a = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify")))
+    # THEN the warning gives the generic advice: naming 'step' as a phase would hide both phases
+    (line,) = [w for w in a.warnings if "queued between 'draft' and 'verify'" in w]
+    assert "'step'" not in line and "give that work a phase range of its own" in line

@@ -56,26 +56,26 @@ def test_instances_of_one_name_in_a_cycle_fold_into_one():
 
 @pytest.mark.parametrize("cycle_ranges", [True, False])
 def test_a_phase_two_ranges_map_to_reads_per_cycle_in_the_report(tmp_path, cycle_ranges):
-    # GIVEN three cycles (b = 1000c us) on one stream: forward [b, b+100] launches a kernel
-    # running b+10..b+300; draft [b+100, b+150] one running b+300..b+350; sample [b+150, b+200]
-    # one running b+350..b+370; --phase verify maps both forward and sample; with cycle ranges,
-    # or without (a cycle starts at each forward: the first phase range's name)
+    # GIVEN three cycles (b = 1000c us) on one stream, in vLLM V1's order: forward [b, b+100]
+    # launches a kernel running b+10..b+300; sample [b+100, b+150] one running b+300..b+320;
+    # draft [b+150, b+200] one running b+320..b+370; --phase verify maps both forward and
+    # sample; with cycle ranges, or without (a cycle starts at each forward)
     t = FakeTrace()
     for c in range(3):
         b = c * 1000
         if cycle_ranges:
-            t.cycle(c, b * U, (b + 100) * U, (b + 150) * U, (b + 200) * U, names=("forward", "draft", "sample"))
+            t.cycle(c, b * U, (b + 100) * U, (b + 150) * U, (b + 200) * U, names=("forward", "sample", "draft"))
         else:
-            for name, lo, hi in (("forward", b, b + 100), ("draft", b + 100, b + 150), ("sample", b + 150, b + 200)):
+            for name, lo, hi in (("forward", b, b + 100), ("sample", b + 100, b + 150), ("draft", b + 150, b + 200)):
                 t.range(name, lo * U, hi * U)
-        for at, (s, e) in ((b + 10, (b + 10, b + 300)), (b + 110, (b + 300, b + 350)), (b + 160, (b + 350, b + 370))):
+        for at, (s, e) in ((b + 10, (b + 10, b + 300)), (b + 110, (b + 300, b + 320)), (b + 160, (b + 320, b + 370))):
             k = t.call("cudaLaunchKernel", at * U, (at + 2) * U)
             t.kernel(k, s * U, e * U)
     (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("verify=re:^(forward|sample)$", "draft"), cycle_prefix="cycle")).ranks
     # WHEN summarised
     by = {p.phase: p for p in summarize_phases(rank.phases, ("verify", "draft"), rank.cycles)}
-    # THEN verify is, per cycle, forward's 0..300 plus sample's 350..370: 0.32 ms GPU, CPU
-    # 0.1 + 0.05 = 0.15 ms, in 3 cycles; draft 300..350: 0.05 ms
+    # THEN verify is, per cycle, forward's 0..300 plus sample's 300..320: 0.32 ms GPU, CPU
+    # 0.1 + 0.05 = 0.15 ms, in 3 cycles; draft 320..370: 0.05 ms
     assert (by["verify"].n, by["verify"].gpu_ms_median, by["verify"].cpu_ms_median) == (3, 0.32, 0.15)
     assert (by["draft"].n, by["draft"].gpu_ms_median) == (3, 0.05)
     # and the phases table keeps every instance
@@ -197,3 +197,38 @@ def test_a_folded_phase_waiting_behind_its_own_earlier_range_is_not_queued(tmp_p
     by = {p.phase: p for p in summarize_phases(rank.phases, ("verify", "draft"), rank.cycles)}
     assert (by["verify"].gpu_ms_median, by["verify"].cpu_ms_median) == (0.31, 0.31)
     assert by["verify"].verdicts == {"agree": 3} and by["verify"].causes == {"none": 3}
+
+
+@pytest.mark.parametrize("names", [("draft_0", "draft_1", "draft_2"), ("draft_first", "draft_next", "draft_next")])
+def test_without_cycle_ranges_a_phase_of_several_steps_starts_one_cycle(tmp_path, names):
+    # GIVEN six steps without cycle ranges (b = 1000s us): three draft ranges of 50 us each (both
+    # draft: a pattern maps them), then verify b+150..b+400; a kernel fills each range
+    t = FakeTrace()
+    for step in range(6):
+        b = step * 1000
+        for k, name in enumerate(names):
+            t.range(name, (b + 50 * k) * U, (b + 50 * k + 50) * U)
+            t.kernel(t.call("cudaLaunchKernel", (b + 50 * k) * U, (b + 50 * k + 1) * U), (b + 50 * k + 2) * U, (b + 50 * k + 50) * U)
+        t.range("verify", (b + 150) * U, (b + 400) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 150) * U, (b + 151) * U), (b + 152) * U, (b + 400) * U)
+    (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft=re:^draft_", "verify"), skip_cycles=0)).ranks
+    # THEN each step is a cycle of 400 us: draft 150, verify 250
+    assert rank.cycles["gpu_ns"].to_pylist() == [400 * U] * 6
+    by = {p.phase: p for p in summarize_phases(rank.phases, ("draft", "verify"), rank.cycles)}
+    assert (by["draft"].n, by["draft"].gpu_ms_median, by["verify"].gpu_ms_median) == (6, 0.15, 0.25)
+
+
+def test_a_folded_phase_on_two_threads_is_not_queued_behind_the_other_threads_range(tmp_path):
+    # GIVEN the forward / postprocess case on two threads (10 and 11) of one process, thread 11
+    # a microsecond later each time, each thread on its own stream
+    t = FakeTrace()
+    for tid, stream, d in ((10, 7, 0), (11, 9, 1)):
+        for c in range(3):
+            b = c * 1000 + d
+            t.cycle(c, b * U, (b + 100) * U, (b + 310) * U, (b + 400) * U, names=("forward", "postprocess", "draft"), tid=tid)
+            for at, (s, e) in ((b + 5, (b + 10, b + 300)), (b + 105, (b + 300, b + 305)), (b + 312, (b + 315, b + 390))):
+                t.kernel(t.call("cudaLaunchKernel", at * U, (at + 2) * U, tid=tid), s * U, e * U, stream=stream)
+    (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("verify=forward", "verify=postprocess", "draft"))).ranks
+    # THEN as on one thread: verify agrees with its timers and waited behind no other phase
+    by = {p.phase: p for p in summarize_phases(rank.phases, ("verify", "draft"), rank.cycles)}
+    assert by["verify"].verdicts == {"agree": by["verify"].n} and by["verify"].causes == {"none": by["verify"].n}

@@ -283,9 +283,9 @@ def _match_ordinals(views: list[RankView], comm: list[dict[str, np.ndarray]], na
     tensor-parallel group, with the first rank's). Sends and receives (ends apart by the
     transfer) keep the order, with a warning where their counts differ, unless a renumbering by
     ends fits clearly (per-rank reports on one machine: an all-to-all's ``SendRecv`` kernels do
-    end together); a rank with half again as many as another or more (a pipeline's middle
-    stage, which receives and sends under one name) has its kernels of the name matched with
-    nothing, with a warning. Elsewhere (other machines, no session
+    end together); a rank with half again as many as another or more, and 4 more at least (a
+    pipeline's middle stage, which receives and sends under one name), has its kernels of the
+    name matched with nothing, with a warning. Elsewhere (other machines, no session
     times) a later start cannot be told from a clock offset: the order is kept, with a warning
     where the counts differ. Kernels that fall before the first rank's first are matched with
     nothing."""
@@ -311,7 +311,8 @@ def _match_ordinals(views: list[RankView], comm: list[dict[str, np.ndarray]], na
             if p2p[k]:
                 if len(mine) == len(theirs):
                     continue
-                if max(len(mine), len(theirs)) >= P2P_STAGE_RATIO * min(len(mine), len(theirs)):
+                if max(len(mine), len(theirs)) >= P2P_STAGE_RATIO * min(len(mine), len(theirs)) and \
+                        abs(len(mine) - len(theirs)) >= P2P_STAGE_MIN_EXTRA:
                     alone[mine] = True
                     warnings.append(f"{label}: sends and receives not matched (a pipeline stage that receives and sends under one name): "
                                     "their waits are not counted")
@@ -417,6 +418,8 @@ def _ordinal_shift(e_ref: np.ndarray, e_me: np.ndarray) -> int | None:
 # A rank with this many times another's send/receive kernels of one name is a pipeline stage
 # that both receives and sends (under one name): its kernels pair with nobody's k-th.
 P2P_STAGE_RATIO = 1.5
+# ... and this many more at least (a short capture's one extra kernel, 3 against 2, is no stage).
+P2P_STAGE_MIN_EXTRA = 4
 
 # Ranks reaching a collective within this of each other arrived together: none gated it (a
 # nanosecond's lead is no straggler).

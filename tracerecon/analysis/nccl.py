@@ -15,13 +15,13 @@ from tracerecon.analysis.projection import int64s, string_mask
 # FlashInfer's fused all-reduce (trtllm_allreduce_fusion::allreduce_fusion_kernel_*); torch
 # symmetric memory's multimem kernels (vLLM's all-reduce for TP 4-8 on Hopper); mscclpp's;
 # the expert-parallel all-to-all of DeepEP (deep_ep::intranode / internode / internode_ll
-# dispatch, combine, notify_dispatch; not its layout kernel, get_dispatch_layout, which counts
-# tokens locally).
+# dispatch, combine, notify_dispatch, cached_notify, barrier: every deep_ep kernel but its
+# layout ones, get_dispatch_layout, which count tokens locally).
 COMM_KERNEL = re.compile(
     r"^(ncclKernel_|ncclDevKernel_|ncclSymDevKernel_|nccl\w*Kernel)"
     r"|cross_device_reduce|custom_?all_?reduce|one_?shot_?all_?reduce|two_?shot_?all_?reduce|allreduce_(one|two)shot"
     r"|all_?reduce_?fusion|trtllm_?all_?reduce|multimem_|mscclpp|quick_?all_?reduce|all_?to_?all"
-    r"|deep_ep::(\w+::)*\w*(dispatch|combine)\b",
+    r"|deep_ep::(?!(\w+::)*layout::)",
     re.I,
 )
 

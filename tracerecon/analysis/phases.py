@@ -105,7 +105,7 @@ def phases_past_their_cycle(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: 
 
 def cycles_per_thread(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, labels: list[str]) -> np.ndarray:
     """Without cycle ranges ``select_phases`` starts a cycle at each occurrence of the first
-    phase seen (``cycle_start_keys``), in each process. Where several threads of a process each hold every phase name
+    phase seen (``cycle_starts``), in each process. Where several threads of a process each hold every phase name
     the process has (one process driving a GPU per thread), each thread's phases are numbered on
     their own instead, so no cycle mixes two threads' loops; the cycles are then numbered in the
     order of their first phase. Phases of one loop spread over threads (a scheduler thread's
@@ -128,8 +128,7 @@ def cycles_per_thread(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.nda
         split = True
         for t in threads.tolist():
             seq = mine[thread[mine] == t]  # in time order, as phase_rows are
-            keys = cycle_start_keys(name_code.ravel()[seq], label_code.ravel()[seq])
-            local[seq] = np.cumsum(keys == keys[0]) - 1
+            local[seq] = np.cumsum(cycle_starts(name_code.ravel()[seq], label_code.ravel()[seq])) - 1
     if not split:
         return cycle_of
     # Global numbers: each (thread, local cycle) in the order of its first phase.
@@ -187,21 +186,22 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
         cycle_of = np.where(up >= 0, cycle_number[np.maximum(up, 0)], -1)
     elif len(phase_rows):
         # No cycle ranges: a cycle starts at each occurrence of the first phase seen.
-        ids = cycle_start_keys(pair_of[phase_rows], label_id[phase_rows])
-        cycle_of = np.cumsum(ids == ids[0]) - 1
+        cycle_of = np.cumsum(cycle_starts(pair_of[phase_rows], label_id[phase_rows])) - 1
     return phase_rows, cycle_of, cycle_rows, [label_list[i] for i in label_id[phase_rows].tolist()]
 
 
-def cycle_start_keys(name_id: np.ndarray, label_id: np.ndarray) -> np.ndarray:
-    """What marks a cycle's start among phase instances in time order, without cycle ranges: the
-    first instance's range name, where at least half of its phase's instances carry that name
-    (vLLM's forward and postprocess, both verify: a cycle starts at forward only), else its
-    phase (prefill and decode ranges of one phase under two names: each starts a cycle). Returns
-    per instance the key to compare with the first one's."""
+def cycle_starts(name_id: np.ndarray, label_id: np.ndarray) -> np.ndarray:
+    """Which phase instances (in time order) start a cycle, without cycle ranges: those of the
+    first instance's phase that carry its first range's name (vLLM's forward, not the
+    postprocess that is verify too; draft_0 of draft_0..draft_2), or that follow an instance of
+    another phase (a phase whose range is named forward_extend in a prefill step and
+    forward_decode after). Consecutive ranges of one phase under other names stay in the cycle."""
+    out = np.zeros(len(name_id), dtype=bool)
     if len(name_id) == 0:
-        return name_id
-    mine = label_id == label_id[0]
-    return name_id if 2 * int((name_id[mine] == name_id[0]).sum()) >= int(mine.sum()) else label_id
+        return out
+    first = label_id == label_id[0]
+    after_other = np.r_[True, label_id[:-1] != label_id[1:]]
+    return first & ((name_id == name_id[0]) | after_other)
 
 
 def _inside_a_start_end_phase(ranges: pa.Table, is_phase: np.ndarray, is_cycle: np.ndarray, name_id: np.ndarray, label_id: np.ndarray) -> np.ndarray:
@@ -233,10 +233,8 @@ def _inside_a_start_end_phase(ranges: pa.Table, is_phase: np.ndarray, is_cycle: 
     else:
         phases = np.flatnonzero(is_phase)
         phases = phases[np.argsort(int64s(ranges["start_ns"])[phases], kind="stable")]
-        keys = cycle_start_keys(name_id[phases], label_id[phases])  # what starts cycles (the same rule as select_phases)
-        start_key = np.full(len(name_id), -1, dtype=np.int64)
-        start_key[phases] = keys
-        starter = keys[0]
+        starts_cycle = np.zeros(len(name_id), dtype=bool)  # what starts cycles (the same rule as select_phases)
+        starts_cycle[phases] = cycle_starts(name_id[phases], label_id[phases])
     reach = np.where(holders[cand], end, I64_MIN)
     for t in np.unique(thread).tolist():
         at = np.flatnonzero(thread == t)
@@ -254,7 +252,7 @@ def _inside_a_start_end_phase(ranges: pa.Table, is_phase: np.ndarray, is_cycle: 
             lo, hi = start[at[np.maximum(held_by, 0)]], start[at]
             inside &= ~(np.searchsorted(starts, hi, side="right") > np.searchsorted(starts, lo, side="right"))
         else:
-            inside &= start_key[cand[at]] != starter
+            inside &= ~starts_cycle[cand[at]]
         out[cand[at[inside]]] = True
     return out
 
@@ -514,10 +512,14 @@ def phases_per_cycle(phases: pa.Table) -> pa.Table:
     # Queueing behind the phase's own earlier range (the row just before, in time order, is one
     # of its group) is no queueing behind other work: only the rest adds up.
     q = int64s(phases["queued_ns"], 0)
-    behind_self = np.zeros(n, dtype=bool)
     group_of = np.empty(n, dtype=np.int64)
     group_of[order] = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, n]))
-    behind_self[1:] = group_of[1:] == group_of[:-1]
+    # The row before, on the same thread (rows are in time order; threads interleave).
+    by_thread = np.lexsort((np.arange(n), int64s(phases["tid"], -1), int64s(phases["pid"], -1)))
+    same_thread = np.r_[False, (int64s(phases["pid"], -1)[by_thread][1:] == int64s(phases["pid"], -1)[by_thread][:-1])
+                        & (int64s(phases["tid"], -1)[by_thread][1:] == int64s(phases["tid"], -1)[by_thread][:-1])]
+    behind_self = np.zeros(n, dtype=bool)
+    behind_self[by_thread[1:]] = same_thread[1:] & (group_of[by_thread][1:] == group_of[by_thread][:-1])
     queued = np.add.reduceat(np.where(behind_self, 0, q)[order], starts)
     verdict = verdict_of(cpu, gpu, has_time, n_ops)
     cause = cause_of(verdict, cpu, gpu, span, busy, overrun, absorbed, queued, wait, n_ops)

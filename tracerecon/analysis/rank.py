@@ -215,7 +215,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     accepted_marks=tables.accepted_marks, provisional=build_phases(inputs),
                     notes=_past_cycle_notes(phases_past_their_cycle(nested, phase_rows, cycle_of, cycle_rows), labels) + _tiled_notes(tiled, own, b_end - b_start, labels)
                     + _between_notes(ph_pid, ph_tid, cycle_of, b_start, b_end, labels, ph_s, ph_e,
-                                     lambda: _unphased_launches(ops, op_phase, op_range, ranges, config.cycle_prefix))
+                                     lambda: _unphased_launches(ops, op_phase, op_range, ranges, phase_rows, config.cycle_prefix))
                     + _phase_thread_notes(config.phase_thread, ph_tid)
                     + _before_capture_notes(clock)
                     + _cycle_edge_notes(clock, nested, cycle_rows, cycle_of, ph_pid, ph_s, ph_read_end, dev, stream, b_start, b_end, labels))
@@ -359,7 +359,9 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
     as ``_cycle_edge_notes``: a few microseconds of setup between two scopes every cycle is no
     line).
     With ``unphased`` (``_unphased_launches``) and the phases' CPU spans, the line names the range
-    most of that work was launched in, where it has one (vLLM's ``gpu_model_runner: eplb``)."""
+    most of that work's GPU time was launched in, where it has one that holds no phase (vLLM's
+    ``gpu_model_runner: eplb``). Of a counted cycle's gaps, those under half the floor are left
+    out."""
     if len(cycle) < 2:
         return ()
     line = timelines(pid, cycle, tid)
@@ -383,10 +385,11 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
         for c, g in gaps.items():
             between[c] = between.get(c, 0) + g
     counted = {c for c, g in between.items() if g > max(ERROR_FLOOR_NS, ADDS_UP_FRACTION * (last[c] - first[c]))}
-    worth = {pair: {c: g for c, g in gaps.items() if c in counted} for pair, gaps in per_cycle.items()}
+    # ... and of its gaps, those of half the floor or more (a 1.5 us gap beside a 300 us one is no line).
+    worth = {pair: {c: g for c, g in gaps.items() if c in counted and 2 * g >= ERROR_FLOOR_NS} for pair, gaps in per_cycle.items()}
     held_by: dict[tuple[str, str], Counter] = {}
     if unphased is not None and cpu_start is not None and cpu_end is not None and any(worth.values()):
-        u_pid, u_launch, u_name = unphased()
+        u_pid, u_launch, u_name, u_took = unphased()
         for i, j in zip(a[found].tolist(), b[found].tolist()):
             if int(cycle[i]) not in worth.get((labels[i], labels[j]), {}):
                 continue
@@ -394,7 +397,10 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
             hi = np.searchsorted(u_pid, pid[i], side="right")
             k0 = lo + np.searchsorted(u_launch[lo:hi], cpu_end[i], side="right")
             k1 = lo + np.searchsorted(u_launch[lo:hi], cpu_start[j], side="left")
-            held_by.setdefault((labels[i], labels[j]), Counter()).update(n for n in u_name[k0:k1] if n is not None)
+            got = held_by.setdefault((labels[i], labels[j]), Counter())
+            for n, d in zip(u_name[k0:k1], u_took[k0:k1].tolist()):  # by GPU time, not by count
+                if n is not None:
+                    got[n] += d
 
     def hint(pair: tuple[str, str]) -> str:
         name = next(iter(held_by.get(pair, Counter()).most_common(1)), (None, 0))[0]
@@ -407,16 +413,28 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
                  for (x, y), g in worth.items() if g)
 
 
-def _unphased_launches(ops: pa.Table, op_phase: np.ndarray, op_range: np.ndarray, ranges: pa.Table, cycle_prefix: str) -> tuple[np.ndarray, np.ndarray, list]:
-    """The ops in no phase, sorted by (pid, launch instant): their pids, launch instants and the
-    name of the innermost range they were launched in (None: none, or a cycle range)."""
+def _unphased_launches(ops: pa.Table, op_phase: np.ndarray, op_range: np.ndarray, ranges: pa.Table, phase_rows: np.ndarray,
+                       cycle_prefix: str) -> tuple[np.ndarray, np.ndarray, list, np.ndarray]:
+    """The ops in no phase, sorted by (pid, launch instant): their pids, launch instants, the
+    name of the innermost range they were launched in (None: none, a cycle range, or a range
+    that holds phases: naming it as a phase would hide them) and their GPU durations."""
     free = np.flatnonzero(op_phase < 0)
     pid, launch = int64s(ops["pid"])[free], launch_instants(ops.take(pa.array(free)))
+    took = (int64s(ops["end_ns"]) - int64s(ops["start_ns"]))[free]
     order = np.lexsort((launch, pid))
     rows = op_range[free][order]
     names = ranges["name"].to_pylist() if ranges.num_rows else []
-    label = [names[r] if r >= 0 and not (cycle_prefix and (names[r] or "").startswith(cycle_prefix)) else None for r in rows.tolist()]
-    return pid[order], launch[order], label
+    holds = np.zeros(len(names), dtype=bool)  # ranges with a phase nested in them
+    if len(names) and "parent_id" in ranges.column_names:
+        parent = int64s(ranges["parent_id"], -1)
+        up = parent[phase_rows] if len(phase_rows) else np.zeros(0, np.int64)
+        while (up >= 0).any():
+            up = up[up >= 0]
+            holds[up] = True
+            up = parent[up]
+    label = [names[r] if r >= 0 and not holds[r] and not (cycle_prefix and (names[r] or "").startswith(cycle_prefix)) else None
+             for r in rows.tolist()]
+    return pid[order], launch[order], label, took[order]
 
 
 def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clock: StreamClock, ph_pid: np.ndarray, ph_tid: np.ndarray, ph_s: np.ndarray,
