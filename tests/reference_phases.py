@@ -53,11 +53,21 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
             if p is not None:
                 cycle_of[k] = cycle_number[p]
     elif len(phase_rows):
-        # No cycle ranges: a cycle starts at an instance of the first phase seen that carries its
-        # first range's (domain, name) or follows an instance of another phase (2026-12-01).
+        # No cycle ranges (2026-12-01): the phase that starts cycles is the first configured one
+        # present; an instance of it starts one where it follows another phase's; where it is the
+        # only phase, where its (domain, name) was seen already since the cycle began.
         name = lambda r: (domains[r] or "", names[r] or "")  # noqa: E731
-        r0 = phase_rows[0]
-        starts = np.array([labels[r] == labels[r0] and (name(r) == name(r0) or k == 0 or labels[phase_rows[k - 1]] != labels[r0])
-                           for k, r in enumerate(phase_rows)], dtype=np.int64)
+        present = {labels[r] for r in phase_rows}
+        start = next((lab for lab in config.labels() if lab in present), labels[phase_rows[0]])
+        starts = []
+        if present == {start}:
+            seen: set = set()
+            for k, r in enumerate(phase_rows):
+                new = k == 0 or name(r) in seen
+                seen = {name(r)} if new else seen | {name(r)}
+                starts.append(new)
+        else:
+            starts = [labels[r] == start and (k == 0 or labels[phase_rows[k - 1]] != start) for k, r in enumerate(phase_rows)]
+        starts = np.array(starts, dtype=np.int64)
         cycle_of = np.cumsum(starts) - 1
     return phase_rows, cycle_of, cycle_rows, [labels[r] for r in phase_rows]

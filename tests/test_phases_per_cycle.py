@@ -232,3 +232,44 @@ def test_a_folded_phase_on_two_threads_is_not_queued_behind_the_other_threads_ra
     # THEN as on one thread: verify agrees with its timers and waited behind no other phase
     by = {p.phase: p for p in summarize_phases(rank.phases, ("verify", "draft"), rank.cycles)}
     assert by["verify"].verdicts == {"agree": by["verify"].n} and by["verify"].causes == {"none": by["verify"].n}
+
+
+def test_without_cycle_ranges_a_warm_up_prefill_seen_first_decides_no_cycle(tmp_path):
+    # GIVEN a warm-up prefill step first (forward_extend as verify, then draft_extend), then six
+    # decode steps (b = 1000 + 1000s us): draft b..b+20 (kernel b+5..b+105), target_verify as
+    # verify b+20..b+40 (b+105..b+305), draft_extend b+40..b+60 (b+305..b+355); the GPU idles
+    # ~645 us after each step; phases given as draft, verify, draft_extend
+    t = FakeTrace()
+    t.range("forward_extend", 0, 20 * U)
+    t.kernel(t.call("cudaLaunchKernel", 1 * U, 2 * U), 5 * U, 300 * U)
+    t.range("draft_extend", 20 * U, 40 * U)
+    t.kernel(t.call("cudaLaunchKernel", 21 * U, 22 * U), 300 * U, 350 * U)
+    for step in range(6):
+        b = 1000 + 1000 * step
+        for name, lo, (s, e) in (("draft", b, (b + 5, b + 105)), ("target_verify", b + 20, (b + 105, b + 305)), ("draft_extend", b + 40, (b + 305, b + 355))):
+            t.range(name, lo * U, (lo + 20) * U)
+            t.kernel(t.call("cudaLaunchKernel", (lo + 1) * U, (lo + 2) * U), s * U, e * U)
+    (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify=re:^(forward_extend|target_verify)$", "draft_extend"),
+                                                                 skip_cycles=0)).ranks
+    # THEN cycles start at draft: six of 355 us (the prefill before the first draft is in none),
+    # draft_extend 50 us each, not 50 us plus the idle gap before the next draft
+    assert rank.cycles["gpu_ns"].to_pylist() == [355 * U] * 6
+    by = {p.phase: p for p in summarize_phases(rank.phases, ("draft", "verify", "draft_extend"), rank.cycles)}
+    assert (by["draft"].gpu_ms_median, by["verify"].gpu_ms_median, by["draft_extend"].gpu_ms_median) == (0.105, 0.2, 0.05)
+
+
+def test_without_cycle_ranges_work_between_cycles_is_said(tmp_path):
+    # GIVEN vLLM V1's scopes without cycle ranges, six steps (b = 1000s us): preprocess
+    # b..b+20 (copies b+5..b+105, in no phase), forward b+20..b+40 (b+105..b+305), draft
+    # b+40..b+60 (b+305..b+355), bookkeep b+60..b+80 (b+355..b+455, in no phase)
+    t = FakeTrace()
+    for step in range(6):
+        b = 1000 * step
+        for name, lo, (s, e) in (("gpu_model_runner: preprocess", b, (b + 5, b + 105)), ("gpu_model_runner: forward", b + 20, (b + 105, b + 305)),
+                                 ("gpu_model_runner: draft", b + 40, (b + 305, b + 355)), ("gpu_model_runner: bookkeep", b + 60, (b + 355, b + 455))):
+            t.range(name, lo * U, (lo + 20) * U)
+            t.kernel(t.call("cudaLaunchKernel", (lo + 1) * U, (lo + 2) * U), s * U, e * U)
+    a = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("verify=gpu_model_runner: forward", "draft=gpu_model_runner: draft")))
+    # THEN the 100 us after draft and the next step's 100 us before forward are said: 200 us in
+    # each of the 5 cycles that have a next one
+    assert any("between cycles after its last phase ('draft') in 5 of 6 cycles, 0.200 ms" in w for w in a.warnings), a.warnings

@@ -510,7 +510,7 @@ def _analyze_files(files: list[Path], config: PhaseConfig, say: Progress, jobs: 
             if len(w.phase_inputs.phase_rows) == 0:
                 warnings.append(f"rank {s.rank} ({s.path}): no range named as a phase ({', '.join(config.phases)})")
     if config.cycle_prefix and any(len(w.phase_inputs.phase_rows) for _, _, w in work) and all(len(w.cycle_rows) == 0 for _, _, w in work if len(w.phase_inputs.phase_rows)):
-        warnings.append(f"no range name starts with {config.cycle_prefix!r} (but phases' own): a cycle starts at each occurrence of the first phase")
+        warnings.append(f"no range name starts with {config.cycle_prefix!r} (but phases' own): a cycle starts where the first phase of --phase (that occurs) begins again after other phases")
     say("across ranks")
     cross = analyze_cross_rank(
         [RankView(s.rank, s.path, info.session_start_utc_ns, w.gpu_ops, w.provisional_phases(), info.time_normalized, info.gpu_uuids) for s, info, w in work]

@@ -103,7 +103,7 @@ def phases_past_their_cycle(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: 
     return loose[inside]
 
 
-def cycles_per_thread(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, labels: list[str]) -> np.ndarray:
+def cycles_per_thread(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, labels: list[str], order: tuple[str, ...] = ()) -> np.ndarray:
     """Without cycle ranges ``select_phases`` starts a cycle at each occurrence of the first
     phase seen (``cycle_starts``), in each process. Where several threads of a process each hold every phase name
     the process has (one process driving a GPU per thread), each thread's phases are numbered on
@@ -114,7 +114,8 @@ def cycles_per_thread(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.nda
         return cycle_of
     pid, tid, start = int64s(ranges["pid"])[phase_rows], int64s(ranges["tid"], -1)[phase_rows], int64s(ranges["start_ns"])[phase_rows]
     names = np.array(labels, dtype=object)
-    _, label_code = np.unique(names.astype(str), return_inverse=True)
+    label_values, label_code = np.unique(names.astype(str), return_inverse=True)
+    start_label = start_label_of(order, label_values.tolist())
     _, name_code = np.unique(np.array(ranges["name"].take(pa.array(phase_rows)).to_pylist(), dtype=object).astype(str), return_inverse=True)
     thread = thread_keys(pid, tid)
     local = cycle_of.copy()
@@ -128,7 +129,7 @@ def cycles_per_thread(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.nda
         split = True
         for t in threads.tolist():
             seq = mine[thread[mine] == t]  # in time order, as phase_rows are
-            local[seq] = np.cumsum(cycle_starts(name_code.ravel()[seq], label_code.ravel()[seq])) - 1
+            local[seq] = np.cumsum(cycle_starts(name_code.ravel()[seq], label_code.ravel()[seq], start_label)) - 1
     if not split:
         return cycle_of
     # Global numbers: each (thread, local cycle) in the order of its first phase.
@@ -172,7 +173,7 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
         is_cycle = np.zeros(n, bool)
     if is_phase.any():
         is_phase &= _nearest_marked_ancestor(parent, is_phase) < 0
-        is_phase &= ~_inside_a_start_end_phase(ranges, is_phase, is_cycle, pair_of, label_id)
+        is_phase &= ~_inside_a_start_end_phase(ranges, is_phase, is_cycle, pair_of, label_id, start_label_of(config.labels(), label_list))
     start = int64s(ranges["start_ns"])
     phase_rows = np.flatnonzero(is_phase)
     phase_rows = phase_rows[np.argsort(start[phase_rows], kind="stable")]
@@ -185,26 +186,48 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
         up = _nearest_marked_ancestor(parent, cycle_number >= 0)[phase_rows]
         cycle_of = np.where(up >= 0, cycle_number[np.maximum(up, 0)], -1)
     elif len(phase_rows):
-        # No cycle ranges: a cycle starts at each occurrence of the first phase seen.
-        cycle_of = np.cumsum(cycle_starts(pair_of[phase_rows], label_id[phase_rows])) - 1
+        # No cycle ranges: cycles start where the phase that starts them begins again (cycle_starts).
+        cycle_of = np.cumsum(cycle_starts(pair_of[phase_rows], label_id[phase_rows], start_label_of(config.labels(), label_list))) - 1
     return phase_rows, cycle_of, cycle_rows, [label_list[i] for i in label_id[phase_rows].tolist()]
 
 
-def cycle_starts(name_id: np.ndarray, label_id: np.ndarray) -> np.ndarray:
-    """Which phase instances (in time order) start a cycle, without cycle ranges: those of the
-    first instance's phase that carry its first range's name (vLLM's forward, not the
-    postprocess that is verify too; draft_0 of draft_0..draft_2), or that follow an instance of
-    another phase (a phase whose range is named forward_extend in a prefill step and
-    forward_decode after). Consecutive ranges of one phase under other names stay in the cycle."""
-    out = np.zeros(len(name_id), dtype=bool)
-    if len(name_id) == 0:
+def cycle_starts(name_id: np.ndarray, label_id: np.ndarray, start_label: int | None = None) -> np.ndarray:
+    """Which phase instances (in time order) start a cycle, without cycle ranges. The phase that
+    starts cycles is ``start_label`` (the first of the phases as configured, ``--phase`` or a
+    preset, that the instances have; None: the first instance's): a one-off range seen first (a
+    warm-up prefill) decides nothing. An instance of it starts a cycle where it follows an
+    instance of another phase: its consecutive ranges are one step (draft_0..draft_2, a draft
+    step range three times, forward and postprocess both verify). Where it is the only phase, an
+    instance starts a cycle where its range name was seen already since the cycle began
+    (forward, postprocess, forward: a step again). Instances before the first start are in no
+    cycle."""
+    n = len(name_id)
+    out = np.zeros(n, dtype=bool)
+    if n == 0:
         return out
-    first = label_id == label_id[0]
-    after_other = np.r_[True, label_id[:-1] != label_id[1:]]
-    return first & ((name_id == name_id[0]) | after_other)
+    start = label_id[0] if start_label is None or not (label_id == start_label).any() else start_label
+    mine = label_id == start
+    if not mine.all():
+        return mine & np.r_[True, label_id[:-1] != start]
+    seen: set = set()
+    for i, name in enumerate(name_id.tolist()):
+        if i == 0 or name in seen:
+            out[i] = True
+            seen = set()
+        seen.add(name)
+    return out
 
 
-def _inside_a_start_end_phase(ranges: pa.Table, is_phase: np.ndarray, is_cycle: np.ndarray, name_id: np.ndarray, label_id: np.ndarray) -> np.ndarray:
+def start_label_of(labels_in_order: tuple[str, ...] | list[str], label_list: list[str]) -> int | None:
+    """The label id (position in ``label_list``) of the first configured phase that occurs."""
+    for lab in labels_in_order:
+        if lab in label_list:
+            return label_list.index(lab)
+    return None
+
+
+def _inside_a_start_end_phase(ranges: pa.Table, is_phase: np.ndarray, is_cycle: np.ndarray, name_id: np.ndarray, label_id: np.ndarray,
+                              start_label: int | None = None) -> np.ndarray:
     """Per range: a phase range that lies, on its own thread, inside another closed phase range
     begun no later in the same cycle, where one of the two is an nvtxRangeStart/End range
     (push/pop nesting, ``parent_id``, cannot see those: they nest in nothing and hold nothing).
@@ -234,7 +257,7 @@ def _inside_a_start_end_phase(ranges: pa.Table, is_phase: np.ndarray, is_cycle: 
         phases = np.flatnonzero(is_phase)
         phases = phases[np.argsort(int64s(ranges["start_ns"])[phases], kind="stable")]
         starts_cycle = np.zeros(len(name_id), dtype=bool)  # what starts cycles (the same rule as select_phases)
-        starts_cycle[phases] = cycle_starts(name_id[phases], label_id[phases])
+        starts_cycle[phases] = cycle_starts(name_id[phases], label_id[phases], start_label)
     reach = np.where(holders[cand], end, I64_MIN)
     for t in np.unique(thread).tolist():
         at = np.flatnonzero(thread == t)

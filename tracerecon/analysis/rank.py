@@ -111,7 +111,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
 
     launches = index_launches(ops)  # sorted once; every lookup of ops by CPU range below uses it
     phase_rows, cycle_of, cycle_rows, labels = select_phases(nested, config)
-    cycle_of = cycles_by_time(nested, phase_rows, cycle_of, cycle_rows) if len(cycle_rows) else cycles_per_thread(nested, phase_rows, cycle_of, labels)
+    cycle_of = cycles_by_time(nested, phase_rows, cycle_of, cycle_rows) if len(cycle_rows) else cycles_per_thread(nested, phase_rows, cycle_of, labels, config.labels())
     n_ph = len(phase_rows)
     depth = int64s(nested["depth"]) if nested.num_rows else np.zeros(0, np.int64)
     row_to_phase = np.full(nested.num_rows + 1, -1, dtype=np.int64)
@@ -211,14 +211,21 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
     )
     gpu_ops = _build_gpu_ops(ops, op_range, op_phase, rank)
     tiled, own = tiled_off_their_stream(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, ph_tid, b_start, b_end)
+    unphased_once: list = []
+
+    def unphased() -> tuple[np.ndarray, np.ndarray, list, np.ndarray]:
+        """``_unphased_launches``, worked out once, where a note needs it."""
+        if not unphased_once:
+            unphased_once.append(_unphased_launches(ops, op_phase, op_range, ranges, phase_rows, config.cycle_prefix))
+        return unphased_once[0]
+
     return RankWork(rank=rank, ranges=ranges, gpu_ops=gpu_ops, syncs=syncs, phase_inputs=inputs, cycle_rows=cycle_rows, skip_cycles=config.skip_cycles,
                     accepted_marks=tables.accepted_marks, provisional=build_phases(inputs),
                     notes=_past_cycle_notes(phases_past_their_cycle(nested, phase_rows, cycle_of, cycle_rows), labels) + _tiled_notes(tiled, own, b_end - b_start, labels)
-                    + _between_notes(ph_pid, ph_tid, cycle_of, b_start, b_end, labels, ph_s, ph_e,
-                                     lambda: _unphased_launches(ops, op_phase, op_range, ranges, phase_rows, config.cycle_prefix))
+                    + _between_notes(ph_pid, ph_tid, cycle_of, b_start, b_end, labels, ph_s, ph_e, unphased)
                     + _phase_thread_notes(config.phase_thread, ph_tid)
                     + _before_capture_notes(clock)
-                    + _cycle_edge_notes(clock, nested, cycle_rows, cycle_of, ph_pid, ph_s, ph_read_end, dev, stream, b_start, b_end, labels))
+                    + _cycle_edge_notes(clock, nested, cycle_rows, cycle_of, ph_pid, ph_s, ph_read_end, dev, stream, b_start, b_end, labels, unphased))
 
 
 def _awaited(clock: StreamClock, blocking: pa.Table, targets: WaitTargets, ops: pa.Table) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
@@ -277,7 +284,8 @@ def _tiled_notes(tiled: np.ndarray, own: np.ndarray, gpu: np.ndarray, labels: li
 
 
 def _cycle_edge_notes(clock: StreamClock, nested: pa.Table, cycle_rows: np.ndarray, cycle: np.ndarray, pid: np.ndarray, cpu_start: np.ndarray,
-                      cpu_end: np.ndarray, device: np.ndarray, stream: np.ndarray, b_start: np.ndarray, b_end: np.ndarray, labels: list) -> tuple[str, ...]:
+                      cpu_end: np.ndarray, device: np.ndarray, stream: np.ndarray, b_start: np.ndarray, b_end: np.ndarray, labels: list,
+                      unphased: Callable[[], tuple[np.ndarray, np.ndarray, list, np.ndarray]] | None = None) -> tuple[str, ...]:
     """A line where GPU work was queued inside cycle ranges before their first phase or after
     their last (vLLM's preprocess before the phases a preset marks): a cycle's GPU time runs
     from its first phase's start boundary to its last's end, so that work is in no phase and no
@@ -285,10 +293,11 @@ def _cycle_edge_notes(clock: StreamClock, nested: pa.Table, cycle_rows: np.ndarr
     start boundary; from the last phase's end boundary to when the stream was done with what
     was queued by the cycle's end. Counted in a cycle where that is more than the cycle's
     phases may miss and still add up (max(10 us, 2 % of its GPU time): a result copy of a few
-    microseconds is not worth a line). ``cpu_end``: where each phase's end is read
-    (``read_ends``)."""
+    microseconds is not worth a line). Without cycle ranges (cycles made of phases), the work
+    after a cycle's last phase and before the next cycle's first. ``cpu_end``: where each
+    phase's end is read (``read_ends``)."""
     ok = (cycle >= 0) & (b_start != I64_MIN)
-    if not len(cycle_rows) or not ok.any():
+    if not ok.any():
         return ()
     idx = np.flatnonzero(ok)
     c = cycle[idx]
@@ -298,8 +307,17 @@ def _cycle_edge_notes(clock: StreamClock, nested: pa.Table, cycle_rows: np.ndarr
     first = idx[heads]
     tails = np.r_[heads[1:] - 1, len(idx) - 1]
     last = idx[tails]
-    cs = int64s(nested["start_ns"])[cycle_rows[cycle[first]]]
-    ce = int64s(nested["end_ns"], I64_MIN)[cycle_rows[cycle[last]]]
+    if len(cycle_rows):
+        cs = int64s(nested["start_ns"])[cycle_rows[cycle[first]]]
+        ce = int64s(nested["end_ns"], I64_MIN)[cycle_rows[cycle[last]]]
+        where = "inside the cycle range"
+    else:
+        # Cycles made of phases: from a cycle's last phase to the next cycle's first (of its
+        # process) the work is in no cycle either.
+        cs = cpu_start[first]
+        has_next = np.r_[pid[first[1:]] == pid[last[:-1]], False]
+        ce = np.where(has_next, np.r_[cpu_start[first[1:]], 0], cpu_end[last])
+        where = "between cycles"
     out = []
     for which, ph, lo, hi in (("before its first phase", first, cs, cpu_start[first]), ("after its last phase", last, cpu_end[last], ce)):
         row = clock.stream_index(pid[ph], device[ph], stream[ph])
@@ -308,15 +326,25 @@ def _cycle_edge_notes(clock: StreamClock, nested: pa.Table, cycle_rows: np.ndarr
             continue
         if which.startswith("before"):
             took = b_start[ph] - np.maximum(lo, clock.done(row, lo))
-        else:
+        elif len(cycle_rows) or unphased is None:
             took = clock.done(row, hi) - b_end[ph]
+        else:
+            # Between cycles the GPU may idle until the next one: the GPU time of the ops in no
+            # phase launched meanwhile, not the time to the next boundary.
+            u_pid, u_launch, _, u_took = unphased()
+            took = np.zeros(len(ph), dtype=np.int64)
+            for k in np.flatnonzero(queued).tolist():
+                a_, b_ = np.searchsorted(u_pid, pid[ph[k]], side="left"), np.searchsorted(u_pid, pid[ph[k]], side="right")
+                k0 = a_ + np.searchsorted(u_launch[a_:b_], lo[k], side="right")
+                k1 = a_ + np.searchsorted(u_launch[a_:b_], hi[k], side="left")
+                took[k] = int(u_took[k0:k1].sum())
         cycle_gpu = b_end[last] - b_start[first]
         queued &= took > np.maximum(ERROR_FLOOR_NS, ADDS_UP_FRACTION * cycle_gpu)
         if not queued.any():
             continue
         took = took[queued]
         names = list(dict.fromkeys(labels[k] for k in ph[queued].tolist()))
-        out.append(f"GPU work was queued inside the cycle range {which} ({', '.join(map(repr, names[:3]))}) in {int(queued.sum())} of "
+        out.append(f"GPU work was queued {where} {which} ({', '.join(map(repr, names[:3]))}) in {int(queued.sum())} of "
                    f"{len(first)} cycles, {np.median(took) / 1e6:.3f} ms (median): it is in no phase and not in the cycle's GPU time; give "
                    "that work a phase range of its own (or a --phase pattern that names it)")
     return tuple(out)

@@ -54,7 +54,7 @@ def add_phase_args(p: argparse.ArgumentParser) -> None:
                         f"to a phase (repeatable; default: {', '.join(DEFAULT_PHASES)})")
     p.add_argument("--skip-cycles", type=int, metavar="N", help="leave the first N cycles out of the medians (default: the leading warm-up outliers; 0 keeps all)")
     p.add_argument("--cycle", metavar="PREFIX", help=f"name prefix of the range enclosing one cycle (default: {DEFAULT_CYCLE}, or what run.json recorded); "
-                   "without such ranges a cycle starts at each occurrence of the first phase")
+                   "without such ranges a cycle starts where the first --phase given (that occurs) begins again after other phases")
     p.add_argument("--phase-thread", default="auto", metavar="TID|auto|same",
                    help="GPU work launched by threads with no phase open goes to the phase open on the thread holding the phases: "
                         "auto = for phases that launch nothing themselves (default), same = never (nsys's rule), TID = every phase on that thread")
