@@ -313,3 +313,25 @@ def test_an_explicit_cycle_prefix_wins_over_the_recorded_one(tmp_path):
     explicit = config_from(build_parser().parse_args(["report", str(run), "--cycle", "cycle"]))
     # THEN the recorded prefix applies only when none is given
     assert recorded.cycle_prefix == "step" and explicit.cycle_prefix == "cycle"
+
+
+def test_a_recorded_empty_cycle_prefix_is_kept(tmp_path):
+    # GIVEN a run directory made with --cycle "" (no cycle ranges: cycles from the phases)
+    from tracerecon.cli import build_parser
+    from tracerecon.cli.common import config_from
+
+    run = tmp_path / "run"
+    shutil.copytree(ROOT / "sample_traces" / "engines_h200" / "sglang_normal", run)
+    doc = json.loads((run / "run.json").read_text())
+    doc["phase_options"]["cycle_prefix"] = ""
+    (run / "run.json").write_text(json.dumps(doc))
+    # WHEN reported without --cycle THEN the recorded "" applies, not the default "cycle"
+    assert config_from(build_parser().parse_args(["report", str(run)])).cycle_prefix == ""
+
+
+def test_the_vllm_preset_lists_its_phases_in_a_steps_order():
+    # GIVEN the vLLM preset's phase maps THEN its phases run in a step's order, so that without
+    # cycle ranges a cycle starts where a step does: V1 prepare (preprocess) first, V2 verify
+    from tracerecon.analysis.config import PhaseConfig
+
+    assert PhaseConfig(phases=presets.VLLM.phases).labels() == ("prepare", "verify", "draft_extend", "sample", "draft", "bookkeep")

@@ -250,12 +250,14 @@ VLLM = Preset(
         # would be in none: preprocess (input copies), forward and postprocess (the target
         # model to its logits: verify), sample (rejection sampling), draft, and bookkeep /
         # ModelRunnerOutput (the sampled tokens' copy back and the output).
+        # In a step's order (without cycle ranges a cycle starts at the first of them present;
+        # the report lists them so): V1 prepare, verify, sample, draft, bookkeep; V2 verify,
+        # draft_extend, draft.
         "prepare=gpu_model_runner: preprocess",
-        "draft", "verify", "draft_extend",
-        "draft=gpu_model_runner: draft",
-        "verify=gpu_model_runner: forward",
-        "verify=gpu_model_runner: postprocess",
+        "verify", "verify=gpu_model_runner: forward", "verify=gpu_model_runner: postprocess",
+        "draft_extend",
         "sample=gpu_model_runner: sample",
+        "draft", "draft=gpu_model_runner: draft",
         "bookkeep=re:^gpu_model_runner: (bookkeep|ModelRunnerOutput)$",
     ),
     sets=(

@@ -87,7 +87,8 @@ def config_from(args: argparse.Namespace, inputs: Sequence[str] | None = None) -
         raise UsageError(f"{exc}{' (phases recorded in run.json)' if recorded and not args.phase else ''}") from None
     if args.skip_cycles is not None and args.skip_cycles < 0:
         raise UsageError("--skip-cycles takes 0 or more")
-    cycle = args.cycle if args.cycle is not None else str(recorded.get("cycle_prefix") or DEFAULT_CYCLE)
+    # A recorded "" (a run made with --cycle "": no cycle ranges) is kept, not the default.
+    cycle = args.cycle if args.cycle is not None else str(recorded["cycle_prefix"] if recorded.get("cycle_prefix") is not None else DEFAULT_CYCLE)
     return PhaseConfig(phases=phases, cycle_prefix=cycle, phase_thread=thread, skip_cycles=args.skip_cycles)
 
 
