@@ -109,20 +109,28 @@ def test_a_wait_between_two_phases_for_work_already_done_holds_nothing_up(tmp_pa
     assert not [w for w in a.warnings if "between" in w]
 
 
+def verify_in_cycle_ranges(tmp_path, verify_us: tuple[int, int], work):
+    """Three cycle ranges b..b+900 (b = 1000c us), each holding verify over ``verify_us`` (us
+    after b) and what ``work(t, b)`` launches; loaded with verify as the only phase."""
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.range(f"cycle {c}", b * U, (b + 900) * U)
+        t.range("verify", (b + verify_us[0]) * U, (b + verify_us[1]) * U)
+        work(t, b)
+    return load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("verify",)))
+
 def test_work_inside_the_cycle_range_before_its_first_phase_is_said(tmp_path):
     # GIVEN three cycle ranges (b = 1000c us, b..b+900) whose first 200 us are unmarked code
     # (vLLM's preprocess) that copies inputs (launched b+50, running b+100..b+300), then verify
     # (CPU b+200..b+600, its kernel launched b+210 running b+300..b+800), then unmarked code
     # queueing a kernel at b+700 (b+800..b+850)
-    t = FakeTrace()
-    for c in range(3):
-        b = 1000 * c
-        t.range(f"cycle {c}", b * U, (b + 900) * U)
-        t.range("verify", (b + 200) * U, (b + 600) * U)
+    def work(t, b):
         t.copy(t.call("cudaMemcpyAsync", (b + 50) * U, (b + 52) * U), (b + 100) * U, (b + 300) * U, kind=1)
         kernel(t, b + 210, (b + 300, b + 800))
         kernel(t, b + 700, (b + 800, b + 850))
-    a = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("verify",)))
+
+    a = verify_in_cycle_ranges(tmp_path, (200, 600), work)
     # THEN verify reads 300..800 (500 us), the cycle verify's span, and two warnings: an event at
     # the cycle's start (b) reads b, one at verify's start b+300: 300 us before the first phase;
     # after the last, verify's end b+800 to the stream's end b+850: 50 us
@@ -136,13 +144,10 @@ def test_a_launch_of_another_thread_returning_after_the_phase_counts_at_its_end(
     # GIVEN cycle ranges b..b+900 (b = 1000c us) on thread 10 holding verify b+100..b+300,
     # which launches nothing itself; thread 11's cudaLaunchKernel call runs b+250..b+320 (it
     # returns after verify ended) and its kernel b+330..b+400
-    t = FakeTrace()
-    for c in range(3):
-        b = 1000 * c
-        t.range(f"cycle {c}", b * U, (b + 900) * U)
-        t.range("verify", (b + 100) * U, (b + 300) * U)
+    def work(t, b):
         t.kernel(t.call("cudaLaunchKernel", (b + 250) * U, (b + 320) * U, tid=11), (b + 330) * U, (b + 400) * U)
-    a = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("verify",)))
+
+    a = verify_in_cycle_ranges(tmp_path, (100, 300), work)
     # THEN the kernel is verify's (its work, put on the stream as verify's end is read) and an
     # event there reads its end: b+100..b+400 = 300 us; nothing is said to lie outside verify
     (rank,) = a.ranks

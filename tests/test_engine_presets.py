@@ -298,35 +298,38 @@ def test_a_wrap_module_missing_under_a_guessed_interpreter_is_a_warning(tmp_path
     assert "warning: --wrap elsewhere.engine:Worker.step=verify: no module elsewhere.engine" in res.stderr
 
 
-def test_an_explicit_cycle_prefix_wins_over_the_recorded_one(tmp_path):
-    # GIVEN a run directory whose run.json recorded a cycle prefix
-    from tracerecon.cli import build_parser
-    from tracerecon.cli.common import config_from
-
+def _run_recording_cycle_prefix(tmp_path, prefix: str):
+    """A copy of the sglang_normal run directory whose run.json recorded ``prefix``."""
     run = tmp_path / "run"
     shutil.copytree(ROOT / "sample_traces" / "engines_h200" / "sglang_normal", run)
     doc = json.loads((run / "run.json").read_text())
-    doc["phase_options"]["cycle_prefix"] = "step"
+    doc["phase_options"]["cycle_prefix"] = prefix
     (run / "run.json").write_text(json.dumps(doc))
+    return run
+
+
+def _config_of(*argv):
+    from tracerecon.cli import build_parser
+    from tracerecon.cli.common import config_from
+
+    return config_from(build_parser().parse_args(["report", *map(str, argv)]))
+
+
+def test_an_explicit_cycle_prefix_wins_over_the_recorded_one(tmp_path):
+    # GIVEN a run directory whose run.json recorded a cycle prefix
+    run = _run_recording_cycle_prefix(tmp_path, "step")
     # WHEN reported with and without --cycle (even --cycle cycle, the default's value)
-    recorded = config_from(build_parser().parse_args(["report", str(run)]))
-    explicit = config_from(build_parser().parse_args(["report", str(run), "--cycle", "cycle"]))
+    recorded = _config_of(run)
+    explicit = _config_of(run, "--cycle", "cycle")
     # THEN the recorded prefix applies only when none is given
     assert recorded.cycle_prefix == "step" and explicit.cycle_prefix == "cycle"
 
 
 def test_a_recorded_empty_cycle_prefix_is_kept(tmp_path):
     # GIVEN a run directory made with --cycle "" (no cycle ranges: cycles from the phases)
-    from tracerecon.cli import build_parser
-    from tracerecon.cli.common import config_from
-
-    run = tmp_path / "run"
-    shutil.copytree(ROOT / "sample_traces" / "engines_h200" / "sglang_normal", run)
-    doc = json.loads((run / "run.json").read_text())
-    doc["phase_options"]["cycle_prefix"] = ""
-    (run / "run.json").write_text(json.dumps(doc))
+    run = _run_recording_cycle_prefix(tmp_path, "")
     # WHEN reported without --cycle THEN the recorded "" applies, not the default "cycle"
-    assert config_from(build_parser().parse_args(["report", str(run)])).cycle_prefix == ""
+    assert _config_of(run).cycle_prefix == ""
 
 
 def test_the_vllm_preset_lists_its_phases_in_a_steps_order():

@@ -106,16 +106,30 @@ def test_diff_counts_cycles_and_says_when_a_phase_is_only_in_left_out_cycles():
     assert d.explanation == "verify: only in cycles B leaves out (warm-up, --skip-cycles); A: 2 cycles, GPU 0.1675 ms"
 
 
+def step_cycles(t: FakeTrace, period: int, edges: tuple[int, ...], names: tuple[str, ...], kernels: tuple, n: int = 3, tid: int | None = None,
+                stream: int = 7, shift: int = 0) -> None:
+    """``n`` cycles (b = period * c + shift us): a cycle range over ``edges`` (us after b) with the
+    phase ranges ``names`` between them, and per (launch at, (start, end)) of ``kernels`` (us
+    after b) a kernel launched in a 2 us call on ``stream``."""
+    for c in range(n):
+        b = c * period + shift
+        t.cycle(c, *((b + e) * U for e in edges), names=names, tid=tid)
+        for at, (lo, hi) in kernels:
+            t.kernel(t.call("cudaLaunchKernel", (b + at) * U, (b + at + 2) * U, tid=tid), (b + lo) * U, (b + hi) * U, stream=stream)
+
+
+# forward [b, b+100] (kernel b+10..b+300), postprocess [b+100, b+310] (b+300..b+305), draft
+# [b+310, b+400] (b+315..b+390)
+FORWARD_POSTPROCESS_EDGES = (0, 100, 310, 400)
+FORWARD_POSTPROCESS_KERNELS = ((5, (10, 300)), (105, (300, 305)), (312, (315, 390)))
+
+
 def test_a_folded_phase_queued_behind_another_keeps_its_cause(tmp_path):
     # GIVEN cycles (b = 2000c us): verify A [b, b+100] (kernel b+10..b+100), draft [b+100, b+200]
     # (kernel b+110..b+1100), sample [b+200, b+300] mapped to verify too (kernel launched
     # b+205, queued behind draft's: b+1100..b+1150)
     t = FakeTrace()
-    for c in range(3):
-        b = c * 2000
-        t.cycle(c, b * U, (b + 100) * U, (b + 200) * U, (b + 300) * U, names=("verify", "draft", "sample"))
-        for at, (s, e) in ((b + 5, (b + 10, b + 100)), (b + 105, (b + 110, b + 1100)), (b + 205, (b + 1100, b + 1150))):
-            t.kernel(t.call("cudaLaunchKernel", at * U, (at + 2) * U), s * U, e * U)
+    step_cycles(t, 2000, (0, 100, 200, 300), ("verify", "draft", "sample"), ((5, (10, 100)), (105, (110, 1100)), (205, (1100, 1150))))
     (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("verify", "verify=sample", "draft"))).ranks
     # WHEN summarised
     by = {p.phase: p for p in summarize_phases(rank.phases, ("verify", "draft"), rank.cycles)}
@@ -186,11 +200,7 @@ def test_a_folded_phase_waiting_behind_its_own_earlier_range_is_not_queued(tmp_p
     # GIVEN cycles (b = 1000c us): forward [b, b+100] (kernel b+10..b+300) and postprocess
     # [b+100, b+310] (kernel b+300..b+305), both verify; draft [b+310, b+400] (b+315..b+390)
     t = FakeTrace()
-    for c in range(3):
-        b = c * 1000
-        t.cycle(c, b * U, (b + 100) * U, (b + 310) * U, (b + 400) * U, names=("forward", "postprocess", "draft"))
-        for at, (s, e) in ((b + 5, (b + 10, b + 300)), (b + 105, (b + 300, b + 305)), (b + 312, (b + 315, b + 390))):
-            t.kernel(t.call("cudaLaunchKernel", at * U, (at + 2) * U), s * U, e * U)
+    step_cycles(t, 1000, FORWARD_POSTPROCESS_EDGES, ("forward", "postprocess", "draft"), FORWARD_POSTPROCESS_KERNELS)
     (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("verify=forward", "verify=postprocess", "draft"))).ranks
     # THEN verify reads b..b+310 per cycle, as its CPU timers add up (310): agree, and nothing of
     # it waited behind another phase (postprocess waited 200 us behind forward: verify's own)
@@ -223,11 +233,7 @@ def test_a_folded_phase_on_two_threads_is_not_queued_behind_the_other_threads_ra
     # a microsecond later each time, each thread on its own stream
     t = FakeTrace()
     for tid, stream, d in ((10, 7, 0), (11, 9, 1)):
-        for c in range(3):
-            b = c * 1000 + d
-            t.cycle(c, b * U, (b + 100) * U, (b + 310) * U, (b + 400) * U, names=("forward", "postprocess", "draft"), tid=tid)
-            for at, (s, e) in ((b + 5, (b + 10, b + 300)), (b + 105, (b + 300, b + 305)), (b + 312, (b + 315, b + 390))):
-                t.kernel(t.call("cudaLaunchKernel", at * U, (at + 2) * U, tid=tid), s * U, e * U, stream=stream)
+        step_cycles(t, 1000, FORWARD_POSTPROCESS_EDGES, ("forward", "postprocess", "draft"), FORWARD_POSTPROCESS_KERNELS, tid=tid, stream=stream, shift=d)
     (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("verify=forward", "verify=postprocess", "draft"))).ranks
     # THEN as on one thread: verify agrees with its timers and waited behind no other phase
     by = {p.phase: p for p in summarize_phases(rank.phases, ("verify", "draft"), rank.cycles)}

@@ -338,18 +338,13 @@ def queued_before_capture(ops: pa.Table, launch: np.ndarray, wait_key: np.ndarra
         return none
     start, end = int64s(ops["start_ns"]), int64s(ops["end_ns"])
     key = _pack(pid, dev, stream)
-    # Per stream, the first op by start that has its call: call-less ops before it came first.
-    order = np.lexsort((start, key))
-    k_sorted, c_sorted = key[order], called[order]
-    firsts = np.flatnonzero(np.r_[True, k_sorted[1:] != k_sorted[:-1]])
-    group = np.cumsum(np.r_[True, k_sorted[1:] != k_sorted[:-1]]) - 1
-    seen_call = np.zeros(len(order), dtype=np.int64)
-    seen_call[c_sorted] = 1
-    calls_so_far = np.cumsum(seen_call) - np.r_[0, np.cumsum(seen_call)][firsts][group]
-    has_call = np.zeros(len(firsts), dtype=bool)
-    np.logical_or.at(has_call, group, c_sorted)
-    before = np.zeros(n, dtype=bool)
-    before[order] = (calls_so_far == 0) & ~c_sorted & has_call[group]
+    # Per stream, the start of its first op that has its call: call-less ops before it came
+    # first (a stream without any such op is left as it is).
+    streams, stream_of = np.unique(key, return_inverse=True)
+    first_called = np.full(len(streams), I64_MAX, dtype=np.int64)
+    np.minimum.at(first_called, stream_of.ravel()[called], start[called])
+    limit = first_called[stream_of.ravel()]
+    before = ~called & (start < limit) & (limit < I64_MAX)
     in_mid_run = np.isin(pid, mid_run)
     before = (before & in_mid_run) | early
     # Per stream, its first op by launch, among those launched in the trace.

@@ -21,6 +21,7 @@ from tracerecon import schema
 from tracerecon.analysis.columns import thread_keys
 from tracerecon.analysis.intervals import last_reaching
 from tracerecon.analysis.config import PhaseConfig
+from tracerecon.analysis.intervals import segmented_union_length
 from tracerecon.analysis.projection import I64_MAX, I64_MIN, equals, int64s
 
 
@@ -34,6 +35,12 @@ LAUNCH_BOUND_BUSY_FRACTION = 0.5
 # Phase GPU times "add up" to the cycle when they cover it within this fraction (by
 # construction they tile it; a cycle whose phases have no GPU timeline does not add up).
 ADDS_UP_FRACTION = 0.02
+
+
+def adds_up_tolerance(cycle_gpu_ns):
+    """How much of a cycle's GPU time its phases may miss and still add up to it: max(10 us, 2 %).
+    Also what work in no phase must exceed to be worth a warning."""
+    return np.maximum(ERROR_FLOOR_NS, ADDS_UP_FRACTION * np.asarray(cycle_gpu_ns, dtype=np.float64))
 
 
 def error_threshold(span_ns: np.ndarray) -> np.ndarray:
@@ -454,27 +461,13 @@ def _cycle_groups(phases: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     return order, np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
 
 
-def _open_time(phases: pa.Table, order: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """Per group of ``_cycle_groups``: how long any of its ranges was open (the union of their
-    CPU intervals; the plain sum where they do not overlap)."""
-    return _union_length(phases, order, starts, "cpu_start_ns", "cpu_end_ns")
-
-
 def _union_length(phases: pa.Table, order: np.ndarray, starts: np.ndarray, lo_col: str, hi_col: str) -> np.ndarray:
     """Per group of ``_cycle_groups``: the length of the union of its rows' [lo, hi) intervals
-    (rows without one add nothing; the plain sum where they do not overlap)."""
+    (rows without one add nothing)."""
     has = phases[lo_col].is_valid().to_numpy(zero_copy_only=False)[order] & phases[hi_col].is_valid().to_numpy(zero_copy_only=False)[order]
-    cs, ce = int64s(phases[lo_col], 0)[order], int64s(phases[hi_col], 0)[order]
-    ce = np.where(has, ce, cs)
-    out = np.add.reduceat(ce - cs, starts)
-    ends = np.r_[starts[1:], len(order)]
-    for g in np.flatnonzero(ends - starts > 1).tolist():
-        a, b = cs[starts[g]:ends[g]], ce[starts[g]:ends[g]]
-        by = np.argsort(a, kind="stable")
-        a, b = a[by], b[by]
-        reach = np.maximum.accumulate(b)
-        out[g] = int((b - np.maximum(a, np.r_[a[0], reach[:-1]])).clip(0).sum())
-    return out
+    lo, hi = int64s(phases[lo_col], 0)[order], int64s(phases[hi_col], 0)[order]
+    group = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(order)]))
+    return segmented_union_length(lo, np.where(has, hi, lo), group, len(starts))
 
 
 def first_in_cycle(phases: pa.Table) -> np.ndarray:
@@ -526,7 +519,7 @@ def phases_per_cycle(phases: pa.Table) -> pa.Table:
     bs, _ = low("gpu_boundary_start_ns")
     be, _ = high("gpu_boundary_end_ns")
     ce, _ = high("cpu_end_ns")
-    cpu, gpu, busy, n_ops = _open_time(phases, order, starts), total("gpu_ns"), total("gpu_busy_ns"), total("n_gpu_ops")
+    cpu, gpu, busy, n_ops = _union_length(phases, order, starts, "cpu_start_ns", "cpu_end_ns"), total("gpu_ns"), total("gpu_busy_ns"), total("n_gpu_ops")
     has_busy = np.maximum.reduceat(phases["gpu_busy_ns"].is_valid().to_numpy(zero_copy_only=False)[order].astype(np.int64), starts) > 0
     span = _union_length(phases, order, starts, "gpu_start_ns", "gpu_end_ns")
     busy = np.minimum(busy, span)  # ops of ranges open at once are in each: no more than the span
@@ -651,7 +644,7 @@ def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, ran
         payloads = [None] * len(ids)
     accepted = accepted_per_cycle(payloads, list(zip(cs.tolist(), ce.tolist())), accepted_marks or [])
     gpu_ns = np.where(has_gpu, b_end - b_start, 0)
-    tol = np.maximum(ERROR_FLOOR_NS, ADDS_UP_FRACTION * gpu_ns)
+    tol = adds_up_tolerance(gpu_ns)
     adds = has_gpu & (np.abs(gpu_sum - gpu_ns) <= tol)
     n = len(ids)
     return pa.table(

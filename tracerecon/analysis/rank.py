@@ -27,7 +27,7 @@ from tracerecon.analysis.boundaries import (StreamClock, WaitTargets, awaited_wo
                                             wait_targets)
 from tracerecon.analysis.nccl import phase_comm_split
 from tracerecon.analysis.config import PhaseConfig
-from tracerecon.analysis.phases import (ADDS_UP_FRACTION, ERROR_FLOOR_NS, PhaseInputs, build_cycles, build_phases, cycles_by_time, cycles_per_thread, phases_past_their_cycle,
+from tracerecon.analysis.phases import (ERROR_FLOOR_NS, PhaseInputs, adds_up_tolerance, build_cycles, build_phases, cycles_by_time, cycles_per_thread, phases_past_their_cycle,
                                         select_phases)
 from tracerecon.analysis.projection import I64_MIN, index_launches, innermost_owner, int64s
 from tracerecon.analysis.ranges import build_ranges, nest
@@ -331,15 +331,12 @@ def _cycle_edge_notes(clock: StreamClock, nested: pa.Table, cycle_rows: np.ndarr
         else:
             # Between cycles the GPU may idle until the next one: the GPU time of the ops in no
             # phase launched meanwhile, not the time to the next boundary.
-            u_pid, u_launch, _, u_took = unphased()
+            free = unphased()
             took = np.zeros(len(ph), dtype=np.int64)
             for k in np.flatnonzero(queued).tolist():
-                a_, b_ = np.searchsorted(u_pid, pid[ph[k]], side="left"), np.searchsorted(u_pid, pid[ph[k]], side="right")
-                k0 = a_ + np.searchsorted(u_launch[a_:b_], lo[k], side="right")
-                k1 = a_ + np.searchsorted(u_launch[a_:b_], hi[k], side="left")
-                took[k] = int(u_took[k0:k1].sum())
+                took[k] = int(free[3][_launched_between(free, pid[ph[k]], lo[k], hi[k])].sum())
         cycle_gpu = b_end[last] - b_start[first]
-        queued &= took > np.maximum(ERROR_FLOOR_NS, ADDS_UP_FRACTION * cycle_gpu)
+        queued &= took > adds_up_tolerance(cycle_gpu)
         if not queued.any():
             continue
         took = took[queued]
@@ -412,21 +409,18 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
     for gaps in per_cycle.values():
         for c, g in gaps.items():
             between[c] = between.get(c, 0) + g
-    counted = {c for c, g in between.items() if g > max(ERROR_FLOOR_NS, ADDS_UP_FRACTION * (last[c] - first[c]))}
+    counted = {c for c, g in between.items() if g > adds_up_tolerance(last[c] - first[c])}
     # ... and of its gaps, those of half the floor or more (a 1.5 us gap beside a 300 us one is no line).
     worth = {pair: {c: g for c, g in gaps.items() if c in counted and 2 * g >= ERROR_FLOOR_NS} for pair, gaps in per_cycle.items()}
     held_by: dict[tuple[str, str], Counter] = {}
     if unphased is not None and cpu_start is not None and cpu_end is not None and any(worth.values()):
-        u_pid, u_launch, u_name, u_took = unphased()
+        free = unphased()
         for i, j in zip(a[found].tolist(), b[found].tolist()):
             if int(cycle[i]) not in worth.get((labels[i], labels[j]), {}):
                 continue
-            lo = np.searchsorted(u_pid, pid[i], side="left")
-            hi = np.searchsorted(u_pid, pid[i], side="right")
-            k0 = lo + np.searchsorted(u_launch[lo:hi], cpu_end[i], side="right")
-            k1 = lo + np.searchsorted(u_launch[lo:hi], cpu_start[j], side="left")
+            window = _launched_between(free, pid[i], cpu_end[i], cpu_start[j])
             got = held_by.setdefault((labels[i], labels[j]), Counter())
-            for n, d in zip(u_name[k0:k1], u_took[k0:k1].tolist()):  # by GPU time, not by count
+            for n, d in zip(free[2][window], free[3][window].tolist()):  # by GPU time, not by count
                 if n is not None:
                     got[n] += d
 
@@ -439,6 +433,14 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
     return tuple(f"GPU work was queued between {x!r} and {y!r}: the GPU time between the two is in neither phase, only in the cycle's: "
                  f"in {len(g)} of {n_cycles} cycles, {np.median(list(g.values())) / 1e6:.3f} ms (median); {hint((x, y))}"
                  for (x, y), g in worth.items() if g)
+
+
+def _launched_between(unphased: tuple, pid: int, lo: int, hi: int) -> slice:
+    """The rows of ``_unphased_launches``' arrays of process ``pid`` launched after ``lo`` and
+    before ``hi``."""
+    u_pid, u_launch = unphased[0], unphased[1]
+    a, b = np.searchsorted(u_pid, pid, side="left"), np.searchsorted(u_pid, pid, side="right")
+    return slice(int(a + np.searchsorted(u_launch[a:b], lo, side="right")), int(a + np.searchsorted(u_launch[a:b], hi, side="left")))
 
 
 def _unphased_launches(ops: pa.Table, op_phase: np.ndarray, op_range: np.ndarray, ranges: pa.Table, phase_rows: np.ndarray,
