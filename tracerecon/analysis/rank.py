@@ -8,6 +8,7 @@ cross-rank step found (each phase's wait in collectives) and returns the finishe
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -211,13 +212,8 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
     )
     gpu_ops = _build_gpu_ops(ops, op_range, op_phase, rank)
     tiled, own = tiled_off_their_stream(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, ph_tid, b_start, b_end)
-    unphased_once: list = []
-
-    def unphased() -> tuple[np.ndarray, np.ndarray, list, np.ndarray]:
-        """``_unphased_launches``, worked out once, where a note needs it."""
-        if not unphased_once:
-            unphased_once.append(_unphased_launches(ops, op_phase, op_range, ranges, phase_rows, config.cycle_prefix))
-        return unphased_once[0]
+    # ``_unphased_launches``, worked out once, where a note needs it.
+    unphased = functools.cache(lambda: _unphased_launches(ops, op_phase, op_range, ranges, phase_rows, config.cycle_prefix))
 
     return RankWork(rank=rank, ranges=ranges, gpu_ops=gpu_ops, syncs=syncs, phase_inputs=inputs, cycle_rows=cycle_rows, skip_cycles=config.skip_cycles,
                     accepted_marks=tables.accepted_marks, provisional=build_phases(inputs),
