@@ -22,6 +22,23 @@ Shapes (``--shape``):
   stream, where the events go) and forward forks and joins a side stream off it.
 - ``background_kernels``: a second thread, with no phase of its own, keeps launching kernels on a
   stream of its own (a KV-cache offload or a monitor thread) while the loop runs.
+- ``input_stream_copy``: prepare copies the inputs (64 MB from pinned memory, non_blocking) on an
+  input stream and records an event; forward's stream waits for it before the model runs.
+- ``copy_only_prepare``: prepare's only GPU work is a non_blocking 64 MB copy from pinned memory on
+  the current stream (a phase made of a copy).
+- ``pageable_h2d``: prepare copies the inputs from pageable memory (a blocking copy), forward runs.
+- ``graph_side_stream``: forward replays a CUDA graph on a side stream forked off the current
+  one and joins it back, then runs one more layer on the current stream.
+- ``piecewise_graphs``: forward replays two CUDA graphs with eager work between (vLLM's piecewise
+  graphs with attention run eagerly).
+- ``device_sync_mid``: forward synchronizes the device halfway (a timer or a debug check inside).
+- ``dtoh_pinned_event``: sample copies its tokens to pinned memory (non_blocking) on the current
+  stream and waits for an event recorded after the copy (no `.item()`).
+- ``idle_sample``: sample launches nothing (bookkeeping on the CPU while forward runs); the next
+  cycle's prepare reads the previous forward's result with `.item()` (the CPU a phase ahead).
+- ``worker_stream_handoff``: forward hands its model to a worker thread with a stream of its own
+  through events (the worker's stream waits for the loop's event, the loop's stream for the
+  worker's); the loop thread waits on a queue meanwhile.
 
     nsys profile -t cuda,nvtx --cuda-graph-trace=node -o out python3 launch/stream_shapes_probe.py --shape S --gt gt.jsonl
 """
@@ -30,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import queue
 import threading
 import time
 
@@ -78,7 +96,9 @@ def forward_fork(m: Model, join: bool) -> torch.Tensor:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", required=True, choices=["side_join_same", "side_join_later", "copy_event_sync", "graph_fork_join",
-                                                       "side_join_next", "own_stream", "background_kernels"])
+                                                       "side_join_next", "own_stream", "background_kernels", "input_stream_copy",
+                                                       "copy_only_prepare", "pageable_h2d", "graph_side_stream", "piecewise_graphs",
+                                                       "device_sync_mid", "dtoh_pinned_event", "idle_sample", "worker_stream_handoff"])
     ap.add_argument("--cycles", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--gt", required=True)
@@ -108,6 +128,50 @@ def main() -> None:
             y = m.chain(y, 1)
             cap.wait_stream(m.side)
             static_out = y + z
+    if args.shape in ("graph_side_stream", "piecewise_graphs"):
+        static_in = m.x.clone()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):  # warm the kernels up outside the capture
+            for _ in range(2):
+                m.chain(static_in, 2)
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = m.chain(static_in, 4)
+        if args.shape == "piecewise_graphs":
+            static_mid = m.x.clone()
+            graph_b = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph_b):
+                static_out_b = m.chain(static_mid, 3)
+        if args.shape == "graph_side_stream":
+            m.side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(m.side):  # the side stream's cuBLAS workspace, before the loop
+                m.chain(static_in, 1)
+            torch.cuda.current_stream().wait_stream(m.side)
+    big_pinned = torch.empty(32 * 1024 * 1024, dtype=torch.bfloat16, pin_memory=True)  # 64 MB
+    big_dev = torch.empty(32 * 1024 * 1024, dtype=torch.bfloat16, device=dev)
+    pageable = torch.randn(4 * 1024 * 1024)  # 16 MB, not pinned
+    input_stream = torch.cuda.Stream()
+    handoff_in: "queue.Queue" = queue.Queue()
+    handoff_out: "queue.Queue" = queue.Queue()
+    if args.shape == "worker_stream_handoff":
+        def worker_loop() -> None:
+            ws = torch.cuda.Stream()
+            with torch.cuda.stream(ws):
+                m.chain(m.x, 1)  # cuBLAS's workspace for this thread's stream
+            while True:
+                item = handoff_in.get()
+                if item is None:
+                    return
+                ws.wait_event(item)
+                with torch.cuda.stream(ws):
+                    y = m.chain(m.x, 6)
+                    done = torch.cuda.Event()
+                    done.record(ws)
+                handoff_out.put((y, done))
+        threading.Thread(target=worker_loop, daemon=True).start()
+    previous_y = None
     if args.shape == "own_stream":
         loop_stream = torch.cuda.Stream()
         loop_stream.wait_stream(torch.cuda.current_stream())
@@ -144,6 +208,18 @@ def main() -> None:
         if args.shape == "side_join_next" and i > -args.warmup:
             main_stream.wait_stream(m.side)  # the previous cycle's side work
             m.state.add_(m.pending_side[0, :1024].float())
+        if args.shape == "input_stream_copy":
+            input_stream.wait_stream(main_stream)
+            with torch.cuda.stream(input_stream):
+                big_dev.copy_(big_pinned, non_blocking=True)
+                inputs_ready = torch.cuda.Event()
+                inputs_ready.record(input_stream)
+        elif args.shape == "copy_only_prepare":
+            big_dev.copy_(big_pinned, non_blocking=True)
+        elif args.shape == "pageable_h2d":
+            big_dev[: pageable.numel()].copy_(pageable.to(torch.bfloat16), non_blocking=False)
+        elif args.shape == "idle_sample" and previous_y is not None:
+            _ = previous_y[0, 0].item()  # the previous cycle's result
         spin(0.1)
         nvtx.range_pop()
         ev[1].record(main_stream)
@@ -157,6 +233,32 @@ def main() -> None:
             y = m.chain(m.x, 6)
         elif args.shape == "copy_event_sync":
             y = m.chain(m.x, 6)
+        elif args.shape == "input_stream_copy":
+            main_stream.wait_event(inputs_ready)
+            y = m.chain(m.x, 6)
+        elif args.shape in ("copy_only_prepare", "pageable_h2d", "dtoh_pinned_event", "idle_sample"):
+            y = m.chain(m.x, 6)
+        elif args.shape == "device_sync_mid":
+            y = m.chain(m.x, 3)
+            torch.cuda.synchronize()
+            y = m.chain(y, 3)
+        elif args.shape == "graph_side_stream":
+            m.side.wait_stream(main_stream)
+            with torch.cuda.stream(m.side):
+                graph.replay()
+            main_stream.wait_stream(m.side)
+            y = m.chain(static_out, 1)
+        elif args.shape == "piecewise_graphs":
+            graph.replay()
+            static_mid.copy_(m.chain(static_out, 1))
+            graph_b.replay()
+            y = static_out_b
+        elif args.shape == "worker_stream_handoff":
+            handed = torch.cuda.Event()
+            handed.record(main_stream)
+            handoff_in.put(handed)
+            y, done = handoff_out.get()
+            main_stream.wait_event(done)
         else:
             graph.replay()
             y = static_out
@@ -168,7 +270,7 @@ def main() -> None:
         if args.shape == "side_join_later":
             main_stream.wait_stream(m.side)
             y = y + m.pending_side
-        tok = y[0, :1024].float().softmax(0)
+        tok = y[0, :1024].float().softmax(0) if args.shape != "idle_sample" else None
         if args.shape == "copy_event_sync":
             m.copy.wait_stream(main_stream)
             with torch.cuda.stream(m.copy):
@@ -177,6 +279,14 @@ def main() -> None:
                 done.record(m.copy)
             ready.append(done)
             tok.record_stream(m.copy)
+        elif args.shape == "dtoh_pinned_event":
+            m.host.copy_(tok, non_blocking=True)
+            copied = torch.cuda.Event()
+            copied.record(main_stream)
+            copied.synchronize()
+        elif args.shape == "idle_sample":
+            previous_y = y
+            spin(0.2)  # bookkeeping on the CPU; launches nothing
         else:
             _ = tok[0].item()  # the sampled token, read on the CPU
         nvtx.range_pop()
@@ -185,6 +295,7 @@ def main() -> None:
         if i >= 0:
             rows.append((i, ev, (time.perf_counter() - t0) * 1e3))
     stop.set()
+    handoff_in.put(None)
     torch.cuda.synchronize()
     with open(args.gt, "w") as fh:
         for i, ev, cpu in rows:

@@ -5,7 +5,12 @@ stream forked and joined back within forward; the same side stream joined back o
 results copied off on a copy stream and waited for two cycles later with cudaEventSynchronize (the
 CPU ahead of the GPU); a CUDA graph whose capture forked onto a side stream and joined back; the
 whole loop on a non-default current stream; a thread with no phases launching kernels on a stream
-of its own beside the loop."""
+of its own beside the loop; inputs copied on an input stream the forward stream waits for; a
+phase made only of a copy; a blocking copy from pageable memory; a CUDA graph replayed on a side
+stream forked and joined within forward; two graphs with eager work between (piecewise); a device
+synchronize inside forward; results copied to pinned memory and waited for by an event; a phase
+that launches nothing while the GPU runs the previous one (the CPU a phase ahead); forward's model
+handed to a worker thread's own stream through events."""
 
 from __future__ import annotations
 
@@ -25,7 +30,9 @@ PHASES = ("prepare", "forward", "sample")
 TOLERANCE_MS = 0.060
 
 
-SHAPES = ["side_join_same", "side_join_later", "copy_event_sync", "graph_fork_join", "own_stream", "background_kernels"]
+SHAPES = ["side_join_same", "side_join_later", "copy_event_sync", "graph_fork_join", "own_stream", "background_kernels",
+          "input_stream_copy", "copy_only_prepare", "pageable_h2d", "graph_side_stream", "piecewise_graphs", "device_sync_mid",
+          "dtoh_pinned_event", "idle_sample", "worker_stream_handoff"]
 
 
 @pytest.mark.parametrize("shape", SHAPES)
