@@ -147,3 +147,21 @@ def test_a_start_end_phase_held_open_into_the_next_cycle_holds_none_of_its_phase
     # THEN every draft and every verify is a phase: a cycle began between the verify and the
     # draft it spans (a cycle range, or the phase that starts cycles)
     assert sorted(labels) == ["draft"] * 3 + ["verify"] * 3
+
+
+def test_without_cycle_ranges_cycles_start_at_the_first_configured_phase_among_the_phases_not_the_ranges():
+    # GIVEN no cycle ranges; draft (first in --phase order) only as a range nested in a verify,
+    # so no draft is a phase; a target_verify range before the first verify
+    ranges = pa.table({
+        "name": ["verify", "target_verify", "draft", "verify"],
+        "domain": [""] * 4,
+        "start_ns": [10, 0, 11, 20],
+        "parent_id": pa.array([None, None, 0, None], pa.int64()),
+    })
+    # WHEN phases are picked with draft, verify, target_verify in that order
+    rows, cycle_of, cycles, labels = select_phases(ranges, PhaseConfig(phases=("draft", "verify", "target_verify")))
+    # THEN verify starts the cycles (the first configured phase that is a phase), so the
+    # target_verify before the first verify is in no cycle (it started one, with draft taken
+    # for the start, and the two verifies back to back are one step of one cycle)
+    assert rows.tolist() == [1, 0, 3] and labels == ["target_verify", "verify", "verify"]
+    assert cycle_of.tolist() == [-1, 0, 0] and cycles.tolist() == []

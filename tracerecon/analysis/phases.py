@@ -180,7 +180,7 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
         is_cycle = np.zeros(n, bool)
     if is_phase.any():
         is_phase &= _nearest_marked_ancestor(parent, is_phase) < 0
-        is_phase &= ~_inside_a_start_end_phase(ranges, is_phase, is_cycle, pair_of, label_id, start_label_of(config.labels(), label_list))
+        is_phase &= ~_inside_a_start_end_phase(ranges, is_phase, is_cycle, pair_of, label_id, start_label_of(config.labels(), label_list, label_id[is_phase]))
     start = int64s(ranges["start_ns"])
     phase_rows = np.flatnonzero(is_phase)
     phase_rows = phase_rows[np.argsort(start[phase_rows], kind="stable")]
@@ -194,7 +194,7 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
         cycle_of = np.where(up >= 0, cycle_number[np.maximum(up, 0)], -1)
     elif len(phase_rows):
         # No cycle ranges: cycles start where the phase that starts them begins again (cycle_starts).
-        cycle_of = np.cumsum(cycle_starts(pair_of[phase_rows], label_id[phase_rows], start_label_of(config.labels(), label_list))) - 1
+        cycle_of = np.cumsum(cycle_starts(pair_of[phase_rows], label_id[phase_rows], start_label_of(config.labels(), label_list, label_id[phase_rows]))) - 1
     return phase_rows, cycle_of, cycle_rows, [label_list[i] for i in label_id[phase_rows].tolist()]
 
 
@@ -225,10 +225,13 @@ def cycle_starts(name_id: np.ndarray, label_id: np.ndarray, start_label: int | N
     return out
 
 
-def start_label_of(labels_in_order: tuple[str, ...] | list[str], label_list: list[str]) -> int | None:
-    """The label id (position in ``label_list``) of the first configured phase that occurs."""
+def start_label_of(labels_in_order: tuple[str, ...] | list[str], label_list: list[str], present: np.ndarray | None = None) -> int | None:
+    """The label id (position in ``label_list``) of the first configured phase that occurs
+    (among the label ids ``present``, where given: the phase instances', not every range's; a
+    range of the first phase's name nested in another phase is no instance of it)."""
+    have = None if present is None else set(np.asarray(present).tolist())
     for lab in labels_in_order:
-        if lab in label_list:
+        if lab in label_list and (have is None or label_list.index(lab) in have):
             return label_list.index(lab)
     return None
 
