@@ -39,6 +39,10 @@ Shapes (``--shape``):
 - ``worker_stream_handoff``: forward hands its model to a worker thread with a stream of its own
   through events (the worker's stream waits for the loop's event, the loop's stream for the
   worker's); the loop thread waits on a queue meanwhile.
+- ``model_thread``: the loop thread marks the cycle and prepare; a model thread marks and runs
+  forward and sample (handed over through a queue), on the same default stream.
+- ``range_start_end``: the basic loop with every range marked by ``nvtxRangeStart/End`` instead of
+  push/pop (ranges that do not nest).
 
     nsys profile -t cuda,nvtx --cuda-graph-trace=node -o out python3 launch/stream_shapes_probe.py --shape S --gt gt.jsonl
 """
@@ -98,7 +102,8 @@ def main() -> None:
     ap.add_argument("--shape", required=True, choices=["side_join_same", "side_join_later", "copy_event_sync", "graph_fork_join",
                                                        "side_join_next", "own_stream", "background_kernels", "input_stream_copy",
                                                        "copy_only_prepare", "pageable_h2d", "graph_side_stream", "piecewise_graphs",
-                                                       "device_sync_mid", "dtoh_pinned_event", "idle_sample", "worker_stream_handoff"])
+                                                       "device_sync_mid", "dtoh_pinned_event", "idle_sample", "worker_stream_handoff",
+                                                       "model_thread", "range_start_end"])
     ap.add_argument("--cycles", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--gt", required=True)
@@ -191,14 +196,50 @@ def main() -> None:
     torch.cuda.synchronize()
     ready: list = []  # copy_event_sync: the copy events of the cycles whose results are not yet read
     rows = []
+    open_ids: list = []
+
+    def push(name: str) -> None:
+        if args.shape == "range_start_end":
+            open_ids.append(nvtx.range_start(name))
+        else:
+            nvtx.range_push(name)
+
+    def pop() -> None:
+        if args.shape == "range_start_end":
+            nvtx.range_end(open_ids.pop())
+        else:
+            nvtx.range_pop()
+
+    to_model: "queue.Queue" = queue.Queue()
+    from_model: "queue.Queue" = queue.Queue()
+    if args.shape == "model_thread":
+        def model_loop() -> None:
+            while True:
+                job = to_model.get()
+                if job is None:
+                    return
+                ev = job
+                stream = torch.cuda.current_stream()
+                nvtx.range_push("forward")
+                y = m.chain(m.x, 6)
+                spin(0.1)
+                nvtx.range_pop()
+                ev[2].record(stream)
+                nvtx.range_push("sample")
+                tok = y[0, :1024].float().softmax(0)
+                _ = tok[0].item()
+                nvtx.range_pop()
+                ev[3].record(stream)
+                from_model.put(True)
+        threading.Thread(target=model_loop, daemon=True).start()
     for i in range(-args.warmup, args.cycles):
         main_stream = torch.cuda.current_stream()
         ev = [torch.cuda.Event(enable_timing=True) for _ in range(len(PHASES) + 1)]
         t0 = time.perf_counter()
-        nvtx.range_push(f"cycle {i}" if i >= 0 else "warmup")
+        push(f"cycle {i}" if i >= 0 else "warmup")
         ev[0].record(main_stream)
 
-        nvtx.range_push("prepare")
+        push("prepare")
         if args.shape == "copy_event_sync" and len(ready) == 2:
             ready.pop(0).synchronize()  # the sampled tokens of the cycle two back
             _ = m.host[:4].tolist()
@@ -221,10 +262,17 @@ def main() -> None:
         elif args.shape == "idle_sample" and previous_y is not None:
             _ = previous_y[0, 0].item()  # the previous cycle's result
         spin(0.1)
-        nvtx.range_pop()
+        pop()
         ev[1].record(main_stream)
+        if args.shape == "model_thread":
+            to_model.put(ev)
+            from_model.get()
+            pop()
+            if i >= 0:
+                rows.append((i, ev, (time.perf_counter() - t0) * 1e3))
+            continue
 
-        nvtx.range_push("forward")
+        push("forward")
         if args.shape in ("side_join_same", "own_stream"):
             y = forward_fork(m, join=True)
         elif args.shape in ("side_join_later", "side_join_next"):
@@ -236,7 +284,7 @@ def main() -> None:
         elif args.shape == "input_stream_copy":
             main_stream.wait_event(inputs_ready)
             y = m.chain(m.x, 6)
-        elif args.shape in ("copy_only_prepare", "pageable_h2d", "dtoh_pinned_event", "idle_sample"):
+        elif args.shape in ("copy_only_prepare", "pageable_h2d", "dtoh_pinned_event", "idle_sample", "range_start_end"):
             y = m.chain(m.x, 6)
         elif args.shape == "device_sync_mid":
             y = m.chain(m.x, 3)
@@ -263,10 +311,10 @@ def main() -> None:
             graph.replay()
             y = static_out
         spin(0.1)
-        nvtx.range_pop()
+        pop()
         ev[2].record(main_stream)
 
-        nvtx.range_push("sample")
+        push("sample")
         if args.shape == "side_join_later":
             main_stream.wait_stream(m.side)
             y = y + m.pending_side
@@ -289,13 +337,14 @@ def main() -> None:
             spin(0.2)  # bookkeeping on the CPU; launches nothing
         else:
             _ = tok[0].item()  # the sampled token, read on the CPU
-        nvtx.range_pop()
+        pop()
         ev[3].record(main_stream)
-        nvtx.range_pop()
+        pop()
         if i >= 0:
             rows.append((i, ev, (time.perf_counter() - t0) * 1e3))
     stop.set()
     handoff_in.put(None)
+    to_model.put(None)
     torch.cuda.synchronize()
     with open(args.gt, "w") as fh:
         for i, ev, cpu in rows:

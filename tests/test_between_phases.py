@@ -210,3 +210,36 @@ def test_the_between_warning_names_no_range_that_holds_the_phases(tmp_path):
     # THEN the warning gives the generic advice: naming 'step' as a phase would hide both phases
     (line,) = [w for w in a.warnings if "queued between 'draft' and 'verify'" in w]
     assert "'step'" not in line and "give that work a phase range of its own" in line
+
+
+def handed_over(tmp_path, forward_tid: int):
+    """Three cycles (b = 1000c us) marked on thread 1 (b..b+600) on stream 7: prepare on thread 1
+    (CPU b..b+100, its kernel launched b+10 running b+20..b+50), then forward on
+    ``forward_tid`` (CPU b+250..b+400, its kernel launched b+260 running b+270..b+500)."""
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.range(f"cycle {c}", b * U, (b + 600) * U, tid=1)
+        t.range("prepare", b * U, (b + 100) * U, tid=1)
+        t.range("forward", (b + 250) * U, (b + 400) * U, tid=forward_tid)
+        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U, tid=1), (b + 20) * U, (b + 50) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 260) * U, (b + 262) * U, tid=forward_tid), (b + 270) * U, (b + 500) * U)
+    return load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("prepare", "forward")))
+
+
+def test_a_phase_handed_to_another_thread_begins_where_the_earlier_one_ended(tmp_path):
+    # GIVEN forward on a model thread (2), woken 150 us after prepare ended on the loop thread
+    a = handed_over(tmp_path, forward_tid=2)
+    # THEN an event recorded when prepare ends (b+100; its kernel was done at b+50) reads prepare
+    # 100 us, and forward runs from there to its kernel's end (b+500): 400 us; the phases still
+    # add up to the cycle (b..b+500) and nothing is said
+    assert gpu_us(a) == [("prepare", 100), ("forward", 400)] * 3
+    assert all(c["adds_up"] and c["gpu_ns"] == 500 * U for c in a.ranks[0].cycles.to_pylist())
+    assert not [w for w in a.warnings if "between" in w]
+
+
+def test_on_one_thread_the_gap_between_two_phases_is_the_earlier_ones_tail(tmp_path):
+    # GIVEN the same phases on one thread (the thread's own code between the two scopes)
+    a = handed_over(tmp_path, forward_tid=1)
+    # THEN an event recorded at forward's start (b+250) reads prepare 250 us and forward 250 us
+    assert gpu_us(a) == [("prepare", 250), ("forward", 250)] * 3

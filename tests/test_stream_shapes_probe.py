@@ -10,7 +10,9 @@ phase made only of a copy; a blocking copy from pageable memory; a CUDA graph re
 stream forked and joined within forward; two graphs with eager work between (piecewise); a device
 synchronize inside forward; results copied to pinned memory and waited for by an event; a phase
 that launches nothing while the GPU runs the previous one (the CPU a phase ahead); forward's model
-handed to a worker thread's own stream through events."""
+handed to a worker thread's own stream through events; forward and sample marked and run on a
+model thread the loop hands each cycle to through a queue; every range marked with
+nvtxRangeStart/End; the graph shapes traced with nsys's default ``--cuda-graph-trace=graph``."""
 
 from __future__ import annotations
 
@@ -32,7 +34,9 @@ TOLERANCE_MS = 0.060
 
 SHAPES = ["side_join_same", "side_join_later", "copy_event_sync", "graph_fork_join", "own_stream", "background_kernels",
           "input_stream_copy", "copy_only_prepare", "pageable_h2d", "graph_side_stream", "piecewise_graphs", "device_sync_mid",
-          "dtoh_pinned_event", "idle_sample", "worker_stream_handoff"]
+          "dtoh_pinned_event", "idle_sample", "worker_stream_handoff", "model_thread", "range_start_end",
+          # nsys's default graph tracing (one record per graph launch) of the graph shapes
+          "graph_fork_join_graphtrace", "graph_side_stream_graphtrace", "piecewise_graphs_graphtrace"]
 
 
 @pytest.mark.parametrize("shape", SHAPES)

@@ -19,7 +19,9 @@ ProcessGroupNCCL): then the caller's stream, where the engine's own events would
 keeps the stream of the phase before it in the same process (else the one after it). The
 boundary between two consecutive phases is evaluated on both their streams (the earlier
 phase ends when its stream's work is done, the next begins when its stream is free), and
-boundaries never run backwards: each is at least the one before it in the same process. GPU
+boundaries never run backwards: each is at least the one before it in the same process. The
+instant of a boundary is the later phase's CPU start, or the earlier one's CPU end where the
+later phase runs on another thread (a hand-off: see ``_read_boundaries``). GPU
 work queued between two phases of a cycle on either's stream is in neither (the earlier one
 ends at its own CPU end). So phases tile their cycle but for such work, cycles never overlap
 on the GPU, and a cycle starts where the GPU
@@ -899,17 +901,24 @@ def phase_boundaries(
             stream_used[part] = np.where(srow >= 0, stream[src], -1)
             if (srow < 0).all():
                 continue  # no GPU work on this timeline: no GPU timeline to share
-            start_b[part], end_b[part] = _read_boundaries(clock, cpu_start[part], cpu_end[part], cycle[part], srow, alone, own_stream_only)
+            thread = thread_keys(pid[part], tid[part]) if tid is not None else None
+            start_b[part], end_b[part] = _read_boundaries(clock, cpu_start[part], cpu_end[part], cycle[part], srow, alone, own_stream_only, thread)
     return start_b, end_b, dev_used, stream_used
 
 
 def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc: np.ndarray, srow: np.ndarray,
-                     alone: bool, own_stream_only: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                     alone: bool, own_stream_only: bool = False, thread: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The boundaries of a sequence of phases in time order (CPU starts ``t``, ends ``cpu_end``,
-    cycles ``cyc``, stream rows ``srow``): a phase ends where the next one of its cycle begins,
-    unless GPU work was queued on either's stream between the two (work in no phase: SGLang's
-    or vLLM's code between the scopes a preset marks, a phase left out of ``--phase``): then it
-    ends at its CPU end, and that work is in neither phase, only in the cycle. Each boundary
+    cycles ``cyc``, stream rows ``srow``, threads ``thread``): a phase ends where the next one of
+    its cycle begins (what the thread did between the two scopes is the earlier phase's tail,
+    as an event recorded at the later one's start reads it), unless GPU work was queued on
+    either's stream between the two (work in no phase: SGLang's or vLLM's code between the
+    scopes a preset marks, a phase left out of ``--phase``): then it ends at its CPU end, and
+    that work is in neither phase, only in the cycle. Where the next phase runs on another
+    thread (a hand-off: a loop thread's prepare, a model thread's forward), the two meet at the
+    earlier one's CPU end: the thread that ends a phase hands the cycle on there, and the time
+    the other thread takes to pick it up is the later phase's (a real H200 trace, a model
+    thread woken through a queue: 0.14 ms a cycle, where the engine's events put it). Each boundary
     between two phases of a cycle is read on both their streams, and boundaries never run
     backwards (a running maximum over start, end, start, end, ...). ``alone``: phases that are
     no neighbours of each other (in no cycle), each read on its own stream from its CPU start
@@ -922,7 +931,10 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
     next_row = np.where(same_cycle_next, np.r_[srow[1:], -1], -1) if not own_stream_only else srow
     t_next = np.where(same_cycle_next, np.r_[t[1:], 0], cpu_end)
     between = same_cycle_next & (clock.queued_between(srow, cpu_end, t_next) | clock.queued_between(np.r_[srow[1:], -1], cpu_end, t_next))
-    e = np.where(between, np.minimum(cpu_end, t_next), t_next)
+    hand_off = same_cycle_next & np.r_[thread[1:] != thread[:-1], False] if thread is not None else np.zeros(len(t), dtype=bool)
+    e = np.where(between | hand_off, np.minimum(cpu_end, t_next), t_next)
+    # A hand-off with nothing queued between: the later phase begins where the earlier ended.
+    t = np.where(np.r_[False, (hand_off & ~between)[:-1]], np.r_[0, e[:-1]], t)
     a = np.maximum.reduce([t, clock.done(srow, t), clock.done(prev_row, t)])
     z = np.maximum.reduce([e, clock.done(srow, e), clock.done(next_row, e)])
     pairs = np.stack([a, z], 1)
