@@ -91,6 +91,21 @@ class StreamClock:
         out[hit] = pos[hit]
         return out
 
+    def on_launch_streams(self, ops: pa.Table) -> pa.Table:
+        """``ops`` (the table this clock was built from) with each graph branch node's device
+        and stream replaced by its launch's (``graph_branches``): a graph launch is one
+        operation on its launch stream, where the engine's events wait for all of it, so its
+        branches' kernel time counts there when a phase's stream is chosen."""
+        if len(self.branch_ops) == 0:
+            return ops
+        dev, stream = int64s(ops["device_id"], -1).copy(), int64s(ops["stream_id"], -1).copy()
+        dev[self.branch_ops] = _unpack_device(self.keys, self.branch_rows)
+        stream[self.branch_ops] = _unpack_stream(self.keys, self.branch_rows)
+        for name, values in (("device_id", dev), ("stream_id", stream)):
+            i = ops.column_names.index(name)
+            ops = ops.set_column(i, ops.schema.field(i), pa.array(values, mask=~ops[name].is_valid().to_numpy(zero_copy_only=False)).cast(ops.schema.field(i).type))
+        return ops
+
     def queued_between(self, stream: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """For each (stream row, CPU instants ``lo`` < ``hi``): whether an op was put on the
         stream after ``lo`` and before ``hi``, or the stream was made to wait then for another's
@@ -138,7 +153,18 @@ def launch_instants(ops: pa.Table) -> np.ndarray:
     end, and taking its start made every boundary after it wait for that op.)"""
     start = int64s(ops["start_ns"])
     end = int64s(ops["launch_end_ns"], I64_MAX)
-    return np.minimum(end, start)
+    instant = np.minimum(end, start)
+    # A node-mode graph launch is one operation on its stream: all its nodes were put there
+    # together, by the time the first of them started (a launch call still returning after its
+    # first node ran had queued the whole graph, later nodes included).
+    nodes = np.flatnonzero(is_graph_launch(ops) & ~equals(ops["kind"], "graph") & ops["correlation_id"].is_valid().to_numpy(zero_copy_only=False))
+    if len(nodes):
+        launch_id = (int64s(ops["pid"])[nodes] << 40) ^ int64s(ops["correlation_id"])[nodes]
+        ids, group = np.unique(launch_id, return_inverse=True)
+        first = np.full(len(ids), I64_MAX, dtype=np.int64)
+        np.minimum.at(first, group.ravel(), instant[nodes])
+        instant[nodes] = first[group.ravel()]
+    return instant
 
 
 def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sync_records: pa.Table) -> StreamClock:
@@ -379,10 +405,13 @@ def graph_branches(ops: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     sorted; the packed (pid, device, stream) key of their launch's stream). A capture that
     forked runs its branches on streams of the graph's own (a real H200 trace: 8 nodes on the
     launch stream, 1 on stream 142), and work queued on the launch stream after the launch
-    waits for the whole graph: in the stream clock they count on the launch stream too. A
-    launch's stream is the one its first node ran on (the capture's origin stream, where its
-    first work was captured; ties: the stream with more of its nodes), whatever the branches
-    hold (SGLang's routed experts on an alternate stream)."""
+    waits for the whole graph: in the stream clock, and in choosing a phase's stream, they
+    count on the launch stream. A launch's stream is one of its nodes' streams that the process
+    also ran work on outside graphs (a branch's stream is the graph's own: it runs nothing
+    else), else the one its first node ran on (the capture's origin stream, where its first
+    work was captured: a capture whose first op forked has root nodes on both, and either may
+    start first); ties: the stream with more of its nodes, whatever the branches hold (SGLang's
+    routed experts on an alternate stream)."""
     none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
     if ops.num_rows == 0:
         return none
@@ -399,7 +428,11 @@ def graph_branches(ops: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     pair = np.cumsum(new_pair) - 1
     n_on = np.empty(len(sel), dtype=np.int64)
     n_on[by_pair] = np.bincount(pair)[pair]
-    order = np.lexsort((-n_on, int64s(ops["start_ns"])[sel], launch_id))  # by launch, then first start, then more nodes
+    outside = ~is_graph_launch(ops)
+    eager_keys = np.unique(_pack(int64s(ops["pid"])[outside], int64s(ops["device_id"], -1)[outside], int64s(ops["stream_id"], -1)[outside]))
+    graph_only = ~np.isin(key, eager_keys)
+    # by launch, then a stream that also runs work outside graphs, then first start, then more nodes
+    order = np.lexsort((-n_on, int64s(ops["start_ns"])[sel], graph_only, launch_id))
     ids = launch_id[order]
     first = np.r_[True, ids[1:] != ids[:-1]]
     launch_key = np.empty(len(sel), dtype=np.int64)

@@ -472,7 +472,7 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     # The engine's events go on the stream that computes: copies and memsets decide only in a
     # phase that ran no kernel (a long prefetch on a copy stream is not where its events are).
     deciders = narrowed_by_phase(op_phase, n_ph, stream_deciders, computes(ops))
-    dev, stream = caller_streams(clock, ops, op_phase, ph_pid, ph_tid, ph_s, ph_e, cycle_of, *phase_streams(ops, op_phase, n_ph, deciders))
+    dev, stream = caller_streams(clock, ops, op_phase, ph_pid, ph_tid, ph_s, ph_e, cycle_of, *phase_streams(clock.on_launch_streams(ops), op_phase, n_ph, deciders))
     ph_read_end = read_ends(ops, op_phase, ph_e)
     return (*phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, busiest_streams(ops), ph_tid), ph_read_end)
 
