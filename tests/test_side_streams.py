@@ -533,8 +533,9 @@ def test_a_long_prefetch_on_a_copy_stream_does_not_move_the_phase_off_its_comput
     assert [p["n_gpu_ops"] for p in rank.phases.to_pylist() if p["phase"] == "verify"] == [2] * 3
 
 
-def test_a_phase_that_only_copies_is_read_on_its_copy_stream(tmp_path):
-    # GIVEN draft's kernel on stream 7, then verify, whose only work is a 300 us copy on stream 12
+def test_a_phase_that_only_copies_on_a_copy_stream_is_read_on_the_stream_that_computes(tmp_path):
+    # GIVEN draft's kernel on stream 7, then verify, whose only work is a 300 us copy on stream 12,
+    # a stream that never runs a kernel (an input or offload stream), waited for by nothing
     t = FakeTrace()
     for c in range(2):
         b = c * 1000
@@ -543,8 +544,43 @@ def test_a_phase_that_only_copies_is_read_on_its_copy_stream(tmp_path):
         t.copy(t.call("cudaMemcpyAsync", (b + 110) * U, (b + 112) * U), (b + 120) * U, (b + 420) * U, kind=1, stream=12)
     # WHEN analysed
     rank = one_rank(t, tmp_path)
-    # THEN verify, which ran no kernel, is read on the copy stream: b+100..done(12) = b+420
-    assert per_cycle(rank) == [(c, n, v, s) for c in range(2) for n, v, s in (("draft", 100, 7), ("verify", 320, 12))]
+    # THEN verify is read on 7, where the engine's events go (it was read on 12, to b+420): 7 is
+    # done at b+90, so verify reads its CPU time b+100..b+200 = 100 us
+    assert per_cycle(rank) == [(c, n, v, 7) for c in range(2) for n, v in (("draft", 100), ("verify", 100))]
+
+
+def test_a_phase_that_only_copies_on_the_stream_that_computes_is_read_there(tmp_path):
+    # GIVEN as above, but verify's 300 us copy on stream 7 itself (a non_blocking input copy on
+    # torch's current stream)
+    t = FakeTrace()
+    for c in range(2):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 100) * U, (b + 200) * U)
+        launch(t, b + 10, (b + 20, b + 90))
+        t.copy(t.call("cudaMemcpyAsync", (b + 110) * U, (b + 112) * U), (b + 120) * U, (b + 420) * U, kind=1, stream=7)
+    # WHEN analysed
+    rank = one_rank(t, tmp_path)
+    # THEN an event on 7 at verify's end waits for the copy: b+100..b+420 = 320 us
+    assert per_cycle(rank) == [(c, n, v, 7) for c in range(2) for n, v in (("draft", 100), ("verify", 320))]
+
+
+def test_a_phase_whose_copies_the_next_phase_waits_for_reads_them_in_the_next(tmp_path):
+    # GIVEN prepare (b..b+50), whose only work is an input copy on stream 11 (b+10..b+120) with an
+    # event recorded after it; forward (b+50..b+150) makes 7 wait for that event first (b+52),
+    # then runs its kernel b+120..b+300
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 50) * U, (b + 150) * U, names=("prepare", "forward"))
+        t.copy(t.call("cudaMemcpyAsync", (b + 5) * U, (b + 7) * U), (b + 10) * U, (b + 120) * U, kind=1, stream=11)
+        t.event_record(event=1, record=c + 1, start=(b + 20) * U, end=(b + 21) * U, stream=11)
+        t.stream_wait(event=1, record=c + 1, start=(b + 52) * U, end=(b + 53) * U, stream=7)
+        launch(t, b + 60, (b + 120, b + 300))
+    # WHEN analysed with prepare and forward
+    rank = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("prepare", "forward"))).ranks[0]
+    # THEN events on 7 read prepare b..b+50 = 50 us (7 is idle and not yet waiting) and forward
+    # b+50..b+300 = 250 us (the wait for the copy is forward's); read on 11, prepare took 120
+    assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("prepare", 50), ("forward", 250))]
 
 
 def test_a_stream_waiting_for_inputs_just_prepared_on_another_stays_the_phases_stream(tmp_path):
@@ -647,3 +683,20 @@ def test_a_graph_whose_capture_forked_ends_on_its_launch_stream_when_its_branch_
     # sample 40; the synchronize waited for the graph's work from b+60 to b+260: 200 us, verify's
     assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("verify", 260), ("sample", 40))]
     assert [(s["waited_gpu_ns"] // U, s["waited_for_phase"]) for s in rank.syncs.to_pylist()] == [(200, "verify")] * 3
+
+
+def test_an_offload_threads_copies_do_not_decide_where_a_scheduling_phase_is_read(tmp_path):
+    # GIVEN schedule (b..b+50, thread 1, launches nothing) and forward (b+50..b+150, thread 1, a
+    # kernel on 7 b+60..b+300), while a KV-cache offload thread (3) copies blocks to the host on
+    # its own stream 40 (launched b+10, b+12..b+400): the copies fall in schedule by thread
+    t = FakeTrace()
+    for c in range(4):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 50) * U, (b + 150) * U, names=("schedule", "forward"), tid=1)
+        t.copy(t.call("cudaMemcpyAsync", (b + 10) * U, (b + 12) * U, tid=3), (b + 12) * U, (b + 400) * U, kind=2, stream=40)
+        t.kernel(t.call("cudaLaunchKernel", (b + 55) * U, (b + 57) * U, tid=1), (b + 60) * U, (b + 300) * U)
+    # WHEN analysed
+    rank = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("schedule", "forward"))).ranks[0]
+    # THEN both are read on 7, where the loop's events go: schedule its CPU time, 50 us, and
+    # forward b+50..b+300 = 250 us (schedule read the offload copy on 40, forward 0)
+    assert per_cycle(rank) == [(c, n, v, 7) for c in range(4) for n, v in (("schedule", 50), ("forward", 250))]

@@ -853,9 +853,34 @@ def _phases_by_thread(pid: np.ndarray, tid: np.ndarray, cpu_start: np.ndarray, c
     return {"thread": thread, "by_thread": order, "thread_starts": keys[order], "base": base, "span": span}
 
 
+class CopyStreams:
+    """Which streams only copy: streams of a process that ran kernels or CUDA graphs, none of
+    them on that stream (an input stream, a KV-cache offload thread's stream). An engine's
+    events are not recorded there (they go on the stream that computes: torch's current
+    stream), so such a stream is not where a phase is read, nor where the events of a process
+    that launched nothing in its phases go."""
+
+    def __init__(self, ops: pa.Table):
+        pid, dev, stream = (int64s(ops["pid"]), int64s(ops["device_id"], -1), int64s(ops["stream_id"], -1)) if ops.num_rows else (np.zeros(0, np.int64),) * 3
+        c = computes(ops) if ops.num_rows else np.zeros(0, bool)
+        self._computing = np.unique(_pack(pid[c], dev[c], stream[c]))
+        self._computing_pids = np.unique(pid[c])
+
+    def of(self, pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
+        """Per (pid, device, stream), streams < 0 excepted: whether it only copies."""
+        pid = np.asarray(pid, dtype=np.int64)
+        return (np.asarray(stream) >= 0) & np.isin(pid, self._computing_pids) & ~np.isin(_pack(pid, np.asarray(dev, np.int64), np.asarray(stream, np.int64)), self._computing)
+
+    def of_ops(self, ops: pa.Table) -> np.ndarray:
+        if ops.num_rows == 0:
+            return np.zeros(0, dtype=bool)
+        return self.of(int64s(ops["pid"]), int64s(ops["device_id"], -1), int64s(ops["stream_id"], -1))
+
+
 def busiest_streams(ops: pa.Table) -> dict[int, tuple[int, int]]:
-    """Per pid: the (device, stream) with the most GPU time (where no phase launched anything,
-    events would be recorded on the stream the process mostly works on)."""
+    """Per pid: the (device, stream) with the most GPU time, of the streams that compute where
+    the process has any (where no phase launched anything, events would be recorded on the
+    stream the process mostly works on; ``CopyStreams``)."""
     if ops.num_rows == 0:
         return {}
     pid = int64s(ops["pid"])
@@ -864,8 +889,9 @@ def busiest_streams(ops: pa.Table) -> dict[int, tuple[int, int]]:
     dur = np.clip(int64s(ops["end_ns"]) - int64s(ops["start_ns"]), 0, None)
     keys, first, inv = np.unique(_pack(pid, dev, stream), return_index=True, return_inverse=True)
     total = np.bincount(inv.ravel(), weights=dur)
+    copies = CopyStreams(ops).of(pid[first], dev[first], stream[first])
     out: dict[int, tuple[int, int]] = {}
-    for k in np.argsort(-total, kind="stable"):
+    for k in np.lexsort((-total, copies)):
         i = first[k]
         out.setdefault(int(pid[i]), (int(dev[i]), int(stream[i])))
     return out

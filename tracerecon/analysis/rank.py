@@ -23,7 +23,7 @@ from tracerecon.memory import release_free_memory
 from tracerecon.cores import usable_cores
 from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases, stream_deciding_ops
 from tracerecon.analysis.columns import computes, is_graph_launch
-from tracerecon.analysis.boundaries import (StreamClock, WaitTargets, awaited_work, busiest_streams, caller_streams, launch_instants, narrowed_by_phase,
+from tracerecon.analysis.boundaries import (CopyStreams, StreamClock, WaitTargets, awaited_work, busiest_streams, caller_streams, launch_instants, narrowed_by_phase,
                                             phase_boundaries, phase_streams, stream_clock, tiled_off_their_stream, timelines,
                                             wait_targets)
 from tracerecon.analysis.nccl import phase_comm_split
@@ -470,9 +470,16 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     received its work (of the ops ``stream_deciders`` marks), or the stream that forked that one
     off: (boundary start, boundary end, device, stream, the CPU instant its end was read at)."""
     # The engine's events go on the stream that computes: copies and memsets decide only in a
-    # phase that ran no kernel (a long prefetch on a copy stream is not where its events are).
-    deciders = narrowed_by_phase(op_phase, n_ph, stream_deciders, computes(ops))
-    dev, stream = caller_streams(clock, ops, op_phase, ph_pid, ph_tid, ph_s, ph_e, cycle_of, *phase_streams(clock.on_launch_streams(ops), op_phase, n_ph, deciders))
+    # phase that ran no kernel (a long prefetch on a copy stream is not where its events are),
+    # and there only those on a stream that also computes; a phase whose work is all on streams
+    # that only copy (an input stream the next phase waits for) reads like one that launched
+    # nothing (``CopyStreams``).
+    copy_streams = CopyStreams(ops)
+    deciders = narrowed_by_phase(op_phase, n_ph, stream_deciders, computes(ops), ~copy_streams.of_ops(ops))
+    dev, stream = phase_streams(clock.on_launch_streams(ops), op_phase, n_ph, deciders)
+    only_copies = copy_streams.of(ph_pid, dev, stream)
+    dev, stream = np.where(only_copies, -1, dev), np.where(only_copies, -1, stream)
+    dev, stream = caller_streams(clock, ops, op_phase, ph_pid, ph_tid, ph_s, ph_e, cycle_of, dev, stream)
     ph_read_end = read_ends(ops, op_phase, ph_e)
     return (*phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, busiest_streams(ops), ph_tid), ph_read_end)
 
