@@ -486,3 +486,25 @@ def test_a_start_end_phase_holding_a_push_pop_phase_reads_whole(tmp_path):
     got = [(p["cycle"], p["phase"], p["gpu_ns"] // U, p["n_gpu_ops"]) for p in rank.phases.to_pylist()]
     assert got == [(c, n, v, k) for c in range(3) for n, v, k in (("draft", 100, 1), ("verify", 200, 3))]
     assert [(c["gpu_ns"] // U, c["adds_up"]) for c in rank.cycles.to_pylist()] == [(300, True)] * 3
+
+
+def test_a_scheduler_that_copies_its_inputs_itself_still_takes_the_workers_graph(tmp_path):
+    # GIVEN phases on a scheduler thread (1): schedule (b..b+50), forward (b+50..b+150) and post
+    # (b+150..b+400), b = 1000c us; inside forward the scheduler itself copies the batch's inputs
+    # (launched b+55, b+57..b+60 on 7) and a forward thread (2) replays a CUDA graph on 7 (its
+    # launch b+65..b+70, nodes b+70..b+200 and b+200..b+300)
+    t = FakeTrace(capture={"CUDA_GRAPH_TRACE_OPTIONS:MODE": "Node"})
+    for c in range(4):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 50) * U, (b + 150) * U, (b + 400) * U, names=("schedule", "forward", "post"), tid=1)
+        t.copy(t.call("cudaMemcpyAsync", (b + 55) * U, (b + 57) * U, tid=1), (b + 57) * U, (b + 60) * U, kind=1)
+        g = t.call("cudaGraphLaunch_v10000", (b + 65) * U, (b + 70) * U, tid=2)
+        t.kernel(g, (b + 70) * U, (b + 200) * U, node=1)
+        t.kernel(g, (b + 200) * U, (b + 300) * U, node=2)
+    # WHEN analysed with the default --phase-thread auto
+    rank = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("schedule", "forward", "post"))).ranks[0]
+    # THEN forward, which ran no kernel itself, takes the forward thread's graph: its copy and two
+    # nodes (3 ops, 1 graph launch), read b+50..b+300 = 250 us, cross_thread (its own copy had
+    # turned the rule off: 1 op, the graph in no phase); schedule and post took nothing
+    got = [(p["phase"], p["gpu_ns"] // U, p["n_gpu_ops"], p["n_graph_launches"], p["attribution"]) for p in rank.phases.to_pylist()]
+    assert got == [("schedule", 50, 0, 0, "same_thread"), ("forward", 250, 3, 1, "cross_thread"), ("post", 100, 0, 0, "same_thread")] * 4

@@ -7,8 +7,9 @@ launched by a thread other than the phase's, belongs to the phase open at that m
 thread that holds the phases in that process.
 
 Which phases take such work (``--phase-thread``):
-- ``auto`` (default): a phase name most of whose instances, in a process, launched nothing on
-  their own thread (a one-off launch on the phases' thread, in a warm-up cycle, does not turn
+- ``auto`` (default): a phase name most of whose instances, in a process, launched no kernel or
+  graph on their own thread (its own copies, a scheduler's input copies or `.tolist()` reads, do
+  not count; a one-off launch on the phases' thread, in a warm-up cycle, does not turn
   the rule off for the rest: such an instance takes other threads' work too); the other phase
   names keep nsys's same-thread projection exactly (one that launches in every other cycle too).
 - ``same``: none (nsys's rule everywhere).

@@ -130,7 +130,10 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
     ph = nested.take(pa.array(phase_rows, pa.int64())) if n_ph else nested.slice(0, 0)
     ph_pid, ph_tid = (int64s(ph["pid"]), int64s(ph["tid"])) if n_ph else (np.zeros(0, np.int64), np.zeros(0, np.int64))
     ph_s, ph_e = (int64s(ph["start_ns"]), int64s(ph["end_ns"])) if n_ph else (np.zeros(0, np.int64), np.zeros(0, np.int64))
-    own = np.bincount(op_phase[op_phase >= 0], minlength=n_ph)[:n_ph] if n_ph else np.zeros(0, np.int64)
+    # What a phase ran itself, for ``--phase-thread auto``: kernels and graphs (a scheduler
+    # thread's own input copies or `.tolist()` reads leave it a phase whose work others launch).
+    own_computes = (op_phase >= 0) & computes(ops)
+    own = np.bincount(op_phase[own_computes], minlength=n_ph)[:n_ph] if n_ph else np.zeros(0, np.int64)
     takes_cross = cross_thread_phases(ph_pid, ph_tid, labels, own, config.phase_thread)
     ended_elsewhere = ~all_mask[phase_rows] if n_ph else np.zeros(0, bool)  # start/end ranges ended on another thread
     # What those own lies outside nsys's projection: their ranges rows take it as cross-thread work.
