@@ -243,3 +243,25 @@ def test_on_one_thread_the_gap_between_two_phases_is_the_earlier_ones_tail(tmp_p
     a = handed_over(tmp_path, forward_tid=1)
     # THEN an event recorded at forward's start (b+250) reads prepare 250 us and forward 250 us
     assert gpu_us(a) == [("prepare", 250), ("forward", 250)] * 3
+
+
+def test_a_range_ended_by_the_thread_that_runs_the_next_phase_hands_nothing_over(tmp_path):
+    # GIVEN prepare on thread 1 (b..b+100, kernel b+20..b+50); forward started by nvtxRangeStart
+    # on thread 1 at b+100 and ended by thread 2 at b+400 (its kernel, launched by thread 2 at
+    # b+260, runs b+270..b+350); thread 2 then works on the CPU until b+550 and runs sample
+    # (push/pop b+550..b+600, kernel b+570..b+580)
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.range(f"cycle {c}", b * U, (b + 600) * U, tid=1)
+        t.range("prepare", b * U, (b + 100) * U, tid=1)
+        t.range("forward", (b + 100) * U, (b + 400) * U, tid=1, end_tid=2, push_pop=False)
+        t.range("sample", (b + 550) * U, (b + 600) * U, tid=2)
+        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U, tid=1), (b + 20) * U, (b + 50) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 260) * U, (b + 262) * U, tid=2), (b + 270) * U, (b + 350) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 560) * U, (b + 562) * U, tid=2), (b + 570) * U, (b + 580) * U)
+    a = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("prepare", "forward", "sample")))
+    # THEN prepare hands forward over at its CPU end (b+100: 100 us); forward's range was ended
+    # by thread 2, which runs sample, so its CPU gap is forward's tail: b+100..b+550 = 450 us and
+    # sample b+550..b+600 = 50 us (read as a hand-off from thread 1: 300 and 200)
+    assert gpu_us(a) == [("prepare", 100), ("forward", 450), ("sample", 50)] * 3

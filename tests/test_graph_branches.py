@@ -97,3 +97,56 @@ def test_a_graph_queued_before_a_boundary_is_waited_for_whole_though_its_launch_
     # boundary (b+100) waits for all of it: forward b..b+320 = 320 us, post 0 (they read 150 and
     # 170: only the first node counted as launched before the boundary)
     assert gpu_us(a) == [("forward", 320), ("post", 0)] * 4
+
+
+def test_a_synchronize_waits_for_every_node_of_a_graph_queued_before_it(tmp_path):
+    # GIVEN forward (b..b+100) and post (b+100..b+400) on thread 1; a forward thread (2) whose
+    # cudaGraphLaunch call runs b+90..b+115 while its nodes run b+95..b+98, b+101..b+300 and
+    # b+300..b+320 on 7; in post, thread 1 calls cudaStreamSynchronize(7) b+100..b+321
+    t = FakeTrace(capture={"CUDA_GRAPH_TRACE_OPTIONS:MODE": "Node"})
+    for c in range(4):
+        b = 1000 * c
+        t.cycle(c, b * U, (b + 100) * U, (b + 400) * U, names=("forward", "post"), tid=1)
+        g = t.call(GRAPH_LAUNCH, (b + 90) * U, (b + 115) * U, tid=2)
+        for node, (s, e) in enumerate([(95, 98), (101, 300), (300, 320)], 1):
+            t.kernel(g, (b + s) * U, (b + e) * U, node=node)
+        sync = t.call("cudaStreamSynchronize_v3020", (b + 100) * U, (b + 321) * U, tid=1)
+        t.sync_record(sync, (b + 100) * U, (b + 321) * U, stream=7)
+    a = analysed(tmp_path, t, ("forward", "post"))
+    # THEN the graph was on 7 by b+95, so the synchronize waited for nodes 2 and 3 (b+101..b+320:
+    # 219 us), all of it forward's work (forward takes the forward thread's graph), which post
+    # absorbed; the boundaries read forward b..b+320 = 320 us and post 80 (the wait read 0: only
+    # the nodes ending inside it were asked when they were launched)
+    assert gpu_us(a) == [("forward", 320), ("post", 80)] * 4
+    syncs = a.ranks[0].syncs.to_pylist()
+    assert [(s["waited_gpu_ns"] // U, s["waited_other_phase_ns"] // U, s["waited_for_phase"]) for s in syncs] == [(219, 219, "forward")] * 4
+    assert [p["absorbed_ns"] // U for p in a.ranks[0].phases.to_pylist() if p["phase"] == "post"] == [219] * 4
+
+
+def test_a_graph_on_a_side_stream_that_runs_only_graphs_is_on_that_stream_though_a_branch_starts_first(tmp_path):
+    # GIVEN forward forking side stream 9 off 7 (record on 7 at b+51, 9 waits at b+52), launching
+    # a graph on 9 (b+55..b+60) whose root nodes run on the graph's own stream 142 (b+60..b+100,
+    # starting first) and on 9 (b+61..b+380), then b+380..b+400 on 9; 7 waits for 9 (record on 9
+    # at b+62, wait at b+63) and runs logits b+400..b+470; sample (b+150..b+500) synchronizes 7
+    # (b+160..b+471). Stream 9 runs nothing but graphs; the events name it, never 142
+    t = FakeTrace(capture={"CUDA_GRAPH_TRACE_OPTIONS:MODE": "Node"})
+    for c in range(4):
+        b, r = 1000 * c, c + 1
+        t.cycle(c, b * U, (b + 50) * U, (b + 150) * U, (b + 500) * U, names=("prepare", "forward", "sample"))
+        launch(t, b + 5, (b + 10, b + 30))
+        t.event_record(event=1, record=r, start=(b + 51) * U, end=(b + 51) * U + 500, stream=7)
+        t.stream_wait(event=1, record=r, start=(b + 52) * U, end=(b + 52) * U + 500, stream=9)
+        g = t.call(GRAPH_LAUNCH, (b + 55) * U, (b + 60) * U)
+        t.kernel(g, (b + 60) * U, (b + 100) * U, stream=142, node=1)
+        t.kernel(g, (b + 61) * U, (b + 380) * U, stream=9, node=2)
+        t.kernel(g, (b + 380) * U, (b + 400) * U, stream=9, node=3)
+        t.event_record(event=2, record=r, start=(b + 62) * U, end=(b + 62) * U + 500, stream=9)
+        t.stream_wait(event=2, record=r, start=(b + 63) * U, end=(b + 63) * U + 500, stream=7)
+        launch(t, b + 70, (b + 400, b + 470))
+        sync = t.call("cudaStreamSynchronize_v3020", (b + 160) * U, (b + 471) * U)
+        t.sync_record(sync, (b + 160) * U, (b + 471) * U, stream=7)
+    a = analysed(tmp_path, t, ("prepare", "forward", "sample"))
+    # THEN the launch is 9's (a stream the program names), forked off 7 and joined back: forward
+    # is read on 7, b+50..b+470 = 420 us, sample b+470..b+500 = 30 (on 142: 350 and 100)
+    assert gpu_us(a) == [("prepare", 50), ("forward", 420), ("sample", 30)] * 4
+    assert {p["stream_id"] for p in a.ranks[0].phases.to_pylist()} == {7}

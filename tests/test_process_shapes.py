@@ -508,3 +508,46 @@ def test_a_scheduler_that_copies_its_inputs_itself_still_takes_the_workers_graph
     # turned the rule off: 1 op, the graph in no phase); schedule and post took nothing
     got = [(p["phase"], p["gpu_ns"] // U, p["n_gpu_ops"], p["n_graph_launches"], p["attribution"]) for p in rank.phases.to_pylist()]
     assert got == [("schedule", 50, 0, 0, "same_thread"), ("forward", 250, 3, 1, "cross_thread"), ("post", 100, 0, 0, "same_thread")] * 4
+
+
+def test_a_copy_only_phase_of_a_thread_that_launches_kernels_takes_no_background_kernels(tmp_path):
+    # GIVEN one loop thread (1): prepare (b..b+100) whose only work is an input copy on 7
+    # (b+20..b+40), forward (b+100..b+300) with a kernel on 7 (b+120..b+280); a background
+    # thread (3) launches a kernel at b+30 on its own stream 40 (b+40..b+700), never joined
+    t = FakeTrace()
+    for c in range(4):
+        b = 1000 * c
+        t.cycle(c, b * U, (b + 100) * U, (b + 300) * U, names=("prepare", "forward"), tid=1)
+        t.copy(t.call("cudaMemcpyAsync", (b + 10) * U, (b + 12) * U, tid=1), (b + 20) * U, (b + 40) * U, kind=1)
+        launch(t, b + 110, (b + 120, b + 280), tid=1)
+        launch(t, b + 30, (b + 40, b + 700), tid=3)
+        t.kernels[-1]["streamId"] = 40
+    # WHEN analysed with the default --phase-thread auto
+    rank = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("prepare", "forward"))).ranks[0]
+    # THEN the loop thread launches kernels, so prepare's own copy counts: it takes nothing of
+    # thread 3 and is read on 7, b..b+100 = 100 us, forward b+100..b+300 = 200 us (it read 700
+    # on stream 40, and forward 0)
+    got = [(p["phase"], p["gpu_ns"] // U, p["stream_id"], p["attribution"]) for p in rank.phases.to_pylist()]
+    assert got == [("prepare", 100, 7, "same_thread"), ("forward", 200, 7, "same_thread")] * 4
+
+
+def test_of_two_phases_open_at_a_workers_launch_the_one_that_launched_nothing_takes_it(tmp_path):
+    # GIVEN forward on a scheduler thread (1, b..b+300, launching nothing) while an output
+    # thread (3) holds output (b+20..b+120) for the previous step, whose only work is its own
+    # `.tolist()` (a copy on 7, b+35..b+40); a worker thread (2) launches the model's kernels at
+    # b+50 (b+60..b+250) and b+200 (b+250..b+400) on 7
+    t = FakeTrace()
+    for c in range(4):
+        b = 1000 * c
+        t.range(f"cycle {c}", b * U, (b + 600) * U, tid=1)
+        t.range("forward", b * U, (b + 300) * U, tid=1)
+        t.range("output", (b + 20) * U, (b + 120) * U, tid=3)
+        t.copy(t.call("cudaMemcpyAsync", (b + 30) * U, (b + 32) * U, tid=3), (b + 35) * U, (b + 40) * U, kind=2)
+        launch(t, b + 50, (b + 60, b + 250), tid=2)
+        launch(t, b + 200, (b + 250, b + 400), tid=2)
+    # WHEN analysed with both phases
+    rank = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("forward", "output"))).ranks[0]
+    # THEN both worker kernels are forward's (the first was launched while output, begun later,
+    # was open too: it went to output), and output keeps its own copy
+    ops = [(p["phase"], p["n_kernels"], p["n_gpu_ops"]) for p in rank.phases.to_pylist()]
+    assert ops == [("forward", 2, 2), ("output", 0, 1)] * 4

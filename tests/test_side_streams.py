@@ -700,3 +700,30 @@ def test_an_offload_threads_copies_do_not_decide_where_a_scheduling_phase_is_rea
     # THEN both are read on 7, where the loop's events go: schedule its CPU time, 50 us, and
     # forward b+50..b+300 = 250 us (schedule read the offload copy on 40, forward 0)
     assert per_cycle(rank) == [(c, n, v, 7) for c in range(4) for n, v in (("schedule", 50), ("forward", 250))]
+
+
+def test_a_loop_thread_that_only_copies_is_read_on_its_copy_stream(tmp_path):
+    # GIVEN a loop thread (1) that launches no kernel: prepare (b..b+50) uploads inputs on 7
+    # (b+10..b+120) and records E; a model thread (2) runs forward (b+60..b+150): 20 waits for E
+    # (b+62) and runs a kernel b+120..b+300, then records F; sample (thread 1, b+160..b+320)
+    # makes 7 wait for F (b+161) and copies the tokens back on 7 (b+300..b+302)
+    t = FakeTrace()
+    for c in range(4):
+        b, r = 1000 * c, c + 1
+        t.range(f"cycle {c}", b * U, (b + 330) * U, tid=1)
+        t.range("prepare", b * U, (b + 50) * U, tid=1)
+        t.range("forward", (b + 60) * U, (b + 150) * U, tid=2)
+        t.range("sample", (b + 160) * U, (b + 320) * U, tid=1)
+        t.copy(t.call("cudaMemcpyAsync", (b + 5) * U, (b + 7) * U, tid=1), (b + 10) * U, (b + 120) * U, kind=1)
+        t.event_record(event=1, record=r, start=(b + 20) * U, end=(b + 21) * U, tid=1, stream=7)
+        t.stream_wait(event=1, record=r, start=(b + 62) * U, end=(b + 63) * U, tid=2, stream=20)
+        t.kernel(t.call("cudaLaunchKernel", (b + 65) * U, (b + 67) * U, tid=2), (b + 120) * U, (b + 300) * U, stream=20)
+        t.event_record(event=2, record=r, start=(b + 70) * U, end=(b + 71) * U, tid=2, stream=20)
+        t.stream_wait(event=2, record=r, start=(b + 161) * U, end=(b + 162) * U, tid=1, stream=7)
+        t.copy(t.call("cudaMemcpyAsync", (b + 162) * U, (b + 302) * U, tid=1), (b + 300) * U, (b + 302) * U, kind=2)
+    # WHEN analysed
+    rank = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("prepare", "forward", "sample"))).ranks[0]
+    # THEN the loop's events are on 7, the only stream it has: prepare b..b+120 (its upload's
+    # end) = 120 us, forward b+120..b+300 = 180 us (handed over at prepare's end), sample
+    # b+300..b+320 = 20 us (prepare read 50, on 20)
+    assert [(p["phase"], p["gpu_ns"] // U) for p in rank.phases.to_pylist()] == [("prepare", 120), ("forward", 180), ("sample", 20)] * 4

@@ -50,14 +50,27 @@ def attribute_other_threads(
     phase_start: np.ndarray,
     phase_end: np.ndarray,
     takes_cross: np.ndarray,
+    launched_nothing: np.ndarray | None = None,
 ) -> np.ndarray:
     """Owner phase of every call, after cross-thread attribution.
 
     ``owner`` is the same-thread owner (-1: none). A call still unowned, made on a thread other
     than the phase's, gets the ``takes_cross`` phase of its process whose CPU span
-    ``[start, end)`` holds ``call_time`` (the latest-starting one if several do: spans nest, or
-    phases of two threads overlap; one that started later but had closed does not count).
+    ``[start, end)`` holds ``call_time``; if several do (spans nest, or phases of two threads
+    overlap), one that launched nothing itself (``launched_nothing``, where given) before one
+    that made copies of its own (an output thread's `.tolist()`), then the latest-starting
+    one (one that started later but had closed does not count).
     """
+    out = owner.copy()
+    if launched_nothing is not None and (takes_cross & launched_nothing).any() and (takes_cross & ~launched_nothing).any():
+        out = _attribute(call_pid, call_tid, call_time, out, phase_pid, phase_tid, phase_start, phase_end, takes_cross & launched_nothing)
+    return _attribute(call_pid, call_tid, call_time, out, phase_pid, phase_tid, phase_start, phase_end, takes_cross)
+
+
+def _attribute(call_pid: np.ndarray, call_tid: np.ndarray, call_time: np.ndarray, owner: np.ndarray, phase_pid: np.ndarray, phase_tid: np.ndarray,
+               phase_start: np.ndarray, phase_end: np.ndarray, takes_cross: np.ndarray) -> np.ndarray:
+    """``attribute_other_threads`` among the ``takes_cross`` phases alone: the latest-starting
+    one open at each unowned call of another thread."""
     out = owner.copy()
     cand = np.flatnonzero(takes_cross)
     if len(cand) == 0 or len(out) == 0:

@@ -106,6 +106,24 @@ class StreamClock:
             ops = ops.set_column(i, ops.schema.field(i), pa.array(values, mask=~ops[name].is_valid().to_numpy(zero_copy_only=False)).cast(ops.schema.field(i).type))
         return ops
 
+    def partner(self, row: np.ndarray, after: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per stream row (-1: none) and CPU instant: (device, stream) of the stream that first
+        waited, at or after ``after``, for an event recorded on it (its results' consumer: the
+        forward stream an input stream feeds), else of the last one it waited for before then
+        (the stream it was forked off); -1 where neither."""
+        out = np.full(len(row), -1, dtype=np.int64)
+        for i in np.flatnonzero(np.asarray(row) >= 0).tolist():
+            fed = np.flatnonzero((self.join_from == row[i]) & (self.join_into != row[i]) & (self.join_cpu >= after[i]))
+            if len(fed):
+                out[i] = self.join_into[fed[np.argmin(self.join_cpu[fed])]]
+                continue
+            off = np.flatnonzero((self.join_into == row[i]) & (self.join_from != row[i]) & (self.join_cpu < after[i]))
+            if len(off):
+                out[i] = self.join_from[off[np.argmax(self.join_cpu[off])]]
+        found = out >= 0
+        return (np.where(found, _unpack_device(self.keys, np.maximum(out, 0)), -1) if len(self.keys) else out,
+                np.where(found, _unpack_stream(self.keys, np.maximum(out, 0)), -1) if len(self.keys) else out)
+
     def queued_between(self, stream: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """For each (stream row, CPU instants ``lo`` < ``hi``): whether an op was put on the
         stream after ``lo`` and before ``hi``, or the stream was made to wait then for another's
@@ -189,16 +207,16 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
     head = queued_before_capture(ops, o_launch, _pack(w["pid"], on_working_device(work_keys, w["pid"], w["dev"], w["stream"]), w["stream"]), w["cpu"],
                                  FirstCalls.of(api_calls))
     o_launch = np.where(head.called_before, BEFORE_THE_TRACE, o_launch)
+    rec["dev"] = on_working_device(work_keys, rec["pid"], rec["dev"], rec["stream"])
+    w["dev"] = on_working_device(work_keys, w["pid"], w["dev"], w["stream"])
     # A graph launch's nodes that ran on the graph's own streams (a capture that forked) count
     # on its launch stream too: work queued there after the launch waits for the whole graph.
-    b_rows, b_key = graph_branches(ops)
+    b_rows, b_key = graph_branches(ops, np.concatenate([_pack(rec["pid"], rec["dev"], rec["stream"]), _pack(w["pid"], w["dev"], w["stream"])]))
     b_placed = placed[b_rows]
     g_key = np.concatenate([b_key[b_placed], head.stream_key])
     g_launch = np.concatenate([o_launch[b_rows[b_placed]], np.full(len(head.stream_key), BEFORE_THE_TRACE, np.int64)])
     g_end = np.concatenate([o_end[b_rows[b_placed]], head.done])
     op_key_all = np.concatenate([op_key, g_key])
-    rec["dev"] = on_working_device(work_keys, rec["pid"], rec["dev"], rec["stream"])
-    w["dev"] = on_working_device(work_keys, w["pid"], w["dev"], w["stream"])
     keys = np.unique(np.concatenate([op_key, _pack(rec["pid"], rec["dev"], rec["stream"]), _pack(w["pid"], w["dev"], w["stream"])]))
     n = len(keys)
 
@@ -399,7 +417,7 @@ def queued_before_capture(ops: pa.Table, launch: np.ndarray, wait_key: np.ndarra
     return BeforeCapture(before, key[h], start[h], start[h] - launch[h])
 
 
-def graph_branches(ops: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+def graph_branches(ops: pa.Table, named_keys: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The nodes of node-mode CUDA-graph launches (every node kernel shares its launch call's
     correlation id) that ran on another stream than their launch: (their rows of ``ops``,
     sorted; the packed (pid, device, stream) key of their launch's stream). A capture that
@@ -407,8 +425,9 @@ def graph_branches(ops: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     launch stream, 1 on stream 142), and work queued on the launch stream after the launch
     waits for the whole graph: in the stream clock, and in choosing a phase's stream, they
     count on the launch stream. A launch's stream is one of its nodes' streams that the process
-    also ran work on outside graphs (a branch's stream is the graph's own: it runs nothing
-    else), else the one its first node ran on (the capture's origin stream, where its first
+    also ran work on outside graphs or that an event record or stream wait names
+    (``named_keys``, packed: a branch's stream is the graph's own, which the program never
+    sees), else the one its first node ran on (the capture's origin stream, where its first
     work was captured: a capture whose first op forked has root nodes on both, and either may
     start first); ties: the stream with more of its nodes, whatever the branches hold (SGLang's
     routed experts on an alternate stream)."""
@@ -429,9 +448,10 @@ def graph_branches(ops: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     n_on = np.empty(len(sel), dtype=np.int64)
     n_on[by_pair] = np.bincount(pair)[pair]
     outside = ~is_graph_launch(ops)
-    eager_keys = np.unique(_pack(int64s(ops["pid"])[outside], int64s(ops["device_id"], -1)[outside], int64s(ops["stream_id"], -1)[outside]))
-    graph_only = ~np.isin(key, eager_keys)
-    # by launch, then a stream that also runs work outside graphs, then first start, then more nodes
+    seen_keys = np.unique(np.concatenate([_pack(int64s(ops["pid"])[outside], int64s(ops["device_id"], -1)[outside], int64s(ops["stream_id"], -1)[outside]),
+                                          np.asarray(named_keys if named_keys is not None else [], dtype=np.int64)]))
+    graph_only = ~np.isin(key, seen_keys)
+    # by launch, then a stream the program also uses, then first start, then more nodes
     order = np.lexsort((-n_on, int64s(ops["start_ns"])[sel], graph_only, launch_id))
     ids = launch_id[order]
     first = np.r_[True, ids[1:] != ids[:-1]]
@@ -855,16 +875,41 @@ def _phases_by_thread(pid: np.ndarray, tid: np.ndarray, cpu_start: np.ndarray, c
 
 class CopyStreams:
     """Which streams only copy: streams of a process that ran kernels or CUDA graphs, none of
-    them on that stream (an input stream, a KV-cache offload thread's stream). An engine's
-    events are not recorded there (they go on the stream that computes: torch's current
-    stream), so such a stream is not where a phase is read, nor where the events of a process
-    that launched nothing in its phases go."""
+    them on that stream (an input stream, a KV-cache offload thread's stream). A thread that
+    launches kernels records its events on the stream it computes on (torch's current stream),
+    so such a stream is not where its phases are read (``thread_stream`` is), nor where the
+    events of a process that launched nothing in its phases go; a thread that never launches a
+    kernel (a loop thread that only uploads inputs and reads tokens) has only copy streams to
+    record on."""
 
     def __init__(self, ops: pa.Table):
         pid, dev, stream = (int64s(ops["pid"]), int64s(ops["device_id"], -1), int64s(ops["stream_id"], -1)) if ops.num_rows else (np.zeros(0, np.int64),) * 3
         c = computes(ops) if ops.num_rows else np.zeros(0, bool)
         self._computing = np.unique(_pack(pid[c], dev[c], stream[c]))
         self._computing_pids = np.unique(pid[c])
+        tid = int64s(ops["launch_tid"], -1) if ops.num_rows else np.zeros(0, np.int64)
+        # Each computing thread's stream: the one its kernels and graphs ran longest on.
+        thread, dur = thread_keys(pid[c], tid[c]), np.clip(int64s(ops["end_ns"])[c] - int64s(ops["start_ns"])[c], 0, None) if ops.num_rows else np.zeros(0, np.int64)
+        pairs, first, inv = np.unique(np.stack([thread, _pack(pid[c], dev[c], stream[c])], 1), axis=0, return_index=True, return_inverse=True)
+        total = np.bincount(inv.ravel(), weights=dur, minlength=len(pairs))
+        best = np.lexsort((-total, pairs[:, 0])) if len(pairs) else np.zeros(0, np.int64)
+        best = best[np.r_[True, pairs[best, 0][1:] != pairs[best, 0][:-1]]] if len(best) else best
+        self._computing_threads = pairs[best, 0] if len(best) else np.zeros(0, np.int64)
+        self._thread_dev, self._thread_stream = dev[c][first[best]], stream[c][first[best]]
+
+    def thread_computes(self, pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+        """Per (pid, tid): whether that thread launched a kernel or a CUDA graph."""
+        return np.isin(thread_keys(np.asarray(pid, np.int64), np.asarray(tid, np.int64)), self._computing_threads)
+
+    def thread_stream(self, pid: np.ndarray, tid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per (pid, tid): the (device, stream) its kernels and graphs ran longest on, where its
+        events go (-1, -1 for a thread that launched none)."""
+        key = thread_keys(np.asarray(pid, np.int64), np.asarray(tid, np.int64))
+        if len(self._computing_threads) == 0:
+            return np.full(len(key), -1, np.int64), np.full(len(key), -1, np.int64)
+        at = np.minimum(np.searchsorted(self._computing_threads, key), len(self._computing_threads) - 1)
+        hit = self._computing_threads[at] == key
+        return np.where(hit, self._thread_dev[at], -1), np.where(hit, self._thread_stream[at], -1)
 
     def of(self, pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
         """Per (pid, device, stream), streams < 0 excepted: whether it only copies."""
@@ -908,6 +953,7 @@ def phase_boundaries(
     fallback: dict[int, tuple[int, int]] | None = None,
     tid: np.ndarray | None = None,
     own_stream_only: bool = False,
+    ended_elsewhere: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The boundary rule (module doc), for phase instances in time order, on each timeline
     (``timelines``: a process, or each of its threads where they run cycles of their own).
@@ -919,6 +965,8 @@ def phase_boundaries(
     phases launched anything (``busiest_streams``). ``own_stream_only``: each boundary read on
     the phase's own stream alone and never backwards along that stream's phases only (what
     events on each phase's own stream would read; see ``tiled_off_their_stream``).
+    ``ended_elsewhere``: phases whose range another thread ended (which one the trace does not
+    keep): no hand-off is taken from them (``_read_boundaries``).
     """
     n = len(cpu_start)
     start_b = np.full(n, I64_MIN, dtype=np.int64)
@@ -961,6 +1009,8 @@ def phase_boundaries(
             if (srow < 0).all():
                 continue  # no GPU work on this timeline: no GPU timeline to share
             thread = thread_keys(pid[part], tid[part]) if tid is not None else None
+            if thread is not None and ended_elsewhere is not None:
+                thread = np.where(ended_elsewhere[part], -1, thread)  # its end's thread is unknown
             start_b[part], end_b[part] = _read_boundaries(clock, cpu_start[part], cpu_end[part], cycle[part], srow, alone, own_stream_only, thread)
     return start_b, end_b, dev_used, stream_used
 
@@ -990,7 +1040,7 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
     next_row = np.where(same_cycle_next, np.r_[srow[1:], -1], -1) if not own_stream_only else srow
     t_next = np.where(same_cycle_next, np.r_[t[1:], 0], cpu_end)
     between = same_cycle_next & (clock.queued_between(srow, cpu_end, t_next) | clock.queued_between(np.r_[srow[1:], -1], cpu_end, t_next))
-    hand_off = same_cycle_next & np.r_[thread[1:] != thread[:-1], False] if thread is not None else np.zeros(len(t), dtype=bool)
+    hand_off = same_cycle_next & np.r_[(thread[1:] != thread[:-1]) & (thread[:-1] != -1), False] if thread is not None else np.zeros(len(t), dtype=bool)
     e = np.where(between | hand_off, np.minimum(cpu_end, t_next), t_next)
     # A hand-off with nothing queued between: the later phase begins where the earlier ended.
     t = np.where(np.r_[False, (hand_off & ~between)[:-1]], np.r_[0, e[:-1]], t)

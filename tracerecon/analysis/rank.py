@@ -130,17 +130,22 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
     ph = nested.take(pa.array(phase_rows, pa.int64())) if n_ph else nested.slice(0, 0)
     ph_pid, ph_tid = (int64s(ph["pid"]), int64s(ph["tid"])) if n_ph else (np.zeros(0, np.int64), np.zeros(0, np.int64))
     ph_s, ph_e = (int64s(ph["start_ns"]), int64s(ph["end_ns"])) if n_ph else (np.zeros(0, np.int64), np.zeros(0, np.int64))
-    # What a phase ran itself, for ``--phase-thread auto``: kernels and graphs (a scheduler
-    # thread's own input copies or `.tolist()` reads leave it a phase whose work others launch).
-    own_computes = (op_phase >= 0) & computes(ops)
-    own = np.bincount(op_phase[own_computes], minlength=n_ph)[:n_ph] if n_ph else np.zeros(0, np.int64)
+    # What a phase ran itself, for ``--phase-thread auto``: on a thread that launches kernels,
+    # anything; on one that only copies, kernels and graphs (a scheduler thread's own input
+    # copies or `.tolist()` reads leave it a phase whose work others launch; a computing
+    # thread's copy-only phase is no such phase: other threads' kernels then are background).
+    counted = computes(ops) | CopyStreams(ops).thread_computes(int64s(ops["pid"]), int64s(ops["launch_tid"], -1)) if ops.num_rows else np.zeros(0, bool)
+    own_counted = (op_phase >= 0) & counted
+    own = np.bincount(op_phase[own_counted], minlength=n_ph)[:n_ph] if n_ph else np.zeros(0, np.int64)
     takes_cross = cross_thread_phases(ph_pid, ph_tid, labels, own, config.phase_thread)
+    launched_nothing = np.bincount(op_phase[op_phase >= 0], minlength=n_ph)[:n_ph] == 0 if n_ph else np.zeros(0, bool)
     ended_elsewhere = ~all_mask[phase_rows] if n_ph else np.zeros(0, bool)  # start/end ranges ended on another thread
     # What those own lies outside nsys's projection: their ranges rows take it as cross-thread work.
     by_start_thread = np.flatnonzero((op_phase >= 0) & ended_elsewhere[np.maximum(op_phase, 0)]) if ended_elsewhere.any() else np.zeros(0, np.int64)
     if takes_cross.any() and ops.num_rows:
         same = op_phase
-        op_phase = attribute_other_threads(int64s(ops["pid"]), int64s(ops["launch_tid"], -1), int64s(ops["launch_start_ns"], I64_MIN), same, ph_pid, ph_tid, ph_s, ph_e, takes_cross)
+        op_phase = attribute_other_threads(int64s(ops["pid"]), int64s(ops["launch_tid"], -1), int64s(ops["launch_start_ns"], I64_MIN), same, ph_pid, ph_tid, ph_s, ph_e,
+                                           takes_cross, launched_nothing)
         moved = np.flatnonzero((op_phase >= 0) & (same < 0))
         got = np.zeros(n_ph, dtype=bool)
         got[op_phase[moved]] = True
@@ -170,7 +175,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         # arrays would add to that peak (a 1 GiB export went from 2.5 to 3.0 GB when they overlapped).
         blocking, clock = blocking_of(), clock_of()
         release_free_memory()  # what those threads freed, before the peak
-        stream_work = (ops, op_phase, n_ph, clock, ph_pid, ph_tid, ph_s, ph_e, cycle_of, stream_deciders)
+        stream_work = (ops, op_phase, n_ph, clock, ph_pid, ph_tid, ph_s, ph_e, cycle_of, stream_deciders, ended_elsewhere)
         boundaries_f = side.submit(_phase_stream_boundaries, *stream_work) if alongside else None
         ranges = build_ranges(nested, ops, rank, launches, cross_owned, cross_rows)
         op_range = innermost_owner(ops, ranges, all_mask, depth, launches)
@@ -185,7 +190,8 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         as_launch = _calls_as_launches(blocking)
         call_phase = row_to_phase[innermost_owner(as_launch, ranges, phase_mask, None, start_thread_too=True)]
         if took_cross:
-            call_phase = attribute_other_threads(int64s(blocking["pid"]), int64s(blocking["tid"]), int64s(blocking["start_ns"]), call_phase, ph_pid, ph_tid, ph_s, ph_e, takes_cross)
+            call_phase = attribute_other_threads(int64s(blocking["pid"]), int64s(blocking["tid"]), int64s(blocking["start_ns"]), call_phase, ph_pid, ph_tid, ph_s, ph_e,
+                                                 takes_cross, launched_nothing)
         call_range = innermost_owner(as_launch, ranges, all_mask, depth)
         if n_ph:
             # The call's phase is its range where no range holds it, or where that phase (ended
@@ -238,11 +244,13 @@ def _awaited(clock: StreamClock, blocking: pa.Table, targets: WaitTargets, ops: 
         return None
     known, bounds = work
     b_rows, b_row = clock.branch_ops, clock.branch_rows  # a graph's branch nodes count on its launch stream too
+    # Of all ops, not of those asked about: a graph launch's nodes take its first node's start.
+    instants = launch_instants(ops)
 
     def waited_for(op: np.ndarray, call: np.ndarray) -> np.ndarray:
         sub = ops.take(pa.array(op))
         row = clock.stream_index(int64s(sub["pid"]), int64s(sub["device_id"], -1), int64s(sub["stream_id"], -1))
-        launch = np.where(int64s(sub["launch_end_ns"], -1) < 0, I64_MIN, launch_instants(sub))
+        launch = np.where(int64s(sub["launch_end_ns"], -1) < 0, I64_MIN, instants[op])
         bound = bounds[call, np.maximum(row, 0)]
         waited = ~known[call] | (row < 0) | ((bound != I64_MIN) & (launch <= bound))
         if len(b_rows):
@@ -448,7 +456,7 @@ def _unphased_launches(ops: pa.Table, op_phase: np.ndarray, op_range: np.ndarray
     name of the innermost range they were launched in (None: none, a cycle range, or a range
     that holds phases: naming it as a phase would hide them) and their GPU durations."""
     free = np.flatnonzero(op_phase < 0)
-    pid, launch = int64s(ops["pid"])[free], launch_instants(ops.take(pa.array(free)))
+    pid, launch = int64s(ops["pid"])[free], launch_instants(ops)[free]
     took = (int64s(ops["end_ns"]) - int64s(ops["start_ns"]))[free]
     order = np.lexsort((launch, pid))
     rows = op_range[free][order]
@@ -467,24 +475,30 @@ def _unphased_launches(ops: pa.Table, op_phase: np.ndarray, op_range: np.ndarray
 
 
 def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clock: StreamClock, ph_pid: np.ndarray, ph_tid: np.ndarray, ph_s: np.ndarray,
-                             ph_e: np.ndarray, cycle_of: np.ndarray,
-                             stream_deciders: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                             ph_e: np.ndarray, cycle_of: np.ndarray, stream_deciders: np.ndarray | None,
+                             ended_elsewhere: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per phase instance: the stream-order boundaries (analysis.boundaries) on the stream that
     received its work (of the ops ``stream_deciders`` marks), or the stream that forked that one
     off: (boundary start, boundary end, device, stream, the CPU instant its end was read at)."""
     # The engine's events go on the stream that computes: copies and memsets decide only in a
     # phase that ran no kernel (a long prefetch on a copy stream is not where its events are),
     # and there only those on a stream that also computes; a phase whose work is all on streams
-    # that only copy (an input stream the next phase waits for) reads like one that launched
-    # nothing (``CopyStreams``).
+    # that only copy (an input stream the next phase waits for) is read on the stream those
+    # feed, else on the one its thread computes on (``CopyStreams``).
     copy_streams = CopyStreams(ops)
     deciders = narrowed_by_phase(op_phase, n_ph, stream_deciders, computes(ops), ~copy_streams.of_ops(ops))
     dev, stream = phase_streams(clock.on_launch_streams(ops), op_phase, n_ph, deciders)
-    only_copies = copy_streams.of(ph_pid, dev, stream)
-    dev, stream = np.where(only_copies, -1, dev), np.where(only_copies, -1, stream)
+    only_copies = np.flatnonzero(copy_streams.of(ph_pid, dev, stream) & copy_streams.thread_computes(ph_pid, ph_tid))
+    if len(only_copies):
+        # Read where the copies' stream feeds (or was forked off), else on the thread's own.
+        p_dev, p_stream = clock.partner(clock.stream_index(ph_pid[only_copies], dev[only_copies], stream[only_copies]), ph_s[only_copies])
+        own_dev, own_stream = copy_streams.thread_stream(ph_pid[only_copies], ph_tid[only_copies])
+        dev, stream = dev.copy(), stream.copy()
+        dev[only_copies] = np.where(p_stream >= 0, p_dev, own_dev)
+        stream[only_copies] = np.where(p_stream >= 0, p_stream, own_stream)
     dev, stream = caller_streams(clock, ops, op_phase, ph_pid, ph_tid, ph_s, ph_e, cycle_of, dev, stream)
     ph_read_end = read_ends(ops, op_phase, ph_e)
-    return (*phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, busiest_streams(ops), ph_tid), ph_read_end)
+    return (*phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, busiest_streams(ops), ph_tid, ended_elsewhere=ended_elsewhere), ph_read_end)
 
 
 def read_ends(ops: pa.Table, op_phase: np.ndarray, cpu_end: np.ndarray) -> np.ndarray:
