@@ -207,6 +207,35 @@ def test_a_folder_that_is_not_an_export_is_not_overwritten(tmp_path):
     assert not (out / "notes.txt").exists() and (out / "manifest.json").is_file()
 
 
+@pytest.mark.parametrize("manifest", ["{}", '{"tracerecon_version": "0.1.0", "ranks": [], "tables": {}}'])
+def test_a_user_folder_holding_a_manifest_json_is_not_overwritten(tmp_path, manifest):
+    # GIVEN a user's folder holding their own manifest.json (any JSON, even one with an
+    # export's keys) beside other files of theirs
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "manifest.json").write_text(manifest)
+    (out / "notes.txt").write_text("keep me")
+    # WHEN exported into without --force
+    res = run_cli("export", str(BASE), "-o", str(out))
+    # THEN refused in one line, exit 2, and the folder is as it was
+    assert res.returncode == 2 and "not a tracerecon export" in res.stderr and res.stderr.count("\n") == 1, res.stderr
+    assert sorted(x.name for x in out.iterdir()) == ["manifest.json", "notes.txt"]
+    assert (out / "manifest.json").read_text() == manifest and (out / "notes.txt").read_text() == "keep me"
+
+
+def test_an_export_a_user_added_a_file_to_is_not_overwritten(tmp_path):
+    # GIVEN a tracerecon export into which the user saved a file of their own
+    out = tmp_path / "out"
+    assert run_cli("export", str(BASE), "-o", str(out)).returncode == 0
+    (out / "phases" / "my_plot.png").write_bytes(b"png")
+    # WHEN exported into again without --force THEN refused, their file kept
+    res = run_cli("export", str(BASE), "-o", str(out))
+    assert res.returncode == 2 and "not a tracerecon export" in res.stderr, res.stderr
+    assert (out / "phases" / "my_plot.png").read_bytes() == b"png"
+    # and the export still reads back as one
+    assert run_cli("report", str(out)).returncode == 0
+
+
 def test_concurrent_exports_never_mix(tmp_path):
     import json
     import subprocess

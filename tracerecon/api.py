@@ -22,7 +22,7 @@ import os
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from tracerecon.analysis.config import PhaseConfig
-from tracerecon.run_dir import expand_inputs, is_export_dir, read_engine_timers
+from tracerecon.run_dir import expand_inputs, holds_manifest, read_engine_timers
 
 if TYPE_CHECKING:
     from tracerecon.model import Analysis, RankResult
@@ -54,7 +54,7 @@ def load(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = None
     one per core), or with ``scheduler`` (a Dask scheduler address or scheduler file) on that
     cluster's workers; the cross-rank step runs after, here. The result is cached (see
     ``tracerecon.cache``) unless caching is off."""
-    if len(inputs) == 1 and is_export_dir(inputs[0]):
+    if len(inputs) == 1 and holds_manifest(inputs[0]):
         from tracerecon.export import read_parquet_export
 
         return read_parquet_export(inputs[0])
@@ -86,7 +86,7 @@ def report(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = No
         free_in_background(loaded)
         return built
 
-    if len(inputs) == 1 and is_export_dir(inputs[0]):
+    if len(inputs) == 1 and holds_manifest(inputs[0]):
         return made()
     from tracerecon.cache import cached
 
@@ -100,7 +100,7 @@ def cached_report(inputs: Sequence[str | os.PathLike], options: PhaseConfig | No
     times), else None; never reads an export. A hit also says the inputs were analysable."""
     from tracerecon.cache import lookup
 
-    if len(inputs) == 1 and is_export_dir(inputs[0]):
+    if len(inputs) == 1 and holds_manifest(inputs[0]):
         return None
     try:
         files = expand_inputs(inputs)
@@ -117,7 +117,7 @@ def _report_key(files, config: PhaseConfig) -> tuple:
 def check_inputs(inputs: Sequence[str | os.PathLike]) -> None:
     """Fail now (BadTraceError, naming the file) on inputs ``load`` could not read at all,
     without reading them: for front ends that load in the background (the TUI)."""
-    if len(inputs) == 1 and is_export_dir(inputs[0]):
+    if len(inputs) == 1 and holds_manifest(inputs[0]):
         return
     from tracerecon.nsys.sqlite_export import check_export
 

@@ -28,6 +28,11 @@ RUN_JSON = "run.json"
 PHASE_OPTIONS = "phase_options"  # run.json key: {"phases": [...], "cycle_prefix": ..., "presets": [...]}
 PHASE_DEFINING = ("phases", "cycle_prefix")  # what must agree between run directories read together
 MANIFEST_JSON = "manifest.json"
+# What `tracerecon export` writes: these keys in its manifest, these dataset folders beside it.
+EXPORT_MARKER_KEYS = ("tracerecon_version", "ranks", "tables")
+EXPORT_DATASETS = ("ranges", "phases", "cycles", "gpu_ops", "syncs", "collectives", "critical_path")
+_EXPORT_PART = "part-0.parquet"
+_EXPORT_RANK_DIR = re.compile(r"^rank=\d+$")
 XZ_SUFFIX = ".xz"
 CPU_TIMERS_PREFIX = "cpu_timers"  # the engine writes <prefix>.rank<R>.jsonl
 CPU_TIMERS_ENV = "TRACERECON_CPU_TIMERS"
@@ -81,9 +86,44 @@ def number_in_filename(stem: str) -> int | None:
     return None
 
 
-def is_export_dir(path: str | Path) -> bool:
-    """A directory written by ``tracerecon export`` (it holds ``manifest.json``)."""
+def holds_manifest(path: str | Path) -> bool:
+    """A directory holding ``manifest.json``: read as a ``tracerecon export`` (a broken one is
+    refused naming what is wrong), not searched for ``.sqlite`` exports."""
     return _holds_file(Path(path), MANIFEST_JSON)
+
+
+def is_export_dir(path: str | Path) -> bool:
+    """A directory written by ``tracerecon export``, and nothing else: its ``manifest.json`` is a
+    JSON object with the manifest's own keys (``EXPORT_MARKER_KEYS``), and it holds nothing but
+    what an export writes (the manifest, ``EXPORT_DATASETS``, each holding ``rank=<R>/``
+    folders of ``part-0.parquet``). Only such a directory is replaced by an export without
+    ``--force``: a user's folder that merely holds a file named manifest.json is not."""
+    folder = Path(path)
+    try:
+        doc = json.loads((folder / MANIFEST_JSON).read_text())
+        if not (isinstance(doc, dict) and all(k in doc for k in EXPORT_MARKER_KEYS)):
+            return False
+        return all(_export_entry(folder, entry) for entry in os.listdir(folder))
+    except (OSError, ValueError):  # no manifest, not JSON, not readable: nothing tracerecon wrote
+        return False
+
+
+def _export_entry(folder: Path, name: str) -> bool:
+    """Whether ``folder/name`` is something ``tracerecon export`` writes (a dataset is at most two
+    levels deep: ``<table>/rank=<R>/part-0.parquet``, ``critical_path/part-0.parquet``)."""
+    if name == MANIFEST_JSON:
+        return (folder / name).is_file()
+    if name not in EXPORT_DATASETS or not (folder / name).is_dir():
+        return False
+    for entry in os.listdir(folder / name):
+        inner = folder / name / entry
+        if entry == _EXPORT_PART:
+            ok = inner.is_file()
+        else:
+            ok = bool(_EXPORT_RANK_DIR.match(entry)) and inner.is_dir() and all(e == _EXPORT_PART for e in os.listdir(inner))
+        if not ok:
+            return False
+    return True
 
 
 def is_run_dir(path: str | Path) -> bool:
