@@ -156,6 +156,28 @@ def test_a_directory_of_separate_runs_is_refused():
     assert "4 separate runs" in res.stderr and "eagle_gpu_rank0.sqlite, eagle_gpu_rank1.sqlite" in res.stderr
 
 
+def test_separate_runs_are_named_by_their_folders_and_the_worker_pool_is_closed_before_the_error(monkeypatch):
+    import threading
+
+    from conftest import DEMO
+    from tracerecon import api
+    from tracerecon.errors import BadTraceError
+
+    # GIVEN three run directories of three separate runs, each holding a report.sqlite, read
+    # anew in three worker processes
+    monkeypatch.setenv("TRACERECON_NO_CACHE", "1")
+    runs = [str(DEMO / d) for d in ("gpu_bound", "launch_bound", "verify_graph")]
+    # WHEN loaded
+    with pytest.raises(BadTraceError) as err:
+        api.load(runs, jobs=3)
+    # THEN refused, each run named with its folder (three "report.sqlite" could not be told apart)
+    assert "3 separate runs" in str(err.value)
+    assert "gpu_bound/report.sqlite | launch_bound/report.sqlite | verify_graph/report.sqlite" in str(err.value), str(err.value)
+    # AND the workers' pool is closed by then: a program exiting on the error has nothing
+    # closing it meanwhile (which printed an OSError traceback after the error line)
+    assert not [t for t in threading.enumerate() if t.name == "tracerecon-pool-close"]
+
+
 def test_ranks_of_one_run_are_one_run():
     res = run_cli("report", "--json", str(H200 / "eagle_gpu_rank0.sqlite"), str(H200 / "eagle_gpu_rank1.sqlite"))
     assert res.returncode == 0 and [r["rank"] for r in json.loads(res.stdout)["ranks"]] == [0, 1]

@@ -184,8 +184,21 @@ def _one_run(files: list[Path], sessions: list[tuple]) -> None:
             groups[-1].append(f)
             last = max(last, e)
     if len(groups) > 1:
-        listed = " | ".join(", ".join(p.name for p in g) for g in groups)
+        shown = _told_apart(files)
+        listed = " | ".join(", ".join(shown[p] for p in g) for g in groups)
         raise BadTraceError(f"the inputs are {len(groups)} separate runs (their sessions do not overlap in time): {listed}; give the files of one run at a time")
+
+
+def _told_apart(files: list[Path]) -> dict[Path, str]:
+    """Each file by the fewest trailing path parts that tell it from the others: its name, or
+    with its folders where names repeat (``gpu_bound/report.sqlite``, ``launch_bound/report.sqlite``:
+    run directories all hold a ``report.sqlite``)."""
+    depth = 1
+    while True:
+        shown = {f: str(Path(*f.parts[-depth:])) for f in files}
+        if len(set(shown.values())) == len(files) or all(depth >= len(f.parts) for f in files):
+            return shown
+        depth += 1
 
 
 def _file_work(f: Path, config: PhaseConfig, multi: bool, name_number: int | None, order: int, use_cache: bool | None = None) -> tuple[list, list[str], tuple]:
@@ -381,6 +394,18 @@ _CLOSING: list = []
 _CLOSING_LOCK = threading.Lock()
 
 
+def wait_pools_closed() -> None:
+    """Return once the worker pools of earlier loads are closed (their workers exited). Called
+    before the process exits: Python 3.11 wakes every pool's manager thread at exit without a
+    lock, and one closing its pipe meanwhile made that "OSError: [Errno 9] Bad file descriptor"
+    in a traceback after the error line (an error raised just after the workers were done)."""
+    with _CLOSING_LOCK:
+        closing = _CLOSING[:]
+        _CLOSING.clear()
+    for thread in closing:
+        thread.join()
+
+
 def _quiet_before_fork() -> None:
     """Wait for what may still run on another thread of this process before workers fork: an
     import (``import_ahead``), a read (``native_read``; a dropped read runs to its end), the
@@ -392,11 +417,7 @@ def _quiet_before_fork() -> None:
     join_all()
     native_read.wait_idle()
     wait_freed()
-    with _CLOSING_LOCK:
-        closing = _CLOSING[:]
-        _CLOSING.clear()
-    for thread in closing:
-        thread.join()
+    wait_pools_closed()
 
 
 def _import_analysis() -> None:
@@ -473,12 +494,24 @@ def analyze(paths: Sequence[str | os.PathLike], config: PhaseConfig, say: Progre
 
 def _analyze_files(files: list[Path], config: PhaseConfig, say: Progress, jobs: int | None, scheduler: str | None) -> Analysis:
     multi = len(files) > 1
-    warnings: list[str] = []
     args = [(f, config, multi, number_in_filename(trace_stem(f)) if multi else None, i) for i, f in enumerate(files)]
     if scheduler is not None:
         results = _file_work_on_dask(scheduler, args, say)
     else:
         results = _file_work_here(args, default_jobs(len(files)) if jobs is None else max(1, jobs), say)
+    try:
+        return _analyze_results(files, config, say, results)
+    except BaseException:
+        # The process may exit at once (the CLI prints the error and ends): not while the
+        # workers' pool is still closing (``wait_pools_closed``).
+        wait_pools_closed()
+        raise
+
+
+def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, results: list[tuple]) -> Analysis:
+    """``_analyze_files`` once every file's own work (``_file_work``) is in ``results``."""
+    multi = len(files) > 1
+    warnings: list[str] = []
     # Imported only now: with one export they were imported while it was read (ImportAhead).
     from tracerecon.analysis.cross_rank import RankView, analyze_cross_rank
     from tracerecon.analysis.rank import finish_rank

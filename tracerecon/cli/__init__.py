@@ -63,6 +63,9 @@ def console_main() -> int:
     try:
         return _run(args, exit_when_interrupted=True)
     finally:
+        pipeline = sys.modules.get("tracerecon.pipeline")  # loaded only where exports were analysed
+        if pipeline is not None:
+            pipeline.wait_pools_closed()  # none may still be closing as the interpreter exits
         gc.freeze()
 
 
