@@ -236,6 +236,27 @@ def test_an_export_a_user_added_a_file_to_is_not_overwritten(tmp_path):
     assert run_cli("report", str(out)).returncode == 0
 
 
+@pytest.mark.parametrize("umask, made, mode", [(0o022, None, 0o755), (0o027, None, 0o750), (0o022, 0o771, 0o771)])
+def test_the_export_folder_gets_the_mode_a_plain_mkdir_would_or_keeps_its_own(tmp_path, umask, made, mode):
+    import os
+    import stat
+
+    out = tmp_path / "out"
+    if made is not None:  # GIVEN an empty folder the user made, with a mode of their choosing
+        out.mkdir()
+        os.chmod(out, made)
+    # WHEN exported into it (or into a new folder) under the umask
+    old = os.umask(umask)
+    try:
+        res = run_cli("export", str(BASE), "-o", str(out))
+    finally:
+        os.umask(old)
+    assert res.returncode == 0, res.stderr
+    # THEN the folder's mode is its own, else 0o777 less the umask, as its datasets' folders are
+    assert stat.S_IMODE(out.stat().st_mode) == mode
+    assert stat.S_IMODE((out / "phases").stat().st_mode) == 0o777 & ~umask
+
+
 def test_concurrent_exports_never_mix(tmp_path):
     import json
     import subprocess

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
+import stat
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -74,7 +76,8 @@ def export_parquet(analysis: Analysis, out_dir: str | os.PathLike, force: bool =
     DIR is replaced whole, never mixed: everything is written into a temporary sibling that is
     then renamed to DIR (a previous export there is moved aside and removed; of two concurrent
     exports the last rename wins, whole). A DIR that holds anything but a tracerecon export is
-    refused unless ``force``. A failed export leaves DIR as it was.
+    refused unless ``force``. A failed export leaves DIR as it was. DIR keeps the mode of the
+    folder it replaces, else gets what a plain mkdir gives (0o777 less the umask).
     """
     out = Path(out_dir)
     refuse_output_over_inputs(out, analysis.inputs)
@@ -85,7 +88,7 @@ def export_parquet(analysis: Analysis, out_dir: str | os.PathLike, force: bool =
     tmp = None
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+        tmp = _new_folder_beside(out)
         doc = _write_export(analysis, tmp)
         _swap_in(tmp, out)
         tmp = None
@@ -95,6 +98,28 @@ def export_parquet(analysis: Analysis, out_dir: str | os.PathLike, force: bool =
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
     return doc
+
+
+def _new_folder_beside(out: Path) -> Path:
+    """A new hidden folder beside ``out`` to write the export into, with the mode DIR is to have:
+    that of the folder already at ``out`` (an empty one the user made, a previous export), else
+    what a plain mkdir gives (0o777 less the umask; ``tempfile.mkdtemp``'s 0o700 would keep
+    the export from the user's group whatever their umask)."""
+    while True:
+        tmp = out.parent / f".{out.name}.tmp-{secrets.token_hex(4)}"
+        try:
+            tmp.mkdir()
+            break
+        except FileExistsError:
+            continue
+    try:
+        os.chmod(tmp, stat.S_IMODE(os.stat(out).st_mode))
+    except FileNotFoundError:
+        pass  # no folder there: the mode mkdir gave
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return tmp
 
 
 def _swap_in(tmp: Path, out: Path) -> None:
