@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -247,6 +248,24 @@ def test_rows_not_read_are_said(tmp_path, sql, needle):
     # WHEN reported THEN a partial result with a warning saying what was not read
     res = run_cli("report", str(p))
     assert res.returncode == 0 and needle in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("verb", ["drop table", "delete from"])
+def test_cuda_tables_empty_or_missing_say_the_same(tmp_path, verb):
+    # GIVEN the README's trace with every CUDA activity table dropped, or there but emptied
+    p = tmp_path / "t.sqlite"
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", p)
+    con = sqlite3.connect(p)
+    for (table,) in con.execute("select name from sqlite_master where type = 'table' and name like 'CUPTI_ACTIVITY_KIND_%'").fetchall():
+        con.execute(f"{verb} {table}")
+    con.commit()
+    con.close()
+    # WHEN reported
+    res = run_cli("report", "--json", str(p))
+    # THEN CPU times only, and the same warning either way
+    assert res.returncode == 0, res.stderr
+    assert f"tracerecon: warning: {p}: no CUDA activity in the trace (traced without `-t cuda`, or a CPU-only run): CPU times only" in res.stderr.splitlines()
+    assert [list(ph["verdicts"]) for ph in json.loads(res.stdout)["ranks"][0]["phases"]] == [["no_gpu_work"]] * 3
 
 
 def test_an_export_directory_missing_a_table_says_so(tmp_path):

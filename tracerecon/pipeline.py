@@ -106,7 +106,9 @@ def _link(f: Path, tables: TraceTables):
     from tracerecon.nsys.sqlite_export import read_all_api_calls
 
     warnings = list(tables.warnings)
-    if not tables.info.has_cuda:
+    # Tables that are there but hold no GPU op and no call that launches or waits for one (a
+    # CPU-only run with CUDA traced) say what missing tables say.
+    if not tables.info.has_cuda or (tables.gpu_ops.num_rows == 0 and tables.api_calls.num_rows == 0):
         warnings.append(f"{f}: no CUDA activity in the trace (traced without `-t cuda`, or a CPU-only run): CPU times only")
     linked = link_launches(tables.gpu_ops, tables.api_calls)
     launches = 0 if _kernels_or_graphs(tables.gpu_ops) else _kernel_launch_calls(tables.api_calls)
