@@ -298,6 +298,38 @@ def test_hostile_command_lines_get_one_line(tmp_path):
         assert res.returncode == 0 and b"Traceback" not in res.stderr, res.stderr
 
 
+def test_a_file_name_that_is_not_utf8_is_written_as_valid_utf8_json(tmp_path):
+    import json
+    import os
+
+    import duckdb
+
+    # GIVEN the README's trace under a name holding the byte 0xff (no UTF-8)
+    odd = os.fsencode(tmp_path) + b"/bad\xffname.sqlite"
+    shutil.copy(BASE, odd)
+    shown = str(tmp_path) + "/bad\\xffname.sqlite"  # the byte as a backslash escape: \xff
+    # WHEN reported as JSON, exported as parquet, and as a native Perfetto timeline
+    rep = run_cli("report", "--json", os.fsdecode(odd))
+    out = tmp_path / "out"
+    exp = run_cli("export", os.fsdecode(odd), "-o", str(out))
+    chrome = run_cli("export", "--format", "chrome-json", os.fsdecode(odd), "-o", str(tmp_path / "t.json"))
+    native = run_cli("export", "--format", "perfetto", os.fsdecode(odd), "-o", str(tmp_path / "t.pftrace"))
+    # THEN each is valid UTF-8 naming the file with its byte escaped, which DuckDB reads
+    assert rep.returncode == 0 and exp.returncode == 0, (rep.stderr, exp.stderr)
+    assert json.loads(rep.stdout)["ranks"][0]["source"] == shown
+    manifest = (out / "manifest.json").read_bytes()
+    manifest.decode("utf-8")
+    assert json.loads(manifest)["inputs"] == [shown] and "\\ud" not in manifest.decode()
+    (tmp_path / "report.json").write_text(rep.stdout)
+    assert duckdb.sql(f"select ranks[1].source from read_json_auto('{tmp_path / 'report.json'}')").fetchall() == [(shown,)]
+    assert duckdb.sql(f"select inputs from read_json_auto('{out / 'manifest.json'}')").fetchall() == [([shown],)]
+    # and the timelines name the rank's process so too (the native one was an internal error, exit 1)
+    assert chrome.returncode == 0, chrome.stderr
+    events = json.loads((tmp_path / "t.json").read_bytes().decode("utf-8"))
+    assert "rank 0 (bad\\xffname.sqlite)" in {e.get("args", {}).get("name") for e in events if e.get("name") == "process_name"}
+    assert native.returncode == 0 or "needs the `perfetto` extra" in native.stderr, native.stderr
+
+
 @pytest.mark.parametrize("sql", [
     "update StringIds set value = NULL where rowid % 1 = 0",  # every name gone: kernels and copies still merge
     "update NVTX_EVENTS set end = 'text' where rowid % 1 = 0",  # no NVTX end is a time

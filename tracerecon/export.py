@@ -24,7 +24,7 @@ from tracerecon.errors import BadTraceError, TraceReconError
 from tracerecon.model import Analysis, RankResult
 from tracerecon.nsys.sqlite_export import ExportInfo
 from tracerecon.cores import usable_cores
-from tracerecon.run_dir import EXPORT_DATASETS, MANIFEST_JSON, is_export_dir, refuse_output_over_inputs
+from tracerecon.run_dir import EXPORT_DATASETS, MANIFEST_JSON, is_export_dir, json_text, refuse_output_over_inputs
 
 TABLES = tuple(t for t in EXPORT_DATASETS if t != "critical_path")  # per rank; critical_path is one table of the run
 
@@ -165,7 +165,7 @@ def _write_export(analysis: Analysis, out: Path) -> dict:
     doc = manifest(analysis)
     doc["tables"] = {name: {"path": name, "rows_per_rank": counts[name]} for name in TABLES}
     doc["tables"]["critical_path"] = {"path": "critical_path", "rows": analysis.cross.critical_path.num_rows}
-    (out / MANIFEST_JSON).write_text(json.dumps(doc, indent=2) + "\n")
+    (out / MANIFEST_JSON).write_text(json_text(doc) + "\n")
     return doc
 
 

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 
 from tracerecon.errors import EXIT_TOOL_MISSING, TraceReconError, UsageError, install_hint
 from tracerecon.model import Analysis, RankResult
+from tracerecon.run_dir import valid_text
 
 FORMATS = ("chrome-json", "perfetto")
 PERFETTO_HINT = install_hint("perfetto")
@@ -235,7 +236,7 @@ def _ops_at(r: RankResult, coll) -> set:
 
 
 def _rank_items(r: RankResult, run: _Run) -> Iterator[Item]:
-    proc = Process(next(run.uuids), r.rank, f"rank {r.rank} ({Path(r.source.path).name})", r.rank)
+    proc = Process(next(run.uuids), r.rank, f"rank {r.rank} ({valid_text(Path(r.source.path).name)})", r.rank)
     yield proc
     phases = r.phases.to_pylist()
     wait_flows, phase_flows = _wait_flows(r, phases, run.flow_ids)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from tracerecon.cli.common import add_load_args, add_phase_args, config_from, console, load
+from tracerecon.run_dir import json_text
 
 
 def add(sub) -> None:
@@ -31,7 +31,7 @@ def main(args: argparse.Namespace) -> int:
     result = api.compare(load([args.a], config_from(args, [args.a]), args.jobs, args.dask), load([args.b], config_from(args, [args.b]), args.jobs, args.dask))
     out = console()
     if args.json:
-        out.file.write(json.dumps(result, indent=2) + "\n")
+        out.file.write(json_text(result) + "\n")
     else:
         print_diff(result, out)
     return 0

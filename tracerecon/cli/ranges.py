@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from tracerecon.cli.common import add_analysis_command, config_from, console, load
+from tracerecon.run_dir import json_text
 
 
 def add(sub) -> None:
@@ -28,7 +28,7 @@ def main(args: argparse.Namespace) -> int:
     out = console()
     if args.json:
         doc = {"ranks": [{"rank": r.rank, "ranges": [s.to_json() for s in summarize_ranges(r.ranges)]} for r in analysis.ranks]}
-        out.file.write(json.dumps(doc, indent=2) + "\n")
+        out.file.write(json_text(doc) + "\n")
         return 0
     for r in analysis.ranks:
         t = Table(title=f"rank {r.rank}  {r.source.path}", title_justify="left", header_style="bold", box=None, padding=(0, 1, 0, 0), pad_edge=False)

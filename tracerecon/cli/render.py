@@ -5,7 +5,6 @@ It lays out a ``report_model.Report`` (plain values), so a warm ``report`` impor
 
 from __future__ import annotations
 
-import json
 
 from rich.console import Console
 from rich.table import Table
@@ -13,10 +12,11 @@ from rich.text import Text
 
 from tracerecon.present import VERDICT_STYLE, diff_notes, fmt_ms, misleading_line, most_misleading, verdict_cause_label
 from tracerecon.report_model import Report
+from tracerecon.run_dir import json_text
 
 
 def print_json(report: Report, console: Console) -> None:
-    console.file.write(json.dumps(report.to_json(), indent=2) + "\n")
+    console.file.write(json_text(report.to_json()) + "\n")
 
 
 def print_report(report: Report, console: Console) -> None:
