@@ -268,6 +268,36 @@ def test_cuda_tables_empty_or_missing_say_the_same(tmp_path, verb):
     assert [list(ph["verdicts"]) for ph in json.loads(res.stdout)["ranks"][0]["phases"]] == [["no_gpu_work"]] * 3
 
 
+@pytest.mark.parametrize("phase_options, needle", [
+    ({"phases": 5}, "{run}/run.json: phase_options.phases is 5, not a list of phase names"),
+    ({"phases": ["=verify"]}, "the phase's name before '=' is empty (phases recorded in {run}/run.json)"),
+])
+def test_a_run_directory_recording_bad_phases_is_named(tmp_path, phase_options, needle):
+    from conftest import DEMO
+
+    # GIVEN a run directory whose run.json records phases that are no list of names, or a bad one
+    run = tmp_path / "myrun"
+    shutil.copytree(DEMO / "gpu_bound", run)
+    doc = json.loads((run / "run.json").read_text())
+    doc["phase_options"] = phase_options
+    (run / "run.json").write_text(json.dumps(doc))
+    # WHEN reported THEN one line naming the run.json and what is wrong in it
+    assert_one_line_error(run_cli("report", str(run)), needle.format(run=run))
+
+
+def test_an_export_directory_with_a_foreign_table_names_the_file(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    # GIVEN an export directory whose phases dataset another tool rewrote with other columns
+    out = tmp_path / "out"
+    assert run_cli("export", str(H200 / "eagle_gpu_bound.sqlite"), "-o", str(out)).returncode == 0
+    part = out / "phases" / "rank=0" / "part-0.parquet"
+    pq.write_table(pa.table({"x": [1, 2]}), part)
+    # WHEN reported THEN one line naming that file (not the manifest) and the missing column
+    assert_one_line_error(run_cli("report", str(out)), f"{part}: not the phases table of a tracerecon export (Field ")
+
+
 def test_an_export_directory_missing_a_table_says_so(tmp_path):
     # GIVEN an export directory whose phases dataset was deleted
     out = tmp_path / "exp"

@@ -182,6 +182,23 @@ def _write_parquet(table: pa.Table, path: Path) -> None:
                    column_encoding={name: "DELTA_BINARY_PACKED" for name in integer} or None)
 
 
+def _read_dataset_part(f: Path, name: str, sch: pa.Schema, rank: int | None = None) -> pa.Table:
+    """One parquet file of an export as the table ``sch`` (its ``rank`` column from ``rank``).
+    Raises BadTraceError naming the file when it is no parquet or not that table (a KeyError
+    here is a missing column, not a missing manifest key)."""
+    try:
+        t = pq.read_table(f)
+        if "rank" in sch.names:
+            t = t.append_column("rank", pa.array([rank] * t.num_rows, pa.int32()))
+        return t.select(sch.names).cast(sch)
+    except KeyError as exc:  # pyarrow's select: 'Field "cycle" does not exist in schema'
+        raise BadTraceError(f"{f}: not the {name} table of a tracerecon export ({exc.args[0]})") from None
+    except (ValueError, TypeError, pa.ArrowException) as exc:
+        raise BadTraceError(f"{f}: not the {name} table of a tracerecon export ({exc})") from None
+    except OSError as exc:
+        raise BadTraceError(f"{f}: cannot read it ({exc.strerror or exc})") from None
+
+
 SCHEMAS = {"ranges": schema.RANGES, "phases": schema.PHASES, "cycles": schema.CYCLES, "gpu_ops": schema.GPU_OPS, "syncs": schema.SYNCS, "collectives": COLLECTIVES}
 
 
@@ -207,10 +224,7 @@ def read_parquet_export(path: str | os.PathLike) -> Analysis:
                     if said:
                         missing.append(f"{root}: {name} of rank {rank} is missing ({said} row(s) written): read as empty")
                     continue
-                t = pq.read_table(f)
-                if "rank" in sch.names:
-                    t = t.append_column("rank", pa.array([rank] * t.num_rows, pa.int32()))
-                tables[name] = t.select(sch.names).cast(sch)
+                tables[name] = _read_dataset_part(f, name, sch, rank)
             info = ExportInfo(
                 path=r["source"], nsys_version=r.get("nsys_version"), schema_version=r.get("export_schema_version"), metadata_table=None,
                 tables=frozenset(), graph_trace_mode=r.get("graph_trace_mode"), session_start_utc_ns=r.get("session_start_utc_ns"),
@@ -230,7 +244,7 @@ def read_parquet_export(path: str | os.PathLike) -> Analysis:
             if r.get("engine_timers_ms"):
                 engine[rank] = {str(k): float(v) for k, v in r["engine_timers_ms"].items()}
         cp_file = root / "critical_path" / "part-0.parquet"
-        critical = pq.read_table(cp_file).cast(CRITICAL_PATH) if cp_file.exists() else CRITICAL_PATH.empty_table()
+        critical = _read_dataset_part(cp_file, "critical_path", CRITICAL_PATH) if cp_file.exists() else CRITICAL_PATH.empty_table()
         collectives = pa.concat_tables(coll_parts) if coll_parts else COLLECTIVES.empty_table()
         cross = CrossRank(tuple(alignment), tuple(comm), collectives, critical)
         config = PhaseConfig(tuple(manifest.get("phases", ())) or PhaseConfig().phases, manifest.get("cycle_prefix", "cycle"), manifest.get("phase_thread", "auto"), manifest.get("skip_cycles"))

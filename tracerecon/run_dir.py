@@ -213,7 +213,8 @@ def record_phase_options(folder: str | Path, options: dict) -> None:
 def recorded_phase_options(paths: Sequence[str | Path]) -> dict | None:
     """The ``phase_options`` the run directories among ``paths`` recorded, when they all define
     phases the same way (``PHASE_DEFINING``; the engine version may differ); None when one
-    records none or they disagree. Inputs that are not run directories are not asked."""
+    records none or they disagree. Inputs that are not run directories are not asked. Raises
+    UsageError, naming the run.json, where the recorded options are of the wrong type."""
     found = []
     for raw in paths:
         p = Path(raw)
@@ -225,11 +226,26 @@ def recorded_phase_options(paths: Sequence[str | Path]) -> dict | None:
             opts = None
         if isinstance(opts, dict) and isinstance(opts.get("phases"), str):
             opts = {**opts, "phases": [opts["phases"]]}  # one phase written as a string, not a list of one
+        if isinstance(opts, dict):
+            _check_phase_options(p / RUN_JSON, opts)
         found.append(opts if isinstance(opts, dict) else None)
     if not found or any(f is None for f in found):
         return None
     defining = [{k: f.get(k) for k in PHASE_DEFINING} for f in found]
     return found[0] if all(d == defining[0] for d in defining) else None
+
+
+def _check_phase_options(run_json: Path, opts: dict) -> None:
+    """Refuse (UsageError, naming ``run_json``) recorded phase options of the wrong type: the
+    phases a list of names, the cycle prefix a name (either may be absent or null)."""
+    phases, cycle = opts.get("phases"), opts.get("cycle_prefix")
+    if phases is not None and not (isinstance(phases, list) and all(isinstance(x, str) for x in phases)):
+        wrong = f"{PHASE_OPTIONS}.phases is {json.dumps(phases)[:60]}, not a list of phase names"
+    elif cycle is not None and not isinstance(cycle, str):
+        wrong = f"{PHASE_OPTIONS}.cycle_prefix is {json.dumps(cycle)[:60]}, not a range name prefix"
+    else:
+        return
+    raise UsageError(f"{run_json}: {wrong}; correct it, or give --phase (nothing recorded is used then)")
 
 
 def expand_inputs(paths: Sequence[str | Path]) -> list[Path]:

@@ -84,12 +84,19 @@ def config_from(args: argparse.Namespace, inputs: Sequence[str] | None = None) -
         for spec in phases:
             parse_phase_spec(spec)
     except (ValueError, TypeError) as exc:
-        raise UsageError(f"{exc}{' (phases recorded in run.json)' if recorded and not args.phase else ''}") from None
+        raise UsageError(f"{exc}{f' (phases recorded in {_recorded_in(given)})' if recorded and not args.phase else ''}") from None
     if args.skip_cycles is not None and args.skip_cycles < 0:
         raise UsageError("--skip-cycles takes 0 or more")
     # A recorded "" (a run made with --cycle "": no cycle ranges) is kept, not the default.
     cycle = args.cycle if args.cycle is not None else str(recorded["cycle_prefix"] if recorded.get("cycle_prefix") is not None else DEFAULT_CYCLE)
     return PhaseConfig(phases=phases, cycle_prefix=cycle, phase_thread=thread, skip_cycles=args.skip_cycles)
+
+
+def _recorded_in(inputs: Sequence[str]) -> str:
+    """The run.json whose phases were used (the first run directory's: all agree)."""
+    from tracerecon.run_dir import RUN_JSON, is_run_dir
+
+    return next((str(Path(p) / RUN_JSON) for p in inputs if Path(p).is_dir() and is_run_dir(p)), RUN_JSON)
 
 
 # Control characters a trace's names may hold (a newline, an escape sequence) are written as
