@@ -407,3 +407,26 @@ def test_a_wait_on_a_record_made_before_the_capture_is_no_unknown(tmp_path):
     run = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("schedule", "forward", "process")))
     # THEN stream 7 is still known to wait only for 11, never for 9: schedule is said
     assert any("'schedule': in 3 of 4 instances" in w and "would read 0.050 ms" in w for w in run.warnings)
+
+
+def test_phase_options_an_export_directory_ignores_are_said(tmp_path):
+    from conftest import H200
+
+    # GIVEN an export of the README's trace, analysed with the default options
+    out = tmp_path / "exp"
+    assert run_cli("export", str(H200 / "eagle_gpu_bound.sqlite"), "-o", str(out)).returncode == 0
+    plain = run_cli("report", "--json", str(out))
+    # WHEN reported and diffed with phase options, which an export cannot apply
+    res = run_cli("report", "--json", str(out), "--skip-cycles", "3", "--phase", "verify")
+    diff = run_cli("diff", "--json", str(out), str(out), "--phase-thread", "same", "--cycle", "step")
+    # THEN the same numbers, and one warning line per export read naming the options ignored
+    # and what the export was analysed with
+    assert res.returncode == 0 and json.loads(res.stdout) == json.loads(plain.stdout)
+    said = [ln for ln in res.stderr.splitlines() if "ignored" in ln]
+    assert said == [f"tracerecon: warning: {out}: --phase, --skip-cycles ignored: an export holds the analysis made when it was written "
+                    "(phases draft, verify, draft_re_extend, draft_extend, target_verify; cycle prefix 'cycle'; phase thread auto; "
+                    "left out of the medians: the warm-up cycles); export the traces again with these options to apply them"], res.stderr
+    assert diff.returncode == 0
+    assert [ln.split(" ignored:")[0] for ln in diff.stderr.splitlines() if "ignored" in ln] == [f"tracerecon: warning: {out}: --cycle, --phase-thread"] * 2
+    # and without options nothing is said
+    assert "ignored" not in plain.stderr

@@ -49,7 +49,8 @@ def __getattr__(name: str):
 def load(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = None, progress: Progress | None = None, jobs: int | None = None,
          scheduler: str | None = None) -> Analysis:
     """Traces (``.sqlite``, ``.sqlite.xz``), run directories, or one parquet export directory ->
-    the finished Analysis. Raises BadTraceError (exit 2) when no input is usable. Several
+    the finished Analysis (an export's as it was analysed when written: ``options`` are not
+    applied to it; the CLI warns when they were given). Raises BadTraceError (exit 2) when no input is usable. Several
     exports are read and analysed in ``jobs`` worker processes (default: one per file, at most
     one per core), or with ``scheduler`` (a Dask scheduler address or scheduler file) on that
     cluster's workers; the cross-rank step runs after, here. The result is cached (see

@@ -126,6 +126,17 @@ def _export_entry(folder: Path, name: str) -> bool:
     return True
 
 
+def export_phase_options(path: str | Path) -> dict | None:
+    """What the ``tracerecon export`` directory ``path`` was analysed with: its manifest's
+    ``phases``, ``cycle_prefix``, ``phase_thread`` and ``skip_cycles``; None when the manifest
+    is no readable JSON object."""
+    try:
+        doc = json.loads((Path(path) / MANIFEST_JSON).read_text())
+    except (OSError, ValueError):
+        return None
+    return {k: doc.get(k) for k in ("phases", "cycle_prefix", "phase_thread", "skip_cycles")} if isinstance(doc, dict) else None
+
+
 def is_run_dir(path: str | Path) -> bool:
     """A directory written by ``tracerecon run`` (it holds ``run.json``)."""
     return _holds_file(Path(path), RUN_JSON)
