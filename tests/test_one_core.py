@@ -178,6 +178,24 @@ def test_separate_runs_are_named_by_their_folders_and_the_worker_pool_is_closed_
     assert not [t for t in threading.enumerate() if t.name == "tracerecon-pool-close"]
 
 
+def test_a_piped_report_is_80_columns_wide_unless_columns_says_otherwise():
+    import os
+
+    # GIVEN the README's trace, whose header line (rank, absolute path, pid, nsys version) is
+    # longer than 80 characters
+    trace = str(H200 / "eagle_gpu_bound.sqlite")
+    assert len(f"rank 0  {trace}  pid 1115  nsys 2025.3.2.0") > 80
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    # WHEN reported into a pipe, without COLUMNS and with COLUMNS=400
+    narrow = run_cli("report", trace, env=env)
+    wide = run_cli("report", trace, env={**env, "COLUMNS": "400"})
+    # THEN no line is wider than 80 (the header is wrapped), and COLUMNS wins where set
+    assert narrow.returncode == 0 and wide.returncode == 0
+    assert max(len(ln.rstrip()) for ln in narrow.stdout.splitlines()) <= 80
+    assert narrow.stdout.splitlines()[0].rstrip() != f"rank 0  {trace}  pid 1115  nsys 2025.3.2.0"
+    assert wide.stdout.splitlines()[0].rstrip() == f"rank 0  {trace}  pid 1115  nsys 2025.3.2.0"
+
+
 def test_ranks_of_one_run_are_one_run():
     res = run_cli("report", "--json", str(H200 / "eagle_gpu_rank0.sqlite"), str(H200 / "eagle_gpu_rank1.sqlite"))
     assert res.returncode == 0 and [r["rank"] for r in json.loads(res.stdout)["ranks"]] == [0, 1]

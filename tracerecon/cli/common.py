@@ -142,13 +142,14 @@ def warn_all(warnings: Sequence[str]) -> None:
 
 
 def output_width() -> int | None:
-    """The terminal's width; when piped, $COLUMNS or 100 (reports are laid out for 80)."""
+    """The terminal's width; when not a terminal (piped, redirected), $COLUMNS or 80, the width
+    reports are laid out for."""
     if sys.stdout.isatty():
         return None
     try:
-        return max(40, int(os.environ.get("COLUMNS", "100")))
+        return max(40, int(os.environ.get("COLUMNS", "80")))
     except ValueError:
-        return 100
+        return 80
 
 
 def console():
