@@ -298,6 +298,28 @@ def test_an_export_directory_with_a_foreign_table_names_the_file(tmp_path):
     assert_one_line_error(run_cli("report", str(out)), f"{part}: not the phases table of a tracerecon export (Field ")
 
 
+def test_kernels_whose_names_cannot_be_read_are_counted(tmp_path):
+    # GIVEN both ranks of the NCCL straggler run, every kernel's name ids pointing at no string
+    run = tmp_path / "nccl_skew"
+    shutil.copytree(DEMO2 / "nccl_skew", run)
+    counts = {}
+    for f in ("rank0.sqlite", "rank1.sqlite"):
+        con = sqlite3.connect(run / f)
+        con.execute("update CUPTI_ACTIVITY_KIND_KERNEL set shortName = 999999, demangledName = 999999, mangledName = 999999")
+        counts[f] = con.execute("select count(*) from CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+        con.commit()
+        con.close()
+    # WHEN reported
+    res = run_cli("report", "--json", str(run))
+    # THEN the NCCL kernels are no longer recognised (no collectives), and a warning per file
+    # counts the kernels that lost their names
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert [r["nccl"]["n_collectives"] for r in doc["ranks"]] == [0, 0]
+    for f, n in counts.items():
+        assert f"{run / f}: {n} kernel(s) have no name (a name id the string table lacks); communication (NCCL) kernels among them are not counted as such" in doc["warnings"], doc["warnings"]
+
+
 def test_an_export_directory_missing_a_table_says_so(tmp_path):
     # GIVEN an export directory whose phases dataset was deleted
     out = tmp_path / "exp"

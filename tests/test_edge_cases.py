@@ -317,3 +317,21 @@ def test_a_null_string_reads_as_empty_text_listed_once_in_the_dictionary():
     # THEN the NULL reads as "", and "" is one dictionary value (group-bys count it once)
     assert names.to_pylist() == ["", "", "gemm", ""]
     assert names.dictionary.to_pylist() == ["", "gemm"]
+
+
+def test_a_kernel_whose_name_id_the_string_table_lacks_reads_as_no_name_and_is_counted(tmp_path):
+    # GIVEN one phase launching two kernels: "k" (known), and one whose name id (999) is in no
+    # StringIds row; the string table's first string is the launch call's name
+    t = FakeTrace()
+    t.range("cycle 0", 0, 1000)
+    t.range("verify", 0, 900)
+    t.kernel(t.call("cudaLaunchKernel", 10, 20), 100, 200, name="k")
+    t.kernel(t.call("cudaLaunchKernel", 30, 40), 300, 400, name="lost")
+    t.kernels[1]["shortName"] = t.kernels[1]["demangledName"] = 999
+    del t.strings["lost"]
+    path = t.write(tmp_path / "t.sqlite")
+    # WHEN loaded
+    a = analyze([path])
+    # THEN the second kernel has no name (not the first string of the table), and one warning counts it
+    assert sorted(a.ranks[0].gpu_ops["name"].cast("string").to_pylist()) == ["", "k"]
+    assert f"{path}: 1 kernel(s) have no name (a name id the string table lacks); communication (NCCL) kernels among them are not counted as such" in a.warnings

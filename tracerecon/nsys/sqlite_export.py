@@ -313,22 +313,33 @@ class StringTable:
 
     def dictionary(self, ids: np.ndarray) -> pa.DictionaryArray:
         """Resolve many string ids at once as a dictionary array (no per-row strings)."""
+        return self.dictionary_and_unknown(ids)[0]
+
+    def dictionary_and_unknown(self, ids: np.ndarray) -> tuple[pa.DictionaryArray, int]:
+        """``dictionary`` and how many of ``ids`` the table lacks (NULL_SENTINEL or unknown):
+        those read as empty text, as a NULL in StringIds does."""
         pos = self.positions(ids)
+        unknown = pos < 0
+        n_unknown = int(unknown.sum())
         if len(self.values) == 0:
-            return pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(ids), dtype=np.int32)), pa.array([""], pa.string()))
+            return pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(ids), dtype=np.int32)), pa.array([""], pa.string())), n_unknown
         # Keep only the strings used: StringIds may hold 100k NVTX texts, a column needs a few.
         # (What np.unique(pos, return_inverse=True) gives, in one pass instead of a sort.)
-        pos = np.where(pos < 0, 0, pos)
+        pos = np.where(unknown, 0, pos)
         present = np.zeros(len(self.values), dtype=bool)
         present[pos] = True
         code_of = np.cumsum(present, dtype=np.int64) - 1
         used = self.values.take(pa.array(np.flatnonzero(present)))
         out = pa.DictionaryArray.from_arrays(pa.array(code_of[pos].astype(np.int32)), used)
-        if used.null_count:
-            # A NULL in StringIds reads as empty text (Arrow cannot merge dictionaries holding
-            # nulls), encoded again so that "" is in the dictionary once.
-            out = pc.fill_null(out.cast(pa.string()), "").dictionary_encode()
-        return out
+        if used.null_count or n_unknown:
+            # A NULL in StringIds, or an id it lacks (not the first string, which pos 0 is),
+            # reads as empty text (Arrow cannot merge dictionaries holding nulls), encoded
+            # again so that "" is in the dictionary once.
+            text = out.cast(pa.string())
+            if n_unknown:
+                text = pc.if_else(pa.array(unknown), pa.scalar("", pa.string()), text)
+            out = pc.fill_null(text, "").dictionary_encode()
+        return out, n_unknown
 
 
 def read_strings(conn: sqlite3.Connection, tables: frozenset[str]) -> StringTable:
@@ -650,7 +661,12 @@ def read_gpu_ops(conn: sqlite3.Connection, info: ExportInfo, strings: StringTabl
     if "CUPTI_ACTIVITY_KIND_KERNEL" in info.tables:
         c = _fetch(conn, kernels_sql(_columns(conn, "CUPTI_ACTIVITY_KIND_KERNEL")), KERNEL_COLUMNS)
         c = _keep_valid(c, ("start", "end", "dev", "stream"), "kernel", info.path, warnings)
-        parts.append(_ops_table("kernel", c, strings.dictionary(c["name"])))
+        kernel_names, unnamed = strings.dictionary_and_unknown(c["name"])
+        if unnamed and warnings is not None:
+            # Read as '', they match no kernel rule: NCCL's would stop being communication unsaid.
+            warnings.append(f"{info.path}: {unnamed} kernel(s) have no name (a name id the string table lacks); "
+                            "communication (NCCL) kernels among them are not counted as such")
+        parts.append(_ops_table("kernel", c, kernel_names))
     if "CUPTI_ACTIVITY_KIND_MEMCPY" in info.tables:
         cols = _columns(conn, "CUPTI_ACTIVITY_KIND_MEMCPY")
         gpid_sql = f"coalesce({_col(cols, 'globalPid', '0')}, 0)"
