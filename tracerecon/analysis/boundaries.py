@@ -37,6 +37,7 @@ takes to be submitted.
 from __future__ import annotations
 
 import bisect
+import functools
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
@@ -79,6 +80,8 @@ class StreamClock:
     # Work queued before the capture began (``queued_before_capture``), counted in op_launch /
     # op_done as launched before every instant of the trace.
     before_capture: BeforeCapture | None = None
+    # ``launch_instants`` of every row of the ops the clock was built from (worked out once).
+    op_instants: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def stream_index(self, pid: np.ndarray, device: np.ndarray, stream: np.ndarray) -> np.ndarray:
         """Row of ``keys`` for each (pid, device, stream); -1 where the stream has no work."""
@@ -191,7 +194,7 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
     o_pid = int64s(ops["pid"]) if ops.num_rows else np.zeros(0, np.int64)
     o_dev = int64s(ops["device_id"], -1) if ops.num_rows else np.zeros(0, np.int64)
     o_str = int64s(ops["stream_id"], -1) if ops.num_rows else np.zeros(0, np.int64)
-    o_launch = launch_instants(ops) if ops.num_rows else np.zeros(0, np.int64)
+    o_launch = o_launch_raw = launch_instants(ops) if ops.num_rows else np.zeros(0, np.int64)
     o_end = int64s(ops["end_ns"]) if ops.num_rows else np.zeros(0, np.int64)
     placed = o_launch != I64_MIN
 
@@ -287,6 +290,7 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
         branch_ops=b_rows,
         branch_rows=np.searchsorted(keys, b_key) if n else np.zeros(len(b_key), np.int64),
         before_capture=head,
+        op_instants=o_launch_raw,
     )
 
 
@@ -703,7 +707,7 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     sel = np.flatnonzero((op_phase >= 0) & candidate[np.maximum(op_phase, 0)])
     o_phase = op_phase[sel]
     o_row = clock.stream_index(int64s(ops["pid"])[sel], int64s(ops["device_id"], -1)[sel], int64s(ops["stream_id"], -1)[sel])
-    o_launch = launch_instants(ops)[sel]
+    o_launch = clock.op_instants[sel]
     # Streams that compute somewhere in the trace (the rest only copy or communicate).
     computing = np.flatnonzero(computes(ops) & ~comm_mask(ops))
     compute_streams = np.zeros(len(clock.keys) + 1, dtype=bool)
@@ -880,36 +884,64 @@ class CopyStreams:
     so such a stream is not where its phases are read (``thread_stream`` is), nor where the
     events of a process that launched nothing in its phases go; a thread that never launches a
     kernel (a loop thread that only uploads inputs and reads tokens) has only copy streams to
-    record on."""
+    record on. Each answer is worked out when first asked."""
 
     def __init__(self, ops: pa.Table):
-        pid, dev, stream = (int64s(ops["pid"]), int64s(ops["device_id"], -1), int64s(ops["stream_id"], -1)) if ops.num_rows else (np.zeros(0, np.int64),) * 3
-        c = computes(ops) if ops.num_rows else np.zeros(0, bool)
-        self._computing = np.unique(_pack(pid[c], dev[c], stream[c]))
-        self._computing_pids = np.unique(pid[c])
-        tid = int64s(ops["launch_tid"], -1) if ops.num_rows else np.zeros(0, np.int64)
-        # Each computing thread's stream: the one its kernels and graphs ran longest on.
-        thread, dur = thread_keys(pid[c], tid[c]), np.clip(int64s(ops["end_ns"])[c] - int64s(ops["start_ns"])[c], 0, None) if ops.num_rows else np.zeros(0, np.int64)
-        pairs, first, inv = np.unique(np.stack([thread, _pack(pid[c], dev[c], stream[c])], 1), axis=0, return_index=True, return_inverse=True)
-        total = np.bincount(inv.ravel(), weights=dur, minlength=len(pairs))
-        best = np.lexsort((-total, pairs[:, 0])) if len(pairs) else np.zeros(0, np.int64)
-        best = best[np.r_[True, pairs[best, 0][1:] != pairs[best, 0][:-1]]] if len(best) else best
-        self._computing_threads = pairs[best, 0] if len(best) else np.zeros(0, np.int64)
-        self._thread_dev, self._thread_stream = dev[c][first[best]], stream[c][first[best]]
+        self._ops = ops
+        self._c = computes(ops) if ops.num_rows else np.zeros(0, bool)
 
-    def thread_computes(self, pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
-        """Per (pid, tid): whether that thread launched a kernel or a CUDA graph."""
-        return np.isin(thread_keys(np.asarray(pid, np.int64), np.asarray(tid, np.int64)), self._computing_threads)
+    def _column(self, name: str) -> np.ndarray:
+        """A column of the computing ops (not kept: a copy of 8 bytes per op each)."""
+        if self._ops.num_rows == 0:
+            return np.zeros(0, np.int64)
+        if name == "took":
+            return np.clip(int64s(self._ops["end_ns"])[self._c] - int64s(self._ops["start_ns"])[self._c], 0, None)
+        return int64s(self._ops[name], -1)[self._c]
 
-    def thread_stream(self, pid: np.ndarray, tid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per (pid, tid): the (device, stream) its kernels and graphs ran longest on, where its
-        events go (-1, -1 for a thread that launched none)."""
-        key = thread_keys(np.asarray(pid, np.int64), np.asarray(tid, np.int64))
-        if len(self._computing_threads) == 0:
-            return np.full(len(key), -1, np.int64), np.full(len(key), -1, np.int64)
-        at = np.minimum(np.searchsorted(self._computing_threads, key), len(self._computing_threads) - 1)
-        hit = self._computing_threads[at] == key
-        return np.where(hit, self._thread_dev[at], -1), np.where(hit, self._thread_stream[at], -1)
+    @property
+    def _pid(self) -> np.ndarray:
+        return self._column("pid")
+
+    @property
+    def _dev(self) -> np.ndarray:
+        return self._column("device_id")
+
+    @property
+    def _stream(self) -> np.ndarray:
+        return self._column("stream_id")
+
+    @property
+    def _tid(self) -> np.ndarray:
+        return self._column("launch_tid")
+
+    @functools.cached_property
+    def _computing(self) -> np.ndarray:
+        return np.unique(_pack(self._pid, self._dev, self._stream))
+
+    @functools.cached_property
+    def _computing_pids(self) -> np.ndarray:
+        return np.unique(self._pid)
+
+    @functools.cached_property
+    def _computing_threads(self) -> np.ndarray:
+        return np.unique(thread_keys(self._pid, self._tid))
+
+    @functools.cached_property
+    def _threads(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The computing threads' keys (sorted) and each one's (device, stream) its kernels and
+        graphs ran longest on (ties: the lower packed stream)."""
+        pid, dev, stream = self._pid, self._dev, self._stream
+        thread_u, t_code = np.unique(thread_keys(pid, self._tid), return_inverse=True)
+        stream_u, s_code = np.unique(_pack(pid, dev, stream), return_inverse=True)
+        cell, cells = t_code.ravel() * len(stream_u) + s_code.ravel(), np.unique(t_code.ravel() * len(stream_u) + s_code.ravel())
+        total = np.bincount(np.searchsorted(cells, cell), weights=self._column("took"), minlength=len(cells))
+        t_of, s_of = cells // max(len(stream_u), 1), cells % max(len(stream_u), 1)
+        order = np.lexsort((s_of, -total, t_of))
+        best = order[np.r_[True, t_of[order][1:] != t_of[order][:-1]]] if len(order) else order
+        first = np.full(len(stream_u), -1, dtype=np.int64)
+        first[s_code.ravel()[::-1]] = np.arange(len(s_code))[::-1]  # a row of each stream
+        rows = first[s_of[best]]
+        return thread_u, dev[rows], stream[rows]
 
     def of(self, pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
         """Per (pid, device, stream), streams < 0 excepted: whether it only copies."""
@@ -921,8 +953,23 @@ class CopyStreams:
             return np.zeros(0, dtype=bool)
         return self.of(int64s(ops["pid"]), int64s(ops["device_id"], -1), int64s(ops["stream_id"], -1))
 
+    def thread_computes(self, pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+        """Per (pid, tid): whether that thread launched a kernel or a CUDA graph."""
+        return np.isin(thread_keys(np.asarray(pid, np.int64), np.asarray(tid, np.int64)), self._computing_threads)
 
-def busiest_streams(ops: pa.Table) -> dict[int, tuple[int, int]]:
+    def thread_stream(self, pid: np.ndarray, tid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per (pid, tid): the (device, stream) its kernels and graphs ran longest on, where its
+        events go (-1, -1 for a thread that launched none)."""
+        key = thread_keys(np.asarray(pid, np.int64), np.asarray(tid, np.int64))
+        threads, dev, stream = self._threads
+        if len(threads) == 0:
+            return np.full(len(key), -1, np.int64), np.full(len(key), -1, np.int64)
+        at = np.minimum(np.searchsorted(threads, key), len(threads) - 1)
+        hit = threads[at] == key
+        return np.where(hit, dev[at], -1), np.where(hit, stream[at], -1)
+
+
+def busiest_streams(ops: pa.Table, copy_streams: CopyStreams | None = None) -> dict[int, tuple[int, int]]:
     """Per pid: the (device, stream) with the most GPU time, of the streams that compute where
     the process has any (where no phase launched anything, events would be recorded on the
     stream the process mostly works on; ``CopyStreams``)."""
@@ -934,7 +981,7 @@ def busiest_streams(ops: pa.Table) -> dict[int, tuple[int, int]]:
     dur = np.clip(int64s(ops["end_ns"]) - int64s(ops["start_ns"]), 0, None)
     keys, first, inv = np.unique(_pack(pid, dev, stream), return_index=True, return_inverse=True)
     total = np.bincount(inv.ravel(), weights=dur)
-    copies = CopyStreams(ops).of(pid[first], dev[first], stream[first])
+    copies = (copy_streams or CopyStreams(ops)).of(pid[first], dev[first], stream[first])
     out: dict[int, tuple[int, int]] = {}
     for k in np.lexsort((-total, copies)):
         i = first[k]

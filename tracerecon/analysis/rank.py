@@ -134,7 +134,8 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
     # anything; on one that only copies, kernels and graphs (a scheduler thread's own input
     # copies or `.tolist()` reads leave it a phase whose work others launch; a computing
     # thread's copy-only phase is no such phase: other threads' kernels then are background).
-    counted = computes(ops) | CopyStreams(ops).thread_computes(int64s(ops["pid"]), int64s(ops["launch_tid"], -1)) if ops.num_rows else np.zeros(0, bool)
+    copy_streams = CopyStreams(ops)
+    counted = computes(ops) | copy_streams.thread_computes(int64s(ops["pid"]), int64s(ops["launch_tid"], -1)) if ops.num_rows else np.zeros(0, bool)
     own_counted = (op_phase >= 0) & counted
     own = np.bincount(op_phase[own_counted], minlength=n_ph)[:n_ph] if n_ph else np.zeros(0, np.int64)
     takes_cross = cross_thread_phases(ph_pid, ph_tid, labels, own, config.phase_thread)
@@ -175,7 +176,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         # arrays would add to that peak (a 1 GiB export went from 2.5 to 3.0 GB when they overlapped).
         blocking, clock = blocking_of(), clock_of()
         release_free_memory()  # what those threads freed, before the peak
-        stream_work = (ops, op_phase, n_ph, clock, ph_pid, ph_tid, ph_s, ph_e, cycle_of, stream_deciders, ended_elsewhere)
+        stream_work = (ops, op_phase, n_ph, clock, ph_pid, ph_tid, ph_s, ph_e, cycle_of, stream_deciders, ended_elsewhere, copy_streams)
         boundaries_f = side.submit(_phase_stream_boundaries, *stream_work) if alongside else None
         ranges = build_ranges(nested, ops, rank, launches, cross_owned, cross_rows)
         op_range = innermost_owner(ops, ranges, all_mask, depth, launches)
@@ -222,7 +223,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
     gpu_ops = _build_gpu_ops(ops, op_range, op_phase, rank)
     tiled, own = tiled_off_their_stream(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, ph_tid, b_start, b_end)
     # ``_unphased_launches``, worked out once, where a note needs it.
-    unphased = functools.cache(lambda: _unphased_launches(ops, op_phase, op_range, ranges, phase_rows, config.cycle_prefix))
+    unphased = functools.cache(lambda: _unphased_launches(ops, clock.op_instants, op_phase, op_range, ranges, phase_rows, config.cycle_prefix))
 
     return RankWork(rank=rank, ranges=ranges, gpu_ops=gpu_ops, syncs=syncs, phase_inputs=inputs, cycle_rows=cycle_rows, skip_cycles=config.skip_cycles,
                     accepted_marks=tables.accepted_marks, provisional=build_phases(inputs),
@@ -245,7 +246,7 @@ def _awaited(clock: StreamClock, blocking: pa.Table, targets: WaitTargets, ops: 
     known, bounds = work
     b_rows, b_row = clock.branch_ops, clock.branch_rows  # a graph's branch nodes count on its launch stream too
     # Of all ops, not of those asked about: a graph launch's nodes take its first node's start.
-    instants = launch_instants(ops)
+    instants = clock.op_instants
 
     def waited_for(op: np.ndarray, call: np.ndarray) -> np.ndarray:
         sub = ops.take(pa.array(op))
@@ -450,13 +451,13 @@ def _launched_between(unphased: tuple, pid: int, lo: int, hi: int) -> slice:
     return slice(int(a + np.searchsorted(u_launch[a:b], lo, side="right")), int(a + np.searchsorted(u_launch[a:b], hi, side="left")))
 
 
-def _unphased_launches(ops: pa.Table, op_phase: np.ndarray, op_range: np.ndarray, ranges: pa.Table, phase_rows: np.ndarray,
+def _unphased_launches(ops: pa.Table, instants: np.ndarray, op_phase: np.ndarray, op_range: np.ndarray, ranges: pa.Table, phase_rows: np.ndarray,
                        cycle_prefix: str) -> tuple[np.ndarray, np.ndarray, list, np.ndarray]:
     """The ops in no phase, sorted by (pid, launch instant): their pids, launch instants, the
     name of the innermost range they were launched in (None: none, a cycle range, or a range
     that holds phases: naming it as a phase would hide them) and their GPU durations."""
     free = np.flatnonzero(op_phase < 0)
-    pid, launch = int64s(ops["pid"])[free], launch_instants(ops)[free]
+    pid, launch = int64s(ops["pid"])[free], instants[free]
     took = (int64s(ops["end_ns"]) - int64s(ops["start_ns"]))[free]
     order = np.lexsort((launch, pid))
     rows = op_range[free][order]
@@ -476,7 +477,7 @@ def _unphased_launches(ops: pa.Table, op_phase: np.ndarray, op_range: np.ndarray
 
 def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clock: StreamClock, ph_pid: np.ndarray, ph_tid: np.ndarray, ph_s: np.ndarray,
                              ph_e: np.ndarray, cycle_of: np.ndarray, stream_deciders: np.ndarray | None,
-                             ended_elsewhere: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                             ended_elsewhere: np.ndarray, copy_streams: CopyStreams) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per phase instance: the stream-order boundaries (analysis.boundaries) on the stream that
     received its work (of the ops ``stream_deciders`` marks), or the stream that forked that one
     off: (boundary start, boundary end, device, stream, the CPU instant its end was read at)."""
@@ -485,7 +486,6 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     # and there only those on a stream that also computes; a phase whose work is all on streams
     # that only copy (an input stream the next phase waits for) is read on the stream those
     # feed, else on the one its thread computes on (``CopyStreams``).
-    copy_streams = CopyStreams(ops)
     deciders = narrowed_by_phase(op_phase, n_ph, stream_deciders, computes(ops), ~copy_streams.of_ops(ops))
     dev, stream = phase_streams(clock.on_launch_streams(ops), op_phase, n_ph, deciders)
     only_copies = np.flatnonzero(copy_streams.of(ph_pid, dev, stream) & copy_streams.thread_computes(ph_pid, ph_tid))
@@ -497,11 +497,11 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
         dev[only_copies] = np.where(p_stream >= 0, p_dev, own_dev)
         stream[only_copies] = np.where(p_stream >= 0, p_stream, own_stream)
     dev, stream = caller_streams(clock, ops, op_phase, ph_pid, ph_tid, ph_s, ph_e, cycle_of, dev, stream)
-    ph_read_end = read_ends(ops, op_phase, ph_e)
-    return (*phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, busiest_streams(ops), ph_tid, ended_elsewhere=ended_elsewhere), ph_read_end)
+    ph_read_end = read_ends(ops, op_phase, ph_e, clock.op_instants)
+    return (*phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, busiest_streams(ops, copy_streams), ph_tid, ended_elsewhere=ended_elsewhere), ph_read_end)
 
 
-def read_ends(ops: pa.Table, op_phase: np.ndarray, cpu_end: np.ndarray) -> np.ndarray:
+def read_ends(ops: pa.Table, op_phase: np.ndarray, cpu_end: np.ndarray, instants: np.ndarray | None = None) -> np.ndarray:
     """Per phase instance: the CPU instant its end boundary is read at: its CPU end, or just
     after the latest instant one of its ops was put on its stream where that is later (a
     launch call of another thread that returned after the phase's range ended: an event
@@ -510,7 +510,7 @@ def read_ends(ops: pa.Table, op_phase: np.ndarray, cpu_end: np.ndarray) -> np.nd
     out = np.asarray(cpu_end, dtype=np.int64).copy()
     if len(out) == 0 or ops.num_rows == 0:
         return out
-    launch = launch_instants(ops)
+    launch = launch_instants(ops) if instants is None else instants  # ``StreamClock.op_instants``
     # Only the ops put on their stream after their phase's CPU end move it (few, if any).
     late = np.flatnonzero((op_phase >= 0) & (launch > out[np.maximum(op_phase, 0)]))
     if len(late):
