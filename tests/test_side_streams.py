@@ -727,3 +727,27 @@ def test_a_loop_thread_that_only_copies_is_read_on_its_copy_stream(tmp_path):
     # end) = 120 us, forward b+120..b+300 = 180 us (handed over at prepare's end), sample
     # b+300..b+320 = 20 us (prepare read 50, on 20)
     assert [(p["phase"], p["gpu_ns"] // U) for p in rank.phases.to_pylist()] == [("prepare", 120), ("forward", 180), ("sample", 20)] * 4
+
+
+def test_a_cycles_end_is_read_on_the_next_cycles_stream_too(tmp_path):
+    # GIVEN cycle 0: prepare (0..40, 10 us on 7), forward (40..80, nothing), sample (80..180:
+    # 180 us on input stream 50, b+110..b+290, then 7 waits for it and runs 40 us, 290..330);
+    # cycle 1 right after (180..280): prepare queues 6 us on 7 (330..336)
+    t = FakeTrace()
+    names = ("prepare", "forward", "sample")
+    t.cycle(0, 0, 40 * U, 80 * U, 180 * U, names=names)
+    t.cycle(1, 180 * U, 230 * U, 260 * U, 280 * U, names=names)
+    launch(t, 5, (10, 20))
+    launch(t, 100, (110, 290), stream=50)
+    t.event_record(event=1, record=1, start=130 * U, end=131 * U, stream=50)
+    t.stream_wait(event=1, record=1, start=131 * U, end=132 * U, stream=7)
+    launch(t, 140, (290, 330))
+    launch(t, 185, (330, 336))
+    # WHEN analysed
+    rank = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=names)).ranks[0]
+    # THEN sample (read on 50, most of its kernel time) ends where both its stream and the next
+    # phase's (7) are done with what was queued by its end: 80..330 = 250 us (it read 210, and
+    # 290..330 was in no cycle); the cycles tile: 0..330 and 330..336
+    assert [(p["cycle"], p["phase"], p["gpu_ns"] // U) for p in rank.phases.to_pylist()] == [
+        (0, "prepare", 40), (0, "forward", 40), (0, "sample", 250), (1, "prepare", 6), (1, "forward", 0), (1, "sample", 0)]
+    assert [(c["gpu_boundary_start_ns"] // U, c["gpu_boundary_end_ns"] // U) for c in rank.cycles.to_pylist()] == [(0, 330), (330, 336)]

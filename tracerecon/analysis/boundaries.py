@@ -1084,7 +1084,10 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
         return a, np.maximum.reduce([a, cpu_end, clock.done(srow, cpu_end)])
     same_cycle_next = np.r_[(cyc[1:] == cyc[:-1]) & (cyc[:-1] >= 0), False]
     prev_row = np.r_[-1, srow[:-1]] if not own_stream_only else srow
-    next_row = np.where(same_cycle_next, np.r_[srow[1:], -1], -1) if not own_stream_only else srow
+    # The next phase's stream too, also across a cycle's edge (a cycle ends where the GPU is done
+    # with what it queued on either: the next cycle starts there).
+    next_in_a_cycle = np.r_[(cyc[1:] >= 0) & (cyc[:-1] >= 0), False]
+    next_row = np.where(next_in_a_cycle, np.r_[srow[1:], -1], -1) if not own_stream_only else srow
     t_next = np.where(same_cycle_next, np.r_[t[1:], 0], cpu_end)
     between = same_cycle_next & (clock.queued_between(srow, cpu_end, t_next) | clock.queued_between(np.r_[srow[1:], -1], cpu_end, t_next))
     hand_off = same_cycle_next & np.r_[(thread[1:] != thread[:-1]) & (thread[:-1] != -1), False] if thread is not None else np.zeros(len(t), dtype=bool)
