@@ -551,3 +551,22 @@ def test_of_two_phases_open_at_a_workers_launch_the_one_that_launched_nothing_ta
     # was open too: it went to output), and output keeps its own copy
     ops = [(p["phase"], p["n_kernels"], p["n_gpu_ops"]) for p in rank.phases.to_pylist()]
     assert ops == [("forward", 2, 2), ("output", 0, 1)] * 4
+
+
+def test_an_offload_threads_copies_never_decide_a_scheduler_phases_stream(tmp_path):
+    # GIVEN a scheduler thread (1) holding schedule (b..b+50) and forward (b+50..b+300) that
+    # launches nothing itself; a worker thread (2) launches forward's kernel on 7 (b+60..b+290);
+    # an offload thread (3), which never launches a kernel, copies on its own stream 40 during
+    # schedule (launched b+10, b+12..b+700)
+    t = FakeTrace()
+    for c in range(4):
+        b = 1000 * c
+        t.cycle(c, b * U, (b + 50) * U, (b + 300) * U, names=("schedule", "forward"), tid=1)
+        t.copy(t.call("cudaMemcpyAsync", (b + 10) * U, (b + 12) * U, tid=3), (b + 12) * U, (b + 700) * U, kind=2, stream=40)
+        t.kernel(t.call("cudaLaunchKernel", (b + 55) * U, (b + 57) * U, tid=2), (b + 60) * U, (b + 290) * U)
+    # WHEN analysed
+    rank = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("schedule", "forward"))).ranks[0]
+    # THEN schedule holds the offload copy (cross-thread) but is read on 7 as if it launched
+    # nothing (it read 700 us on stream 40, and forward 0): 50 us, forward b+50..b+300 = 250 us
+    got = [(p["phase"], p["gpu_ns"] // U, p["stream_id"], p["n_gpu_ops"]) for p in rank.phases.to_pylist()]
+    assert got == [("schedule", 50, 7, 1), ("forward", 250, 7, 1)] * 4

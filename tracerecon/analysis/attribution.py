@@ -7,9 +7,10 @@ launched by a thread other than the phase's, belongs to the phase open at that m
 thread that holds the phases in that process.
 
 Which phases take such work (``--phase-thread``):
-- ``auto`` (default): a phase name most of whose instances, in a process, launched no kernel or
-  graph on their own thread (its own copies, a scheduler's input copies or `.tolist()` reads, do
-  not count; a one-off launch on the phases' thread, in a warm-up cycle, does not turn
+- ``auto`` (default): a phase name most of whose instances, in a process, launched nothing on
+  their own thread (``own_launches``: on a thread that never launches a kernel or graph, its own
+  copies, a scheduler's input copies or `.tolist()` reads, do not count; a one-off launch on the
+  phases' thread, in a warm-up cycle, does not turn
   the rule off for the rest: such an instance takes other threads' work too); the other phase
   names keep nsys's same-thread projection exactly (one that launches in every other cycle too).
 - ``same``: none (nsys's rule everywhere).
@@ -20,9 +21,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracerecon.analysis.columns import thread_keys
 from tracerecon.analysis.intervals import last_reaching
 from tracerecon.analysis.config import SAME
+
+def own_launches(op_phase: np.ndarray, n_phases: int, computes: np.ndarray, thread_computes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per phase instance: (how many of its own ops count for ``--phase-thread auto``, whether it
+    launched nothing at all itself). ``op_phase``: each op's same-thread owner (-1: none);
+    ``computes`` / ``thread_computes``, per op: it runs code (a kernel or graph) / its launching
+    thread launches one somewhere. On a thread that launches kernels every op counts (its
+    copy-only phase is no phase whose work others launch: other threads' kernels then are
+    background); on one that never does, only kernels and graphs (none), so a scheduler's own
+    input copies or `.tolist()` reads leave its phase one that takes other threads' work."""
+    mine = op_phase >= 0
+    counted = mine & (np.asarray(computes, dtype=bool) | np.asarray(thread_computes, dtype=bool))
+    own = np.bincount(op_phase[counted], minlength=n_phases)[:n_phases]
+    return own, np.bincount(op_phase[mine], minlength=n_phases)[:n_phases] == 0
+
 
 def cross_thread_phases(pid: np.ndarray, tid: np.ndarray, name: list[str], own_ops: np.ndarray, mode: str | int) -> np.ndarray:
     """Per phase instance: does it take work launched by other threads? (module doc)"""
@@ -90,19 +104,16 @@ def _attribute(call_pid: np.ndarray, call_tid: np.ndarray, call_time: np.ndarray
     return out
 
 
-def stream_deciding_ops(op_pid: np.ndarray, op_tid: np.ndarray, computes: np.ndarray, moved: np.ndarray) -> np.ndarray:
+def stream_deciding_ops(thread_computes: np.ndarray, moved: np.ndarray) -> np.ndarray:
     """Which ops may decide a phase's stream (``boundaries.phase_streams``) once work of other
     threads was attributed (``moved``: those ops' rows): all of them, except the moved ops of
-    a thread that never runs a kernel in its process (``computes`` false for all its ops: it
-    only copies, as a KV-cache offload thread does). Such a thread's copies still count in the
-    phase's ops, but a long one cannot make its stream the one the phase's events would be
-    recorded on; a phase with nothing else keeps them."""
-    prefer = np.ones(len(op_pid), dtype=bool)
-    if len(moved) == 0:
-        return prefer
-    key = thread_keys(op_pid, op_tid)
-    computing_threads = np.unique(key[np.asarray(computes, dtype=bool)])
-    prefer[moved] = np.isin(key[moved], computing_threads)
+    a thread that never runs a kernel in its process (``thread_computes``, per op: whether its
+    launching thread does, ``boundaries.CopyStreams``; such a thread only copies, as a KV-cache
+    offload thread does). Such a thread's copies still count in the phase's ops, but they never
+    make their stream the one the phase's events would be recorded on: a phase with nothing
+    else reads like one that launched nothing."""
+    prefer = np.ones(len(thread_computes), dtype=bool)
+    prefer[moved] = np.asarray(thread_computes, dtype=bool)[moved]
     return prefer
 
 

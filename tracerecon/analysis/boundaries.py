@@ -11,22 +11,24 @@ stream runs in launch order, so the running maximum of op ends in launch order i
 NCCL's streams and graph launches need nothing special: their kernels are ops on their
 streams, and the compute stream waits for them through the same event records.
 
-Which stream: a phase's stream is the one that received most of its GPU time (the sum of its
-ops' durations; ties go to more ops, then the lower stream id), unless the phase forked that
+Which stream: a phase's stream is the one that received most of its kernel time (the sum of
+its ops' durations; a graph's branch nodes count on the graph's launch stream, ``graph_branches``;
+copies decide only in a phase that ran no kernel, and not on a stream that only copies where
+the phase's thread launches kernels: there the stream those copies feed, else the thread's own,
+``CopyStreams``; ties go to more ops, then the lower stream id), unless the phase forked that
 stream off another one and joined it back, within the phase or in a later phase of its cycle
 read on the caller's stream (``caller_streams``: a side stream, NCCL's stream under
 ProcessGroupNCCL): then the caller's stream, where the engine's own events would be recorded. A phase that launched nothing
 keeps the stream of the phase before it in the same process (else the one after it). The
 boundary between two consecutive phases is evaluated on both their streams (the earlier
-phase ends when its stream's work is done, the next begins when its stream is free), and
-boundaries never run backwards: each is at least the one before it in the same process. The
-instant of a boundary is the later phase's CPU start, or the earlier one's CPU end where the
-later phase runs on another thread (a hand-off: see ``_read_boundaries``). GPU
-work queued between two phases of a cycle on either's stream is in neither (the earlier one
-ends at its own CPU end). So phases tile their cycle but for such work, cycles never overlap
-on the GPU, and a cycle starts where the GPU
-finished the one before it (the first phase of a cycle also waits for the previous phase's
-stream). On one stream with nothing queued at a cycle's start this is the old rule:
+phase ends when its stream's work is done, the next begins when its stream is free), also
+where one cycle ends and the next begins, and boundaries never run backwards: each is at
+least the one before it in the same process. The instant of a boundary is the later phase's
+CPU start, or the earlier one's CPU end where the later phase runs on another thread (a
+hand-off: see ``_read_boundaries``). GPU work queued between two phases of a cycle on either's
+stream is in neither (the earlier one ends at its own CPU end). So phases tile their cycle but
+for such work, cycles never overlap on the GPU, and a cycle starts where the GPU finished the
+one before it. On one stream with nothing queued at a cycle's start this is the old rule:
 ``b_i = max(cpu_start_i, gpu_end of the work launched before)``.
 
 Not modelled (documented in the README): the legacy default stream's implicit
@@ -68,6 +70,8 @@ class StreamClock:
     join_from: np.ndarray
     # ... and when its record was made (the record call's return).
     join_record_cpu: np.ndarray
+    # ``launch_instants`` of every row of the ops the clock was built from (worked out once).
+    op_instants: np.ndarray
     # Streams (rows of ``keys``) with an event wait whose record is not in the trace, though not
     # one made before the capture (``_unresolved_into``): what they waited for is unknown.
     unresolved_into: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -80,8 +84,6 @@ class StreamClock:
     # Work queued before the capture began (``queued_before_capture``), counted in op_launch /
     # op_done as launched before every instant of the trace.
     before_capture: BeforeCapture | None = None
-    # ``launch_instants`` of every row of the ops the clock was built from (worked out once).
-    op_instants: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def stream_index(self, pid: np.ndarray, device: np.ndarray, stream: np.ndarray) -> np.ndarray:
         """Row of ``keys`` for each (pid, device, stream); -1 where the stream has no work."""
@@ -114,15 +116,18 @@ class StreamClock:
         waited, at or after ``after``, for an event recorded on it (its results' consumer: the
         forward stream an input stream feeds), else of the last one it waited for before then
         (the stream it was forked off); -1 where neither."""
+        row, after = np.asarray(row, np.int64), np.asarray(after, np.int64)
         out = np.full(len(row), -1, dtype=np.int64)
-        for i in np.flatnonzero(np.asarray(row) >= 0).tolist():
-            fed = np.flatnonzero((self.join_from == row[i]) & (self.join_into != row[i]) & (self.join_cpu >= after[i]))
-            if len(fed):
-                out[i] = self.join_into[fed[np.argmin(self.join_cpu[fed])]]
-                continue
-            off = np.flatnonzero((self.join_into == row[i]) & (self.join_from != row[i]) & (self.join_cpu < after[i]))
-            if len(off):
-                out[i] = self.join_from[off[np.argmax(self.join_cpu[off])]]
+        for r in np.unique(row[row >= 0]).tolist():
+            asked = np.flatnonzero(row == r)
+            fed = np.flatnonzero((self.join_from == r) & (self.join_into != r))  # waits are in CPU order
+            at = np.searchsorted(self.join_cpu[fed], after[asked], side="left")
+            has = at < len(fed)
+            out[asked[has]] = self.join_into[fed[at[has]]]
+            off = np.flatnonzero((self.join_into == r) & (self.join_from != r))
+            before = np.searchsorted(self.join_cpu[off], after[asked], side="left") - 1
+            use = ~has & (before >= 0)
+            out[asked[use]] = self.join_from[off[before[use]]]
         found = out >= 0
         return (np.where(found, _unpack_device(self.keys, np.maximum(out, 0)), -1) if len(self.keys) else out,
                 np.where(found, _unpack_stream(self.keys, np.maximum(out, 0)), -1) if len(self.keys) else out)
@@ -207,20 +212,20 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
     work_keys = np.unique(op_key)
     # Work queued before the capture began (``queued_before_capture``) is done, for every
     # boundary the trace holds, when it is: a stand-in "op" launched before them all.
-    head = queued_before_capture(ops, o_launch, _pack(w["pid"], on_working_device(work_keys, w["pid"], w["dev"], w["stream"]), w["stream"]), w["cpu"],
-                                 FirstCalls.of(api_calls))
-    o_launch = np.where(head.called_before, BEFORE_THE_TRACE, o_launch)
     rec["dev"] = on_working_device(work_keys, rec["pid"], rec["dev"], rec["stream"])
     w["dev"] = on_working_device(work_keys, w["pid"], w["dev"], w["stream"])
+    rec_key, wait_key = _pack(rec["pid"], rec["dev"], rec["stream"]), _pack(w["pid"], w["dev"], w["stream"])
+    head = queued_before_capture(ops, o_launch, wait_key, w["cpu"], FirstCalls.of(api_calls))
+    o_launch = np.where(head.called_before, BEFORE_THE_TRACE, o_launch)
     # A graph launch's nodes that ran on the graph's own streams (a capture that forked) count
     # on its launch stream too: work queued there after the launch waits for the whole graph.
-    b_rows, b_key = graph_branches(ops, np.concatenate([_pack(rec["pid"], rec["dev"], rec["stream"]), _pack(w["pid"], w["dev"], w["stream"])]))
+    b_rows, b_key = graph_branches(ops, np.concatenate([rec_key, wait_key]))
     b_placed = placed[b_rows]
     g_key = np.concatenate([b_key[b_placed], head.stream_key])
     g_launch = np.concatenate([o_launch[b_rows[b_placed]], np.full(len(head.stream_key), BEFORE_THE_TRACE, np.int64)])
     g_end = np.concatenate([o_end[b_rows[b_placed]], head.done])
     op_key_all = np.concatenate([op_key, g_key])
-    keys = np.unique(np.concatenate([op_key, _pack(rec["pid"], rec["dev"], rec["stream"]), _pack(w["pid"], w["dev"], w["stream"])]))
+    keys = np.unique(np.concatenate([op_key, rec_key, wait_key]))
     n = len(keys)
 
     def index_of(pid, dev, stream):
@@ -1055,17 +1060,20 @@ def phase_boundaries(
             stream_used[part] = np.where(srow >= 0, stream[src], -1)
             if (srow < 0).all():
                 continue  # no GPU work on this timeline: no GPU timeline to share
-            thread = thread_keys(pid[part], tid[part]) if tid is not None else None
-            if thread is not None and ended_elsewhere is not None:
-                thread = np.where(ended_elsewhere[part], -1, thread)  # its end's thread is unknown
-            start_b[part], end_b[part] = _read_boundaries(clock, cpu_start[part], cpu_end[part], cycle[part], srow, alone, own_stream_only, thread)
+            threads = None
+            if tid is not None:
+                started = thread_keys(pid[part], tid[part])
+                ended = np.where(ended_elsewhere[part], -1, started) if ended_elsewhere is not None else started  # -1: which thread is unknown
+                threads = (started, ended)
+            start_b[part], end_b[part] = _read_boundaries(clock, cpu_start[part], cpu_end[part], cycle[part], srow, alone, own_stream_only, threads)
     return start_b, end_b, dev_used, stream_used
 
 
 def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc: np.ndarray, srow: np.ndarray,
-                     alone: bool, own_stream_only: bool = False, thread: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                     alone: bool, own_stream_only: bool = False, threads: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The boundaries of a sequence of phases in time order (CPU starts ``t``, ends ``cpu_end``,
-    cycles ``cyc``, stream rows ``srow``, threads ``thread``): a phase ends where the next one of
+    cycles ``cyc``, stream rows ``srow``, ``threads``: the threads each started and ended on, -1
+    where another, unknown one ended it): a phase ends where the next one of
     its cycle begins (what the thread did between the two scopes is the earlier phase's tail,
     as an event recorded at the later one's start reads it), unless GPU work was queued on
     either's stream between the two (work in no phase: SGLang's or vLLM's code between the
@@ -1090,7 +1098,11 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
     next_row = np.where(next_in_a_cycle, np.r_[srow[1:], -1], -1) if not own_stream_only else srow
     t_next = np.where(same_cycle_next, np.r_[t[1:], 0], cpu_end)
     between = same_cycle_next & (clock.queued_between(srow, cpu_end, t_next) | clock.queued_between(np.r_[srow[1:], -1], cpu_end, t_next))
-    hand_off = same_cycle_next & np.r_[(thread[1:] != thread[:-1]) & (thread[:-1] != -1), False] if thread is not None else np.zeros(len(t), dtype=bool)
+    if threads is not None:
+        started, ended = threads
+        hand_off = same_cycle_next & np.r_[(started[1:] != ended[:-1]) & (ended[:-1] != -1), False]
+    else:
+        hand_off = np.zeros(len(t), dtype=bool)
     e = np.where(between | hand_off, np.minimum(cpu_end, t_next), t_next)
     # A hand-off with nothing queued between: the later phase begins where the earlier ended.
     t = np.where(np.r_[False, (hand_off & ~between)[:-1]], np.r_[0, e[:-1]], t)
@@ -1107,7 +1119,8 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
 
 
 def tiled_off_their_stream(clock: StreamClock, pid: np.ndarray, cpu_start: np.ndarray, cpu_end: np.ndarray, cycle: np.ndarray, device: np.ndarray,
-                           stream: np.ndarray, tid: np.ndarray | None, boundary_start: np.ndarray, boundary_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                           stream: np.ndarray, tid: np.ndarray | None, boundary_start: np.ndarray, boundary_end: np.ndarray,
+                           ended_elsewhere: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Phases that neighbours on other streams, which their own stream is not ordered after,
     gave less GPU time: (mask, own-stream reading in ns) per phase. ``device``, ``stream``,
     ``boundary_*``: ``phase_boundaries``' output. The own-stream reading is the tiling with
@@ -1123,7 +1136,7 @@ def tiled_off_their_stream(clock: StreamClock, pid: np.ndarray, cpu_start: np.nd
     used = stream >= 0
     if n == 0 or len(np.unique(_pack(pid[used], device[used], stream[used]))) < 2:
         return mask, np.zeros(n, np.int64)  # one stream: nothing on another can push a phase
-    own_s, own_e, _, _ = phase_boundaries(clock, pid, cpu_start, cpu_end, cycle, device, stream, None, tid, own_stream_only=True)
+    own_s, own_e, _, _ = phase_boundaries(clock, pid, cpu_start, cpu_end, cycle, device, stream, None, tid, own_stream_only=True, ended_elsewhere=ended_elsewhere)
     has = (boundary_start != I64_MIN) & (own_s != I64_MIN)
     own = np.where(has, own_e - own_s, 0)
     tiled = np.where(has, boundary_end - boundary_start, 0)

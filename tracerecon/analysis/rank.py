@@ -21,9 +21,9 @@ import pyarrow.compute as pc
 from tracerecon import schema
 from tracerecon.memory import release_free_memory
 from tracerecon.cores import usable_cores
-from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases, stream_deciding_ops
+from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases, own_launches, stream_deciding_ops
 from tracerecon.analysis.columns import computes, is_graph_launch
-from tracerecon.analysis.boundaries import (CopyStreams, StreamClock, WaitTargets, awaited_work, busiest_streams, caller_streams, launch_instants, narrowed_by_phase,
+from tracerecon.analysis.boundaries import (CopyStreams, StreamClock, WaitTargets, awaited_work, busiest_streams, caller_streams, narrowed_by_phase,
                                             phase_boundaries, phase_streams, stream_clock, tiled_off_their_stream, timelines,
                                             wait_targets)
 from tracerecon.analysis.nccl import phase_comm_split
@@ -130,16 +130,10 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
     ph = nested.take(pa.array(phase_rows, pa.int64())) if n_ph else nested.slice(0, 0)
     ph_pid, ph_tid = (int64s(ph["pid"]), int64s(ph["tid"])) if n_ph else (np.zeros(0, np.int64), np.zeros(0, np.int64))
     ph_s, ph_e = (int64s(ph["start_ns"]), int64s(ph["end_ns"])) if n_ph else (np.zeros(0, np.int64), np.zeros(0, np.int64))
-    # What a phase ran itself, for ``--phase-thread auto``: on a thread that launches kernels,
-    # anything; on one that only copies, kernels and graphs (a scheduler thread's own input
-    # copies or `.tolist()` reads leave it a phase whose work others launch; a computing
-    # thread's copy-only phase is no such phase: other threads' kernels then are background).
     copy_streams = CopyStreams(ops)
-    counted = computes(ops) | copy_streams.thread_computes(int64s(ops["pid"]), int64s(ops["launch_tid"], -1)) if ops.num_rows else np.zeros(0, bool)
-    own_counted = (op_phase >= 0) & counted
-    own = np.bincount(op_phase[own_counted], minlength=n_ph)[:n_ph] if n_ph else np.zeros(0, np.int64)
+    op_thread_computes = copy_streams.thread_computes(int64s(ops["pid"]), int64s(ops["launch_tid"], -1)) if ops.num_rows else np.zeros(0, bool)
+    own, launched_nothing = own_launches(op_phase, n_ph, computes(ops) if ops.num_rows else np.zeros(0, bool), op_thread_computes)
     takes_cross = cross_thread_phases(ph_pid, ph_tid, labels, own, config.phase_thread)
-    launched_nothing = np.bincount(op_phase[op_phase >= 0], minlength=n_ph)[:n_ph] == 0 if n_ph else np.zeros(0, bool)
     ended_elsewhere = ~all_mask[phase_rows] if n_ph else np.zeros(0, bool)  # start/end ranges ended on another thread
     # What those own lies outside nsys's projection: their ranges rows take it as cross-thread work.
     by_start_thread = np.flatnonzero((op_phase >= 0) & ended_elsewhere[np.maximum(op_phase, 0)]) if ended_elsewhere.any() else np.zeros(0, np.int64)
@@ -151,7 +145,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         got = np.zeros(n_ph, dtype=bool)
         got[op_phase[moved]] = True
         takes_cross &= got | (own == 0)
-        stream_deciders = stream_deciding_ops(int64s(ops["pid"]), int64s(ops["launch_tid"], -1), computes(ops), moved)
+        stream_deciders = stream_deciding_ops(op_thread_computes, moved)
         took_cross = bool((takes_cross & got).any())
         moved = np.union1d(moved, by_start_thread)
         cross_owned = (moved, phase_rows[op_phase[moved]])
@@ -221,7 +215,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         comm_ns=split["comm_ns"], compute_ns=split["compute_ns"], overlap_ns=split["overlap_ns"],
     )
     gpu_ops = _build_gpu_ops(ops, op_range, op_phase, rank)
-    tiled, own = tiled_off_their_stream(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, ph_tid, b_start, b_end)
+    tiled, own = tiled_off_their_stream(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, ph_tid, b_start, b_end, ended_elsewhere)
     # ``_unphased_launches``, worked out once, where a note needs it.
     unphased = functools.cache(lambda: _unphased_launches(ops, clock.op_instants, op_phase, op_range, ranges, phase_rows, config.cycle_prefix))
 
@@ -486,8 +480,11 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     # and there only those on a stream that also computes; a phase whose work is all on streams
     # that only copy (an input stream the next phase waits for) is read on the stream those
     # feed, else on the one its thread computes on (``CopyStreams``).
-    deciders = narrowed_by_phase(op_phase, n_ph, stream_deciders, computes(ops), ~copy_streams.of_ops(ops))
-    dev, stream = phase_streams(clock.on_launch_streams(ops), op_phase, n_ph, deciders)
+    # Another thread's copies moved into a phase (``stream_deciding_ops``: a KV-cache offload
+    # thread that never launches a kernel) decide nothing: its stream is nobody's events'.
+    deciding_phase = op_phase if stream_deciders is None else np.where(stream_deciders, op_phase, -1)
+    deciders = narrowed_by_phase(deciding_phase, n_ph, computes(ops), ~copy_streams.of_ops(ops))
+    dev, stream = phase_streams(clock.on_launch_streams(ops), deciding_phase, n_ph, deciders)
     only_copies = np.flatnonzero(copy_streams.of(ph_pid, dev, stream) & copy_streams.thread_computes(ph_pid, ph_tid))
     if len(only_copies):
         # Read where the copies' stream feeds (or was forked off), else on the thread's own.
@@ -501,7 +498,7 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     return (*phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, busiest_streams(ops, copy_streams), ph_tid, ended_elsewhere=ended_elsewhere), ph_read_end)
 
 
-def read_ends(ops: pa.Table, op_phase: np.ndarray, cpu_end: np.ndarray, instants: np.ndarray | None = None) -> np.ndarray:
+def read_ends(ops: pa.Table, op_phase: np.ndarray, cpu_end: np.ndarray, instants: np.ndarray) -> np.ndarray:
     """Per phase instance: the CPU instant its end boundary is read at: its CPU end, or just
     after the latest instant one of its ops was put on its stream where that is later (a
     launch call of another thread that returned after the phase's range ended: an event
@@ -510,7 +507,7 @@ def read_ends(ops: pa.Table, op_phase: np.ndarray, cpu_end: np.ndarray, instants
     out = np.asarray(cpu_end, dtype=np.int64).copy()
     if len(out) == 0 or ops.num_rows == 0:
         return out
-    launch = launch_instants(ops) if instants is None else instants  # ``StreamClock.op_instants``
+    launch = instants  # ``StreamClock.op_instants``
     # Only the ops put on their stream after their phase's CPU end move it (few, if any).
     late = np.flatnonzero((op_phase >= 0) & (launch > out[np.maximum(op_phase, 0)]))
     if len(late):
