@@ -24,7 +24,8 @@ from tracerecon.errors import BadTraceError, TraceReconError
 from tracerecon.model import Analysis, RankResult
 from tracerecon.nsys.sqlite_export import ExportInfo
 from tracerecon.cores import usable_cores
-from tracerecon.run_dir import EXPORT_DATASETS, MANIFEST_JSON, is_export_dir, json_text, refuse_output_over_inputs
+from tracerecon.json_text import json_text
+from tracerecon.run_dir import EXPORT_DATASETS, MANIFEST_JSON, is_export_dir, refuse_output_over_inputs
 
 TABLES = tuple(t for t in EXPORT_DATASETS if t != "critical_path")  # per rank; critical_path is one table of the run
 

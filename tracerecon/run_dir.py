@@ -318,39 +318,6 @@ def read_engine_timers(paths: Sequence[str | Path]) -> dict[int, dict[str, float
     return {r: {ph: round(statistics.median(v), 6) for ph, v in d.items()} for r, d in out.items()}
 
 
-def valid_text(text: str) -> str:
-    """``text`` as valid Unicode, for what is written as JSON or UTF-8: a file name that is not
-    UTF-8 reaches Python with each undecodable byte as a lone surrogate (``"\\udcff"``, which
-    JSON readers such as DuckDB reject); each such byte is written as a backslash escape instead
-    (``bad\\xffname.sqlite``: distinct names stay distinct, unlike with U+FFFD)."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        pass
-    try:
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    except UnicodeEncodeError:  # a lone surrogate that stands for no byte: escaped as itself
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def valid_json(doc):
-    """``doc`` (dicts, lists, tuples, strings, numbers) with every string ``valid_text``."""
-    if isinstance(doc, str):
-        return valid_text(doc)
-    if isinstance(doc, dict):
-        return {valid_json(k): valid_json(v) for k, v in doc.items()}
-    if isinstance(doc, (list, tuple)):
-        return [valid_json(v) for v in doc]
-    return doc
-
-
-def json_text(doc, indent: int | None = 2) -> str:
-    """``doc`` as the JSON tracerecon writes (``report --json``, ``diff --json``, ``ranges
-    --json``, ``manifest.json``): valid UTF-8 whatever the file names (``valid_text``)."""
-    return json.dumps(valid_json(doc), indent=indent)
-
-
 def refuse_special_output(out: Path) -> None:
     """A file output (a timeline, a picture) that exists as anything but a plain file is refused:
     it is written beside it and renamed over it, which would replace a named pipe, a device

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from tracerecon.errors import EXIT_TOOL_MISSING, TraceReconError, UsageError, install_hint
 from tracerecon.model import Analysis, RankResult
-from tracerecon.run_dir import valid_text
+from tracerecon.json_text import valid_text
 
 FORMATS = ("chrome-json", "perfetto")
 PERFETTO_HINT = install_hint("perfetto")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tracerecon.cli.common import add_load_args, add_phase_args, config_from, console, load
-from tracerecon.run_dir import json_text
+from tracerecon.json_text import json_text
 
 
 def add(sub) -> None:

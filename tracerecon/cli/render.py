@@ -12,7 +12,7 @@ from rich.text import Text
 
 from tracerecon.present import VERDICT_STYLE, diff_notes, fmt_ms, misleading_line, most_misleading, verdict_cause_label
 from tracerecon.report_model import Report
-from tracerecon.run_dir import json_text
+from tracerecon.json_text import json_text
 
 
 def print_json(report: Report, console: Console) -> None:

@@ -1,0 +1,40 @@
+"""Text and JSON as tracerecon writes them (``report --json``, ``diff --json``, ``ranges --json``,
+``manifest.json``, timeline names): valid UTF-8 whatever the file names (``run.json`` keeps
+its names as they are: tracerecon reads them back as paths)."""
+
+from __future__ import annotations
+
+import json
+
+
+def valid_text(text: str) -> str:
+    """``text`` as valid Unicode, for what is written as JSON or UTF-8: a file name that is not
+    UTF-8 reaches Python with each undecodable byte as a lone surrogate (``"\\udcff"``, which
+    JSON readers such as DuckDB reject); each such byte is written as a backslash escape instead
+    (``bad\\xffname.sqlite``: distinct names stay distinct, unlike with U+FFFD)."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate that stands for no byte: escaped as itself
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def valid_json(doc):
+    """``doc`` (dicts, lists, tuples, strings, numbers) with every string ``valid_text``."""
+    if isinstance(doc, str):
+        return valid_text(doc)
+    if isinstance(doc, dict):
+        return {valid_json(k): valid_json(v) for k, v in doc.items()}
+    if isinstance(doc, (list, tuple)):
+        return [valid_json(v) for v in doc]
+    return doc
+
+
+def json_text(doc, indent: int | None = 2) -> str:
+    """``doc`` as the JSON tracerecon writes (``report --json``, ``diff --json``, ``ranges
+    --json``, ``manifest.json``): valid UTF-8 whatever the file names (``valid_text``)."""
+    return json.dumps(valid_json(doc), indent=indent)
