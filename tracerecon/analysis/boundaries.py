@@ -47,10 +47,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracerecon.analysis.columns import computes, is_graph_launch, thread_keys
+from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_launch, thread_keys
 from tracerecon.analysis.intervals import explode_slices
 from tracerecon.analysis.nccl import comm_mask
-from tracerecon.analysis.projection import I64_MAX, I64_MIN, equals, int64s, match_correlation, string_mask
+from tracerecon.analysis.projection import I64_MAX, I64_MIN, int64s, match_correlation, string_mask
 
 
 @dataclass(frozen=True)
@@ -183,9 +183,8 @@ def launch_instants(ops: pa.Table) -> np.ndarray:
     # A node-mode graph launch is one operation on its stream: all its nodes were put there
     # together, by the time the first of them started (a launch call still returning after its
     # first node ran had queued the whole graph, later nodes included).
-    nodes = np.flatnonzero(is_graph_launch(ops) & ~equals(ops["kind"], "graph") & ops["correlation_id"].is_valid().to_numpy(zero_copy_only=False))
+    nodes, launch_id = graph_node_launches(ops)
     if len(nodes):
-        launch_id = (int64s(ops["pid"])[nodes] << 40) ^ int64s(ops["correlation_id"])[nodes]
         ids, group = np.unique(launch_id, return_inverse=True)
         first = np.full(len(ids), I64_MAX, dtype=np.int64)
         np.minimum.at(first, group.ravel(), instant[nodes])
@@ -443,13 +442,12 @@ def graph_branches(ops: pa.Table, named_keys: np.ndarray | None = None) -> tuple
     none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
     if ops.num_rows == 0:
         return none
-    sel = np.flatnonzero(is_graph_launch(ops) & ~equals(ops["kind"], "graph"))
+    sel, launch_id = graph_node_launches(ops)
     if len(sel) == 0:
         return none
     key = _pack(int64s(ops["pid"])[sel], int64s(ops["device_id"], -1)[sel], int64s(ops["stream_id"], -1)[sel])
     if len(np.unique(key)) == 1:
         return none
-    launch_id = (int64s(ops["pid"])[sel] << 40) ^ int64s(ops["correlation_id"], -1)[sel]
     # Nodes per (launch, stream), for ties between streams whose nodes start together.
     by_pair = np.lexsort((key, launch_id))
     new_pair = np.r_[True, (launch_id[by_pair][1:] != launch_id[by_pair][:-1]) | (key[by_pair][1:] != key[by_pair][:-1])]

@@ -46,6 +46,19 @@ def is_graph_launch(gpu_ops: pa.Table) -> np.ndarray:
     return equals(gpu_ops["kind"], "graph") | string_mask(gpu_ops["launch_api"], lambda a: base_api_name(a) in GRAPH_LAUNCH_APIS)
 
 
+def graph_node_launches(gpu_ops: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """The node-mode CUDA-graph nodes of ``gpu_ops`` (every node kernel of one launch shares its
+    launch call's correlation id, within its process): (their rows, sorted; each one's launch,
+    an int64 shared by the nodes of one launch; a node without a correlation id is a launch of
+    its own)."""
+    if gpu_ops.num_rows == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    rows = np.flatnonzero(is_graph_launch(gpu_ops) & ~equals(gpu_ops["kind"], "graph"))
+    corr = int64s(gpu_ops["correlation_id"], -1)[rows]
+    launch = np.where(corr >= 0, (int64s(gpu_ops["pid"])[rows] << 40) ^ corr, -1 - rows)
+    return rows, launch
+
+
 def computes(gpu_ops: pa.Table) -> np.ndarray:
     """GPU ops that run code: kernels and graph launches, not copies or memsets."""
     if gpu_ops.num_rows == 0:

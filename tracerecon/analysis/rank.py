@@ -22,7 +22,7 @@ from tracerecon import schema
 from tracerecon.memory import release_free_memory
 from tracerecon.cores import usable_cores
 from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases, own_launches, stream_deciding_ops
-from tracerecon.analysis.columns import computes, is_graph_launch
+from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_launch
 from tracerecon.analysis.boundaries import (CopyStreams, StreamClock, WaitTargets, awaited_work, busiest_streams, caller_streams, narrowed_by_phase,
                                             phase_boundaries, phase_streams, stream_clock, tiled_off_their_stream, timelines,
                                             wait_targets)
@@ -579,12 +579,14 @@ def _graph_launch_counts(ops: pa.Table, op_phase: np.ndarray, n_phases: int) -> 
     counts = np.zeros(n_phases, dtype=np.int64)
     if ops.num_rows == 0 or n_phases == 0:
         return counts
-    is_graph = is_graph_launch(ops)
-    sel = np.flatnonzero(is_graph & (op_phase >= 0))
+    # One launch = one graph-trace row, or the node-mode kernels of one launch call (their
+    # correlation id, within their process: ``graph_node_launches``).
+    launch = -1 - np.arange(ops.num_rows, dtype=np.int64)  # a graph-trace row: a launch of its own
+    nodes, node_launch = graph_node_launches(ops)
+    launch[nodes] = node_launch
+    sel = np.flatnonzero(is_graph_launch(ops) & (op_phase >= 0))
     if len(sel):
-        corr = int64s(ops["correlation_id"], -1)[sel]
-        # One launch call = one (phase, correlation id); node-mode kernels of a launch share it.
-        _, dense = np.unique(corr, return_inverse=True)
+        _, dense = np.unique(launch[sel], return_inverse=True)
         packed = np.unique(op_phase[sel] * (dense.max() + 1) + dense.ravel())
         counts = np.bincount(packed // (dense.max() + 1), minlength=n_phases).astype(np.int64)
     return counts
