@@ -25,7 +25,7 @@ from tracerecon.model import Analysis, RankResult
 from tracerecon.nsys.sqlite_export import ExportInfo
 from tracerecon.cores import usable_cores
 from tracerecon.json_text import json_text
-from tracerecon.run_dir import EXPORT_DATASETS, MANIFEST_JSON, is_export_dir, refuse_output_over_inputs
+from tracerecon.run_dir import EXPORT_DATASETS, EXPORT_PART, MANIFEST_JSON, is_export_dir, refuse_output_over_inputs
 
 TABLES = tuple(t for t in EXPORT_DATASETS if t != "critical_path")  # per rank; critical_path is one table of the run
 
@@ -154,10 +154,10 @@ def _write_export(analysis: Analysis, out: Path) -> dict:
                 table = table.drop_columns(["rank"])
             d = out / name / f"rank={r.rank}"
             d.mkdir(parents=True, exist_ok=True)
-            files.append((table, d / "part-0.parquet"))
+            files.append((table, d / EXPORT_PART))
             counts[name][str(r.rank)] = table.num_rows
     (out / "critical_path").mkdir(exist_ok=True)
-    files.append((analysis.cross.critical_path, out / "critical_path" / "part-0.parquet"))
+    files.append((analysis.cross.critical_path, out / "critical_path" / EXPORT_PART))
     # Arrow encodes and compresses with the GIL released: the files are written at once
     # (gpu_ops is most of the bytes; the small tables go beside it).
     with ThreadPoolExecutor(max(1, min(len(files), usable_cores()))) as pool:
@@ -218,7 +218,7 @@ def read_parquet_export(path: str | os.PathLike) -> Analysis:
             rank = int(r["rank"])
             tables = {}
             for name, sch in SCHEMAS.items():
-                f = root / name / f"rank={rank}" / "part-0.parquet"
+                f = root / name / f"rank={rank}" / EXPORT_PART
                 if not f.exists():
                     tables[name] = sch.empty_table()
                     said = manifest.get("tables", {}).get(name, {}).get("rows_per_rank", {}).get(str(rank), 0)
@@ -244,7 +244,7 @@ def read_parquet_export(path: str | os.PathLike) -> Analysis:
             ))
             if r.get("engine_timers_ms"):
                 engine[rank] = {str(k): float(v) for k, v in r["engine_timers_ms"].items()}
-        cp_file = root / "critical_path" / "part-0.parquet"
+        cp_file = root / "critical_path" / EXPORT_PART
         critical = _read_dataset_part(cp_file, "critical_path", CRITICAL_PATH) if cp_file.exists() else CRITICAL_PATH.empty_table()
         collectives = pa.concat_tables(coll_parts) if coll_parts else COLLECTIVES.empty_table()
         cross = CrossRank(tuple(alignment), tuple(comm), collectives, critical)

@@ -31,7 +31,7 @@ MANIFEST_JSON = "manifest.json"
 # What `tracerecon export` writes: these keys in its manifest, these dataset folders beside it.
 EXPORT_MARKER_KEYS = ("tracerecon_version", "ranks", "tables")
 EXPORT_DATASETS = ("ranges", "phases", "cycles", "gpu_ops", "syncs", "collectives", "critical_path")
-_EXPORT_PART = "part-0.parquet"
+EXPORT_PART = "part-0.parquet"
 _EXPORT_RANK_DIR = re.compile(r"^rank=\d+$")
 XZ_SUFFIX = ".xz"
 CPU_TIMERS_PREFIX = "cpu_timers"  # the engine writes <prefix>.rank<R>.jsonl
@@ -117,10 +117,10 @@ def _export_entry(folder: Path, name: str) -> bool:
         return False
     for entry in os.listdir(folder / name):
         inner = folder / name / entry
-        if entry == _EXPORT_PART:
+        if entry == EXPORT_PART:
             ok = inner.is_file()
         else:
-            ok = bool(_EXPORT_RANK_DIR.match(entry)) and inner.is_dir() and all(e == _EXPORT_PART for e in os.listdir(inner))
+            ok = bool(_EXPORT_RANK_DIR.match(entry)) and inner.is_dir() and all(e == EXPORT_PART for e in os.listdir(inner))
         if not ok:
             return False
     return True
