@@ -43,6 +43,13 @@ Shapes (``--shape``):
   forward and sample (handed over through a queue), on the same default stream.
 - ``range_start_end``: the basic loop with every range marked by ``nvtxRangeStart/End`` instead of
   push/pop (ranges that do not nest).
+- ``ahead_graph``: vLLM-style asynchronous scheduling with a CUDA graph: forward replays a graph,
+  sample copies the tokens to pinned memory and records an event, and the next cycle's prepare
+  waits for that event only then (the CPU a cycle ahead of the GPU, graphs queued behind graphs).
+- ``event_poll``: sample polls an event (``Event.query()`` in a loop) instead of blocking on
+  ``.item()``.
+- ``two_graph_streams``: forward forks two side streams off the current one, replays a CUDA graph
+  on each (two halves of a layer at once), joins both back and runs one more layer.
 
     nsys profile -t cuda,nvtx --cuda-graph-trace=node -o out python3 launch/stream_shapes_probe.py --shape S --gt gt.jsonl
 """
@@ -103,7 +110,8 @@ def main() -> None:
                                                        "side_join_next", "own_stream", "background_kernels", "input_stream_copy",
                                                        "copy_only_prepare", "pageable_h2d", "graph_side_stream", "piecewise_graphs",
                                                        "device_sync_mid", "dtoh_pinned_event", "idle_sample", "worker_stream_handoff",
-                                                       "model_thread", "range_start_end"])
+                                                       "model_thread", "range_start_end", "ahead_graph", "event_poll",
+                                                       "two_graph_streams"])
     ap.add_argument("--cycles", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--gt", required=True)
@@ -133,7 +141,7 @@ def main() -> None:
             y = m.chain(y, 1)
             cap.wait_stream(m.side)
             static_out = y + z
-    if args.shape in ("graph_side_stream", "piecewise_graphs"):
+    if args.shape in ("graph_side_stream", "piecewise_graphs", "ahead_graph", "two_graph_streams"):
         static_in = m.x.clone()
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
@@ -149,6 +157,17 @@ def main() -> None:
             graph_b = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph_b):
                 static_out_b = m.chain(static_mid, 3)
+        if args.shape == "two_graph_streams":
+            static_in_b = m.x.clone()
+            graph_b = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph_b):
+                static_out_b = m.chain(static_in_b, 3)
+            side2 = torch.cuda.Stream()
+            for st in (m.side, side2):  # each side stream's cuBLAS workspace, before the loop
+                st.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(st):
+                    m.chain(static_in, 1)
+                torch.cuda.current_stream().wait_stream(st)
         if args.shape == "graph_side_stream":
             m.side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(m.side):  # the side stream's cuBLAS workspace, before the loop
@@ -243,6 +262,9 @@ def main() -> None:
         if args.shape == "copy_event_sync" and len(ready) == 2:
             ready.pop(0).synchronize()  # the sampled tokens of the cycle two back
             _ = m.host[:4].tolist()
+        if args.shape == "ahead_graph" and ready:
+            ready.pop(0).synchronize()  # the previous cycle's tokens
+            _ = m.host[:4].tolist()
         m.state.add_(1.0)
         if graph is not None:
             static_in.copy_(m.x)
@@ -296,6 +318,19 @@ def main() -> None:
                 graph.replay()
             main_stream.wait_stream(m.side)
             y = m.chain(static_out, 1)
+        elif args.shape == "ahead_graph":
+            graph.replay()
+            y = static_out
+        elif args.shape == "event_poll":
+            y = m.chain(m.x, 6)
+        elif args.shape == "two_graph_streams":
+            for st, g in ((m.side, graph), (side2, graph_b)):
+                st.wait_stream(main_stream)
+                with torch.cuda.stream(st):
+                    g.replay()
+            main_stream.wait_stream(m.side)
+            main_stream.wait_stream(side2)
+            y = m.chain(static_out + static_out_b, 1)
         elif args.shape == "piecewise_graphs":
             graph.replay()
             static_mid.copy_(m.chain(static_out, 1))
@@ -327,6 +362,16 @@ def main() -> None:
                 done.record(m.copy)
             ready.append(done)
             tok.record_stream(m.copy)
+        elif args.shape == "ahead_graph":
+            m.host.copy_(tok, non_blocking=True)
+            done = torch.cuda.Event()
+            done.record(main_stream)
+            ready.append(done)
+        elif args.shape == "event_poll":
+            polled = torch.cuda.Event()
+            polled.record(main_stream)
+            while not polled.query():
+                pass
         elif args.shape == "dtoh_pinned_event":
             m.host.copy_(tok, non_blocking=True)
             copied = torch.cuda.Event()

@@ -12,7 +12,9 @@ synchronize inside forward; results copied to pinned memory and waited for by an
 that launches nothing while the GPU runs the previous one (the CPU a phase ahead); forward's model
 handed to a worker thread's own stream through events; forward and sample marked and run on a
 model thread the loop hands each cycle to through a queue; every range marked with
-nvtxRangeStart/End; the graph shapes traced with nsys's default ``--cuda-graph-trace=graph``."""
+nvtxRangeStart/End; a graph loop with the CPU a cycle ahead (tokens copied to pinned memory and
+awaited a cycle later); an event polled instead of ``.item()``; two graphs replayed at once on two
+side streams; the graph shapes traced with nsys's default ``--cuda-graph-trace=graph``."""
 
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ TOLERANCE_MS = 0.060
 SHAPES = ["side_join_same", "side_join_later", "copy_event_sync", "graph_fork_join", "own_stream", "background_kernels",
           "input_stream_copy", "copy_only_prepare", "pageable_h2d", "graph_side_stream", "piecewise_graphs", "device_sync_mid",
           "dtoh_pinned_event", "idle_sample", "worker_stream_handoff", "model_thread", "range_start_end",
+          "ahead_graph", "event_poll", "two_graph_streams",
           # nsys's default graph tracing (one record per graph launch) of the graph shapes
           "graph_fork_join_graphtrace", "graph_side_stream_graphtrace", "piecewise_graphs_graphtrace"]
 
