@@ -289,6 +289,8 @@ def test_phase_maps_and_warmup(tmp_path):
     # warm-up: a leading outlier is left out, --skip-cycles N leaves out N, 0 keeps all
     assert warmup_cycles(np.array([80, 10, 11, 9, 10, 12, 10, 11, 10, 10]), None).tolist() == [True] + [False] * 9
     assert warmup_cycles(np.array([10, 80, 11, 9]), None).tolist() == [False] * 4
+    # a first cycle of 2.8x the median (SGLang's first prefill) before a 6x one: both left out
+    assert warmup_cycles(np.array([14, 32, 5, 5, 5, 5, 5, 5, 5, 5]), None).tolist() == [True, True] + [False] * 8
     assert warmup_cycles(np.array([10, 11, 12]), 2).tolist() == [True, True, False]
     assert plain["ranks"][0]["cycles"]["n_warmup"] == 1 and plain["ranks"][0]["cycles"]["n"] == 23
     kept = report_json(api.load([H200 / "eagle_gpu_bound.sqlite"], PhaseConfig(skip_cycles=0)))
