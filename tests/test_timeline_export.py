@@ -88,3 +88,15 @@ def test_unwritable_outputs_are_one_line_and_exit_2(tmp_path):
             pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
         res = run_cli(*args)
         assert res.returncode == 2 and res.stderr.count("\n") == 1 and "cannot write" in res.stderr, res.stderr
+
+
+def test_without_format_a_timeline_files_name_says_which_one(tmp_path):
+    # GIVEN export with no --format and -o ending in .json (the same for .pftrace: perfetto)
+    out = tmp_path / "t.json"
+    res = run_cli("export", str(H200 / "eagle_gpu_bound.sqlite"), "-o", str(out))
+    # THEN it writes the Chrome trace-event JSON file, not a parquet folder named t.json
+    assert res.returncode == 0, res.stderr
+    assert out.is_file() and isinstance(json.loads(out.read_text()), list)
+    # AND a name without such an ending is a parquet export folder, as before
+    res = run_cli("export", str(H200 / "eagle_gpu_bound.sqlite"), "-o", str(tmp_path / "exp"))
+    assert res.returncode == 0 and (tmp_path / "exp" / "manifest.json").is_file()

@@ -18,8 +18,8 @@ def add(sub) -> None:
     )
     p.add_argument("-o", "--output", required=True, metavar="DIR|FILE", help="output directory (parquet), replaced whole (a previous export there goes; anything else needs --force); "
                    "with --format perfetto or chrome-json, the output file (any name, e.g. run.pftrace / run.json)")
-    p.add_argument("--format", choices=["parquet", "perfetto", "chrome-json"], default="parquet",
-                   help="parquet (default): per-rank datasets; perfetto: one native Perfetto trace (protobuf) for ui.perfetto.dev, "
+    p.add_argument("--format", choices=["parquet", "perfetto", "chrome-json"], default=None,
+                   help="parquet (the default, unless -o ends in .pftrace / .perfetto-trace: perfetto, or .json: chrome-json): per-rank datasets; perfetto: one native Perfetto trace (protobuf) for ui.perfetto.dev, "
                         "compact and quick to open (needs the `perfetto` extra: pip install 'tracerecon[perfetto]'); chrome-json: the same "
                         "timeline as Chrome trace-event JSON, for tools that read only that (chrome://tracing). Both hold per rank the "
                         "CPU phases against the GPU phases, waits, every GPU op per stream, flows for waits and collectives")
@@ -27,8 +27,15 @@ def add(sub) -> None:
     p.set_defaults(func=main)
 
 
+# Without --format, a timeline file's usual name says which one (a parquet export is a folder).
+FORMAT_BY_SUFFIX = {".pftrace": "perfetto", ".perfetto-trace": "perfetto", ".json": "chrome-json"}
+
+
 def main(args: argparse.Namespace) -> int:
     from tracerecon import api
+
+    if args.format is None:
+        args.format = next((f for suffix, f in FORMAT_BY_SUFFIX.items() if str(args.output).lower().endswith(suffix)), "parquet")
 
     if args.format == "perfetto":
         from tracerecon.timeline_export import perfetto_messages
