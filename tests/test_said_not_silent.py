@@ -430,3 +430,16 @@ def test_phase_options_an_export_directory_ignores_are_said(tmp_path):
     assert [ln.split(" ignored:")[0] for ln in diff.stderr.splitlines() if "ignored" in ln] == [f"tracerecon: warning: {out}: --cycle, --phase-thread"] * 2
     # and without options nothing is said
     assert "ignored" not in plain.stderr
+
+
+def test_a_phase_asked_for_that_matches_no_range_is_said():
+    # GIVEN the README's trace and --phase verify plus a pattern that matches none of its ranges
+    from conftest import H200
+
+    asked = analyze([H200 / "eagle_gpu_bound.sqlite"], PhaseConfig(phases=("verify", "draft=glob:*propose*")))
+    # THEN verify is reported, and a warning names the pattern that matched nothing
+    assert {p["phase"] for p in asked.ranks[0].phases.to_pylist()} == {"verify"}
+    assert any("no range matched --phase 'draft=glob:*propose*'" in w for w in asked.warnings)
+    # AND phases recorded in a run directory (a preset's list for several engine versions) are not
+    recorded = analyze([H200 / "eagle_gpu_bound.sqlite"], PhaseConfig(phases=("verify", "draft=glob:*propose*"), phases_recorded=True))
+    assert not any("no range matched" in w for w in recorded.warnings)

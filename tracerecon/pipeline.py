@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from tracerecon.analysis.config import PhaseConfig
+from tracerecon.analysis.config import DEFAULT_PHASES, PhaseConfig, parse_phase_spec
 from tracerecon.errors import BadTraceError, TraceReconError, UsageError, install_hint
 from tracerecon.import_ahead import ImportAhead, join_all
 from tracerecon.memory import release_free_memory
@@ -544,6 +544,14 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
         for s, _, w in work:
             if len(w.phase_inputs.phase_rows) == 0:
                 warnings.append(f"rank {s.rank} ({s.path}): no range named as a phase ({', '.join(config.phases)})")
+        # A phase asked for by name (not the default list, whose names an engine has some of)
+        # that no rank has: a pattern that matches nothing drops it from the report unsaid.
+        if config.phases != DEFAULT_PHASES and not config.phases_recorded:
+            present = {label for _, _, w in work for label in w.phase_inputs.labels}
+            missing = [spec for spec in config.phases if parse_phase_spec(spec)[0] not in present]
+            if missing:
+                warnings.append(f"no range matched --phase {', '.join(shlex.quote(m) for m in missing)} (the other phases did); "
+                                "`tracerecon ranges` lists every range name")
     if config.cycle_prefix and any(len(w.phase_inputs.phase_rows) for _, _, w in work) and all(len(w.cycle_rows) == 0 for _, _, w in work if len(w.phase_inputs.phase_rows)):
         warnings.append(f"no range name starts with {config.cycle_prefix!r} (but phases' own): a cycle starts where the first phase of --phase (that occurs) begins again after other phases")
     say("across ranks")

@@ -33,6 +33,9 @@ class PhaseConfig:
     # (analysis.attribution).
     phase_thread: str | int = AUTO
     skip_cycles: int | None = None
+    # The phases came from a run directory's run.json (a preset's list, some of whose names an
+    # engine version lacks): a phase no range matched is not said (it is, for phases asked for).
+    phases_recorded: bool = False
 
     def labels(self) -> tuple[str, ...]:
         """The phase names the specs give, in order (each once)."""

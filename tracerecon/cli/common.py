@@ -90,7 +90,8 @@ def config_from(args: argparse.Namespace, inputs: Sequence[str] | None = None) -
         raise UsageError("--skip-cycles takes 0 or more")
     # A recorded "" (a run made with --cycle "": no cycle ranges) is kept, not the default.
     cycle = args.cycle if args.cycle is not None else str(recorded["cycle_prefix"] if recorded.get("cycle_prefix") is not None else DEFAULT_CYCLE)
-    return PhaseConfig(phases=phases, cycle_prefix=cycle, phase_thread=thread, skip_cycles=args.skip_cycles)
+    return PhaseConfig(phases=phases, cycle_prefix=cycle, phase_thread=thread, skip_cycles=args.skip_cycles,
+                       phases_recorded=bool(not args.phase and recorded.get("phases")))
 
 
 def _say_options_an_export_ignores(args: argparse.Namespace, inputs: Sequence[str]) -> None:
