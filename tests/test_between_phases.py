@@ -12,8 +12,8 @@ from tracerecon.api import load
 U = 1000  # 1 us
 
 
-def kernel(t: FakeTrace, at_us: int, gpu_us: tuple[int, int], stream: int = 7) -> None:
-    t.kernel(t.call("cudaLaunchKernel", at_us * U, (at_us + 2) * U), gpu_us[0] * U, gpu_us[1] * U, stream=stream)
+def kernel(t: FakeTrace, at_us: int, gpu_us: tuple[int, int], stream: int = 7, tid: int | None = None) -> None:
+    t.kernel(t.call("cudaLaunchKernel", at_us * U, (at_us + 2) * U, tid=tid), gpu_us[0] * U, gpu_us[1] * U, stream=stream)
 
 
 def draft_verify_cycles(tmp_path, between, verify_gpu):
@@ -222,8 +222,8 @@ def handed_over(tmp_path, forward_tid: int):
         t.range(f"cycle {c}", b * U, (b + 600) * U, tid=1)
         t.range("prepare", b * U, (b + 100) * U, tid=1)
         t.range("forward", (b + 250) * U, (b + 400) * U, tid=forward_tid)
-        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U, tid=1), (b + 20) * U, (b + 50) * U)
-        t.kernel(t.call("cudaLaunchKernel", (b + 260) * U, (b + 262) * U, tid=forward_tid), (b + 270) * U, (b + 500) * U)
+        kernel(t, b + 10, (b + 20, b + 50), tid=1)
+        kernel(t, b + 260, (b + 270, b + 500), tid=forward_tid)
     return load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("prepare", "forward")))
 
 
@@ -257,9 +257,9 @@ def test_a_range_ended_by_the_thread_that_runs_the_next_phase_hands_nothing_over
         t.range("prepare", b * U, (b + 100) * U, tid=1)
         t.range("forward", (b + 100) * U, (b + 400) * U, tid=1, end_tid=2, push_pop=False)
         t.range("sample", (b + 550) * U, (b + 600) * U, tid=2)
-        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U, tid=1), (b + 20) * U, (b + 50) * U)
-        t.kernel(t.call("cudaLaunchKernel", (b + 260) * U, (b + 262) * U, tid=2), (b + 270) * U, (b + 350) * U)
-        t.kernel(t.call("cudaLaunchKernel", (b + 560) * U, (b + 562) * U, tid=2), (b + 570) * U, (b + 580) * U)
+        kernel(t, b + 10, (b + 20, b + 50), tid=1)
+        kernel(t, b + 260, (b + 270, b + 350), tid=2)
+        kernel(t, b + 560, (b + 570, b + 580), tid=2)
     a = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("prepare", "forward", "sample")))
     # THEN prepare hands forward over at its CPU end (b+100: 100 us); forward's range was ended
     # by thread 2, which runs sample, so its CPU gap is forward's tail: b+100..b+550 = 450 us and

@@ -533,17 +533,23 @@ def test_a_long_prefetch_on_a_copy_stream_does_not_move_the_phase_off_its_comput
     assert [p["n_gpu_ops"] for p in rank.phases.to_pylist() if p["phase"] == "verify"] == [2] * 3
 
 
-def test_a_phase_that_only_copies_on_a_copy_stream_is_read_on_the_stream_that_computes(tmp_path):
-    # GIVEN draft's kernel on stream 7, then verify, whose only work is a 300 us copy on stream 12,
-    # a stream that never runs a kernel (an input or offload stream), waited for by nothing
+def verify_copying_on(stream: int, tmp_path):
+    """Two cycles (b = 1000c us): draft's kernel on 7 (b+20..b+90), then verify, whose only work
+    is a 300 us copy (b+120..b+420) on ``stream``; the one rank analysed."""
     t = FakeTrace()
     for c in range(2):
         b = c * 1000
         t.cycle(c, b * U, (b + 100) * U, (b + 200) * U)
         launch(t, b + 10, (b + 20, b + 90))
-        t.copy(t.call("cudaMemcpyAsync", (b + 110) * U, (b + 112) * U), (b + 120) * U, (b + 420) * U, kind=1, stream=12)
+        t.copy(t.call("cudaMemcpyAsync", (b + 110) * U, (b + 112) * U), (b + 120) * U, (b + 420) * U, kind=1, stream=stream)
+    return one_rank(t, tmp_path)
+
+
+def test_a_phase_that_only_copies_on_a_copy_stream_is_read_on_the_stream_that_computes(tmp_path):
+    # GIVEN draft's kernel on stream 7, then verify, whose only work is a 300 us copy on stream 12,
+    # a stream that never runs a kernel (an input or offload stream), waited for by nothing
     # WHEN analysed
-    rank = one_rank(t, tmp_path)
+    rank = verify_copying_on(12, tmp_path)
     # THEN verify is read on 7, where the engine's events go (it was read on 12, to b+420): 7 is
     # done at b+90, so verify reads its CPU time b+100..b+200 = 100 us
     assert per_cycle(rank) == [(c, n, v, 7) for c in range(2) for n, v in (("draft", 100), ("verify", 100))]
@@ -552,14 +558,8 @@ def test_a_phase_that_only_copies_on_a_copy_stream_is_read_on_the_stream_that_co
 def test_a_phase_that_only_copies_on_the_stream_that_computes_is_read_there(tmp_path):
     # GIVEN as above, but verify's 300 us copy on stream 7 itself (a non_blocking input copy on
     # torch's current stream)
-    t = FakeTrace()
-    for c in range(2):
-        b = c * 1000
-        t.cycle(c, b * U, (b + 100) * U, (b + 200) * U)
-        launch(t, b + 10, (b + 20, b + 90))
-        t.copy(t.call("cudaMemcpyAsync", (b + 110) * U, (b + 112) * U), (b + 120) * U, (b + 420) * U, kind=1, stream=7)
     # WHEN analysed
-    rank = one_rank(t, tmp_path)
+    rank = verify_copying_on(7, tmp_path)
     # THEN an event on 7 at verify's end waits for the copy: b+100..b+420 = 320 us
     assert per_cycle(rank) == [(c, n, v, 7) for c in range(2) for n, v in (("draft", 100), ("verify", 320))]
 

@@ -893,51 +893,34 @@ class CopyStreams:
         self._ops = ops
         self._c = computes(ops) if ops.num_rows else np.zeros(0, bool)
 
-    def _column(self, name: str) -> np.ndarray:
-        """A column of the computing ops (not kept: a copy of 8 bytes per op each)."""
+    def _columns(self, *names: str) -> tuple[np.ndarray, ...]:
+        """Columns of the computing ops (not kept: a copy of 8 bytes per op each)."""
         if self._ops.num_rows == 0:
-            return np.zeros(0, np.int64)
-        if name == "took":
-            return np.clip(int64s(self._ops["end_ns"])[self._c] - int64s(self._ops["start_ns"])[self._c], 0, None)
-        return int64s(self._ops[name], -1)[self._c]
-
-    @property
-    def _pid(self) -> np.ndarray:
-        return self._column("pid")
-
-    @property
-    def _dev(self) -> np.ndarray:
-        return self._column("device_id")
-
-    @property
-    def _stream(self) -> np.ndarray:
-        return self._column("stream_id")
-
-    @property
-    def _tid(self) -> np.ndarray:
-        return self._column("launch_tid")
+            return tuple(np.zeros(0, np.int64) for _ in names)
+        return tuple(int64s(self._ops[name], -1)[self._c] for name in names)
 
     @functools.cached_property
     def _computing(self) -> np.ndarray:
-        return np.unique(_pack(self._pid, self._dev, self._stream))
+        return np.unique(_pack(*self._columns("pid", "device_id", "stream_id")))
 
     @functools.cached_property
     def _computing_pids(self) -> np.ndarray:
-        return np.unique(self._pid)
+        return np.unique(self._columns("pid")[0])
 
     @functools.cached_property
     def _computing_threads(self) -> np.ndarray:
-        return np.unique(thread_keys(self._pid, self._tid))
+        return np.unique(thread_keys(*self._columns("pid", "launch_tid")))
 
     @functools.cached_property
     def _threads(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The computing threads' keys (sorted) and each one's (device, stream) its kernels and
         graphs ran longest on (ties: the lower packed stream)."""
-        pid, dev, stream = self._pid, self._dev, self._stream
-        thread_u, t_code = np.unique(thread_keys(pid, self._tid), return_inverse=True)
+        pid, dev, stream, tid, start, end = self._columns("pid", "device_id", "stream_id", "launch_tid", "start_ns", "end_ns")
+        thread_u, t_code = np.unique(thread_keys(pid, tid), return_inverse=True)
         stream_u, s_code = np.unique(_pack(pid, dev, stream), return_inverse=True)
-        cell, cells = t_code.ravel() * len(stream_u) + s_code.ravel(), np.unique(t_code.ravel() * len(stream_u) + s_code.ravel())
-        total = np.bincount(np.searchsorted(cells, cell), weights=self._column("took"), minlength=len(cells))
+        cell = t_code.ravel() * len(stream_u) + s_code.ravel()
+        cells = np.unique(cell)
+        total = np.bincount(np.searchsorted(cells, cell), weights=np.clip(end - start, 0, None), minlength=len(cells))
         t_of, s_of = cells // max(len(stream_u), 1), cells % max(len(stream_u), 1)
         order = np.lexsort((s_of, -total, t_of))
         best = order[np.r_[True, t_of[order][1:] != t_of[order][:-1]]] if len(order) else order
