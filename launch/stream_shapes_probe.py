@@ -50,6 +50,18 @@ Shapes (``--shape``):
   ``.item()``.
 - ``two_graph_streams``: forward forks two side streams off the current one, replays a CUDA graph
   on each (two halves of a layer at once), joins both back and runs one more layer.
+- ``graph_copy_nodes``: forward replays a CUDA graph whose capture holds copies: the inputs from
+  pinned memory (a host-to-device memcpy node), the layers, a device-to-device copy of their
+  output (a memcpy node), one more layer.
+- ``draft_steps``: forward is three ranges of the same name a cycle (EAGLE's draft steps), each
+  its own events; between them, outside any phase, a small bookkeeping kernel. The phase's truth
+  is the sum of its three instances' event times.
+- ``nested_same_name``: forward's range holds a second ``forward`` range (the engine's and the
+  model's own decorator, both named alike) around the layers.
+- ``empty_cache_sync``: forward frees a 256 MB buffer and calls ``torch.cuda.empty_cache()``
+  halfway (``cudaFree``: an implicit device synchronize that no synchronization record names).
+- ``triton_kernel``: forward ends with a Triton kernel (launched through the driver API,
+  ``cuLaunchKernel``, as torch.compile's kernels are) over a 64 M-element buffer.
 
     nsys profile -t cuda,nvtx --cuda-graph-trace=node -o out python3 launch/stream_shapes_probe.py --shape S --gt gt.jsonl
 """
@@ -111,7 +123,8 @@ def main() -> None:
                                                        "copy_only_prepare", "pageable_h2d", "graph_side_stream", "piecewise_graphs",
                                                        "device_sync_mid", "dtoh_pinned_event", "idle_sample", "worker_stream_handoff",
                                                        "model_thread", "range_start_end", "ahead_graph", "event_poll",
-                                                       "two_graph_streams"])
+                                                       "two_graph_streams", "graph_copy_nodes", "draft_steps", "nested_same_name",
+                                                       "empty_cache_sync", "triton_kernel"])
     ap.add_argument("--cycles", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--gt", required=True)
@@ -173,6 +186,38 @@ def main() -> None:
             with torch.cuda.stream(m.side):  # the side stream's cuBLAS workspace, before the loop
                 m.chain(static_in, 1)
             torch.cuda.current_stream().wait_stream(m.side)
+    if args.shape == "graph_copy_nodes":
+        pinned_in = torch.randn(4096, 4096, dtype=torch.bfloat16).pin_memory()
+        static_in = m.x.clone()
+        static_buf = m.x.clone()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):  # warm the kernels up outside the capture
+            for _ in range(2):
+                m.chain(static_in, 2)
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_in.copy_(pinned_in, non_blocking=True)  # a memcpy node, host to device
+            static_buf.copy_(m.chain(static_in, 4))  # a memcpy node, device to device
+            static_out = m.chain(static_buf, 1)
+    if args.shape == "triton_kernel":
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def scale_shift(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            mask = offs < n
+            tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2.0 + 1.0, mask=mask)
+
+        tri_x = torch.randn(64 * 1024 * 1024, device=dev)
+        tri_y = torch.empty_like(tri_x)
+
+        def triton_step() -> None:
+            scale_shift[(triton.cdiv(tri_x.numel(), 1024),)](tri_x, tri_y, tri_x.numel(), BLOCK=1024)
+
+        triton_step()  # compiled here, before the loop
     big_pinned = torch.empty(32 * 1024 * 1024, dtype=torch.bfloat16, pin_memory=True)  # 64 MB
     big_dev = torch.empty(32 * 1024 * 1024, dtype=torch.bfloat16, device=dev)
     pageable = torch.randn(4 * 1024 * 1024)  # 16 MB, not pinned
@@ -254,6 +299,7 @@ def main() -> None:
     for i in range(-args.warmup, args.cycles):
         main_stream = torch.cuda.current_stream()
         ev = [torch.cuda.Event(enable_timing=True) for _ in range(len(PHASES) + 1)]
+        steps: list = []  # draft_steps: each forward instance's two events
         t0 = time.perf_counter()
         push(f"cycle {i}" if i >= 0 else "warmup")
         ev[0].record(main_stream)
@@ -291,11 +337,51 @@ def main() -> None:
             from_model.get()
             pop()
             if i >= 0:
-                rows.append((i, ev, (time.perf_counter() - t0) * 1e3))
+                rows.append((i, ev, (time.perf_counter() - t0) * 1e3, []))
+            continue
+
+        if args.shape == "draft_steps":
+            y = m.x
+            for k in range(3):
+                if k:
+                    m.state.add_(1.0)  # bookkeeping between the steps, in no phase
+                    spin(0.03)
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record(main_stream)
+                push("forward")
+                y = m.chain(y, 2)
+                spin(0.05)
+                pop()
+                b.record(main_stream)
+                steps.append((a, b))
+            ev[2].record(main_stream)
+            push("sample")
+            _ = y[0, :1024].float().softmax(0)[0].item()
+            pop()
+            ev[3].record(main_stream)
+            pop()
+            if i >= 0:
+                rows.append((i, ev, (time.perf_counter() - t0) * 1e3, steps))
             continue
 
         push("forward")
-        if args.shape in ("side_join_same", "own_stream"):
+        if args.shape == "nested_same_name":
+            spin(0.02)
+            push("forward")  # the model's own range, named as the engine's
+            y = m.chain(m.x, 6)
+            pop()
+        elif args.shape == "empty_cache_sync":
+            y = m.chain(m.x, 3)
+            torch.empty(128 * 1024 * 1024, dtype=torch.bfloat16, device=dev)  # 256 MB, freed at once
+            torch.cuda.empty_cache()  # cudaFree: waits for the device
+            y = m.chain(y, 3)
+        elif args.shape == "triton_kernel":
+            y = m.chain(m.x, 5)
+            triton_step()
+        elif args.shape == "graph_copy_nodes":
+            graph.replay()
+            y = static_out
+        elif args.shape in ("side_join_same", "own_stream"):
             y = forward_fork(m, join=True)
         elif args.shape in ("side_join_later", "side_join_next"):
             y = forward_fork(m, join=False)
@@ -386,16 +472,18 @@ def main() -> None:
         ev[3].record(main_stream)
         pop()
         if i >= 0:
-            rows.append((i, ev, (time.perf_counter() - t0) * 1e3))
+            rows.append((i, ev, (time.perf_counter() - t0) * 1e3, []))
     stop.set()
     handoff_in.put(None)
     to_model.put(None)
     torch.cuda.synchronize()
     with open(args.gt, "w") as fh:
-        for i, ev, cpu in rows:
+        for i, ev, cpu, steps in rows:
             rec = {"cycle": i, "cpu_ms": cpu, "shape": args.shape,
                    "phase_ms": {n: ev[k].elapsed_time(ev[k + 1]) for k, n in enumerate(PHASES)},
                    "cycle_ms": ev[0].elapsed_time(ev[-1])}
+            if steps:  # a phase run several times a cycle: the sum of its instances' times
+                rec["phase_ms"]["forward"] = sum(a.elapsed_time(b) for a, b in steps)
             fh.write(json.dumps(rec) + "\n")
     print(f"{args.shape}: {args.cycles} cycles", flush=True)
 

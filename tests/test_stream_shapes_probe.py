@@ -14,7 +14,11 @@ handed to a worker thread's own stream through events; forward and sample marked
 model thread the loop hands each cycle to through a queue; every range marked with
 nvtxRangeStart/End; a graph loop with the CPU a cycle ahead (tokens copied to pinned memory and
 awaited a cycle later); an event polled instead of ``.item()``; two graphs replayed at once on two
-side streams; the graph shapes traced with nsys's default ``--cuda-graph-trace=graph``."""
+side streams; a graph holding memcpy nodes (inputs from pinned memory, a device-to-device copy);
+forward run as three ranges of one name a cycle (draft steps) with a kernel in no phase between;
+a ``forward`` range nested in a ``forward`` range; ``torch.cuda.empty_cache()`` mid-phase (an
+implicit synchronize in ``cudaFree``); a Triton kernel (launched through ``cuLaunchKernel``); the
+graph shapes traced with nsys's default ``--cuda-graph-trace=graph``."""
 
 from __future__ import annotations
 
@@ -32,14 +36,21 @@ PHASES = ("prepare", "forward", "sample")
 # trace cannot see (README, GPU ms); in these traces such boundaries (sample's end after
 # .item(), a cycle's start) differ by up to 48 us; boundaries behind GPU work by 1-17 us.
 TOLERANCE_MS = 0.060
+# Where the engine's own event was recorded late: graph_copy_nodes_graphtrace's cycle 18 ends sample
+# at 4,610,476,052 ns, but its cudaEventRecord ran 4,610,541,289-4,610,549,568 (a cudaEventCreate
+# of 26 us before it, both in the trace): the event reads 0.161 ms, the boundary at the range's end
+# 0.090 ms.
+RECORDED_LATE = {("graph_copy_nodes_graphtrace", 18, "sample"): 0.072, ("graph_copy_nodes_graphtrace", 18, "cycle"): 0.073}
 
 
 SHAPES = ["side_join_same", "side_join_later", "copy_event_sync", "graph_fork_join", "own_stream", "background_kernels",
           "input_stream_copy", "copy_only_prepare", "pageable_h2d", "graph_side_stream", "piecewise_graphs", "device_sync_mid",
           "dtoh_pinned_event", "idle_sample", "worker_stream_handoff", "model_thread", "range_start_end",
-          "ahead_graph", "event_poll", "two_graph_streams",
+          "ahead_graph", "event_poll", "two_graph_streams", "graph_copy_nodes", "draft_steps", "nested_same_name",
+          "empty_cache_sync", "triton_kernel",
           # nsys's default graph tracing (one record per graph launch) of the graph shapes
-          "graph_fork_join_graphtrace", "graph_side_stream_graphtrace", "piecewise_graphs_graphtrace"]
+          "graph_fork_join_graphtrace", "graph_side_stream_graphtrace", "piecewise_graphs_graphtrace",
+          "graph_copy_nodes_graphtrace"]
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -49,7 +60,9 @@ def test_every_phase_of_every_cycle_reads_what_the_engines_events_read(shape):
     # WHEN analysed with the engine's three phases
     run = load([str(RUN / f"{shape}.sqlite.xz")], PhaseConfig(phases=PHASES))
     rank = run.ranks[0]
-    gpu = {(p["cycle"], p["phase"]): p["gpu_ns"] / 1e6 for p in rank.phases.to_pylist()}
+    gpu: dict = {}  # a cycle's phase: the sum of its ranges (draft_steps: three forward ranges a cycle)
+    for p in rank.phases.to_pylist():
+        gpu[(p["cycle"], p["phase"])] = gpu.get((p["cycle"], p["phase"]), 0.0) + p["gpu_ns"] / 1e6
     cycles = {c["cycle"]: c["gpu_ns"] / 1e6 for c in rank.cycles.to_pylist()}
     # THEN all 40 cycles are there, and every phase and every cycle reads its events within the
     # tolerance (side_join_later: forward 0.59 ms, sample 1.09 ms; read on the side stream,
@@ -57,11 +70,45 @@ def test_every_phase_of_every_cycle_reads_what_the_engines_events_read(shape):
     assert len(truth) == 40 and len(cycles) == 40
     for g in truth:
         for name in PHASES:
-            assert abs(gpu[(g["cycle"], name)] - g["phase_ms"][name]) < TOLERANCE_MS, (g["cycle"], name, gpu[(g["cycle"], name)], g["phase_ms"][name])
-        assert abs(cycles[g["cycle"]] - g["cycle_ms"]) < TOLERANCE_MS, g["cycle"]
+            tolerance = RECORDED_LATE.get((shape, g["cycle"], name), TOLERANCE_MS)
+            assert abs(gpu[(g["cycle"], name)] - g["phase_ms"][name]) < tolerance, (g["cycle"], name, gpu[(g["cycle"], name)], g["phase_ms"][name])
+        assert abs(cycles[g["cycle"]] - g["cycle_ms"]) < RECORDED_LATE.get((shape, g["cycle"], "cycle"), TOLERANCE_MS), g["cycle"]
     # and every phase of a cycle is read on the stream the events were recorded on: one stream,
     # the default one (7) unless the loop ran on a stream of its own; nothing is said to be tiled
     # (the 5 warm-up iterations' phases, in no ``cycle N`` range, are read alone)
     (stream,) = {p["stream_id"] for p in rank.phases.to_pylist() if p["cycle"] is not None}
     assert (stream == 7) == (shape != "own_stream")
     assert not run.warnings
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_the_same_without_cycle_ranges_every_cycle_found_from_the_phases(shape, tmp_path):
+    # GIVEN the real trace with its ``cycle N`` and ``warmup`` ranges deleted (an engine that marks
+    # only its phases; the rest of the trace, CPU times included, is as recorded)
+    import lzma
+    import shutil
+    import sqlite3
+
+    trace = tmp_path / f"{shape}.sqlite"
+    with lzma.open(RUN / f"{shape}.sqlite.xz") as src, open(trace, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    with sqlite3.connect(trace) as conn:
+        deleted = conn.execute(
+            "delete from NVTX_EVENTS where coalesce(text, (select value from StringIds where id = textId)) like 'cycle %' "
+            "or coalesce(text, (select value from StringIds where id = textId)) like 'warmup%'").rowcount
+    assert deleted == 45
+    truth = [json.loads(line) for line in (RUN / f"{shape}.gt.jsonl").read_text().splitlines()]
+    # WHEN analysed with the engine's three phases
+    rank = load([str(trace)], PhaseConfig(phases=PHASES)).ranks[0]
+    # THEN a cycle starts at each prepare: the 5 warm-up iterations and the 40 cycles, and the last
+    # 40 read what the engine's events read, phase by phase
+    cycles = sorted(rank.cycles.to_pylist(), key=lambda c: c["cycle"])
+    assert len(cycles) == 45
+    gpu: dict = {}
+    for p in rank.phases.to_pylist():
+        gpu[(p["cycle"], p["phase"])] = gpu.get((p["cycle"], p["phase"]), 0.0) + p["gpu_ns"] / 1e6
+    for g, c in zip(truth, cycles[5:]):
+        for name in PHASES:
+            tolerance = RECORDED_LATE.get((shape, g["cycle"], name), TOLERANCE_MS)
+            assert abs(gpu[(c["cycle"], name)] - g["phase_ms"][name]) < tolerance, (g["cycle"], name)
+        assert abs(c["gpu_ns"] / 1e6 - g["cycle_ms"]) < RECORDED_LATE.get((shape, g["cycle"], "cycle"), TOLERANCE_MS), g["cycle"]
