@@ -115,7 +115,8 @@ class StreamClock:
         """Per stream row (-1: none) and CPU instant: (device, stream) of the stream that first
         waited, at or after ``after``, for an event recorded on it (its results' consumer: the
         forward stream an input stream feeds), else of the last one it waited for before then
-        (the stream it was forked off); -1 where neither."""
+        (the stream it was forked off), else of the first one it waited for after then (forked
+        off for the first time inside the phase asking); -1 where none."""
         row, after = np.asarray(row, np.int64), np.asarray(after, np.int64)
         out = np.full(len(row), -1, dtype=np.int64)
         for r in np.unique(row[row >= 0]).tolist():
@@ -128,13 +129,16 @@ class StreamClock:
             before = np.searchsorted(self.join_cpu[off], after[asked], side="left") - 1
             use = ~has & (before >= 0)
             out[asked[use]] = self.join_from[off[before[use]]]
+            if len(off):
+                first = ~has & (before < 0)
+                out[asked[first]] = self.join_from[off[0]]
         found = out >= 0
         return (np.where(found, _unpack_device(self.keys, np.maximum(out, 0)), -1) if len(self.keys) else out,
                 np.where(found, _unpack_stream(self.keys, np.maximum(out, 0)), -1) if len(self.keys) else out)
 
     def queued_between(self, stream: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """For each (stream row, CPU instants ``lo`` < ``hi``): whether an op was put on the
-        stream after ``lo`` and before ``hi``, or the stream was made to wait then for another's
+        stream after ``lo`` and by ``hi`` (``done``'s "before"), or the stream was made to wait then for another's
         work still running after ``lo`` (an event wait for work done by then holds nothing up).
         ``stream`` -1 gives False."""
         stream = np.asarray(stream, dtype=np.int64)
@@ -142,17 +146,18 @@ class StreamClock:
         for s in np.unique(stream[stream >= 0]).tolist():
             sel = np.flatnonzero((stream == s) & (np.asarray(lo) < np.asarray(hi)))
             launch = self.op_launch[s]
-            out[sel] = np.searchsorted(launch, hi[sel], side="left") > np.searchsorted(launch, lo[sel], side="right")
+            out[sel] = np.searchsorted(launch, hi[sel], side="right") > np.searchsorted(launch, lo[sel], side="right")
             waits, dep = self.wait_time[s], self.wait_dep[s]
             if len(waits):
-                a, b = np.searchsorted(waits, lo[sel], side="right"), np.searchsorted(waits, hi[sel], side="left")
+                a, b = np.searchsorted(waits, lo[sel], side="right"), np.searchsorted(waits, hi[sel], side="right")
                 for j in np.flatnonzero((b > a) & ~out[sel]).tolist():
                     out[sel[j]] = bool((dep[a[j]:b[j]] > lo[sel[j]]).any())
         return out
 
     def done(self, stream: np.ndarray, t: np.ndarray) -> np.ndarray:
-        """For each (stream row, CPU instant): completion of the work queued before it
-        (int64 min when nothing was). ``stream`` -1 gives int64 min."""
+        """For each (stream row, CPU instant): completion of the work queued before it, or at
+        that very nanosecond (a launch call that returned as a range closed was made inside
+        it); int64 min when nothing was. ``stream`` -1 gives int64 min."""
         stream = np.asarray(stream, dtype=np.int64)
         t = np.asarray(t, dtype=np.int64)
         out = np.full(len(t), I64_MIN, dtype=np.int64)
@@ -163,10 +168,10 @@ class StreamClock:
 
 
 def _before(times: np.ndarray, running: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """running[last index with times < t], int64 min when none."""
+    """running[last index with times <= t], int64 min when none."""
     if len(times) == 0:
         return np.full(len(t), I64_MIN, dtype=np.int64)
-    pos = np.searchsorted(times, t, side="left") - 1
+    pos = np.searchsorted(times, t, side="right") - 1
     return np.where(pos >= 0, running[np.maximum(pos, 0)], I64_MIN)
 
 
@@ -1011,6 +1016,7 @@ def phase_boundaries(
     device = np.asarray(device, dtype=np.int64).copy()
     stream = np.asarray(stream, dtype=np.int64).copy()
     line = timelines(pid, cycle, tid)
+    sequenced = in_sequence(pid, cycle, tid, cpu_start, cpu_end, line)
     for ln in np.unique(line):
         seq = np.flatnonzero(line == ln)
         d_s = (fallback or {}).get(int(pid[seq[0]]))
@@ -1019,13 +1025,15 @@ def phase_boundaries(
     row = clock.stream_index(pid, device, stream)
     for ln in np.unique(line):
         seq = np.flatnonzero(line == ln)  # this timeline's phases, in time order
-        in_cycle = cycle[seq] >= 0
-        if in_cycle.all() or not in_cycle.any():
+        in_cycle = sequenced[seq]
+        if in_cycle.all() or not (cycle[seq] >= 0).any():
             parts = [(seq, False)]
         else:
             # Phase ranges in no cycle (a range of a phase's name on another thread, a phase
-            # before the first cycle range) are read alone: they are no neighbour of the cycles'
-            # phases, lend them no stream, and move none of their boundaries.
+            # before the first cycle range), and those held whole inside a phase range of
+            # another thread (a helper thread's short range while the loop's phase runs), are
+            # read alone: they are no neighbour of the cycles' other phases, lend them no
+            # stream, and move none of their boundaries.
             parts = [(seq[in_cycle], False), (seq[~in_cycle], True)]
         for part, alone in parts:
             filled = _fill_index(row[part])
@@ -1063,9 +1071,13 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
     thread (a hand-off: a loop thread's prepare, a model thread's forward), the two meet at the
     earlier one's CPU end: the thread that ends a phase hands the cycle on there, and the time
     the other thread takes to pick it up is the later phase's (a real H200 trace, a model
-    thread woken through a queue: 0.14 ms a cycle, where the engine's events put it). Each boundary
-    between two phases of a cycle is read on both their streams, and boundaries never run
-    backwards (a running maximum over start, end, start, end, ...). ``alone``: phases that are
+    thread woken through a queue: 0.14 ms a cycle, where the engine's events put it). Where the
+    next phase began before this one ended (``nvtxRangeStart/End`` ranges, or another thread's
+    range opened before this one closed), no boundary is shared: each reads its own, this one's
+    end at its CPU end, on its own stream, as the events each range's thread records there
+    would. Each boundary between two phases of a cycle is read on both their streams, and
+    boundaries never run backwards (a running maximum over start, end, start, end, ...; an
+    overlapped end holds no later boundary back). ``alone``: phases that are
     no neighbours of each other (in no cycle), each read on its own stream from its CPU start
     to its CPU end."""
     if alone:
@@ -1078,25 +1090,27 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
     next_in_a_cycle = np.r_[(cyc[1:] >= 0) & (cyc[:-1] >= 0), False]
     next_row = np.where(next_in_a_cycle, np.r_[srow[1:], -1], -1) if not own_stream_only else srow
     t_next = np.where(same_cycle_next, np.r_[t[1:], 0], cpu_end)
+    overlap = same_cycle_next & (t_next < cpu_end)
     between = same_cycle_next & (clock.queued_between(srow, cpu_end, t_next) | clock.queued_between(np.r_[srow[1:], -1], cpu_end, t_next))
     if threads is not None:
         started, ended = threads
-        hand_off = same_cycle_next & np.r_[(started[1:] != ended[:-1]) & (ended[:-1] != -1), False]
+        hand_off = same_cycle_next & ~overlap & np.r_[(started[1:] != ended[:-1]) & (ended[:-1] != -1), False]
     else:
         hand_off = np.zeros(len(t), dtype=bool)
-    e = np.where(between | hand_off, np.minimum(cpu_end, t_next), t_next)
+    e = np.where(between | hand_off, np.minimum(cpu_end, t_next), np.where(overlap, cpu_end, t_next))
     # A hand-off with nothing queued between: the later phase begins where the earlier ended.
     t = np.where(np.r_[False, (hand_off & ~between)[:-1]], np.r_[0, e[:-1]], t)
-    a = np.maximum.reduce([t, clock.done(srow, t), clock.done(prev_row, t)])
-    z = np.maximum.reduce([e, clock.done(srow, e), clock.done(next_row, e)])
-    pairs = np.stack([a, z], 1)
+    after_overlap = np.r_[False, overlap[:-1]]
+    a = np.maximum.reduce([t, clock.done(srow, t), clock.done(np.where(after_overlap, -1, prev_row), t)])
+    z = np.maximum.reduce([e, clock.done(srow, e), clock.done(np.where(overlap, -1, next_row), e)])
+    pairs = np.stack([a, np.where(overlap, a, z)], 1)  # an overlapped end holds nothing back
     if own_stream_only:  # never backwards along each stream's own phases only
         for r in np.unique(srow).tolist():
             on_r = srow == r
             pairs[on_r] = np.maximum.accumulate(pairs[on_r].ravel()).reshape(-1, 2)
-        return pairs[:, 0], pairs[:, 1]
-    both = np.maximum.accumulate(pairs.ravel()).reshape(-1, 2)
-    return both[:, 0], both[:, 1]
+    else:
+        pairs = np.maximum.accumulate(pairs.ravel()).reshape(-1, 2)
+    return pairs[:, 0], np.where(overlap, np.maximum(z, pairs[:, 0]), pairs[:, 1])
 
 
 def tiled_off_their_stream(clock: StreamClock, pid: np.ndarray, cpu_start: np.ndarray, cpu_end: np.ndarray, cycle: np.ndarray, device: np.ndarray,
@@ -1165,6 +1179,38 @@ def timelines(pid: np.ndarray, cycle: np.ndarray, tid: np.ndarray | None) -> np.
         if len(threads) > 1 and not own_cycles:
             line[mine] = line[mine].min()  # one sequence for the process
     return line
+
+
+def in_sequence(pid: np.ndarray, cycle: np.ndarray, tid: np.ndarray | None, cpu_start: np.ndarray, cpu_end: np.ndarray,
+                line: np.ndarray | None = None) -> np.ndarray:
+    """Per phase instance (in time order): whether it takes its place in its timeline's
+    sequence of boundaries: it is in a cycle, and no phase range of another thread of its
+    timeline runs all through it (``_inside_another_thread``). The others are read alone
+    (``phase_boundaries``). ``line``: ``timelines``' keys, where already made."""
+    out = np.asarray(cycle) >= 0
+    if tid is None or len(out) == 0:
+        return out
+    line = timelines(pid, cycle, tid) if line is None else line
+    keys = thread_keys(pid, tid)
+    for ln in np.unique(line).tolist():
+        seq = np.flatnonzero(line == ln)
+        out[seq] &= ~_inside_another_thread(np.asarray(cpu_start)[seq], np.asarray(cpu_end)[seq], keys[seq], out[seq])
+    return out
+
+
+def _inside_another_thread(start: np.ndarray, end: np.ndarray, thread: np.ndarray, holders: np.ndarray) -> np.ndarray:
+    """Per phase instance (in start order): whether an instance among ``holders`` (those in a
+    cycle: a range in none holds nothing up) of another thread began no later and ends no
+    earlier: the two are not one after the other, so that one is running all through this one
+    (a helper thread's range inside the loop thread's phase)."""
+    out = np.zeros(len(start), dtype=bool)
+    threads = np.unique(thread[holders])
+    if len(np.unique(thread)) < 2:
+        return out
+    for th in threads.tolist():
+        reach = np.maximum.accumulate(np.where((thread == th) & holders, end, I64_MIN))  # the latest end of th's ranges begun so far
+        out |= (thread != th) & (reach >= end)
+    return out
 
 
 def _fill_index(row: np.ndarray) -> np.ndarray:

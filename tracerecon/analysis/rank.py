@@ -24,7 +24,7 @@ from tracerecon.cores import usable_cores
 from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases, own_launches, stream_deciding_ops
 from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_launch
 from tracerecon.analysis.boundaries import (CopyStreams, StreamClock, WaitTargets, awaited_work, busiest_streams, caller_streams, narrowed_by_phase,
-                                            phase_boundaries, phase_streams, stream_clock, tiled_off_their_stream, timelines,
+                                            in_sequence, phase_boundaries, phase_streams, stream_clock, tiled_off_their_stream, timelines,
                                             wait_targets)
 from tracerecon.analysis.nccl import phase_comm_split
 from tracerecon.analysis.config import PhaseConfig
@@ -393,6 +393,8 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
         return ()
     line = timelines(pid, cycle, tid)
     order = np.lexsort((np.arange(len(line)), line))  # each timeline's phases, in time order
+    if cpu_start is not None and cpu_end is not None:  # those read alone are nobody's neighbour
+        order = order[in_sequence(pid, cycle, tid, cpu_start, cpu_end, line)[order]]
     a, b = order[:-1], order[1:]
     gap = b_start[b] - b_end[a]
     found = np.flatnonzero((line[a] == line[b]) & (cycle[a] == cycle[b]) & (cycle[a] >= 0) & (b_end[a] != I64_MIN) & (b_start[b] != I64_MIN) & (gap > 0))

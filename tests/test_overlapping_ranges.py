@@ -1,0 +1,116 @@
+"""Phase ranges that are not one after the other, and instants that tie: what CUDA events
+recorded at each range's own boundaries, on its thread's current stream, would read. Found by a
+review's synthetic engine loops; every expected number is worked out by hand from the ops'
+times (one stream, 7, unless said)."""
+
+from __future__ import annotations
+
+from nsys_factory import FakeTrace
+from tracerecon.analysis.config import PhaseConfig
+from tracerecon.api import load
+
+U = 1000  # 1 us
+
+
+def kernel(t: FakeTrace, at_us: int, gpu_us: tuple[int, int], stream: int = 7, call_us: int = 2) -> None:
+    t.kernel(t.call("cudaLaunchKernel", at_us * U, (at_us + call_us) * U), gpu_us[0] * U, gpu_us[1] * U, stream=stream)
+
+
+def per_cycle(trace: FakeTrace, tmp_path) -> dict:
+    """Each (cycle, phase)'s GPU us, a cycle's instances of one name added up."""
+    rank = load([trace.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("a", "b", "c"))).ranks[0]
+    out: dict = {}
+    for p in rank.phases.to_pylist():
+        out[(p["cycle"], p["phase"])] = out.get((p["cycle"], p["phase"]), 0) + p["gpu_ns"] // U
+    return out
+
+
+def test_start_end_ranges_that_overlap_on_one_thread_each_read_their_own_ends(tmp_path):
+    # GIVEN nvtxRangeStart/End ranges on one thread where b begins (B+80) before a ends (B+100):
+    # a launches k1 at B+10 (GPU B+20..150) and k2 at B+90 (GPU B+150..170), b launches k3 at
+    # B+110 (GPU B+170..250), c [B+200, B+260] launches nothing
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.range(f"cycle {c}", b * U, (b + 260) * U)
+        t.range("a", b * U, (b + 100) * U, push_pop=False)
+        t.range("b", (b + 80) * U, (b + 200) * U, push_pop=False)
+        t.range("c", (b + 200) * U, (b + 260) * U, push_pop=False)
+        kernel(t, b + 10, (b + 20, b + 150))
+        kernel(t, b + 90, (b + 150, b + 170))
+        kernel(t, b + 110, (b + 170, b + 250))
+    # WHEN analysed
+    got = per_cycle(t, tmp_path)
+    # THEN a's end event (B+100) waits for k2: a = B..170; b's start event (B+80) for k1 only:
+    # b = 150..250; c = 250..260 (its CPU end) — before, a's end was read at b's start (150)
+    assert got == {(c, p): v for c in range(3) for p, v in (("a", 170), ("b", 100), ("c", 10))}
+
+
+def test_a_short_range_of_another_thread_inside_a_phase_moves_no_boundary(tmp_path):
+    # GIVEN the main thread's a [B, B+100] (k1 launched at B+10, GPU B+20..200; k2 at B+70, GPU
+    # B+200..300), b [B+100, B+150] (nothing), c [B+150, B+250] (k3 at B+160, GPU B+300..400),
+    # and a helper thread's range named b at [B+20, B+60] that launches nothing
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.cycle(c, b * U, (b + 100) * U, (b + 150) * U, (b + 250) * U, names=("a", "b", "c"))
+        kernel(t, b + 10, (b + 20, b + 200))
+        kernel(t, b + 70, (b + 200, b + 300))
+        kernel(t, b + 160, (b + 300, b + 400))
+        t.range("b", (b + 20) * U, (b + 60) * U, tid=11)
+    # WHEN analysed
+    load_ = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("a", "b", "c")))
+    got: dict = {}
+    for p in load_.ranks[0].phases.to_pylist():
+        got[(p["cycle"], p["phase"])] = got.get((p["cycle"], p["phase"]), 0) + p["gpu_ns"] // U
+    # THEN the main thread's events read a = B..300 (k2 included), b = 0, c = 100; the helper's
+    # range, read alone, adds 0 (events at B+20 and B+60 both wait for k1 only); before, the
+    # helper's range cut a at B+20 (a = 200) and k2 was said to be in no phase
+    assert got == {(c, p): v for c in range(3) for p, v in (("a", 300), ("b", 0), ("c", 100))}
+    assert not [w for w in load_.warnings if "queued between" in w]
+
+
+def test_a_launch_returning_at_the_very_nanosecond_its_range_ends_is_inside_it(tmp_path):
+    # GIVEN a [B, B+100] whose launch call runs B+98..B+100 (kernel GPU B+110..300), b
+    # [B+150, B+250] launching k2 at B+160 (GPU B+300..400)... named as cycle phases a, b, c
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.cycle(c, b * U, (b + 100) * U, (b + 150) * U, (b + 250) * U, names=("a", "b", "c"))
+        kernel(t, b + 98, (b + 110, b + 300))
+        kernel(t, b + 160, (b + 300, b + 400))
+    # WHEN analysed
+    got = per_cycle(t, tmp_path)
+    # THEN the call returned as a's range closed: it was made inside a, and a's end event waits
+    # for its kernel (a = B..300), b = 300..300, c = 300..400 — before, a read 100 and b 200
+    assert got == {(c, p): v for c in range(3) for p, v in (("a", 300), ("b", 0), ("c", 100))}
+
+
+def test_a_copy_stream_forked_off_for_the_first_time_inside_a_copy_only_phase(tmp_path):
+    # GIVEN a [B, B+100]: a kernel on 7 (B+20..40), then side stream 9 forked off 7 (record on 7
+    # at B+50, 9 waits at B+51) and a 400 us kernel on 9 (B+56..456); b [B+100, B+150]: nothing;
+    # c [B+150, B+250]: copy stream 15 forked off 7 (record B+160, wait B+161), a copy on 15
+    # (B+166..170), then 9 joined back into 7 (record on 9 at B+200, 7 waits at B+201)
+    t = FakeTrace()
+    ev = iter(range(1, 1000))
+    for c in range(3):
+        b = 1000 * c
+        t.cycle(c, b * U, (b + 100) * U, (b + 150) * U, (b + 250) * U, names=("a", "b", "c"))
+        kernel(t, b + 10, (b + 20, b + 40))
+        e = next(ev)
+        t.event_record(e, e, (b + 49) * U, (b + 50) * U, stream=7)
+        t.stream_wait(e, e, (b + 50) * U, (b + 51) * U, stream=9)
+        kernel(t, b + 55, (b + 56, b + 456), stream=9)
+        e = next(ev)
+        t.event_record(e, e, (b + 159) * U, (b + 160) * U, stream=7)
+        t.stream_wait(e, e, (b + 160) * U, (b + 161) * U, stream=15)
+        t.copy(t.call("cudaMemcpyAsync_v3020", (b + 165) * U, (b + 167) * U), (b + 166) * U, (b + 170) * U, kind=2, stream=15)
+        e = next(ev)
+        t.event_record(e, e, (b + 199) * U, (b + 200) * U, stream=9)
+        t.stream_wait(e, e, (b + 200) * U, (b + 201) * U, stream=7)
+    # WHEN analysed
+    got = per_cycle(t, tmp_path)
+    # THEN every cycle, the first one too, is read on 7, which 15 was forked off: a = B..100,
+    # b = 100..150, c = 150..456 (7 waits for 9 inside c) — before, the first cycle's c was read
+    # on the thread's busiest stream (9), which pulled a onto 9 too (a 456, b 0, c 0)
+    assert got == {(c, p): v for c in range(3) for p, v in (("a", 100), ("b", 50), ("c", 306))}
