@@ -548,3 +548,38 @@ def test_a_file_output_that_is_a_pipe_or_a_link_is_refused(tmp_path):
     os.mkfifo(svg_pipe)
     assert_one_line_error(run_cli("plot", trace, "-o", str(svg_pipe)), "give the path of a file to write")
     assert stat.S_ISFIFO(os.stat(svg_pipe).st_mode)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["export", str(H200 / "eagle_gpu_bound.sqlite"), "-o", ""], "argument -o/--output: expected a path, got nothing"),
+    (["scrub", str(H200 / "eagle_gpu_bound.sqlite"), "-o", " "], "argument -o/--output: expected a path, got nothing"),
+    (["report", str(H200 / "eagle_gpu_bound.sqlite"), "--dask", ""], "argument --dask: expected a scheduler address"),
+])
+def test_an_empty_output_or_scheduler_is_refused_before_anything_is_written(tmp_path, argv, needle):
+    # GIVEN an empty -o (the current directory, where a failed export left a hidden folder) or
+    # --dask (which a cached report never asked for)
+    # WHEN run in an empty folder THEN one line, exit 2, and the folder stays empty
+    res = run_cli(*argv, cwd=tmp_path)
+    assert_one_line_error(res, needle)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_errors_about_the_output_name_the_output(tmp_path):
+    # GIVEN outputs that cannot be written: a timeline under a plain file, a scrubbed copy in /proc
+    blocker = tmp_path / "afile"
+    blocker.write_text("")
+    src = str(H200 / "eagle_gpu_bound.sqlite")
+    # WHEN exported or scrubbed there THEN the line names the output the user gave, not the input
+    # nor a hidden temporary file
+    assert_one_line_error(run_cli("export", src, "-o", str(blocker / "x.json")), f"{blocker / 'x.json'}: cannot write")
+    res = run_cli("scrub", src, "-o", "/proc/x.sqlite")
+    assert_one_line_error(res, "/proc/x.sqlite: cannot write")
+    assert "eagle_gpu_bound" not in res.stderr
+
+
+def test_an_export_directory_given_with_other_traces_is_said_so(tmp_path):
+    # GIVEN an export directory, which reads back alone
+    src = str(H200 / "eagle_gpu_bound.sqlite")
+    assert run_cli("export", src, "-o", str(tmp_path / "exp")).returncode == 0
+    # WHEN given with a trace THEN the line says why, not that the folder holds no exports
+    assert_one_line_error(run_cli("report", str(tmp_path / "exp"), src), "a tracerecon export is read back alone")

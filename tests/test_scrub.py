@@ -64,7 +64,9 @@ def test_scrub_refuses_to_overwrite_its_input(tmp_path):
 
 
 PLANTED = ["hunter2", "abcd1234SECRET", "s3cr3tpw", "10.1.2.3", "ault43", "148.187.105.53", "sk-live-XYZ123", "alice",
-           "secret_app_vm_root", "vmhost9", "hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345"]
+           "secret_app_vm_root", "vmhost9", "hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345",
+           # IPv6 shortened with "::" (a review found these kept), an ssh target
+           "fe80::1ff:fe23:4567:890a", "2001:db8::7", "bob@gpuhost9", "gpuhost9"]
 
 
 def plant(path):
@@ -76,6 +78,7 @@ def plant(path):
         "ault43:1234:1234 [0] NCCL INFO NET/Socket : Using [0]eth0:10.1.2.3<0>\nenp225s0f1:148.187.105.53",  # program output
         "auth --password hunter2 --api-key sk-live-XYZ123",
         "file:///home/alice/run.py https://alice:pw@host/x host=vmhost9 user=alice cwd=/srv/x/secret_app_vm_root",
+        "peer fe80::1ff:fe23:4567:890a ok; addr=[2001:db8::7]:29500; ssh bob@gpuhost9",
     ]
     for i, t in enumerate(texts, start=1):
         con.execute("insert into StringIds (id, value) values (?, ?)", (sid + i, t))
@@ -186,3 +189,14 @@ def test_secrets_in_blobs_basic_credentials_and_private_keys_are_redacted(tmp_pa
         assert secret not in dump
     (blob,) = out.execute("select value from StringIds where id = 990003").fetchone()
     assert blob == b"\x00\xff\x10password=[REDACTED]"
+
+
+def test_what_looks_like_an_address_but_is_none_is_kept():
+    # GIVEN texts with colons and at-signs that are no address: a time of day, C++ names, a MAC
+    # address (no IPv6 form), a symbol version
+    from tracerecon.nsys.scrub import scrub_text
+
+    kept = ["at 12:30:45 done", "void at::native::vectorized_elementwise_kernel", "c10::cuda::stream", "memcpy@GLIBC_2.14"]
+    # WHEN scrubbed THEN they are as they were, and the addresses beside them are not
+    assert [scrub_text(t) for t in kept] == kept
+    assert scrub_text("::1 and fe80::1%eth0 and 1:2:3:4:5:6:7:8") == "[ip] and [ip] and [ip]"

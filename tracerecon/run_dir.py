@@ -274,6 +274,8 @@ def expand_inputs(paths: Sequence[str | Path]) -> list[Path]:
             except OSError as exc:
                 raise BadTraceError(f"{p}: cannot read the directory ({exc.strerror or exc})") from None
             found = _listed_in_run_json(p) or _exports_in(p)
+            if not found and is_export_dir(p):  # read alone, before this (api: an export is read back whole)
+                raise UsageError(f"{p}: a tracerecon export is read back alone, not with other traces; give it by itself")
             if not found:
                 raise BadTraceError(f"{p}: directory holds no .sqlite exports")
             out.extend(found)

@@ -14,6 +14,7 @@ only when that format is asked for.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -496,7 +497,8 @@ def export_timeline(analysis: Analysis, out_file: str | os.PathLike, fmt: str = 
     except OSError as exc:
         raise TraceReconError(f"{out}: cannot write ({exc.strerror or exc})") from None
     finally:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # not there, or never could be (its folder is a file)
+            tmp.unlink()
     return counts
 
 

@@ -102,7 +102,8 @@ def _run(args: argparse.Namespace, exit_when_interrupted: bool = False) -> int:
         if os.environ.get("TRACERECON_DEBUG"):
             raise
         _quiet_stdout()
-        print(f"tracerecon: error: cannot write the output ({exc.strerror or exc})", file=sys.stderr)
+        where = f" {os.fsdecode(exc.filename)}" if getattr(exc, "filename", None) else ""
+        print(f"tracerecon: error: cannot write the output{where} ({exc.strerror or exc})", file=sys.stderr)
         return EXIT_BAD_INPUT
     except Exception as exc:  # never a traceback for a user; TRACERECON_DEBUG=1 shows it
         if os.environ.get("TRACERECON_DEBUG"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from tracerecon.cli.common import add_analysis_command, config_from, load
+from tracerecon.cli.common import add_analysis_command, config_from, load, output_path
 
 
 def add(sub) -> None:
@@ -16,7 +16,7 @@ def add(sub) -> None:
                     "--format perfetto (native Perfetto trace, needs the `perfetto` extra) or --format chrome-json writes one "
                     "timeline file for ui.perfetto.dev instead.",
     )
-    p.add_argument("-o", "--output", required=True, metavar="DIR|FILE", help="output directory (parquet), replaced whole (a previous export there goes; anything else needs --force); "
+    p.add_argument("-o", "--output", type=output_path, required=True, metavar="DIR|FILE", help="output directory (parquet), replaced whole (a previous export there goes; anything else needs --force); "
                    "with --format perfetto or chrome-json, the output file (any name, e.g. run.pftrace / run.json)")
     p.add_argument("--format", choices=["parquet", "perfetto", "chrome-json"], default=None,
                    help="parquet (the default, unless -o ends in .pftrace / .perfetto-trace: perfetto, or .json: chrome-json): per-rank datasets; perfetto: one native Perfetto trace (protobuf) for ui.perfetto.dev, "

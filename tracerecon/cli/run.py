@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tracerecon.cli.common import add_phase_args, config_from, console, say as _say, warn_all
+from tracerecon.cli.common import add_phase_args, config_from, console, output_path, say as _say, warn_all
 from tracerecon.errors import BadTraceError, LaunchError, TraceReconError, UsageError
 from tracerecon.presets import LEGACY_ALIASES, PRESETS as PRESET_NAMES
 from tracerecon.run_dir import CPU_TIMERS_ENV, CPU_TIMERS_PREFIX, RUN_JSON, record_phase_options
@@ -23,7 +23,7 @@ def add(sub) -> None:
                     "supports), one report per rank under torchrun, exports each to SQLite, writes run.json, and prints the report. "
                     "Exits with the program's exit code.",
     )
-    p.add_argument("-o", "--output", metavar="DIR", help="output directory (default: tracerecon-run-<timestamp>)")
+    p.add_argument("-o", "--output", type=output_path, metavar="DIR", help="output directory (default: tracerecon-run-<timestamp>)")
     p.add_argument("--nsys", metavar="PATH", help="nsys executable (default: $TRACERECON_NSYS, PATH, usual install places)")
     p.add_argument("-t", "--trace", metavar="LIST", help="nsys --trace (default cuda,nvtx,osrt)")
     p.add_argument("-c", "--capture-range", metavar="KIND", help="nsys --capture-range (cudaProfilerApi, nvtx, ...)")

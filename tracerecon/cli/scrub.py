@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from tracerecon.cli.common import output_path
+
 
 def add(sub) -> None:
     p = sub.add_parser(
@@ -13,7 +15,7 @@ def add(sub) -> None:
                     "text value, shortens paths, and vacuums. The analysis of the copy is identical to the original's.",
     )
     p.add_argument("trace", metavar="TRACE.sqlite", help="the export to copy (never modified)")
-    p.add_argument("-o", "--output", metavar="OUT", help="output file (default: TRACE.scrubbed.sqlite beside it)")
+    p.add_argument("-o", "--output", type=output_path, metavar="OUT", help="output file (default: TRACE.scrubbed.sqlite beside it)")
     p.set_defaults(func=main)
 
 

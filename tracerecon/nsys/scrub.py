@@ -16,7 +16,8 @@ guarantees of the copy (the input is opened read-only and never changed):
   Slack, AWS, JWT, bearer), ``--password X`` / ``--api-key X`` style options (also quoted, as
   in a printed Python list), ``key=value`` / ``key: value`` / JSON ``"key": "value"`` pairs
   whose key looks secret, and ``host=``, ``user=``, ``cwd=`` style values become
-  ``[REDACTED]``; IPv4 and IPv6 addresses become ``[ip]``;
+  ``[REDACTED]``; IPv4 and IPv6 addresses (shortened with ``::`` too) become ``[ip]``, and
+  ``user@host`` becomes ``[user]@[host]``;
 - the file is vacuumed, so nothing deleted lingers in free pages.
 
 The analysis of the copy equals the original's (tests compare the report JSON).
@@ -24,6 +25,7 @@ The analysis of the copy equals the original's (tests compare the report JSON).
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -70,11 +72,24 @@ SECRET_WORD = re.compile(r"(?i)\b(password|passwd|passphrase|secret|api[_-]?key)
 URL = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*)://([^\s'\"<>]*)")
 URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/'\"<>@]+@")  # scheme://user:password@
 IPV4 = re.compile(r"(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?![\d.])")
-IPV6 = re.compile(r"(?i)(?<![\w:])(?:[0-9a-f]{1,4}:){2,7}[0-9a-f]{1,4}(?![\w:])")
+# IPv6 in any form (full, "::"-shortened, with a zone): a run of hex groups and colons holding a
+# digit, kept only where it parses as an address (not a time of day, nor a C++ name's "::").
+IPV6 = re.compile(r"(?i)(?<![\w:.])(?=[0-9a-f:]*\d)(?:[0-9a-f]{0,4}:){2,7}[0-9a-f]{0,4}(?:%[\w.]+)?(?![\w:])")
+# user@host (an ssh or scp target, an e-mail address): lower-case, as logins and host names are
+# written (a symbol version, memcpy@GLIBC_2.14, is left).
+USER_AT_HOST = re.compile(r"(?<![\w.@-])[a-z_][a-z0-9_.-]{0,31}@[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9-]+)*(?![\w@-])")
 NCCL_PREFIX = re.compile(r"(?m)^([A-Za-z0-9][\w.-]*):(\d+):(\d+) \[")  # NCCL's "host:pid:tid [rank]" log lines
 ENV_ASSIGNMENT = re.compile(r"^([A-Z_][A-Z0-9_]*)=(.+)$", re.S)  # a captured environment entry
 ABS_PATH = re.compile(r"(?<![\w./])(?:~|/)(?:[^\s/'\",:;=()<>\[\]]+/)+[^\s/'\",:;=()<>\[\]]*")
 WINDOWS_PATH = re.compile(r"\b[A-Za-z]:\\(?:[^\s\\'\",;]+\\)+[^\s\\'\",;]*")
+
+
+def _ipv6(m: re.Match) -> str:
+    try:
+        ipaddress.IPv6Address(m.group(0).split("%", 1)[0])
+    except ValueError:
+        return m.group(0)
+    return "[ip]"
 
 
 def scrub_text(value, hosts: tuple[str, ...] = ()):
@@ -97,8 +112,9 @@ def scrub_text(value, hosts: tuple[str, ...] = ()):
     s = NCCL_PREFIX.sub(lambda m: f"[host]:{m.group(2)}:{m.group(3)} [", s)
     for h in hosts:
         s = re.sub(rf"(?i)(?<![\w-]){re.escape(h)}(?![\w-])", "[host]", s)
+    s = USER_AT_HOST.sub("[user]@[host]", s)
     s = IPV4.sub("[ip]", s)
-    s = IPV6.sub("[ip]", s)
+    s = IPV6.sub(_ipv6, s)
     s = ABS_PATH.sub("[path]", s)
     s = WINDOWS_PATH.sub("[path]", s)
     return s
@@ -177,7 +193,10 @@ def _scrub_export(real: Path, src_p: Path, dst_p: Path) -> ScrubSummary:
         # failed scrub leaves no half-scrubbed copy (it still holds every secret) behind.
         tmp = dst_p.with_name(f".{dst_p.name}.tmp-{os.getpid()}")
         tmp.unlink(missing_ok=True)
-        out = sqlite3.connect(tmp)
+        try:
+            out = sqlite3.connect(tmp)
+        except sqlite3.Error as exc:  # the output's folder, not the input, refused
+            raise TraceReconError(f"{dst_p}: cannot write ({exc})") from None
         try:
             conn.backup(out)
         finally:
