@@ -751,3 +751,36 @@ def test_a_cycles_end_is_read_on_the_next_cycles_stream_too(tmp_path):
     assert [(p["cycle"], p["phase"], p["gpu_ns"] // U) for p in rank.phases.to_pylist()] == [
         (0, "prepare", 40), (0, "forward", 40), (0, "sample", 250), (1, "prepare", 6), (1, "forward", 0), (1, "sample", 0)]
     assert [(c["gpu_boundary_start_ns"] // U, c["gpu_boundary_end_ns"] // U) for c in rank.cycles.to_pylist()] == [(0, 330), (330, 336)]
+
+
+def test_a_side_stream_joined_back_only_by_the_next_cycle_is_read_on_the_caller(tmp_path):
+    # GIVEN the real probe side_join_next in miniature (b = 1000c): prepare (CPU b..b+20) runs a
+    # 2 us kernel on 7, joins the previous cycle's side stream 9 back into 7 (c >= 1: record on 9
+    # at b+6, 7 waits at b+7: 9's kernel runs to b+46) and runs another 2 us kernel on 7 (a phase
+    # whose first GPU call is the join is the README's not-handled join-then-fork case);
+    # forward (b+20..b+120) runs 20 us
+    # on 7, forks 9 off 7 at b+70, runs ~970 us on 9 (to b+1046, into the next cycle) and 150 us
+    # on 7 beside it (b+82..232); sample (b+120..b+300) 50 us on 7 (b+232..282). The last cycle's
+    # side stream is never joined back
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 20) * U, (b + 120) * U, (b + 300) * U, names=("prepare", "forward", "sample"))
+        launch(t, b + 1, (b + 3, b + 5))
+        if c:
+            fork_join(t, 10 + c, c, b + 6, side=7, caller=9)
+        launch(t, b + 10, (b + 12, b + 14) if c == 0 else (b + 46, b + 48))
+        launch(t, b + 25, (b + 27, b + 47) if c == 0 else (b + 48, b + 68))
+        fork_join(t, 1, c + 1, b + 70, side=9)
+        launch(t, b + 75, (b + 77, b + 1046), stream=9)
+        launch(t, b + 80, (b + 82, b + 232))
+        launch(t, b + 125, (b + 232, b + 282))
+    # WHEN analysed with the three phases
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("prepare", "forward", "sample"))).ranks
+    # THEN every phase is read on 7, where the engine's events go: prepare b..done(7, b+20) = b+20
+    # (c = 0), b+48 (the join waits for 9 to b+46, then the 2 us kernel); forward to done(7, b+120)
+    # = b+232: 212 and 184 us; sample b+232..max(b+300, b+282): 68 us. On 9, forward would read
+    # to b+1046
+    want = [(0, "prepare", 20, 7), (0, "forward", 212, 7), (0, "sample", 68, 7)]
+    want += [(c, n, v, 7) for c in (1, 2) for n, v in (("prepare", 48), ("forward", 184), ("sample", 68))]
+    assert per_cycle(rank) == want

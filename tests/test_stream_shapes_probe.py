@@ -3,7 +3,8 @@
 events the engine recorded on its current stream at every phase boundary, cycle by cycle: a side
 stream forked and joined back within forward; the same side stream joined back only in sample;
 results copied off on a copy stream and waited for two cycles later with cudaEventSynchronize (the
-CPU ahead of the GPU); a CUDA graph whose capture forked onto a side stream and joined back; the
+CPU ahead of the GPU); the side stream joined back only by the next cycle's prepare (never, in the
+last cycle); a CUDA graph whose capture forked onto a side stream and joined back; the
 whole loop on a non-default current stream; a thread with no phases launching kernels on a stream
 of its own beside the loop; inputs copied on an input stream the forward stream waits for; a
 phase made only of a copy; a blocking copy from pageable memory; a CUDA graph replayed on a side
@@ -43,7 +44,7 @@ TOLERANCE_MS = 0.060
 RECORDED_LATE = {("graph_copy_nodes_graphtrace", 18, "sample"): 0.072, ("graph_copy_nodes_graphtrace", 18, "cycle"): 0.073}
 
 
-SHAPES = ["side_join_same", "side_join_later", "copy_event_sync", "graph_fork_join", "own_stream", "background_kernels",
+SHAPES = ["side_join_same", "side_join_later", "side_join_next", "copy_event_sync", "graph_fork_join", "own_stream", "background_kernels",
           "input_stream_copy", "copy_only_prepare", "pageable_h2d", "graph_side_stream", "piecewise_graphs", "device_sync_mid",
           "dtoh_pinned_event", "idle_sample", "worker_stream_handoff", "model_thread", "range_start_end",
           "ahead_graph", "event_poll", "two_graph_streams", "graph_copy_nodes", "draft_steps", "nested_same_name",

@@ -743,6 +743,7 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     pairs = tuple(_StreamPair(int(q), np.flatnonzero(pair == q), ph_i[a:b], w_i[a:b]) for q, a, b in zip(pq[cuts[:-1]].tolist(), cuts[:-1].tolist(), cuts[1:].tolist()))
     f = _Forks(into=into, cpu=cpu, rec_cpu=rec_cpu, n_streams=n_streams, pairs=pairs,
                compute_streams=compute_streams, passing=passing, o_phase=o_phase, o_row=o_row, o_launch=o_launch,
+               o_computes=(computes(ops) & ~comm_mask(ops))[sel],
                cpu_start=np.asarray(cpu_start, np.int64), cpu_end=np.asarray(cpu_end, np.int64),
                cycle=np.asarray(cycle, np.int64), **_phases_by_thread(np.asarray(ph_pid, np.int64), np.asarray(ph_tid, np.int64),
                                                                       np.asarray(cpu_start, np.int64), np.asarray(cpu_end, np.int64)))
@@ -784,6 +785,7 @@ class _Forks:
     o_phase: np.ndarray
     o_row: np.ndarray
     o_launch: np.ndarray
+    o_computes: np.ndarray  # per op: a kernel or graph that is no collective
     cpu_start: np.ndarray
     cpu_end: np.ndarray
     cycle: np.ndarray
@@ -845,18 +847,36 @@ def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool) -> np.ndarra
                 joined = forked & (join_cpu != I64_MAX)
                 back = joined & (join_cpu < f.cpu_end[ph_of])  # within the phase
                 if later_phases:
-                    back |= joined & _in_a_later_phase_on(join_cpu, ph_of, other, row, f)
+                    # A phase that computed on the caller both before the fork and after it (a
+                    # layer beside the side's) was on it: a join as late as a later cycle's still
+                    # brings the side back to it. Otherwise the join must be in its cycle: a
+                    # phase whose work after the fork all went to the side (SGLang's forward
+                    # stream, which the scheduler's waits for a cycle later), or a compute stream
+                    # fed by a prefetch stream it had not used in the phase before (which may
+                    # wait for the compute stream later on, to reuse its buffers).
+                    fork_at = np.full(len(row), I64_MAX, dtype=np.int64)
+                    fork_at[cand[first_in]] = f.cpu[first[first_in]]
+                    caller_ops = (f.o_row == other) & f.o_computes
+                    before = np.zeros(len(row), dtype=bool)
+                    before[f.o_phase[caller_ops & (f.o_launch < fork_at[f.o_phase])]] = True
+                    on_caller = np.zeros(len(row), dtype=bool)
+                    on_caller[f.o_phase[caller_ops & (f.o_launch > fork_at[f.o_phase]) & (fork_at[f.o_phase] != I64_MAX)]] = True
+                    on_caller &= before
+                    back |= joined & _in_a_later_phase_on(join_cpu, ph_of, other, row, f, on_caller[ph_of])
+                    if len(joins):  # a side the caller joins back elsewhere: none by the trace's end (its last cycle)
+                        back |= forked & (join_cpu == I64_MAX) & on_caller[ph_of]
                 ok &= first_in & (np.bincount(at[back], minlength=len(cand)) > 0)
             caller[cand[ok & (n_mine[cand] > 0)]] = other
     return caller
 
 
-def _in_a_later_phase_on(t: np.ndarray, ph: np.ndarray, stream_row: int, row: np.ndarray, f: _Forks) -> np.ndarray:
+def _in_a_later_phase_on(t: np.ndarray, ph: np.ndarray, stream_row: int, row: np.ndarray, f: _Forks,
+                         later_cycles: np.ndarray) -> np.ndarray:
     """Per instant ``t[i]`` (a join made after phase ``ph[i]`` ended): it falls in a later phase
-    (started after ``ph[i]``) of the same cycle and thread, one of the thread's last few started
-    by then that still runs, that is read on ``stream_row`` (``row``: each phase's stream as read
-    so far), or launched nothing: a phase whose only GPU call makes ``stream_row`` wait (the
-    join) records its events there."""
+    (started after ``ph[i]``) of the same cycle (of a later one too, where ``later_cycles[i]``)
+    and thread, one of the thread's last few started by then that still runs, that is read on
+    ``stream_row`` (``row``: each phase's stream as read so far), or launched nothing: a phase
+    whose only GPU call makes ``stream_row`` wait (the join) records its events there."""
     want = f.thread[ph] * f.span + np.clip(t - f.base, -1, f.span - 1)
     last = np.searchsorted(f.thread_starts, want, side="right") - 1
     # The thread's phases started by then, latest first: any of the last few that still runs,
@@ -867,7 +887,8 @@ def _in_a_later_phase_on(t: np.ndarray, ph: np.ndarray, stream_row: int, row: np
         k = last - back
         h = f.by_thread[np.maximum(k, 0)]
         found |= ((k >= 0) & (f.thread[h] == f.thread[ph]) & (f.cpu_end[h] > t) & (f.cpu_start[h] > f.cpu_start[ph])
-                  & (f.cycle[ph] >= 0) & (f.cycle[h] == f.cycle[ph]) & ((row[h] == stream_row) | (row[h] < 0)))
+                  & (f.cycle[ph] >= 0) & ((f.cycle[h] == f.cycle[ph]) | (later_cycles & (f.cycle[h] > f.cycle[ph])))
+                  & ((row[h] == stream_row) | (row[h] < 0)))
     return found
 
 
