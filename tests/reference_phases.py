@@ -68,6 +68,23 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
                 starts.append(new)
         else:
             starts = [labels[r] == start and (k == 0 or labels[phase_rows[k - 1]] != start) for k, r in enumerate(phase_rows)]
+            # (later the same day) A cycle holding more phase ranges than the median cycle is
+            # cut where a phase comes again after another one: a step without the first phase.
+            cycles: list = []
+            for k, new in enumerate(starts):
+                if new:
+                    cycles.append([k])
+                elif cycles:
+                    cycles[-1].append(k)
+            usual = int(np.median([len(c) for c in cycles])) if cycles else 0
+            for members in cycles:
+                if len(members) > usual:
+                    seen = set()
+                    for k in members:
+                        if labels[phase_rows[k]] in seen and labels[phase_rows[k]] != labels[phase_rows[k - 1]]:
+                            starts[k] = True
+                            seen = set()
+                        seen.add(labels[phase_rows[k]])
         starts = np.array(starts, dtype=np.int64)
         cycle_of = np.cumsum(starts) - 1
     return phase_rows, cycle_of, cycle_rows, [labels[r] for r in phase_rows]

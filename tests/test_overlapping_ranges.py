@@ -114,3 +114,110 @@ def test_a_copy_stream_forked_off_for_the_first_time_inside_a_copy_only_phase(tm
     # b = 100..150, c = 150..456 (7 waits for 9 inside c) — before, the first cycle's c was read
     # on the thread's busiest stream (9), which pulled a onto 9 too (a 456, b 0, c 0)
     assert got == {(c, p): v for c in range(3) for p, v in (("a", 100), ("b", 50), ("c", 306))}
+
+
+def launch_on(t: FakeTrace, at_us: int, gpu_us: tuple[int, int], stream: int = 7, tid: int | None = None, call_us: int = 2) -> None:
+    t.kernel(t.call("cudaLaunchKernel", at_us * U, (at_us + call_us) * U, tid=tid), gpu_us[0] * U, gpu_us[1] * U, stream=stream)
+
+
+def sums(trace: FakeTrace, tmp_path, phases: tuple[str, ...]) -> dict:
+    rank = load([trace.write(tmp_path / "t.sqlite")], PhaseConfig(phases=phases)).ranks[0]
+    out: dict = {}
+    for p in rank.phases.to_pylist():
+        out[(p["cycle"], p["phase"])] = out.get((p["cycle"], p["phase"]), 0) + p["gpu_ns"] // U
+    return out
+
+
+def test_a_worker_launch_returning_after_the_next_phase_began_is_no_overlap(tmp_path):
+    # GIVEN phases on a scheduler thread (a [B, B+102], b [B+103, B+300]) that launch nothing,
+    # and a worker thread with no phase launching k1 (call B+10..14, GPU B+14..214), k2 (call
+    # B+100..104: begun in a, returned after b began; GPU B+214..264) and k3 (B+150..154, GPU
+    # B+264..300) on stream 7
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.range(f"cycle {c}", b * U, (b + 300) * U, tid=10)
+        t.range("a", b * U, (b + 102) * U, tid=10)
+        t.range("b", (b + 103) * U, (b + 300) * U, tid=10)
+        for at, gpu in ((b + 10, (b + 14, b + 214)), (b + 100, (b + 214, b + 264)), (b + 150, (b + 264, b + 300))):
+            launch_on(t, at, gpu, tid=11, call_us=4)
+    # WHEN analysed THEN the two ranges are one after the other (a's end is read later, for
+    # k2, but the ranges do not overlap): the boundary at b's start (B+103) reads done(7) = B+214,
+    # before k2 was put on the stream: a 214, b 86, adding up to the cycle's 300 (k2 was counted
+    # in both, a 264, when the late read made them look overlapped)
+    assert sums(t, tmp_path, ("a", "b")) == {(c, p): v for c in range(3) for p, v in (("a", 214), ("b", 86))}
+
+
+def test_a_draft_thread_phase_opened_while_the_loops_is_open_reads_from_its_own_start(tmp_path):
+    # GIVEN a pipelined drafter, cycle ranges on the loop thread (tid 10, stream 7), b = 1000c:
+    # a [b, b+50]: 7 waits for the previous draft (event on 9), a kernel on 7 (GPU b+12..400);
+    # b [b+50, b+150]: a kernel on 7 (b+400..450), records e7; the draft thread (tid 11, stream
+    # 9) opens c [b+100, b+300] while b is open: 9 waits for the previous cycle's e7 (long done),
+    # drafts on 9 (b+112..280), records e9; then d [b+300, b+320] works on the CPU only
+    t = FakeTrace()
+    prev9 = prev7 = None
+    for c in range(4):
+        b = 1000 * c
+        t.range(f"cycle {c}", b * U, (b + 320) * U, tid=10)
+        t.range("a", b * U, (b + 50) * U, tid=10)
+        if prev9 is not None:
+            t.stream_wait(prev9, prev9, (b + 5) * U, (b + 6) * U, tid=10, stream=7)
+        launch_on(t, b + 10, (b + 12, b + 400), tid=10)
+        t.range("b", (b + 50) * U, (b + 150) * U, tid=10)
+        launch_on(t, b + 60, (b + 400, b + 450), tid=10)
+        e7 = 100 + c
+        t.event_record(e7, e7, (b + 70) * U, (b + 71) * U, tid=10, stream=7)
+        t.range("c", (b + 100) * U, (b + 300) * U, tid=11)
+        if prev7 is not None:
+            t.stream_wait(prev7, prev7, (b + 105) * U, (b + 106) * U, tid=11, stream=9)
+        launch_on(t, b + 110, (b + 112, b + 280), stream=9, tid=11)
+        e9 = 200 + c
+        t.event_record(e9, e9, (b + 290) * U, (b + 291) * U, tid=11, stream=9)
+        t.range("d", (b + 300) * U, (b + 320) * U, tid=11)
+        prev9, prev7 = e9, e7
+    # WHEN analysed THEN events on each thread's stream at its own ranges' ends: a b..done(7,
+    # b+50) = 400; b 400..450 = 50; c from done(9, b+100) = b+100 to done(9, b+300) = b+300 =
+    # 200 (not held back to b's start boundary on 7, b+400); d b+300..the cycle's edge, read on
+    # 9 and on the next a's 7: done(7, b+320) = b+450: 150 (cycles 1-2: the first has no wait yet)
+    got = sums(t, tmp_path, ("a", "b", "c", "d"))
+    assert {k: v for k, v in got.items() if k[0] in (1, 2)} == {(c, p): v for c in (1, 2) for p, v in (("a", 400), ("b", 50), ("c", 200), ("d", 150))}
+
+
+def test_a_loop_thread_that_copies_results_off_another_threads_stream_reads_its_own(tmp_path):
+    # GIVEN a model thread (tid 11) running a [b, b+200] on its own stream 9 (kernel b+12..300,
+    # then an event), and a loop thread (tid 10, cycle ranges) that never launches a kernel: b
+    # [b+210, b+260] makes 7 wait for that event and copies the result to the host on 7
+    # (b+300..400); c [b+260, b+300] works on the CPU
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.range(f"cycle {c}", b * U, (b + 300) * U, tid=10)
+        t.range("a", b * U, (b + 200) * U, tid=11)
+        launch_on(t, b + 10, (b + 12, b + 300), stream=9, tid=11)
+        t.event_record(c + 1, c + 1, (b + 190) * U, (b + 191) * U, tid=11, stream=9)
+        t.range("b", (b + 210) * U, (b + 260) * U, tid=10)
+        t.stream_wait(c + 1, c + 1, (b + 215) * U, (b + 216) * U, tid=10, stream=7)
+        t.copy(t.call("cudaMemcpyAsync_v3020", (b + 220) * U, (b + 222) * U, tid=10), (b + 300) * U, (b + 400) * U, kind=2, stream=7)
+        t.range("c", (b + 260) * U, (b + 300) * U, tid=10)
+    # WHEN analysed THEN b and c are read on 7, the loop thread's own stream (it never launched
+    # on 9): a b..done(9, b+200) = 300; b b+300..done(7, b+260) = b+400: 100; c 0; before, 7
+    # looked like a copy stream forked off 9, and b read 0
+    assert sums(t, tmp_path, ("a", "b", "c")) == {(c, p): v for c in range(3) for p, v in (("a", 300), ("b", 100), ("c", 0))}
+
+
+def test_without_cycle_ranges_a_helper_range_named_like_the_first_phase_starts_no_cycle(tmp_path):
+    # GIVEN no cycle ranges: the loop thread marks a [s, s+100] (k1 GPU s+20..200, k2 launched at
+    # s+70, GPU s+200..300), b [s+100, s+150], c [s+150, s+250] (k3 s+300..400), steps every
+    # 1000 us; a helper thread marks a short range named a at [s+120, s+130], inside b
+    t = FakeTrace()
+    for step in range(4):
+        s = 1000 * step
+        for name, lo, hi in (("a", s, s + 100), ("b", s + 100, s + 150), ("c", s + 150, s + 250)):
+            t.range(name, lo * U, hi * U, tid=10)
+        launch_on(t, s + 10, (s + 20, s + 200), tid=10)
+        launch_on(t, s + 70, (s + 200, s + 300), tid=10)
+        launch_on(t, s + 160, (s + 300, s + 400), tid=10)
+        t.range("a", (s + 120) * U, (s + 130) * U, tid=11)
+    # WHEN analysed THEN four cycles, not eight: the helper's range, inside b, starts none (read
+    # alone: 0); each cycle a 300, b 0, c 100
+    assert sums(t, tmp_path, ("a", "b", "c")) == {(c, p): v for c in range(4) for p, v in (("a", 300), ("b", 0), ("c", 100))}

@@ -41,14 +41,14 @@ from __future__ import annotations
 import bisect
 import functools
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_launch, thread_keys
-from tracerecon.analysis.intervals import explode_slices
+from tracerecon.analysis.intervals import explode_slices, inside_another_thread
 from tracerecon.analysis.nccl import comm_mask
 from tracerecon.analysis.projection import I64_MAX, I64_MIN, int64s, match_correlation, string_mask
 
@@ -743,7 +743,8 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     pairs = tuple(_StreamPair(int(q), np.flatnonzero(pair == q), ph_i[a:b], w_i[a:b]) for q, a, b in zip(pq[cuts[:-1]].tolist(), cuts[:-1].tolist(), cuts[1:].tolist()))
     f = _Forks(into=into, cpu=cpu, rec_cpu=rec_cpu, n_streams=n_streams, pairs=pairs,
                compute_streams=compute_streams, passing=passing, o_phase=o_phase, o_row=o_row, o_launch=o_launch,
-               o_computes=(computes(ops) & ~comm_mask(ops))[sel],
+               o_computes=(computes(ops) & ~comm_mask(ops))[sel], threads_on=_threads_launching_on(ops, clock),
+               phase_thread=thread_keys(np.asarray(ph_pid, np.int64), np.asarray(ph_tid, np.int64)),
                cpu_start=np.asarray(cpu_start, np.int64), cpu_end=np.asarray(cpu_end, np.int64),
                cycle=np.asarray(cycle, np.int64), **_phases_by_thread(np.asarray(ph_pid, np.int64), np.asarray(ph_tid, np.int64),
                                                                       np.asarray(cpu_start, np.int64), np.asarray(cpu_end, np.int64)))
@@ -786,6 +787,8 @@ class _Forks:
     o_row: np.ndarray
     o_launch: np.ndarray
     o_computes: np.ndarray  # per op: a kernel or graph that is no collective
+    threads_on: Callable[[int], np.ndarray]  # stream row -> the threads that launched on it (``_threads_launching_on``)
+    phase_thread: np.ndarray  # per phase: its (process, thread) key
     cpu_start: np.ndarray
     cpu_end: np.ndarray
     cycle: np.ndarray
@@ -837,6 +840,11 @@ def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool) -> np.ndarra
                 fork = waits[np.maximum(last, 0)]
                 forked = (last >= 0) & (f.into[fork] == side) & (f.cpu[fork] >= f.cpu_start[ph_of]) & (f.o_launch[on_side] != I64_MIN)
             ok = np.bincount(at[forked], minlength=len(cand)) == n_mine[cand]  # every op forked
+            if not f.compute_streams[side] and not f.passing[other]:
+                # Only the phase's own thread's stream is its caller: a loop thread whose copy
+                # stream waits for a model thread's stream (and never launched there) copies
+                # results off on its own current stream.
+                ok &= np.isin(f.phase_thread[cand], f.threads_on(other))
             if f.compute_streams[side]:
                 # The join: the first wait of the caller for a record made on the side
                 # after the op was launched (a wait for a record of earlier work is none).
@@ -845,7 +853,7 @@ def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool) -> np.ndarra
                 earliest_from = np.r_[np.minimum.accumulate(f.cpu[joins][::-1])[::-1], I64_MAX]  # of the joins from each on
                 join_cpu = earliest_from[np.searchsorted(f.rec_cpu[joins], f.o_launch[on_side], side="left")]
                 joined = forked & (join_cpu != I64_MAX)
-                back = joined & (join_cpu < f.cpu_end[ph_of])  # within the phase
+                back = joined & (join_cpu <= f.cpu_end[ph_of])  # within the phase (a call returning as it closed too)
                 if later_phases:
                     # A phase that computed on the caller both before the fork and after it (a
                     # layer beside the side's) was on it: a join as late as a later cycle's still
@@ -868,6 +876,23 @@ def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool) -> np.ndarra
                 ok &= first_in & (np.bincount(at[back], minlength=len(cand)) > 0)
             caller[cand[ok & (n_mine[cand] > 0)]] = other
     return caller
+
+
+def _threads_launching_on(ops: pa.Table, clock: StreamClock) -> Callable[[int], np.ndarray]:
+    """stream row -> the (process, thread) keys that launched ops on it, sorted; the ops' rows
+    and threads worked out on the first question only (few phases ever ask)."""
+    known: dict = {}
+
+    def threads_on(row: int) -> np.ndarray:
+        if "rows" not in known:
+            pid = int64s(ops["pid"])
+            known["rows"] = clock.stream_index(pid, int64s(ops["device_id"], -1), int64s(ops["stream_id"], -1))
+            known["threads"] = thread_keys(pid, int64s(ops["launch_tid"], -1)) if "launch_tid" in ops.column_names else np.zeros(len(pid), np.int64)
+        if row not in known:
+            known[row] = np.unique(known["threads"][known["rows"] == row])
+        return known[row]
+
+    return threads_on
 
 
 def _in_a_later_phase_on(t: np.ndarray, ph: np.ndarray, stream_row: int, row: np.ndarray, f: _Forks,
@@ -1013,6 +1038,7 @@ def phase_boundaries(
     tid: np.ndarray | None = None,
     own_stream_only: bool = False,
     ended_elsewhere: np.ndarray | None = None,
+    range_end: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The boundary rule (module doc), for phase instances in time order, on each timeline
     (``timelines``: a process, or each of its threads where they run cycles of their own).
@@ -1025,8 +1051,12 @@ def phase_boundaries(
     the phase's own stream alone and never backwards along that stream's phases only (what
     events on each phase's own stream would read; see ``tiled_off_their_stream``).
     ``ended_elsewhere``: phases whose range another thread ended (which one the trace does not
-    keep): no hand-off is taken from them (``_read_boundaries``).
+    keep): no hand-off is taken from them (``_read_boundaries``). ``range_end``: the ranges' own
+    CPU ends, where ``cpu_end`` is where each end is read (``rank.read_ends``: later where
+    another thread's launch call for it returned late); whether two phases overlap is told by
+    these (default ``cpu_end``).
     """
+    range_end = cpu_end if range_end is None else range_end
     n = len(cpu_start)
     start_b = np.full(n, I64_MIN, dtype=np.int64)
     end_b = np.full(n, I64_MIN, dtype=np.int64)
@@ -1037,7 +1067,7 @@ def phase_boundaries(
     device = np.asarray(device, dtype=np.int64).copy()
     stream = np.asarray(stream, dtype=np.int64).copy()
     line = timelines(pid, cycle, tid)
-    sequenced = in_sequence(pid, cycle, tid, cpu_start, cpu_end, line)
+    sequenced = in_sequence(pid, cycle, tid, cpu_start, range_end, line)
     for ln in np.unique(line):
         seq = np.flatnonzero(line == ln)
         d_s = (fallback or {}).get(int(pid[seq[0]]))
@@ -1075,12 +1105,14 @@ def phase_boundaries(
                 started = thread_keys(pid[part], tid[part])
                 ended = np.where(ended_elsewhere[part], -1, started) if ended_elsewhere is not None else started  # -1: which thread is unknown
                 threads = (started, ended)
-            start_b[part], end_b[part] = _read_boundaries(clock, cpu_start[part], cpu_end[part], cycle[part], srow, alone, own_stream_only, threads)
+            start_b[part], end_b[part] = _read_boundaries(clock, cpu_start[part], cpu_end[part], cycle[part], srow, alone, own_stream_only, threads,
+                                                          range_end[part])
     return start_b, end_b, dev_used, stream_used
 
 
 def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc: np.ndarray, srow: np.ndarray,
-                     alone: bool, own_stream_only: bool = False, threads: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                     alone: bool, own_stream_only: bool = False, threads: tuple[np.ndarray, np.ndarray] | None = None,
+                     range_end: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The boundaries of a sequence of phases in time order (CPU starts ``t``, ends ``cpu_end``,
     cycles ``cyc``, stream rows ``srow``, ``threads``: the threads each started and ended on, -1
     where another, unknown one ended it): a phase ends where the next one of
@@ -1096,9 +1128,11 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
     next phase began before this one ended (``nvtxRangeStart/End`` ranges, or another thread's
     range opened before this one closed), no boundary is shared: each reads its own, this one's
     end at its CPU end, on its own stream, as the events each range's thread records there
-    would. Each boundary between two phases of a cycle is read on both their streams, and
-    boundaries never run backwards (a running maximum over start, end, start, end, ...; an
-    overlapped end holds no later boundary back). ``alone``: phases that are
+    would (``range_end``: the ranges' own ends, which tell an overlap; ``cpu_end`` where each end
+    is read). Each boundary between two phases of a cycle is read on both their streams, and
+    boundaries never run backwards (a running maximum over start, end, start, end, ...; not
+    across an overlap: the later phase, on its own stream, may begin before the earlier
+    phase's start boundary, and the earlier one's end holds nothing back). ``alone``: phases that are
     no neighbours of each other (in no cycle), each read on its own stream from its CPU start
     to its CPU end."""
     if alone:
@@ -1111,7 +1145,7 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
     next_in_a_cycle = np.r_[(cyc[1:] >= 0) & (cyc[:-1] >= 0), False]
     next_row = np.where(next_in_a_cycle, np.r_[srow[1:], -1], -1) if not own_stream_only else srow
     t_next = np.where(same_cycle_next, np.r_[t[1:], 0], cpu_end)
-    overlap = same_cycle_next & (t_next < cpu_end)
+    overlap = same_cycle_next & (t_next < (cpu_end if range_end is None else range_end))
     between = same_cycle_next & (clock.queued_between(srow, cpu_end, t_next) | clock.queued_between(np.r_[srow[1:], -1], cpu_end, t_next))
     if threads is not None:
         started, ended = threads
@@ -1124,19 +1158,21 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
     after_overlap = np.r_[False, overlap[:-1]]
     a = np.maximum.reduce([t, clock.done(srow, t), clock.done(np.where(after_overlap, -1, prev_row), t)])
     z = np.maximum.reduce([e, clock.done(srow, e), clock.done(np.where(overlap, -1, next_row), e)])
-    pairs = np.stack([a, np.where(overlap, a, z)], 1)  # an overlapped end holds nothing back
-    if own_stream_only:  # never backwards along each stream's own phases only
-        for r in np.unique(srow).tolist():
-            on_r = srow == r
-            pairs[on_r] = np.maximum.accumulate(pairs[on_r].ravel()).reshape(-1, 2)
-    else:
-        pairs = np.maximum.accumulate(pairs.ravel()).reshape(-1, 2)
-    return pairs[:, 0], np.where(overlap, np.maximum(z, pairs[:, 0]), pairs[:, 1])
+    pairs = np.stack([a, z], 1)
+    # Runs of phases one after another, cut where the next began before the earlier ended.
+    for run in np.split(np.arange(len(t)), np.flatnonzero(overlap) + 1):
+        if own_stream_only:  # never backwards along each stream's own phases only
+            for r in np.unique(srow[run]).tolist():
+                on_r = run[srow[run] == r]
+                pairs[on_r] = np.maximum.accumulate(pairs[on_r].ravel()).reshape(-1, 2)
+        else:
+            pairs[run] = np.maximum.accumulate(pairs[run].ravel()).reshape(-1, 2)
+    return pairs[:, 0], pairs[:, 1]
 
 
 def tiled_off_their_stream(clock: StreamClock, pid: np.ndarray, cpu_start: np.ndarray, cpu_end: np.ndarray, cycle: np.ndarray, device: np.ndarray,
                            stream: np.ndarray, tid: np.ndarray | None, boundary_start: np.ndarray, boundary_end: np.ndarray,
-                           ended_elsewhere: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                           ended_elsewhere: np.ndarray | None = None, range_end: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Phases that neighbours on other streams, which their own stream is not ordered after,
     gave less GPU time: (mask, own-stream reading in ns) per phase. ``device``, ``stream``,
     ``boundary_*``: ``phase_boundaries``' output. The own-stream reading is the tiling with
@@ -1152,7 +1188,8 @@ def tiled_off_their_stream(clock: StreamClock, pid: np.ndarray, cpu_start: np.nd
     used = stream >= 0
     if n == 0 or len(np.unique(_pack(pid[used], device[used], stream[used]))) < 2:
         return mask, np.zeros(n, np.int64)  # one stream: nothing on another can push a phase
-    own_s, own_e, _, _ = phase_boundaries(clock, pid, cpu_start, cpu_end, cycle, device, stream, None, tid, own_stream_only=True, ended_elsewhere=ended_elsewhere)
+    own_s, own_e, _, _ = phase_boundaries(clock, pid, cpu_start, cpu_end, cycle, device, stream, None, tid, own_stream_only=True, ended_elsewhere=ended_elsewhere,
+                                          range_end=range_end)
     has = (boundary_start != I64_MIN) & (own_s != I64_MIN)
     own = np.where(has, own_e - own_s, 0)
     tiled = np.where(has, boundary_end - boundary_start, 0)
@@ -1206,7 +1243,7 @@ def in_sequence(pid: np.ndarray, cycle: np.ndarray, tid: np.ndarray | None, cpu_
                 line: np.ndarray | None = None) -> np.ndarray:
     """Per phase instance (in time order): whether it takes its place in its timeline's
     sequence of boundaries: it is in a cycle, and no phase range of another thread of its
-    timeline runs all through it (``_inside_another_thread``). The others are read alone
+    timeline runs all through it (``intervals.inside_another_thread``). The others are read alone
     (``phase_boundaries``). ``line``: ``timelines``' keys, where already made."""
     out = np.asarray(cycle) >= 0
     if tid is None or len(out) == 0:
@@ -1215,22 +1252,7 @@ def in_sequence(pid: np.ndarray, cycle: np.ndarray, tid: np.ndarray | None, cpu_
     keys = thread_keys(pid, tid)
     for ln in np.unique(line).tolist():
         seq = np.flatnonzero(line == ln)
-        out[seq] &= ~_inside_another_thread(np.asarray(cpu_start)[seq], np.asarray(cpu_end)[seq], keys[seq], out[seq])
-    return out
-
-
-def _inside_another_thread(start: np.ndarray, end: np.ndarray, thread: np.ndarray, holders: np.ndarray) -> np.ndarray:
-    """Per phase instance (in start order): whether an instance among ``holders`` (those in a
-    cycle: a range in none holds nothing up) of another thread began no later and ends no
-    earlier: the two are not one after the other, so that one is running all through this one
-    (a helper thread's range inside the loop thread's phase)."""
-    out = np.zeros(len(start), dtype=bool)
-    threads = np.unique(thread[holders])
-    if len(np.unique(thread)) < 2:
-        return out
-    for th in threads.tolist():
-        reach = np.maximum.accumulate(np.where((thread == th) & holders, end, I64_MIN))  # the latest end of th's ranges begun so far
-        out |= (thread != th) & (reach >= end)
+        out[seq] &= ~inside_another_thread(np.asarray(cpu_start)[seq], np.asarray(cpu_end)[seq], keys[seq], out[seq])
     return out
 
 

@@ -146,3 +146,18 @@ def last_reaching(values: np.ndarray, pos: np.ndarray, threshold: np.ndarray, lo
     hit = values[pos[found]]
     found[found] = (hit > threshold[found]) if strict else (hit >= threshold[found])
     return np.where(found, pos, -1)
+
+
+def inside_another_thread(start: np.ndarray, end: np.ndarray, thread: np.ndarray, holders: np.ndarray) -> np.ndarray:
+    """Per phase instance (in start order): whether an instance among ``holders`` (those that
+    can hold others: in ``boundaries.in_sequence``, those in a cycle) of another thread began
+    no later and ends no earlier: the two are not one after the other, so that one is running
+    all through this one (a helper thread's range inside the loop thread's phase)."""
+    out = np.zeros(len(start), dtype=bool)
+    threads = np.unique(thread[holders])
+    if len(np.unique(thread)) < 2:
+        return out
+    for th in threads.tolist():
+        reach = np.maximum.accumulate(np.where((thread == th) & holders, end, np.iinfo(np.int64).min))  # the latest end of th's ranges begun so far
+        out |= (thread != th) & (reach >= end)
+    return out

@@ -21,7 +21,7 @@ from tracerecon import schema
 from tracerecon.analysis.columns import thread_keys
 from tracerecon.analysis.intervals import last_reaching
 from tracerecon.analysis.config import PhaseConfig
-from tracerecon.analysis.intervals import segmented_union_length
+from tracerecon.analysis.intervals import inside_another_thread, segmented_union_length
 from tracerecon.analysis.projection import I64_MAX, I64_MIN, equals, int64s
 
 
@@ -193,8 +193,21 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
         up = _nearest_marked_ancestor(parent, cycle_number >= 0)[phase_rows]
         cycle_of = np.where(up >= 0, cycle_number[np.maximum(up, 0)], -1)
     elif len(phase_rows):
-        # No cycle ranges: cycles start where the phase that starts them begins again (cycle_starts).
-        cycle_of = np.cumsum(cycle_starts(pair_of[phase_rows], label_id[phase_rows], start_label_of(config.labels(), label_list, label_id[phase_rows]))) - 1
+        # No cycle ranges: cycles start where the phase that starts them begins again (cycle_starts),
+        # among the ranges no range of another thread runs all through (a helper thread's range of
+        # the first phase's name inside the loop's phase starts nothing: it is in that cycle).
+        held = np.zeros(len(phase_rows), dtype=bool)
+        threads_known = {"pid", "tid", "end_ns"} <= set(ranges.column_names)
+        pid = int64s(ranges["pid"])[phase_rows] if threads_known else np.zeros(0, np.int64)
+        tid = int64s(ranges["tid"])[phase_rows] if threads_known else None
+        ends = int64s(ranges["end_ns"], I64_MAX)[phase_rows] if threads_known else None
+        for p in np.unique(pid).tolist():
+            mine = np.flatnonzero(pid == p)
+            held[mine] = inside_another_thread(start[phase_rows][mine], ends[mine], thread_keys(pid[mine], tid[mine]), np.ones(len(mine), dtype=bool))
+        starts = np.zeros(len(phase_rows), dtype=bool)
+        free = ~held
+        starts[free] = cycle_starts(pair_of[phase_rows][free], label_id[phase_rows][free], start_label_of(config.labels(), label_list, label_id[phase_rows][free]))
+        cycle_of = np.cumsum(starts) - 1
     return phase_rows, cycle_of, cycle_rows, [label_list[i] for i in label_id[phase_rows].tolist()]
 
 
@@ -206,8 +219,9 @@ def cycle_starts(name_id: np.ndarray, label_id: np.ndarray, start_label: int | N
     instance of another phase: its consecutive ranges are one step (draft_0..draft_2, a draft
     step range three times, forward and postprocess both verify). Where it is the only phase, an
     instance starts a cycle where its range name was seen already since the cycle began
-    (forward, postprocess, forward: a step again). Instances before the first start are in no
-    cycle."""
+    (forward, postprocess, forward: a step again). A cycle longer than most where a phase comes
+    again after another is two steps (``_steps_without_their_first_phase``). Instances before
+    the first start are in no cycle."""
     n = len(name_id)
     out = np.zeros(n, dtype=bool)
     if n == 0:
@@ -215,13 +229,42 @@ def cycle_starts(name_id: np.ndarray, label_id: np.ndarray, start_label: int | N
     start = label_id[0] if start_label is None or not (label_id == start_label).any() else start_label
     mine = label_id == start
     if not mine.all():
-        return mine & np.r_[True, label_id[:-1] != start]
+        return _steps_without_their_first_phase(label_id, mine & np.r_[True, label_id[:-1] != start])
     seen: set = set()
     for i, name in enumerate(name_id.tolist()):
         if i == 0 or name in seen:
             out[i] = True
             seen = set()
         seen.add(name)
+    return out
+
+
+def _steps_without_their_first_phase(label_id: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """``starts`` (``cycle_starts``' first-phase rule) with a cycle also started inside a cycle
+    that holds more phase instances than most, where a phase comes again after another one
+    (a, b, c, b, c: a step without the phase that starts cycles, such as a prefill step with no
+    draft, ran after the decode step): from there it is a step of its own. Cycles of the usual
+    length are left as they are (a step that runs forward and sample twice every cycle)."""
+    cyc = np.cumsum(starts) - 1
+    counted = cyc >= 0
+    if not counted.any():
+        return starts
+    sizes = np.bincount(cyc[counted])
+    usual = int(np.median(sizes))
+    long_cycles = np.flatnonzero(sizes > usual)
+    if len(long_cycles) == 0:
+        return starts
+    out = starts.copy()
+    first = np.flatnonzero(counted)[0]
+    bounds = np.r_[np.flatnonzero(starts[first:]) + first, len(label_id)]
+    for c in long_cycles.tolist():
+        seen: set = set()
+        for i in range(int(bounds[c]), int(bounds[c + 1])):
+            lab = int(label_id[i])
+            if lab in seen and lab != int(label_id[i - 1]):
+                out[i] = True  # a phase again, after another: the next step began here
+                seen = set()
+            seen.add(lab)
     return out
 
 

@@ -215,7 +215,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         comm_ns=split["comm_ns"], compute_ns=split["compute_ns"], overlap_ns=split["overlap_ns"],
     )
     gpu_ops = _build_gpu_ops(ops, op_range, op_phase, rank)
-    tiled, own = tiled_off_their_stream(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, ph_tid, b_start, b_end, ended_elsewhere)
+    tiled, own = tiled_off_their_stream(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, ph_tid, b_start, b_end, ended_elsewhere, ph_e)
     # ``_unphased_launches``, worked out once, where a note needs it.
     unphased = functools.cache(lambda: _unphased_launches(ops, clock.op_instants, op_phase, op_range, ranges, phase_rows, config.cycle_prefix))
 
@@ -497,7 +497,8 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
         stream[only_copies] = np.where(p_stream >= 0, p_stream, own_stream)
     dev, stream = caller_streams(clock, ops, op_phase, ph_pid, ph_tid, ph_s, ph_e, cycle_of, dev, stream)
     ph_read_end = read_ends(ops, op_phase, ph_e, clock.op_instants)
-    return (*phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, busiest_streams(ops, copy_streams), ph_tid, ended_elsewhere=ended_elsewhere), ph_read_end)
+    return (*phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, busiest_streams(ops, copy_streams), ph_tid, ended_elsewhere=ended_elsewhere,
+                              range_end=ph_e), ph_read_end)
 
 
 def read_ends(ops: pa.Table, op_phase: np.ndarray, cpu_end: np.ndarray, instants: np.ndarray) -> np.ndarray:
