@@ -25,8 +25,14 @@ SHOTS = [
 async def shoot(name: str, path: Path, keys: list[str]) -> None:
     app = TraceReconApp(lambda: load([str(path)], PhaseConfig()), source=path.name)
     async with app.run_test(size=(140, 40)) as pilot:
+        # The load runs on a thread of its own (not a Textual worker): wait for it, then for
+        # the messages it posted (and the cycles table's batches) to be handled.
+        for _ in range(1200):
+            if app.load_ended.is_set():
+                break
+            await pilot.pause(0.05)
         await app.workers.wait_for_complete()
-        await pilot.pause()
+        await pilot.pause(0.5)
         if keys:
             await pilot.press(*keys)
             await pilot.pause()

@@ -76,3 +76,22 @@ def test_names_that_differ_only_in_numbers_are_one_pattern():
 
     assert all(re.match(got[0].split("=re:", 1)[1], name) for name in names[:3])
     assert "decode" in got
+
+
+@pytest.mark.parametrize("trace, phases", [
+    ("probes_h200/stream_shapes/idle_sample.sqlite.xz", ["prepare", "forward", "sample"]),  # sample launches nothing
+    ("probes_h200/stream_shapes/worker_stream_handoff.sqlite.xz", ["prepare", "forward", "sample"]),  # forward's work on a worker thread
+    ("probes_h200/stream_shapes/model_thread.sqlite.xz", ["prepare", "forward", "sample"]),  # forward and sample on another thread
+    ("probes_h200/overlap_loop/report.sqlite.xz", ["schedule", "forward", "process"]),  # process launches nothing
+])
+def test_in_a_trace_with_cycle_ranges_the_suggested_phases_are_what_the_cycles_hold(trace, phases):
+    # GIVEN a real trace whose cycle ranges each hold the engine's phases, some launching nothing,
+    # beside a ``warmup`` range around each warm-up iteration (which holds GPU work)
+    from conftest import SAMPLES
+
+    path = SAMPLES / trace
+    # WHEN report finds none of the default phases
+    res = run_cli("report", str(path))
+    hint = res.stderr.split("the likely phases here: ")[1].split(" (`tracerecon ranges`")[0]
+    # THEN it suggests the ranges inside the cycles, in their order, and not the warm-up range
+    assert shlex.split(hint) == [x for p in phases for x in ("--phase", p)]

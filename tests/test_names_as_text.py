@@ -83,9 +83,10 @@ def test_control_characters_in_names_reach_the_terminal_as_escapes(tmp_path):
     t = FakeTrace()
     for c in range(3):
         b = 1000 * c
-        t.range("loop\n\x1b[31mstep", b * U, (b + 300) * U)
         t.range("dr\x1baft", b * U, (b + 100) * U)
+        t.range("loop\n\x1b[31mstep", (b + 100) * U, (b + 300) * U)
         t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U), (b + 20) * U, (b + 90) * U, stream=7)
+        t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U), (b + 120) * U, (b + 290) * U, stream=7)
     path = t.write(tmp_path / "t.sqlite")
     # WHEN reported (the warning suggests them as phases)
     res = run_cli("report", "--no-cache", str(path))

@@ -103,7 +103,7 @@ def test_diff_counts_cycles_and_says_when_a_phase_is_only_in_left_out_cycles():
     (d,) = diff_rank(0, a, ops, empty, ops, ("verify",), ({"verify"}, {"verify"}))
     # THEN A counts 2 cycles, median of 230 and 105 us; the line says B left its verify out
     assert d.a.n == 2 and d.a.gpu_ms == 0.1675
-    assert d.explanation == "verify: only in cycles B leaves out (warm-up, --skip-cycles); A: 2 cycles, GPU 0.1675 ms"
+    assert d.explanation == "verify: only in cycles B leaves out (warm-up, --skip-cycles); A: 2 cycles, GPU 0.168 ms"
 
 
 def step_cycles(t: FakeTrace, period: int, edges: tuple[int, ...], names: tuple[str, ...], kernels: tuple, n: int = 3, tid: int | None = None,
@@ -279,3 +279,34 @@ def test_without_cycle_ranges_work_between_cycles_is_said(tmp_path):
     # THEN the 100 us after draft and the next step's 100 us before forward are said: 200 us in
     # each of the 5 cycles that have a next one
     assert any("between cycles after its last phase ('draft') in 5 of 6 cycles, 0.200 ms" in w for w in a.warnings), a.warnings
+
+
+def kernel_at(t: FakeTrace, at_us: int, gpu_us: tuple[int, int]) -> None:
+    t.kernel(t.call("cudaLaunchKernel", at_us * U, (at_us + 2) * U), gpu_us[0] * U, gpu_us[1] * U, stream=7)
+
+
+def test_without_cycle_ranges_a_step_lacking_the_first_phase_is_a_cycle_of_its_own(tmp_path):
+    # GIVEN no cycle ranges; a step every 1000 us (s): a [s, s+100] (kernel s+20..300), b
+    # [s+100, s+150] (nothing), c [s+150, s+250] (kernel s+300..400); but step 2 has no a (a
+    # prefill step with no draft: b runs a kernel s+120..200), and the engine idles ~750 us
+    # between steps
+    t = FakeTrace()
+    for step in range(5):
+        s = 1000 * step
+        if step != 2:
+            t.range("a", s * U, (s + 100) * U)
+            kernel_at(t, s + 10, (s + 20, s + 300))
+        else:
+            kernel_at(t, s + 110, (s + 120, s + 200))
+        t.range("b", (s + 100) * U, (s + 150) * U)
+        t.range("c", (s + 150) * U, (s + 250) * U)
+        kernel_at(t, s + 160, (s + 300, s + 400))
+    # WHEN analysed with a, b, c (a starts cycles)
+    rank = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("a", "b", "c"))).ranks[0]
+    got = [(p["cycle"], p["phase"], p["gpu_ns"] // U) for p in rank.phases.to_pylist()]
+    # THEN step 2 is a cycle of its own (b 2100..done(2150) = 2200, c 2200..2400), and step 1's c
+    # ends at its own end (done(1250) = 1400: 100 us), not at step 2's b, 750 us of idle later
+    want = []
+    for step in range(5):
+        want += [(step, "a", 300), (step, "b", 0), (step, "c", 100)] if step != 2 else [(2, "b", 100), (2, "c", 200)]
+    assert got == want

@@ -28,10 +28,12 @@ def _pyplot():
 
 def plot_runs(runs: list[tuple[str, Analysis]], out_file: str | os.PathLike) -> None:
     """One row per (run, rank): left, CPU ms against GPU ms per phase (medians; the bar's hatch
-    says the verdict); right, each cycle's GPU ms stacked by phase. SVG or PNG by the suffix."""
+    says the verdict); right, each cycle's GPU ms stacked by phase; each column on one scale
+    across rows. SVG or PNG by the suffix."""
     plt = _pyplot()
     rows = [(label, a, r) for label, a in runs for r in a.ranks]
-    fig, axes = plt.subplots(len(rows), 2, figsize=(13, 3.6 * len(rows)), squeeze=False, gridspec_kw={"width_ratios": [1, 2]})
+    # One scale per column for every run and rank: A and B (and ranks) read against each other.
+    fig, axes = plt.subplots(len(rows), 2, figsize=(13, 3.6 * len(rows)), squeeze=False, sharey="col", gridspec_kw={"width_ratios": [1, 2]})
     for (label, a, r), (ax_bar, ax_cyc) in zip(rows, axes):
         phases = summarize_phases(r.phases, a.config.labels(), r.cycles)
         names = [p.phase for p in phases]

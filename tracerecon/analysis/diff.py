@@ -155,17 +155,21 @@ def _changed(a: float, b: float, absolute: float) -> bool:
     return abs(b - a) > absolute and abs(b - a) > RELATIVE_CHANGE * max(abs(a), abs(b))
 
 
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
 def explain(phase: str, a: PhaseSide | None, b: PhaseSide | None, left_out: str = "") -> str:
     """The one-line explanation of a phase's change from A to B. ``left_out``: "A" or "B" where
     the side without the phase has it only in cycles it does not count (warm-up, --skip-cycles)."""
     if a is None:
         if left_out == "A":
-            return f"{phase}: only in cycles A leaves out (warm-up, --skip-cycles); B: {b.n} cycles, GPU {b.gpu_ms} ms"
-        return f"{phase}: new in B ({b.n} cycles, GPU {b.gpu_ms} ms)"
+            return f"{phase}: only in cycles A leaves out (warm-up, --skip-cycles); B: {b.n} cycles, GPU {_ms(b.gpu_ms)} ms"
+        return f"{phase}: new in B ({b.n} cycles, GPU {_ms(b.gpu_ms)} ms)"
     if b is None:
         if left_out == "B":
-            return f"{phase}: only in cycles B leaves out (warm-up, --skip-cycles); A: {a.n} cycles, GPU {a.gpu_ms} ms"
-        return f"{phase}: gone in B (was {a.n} cycles, GPU {a.gpu_ms} ms)"
+            return f"{phase}: only in cycles B leaves out (warm-up, --skip-cycles); A: {a.n} cycles, GPU {_ms(a.gpu_ms)} ms"
+        return f"{phase}: gone in B (was {a.n} cycles, GPU {_ms(a.gpu_ms)} ms)"
     if a.gpu_ms is None or b.gpu_ms is None:
         cpu = f"{((b.cpu_ms or 0) - (a.cpu_ms or 0)):+.3f} ms CPU"
         if a.gpu_ms is None and b.gpu_ms is None:

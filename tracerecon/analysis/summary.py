@@ -5,6 +5,7 @@ Pure functions over the phases / cycles tables. Medians are exact (numpy), in mi
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 
@@ -19,8 +20,15 @@ from tracerecon.report_model import CycleSummary, PhaseSummary
 
 
 def steady_phases(phases: pa.Table, cycles: pa.Table | None) -> pa.Table:
-    """``phases`` without the instances of warm-up cycles (``cycles.warmup``)."""
-    if cycles is None or phases.num_rows == 0 or "warmup" not in cycles.column_names:
+    """``phases`` as the medians count them: without the instances of warm-up cycles
+    (``cycles.warmup``), nor those in no cycle of a phase name that has instances in cycles
+    (``outside_cycles``), so that a phase's ``n`` counts cycles."""
+    if phases.num_rows == 0:
+        return phases
+    outside = outside_cycles(phases)
+    if outside.any():
+        phases = phases.filter(pa.array(~outside))
+    if cycles is None or "warmup" not in cycles.column_names:
         return phases
     warm = cycles.filter(pa.compute.fill_null(cycles["warmup"], False))["cycle"]
     if len(warm) == 0:
@@ -28,6 +36,23 @@ def steady_phases(phases: pa.Table, cycles: pa.Table | None) -> pa.Table:
     # As a set lookup of the warm-up cycles: a phase of a null cycle goes only if a warm-up
     # cycle is null too (is_in matches null to null).
     return phases.filter(pa.compute.invert(pa.compute.is_in(phases["cycle"], value_set=warm.combine_chunks())))
+
+
+def outside_cycles(phases: pa.Table) -> np.ndarray:
+    """Per row of ``phases``: an instance in no cycle of a phase name that has instances in
+    cycles (warm-up iterations run outside the ``cycle N`` ranges, a range closed after its
+    cycle's, a stray range of the name on another thread). Those are read alone and kept in the
+    phases table, but left out of the per-cycle medians: mixing them in put single draft steps
+    beside cycles' sums, and five warm-up iterations in ``n`` beside 40 cycles."""
+    if phases.num_rows == 0:
+        return np.zeros(0, dtype=bool)
+    in_none = ~phases["cycle"].is_valid().to_numpy(zero_copy_only=False)
+    if not in_none.any() or in_none.all():
+        return np.zeros(phases.num_rows, dtype=bool)
+    names = _codes(phases["phase"]).indices.to_numpy(zero_copy_only=False)
+    with_cycle = np.zeros(int(names.max()) + 1, dtype=bool)
+    with_cycle[names[~in_none]] = True
+    return in_none & with_cycle[names]
 
 
 def steady_cycles(cycles: pa.Table) -> pa.Table:
@@ -39,9 +64,10 @@ def steady_cycles(cycles: pa.Table) -> pa.Table:
 
 def summarize_phases(phases: pa.Table, order: tuple[str, ...] = (), cycles: pa.Table | None = None) -> list[PhaseSummary]:
     """One summary per phase name, over its cycles (a name's instances in one cycle taken
-    together: ``phases_per_cycle``; ``n`` counts those, and instances in no cycle); names in
-    ``order`` first (in that order), then the rest by first appearance. With ``cycles``,
-    instances of warm-up cycles are left out."""
+    together: ``phases_per_cycle``; ``n`` counts those, and, of a name never in a cycle, its
+    instances); names in ``order`` first (in that order), then the rest by first appearance.
+    Instances of warm-up cycles (with ``cycles``), and those in no cycle of a name that has
+    instances in cycles, are left out (``steady_phases``)."""
     phases = phases_per_cycle(steady_phases(phases, cycles))
     if phases.num_rows == 0:
         return []
@@ -122,6 +148,7 @@ def summarize_cycles(cycles: pa.Table, phases: pa.Table | None = None) -> CycleS
     if cycles.num_rows == 0:
         return CycleSummary(0, None, None, None, None, 0)
     n_warm = sum(1 for w in cycles["warmup"].to_pylist() if w) if "warmup" in cycles.column_names else 0
+    n_outside = int(outside_cycles(phases).sum()) if phases is not None else 0
     if n_warm:
         cycles = steady_cycles(cycles)
     tokens, per_tok, per_phase = per_token(cycles, phases)
@@ -131,6 +158,7 @@ def summarize_cycles(cycles: pa.Table, phases: pa.Table | None = None) -> CycleS
         gpu_ms_per_accepted_token=per_tok,
         phase_ms_per_accepted_token=per_phase,
         n_warmup=n_warm,
+        n_outside_cycles=n_outside,
         n=cycles.num_rows,
         cpu_ms_median=median_ms(c["cpu_ns"]),
         gpu_ms_median=median_ms(c["gpu_ns"]),
@@ -183,20 +211,72 @@ _HOLE = "\x00"  # stands for a run of digits in a name's shape
 
 
 def phase_candidates(ranges: pa.Table, cycle_prefix: str = "cycle", most: int = 4) -> list[str]:
-    """``--phase`` values for the ranges that look like an engine's phases, most GPU time first.
+    """``--phase`` values for the ranges that look like an engine's phases.
 
-    Ranges with GPU work that are not cycle ranges count; names that differ only in their
+    Where the trace has cycle ranges, the ranges directly inside them (not inside another range
+    of their thread there), in order of first appearance, whether they ran GPU work or not (a
+    phase that only waits is a phase). Otherwise most GPU time first: ranges with GPU work that
+    are not cycle ranges, nor hold other ranges (a ``warmup`` range around an iteration's
+    phases), count; names that differ only in their
     numbers (``aten::mm, op_id = 3171``, ``layer 12``) are one family, suggested as a pattern
     (``LABEL=re:^aten::mm, op_id = \\d+$``). Families seen 3+ times come first; when there is
     none, any range with GPU work is suggested. Each value, passed to ``--phase``, matches at
     least one range with GPU work."""
-    rows = [r for r in summarize_ranges(ranges) if r.n_gpu_ops > 0 and r.name and not r.name.startswith(cycle_prefix)]
+    in_cycles = _in_cycle_ranges(ranges, cycle_prefix)
+    if in_cycles:
+        return in_cycles[:max(most, 8)]
+    containers = _containers(ranges)
+    rows = [r for r in summarize_ranges(ranges)
+            if r.n_gpu_ops > 0 and r.name and not r.name.startswith(cycle_prefix) and r.name not in containers]
     families: dict[str, list[RangeSummary]] = {}
     for r in rows:
         families.setdefault(_DIGITS.sub(_HOLE, r.name), []).append(r)
     ranked = sorted(families.items(), key=lambda kv: -sum(m.gpu_busy_ms_total for m in kv[1]))
     repeated = [(shape, members) for shape, members in ranked if sum(m.n for m in members) >= 3]
     return [_phase_value(shape, members) for shape, members in (repeated or ranked)[:most]]
+
+
+def _in_cycle_ranges(ranges: pa.Table, cycle_prefix: str) -> list[str]:
+    """``phase_candidates``' values for the ranges directly inside cycle ranges (same process;
+    a range whose enclosing range on its thread is not a cycle range is nested in a phase), one
+    per family of names, in order of first appearance. Empty without cycle ranges."""
+    if ranges.num_rows == 0 or not {"pid", "parent_id"} <= set(ranges.column_names):
+        return []
+    d = ranges.select(["pid", "parent_id", "name", "start_ns", "end_ns"]).to_pydict()
+    is_cycle = [bool(n) and n.startswith(cycle_prefix) for n in d["name"]]
+    cycles: dict[int, list[tuple[int, int]]] = {}
+    for pid, start, end, c in zip(d["pid"], d["start_ns"], d["end_ns"], is_cycle):
+        if c and start is not None and end is not None:
+            cycles.setdefault(pid, []).append((start, end))
+    if not cycles:
+        return []
+    starts = {pid: sorted(spans) for pid, spans in cycles.items()}
+    keys = {pid: [a for a, _ in spans] for pid, spans in starts.items()}
+    families: dict[str, list[RangeSummary]] = {}
+    order = sorted(range(len(is_cycle)), key=lambda i: (d["start_ns"][i] is None, d["start_ns"][i] or 0))
+    for i in order:
+        name, pid, start, end, parent = d["name"][i], d["pid"][i], d["start_ns"][i], d["end_ns"][i], d["parent_id"][i]
+        if is_cycle[i] or not name or start is None or end is None or pid not in keys:
+            continue
+        if parent is not None and not is_cycle[parent]:
+            continue  # nested in another range of its thread inside the cycle
+        k = bisect.bisect_right(keys[pid], start) - 1
+        if k < 0 or end > starts[pid][k][1]:
+            continue  # in no cycle range
+        family = families.setdefault(_DIGITS.sub(_HOLE, name), [])
+        if all(m.name != name for m in family):
+            family.append(RangeSummary("", name, 1, None, None, 0.0, 0))
+    return [_phase_value(shape, members) for shape, members in families.items()]
+
+
+def _containers(ranges: pa.Table) -> set[str]:
+    """Names of ranges that hold other ranges of their thread (an iteration's ``warmup`` range
+    around its phases): no phase of their own."""
+    if ranges.num_rows == 0 or "parent_id" not in ranges.column_names:
+        return set()
+    parents = {p for p in ranges["parent_id"].to_pylist() if p is not None}
+    names = ranges["name"].to_pylist()
+    return {names[p] for p in parents if names[p]}
 
 
 def _phase_value(shape: str, members: list["RangeSummary"]) -> str:

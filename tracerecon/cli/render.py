@@ -45,6 +45,7 @@ def print_report(report: Report, console: Console) -> None:
                 f"  cycles: {cycles.n}  CPU {fmt_ms(cycles.cpu_ms_median)} ms  GPU {fmt_ms(cycles.gpu_ms_median)} ms (median); "
                 f"phases add up in {cycles.n_add_up} of {cycles.n}"
                 + (f"; {cycles.n_warmup} warm-up cycle(s) left out (--skip-cycles 0 keeps them)" if cycles.n_warmup else "")
+                + (f"; {cycles.n_outside_cycles} phase range(s) in no cycle left out" if cycles.n_outside_cycles else "")
             )
         if cycles.gpu_ms_per_accepted_token is not None:
             console.print(

@@ -45,7 +45,7 @@ HELP = """\
   + / -   zoom (mouse wheel too)     left / right  pan
   0       the whole cycle again      r  next rank   a  all ranks
   click   select a segment           enter  its phase detail
-[b]Tables[/b] s: sort by the column under the cursor; enter: open it
+[b]Tables[/b] s: sort by the next column (largest first); a header click: by that column; enter: open it
 [b]Anywhere[/b] /  search a kernel or range   ?  this help   q  quit
 
 Verdict letters (Cycles tab): O [magenta]over[/magenta] (CPU > GPU),
@@ -181,6 +181,7 @@ class TraceReconApp(App):
         self.cycle: int | None = None
         self.window: Window | None = None
         self.sort_reverse = False
+        self.sort_column: dict[str, int] = {}  # per table: the column `s` sorted by last
         self.detail_target: tuple[int, int | None, str | None] | None = None
         self.pending_cycle_rows: list[tuple[list, str]] = []
 
@@ -312,7 +313,12 @@ class TraceReconApp(App):
             self.notify(f"cannot compare: {self.diff_error}", severity="error", timeout=30, markup=False)
         first = self.current_rank()
         cycles = first.phases["cycle"].drop_null().to_pylist() if first and first.phases.num_rows else []
-        self.cycle = min(cycles) if cycles else None
+        # The timeline opens on the first cycle the medians count (a warm-up cycle's graph
+        # capture or first prefill would show its ops as slivers), else the first one.
+        from tracerecon.analysis.summary import steady_cycles
+
+        counted = set(steady_cycles(first.cycles)["cycle"].to_pylist()) if first else set()
+        self.cycle = min([c for c in cycles if c in counted] or cycles) if cycles else None
         self.reset_window()
 
     # --- data helpers ---------------------------------------------------------------------
@@ -345,7 +351,9 @@ class TraceReconApp(App):
                 )
             c = r.cycles
             if c.n:
-                notes.append(f"rank {r.rank}: {c.n} cycles, CPU {ms(c.cpu_ms_median)} ms vs GPU {ms(c.gpu_ms_median)} ms per cycle (median)\n")
+                left = "".join([f"; {c.n_warmup} warm-up cycle(s) left out" if c.n_warmup else "",
+                                f"; {c.n_outside_cycles} phase range(s) in no cycle left out" if c.n_outside_cycles else ""])
+                notes.append(f"rank {r.rank}: {c.n} cycles, CPU {ms(c.cpu_ms_median)} ms vs GPU {ms(c.gpu_ms_median)} ms per cycle (median){left}\n")
             worst = most_misleading(summaries)
             if worst is not None:
                 notes.append(f"rank {r.rank} {misleading_line(worst)}\n", style="bold " + VERDICT_STYLE.get(worst.dominant_verdict, ""))
@@ -447,9 +455,14 @@ class TraceReconApp(App):
             return
         if table_id == "#cycles-table":
             self.add_cycle_rows(everything=True)  # sort them all, not the ones added so far
-        col = list(t.columns.keys())[t.cursor_column]
-        self.sort_reverse = not self.sort_reverse
-        t.sort(col, key=_sort_key, reverse=self.sort_reverse)
+        # The tables' cursor is a row, so `s` steps the sort to the next column (largest first),
+        # and says which; a header click sorts by that column.
+        keys = list(t.columns.keys())
+        k = (self.sort_column.get(table_id, -1) + 1) % len(keys)
+        self.sort_column[table_id] = k
+        self.sort_reverse = True
+        t.sort(keys[k], key=_sort_key, reverse=True)
+        self.notify(f"sorted by {t.columns[keys[k]].label.plain} (s: the next column)", timeout=3, markup=False)
 
     @on(DataTable.HeaderSelected)
     def header_sort(self, event: DataTable.HeaderSelected) -> None:
