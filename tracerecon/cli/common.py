@@ -176,6 +176,11 @@ def console():
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise SystemExit(0)
 
+        def _render_buffer(self, buffer) -> str:
+            # Tables pad their lines to the width: piped or redirected, no trailing spaces.
+            text = super()._render_buffer(buffer)
+            return text if self.is_terminal else "\n".join(line.rstrip(" ") for line in text.split("\n"))
+
     # No markup: range, kernel and file names are the trace's text ('[rank0] verify', '[/x]').
     return _Console(highlight=False, markup=False, soft_wrap=False, width=output_width())
 
