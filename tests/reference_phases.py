@@ -68,7 +68,7 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
                 starts.append(new)
         else:
             starts = [labels[r] == start and (k == 0 or labels[phase_rows[k - 1]] != start) for k, r in enumerate(phase_rows)]
-            # (later the same day) A cycle holding more phase ranges than the median cycle is
+            # (later the same day) A cycle holding more phase ranges than the most common length is
             # cut where a phase comes again after another one: a step without the first phase.
             cycles: list = []
             for k, new in enumerate(starts):
@@ -76,9 +76,16 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
                     cycles.append([k])
                 elif cycles:
                     cycles[-1].append(k)
-            usual = int(np.median([len(c) for c in cycles])) if cycles else 0
+            lengths = [len(c) for c in cycles]
+            usual = max(set(lengths), key=lambda n: (lengths.count(n), -n)) if cycles else 0  # most common, shortest of ties
+
+            def repeats(members):  # a phase again after another, within the cycle
+                labs = [labels[phase_rows[k]] for k in members]
+                return any(lab in labs[:j] and lab != labs[j - 1] for j, lab in enumerate(labs) if j)
+
+            usual_has_repeat = bool(cycles) and repeats(next(c for c in cycles if len(c) == usual))
             for members in cycles:
-                if len(members) > usual:
+                if len(members) > usual and not usual_has_repeat:
                     seen = set()
                     for k in members:
                         if labels[phase_rows[k]] in seen and labels[phase_rows[k]] != labels[phase_rows[k - 1]]:

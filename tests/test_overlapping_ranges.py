@@ -221,3 +221,40 @@ def test_without_cycle_ranges_a_helper_range_named_like_the_first_phase_starts_n
     # WHEN analysed THEN four cycles, not eight: the helper's range, inside b, starts none (read
     # alone: 0); each cycle a 300, b 0, c 100
     assert sums(t, tmp_path, ("a", "b", "c")) == {(c, p): v for c in range(4) for p, v in (("a", 300), ("b", 0), ("c", 100))}
+
+
+def test_a_worker_threads_copy_stream_forked_off_its_own_stream_in_a_schedulers_phase(tmp_path):
+    # GIVEN the worker-thread shape: a scheduler thread (tid 10) holds the cycles and phases and
+    # launches nothing; a worker thread (tid 11) launches all: in a, a kernel on 7 (GPU
+    # s+20..300); in b, copy stream 15 forked off 7 and a copy on it (s+300..320); in c, a kernel
+    # on 7 (s+300..450)
+    t = FakeTrace()
+    for c in range(3):
+        s = 1000 * c
+        t.cycle(c, s * U, (s + 100) * U, (s + 150) * U, (s + 400) * U, names=("a", "b", "c"), tid=10)
+        launch_on(t, s + 10, (s + 20, s + 300), tid=11)
+        t.event_record(c + 1, c + 1, (s + 110) * U, (s + 111) * U, tid=11, stream=7)
+        t.stream_wait(c + 1, c + 1, (s + 111) * U, (s + 112) * U, tid=11, stream=15)
+        t.copy(t.call("cudaMemcpyAsync_v3020", (s + 115) * U, (s + 117) * U, tid=11), (s + 300) * U, (s + 320) * U, kind=2, stream=15)
+        launch_on(t, s + 160, (s + 300, s + 450), tid=11)
+    # WHEN analysed THEN b is read on 7, which the thread that launched its copy forked 15 off
+    # (not the range's thread, which launched nothing): a 300, b 0, c 150 (b read on 15: 20, c 130)
+    got = sums(t, tmp_path, ("a", "b", "c"))
+    assert {k: v for k, v in got.items() if k[0] >= 1} == {(c, p): v for c in (1, 2) for p, v in (("a", 300), ("b", 0), ("c", 150))}
+
+
+def test_without_cycle_ranges_a_step_that_repeats_phases_every_time_is_never_cut(tmp_path):
+    # GIVEN no cycle ranges; every step runs a, b, c, b, c (two forward and sample pairs), every
+    # fourth one also d at its end; each range's kernel runs inside it (100 us apart)
+    t = FakeTrace()
+    for k in range(8):
+        s = 1000 * k
+        for i, name in enumerate(["a", "b", "c", "b", "c"] + (["d"] if k % 4 == 3 else [])):
+            lo = s + 100 * i
+            t.range(name, lo * U, (lo + 100) * U)
+            launch_on(t, lo + 10, (lo + 20, lo + 90))
+    # WHEN analysed THEN 8 cycles, each whole (the usual step repeats b and c itself, so a longer
+    # step is no step missing its first phase)
+    rank = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("a", "b", "c", "d"))).ranks[0]
+    assert rank.cycles.num_rows == 8
+    assert [p["phase"] for p in rank.phases.to_pylist() if p["cycle"] == 3] == ["a", "b", "c", "b", "c", "d"]

@@ -425,7 +425,7 @@ def test_phase_options_an_export_directory_ignores_are_said(tmp_path):
     said = [ln for ln in res.stderr.splitlines() if "ignored" in ln]
     assert said == [f"tracerecon: warning: {out}: --phase, --skip-cycles ignored: an export holds the analysis made when it was written "
                     "(phases draft, verify, draft_re_extend, draft_extend, target_verify; cycle prefix 'cycle'; phase thread auto; "
-                    "left out of the medians: the warm-up cycles); export the traces again with these options to apply them"], res.stderr
+                    "left out of the medians: the warm-up cycles, and phase ranges in no cycle); export the traces again with these options to apply them"], res.stderr
     assert diff.returncode == 0
     assert [ln.split(" ignored:")[0] for ln in diff.stderr.splitlines() if "ignored" in ln] == [f"tracerecon: warning: {out}: --cycle, --phase-thread"] * 2
     # and without options nothing is said

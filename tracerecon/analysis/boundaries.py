@@ -744,7 +744,8 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     f = _Forks(into=into, cpu=cpu, rec_cpu=rec_cpu, n_streams=n_streams, pairs=pairs,
                compute_streams=compute_streams, passing=passing, o_phase=o_phase, o_row=o_row, o_launch=o_launch,
                o_computes=(computes(ops) & ~comm_mask(ops))[sel], threads_on=_threads_launching_on(ops, clock),
-               phase_thread=thread_keys(np.asarray(ph_pid, np.int64), np.asarray(ph_tid, np.int64)),
+               o_thread=(thread_keys(int64s(ops["pid"]), int64s(ops["launch_tid"], -1)) if "launch_tid" in ops.column_names
+                         else np.zeros(ops.num_rows, np.int64))[sel],
                cpu_start=np.asarray(cpu_start, np.int64), cpu_end=np.asarray(cpu_end, np.int64),
                cycle=np.asarray(cycle, np.int64), **_phases_by_thread(np.asarray(ph_pid, np.int64), np.asarray(ph_tid, np.int64),
                                                                       np.asarray(cpu_start, np.int64), np.asarray(cpu_end, np.int64)))
@@ -788,7 +789,7 @@ class _Forks:
     o_launch: np.ndarray
     o_computes: np.ndarray  # per op: a kernel or graph that is no collective
     threads_on: Callable[[int], np.ndarray]  # stream row -> the threads that launched on it (``_threads_launching_on``)
-    phase_thread: np.ndarray  # per phase: its (process, thread) key
+    o_thread: np.ndarray  # per op: the (process, thread) key of the thread that launched it
     cpu_start: np.ndarray
     cpu_end: np.ndarray
     cycle: np.ndarray
@@ -841,10 +842,13 @@ def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool) -> np.ndarra
                 forked = (last >= 0) & (f.into[fork] == side) & (f.cpu[fork] >= f.cpu_start[ph_of]) & (f.o_launch[on_side] != I64_MIN)
             ok = np.bincount(at[forked], minlength=len(cand)) == n_mine[cand]  # every op forked
             if not f.compute_streams[side] and not f.passing[other]:
-                # Only the phase's own thread's stream is its caller: a loop thread whose copy
-                # stream waits for a model thread's stream (and never launched there) copies
-                # results off on its own current stream.
-                ok &= np.isin(f.phase_thread[cand], f.threads_on(other))
+                # Only a stream the thread that launched the copies launched on is their caller:
+                # a loop thread whose copy stream waits for a model thread's stream (and never
+                # launched there) copies results off on its own current stream. (The thread that
+                # launched them, not the one holding the range: a worker thread's copies taken
+                # into a scheduler's phase are forked off the worker's stream.)
+                own = np.isin(f.o_thread[on_side], f.threads_on(other))
+                ok &= np.bincount(at[own], minlength=len(cand)) > 0
             if f.compute_streams[side]:
                 # The join: the first wait of the caller for a record made on the side
                 # after the op was launched (a wait for a record of earlier work is none).

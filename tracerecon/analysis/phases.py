@@ -194,8 +194,10 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
         cycle_of = np.where(up >= 0, cycle_number[np.maximum(up, 0)], -1)
     elif len(phase_rows):
         # No cycle ranges: cycles start where the phase that starts them begins again (cycle_starts),
-        # among the ranges no range of another thread runs all through (a helper thread's range of
-        # the first phase's name inside the loop's phase starts nothing: it is in that cycle).
+        # but for a range that a range of another thread runs all through, of a name that another
+        # thread also holds outside such ranges (a helper thread's range of the first phase's name
+        # inside the loop's phase starts nothing: it is in that cycle; a draft thread whose draft
+        # runs inside the loop's verify, most steps, still starts each).
         held = np.zeros(len(phase_rows), dtype=bool)
         threads_known = {"pid", "tid", "end_ns"} <= set(ranges.column_names)
         pid = int64s(ranges["pid"])[phase_rows] if threads_known else np.zeros(0, np.int64)
@@ -204,6 +206,13 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
         for p in np.unique(pid).tolist():
             mine = np.flatnonzero(pid == p)
             held[mine] = inside_another_thread(start[phase_rows][mine], ends[mine], thread_keys(pid[mine], tid[mine]), np.ones(len(mine), dtype=bool))
+        if held.any():
+            keys = thread_keys(pid, tid)
+            labs = label_id[phase_rows]
+            for lab in np.unique(labs[held]).tolist():
+                free_threads = np.unique(keys[(labs == lab) & ~held])
+                mine = held & (labs == lab)
+                held[mine] = np.array([np.any(free_threads != k) for k in keys[mine].tolist()], dtype=bool)
         starts = np.zeros(len(phase_rows), dtype=bool)
         free = ~held
         starts[free] = cycle_starts(pair_of[phase_rows][free], label_id[phase_rows][free], start_label_of(config.labels(), label_list, label_id[phase_rows][free]))
@@ -241,7 +250,7 @@ def cycle_starts(name_id: np.ndarray, label_id: np.ndarray, start_label: int | N
 
 def _steps_without_their_first_phase(label_id: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """``starts`` (``cycle_starts``' first-phase rule) with a cycle also started inside a cycle
-    that holds more phase instances than most, where a phase comes again after another one
+    that holds more phase instances than the most common length, where a phase comes again after another one
     (a, b, c, b, c: a step without the phase that starts cycles, such as a prefill step with no
     draft, ran after the decode step): from there it is a step of its own. Cycles of the usual
     length are left as they are (a step that runs forward and sample twice every cycle)."""
@@ -250,21 +259,33 @@ def _steps_without_their_first_phase(label_id: np.ndarray, starts: np.ndarray) -
     if not counted.any():
         return starts
     sizes = np.bincount(cyc[counted])
-    usual = int(np.median(sizes))
+    usual = int(np.argmax(np.bincount(sizes)))  # the most common cycle length (the shortest of ties)
     long_cycles = np.flatnonzero(sizes > usual)
     if len(long_cycles) == 0:
         return starts
-    out = starts.copy()
     first = np.flatnonzero(counted)[0]
     bounds = np.r_[np.flatnonzero(starts[first:]) + first, len(label_id)]
+    c0 = int(np.flatnonzero(sizes == usual)[0])
+    if _comes_again(label_id[int(bounds[c0]):int(bounds[c0 + 1])]).any():
+        return starts  # the usual step itself runs a phase again (forward, sample, forward, sample)
+    out = starts.copy()
     for c in long_cycles.tolist():
-        seen: set = set()
-        for i in range(int(bounds[c]), int(bounds[c + 1])):
-            lab = int(label_id[i])
-            if lab in seen and lab != int(label_id[i - 1]):
-                out[i] = True  # a phase again, after another: the next step began here
-                seen = set()
-            seen.add(lab)
+        lo, hi = int(bounds[c]), int(bounds[c + 1])
+        again = np.flatnonzero(_comes_again(label_id[lo:hi]))
+        out[lo + again] = True  # a phase again, after another: the next step began here
+    return out
+
+
+def _comes_again(labels: np.ndarray) -> np.ndarray:
+    """Per instance of one cycle: a phase seen already since the cycle (or the last such
+    instance) began, right after another phase: where a step without the first phase begins."""
+    out = np.zeros(len(labels), dtype=bool)
+    seen: set = set()
+    for i, lab in enumerate(labels.tolist()):
+        if lab in seen and lab != labels[i - 1]:
+            out[i] = True
+            seen = set()
+        seen.add(lab)
     return out
 
 
@@ -309,7 +330,7 @@ def _inside_a_start_end_phase(ranges: pa.Table, is_phase: np.ndarray, is_cycle: 
     else:
         phases = np.flatnonzero(is_phase)
         phases = phases[np.argsort(int64s(ranges["start_ns"])[phases], kind="stable")]
-        starts_cycle = np.zeros(len(name_id), dtype=bool)  # what starts cycles (the same rule as select_phases)
+        starts_cycle = np.zeros(len(name_id), dtype=bool)  # what starts cycles (select_phases' rule, before its helper-range exception)
         starts_cycle[phases] = cycle_starts(name_id[phases], label_id[phases], start_label)
     reach = np.where(holders[cand], end, I64_MIN)
     for t in np.unique(thread).tolist():

@@ -216,12 +216,12 @@ def phase_candidates(ranges: pa.Table, cycle_prefix: str = "cycle", most: int = 
     Where the trace has cycle ranges, the ranges directly inside them (not inside another range
     of their thread there), in order of first appearance, whether they ran GPU work or not (a
     phase that only waits is a phase). Otherwise most GPU time first: ranges with GPU work that
-    are not cycle ranges, nor hold other ranges (a ``warmup`` range around an iteration's
-    phases), count; names that differ only in their
+    are not cycle ranges, nor hold ranges run bare elsewhere (``_containers``: a ``warmup``
+    range around an iteration's phases), count; names that differ only in their
     numbers (``aten::mm, op_id = 3171``, ``layer 12``) are one family, suggested as a pattern
     (``LABEL=re:^aten::mm, op_id = \\d+$``). Families seen 3+ times come first; when there is
     none, any range with GPU work is suggested. Each value, passed to ``--phase``, matches at
-    least one range with GPU work."""
+    least one range (with GPU work, outside the cycle-range path)."""
     in_cycles = _in_cycle_ranges(ranges, cycle_prefix)
     if in_cycles:
         return in_cycles[:max(most, 8)]
@@ -270,13 +270,16 @@ def _in_cycle_ranges(ranges: pa.Table, cycle_prefix: str) -> list[str]:
 
 
 def _containers(ranges: pa.Table) -> set[str]:
-    """Names of ranges that hold other ranges of their thread (an iteration's ``warmup`` range
-    around its phases): no phase of their own."""
+    """Names of ranges that hold ranges of names also seen at the top of a thread (an
+    iteration's ``warmup`` range around the phases the later iterations run bare): no phase of
+    their own. A range holding only ranges of its own (``forward`` around ``layer 0``..``layer
+    3``) is a phase with detail inside."""
     if ranges.num_rows == 0 or "parent_id" not in ranges.column_names:
         return set()
-    parents = {p for p in ranges["parent_id"].to_pylist() if p is not None}
+    parents = ranges["parent_id"].to_pylist()
     names = ranges["name"].to_pylist()
-    return {names[p] for p in parents if names[p]}
+    top = {n for n, p in zip(names, parents) if p is None}
+    return {names[p] for n, p in zip(names, parents) if p is not None and n in top and names[p]}
 
 
 def _phase_value(shape: str, members: list["RangeSummary"]) -> str:

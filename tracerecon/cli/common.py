@@ -124,7 +124,7 @@ def _say_options_an_export_ignores(args: argparse.Namespace, inputs: Sequence[st
             continue  # an unreadable manifest: the load says what is wrong with it
         skip = opts.get("skip_cycles")
         said = (f"phases {', '.join(map(str, opts.get('phases') or ()))}; cycle prefix {opts.get('cycle_prefix')!r}; "
-                f"phase thread {opts.get('phase_thread')}; left out of the medians: {'the warm-up cycles' if skip is None else f'the first {skip} cycle(s)'}")
+                f"phase thread {opts.get('phase_thread')}; left out of the medians: {'the warm-up cycles' if skip is None else f'the first {skip} cycle(s)'}, and phase ranges in no cycle")
         say(f"warning: {path}: {', '.join(given)} ignored: an export holds the analysis made when it was written ({said}); "
             "export the traces again with these options to apply them")
 

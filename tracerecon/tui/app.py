@@ -446,7 +446,8 @@ class TraceReconApp(App):
             self.set_timer(self.CYCLE_BATCH_GAP_S, self.add_cycle_rows)
 
     def action_sort(self) -> None:
-        """Sort the table of the tab in view (Overview or Cycles) by the column under the cursor."""
+        """Sort the table of the tab in view (Overview or Cycles) by the next column (``s`` again:
+        the one after), largest first."""
         table_id = {"overview": "#overview-table", "cycles": "#cycles-table"}.get(self.query_one("#tabs", TabbedContent).active)
         if table_id is None:
             return
