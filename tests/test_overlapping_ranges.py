@@ -16,9 +16,9 @@ def kernel(t: FakeTrace, at_us: int, gpu_us: tuple[int, int], stream: int = 7, c
     t.kernel(t.call("cudaLaunchKernel", at_us * U, (at_us + call_us) * U), gpu_us[0] * U, gpu_us[1] * U, stream=stream)
 
 
-def per_cycle(trace: FakeTrace, tmp_path) -> dict:
+def sums(trace: FakeTrace, tmp_path, phases: tuple[str, ...] = ("a", "b", "c")) -> dict:
     """Each (cycle, phase)'s GPU us, a cycle's instances of one name added up."""
-    rank = load([trace.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("a", "b", "c"))).ranks[0]
+    rank = load([trace.write(tmp_path / "t.sqlite")], PhaseConfig(phases=phases)).ranks[0]
     out: dict = {}
     for p in rank.phases.to_pylist():
         out[(p["cycle"], p["phase"])] = out.get((p["cycle"], p["phase"]), 0) + p["gpu_ns"] // U
@@ -40,7 +40,7 @@ def test_start_end_ranges_that_overlap_on_one_thread_each_read_their_own_ends(tm
         kernel(t, b + 90, (b + 150, b + 170))
         kernel(t, b + 110, (b + 170, b + 250))
     # WHEN analysed
-    got = per_cycle(t, tmp_path)
+    got = sums(t, tmp_path)
     # THEN a's end event (B+100) waits for k2: a = B..170; b's start event (B+80) for k1 only:
     # b = 150..250; c = 250..260 (its CPU end) — before, a's end was read at b's start (150)
     assert got == {(c, p): v for c in range(3) for p, v in (("a", 170), ("b", 100), ("c", 10))}
@@ -60,9 +60,7 @@ def test_a_short_range_of_another_thread_inside_a_phase_moves_no_boundary(tmp_pa
         t.range("b", (b + 20) * U, (b + 60) * U, tid=11)
     # WHEN analysed
     load_ = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("a", "b", "c")))
-    got: dict = {}
-    for p in load_.ranks[0].phases.to_pylist():
-        got[(p["cycle"], p["phase"])] = got.get((p["cycle"], p["phase"]), 0) + p["gpu_ns"] // U
+    got = sums(t, tmp_path)
     # THEN the main thread's events read a = B..300 (k2 included), b = 0, c = 100; the helper's
     # range, read alone, adds 0 (events at B+20 and B+60 both wait for k1 only); before, the
     # helper's range cut a at B+20 (a = 200) and k2 was said to be in no phase
@@ -80,7 +78,7 @@ def test_a_launch_returning_at_the_very_nanosecond_its_range_ends_is_inside_it(t
         kernel(t, b + 98, (b + 110, b + 300))
         kernel(t, b + 160, (b + 300, b + 400))
     # WHEN analysed
-    got = per_cycle(t, tmp_path)
+    got = sums(t, tmp_path)
     # THEN the call returned as a's range closed: it was made inside a, and a's end event waits
     # for its kernel (a = B..300), b = 300..300, c = 300..400 — before, a read 100 and b 200
     assert got == {(c, p): v for c in range(3) for p, v in (("a", 300), ("b", 0), ("c", 100))}
@@ -109,7 +107,7 @@ def test_a_copy_stream_forked_off_for_the_first_time_inside_a_copy_only_phase(tm
         t.event_record(e, e, (b + 199) * U, (b + 200) * U, stream=9)
         t.stream_wait(e, e, (b + 200) * U, (b + 201) * U, stream=7)
     # WHEN analysed
-    got = per_cycle(t, tmp_path)
+    got = sums(t, tmp_path)
     # THEN every cycle, the first one too, is read on 7, which 15 was forked off: a = B..100,
     # b = 100..150, c = 150..456 (7 waits for 9 inside c) — before, the first cycle's c was read
     # on the thread's busiest stream (9), which pulled a onto 9 too (a 456, b 0, c 0)
@@ -118,14 +116,6 @@ def test_a_copy_stream_forked_off_for_the_first_time_inside_a_copy_only_phase(tm
 
 def launch_on(t: FakeTrace, at_us: int, gpu_us: tuple[int, int], stream: int = 7, tid: int | None = None, call_us: int = 2) -> None:
     t.kernel(t.call("cudaLaunchKernel", at_us * U, (at_us + call_us) * U, tid=tid), gpu_us[0] * U, gpu_us[1] * U, stream=stream)
-
-
-def sums(trace: FakeTrace, tmp_path, phases: tuple[str, ...]) -> dict:
-    rank = load([trace.write(tmp_path / "t.sqlite")], PhaseConfig(phases=phases)).ranks[0]
-    out: dict = {}
-    for p in rank.phases.to_pylist():
-        out[(p["cycle"], p["phase"])] = out.get((p["cycle"], p["phase"]), 0) + p["gpu_ns"] // U
-    return out
 
 
 def test_a_worker_launch_returning_after_the_next_phase_began_is_no_overlap(tmp_path):
