@@ -101,6 +101,23 @@ class Model:
             x = x @ self.w
         return x
 
+    def warm_up(self, x: torch.Tensor) -> None:
+        """The layers run on a stream of their own before a capture (cuBLAS picks its kernels
+        outside the graph); the current stream waits for them."""
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(2):
+                self.chain(x, 2)
+        torch.cuda.current_stream().wait_stream(s)
+
+    def warm_up_on(self, stream: torch.cuda.Stream, x: torch.Tensor) -> None:
+        """One layer on ``stream`` before the loop (cuBLAS's workspace for that stream), joined back."""
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            self.chain(x, 1)
+        torch.cuda.current_stream().wait_stream(stream)
+
 
 def forward_fork(m: Model, join: bool) -> torch.Tensor:
     main = torch.cuda.current_stream()
@@ -135,15 +152,8 @@ def main() -> None:
     graph = None
     if args.shape == "graph_fork_join":
         static_in = m.x.clone()
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):  # warm the kernels up outside the capture
-            for _ in range(2):
-                y = m.chain(static_in, 2)
-        m.side.wait_stream(s)
-        with torch.cuda.stream(m.side):  # and on the side stream (cuBLAS's workspace for it)
-            m.chain(static_in, 1)
-        torch.cuda.current_stream().wait_stream(m.side)
+        m.warm_up(static_in)
+        m.warm_up_on(m.side, static_in)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             cap = torch.cuda.current_stream()
@@ -156,12 +166,7 @@ def main() -> None:
             static_out = y + z
     if args.shape in ("graph_side_stream", "piecewise_graphs", "ahead_graph", "two_graph_streams"):
         static_in = m.x.clone()
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):  # warm the kernels up outside the capture
-            for _ in range(2):
-                m.chain(static_in, 2)
-        torch.cuda.current_stream().wait_stream(s)
+        m.warm_up(static_in)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             static_out = m.chain(static_in, 4)
@@ -176,26 +181,15 @@ def main() -> None:
             with torch.cuda.graph(graph_b):
                 static_out_b = m.chain(static_in_b, 3)
             side2 = torch.cuda.Stream()
-            for st in (m.side, side2):  # each side stream's cuBLAS workspace, before the loop
-                st.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(st):
-                    m.chain(static_in, 1)
-                torch.cuda.current_stream().wait_stream(st)
+            for st in (m.side, side2):
+                m.warm_up_on(st, static_in)
         if args.shape == "graph_side_stream":
-            m.side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(m.side):  # the side stream's cuBLAS workspace, before the loop
-                m.chain(static_in, 1)
-            torch.cuda.current_stream().wait_stream(m.side)
+            m.warm_up_on(m.side, static_in)
     if args.shape == "graph_copy_nodes":
         pinned_in = torch.randn(4096, 4096, dtype=torch.bfloat16).pin_memory()
         static_in = m.x.clone()
         static_buf = m.x.clone()
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):  # warm the kernels up outside the capture
-            for _ in range(2):
-                m.chain(static_in, 2)
-        torch.cuda.current_stream().wait_stream(s)
+        m.warm_up(static_in)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             static_in.copy_(pinned_in, non_blocking=True)  # a memcpy node, host to device
