@@ -12,8 +12,8 @@ from tracerecon.api import load
 U = 1000  # 1 us
 
 
-def kernel(t: FakeTrace, at_us: int, gpu_us: tuple[int, int], stream: int = 7, call_us: int = 2) -> None:
-    t.kernel(t.call("cudaLaunchKernel", at_us * U, (at_us + call_us) * U), gpu_us[0] * U, gpu_us[1] * U, stream=stream)
+def kernel(t: FakeTrace, at_us: int, gpu_us: tuple[int, int], stream: int = 7, tid: int | None = None, call_us: int = 2) -> None:
+    t.kernel(t.call("cudaLaunchKernel", at_us * U, (at_us + call_us) * U, tid=tid), gpu_us[0] * U, gpu_us[1] * U, stream=stream)
 
 
 def sums(trace: FakeTrace, tmp_path, phases: tuple[str, ...] = ("a", "b", "c")) -> dict:
@@ -114,10 +114,6 @@ def test_a_copy_stream_forked_off_for_the_first_time_inside_a_copy_only_phase(tm
     assert got == {(c, p): v for c in range(3) for p, v in (("a", 100), ("b", 50), ("c", 306))}
 
 
-def launch_on(t: FakeTrace, at_us: int, gpu_us: tuple[int, int], stream: int = 7, tid: int | None = None, call_us: int = 2) -> None:
-    t.kernel(t.call("cudaLaunchKernel", at_us * U, (at_us + call_us) * U, tid=tid), gpu_us[0] * U, gpu_us[1] * U, stream=stream)
-
-
 def test_a_worker_launch_returning_after_the_next_phase_began_is_no_overlap(tmp_path):
     # GIVEN phases on a scheduler thread (a [B, B+102], b [B+103, B+300]) that launch nothing,
     # and a worker thread with no phase launching k1 (call B+10..14, GPU B+14..214), k2 (call
@@ -130,7 +126,7 @@ def test_a_worker_launch_returning_after_the_next_phase_began_is_no_overlap(tmp_
         t.range("a", b * U, (b + 102) * U, tid=10)
         t.range("b", (b + 103) * U, (b + 300) * U, tid=10)
         for at, gpu in ((b + 10, (b + 14, b + 214)), (b + 100, (b + 214, b + 264)), (b + 150, (b + 264, b + 300))):
-            launch_on(t, at, gpu, tid=11, call_us=4)
+            kernel(t, at, gpu, tid=11, call_us=4)
     # WHEN analysed THEN the two ranges are one after the other (a's end is read later, for
     # k2, but the ranges do not overlap): the boundary at b's start (B+103) reads done(7) = B+214,
     # before k2 was put on the stream: a 214, b 86, adding up to the cycle's 300 (k2 was counted
@@ -152,15 +148,15 @@ def test_a_draft_thread_phase_opened_while_the_loops_is_open_reads_from_its_own_
         t.range("a", b * U, (b + 50) * U, tid=10)
         if prev9 is not None:
             t.stream_wait(prev9, prev9, (b + 5) * U, (b + 6) * U, tid=10, stream=7)
-        launch_on(t, b + 10, (b + 12, b + 400), tid=10)
+        kernel(t, b + 10, (b + 12, b + 400), tid=10)
         t.range("b", (b + 50) * U, (b + 150) * U, tid=10)
-        launch_on(t, b + 60, (b + 400, b + 450), tid=10)
+        kernel(t, b + 60, (b + 400, b + 450), tid=10)
         e7 = 100 + c
         t.event_record(e7, e7, (b + 70) * U, (b + 71) * U, tid=10, stream=7)
         t.range("c", (b + 100) * U, (b + 300) * U, tid=11)
         if prev7 is not None:
             t.stream_wait(prev7, prev7, (b + 105) * U, (b + 106) * U, tid=11, stream=9)
-        launch_on(t, b + 110, (b + 112, b + 280), stream=9, tid=11)
+        kernel(t, b + 110, (b + 112, b + 280), stream=9, tid=11)
         e9 = 200 + c
         t.event_record(e9, e9, (b + 290) * U, (b + 291) * U, tid=11, stream=9)
         t.range("d", (b + 300) * U, (b + 320) * U, tid=11)
@@ -183,7 +179,7 @@ def test_a_loop_thread_that_copies_results_off_another_threads_stream_reads_its_
         b = 1000 * c
         t.range(f"cycle {c}", b * U, (b + 300) * U, tid=10)
         t.range("a", b * U, (b + 200) * U, tid=11)
-        launch_on(t, b + 10, (b + 12, b + 300), stream=9, tid=11)
+        kernel(t, b + 10, (b + 12, b + 300), stream=9, tid=11)
         t.event_record(c + 1, c + 1, (b + 190) * U, (b + 191) * U, tid=11, stream=9)
         t.range("b", (b + 210) * U, (b + 260) * U, tid=10)
         t.stream_wait(c + 1, c + 1, (b + 215) * U, (b + 216) * U, tid=10, stream=7)
@@ -204,9 +200,9 @@ def test_without_cycle_ranges_a_helper_range_named_like_the_first_phase_starts_n
         s = 1000 * step
         for name, lo, hi in (("a", s, s + 100), ("b", s + 100, s + 150), ("c", s + 150, s + 250)):
             t.range(name, lo * U, hi * U, tid=10)
-        launch_on(t, s + 10, (s + 20, s + 200), tid=10)
-        launch_on(t, s + 70, (s + 200, s + 300), tid=10)
-        launch_on(t, s + 160, (s + 300, s + 400), tid=10)
+        kernel(t, s + 10, (s + 20, s + 200), tid=10)
+        kernel(t, s + 70, (s + 200, s + 300), tid=10)
+        kernel(t, s + 160, (s + 300, s + 400), tid=10)
         t.range("a", (s + 120) * U, (s + 130) * U, tid=11)
     # WHEN analysed THEN four cycles, not eight: the helper's range, inside b, starts none (read
     # alone: 0); each cycle a 300, b 0, c 100
@@ -222,11 +218,11 @@ def test_a_worker_threads_copy_stream_forked_off_its_own_stream_in_a_schedulers_
     for c in range(3):
         s = 1000 * c
         t.cycle(c, s * U, (s + 100) * U, (s + 150) * U, (s + 400) * U, names=("a", "b", "c"), tid=10)
-        launch_on(t, s + 10, (s + 20, s + 300), tid=11)
+        kernel(t, s + 10, (s + 20, s + 300), tid=11)
         t.event_record(c + 1, c + 1, (s + 110) * U, (s + 111) * U, tid=11, stream=7)
         t.stream_wait(c + 1, c + 1, (s + 111) * U, (s + 112) * U, tid=11, stream=15)
         t.copy(t.call("cudaMemcpyAsync_v3020", (s + 115) * U, (s + 117) * U, tid=11), (s + 300) * U, (s + 320) * U, kind=2, stream=15)
-        launch_on(t, s + 160, (s + 300, s + 450), tid=11)
+        kernel(t, s + 160, (s + 300, s + 450), tid=11)
     # WHEN analysed THEN b is read on 7, which the thread that launched its copy forked 15 off
     # (not the range's thread, which launched nothing): a 300, b 0, c 150 (b read on 15: 20, c 130)
     got = sums(t, tmp_path, ("a", "b", "c"))
@@ -242,7 +238,7 @@ def test_without_cycle_ranges_a_step_that_repeats_phases_every_time_is_never_cut
         for i, name in enumerate(["a", "b", "c", "b", "c"] + (["d"] if k % 4 == 3 else [])):
             lo = s + 100 * i
             t.range(name, lo * U, (lo + 100) * U)
-            launch_on(t, lo + 10, (lo + 20, lo + 90))
+            kernel(t, lo + 10, (lo + 20, lo + 90))
     # WHEN analysed THEN 8 cycles, each whole (the usual step repeats b and c itself, so a longer
     # step is no step missing its first phase)
     rank = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("a", "b", "c", "d"))).ranks[0]
