@@ -717,7 +717,8 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     o_row = clock.stream_index(int64s(ops["pid"])[sel], int64s(ops["device_id"], -1)[sel], int64s(ops["stream_id"], -1)[sel])
     o_launch = clock.op_instants[sel]
     # Streams that compute somewhere in the trace (the rest only copy or communicate).
-    computing = np.flatnonzero(computes(ops) & ~comm_mask(ops))
+    op_computes = computes(ops) & ~comm_mask(ops)
+    computing = np.flatnonzero(op_computes)
     compute_streams = np.zeros(len(clock.keys) + 1, dtype=bool)
     compute_streams[clock.stream_index(int64s(ops["pid"])[computing], int64s(ops["device_id"], -1)[computing], int64s(ops["stream_id"], -1)[computing])] = True
     compute_streams[-1] = False
@@ -743,9 +744,9 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     pairs = tuple(_StreamPair(int(q), np.flatnonzero(pair == q), ph_i[a:b], w_i[a:b]) for q, a, b in zip(pq[cuts[:-1]].tolist(), cuts[:-1].tolist(), cuts[1:].tolist()))
     f = _Forks(into=into, cpu=cpu, rec_cpu=rec_cpu, n_streams=n_streams, pairs=pairs,
                compute_streams=compute_streams, passing=passing, o_phase=o_phase, o_row=o_row, o_launch=o_launch,
-               o_computes=(computes(ops) & ~comm_mask(ops))[sel], threads_on=_threads_launching_on(ops, clock),
-               o_thread=(thread_keys(int64s(ops["pid"]), int64s(ops["launch_tid"], -1)) if "launch_tid" in ops.column_names
-                         else np.zeros(ops.num_rows, np.int64))[sel],
+               o_computes=op_computes[sel], threads_on=_threads_launching_on(ops, clock),
+               o_thread=(thread_keys(int64s(ops["pid"])[sel], int64s(ops["launch_tid"], -1)[sel]) if "launch_tid" in ops.column_names
+                         else np.zeros(len(sel), np.int64)),
                cpu_start=np.asarray(cpu_start, np.int64), cpu_end=np.asarray(cpu_end, np.int64),
                cycle=np.asarray(cycle, np.int64), **_phases_by_thread(np.asarray(ph_pid, np.int64), np.asarray(ph_tid, np.int64),
                                                                       np.asarray(cpu_start, np.int64), np.asarray(cpu_end, np.int64)))
