@@ -13,7 +13,7 @@ import json
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from tracerecon.report_model import PhaseSummary, RankReport, Report, most_misleading
+from tracerecon.report_model import CycleSummary, PhaseSummary, RankReport, Report, most_misleading
 
 if TYPE_CHECKING:
     from tracerecon.model import Analysis
@@ -97,6 +97,15 @@ def cause_label(p: PhaseSummary) -> str:
 def verdict_cause_label(p: PhaseSummary) -> str:
     """``over 23/24: absorbed_wait``."""
     return verdict_label(p) + (f": {p.dominant_cause}" if p.dominant_cause != "none" else "")
+
+
+def left_out_note(cycles: CycleSummary, hint: bool = False) -> str:
+    """What a rank's medians leave out, as "; N warm-up cycle(s) left out; M phase range(s) in
+    no cycle left out" (empty when nothing); ``hint``: how to keep the warm-up cycles."""
+    return "".join([
+        f"; {cycles.n_warmup} warm-up cycle(s) left out" + (" (--skip-cycles 0 keeps them)" if hint else "") if cycles.n_warmup else "",
+        f"; {cycles.n_outside_cycles} phase range(s) in no cycle left out" if cycles.n_outside_cycles else "",
+    ])
 
 
 def misleading_line(p: PhaseSummary) -> str:

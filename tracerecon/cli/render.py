@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tracerecon.present import VERDICT_STYLE, diff_notes, fmt_ms, misleading_line, most_misleading, verdict_cause_label
+from tracerecon.present import VERDICT_STYLE, diff_notes, fmt_ms, left_out_note, misleading_line, most_misleading, verdict_cause_label
 from tracerecon.report_model import Report
 from tracerecon.json_text import json_text
 
@@ -44,8 +44,7 @@ def print_report(report: Report, console: Console) -> None:
             console.print(
                 f"  cycles: {cycles.n}  CPU {fmt_ms(cycles.cpu_ms_median)} ms  GPU {fmt_ms(cycles.gpu_ms_median)} ms (median); "
                 f"phases add up in {cycles.n_add_up} of {cycles.n}"
-                + (f"; {cycles.n_warmup} warm-up cycle(s) left out (--skip-cycles 0 keeps them)" if cycles.n_warmup else "")
-                + (f"; {cycles.n_outside_cycles} phase range(s) in no cycle left out" if cycles.n_outside_cycles else "")
+                + left_out_note(cycles, hint=True)
             )
         if cycles.gpu_ms_per_accepted_token is not None:
             console.print(

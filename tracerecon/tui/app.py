@@ -25,7 +25,7 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Header, Input, LoadingIndicator, Static, TabbedContent, TabPane
 
-from tracerecon.present import VERDICT_MEANING, VERDICT_STYLE, cause_label, misleading_line, verdict_label
+from tracerecon.present import VERDICT_MEANING, VERDICT_STYLE, cause_label, left_out_note, misleading_line, verdict_label
 from tracerecon.report_model import Report, most_misleading
 from tracerecon.tui.timeline_widget import Timeline
 from tracerecon.tui.timeline_window import Window, format_duration
@@ -351,9 +351,7 @@ class TraceReconApp(App):
                 )
             c = r.cycles
             if c.n:
-                left = "".join([f"; {c.n_warmup} warm-up cycle(s) left out" if c.n_warmup else "",
-                                f"; {c.n_outside_cycles} phase range(s) in no cycle left out" if c.n_outside_cycles else ""])
-                notes.append(f"rank {r.rank}: {c.n} cycles, CPU {ms(c.cpu_ms_median)} ms vs GPU {ms(c.gpu_ms_median)} ms per cycle (median){left}\n")
+                notes.append(f"rank {r.rank}: {c.n} cycles, CPU {ms(c.cpu_ms_median)} ms vs GPU {ms(c.gpu_ms_median)} ms per cycle (median){left_out_note(c)}\n")
             worst = most_misleading(summaries)
             if worst is not None:
                 notes.append(f"rank {r.rank} {misleading_line(worst)}\n", style="bold " + VERDICT_STYLE.get(worst.dominant_verdict, ""))
