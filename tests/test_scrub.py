@@ -200,3 +200,14 @@ def test_what_looks_like_an_address_but_is_none_is_kept():
     # WHEN scrubbed THEN they are as they were, and the addresses beside them are not
     assert [scrub_text(t) for t in kept] == kept
     assert scrub_text("::1 and fe80::1%eth0 and 1:2:3:4:5:6:7:8") == "[ip] and [ip] and [ip]"
+
+
+def test_an_environment_block_of_nul_separated_entries_is_redacted_entry_by_entry():
+    # GIVEN a text value as nsys stores a child process's environment (a real H200 trace of a
+    # process that started another: one StringIds value, entries separated by NUL, names in any
+    # case), with a path and a proxy with credentials among them
+    from tracerecon.nsys.scrub import scrub_text
+
+    block = "PMIX_MCA_gds=hash\x00http_proxy=http://alice:pw@10.0.0.1:3128\x00NSYS_AGENT_TMP_DIR=/tmp\x00/usr/bin/python3\x00PATH=/home/alice/bin:/usr/bin"
+    # WHEN scrubbed THEN every NAME=VALUE entry keeps its name only, and the rest is scrubbed as text
+    assert scrub_text(block).split("\x00") == ["PMIX_MCA_gds=[REDACTED]", "http_proxy=[REDACTED]", "NSYS_AGENT_TMP_DIR=[REDACTED]", "[path]", "PATH=[REDACTED]"]

@@ -80,6 +80,7 @@ IPV6 = re.compile(r"(?i)(?<![\w:.])(?=[0-9a-f:]*\d)(?:[0-9a-f]{0,4}:){2,7}[0-9a-
 USER_AT_HOST = re.compile(r"(?<![\w.@-])[a-z_][a-z0-9_.-]{0,31}@[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9-]+)*(?![\w@-])")
 NCCL_PREFIX = re.compile(r"(?m)^([A-Za-z0-9][\w.-]*):(\d+):(\d+) \[")  # NCCL's "host:pid:tid [rank]" log lines
 ENV_ASSIGNMENT = re.compile(r"^([A-Z_][A-Z0-9_]*)=(.+)$", re.S)  # a captured environment entry
+ENV_ENTRY = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*)=(.+)$", re.S)  # one entry of a NUL-separated environment block
 ABS_PATH = re.compile(r"(?<![\w./])(?:~|/)(?:[^\s/'\",:;=()<>\[\]]+/)+[^\s/'\",:;=()<>\[\]]*")
 WINDOWS_PATH = re.compile(r"\b[A-Za-z]:\\(?:[^\s\\'\",;]+\\)+[^\s\\'\",;]*")
 
@@ -99,6 +100,10 @@ def scrub_text(value, hosts: tuple[str, ...] = ()):
         value = value.decode("utf-8", "replace")
     if not isinstance(value, str) or not value:
         return value
+    if "\x00" in value:
+        # A block of NUL-separated entries (a child process's environment, as nsys stores what
+        # a traced process passed to exec): every entry on its own, any NAME=VALUE redacted.
+        return "\x00".join(f"{e.group(1)}={REDACTED}" if (e := ENV_ENTRY.match(part)) else scrub_text(part, hosts) for part in value.split("\x00"))
     env = ENV_ASSIGNMENT.match(value)
     if env:
         return f"{env.group(1)}={REDACTED}"
