@@ -62,6 +62,23 @@ Shapes (``--shape``):
   halfway (``cudaFree``: an implicit device synchronize that no synchronization record names).
 - ``triton_kernel``: forward ends with a Triton kernel (launched through the driver API,
   ``cuLaunchKernel``, as torch.compile's kernels are) over a 64 M-element buffer.
+- ``join_then_fork``: forward first joins the side stream (the previous cycle's side work), then
+  forks it again and leaves the new side work running into the next cycle.
+- ``fork_early``: prepare forks the side stream (it waits for the current one) and launches
+  nothing on it; forward runs the longer chain there and joins it back.
+- ``thread_pool``: every phase runs on one of two worker threads that share a queue (whichever
+  is free: the threads alternate, so a phase moves between threads from cycle to cycle); the loop
+  thread marks the cycle and waits for each phase. Each phase's thread records events at its
+  range's edges (kept as ``edge_ms``); the ground truth reads each boundary once, as phases tile
+  their cycle (issue 6): where one thread hands the cycle to another, at the earlier phase's end,
+  where the handing thread would record the next phase's start (the pick-up is the later
+  phase's, as in ``model_thread``).
+- ``stream_sync``: sample copies its tokens to pinned memory (non_blocking) and waits with
+  ``cudaStreamSynchronize`` (``torch.cuda.current_stream().synchronize()``).
+- ``async_alloc``: the plain loop under PyTorch's ``cudaMallocAsync`` allocator backend (every
+  tensor allocated and freed stream-ordered: ``cudaMallocAsync``/``cudaFreeAsync`` in every phase).
+- ``two_processes``: a second process (the plain loop, its own ground truth in
+  ``NAME.child.gt.jsonl``) runs the same loop at the same time on the same GPU (time-sliced contexts).
 
     nsys profile -t cuda,nvtx --cuda-graph-trace=node -o out python3 launch/stream_shapes_probe.py --shape S --gt gt.jsonl
 """
@@ -70,11 +87,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import queue
+import subprocess
+import sys
 import threading
 import time
 
-import torch
+if "async_alloc" in sys.argv:  # read when CUDA first allocates: set before torch is imported
+    os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync")
+
+import torch  # noqa: E402
 
 PHASES = ("prepare", "forward", "sample")
 
@@ -141,11 +164,18 @@ def main() -> None:
                                                        "device_sync_mid", "dtoh_pinned_event", "idle_sample", "worker_stream_handoff",
                                                        "model_thread", "range_start_end", "ahead_graph", "event_poll",
                                                        "two_graph_streams", "graph_copy_nodes", "draft_steps", "nested_same_name",
-                                                       "empty_cache_sync", "triton_kernel"])
+                                                       "empty_cache_sync", "triton_kernel", "join_then_fork", "fork_early",
+                                                       "thread_pool", "two_processes", "plain", "stream_sync", "async_alloc"])
     ap.add_argument("--cycles", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--gt", required=True)
+    ap.add_argument("--wait-go", action="store_true", help="print 'ready' once set up, start the loop on a line from stdin")
     args = ap.parse_args()
+    child = None
+    if args.shape == "two_processes":  # the other process starts now and waits for the go
+        child = subprocess.Popen([sys.executable, __file__, "--shape", "plain", "--cycles", str(args.cycles), "--warmup",
+                                  str(args.warmup), "--gt", args.gt.replace(".gt.jsonl", ".child.gt.jsonl"), "--wait-go"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     dev = torch.device("cuda")
     m = Model(dev)
     nvtx = torch.cuda.nvtx
@@ -251,7 +281,37 @@ def main() -> None:
                     time.sleep(0.0005)
         worker = threading.Thread(target=background, daemon=True)
         worker.start()
+    if args.shape == "thread_pool":
+        jobs: "queue.Queue" = queue.Queue()
+
+        def pool_worker() -> None:
+            while True:
+                job = jobs.get()
+                if job is None:
+                    return
+                name, fn, edges, reply = job
+                edges[0].record(torch.cuda.current_stream())  # this thread's phase boundaries
+                nvtx.range_push(name)
+                out = fn()
+                nvtx.range_pop()
+                edges[1].record(torch.cuda.current_stream())
+                reply.put(out)
+        for _ in range(2):
+            threading.Thread(target=pool_worker, daemon=True).start()
+
+        def on_pool(name: str, fn, spans: dict):
+            reply: "queue.Queue" = queue.Queue()
+            spans[name] = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))]
+            jobs.put((name, fn, spans[name][0], reply))
+            return reply.get()
     torch.cuda.synchronize()
+    if args.wait_go:
+        print("ready", flush=True)
+        sys.stdin.readline()
+    if child is not None:
+        child.stdout.readline()  # "ready"
+        child.stdin.write("go\n")
+        child.stdin.flush()
     ready: list = []  # copy_event_sync: the copy events of the cycles whose results are not yet read
     rows = []
     open_ids: list = []
@@ -298,6 +358,25 @@ def main() -> None:
         push(f"cycle {i}" if i >= 0 else "warmup")
         ev[0].record(main_stream)
 
+        if args.shape == "thread_pool":
+            def prepare_work() -> None:
+                m.state.add_(1.0)
+                spin(0.1)
+
+            def forward_work() -> torch.Tensor:
+                y = m.chain(m.x, 6)
+                spin(0.1)
+                return y
+
+            spans: dict = {}  # each phase's events at its own range's edges, on its thread
+            on_pool("prepare", prepare_work, spans)
+            y = on_pool("forward", forward_work, spans)
+            on_pool("sample", lambda: y[0, :1024].float().softmax(0)[0].item(), spans)
+            pop()
+            if i >= 0:
+                rows.append((i, ev, (time.perf_counter() - t0) * 1e3, {"edges": spans}))
+            continue
+
         push("prepare")
         if args.shape == "copy_event_sync" and len(ready) == 2:
             ready.pop(0).synchronize()  # the sampled tokens of the cycle two back
@@ -324,6 +403,8 @@ def main() -> None:
         elif args.shape == "idle_sample" and previous_y is not None:
             _ = previous_y[0, 0].item()  # the previous cycle's result
         spin(0.1)
+        if args.shape == "fork_early":
+            m.side.wait_stream(main_stream)  # the fork: nothing launched on the side stream yet
         pop()
         ev[1].record(main_stream)
         if args.shape == "model_thread":
@@ -331,7 +412,7 @@ def main() -> None:
             from_model.get()
             pop()
             if i >= 0:
-                rows.append((i, ev, (time.perf_counter() - t0) * 1e3, []))
+                rows.append((i, ev, (time.perf_counter() - t0) * 1e3, {}))
             continue
 
         if args.shape == "draft_steps":
@@ -355,7 +436,7 @@ def main() -> None:
             ev[3].record(main_stream)
             pop()
             if i >= 0:
-                rows.append((i, ev, (time.perf_counter() - t0) * 1e3, steps))
+                rows.append((i, ev, (time.perf_counter() - t0) * 1e3, {"forward": steps}))
             continue
 
         push("forward")
@@ -379,6 +460,17 @@ def main() -> None:
             y = forward_fork(m, join=True)
         elif args.shape in ("side_join_later", "side_join_next"):
             y = forward_fork(m, join=False)
+        elif args.shape == "join_then_fork":
+            if i > -args.warmup:
+                main_stream.wait_stream(m.side)  # the previous cycle's side work, joined first
+                m.state.add_(m.pending_side[0, :1024].float())
+            y = forward_fork(m, join=False)  # then forked again, left running
+        elif args.shape == "fork_early":
+            with torch.cuda.stream(m.side):
+                z = m.chain(m.x, 6)
+            y = m.chain(m.x, 1)
+            main_stream.wait_stream(m.side)
+            y = y + z
         elif args.shape == "background_kernels":
             y = m.chain(m.x, 6)
         elif args.shape == "copy_event_sync":
@@ -386,7 +478,8 @@ def main() -> None:
         elif args.shape == "input_stream_copy":
             main_stream.wait_event(inputs_ready)
             y = m.chain(m.x, 6)
-        elif args.shape in ("copy_only_prepare", "pageable_h2d", "dtoh_pinned_event", "idle_sample", "range_start_end"):
+        elif args.shape in ("copy_only_prepare", "pageable_h2d", "dtoh_pinned_event", "idle_sample", "range_start_end",
+                            "plain", "two_processes", "stream_sync", "async_alloc"):
             y = m.chain(m.x, 6)
         elif args.shape == "device_sync_mid":
             y = m.chain(m.x, 3)
@@ -452,6 +545,9 @@ def main() -> None:
             polled.record(main_stream)
             while not polled.query():
                 pass
+        elif args.shape == "stream_sync":
+            m.host.copy_(tok, non_blocking=True)
+            main_stream.synchronize()
         elif args.shape == "dtoh_pinned_event":
             m.host.copy_(tok, non_blocking=True)
             copied = torch.cuda.Event()
@@ -466,19 +562,30 @@ def main() -> None:
         ev[3].record(main_stream)
         pop()
         if i >= 0:
-            rows.append((i, ev, (time.perf_counter() - t0) * 1e3, []))
+            rows.append((i, ev, (time.perf_counter() - t0) * 1e3, {}))
     stop.set()
     handoff_in.put(None)
     to_model.put(None)
     torch.cuda.synchronize()
     with open(args.gt, "w") as fh:
-        for i, ev, cpu, steps in rows:
-            rec = {"cycle": i, "cpu_ms": cpu, "shape": args.shape,
-                   "phase_ms": {n: ev[k].elapsed_time(ev[k + 1]) for k, n in enumerate(PHASES)},
+        for i, ev, cpu, spans in rows:
+            edges = spans.pop("edges", None)
+            if edges is not None:
+                # One event per boundary, as phases tile their cycle: the first phase's start,
+                # then each phase's end (the handing thread's), the last phase's end.
+                ev = [edges[PHASES[0]][0][0]] + [edges[n][0][1] for n in PHASES]
+            # A phase timed by events at its own ranges' edges (``spans``, draft_steps): the sum
+            # of its instances' times.
+            phase_ms = {n: (sum(a.elapsed_time(b) for a, b in spans[n]) if n in spans else ev[k].elapsed_time(ev[k + 1]))
+                        for k, n in enumerate(PHASES)}
+            rec = {"cycle": i, "cpu_ms": cpu, "shape": args.shape, "pid": os.getpid(), "phase_ms": phase_ms,
                    "cycle_ms": ev[0].elapsed_time(ev[-1])}
-            if steps:  # a phase run several times a cycle: the sum of its instances' times
-                rec["phase_ms"]["forward"] = sum(a.elapsed_time(b) for a, b in steps)
+            if edges is not None:
+                rec["edge_ms"] = {n: a.elapsed_time(b) for n, ((a, b),) in edges.items()}
             fh.write(json.dumps(rec) + "\n")
+    if child is not None:
+        child.stdin.close()
+        child.wait()
     print(f"{args.shape}: {args.cycles} cycles", flush=True)
 
 

@@ -784,3 +784,47 @@ def test_a_side_stream_joined_back_only_by_the_next_cycle_is_read_on_the_caller(
     want = [(0, "prepare", 20, 7), (0, "forward", 212, 7), (0, "sample", 68, 7)]
     want += [(c, n, v, 7) for c in (1, 2) for n, v in (("prepare", 48), ("forward", 184), ("sample", 68))]
     assert per_cycle(rank) == want
+
+
+def test_a_phase_that_joins_the_side_streams_earlier_work_then_forks_it_again_is_read_on_the_caller(tmp_path):
+    # GIVEN verify first joins side stream 13's work of the cycle before (7 waits for a record
+    # on 13), runs a kernel on 7, forks 13 off 7 again, launches 1 ms of work on 13 that it
+    # leaves running into the next cycle, and a kernel on 7 beside it (a real H200 trace of the
+    # shape: launch/stream_shapes_probe.py's join_then_fork)
+    t = FakeTrace()
+    for c in range(4):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 100) * U, (b + 140) * U)
+        launch(t, b + 5, (b + 10, b + 60))
+        if c:
+            fork_join(t, 3, c, b + 105, side=7, caller=13)  # the join: 13's work ends at b+150
+        launch(t, b + 110, (b + 150, b + 170) if c else (b + 112, b + 132))
+        fork_join(t, 1, c + 1, b + 120, side=13)
+        launch(t, b + 125, (b + 170 if c else b + 132, b + 1150), stream=13)
+        launch(t, b + 130, (b + 170 if c else b + 132, b + 200))
+    # WHEN analysed
+    rank = one_rank(t, tmp_path)
+    # THEN events on 7: draft b .. b+100; verify b+100 .. done(7, b+140) = b+200 (the kernel
+    # beside the side's): 100 us every cycle. On 13 verify would read b+150 (c > 0) .. b+1150.
+    assert per_cycle(rank) == [(c, n, 100, 7) for c in range(4) for n in ("draft", "verify")]
+
+
+def test_a_side_stream_forked_in_the_phase_before_and_joined_in_the_phase_that_used_it(tmp_path):
+    # GIVEN draft ends by forking side stream 13 off 7 and launches nothing there; verify runs
+    # 290 us on 13, a kernel on 7 beside it, joins 13 back and runs 20 us more on 7
+    # (launch/stream_shapes_probe.py's fork_early)
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 100) * U, (b + 140) * U)
+        launch(t, b + 5, (b + 10, b + 60))
+        fork_join(t, 1, c + 1, b + 90, side=13)
+        launch(t, b + 105, (b + 110, b + 400), stream=13)
+        launch(t, b + 110, (b + 112, b + 150))
+        fork_join(t, 2, c + 1, b + 120, side=7, caller=13)
+        launch(t, b + 125, (b + 400, b + 420))
+    # WHEN analysed
+    rank = one_rank(t, tmp_path)
+    # THEN events on 7: draft b .. b+100, verify b+100 .. done(7, b+140) = b+420 (the kernel after
+    # the join): 320 us. On 13 verify would read b+100 .. b+400: 300 us.
+    assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("draft", 100), ("verify", 320))]

@@ -18,8 +18,12 @@ awaited a cycle later); an event polled instead of ``.item()``; two graphs repla
 side streams; a graph holding memcpy nodes (inputs from pinned memory, a device-to-device copy);
 forward run as three ranges of one name a cycle (draft steps) with a kernel in no phase between;
 a ``forward`` range nested in a ``forward`` range; ``torch.cuda.empty_cache()`` mid-phase (an
-implicit synchronize in ``cudaFree``); a Triton kernel (launched through ``cuLaunchKernel``); the
-graph shapes traced with nsys's default ``--cuda-graph-trace=graph``."""
+implicit synchronize in ``cudaFree``); a Triton kernel (launched through ``cuLaunchKernel``); a
+phase that first joins the side stream's work of the cycle before and then forks it anew; a side
+stream forked in the phase before the one that uses and joins it; ``cudaStreamSynchronize`` after
+a copy to pinned memory; PyTorch's ``cudaMallocAsync`` allocator; two processes running the loop
+at once on one GPU (each its own rank); the graph shapes traced with nsys's default
+``--cuda-graph-trace=graph``."""
 
 from __future__ import annotations
 
@@ -41,14 +45,18 @@ TOLERANCE_MS = 0.060
 # at 4,610,476,052 ns, but its cudaEventRecord ran 4,610,541,289-4,610,549,568 (a cudaEventCreate
 # of 26 us before it, both in the trace): the event reads 0.161 ms, the boundary at the range's end
 # 0.090 ms.
-RECORDED_LATE = {("graph_copy_nodes_graphtrace", 18, "sample"): 0.072, ("graph_copy_nodes_graphtrace", 18, "cycle"): 0.073}
+# join_then_fork's cycle 38 starts with a cudaEventRecord that took 45 us (3.9-49.0 us after the
+# cycle range opened, the GPU idle on that stream); prepare's range opened after it returned: the
+# event reads prepare 0.179 ms, the range 0.136 ms, and the cycle 0.061 ms longer.
+RECORDED_LATE = {("graph_copy_nodes_graphtrace", 18, "sample"): 0.072, ("graph_copy_nodes_graphtrace", 18, "cycle"): 0.073,
+                 ("join_then_fork", 38, "cycle"): 0.065}
 
 
 SHAPES = ["side_join_same", "side_join_later", "side_join_next", "copy_event_sync", "graph_fork_join", "own_stream", "background_kernels",
           "input_stream_copy", "copy_only_prepare", "pageable_h2d", "graph_side_stream", "piecewise_graphs", "device_sync_mid",
           "dtoh_pinned_event", "idle_sample", "worker_stream_handoff", "model_thread", "range_start_end",
           "ahead_graph", "event_poll", "two_graph_streams", "graph_copy_nodes", "draft_steps", "nested_same_name",
-          "empty_cache_sync", "triton_kernel",
+          "empty_cache_sync", "triton_kernel", "join_then_fork", "fork_early", "stream_sync", "async_alloc",
           # nsys's default graph tracing (one record per graph launch) of the graph shapes
           "graph_fork_join_graphtrace", "graph_side_stream_graphtrace", "piecewise_graphs_graphtrace",
           "graph_copy_nodes_graphtrace"]
@@ -113,3 +121,23 @@ def test_the_same_without_cycle_ranges_every_cycle_found_from_the_phases(shape, 
             tolerance = RECORDED_LATE.get((shape, g["cycle"], name), TOLERANCE_MS)
             assert abs(gpu[(c["cycle"], name)] - g["phase_ms"][name]) < tolerance, (g["cycle"], name)
         assert abs(c["gpu_ns"] / 1e6 - g["cycle_ms"]) < RECORDED_LATE.get((shape, g["cycle"], "cycle"), TOLERANCE_MS), g["cycle"]
+
+
+def test_two_processes_sharing_one_gpu_each_read_against_its_own_events():
+    # GIVEN two processes running the loop at once on one GPU (time-sliced contexts: each one's
+    # cycle takes 2.5-2.6 ms, against 1.5 ms alone), each with its own events (and pid) per cycle
+    run = load([str(RUN / "two_processes.sqlite.xz")], PhaseConfig(phases=PHASES))
+    assert len(run.ranks) == 2 and not run.warnings
+    for name in ("two_processes", "two_processes.child"):
+        truth = [json.loads(line) for line in (RUN / f"{name}.gt.jsonl").read_text().splitlines()]
+        # WHEN each process's rank is read
+        (rank,) = [r for r in run.ranks if truth[0]["pid"] in r.source.pids]
+        gpu = {(p["cycle"], p["phase"]): p["gpu_ns"] / 1e6 for p in rank.phases.to_pylist()}
+        cycles = {c["cycle"]: c["gpu_ns"] / 1e6 for c in rank.cycles.to_pylist()}
+        # THEN every phase of every cycle reads that process's events, on its default stream
+        assert len(truth) == 40 and len(cycles) == 40
+        for g in truth:
+            for phase in PHASES:
+                assert abs(gpu[(g["cycle"], phase)] - g["phase_ms"][phase]) < TOLERANCE_MS, (name, g["cycle"], phase)
+            assert abs(cycles[g["cycle"]] - g["cycle_ms"]) < TOLERANCE_MS, (name, g["cycle"])
+        assert {p["stream_id"] for p in rank.phases.to_pylist() if p["cycle"] is not None} == {7}

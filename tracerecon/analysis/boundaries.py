@@ -703,6 +703,15 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     if len(cpu) == 0 or len(device) == 0 or not (into != from_).any():
         return device, stream
     row = clock.stream_index(ph_pid, device, stream)
+    # A phase moved off a side stream never moves back onto it: two computing streams that wait
+    # for each other within a phase (a join of the side's earlier work, then a fork) each look
+    # forked off the other.
+    moved_off = np.full(len(row), -1, dtype=np.int64)
+    ahead = _forked_the_phase_before(clock, ops, op_phase, row, ph_pid, ph_tid, cpu_start, cpu_end, cycle)
+    moved = np.flatnonzero(ahead >= 0)
+    if len(moved):
+        moved_off[moved], row[moved] = row[moved], ahead[moved]
+        device[moved], stream[moved] = _unpack_device(clock.keys, ahead[moved]), _unpack_stream(clock.keys, ahead[moved])
     # Only a phase whose stream was made to wait within its CPU window can move (a phase it
     # moves to another stream keeps being one): the other phases' ops and waits are not looked at.
     candidate = np.zeros(len(row), dtype=bool)
@@ -755,9 +764,11 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     for later_phases in (False, True):
         for _ in range(4):  # nested forks: side -> caller -> its caller
             caller = _forked_callers(f, row, later_phases)
+            caller[caller == moved_off] = -1
             moved = np.flatnonzero(caller >= 0)
             if len(moved) == 0:
                 break
+            moved_off[moved] = row[moved]
             row[moved] = caller[moved]
             device[moved], stream[moved] = _unpack_device(clock.keys, caller[moved]), _unpack_stream(clock.keys, caller[moved])
     return device, stream
@@ -835,7 +846,17 @@ def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool) -> np.ndarra
                 # wait between them is the side waiting for it) and joins back (below). Once
                 # forked so, the side's ops need no fork of their own: one relaunched after a
                 # join (it needs only its own stream's earlier work) still runs for the caller.
-                forked = first_in[at] & (f.o_launch[on_side] > f.cpu[first][at]) & (f.o_launch[on_side] != I64_MIN)
+                # A phase that first joins the side's earlier work and then forks it anew forks
+                # it too, where it computed on the caller before that fork and after it, while
+                # the side ran (``_computed_around_fork`` up to the side's next join: a layer
+                # beside the side's). A forward stream fed by a plan stream twice in a phase
+                # looks forked off the plan stream at the first hand-back, but the plan
+                # stream's later work comes after the forward stream was joined to it.
+                fork_cpu = _first_fork(f, waits, side, cand)
+                on_caller = _computed_around_fork(f, other, cand, fork_cpu, len(row))
+                beside = _computed_around_fork(f, other, cand, fork_cpu, len(row), _first_fork(f, waits, other, cand, after=fork_cpu))
+                forks_here = first_in | beside[cand]
+                forked = forks_here[at] & (f.o_launch[on_side] > fork_cpu[at]) & (f.o_launch[on_side] != I64_MIN)
             else:
                 # Each op launched while the latest wait between the two was the fork.
                 last = np.searchsorted(f.cpu[waits], f.o_launch[on_side], side="left") - 1
@@ -866,21 +887,102 @@ def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool) -> np.ndarra
                     # phase whose work after the fork all went to the side (SGLang's forward
                     # stream, which the scheduler's waits for a cycle later), or a compute stream
                     # fed by a prefetch stream it had not used in the phase before (which may
-                    # wait for the compute stream later on, to reuse its buffers).
-                    fork_at = np.full(len(row), I64_MAX, dtype=np.int64)
-                    fork_at[cand[first_in]] = f.cpu[first[first_in]]
-                    caller_ops = (f.o_row == other) & f.o_computes
-                    before = np.zeros(len(row), dtype=bool)
-                    before[f.o_phase[caller_ops & (f.o_launch < fork_at[f.o_phase])]] = True
-                    on_caller = np.zeros(len(row), dtype=bool)
-                    on_caller[f.o_phase[caller_ops & (f.o_launch > fork_at[f.o_phase]) & (fork_at[f.o_phase] != I64_MAX)]] = True
-                    on_caller &= before
-                    back |= joined & _in_a_later_phase_on(join_cpu, ph_of, other, row, f, on_caller[ph_of])
+                    # wait for the compute stream later on, to reuse its buffers). A join inside
+                    # a later phase of that same shape (which joins first, then forks anew) is
+                    # one on the caller as well: that phase is read there by this very rule.
+                    back |= joined & _in_a_later_phase_on(join_cpu, ph_of, other, row, f, on_caller[ph_of],
+                                                          also_on=(side, on_caller & (row == side)))
                     if len(joins):  # a side the caller joins back elsewhere: none by the trace's end (its last cycle)
                         back |= forked & (join_cpu == I64_MAX) & on_caller[ph_of]
-                ok &= first_in & (np.bincount(at[back], minlength=len(cand)) > 0)
+                ok &= forks_here & (np.bincount(at[back], minlength=len(cand)) > 0)
             caller[cand[ok & (n_mine[cand] > 0)]] = other
     return caller
+
+
+def _forked_the_phase_before(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, row: np.ndarray, ph_pid: np.ndarray,
+                             ph_tid: np.ndarray, cpu_start: np.ndarray, cpu_end: np.ndarray, cycle: np.ndarray) -> np.ndarray:
+    """Per phase: the stream row of its caller C where its stream (``row``) is a side stream S
+    made ready ahead: forked off C (S waits for C) in the phase before it (same thread and cycle,
+    read on C), nothing put on S between that fork and this phase's start, no other wait of S
+    within this phase, S and C both computing, and C waiting within this phase for a record made
+    on S after this phase's last launch there (the join). Else -1. ``caller_streams``' rule
+    wants the fork within the phase; this one is that rule for a fork made one phase early."""
+    out = np.full(len(row), -1, dtype=np.int64)
+    into, from_, cpu, rec_cpu = clock.join_into, clock.join_from, clock.join_cpu, clock.join_record_cpu
+    keys = thread_keys(np.asarray(ph_pid, np.int64), np.asarray(ph_tid, np.int64))
+    order = np.lexsort((cpu_start, keys))
+    prev = np.full(len(row), -1, dtype=np.int64)
+    same = (keys[order][1:] == keys[order][:-1]) & (cycle[order][1:] == cycle[order][:-1]) & (cycle[order][1:] >= 0)
+    prev[order[1:][same]] = order[:-1][same]
+    real = np.flatnonzero(into != from_)  # the waits, in CPU order
+    found_ph, found_c, found_fork = [], [], []
+    for r in np.unique(row[(prev >= 0) & (row >= 0)]).tolist():
+        w = real[into[real] == r]
+        ph = np.flatnonzero((row == r) & (prev >= 0))
+        if len(w) == 0:
+            continue
+        k = np.searchsorted(cpu[w], cpu_start[ph], side="left") - 1  # the latest wait of S before the phase
+        fork = w[np.maximum(k, 0)]
+        c = from_[fork]
+        ok = ((k >= 0) & (cpu[fork] >= cpu_start[prev[ph]]) & (row[prev[ph]] == c)
+              & (np.searchsorted(cpu[w], cpu_end[ph], side="left") - 1 == k))  # none within the phase
+        ok[ok] = ~clock.queued_between(np.full(int(ok.sum()), r), cpu[fork[ok]], cpu_start[ph[ok]])
+        found_ph.append(ph[ok]), found_c.append(c[ok]), found_fork.append(cpu[fork[ok]])
+    if not found_ph or not sum(len(x) for x in found_ph):
+        return out
+    ph, c = np.concatenate(found_ph), np.concatenate(found_c)
+    # Each such phase's last launch on its own stream, and whether both streams compute.
+    pid = int64s(ops["pid"])
+    o_row = clock.stream_index(pid, int64s(ops["device_id"], -1), int64s(ops["stream_id"], -1))
+    mine = np.flatnonzero(np.isin(op_phase, ph) & (o_row == row[np.maximum(op_phase, 0)]))
+    last = np.full(len(row), I64_MIN, dtype=np.int64)
+    np.maximum.at(last, op_phase[mine], clock.op_instants[mine])
+    computing = np.zeros(len(clock.keys) + 1, dtype=bool)
+    comp = computes(ops) & ~comm_mask(ops)
+    computing[o_row[comp]] = True
+    computing[-1] = False
+    for i, caller in zip(ph.tolist(), c.tolist()):
+        side = int(row[i])
+        if last[i] == I64_MIN or not (computing[side] and computing[caller]):
+            continue
+        joins = real[(into[real] == caller) & (from_[real] == side)]
+        in_phase = joins[(cpu[joins] >= last[i]) & (cpu[joins] <= cpu_end[i]) & (rec_cpu[joins] >= last[i])]
+        if len(in_phase):
+            out[i] = caller
+    return out
+
+
+def _first_fork(f: _Forks, waits: np.ndarray, side: int, cand: np.ndarray, after: np.ndarray | None = None) -> np.ndarray:
+    """Per phase of ``cand``: the CPU time of the first wait of ``side`` among ``waits`` (the
+    waits between it and another stream, in CPU order) made within the phase's CPU window (a
+    fork of ``side`` off the other; ``after``, per phase: only those made after that instant);
+    I64_MAX where there is none."""
+    forks = waits[f.into[waits] == side]
+    if len(forks) == 0:
+        return np.full(len(cand), I64_MAX, dtype=np.int64)
+    from_t = f.cpu_start[cand] if after is None else np.maximum(f.cpu_start[cand], np.minimum(after, I64_MAX - 1) + 1)
+    at = np.searchsorted(f.cpu[forks], from_t, side="left")
+    t = f.cpu[forks][np.minimum(at, len(forks) - 1)]
+    return np.where((at < len(forks)) & (t < f.cpu_end[cand]), t, I64_MAX)
+
+
+def _computed_around_fork(f: _Forks, caller: int, cand: np.ndarray, fork_cpu: np.ndarray, n_phases: int,
+                          until: np.ndarray | None = None) -> np.ndarray:
+    """Per phase (of ``n_phases``): whether it is one of ``cand`` that launched computing work
+    on the stream ``caller`` both before its fork (``fork_cpu``, per phase of ``cand``) and
+    after it (before ``until`` too, per phase of ``cand``, where given)."""
+    fork_at = np.full(n_phases, I64_MAX, dtype=np.int64)
+    fork_at[cand] = fork_cpu
+    end_at = np.full(n_phases, I64_MAX, dtype=np.int64)
+    if until is not None:
+        end_at[cand] = until
+    caller_ops = (f.o_row == caller) & f.o_computes
+    at = fork_at[f.o_phase]
+    before = np.zeros(n_phases, dtype=bool)
+    before[f.o_phase[caller_ops & (f.o_launch < at)]] = True
+    after = np.zeros(n_phases, dtype=bool)
+    after[f.o_phase[caller_ops & (f.o_launch > at) & (at != I64_MAX) & (f.o_launch < end_at[f.o_phase])]] = True
+    return before & after
 
 
 def _threads_launching_on(ops: pa.Table, clock: StreamClock) -> Callable[[int], np.ndarray]:
@@ -901,12 +1003,14 @@ def _threads_launching_on(ops: pa.Table, clock: StreamClock) -> Callable[[int], 
 
 
 def _in_a_later_phase_on(t: np.ndarray, ph: np.ndarray, stream_row: int, row: np.ndarray, f: _Forks,
-                         later_cycles: np.ndarray) -> np.ndarray:
+                         later_cycles: np.ndarray, also_on: tuple[int, np.ndarray] | None = None) -> np.ndarray:
     """Per instant ``t[i]`` (a join made after phase ``ph[i]`` ended): it falls in a later phase
     (started after ``ph[i]``) of the same cycle (of a later one too, where ``later_cycles[i]``)
     and thread, one of the thread's last few started by then that still runs, that is read on
     ``stream_row`` (``row``: each phase's stream as read so far), or launched nothing: a phase
-    whose only GPU call makes ``stream_row`` wait (the join) records its events there."""
+    whose only GPU call makes ``stream_row`` wait (the join) records its events there.
+    ``also_on`` (a stream row, per phase): phases read on that row that count as read on
+    ``stream_row`` where marked."""
     want = f.thread[ph] * f.span + np.clip(t - f.base, -1, f.span - 1)
     last = np.searchsorted(f.thread_starts, want, side="right") - 1
     # The thread's phases started by then, latest first: any of the last few that still runs,
@@ -918,7 +1022,7 @@ def _in_a_later_phase_on(t: np.ndarray, ph: np.ndarray, stream_row: int, row: np
         h = f.by_thread[np.maximum(k, 0)]
         found |= ((k >= 0) & (f.thread[h] == f.thread[ph]) & (f.cpu_end[h] > t) & (f.cpu_start[h] > f.cpu_start[ph])
                   & (f.cycle[ph] >= 0) & ((f.cycle[h] == f.cycle[ph]) | (later_cycles & (f.cycle[h] > f.cycle[ph])))
-                  & ((row[h] == stream_row) | (row[h] < 0)))
+                  & ((row[h] == stream_row) | (row[h] < 0) | ((row[h] == also_on[0]) & also_on[1][h] if also_on else False)))
     return found
 
 
