@@ -275,6 +275,10 @@ class TraceReconApp(App):
         if self.report is not None:  # the overview is up, the loading box gone: say it there
             self.query_one("#overview-notes", Static).update(Text(f"cannot load the timeline: {event.error}", style="bold red"))
             self.notify(f"cannot load the timeline: {event.error}", severity="error", timeout=30, markup=False)
+        else:
+            # Nothing to browse: the app ends at once and the command says why in one line and
+            # exits as `report` does (``load_failure``), not after a key press.
+            self.exit()
 
     @on(ReportReady)
     def report_ready(self, event: ReportReady) -> None:
