@@ -329,3 +329,18 @@ def test_a_cached_rank_is_named_by_the_path_given_now(tmp_path):
     a, b = json.loads(first.stdout), json.loads(again.stdout)
     assert [r["source"] for r in b["ranks"]] == ["nccl_skew/rank0.sqlite", "nccl_skew/rank1.sqlite"]
     assert [r["phases"] for r in a["ranks"]] == [r["phases"] for r in b["ranks"]]
+
+
+def test_piped_report_lines_fit_80_columns_and_wrapped_prose_hangs_under_its_line():
+    # GIVEN a two-rank report, piped (80 columns), whose rank headers, "most misleading" and
+    # straggler lines are longer than 80 columns
+    res = run_cli("report", str(SHAPES / "nccl_skew_phases"))
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    # THEN no line is wider than 80 columns, and every line a sentence wrapped onto is indented
+    # under it: a line starts at column 0 only for a rank header, a table header or a table row
+    assert max(len(line) for line in lines) <= 80
+    starts = {line.split()[0] for line in lines if line and not line.startswith(" ")}
+    assert starts <= {"rank", "phase", "draft", "verify", "draft_re_extend", "across", "0", "1"}, starts
+    wrapped = [line for line in lines if line.startswith("      ") and not line.strip().startswith(("collectives",))]
+    assert any("under-reports" in line for line in wrapped) and any("those cycles the other ranks waited" in line for line in wrapped)

@@ -5,6 +5,7 @@ It lays out a ``report_model.Report`` (plain values), so a warm ``report`` impor
 
 from __future__ import annotations
 
+import textwrap
 
 from rich.console import Console
 from rich.table import Table
@@ -15,6 +16,16 @@ from tracerecon.report_model import Report
 from tracerecon.json_text import json_text
 
 
+def print_wrapped(console: Console, text: str, indent: str = "  ", hanging: str = "      ", style: str | None = None, bold: int = 0) -> None:
+    """One line of prose at the console's width, wrapped at spaces under a hanging indent (a
+    path or a name longer than the width stays whole); its first ``bold`` characters bold."""
+    lines = textwrap.wrap(text, width=max(20, console.width), initial_indent=indent, subsequent_indent=hanging,
+                          break_long_words=False, break_on_hyphens=False) or [indent]
+    for i, line in enumerate(lines):
+        head = len(indent) + bold if i == 0 else 0
+        console.print(Text.assemble((line[:head], "bold"), line[head:], style=style or ""), soft_wrap=True)
+
+
 def print_json(report: Report, console: Console) -> None:
     console.file.write(json_text(report.to_json()) + "\n")
 
@@ -22,7 +33,8 @@ def print_json(report: Report, console: Console) -> None:
 def print_report(report: Report, console: Console) -> None:
     for r in report.ranks:
         phases, cycles = r.phases, r.cycles
-        console.print(Text.assemble((f"rank {r.rank}", "bold"), f"  {r.source}  pid {', '.join(map(str, r.pids))}  nsys {r.nsys_version or '?'}"), overflow="fold")
+        print_wrapped(console, f"rank {r.rank}  {r.source}  pid {', '.join(map(str, r.pids))}  nsys {r.nsys_version or '?'}", indent="",
+                      hanging="    ", bold=len(f"rank {r.rank}"))
         table = Table(header_style="bold", box=None, padding=(0, 1, 0, 0), pad_edge=False)
         # A very long phase name is cut (its end shown as …): the numbers must stay in view.
         table.add_column("phase", no_wrap=True, max_width=32, overflow="ellipsis")
@@ -41,22 +53,17 @@ def print_report(report: Report, console: Console) -> None:
             )
         console.print(table)
         if cycles.n:
-            console.print(
-                f"  cycles: {cycles.n}  CPU {fmt_ms(cycles.cpu_ms_median)} ms  GPU {fmt_ms(cycles.gpu_ms_median)} ms (median); "
-                f"phases add up in {cycles.n_add_up} of {cycles.n}"
-                + left_out_note(cycles, hint=True)
-            )
+            print_wrapped(console, f"cycles: {cycles.n}  CPU {fmt_ms(cycles.cpu_ms_median)} ms  GPU {fmt_ms(cycles.gpu_ms_median)} ms (median); "
+                          f"phases add up in {cycles.n_add_up} of {cycles.n}" + left_out_note(cycles, hint=True))
         if cycles.gpu_ms_per_accepted_token is not None:
-            console.print(
-                f"  accepted tokens: {cycles.accepted_tokens}; GPU {cycles.gpu_ms_per_accepted_token:.3f} ms per accepted token ("
-                + ", ".join(f"{k} {v:.3f}" for k, v in cycles.phase_ms_per_accepted_token.items()) + ")"
-            )
+            print_wrapped(console, f"accepted tokens: {cycles.accepted_tokens}; GPU {cycles.gpu_ms_per_accepted_token:.3f} ms per accepted token ("
+                          + ", ".join(f"{k} {v:.3f}" for k, v in cycles.phase_ms_per_accepted_token.items()) + ")")
         worst = most_misleading(phases)
         if worst is not None:
-            console.print("  " + misleading_line(worst))
+            print_wrapped(console, misleading_line(worst))
         console.print()
     print_straggler_summary(report, console)
-    console.print("  GPU ms: CUDA-event time between phase boundaries; medians over cycles.", style="dim")
+    print_wrapped(console, "GPU ms: CUDA-event time between phase boundaries; medians over cycles.", style="dim")
 
 
 def print_straggler_summary(report: Report, console: Console) -> None:
@@ -72,7 +79,7 @@ def print_straggler_summary(report: Report, console: Console) -> None:
         t.add_row(str(r.rank), f"{r.offset_ns / 1e6:.3f}", unc, r.alignment, str(r.n_collectives), f"{r.comm_ms:.3f}", f"{r.wait_ms:.3f}", str(gated.get(str(r.rank), 0)))
     console.print(t)
     for line in report.straggler_lines:
-        console.print("  " + line)
+        print_wrapped(console, line)
     console.print()
 
 
@@ -86,4 +93,4 @@ def print_diff(result: dict, console: Console) -> None:
         t.add_row(str(p["rank"]), p["phase"], fmt_ms(p["a_gpu_ms"]), fmt_ms(p["b_gpu_ms"]), Text("-" if d is None else f"{d:+.3f}", style="red" if (d or 0) > 0 else "green"), fmt_ms(p["a_cpu_ms"]), fmt_ms(p["b_cpu_ms"]))
     console.print(t)
     for text, style in diff_notes(result):
-        console.print("  " + text, style=style or None)
+        print_wrapped(console, text, style=style or None)
