@@ -570,3 +570,37 @@ def test_an_offload_threads_copies_never_decide_a_scheduler_phases_stream(tmp_pa
     # nothing (it read 700 us on stream 40, and forward 0): 50 us, forward b+50..b+300 = 250 us
     got = [(p["phase"], p["gpu_ns"] // U, p["stream_id"], p["n_gpu_ops"]) for p in rank.phases.to_pylist()]
     assert got == [("schedule", 50, 7, 1), ("forward", 250, 7, 1)] * 4
+
+
+def test_a_thread_pool_running_each_phase_on_whichever_thread_is_free_is_one_loop_without_cycle_ranges(tmp_path):
+    # GIVEN no cycle ranges, and draft and verify each run by whichever of two pool threads is
+    # free: they alternate, so each thread holds both phases (a real H200 trace of the shape:
+    # launch/stream_shapes_probe.py's thread_pool). Each cycle: draft b..b+100 (kernel b+20..b+80),
+    # 30 us for the other thread to pick verify up, verify b+130..b+300 (kernel b+150..b+350)
+    t = FakeTrace()
+    for c in range(4):
+        b, (first, second) = c * 1000, ((1, 2) if c % 2 == 0 else (2, 1))
+        t.range("draft", b * U, (b + 100) * U, tid=first)
+        launch(t, b + 10, (b + 20, b + 80), tid=first)
+        t.range("verify", (b + 130) * U, (b + 300) * U, tid=second)
+        launch(t, b + 140, (b + 150, b + 350), tid=second)
+    # WHEN analysed
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")]).ranks
+    # THEN the phases run one after another form one loop: 4 cycles of draft then verify, the
+    # hand-off at draft's end (b+100: the GPU idle since b+80), verify to done(7, b+300) = b+350:
+    # draft 100 us, verify 250 us, every cycle 350 us
+    got = sorted((p["cycle"], p["phase"], p["gpu_ns"] // U) for p in rank.phases.to_pylist())
+    assert got == [(c, n, v) for c in range(4) for n, v in (("draft", 100), ("verify", 250))]
+    assert [c["gpu_ns"] // U for c in rank.cycles.to_pylist()] == [350] * 4
+
+
+def test_threads_run_at_once_only_where_most_phases_begin_while_another_threads_is_open():
+    from tracerecon.analysis.phases import _threads_run_at_once
+
+    # GIVEN phases of two threads in time order, (start, end)
+    # WHEN each begins after the other thread's last one ended (a pool handing one loop on)
+    # THEN they do not run at once
+    assert not _threads_run_at_once(np.array([0, 10, 20, 30]), np.array([9, 19, 29, 39]), np.array([1, 2, 1, 2]))
+    # WHEN each thread's phase opens while the other's is open (a loop per thread)
+    # THEN they do
+    assert _threads_run_at_once(np.array([0, 5, 10, 15]), np.array([12, 17, 22, 27]), np.array([1, 2, 1, 2]))

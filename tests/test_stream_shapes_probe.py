@@ -141,3 +141,43 @@ def test_two_processes_sharing_one_gpu_each_read_against_its_own_events():
                 assert abs(gpu[(g["cycle"], phase)] - g["phase_ms"][phase]) < TOLERANCE_MS, (name, g["cycle"], phase)
             assert abs(cycles[g["cycle"]] - g["cycle_ms"]) < TOLERANCE_MS, (name, g["cycle"])
         assert {p["stream_id"] for p in rank.phases.to_pylist() if p["cycle"] is not None} == {7}
+
+
+# thread_pool's pool threads record each boundary's event just after a range closed on an idle
+# GPU (prepare's end, before the other thread picks forward up; sample's end, after `.item()`),
+# where an event lands 20-93 us after its call (README, GPU ms): issue 6's allowance there.
+IDLE_GPU_MS = 0.150
+
+
+@pytest.mark.parametrize("cycle_ranges", [True, False])
+def test_a_thread_pool_running_each_phase_on_whichever_thread_is_free(cycle_ranges, tmp_path):
+    # GIVEN two pool threads taking the phases in turn (each phase moves between them from cycle
+    # to cycle), events at every range's edges on the thread that ran it, and the ground truth
+    # read as phases tile their cycle (at a hand-off, the boundary is the earlier phase's end);
+    # with the trace's cycle ranges, or with them deleted
+    import lzma
+    import shutil
+    import sqlite3
+
+    trace = tmp_path / "thread_pool.sqlite"
+    with lzma.open(RUN / "thread_pool.sqlite.xz") as src, open(trace, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    if not cycle_ranges:
+        with sqlite3.connect(trace) as conn:
+            conn.execute("delete from NVTX_EVENTS where coalesce(text, (select value from StringIds where id = textId)) like 'cycle %' "
+                         "or coalesce(text, (select value from StringIds where id = textId)) like 'warmup%'")
+    truth = [json.loads(line) for line in (RUN / "thread_pool.gt.jsonl").read_text().splitlines()]
+    # WHEN analysed
+    rank = load([str(trace)], PhaseConfig(phases=PHASES)).ranks[0]
+    cycles = sorted(rank.cycles.to_pylist(), key=lambda c: c["cycle"])
+    gpu = {(p["cycle"], p["phase"]): p["gpu_ns"] / 1e6 for p in rank.phases.to_pylist()}
+    # THEN the loop is one sequence (found from the phases alone too: the 5 warm-up iterations
+    # and 40 cycles), forward within the tolerance behind GPU work, the rest within the idle-GPU
+    # allowance; on the pool's one stream
+    assert len(cycles) == (40 if cycle_ranges else 45)
+    for g, c in zip(truth, cycles[len(cycles) - 40:]):
+        for name in PHASES:
+            allowed = TOLERANCE_MS if name == "forward" else IDLE_GPU_MS
+            assert abs(gpu[(c["cycle"], name)] - g["phase_ms"][name]) < allowed, (g["cycle"], name)
+        assert abs(c["gpu_ns"] / 1e6 - g["cycle_ms"]) < IDLE_GPU_MS, g["cycle"]
+    assert {p["stream_id"] for p in rank.phases.to_pylist()} == {7}

@@ -113,13 +113,16 @@ def phases_past_their_cycle(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: 
 def cycles_per_thread(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, labels: list[str], order: tuple[str, ...] = ()) -> np.ndarray:
     """Without cycle ranges ``select_phases`` starts a cycle at each occurrence of the first
     phase seen (``cycle_starts``), in each process. Where several threads of a process each hold every phase name
-    the process has (one process driving a GPU per thread), each thread's phases are numbered on
-    their own instead, so no cycle mixes two threads' loops; the cycles are then numbered in the
-    order of their first phase. Phases of one loop spread over threads (a scheduler thread's
-    draft, a worker thread's verify) keep ``cycle_of``."""
+    the process has and run at once (one process driving a GPU per thread: most phases begin
+    while another thread's is still open), each thread's phases are numbered on their own
+    instead, so no cycle mixes two threads' loops; the cycles are then numbered in the order of
+    their first phase. Phases of one loop spread over threads (a scheduler thread's draft, a
+    worker thread's verify; a thread pool running each phase on whichever thread is free, one
+    after another) keep ``cycle_of``."""
     if len(phase_rows) == 0:
         return cycle_of
     pid, tid, start = int64s(ranges["pid"])[phase_rows], int64s(ranges["tid"], -1)[phase_rows], int64s(ranges["start_ns"])[phase_rows]
+    end = int64s(ranges["end_ns"], I64_MAX)[phase_rows] if "end_ns" in ranges.column_names else np.full(len(phase_rows), I64_MAX, np.int64)
     names = np.array(labels, dtype=object)
     label_values, label_code = np.unique(names.astype(str), return_inverse=True)
     start_label = start_label_of(order, label_values.tolist())
@@ -133,6 +136,8 @@ def cycles_per_thread(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.nda
         everything = set(names[mine].tolist())
         if len(threads) < 2 or any(set(names[mine[thread[mine] == t]].tolist()) != everything for t in threads.tolist()):
             continue
+        if not _threads_run_at_once(start[mine], end[mine], thread[mine]):
+            continue  # one loop whose phases move between threads (a thread pool)
         split = True
         for t in threads.tolist():
             seq = mine[thread[mine] == t]  # in time order, as phase_rows are
@@ -146,6 +151,19 @@ def cycles_per_thread(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.nda
     number = np.empty(len(pairs), dtype=np.int64)
     number[order] = np.arange(len(pairs))
     return np.where(local >= 0, number[inv.ravel()], -1)
+
+
+def _threads_run_at_once(start: np.ndarray, end: np.ndarray, thread: np.ndarray) -> bool:
+    """Whether most phases (in time order) begin while a phase of another thread is still open:
+    loops of their own on each thread, not one loop handed from thread to thread."""
+    if len(start) < 2:
+        return False
+    open_until = np.full(len(start), I64_MIN, dtype=np.int64)  # the latest end among the earlier phases of other threads
+    for t in np.unique(thread).tolist():
+        others = np.where(thread != t, end, I64_MIN)
+        running = np.r_[I64_MIN, np.maximum.accumulate(others)[:-1]]
+        open_until = np.where(thread == t, running, open_until)
+    return int((start > open_until).sum()) * 2 < len(start)
 
 
 def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
