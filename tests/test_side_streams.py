@@ -828,3 +828,78 @@ def test_a_side_stream_forked_in_the_phase_before_and_joined_in_the_phase_that_u
     # THEN events on 7: draft b .. b+100, verify b+100 .. done(7, b+140) = b+420 (the kernel after
     # the join): 320 us. On 13 verify would read b+100 .. b+400: 300 us.
     assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("draft", 100), ("verify", 320))]
+
+
+def test_a_plan_stream_that_plans_ahead_between_hand_offs_does_not_take_the_forward_streams_phase(tmp_path):
+    # GIVEN SGLang's plan stream 40 beside forward stream 20 (a review's case): draft runs on 20;
+    # verify makes 40 wait for 20, plans on 40, hands back (20 waits for 40), plans the next step
+    # on 40 at once (no new wait), replays a graph on 20 (b+142..b+642), waits for 40 again, and a
+    # second graph (b+642..b+842). 40 next waits for 20 in the next verify: in the waits alone,
+    # verify looks like a phase that joins a side stream (20) and forks it anew
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 100) * U, (b + 400) * U)
+        launch(t, b + 5, (b + 10, b + 60), stream=20)
+        fork_join(t, 1, 2 * c + 1, b + 105, side=40, caller=20)
+        launch(t, b + 108, (b + 110, b + 130), stream=40)
+        fork_join(t, 2, 2 * c + 1, b + 130, side=20, caller=40)
+        launch(t, b + 135, (b + 135, b + 160), stream=40)
+        t.graph(t.call("cudaGraphLaunch_v10000", (b + 140) * U, (b + 142) * U), (b + 142) * U, (b + 642) * U, stream=20)
+        fork_join(t, 2, 2 * c + 2, b + 200, side=20, caller=40)
+        t.graph(t.call("cudaGraphLaunch_v10000", (b + 240) * U, (b + 242) * U), (b + 642) * U, (b + 842) * U, stream=20)
+    # WHEN analysed
+    rank = one_rank(t, tmp_path)
+    # THEN events on 20 (draft's stream, the thread's): draft b .. b+100, verify b+100 ..
+    # done(20, b+400) = b+842: 742 us every cycle
+    assert per_cycle(rank) == [(c, n, v, 20) for c in range(3) for n, v in (("draft", 100), ("verify", 742))]
+
+
+def test_an_input_stream_that_computes_and_prefetches_the_next_batch_is_no_caller(tmp_path):
+    # GIVEN prepare's kernel on input stream 9, which 7 waits for; forward runs 200 us on 7, then
+    # 9 waits for 7 (to reuse its buffers) and the next batch's kernel goes on 9; sample 900 us on
+    # 7 (a review's case: the waits look like 7 forked off 9 in the phase before and joined back)
+    t = FakeTrace()
+    gpu = {0: (10, 20, 60, 260, 260, 410, 260, 1160), 1: (1010, 1020, 1160, 1360, 1360, 1510, 1360, 2260),
+           2: (2010, 2020, 2260, 2460, 2460, 2610, 2460, 3360)}
+    for c in range(3):
+        b, g = c * 1000, gpu[c]
+        t.cycle(c, b * U, (b + 50) * U, (b + 150) * U, (b + 300) * U, names=("prepare", "forward", "sample"))
+        launch(t, b + 5, (g[0], g[1]), stream=9)
+        fork_join(t, 1, c + 1, b + 30, side=7, caller=9)
+        launch(t, b + 60, (g[2], g[3]))
+        fork_join(t, 2, c + 1, b + 140, side=9, caller=7)
+        launch(t, b + 145, (g[4], g[5]), stream=9)
+        launch(t, b + 160, (g[6], g[7]))
+    # WHEN analysed with its three phases
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("prepare", "forward", "sample"))).ranks
+    # THEN forward and sample on 7: forward from done(7, b+50) (the sample before it: b+160 for
+    # c > 0) to its kernel's end b+360: 210 us in cycle 0 (from its CPU start), 200 after; sample
+    # to b+1160 + 1000 c: 900 us
+    got = [(p["cycle"], p["phase"], p["gpu_ns"] // U, p["stream_id"]) for p in rank.phases.to_pylist() if p["phase"] != "prepare"]
+    assert got == [(c, n, v, 7) for c in range(3) for n, v in (("forward", 210 if c == 0 else 200), ("sample", 900))]
+
+
+def test_a_phase_never_moves_back_onto_any_stream_it_left(tmp_path):
+    # GIVEN verify forks side stream 50 off 7 (200 us there), joins it, relaunches 200 us on 50
+    # and joins again, then an all-reduce on NCCL's stream 30 forked off 7 (700 us) joined back,
+    # and 20 us on 7 (a review's case: the phase went 50 -> 30 -> 7, then back to 50)
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 2000
+        t.cycle(c, b * U, (b + 50) * U, (b + 400) * U)
+        launch(t, b + 5, (b + 10, b + 30))
+        fork_join(t, 1, c + 1, b + 60, side=50)
+        launch(t, b + 63, (b + 100, b + 300), stream=50)
+        fork_join(t, 2, c + 1, b + 66, side=7, caller=50)
+        launch(t, b + 70, (b + 300, b + 320))
+        launch(t, b + 74, (b + 300, b + 500), stream=50)
+        fork_join(t, 3, c + 1, b + 78, side=7, caller=50)
+        fork_join(t, 4, c + 1, b + 80, side=30)
+        launch(t, b + 83, (b + 500, b + 1200), stream=30, name="ncclDevKernel_AllReduce_Sum_bf16_RING_LL")
+        fork_join(t, 5, c + 1, b + 86, side=7, caller=30)
+        launch(t, b + 90, (b + 1200, b + 1220))
+    # WHEN analysed
+    rank = one_rank(t, tmp_path)
+    # THEN events on 7: draft b .. b+50, verify b+50 .. done(7, b+400) = b+1220: 1170 us
+    assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("draft", 50), ("verify", 1170))]

@@ -699,19 +699,26 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     side stream."""
     device = np.asarray(device, dtype=np.int64).copy()
     stream = np.asarray(stream, dtype=np.int64).copy()
-    into, from_, cpu, rec_cpu = clock.join_into, clock.join_from, clock.join_cpu, clock.join_record_cpu  # in CPU order of the waits
+    into, from_, cpu = clock.join_into, clock.join_from, clock.join_cpu  # in CPU order of the waits
     if len(cpu) == 0 or len(device) == 0 or not (into != from_).any():
         return device, stream
     row = clock.stream_index(ph_pid, device, stream)
-    # A phase moved off a side stream never moves back onto it: two computing streams that wait
-    # for each other within a phase (a join of the side's earlier work, then a fork) each look
+    prev_phase, next_phase = _neighbours(np.asarray(ph_pid, np.int64), np.asarray(ph_tid, np.int64), np.asarray(cpu_start, np.int64),
+                                         np.asarray(cycle, np.int64))
+    # A phase moved off a stream never moves back onto it: two computing streams that wait for
+    # each other within a phase (a join of the side's earlier work, then a fork) each look
     # forked off the other.
-    moved_off = np.full(len(row), -1, dtype=np.int64)
-    ahead = _forked_the_phase_before(clock, ops, op_phase, row, ph_pid, ph_tid, cpu_start, cpu_end, cycle)
-    moved = np.flatnonzero(ahead >= 0)
-    if len(moved):
-        moved_off[moved], row[moved] = row[moved], ahead[moved]
-        device[moved], stream[moved] = _unpack_device(clock.keys, ahead[moved]), _unpack_stream(clock.keys, ahead[moved])
+    left: dict[int, set[int]] = {}
+
+    def move(to: np.ndarray) -> bool:
+        moved = [i for i in np.flatnonzero(to >= 0).tolist() if int(to[i]) not in left.get(i, ())]
+        for i in moved:
+            left.setdefault(i, set()).add(int(row[i]))
+        m = np.asarray(moved, dtype=np.int64)
+        row[m] = to[m]
+        device[m], stream[m] = _unpack_device(clock.keys, to[m]), _unpack_stream(clock.keys, to[m])
+        return len(m) > 0
+
     # Only a phase whose stream was made to wait within its CPU window can move (a phase it
     # moves to another stream keeps being one): the other phases' ops and waits are not looked at.
     candidate = np.zeros(len(row), dtype=bool)
@@ -719,8 +726,39 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
         on_r = np.flatnonzero(row == r)
         forks = cpu[(into == r) & (from_ != r)]
         candidate[on_r] = np.searchsorted(forks, cpu_end[on_r]) > np.searchsorted(forks, cpu_start[on_r])  # forked off in the window
-    if not candidate.any():
-        return device, stream
+    if candidate.any():
+        f = _forks_of(clock, ops, op_phase, candidate, ph_pid, ph_tid, cpu_start, cpu_end, cycle, prev_phase, next_phase)
+        # Joins within the phase first, to the end; then joins in a later phase, whose stream is by
+        # then its own reading (a phase that joins within itself is on its caller already).
+        for later_phases in (False, True):
+            for _ in range(4):  # nested forks: side -> caller -> its caller
+                if not move(_forked_callers(f, row, later_phases)):
+                    break
+    # Then a side stream made ready one phase early, for the phases that did not move.
+    ahead = _forked_the_phase_before(clock, ops, op_phase, row, prev_phase, cpu_start, cpu_end)
+    ahead[np.asarray(list(left), dtype=np.int64)] = -1
+    move(ahead)
+    return device, stream
+
+
+def _neighbours(pid: np.ndarray, tid: np.ndarray, cpu_start: np.ndarray, cycle: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per phase: the phase before it and the one after it on its thread, in its cycle (-1:
+    none, or no cycle)."""
+    keys = thread_keys(pid, tid)
+    order = np.lexsort((cpu_start, keys))
+    prev = np.full(len(pid), -1, dtype=np.int64)
+    nxt = np.full(len(pid), -1, dtype=np.int64)
+    same = (keys[order][1:] == keys[order][:-1]) & (cycle[order][1:] == cycle[order][:-1]) & (cycle[order][1:] >= 0)
+    prev[order[1:][same]] = order[:-1][same]
+    nxt[order[:-1][same]] = order[1:][same]
+    return prev, nxt
+
+
+def _forks_of(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, candidate: np.ndarray, ph_pid: np.ndarray, ph_tid: np.ndarray,
+              cpu_start: np.ndarray, cpu_end: np.ndarray, cycle: np.ndarray, prev_phase: np.ndarray, next_phase: np.ndarray) -> _Forks:
+    """What ``_forked_callers`` reads for the ``candidate`` phases: their ops, the pairs of
+    streams that wait for each other in their windows, which streams compute or only pass."""
+    into, from_, cpu, rec_cpu = clock.join_into, clock.join_from, clock.join_cpu, clock.join_record_cpu
     sel = np.flatnonzero((op_phase >= 0) & candidate[np.maximum(op_phase, 0)])
     o_phase = op_phase[sel]
     o_row = clock.stream_index(int64s(ops["pid"])[sel], int64s(ops["device_id"], -1)[sel], int64s(ops["stream_id"], -1)[sel])
@@ -751,27 +789,15 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     ph_i, w_i, pq = ph_i[first_of], w_i[first_of], pq[first_of]
     cuts = np.flatnonzero(np.r_[True, pq[1:] != pq[:-1], True]) if len(pq) else np.zeros(1, np.int64)
     pairs = tuple(_StreamPair(int(q), np.flatnonzero(pair == q), ph_i[a:b], w_i[a:b]) for q, a, b in zip(pq[cuts[:-1]].tolist(), cuts[:-1].tolist(), cuts[1:].tolist()))
-    f = _Forks(into=into, cpu=cpu, rec_cpu=rec_cpu, n_streams=n_streams, pairs=pairs,
-               compute_streams=compute_streams, passing=passing, o_phase=o_phase, o_row=o_row, o_launch=o_launch,
-               o_computes=op_computes[sel], threads_on=_threads_launching_on(ops, clock),
-               o_thread=(thread_keys(int64s(ops["pid"])[sel], int64s(ops["launch_tid"], -1)[sel]) if "launch_tid" in ops.column_names
-                         else np.zeros(len(sel), np.int64)),
-               cpu_start=np.asarray(cpu_start, np.int64), cpu_end=np.asarray(cpu_end, np.int64),
-               cycle=np.asarray(cycle, np.int64), **_phases_by_thread(np.asarray(ph_pid, np.int64), np.asarray(ph_tid, np.int64),
-                                                                      np.asarray(cpu_start, np.int64), np.asarray(cpu_end, np.int64)))
-    # Joins within the phase first, to the end; then joins in a later phase, whose stream is by
-    # then its own reading (a phase that joins within itself is on its caller already).
-    for later_phases in (False, True):
-        for _ in range(4):  # nested forks: side -> caller -> its caller
-            caller = _forked_callers(f, row, later_phases)
-            caller[caller == moved_off] = -1
-            moved = np.flatnonzero(caller >= 0)
-            if len(moved) == 0:
-                break
-            moved_off[moved] = row[moved]
-            row[moved] = caller[moved]
-            device[moved], stream[moved] = _unpack_device(clock.keys, caller[moved]), _unpack_stream(clock.keys, caller[moved])
-    return device, stream
+    by_thread = _phases_by_thread(np.asarray(ph_pid, np.int64), np.asarray(ph_tid, np.int64), np.asarray(cpu_start, np.int64),
+                                  np.asarray(cpu_end, np.int64))
+    return _Forks(into=into, cpu=cpu, rec_cpu=rec_cpu, n_streams=n_streams, pairs=pairs,
+                  compute_streams=compute_streams, passing=passing, o_phase=o_phase, o_row=o_row, o_launch=o_launch,
+                  o_computes=op_computes[sel], threads_on=_threads_launching_on(ops, clock),
+                  o_thread=(thread_keys(int64s(ops["pid"])[sel], int64s(ops["launch_tid"], -1)[sel]) if "launch_tid" in ops.column_names
+                            else np.zeros(len(sel), np.int64)),
+                  cpu_start=np.asarray(cpu_start, np.int64), cpu_end=np.asarray(cpu_end, np.int64),
+                  cycle=np.asarray(cycle, np.int64), prev_phase=prev_phase, next_phase=next_phase, **by_thread)
 
 
 class _StreamPair(NamedTuple):
@@ -810,6 +836,8 @@ class _Forks:
     thread_starts: np.ndarray  # their (thread, start) keys, sorted (``_phases_by_thread``)
     base: int
     span: int
+    prev_phase: np.ndarray  # per phase: the one before it on its thread in its cycle (-1: none; ``_neighbours``)
+    next_phase: np.ndarray  # ... and the one after it
 
 
 def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool) -> np.ndarray:
@@ -855,7 +883,12 @@ def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool) -> np.ndarra
                 fork_cpu = _first_fork(f, waits, side, cand)
                 on_caller = _computed_around_fork(f, other, cand, fork_cpu, len(row))
                 beside = _computed_around_fork(f, other, cand, fork_cpu, len(row), _first_fork(f, waits, other, cand, after=fork_cpu))
-                forks_here = first_in | beside[cand]
+                # ... and where the thread's phase before it or after it in the cycle is read on
+                # the caller (its current stream): a plan stream that plans ahead between two
+                # hand-offs waits like that too, but the forward stream's neighbours are on it.
+                relaxed = np.zeros(len(row), dtype=bool)
+                relaxed[cand] = ~first_in & beside[cand] & (_neighbour_on(f.prev_phase[cand], row, other) | _neighbour_on(f.next_phase[cand], row, other))
+                forks_here = first_in | relaxed[cand]
                 forked = forks_here[at] & (f.o_launch[on_side] > fork_cpu[at]) & (f.o_launch[on_side] != I64_MIN)
             else:
                 # Each op launched while the latest wait between the two was the fork.
@@ -891,7 +924,7 @@ def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool) -> np.ndarra
                     # a later phase of that same shape (which joins first, then forks anew) is
                     # one on the caller as well: that phase is read there by this very rule.
                     back |= joined & _in_a_later_phase_on(join_cpu, ph_of, other, row, f, on_caller[ph_of],
-                                                          also_on=(side, on_caller & (row == side)))
+                                                          also_on=(side, relaxed))
                     if len(joins):  # a side the caller joins back elsewhere: none by the trace's end (its last cycle)
                         back |= forked & (join_cpu == I64_MAX) & on_caller[ph_of]
                 ok &= forks_here & (np.bincount(at[back], minlength=len(cand)) > 0)
@@ -899,23 +932,21 @@ def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool) -> np.ndarra
     return caller
 
 
-def _forked_the_phase_before(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, row: np.ndarray, ph_pid: np.ndarray,
-                             ph_tid: np.ndarray, cpu_start: np.ndarray, cpu_end: np.ndarray, cycle: np.ndarray) -> np.ndarray:
-    """Per phase: the stream row of its caller C where its stream (``row``) is a side stream S
-    made ready ahead: forked off C (S waits for C) in the phase before it (same thread and cycle,
-    read on C), nothing put on S between that fork and this phase's start, no other wait of S
-    within this phase, S and C both computing, and C waiting within this phase for a record made
-    on S after this phase's last launch there (the join). Else -1. ``caller_streams``' rule
-    wants the fork within the phase; this one is that rule for a fork made one phase early."""
+def _forked_the_phase_before(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, row: np.ndarray, prev: np.ndarray,
+                             cpu_start: np.ndarray, cpu_end: np.ndarray) -> np.ndarray:
+    """Per phase: the stream row of its caller C where its stream (``row``, as read) is a side
+    stream S made ready ahead: forked off C (S waits for C) in the phase before it (``prev``:
+    same thread and cycle, read on C), nothing put on S between that fork and this phase's
+    start, no other wait of S within this phase, S and C both computing, and, within this
+    phase, computing work launched on C beside S's (before the join) and C waiting for a record
+    made on S after this phase's last launch there (the join). Else -1. ``caller_streams``'
+    rule wants the fork within the phase; this one is that rule for a fork made one phase
+    early. A stream fed by an input stream that computes has no work of its own on the input
+    stream before it hands it the next batch: it stays where it is."""
     out = np.full(len(row), -1, dtype=np.int64)
     into, from_, cpu, rec_cpu = clock.join_into, clock.join_from, clock.join_cpu, clock.join_record_cpu
-    keys = thread_keys(np.asarray(ph_pid, np.int64), np.asarray(ph_tid, np.int64))
-    order = np.lexsort((cpu_start, keys))
-    prev = np.full(len(row), -1, dtype=np.int64)
-    same = (keys[order][1:] == keys[order][:-1]) & (cycle[order][1:] == cycle[order][:-1]) & (cycle[order][1:] >= 0)
-    prev[order[1:][same]] = order[:-1][same]
     real = np.flatnonzero(into != from_)  # the waits, in CPU order
-    found_ph, found_c, found_fork = [], [], []
+    found_ph, found_c = [], []
     for r in np.unique(row[(prev >= 0) & (row >= 0)]).tolist():
         w = real[into[real] == r]
         ph = np.flatnonzero((row == r) & (prev >= 0))
@@ -927,29 +958,38 @@ def _forked_the_phase_before(clock: StreamClock, ops: pa.Table, op_phase: np.nda
         ok = ((k >= 0) & (cpu[fork] >= cpu_start[prev[ph]]) & (row[prev[ph]] == c)
               & (np.searchsorted(cpu[w], cpu_end[ph], side="left") - 1 == k))  # none within the phase
         ok[ok] = ~clock.queued_between(np.full(int(ok.sum()), r), cpu[fork[ok]], cpu_start[ph[ok]])
-        found_ph.append(ph[ok]), found_c.append(c[ok]), found_fork.append(cpu[fork[ok]])
+        found_ph.append(ph[ok]), found_c.append(c[ok])
     if not found_ph or not sum(len(x) for x in found_ph):
         return out
     ph, c = np.concatenate(found_ph), np.concatenate(found_c)
-    # Each such phase's last launch on its own stream, and whether both streams compute.
+    # Each such phase's ops on its own stream and on the caller, and whether both streams compute.
     pid = int64s(ops["pid"])
     o_row = clock.stream_index(pid, int64s(ops["device_id"], -1), int64s(ops["stream_id"], -1))
-    mine = np.flatnonzero(np.isin(op_phase, ph) & (o_row == row[np.maximum(op_phase, 0)]))
-    last = np.full(len(row), I64_MIN, dtype=np.int64)
-    np.maximum.at(last, op_phase[mine], clock.op_instants[mine])
-    computing = np.zeros(len(clock.keys) + 1, dtype=bool)
     comp = computes(ops) & ~comm_mask(ops)
+    computing = np.zeros(len(clock.keys) + 1, dtype=bool)
     computing[o_row[comp]] = True
     computing[-1] = False
+    mine = np.flatnonzero(np.isin(op_phase, ph))
     for i, caller in zip(ph.tolist(), c.tolist()):
         side = int(row[i])
-        if last[i] == I64_MIN or not (computing[side] and computing[caller]):
+        if not (computing[side] and computing[caller]):
             continue
+        on = mine[op_phase[mine] == i]
+        side_launch = clock.op_instants[on[o_row[on] == side]]
+        caller_launch = clock.op_instants[on[(o_row[on] == caller) & comp[on]]]
+        if len(side_launch) == 0 or len(caller_launch) == 0:
+            continue
+        last = int(side_launch.max())
         joins = real[(into[real] == caller) & (from_[real] == side)]
-        in_phase = joins[(cpu[joins] >= last[i]) & (cpu[joins] <= cpu_end[i]) & (rec_cpu[joins] >= last[i])]
-        if len(in_phase):
+        join = joins[(cpu[joins] >= last) & (cpu[joins] <= cpu_end[i]) & (rec_cpu[joins] >= last)]
+        if len(join) and (caller_launch < cpu[join[0]]).any():
             out[i] = caller
     return out
+
+
+def _neighbour_on(neighbour: np.ndarray, row: np.ndarray, stream_row: int) -> np.ndarray:
+    """Per phase: whether its neighbour (a phase index, -1: none) is read on ``stream_row``."""
+    return (neighbour >= 0) & (row[np.maximum(neighbour, 0)] == stream_row)
 
 
 def _first_fork(f: _Forks, waits: np.ndarray, side: int, cand: np.ndarray, after: np.ndarray | None = None) -> np.ndarray:
