@@ -903,3 +903,26 @@ def test_a_phase_never_moves_back_onto_any_stream_it_left(tmp_path):
     rank = one_rank(t, tmp_path)
     # THEN events on 7: draft b .. b+50, verify b+50 .. done(7, b+400) = b+1220: 1170 us
     assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("draft", 50), ("verify", 1170))]
+
+
+def test_a_side_stream_joined_by_the_next_cycles_first_phase_leaves_that_phase_on_the_caller(tmp_path):
+    # GIVEN verify forks side stream 13 off 7 (1.9 ms there, into the next cycle) with a kernel on
+    # 7 beside it, and the next cycle's draft first joins 13 (7 waits for 13's record), then runs
+    # 50 us on 7 (a review's case: draft's join looks like 7 forked off 13, verify's fork like
+    # the join back)
+    t = FakeTrace()
+    for c in range(4):
+        b = c * 2000
+        t.cycle(c, b * U, (b + 100) * U, (b + 140) * U)
+        if c:
+            fork_join(t, 3, c, b + 2, side=7, caller=13)  # 13's work ends at b+150
+        launch(t, b + 5, (b + 150, b + 200) if c else (b + 10, b + 60))
+        launch(t, b + 110, (b + 200, b + 220) if c else (b + 112, b + 132))
+        fork_join(t, 1, c + 1, b + 120, side=13)
+        launch(t, b + 125, (b + 220 if c else b + 132, b + 2150), stream=13)
+        launch(t, b + 130, (b + 220, b + 300) if c else (b + 132, b + 200))
+    # WHEN analysed
+    rank = one_rank(t, tmp_path)
+    # THEN events on 7: draft b .. done(7, b+100) = b+200 (after the join, its kernel; cycle 0:
+    # b+100), verify .. done(7, b+140) = b+300 (the kernel beside the side's): 100 us
+    assert per_cycle(rank) == [(c, n, v, 7) for c in range(4) for n, v in (("draft", 200 if c else 100), ("verify", 100))]

@@ -729,10 +729,13 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     if candidate.any():
         f = _forks_of(clock, ops, op_phase, candidate, ph_pid, ph_tid, cpu_start, cpu_end, cycle, prev_phase, next_phase)
         # Joins within the phase first, to the end; then joins in a later phase, whose stream is by
-        # then its own reading (a phase that joins within itself is on its caller already).
-        for later_phases in (False, True):
+        # then its own reading (a phase that joins within itself is on its caller already): first
+        # for phases that computed on the caller beside the side (the caller keeps working while
+        # the side runs: turn-taking streams never do), then for the rest, so that a phase that
+        # joins in a later one is judged by that one's settled stream.
+        for later_phases, beside_only in ((False, False), (True, True), (True, False)):
             for _ in range(4):  # nested forks: side -> caller -> its caller
-                if not move(_forked_callers(f, row, later_phases)):
+                if not move(_forked_callers(f, row, later_phases, beside_only)):
                     break
     # Then a side stream made ready one phase early, for the phases that did not move.
     ahead = _forked_the_phase_before(clock, ops, op_phase, row, prev_phase, cpu_start, cpu_end)
@@ -840,9 +843,11 @@ class _Forks:
     next_phase: np.ndarray  # ... and the one after it
 
 
-def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool) -> np.ndarray:
+def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool, beside_only: bool = False) -> np.ndarray:
     """Per phase: the stream row of its caller where its stream ``row`` is a side stream of it
-    (``caller_streams``' rule), else -1; joins in a later phase count with ``later_phases``.
+    (``caller_streams``' rule), else -1; joins in a later phase count with ``later_phases``
+    (with ``beside_only``, only for phases that computed on the caller before the fork and
+    after it).
     Each pair of streams looks only at its phases on the side stream of the two (``cand``)."""
     caller = np.full(len(row), -1, dtype=np.int64)
     mine = np.flatnonzero((f.o_row >= 0) & (f.o_row == row[f.o_phase]))  # the ops on their phase's stream
@@ -923,8 +928,8 @@ def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool) -> np.ndarra
                     # wait for the compute stream later on, to reuse its buffers). A join inside
                     # a later phase of that same shape (which joins first, then forks anew) is
                     # one on the caller as well: that phase is read there by this very rule.
-                    back |= joined & _in_a_later_phase_on(join_cpu, ph_of, other, row, f, on_caller[ph_of],
-                                                          also_on=(side, relaxed))
+                    later = joined & _in_a_later_phase_on(join_cpu, ph_of, other, row, f, on_caller[ph_of], also_on=(side, relaxed))
+                    back |= later & on_caller[ph_of] if beside_only else later
                     if len(joins):  # a side the caller joins back elsewhere: none by the trace's end (its last cycle)
                         back |= forked & (join_cpu == I64_MAX) & on_caller[ph_of]
                 ok &= forks_here & (np.bincount(at[back], minlength=len(cand)) > 0)
