@@ -604,3 +604,27 @@ def test_threads_run_at_once_only_where_most_phases_begin_while_another_threads_
     # WHEN each thread's phase opens while the other's is open (a loop per thread)
     # THEN they do
     assert _threads_run_at_once(np.array([0, 5, 10, 15]), np.array([12, 17, 22, 27]), np.array([1, 2, 1, 2]))
+
+
+def test_threads_driving_a_gpu_each_are_loops_of_their_own_also_where_they_take_turns(tmp_path):
+    # GIVEN no cycle ranges; thread 1 drives GPU 0 and thread 2 GPU 1, their short ranges taking
+    # turns (a review's case): T1 draft b..b+20, T2 draft b+21..b+40, T1 verify b+41..b+60, T2
+    # verify b+61..b+80; GPU 0 runs T1's draft b+6..b+106 and verify b+106..b+306, GPU 1 T2's
+    # draft b+26..b+426 and verify b+426..b+526
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.range("draft", b * U, (b + 20) * U, tid=1)
+        launch(t, b + 2, (b + 6, b + 106), tid=1, device=0)
+        t.range("draft", (b + 21) * U, (b + 40) * U, tid=2)
+        launch(t, b + 22, (b + 26, b + 426), tid=2, device=1)
+        t.range("verify", (b + 41) * U, (b + 60) * U, tid=1)
+        launch(t, b + 42, (b + 106, b + 306), tid=1, device=0)
+        t.range("verify", (b + 61) * U, (b + 80) * U, tid=2)
+        launch(t, b + 62, (b + 426, b + 526), tid=2, device=1)
+    # WHEN analysed
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")]).ranks
+    # THEN two loops: T1 draft b .. done(GPU 0, b+41) = b+106, verify .. b+306: 106 and 200 us;
+    # T2 draft b+21 .. done(GPU 1, b+61) = b+426, verify .. b+526: 405 and 100 us
+    got = sorted((p["tid"], p["phase"], p["gpu_ns"] // U) for p in rank.phases.to_pylist())
+    assert got == sorted([(1, "draft", 106), (1, "verify", 200), (2, "draft", 405), (2, "verify", 100)] * 3)

@@ -789,13 +789,15 @@ def test_a_side_stream_joined_back_only_by_the_next_cycle_is_read_on_the_caller(
 def test_a_phase_that_joins_the_side_streams_earlier_work_then_forks_it_again_is_read_on_the_caller(tmp_path):
     # GIVEN verify first joins side stream 13's work of the cycle before (7 waits for a record
     # on 13), runs a kernel on 7, forks 13 off 7 again, launches 1 ms of work on 13 that it
-    # leaves running into the next cycle, and a kernel on 7 beside it (a real H200 trace of the
+    # leaves running into the next cycle, and a kernel on 7 beside it; draft reads a result back
+    # on 7 (a device-to-host copy: 7 is the thread's current stream) (a real H200 trace of the
     # shape: launch/stream_shapes_probe.py's join_then_fork)
     t = FakeTrace()
     for c in range(4):
         b = c * 1000
         t.cycle(c, b * U, (b + 100) * U, (b + 140) * U)
         launch(t, b + 5, (b + 10, b + 60))
+        t.copy(t.call("cudaMemcpyAsync", (b + 70) * U, (b + 71) * U), (b + 72) * U, (b + 74) * U)
         if c:
             fork_join(t, 3, c, b + 105, side=7, caller=13)  # the join: 13's work ends at b+150
         launch(t, b + 110, (b + 150, b + 170) if c else (b + 112, b + 132))
@@ -926,3 +928,27 @@ def test_a_side_stream_joined_by_the_next_cycles_first_phase_leaves_that_phase_o
     # THEN events on 7: draft b .. done(7, b+100) = b+200 (after the join, its kernel; cycle 0:
     # b+100), verify .. done(7, b+140) = b+300 (the kernel beside the side's): 100 us
     assert per_cycle(rank) == [(c, n, v, 7) for c in range(4) for n, v in (("draft", 200 if c else 100), ("verify", 100))]
+
+
+def test_an_input_stream_fed_back_the_forward_streams_buffers_is_no_caller_of_it(tmp_path):
+    # GIVEN prepare's kernel on input stream 9 (which first waits for 7, from cycle 1 on, to reuse
+    # its buffers); forward makes 9 wait for 7, preps on 9 (10 us), makes 7 wait for 9, runs 500 us
+    # on 7 and a prefetch kernel on 9 beside it (a review's case: join_then_fork's waits with the
+    # roles swapped; nothing is read back on 9)
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 50) * U, (b + 300) * U, names=("prepare", "forward"))
+        if c:
+            fork_join(t, 3, c, b + 2, side=9, caller=7)
+        launch(t, b + 5, (b + 6, b + 16), stream=9)
+        fork_join(t, 1, c + 1, b + 55, side=9, caller=7)
+        launch(t, b + 60, (b + 61, b + 71), stream=9)
+        fork_join(t, 2, c + 1, b + 75, side=7, caller=9)
+        launch(t, b + 80, (b + 81, b + 581))
+        launch(t, b + 90, (b + 91, b + 101), stream=9)
+    # WHEN analysed with its two phases
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("prepare", "forward"))).ranks
+    # THEN forward on 7: b+50 .. done(7, b+300) = b+581: 531 us every cycle, the cycle 581 us
+    assert [(p["cycle"], p["gpu_ns"] // U, p["stream_id"]) for p in rank.phases.to_pylist() if p["phase"] == "forward"] == [(c, 531, 7) for c in range(3)]
+    assert [c["gpu_ns"] // U for c in rank.cycles.to_pylist()] == [581] * 3

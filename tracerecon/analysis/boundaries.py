@@ -50,7 +50,7 @@ import pyarrow.compute as pc
 from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_launch, thread_keys
 from tracerecon.analysis.intervals import explode_slices, inside_another_thread
 from tracerecon.analysis.nccl import comm_mask
-from tracerecon.analysis.projection import I64_MAX, I64_MIN, int64s, match_correlation, string_mask
+from tracerecon.analysis.projection import I64_MAX, I64_MIN, equals, int64s, match_correlation, string_mask
 
 
 @dataclass(frozen=True)
@@ -794,13 +794,20 @@ def _forks_of(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, candidate
     pairs = tuple(_StreamPair(int(q), np.flatnonzero(pair == q), ph_i[a:b], w_i[a:b]) for q, a, b in zip(pq[cuts[:-1]].tolist(), cuts[:-1].tolist(), cuts[1:].tolist()))
     by_thread = _phases_by_thread(np.asarray(ph_pid, np.int64), np.asarray(ph_tid, np.int64), np.asarray(cpu_start, np.int64),
                                   np.asarray(cpu_end, np.int64))
+    # Where each thread reads results back (device-to-host copies: `.item()`, `.tolist()`): on
+    # its current stream.
+    d2h = np.flatnonzero(equals(ops["name"], "memcpy DtoH")) if ops.num_rows and "launch_tid" in ops.column_names else np.zeros(0, np.int64)
+    o_pid = int64s(ops["pid"])[d2h]
+    d2h_rows = clock.stream_index(o_pid, int64s(ops["device_id"], -1)[d2h], int64s(ops["stream_id"], -1)[d2h])
+    reads_back = frozenset(zip(thread_keys(o_pid, int64s(ops["launch_tid"], -1)[d2h]).tolist(), d2h_rows.tolist()))
     return _Forks(into=into, cpu=cpu, rec_cpu=rec_cpu, n_streams=n_streams, pairs=pairs,
                   compute_streams=compute_streams, passing=passing, o_phase=o_phase, o_row=o_row, o_launch=o_launch,
                   o_computes=op_computes[sel], threads_on=_threads_launching_on(ops, clock),
                   o_thread=(thread_keys(int64s(ops["pid"])[sel], int64s(ops["launch_tid"], -1)[sel]) if "launch_tid" in ops.column_names
                             else np.zeros(len(sel), np.int64)),
                   cpu_start=np.asarray(cpu_start, np.int64), cpu_end=np.asarray(cpu_end, np.int64),
-                  cycle=np.asarray(cycle, np.int64), prev_phase=prev_phase, next_phase=next_phase, **by_thread)
+                  cycle=np.asarray(cycle, np.int64), prev_phase=prev_phase, next_phase=next_phase, reads_back=reads_back,
+                  phase_thread=thread_keys(np.asarray(ph_pid, np.int64), np.asarray(ph_tid, np.int64)), **by_thread)
 
 
 class _StreamPair(NamedTuple):
@@ -841,6 +848,8 @@ class _Forks:
     span: int
     prev_phase: np.ndarray  # per phase: the one before it on its thread in its cycle (-1: none; ``_neighbours``)
     next_phase: np.ndarray  # ... and the one after it
+    reads_back: frozenset  # (thread key, stream row): a device-to-host copy that thread launched there
+    phase_thread: np.ndarray  # per phase: its thread's key (``thread_keys``)
 
 
 def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool, beside_only: bool = False) -> np.ndarray:
@@ -888,11 +897,15 @@ def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool, beside_only:
                 fork_cpu = _first_fork(f, waits, side, cand)
                 on_caller = _computed_around_fork(f, other, cand, fork_cpu, len(row))
                 beside = _computed_around_fork(f, other, cand, fork_cpu, len(row), _first_fork(f, waits, other, cand, after=fork_cpu))
-                # ... and where the thread's phase before it or after it in the cycle is read on
-                # the caller (its current stream): a plan stream that plans ahead between two
-                # hand-offs waits like that too, but the forward stream's neighbours are on it.
+                # ... and where the caller is the thread's current stream by what it did beside:
+                # its phase before or after this one in the cycle is read there, and it reads its
+                # results back there (a device-to-host copy), never on the side. A plan stream
+                # planning ahead between two hand-offs, or an input stream that computes, waits
+                # like that too, but results are read back on the forward stream.
                 relaxed = np.zeros(len(row), dtype=bool)
-                relaxed[cand] = ~first_in & beside[cand] & (_neighbour_on(f.prev_phase[cand], row, other) | _neighbour_on(f.next_phase[cand], row, other))
+                current = np.array([(k, other) in f.reads_back and (k, side) not in f.reads_back for k in f.phase_thread[cand].tolist()], dtype=bool)
+                relaxed[cand] = (~first_in & beside[cand] & current
+                                 & (_neighbour_on(f.prev_phase[cand], row, other) | _neighbour_on(f.next_phase[cand], row, other)))
                 forks_here = first_in | relaxed[cand]
                 forked = forks_here[at] & (f.o_launch[on_side] > fork_cpu[at]) & (f.o_launch[on_side] != I64_MIN)
             else:

@@ -110,11 +110,13 @@ def phases_past_their_cycle(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: 
     return loose[inside]
 
 
-def cycles_per_thread(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, labels: list[str], order: tuple[str, ...] = ()) -> np.ndarray:
+def cycles_per_thread(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, labels: list[str], order: tuple[str, ...] = (),
+                      ops: pa.Table | None = None) -> np.ndarray:
     """Without cycle ranges ``select_phases`` starts a cycle at each occurrence of the first
     phase seen (``cycle_starts``), in each process. Where several threads of a process each hold every phase name
-    the process has and run at once (one process driving a GPU per thread: most phases begin
-    while another thread's is still open), each thread's phases are numbered on their own
+    the process has and run at once (most phases begin while another thread's is still open) or
+    launch on devices of their own (``ops``: one process driving a GPU per thread, also where
+    its threads take turns), each thread's phases are numbered on their own
     instead, so no cycle mixes two threads' loops; the cycles are then numbered in the order of
     their first phase. Phases of one loop spread over threads (a scheduler thread's draft, a
     worker thread's verify; a thread pool running each phase on whichever thread is free, one
@@ -136,7 +138,7 @@ def cycles_per_thread(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.nda
         everything = set(names[mine].tolist())
         if len(threads) < 2 or any(set(names[mine[thread[mine] == t]].tolist()) != everything for t in threads.tolist()):
             continue
-        if not _threads_run_at_once(start[mine], end[mine], thread[mine]):
+        if not (_threads_run_at_once(start[mine], end[mine], thread[mine]) or _devices_of_their_own(ops, p, threads)):
             continue  # one loop whose phases move between threads (a thread pool)
         split = True
         for t in threads.tolist():
@@ -164,6 +166,21 @@ def _threads_run_at_once(start: np.ndarray, end: np.ndarray, thread: np.ndarray)
         running = np.r_[I64_MIN, np.maximum.accumulate(others)[:-1]]
         open_until = np.where(thread == t, running, open_until)
     return int((start > open_until).sum()) * 2 < len(start)
+
+
+def _devices_of_their_own(ops: pa.Table | None, pid: int, threads: np.ndarray) -> bool:
+    """Whether the threads (``thread_keys`` of process ``pid``) each launched work, on devices
+    no other of them launched on."""
+    if ops is None or ops.num_rows == 0 or "launch_tid" not in ops.column_names:
+        return False
+    o_pid = int64s(ops["pid"])
+    mine = np.flatnonzero(o_pid == pid)
+    keys = thread_keys(o_pid[mine], int64s(ops["launch_tid"], -1)[mine])
+    dev = int64s(ops["device_id"], -1)[mine]
+    pairs = np.unique(np.stack([keys, dev], 1), axis=0) if len(mine) else np.zeros((0, 2), np.int64)
+    pairs = pairs[np.isin(pairs[:, 0], threads)]
+    launching = np.unique(pairs[:, 0])
+    return len(launching) == len(threads) and len(np.unique(pairs[:, 1])) == len(pairs)  # no device shared
 
 
 def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
