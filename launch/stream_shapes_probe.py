@@ -77,6 +77,14 @@ Shapes (``--shape``):
   ``cudaStreamSynchronize`` (``torch.cuda.current_stream().synchronize()``).
 - ``async_alloc``: the plain loop under PyTorch's ``cudaMallocAsync`` allocator backend (every
   tensor allocated and freed stream-ordered: ``cudaMallocAsync``/``cudaFreeAsync`` in every phase).
+- ``plan_stream``: SGLang's plan stream beside the current one, taking turns: forward forks the
+  plan stream, copies metadata to it from pinned memory and plans (a small kernel) there, hands
+  back (the current stream waits), runs four layers, forks the plan stream again to plan the next
+  step while the current one waits for nothing, hands back, runs two more layers.
+- ``input_prefetch``: an input stream that computes: prepare's input kernel runs there (the
+  current stream waits for it); forward lets the input stream reuse its buffers (it waits for the
+  current one), preps a micro-batch there, hands it over, runs the model on the current stream
+  and prefetches the next batch on the input stream beside it.
 - ``two_processes``: a second process (the plain loop, its own ground truth in
   ``NAME.child.gt.jsonl``) runs the same loop at the same time on the same GPU (time-sliced contexts).
 
@@ -165,7 +173,8 @@ def main() -> None:
                                                        "model_thread", "range_start_end", "ahead_graph", "event_poll",
                                                        "two_graph_streams", "graph_copy_nodes", "draft_steps", "nested_same_name",
                                                        "empty_cache_sync", "triton_kernel", "join_then_fork", "fork_early",
-                                                       "thread_pool", "two_processes", "plain", "stream_sync", "async_alloc"])
+                                                       "thread_pool", "two_processes", "plain", "stream_sync", "async_alloc",
+                                                       "plan_stream", "input_prefetch"])
     ap.add_argument("--cycles", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--gt", required=True)
@@ -246,6 +255,10 @@ def main() -> None:
     big_dev = torch.empty(32 * 1024 * 1024, dtype=torch.bfloat16, device=dev)
     pageable = torch.randn(4 * 1024 * 1024)  # 16 MB, not pinned
     input_stream = torch.cuda.Stream()
+    meta_pinned = torch.randn(64 * 1024, pin_memory=True)  # plan_stream's metadata, 256 KB
+    meta = torch.empty(64 * 1024, device=dev)
+    plan_out = torch.zeros((), device=dev)
+    next_in = torch.zeros(1024, 4096, device=dev, dtype=torch.bfloat16)
     handoff_in: "queue.Queue" = queue.Queue()
     handoff_out: "queue.Queue" = queue.Queue()
     if args.shape == "worker_stream_handoff":
@@ -405,6 +418,11 @@ def main() -> None:
         spin(0.1)
         if args.shape == "fork_early":
             m.side.wait_stream(main_stream)  # the fork: nothing launched on the side stream yet
+        if args.shape == "input_prefetch":
+            with torch.cuda.stream(input_stream):
+                prepped = (next_in * 3.0).sum()  # the inputs' kernel, on the input stream
+            main_stream.wait_stream(input_stream)
+            m.state.add_(prepped)
         pop()
         ev[1].record(main_stream)
         if args.shape == "model_thread":
@@ -465,6 +483,25 @@ def main() -> None:
                 main_stream.wait_stream(m.side)  # the previous cycle's side work, joined first
                 m.state.add_(m.pending_side[0, :1024].float())
             y = forward_fork(m, join=False)  # then forked again, left running
+        elif args.shape == "plan_stream":
+            for k, layers in ((0, 4), (1, 2)):
+                m.side.wait_stream(main_stream)  # the plan stream takes its turn
+                with torch.cuda.stream(m.side):
+                    if k == 0:
+                        meta.copy_(meta_pinned, non_blocking=True)  # the batch's metadata
+                    plan = (meta * 2.0 + 1.0).sum()  # planning: a small kernel
+                main_stream.wait_stream(m.side)  # handed back
+                y = m.chain(m.x if k == 0 else y, layers)
+                plan_out.add_(plan)
+        elif args.shape == "input_prefetch":
+            input_stream.wait_stream(main_stream)  # to reuse the inputs' buffers
+            with torch.cuda.stream(input_stream):
+                staged = (m.x[:1024] * 0.5).float().sum()  # a micro-batch prepared there
+            main_stream.wait_stream(input_stream)
+            y = m.chain(m.x, 6)
+            with torch.cuda.stream(input_stream):
+                next_in.copy_(m.x[:1024] * 2.0)  # the next batch, beside the model
+            plan_out.add_(staged)
         elif args.shape == "fork_early":
             with torch.cuda.stream(m.side):
                 z = m.chain(m.x, 6)
