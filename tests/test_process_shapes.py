@@ -628,3 +628,26 @@ def test_threads_driving_a_gpu_each_are_loops_of_their_own_also_where_they_take_
     # T2 draft b+21 .. done(GPU 1, b+61) = b+426, verify .. b+526: 405 and 100 us
     got = sorted((p["tid"], p["phase"], p["gpu_ns"] // U) for p in rank.phases.to_pylist())
     assert got == sorted([(1, "draft", 106), (1, "verify", 200), (2, "draft", 405), (2, "verify", 100)] * 3)
+
+
+def test_a_thread_that_launches_nothing_beside_two_gpu_threads_keeps_them_loops_of_their_own(tmp_path):
+    # GIVEN the two GPU threads above taking turns, and a third thread holding draft and verify
+    # ranges of its own that launches nothing (a review's case)
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.range("draft", b * U, (b + 20) * U, tid=1)
+        launch(t, b + 5, (b + 6, b + 106), tid=1, device=0)
+        t.range("draft", (b + 21) * U, (b + 40) * U, tid=2)
+        launch(t, b + 25, (b + 26, b + 426), tid=2, device=1)
+        t.range("verify", (b + 41) * U, (b + 60) * U, tid=1)
+        launch(t, b + 45, (b + 106, b + 306), tid=1, device=0)
+        t.range("verify", (b + 61) * U, (b + 80) * U, tid=2)
+        launch(t, b + 65, (b + 426, b + 526), tid=2, device=1)
+        t.range("draft", (b + 600) * U, (b + 610) * U, tid=3)
+        t.range("verify", (b + 610) * U, (b + 620) * U, tid=3)
+    # WHEN analysed
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")]).ranks
+    # THEN threads 1 and 2 are loops of their own: 106 / 200 us on GPU 0, 405 / 100 us on GPU 1
+    got = sorted((p["tid"], p["phase"], p["gpu_ns"] // U) for p in rank.phases.to_pylist() if p["tid"] != 3)
+    assert got == sorted([(1, "draft", 106), (1, "verify", 200), (2, "draft", 405), (2, "verify", 100)] * 3)

@@ -952,3 +952,48 @@ def test_an_input_stream_fed_back_the_forward_streams_buffers_is_no_caller_of_it
     # THEN forward on 7: b+50 .. done(7, b+300) = b+581: 531 us every cycle, the cycle 581 us
     assert [(p["cycle"], p["gpu_ns"] // U, p["stream_id"]) for p in rank.phases.to_pylist() if p["phase"] == "forward"] == [(c, 531, 7) for c in range(3)]
     assert [c["gpu_ns"] // U for c in rank.cycles.to_pylist()] == [581] * 3
+
+
+def test_results_read_back_on_a_copy_stream_forked_off_the_caller_count_for_the_caller(tmp_path):
+    # GIVEN the join-then-fork engine above, but its draft reads results back on a copy stream 50
+    # forked off 7 (vLLM's asynchronous output copy), none on 7 (a review's case)
+    t = FakeTrace()
+    for c in range(4):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 100) * U, (b + 140) * U)
+        launch(t, b + 5, (b + 10, b + 60))
+        fork_join(t, 9, c + 1, b + 66, side=50)
+        t.copy(t.call("cudaMemcpyAsync", (b + 70) * U, (b + 71) * U), (b + 72) * U, (b + 74) * U, stream=50)
+        if c:
+            fork_join(t, 3, c, b + 105, side=7, caller=13)
+        launch(t, b + 110, (b + 150, b + 170) if c else (b + 112, b + 132))
+        fork_join(t, 1, c + 1, b + 120, side=13)
+        launch(t, b + 125, (b + 170 if c else b + 132, b + 1150), stream=13)
+        launch(t, b + 130, (b + 170 if c else b + 132, b + 200))
+    # WHEN analysed
+    rank = one_rank(t, tmp_path)
+    # THEN as with the copy on 7: draft and verify 100 us each on 7
+    assert per_cycle(rank) == [(c, n, 100, 7) for c in range(4) for n in ("draft", "verify")]
+
+
+def test_a_phase_is_not_moved_off_the_stream_its_thread_reads_results_back_on(tmp_path):
+    # GIVEN forward preps on input stream 9, makes 7 wait for it (b+75), runs 500 us on 7, a
+    # prefetch on 9 beside it, and reads the logits back on 7 (b+581..b+583); the next prepare
+    # makes 9 wait for 7 and runs a kernel on 9 (a review's case: 7's wait for 9 inside forward
+    # and 9's wait for 7 a phase later look like 7 forked off 9 and joined back)
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 50) * U, (b + 300) * U, names=("prepare", "forward"))
+        if c:
+            fork_join(t, 3, c, b + 2, side=9, caller=7)
+        launch(t, b + 5, (b + 6, b + 16), stream=9)
+        launch(t, b + 60, (b + 61, b + 71), stream=9)
+        fork_join(t, 2, c + 1, b + 75, side=7, caller=9)
+        launch(t, b + 80, (b + 81, b + 581))
+        launch(t, b + 90, (b + 91, b + 101), stream=9)
+        t.copy(t.call("cudaMemcpyAsync", (b + 290) * U, (b + 292) * U), (b + 581) * U, (b + 583) * U)
+    # WHEN analysed with its two phases
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("prepare", "forward"))).ranks
+    # THEN forward on 7: b+50 .. done(7, b+300) = b+583 (the read-back): 533 us every cycle
+    assert [(p["cycle"], p["gpu_ns"] // U, p["stream_id"]) for p in rank.phases.to_pylist() if p["phase"] == "forward"] == [(c, 533, 7) for c in range(3)]

@@ -709,9 +709,20 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     # each other within a phase (a join of the side's earlier work, then a fork) each look
     # forked off the other.
     left: dict[int, set[int]] = {}
+    votes: list = []  # ``_read_back_votes``, worked out on first use
+    keys = thread_keys(np.asarray(ph_pid, np.int64), np.asarray(ph_tid, np.int64))
+
+    def read_back(key: int, pid: int) -> dict:
+        if not votes:
+            votes.append(_read_back_votes(clock, ops))
+        return votes[0](key, pid)
 
     def move(to: np.ndarray) -> bool:
-        moved = [i for i in np.flatnonzero(to >= 0).tolist() if int(to[i]) not in left.get(i, ())]
+        # Never onto a stream the phase left, nor off the stream its thread reads its results
+        # back on more than on the other (its current stream: an input stream's hand-off in the
+        # phase looks like a fork of the forward stream off it).
+        moved = [i for i in np.flatnonzero(to >= 0).tolist() if int(to[i]) not in left.get(i, ())
+                 and (v := read_back(int(keys[i]), int(ph_pid[i]))).get(int(row[i]), 0) <= v.get(int(to[i]), 0)]
         for i in moved:
             left.setdefault(i, set()).add(int(row[i]))
         m = np.asarray(moved, dtype=np.int64)
@@ -727,7 +738,7 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
         forks = cpu[(into == r) & (from_ != r)]
         candidate[on_r] = np.searchsorted(forks, cpu_end[on_r]) > np.searchsorted(forks, cpu_start[on_r])  # forked off in the window
     if candidate.any():
-        f = _forks_of(clock, ops, op_phase, candidate, ph_pid, ph_tid, cpu_start, cpu_end, cycle, prev_phase, next_phase)
+        f = _forks_of(clock, ops, op_phase, candidate, ph_pid, ph_tid, cpu_start, cpu_end, cycle, prev_phase, next_phase, read_back)
         # Joins within the phase first, to the end; then joins in a later phase, whose stream is by
         # then its own reading (a phase that joins within itself is on its caller already): first
         # for phases that computed on the caller beside the side (the caller keeps working while
@@ -744,6 +755,35 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     return device, stream
 
 
+def _read_back_votes(clock: StreamClock, ops: pa.Table) -> Callable[[int, int], dict]:
+    """(thread key, pid) -> {stream row: device-to-host copies}: where a thread reads its results
+    back (`.item()`, `.tolist()`, a copy to pinned memory), which is its current stream; a copy
+    on a stream that only copies counts for the stream that stream was last forked off before it
+    (vLLM's asynchronous output copy). A thread that read nothing back answers with its
+    process's copies."""
+    has = ops.num_rows and "launch_tid" in ops.column_names
+    d2h = np.flatnonzero(equals(ops["name"], "memcpy DtoH")) if has else np.zeros(0, np.int64)
+    pid = int64s(ops["pid"])
+    rows = clock.stream_index(pid[d2h], int64s(ops["device_id"], -1)[d2h], int64s(ops["stream_id"], -1)[d2h]) if len(d2h) else np.zeros(0, np.int64)
+    if len(d2h):
+        comp = np.flatnonzero(computes(ops) & ~comm_mask(ops))
+        computing = np.zeros(len(clock.keys) + 1, dtype=bool)
+        computing[clock.stream_index(pid[comp], int64s(ops["device_id"], -1)[comp], int64s(ops["stream_id"], -1)[comp])] = True
+        launch = clock.op_instants[d2h]
+        for r in np.unique(rows[(rows >= 0) & ~computing[rows]]).tolist():
+            mine = np.flatnonzero(rows == r)
+            forks = np.flatnonzero((clock.join_into == r) & (clock.join_from != r))
+            at = np.searchsorted(clock.join_cpu[forks], launch[mine], side="left") - 1
+            rows[mine[at >= 0]] = clock.join_from[forks[at[at >= 0]]]
+    keys = thread_keys(pid[d2h], int64s(ops["launch_tid"], -1)[d2h]) if len(d2h) else np.zeros(0, np.int64)
+    by_thread: dict[int, dict[int, int]] = {}
+    by_process: dict[int, dict[int, int]] = {}
+    for k, p, r in zip(keys.tolist(), pid[d2h].tolist(), rows.tolist()):
+        by_thread.setdefault(k, {})[r] = by_thread.get(k, {}).get(r, 0) + 1
+        by_process.setdefault(p, {})[r] = by_process.get(p, {}).get(r, 0) + 1
+    return lambda key, p: by_thread.get(key) or by_process.get(p) or {}
+
+
 def _neighbours(pid: np.ndarray, tid: np.ndarray, cpu_start: np.ndarray, cycle: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per phase: the phase before it and the one after it on its thread, in its cycle (-1:
     none, or no cycle)."""
@@ -758,7 +798,8 @@ def _neighbours(pid: np.ndarray, tid: np.ndarray, cpu_start: np.ndarray, cycle: 
 
 
 def _forks_of(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, candidate: np.ndarray, ph_pid: np.ndarray, ph_tid: np.ndarray,
-              cpu_start: np.ndarray, cpu_end: np.ndarray, cycle: np.ndarray, prev_phase: np.ndarray, next_phase: np.ndarray) -> _Forks:
+              cpu_start: np.ndarray, cpu_end: np.ndarray, cycle: np.ndarray, prev_phase: np.ndarray, next_phase: np.ndarray,
+              read_back: Callable[[int, int], dict]) -> _Forks:
     """What ``_forked_callers`` reads for the ``candidate`` phases: their ops, the pairs of
     streams that wait for each other in their windows, which streams compute or only pass."""
     into, from_, cpu, rec_cpu = clock.join_into, clock.join_from, clock.join_cpu, clock.join_record_cpu
@@ -794,20 +835,16 @@ def _forks_of(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, candidate
     pairs = tuple(_StreamPair(int(q), np.flatnonzero(pair == q), ph_i[a:b], w_i[a:b]) for q, a, b in zip(pq[cuts[:-1]].tolist(), cuts[:-1].tolist(), cuts[1:].tolist()))
     by_thread = _phases_by_thread(np.asarray(ph_pid, np.int64), np.asarray(ph_tid, np.int64), np.asarray(cpu_start, np.int64),
                                   np.asarray(cpu_end, np.int64))
-    # Where each thread reads results back (device-to-host copies: `.item()`, `.tolist()`): on
-    # its current stream.
-    d2h = np.flatnonzero(equals(ops["name"], "memcpy DtoH")) if ops.num_rows and "launch_tid" in ops.column_names else np.zeros(0, np.int64)
-    o_pid = int64s(ops["pid"])[d2h]
-    d2h_rows = clock.stream_index(o_pid, int64s(ops["device_id"], -1)[d2h], int64s(ops["stream_id"], -1)[d2h])
-    reads_back = frozenset(zip(thread_keys(o_pid, int64s(ops["launch_tid"], -1)[d2h]).tolist(), d2h_rows.tolist()))
+
     return _Forks(into=into, cpu=cpu, rec_cpu=rec_cpu, n_streams=n_streams, pairs=pairs,
                   compute_streams=compute_streams, passing=passing, o_phase=o_phase, o_row=o_row, o_launch=o_launch,
                   o_computes=op_computes[sel], threads_on=_threads_launching_on(ops, clock),
                   o_thread=(thread_keys(int64s(ops["pid"])[sel], int64s(ops["launch_tid"], -1)[sel]) if "launch_tid" in ops.column_names
                             else np.zeros(len(sel), np.int64)),
                   cpu_start=np.asarray(cpu_start, np.int64), cpu_end=np.asarray(cpu_end, np.int64),
-                  cycle=np.asarray(cycle, np.int64), prev_phase=prev_phase, next_phase=next_phase, reads_back=reads_back,
-                  phase_thread=thread_keys(np.asarray(ph_pid, np.int64), np.asarray(ph_tid, np.int64)), **by_thread)
+                  cycle=np.asarray(cycle, np.int64), prev_phase=prev_phase, next_phase=next_phase, read_back=read_back,
+                  phase_thread=thread_keys(np.asarray(ph_pid, np.int64), np.asarray(ph_tid, np.int64)),
+                  phase_pid=np.asarray(ph_pid, np.int64), **by_thread)
 
 
 class _StreamPair(NamedTuple):
@@ -848,8 +885,9 @@ class _Forks:
     span: int
     prev_phase: np.ndarray  # per phase: the one before it on its thread in its cycle (-1: none; ``_neighbours``)
     next_phase: np.ndarray  # ... and the one after it
-    reads_back: frozenset  # (thread key, stream row): a device-to-host copy that thread launched there
+    read_back: Callable[[int, int], dict]  # (thread key, pid) -> {stream row: copies read back there} (``_read_back_votes``)
     phase_thread: np.ndarray  # per phase: its thread's key (``thread_keys``)
+    phase_pid: np.ndarray
 
 
 def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool, beside_only: bool = False) -> np.ndarray:
@@ -903,7 +941,8 @@ def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool, beside_only:
                 # planning ahead between two hand-offs, or an input stream that computes, waits
                 # like that too, but results are read back on the forward stream.
                 relaxed = np.zeros(len(row), dtype=bool)
-                current = np.array([(k, other) in f.reads_back and (k, side) not in f.reads_back for k in f.phase_thread[cand].tolist()], dtype=bool)
+                votes = [f.read_back(k, p) for k, p in zip(f.phase_thread[cand].tolist(), f.phase_pid[cand].tolist())]
+                current = np.array([v.get(other, 0) > v.get(side, 0) for v in votes], dtype=bool)
                 relaxed[cand] = (~first_in & beside[cand] & current
                                  & (_neighbour_on(f.prev_phase[cand], row, other) | _neighbour_on(f.next_phase[cand], row, other)))
                 forks_here = first_in | relaxed[cand]

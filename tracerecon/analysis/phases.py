@@ -169,18 +169,23 @@ def _threads_run_at_once(start: np.ndarray, end: np.ndarray, thread: np.ndarray)
 
 
 def _devices_of_their_own(ops: pa.Table | None, pid: int, threads: np.ndarray) -> bool:
-    """Whether the threads (``thread_keys`` of process ``pid``) each launched work, on devices
-    no other of them launched on."""
+    """Whether at least two of the threads (``thread_keys`` of process ``pid``) launched work and
+    each of those launched most of its work on a device none of the others did most of theirs
+    on (a GPU per thread; a stray copy to another device, or a thread that launches nothing,
+    changes nothing)."""
     if ops is None or ops.num_rows == 0 or "launch_tid" not in ops.column_names:
         return False
     o_pid = int64s(ops["pid"])
     mine = np.flatnonzero(o_pid == pid)
     keys = thread_keys(o_pid[mine], int64s(ops["launch_tid"], -1)[mine])
-    dev = int64s(ops["device_id"], -1)[mine]
-    pairs = np.unique(np.stack([keys, dev], 1), axis=0) if len(mine) else np.zeros((0, 2), np.int64)
-    pairs = pairs[np.isin(pairs[:, 0], threads)]
-    launching = np.unique(pairs[:, 0])
-    return len(launching) == len(threads) and len(np.unique(pairs[:, 1])) == len(pairs)  # no device shared
+    keep = np.isin(keys, threads)
+    if not keep.any():
+        return False
+    pairs, count = np.unique(np.stack([keys[keep], int64s(ops["device_id"], -1)[mine][keep]], 1), axis=0, return_counts=True)
+    order = np.lexsort((-count, pairs[:, 0]))  # by thread, most ops first
+    first = np.r_[True, pairs[order][1:, 0] != pairs[order][:-1, 0]]
+    main = pairs[order][first]  # (thread, its main device)
+    return len(main) >= 2 and len(np.unique(main[:, 1])) == len(main)
 
 
 def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
