@@ -606,11 +606,11 @@ def test_threads_run_at_once_only_where_most_phases_begin_while_another_threads_
     assert _threads_run_at_once(np.array([0, 5, 10, 15]), np.array([12, 17, 22, 27]), np.array([1, 2, 1, 2]))
 
 
-def test_threads_driving_a_gpu_each_are_loops_of_their_own_also_where_they_take_turns(tmp_path):
-    # GIVEN no cycle ranges; thread 1 drives GPU 0 and thread 2 GPU 1, their short ranges taking
-    # turns (a review's case): T1 draft b..b+20, T2 draft b+21..b+40, T1 verify b+41..b+60, T2
-    # verify b+61..b+80; GPU 0 runs T1's draft b+6..b+106 and verify b+106..b+306, GPU 1 T2's
-    # draft b+26..b+426 and verify b+426..b+526
+def gpu_threads_taking_turns() -> FakeTrace:
+    """Three cycles, no cycle ranges: thread 1 drives GPU 0, thread 2 GPU 1, their short ranges
+    taking turns: T1 draft b..b+20, T2 draft b+21..b+40, T1 verify b+41..b+60, T2 verify
+    b+61..b+80; GPU 0 runs T1's draft b+6..b+106 and verify b+106..b+306, GPU 1 T2's draft
+    b+26..b+426 and verify b+426..b+526."""
     t = FakeTrace()
     for c in range(3):
         b = c * 1000
@@ -622,6 +622,15 @@ def test_threads_driving_a_gpu_each_are_loops_of_their_own_also_where_they_take_
         launch(t, b + 42, (b + 106, b + 306), tid=1, device=0)
         t.range("verify", (b + 61) * U, (b + 80) * U, tid=2)
         launch(t, b + 62, (b + 426, b + 526), tid=2, device=1)
+    return t
+
+
+def test_threads_driving_a_gpu_each_are_loops_of_their_own_also_where_they_take_turns(tmp_path):
+    # GIVEN no cycle ranges; thread 1 drives GPU 0 and thread 2 GPU 1, their short ranges taking
+    # turns (a review's case): T1 draft b..b+20, T2 draft b+21..b+40, T1 verify b+41..b+60, T2
+    # verify b+61..b+80; GPU 0 runs T1's draft b+6..b+106 and verify b+106..b+306, GPU 1 T2's
+    # draft b+26..b+426 and verify b+426..b+526
+    t = gpu_threads_taking_turns()
     # WHEN analysed
     (rank,) = analyze([t.write(tmp_path / "t.sqlite")]).ranks
     # THEN two loops: T1 draft b .. done(GPU 0, b+41) = b+106, verify .. b+306: 106 and 200 us;
@@ -633,17 +642,9 @@ def test_threads_driving_a_gpu_each_are_loops_of_their_own_also_where_they_take_
 def test_a_thread_that_launches_nothing_beside_two_gpu_threads_keeps_them_loops_of_their_own(tmp_path):
     # GIVEN the two GPU threads above taking turns, and a third thread holding draft and verify
     # ranges of its own that launches nothing (a review's case)
-    t = FakeTrace()
+    t = gpu_threads_taking_turns()
     for c in range(3):
         b = c * 1000
-        t.range("draft", b * U, (b + 20) * U, tid=1)
-        launch(t, b + 5, (b + 6, b + 106), tid=1, device=0)
-        t.range("draft", (b + 21) * U, (b + 40) * U, tid=2)
-        launch(t, b + 25, (b + 26, b + 426), tid=2, device=1)
-        t.range("verify", (b + 41) * U, (b + 60) * U, tid=1)
-        launch(t, b + 45, (b + 106, b + 306), tid=1, device=0)
-        t.range("verify", (b + 61) * U, (b + 80) * U, tid=2)
-        launch(t, b + 65, (b + 426, b + 526), tid=2, device=1)
         t.range("draft", (b + 600) * U, (b + 610) * U, tid=3)
         t.range("verify", (b + 610) * U, (b + 620) * U, tid=3)
     # WHEN analysed

@@ -786,24 +786,35 @@ def test_a_side_stream_joined_back_only_by_the_next_cycle_is_read_on_the_caller(
     assert per_cycle(rank) == want
 
 
-def test_a_phase_that_joins_the_side_streams_earlier_work_then_forks_it_again_is_read_on_the_caller(tmp_path):
-    # GIVEN verify first joins side stream 13's work of the cycle before (7 waits for a record
-    # on 13), runs a kernel on 7, forks 13 off 7 again, launches 1 ms of work on 13 that it
-    # leaves running into the next cycle, and a kernel on 7 beside it; draft reads a result back
-    # on 7 (a device-to-host copy: 7 is the thread's current stream) (a real H200 trace of the
-    # shape: launch/stream_shapes_probe.py's join_then_fork)
+def join_then_fork_engine(read_back_on: int) -> FakeTrace:
+    """Four cycles of draft (a kernel on 7, a result read back on stream ``read_back_on``: 7, or
+    a copy stream 50 forked off 7) and verify (from cycle 1 a join of 13's work of the cycle
+    before, which ends at b+150; a kernel on 7; a fork of 13 off 7; 1 ms on 13 left running; a
+    kernel on 7 beside it, to b+200)."""
     t = FakeTrace()
     for c in range(4):
         b = c * 1000
         t.cycle(c, b * U, (b + 100) * U, (b + 140) * U)
         launch(t, b + 5, (b + 10, b + 60))
-        t.copy(t.call("cudaMemcpyAsync", (b + 70) * U, (b + 71) * U), (b + 72) * U, (b + 74) * U)
+        if read_back_on != 7:
+            fork_join(t, 9, c + 1, b + 66, side=read_back_on)
+        t.copy(t.call("cudaMemcpyAsync", (b + 70) * U, (b + 71) * U), (b + 72) * U, (b + 74) * U, stream=read_back_on)
         if c:
             fork_join(t, 3, c, b + 105, side=7, caller=13)  # the join: 13's work ends at b+150
         launch(t, b + 110, (b + 150, b + 170) if c else (b + 112, b + 132))
         fork_join(t, 1, c + 1, b + 120, side=13)
         launch(t, b + 125, (b + 170 if c else b + 132, b + 1150), stream=13)
         launch(t, b + 130, (b + 170 if c else b + 132, b + 200))
+    return t
+
+
+def test_a_phase_that_joins_the_side_streams_earlier_work_then_forks_it_again_is_read_on_the_caller(tmp_path):
+    # GIVEN verify first joins side stream 13's work of the cycle before (7 waits for a record
+    # on 13), runs a kernel on 7, forks 13 off 7 again, launches 1 ms of work on 13 that it
+    # leaves running into the next cycle, and a kernel on 7 beside it; draft reads a result back
+    # on 7 (a device-to-host copy: 7 is the thread's current stream) (a real H200 trace of the
+    # shape: launch/stream_shapes_probe.py's join_then_fork)
+    t = join_then_fork_engine(read_back_on=7)
     # WHEN analysed
     rank = one_rank(t, tmp_path)
     # THEN events on 7: draft b .. b+100; verify b+100 .. done(7, b+140) = b+200 (the kernel
@@ -957,19 +968,7 @@ def test_an_input_stream_fed_back_the_forward_streams_buffers_is_no_caller_of_it
 def test_results_read_back_on_a_copy_stream_forked_off_the_caller_count_for_the_caller(tmp_path):
     # GIVEN the join-then-fork engine above, but its draft reads results back on a copy stream 50
     # forked off 7 (vLLM's asynchronous output copy), none on 7 (a review's case)
-    t = FakeTrace()
-    for c in range(4):
-        b = c * 1000
-        t.cycle(c, b * U, (b + 100) * U, (b + 140) * U)
-        launch(t, b + 5, (b + 10, b + 60))
-        fork_join(t, 9, c + 1, b + 66, side=50)
-        t.copy(t.call("cudaMemcpyAsync", (b + 70) * U, (b + 71) * U), (b + 72) * U, (b + 74) * U, stream=50)
-        if c:
-            fork_join(t, 3, c, b + 105, side=7, caller=13)
-        launch(t, b + 110, (b + 150, b + 170) if c else (b + 112, b + 132))
-        fork_join(t, 1, c + 1, b + 120, side=13)
-        launch(t, b + 125, (b + 170 if c else b + 132, b + 1150), stream=13)
-        launch(t, b + 130, (b + 170 if c else b + 132, b + 200))
+    t = join_then_fork_engine(read_back_on=50)
     # WHEN analysed
     rank = one_rank(t, tmp_path)
     # THEN as with the copy on 7: draft and verify 100 us each on 7
@@ -997,3 +996,28 @@ def test_a_phase_is_not_moved_off_the_stream_its_thread_reads_results_back_on(tm
     (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("prepare", "forward"))).ranks
     # THEN forward on 7: b+50 .. done(7, b+300) = b+583 (the read-back): 533 us every cycle
     assert [(p["cycle"], p["gpu_ns"] // U, p["stream_id"]) for p in rank.phases.to_pylist() if p["phase"] == "forward"] == [(c, 533, 7) for c in range(3)]
+
+
+def test_a_phase_that_joins_forks_and_joins_the_side_again_is_read_on_the_stream_results_are_read_back_on(tmp_path):
+    # GIVEN prepare reads a result back on 7 (a device-to-host copy); forward forks 13 off 7 and
+    # runs 200 us there, nothing on 7; sample joins 13 (7 waits until b+316), forks it again, runs
+    # 20 us on 13, joins it and runs 8 us on 7 (a differential fuzzer's pattern: sample's first
+    # wait is a join, so it looked like 7 forked off 13)
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 100) * U, (b + 200) * U, (b + 300) * U, names=("prepare", "forward", "sample"))
+        launch(t, b + 5, (b + 10, b + 20))
+        t.copy(t.call("cudaMemcpyAsync", (b + 30) * U, (b + 34) * U), (b + 31) * U, (b + 33) * U)
+        fork_join(t, 1, 2 * c + 1, b + 110, side=13)
+        launch(t, b + 115, (b + 116, b + 316), stream=13)
+        fork_join(t, 2, 2 * c + 1, b + 205, side=7, caller=13)
+        fork_join(t, 1, 2 * c + 2, b + 210, side=13)
+        launch(t, b + 215, (b + 316, b + 336), stream=13)
+        fork_join(t, 2, 2 * c + 2, b + 230, side=7, caller=13)
+        launch(t, b + 235, (b + 336, b + 344))
+    # WHEN analysed with its three phases
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("prepare", "forward", "sample"))).ranks
+    # THEN events on 7: prepare b .. b+100, forward .. b+200 (nothing queued on 7 meanwhile), sample
+    # .. done(7, b+300) = b+344 (after both joins): 100, 100 and 144 us
+    assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("prepare", 100), ("forward", 100), ("sample", 144))]

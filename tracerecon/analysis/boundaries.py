@@ -703,8 +703,7 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     if len(cpu) == 0 or len(device) == 0 or not (into != from_).any():
         return device, stream
     row = clock.stream_index(ph_pid, device, stream)
-    prev_phase, next_phase = _neighbours(np.asarray(ph_pid, np.int64), np.asarray(ph_tid, np.int64), np.asarray(cpu_start, np.int64),
-                                         np.asarray(cycle, np.int64))
+    prev_phase = _phase_before(np.asarray(ph_pid, np.int64), np.asarray(ph_tid, np.int64), np.asarray(cpu_start, np.int64), np.asarray(cycle, np.int64))
     # A phase moved off a stream never moves back onto it: two computing streams that wait for
     # each other within a phase (a join of the side's earlier work, then a fork) each look
     # forked off the other.
@@ -738,7 +737,7 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
         forks = cpu[(into == r) & (from_ != r)]
         candidate[on_r] = np.searchsorted(forks, cpu_end[on_r]) > np.searchsorted(forks, cpu_start[on_r])  # forked off in the window
     if candidate.any():
-        f = _forks_of(clock, ops, op_phase, candidate, ph_pid, ph_tid, cpu_start, cpu_end, cycle, prev_phase, next_phase, read_back)
+        f = _forks_of(clock, ops, op_phase, candidate, ph_pid, ph_tid, cpu_start, cpu_end, cycle, read_back)
         # Joins within the phase first, to the end; then joins in a later phase, whose stream is by
         # then its own reading (a phase that joins within itself is on its caller already): first
         # for phases that computed on the caller beside the side (the caller keeps working while
@@ -784,22 +783,18 @@ def _read_back_votes(clock: StreamClock, ops: pa.Table) -> Callable[[int, int], 
     return lambda key, p: by_thread.get(key) or by_process.get(p) or {}
 
 
-def _neighbours(pid: np.ndarray, tid: np.ndarray, cpu_start: np.ndarray, cycle: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per phase: the phase before it and the one after it on its thread, in its cycle (-1:
-    none, or no cycle)."""
+def _phase_before(pid: np.ndarray, tid: np.ndarray, cpu_start: np.ndarray, cycle: np.ndarray) -> np.ndarray:
+    """Per phase: the phase before it on its thread, in its cycle (-1: none, or no cycle)."""
     keys = thread_keys(pid, tid)
     order = np.lexsort((cpu_start, keys))
     prev = np.full(len(pid), -1, dtype=np.int64)
-    nxt = np.full(len(pid), -1, dtype=np.int64)
     same = (keys[order][1:] == keys[order][:-1]) & (cycle[order][1:] == cycle[order][:-1]) & (cycle[order][1:] >= 0)
     prev[order[1:][same]] = order[:-1][same]
-    nxt[order[:-1][same]] = order[1:][same]
-    return prev, nxt
+    return prev
 
 
 def _forks_of(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, candidate: np.ndarray, ph_pid: np.ndarray, ph_tid: np.ndarray,
-              cpu_start: np.ndarray, cpu_end: np.ndarray, cycle: np.ndarray, prev_phase: np.ndarray, next_phase: np.ndarray,
-              read_back: Callable[[int, int], dict]) -> _Forks:
+              cpu_start: np.ndarray, cpu_end: np.ndarray, cycle: np.ndarray, read_back: Callable[[int, int], dict]) -> _Forks:
     """What ``_forked_callers`` reads for the ``candidate`` phases: their ops, the pairs of
     streams that wait for each other in their windows, which streams compute or only pass."""
     into, from_, cpu, rec_cpu = clock.join_into, clock.join_from, clock.join_cpu, clock.join_record_cpu
@@ -842,7 +837,7 @@ def _forks_of(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, candidate
                   o_thread=(thread_keys(int64s(ops["pid"])[sel], int64s(ops["launch_tid"], -1)[sel]) if "launch_tid" in ops.column_names
                             else np.zeros(len(sel), np.int64)),
                   cpu_start=np.asarray(cpu_start, np.int64), cpu_end=np.asarray(cpu_end, np.int64),
-                  cycle=np.asarray(cycle, np.int64), prev_phase=prev_phase, next_phase=next_phase, read_back=read_back,
+                  cycle=np.asarray(cycle, np.int64), read_back=read_back,
                   phase_thread=thread_keys(np.asarray(ph_pid, np.int64), np.asarray(ph_tid, np.int64)),
                   phase_pid=np.asarray(ph_pid, np.int64), **by_thread)
 
@@ -883,8 +878,6 @@ class _Forks:
     thread_starts: np.ndarray  # their (thread, start) keys, sorted (``_phases_by_thread``)
     base: int
     span: int
-    prev_phase: np.ndarray  # per phase: the one before it on its thread in its cycle (-1: none; ``_neighbours``)
-    next_phase: np.ndarray  # ... and the one after it
     read_back: Callable[[int, int], dict]  # (thread key, pid) -> {stream row: copies read back there} (``_read_back_votes``)
     phase_thread: np.ndarray  # per phase: its thread's key (``thread_keys``)
     phase_pid: np.ndarray
@@ -927,24 +920,21 @@ def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool, beside_only:
                 # forked so, the side's ops need no fork of their own: one relaunched after a
                 # join (it needs only its own stream's earlier work) still runs for the caller.
                 # A phase that first joins the side's earlier work and then forks it anew forks
-                # it too, where it computed on the caller before that fork and after it, while
-                # the side ran (``_computed_around_fork`` up to the side's next join: a layer
-                # beside the side's). A forward stream fed by a plan stream twice in a phase
-                # looks forked off the plan stream at the first hand-back, but the plan
-                # stream's later work comes after the forward stream was joined to it.
+                # it too, where the caller is its thread's current stream by where the thread
+                # reads results back (``_read_back_votes``: more on the caller than on the side)
+                # and it computed on the caller after that fork. A plan stream planning ahead
+                # between two hand-offs, or an input stream that computes, waits like that too,
+                # but results are read back on the forward stream.
                 fork_cpu = _first_fork(f, waits, side, cand)
-                on_caller = _computed_around_fork(f, other, cand, fork_cpu, len(row))
-                beside = _computed_around_fork(f, other, cand, fork_cpu, len(row), _first_fork(f, waits, other, cand, after=fork_cpu))
-                # ... and where the caller is the thread's current stream by what it did beside:
-                # its phase before or after this one in the cycle is read there, and it reads its
-                # results back there (a device-to-host copy), never on the side. A plan stream
-                # planning ahead between two hand-offs, or an input stream that computes, waits
-                # like that too, but results are read back on the forward stream.
-                relaxed = np.zeros(len(row), dtype=bool)
                 votes = [f.read_back(k, p) for k, p in zip(f.phase_thread[cand].tolist(), f.phase_pid[cand].tolist())]
-                current = np.array([v.get(other, 0) > v.get(side, 0) for v in votes], dtype=bool)
-                relaxed[cand] = (~first_in & beside[cand] & current
-                                 & (_neighbour_on(f.prev_phase[cand], row, other) | _neighbour_on(f.next_phase[cand], row, other)))
+                current = np.zeros(len(row), dtype=bool)
+                current[cand] = [v.get(other, 0) > v.get(side, 0) for v in votes]
+                after = _computed_around_fork(f, other, cand, fork_cpu, len(row), before=False)
+                # Computed on the caller before the fork and after it (a layer beside the side's),
+                # or after it where the caller is the current stream: the phase was on the caller.
+                on_caller = _computed_around_fork(f, other, cand, fork_cpu, len(row)) | (after & current)
+                relaxed = np.zeros(len(row), dtype=bool)
+                relaxed[cand] = ~first_in & current[cand] & after[cand]
                 forks_here = first_in | relaxed[cand]
                 forked = forks_here[at] & (f.o_launch[on_side] > fork_cpu[at]) & (f.o_launch[on_side] != I64_MIN)
             else:
@@ -1044,11 +1034,6 @@ def _forked_the_phase_before(clock: StreamClock, ops: pa.Table, op_phase: np.nda
     return out
 
 
-def _neighbour_on(neighbour: np.ndarray, row: np.ndarray, stream_row: int) -> np.ndarray:
-    """Per phase: whether its neighbour (a phase index, -1: none) is read on ``stream_row``."""
-    return (neighbour >= 0) & (row[np.maximum(neighbour, 0)] == stream_row)
-
-
 def _first_fork(f: _Forks, waits: np.ndarray, side: int, cand: np.ndarray, after: np.ndarray | None = None) -> np.ndarray:
     """Per phase of ``cand``: the CPU time of the first wait of ``side`` among ``waits`` (the
     waits between it and another stream, in CPU order) made within the phase's CPU window (a
@@ -1063,23 +1048,21 @@ def _first_fork(f: _Forks, waits: np.ndarray, side: int, cand: np.ndarray, after
     return np.where((at < len(forks)) & (t < f.cpu_end[cand]), t, I64_MAX)
 
 
-def _computed_around_fork(f: _Forks, caller: int, cand: np.ndarray, fork_cpu: np.ndarray, n_phases: int,
-                          until: np.ndarray | None = None) -> np.ndarray:
+def _computed_around_fork(f: _Forks, caller: int, cand: np.ndarray, fork_cpu: np.ndarray, n_phases: int, before: bool = True) -> np.ndarray:
     """Per phase (of ``n_phases``): whether it is one of ``cand`` that launched computing work
-    on the stream ``caller`` both before its fork (``fork_cpu``, per phase of ``cand``) and
-    after it (before ``until`` too, per phase of ``cand``, where given)."""
+    on the stream ``caller`` after its fork (``fork_cpu``, per phase of ``cand``), and, with
+    ``before``, before it too."""
     fork_at = np.full(n_phases, I64_MAX, dtype=np.int64)
     fork_at[cand] = fork_cpu
-    end_at = np.full(n_phases, I64_MAX, dtype=np.int64)
-    if until is not None:
-        end_at[cand] = until
     caller_ops = (f.o_row == caller) & f.o_computes
     at = fork_at[f.o_phase]
-    before = np.zeros(n_phases, dtype=bool)
-    before[f.o_phase[caller_ops & (f.o_launch < at)]] = True
     after = np.zeros(n_phases, dtype=bool)
-    after[f.o_phase[caller_ops & (f.o_launch > at) & (at != I64_MAX) & (f.o_launch < end_at[f.o_phase])]] = True
-    return before & after
+    after[f.o_phase[caller_ops & (f.o_launch > at) & (at != I64_MAX)]] = True
+    if not before:
+        return after
+    earlier = np.zeros(n_phases, dtype=bool)
+    earlier[f.o_phase[caller_ops & (f.o_launch < at)]] = True
+    return earlier & after
 
 
 def _threads_launching_on(ops: pa.Table, clock: StreamClock) -> Callable[[int], np.ndarray]:
