@@ -1,0 +1,228 @@
+"""Random engine programs, their GPU times and the events on their current streams, simulated
+independently of tracerecon (a differential fuzzer's core, from this repo's review rounds).
+
+A program is a list of cycles; a cycle a list of phases ``(name, tid, current stream, ops)``;
+an op one of (optionally led by an int id that ties the ops of one unit together):
+
+- ``("k", s, us[, name])``: a kernel on stream s
+- ``("cp", s, us, kind)``: an asynchronous copy on s (1: host to device, 2: device to host)
+- ``("item", s, us)``: ``.item()``: a device-to-host copy on s and ``cudaStreamSynchronize(s)``;
+  the CPU goes on when the copy is done
+- ``("w", waiter, src)``: ``waiter.wait_stream(src)``: an event recorded on src, waited for by waiter
+- ``("esync", s)``: an event recorded on s and ``cudaEventSynchronize`` on it
+- ``("gap", us)``: CPU time
+
+``simulate`` runs a program: every op starts at max(its launch + 1 us, its stream free, what its
+stream waited for), and the truth of each phase is what events on the phase's current stream
+read under tracerecon's contract (phases tile their cycle: a boundary between two phases of a
+cycle is read on both their current streams, each event completing at max(its CPU instant, all
+work queued on its stream by then)). ``program`` draws one at random.
+"""
+
+from __future__ import annotations
+
+import random
+
+from nsys_factory import FakeTrace
+
+U = 1000  # ns per us
+NCCL = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
+LOOP, WORKER = 11, 12  # thread ids
+
+
+def simulate(prog: list) -> tuple[FakeTrace, list[str], list[tuple[int, str, int, int]]]:
+    """The program's trace (``cycle N`` ranges, phase ranges, launches, copies, waits, syncs),
+    its phase names, and the truth: (cycle, phase, GPU us, current stream) per phase."""
+    t = FakeTrace()
+    free: dict[int, int] = {}  # stream -> when everything queued on it is done
+    queued: dict[int, list[tuple[int, int]]] = {}  # stream -> (CPU instant it was queued, GPU end)
+    records: dict[int, int] = {}
+    event_of: dict[tuple[int, int], int] = {}
+
+    def push(s: int, at: int, end: int) -> None:
+        free[s] = max(free.get(s, 0), end)
+        queued.setdefault(s, []).append((at, end))
+
+    def event(s: int, at: int) -> int:  # an event recorded on s at CPU instant `at` completes then
+        return max([at] + [e for q, e in queued.get(s, []) if q <= at])
+
+    cpu = 5
+    bounds = []
+    for ci, cyc in enumerate(prog):
+        cycle_start = cpu
+        rows = []
+        for name, tid, cur, ops in cyc:
+            phase_start = cpu
+            cpu += 2
+            for op in ops:
+                op = op[1:] if isinstance(op[0], int) else op
+                cpu += 3
+                kind = op[0]
+                if kind == "k":
+                    s, dur = op[1], op[2]
+                    start = max(cpu + 1, free.get(s, 0))
+                    t.kernel(t.call("cudaLaunchKernel", cpu * U, (cpu + 2) * U, tid=tid), start * U, (start + dur) * U, stream=s,
+                             name=op[3] if len(op) > 3 else (NCCL if s == 30 else "k"))
+                    push(s, cpu + 2, start + dur)
+                    cpu += 2
+                elif kind in ("cp", "item"):
+                    s, dur = op[1], op[2]
+                    start = max(cpu + 1, free.get(s, 0))
+                    t.copy(t.call("cudaMemcpyAsync", cpu * U, (cpu + 2) * U, tid=tid), start * U, (start + dur) * U,
+                           kind=op[3] if kind == "cp" else 2, stream=s)
+                    push(s, cpu + 2, start + dur)
+                    if kind == "cp":
+                        cpu += 2
+                    else:
+                        back = max(cpu + 3, start + dur + 1)
+                        c = t.call("cudaStreamSynchronize", (cpu + 2) * U, back * U, tid=tid)
+                        t.sync_record(c, (cpu + 2) * U, back * U, sync_type=3, stream=s)
+                        cpu = back
+                elif kind == "w":
+                    waiter, src = op[1], op[2]
+                    ev = event_of.setdefault((waiter, src), len(event_of) + 1)
+                    records[ev] = records.get(ev, 0) + 1
+                    t.event_record(event=ev, record=records[ev], start=cpu * U, end=(cpu + 1) * U, stream=src, tid=tid)
+                    t.stream_wait(event=ev, record=records[ev], start=(cpu + 1) * U, end=(cpu + 2) * U, stream=waiter, tid=tid)
+                    push(waiter, cpu + 2, free.get(src, 0))
+                    cpu += 2
+                elif kind == "esync":
+                    s = op[1]
+                    ev = 90 + s
+                    records[ev] = records.get(ev, 0) + 1
+                    t.event_record(event=ev, record=records[ev], start=cpu * U, end=(cpu + 1) * U, stream=s, tid=tid)
+                    back = max(cpu + 2, free.get(s, 0) + 1)
+                    c = t.call("cudaEventSynchronize", (cpu + 1) * U, back * U, tid=tid)
+                    t.sync_record(c, (cpu + 1) * U, back * U, sync_type=1, stream=s)
+                    cpu = back
+                elif kind == "gap":
+                    cpu += op[1]
+            cpu += 4
+            rows.append((name, tid, cur, phase_start, cpu))
+        bounds.append(rows)
+        t.range(f"cycle {ci}", cycle_start * U, cpu * U, tid=LOOP)
+        for name, tid, cur, start, end in rows:
+            t.range(name, start * U, end * U, tid=tid)
+        cpu += 20  # between cycles, nothing launched
+    truth = []
+    flat = [(ci, row) for ci, rows in enumerate(bounds) for row in rows]
+    prev_end = 0
+    for i, (ci, (name, tid, cur, start_cpu, end_cpu)) in enumerate(flat):
+        start = max(prev_end, event(cur, start_cpu))
+        if i > 0 and flat[i - 1][0] == ci:  # the boundary with the phase before, on its stream too
+            start = max(start, event(flat[i - 1][1][2], start_cpu))
+        end = max(start, event(cur, end_cpu))
+        if i + 1 < len(flat):  # ... and with the next (a cycle ends where the next one starts)
+            end = max(end, event(flat[i + 1][1][2], end_cpu))
+        truth.append((ci, name, end - start, cur))
+        prev_end = end
+    return t, [row[0] for row in bounds[0]], truth
+
+
+def program(seed: int, joins: str = "any") -> list:
+    """A random program: 4-6 cycles of two or three phases on one thread (a quarter of them
+    with forward on a worker thread whose current stream is 20), side streams 13/14 that compute,
+    an input stream 9, a copy stream 12 that copies results off, NCCL's stream 30, `.item()`
+    reads on the current stream, CPU gaps. ``joins``: where side streams and collectives are
+    joined back: "phase" (in the phase that forked them), "cycle" (that phase or a later one,
+    where the program allows), "any" (also the next cycle's first phase)."""
+    r = random.Random(seed)
+    ncyc = r.randint(4, 6)
+    worker = r.random() < 0.25
+    if worker:
+        layout = [("schedule", LOOP, 7), ("forward", WORKER, 20), ("process", LOOP, 7)]
+    else:
+        names = [("draft", "verify"), ("prepare", "forward", "sample"), ("verify", "draft", "draft_extend")][r.randint(0, 2)]
+        layout = [(n, LOOP, 7) for n in names]
+    sides = r.sample([13, 14], r.randint(0, 2))
+    use_input, use_copy, use_nccl = r.random() < 0.4, r.random() < 0.4, r.random() < 0.35
+    prog = [[(n, tid, cur, []) for n, tid, cur in layout] for _ in range(ncyc)]
+    pending: list = []  # (cycle, phase index, op): joins and syncs placed in a later phase
+    n_phases = len(layout)
+    unit = 0
+
+    def dur(a: int, b: int) -> int:
+        return r.randint(a, b)
+
+    for ci in range(ncyc):
+        for pi, (n, tid, cur) in enumerate(layout):
+            ops = prog[ci][pi][3]
+
+            def add(op: tuple) -> None:
+                ops.append(op if isinstance(op[0], int) else (unit,) + op)
+
+            due = [p for p in pending if (p[0], p[1]) == (ci, pi)]
+            pending[:] = [p for p in pending if (p[0], p[1]) != (ci, pi)]
+            if worker and n == "forward":
+                add((-1, "w", 20, 7))
+            if worker and n == "process":
+                add((-1, "w", 7, 20))
+            for _ in range(dur(1, 5)):
+                unit += 1
+                for p in list(due):
+                    if r.random() < 0.5:
+                        add(p[2])
+                        due.remove(p)
+                x = r.random()
+                if x < 0.3:
+                    add(("k", cur, dur(5, 300)))
+                elif x < 0.5 and sides:
+                    s = r.choice(sides)
+                    for p in list(due):  # a pending join of s goes before its new fork
+                        if p[2][1] == "w" and p[2][3] == s:
+                            add(p[2])
+                            due.remove(p)
+                    if any(p[2][1] == "w" and p[2][3] == s for p in pending):
+                        continue
+                    add(("w", s, cur))
+                    for _ in range(dur(1, 2)):
+                        add(("k", s, dur(10, 900)))
+                    if r.random() < 0.6:
+                        add(("k", cur, dur(5, 200)))
+                    where = 0.0 if joins == "phase" else r.random() * (0.65 if joins == "cycle" else 1.0)
+                    if where < 0.45:
+                        add(("w", cur, s))
+                        if r.random() < 0.5:
+                            add(("k", cur, dur(5, 100)))
+                    elif where < 0.65 and pi + 1 < n_phases and layout[pi + 1][1] == tid:
+                        later = dur(pi + 1, n_phases - 1) if all(lay[1] == tid for lay in layout[pi + 1:]) else pi + 1
+                        pending.append((ci, later, (unit, "w", cur, s)))
+                    elif ci + 1 < ncyc and layout[0][1] == tid and joins == "any":
+                        pending.append((ci + 1, [i for i in range(n_phases) if layout[i][1] == tid][0], (unit, "w", cur, s)))
+                    else:  # joined at the end of this phase
+                        pending.append((ci, pi, (unit, "w", cur, s)))
+                elif x < 0.62 and use_input:
+                    if r.random() < 0.4:
+                        add(("w", 9, cur))
+                    if r.random() < 0.7:
+                        add(("cp", 9, dur(2, 50), 1))
+                    if r.random() < 0.5:
+                        add(("k", 9, dur(5, 60)))
+                    add(("w", cur, 9))
+                elif x < 0.72 and use_copy:
+                    add(("w", 12, cur))
+                    add(("cp", 12, dur(2, 400), 2))
+                    y = r.random()
+                    if y < 0.3:
+                        add(("esync", 12))
+                    elif y < 0.6 and pi + 1 < n_phases and layout[pi + 1][1] == tid:
+                        pending.append((ci, pi + 1, (unit, "esync", 12)))
+                elif x < 0.82 and use_nccl:
+                    add(("w", 30, cur))
+                    add(("k", 30, dur(20, 900)))
+                    if r.random() < 0.5:
+                        add(("k", cur, dur(5, 100)))
+                    if joins == "phase" or r.random() < 0.7 or not (pi + 1 < n_phases and layout[pi + 1][1] == tid):
+                        add(("w", cur, 30))
+                    else:
+                        pending.append((ci, pi + 1, (unit, "w", cur, 30)))
+                elif x < 0.9:
+                    add(("item", cur, dur(1, 10)))
+                else:
+                    add(("gap", dur(5, 150)))
+            for p in due:
+                add(p[2])
+            for p in [p for p in pending if (p[0], p[1]) == (ci, pi)]:
+                add(p[2])
+            pending[:] = [p for p in pending if (p[0], p[1]) != (ci, pi)]
+    return prog
