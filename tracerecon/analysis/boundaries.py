@@ -922,7 +922,7 @@ def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool, beside_only:
                 # A phase that first joins the side's earlier work and then forks it anew forks
                 # it too, where the caller is its thread's current stream by where the thread
                 # reads results back (``_read_back_votes``: more on the caller than on the side)
-                # and it computed on the caller after that fork. A plan stream planning ahead
+                # and it computed on the caller after that fork or joined the side back again. A plan stream planning ahead
                 # between two hand-offs, or an input stream that computes, waits like that too,
                 # but results are read back on the forward stream.
                 fork_cpu = _first_fork(f, waits, side, cand)
@@ -933,8 +933,9 @@ def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool, beside_only:
                 # Computed on the caller before the fork and after it (a layer beside the side's),
                 # or after it where the caller is the current stream: the phase was on the caller.
                 on_caller = _computed_around_fork(f, other, cand, fork_cpu, len(row)) | (after & current)
+                rejoined = _first_fork(f, waits, other, cand, after=fork_cpu) != I64_MAX  # the caller waits for the side again
                 relaxed = np.zeros(len(row), dtype=bool)
-                relaxed[cand] = ~first_in & current[cand] & after[cand]
+                relaxed[cand] = ~first_in & current[cand] & (after[cand] | rejoined)
                 forks_here = first_in | relaxed[cand]
                 forked = forks_here[at] & (f.o_launch[on_side] > fork_cpu[at]) & (f.o_launch[on_side] != I64_MIN)
             else:
