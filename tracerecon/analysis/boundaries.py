@@ -713,7 +713,7 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
 
     def read_back(key: int, pid: int) -> dict:
         if not votes:
-            votes.append(_read_back_votes(clock, ops))
+            votes.append(_read_back_votes(clock, ops, frozenset(keys.tolist())))
         return votes[0](key, pid)
 
     def move(to: np.ndarray) -> bool:
@@ -754,12 +754,13 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     return device, stream
 
 
-def _read_back_votes(clock: StreamClock, ops: pa.Table) -> Callable[[int, int], dict]:
+def _read_back_votes(clock: StreamClock, ops: pa.Table, phase_threads: frozenset) -> Callable[[int, int], dict]:
     """(thread key, pid) -> {stream row: device-to-host copies}: where a thread reads its results
     back (`.item()`, `.tolist()`, a copy to pinned memory), which is its current stream; a copy
     on a stream that only copies counts for the stream that stream was last forked off before it
-    (vLLM's asynchronous output copy). A thread that read nothing back answers with its
-    process's copies."""
+    (vLLM's asynchronous output copy). A thread that read nothing back answers with the copies of
+    its process's threads that hold no phases (a helper reading back for it; another phase
+    thread's copies are on its own current stream)."""
     has = ops.num_rows and "launch_tid" in ops.column_names
     d2h = np.flatnonzero(equals(ops["name"], "memcpy DtoH")) if has else np.zeros(0, np.int64)
     pid = int64s(ops["pid"])
@@ -779,7 +780,8 @@ def _read_back_votes(clock: StreamClock, ops: pa.Table) -> Callable[[int, int], 
     by_process: dict[int, dict[int, int]] = {}
     for k, p, r in zip(keys.tolist(), pid[d2h].tolist(), rows.tolist()):
         by_thread.setdefault(k, {})[r] = by_thread.get(k, {}).get(r, 0) + 1
-        by_process.setdefault(p, {})[r] = by_process.get(p, {}).get(r, 0) + 1
+        if k not in phase_threads:
+            by_process.setdefault(p, {})[r] = by_process.get(p, {}).get(r, 0) + 1
     return lambda key, p: by_thread.get(key) or by_process.get(p) or {}
 
 
@@ -932,7 +934,7 @@ def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool, beside_only:
                 after = _computed_around_fork(f, other, cand, fork_cpu, len(row), before=False)
                 # Computed on the caller before the fork and after it (a layer beside the side's),
                 # or after it where the caller is the current stream: the phase was on the caller.
-                on_caller = _computed_around_fork(f, other, cand, fork_cpu, len(row)) | (after & current)
+                on_caller = _computed_around_fork(f, other, cand, fork_cpu, len(row)) | current
                 rejoined = _first_fork(f, waits, other, cand, after=fork_cpu) != I64_MAX  # the caller waits for the side again
                 relaxed = np.zeros(len(row), dtype=bool)
                 relaxed[cand] = ~first_in & current[cand] & (after[cand] | rejoined)
