@@ -941,11 +941,11 @@ def test_a_side_stream_joined_by_the_next_cycles_first_phase_leaves_that_phase_o
     assert per_cycle(rank) == [(c, n, v, 7) for c in range(4) for n, v in (("draft", 200 if c else 100), ("verify", 100))]
 
 
-def test_an_input_stream_fed_back_the_forward_streams_buffers_is_no_caller_of_it(tmp_path):
-    # GIVEN prepare's kernel on input stream 9 (which first waits for 7, from cycle 1 on, to reuse
-    # its buffers); forward makes 9 wait for 7, preps on 9 (10 us), makes 7 wait for 9, runs 500 us
-    # on 7 and a prefetch kernel on 9 beside it (a review's case: join_then_fork's waits with the
-    # roles swapped; nothing is read back on 9)
+def input_stream_engine(fork_in_forward: bool, read_back: bool) -> FakeTrace:
+    """Three cycles of prepare (from cycle 1, input stream 9 waits for 7; a kernel on 9, b+6..b+16)
+    and forward (9 waits for 7 at b+55 where ``fork_in_forward``; a kernel on 9, b+61..b+71; 7
+    waits for 9; 500 us on 7, b+81..b+581; a prefetch on 9 beside it, b+91..b+101; with
+    ``read_back``, the logits copied back on 7, b+581..b+583)."""
     t = FakeTrace()
     for c in range(3):
         b = c * 1000
@@ -953,11 +953,23 @@ def test_an_input_stream_fed_back_the_forward_streams_buffers_is_no_caller_of_it
         if c:
             fork_join(t, 3, c, b + 2, side=9, caller=7)
         launch(t, b + 5, (b + 6, b + 16), stream=9)
-        fork_join(t, 1, c + 1, b + 55, side=9, caller=7)
+        if fork_in_forward:
+            fork_join(t, 1, c + 1, b + 55, side=9, caller=7)
         launch(t, b + 60, (b + 61, b + 71), stream=9)
         fork_join(t, 2, c + 1, b + 75, side=7, caller=9)
         launch(t, b + 80, (b + 81, b + 581))
         launch(t, b + 90, (b + 91, b + 101), stream=9)
+        if read_back:
+            t.copy(t.call("cudaMemcpyAsync", (b + 290) * U, (b + 292) * U), (b + 581) * U, (b + 583) * U)
+    return t
+
+
+def test_an_input_stream_fed_back_the_forward_streams_buffers_is_no_caller_of_it(tmp_path):
+    # GIVEN prepare's kernel on input stream 9 (which first waits for 7, from cycle 1 on, to reuse
+    # its buffers); forward makes 9 wait for 7, preps on 9 (10 us), makes 7 wait for 9, runs 500 us
+    # on 7 and a prefetch kernel on 9 beside it (a review's case: join_then_fork's waits with the
+    # roles swapped; nothing is read back on 9)
+    t = input_stream_engine(fork_in_forward=True, read_back=False)
     # WHEN analysed with its two phases
     (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("prepare", "forward"))).ranks
     # THEN forward on 7: b+50 .. done(7, b+300) = b+581: 531 us every cycle, the cycle 581 us
@@ -980,18 +992,7 @@ def test_a_phase_is_not_moved_off_the_stream_its_thread_reads_results_back_on(tm
     # prefetch on 9 beside it, and reads the logits back on 7 (b+581..b+583); the next prepare
     # makes 9 wait for 7 and runs a kernel on 9 (a review's case: 7's wait for 9 inside forward
     # and 9's wait for 7 a phase later look like 7 forked off 9 and joined back)
-    t = FakeTrace()
-    for c in range(3):
-        b = c * 1000
-        t.cycle(c, b * U, (b + 50) * U, (b + 300) * U, names=("prepare", "forward"))
-        if c:
-            fork_join(t, 3, c, b + 2, side=9, caller=7)
-        launch(t, b + 5, (b + 6, b + 16), stream=9)
-        launch(t, b + 60, (b + 61, b + 71), stream=9)
-        fork_join(t, 2, c + 1, b + 75, side=7, caller=9)
-        launch(t, b + 80, (b + 81, b + 581))
-        launch(t, b + 90, (b + 91, b + 101), stream=9)
-        t.copy(t.call("cudaMemcpyAsync", (b + 290) * U, (b + 292) * U), (b + 581) * U, (b + 583) * U)
+    t = input_stream_engine(fork_in_forward=False, read_back=True)
     # WHEN analysed with its two phases
     (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("prepare", "forward"))).ranks
     # THEN forward on 7: b+50 .. done(7, b+300) = b+583 (the read-back): 533 us every cycle

@@ -693,6 +693,16 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     thread's phase makes wait for S. S's ops count as forked from that first fork on, also those
     launched after a join without a new fork.
 
+    Where the phase's thread reads results back (``_read_back_votes``: device-to-host copies,
+    on its current stream) more on C than on S, that settles what the waits alone cannot: a
+    phase whose first wait between the two is a join of S's earlier work, and that then forks S
+    anew, forks it too where it computed on C after the fork or joined S again; a join as late
+    as a later cycle's brings a phase back to C. No phase moves off the stream its thread reads
+    back on more than on the other, nor back onto a stream it left. Phases on C by that
+    evidence, or that computed on C before the fork and after it, settle before the phases
+    judged by a join in a later phase. Last, a side stream made ready one phase early
+    (``_forked_the_phase_before``).
+
     Repeated for nested forks; a stream with no ops at all passes a phase on to the stream it
     was forked off within the phase (NCCL's stream forked off an empty side stream). Returns
     (device, stream) per phase; unchanged where the phase launched nothing or its stream was no
@@ -740,9 +750,9 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
         f = _forks_of(clock, ops, op_phase, candidate, ph_pid, ph_tid, cpu_start, cpu_end, cycle, read_back)
         # Joins within the phase first, to the end; then joins in a later phase, whose stream is by
         # then its own reading (a phase that joins within itself is on its caller already): first
-        # for phases that computed on the caller beside the side (the caller keeps working while
-        # the side runs: turn-taking streams never do), then for the rest, so that a phase that
-        # joins in a later one is judged by that one's settled stream.
+        # for phases on the caller by evidence (it computed there before the fork and after it,
+        # which turn-taking streams never do, or its thread reads results back there), then for
+        # the rest, so that a phase that joins in a later one is judged by that one's settled stream.
         for later_phases, beside_only in ((False, False), (True, True), (True, False)):
             for _ in range(4):  # nested forks: side -> caller -> its caller
                 if not move(_forked_callers(f, row, later_phases, beside_only)):
@@ -889,7 +899,7 @@ def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool, beside_only:
     """Per phase: the stream row of its caller where its stream ``row`` is a side stream of it
     (``caller_streams``' rule), else -1; joins in a later phase count with ``later_phases``
     (with ``beside_only``, only for phases that computed on the caller before the fork and
-    after it).
+    after it, or whose thread reads results back on the caller more).
     Each pair of streams looks only at its phases on the side stream of the two (``cand``)."""
     caller = np.full(len(row), -1, dtype=np.int64)
     mine = np.flatnonzero((f.o_row >= 0) & (f.o_row == row[f.o_phase]))  # the ops on their phase's stream
