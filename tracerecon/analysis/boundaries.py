@@ -696,8 +696,7 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     Where the phase's thread reads results back (``_read_back_votes``: device-to-host copies,
     on its current stream) more on C than on S, that settles what the waits alone cannot: a
     phase whose first wait between the two is a join of S's earlier work, and that then forks S
-    anew, forks it too where it computed on C after the fork or joined S again; a join as late
-    as a later cycle's brings a phase back to C. No phase moves off the stream its thread reads
+    anew, forks it too; a join as late as a later cycle's brings a phase back to C. No phase moves off the stream its thread reads
     back on more than on the other, nor back onto a stream it left. Phases on C by that
     evidence, or that computed on C before the fork and after it, settle before the phases
     judged by a join in a later phase. Last, a side stream made ready one phase early
@@ -933,21 +932,18 @@ def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool, beside_only:
                 # join (it needs only its own stream's earlier work) still runs for the caller.
                 # A phase that first joins the side's earlier work and then forks it anew forks
                 # it too, where the caller is its thread's current stream by where the thread
-                # reads results back (``_read_back_votes``: more on the caller than on the side)
-                # and it computed on the caller after that fork or joined the side back again. A plan stream planning ahead
-                # between two hand-offs, or an input stream that computes, waits like that too,
-                # but results are read back on the forward stream.
+                # reads results back (``_read_back_votes``: more on the caller than on the side).
+                # A plan stream taking turns with the forward stream, or an input stream that
+                # computes, waits like that too, but results are read back on the forward stream.
                 fork_cpu = _first_fork(f, waits, side, cand)
                 votes = [f.read_back(k, p) for k, p in zip(f.phase_thread[cand].tolist(), f.phase_pid[cand].tolist())]
                 current = np.zeros(len(row), dtype=bool)
                 current[cand] = [v.get(other, 0) > v.get(side, 0) for v in votes]
-                after = _computed_around_fork(f, other, cand, fork_cpu, len(row), before=False)
                 # Computed on the caller before the fork and after it (a layer beside the side's),
-                # or after it where the caller is the current stream: the phase was on the caller.
+                # or the caller is the current stream: the phase was on the caller.
                 on_caller = _computed_around_fork(f, other, cand, fork_cpu, len(row)) | current
-                rejoined = _first_fork(f, waits, other, cand, after=fork_cpu) != I64_MAX  # the caller waits for the side again
                 relaxed = np.zeros(len(row), dtype=bool)
-                relaxed[cand] = ~first_in & current[cand] & (after[cand] | rejoined)
+                relaxed[cand] = ~first_in & current[cand]
                 forks_here = first_in | relaxed[cand]
                 forked = forks_here[at] & (f.o_launch[on_side] > fork_cpu[at]) & (f.o_launch[on_side] != I64_MIN)
             else:
@@ -1047,32 +1043,28 @@ def _forked_the_phase_before(clock: StreamClock, ops: pa.Table, op_phase: np.nda
     return out
 
 
-def _first_fork(f: _Forks, waits: np.ndarray, side: int, cand: np.ndarray, after: np.ndarray | None = None) -> np.ndarray:
+def _first_fork(f: _Forks, waits: np.ndarray, side: int, cand: np.ndarray) -> np.ndarray:
     """Per phase of ``cand``: the CPU time of the first wait of ``side`` among ``waits`` (the
     waits between it and another stream, in CPU order) made within the phase's CPU window (a
-    fork of ``side`` off the other; ``after``, per phase: only those made after that instant);
-    I64_MAX where there is none."""
+    fork of ``side`` off the other); I64_MAX where there is none."""
     forks = waits[f.into[waits] == side]
     if len(forks) == 0:
         return np.full(len(cand), I64_MAX, dtype=np.int64)
-    from_t = f.cpu_start[cand] if after is None else np.maximum(f.cpu_start[cand], np.minimum(after, I64_MAX - 1) + 1)
-    at = np.searchsorted(f.cpu[forks], from_t, side="left")
+    at = np.searchsorted(f.cpu[forks], f.cpu_start[cand], side="left")
     t = f.cpu[forks][np.minimum(at, len(forks) - 1)]
     return np.where((at < len(forks)) & (t < f.cpu_end[cand]), t, I64_MAX)
 
 
-def _computed_around_fork(f: _Forks, caller: int, cand: np.ndarray, fork_cpu: np.ndarray, n_phases: int, before: bool = True) -> np.ndarray:
+def _computed_around_fork(f: _Forks, caller: int, cand: np.ndarray, fork_cpu: np.ndarray, n_phases: int) -> np.ndarray:
     """Per phase (of ``n_phases``): whether it is one of ``cand`` that launched computing work
-    on the stream ``caller`` after its fork (``fork_cpu``, per phase of ``cand``), and, with
-    ``before``, before it too."""
+    on the stream ``caller`` both before its fork (``fork_cpu``, per phase of ``cand``) and
+    after it."""
     fork_at = np.full(n_phases, I64_MAX, dtype=np.int64)
     fork_at[cand] = fork_cpu
     caller_ops = (f.o_row == caller) & f.o_computes
     at = fork_at[f.o_phase]
     after = np.zeros(n_phases, dtype=bool)
     after[f.o_phase[caller_ops & (f.o_launch > at) & (at != I64_MAX)]] = True
-    if not before:
-        return after
     earlier = np.zeros(n_phases, dtype=bool)
     earlier[f.o_phase[caller_ops & (f.o_launch < at)]] = True
     return earlier & after
