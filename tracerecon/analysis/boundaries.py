@@ -666,6 +666,46 @@ def narrowed_by_phase(op_phase: np.ndarray, n_phases: int, *masks: np.ndarray | 
     return keep
 
 
+class _OpStreams:
+    """One rank's ops as ``caller_streams``' rules ask about them, each worked out once and only
+    when first asked (most traces never get past the first question): every op's stream row,
+    which ops compute (a kernel or graph that is no collective), which streams do, and the
+    (process, thread) key of the thread that launched each op."""
+
+    def __init__(self, clock: StreamClock, ops: pa.Table):
+        self.clock, self.ops = clock, ops
+
+    @functools.cached_property
+    def pid(self) -> np.ndarray:
+        return int64s(self.ops["pid"])
+
+    @functools.cached_property
+    def rows(self) -> np.ndarray:
+        return self.clock.stream_index(self.pid, int64s(self.ops["device_id"], -1), int64s(self.ops["stream_id"], -1))
+
+    @functools.cached_property
+    def computes(self) -> np.ndarray:
+        return computes(self.ops) & ~comm_mask(self.ops)
+
+    @functools.cached_property
+    def computing_streams(self) -> np.ndarray:
+        """Per stream row (and a last False for row -1): whether some op on it computes."""
+        out = np.zeros(len(self.clock.keys) + 1, dtype=bool)
+        out[self.rows[self.computes]] = True
+        out[-1] = False
+        return out
+
+    @functools.cached_property
+    def threads(self) -> np.ndarray:
+        if "launch_tid" not in self.ops.column_names:
+            return np.zeros(len(self.pid), np.int64)
+        return thread_keys(self.pid, int64s(self.ops["launch_tid"], -1))
+
+    def threads_on(self, row: int) -> np.ndarray:
+        """The (process, thread) keys that launched ops on stream ``row``, sorted."""
+        return np.unique(self.threads[self.rows == row])
+
+
 def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_pid: np.ndarray, ph_tid: np.ndarray, cpu_start: np.ndarray,
                    cpu_end: np.ndarray, cycle: np.ndarray, device: np.ndarray, stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The stream each phase's CUDA events would be recorded on, given the stream that received
@@ -696,11 +736,11 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     Where the phase's thread reads results back (``_read_back_votes``: device-to-host copies,
     on its current stream) more on C than on S, that settles what the waits alone cannot: a
     phase whose first wait between the two is a join of S's earlier work, and that then forks S
-    anew, forks it too; a join as late as a later cycle's brings a phase back to C. No phase moves off the stream its thread reads
-    back on more than on the other, nor back onto a stream it left. Phases on C by that
-    evidence, or that computed on C before the fork and after it, settle before the phases
-    judged by a join in a later phase. Last, a side stream made ready one phase early
-    (``_forked_the_phase_before``).
+    anew, forks it too; a join as late as a later cycle's brings a phase back to C. No phase
+    moves off the stream its thread reads back on more than on the other, nor back onto a
+    stream it left. Phases on C by that evidence, or that computed on C before the fork and
+    after it, settle before the phases judged by a join in a later phase. Last, a side stream
+    made ready one phase early (``_forked_the_phase_before``).
 
     Repeated for nested forks; a stream with no ops at all passes a phase on to the stream it
     was forked off within the phase (NCCL's stream forked off an empty side stream). Returns
@@ -712,17 +752,18 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     if len(cpu) == 0 or len(device) == 0 or not (into != from_).any():
         return device, stream
     row = clock.stream_index(ph_pid, device, stream)
-    prev_phase = _phase_before(np.asarray(ph_pid, np.int64), np.asarray(ph_tid, np.int64), np.asarray(cpu_start, np.int64), np.asarray(cycle, np.int64))
+
     # A phase moved off a stream never moves back onto it: two computing streams that wait for
     # each other within a phase (a join of the side's earlier work, then a fork) each look
     # forked off the other.
     left: dict[int, set[int]] = {}
     votes: list = []  # ``_read_back_votes``, worked out on first use
     keys = thread_keys(np.asarray(ph_pid, np.int64), np.asarray(ph_tid, np.int64))
+    op_streams = _OpStreams(clock, ops)
 
     def read_back(key: int, pid: int) -> dict:
         if not votes:
-            votes.append(_read_back_votes(clock, ops, frozenset(keys.tolist())))
+            votes.append(_read_back_votes(clock, ops, op_streams, frozenset(keys.tolist())))
         return votes[0](key, pid)
 
     def move(to: np.ndarray) -> bool:
@@ -746,79 +787,67 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
         forks = cpu[(into == r) & (from_ != r)]
         candidate[on_r] = np.searchsorted(forks, cpu_end[on_r]) > np.searchsorted(forks, cpu_start[on_r])  # forked off in the window
     if candidate.any():
-        f = _forks_of(clock, ops, op_phase, candidate, ph_pid, ph_tid, cpu_start, cpu_end, cycle, read_back)
+        f = _forks_of(clock, op_streams, op_phase, candidate, keys, np.asarray(ph_pid, np.int64), cpu_start, cpu_end, cycle, read_back)
         # Joins within the phase first, to the end; then joins in a later phase, whose stream is by
         # then its own reading (a phase that joins within itself is on its caller already): first
         # for phases on the caller by evidence (it computed there before the fork and after it,
         # which turn-taking streams never do, or its thread reads results back there), then for
         # the rest, so that a phase that joins in a later one is judged by that one's settled stream.
-        for later_phases, beside_only in ((False, False), (True, True), (True, False)):
+        for later_phases, on_caller_only in ((False, False), (True, True), (True, False)):
             for _ in range(4):  # nested forks: side -> caller -> its caller
-                if not move(_forked_callers(f, row, later_phases, beside_only)):
+                if not move(_forked_callers(f, row, later_phases, on_caller_only)):
                     break
     # Then a side stream made ready one phase early, for the phases that did not move.
-    ahead = _forked_the_phase_before(clock, ops, op_phase, row, prev_phase, cpu_start, cpu_end)
+    ahead = _forked_the_phase_before(clock, op_streams, op_phase, row, _phase_before(keys, cpu_start, np.asarray(cycle, np.int64)), cpu_start, cpu_end)
     ahead[np.asarray(list(left), dtype=np.int64)] = -1
     move(ahead)
     return device, stream
 
 
-def _read_back_votes(clock: StreamClock, ops: pa.Table, phase_threads: frozenset) -> Callable[[int, int], dict]:
+def _read_back_votes(clock: StreamClock, ops: pa.Table, op_streams: _OpStreams, phase_threads: frozenset) -> Callable[[int, int], dict]:
     """(thread key, pid) -> {stream row: device-to-host copies}: where a thread reads its results
     back (`.item()`, `.tolist()`, a copy to pinned memory), which is its current stream; a copy
     on a stream that only copies counts for the stream that stream was last forked off before it
     (vLLM's asynchronous output copy). A thread that read nothing back answers with the copies of
     its process's threads that hold no phases (a helper reading back for it; another phase
     thread's copies are on its own current stream)."""
-    has = ops.num_rows and "launch_tid" in ops.column_names
-    d2h = np.flatnonzero(equals(ops["name"], "memcpy DtoH")) if has else np.zeros(0, np.int64)
-    pid = int64s(ops["pid"])
-    rows = clock.stream_index(pid[d2h], int64s(ops["device_id"], -1)[d2h], int64s(ops["stream_id"], -1)[d2h]) if len(d2h) else np.zeros(0, np.int64)
-    if len(d2h):
-        comp = np.flatnonzero(computes(ops) & ~comm_mask(ops))
-        computing = np.zeros(len(clock.keys) + 1, dtype=bool)
-        computing[clock.stream_index(pid[comp], int64s(ops["device_id"], -1)[comp], int64s(ops["stream_id"], -1)[comp])] = True
-        launch = clock.op_instants[d2h]
-        for r in np.unique(rows[(rows >= 0) & ~computing[rows]]).tolist():
-            mine = np.flatnonzero(rows == r)
-            forks = np.flatnonzero((clock.join_into == r) & (clock.join_from != r))
-            at = np.searchsorted(clock.join_cpu[forks], launch[mine], side="left") - 1
-            rows[mine[at >= 0]] = clock.join_from[forks[at[at >= 0]]]
-    keys = thread_keys(pid[d2h], int64s(ops["launch_tid"], -1)[d2h]) if len(d2h) else np.zeros(0, np.int64)
+    d2h = np.flatnonzero(equals(ops["name"], "memcpy DtoH")) if ops.num_rows and "launch_tid" in ops.column_names else np.zeros(0, np.int64)
+    rows = op_streams.rows[d2h].copy()
+    launch = clock.op_instants[d2h]
+    for r in np.unique(rows[(rows >= 0) & ~op_streams.computing_streams[rows]]).tolist():
+        mine = np.flatnonzero(rows == r)
+        forks = np.flatnonzero((clock.join_into == r) & (clock.join_from != r))
+        at = np.searchsorted(clock.join_cpu[forks], launch[mine], side="left") - 1
+        rows[mine[at >= 0]] = clock.join_from[forks[at[at >= 0]]]
     by_thread: dict[int, dict[int, int]] = {}
     by_process: dict[int, dict[int, int]] = {}
-    for k, p, r in zip(keys.tolist(), pid[d2h].tolist(), rows.tolist()):
+    for k, p, r in zip(op_streams.threads[d2h].tolist(), op_streams.pid[d2h].tolist(), rows.tolist()):
         by_thread.setdefault(k, {})[r] = by_thread.get(k, {}).get(r, 0) + 1
         if k not in phase_threads:
             by_process.setdefault(p, {})[r] = by_process.get(p, {}).get(r, 0) + 1
     return lambda key, p: by_thread.get(key) or by_process.get(p) or {}
 
 
-def _phase_before(pid: np.ndarray, tid: np.ndarray, cpu_start: np.ndarray, cycle: np.ndarray) -> np.ndarray:
-    """Per phase: the phase before it on its thread, in its cycle (-1: none, or no cycle)."""
-    keys = thread_keys(pid, tid)
+def _phase_before(keys: np.ndarray, cpu_start: np.ndarray, cycle: np.ndarray) -> np.ndarray:
+    """Per phase (its thread's ``keys``): the phase before it on its thread, in its cycle (-1:
+    none, or no cycle)."""
     order = np.lexsort((cpu_start, keys))
-    prev = np.full(len(pid), -1, dtype=np.int64)
+    prev = np.full(len(keys), -1, dtype=np.int64)
     same = (keys[order][1:] == keys[order][:-1]) & (cycle[order][1:] == cycle[order][:-1]) & (cycle[order][1:] >= 0)
     prev[order[1:][same]] = order[:-1][same]
     return prev
 
 
-def _forks_of(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, candidate: np.ndarray, ph_pid: np.ndarray, ph_tid: np.ndarray,
+def _forks_of(clock: StreamClock, op_streams: _OpStreams, op_phase: np.ndarray, candidate: np.ndarray, keys: np.ndarray, ph_pid: np.ndarray,
               cpu_start: np.ndarray, cpu_end: np.ndarray, cycle: np.ndarray, read_back: Callable[[int, int], dict]) -> _Forks:
-    """What ``_forked_callers`` reads for the ``candidate`` phases: their ops, the pairs of
-    streams that wait for each other in their windows, which streams compute or only pass."""
+    """What ``_forked_callers`` reads for the ``candidate`` phases (``keys``: each phase's
+    thread): their ops, the pairs of streams that wait for each other in their windows, which
+    streams compute or only pass."""
     into, from_, cpu, rec_cpu = clock.join_into, clock.join_from, clock.join_cpu, clock.join_record_cpu
     sel = np.flatnonzero((op_phase >= 0) & candidate[np.maximum(op_phase, 0)])
     o_phase = op_phase[sel]
-    o_row = clock.stream_index(int64s(ops["pid"])[sel], int64s(ops["device_id"], -1)[sel], int64s(ops["stream_id"], -1)[sel])
+    o_row = op_streams.rows[sel]
     o_launch = clock.op_instants[sel]
-    # Streams that compute somewhere in the trace (the rest only copy or communicate).
-    op_computes = computes(ops) & ~comm_mask(ops)
-    computing = np.flatnonzero(op_computes)
-    compute_streams = np.zeros(len(clock.keys) + 1, dtype=bool)
-    compute_streams[clock.stream_index(int64s(ops["pid"])[computing], int64s(ops["device_id"], -1)[computing], int64s(ops["stream_id"], -1)[computing])] = True
-    compute_streams[-1] = False
     # Streams with no op at all only pass forks on (a side stream whose context holds nothing
     # but a collective, which forks NCCL's stream off it).
     passing = np.array([len(t) == 0 for t in clock.op_launch] + [False], dtype=bool)
@@ -839,18 +868,12 @@ def _forks_of(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, candidate
     ph_i, w_i, pq = ph_i[first_of], w_i[first_of], pq[first_of]
     cuts = np.flatnonzero(np.r_[True, pq[1:] != pq[:-1], True]) if len(pq) else np.zeros(1, np.int64)
     pairs = tuple(_StreamPair(int(q), np.flatnonzero(pair == q), ph_i[a:b], w_i[a:b]) for q, a, b in zip(pq[cuts[:-1]].tolist(), cuts[:-1].tolist(), cuts[1:].tolist()))
-    by_thread = _phases_by_thread(np.asarray(ph_pid, np.int64), np.asarray(ph_tid, np.int64), np.asarray(cpu_start, np.int64),
-                                  np.asarray(cpu_end, np.int64))
-
     return _Forks(into=into, cpu=cpu, rec_cpu=rec_cpu, n_streams=n_streams, pairs=pairs,
-                  compute_streams=compute_streams, passing=passing, o_phase=o_phase, o_row=o_row, o_launch=o_launch,
-                  o_computes=op_computes[sel], threads_on=_threads_launching_on(ops, clock),
-                  o_thread=(thread_keys(int64s(ops["pid"])[sel], int64s(ops["launch_tid"], -1)[sel]) if "launch_tid" in ops.column_names
-                            else np.zeros(len(sel), np.int64)),
+                  compute_streams=op_streams.computing_streams, passing=passing, o_phase=o_phase, o_row=o_row, o_launch=o_launch,
+                  o_computes=op_streams.computes[sel], threads_on=op_streams.threads_on, o_thread=op_streams.threads[sel],
                   cpu_start=np.asarray(cpu_start, np.int64), cpu_end=np.asarray(cpu_end, np.int64),
-                  cycle=np.asarray(cycle, np.int64), read_back=read_back,
-                  phase_thread=thread_keys(np.asarray(ph_pid, np.int64), np.asarray(ph_tid, np.int64)),
-                  phase_pid=np.asarray(ph_pid, np.int64), **by_thread)
+                  cycle=np.asarray(cycle, np.int64), read_back=read_back, phase_thread=keys, phase_pid=ph_pid,
+                  **_phases_by_thread(keys, np.asarray(cpu_start, np.int64), np.asarray(cpu_end, np.int64)))
 
 
 class _StreamPair(NamedTuple):
@@ -879,7 +902,7 @@ class _Forks:
     o_row: np.ndarray
     o_launch: np.ndarray
     o_computes: np.ndarray  # per op: a kernel or graph that is no collective
-    threads_on: Callable[[int], np.ndarray]  # stream row -> the threads that launched on it (``_threads_launching_on``)
+    threads_on: Callable[[int], np.ndarray]  # stream row -> the threads that launched on it (``_OpStreams.threads_on``)
     o_thread: np.ndarray  # per op: the (process, thread) key of the thread that launched it
     cpu_start: np.ndarray
     cpu_end: np.ndarray
@@ -894,11 +917,11 @@ class _Forks:
     phase_pid: np.ndarray
 
 
-def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool, beside_only: bool = False) -> np.ndarray:
+def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool, on_caller_only: bool = False) -> np.ndarray:
     """Per phase: the stream row of its caller where its stream ``row`` is a side stream of it
     (``caller_streams``' rule), else -1; joins in a later phase count with ``later_phases``
-    (with ``beside_only``, only for phases that computed on the caller before the fork and
-    after it, or whose thread reads results back on the caller more).
+    (with ``on_caller_only``, only for phases on the caller by evidence: they computed there
+    before the fork and after it, or their thread reads results back there more).
     Each pair of streams looks only at its phases on the side stream of the two (``cand``)."""
     caller = np.full(len(row), -1, dtype=np.int64)
     mine = np.flatnonzero((f.o_row >= 0) & (f.o_row == row[f.o_phase]))  # the ops on their phase's stream
@@ -980,7 +1003,7 @@ def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool, beside_only:
                     # a later phase of that same shape (which joins first, then forks anew) is
                     # one on the caller as well: that phase is read there by this very rule.
                     later = joined & _in_a_later_phase_on(join_cpu, ph_of, other, row, f, on_caller[ph_of], also_on=(side, relaxed))
-                    back |= later & on_caller[ph_of] if beside_only else later
+                    back |= later & on_caller[ph_of] if on_caller_only else later
                     if len(joins):  # a side the caller joins back elsewhere: none by the trace's end (its last cycle)
                         back |= forked & (join_cpu == I64_MAX) & on_caller[ph_of]
                 ok &= forks_here & (np.bincount(at[back], minlength=len(cand)) > 0)
@@ -988,7 +1011,7 @@ def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool, beside_only:
     return caller
 
 
-def _forked_the_phase_before(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, row: np.ndarray, prev: np.ndarray,
+def _forked_the_phase_before(clock: StreamClock, op_streams: _OpStreams, op_phase: np.ndarray, row: np.ndarray, prev: np.ndarray,
                              cpu_start: np.ndarray, cpu_end: np.ndarray) -> np.ndarray:
     """Per phase: the stream row of its caller C where its stream (``row``, as read) is a side
     stream S made ready ahead: forked off C (S waits for C) in the phase before it (``prev``:
@@ -1019,12 +1042,7 @@ def _forked_the_phase_before(clock: StreamClock, ops: pa.Table, op_phase: np.nda
         return out
     ph, c = np.concatenate(found_ph), np.concatenate(found_c)
     # Each such phase's ops on its own stream and on the caller, and whether both streams compute.
-    pid = int64s(ops["pid"])
-    o_row = clock.stream_index(pid, int64s(ops["device_id"], -1), int64s(ops["stream_id"], -1))
-    comp = computes(ops) & ~comm_mask(ops)
-    computing = np.zeros(len(clock.keys) + 1, dtype=bool)
-    computing[o_row[comp]] = True
-    computing[-1] = False
+    o_row, comp, computing = op_streams.rows, op_streams.computes, op_streams.computing_streams
     mine = np.flatnonzero(np.isin(op_phase, ph))
     for i, caller in zip(ph.tolist(), c.tolist()):
         side = int(row[i])
@@ -1070,23 +1088,6 @@ def _computed_around_fork(f: _Forks, caller: int, cand: np.ndarray, fork_cpu: np
     return earlier & after
 
 
-def _threads_launching_on(ops: pa.Table, clock: StreamClock) -> Callable[[int], np.ndarray]:
-    """stream row -> the (process, thread) keys that launched ops on it, sorted; the ops' rows
-    and threads worked out on the first question only (few phases ever ask)."""
-    known: dict = {}
-
-    def threads_on(row: int) -> np.ndarray:
-        if "rows" not in known:
-            pid = int64s(ops["pid"])
-            known["rows"] = clock.stream_index(pid, int64s(ops["device_id"], -1), int64s(ops["stream_id"], -1))
-            known["threads"] = thread_keys(pid, int64s(ops["launch_tid"], -1)) if "launch_tid" in ops.column_names else np.zeros(len(pid), np.int64)
-        if row not in known:
-            known[row] = np.unique(known["threads"][known["rows"] == row])
-        return known[row]
-
-    return threads_on
-
-
 def _in_a_later_phase_on(t: np.ndarray, ph: np.ndarray, stream_row: int, row: np.ndarray, f: _Forks,
                          later_cycles: np.ndarray, also_on: tuple[int, np.ndarray] | None = None) -> np.ndarray:
     """Per instant ``t[i]`` (a join made after phase ``ph[i]`` ended): it falls in a later phase
@@ -1111,18 +1112,18 @@ def _in_a_later_phase_on(t: np.ndarray, ph: np.ndarray, stream_row: int, row: np
     return found
 
 
-def _phases_by_thread(pid: np.ndarray, tid: np.ndarray, cpu_start: np.ndarray, cpu_end: np.ndarray) -> dict:
+def _phases_by_thread(keys: np.ndarray, cpu_start: np.ndarray, cpu_end: np.ndarray) -> dict:
     """``_Forks``' index of the phases by thread, then CPU start: one sorted key per phase,
     thread x span + (start - base), so that one search finds, for many (thread, instant) at once,
     each thread's latest phase started by then (other threads' phases never hide it)."""
-    thread = np.unique(thread_keys(pid, tid), return_inverse=True)[1].ravel().astype(np.int64)
+    thread = np.unique(keys, return_inverse=True)[1].ravel().astype(np.int64)
     base = int(cpu_start.min()) if len(cpu_start) else 0
     span = max(int(cpu_start.max()), int(cpu_end.max())) - base + 2 if len(cpu_start) else 2
     if (int(thread.max()) + 1 if len(thread) else 1) * span >= 2**62:  # no room for the key: the phases' CPU span is ~146 years / threads
         thread = np.zeros_like(thread)
-    keys = thread * span + (cpu_start - base)
-    order = np.argsort(keys, kind="stable")
-    return {"thread": thread, "by_thread": order, "thread_starts": keys[order], "base": base, "span": span}
+    sort_keys = thread * span + (cpu_start - base)
+    order = np.argsort(sort_keys, kind="stable")
+    return {"thread": thread, "by_thread": order, "thread_starts": sort_keys[order], "base": base, "span": span}
 
 
 class CopyStreams:
