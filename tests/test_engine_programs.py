@@ -110,3 +110,31 @@ def test_a_phase_that_joins_then_forks_with_nothing_after_on_the_caller_is_read_
     truth, got = readings(prog, tmp_path)
     # THEN every phase reads the events on 7
     assert [(c, n, round(us), s) for c, n, us, s in got] == truth
+
+
+def test_a_side_stream_only_joined_never_forked_is_read_on_the_stream_that_joins_it(tmp_path):
+    # GIVEN prepare runs 26 us and an input copy on plan stream 21, which never waits for 7 (its
+    # inputs come from the CPU: SGLang's EAGLE V2 plan stream), then 7 joins it and runs 10 us;
+    # forward is on 20, process on 7 (a review's minimal program, from eagle_worker_v2)
+    cycle = [("prepare", 11, 7, [("k", 21, 26), ("cp", 21, 1, 1), ("w", 7, 21), ("k", 7, 10)]),
+             ("forward", 11, 20, [("k", 20, 1)]), ("process", 11, 7, [("k", 7, 1)])]
+    # WHEN analysed
+    truth, got = readings([cycle] * 3, tmp_path)
+    # THEN by hand: prepare opens at 5 us; its kernel on 21 is launched at 10, runs 11 .. 37, the
+    # copy 37 .. 38; the join makes 7 wait for 38, its kernel runs 38 .. 48: 43 us on 7 (on 21 it
+    # read 33 us, and forward took the other 10)
+    assert truth[:2] == [(0, "prepare", 43, 7), (0, "forward", 0, 20)]
+    assert [(c, n, round(us), s) for c, n, us, s in got] == truth
+
+
+def test_a_side_stream_forked_at_a_phases_end_and_never_joined_leaves_the_phase_on_its_caller(tmp_path):
+    # GIVEN the same waits read the other way: step runs 26 us on 7, then 20 waits for 7 and runs
+    # 10 us unjoined (a schedule and a forward step merged in one phase); process computes and
+    # reads back on 7
+    cycle = [("step", 11, 7, [("k", 7, 26), ("w", 20, 7), ("k", 20, 10)]), ("process", 11, 7, [("k", 7, 2), ("item", 7, 1)])]
+    # WHEN analysed
+    truth, got = readings([cycle] * 3, tmp_path)
+    # THEN step stays on 7, where the thread keeps its other phase: 5 .. 37 (the launch at 10 runs
+    # 11 .. 37; the events on 7 do not wait for 20's work)
+    assert truth[0] == (0, "step", 32, 7)
+    assert [(c, n, round(us), s) for c, n, us, s in got] == truth

@@ -92,11 +92,8 @@ def test_every_phase_of_every_cycle_reads_what_the_engines_events_read(shape):
     for p in rank.phases.to_pylist():
         if p["cycle"] is not None:
             streams.setdefault(p["phase"], set()).add(p["stream_id"])
-    if shape == "input_prefetch":
-        # prepare's kernel of note runs on the input stream (21), made ready by the cycle before's
-        # forward: prepare is read there, its boundaries shared with forward's on 7 (the numbers
-        # above agree)
-        assert streams.pop("prepare") == {21}
+    # (input_prefetch: prepare's kernel of note runs on the input stream 21, made ready by the
+    # cycle before's forward and only joined in prepare; read on 7, where prepare's events are)
     (stream,) = set().union(*streams.values())
     assert (stream == 7) == (shape != "own_stream")
     assert not run.warnings

@@ -739,8 +739,10 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     anew, forks it too; a join as late as a later cycle's brings a phase back to C. No phase
     moves off the stream its thread reads back on more than on the other, nor back onto a
     stream it left. Phases on C by that evidence, or that computed on C before the fork and
-    after it, settle before the phases judged by a join in a later phase. Last, a side stream
-    made ready one phase early (``_forked_the_phase_before``).
+    after it, settle before the phases judged by a join in a later phase. Then a side stream
+    made ready one phase early (``_forked_the_phase_before``); last, a side stream that was only
+    joined in the phase, never forked off its caller, where the thread's other phases say which
+    of the two is its current stream (``_joined_into_the_threads_stream``).
 
     Repeated for nested forks; a stream with no ops at all passes a phase on to the stream it
     was forked off within the phase (NCCL's stream forked off an empty side stream). Returns
@@ -801,6 +803,10 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     ahead = _forked_the_phase_before(clock, op_streams, op_phase, row, _phase_before(keys, cpu_start, np.asarray(cycle, np.int64)), cpu_start, cpu_end)
     ahead[np.asarray(list(left), dtype=np.int64)] = -1
     move(ahead)
+    # Last, a stream that was only ever joined in the phase, never forked off its caller.
+    joined = _joined_into_the_threads_stream(clock, op_streams, op_phase, row, keys, cpu_start, cpu_end)
+    joined[np.asarray(list(left), dtype=np.int64)] = -1
+    move(joined)
     return device, stream
 
 
@@ -1058,6 +1064,65 @@ def _forked_the_phase_before(clock: StreamClock, op_streams: _OpStreams, op_phas
         join = joins[(cpu[joins] >= last) & (cpu[joins] <= cpu_end[i]) & (rec_cpu[joins] >= last)]
         if len(join) and (caller_launch < cpu[join[0]]).any():
             out[i] = caller
+    return out
+
+
+def _joined_into_the_threads_stream(clock: StreamClock, op_streams: _OpStreams, op_phase: np.ndarray, row: np.ndarray, keys: np.ndarray,
+                                    cpu_start: np.ndarray, cpu_end: np.ndarray) -> np.ndarray:
+    """Per phase: the stream row of its caller C where its stream S (``row``, as read) is a side
+    stream whose work in the phase was only joined, never forked: after the phase's last launch
+    on S, C waited for a record made on S after that launch, and C computed within the phase
+    (beside S's work or after the join); S never waited for C within the phase (a plan stream whose inputs come from the CPU, SGLang's
+    EAGLE V2 worker); both compute; and C is a stream the thread's other phases are read on while
+    S is none (``keys``: each phase's thread; the other phases are those this rule does not
+    move). Else -1.
+
+    The waits alone read both ways: the same ones are a caller S's work, then a side stream C
+    forked off it (C waiting for S) that computes unjoined (SGLang's overlap scheduler merging
+    its schedule and forward steps). Which of the two streams the thread keeps its other phases
+    on tells them apart; where it keeps them on both or neither, the phase stays."""
+    out = np.full(len(row), -1, dtype=np.int64)
+    into, from_, cpu, rec_cpu = clock.join_into, clock.join_from, clock.join_cpu, clock.join_record_cpu
+    real = np.flatnonzero(into != from_)  # the waits, in CPU order
+    computing = op_streams.computing_streams
+    # Phases with a wait for a record on their own stream within their window: the only ones asked.
+    asked = np.zeros(len(row), dtype=bool)
+    for r in np.unique(row[row >= 0]).tolist():
+        out_of_r = cpu[real[from_[real] == r]]
+        on_r = np.flatnonzero(row == r)
+        asked[on_r] = np.searchsorted(out_of_r, cpu_end[on_r], side="right") > np.searchsorted(out_of_r, cpu_start[on_r], side="left")
+    if not asked.any():
+        return out
+    o_row, comp = op_streams.rows, op_streams.computes
+    mine = np.flatnonzero(np.isin(op_phase, np.flatnonzero(asked)))
+    mine = mine[np.argsort(op_phase[mine], kind="stable")]
+    lo = np.searchsorted(op_phase[mine], np.arange(len(row)), side="left")
+    hi = np.searchsorted(op_phase[mine], np.arange(len(row)), side="right")
+    for i in np.flatnonzero(asked).tolist():
+        side = int(row[i])
+        on = mine[lo[i]:hi[i]]
+        side_launch = clock.op_instants[on[o_row[on] == side]]
+        if len(side_launch) == 0 or not computing[side]:
+            continue
+        last = int(side_launch.max())
+        window = real[(cpu[real] >= cpu_start[i]) & (cpu[real] <= cpu_end[i])]
+        forked = set(from_[window[into[window] == side]].tolist())  # S waited for these within the phase
+        joins = window[(from_[window] == side) & (cpu[window] >= last) & (rec_cpu[window] >= last)]
+        for j in joins.tolist():
+            caller = int(into[j])
+            if caller in forked or not computing[caller]:
+                continue
+            if ((o_row[on] == caller) & comp[on]).any():
+                out[i] = caller
+                break
+    # The streams each thread's other phases are read on (phases that launched nothing say nothing).
+    home: dict[int, set[int]] = {}
+    for k, r in zip(keys[(out < 0) & (row >= 0)].tolist(), row[(out < 0) & (row >= 0)].tolist()):
+        home.setdefault(k, set()).add(r)
+    for i in np.flatnonzero(out >= 0).tolist():
+        streams = home.get(int(keys[i]), set())
+        if int(out[i]) not in streams or int(row[i]) in streams:
+            out[i] = -1
     return out
 
 
