@@ -39,6 +39,7 @@ def assert_one_line_error(res, needle):
     (["report", "x.sqlite", "--jobs", "many"], "expected a number of worker processes, got 'many'"),
     (["report", "x.sqlite", "--jobs", "0"], "expected 1 or more worker processes, got 0"),
     (["report", "x.sqlite", "--phase", "=verify"], "the phase's name before '=' is empty"),
+    (["report", "x.sqlite", "--phase", ""], "--phase '': a phase needs a name"),
     (["report", ""], "an empty path was given as a trace"),
 ])
 def test_usage_errors_are_one_line(argv, needle):
@@ -330,6 +331,17 @@ def test_an_export_directory_missing_a_table_says_so(tmp_path):
     assert res.returncode == 0 and "phases of rank 0 is missing (72 row(s) written)" in res.stderr, res.stderr
 
 
+def test_an_export_directory_missing_its_critical_path_says_so(tmp_path):
+    # GIVEN the export of a two-rank run whose critical path (one table for the run) was deleted
+    out = tmp_path / "exp"
+    assert run_cli("export", str(DEMO2 / "nccl_skew"), "-o", str(out)).returncode == 0
+    rows = json.loads((out / "manifest.json").read_text())["tables"]["critical_path"]["rows"]
+    shutil.rmtree(out / "critical_path")
+    # WHEN reported THEN a warning names it (the straggler line it fed is gone)
+    res = run_cli("report", str(out))
+    assert rows > 0 and res.returncode == 0 and f"critical_path is missing ({rows} row(s) written)" in res.stderr, res.stderr
+
+
 def test_scrub_reads_an_xz_export_as_every_command_does(tmp_path):
     # GIVEN a run directory's compressed export WHEN scrubbed THEN a plain scrubbed SQLite file
     src = next((H200.parent / "demo_shapes_h200x2" / "overlap_gpu_bound").glob("*.sqlite.xz"))
@@ -583,3 +595,44 @@ def test_an_export_directory_given_with_other_traces_is_said_so(tmp_path):
     assert run_cli("export", src, "-o", str(tmp_path / "exp")).returncode == 0
     # WHEN given with a trace THEN the line says why, not that the folder holds no exports
     assert_one_line_error(run_cli("report", str(tmp_path / "exp"), src), "a tracerecon export is read back alone")
+
+
+@pytest.mark.parametrize("table, what", [("CUPTI_ACTIVITY_KIND_KERNEL", "GPU op"), ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUDA API call")])
+def test_rows_an_export_holds_twice_are_dropped_with_a_warning(tmp_path, table, what):
+    # GIVEN the README's trace with every row of its kernel (or runtime-call) table written twice
+    count = f"select count(*) from {table}"
+    once = sqlite3.connect(f"file:{H200 / 'eagle_gpu_bound.sqlite'}?mode=ro", uri=True).execute(count).fetchone()[0]
+    p = edited_copy(tmp_path, f"insert into {table} select * from {table}")
+    assert sqlite3.connect(p).execute(count).fetchone()[0] == 2 * once
+    n = once if what == "GPU op" else None  # (runtime calls: only those that launch or wait are read)
+    # WHEN reported
+    res = run_cli("report", "--json", str(p))
+    orig = run_cli("report", "--json", str(H200 / "eagle_gpu_bound.sqlite"))
+    # THEN the numbers are those of the trace as written once (a doubled kernel doubled every
+    # phase's kernel count, a doubled call its blocking waits), and a warning says so
+    assert res.returncode == 0, res.stderr
+    line = [ln for ln in res.stderr.splitlines() if "duplicated" in ln]
+    assert len(line) == 1 and f"duplicated {what} row(s)" in line[0] and (n is None or f"dropped {n} " in line[0]), res.stderr
+    ranks = [json.loads(out.stdout)["ranks"] for out in (res, orig)]
+    for r in ranks[0] + ranks[1]:
+        r.pop("source")
+    assert ranks[0] == ranks[1]
+
+
+def test_engine_timer_lines_that_are_no_timing_are_counted_not_read(tmp_path):
+    # GIVEN a trace beside its engine's timer file: two good verify lines, a negative time, a line
+    # that is no JSON and one with no phase
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", tmp_path / "report.sqlite")
+    (tmp_path / "cpu_timers.rank0.jsonl").write_text(
+        '{"rank": 0, "phase": "verify", "cpu_ms": 0.5}\n{"rank": 0, "phase": "verify", "cpu_ms": 0.6}\n'
+        '{"rank": 0, "phase": "verify", "cpu_ms": -900}\ngarbage line\n{"rank": 0, "cpu_ms": 1}\n\n')
+    # WHEN reported, twice (the second from the cache)
+    for _ in range(2):
+        res = run_cli("report", "--json", str(tmp_path / "report.sqlite"), env=dict(os.environ, TRACERECON_NO_CACHE="0"))
+        # THEN the engine's median is that of the two good lines, and one warning counts the other three
+        assert res.returncode == 0, res.stderr
+        doc = json.loads(res.stdout)
+        verify = next(p for p in doc["ranks"][0]["phases"] if p["phase"] == "verify")
+        assert verify["engine_cpu_ms_median"] == 0.55
+        said = [w for w in doc["warnings"] if "cpu_timers.rank0.jsonl" in w]
+        assert len(said) == 1 and "3 engine timer line(s) not read" in said[0], doc["warnings"]

@@ -75,6 +75,24 @@ def test_nsys_missing_is_one_line(tmp_path):
     assert "nsys not found" in line and "install" in line
 
 
+def test_an_nsys_that_fails_at_once_is_one_line_and_exit_2(tmp_path):
+    # GIVEN a program that does not answer as nsys does, and an "nsys" that answers but fails
+    # before it starts the program (an option it refuses)
+    failing = tmp_path / "nsys"
+    failing.write_text('#!/bin/sh\ncase "$1" in --version) echo "NVIDIA Nsight Systems version 2025.3.1.90";; '
+                       'profile) [ "$2" = "--help" ] && echo "--trace --sample" && exit 0; echo "Error: unknown option" >&2; exit 1;; esac\n')
+    failing.chmod(0o755)
+    for nsys, said in (("/bin/false", "does not answer as Nsight Systems does"), (str(failing), "nsys produced no report (exit code 1")):
+        # WHEN run with it (and --scrub, with a secret on the command line)
+        out = tmp_path / f"run{len(said)}"
+        res = run_cli("run", "--nsys", nsys, "-o", str(out), "--scrub", "--", "true", "--password", "hunter2")
+        # THEN exit 2 with one error line, no "traces kept", and no secret left in run.json
+        errors = [ln for ln in res.stderr.splitlines() if ln.startswith("tracerecon: error")]
+        assert res.returncode == 2 and len(errors) == 1 and said in errors[0], res.stderr
+        assert "traces kept" not in res.stderr and "Traceback" not in res.stderr
+        assert not (out / "run.json").exists() or b"hunter2" not in (out / "run.json").read_bytes()
+
+
 @needs_nsys
 @needs_torch
 def test_torchrun_two_ranks_on_cpu(tmp_path):
@@ -123,11 +141,14 @@ def test_run_scrub_removes_secrets_from_the_exports(tmp_path):
     out = tmp_path / "run"
     env = dict(os.environ, MY_SERVICE_TOKEN="hf_abcdefghijklmnopqrstuvwxyz0123456789")
     prog = "import sys; sys.path.insert(0, %r)\nfrom tracerecon.instrument import phase\nwith phase('verify'): pass\n" % str(ROOT)
-    res = run_cli("run", "-o", str(out), "--scrub", "--", sys.executable, "-c", prog, env=env)
+    # (a secret option's value given as the next argument: run.json holds the argument list)
+    res = run_cli("run", "-o", str(out), "--scrub", "--", sys.executable, "-c", prog, "--api-key", "mysecretkey42", env=env)
     assert res.returncode == 0, res.stderr[-2000:]
     data = (out / "report.sqlite").read_bytes()
     assert b"hf_abcdefghijklmnopqrstuvwxyz" not in data
     assert str(tmp_path).encode() not in data
+    for f in (out / "report.sqlite", out / "run.json"):
+        assert b"mysecretkey42" not in f.read_bytes(), f
 
 
 @needs_nsys

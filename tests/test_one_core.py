@@ -156,6 +156,21 @@ def test_a_directory_of_separate_runs_is_refused():
     assert "4 separate runs" in res.stderr and "eagle_gpu_rank0.sqlite, eagle_gpu_rank1.sqlite" in res.stderr
 
 
+def test_a_time_normalised_export_of_another_run_is_refused_too(tmp_path):
+    from conftest import need_public
+
+    # GIVEN a rank directory holding an H200 capture of 2026 and a public export of 2024 made with
+    # --ts-normalize (its timestamps are UTC already: 1726746484647774619 ns is 2024-09-19)
+    ring = need_public() / "ZhiyiHu1999__DistributedSysLab_FS24" / "Ring_Simple_2MB_2nodes_2GPUs__ault43_483927.sqlite"
+    (tmp_path / "rank0.sqlite").write_bytes((H200 / "eagle_gpu_rank0.sqlite").read_bytes())
+    (tmp_path / "rank1.sqlite").write_bytes(ring.read_bytes())
+    # WHEN reported
+    res = run_cli("report", str(tmp_path))
+    # THEN refused as two runs (the normalised export's session was taken as unknown, and the
+    # two read as ranks of one run, 1,795,937 s apart)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "2 separate runs" in res.stderr, res.stderr
+
+
 def test_separate_runs_are_named_by_their_folders_and_the_worker_pool_is_closed_before_the_error(monkeypatch):
     import threading
 

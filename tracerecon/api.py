@@ -22,7 +22,7 @@ import os
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from tracerecon.analysis.config import PhaseConfig
-from tracerecon.run_dir import expand_inputs, holds_manifest, read_engine_timers
+from tracerecon.run_dir import EngineTimers, expand_inputs, holds_manifest, read_engine_timers
 
 if TYPE_CHECKING:
     from tracerecon.model import Analysis, RankResult
@@ -92,7 +92,7 @@ def report(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = No
     from tracerecon.cache import cached
 
     files = expand_inputs(inputs)
-    fresh = cached(files, _report_key(files, config), lambda: made().with_engine_timers({}))
+    fresh = cached(files, _report_key(files, config), lambda: made().with_engine_timers(EngineTimers()))
     return fresh.with_engine_timers(read_engine_timers(inputs))
 
 

@@ -245,7 +245,13 @@ def read_parquet_export(path: str | os.PathLike) -> Analysis:
             if r.get("engine_timers_ms"):
                 engine[rank] = {str(k): float(v) for k, v in r["engine_timers_ms"].items()}
         cp_file = root / "critical_path" / EXPORT_PART
-        critical = _read_dataset_part(cp_file, "critical_path", CRITICAL_PATH) if cp_file.exists() else CRITICAL_PATH.empty_table()
+        if cp_file.exists():
+            critical = _read_dataset_part(cp_file, "critical_path", CRITICAL_PATH)
+        else:
+            critical = CRITICAL_PATH.empty_table()
+            said = manifest.get("tables", {}).get("critical_path", {}).get("rows", 0)
+            if said:
+                missing.append(f"{root}: critical_path is missing ({said} row(s) written): read as empty")
         collectives = pa.concat_tables(coll_parts) if coll_parts else COLLECTIVES.empty_table()
         cross = CrossRank(tuple(alignment), tuple(comm), collectives, critical)
         config = PhaseConfig(tuple(manifest.get("phases", ())) or PhaseConfig().phases, manifest.get("cycle_prefix", "cycle"), manifest.get("phase_thread", "auto"), manifest.get("skip_cycles"))

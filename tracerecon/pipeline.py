@@ -106,6 +106,8 @@ def _link(f: Path, tables: TraceTables):
     from tracerecon.nsys.sqlite_export import read_all_api_calls
 
     warnings = list(tables.warnings)
+    tables = replace(tables, gpu_ops=_without_repeats(f, tables.gpu_ops, GPU_OP_IDENTITY, "GPU op", warnings),
+                     api_calls=_without_repeats(f, tables.api_calls, API_CALL_IDENTITY, "CUDA API call", warnings))
     # Tables that are there but hold no GPU op and no call that launches or waits for one (a
     # CPU-only run with CUDA traced) say what missing tables say.
     if not tables.info.has_cuda or (tables.gpu_ops.num_rows == 0 and tables.api_calls.num_rows == 0):
@@ -117,7 +119,7 @@ def _link(f: Path, tables: TraceTables):
                         "GPU times cover copies and memsets only")
     if linked["launch_tid"].null_count:
         # The filtered read of API calls missed a launcher: read them all and link again.
-        tables = replace(tables, api_calls=read_all_api_calls(f))
+        tables = replace(tables, api_calls=_without_repeats(f, read_all_api_calls(f), API_CALL_IDENTITY, "CUDA API call", []))
         linked = link_launches(tables.gpu_ops, tables.api_calls)
         if linked["launch_tid"].null_count:
             warnings.append(f"{f}: {linked['launch_tid'].null_count} GPU op(s) have no launching API call in the trace; they belong to no range")
@@ -127,6 +129,28 @@ def _link(f: Path, tables: TraceTables):
         warnings.append(f"{f}: the last {len(unrun)} kernel launch(es), from {(tables.trace_end_ns - start) / 1e6:.3f} ms before the trace's end, "
                         "have no GPU work in the trace (the capture ended before it ran or was recorded): phases there read short")
     return tables, linked, warnings
+
+
+# What tells two rows apart: rows equal in all of these are one op or call written twice.
+GPU_OP_IDENTITY = ("start_ns", "end_ns", "device_id", "stream_id", "correlation_id", "global_pid", "graph_node_id")
+API_CALL_IDENTITY = ("start_ns", "end_ns", "tid", "global_pid", "correlation_id")
+
+
+def _without_repeats(f: Path, table, identity: tuple[str, ...], what: str, warnings: list[str]):
+    """``table`` less the rows that repeat an earlier one (``repeated_rows``), with a warning
+    saying how many were dropped: counted twice, they would double the phases' work."""
+    from tracerecon.analysis.columns import repeated_rows
+
+    again = repeated_rows(table, identity)
+    if len(again) == 0:
+        return table
+    import numpy as np
+    import pyarrow as pa
+
+    warnings.append(f"{f}: dropped {len(again)} duplicated {what} row(s) (the same times, stream or thread and correlation id as another row)")
+    keep = np.ones(table.num_rows, dtype=bool)
+    keep[again] = False
+    return table.filter(pa.array(keep))
 
 
 def _kernel_launch_calls(api_calls) -> int:
@@ -154,6 +178,15 @@ def _kernels_or_graphs(gpu_ops) -> bool:
     return False
 
 
+def _session_span(info, trace_end_ns: int) -> tuple[int | None, int | None]:
+    """(start, end) of a capture in UTC epoch ns, (None, None) where the export does not say. An
+    export made with ``--ts-normalize`` has UTC timestamps already: its trace end is the end."""
+    start = info.session_start_utc_ns or None
+    if start is None or (info.time_normalized and trace_end_ns < start):  # not on the UTC clock after all
+        return None, None
+    return start, (max(trace_end_ns, start) if info.time_normalized else start + max(trace_end_ns, 0))
+
+
 def _same_captures(files: list[Path], sessions: list[tuple]) -> list[str]:
     """Warnings for inputs that hold one capture (the same session start and end): a copy, or
     an export given compressed and not, read as two ranks (copies of one trace are also how
@@ -167,14 +200,14 @@ def _same_captures(files: list[Path], sessions: list[tuple]) -> list[str]:
 
 
 def _one_run(files: list[Path], sessions: list[tuple]) -> None:
-    """Refuse inputs that are not ranks of one run: their sessions (start, start + trace end)
-    must overlap in time (ranks of one job run at once; separate runs follow each other).
-    Files of unknown session time are not checked."""
+    """Refuse inputs that are not ranks of one run: their sessions (``_session_span``) must
+    overlap in time (ranks of one job run at once; separate runs follow each other). Files of
+    unknown session time are not checked."""
     spans = []
     for f, (start, end, _) in zip(files, sessions):
         if not start:
             return
-        spans.append((start, start + max(end, 0), f))
+        spans.append((start, end, f))
     spans.sort(key=lambda x: x[0])
     groups: list[list[Path]] = []
     last = None
@@ -291,7 +324,7 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
             accepted_marks=accepted,
         )
         out.append((RankSource(rank, str(f), tuple(pids), how, cand), tables.info, own_rank(rt, rank, config)))
-    session = (tables.info.session_start_utc_ns if not tables.info.time_normalized else None, tables.trace_end_ns, tables.info.nsys_version)
+    session = (*_session_span(tables.info, tables.trace_end_ns), tables.info.nsys_version)
     return out, warnings, session
 
 
@@ -491,7 +524,8 @@ def analyze(paths: Sequence[str | os.PathLike], config: PhaseConfig, say: Progre
     # step and the phase tables, not only the reading. The paths as given are part of the key
     # (they are shown); engine timers (run.json) are read fresh.
     analysis = cached(files, ("run", config, tuple(map(str, files))), lambda: _analyze_files(files, config, say, jobs, scheduler))
-    return replace(analysis, engine_timers=read_engine_timers(paths), warnings=tuple(listed_but_missing(paths)) + analysis.warnings)
+    timers = read_engine_timers(paths)
+    return replace(analysis, engine_timers=timers.medians, warnings=tuple(listed_but_missing(paths)) + timers.warnings + analysis.warnings)
 
 
 def _analyze_files(files: list[Path], config: PhaseConfig, say: Progress, jobs: int | None, scheduler: str | None) -> Analysis:

@@ -68,7 +68,7 @@ class CycleSummary:
         return {
             "accepted_tokens": self.accepted_tokens,
             "gpu_ms_per_accepted_token": self.gpu_ms_per_accepted_token,
-            "phase_ms_per_accepted_token": dict(self.phase_ms_per_accepted_token),
+            "phase_ms_per_accepted_token": dict(self.phase_ms_per_accepted_token) if self.accepted_tokens is not None else None,
             "n": self.n,
             "cpu_ms_median": self.cpu_ms_median,
             "gpu_ms_median": self.gpu_ms_median,
@@ -117,8 +117,13 @@ class Report:
     engine_timers: dict = field(default_factory=dict)
     cross_rank: bool = True  # whether the cross-rank step ran (alignment, communication, gating)
 
-    def with_engine_timers(self, timers: dict) -> "Report":
-        return replace(self, engine_timers=timers)
+    def with_engine_timers(self, timers) -> "Report":
+        """This report with the engine's timers (``run_dir.EngineTimers``) as read now: their
+        medians, and their warnings in place of any the report held."""
+        from tracerecon.run_dir import TIMER_LINES_NOT_READ
+
+        kept = tuple(w for w in self.warnings if TIMER_LINES_NOT_READ not in w)
+        return replace(self, engine_timers=timers.medians, warnings=kept + timers.warnings)
 
     def to_json(self) -> dict:
         """The ``report --json`` document."""

@@ -19,6 +19,7 @@ import math
 import os
 import re
 import statistics
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -292,11 +293,27 @@ def expand_inputs(paths: Sequence[str | Path]) -> list[Path]:
     return out
 
 
-def read_engine_timers(paths: Sequence[str | Path]) -> dict[int, dict[str, float]]:
+# Every warning about an engine-timer file says this: a report made before the file changed
+# (a cached one) has its old ones replaced, not added to.
+TIMER_LINES_NOT_READ = "engine timer line(s) not read"
+
+
+@dataclass(frozen=True)
+class EngineTimers:
+    """The engine's own CPU phase timers: ``{rank: {phase: median ms}}``, and a warning per file
+    with lines that were not read."""
+
+    medians: dict = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+
+def read_engine_timers(paths: Sequence[str | Path]) -> EngineTimers:
     """Medians of the engine's own perf_counter phase timers (``cpu_timers.rank<R>.jsonl`` that
-    ``tracerecon run --cpu-timers`` makes engines write into the run directory):
-    ``{rank: {phase: median ms}}``."""
+    ``tracerecon run --cpu-timers`` makes engines write into the run directory). A line that is
+    not a JSON object with a rank, a phase and a finite ``cpu_ms`` of 0 or more is not read, and
+    a warning counts such lines per file."""
     out: dict[int, dict[str, list[float]]] = {}
+    warnings = []
     folders = []
     for raw in paths:
         p = Path(raw)
@@ -309,15 +326,23 @@ def read_engine_timers(paths: Sequence[str | Path]) -> dict[int, dict[str, float
                 text = f.read_text(errors="replace")
             except OSError:  # a directory of that name, no permission: no timers from it
                 continue
+            skipped = 0
             for line in text.splitlines():
+                if not line.strip():
+                    continue
                 try:
                     rec = json.loads(line)
                     ms = float(rec["cpu_ms"])
-                    if math.isfinite(ms):  # NaN and inf are no timing (and no JSON)
-                        out.setdefault(int(rec["rank"]), {}).setdefault(str(rec["phase"]), []).append(ms)
-                except (ValueError, KeyError, TypeError, OverflowError):
-                    continue
-    return {r: {ph: round(statistics.median(v), 6) for ph, v in d.items()} for r, d in out.items()}
+                    if not (math.isfinite(ms) and ms >= 0):  # NaN and inf are no timing (and no JSON); nor is a negative time
+                        raise ValueError(ms)
+                    out.setdefault(int(rec["rank"]), {}).setdefault(str(rec["phase"]), []).append(ms)
+                except (ValueError, KeyError, TypeError, OverflowError, AttributeError):
+                    skipped += 1
+            if skipped:
+                warnings.append(f"{f}: {skipped} {TIMER_LINES_NOT_READ} (not a JSON object with rank, phase and a cpu_ms of 0 or more); "
+                                "the engine column leaves them out")
+    medians = {r: {ph: round(statistics.median(v), 6) for ph, v in d.items()} for r, d in out.items()}
+    return EngineTimers(medians, tuple(warnings))
 
 
 def refuse_special_output(out: Path) -> None:

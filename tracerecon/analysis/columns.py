@@ -102,3 +102,29 @@ def launches_never_run(api_calls: pa.Table, linked_ops: pa.Table) -> np.ndarray:
     if len(late) == 0:
         return late.astype(np.int64)
     return late[is_launch_call(api_calls.take(pa.array(late)))]
+
+
+def repeated_rows(table: pa.Table, columns: tuple[str, ...]) -> np.ndarray:
+    """Rows of ``table`` equal in every one of ``columns`` to an earlier row (a row the export
+    holds twice: no two GPU ops run on one stream from the same instant to the same instant
+    under one correlation id, nor two calls on one thread). The first column is a start time,
+    in nearly sorted order in an export's tables, so the usual answer (none) costs a sort of
+    sorted runs and one pass."""
+    if table.num_rows < 2:
+        return np.zeros(0, dtype=np.int64)
+    first = int64s(table[columns[0]], I64_MIN)
+    order = None if bool((first[1:] >= first[:-1]).all()) else np.argsort(first, kind="stable")
+    s = first if order is None else first[order]
+    tied = np.flatnonzero(s[1:] == s[:-1])
+    if len(tied) == 0:
+        return np.zeros(0, dtype=np.int64)
+    rows = np.unique(np.concatenate([tied, tied + 1]))
+    rows = rows if order is None else order[rows]  # the rows that share a start with another
+    keys = [int64s(table[c].take(pa.array(rows)), I64_MIN) for c in reversed(columns)]
+    by = np.lexsort([rows] + keys)  # each group of equal rows together, in row order
+    same = np.ones(len(rows), dtype=bool)
+    same[0] = False
+    for k in keys:
+        same[1:] &= k[by][1:] == k[by][:-1]
+    return np.sort(rows[by][same])
+

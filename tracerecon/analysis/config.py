@@ -76,6 +76,8 @@ def parse_phase_spec(spec: str) -> tuple[str, "re.Pattern[str]"]:
         if pattern.startswith("glob:"):
             return label, re.compile("^" + fnmatch.translate(pattern[5:]))  # the whole name, as a shell glob
         return label, re.compile("^" + re.escape(pattern) + "$")
+    if not spec.strip():
+        raise ValueError("--phase '': a phase needs a name (its NVTX range's)")
     return spec, re.compile("^" + re.escape(spec) + "$")
 
 

@@ -193,11 +193,15 @@ def main(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as exc:
             _say(f"warning: phase options not recorded in {out / RUN_JSON} ({exc}); give --phase again to report")
 
+    if not result.reports and not result.interrupted:  # nsys failed before the program ran, or left no trace
+        if args.scrub:  # run.json holds the command line all the same
+            from tracerecon.nsys.scrub import scrub_run_dir
+
+            scrub_run_dir(out)
+        raise LaunchError(f"nsys produced no report (exit code {result.program_exit_code}; see its output above); run directory: {out}")
     failed_import = [r for r in result.reports if r.error]
     for r in failed_import:
         _say(f"error: {r.error}")
-    if not result.reports:
-        _say("error: nsys produced no report (see its output above)")
     if result.program_exit_code != 0:
         _say(f"the profiled program exited with code {result.program_exit_code}; traces kept in {out}")
     if args.scrub:
@@ -222,7 +226,7 @@ def main(args: argparse.Namespace) -> int:
     _say(f"run directory: {out} ({RUN_JSON}, {len(result.sqlite_files)} SQLite export(s))")
     if result.program_exit_code != 0:
         return result.program_exit_code
-    if failed_import or not result.reports:
+    if failed_import:
         raise LaunchError("profiling finished but not every report could be imported and exported (see above)")
     if result.interrupted:
         return 130

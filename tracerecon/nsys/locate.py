@@ -73,19 +73,28 @@ def candidates() -> list[str]:
     return out
 
 
+def _install(p: str) -> NsysInstall | None:
+    """The nsys at ``p``, or None where it answers neither ``--version`` nor ``profile --help``
+    as Nsight Systems does (another program, or an nsys that fails at once)."""
+    install = NsysInstall(p, _version(p), _profile_options(p))
+    return install if install.version or "--trace" in install.profile_options else None
+
+
 def find_nsys(explicit: str | None = None) -> NsysInstall:
     """Locate nsys: ``explicit``, ``$TRACERECON_NSYS``, PATH, then the usual install places."""
-    tried = []
     for source in (explicit, os.environ.get(ENV_NSYS)):
         if source:
             p = shutil.which(source) or source
-            if os.path.isfile(p) and os.access(p, os.X_OK):
-                return NsysInstall(p, _version(p), _profile_options(p))
-            raise NsysNotFoundError(f"nsys not found at {source}; {INSTALL_HINT}")
+            if not (os.path.isfile(p) and os.access(p, os.X_OK)):
+                raise NsysNotFoundError(f"nsys not found at {source}; {INSTALL_HINT}")
+            install = _install(p)
+            if install is None:
+                raise NsysNotFoundError(f"{source} does not answer as Nsight Systems does (no version from `--version`, no options from `profile --help`): "
+                                        "give the nsys program with --nsys PATH or TRACERECON_NSYS")
+            return install
     for p in candidates():
-        tried.append(p)
-        if os.path.isfile(p) and os.access(p, os.X_OK):
-            return NsysInstall(p, _version(p), _profile_options(p))
+        if os.path.isfile(p) and os.access(p, os.X_OK) and (install := _install(p)) is not None:
+            return install
     raise NsysNotFoundError(INSTALL_HINT)
 
 

@@ -67,6 +67,8 @@ SECRET_KEY = re.compile(
 )
 # --password X, --api-key=X, '--password', 'X' (a printed argv list)
 SECRET_OPTION = re.compile(rf"(?i)(--?(?:{_SECRETISH}|{_PERSONAL})\b)(['\"]?(?:\s*,\s*|\s+|=)['\"]?)([^\s'\",;]+)")
+# an argv entry that is a secret option's or word's name alone: the next entry is its value
+SECRET_NAME_ALONE = re.compile(rf"(?i)^(?:--?(?:{_SECRETISH}|{_PERSONAL})|password|passwd|passphrase|secret|api[_-]?key)$")
 # "password hunter2": a secret word, then its value
 SECRET_WORD = re.compile(r"(?i)\b(password|passwd|passphrase|secret|api[_-]?key)(\s+)([^\s'\",;]+)")
 URL = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*)://([^\s'\"<>]*)")
@@ -123,6 +125,16 @@ def scrub_text(value, hosts: tuple[str, ...] = ()):
     s = ABS_PATH.sub("[path]", s)
     s = WINDOWS_PATH.sub("[path]", s)
     return s
+
+
+def scrub_argv(args: list) -> list:
+    """An argument list with every entry scrubbed (``scrub_text``) and the entry after a secret
+    option's name given alone (``--api-key``, ``--password``, ``password``) redacted: its value."""
+    out, hide = [], False
+    for a in args:
+        out.append(REDACTED if hide and isinstance(a, str) else scrub_text(a))
+        hide = isinstance(a, str) and bool(SECRET_NAME_ALONE.match(a))
+    return out
 
 
 def scrub_secrets_in_bytes(value):
@@ -324,8 +336,8 @@ def scrub_run_dir(folder: str | os.PathLike) -> list[str]:
         def clean(x):
             if isinstance(x, str):
                 return scrub_text(x)
-            if isinstance(x, list):
-                return [clean(v) for v in x]
+            if isinstance(x, list):  # an argument list: an option's value is the next entry
+                return scrub_argv(x) if all(isinstance(v, str) for v in x) else [clean(v) for v in x]
             if isinstance(x, dict):
                 return {k: clean(v) for k, v in x.items()}
             return x
