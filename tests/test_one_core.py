@@ -145,6 +145,20 @@ def test_view_refuses_a_bad_file_like_report(tmp_path):
         assert res.returncode == 2 and res.stderr.count("\n") == 1 and "README.md: not an SQLite file" in res.stderr, (cmd, res.stderr)
 
 
+def test_view_refuses_a_trace_without_nvtx_like_report(tmp_path):
+    import sqlite3
+
+    # GIVEN a copy of the README's trace with its NVTX table dropped
+    p = tmp_path / "t.sqlite"
+    p.write_bytes((H200 / "eagle_gpu_bound.sqlite").read_bytes())
+    with sqlite3.connect(p) as conn:
+        conn.execute("drop table NVTX_EVENTS")
+    # WHEN viewed (no terminal) or reported THEN both say what report says, not "needs a terminal"
+    for cmd in ("report", "view"):
+        res = run_cli(cmd, str(p))
+        assert res.returncode == 2 and res.stderr.count("\n") == 1 and "no NVTX ranges in the trace" in res.stderr, (cmd, res.stderr)
+
+
 def test_view_without_a_terminal_says_so():
     res = run_cli("view", str(H200 / "eagle_gpu_bound.sqlite"))
     assert res.returncode == 2 and "needs a terminal" in res.stderr

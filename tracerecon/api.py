@@ -120,10 +120,14 @@ def check_inputs(inputs: Sequence[str | os.PathLike]) -> None:
     without reading them: for front ends that load in the background (the TUI)."""
     if len(inputs) == 1 and holds_manifest(inputs[0]):
         return
+    from tracerecon.errors import BadTraceError
     from tracerecon.nsys.sqlite_export import check_export
+    from tracerecon.pipeline import no_nvtx_message
 
-    for f in expand_inputs(inputs):
-        check_export(f)
+    files = expand_inputs(inputs)
+    infos = [check_export(f) for f in files]
+    if all(i is not None and "NVTX_EVENTS" not in i.tables for i in infos):  # what load would refuse
+        raise BadTraceError(no_nvtx_message(", ".join(map(str, files)), infos[0].nsys_version))
 
 
 def compare(a: Analysis, b: Analysis) -> dict:

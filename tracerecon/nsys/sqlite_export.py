@@ -859,9 +859,10 @@ def _bounds(tables: list[pa.Table], cols: list[tuple[str, str]]) -> tuple[int, i
     return (lo or 0, hi or 0)
 
 
-def check_export(path: str | os.PathLike) -> None:
+def check_export(path: str | os.PathLike) -> ExportInfo | None:
     """Raise BadTraceError unless ``path`` opens as an nsys SQLite export (cheap: no table is
-    read; an ``.xz`` file is only checked for its compression header)."""
+    read; an ``.xz`` file is only checked for its compression header). Returns what the export
+    says of itself (None for an ``.xz`` file)."""
     p = Path(path)
     if p.name.endswith(XZ_SUFFIX):
         if not p.is_file():
@@ -869,10 +870,10 @@ def check_export(path: str | os.PathLike) -> None:
         with open(p, "rb") as fh:
             if fh.read(6) != b"\xfd7zXZ\x00":
                 raise BadTraceError(f"{p}: not an .xz file")
-        return
+        return None
     conn = open_readonly(p)
     try:
-        read_info(conn, str(p))
+        return read_info(conn, str(p))
     except sqlite3.DatabaseError as exc:
         raise BadTraceError(f"{p}: corrupt or truncated export ({exc})") from None
     finally:
