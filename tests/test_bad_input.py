@@ -40,6 +40,7 @@ def assert_one_line_error(res, needle):
     (["report", "x.sqlite", "--jobs", "0"], "expected 1 or more worker processes, got 0"),
     (["report", "x.sqlite", "--phase", "=verify"], "the phase's name before '=' is empty"),
     (["report", "x.sqlite", "--phase", ""], "--phase '': a phase needs a name"),
+    (["report", "x.sqlite", "--phase", "verify="], "the range name or pattern after '=' is empty"),
     (["report", ""], "an empty path was given as a trace"),
 ])
 def test_usage_errors_are_one_line(argv, needle):

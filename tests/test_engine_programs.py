@@ -138,3 +138,30 @@ def test_a_side_stream_forked_at_a_phases_end_and_never_joined_leaves_the_phase_
     # 11 .. 37; the events on 7 do not wait for 20's work)
     assert truth[0] == (0, "step", 32, 7)
     assert [(c, n, round(us), s) for c, n, us, s in got] == truth
+
+
+def test_a_joined_only_stream_that_is_another_threads_current_stream_keeps_its_phase(tmp_path):
+    # GIVEN the loop thread's launch phase, whose current stream is the worker's 20: it runs
+    # 40 us there, then 7 joins it and runs 10 us; the worker's forward runs on 20 every cycle,
+    # the loop's process on 7 (a review's program: the thread's own phases alone pointed at 7)
+    cycle = [("launch", 11, 20, [("k", 7, 2), ("k", 20, 40), ("w", 7, 20), ("k", 7, 10)]), ("forward", 12, 20, [("k", 20, 5)]),
+             ("process", 11, 7, [("k", 7, 1), ("item", 7, 1)])]
+    # WHEN analysed
+    truth, got = readings([cycle] * 4, tmp_path)
+    # THEN launch stays on 20 in every cycle, as its events read (51 us, where 7 read 61)
+    assert truth[0] == (0, "launch", 51, 20)
+    assert [(c, n, round(us), s) for c, n, us, s in got] == truth
+
+
+def test_of_the_streams_that_join_a_plan_stream_the_threads_own_is_taken(tmp_path):
+    # GIVEN prepare's plan-stream work (21) joined first by a computing stream 22 the thread keeps
+    # nothing on, then by its own 7; or two plan streams, both joined by 7
+    first_other = [("k", 21, 26), ("cp", 21, 1, 1), ("w", 22, 21), ("k", 22, 2), ("w", 7, 21), ("k", 7, 10)]
+    two_sides = [("k", 21, 26), ("k", 22, 30), ("w", 7, 21), ("w", 7, 22), ("k", 7, 10)]
+    for prepare in (first_other, two_sides):
+        cycle = [("prepare", 11, 7, prepare), ("forward", 11, 20, [("k", 20, 1)]), ("process", 11, 7, [("k", 7, 1)])]
+        # WHEN analysed
+        truth, got = readings([cycle] * 3, tmp_path)
+        # THEN prepare is read on 7 in every cycle
+        assert all(s == 7 for c, n, us, s in truth if n == "prepare")
+        assert [(c, n, round(us), s) for c, n, us, s in got] == truth

@@ -178,11 +178,14 @@ def test_a_time_normalised_export_of_another_run_is_refused_too(tmp_path):
     ring = need_public() / "ZhiyiHu1999__DistributedSysLab_FS24" / "Ring_Simple_2MB_2nodes_2GPUs__ault43_483927.sqlite"
     (tmp_path / "rank0.sqlite").write_bytes((H200 / "eagle_gpu_rank0.sqlite").read_bytes())
     (tmp_path / "rank1.sqlite").write_bytes(ring.read_bytes())
+    # (and an export that does not say when its session began, which stopped the check)
+    (tmp_path / "rank2.sqlite").write_bytes((need_public() / "GindaChen__nsys-ai" / "healthy_1pct.sqlite").read_bytes())
     # WHEN reported
     res = run_cli("report", str(tmp_path))
     # THEN refused as two runs (the normalised export's session was taken as unknown, and the
     # two read as ranks of one run, 1,795,937 s apart)
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "2 separate runs" in res.stderr, res.stderr
+    assert "rank2.sqlite, whose session time the export does not say" in res.stderr
 
 
 def test_separate_runs_are_named_by_their_folders_and_the_worker_pool_is_closed_before_the_error(monkeypatch):

@@ -122,7 +122,7 @@ def test_phases_marked_only_in_a_process_that_launches_nothing_are_named(tmp_pat
     # THEN one line says where the phases are and where they must go, and the exit code is 2
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
-    assert "phase ranges in a process that launched no GPU work (pid 10)" in out.stderr
+    assert "phase or cycle ranges in a process that launched no GPU work (pid 10)" in out.stderr
     assert "mark the phases there" in out.stderr
 
 
@@ -652,3 +652,72 @@ def test_a_thread_that_launches_nothing_beside_two_gpu_threads_keeps_them_loops_
     # THEN threads 1 and 2 are loops of their own: 106 / 200 us on GPU 0, 405 / 100 us on GPU 1
     got = sorted((p["tid"], p["phase"], p["gpu_ns"] // U) for p in rank.phases.to_pylist() if p["tid"] != 3)
     assert got == sorted([(1, "draft", 106), (1, "verify", 200), (2, "draft", 405), (2, "verify", 100)] * 3)
+
+
+def test_a_wait_across_gpus_hands_data_over_and_forks_no_side_stream(tmp_path):
+    from nsys_factory import gpid
+
+    # GIVEN one thread driving two GPUs: draft waits for GPU 0's stream 7 (the target's hidden
+    # states) and runs 288 us on GPU 1's stream 21; verify waits for GPU 1 and runs 50 us on GPU 0
+    # (a review's reproduction)
+    t = FakeTrace()
+
+    def hand_over(event: int, at: int, src: tuple, dst: tuple) -> None:
+        call = t.call("cudaEventRecord", at * U, (at + 1) * U)
+        t.events.append({"deviceId": src[0], "contextId": 1, "streamId": src[1], "correlationId": call, "globalPid": gpid(10), "eventId": event, "eventSyncId": 1})
+        call = t.call("cudaStreamWaitEvent", (at + 1) * U, (at + 2) * U)
+        t.syncs.append({"start": (at + 1) * U, "end": (at + 2) * U, "deviceId": dst[0], "contextId": 1, "streamId": dst[1], "correlationId": call,
+                        "globalPid": gpid(10), "syncType": 2, "eventId": event, "eventSyncId": 1})
+
+    for c in range(3):
+        b = c * 2000
+        t.range(f"cycle {c}", b * U, (b + 400) * U)
+        t.range("draft", b * U, (b + 100) * U)
+        t.range("verify", (b + 100) * U, (b + 400) * U)
+        hand_over(2 * c + 1, b + 5, (0, 7), (1, 21))
+        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U), (b + 12) * U, (b + 300) * U, stream=21, device=1)
+        hand_over(2 * c + 2, b + 105, (1, 21), (0, 7))
+        t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U), (b + 300) * U, (b + 350) * U, stream=7, device=0)
+    # WHEN analysed
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify"))).ranks
+    # THEN by hand: draft on GPU 1 from 0 to its kernel's end at 300 (its boundary with verify is
+    # read on both streams), verify 300 .. 400 (its range's end: the kernel ended at 350); draft
+    # was read on GPU 0's stream 7, where it launched nothing, at 100 us, and verify at 300
+    got = [(p["cycle"], p["phase"], p["gpu_ns"] // U, p["device_id"], p["stream_id"]) for p in rank.phases.to_pylist()]
+    assert got == [(c, n, us, d, s) for c in range(3) for n, us, d, s in (("draft", 300, 1, 21), ("verify", 100, 0, 7))]
+
+
+def test_a_launcher_marking_cycles_in_a_rank_file_is_left_out_of_the_ranks_cycles(tmp_path):
+    import sqlite3
+
+    # GIVEN two rank files of a tensor-parallel run; rank 0's also holds a process that launches
+    # nothing (vLLM's EngineCore beside its worker) and marks `cycle N` and a `forward` of its own;
+    # each worker marks cycle N and forward (a 50 us kernel, then an all-reduce), rank 1 30 us late
+    # at cycle 2's all-reduce (a review's reproduction)
+    nccl = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
+    paths = []
+    for r, (pid, late) in enumerate(((900, [0, 0, 0]), (700, [0, 0, 30]))):
+        t = FakeTrace()
+        for c in range(3):
+            b = c * 1000
+            if r == 0:
+                t.range(f"cycle {c}", b * U, (b + 300) * U, pid=500)
+                t.range("forward", (b + 1) * U, (b + 3) * U, pid=500)
+            t.range(f"cycle {c}", (b + 5) * U, (b + 200) * U, pid=pid)
+            t.range("forward", (b + 5) * U, (b + 100) * U, pid=pid)
+            t.kernel(t.call("cudaLaunchKernel", (b + 8) * U, (b + 10) * U, pid=pid), (b + 10) * U, (b + 60 + late[c]) * U, pid=pid)
+            t.kernel(t.call("cudaLaunchKernel", (b + 12) * U, (b + 14) * U, pid=pid), (b + 60 + late[c]) * U, (b + 90 + 30 * (c == 2)) * U, pid=pid, name=nccl)
+        p = t.write(tmp_path / f"rank{r}.sqlite")
+        with sqlite3.connect(p) as con:
+            con.executescript("create table TARGET_INFO_SESSION_START_TIME (utcEpochNs integer); insert into TARGET_INFO_SESSION_START_TIME values (1000000000000);")
+        paths.append(p)
+    # WHEN analysed
+    a = analyze(paths, PhaseConfig(phases=("forward",)))
+    # THEN rank 0 has the worker's three cycles, numbered 0, 1, 2 (the launcher's ranges were
+    # numbered with them: 1, 3, 5, and its forward ranges kept with no GPU time), each forward
+    # 95 us (115 where it waits in cycle 2), cycle 2 gated by rank 1, and a warning names pid 500
+    r0 = a.ranks[0]
+    assert [(p["cycle"], p["pid"], p["gpu_ns"] // U) for p in r0.phases.to_pylist()] == [(0, 900, 95), (1, 900, 95), (2, 900, 115)]
+    assert [c["cycle"] for c in r0.cycles.to_pylist()] == [0, 1, 2]
+    assert a.cross.critical_path.select(["cycle", "gating_rank"]).to_pylist()[-1] == {"cycle": 2, "gating_rank": 1}
+    assert any("launched no GPU work (pid 500)" in w for w in a.warnings)

@@ -47,7 +47,7 @@ def no_nvtx_message(path: str, nsys_version: str | None) -> str:
 
 
 # The start of the warning that phases were marked in a process that launched no GPU work.
-PHASES_WITHOUT_GPU = "phase ranges in a process that launched no GPU work"
+PHASES_WITHOUT_GPU = "phase or cycle ranges in a process that launched no GPU work"
 
 
 def phases_without_gpu_message(path: str, pids: list[int]) -> str:
@@ -119,7 +119,7 @@ def _link(f: Path, tables: TraceTables):
                         "GPU times cover copies and memsets only")
     if linked["launch_tid"].null_count:
         # The filtered read of API calls missed a launcher: read them all and link again.
-        tables = replace(tables, api_calls=_without_repeats(f, read_all_api_calls(f), API_CALL_IDENTITY, "CUDA API call", []))
+        tables = replace(tables, api_calls=_without_repeats(f, read_all_api_calls(f), API_CALL_IDENTITY, "CUDA API call", warnings))
         linked = link_launches(tables.gpu_ops, tables.api_calls)
         if linked["launch_tid"].null_count:
             warnings.append(f"{f}: {linked['launch_tid'].null_count} GPU op(s) have no launching API call in the trace; they belong to no range")
@@ -202,12 +202,11 @@ def _same_captures(files: list[Path], sessions: list[tuple]) -> list[str]:
 def _one_run(files: list[Path], sessions: list[tuple]) -> None:
     """Refuse inputs that are not ranks of one run: their sessions (``_session_span``) must
     overlap in time (ranks of one job run at once; separate runs follow each other). Files of
-    unknown session time are not checked."""
+    unknown session time are placed in neither; the others are still checked."""
     spans = []
     for f, (start, end, _) in zip(files, sessions):
-        if not start:
-            return
-        spans.append((start, end, f))
+        if start:  # the others say nothing either way
+            spans.append((start, end, f))
     spans.sort(key=lambda x: x[0])
     groups: list[list[Path]] = []
     last = None
@@ -221,7 +220,9 @@ def _one_run(files: list[Path], sessions: list[tuple]) -> None:
     if len(groups) > 1:
         shown = _told_apart(files)
         listed = " | ".join(", ".join(shown[p] for p in g) for g in groups)
-        raise BadTraceError(f"the inputs are {len(groups)} separate runs (their sessions do not overlap in time): {listed}; give the files of one run at a time")
+        unknown = [shown[f] for f, (start, _, _) in zip(files, sessions) if not start]
+        also = f" (and {', '.join(unknown)}, whose session time the export does not say)" if unknown else ""
+        raise BadTraceError(f"the inputs are {len(groups)} separate runs (their sessions do not overlap in time): {listed}{also}; give the files of one run at a time")
 
 
 def _told_apart(files: list[Path]) -> dict[Path, str]:
@@ -308,10 +309,14 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
         numbers, hows = [rank if rank is not None else order], ["file name" if rank is not None else "file order"]
     else:
         numbers, hows, _ = number_ranks(cands, multi=False)
-    if not multi or len(cands) > 1:
-        left_out = phase_processes_left_out(tables.nvtx_ranges, [p for c in cands for p in c.pids], config)
-        if left_out:
-            warnings.append(phases_without_gpu_message(str(f), left_out))
+    # Phase or cycle ranges of a process that launched no GPU work are no rank's: left out, with
+    # a warning (in a file read as one rank too, whose candidate holds every process of the file:
+    # a launcher or scheduler marking its own cycles would renumber the rank's).
+    gpu_pids = [p for p, _, _ in processes]
+    rank_pids = gpu_pids if multi and len(cands) == 1 and gpu_pids else [p for c in cands for p in c.pids]
+    left_out = phase_processes_left_out(tables.nvtx_ranges, rank_pids, config)
+    if left_out:
+        warnings.append(phases_without_gpu_message(str(f), left_out))
     out = []
     marks = tables.nvtx_marks.to_pydict()
     for cand, rank, how in zip(cands, numbers, hows):
@@ -319,7 +324,7 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
         accepted = tuple((pl, ts, n) for pid, name, pl, ts in zip(marks["pid"], marks["name"], marks["payload"], marks["ts_ns"])
                          if pid in pids and (n := accepted_of_mark(name)) is not None)
         rt = RankTables(
-            nvtx_ranges=select_pids(tables.nvtx_ranges, pids), gpu_ops=select_pids(linked, pids), api_calls=select_pids(tables.api_calls, pids),
+            nvtx_ranges=select_pids(tables.nvtx_ranges, [p for p in pids if p not in left_out]), gpu_ops=select_pids(linked, pids), api_calls=select_pids(tables.api_calls, pids),
             sync_records=select_pids(tables.sync_records, pids), event_records=select_pids(tables.event_records, pids),
             accepted_marks=accepted,
         )

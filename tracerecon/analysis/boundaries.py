@@ -768,12 +768,23 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
             votes.append(_read_back_votes(clock, ops, op_streams, frozenset(keys.tolist())))
         return votes[0](key, pid)
 
+    def launched_there(i: int, to: int) -> bool:
+        # A phase's current stream is on a device it launched work on: a wait across devices
+        # hands data over (a draft model on one GPU, the target on another) and forks nothing.
+        device_of = clock.keys >> 31  # (pid, device) of each stream row
+        if device_of[to] == device_of[row[i]]:
+            return True
+        on = op_streams.rows[op_phase == i]
+        return bool((device_of[on[on >= 0]] == device_of[to]).any())
+
     def move(to: np.ndarray) -> bool:
         # Never onto a stream the phase left, nor off the stream its thread reads its results
         # back on more than on the other (its current stream: an input stream's hand-off in the
-        # phase looks like a fork of the forward stream off it).
+        # phase looks like a fork of the forward stream off it), nor onto a device it launched
+        # nothing on.
         moved = [i for i in np.flatnonzero(to >= 0).tolist() if int(to[i]) not in left.get(i, ())
-                 and (v := read_back(int(keys[i]), int(ph_pid[i]))).get(int(row[i]), 0) <= v.get(int(to[i]), 0)]
+                 and (v := read_back(int(keys[i]), int(ph_pid[i]))).get(int(row[i]), 0) <= v.get(int(to[i]), 0)
+                 and launched_there(i, int(to[i]))]
         for i in moved:
             left.setdefault(i, set()).add(int(row[i]))
         m = np.asarray(moved, dtype=np.int64)
@@ -1072,15 +1083,17 @@ def _joined_into_the_threads_stream(clock: StreamClock, op_streams: _OpStreams, 
     """Per phase: the stream row of its caller C where its stream S (``row``, as read) is a side
     stream whose work in the phase was only joined, never forked: after the phase's last launch
     on S, C waited for a record made on S after that launch, and C computed within the phase
-    (beside S's work or after the join); S never waited for C within the phase (a plan stream whose inputs come from the CPU, SGLang's
-    EAGLE V2 worker); both compute; and C is a stream the thread's other phases are read on while
-    S is none (``keys``: each phase's thread; the other phases are those this rule does not
-    move). Else -1.
+    (beside S's work or after the join); S never waited for C within the phase (a plan stream
+    whose inputs come from the CPU, SGLang's EAGLE V2 worker); both compute; the phase read
+    nothing back on S; and the thread's other phases are read on C more often than on S, and
+    than any other thread's phases on S (``keys``: each phase's thread; the other phases are
+    those with no such join). Where several streams joined S, the first that passes. Else -1.
 
     The waits alone read both ways: the same ones are a caller S's work, then a side stream C
     forked off it (C waiting for S) that computes unjoined (SGLang's overlap scheduler merging
-    its schedule and forward steps). Which of the two streams the thread keeps its other phases
-    on tells them apart; where it keeps them on both or neither, the phase stays."""
+    its schedule and forward steps), or a thread whose current stream S another thread's stream
+    C picks work up from. Which of the two streams the threads keep their other phases on tells
+    them apart; where that does not, the phase stays."""
     out = np.full(len(row), -1, dtype=np.int64)
     into, from_, cpu, rec_cpu = clock.join_into, clock.join_from, clock.join_cpu, clock.join_record_cpu
     real = np.flatnonzero(into != from_)  # the waits, in CPU order
@@ -1094,35 +1107,45 @@ def _joined_into_the_threads_stream(clock: StreamClock, op_streams: _OpStreams, 
     if not asked.any():
         return out
     o_row, comp = op_streams.rows, op_streams.computes
+    w_lo, w_hi = np.searchsorted(cpu[real], cpu_start, side="left"), np.searchsorted(cpu[real], cpu_end, side="right")
     mine = np.flatnonzero(np.isin(op_phase, np.flatnonzero(asked)))
     mine = mine[np.argsort(op_phase[mine], kind="stable")]
     lo = np.searchsorted(op_phase[mine], np.arange(len(row)), side="left")
     hi = np.searchsorted(op_phase[mine], np.arange(len(row)), side="right")
+    read_back = equals(op_streams.ops["name"].take(pa.array(mine)), "memcpy DtoH") if len(mine) else np.zeros(0, dtype=bool)
+    callers: dict[int, list[int]] = {}
     for i in np.flatnonzero(asked).tolist():
         side = int(row[i])
         on = mine[lo[i]:hi[i]]
-        side_launch = clock.op_instants[on[o_row[on] == side]]
-        if len(side_launch) == 0 or not computing[side]:
+        on_side = o_row[on] == side
+        side_launch = clock.op_instants[on[on_side]]
+        if len(side_launch) == 0 or not computing[side] or read_back[lo[i]:hi[i]][on_side].any():
             continue
         last = int(side_launch.max())
-        window = real[(cpu[real] >= cpu_start[i]) & (cpu[real] <= cpu_end[i])]
+        window = real[w_lo[i]:w_hi[i]]  # the waits within the phase's CPU window
         forked = set(from_[window[into[window] == side]].tolist())  # S waited for these within the phase
         joins = window[(from_[window] == side) & (cpu[window] >= last) & (rec_cpu[window] >= last)]
-        for j in joins.tolist():
-            caller = int(into[j])
-            if caller in forked or not computing[caller]:
-                continue
-            if ((o_row[on] == caller) & comp[on]).any():
-                out[i] = caller
-                break
-    # The streams each thread's other phases are read on (phases that launched nothing say nothing).
-    home: dict[int, set[int]] = {}
-    for k, r in zip(keys[(out < 0) & (row >= 0)].tolist(), row[(out < 0) & (row >= 0)].tolist()):
-        home.setdefault(k, set()).add(r)
-    for i in np.flatnonzero(out >= 0).tolist():
-        streams = home.get(int(keys[i]), set())
-        if int(out[i]) not in streams or int(row[i]) in streams:
-            out[i] = -1
+        found = [c for c in dict.fromkeys(into[joins].tolist())
+                 if c not in forked and computing[c] and ((o_row[on] == c) & comp[on]).any()]
+        if found:
+            callers[i] = found
+    if not callers:
+        return out
+    # How many of each thread's other phases are read on each stream (phases that launched
+    # nothing say nothing), and which threads read phases on each stream.
+    others = np.ones(len(row), dtype=bool)
+    others[list(callers)] = False
+    others &= row >= 0
+    count: dict[tuple[int, int], int] = {}
+    threads_on: dict[int, set[int]] = {}
+    for k, r in zip(keys[others].tolist(), row[others].tolist()):
+        count[(k, r)] = count.get((k, r), 0) + 1
+        threads_on.setdefault(r, set()).add(k)
+    for i, found in callers.items():
+        k, side = int(keys[i]), int(row[i])
+        # S as another thread's current stream: as many of its phases on S as this one's on C, or more.
+        elsewhere = max((count[(t, side)] for t in threads_on.get(side, ()) if t != k), default=0)
+        out[i] = next((c for c in found if count.get((k, c), 0) > max(count.get((k, side), 0), elsewhere)), -1)
     return out
 
 

@@ -68,6 +68,8 @@ def parse_phase_spec(spec: str) -> tuple[str, "re.Pattern[str]"]:
         label = label.strip()
         if not label:
             raise ValueError(f"--phase {spec!r}: the phase's name before '=' is empty")
+        if not pattern.strip():
+            raise ValueError(f"--phase {spec!r}: the range name or pattern after '=' is empty")
         if pattern.startswith("re:"):
             try:
                 return label, re.compile(pattern[3:])
@@ -77,7 +79,7 @@ def parse_phase_spec(spec: str) -> tuple[str, "re.Pattern[str]"]:
             return label, re.compile("^" + fnmatch.translate(pattern[5:]))  # the whole name, as a shell glob
         return label, re.compile("^" + re.escape(pattern) + "$")
     if not spec.strip():
-        raise ValueError("--phase '': a phase needs a name (its NVTX range's)")
+        raise ValueError(f"--phase {spec!r}: a phase needs a name (its NVTX range's)")
     return spec, re.compile("^" + re.escape(spec) + "$")
 
 
