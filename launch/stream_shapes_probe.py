@@ -81,6 +81,10 @@ Shapes (``--shape``):
   plan stream, copies metadata to it from pinned memory and plans (a small kernel) there, hands
   back (the current stream waits), runs four layers, forks the plan stream again to plan the next
   step while the current one waits for nothing, hands back, runs two more layers.
+- ``plan_joined``: SGLang EAGLE V2's plan stream, fed from the CPU: forward copies the batch's
+  metadata from pinned memory to the plan stream and plans there (four layers' worth, more than
+  the current stream's own work in forward) without the plan stream ever waiting for the current
+  one; the current stream waits for it (joins) and runs one layer.
 - ``input_prefetch``: an input stream that computes: prepare's input kernel runs there (the
   current stream waits for it); forward lets the input stream reuse its buffers (it waits for the
   current one), preps a micro-batch there, hands it over, runs the model on the current stream
@@ -174,7 +178,7 @@ def main() -> None:
                                                        "two_graph_streams", "graph_copy_nodes", "draft_steps", "nested_same_name",
                                                        "empty_cache_sync", "triton_kernel", "join_then_fork", "fork_early",
                                                        "thread_pool", "two_processes", "plain", "stream_sync", "async_alloc",
-                                                       "plan_stream", "input_prefetch"])
+                                                       "plan_stream", "input_prefetch", "plan_joined"])
     ap.add_argument("--cycles", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--gt", required=True)
@@ -493,6 +497,12 @@ def main() -> None:
                 main_stream.wait_stream(m.side)  # handed back
                 y = m.chain(m.x if k == 0 else y, layers)
                 plan_out.add_(plan)
+        elif args.shape == "plan_joined":
+            with torch.cuda.stream(m.side):  # never made to wait for the current stream
+                meta.copy_(meta_pinned, non_blocking=True)  # the batch's metadata
+                planned = m.chain(m.x, 4)  # planning, heavier than forward's own work here
+            main_stream.wait_stream(m.side)  # joined
+            y = m.chain(planned, 1)
         elif args.shape == "input_prefetch":
             input_stream.wait_stream(main_stream)  # to reuse the inputs' buffers
             with torch.cuda.stream(input_stream):

@@ -59,7 +59,7 @@ SHAPES = ["side_join_same", "side_join_later", "side_join_next", "copy_event_syn
           "dtoh_pinned_event", "idle_sample", "worker_stream_handoff", "model_thread", "range_start_end",
           "ahead_graph", "event_poll", "two_graph_streams", "graph_copy_nodes", "draft_steps", "nested_same_name",
           "empty_cache_sync", "triton_kernel", "join_then_fork", "fork_early", "stream_sync", "async_alloc", "plan_stream",
-          "input_prefetch",
+          "input_prefetch", "plan_joined",
           # nsys's default graph tracing (one record per graph launch) of the graph shapes
           "graph_fork_join_graphtrace", "graph_side_stream_graphtrace", "piecewise_graphs_graphtrace",
           "graph_copy_nodes_graphtrace"]
