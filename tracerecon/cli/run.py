@@ -186,7 +186,14 @@ def main(args: argparse.Namespace) -> int:
     if args.cpu_timers:
         env.append((CPU_TIMERS_ENV, str((out / CPU_TIMERS_PREFIX).resolve())))
 
-    result = run_profiled(RunRequest(tuple(command), out, tuple(nsys_args), tuple(env)), nsys, _say)
+    if args.scrub:  # what is printed (the command line echoed) is shared like the run directory
+        from tracerecon.nsys.scrub import redact_secrets
+
+        def shown(line: str) -> None:
+            _say(redact_secrets(line))
+    else:
+        shown = _say
+    result = run_profiled(RunRequest(tuple(command), out, tuple(nsys_args), tuple(env)), nsys, shown)
     if plan.phase_options:
         try:
             record_phase_options(out, plan.phase_options)

@@ -127,6 +127,16 @@ def scrub_text(value, hosts: tuple[str, ...] = ()):
     return s
 
 
+def redact_secrets(text: str) -> str:
+    """``text`` with the secrets ``scrub_text`` knows redacted (tokens, keys, ``--password X``,
+    URL credentials), its paths and names kept: a line printed to the terminal under ``--scrub``."""
+    s = URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
+    for pat in SECRET_PATTERNS:
+        s = pat.sub(lambda m: (m.group(1) if m.groups() else "") + REDACTED, s)
+    s = SECRET_OPTION.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", s)
+    return SECRET_KEY.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}{REDACTED}", s)
+
+
 def scrub_argv(args: list) -> list:
     """An argument list with every entry scrubbed (``scrub_text``) and the entry after a secret
     option's name given alone (``--api-key``, ``--password``, ``password``) redacted: its value."""
