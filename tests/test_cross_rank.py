@@ -75,6 +75,8 @@ def test_straggler_is_named_and_the_other_rank_waits():
     cp = a.cross.critical_path_json()
     # THEN rank 1 gated (nearly) every cycle, in verify
     assert cp["rank_counts"].get("1", 0) >= 27 and next(iter(cp["phase_counts"])) == "verify"
+    # (rank 0 waited for it at the all-reduces in those cycles: each of them counts in both)
+    assert cp["waited_for_counts"].get("1", 0) >= 27 and "0" not in cp["waited_for_counts"]
     r0, r1 = (r.phases.to_pandas() for r in a.ranks)
     v0, v1 = r0[r0.phase == "verify"], r1[r1.phase == "verify"]
     # and rank 0's verify is mostly waiting in the collectives, not compute
@@ -94,7 +96,7 @@ def test_report_json_has_cross_rank_fields():
     for r in doc["ranks"]:
         assert {"offset_ns", "offset_uncertainty_ns"} <= set(r)
         assert set(r["nccl"]) == {"comm_ms", "wait_ms", "n_collectives"} and r["nccl"]["n_collectives"] > 1000
-    assert set(doc["critical_path"]) == {"rank_counts", "phase_counts", "by_rank"}
+    assert set(doc["critical_path"]) == {"rank_counts", "waited_for_counts", "phase_counts", "by_rank"}
     assert "straggler: rank 1" in run_cli("report", str(DEMO2 / "nccl_skew")).stdout
 
 
@@ -156,6 +158,7 @@ def test_stragglers_leave_out_warm_up_cycles_and_say_when_no_collective_relates_
     # THEN the critical path counts the 15 cycles every median is over
     assert [r["cycles"]["n"] for r in doc["ranks"]] == [15, 15]
     assert sum(doc["critical_path"]["rank_counts"].values()) == 15
+    assert doc["critical_path"]["waited_for_counts"] == {}  # a rank that only finished last
     # and, nobody having waited for anybody, no rank is called a straggler
     assert "straggler:" not in res.stdout and "last to finish: rank" in res.stdout and "of 15 cycles" in res.stdout
 

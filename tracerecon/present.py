@@ -69,7 +69,7 @@ def build_report(analysis: Analysis) -> Report:
     first = analysis.ranks[0] if analysis.ranks else None
     warm = frozenset(c for c, w in zip(first.cycles["cycle"].to_pylist(), first.cycles["warmup"].to_pylist()) if w) \
         if first is not None and first.cycles.num_rows and "warmup" in first.cycles.column_names else frozenset()
-    critical = cross.critical_path_json(warm) if cross else {"rank_counts": {}, "phase_counts": {}, "by_rank": {}}
+    critical = cross.critical_path_json(warm) if cross else {"rank_counts": {}, "waited_for_counts": {}, "phase_counts": {}, "by_rank": {}}
     return Report(ranks=tuple(ranks), critical_path=critical, straggler_lines=tuple(straggler_lines(analysis, critical, warm)),
                   warnings=tuple(analysis.warnings), engine_timers=dict(analysis.engine_timers), cross_rank=cross is not None)
 

@@ -75,10 +75,12 @@ class CrossRank:
         return next((c for c in self.comm if c.rank == rank), None)
 
     def critical_path_json(self, leave_out: frozenset[int] = frozenset()) -> dict:
-        """``rank_counts`` (cycles each rank gated), ``phase_counts`` (over all ranks) and
-        ``by_rank``: per gating rank its cycles and its own gating phases; the cycles
-        ``leave_out`` (warm-up cycles) are not counted."""
-        cols = self.critical_path.select(["cycle", "gating_rank", "gating_phase"]).to_pydict()
+        """``rank_counts`` (cycles each rank gated: the others waited for it at a collective,
+        or it finished last), ``waited_for_counts`` (of those, the cycles in which the others
+        waited for it at a collective: a straggler, where finishing last may be a tie),
+        ``phase_counts`` (over all ranks) and ``by_rank``: per gating rank its cycles and its own
+        gating phases; the cycles ``leave_out`` (warm-up cycles) are not counted."""
+        cols = self.critical_path.select(["cycle", "gating_rank", "gating_phase", "how"]).to_pydict()
         kept = [c not in leave_out for c in cols["cycle"]]
         cols = {k: [x for x, keep in zip(v, kept) if keep] for k, v in cols.items()}
         gated = [(r, p) for r, p in zip(cols["gating_rank"], cols["gating_phase"]) if r is not None]
@@ -90,6 +92,8 @@ class CrossRank:
                 d["phase_counts"][phase] += 1
         return {
             "rank_counts": {str(k): v for k, v in sorted(Counter(r for r, _ in gated).items())},
+            "waited_for_counts": {str(k): v for k, v in sorted(Counter(r for r, h in zip(cols["gating_rank"], cols["how"])
+                                                                      if r is not None and h == "collectives").items())},
             "phase_counts": dict(Counter(p for p in cols["gating_phase"] if p).most_common()),
             "by_rank": {k: {"cycles": v["cycles"], "phase_counts": dict(v["phase_counts"].most_common())} for k, v in sorted(by_rank.items(), key=lambda kv: int(kv[0]))},
         }
