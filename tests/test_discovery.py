@@ -95,3 +95,18 @@ def test_in_a_trace_with_cycle_ranges_the_suggested_phases_are_what_the_cycles_h
     hint = res.stderr.split("the likely phases here: ")[1].split(" (`tracerecon ranges`")[0]
     # THEN it suggests the ranges inside the cycles, in their order, and not the warm-up range
     assert shlex.split(hint) == [x for p in phases for x in ("--phase", p)]
+
+
+def test_ranges_lists_the_numbered_cycle_ranges_as_one_row():
+    from conftest import SAMPLES
+
+    # GIVEN a trace of 40 `cycle N` ranges around prepare, forward and sample (and 5 warm-ups)
+    trace = SAMPLES / "probes_h200" / "stream_shapes" / "plan_joined.sqlite.xz"
+    # WHEN its ranges are listed
+    text = run_cli("ranges", str(trace)).stdout
+    json_doc = json.loads(run_cli("ranges", "--json", str(trace)).stdout)
+    # THEN the table has one `cycle N` row of 40 beside the phases (40 rows buried them), while
+    # the JSON keeps every name
+    rows = {line.split()[0] + (" " + line.split()[1] if line.startswith("cycle") else ""): line.split() for line in text.splitlines() if line.strip()}
+    assert rows["cycle N"][2] == "40" and "cycle 0" not in rows and {"prepare", "forward", "sample"} <= set(rows)
+    assert sum(1 for r in json_doc["ranks"][0]["ranges"] if r["name"].startswith("cycle ")) == 40

@@ -443,3 +443,18 @@ def test_a_phase_asked_for_that_matches_no_range_is_said():
     # AND phases recorded in a run directory (a preset's list for several engine versions) are not
     recorded = analyze([H200 / "eagle_gpu_bound.sqlite"], PhaseConfig(phases=("verify", "draft=glob:*propose*"), phases_recorded=True))
     assert not any("no range matched" in w for w in recorded.warnings)
+
+
+def test_tokens_a_cpu_only_run_accepted_are_counted_though_no_gpu_time_is_there():
+    import pyarrow as pa
+
+    from tracerecon.analysis.summary import per_token
+
+    # GIVEN three cycles of a CPU-only run (no GPU time) that each said they accepted 2 tokens,
+    # and one that said nothing
+    cycles = pa.table({"cycle": [0, 1, 2, 3], "gpu_ns": pa.array([None] * 4, pa.int64()), "accepted_tokens": [2, 2, 2, None]})
+    # WHEN summed THEN 6 tokens, and no GPU time per token (there is none to divide)
+    assert per_token(cycles, None) == (6, None, {})
+    # and with GPU time, per token over the cycles that said both: (1 + 3 ms) / (2 + 2)
+    cycles = pa.table({"cycle": [0, 1, 2], "gpu_ns": [1_000_000, 3_000_000, None], "accepted_tokens": [2, 2, None]})
+    assert per_token(cycles, None) == (4, 1.0, {})

@@ -124,15 +124,16 @@ def _most_common(labels: pa.DictionaryArray, idx: np.ndarray) -> dict:
 
 
 def per_token(cycles: pa.Table, phases: pa.Table | None) -> tuple[int | None, float | None, dict]:
-    """Over the cycles that said how many tokens they accepted: the tokens, GPU ms per token,
-    and each phase's GPU ms per token."""
+    """Over the cycles that said how many tokens they accepted: the tokens; over those of them
+    with GPU time (none in a CPU-only run), GPU ms per token and each phase's GPU ms per token."""
     if cycles.num_rows == 0 or "accepted_tokens" not in cycles.column_names:
         return None, None, {}
     c = cycles.select(["cycle", "gpu_ns", "accepted_tokens"]).to_pydict()
+    told = [n for n in c["accepted_tokens"] if n is not None]
     said = {cy: (g, n) for cy, g, n in zip(c["cycle"], c["gpu_ns"], c["accepted_tokens"]) if n is not None and g is not None}
     tokens = sum(n for _, n in said.values())
     if not said or tokens <= 0:
-        return (tokens if said else None), None, {}
+        return (sum(told) if told else None), None, {}
     per_phase: dict[str, int] = {}
     if phases is not None and phases.num_rows:
         p = phases.select(["cycle", "phase", "gpu_ns"]).to_pydict()
@@ -185,11 +186,16 @@ class RangeSummary:
                 "gpu_ms_median": self.gpu_ms_median, "gpu_busy_ms_total": self.gpu_busy_ms_total, "n_gpu_ops": self.n_gpu_ops}
 
 
-def summarize_ranges(ranges: pa.Table) -> list[RangeSummary]:
-    """Per (domain, name): count, CPU median, projected GPU median, GPU busy total; most GPU time first."""
+def summarize_ranges(ranges: pa.Table, cycle_prefix: str | None = None) -> list[RangeSummary]:
+    """Per (domain, name): count, CPU median, projected GPU median, GPU busy total; most GPU time
+    first. With ``cycle_prefix``, the numbered cycle ranges (``cycle 0``, ``cycle 1``, ...) are one
+    row, named ``cycle N``."""
     if ranges.num_rows == 0:
         return []
     d = ranges.select(["domain", "name", "start_ns", "end_ns", "gpu_start_ns", "gpu_end_ns", "gpu_busy_ns", "n_gpu_ops"]).to_pydict()
+    if cycle_prefix:
+        numbered = re.compile(re.escape(cycle_prefix) + r"\s*\d+$")
+        d["name"] = [f"{cycle_prefix} N" if n is not None and numbered.match(n) else n for n in d["name"]]
     groups: dict[tuple[str, str], list[int]] = {}
     for i, key in enumerate(zip(d["domain"], d["name"])):
         groups.setdefault(key, []).append(i)

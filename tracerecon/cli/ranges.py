@@ -36,7 +36,7 @@ def main(args: argparse.Namespace) -> int:
             # Long names fold within a bounded width: the numbers stay in view.
             t.add_column(col, justify="left" if col in ("name", "domain") else "right", overflow="fold",
                          max_width={"name": 48, "domain": 20}.get(col))
-        for s in summarize_ranges(r.ranges):
+        for s in summarize_ranges(r.ranges, analysis.config.cycle_prefix):  # the cycle ranges as one row
             t.add_row(s.name, s.domain, str(s.n), fmt_ms(s.cpu_ms_median), fmt_ms(s.gpu_ms_median), f"{s.gpu_busy_ms_total:.3f}", str(s.n_gpu_ops))
         out.print(t)
         out.print()

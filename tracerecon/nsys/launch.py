@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -260,7 +261,7 @@ def run_profiled(request: RunRequest, nsys: NsysInstall, say: Say, env: dict | N
     env = dict(os.environ if env is None else env)
     env.update(dict(request.extra_env))
     say(f"nsys {nsys.version or '?'} at {nsys.path}")
-    say("running: " + " ".join(argv))
+    say("running: " + shlex.join(argv))
     timings: dict = {}
     t0 = time.monotonic()
     try:
