@@ -146,11 +146,14 @@ def test_a_joined_only_stream_that_is_another_threads_current_stream_keeps_its_p
     # the loop's process on 7 (a review's program: the thread's own phases alone pointed at 7)
     cycle = [("launch", 11, 20, [("k", 7, 2), ("k", 20, 40), ("w", 7, 20), ("k", 7, 10)]), ("forward", 12, 20, [("k", 20, 5)]),
              ("process", 11, 7, [("k", 7, 1), ("item", 7, 1)])]
-    # WHEN analysed
-    truth, got = readings([cycle] * 4, tmp_path)
-    # THEN launch stays on 20 in every cycle, as its events read (51 us, where 7 read 61)
-    assert truth[0] == (0, "launch", 51, 20)
-    assert [(c, n, round(us), s) for c, n, us, s in got] == truth
+    # (and with a second phase of the loop thread on 7: a count of phases is no evidence)
+    more = cycle + [("sample", 11, 7, [("k", 7, 1)])]
+    for prog in ([cycle] * 4, [more] * 4):
+        # WHEN analysed
+        truth, got = readings(prog, tmp_path)
+        # THEN launch stays on 20 in every cycle, as its events read (51 us, where 7 read 61)
+        assert truth[0] == (0, "launch", 51, 20)
+        assert [(c, n, round(us), s) for c, n, us, s in got] == truth
 
 
 def test_of_the_streams_that_join_a_plan_stream_the_threads_own_is_taken(tmp_path):

@@ -85,12 +85,12 @@ def test_an_nsys_that_fails_at_once_is_one_line_and_exit_2(tmp_path):
     for nsys, said in (("/bin/false", "does not answer as Nsight Systems does"), (str(failing), "nsys produced no report (exit code 1")):
         # WHEN run with it (and --scrub, with a secret on the command line)
         out = tmp_path / f"run{len(said)}"
-        res = run_cli("run", "--nsys", nsys, "-o", str(out), "--scrub", "--", "true", "--password", "hunter2")
+        res = run_cli("run", "--nsys", nsys, "-o", str(out), "--scrub", "--", "true", "--password", "hunter2 zebra")
         # THEN exit 2 with one error line, no "traces kept", and no secret left in run.json nor
         # in the command line echoed
         errors = [ln for ln in res.stderr.splitlines() if ln.startswith("tracerecon: error")]
         assert res.returncode == 2 and len(errors) == 1 and said in errors[0], res.stderr
-        assert "traces kept" not in res.stderr and "Traceback" not in res.stderr and "hunter2" not in res.stderr
+        assert "traces kept" not in res.stderr and "Traceback" not in res.stderr and "hunter2" not in res.stderr and "zebra" not in res.stderr
         assert not (out / "run.json").exists() or b"hunter2" not in (out / "run.json").read_bytes()
 
 

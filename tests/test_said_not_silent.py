@@ -455,6 +455,10 @@ def test_tokens_a_cpu_only_run_accepted_are_counted_though_no_gpu_time_is_there(
     cycles = pa.table({"cycle": [0, 1, 2, 3], "gpu_ns": pa.array([None] * 4, pa.int64()), "accepted_tokens": [2, 2, 2, None]})
     # WHEN summed THEN 6 tokens, and no GPU time per token (there is none to divide)
     assert per_token(cycles, None) == (6, None, {})
-    # and with GPU time, per token over the cycles that said both: (1 + 3 ms) / (2 + 2)
-    cycles = pa.table({"cycle": [0, 1, 2], "gpu_ns": [1_000_000, 3_000_000, None], "accepted_tokens": [2, 2, None]})
-    assert per_token(cycles, None) == (4, 1.0, {})
+    # and with GPU time, per token over the cycles that said both: (1 + 3 ms) / (2 + 2), the
+    # tokens over every cycle that said them (a CPU-only cycle's 10 too)
+    cycles = pa.table({"cycle": [0, 1, 2, 3], "gpu_ns": [1_000_000, 3_000_000, None, None], "accepted_tokens": [2, 2, None, 10]})
+    assert per_token(cycles, None) == (14, 1.0, {})
+    # and a GPU cycle that accepted none beside CPU-only ones: their tokens still count
+    cycles = pa.table({"cycle": [0, 1], "gpu_ns": [1_000_000, None], "accepted_tokens": [0, 10]})
+    assert per_token(cycles, None) == (10, None, {})

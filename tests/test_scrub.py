@@ -211,3 +211,18 @@ def test_an_environment_block_of_nul_separated_entries_is_redacted_entry_by_entr
     block = "PMIX_MCA_gds=hash\x00http_proxy=http://alice:pw@10.0.0.1:3128\x00NSYS_AGENT_TMP_DIR=/tmp\x00/usr/bin/python3\x00PATH=/home/alice/bin:/usr/bin"
     # WHEN scrubbed THEN every NAME=VALUE entry keeps its name only, and the rest is scrubbed as text
     assert scrub_text(block).split("\x00") == ["PMIX_MCA_gds=[REDACTED]", "http_proxy=[REDACTED]", "NSYS_AGENT_TMP_DIR=[REDACTED]", "[path]", "PATH=[REDACTED]"]
+
+
+def test_a_command_line_keeps_the_engines_settings_and_loses_its_secrets():
+    from tracerecon.nsys.scrub import REDACTED, redact_command, scrub_argv
+
+    # GIVEN an engine's command line: settings whose names hold "token" or "auth", and secrets
+    # given as the next argument, after '=', or with a space in them
+    argv = ["vllm", "serve", "--max-num-batched-tokens", "8192", "--speculative-num-draft-tokens", "4", "--tokenizer", "tok",
+            "--author", "me", "--hf-token", "hf_abcdefghijklmnopqrstuvwxyz12", "--password", "my secret",
+            "--api-key=sk-1234567890abcdefgh", "--aws-secret-access-key", "AKIAXXXX"]
+    # WHEN scrubbed as run.json's list and as the echoed command line
+    for got in (scrub_argv(argv), redact_command(argv)):
+        # THEN the settings stay and every secret is gone, whole
+        assert got[2:10] == ["--max-num-batched-tokens", "8192", "--speculative-num-draft-tokens", "4", "--tokenizer", "tok", "--author", "me"]
+        assert got[10:] == ["--hf-token", REDACTED, "--password", REDACTED, f"--api-key={REDACTED}", "--aws-secret-access-key", REDACTED]

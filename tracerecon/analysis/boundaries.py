@@ -1085,9 +1085,10 @@ def _joined_into_the_threads_stream(clock: StreamClock, op_streams: _OpStreams, 
     on S, C waited for a record made on S after that launch, and C computed within the phase
     (beside S's work or after the join); S never waited for C within the phase (a plan stream
     whose inputs come from the CPU, SGLang's EAGLE V2 worker); both compute; the phase read
-    nothing back on S; and the thread's other phases are read on C more often than on S, and
-    than any other thread's phases on S (``keys``: each phase's thread; the other phases are
-    those with no such join). Where several streams joined S, the first that passes. Else -1.
+    nothing back on S; the thread's other phases are read on C more often than on S; and S is
+    no other thread's main stream, the one most of its phases are read on (``keys``: each
+    phase's thread; the other phases are those with no such join). Where several streams joined
+    S, the first that passes. Else -1.
 
     The waits alone read both ways: the same ones are a caller S's work, then a side stream C
     forked off it (C waiting for S) that computes unjoined (SGLang's overlap scheduler merging
@@ -1141,11 +1142,14 @@ def _joined_into_the_threads_stream(clock: StreamClock, op_streams: _OpStreams, 
     for k, r in zip(keys[others].tolist(), row[others].tolist()):
         count[(k, r)] = count.get((k, r), 0) + 1
         threads_on.setdefault(r, set()).add(k)
+    main: dict[int, int] = {}  # per thread: the most phases it reads on one stream
+    for (t, _), n in count.items():
+        main[t] = max(main.get(t, 0), n)
     for i, found in callers.items():
         k, side = int(keys[i]), int(row[i])
-        # S as another thread's current stream: as many of its phases on S as this one's on C, or more.
-        elsewhere = max((count[(t, side)] for t in threads_on.get(side, ()) if t != k), default=0)
-        out[i] = next((c for c in found if count.get((k, c), 0) > max(count.get((k, side), 0), elsewhere)), -1)
+        if any(count[(t, side)] == main[t] for t in threads_on.get(side, ()) if t != k):
+            continue  # S is another thread's main current stream (a worker's, picked up from)
+        out[i] = next((c for c in found if count.get((k, c), 0) > count.get((k, side), 0)), -1)
     return out
 
 

@@ -124,8 +124,9 @@ def _most_common(labels: pa.DictionaryArray, idx: np.ndarray) -> dict:
 
 
 def per_token(cycles: pa.Table, phases: pa.Table | None) -> tuple[int | None, float | None, dict]:
-    """Over the cycles that said how many tokens they accepted: the tokens; over those of them
-    with GPU time (none in a CPU-only run), GPU ms per token and each phase's GPU ms per token."""
+    """Over the cycles that said how many tokens they accepted: the tokens (None where none
+    said); over those of them with GPU time (none in a CPU-only run), GPU ms per token and each
+    phase's GPU ms per token (None and {} where they accepted no token)."""
     if cycles.num_rows == 0 or "accepted_tokens" not in cycles.column_names:
         return None, None, {}
     c = cycles.select(["cycle", "gpu_ns", "accepted_tokens"]).to_pydict()
@@ -134,13 +135,14 @@ def per_token(cycles: pa.Table, phases: pa.Table | None) -> tuple[int | None, fl
     tokens = sum(n for _, n in said.values())
     if not said or tokens <= 0:
         return (sum(told) if told else None), None, {}
+    told_total = sum(told)
     per_phase: dict[str, int] = {}
     if phases is not None and phases.num_rows:
         p = phases.select(["cycle", "phase", "gpu_ns"]).to_pydict()
         for cy, name, g in zip(p["cycle"], p["phase"], p["gpu_ns"]):
             if cy in said and g is not None:
                 per_phase[name] = per_phase.get(name, 0) + g
-    return (tokens, round(sum(g for g, _ in said.values()) / tokens / 1e6, 6),
+    return (told_total, round(sum(g for g, _ in said.values()) / tokens / 1e6, 6),
             {k: round(v / tokens / 1e6, 6) for k, v in per_phase.items()})
 
 

@@ -58,8 +58,10 @@ def print_report(report: Report, console: Console) -> None:
         if cycles.gpu_ms_per_accepted_token is not None:
             print_wrapped(console, f"accepted tokens: {cycles.accepted_tokens}; GPU {cycles.gpu_ms_per_accepted_token:.3f} ms per accepted token ("
                           + ", ".join(f"{k} {v:.3f}" for k, v in cycles.phase_ms_per_accepted_token.items()) + ")")
+        elif cycles.accepted_tokens:
+            print_wrapped(console, f"accepted tokens: {cycles.accepted_tokens} (no GPU time in the cycles that said them)")
         elif cycles.accepted_tokens is not None:
-            print_wrapped(console, f"accepted tokens: {cycles.accepted_tokens} (no GPU time in those cycles to divide)")
+            print_wrapped(console, "accepted tokens: 0")
         worst = most_misleading(phases)
         if worst is not None:
             print_wrapped(console, misleading_line(worst))

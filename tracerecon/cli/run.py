@@ -187,10 +187,13 @@ def main(args: argparse.Namespace) -> int:
         env.append((CPU_TIMERS_ENV, str((out / CPU_TIMERS_PREFIX).resolve())))
 
     if args.scrub:  # what is printed (the command line echoed) is shared like the run directory
-        from tracerecon.nsys.scrub import redact_secrets
+        import shlex
+
+        from tracerecon.nsys.scrub import redact_command
 
         def shown(line: str) -> None:
-            _say(redact_secrets(line))
+            head, running, command_line = line.partition("running: ")
+            _say(head + running + shlex.join(redact_command(shlex.split(command_line))) if running and not head else line)
     else:
         shown = _say
     result = run_profiled(RunRequest(tuple(command), out, tuple(nsys_args), tuple(env)), nsys, shown)

@@ -68,7 +68,10 @@ SECRET_KEY = re.compile(
 # --password X, --api-key=X, '--password', 'X' (a printed argv list)
 SECRET_OPTION = re.compile(rf"(?i)(--?(?:{_SECRETISH}|{_PERSONAL})\b)(['\"]?(?:\s*,\s*|\s+|=)['\"]?)([^\s'\",;]+)")
 # an argv entry that is a secret option's or word's name alone: the next entry is its value
-SECRET_NAME_ALONE = re.compile(rf"(?i)^(?:--?(?:{_SECRETISH}|{_PERSONAL})|password|passwd|passphrase|secret|api[_-]?key)$")
+# (--api-key, --hf-token, --aws-secret-access-key, --password, --host; not --max-num-batched-tokens
+# nor --tokenizer: engine settings a run.json should keep)
+_SECRET_LAST_WORD = r"(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|credentials?|auth)"
+SECRET_NAME_ALONE = re.compile(rf"(?i)^(?:--?(?:[a-z0-9]+[_-])*{_SECRET_LAST_WORD}|--?{_PERSONAL}|password|passwd|passphrase|secret|api[_-]?key)$")
 # "password hunter2": a secret word, then its value
 SECRET_WORD = re.compile(r"(?i)\b(password|passwd|passphrase|secret|api[_-]?key)(\s+)([^\s'\",;]+)")
 URL = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*)://([^\s'\"<>]*)")
@@ -127,14 +130,23 @@ def scrub_text(value, hosts: tuple[str, ...] = ()):
     return s
 
 
-def redact_secrets(text: str) -> str:
-    """``text`` with the secrets ``scrub_text`` knows redacted (tokens, keys, ``--password X``,
-    URL credentials), its paths and names kept: a line printed to the terminal under ``--scrub``."""
-    s = URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
-    for pat in SECRET_PATTERNS:
-        s = pat.sub(lambda m: (m.group(1) if m.groups() else "") + REDACTED, s)
-    s = SECRET_OPTION.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", s)
-    return SECRET_KEY.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}{REDACTED}", s)
+def redact_command(argv: list[str]) -> list[str]:
+    """A command line with its secrets redacted, its paths, names and settings kept (what
+    ``run --scrub`` echoes): the entry after a secret option's name given alone
+    (``SECRET_NAME_ALONE``), the value of ``--name=VALUE`` for such a name, and the token, key
+    and URL-credential patterns anywhere."""
+    out, hide = [], False
+    for a in argv:
+        if hide:
+            out.append(REDACTED)
+        else:
+            name, eq, _ = a.partition("=")
+            a = f"{name}={REDACTED}" if eq and SECRET_NAME_ALONE.match(name) else URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}{REDACTED}@", a)
+            for pat in SECRET_PATTERNS:
+                a = pat.sub(lambda m: (m.group(1) if m.groups() else "") + REDACTED, a)
+            out.append(a)
+        hide = bool(SECRET_NAME_ALONE.match(a))
+    return out
 
 
 def scrub_argv(args: list) -> list:
