@@ -637,3 +637,15 @@ def test_engine_timer_lines_that_are_no_timing_are_counted_not_read(tmp_path):
         assert verify["engine_cpu_ms_median"] == 0.55
         said = [w for w in doc["warnings"] if "cpu_timers.rank0.jsonl" in w]
         assert len(said) == 1 and "3 engine timer line(s) not read" in said[0], doc["warnings"]
+
+
+def test_settings_tracerecon_cannot_use_are_said_and_ignored():
+    # GIVEN an unknown reader, a cache cap and a thread count that are no numbers
+    env = dict(os.environ, TRACERECON_READER="bogus", TRACERECON_CACHE_MB="abc", TRACERECON_READ_THREADS="0")
+    # WHEN reported
+    res = run_cli("report", "--json", str(H200 / "eagle_gpu_bound.sqlite"), env=env)
+    # THEN the report is made as without them, and one warning names each
+    assert res.returncode == 0 and json.loads(res.stdout)["ranks"]
+    said = [ln for ln in res.stderr.splitlines() if "ignored" in ln]
+    assert [ln.split("=")[0] for ln in said] == ["tracerecon: warning: TRACERECON_READER", "tracerecon: warning: TRACERECON_CACHE_MB",
+                                                "tracerecon: warning: TRACERECON_READ_THREADS"], res.stderr

@@ -75,11 +75,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _run(build_parser().parse_args(argv))
 
 
+def _settings_ignored(env) -> list[str]:
+    """One line per tracerecon environment setting whose value it cannot use (and so ignores)."""
+    out = []
+    reader = env.get("TRACERECON_READER", "")
+    if reader not in ("", "sqlite3", "adbc"):
+        out.append(f"TRACERECON_READER={reader!r} ignored: `sqlite3` reads through Python's sqlite3, anything else natively (ADBC)")
+    for name, least in (("TRACERECON_CACHE_MB", 0), ("TRACERECON_READ_THREADS", 1)):
+        value = env.get(name, "")
+        if value and not (value.isdigit() and int(value) >= least):
+            out.append(f"{name}={value!r} ignored (expected a whole number of {least} or more): the default applies")
+    return out
+
+
 def _run(args: argparse.Namespace, exit_when_interrupted: bool = False) -> int:
     """Run the parsed command: its exit status, errors as one line on stderr. Ctrl-C says so
     and returns ``EXIT_INTERRUPTED``; with ``exit_when_interrupted`` (the program, not an
     embedding) the process ends there, not after the reads still running, as it does when
     ``view`` is quit while it loads (``interrupts``)."""
+    for line in _settings_ignored(os.environ):
+        print(f"tracerecon: warning: {line}", file=sys.stderr)
     try:
         return int(args.func(args) or 0)
     except TraceReconError as exc:
