@@ -124,11 +124,17 @@ def cached(paths: Path | Sequence[Path], extra: tuple, compute: Callable[[], Any
     return value
 
 
+DEFAULT_CAP_MB = 2048
+
+
+def cap_setting(value: str) -> int | None:
+    """A ``TRACERECON_CACHE_MB`` value in MB, None where it is no whole number."""
+    return int(value) if value.isdigit() else None
+
+
 def _trim(folder: Path) -> None:
-    try:
-        cap = int(os.environ.get("TRACERECON_CACHE_MB", "2048")) * 1024 * 1024
-    except ValueError:
-        cap = 2048 * 1024 * 1024
+    mb = cap_setting(os.environ.get("TRACERECON_CACHE_MB", ""))
+    cap = (DEFAULT_CAP_MB if mb is None else mb) * 1024 * 1024
     entries = sorted(folder.glob("*.pickle"), key=lambda p: p.stat().st_mtime)
     total = sum(p.stat().st_size for p in entries)
     while entries and total > cap:

@@ -768,14 +768,18 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
             votes.append(_read_back_votes(clock, ops, op_streams, frozenset(keys.tolist())))
         return votes[0](key, pid)
 
+    device_of = clock.keys >> 31  # (pid, device) of each stream row
+    phase_devices: list = []  # (phase, device row) pairs each phase launched on, worked out on first use
+
     def launched_there(i: int, to: int) -> bool:
         # A phase's current stream is on a device it launched work on: a wait across devices
         # hands data over (a draft model on one GPU, the target on another) and forks nothing.
-        device_of = clock.keys >> 31  # (pid, device) of each stream row
         if device_of[to] == device_of[row[i]]:
             return True
-        on = op_streams.rows[op_phase == i]
-        return bool((device_of[on[on >= 0]] == device_of[to]).any())
+        if not phase_devices:
+            placed = (op_phase >= 0) & (op_streams.rows >= 0)
+            phase_devices.append(set(zip(op_phase[placed].tolist(), device_of[op_streams.rows[placed]].tolist())))
+        return (i, int(device_of[to])) in phase_devices[0]
 
     def move(to: np.ndarray) -> bool:
         # Never onto a stream the phase left, nor off the stream its thread reads its results

@@ -131,11 +131,11 @@ def per_token(cycles: pa.Table, phases: pa.Table | None) -> tuple[int | None, fl
         return None, None, {}
     c = cycles.select(["cycle", "gpu_ns", "accepted_tokens"]).to_pydict()
     told = [n for n in c["accepted_tokens"] if n is not None]
+    told_total = sum(told) if told else None
     said = {cy: (g, n) for cy, g, n in zip(c["cycle"], c["gpu_ns"], c["accepted_tokens"]) if n is not None and g is not None}
     tokens = sum(n for _, n in said.values())
-    if not said or tokens <= 0:
-        return (sum(told) if told else None), None, {}
-    told_total = sum(told)
+    if tokens <= 0:
+        return told_total, None, {}
     per_phase: dict[str, int] = {}
     if phases is not None and phases.num_rows:
         p = phases.select(["cycle", "phase", "gpu_ns"]).to_pydict()

@@ -76,15 +76,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _settings_ignored(env) -> list[str]:
-    """One line per tracerecon environment setting whose value it cannot use (and so ignores)."""
+    """One line per tracerecon environment setting whose value it cannot use (and so ignores),
+    by the rule of the module that reads it (imported only where the setting is given)."""
     out = []
-    reader = env.get("TRACERECON_READER", "")
-    if reader not in ("", "sqlite3", "adbc"):
-        out.append(f"TRACERECON_READER={reader!r} ignored: `sqlite3` reads through Python's sqlite3, anything else natively (ADBC)")
-    for name, least in (("TRACERECON_CACHE_MB", 0), ("TRACERECON_READ_THREADS", 1)):
-        value = env.get(name, "")
-        if value and not (value.isdigit() and int(value) >= least):
-            out.append(f"{name}={value!r} ignored (expected a whole number of {least} or more): the default applies")
+    if (reader := env.get("TRACERECON_READER", "")):
+        from tracerecon.nsys.read_plan import READERS
+
+        if reader not in READERS:
+            out.append(f"TRACERECON_READER={reader!r} ignored: `sqlite3` reads through Python's sqlite3, anything else natively (ADBC)")
+    if (cap := env.get("TRACERECON_CACHE_MB", "")):
+        from tracerecon.cache import cap_setting
+
+        if cap_setting(cap) is None:
+            out.append(f"TRACERECON_CACHE_MB={cap!r} ignored (expected a whole number of 0 or more): the default applies")
+    if (threads := env.get("TRACERECON_READ_THREADS", "")):
+        from tracerecon.nsys.native_read import threads_setting
+
+        if threads_setting(threads) is None:
+            out.append(f"TRACERECON_READ_THREADS={threads!r} ignored (expected a whole number of 1 or more): the default applies")
     return out
 
 

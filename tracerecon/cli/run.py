@@ -186,17 +186,12 @@ def main(args: argparse.Namespace) -> int:
     if args.cpu_timers:
         env.append((CPU_TIMERS_ENV, str((out / CPU_TIMERS_PREFIX).resolve())))
 
+    shown = list
     if args.scrub:  # what is printed (the command line echoed) is shared like the run directory
-        import shlex
-
         from tracerecon.nsys.scrub import redact_command
 
-        def shown(line: str) -> None:
-            head, running, command_line = line.partition("running: ")
-            _say(head + running + shlex.join(redact_command(shlex.split(command_line))) if running and not head else line)
-    else:
-        shown = _say
-    result = run_profiled(RunRequest(tuple(command), out, tuple(nsys_args), tuple(env)), nsys, shown)
+        shown = redact_command
+    result = run_profiled(RunRequest(tuple(command), out, tuple(nsys_args), tuple(env)), nsys, _say, shown=shown)
     if plan.phase_options:
         try:
             record_phase_options(out, plan.phase_options)

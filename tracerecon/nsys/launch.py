@@ -250,8 +250,10 @@ def collect_reports(out_dir: Path, nsys: NsysInstall, say: Say, timings: dict) -
     return reports
 
 
-def run_profiled(request: RunRequest, nsys: NsysInstall, say: Say, env: dict | None = None) -> RunResult:
-    """Profile, import, export. Writes ``run.json`` into the output directory."""
+def run_profiled(request: RunRequest, nsys: NsysInstall, say: Say, env: dict | None = None,
+                 shown: Callable[[list[str]], list[str]] = list) -> RunResult:
+    """Profile, import, export. Writes ``run.json`` into the output directory. The command line
+    is said as ``shown`` gives it (``scrub.redact_command`` under ``run --scrub``)."""
     out = request.out_dir
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -261,7 +263,7 @@ def run_profiled(request: RunRequest, nsys: NsysInstall, say: Say, env: dict | N
     env = dict(os.environ if env is None else env)
     env.update(dict(request.extra_env))
     say(f"nsys {nsys.version or '?'} at {nsys.path}")
-    say("running: " + shlex.join(argv))
+    say("running: " + shlex.join(shown(argv)))
     timings: dict = {}
     t0 = time.monotonic()
     try:

@@ -87,8 +87,12 @@ def read_threads() -> int:
 
 def _threads_asked() -> int | None:
     """``TRACERECON_READ_THREADS`` where it is a positive number."""
-    env = os.environ.get("TRACERECON_READ_THREADS", "")
-    return int(env) if env.isdigit() and int(env) > 0 else None
+    return threads_setting(os.environ.get("TRACERECON_READ_THREADS", ""))
+
+
+def threads_setting(value: str) -> int | None:
+    """A ``TRACERECON_READ_THREADS`` value as a number of connections, None where it is none."""
+    return int(value) if value.isdigit() and int(value) > 0 else None
 
 
 class _Executed:

@@ -116,6 +116,9 @@ def string_rows(conn: sqlite3.Connection, tables: frozenset[str]) -> tuple[list[
     return ids, values
 
 
+READERS = ("adbc", "sqlite3")  # TRACERECON_READER's values: native (the default), Python's sqlite3
+
+
 def native_reads() -> bool:
     """Bulk reads through the ADBC SQLite driver, unless it is missing or turned off
     (``TRACERECON_READER=sqlite3``)."""

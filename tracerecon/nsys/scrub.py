@@ -32,6 +32,7 @@ import re
 import sqlite3
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 import sqlite_utils
 
@@ -98,6 +99,18 @@ def _ipv6(m: re.Match) -> str:
     return "[ip]"
 
 
+def _token_patterns_redacted(s: str) -> str:
+    """``s`` with what ``SECRET_PATTERNS`` find (tokens, keys, JWTs, private key blocks) redacted."""
+    for pat in SECRET_PATTERNS:
+        s = pat.sub(lambda m: (m.group(1) if m.groups() else "") + REDACTED, s)
+    return s
+
+
+def _known_secrets_redacted(s: str) -> str:
+    """``s`` with URL credentials and ``SECRET_PATTERNS`` redacted, everything else kept."""
+    return _token_patterns_redacted(URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}{REDACTED}@", s))
+
+
 def scrub_text(value, hosts: tuple[str, ...] = ()):
     """Redact secrets, addresses and host names and remove absolute paths in one text value
     (non-text passes through). ``hosts``: names to replace wherever they appear."""
@@ -113,9 +126,7 @@ def scrub_text(value, hosts: tuple[str, ...] = ()):
     if env:
         return f"{env.group(1)}={REDACTED}"
     s = value
-    s = URL.sub(lambda m: "[path]" if m.group(1).lower() == "file" else f"{m.group(1)}://{REDACTED}", s)
-    for pat in SECRET_PATTERNS:
-        s = pat.sub(lambda m: (m.group(1) if m.groups() else "") + REDACTED, s)
+    s = _token_patterns_redacted(URL.sub(lambda m: "[path]" if m.group(1).lower() == "file" else f"{m.group(1)}://{REDACTED}", s))
     s = SECRET_OPTION.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", s)
     s = SECRET_WORD.sub(lambda m: m.group(0) if m.group(3) == REDACTED else f"{m.group(1)}{m.group(2)}{REDACTED}", s)
     s = SECRET_KEY.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}{REDACTED}", s)
@@ -130,33 +141,28 @@ def scrub_text(value, hosts: tuple[str, ...] = ()):
     return s
 
 
+def _after_secret_names_redacted(args: list, each: Callable) -> list:
+    """``args`` with ``each`` applied to every entry, and the value of a secret option redacted:
+    the entry after its name given alone (``SECRET_NAME_ALONE``), or after ``=`` in
+    ``--name=VALUE``."""
+    out, hide = [], False
+    for a in args:
+        name, eq, _ = a.partition("=") if isinstance(a, str) else ("", "", "")
+        out.append(REDACTED if hide and isinstance(a, str) else f"{name}={REDACTED}" if eq and SECRET_NAME_ALONE.match(name) else each(a))
+        hide = isinstance(a, str) and bool(SECRET_NAME_ALONE.match(a))
+    return out
+
+
 def redact_command(argv: list[str]) -> list[str]:
     """A command line with its secrets redacted, its paths, names and settings kept (what
-    ``run --scrub`` echoes): the entry after a secret option's name given alone
-    (``SECRET_NAME_ALONE``), the value of ``--name=VALUE`` for such a name, and the token, key
-    and URL-credential patterns anywhere."""
-    out, hide = [], False
-    for a in argv:
-        if hide:
-            out.append(REDACTED)
-        else:
-            name, eq, _ = a.partition("=")
-            a = f"{name}={REDACTED}" if eq and SECRET_NAME_ALONE.match(name) else URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}{REDACTED}@", a)
-            for pat in SECRET_PATTERNS:
-                a = pat.sub(lambda m: (m.group(1) if m.groups() else "") + REDACTED, a)
-            out.append(a)
-        hide = bool(SECRET_NAME_ALONE.match(a))
-    return out
+    ``run --scrub`` echoes)."""
+    return _after_secret_names_redacted(argv, _known_secrets_redacted)
 
 
 def scrub_argv(args: list) -> list:
-    """An argument list with every entry scrubbed (``scrub_text``) and the entry after a secret
-    option's name given alone (``--api-key``, ``--password``, ``password``) redacted: its value."""
-    out, hide = [], False
-    for a in args:
-        out.append(REDACTED if hide and isinstance(a, str) else scrub_text(a))
-        hide = isinstance(a, str) and bool(SECRET_NAME_ALONE.match(a))
-    return out
+    """An argument list (``run.json``'s) with every entry scrubbed (``scrub_text``) and the
+    value of every secret option redacted."""
+    return _after_secret_names_redacted(args, scrub_text)
 
 
 def scrub_secrets_in_bytes(value):
@@ -167,9 +173,7 @@ def scrub_secrets_in_bytes(value):
     if not isinstance(value, bytes) or not value:
         return value
     s = value.decode("latin-1")
-    out = URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}{REDACTED}@", s)
-    for pat in SECRET_PATTERNS:
-        out = pat.sub(lambda m: (m.group(1) if m.groups() else "") + REDACTED, out)
+    out = _known_secrets_redacted(s)
     out = SECRET_OPTION.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", out)
     out = SECRET_WORD.sub(lambda m: m.group(0) if m.group(3) == REDACTED else f"{m.group(1)}{m.group(2)}{REDACTED}", out)
     out = SECRET_KEY.sub(lambda m: m.group(0) if not re.fullmatch(rf"(?i)['\"]?{_SECRETISH}['\"]?", m.group(1)) else f"{m.group(1)}{m.group(2)}{m.group(3)}{REDACTED}", out)
