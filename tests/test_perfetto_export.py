@@ -39,12 +39,14 @@ class ReadBack:
 
     processes: dict = field(default_factory=dict)  # uuid -> ProcessDescriptor
     tracks: dict = field(default_factory=dict)  # uuid -> TrackDescriptor (threads and named tracks)
-    slices: list = field(default_factory=list)  # dicts: track, name, cat, ts, dur, args, flows
+    slices: list = field(default_factory=list)  # dicts: track, name, cat, ts, dur, args, flows, flows_in
     flows: Counter = field(default_factory=Counter)  # flow id -> slices carrying it
+    flow_times: dict = field(default_factory=dict)  # flow id -> [(timestamp, "out" | "in", slice category)]
 
-    def pid_of(self, track_uuid: int) -> int:
+    def rank_of(self, track_uuid: int) -> int:
+        """The rank whose process holds the track (the process's pid is the rank + 1)."""
         t = self.tracks[track_uuid]
-        return self.processes[t.parent_uuid].pid
+        return self.processes[t.parent_uuid].pid - 1
 
 
 def read_back(path: Path) -> ReadBack:
@@ -67,12 +69,18 @@ def read_back(path: Path) -> ReadBack:
             te = p.track_event
             assert te.track_uuid in out.tracks, "every event's track is described before it"
             args = {names["debug_annotation_names"][a.name_iid]: _value(a, names) for a in te.debug_annotations}
+            assert not (te.type == pb.TrackEvent.TYPE_SLICE_END and te.flow_ids), "a flow leaves a slice at its BEGIN"
+            assert not (te.type != pb.TrackEvent.TYPE_SLICE_END and te.terminating_flow_ids), "a flow reaches a slice at its END"
             events[te.track_uuid].append((p.timestamp, i, te.type, names["event_names"].get(te.name_iid), names["event_categories"].get(te.category_iids[0]) if te.category_iids else None,
-                                          args, list(te.flow_ids)))
+                                          args, list(te.flow_ids) + list(te.terminating_flow_ids)))
     for uuid, evs in events.items():
         out.slices += _paired(uuid, sorted(evs, key=lambda e: (e[0], e[1])))
     for s in out.slices:
-        out.flows.update(s["flows"])
+        out.flows.update(s["flows"] + s["flows_in"])
+        for f in s["flows"]:
+            out.flow_times.setdefault(f, []).append((s["ts"], "out", s["cat"]))
+        for f in s["flows_in"]:
+            out.flow_times.setdefault(f, []).append((s["ts"] + s["dur"], "in", s["cat"]))
     return out
 
 
@@ -89,9 +97,10 @@ def _paired(uuid, evs) -> list[dict]:
         elif kind == pb.TrackEvent.TYPE_SLICE_END:
             s = stack.pop()
             s["dur"] = ts - s["ts"]
+            s["flows_in"] = flows
             slices.append(s)
         else:
-            slices.append({"track": uuid, "name": name, "cat": cat, "ts": ts, "dur": 0, "args": args, "flows": flows, "instant": True})
+            slices.append({"track": uuid, "name": name, "cat": cat, "ts": ts, "dur": 0, "args": args, "flows": flows, "flows_in": [], "instant": True})
     assert not stack, "every slice is closed"
     return slices
 
@@ -115,10 +124,10 @@ def test_the_trace_reads_back_with_the_parquet_tables_counts(exported):
     d, rb = exported
     manifest = json.loads((d / "pq" / "manifest.json").read_text())
     ranks = [r["rank"] for r in manifest["ranks"]]
-    assert sorted(p.pid for p in rb.processes.values()) == ranks
+    assert sorted(p.pid - 1 for p in rb.processes.values()) == ranks  # pid 0 is Perfetto's idle task
     by = defaultdict(list)
     for s in rb.slices:
-        by[(rb.pid_of(s["track"]), "gpu_op" if s["cat"] in GPU_OP_CATS else s["cat"])].append(s)
+        by[(rb.rank_of(s["track"]), "gpu_op" if s["cat"] in GPU_OP_CATS else s["cat"])].append(s)
     for rank in ranks:
         phases, cycles = _table(d / "pq", "phases", rank), _table(d / "pq", "cycles", rank)
         syncs, ops = _table(d / "pq", "syncs", rank), _table(d / "pq", "gpu_ops", rank)
@@ -148,7 +157,10 @@ def test_every_flow_has_both_ends_and_the_expected_count(exported):
     waits = 0
     for r in manifest["ranks"]:
         phases = _table(d / "pq", "phases", r["rank"])["gpu_boundary_start_ns"].to_pylist()
-        waits += sum(1 for w in _table(d / "pq", "syncs", r["rank"])["waited_for_phase_id"].to_pylist() if w is not None and phases[w] is not None)
+        ends = _table(d / "pq", "phases", r["rank"])["gpu_boundary_end_ns"].to_pylist()
+        syncs = _table(d / "pq", "syncs", r["rank"]).to_pydict()
+        # a wait's arrow where the phase it waited for has GPU boundaries and ends after the wait began
+        waits += sum(1 for w, s in zip(syncs["waited_for_phase_id"], syncs["start_ns"]) if w is not None and phases[w] is not None and ends[w] > s)
     colls = 0
     if len(manifest["ranks"]) > 1:
         per = Counter(pq.read_table(d / "pq" / "collectives")["collective"].to_pylist())
@@ -158,9 +170,14 @@ def test_every_flow_has_both_ends_and_the_expected_count(exported):
     # a wait's flow leads to a GPU phase
     ends = defaultdict(set)
     for s in rb.slices:
-        for f in s["flows"]:
+        for f in s["flows"] + s["flows_in"]:
             ends[f].add(s["cat"])
     assert sum(1 for cats in ends.values() if cats == {"wait", "gpu_phase"}) == waits
+    # and each runs forward in time, from a wait to a GPU phase or from GPU op to GPU op
+    for f, times in rb.flow_times.items():
+        (t_out, _, c_out), (t_in, _, c_in) = sorted(times, key=lambda t: t[1] != "out")
+        assert t_out <= t_in, (f, times)
+        assert (c_out, c_in) == ("wait", "gpu_phase") or (c_out in GPU_OP_CATS and c_in in GPU_OP_CATS), (f, times)
 
 
 @needs_perfetto
@@ -173,7 +190,7 @@ def test_tracks_are_described_and_parented(exported):
             assert t.thread.pid == rb.processes[t.parent_uuid].pid and t.thread.HasField("tid") and t.thread.thread_name
         else:
             assert t.name
-    assert all(p.HasField("pid") and p.process_name.startswith(f"rank {p.pid} (") for p in rb.processes.values())
+    assert all(p.HasField("pid") and p.process_name.startswith(f"rank {p.pid - 1} (") for p in rb.processes.values())
     assert {s["track"] for s in rb.slices} <= set(rb.tracks)
     names = {t.name for t in rb.tracks.values()}
     assert "GPU phases (CUDA-event time)" in names and any(n.startswith("GPU 0 stream ") for n in names)
@@ -183,10 +200,10 @@ def test_tracks_are_described_and_parented(exported):
 def test_perfetto_and_chrome_json_hold_the_same_timeline(exported):
     d, rb = exported
     events = json.loads((d / "t.json").read_text())
-    chrome = Counter((e["pid"], e["cat"], e["name"], round(e["ts"] * 1000), round(e["dur"] * 1000),
+    chrome = Counter((e["pid"] - 1, e["cat"], e["name"], round(e["ts"] * 1000), round(e["dur"] * 1000),
                       json.dumps({k: v for k, v in e["args"].items() if v is not None}, sort_keys=True))
                      for e in events if e["ph"] == "X")
-    native = Counter((rb.pid_of(s["track"]), s["cat"], s["name"], s["ts"], s["dur"], json.dumps(s["args"], sort_keys=True))
+    native = Counter((rb.rank_of(s["track"]), s["cat"], s["name"], s["ts"], s["dur"], json.dumps(s["args"], sort_keys=True))
                      for s in rb.slices if not s.get("instant"))
     assert native == chrome
     assert sum(1 for e in events if e["ph"] == "s") == len(rb.flows)
@@ -251,10 +268,10 @@ def test_perfettos_own_parser_reads_the_same_counts(exported):
     d, rb = exported
     mine = Counter()
     for s in rb.slices:
-        mine[(rb.pid_of(s["track"]), s["cat"])] += 1
+        mine[(rb.rank_of(s["track"]), s["cat"])] += 1
     tp = TraceProcessor(trace=str(d / "t.pftrace"), config=TraceProcessorConfig(bin_path=shell, load_timeout=120))
     try:
-        theirs = Counter({(int(r.pid), r.cat): int(r.n) for r in tp.query(PER_RANK_SQL)})
+        theirs = Counter({(int(r.pid) - 1, r.cat): int(r.n) for r in tp.query(PER_RANK_SQL)})
         n_flows = next(iter(tp.query("select count(*) as n from flow"))).n
         errors = [(r.name, r.value) for r in tp.query("select name, value from stats where severity in ('error', 'data_loss') and value > 0")]
     finally:

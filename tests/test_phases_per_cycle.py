@@ -161,10 +161,10 @@ def test_overlapping_ranges_of_one_phase_count_their_cpu_time_once():
     assert (v["gpu_span_ns"], v["gpu_busy_ns"]) == (310 * U, 310 * U)
 
 
-def test_the_terminal_uis_worst_cycle_is_worst_per_cycle():
+def test_the_worst_cycle_is_worst_per_cycle():
     # GIVEN cycle 0's verify as two ranges whose timers miss by +100 and -100 us (together: CPU
     # 200, GPU 200), cycle 1's one range missing by 50 us
-    from tracerecon.tui.timeline_model import worst_cycle
+    from tracerecon.analysis.summary import worst_cycle
 
     rows = [
         dict(cycle=0, phase="verify", cpu_start_ns=0, cpu_end_ns=200 * U, cpu_ns=200 * U, gpu_ns=100 * U, error_ns=100 * U,

@@ -1022,3 +1022,35 @@ def test_a_phase_that_joins_forks_and_joins_the_side_again_is_read_on_the_stream
     # THEN events on 7: prepare b .. b+100, forward .. b+200 (nothing queued on 7 meanwhile), sample
     # .. done(7, b+300) = b+344 (after both joins): 100, 100 and 144 us
     assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("prepare", 100), ("forward", 100), ("sample", 144))]
+
+
+def test_a_synchronous_copy_on_the_legacy_stream_does_not_decide_a_phase_of_copies(tmp_path):
+    # GIVEN a loop thread (11) on stream 7 and a worker (12) that computes on stream 20 (a warm-up
+    # kernel). Per cycle: schedule on 11 (b..b+100): a kernel on 7 b+10..b+110, an event after it;
+    # forward on 12 (b+100..b+200): 20 waits for that event, then a synchronous cudaMemcpy
+    # (b+110..b+190; its copy b+115..b+185 runs on the legacy stream 7, as synchronous copies do)
+    # and a cudaMemsetAsync on 20 (b+195..b+260); process on 11 (b+200..b+300): 7 waits for 20,
+    # then a kernel b+265..b+300
+    t = FakeTrace()
+    loop, worker = 11, 12
+    t.kernel(t.call("cudaLaunchKernel", 50 * U, 52 * U, tid=worker), 100 * U, 150 * U, stream=20)
+    for c in range(3):
+        b = 1000 + c * 1000
+        t.range(f"cycle {c}", b * U, (b + 300) * U, tid=loop)
+        t.range("schedule", b * U, (b + 100) * U, tid=loop)
+        t.range("forward", (b + 100) * U, (b + 200) * U, tid=worker)
+        t.range("process", (b + 200) * U, (b + 300) * U, tid=loop)
+        t.kernel(t.call("cudaLaunchKernel", (b + 5) * U, (b + 7) * U, tid=loop), (b + 10) * U, (b + 110) * U, stream=7)
+        t.event_record(event=1, record=c + 1, start=(b + 20) * U, end=(b + 21) * U, tid=loop, stream=7)
+        t.stream_wait(event=1, record=c + 1, start=(b + 102) * U, end=(b + 103) * U, tid=worker, stream=20)
+        t.copy(t.call("cudaMemcpy", (b + 110) * U, (b + 190) * U, tid=worker), (b + 115) * U, (b + 185) * U, kind=1, stream=7)
+        t.fill(t.call("cudaMemsetAsync", (b + 192) * U, (b + 194) * U, tid=worker), (b + 195) * U, (b + 260) * U, stream=20)
+        t.event_record(event=2, record=c + 1, start=(b + 202) * U, end=(b + 203) * U, tid=worker, stream=20)
+        t.stream_wait(event=2, record=c + 1, start=(b + 204) * U, end=(b + 205) * U, tid=loop, stream=7)
+        t.kernel(t.call("cudaLaunchKernel", (b + 210) * U, (b + 212) * U, tid=loop), (b + 265) * U, (b + 300) * U, stream=7)
+    # WHEN analysed with the three phases
+    rank = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("schedule", "forward", "process"))).ranks[0]
+    # THEN forward is read on 20, where its thread's events go: from schedule's end (b+110) to the
+    # memset's end (b+260) = 150 us, and process b+260..b+300 = 40 us. Read on 7 by the copy's
+    # longer time, forward ended at its CPU end (b+200: 90 us) and process took 100 us
+    assert per_cycle(rank) == [(c, n, v, s) for c in range(3) for n, v, s in (("schedule", 110, 7), ("forward", 150, 20), ("process", 40, 7))]

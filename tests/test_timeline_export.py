@@ -20,7 +20,7 @@ def test_the_timeline_reads_back_with_the_reports_counts(tmp_path, trace):
     assert res.returncode == 0, res.stderr
     events = json.loads(out.read_text())
     analysis = api.load([trace])
-    by = Counter((e.get("cat"), e["pid"]) for e in events if e["ph"] == "X")
+    by = Counter((e.get("cat"), e["pid"] - 1) for e in events if e["ph"] == "X")  # pid = rank + 1
     for r in analysis.ranks:
         # THEN one CPU slice and one GPU slice per phase, one slice per GPU op and per wait
         assert by[("phase", r.rank)] == r.phases.num_rows
@@ -29,12 +29,13 @@ def test_the_timeline_reads_back_with_the_reports_counts(tmp_path, trace):
         assert by[("wait", r.rank)] == r.syncs.num_rows
         assert sum(v for (cat, pid), v in by.items() if pid == r.rank and cat in ("kernel", "memcpy", "memset", "graph")) == r.gpu_ops.num_rows
         # and their durations are the report's
-        gpu = sorted(round(e["dur"], 3) for e in events if e["ph"] == "X" and e.get("cat") == "gpu_phase" and e["pid"] == r.rank)
+        gpu = sorted(round(e["dur"], 3) for e in events if e["ph"] == "X" and e.get("cat") == "gpu_phase" and e["pid"] == r.rank + 1)
         assert gpu == sorted(round(g / 1000, 3) for g in r.phases["gpu_ns"].to_pylist() if g is not None)
     # every flow has both ends
     starts = Counter(e["id"] for e in events if e["ph"] == "s")
     ends = Counter(e["id"] for e in events if e["ph"] == "f")
     assert starts == ends and all(v == 1 for v in starts.values())
+    assert_flows_run_forward(events)
     if len(analysis.ranks) > 1:
         assert sum(1 for e in events if e["ph"] == "s" and e.get("cat") == "collective") > 1000
         assert sum(1 for e in events if e["ph"] == "i" and e.get("cat") == "critical_path") == analysis.cross.critical_path.num_rows
@@ -51,6 +52,30 @@ def test_the_timeline_reads_back_with_the_reports_counts(tmp_path, trace):
                 stack.pop()
             assert not stack or e <= stack[-1] + 1e-3
             stack.append(e)
+
+
+def assert_flows_run_forward(events: list[dict]) -> None:
+    """Every flow starts no later than it ends (Perfetto's JSON importer drops an end that comes
+    before its start), its "s" inside a wait or GPU op and its "f" inside a GPU phase or GPU op
+    of its own track (bound to the enclosing slice); a wait's flow leads to a GPU phase."""
+    slices: dict = {}
+    for e in events:
+        if e["ph"] == "X":
+            slices.setdefault((e["pid"], e["tid"]), []).append(e)
+
+    def enclosing(ev):
+        return [x for x in slices.get((ev["pid"], ev["tid"]), []) if x["ts"] <= ev["ts"] <= x["ts"] + x["dur"]]
+
+    out = {e["id"]: e for e in events if e["ph"] == "s"}
+    for f in (e for e in events if e["ph"] == "f"):
+        s = out[f["id"]]
+        assert s["ts"] <= f["ts"], (s, f)
+        assert f.get("bp") == "e"
+        src, dst = {x["cat"] for x in enclosing(s)}, {x["cat"] for x in enclosing(f)}
+        if s["cat"] == "wait":
+            assert "wait" in src and "gpu_phase" in dst, (s, f)
+        else:
+            assert src & {"kernel", "memcpy", "memset", "graph"} and dst & {"kernel", "memcpy", "memset", "graph"}, (s, f)
 
 
 @pytest.mark.parametrize("args", [[str(H200 / "eagle_gpu_bound.sqlite")], [str(SAMPLES / "demo_shapes_h200x2" / "nccl_skew_phases")],
@@ -76,6 +101,18 @@ def test_plot_of_a_rank_without_phases_says_so_on_the_picture(tmp_path):
     assert res.returncode == 0, res.stderr
     assert "no phase ranges in this rank" in out.read_text()
     assert all(ln.startswith("tracerecon: ") for ln in res.stderr.splitlines()), res.stderr
+
+
+def test_plot_diff_reads_each_run_with_its_own_recorded_phases(tmp_path):
+    # GIVEN two run directories whose run.json record different phase maps (SGLang's preset and vLLM's)
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "p.svg"
+    engines = SAMPLES / "engines_h200"
+    # WHEN one is plotted with --diff the other
+    res = run_cli("plot", str(engines / "sglang_overlap"), "--diff", str(engines / "vllm_v1"), "-o", str(out))
+    # THEN B's phases are found as `diff` finds them: every panel has phases, no warning of none
+    assert res.returncode == 0, res.stderr
+    assert "no phase ranges" not in out.read_text() and "no phase ranges" not in res.stderr
 
 
 def test_unwritable_outputs_are_one_line_and_exit_2(tmp_path):

@@ -8,8 +8,12 @@ import os
 
 from tracerecon.analysis.summary import steady_phases, summarize_phases
 from tracerecon.model import Analysis
+from tracerecon.present import verdict_label
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
+CPU_COLOUR, GPU_COLOUR = OKABE_ITO[1], OKABE_ITO[0]
+# The phases' colours exclude the CPU and GPU ones, so no colour means two things on one row.
+PHASE_COLOURS = OKABE_ITO[2:]
 VERDICT_HATCH = {"over": "//", "under": "\\\\", "agree": "", "no_gpu_work": ".."}
 
 
@@ -31,6 +35,7 @@ def plot_runs(runs: list[tuple[str, Analysis]], out_file: str | os.PathLike) -> 
     says the verdict); right, each cycle's GPU ms stacked by phase; each column on one scale
     across rows. SVG or PNG by the suffix."""
     plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
     rows = [(label, a, r) for label, a in runs for r in a.ranks]
     # One scale per column for every run and rank: A and B (and ranks) read against each other.
     fig, axes = plt.subplots(len(rows), 2, figsize=(13, 3.6 * len(rows)), squeeze=False, sharey="col", gridspec_kw={"width_ratios": [1, 2]})
@@ -40,11 +45,12 @@ def plot_runs(runs: list[tuple[str, Analysis]], out_file: str | os.PathLike) -> 
         x = range(len(phases))
         cpu = [p.cpu_ms_median or 0 for p in phases]
         gpu = [p.gpu_ms_median or 0 for p in phases]
-        ax_bar.bar([i - 0.2 for i in x], cpu, width=0.4, color=OKABE_ITO[1], label="CPU timer (ms)")
-        bars = ax_bar.bar([i + 0.2 for i in x], gpu, width=0.4, color=OKABE_ITO[0], label="GPU (CUDA-event) ms")
+        ax_bar.bar([i - 0.2 for i in x], cpu, width=0.4, color=CPU_COLOUR, label="CPU timer (ms)")
+        bars = ax_bar.bar([i + 0.2 for i in x], gpu, width=0.4, color=GPU_COLOUR, label="GPU (CUDA-event) ms")
         for b, p in zip(bars, phases):
             b.set_hatch(VERDICT_HATCH.get(p.dominant_verdict, ""))
-            ax_bar.annotate(p.dominant_verdict, (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom", fontsize=8)
+            # the report's words: "under 18/34" where the cycles disagree
+            ax_bar.annotate(verdict_label(p), (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom", fontsize=8)
         ax_bar.set_xticks(list(x), names, rotation=15, ha="right")
         ax_bar.set_ylabel("median ms per cycle")
         ax_bar.set_title(f"{label} rank {r.rank}: CPU timer vs GPU time (hatch = verdict)", fontsize=10)
@@ -58,14 +64,16 @@ def plot_runs(runs: list[tuple[str, Analysis]], out_file: str | os.PathLike) -> 
             for c, n, g in zip(ph["cycle"], ph["phase"], ph["gpu_ns"]):
                 if c is not None and n == name and g is not None:
                     vals[c] += g / 1e6
-            ax_cyc.bar(cycles, [vals[c] for c in cycles], bottom=[bottom[c] for c in cycles], color=OKABE_ITO[k % len(OKABE_ITO)], label=name, width=0.85)
+            ax_cyc.bar(cycles, [vals[c] for c in cycles], bottom=[bottom[c] for c in cycles], color=PHASE_COLOURS[k % len(PHASE_COLOURS)], label=name, width=0.85)
             for c in cycles:
                 bottom[c] += vals[c]
         ax_cyc.set_xlabel("cycle")
+        ax_cyc.xaxis.set_major_locator(MaxNLocator(integer=True))  # cycles are whole numbers, even one alone
         ax_cyc.set_ylabel("GPU ms")
         ax_cyc.set_title(f"{label} rank {r.rank}: GPU time per cycle, by phase", fontsize=10)
         if names:
-            ax_cyc.legend(fontsize=8, ncol=min(4, len(names)))
+            # beside the bars, never over them
+            ax_cyc.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
         else:  # (a legend of nothing is a warning from matplotlib)
             for ax in (ax_bar, ax_cyc):
                 ax.text(0.5, 0.5, "no phase ranges in this rank (see the warnings)", ha="center", va="center", transform=ax.transAxes)

@@ -50,7 +50,8 @@ COUNT_KEYS = ("phase", "cycle", "gpu_phase", "gpu_cycle", "gpu_op", "wait", "flo
 
 @dataclass(frozen=True, slots=True)
 class Process:
-    """One rank. ``pid`` is the rank: ranks on several hosts may share real process ids."""
+    """One rank. ``pid`` is the rank plus one: ranks on several hosts may share real process
+    ids, and Perfetto keeps pid 0 for the kernel's idle task (its threads are named swapper)."""
 
     uuid: int
     pid: int
@@ -75,7 +76,10 @@ class Track:
 
 @dataclass(frozen=True, slots=True)
 class Flow:
-    """An arrow between two slices; ``id`` is unique in the file."""
+    """An arrow between two slices; ``id`` is unique in the file. It leaves its out slice at
+    that slice's start and reaches its in slice at that slice's end, so that it runs forward in
+    time (Perfetto drops a flow whose end comes before its start): the model only makes flows
+    whose out slice starts before its in slice ends."""
 
     id: int
     name: str
@@ -169,10 +173,12 @@ def timeline(analysis: Analysis) -> Iterator[Item]:
     - on one track, events come in time order, an enclosing slice before what it encloses, and
       slices nest or follow each other, never cross (one that would cross goes to an overflow
       lane: a track of its own named like the first, plus ``(overlap N)``);
-    - every Flow is in exactly one slice's ``flows_out`` and one slice's ``flows_in``.
+    - every Flow is in exactly one slice's ``flows_out`` and one slice's ``flows_in``, and
+      the out slice starts before the in slice ends.
     """
     flow_ids = itertools.count(1)
-    run = _Run(_shifts(analysis), _gates(analysis), _collective_flows(analysis, flow_ids), itertools.count(1), flow_ids)
+    shifts = _shifts(analysis)
+    run = _Run(shifts, _gates(analysis), _collective_flows(analysis, shifts, flow_ids), itertools.count(1), flow_ids)
     for r in analysis.ranks:
         yield from _rank_items(r, run)
 
@@ -203,10 +209,10 @@ def _gates(analysis: Analysis) -> dict:
     return {(row["gating_rank"], row["cycle"]): row["gating_phase"] for row in analysis.cross.critical_path.to_pylist()}
 
 
-def _collective_flows(analysis: Analysis, flow_ids: Iterator[int]) -> dict:
-    """Flows along each collective, from rank to rank in rank order, between the GPU ops that
-    ran it on each rank. Only ops present in the ranks' tables take part, so every flow drawn
-    has both ends."""
+def _collective_flows(analysis: Analysis, shifts: dict, flow_ids: Iterator[int]) -> dict:
+    """Flows along each collective between the GPU ops that ran it on each rank, from rank to
+    rank in the order the ops started on the aligned timeline (ties in rank order). Only ops
+    present in the ranks' tables take part, so every flow drawn has both ends."""
     if analysis.cross is None or len(analysis.ranks) < 2:
         return {}
     coll = analysis.cross.collectives
@@ -217,7 +223,7 @@ def _collective_flows(analysis: Analysis, flow_ids: Iterator[int]) -> dict:
             by_coll.setdefault(row["collective"], []).append(row)
     ends: dict = {}
     for rows in by_coll.values():
-        rows.sort(key=lambda x: x["rank"])
+        rows.sort(key=lambda x: (x["start_ns"] + shifts[x["rank"]], x["rank"]))
         for a, b in zip(rows, rows[1:]):
             flow = Flow(next(flow_ids), f"collective {a['collective']}", "collective")
             ends.setdefault(a["rank"], {}).setdefault((a["start_ns"], a["name"]), ([], []))[0].append(flow)
@@ -237,7 +243,7 @@ def _ops_at(r: RankResult, coll) -> set:
 
 
 def _rank_items(r: RankResult, run: _Run) -> Iterator[Item]:
-    proc = Process(next(run.uuids), r.rank, f"rank {r.rank} ({valid_text(Path(r.source.path).name)})", r.rank)
+    proc = Process(next(run.uuids), r.rank + 1, f"rank {r.rank} ({valid_text(Path(r.source.path).name)})", r.rank)
     yield proc
     phases = r.phases.to_pylist()
     wait_flows, phase_flows = _wait_flows(r, phases, run.flow_ids)
@@ -248,11 +254,16 @@ def _rank_items(r: RankResult, run: _Run) -> Iterator[Item]:
 
 
 def _wait_flows(r: RankResult, phases: list[dict], flow_ids: Iterator[int]) -> tuple[dict, dict]:
-    """A flow from each blocking wait to the GPU phase it waited for (when that phase has GPU
-    boundaries to point at): {sync row: flow}, {phase row: [flows]}."""
+    """A flow from each blocking wait to the GPU phase it waited for, when that phase has GPU
+    boundaries to point at and ends after the wait began (a wait can only have waited for GPU
+    work still to finish): {sync row: flow}, {phase row: [flows]}."""
     by_wait, by_phase = {}, {}
-    for i, wf in enumerate(r.syncs["waited_for_phase_id"].to_pylist()):
-        if wf is not None and phases[wf]["gpu_boundary_start_ns"] is not None:
+    d = r.syncs.select(["waited_for_phase_id", "start_ns"]).to_pydict()
+    for i, (wf, start) in enumerate(zip(d["waited_for_phase_id"], d["start_ns"])):
+        if wf is None:
+            continue
+        p = phases[wf]
+        if p["gpu_boundary_start_ns"] is not None and p["gpu_boundary_end_ns"] > start:
             flow = Flow(next(flow_ids), "waited for", "wait")
             by_wait[i] = flow
             by_phase.setdefault(wf, []).append(flow)
@@ -271,7 +282,7 @@ def _cpu_tracks(r: RankResult, phases: list[dict], proc: Process, run: _Run, wai
     sync_tids = [s["tid"] if s["tid"] is not None else 0 for s in syncs]
     tids = sorted(set(cycle_tids) | {p["tid"] for p in phases} | set(sync_tids))
     # Perfetto's thread ids are int32: a thread outside that range becomes a named track.
-    tracks = {tid: Track(next(run.uuids), r.rank, tid, "CPU (phases, waits)", n, 0 <= tid < 2**31, proc.uuid) for n, tid in enumerate(tids)}
+    tracks = {tid: Track(next(run.uuids), proc.pid, tid, "CPU (phases, waits)", n, 0 <= tid < 2**31, proc.uuid) for n, tid in enumerate(tids)}
     events: dict[int, list[Slice]] = {tid: [] for tid in tids}
     for c, tid in zip(cycles, cycle_tids):
         events[tid].append(_cycle_slice(tracks[tid], c, shift))
@@ -290,7 +301,7 @@ def _gpu_phase_track(r: RankResult, phases: list[dict], proc: Process, run: _Run
     """The reconstructed GPU phases (each between its CUDA-event boundaries), cycles around them,
     and per cycle a mark on the critical path's gating phase when this rank gated it."""
     shift = run.shift[r.rank]
-    track = Track(next(run.uuids), r.rank, GPU_PHASES_TID, "GPU phases (CUDA-event time)", sort_index, False, proc.uuid)
+    track = Track(next(run.uuids), proc.pid, GPU_PHASES_TID, "GPU phases (CUDA-event time)", sort_index, False, proc.uuid)
     events: list[Slice | Instant] = []
     for c in r.cycles.to_pylist():
         if c["gpu_boundary_start_ns"] is not None:
@@ -572,8 +583,10 @@ class _ChromeJsonWriter(_Writer):
         self.emit({"ph": "X", "name": name, "cat": cat, "pid": track.pid, "tid": track.tid, "ts": ts, "dur": _us(dur), "args": args})
         for f in flows_out:
             self.emit({"ph": "s", "id": f.id, "name": f.name, "cat": f.cat, "pid": track.pid, "tid": track.tid, "ts": ts})
-        for f in flows_in:
-            self.emit({"ph": "f", "bp": "e", "id": f.id, "name": f.name, "cat": f.cat, "pid": track.pid, "tid": track.tid, "ts": ts})
+        if flows_in:  # bound to the slice itself: its last nanosecond is inside it
+            end = _us(start + max(dur - 1, 0))
+            for f in flows_in:
+                self.emit({"ph": "f", "bp": "e", "id": f.id, "name": f.name, "cat": f.cat, "pid": track.pid, "tid": track.tid, "ts": end})
 
     def instant(self, i: Instant) -> None:
         self.emit({"ph": "i", "s": "t", "name": i.name, "cat": i.cat, "pid": i.track.pid, "tid": i.track.tid, "ts": _us(i.ts_ns)})
@@ -606,10 +619,11 @@ _INTERNED = ("event_names", "event_categories", "debug_annotation_names", "debug
 
 
 class _PerfettoWriter(_Writer):
-    """Native Perfetto trace: a process track descriptor per rank (pid = rank), thread
+    """Native Perfetto trace: a process track descriptor per rank (pid = rank + 1), thread
     descriptors (pid, tid) for CPU threads, named child tracks of the process for GPU phases
-    and streams; slices as TYPE_SLICE_BEGIN/END pairs, marks as TYPE_INSTANT, flows as
-    ``flow_ids`` on both ends (the trace processor links them in time order).
+    and streams; slices as TYPE_SLICE_BEGIN/END pairs, marks as TYPE_INSTANT, a flow as
+    ``flow_ids`` on its out slice's BEGIN and ``terminating_flow_ids`` on its in slice's END
+    (the trace processor links them in time order, so the arrow runs out -> in).
 
     The trace processor sorts events by time, ties in file order, and an END closes the
     innermost open slice of its track; so per track the ENDs due by a BEGIN's time are written
@@ -623,6 +637,7 @@ class _PerfettoWriter(_Writer):
         self.NEEDS_STATE = pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
         self.iids: dict[str, dict[str, int]] = {t: {} for t in _INTERNED}
         self.open: dict[int, list[int]] = {}  # track uuid -> end times of its open slices, innermost last
+        self.end_flows: dict[tuple[int, int], list[int]] = {}  # (track uuid, depth) -> flow ids its END terminates
         self.templates: dict[tuple, object] = {}
         self.first = True
 
@@ -691,6 +706,10 @@ class _PerfettoWriter(_Writer):
             p = self.Packet()
             p.CopyFrom(self.template(uuid, self.END))
             p.timestamp = stack.pop()
+            if self.end_flows:
+                ids = self.end_flows.pop((uuid, len(stack)), None)
+                if ids:
+                    p.track_event.terminating_flow_ids.extend(ids)
             self.write(p)
         return stack
 
@@ -729,8 +748,10 @@ class _PerfettoWriter(_Writer):
         for k, v in args.items():
             if v is not None:
                 self.annotate(p, add(), k, v)
-        if flows_out or flows_in:
-            te.flow_ids.extend(f.id for f in flows_out + flows_in)
+        if flows_out:
+            te.flow_ids.extend(f.id for f in flows_out)
+        if flows_in:
+            self.end_flows[(uuid, len(stack))] = [f.id for f in flows_in]
         self.write(p)
         stack.append(start + dur)
 

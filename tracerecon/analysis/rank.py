@@ -485,7 +485,9 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     # Another thread's copies moved into a phase (``stream_deciding_ops``: a KV-cache offload
     # thread that never launches a kernel) decide nothing: its stream is nobody's events'.
     deciding_phase = op_phase if stream_deciders is None else np.where(stream_deciders, op_phase, -1)
-    deciders = narrowed_by_phase(deciding_phase, n_ph, computes(ops), ~copy_streams.of_ops(ops))
+    computing = computes(ops)
+    deciders = narrowed_by_phase(deciding_phase, n_ph, computing, _on_the_launchers_stream(ops, deciding_phase, n_ph, computing, copy_streams),
+                                 ~copy_streams.of_ops(ops))
     dev, stream = phase_streams(clock.on_launch_streams(ops), deciding_phase, n_ph, deciders)
     only_copies = np.flatnonzero(copy_streams.of(ph_pid, dev, stream) & copy_streams.thread_computes(ph_pid, ph_tid))
     if len(only_copies):
@@ -499,6 +501,23 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     ph_read_end = read_ends(ops, op_phase, ph_e, clock.op_instants)
     return (*phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, busiest_streams(ops, copy_streams), ph_tid, ended_elsewhere=ended_elsewhere,
                               range_end=ph_e), ph_read_end)
+
+
+def _on_the_launchers_stream(ops: pa.Table, op_phase: np.ndarray, n_ph: int, computing: np.ndarray, copy_streams: CopyStreams) -> np.ndarray | None:
+    """Per op of a phase that ran no kernel or graph: whether it ran on the stream its launching
+    thread computes on (``CopyStreams.thread_stream``), where that thread's events go; True for
+    every other op. A synchronous ``cudaMemcpy`` runs on the legacy default stream whichever
+    stream the thread works on, so in a phase of copies and memsets it is not where the
+    thread's events are. None where every phase that launched anything ran a kernel."""
+    has_kernel = np.zeros(n_ph + 1, dtype=bool)
+    has_kernel[op_phase[(op_phase >= 0) & computing]] = True
+    rows = np.flatnonzero((op_phase >= 0) & ~has_kernel[np.where(op_phase >= 0, op_phase, n_ph)])
+    if len(rows) == 0:
+        return None
+    own_dev, own_stream = copy_streams.thread_stream(int64s(ops["pid"])[rows], int64s(ops["launch_tid"], -1)[rows])
+    out = np.ones(len(op_phase), dtype=bool)
+    out[rows] = (own_stream >= 0) & (int64s(ops["device_id"], -1)[rows] == own_dev) & (int64s(ops["stream_id"], -1)[rows] == own_stream)
+    return out
 
 
 def read_ends(ops: pa.Table, op_phase: np.ndarray, cpu_end: np.ndarray, instants: np.ndarray) -> np.ndarray:

@@ -146,6 +146,67 @@ def per_token(cycles: pa.Table, phases: pa.Table | None) -> tuple[int | None, fl
             {k: round(v / tokens / 1e6, 6) for k, v in per_phase.items()})
 
 
+@dataclass(frozen=True)
+class CycleRow:
+    """One cycle of one rank as the cycles table shows it: its CPU and GPU ms, each phase's
+    (the ranges of a phase in the cycle taken together: ``phases_per_cycle``), the sum of the
+    phases' |CPU - GPU| and their verdicts' initials in phase order."""
+
+    cycle: int
+    cpu_ms: float
+    gpu_ms: float | None
+    phase_cpu_ms: dict  # phase -> ms
+    phase_gpu_ms: dict  # phase -> ms (a phase with no GPU boundaries: absent)
+    abs_error_ms: float
+    verdicts: str
+    warmup: bool
+
+
+def cycle_rows(phases: pa.Table, cycles: pa.Table) -> list[CycleRow]:
+    """Every cycle of ``cycles`` (warm-up ones marked), in its order, with its phases."""
+    per = phases_per_cycle(phases).to_pydict() if phases.num_rows else {"cycle": []}
+    by_cycle: dict[int, dict] = {}
+    for i, cyc in enumerate(per["cycle"]):
+        if cyc is None:
+            continue
+        d = by_cycle.setdefault(cyc, {"cpu": {}, "gpu": {}, "err": 0, "verdicts": []})
+        name = per["phase"][i]
+        d["cpu"][name] = d["cpu"].get(name, 0) + per["cpu_ns"][i]
+        if per["gpu_ns"][i] is not None:
+            d["gpu"][name] = d["gpu"].get(name, 0) + per["gpu_ns"][i]
+        d["err"] += abs(per["error_ns"][i] or 0)
+        d["verdicts"].append(per["verdict"][i][0].upper())
+    out = []
+    c = cycles.to_pydict()
+    warm = c.get("warmup") or [False] * len(c["cycle"])
+    for cyc, cpu, gpu, w in zip(c["cycle"], c["cpu_ns"], c["gpu_ns"], warm):
+        d = by_cycle.get(cyc, {"cpu": {}, "gpu": {}, "err": 0, "verdicts": []})
+        out.append(CycleRow(cycle=cyc, cpu_ms=cpu / 1e6, gpu_ms=None if gpu is None else gpu / 1e6,
+                            phase_cpu_ms={k: v / 1e6 for k, v in d["cpu"].items()}, phase_gpu_ms={k: v / 1e6 for k, v in d["gpu"].items()},
+                            abs_error_ms=d["err"] / 1e6, verdicts="".join(d["verdicts"]), warmup=bool(w)))
+    return out
+
+
+def worst_cycle(phases: pa.Table, cycles: pa.Table | None = None) -> int | None:
+    """The cycle whose phases' CPU timers miss the GPU truth by the most (sum of |error|, a
+    phase's ranges in one cycle taken together: ``phases_per_cycle``), of the cycles the
+    report counts (warm-up cycles of ``cycles`` left out); None where none misses at all."""
+    phases = steady_phases(phases, cycles)
+    if phases.num_rows == 0:
+        return None
+    phases = phases_per_cycle(phases)
+    cyc = int64s(phases["cycle"], -1)
+    err = np.abs(int64s(phases["error_ns"], 0))
+    ok = cyc >= 0
+    if not ok.any():
+        return None
+    ids, inv = np.unique(cyc[ok], return_inverse=True)
+    tot = np.bincount(inv.ravel(), weights=err[ok])
+    if not (tot > 0).any():  # no timer misses at all: no worst cycle
+        return None
+    return int(ids[int(np.argmax(tot))])
+
+
 def summarize_cycles(cycles: pa.Table, phases: pa.Table | None = None) -> CycleSummary:
     """Medians over the steady cycles (warm-up left out), and GPU time per accepted token."""
     if cycles.num_rows == 0:

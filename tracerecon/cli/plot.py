@@ -30,12 +30,12 @@ def main(args: argparse.Namespace) -> int:
 
     refuse_output_over_inputs(Path(args.output), list(args.traces) + ([args.diff] if args.diff else []))
     refuse_special_output(Path(args.output))
-    config = config_from(args)
-    # Each side named by what was given (a run's folder, a trace's file name), as `diff` says A and B.
+    # Each side named by what was given (a run's folder, a trace's file name), as `diff` says A and
+    # B, and read with its own run directory's recorded phases, as `diff` reads them.
     named = lambda paths: ", ".join(Path(p).name or str(p) for p in paths)  # noqa: E731
-    runs = [(f"A ({named(args.traces)})" if args.diff else "", load(args.traces, config, args.jobs, args.dask))]
+    runs = [(f"A ({named(args.traces)})" if args.diff else "", load(args.traces, config_from(args, args.traces), args.jobs, args.dask))]
     if args.diff:
-        runs.append((f"B ({named([args.diff])})", load([args.diff], config, args.jobs, args.dask)))
+        runs.append((f"B ({named([args.diff])})", load([args.diff], config_from(args, [args.diff]), args.jobs, args.dask)))
     plot_runs(runs, args.output)
     print(f"wrote {args.output}")
     return 0

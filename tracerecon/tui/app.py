@@ -25,7 +25,7 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Header, Input, LoadingIndicator, Static, TabbedContent, TabPane
 
-from tracerecon.present import VERDICT_MEANING, VERDICT_STYLE, cause_label, left_out_note, misleading_line, verdict_label
+from tracerecon.present import VERDICT_MEANING, VERDICT_STYLE, left_out_note, misleading_line, verdict_cause_label
 from tracerecon.report_model import Report, most_misleading
 from tracerecon.tui.timeline_widget import Timeline
 from tracerecon.tui.timeline_window import Window, format_duration
@@ -43,7 +43,7 @@ HELP = """\
   n / p   next / previous cycle      g  go to cycle N
   w       the cycle whose timers lie most
   + / -   zoom (mouse wheel too)     left / right  pan
-  0       the whole cycle again      r  next rank   a  all ranks
+  0       the whole cycle again      r  next rank   a  all ranks' phases
   click   select a segment           enter  its phase detail
 [b]Tables[/b] s: sort by the next column (largest first); a header click: by that column; enter: open it
 [b]Anywhere[/b] /  search a kernel or range   ?  this help   q  quit
@@ -136,12 +136,13 @@ class TraceReconApp(App):
         Binding("3", "tab('cycles')", "cycles", show=False),
         Binding("4", "tab('detail')", "detail", show=False),
         Binding("5", "tab('diff')", "diff", show=False),
-        Binding("n", "cycle(1)", "next cycle"),
-        Binding("p", "cycle(-1)", "prev cycle"),
+        # (n, p, + and - are on the timeline's own status line: the footer fits 80 columns)
+        Binding("n", "cycle(1)", "next cycle", show=False),
+        Binding("p", "cycle(-1)", "prev cycle", show=False),
         Binding("g", "goto", "go to cycle"),
         Binding("w", "worst", "worst cycle"),
-        Binding("plus,equals_sign", "zoom(0.5)", "zoom in"),
-        Binding("minus", "zoom(2.0)", "zoom out"),
+        Binding("plus,equals_sign", "zoom(0.5)", "zoom in", show=False),
+        Binding("minus", "zoom(2.0)", "zoom out", show=False),
         Binding("left", "pan(-0.25)", "pan", show=False),
         Binding("right", "pan(0.25)", "pan", show=False),
         Binding("0", "reset", "whole cycle", show=False),
@@ -183,6 +184,7 @@ class TraceReconApp(App):
         self.sort_reverse = False
         self.sort_column: dict[str, int] = {}  # per table: the column `s` sorted by last
         self.detail_target: tuple[int, int | None, str | None] | None = None
+        self._overview_wide = True
         self.pending_cycle_rows: list[tuple[list, str]] = []
 
     # --- layout ---------------------------------------------------------------------------
@@ -338,19 +340,30 @@ class TraceReconApp(App):
         return r.cycles["cycle"].to_pylist()
 
     # --- overview -------------------------------------------------------------------------
+    # Narrower than this, the overview leaves out span and busy (the phase detail has them), so
+    # that it fits 80 columns without cutting a phase name or a verdict.
+    WIDE_OVERVIEW = 100
+
+    def on_resize(self, event) -> None:
+        if self.report is not None and (event.size.width >= self.WIDE_OVERVIEW) != self._overview_wide:
+            self.fill_overview()
+
     def fill_overview(self) -> None:
         rep = self.report
         t = self.query_one("#overview-table", DataTable)
         t.clear(columns=True)
-        t.add_columns("rank", "phase", "n", "CPU ms", "GPU ms", "span", "busy", "CPU-GPU", "verdict", "cause")
+        wide = self._overview_wide = self.size.width >= self.WIDE_OVERVIEW
+        # verdict and cause in one column, as `report` has them
+        t.add_columns("rank", "phase", "n", "CPU ms", "GPU ms", *(("span", "busy") if wide else ()), "CPU-GPU", "verdict: cause")
         notes = Text()
         for r in rep.ranks:
             summaries = r.phases
             for p in summaries:
                 err = p.error_ms_median
                 t.add_row(
-                    str(r.rank), Text(p.phase), str(p.n), ms(p.cpu_ms_median), ms(p.gpu_ms_median), ms(p.gpu_span_ms_median),
-                    ms(p.gpu_busy_ms_median), Text(ms(err), style=VERDICT_STYLE.get(p.dominant_verdict, "")), Text(verdict_label(p), style=VERDICT_STYLE.get(p.dominant_verdict, "")), cause_label(p),
+                    str(r.rank), Text(p.phase), str(p.n), ms(p.cpu_ms_median), ms(p.gpu_ms_median),
+                    *((ms(p.gpu_span_ms_median), ms(p.gpu_busy_ms_median)) if wide else ()),
+                    Text(ms(err), style=VERDICT_STYLE.get(p.dominant_verdict, "")), Text(verdict_cause_label(p), style=VERDICT_STYLE.get(p.dominant_verdict, "")),
                     key=f"{r.rank}:{p.phase}",
                 )
             c = r.cycles
@@ -410,28 +423,15 @@ class TraceReconApp(App):
         cols = ["rank", "cycle", "CPU ms", "GPU ms"] + [f"{p} CPU" for p in phases] + [f"{p} GPU" for p in phases] + ["|error| ms", "verdicts"]
         for c in cols:
             t.add_column(Text(c), key=c)  # phase names are the trace's text, no markup
-        from tracerecon.analysis.phases import phases_per_cycle
+        from tracerecon.analysis.summary import cycle_rows
 
         for r in a.ranks:
             # A phase that runs several times in a cycle: one row per cycle, as `report` has it.
-            ph = phases_per_cycle(r.phases).to_pydict()
-            by_cycle: dict[int, dict] = {}
-            for i, cyc in enumerate(ph["cycle"]):
-                if cyc is None:
-                    continue
-                d = by_cycle.setdefault(cyc, {"err": 0, "verdicts": []})
-                d[ph["phase"][i] + " CPU"] = (d.get(ph["phase"][i] + " CPU") or 0) + ph["cpu_ns"][i] / 1e6
-                if ph["gpu_ns"][i] is not None:
-                    d[ph["phase"][i] + " GPU"] = (d.get(ph["phase"][i] + " GPU") or 0) + ph["gpu_ns"][i] / 1e6
-                d["err"] += abs(ph["error_ns"][i] or 0) / 1e6
-                d["verdicts"].append(ph["verdict"][i][0].upper())
-            for c in r.cycles.to_pylist():
-                d = by_cycle.get(c["cycle"], {"err": 0, "verdicts": []})
-                row = [r.rank, c["cycle"], round(c["cpu_ns"] / 1e6, 3), round(c["gpu_ns"] / 1e6, 3) if c["gpu_ns"] is not None else None]
-                row += [round(d[f"{p} CPU"], 3) if d.get(f"{p} CPU") is not None else None for p in phases]
-                row += [round(d[f"{p} GPU"], 3) if d.get(f"{p} GPU") is not None else None for p in phases]
-                row += [round(d["err"], 3), "".join(d["verdicts"])]
-                self.pending_cycle_rows.append((row, f"{r.rank}:{c['cycle']}"))
+            for c in cycle_rows(r.phases, r.cycles):
+                row = [r.rank, c.cycle, ms(c.cpu_ms), ms(c.gpu_ms)]  # ms as text: a DataTable shows floats to 2 decimals
+                row += [ms(c.phase_cpu_ms.get(p)) for p in phases] + [ms(c.phase_gpu_ms.get(p)) for p in phases]
+                row += [ms(c.abs_error_ms), c.verdicts + (" (warm-up: not in the report)" if c.warmup else "")]
+                self.pending_cycle_rows.append((row, f"{r.rank}:{c.cycle}"))
         self.add_cycle_rows()
 
     def add_cycle_rows(self, everything: bool = False) -> None:
@@ -513,13 +513,16 @@ class TraceReconApp(App):
             ref_off = self.analysis.cross.alignment_of(self.current_rank().rank).offset_ns if (self.all_ranks and self.analysis.cross) else 0
             # Other ranks are shown on the current rank's timeline through their offsets.
             w = Window(self.window.start_ns + ref_off - off, self.window.end_ns + ref_off - off)
-            lanes.append((r.rank, [self._shift(l, off - ref_off) for l in self.indexes[r.rank].lanes(w)]))
+            mine = self.indexes[r.rank].lanes(w)
+            if self.all_ranks:  # ranks stacked: each one's phase lanes, so that they fit one screen
+                mine = [lane for lane in mine if lane.title in ("CPU phases", "GPU phases")]
+            lanes.append((r.rank, [self._shift(lane, off - ref_off) for lane in mine]))
         self.query_one(Timeline).set_view(self.window, lanes)
         cyc = f"cycle {self.cycle}" if self.cycle is not None else "no cycles"
         self.query_one("#status", Static).update(
             f"rank {self.current_rank().rank}{' (all ranks)' if self.all_ranks else ''}  {cyc}  window {format_duration(self.window.span)}  "
-            f"[dim]n/p cycle  w worst  +/- zoom  arrows pan  click a segment  ? help[/dim]\n"
-            f"[red]under[/red] [magenta]over[/magenta] [green]agree[/green] [grey50]no GPU work[/grey50] (phase colours: verdict)"
+            f"[dim]n/p cycle  w worst  +/- zoom  ←/→ pan  ? help[/dim]\n"
+            "[dim]a phase's lower half: its CPU timer[/dim] [red]under[/red] [dim]or[/dim] [magenta]over[/magenta] [dim](click: details)[/dim]"
         )
 
     @staticmethod
@@ -556,9 +559,9 @@ class TraceReconApp(App):
         r = self.current_rank()
         if not self.analysis_ready() or r is None:
             return
-        from tracerecon.tui.timeline_model import worst_cycle
+        from tracerecon.analysis.summary import worst_cycle
 
-        c = worst_cycle(r.phases)
+        c = worst_cycle(r.phases, r.cycles)
         if c is None:
             self.notify("no cycle's CPU timers miss the GPU (nothing to go to)", severity="warning")
         else:
@@ -583,13 +586,18 @@ class TraceReconApp(App):
 
     def action_zoom(self, factor: float) -> None:
         if self.window is not None:
-            self.window = self.window.zoom(factor)
+            self.window = self.window.zoom(factor, within=self._extent())
             self.redraw()
+
+    def _extent(self) -> Window | None:
+        """The current rank's whole trace: the widest the timeline zooms out to."""
+        r = self.current_rank()
+        return self.indexes[r.rank].extent() if r is not None else None
 
     @on(Timeline.Zoom)
     def mouse_zoom(self, event: Timeline.Zoom) -> None:
         if self.window is not None:
-            self.window = self.window.zoom(event.factor, event.center)
+            self.window = self.window.zoom(event.factor, event.center, within=self._extent())
             self.redraw()
 
     def action_pan(self, fraction: float) -> None:
@@ -616,17 +624,27 @@ class TraceReconApp(App):
     def segment_clicked(self, event: Timeline.SegmentClicked) -> None:
         s = event.segment
         text = f"r{event.rank} {s.label}: {format_duration(s.end_ns - s.start_ns)} at +{format_duration(s.start_ns - self.window.start_ns)}"
+        # enter opens the phase the segment belongs to: a phase's own, the phase a wait waited
+        # for, the phase that launched a GPU op (none: nothing to open)
         if s.verdict:
             text += f"  verdict {s.verdict}: {VERDICT_MEANING.get(s.verdict, '')}"
-            self.detail_target = (event.rank, s.ref, None)
-        if s.kind == "sync" and s.ref is not None:
-            text += "  (its wait ended with that phase's GPU work)"
+            target = s.ref
+        elif s.kind == "sync":
+            target = s.ref
+            if s.ref is not None:
+                text += "  (its wait ended with that phase's GPU work; enter: that phase)"
+        else:
+            r = next(x for x in self.analysis.ranks if x.rank == event.rank)
+            target = r.gpu_ops["phase_id"][s.ref].as_py() if s.ref is not None and "phase_id" in r.gpu_ops.column_names else None
+            text += "  (enter: the phase that launched it)" if target is not None else "  (launched in no phase)"
+        self.detail_target = (event.rank, target, None) if target is not None else None
         self.query_one("#status", Static).update(Text(text))
 
     def on_key(self, event) -> None:
-        if event.key == "enter" and self.query_one("#tabs", TabbedContent).active == "timeline":
+        # Only an enter the timeline itself gets: not one that answers a prompt (g, /) above it.
+        if event.key == "enter" and isinstance(self.focused, Timeline) and self.query_one("#tabs", TabbedContent).active == "timeline":
             if not self.detail_target:
-                self.notify("nothing selected: click a phase segment first", severity="warning")
+                self.notify("nothing to open: click a phase, a wait or a GPU op launched in a phase first", severity="warning")
                 return
             rank, pid, _ = self.detail_target
             self.show_detail(rank, pid, None)

@@ -13,9 +13,14 @@ import numpy as np
 import pyarrow as pa
 
 from tracerecon.analysis.nccl import comm_mask
-from tracerecon.analysis.phases import phases_per_cycle
 from tracerecon.analysis.projection import int64s
 from tracerecon.tui.timeline_window import Lane, Segment, Window
+
+
+# Past this many GPU ops in a window (the whole 76 MB trace holds 422,638), each stream's ops
+# closer together than a cell's time are drawn as one segment: one object per op took seconds
+# per key there, and a cell shows one of them anyway.
+MAX_OP_SEGMENTS = 20_000
 
 
 class TimelineIndex:
@@ -40,6 +45,24 @@ class TimelineIndex:
             self._max_dur = int((end - start).max())
         else:
             self._order = np.zeros(0, np.int64)
+
+    def extent(self) -> Window | None:
+        """From the rank's first CPU phase, GPU op or wait to its last end."""
+        starts, ends = [], []
+        for t, a, b in ((self.phases, "cpu_start_ns", "cpu_end_ns"), (self.phases, "gpu_boundary_start_ns", "gpu_boundary_end_ns"),
+                        (self.syncs, "start_ns", "end_ns")):
+            if t.num_rows and a in t.column_names:
+                lo, hi = int64s(t[a], np.iinfo(np.int64).max), int64s(t[b], np.iinfo(np.int64).min)
+                starts.append(int(lo.min()))
+                ends.append(int(hi.max()))
+        if len(self._order):
+            starts.append(int(self._start.min()))
+            ends.append(int(self._end_sorted[-1]))
+        starts = [x for x in starts if x != np.iinfo(np.int64).max]
+        ends = [x for x in ends if x != np.iinfo(np.int64).min]
+        if not starts or not ends:
+            return None
+        return Window(min(starts), max(max(ends), min(starts) + 1_000))
 
     def _kind_of(self, rows: np.ndarray) -> list[str]:
         if self._kind is not None:
@@ -70,7 +93,9 @@ class TimelineIndex:
         pad = int((t1 - t0) * margin)
         return Window(t0 - pad, t1 + pad)
 
-    def lanes(self, w: Window) -> list[Lane]:
+    def lanes(self, w: Window, cells: int = 200) -> list[Lane]:
+        """The lanes in window ``w``, drawn ``cells`` wide (where a window holds more than
+        MAX_OP_SEGMENTS GPU ops, those of a stream closer than one cell's time are one segment)."""
         ph = self.phases
         lanes = []
         if ph.num_rows:
@@ -94,7 +119,9 @@ class TimelineIndex:
                 for i in vis_s
             )))
         rows = self.ops_in(w)
-        if len(rows):
+        if len(rows) > MAX_OP_SEGMENTS:
+            lanes += self._merged_op_lanes(rows, max(w.span // max(cells, 1), 1))
+        elif len(rows):
             kinds = self._kind_of(rows)
             names = self._ops["name"].take(pa.array(rows)).cast(pa.string()).to_pylist()
             by_stream: dict[tuple[int, int], list[Segment]] = {}
@@ -105,6 +132,43 @@ class TimelineIndex:
                 segs.sort(key=lambda s: s.start_ns)
                 lanes.append(Lane(f"GPU{dev} stream {stream}", tuple(segs)))
         return lanes
+
+
+    def _merged_op_lanes(self, rows: np.ndarray, gap_ns: int) -> list[Lane]:
+        """Per stream, runs of ops less than ``gap_ns`` apart as one segment each, labelled with
+        how many ops it holds (the first op's row is its ref, its kind its colour)."""
+        dev, stream, start, end = self._device[rows], self._stream[rows], self._start[rows], self._end[rows]
+        order = np.lexsort((start, stream, dev))
+        rows, dev, stream, start, end = rows[order], dev[order], stream[order], start[order], end[order]
+        new_lane = np.r_[True, (dev[1:] != dev[:-1]) | (stream[1:] != stream[:-1])]
+        lane_id = np.cumsum(new_lane) - 1
+        # the latest end so far within each lane: a run goes on while the next op starts within gap_ns of it
+        reach = _running_max_per_group(end, lane_id)
+        first = np.r_[True, new_lane[1:] | (start[1:] > reach[:-1] + gap_ns)]
+        run = np.cumsum(first) - 1
+        heads = np.flatnonzero(first)
+        run_end = np.full(len(heads), np.iinfo(np.int64).min, dtype=np.int64)
+        np.maximum.at(run_end, run, end)
+        count = np.bincount(run)
+        kinds = self._kind_of(rows[heads])
+        names = self._ops["name"].take(pa.array(rows[heads[count == 1]])).cast(pa.string()).to_pylist()
+        singles = iter(names)
+        lanes: dict[tuple[int, int], list[Segment]] = {}
+        for k, h in enumerate(heads.tolist()):
+            r = int(rows[h])
+            kind = "nccl" if self._comm[r] else kinds[k]
+            label = (next(singles) or kinds[k]) if count[k] == 1 else f"{count[k]} GPU ops (zoom in for each)"
+            lanes.setdefault((int(dev[h]), int(stream[h])), []).append(Segment(int(start[h]), int(run_end[k]), label, kind, None, r))
+        return [Lane(f"GPU{d} stream {s}", tuple(segs)) for (d, s), segs in sorted(lanes.items())]
+
+
+def _running_max_per_group(values: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """The running maximum of ``values`` restarting at each new ``group`` (groups contiguous,
+    numbered from 0 in order)."""
+    # Offsetting each group above every earlier one lets one accumulate serve them all.
+    span = int(values.max() - values.min()) + 1 if len(values) else 1
+    shifted = (values - values.min()) + group.astype(np.int64) * span
+    return np.maximum.accumulate(shifted) - group.astype(np.int64) * span + values.min()
 
 
 def find_next(index: "TimelineIndex", text: str, after_ns: int, ranges: pa.Table | None = None) -> Segment | None:
@@ -138,22 +202,3 @@ def find_next(index: "TimelineIndex", text: str, after_ns: int, ranges: pa.Table
         return None
     after = [h for h in hits if h.start_ns > after_ns]
     return min(after or hits, key=lambda h: h.start_ns)
-
-
-def worst_cycle(phases: pa.Table) -> int | None:
-    """The cycle whose phases' CPU timers miss the GPU truth by the most (sum of |error|, a
-    phase's ranges in one cycle taken together: ``phases_per_cycle``); None where none misses
-    at all."""
-    if phases.num_rows == 0:
-        return None
-    phases = phases_per_cycle(phases)
-    cyc = int64s(phases["cycle"], -1)
-    err = np.abs(int64s(phases["error_ns"], 0))
-    ok = cyc >= 0
-    if not ok.any():
-        return None
-    ids, inv = np.unique(cyc[ok], return_inverse=True)
-    tot = np.bincount(inv.ravel(), weights=err[ok])
-    if not (tot > 0).any():  # no timer misses at all: no worst cycle
-        return None
-    return int(ids[int(np.argmax(tot))])

@@ -15,7 +15,10 @@ from tracerecon.tui.timeline_window import Lane, Segment, Window, format_duratio
 
 # Left partial blocks, 1/8 .. 8/8 of a cell filled from the left.
 EIGHTHS = " ▏▎▍▌▋▊▉█"
-TITLE_WIDTH = 18
+# A full cell of a phase whose CPU timer misses: the phase's colour above, the verdict's below.
+VERDICT_GLYPH = "▀"
+TITLE_WIDTH = 18  # lane titles are at least this wide, and at most TITLE_MAX (names that long are cut)
+TITLE_MAX = 26
 
 PHASE_COLORS = ["#4e9af1", "#f1a14e", "#6cc36c", "#c36cc3", "#e8d44d", "#4dd0e8"]
 KIND_COLORS = {"kernel": "#8fbcbb", "memcpy": "#d08770", "memset": "#b48ead", "graph": "#ebcb8b", "nccl": "#bf616a", "sync": "#ff5555"}
@@ -72,6 +75,7 @@ class Timeline(Widget, can_focus=True):
         super().__init__(**kw)
         self.phase_order = phase_order
         self._rows: list[tuple[int, Lane]] = []
+        self._title_width = TITLE_WIDTH
 
     def set_view(self, window: Window, lanes_by_rank: list[tuple[int, list[Lane]]]) -> None:
         self.lanes_by_rank = lanes_by_rank
@@ -82,12 +86,18 @@ class Timeline(Widget, can_focus=True):
             return KIND_COLORS[seg.kind]
         return phase_color(seg.kind, self.phase_order)
 
+    def _titles_width(self) -> int:
+        """Wide enough for every lane's title (``r<rank> <title>``), within TITLE_WIDTH..TITLE_MAX."""
+        longest = max((len(f"r{rank} {lane.title}") for rank, lanes in self.lanes_by_rank for lane in lanes), default=0)
+        return min(max(TITLE_WIDTH, longest), TITLE_MAX)
+
     def render(self) -> Text:
         w = self.window
-        width = max(self.size.width - TITLE_WIDTH - 1, 10)
-        out = Text()
         if w is None:
             return Text("no timeline")
+        tw = self._title_width = self._titles_width()
+        width = max(self.size.width - tw - 1, 10)
+        out = Text()
         ruler = [" "] * width
         for col, label in ruler_ticks(w, width, target=max(width // 14, 2)):
             if 0 <= col < width:
@@ -95,25 +105,34 @@ class Timeline(Widget, can_focus=True):
                 for k, ch in enumerate(label[: max(0, width - col - 1)]):
                     if col + 1 + k < width and ruler[col + 1 + k] == " ":
                         ruler[col + 1 + k] = ch
-        out.append(f"{'+' + format_duration(w.span):<{TITLE_WIDTH}} ", style="bold")
+        out.append(f"{'+' + format_duration(w.span):<{tw}} ", style="bold")
         out.append("".join(ruler) + "\n", style="dim")
         self._rows = []
-        for rank, lanes in self.lanes_by_rank:
-            for lane in lanes:
-                title = f"r{rank} {lane.title}"[:TITLE_WIDTH]
-                out.append(f"{title:<{TITLE_WIDTH}} ", style="bold" if "phases" in lane.title else "")
-                for cover, seg in rasterize(lane.segments, w, width):
-                    if seg is None or cover <= 0:
-                        out.append(" ")
-                        continue
-                    glyph = EIGHTHS[max(1, min(8, round(cover * 8)))]
-                    chosen = seg == self.selected or self._linked(seg, lane)
-                    style = Style(color=self._color(seg), bold=chosen, underline=chosen, reverse=chosen and seg != self.selected)
-                    if seg.verdict in ("under", "over") and "phases" in lane.title and glyph == "█":
-                        style += Style(bgcolor=VERDICT_MARK[seg.verdict])
-                    out.append(glyph, style=style)
-                out.append("\n")
-                self._rows.append((rank, lane))
+        rows = [(rank, lane) for rank, lanes in self.lanes_by_rank for lane in lanes]
+        room = max(self.size.height - 1, 1)  # below the ruler
+        hidden = rows[room - 1:] if len(rows) > room else []
+        if hidden:  # the last row says what is not shown, instead of cutting it off unsaid
+            rows = rows[:room - 1]
+        for rank, lane in rows:
+            title = f"r{rank} {lane.title}"[:tw]
+            out.append(f"{title:<{tw}} ", style="bold" if "phases" in lane.title else "")
+            for cover, seg in rasterize(lane.segments, w, width):
+                if seg is None or cover <= 0:
+                    out.append(" ")
+                    continue
+                glyph = EIGHTHS[max(1, min(8, round(cover * 8)))]
+                chosen = seg == self.selected or self._linked(seg, lane)
+                style = Style(color=self._color(seg), bold=chosen, underline=chosen, reverse=chosen and seg != self.selected)
+                if seg.verdict in ("under", "over") and "phases" in lane.title and glyph == "█":
+                    glyph = VERDICT_GLYPH
+                    style += Style(bgcolor=VERDICT_MARK[seg.verdict])
+                out.append(glyph, style=style)
+            out.append("\n")
+            self._rows.append((rank, lane))
+        if hidden:
+            ranks = sorted({rank for rank, _ in hidden})
+            which = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {ranks[0]}-{ranks[-1]}"
+            out.append(f"+{len(hidden)} lanes not shown ({which}): a taller terminal, or r for one rank at a time", style="yellow")
         return out
 
     def _linked(self, seg: Segment, lane: Lane) -> bool:
@@ -123,11 +142,12 @@ class Timeline(Widget, can_focus=True):
 
     def segment_at(self, x: int, y: int) -> tuple[int, Segment] | None:
         row = y - 1
-        if not (0 <= row < len(self._rows)) or self.window is None or x <= TITLE_WIDTH:
+        tw = self._title_width
+        if not (0 <= row < len(self._rows)) or self.window is None or x <= tw:
             return None
         rank, lane = self._rows[row]
-        width = max(self.size.width - TITLE_WIDTH - 1, 10)
-        t = self.window.start_ns + (x - TITLE_WIDTH - 1 + 0.5) / width * self.window.span
+        width = max(self.size.width - tw - 1, 10)
+        t = self.window.start_ns + (x - tw - 1 + 0.5) / width * self.window.span
         best = None
         for seg in lane.segments:
             if seg.start_ns <= t <= max(seg.end_ns, seg.start_ns + self.window.span / width):
@@ -142,8 +162,9 @@ class Timeline(Widget, can_focus=True):
             self.refresh()
 
     def _center(self, x: int) -> float:
-        width = max(self.size.width - TITLE_WIDTH - 1, 10)
-        return min(max((x - TITLE_WIDTH - 1) / width, 0.0), 1.0)
+        tw = self._title_width
+        width = max(self.size.width - tw - 1, 10)
+        return min(max((x - tw - 1) / width, 0.0), 1.0)
 
     def on_mouse_scroll_up(self, event) -> None:
         self.post_message(self.Zoom(0.8, self._center(event.x)))

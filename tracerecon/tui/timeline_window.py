@@ -34,9 +34,12 @@ class Window:
     def span(self) -> int:
         return max(self.end_ns - self.start_ns, 1)
 
-    def zoom(self, factor: float, center: float = 0.5) -> "Window":
-        """factor < 1 zooms in; ``center`` is the fixed point as a fraction of the window."""
+    def zoom(self, factor: float, center: float = 0.5, within: "Window | None" = None) -> "Window":
+        """factor < 1 zooms in; ``center`` is the fixed point as a fraction of the window. Zoomed
+        out, it never gets wider than ``within`` (the whole trace), and is ``within`` once as wide."""
         new = max(int(self.span * factor), 1_000)
+        if within is not None and new >= within.span:
+            return within
         anchor = self.start_ns + center * self.span
         start = int(anchor - center * new)
         return Window(start, start + new)
