@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -338,3 +339,16 @@ def test_the_vllm_preset_lists_its_phases_in_a_steps_order():
     from tracerecon.analysis.config import PhaseConfig
 
     assert PhaseConfig(phases=presets.VLLM.phases).labels() == ("prepare", "verify", "draft_extend", "sample", "draft", "bookkeep")
+
+
+def test_wrapping_a_module_the_wrappers_import_leaves_the_program_running(tmp_path):
+    # GIVEN --wrap json:dumps=verify (json is one of tracerecon.instrument's own imports) and a
+    # program that imports tracerecon.instrument before json
+    prog = tmp_path / "p.py"
+    prog.write_text("import tracerecon.instrument as ti\nimport json\nwith ti.cycle(0):\n    print(json.dumps({'a': 1}))\n")
+    code = "from tracerecon.wrap import install; install()\nimport runpy; runpy.run_path(%r, run_name='__main__')\n" % str(prog)
+    env = dict(os.environ, TRACERECON_WRAP="json:dumps=verify")
+    # WHEN it runs with the wrappers installed (what sitecustomize does in every process)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    # THEN it runs (it died: "cannot import name 'cycle' from partially initialized module"), dumps wrapped
+    assert res.returncode == 0 and res.stdout.strip() == '{"a": 1}', res.stderr

@@ -75,6 +75,36 @@ def test_nsys_missing_is_one_line(tmp_path):
     assert "nsys not found" in line and "install" in line
 
 
+@pytest.mark.parametrize("bad", [["--phase", "a=re:("], ["--skip-cycles", "-1"], ["--phase-thread", "foo"]], ids=["phase", "skip", "thread"])
+def test_bad_phase_options_are_refused_before_anything_runs(tmp_path, bad):
+    # GIVEN an nsys that would record that it ran, and a bad phase option
+    ran = tmp_path / "ran"
+    fake = tmp_path / "nsys"
+    fake.write_text(f'#!/bin/sh\ntouch {ran}\ncase "$1" in --version) echo "NVIDIA Nsight Systems version 2025.3.1.90";; '
+                    'profile) [ "$2" = "--help" ] && echo "--trace --sample" && exit 0; exit 1;; esac\n')
+    fake.chmod(0o755)
+    out = tmp_path / "run"
+    # WHEN run with it
+    res = run_cli("run", "--nsys", str(fake), "-o", str(out), *bad, "--", "true")
+    # THEN one line and exit 2, before nsys is even asked its version, and nothing recorded (a
+    # bad --phase was checked after the whole run, and saved in run.json)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr, res.stderr
+    assert not ran.exists() and not out.exists()
+
+
+def test_runs_started_in_the_same_second_get_directories_of_their_own(tmp_path, monkeypatch):
+    # GIVEN a run directory of this second's name already there
+    from tracerecon.cli import run as run_cli_module
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(run_cli_module.time, "strftime", lambda fmt: "tracerecon-run-20261202-120000")
+    (tmp_path / "tracerecon-run-20261202-120000").mkdir()
+    # WHEN two more runs start THEN each gets one of its own, made for it
+    assert run_cli_module._new_run_dir() == Path("tracerecon-run-20261202-120000-2")
+    assert run_cli_module._new_run_dir() == Path("tracerecon-run-20261202-120000-3")
+    assert (tmp_path / "tracerecon-run-20261202-120000-3").is_dir()
+
+
 def test_an_nsys_that_fails_at_once_is_one_line_and_exit_2(tmp_path):
     # GIVEN a program that does not answer as nsys does, and an "nsys" that answers but fails
     # before it starts the program (an option it refuses)
@@ -154,10 +184,13 @@ def test_run_scrub_removes_secrets_from_the_exports(tmp_path):
 
 @needs_nsys
 def test_ctrl_c_is_forwarded_and_the_trace_kept(tmp_path):
+    # GIVEN an engine that logs each cycle it completes (its own count, independent of nsys)
     out = tmp_path / "run"
+    log = tmp_path / "cycles.log"
     prog = (
         "import sys, time; sys.path.insert(0, %r)\nfrom tracerecon.instrument import cycle, phase\n"
-        "print('ready', flush=True)\ni = 0\nwhile True:\n    with cycle(i):\n        with phase('verify'): time.sleep(0.01)\n    i += 1\n" % str(ROOT)
+        "print('ready', flush=True)\ni = 0\nlog = open(%r, 'w')\nwhile True:\n    with cycle(i):\n        with phase('verify'): time.sleep(0.01)\n"
+        "    log.write(f'{i}\\n'); log.flush()\n    i += 1\n" % (str(ROOT), str(log))
     )
     exe = shutil.which("tracerecon") or str(Path(sys.executable).parent / "tracerecon")
     proc = subprocess.Popen([exe, "run", "-o", str(out), "--", sys.executable, "-c", prog], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -166,13 +199,18 @@ def test_ctrl_c_is_forwarded_and_the_trace_kept(tmp_path):
     while "ready" not in line and time.monotonic() < deadline:
         line = proc.stdout.readline()
     time.sleep(2)
+    # WHEN Ctrl-C reaches tracerecon
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=300)
+    # THEN the program alone was stopped, nsys wrote the trace, and it holds every cycle the
+    # engine completed (a SIGINT to nsys as well lost the last ~0.3 s of ranges)
     assert proc.returncode == 130, stderr  # the program died of the SIGINT: 128 + 2
-    assert "forwarding" in stderr
+    assert "stopping the profiled program" in stderr
     assert (out / "report.sqlite").exists(), stderr[-2000:]
-    doc = json.loads(run_cli("report", str(out), "--json").stdout)
-    assert doc["ranks"][0]["phases"][0]["n"] > 10
+    completed = len(log.read_text().split())
+    ranges = json.loads(run_cli("ranges", str(out), "--json").stdout)
+    traced = sum(1 for r in ranges["ranks"][0]["ranges"] if r["name"].startswith("cycle "))
+    assert completed > 10 and traced >= completed, (traced, completed)
 
 
 @needs_nsys

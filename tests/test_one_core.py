@@ -188,6 +188,23 @@ def test_a_time_normalised_export_of_another_run_is_refused_too(tmp_path):
     assert "rank2.sqlite, whose session time the export does not say" in res.stderr
 
 
+def test_an_export_of_unknown_session_beside_one_run_is_said(tmp_path):
+    # GIVEN two files: an H200 capture, and another capture whose export lost its session start
+    import sqlite3
+
+    (tmp_path / "r0.sqlite").write_bytes((H200 / "eagle_gpu_bound.sqlite").read_bytes())
+    (tmp_path / "r1.sqlite").write_bytes((H200 / "eagle_graph_verify.sqlite").read_bytes())
+    con = sqlite3.connect(tmp_path / "r1.sqlite")
+    con.execute("drop table TARGET_INFO_SESSION_START_TIME")
+    con.commit()
+    con.close()
+    # WHEN reported
+    res = run_cli("report", str(tmp_path))
+    # THEN read as two ranks, and a warning says r1's run could not be checked (it was silent)
+    assert res.returncode == 0, res.stderr
+    assert "r1.sqlite: the export does not say when its session began" in res.stderr
+
+
 def test_separate_runs_are_named_by_their_folders_and_the_worker_pool_is_closed_before_the_error(monkeypatch):
     import threading
 

@@ -79,6 +79,7 @@ def plant(path):
         "auth --password hunter2 --api-key sk-live-XYZ123",
         "file:///home/alice/run.py https://alice:pw@host/x host=vmhost9 user=alice cwd=/srv/x/secret_app_vm_root",
         "peer fe80::1ff:fe23:4567:890a ok; addr=[2001:db8::7]:29500; ssh bob@gpuhost9",
+        "log written to report_vmhost9_483927.txt",  # the export host inside a file name, next to '_'
     ]
     for i, t in enumerate(texts, start=1):
         con.execute("insert into StringIds (id, value) values (?, ?)", (sid + i, t))
@@ -88,6 +89,7 @@ def plant(path):
     con.execute("insert into NVTX_EVENTS (start, end, eventType, globalTid, text) values (1, NULL, 34, ?, ?)", (gtid, texts[1]))
     con.execute("insert into NVTX_EVENTS (start, end, eventType, globalTid, textId) values (2, NULL, 34, ?, ?)", (gtid, sid + 3))
     con.execute("update META_DATA_EXPORT set value = 'vmhost9' where name = 'EXPORT_HOST'")
+    con.execute("insert into META_DATA_EXPORT (name, value) values ('EXPORT_PARAM_OUTPUT_FILE', 'report_vmhost9_483927.sqlite')")
     con.execute("insert into META_DATA_CAPTURE (name, value) values ('PROCESS_COMMAND_LINE', ?)", ("python serve.py --api-key " + TOKEN,))
     con.execute("create table if not exists TARGET_INFO_SYSTEM_ENV (globalVid INTEGER, devStateName TEXT NOT NULL, name TEXT NOT NULL, nameEnum INTEGER NOT NULL, value TEXT NOT NULL)")
     con.execute("insert into TARGET_INFO_SYSTEM_ENV (globalVid, devStateName, name, nameEnum, value) values (1, 'env', 'HF_TOKEN', 0, ?)", ("HF_TOKEN=" + TOKEN,))
@@ -189,6 +191,17 @@ def test_secrets_in_blobs_basic_credentials_and_private_keys_are_redacted(tmp_pa
         assert secret not in dump
     (blob,) = out.execute("select value from StringIds where id = 990003").fetchone()
     assert blob == b"\x00\xff\x10password=[REDACTED]"
+
+
+def test_a_secret_in_a_binary_payload_ends_at_its_next_binary_byte():
+    # GIVEN an NVTX payload of binary fields around a "password=..." text
+    from tracerecon.nsys.scrub import scrub_secrets_in_bytes
+
+    payload = b"\x01\x00\x00\x00password=blobpw123\x00\x07\x00\x00\x00\x2a\x00\x00\x00payloadtail"
+    # WHEN scrubbed THEN the secret goes and every byte after it stays (they were eaten up to
+    # the next whitespace)
+    assert scrub_secrets_in_bytes(payload) == b"\x01\x00\x00\x00password=[REDACTED]\x00\x07\x00\x00\x00\x2a\x00\x00\x00payloadtail"
+    assert scrub_secrets_in_bytes(b"token=abc123def\x00\x00\x00\x10 0") == b"token=[REDACTED]\x00\x00\x00\x10 0"
 
 
 def test_what_looks_like_an_address_but_is_none_is_kept():

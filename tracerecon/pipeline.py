@@ -101,7 +101,7 @@ def _read_tables(f: Path, while_reading: Sequence[str] = ()) -> TraceTables:
 
 def _link(f: Path, tables: TraceTables):
     """The export's tables, its GPU ops linked to their launching calls, and its warnings."""
-    from tracerecon.analysis.columns import launches_never_run
+    from tracerecon.analysis.columns import launches_never_run, ops_out_of_time
     from tracerecon.analysis.projection import int64s, link_launches
     from tracerecon.nsys.sqlite_export import read_all_api_calls
 
@@ -123,6 +123,17 @@ def _link(f: Path, tables: TraceTables):
         linked = link_launches(tables.gpu_ops, tables.api_calls)
         if linked["launch_tid"].null_count:
             warnings.append(f"{f}: {linked['launch_tid'].null_count} GPU op(s) have no launching API call in the trace; they belong to no range")
+    impossible = ops_out_of_time(linked)
+    if len(impossible):
+        import numpy as np
+        import pyarrow as pa
+
+        warnings.append(f"{f}: dropped {len(impossible)} GPU op(s) whose times cannot be (starting before their launch call, or out of "
+                        "their stream's launch order: a later-launched op started or ended first): a corrupt or edited export")
+        keep = np.ones(linked.num_rows, dtype=bool)
+        keep[impossible] = False
+        keep = pa.array(keep)
+        tables, linked = replace(tables, gpu_ops=tables.gpu_ops.filter(keep)), linked.filter(keep)
     unrun = launches_never_run(tables.api_calls, linked)
     if len(unrun):
         start = int(int64s(tables.api_calls["start_ns"])[unrun].min())  # rows are in no time order
@@ -199,10 +210,11 @@ def _same_captures(files: list[Path], sessions: list[tuple]) -> list[str]:
             for g in groups.values() if len(g) > 1]
 
 
-def _one_run(files: list[Path], sessions: list[tuple]) -> None:
+def _one_run(files: list[Path], sessions: list[tuple]) -> list[str]:
     """Refuse inputs that are not ranks of one run: their sessions (``_session_span``) must
     overlap in time (ranks of one job run at once; separate runs follow each other). Files of
-    unknown session time are placed in neither; the others are still checked."""
+    unknown session time are placed in neither; the others are still checked, and a warning
+    names the unknown ones where they are read as ranks of the others' run."""
     spans = []
     for f, (start, end, _) in zip(files, sessions):
         if start:  # the others say nothing either way
@@ -223,6 +235,12 @@ def _one_run(files: list[Path], sessions: list[tuple]) -> None:
         unknown = [shown[f] for f, (start, _, _) in zip(files, sessions) if not start]
         also = f" (and {', '.join(unknown)}, whose session time the export does not say)" if unknown else ""
         raise BadTraceError(f"the inputs are {len(groups)} separate runs (their sessions do not overlap in time): {listed}{also}; give the files of one run at a time")
+    unknown = [f for f, (start, _, _) in zip(files, sessions) if not start]
+    if unknown and len(unknown) < len(files):
+        shown = _told_apart(files)
+        return [f"{', '.join(shown[f] for f in unknown)}: the export does not say when its session began, so it cannot be told to be of "
+                "the same run as the other inputs: read as ranks of that run"]
+    return []
 
 
 def _told_apart(files: list[Path]) -> dict[Path, str]:
@@ -564,7 +582,7 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
         work.extend(out)
         warnings.extend(w)
     if multi:
-        _one_run(files, [session for _, _, session in results])
+        warnings.extend(_one_run(files, [session for _, _, session in results]))
         warnings.extend(_same_captures(files, [session for _, _, session in results]))
     work, said = _numbered(work, multi)
     warnings.extend(said)

@@ -368,6 +368,10 @@ def install(spec: str | None = None) -> None:
     targets = parse_all([s for s in spec.split(SPEC_SEPARATOR) if s.strip()])
     if not targets:
         return
+    # The wrappers' own modules first: a target in a module they import (json, time, nvtx)
+    # would otherwise be wrapped while they are half imported, and the program die of it.
+    import tracerecon.instrument  # noqa: F401
+
     pending = []
     for t in targets:  # already imported (rare in sitecustomize): wrap now
         if t.module in sys.modules:

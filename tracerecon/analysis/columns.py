@@ -128,3 +128,92 @@ def repeated_rows(table: pa.Table, columns: tuple[str, ...]) -> np.ndarray:
         same[1:] &= k[by][1:] == k[by][:-1]
     return np.sort(rows[by][same])
 
+
+
+# Tolerances of the stream-order rule (``ops_out_of_time``). A later-launched op on a stream
+# never starts before an earlier one (programmatic dependent launch lets it start before the
+# earlier one ends, never before it starts); it may end before it only where it does not wait
+# for it, by less than its own short overlap: 1 ms is far past anything seen (none in any
+# sample or public trace).
+STREAM_ORDER_START_NS = 1_000
+STREAM_ORDER_END_NS = 1_000_000
+
+
+def ops_out_of_time(ops: pa.Table) -> np.ndarray:
+    """Rows of GPU ops linked to their launch calls (``link_launches``) whose times cannot be:
+    an op that starts before its launch call began, or that breaks its stream's order. On one
+    stream (of one process and device) an op launched by a call that returned before another
+    op's call began is queued first, so it starts no later and ends no later (within
+    STREAM_ORDER_*_NS) than that one. Where two ops break that order one of them is corrupt:
+    the side with fewer such ops is (one op moved seconds later breaks the order with every op
+    launched after it; those all agree with each other). Graph nodes are left out (a graph's
+    branches share its streams out of order); so are ops with no launch call."""
+    n = ops.num_rows
+    if n == 0 or "launch_start_ns" not in ops.column_names:
+        return np.zeros(0, dtype=np.int64)
+    ls, le = int64s(ops["launch_start_ns"], I64_MIN), int64s(ops["launch_end_ns"], I64_MIN)
+    st, en = int64s(ops["start_ns"]), int64s(ops["end_ns"])
+    known = ls != I64_MIN
+    early = np.flatnonzero(known & (st < ls))
+    sel = known & ~ops["graph_node_id"].is_valid().to_numpy(zero_copy_only=False)
+    sel[early] = False
+    every = bool(sel.all())  # the usual export: no graph nodes, every op linked
+    rows = np.arange(n) if every else np.flatnonzero(sel)
+    if len(rows) < 2:
+        return early
+    take = (lambda col: col) if every else (lambda col: col[rows])  # noqa: E731
+    group = _stream_codes(take(int64s(ops["global_pid"])), take(int64s(ops["device_id"], -1)), take(int64s(ops["stream_id"], -1)))
+    # One sort by (stream, launch start) packed into an int64 where both fit (a trace's launches
+    # span far less than 2**43 ns, 2.4 hours; its streams far fewer than 2**20): the columns
+    # come nearly in that order, which a stable sort takes in a few runs.
+    launch = take(ls)
+    launch = launch - launch.min()
+    if int(group.max()) < (1 << 20) and int(launch.max()) < (1 << 43):
+        order = np.argsort((group << 43) | launch, kind="stable")
+    else:
+        order = np.lexsort((launch, group))
+    rows, group = rows[order], group[order]
+    ls, le, st, en = ls[rows], le[rows], st[rows], en[rows]
+    # In launch order, a stream's starts and ends rise: then nothing breaks it (the usual case,
+    # one pass over sorted columns).
+    same = group[1:] == group[:-1]
+    if not ((same & ((st[1:] < st[:-1] - STREAM_ORDER_START_NS) | (en[1:] < en[:-1] - STREAM_ORDER_END_NS))).any()):
+        return early
+    bad = []
+    bounds = np.flatnonzero(np.r_[True, ~same, True])
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        bad.append(rows[a:b][_out_of_order(ls[a:b], le[a:b], st[a:b], en[a:b])])
+    return np.sort(np.concatenate([early, *bad]))
+
+
+def _stream_codes(pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
+    """A dense int64 code per (process, device, stream); without a sort where the trace has one
+    process and small device and stream ids (the usual export)."""
+    if len(pid) and pid.min() == pid.max() and dev.min() >= -1 and dev.max() < (1 << 10) and stream.min() >= -1 and stream.max() < (1 << 20):
+        return ((dev + 1) << 21) | (stream + 1)
+    key = np.stack([pid, dev, stream])
+    return np.unique(key, axis=1, return_inverse=True)[1].ravel().astype(np.int64)
+
+
+def _out_of_order(ls: np.ndarray, le: np.ndarray, st: np.ndarray, en: np.ndarray) -> np.ndarray:
+    """Positions (of one stream's ops, sorted by launch start) that break the stream's order:
+    the late ones (starting or ending after an op launched after their call returned) or the
+    early ones (before an op whose call returned before theirs began), whichever are fewer."""
+    n = len(ls)
+    # late: against the ops launched after this op's call returned (a suffix in launch order)
+    later = np.searchsorted(ls, le, side="right")
+    min_st = np.minimum.accumulate(st[::-1])[::-1]
+    min_en = np.minimum.accumulate(en[::-1])[::-1]
+    has = later < n
+    at = np.minimum(later, n - 1)
+    late = has & ((st > min_st[at] + STREAM_ORDER_START_NS) | (en > min_en[at] + STREAM_ORDER_END_NS))
+    # early: against the ops whose calls returned before this op's call began
+    by_end = np.argsort(le, kind="stable")
+    le_sorted = le[by_end]
+    max_st = np.maximum.accumulate(st[by_end])
+    max_en = np.maximum.accumulate(en[by_end])
+    before = np.searchsorted(le_sorted, ls, side="left")
+    has = before > 0
+    at = np.maximum(before - 1, 0)
+    early = has & ((st < max_st[at] - STREAM_ORDER_START_NS) | (en < max_en[at] - STREAM_ORDER_END_NS))
+    return np.flatnonzero(late if late.sum() <= early.sum() else early)

@@ -144,6 +144,22 @@ def _refuse_used_output(out: Path) -> None:
         raise UsageError(f"-o {out}: exists and is no directory; choose a new one")
 
 
+def _new_run_dir() -> Path:
+    """A run directory of its own, made now: ``tracerecon-run-<time>``, or ``...-2``, ``-3`` where
+    a run started in the same second has that one (two runs sharing one overwrote each other)."""
+    base = time.strftime("tracerecon-run-%Y%m%d-%H%M%S")
+    for n in range(1, 10_000):
+        out = Path(base if n == 1 else f"{base}-{n}")
+        try:
+            out.mkdir()
+            return out
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise UsageError(f"cannot create a run directory here ({exc.strerror or exc}); give one with -o") from None
+    raise UsageError(f"{base}-*: no free run directory name; give one with -o")
+
+
 def main(args: argparse.Namespace) -> int:
     from tracerecon.nsys.launch import RunRequest, run_profiled
     from tracerecon.nsys.locate import find_nsys
@@ -161,7 +177,9 @@ def main(args: argparse.Namespace) -> int:
         raise TraceReconError(f"cannot run {command[0]}: {what}")
     if args.output:
         _refuse_used_output(Path(args.output))
-    # Checked before nsys is even looked for: a wrong name is the user's to fix first.
+    # Checked before nsys is even looked for: a wrong name is the user's to fix first, and a
+    # bad --phase, --phase-thread or --skip-cycles before hours of profiling (and never recorded).
+    config_from(args, [])
     plan = _plan_wraps(args, command)
     for m in plan.messages:
         _say(m)
@@ -170,7 +188,7 @@ def main(args: argparse.Namespace) -> int:
     warn = _nvtx_package_warning(nsys.version_tuple, plan.nvtx_version)
     if warn:
         _say(f"warning: {warn}")
-    out = Path(args.output or time.strftime("tracerecon-run-%Y%m%d-%H%M%S"))
+    out = Path(args.output) if args.output else _new_run_dir()
     nsys_args = list(args.nsys_arg)
     for opt, val in (("--trace", args.trace), ("--capture-range", args.capture_range), ("--capture-range-end", args.capture_range_end),
                      ("--nvtx-capture", args.nvtx_capture), ("--cuda-graph-trace", args.cuda_graph_trace)):
@@ -198,11 +216,14 @@ def main(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as exc:
             _say(f"warning: phase options not recorded in {out / RUN_JSON} ({exc}); give --phase again to report")
 
-    if not result.reports and not result.interrupted:  # nsys failed before the program ran, or left no trace
+    if not result.reports:  # nsys failed before the program ran, or left no trace
         if args.scrub:  # run.json holds the command line all the same
             from tracerecon.nsys.scrub import scrub_run_dir
 
             scrub_run_dir(out)
+        if result.interrupted:
+            _say(f"error: interrupted before nsys wrote a report: no trace; run directory: {out}")
+            return 130
         raise LaunchError(f"nsys produced no report (exit code {result.program_exit_code}; see its output above); run directory: {out}")
     failed_import = [r for r in result.reports if r.error]
     for r in failed_import:

@@ -7,11 +7,12 @@
   the QdstrmImporter beside the install is run; if that fails too the ``.qdstrm`` is kept and
   the error says how to retry.
 - The program's own failure is not ours: traces are kept, exported, and the exit code is the
-  program's. Ctrl-C is forwarded once to the profiled process group; nsys then finalizes.
+  program's. A first Ctrl-C stops the profiled program alone, and nsys then writes the trace.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -157,16 +158,32 @@ def build_command(request: RunRequest, nsys: NsysInstall, python: str = sys.exec
 
 
 def _run_program(argv: list[str], env: dict, say: Say) -> tuple[int, bool]:
-    """Run argv in its own process group; forward Ctrl-C (SIGINT/SIGTERM) to it and keep waiting."""
-    interrupted = False
+    """Run argv in its own process group and wait for it. A first Ctrl-C (SIGINT/SIGTERM) goes to
+    the profiled program alone (``_profiled_programs``), so that it stops while nsys still
+    records, and nsys writes the trace once it has ended (a SIGINT to nsys itself stops the
+    recording first: the program's last ~0.3 s of ranges were lost); a second only says that
+    nsys is still writing; a third goes to nsys's whole process group, which stops it (the trace
+    is lost, and said so)."""
+    interrupts = 0
     proc = subprocess.Popen(argv, env=env, start_new_session=False, process_group=0)
 
     def forward(signum, _frame):
-        nonlocal interrupted
-        interrupted = True
-        say("interrupt: forwarding to the profiled program; waiting for nsys to finalize the trace")
+        nonlocal interrupts
+        interrupts += 1
         try:
-            os.killpg(proc.pid, signal.SIGINT)
+            if interrupts == 1:
+                programs = _profiled_programs(proc.pid)
+                say("interrupt: stopping the profiled program; waiting for nsys to write the trace")
+                for pid in programs:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(pid, signal.SIGINT)
+                if not programs:  # nsys's process tree not readable (or nothing under it yet)
+                    os.killpg(proc.pid, signal.SIGINT)
+            elif interrupts == 2:
+                say("interrupt: nsys is still writing the trace; press Ctrl-C once more to stop it (the trace is then lost)")
+            else:
+                say("interrupt: stopping nsys; the trace will be incomplete or missing")
+                os.killpg(proc.pid, signal.SIGINT)
         except ProcessLookupError:
             pass
 
@@ -177,7 +194,45 @@ def _run_program(argv: list[str], env: dict, say: Say) -> tuple[int, bool]:
     finally:
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)
-    return rc, interrupted
+    return rc, interrupts > 0
+
+
+def _profiled_programs(root: int) -> list[int]:
+    """The processes nsys runs the program as, under ``root``: each process whose parent is one
+    of nsys's own (``nsys``, ``nsys-launcher``: the program runs in a process group of its own)
+    and which is none of them; under ``torchrun ... nsys profile ... python`` the ranks' Python
+    processes. Read from /proc; empty where it cannot be read."""
+    procs: dict[int, tuple[int, str]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for e in entries:
+        if not e.isdigit():
+            continue
+        try:
+            with open(f"/proc/{e}/stat", "rb") as fh:
+                stat = fh.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses, up to the last ")"
+        comm = stat[stat.find("(") + 1:stat.rfind(")")]
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) > 1 and fields[1].lstrip("-").isdigit():
+            procs[int(e)] = (int(fields[1]), comm)
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in procs.items():
+        children.setdefault(ppid, []).append(pid)
+    is_nsys = lambda pid: procs.get(pid, (0, ""))[1].startswith("nsys")  # noqa: E731
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        for child in children.get(pid, []):
+            if is_nsys(pid) and not is_nsys(child):
+                found.append(child)  # the program: its own children get the signal from it
+            else:
+                todo.append(child)
+    return sorted(found)
 
 
 def import_qdstrm(qdstrm: Path, importer: str | None) -> tuple[Path | None, str | None]:

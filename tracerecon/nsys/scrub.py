@@ -132,7 +132,8 @@ def scrub_text(value, hosts: tuple[str, ...] = ()):
     s = SECRET_KEY.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}{REDACTED}", s)
     s = NCCL_PREFIX.sub(lambda m: f"[host]:{m.group(2)}:{m.group(3)} [", s)
     for h in hosts:
-        s = re.sub(rf"(?i)(?<![\w-]){re.escape(h)}(?![\w-])", "[host]", s)
+        # bounded by what a host name cannot hold: "report_<host>_123.sqlite" names it too
+        s = re.sub(rf"(?i)(?<![A-Za-z0-9-]){re.escape(h)}(?![A-Za-z0-9-])", "[host]", s)
     s = USER_AT_HOST.sub("[user]@[host]", s)
     s = IPV4.sub("[ip]", s)
     s = IPV6.sub(_ipv6, s)
@@ -173,11 +174,20 @@ def scrub_secrets_in_bytes(value):
     if not isinstance(value, bytes) or not value:
         return value
     s = value.decode("latin-1")
+    # Each run of printable text on its own: a secret's value ends where the text does, at the
+    # payload's next binary byte (a NUL, a length), which stays.
+    out = _PRINTABLE_RUN.sub(lambda m: _secrets_in_text_redacted(m.group(0)), s)
+    return value if out == s else out.encode("latin-1")
+
+
+_PRINTABLE_RUN = re.compile(r"[\t\n\r\x20-\x7e]+")
+
+
+def _secrets_in_text_redacted(s: str) -> str:
     out = _known_secrets_redacted(s)
     out = SECRET_OPTION.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", out)
     out = SECRET_WORD.sub(lambda m: m.group(0) if m.group(3) == REDACTED else f"{m.group(1)}{m.group(2)}{REDACTED}", out)
-    out = SECRET_KEY.sub(lambda m: m.group(0) if not re.fullmatch(rf"(?i)['\"]?{_SECRETISH}['\"]?", m.group(1)) else f"{m.group(1)}{m.group(2)}{m.group(3)}{REDACTED}", out)
-    return value if out == s else out.encode("latin-1")
+    return SECRET_KEY.sub(lambda m: m.group(0) if not re.fullmatch(rf"(?i)['\"]?{_SECRETISH}['\"]?", m.group(1)) else f"{m.group(1)}{m.group(2)}{m.group(3)}{REDACTED}", out)
 
 
 def hosts_named_in(conn: sqlite3.Connection, tables: list[str]) -> tuple[str, ...]:

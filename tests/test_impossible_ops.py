@@ -1,0 +1,82 @@
+"""GPU ops whose times cannot be (an edited or corrupt export) are dropped and said, never left
+to move every phase's boundaries: one kernel moved 5 s later made a stream look busy until
+then, and every later phase read 0 GPU ms, with no word. The expected numbers are worked out
+by hand from the ops' times."""
+
+from __future__ import annotations
+
+from nsys_factory import FakeTrace
+from tracerecon.analysis.config import PhaseConfig
+from tracerecon.api import load as analyze
+
+U = 1000  # 1 us
+
+
+def three_cycles(t: FakeTrace, moved: dict | None = None, tid: int | None = None) -> None:
+    """draft (b..b+100) with a kernel b+10..b+90, verify (b+100..b+200) with b+110..b+180;
+    ``moved``: {(cycle, phase): (start_us, end_us)} gives that kernel other times."""
+    moved = moved or {}
+    for c in range(3):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 100) * U, (b + 200) * U)
+        for name, at, (s, e) in (("draft", b + 5, (b + 10, b + 90)), ("verify", b + 105, (b + 110, b + 180))):
+            s, e = moved.get((c, name), (s, e))
+            t.kernel(t.call("cudaLaunchKernel", at * U, (at + 2) * U, tid=tid), s * U, e * U, name=name)
+
+
+def per_cycle(rank):
+    return [(p["cycle"], p["phase"], p["gpu_ns"] // U) for p in rank.phases.to_pylist()]
+
+
+EXPECTED = [(c, n, 100) for c in range(3) for n in ("draft", "verify")]
+
+
+def test_a_kernel_moved_seconds_later_is_dropped_and_said(tmp_path):
+    # GIVEN cycle 0's draft kernel moved 5 s later (after every later kernel on its stream)
+    t = FakeTrace()
+    three_cycles(t, {(0, "draft"): (5_000_010, 5_000_090)})
+    # WHEN analysed
+    a = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig())
+    # THEN it is dropped with a warning, and the other phases read what their own kernels say:
+    # events at b, b+100, b+200 on the idle-between-phases stream (cycle 0's draft, now with no
+    # kernel, reads its CPU time: 100); kept, stream 7 looked busy until 5 s and every later
+    # phase read 0
+    assert per_cycle(a.ranks[0]) == EXPECTED
+    assert any("dropped 1 GPU op(s) whose times cannot be" in w for w in a.warnings)
+
+
+def test_a_kernel_lasting_an_hour_is_dropped(tmp_path):
+    # GIVEN cycle 1's verify kernel ending an hour after it started (later kernels end first)
+    t = FakeTrace()
+    three_cycles(t, {(1, "verify"): (1110, 3_600_000_000)})
+    a = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig())
+    # THEN dropped: verify of cycle 1 reads its CPU time (100), the rest their kernels
+    assert per_cycle(a.ranks[0]) == EXPECTED
+    assert any("dropped 1 GPU op(s) whose times cannot be" in w for w in a.warnings)
+
+
+def test_a_kernel_starting_before_its_launch_is_dropped(tmp_path):
+    # GIVEN cycle 2's draft kernel starting before its launch call (at b+5) began
+    t = FakeTrace()
+    three_cycles(t, {(2, "draft"): (2001, 2090)})
+    a = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig())
+    assert per_cycle(a.ranks[0]) == EXPECTED
+    assert any("dropped 1 GPU op(s) whose times cannot be" in w for w in a.warnings)
+
+
+def test_overlapping_launch_calls_and_dependent_launch_overlap_drop_nothing(tmp_path):
+    # GIVEN two threads whose launch calls overlap in time on one stream (either may be queued
+    # first: the second call's kernel runs first), and a kernel that starts before the one
+    # launched before it ends (programmatic dependent launch)
+    t = FakeTrace()
+    t.range("cycle 0", 0, 1000 * U)
+    t.range("draft", 0, 500 * U)
+    t.range("verify", 500 * U, 1000 * U)
+    t.kernel(t.call("cudaLaunchKernel", 10 * U, 40 * U, tid=1), 60 * U, 100 * U)           # called first, ran second
+    t.kernel(t.call("cudaLaunchKernel", 20 * U, 30 * U, tid=2), 35 * U, 55 * U)            # called second, ran first
+    t.kernel(t.call("cudaLaunchKernel", 510 * U, 512 * U), 520 * U, 700 * U)
+    t.kernel(t.call("cudaLaunchKernel", 514 * U, 516 * U), 690 * U, 800 * U)               # starts 10 us before the one before it ends
+    a = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig())
+    # THEN nothing is dropped
+    assert a.ranks[0].gpu_ops.num_rows == 4
+    assert not any("cannot be" in w for w in a.warnings)
