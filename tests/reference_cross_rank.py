@@ -218,6 +218,11 @@ def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.
             if len(ends) < min(2, len(views)) and not (met and len(views) > 1):  # a cycle of one rank alone (2026-12-01)
                 continue
             gating = max(ends, key=lambda k: (ends[k], -k))
+            if not met and len(ends) > 1:
+                # (2026-12-02) only ranks that ran the cycle at once, the last ending last by more than 1 us
+                others = [e for k, e in ends.items() if k != gating]
+                if per_cycle[gating][c][2] >= min(others) or ends[gating] - max(others) <= 1_000:
+                    continue
             phase = per_cycle[gating][c][1]
             how = "latest end"
         out.append({
@@ -228,8 +233,8 @@ def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.
     return pa.Table.from_pylist(out, schema=CRITICAL_PATH)
 
 
-def _cycle_ends(view: RankView, offset: int) -> dict[int, tuple[int, str]]:
-    """The per-cycle loop's lookup: {cycle: (aligned end, longest phase)}, from the library's
-    per-rank computation (which the rewrite left as it was, returning arrays instead)."""
-    cycles, ends, names = library_cycle_ends(view, offset)
-    return {c: (e, n) for c, e, n in zip(cycles.tolist(), ends.tolist(), names)}
+def _cycle_ends(view: RankView, offset: int) -> dict[int, tuple[int, str, int]]:
+    """The per-cycle loop's lookup: {cycle: (aligned end, longest phase, aligned start)}, from the
+    library's per-rank computation (which the rewrite left as it was, returning arrays instead)."""
+    cycles, starts, ends, names = library_cycle_ends(view, offset)
+    return {c: (e, n, s) for c, s, e, n in zip(cycles.tolist(), starts.tolist(), ends.tolist(), names)}

@@ -97,7 +97,9 @@ def test_random_runs_come_out_as_before(views):
     # WHEN the cross-rank step runs both ways THEN every table and number is the same, wherever
     #       the k-th kernel of a name is still matched with the k-th (the per-row version knew
     #       no other rule; ranks renumbered by end time are test_collective_windows.py's)
-    assume(not any("matched by end time" in w for w in cross_rank.analyze_cross_rank(views).warnings))
+    # (the end-time rules, which the per-row version did not have: "matched by end time", and for a
+    # rank holding fewer kernels on a shared clock "matched each to the one ... that ends with it")
+    assume(not any("matched by end time" in w or "that ends with it" in w for w in cross_rank.analyze_cross_rank(views).warnings))
     assert_same(views)
 
 
@@ -140,23 +142,45 @@ def test_ranks_within_a_microsecond_of_each_other_gate_nothing():
     assert_same(views)
 
 
-def test_ranks_ending_a_cycle_together_name_the_lowest():
+def test_ranks_ending_a_cycle_together_gate_nothing_and_the_last_by_more_gates_it():
     # GIVEN ranks 0, 1 and 2 without collectives (compute kernels only) whose cycle 0 ends at
-    #       5000, 7000 and 7000 ns, and whose cycle 1 ends on rank 1 alone (ranks 0 and 2
-    #       have no phase in it)
+    #       5000, 7000 and 7000 ns (ranks 1 and 2 together), cycle 2 at 5000, 9000 and 7000 ns,
+    #       and whose cycle 1 ends on rank 1 alone (ranks 0 and 2 have no phase in it); every
+    #       cycle begins at its number x 1000 ns on every rank (they ran it at once)
     views = []
-    for r, ends in enumerate([(5000, None), (7000, 9000), (7000, None)]):
+    for r, ends in enumerate([(5000, None, 5000 + 10_000), (7000, 9000, 9000 + 10_000), (7000, None, 7000 + 10_000)]):
         ops = pa.table({"kind": pa.array([], pa.string()).dictionary_encode(), "name": pa.array([], pa.string()).dictionary_encode(),
                         "start_ns": pa.array([], pa.int64()), "end_ns": pa.array([], pa.int64()), "phase_id": pa.array([], pa.int64())})
         rows = [(c, e) for c, e in enumerate(ends) if e is not None]
         phases = pa.table({"cycle": pa.array([c for c, _ in rows], pa.int64()), "phase": pa.array(["verify"] * len(rows)),
+                           "cpu_start_ns": pa.array([c * 1000 + (10_000 if c == 2 else 0) for c, _ in rows], pa.int64()),
                            "gpu_end_ns": pa.array([e for _, e in rows], pa.int64()), "cpu_end_ns": pa.array([e for _, e in rows], pa.int64()),
                            "gpu_ns": pa.array([100] * len(rows), pa.int64()), "cpu_ns": pa.array([90] * len(rows), pa.int64())})
         views.append(cross_rank.RankView(r, "one", None, ops, phases))
     # WHEN the cross-rank step runs
     path = cross_rank.analyze_cross_rank(views).critical_path.to_pylist()
-    # THEN of the two ranks ending cycle 0 last, the lower (1) gates it; cycle 1, which rank 1
-    # ran alone, has no critical path (nobody to be last against)
+    # THEN cycle 0, whose last two ranks ended together, has no gating rank (it named the lower
+    # of the two); cycle 2's last rank (1) ended 2 us after the next: it gates it; cycle 1,
+    # which rank 1 ran alone, has no critical path (nobody to be last against)
     assert [(p["cycle"], p["gating_rank"], p["gating_phase"], p["how"], p["waits_ns"]) for p in path] == [
-        (0, 1, "verify", "latest end", "{}")]
+        (2, 1, "verify", "latest end", "{}")]
+    assert_same(views)
+
+
+def test_ranks_that_ran_a_cycle_at_different_times_gate_nothing():
+    # GIVEN two ranks that never meet (no collectives) and whose captures began 112 ms apart:
+    #       each rank's cycle k runs 10 ms, rank 1's 112 ms after rank 0's on the shared clock
+    views = []
+    for r, begin in enumerate((0, 112_000_000)):
+        ops = pa.table({"kind": pa.array([], pa.string()).dictionary_encode(), "name": pa.array([], pa.string()).dictionary_encode(),
+                        "start_ns": pa.array([], pa.int64()), "end_ns": pa.array([], pa.int64()), "phase_id": pa.array([], pa.int64())})
+        starts = [begin + c * 10_000_000 for c in range(5)]
+        phases = pa.table({"cycle": pa.array(list(range(5)), pa.int64()), "phase": pa.array(["verify"] * 5),
+                           "cpu_start_ns": pa.array(starts, pa.int64()), "gpu_end_ns": pa.array([s + 9_000_000 for s in starts], pa.int64()),
+                           "cpu_end_ns": pa.array([s + 9_000_000 for s in starts], pa.int64()),
+                           "gpu_ns": pa.array([9_000_000] * 5, pa.int64()), "cpu_ns": pa.array([9_000_000] * 5, pa.int64())})
+        views.append(cross_rank.RankView(r, "one", None, ops, phases))
+    # WHEN the cross-rank step runs THEN no cycle has a gating rank (rank 1 "gated" all 5: its
+    # cycle k ended 112 ms after rank 0's, which had ended before rank 1's began)
+    assert cross_rank.analyze_cross_rank(views).critical_path.num_rows == 0
     assert_same(views)

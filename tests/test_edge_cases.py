@@ -335,3 +335,26 @@ def test_a_kernel_whose_name_id_the_string_table_lacks_reads_as_no_name_and_is_c
     # THEN the second kernel has no name (not the first string of the table), and one warning counts it
     assert sorted(a.ranks[0].gpu_ops["name"].cast("string").to_pylist()) == ["", "k"]
     assert f"{path}: 1 kernel(s) have no name (a name id the string table lacks); communication (NCCL) kernels among them are not counted as such" in a.warnings
+
+
+def test_long_phase_names_that_differ_at_their_end_stay_told_apart_at_80_columns(tmp_path):
+    U = 1000
+    # GIVEN two phases whose names share their first 30 characters (SGLang's wrapped methods)
+    from conftest import run_cli
+
+    t = FakeTrace()
+    names = ("EagleDraftWorker._draft_extend_for_decode", "EagleDraftWorker._draft_extend_for_prefill")
+    for c in range(3):
+        b = c * 1000
+        t.range(f"cycle {c}", b * U, (b + 300) * U)
+        t.range(names[0], b * U, (b + 100) * U)
+        t.range(names[1], (b + 100) * U, (b + 300) * U)
+    path = t.write(tmp_path / "t.sqlite")
+    args = [a for n in names for a in ("--phase", n)]
+    # WHEN reported and diffed into a pipe (80 columns)
+    for cmd in (["report", str(path), *args], ["diff", str(path), str(path), *args]):
+        out = run_cli(*cmd).stdout
+        # THEN each name is there whole (folded onto a second line where it must), not cut to one
+        # shared "EagleDraftWorker._draft_exten…"
+        assert "_for_decode" in out and "_for_prefill" in out and "…" not in out, out
+        assert max(len(line) for line in out.splitlines()) <= 80

@@ -156,6 +156,22 @@ def test_a_bad_wrap_target_is_an_error_before_nsys_starts(tmp_path):
     assert not (tmp_path / "run").exists()  # nothing ran
 
 
+@pytest.mark.parametrize("module", ["engine_main", "__main__"])
+def test_wrapping_the_script_that_runs_as_main_is_an_error_before_nsys_starts(tmp_path, module):
+    # GIVEN a script whose own functions are the steps, and --wrap naming them by the script's
+    # module name (or as __main__)
+    script = tmp_path / "engine_main.py"
+    script.write_text("def step(i):\n    return i\n\nfor i in range(3):\n    step(i)\n")
+    # WHEN run
+    res = run_cli("run", "-o", str(tmp_path / "run"), "--wrap", f"{module}:step=@cycle", "--", sys.executable, str(script))
+    # THEN one line says the script runs as __main__ (the pre-check passed engine_main, and the
+    # run ended with an empty trace; __main__ read "no module __main__"), and nothing ran
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    (line,) = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert "runs as __main__" in line and "move the functions into a module" in line
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_renamed_engine_method_is_an_error_naming_it_and_the_version(tmp_path):
     engines = stand_in_copy(tmp_path, "sglang", "0.6.0")
     worker = engines / "sglang" / "srt" / "speculative" / "eagle_worker_v2.py"

@@ -313,6 +313,17 @@ def test_the_cache_returns_the_same_analysis_and_never_trusts_a_bad_entry(tmp_pa
     # WHEN the entry is corrupt THEN it is rebuilt, not trusted
     entries[0].write_bytes(b"garbage")
     assert report_json(api.load([src])) == cold
+    # WHEN another trace's entry is put in its place (swapped, copied over it) THEN it is rebuilt:
+    # an entry holds its own key (it printed the other trace's numbers and name)
+    other = tmp_path / "u.sqlite"
+    shutil.copy(H200 / "eagle_graph_verify.sqlite", other)
+    before = set((tmp_path / "cache").glob("*.pickle"))
+    theirs = report_json(api.load([other]))
+    (new,) = set((tmp_path / "cache").glob("*.pickle")) - before
+    entries[0].write_bytes(new.read_bytes())
+    assert report_json(api.load([src])) == cold != theirs
+    other.unlink()
+    new.unlink()
     # WHEN the trace changes THEN the cache misses
     os.utime(src, ns=(time.time_ns(), time.time_ns() + 10**9))
     api.load([src])

@@ -462,3 +462,46 @@ def test_tokens_a_cpu_only_run_accepted_are_counted_though_no_gpu_time_is_there(
     # and a GPU cycle that accepted none beside CPU-only ones: their tokens still count
     cycles = pa.table({"cycle": [0, 1], "gpu_ns": [1_000_000, None], "accepted_tokens": [0, 10]})
     assert per_token(cycles, None) == (10, None, {})
+
+
+def test_phases_out_of_step_with_the_cycle_ranges_are_said(tmp_path):
+    # GIVEN 12 cycle ranges on the loop thread (1 ms each), and a worker thread's draft ranges,
+    # one per cycle in all but out of step: two in each even cycle, none in the odd ones
+    from nsys_factory import FakeTrace
+    from tracerecon.analysis.config import PhaseConfig
+    from tracerecon.api import load
+
+    U = 1000
+    t = FakeTrace()
+    for c in range(12):
+        t.range(f"cycle {c}", c * 1000 * U, (c + 1) * 1000 * U, tid=1)
+    for c in range(0, 12, 2):
+        for k in range(2):
+            s = c * 1000 + 100 + k * 400
+            t.range("draft", s * U, (s + 300) * U, tid=2)
+    # WHEN analysed
+    a = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft",)))
+    # THEN a warning says draft runs out of step with the cycles (it read 0.6 ms per cycle,
+    # twice its 0.3 ms, in 6 cycles, with no word)
+    assert any("'draft': no cycle range holds it in 6 of 12 cycles, two or more in 6" in w for w in a.warnings), a.warnings
+
+
+def test_phases_run_in_some_cycles_only_or_twice_by_design_are_not_said(tmp_path):
+    # GIVEN prefill cycles (0, 4, 8) holding a prefill phase once and decode cycles none; and a
+    # draft phase run twice in every cycle
+    from nsys_factory import FakeTrace
+    from tracerecon.analysis.config import PhaseConfig
+    from tracerecon.api import load
+
+    U = 1000
+    t = FakeTrace()
+    for c in range(12):
+        b = c * 1000
+        t.range(f"cycle {c}", b * U, (b + 1000) * U)
+        if c % 4 == 0:
+            t.range("prefill", (b + 50) * U, (b + 90) * U)
+        t.range("draft", (b + 100) * U, (b + 300) * U)
+        t.range("draft", (b + 400) * U, (b + 600) * U)
+    a = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("prefill", "draft")))
+    # THEN no out-of-step warning
+    assert not any("out of step" in w for w in a.warnings), a.warnings

@@ -93,7 +93,7 @@ def report(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = No
 
     files = expand_inputs(inputs)
     fresh = cached(files, _report_key(files, config), lambda: made().with_engine_timers(EngineTimers()))
-    return fresh.with_engine_timers(read_engine_timers(inputs))
+    return fresh.with_engine_timers(read_engine_timers(inputs, config.label_of))
 
 
 def cached_report(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = None) -> Report | None:
@@ -107,8 +107,9 @@ def cached_report(inputs: Sequence[str | os.PathLike], options: PhaseConfig | No
         files = expand_inputs(inputs)
     except Exception:  # anything wrong with the inputs is for check_inputs to word
         return None
-    hit = lookup(files, _report_key(files, options or PhaseConfig()))
-    return hit.with_engine_timers(read_engine_timers(inputs)) if hit is not None else None
+    config = options or PhaseConfig()
+    hit = lookup(files, _report_key(files, config))
+    return hit.with_engine_timers(read_engine_timers(inputs, config.label_of)) if hit is not None else None
 
 
 def _report_key(files, config: PhaseConfig) -> tuple:

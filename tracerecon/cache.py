@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 
 from tracerecon import __version__
 
-FORMAT = 1  # bump when what is cached changes shape
+FORMAT = 2  # bump when what is cached changes shape
 
 
 def cache_dir() -> Path:
@@ -84,13 +84,17 @@ def _entry(paths: Path | Sequence[Path], extra: tuple, use: bool | None) -> Path
 
 
 def _read_entry(entry: Path) -> Any:
+    """The value an entry holds, where it holds its own key (an entry copied or renamed over
+    another's name is someone else's: rebuilt, never trusted)."""
     if entry.is_file():
         try:
             with open(entry, "rb") as fh:
-                value = pickle.load(fh)
+                stored = pickle.load(fh)
+            if not (isinstance(stored, tuple) and len(stored) == 2 and stored[0] == entry.stem):
+                raise ValueError("an entry of another key")
             os.utime(entry)  # recently used
-            return value
-        except Exception:  # a truncated or foreign file: rebuild, never trust
+            return stored[1]
+        except Exception:  # a truncated, foreign or misplaced file: rebuild, never trust
             entry.unlink(missing_ok=True)
     return _MISSING
 
@@ -112,7 +116,7 @@ def cached(paths: Path | Sequence[Path], extra: tuple, compute: Callable[[], Any
         fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as fh:
-                pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
+                pickle.dump((entry.stem, value), fh, protocol=pickle.HIGHEST_PROTOCOL)
             os.replace(tmp, entry)
         except BaseException:  # a full disk, or Ctrl-C while writing: no half-written file left
             with contextlib.suppress(OSError):

@@ -547,7 +547,7 @@ def analyze(paths: Sequence[str | os.PathLike], config: PhaseConfig, say: Progre
     # step and the phase tables, not only the reading. The paths as given are part of the key
     # (they are shown); engine timers (run.json) are read fresh.
     analysis = cached(files, ("run", config, tuple(map(str, files))), lambda: _analyze_files(files, config, say, jobs, scheduler))
-    timers = read_engine_timers(paths)
+    timers = read_engine_timers(paths, config.label_of)
     return replace(analysis, engine_timers=timers.medians, warnings=tuple(listed_but_missing(paths)) + timers.warnings + analysis.warnings)
 
 
@@ -610,7 +610,16 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
                 warnings.append(f"no range matched --phase {', '.join(shlex.quote(m) for m in missing)} (the other phases did); "
                                 "`tracerecon ranges` lists every range name")
     if config.cycle_prefix and any(len(w.phase_inputs.phase_rows) for _, _, w in work) and all(len(w.cycle_rows) == 0 for _, _, w in work if len(w.phase_inputs.phase_rows)):
-        warnings.append(f"no range name starts with {config.cycle_prefix!r} (but phases' own): a cycle starts where the first phase of --phase (that occurs) begins again after other phases")
+        import pyarrow.compute as pc
+
+        # Cycle ranges in another process (a parent that marks the cycles of a worker process
+        # running the phases) are read with that process's ranges, not the phases'.
+        elsewhere = [s.rank for s, _, w in work if w.ranges is not None and w.ranges.num_rows
+                     and pc.any(pc.starts_with(w.ranges["name"].cast("string"), config.cycle_prefix)).as_py()]
+        where = (f"no range name starts with {config.cycle_prefix!r} in the processes with phases (rank {', '.join(map(str, elsewhere))} holds "
+                 "such ranges, in another process: cycles are read per process)") if elsewhere else \
+            f"no range name starts with {config.cycle_prefix!r} (but phases' own)"
+        warnings.append(f"{where}: a cycle starts where the first phase of --phase (that occurs) begins again after other phases")
     say("across ranks")
     cross = analyze_cross_rank(
         [RankView(s.rank, s.path, info.session_start_utc_ns, w.gpu_ops, w.provisional_phases(), info.time_normalized, info.gpu_uuids) for s, info, w in work]

@@ -21,7 +21,7 @@ import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from tracerecon.errors import BadTraceError, UsageError
 
@@ -307,12 +307,15 @@ class EngineTimers:
     warnings: tuple[str, ...] = ()
 
 
-def read_engine_timers(paths: Sequence[str | Path]) -> EngineTimers:
+def read_engine_timers(paths: Sequence[str | Path], label_of: Callable[[str], str | None] | None = None) -> EngineTimers:
     """Medians of the engine's own perf_counter phase timers (``cpu_timers.rank<R>.jsonl`` that
-    ``tracerecon run --cpu-timers`` makes engines write into the run directory). A line that is
-    not a JSON object with a rank, a phase and a finite ``cpu_ms`` of 0 or more is not read, and
-    a warning counts such lines per file."""
-    out: dict[int, dict[str, list[float]]] = {}
+    ``tracerecon run --cpu-timers`` makes engines write into the run directory), per cycle as
+    the report's CPU ms are: a phase timed several times in one cycle counts once, their sum (a
+    line with no cycle counts alone). ``label_of`` names each timer's phase as the report does
+    (``--phase fwd=verify``: verify's timers are fwd's); a name it gives no phase keeps its own.
+    A line that is not a JSON object with a rank, a phase and a finite ``cpu_ms`` of 0 or more is
+    not read, and a warning counts such lines per file."""
+    per_cycle: dict[tuple, float] = {}
     warnings = []
     folders = []
     for raw in paths:
@@ -320,6 +323,7 @@ def read_engine_timers(paths: Sequence[str | Path]) -> EngineTimers:
         folder = p if p.is_dir() else p.parent
         if folder not in folders:
             folders.append(folder)
+    alone = 0  # a key of its own for each line of no cycle
     for folder in folders:
         for f in sorted(folder.glob(f"{CPU_TIMERS_PREFIX}.rank*.jsonl")):
             try:
@@ -335,12 +339,23 @@ def read_engine_timers(paths: Sequence[str | Path]) -> EngineTimers:
                     ms = float(rec["cpu_ms"])
                     if not (math.isfinite(ms) and ms >= 0):  # NaN and inf are no timing (and no JSON); nor is a negative time
                         raise ValueError(ms)
-                    out.setdefault(int(rec["rank"]), {}).setdefault(str(rec["phase"]), []).append(ms)
+                    rank, name, cycle = int(rec["rank"]), str(rec["phase"]), rec.get("cycle")
+                    if cycle is not None and not isinstance(cycle, int):
+                        raise ValueError(cycle)
                 except (ValueError, KeyError, TypeError, OverflowError, AttributeError):
                     skipped += 1
+                    continue
+                phase = (label_of(name) if label_of else None) or name
+                if cycle is None:
+                    alone += 1
+                key = (rank, phase, cycle if cycle is not None else ("alone", alone))
+                per_cycle[key] = per_cycle.get(key, 0.0) + ms
             if skipped:
                 warnings.append(f"{f}: {skipped} {TIMER_LINES_NOT_READ} (not a JSON object with rank, phase and a cpu_ms of 0 or more); "
                                 "the engine column leaves them out")
+    out: dict[int, dict[str, list[float]]] = {}
+    for (rank, phase, _), ms in per_cycle.items():
+        out.setdefault(rank, {}).setdefault(phase, []).append(ms)
     medians = {r: {ph: round(statistics.median(v), 6) for ph, v in d.items()} for r, d in out.items()}
     return EngineTimers(medians, tuple(warnings))
 

@@ -403,7 +403,7 @@ def _ms(ns: int | None) -> float | None:
 
 def _cycle_slice(track: Track, c: dict, shift: int) -> Slice:
     return Slice(track, c["name"], "cycle", "cycle", c["cpu_start_ns"] + shift, c["cpu_ns"],
-                 {"cpu_ms": c["cpu_ns"] / 1e6, "gpu_ms": (c["gpu_ns"] or 0) / 1e6})
+                 {"cpu_ms": c["cpu_ns"] / 1e6, "gpu_ms": _ms(c["gpu_ns"])})
 
 
 def _phase_slice(track: Track, p: dict, shift: int) -> Slice:

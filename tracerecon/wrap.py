@@ -370,7 +370,7 @@ def install(spec: str | None = None) -> None:
         return
     # The wrappers' own modules first: a target in a module they import (json, time, nvtx)
     # would otherwise be wrapped while they are half imported, and the program die of it.
-    import tracerecon.instrument  # noqa: F401
+    importlib.import_module("tracerecon.instrument")
 
     pending = []
     for t in targets:  # already imported (rare in sitecustomize): wrap now
@@ -444,6 +444,11 @@ def command_python(command: Sequence[str]) -> str | None:
     return None
 
 
+def scripts_run(command: Sequence[str]) -> list[str]:
+    """The ``.py`` scripts the command names (each runs as ``__main__``)."""
+    return [a for a in command[1:] if a.endswith(".py") and os.path.isfile(a)]
+
+
 def import_roots(command: Sequence[str]) -> list[str]:
     """Where the profiled program imports its own modules from, beyond its interpreter's
     site-packages: the working directory (``python -m``, ``-c``) and every ``.py`` script the
@@ -477,14 +482,21 @@ def probe(python: str, env: dict, dists: Sequence[str], targets: Sequence[str], 
     return Probe(python, doc.get("python", "?"), doc.get("versions", {}), doc.get("found", {}), doc.get("modules", {}))
 
 
-def check_targets(targets: Sequence[WrapTarget], found: Probe, interpreter_known: bool = True) -> list[str]:
+def check_targets(targets: Sequence[WrapTarget], found: Probe, interpreter_known: bool = True, scripts: Sequence[str] = ()) -> list[str]:
     """UsageError for the first target that does not exist in the launch environment, naming it
-    and the version of its package found there. A module that is not found at all is only a
-    warning (returned) when the command's interpreter had to be guessed: it may live elsewhere."""
+    and the version of its package found there, or that is a script the command runs (its code
+    runs as ``__main__``: its module of that name is never imported, so nothing is wrapped). A
+    module that is not found at all is only a warning (returned) when the command's interpreter
+    had to be guessed: it may live elsewhere."""
     from tracerecon.errors import UsageError
 
     warnings = []
+    run_as_main = {os.path.splitext(os.path.basename(x))[0]: x for x in scripts}
     for t in targets:
+        if t.module == "__main__" or t.module in run_as_main:
+            script = run_as_main.get(t.module, "the program's script")
+            raise UsageError(f"--wrap {t.spec()}: {script} runs as __main__, which cannot be wrapped (it runs before any wrapper): "
+                             "move the functions into a module the script imports and wrap them there")
         if found.exists(t.target):
             continue
         if not found.modules.get(t.module):

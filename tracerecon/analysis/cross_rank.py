@@ -511,18 +511,19 @@ def cycle_shifts(cycle: np.ndarray) -> np.ndarray:
     return out
 
 
-def _cycle_ends(view: RankView, offset: int) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
-    """Per cycle of one rank, in cycle order: (cycles, the aligned end of its GPU work, else of
-    its CPU ranges, its longest phase: the first of the largest GPU time, else CPU time where it
-    has no GPU time; None where that is negative)."""
+def _cycle_ends(view: RankView, offset: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str | None]]:
+    """Per cycle of one rank, in cycle order: (cycles, the aligned start of its first phase's
+    CPU range, the aligned end of its GPU work, else of its CPU ranges, its longest phase: the
+    first of the largest GPU time, else CPU time where it has no GPU time; None where that is
+    negative)."""
     ph = view.phases
     empty = np.zeros(0, np.int64)
     if ph.num_rows == 0:
-        return empty, empty, []
+        return empty, empty, empty, []
     cyc = int64s(ph["cycle"], -1)
     rows = np.flatnonzero(cyc >= 0)
     if len(rows) == 0:
-        return empty, empty, []
+        return empty, empty, empty, []
     gpu_end = int64s(ph["gpu_end_ns"], I64_MIN)[rows]
     cpu_end = int64s(ph["cpu_end_ns"])[rows]
     gpu = int64s(ph["gpu_ns"], I64_MIN)[rows]
@@ -533,10 +534,13 @@ def _cycle_ends(view: RankView, offset: int) -> tuple[np.ndarray, np.ndarray, li
     firsts = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
     last_gpu = np.maximum.reduceat(gpu_end[order], firsts)
     last_cpu = np.maximum.reduceat(cpu_end[order], firsts)
+    # (a view without CPU starts: each cycle taken as begun at once with the others')
+    starts = (np.minimum.reduceat(int64s(ph["cpu_start_ns"])[rows][order], firsts) + offset if "cpu_start_ns" in ph.column_names
+              else np.full(len(firsts), I64_MIN, dtype=np.int64))
     ends = np.where(last_gpu != I64_MIN, last_gpu, last_cpu) + offset
     longest = order[firsts]
     names = ph["phase"].to_pylist()
-    return c[firsts], ends, [names[rows[k]] if value[k] >= 0 else None for k in longest.tolist()]
+    return c[firsts], starts, ends, [names[rows[k]] if value[k] >= 0 else None for k in longest.tolist()]
 
 
 def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
@@ -549,7 +553,11 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
     lateness where it was held up; it may arrive late again later (when the others had queued
     their work ahead), but without a new jump. Summing small lags over all collectives instead
     picks whichever rank happens to launch more slowly. Without collectives: the
-    rank whose GPU work ended last, in its longest phase.
+    rank whose GPU work ended last, in its longest phase, where the ranks ran that cycle at the
+    same time (the last one began it before every other ended it) and it ended last by more
+    than ARRIVED_TOGETHER_NS; otherwise nobody gated it (ranks that never meet, or a capture
+    begun later, compared cycle k with cycle k of another time, and blamed whoever's clock ran
+    behind; ends 0.3 us apart named a straggler).
     """
     # Cycles are numbered in the first rank's count: another rank's cycle k is its first's
     # k + shift, the shift its collectives show (a capture begun cycles later numbers its
@@ -600,23 +608,32 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
     n_c = len(cyc)
     # Without collectives in a cycle: the rank whose work ended last (of ranks ending together,
     # the lowest), in its longest phase. Rows are ranks in rank order.
+    starts = np.full((n_ranks, n_c), I64_MIN, dtype=np.int64)
     ends = np.full((n_ranks, n_c), I64_MIN, dtype=np.int64)
     has = np.zeros((n_ranks, n_c), dtype=bool)
     longest = np.full((n_ranks, n_c), None, dtype=object)
     for r, v in enumerate(views):
-        c_r, e_r, names_r = _cycle_ends(v, int(offset[r]))
+        c_r, s_r, e_r, names_r = _cycle_ends(v, int(offset[r]))
         c_r = c_r + shift[r]
         keep_r = c_r >= 0
-        c_r, e_r, names_r = c_r[keep_r], e_r[keep_r], [n for n, k in zip(names_r, keep_r.tolist()) if k]
+        c_r, s_r, e_r, names_r = c_r[keep_r], s_r[keep_r], e_r[keep_r], [n for n, k in zip(names_r, keep_r.tolist()) if k]
         at = np.searchsorted(cyc, c_r)
-        ends[r, at], has[r, at], longest[r, at] = e_r, True, names_r
-    latest = np.argmax(np.where(has, ends, I64_MIN), axis=0) if n_c else np.zeros(0, np.int64)
+        starts[r, at], ends[r, at], has[r, at], longest[r, at] = s_r, e_r, True, names_r
+    ended = np.where(has, ends, I64_MIN)
+    latest = np.argmax(ended, axis=0) if n_c else np.zeros(0, np.int64)
     gating_row = latest.copy()
     gating_phase = longest[latest, np.arange(n_c)] if n_c else np.zeros(0, object)
     how = np.full(n_c, "latest end", dtype=object)
     # A cycle of one rank alone has no critical path, unless the ranks met at a collective in it
-    # (the others marking no phases).
+    # (the others marking no phases); nor one its ranks did not run at once, or ended together.
     keep = (has.sum(axis=0) >= min(2, n_ranks)) if n_ranks else np.zeros(n_c, bool)
+    if n_c and n_ranks > 1:
+        cols_c = np.arange(n_c)
+        runner_up = np.sort(ended, axis=0)[-2]
+        others_end = np.where(has, ends, np.iinfo(np.int64).max)
+        others_end[latest, cols_c] = np.iinfo(np.int64).max
+        at_once = starts[latest, cols_c] < others_end.min(axis=0)
+        keep &= at_once & (ended[latest, cols_c] - runner_up > ARRIVED_TOGETHER_NS)
     if m and n_ranks > 1:
         keep |= np.isin(cyc, last_cycle[last_cycle >= 0])
     # With collectives: the last rank at the one that brought the most new lateness, in the

@@ -36,8 +36,10 @@ def print_report(report: Report, console: Console) -> None:
         print_wrapped(console, f"rank {r.rank}  {r.source}  pid {', '.join(map(str, r.pids))}  nsys {r.nsys_version or '?'}", indent="",
                       hanging="    ", bold=len(f"rank {r.rank}"))
         table = Table(header_style="bold", box=None, padding=(0, 1, 0, 0), pad_edge=False)
-        # A very long phase name is cut (its end shown as …): the numbers must stay in view.
-        table.add_column("phase", no_wrap=True, max_width=32, overflow="ellipsis")
+        # A very long phase name folds onto more lines within a bounded width: the numbers stay
+        # in view, and names that differ only at their end stay told apart (cut with "…", SGLang's
+        # EagleDraftWorker._draft_extend_for_decode and _for_prefill read the same).
+        table.add_column("phase", max_width=32, overflow="fold")
         table.add_column("n", justify="right")
         engine = report.engine_timers.get(r.rank, {})
         if engine:
@@ -53,8 +55,10 @@ def print_report(report: Report, console: Console) -> None:
             )
         console.print(table)
         if cycles.n:
-            print_wrapped(console, f"cycles: {cycles.n}  CPU {fmt_ms(cycles.cpu_ms_median)} ms  GPU {fmt_ms(cycles.gpu_ms_median)} ms (median); "
-                          f"phases add up in {cycles.n_add_up} of {cycles.n}" + left_out_note(cycles, hint=True))
+            # (with no GPU time at all there is nothing to add up: "0 of N" read as a failure)
+            adds_up = f"; phases add up in {cycles.n_add_up} of {cycles.n}" if cycles.gpu_ms_median is not None else "; no GPU time"
+            print_wrapped(console, f"cycles: {cycles.n}  CPU {fmt_ms(cycles.cpu_ms_median)} ms  GPU {fmt_ms(cycles.gpu_ms_median)} ms (median)"
+                          + adds_up + left_out_note(cycles, hint=True))
         if cycles.gpu_ms_per_accepted_token is not None:
             print_wrapped(console, f"accepted tokens: {cycles.accepted_tokens}; GPU {cycles.gpu_ms_per_accepted_token:.3f} ms per accepted token ("
                           + ", ".join(f"{k} {v:.3f}" for k, v in cycles.phase_ms_per_accepted_token.items()) + ")")
@@ -91,7 +95,7 @@ def print_diff(result: dict, console: Console) -> None:
     """The `diff` table and one explanation line per phase."""
     t = Table(title="A -> B", title_justify="left", header_style="bold", box=None, padding=(0, 1, 0, 0), pad_edge=False)
     for col in ("rank", "phase", "A GPU ms", "B GPU ms", "delta GPU", "A CPU ms", "B CPU ms"):
-        t.add_column(col, justify="left" if col == "phase" else "right")
+        t.add_column(col, justify="left" if col == "phase" else "right", **({"max_width": 32, "overflow": "fold"} if col == "phase" else {}))
     for p in result["phases"]:
         d = p["delta_gpu_ms"]
         t.add_row(str(p["rank"]), p["phase"], fmt_ms(p["a_gpu_ms"]), fmt_ms(p["b_gpu_ms"]), Text("-" if d is None else f"{d:+.3f}", style="red" if (d or 0) > 0 else "green"), fmt_ms(p["a_cpu_ms"]), fmt_ms(p["b_cpu_ms"]))

@@ -81,7 +81,7 @@ def _plan_wraps(args: argparse.Namespace, command: list[str]) -> WrapPlan:
     launch environment before anything runs. UsageError for a ``--wrap`` target the installed
     package does not have, or a preset none of whose name sets the installed engine has."""
     from tracerecon import presets
-    from tracerecon.wrap import check_targets, command_python, import_roots, launch_python, parse_all, probe
+    from tracerecon.wrap import check_targets, command_python, import_roots, launch_python, parse_all, probe, scripts_run
 
     try:
         targets = parse_all(args.wrap)
@@ -103,7 +103,8 @@ def _plan_wraps(args: argparse.Namespace, command: list[str]) -> WrapPlan:
     lookups = [t.target for t in targets] + [presets.target_of(s) for p in chosen_presets for s in presets.all_specs(p)]
     dists = ["nvtx"] + [p.dist for p in chosen_presets] + [t.module.split(".")[0] for t in targets]
     found = probe(python, dict(os.environ), list(dict.fromkeys(dists)), list(dict.fromkeys(lookups)), import_roots(command))
-    messages.extend(f"warning: {w}" for w in check_targets(targets, found, interpreter_known=command_python(command) is not None))
+    messages.extend(f"warning: {w}" for w in check_targets(targets, found, interpreter_known=command_python(command) is not None,
+                                                           scripts=scripts_run(command)))
     env: list[tuple[str, str]] = []
     phases: list[str] = []
     recorded_presets = []

@@ -12,7 +12,8 @@ def add(sub) -> None:
         "scrub", help="write a copy of an nsys SQLite export that is safe to share",
         description="Copies TRACE and, in the copy only, drops captured environment tables and call chains, keeps only allow-listed "
                     "capture metadata, blanks host and user names, redacts environment assignments and secret-looking values in every "
-                    "text value, shortens paths, and vacuums. The analysis of the copy is identical to the original's.",
+                    "text value and blob, replaces every absolute path with [path], IP addresses with [ip], the trace's host names "
+                    "with [host], drops the program's captured output, and vacuums. The analysis of the copy is identical to the original's.",
     )
     p.add_argument("trace", metavar="TRACE.sqlite", help="the export to copy (never modified)")
     p.add_argument("-o", "--output", type=output_path, metavar="OUT", help="output file (default: TRACE.scrubbed.sqlite beside it)")
