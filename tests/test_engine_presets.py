@@ -172,6 +172,15 @@ def test_wrapping_the_script_that_runs_as_main_is_an_error_before_nsys_starts(tm
     assert not (tmp_path / "run").exists()
 
 
+def test_a_module_named_by_a_later_script_argument_can_be_wrapped():
+    # GIVEN `python run.py --config model.py`: run.py runs as __main__, model.py is an argument
+    from tracerecon.wrap import scripts_run
+
+    here = Path(__file__)
+    # THEN only the first script counts as __main__
+    assert scripts_run([sys.executable, str(here), "--config", str(ROOT / "tests" / "conftest.py")]) == [str(here)]
+
+
 def test_a_renamed_engine_method_is_an_error_naming_it_and_the_version(tmp_path):
     engines = stand_in_copy(tmp_path, "sglang", "0.6.0")
     worker = engines / "sglang" / "srt" / "speculative" / "eagle_worker_v2.py"

@@ -56,9 +56,10 @@ def test_a_kernel_lasting_an_hour_is_dropped(tmp_path):
 
 
 def test_a_kernel_starting_before_its_launch_is_dropped(tmp_path):
-    # GIVEN cycle 2's draft kernel starting before its launch call (at b+5) began
+    # GIVEN cycle 2's draft kernel starting 105 us before its launch call (at b+5) began (10 us
+    # would be spared: a drift between the CPU and GPU clocks)
     t = FakeTrace()
-    three_cycles(t, {(2, "draft"): (2001, 2090)})
+    three_cycles(t, {(2, "draft"): (1900, 1990)})
     a = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig())
     assert per_cycle(a.ranks[0]) == EXPECTED
     assert any("dropped 1 GPU op(s) whose times cannot be" in w for w in a.warnings)
@@ -80,3 +81,26 @@ def test_overlapping_launch_calls_and_dependent_launch_overlap_drop_nothing(tmp_
     # THEN nothing is dropped
     assert a.ranks[0].gpu_ops.num_rows == 4
     assert not any("cannot be" in w for w in a.warnings)
+
+
+def test_a_short_dependent_kernel_ending_before_a_long_one_drops_nothing(tmp_path):
+    # GIVEN a long kernel (b+10..b+2500) and one launched 4 us later that starts 10 us after it
+    # and ends long before it (programmatic dependent launch without a wait)
+    t = FakeTrace()
+    t.range("cycle 0", 0, 3000 * U)
+    t.range("verify", 0, 3000 * U)
+    t.kernel(t.call("cudaLaunchKernel", 2 * U, 4 * U), 10 * U, 2500 * U)
+    t.kernel(t.call("cudaLaunchKernel", 6 * U, 8 * U), 20 * U, 90 * U)
+    a = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("verify",)))
+    # THEN both are kept, and verify reads until the long one's end
+    assert a.ranks[0].gpu_ops.num_rows == 2 and not any("cannot be" in w for w in a.warnings)
+
+
+def test_a_dropped_op_is_not_also_said_to_have_never_run(tmp_path):
+    # GIVEN the trace's last kernel starting 105 us before its launch call
+    t = FakeTrace()
+    three_cycles(t, {(2, "verify"): (2000, 2090)})
+    a = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig())
+    # THEN one warning says it was dropped, none that the last launch never ran
+    assert any("dropped 1 GPU op(s) whose times cannot be" in w for w in a.warnings)
+    assert not any("have no GPU work in the trace" in w for w in a.warnings), a.warnings

@@ -270,3 +270,19 @@ def test_engine_timers_are_per_cycle_and_named_as_the_report_names_phases(tmp_pa
     # and the median of (4, 4, 4, 7) is 4 ms, as the report's CPU ms of a phase timed twice a
     # cycle is; draft's median is 3 ms. (It was verify 2 ms, the median per call, under its raw name.)
     assert timers.medians == {0: {"draft": 3.0, "fwd": 4.0}}
+
+
+def test_engine_timers_of_two_processes_and_of_a_repeated_cycle_number_are_not_summed(tmp_path):
+    # GIVEN two processes writing rank 0's file (no RANK set), interleaved, each draft 1 ms in
+    # cycles 0-2; and one of them then a main loop numbering its cycles from 0 again (draft 3 ms)
+    from tracerecon.run_dir import read_engine_timers
+
+    lines = []
+    for c in range(3):
+        for pid in (100, 200):
+            lines.append({"rank": 0, "pid": pid, "cycle": c, "phase": "draft", "cpu_ms": 1.0})
+    lines += [{"rank": 0, "pid": 100, "cycle": c, "phase": "draft", "cpu_ms": 3.0} for c in range(3)]
+    (tmp_path / "cpu_timers.rank0.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    # WHEN read THEN each process's cycle is a cycle: nine values 1, 1, 1, 1, 1, 1, 3, 3, 3
+    # (median 1 ms; summed by cycle number alone, 2 ms for the first three and 4 for warm-up + main)
+    assert read_engine_timers([str(tmp_path)]).medians == {0: {"draft": 1.0}}

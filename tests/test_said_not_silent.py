@@ -505,3 +505,22 @@ def test_phases_run_in_some_cycles_only_or_twice_by_design_are_not_said(tmp_path
     a = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("prefill", "draft")))
     # THEN no out-of-step warning
     assert not any("out of step" in w for w in a.warnings), a.warnings
+
+
+def test_a_phase_run_twice_in_odd_cycles_on_the_cycles_own_thread_is_not_out_of_step(tmp_path):
+    # GIVEN one thread, 12 cycles: even cycles run extend once, odd cycles draft twice, every
+    # range inside its own cycle range
+    from nsys_factory import FakeTrace
+    from tracerecon.analysis.config import PhaseConfig
+    from tracerecon.api import load
+
+    U = 1000
+    t = FakeTrace()
+    for c in range(12):
+        b = c * 1000
+        t.range(f"cycle {c}", b * U, (b + 1000) * U)
+        for k in range(1 if c % 2 == 0 else 2):
+            t.range("extend" if c % 2 == 0 else "draft", (b + 100 + 400 * k) * U, (b + 400 + 400 * k) * U)
+    a = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "extend")))
+    # THEN no out-of-step warning (the phases are the cycles' own thread's, by design)
+    assert not any("out of step" in w for w in a.warnings), a.warnings

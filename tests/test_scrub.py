@@ -239,3 +239,20 @@ def test_a_command_line_keeps_the_engines_settings_and_loses_its_secrets():
         # THEN the settings stay and every secret is gone, whole
         assert got[2:10] == ["--max-num-batched-tokens", "8192", "--speculative-num-draft-tokens", "4", "--tokenizer", "tok", "--author", "me"]
         assert got[10:] == ["--hf-token", REDACTED, "--password", REDACTED, f"--api-key={REDACTED}", "--aws-secret-access-key", REDACTED]
+
+
+def test_a_short_host_name_leaves_names_that_hold_it_and_a_distinctive_one_goes_everywhere():
+    # GIVEN a host called "gpu" and one called "ault43.cscs.ch"
+    from tracerecon.nsys.scrub import scrub_text
+
+    # THEN "gpu" goes only as a word of its own: kernel and phase names that hold it stay (the
+    # copy's analysis is the original's); the distinctive name goes inside file names too
+    assert scrub_text("at::native::gpu_kernel_impl<float> prefill_gpu on gpu", ("gpu",)) == "at::native::gpu_kernel_impl<float> prefill_gpu on [host]"
+    assert scrub_text("report_ault43.cscs.ch_1.txt", ("ault43.cscs.ch",)) == "report_[host]_1.txt"
+
+
+def test_a_secret_holding_bytes_past_ascii_in_a_payload_is_redacted_whole():
+    from tracerecon.nsys.scrub import scrub_secrets_in_bytes
+
+    assert scrub_secrets_in_bytes(b"password=p\xc3\xa4ssw0rd-Secret123") == b"password=[REDACTED]"
+    assert scrub_secrets_in_bytes(b"token=abc\x80def123456\x00") == b"token=[REDACTED]\x00"

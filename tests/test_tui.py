@@ -593,7 +593,7 @@ async def test_zooming_out_stops_at_the_whole_trace():
 
 
 async def test_ranks_stacked_beyond_the_screen_say_what_is_not_shown():
-    # GIVEN two ranks stacked in a terminal 8 rows high for the timeline (2 ranks x 2 phase lanes fit; force fewer)
+    # GIVEN two ranks stacked (2 ranks x 2 phase lanes)
     app = make_app(str(DEMO2 / "nccl_skew"))
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
@@ -601,11 +601,11 @@ async def test_ranks_stacked_beyond_the_screen_say_what_is_not_shown():
         tl = app.query_one(Timeline)
         # THEN each rank shows its phase lanes
         assert [(r, lane.title) for r, lane in tl._rows] == [(0, "CPU phases"), (0, "GPU phases"), (1, "CPU phases"), (1, "GPU phases")]
-        # WHEN the widget has room for two lanes only
+        # WHEN the widget has room for three rows under its ruler only
         tl.styles.height = 4
         await pilot.pause()
         text = tl.render().plain
-        # THEN one lane is drawn, and the last row says that three are not
+        # THEN rank 0's two lanes are drawn, and the last row says that rank 1's two are not
         assert len(tl._rows) == 2 and "+2 lanes not shown (rank 1)" in text
 
 

@@ -17,7 +17,7 @@ for the measured cost).
 
 Optional naive CPU timers (the ``perf_counter`` numbers engines log): set
 ``TRACERECON_CPU_TIMERS=/path/prefix`` or call ``enable_cpu_timers(path)``; each phase then
-appends ``{"rank", "cycle", "phase", "cpu_ms"}`` as one JSON line to ``<prefix>.rank<R>.jsonl``.
+appends ``{"rank", "pid", "cycle", "phase", "cpu_ms"}`` as one JSON line to ``<prefix>.rank<R>.jsonl``.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ class phase:
         if _timer_file is not None:
             # The naive timer, exactly as engines take it: no synchronize.
             ms = (time.perf_counter() - self._t0) * 1e3
-            _timer_file.write(json.dumps({"rank": current_rank(), "cycle": _cycle_index(), "phase": self.name, "cpu_ms": ms}) + "\n")
+            _timer_file.write(json.dumps({"rank": current_rank(), "pid": os.getpid(), "cycle": _cycle_index(), "phase": self.name, "cpu_ms": ms}) + "\n")
         nvtx.pop_range(domain=DOMAIN)
 
     def __call__(self, func: F) -> F:

@@ -123,6 +123,8 @@ def _link(f: Path, tables: TraceTables):
         linked = link_launches(tables.gpu_ops, tables.api_calls)
         if linked["launch_tid"].null_count:
             warnings.append(f"{f}: {linked['launch_tid'].null_count} GPU op(s) have no launching API call in the trace; they belong to no range")
+    # (before any op is dropped: a dropped op's call is no launch that never ran)
+    unrun = launches_never_run(tables.api_calls, linked)
     impossible = ops_out_of_time(linked)
     if len(impossible):
         import numpy as np
@@ -134,7 +136,6 @@ def _link(f: Path, tables: TraceTables):
         keep[impossible] = False
         keep = pa.array(keep)
         tables, linked = replace(tables, gpu_ops=tables.gpu_ops.filter(keep)), linked.filter(keep)
-    unrun = launches_never_run(tables.api_calls, linked)
     if len(unrun):
         start = int(int64s(tables.api_calls["start_ns"])[unrun].min())  # rows are in no time order
         warnings.append(f"{f}: the last {len(unrun)} kernel launch(es), from {(tables.trace_end_ns - start) / 1e6:.3f} ms before the trace's end, "

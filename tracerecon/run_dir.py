@@ -310,8 +310,10 @@ class EngineTimers:
 def read_engine_timers(paths: Sequence[str | Path], label_of: Callable[[str], str | None] | None = None) -> EngineTimers:
     """Medians of the engine's own perf_counter phase timers (``cpu_timers.rank<R>.jsonl`` that
     ``tracerecon run --cpu-timers`` makes engines write into the run directory), per cycle as
-    the report's CPU ms are: a phase timed several times in one cycle counts once, their sum (a
-    line with no cycle counts alone). ``label_of`` names each timer's phase as the report does
+    the report's CPU ms are: a phase timed several times in one cycle counts once, their sum. A
+    cycle is a run of a process's lines (``pid``, where the line has one) with one cycle number
+    (a warm-up loop's cycle 0 and the main loop's are two; two processes writing one rank's file
+    are not summed); a line with no cycle counts alone. ``label_of`` names each timer's phase as the report does
     (``--phase fwd=verify``: verify's timers are fwd's); a name it gives no phase keeps its own.
     A line that is not a JSON object with a rank, a phase and a finite ``cpu_ms`` of 0 or more is
     not read, and a warning counts such lines per file."""
@@ -324,6 +326,7 @@ def read_engine_timers(paths: Sequence[str | Path], label_of: Callable[[str], st
         if folder not in folders:
             folders.append(folder)
     alone = 0  # a key of its own for each line of no cycle
+    runs: dict[tuple, list] = {}  # (rank, pid) -> [its last cycle number, how many runs of cycle numbers so far]
     for folder in folders:
         for f in sorted(folder.glob(f"{CPU_TIMERS_PREFIX}.rank*.jsonl")):
             try:
@@ -339,7 +342,7 @@ def read_engine_timers(paths: Sequence[str | Path], label_of: Callable[[str], st
                     ms = float(rec["cpu_ms"])
                     if not (math.isfinite(ms) and ms >= 0):  # NaN and inf are no timing (and no JSON); nor is a negative time
                         raise ValueError(ms)
-                    rank, name, cycle = int(rec["rank"]), str(rec["phase"]), rec.get("cycle")
+                    rank, name, cycle, pid = int(rec["rank"]), str(rec["phase"]), rec.get("cycle"), rec.get("pid")
                     if cycle is not None and not isinstance(cycle, int):
                         raise ValueError(cycle)
                 except (ValueError, KeyError, TypeError, OverflowError, AttributeError):
@@ -348,7 +351,12 @@ def read_engine_timers(paths: Sequence[str | Path], label_of: Callable[[str], st
                 phase = (label_of(name) if label_of else None) or name
                 if cycle is None:
                     alone += 1
-                key = (rank, phase, cycle if cycle is not None else ("alone", alone))
+                    key = (rank, phase, ("alone", alone))
+                else:
+                    run = runs.setdefault((rank, pid), [None, 0])
+                    if cycle != run[0]:
+                        run[0], run[1] = cycle, run[1] + 1
+                    key = (rank, phase, (pid, run[1]))
                 per_cycle[key] = per_cycle.get(key, 0.0) + ms
             if skipped:
                 warnings.append(f"{f}: {skipped} {TIMER_LINES_NOT_READ} (not a JSON object with rank, phase and a cpu_ms of 0 or more); "

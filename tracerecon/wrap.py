@@ -445,8 +445,10 @@ def command_python(command: Sequence[str]) -> str | None:
 
 
 def scripts_run(command: Sequence[str]) -> list[str]:
-    """The ``.py`` scripts the command names (each runs as ``__main__``)."""
-    return [a for a in command[1:] if a.endswith(".py") and os.path.isfile(a)]
+    """The script the command runs as ``__main__``: its first ``.py`` argument (``python run.py
+    --config model.py``, ``torchrun --nproc_per_node 2 engine.py``: the later ones are the
+    script's own arguments, modules it may import)."""
+    return [a for a in command[1:] if a.endswith(".py") and os.path.isfile(a)][:1]
 
 
 def import_roots(command: Sequence[str]) -> list[str]:

@@ -132,11 +132,13 @@ def repeated_rows(table: pa.Table, columns: tuple[str, ...]) -> np.ndarray:
 
 # Tolerances of the stream-order rule (``ops_out_of_time``). A later-launched op on a stream
 # never starts before an earlier one (programmatic dependent launch lets it start before the
-# earlier one ends, never before it starts); it may end before it only where it does not wait
-# for it, by less than its own short overlap: 1 ms is far past anything seen (none in any
-# sample or public trace).
+# earlier one ends, never before it starts). It may end first where it does not wait for the
+# earlier one (a short dependent kernel beside a long one: milliseconds), so only an end a
+# second out of order counts (an op made to last an hour). No op starts before its launch call;
+# 10 us spares a drift between the CPU and GPU clocks (none in any sample or public trace).
 STREAM_ORDER_START_NS = 1_000
-STREAM_ORDER_END_NS = 1_000_000
+STREAM_ORDER_END_NS = 1_000_000_000
+BEFORE_LAUNCH_NS = 10_000
 
 
 def ops_out_of_time(ops: pa.Table) -> np.ndarray:
@@ -154,7 +156,7 @@ def ops_out_of_time(ops: pa.Table) -> np.ndarray:
     ls, le = int64s(ops["launch_start_ns"], I64_MIN), int64s(ops["launch_end_ns"], I64_MIN)
     st, en = int64s(ops["start_ns"]), int64s(ops["end_ns"])
     known = ls != I64_MIN
-    early = np.flatnonzero(known & (st < ls))
+    early = np.flatnonzero(known & (st < ls - BEFORE_LAUNCH_NS))
     sel = known & ~ops["graph_node_id"].is_valid().to_numpy(zero_copy_only=False)
     sel[early] = False
     every = bool(sel.all())  # the usual export: no graph nodes, every op linked
@@ -163,15 +165,7 @@ def ops_out_of_time(ops: pa.Table) -> np.ndarray:
         return early
     take = (lambda col: col) if every else (lambda col: col[rows])  # noqa: E731
     group = _stream_codes(take(int64s(ops["global_pid"])), take(int64s(ops["device_id"], -1)), take(int64s(ops["stream_id"], -1)))
-    # One sort by (stream, launch start) packed into an int64 where both fit (a trace's launches
-    # span far less than 2**43 ns, 2.4 hours; its streams far fewer than 2**20): the columns
-    # come nearly in that order, which a stable sort takes in a few runs.
-    launch = take(ls)
-    launch = launch - launch.min()
-    if int(group.max()) < (1 << 20) and int(launch.max()) < (1 << 43):
-        order = np.argsort((group << 43) | launch, kind="stable")
-    else:
-        order = np.lexsort((launch, group))
+    order = np.lexsort((take(ls), group))
     rows, group = rows[order], group[order]
     ls, le, st, en = ls[rows], le[rows], st[rows], en[rows]
     # In launch order, a stream's starts and ends rise: then nothing breaks it (the usual case,
@@ -187,12 +181,16 @@ def ops_out_of_time(ops: pa.Table) -> np.ndarray:
 
 
 def _stream_codes(pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
-    """A dense int64 code per (process, device, stream); without a sort where the trace has one
-    process and small device and stream ids (the usual export)."""
-    if len(pid) and pid.min() == pid.max() and dev.min() >= -1 and dev.max() < (1 << 10) and stream.min() >= -1 and stream.max() < (1 << 20):
-        return ((dev + 1) << 21) | (stream + 1)
-    key = np.stack([pid, dev, stream])
-    return np.unique(key, axis=1, return_inverse=True)[1].ravel().astype(np.int64)
+    """One int64 per (process, device, stream), equal for equal triples: device and stream ids
+    packed below the process's place among the trace's processes (a sort of the pids only where
+    there are several), where they fit (devices under 2**10, streams under 2**21: every export
+    seen); otherwise dense codes from a sort of the triples."""
+    if len(pid) == 0:
+        return np.zeros(0, np.int64)
+    if dev.min() >= -1 and dev.max() < (1 << 10) - 1 and stream.min() >= -1 and stream.max() < (1 << 21) - 1:
+        proc = np.zeros(len(pid), np.int64) if pid.min() == pid.max() else np.unique(pid, return_inverse=True)[1].ravel().astype(np.int64)
+        return (proc << 31) | ((dev + 1) << 21) | (stream + 1)
+    return np.unique(np.stack([pid, dev, stream]), axis=1, return_inverse=True)[1].ravel().astype(np.int64)
 
 
 def _out_of_order(ls: np.ndarray, le: np.ndarray, st: np.ndarray, en: np.ndarray) -> np.ndarray:

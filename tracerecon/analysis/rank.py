@@ -224,7 +224,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     notes=_past_cycle_notes(phases_past_their_cycle(nested, phase_rows, cycle_of, cycle_rows), labels) + _tiled_notes(tiled, own, b_end - b_start, labels)
                     + _between_notes(ph_pid, ph_tid, cycle_of, b_start, b_end, labels, ph_s, ph_e, unphased)
                     + _phase_thread_notes(config.phase_thread, ph_tid)
-                    + _out_of_step_notes(cycle_of, cycle_rows, labels)
+                    + _out_of_step_notes(cycle_of, cycle_rows, labels, ph_tid, int64s(nested["tid"])[cycle_rows] if len(cycle_rows) else np.zeros(0, np.int64))
                     + _before_capture_notes(clock)
                     + _cycle_edge_notes(clock, nested, cycle_rows, cycle_of, ph_pid, ph_s, ph_read_end, dev, stream, b_start, b_end, labels, unphased))
 
@@ -275,19 +275,21 @@ def _past_cycle_notes(past: np.ndarray, labels: list) -> tuple[str, ...]:
             "cycle, are read alone and counted in no cycle's GPU time",)
 
 
-def _out_of_step_notes(cycle: np.ndarray, cycle_rows: np.ndarray, labels: list) -> tuple[str, ...]:
-    """A line per phase name that no cycle range holds in some cycles and two or more of in
-    others, about once per cycle in all: its ranges run out of step with the cycle ranges (a
-    worker thread running a cycle behind the thread that marks the cycles), so a cycle's number
-    for it sums two cycles' work and other cycles read none. (Phases a cycle runs several times
-    by design, or only in some cycles, give no such pattern: 0 and 1, or 1 and 2.)"""
+def _out_of_step_notes(cycle: np.ndarray, cycle_rows: np.ndarray, labels: list, tid: np.ndarray, cycle_tid: np.ndarray) -> tuple[str, ...]:
+    """A line per phase name whose ranges are on threads that mark no cycle, that no cycle range
+    holds in some cycles and two or more of in others, about once per cycle in all: its ranges
+    run out of step with the cycle ranges (a worker thread running a cycle behind the thread that
+    marks the cycles), so a cycle's number for it sums two cycles' work and other cycles read
+    none. (Phases a cycle runs on its own thread several times or only in some cycles by design,
+    draft twice in odd cycles, extend once in even ones, are not out of step.)"""
     if len(cycle_rows) < 4 or len(cycle) == 0:
         return ()
     out = []
     n_cycles = len(cycle_rows)
     names = np.asarray(labels, dtype=object)
+    elsewhere = ~np.isin(tid, cycle_tid)
     for name in dict.fromkeys(labels):
-        mine = cycle[(names == name) & (cycle >= 0)]
+        mine = cycle[(names == name) & (cycle >= 0) & elsewhere]
         counts = np.bincount(mine, minlength=n_cycles)[:n_cycles] if len(mine) else np.zeros(n_cycles, np.int64)
         none, several = int((counts == 0).sum()), int((counts >= 2).sum())
         if none >= 2 and several >= 2 and abs(int(counts.sum()) - n_cycles) <= max(2, n_cycles // 10):

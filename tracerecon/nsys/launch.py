@@ -7,7 +7,7 @@
   the QdstrmImporter beside the install is run; if that fails too the ``.qdstrm`` is kept and
   the error says how to retry.
 - The program's own failure is not ours: traces are kept, exported, and the exit code is the
-  program's. A first Ctrl-C stops the profiled program alone, and nsys then writes the trace.
+  program's. Ctrl-C stops the profiled program alone (its process group), and nsys then writes the trace.
 """
 
 from __future__ import annotations
@@ -158,12 +158,12 @@ def build_command(request: RunRequest, nsys: NsysInstall, python: str = sys.exec
 
 
 def _run_program(argv: list[str], env: dict, say: Say) -> tuple[int, bool]:
-    """Run argv in its own process group and wait for it. A first Ctrl-C (SIGINT/SIGTERM) goes to
-    the profiled program alone (``_profiled_programs``), so that it stops while nsys still
-    records, and nsys writes the trace once it has ended (a SIGINT to nsys itself stops the
-    recording first: the program's last ~0.3 s of ranges were lost); a second only says that
-    nsys is still writing; a third goes to nsys's whole process group, which stops it (the trace
-    is lost, and said so)."""
+    """Run argv in its own process group and wait for it. A Ctrl-C (SIGINT/SIGTERM) goes to the
+    profiled program alone (``_stop_programs``), so that it stops while nsys still records, and
+    nsys writes the trace once it has ended (a SIGINT to nsys itself stops the recording first:
+    the program's last ~0.3 s of ranges were lost); so does a second one (a program that did not
+    stop at the first); a third goes to nsys's whole process group, which stops nsys (the trace is
+    lost, and said so)."""
     interrupts = 0
     proc = subprocess.Popen(argv, env=env, start_new_session=False, process_group=0)
 
@@ -171,16 +171,11 @@ def _run_program(argv: list[str], env: dict, say: Say) -> tuple[int, bool]:
         nonlocal interrupts
         interrupts += 1
         try:
-            if interrupts == 1:
-                programs = _profiled_programs(proc.pid)
-                say("interrupt: stopping the profiled program; waiting for nsys to write the trace")
-                for pid in programs:
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.kill(pid, signal.SIGINT)
-                if not programs:  # nsys's process tree not readable (or nothing under it yet)
+            if interrupts <= 2:
+                say("interrupt: stopping the profiled program; nsys writes the trace once it has ended" if interrupts == 1 else
+                    "interrupt: stopping the profiled program again; press Ctrl-C once more to stop nsys (the trace is then lost)")
+                if not _stop_programs(proc.pid):  # nsys's process tree not readable (or nothing under it yet)
                     os.killpg(proc.pid, signal.SIGINT)
-            elif interrupts == 2:
-                say("interrupt: nsys is still writing the trace; press Ctrl-C once more to stop it (the trace is then lost)")
             else:
                 say("interrupt: stopping nsys; the trace will be incomplete or missing")
                 os.killpg(proc.pid, signal.SIGINT)
@@ -195,6 +190,26 @@ def _run_program(argv: list[str], env: dict, say: Say) -> tuple[int, bool]:
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)
     return rc, interrupts > 0
+
+
+def _stop_programs(root: int) -> bool:
+    """SIGINT to each profiled program under ``root`` (``_profiled_programs``): to its whole
+    process group where it has one apart from nsys's (nsys runs the program in a group of its
+    own: a shell or wrapper script's children get it too), else to it alone. False where none
+    was found."""
+    programs = _profiled_programs(root)
+    try:
+        ours = os.getpgid(root)
+    except ProcessLookupError:
+        return False
+    for pid in programs:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            group = os.getpgid(pid)
+            if group != ours:
+                os.killpg(group, signal.SIGINT)
+            else:
+                os.kill(pid, signal.SIGINT)
+    return bool(programs)
 
 
 def _profiled_programs(root: int) -> list[int]:

@@ -132,14 +132,23 @@ def scrub_text(value, hosts: tuple[str, ...] = ()):
     s = SECRET_KEY.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}{REDACTED}", s)
     s = NCCL_PREFIX.sub(lambda m: f"[host]:{m.group(2)}:{m.group(3)} [", s)
     for h in hosts:
-        # bounded by what a host name cannot hold: "report_<host>_123.sqlite" names it too
-        s = re.sub(rf"(?i)(?<![A-Za-z0-9-]){re.escape(h)}(?![A-Za-z0-9-])", "[host]", s)
+        s = _host_pattern(h).sub("[host]", s)
     s = USER_AT_HOST.sub("[user]@[host]", s)
     s = IPV4.sub("[ip]", s)
     s = IPV6.sub(_ipv6, s)
     s = ABS_PATH.sub("[path]", s)
     s = WINDOWS_PATH.sub("[path]", s)
     return s
+
+
+def _host_pattern(host: str) -> re.Pattern:
+    """Where ``host`` stands in a text: bounded by what a host name cannot hold where the name is
+    distinctive (a digit, a dot, or 8+ characters: ``report_ault43_123.sqlite`` names it too),
+    else only as a word of its own (a host called ``gpu`` must leave ``gpu_kernel`` as it is:
+    the copy's names, and so its analysis, stay the original's)."""
+    if re.search(r"[\d.]", host) or len(host) >= 8:
+        return re.compile(rf"(?i)(?<![A-Za-z0-9-]){re.escape(host)}(?![A-Za-z0-9-])")
+    return re.compile(rf"(?i)(?<![\w-]){re.escape(host)}(?![\w-])")
 
 
 def _after_secret_names_redacted(args: list, each: Callable) -> list:
@@ -180,7 +189,9 @@ def scrub_secrets_in_bytes(value):
     return value if out == s else out.encode("latin-1")
 
 
-_PRINTABLE_RUN = re.compile(r"[\t\n\r\x20-\x7e]+")
+# Text ends at a control byte (a NUL, a length's low byte); bytes of 0x80 and up stay in (UTF-8
+# and Latin-1 text: a secret holding one is redacted whole).
+_PRINTABLE_RUN = re.compile(r"[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f]+")
 
 
 def _secrets_in_text_redacted(s: str) -> str:

@@ -513,7 +513,7 @@ class TraceReconApp(App):
             ref_off = self.analysis.cross.alignment_of(self.current_rank().rank).offset_ns if (self.all_ranks and self.analysis.cross) else 0
             # Other ranks are shown on the current rank's timeline through their offsets.
             w = Window(self.window.start_ns + ref_off - off, self.window.end_ns + ref_off - off)
-            mine = self.indexes[r.rank].lanes(w)
+            mine = self.indexes[r.rank].lanes(w, cells=max(self.query_one(Timeline).size.width - 20, 10), ops=not self.all_ranks)
             if self.all_ranks:  # ranks stacked: each one's phase lanes, so that they fit one screen
                 mine = [lane for lane in mine if lane.title in ("CPU phases", "GPU phases")]
             lanes.append((r.rank, [self._shift(lane, off - ref_off) for lane in mine]))

@@ -93,9 +93,10 @@ class TimelineIndex:
         pad = int((t1 - t0) * margin)
         return Window(t0 - pad, t1 + pad)
 
-    def lanes(self, w: Window, cells: int = 200) -> list[Lane]:
+    def lanes(self, w: Window, cells: int = 200, ops: bool = True) -> list[Lane]:
         """The lanes in window ``w``, drawn ``cells`` wide (where a window holds more than
-        MAX_OP_SEGMENTS GPU ops, those of a stream closer than one cell's time are one segment)."""
+        MAX_OP_SEGMENTS GPU ops, those of a stream closer than one cell's time are one segment);
+        ``ops``: with the GPU streams' lanes (the stacked ranks show their phase lanes only)."""
         ph = self.phases
         lanes = []
         if ph.num_rows:
@@ -118,7 +119,7 @@ class TimelineIndex:
                 Segment(int(ss[i]), int(se[i]), f"{api[i]}" + (f" -> {wfn[i]}" if wfn[i] else ""), "sync", None, int(wf[i]) if wf[i] >= 0 else None)
                 for i in vis_s
             )))
-        rows = self.ops_in(w)
+        rows = self.ops_in(w) if ops else np.zeros(0, np.int64)
         if len(rows) > MAX_OP_SEGMENTS:
             lanes += self._merged_op_lanes(rows, max(w.span // max(cells, 1), 1))
         elif len(rows):
