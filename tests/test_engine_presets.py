@@ -179,6 +179,9 @@ def test_a_module_named_by_a_later_script_argument_can_be_wrapped():
     here = Path(__file__)
     # THEN only the first script counts as __main__
     assert scripts_run([sys.executable, str(here), "--config", str(ROOT / "tests" / "conftest.py")]) == [str(here)]
+    # and under -m or -c no script runs as __main__ (a .py argument is the module's own argument)
+    assert scripts_run([sys.executable, "-m", "engine", "--config", str(here)]) == []
+    assert scripts_run([sys.executable, "-c", "import engine", str(here)]) == []
 
 
 def test_a_renamed_engine_method_is_an_error_naming_it_and_the_version(tmp_path):

@@ -104,3 +104,14 @@ def test_a_dropped_op_is_not_also_said_to_have_never_run(tmp_path):
     # THEN one warning says it was dropped, none that the last launch never ran
     assert any("dropped 1 GPU op(s) whose times cannot be" in w for w in a.warnings)
     assert not any("have no GPU work in the trace" in w for w in a.warnings), a.warnings
+
+
+def test_a_kernel_ending_milliseconds_after_later_ones_is_dropped(tmp_path):
+    # GIVEN cycle 0's verify kernel ending at 5 ms: after the four kernels launched after it,
+    # which all ended first (one dependent kernel may end first, never every later one)
+    t = FakeTrace()
+    three_cycles(t, {(0, "verify"): (110, 5000)})
+    a = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig())
+    # THEN dropped and said: kept, every later phase read 0 (verify 4900 us), with no word
+    assert per_cycle(a.ranks[0]) == EXPECTED
+    assert any("dropped 1 GPU op(s) whose times cannot be" in w for w in a.warnings)

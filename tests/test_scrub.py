@@ -241,18 +241,23 @@ def test_a_command_line_keeps_the_engines_settings_and_loses_its_secrets():
         assert got[10:] == ["--hf-token", REDACTED, "--password", REDACTED, f"--api-key={REDACTED}", "--aws-secret-access-key", REDACTED]
 
 
-def test_a_short_host_name_leaves_names_that_hold_it_and_a_distinctive_one_goes_everywhere():
+def test_a_host_name_goes_from_words_and_file_names_and_stays_in_kernel_and_phase_names():
     # GIVEN a host called "gpu" and one called "ault43.cscs.ch"
     from tracerecon.nsys.scrub import scrub_text
 
-    # THEN "gpu" goes only as a word of its own: kernel and phase names that hold it stay (the
-    # copy's analysis is the original's); the distinctive name goes inside file names too
+    # THEN a host goes as a word of its own and inside file names: kernel and phase names that
+    # hold it stay (the copy's analysis is the original's)
     assert scrub_text("at::native::gpu_kernel_impl<float> prefill_gpu on gpu", ("gpu",)) == "at::native::gpu_kernel_impl<float> prefill_gpu on [host]"
     assert scrub_text("report_ault43.cscs.ch_1.txt", ("ault43.cscs.ch",)) == "report_[host]_1.txt"
+    assert scrub_text("saving report_dgxbox_1.sqlite, trace-dgxbox.nsys-rep", ("dgxbox",)) == "saving report_[host]_1.sqlite, trace-[host].nsys-rep"
+    assert scrub_text("inference_step on inference", ("inference",)) == "inference_step on [host]"
 
 
-def test_a_secret_holding_bytes_past_ascii_in_a_payload_is_redacted_whole():
+def test_a_secret_holding_utf8_in_a_payload_is_redacted_whole_and_binary_bytes_after_one_stay():
     from tracerecon.nsys.scrub import scrub_secrets_in_bytes
 
+    # UTF-8 text is text: the secret goes whole
     assert scrub_secrets_in_bytes(b"password=p\xc3\xa4ssw0rd-Secret123") == b"password=[REDACTED]"
-    assert scrub_secrets_in_bytes(b"token=abc\x80def123456\x00") == b"token=[REDACTED]\x00"
+    # bytes no UTF-8 text holds (a float's, a length's) end the secret and stay
+    assert scrub_secrets_in_bytes(b"\n\x10password=hunter2\xf8?\x12\x05hello") == b"\n\x10password=[REDACTED]\xf8?\x12\x05hello"
+    assert scrub_secrets_in_bytes(b"\n\x0eapi_key: s3cr3t\x96\x01\x10\x07") == b"\n\x0eapi_key: [REDACTED]\x96\x01\x10\x07"

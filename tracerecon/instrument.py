@@ -17,12 +17,13 @@ for the measured cost).
 
 Optional naive CPU timers (the ``perf_counter`` numbers engines log): set
 ``TRACERECON_CPU_TIMERS=/path/prefix`` or call ``enable_cpu_timers(path)``; each phase then
-appends ``{"rank", "pid", "cycle", "phase", "cpu_ms"}`` as one JSON line to ``<prefix>.rank<R>.jsonl``.
+appends ``{"rank", "pid", "cycle", "cycle_id", "phase", "cpu_ms"}`` as one JSON line to ``<prefix>.rank<R>.jsonl``.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import threading
@@ -77,6 +78,11 @@ def _cycle_index() -> int | None:
     return getattr(_state, "cycle", None)
 
 
+# Each cycle range this process opens gets the next number: the timer log tells a warm-up loop's
+# cycle 0 from the main loop's, and one thread's cycle from another's (``run_dir.read_engine_timers``).
+_cycles_opened = itertools.count(1)
+
+
 class phase:
     """``with phase("verify"):`` or ``@phase("draft")``: one NVTX range per call."""
 
@@ -99,7 +105,8 @@ class phase:
         if _timer_file is not None:
             # The naive timer, exactly as engines take it: no synchronize.
             ms = (time.perf_counter() - self._t0) * 1e3
-            _timer_file.write(json.dumps({"rank": current_rank(), "pid": os.getpid(), "cycle": _cycle_index(), "phase": self.name, "cpu_ms": ms}) + "\n")
+            _timer_file.write(json.dumps({"rank": current_rank(), "pid": os.getpid(), "cycle": _cycle_index(), "cycle_id": getattr(_state, "cycle_id", None),
+                                          "phase": self.name, "cpu_ms": ms}) + "\n")
         nvtx.pop_range(domain=DOMAIN)
 
     def __call__(self, func: F) -> F:
@@ -116,23 +123,23 @@ class phase:
 class cycle:
     """``with cycle(i):``: the NVTX range ``cycle i`` enclosing one cycle's phases."""
 
-    __slots__ = ("index", "_prev")
+    __slots__ = ("index", "_prev", "_prev_id")
 
     def __init__(self, index: int) -> None:
         self.index = int(index)
-        self._prev = None
+        self._prev = self._prev_id = None
 
     def __enter__(self) -> "cycle":
         if not _marked:
             mark_rank()
-        self._prev = _cycle_index()
-        _state.cycle = self.index
+        self._prev, self._prev_id = _cycle_index(), getattr(_state, "cycle_id", None)
+        _state.cycle, _state.cycle_id = self.index, next(_cycles_opened)
         nvtx.push_range(message=f"cycle {self.index}", domain=DOMAIN, payload=self.index)
         return self
 
     def __exit__(self, *exc) -> None:
         nvtx.pop_range(domain=DOMAIN)
-        _state.cycle = self._prev
+        _state.cycle, _state.cycle_id = self._prev, self._prev_id
 
 
 def accepted(tokens: int, cycle_index: int | None = None) -> None:

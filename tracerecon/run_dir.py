@@ -311,9 +311,10 @@ def read_engine_timers(paths: Sequence[str | Path], label_of: Callable[[str], st
     """Medians of the engine's own perf_counter phase timers (``cpu_timers.rank<R>.jsonl`` that
     ``tracerecon run --cpu-timers`` makes engines write into the run directory), per cycle as
     the report's CPU ms are: a phase timed several times in one cycle counts once, their sum. A
-    cycle is a run of a process's lines (``pid``, where the line has one) with one cycle number
-    (a warm-up loop's cycle 0 and the main loop's are two; two processes writing one rank's file
-    are not summed); a line with no cycle counts alone. ``label_of`` names each timer's phase as the report does
+    cycle is one ``cycle_id`` of a process (``pid``: two processes writing one rank's file are not
+    summed; the instrument numbers each cycle range it opens, so a warm-up loop's cycle 0 and the
+    main loop's are two), or, in a log without ids, a run of a process's lines with one cycle
+    number; a line with no cycle counts alone. ``label_of`` names each timer's phase as the report does
     (``--phase fwd=verify``: verify's timers are fwd's); a name it gives no phase keeps its own.
     A line that is not a JSON object with a rank, a phase and a finite ``cpu_ms`` of 0 or more is
     not read, and a warning counts such lines per file."""
@@ -342,7 +343,7 @@ def read_engine_timers(paths: Sequence[str | Path], label_of: Callable[[str], st
                     ms = float(rec["cpu_ms"])
                     if not (math.isfinite(ms) and ms >= 0):  # NaN and inf are no timing (and no JSON); nor is a negative time
                         raise ValueError(ms)
-                    rank, name, cycle, pid = int(rec["rank"]), str(rec["phase"]), rec.get("cycle"), rec.get("pid")
+                    rank, name, cycle, pid, cycle_id = int(rec["rank"]), str(rec["phase"]), rec.get("cycle"), rec.get("pid"), rec.get("cycle_id")
                     if cycle is not None and not isinstance(cycle, int):
                         raise ValueError(cycle)
                 except (ValueError, KeyError, TypeError, OverflowError, AttributeError):
@@ -352,6 +353,8 @@ def read_engine_timers(paths: Sequence[str | Path], label_of: Callable[[str], st
                 if cycle is None:
                     alone += 1
                     key = (rank, phase, ("alone", alone))
+                elif cycle_id is not None:
+                    key = (rank, phase, (pid, "id", cycle_id))
                 else:
                     run = runs.setdefault((rank, pid), [None, 0])
                     if cycle != run[0]:

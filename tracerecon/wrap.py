@@ -448,7 +448,12 @@ def scripts_run(command: Sequence[str]) -> list[str]:
     """The script the command runs as ``__main__``: its first ``.py`` argument (``python run.py
     --config model.py``, ``torchrun --nproc_per_node 2 engine.py``: the later ones are the
     script's own arguments, modules it may import)."""
-    return [a for a in command[1:] if a.endswith(".py") and os.path.isfile(a)][:1]
+    for a in command[1:]:
+        if a in ("-m", "-c", "--module"):  # a module or a command string runs as __main__: no script
+            return []
+        if a.endswith(".py") and os.path.isfile(a):
+            return [a]
+    return []
 
 
 def import_roots(command: Sequence[str]) -> list[str]:

@@ -132,12 +132,12 @@ def repeated_rows(table: pa.Table, columns: tuple[str, ...]) -> np.ndarray:
 
 # Tolerances of the stream-order rule (``ops_out_of_time``). A later-launched op on a stream
 # never starts before an earlier one (programmatic dependent launch lets it start before the
-# earlier one ends, never before it starts). It may end first where it does not wait for the
-# earlier one (a short dependent kernel beside a long one: milliseconds), so only an end a
-# second out of order counts (an op made to last an hour). No op starts before its launch call;
+# earlier one ends, never before it starts). The one launched right after it may end first
+# (a dependent kernel that does not wait for it), so an op counts as ending out of order only
+# where two or more ops launched after it ended first. No op starts before its launch call;
 # 10 us spares a drift between the CPU and GPU clocks (none in any sample or public trace).
 STREAM_ORDER_START_NS = 1_000
-STREAM_ORDER_END_NS = 1_000_000_000
+STREAM_ORDER_END_NS = 1_000
 BEFORE_LAUNCH_NS = 10_000
 
 
@@ -168,10 +168,11 @@ def ops_out_of_time(ops: pa.Table) -> np.ndarray:
     order = np.lexsort((take(ls), group))
     rows, group = rows[order], group[order]
     ls, le, st, en = ls[rows], le[rows], st[rows], en[rows]
-    # In launch order, a stream's starts and ends rise: then nothing breaks it (the usual case,
-    # one pass over sorted columns).
+    # In launch order, a stream's starts rise and no op ends before the one two before it: then
+    # nothing breaks it (the usual case, one pass over sorted columns).
     same = group[1:] == group[:-1]
-    if not ((same & ((st[1:] < st[:-1] - STREAM_ORDER_START_NS) | (en[1:] < en[:-1] - STREAM_ORDER_END_NS))).any()):
+    same2 = same[1:] & same[:-1]
+    if not ((same & (st[1:] < st[:-1] - STREAM_ORDER_START_NS)).any() or (same2 & (en[2:] < en[:-2] - STREAM_ORDER_END_NS)).any()):
         return early
     bad = []
     bounds = np.flatnonzero(np.r_[True, ~same, True])
@@ -195,23 +196,28 @@ def _stream_codes(pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.nd
 
 def _out_of_order(ls: np.ndarray, le: np.ndarray, st: np.ndarray, en: np.ndarray) -> np.ndarray:
     """Positions (of one stream's ops, sorted by launch start) that break the stream's order:
-    the late ones (starting or ending after an op launched after their call returned) or the
-    early ones (before an op whose call returned before theirs began), whichever are fewer."""
+    the late ones (starting after an op launched after their call returned, or ending after two
+    such ops: the first one after it may be a dependent kernel that does not wait for it) or the
+    early ones (starting before an op whose call returned before theirs began, or ending before
+    two such), whichever are fewer."""
     n = len(ls)
-    # late: against the ops launched after this op's call returned (a suffix in launch order)
+    # late: against the ops launched after this op's call returned (a suffix in launch order);
+    # for ends, the suffix past the first of them
     later = np.searchsorted(ls, le, side="right")
     min_st = np.minimum.accumulate(st[::-1])[::-1]
-    min_en = np.minimum.accumulate(en[::-1])[::-1]
+    min_en = np.r_[np.minimum.accumulate(en[::-1])[::-1], np.iinfo(np.int64).max]
     has = later < n
     at = np.minimum(later, n - 1)
-    late = has & ((st > min_st[at] + STREAM_ORDER_START_NS) | (en > min_en[at] + STREAM_ORDER_END_NS))
-    # early: against the ops whose calls returned before this op's call began
+    late = has & (st > min_st[at] + STREAM_ORDER_START_NS)
+    late |= en - STREAM_ORDER_END_NS > min_en[np.minimum(later + 1, n)]  # (the sentinels stay unshifted: no overflow)
+    # early: against the ops whose calls returned before this op's call began (a prefix by call
+    # end); for ends, the prefix short of the last of them
     by_end = np.argsort(le, kind="stable")
     le_sorted = le[by_end]
     max_st = np.maximum.accumulate(st[by_end])
-    max_en = np.maximum.accumulate(en[by_end])
+    max_en = np.r_[np.iinfo(np.int64).min, np.maximum.accumulate(en[by_end])]
     before = np.searchsorted(le_sorted, ls, side="left")
     has = before > 0
-    at = np.maximum(before - 1, 0)
-    early = has & ((st < max_st[at] - STREAM_ORDER_START_NS) | (en < max_en[at] - STREAM_ORDER_END_NS))
+    early = has & (st < max_st[np.maximum(before - 1, 0)] - STREAM_ORDER_START_NS)
+    early |= en + STREAM_ORDER_END_NS < max_en[np.maximum(before - 1, 0)]
     return np.flatnonzero(late if late.sum() <= early.sum() else early)

@@ -161,9 +161,9 @@ def _run_program(argv: list[str], env: dict, say: Say) -> tuple[int, bool]:
     """Run argv in its own process group and wait for it. A Ctrl-C (SIGINT/SIGTERM) goes to the
     profiled program alone (``_stop_programs``), so that it stops while nsys still records, and
     nsys writes the trace once it has ended (a SIGINT to nsys itself stops the recording first:
-    the program's last ~0.3 s of ranges were lost); so does a second one (a program that did not
-    stop at the first); a third goes to nsys's whole process group, which stops nsys (the trace is
-    lost, and said so)."""
+    the program's last ~0.3 s of ranges were lost); a second one goes to the program again where
+    it still runs, never to nsys (which may be writing the trace); a third goes to nsys's whole
+    process group, which stops nsys (the trace is lost, and said so)."""
     interrupts = 0
     proc = subprocess.Popen(argv, env=env, start_new_session=False, process_group=0)
 
@@ -171,11 +171,15 @@ def _run_program(argv: list[str], env: dict, say: Say) -> tuple[int, bool]:
         nonlocal interrupts
         interrupts += 1
         try:
-            if interrupts <= 2:
-                say("interrupt: stopping the profiled program; nsys writes the trace once it has ended" if interrupts == 1 else
-                    "interrupt: stopping the profiled program again; press Ctrl-C once more to stop nsys (the trace is then lost)")
+            if interrupts == 1:
+                say("interrupt: stopping the profiled program; nsys writes the trace once it has ended")
                 if not _stop_programs(proc.pid):  # nsys's process tree not readable (or nothing under it yet)
                     os.killpg(proc.pid, signal.SIGINT)
+            elif interrupts == 2:
+                # The program again where it still runs; never nsys, which may be writing the trace.
+                still = _stop_programs(proc.pid)
+                say(("interrupt: stopping the profiled program again" if still else "interrupt: nsys is writing the trace")
+                    + "; press Ctrl-C once more to stop nsys (the trace is then lost)")
             else:
                 say("interrupt: stopping nsys; the trace will be incomplete or missing")
                 os.killpg(proc.pid, signal.SIGINT)

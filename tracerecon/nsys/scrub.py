@@ -131,8 +131,8 @@ def scrub_text(value, hosts: tuple[str, ...] = ()):
     s = SECRET_WORD.sub(lambda m: m.group(0) if m.group(3) == REDACTED else f"{m.group(1)}{m.group(2)}{REDACTED}", s)
     s = SECRET_KEY.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}{REDACTED}", s)
     s = NCCL_PREFIX.sub(lambda m: f"[host]:{m.group(2)}:{m.group(3)} [", s)
-    for h in hosts:
-        s = _host_pattern(h).sub("[host]", s)
+    if hosts:
+        s = _hosts_replaced(s, hosts)
     s = USER_AT_HOST.sub("[user]@[host]", s)
     s = IPV4.sub("[ip]", s)
     s = IPV6.sub(_ipv6, s)
@@ -141,14 +141,26 @@ def scrub_text(value, hosts: tuple[str, ...] = ()):
     return s
 
 
-def _host_pattern(host: str) -> re.Pattern:
-    """Where ``host`` stands in a text: bounded by what a host name cannot hold where the name is
-    distinctive (a digit, a dot, or 8+ characters: ``report_ault43_123.sqlite`` names it too),
-    else only as a word of its own (a host called ``gpu`` must leave ``gpu_kernel`` as it is:
-    the copy's names, and so its analysis, stay the original's)."""
-    if re.search(r"[\d.]", host) or len(host) >= 8:
-        return re.compile(rf"(?i)(?<![A-Za-z0-9-]){re.escape(host)}(?![A-Za-z0-9-])")
-    return re.compile(rf"(?i)(?<![\w-]){re.escape(host)}(?![\w-])")
+# A file name in a text (a token ending in an extension): nsys names its outputs after the host
+# (report_<host>_<pid>.sqlite), and so do log files.
+FILE_NAME = re.compile(r"[^\s'\"<>|=:,;()\[\]]*\.[A-Za-z][A-Za-z0-9-]{0,9}(?![\w.-])")
+
+
+def _hosts_replaced(s: str, hosts: tuple[str, ...]) -> str:
+    """``s`` with each of ``hosts`` replaced by ``[host]``: inside a file name wherever it is
+    bounded by no letter or digit (``report_dgxbox_1.sqlite``), elsewhere only as a word of its
+    own (a host called ``gpu`` leaves ``gpu_kernel_impl`` and a phase ``prefill_gpu`` as they
+    are: the copy's names, and so its analysis, stay the original's)."""
+    def in_file_name(m: re.Match) -> str:
+        name = m.group(0)
+        for h in hosts:
+            name = re.sub(rf"(?i)(?<![A-Za-z0-9]){re.escape(h)}(?![A-Za-z0-9])", "[host]", name)
+        return name
+
+    s = FILE_NAME.sub(in_file_name, s)
+    for h in hosts:
+        s = re.sub(rf"(?i)(?<![\w-]){re.escape(h)}(?![\w-])", "[host]", s)
+    return s
 
 
 def _after_secret_names_redacted(args: list, each: Callable) -> list:
@@ -189,9 +201,9 @@ def scrub_secrets_in_bytes(value):
     return value if out == s else out.encode("latin-1")
 
 
-# Text ends at a control byte (a NUL, a length's low byte); bytes of 0x80 and up stay in (UTF-8
-# and Latin-1 text: a secret holding one is redacted whole).
-_PRINTABLE_RUN = re.compile(r"[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f]+")
+# Text: printable ASCII and whole UTF-8 sequences (a secret holding one is redacted whole); it
+# ends at a control byte or a byte no UTF-8 text holds (a length, a float's byte), which stays.
+_PRINTABLE_RUN = re.compile("(?:[\t\n\r\x20-\x7e]|[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3})+")
 
 
 def _secrets_in_text_redacted(s: str) -> str:
