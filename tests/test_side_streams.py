@@ -10,6 +10,8 @@ is done.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from nsys_factory import FakeTrace
@@ -1054,3 +1056,54 @@ def test_a_synchronous_copy_on_the_legacy_stream_does_not_decide_a_phase_of_copi
     # memset's end (b+260) = 150 us, and process b+260..b+300 = 40 us. Read on 7 by the copy's
     # longer time, forward ended at its CPU end (b+200: 90 us) and process took 100 us
     assert per_cycle(rank) == [(c, n, v, s) for c in range(3) for n, v, s in (("schedule", 110, 7), ("forward", 150, 20), ("process", 40, 7))]
+
+
+def test_a_synchronous_copy_beside_an_input_copy_the_threads_stream_waits_for_decides_nothing(tmp_path):
+    # GIVEN as above, but forward (b+100..b+200) runs a synchronous cudaMemcpy (b+110..b+150: its
+    # copy b+115..b+145 on the legacy stream 7) and then an input copy on stream 9, a stream that
+    # only copies (b+160..b+230), which 20 waits for (record on 9 at b+170, wait on 20 at b+172)
+    t = FakeTrace()
+    loop, worker = 11, 12
+    t.kernel(t.call("cudaLaunchKernel", 50 * U, 52 * U, tid=worker), 100 * U, 150 * U, stream=20)
+    for c in range(3):
+        b = 1000 + c * 1000
+        t.range(f"cycle {c}", b * U, (b + 300) * U, tid=loop)
+        t.range("schedule", b * U, (b + 100) * U, tid=loop)
+        t.range("forward", (b + 100) * U, (b + 200) * U, tid=worker)
+        t.range("process", (b + 200) * U, (b + 300) * U, tid=loop)
+        t.kernel(t.call("cudaLaunchKernel", (b + 5) * U, (b + 7) * U, tid=loop), (b + 10) * U, (b + 110) * U, stream=7)
+        t.event_record(event=1, record=c + 1, start=(b + 20) * U, end=(b + 21) * U, tid=loop, stream=7)
+        t.stream_wait(event=1, record=c + 1, start=(b + 102) * U, end=(b + 103) * U, tid=worker, stream=20)
+        t.copy(t.call("cudaMemcpy", (b + 110) * U, (b + 150) * U, tid=worker), (b + 115) * U, (b + 145) * U, kind=1, stream=7)
+        t.copy(t.call("cudaMemcpyAsync", (b + 155) * U, (b + 157) * U, tid=worker), (b + 160) * U, (b + 230) * U, kind=1, stream=9)
+        t.event_record(event=3, record=c + 1, start=(b + 170) * U, end=(b + 171) * U, tid=worker, stream=9)
+        t.stream_wait(event=3, record=c + 1, start=(b + 172) * U, end=(b + 173) * U, tid=worker, stream=20)
+        t.event_record(event=2, record=c + 1, start=(b + 202) * U, end=(b + 203) * U, tid=worker, stream=20)
+        t.stream_wait(event=2, record=c + 1, start=(b + 204) * U, end=(b + 205) * U, tid=loop, stream=7)
+        t.kernel(t.call("cudaLaunchKernel", (b + 210) * U, (b + 212) * U, tid=loop), (b + 235) * U, (b + 300) * U, stream=7)
+    rank = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("schedule", "forward", "process"))).ranks[0]
+    # THEN forward is read on 20, which waited for the input copy: from schedule's end (b+110) to
+    # the copy's end (b+230) = 120 us, process b+230..b+300 = 70 us. The synchronous copy made it
+    # read on 7: its CPU end (b+200: 90 us), and process 100 us
+    assert per_cycle(rank) == [(c, n, v, s) for c in range(3) for n, v, s in (("schedule", 110, 7), ("forward", 120, 20), ("process", 70, 7))]
+
+
+def test_a_worker_stream_handed_work_by_the_loop_threads_event_is_the_workers_own(tmp_path):
+    # GIVEN program 800 of the extended differential fuzzer (tests/data/fuzz, made by its simulator
+    # of CUDA stream semantics): a loop thread (11) on stream 7 records an event each cycle that a
+    # worker (12) makes its stream 20 wait for before its forward work; the worker also copies
+    # synchronously (cudaMemcpy: on the legacy stream 7); only cycle 1's process makes 7 wait for 20
+    import lzma
+    import shutil
+
+    path = tmp_path / "t.sqlite"
+    with lzma.open(Path(__file__).parent / "data" / "fuzz" / "worker_handoff_800.sqlite.xz") as src, open(path, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    rank = analyze([path], PhaseConfig(phases=("schedule", "forward", "process"))).ranks[0]
+    # THEN forward reads what events on 20, the worker's own stream, read in the simulation (7 is
+    # the loop's: the worker only waited for its event; forward was read on 7, 0 us, and the
+    # loop's next schedule took its work: 490 us where the events read 231)
+    got = {(c, n): v for c, n, v, _s in per_cycle(rank)}
+    truth = {(0, "forward"): 0, (1, "forward"): 499, (2, "forward"): 259, (3, "forward"): 591, (4, "forward"): 0, (5, "forward"): 1318,
+             (3, "schedule"): 231, (4, "schedule"): 0}
+    assert {k: got[k] for k in truth} == truth

@@ -47,7 +47,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_launch, thread_keys
+from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_launch, synchronous_copies, thread_keys
 from tracerecon.analysis.intervals import explode_slices, inside_another_thread
 from tracerecon.analysis.nccl import comm_mask
 from tracerecon.analysis.projection import I64_MAX, I64_MIN, equals, int64s, match_correlation, string_mask
@@ -781,14 +781,26 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
             phase_devices.append(set(zip(op_phase[placed].tolist(), device_of[op_streams.rows[placed]].tolist())))
         return (i, int(device_of[to])) in phase_devices[0]
 
+    own_launches: list = []  # per op: launched onto its stream by its thread's choice (no synchronous copy), on first use
+
+    def others_stream(i: int, to: int) -> bool:
+        # A stream only other threads launch on is theirs, not this phase's current stream: a
+        # record another thread made on it, which this thread's stream waits for, hands work
+        # over (a loop thread to its worker) and forks nothing. (A synchronous cudaMemcpy lands
+        # on the legacy stream whichever stream its thread works on: no sign of using it.)
+        if not own_launches:
+            own_launches.append(~synchronous_copies(ops) if ops.num_rows else np.zeros(0, bool))
+        on = np.unique(op_streams.threads[(op_streams.rows == to) & own_launches[0]])
+        return len(on) > 0 and not bool(np.isin(keys[i], on))
+
     def move(to: np.ndarray) -> bool:
         # Never onto a stream the phase left, nor off the stream its thread reads its results
         # back on more than on the other (its current stream: an input stream's hand-off in the
         # phase looks like a fork of the forward stream off it), nor onto a device it launched
-        # nothing on.
+        # nothing on, nor onto another thread's stream.
         moved = [i for i in np.flatnonzero(to >= 0).tolist() if int(to[i]) not in left.get(i, ())
                  and (v := read_back(int(keys[i]), int(ph_pid[i]))).get(int(row[i]), 0) <= v.get(int(to[i]), 0)
-                 and launched_there(i, int(to[i]))]
+                 and launched_there(i, int(to[i])) and not others_stream(i, int(to[i]))]
         for i in moved:
             left.setdefault(i, set()).add(int(row[i]))
         m = np.asarray(moved, dtype=np.int64)

@@ -104,6 +104,23 @@ def launches_never_run(api_calls: pa.Table, linked_ops: pa.Table) -> np.ndarray:
     return late[is_launch_call(api_calls.take(pa.array(late)))]
 
 
+# Copies and memsets the CPU waits for, on the legacy default stream whatever stream the thread
+# works on (not cudaMemcpyAsync, which runs on the stream it is given even when it blocks).
+SYNCHRONOUS_COPY_APIS = frozenset({
+    "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol", "cudaMemcpyPeer",
+    "cudaMemset", "cudaMemset2D", "cudaMemset3D", "cuMemcpy", "cuMemcpyDtoH", "cuMemcpyHtoD", "cuMemcpyDtoD",
+    "cuMemsetD8", "cuMemsetD16", "cuMemsetD32",
+})
+
+
+def synchronous_copies(ops: pa.Table) -> np.ndarray:
+    """Per GPU op linked to its launch call: whether a synchronous copy or memset call made it
+    (``SYNCHRONOUS_COPY_APIS``): its stream is the legacy default one, not the thread's."""
+    if ops.num_rows == 0 or "launch_api" not in ops.column_names:
+        return np.zeros(ops.num_rows, dtype=bool)
+    return string_mask(ops["launch_api"], lambda name: base_api_name(name) in SYNCHRONOUS_COPY_APIS)
+
+
 def repeated_rows(table: pa.Table, columns: tuple[str, ...]) -> np.ndarray:
     """Rows of ``table`` equal in every one of ``columns`` to an earlier row (a row the export
     holds twice: no two GPU ops run on one stream from the same instant to the same instant

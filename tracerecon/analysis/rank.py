@@ -22,7 +22,7 @@ from tracerecon import schema
 from tracerecon.memory import release_free_memory
 from tracerecon.cores import usable_cores
 from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases, own_launches, stream_deciding_ops
-from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_launch
+from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_launch, synchronous_copies
 from tracerecon.analysis.boundaries import (CopyStreams, StreamClock, WaitTargets, awaited_work, busiest_streams, caller_streams, narrowed_by_phase,
                                             in_sequence, phase_boundaries, phase_streams, stream_clock, tiled_off_their_stream, timelines,
                                             wait_targets)
@@ -511,8 +511,10 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     # thread that never launches a kernel) decide nothing: its stream is nobody's events'.
     deciding_phase = op_phase if stream_deciders is None else np.where(stream_deciders, op_phase, -1)
     computing = computes(ops)
-    deciders = narrowed_by_phase(deciding_phase, n_ph, computing, _on_the_launchers_stream(ops, deciding_phase, n_ph, computing, copy_streams),
-                                 ~copy_streams.of_ops(ops))
+    # A synchronous cudaMemcpy runs on the legacy default stream whichever stream its thread
+    # works on: it decides nothing where the phase did anything else.
+    deciders = narrowed_by_phase(deciding_phase, n_ph, computing, ~synchronous_copies(ops),
+                                 _on_the_launchers_stream(ops, deciding_phase, n_ph, computing, copy_streams), ~copy_streams.of_ops(ops))
     dev, stream = phase_streams(clock.on_launch_streams(ops), deciding_phase, n_ph, deciders)
     only_copies = np.flatnonzero(copy_streams.of(ph_pid, dev, stream) & copy_streams.thread_computes(ph_pid, ph_tid))
     if len(only_copies):
@@ -531,9 +533,8 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
 def _on_the_launchers_stream(ops: pa.Table, op_phase: np.ndarray, n_ph: int, computing: np.ndarray, copy_streams: CopyStreams) -> np.ndarray | None:
     """Per op of a phase that ran no kernel or graph: whether it ran on the stream its launching
     thread computes on (``CopyStreams.thread_stream``), where that thread's events go; True for
-    every other op. A synchronous ``cudaMemcpy`` runs on the legacy default stream whichever
-    stream the thread works on, so in a phase of copies and memsets it is not where the
-    thread's events are. None where every phase that launched anything ran a kernel."""
+    every other op. A copy the thread put on another thread's stream is not where its events
+    are. None where every phase that launched anything ran a kernel."""
     has_kernel = np.zeros(n_ph + 1, dtype=bool)
     has_kernel[op_phase[(op_phase >= 0) & computing]] = True
     rows = np.flatnonzero((op_phase >= 0) & ~has_kernel[np.where(op_phase >= 0, op_phase, n_ph)])
