@@ -782,16 +782,29 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
         return (i, int(device_of[to])) in phase_devices[0]
 
     own_launches: list = []  # per op: launched onto its stream by its thread's choice (no synchronous copy), on first use
+    by_phase: list = []  # the ops sorted by phase, and their phases: each phase's launching threads, on first use
+    launching_on: dict[int, np.ndarray] = {}  # stream row -> the threads that launched on it (synchronous copies aside)
 
     def others_stream(i: int, to: int) -> bool:
         # A stream only other threads launch on is theirs, not this phase's current stream: a
         # record another thread made on it, which this thread's stream waits for, hands work
-        # over (a loop thread to its worker) and forks nothing. (A synchronous cudaMemcpy lands
-        # on the legacy stream whichever stream its thread works on: no sign of using it.)
+        # over (a loop thread to its worker) and forks nothing. "This phase's" threads: its range's
+        # and those that launched its ops (a scheduler's phase holding a worker's work). (A
+        # synchronous cudaMemcpy lands on the legacy stream whichever stream its thread works on:
+        # no sign of using it.)
         if not own_launches:
             own_launches.append(~synchronous_copies(ops) if ops.num_rows else np.zeros(0, bool))
-        on = np.unique(op_streams.threads[(op_streams.rows == to) & own_launches[0]])
-        return len(on) > 0 and not bool(np.isin(keys[i], on))
+            order = np.argsort(op_phase, kind="stable")
+            by_phase.extend((order, op_phase[order]))
+        on = launching_on.get(to)
+        if on is None:
+            on = launching_on[to] = np.unique(op_streams.threads[(op_streams.rows == to) & own_launches[0]])
+        if len(on) == 0:
+            return False
+        order, sorted_phase = by_phase
+        lo, hi = np.searchsorted(sorted_phase, i, side="left"), np.searchsorted(sorted_phase, i, side="right")
+        mine = np.r_[keys[i], op_streams.threads[order[lo:hi]]]
+        return not bool(np.isin(mine, on).any())
 
     def move(to: np.ndarray) -> bool:
         # Never onto a stream the phase left, nor off the stream its thread reads its results
