@@ -115,3 +115,15 @@ def test_a_kernel_ending_milliseconds_after_later_ones_is_dropped(tmp_path):
     # THEN dropped and said: kept, every later phase read 0 (verify 4900 us), with no word
     assert per_cycle(a.ranks[0]) == EXPECTED
     assert any("dropped 1 GPU op(s) whose times cannot be" in w for w in a.warnings)
+
+
+def test_process_codes_hold_a_process_the_sample_missed():
+    # GIVEN one op of process 7 among 20,000 of process 5 (the sample of every 4th... value skips it)
+    import numpy as np
+
+    from tracerecon.analysis.columns import _stream_codes
+
+    pid = np.array([5] * 10_001 + [7] + [5] * 10_000, dtype=np.int64)
+    codes = _stream_codes(pid, np.zeros(len(pid), np.int64), np.full(len(pid), 7, np.int64))
+    # THEN its stream code differs from the others', which all agree
+    assert len(set(codes.tolist())) == 2 and codes[10_001] != codes[0]

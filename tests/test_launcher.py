@@ -182,22 +182,29 @@ def test_run_scrub_removes_secrets_from_the_exports(tmp_path):
         assert b"mysecretkey42" not in f.read_bytes(), f
 
 
-@needs_nsys
-def test_ctrl_c_is_forwarded_and_the_trace_kept(tmp_path):
-    # GIVEN an engine that logs each cycle it completes (its own count, independent of nsys)
-    out = tmp_path / "run"
-    log = tmp_path / "cycles.log"
-    prog = (
-        "import sys, time; sys.path.insert(0, %r)\nfrom tracerecon.instrument import cycle, phase\n"
-        "print('ready', flush=True)\ni = 0\nlog = open(%r, 'w')\nwhile True:\n    with cycle(i):\n        with phase('verify'): time.sleep(0.01)\n"
-        "    log.write(f'{i}\\n'); log.flush()\n    i += 1\n" % (str(ROOT), str(log))
-    )
+def run_a_loop_until_ready(out: Path, log: Path | None = None) -> subprocess.Popen:
+    """``tracerecon run -o out`` of a loop of 10 ms cycles (each logged to ``log`` when it is
+    done: the engine's own count, independent of nsys), once it prints that it runs."""
+    log_open = f"log = open({str(log)!r}, 'w')\n" if log else ""
+    log_line = "    log.write(f'{i}\\n'); log.flush()\n" if log else ""
+    prog = (f"import sys, time; sys.path.insert(0, {str(ROOT)!r})\nfrom tracerecon.instrument import cycle, phase\n"
+            f"print('ready', flush=True)\ni = 0\n{log_open}while True:\n    with cycle(i):\n        with phase('verify'): time.sleep(0.01)\n"
+            f"{log_line}    i += 1\n")
     exe = shutil.which("tracerecon") or str(Path(sys.executable).parent / "tracerecon")
     proc = subprocess.Popen([exe, "run", "-o", str(out), "--", sys.executable, "-c", prog], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     line = ""
     while "ready" not in line and time.monotonic() < deadline:
         line = proc.stdout.readline()
+    return proc
+
+
+@needs_nsys
+def test_ctrl_c_is_forwarded_and_the_trace_kept(tmp_path):
+    # GIVEN an engine that logs each cycle it completes (its own count, independent of nsys)
+    out = tmp_path / "run"
+    log = tmp_path / "cycles.log"
+    proc = run_a_loop_until_ready(out, log)
     time.sleep(2)
     # WHEN Ctrl-C reaches tracerecon
     proc.send_signal(signal.SIGINT)
@@ -217,14 +224,7 @@ def test_ctrl_c_is_forwarded_and_the_trace_kept(tmp_path):
 def test_a_second_ctrl_c_while_nsys_writes_the_trace_keeps_it(tmp_path):
     # GIVEN a program that ends at once on SIGINT
     out = tmp_path / "run"
-    prog = ("import sys, time; sys.path.insert(0, %r)\nfrom tracerecon.instrument import cycle, phase\n"
-            "print('ready', flush=True)\ni = 0\nwhile True:\n    with cycle(i):\n        with phase('verify'): time.sleep(0.01)\n    i += 1\n" % str(ROOT))
-    exe = shutil.which("tracerecon") or str(Path(sys.executable).parent / "tracerecon")
-    proc = subprocess.Popen([exe, "run", "-o", str(out), "--", sys.executable, "-c", prog], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    line = ""
-    while "ready" not in line and time.monotonic() < deadline:
-        line = proc.stdout.readline()
+    proc = run_a_loop_until_ready(out)
     time.sleep(1)
     # WHEN Ctrl-C twice, the second after the program has ended (nsys writing the trace)
     proc.send_signal(signal.SIGINT)

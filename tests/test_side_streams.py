@@ -1026,13 +1026,12 @@ def test_a_phase_that_joins_forks_and_joins_the_side_again_is_read_on_the_stream
     assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("prepare", 100), ("forward", 100), ("sample", 144))]
 
 
-def test_a_synchronous_copy_on_the_legacy_stream_does_not_decide_a_phase_of_copies(tmp_path):
-    # GIVEN a loop thread (11) on stream 7 and a worker (12) that computes on stream 20 (a warm-up
-    # kernel). Per cycle: schedule on 11 (b..b+100): a kernel on 7 b+10..b+110, an event after it;
-    # forward on 12 (b+100..b+200): 20 waits for that event, then a synchronous cudaMemcpy
-    # (b+110..b+190; its copy b+115..b+185 runs on the legacy stream 7, as synchronous copies do)
-    # and a cudaMemsetAsync on 20 (b+195..b+260); process on 11 (b+200..b+300): 7 waits for 20,
-    # then a kernel b+265..b+300
+def handed_to_a_worker(forward_copies, process_kernel_start: int) -> FakeTrace:
+    """A loop thread (11) on stream 7 and a worker (12) that computes on stream 20 (a warm-up
+    kernel). Per cycle (b = 1000, 2000, 3000): schedule on 11 (b..b+100): a kernel on 7
+    b+10..b+110, an event after it; forward on 12 (b+100..b+200): 20 waits for that event, then
+    ``forward_copies(t, b, c)``; process on 11 (b+200..b+300): 7 waits for 20, then a kernel
+    ``process_kernel_start``..b+300."""
     t = FakeTrace()
     loop, worker = 11, 12
     t.kernel(t.call("cudaLaunchKernel", 50 * U, 52 * U, tid=worker), 100 * U, 150 * U, stream=20)
@@ -1045,11 +1044,22 @@ def test_a_synchronous_copy_on_the_legacy_stream_does_not_decide_a_phase_of_copi
         t.kernel(t.call("cudaLaunchKernel", (b + 5) * U, (b + 7) * U, tid=loop), (b + 10) * U, (b + 110) * U, stream=7)
         t.event_record(event=1, record=c + 1, start=(b + 20) * U, end=(b + 21) * U, tid=loop, stream=7)
         t.stream_wait(event=1, record=c + 1, start=(b + 102) * U, end=(b + 103) * U, tid=worker, stream=20)
-        t.copy(t.call("cudaMemcpy", (b + 110) * U, (b + 190) * U, tid=worker), (b + 115) * U, (b + 185) * U, kind=1, stream=7)
-        t.fill(t.call("cudaMemsetAsync", (b + 192) * U, (b + 194) * U, tid=worker), (b + 195) * U, (b + 260) * U, stream=20)
+        forward_copies(t, b, c)
         t.event_record(event=2, record=c + 1, start=(b + 202) * U, end=(b + 203) * U, tid=worker, stream=20)
         t.stream_wait(event=2, record=c + 1, start=(b + 204) * U, end=(b + 205) * U, tid=loop, stream=7)
-        t.kernel(t.call("cudaLaunchKernel", (b + 210) * U, (b + 212) * U, tid=loop), (b + 265) * U, (b + 300) * U, stream=7)
+        t.kernel(t.call("cudaLaunchKernel", (b + 210) * U, (b + 212) * U, tid=loop), (b + process_kernel_start) * U, (b + 300) * U, stream=7)
+    return t
+
+
+def test_a_synchronous_copy_on_the_legacy_stream_does_not_decide_a_phase_of_copies(tmp_path):
+    # GIVEN the hand-off above (``handed_to_a_worker``); forward's work: a synchronous cudaMemcpy
+    # (b+110..b+190; its copy b+115..b+185 runs on the legacy stream 7, as synchronous copies do)
+    # and a cudaMemsetAsync on 20 (b+195..b+260); process's kernel b+265..b+300
+    def forward(t, b, c):
+        t.copy(t.call("cudaMemcpy", (b + 110) * U, (b + 190) * U, tid=12), (b + 115) * U, (b + 185) * U, kind=1, stream=7)
+        t.fill(t.call("cudaMemsetAsync", (b + 192) * U, (b + 194) * U, tid=12), (b + 195) * U, (b + 260) * U, stream=20)
+
+    t = handed_to_a_worker(forward, 265)
     # WHEN analysed with the three phases
     rank = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("schedule", "forward", "process"))).ranks[0]
     # THEN forward is read on 20, where its thread's events go: from schedule's end (b+110) to the
@@ -1059,28 +1069,17 @@ def test_a_synchronous_copy_on_the_legacy_stream_does_not_decide_a_phase_of_copi
 
 
 def test_a_synchronous_copy_beside_an_input_copy_the_threads_stream_waits_for_decides_nothing(tmp_path):
-    # GIVEN as above, but forward (b+100..b+200) runs a synchronous cudaMemcpy (b+110..b+150: its
-    # copy b+115..b+145 on the legacy stream 7) and then an input copy on stream 9, a stream that
-    # only copies (b+160..b+230), which 20 waits for (record on 9 at b+170, wait on 20 at b+172)
-    t = FakeTrace()
-    loop, worker = 11, 12
-    t.kernel(t.call("cudaLaunchKernel", 50 * U, 52 * U, tid=worker), 100 * U, 150 * U, stream=20)
-    for c in range(3):
-        b = 1000 + c * 1000
-        t.range(f"cycle {c}", b * U, (b + 300) * U, tid=loop)
-        t.range("schedule", b * U, (b + 100) * U, tid=loop)
-        t.range("forward", (b + 100) * U, (b + 200) * U, tid=worker)
-        t.range("process", (b + 200) * U, (b + 300) * U, tid=loop)
-        t.kernel(t.call("cudaLaunchKernel", (b + 5) * U, (b + 7) * U, tid=loop), (b + 10) * U, (b + 110) * U, stream=7)
-        t.event_record(event=1, record=c + 1, start=(b + 20) * U, end=(b + 21) * U, tid=loop, stream=7)
-        t.stream_wait(event=1, record=c + 1, start=(b + 102) * U, end=(b + 103) * U, tid=worker, stream=20)
-        t.copy(t.call("cudaMemcpy", (b + 110) * U, (b + 150) * U, tid=worker), (b + 115) * U, (b + 145) * U, kind=1, stream=7)
-        t.copy(t.call("cudaMemcpyAsync", (b + 155) * U, (b + 157) * U, tid=worker), (b + 160) * U, (b + 230) * U, kind=1, stream=9)
-        t.event_record(event=3, record=c + 1, start=(b + 170) * U, end=(b + 171) * U, tid=worker, stream=9)
-        t.stream_wait(event=3, record=c + 1, start=(b + 172) * U, end=(b + 173) * U, tid=worker, stream=20)
-        t.event_record(event=2, record=c + 1, start=(b + 202) * U, end=(b + 203) * U, tid=worker, stream=20)
-        t.stream_wait(event=2, record=c + 1, start=(b + 204) * U, end=(b + 205) * U, tid=loop, stream=7)
-        t.kernel(t.call("cudaLaunchKernel", (b + 210) * U, (b + 212) * U, tid=loop), (b + 235) * U, (b + 300) * U, stream=7)
+    # GIVEN the hand-off above; forward runs a synchronous cudaMemcpy (b+110..b+150: its copy
+    # b+115..b+145 on the legacy stream 7) and then an input copy on stream 9, a stream that only
+    # copies (b+160..b+230), which 20 waits for (record on 9 at b+170, wait on 20 at b+172);
+    # process's kernel b+235..b+300
+    def forward(t, b, c):
+        t.copy(t.call("cudaMemcpy", (b + 110) * U, (b + 150) * U, tid=12), (b + 115) * U, (b + 145) * U, kind=1, stream=7)
+        t.copy(t.call("cudaMemcpyAsync", (b + 155) * U, (b + 157) * U, tid=12), (b + 160) * U, (b + 230) * U, kind=1, stream=9)
+        t.event_record(event=3, record=c + 1, start=(b + 170) * U, end=(b + 171) * U, tid=12, stream=9)
+        t.stream_wait(event=3, record=c + 1, start=(b + 172) * U, end=(b + 173) * U, tid=12, stream=20)
+
+    t = handed_to_a_worker(forward, 235)
     rank = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("schedule", "forward", "process"))).ranks[0]
     # THEN forward is read on 20, which waited for the input copy: from schedule's end (b+110) to
     # the copy's end (b+230) = 120 us, process b+230..b+300 = 70 us. The synchronous copy made it

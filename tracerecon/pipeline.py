@@ -127,15 +127,9 @@ def _link(f: Path, tables: TraceTables):
     unrun = launches_never_run(tables.api_calls, linked)
     impossible = ops_out_of_time(linked)
     if len(impossible):
-        import numpy as np
-        import pyarrow as pa
-
         warnings.append(f"{f}: dropped {len(impossible)} GPU op(s) whose times cannot be (starting before their launch call, or out of "
                         "their stream's launch order: a later-launched op started or ended first): a corrupt or edited export")
-        keep = np.ones(linked.num_rows, dtype=bool)
-        keep[impossible] = False
-        keep = pa.array(keep)
-        tables, linked = replace(tables, gpu_ops=tables.gpu_ops.filter(keep)), linked.filter(keep)
+        tables, linked = replace(tables, gpu_ops=_without_rows(tables.gpu_ops, impossible)), _without_rows(linked, impossible)
     if len(unrun):
         start = int(int64s(tables.api_calls["start_ns"])[unrun].min())  # rows are in no time order
         warnings.append(f"{f}: the last {len(unrun)} kernel launch(es), from {(tables.trace_end_ns - start) / 1e6:.3f} ms before the trace's end, "
@@ -156,12 +150,17 @@ def _without_repeats(f: Path, table, identity: tuple[str, ...], what: str, warni
     again = repeated_rows(table, identity)
     if len(again) == 0:
         return table
+    warnings.append(f"{f}: dropped {len(again)} duplicated {what} row(s) (the same times, stream or thread and correlation id as another row)")
+    return _without_rows(table, again)
+
+
+def _without_rows(table, rows):
+    """``table`` less the rows at positions ``rows``."""
     import numpy as np
     import pyarrow as pa
 
-    warnings.append(f"{f}: dropped {len(again)} duplicated {what} row(s) (the same times, stream or thread and correlation id as another row)")
     keep = np.ones(table.num_rows, dtype=bool)
-    keep[again] = False
+    keep[rows] = False
     return table.filter(pa.array(keep))
 
 

@@ -327,6 +327,7 @@ def read_engine_timers(paths: Sequence[str | Path], label_of: Callable[[str], st
         if folder not in folders:
             folders.append(folder)
     alone = 0  # a key of its own for each line of no cycle
+    labels: dict[str, str] = {}
     runs: dict[tuple, list] = {}  # (rank, pid) -> [its last cycle number, how many runs of cycle numbers so far]
     for folder in folders:
         for f in sorted(folder.glob(f"{CPU_TIMERS_PREFIX}.rank*.jsonl")):
@@ -349,7 +350,9 @@ def read_engine_timers(paths: Sequence[str | Path], label_of: Callable[[str], st
                 except (ValueError, KeyError, TypeError, OverflowError, AttributeError):
                     skipped += 1
                     continue
-                phase = (label_of(name) if label_of else None) or name
+                phase = labels.get(name)
+                if phase is None:  # each name matched against the phase specs once
+                    phase = labels[name] = (label_of(name) if label_of else None) or name
                 if cycle is None:
                     alone += 1
                     key = (rank, phase, ("alone", alone))

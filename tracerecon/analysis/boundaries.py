@@ -705,6 +705,20 @@ class _OpStreams:
         """The (process, thread) keys that launched ops on stream ``row``, sorted."""
         return np.unique(self.threads[self.rows == row])
 
+    @functools.cached_property
+    def _chosen(self) -> tuple[np.ndarray, dict]:
+        """Per op: launched onto its stream by its thread's choice (a synchronous cudaMemcpy lands
+        on the legacy stream whichever stream its thread works on); and ``threads_using``'s answers."""
+        return (~synchronous_copies(self.ops) if self.ops.num_rows else np.zeros(0, bool)), {}
+
+    def threads_using(self, row: int) -> np.ndarray:
+        """The threads that launched ops on stream ``row`` other than synchronous copies, sorted
+        (each row worked out once)."""
+        chosen, known = self._chosen
+        if row not in known:
+            known[row] = np.unique(self.threads[(self.rows == row) & chosen])
+        return known[row]
+
 
 def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_pid: np.ndarray, ph_tid: np.ndarray, cpu_start: np.ndarray,
                    cpu_end: np.ndarray, cycle: np.ndarray, device: np.ndarray, stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -781,26 +795,20 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
             phase_devices.append(set(zip(op_phase[placed].tolist(), device_of[op_streams.rows[placed]].tolist())))
         return (i, int(device_of[to])) in phase_devices[0]
 
-    own_launches: list = []  # per op: launched onto its stream by its thread's choice (no synchronous copy), on first use
-    by_phase: list = []  # the ops sorted by phase, and their phases: each phase's launching threads, on first use
-    launching_on: dict[int, np.ndarray] = {}  # stream row -> the threads that launched on it (synchronous copies aside)
+    by_phase: list = []  # the ops sorted by phase, and their phases, on first use
 
     def others_stream(i: int, to: int) -> bool:
-        # A stream only other threads launch on is theirs, not this phase's current stream: a
-        # record another thread made on it, which this thread's stream waits for, hands work
-        # over (a loop thread to its worker) and forks nothing. "This phase's" threads: its range's
-        # and those that launched its ops (a scheduler's phase holding a worker's work). (A
-        # synchronous cudaMemcpy lands on the legacy stream whichever stream its thread works on:
-        # no sign of using it.)
-        if not own_launches:
-            own_launches.append(~synchronous_copies(ops) if ops.num_rows else np.zeros(0, bool))
-            order = np.argsort(op_phase, kind="stable")
-            by_phase.extend((order, op_phase[order]))
-        on = launching_on.get(to)
-        if on is None:
-            on = launching_on[to] = np.unique(op_streams.threads[(op_streams.rows == to) & own_launches[0]])
+        # A stream only other threads launch on (``threads_using``) is theirs, not this phase's
+        # current stream: a record another thread made on it, which this thread's stream waits
+        # for, hands work over (a loop thread to its worker) and forks nothing. "This phase's"
+        # threads: its range's and those that launched its ops (a scheduler's phase holding a
+        # worker's work).
+        on = op_streams.threads_using(to)
         if len(on) == 0:
             return False
+        if not by_phase:
+            order = np.argsort(op_phase, kind="stable")
+            by_phase.extend((order, op_phase[order]))
         order, sorted_phase = by_phase
         lo, hi = np.searchsorted(sorted_phase, i, side="left"), np.searchsorted(sorted_phase, i, side="right")
         mine = np.r_[keys[i], op_streams.threads[order[lo:hi]]]

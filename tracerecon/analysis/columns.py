@@ -184,14 +184,16 @@ def ops_out_of_time(ops: pa.Table) -> np.ndarray:
     group = _stream_codes(take(int64s(ops["global_pid"])), take(int64s(ops["device_id"], -1)), take(int64s(ops["stream_id"], -1)))
     order = np.lexsort((take(ls), group))
     rows, group = rows[order], group[order]
-    ls, le, st, en = ls[rows], le[rows], st[rows], en[rows]
+    st, en = st[rows], en[rows]
     # In launch order, a stream's starts rise and no op ends before the one two before it: then
-    # nothing breaks it (the usual case, one pass over sorted columns).
+    # nothing breaks it (the usual case, one pass over sorted columns; the launch times are
+    # gathered in that order only where it does not hold).
     same = group[1:] == group[:-1]
     same2 = same[1:] & same[:-1]
     if not ((same & (st[1:] < st[:-1] - STREAM_ORDER_START_NS)).any() or (same2 & (en[2:] < en[:-2] - STREAM_ORDER_END_NS)).any()):
         return early
     bad = []
+    ls, le = ls[rows], le[rows]
     bounds = np.flatnonzero(np.r_[True, ~same, True])
     for a, b in zip(bounds[:-1], bounds[1:]):
         bad.append(rows[a:b][_out_of_order(ls[a:b], le[a:b], st[a:b], en[a:b])])
@@ -206,9 +208,20 @@ def _stream_codes(pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.nd
     if len(pid) == 0:
         return np.zeros(0, np.int64)
     if dev.min() >= -1 and dev.max() < (1 << 10) - 1 and stream.min() >= -1 and stream.max() < (1 << 21) - 1:
-        proc = np.zeros(len(pid), np.int64) if pid.min() == pid.max() else np.unique(pid, return_inverse=True)[1].ravel().astype(np.int64)
+        proc = np.zeros(len(pid), np.int64) if pid.min() == pid.max() else _codes_of_few(pid)
         return (proc << 31) | ((dev + 1) << 21) | (stream + 1)
     return np.unique(np.stack([pid, dev, stream]), axis=1, return_inverse=True)[1].ravel().astype(np.int64)
+
+
+def _codes_of_few(values: np.ndarray) -> np.ndarray:
+    """Dense int64 codes of ``values`` that hold few distinct ones (the processes of a trace):
+    looked up among the distinct values of a sample, and from a sort of them all only where the
+    sample missed one."""
+    uniq = np.unique(values[:: max(1, len(values) // 4096)])
+    codes = np.minimum(np.searchsorted(uniq, values), len(uniq) - 1)
+    if (uniq[codes] != values).any():
+        return np.unique(values, return_inverse=True)[1].ravel().astype(np.int64)
+    return codes.astype(np.int64)
 
 
 def _out_of_order(ls: np.ndarray, le: np.ndarray, st: np.ndarray, en: np.ndarray) -> np.ndarray:

@@ -134,7 +134,6 @@ class TimelineIndex:
                 lanes.append(Lane(f"GPU{dev} stream {stream}", tuple(segs)))
         return lanes
 
-
     def _merged_op_lanes(self, rows: np.ndarray, gap_ns: int) -> list[Lane]:
         """Per stream, runs of ops less than ``gap_ns`` apart as one segment each, labelled with
         how many ops it holds (the first op's row is its ref, its kind its colour)."""
