@@ -52,14 +52,24 @@ def analyze_cross_rank(views: list[RankView]) -> CrossRank:
     views = sorted(views, key=lambda v: v.rank)
     comm = {v.rank: _comm_ops(v) for v in views}
     silent = [v for v in views if not comm[v.rank]["name"]]
-    if silent and len(views) - len(silent) >= 2:
+    if silent and len(silent) < len(views):
         # (Rule added on 2026-12-01) ranks that ran no communication kernel are left out of
         # the matching; they keep their clock's alignment and count no communication.
+        # (Changed on 2026-12-02: also beside a single talking rank; every offset onto the first
+        # rank's timeline, the talking ranks' carried over by their first one's clock base.)
         talking = [v for v in views if comm[v.rank]["name"]]
         cross = analyze_cross_rank(talking)
-        extra = _align([talking[0]] + silent, {**comm}, {v.rank: {} for v in [talking[0]] + silent}, [])[1:]
+
+        def unrefined(v: RankView) -> RankAlignment:
+            return _align([views[0], v], comm, {}, [])[1] if v is not views[0] else RankAlignment(v.rank, 0, 0, "shared clock")
+
+        hop = unrefined(talking[0])
+        exact = hop.offset_uncertainty_ns == 0
+        moved = [RankAlignment(a.rank, a.offset_ns + hop.offset_ns, a.offset_uncertainty_ns if exact else None,
+                               a.method if exact or a.rank != talking[0].rank else hop.method) for a in cross.alignment]
+        extra = [unrefined(v) for v in silent]
         comm_extra = [RankComm(rank=v.rank, comm_ns=0, wait_ns=0, n_collectives=0, phase_wait_ns=np.zeros(v.phases.num_rows, dtype=np.int64)) for v in silent]
-        return CrossRank(tuple(sorted(list(cross.alignment) + extra, key=lambda a: a.rank)), tuple(sorted(list(cross.comm) + comm_extra, key=lambda c: c.rank)),
+        return CrossRank(tuple(sorted(moved + extra, key=lambda a: a.rank)), tuple(sorted(list(cross.comm) + comm_extra, key=lambda c: c.rank)),
                          cross.collectives, cross.critical_path)
     keyed = {r: {k: i for i, k in enumerate(_keys(c["name"], c["start"], c["end"]))} for r, c in comm.items()}
     common = set.intersection(*(set(k) for k in keyed.values())) if len(views) > 1 else set()
@@ -121,9 +131,14 @@ def _align(views, comm, keyed, common_sorted) -> list[RankAlignment]:
         if epoch(v) is not None and epoch(ref) is not None:
             base = epoch(v) - epoch(ref)
             method = "utc timestamps" if v.absolute_time and ref.absolute_time else "session start"
-        if common_sorted:
-            ends_v = np.array([comm[v.rank]["end"][keyed[v.rank][k]] for k in common_sorted], dtype=np.int64)
-            ends_r = np.array([comm[ref.rank]["end"][keyed[ref.rank][k]] for k in common_sorted], dtype=np.int64)
+        # (Rule added on 2026-12-02) sends and receives end apart by the transfer: they refine
+        # only another machine's clock, and only where no collective was matched.
+        used = [k for k in common_sorted if not is_point_to_point(k[0])]
+        if not used and not (method != "none" and v.gpu_uuids & ref.gpu_uuids):
+            used = common_sorted
+        if used:
+            ends_v = np.array([comm[v.rank]["end"][keyed[v.rank][k]] for k in used], dtype=np.int64)
+            ends_r = np.array([comm[ref.rank]["end"][keyed[ref.rank][k]] for k in used], dtype=np.int64)
             resid = (ends_v + base) - ends_r
             shift = int(np.median(resid))
             left = resid - shift

@@ -234,3 +234,48 @@ def test_a_send_and_its_receive_are_no_collective_to_end_together(tmp_path):
     assert [(r["rank"], r["start_ns"] // U, r["end_ns"] // U) for r in rows] == [
         (rank, 100 * k + 10, 100 * k + (40 if rank == 0 else 100)) for k in range(5) for rank in (0, 1)]
     assert not any("communicator" in w or "matched" in w for w in a.warnings)
+
+
+def test_sends_and_receives_on_one_machine_leave_its_session_clock_as_it_is(tmp_path):
+    # GIVEN a two-stage pipeline on one machine (equal session starts, GPUs in common): rank 0's
+    # send runs 100k+60..100k+80, after its compute; rank 1's receive waits for it from 100k+10
+    # and ends 22 us after the send, at 100k+102 (the transfer)
+    def stage(rank, kernels):
+        t = FakeTrace()
+        t.range("verify", 0, 10_000 * U)
+        for s, e in kernels:
+            t.kernel(t.call("cudaLaunchKernel", (s - 5) * U, (s - 4) * U), s * U, e * U, name="ncclDevKernel_SendRecv")
+        path = t.write(tmp_path / f"rank{rank}.sqlite")
+        sqlite3.connect(path).executescript(
+            "create table TARGET_INFO_GPU (id integer, name text, uuid text, busLocation text, smCount integer);"
+            "insert into TARGET_INFO_GPU values (0, 'H200', 'A-gpu0', '0', 132), (1, 'H200', 'A-gpu1', '1', 132);"
+            f"create table TARGET_INFO_SESSION_START_TIME (utcEpochNs integer); insert into TARGET_INFO_SESSION_START_TIME values ({5 * 10**18});")
+        return path
+    a = analyze([stage(0, [(100 * k + 60, 100 * k + 80) for k in range(5)]), stage(1, [(100 * k + 10, 100 * k + 102) for k in range(5)])])
+    # THEN rank 1 stays on the session clock (offset 0: fitting the ends would move it by the
+    # 22 us transfer) and waits 60 - 10 = 50 us for each send, not 72
+    assert [(al.rank, al.offset_ns, al.method) for al in a.cross.alignment] == [(0, 0, "shared clock"), (1, 0, "session start")]
+    assert [r["wait_ns"] // U for r in a.cross.collectives.to_pylist() if r["rank"] == 1] == [50] * 5
+
+
+def test_offsets_stay_on_the_first_ranks_timeline_when_it_ran_no_collective(tmp_path):
+    # GIVEN three per-rank exports of one machine whose sessions began at +0, +300 and +500 us:
+    # rank 0 ran only compute; ranks 1 and 2 all-reduce, their kernels ending together on the
+    # machine's clock (rank 1 at 100k+60 of its own clock, rank 2 200 us earlier of its own)
+    t = FakeTrace()
+    t.range("verify", 0, 10_000 * U)
+    t.kernel(t.call("cudaLaunchKernel", 5 * U, 6 * U), 10 * U, 60 * U)
+    r0 = t.write(tmp_path / "rank0.sqlite")
+    sqlite3.connect(r0).executescript(
+        "create table TARGET_INFO_GPU (id integer, name text, uuid text, busLocation text, smCount integer);"
+        "insert into TARGET_INFO_GPU values (0, 'H200', 'A-gpu0', '0', 132), (1, 'H200', 'A-gpu1', '1', 132);"
+        f"create table TARGET_INFO_SESSION_START_TIME (utcEpochNs integer); insert into TARGET_INFO_SESSION_START_TIME values ({5 * 10**18});")
+    r1 = rank_file(tmp_path, 1, [(100 * k + 10, 100 * k + 60) for k in range(3, 8)], session_utc=5 * 10**18 + 300 * U)
+    r2 = rank_file(tmp_path, 2, [(100 * k - 160, 100 * k - 140) for k in range(3, 8)], session_utc=5 * 10**18 + 500 * U)
+    # WHEN analysed together
+    a = analyze([r0, r1, r2])
+    # THEN every offset leads to rank 0's timeline: 0, +300 us (its session start; no collective
+    # relates it to rank 0), +500 us (through rank 1, its collectives refining nothing)
+    assert [(al.rank, al.offset_ns // U, al.method) for al in a.cross.alignment] == [
+        (0, 0, "shared clock"), (1, 300, "session start"), (2, 500, "session start + collectives")]
+    assert any(w.startswith("rank 0 ran no communication kernels") for w in a.warnings)

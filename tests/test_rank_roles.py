@@ -261,3 +261,34 @@ def test_a_straggler_lines_phase_count_is_of_the_cycles_it_gated(tmp_path):
     lines = straggler_lines(a)
     assert any(x.startswith("straggler: rank 1 gated 3 of 5 cycles, mostly in verify (3 of them)") and "last to finish in 2 more" in x
                for x in lines), lines
+
+
+def test_a_rank_mark_too_large_to_be_a_rank_is_ignored_and_said(tmp_path):
+    # GIVEN one report of two processes: pid 10 marks tracerecon.rank=3000000000 (no int32, no
+    # rank: a corrupt or foreign mark), pid 20 marks tracerecon.rank=0
+    t = FakeTrace()
+    rank_cycles(t, 10, 0, mark=3_000_000_000)
+    rank_cycles(t, 20, 1, mark=0)
+    # WHEN analysed
+    a = load([t.write(tmp_path / "run.sqlite")])
+    # THEN the mark is ignored with a warning naming it, pid 20 is rank 0 and pid 10 comes after it
+    assert any("tracerecon.rank=3000000000 (pid 10) names no rank" in w for w in a.warnings)
+    assert [(r.rank, r.source.pids) for r in a.ranks] == [(0, (20,)), (1, (10,))]
+
+
+def test_a_rank_that_ran_no_collective_beside_one_that_did_is_left_out_and_said(tmp_path):
+    # GIVEN two ranks in one report: rank 0 all-reduces every cycle, rank 1's trace holds no
+    # communication kernel (traced without them) and ends its compute 70 us after rank 0's
+    t = FakeTrace()
+    rank_cycles(t, 10, 0)
+    for c in range(5):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 100) * U, (b + 400) * U, pid=20)
+        launch(t, b + 10, (b + 20, b + 80), 20, 1)
+        launch(t, b + 110, (b + 120, b + 370), 20, 1)
+    a = load([t.write(tmp_path / "run.sqlite")])
+    # THEN a warning names rank 1 as left out; it counts no collectives and no wait, and the
+    # critical path is rank 0's alone
+    assert any(w.startswith("rank 1 ran no communication kernels") and w.endswith("are those of rank 0") for w in a.warnings)
+    assert [(c.rank, c.n_collectives, c.wait_ns) for c in a.cross.comm] == [(0, 5, 0), (1, 0, 0)]
+    assert set(a.cross.critical_path["gating_rank"].to_pylist()) <= {0}

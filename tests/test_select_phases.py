@@ -165,3 +165,18 @@ def test_without_cycle_ranges_cycles_start_at_the_first_configured_phase_among_t
     # for the start, and the two verifies back to back are one step of one cycle)
     assert rows.tolist() == [1, 0, 3] and labels == ["target_verify", "verify", "verify"]
     assert cycle_of.tolist() == [-1, 0, 0] and cycles.tolist() == []
+
+
+def test_the_phase_a_wait_waited_for_is_named_as_the_phases_table_names_it():
+    from conftest import H200
+    from tracerecon.api import load
+
+    # GIVEN the H200 EAGLE trace with its verify ranges mapped to a phase named target
+    # (``--phase target=glob:verify``: the ranges keep their names)
+    (rank,) = load([H200 / "eagle_gpu_bound.sqlite"], PhaseConfig(phases=("draft", "target=glob:verify", "draft_re_extend"))).ranks
+    # WHEN its blocking calls are read THEN each one's waited_for_phase is the label of the phase
+    # instance waited_for_phase_id points to (target, never the range name verify)
+    labels = dict(zip(rank.phases["phase_id"].to_pylist(), rank.phases["phase"].to_pylist()))
+    waited = [(s["waited_for_phase_id"], s["waited_for_phase"]) for s in rank.syncs.to_pylist() if s["waited_for_phase_id"] is not None]
+    assert waited and all(name == labels[pid] for pid, name in waited)
+    assert "target" in {name for _, name in waited} and "verify" not in {name for _, name in waited}

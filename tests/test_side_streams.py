@@ -1106,3 +1106,77 @@ def test_a_worker_stream_handed_work_by_the_loop_threads_event_is_the_workers_ow
     truth = {(0, "forward"): 0, (1, "forward"): 499, (2, "forward"): 259, (3, "forward"): 591, (4, "forward"): 0, (5, "forward"): 1318,
              (3, "schedule"): 231, (4, "schedule"): 0}
     assert {k: got[k] for k in truth} == truth
+
+
+def test_a_worker_that_only_communicates_and_copies_is_read_on_its_own_copy_stream(tmp_path):
+    # GIVEN a loop thread 11 (schedule, process on stream 7) and a worker thread 12 (forward)
+    # whose current stream 20 never runs a kernel: its only kernels are all-reduces, on NCCL's
+    # stream 30, which ProcessGroupNCCL forks off 20 and joins back. schedule runs 30 us on 7
+    # and records E1; forward makes 20 wait for E1; in even cycles it all-reduces (b+110..b+400
+    # on 30), then copies on 20 (device to device b+400..b+430, its result back b+430..b+432);
+    # in odd cycles it only copies (b+120..b+260, b+260..b+262). It records E4 on 20; process
+    # makes 7 wait for E4 and runs 20 us on 7, 20 us after the copies
+    t = FakeTrace()
+    nccl = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
+    for c in range(6):
+        b, r = 1000 * c, c + 1
+        t.range(f"cycle {c}", b * U, (b + 400) * U, tid=11)
+        t.range("schedule", b * U, (b + 100) * U, tid=11)
+        t.range("forward", (b + 100) * U, (b + 200) * U, tid=12)
+        t.range("process", (b + 200) * U, (b + 400) * U, tid=11)
+        t.kernel(t.call("cudaLaunchKernel", (b + 5) * U, (b + 7) * U, tid=11), (b + 10) * U, (b + 40) * U, stream=7)
+        t.event_record(event=1, record=r, start=(b + 50) * U, end=(b + 51) * U, stream=7, tid=11)
+        t.stream_wait(event=1, record=r, start=(b + 101) * U, end=(b + 102) * U, stream=20, tid=12)
+        if c % 2 == 0:
+            t.event_record(event=2, record=r, start=(b + 103) * U, end=(b + 104) * U, stream=20, tid=12)
+            t.stream_wait(event=2, record=r, start=(b + 104) * U, end=(b + 105) * U, stream=30, tid=12)
+            t.kernel(t.call("cudaLaunchKernel", (b + 105) * U, (b + 107) * U, tid=12), (b + 110) * U, (b + 400) * U, stream=30, name=nccl)
+            t.event_record(event=3, record=r, start=(b + 108) * U, end=(b + 109) * U, stream=30, tid=12)
+            t.stream_wait(event=3, record=r, start=(b + 110) * U, end=(b + 111) * U, stream=20, tid=12)
+            copies = ((b + 400, b + 430), (b + 430, b + 432))
+        else:
+            copies = ((b + 120, b + 260), (b + 260, b + 262))
+        t.copy(t.call("cudaMemcpyAsync", (b + 115) * U, (b + 117) * U, tid=12), copies[0][0] * U, copies[0][1] * U, kind=8, stream=20)
+        t.copy(t.call("cudaMemcpyAsync", (b + 118) * U, (b + 120) * U, tid=12), copies[1][0] * U, copies[1][1] * U, kind=2, stream=20)
+        t.event_record(event=4, record=r, start=(b + 190) * U, end=(b + 191) * U, stream=20, tid=12)
+        t.stream_wait(event=4, record=r, start=(b + 201) * U, end=(b + 202) * U, stream=7, tid=11)
+        t.kernel(t.call("cudaLaunchKernel", (b + 205) * U, (b + 207) * U, tid=11), (copies[1][1] + 20) * U, (copies[1][1] + 40) * U, stream=7)
+    # WHEN analysed
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("schedule", "forward", "process"))).ranks
+    # THEN forward's events are on 20, the worker's own stream: schedule b..b+100 = 100 us;
+    # forward b+100..done(20, b+200): b+432 in even cycles (332 us; 300 on NCCL's stream 30,
+    # which would leave the copies to process), b+262 in odd ones (162 us; 100 read on 7, where
+    # 20 was forked off, as a copy stream's phase); process from forward's end to the later of
+    # its kernel's end (b+472, b+302) and its CPU end (b+400): 40 us, 138 us
+    even = [("schedule", 100, 7), ("forward", 332, 20), ("process", 40, 7)]
+    odd = [("schedule", 100, 7), ("forward", 162, 20), ("process", 138, 7)]
+    assert per_cycle(rank) == [(c, n, v, s) for c in range(6) for n, v, s in (even if c % 2 == 0 else odd)]
+
+
+@pytest.mark.parametrize("relay", ["copy", "collective"])
+def test_a_side_stream_joined_back_through_a_relay_stream_in_the_next_phase_is_read_on_the_caller(tmp_path, relay):
+    # GIVEN draft (b..b+100) computing on 7 (b+10..b+50), forking side stream 9 off 7 and running
+    # a long kernel there (b+50..b+400); a relay stream 13 waits for 9 and then copies 9's result
+    # (b+400..b+410), or all-reduces it (NCCL's stream, a collective issued on the side stream);
+    # verify (b+100..b+200) makes 7 wait for a record on 13, the only way 7 waits for 9, and
+    # computes on 7 (b+410..b+450)
+    t = FakeTrace()
+    for c in range(3):
+        b, r = 1000 * c, c + 1
+        t.cycle(c, b * U, (b + 100) * U, (b + 200) * U)
+        launch(t, b + 5, (b + 10, b + 50))
+        fork_join(t, 10, r, b + 6, side=9)
+        launch(t, b + 10, (b + 50, b + 400), stream=9)
+        fork_join(t, 1, r, b + 20, side=13, caller=9)
+        if relay == "copy":
+            t.copy(t.call("cudaMemcpyAsync", (b + 24) * U, (b + 26) * U), (b + 400) * U, (b + 410) * U, kind=8, stream=13)
+        else:
+            launch(t, b + 24, (b + 400, b + 410), stream=13, name="ncclDevKernel_AllReduce_Sum_bf16_RING_LL")
+        t.event_record(event=2, record=r, start=(b + 27) * U, end=(b + 28) * U, stream=13)
+        t.stream_wait(event=2, record=r, start=(b + 105) * U, end=(b + 106) * U, stream=7)
+        launch(t, b + 110, (b + 410, b + 450))
+    # WHEN analysed
+    rank = one_rank(t, tmp_path)
+    # THEN both phases are read on 7: draft b..b+100 (7 holds only its own kernel, done at b+50;
+    # 350 us on 9), verify b+100..b+450 = 350 us (50 us on 7 behind a draft read on 9)
+    assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("draft", 100), ("verify", 350))]

@@ -137,3 +137,43 @@ def test_without_format_a_timeline_files_name_says_which_one(tmp_path):
     # AND a name without such an ending is a parquet export folder, as before
     res = run_cli("export", str(H200 / "eagle_gpu_bound.sqlite"), "-o", str(tmp_path / "exp"))
     assert res.returncode == 0 and (tmp_path / "exp" / "manifest.json").is_file()
+
+
+def test_gating_marks_land_on_the_cycles_a_later_capture_numbers_its_own_way(tmp_path):
+    import sqlite3
+
+    from nsys_factory import FakeTrace
+
+    U, AR = 1000, "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
+
+    # GIVEN two per-rank exports of one machine (GPUs in common, session clocks 2.5 ms apart):
+    # rank 0 ran cycles 0..9 (1 ms apart: draft 100 us, verify 300 us, an all-reduce at +200);
+    # rank 1's capture began 2.5 ms later, so its cycles 0..6 are rank 0's 3..9, and its
+    # all-reduce starts 40 us late in rank 0's cycles 5 and 7 (its own 2 and 4)
+    def rank_file(rank: int, cycles, late: dict) -> str:
+        t, pid = FakeTrace(), 100 + rank
+        for own, c in enumerate(cycles):
+            b = c * 1000 - 2500 * rank
+            t.cycle(own, b * U, (b + 100) * U, (b + 400) * U, pid=pid)
+            for at, (s, e), name in ((b + 10, (b + 20, b + 80), "k"), (b + 110, (b + 120, b + 200 + late.get(c, 0)), "k"),
+                                     (b + 120, (b + 200 + late.get(c, 0), b + 300), AR)):
+                t.kernel(t.call("cudaLaunchKernel", at * U, (at + 2) * U, pid=pid), s * U, e * U, pid=pid, device=rank, name=name)
+        path = t.write(tmp_path / f"rank{rank}.sqlite")
+        sqlite3.connect(path).executescript(
+            "create table TARGET_INFO_GPU (id integer, name text, uuid text, busLocation text, smCount integer);"
+            "insert into TARGET_INFO_GPU values (0, 'H200', 'A-gpu0', '0', 132), (1, 'H200', 'A-gpu1', '1', 132);"
+            "create table TARGET_INFO_SESSION_START_TIME (utcEpochNs integer);"
+            f"insert into TARGET_INFO_SESSION_START_TIME values ({10**18 + 2500 * U * rank});")
+        return str(path)
+
+    paths = [rank_file(0, range(10), {}), rank_file(1, range(3, 10), {5: 40, 7: 40})]
+    out = tmp_path / "t.json"
+    # WHEN exported as a timeline
+    res = run_cli("export", "--format", "chrome-json", *paths, "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    # THEN rank 1 (pid 2) is marked in its own cycles 2 and 4 (rank 0's 5 and 7, which the
+    # critical path names it for), at the starts of its verify phases there: 5.1 and 7.1 ms on
+    # the aligned timeline; rank 0 (pid 1) gates no cycle of those two
+    marks = sorted((e["pid"], e["name"], e["ts"]) for e in json.loads(out.read_text()) if e.get("cat") == "critical_path")
+    assert [m for m in marks if m[0] == 2] == [(2, "gated cycle 2 (critical path cycle 5)", 5100.0), (2, "gated cycle 4 (critical path cycle 7)", 7100.0)]
+    assert not any(m[1] in ("gated cycle 5", "gated cycle 7") for m in marks if m[0] == 1)

@@ -19,10 +19,11 @@ call that needs it, so a warm ``report`` (``api.report``) starts as fast as Pyth
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from tracerecon.analysis.config import PhaseConfig
-from tracerecon.run_dir import EngineTimers, expand_inputs, holds_manifest, read_engine_timers
+from tracerecon.run_dir import EngineTimers, expand_inputs, export_ignores, holds_manifest, read_engine_timers
 
 if TYPE_CHECKING:
     from tracerecon.model import Analysis, RankResult
@@ -50,7 +51,7 @@ def load(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = None
          scheduler: str | None = None) -> Analysis:
     """Traces (``.sqlite``, ``.sqlite.xz``), run directories, or one parquet export directory ->
     the finished Analysis (an export's as it was analysed when written: ``options`` are not
-    applied to it; the CLI warns when they were given). Raises BadTraceError (exit 2) when no input is usable. Several
+    applied to it, and a warning names those given: ``PhaseConfig.given``). Raises BadTraceError (exit 2) when no input is usable. Several
     exports are read and analysed in ``jobs`` worker processes (default: one per file, at most
     one per core), or with ``scheduler`` (a Dask scheduler address or scheduler file) on that
     cluster's workers; the cross-rank step runs after, here. The result is cached (see
@@ -58,7 +59,9 @@ def load(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = None
     if len(inputs) == 1 and holds_manifest(inputs[0]):
         from tracerecon.export import read_parquet_export
 
-        return read_parquet_export(inputs[0])
+        analysis = read_parquet_export(inputs[0])
+        ignored = export_ignores(inputs[0], options.given) if options else None
+        return replace(analysis, warnings=(ignored,) + tuple(analysis.warnings)) if ignored else analysis
     from tracerecon.pipeline import analyze
 
     return analyze(inputs, options or PhaseConfig(), progress or (lambda _m: None), jobs, scheduler)

@@ -316,6 +316,11 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
     if tables.nvtx_ranges.num_rows == 0:
         warnings.append(no_nvtx_message(str(f), tables.info.nsys_version))
     named = {int(p): r for p, n in zip(tables.nvtx_marks["pid"].to_pylist(), tables.nvtx_marks["name"].to_pylist()) if (r := rank_of_mark(n)) is not None}
+    if too_large := {p: r for p, r in named.items() if r > MAX_RANK_IN_NAME}:
+        warnings.append(f"{f}: rank mark{'s' if len(too_large) > 1 else ''} "
+                        + ", ".join(f"tracerecon.rank={r} (pid {p})" for p, r in sorted(too_large.items()))
+                        + f" name{'' if len(too_large) > 1 else 's'} no rank (over {MAX_RANK_IN_NAME}): ignored")
+        named = {p: r for p, r in named.items() if p not in too_large}
     processes = gpu_processes(tables.gpu_ops, tables.nvtx_ranges)
     all_pids = sorted(set(int64s(tables.gpu_ops["pid"]).tolist()) | set(int64s(tables.nvtx_ranges["pid"]).tolist())) if multi else []
     cands = file_candidates(order, processes, named, name_number if multi else None, not multi, all_pids, ",".join(sorted(tables.info.gpu_uuids)),

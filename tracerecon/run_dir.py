@@ -43,7 +43,7 @@ RANK_MARK_FORMAT = "tracerecon.rank={}"
 _RANK_MARK = re.compile(r"^tracerecon\.rank=(\d+)$")
 # The NVTX mark tracerecon.instrument.accepted emits: tokens a cycle accepted (payload: the cycle).
 ACCEPTED_MARK_FORMAT = "tracerecon.accepted={}"
-_ACCEPTED_MARK = re.compile(r"^tracerecon\.accepted=(\d+)$")
+_ACCEPTED_MARK = re.compile(r"^tracerecon\.accepted=(\d{1,18})$")  # (more digits: no count of tokens, nor an int64)
 # Trailing rank number in a file name: rank3, r3, _3, -3 (the last number of the stem).
 _RANK_IN_NAME = (re.compile(r"rank[_-]?(\d+)$", re.I), re.compile(r"(?:^|[_\-.])r(\d+)$", re.I), re.compile(r"[_\-.](\d+)$"))
 # A trailing number this large is a pid or a job id, not a rank.
@@ -136,6 +136,20 @@ def export_phase_options(path: str | Path) -> dict | None:
     except (OSError, ValueError):
         return None
     return {k: doc.get(k) for k in ("phases", "cycle_prefix", "phase_thread", "skip_cycles")} if isinstance(doc, dict) else None
+
+
+def export_ignores(path: str | Path, given: Sequence[str]) -> str | None:
+    """The warning that the export directory ``path`` ignores the phase options ``given`` (their
+    flags), naming what it was analysed with; None where none were given, or its manifest is
+    unreadable (its load says what is wrong with it)."""
+    opts = export_phase_options(path) if given else None
+    if opts is None:
+        return None
+    skip = opts.get("skip_cycles")
+    said = (f"phases {', '.join(map(str, opts.get('phases') or ()))}; cycle prefix {opts.get('cycle_prefix')!r}; "
+            f"phase thread {opts.get('phase_thread')}; left out of the medians: {'the warm-up cycles' if skip is None else f'the first {skip} cycle(s)'}, and phase ranges in no cycle")
+    return (f"{path}: {', '.join(given)} ignored: an export holds the analysis made when it was written ({said}); "
+            "export the traces again with these options to apply them")
 
 
 def is_run_dir(path: str | Path) -> bool:

@@ -160,7 +160,8 @@ class _Run:
     (collective flow ends are taken off ``coll_flows`` as their ops are written)."""
 
     shift: dict  # rank -> ns to add to its own timestamps (alignment offset - the run's start)
-    gates: dict  # (rank, cycle) -> gating phase name
+    gates: dict  # (rank, cycle as the critical path counts it) -> gating phase name
+    cycle_shift: dict  # rank -> what to add to its cycle numbers to count them as the critical path does
     coll_flows: dict  # rank -> {(start_ns, op name): ([out flows], [in flows])}
     uuids: Iterator[int]
     flow_ids: Iterator[int]
@@ -178,7 +179,8 @@ def timeline(analysis: Analysis) -> Iterator[Item]:
     """
     flow_ids = itertools.count(1)
     shifts = _shifts(analysis)
-    run = _Run(shifts, _gates(analysis), _collective_flows(analysis, shifts, flow_ids), itertools.count(1), flow_ids)
+    cycle_shift = {r.rank: analysis.cross.cycle_shift_of(r.rank) for r in analysis.ranks} if analysis.cross else {}
+    run = _Run(shifts, _gates(analysis), cycle_shift, _collective_flows(analysis, shifts, flow_ids), itertools.count(1), flow_ids)
     for r in analysis.ranks:
         yield from _rank_items(r, run)
 
@@ -308,13 +310,18 @@ def _gpu_phase_track(r: RankResult, phases: list[dict], proc: Process, run: _Run
             events.append(Slice(track, c["name"], "gpu_cycle", "gpu_cycle", c["gpu_boundary_start_ns"] + shift, c["gpu_ns"] or 0,
                                 {"gpu_ms": _ms(c["gpu_ns"])}))
     marked = set()
+    # The critical path counts cycles as the first rank does; this rank's may be shifted (a
+    # capture begun cycles later): its marks carry its own number, and the other where they differ.
+    counted_as = run.cycle_shift.get(r.rank, 0)
     for i, p in enumerate(phases):
         if p["gpu_boundary_start_ns"] is None:
             continue
         events.append(_gpu_phase_slice(track, p, shift, tuple(phase_flows.get(i, ()))))
-        if run.gates.get((r.rank, p["cycle"])) == p["phase"] and p["cycle"] not in marked:
-            marked.add(p["cycle"])  # one mark per cycle: on its first such phase
-            events.append(Instant(track, f"gated cycle {p['cycle']}", "critical_path", p["gpu_boundary_start_ns"] + shift))
+        cycle = p["cycle"]
+        if cycle is not None and run.gates.get((r.rank, cycle + counted_as)) == p["phase"] and cycle not in marked:
+            marked.add(cycle)  # one mark per cycle: on its first such phase
+            name = f"gated cycle {cycle}" + (f" (critical path cycle {cycle + counted_as})" if counted_as else "")
+            events.append(Instant(track, name, "critical_path", p["gpu_boundary_start_ns"] + shift))
     return _laid_out(track, events, run)
 
 

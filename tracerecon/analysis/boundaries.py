@@ -862,14 +862,17 @@ def _read_back_votes(clock: StreamClock, ops: pa.Table, op_streams: _OpStreams, 
     """(thread key, pid) -> {stream row: device-to-host copies}: where a thread reads its results
     back (`.item()`, `.tolist()`, a copy to pinned memory), which is its current stream; a copy
     on a stream that only copies counts for the stream that stream was last forked off before it
-    (vLLM's asynchronous output copy). A thread that read nothing back answers with the copies of
-    its process's threads that hold no phases (a helper reading back for it; another phase
-    thread's copies are on its own current stream)."""
+    (vLLM's asynchronous output copy), where the thread that launched it computes elsewhere (a
+    thread that runs no kernel but collectives has no current stream but one that copies). A
+    thread that read nothing back answers with the copies of its process's threads that hold no
+    phases (a helper reading back for it; another phase thread's copies are on its own current
+    stream)."""
     d2h = np.flatnonzero(equals(ops["name"], "memcpy DtoH")) if ops.num_rows and "launch_tid" in ops.column_names else np.zeros(0, np.int64)
     rows = op_streams.rows[d2h].copy()
     launch = clock.op_instants[d2h]
-    for r in np.unique(rows[(rows >= 0) & ~op_streams.computing_streams[rows]]).tolist():
-        mine = np.flatnonzero(rows == r)
+    computes_elsewhere = np.isin(op_streams.threads[d2h], op_streams.threads[op_streams.computes])
+    for r in np.unique(rows[(rows >= 0) & ~op_streams.computing_streams[rows] & computes_elsewhere]).tolist():
+        mine = np.flatnonzero((rows == r) & computes_elsewhere)
         forks = np.flatnonzero((clock.join_into == r) & (clock.join_from != r))
         at = np.searchsorted(clock.join_cpu[forks], launch[mine], side="left") - 1
         rows[mine[at >= 0]] = clock.join_from[forks[at[at >= 0]]]
@@ -922,7 +925,7 @@ def _forks_of(clock: StreamClock, op_streams: _OpStreams, op_phase: np.ndarray, 
     ph_i, w_i, pq = ph_i[first_of], w_i[first_of], pq[first_of]
     cuts = np.flatnonzero(np.r_[True, pq[1:] != pq[:-1], True]) if len(pq) else np.zeros(1, np.int64)
     pairs = tuple(_StreamPair(int(q), np.flatnonzero(pair == q), ph_i[a:b], w_i[a:b]) for q, a, b in zip(pq[cuts[:-1]].tolist(), cuts[:-1].tolist(), cuts[1:].tolist()))
-    return _Forks(into=into, cpu=cpu, rec_cpu=rec_cpu, n_streams=n_streams, pairs=pairs,
+    return _Forks(into=into, from_=from_, cpu=cpu, rec_cpu=rec_cpu, n_streams=n_streams, pairs=pairs,
                   compute_streams=op_streams.computing_streams, passing=passing, o_phase=o_phase, o_row=o_row, o_launch=o_launch,
                   o_computes=op_streams.computes[sel], threads_on=op_streams.threads_on, o_thread=op_streams.threads[sel],
                   cpu_start=np.asarray(cpu_start, np.int64), cpu_end=np.asarray(cpu_end, np.int64),
@@ -946,6 +949,7 @@ class _Forks:
     that compute or only pass forks on, the ops of the candidate phases and the phases."""
 
     into: np.ndarray
+    from_: np.ndarray
     cpu: np.ndarray
     rec_cpu: np.ndarray
     n_streams: int
@@ -984,8 +988,13 @@ def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool, on_caller_on
     mine_phase = f.o_phase[mine]
     for q, waits, with_wait, first_wait in f.pairs:
         for side, other in ((q // f.n_streams, q % f.n_streams), (q % f.n_streams, q // f.n_streams)):
-            if not (f.compute_streams[other] or f.passing[other]):
-                continue  # a stream that only copies or communicates is nobody's caller
+            if not (f.compute_streams[other] or f.passing[other] or not f.compute_streams[side]):
+                # A stream that only copies or communicates is no computing stream's caller (an
+                # input stream the forward stream waits for). It is the caller of a side stream
+                # that does not compute either, forked off it by the thread that launched on both
+                # (checked below): a worker whose current stream only copies, where
+                # ProcessGroupNCCL forks NCCL's stream off that current stream.
+                continue
             on = row[with_wait] == side
             cand, first = with_wait[on], first_wait[on]  # phases on side, sorted; the first wait between the two in each
             if len(cand) == 0:
@@ -1039,11 +1048,15 @@ def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool, on_caller_on
                 ok &= np.bincount(at[own], minlength=len(cand)) > 0
             if f.compute_streams[side]:
                 # The join: the first wait of the caller for a record made on the side
-                # after the op was launched (a wait for a record of earlier work is none).
+                # after the op was launched (a wait for a record of earlier work is none),
+                # directly or through a stream that only copies or communicates (``_relayed_joins``).
                 joins = waits[f.into[waits] == other]
-                joins = joins[np.argsort(f.rec_cpu[joins], kind="stable")]  # by record time
-                earliest_from = np.r_[np.minimum.accumulate(f.cpu[joins][::-1])[::-1], I64_MAX]  # of the joins from each on
-                join_cpu = earliest_from[np.searchsorted(f.rec_cpu[joins], f.o_launch[on_side], side="left")]
+                relay_cpu, relay_rec = _relayed_joins(f, side, other)
+                j_cpu, j_rec = np.r_[f.cpu[joins], relay_cpu], np.r_[f.rec_cpu[joins], relay_rec]
+                by_record = np.argsort(j_rec, kind="stable")
+                j_cpu, j_rec = j_cpu[by_record], j_rec[by_record]
+                earliest_from = np.r_[np.minimum.accumulate(j_cpu[::-1])[::-1], I64_MAX]  # of the joins from each on
+                join_cpu = earliest_from[np.searchsorted(j_rec, f.o_launch[on_side], side="left")]
                 joined = forked & (join_cpu != I64_MAX)
                 back = joined & (join_cpu <= f.cpu_end[ph_of])  # within the phase (a call returning as it closed too)
                 if later_phases:
@@ -1058,11 +1071,37 @@ def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool, on_caller_on
                     # one on the caller as well: that phase is read there by this very rule.
                     later = joined & _in_a_later_phase_on(join_cpu, ph_of, other, row, f, on_caller[ph_of], also_on=(side, relaxed))
                     back |= later & on_caller[ph_of] if on_caller_only else later
-                    if len(joins):  # a side the caller joins back elsewhere: none by the trace's end (its last cycle)
+                    if len(j_cpu):  # a side the caller joins back elsewhere: none by the trace's end (its last cycle)
                         back |= forked & (join_cpu == I64_MAX) & on_caller[ph_of]
                 ok &= forks_here & (np.bincount(at[back], minlength=len(cand)) > 0)
             caller[cand[ok & (n_mine[cand] > 0)]] = other
     return caller
+
+
+def _relayed_joins(f: _Forks, side: int, caller: int) -> tuple[np.ndarray, np.ndarray]:
+    """Joins of ``side`` into ``caller`` through a relay R, a stream that does not compute (a
+    copy stream taking the side's results, NCCL's stream for a collective issued on the side):
+    the caller waits for a record made on R after R waited for a record made on the side.
+    Returns, per such wait of the caller, its CPU instant and that of the record on the side it
+    reaches (the latest R waited for before the record on R the caller waits for)."""
+    into, from_ = f.into, f.from_
+    via = np.flatnonzero((into == caller) & (from_ != side) & (from_ != caller) & (from_ >= 0))
+    if len(via) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    via = via[~f.compute_streams[from_[via]]]
+    out_cpu, out_rec = [], []
+    for r in np.unique(from_[via]).tolist():
+        fed = np.flatnonzero((into == r) & (from_ == side))  # R waiting for the side, in CPU order
+        if len(fed) == 0:
+            continue
+        mine = via[from_[via] == r]
+        at = np.searchsorted(f.cpu[fed], f.rec_cpu[mine], side="left") - 1  # R's latest wait for the side before the record on R
+        ok = at >= 0
+        out_cpu.append(f.cpu[mine[ok]])
+        out_rec.append(f.rec_cpu[fed[at[ok]]])
+    if not out_cpu:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(out_cpu), np.concatenate(out_rec)
 
 
 def _forked_the_phase_before(clock: StreamClock, op_streams: _OpStreams, op_phase: np.ndarray, row: np.ndarray, prev: np.ndarray,
@@ -1262,17 +1301,26 @@ class CopyStreams:
     so such a stream is not where its phases are read (``thread_stream`` is), nor where the
     events of a process that launched nothing in its phases go; a thread that never launches a
     kernel (a loop thread that only uploads inputs and reads tokens) has only copy streams to
-    record on. Each answer is worked out when first asked."""
+    record on. A thread whose only kernels are collectives runs them on NCCL's own stream,
+    forked off its current stream: it has no stream of its own that computes (``thread_stream``,
+    ``thread_runs_model``). Each answer is worked out when first asked."""
 
     def __init__(self, ops: pa.Table):
         self._ops = ops
         self._c = computes(ops) if ops.num_rows else np.zeros(0, bool)
 
-    def _columns(self, *names: str) -> tuple[np.ndarray, ...]:
-        """Columns of the computing ops (not kept: a copy of 8 bytes per op each)."""
+    @functools.cached_property
+    def _model(self) -> np.ndarray:
+        """Per op: a kernel or graph that is no collective."""
+        return self._c & ~comm_mask(self._ops) if self._ops.num_rows else self._c
+
+    def _columns(self, *names: str, model: bool = False) -> tuple[np.ndarray, ...]:
+        """Columns of the computing ops, or (``model``) of those that are no collective (not
+        kept: a copy of 8 bytes per op each)."""
         if self._ops.num_rows == 0:
             return tuple(np.zeros(0, np.int64) for _ in names)
-        return tuple(int64s(self._ops[name], -1)[self._c] for name in names)
+        mask = self._model if model else self._c
+        return tuple(int64s(self._ops[name], -1)[mask] for name in names)
 
     @functools.cached_property
     def _computing(self) -> np.ndarray:
@@ -1288,9 +1336,9 @@ class CopyStreams:
 
     @functools.cached_property
     def _threads(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The computing threads' keys (sorted) and each one's (device, stream) its kernels and
-        graphs ran longest on (ties: the lower packed stream)."""
-        pid, dev, stream, tid, start, end = self._columns("pid", "device_id", "stream_id", "launch_tid", "start_ns", "end_ns")
+        """The keys (sorted) of the threads that ran kernels or graphs other than collectives,
+        and each one's (device, stream) those ran longest on (ties: the lower packed stream)."""
+        pid, dev, stream, tid, start, end = self._columns("pid", "device_id", "stream_id", "launch_tid", "start_ns", "end_ns", model=True)
         thread_u, t_code = np.unique(thread_keys(pid, tid), return_inverse=True)
         stream_u, s_code = np.unique(_pack(pid, dev, stream), return_inverse=True)
         cell = t_code.ravel() * len(stream_u) + s_code.ravel()
@@ -1318,9 +1366,15 @@ class CopyStreams:
         """Per (pid, tid): whether that thread launched a kernel or a CUDA graph."""
         return np.isin(thread_keys(np.asarray(pid, np.int64), np.asarray(tid, np.int64)), self._computing_threads)
 
+    def thread_runs_model(self, pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+        """Per (pid, tid): whether that thread launched a kernel or a CUDA graph that is no
+        collective (it has a stream of its own that computes: ``thread_stream``)."""
+        return np.isin(thread_keys(np.asarray(pid, np.int64), np.asarray(tid, np.int64)), self._threads[0])
+
     def thread_stream(self, pid: np.ndarray, tid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per (pid, tid): the (device, stream) its kernels and graphs ran longest on, where its
-        events go (-1, -1 for a thread that launched none)."""
+        """Per (pid, tid): the (device, stream) its kernels and graphs other than collectives
+        ran longest on, where its events go (-1, -1 for a thread that launched none: collectives
+        run on NCCL's stream, which no event of the thread's is recorded on)."""
         key = thread_keys(np.asarray(pid, np.int64), np.asarray(tid, np.int64))
         threads, dev, stream = self._threads
         if len(threads) == 0:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 DEFAULT_PHASES = ("draft", "verify", "draft_re_extend", "draft_extend", "target_verify")
 DEFAULT_CYCLE = "cycle"
@@ -36,6 +36,10 @@ class PhaseConfig:
     # The phases came from a run directory's run.json (a preset's list, some of whose names an
     # engine version lacks): a phase no range matched is not said (it is, for phases asked for).
     phases_recorded: bool = False
+    # The phase options given (their flags, as ``--phase``): an export directory, which holds the
+    # analysis made when it was written, says it ignores them (``api.load``).
+    # (Neither compared nor in the repr, so in no cache key: it changes no number.)
+    given: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def labels(self) -> tuple[str, ...]:
         """The phase names the specs give, in order (each once)."""

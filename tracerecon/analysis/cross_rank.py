@@ -19,6 +19,7 @@ at most its kernel's duration); the rest of the kernel is communication.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
@@ -73,6 +74,24 @@ class CrossRank:
 
     def comm_of(self, rank: int) -> RankComm | None:
         return next((c for c in self.comm if c.rank == rank), None)
+
+    @functools.cached_property
+    def _cycle_shifts(self) -> dict[int, int]:
+        t = self.collectives
+        if t.num_rows == 0:
+            return {}
+        rank, coll, cyc = int64s(t["rank"]), int64s(t["collective"]), int64s(t["cycle"], -1)
+        ranks = np.unique(rank)
+        grid = np.full((len(ranks), int(coll.max()) + 1), -1, dtype=np.int64)
+        grid[np.searchsorted(ranks, rank), coll] = cyc
+        return dict(zip(ranks.tolist(), cycle_shifts(grid).tolist()))
+
+    def cycle_shift_of(self, rank: int) -> int:
+        """What to add to ``rank``'s own cycle numbers (its phases and cycles, its rows of
+        ``collectives``) to count them as ``critical_path`` does, the first matched rank's way
+        (``cycle_shifts``, from the collectives table alone, so an export read back has it too;
+        0 for a rank matched in no collective)."""
+        return self._cycle_shifts.get(rank, 0)
 
     def critical_path_json(self, leave_out: frozenset[int] = frozenset()) -> dict:
         """``rank_counts`` (cycles each rank gated: the others waited for it at a collective,
@@ -144,7 +163,7 @@ def analyze_cross_rank(views: list[RankView]) -> CrossRank:
     comm = [_comm_ops(v, name_codes) for v in views]
     names = sorted(name_codes, key=name_codes.get)
     silent = [len(c["key"]) == 0 for c in comm]
-    if any(silent) and len(views) - sum(silent) >= 2:
+    if any(silent) and not all(silent):
         cross = _without_silent_ranks(views, comm, names, silent)
     else:
         cross = _matched(views, comm, names)
@@ -168,7 +187,7 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
     pos = [p[order] for p in pos]
     common = common[order]
 
-    alignment = _align(views, comm, pos)
+    alignment = _align(views, comm, pos, p2p)
     warnings += _other_communicators(views, comm, pos, p2p)
     offset = np.array([a.offset_ns for a in alignment], dtype=np.int64)
 
@@ -224,19 +243,32 @@ def _without_silent_ranks(views: list[RankView], comm: list[dict[str, np.ndarray
     NCCL kernels): matched against every rank, each collective would be one no rank lacks, and
     there would be none. The silent ranks are left out of the collectives and the critical path
     (said in a warning), keep their alignment on the same timeline (their clock's, collectives
-    cannot refine it) and count no communication."""
+    cannot refine it) and count no communication. Offsets stay on the first rank's timeline,
+    silent or not: the talking ranks' offsets onto the first talking rank's are carried over by
+    that rank's clock base (``_clock_base``), which no collective refines."""
     talking = [v for v, quiet in zip(views, silent) if not quiet]
     quiet_views = [v for v, quiet in zip(views, silent) if quiet]
     cross = _matched(talking, [c for c, quiet in zip(comm, silent) if not quiet], names)  # silent ranks added no names
-    alignment, stats = list(cross.alignment), list(cross.comm)
+    stats = list(cross.comm)
+    alignment = [RankAlignment(v.rank, *_unrefined(v, views[0])) for v in quiet_views]
+    hop, hop_uncertainty, hop_method = _unrefined(talking[0], views[0])
+    exact = hop_uncertainty == 0  # one clock: the talking ranks' own uncertainties and methods hold as they are
+    for a in cross.alignment:
+        alignment.append(replace(a, offset_ns=a.offset_ns + hop, offset_uncertainty_ns=a.offset_uncertainty_ns if exact else None,
+                                 method=a.method if exact or a.rank != talking[0].rank else hop_method))
     for v in quiet_views:
-        base, method = _clock_base(v, talking[0]) or (0, "none")
-        alignment.append(RankAlignment(v.rank, base, 0 if method == "shared clock" else None, method))
         stats.append(RankComm(rank=v.rank, comm_ns=0, wait_ns=0, n_collectives=0, phase_wait_ns=np.zeros(v.phases.num_rows, dtype=np.int64)))
     warning = (f"rank{'s' if len(quiet_views) > 1 else ''} {', '.join(str(v.rank) for v in quiet_views)} ran no communication kernels: "
-               f"collectives, waits and the critical path are those of ranks {', '.join(str(v.rank) for v in talking)}")
+               f"collectives, waits and the critical path are those of rank{'s' if len(talking) > 1 else ''} {', '.join(str(v.rank) for v in talking)}")
     return CrossRank(tuple(sorted(alignment, key=lambda a: a.rank)), tuple(sorted(stats, key=lambda c: c.rank)), cross.collectives,
                      cross.critical_path, (warning,) + cross.warnings)
+
+
+def _unrefined(v: RankView, ref: RankView) -> tuple[int, int | None, str]:
+    """``v``'s offset onto ``ref``'s timeline, its uncertainty and method, from the clocks alone
+    (``_clock_base``; 0 and "none" where nothing relates them)."""
+    base, method = _clock_base(v, ref) or (0, "none")
+    return base, 0 if method == "shared clock" else None, method
 
 
 def _positions(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
@@ -464,16 +496,28 @@ def _other_communicators(views: list[RankView], comm: list[dict[str, np.ndarray]
     return out
 
 
-def _align(views, comm, pos) -> list[RankAlignment]:
+def _align(views, comm, pos, p2p: np.ndarray) -> list[RankAlignment]:
+    """Each rank's offset onto the first rank's timeline: its clock's base (``_clock_base``),
+    refined by the median end-time residual of the matched kernels. Sends and receives (``p2p``,
+    per name code) end apart by the transfer, so they refine only clocks of other machines (off
+    by far more than a transfer) and only where no collective was matched: on one machine's
+    clock (``_one_machines_clock``) they would move an exact base by the transfer time."""
     ref, ref_pos = views[0], pos[0] if pos else None
+    ref_p2p = p2p[comm[0]["key"][ref_pos] >> 40] if ref_pos is not None and len(ref_pos) else np.zeros(0, bool)
     out = []
     for v, c, p in zip(views, comm, pos):
         if v.clock == ref.clock:
             out.append(RankAlignment(v.rank, 0, 0, "shared clock"))
             continue
         base, method = _clock_base(v, ref) or (0, "none")
+        if (~ref_p2p).any():
+            p, r = p[~ref_p2p], ref_pos[~ref_p2p]
+        elif _one_machines_clock(v, ref):
+            p, r = p[:0], ref_pos[:0]
+        else:
+            r = ref_pos
         if len(p):
-            resid = (c["end"][p] + base) - comm[0]["end"][ref_pos]
+            resid = (c["end"][p] + base) - comm[0]["end"][r]
             shift = int(np.median(resid))
             left = resid - shift
             mad = int(np.median(np.abs(left - np.median(left)))) if len(left) > 1 else None

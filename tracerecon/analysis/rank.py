@@ -9,6 +9,7 @@ cross-rank step found (each phase's wait in collectives) and returns the finishe
 from __future__ import annotations
 
 import functools
+import re
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -26,7 +27,7 @@ from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_
 from tracerecon.analysis.boundaries import (CopyStreams, StreamClock, WaitTargets, awaited_work, busiest_streams, caller_streams, narrowed_by_phase,
                                             in_sequence, phase_boundaries, phase_streams, stream_clock, tiled_off_their_stream, timelines,
                                             wait_targets)
-from tracerecon.analysis.nccl import phase_comm_split
+from tracerecon.analysis.nccl import comm_mask, phase_comm_split
 from tracerecon.analysis.config import PhaseConfig
 from tracerecon.analysis.phases import (ERROR_FLOOR_NS, PhaseInputs, adds_up_tolerance, build_cycles, build_phases, cycles_by_time, cycles_per_thread, phases_past_their_cycle,
                                         select_phases)
@@ -196,7 +197,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
             call_range = np.where((call_phase >= 0) & ((call_range < 0) | inner), ph_row, call_range)
         targets = wait_targets(clock, blocking)
         waits = attribute_waits(blocking, ops, op_phase, call_phase, _awaited(clock, blocking, targets, ops))
-        syncs = _build_syncs(blocking, targets, waits, call_range, call_phase, ranges, phase_rows, rank)
+        syncs = _build_syncs(blocking, targets, waits, call_range, call_phase, labels, rank)
         b_start, b_end, dev, stream, ph_read_end = boundaries_f.result() if boundaries_f is not None else _phase_stream_boundaries(*stream_work)
         split, n_graph = mix_f.result() if mix_f is not None else _phase_op_mix(ops, op_phase, n_ph)
 
@@ -226,6 +227,8 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     + _phase_thread_notes(config.phase_thread, ph_tid)
                     + _out_of_step_notes(cycle_of, cycle_rows, labels, ph_tid, int64s(nested["tid"])[cycle_rows] if len(cycle_rows) else np.zeros(0, np.int64))
                     + _before_capture_notes(clock)
+                    + _host_side_wait_notes(tables.api_calls)
+                    + _several_devices_notes(ops)
                     + _cycle_edge_notes(clock, nested, cycle_rows, cycle_of, ph_pid, ph_s, ph_read_end, dev, stream, b_start, b_end, labels, unphased))
 
 
@@ -273,6 +276,53 @@ def _past_cycle_notes(past: np.ndarray, labels: list) -> tuple[str, ...]:
         return ()
     return (f"{len(past)} phase range(s) start inside a cycle range and end after it (first: {labels[int(past[0])]!r}): they belong to no "
             "cycle, are read alone and counted in no cycle's GPU time",)
+
+
+# Calls that make a stream wait for the host (a host function, a callback) or for a value in
+# memory: the trace records no event wait for either, so the wait is not modelled.
+_HOST_SIDE_WAITS = re.compile(r"LaunchHostFunc|StreamAddCallback|StreamWaitValue|StreamWriteValue|StreamBatchMemOp", re.I)
+
+
+def _host_side_wait_notes(api_calls: pa.Table) -> tuple[str, ...]:
+    """One line where the rank made a stream wait for something no event records (a host
+    function, a callback, a memory value): work queued behind it starts late for a reason the
+    trace does not show, so a phase on that stream may read short and the next one long."""
+    if api_calls.num_rows == 0:
+        return ()
+    names = api_calls["name"].combine_chunks()
+    if not isinstance(names, pa.DictionaryArray):
+        names = names.dictionary_encode()
+    hits = [i for i, n in enumerate(names.dictionary.to_pylist()) if n and _HOST_SIDE_WAITS.search(n)]
+    if not hits:
+        return ()
+    counts = np.bincount(names.indices.to_numpy(zero_copy_only=False), minlength=len(names.dictionary))
+    said = ", ".join(f"{counts[i]} {names.dictionary[i].as_py()}" for i in hits if counts[i])
+    if not said:
+        return ()
+    return (f"{said}: streams waited for a host function, a callback or a value in memory, for which the trace records no event; "
+            "such waits are not modelled: a phase whose stream waited so may read short, and the next one long",)
+
+
+def _several_devices_notes(ops: pa.Table) -> tuple[str, ...]:
+    """One line per process that ran collectives on several GPUs (one process driving several
+    devices, a thread each): it is one rank, so the collectives among its own GPUs are matched
+    with nothing and their waits for each other are not counted, and the phases and cycles of
+    all its threads are numbered together."""
+    if ops.num_rows == 0:
+        return ()
+    comm = np.flatnonzero(comm_mask(ops))
+    if len(comm) == 0:
+        return ()
+    pid, dev = int64s(ops["pid"])[comm], int64s(ops["device_id"], -1)[comm]
+    pairs = np.unique(np.stack([pid, dev], axis=1), axis=0)
+    out = []
+    for p in np.unique(pairs[:, 0]).tolist():
+        devices = pairs[pairs[:, 0] == p, 1].tolist()
+        if len(devices) > 1:
+            out.append(f"process {p} ran collectives on GPUs {', '.join(map(str, devices))}: one process driving several GPUs is one rank, so "
+                       "their collectives with each other are matched with nothing (waits between them are not counted), and the phase "
+                       "and cycle ranges of all its threads are numbered as one rank's")
+    return tuple(out)
 
 
 def _out_of_step_notes(cycle: np.ndarray, cycle_rows: np.ndarray, labels: list, tid: np.ndarray, cycle_tid: np.ndarray) -> tuple[str, ...]:
@@ -516,7 +566,7 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     deciders = narrowed_by_phase(deciding_phase, n_ph, computing, ~synchronous_copies(ops),
                                  _on_the_launchers_stream(ops, deciding_phase, n_ph, computing, copy_streams), ~copy_streams.of_ops(ops))
     dev, stream = phase_streams(clock.on_launch_streams(ops), deciding_phase, n_ph, deciders)
-    only_copies = np.flatnonzero(copy_streams.of(ph_pid, dev, stream) & copy_streams.thread_computes(ph_pid, ph_tid))
+    only_copies = np.flatnonzero(copy_streams.of(ph_pid, dev, stream) & copy_streams.thread_runs_model(ph_pid, ph_tid))
     if len(only_copies):
         # Read where the copies' stream feeds (or was forked off), else on the thread's own.
         p_dev, p_stream = clock.partner(clock.stream_index(ph_pid[only_copies], dev[only_copies], stream[only_copies]), ph_s[only_copies])
@@ -591,16 +641,16 @@ def finish_rank(work: RankWork, wait_ns: np.ndarray | None) -> tuple[pa.Table, p
 
 
 
-def _build_syncs(blocking: pa.Table, targets: WaitTargets, waits: dict, call_range: np.ndarray, call_phase: np.ndarray, ranges: pa.Table,
-                 phase_rows: np.ndarray, rank: int) -> pa.Table:
+def _build_syncs(blocking: pa.Table, targets: WaitTargets, waits: dict, call_range: np.ndarray, call_phase: np.ndarray, labels: list,
+                 rank: int) -> pa.Table:
     """The syncs table: one row per blocking call, its device and stream those it waits on
-    (``WaitTargets``)."""
+    (``WaitTargets``), and the phase (``labels``: per phase instance, as the phases table names
+    it, not its range's name) whose work ended last in the wait."""
     n = blocking.num_rows
     if n == 0:
         return schema.empty(schema.SYNCS)
-    names = ranges["name"].to_pylist()
     wf = waits["waited_for_phase_id"]
-    wf_name = [names[phase_rows[p]] if p >= 0 else None for p in wf]
+    wf_name = [labels[p] if p >= 0 else None for p in wf]
     t = {
         "rank": pa.array(np.full(n, rank, dtype=np.int32)),
         "pid": blocking["pid"],

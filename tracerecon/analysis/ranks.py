@@ -132,7 +132,7 @@ def number_ranks(cands: list[Candidate], multi: bool) -> tuple[list[int], list[s
             if not free:
                 hows[i] = "after the marked ones"
             warnings.append(f"process {', '.join(map(str, cands[i].pids))} carries no tracerecon.rank mark where {len(marked)} "
-                            f"other{'s' if len(marked) > 1 else ''} do: rank {ranks[i]}, " + (f"by {how}" if free else "after the marked ones"))
+                            f"other{'s do' if len(marked) > 1 else ' does'}: rank {ranks[i]}, " + (f"by {how}" if free else "after the marked ones"))
         return ranks, hows, warnings
     if marked:
         repeated = sorted({m for m in marked if marked.count(m) > 1})

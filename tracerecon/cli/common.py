@@ -90,7 +90,6 @@ def config_from(args: argparse.Namespace, inputs: Sequence[str] | None = None) -
     given = _inputs_of(args) if inputs is None else inputs
     for bad in unreadable_run_json(given):
         say(f"warning: {bad}: unreadable; its recorded phases and rank order are not used")
-    _say_options_an_export_ignores(args, given)
     recorded = {} if args.phase else (recorded_phase_options(given) or {})
     try:
         thread = parse_phase_thread(args.phase_thread)
@@ -103,30 +102,10 @@ def config_from(args: argparse.Namespace, inputs: Sequence[str] | None = None) -
         raise UsageError("--skip-cycles takes 0 or more")
     # A recorded "" (a run made with --cycle "": no cycle ranges) is kept, not the default.
     cycle = args.cycle if args.cycle is not None else str(recorded["cycle_prefix"] if recorded.get("cycle_prefix") is not None else DEFAULT_CYCLE)
+    given_flags = tuple(flag for flag, value in (("--phase", args.phase), ("--cycle", args.cycle), ("--skip-cycles", args.skip_cycles),
+                                                 ("--phase-thread", args.phase_thread)) if value is not None)
     return PhaseConfig(phases=phases, cycle_prefix=cycle, phase_thread=thread, skip_cycles=args.skip_cycles,
-                       phases_recorded=bool(not args.phase and recorded.get("phases")))
-
-
-def _say_options_an_export_ignores(args: argparse.Namespace, inputs: Sequence[str]) -> None:
-    """One warning per export directory among ``inputs`` when phase options were given: an
-    export holds the analysis made when it was written, which they do not change."""
-    from tracerecon.run_dir import export_phase_options, holds_manifest
-
-    given = [flag for flag, value in (("--phase", args.phase), ("--cycle", args.cycle), ("--skip-cycles", args.skip_cycles),
-                                      ("--phase-thread", args.phase_thread)) if value is not None]
-    if not given:
-        return
-    for path in inputs:
-        if not holds_manifest(path):
-            continue
-        opts = export_phase_options(path)
-        if opts is None:
-            continue  # an unreadable manifest: the load says what is wrong with it
-        skip = opts.get("skip_cycles")
-        said = (f"phases {', '.join(map(str, opts.get('phases') or ()))}; cycle prefix {opts.get('cycle_prefix')!r}; "
-                f"phase thread {opts.get('phase_thread')}; left out of the medians: {'the warm-up cycles' if skip is None else f'the first {skip} cycle(s)'}, and phase ranges in no cycle")
-        say(f"warning: {path}: {', '.join(given)} ignored: an export holds the analysis made when it was written ({said}); "
-            "export the traces again with these options to apply them")
+                       phases_recorded=bool(not args.phase and recorded.get("phases")), given=given_flags)
 
 
 def _recorded_in(inputs: Sequence[str]) -> str:

@@ -157,10 +157,11 @@ def split_select(sql: str) -> tuple[list[str], str]:
     return exprs, body[cut + len(" from "):]
 
 
-# API calls that can launch GPU work or block on it. Reading only these halves the rows of a
+# API calls that can launch GPU work, block on it or make a stream wait for the host (said, not
+# modelled: analysis.rank). Reading only these halves the rows of a
 # typical trace (cuKernelGetName, cudaEventQuery, ... launch nothing); the pipeline re-reads
 # everything if any GPU op then finds no launching call.
-RELEVANT_API = re.compile(r"Launch|Memcpy|Memset|Synchroni[sz]e|Graph|Prefetch|WaitEvent|EventRecord", re.I)
+RELEVANT_API = re.compile(r"Launch|Memcpy|Memset|Synchroni[sz]e|Graph|Prefetch|WaitEvent|EventRecord|Callback|StreamWaitValue|StreamWriteValue|BatchMemOp", re.I)
 
 API_CALLS_COLUMNS = ["start", "end", "gtid", "corr", "name"]
 KERNEL_COLUMNS = ["start", "end", "dev", "stream", "corr", "gpid", "name", "node"]
