@@ -52,11 +52,11 @@ def analyze_cross_rank(views: list[RankView]) -> CrossRank:
     views = sorted(views, key=lambda v: v.rank)
     comm = {v.rank: _comm_ops(v) for v in views}
     silent = [v for v in views if not comm[v.rank]["name"]]
-    if silent and len(silent) < len(views):
+    if silent and len(views) - len(silent) >= 2:
         # (Rule added on 2026-12-01) ranks that ran no communication kernel are left out of
         # the matching; they keep their clock's alignment and count no communication.
-        # (Changed on 2026-12-02: also beside a single talking rank; every offset onto the first
-        # rank's timeline, the talking ranks' carried over by their first one's clock base.)
+        # (Changed on 2026-12-02: every offset onto the first rank's timeline, the talking ranks'
+        # carried over by their first one's clock base, and their collectives' aligned times too.)
         talking = [v for v in views if comm[v.rank]["name"]]
         cross = analyze_cross_rank(talking)
 
@@ -69,8 +69,10 @@ def analyze_cross_rank(views: list[RankView]) -> CrossRank:
                                a.method if exact or a.rank != talking[0].rank else hop.method) for a in cross.alignment]
         extra = [unrefined(v) for v in silent]
         comm_extra = [RankComm(rank=v.rank, comm_ns=0, wait_ns=0, n_collectives=0, phase_wait_ns=np.zeros(v.phases.num_rows, dtype=np.int64)) for v in silent]
+        rows = [{**r, "aligned_start_ns": r["aligned_start_ns"] + hop.offset_ns, "aligned_end_ns": r["aligned_end_ns"] + hop.offset_ns}
+                for r in cross.collectives.to_pylist()]
         return CrossRank(tuple(sorted(moved + extra, key=lambda a: a.rank)), tuple(sorted(list(cross.comm) + comm_extra, key=lambda c: c.rank)),
-                         cross.collectives, cross.critical_path)
+                         pa.Table.from_pylist(rows, schema=COLLECTIVES), cross.critical_path)
     keyed = {r: {k: i for i, k in enumerate(_keys(c["name"], c["start"], c["end"]))} for r, c in comm.items()}
     common = set.intersection(*(set(k) for k in keyed.values())) if len(views) > 1 else set()
     common_sorted = sorted(common, key=lambda k: comm[views[0].rank]["start"][keyed[views[0].rank][k]]) if common else []

@@ -265,3 +265,30 @@ def test_a_range_ended_by_the_thread_that_runs_the_next_phase_hands_nothing_over
     # by thread 2, which runs sample, so its CPU gap is forward's tail: b+100..b+550 = 450 us and
     # sample b+550..b+600 = 50 us (read as a hand-off from thread 1: 300 and 200)
     assert gpu_us(a) == [("prepare", 100), ("forward", 450), ("sample", 50)] * 3
+
+
+def test_cycle_ranges_that_overlap_the_next_cycle_hold_no_edge_work(tmp_path):
+    # GIVEN cycle ranges started on thread 10 and ended on thread 11 50 us after the next cycle
+    # began (b..b+1050); in each, draft (b..b+100) and verify (b+100..b+200) launch a kernel each
+    # (b+20..b+150, b+150..b+300), and in a second trace verify's cycle also copies a result
+    # after verify, in no phase (b+300..b+340, launched at b+250)
+    def trace(tail: bool) -> FakeTrace:
+        t = FakeTrace()
+        for c in range(6):
+            b = 1000 * c
+            t.range(f"cycle {c}", b * U, (b + 1050) * U, tid=10, end_tid=11, push_pop=False)
+            t.range("draft", b * U, (b + 100) * U, tid=10)
+            t.range("verify", (b + 100) * U, (b + 200) * U, tid=10)
+            kernel(t, b + 10, (b + 20, b + 150), tid=10)
+            kernel(t, b + 110, (b + 150, b + 300), tid=10)
+            if tail:
+                kernel(t, b + 250, (b + 300, b + 340), tid=10)
+        return t
+    # WHEN analysed
+    plain = load([trace(False).write(tmp_path / "plain.sqlite")])
+    tail = load([trace(True).write(tmp_path / "tail.sqlite")])
+    # THEN the next cycle's phases' work, inside this cycle's range, is no edge work: nothing is
+    # said, and every phase reads 150 us; the work after verify in its own cycle still is (40 us)
+    assert not any("queued inside the cycle range" in w for w in plain.warnings), plain.warnings
+    assert [p["gpu_ns"] // U for p in plain.ranks[0].phases.to_pylist()] == [150] * 12
+    assert any("queued inside the cycle range after its last phase ('verify') in 6 of 6 cycles, 0.040 ms" in w for w in tail.warnings), tail.warnings

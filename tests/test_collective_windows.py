@@ -279,3 +279,7 @@ def test_offsets_stay_on_the_first_ranks_timeline_when_it_ran_no_collective(tmp_
     assert [(al.rank, al.offset_ns // U, al.method) for al in a.cross.alignment] == [
         (0, 0, "shared clock"), (1, 300, "session start"), (2, 500, "session start + collectives")]
     assert any(w.startswith("rank 0 ran no communication kernels") for w in a.warnings)
+    # and the collectives' aligned times are on that timeline too: own time + offset
+    offset = {al.rank: al.offset_ns for al in a.cross.alignment}
+    rows = a.cross.collectives.to_pylist()
+    assert rows and all(r["aligned_start_ns"] == r["start_ns"] + offset[r["rank"]] and r["aligned_end_ns"] == r["end_ns"] + offset[r["rank"]] for r in rows)

@@ -102,3 +102,22 @@ def test_median_equals_numpy_quantile(values, as_list):
     expected = round(float(np.quantile(a.astype(np.float64), 0.5)) / 1e6, 6)
     assert median_ms(list(values) + [None] if as_list else a) == expected
     assert quantile_ms(a, 0.9) == round(float(np.quantile(a.astype(np.float64), 0.9)) / 1e6, 6)
+
+
+@given(st.lists(st.integers(-3, 40), min_size=1, max_size=30), st.integers(0, 20_000), st.integers(0, 2**62), st.data())
+@settings(max_examples=150, deadline=None)
+def test_distinct_few_and_isin_few_equal_numpys(pool, n, offset, data):
+    from tracerecon.analysis.columns import distinct_few, isin_few
+
+    # GIVEN a column of n values drawn from a pool of few or many (up to 30) distinct ones, some
+    # used once only (a rarely used stream the sample may miss), shifted into the int64 range
+    # where packed stream keys live
+    pool = np.array(sorted(set(pool)), dtype=np.int64) + offset
+    picks = np.array(data.draw(st.lists(st.integers(0, len(pool) - 1), min_size=1, max_size=8)), dtype=np.int64)
+    values = np.resize(pool[picks], n)
+    if n:
+        values[data.draw(st.integers(0, n - 1))] = pool[-1]
+    probe = np.array(data.draw(st.lists(st.sampled_from(pool.tolist()), max_size=20)), dtype=np.int64)
+    # THEN both give what numpy's sorts give
+    assert np.array_equal(distinct_few(values), np.unique(values))
+    assert np.array_equal(isin_few(values, probe), np.isin(values, probe))

@@ -276,9 +276,10 @@ def test_a_rank_mark_too_large_to_be_a_rank_is_ignored_and_said(tmp_path):
     assert [(r.rank, r.source.pids) for r in a.ranks] == [(0, (20,)), (1, (10,))]
 
 
-def test_a_rank_that_ran_no_collective_beside_one_that_did_is_left_out_and_said(tmp_path):
-    # GIVEN two ranks in one report: rank 0 all-reduces every cycle, rank 1's trace holds no
-    # communication kernel (traced without them) and ends its compute 70 us after rank 0's
+def test_a_rank_that_ran_no_collective_beside_one_that_did_is_said_and_the_last_to_finish_gates(tmp_path):
+    # GIVEN two ranks in one report: rank 0 all-reduces every cycle (its work ends at b+300),
+    # rank 1's trace holds no communication kernel (traced without them) and its compute ends
+    # at b+370
     t = FakeTrace()
     rank_cycles(t, 10, 0)
     for c in range(5):
@@ -287,8 +288,10 @@ def test_a_rank_that_ran_no_collective_beside_one_that_did_is_left_out_and_said(
         launch(t, b + 10, (b + 20, b + 80), 20, 1)
         launch(t, b + 110, (b + 120, b + 370), 20, 1)
     a = load([t.write(tmp_path / "run.sqlite")])
-    # THEN a warning names rank 1 as left out; it counts no collectives and no wait, and the
-    # critical path is rank 0's alone
-    assert any(w.startswith("rank 1 ran no communication kernels") and w.endswith("are those of rank 0") for w in a.warnings)
+    # THEN a warning says rank 1 ran none and rank 0's collectives are matched with nobody's; no
+    # waits; and with no collective relating the two, every cycle goes to rank 1, which ended
+    # last (70 us after rank 0), in verify
+    assert any(w.startswith("rank 1 ran no communication kernels, rank 0 alone did") for w in a.warnings)
     assert [(c.rank, c.n_collectives, c.wait_ns) for c in a.cross.comm] == [(0, 5, 0), (1, 0, 0)]
-    assert set(a.cross.critical_path["gating_rank"].to_pylist()) <= {0}
+    cp = a.cross.critical_path.to_pydict()
+    assert (cp["gating_rank"], cp["how"], cp["gating_phase"]) == ([1] * 5, ["latest end"] * 5, ["verify"] * 5)

@@ -569,3 +569,38 @@ def test_one_process_driving_two_gpus_is_said_to_be_one_rank(tmp_path):
     a = analyze([t.write(tmp_path / "t.sqlite")])
     assert len(a.ranks) == 1
     assert any("process 10 ran collectives on GPUs 0, 1: one process driving several GPUs is one rank" in w for w in a.warnings)
+
+
+def test_a_phase_asked_for_whose_ranges_all_sit_in_another_phase_is_said_so(tmp_path):
+    # GIVEN cycles of draft (b..b+100) and verify (b+100..b+300), each verify holding a
+    # target_verify range (b+150..b+250) that launches the cycle's second kernel
+    t = FakeTrace()
+    for c in range(4):
+        b = 1000 * c
+        t.cycle(c, b * U, (b + 100) * U, (b + 300) * U)
+        t.range("target_verify", (b + 150) * U, (b + 250) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U), (b + 20) * U, (b + 80) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 160) * U, (b + 162) * U), (b + 170) * U, (b + 240) * U)
+    path = t.write(tmp_path / "t.sqlite")
+    # WHEN asked for draft, verify and target_verify, or for a name no range has
+    nested = analyze([path], PhaseConfig(phases=("draft", "verify", "target_verify"))).warnings
+    absent = analyze([path], PhaseConfig(phases=("draft", "verify", "nothing_here"))).warnings
+    # THEN the first says target_verify's ranges are read as part of verify (not that no range
+    # matched it); the second that nothing matched
+    assert any(w.startswith("--phase target_verify matched only ranges inside another phase's range") for w in nested), nested
+    assert not any("no range matched" in w for w in nested)
+    assert any(w.startswith("no range matched --phase nothing_here") for w in absent), absent
+
+
+def test_a_cycle_prefix_only_phases_have_is_not_said_to_be_in_another_process(tmp_path):
+    # GIVEN one process's draft/verify cycles, analysed with --cycle draft (a phase's name)
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.range("draft", b * U, (b + 100) * U)
+        t.range("verify", (b + 100) * U, (b + 300) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U), (b + 20) * U, (b + 80) * U)
+    warnings = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(cycle_prefix="draft")).warnings
+    # THEN the warning says only phases' own names start with it, and names no other process
+    assert any(w.startswith("no cycle range (a range named 'draft', or 'draft' and a number; phase ranges are not)") for w in warnings), warnings
+    assert not any("another process" in w for w in warnings)

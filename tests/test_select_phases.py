@@ -180,3 +180,40 @@ def test_the_phase_a_wait_waited_for_is_named_as_the_phases_table_names_it():
     waited = [(s["waited_for_phase_id"], s["waited_for_phase"]) for s in rank.syncs.to_pylist() if s["waited_for_phase_id"] is not None]
     assert waited and all(name == labels[pid] for pid, name in waited)
     assert "target" in {name for _, name in waited} and "verify" not in {name for _, name in waited}
+
+
+def test_a_cycle_range_is_the_prefix_then_no_word_going_on():
+    from tracerecon.analysis.config import is_cycle_name
+
+    # GIVEN the default prefix: cycle ranges by any separator or none before a number, and
+    # ranges of other roles whose names only start with the same letters
+    cycles = ["cycle 3", "cycle3", "cycle_3", "cycle-3", "cycle:decode", "cycle", "cycle (prefill)"]
+    others = ["cycles", "cycle_draft_loop", "cycle_stats", "cyclegan", "bicycle 3", "", None]
+    # THEN
+    assert [is_cycle_name(n, "cycle") for n in cycles] == [True] * len(cycles)
+    assert [is_cycle_name(n, "cycle") for n in others] == [False] * len(others)
+    # and a prefix that ends in no letter takes any name that starts with it; none with no prefix
+    assert is_cycle_name("step decode", "step ") and is_cycle_name("iter#7", "iter#") and not is_cycle_name("cycle 3", "")
+
+
+def test_a_helper_range_named_like_a_cycle_inside_a_cycle_does_not_split_it(tmp_path):
+    from nsys_factory import FakeTrace
+    from tracerecon.api import load
+
+    U = 1000
+    # GIVEN cycles (b..b+300) of draft (b..b+100) and verify (b+100..b+300), each draft inside a
+    # helper range cycle_draft_loop (b..b+100), each phase launching one kernel
+    t = FakeTrace()
+    for c in range(6):
+        b = 1000 * c
+        t.range(f"cycle {c}", b * U, (b + 300) * U)
+        t.range("cycle_draft_loop", b * U, (b + 100) * U)
+        t.range("draft", b * U, (b + 100) * U)
+        t.range("verify", (b + 100) * U, (b + 300) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U), (b + 20) * U, (b + 80) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U), (b + 120) * U, (b + 290) * U)
+    (rank,) = load([t.write(tmp_path / "t.sqlite")]).ranks
+    # THEN 6 cycles of 300 us, draft 100 and verify 200 in each, not 12 half-cycles
+    assert [(c["cycle"], c["gpu_ns"] // U) for c in rank.cycles.to_pylist()] == [(c, 300) for c in range(6)]
+    assert [(p["cycle"], p["phase"], p["gpu_ns"] // U) for p in rank.phases.to_pylist()] == [
+        (c, n, v) for c in range(6) for n, v in (("draft", 100), ("verify", 200))]

@@ -1180,3 +1180,35 @@ def test_a_side_stream_joined_back_through_a_relay_stream_in_the_next_phase_is_r
     # THEN both phases are read on 7: draft b..b+100 (7 holds only its own kernel, done at b+50;
     # 350 us on 9), verify b+100..b+450 = 350 us (50 us on 7 behind a draft read on 9)
     assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("draft", 100), ("verify", 350))]
+
+
+def test_a_loop_threads_output_copy_stream_still_says_where_the_workers_results_are(tmp_path):
+    # GIVEN a loop thread 11 holding forward (b..b+300) and process (b+300..b+400) and launching
+    # no kernel; its worker thread 12 joins side stream 9 (forked the cycle before) into 7,
+    # runs a kernel on 7 (b+15..b+20), forks 9 off 7 again and runs 600 us on 9 (joined only
+    # by the next cycle), and records Eout on 7; thread 11's copy stream 13 waits for Eout and
+    # copies the result back (b+312..b+314): its only ops there are such copies
+    t = FakeTrace()
+    for c in range(5):
+        b, r = 1000 * c, c + 1
+        t.range(f"cycle {c}", b * U, (b + 400) * U, tid=11)
+        t.range("forward", b * U, (b + 300) * U, tid=11)
+        t.range("process", (b + 300) * U, (b + 400) * U, tid=11)
+        if c > 0:
+            t.stream_wait(event=9, record=c, start=(b + 10) * U, end=(b + 11) * U, stream=7, tid=12)
+        t.kernel(t.call("cudaLaunchKernel", (b + 12) * U, (b + 14) * U, tid=12), (b + 15) * U, (b + 20) * U, stream=7)
+        t.event_record(event=7, record=r, start=(b + 20) * U, end=(b + 21) * U, stream=7, tid=12)
+        t.stream_wait(event=7, record=r, start=(b + 21) * U, end=(b + 22) * U, stream=9, tid=12)
+        t.kernel(t.call("cudaLaunchKernel", (b + 25) * U, (b + 27) * U, tid=12), (b + 27) * U, (b + 627) * U, stream=9)
+        t.event_record(event=9, record=r, start=(b + 40) * U, end=(b + 41) * U, stream=9, tid=12)
+        t.event_record(event=5, record=r, start=(b + 50) * U, end=(b + 51) * U, stream=7, tid=12)
+        t.stream_wait(event=5, record=r, start=(b + 305) * U, end=(b + 306) * U, stream=13, tid=11)
+        t.copy(t.call("cudaMemcpyAsync", (b + 310) * U, (b + 312) * U, tid=11), (b + 312) * U, (b + 314) * U, kind=2, stream=13)
+    # WHEN analysed
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("forward", "process"))).ranks
+    # THEN the copy off 7 says 7 is where the results are read: forward is read there, b..b+300
+    # (7's work is done at b+20; 9's 600 us kernel is the next cycle's to join): 300 us; process
+    # b+300..b+400 = 100 us (on 9, forward would read 627 and process 0)
+    assert [(p["cycle"], p["phase"], p["gpu_ns"] // U) for p in rank.phases.to_pylist()] == [
+        (c, n, v) for c in range(5) for n, v in (("forward", 300), ("process", 100))]
+    assert [p["stream_id"] for p in rank.phases.to_pylist() if p["phase"] == "forward"] == [7] * 5

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from tracerecon.analysis.config import DEFAULT_PHASES, PhaseConfig, parse_phase_spec
+from tracerecon.analysis.config import DEFAULT_PHASES, PhaseConfig, is_cycle_name, parse_phase_spec
 from tracerecon.errors import BadTraceError, TraceReconError, UsageError, install_hint
 from tracerecon.import_ahead import ImportAhead, join_all
 from tracerecon.memory import release_free_memory
@@ -68,7 +68,7 @@ def phase_processes_left_out(nvtx_ranges, rank_pids: list[int], config) -> list[
     if outside.num_rows == 0:
         return []
     names = pc.unique(outside["name"]).to_pylist()
-    marked = [n for n in names if n is not None and (config.label_of(n) is not None or (config.cycle_prefix and n.startswith(config.cycle_prefix)))]
+    marked = [n for n in names if n is not None and (config.label_of(n) is not None or is_cycle_name(n, config.cycle_prefix))]
     if not marked:
         return []
     hit = outside.filter(pc.is_in(outside["name"], value_set=pa.array(marked, pa.string())))
@@ -611,19 +611,24 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
         if config.phases != DEFAULT_PHASES and not config.phases_recorded:
             present = {label for _, _, w in work for label in w.phase_inputs.labels}
             missing = [spec for spec in config.phases if parse_phase_spec(spec)[0] not in present]
-            if missing:
-                warnings.append(f"no range matched --phase {', '.join(shlex.quote(m) for m in missing)} (the other phases did); "
+            # Ranges that match it, each inside another phase's range, are part of that phase.
+            seen = {n for _, _, w in work if w.ranges is not None and w.ranges.num_rows for n in w.ranges["name"].unique().to_pylist() if n}
+            inside = [m for m in missing if any(parse_phase_spec(m)[1].search(n) for n in seen)]
+            if absent := [m for m in missing if m not in inside]:
+                warnings.append(f"no range matched --phase {', '.join(shlex.quote(m) for m in absent)} (the other phases did); "
                                 "`tracerecon ranges` lists every range name")
+            if inside:
+                warnings.append(f"--phase {', '.join(shlex.quote(m) for m in inside)} matched only ranges inside another phase's range: "
+                                "a phase in a phase is part of it, so they are read as part of that one")
     if config.cycle_prefix and any(len(w.phase_inputs.phase_rows) for _, _, w in work) and all(len(w.cycle_rows) == 0 for _, _, w in work if len(w.phase_inputs.phase_rows)):
-        import pyarrow.compute as pc
-
         # Cycle ranges in another process (a parent that marks the cycles of a worker process
         # running the phases) are read with that process's ranges, not the phases'.
+        # (Not the phase ranges themselves: `--cycle draft` names no cycle.)
         elsewhere = [s.rank for s, _, w in work if w.ranges is not None and w.ranges.num_rows
-                     and pc.any(pc.starts_with(w.ranges["name"].cast("string"), config.cycle_prefix)).as_py()]
-        where = (f"no range name starts with {config.cycle_prefix!r} in the processes with phases (rank {', '.join(map(str, elsewhere))} holds "
+                     and any(is_cycle_name(n, config.cycle_prefix) and config.label_of(n) is None for n in w.ranges["name"].unique().to_pylist())]
+        where = (f"no cycle range (a range named {config.cycle_prefix!r}, or {config.cycle_prefix!r} and a number) in the processes with phases (rank {', '.join(map(str, elsewhere))} holds "
                  "such ranges, in another process: cycles are read per process)") if elsewhere else \
-            f"no range name starts with {config.cycle_prefix!r} (but phases' own)"
+            f"no cycle range (a range named {config.cycle_prefix!r}, or {config.cycle_prefix!r} and a number; phase ranges are not)"
         warnings.append(f"{where}: a cycle starts where the first phase of --phase (that occurs) begins again after other phases")
     say("across ranks")
     cross = analyze_cross_rank(

@@ -47,7 +47,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_launch, synchronous_copies, thread_keys
+from tracerecon.analysis.columns import computes, distinct_few, graph_node_launches, isin_few, is_graph_launch, synchronous_copies, thread_keys
 from tracerecon.analysis.intervals import explode_slices, inside_another_thread
 from tracerecon.analysis.nccl import comm_mask
 from tracerecon.analysis.projection import I64_MAX, I64_MIN, equals, int64s, match_correlation, string_mask
@@ -213,7 +213,7 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
     w = _stream_waits(sync_records)
 
     op_key = _pack(o_pid[placed], o_dev[placed], o_str[placed])
-    work_keys = np.unique(op_key)
+    work_keys = distinct_few(op_key)
     # Work queued before the capture began (``queued_before_capture``) is done, for every
     # boundary the trace holds, when it is: a stand-in "op" launched before them all.
     rec["dev"] = on_working_device(work_keys, rec["pid"], rec["dev"], rec["stream"])
@@ -229,7 +229,7 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
     g_launch = np.concatenate([o_launch[b_rows[b_placed]], np.full(len(head.stream_key), BEFORE_THE_TRACE, np.int64)])
     g_end = np.concatenate([o_end[b_rows[b_placed]], head.done])
     op_key_all = np.concatenate([op_key, g_key])
-    keys = np.unique(np.concatenate([op_key, rec_key, wait_key]))
+    keys = np.union1d(work_keys, np.concatenate([rec_key, wait_key]))
     n = len(keys)
 
     def index_of(pid, dev, stream):
@@ -618,7 +618,7 @@ def phase_streams(ops: pa.Table, op_phase: np.ndarray, n_phases: int, prefer: np
     dur = np.clip(int64s(ops["end_ns"])[sel] - int64s(ops["start_ns"])[sel], 0, None)
     ph = op_phase[sel]
     packed = (dev << 32) | (stream & 0xFFFFFFFF)
-    streams = np.unique(packed)
+    streams = distinct_few(packed)
     s_dense = np.searchsorted(streams, packed)
     n_s = len(streams)
     # Best per phase: largest total, then most ops, then lowest (device, stream).
@@ -861,18 +861,19 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
 def _read_back_votes(clock: StreamClock, ops: pa.Table, op_streams: _OpStreams, phase_threads: frozenset) -> Callable[[int, int], dict]:
     """(thread key, pid) -> {stream row: device-to-host copies}: where a thread reads its results
     back (`.item()`, `.tolist()`, a copy to pinned memory), which is its current stream; a copy
-    on a stream that only copies counts for the stream that stream was last forked off before it
-    (vLLM's asynchronous output copy), where the thread that launched it computes elsewhere (a
-    thread that runs no kernel but collectives has no current stream but one that copies). A
-    thread that read nothing back answers with the copies of its process's threads that hold no
-    phases (a helper reading back for it; another phase thread's copies are on its own current
-    stream)."""
-    d2h = np.flatnonzero(equals(ops["name"], "memcpy DtoH")) if ops.num_rows and "launch_tid" in ops.column_names else np.zeros(0, np.int64)
+    on a stream that only copies, where its thread put nothing but such copies, counts for the
+    stream that stream was last forked off before it (vLLM's asynchronous output copy; a loop
+    thread copying a worker's results off): a thread that also copies or fills memory there
+    works on that stream (a worker whose current stream only copies). A thread that read nothing
+    back answers with the copies of its process's threads that hold no phases (a helper reading
+    back for it; another phase thread's copies are on its own current stream)."""
+    is_d2h = equals(ops["name"], "memcpy DtoH") if ops.num_rows and "launch_tid" in ops.column_names else np.zeros(ops.num_rows, bool)
+    d2h = np.flatnonzero(is_d2h)
     rows = op_streams.rows[d2h].copy()
     launch = clock.op_instants[d2h]
-    computes_elsewhere = np.isin(op_streams.threads[d2h], op_streams.threads[op_streams.computes])
-    for r in np.unique(rows[(rows >= 0) & ~op_streams.computing_streams[rows] & computes_elsewhere]).tolist():
-        mine = np.flatnonzero((rows == r) & computes_elsewhere)
+    for r in np.unique(rows[(rows >= 0) & ~op_streams.computing_streams[rows]]).tolist():
+        working_there = np.unique(op_streams.threads[(op_streams.rows == r) & ~is_d2h])  # threads that put other work on r
+        mine = np.flatnonzero((rows == r) & ~np.isin(op_streams.threads[d2h], working_there))
         forks = np.flatnonzero((clock.join_into == r) & (clock.join_from != r))
         at = np.searchsorted(clock.join_cpu[forks], launch[mine], side="left") - 1
         rows[mine[at >= 0]] = clock.join_from[forks[at[at >= 0]]]
@@ -1324,15 +1325,15 @@ class CopyStreams:
 
     @functools.cached_property
     def _computing(self) -> np.ndarray:
-        return np.unique(_pack(*self._columns("pid", "device_id", "stream_id")))
+        return distinct_few(_pack(*self._columns("pid", "device_id", "stream_id")))
 
     @functools.cached_property
     def _computing_pids(self) -> np.ndarray:
-        return np.unique(self._columns("pid")[0])
+        return distinct_few(self._columns("pid")[0])
 
     @functools.cached_property
     def _computing_threads(self) -> np.ndarray:
-        return np.unique(thread_keys(*self._columns("pid", "launch_tid")))
+        return distinct_few(thread_keys(*self._columns("pid", "launch_tid")))
 
     @functools.cached_property
     def _threads(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -1355,7 +1356,7 @@ class CopyStreams:
     def of(self, pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
         """Per (pid, device, stream), streams < 0 excepted: whether it only copies."""
         pid = np.asarray(pid, dtype=np.int64)
-        return (np.asarray(stream) >= 0) & np.isin(pid, self._computing_pids) & ~np.isin(_pack(pid, np.asarray(dev, np.int64), np.asarray(stream, np.int64)), self._computing)
+        return (np.asarray(stream) >= 0) & isin_few(pid, self._computing_pids) & ~isin_few(_pack(pid, np.asarray(dev, np.int64), np.asarray(stream, np.int64)), self._computing)
 
     def of_ops(self, ops: pa.Table) -> np.ndarray:
         if ops.num_rows == 0:
@@ -1369,6 +1370,8 @@ class CopyStreams:
     def thread_runs_model(self, pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
         """Per (pid, tid): whether that thread launched a kernel or a CUDA graph that is no
         collective (it has a stream of its own that computes: ``thread_stream``)."""
+        if len(pid) == 0:
+            return np.zeros(0, dtype=bool)
         return np.isin(thread_keys(np.asarray(pid, np.int64), np.asarray(tid, np.int64)), self._threads[0])
 
     def thread_stream(self, pid: np.ndarray, tid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -1394,8 +1397,12 @@ def busiest_streams(ops: pa.Table, copy_streams: CopyStreams | None = None) -> d
     dev = int64s(ops["device_id"], -1)
     stream = int64s(ops["stream_id"], -1)
     dur = np.clip(int64s(ops["end_ns"]) - int64s(ops["start_ns"]), 0, None)
-    keys, first, inv = np.unique(_pack(pid, dev, stream), return_index=True, return_inverse=True)
-    total = np.bincount(inv.ravel(), weights=dur)
+    packed = _pack(pid, dev, stream)
+    keys = distinct_few(packed)
+    inv = np.searchsorted(keys, packed)
+    first = np.full(len(keys), len(packed), dtype=np.int64)
+    np.minimum.at(first, inv, np.arange(len(packed)))
+    total = np.bincount(inv, weights=dur, minlength=len(keys))
     copies = (copy_streams or CopyStreams(ops)).of(pid[first], dev[first], stream[first])
     out: dict[int, tuple[int, int]] = {}
     for k in np.lexsort((-total, copies)):

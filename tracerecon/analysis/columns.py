@@ -213,6 +213,37 @@ def _stream_codes(pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.nd
     return np.unique(np.stack([pid, dev, stream]), axis=1, return_inverse=True)[1].ravel().astype(np.int64)
 
 
+def distinct_few(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` for a column that holds few distinct values (the processes, streams
+    or threads of a rank's ops): the distinct values of a sample, checked against every value
+    (``isin_few``), then those of the values the sample missed (a rarely used stream): a sort of
+    the 422,638 ops of the 76 MB trace takes 8-15 ms, this about 1 ms."""
+    values = np.asarray(values)
+    if len(values) <= 4096:
+        return np.unique(values)
+    uniq = np.unique(values[:: len(values) // 4096])
+    if len(uniq) > _FEW:
+        return np.unique(values)
+    missed = values[~isin_few(values, uniq)]
+    return np.union1d(uniq, missed) if len(missed) else uniq
+
+
+# Up to this many values, ``isin_few`` compares each in turn (0.05 ms per value for 422,638
+# rows, where np.isin sorts: 5-7 ms whatever the number of values).
+_FEW = 16
+
+
+def isin_few(values: np.ndarray, few: np.ndarray) -> np.ndarray:
+    """``np.isin(values, few)``, one comparison per value of ``few`` where it holds few."""
+    values, few = np.asarray(values), np.asarray(few)
+    if len(few) > _FEW:
+        return np.isin(values, few)
+    out = np.zeros(len(values), dtype=bool)
+    for v in few.tolist():
+        out |= values == v
+    return out
+
+
 def _codes_of_few(values: np.ndarray) -> np.ndarray:
     """Dense int64 codes of ``values`` that hold few distinct ones (the processes of a trace):
     looked up among the distinct values of a sample, and from a sort of them all only where the

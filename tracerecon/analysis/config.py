@@ -57,6 +57,20 @@ class PhaseConfig:
         return None
 
 
+def is_cycle_name(name: str | None, prefix: str) -> bool:
+    """Whether a range named ``name`` encloses a cycle, given the cycle prefix (``--cycle``):
+    the name starts with it and, where the prefix ends in a letter, goes on with no letter, nor
+    an underscore and a letter (``cycle 3``, ``cycle_3``, ``cycle:decode``, ``cycle``; not
+    ``cycles`` or ``cycle_draft_loop``, a range of another role whose name merely starts so).
+    No name with no prefix (``--cycle ""``: no cycle ranges)."""
+    if not prefix or not name or not name.startswith(prefix):
+        return False
+    return not (prefix[-1].isalpha() and _GOES_ON_AS_A_WORD.match(name, len(prefix)))
+
+
+_GOES_ON_AS_A_WORD = re.compile(r"[^\W\d_]|_[^\W\d_]")  # a letter, or an underscore and a letter
+
+
 @functools.lru_cache(maxsize=32)
 def _matchers(specs: tuple[str, ...]) -> tuple[tuple[str, "re.Pattern[str]"], ...]:
     return tuple(parse_phase_spec(s) for s in specs)
@@ -77,7 +91,7 @@ def parse_phase_spec(spec: str) -> tuple[str, "re.Pattern[str]"]:
         if pattern.startswith("re:"):
             try:
                 return label, re.compile(pattern[3:])
-            except re.error as exc:
+            except (re.error, OverflowError, RecursionError) as exc:  # a{99999999999}; thousands of nested groups
                 raise ValueError(f"--phase {spec!r}: bad regular expression ({exc})") from None
         if pattern.startswith("glob:"):
             return label, re.compile("^" + fnmatch.translate(pattern[5:]))  # the whole name, as a shell glob

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tracerecon.analysis.nccl import comm_mask, is_point_to_point
 from tracerecon.schema import COLLECTIVES, CRITICAL_PATH
@@ -163,10 +164,19 @@ def analyze_cross_rank(views: list[RankView]) -> CrossRank:
     comm = [_comm_ops(v, name_codes) for v in views]
     names = sorted(name_codes, key=name_codes.get)
     silent = [len(c["key"]) == 0 for c in comm]
-    if any(silent) and not all(silent):
+    if any(silent) and len(views) - sum(silent) >= 2:
         cross = _without_silent_ranks(views, comm, names, silent)
     else:
         cross = _matched(views, comm, names)
+        if any(silent) and not all(silent):
+            # One rank communicated, alone: no collective relates the ranks, so every cycle's
+            # critical path goes by the latest end, as where none communicated (said, as the
+            # collectives the one rank ran are matched with nobody's).
+            quiet = [v.rank for v, q in zip(views, silent) if q]
+            talking = next(v.rank for v, q in zip(views, silent) if not q)
+            cross = replace(cross, warnings=(f"rank{'s' if len(quiet) > 1 else ''} {', '.join(map(str, quiet))} ran no communication kernels, "
+                                             f"rank {talking} alone did: its collectives are matched with nobody's (no waits), and the critical path "
+                                             "goes by which rank's work ended last",) + cross.warnings)
     return replace(cross, warnings=unseen + cross.warnings) if unseen else cross
 
 
@@ -260,7 +270,13 @@ def _without_silent_ranks(views: list[RankView], comm: list[dict[str, np.ndarray
         stats.append(RankComm(rank=v.rank, comm_ns=0, wait_ns=0, n_collectives=0, phase_wait_ns=np.zeros(v.phases.num_rows, dtype=np.int64)))
     warning = (f"rank{'s' if len(quiet_views) > 1 else ''} {', '.join(str(v.rank) for v in quiet_views)} ran no communication kernels: "
                f"collectives, waits and the critical path are those of rank{'s' if len(talking) > 1 else ''} {', '.join(str(v.rank) for v in talking)}")
-    return CrossRank(tuple(sorted(alignment, key=lambda a: a.rank)), tuple(sorted(stats, key=lambda c: c.rank)), cross.collectives,
+    collectives = cross.collectives
+    if hop and collectives.num_rows:  # aligned times on the same timeline as the offsets
+        collectives = collectives.set_column(collectives.schema.get_field_index("aligned_start_ns"), "aligned_start_ns",
+                                             pc.add(collectives["aligned_start_ns"], hop))
+        collectives = collectives.set_column(collectives.schema.get_field_index("aligned_end_ns"), "aligned_end_ns",
+                                             pc.add(collectives["aligned_end_ns"], hop))
+    return CrossRank(tuple(sorted(alignment, key=lambda a: a.rank)), tuple(sorted(stats, key=lambda c: c.rank)), collectives,
                      cross.critical_path, (warning,) + cross.warnings)
 
 

@@ -20,7 +20,7 @@ import pyarrow as pa
 from tracerecon import schema
 from tracerecon.analysis.columns import thread_keys
 from tracerecon.analysis.intervals import last_reaching
-from tracerecon.analysis.config import PhaseConfig
+from tracerecon.analysis.config import PhaseConfig, is_cycle_name
 from tracerecon.analysis.intervals import inside_another_thread, segmented_union_length
 from tracerecon.analysis.projection import I64_MAX, I64_MIN, equals, int64s
 
@@ -214,7 +214,7 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
     is_phase = label_id >= 0
     parent = int64s(ranges["parent_id"], -1) if "parent_id" in ranges.column_names else np.full(n, -1, np.int64)
     if config.cycle_prefix:
-        pair_cycle = np.array([names[k // len(doms)].startswith(config.cycle_prefix) and lab is None for k, lab in zip(pairs.tolist(), pair_labels)] + [False], dtype=bool)
+        pair_cycle = np.array([is_cycle_name(names[k // len(doms)], config.cycle_prefix) and lab is None for k, lab in zip(pairs.tolist(), pair_labels)] + [False], dtype=bool)
         is_cycle = pair_cycle[pair_of] if n else np.zeros(0, bool)
     else:
         is_cycle = np.zeros(n, bool)

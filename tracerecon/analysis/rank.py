@@ -28,7 +28,7 @@ from tracerecon.analysis.boundaries import (CopyStreams, StreamClock, WaitTarget
                                             in_sequence, phase_boundaries, phase_streams, stream_clock, tiled_off_their_stream, timelines,
                                             wait_targets)
 from tracerecon.analysis.nccl import comm_mask, phase_comm_split
-from tracerecon.analysis.config import PhaseConfig
+from tracerecon.analysis.config import PhaseConfig, is_cycle_name
 from tracerecon.analysis.phases import (ERROR_FLOOR_NS, PhaseInputs, adds_up_tolerance, build_cycles, build_phases, cycles_by_time, cycles_per_thread, phases_past_their_cycle,
                                         select_phases)
 from tracerecon.analysis.projection import I64_MIN, index_launches, innermost_owner, int64s
@@ -280,7 +280,8 @@ def _past_cycle_notes(past: np.ndarray, labels: list) -> tuple[str, ...]:
 
 # Calls that make a stream wait for the host (a host function, a callback) or for a value in
 # memory: the trace records no event wait for either, so the wait is not modelled.
-_HOST_SIDE_WAITS = re.compile(r"LaunchHostFunc|StreamAddCallback|StreamWaitValue|StreamWriteValue|StreamBatchMemOp", re.I)
+# (A write of a value, cuStreamWriteValue, makes no stream wait; a batch of memory operations may.)
+_HOST_SIDE_WAITS = re.compile(r"LaunchHostFunc|StreamAddCallback|StreamWaitValue|StreamBatchMemOp", re.I)
 
 
 def _host_side_wait_notes(api_calls: pa.Table) -> tuple[str, ...]:
@@ -387,6 +388,11 @@ def _cycle_edge_notes(clock: StreamClock, nested: pa.Table, cycle_rows: np.ndarr
     if len(cycle_rows):
         cs = int64s(nested["start_ns"])[cycle_rows[cycle[first]]]
         ce = int64s(nested["end_ns"], I64_MIN)[cycle_rows[cycle[last]]]
+        # Cycle ranges that overlap (one ended on another thread after the next began): the work
+        # of the next cycle's phases, or the last one's, is no work of this cycle's edges.
+        same_next = np.r_[pid[first[1:]] == pid[last[:-1]], False]
+        ce = np.where(same_next, np.minimum(ce, np.r_[cpu_start[first[1:]], 0]), ce)
+        cs = np.where(np.r_[False, same_next[:-1]], np.maximum(cs, np.r_[0, cpu_end[last[:-1]]]), cs)
         where = "inside the cycle range"
     else:
         # Cycles made of phases: from a cycle's last phase to the next cycle's first (of its
@@ -541,7 +547,7 @@ def _unphased_launches(ops: pa.Table, instants: np.ndarray, op_phase: np.ndarray
             up = up[up >= 0]
             holds[up] = True
             up = parent[up]
-    label = [names[r] if r >= 0 and not holds[r] and not (cycle_prefix and (names[r] or "").startswith(cycle_prefix)) else None
+    label = [names[r] if r >= 0 and not holds[r] and not is_cycle_name(names[r], cycle_prefix) else None
              for r in rows.tolist()]
     return pid[order], launch[order], label, took[order]
 
@@ -566,7 +572,8 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     deciders = narrowed_by_phase(deciding_phase, n_ph, computing, ~synchronous_copies(ops),
                                  _on_the_launchers_stream(ops, deciding_phase, n_ph, computing, copy_streams), ~copy_streams.of_ops(ops))
     dev, stream = phase_streams(clock.on_launch_streams(ops), deciding_phase, n_ph, deciders)
-    only_copies = np.flatnonzero(copy_streams.of(ph_pid, dev, stream) & copy_streams.thread_runs_model(ph_pid, ph_tid))
+    only_copies = np.flatnonzero(copy_streams.of(ph_pid, dev, stream))
+    only_copies = only_copies[copy_streams.thread_runs_model(ph_pid[only_copies], ph_tid[only_copies])]  # (few phases, if any: asked only for them)
     if len(only_copies):
         # Read where the copies' stream feeds (or was forked off), else on the thread's own.
         p_dev, p_stream = clock.partner(clock.stream_index(ph_pid[only_copies], dev[only_copies], stream[only_copies]), ph_s[only_copies])

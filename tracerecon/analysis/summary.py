@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401 (pa.compute)
 
+from tracerecon.analysis.config import is_cycle_name
 from tracerecon.analysis.columns import median_ms
 from tracerecon.analysis.phases import phases_per_cycle
 from tracerecon.analysis.projection import int64s
@@ -257,7 +258,7 @@ def summarize_ranges(ranges: pa.Table, cycle_prefix: str | None = None) -> list[
         return []
     d = ranges.select(["domain", "name", "start_ns", "end_ns", "gpu_start_ns", "gpu_end_ns", "gpu_busy_ns", "n_gpu_ops"]).to_pydict()
     if cycle_prefix:
-        numbered = re.compile(re.escape(cycle_prefix) + r"\s*\d+$")
+        numbered = re.compile(re.escape(cycle_prefix) + r"[\s_:#=-]*\d+$")
         d["name"] = [f"{cycle_prefix} N" if n is not None and numbered.match(n) else n for n in d["name"]]
     groups: dict[tuple[str, str], list[int]] = {}
     for i, key in enumerate(zip(d["domain"], d["name"])):
@@ -296,7 +297,7 @@ def phase_candidates(ranges: pa.Table, cycle_prefix: str = "cycle", most: int = 
         return in_cycles[:max(most, 8)]
     containers = _containers(ranges)
     rows = [r for r in summarize_ranges(ranges)
-            if r.n_gpu_ops > 0 and r.name and not r.name.startswith(cycle_prefix) and r.name not in containers]
+            if r.n_gpu_ops > 0 and r.name and not is_cycle_name(r.name, cycle_prefix) and r.name not in containers]
     families: dict[str, list[RangeSummary]] = {}
     for r in rows:
         families.setdefault(_DIGITS.sub(_HOLE, r.name), []).append(r)
@@ -312,7 +313,7 @@ def _in_cycle_ranges(ranges: pa.Table, cycle_prefix: str) -> list[str]:
     if ranges.num_rows == 0 or not {"pid", "parent_id"} <= set(ranges.column_names):
         return []
     d = ranges.select(["pid", "parent_id", "name", "start_ns", "end_ns"]).to_pydict()
-    is_cycle = [bool(n) and n.startswith(cycle_prefix) for n in d["name"]]
+    is_cycle = [is_cycle_name(n, cycle_prefix) for n in d["name"]]
     cycles: dict[int, list[tuple[int, int]]] = {}
     for pid, start, end, c in zip(d["pid"], d["start_ns"], d["end_ns"], is_cycle):
         if c and start is not None and end is not None:

@@ -161,7 +161,7 @@ def split_select(sql: str) -> tuple[list[str], str]:
 # modelled: analysis.rank). Reading only these halves the rows of a
 # typical trace (cuKernelGetName, cudaEventQuery, ... launch nothing); the pipeline re-reads
 # everything if any GPU op then finds no launching call.
-RELEVANT_API = re.compile(r"Launch|Memcpy|Memset|Synchroni[sz]e|Graph|Prefetch|WaitEvent|EventRecord|Callback|StreamWaitValue|StreamWriteValue|BatchMemOp", re.I)
+RELEVANT_API = re.compile(r"Launch|Memcpy|Memset|Synchroni[sz]e|Graph|Prefetch|WaitEvent|EventRecord|Callback|StreamWaitValue|BatchMemOp", re.I)
 
 API_CALLS_COLUMNS = ["start", "end", "gtid", "corr", "name"]
 KERNEL_COLUMNS = ["start", "end", "dev", "stream", "corr", "gpid", "name", "node"]
