@@ -19,15 +19,17 @@ from tracerecon.api import load as analyze
 
 U = 1000  # 1 us
 AR = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
+SEND_RECV = "ncclDevKernel_SendRecv"
 
 
-def rank_file(tmp_path, rank: int, collectives: list[tuple[int, int]], session_utc: int | None = 5 * 10**18, machine: str = "A") -> str:
-    """One rank's export: a verify range over 10 ms and an all-reduce kernel per (start, end) in
-    us, taken on ``machine`` (its two GPUs' UUIDs in TARGET_INFO_GPU)."""
+def rank_file(tmp_path, rank: int, collectives: list[tuple[int, int]], session_utc: int | None = 5 * 10**18, machine: str = "A",
+              name: str = AR) -> str:
+    """One rank's export: a verify range over 10 ms and a communication kernel (an all-reduce,
+    or ``name``) per (start, end) in us, taken on ``machine`` (its two GPUs' UUIDs in TARGET_INFO_GPU)."""
     t = FakeTrace()
     t.range("verify", 0, 10_000 * U)
     for start, end in collectives:
-        t.kernel(t.call("cudaLaunchKernel", (start - 5) * U, (start - 4) * U), start * U, end * U, name=AR)
+        t.kernel(t.call("cudaLaunchKernel", (start - 5) * U, (start - 4) * U), start * U, end * U, name=name)
     path = t.write(tmp_path / f"rank{rank}.sqlite")
     sqlite3.connect(path).executescript(
         "create table TARGET_INFO_GPU (id integer, name text, uuid text, busLocation text, smCount integer);"
@@ -215,18 +217,8 @@ def test_ranks_of_another_communicator_on_one_machine_are_said(tmp_path):
 def test_a_send_and_its_receive_are_no_collective_to_end_together(tmp_path):
     # GIVEN one machine, rank 0 sends (its kernel ends at 100k+40) and rank 1 receives (ends 60 us
     # later, at 100k+100): a send and its receive need not end together
-    def p2p(rank, ends):
-        t = FakeTrace()
-        t.range("verify", 0, 10_000 * U)
-        for s, e in ends:
-            t.kernel(t.call("cudaLaunchKernel", (s - 5) * U, (s - 4) * U), s * U, e * U, name="ncclDevKernel_SendRecv")
-        path = t.write(tmp_path / f"rank{rank}.sqlite")
-        sqlite3.connect(path).executescript(
-            "create table TARGET_INFO_GPU (id integer, name text, uuid text, busLocation text, smCount integer);"
-            "insert into TARGET_INFO_GPU values (0, 'H200', 'A-gpu0', '0', 132), (1, 'H200', 'A-gpu1', '1', 132);"
-            f"create table TARGET_INFO_SESSION_START_TIME (utcEpochNs integer); insert into TARGET_INFO_SESSION_START_TIME values ({5 * 10**18});")
-        return path
-    a = analyze([p2p(0, [(100 * k + 10, 100 * k + 40) for k in range(5)]), p2p(1, [(100 * k + 10, 100 * k + 100) for k in range(5)])])
+    a = analyze([rank_file(tmp_path, 0, [(100 * k + 10, 100 * k + 40) for k in range(5)], name=SEND_RECV),
+                 rank_file(tmp_path, 1, [(100 * k + 10, 100 * k + 100) for k in range(5)], name=SEND_RECV)])
     # THEN they are matched in order (k-th send with k-th receive), and nothing is said about
     # communicators or numbering (the nearest end after each send is the next receive's, 40 us
     # off against 60: end times would have paired them wrongly)
@@ -240,18 +232,8 @@ def test_sends_and_receives_on_one_machine_leave_its_session_clock_as_it_is(tmp_
     # GIVEN a two-stage pipeline on one machine (equal session starts, GPUs in common): rank 0's
     # send runs 100k+60..100k+80, after its compute; rank 1's receive waits for it from 100k+10
     # and ends 22 us after the send, at 100k+102 (the transfer)
-    def stage(rank, kernels):
-        t = FakeTrace()
-        t.range("verify", 0, 10_000 * U)
-        for s, e in kernels:
-            t.kernel(t.call("cudaLaunchKernel", (s - 5) * U, (s - 4) * U), s * U, e * U, name="ncclDevKernel_SendRecv")
-        path = t.write(tmp_path / f"rank{rank}.sqlite")
-        sqlite3.connect(path).executescript(
-            "create table TARGET_INFO_GPU (id integer, name text, uuid text, busLocation text, smCount integer);"
-            "insert into TARGET_INFO_GPU values (0, 'H200', 'A-gpu0', '0', 132), (1, 'H200', 'A-gpu1', '1', 132);"
-            f"create table TARGET_INFO_SESSION_START_TIME (utcEpochNs integer); insert into TARGET_INFO_SESSION_START_TIME values ({5 * 10**18});")
-        return path
-    a = analyze([stage(0, [(100 * k + 60, 100 * k + 80) for k in range(5)]), stage(1, [(100 * k + 10, 100 * k + 102) for k in range(5)])])
+    a = analyze([rank_file(tmp_path, 0, [(100 * k + 60, 100 * k + 80) for k in range(5)], name=SEND_RECV),
+                 rank_file(tmp_path, 1, [(100 * k + 10, 100 * k + 102) for k in range(5)], name=SEND_RECV)])
     # THEN rank 1 stays on the session clock (offset 0: fitting the ends would move it by the
     # 22 us transfer) and waits 60 - 10 = 50 us for each send, not 72
     assert [(al.rank, al.offset_ns, al.method) for al in a.cross.alignment] == [(0, 0, "shared clock"), (1, 0, "session start")]
