@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from tracerecon.analysis.config import PhaseConfig, is_cycle_name
+from tracerecon.analysis.config import PhaseConfig
 from tracerecon.analysis.projection import int64s
 
 
@@ -35,8 +35,7 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
                     is_phase[r] = False
                     break
                 p = parent[p]
-    # (Changed on 2026-12-02: a cycle range's name is the prefix then no word going on, is_cycle_name.)
-    is_cycle = np.array([(is_cycle_name(n, config.cycle_prefix) and lab is None) for n, lab in zip(names, labels)], dtype=bool) if config.cycle_prefix else np.zeros(len(names), bool)
+    is_cycle = np.array([(n.startswith(config.cycle_prefix) and lab is None) for n, lab in zip(names, labels)], dtype=bool) if config.cycle_prefix else np.zeros(len(names), bool)
     start = int64s(ranges["start_ns"])
     phase_rows = np.flatnonzero(is_phase)
     phase_rows = phase_rows[np.argsort(start[phase_rows], kind="stable")]

@@ -292,3 +292,23 @@ def test_cycle_ranges_that_overlap_the_next_cycle_hold_no_edge_work(tmp_path):
     assert not any("queued inside the cycle range" in w for w in plain.warnings), plain.warnings
     assert [p["gpu_ns"] // U for p in plain.ranks[0].phases.to_pylist()] == [150] * 12
     assert any("queued inside the cycle range after its last phase ('verify') in 6 of 6 cycles, 0.040 ms" in w for w in tail.warnings), tail.warnings
+
+
+def test_threads_running_cycles_of_their_own_keep_their_edge_work_said(tmp_path):
+    # GIVEN one process whose threads 11 and 12 each run cycles of their own on their own
+    # streams, interleaved (thread 12's begin 200 us after thread 11's, every 500 us): each
+    # cycle range queues 100 us of GPU work (launched at its start) before its first phase
+    t = FakeTrace()
+    for k in range(8):
+        for tid, stream, off in ((11, 7, 0), (12, 8, 200)):
+            a = 500 * k + off
+            t.range(f"cycle {2 * k + (tid == 12)}", a * U, (a + 400 + (100 if tid == 12 else 0)) * U, tid=tid)
+            t.range("draft", (a + 150) * U, (a + 250) * U, tid=tid)
+            t.range("verify", (a + 250) * U, (a + 400) * U, tid=tid)
+            kernel(t, a + 5, (a + 10, a + 110), stream=stream, tid=tid)
+            kernel(t, a + 155, (a + 160, a + 240), stream=stream, tid=tid)
+            kernel(t, a + 255, (a + 260, a + 390), stream=stream, tid=tid)
+    # WHEN analysed THEN every cycle's edge work is said: each cycle is trimmed only by its own
+    # thread's next and last cycles, never by the other thread's interleaved ones
+    warnings = load([t.write(tmp_path / "t.sqlite")]).warnings
+    assert any("queued inside the cycle range before its first phase ('draft') in 16 of 16 cycles" in w for w in warnings), warnings

@@ -182,21 +182,17 @@ def test_the_phase_a_wait_waited_for_is_named_as_the_phases_table_names_it():
     assert "target" in {name for _, name in waited} and "verify" not in {name for _, name in waited}
 
 
-def test_a_cycle_range_is_the_prefix_then_no_word_going_on():
+def test_a_cycle_range_is_any_range_whose_name_starts_with_the_prefix():
     from tracerecon.analysis.config import is_cycle_name
 
-    # GIVEN the default prefix: cycle ranges by any separator or none before a number, and
-    # ranges of other roles whose names only start with the same letters
-    cycles = ["cycle 3", "cycle3", "cycle_3", "cycle-3", "cycle:decode", "cycle", "cycle (prefill)"]
-    others = ["cycles", "cycle_draft_loop", "cycle_stats", "cyclegan", "bicycle 3", "", None]
-    # THEN
-    assert [is_cycle_name(n, "cycle") for n in cycles] == [True] * len(cycles)
-    assert [is_cycle_name(n, "cycle") for n in others] == [False] * len(others)
-    # and a prefix that ends in no letter takes any name that starts with it; none with no prefix
-    assert is_cycle_name("step decode", "step ") and is_cycle_name("iter#7", "iter#") and not is_cycle_name("cycle 3", "")
+    # GIVEN the default prefix, and --cycle iter (a prefix, as --help says)
+    # THEN every name starting with it is a cycle range's, and none without a prefix
+    assert all(is_cycle_name(n, "cycle") for n in ["cycle 3", "cycle3", "cycle_prefill 0", "cycle_decode 7", "cycle"])
+    assert not any(is_cycle_name(n, "cycle") for n in ["bicycle 3", "Cycle 3", "", None])
+    assert is_cycle_name("iteration 5", "iter") and not is_cycle_name("cycle 3", "")
 
 
-def test_a_helper_range_named_like_a_cycle_inside_a_cycle_does_not_split_it(tmp_path):
+def test_a_helper_range_named_like_a_cycle_inside_a_cycle_is_said_and_a_longer_prefix_leaves_it_out(tmp_path):
     from nsys_factory import FakeTrace
     from tracerecon.api import load
 
@@ -212,8 +208,16 @@ def test_a_helper_range_named_like_a_cycle_inside_a_cycle_does_not_split_it(tmp_
         t.range("verify", (b + 100) * U, (b + 300) * U)
         t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U), (b + 20) * U, (b + 80) * U)
         t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U), (b + 120) * U, (b + 290) * U)
-    (rank,) = load([t.write(tmp_path / "t.sqlite")]).ranks
-    # THEN 6 cycles of 300 us, draft 100 and verify 200 in each, not 12 half-cycles
+    path = t.write(tmp_path / "t.sqlite")
+    # WHEN analysed with the default prefix, and with --cycle 'cycle '
+    plain = load([path])
+    longer = load([path], PhaseConfig(cycle_prefix="cycle "))
+    # THEN the helper ranges are cycles of their own (draft takes the innermost), and a warning
+    # names them and the longer prefix; with it, 6 cycles of 300 us, draft 100 and verify 200
+    assert any("6 cycle range(s) (names starting with 'cycle') lie inside other cycle ranges ('cycle_draft_loop' inside 'cycle 0')" in w
+               and "--cycle 'cycle ' leaves the inner ones out" in w for w in plain.warnings), plain.warnings
+    (rank,) = longer.ranks
     assert [(c["cycle"], c["gpu_ns"] // U) for c in rank.cycles.to_pylist()] == [(c, 300) for c in range(6)]
     assert [(p["cycle"], p["phase"], p["gpu_ns"] // U) for p in rank.phases.to_pylist()] == [
         (c, n, v) for c in range(6) for n, v in (("draft", 100), ("verify", 200))]
+    assert not any("lie inside other cycle ranges" in w for w in longer.warnings)

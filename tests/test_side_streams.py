@@ -1108,14 +1108,16 @@ def test_a_worker_stream_handed_work_by_the_loop_threads_event_is_the_workers_ow
     assert {k: got[k] for k in truth} == truth
 
 
-def test_a_worker_that_only_communicates_and_copies_is_read_on_its_own_copy_stream(tmp_path):
+@pytest.mark.parametrize("device_copy", [True, False], ids=["device_and_host_copies", "read_back_only"])
+def test_a_worker_that_only_communicates_and_copies_is_read_on_its_own_copy_stream(tmp_path, device_copy):
     # GIVEN a loop thread 11 (schedule, process on stream 7) and a worker thread 12 (forward)
     # whose current stream 20 never runs a kernel: its only kernels are all-reduces, on NCCL's
     # stream 30, which ProcessGroupNCCL forks off 20 and joins back. schedule runs 30 us on 7
     # and records E1; forward makes 20 wait for E1; in even cycles it all-reduces (b+110..b+400
     # on 30), then copies on 20 (device to device b+400..b+430, its result back b+430..b+432);
     # in odd cycles it only copies (b+120..b+260, b+260..b+262). It records E4 on 20; process
-    # makes 7 wait for E4 and runs 20 us on 7, 20 us after the copies
+    # makes 7 wait for E4 and runs 20 us on 7, 20 us after the copies. In the second trace the
+    # device-to-device copy is left out: 20 holds only the result's copy back (`.item()`)
     t = FakeTrace()
     nccl = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
     for c in range(6):
@@ -1136,11 +1138,15 @@ def test_a_worker_that_only_communicates_and_copies_is_read_on_its_own_copy_stre
             copies = ((b + 400, b + 430), (b + 430, b + 432))
         else:
             copies = ((b + 120, b + 260), (b + 260, b + 262))
-        t.copy(t.call("cudaMemcpyAsync", (b + 115) * U, (b + 117) * U, tid=12), copies[0][0] * U, copies[0][1] * U, kind=8, stream=20)
+        if device_copy:
+            t.copy(t.call("cudaMemcpyAsync", (b + 115) * U, (b + 117) * U, tid=12), copies[0][0] * U, copies[0][1] * U, kind=8, stream=20)
+        else:
+            copies = ((copies[0][0], copies[0][0]), (copies[0][0], copies[0][0] + 2))  # the copy back right away
         t.copy(t.call("cudaMemcpyAsync", (b + 118) * U, (b + 120) * U, tid=12), copies[1][0] * U, copies[1][1] * U, kind=2, stream=20)
         t.event_record(event=4, record=r, start=(b + 190) * U, end=(b + 191) * U, stream=20, tid=12)
         t.stream_wait(event=4, record=r, start=(b + 201) * U, end=(b + 202) * U, stream=7, tid=11)
-        t.kernel(t.call("cudaLaunchKernel", (b + 205) * U, (b + 207) * U, tid=11), (copies[1][1] + 20) * U, (copies[1][1] + 40) * U, stream=7)
+        k = max(copies[1][1] + 20, b + 210)  # (never before its launch at b+205)
+        t.kernel(t.call("cudaLaunchKernel", (b + 205) * U, (b + 207) * U, tid=11), k * U, (k + 20) * U, stream=7)
     # WHEN analysed
     (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("schedule", "forward", "process"))).ranks
     # THEN forward's events are on 20, the worker's own stream: schedule b..b+100 = 100 us;
@@ -1148,8 +1154,10 @@ def test_a_worker_that_only_communicates_and_copies_is_read_on_its_own_copy_stre
     # which would leave the copies to process), b+262 in odd ones (162 us; 100 read on 7, where
     # 20 was forked off, as a copy stream's phase); process from forward's end to the later of
     # its kernel's end (b+472, b+302) and its CPU end (b+400): 40 us, 138 us
-    even = [("schedule", 100, 7), ("forward", 332, 20), ("process", 40, 7)]
-    odd = [("schedule", 100, 7), ("forward", 162, 20), ("process", 138, 7)]
+    # (without the device-to-device copy the copy back ends 30 us earlier: b+402 and b+122;
+    # forward reads 302 and 100, process 40 and 200: 300 on NCCL's stream would leave 72 to it)
+    even = [("schedule", 100, 7), ("forward", 332 if device_copy else 302, 20), ("process", 40, 7)]
+    odd = [("schedule", 100, 7), ("forward", 162 if device_copy else 100, 20), ("process", 138 if device_copy else 200, 7)]
     assert per_cycle(rank) == [(c, n, v, s) for c in range(6) for n, v, s in (even if c % 2 == 0 else odd)]
 
 
@@ -1182,18 +1190,24 @@ def test_a_side_stream_joined_back_through_a_relay_stream_in_the_next_phase_is_r
     assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("draft", 100), ("verify", 350))]
 
 
-def test_a_loop_threads_output_copy_stream_still_says_where_the_workers_results_are(tmp_path):
+@pytest.mark.parametrize("upload", [False, True], ids=["reads", "uploads_and_reads"])
+def test_a_loop_threads_output_copy_stream_still_says_where_the_workers_results_are(tmp_path, upload):
     # GIVEN a loop thread 11 holding forward (b..b+300) and process (b+300..b+400) and launching
     # no kernel; its worker thread 12 joins side stream 9 (forked the cycle before) into 7,
     # runs a kernel on 7 (b+15..b+20), forks 9 off 7 again and runs 600 us on 9 (joined only
     # by the next cycle), and records Eout on 7; thread 11's copy stream 13 waits for Eout and
-    # copies the result back (b+312..b+314): its only ops there are such copies
+    # copies the result back (b+312..b+314); in the second trace thread 11 also uploads the
+    # cycle's inputs on 13 (b+2..b+4), which 7 waits for: transfers to and from the host only
     t = FakeTrace()
     for c in range(5):
         b, r = 1000 * c, c + 1
         t.range(f"cycle {c}", b * U, (b + 400) * U, tid=11)
         t.range("forward", b * U, (b + 300) * U, tid=11)
         t.range("process", (b + 300) * U, (b + 400) * U, tid=11)
+        if upload:
+            t.copy(t.call("cudaMemcpyAsync", (b + 1) * U, (b + 2) * U, tid=11), (b + 2) * U, (b + 4) * U, kind=1, stream=13)
+            t.event_record(event=13, record=r, start=(b + 5) * U, end=(b + 6) * U, stream=13, tid=11)
+            t.stream_wait(event=13, record=r, start=(b + 8) * U, end=(b + 9) * U, stream=7, tid=12)
         if c > 0:
             t.stream_wait(event=9, record=c, start=(b + 10) * U, end=(b + 11) * U, stream=7, tid=12)
         t.kernel(t.call("cudaLaunchKernel", (b + 12) * U, (b + 14) * U, tid=12), (b + 15) * U, (b + 20) * U, stream=7)

@@ -611,9 +611,16 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
         if config.phases != DEFAULT_PHASES and not config.phases_recorded:
             present = {label for _, _, w in work for label in w.phase_inputs.labels}
             missing = [spec for spec in config.phases if parse_phase_spec(spec)[0] not in present]
-            # Ranges that match it, each inside another phase's range, are part of that phase.
-            seen = {n for _, _, w in work if w.ranges is not None and w.ranges.num_rows for n in w.ranges["name"].unique().to_pylist() if n}
-            inside = [m for m in missing if any(parse_phase_spec(m)[1].search(n) for n in seen)]
+            # Ranges that are this phase (no earlier spec takes them), each inside another phase's
+            # range, are part of that phase.
+            labels_seen = set()
+            for _, _, w in work:
+                if w.ranges is None or w.ranges.num_rows == 0:
+                    continue
+                names = w.ranges["name"].to_pylist()
+                domains = w.ranges["domain"].to_pylist() if "domain" in w.ranges.column_names else [""] * len(names)
+                labels_seen |= {config.label_of(n, d or "") for n, d in set(zip(names, domains)) if n}
+            inside = [m for m in missing if parse_phase_spec(m)[0] in labels_seen]
             if absent := [m for m in missing if m not in inside]:
                 warnings.append(f"no range matched --phase {', '.join(shlex.quote(m) for m in absent)} (the other phases did); "
                                 "`tracerecon ranges` lists every range name")

@@ -861,22 +861,29 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
 def _read_back_votes(clock: StreamClock, ops: pa.Table, op_streams: _OpStreams, phase_threads: frozenset) -> Callable[[int, int], dict]:
     """(thread key, pid) -> {stream row: device-to-host copies}: where a thread reads its results
     back (`.item()`, `.tolist()`, a copy to pinned memory), which is its current stream; a copy
-    on a stream that only copies, where its thread put nothing but such copies, counts for the
-    stream that stream was last forked off before it (vLLM's asynchronous output copy; a loop
-    thread copying a worker's results off): a thread that also copies or fills memory there
-    works on that stream (a worker whose current stream only copies). A thread that read nothing
-    back answers with the copies of its process's threads that hold no phases (a helper reading
-    back for it; another phase thread's copies are on its own current stream)."""
-    is_d2h = equals(ops["name"], "memcpy DtoH") if ops.num_rows and "launch_tid" in ops.column_names else np.zeros(ops.num_rows, bool)
+    on a stream that only copies counts for the stream that stream was last forked off before it
+    (vLLM's asynchronous output copy; a loop thread uploading inputs and copying a worker's
+    results off), where that one computes and the copy's thread put nothing on the copy stream
+    but transfers to and from the host: a stream forked off NCCL's (a worker joining a
+    collective back into its current stream, which only copies), or one its thread copies
+    device to device or fills memory on (that thread works there), keeps its copy. A thread that
+    read nothing back answers with the copies of its process's threads that hold no phases (a
+    helper reading back for it; another phase thread's copies are on its own current stream)."""
+    name = ops["name"] if ops.num_rows else None
+    is_d2h = equals(name, "memcpy DtoH") if ops.num_rows and "launch_tid" in ops.column_names else np.zeros(ops.num_rows, bool)
     d2h = np.flatnonzero(is_d2h)
     rows = op_streams.rows[d2h].copy()
     launch = clock.op_instants[d2h]
-    for r in np.unique(rows[(rows >= 0) & ~op_streams.computing_streams[rows]]).tolist():
-        working_there = np.unique(op_streams.threads[(op_streams.rows == r) & ~is_d2h])  # threads that put other work on r
+    copy_only = np.unique(rows[(rows >= 0) & ~op_streams.computing_streams[rows]]).tolist()
+    host_transfer = (is_d2h | equals(name, "memcpy HtoD")) if copy_only else is_d2h
+    for r in copy_only:
+        working_there = np.unique(op_streams.threads[(op_streams.rows == r) & ~host_transfer])  # threads that put device-side work on r
         mine = np.flatnonzero((rows == r) & ~np.isin(op_streams.threads[d2h], working_there))
         forks = np.flatnonzero((clock.join_into == r) & (clock.join_from != r))
         at = np.searchsorted(clock.join_cpu[forks], launch[mine], side="left") - 1
-        rows[mine[at >= 0]] = clock.join_from[forks[at[at >= 0]]]
+        source = np.where(at >= 0, clock.join_from[forks[np.maximum(at, 0)]], -1) if len(forks) else np.full(len(mine), -1, np.int64)
+        moved = (source >= 0) & op_streams.computing_streams[source]
+        rows[mine[moved]] = source[moved]
     by_thread: dict[int, dict[int, int]] = {}
     by_process: dict[int, dict[int, int]] = {}
     for k, p, r in zip(op_streams.threads[d2h].tolist(), op_streams.pid[d2h].tolist(), rows.tolist()):

@@ -58,17 +58,12 @@ class PhaseConfig:
 
 
 def is_cycle_name(name: str | None, prefix: str) -> bool:
-    """Whether a range named ``name`` encloses a cycle, given the cycle prefix (``--cycle``):
-    the name starts with it and, where the prefix ends in a letter, goes on with no letter, nor
-    an underscore and a letter (``cycle 3``, ``cycle_3``, ``cycle:decode``, ``cycle``; not
-    ``cycles`` or ``cycle_draft_loop``, a range of another role whose name merely starts so).
-    No name with no prefix (``--cycle ""``: no cycle ranges)."""
-    if not prefix or not name or not name.startswith(prefix):
-        return False
-    return not (prefix[-1].isalpha() and _GOES_ON_AS_A_WORD.match(name, len(prefix)))
-
-
-_GOES_ON_AS_A_WORD = re.compile(r"[^\W\d_]|_[^\W\d_]")  # a letter, or an underscore and a letter
+    """Whether a range named ``name`` encloses a cycle: its name starts with the cycle prefix
+    (``--cycle``; ``cycle 3``, ``cycle_prefill 0``, ``iteration 5`` with ``--cycle iter``). No
+    name with no prefix (``--cycle ""``: no cycle ranges). A range of another role whose name
+    starts so (``cycle_draft_loop``) is one too: where such ranges lie inside others, a phase
+    takes the innermost as its cycle, and a warning says so (``analysis.rank``)."""
+    return bool(prefix) and bool(name) and name.startswith(prefix)
 
 
 @functools.lru_cache(maxsize=32)

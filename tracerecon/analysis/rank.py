@@ -29,8 +29,8 @@ from tracerecon.analysis.boundaries import (CopyStreams, StreamClock, WaitTarget
                                             wait_targets)
 from tracerecon.analysis.nccl import comm_mask, phase_comm_split
 from tracerecon.analysis.config import PhaseConfig, is_cycle_name
-from tracerecon.analysis.phases import (ERROR_FLOOR_NS, PhaseInputs, adds_up_tolerance, build_cycles, build_phases, cycles_by_time, cycles_per_thread, phases_past_their_cycle,
-                                        select_phases)
+from tracerecon.analysis.phases import (ERROR_FLOOR_NS, PhaseInputs, nearest_marked_ancestor, adds_up_tolerance, build_cycles, build_phases, cycles_by_time,
+                                        cycles_per_thread, phases_past_their_cycle, select_phases)
 from tracerecon.analysis.projection import I64_MIN, index_launches, innermost_owner, int64s
 from tracerecon.analysis.ranges import build_ranges, nest
 from tracerecon.analysis.syncs import attribute_waits, find_blocking_calls
@@ -229,7 +229,8 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     + _before_capture_notes(clock)
                     + _host_side_wait_notes(tables.api_calls)
                     + _several_devices_notes(ops)
-                    + _cycle_edge_notes(clock, nested, cycle_rows, cycle_of, ph_pid, ph_s, ph_read_end, dev, stream, b_start, b_end, labels, unphased))
+                    + _cycle_edge_notes(clock, nested, cycle_rows, cycle_of, ph_pid, ph_s, ph_read_end, dev, stream, b_start, b_end, labels, unphased)
+                    + _nested_cycle_notes(nested, cycle_rows, config.cycle_prefix))
 
 
 def _awaited(clock: StreamClock, blocking: pa.Table, targets: WaitTargets, ops: pa.Table) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
@@ -302,6 +303,26 @@ def _host_side_wait_notes(api_calls: pa.Table) -> tuple[str, ...]:
         return ()
     return (f"{said}: streams waited for a host function, a callback or a value in memory, for which the trace records no event; "
             "such waits are not modelled: a phase whose stream waited so may read short, and the next one long",)
+
+
+def _nested_cycle_notes(nested: pa.Table, cycle_rows: np.ndarray, prefix: str) -> tuple[str, ...]:
+    """One line where cycle ranges (names starting with the cycle prefix) lie inside other ones:
+    each is a cycle of its own, and a phase takes the innermost as its cycle, so a helper range
+    of another role whose name starts so (``cycle_draft_loop`` inside ``cycle 3``) splits cycles."""
+    if len(cycle_rows) < 2 or "parent_id" not in nested.column_names:
+        return ()
+    marked = np.zeros(nested.num_rows, dtype=bool)
+    marked[cycle_rows] = True
+    inner = cycle_rows[nearest_marked_ancestor(int64s(nested["parent_id"], -1), marked)[cycle_rows] >= 0]
+    if len(inner) == 0:
+        return ()
+    names = nested["name"].take(pa.array(inner)).to_pylist()
+    outer = nested["name"].take(pa.array(nearest_marked_ancestor(int64s(nested["parent_id"], -1), marked)[inner[:1]])).to_pylist()[0] or ""
+    stem = outer.rstrip("0123456789")  # "cycle 3" -> "cycle "
+    longer = (f"--cycle {stem!r}" if len(stem) > len(prefix) and not any((n or "").startswith(stem) for n in names)
+              else "a longer --cycle prefix")
+    return (f"{len(inner)} cycle range(s) (names starting with {prefix!r}) lie inside other cycle ranges ({names[0]!r} inside {outer!r}): each "
+            f"is a cycle of its own, and a phase takes the innermost as its cycle; {longer} leaves the inner ones out",)
 
 
 def _several_devices_notes(ops: pa.Table) -> tuple[str, ...]:
@@ -389,10 +410,17 @@ def _cycle_edge_notes(clock: StreamClock, nested: pa.Table, cycle_rows: np.ndarr
         cs = int64s(nested["start_ns"])[cycle_rows[cycle[first]]]
         ce = int64s(nested["end_ns"], I64_MIN)[cycle_rows[cycle[last]]]
         # Cycle ranges that overlap (one ended on another thread after the next began): the work
-        # of the next cycle's phases, or the last one's, is no work of this cycle's edges.
-        same_next = np.r_[pid[first[1:]] == pid[last[:-1]], False]
-        ce = np.where(same_next, np.minimum(ce, np.r_[cpu_start[first[1:]], 0]), ce)
-        cs = np.where(np.r_[False, same_next[:-1]], np.maximum(cs, np.r_[0, cpu_end[last[:-1]]]), cs)
+        # of the next cycle's phases, or the last one's, is no work of this cycle's edges. The
+        # next and last of the same thread's cycle ranges (threads that each run cycles of their
+        # own interleave theirs).
+        ctid = int64s(nested["tid"])[cycle_rows[cycle[first]]] if "tid" in nested.column_names else np.zeros(len(first), np.int64)
+        by_thread = np.lexsort((cs, ctid, pid[first]))
+        same = (pid[first][by_thread][1:] == pid[first][by_thread][:-1]) & (ctid[by_thread][1:] == ctid[by_thread][:-1])
+        next_start = np.full(len(first), np.iinfo(np.int64).max, dtype=np.int64)
+        last_end = np.full(len(first), I64_MIN, dtype=np.int64)
+        next_start[by_thread[:-1][same]] = cpu_start[first[by_thread[1:][same]]]
+        last_end[by_thread[1:][same]] = cpu_end[last[by_thread[:-1][same]]]
+        ce, cs = np.minimum(ce, next_start), np.maximum(cs, last_end)
         where = "inside the cycle range"
     else:
         # Cycles made of phases: from a cycle's last phase to the next cycle's first (of its

@@ -258,7 +258,7 @@ def summarize_ranges(ranges: pa.Table, cycle_prefix: str | None = None) -> list[
         return []
     d = ranges.select(["domain", "name", "start_ns", "end_ns", "gpu_start_ns", "gpu_end_ns", "gpu_busy_ns", "n_gpu_ops"]).to_pydict()
     if cycle_prefix:
-        numbered = re.compile(re.escape(cycle_prefix) + r"[\s_:#=-]*\d+$")
+        numbered = re.compile(re.escape(cycle_prefix) + r"\s*\d+$")
         d["name"] = [f"{cycle_prefix} N" if n is not None and numbered.match(n) else n for n in d["name"]]
     groups: dict[tuple[str, str], list[int]] = {}
     for i, key in enumerate(zip(d["domain"], d["name"])):
