@@ -1226,3 +1226,40 @@ def test_a_loop_threads_output_copy_stream_still_says_where_the_workers_results_
     assert [(p["cycle"], p["phase"], p["gpu_ns"] // U) for p in rank.phases.to_pylist()] == [
         (c, n, v) for c in range(5) for n, v in (("forward", 300), ("process", 100))]
     assert [p["stream_id"] for p in rank.phases.to_pylist() if p["phase"] == "forward"] == [7] * 5
+
+
+@pytest.mark.parametrize("last", ["side", "caller"])
+def test_a_copy_stream_that_waited_for_two_computing_streams_says_nothing_of_which_is_current(tmp_path, last):
+    # GIVEN one thread whose current stream is 7: its copy stream 13 uploads the inputs (7 waits
+    # for them); draft and verify each compute on 7, fork side stream 9 off 7 for 200 us, join it
+    # back within the phase and compute a 40 us tail on 7; at verify's end 13 waits for 7 and for
+    # 9 (in either order) and copies the result back (b+530..b+532)
+    def at(t, stream, when, event, r, wait_on):
+        t.event_record(event=event, record=r, start=when * U, end=(when + 1) * U, stream=stream)
+        t.stream_wait(event=event, record=r, start=(when + 2) * U, end=(when + 3) * U, stream=wait_on)
+
+    t = FakeTrace()
+    for c in range(6):
+        b, r = 1000 * c, c + 1
+        t.cycle(c, b * U, (b + 100) * U, (b + 200) * U)
+        t.copy(t.call("cudaMemcpyAsync", (b + 1) * U, (b + 2) * U), (b + 2) * U, (b + 4) * U, kind=1, stream=13)
+        at(t, 13, b + 4, 1, r, wait_on=7)
+        launch(t, b + 10, (b + 12, b + 30))
+        at(t, 7, b + 14, 2, r, wait_on=9)
+        launch(t, b + 18, (b + 30, b + 230), stream=9)
+        at(t, 9, b + 22, 3, r, wait_on=7)
+        launch(t, b + 26, (b + 230, b + 270))
+        launch(t, b + 110, (b + 270, b + 290))
+        at(t, 7, b + 114, 4, r, wait_on=9)
+        launch(t, b + 118, (b + 290, b + 490), stream=9)
+        at(t, 9, b + 122, 5, r, wait_on=7)
+        launch(t, b + 126, (b + 490, b + 530))
+        for k, (stream, event) in enumerate(((7, 6), (9, 7)) if last == "side" else ((9, 7), (7, 6))):
+            at(t, stream, b + 130 + 3 * k, event, r, wait_on=13)
+        t.copy(t.call("cudaMemcpyAsync", (b + 138) * U, (b + 139) * U), (b + 530) * U, (b + 532) * U, kind=2, stream=13)
+    # WHEN analysed
+    rank = one_rank(t, tmp_path)
+    # THEN both phases are read on 7, where they fork and join: draft b..b+270 (its tail on 7
+    # ends then) = 270 us, verify b+270..b+530 = 260 us, whichever stream 13 waited for last
+    # (read by the last one, 9, draft would lose its tail: 230 us)
+    assert per_cycle(rank) == [(c, n, v, 7) for c in range(6) for n, v in (("draft", 270), ("verify", 260))]

@@ -219,7 +219,7 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
     else:
         is_cycle = np.zeros(n, bool)
     if is_phase.any():
-        is_phase &= nearest_marked_ancestor(parent, is_phase) < 0
+        is_phase &= _nearest_marked_ancestor(parent, is_phase) < 0
         is_phase &= ~_inside_a_start_end_phase(ranges, is_phase, is_cycle, pair_of, label_id, start_label_of(config.labels(), label_list, label_id[is_phase]))
     start = int64s(ranges["start_ns"])
     phase_rows = np.flatnonzero(is_phase)
@@ -230,7 +230,7 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
     if len(cycle_rows):
         cycle_number = np.full(n, -1, dtype=np.int64)
         cycle_number[cycle_rows] = np.arange(len(cycle_rows))
-        up = nearest_marked_ancestor(parent, cycle_number >= 0)[phase_rows]
+        up = _nearest_marked_ancestor(parent, cycle_number >= 0)[phase_rows]
         cycle_of = np.where(up >= 0, cycle_number[np.maximum(up, 0)], -1)
     elif len(phase_rows):
         # No cycle ranges: cycles start where the phase that starts them begins again (cycle_starts),
@@ -408,7 +408,7 @@ def _codes(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str]]:
     return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_pylist()
 
 
-def nearest_marked_ancestor(parent: np.ndarray, marked: np.ndarray) -> np.ndarray:
+def _nearest_marked_ancestor(parent: np.ndarray, marked: np.ndarray) -> np.ndarray:
     """For every row, its nearest ancestor (following ``parent``, -1 at the top) that is
     ``marked``, else -1: by pointer jumping, each round skipping what the last one found
     unmarked, so a chain of depth d takes log2(d) rounds (a trace's never-popped ranges can

@@ -29,7 +29,7 @@ from tracerecon.analysis.boundaries import (CopyStreams, StreamClock, WaitTarget
                                             wait_targets)
 from tracerecon.analysis.nccl import comm_mask, phase_comm_split
 from tracerecon.analysis.config import PhaseConfig, is_cycle_name
-from tracerecon.analysis.phases import (ERROR_FLOOR_NS, PhaseInputs, nearest_marked_ancestor, adds_up_tolerance, build_cycles, build_phases, cycles_by_time,
+from tracerecon.analysis.phases import (ERROR_FLOOR_NS, PhaseInputs, adds_up_tolerance, build_cycles, build_phases, cycles_by_time,
                                         cycles_per_thread, phases_past_their_cycle, select_phases)
 from tracerecon.analysis.projection import I64_MIN, index_launches, innermost_owner, int64s
 from tracerecon.analysis.ranges import build_ranges, nest
@@ -219,6 +219,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
     tiled, own = tiled_off_their_stream(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, ph_tid, b_start, b_end, ended_elsewhere, ph_e)
     # ``_unphased_launches``, worked out once, where a note needs it.
     unphased = functools.cache(lambda: _unphased_launches(ops, clock.op_instants, op_phase, op_range, ranges, phase_rows, config.cycle_prefix))
+    nested_cycles = cycles_within_cycles(nested, cycle_rows)
 
     return RankWork(rank=rank, ranges=ranges, gpu_ops=gpu_ops, syncs=syncs, phase_inputs=inputs, cycle_rows=cycle_rows, skip_cycles=config.skip_cycles,
                     accepted_marks=tables.accepted_marks, provisional=build_phases(inputs),
@@ -229,8 +230,9 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     + _before_capture_notes(clock)
                     + _host_side_wait_notes(tables.api_calls)
                     + _several_devices_notes(ops)
-                    + _cycle_edge_notes(clock, nested, cycle_rows, cycle_of, ph_pid, ph_s, ph_read_end, dev, stream, b_start, b_end, labels, unphased)
-                    + _nested_cycle_notes(nested, cycle_rows, config.cycle_prefix))
+                    + _cycle_edge_notes(clock, nested, cycle_rows, cycle_of, ph_pid, ph_s, ph_read_end, dev, stream, b_start, b_end, labels, unphased,
+                                        holds_cycles=nested_cycles[1])
+                    + _nested_cycle_notes(nested, cycle_rows, config.cycle_prefix, *nested_cycles))
 
 
 def _awaited(clock: StreamClock, blocking: pa.Table, targets: WaitTargets, ops: pa.Table) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
@@ -305,24 +307,43 @@ def _host_side_wait_notes(api_calls: pa.Table) -> tuple[str, ...]:
             "such waits are not modelled: a phase whose stream waited so may read short, and the next one long",)
 
 
-def _nested_cycle_notes(nested: pa.Table, cycle_rows: np.ndarray, prefix: str) -> tuple[str, ...]:
-    """One line where cycle ranges (names starting with the cycle prefix) lie inside other ones:
-    each is a cycle of its own, and a phase takes the innermost as its cycle, so a helper range
-    of another role whose name starts so (``cycle_draft_loop`` inside ``cycle 3``) splits cycles."""
-    if len(cycle_rows) < 2 or "parent_id" not in nested.column_names:
+def cycles_within_cycles(nested: pa.Table, cycle_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per cycle range (``cycle_rows``' order): (lies within another one's time span in its
+    process, holds another one), whatever their threads and whether they nest as push/pop
+    ranges (a helper's ``cycle_draft_loop`` inside ``cycle 3``; a whole-run ``cycle loop``
+    around them all; start/end ranges, which nest nothing)."""
+    inner = np.zeros(len(cycle_rows), dtype=bool)
+    outer = np.zeros(len(cycle_rows), dtype=bool)
+    if len(cycle_rows) < 2:
+        return inner, outer
+    pid = int64s(nested["pid"])[cycle_rows]
+    start = int64s(nested["start_ns"])[cycle_rows]
+    end = int64s(nested["end_ns"], np.iinfo(np.int64).max)[cycle_rows]
+    order = np.lexsort((-end, start, pid)).tolist()  # by process, then start, the longer first
+    reach, holder, last_pid = I64_MIN, -1, None
+    for k in order:
+        if pid[k] != last_pid:
+            reach, holder, last_pid = I64_MIN, -1, pid[k]
+        if end[k] <= reach:
+            inner[k] = outer[holder] = True
+        else:
+            reach, holder = end[k], k
+    return inner, outer
+
+
+def _nested_cycle_notes(nested: pa.Table, cycle_rows: np.ndarray, prefix: str, inner: np.ndarray, outer: np.ndarray) -> tuple[str, ...]:
+    """One line where cycle ranges (names starting with the cycle prefix) lie within other ones
+    (``cycles_within_cycles``): each is a cycle of its own, and a phase takes the innermost of its
+    thread's as its cycle, so a helper range of another role whose name starts so
+    (``cycle_draft_loop`` inside ``cycle 3``) splits cycles, or takes phases out of them."""
+    if not inner.any():
         return ()
-    marked = np.zeros(nested.num_rows, dtype=bool)
-    marked[cycle_rows] = True
-    inner = cycle_rows[nearest_marked_ancestor(int64s(nested["parent_id"], -1), marked)[cycle_rows] >= 0]
-    if len(inner) == 0:
-        return ()
-    names = nested["name"].take(pa.array(inner)).to_pylist()
-    outer = nested["name"].take(pa.array(nearest_marked_ancestor(int64s(nested["parent_id"], -1), marked)[inner[:1]])).to_pylist()[0] or ""
-    stem = outer.rstrip("0123456789")  # "cycle 3" -> "cycle "
-    longer = (f"--cycle {stem!r}" if len(stem) > len(prefix) and not any((n or "").startswith(stem) for n in names)
-              else "a longer --cycle prefix")
-    return (f"{len(inner)} cycle range(s) (names starting with {prefix!r}) lie inside other cycle ranges ({names[0]!r} inside {outer!r}): each "
-            f"is a cycle of its own, and a phase takes the innermost as its cycle; {longer} leaves the inner ones out",)
+    names = nested["name"].take(pa.array(cycle_rows[inner])).to_pylist()
+    holders = nested["name"].take(pa.array(cycle_rows[outer])).to_pylist()
+    return (f"{int(inner.sum())} cycle range(s) (names starting with {prefix!r}: {', '.join(map(repr, list(dict.fromkeys(names))[:3]))}) lie within "
+            f"other cycle ranges ({', '.join(map(repr, list(dict.fromkeys(holders))[:3]))}): each is a cycle of its own and a phase takes the "
+            "innermost of its thread's, so cycles may be split or phases left out of them; a --cycle prefix that only the intended "
+            "cycle ranges' names start with reads those alone",)
 
 
 def _several_devices_notes(ops: pa.Table) -> tuple[str, ...]:
@@ -384,7 +405,8 @@ def _tiled_notes(tiled: np.ndarray, own: np.ndarray, gpu: np.ndarray, labels: li
 
 def _cycle_edge_notes(clock: StreamClock, nested: pa.Table, cycle_rows: np.ndarray, cycle: np.ndarray, pid: np.ndarray, cpu_start: np.ndarray,
                       cpu_end: np.ndarray, device: np.ndarray, stream: np.ndarray, b_start: np.ndarray, b_end: np.ndarray, labels: list,
-                      unphased: Callable[[], tuple[np.ndarray, np.ndarray, list, np.ndarray]] | None = None) -> tuple[str, ...]:
+                      unphased: Callable[[], tuple[np.ndarray, np.ndarray, list, np.ndarray]] | None = None,
+                      holds_cycles: np.ndarray | None = None) -> tuple[str, ...]:
     """A line where GPU work was queued inside cycle ranges before their first phase or after
     their last (vLLM's preprocess before the phases a preset marks): a cycle's GPU time runs
     from its first phase's start boundary to its last's end, so that work is in no phase and no
@@ -394,8 +416,11 @@ def _cycle_edge_notes(clock: StreamClock, nested: pa.Table, cycle_rows: np.ndarr
     phases may miss and still add up (max(10 us, 2 % of its GPU time): a result copy of a few
     microseconds is not worth a line). Without cycle ranges (cycles made of phases), the work
     after a cycle's last phase and before the next cycle's first. ``cpu_end``: where each
-    phase's end is read (``read_ends``)."""
+    phase's end is read (``read_ends``). Not for cycle ranges that hold other cycle ranges
+    (``holds_cycles``, per cycle range: their phases are the inner ones', said apart)."""
     ok = (cycle >= 0) & (b_start != I64_MIN)
+    if holds_cycles is not None and holds_cycles.any() and len(cycle_rows):
+        ok &= ~holds_cycles[np.maximum(cycle, 0)]
     if not ok.any():
         return ()
     idx = np.flatnonzero(ok)
