@@ -23,7 +23,7 @@ from tracerecon import schema
 from tracerecon.memory import release_free_memory
 from tracerecon.cores import usable_cores
 from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases, own_launches, stream_deciding_ops
-from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_launch, synchronous_copies
+from tracerecon.analysis.columns import computes, distinct_few, graph_node_launches, is_graph_launch, synchronous_copies
 from tracerecon.analysis.boundaries import (CopyStreams, StreamClock, WaitTargets, awaited_work, busiest_streams, caller_streams, narrowed_by_phase,
                                             in_sequence, phase_boundaries, phase_streams, stream_clock, tiled_off_their_stream, timelines,
                                             wait_targets)
@@ -357,10 +357,10 @@ def _several_devices_notes(ops: pa.Table) -> tuple[str, ...]:
     if len(comm) == 0:
         return ()
     pid, dev = int64s(ops["pid"])[comm], int64s(ops["device_id"], -1)[comm]
-    pairs = np.unique(np.stack([pid, dev], axis=1), axis=0)
+    pairs = distinct_few((pid << 16) | (dev & 0xFFFF))  # (a sort of every collective only where a sample misses a pair)
     out = []
-    for p in np.unique(pairs[:, 0]).tolist():
-        devices = pairs[pairs[:, 0] == p, 1].tolist()
+    for p in np.unique(pairs >> 16).tolist():
+        devices = (pairs[(pairs >> 16) == p] & 0xFFFF).tolist()
         if len(devices) > 1:
             out.append(f"process {p} ran collectives on GPUs {', '.join(map(str, devices))}: one process driving several GPUs is one rank, so "
                        "their collectives with each other are matched with nothing (waits between them are not counted), and the phase "
