@@ -606,3 +606,31 @@ def test_a_cycle_prefix_only_phases_have_is_not_said_to_be_in_another_process(tm
     # THEN the warning says only phases' own names start with it, and names no other process
     assert any(w.startswith("no cycle range (a range named 'draft', or 'draft' and a number; phase ranges are not)") for w in warnings), warnings
     assert not any("another process" in w for w in warnings)
+
+
+def test_work_on_the_legacy_stream_beside_a_blocking_stream_is_said_not_modelled(tmp_path):
+    import sqlite3
+
+    # GIVEN draft/verify on the legacy default stream 7 and a helper thread's kernel on stream
+    # 13, in one trace created blocking (cudaStreamCreate: TARGET_INFO_CUDA_STREAM flag 1), in
+    # another non-blocking (flag 2, as PyTorch's streams are)
+    def trace(flag: int) -> str:
+        t = FakeTrace()
+        for c in range(3):
+            b = 1000 * c
+            t.cycle(c, b * U, (b + 100) * U, (b + 200) * U)
+            t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U), (b + 20) * U, (b + 100) * U)
+            t.kernel(t.call("cudaLaunchKernel", (b + 50) * U, (b + 52) * U, tid=20), (b + 100) * U, (b + 400) * U, stream=13)
+            t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U), (b + 400) * U, (b + 480) * U)
+        path = t.write(tmp_path / f"flag{flag}.sqlite")
+        sqlite3.connect(path).executescript(
+            "create table TARGET_INFO_CUDA_STREAM (streamId integer, hwId integer, vmId integer, processId integer, contextId integer, "
+            f"priority integer, flag integer); insert into TARGET_INFO_CUDA_STREAM values (7, 0, 1, 10, 1, 0, 3), (13, 0, 1, 10, 1, 0, {flag});")
+        return str(path)
+    # WHEN analysed
+    blocking = analyze([trace(1)]).warnings
+    non_blocking = analyze([trace(2)]).warnings
+    # THEN the first says the streams wait for each other unseen (not modelled); the second nothing
+    assert any("process 10 ran GPU work on the legacy default stream and on blocking stream 13 (created without cudaStreamNonBlocking)" in w
+               for w in blocking), blocking
+    assert not any("legacy default stream" in w for w in non_blocking), non_blocking

@@ -253,3 +253,35 @@ def test_cycle_ranges_within_cycle_ranges_are_said_however_they_nest(tmp_path, s
     warnings = load([t.write(tmp_path / "t.sqlite")]).warnings
     inner = "'cycle 0', 'cycle 1', 'cycle 2'" if shape == "whole_run" else "'cycle_draft_loop'"
     assert any(f"cycle range(s) (names starting with 'cycle': {inner}) lie within other cycle ranges" in w for w in warnings), warnings
+
+
+@pytest.mark.parametrize("shape", ["ended_late", "threads_of_their_own", "never_ended"])
+def test_cycle_ranges_of_one_kind_that_overlap_are_not_said_to_nest(tmp_path, shape):
+    from nsys_factory import FakeTrace
+    from tracerecon.api import load
+
+    U = 1000
+    # GIVEN cycle N ranges (b..b+300) of draft and verify, each cycle queuing 100 us of work
+    # before draft: cycle 1's range ended late on another thread (to b+1500, past cycle 2's
+    # whole span); or two threads each running cycles of their own, one inside the other's in
+    # time; or cycle 1's range never ended
+    t = FakeTrace()
+    for c in range(4):
+        for tid, off in ((11, 0), (12, 20)) if shape == "threads_of_their_own" else ((11, 0),):
+            b = 1000 * c + off
+            end = {"ended_late": b + 1500 if c == 1 else b + 300, "never_ended": None if c == 1 else b + 300}.get(shape, b + 250)
+            t.range(f"cycle {c}", b * U, None if end is None else end * U, tid=tid, end_tid=14 if shape == "ended_late" else None,
+                    push_pop=shape != "ended_late")
+            t.range("draft", (b + 50) * U, (b + 150) * U, tid=tid)
+            t.range("verify", (b + 150) * U, (b + 240) * U, tid=tid)
+            stream = 7 if tid == 11 else 8
+            t.kernel(t.call("cudaLaunchKernel", (b + 5) * U, (b + 7) * U, tid=tid), (b + 10) * U, (b + 40) * U, stream=stream)
+            t.kernel(t.call("cudaLaunchKernel", (b + 55) * U, (b + 57) * U, tid=tid), (b + 60) * U, (b + 140) * U, stream=stream)
+            t.kernel(t.call("cudaLaunchKernel", (b + 155) * U, (b + 157) * U, tid=tid), (b + 160) * U, (b + 230) * U, stream=stream)
+    # WHEN analysed THEN no cycle range is said to lie within another, and every cycle's work
+    # before its first phase is said, in all of its cycles
+    warnings = load([t.write(tmp_path / "t.sqlite")]).warnings
+    n = 8 if shape == "threads_of_their_own" else 4
+    assert not any("lie within other cycle ranges" in w for w in warnings), warnings
+    assert any(f"queued inside the cycle range before its first phase ('draft') in {n} of {n} cycles" in w for w in warnings), warnings
+    assert not any("after its last phase" in w for w in warnings), warnings

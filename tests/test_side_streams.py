@@ -1228,8 +1228,9 @@ def test_a_loop_threads_output_copy_stream_still_says_where_the_workers_results_
     assert [p["stream_id"] for p in rank.phases.to_pylist() if p["phase"] == "forward"] == [7] * 5
 
 
+@pytest.mark.parametrize("copies", [1, 3])
 @pytest.mark.parametrize("last", ["side", "caller"])
-def test_a_copy_stream_that_waited_for_two_computing_streams_says_nothing_of_which_is_current(tmp_path, last):
+def test_a_copy_stream_that_waited_for_two_computing_streams_says_nothing_of_which_is_current(tmp_path, last, copies):
     # GIVEN one thread whose current stream is 7: its copy stream 13 uploads the inputs (7 waits
     # for them); draft and verify each compute on 7, fork side stream 9 off 7 for 200 us, join it
     # back within the phase and compute a 40 us tail on 7; at verify's end 13 waits for 7 and for
@@ -1256,10 +1257,11 @@ def test_a_copy_stream_that_waited_for_two_computing_streams_says_nothing_of_whi
         launch(t, b + 126, (b + 490, b + 530))
         for k, (stream, event) in enumerate(((7, 6), (9, 7)) if last == "side" else ((9, 7), (7, 6))):
             at(t, stream, b + 130 + 3 * k, event, r, wait_on=13)
-        t.copy(t.call("cudaMemcpyAsync", (b + 138) * U, (b + 139) * U), (b + 530) * U, (b + 532) * U, kind=2, stream=13)
+        for k in range(copies):  # (token ids, then logprobs...: copies in a row after the waits)
+            t.copy(t.call("cudaMemcpyAsync", (b + 138 + 2 * k) * U, (b + 139 + 2 * k) * U), (b + 530 + k) * U, (b + 531 + k) * U, kind=2, stream=13)
     # WHEN analysed
     rank = one_rank(t, tmp_path)
     # THEN both phases are read on 7, where they fork and join: draft b..b+270 (its tail on 7
-    # ends then) = 270 us, verify b+270..b+530 = 260 us, whichever stream 13 waited for last
-    # (read by the last one, 9, draft would lose its tail: 230 us)
+    # ends then) = 270 us, verify b+270..b+530 = 260 us, whichever stream 13 waited for last and
+    # however many copies follow (read by the last one, 9, draft would lose its tail: 230 us)
     assert per_cycle(rank) == [(c, n, v, 7) for c in range(6) for n, v in (("draft", 270), ("verify", 260))]

@@ -114,6 +114,9 @@ GPUS = pa.schema(
 )
 
 CUDA_DEVICES = pa.schema([("pid", pa.int64()), ("cuda_id", pa.int64()), ("gpu_id", pa.int64())])
+# TARGET_INFO_CUDA_STREAM: how each stream was created (ENUM_CUPTI_STREAM_TYPE: 1 a blocking stream
+# made with the default flag, 2 non-blocking, 3 the legacy NULL stream).
+CUDA_STREAMS = pa.schema([("pid", pa.int64()), ("stream_id", pa.int64()), ("flag", pa.int64())])
 
 # --- analysis, per rank ---------------------------------------------------------------------
 

@@ -867,7 +867,7 @@ def _read_back_votes(clock: StreamClock, ops: pa.Table, op_streams: _OpStreams, 
     but transfers to and from the host: a stream forked off NCCL's (a worker joining a
     collective back into its current stream, which only copies), or one its thread copies
     device to device or fills memory on (that thread works there), keeps its copy; so does one
-    made to wait for two computing streams since its last op before the copy (which of the two
+    made to wait for two computing streams in the run of waits before the copy (which of the two
     is the thread's is not told by the order it waited for them). A thread that read nothing
     back answers with the copies of its process's threads that hold no phases (a helper reading
     back for it; another phase thread's copies are on its own current stream)."""
@@ -886,9 +886,11 @@ def _read_back_votes(clock: StreamClock, ops: pa.Table, op_streams: _OpStreams, 
         source = np.where(at >= 0, clock.join_from[forks[np.maximum(at, 0)]], -1) if len(forks) else np.full(len(mine), -1, np.int64)
         moved = (source >= 0) & op_streams.computing_streams[source]
         if moved.any():
-            # The computing streams r waited for since its op before the copy: one, or no telling.
+            # The computing streams r waited for in the run of waits that holds the last one before
+            # the copy (since r's op before that wait: copies after it in a row say nothing new):
+            # one, or no telling.
             on_r = np.sort(clock.op_instants[op_streams.rows == r])
-            before = np.searchsorted(on_r, launch[mine], side="left") - 1
+            before = np.searchsorted(on_r, clock.join_cpu[forks[np.maximum(at, 0)]], side="left") - 1
             since = np.where(before >= 0, on_r[np.maximum(before, 0)], I64_MIN)
             lo = np.searchsorted(clock.join_cpu[forks], since, side="right")
             for k in np.flatnonzero(moved).tolist():

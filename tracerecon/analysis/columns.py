@@ -213,6 +213,27 @@ def _stream_codes(pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.nd
     return np.unique(np.stack([pid, dev, stream]), axis=1, return_inverse=True)[1].ravel().astype(np.int64)
 
 
+def legacy_sync_streams(ops: pa.Table, cuda_streams: pa.Table) -> dict[int, list[int]]:
+    """Per process that ran GPU work both on the legacy default (NULL) stream and on blocking
+    streams (created without cudaStreamNonBlocking: ``schema.CUDA_STREAMS`` flag 1, as plain
+    ``cudaStreamCreate`` makes them; PyTorch's and NCCL's are non-blocking): those blocking
+    streams' ids. Work on the NULL stream waits for all of them and they for it, with no event
+    in the trace."""
+    if ops.num_rows == 0 or cuda_streams.num_rows == 0:
+        return {}
+    flag, spid, sid = (int64s(cuda_streams[c]) for c in ("flag", "pid", "stream_id"))
+    if not ((flag == 1).any() and (flag == 3).any()):
+        return {}
+    worked = set(distinct_few((int64s(ops["pid"]) << 32) | (int64s(ops["stream_id"], -1) & 0xFFFFFFFF)).tolist())
+    out = {}
+    for p in np.unique(spid[flag == 1]).tolist():
+        on_null = any(((p << 32) | n) in worked for n in sid[(spid == p) & (flag == 3)].tolist())
+        blocking = sorted(b for b in set(sid[(spid == p) & (flag == 1)].tolist()) if ((p << 32) | b) in worked)
+        if on_null and blocking:
+            out[p] = blocking
+    return out
+
+
 def distinct_few(values: np.ndarray) -> np.ndarray:
     """``np.unique(values)`` for a column that holds few distinct values (the processes, streams
     or threads of a rank's ops): the distinct values of a sample, checked against every value

@@ -308,26 +308,34 @@ def _host_side_wait_notes(api_calls: pa.Table) -> tuple[str, ...]:
 
 
 def cycles_within_cycles(nested: pa.Table, cycle_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per cycle range (``cycle_rows``' order): (lies within another one's time span in its
-    process, holds another one), whatever their threads and whether they nest as push/pop
-    ranges (a helper's ``cycle_draft_loop`` inside ``cycle 3``; a whole-run ``cycle loop``
-    around them all; start/end ranges, which nest nothing)."""
+    """Per cycle range (``cycle_rows``' order): (lies within the time span of a cycle range of
+    its process named otherwise, holds one), whatever their threads and whether they nest as
+    push/pop ranges (a helper's ``cycle_draft_loop`` inside ``cycle 3``; a whole-run
+    ``cycle loop`` around them all). Names are compared without their numbers: ``cycle 2``
+    inside ``cycle 1`` (a range ended late, on another thread; another thread's own cycles; a
+    range never ended) is the same kind of cycle overlapping, not nested."""
     inner = np.zeros(len(cycle_rows), dtype=bool)
     outer = np.zeros(len(cycle_rows), dtype=bool)
     if len(cycle_rows) < 2:
+        return inner, outer
+    names = nested["name"].take(pa.array(cycle_rows)).to_pylist()
+    kinds = [(n or "").rstrip("0123456789") for n in names]
+    if len(set(kinds)) < 2:
         return inner, outer
     pid = int64s(nested["pid"])[cycle_rows]
     start = int64s(nested["start_ns"])[cycle_rows]
     end = int64s(nested["end_ns"], np.iinfo(np.int64).max)[cycle_rows]
     order = np.lexsort((-end, start, pid)).tolist()  # by process, then start, the longer first
-    reach, holder, last_pid = I64_MIN, -1, None
+    reach: dict = {}  # per kind of name: (the furthest end so far, the range reaching it)
+    last_pid = None
     for k in order:
         if pid[k] != last_pid:
-            reach, holder, last_pid = I64_MIN, -1, pid[k]
-        if end[k] <= reach:
+            reach, last_pid = {}, pid[k]
+        holder = next((h for kind, (e, h) in reach.items() if kind != kinds[k] and e >= end[k]), None)
+        if holder is not None:
             inner[k] = outer[holder] = True
-        else:
-            reach, holder = end[k], k
+        if end[k] > reach.get(kinds[k], (I64_MIN, -1))[0]:
+            reach[kinds[k]] = (end[k], k)
     return inner, outer
 
 
@@ -443,7 +451,8 @@ def _cycle_edge_notes(clock: StreamClock, nested: pa.Table, cycle_rows: np.ndarr
         same = (pid[first][by_thread][1:] == pid[first][by_thread][:-1]) & (ctid[by_thread][1:] == ctid[by_thread][:-1])
         next_start = np.full(len(first), np.iinfo(np.int64).max, dtype=np.int64)
         last_end = np.full(len(first), I64_MIN, dtype=np.int64)
-        next_start[by_thread[:-1][same]] = cpu_start[first[by_thread[1:][same]]]
+        # (the next cycle's range start, or its first phase's if earlier: work queued between them is the next one's)
+        next_start[by_thread[:-1][same]] = np.minimum(cs[by_thread[1:][same]], cpu_start[first[by_thread[1:][same]]])
         last_end[by_thread[1:][same]] = cpu_end[last[by_thread[:-1][same]]]
         ce, cs = np.minimum(ce, next_start), np.maximum(cs, last_end)
         where = "inside the cycle range"

@@ -118,6 +118,7 @@ class TraceTables:
     trace_end_ns: int
     trace_start_ns: int
     warnings: tuple[str, ...] = field(default=())
+    cuda_streams: pa.Table = field(default_factory=lambda: schema.empty(schema.CUDA_STREAMS))  # how each stream was created
 
 
 @contextlib.contextmanager
@@ -929,14 +930,27 @@ def _on_own_connection(real: Path, path: str | os.PathLike, read: Callable, *arg
         conn.close()
 
 
-def _read_small_tables(conn: sqlite3.Connection, info: ExportInfo, warnings: list[str]) -> tuple[pa.Table, pa.Table, pa.Table, pa.Table, pa.Table]:
-    """Sync and event records, processes, GPUs and CUDA devices: the tables that are small
-    next to the kernels and API calls, read one after another."""
+def read_cuda_streams(conn: sqlite3.Connection, info: ExportInfo) -> pa.Table:
+    """TARGET_INFO_CUDA_STREAM: (pid, stream id, creation flag) per stream (schema.CUDA_STREAMS);
+    empty where the export lacks the table or its columns."""
+    if "TARGET_INFO_CUDA_STREAM" not in info.tables:
+        return schema.empty(schema.CUDA_STREAMS)
+    cols = _columns(conn, "TARGET_INFO_CUDA_STREAM")
+    if not {"streamId", "processId", "flag"} <= set(cols):
+        return schema.empty(schema.CUDA_STREAMS)
+    rows = conn.execute(f"select {_int_or_null('processId')}, {_int_or_null('streamId')}, {_int_or_null('flag')} from TARGET_INFO_CUDA_STREAM").fetchall()
+    rows = [r for r in rows if None not in r]
+    return pa.table({k: [r[i] for r in rows] for i, k in enumerate(schema.CUDA_STREAMS.names)}, schema=schema.CUDA_STREAMS)
+
+
+def _read_small_tables(conn: sqlite3.Connection, info: ExportInfo, warnings: list[str]) -> tuple[pa.Table, pa.Table, pa.Table, pa.Table, pa.Table, pa.Table]:
+    """Sync and event records, processes, GPUs, CUDA devices and streams: the tables that are
+    small next to the kernels and API calls, read one after another."""
     syncs = read_sync_records(conn, info, warnings=warnings)
     events = read_event_records(conn, info)
     procs = read_processes(conn, info)
     gpus, devices = read_gpus(conn, info)
-    return syncs, events, procs, gpus, devices
+    return syncs, events, procs, gpus, devices, read_cuda_streams(conn, info)
 
 
 def read_export(path: str | os.PathLike, progress: Progress | None = None) -> TraceTables:
@@ -981,7 +995,7 @@ def _read_export(real: Path, path: str | os.PathLike, progress: Progress | None)
         ops_f = pool.submit(_on_own_connection, real, path, read_gpu_ops, info, strings, warnings=dropped_ops)
         nvtx_f = pool.submit(_on_own_connection, real, path, read_nvtx, info, strings)
         rest_f = pool.submit(_on_own_connection, real, path, _read_small_tables, info, dropped_syncs)
-        api, ops, nvtx, (syncs, events, procs, gpus, devices) = (f.result() for f in (api_f, ops_f, nvtx_f, rest_f))
+        api, ops, nvtx, (syncs, events, procs, gpus, devices, streams) = (f.result() for f in (api_f, ops_f, nvtx_f, rest_f))
     dropped = dropped_api + dropped_ops + dropped_syncs
     t0, t1 = _bounds([api, ops], [("start_ns", "end_ns"), ("start_ns", "end_ns")])
     if nvtx_span and nvtx_span[0] is not None:
@@ -1008,4 +1022,5 @@ def _read_export(real: Path, path: str | os.PathLike, progress: Progress | None)
         trace_start_ns=int(t0),
         trace_end_ns=int(t1),
         warnings=tuple(warnings),
+        cuda_streams=streams,
     )
