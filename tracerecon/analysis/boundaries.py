@@ -47,9 +47,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracerecon.analysis.columns import computes, distinct_few, graph_node_launches, isin_few, is_graph_launch, synchronous_copies, thread_keys
+from tracerecon.analysis.columns import computes, distinct_few, graph_node_launches, isin_few, is_graph_launch, runs_model, synchronous_copies, thread_keys
 from tracerecon.analysis.intervals import explode_slices, inside_another_thread
-from tracerecon.analysis.nccl import comm_mask
 from tracerecon.analysis.projection import I64_MAX, I64_MIN, equals, int64s, match_correlation, string_mask
 
 
@@ -685,7 +684,7 @@ class _OpStreams:
 
     @functools.cached_property
     def computes(self) -> np.ndarray:
-        return computes(self.ops) & ~comm_mask(self.ops)
+        return runs_model(self.ops)
 
     @functools.cached_property
     def computing_streams(self) -> np.ndarray:
@@ -1333,7 +1332,7 @@ class CopyStreams:
     @functools.cached_property
     def _model(self) -> np.ndarray:
         """Per op: a kernel or graph that is no collective."""
-        return self._c & ~comm_mask(self._ops) if self._ops.num_rows else self._c
+        return runs_model(self._ops)
 
     def _columns(self, *names: str, model: bool = False) -> tuple[np.ndarray, ...]:
         """Columns of the computing ops, or (``model``) of those that are no collective (not

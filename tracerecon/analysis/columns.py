@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pyarrow as pa
 
+from tracerecon.analysis.nccl import comm_mask
 from tracerecon.analysis.projection import I64_MIN, equals, int64s, string_mask
 from tracerecon.analysis.syncs import base_api_name
 
@@ -57,6 +58,12 @@ def graph_node_launches(gpu_ops: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     corr = int64s(gpu_ops["correlation_id"], -1)[rows]
     launch = np.where(corr >= 0, (int64s(gpu_ops["pid"])[rows] << 40) ^ corr, -1 - rows)
     return rows, launch
+
+
+def runs_model(gpu_ops: pa.Table) -> np.ndarray:
+    """Per op: a kernel or graph that is no collective (``computes`` and not ``comm_mask``): what
+    a thread's own current stream runs, where collectives run on NCCL's stream."""
+    return computes(gpu_ops) & ~comm_mask(gpu_ops) if gpu_ops.num_rows else np.zeros(0, dtype=bool)
 
 
 def computes(gpu_ops: pa.Table) -> np.ndarray:
@@ -266,14 +273,9 @@ def isin_few(values: np.ndarray, few: np.ndarray) -> np.ndarray:
 
 
 def _codes_of_few(values: np.ndarray) -> np.ndarray:
-    """Dense int64 codes of ``values`` that hold few distinct ones (the processes of a trace):
-    looked up among the distinct values of a sample, and from a sort of them all only where the
-    sample missed one."""
-    uniq = np.unique(values[:: max(1, len(values) // 4096)])
-    codes = np.minimum(np.searchsorted(uniq, values), len(uniq) - 1)
-    if (uniq[codes] != values).any():
-        return np.unique(values, return_inverse=True)[1].ravel().astype(np.int64)
-    return codes.astype(np.int64)
+    """Dense int64 codes of ``values`` that hold few distinct ones (the processes of a trace),
+    looked up among their distinct values (``distinct_few``: no sort of them all)."""
+    return np.searchsorted(distinct_few(values), values).astype(np.int64)
 
 
 def _out_of_order(ls: np.ndarray, le: np.ndarray, st: np.ndarray, en: np.ndarray) -> np.ndarray:
