@@ -747,15 +747,24 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     launched after a join without a new fork.
 
     Where the phase's thread reads results back (``_read_back_votes``: device-to-host copies,
-    on its current stream) more on C than on S, that settles what the waits alone cannot: a
-    phase whose first wait between the two is a join of S's earlier work, and that then forks S
-    anew, forks it too; a join as late as a later cycle's brings a phase back to C. No phase
-    moves off the stream its thread reads back on more than on the other, nor back onto a
-    stream it left. Phases on C by that evidence, or that computed on C before the fork and
-    after it, settle before the phases judged by a join in a later phase. Then a side stream
-    made ready one phase early (``_forked_the_phase_before``); last, a side stream that was only
-    joined in the phase, never forked off its caller, where the thread's other phases say which
-    of the two is its current stream (``_joined_into_the_threads_stream``).
+    on its current stream) more on C than on S, or the phase passes its collectives or copies
+    through C (``_passed_through``: a stream that does not compute forked off C and joined back
+    into C, as ProcessGroupNCCL does on the current stream), C is its current stream; that
+    settles what the waits alone cannot: a phase whose first wait between the two is a join of
+    S's earlier work, and that then forks S anew, forks it too (so it does where more of its
+    thread's phases pass collectives or copies through C than through S); a join as late as a
+    later cycle's brings a phase back to C. So does work on C before the fork and after it. (Work
+    on C beside S's alone does not: SGLang's forward, on its forward stream with a small kernel
+    left on the default stream, is joined a cycle later the same way.) No phase
+    moves off the stream its thread reads back on more than on the other, nor off a computing
+    stream that the phase itself reads back on, or passes its collectives through, more than
+    the other (a thread that switches its current stream for one phase), nor back onto a
+    stream it left. Phases on C by that evidence settle before the phases judged by a join in a
+    later phase. Then a side stream made ready one phase early (``_forked_the_phase_before``);
+    then a side stream that was only joined in the phase, never forked off its caller, where
+    the thread's other phases say which of the two is its current stream, or one joined into
+    the stream the thread reads back on (``_joined_into_the_threads_stream``); last, once more
+    the joins in a later phase, for the phases those two rules moved.
 
     Repeated for nested forks; a stream with no ops at all passes a phase on to the stream it
     was forked off within the phase (NCCL's stream forked off an empty side stream). Returns
@@ -813,6 +822,29 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
         mine = np.r_[keys[i], op_streams.threads[order[lo:hi]]]
         return not bool(np.isin(mine, on).any())
 
+    phase_reads: dict = {}  # (phase, stream row) -> the phase's own device-to-host copies there, on first use
+    quiet: list = []  # ``_waits_for_quiet_streams``, worked out on first use
+
+    def current_here(i: int, at: int, to: int) -> bool:
+        # A phase that itself reads results back on the computing stream it is on more than on
+        # the other, or passes its collectives or copies through it and not through the other
+        # (``_round_trips``), has that stream current (a thread that switches its current stream
+        # for one phase, SGLang's forward stream, reads back and communicates there): it stays,
+        # whatever its thread does in its other phases.
+        if not op_streams.computing_streams[at]:
+            return False
+        if not phase_reads and ops.num_rows:
+            d2h = np.flatnonzero(equals(ops["name"], "memcpy DtoH") & (op_phase >= 0))
+            for key in zip(op_phase[d2h].tolist(), op_streams.rows[d2h].tolist()):
+                phase_reads[key] = phase_reads.get(key, 0) + 1
+            phase_reads[None] = 0  # worked out
+        if phase_reads.get((i, at), 0) != phase_reads.get((i, to), 0):
+            return phase_reads.get((i, at), 0) > phase_reads.get((i, to), 0)
+        if not quiet:
+            quiet.append(_waits_for_quiet_streams(from_, op_streams.computing_streams, _passing_streams(clock)))
+        window = (np.asarray([cpu_start[i]], np.int64), np.asarray([cpu_end[i]], np.int64))
+        return bool(_round_trips(into, from_, cpu, quiet[0], at, *window)[0] and not _round_trips(into, from_, cpu, quiet[0], to, *window)[0])
+
     def move(to: np.ndarray) -> bool:
         # Never onto a stream the phase left, nor off the stream its thread reads its results
         # back on more than on the other (its current stream: an input stream's hand-off in the
@@ -820,6 +852,7 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
         # nothing on, nor onto another thread's stream.
         moved = [i for i in np.flatnonzero(to >= 0).tolist() if int(to[i]) not in left.get(i, ())
                  and (v := read_back(int(keys[i]), int(ph_pid[i]))).get(int(row[i]), 0) <= v.get(int(to[i]), 0)
+                 and not current_here(i, int(row[i]), int(to[i]))
                  and launched_there(i, int(to[i])) and not others_stream(i, int(to[i]))]
         for i in moved:
             left.setdefault(i, set()).add(int(row[i]))
@@ -835,25 +868,34 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
         on_r = np.flatnonzero(row == r)
         forks = cpu[(into == r) & (from_ != r)]
         candidate[on_r] = np.searchsorted(forks, cpu_end[on_r]) > np.searchsorted(forks, cpu_start[on_r])  # forked off in the window
-    if candidate.any():
-        f = _forks_of(clock, op_streams, op_phase, candidate, keys, np.asarray(ph_pid, np.int64), cpu_start, cpu_end, cycle, read_back)
-        # Joins within the phase first, to the end; then joins in a later phase, whose stream is by
-        # then its own reading (a phase that joins within itself is on its caller already): first
-        # for phases on the caller by evidence (it computed there before the fork and after it,
-        # which turn-taking streams never do, or its thread reads results back there), then for
-        # the rest, so that a phase that joins in a later one is judged by that one's settled stream.
-        for later_phases, on_caller_only in ((False, False), (True, True), (True, False)):
+    f = _forks_of(clock, op_streams, op_phase, candidate, keys, np.asarray(ph_pid, np.int64), cpu_start, cpu_end, cycle, read_back) if candidate.any() else None
+
+    def fork_rounds(rounds: tuple) -> None:
+        for later_phases, on_caller_only in rounds if f is not None else ():
             for _ in range(4):  # nested forks: side -> caller -> its caller
                 if not move(_forked_callers(f, row, later_phases, on_caller_only)):
                     break
+
+    # Joins within the phase first, to the end; then joins in a later phase, whose stream is by
+    # then its own reading (a phase that joins within itself is on its caller already): first
+    # for phases on the caller by evidence (it computed there before the fork and after it,
+    # which turn-taking streams never do, or its thread reads results back there), then for
+    # the rest, so that a phase that joins in a later one is judged by that one's settled stream.
+    later_rounds = ((True, True), (True, False))
+    fork_rounds(((False, False),) + later_rounds)
     # Then a side stream made ready one phase early, for the phases that did not move.
     ahead = _forked_the_phase_before(clock, op_streams, op_phase, row, _phase_before(keys, cpu_start, np.asarray(cycle, np.int64)), cpu_start, cpu_end)
     ahead[np.asarray(list(left), dtype=np.int64)] = -1
-    move(ahead)
+    settled_late = move(ahead)
     # Last, a stream that was only ever joined in the phase, never forked off its caller.
-    joined = _joined_into_the_threads_stream(clock, op_streams, op_phase, row, keys, cpu_start, cpu_end)
+    joined = _joined_into_the_threads_stream(clock, op_streams, op_phase, row, keys, np.asarray(ph_pid, np.int64), cpu_start, cpu_end, read_back)
     joined[np.asarray(list(left), dtype=np.int64)] = -1
-    move(joined)
+    settled_late |= move(joined)
+    if settled_late:
+        # A later phase these two rules moved onto the caller (mostly copies on an input stream,
+        # then a join and a short kernel on the caller) is where a phase before it joined its
+        # side stream back: judged again by that phase's settled stream.
+        fork_rounds(later_rounds)
     return device, stream
 
 
@@ -925,9 +967,7 @@ def _forks_of(clock: StreamClock, op_streams: _OpStreams, op_phase: np.ndarray, 
     o_phase = op_phase[sel]
     o_row = op_streams.rows[sel]
     o_launch = clock.op_instants[sel]
-    # Streams with no op at all only pass forks on (a side stream whose context holds nothing
-    # but a collective, which forks NCCL's stream off it).
-    passing = np.array([len(t) == 0 for t in clock.op_launch] + [False], dtype=bool)
+    passing = _passing_streams(clock)
     n_streams = max(len(clock.keys), 1)
     pair = np.minimum(into, from_) * n_streams + np.maximum(into, from_)  # unordered: waits either way
     pair[into == from_] = -1
@@ -1006,6 +1046,15 @@ def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool, on_caller_on
     n_mine = np.bincount(f.o_phase[mine], minlength=len(row))
     mine = mine[np.argsort(f.o_phase[mine], kind="stable")]  # by phase
     mine_phase = f.o_phase[mine]
+    passed: dict[int, np.ndarray] = {}
+
+    def passes(stream_row: int) -> np.ndarray:
+        # Per thread (numbered): how many of its phases pass collectives or copies through the stream.
+        if stream_row not in passed:
+            through = _passed_through(f, stream_row, np.arange(len(row)), len(row))
+            passed[stream_row] = np.bincount(f.thread[through], minlength=int(f.thread.max(initial=-1)) + 1)
+        return passed[stream_row]
+
     for q, waits, with_wait, first_wait in f.pairs:
         for side, other in ((q // f.n_streams, q % f.n_streams), (q % f.n_streams, q // f.n_streams)):
             if not (f.compute_streams[other] or f.passing[other] or not f.compute_streams[side]):
@@ -1043,13 +1092,20 @@ def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool, on_caller_on
                 # computes, waits like that too, but results are read back on the forward stream.
                 fork_cpu = _first_fork(f, waits, side, cand)
                 votes = [f.read_back(k, p) for k, p in zip(f.phase_thread[cand].tolist(), f.phase_pid[cand].tolist())]
+                # The caller is the thread's current stream where it reads back there more, or
+                # where the phase passes its collectives or copies through it (forks a stream that
+                # does not compute off it and joins it back, as ProcessGroupNCCL does).
                 current = np.zeros(len(row), dtype=bool)
                 current[cand] = [v.get(other, 0) > v.get(side, 0) for v in votes]
+                current |= _passed_through(f, other, cand, len(row))
                 # Computed on the caller before the fork and after it (a layer beside the side's),
                 # or the caller is the current stream: the phase was on the caller.
                 on_caller = _computed_around_fork(f, other, cand, fork_cpu, len(row)) | current
+                # A join of the side's earlier work, then a fork: also where more of the thread's
+                # phases pass their collectives or copies through the caller than through the side
+                # (a count over the thread tells nothing of where this phase's work went).
                 relaxed = np.zeros(len(row), dtype=bool)
-                relaxed[cand] = ~first_in & current[cand]
+                relaxed[cand] = ~first_in & (current[cand] | (passes(other)[f.thread[cand]] > passes(side)[f.thread[cand]]))
                 forks_here = first_in | relaxed[cand]
                 forked = forks_here[at] & (f.o_launch[on_side] > fork_cpu[at]) & (f.o_launch[on_side] != I64_MIN)
             else:
@@ -1175,15 +1231,18 @@ def _forked_the_phase_before(clock: StreamClock, op_streams: _OpStreams, op_phas
 
 
 def _joined_into_the_threads_stream(clock: StreamClock, op_streams: _OpStreams, op_phase: np.ndarray, row: np.ndarray, keys: np.ndarray,
-                                    cpu_start: np.ndarray, cpu_end: np.ndarray) -> np.ndarray:
+                                    ph_pid: np.ndarray, cpu_start: np.ndarray, cpu_end: np.ndarray,
+                                    votes_of: Callable[[int, int], dict]) -> np.ndarray:
     """Per phase: the stream row of its caller C where its stream S (``row``, as read) is a side
     stream whose work in the phase was only joined, never forked: after the phase's last launch
-    on S, C waited for a record made on S after that launch, and C computed within the phase
-    (beside S's work or after the join); S never waited for C within the phase (a plan stream
-    whose inputs come from the CPU, SGLang's EAGLE V2 worker); both compute; the phase read
-    nothing back on S; the thread's other phases are read on C more often than on S; and S is
-    no other thread's main stream, the one most of its phases are read on (``keys``: each
-    phase's thread; the other phases are those with no such join). Where several streams joined
+    on S, C waited for a record made on S after that launch; and either C computed within the
+    phase (beside S's work or after the join) and S never waited for C within the phase (a plan
+    stream whose inputs come from the CPU, SGLang's EAGLE V2 worker), or C is where the phase's
+    thread reads its results back more than on S (``_read_back_votes``: a phase that only
+    uploads inputs on an input stream, forked off C or not, and makes C wait for them); both
+    compute; the phase read nothing back on S; the thread's other phases are read on C more
+    often than on S; and S is no other thread's main stream, the one most of its phases are
+    read on (``keys``: each phase's thread; the other phases are those with no such join). Where several streams joined
     S, the first that passes. Else -1.
 
     The waits alone read both ways: the same ones are a caller S's work, then a side stream C
@@ -1222,8 +1281,12 @@ def _joined_into_the_threads_stream(clock: StreamClock, op_streams: _OpStreams, 
         window = real[w_lo[i]:w_hi[i]]  # the waits within the phase's CPU window
         forked = set(from_[window[into[window] == side]].tolist())  # S waited for these within the phase
         joins = window[(from_[window] == side) & (cpu[window] >= last) & (rec_cpu[window] >= last)]
-        found = [c for c in dict.fromkeys(into[joins].tolist())
-                 if c not in forked and computing[c] and ((o_row[on] == c) & comp[on]).any()]
+        joined_into = [c for c in dict.fromkeys(into[joins].tolist()) if computing[c]]
+        votes = votes_of(int(keys[i]), int(ph_pid[i])) if joined_into else {}
+        # Where the thread reads back on C more than on S, that settles which of the two is its
+        # current stream, S's waits for C (an input stream forked off it for a second upload) too.
+        found = [c for c in joined_into
+                 if votes.get(c, 0) > votes.get(side, 0) or (c not in forked and ((o_row[on] == c) & comp[on]).any())]
         if found:
             callers[i] = found
     if not callers:
@@ -1274,6 +1337,54 @@ def _computed_around_fork(f: _Forks, caller: int, cand: np.ndarray, fork_cpu: np
     earlier = np.zeros(n_phases, dtype=bool)
     earlier[f.o_phase[caller_ops & (f.o_launch < at)]] = True
     return earlier & after
+
+
+def _passed_through(f: _Forks, caller: int, cand: np.ndarray, n_phases: int) -> np.ndarray:
+    """Per phase (of ``n_phases``): whether it is one of ``cand`` that, within its CPU window,
+    forked a stream that does not compute (NCCL's, a copy stream) off ``caller`` and later
+    joined it back into ``caller``: what ProcessGroupNCCL does with every collective, and an
+    engine with its input or output copies, on the thread's current stream."""
+    out = np.zeros(n_phases, dtype=bool)
+    quiet = _waits_for_quiet_streams(f.from_, f.compute_streams, f.passing)
+    out[cand] = _round_trips(f.into, f.from_, f.cpu, quiet, caller, f.cpu_start[cand], f.cpu_end[cand])
+    return out
+
+
+def _passing_streams(clock: StreamClock) -> np.ndarray:
+    """Per stream row (and a last False for row -1): whether it has no op at all, so that it
+    only passes forks on (a side stream whose context holds nothing but a collective, which
+    forks NCCL's stream off it)."""
+    return np.array([len(t) == 0 for t in clock.op_launch] + [False], dtype=bool)
+
+
+def _waits_for_quiet_streams(from_: np.ndarray, computing: np.ndarray, passing: np.ndarray) -> np.ndarray:
+    """Per event wait (``from_``: the stream row of its record): whether it waits for a stream
+    that has ops and none that computes (NCCL's, a copy stream)."""
+    return ~computing[from_] & ~passing[from_] & (from_ >= 0)
+
+
+def _round_trips(into: np.ndarray, from_: np.ndarray, cpu: np.ndarray, quiet: np.ndarray, stream: int, start: np.ndarray,
+                end: np.ndarray) -> np.ndarray:
+    """Per CPU window [start, end]: whether a stream that does not compute (``quiet``, per
+    wait: of the stream waited for) was forked off ``stream`` within it and later joined back
+    into ``stream`` within it (``into``, ``from_``, ``cpu``: event waits in CPU order)."""
+    out = np.zeros(len(start), dtype=bool)
+    joins = np.flatnonzero((into == stream) & (from_ != stream) & quiet)
+    if len(joins) == 0 or len(start) == 0:
+        return out
+    forks = np.flatnonzero((from_ == stream) & (into != stream))
+    for n in np.unique(from_[joins]).tolist():
+        n_forks = cpu[forks[into[forks] == n]]
+        n_joins = cpu[joins[from_[joins] == n]]
+        if len(n_forks) == 0:
+            continue
+        # The first fork within each window, then a join after it within the window.
+        at = np.searchsorted(n_forks, start, side="left")
+        first = n_forks[np.minimum(at, len(n_forks) - 1)]
+        has_fork = (at < len(n_forks)) & (first < end)
+        after = np.searchsorted(n_joins, first, side="right")
+        out |= has_fork & (after < len(n_joins)) & (n_joins[np.minimum(after, len(n_joins) - 1)] <= end)
+    return out
 
 
 def _in_a_later_phase_on(t: np.ndarray, ph: np.ndarray, stream_row: int, row: np.ndarray, f: _Forks,
