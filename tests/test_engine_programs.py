@@ -337,3 +337,36 @@ def test_a_phase_that_passes_its_collectives_through_the_stream_its_thread_switc
     # THEN forward is read on 20 in every cycle
     assert [s for c, n, us, s in got if n == "forward"] == [20, 20, 20]
     assert [(c, n, round(us), s) for c, n, us, s in got] == truth
+
+
+def test_a_phase_read_as_a_side_streams_caller_says_what_its_own_streams_events_would_read(tmp_path):
+    # GIVEN one thread whose forward runs all its kernels on stream 20 (300 us), which waits for
+    # 7 at forward's start and which process makes 7 wait for; forward reads nothing back there:
+    # from the trace's waits, 20 is a side stream of 7 joined in a later phase, and equally
+    # forward's own current stream (`with torch.cuda.stream(...)` around its range)
+    cycle = [("schedule", 11, 7, [("k", 7, 100), ("item", 7, 1)]), ("forward", 11, 20, [("w", 20, 7), ("k", 20, 300)]),
+             ("process", 11, 7, [("w", 7, 20), ("k", 7, 50), ("item", 7, 1)])]
+    t, names, truth = simulate([cycle] * 3)
+    # WHEN analysed
+    analysis = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=tuple(names)))
+    got = [(p["phase"], p["gpu_ns"] / U, p["stream_id"]) for p in analysis.ranks[0].phases.to_pylist()]
+    # THEN forward is read on 7, its CPU window of 16 us (2 to open, 5 for the wait, 5 for the
+    # launch, 4 to close: nothing of its own there), and a warning gives the other reading: events
+    # on 20 read its kernel, launched 10 us in, from forward's start to the kernel's end, 311 us,
+    # which is what the simulation of events on 20 gives
+    assert got[1] == ("forward", 16, 7) and truth[1] == (0, "forward", 311, 20)
+    (line,) = [w for w in analysis.warnings if "'forward'" in w]
+    assert "in 3 of 3 instances it ran all its kernels on stream 20" in line and "read: 0.016 ms" in line and "events there read 0.311 ms" in line
+
+
+def test_a_read_back_inside_a_side_stream_forked_and_joined_within_the_phase_leaves_it_on_the_caller(tmp_path):
+    # GIVEN forward runs 30 us on 7, forks side stream 13 (900 us there), reads a result back on 13
+    # (`.item()` inside the `with` for 13), joins 13 into 7 and runs 200 us on 7; process is on
+    # another thread's stream 20 (a review's program)
+    forward = [("k", 7, 30), ("w", 13, 7), ("k", 13, 900), ("item", 13, 5), ("w", 7, 13), ("k", 7, 200)]
+    cycle = [("prepare", 11, 7, [("k", 7, 50), ("item", 7, 2)]), ("forward", 11, 7, forward), ("process", 12, 20, [("w", 20, 7), ("k", 20, 30)])]
+    # WHEN analysed
+    truth, got = readings([cycle] * 2, tmp_path)
+    # THEN forward is read on 7 in both cycles, with the 200 us after the join (not on 13)
+    assert [s for c, n, us, s in got if n == "forward"] == [7, 7] and truth[1][3] == 7
+    assert [(c, n, round(us), s) for c, n, us, s in got] == truth

@@ -758,8 +758,8 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     left on the default stream, is joined a cycle later the same way.) No phase
     moves off the stream its thread reads back on more than on the other, nor off a computing
     stream that the phase itself reads back on, or passes its collectives through, more than
-    the other (a thread that switches its current stream for one phase), nor back onto a
-    stream it left. Phases on C by that evidence settle before the phases judged by a join in a
+    the other and then touches the other no more (a thread that switches its current stream for
+    one phase), nor back onto a stream it left. Phases on C by that evidence settle before the phases judged by a join in a
     later phase. Then a side stream made ready one phase early (``_forked_the_phase_before``);
     then a side stream that was only joined in the phase, never forked off its caller, where
     the thread's other phases say which of the two is its current stream, or one joined into
@@ -825,13 +825,31 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     phase_reads: dict = {}  # (phase, stream row) -> the phase's own device-to-host copies there, on first use
     quiet: list = []  # ``_waits_for_quiet_streams``, worked out on first use
 
+    def ends_on(i: int, at: int, to: int) -> bool:
+        # Whether the phase's last launch or event wait that touches either stream touches
+        # ``at`` alone (a wait between the two touches ``to``).
+        if not by_phase:
+            order = np.argsort(op_phase, kind="stable")
+            by_phase.extend((order, op_phase[order]))
+        order, sorted_phase = by_phase
+        mine = order[np.searchsorted(sorted_phase, i, side="left"):np.searchsorted(sorted_phase, i, side="right")]
+        lo, hi = np.searchsorted(cpu, cpu_start[i], side="left"), np.searchsorted(cpu, cpu_end[i], side="right")
+        w_into, w_from, w_cpu = into[lo:hi], from_[lo:hi], cpu[lo:hi]
+        touches_to = (w_into == to) | (w_from == to)
+        last_at = max(clock.op_instants[mine[op_streams.rows[mine] == at]].max(initial=I64_MIN),
+                      w_cpu[((w_into == at) | (w_from == at)) & ~touches_to].max(initial=I64_MIN))
+        last_to = max(clock.op_instants[mine[op_streams.rows[mine] == to]].max(initial=I64_MIN), w_cpu[touches_to].max(initial=I64_MIN))
+        return last_at > last_to
+
     def current_here(i: int, at: int, to: int) -> bool:
         # A phase that itself reads results back on the computing stream it is on more than on
         # the other, or passes its collectives or copies through it and not through the other
-        # (``_round_trips``), has that stream current (a thread that switches its current stream
-        # for one phase, SGLang's forward stream, reads back and communicates there): it stays,
-        # whatever its thread does in its other phases.
-        if not op_streams.computing_streams[at]:
+        # (``_round_trips``), and ends there (``ends_on``), has that stream current (a thread
+        # that switches its current stream for one phase, SGLang's forward stream, reads back
+        # and communicates there): it stays, whatever its thread does in its other phases.
+        if not op_streams.computing_streams[at] or not ends_on(i, at, to):
+            # (A phase that touches the other stream after its read-backs, by a launch or a
+            # wait, came back to it: `.item()` inside a `with` for a side stream.)
             return False
         if not phase_reads and ops.num_rows:
             d2h = np.flatnonzero(equals(ops["name"], "memcpy DtoH") & (op_phase >= 0))

@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -23,7 +23,7 @@ from tracerecon import schema
 from tracerecon.memory import release_free_memory
 from tracerecon.cores import usable_cores
 from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases, own_launches, stream_deciding_ops
-from tracerecon.analysis.columns import computes, distinct_few, graph_node_launches, is_graph_launch, synchronous_copies
+from tracerecon.analysis.columns import computes, distinct_few, graph_node_launches, is_graph_launch, runs_model, synchronous_copies
 from tracerecon.analysis.boundaries import (CopyStreams, StreamClock, WaitTargets, awaited_work, busiest_streams, caller_streams, narrowed_by_phase,
                                             in_sequence, phase_boundaries, phase_streams, stream_clock, tiled_off_their_stream, timelines,
                                             wait_targets)
@@ -198,7 +198,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         targets = wait_targets(clock, blocking)
         waits = attribute_waits(blocking, ops, op_phase, call_phase, _awaited(clock, blocking, targets, ops))
         syncs = _build_syncs(blocking, targets, waits, call_range, call_phase, labels, rank)
-        b_start, b_end, dev, stream, ph_read_end = boundaries_f.result() if boundaries_f is not None else _phase_stream_boundaries(*stream_work)
+        b_start, b_end, dev, stream, ph_read_end, as_side = boundaries_f.result() if boundaries_f is not None else _phase_stream_boundaries(*stream_work)
         split, n_graph = mix_f.result() if mix_f is not None else _phase_op_mix(ops, op_phase, n_ph)
 
     blocked = np.zeros(n_ph, dtype=np.int64)
@@ -224,6 +224,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
     return RankWork(rank=rank, ranges=ranges, gpu_ops=gpu_ops, syncs=syncs, phase_inputs=inputs, cycle_rows=cycle_rows, skip_cycles=config.skip_cycles,
                     accepted_marks=tables.accepted_marks, provisional=build_phases(inputs),
                     notes=_past_cycle_notes(phases_past_their_cycle(nested, phase_rows, cycle_of, cycle_rows), labels) + _tiled_notes(tiled, own, b_end - b_start, labels)
+                    + _side_stream_notes(as_side, b_end - b_start, stream, labels)
                     + _between_notes(ph_pid, ph_tid, cycle_of, b_start, b_end, labels, ph_s, ph_e, unphased)
                     + _phase_thread_notes(config.phase_thread, ph_tid)
                     + _out_of_step_notes(cycle_of, cycle_rows, labels, ph_tid, int64s(nested["tid"])[cycle_rows] if len(cycle_rows) else np.zeros(0, np.int64))
@@ -397,6 +398,25 @@ def _out_of_step_notes(cycle: np.ndarray, cycle_rows: np.ndarray, labels: list, 
             out.append(f"{name!r}: no cycle range holds it in {none} of {n_cycles} cycles, two or more in {several}: its ranges run out of step "
                        "with the cycle ranges (a worker thread a cycle behind the thread that marks cycles?), so a cycle's numbers for it sum two "
                        "cycles' work; mark the cycles on the thread that runs the phases (tracerecon.instrument.cycle there)")
+    return tuple(out)
+
+
+def _side_stream_notes(side: SideReadings, gpu: np.ndarray, stream: np.ndarray, labels: list) -> tuple[str, ...]:
+    """One line per phase name with instances read as a side stream's caller (``SideReadings``):
+    which of the two readings is right depends on where the range's events go, which the trace
+    does not record."""
+    out = []
+    names = np.asarray(labels, dtype=object)
+    # Said where the two readings differ by more than max(10 us, 10 %) (as ``_tiled_notes``).
+    differ = side.mask & (np.abs(side.own_ns - gpu) > np.maximum(10_000, np.maximum(side.own_ns, gpu) // 10))
+    for name in dict.fromkeys(labels[k] for k in np.flatnonzero(differ).tolist()):
+        mine = np.flatnonzero(differ & (names == name))
+        on, of = np.unique(stream[mine]), np.unique(side.own_stream[mine])
+        out.append(f"{name!r}: in {len(mine)} of {labels.count(name)} instances it ran all its kernels on stream {'/'.join(map(str, of.tolist()))}, "
+                   f"a side stream of stream {'/'.join(map(str, on.tolist()))} by the trace's waits, and none on {'/'.join(map(str, on.tolist()))}, where "
+                   f"it is read: {np.median(gpu[mine]) / 1e6:.3f} ms (median); if its range runs inside `with torch.cuda.stream(...)` for "
+                   f"{'/'.join(map(str, of.tolist()))}, events there read {np.median(side.own_ns[mine]) / 1e6:.3f} ms (the trace does not record "
+                   "which stream was current at the range's ends)")
     return tuple(out)
 
 
@@ -614,12 +634,23 @@ def _unphased_launches(ops: pa.Table, instants: np.ndarray, op_phase: np.ndarray
     return pid[order], launch[order], label, took[order]
 
 
+class SideReadings(NamedTuple):
+    """Phases read on a stream they launched no computing work on (``caller_streams`` took the
+    stream that received their work for a side stream of it), and what events on that stream
+    would read instead."""
+
+    mask: np.ndarray  # per phase
+    own_ns: np.ndarray  # per phase: the reading with the marked phases on the stream of their work (0 elsewhere)
+    own_stream: np.ndarray  # per phase: that stream's id (-1 elsewhere)
+
+
 def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clock: StreamClock, ph_pid: np.ndarray, ph_tid: np.ndarray, ph_s: np.ndarray,
                              ph_e: np.ndarray, cycle_of: np.ndarray, stream_deciders: np.ndarray | None,
-                             ended_elsewhere: np.ndarray, copy_streams: CopyStreams) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                             ended_elsewhere: np.ndarray, copy_streams: CopyStreams) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, SideReadings]:
     """Per phase instance: the stream-order boundaries (analysis.boundaries) on the stream that
     received its work (of the ops ``stream_deciders`` marks), or the stream that forked that one
-    off: (boundary start, boundary end, device, stream, the CPU instant its end was read at)."""
+    off: (boundary start, boundary end, device, stream, the CPU instant its end was read at,
+    ``SideReadings``)."""
     # The engine's events go on the stream that computes: copies and memsets decide only in a
     # phase that ran no kernel (a long prefetch on a copy stream is not where its events are),
     # and there only those on a stream that also computes; a phase whose work is all on streams
@@ -643,10 +674,40 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
         dev, stream = dev.copy(), stream.copy()
         dev[only_copies] = np.where(p_stream >= 0, p_dev, own_dev)
         stream[only_copies] = np.where(p_stream >= 0, p_stream, own_stream)
+    work_dev, work_stream = dev, stream
     dev, stream = caller_streams(clock, ops, op_phase, ph_pid, ph_tid, ph_s, ph_e, cycle_of, dev, stream)
     ph_read_end = read_ends(ops, op_phase, ph_e, clock.op_instants)
-    return (*phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, busiest_streams(ops, copy_streams), ph_tid, ended_elsewhere=ended_elsewhere,
-                              range_end=ph_e), ph_read_end)
+    busiest = busiest_streams(ops, copy_streams)
+    mask = _computed_nothing_on(clock, ops, op_phase, ph_pid, dev, stream) & ((dev != work_dev) | (stream != work_stream)) & (work_stream >= 0)
+    side = SideReadings(np.zeros(n_ph, dtype=bool), np.zeros(n_ph, np.int64), np.full(n_ph, -1, np.int64))
+    if mask.any():
+        # Events on the stream their work went to, had the range run inside a `with
+        # torch.cuda.stream(...)` for it: the same tiling with those phases on that stream.
+        o_start, o_end, _, _ = phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, np.where(mask, work_dev, dev), np.where(mask, work_stream, stream),
+                                                busiest, ph_tid, ended_elsewhere=ended_elsewhere, range_end=ph_e)
+        ok = mask & (o_start != I64_MIN)
+        side = SideReadings(ok, np.where(ok, o_end - o_start, 0), np.where(ok, work_stream, -1))
+    b_start, b_end, dev, stream = phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, busiest, ph_tid, ended_elsewhere=ended_elsewhere,
+                                                   range_end=ph_e)
+    return b_start, b_end, dev, stream, ph_read_end, side._replace(mask=side.mask & (b_start != I64_MIN))
+
+
+def _computed_nothing_on(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
+    """Per phase: whether it launched no computing work (a kernel or graph that is no
+    collective; a graph's branches count on its launch's stream) on its stream (``dev``,
+    ``stream``), though it launched some elsewhere."""
+    n = len(dev)
+    placed = clock.on_launch_streams(ops)
+    rows = clock.stream_index(int64s(ops["pid"]), int64s(placed["device_id"], -1), int64s(placed["stream_id"], -1))
+    comp = (op_phase >= 0) & runs_model(ops)
+    own = clock.stream_index(ph_pid, dev, stream)
+    on_own = np.zeros(n + 1, dtype=bool)
+    elsewhere = np.zeros(n + 1, dtype=bool)
+    at = np.flatnonzero(comp)
+    here = rows[at] == own[op_phase[at]]
+    on_own[op_phase[at[here]]] = True
+    elsewhere[op_phase[at[~here]]] = True
+    return (elsewhere & ~on_own)[:n] & (own >= 0)
 
 
 def _on_the_launchers_stream(ops: pa.Table, op_phase: np.ndarray, n_ph: int, computing: np.ndarray, copy_streams: CopyStreams) -> np.ndarray | None:
