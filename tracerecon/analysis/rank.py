@@ -678,7 +678,8 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     dev, stream = caller_streams(clock, ops, op_phase, ph_pid, ph_tid, ph_s, ph_e, cycle_of, dev, stream)
     ph_read_end = read_ends(ops, op_phase, ph_e, clock.op_instants)
     busiest = busiest_streams(ops, copy_streams)
-    mask = _computed_nothing_on(clock, ops, op_phase, ph_pid, dev, stream) & ((dev != work_dev) | (stream != work_stream)) & (work_stream >= 0)
+    moved = ((dev != work_dev) | (stream != work_stream)) & (work_stream >= 0)
+    mask = moved & _computed_nothing_on(clock, ops, op_phase, ph_pid, dev, stream) if moved.any() else moved
     side = SideReadings(np.zeros(n_ph, dtype=bool), np.zeros(n_ph, np.int64), np.full(n_ph, -1, np.int64))
     if mask.any():
         # Events on the stream their work went to, had the range run inside a `with
