@@ -67,6 +67,34 @@ def test_other_commands_get_one_report_for_the_tree(tmp_path):
     assert not per_rank and argv[-3:] == ["bash", "-c", "echo hi"] and str(tmp_path / "report") in argv
 
 
+def test_a_program_whose_file_name_holds_a_space_is_run_through_env(tmp_path):
+    # GIVEN a program at a path whose file name holds a space (nsys 2022.4 names its session after
+    # it and then cannot find the session), and one whose directory only does
+    # WHEN the nsys command is built
+    spaced, _ = build_command(RunRequest(("/opt/my tools/run me.sh", "--x"), tmp_path), FAKE)
+    plain, _ = build_command(RunRequest(("/opt/my tools/run.sh",), tmp_path), FAKE)
+    # THEN the first runs through env (which execs it in the same process), the second as it is
+    assert spaced[-3:] == [shutil.which("env") or "/usr/bin/env", "/opt/my tools/run me.sh", "--x"]
+    assert plain[-1] == "/opt/my tools/run.sh" and "env" not in os.path.basename(plain[-2])
+
+
+@needs_nsys
+def test_run_profiles_a_program_whose_file_name_holds_a_space(tmp_path):
+    # GIVEN an executable script named "run me.sh" that runs a program with two NVTX phases
+    (tmp_path / "a b").mkdir()
+    prog = tmp_path / "a b" / "run me.sh"
+    prog.write_text(f"#!/bin/sh\nexec {sys.executable} -c 'import nvtx, time\nfor i in range(3):\n"
+                    f"    with nvtx.annotate(\"draft\"):\n        time.sleep(0.01)\n    with nvtx.annotate(\"verify\"):\n        time.sleep(0.01)'\n")
+    prog.chmod(0o755)
+    out = tmp_path / "run"
+    # WHEN run under nsys
+    res = run_cli("run", "-o", str(out), "--", str(prog))
+    # THEN a report comes out with both phases, three times each
+    assert res.returncode == 0, res.stderr[-2000:]
+    doc = json.loads(run_cli("report", str(out), "--json").stdout)
+    assert {p["phase"]: p["n"] for p in doc["ranks"][0]["phases"]} == {"draft": 3, "verify": 3}
+
+
 def test_nsys_missing_is_one_line(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TRACERECON_NSYS"}
     res = run_cli("run", "--nsys", str(tmp_path / "no-nsys"), "--", "true", env=env)

@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -152,9 +153,19 @@ def build_command(request: RunRequest, nsys: NsysInstall, python: str = sys.exec
         opts = [o for o in tr.options if o not in ("-m", "--module")]
         if not tr.no_python:
             opts.append("--no-python")
-        argv = list(tr.launcher) + opts + [nsys.path, "profile", *args, "-o", str(out / "rank%q{RANK}"), *worker]
+        argv = list(tr.launcher) + opts + [nsys.path, "profile", *args, "-o", str(out / "rank%q{RANK}"), *_nameable(worker)]
         return argv, True
-    return [nsys.path, "profile", *args, "-o", str(out / "report"), *request.command], False
+    return [nsys.path, "profile", *args, "-o", str(out / "report"), *_nameable(list(request.command))], False
+
+
+def _nameable(command: list[str]) -> list[str]:
+    """``command``, run through ``env`` where its program's file name holds whitespace: nsys
+    names its session after that file name and then cannot find a session whose name holds a
+    space (2022.4: "Failed to find session: profile-run me.sh-5029", and no report); ``env``
+    execs the program in the same process, which nsys goes on tracing."""
+    if command and any(c.isspace() for c in os.path.basename(command[0])):
+        return [shutil.which("env") or "/usr/bin/env", *command]
+    return command
 
 
 def _run_program(argv: list[str], env: dict, say: Say) -> tuple[int, bool]:
