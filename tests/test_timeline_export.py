@@ -103,6 +103,35 @@ def test_plot_of_a_rank_without_phases_says_so_on_the_picture(tmp_path):
     assert all(ln.startswith("tracerecon: ") for ln in res.stderr.splitlines()), res.stderr
 
 
+def test_long_phase_names_are_cut_in_the_middle_on_the_picture(tmp_path):
+    # GIVEN phases labelled with 77- and 92-character names (an engine's own scope names)
+    pytest.importorskip("matplotlib")
+    from tracerecon.plot import shown_names
+
+    long_draft = "draft_generation_step_for_eagle3_speculative_tokens_on_the_small_draft_model"
+    long_verify = "model_forward_pass_with_speculative_decoding_verification_of_all_draft_tokens_and_kv_cache_update"
+    out = tmp_path / "p.svg"
+    # WHEN plotted
+    res = run_cli("plot", str(H200 / "eagle_gpu_bound.sqlite"), "--phase", f"{long_draft}=draft", "--phase", f"{long_verify}=verify",
+                  "--phase", "draft_re_extend", "-o", str(out))
+    # THEN each is drawn as its first 15 and last 8 characters around an ellipsis (24 in all),
+    # short names whole, and the full names nowhere on the picture
+    assert res.returncode == 0, res.stderr
+    assert shown_names([long_draft, long_verify, "draft_re_extend"]) == ["draft_generatio\u2026ft_model", "model_forward_p\u2026e_update", "draft_re_extend"]
+    svg = out.read_text()
+    assert "draft_generatio\u2026ft_model" in svg and long_draft not in svg and long_verify not in svg
+
+
+def test_names_that_cut_alike_stay_apart():
+    # GIVEN two long names that differ only in the middle
+    from tracerecon.plot import shown_names
+
+    a, b = "prefill_attention_layer_" + "A" * 20 + "_kernel_x", "prefill_attention_layer_" + "B" * 20 + "_kernel_x"
+    # WHEN cut
+    # THEN the second gets a number, so the legend still tells them apart
+    assert shown_names([a, b]) == ["prefill_attenti\u2026kernel_x", "prefill_attenti\u2026kernel_x (2)"]
+
+
 def test_plot_diff_reads_each_run_with_its_own_recorded_phases(tmp_path):
     # GIVEN two run directories whose run.json record different phase maps (SGLang's preset and vLLM's)
     pytest.importorskip("matplotlib")

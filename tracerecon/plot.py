@@ -17,6 +17,25 @@ PHASE_COLOURS = OKABE_ITO[2:]
 VERDICT_HATCH = {"over": "//", "under": "\\\\", "agree": "", "no_gpu_work": ".."}
 
 
+# Phase names longer than this are shortened in the middle on axes and legends (a full name of
+# 80 characters pushed both panels into a sliver); the report and exports keep them whole.
+NAME_CHARS = 24
+
+
+def shown_names(names: list[str], width: int = NAME_CHARS) -> list[str]:
+    """``names`` as drawn: each longer than ``width`` cut in the middle with an ellipsis (its
+    start and end kept: engines' names differ at either end), distinct names kept distinct (a
+    number appended where two would read alike)."""
+    out: list[str] = []
+    for name in names:
+        short = name if len(name) <= width else name[: (width - 1) * 2 // 3] + "\u2026" + name[-((width - 1) - (width - 1) * 2 // 3):]
+        base, k = short, 2
+        while short in out:
+            short, k = f"{base} ({k})", k + 1
+        out.append(short)
+    return out
+
+
 def _pyplot():
     try:
         import matplotlib
@@ -51,7 +70,7 @@ def plot_runs(runs: list[tuple[str, Analysis]], out_file: str | os.PathLike) -> 
             b.set_hatch(VERDICT_HATCH.get(p.dominant_verdict, ""))
             # the report's words: "under 18/34" where the cycles disagree
             ax_bar.annotate(verdict_label(p), (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom", fontsize=8)
-        ax_bar.set_xticks(list(x), names, rotation=15, ha="right")
+        ax_bar.set_xticks(list(x), shown_names(names), rotation=15, ha="right")
         ax_bar.set_ylabel("median ms per cycle")
         ax_bar.set_title(f"{label} rank {r.rank}: CPU timer vs GPU time (hatch = verdict)", fontsize=10)
         if names:
@@ -59,12 +78,12 @@ def plot_runs(runs: list[tuple[str, Analysis]], out_file: str | os.PathLike) -> 
         ph = steady_phases(r.phases, r.cycles).to_pydict()
         cycles = sorted({c for c in ph["cycle"] if c is not None})
         bottom = {c: 0.0 for c in cycles}
-        for k, name in enumerate(names):
+        for k, (name, drawn) in enumerate(zip(names, shown_names(names))):
             vals = {c: 0.0 for c in cycles}
             for c, n, g in zip(ph["cycle"], ph["phase"], ph["gpu_ns"]):
                 if c is not None and n == name and g is not None:
                     vals[c] += g / 1e6
-            ax_cyc.bar(cycles, [vals[c] for c in cycles], bottom=[bottom[c] for c in cycles], color=PHASE_COLOURS[k % len(PHASE_COLOURS)], label=name, width=0.85)
+            ax_cyc.bar(cycles, [vals[c] for c in cycles], bottom=[bottom[c] for c in cycles], color=PHASE_COLOURS[k % len(PHASE_COLOURS)], label=drawn, width=0.85)
             for c in cycles:
                 bottom[c] += vals[c]
         ax_cyc.set_xlabel("cycle")
