@@ -547,6 +547,32 @@ async def test_enter_after_clicking_a_kernel_opens_the_phase_that_launched_it():
         assert f"{names[phase_of[kernel.ref]]} (cycle" in body
 
 
+async def test_enter_on_a_merged_run_of_gpu_ops_zooms_in_to_it(monkeypatch):
+    # (ops merge into runs past MAX_OP_SEGMENTS in a window: 20,000, more than this trace holds)
+    monkeypatch.setattr("tracerecon.tui.timeline_model.MAX_OP_SEGMENTS", 50)
+    app = make_app(GPU_BOUND)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await pilot.press("2", "n")
+        # GIVEN the whole trace on the timeline, where a stream's ops merge into runs
+        await pilot.press("-", "-", "-", "-", "-", "-", "-", "-")
+        tl = app.query_one(Timeline)
+        stream_row = next(i for i, (_, lane) in enumerate(tl._rows) if lane.title.startswith("GPU0 stream")) + 1
+        run = max((s for s in tl._rows[stream_row - 1][1].segments if s.ops > 1), key=lambda s: s.end_ns - s.start_ns)
+        assert run.label == f"{run.ops} GPU ops (zoom in for each)"
+        # WHEN the run is clicked and enter pressed
+        await pilot.click(Timeline, offset=(_segment_x(tl, app, run), stream_row))
+        assert "enter: zoom in to its ops" in status_text(app)
+        await pilot.press("enter")
+        # THEN the timeline shows that run's span (and 5 % of it each side), no phase detail opens
+        # (its ops may belong to several phases), and the run's ops are drawn apart again
+        assert app.query_one("#tabs", TabbedContent).active == "timeline"
+        margin = (run.end_ns - run.start_ns) // 20
+        assert (app.window.start_ns, app.window.end_ns) == (run.start_ns - margin, run.end_ns + margin)
+        segments = [s for s in tl._rows[stream_row - 1][1].segments if run.start_ns <= s.start_ns and s.end_ns <= run.end_ns]
+        assert len(segments) > 1 and sum(s.ops for s in segments) == run.ops
+
+
 async def test_enter_that_answers_the_go_to_prompt_only_goes_to_the_cycle():
     app = make_app(GPU_BOUND)
     async with app.run_test(size=(120, 36)) as pilot:

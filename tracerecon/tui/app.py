@@ -44,7 +44,7 @@ HELP = """\
   w       the cycle whose timers lie most
   + / -   zoom (mouse wheel too)     left / right  pan
   0       the whole cycle again      r  next rank   a  all ranks' phases
-  click   select a segment           enter  its phase detail
+  click   select a segment           enter  its phase detail (a run of N GPU ops: zoom in to it)
 [b]Tables[/b] s: sort by the next column (largest first); a header click: by that column; enter: open it
 [b]Anywhere[/b] /  search a kernel or range   ?  this help   q  quit
 
@@ -184,6 +184,7 @@ class TraceReconApp(App):
         self.sort_reverse = False
         self.sort_column: dict[str, int] = {}  # per table: the column `s` sorted by last
         self.detail_target: tuple[int, int | None, str | None] | None = None
+        self.zoom_target: Window | None = None  # a merged run of GPU ops clicked: enter zooms in to it
         self._overview_wide = True
         self.pending_cycle_rows: list[tuple[list, str]] = []
 
@@ -626,7 +627,12 @@ class TraceReconApp(App):
         text = f"r{event.rank} {s.label}: {format_duration(s.end_ns - s.start_ns)} at +{format_duration(s.start_ns - self.window.start_ns)}"
         # enter opens the phase the segment belongs to: a phase's own, the phase a wait waited
         # for, the phase that launched a GPU op (none: nothing to open)
-        if s.verdict:
+        self.zoom_target = None
+        if s.ops > 1:
+            # A run of ops merged at this zoom, maybe of several phases: enter zooms in to it.
+            text += "  (enter: zoom in to its ops)"
+            target, self.zoom_target = None, Window(s.start_ns, max(s.end_ns, s.start_ns + 1))
+        elif s.verdict:
             text += f"  verdict {s.verdict}: {VERDICT_MEANING.get(s.verdict, '')}"
             target = s.ref
         elif s.kind == "sync":
@@ -643,6 +649,12 @@ class TraceReconApp(App):
     def on_key(self, event) -> None:
         # Only an enter the timeline itself gets: not one that answers a prompt (g, /) above it.
         if event.key == "enter" and isinstance(self.focused, Timeline) and self.query_one("#tabs", TabbedContent).active == "timeline":
+            if self.zoom_target is not None:
+                run, self.zoom_target = self.zoom_target, None
+                margin = run.span // 20  # a little of each side, so the run's first and last ops show whole
+                self.window = Window(run.start_ns - margin, run.end_ns + margin)
+                self.redraw()
+                return
             if not self.detail_target:
                 self.notify("nothing to open: click a phase, a wait or a GPU op launched in a phase first", severity="warning")
                 return

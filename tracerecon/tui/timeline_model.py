@@ -158,7 +158,7 @@ class TimelineIndex:
             r = int(rows[h])
             kind = "nccl" if self._comm[r] else kinds[k]
             label = (next(singles) or kinds[k]) if count[k] == 1 else f"{count[k]} GPU ops (zoom in for each)"
-            lanes.setdefault((int(dev[h]), int(stream[h])), []).append(Segment(int(start[h]), int(run_end[k]), label, kind, None, r))
+            lanes.setdefault((int(dev[h]), int(stream[h])), []).append(Segment(int(start[h]), int(run_end[k]), label, kind, None, r, int(count[k])))
         return [Lane(f"GPU{d} stream {s}", tuple(segs)) for (d, s), segs in sorted(lanes.items())]
 
 

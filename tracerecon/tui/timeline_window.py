@@ -17,6 +17,7 @@ class Segment:
     kind: str  # phase name for phase lanes; kernel | memcpy | memset | graph | nccl | sync
     verdict: str | None = None  # phase lanes: the verdict of that phase instance
     ref: int | None = None  # phase_id (phase lanes, syncs: the phase waited for) or op row
+    ops: int = 1  # GPU-op lanes: how many ops the segment stands for (a merged run: its first op is ref)
 
 
 @dataclass(frozen=True)
