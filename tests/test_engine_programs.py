@@ -370,3 +370,21 @@ def test_a_read_back_inside_a_side_stream_forked_and_joined_within_the_phase_lea
     # THEN forward is read on 7 in both cycles, with the 200 us after the join (not on 13)
     assert [s for c, n, us, s in got if n == "forward"] == [7, 7] and truth[1][3] == 7
     assert [(c, n, round(us), s) for c, n, us, s in got] == truth
+
+
+def test_no_side_stream_reading_is_said_where_the_phases_kernels_ran_on_two_streams_or_on_its_own(tmp_path):
+    # GIVEN forward's kernels on two streams forked off 7 (300 us on 20, 200 us on 21), or on 20
+    # and a collective on 7 itself; process makes 7 wait for them
+    two_sides = [("w", 20, 7), ("k", 20, 300), ("w", 21, 7), ("k", 21, 200)]
+    with_collective = [("w", 20, 7), ("k", 20, 300), ("k", 7, 40, "ncclDevKernel_AllReduce_Sum_bf16_RING_LL")]
+    for forward, joins in ((two_sides, [("w", 7, 20), ("w", 7, 21)]), (with_collective, [("w", 7, 20)])):
+        cycle = [("schedule", 11, 7, [("k", 7, 100), ("item", 7, 1)]), ("forward", 11, 20, forward),
+                 ("process", 11, 7, joins + [("k", 7, 50), ("item", 7, 1)])]
+        t, names, _ = simulate([cycle] * 3)
+        path = tmp_path / "t.sqlite"
+        path.unlink(missing_ok=True)
+        # WHEN analysed
+        analysis = load([t.write(path)], PhaseConfig(phases=tuple(names)))
+        # THEN no line says forward "ran all its kernels" on one stream (one reading on one
+        # stream is not what events would read there)
+        assert not [w for w in analysis.warnings if "ran all its kernels" in w], analysis.warnings

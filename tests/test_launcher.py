@@ -67,22 +67,25 @@ def test_other_commands_get_one_report_for_the_tree(tmp_path):
     assert not per_rank and argv[-3:] == ["bash", "-c", "echo hi"] and str(tmp_path / "report") in argv
 
 
-def test_a_program_whose_file_name_holds_a_space_is_run_through_env(tmp_path):
+def test_a_program_whose_file_name_holds_a_space_is_run_through_a_shell(tmp_path):
     # GIVEN a program at a path whose file name holds a space (nsys 2022.4 names its session after
     # it and then cannot find the session), and one whose directory only does
     # WHEN the nsys command is built
     spaced, _ = build_command(RunRequest(("/opt/my tools/run me.sh", "--x"), tmp_path), FAKE)
     plain, _ = build_command(RunRequest(("/opt/my tools/run.sh",), tmp_path), FAKE)
-    # THEN the first runs through env (which execs it in the same process), the second as it is
-    assert spaced[-3:] == [shutil.which("env") or "/usr/bin/env", "/opt/my tools/run me.sh", "--x"]
-    assert plain[-1] == "/opt/my tools/run.sh" and "env" not in os.path.basename(plain[-2])
+    # THEN the first runs through `sh -c 'exec "$0" "$@"'` (which execs it in the same process),
+    # the second as it is
+    assert spaced[-5:] == [shutil.which("sh") or "/bin/sh", "-c", 'exec "$0" "$@"', "/opt/my tools/run me.sh", "--x"]
+    assert plain[-2:] == [str(tmp_path / "report"), "/opt/my tools/run.sh"]
 
 
 @needs_nsys
-def test_run_profiles_a_program_whose_file_name_holds_a_space(tmp_path):
-    # GIVEN an executable script named "run me.sh" that runs a program with two NVTX phases
+@pytest.mark.parametrize("file_name", ["run me.sh", "x=y z.sh"])
+def test_run_profiles_a_program_whose_file_name_holds_a_space(tmp_path, file_name):
+    # GIVEN an executable script whose name holds a space (and an "=", which `env` would take for
+    # a variable) that runs a program with two NVTX phases
     (tmp_path / "a b").mkdir()
-    prog = tmp_path / "a b" / "run me.sh"
+    prog = tmp_path / "a b" / file_name
     prog.write_text(f"#!/bin/sh\nexec {sys.executable} -c 'import nvtx, time\nfor i in range(3):\n"
                     f"    with nvtx.annotate(\"draft\"):\n        time.sleep(0.01)\n    with nvtx.annotate(\"verify\"):\n        time.sleep(0.01)'\n")
     prog.chmod(0o755)

@@ -130,6 +130,8 @@ def test_names_that_cut_alike_stay_apart():
     # WHEN cut
     # THEN the second gets a number, so the legend still tells them apart
     assert shown_names([a, b]) == ["prefill_attenti\u2026kernel_x", "prefill_attenti\u2026kernel_x (2)"]
+    # (and a width under 4 is taken as 4: the first two characters, the ellipsis, the last one)
+    assert shown_names(["abcdefgh"], width=0) == ["ab\u2026h"]
 
 
 def test_plot_diff_reads_each_run_with_its_own_recorded_phases(tmp_path):

@@ -573,6 +573,40 @@ async def test_enter_on_a_merged_run_of_gpu_ops_zooms_in_to_it(monkeypatch):
         assert len(segments) > 1 and sum(s.ops for s in segments) == run.ops
 
 
+async def test_a_clicked_run_is_forgotten_when_the_cycle_changes_and_enter_always_zooms_in(monkeypatch):
+    monkeypatch.setattr("tracerecon.tui.timeline_model.MAX_OP_SEGMENTS", 50)
+    app = make_app(GPU_BOUND)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await pilot.press("2", "n")
+        await pilot.press("-", "-", "-", "-", "-", "-", "-", "-")
+        tl = app.query_one(Timeline)
+        stream_row = next(i for i, (_, lane) in enumerate(tl._rows) if lane.title.startswith("GPU0 stream")) + 1
+        run = max((s for s in tl._rows[stream_row - 1][1].segments if s.ops > 1), key=lambda s: s.end_ns - s.start_ns)
+        # GIVEN a merged run clicked, then the next cycle opened
+        await pilot.click(Timeline, offset=(_segment_x(tl, app, run), stream_row))
+        await pilot.press("n")
+        cycle_window = (app.window.start_ns, app.window.end_ns)
+        # WHEN enter is pressed THEN the old run is not zoomed to: the cycle's window stays
+        await pilot.press("enter")
+        assert (app.window.start_ns, app.window.end_ns) == cycle_window
+    # and GIVEN a run as wide as the window (ops back to back stay merged at any zoom past the
+    # limit): each enter zooms in at least as far as `+`
+    monkeypatch.setattr("tracerecon.tui.timeline_model.MAX_OP_SEGMENTS", 1)
+    app = make_app(GPU_BOUND)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await pilot.press("2", "n", "-", "-", "-", "-", "-", "-", "-", "-")
+        tl = app.query_one(Timeline)
+        stream_row = next(i for i, (_, lane) in enumerate(tl._rows) if lane.title.startswith("GPU0 stream")) + 1
+        for _ in range(2):
+            run = max((s for s in tl._rows[stream_row - 1][1].segments if s.ops > 1), key=lambda s: s.end_ns - s.start_ns)
+            before = app.window.span
+            await pilot.click(Timeline, offset=(_segment_x(tl, app, run), stream_row))
+            await pilot.press("enter")
+            assert app.window.span <= before * 0.5 + 1
+
+
 async def test_enter_that_answers_the_go_to_prompt_only_goes_to_the_cycle():
     app = make_app(GPU_BOUND)
     async with app.run_test(size=(120, 36)) as pilot:

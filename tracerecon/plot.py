@@ -26,6 +26,7 @@ def shown_names(names: list[str], width: int = NAME_CHARS) -> list[str]:
     """``names`` as drawn: each longer than ``width`` cut in the middle with an ellipsis (its
     start and end kept: engines' names differ at either end), distinct names kept distinct (a
     number appended where two would read alike)."""
+    width = max(width, 4)
     out: list[str] = []
     for name in names:
         short = name if len(name) <= width else name[: (width - 1) * 2 // 3] + "\u2026" + name[-((width - 1) - (width - 1) * 2 // 3):]
@@ -56,6 +57,10 @@ def plot_runs(runs: list[tuple[str, Analysis]], out_file: str | os.PathLike) -> 
     plt = _pyplot()
     from matplotlib.ticker import MaxNLocator
     rows = [(label, a, r) for label, a in runs for r in a.ranks]
+    # One drawn name per phase name across every panel (two names that cut alike are told apart
+    # the same way in every run and rank, a run lacking one of them included).
+    every = list(dict.fromkeys(p.phase for _, a, r in rows for p in summarize_phases(r.phases, a.config.labels(), r.cycles)))
+    drawn_as = dict(zip(every, shown_names(every)))
     # One scale per column for every run and rank: A and B (and ranks) read against each other.
     fig, axes = plt.subplots(len(rows), 2, figsize=(13, 3.6 * len(rows)), squeeze=False, sharey="col", gridspec_kw={"width_ratios": [1, 2]})
     for (label, a, r), (ax_bar, ax_cyc) in zip(rows, axes):
@@ -70,7 +75,7 @@ def plot_runs(runs: list[tuple[str, Analysis]], out_file: str | os.PathLike) -> 
             b.set_hatch(VERDICT_HATCH.get(p.dominant_verdict, ""))
             # the report's words: "under 18/34" where the cycles disagree
             ax_bar.annotate(verdict_label(p), (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom", fontsize=8)
-        ax_bar.set_xticks(list(x), shown_names(names), rotation=15, ha="right")
+        ax_bar.set_xticks(list(x), [drawn_as[n] for n in names], rotation=15, ha="right")
         ax_bar.set_ylabel("median ms per cycle")
         ax_bar.set_title(f"{label} rank {r.rank}: CPU timer vs GPU time (hatch = verdict)", fontsize=10)
         if names:
@@ -78,7 +83,7 @@ def plot_runs(runs: list[tuple[str, Analysis]], out_file: str | os.PathLike) -> 
         ph = steady_phases(r.phases, r.cycles).to_pydict()
         cycles = sorted({c for c in ph["cycle"] if c is not None})
         bottom = {c: 0.0 for c in cycles}
-        for k, (name, drawn) in enumerate(zip(names, shown_names(names))):
+        for k, (name, drawn) in enumerate((n, drawn_as[n]) for n in names):
             vals = {c: 0.0 for c in cycles}
             for c, n, g in zip(ph["cycle"], ph["phase"], ph["gpu_ns"]):
                 if c is not None and n == name and g is not None:

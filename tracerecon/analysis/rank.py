@@ -23,7 +23,7 @@ from tracerecon import schema
 from tracerecon.memory import release_free_memory
 from tracerecon.cores import usable_cores
 from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases, own_launches, stream_deciding_ops
-from tracerecon.analysis.columns import computes, distinct_few, graph_node_launches, is_graph_launch, runs_model, synchronous_copies
+from tracerecon.analysis.columns import computes, distinct_few, graph_node_launches, is_graph_launch, synchronous_copies
 from tracerecon.analysis.boundaries import (CopyStreams, StreamClock, WaitTargets, awaited_work, busiest_streams, caller_streams, narrowed_by_phase,
                                             in_sequence, phase_boundaries, phase_streams, stream_clock, tiled_off_their_stream, timelines,
                                             wait_targets)
@@ -402,7 +402,7 @@ def _out_of_step_notes(cycle: np.ndarray, cycle_rows: np.ndarray, labels: list, 
 
 
 def _side_stream_notes(side: SideReadings, gpu: np.ndarray, stream: np.ndarray, labels: list) -> tuple[str, ...]:
-    """One line per phase name with instances read as a side stream's caller (``SideReadings``):
+    """One line per phase name with instances read on a side stream's caller (``SideReadings``):
     which of the two readings is right depends on where the range's events go, which the trace
     does not record."""
     out = []
@@ -635,9 +635,8 @@ def _unphased_launches(ops: pa.Table, instants: np.ndarray, op_phase: np.ndarray
 
 
 class SideReadings(NamedTuple):
-    """Phases read on a stream they launched no computing work on (``caller_streams`` took the
-    stream that received their work for a side stream of it), and what events on that stream
-    would read instead."""
+    """Phases whose kernels all ran on one stream and that are read on another (``caller_streams``
+    took that stream for a side stream of it), and what events on the first would read instead."""
 
     mask: np.ndarray  # per phase
     own_ns: np.ndarray  # per phase: the reading with the marked phases on the stream of their work (0 elsewhere)
@@ -679,7 +678,7 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     ph_read_end = read_ends(ops, op_phase, ph_e, clock.op_instants)
     busiest = busiest_streams(ops, copy_streams)
     moved = ((dev != work_dev) | (stream != work_stream)) & (work_stream >= 0)
-    mask = moved & _computed_nothing_on(clock, ops, op_phase, ph_pid, dev, stream) if moved.any() else moved
+    mask = moved & _kernels_all_on(clock, ops, deciding_phase, ph_pid, work_dev, work_stream) if moved.any() else moved
     side = SideReadings(np.zeros(n_ph, dtype=bool), np.zeros(n_ph, np.int64), np.full(n_ph, -1, np.int64))
     if mask.any():
         # Events on the stream their work went to, had the range run inside a `with
@@ -693,22 +692,19 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     return b_start, b_end, dev, stream, ph_read_end, side._replace(mask=side.mask & (b_start != I64_MIN))
 
 
-def _computed_nothing_on(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
-    """Per phase: whether it launched no computing work (a kernel or graph that is no
-    collective; a graph's branches count on its launch's stream) on its stream (``dev``,
-    ``stream``), though it launched some elsewhere."""
+def _kernels_all_on(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
+    """Per phase: whether it launched kernels or graphs (collectives too; a graph's branches count
+    on its launch's stream), every one of them on its stream (``dev``, ``stream``)."""
     n = len(dev)
     placed = clock.on_launch_streams(ops)
     rows = clock.stream_index(int64s(ops["pid"]), int64s(placed["device_id"], -1), int64s(placed["stream_id"], -1))
-    comp = (op_phase >= 0) & runs_model(ops)
-    own = clock.stream_index(ph_pid, dev, stream)
-    on_own = np.zeros(n + 1, dtype=bool)
+    at = np.flatnonzero((op_phase >= 0) & computes(ops))
+    here = rows[at] == clock.stream_index(ph_pid, dev, stream)[op_phase[at]]
+    some = np.zeros(n + 1, dtype=bool)
     elsewhere = np.zeros(n + 1, dtype=bool)
-    at = np.flatnonzero(comp)
-    here = rows[at] == own[op_phase[at]]
-    on_own[op_phase[at[here]]] = True
+    some[op_phase[at]] = True
     elsewhere[op_phase[at[~here]]] = True
-    return (elsewhere & ~on_own)[:n] & (own >= 0)
+    return (some & ~elsewhere)[:n]
 
 
 def _on_the_launchers_stream(ops: pa.Table, op_phase: np.ndarray, n_ph: int, computing: np.ndarray, copy_streams: CopyStreams) -> np.ndarray | None:

@@ -159,12 +159,13 @@ def build_command(request: RunRequest, nsys: NsysInstall, python: str = sys.exec
 
 
 def _nameable(command: list[str]) -> list[str]:
-    """``command``, run through ``env`` where its program's file name holds whitespace: nsys
-    names its session after that file name and then cannot find a session whose name holds a
-    space (2022.4: "Failed to find session: profile-run me.sh-5029", and no report); ``env``
-    execs the program in the same process, which nsys goes on tracing."""
+    """``command``, run through ``sh -c 'exec "$0" "$@"'`` where its program's file name holds
+    whitespace: nsys names its session after that file name and then cannot find a session whose
+    name holds a space (2022.4: "Failed to find session: profile-run me.sh-5029", and no
+    report); the shell execs the program in the same process, which nsys goes on tracing. (Not
+    ``env``: it would read a path holding "=" as a variable to set.)"""
     if command and any(c.isspace() for c in os.path.basename(command[0])):
-        return [shutil.which("env") or "/usr/bin/env", *command]
+        return [shutil.which("sh") or "/bin/sh", "-c", 'exec "$0" "$@"', *command]
     return command
 
 

@@ -30,6 +30,8 @@ from tracerecon.report_model import Report, most_misleading
 from tracerecon.tui.timeline_widget import Timeline
 from tracerecon.tui.timeline_window import Window, format_duration
 
+ZOOM_IN = 0.5  # `+`: the window's new span, as a fraction of its span
+
 if TYPE_CHECKING:
     from tracerecon.model import Analysis
     from tracerecon.tui.timeline_model import TimelineIndex
@@ -141,7 +143,7 @@ class TraceReconApp(App):
         Binding("p", "cycle(-1)", "prev cycle", show=False),
         Binding("g", "goto", "go to cycle"),
         Binding("w", "worst", "worst cycle"),
-        Binding("plus,equals_sign", "zoom(0.5)", "zoom in", show=False),
+        Binding("plus,equals_sign", f"zoom({ZOOM_IN})", "zoom in", show=False),
         Binding("minus", "zoom(2.0)", "zoom out", show=False),
         Binding("left", "pan(-0.25)", "pan", show=False),
         Binding("right", "pan(0.25)", "pan", show=False),
@@ -488,6 +490,7 @@ class TraceReconApp(App):
         self.action_tab("timeline")
 
     def reset_window(self) -> None:
+        self.zoom_target = None  # a run clicked in the window before is not this one's
         r = self.current_rank()
         if r is None:
             return
@@ -619,6 +622,7 @@ class TraceReconApp(App):
 
     def action_all_ranks(self) -> None:
         self.all_ranks = not self.all_ranks
+        self.zoom_target = None
         self.redraw()
 
     @on(Timeline.SegmentClicked)
@@ -652,7 +656,13 @@ class TraceReconApp(App):
             if self.zoom_target is not None:
                 run, self.zoom_target = self.zoom_target, None
                 margin = run.span // 20  # a little of each side, so the run's first and last ops show whole
-                self.window = Window(run.start_ns - margin, run.end_ns + margin)
+                target = Window(run.start_ns - margin, run.end_ns + margin)
+                if self.window is not None and target.span > self.window.span * ZOOM_IN:
+                    # A run as wide as the window (ops back to back, still merged there): in at
+                    # least as far as `+` goes, about its middle, so that enter never stays put.
+                    middle = ((run.start_ns + run.end_ns) / 2 - self.window.start_ns) / self.window.span
+                    target = self.window.zoom(ZOOM_IN, min(max(middle, 0.0), 1.0), within=self._extent())
+                self.window = target
                 self.redraw()
                 return
             if not self.detail_target:
