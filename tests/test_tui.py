@@ -547,18 +547,24 @@ async def test_enter_after_clicking_a_kernel_opens_the_phase_that_launched_it():
         assert f"{names[phase_of[kernel.ref]]} (cycle" in body
 
 
+async def _whole_trace_runs(pilot, app):
+    """The timeline zoomed out to the whole trace: its widget, the screen row of GPU0's first
+    stream, and a function giving the widest merged run of ops there now."""
+    await ready(pilot)
+    await pilot.press("2", "n", "-", "-", "-", "-", "-", "-", "-", "-")
+    tl = app.query_one(Timeline)
+    stream_row = next(i for i, (_, lane) in enumerate(tl._rows) if lane.title.startswith("GPU0 stream")) + 1
+    return tl, stream_row, lambda: max((s for s in tl._rows[stream_row - 1][1].segments if s.ops > 1), key=lambda s: s.end_ns - s.start_ns)
+
+
 async def test_enter_on_a_merged_run_of_gpu_ops_zooms_in_to_it(monkeypatch):
     # (ops merge into runs past MAX_OP_SEGMENTS in a window: 20,000, more than this trace holds)
     monkeypatch.setattr("tracerecon.tui.timeline_model.MAX_OP_SEGMENTS", 50)
     app = make_app(GPU_BOUND)
     async with app.run_test(size=(160, 48)) as pilot:
-        await ready(pilot)
-        await pilot.press("2", "n")
         # GIVEN the whole trace on the timeline, where a stream's ops merge into runs
-        await pilot.press("-", "-", "-", "-", "-", "-", "-", "-")
-        tl = app.query_one(Timeline)
-        stream_row = next(i for i, (_, lane) in enumerate(tl._rows) if lane.title.startswith("GPU0 stream")) + 1
-        run = max((s for s in tl._rows[stream_row - 1][1].segments if s.ops > 1), key=lambda s: s.end_ns - s.start_ns)
+        tl, stream_row, widest_run = await _whole_trace_runs(pilot, app)
+        run = widest_run()
         assert run.label == f"{run.ops} GPU ops (zoom in for each)"
         # WHEN the run is clicked and enter pressed
         await pilot.click(Timeline, offset=(_segment_x(tl, app, run), stream_row))
@@ -577,14 +583,9 @@ async def test_a_clicked_run_is_forgotten_when_the_cycle_changes_and_enter_alway
     monkeypatch.setattr("tracerecon.tui.timeline_model.MAX_OP_SEGMENTS", 50)
     app = make_app(GPU_BOUND)
     async with app.run_test(size=(160, 48)) as pilot:
-        await ready(pilot)
-        await pilot.press("2", "n")
-        await pilot.press("-", "-", "-", "-", "-", "-", "-", "-")
-        tl = app.query_one(Timeline)
-        stream_row = next(i for i, (_, lane) in enumerate(tl._rows) if lane.title.startswith("GPU0 stream")) + 1
-        run = max((s for s in tl._rows[stream_row - 1][1].segments if s.ops > 1), key=lambda s: s.end_ns - s.start_ns)
+        tl, stream_row, widest_run = await _whole_trace_runs(pilot, app)
         # GIVEN a merged run clicked, then the next cycle opened
-        await pilot.click(Timeline, offset=(_segment_x(tl, app, run), stream_row))
+        await pilot.click(Timeline, offset=(_segment_x(tl, app, widest_run()), stream_row))
         await pilot.press("n")
         cycle_window = (app.window.start_ns, app.window.end_ns)
         # WHEN enter is pressed THEN the old run is not zoomed to: the cycle's window stays
@@ -595,14 +596,10 @@ async def test_a_clicked_run_is_forgotten_when_the_cycle_changes_and_enter_alway
     monkeypatch.setattr("tracerecon.tui.timeline_model.MAX_OP_SEGMENTS", 1)
     app = make_app(GPU_BOUND)
     async with app.run_test(size=(160, 48)) as pilot:
-        await ready(pilot)
-        await pilot.press("2", "n", "-", "-", "-", "-", "-", "-", "-", "-")
-        tl = app.query_one(Timeline)
-        stream_row = next(i for i, (_, lane) in enumerate(tl._rows) if lane.title.startswith("GPU0 stream")) + 1
+        tl, stream_row, widest_run = await _whole_trace_runs(pilot, app)
         for _ in range(2):
-            run = max((s for s in tl._rows[stream_row - 1][1].segments if s.ops > 1), key=lambda s: s.end_ns - s.start_ns)
             before = app.window.span
-            await pilot.click(Timeline, offset=(_segment_x(tl, app, run), stream_row))
+            await pilot.click(Timeline, offset=(_segment_x(tl, app, widest_run()), stream_row))
             await pilot.press("enter")
             assert app.window.span <= before * 0.5 + 1
 
