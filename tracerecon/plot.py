@@ -56,15 +56,14 @@ def plot_runs(runs: list[tuple[str, Analysis]], out_file: str | os.PathLike) -> 
     across rows. SVG or PNG by the suffix."""
     plt = _pyplot()
     from matplotlib.ticker import MaxNLocator
-    rows = [(label, a, r) for label, a in runs for r in a.ranks]
+    rows = [(label, a, r, summarize_phases(r.phases, a.config.labels(), r.cycles)) for label, a in runs for r in a.ranks]
     # One drawn name per phase name across every panel (two names that cut alike are told apart
     # the same way in every run and rank, a run lacking one of them included).
-    every = list(dict.fromkeys(p.phase for _, a, r in rows for p in summarize_phases(r.phases, a.config.labels(), r.cycles)))
+    every = list(dict.fromkeys(p.phase for *_, phases in rows for p in phases))
     drawn_as = dict(zip(every, shown_names(every)))
     # One scale per column for every run and rank: A and B (and ranks) read against each other.
     fig, axes = plt.subplots(len(rows), 2, figsize=(13, 3.6 * len(rows)), squeeze=False, sharey="col", gridspec_kw={"width_ratios": [1, 2]})
-    for (label, a, r), (ax_bar, ax_cyc) in zip(rows, axes):
-        phases = summarize_phases(r.phases, a.config.labels(), r.cycles)
+    for (label, a, r, phases), (ax_bar, ax_cyc) in zip(rows, axes):
         names = [p.phase for p in phases]
         x = range(len(phases))
         cpu = [p.cpu_ms_median or 0 for p in phases]

@@ -1004,7 +1004,8 @@ def _forks_of(clock: StreamClock, op_streams: _OpStreams, op_phase: np.ndarray, 
     cuts = np.flatnonzero(np.r_[True, pq[1:] != pq[:-1], True]) if len(pq) else np.zeros(1, np.int64)
     pairs = tuple(_StreamPair(int(q), np.flatnonzero(pair == q), ph_i[a:b], w_i[a:b]) for q, a, b in zip(pq[cuts[:-1]].tolist(), cuts[:-1].tolist(), cuts[1:].tolist()))
     return _Forks(into=into, from_=from_, cpu=cpu, rec_cpu=rec_cpu, n_streams=n_streams, pairs=pairs,
-                  compute_streams=op_streams.computing_streams, passing=passing, o_phase=o_phase, o_row=o_row, o_launch=o_launch,
+                  compute_streams=op_streams.computing_streams, passing=passing,
+                  quiet=_waits_for_quiet_streams(from_, op_streams.computing_streams, passing), o_phase=o_phase, o_row=o_row, o_launch=o_launch,
                   o_computes=op_streams.computes[sel], threads_on=op_streams.threads_on, o_thread=op_streams.threads[sel],
                   cpu_start=np.asarray(cpu_start, np.int64), cpu_end=np.asarray(cpu_end, np.int64),
                   cycle=np.asarray(cycle, np.int64), read_back=read_back, phase_thread=keys, phase_pid=ph_pid,
@@ -1034,6 +1035,7 @@ class _Forks:
     pairs: tuple[_StreamPair, ...]
     compute_streams: np.ndarray
     passing: np.ndarray
+    quiet: np.ndarray  # per wait: for a stream that has ops and none that computes (``_waits_for_quiet_streams``)
     o_phase: np.ndarray
     o_row: np.ndarray
     o_launch: np.ndarray
@@ -1363,8 +1365,7 @@ def _passed_through(f: _Forks, caller: int, cand: np.ndarray, n_phases: int) -> 
     joined it back into ``caller``: what ProcessGroupNCCL does with every collective, and an
     engine with its input or output copies, on the thread's current stream."""
     out = np.zeros(n_phases, dtype=bool)
-    quiet = _waits_for_quiet_streams(f.from_, f.compute_streams, f.passing)
-    out[cand] = _round_trips(f.into, f.from_, f.cpu, quiet, caller, f.cpu_start[cand], f.cpu_end[cand])
+    out[cand] = _round_trips(f.into, f.from_, f.cpu, f.quiet, caller, f.cpu_start[cand], f.cpu_end[cand])
     return out
 
 

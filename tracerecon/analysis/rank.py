@@ -663,7 +663,8 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     # works on: it decides nothing where the phase did anything else.
     deciders = narrowed_by_phase(deciding_phase, n_ph, computing, ~synchronous_copies(ops),
                                  _on_the_launchers_stream(ops, deciding_phase, n_ph, computing, copy_streams), ~copy_streams.of_ops(ops))
-    dev, stream = phase_streams(clock.on_launch_streams(ops), deciding_phase, n_ph, deciders)
+    placed = clock.on_launch_streams(ops)  # graph branches on their launch's stream
+    dev, stream = phase_streams(placed, deciding_phase, n_ph, deciders)
     only_copies = np.flatnonzero(copy_streams.of(ph_pid, dev, stream))
     only_copies = only_copies[copy_streams.thread_runs_model(ph_pid[only_copies], ph_tid[only_copies])]  # (few phases, if any: asked only for them)
     if len(only_copies):
@@ -678,7 +679,7 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     ph_read_end = read_ends(ops, op_phase, ph_e, clock.op_instants)
     busiest = busiest_streams(ops, copy_streams)
     moved = ((dev != work_dev) | (stream != work_stream)) & (work_stream >= 0)
-    mask = moved & _kernels_all_on(clock, ops, deciding_phase, ph_pid, work_dev, work_stream) if moved.any() else moved
+    mask = moved & _kernels_all_on(clock, placed, deciding_phase, ph_pid, work_dev, work_stream) if moved.any() else moved
     side = SideReadings(np.zeros(n_ph, dtype=bool), np.zeros(n_ph, np.int64), np.full(n_ph, -1, np.int64))
     if mask.any():
         # Events on the stream their work went to, had the range run inside a `with
@@ -692,13 +693,13 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     return b_start, b_end, dev, stream, ph_read_end, side._replace(mask=side.mask & (b_start != I64_MIN))
 
 
-def _kernels_all_on(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
-    """Per phase: whether it launched kernels or graphs (collectives too; a graph's branches count
-    on its launch's stream), every one of them on its stream (``dev``, ``stream``)."""
+def _kernels_all_on(clock: StreamClock, placed: pa.Table, op_phase: np.ndarray, ph_pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
+    """Per phase: whether it launched kernels or graphs (collectives too), every one of them on
+    its stream (``dev``, ``stream``). ``placed``: the ops with graph branches on their launch's
+    stream (``StreamClock.on_launch_streams``)."""
     n = len(dev)
-    placed = clock.on_launch_streams(ops)
-    rows = clock.stream_index(int64s(ops["pid"]), int64s(placed["device_id"], -1), int64s(placed["stream_id"], -1))
-    at = np.flatnonzero((op_phase >= 0) & computes(ops))
+    rows = clock.stream_index(int64s(placed["pid"]), int64s(placed["device_id"], -1), int64s(placed["stream_id"], -1))
+    at = np.flatnonzero((op_phase >= 0) & computes(placed))
     here = rows[at] == clock.stream_index(ph_pid, dev, stream)[op_phase[at]]
     some = np.zeros(n + 1, dtype=bool)
     elsewhere = np.zeros(n + 1, dtype=bool)
