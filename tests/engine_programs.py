@@ -24,15 +24,19 @@ from __future__ import annotations
 import random
 
 from nsys_factory import FakeTrace
+from tracerecon.run_dir import STREAM_MARK
 
 U = 1000  # ns per us
 NCCL = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
 LOOP, WORKER = 11, 12  # thread ids
+SAID_EVENT = 500  # + thread id: the event tracerecon.instrument records on each phase's current stream
 
 
-def simulate(prog: list) -> tuple[FakeTrace, list[str], list[tuple[int, str, int, int]]]:
+def simulate(prog: list, say_streams: bool = False) -> tuple[FakeTrace, list[str], list[tuple[int, str, int, int]]]:
     """The program's trace (``cycle N`` ranges, phase ranges, launches, copies, waits, syncs),
-    its phase names, and the truth: (cycle, phase, GPU us, current stream) per phase."""
+    its phase names, and the truth: (cycle, phase, GPU us, current stream) per phase.
+    ``say_streams``: each phase begins as ``tracerecon.instrument`` begins one, with a
+    ``tracerecon.stream`` mark and an event recorded on its current stream."""
     t = FakeTrace()
     free: dict[int, int] = {}  # stream -> when everything queued on it is done
     queued: dict[int, list[tuple[int, int]]] = {}  # stream -> (CPU instant it was queued, GPU end)
@@ -53,6 +57,10 @@ def simulate(prog: list) -> tuple[FakeTrace, list[str], list[tuple[int, str, int
         rows = []
         for name, tid, cur, ops in cyc:
             phase_start = cpu
+            if say_streams:
+                t.mark(STREAM_MARK, cpu * U + 200, tid=tid)
+                records[SAID_EVENT + tid] = records.get(SAID_EVENT + tid, 0) + 1
+                t.event_record(event=SAID_EVENT + tid, record=records[SAID_EVENT + tid], start=cpu * U + 400, end=cpu * U + 900, stream=cur, tid=tid)
             cpu += 2
             for op in ops:
                 op = op[1:] if isinstance(op[0], int) else op
@@ -119,18 +127,21 @@ def simulate(prog: list) -> tuple[FakeTrace, list[str], list[tuple[int, str, int
     return t, [row[0] for row in bounds[0]], truth
 
 
-def program(seed: int, joins: str = "any") -> list:
+def program(seed: int, joins: str = "any", stream_switch: bool = False) -> list:
     """A random program: 4-6 cycles of two or three phases on one thread (a quarter of them
     with forward on a worker thread whose current stream is 20), side streams 13/14 that compute,
     an input stream 9, a copy stream 12 that copies results off, NCCL's stream 30, `.item()`
     reads on the current stream, CPU gaps. ``joins``: where side streams and collectives are
     joined back: "phase" (in the phase that forked them), "cycle" (that phase or a later one,
-    where the program allows), "any" (also the next cycle's first phase)."""
+    where the program allows), "any" (also the next cycle's first phase). ``stream_switch``:
+    forward runs on the loop's own thread with 20 current (``with torch.cuda.stream(...)``
+    around its range, SGLang's forward stream), forked off 7 as it begins and joined back into 7
+    as process begins: from the kernels alone the same as 7 current with 20 a side stream."""
     r = random.Random(seed)
     ncyc = r.randint(4, 6)
-    worker = r.random() < 0.25
+    worker = r.random() < 0.25 or stream_switch
     if worker:
-        layout = [("schedule", LOOP, 7), ("forward", WORKER, 20), ("process", LOOP, 7)]
+        layout = [("schedule", LOOP, 7), ("forward", LOOP if stream_switch else WORKER, 20), ("process", LOOP, 7)]
     else:
         names = [("draft", "verify"), ("prepare", "forward", "sample"), ("verify", "draft", "draft_extend")][r.randint(0, 2)]
         layout = [(n, LOOP, 7) for n in names]

@@ -3,10 +3,12 @@ whose importer is hidden from the CLI, so the QdstrmImporter fallback is exercis
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -306,6 +308,11 @@ def test_engine_timers_stand_beside_the_trace(tmp_path):
     for p in doc["ranks"][0]["phases"]:
         # the engine's perf_counter and the NVTX range time the same code: close to each other
         assert abs(p["engine_cpu_ms_median"] - p["cpu_ms_median"]) < max(0.5, 0.2 * p["cpu_ms_median"]), p
+    # torch imported, CUDA never initialised: the phases marked no current stream (none to record
+    # an event on), and marked their ranges all the same
+    with contextlib.closing(sqlite3.connect(f"file:{out / 'report.sqlite'}?mode=ro", uri=True)) as db:
+        texts = [t for (t,) in db.execute("select coalesce(e.text, s.value) from NVTX_EVENTS e left join StringIds s on s.id = e.textId")]
+    assert "tracerecon.stream" not in texts and texts.count("verify") == 9
 
 
 def test_engine_timers_are_per_cycle_and_named_as_the_report_names_phases(tmp_path):

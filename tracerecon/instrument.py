@@ -15,6 +15,15 @@ environment, as torchrun sets it), so a single report of a whole process tree ma
 to ranks. With no profiler attached NVTX calls return at once (see benchmarks/instrument_overhead.py
 for the measured cost).
 
+Entering a phase also says which CUDA stream is current, where the engine's torch has CUDA
+initialised and the stream is not capturing a graph: an NVTX mark ``tracerecon.stream`` and a
+``cudaEventRecord`` on ``torch.cuda.current_stream()`` (no timing, nothing waits for it; one
+event per thread and device, recorded again each time). Events at the phase's boundaries go on
+that stream, and nsys keeps the stream of every event record: without it the trace shows only
+where kernels ran, and a phase running all its kernels on stream S reads the same whether its
+range runs inside ``with torch.cuda.stream(S)`` or forks S off the caller's stream and joins it
+back later. ``TRACERECON_STREAM_MARKS=0`` (or ``declare_streams(False)``) turns it off.
+
 Optional naive CPU timers (the ``perf_counter`` numbers engines log): set
 ``TRACERECON_CPU_TIMERS=/path/prefix`` or call ``enable_cpu_timers(path)``; each phase then
 appends ``{"rank", "pid", "cycle", "cycle_id", "phase", "cpu_ms"}`` as one JSON line to ``<prefix>.rank<R>.jsonl``.
@@ -26,13 +35,14 @@ import functools
 import itertools
 import json
 import os
+import sys
 import threading
 import time
 from typing import Callable, TypeVar
 
 import nvtx
 
-from tracerecon.run_dir import ACCEPTED_MARK_FORMAT, CPU_TIMERS_ENV, RANK_MARK_FORMAT
+from tracerecon.run_dir import ACCEPTED_MARK_FORMAT, CPU_TIMERS_ENV, RANK_MARK_FORMAT, STREAM_MARK, STREAM_MARKS_ENV
 
 DOMAIN = "tracerecon"
 
@@ -43,6 +53,7 @@ _lock = threading.Lock()
 _marked = False
 _timer_file = None
 _timer_path_env = CPU_TIMERS_ENV
+_declaring = os.environ.get(STREAM_MARKS_ENV, "1").strip() != "0"
 
 
 def current_rank() -> int:
@@ -74,6 +85,55 @@ def enable_cpu_timers(path_prefix: str | None) -> None:
             _timer_file = open(f"{path_prefix}.rank{current_rank()}.jsonl", "a", buffering=1)
 
 
+def declare_streams(enabled: bool) -> None:
+    """Whether entering a phase says which CUDA stream is current (module doc; default on,
+    off where ``TRACERECON_STREAM_MARKS=0``)."""
+    global _declaring
+    _declaring = bool(enabled)
+
+
+def mark_current_stream() -> None:
+    """The ``tracerecon.stream`` mark and a CUDA event recorded on the current stream (what
+    ``phase`` does as it begins; a range pushed otherwise calls it right after the push), where
+    torch is imported by the engine, has CUDA initialised and the stream captures no graph (a
+    record there would belong to the capture, not to this instant)."""
+    global _declaring
+    torch = sys.modules.get("torch")  # never imported here: an engine without torch launches nothing through it
+    if torch is None:
+        return
+    try:
+        cuda = torch.cuda
+        if not cuda.is_initialized() or cuda.is_current_stream_capturing():
+            return
+        stream, event = _current_stream_and_event(torch)
+        nvtx.mark(message=STREAM_MARK, domain=DOMAIN)
+        event.record(stream)
+    except Exception:  # an instrument never breaks the engine: no more declarations
+        _declaring = False
+
+
+def _current_stream_and_event(torch):
+    """``torch.cuda.current_stream()`` and this thread's event for its device. The stream
+    objects are kept per (stream, device) as ``current_stream`` would build them: building one
+    took 4.6-7.0 us a call on the H200 host, more than the rest of the declaration."""
+    cached = getattr(_state, "streams_events", None)
+    if cached is None:
+        cached = _state.streams_events = ({}, {})
+    streams, events = cached
+    c = torch._C
+    if hasattr(c, "_cuda_getCurrentStream") and hasattr(c, "_cuda_getDevice"):
+        key = c._cuda_getCurrentStream(c._cuda_getDevice())  # (stream id, device index, device type)
+        stream = streams.get(key)
+        if stream is None:
+            stream = streams[key] = torch.cuda.Stream(stream_id=key[0], device_index=key[1], device_type=key[2])
+    else:  # a torch without those (private) calls
+        stream = torch.cuda.current_stream()
+    event = events.get(stream.device_index)
+    if event is None:
+        event = events[stream.device_index] = torch.cuda.Event()
+    return stream, event
+
+
 def _cycle_index() -> int | None:
     return getattr(_state, "cycle", None)
 
@@ -97,6 +157,8 @@ class phase:
             mark_rank()
         c = _cycle_index()
         nvtx.push_range(message=self.name, domain=DOMAIN, payload=c)
+        if _declaring:
+            mark_current_stream()
         if _timer_file is not None:
             self._t0 = time.perf_counter()
         return self

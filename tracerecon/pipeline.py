@@ -17,7 +17,7 @@ from tracerecon.analysis.config import DEFAULT_PHASES, PhaseConfig, is_cycle_nam
 from tracerecon.errors import BadTraceError, TraceReconError, UsageError, install_hint
 from tracerecon.import_ahead import ImportAhead, join_all
 from tracerecon.memory import release_free_memory
-from tracerecon.run_dir import MAX_RANK_IN_NAME, accepted_of_mark, expand_inputs, listed_but_missing, number_in_filename, rank_of_mark, read_engine_timers, trace_stem
+from tracerecon.run_dir import MAX_RANK_IN_NAME, STREAM_MARK, accepted_of_mark, expand_inputs, listed_but_missing, number_in_filename, rank_of_mark, read_engine_timers, trace_stem
 
 if TYPE_CHECKING:
     from tracerecon.model import Analysis
@@ -311,6 +311,8 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
     """``_file_work_uncached`` once the export's tables are read. Each rank's number is
     provisional with several files (``number_ranks`` needs them all); its source carries what
     numbering looks at, its notes are said once it is numbered (``_numbered``)."""
+    import pyarrow as pa
+
     from tracerecon.analysis.projection import int64s
     from tracerecon.analysis.rank import RankTables, own_rank
     from tracerecon.analysis.ranks import RankSource, file_candidates, gpu_processes, number_ranks, select_pids
@@ -346,6 +348,9 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
         warnings.append(phases_without_gpu_message(str(f), left_out))
     out = []
     marks = tables.nvtx_marks.to_pydict()
+    # tracerecon.instrument's stream marks (which stream each phase's thread had current)
+    said = [i for i, name in enumerate(marks["name"]) if name == STREAM_MARK]
+    stream_marks = tables.nvtx_marks.select(["pid", "tid", "ts_ns"]).take(pa.array(said, pa.int64()))
     for cand, rank, how in zip(cands, numbers, hows):
         pids = list(cand.pids)
         accepted = tuple((pl, ts, n) for pid, name, pl, ts in zip(marks["pid"], marks["name"], marks["payload"], marks["ts_ns"])
@@ -353,7 +358,7 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
         rt = RankTables(
             nvtx_ranges=select_pids(tables.nvtx_ranges, [p for p in pids if p not in left_out]), gpu_ops=select_pids(linked, pids), api_calls=select_pids(tables.api_calls, pids),
             sync_records=select_pids(tables.sync_records, pids), event_records=select_pids(tables.event_records, pids),
-            accepted_marks=accepted,
+            accepted_marks=accepted, stream_marks=select_pids(stream_marks, pids),
         )
         out.append((RankSource(rank, str(f), tuple(pids), how, cand), tables.info, own_rank(rt, rank, config)))
     session = (*_session_span(tables.info, tables.trace_end_ns), tables.info.nsys_version)

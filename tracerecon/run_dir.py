@@ -44,6 +44,11 @@ _RANK_MARK = re.compile(r"^tracerecon\.rank=(\d+)$")
 # The NVTX mark tracerecon.instrument.accepted emits: tokens a cycle accepted (payload: the cycle).
 ACCEPTED_MARK_FORMAT = "tracerecon.accepted={}"
 _ACCEPTED_MARK = re.compile(r"^tracerecon\.accepted=(\d{1,18})$")  # (more digits: no count of tokens, nor an int64)
+# The NVTX mark tracerecon.instrument.phase emits on entering a phase, just before it records a
+# CUDA event on the thread's current stream: the record's stream (CUPTI_ACTIVITY_KIND_CUDA_EVENT)
+# is the stream the phase's boundary events go on.
+STREAM_MARK = "tracerecon.stream"
+STREAM_MARKS_ENV = "TRACERECON_STREAM_MARKS"  # "0": no mark, no event record
 # Trailing rank number in a file name: rank3, r3, _3, -3 (the last number of the stem).
 _RANK_IN_NAME = (re.compile(r"rank[_-]?(\d+)$", re.I), re.compile(r"(?:^|[_\-.])r(\d+)$", re.I), re.compile(r"[_\-.](\d+)$"))
 # A trailing number this large is a pid or a job id, not a rank.

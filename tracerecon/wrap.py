@@ -144,11 +144,13 @@ class CycleBook:
         call that should have closed it did not run)."""
         import nvtx
 
-        from tracerecon.instrument import DOMAIN, mark_rank
+        from tracerecon import instrument
 
-        mark_rank()
+        instrument.mark_rank()
         self.close_span(label)
-        nvtx.push_range(message=message, domain=DOMAIN, payload=payload)
+        nvtx.push_range(message=message, domain=instrument.DOMAIN, payload=payload)
+        if label != CYCLE and instrument._declaring:  # a phase spanning calls says its stream as one in a `with` does
+            instrument.mark_current_stream()
         self._stack().append(label)
 
     def close_span(self, label: str) -> bool:

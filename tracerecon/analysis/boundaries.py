@@ -11,7 +11,9 @@ stream runs in launch order, so the running maximum of op ends in launch order i
 NCCL's streams and graph launches need nothing special: their kernels are ops on their
 streams, and the compute stream waits for them through the same event records.
 
-Which stream: a phase's stream is the one that received most of its kernel time (the sum of
+Which stream: a phase whose thread said which stream was current as it began is read there
+(``declared_streams``: ``tracerecon.instrument`` marks it and records an event there) unless all
+its GPU work came from other threads. Otherwise a phase's stream is the one that received most of its kernel time (the sum of
 its ops' durations; a graph's branch nodes count on the graph's launch stream, ``graph_branches``;
 copies decide only in a phase that ran no kernel, and not on a stream that only copies where
 the phase's thread launches kernels: there the stream those copies feed, else the thread's own,
@@ -83,6 +85,11 @@ class StreamClock:
     # Work queued before the capture began (``queued_before_capture``), counted in op_launch /
     # op_done as launched before every instant of the trace.
     before_capture: BeforeCapture | None = None
+    # Every event record that found its call, in CPU order of the calls: the call's thread
+    # (``thread_keys``) and start, and the stream row recorded on (``declared_streams``).
+    record_thread: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    record_call_start: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    record_row: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def stream_index(self, pid: np.ndarray, device: np.ndarray, stream: np.ndarray) -> np.ndarray:
         """Row of ``keys`` for each (pid, device, stream); -1 where the stream has no work."""
@@ -299,7 +306,14 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
         branch_rows=np.searchsorted(keys, b_key) if n else np.zeros(len(b_key), np.int64),
         before_capture=head,
         op_instants=o_launch_raw,
+        **_record_calls(rec, rec_stream),
     )
+
+
+def _record_calls(rec: dict[str, np.ndarray], row: np.ndarray) -> dict[str, np.ndarray]:
+    """``StreamClock``'s record_* columns: the records in CPU order of their calls."""
+    order = np.argsort(rec["call_start"], kind="stable")
+    return {"record_thread": rec["thread"][order], "record_call_start": rec["call_start"][order], "record_row": np.asarray(row, np.int64)[order]}
 
 
 # A launch instant before every CPU instant of a trace (int64 min means "not placed").
@@ -559,7 +573,7 @@ def on_working_device(work_keys: np.ndarray, pid: np.ndarray, dev: np.ndarray, s
 
 
 def _event_record_times(event_records: pa.Table, api_calls: pa.Table) -> dict[str, np.ndarray]:
-    empty = {k: np.zeros(0, np.int64) for k in ("pid", "dev", "stream", "event", "sync", "cpu")}
+    empty = {k: np.zeros(0, np.int64) for k in ("pid", "dev", "stream", "event", "sync", "cpu", "thread", "call_start")}
     if event_records.num_rows == 0 or api_calls.num_rows == 0:
         return empty
     call = match_correlation(int64s(api_calls["global_pid"]), int64s(api_calls["correlation_id"], -1), int64s(event_records["global_pid"]), int64s(event_records["correlation_id"], -1))
@@ -575,6 +589,8 @@ def _event_record_times(event_records: pa.Table, api_calls: pa.Table) -> dict[st
         # Taken when the record call returned (as a launch is: ``launch_instants``): work queued
         # on the stream by then is what the event stands for.
         "cpu": int64s(api_calls["end_ns"])[call[ok]],
+        "thread": thread_keys(int64s(api_calls["pid"])[call[ok]], int64s(api_calls["tid"])[call[ok]]),
+        "call_start": int64s(api_calls["start_ns"])[call[ok]],
     }
 
 
@@ -597,6 +613,44 @@ def _stream_waits(sync_records: pa.Table) -> dict[str, np.ndarray]:
 
 # Up to this many phase x stream cells, phase_streams counts on a dense grid instead of sorting.
 _DENSE_CELLS = 20_000_000
+
+
+def declared_streams(clock: StreamClock, mark_thread: np.ndarray, mark_t: np.ndarray, ph_thread: np.ndarray, ph_s: np.ndarray,
+                     ph_e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per phase instance: (device, stream) its thread said was current as the phase began, -1
+    where none said. ``tracerecon.instrument`` says it with a
+    ``tracerecon.stream`` mark (its thread, ``thread_keys``, and CPU instant per mark) followed
+    by a ``cudaEventRecord`` on the current stream: the mark's record is its thread's first record
+    call starting at or after the mark and before the thread's next mark; the mark's phase is
+    the latest-starting phase instance of that thread whose range holds the mark, and a phase
+    takes the first mark it holds so (a range nested in it, no phase, marks later)."""
+    out = np.full(len(ph_s), -1, dtype=np.int64)
+    if len(mark_t) == 0 or len(ph_s) == 0 or len(clock.record_row) == 0:
+        return out, out.copy()
+    order = np.lexsort((mark_t, mark_thread))
+    m_thread, m_t = np.asarray(mark_thread, np.int64)[order], np.asarray(mark_t, np.int64)[order]
+    following = np.append(m_t[1:], I64_MAX)
+    following[:-1][m_thread[1:] != m_thread[:-1]] = I64_MAX  # the thread's next mark
+    r_order = np.lexsort((clock.record_call_start, clock.record_thread))
+    r_thread, r_start, r_row = clock.record_thread[r_order], clock.record_call_start[r_order], clock.record_row[r_order]
+    p_order = np.lexsort((np.arange(len(ph_s)), ph_s, ph_thread))
+    p_thread, p_s, p_e = np.asarray(ph_thread, np.int64)[p_order], np.asarray(ph_s, np.int64)[p_order], np.asarray(ph_e, np.int64)[p_order]
+    for th in np.intersect1d(np.intersect1d(m_thread, p_thread), r_thread).tolist():
+        ms, rs, ps = (slice(*np.searchsorted(x, [th, th + 1])) for x in (m_thread, r_thread, p_thread))
+        t = m_t[ms]
+        k = np.minimum(np.searchsorted(r_start[rs], t, side="left"), rs.stop - rs.start - 1)
+        found = (r_start[rs][k] >= t) & (r_start[rs][k] < following[ms])
+        row = r_row[rs][k]
+        # The phase: the latest-starting one of the thread that began by the mark and holds it.
+        j = np.searchsorted(p_s[ps], t, side="right") - 1
+        held = (j >= 0) & (p_e[ps][np.maximum(j, 0)] >= t)
+        take = np.flatnonzero(held)
+        phase = p_order[ps][j[take]]
+        first = np.unique(phase, return_index=True)[1]  # marks are in time order: each phase's first
+        first = first[found[take[first]]]  # (a first mark whose record is not in the trace says nothing)
+        out[phase[first]] = row[take[first]]
+    said = out >= 0
+    return (np.where(said, _unpack_device(clock.keys, np.maximum(out, 0)), -1), np.where(said, _unpack_stream(clock.keys, np.maximum(out, 0)), -1))
 
 
 def phase_streams(ops: pa.Table, op_phase: np.ndarray, n_phases: int, prefer: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

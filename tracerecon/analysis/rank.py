@@ -23,8 +23,8 @@ from tracerecon import schema
 from tracerecon.memory import release_free_memory
 from tracerecon.cores import usable_cores
 from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases, own_launches, stream_deciding_ops
-from tracerecon.analysis.columns import computes, distinct_few, graph_node_launches, is_graph_launch, synchronous_copies
-from tracerecon.analysis.boundaries import (CopyStreams, StreamClock, WaitTargets, awaited_work, busiest_streams, caller_streams, narrowed_by_phase,
+from tracerecon.analysis.columns import computes, distinct_few, graph_node_launches, is_graph_launch, synchronous_copies, thread_keys
+from tracerecon.analysis.boundaries import (CopyStreams, StreamClock, WaitTargets, awaited_work, busiest_streams, caller_streams, declared_streams, narrowed_by_phase,
                                             in_sequence, phase_boundaries, phase_streams, stream_clock, tiled_off_their_stream, timelines,
                                             wait_targets)
 from tracerecon.analysis.nccl import comm_mask, phase_comm_split
@@ -48,6 +48,7 @@ class RankTables:
     sync_records: pa.Table
     event_records: pa.Table
     accepted_marks: tuple = ()  # (payload, ts_ns, tokens) of tracerecon.accepted=N marks
+    stream_marks: pa.Table | None = None  # (pid, tid, ts_ns) of tracerecon.stream marks
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         # arrays would add to that peak (a 1 GiB export went from 2.5 to 3.0 GB when they overlapped).
         blocking, clock = blocking_of(), clock_of()
         release_free_memory()  # what those threads freed, before the peak
-        stream_work = (ops, op_phase, n_ph, clock, ph_pid, ph_tid, ph_s, ph_e, cycle_of, stream_deciders, ended_elsewhere, copy_streams)
+        stream_work = (ops, op_phase, n_ph, clock, ph_pid, ph_tid, ph_s, ph_e, cycle_of, stream_deciders, ended_elsewhere, copy_streams, tables.stream_marks)
         boundaries_f = side.submit(_phase_stream_boundaries, *stream_work) if alongside else None
         ranges = build_ranges(nested, ops, rank, launches, cross_owned, cross_rows)
         op_range = innermost_owner(ops, ranges, all_mask, depth, launches)
@@ -645,11 +646,12 @@ class SideReadings(NamedTuple):
 
 def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clock: StreamClock, ph_pid: np.ndarray, ph_tid: np.ndarray, ph_s: np.ndarray,
                              ph_e: np.ndarray, cycle_of: np.ndarray, stream_deciders: np.ndarray | None,
-                             ended_elsewhere: np.ndarray, copy_streams: CopyStreams) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, SideReadings]:
-    """Per phase instance: the stream-order boundaries (analysis.boundaries) on the stream that
-    received its work (of the ops ``stream_deciders`` marks), or the stream that forked that one
-    off: (boundary start, boundary end, device, stream, the CPU instant its end was read at,
-    ``SideReadings``)."""
+                             ended_elsewhere: np.ndarray, copy_streams: CopyStreams,
+                             stream_marks: pa.Table | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, SideReadings]:
+    """Per phase instance: the stream-order boundaries (analysis.boundaries) on the stream its
+    thread said was current (``said_streams``), else on the stream that received its work (of
+    the ops ``stream_deciders`` marks) or the stream that forked that one off: (boundary start,
+    boundary end, device, stream, the CPU instant its end was read at, ``SideReadings``)."""
     # The engine's events go on the stream that computes: copies and memsets decide only in a
     # phase that ran no kernel (a long prefetch on a copy stream is not where its events are),
     # and there only those on a stream that also computes; a phase whose work is all on streams
@@ -676,9 +678,13 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
         stream[only_copies] = np.where(p_stream >= 0, p_stream, own_stream)
     work_dev, work_stream = dev, stream
     dev, stream = caller_streams(clock, ops, op_phase, ph_pid, ph_tid, ph_s, ph_e, cycle_of, dev, stream)
+    said_dev, said_stream = said_streams(clock, stream_marks, ops, op_phase, ph_pid, ph_tid, ph_s, ph_e)
+    said = said_stream >= 0
+    if said.any():
+        dev, stream = np.where(said, said_dev, dev), np.where(said, said_stream, stream)
     ph_read_end = read_ends(ops, op_phase, ph_e, clock.op_instants)
     busiest = busiest_streams(ops, copy_streams)
-    moved = ((dev != work_dev) | (stream != work_stream)) & (work_stream >= 0)
+    moved = ((dev != work_dev) | (stream != work_stream)) & (work_stream >= 0) & ~said  # (a said stream is no guess: nothing to warn of)
     mask = moved & _kernels_all_on(clock, placed, deciding_phase, ph_pid, work_dev, work_stream) if moved.any() else moved
     side = SideReadings(np.zeros(n_ph, dtype=bool), np.zeros(n_ph, np.int64), np.full(n_ph, -1, np.int64))
     if mask.any():
@@ -691,6 +697,27 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     b_start, b_end, dev, stream = phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, busiest, ph_tid, ended_elsewhere=ended_elsewhere,
                                                    range_end=ph_e)
     return b_start, b_end, dev, stream, ph_read_end, side._replace(mask=side.mask & (b_start != I64_MIN))
+
+
+def said_streams(clock: StreamClock, stream_marks: pa.Table | None, ops: pa.Table, op_phase: np.ndarray, ph_pid: np.ndarray, ph_tid: np.ndarray,
+                 ph_s: np.ndarray, ph_e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per phase instance: (device, stream) its thread said was current as it began
+    (``declared_streams``), -1 where none did or where the phase's GPU work all came from other
+    threads (a phase whose launches a worker thread makes: the thread's own current stream
+    is not where that work goes, and the work's stream decides as before)."""
+    n_ph = len(ph_s)
+    if stream_marks is None or stream_marks.num_rows == 0 or n_ph == 0:
+        return np.full(n_ph, -1, np.int64), np.full(n_ph, -1, np.int64)
+    dev, stream = declared_streams(clock, thread_keys(int64s(stream_marks["pid"]), int64s(stream_marks["tid"])), int64s(stream_marks["ts_ns"]),
+                                   thread_keys(ph_pid, ph_tid), ph_s, ph_e)
+    if ops.num_rows and (stream >= 0).any():
+        has = op_phase >= 0
+        ph = op_phase[has]
+        own = (int64s(ops["launch_tid"], -1)[has] == ph_tid[ph]) & (int64s(ops["pid"])[has] == ph_pid[ph])
+        n_ops, n_own = np.bincount(ph, minlength=n_ph), np.bincount(ph[own], minlength=n_ph)
+        others_only = (n_ops > 0) & (n_own == 0)
+        dev, stream = np.where(others_only, -1, dev), np.where(others_only, -1, stream)
+    return dev, stream
 
 
 def _kernels_all_on(clock: StreamClock, placed: pa.Table, op_phase: np.ndarray, ph_pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:

@@ -1,0 +1,116 @@
+"""A phase whose current stream is not the loop's, instrumented with ``tracerecon.instrument``
+(which marks each phase's current stream as it begins), for checking tracerecon on real traces
+against the engine's own CUDA events, cycle by cycle.
+
+Each cycle is ``cycle N`` holding ``prepare`` (one layer on the loop's stream), ``forward`` (six
+layers on a forward stream F, forked off the loop's stream as forward begins) and ``sample``
+(joins F back into the loop's stream, one small kernel, ``.item()``). The kernels and the waits
+are the same in every shape; only the stream current at forward's boundaries differs:
+
+- ``switch_outside``: forward's range runs inside ``with torch.cuda.stream(F)`` (SGLang's
+  forward stream): F is current, events at its boundaries go on F.
+- ``switch_inside``: forward's range runs on the loop's stream and forks F inside it (a side
+  stream joined back in the next phase): the loop's stream is current.
+- ``alternate``: even cycles as ``switch_outside``, odd ones as ``switch_inside``.
+
+Ground truth (``--gt``, JSON lines as ``stream_shapes_probe.py`` writes): at every boundary an
+event on the current stream of the phase either side (phases tile their cycle, so a boundary is
+read on both; the later of the two is the boundary), and each phase's milliseconds between its
+two boundaries. ``TRACERECON_STREAM_MARKS=0`` leaves the marks out (the same trace as an engine
+instrumented otherwise would give).
+
+    nsys profile -t cuda,nvtx --sample=none --cpuctxsw=none -o out python3 launch/stream_marks_probe.py --shape S --gt gt.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import time
+
+import torch
+
+from tracerecon.instrument import cycle, phase
+
+PHASES = ("prepare", "forward", "sample")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", required=True, choices=["switch_outside", "switch_inside", "alternate"])
+    ap.add_argument("--cycles", type=int, default=40)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--gt", required=True)
+    args = ap.parse_args()
+    dev = torch.device("cuda")
+    w = torch.randn(4096, 4096, device=dev, dtype=torch.bfloat16) / 64
+    x = torch.randn(4096, 4096, device=dev, dtype=torch.bfloat16)
+    loop = torch.cuda.current_stream()
+    fwd = torch.cuda.Stream()
+
+    def chain(y: torch.Tensor, n: int) -> torch.Tensor:
+        for _ in range(n):
+            y = y @ w
+        return y
+
+    fwd.wait_stream(loop)
+    with torch.cuda.stream(fwd):
+        chain(x, 1)  # cuBLAS's workspace for F, before the loop
+    loop.wait_stream(fwd)
+    torch.cuda.synchronize()
+    rows = []
+    for i in range(-args.warmup, args.cycles):
+        outside = args.shape == "switch_outside" or (args.shape == "alternate" and i % 2 == 0)
+        current = [loop, fwd if outside else loop, loop]  # each phase's current stream
+
+        def boundary(k: int) -> list:
+            events = []
+            for s in {id(s): s for s in current[max(k - 1, 0):k + 1]}.values():
+                e = torch.cuda.Event(enable_timing=True)
+                e.record(s)
+                events.append(e)
+            return events
+
+        t0 = time.perf_counter()
+        ranged = i >= 0  # warm-up cycles run unmarked
+        span = phase if ranged else (lambda name: contextlib.nullcontext())
+        with cycle(i) if ranged else contextlib.nullcontext():
+            b = [boundary(0)]
+            with span("prepare"):
+                y = chain(x, 1)
+            b.append(boundary(1))
+            if outside:
+                with torch.cuda.stream(fwd), span("forward"):
+                    fwd.wait_stream(loop)
+                    out = chain(y, 6)
+            else:
+                with span("forward"):
+                    fwd.wait_stream(loop)
+                    with torch.cuda.stream(fwd):
+                        out = chain(y, 6)
+            b.append(boundary(2))
+            with span("sample"):
+                loop.wait_stream(fwd)
+                out.record_stream(loop)
+                token = out[0, :8].float().sum().item()
+            b.append(boundary(3))
+        cpu_ms = (time.perf_counter() - t0) * 1e3
+        rows.append((i, b, cpu_ms, outside, token))
+    torch.cuda.synchronize()
+    with open(args.gt, "w") as fh:
+        for i, b, cpu_ms, outside, _ in rows:
+            if i < 0:
+                continue
+            ref = b[0][0]
+            at = [max(ref.elapsed_time(e) for e in events) for events in b]
+            rec = {"cycle": i, "cpu_ms": cpu_ms, "shape": args.shape, "pid": os.getpid(),
+                   "forward_stream_current": outside, "phase_ms": {n: at[k + 1] - at[k] for k, n in enumerate(PHASES)},
+                   "cycle_ms": at[-1] - at[0]}
+            fh.write(json.dumps(rec) + "\n")
+    print(f"{args.cycles} cycles of {args.shape}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+"""Phases whose thread said which stream was current (``tracerecon.instrument``: a
+``tracerecon.stream`` mark as the phase begins, then an event recorded on the current stream):
+they are read on that stream, whatever their kernels' streams suggest. From the kernels and
+waits alone a thread that switches its current stream for one phase (``with
+torch.cuda.stream(F)`` around forward's range, SGLang's forward stream) reads the same as one
+that forks F off its stream inside the phase and joins it back later; the mark tells them
+apart, cycle by cycle.
+
+Truth: ``engine_programs.simulate``, events on each phase's current stream worked out
+independently of tracerecon, and hand reckonings."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine_programs import SAID_EVENT, U, program, simulate
+from nsys_factory import FakeTrace
+from tracerecon.analysis.config import PhaseConfig
+from tracerecon.api import load
+from tracerecon.run_dir import STREAM_MARK
+
+LOOP = 11
+# SGLang's shape, minimised: prepare runs 100 us on 7; forward runs with 20 current, forks it
+# off 7 and runs 500 us there; sample joins 20 back into 7, runs 10 us and reads back (.item()).
+SWITCH = [("prepare", LOOP, 7, [("k", 7, 100)]), ("forward", LOOP, 20, [("w", 20, 7), ("k", 20, 500)]),
+          ("sample", LOOP, 7, [("w", 7, 20), ("k", 7, 10), ("item", 7, 2)])]
+
+
+def readings(prog, tmp_path, say: bool) -> tuple[list, list, tuple]:
+    t, names, truth = simulate(prog, say_streams=say)
+    path = tmp_path / "t.sqlite"
+    path.unlink(missing_ok=True)
+    run = load([t.write(path)], PhaseConfig(phases=tuple(names)))
+    return truth, [(p["cycle"], p["phase"], p["gpu_ns"] / U, p["stream_id"]) for p in run.ranks[0].phases.to_pylist()], run.warnings
+
+
+def test_a_phase_run_inside_its_own_current_stream_is_read_there_once_it_says_so(tmp_path):
+    # GIVEN four cycles of SWITCH whose phases say their current stream
+    # WHEN analysed
+    truth, got, warnings = readings([SWITCH] * 4, tmp_path, say=True)
+    # THEN by hand (CPU: 2 us into a phase, 3 us before each op, 2 us for a launch or a wait, 4
+    # us to close a phase; an event completes at its CPU instant or when the work queued before
+    # it is done): cycle 0 prepare 5 .. 111 (its kernel 11 .. 111): 106 us; forward, on 20, from
+    # 111 to its kernel's end 611: 500 us; sample from 611 to its range's end at 628 (.item()
+    # returned at 624; an event recorded at 628 completes then, the GPU idle): 17 us
+    assert truth[:3] == [(0, "prepare", 106, 7), (0, "forward", 500, 20), (0, "sample", 17, 7)]
+    # and every cycle reads so, forward on 20, with nothing to warn of
+    assert got == [(c, n, float(us), s) for c, n, us, s in truth]
+    assert warnings == ()
+
+
+def test_without_the_mark_the_same_trace_reads_the_switched_phase_as_a_side_stream_and_says_so(tmp_path):
+    # GIVEN the same four cycles, their phases saying nothing of their stream
+    # WHEN analysed
+    truth, got, warnings = readings([SWITCH] * 4, tmp_path, say=False)
+    # THEN forward is read on 7, 20 taken for a side stream (0 us: launched and gone; sample
+    # absorbs the 500 us when it joins), and a warning gives the other reading: 0.500 ms on 20
+    assert [(n, us, s) for _, n, us, s in got[:3]] == [("prepare", 106.0, 7), ("forward", 0.0, 7), ("sample", 517.0, 7)]
+    assert len(warnings) == 1 and "'forward': in 4 of 4 instances" in warnings[0] and "events there read 0.500 ms" in warnings[0]
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**31 - 1), joins=st.sampled_from(["phase", "cycle", "any"]))
+def test_every_phase_of_a_thread_switching_streams_reads_its_events_when_phases_say_their_stream(seed, joins, tmp_path):
+    # GIVEN a random program whose forward runs on the loop's thread with 20 current (side
+    # streams forked off 20 and 7, an input stream, a copy stream, NCCL's, .item() reads),
+    # every phase saying its current stream
+    # WHEN analysed
+    truth, got, _ = readings(program(seed, joins=joins, stream_switch=True), tmp_path, say=True)
+    # THEN every phase of every cycle reads what events on its current stream read (to 1 us)
+    assert len(got) == len(truth)
+    for (cycle, phase, us, stream), (g_cycle, g_phase, g_us, g_stream) in zip(truth, got):
+        assert (g_cycle, g_phase, g_stream) == (cycle, phase, stream)
+        assert abs(g_us - us) <= 1, (seed, joins, cycle, phase, us, g_us)
+
+
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**31 - 1), joins=st.sampled_from(["phase", "cycle", "any"]))
+def test_saying_the_stream_changes_nothing_where_the_work_already_tells_it(seed, joins, tmp_path):
+    # GIVEN a random program of the other shapes (a quarter with forward on a worker thread of
+    # its own), every phase saying its current stream
+    # WHEN analysed
+    truth, got, _ = readings(program(seed, joins=joins), tmp_path, say=True)
+    # THEN every phase reads its events, as it does unsaid (test_engine_programs)
+    assert len(got) == len(truth)
+    for (cycle, phase, us, _), (g_cycle, g_phase, g_us, _) in zip(truth, got):
+        assert (g_cycle, g_phase) == (cycle, phase)
+        assert abs(g_us - us) <= 1, (seed, joins, cycle, phase, us, g_us)
+
+
+def said(t: FakeTrace, at_us: int, stream: int, tid: int = LOOP, record: int = 1) -> None:
+    """What tracerecon.instrument does as a phase begins: the mark, then the record."""
+    t.mark(STREAM_MARK, at_us * U, tid=tid)
+    t.event_record(event=SAID_EVENT, record=record, start=at_us * U + 200, end=at_us * U + 700, stream=stream, tid=tid)
+
+
+def kernel(t: FakeTrace, at_us: int, gpu_us: tuple[int, int], stream: int, tid: int = LOOP) -> None:
+    t.kernel(t.call("cudaLaunchKernel", at_us * U, (at_us + 2) * U, tid=tid), gpu_us[0] * U, gpu_us[1] * U, stream=stream)
+
+
+def analyse(t: FakeTrace, tmp_path, phases=("prepare", "forward")) -> list:
+    run = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=phases))
+    return [(p["cycle"], p["phase"], p["gpu_ns"] / U, p["stream_id"]) for p in run.ranks[0].phases.to_pylist()]
+
+
+def test_a_mark_with_no_record_of_its_own_says_nothing(tmp_path):
+    # GIVEN cycles whose forward (its kernel on 20 only, 200 us, 20 forked off 7 as it begins,
+    # joined back in the next cycle's prepare) is marked but whose record is missing (the
+    # thread's next record comes only after its next mark): the record after a second mark (a
+    # nested range's, no phase) is on 30, a stream nothing runs on
+    t = FakeTrace()
+    for c in range(3):
+        o = 1000 * c
+        t.cycle(c, *((o + x) * U for x in (10, 40, 90)), names=("prepare", "forward"), tid=LOOP)
+        kernel(t, o + 15, (o + 20, o + 60), 7)
+        t.mark(STREAM_MARK, (o + 42) * U, tid=LOOP)
+        t.mark(STREAM_MARK, (o + 44) * U, tid=LOOP)
+        t.event_record(event=SAID_EVENT, record=c + 1, start=(o + 45) * U, end=(o + 46) * U, stream=30, tid=LOOP)
+        kernel(t, o + 50, (o + 60, o + 260), 20)
+    # WHEN analysed
+    got = analyse(t, tmp_path)
+    # THEN the first mark found no record and the second is no phase's first: forward is read
+    # as though nothing were said, not on 30 (the kernels' stream 20, nothing waiting: from prepare's end at
+    # 60 to 260), in every cycle
+    assert [(n, us, s) for _, n, us, s in got] == [("prepare", 50.0, 7), ("forward", 200.0, 20)] * 3
+
+
+def test_a_phase_whose_work_another_thread_launched_keeps_that_works_stream(tmp_path):
+    # GIVEN phases on the loop thread that say 7 is current, while a worker thread (tid 12)
+    # launches all their GPU work on 20 (prepare 40 us, forward 300 us)
+    t = FakeTrace()
+    for c in range(3):
+        o = 1000 * c
+        t.cycle(c, *((o + x) * U for x in (10, 100, 500)), names=("prepare", "forward"), tid=LOOP)
+        said(t, o + 11, 7, record=2 * c + 1)
+        kernel(t, o + 20, (o + 30, o + 70), 20, tid=12)
+        said(t, o + 101, 7, record=2 * c + 2)
+        kernel(t, o + 110, (o + 120, o + 420), 20, tid=12)
+    # WHEN analysed
+    got = analyse(t, tmp_path)
+    # THEN the loop thread's current stream is not where that work went: each phase is read on
+    # 20, as unsaid (events there complete at the boundaries' CPU instants 10, 100 and 500, the
+    # work done by then): 90 and 400 us
+    assert [(n, us, s) for _, n, us, s in got] == [("prepare", 90.0, 20), ("forward", 400.0, 20)] * 3
+
+
+def test_a_phase_that_launches_nothing_is_read_on_the_stream_it_says(tmp_path):
+    # GIVEN forward (with 20 current) runs 300 us on 20 and prepare (7 current) launches
+    # nothing: the CPU a phase ahead, prepare starts while 20 still computes
+    t = FakeTrace()
+    for c in range(3):
+        o = 1000 * c
+        t.cycle(c, *((o + x) * U for x in (10, 50, 100)), names=("prepare", "forward"), tid=LOOP)
+        said(t, o + 11, 7, record=2 * c + 1)
+        said(t, o + 51, 20, record=2 * c + 2)
+        kernel(t, o + 60, (o + 70, o + 370), 20)
+    # WHEN analysed
+    got = analyse(t, tmp_path)
+    # THEN prepare reads events on 7 (nothing queued: its range, 40 us) and forward events on
+    # 20 (from 50, where the boundary's event on 7 completes, to its kernel's end 370: 320 us);
+    # unsaid, prepare would take forward's stream and read 20 (the same 40 us here: nothing
+    # queued there before 50 either)
+    assert [(n, us, s) for _, n, us, s in got] == [("prepare", 40.0, 7), ("forward", 320.0, 20)] * 3
