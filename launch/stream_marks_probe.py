@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import time
@@ -60,6 +61,11 @@ def main() -> None:
         chain(x, 1)  # cuBLAS's workspace for F, before the loop
     loop.wait_stream(fwd)
     torch.cuda.synchronize()
+    # No collector pauses in the loop: a pause between the engine's boundary events and the next
+    # range (0.35-0.47 ms in earlier runs) moves that boundary by as much (tracerecon reads a
+    # boundary at the later range's start; sample_traces/README.md).
+    gc.collect()
+    gc.disable()
     rows = []
     for i in range(-args.warmup, args.cycles):
         outside = args.shape == "switch_outside" or (args.shape == "alternate" and i % 2 == 0)
@@ -99,6 +105,7 @@ def main() -> None:
         cpu_ms = (time.perf_counter() - t0) * 1e3
         rows.append((i, b, cpu_ms, outside, token))
     torch.cuda.synchronize()
+    gc.enable()
     with open(args.gt, "w") as fh:
         for i, b, cpu_ms, outside, _ in rows:
             if i < 0:

@@ -35,8 +35,8 @@ SAID_EVENT = 500  # + thread id: the event tracerecon.instrument records on each
 def simulate(prog: list, say_streams: bool = False) -> tuple[FakeTrace, list[str], list[tuple[int, str, int, int]]]:
     """The program's trace (``cycle N`` ranges, phase ranges, launches, copies, waits, syncs),
     its phase names, and the truth: (cycle, phase, GPU us, current stream) per phase.
-    ``say_streams``: each phase begins as ``tracerecon.instrument`` begins one, with a
-    ``tracerecon.stream`` mark and an event recorded on its current stream."""
+    ``say_streams``: each phase begins as ``tracerecon.instrument`` begins one, with an event
+    recorded on its current stream and then a ``tracerecon.stream`` mark."""
     t = FakeTrace()
     free: dict[int, int] = {}  # stream -> when everything queued on it is done
     queued: dict[int, list[tuple[int, int]]] = {}  # stream -> (CPU instant it was queued, GPU end)
@@ -58,9 +58,9 @@ def simulate(prog: list, say_streams: bool = False) -> tuple[FakeTrace, list[str
         for name, tid, cur, ops in cyc:
             phase_start = cpu
             if say_streams:
-                t.mark(STREAM_MARK, cpu * U + 200, tid=tid)
                 records[SAID_EVENT + tid] = records.get(SAID_EVENT + tid, 0) + 1
-                t.event_record(event=SAID_EVENT + tid, record=records[SAID_EVENT + tid], start=cpu * U + 400, end=cpu * U + 900, stream=cur, tid=tid)
+                t.event_record(event=SAID_EVENT + tid, record=records[SAID_EVENT + tid], start=cpu * U + 200, end=cpu * U + 700, stream=cur, tid=tid)
+                t.mark(STREAM_MARK, cpu * U + 900, tid=tid)
             cpu += 2
             for op in ops:
                 op = op[1:] if isinstance(op[0], int) else op

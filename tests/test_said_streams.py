@@ -1,5 +1,5 @@
-"""Phases whose thread said which stream was current (``tracerecon.instrument``: a
-``tracerecon.stream`` mark as the phase begins, then an event recorded on the current stream):
+"""Phases whose thread said which stream was current (``tracerecon.instrument``: as the phase
+begins, an event recorded on the current stream, then a ``tracerecon.stream`` mark):
 they are read on that stream, whatever their kernels' streams suggest. From the kernels and
 waits alone a thread that switches its current stream for one phase (``with
 torch.cuda.stream(F)`` around forward's range, SGLang's forward stream) reads the same as one
@@ -11,9 +11,14 @@ independently of tracerecon, and hand reckonings."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import ROOT
 from engine_programs import SAID_EVENT, U, program, simulate
 from nsys_factory import FakeTrace
 from tracerecon.analysis.config import PhaseConfig
@@ -90,9 +95,9 @@ def test_saying_the_stream_changes_nothing_where_the_work_already_tells_it(seed,
 
 
 def said(t: FakeTrace, at_us: int, stream: int, tid: int = LOOP, record: int = 1) -> None:
-    """What tracerecon.instrument does as a phase begins: the mark, then the record."""
-    t.mark(STREAM_MARK, at_us * U, tid=tid)
-    t.event_record(event=SAID_EVENT, record=record, start=at_us * U + 200, end=at_us * U + 700, stream=stream, tid=tid)
+    """What tracerecon.instrument does as a phase begins: the record, then the mark."""
+    t.event_record(event=SAID_EVENT, record=record, start=at_us * U, end=at_us * U + 500, stream=stream, tid=tid)
+    t.mark(STREAM_MARK, at_us * U + 700, tid=tid)
 
 
 def kernel(t: FakeTrace, at_us: int, gpu_us: tuple[int, int], stream: int, tid: int = LOOP) -> None:
@@ -104,26 +109,57 @@ def analyse(t: FakeTrace, tmp_path, phases=("prepare", "forward")) -> list:
     return [(p["cycle"], p["phase"], p["gpu_ns"] / U, p["stream_id"]) for p in run.ranks[0].phases.to_pylist()]
 
 
-def test_a_mark_with_no_record_of_its_own_says_nothing(tmp_path):
-    # GIVEN cycles whose forward (its kernel on 20 only, 200 us, 20 forked off 7 as it begins,
-    # joined back in the next cycle's prepare) is marked but whose record is missing (the
-    # thread's next record comes only after its next mark): the record after a second mark (a
-    # nested range's, no phase) is on 30, a stream nothing runs on
-    t = FakeTrace()
-    for c in range(3):
-        o = 1000 * c
-        t.cycle(c, *((o + x) * U for x in (10, 40, 90)), names=("prepare", "forward"), tid=LOOP)
-        kernel(t, o + 15, (o + 20, o + 60), 7)
-        t.mark(STREAM_MARK, (o + 42) * U, tid=LOOP)
-        t.mark(STREAM_MARK, (o + 44) * U, tid=LOOP)
-        t.event_record(event=SAID_EVENT, record=c + 1, start=(o + 45) * U, end=(o + 46) * U, stream=30, tid=LOOP)
-        kernel(t, o + 50, (o + 60, o + 260), 20)
+# forward with 7 current forks 20 inside and runs 500 us there; sample joins 20 back: read
+# unmarked, forward is 0 us on 7 and sample 517 us (the trace's waits make 20 a side stream)
+FORKED_INSIDE = [("prepare", LOOP, 7, [("k", 7, 100)]), ("forward", LOOP, 7, [("w", 20, 7), ("k", 20, 500)]),
+                 ("sample", LOOP, 7, [("w", 7, 20), ("k", 7, 10), ("item", 7, 2)])]
+
+
+def range_edges(t: FakeTrace, name: str) -> list[tuple[int, int]]:
+    """(start, end) in ns of the ranges ``name`` (``cycle N`` for every cycle's)."""
+    return sorted((r["start"], r["end"]) for r in t.nvtx if r["eventType"] == 59 and (r["text"] == name or name == "cycle N" and r["text"].startswith("cycle ")))
+
+
+def test_a_mark_whose_record_the_export_lost_says_nothing(tmp_path):
+    # GIVEN FORKED_INSIDE's cycles, marked, whose exports lost the instrument's event rows (the
+    # record calls kept), so each mark's last call is a record the export cannot place, and the
+    # thread's next event record is the join's, on side stream 20
+    t, names, truth = simulate([FORKED_INSIDE] * 3, say_streams=True)
+    own = {e["correlationId"] for e in t.events if e["eventId"] == SAID_EVENT + LOOP}
+    t.events = [e for e in t.events if e["correlationId"] not in own]
     # WHEN analysed
-    got = analyse(t, tmp_path)
-    # THEN the first mark found no record and the second is no phase's first: forward is read
-    # as though nothing were said, not on 30 (the kernels' stream 20, nothing waiting: from prepare's end at
-    # 60 to 260), in every cycle
-    assert [(n, us, s) for _, n, us, s in got] == [("prepare", 50.0, 7), ("forward", 200.0, 20)] * 3
+    run = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=tuple(names)))
+    got = [(p["phase"], p["gpu_ns"] / U, p["stream_id"]) for p in run.ranks[0].phases.to_pylist()]
+    # THEN every phase is read as unmarked, which here is the truth (forward 0 us on 7, sample
+    # 517 us), not on the join's stream
+    assert [(n, float(us), s) for _, n, us, s in truth[:3]] == [("prepare", 106.0, 7), ("forward", 0.0, 7), ("sample", 517.0, 7)]
+    assert got == [(n, float(us), s) for _, n, us, s in truth]
+
+
+def test_a_mark_of_a_range_nested_in_a_phase_that_marked_nothing_says_nothing_of_the_phase(tmp_path):
+    # GIVEN FORKED_INSIDE's cycles, unmarked, but for a range `attn` nested in forward after its
+    # fork, with 20 current, that marks 20 (an instrumented range the phases do not name, inside
+    # an engine's own forward range)
+    t, names, truth = simulate([FORKED_INSIDE] * 3)
+    for i, (s, _) in enumerate(range_edges(t, "forward")):
+        t.range("attn", s + 6 * U, s + 9 * U, tid=LOOP)
+        said(t, s // U + 7, 20, record=i + 1)
+    # WHEN analysed
+    got = analyse(t, tmp_path, phases=tuple(names))
+    # THEN forward is read as unmarked (0 us on 7, the truth), not on attn's stream 20
+    assert got == [(c, n, float(us), s) for c, n, us, s in truth]
+
+
+def test_a_mark_outside_every_phase_says_nothing(tmp_path):
+    # GIVEN FORKED_INSIDE's cycles, unmarked, with a record on 20 and a mark 5 us after each
+    # cycle's range, in no phase (nor any range)
+    t, names, truth = simulate([FORKED_INSIDE] * 3)
+    for i, (_, end) in enumerate(range_edges(t, "cycle N")):
+        said(t, end // U + 5, 20, record=i + 1)
+    # WHEN analysed
+    got = analyse(t, tmp_path, phases=tuple(names))
+    # THEN no phase takes it: all read as unmarked (the truth)
+    assert got == [(c, n, float(us), s) for c, n, us, s in truth]
 
 
 def test_a_phase_whose_work_another_thread_launched_keeps_that_works_stream(tmp_path):
@@ -146,8 +182,7 @@ def test_a_phase_whose_work_another_thread_launched_keeps_that_works_stream(tmp_
 
 
 def test_a_phase_that_launches_nothing_is_read_on_the_stream_it_says(tmp_path):
-    # GIVEN forward (with 20 current) runs 300 us on 20 and prepare (7 current) launches
-    # nothing: the CPU a phase ahead, prepare starts while 20 still computes
+    # GIVEN forward (with 20 current) runs 300 us on 20 and prepare (7 current) launches nothing
     t = FakeTrace()
     for c in range(3):
         o = 1000 * c
@@ -159,6 +194,38 @@ def test_a_phase_that_launches_nothing_is_read_on_the_stream_it_says(tmp_path):
     got = analyse(t, tmp_path)
     # THEN prepare reads events on 7 (nothing queued: its range, 40 us) and forward events on
     # 20 (from 50, where the boundary's event on 7 completes, to its kernel's end 370: 320 us);
-    # unsaid, prepare would take forward's stream and read 20 (the same 40 us here: nothing
-    # queued there before 50 either)
+    # unsaid, prepare would take forward's stream and read 20 (the same 40 us here: nothing is
+    # queued there before 50 either; the stream it is read on is what the mark changes)
     assert [(n, us, s) for _, n, us, s in got] == [("prepare", 40.0, 7), ("forward", 320.0, 20)] * 3
+
+
+def test_marks_in_an_export_without_event_records_are_said_to_be_unread(tmp_path):
+    # GIVEN SWITCH's cycles, their phases marked, in an export that kept no event records (nsys
+    # 2022, or --cuda-event-trace=false): the CUDA_EVENT rows dropped, the record calls kept
+    t, names, _ = simulate([SWITCH] * 4, say_streams=True)
+    t.events.clear()
+    # WHEN analysed
+    run = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=tuple(names)))
+    got = [(p["phase"], p["gpu_ns"] / U, p["stream_id"]) for p in run.ranks[0].phases.to_pylist()]
+    # THEN the phases are read from their work (without records the waits cannot be followed
+    # either, so nothing makes 20 a side stream: forward is read where its kernel ran), and a
+    # warning says the 12 marks could not be read and why
+    assert got[:3] == [("prepare", 106.0, 7), ("forward", 500.0, 20), ("sample", 17.0, 7)]
+    assert any(w.endswith("12 phase starts marked their current stream (tracerecon.stream), but the export holds no CUDA event records to say "
+                          "which (CUPTI_ACTIVITY_KIND_CUDA_EVENT: nsys 2023 or later, --cuda-event-trace not false): each phase's stream is "
+                          "chosen from its work instead") for w in run.warnings), run.warnings
+
+
+def test_the_marking_is_on_by_default_off_by_the_environment_or_the_call_and_idle_without_cuda():
+    # GIVEN fresh processes importing the instrument (torch imported, CUDA never initialised)
+    code = ("import sys, torch; from tracerecon import instrument as i\n"
+            "with i.cycle(0), i.phase('verify'): pass\n"
+            "on = i._declaring; i.declare_streams(False); print(on, i._declaring)")
+    def run(**env) -> str:
+        return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ, **env), capture_output=True, text=True, check=True).stdout.split()
+
+    # WHEN run plainly, and with TRACERECON_STREAM_MARKS=0
+    # THEN marking is on after a phase ran with no CUDA (nothing to mark, nothing failed) and off
+    # after declare_streams(False); the environment turns it off from the start
+    assert run() == ["True", "False"]
+    assert run(TRACERECON_STREAM_MARKS="0") == ["False", "False"]

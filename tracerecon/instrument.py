@@ -16,8 +16,8 @@ to ranks. With no profiler attached NVTX calls return at once (see benchmarks/in
 for the measured cost).
 
 Entering a phase also says which CUDA stream is current, where the engine's torch has CUDA
-initialised and the stream is not capturing a graph: an NVTX mark ``tracerecon.stream`` and a
-``cudaEventRecord`` on ``torch.cuda.current_stream()`` (no timing, nothing waits for it; one
+initialised and the stream is not capturing a graph: a ``cudaEventRecord`` on
+``torch.cuda.current_stream()`` and then an NVTX mark ``tracerecon.stream`` (no timing, nothing waits for it; one
 event per thread and device, recorded again each time). Events at the phase's boundaries go on
 that stream, and nsys keeps the stream of every event record: without it the trace shows only
 where kernels ran, and a phase running all its kernels on stream S reads the same whether its
@@ -93,7 +93,7 @@ def declare_streams(enabled: bool) -> None:
 
 
 def mark_current_stream() -> None:
-    """The ``tracerecon.stream`` mark and a CUDA event recorded on the current stream (what
+    """A CUDA event recorded on the current stream, then the ``tracerecon.stream`` mark (what
     ``phase`` does as it begins; a range pushed otherwise calls it right after the push), where
     torch is imported by the engine, has CUDA initialised and the stream captures no graph (a
     record there would belong to the capture, not to this instant)."""
@@ -103,30 +103,41 @@ def mark_current_stream() -> None:
         return
     try:
         cuda = torch.cuda
-        if not cuda.is_initialized() or cuda.is_current_stream_capturing():
+        if not cuda.is_initialized():
             return
-        stream, event = _current_stream_and_event(torch)
-        nvtx.mark(message=STREAM_MARK, domain=DOMAIN)
+        said = _current_stream_and_event(torch)  # (asks nothing of a device with no context)
+        if said is None or cuda.is_current_stream_capturing():
+            return
+        stream, event = said
         event.record(stream)
+        # After the record: a mark stands for a record made (the analysis takes the thread's
+        # last CUDA call before the mark), never for one that failed.
+        nvtx.mark(message=STREAM_MARK, domain=DOMAIN)
     except Exception:  # an instrument never breaks the engine: no more declarations
         _declaring = False
 
 
 def _current_stream_and_event(torch):
-    """``torch.cuda.current_stream()`` and this thread's event for its device. The stream
-    objects are kept per (stream, device) as ``current_stream`` would build them: building one
-    took 4.6-7.0 us a call on the H200 host, more than the rest of the declaration."""
+    """``torch.cuda.current_stream()`` and this thread's event for its device, or None where the
+    thread's current device has no CUDA context yet (a helper thread of a rank that set its
+    device elsewhere is on device 0: recording there would open a context on a GPU the rank
+    does not use). The stream objects are kept per (stream, device) as ``current_stream``
+    would build them: building one took 4.6-7.0 us a call on the H200 host, more than the
+    rest of the declaration."""
     cached = getattr(_state, "streams_events", None)
     if cached is None:
         cached = _state.streams_events = ({}, {})
     streams, events = cached
     c = torch._C
-    if hasattr(c, "_cuda_getCurrentStream") and hasattr(c, "_cuda_getDevice"):
-        key = c._cuda_getCurrentStream(c._cuda_getDevice())  # (stream id, device index, device type)
+    device = c._cuda_getDevice() if hasattr(c, "_cuda_getDevice") else torch.cuda.current_device()
+    if hasattr(c, "_cuda_hasPrimaryContext") and not c._cuda_hasPrimaryContext(device):
+        return None
+    key = c._cuda_getCurrentStream(device) if hasattr(c, "_cuda_getCurrentStream") else None
+    if isinstance(key, tuple) and len(key) == 3:  # (stream id, device index, device type)
         stream = streams.get(key)
         if stream is None:
             stream = streams[key] = torch.cuda.Stream(stream_id=key[0], device_index=key[1], device_type=key[2])
-    else:  # a torch without those (private) calls
+    else:  # a torch whose (private) call says otherwise
         stream = torch.cuda.current_stream()
     event = events.get(stream.device_index)
     if event is None:

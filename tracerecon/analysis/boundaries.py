@@ -615,40 +615,53 @@ def _stream_waits(sync_records: pa.Table) -> dict[str, np.ndarray]:
 _DENSE_CELLS = 20_000_000
 
 
-def declared_streams(clock: StreamClock, mark_thread: np.ndarray, mark_t: np.ndarray, ph_thread: np.ndarray, ph_s: np.ndarray,
-                     ph_e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def declared_streams(clock: StreamClock, marks: tuple[np.ndarray, np.ndarray], calls: tuple[np.ndarray, np.ndarray, np.ndarray],
+                     range_starts: tuple[np.ndarray, np.ndarray], phases: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Per phase instance: (device, stream) its thread said was current as the phase began, -1
-    where none said. ``tracerecon.instrument`` says it with a
-    ``tracerecon.stream`` mark (its thread, ``thread_keys``, and CPU instant per mark) followed
-    by a ``cudaEventRecord`` on the current stream: the mark's record is its thread's first record
-    call starting at or after the mark and before the thread's next mark; the mark's phase is
-    the latest-starting phase instance of that thread whose range holds the mark, and a phase
-    takes the first mark it holds so (a range nested in it, no phase, marks later)."""
-    out = np.full(len(ph_s), -1, dtype=np.int64)
-    if len(mark_t) == 0 or len(ph_s) == 0 or len(clock.record_row) == 0:
+    where none said. ``tracerecon.instrument`` says it right after pushing the phase's range:
+    it records a CUDA event on the current stream, then emits a ``tracerecon.stream`` mark. A
+    mark (``marks``: its thread, ``thread_keys``, and CPU instant) names the stream of its
+    thread's last API call started before it (``calls``: thread, start, whether it is a
+    ``cudaEventRecord``; the calls the export keeps for GPU work), where that call is an event
+    record the export holds (in ``clock``); it names it for the phase instance (``phases``:
+    thread, CPU start and end) whose range is the thread's latest to start by that record
+    (``range_starts``: thread and start of every range, phases or not) and holds the mark. So a
+    mark whose record is not in the export says nothing, nor one of a range nested in a phase
+    that marked nothing itself."""
+    n = len(phases[1])
+    out = np.full(n, -1, dtype=np.int64)
+    m_thread, m_t = (np.asarray(x, np.int64) for x in marks)
+    if len(m_t) == 0 or n == 0 or len(clock.record_row) == 0:
         return out, out.copy()
-    order = np.lexsort((mark_t, mark_thread))
-    m_thread, m_t = np.asarray(mark_thread, np.int64)[order], np.asarray(mark_t, np.int64)[order]
-    following = np.append(m_t[1:], I64_MAX)
-    following[:-1][m_thread[1:] != m_thread[:-1]] = I64_MAX  # the thread's next mark
-    r_order = np.lexsort((clock.record_call_start, clock.record_thread))
-    r_thread, r_start, r_row = clock.record_thread[r_order], clock.record_call_start[r_order], clock.record_row[r_order]
-    p_order = np.lexsort((np.arange(len(ph_s)), ph_s, ph_thread))
-    p_thread, p_s, p_e = np.asarray(ph_thread, np.int64)[p_order], np.asarray(ph_s, np.int64)[p_order], np.asarray(ph_e, np.int64)[p_order]
+
+    def by_thread(thread: np.ndarray, *cols: np.ndarray) -> tuple[np.ndarray, ...]:
+        order = np.lexsort((np.asarray(cols[0]), np.asarray(thread)))
+        return (np.asarray(thread, np.int64)[order],) + tuple(np.asarray(c)[order] for c in cols) + (order,)
+
+    m_thread, m_t, _ = by_thread(m_thread, m_t)
+    c_thread, c_start, c_record, _ = by_thread(*calls)
+    r_thread, r_start, r_row, _ = by_thread(clock.record_thread, clock.record_call_start, clock.record_row)
+    g_thread, g_start, _ = by_thread(*range_starts)
+    p_thread, p_s, p_e, p_order = by_thread(*phases)
     for th in np.intersect1d(np.intersect1d(m_thread, p_thread), r_thread).tolist():
-        ms, rs, ps = (slice(*np.searchsorted(x, [th, th + 1])) for x in (m_thread, r_thread, p_thread))
+        ms, cs, rs, gs, ps = (slice(*np.searchsorted(x, [th, th + 1])) for x in (m_thread, c_thread, r_thread, g_thread, p_thread))
         t = m_t[ms]
-        k = np.minimum(np.searchsorted(r_start[rs], t, side="left"), rs.stop - rs.start - 1)
-        found = (r_start[rs][k] >= t) & (r_start[rs][k] < following[ms])
-        row = r_row[rs][k]
-        # The phase: the latest-starting one of the thread that began by the mark and holds it.
-        j = np.searchsorted(p_s[ps], t, side="right") - 1
-        held = (j >= 0) & (p_e[ps][np.maximum(j, 0)] >= t)
-        take = np.flatnonzero(held)
-        phase = p_order[ps][j[take]]
-        first = np.unique(phase, return_index=True)[1]  # marks are in time order: each phase's first
-        first = first[found[take[first]]]  # (a first mark whose record is not in the trace says nothing)
-        out[phase[first]] = row[take[first]]
+        # The thread's last call before each mark, an event record the export holds
+        k = np.searchsorted(c_start[cs], t, side="left") - 1
+        ok = (k >= 0) & c_record[cs][np.maximum(k, 0)] if cs.stop > cs.start else np.zeros(len(t), bool)
+        call = c_start[cs][np.maximum(k, 0)] if cs.stop > cs.start else np.zeros(len(t), np.int64)
+        r = np.minimum(np.searchsorted(r_start[rs], call), rs.stop - rs.start - 1)
+        ok &= r_start[rs][r] == call
+        # ... made first thing in a phase range: the thread's latest range to start by it
+        j = np.searchsorted(p_s[ps], call, side="right") - 1
+        g = np.searchsorted(g_start[gs], call, side="right") - 1
+        ok &= (j >= 0) & (g >= 0)
+        jj, gg = np.maximum(j, 0), np.maximum(g, 0)
+        ok &= (p_s[ps][jj] == g_start[gs][gg]) & (p_e[ps][jj] >= t)
+        take = np.flatnonzero(ok)
+        phase = p_order[ps][jj[take]]
+        first = np.unique(phase, return_index=True)[1]  # (one mark a phase; the first if more)
+        out[phase[first]] = r_row[rs][r[take[first]]]
     said = out >= 0
     return (np.where(said, _unpack_device(clock.keys, np.maximum(out, 0)), -1), np.where(said, _unpack_stream(clock.keys, np.maximum(out, 0)), -1))
 

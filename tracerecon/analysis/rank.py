@@ -31,7 +31,7 @@ from tracerecon.analysis.nccl import comm_mask, phase_comm_split
 from tracerecon.analysis.config import PhaseConfig, is_cycle_name
 from tracerecon.analysis.phases import (ERROR_FLOOR_NS, PhaseInputs, adds_up_tolerance, build_cycles, build_phases, cycles_by_time,
                                         cycles_per_thread, phases_past_their_cycle, select_phases)
-from tracerecon.analysis.projection import I64_MIN, index_launches, innermost_owner, int64s
+from tracerecon.analysis.projection import I64_MIN, index_launches, innermost_owner, int64s, string_mask
 from tracerecon.analysis.ranges import build_ranges, nest
 from tracerecon.analysis.syncs import attribute_waits, find_blocking_calls
 
@@ -172,7 +172,8 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         # arrays would add to that peak (a 1 GiB export went from 2.5 to 3.0 GB when they overlapped).
         blocking, clock = blocking_of(), clock_of()
         release_free_memory()  # what those threads freed, before the peak
-        stream_work = (ops, op_phase, n_ph, clock, ph_pid, ph_tid, ph_s, ph_e, cycle_of, stream_deciders, ended_elsewhere, copy_streams, tables.stream_marks)
+        said = said_streams(clock, tables.stream_marks, tables.api_calls, nested, ops, op_phase, stream_deciders, ph_pid, ph_tid, ph_s, ph_e)
+        stream_work = (ops, op_phase, n_ph, clock, ph_pid, ph_tid, ph_s, ph_e, cycle_of, stream_deciders, ended_elsewhere, copy_streams, said)
         boundaries_f = side.submit(_phase_stream_boundaries, *stream_work) if alongside else None
         ranges = build_ranges(nested, ops, rank, launches, cross_owned, cross_rows)
         op_range = innermost_owner(ops, ranges, all_mask, depth, launches)
@@ -231,6 +232,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     + _out_of_step_notes(cycle_of, cycle_rows, labels, ph_tid, int64s(nested["tid"])[cycle_rows] if len(cycle_rows) else np.zeros(0, np.int64))
                     + _before_capture_notes(clock)
                     + _host_side_wait_notes(tables.api_calls)
+                    + _unrecorded_stream_notes(tables.stream_marks, clock)
                     + _several_devices_notes(ops)
                     + _cycle_edge_notes(clock, nested, cycle_rows, cycle_of, ph_pid, ph_s, ph_read_end, dev, stream, b_start, b_end, labels, unphased,
                                         holds_cycles=nested_cycles[1])
@@ -307,6 +309,17 @@ def _host_side_wait_notes(api_calls: pa.Table) -> tuple[str, ...]:
         return ()
     return (f"{said}: streams waited for a host function, a callback or a value in memory, for which the trace records no event; "
             "such waits are not modelled: a phase whose stream waited so may read short, and the next one long",)
+
+
+def _unrecorded_stream_notes(stream_marks: pa.Table | None, clock: StreamClock) -> tuple[str, ...]:
+    """One line where phases marked their current stream (``tracerecon.instrument``) but the
+    export holds no event record to say which stream that was (nsys 2022 and older keep none;
+    ``--cuda-event-trace=false`` drops them): their streams are chosen from their work."""
+    if stream_marks is None or stream_marks.num_rows == 0 or len(clock.record_row):
+        return ()
+    return (f"{stream_marks.num_rows} phase starts marked their current stream (tracerecon.stream), but the export holds no CUDA event "
+            "records to say which (CUPTI_ACTIVITY_KIND_CUDA_EVENT: nsys 2023 or later, --cuda-event-trace not false): each phase's "
+            "stream is chosen from its work instead",)
 
 
 def cycles_within_cycles(nested: pa.Table, cycle_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -647,7 +660,7 @@ class SideReadings(NamedTuple):
 def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clock: StreamClock, ph_pid: np.ndarray, ph_tid: np.ndarray, ph_s: np.ndarray,
                              ph_e: np.ndarray, cycle_of: np.ndarray, stream_deciders: np.ndarray | None,
                              ended_elsewhere: np.ndarray, copy_streams: CopyStreams,
-                             stream_marks: pa.Table | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, SideReadings]:
+                             said: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, SideReadings]:
     """Per phase instance: the stream-order boundaries (analysis.boundaries) on the stream its
     thread said was current (``said_streams``), else on the stream that received its work (of
     the ops ``stream_deciders`` marks) or the stream that forked that one off: (boundary start,
@@ -678,7 +691,7 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
         stream[only_copies] = np.where(p_stream >= 0, p_stream, own_stream)
     work_dev, work_stream = dev, stream
     dev, stream = caller_streams(clock, ops, op_phase, ph_pid, ph_tid, ph_s, ph_e, cycle_of, dev, stream)
-    said_dev, said_stream = said_streams(clock, stream_marks, ops, op_phase, ph_pid, ph_tid, ph_s, ph_e)
+    said_dev, said_stream = said if said is not None else (dev, np.full(n_ph, -1, np.int64))
     said = said_stream >= 0
     if said.any():
         dev, stream = np.where(said, said_dev, dev), np.where(said, said_stream, stream)
@@ -699,20 +712,27 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     return b_start, b_end, dev, stream, ph_read_end, side._replace(mask=side.mask & (b_start != I64_MIN))
 
 
-def said_streams(clock: StreamClock, stream_marks: pa.Table | None, ops: pa.Table, op_phase: np.ndarray, ph_pid: np.ndarray, ph_tid: np.ndarray,
-                 ph_s: np.ndarray, ph_e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def said_streams(clock: StreamClock, stream_marks: pa.Table | None, api_calls: pa.Table, ranges: pa.Table, ops: pa.Table, op_phase: np.ndarray,
+                 stream_deciders: np.ndarray | None, ph_pid: np.ndarray, ph_tid: np.ndarray, ph_s: np.ndarray,
+                 ph_e: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """Per phase instance: (device, stream) its thread said was current as it began
-    (``declared_streams``), -1 where none did or where the phase's GPU work all came from other
-    threads (a phase whose launches a worker thread makes: the thread's own current stream
-    is not where that work goes, and the work's stream decides as before)."""
+    (``declared_streams``; ``ranges``: every NVTX range of the rank), -1 where none did or
+    where the phase's ops that decide its stream (``stream_deciders``, None: all) all came
+    from other threads (a phase whose launches a worker thread makes: the thread's own current
+    stream is not where that work goes, and the work's stream decides as before). None where
+    the rank has no marks."""
     n_ph = len(ph_s)
     if stream_marks is None or stream_marks.num_rows == 0 or n_ph == 0:
-        return np.full(n_ph, -1, np.int64), np.full(n_ph, -1, np.int64)
-    dev, stream = declared_streams(clock, thread_keys(int64s(stream_marks["pid"]), int64s(stream_marks["tid"])), int64s(stream_marks["ts_ns"]),
-                                   thread_keys(ph_pid, ph_tid), ph_s, ph_e)
+        return None
+    deciding_phase = op_phase if stream_deciders is None else np.where(stream_deciders, op_phase, -1)
+    calls = (thread_keys(int64s(api_calls["pid"]), int64s(api_calls["tid"])), int64s(api_calls["start_ns"]),
+             string_mask(api_calls["name"], lambda name: "EventRecord" in name)) if api_calls.num_rows else (np.zeros(0, np.int64),) * 2 + (np.zeros(0, bool),)
+    dev, stream = declared_streams(clock, (thread_keys(int64s(stream_marks["pid"]), int64s(stream_marks["tid"])), int64s(stream_marks["ts_ns"])), calls,
+                                   (thread_keys(int64s(ranges["pid"]), int64s(ranges["tid"])), int64s(ranges["start_ns"])),
+                                   (thread_keys(ph_pid, ph_tid), ph_s, ph_e))
     if ops.num_rows and (stream >= 0).any():
-        has = op_phase >= 0
-        ph = op_phase[has]
+        has = deciding_phase >= 0
+        ph = deciding_phase[has]
         own = (int64s(ops["launch_tid"], -1)[has] == ph_tid[ph]) & (int64s(ops["pid"])[has] == ph_pid[ph])
         n_ops, n_own = np.bincount(ph, minlength=n_ph), np.bincount(ph[own], minlength=n_ph)
         others_only = (n_ops > 0) & (n_own == 0)
