@@ -3,14 +3,14 @@
 # tracerecon.instrument's stream marks (S) and without them (S_unmarked, TRACERECON_STREAM_MARKS=0),
 # exported to SQLite beside the CUDA-event ground truth, all in $OUT/marks.tar.xz (scrub with
 # `tracerecon scrub` before committing); then benchmarks/instrument_overhead.py --cuda.
-# Usage (GPU machine, repo root, carry .devcarry): [SHAPES="..."] [CYCLES=40] bash launch/h200_marks_batch.sh
+# Usage (GPU machine, repo root, carry .devcarry): [SHAPES="..."] [MARKS="1 0"] [CYCLES=40] bash launch/h200_marks_batch.sh
 set -u
 source .devcarry/nsys-env.sh > /dev/null
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .devcarry/wheels/*.whl
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 D=/tmp/marks; rm -rf $D; mkdir -p $D
 for s in ${SHAPES-switch_outside switch_inside alternate}; do
-  for marks in 1 0; do
+  for marks in ${MARKS:-1 0}; do
     name=$s; [ $marks = 1 ] || name=${s}_unmarked
     echo "=== $name"; t=$SECONDS
     TRACERECON_STREAM_MARKS=$marks timeout 240 nsys profile -t cuda,nvtx --cuda-graph-trace=node --sample=none --cpuctxsw=none -o $D/$name -f true \
