@@ -16,7 +16,8 @@ to ranks. With no profiler attached NVTX calls return at once (see benchmarks/in
 for the measured cost).
 
 Entering a phase also says which CUDA stream is current, where the engine's torch has CUDA
-initialised and the stream is not capturing a graph: a ``cudaEventRecord`` on
+initialised, the thread's current device has a context and the stream is not capturing a
+graph: a ``cudaEventRecord`` on
 ``torch.cuda.current_stream()`` and then an NVTX mark ``tracerecon.stream`` (no timing, nothing waits for it; one
 event per thread and device, recorded again each time). Events at the phase's boundaries go on
 that stream, and nsys keeps the stream of every event record: without it the trace shows only
@@ -95,8 +96,9 @@ def declare_streams(enabled: bool) -> None:
 def mark_current_stream() -> None:
     """A CUDA event recorded on the current stream, then the ``tracerecon.stream`` mark (what
     ``phase`` does as it begins; a range pushed otherwise calls it right after the push), where
-    torch is imported by the engine, has CUDA initialised and the stream captures no graph (a
-    record there would belong to the capture, not to this instant)."""
+    torch is imported by the engine, has CUDA initialised, the thread's current device has a
+    context (``_current_stream_and_event``) and the stream captures no graph (a record there
+    would belong to the capture, not to this instant)."""
     global _declaring
     torch = sys.modules.get("torch")  # never imported here: an engine without torch launches nothing through it
     if torch is None:

@@ -12,8 +12,8 @@ NCCL's streams and graph launches need nothing special: their kernels are ops on
 streams, and the compute stream waits for them through the same event records.
 
 Which stream: a phase whose thread said which stream was current as it began is read there
-(``declared_streams``: ``tracerecon.instrument`` marks it and records an event there) unless all
-its GPU work came from other threads. Otherwise a phase's stream is the one that received most of its kernel time (the sum of
+(``declared_streams``: ``tracerecon.instrument`` records an event there and marks it) unless all
+its stream-deciding GPU work came from other threads. Otherwise a phase's stream is the one that received most of its kernel time (the sum of
 its ops' durations; a graph's branch nodes count on the graph's launch stream, ``graph_branches``;
 copies decide only in a phase that ran no kernel, and not on a stream that only copies where
 the phase's thread launches kernels: there the stream those copies feed, else the thread's own,

@@ -692,12 +692,12 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     work_dev, work_stream = dev, stream
     dev, stream = caller_streams(clock, ops, op_phase, ph_pid, ph_tid, ph_s, ph_e, cycle_of, dev, stream)
     said_dev, said_stream = said if said is not None else (dev, np.full(n_ph, -1, np.int64))
-    said = said_stream >= 0
-    if said.any():
-        dev, stream = np.where(said, said_dev, dev), np.where(said, said_stream, stream)
+    told = said_stream >= 0
+    if told.any():
+        dev, stream = np.where(told, said_dev, dev), np.where(told, said_stream, stream)
     ph_read_end = read_ends(ops, op_phase, ph_e, clock.op_instants)
     busiest = busiest_streams(ops, copy_streams)
-    moved = ((dev != work_dev) | (stream != work_stream)) & (work_stream >= 0) & ~said  # (a said stream is no guess: nothing to warn of)
+    moved = ((dev != work_dev) | (stream != work_stream)) & (work_stream >= 0) & ~told  # (a said stream is no guess: nothing to warn of)
     mask = moved & _kernels_all_on(clock, placed, deciding_phase, ph_pid, work_dev, work_stream) if moved.any() else moved
     side = SideReadings(np.zeros(n_ph, dtype=bool), np.zeros(n_ph, np.int64), np.full(n_ph, -1, np.int64))
     if mask.any():
