@@ -162,17 +162,25 @@ def test_a_mark_outside_every_phase_says_nothing(tmp_path):
     assert got == [(c, n, float(us), s) for c, n, us, s in truth]
 
 
-def test_a_phase_whose_work_another_thread_launched_keeps_that_works_stream(tmp_path):
-    # GIVEN phases on the loop thread that say 7 is current, while a worker thread (tid 12)
-    # launches all their GPU work on 20 (prepare 40 us, forward 300 us)
+def marked_cycles(edges_us: tuple[int, int, int], streams: tuple[int, int], launches: list) -> FakeTrace:
+    """Three cycles 1 ms apart of prepare and forward on the loop thread (between ``edges_us``),
+    each phase saying its stream (``streams``) 1 us into its range, and per cycle the
+    ``launches``: (CPU us, (GPU start us, end us), stream, launching thread)."""
     t = FakeTrace()
     for c in range(3):
         o = 1000 * c
-        t.cycle(c, *((o + x) * U for x in (10, 100, 500)), names=("prepare", "forward"), tid=LOOP)
-        said(t, o + 11, 7, record=2 * c + 1)
-        kernel(t, o + 20, (o + 30, o + 70), 20, tid=12)
-        said(t, o + 101, 7, record=2 * c + 2)
-        kernel(t, o + 110, (o + 120, o + 420), 20, tid=12)
+        t.cycle(c, *((o + x) * U for x in edges_us), names=("prepare", "forward"), tid=LOOP)
+        for i, stream in enumerate(streams):
+            said(t, o + edges_us[i] + 1, stream, record=2 * c + i + 1)
+        for at, (g0, g1), stream, tid in launches:
+            kernel(t, o + at, (o + g0, o + g1), stream, tid=tid)
+    return t
+
+
+def test_a_phase_whose_work_another_thread_launched_keeps_that_works_stream(tmp_path):
+    # GIVEN phases on the loop thread that say 7 is current, while a worker thread (tid 12)
+    # launches all their GPU work on 20 (prepare 40 us, forward 300 us)
+    t = marked_cycles((10, 100, 500), (7, 7), [(20, (30, 70), 20, 12), (110, (120, 420), 20, 12)])
     # WHEN analysed
     got = analyse(t, tmp_path)
     # THEN the loop thread's current stream is not where that work went: each phase is read on
@@ -183,13 +191,7 @@ def test_a_phase_whose_work_another_thread_launched_keeps_that_works_stream(tmp_
 
 def test_a_phase_that_launches_nothing_is_read_on_the_stream_it_says(tmp_path):
     # GIVEN forward (with 20 current) runs 300 us on 20 and prepare (7 current) launches nothing
-    t = FakeTrace()
-    for c in range(3):
-        o = 1000 * c
-        t.cycle(c, *((o + x) * U for x in (10, 50, 100)), names=("prepare", "forward"), tid=LOOP)
-        said(t, o + 11, 7, record=2 * c + 1)
-        said(t, o + 51, 20, record=2 * c + 2)
-        kernel(t, o + 60, (o + 70, o + 370), 20)
+    t = marked_cycles((10, 50, 100), (7, 20), [(60, (70, 370), 20, LOOP)])
     # WHEN analysed
     got = analyse(t, tmp_path)
     # THEN prepare reads events on 7 (nothing queued: its range, 40 us) and forward events on

@@ -85,8 +85,8 @@ class StreamClock:
     # Work queued before the capture began (``queued_before_capture``), counted in op_launch /
     # op_done as launched before every instant of the trace.
     before_capture: BeforeCapture | None = None
-    # Every event record that found its call, in CPU order of the calls: the call's thread
-    # (``thread_keys``) and start, and the stream row recorded on (``declared_streams``).
+    # Every event record that found its call: the call's thread (``thread_keys``) and start,
+    # and the stream row recorded on (``declared_streams``).
     record_thread: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     record_call_start: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     record_row: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -306,14 +306,10 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
         branch_rows=np.searchsorted(keys, b_key) if n else np.zeros(len(b_key), np.int64),
         before_capture=head,
         op_instants=o_launch_raw,
-        **_record_calls(rec, rec_stream),
+        record_thread=rec["thread"],
+        record_call_start=rec["call_start"],
+        record_row=np.asarray(rec_stream, np.int64),
     )
-
-
-def _record_calls(rec: dict[str, np.ndarray], row: np.ndarray) -> dict[str, np.ndarray]:
-    """``StreamClock``'s record_* columns: the records in CPU order of their calls."""
-    order = np.argsort(rec["call_start"], kind="stable")
-    return {"record_thread": rec["thread"][order], "record_call_start": rec["call_start"][order], "record_row": np.asarray(row, np.int64)[order]}
 
 
 # A launch instant before every CPU instant of a trace (int64 min means "not placed").
