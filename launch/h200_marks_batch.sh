@@ -3,6 +3,7 @@
 # tracerecon.instrument's stream marks (S) and without them (S_unmarked, TRACERECON_STREAM_MARKS=0),
 # exported to SQLite beside the CUDA-event ground truth, all in $OUT/marks.tar.xz (scrub with
 # `tracerecon scrub` before committing); then benchmarks/instrument_overhead.py --cuda.
+# The CPU-ahead shapes: SHAPES="ahead_switch_outside ahead_switch_inside ahead_alternate".
 # Usage (GPU machine, repo root, carry .devcarry): [SHAPES="..."] [MARKS="1 0"] [CYCLES=40] bash launch/h200_marks_batch.sh
 set -u
 source .devcarry/nsys-env.sh > /dev/null

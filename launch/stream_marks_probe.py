@@ -12,6 +12,10 @@ are the same in every shape; only the stream current at forward's boundaries dif
 - ``switch_inside``: forward's range runs on the loop's stream and forks F inside it (a side
   stream joined back in the next phase): the loop's stream is current.
 - ``alternate``: even cycles as ``switch_outside``, odd ones as ``switch_inside``.
+- ``ahead_outside``, ``ahead_inside``, ``ahead_alternate``: the same, with the CPU a cycle ahead
+  of the GPU (SGLang's overlap scheduler, vLLM's async scheduling): sample copies its token to
+  pinned memory without waiting and reads the previous cycle's token, so the CPU launches cycle
+  N+1 while the GPU still runs cycle N's forward.
 
 Ground truth (``--gt``, JSON lines as ``stream_shapes_probe.py`` writes): at every boundary an
 event on the current stream of the phase either side (phases tile their cycle, so a boundary is
@@ -40,7 +44,7 @@ PHASES = ("prepare", "forward", "sample")
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--shape", required=True, choices=["switch_outside", "switch_inside", "alternate"])
+    ap.add_argument("--shape", required=True, choices=[f"{a}{s}" for a in ("", "ahead_") for s in ("switch_outside", "switch_inside", "alternate")])
     ap.add_argument("--cycles", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--gt", required=True)
@@ -66,9 +70,13 @@ def main() -> None:
     # boundary at the later range's start; sample_traces/README.md).
     gc.collect()
     gc.disable()
+    ahead = args.shape.startswith("ahead_")
+    shape = args.shape.removeprefix("ahead_")
+    tokens = [torch.empty(8, device="cpu", dtype=torch.float32).pin_memory() for _ in range(2)]
+    pending = None  # the previous cycle's (token, copy-done event), when the CPU runs ahead
     rows = []
     for i in range(-args.warmup, args.cycles):
-        outside = args.shape == "switch_outside" or (args.shape == "alternate" and i % 2 == 0)
+        outside = shape.endswith("outside") or (shape == "alternate" and i % 2 == 0)
         current = [loop, fwd if outside else loop, loop]  # each phase's current stream
 
         def boundary(k: int) -> list:
@@ -100,7 +108,17 @@ def main() -> None:
             with span("sample"):
                 loop.wait_stream(fwd)
                 out.record_stream(loop)
-                token = out[0, :8].float().sum().item()
+                if ahead:
+                    host = tokens[i % 2]
+                    host.copy_(out[0, :8].float(), non_blocking=True)
+                    done = torch.cuda.Event()
+                    done.record(loop)
+                    if pending is not None:
+                        pending[1].synchronize()  # the previous cycle's token: the GPU is on this one
+                    token = None if pending is None else pending[0].sum().item()
+                    pending = (host, done)
+                else:
+                    token = out[0, :8].float().sum().item()
             b.append(boundary(3))
         cpu_ms = (time.perf_counter() - t0) * 1e3
         rows.append((i, b, cpu_ms, outside, token))

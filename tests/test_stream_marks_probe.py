@@ -6,7 +6,10 @@ recorded at every phase boundary on the current stream of the phase either side,
 there; sample joins F back and reads a token. ``switch_outside``: forward's range runs inside
 ``with torch.cuda.stream(F)`` (events on F); ``switch_inside``: it runs on the loop's stream and
 forks F inside (events on the loop's stream); ``alternate``: even cycles the one, odd ones the
-other. The kernels and waits are alike in all three: only the marks tell them apart."""
+other. The kernels and waits are alike in all three: only the marks tell them apart. ``ahead_*``:
+the same three with the CPU a cycle ahead of the GPU (SGLang's overlap scheduler, vLLM's async
+scheduling): sample copies its token to pinned memory without waiting and reads the previous
+cycle's, so cycle N+1 is launched while the GPU still runs cycle N's forward."""
 
 from __future__ import annotations
 
@@ -70,11 +73,15 @@ def test_unmarked_a_stream_forked_inside_the_phase_reads_its_events_every_cycle(
             assert got[(t["cycle"], name)]["gpu_ns"] / 1e6 == pytest.approx(t["phase_ms"][name], abs=tol), (t["cycle"], name)
 
 
-@pytest.mark.parametrize("shape", ["switch_outside", "switch_inside", "alternate"])
+@pytest.mark.parametrize("shape", ["switch_outside", "switch_inside", "alternate",
+                                   "ahead_switch_outside", "ahead_switch_inside", "ahead_alternate"])
 def test_every_phase_of_every_cycle_reads_its_events_on_the_stream_it_said(shape):
     # GIVEN the real trace, its phases marking their current stream, and the engine's events
     # WHEN analysed
     truth, got, warnings = analysed(shape)
+    if shape.startswith("ahead_"):
+        # (the CPU really ran ahead: every next cycle's prepare began before forward's work ended)
+        assert all(got[(c + 1, "prepare")]["cpu_start_ns"] < got[(c, "forward")]["gpu_end_ns"] for c in range(39))
     # THEN all 40 cycles are there; forward is read on F (stream 13) exactly in the cycles where
     # F was current, on the loop's stream (7) in the others, and every phase of every cycle reads
     # its events within the tolerance, with nothing to warn of
@@ -87,3 +94,25 @@ def test_every_phase_of_every_cycle_reads_its_events_on_the_stream_it_said(shape
     assert warnings == ()
     if shape == "alternate":
         assert {t["forward_stream_current"] for t in truth} == {True, False}
+
+
+@pytest.mark.parametrize("shape, misread", [("ahead_switch_outside", 40), ("ahead_alternate", 20)])
+def test_unmarked_with_the_cpu_ahead_forward_is_misread_exactly_where_its_stream_was_switched(shape, misread):
+    # GIVEN the CPU-ahead runs without the marks: forward's range inside `with
+    # torch.cuda.stream(F)` in every cycle, or in the even ones
+    truth, got, warnings = analysed(shape + "_unmarked")
+    # WHEN analysed
+    # THEN forward is read on the loop's stream in every cycle: right (within the tolerance) where
+    # F was forked inside it, far off (over 0.5 ms) where F was current; the warning gives the other reading
+    off = 0
+    for t in truth:
+        reading = got[(t["cycle"], "forward")]
+        assert reading["stream_id"] == 7
+        if t["forward_stream_current"]:
+            assert reading["gpu_ns"] / 1e6 < t["phase_ms"]["forward"] - 0.5
+            off += 1
+        else:
+            assert reading["gpu_ns"] / 1e6 == pytest.approx(t["phase_ms"]["forward"], abs=TOLERANCE_MS)
+    assert off == misread
+    (warning,) = warnings
+    assert "ran all its kernels on stream 13" in warning
