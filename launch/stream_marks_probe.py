@@ -16,6 +16,9 @@ are the same in every shape; only the stream current at forward's boundaries dif
   of the GPU (SGLang's overlap scheduler, vLLM's async scheduling): sample copies its token to
   pinned memory without waiting and reads the previous cycle's token, so the CPU launches cycle
   N+1 while the GPU still runs cycle N's forward.
+- ``graph_*`` (after ``ahead_`` where both): forward's six layers are one CUDA graph, captured
+  before the loop and replayed on the stream current where forward launches them (the input
+  copied into the graph's static buffer first), as engines replay their decode graphs.
 
 Ground truth (``--gt``, JSON lines as ``stream_shapes_probe.py`` writes): at every boundary an
 event on the current stream of the phase either side (phases tile their cycle, so a boundary is
@@ -44,7 +47,8 @@ PHASES = ("prepare", "forward", "sample")
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--shape", required=True, choices=[f"{a}{s}" for a in ("", "ahead_") for s in ("switch_outside", "switch_inside", "alternate")])
+    ap.add_argument("--shape", required=True, choices=[f"{a}{g}{s}" for a in ("", "ahead_") for g in ("", "graph_")
+                                                            for s in ("switch_outside", "switch_inside", "alternate")])
     ap.add_argument("--cycles", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--gt", required=True)
@@ -65,13 +69,29 @@ def main() -> None:
         chain(x, 1)  # cuBLAS's workspace for F, before the loop
     loop.wait_stream(fwd)
     torch.cuda.synchronize()
+    ahead = args.shape.startswith("ahead_")
+    graphed = args.shape.removeprefix("ahead_").startswith("graph_")
+    shape = args.shape.removeprefix("ahead_").removeprefix("graph_")
+    if graphed:
+        static_in = x.clone()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):  # captured on a stream of its own, not a phase: no marks
+            static_out = chain(static_in, 6)
+        torch.cuda.synchronize()
+
+    def layers(y: torch.Tensor) -> torch.Tensor:
+        """Forward's six layers on the current stream: launched one by one, or the graph replayed."""
+        if not graphed:
+            return chain(y, 6)
+        static_in.copy_(y)
+        graph.replay()
+        return static_out
+
     # No collector pauses in the loop: a pause between the engine's boundary events and the next
     # range (0.35-0.47 ms in earlier runs) moves that boundary by as much (tracerecon reads a
     # boundary at the later range's start; sample_traces/README.md).
     gc.collect()
     gc.disable()
-    ahead = args.shape.startswith("ahead_")
-    shape = args.shape.removeprefix("ahead_")
     tokens = [torch.empty(8, device="cpu", dtype=torch.float32).pin_memory() for _ in range(2)]
     pending = None  # the previous cycle's (token, copy-done event), when the CPU runs ahead
     rows = []
@@ -98,12 +118,12 @@ def main() -> None:
             if outside:
                 with torch.cuda.stream(fwd), span("forward"):
                     fwd.wait_stream(loop)
-                    out = chain(y, 6)
+                    out = layers(y)
             else:
                 with span("forward"):
                     fwd.wait_stream(loop)
                     with torch.cuda.stream(fwd):
-                        out = chain(y, 6)
+                        out = layers(y)
             b.append(boundary(2))
             with span("sample"):
                 loop.wait_stream(fwd)

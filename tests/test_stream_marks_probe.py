@@ -9,7 +9,9 @@ forks F inside (events on the loop's stream); ``alternate``: even cycles the one
 other. The kernels and waits are alike in all three: only the marks tell them apart. ``ahead_*``:
 the same three with the CPU a cycle ahead of the GPU (SGLang's overlap scheduler, vLLM's async
 scheduling): sample copies its token to pinned memory without waiting and reads the previous
-cycle's, so cycle N+1 is launched while the GPU still runs cycle N's forward."""
+cycle's, so cycle N+1 is launched while the GPU still runs cycle N's forward. ``graph_*``:
+forward's six layers replayed as one CUDA graph (captured before the loop) on the stream current
+where forward launches them."""
 
 from __future__ import annotations
 
@@ -74,11 +76,14 @@ def test_unmarked_a_stream_forked_inside_the_phase_reads_its_events_every_cycle(
 
 
 @pytest.mark.parametrize("shape", ["switch_outside", "switch_inside", "alternate",
-                                   "ahead_switch_outside", "ahead_switch_inside", "ahead_alternate"])
+                                   "ahead_switch_outside", "ahead_switch_inside", "ahead_alternate",
+                                   "graph_switch_outside", "ahead_graph_switch_outside", "ahead_graph_alternate"])
 def test_every_phase_of_every_cycle_reads_its_events_on_the_stream_it_said(shape):
     # GIVEN the real trace, its phases marking their current stream, and the engine's events
     # WHEN analysed
     truth, got, warnings = analysed(shape)
+    if "graph_" in shape:  # forward replayed one graph: its kernels are the graph's nodes
+        assert all(got[(t["cycle"], "forward")]["n_graph_launches"] == 1 for t in truth)
     if shape.startswith("ahead_"):
         # (the CPU really ran ahead: every next cycle's prepare began before forward's work ended)
         assert all(got[(c + 1, "prepare")]["cpu_start_ns"] < got[(c, "forward")]["gpu_end_ns"] for c in range(39))
@@ -96,7 +101,8 @@ def test_every_phase_of_every_cycle_reads_its_events_on_the_stream_it_said(shape
         assert {t["forward_stream_current"] for t in truth} == {True, False}
 
 
-@pytest.mark.parametrize("shape, misread", [("ahead_switch_outside", 40), ("ahead_alternate", 20)])
+@pytest.mark.parametrize("shape, misread", [("ahead_switch_outside", 40), ("ahead_alternate", 20),
+                                                  ("ahead_graph_switch_outside", 40)])
 def test_unmarked_with_the_cpu_ahead_forward_is_misread_exactly_where_its_stream_was_switched(shape, misread):
     # GIVEN the CPU-ahead runs without the marks: forward's range inside `with
     # torch.cuda.stream(F)` in every cycle, or in the even ones
