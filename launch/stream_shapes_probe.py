@@ -168,6 +168,31 @@ def forward_fork(m: Model, join: bool) -> torch.Tensor:
     return y
 
 
+class MarkedRanges:
+    """``torch.cuda.nvtx`` whose phase ranges (``PHASES``), once pushed or started, say their
+    thread's current stream as ``tracerecon.instrument.phase`` does (``--marked``)."""
+
+    def __init__(self, nvtx) -> None:
+        from tracerecon.instrument import mark_current_stream
+
+        self._nvtx, self._mark = nvtx, mark_current_stream
+
+    def range_push(self, name: str):
+        out = self._nvtx.range_push(name)
+        if name in PHASES:
+            self._mark()
+        return out
+
+    def range_start(self, name: str):
+        out = self._nvtx.range_start(name)
+        if name in PHASES:
+            self._mark()
+        return out
+
+    def __getattr__(self, attr: str):
+        return getattr(self._nvtx, attr)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", required=True, choices=["side_join_same", "side_join_later", "copy_event_sync", "graph_fork_join",
@@ -182,16 +207,20 @@ def main() -> None:
     ap.add_argument("--cycles", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--gt", required=True)
+    ap.add_argument("--marked", action="store_true", help="each phase range, once pushed, says its current stream "
+                    "(tracerecon.instrument.mark_current_stream, as tracerecon.instrument.phase does)")
     ap.add_argument("--wait-go", action="store_true", help="print 'ready' once set up, start the loop on a line from stdin")
     args = ap.parse_args()
     child = None
     if args.shape == "two_processes":  # the other process starts now and waits for the go
         child = subprocess.Popen([sys.executable, __file__, "--shape", "plain", "--cycles", str(args.cycles), "--warmup",
-                                  str(args.warmup), "--gt", args.gt.replace(".gt.jsonl", ".child.gt.jsonl"), "--wait-go"],
+                                  str(args.warmup), "--gt", args.gt.replace(".gt.jsonl", ".child.gt.jsonl"), "--wait-go"] + (["--marked"] if args.marked else []),
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     dev = torch.device("cuda")
     m = Model(dev)
     nvtx = torch.cuda.nvtx
+    if args.marked:
+        nvtx = MarkedRanges(nvtx)
     graph = None
     if args.shape == "graph_fork_join":
         static_in = m.x.clone()

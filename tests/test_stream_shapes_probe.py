@@ -25,7 +25,8 @@ with the current one; an input stream that computes, fed back the current stream
 ``cudaStreamSynchronize`` after
 a copy to pinned memory; PyTorch's ``cudaMallocAsync`` allocator; two processes running the loop
 at once on one GPU (each its own rank); the graph shapes traced with nsys's default
-``--cuda-graph-trace=graph``."""
+``--cuda-graph-trace=graph``. Each shape also as ``*_marked``: every phase saying its current
+stream as it begins, as ``tracerecon.instrument.phase`` does."""
 
 from __future__ import annotations
 
@@ -50,8 +51,18 @@ TOLERANCE_MS = 0.060
 # join_then_fork's cycle 38 starts with a cudaEventRecord that took 45 us (3.9-49.0 us after the
 # cycle range opened, the GPU idle on that stream); prepare's range opened after it returned: the
 # event reads prepare 0.179 ms, the range 0.136 ms, and the cycle 0.061 ms longer.
+# The runs with each phase saying its stream (``*_marked``), the same way: worker_stream_handoff's
+# cycle 14 ends sample's range with the GPU idle and its cudaEventRecord began 23 us later and took
+# 64 us (sample reads 0.085 ms less than its event, the cycle 0.089 ms); its cycle 16 and
+# graph_side_stream's 37 begin with a cudaEventRecord of 49 and 55 us on an idle GPU, prepare's
+# range opened after it returned (the cycle 0.067 and 0.068 ms shorter than its events);
+# triton_kernel's cycle 26 ends with a cudaEventRecord begun 53 us after sample's range closed on
+# an idle GPU (0.068 ms).
 RECORDED_LATE = {("graph_copy_nodes_graphtrace", 18, "sample"): 0.072, ("graph_copy_nodes_graphtrace", 18, "cycle"): 0.073,
-                 ("join_then_fork", 38, "cycle"): 0.065}
+                 ("join_then_fork", 38, "cycle"): 0.065,
+                 ("worker_stream_handoff_marked", 14, "sample"): 0.090, ("worker_stream_handoff_marked", 14, "cycle"): 0.095,
+                 ("worker_stream_handoff_marked", 16, "cycle"): 0.075, ("graph_side_stream_marked", 37, "cycle"): 0.075,
+                 ("triton_kernel_marked", 26, "cycle"): 0.075}
 
 
 SHAPES = ["side_join_same", "side_join_later", "side_join_next", "copy_event_sync", "graph_fork_join", "own_stream", "background_kernels",
@@ -63,9 +74,13 @@ SHAPES = ["side_join_same", "side_join_later", "side_join_next", "copy_event_syn
           # nsys's default graph tracing (one record per graph launch) of the graph shapes
           "graph_fork_join_graphtrace", "graph_side_stream_graphtrace", "piecewise_graphs_graphtrace",
           "graph_copy_nodes_graphtrace"]
+# The same shapes run again with every phase saying its current stream as it begins
+# (``stream_shapes_probe.py --marked``: ``tracerecon.instrument.mark_current_stream`` after each
+# phase range's push, as ``tracerecon.instrument.phase`` does); the probe's events are on that stream.
+MARKED = [f"{s}_marked" for s in SHAPES if not s.endswith("_graphtrace")]
 
 
-@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("shape", SHAPES + MARKED)
 def test_every_phase_of_every_cycle_reads_what_the_engines_events_read(shape):
     # GIVEN the real trace and the engine's events on its current stream, per cycle
     truth = [json.loads(line) for line in (RUN / f"{shape}.gt.jsonl").read_text().splitlines()]
@@ -95,7 +110,7 @@ def test_every_phase_of_every_cycle_reads_what_the_engines_events_read(shape):
     # (input_prefetch: prepare's kernel of note runs on the input stream 21, made ready by the
     # cycle before's forward and only joined in prepare; read on 7, where prepare's events are)
     (stream,) = set().union(*streams.values())
-    assert (stream == 7) == (shape != "own_stream")
+    assert (stream == 7) == (shape.removesuffix("_marked") != "own_stream")
     assert not run.warnings
 
 
@@ -132,12 +147,13 @@ def test_the_same_without_cycle_ranges_every_cycle_found_from_the_phases(shape, 
         assert abs(c["gpu_ns"] / 1e6 - g["cycle_ms"]) < RECORDED_LATE.get((shape, g["cycle"], "cycle"), TOLERANCE_MS), g["cycle"]
 
 
-def test_two_processes_sharing_one_gpu_each_read_against_its_own_events():
+@pytest.mark.parametrize("marked", ["", "_marked"])
+def test_two_processes_sharing_one_gpu_each_read_against_its_own_events(marked):
     # GIVEN two processes running the loop at once on one GPU (time-sliced contexts: each one's
     # cycle takes 2.5-2.6 ms, against 1.5 ms alone), each with its own events (and pid) per cycle
-    run = load([str(RUN / "two_processes.sqlite.xz")], PhaseConfig(phases=PHASES))
+    run = load([str(RUN / f"two_processes{marked}.sqlite.xz")], PhaseConfig(phases=PHASES))
     assert len(run.ranks) == 2 and not run.warnings
-    for name in ("two_processes", "two_processes.child"):
+    for name in (f"two_processes{marked}", f"two_processes{marked}.child"):
         truth = [json.loads(line) for line in (RUN / f"{name}.gt.jsonl").read_text().splitlines()]
         # WHEN each process's rank is read
         (rank,) = [r for r in run.ranks if truth[0]["pid"] in r.source.pids]
@@ -158,8 +174,8 @@ def test_two_processes_sharing_one_gpu_each_read_against_its_own_events():
 IDLE_GPU_MS = 0.150
 
 
-@pytest.mark.parametrize("cycle_ranges", [True, False])
-def test_a_thread_pool_running_each_phase_on_whichever_thread_is_free(cycle_ranges, tmp_path):
+@pytest.mark.parametrize("cycle_ranges, marked", [(True, ""), (False, ""), (True, "_marked")])
+def test_a_thread_pool_running_each_phase_on_whichever_thread_is_free(cycle_ranges, marked, tmp_path):
     # GIVEN two pool threads taking the phases in turn (each phase moves between them from cycle
     # to cycle), events at every range's edges on the thread that ran it, and the ground truth
     # read as phases tile their cycle (at a hand-off, the boundary is the earlier phase's end);
@@ -169,13 +185,13 @@ def test_a_thread_pool_running_each_phase_on_whichever_thread_is_free(cycle_rang
     import sqlite3
 
     trace = tmp_path / "thread_pool.sqlite"
-    with lzma.open(RUN / "thread_pool.sqlite.xz") as src, open(trace, "wb") as dst:
+    with lzma.open(RUN / f"thread_pool{marked}.sqlite.xz") as src, open(trace, "wb") as dst:
         shutil.copyfileobj(src, dst)
     if not cycle_ranges:
         with sqlite3.connect(trace) as conn:
             conn.execute("delete from NVTX_EVENTS where coalesce(text, (select value from StringIds where id = textId)) like 'cycle %' "
                          "or coalesce(text, (select value from StringIds where id = textId)) like 'warmup%'")
-    truth = [json.loads(line) for line in (RUN / "thread_pool.gt.jsonl").read_text().splitlines()]
+    truth = [json.loads(line) for line in (RUN / f"thread_pool{marked}.gt.jsonl").read_text().splitlines()]
     # WHEN analysed
     rank = load([str(trace)], PhaseConfig(phases=PHASES)).ranks[0]
     cycles = sorted(rank.cycles.to_pylist(), key=lambda c: c["cycle"])
