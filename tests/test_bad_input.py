@@ -42,6 +42,11 @@ def assert_one_line_error(res, needle):
     (["report", "x.sqlite", "--phase", ""], "--phase '': a phase needs a name"),
     (["report", "x.sqlite", "--phase", "verify="], "the range name or pattern after '=' is empty"),
     (["report", ""], "an empty path was given as a trace"),
+    (["report", "x.sqlite", "--phase", "verify=re:"], "--phase 'verify=re:': the pattern after 're:' is empty"),
+    (["report", "x.sqlite", "--phase", "verify=glob: "], "the pattern after 'glob:' is empty"),
+    (["scrub", ""], "an empty path was given as a trace"),
+    (["scrub", "."], ".: not a file (scrub copies one export)"),
+    (["scrub", "/"], "/: not a file (scrub copies one export)"),
 ])
 def test_usage_errors_are_one_line(argv, needle):
     # GIVEN a command line argparse rejects WHEN run THEN one line (no usage block) and exit 2
@@ -649,3 +654,15 @@ def test_settings_tracerecon_cannot_use_are_said_and_ignored():
     said = [ln for ln in res.stderr.splitlines() if "ignored" in ln]
     assert [ln.split("=")[0] for ln in said] == ["tracerecon: warning: TRACERECON_READER", "tracerecon: warning: TRACERECON_CACHE_MB",
                                                 "tracerecon: warning: TRACERECON_READ_THREADS"], res.stderr
+
+
+def test_a_damaged_export_that_fails_to_scrub_is_named_and_nothing_is_written(tmp_path):
+    # GIVEN an export with 4 kB of its pages overwritten (it opens; its pages do not parse)
+    p = tmp_path / "flip.sqlite"
+    data = bytearray((H200 / "eagle_gpu_bound.sqlite").read_bytes())
+    data[800_000:804_096] = b"\xff" * 4096
+    p.write_bytes(bytes(data))
+    # WHEN scrubbed THEN one line naming the input (not the output), exit 2, and no output file
+    res = run_cli("scrub", str(p), "-o", str(tmp_path / "out.sqlite"))
+    assert_one_line_error(res, f"{p}: scrub failed, the export is damaged")
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["flip.sqlite"]

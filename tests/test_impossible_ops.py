@@ -127,3 +127,144 @@ def test_process_codes_hold_a_process_the_sample_missed():
     codes = _stream_codes(pid, np.zeros(len(pid), np.int64), np.full(len(pid), 7, np.int64))
     # THEN its stream code differs from the others', which all agree
     assert len(set(codes.tolist())) == 2 and codes[10_001] != codes[0]
+
+
+def graph_cycles(t: FakeTrace, moved: dict | None = None, graph_stream: int = 7, branch_stream: int = 142) -> None:
+    """draft (b..b+100) with a kernel b+10..b+90 on stream 7; verify (b+100..b+200) one CUDA
+    graph launched at b+105 on ``graph_stream``: nodes 1 (b+110..b+130) and 2 (b+130..b+180)
+    there, and a branch, node 3 (b+112..b+170), on ``branch_stream`` (the driver's stream 142).
+    ``moved``: {(cycle, node): (start_us, end_us)}."""
+    moved = moved or {}
+    for c in range(3):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 100) * U, (b + 200) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 5) * U, (b + 7) * U), (b + 10) * U, (b + 90) * U, name="draft")
+        launch = t.call("cudaGraphLaunch", (b + 105) * U, (b + 107) * U)
+        for node, stream, (s, e) in ((1, graph_stream, (b + 110, b + 130)), (2, graph_stream, (b + 130, b + 180)), (3, branch_stream, (b + 112, b + 170))):
+            s, e = moved.get((c, node), (s, e))
+            t.kernel(launch, s * U, e * U, name=f"node{node}", stream=stream, node=node)
+
+
+def test_a_graph_node_moved_seconds_later_on_its_launch_stream_is_dropped(tmp_path):
+    # GIVEN cycle 0's graph node 2, on the stream the graph was launched on (where draft's
+    # kernels run too), ending 5 s later (the edit a real H200 trace met: every phase read 0 ms)
+    t = FakeTrace()
+    graph_cycles(t, {(0, 2): (130, 5_000_180)})
+    # WHEN analysed
+    a = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig())
+    # THEN it is dropped and said; every phase reads its own kernels: draft b..b+100 (kernel
+    # ends at b+90), verify b+100..b+200 (the graph's other nodes end by b+180)
+    assert per_cycle(a.ranks[0]) == EXPECTED
+    assert any("dropped 1 GPU op(s) whose times cannot be" in w for w in a.warnings)
+
+
+def test_a_graph_branch_node_on_the_drivers_stream_counts_on_its_launch_stream(tmp_path):
+    # GIVEN cycle 1's branch node (stream 142, which only the graph's branches use) ending 5 s
+    # later: after cycle 2's draft kernel and graph, queued on the launch stream after the graph
+    t = FakeTrace()
+    graph_cycles(t, {(1, 3): (1112, 5_001_170)})
+    a = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig())
+    # THEN dropped and said; the phases as above
+    assert per_cycle(a.ranks[0]) == EXPECTED
+    assert any("dropped 1 GPU op(s) whose times cannot be" in w for w in a.warnings)
+
+
+def test_a_stream_of_graph_launches_only_is_checked_too(tmp_path):
+    # GIVEN the graphs launched on stream 13, which runs nothing else (draft's kernels on 7),
+    # every node there (the branch too), cycle 0's node 1 ending 5 s later
+    t = FakeTrace()
+    graph_cycles(t, {(0, 1): (110, 5_000_130)}, graph_stream=13, branch_stream=13)
+    a = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig())
+    # THEN dropped and said (a whole launch ran on 13: it is a launch stream); the phases as above
+    assert per_cycle(a.ranks[0]) == EXPECTED
+    assert any("dropped 1 GPU op(s) whose times cannot be" in w for w in a.warnings)
+
+
+def test_graph_branches_running_at_once_and_in_any_order_drop_nothing(tmp_path):
+    # GIVEN the graph loop as recorded: one launch's nodes overlapping and starting out of node
+    # order (the branch on 142 starts before node 2 and ends after node 1), and in cycle 2 the
+    # branch starting before node 1 and ending last
+    t = FakeTrace()
+    graph_cycles(t, {(2, 3): (2108, 2185)})
+    a = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig())
+    # THEN nothing is dropped, every phase reads 100 us
+    assert a.ranks[0].gpu_ops.num_rows == 12
+    assert not any("cannot be" in w for w in a.warnings)
+    assert per_cycle(a.ranks[0]) == EXPECTED
+
+
+def test_two_graphs_at_once_sharing_a_branch_stream_drop_nothing(tmp_path):
+    # GIVEN two graphs launched at the same time on streams 13 and 29 (each stream runs kernels
+    # of its own too), whose branches both run on the driver's stream 142, overlapping
+    t = FakeTrace()
+    t.range("cycle 0", 0, 1000 * U)
+    t.range("verify", 0, 1000 * U)
+    for k, stream in enumerate((13, 29)):
+        t.kernel(t.call("cudaLaunchKernel", (2 + k) * U, (3 + k) * U), 10 * U, 20 * U, stream=stream)
+    a_launch, b_launch = t.call("cudaGraphLaunch", 30 * U, 32 * U), t.call("cudaGraphLaunch", 33 * U, 35 * U)
+    t.kernel(a_launch, 40 * U, 300 * U, stream=13, node=1)
+    t.kernel(a_launch, 45 * U, 400 * U, stream=142, node=2)
+    t.kernel(b_launch, 41 * U, 200 * U, stream=29, node=1)
+    t.kernel(b_launch, 42 * U, 350 * U, stream=142, node=2)   # launched after a's, ends first
+    a = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("verify",)))
+    # THEN nothing is dropped: each branch counts on its own launch stream
+    assert a.ranks[0].gpu_ops.num_rows == 6
+    assert not any("cannot be" in w for w in a.warnings)
+
+
+def _graph_loop(draw_sizes: list[tuple[int, int]], gaps: list[int]):
+    """Ops of launches queued one after another on stream 7 (process 1, device 0): per launch
+    (n_nodes, n_branch): 0 nodes is a plain kernel; else a graph of n_nodes nodes on 7 and
+    n_branch more on the driver's stream 142, overlapping within the graph's window, which
+    begins after the previous launch's last op ended (``gaps``: idle us before it)."""
+    import pyarrow as pa
+
+    cols = {k: [] for k in ("launch_start_ns", "launch_end_ns", "start_ns", "end_ns", "graph_node_id", "global_pid", "device_id",
+                            "stream_id", "correlation_id")}
+    cpu, gpu = 0, 100 * U
+    for corr, ((nodes, branch), gap) in enumerate(zip(draw_sizes, gaps)):
+        cpu += 3 * U
+        gpu = max(gpu, cpu + 5 * U) + gap * U
+        ops = [(7, None, 0, 20)] if nodes == 0 else [(7, k, 3 * k, 3 * k + 10) for k in range(nodes)] + [
+            (142, nodes + k, 2 * k + 1, 2 * k + 25) for k in range(branch)]
+        for stream, node, s, e in ops:
+            for k, v in (("launch_start_ns", cpu), ("launch_end_ns", cpu + 2 * U), ("start_ns", gpu + s * U), ("end_ns", gpu + e * U),
+                         ("graph_node_id", node), ("global_pid", 1), ("device_id", 0), ("stream_id", stream), ("correlation_id", corr)):
+                cols[k].append(v)
+        gpu = max(cols["end_ns"][-len(ops):])
+    return pa.table(cols)
+
+
+try:
+    from hypothesis import assume, given, settings
+    from hypothesis import strategies as st
+except ImportError:  # pragma: no cover
+    given = None
+
+if given is not None:
+    launches = st.lists(st.tuples(st.integers(0, 4), st.integers(0, 2)), min_size=4, max_size=30)
+
+    @settings(max_examples=150, deadline=None)
+    @given(launches, st.data())
+    def test_property_graph_loops_drop_nothing_and_a_node_moved_late_is_the_one_dropped(sizes, data):
+        # GIVEN a random loop of plain kernels and graphs (branches on the driver's stream) queued
+        # one after another on one stream, as a real trace holds it, which says its launch stream
+        # (a plain kernel there, or a graph without branches; else its nodes are left out)
+        from tracerecon.analysis.columns import ops_out_of_time
+
+        assume(any(nodes == 0 or branch == 0 for nodes, branch in sizes))
+        gaps = data.draw(st.lists(st.integers(0, 50), min_size=len(sizes), max_size=len(sizes)))
+        ops = _graph_loop(sizes, gaps)
+        # THEN nothing is dropped
+        assert ops_out_of_time(ops).tolist() == []
+        # and WHEN one op of a launch with two launches after it ends a second later
+        corr = ops["correlation_id"].to_pylist()
+        candidates = [i for i, c in enumerate(corr) if c < len(sizes) - 2]
+        row = data.draw(st.sampled_from(candidates))
+        end = ops["end_ns"].to_pylist()
+        end[row] += 10**9
+        import pyarrow as pa
+
+        moved = ops.set_column(ops.column_names.index("end_ns"), "end_ns", pa.array(end))
+        # THEN that op alone is dropped
+        assert ops_out_of_time(moved).tolist() == [row]

@@ -243,6 +243,9 @@ def test_a_piped_report_is_80_columns_wide_unless_columns_says_otherwise():
     assert max(len(ln.rstrip()) for ln in narrow.stdout.splitlines()) <= 80
     assert narrow.stdout.splitlines()[0].rstrip() != f"rank 0  {trace}  pid 1115  nsys 2025.3.2.0"
     assert wide.stdout.splitlines()[0].rstrip() == f"rank 0  {trace}  pid 1115  nsys 2025.3.2.0"
+    # and COLUMNS that is no positive number counts as unset (it had laid the report out 40 wide)
+    for bad in ("0", "-5", "abc"):
+        assert run_cli("report", trace, env={**env, "COLUMNS": bad}).stdout == narrow.stdout, bad
 
 
 def test_ranks_of_one_run_are_one_run():

@@ -172,8 +172,15 @@ def ops_out_of_time(ops: pa.Table) -> np.ndarray:
     op's call began is queued first, so it starts no later and ends no later (within
     STREAM_ORDER_*_NS) than that one. Where two ops break that order one of them is corrupt:
     the side with fewer such ops is (one op moved seconds later breaks the order with every op
-    launched after it; those all agree with each other). Graph nodes are left out (a graph's
-    branches share its streams out of order); so are ops with no launch call."""
+    launched after it; those all agree with each other). A CUDA graph's nodes count as ops of
+    its launch call (one call's ops are never held against each other: a graph's branches run
+    at once) on its launch stream, where the graph as a whole waits for the work queued before it
+    and the work queued after it waits for the whole graph: a stream where the process also ran
+    ops of its own, or where a whole launch ran. Nodes on the streams the driver picks for a
+    graph's other branches count on the launch stream of their launch (the one launch stream
+    among its nodes' streams); the nodes of a launch with none or several are left out (its
+    branches on a stream nothing else runs on, whose launch stream the trace does not say), as
+    are ops with no launch call."""
     n = ops.num_rows
     if n == 0 or "launch_start_ns" not in ops.column_names:
         return np.zeros(0, dtype=np.int64)
@@ -181,14 +188,25 @@ def ops_out_of_time(ops: pa.Table) -> np.ndarray:
     st, en = int64s(ops["start_ns"]), int64s(ops["end_ns"])
     known = ls != I64_MIN
     early = np.flatnonzero(known & (st < ls - BEFORE_LAUNCH_NS))
-    sel = known & ~ops["graph_node_id"].is_valid().to_numpy(zero_copy_only=False)
+    node = ops["graph_node_id"].is_valid().to_numpy(zero_copy_only=False)
+    codes = None
+    sel = known.copy()
+    if node.any():
+        # (a corrupt node end on a launch stream held every later boundary there: all phases 0 ms)
+        codes = _stream_codes(int64s(ops["global_pid"]), int64s(ops["device_id"], -1), int64s(ops["stream_id"], -1))
+        codes, on_launch_stream = _graph_nodes_on_launch_streams(int64s(ops["global_pid"]), int64s(ops["correlation_id"], -1), codes,
+                                                                 known & ~node, known & node)
+        sel &= ~node | on_launch_stream
     sel[early] = False
-    every = bool(sel.all())  # the usual export: no graph nodes, every op linked
+    every = bool(sel.all())  # the usual export: every op linked, no graph node off its launch stream
     rows = np.arange(n) if every else np.flatnonzero(sel)
     if len(rows) < 2:
         return early
     take = (lambda col: col) if every else (lambda col: col[rows])  # noqa: E731
-    group = _stream_codes(take(int64s(ops["global_pid"])), take(int64s(ops["device_id"], -1)), take(int64s(ops["stream_id"], -1)))
+    if codes is not None:
+        group = take(codes)
+    else:
+        group = _stream_codes(take(int64s(ops["global_pid"])), take(int64s(ops["device_id"], -1)), take(int64s(ops["stream_id"], -1)))
     order = np.lexsort((take(ls), group))
     rows, group = rows[order], group[order]
     st, en = st[rows], en[rows]
@@ -205,6 +223,35 @@ def ops_out_of_time(ops: pa.Table) -> np.ndarray:
     for a, b in zip(bounds[:-1], bounds[1:]):
         bad.append(rows[a:b][_out_of_order(ls[a:b], le[a:b], st[a:b], en[a:b])])
     return np.sort(np.concatenate([early, *bad]))
+
+
+def _graph_nodes_on_launch_streams(pid: np.ndarray, corr: np.ndarray, codes: np.ndarray, own: np.ndarray,
+                                   nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(stream codes with each graph node's moved to its launch's launch stream, whether each
+    node has one). Launch streams: the codes of the process's own ops (``own``) and those on
+    which some launch (``nodes``' rows, by process and correlation id) ran every node; a
+    launch's launch stream is the one launch stream among its nodes' codes."""
+    rows = np.flatnonzero(nodes)
+    order = np.lexsort((codes[rows], corr[rows], pid[rows]))  # by launch, then stream code
+    rows = rows[order]
+    code = codes[rows]
+    new_launch = np.r_[True, (pid[rows][1:] != pid[rows][:-1]) | (corr[rows][1:] != corr[rows][:-1])]
+    launch = np.cumsum(new_launch) - 1
+    first, last = np.flatnonzero(new_launch), np.r_[np.flatnonzero(new_launch)[1:] - 1, len(rows) - 1]
+    whole = code[first][code[first] == code[last]]  # launches that ran on one stream
+    launch_streams = np.unique(np.r_[codes[own], whole])
+    # Per launch: how many of its distinct codes are launch streams, and which.
+    distinct = new_launch | np.r_[True, code[1:] != code[:-1]]
+    is_ls = distinct & np.isin(code, launch_streams)
+    count = np.bincount(launch[is_ls], minlength=len(first))
+    which = np.full(len(first), -1, np.int64)
+    which[launch[is_ls]] = code[is_ls]
+    one = count[launch] == 1
+    out = codes.copy()
+    out[rows[one]] = which[launch[one]]
+    ok = np.ones(len(codes), bool)
+    ok[rows[~one]] = False
+    return out, ok
 
 
 def _stream_codes(pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:

@@ -83,6 +83,9 @@ def parse_phase_spec(spec: str) -> tuple[str, "re.Pattern[str]"]:
             raise ValueError(f"--phase {spec!r}: the phase's name before '=' is empty")
         if not pattern.strip():
             raise ValueError(f"--phase {spec!r}: the range name or pattern after '=' is empty")
+        kind = next((k for k in ("re:", "glob:") if pattern.startswith(k)), None)
+        if kind and not pattern[len(kind):].strip():  # an empty pattern matches every range, cycles included
+            raise ValueError(f"--phase {spec!r}: the pattern after '{kind}' is empty")
         if pattern.startswith("re:"):
             try:
                 return label, re.compile(pattern[3:])

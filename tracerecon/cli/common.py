@@ -66,8 +66,8 @@ def add_phase_args(p: argparse.ArgumentParser) -> None:
                    help=f"an engine phase: its NVTX range name, or LABEL=re:REGEX / LABEL=glob:GLOB / LABEL=NAME mapping the engine's own range names "
                         f"to a phase (repeatable; default: {', '.join(DEFAULT_PHASES)})")
     p.add_argument("--skip-cycles", type=int, metavar="N", help="leave the first N cycles out of the medians (default: the leading warm-up outliers; 0 keeps all)")
-    p.add_argument("--cycle", metavar="PREFIX", help=f"name prefix of the range enclosing one cycle (default: {DEFAULT_CYCLE}, or what run.json recorded); "
-                   "without such ranges a cycle starts where the first --phase given (that occurs) begins again after other phases")
+    p.add_argument("--cycle", metavar="PREFIX", help=f"name prefix of the range enclosing one cycle (default: {DEFAULT_CYCLE}, or what run.json recorded; \"\" "
+                   "reads no range as a cycle); without such ranges a cycle starts where the first --phase given (that occurs) begins again after other phases")
     p.add_argument("--phase-thread", metavar="TID|auto|same",
                    help="GPU work launched by threads with no phase open goes to the phase open on the thread holding the phases: "
                         "auto = for phases that launch nothing themselves (default), same = never (nsys's rule), TID = every phase on that thread")
@@ -136,13 +136,15 @@ def warn_all(warnings: Sequence[str]) -> None:
 
 def output_width() -> int | None:
     """The terminal's width; when not a terminal (piped, redirected), $COLUMNS or 80, the width
-    reports are laid out for."""
+    reports are laid out for ($COLUMNS that is no positive number counts as unset, as a
+    terminal's shell never sets it so)."""
     if sys.stdout.isatty():
         return None
     try:
-        return max(40, int(os.environ.get("COLUMNS", "80")))
+        columns = int(os.environ.get("COLUMNS", "80"))
     except ValueError:
         return 80
+    return max(40, columns) if columns > 0 else 80
 
 
 def console():

@@ -36,7 +36,7 @@ from typing import Callable
 
 import sqlite_utils
 
-from tracerecon.errors import BadTraceError, TraceReconError
+from tracerecon.errors import BadTraceError, TraceReconError, UsageError
 from tracerecon.nsys.read_plan import XZ_SUFFIX
 from tracerecon.nsys.sqlite_export import materialized, open_readonly, read_info
 from tracerecon.run_dir import RUN_JSON
@@ -244,7 +244,11 @@ def default_output(src: Path) -> Path:
 
 def scrub_export(src: str | os.PathLike, dst: str | os.PathLike | None = None) -> ScrubSummary:
     """Write a scrubbed copy of ``src`` to ``dst`` (default ``<name>.scrubbed.sqlite``)."""
+    if not os.fspath(src):
+        raise UsageError("an empty path was given as a trace (an unset shell variable?)")
     src_p = Path(src)
+    if src_p.is_dir() or not src_p.name:  # (".", "/": no name to put ".scrubbed" in either)
+        raise BadTraceError(f"{src}: not a file (scrub copies one export)")
     dst_p = Path(dst) if dst else default_output(src_p)
     if src_p.name.endswith(XZ_SUFFIX):  # as every analysing command reads it: decompressed first
         with materialized(src_p) as real:
@@ -296,7 +300,7 @@ def _scrub_export(real: Path, src_p: Path, dst_p: Path) -> ScrubSummary:
         if _INTERRUPTED_IN_SQL or "interrupt" in str(exc).lower():  # Ctrl-C inside a statement or one of its functions
             _INTERRUPTED_IN_SQL.clear()
             raise KeyboardInterrupt from None
-        raise TraceReconError(f"{dst_p}: scrub failed ({exc})") from None
+        raise BadTraceError(f"{src_p}: scrub failed, the export is damaged ({exc}); nothing written") from None
     except OSError as exc:
         _remove(tmp)
         raise TraceReconError(f"{dst_p}: cannot write ({exc.strerror or exc})") from None
