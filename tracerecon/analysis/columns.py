@@ -239,7 +239,7 @@ def _graph_nodes_on_launch_streams(pid: np.ndarray, corr: np.ndarray, codes: np.
     launch = np.cumsum(new_launch) - 1
     first, last = np.flatnonzero(new_launch), np.r_[np.flatnonzero(new_launch)[1:] - 1, len(rows) - 1]
     whole = code[first][code[first] == code[last]]  # launches that ran on one stream
-    launch_streams = np.unique(np.r_[codes[own], whole])
+    launch_streams = np.union1d(distinct_few(codes[own]), whole)
     # Per launch: how many of its distinct codes are launch streams, and which.
     distinct = new_launch | np.r_[True, code[1:] != code[:-1]]
     is_ls = distinct & np.isin(code, launch_streams)
