@@ -268,3 +268,21 @@ if given is not None:
         moved = ops.set_column(ops.column_names.index("end_ns"), "end_ns", pa.array(end))
         # THEN that op alone is dropped
         assert ops_out_of_time(moved).tolist() == [row]
+
+
+def test_graph_nodes_whose_launch_calls_the_trace_lacks_are_left_out():
+    # GIVEN graph nodes none of whose launch calls is in the trace (its API table dropped), one of
+    # them ending a second late
+    from tracerecon.analysis.columns import ops_out_of_time
+
+    ops = _graph_loop([(2, 1), (0, 0), (2, 0), (1, 0)], [0, 0, 0, 0])
+    import pyarrow as pa
+
+    n = ops.num_rows
+    end = ops["end_ns"].to_pylist()
+    end[0] += 10**9
+    ops = ops.set_column(ops.column_names.index("end_ns"), "end_ns", pa.array(end))
+    for col in ("launch_start_ns", "launch_end_ns"):
+        ops = ops.set_column(ops.column_names.index(col), col, pa.nulls(n, pa.int64()))
+    # WHEN checked THEN nothing is said to be out of time (nothing to hold the ops against)
+    assert ops_out_of_time(ops).tolist() == []

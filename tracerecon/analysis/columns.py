@@ -232,6 +232,8 @@ def _graph_nodes_on_launch_streams(pid: np.ndarray, corr: np.ndarray, codes: np.
     which some launch (``nodes``' rows, by process and correlation id) ran every node; a
     launch's launch stream is the one launch stream among its nodes' codes."""
     rows = np.flatnonzero(nodes)
+    if len(rows) == 0:
+        return codes, np.ones(len(codes), bool)
     order = np.lexsort((codes[rows], corr[rows], pid[rows]))  # by launch, then stream code
     rows = rows[order]
     code = codes[rows]
