@@ -208,3 +208,42 @@ def test_gating_marks_land_on_the_cycles_a_later_capture_numbers_its_own_way(tmp
     marks = sorted((e["pid"], e["name"], e["ts"]) for e in json.loads(out.read_text()) if e.get("cat") == "critical_path")
     assert [m for m in marks if m[0] == 2] == [(2, "gated cycle 2 (critical path cycle 5)", 5100.0), (2, "gated cycle 4 (critical path cycle 7)", 7100.0)]
     assert not any(m[1] in ("gated cycle 5", "gated cycle 7") for m in marks if m[0] == 1)
+
+
+def test_plot_titles_stay_on_the_picture_and_legends_hide_no_verdict(monkeypatch, tmp_path):
+    # GIVEN two runs plotted A against B, the first named by a long file name, ranks whose
+    # tallest bar carries a verdict ("under 26/30") where matplotlib had put the legend
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from tracerecon.api import load
+    from tracerecon.analysis.config import PhaseConfig
+    from tracerecon.plot import plot_runs
+
+    kept = []
+    monkeypatch.setattr(plt, "close", lambda fig: kept.append(fig))
+    a = load([str(SAMPLES / "demo_h200x2" / "nccl_skew")], PhaseConfig())
+    b = load([str(SAMPLES / "demo_h200x2" / "nccl_gpu_bound")], PhaseConfig())
+    # WHEN drawn
+    plot_runs([("A (a_run_directory_with_a_rather_long_name_nccl_skew)", a), ("B (nccl_gpu_bound)", b)], tmp_path / "d.png")
+    (fig,) = kept
+    renderer = fig.canvas.get_renderer()
+    box = fig.bbox
+    # THEN every panel's title lies wholly within the picture and names its side and rank ...
+    titles = [ax.title for ax in fig.axes]
+    assert len(titles) == 8
+    for t in titles:
+        ext = t.get_window_extent(renderer)
+        assert ext.x0 >= box.x0 - 0.5 and ext.x1 <= box.x1 + 0.5, t.get_text()
+        assert t.get_text().startswith(("A ", "B ")), t.get_text()
+    # ... and no legend covers a bar's verdict label
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is None:
+            continue
+        lb = legend.get_window_extent(renderer)
+        for text in ax.texts:
+            assert not lb.overlaps(text.get_window_extent(renderer)), text.get_text()

@@ -76,9 +76,13 @@ def plot_runs(runs: list[tuple[str, Analysis]], out_file: str | os.PathLike) -> 
             ax_bar.annotate(verdict_label(p), (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom", fontsize=8)
         ax_bar.set_xticks(list(x), [drawn_as[n] for n in names], rotation=15, ha="right")
         ax_bar.set_ylabel("median ms per cycle")
-        ax_bar.set_title(f"{label} rank {r.rank}: CPU timer vs GPU time (hatch = verdict)", fontsize=10)
+        # The narrow panel names the side (A, B) only: a run's full name (its files) is the wide
+        # panel's title, where it fits; centred over the narrow one it ran off the figure.
+        side = label.split(" ", 1)[0] + " " if label else ""
+        ax_bar.set_title(f"{side}rank {r.rank}: CPU timer vs GPU time\n(hatch = verdict)", fontsize=10)
         if names:
-            ax_bar.legend(fontsize=8)
+            # in the headroom above the bars (set below), never over a bar or its verdict
+            ax_bar.legend(fontsize=8, loc="upper left", ncol=2)
         ph = steady_phases(r.phases, r.cycles).to_pydict()
         cycles = sorted({c for c in ph["cycle"] if c is not None})
         bottom = {c: 0.0 for c in cycles}
@@ -93,13 +97,16 @@ def plot_runs(runs: list[tuple[str, Analysis]], out_file: str | os.PathLike) -> 
         ax_cyc.set_xlabel("cycle")
         ax_cyc.xaxis.set_major_locator(MaxNLocator(integer=True))  # cycles are whole numbers, even one alone
         ax_cyc.set_ylabel("GPU ms")
-        ax_cyc.set_title(f"{label} rank {r.rank}: GPU time per cycle, by phase", fontsize=10)
+        ax_cyc.set_title(f"{shown_names([label], 70)[0] + ' ' if label else ''}rank {r.rank}: GPU time per cycle, by phase", fontsize=10)
         if names:
             # beside the bars, never over them
             ax_cyc.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
         else:  # (a legend of nothing is a warning from matplotlib)
             for ax in (ax_bar, ax_cyc):
                 ax.text(0.5, 0.5, "no phase ranges in this rank (see the warnings)", ha="center", va="center", transform=ax.transAxes)
+    if rows:  # headroom for the legend above the tallest bar and its verdict (one scale: every row)
+        low, high = axes[0][0].get_ylim()
+        axes[0][0].set_ylim(low, high + (high - low) * 0.45)
     fig.tight_layout()
     try:
         fig.savefig(out_file)
