@@ -666,3 +666,24 @@ def test_a_damaged_export_that_fails_to_scrub_is_named_and_nothing_is_written(tm
     res = run_cli("scrub", str(p), "-o", str(tmp_path / "out.sqlite"))
     assert_one_line_error(res, f"{p}: scrub failed, the export is damaged")
     assert sorted(x.name for x in tmp_path.iterdir()) == ["flip.sqlite"]
+
+
+def test_a_scrub_that_fails_on_the_outputs_side_names_the_output(monkeypatch, tmp_path):
+    # GIVEN the output's disk filling up while the copy is scrubbed (SQLite's "database or disk
+    # is full", an OperationalError like an I/O error, unlike a damaged page's SQLITE_CORRUPT)
+    import sqlite3
+
+    from tracerecon.errors import BadTraceError, TraceReconError
+    from tracerecon.nsys import scrub
+
+    def full(_tmp):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(scrub, "_scrub_in_place", full)
+    out = tmp_path / "out.sqlite"
+    # WHEN scrubbed THEN the error names the output, says nothing of a damaged input, and no file is left
+    with pytest.raises(TraceReconError) as err:
+        scrub.scrub_export(H200 / "eagle_gpu_bound.sqlite", out)
+    assert not isinstance(err.value, BadTraceError)
+    assert str(err.value) == f"{out}: scrub failed (database or disk is full)"
+    assert list(tmp_path.iterdir()) == []

@@ -249,10 +249,12 @@ if given is not None:
     def test_property_graph_loops_drop_nothing_and_a_node_moved_late_is_the_one_dropped(sizes, data):
         # GIVEN a random loop of plain kernels and graphs (branches on the driver's stream) queued
         # one after another on one stream, as a real trace holds it, which says its launch stream
-        # (a plain kernel there, or a graph without branches; else its nodes are left out)
+        # (a plain kernel there, or more graphs without branches than with; else its nodes are
+        # left out)
         from tracerecon.analysis.columns import ops_out_of_time
 
-        assume(any(nodes == 0 or branch == 0 for nodes, branch in sizes))
+        graphs = [branch == 0 for nodes, branch in sizes if nodes]
+        assume(len(graphs) < len(sizes) or sum(graphs) > len(graphs) - sum(graphs))
         gaps = data.draw(st.lists(st.integers(0, 50), min_size=len(sizes), max_size=len(sizes)))
         ops = _graph_loop(sizes, gaps)
         # THEN nothing is dropped
@@ -286,3 +288,77 @@ def test_graph_nodes_whose_launch_calls_the_trace_lacks_are_left_out():
         ops = ops.set_column(ops.column_names.index(col), col, pa.nulls(n, pa.int64()))
     # WHEN checked THEN nothing is said to be out of time (nothing to hold the ops against)
     assert ops_out_of_time(ops).tolist() == []
+
+
+def _ops(rows: list[tuple]):
+    """A linked-ops table from (launch_start_us, launch_end_us, start_us, end_us, node, stream,
+    correlation id[, pid]) rows (device 0)."""
+    import pyarrow as pa
+
+    cols = ("launch_start_ns", "launch_end_ns", "start_ns", "end_ns", "graph_node_id", "global_pid", "device_id", "stream_id", "correlation_id")
+    full = [(ls * U, le * U, s * U, e * U, node, (r[7] if len(r) > 7 else 1), 0, stream, corr)
+            for r in rows for ls, le, s, e, node, stream, corr in [r[:7]]]
+    return pa.table({k: pa.array([r[i] for r in full], pa.int64()) for i, k in enumerate(cols)})
+
+
+def test_a_launch_cut_off_with_only_its_branch_recorded_leaves_the_check_as_it_was(tmp_path):
+    # GIVEN the graph loop with cycle 0's node 2 ending 5 s late, and one more launch at the
+    # trace's end of which only the branch's node (on 142) was recorded: 142 holds a launch that
+    # ran all its recorded nodes there
+    t = FakeTrace()
+    graph_cycles(t, {(0, 2): (130, 5_000_180)})
+    t.kernel(t.call("cudaGraphLaunch", 3105 * U, 3107 * U), 3112 * U, 3170 * U, name="node3", stream=142, node=3)
+    a = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig())
+    # THEN 142 is still no launch stream (other launches ran nodes there and on 7): the late node
+    # is dropped and said, the phases read their own kernels
+    assert per_cycle(a.ranks[0]) == EXPECTED
+    assert any("dropped 1 GPU op(s) whose times cannot be" in w for w in a.warnings)
+
+
+def test_graphs_at_once_on_graph_only_streams_sharing_a_branch_stream_drop_nothing():
+    # GIVEN the process's own kernels on 7; per cycle two graphs replayed at once on streams 13
+    # and 29, which run nothing else, each with a branch on the driver's stream 142; and a last
+    # launch cut off with only its branch recorded
+    from tracerecon.analysis.columns import ops_out_of_time
+
+    rows, corr = [], 0
+    for c in range(5):
+        b = c * 1000
+        rows.append((b + 1, b + 2, b + 10, b + 20, None, 7, corr := corr + 1))
+        rows += [(b + 30, b + 32, b + 40, b + 300, 1, 13, corr := corr + 1), (b + 30, b + 32, b + 41, b + 290, 2, 142, corr)]
+        rows += [(b + 33, b + 35, b + 42, b + 200, 1, 29, corr := corr + 1), (b + 33, b + 35, b + 43, b + 250, 2, 142, corr)]
+    rows.append((5000, 5002, 5010, 5020, 2, 142, corr + 1))
+    # WHEN checked THEN nothing is dropped: no launch stream is known for the graphs (13 and 29
+    # hold no launch of their own, 142 holds nodes of launches that ran elsewhere too), so they
+    # are left out, never held against each other on 142 (they ran at once)
+    assert ops_out_of_time(_ops(rows)).tolist() == []
+
+
+def test_a_launch_whose_nodes_ran_on_two_of_the_processs_streams_is_left_out():
+    # GIVEN streams 7 and 29, each running kernels of the process's own, and a graph launch with a
+    # node on each (which was its launch stream, the trace cannot say): its node on 7 runs until
+    # 2000 us, while two kernels launched on 29 after it run at 1112-1140 us (right if it was
+    # launched on 7, where the next kernel starts at 2010 us)
+    from tracerecon.analysis.columns import ops_out_of_time
+
+    rows = [(1, 2, 10, 30, None, 29, 1), (3, 4, 12, 35, None, 7, 2),
+            (5, 6, 40, 2000, 1, 7, 3), (5, 6, 45, 60, 2, 29, 3),
+            (1100, 1101, 2010, 2020, None, 7, 4), (1102, 1103, 1112, 1130, None, 29, 5), (1104, 1105, 1132, 1140, None, 29, 6)]
+    # WHEN checked THEN nothing is dropped (held against 29's kernels, its node on 7 would look late)
+    assert ops_out_of_time(_ops(rows)).tolist() == []
+
+
+def test_launches_of_two_processes_with_the_same_correlation_ids_are_told_apart():
+    # GIVEN two processes running the same graph loop (own kernels and graphs on 7, branches on
+    # 142), their calls numbered alike, and process 1's second graph node ending a second late
+    from tracerecon.analysis.columns import ops_out_of_time
+
+    rows = []
+    for pid in (1, 2):
+        for c in range(4):
+            b = c * 1000
+            rows.append((b + 1, b + 2, b + 10, b + 20, None, 7, 10 * c + 1, pid))
+            late = 10**6 if (pid, c) == (1, 1) else 0
+            rows += [(b + 30, b + 32, b + 40, b + 60 + late, 1, 7, 10 * c + 2, pid), (b + 30, b + 32, b + 41, b + 55, 2, 142, 10 * c + 2, pid)]
+    # WHEN checked THEN that node alone is dropped (row 5: process 1, cycle 1, node 1)
+    assert ops_out_of_time(_ops(rows)).tolist() == [4]

@@ -229,7 +229,9 @@ def test_plot_titles_stay_on_the_picture_and_legends_hide_no_verdict(monkeypatch
     b = load([str(SAMPLES / "demo_h200x2" / "nccl_gpu_bound")], PhaseConfig())
     # WHEN drawn
     plot_runs([("A (a_run_directory_with_a_rather_long_name_nccl_skew)", a), ("B (nccl_gpu_bound)", b)], tmp_path / "d.png")
-    (fig,) = kept
+    plot_runs([("baseline run", b)], tmp_path / "e.png")  # (a label of the library's caller)
+    fig, own = kept
+    assert own.axes[0].title.get_text().startswith("baseline run rank 0: ")
     renderer = fig.canvas.get_renderer()
     box = fig.bbox
     # THEN every panel's title lies wholly within the picture and names its side and rank ...

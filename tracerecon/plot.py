@@ -78,7 +78,7 @@ def plot_runs(runs: list[tuple[str, Analysis]], out_file: str | os.PathLike) -> 
         ax_bar.set_ylabel("median ms per cycle")
         # The narrow panel names the side (A, B) only: a run's full name (its files) is the wide
         # panel's title, where it fits; centred over the narrow one it ran off the figure.
-        side = label.split(" ", 1)[0] + " " if label else ""
+        side = shown_names([label.split(" (", 1)[0]], 16)[0] + " " if label else ""  # "A (files)": "A "
         ax_bar.set_title(f"{side}rank {r.rank}: CPU timer vs GPU time\n(hatch = verdict)", fontsize=10)
         if names:
             # in the headroom above the bars (set below), never over a bar or its verdict

@@ -176,7 +176,8 @@ def ops_out_of_time(ops: pa.Table) -> np.ndarray:
     its launch call (one call's ops are never held against each other: a graph's branches run
     at once) on its launch stream, where the graph as a whole waits for the work queued before it
     and the work queued after it waits for the whole graph: a stream where the process also ran
-    ops of its own, or where a whole launch ran. Nodes on the streams the driver picks for a
+    ops of its own, or where more launches ran all their nodes than some (a graph-only stream;
+    a branch's stream holds launches that ran elsewhere too). Nodes on the streams the driver picks for a
     graph's other branches count on the launch stream of their launch (the one launch stream
     among its nodes' streams); the nodes of a launch with none or several are left out (its
     branches on a stream nothing else runs on, whose launch stream the trace does not say), as
@@ -228,9 +229,10 @@ def ops_out_of_time(ops: pa.Table) -> np.ndarray:
 def _graph_nodes_on_launch_streams(pid: np.ndarray, corr: np.ndarray, codes: np.ndarray, own: np.ndarray,
                                    nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(stream codes with each graph node's moved to its launch's launch stream, whether each
-    node has one). Launch streams: the codes of the process's own ops (``own``) and those on
-    which some launch (``nodes``' rows, by process and correlation id) ran every node; a
-    launch's launch stream is the one launch stream among its nodes' codes."""
+    node has one). Launch streams: the codes of the process's own ops (``own``), and those where
+    more launches (``nodes``' rows, by process and correlation id) ran all their nodes than ran
+    some there and some elsewhere; a launch's launch stream is the one launch stream among its
+    nodes' codes."""
     rows = np.flatnonzero(nodes)
     if len(rows) == 0:
         return codes, np.ones(len(codes), bool)
@@ -239,14 +241,23 @@ def _graph_nodes_on_launch_streams(pid: np.ndarray, corr: np.ndarray, codes: np.
     code = codes[rows]
     new_launch = np.r_[True, (pid[rows][1:] != pid[rows][:-1]) | (corr[rows][1:] != corr[rows][:-1])]
     launch = np.cumsum(new_launch) - 1
-    first, last = np.flatnonzero(new_launch), np.r_[np.flatnonzero(new_launch)[1:] - 1, len(rows) - 1]
-    whole = code[first][code[first] == code[last]]  # launches that ran on one stream
+    n_launches = int(launch[-1]) + 1
+    distinct = new_launch | np.r_[True, code[1:] != code[:-1]]  # one row per (launch, stream)
+    n_streams = np.bincount(launch[distinct], minlength=n_launches)
+    spread = n_streams[launch] > 1
+    # Launches that ran all their nodes on a stream, against those that ran some there and some
+    # elsewhere: more of the first on a graph's launch stream; on a branch's stream, only a launch
+    # the capture cut off (the last on its stream) ran nowhere else.
+    pair_code = code[distinct]
+    streams, at = np.unique(pair_code, return_inverse=True)
+    n_whole = np.bincount(at, weights=~spread[distinct], minlength=len(streams))
+    n_spread = np.bincount(at, weights=spread[distinct], minlength=len(streams))
+    whole = streams[n_whole > n_spread]
     launch_streams = np.union1d(distinct_few(codes[own]), whole)
-    # Per launch: how many of its distinct codes are launch streams, and which.
-    distinct = new_launch | np.r_[True, code[1:] != code[:-1]]
+    # Per launch: how many of its streams are launch streams, and which.
     is_ls = distinct & np.isin(code, launch_streams)
-    count = np.bincount(launch[is_ls], minlength=len(first))
-    which = np.full(len(first), -1, np.int64)
+    count = np.bincount(launch[is_ls], minlength=n_launches)
+    which = np.full(n_launches, -1, np.int64)
     which[launch[is_ls]] = code[is_ls]
     one = count[launch] == 1
     out = codes.copy()

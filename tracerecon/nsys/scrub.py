@@ -300,7 +300,9 @@ def _scrub_export(real: Path, src_p: Path, dst_p: Path) -> ScrubSummary:
         if _INTERRUPTED_IN_SQL or "interrupt" in str(exc).lower():  # Ctrl-C inside a statement or one of its functions
             _INTERRUPTED_IN_SQL.clear()
             raise KeyboardInterrupt from None
-        raise BadTraceError(f"{src_p}: scrub failed, the export is damaged ({exc}); nothing written") from None
+        if getattr(exc, "sqlite_errorname", "") in ("SQLITE_CORRUPT", "SQLITE_NOTADB"):  # the copy's pages: the input's
+            raise BadTraceError(f"{src_p}: scrub failed, the export is damaged ({exc}); nothing written") from None
+        raise TraceReconError(f"{dst_p}: scrub failed ({exc})") from None  # a full disk, an I/O error: the output's side
     except OSError as exc:
         _remove(tmp)
         raise TraceReconError(f"{dst_p}: cannot write ({exc.strerror or exc})") from None
