@@ -176,12 +176,12 @@ def ops_out_of_time(ops: pa.Table) -> np.ndarray:
     its launch call (one call's ops are never held against each other: a graph's branches run
     at once) on its launch stream, where the graph as a whole waits for the work queued before it
     and the work queued after it waits for the whole graph: a stream where the process also ran
-    ops of its own, or where more launches ran all their nodes than some (a graph-only stream;
-    a branch's stream holds launches that ran elsewhere too). Nodes on the streams the driver picks for a
-    graph's other branches count on the launch stream of their launch (the one launch stream
-    among its nodes' streams); the nodes of a launch with none or several are left out (its
-    branches on a stream nothing else runs on, whose launch stream the trace does not say), as
-    are ops with no launch call."""
+    ops of its own, or where more launches ran all their nodes than some (a graph-only stream; a
+    branch's stream holds launches that ran elsewhere too). Nodes on the streams the driver picks
+    for a graph's other branches count on the launch stream of their launch (the one launch
+    stream among its nodes' streams); the nodes of a launch with none or several are left out
+    (its branches on a stream nothing else runs on, whose launch stream the trace does not say),
+    as are ops with no launch call."""
     n = ops.num_rows
     if n == 0 or "launch_start_ns" not in ops.column_names:
         return np.zeros(0, dtype=np.int64)
