@@ -170,6 +170,29 @@ def test_a_directory_of_separate_runs_is_refused():
     assert "4 separate runs" in res.stderr and "eagle_gpu_rank0.sqlite, eagle_gpu_rank1.sqlite" in res.stderr
 
 
+def test_the_ranks_a_run_directory_lists_are_one_run_however_their_captures_lie(tmp_path):
+    # GIVEN a `tracerecon run` directory whose run.json lists two rank exports whose sessions do
+    # not overlap (a torchrun rank's nsys began after the other rank's short program ended: seen
+    # in 1 of 2 runs of a tiny program), and the same two files in a plain folder
+    import json
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for r, src in enumerate(("eagle_gpu_bound.sqlite", "eagle_graph_verify.sqlite")):
+        (run / f"rank{r}.sqlite").write_bytes((H200 / src).read_bytes())
+    (run / "run.json").write_text(json.dumps({"reports": [{"sqlite": "rank0.sqlite"}, {"sqlite": "rank1.sqlite"}], "one_report_per_rank": True}))
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    for f in ("rank0.sqlite", "rank1.sqlite"):
+        (plain / f).write_bytes((run / f).read_bytes())
+    # WHEN reported THEN the run directory reads as its two ranks; the plain folder is refused
+    res = run_cli("report", "--json", str(run))
+    assert res.returncode == 0, res.stderr
+    assert [r["rank"] for r in json.loads(res.stdout)["ranks"]] == [0, 1]
+    refused = run_cli("report", str(plain))
+    assert refused.returncode == 2 and "2 separate runs" in refused.stderr
+
+
 def test_a_time_normalised_export_of_another_run_is_refused_too(tmp_path):
     from conftest import need_public
 

@@ -52,13 +52,19 @@ F = TypeVar("F", bound=Callable)
 _state = threading.local()
 _lock = threading.Lock()
 _marked = False
+_rank: int | None = None  # the rank this process's mark said (``mark_rank``)
+_timer_prefix: str | None = None  # CPU timers on: their files' prefix
 _timer_file = None
+_timer_rank: int | None = None  # the rank _timer_file is named for
 _timer_path_env = CPU_TIMERS_ENV
 _declaring = os.environ.get(STREAM_MARKS_ENV, "1").strip() != "0"
 
 
 def current_rank() -> int:
-    """RANK from the environment (torchrun), else 0."""
+    """The rank this process's ``tracerecon.rank`` mark said (``mark_rank(N)``), else RANK from
+    the environment (torchrun), else 0."""
+    if _rank is not None:
+        return _rank
     try:
         return int(os.environ.get("RANK", "0"))
     except ValueError:
@@ -66,24 +72,43 @@ def current_rank() -> int:
 
 
 def mark_rank(rank: int | None = None) -> None:
-    """Emit the ``tracerecon.rank=N`` NVTX mark once per process."""
-    global _marked
+    """Emit the ``tracerecon.rank=N`` NVTX mark once per process (the first call's rank, or
+    RANK's; the CPU timers' rows and files then say the same rank)."""
+    global _marked, _rank
     with _lock:
         if _marked:
             return
         _marked = True
-    nvtx.mark(message=RANK_MARK_FORMAT.format(current_rank() if rank is None else rank), domain=DOMAIN)
+        if rank is not None:
+            _rank = int(rank)
+    nvtx.mark(message=RANK_MARK_FORMAT.format(current_rank()), domain=DOMAIN)
 
 
 def enable_cpu_timers(path_prefix: str | None) -> None:
-    """Log each phase's naive perf_counter time to ``<prefix>.rank<R>.jsonl`` (None: stop)."""
-    global _timer_file
+    """Log each phase's naive perf_counter time to ``<prefix>.rank<R>.jsonl`` (None: stop), R the
+    process's rank when the phase ends (``current_rank``). A phase open when they are turned on
+    logs nothing."""
+    global _timer_prefix, _timer_file, _timer_rank
     with _lock:
         if _timer_file is not None:
             _timer_file.close()
-            _timer_file = None
-        if path_prefix:
-            _timer_file = open(f"{path_prefix}.rank{current_rank()}.jsonl", "a", buffering=1)
+        _timer_file = _timer_rank = None
+        _timer_prefix = path_prefix or None
+
+
+def _log_timer(row: dict) -> None:
+    """Append one phase's timer row to its rank's file (opened on first use, and again where the
+    rank was marked after the timers were turned on)."""
+    global _timer_file, _timer_rank
+    with _lock:
+        if _timer_prefix is None:
+            return
+        rank = row["rank"]
+        if _timer_file is None or _timer_rank != rank:
+            if _timer_file is not None:
+                _timer_file.close()
+            _timer_file, _timer_rank = open(f"{_timer_prefix}.rank{rank}.jsonl", "a", buffering=1), rank
+        _timer_file.write(json.dumps(row) + "\n")
 
 
 def declare_streams(enabled: bool) -> None:
@@ -159,11 +184,10 @@ _cycles_opened = itertools.count(1)
 class phase:
     """``with phase("verify"):`` or ``@phase("draft")``: one NVTX range per call."""
 
-    __slots__ = ("name", "_t0")
+    __slots__ = ("name",)
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._t0 = 0.0
 
     def __enter__(self) -> "phase":
         if not _marked:
@@ -172,16 +196,22 @@ class phase:
         nvtx.push_range(message=self.name, domain=DOMAIN, payload=c)
         if _declaring:
             mark_current_stream()
-        if _timer_file is not None:
-            self._t0 = time.perf_counter()
+        if _timer_prefix is not None:
+            # (per thread, as a stack: one phase object may be open on several threads, or
+            # nested in itself)
+            starts = getattr(_state, "timer_starts", None)
+            if starts is None:
+                starts = _state.timer_starts = []
+            starts.append((self, time.perf_counter()))
         return self
 
     def __exit__(self, *exc) -> None:
-        if _timer_file is not None:
+        starts = getattr(_state, "timer_starts", None) if _timer_prefix is not None else None
+        if starts and starts[-1][0] is self:
             # The naive timer, exactly as engines take it: no synchronize.
-            ms = (time.perf_counter() - self._t0) * 1e3
-            _timer_file.write(json.dumps({"rank": current_rank(), "pid": os.getpid(), "cycle": _cycle_index(), "cycle_id": getattr(_state, "cycle_id", None),
-                                          "phase": self.name, "cpu_ms": ms}) + "\n")
+            ms = (time.perf_counter() - starts.pop()[1]) * 1e3
+            _log_timer({"rank": current_rank(), "pid": os.getpid(), "cycle": _cycle_index(), "cycle_id": getattr(_state, "cycle_id", None),
+                        "phase": self.name, "cpu_ms": ms})
         nvtx.pop_range(domain=DOMAIN)
 
     def __call__(self, func: F) -> F:
@@ -209,12 +239,47 @@ class cycle:
             mark_rank()
         self._prev, self._prev_id = _cycle_index(), getattr(_state, "cycle_id", None)
         _state.cycle, _state.cycle_id = self.index, next(_cycles_opened)
-        nvtx.push_range(message=f"cycle {self.index}", domain=DOMAIN, payload=self.index)
+        push_once(f"cycle {self.index}", self.index)
         return self
 
     def __exit__(self, *exc) -> None:
         nvtx.pop_range(domain=DOMAIN)
         _state.cycle, _state.cycle_id = self._prev, self._prev_id
+
+
+# nvtx registers each distinct message once and keeps it for the life of the process (about 360
+# bytes each: 363 MB over a million cycles, each ``cycle N`` a new message): messages used once
+# are forgotten again (nvtx 0.2.10 and older: that one message; newer nvtx keeps them in an
+# unbounded cache it only clears whole: cleared every ONCE_MESSAGES_KEPT of them, the phases'
+# few names registered again after).
+ONCE_MESSAGES_KEPT = 4096
+_once_pushed = itertools.count(1)
+
+
+def push_once(message: str, payload: int | None) -> None:
+    """Push an NVTX range in tracerecon's domain whose message is used once (a cycle's), without
+    nvtx keeping the message for the life of the process."""
+    nvtx.push_range(message=message, domain=DOMAIN, payload=payload)
+    try:
+        _forget(message, next(_once_pushed))
+    except Exception:  # another nvtx's internals: the message stays kept, the range is pushed
+        pass
+
+
+def _forget(message: str, n: int) -> None:
+    cached = getattr(sys.modules.get("nvtx.utils.cached"), "CachedInstanceMeta", None)
+    instances = getattr(cached, "_CachedInstanceMeta__instances", None)
+    if isinstance(instances, dict):  # nvtx <= 0.2.10: RegisteredString(domain handle, message)
+        from nvtx._lib import Domain
+
+        instances.pop((Domain(DOMAIN).handle, message), None)
+        return
+    if n % ONCE_MESSAGES_KEPT == 0:  # newer nvtx: Domain.get_registered_string is an lru_cache
+        from nvtx._lib import Domain
+
+        clear = getattr(getattr(Domain, "get_registered_string", None), "cache_clear", None)
+        if clear is not None:
+            clear()
 
 
 def accepted(tokens: int, cycle_index: int | None = None) -> None:

@@ -17,7 +17,7 @@ from tracerecon.analysis.config import DEFAULT_PHASES, PhaseConfig, is_cycle_nam
 from tracerecon.errors import BadTraceError, TraceReconError, UsageError, install_hint
 from tracerecon.import_ahead import ImportAhead, join_all
 from tracerecon.memory import release_free_memory
-from tracerecon.run_dir import MAX_RANK_IN_NAME, STREAM_MARK, accepted_of_mark, expand_inputs, listed_but_missing, number_in_filename, rank_of_mark, read_engine_timers, trace_stem
+from tracerecon.run_dir import MAX_RANK_IN_NAME, STREAM_MARK, accepted_of_mark, expand_inputs, listed_but_missing, listed_by_one_run, number_in_filename, rank_of_mark, read_engine_timers, trace_stem
 
 if TYPE_CHECKING:
     from tracerecon.model import Analysis
@@ -596,7 +596,8 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
         work.extend(out)
         warnings.extend(w)
     if multi:
-        warnings.extend(_one_run(files, [session for _, _, session in results]))
+        if not listed_by_one_run(files):  # (a run directory's ranks are one run by how they were made)
+            warnings.extend(_one_run(files, [session for _, _, session in results]))
         warnings.extend(_same_captures(files, [session for _, _, session in results]))
     work, said = _numbered(work, multi)
     warnings.extend(said)

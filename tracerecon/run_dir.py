@@ -196,6 +196,17 @@ def _listed(folder: Path) -> list[Path]:
     return [f if f.is_file() else f.with_name(f.name + XZ_SUFFIX) for f in listed]
 
 
+def listed_by_one_run(files: Sequence[str | Path]) -> bool:
+    """Whether ``files`` (two or more) are all exports one ``tracerecon run`` directory's run.json
+    lists: ranks of that one run by how they were made, however their captures lie in time (a
+    torchrun rank's nsys session can begin after a short program's other rank ended)."""
+    paths = [Path(f) for f in files]
+    if len(paths) < 2 or len({p.parent for p in paths}) != 1:
+        return False
+    listed = {f.name for f in _listed(paths[0].parent)}
+    return all(p.name in listed for p in paths)
+
+
 def _listed_in_run_json(folder: Path) -> list[Path]:
     return [f for f in _listed(folder) if f.is_file()]
 

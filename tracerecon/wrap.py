@@ -148,7 +148,10 @@ class CycleBook:
 
         instrument.mark_rank()
         self.close_span(label)
-        nvtx.push_range(message=message, domain=instrument.DOMAIN, payload=payload)
+        if label == CYCLE:  # "cycle N": a message used once
+            instrument.push_once(message, payload)
+        else:
+            nvtx.push_range(message=message, domain=instrument.DOMAIN, payload=payload)
         if label != CYCLE and instrument._declaring:  # a phase spanning calls says its stream as one in a `with` does
             instrument.mark_current_stream()
         self._stack().append(label)
@@ -391,6 +394,20 @@ try:
 except Exception as _exc:  # never break the user's program
     import sys as _sys
     print(f"tracerecon: warning: --wrap not installed: {_exc}", file=_sys.stderr)
+# This file is first on PYTHONPATH, so Python found it instead of the program's own
+# sitecustomize: that one runs too, as it would without tracerecon (an error in it is said,
+# as Python's site module says it, and the program goes on).
+try:
+    import importlib.machinery as _machinery, importlib.util as _util, os as _os, sys as _sys
+    _here = _os.path.dirname(_os.path.abspath(__file__))
+    _spec = _machinery.PathFinder.find_spec("sitecustomize", [p for p in _sys.path if _os.path.abspath(p or _os.curdir) != _here])
+    if _spec is not None and _spec.loader is not None:
+        _own = _util.module_from_spec(_spec)
+        _sys.modules["sitecustomize"] = _own
+        _spec.loader.exec_module(_own)
+except Exception as _exc:
+    import sys as _sys
+    print(f"Error in sitecustomize; set PYTHONVERBOSE for traceback:\\n{type(_exc).__name__}: {_exc}", file=_sys.stderr)
 '''
 
 

@@ -1,0 +1,80 @@
+"""The engine-side CPU timers of ``tracerecon.instrument`` (``enable_cpu_timers``, the rows
+``report`` shows as the engine's own numbers): each phase's row under the rank the process's
+trace says, and each time its own, whatever threads and nesting the engine's phase objects see.
+Each case runs in a fresh interpreter (the instrument's state is per process)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+
+def rows_of(tmp_path, program: str, env: dict | None = None) -> dict[str, list[dict]]:
+    import os
+
+    code = "from tracerecon.instrument import *\nimport time, threading\n" + textwrap.dedent(program).replace("PREFIX", repr(str(tmp_path / "t")))
+    run_env = {k: v for k, v in os.environ.items() if k not in ("RANK", "TRACERECON_CPU_TIMERS")}
+    subprocess.run([sys.executable, "-c", code], check=True, env={**run_env, **(env or {})})
+    return {f.name: [json.loads(line) for line in f.read_text().splitlines()] for f in sorted(tmp_path.glob("t.rank*.jsonl"))}
+
+
+def test_rows_go_under_the_rank_the_process_marked(tmp_path):
+    # GIVEN timers turned on first, then the rank marked as 3 (a process a launcher numbered
+    # itself, RANK unset), then a phase
+    got = rows_of(tmp_path, """
+        enable_cpu_timers(PREFIX)
+        mark_rank(3)
+        with cycle(0):
+            with phase("draft"):
+                pass
+    """)
+    # THEN its row is rank 3's, in rank 3's file (it had gone to rank 0's, which report then
+    # merged into rank 0 and left rank 3 without engine numbers)
+    assert list(got) == ["t.rank3.jsonl"] and [r["rank"] for r in got["t.rank3.jsonl"]] == [3]
+
+
+def test_rank_from_the_environment_when_none_is_marked(tmp_path):
+    got = rows_of(tmp_path, """
+        enable_cpu_timers(PREFIX)
+        with phase("draft"):
+            pass
+    """, env={"RANK": "5"})
+    assert list(got) == ["t.rank5.jsonl"] and got["t.rank5.jsonl"][0]["rank"] == 5
+
+
+def test_one_phase_object_on_two_threads_and_nested_in_itself_times_each_use(tmp_path):
+    # GIVEN one phase object used on two threads at once (20 ms and 5 ms) and nested in itself
+    # (inner 3 ms, outer 6 ms)
+    got = rows_of(tmp_path, """
+        enable_cpu_timers(PREFIX)
+        P = phase("draft")
+        def work(ms):
+            with P:
+                time.sleep(ms / 1e3)
+        ts = [threading.Thread(target=work, args=(20,)), threading.Thread(target=work, args=(5,))]
+        [t.start() for t in ts]; [t.join() for t in ts]
+        with P:
+            with P:
+                time.sleep(0.003)
+            time.sleep(0.003)
+    """)
+    ms = sorted(round(r["cpu_ms"]) for r in got["t.rank0.jsonl"])
+    # THEN each use is timed on its own (the thread's 20 ms had read 1.2 ms: the other thread's
+    # start overwrote the shared one)
+    assert len(ms) == 4 and 3 <= ms[0] <= 4 and 5 <= ms[1] <= 7 and 6 <= ms[2] <= 8 and 20 <= ms[3] <= 25, ms
+
+
+def test_a_phase_open_when_the_timers_are_turned_on_logs_nothing(tmp_path):
+    # GIVEN a phase entered with the timers off, which turns them on (a server enabling them on
+    # a request), then a phase of 2 ms
+    got = rows_of(tmp_path, """
+        with phase("serve"):
+            enable_cpu_timers(PREFIX)
+        with phase("draft"):
+            time.sleep(0.002)
+    """)
+    # THEN only the second is logged (the first had logged the seconds since boot: 20,258,611 ms)
+    assert [(r["phase"], round(r["cpu_ms"])) for r in got["t.rank0.jsonl"]] in ([("draft", 2)], [("draft", 3)])
+
