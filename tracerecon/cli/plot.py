@@ -13,7 +13,7 @@ def add(sub) -> None:
         description="Per rank: each phase's CPU timer against its GPU time (medians; the hatch shows the verdict) and every "
                     "cycle's GPU time stacked by phase. --diff B plots a second run below. Needs the `plot` extra (matplotlib).",
     )
-    p.add_argument("-o", "--output", type=output_path, required=True, metavar="FILE.svg|png", help="the picture to write (format from the suffix)")
+    p.add_argument("-o", "--output", type=output_path, required=True, metavar="FILE.svg|png|pdf", help="the picture to write (format from the suffix: .svg, .png or .pdf)")
     p.add_argument("--diff", metavar="B", help="a second run (traces, run or export directory) plotted below the first")
     p.set_defaults(func=main)
 
