@@ -45,25 +45,30 @@ def test_rank_from_the_environment_when_none_is_marked(tmp_path):
 
 
 def test_one_phase_object_on_two_threads_and_nested_in_itself_times_each_use(tmp_path):
-    # GIVEN one phase object used on two threads at once (20 ms and 5 ms) and nested in itself
-    # (inner 3 ms, outer 6 ms)
+    # GIVEN one phase object used on two threads at once (20 ms; 5 ms begun 10 ms later) and
+    # nested in itself (outer 3 ms, inner 3 ms, outer 3 ms more)
     got = rows_of(tmp_path, """
         enable_cpu_timers(PREFIX)
         P = phase("draft")
-        def work(ms):
+        def work(delay_ms, ms):
+            time.sleep(delay_ms / 1e3)
             with P:
                 time.sleep(ms / 1e3)
-        ts = [threading.Thread(target=work, args=(20,)), threading.Thread(target=work, args=(5,))]
+        ts = [threading.Thread(target=work, args=(0, 20)), threading.Thread(target=work, args=(10, 5))]
         [t.start() for t in ts]; [t.join() for t in ts]
         with P:
+            time.sleep(0.003)
             with P:
                 time.sleep(0.003)
             time.sleep(0.003)
     """)
-    ms = sorted(round(r["cpu_ms"]) for r in got["t.rank0.jsonl"])
-    # THEN each use is timed on its own (the thread's 20 ms had read 1.2 ms: the other thread's
-    # start overwrote the shared one)
-    assert len(ms) == 4 and 3 <= ms[0] <= 4 and 5 <= ms[1] <= 7 and 6 <= ms[2] <= 8 and 20 <= ms[3] <= 25, ms
+    ms = [r["cpu_ms"] for r in got["t.rank0.jsonl"]]
+    # THEN each use is timed on its own, each at least as long as it ran (with one start kept on
+    # the object, the 20 ms thread read from the later thread's start, about 10 ms, and the outer
+    # use from the inner one's, about 6 ms)
+    assert len(ms) == 4
+    (five, twenty), inner, outer = sorted(ms[:2]), ms[2], ms[3]
+    assert five >= 5 and twenty >= 20 and inner >= 3 and outer >= 9, ms
 
 
 def test_a_phase_open_when_the_timers_are_turned_on_logs_nothing(tmp_path):
@@ -76,5 +81,6 @@ def test_a_phase_open_when_the_timers_are_turned_on_logs_nothing(tmp_path):
             time.sleep(0.002)
     """)
     # THEN only the second is logged (the first had logged the seconds since boot: 20,258,611 ms)
-    assert [(r["phase"], round(r["cpu_ms"])) for r in got["t.rank0.jsonl"]] in ([("draft", 2)], [("draft", 3)])
+    (row,) = got["t.rank0.jsonl"]
+    assert row["phase"] == "draft" and 2 <= row["cpu_ms"] < 10_000, row
 
