@@ -5,6 +5,8 @@ by hand from the ops' times."""
 
 from __future__ import annotations
 
+import pytest
+
 from nsys_factory import FakeTrace
 from tracerecon.analysis.config import PhaseConfig
 from tracerecon.api import load as analyze
@@ -145,37 +147,25 @@ def graph_cycles(t: FakeTrace, moved: dict | None = None, graph_stream: int = 7,
             t.kernel(launch, s * U, e * U, name=f"node{node}", stream=stream, node=node)
 
 
-def test_a_graph_node_moved_seconds_later_on_its_launch_stream_is_dropped(tmp_path):
-    # GIVEN cycle 0's graph node 2, on the stream the graph was launched on (where draft's
-    # kernels run too), ending 5 s later (the edit a real H200 trace met: every phase read 0 ms)
+@pytest.mark.parametrize("moved, streams", [
+    # cycle 0's node 2, on the stream the graph was launched on (where draft's kernels run too),
+    # ending 5 s later (the edit a real H200 trace met: every phase read 0 ms)
+    pytest.param({(0, 2): (130, 5_000_180)}, {}, id="node_on_its_launch_stream"),
+    # cycle 1's branch node (stream 142, which only the graph's branches use) ending 5 s later:
+    # after cycle 2's draft kernel and graph, queued on the launch stream after the graph
+    pytest.param({(1, 3): (1112, 5_001_170)}, {}, id="branch_node_on_the_drivers_stream"),
+    # the graphs launched on stream 13, which runs nothing else (draft's kernels on 7), every
+    # node there (the branch too): a whole launch ran on 13, so it is a launch stream
+    pytest.param({(0, 1): (110, 5_000_130)}, {"graph_stream": 13, "branch_stream": 13}, id="stream_of_graph_launches_only"),
+])
+def test_a_graph_node_moved_seconds_later_is_dropped(tmp_path, moved, streams):
+    # GIVEN the graph loop with one node ending 5 s late
     t = FakeTrace()
-    graph_cycles(t, {(0, 2): (130, 5_000_180)})
+    graph_cycles(t, moved, **streams)
     # WHEN analysed
     a = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig())
     # THEN it is dropped and said; every phase reads its own kernels: draft b..b+100 (kernel
     # ends at b+90), verify b+100..b+200 (the graph's other nodes end by b+180)
-    assert per_cycle(a.ranks[0]) == EXPECTED
-    assert any("dropped 1 GPU op(s) whose times cannot be" in w for w in a.warnings)
-
-
-def test_a_graph_branch_node_on_the_drivers_stream_counts_on_its_launch_stream(tmp_path):
-    # GIVEN cycle 1's branch node (stream 142, which only the graph's branches use) ending 5 s
-    # later: after cycle 2's draft kernel and graph, queued on the launch stream after the graph
-    t = FakeTrace()
-    graph_cycles(t, {(1, 3): (1112, 5_001_170)})
-    a = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig())
-    # THEN dropped and said; the phases as above
-    assert per_cycle(a.ranks[0]) == EXPECTED
-    assert any("dropped 1 GPU op(s) whose times cannot be" in w for w in a.warnings)
-
-
-def test_a_stream_of_graph_launches_only_is_checked_too(tmp_path):
-    # GIVEN the graphs launched on stream 13, which runs nothing else (draft's kernels on 7),
-    # every node there (the branch too), cycle 0's node 1 ending 5 s later
-    t = FakeTrace()
-    graph_cycles(t, {(0, 1): (110, 5_000_130)}, graph_stream=13, branch_stream=13)
-    a = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig())
-    # THEN dropped and said (a whole launch ran on 13: it is a launch stream); the phases as above
     assert per_cycle(a.ranks[0]) == EXPECTED
     assert any("dropped 1 GPU op(s) whose times cannot be" in w for w in a.warnings)
 

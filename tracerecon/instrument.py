@@ -254,32 +254,36 @@ class cycle:
 # few names registered again after).
 ONCE_MESSAGES_KEPT = 4096
 _once_pushed = itertools.count(1)
+_forget = None  # how the installed nvtx forgets a message (``_forgetting``), found at the first push
 
 
 def push_once(message: str, payload: int | None) -> None:
     """Push an NVTX range in tracerecon's domain whose message is used once (a cycle's), without
     nvtx keeping the message for the life of the process."""
+    global _forget
     nvtx.push_range(message=message, domain=DOMAIN, payload=payload)
     try:
+        if _forget is None:
+            _forget = _forgetting()
         _forget(message, next(_once_pushed))
     except Exception:  # another nvtx's internals: the message stays kept, the range is pushed
-        pass
+        _forget = lambda message, n: None  # noqa: E731
 
 
-def _forget(message: str, n: int) -> None:
+def _forgetting() -> Callable[[str, int], None]:
+    """``forget(message, n)`` for the installed nvtx (``n``: how many once-messages so far)."""
+    from nvtx._lib import Domain
+
     cached = getattr(sys.modules.get("nvtx.utils.cached"), "CachedInstanceMeta", None)
     instances = getattr(cached, "_CachedInstanceMeta__instances", None)
-    if isinstance(instances, dict):  # nvtx <= 0.2.10: RegisteredString(domain handle, message)
-        from nvtx._lib import Domain
-
-        instances.pop((Domain(DOMAIN).handle, message), None)
-        return
-    if n % ONCE_MESSAGES_KEPT == 0:  # newer nvtx: Domain.get_registered_string is an lru_cache
-        from nvtx._lib import Domain
-
-        clear = getattr(getattr(Domain, "get_registered_string", None), "cache_clear", None)
-        if clear is not None:
-            clear()
+    if isinstance(instances, dict):  # nvtx <= 0.2.10: RegisteredString(domain handle, message), one dict
+        handle = Domain(DOMAIN).handle
+        return lambda message, n: instances.pop((handle, message), None)
+    # newer nvtx: Domain.get_registered_string is an lru_cache, cleared whole
+    clear = getattr(getattr(Domain, "get_registered_string", None), "cache_clear", None)
+    if clear is None:
+        return lambda message, n: None
+    return lambda message, n: clear() if n % ONCE_MESSAGES_KEPT == 0 else None
 
 
 def accepted(tokens: int, cycle_index: int | None = None) -> None:

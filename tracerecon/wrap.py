@@ -152,8 +152,8 @@ class CycleBook:
             instrument.push_once(message, payload)
         else:
             nvtx.push_range(message=message, domain=instrument.DOMAIN, payload=payload)
-        if label != CYCLE and instrument._declaring:  # a phase spanning calls says its stream as one in a `with` does
-            instrument.mark_current_stream()
+            if instrument._declaring:  # a phase spanning calls says its stream as one in a `with` does
+                instrument.mark_current_stream()
         self._stack().append(label)
 
     def close_span(self, label: str) -> bool:
