@@ -67,10 +67,14 @@ class FakeTrace:
         self.runtime.append({"start": start, "end": end, "eventClass": 1, "globalTid": gtid(pid, tid), "correlationId": corr, "nameId": self.sid(name), "returnValue": 0})
         return corr
 
-    def kernel(self, corr: int, start: int, end: int, pid: int = 10, stream: int = 7, device: int = 0, name: str = "k", node: int | None = None) -> None:
+    def kernel(self, corr: int, start: int, end: int, pid: int = 10, stream: int = 7, device: int = 0, name: str = "k", node: int | None = None,
+               short: str | None = None) -> None:
+        """A kernel named ``name`` (its demangled name), shown by ``short`` (nsys's short name:
+        no namespaces, template arguments or parameters) where given, else by ``name``."""
         self.kernels.append(
             {"start": start, "end": end, "deviceId": device, "contextId": 1, "streamId": stream, "correlationId": corr, "globalPid": gpid(pid),
-             "demangledName": self.sid(name), "shortName": self.sid(name), "graphNodeId": node, "gridX": 1, "gridY": 1, "gridZ": 1}
+             "demangledName": self.sid(name), "shortName": self.sid(short if short is not None else name), "graphNodeId": node,
+             "gridX": 1, "gridY": 1, "gridZ": 1}
         )
 
     def copy(self, corr: int, start: int, end: int, pid: int = 10, kind: int = 2, stream: int = 7) -> None:

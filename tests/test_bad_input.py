@@ -248,6 +248,11 @@ def test_a_rank_without_phases_is_warned_about_when_others_have_them(tmp_path):
     ("drop table CUPTI_ACTIVITY_KIND_KERNEL", "kernel launch call(s) but no kernel in the trace"),
     ("delete from CUPTI_ACTIVITY_KIND_KERNEL", "kernel launch call(s) but no kernel in the trace"),
     ("update NVTX_EVENTS set eventType = 'x' where rowid in (select rowid from NVTX_EVENTS limit 3)", "dropped 3 NVTX row(s) whose event type is not a number"),
+    # a push written as a row of its own (ENUM_NSYS_EVENT_TYPE's NvtxPushRange), and a kind no nsys writes yet
+    ("update NVTX_EVENTS set eventType = 35 where rowid in (select rowid from NVTX_EVENTS where eventType = 59 limit 2)",
+     "skipped 2 NVTX row(s) of event types tracerecon does not read (35 (NvtxPushRange): 2)"),
+    ("update NVTX_EVENTS set eventType = 500 where rowid in (select rowid from NVTX_EVENTS where eventType = 59 limit 4)",
+     "skipped 4 NVTX row(s) of event types tracerecon does not read (500: 4)"),
 ])
 def test_rows_not_read_are_said(tmp_path, sql, needle):
     # GIVEN an export whose kernels are gone, or some of whose NVTX rows have a kind that is no number
@@ -255,6 +260,16 @@ def test_rows_not_read_are_said(tmp_path, sql, needle):
     # WHEN reported THEN a partial result with a warning saying what was not read
     res = run_cli("report", str(p))
     assert res.returncode == 0 and needle in res.stderr, res.stderr
+
+
+def test_nvtx_rows_that_only_name_things_are_not_warned_about(tmp_path):
+    # GIVEN an export with a thread named (NvtxThread, 39, as torch's and nsys's own rows are),
+    # a category named (33) and a CUDA stream named (99): rows the read leaves out
+    p = edited_copy(tmp_path, "insert into NVTX_EVENTS (start, end, eventType, globalTid) select start, null, k, globalTid "
+                              "from (select start, globalTid from NVTX_EVENTS limit 1), (select 33 as k union select 39 union select 99)")
+    # WHEN reported THEN nothing is said of them
+    res = run_cli("report", str(p))
+    assert res.returncode == 0 and "NVTX row(s)" not in res.stderr, res.stderr
 
 
 @pytest.mark.parametrize("verb", ["drop table", "delete from"])

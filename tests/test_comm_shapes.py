@@ -4,6 +4,8 @@ report. Hand-built traces (FakeTrace); expected waits worked out by hand."""
 
 from __future__ import annotations
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from nsys_factory import FakeTrace
@@ -31,8 +33,41 @@ def test_compute_kernels_are_not(name):
     assert not is_comm_kernel(name)
 
 
-def kernel(t: FakeTrace, pid: int, device: int, at_us: int, gpu_us: tuple[int, int], name: str = "k") -> None:
-    t.kernel(t.call("cudaLaunchKernel", at_us * U, (at_us + 2) * U, pid=pid), gpu_us[0] * U, gpu_us[1] * U, pid=pid, device=device, name=name)
+def kernel(t: FakeTrace, pid: int, device: int, at_us: int, gpu_us: tuple[int, int], name: str = "k", short: str | None = None) -> None:
+    t.kernel(t.call("cudaLaunchKernel", at_us * U, (at_us + 2) * U, pid=pid), gpu_us[0] * U, gpu_us[1] * U, pid=pid, device=device, name=name,
+             short=short)
+
+
+def test_expert_parallel_kernels_known_only_by_their_namespace_are_communication(tmp_path):
+    # GIVEN two ranks (one report) whose MoE layer runs DeepEP's dispatch and combine, named as
+    # nsys names them: the short name "dispatch" / "combine" (what is shown), the namespaces only
+    # in the demangled name; per cycle (b = 1000c us) dispatch b+100..b+150 on rank 0 and
+    # b+130..b+150 on rank 1 (rank 1 arrives 30 us late), a layout kernel of DeepEP's (local
+    # counting, no communication) before it, combine b+300..b+340 on both
+    t = FakeTrace()
+    dispatch = ("void deep_ep::intranode::dispatch<(int)8, (int)768, (int)8192>(int4 *, float *, int *)", "dispatch")
+    combine = ("void deep_ep::intranode::combine<__nv_bfloat16, (int)8, (int)768>(int4 *, float *)", "combine")
+    layout = ("void deep_ep::layout::get_dispatch_layout<(int)256, (int)32, (int)8>(const long *, int *)", "get_dispatch_layout")
+    for c in range(4):
+        b = 1000 * c
+        for r in range(2):
+            t.cycle(c, b * U, (b + 500) * U, names=("verify",), pid=10 + r)
+            kernel(t, 10 + r, r, b + 10, (b + 20, b + 100), *layout)
+            kernel(t, 10 + r, r, b + 20, (b + 100 + 30 * r, b + 150), *dispatch)
+            kernel(t, 10 + r, r, b + 30, (b + 150, b + 300))
+            kernel(t, 10 + r, r, b + 40, (b + 300, b + 340), *combine)
+    a = load([t.write(tmp_path / "deepep.sqlite")])
+    # THEN dispatch and combine are communication (50 + 40 us a cycle on rank 0, 20 + 40 on
+    # rank 1; the layout kernel is not), matched across the ranks: rank 0 waited 30 us a cycle
+    # in dispatch, rank 1 gated every cycle; the ops keep the short name and say the full one
+    assert [c.comm_ns for c in a.cross.comm] == [90 * U * 4, 60 * U * 4]
+    assert [c.wait_ns for c in a.cross.comm] == [30 * U * 4, 0]
+    assert a.cross.critical_path["gating_rank"].to_pylist() == [1] * 4
+    ops = a.ranks[0].gpu_ops
+    first = ops.filter(pc.equal(ops["name"].cast(pa.string()), "dispatch"))
+    assert first.num_rows == 4 and set(first["demangled_name"].cast(pa.string()).to_pylist()) == {dispatch[0]}
+    phases = a.ranks[0].phases
+    assert phases["comm_ns"].to_pylist() == [90 * U] * 4
 
 
 def test_a_pipeline_stage_that_receives_and_sends_is_matched_with_nothing(tmp_path):
@@ -98,3 +133,26 @@ def test_an_all_to_all_with_one_extra_kernel_in_one_report_keeps_the_order(tmp_p
     assert [c.wait_ns for c in a.cross.comm] == [40 * U * cycles, 0]
     assert a.cross.critical_path["gating_rank"].to_pylist() == [1] * cycles
     assert any(f"rank 1 holds {cycles + 1}" in w and "matched in order" in w for w in a.warnings)
+
+
+def test_kernels_are_shown_by_nsys_short_name_and_keep_the_demangled_one():
+    import sqlite3
+
+    from conftest import H200
+
+    # GIVEN a real H200 export (nsys 2025.3.1), whose PyTorch kernels live in namespaces
+    path = H200 / "eagle_gpu_rank0.sqlite"
+    con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    expected = con.execute("select s.value, d.value from CUPTI_ACTIVITY_KIND_KERNEL k join StringIds s on s.id = k.shortName "
+                           "join StringIds d on d.id = k.demangledName order by k.start, k.rowid").fetchall()
+    con.close()
+    # WHEN loaded
+    ops = load([str(path)]).ranks[0].gpu_ops
+    kernels = ops.filter(pc.equal(ops["kind"].cast(pa.string()), "kernel")).sort_by([("start_ns", "ascending")])
+    got = list(zip(kernels["name"].cast(pa.string()).to_pylist(), kernels["demangled_name"].cast(pa.string()).to_pylist()))
+    # THEN every kernel has nsys's short name and its demangled name, as the export holds them
+    # (e.g. vectorized_elementwise_kernel and void at::native::vectorized_elementwise_kernel<...>),
+    # and nothing but kernels has a demangled name
+    assert sorted(got) == sorted(expected) and any(short != full and "::" in full for short, full in expected)
+    assert ops.filter(pc.not_equal(ops["kind"].cast(pa.string()), "kernel"))["demangled_name"].null_count == \
+        ops.num_rows - kernels.num_rows

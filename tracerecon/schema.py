@@ -71,6 +71,7 @@ GPU_OPS_RAW = pa.schema(
         ("graph_node_id", pa.int64()),
         ("bytes", pa.int64()),
         ("copy_kind", DSTR),  # memcpy only: HtoD, DtoH, DtoD, ...
+        ("demangled_name", DSTR),  # kernels only: the full name, namespaces and all (name is nsys's short one)
     ]
 )
 
@@ -167,6 +168,7 @@ GPU_OPS = pa.schema(
         ("launch_api", DSTR),
         ("range_id", pa.int64()),  # innermost range whose CPU span holds the launch call
         ("phase_id", pa.int64()),  # phase instance (row of `phases`) that launched it
+        ("demangled_name", DSTR),  # kernels only: the full name, namespaces and all (name is nsys's short one)
     ]
 )
 

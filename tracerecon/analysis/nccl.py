@@ -40,10 +40,16 @@ POINT_TO_POINT = re.compile(r"Send|Recv", re.I)
 
 
 def comm_mask(gpu_ops: pa.Table) -> np.ndarray:
-    """True for kernels that are collectives (by name)."""
+    """True for kernels that are collectives, by their short name or their demangled one (nsys's
+    short name drops the namespaces: DeepEP's ``void deep_ep::intranode::dispatch<...>(...)``
+    is ``dispatch``). A table without ``demangled_name`` (ops from elsewhere than an export)
+    goes by the short name alone."""
     if gpu_ops.num_rows == 0:
         return np.zeros(0, dtype=bool)
-    return string_mask(gpu_ops["kind"], lambda k: k == "kernel") & string_mask(gpu_ops["name"], is_comm_kernel)
+    named = string_mask(gpu_ops["name"], is_comm_kernel)
+    if "demangled_name" in gpu_ops.column_names:
+        named |= string_mask(gpu_ops["demangled_name"], is_comm_kernel)
+    return string_mask(gpu_ops["kind"], lambda k: k == "kernel") & named
 
 
 def phase_comm_split(gpu_ops: pa.Table, n_phases: int) -> dict[str, np.ndarray]:

@@ -164,7 +164,11 @@ def split_select(sql: str) -> tuple[list[str], str]:
 RELEVANT_API = re.compile(r"Launch|Memcpy|Memset|Synchroni[sz]e|Graph|Prefetch|WaitEvent|EventRecord|Callback|StreamWaitValue|BatchMemOp", re.I)
 
 API_CALLS_COLUMNS = ["start", "end", "gtid", "corr", "name"]
-KERNEL_COLUMNS = ["start", "end", "dev", "stream", "corr", "gpid", "name", "node"]
+OPS_COLUMNS = ["start", "end", "dev", "stream", "corr", "gpid", "name", "node"]  # of every table of GPU ops
+# A kernel's short name is what it is shown by; its demangled name (``full``) keeps the
+# namespaces that tell what some kernels are (DeepEP's ``deep_ep::intranode::dispatch`` is
+# ``dispatch`` short).
+KERNEL_COLUMNS = OPS_COLUMNS + ["full"]
 
 
 def relevant_name_ids(ids: list[int], values: list[str | None]) -> list[int] | None:
@@ -185,9 +189,10 @@ def kernels_sql(cols: list[str]) -> str:
     """The kernels (``KERNEL_COLUMNS``), from a table with columns ``cols``: only the columns
     needed, nothing constant (the biggest table of a trace)."""
     gpid = f"coalesce({column_or(cols, 'globalPid', '0')}, 0)"
-    name = "shortName" if "shortName" in cols else column_or(cols, "demangledName", "0")
+    full = column_or(cols, "demangledName", "0")
+    name = "shortName" if "shortName" in cols else full
     return (f"select start, end, deviceId, streamId, coalesce(correlationId, {NULL_SENTINEL}), {gpid}, {name}, "
-            f"coalesce({column_or(cols, 'graphNodeId')}, {NULL_SENTINEL}) from CUPTI_ACTIVITY_KIND_KERNEL")
+            f"coalesce({column_or(cols, 'graphNodeId')}, {NULL_SENTINEL}), {full} from CUPTI_ACTIVITY_KIND_KERNEL")
 
 
 def start_ahead(path: str | os.PathLike) -> list:

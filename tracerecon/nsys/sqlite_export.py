@@ -34,7 +34,7 @@ from tracerecon import schema
 from tracerecon.errors import BadTraceError
 from tracerecon.interrupts import thread_pool
 from tracerecon.nsys.read_plan import (  # noqa: F401 (some are this module's API too)
-    API_CALLS_COLUMNS, KERNEL_COLUMNS, NULL_SENTINEL, XZ_SUFFIX, api_calls_sql, kernels_sql, native_reads, open_readonly,
+    API_CALLS_COLUMNS, KERNEL_COLUMNS, NULL_SENTINEL, OPS_COLUMNS, XZ_SUFFIX, api_calls_sql, kernels_sql, native_reads, open_readonly,
     relevant_name_ids, split_select, string_rows, table_names, tables_without_rowid,
 )
 from tracerecon.nsys.read_plan import column_or as _col
@@ -375,6 +375,11 @@ def _strip_memcpy_label(label: str) -> str:
 
 
 NVTX_KINDS = (NVTX_MARK, NVTX_PUSH_POP, NVTX_START_END, NVTXT_MARK, NVTXT_PUSH_POP, NVTXT_START_END, NVTX_DOMAIN_CREATE)
+# Kinds that name something (a category, a thread, a process or file (NVTXT), a domain's end, a
+# CUDA device, context or stream): nothing to time, so not read and not worth a word. Any other
+# kind (a push or a pop written as rows of their own, a kind of a newer nsys) is counted in a
+# warning: it may hold ranges that are then not phases.
+NVTX_NAMING_KINDS = (33, 39, 64, 72, 73, 74, 76, 97, 98, 99)
 NVTX_COLUMNS = ["start", "end", "etype", "gtid", "end_gtid", "text_id", "domain", "payload"]
 
 
@@ -458,12 +463,28 @@ def read_nvtx(conn: sqlite3.Connection, info: ExportInfo, strings: StringTable) 
     trace end, done while the larger tables are still being read."""
     events = parse_nvtx(fetch_nvtx_rows(conn, info), info, strings)
     if info.has_nvtx:
-        # Rows whose kind is not a whole number (NULL, text, a real: another tool's writer) are
-        # not read at all (the read selects the kinds it knows): said here, as other bad rows are.
-        (untyped,) = conn.execute("select count(*) from NVTX_EVENTS where typeof(eventType) != 'integer'").fetchone()
-        if untyped:
-            events = replace(events, warnings=events.warnings + (f"{info.path}: dropped {untyped} NVTX row(s) whose event type is not a number",))
+        events = replace(events, warnings=events.warnings + tuple(_nvtx_rows_not_read(conn, info)))
     return events
+
+
+def _nvtx_rows_not_read(conn: sqlite3.Connection, info: ExportInfo) -> list[str]:
+    """A line for the NVTX rows the read leaves out (it selects the kinds it knows) that may
+    hold ranges: those whose kind is not a whole number (NULL, text, a real: another tool's
+    writer), and those of a kind neither read nor one that only names something."""
+    known = ",".join(map(str, NVTX_KINDS + NVTX_NAMING_KINDS))
+    rows = conn.execute(f"select case when typeof(eventType) = 'integer' then eventType end as kind, count(*) from NVTX_EVENTS "
+                        f"where kind is null or kind not in ({known}) group by kind order by kind").fetchall()
+    untyped = sum(n for kind, n in rows if kind is None)
+    other = [(int(kind), n) for kind, n in rows if kind is not None]
+    lines = []
+    if untyped:
+        lines.append(f"{info.path}: dropped {untyped} NVTX row(s) whose event type is not a number")
+    if other:
+        names = _enum(conn, info.tables, "ENUM_NSYS_EVENT_TYPE", {}, column="name")
+        kinds = ", ".join(f"{kind}" + (f" ({names[kind]})" if kind in names else "") + f": {n}" for kind, n in other)
+        lines.append(f"{info.path}: skipped {sum(n for _, n in other)} NVTX row(s) of event types tracerecon does not read ({kinds}); "
+                     "ranges among them are not read as phases or cycles")
+    return lines
 
 
 # The export schemas of nsys 2022.4 to 2026.2 are all 3.x; the sample and public traces span these.
@@ -632,7 +653,8 @@ def _labels(values: list[str]) -> pa.DictionaryArray:
     return pa.array(values, pa.string()).dictionary_encode()
 
 
-def _ops_table(kind: str, c: dict[str, np.ndarray], names: pa.Array, copy_kind: pa.Array | None = None) -> pa.Table:
+def _ops_table(kind: str, c: dict[str, np.ndarray], names: pa.Array, copy_kind: pa.Array | None = None,
+               demangled: pa.Array | None = None) -> pa.Table:
     n = len(c["start"])
     gpid = c["gpid"]
     return pa.table(
@@ -649,6 +671,7 @@ def _ops_table(kind: str, c: dict[str, np.ndarray], names: pa.Array, copy_kind: 
             "graph_node_id": _nullable(c["node"]),
             "bytes": _nullable(c["bytes"]) if "bytes" in c else pa.nulls(n, pa.int64()),
             "copy_kind": copy_kind if copy_kind is not None else pa.nulls(n, schema.DSTR),
+            "demangled_name": demangled if demangled is not None else pa.nulls(n, schema.DSTR),
         },
         schema=schema.GPU_OPS_RAW,
     )
@@ -657,7 +680,7 @@ def _ops_table(kind: str, c: dict[str, np.ndarray], names: pa.Array, copy_kind: 
 def read_gpu_ops(conn: sqlite3.Connection, info: ExportInfo, strings: StringTable, warnings: list[str] | None = None) -> pa.Table:
     """Kernels, memcpys, memsets and (graph trace mode) whole CUDA-graph launches."""
     parts = []
-    names = KERNEL_COLUMNS + ["bytes", "extra"]
+    names = OPS_COLUMNS + ["bytes", "extra"]
 
     if "CUPTI_ACTIVITY_KIND_KERNEL" in info.tables:
         c = _fetch(conn, kernels_sql(_columns(conn, "CUPTI_ACTIVITY_KIND_KERNEL")), KERNEL_COLUMNS)
@@ -667,7 +690,8 @@ def read_gpu_ops(conn: sqlite3.Connection, info: ExportInfo, strings: StringTabl
             # Read as '', they match no kernel rule: NCCL's would stop being communication unsaid.
             warnings.append(f"{info.path}: {unnamed} kernel(s) have no name (a name id the string table lacks); "
                             "communication (NCCL) kernels among them are not counted as such")
-        parts.append(_ops_table("kernel", c, kernel_names))
+        full_names, _ = strings.dictionary_and_unknown(c["full"])
+        parts.append(_ops_table("kernel", c, kernel_names, demangled=full_names))
     if "CUPTI_ACTIVITY_KIND_MEMCPY" in info.tables:
         cols = _columns(conn, "CUPTI_ACTIVITY_KIND_MEMCPY")
         gpid_sql = f"coalesce({_col(cols, 'globalPid', '0')}, 0)"
