@@ -227,6 +227,19 @@ async def test_search_jumps_to_a_kernel():
         assert any("nvjet" in s.label for lane in lanes for s in lane.segments)
 
 
+async def test_search_finds_a_kernel_by_its_namespace():
+    # GIVEN the real trace of DeepEP-named kernels (nsys shows `dispatch`, `combine`)
+    app = make_app(str(SAMPLES / "probes_h200" / "comm_names" / "deepep_names.sqlite.xz"))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await ready(pilot)
+        # WHEN searching for a namespace only the demangled names hold
+        await pilot.press("slash")
+        await pilot.press(*"intranode::comb", "enter")
+        await pilot.pause()
+        # THEN the timeline jumps to a combine kernel
+        assert "found combine" in status_text(app), status_text(app)
+
+
 async def test_click_selects_a_segment_and_help_opens():
     app = make_app(GPU_BOUND)
     async with app.run_test(size=(120, 36)) as pilot:

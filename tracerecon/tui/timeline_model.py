@@ -173,7 +173,8 @@ def _running_max_per_group(values: np.ndarray, group: np.ndarray) -> np.ndarray:
 
 def find_next(index: "TimelineIndex", text: str, after_ns: int, ranges: pa.Table | None = None) -> Segment | None:
     """The first NVTX range or GPU op whose name contains ``text`` (case-insensitive) starting
-    after ``after_ns``; wraps around to the beginning. None if nothing matches."""
+    after ``after_ns``; wraps around to the beginning. None if nothing matches. A kernel is
+    found by its demangled name too (``deep_ep::`` finds DeepEP's ``dispatch``)."""
     needle = text.lower()
     hits: list[Segment] = []
     if ranges is not None and ranges.num_rows:
@@ -191,7 +192,10 @@ def find_next(index: "TimelineIndex", text: str, after_ns: int, ranges: pa.Table
     if ops.num_rows:
         from tracerecon.analysis.projection import string_mask
 
-        m = np.flatnonzero(string_mask(ops["name"], lambda v: needle in v.lower()))
+        found = string_mask(ops["name"], lambda v: needle in v.lower())
+        if "demangled_name" in ops.column_names:
+            found |= string_mask(ops["demangled_name"], lambda v: needle in v.lower())
+        m = np.flatnonzero(found)
         if len(m):
             st = index._start[m]
             later = m[st > after_ns]
