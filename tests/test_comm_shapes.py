@@ -9,28 +9,75 @@ import pyarrow.compute as pc
 import pytest
 
 from nsys_factory import FakeTrace
-from tracerecon.analysis.nccl import is_comm_kernel
+from tracerecon.analysis.nccl import is_comm_kernel, kernel_name_parts
 from tracerecon.api import load
 
 U = 1000
 SEND_RECV = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
 
 
-@pytest.mark.parametrize("name", [
+# Names as nsys writes them (the real H200 probe's: `void ns::f<(int)8>(long long)`, anonymous
+# namespaces as <unnamed>), of kernels read in their libraries' sources (2026-12-02): the file
+# each is defined in is named beside it.
+COMMUNICATION = [
     "void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*)", "void deep_ep::internode_ll::combine<false, 7168>(void*)",
     "void deep_ep::intranode::notify_dispatch<8>(int const*)", "void deep_ep::internode::cached_notify<false, 8192>(int)",
     "void deep_ep::intranode::barrier<8>(int**, int)",
+    "void deep_ep::internode_ll::clean_low_latency_buffer(int *, int, int *, int)",  # DeepEP csrc/kernels/internode_ll.cu: a barrier first
+    "void deep_ep::elastic::dispatch_impl<(int)8>(void *)",  # DeepEP V2
+    "void uccl::internode_ll::dispatch<(bool)1, (int)8>(void *)",  # uccl ep/src (a DeepEP fork)
+    "void mooncake::dispatch<(int)8>(void *)",  # Mooncake mooncake-ep/src/mooncake_ep_kernel.cu
     "void flashinfer::trtllm_allreduce_fusion::allreduce_fusion_kernel_oneshot_lamport<__nv_bfloat16, 8>(float)",
     "multimem_all_reduce_kernel", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(void)",
-])
+    "ncclSymkDevKernel_AllReduce_RSxLDMC_AGxSTMC_sum_bf16(ncclSymkDevWorkArgs4K)",  # NCCL 2.28 src/device/symmetric/generate.py
+    "void vllm::cross_device_all_gather<float, (int)8>(vllm::RankData *, int)",  # vLLM csrc/custom_all_gather_reduce_scatter.cuh
+    "void vllm::mnnvl_lamport_reduce_scatter_kernel<float>(float *)",
+    "void tensorrt_llm::_v1::kernels::moe_comm::moeA2ADispatchKernel<(int)8>(int)",  # TRT-LLM communicationKernels/moeAlltoAllKernels.cu
+    "void c10d::symmetric_memory::barrier_kernel(unsigned int **, int, int, int, unsigned long)",  # torch symm_mem/CUDASymmetricMemory.cu
+    "void c10d::nvshmem_extension::exchangeSplitAndOffset(long *, long *, long *, int)",  # torch symm_mem/nvshmem_extension.cu
+    "void c10d::nccl_extension::lsa_put_kernel(ncclWindow_vidmem *, unsigned long, int)",  # torch symm_mem/nccl_extension.cu
+    "void flashinfer::trtllm_mnnvl_allreduce::rmsNormLamport<__nv_bfloat16>(float *)",  # flashinfer comm/trtllm_mnnvl_allreduce.cuh
+    "void tensorrt_llm::_v1::kernels::mnnvl::<unnamed>::mnnvlAllGatherSplitKernel<float>(float *)",
+    "void flashinfer::comm::dcp::BarrierKernel(ncclDevComm)",  # flashinfer comm/dcp_lse_reduce.cuh
+    "void sglang::allreduce_LL_1node<float>(mscclpp::MemoryChannelDeviceHandle *, float *)",  # SGLang's mscclpp all-reduce: by its handle
+    "barrier_on_stream_kernel_threadgroup<(threadgroup_t)1>(int)",  # NVSHMEM's on-stream barrier
+]
+LOCAL = [
+    "void at::native::reduce_kernel<512, 1>(void)", "fused_moe_kernel", "softmax_warp_forward", "gemm_kernel",
+    "void deep_ep::layout::get_dispatch_layout<256, 32, 8>(long const*, int*)",
+    "void deep_ep::elastic::dispatch_copy_epilogue_impl<(int)8>(void *)",  # DeepEP V2: a copy from the rank's own buffer
+    "void deep_ep::internode_ll::clean_mask_buffer(int *)",  # a local mask
+    # the namespace says all-to-all, the kernels count, sum and gather locally (flashinfer comm/trtllm_alltoall.cuh)
+    "void flashinfer::trtllm_alltoall::computeSendRecvRankCountKernel<(int)8>(int *, int *)",
+    "void flashinfer::trtllm_alltoall::moeLocalGatherDevice(int *)",
+    "void tensorrt_llm::kernels::moe_alltoall::moeA2APrepareDispatchKernel(int *)",  # "performs no remote transfers"
+    "<unnamed>::expert_gemm(long long)",
+    "void at::native::vectorized_elementwise_kernel<(int)8, at::native::AUnaryFunctor<c10::BFloat16, c10::BFloat16, c10::BFloat16, "
+    "at::native::binary_internal::MulFunctor<float>>, std::array<char *, (unsigned long)2>>(int, T2, T3)",
+]
+
+
+@pytest.mark.parametrize("name", COMMUNICATION)
 def test_the_collectives_of_expert_parallel_and_fused_all_reduce_are_communication(name):
     assert is_comm_kernel(name)
 
 
-@pytest.mark.parametrize("name", ["void at::native::reduce_kernel<512, 1>(void)", "fused_moe_kernel", "softmax_warp_forward", "gemm_kernel",
-                                  "void deep_ep::layout::get_dispatch_layout<256, 32, 8>(long const*, int*)"])
+@pytest.mark.parametrize("name", LOCAL)
 def test_compute_kernels_are_not(name):
     assert not is_comm_kernel(name)
+
+
+@pytest.mark.parametrize("name, parts", [
+    ("void deep_ep::intranode::dispatch<(int)8, (int)768>(long long)", ("deep_ep::intranode::dispatch", "dispatch", "long long")),
+    ("dispatch", ("dispatch", "dispatch", "")),
+    ("<unnamed>::expert_gemm(long long)", ("{anonymous}::expert_gemm", "expert_gemm", "long long")),
+    ("void ns::k<(int)1, ns::F<(bool)0>>(ns::A<(int)2> *, int)", ("ns::k", "k", "ns::A<(int)2> *, int")),
+    ("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<(unsigned long)4096>)",
+     ("ncclDevKernel_SendRecv", "ncclDevKernel_SendRecv", "ncclDevKernelArgsStorage<(unsigned long)4096>")),
+    ("void k<(int)1(int)", ("void k<(int)1(int)", "void k<(int)1(int)", "")),  # unbalanced: taken whole
+])
+def test_a_kernel_name_splits_into_its_namespaces_function_and_parameters(name, parts):
+    assert kernel_name_parts(name) == parts
 
 
 def kernel(t: FakeTrace, pid: int, device: int, at_us: int, gpu_us: tuple[int, int], name: str = "k", short: str | None = None) -> None:

@@ -11,23 +11,83 @@ import pyarrow as pa
 from tracerecon.analysis.intervals import segmented_union_length
 from tracerecon.analysis.projection import int64s, string_mask
 
-# NCCL's kernels across versions; the custom all-reduce kernels of vLLM / SGLang / TensorRT-LLM;
-# FlashInfer's fused all-reduce (trtllm_allreduce_fusion::allreduce_fusion_kernel_*); torch
-# symmetric memory's multimem kernels (vLLM's all-reduce for TP 4-8 on Hopper); mscclpp's;
-# the expert-parallel all-to-all of DeepEP (deep_ep::intranode / internode / internode_ll
-# dispatch, combine, notify_dispatch, cached_notify, barrier: every deep_ep kernel but its
-# layout ones, get_dispatch_layout, which count tokens locally).
-COMM_KERNEL = re.compile(
+# What makes a kernel communication, by the three parts of its name (``kernel_name_parts``).
+#
+# Its own function name (nsys's short name; the last part of a demangled name): NCCL's kernels
+# across versions (ncclSymkDevKernel_* since 2.28 too); the custom all-reduce and all-gather
+# kernels of vLLM / SGLang / TensorRT-LLM (cross_device_*, one-/two-shot, vLLM's MNNVL Lamport
+# ones); FlashInfer's and TensorRT-LLM's fused all-reduce (allreduce_fusion_kernel_*,
+# oneshotAllreduceFusionKernel, ...) and MoE all-to-all (moeA2ADispatchKernel /
+# moeA2ACombineKernel: not moeA2APrepare*, which count locally); torch symmetric memory's
+# multimem_*, one-/two-shot all-reduce and all-to-all-v; mscclpp's; vLLM's decode-context-parallel
+# all-to-all (dispatch_output_lse_kernel, wait_lse_combine_kernel); TensorRT-LLM's MiniMax
+# all-reduce of the RMS variance; NVSHMEM's on-stream barriers. Tested on the function name
+# alone, so a namespace that says all-to-all (flashinfer::trtllm_alltoall, whose kernels count
+# and gather locally) makes no kernel of it communication.
+COMM_FUNCTION = re.compile(
     r"^(ncclKernel_|ncclDevKernel_|ncclSymDevKernel_|nccl\w*Kernel)"
-    r"|cross_device_reduce|custom_?all_?reduce|one_?shot_?all_?reduce|two_?shot_?all_?reduce|allreduce_(one|two)shot"
-    r"|all_?reduce_?fusion|trtllm_?all_?reduce|multimem_|mscclpp|quick_?all_?reduce|all_?to_?all"
-    r"|deep_ep::(?!(\w+::)*layout::)",
+    r"|cross_device_(reduce|all_?gather)|custom_?all_?reduce|one_?shot_?all_?reduce|two_?shot_?all_?reduce|allreduce_(one|two)shot"
+    r"|all_?reduce_?fusion|trtllm_?all_?reduce|multimem_|mscclpp|quick_?all_?reduce|all_?to_?all|^mnnvl_lamport_"
+    r"|^moeA2A(Dispatch|Combine)Kernel|^dispatch_output_lse_kernel$|^wait_lse_combine_kernel$|^minimax_reduce_rms_kernel"
+    r"|^(barrier|sync)(_all)?_on_stream_kernel",
     re.I,
 )
+# Its namespaces and function together (demangled names only): libraries whose kernels are known
+# by namespace, with their local kernels left out. DeepEP (deep_ep::intranode / internode /
+# internode_ll / elastic) and its fork UCCL-EP (uccl::...): every kernel but the layout ones
+# (get_dispatch_layout counts tokens), the copy and reduce epilogues of DeepEP V2 (copies from the
+# rank's own buffer) and the mask-buffer ones (a local mask); Mooncake EP's dispatch and combine;
+# torch symmetric memory's signal-pad barriers and its NVSHMEM and NCCL device-API kernels
+# (c10d::nvshmem_extension, c10d::nccl_extension); TensorRT-LLM's and FlashInfer's MNNVL
+# all-reduce (kernels::mnnvl, trtllm_mnnvl_allreduce) and MiniMax all-reduce (minimax_ar);
+# FlashInfer's decode-context-parallel puts and barriers (comm::dcp).
+COMM_QUALIFIED = re.compile(
+    r"\b(deep_ep|uccl)::(intranode|internode|internode_ll|elastic)::(?!\w*(layout|epilogue|_mask_buffer))"
+    r"|\bmooncake::(dispatch|combine)\b|\bc10d::symmetric_memory::(barrier|put_signal|wait_signal)_kernel\b"
+    r"|\bc10d::(nvshmem|nccl)_extension::|\bkernels::mnnvl::|\btrtllm_mnnvl_allreduce::|\bminimax_ar::"
+    r"|\bcomm::dcp::(PutPacked|Barrier)Kernel\b",
+)
+# Its parameter types (demangled names only): a kernel handed an mscclpp device handle or an NCCL
+# device communicator or window (NCCL's device API) communicates, whatever it is called (SGLang's
+# sglang::allreduce_LL_1node takes mscclpp::MemoryChannelDeviceHandle*).
+COMM_PARAMETERS = re.compile(r"\bmscclpp::|\bncclDevComm\b|\bncclWindow_vidmem\b")
+
+
+def kernel_name_parts(name: str) -> tuple[str, str, str]:
+    """(namespaces and function, function, parameters) of a kernel's name: of a demangled one
+    (``void deep_ep::intranode::dispatch<(int)8>(int4 *, float *)`` gives
+    ``deep_ep::intranode::dispatch``, ``dispatch``, ``int4 *, float *``) without its return
+    type and template arguments; a short name (``dispatch``) is its own function, with no
+    namespaces and no parameters. A name that does not parse is taken whole as the function."""
+    # nsys writes an anonymous namespace as <unnamed>; demanglers also as (anonymous namespace)
+    text = name.replace("<unnamed>", "{anonymous}").replace("(anonymous namespace)", "{anonymous}")
+    depth, head, params = 0, [], ""
+    for i, ch in enumerate(text):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+            if depth < 0:
+                return name, name, ""
+        elif ch == "(" and depth == 0:
+            params = text[i + 1:].rsplit(")", 1)[0]
+            break
+        elif depth == 0:
+            head.append(ch)
+    if depth != 0:
+        return name, name, ""
+    qualified = "".join(head).strip().split(" ")[-1]  # the return type, where shown, goes
+    if not qualified:
+        return name, name, ""
+    return qualified, qualified.rsplit("::", 1)[-1], params
 
 
 def is_comm_kernel(name: str) -> bool:
-    return bool(COMM_KERNEL.search(name))
+    """Whether a kernel of this name (short or demangled) is communication: its function name,
+    its namespaces or its parameter types say so (``COMM_FUNCTION``, ``COMM_QUALIFIED``,
+    ``COMM_PARAMETERS``)."""
+    qualified, function, params = kernel_name_parts(name)
+    return bool(COMM_FUNCTION.search(function) or COMM_QUALIFIED.search(qualified) or COMM_PARAMETERS.search(params))
 
 
 def is_point_to_point(name: str) -> bool:
