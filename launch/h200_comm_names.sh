@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Recipe: launch/comm_names_probe.cu built with the machine's nvcc and run under nsys 2025.3.1
+# Recipe: launch/comm_names_probe.cu built with the machine's nvcc and run under the nsys bundled there (2025.3.2 on 2026-12-02)
 # on the lent H200, exported to SQLite beside its CUDA-event ground truth (one JSON line per
 # cycle), all in $OUT/comm_names.tar.xz (scrub with `tracerecon scrub` before committing); then
 # what nsys's own kernel table says of the kernels' names, and tracerecon's report of it.

@@ -320,6 +320,24 @@ def test_an_export_directory_with_a_foreign_table_names_the_file(tmp_path):
     assert_one_line_error(run_cli("report", str(out)), f"{part}: not the phases table of a tracerecon export (Field ")
 
 
+def test_an_export_written_before_later_columns_reads_the_same(tmp_path):
+    import pyarrow.parquet as pq
+
+    # GIVEN an export of the NCCL straggler run, and a copy of it as an older tracerecon wrote it:
+    # gpu_ops without demangled_name, cycles without accepted_tokens
+    out, old = tmp_path / "new", tmp_path / "old"
+    assert run_cli("export", str(DEMO2 / "nccl_skew"), "-o", str(out)).returncode == 0
+    shutil.copytree(out, old)
+    for table, column in (("gpu_ops", "demangled_name"), ("cycles", "accepted_tokens")):
+        for part in (old / table).glob("rank=*/part-0.parquet"):
+            pq.write_table(pq.read_table(part).drop_columns([column]), part)
+    # WHEN both are reported THEN the same report
+    new_res, old_res = run_cli("report", "--json", str(out)), run_cli("report", "--json", str(old))
+    assert new_res.returncode == old_res.returncode == 0, old_res.stderr
+    strip = lambda doc: {k: v for k, v in json.loads(doc).items() if k not in ("inputs", "warnings")}  # noqa: E731
+    assert strip(new_res.stdout) == strip(old_res.stdout)
+
+
 def test_kernels_whose_names_cannot_be_read_are_counted(tmp_path):
     # GIVEN both ranks of the NCCL straggler run, every kernel's name ids pointing at no string
     run = tmp_path / "nccl_skew"

@@ -319,6 +319,67 @@ def test_a_null_string_reads_as_empty_text_listed_once_in_the_dictionary():
     assert names.dictionary.to_pylist() == ["", "gemm"]
 
 
+def test_unknown_ids_read_as_empty_text_without_a_string_per_row():
+    import numpy as np
+    import pyarrow as pa
+
+    from tracerecon.nsys.read_plan import NULL_SENTINEL
+    from tracerecon.nsys.sqlite_export import StringTable
+
+    # GIVEN StringIds 1 "a", 2 NULL, 3 "b", 4 "" and ids some of which it lacks
+    strings = StringTable(pa.array(["a", None, "b", ""]), np.array([1, 2, 3, 4]))
+    ids = np.array([3, 99, 1, 2, NULL_SENTINEL, 4, 3])
+    # WHEN resolved as a dictionary THEN unknown ids and the NULL read as "", "" once in the
+    # dictionary (the strings used, in table order), 2 unknown counted
+    names, unknown = strings.dictionary_and_unknown(ids)
+    assert (names.to_pylist(), names.dictionary.to_pylist(), unknown) == (["b", "", "a", "", "", "", "b"], ["a", "", "b"], 2)
+    # WHEN resolved as a dictionary or null THEN the same ids are null instead (the NULL too), 3 of them
+    names, missing = strings.dictionary_or_null(ids)
+    assert (names.to_pylist(), missing) == (["b", None, "a", None, None, "", "b"], 3)
+    assert names.dictionary.to_pylist() == ["a", "b", ""]
+
+
+def test_a_kernel_whose_short_name_is_lost_is_shown_by_its_demangled_one(tmp_path):
+    # GIVEN one phase launching an NCCL kernel whose short name id is in no StringIds row, its
+    # demangled name still there; and a kernel with no demangled name (NULL)
+    t = FakeTrace()
+    t.range("cycle 0", 0, 1000)
+    t.range("verify", 0, 900)
+    full = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<(unsigned long)4096>)"
+    t.kernel(t.call("cudaLaunchKernel", 10, 20), 100, 200, name=full, short="ncclDevKernel_AllReduce_Sum_bf16_RING_LL")
+    t.kernel(t.call("cudaLaunchKernel", 30, 40), 300, 400, name="void deep_ep::intranode::dispatch<(int)8>(int)", short="dispatch")
+    t.kernels[0]["shortName"] = 999
+    t.kernels[1]["demangledName"] = None
+    a = analyze([t.write(tmp_path / "t.sqlite")])
+    ops = a.ranks[0].gpu_ops
+    # THEN the first is named by its demangled name and still communication (its 100 ns), the
+    # second keeps its short name, has no demangled one, is compute, and a warning says so
+    assert ops["name"].to_pylist() == [full, "dispatch"] and ops["demangled_name"].to_pylist() == [full, None]
+    assert (a.ranks[0].phases["comm_ns"].to_pylist(), a.ranks[0].phases["compute_ns"].to_pylist()) == ([100], [100])
+    assert not any("have no name" in w for w in a.warnings)
+    assert any("1 kernel(s) have no demangled name" in w and "DeepEP" in w for w in a.warnings), a.warnings
+
+
+def test_an_export_without_demangled_names_reads_as_short_names_alone(tmp_path):
+    import sqlite3
+
+    # GIVEN an export whose kernel table has no demangledName column (as another tool may write)
+    t = FakeTrace()
+    t.range("cycle 0", 0, 1000)
+    t.range("verify", 0, 900)
+    t.kernel(t.call("cudaLaunchKernel", 10, 20), 100, 200, name="void ns::k<(int)1>(int)", short="k")
+    path = t.write(tmp_path / "t.sqlite")
+    con = sqlite3.connect(path)
+    con.execute("alter table CUPTI_ACTIVITY_KIND_KERNEL drop column demangledName")
+    con.commit()
+    con.close()
+    a = analyze([path])
+    # THEN the kernel keeps its short name, has no demangled one, and nothing is said
+    ops = a.ranks[0].gpu_ops
+    assert ops["name"].to_pylist() == ["k"] and ops["demangled_name"].to_pylist() == [None]
+    assert not any("demangled" in w for w in a.warnings), a.warnings
+
+
 def test_a_kernel_whose_name_id_the_string_table_lacks_reads_as_no_name_and_is_counted(tmp_path):
     # GIVEN one phase launching two kernels: "k" (known), and one whose name id (999) is in no
     # StringIds row; the string table's first string is the launch call's name

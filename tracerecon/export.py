@@ -183,14 +183,23 @@ def _write_parquet(table: pa.Table, path: Path) -> None:
                    column_encoding={name: "DELTA_BINARY_PACKED" for name in integer} or None)
 
 
+# Columns a table gained after its first release, where null says what an export written before
+# them meant: no accepted tokens said; a kernel known by its short name alone.
+LATER_COLUMNS = {"cycles": ("accepted_tokens",), "gpu_ops": ("demangled_name",)}
+
+
 def _read_dataset_part(f: Path, name: str, sch: pa.Schema, rank: int | None = None) -> pa.Table:
-    """One parquet file of an export as the table ``sch`` (its ``rank`` column from ``rank``).
-    Raises BadTraceError naming the file when it is no parquet or not that table (a KeyError
-    here is a missing column, not a missing manifest key)."""
+    """One parquet file of an export as the table ``sch`` (its ``rank`` column from ``rank``;
+    ``LATER_COLUMNS`` it lacks, written by an older tracerecon, as nulls). Raises BadTraceError
+    naming the file when it is no parquet or not that table (a KeyError here is a missing
+    column, not a missing manifest key)."""
     try:
         t = pq.read_table(f)
         if "rank" in sch.names:
             t = t.append_column("rank", pa.array([rank] * t.num_rows, pa.int32()))
+        for column in LATER_COLUMNS.get(name, ()):
+            if column not in t.column_names:
+                t = t.append_column(column, pa.nulls(t.num_rows, sch.field(column).type))
         return t.select(sch.names).cast(sch)
     except KeyError as exc:  # pyarrow's select: 'Field "cycle" does not exist in schema'
         raise BadTraceError(f"{f}: not the {name} table of a tracerecon export ({exc.args[0]})") from None

@@ -189,8 +189,8 @@ def kernels_sql(cols: list[str]) -> str:
     """The kernels (``KERNEL_COLUMNS``), from a table with columns ``cols``: only the columns
     needed, nothing constant (the biggest table of a trace)."""
     gpid = f"coalesce({column_or(cols, 'globalPid', '0')}, 0)"
-    full = column_or(cols, "demangledName", "0")
-    name = "shortName" if "shortName" in cols else full
+    name = "shortName" if "shortName" in cols else column_or(cols, "demangledName", "0")
+    full = column_or(cols, "demangledName", str(NULL_SENTINEL))  # no such column: no demangled names
     return (f"select start, end, deviceId, streamId, coalesce(correlationId, {NULL_SENTINEL}), {gpid}, {name}, "
             f"coalesce({column_or(cols, 'graphNodeId')}, {NULL_SENTINEL}), {full} from CUPTI_ACTIVITY_KIND_KERNEL")
 

@@ -318,29 +318,44 @@ class StringTable:
 
     def dictionary_and_unknown(self, ids: np.ndarray) -> tuple[pa.DictionaryArray, int]:
         """``dictionary`` and how many of ``ids`` the table lacks (NULL_SENTINEL or unknown):
-        those read as empty text, as a NULL in StringIds does."""
+        those read as empty text, as a NULL in StringIds does ("" once in the dictionary; no
+        per-row strings are made, however long the names)."""
         pos = self.positions(ids)
         unknown = pos < 0
         n_unknown = int(unknown.sum())
         if len(self.values) == 0:
             return pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(ids), dtype=np.int32)), pa.array([""], pa.string())), n_unknown
-        # Keep only the strings used: StringIds may hold 100k NVTX texts, a column needs a few.
-        # (What np.unique(pos, return_inverse=True) gives, in one pass instead of a sort.)
-        pos = np.where(unknown, 0, pos)
-        present = np.zeros(len(self.values), dtype=bool)
-        present[pos] = True
-        code_of = np.cumsum(present, dtype=np.int64) - 1
-        used = self.values.take(pa.array(np.flatnonzero(present)))
-        out = pa.DictionaryArray.from_arrays(pa.array(code_of[pos].astype(np.int32)), used)
+        used, codes = self._used(pos, unknown)
         if used.null_count or n_unknown:
-            # A NULL in StringIds, or an id it lacks (not the first string, which pos 0 is),
-            # reads as empty text (Arrow cannot merge dictionaries holding nulls), encoded
-            # again so that "" is in the dictionary once.
-            text = out.cast(pa.string())
-            if n_unknown:
-                text = pc.if_else(pa.array(unknown), pa.scalar("", pa.string()), text)
-            out = pc.fill_null(text, "").dictionary_encode()
-        return out, n_unknown
+            # Arrow cannot merge dictionaries holding nulls: a NULL and an unknown id are "",
+            # the dictionary (the few strings used) encoded again so that "" is in it once.
+            again = pc.dictionary_encode(pa.concat_arrays([pc.fill_null(used, ""), pa.array([""], pa.string())]))
+            remap = again.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+            codes = np.where(unknown, remap[-1], remap[codes])
+            used = again.dictionary
+        return pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), used), n_unknown
+
+    def dictionary_or_null(self, ids: np.ndarray) -> tuple[pa.DictionaryArray, int]:
+        """``ids`` as a dictionary array, null where the table lacks the id or holds NULL for
+        it, and how many such there are (NULL_SENTINEL, the id of a column not read, is one)."""
+        pos = self.positions(ids)
+        if len(self.values) == 0:
+            return pa.DictionaryArray.from_arrays(pa.nulls(len(ids), pa.int32()), pa.array([], pa.string())), len(ids)
+        unknown = (pos < 0) | np.asarray(self.values.is_null().take(pa.array(np.maximum(pos, 0))), dtype=bool)
+        used, codes = self._used(pos, unknown)
+        return pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32(), mask=unknown), used), int(unknown.sum())
+
+    def _used(self, pos: np.ndarray, unknown: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+        """The strings at ``pos`` but where ``unknown``, each once, in table order, and each
+        row's index into them (0 where unknown). Keeps only the strings used: StringIds may hold
+        100k NVTX texts, a column needs a few (what np.unique(pos, return_inverse=True) gives,
+        in one pass instead of a sort)."""
+        known = np.where(unknown, 0, pos)
+        present = np.zeros(len(self.values), dtype=bool)
+        present[known[~unknown]] = True
+        code_of = np.cumsum(present, dtype=np.int64) - 1
+        codes = np.where(unknown, 0, code_of[known]).astype(np.int32)
+        return self.values.take(pa.array(np.flatnonzero(present))), codes
 
 
 def read_strings(conn: sqlite3.Connection, tables: frozenset[str]) -> StringTable:
@@ -683,14 +698,20 @@ def read_gpu_ops(conn: sqlite3.Connection, info: ExportInfo, strings: StringTabl
     names = OPS_COLUMNS + ["bytes", "extra"]
 
     if "CUPTI_ACTIVITY_KIND_KERNEL" in info.tables:
-        c = _fetch(conn, kernels_sql(_columns(conn, "CUPTI_ACTIVITY_KIND_KERNEL")), KERNEL_COLUMNS)
+        cols = _columns(conn, "CUPTI_ACTIVITY_KIND_KERNEL")
+        c = _fetch(conn, kernels_sql(cols), KERNEL_COLUMNS)
         c = _keep_valid(c, ("start", "end", "dev", "stream"), "kernel", info.path, warnings)
-        kernel_names, unnamed = strings.dictionary_and_unknown(c["name"])
-        if unnamed and warnings is not None:
+        full_names, no_full = strings.dictionary_or_null(c["full"])
+        # A kernel whose short name id the strings lack is shown by its demangled name.
+        short_lost = strings.positions(c["name"]) < 0
+        kernel_names, unnamed = strings.dictionary_and_unknown(np.where(short_lost & ~np.asarray(full_names.is_null()), c["full"], c["name"]))
+        if warnings is not None and unnamed:
             # Read as '', they match no kernel rule: NCCL's would stop being communication unsaid.
             warnings.append(f"{info.path}: {unnamed} kernel(s) have no name (a name id the string table lacks); "
                             "communication (NCCL) kernels among them are not counted as such")
-        full_names, _ = strings.dictionary_and_unknown(c["full"])
+        if warnings is not None and "demangledName" in cols and no_full > unnamed:
+            warnings.append(f"{info.path}: {no_full - unnamed} kernel(s) have no demangled name (a name id the string table lacks, or NULL); "
+                            "kernels known as communication only by their namespaces (DeepEP's) among them are not counted as such")
         parts.append(_ops_table("kernel", c, kernel_names, demangled=full_names))
     if "CUPTI_ACTIVITY_KIND_MEMCPY" in info.tables:
         cols = _columns(conn, "CUPTI_ACTIVITY_KIND_MEMCPY")
