@@ -297,9 +297,15 @@ class StringTable:
     def positions(self, ids: np.ndarray) -> np.ndarray:
         """Index into ``values`` of each id; -1 where the id is unknown."""
         ids = np.asarray(ids, dtype=np.int64)
-        if len(self.ids) == 0:
+        n = len(self.ids)
+        if n == 0:
             return np.full(len(ids), -1, dtype=np.int64)
-        pos = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
+        if self.ids[-1] - self.ids[0] == n - 1:
+            # Sorted, unique and without gaps (nsys numbers its strings 0, 1, 2, ...): an id's
+            # position is its distance from the first (a fifth of a binary search's time).
+            pos = ids - self.ids[0]
+            return np.where((pos >= 0) & (pos < n), pos, -1)
+        pos = np.minimum(np.searchsorted(self.ids, ids), n - 1)
         return np.where(self.ids[pos] == ids, pos, -1)
 
     def take(self, ids: np.ndarray) -> pa.Array:
@@ -316,16 +322,17 @@ class StringTable:
         """Resolve many string ids at once as a dictionary array (no per-row strings)."""
         return self.dictionary_and_unknown(ids)[0]
 
-    def dictionary_and_unknown(self, ids: np.ndarray) -> tuple[pa.DictionaryArray, int]:
+    def dictionary_and_unknown(self, ids: np.ndarray, pos: np.ndarray | None = None) -> tuple[pa.DictionaryArray, int]:
         """``dictionary`` and how many of ``ids`` the table lacks (NULL_SENTINEL or unknown):
         those read as empty text, as a NULL in StringIds does ("" once in the dictionary; no
-        per-row strings are made, however long the names)."""
-        pos = self.positions(ids)
+        per-row strings are made, however long the names). ``pos``: their ``positions``, where
+        known already."""
+        pos = self.positions(ids) if pos is None else pos
         unknown = pos < 0
         n_unknown = int(unknown.sum())
         if len(self.values) == 0:
-            return pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(ids), dtype=np.int32)), pa.array([""], pa.string())), n_unknown
-        used, codes = self._used(pos, unknown)
+            return pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(pos), dtype=np.int32)), pa.array([""], pa.string())), n_unknown
+        used, codes = self._used(pos, unknown if n_unknown else None)
         if used.null_count or n_unknown:
             # Arrow cannot merge dictionaries holding nulls: a NULL and an unknown id are "",
             # the dictionary (the few strings used) encoded again so that "" is in it once.
@@ -335,26 +342,32 @@ class StringTable:
             used = again.dictionary
         return pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), used), n_unknown
 
-    def dictionary_or_null(self, ids: np.ndarray) -> tuple[pa.DictionaryArray, int]:
+    def dictionary_or_null(self, ids: np.ndarray, pos: np.ndarray | None = None) -> tuple[pa.DictionaryArray, int]:
         """``ids`` as a dictionary array, null where the table lacks the id or holds NULL for
-        it, and how many such there are (NULL_SENTINEL, the id of a column not read, is one)."""
-        pos = self.positions(ids)
+        it, and how many such there are (NULL_SENTINEL, the id of a column not read, is one).
+        ``pos``: their ``positions``, where known already."""
+        pos = self.positions(ids) if pos is None else pos
         if len(self.values) == 0:
-            return pa.DictionaryArray.from_arrays(pa.nulls(len(ids), pa.int32()), pa.array([], pa.string())), len(ids)
-        unknown = (pos < 0) | np.asarray(self.values.is_null().take(pa.array(np.maximum(pos, 0))), dtype=bool)
-        used, codes = self._used(pos, unknown)
-        return pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32(), mask=unknown), used), int(unknown.sum())
+            return pa.DictionaryArray.from_arrays(pa.nulls(len(pos), pa.int32()), pa.array([], pa.string())), len(pos)
+        unknown = pos < 0
+        if self.values.null_count:
+            unknown |= np.asarray(self.values.is_null().take(pa.array(np.maximum(pos, 0))), dtype=bool)
+        n_unknown = int(unknown.sum())
+        used, codes = self._used(pos, unknown if n_unknown else None)
+        return pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32(), mask=unknown if n_unknown else None), used), n_unknown
 
-    def _used(self, pos: np.ndarray, unknown: np.ndarray) -> tuple[pa.Array, np.ndarray]:
-        """The strings at ``pos`` but where ``unknown``, each once, in table order, and each
-        row's index into them (0 where unknown). Keeps only the strings used: StringIds may hold
-        100k NVTX texts, a column needs a few (what np.unique(pos, return_inverse=True) gives,
-        in one pass instead of a sort)."""
-        known = np.where(unknown, 0, pos)
+    def _used(self, pos: np.ndarray, unknown: np.ndarray | None) -> tuple[pa.Array, np.ndarray]:
+        """The strings at ``pos`` (but where ``unknown``, if given), each once, in table order,
+        and each row's index into them (0 where unknown). Keeps only the strings used: StringIds
+        may hold 100k NVTX texts, a column needs a few (what np.unique(pos, return_inverse=True)
+        gives, in one pass instead of a sort)."""
+        known = pos if unknown is None else np.where(unknown, 0, pos)
         present = np.zeros(len(self.values), dtype=bool)
-        present[known[~unknown]] = True
-        code_of = np.cumsum(present, dtype=np.int64) - 1
-        codes = np.where(unknown, 0, code_of[known]).astype(np.int32)
+        present[known if unknown is None else known[~unknown]] = True
+        code_of = (np.cumsum(present, dtype=np.int64) - 1).astype(np.int32)
+        codes = code_of[known]
+        if unknown is not None:
+            codes[unknown] = 0
         return self.values.take(pa.array(np.flatnonzero(present))), codes
 
 
@@ -701,10 +714,13 @@ def read_gpu_ops(conn: sqlite3.Connection, info: ExportInfo, strings: StringTabl
         cols = _columns(conn, "CUPTI_ACTIVITY_KIND_KERNEL")
         c = _fetch(conn, kernels_sql(cols), KERNEL_COLUMNS)
         c = _keep_valid(c, ("start", "end", "dev", "stream"), "kernel", info.path, warnings)
-        full_names, no_full = strings.dictionary_or_null(c["full"])
+        full_pos, short_pos = strings.positions(c["full"]), strings.positions(c["name"])
+        full_names, no_full = strings.dictionary_or_null(c["full"], full_pos)
         # A kernel whose short name id the strings lack is shown by its demangled name.
-        short_lost = strings.positions(c["name"]) < 0
-        kernel_names, unnamed = strings.dictionary_and_unknown(np.where(short_lost & ~np.asarray(full_names.is_null()), c["full"], c["name"]))
+        lost = short_pos < 0
+        if lost.any():
+            short_pos = np.where(lost & ~np.asarray(full_names.is_null()), full_pos, short_pos)
+        kernel_names, unnamed = strings.dictionary_and_unknown(c["name"], short_pos)
         if warnings is not None and unnamed:
             # Read as '', they match no kernel rule: NCCL's would stop being communication unsaid.
             warnings.append(f"{info.path}: {unnamed} kernel(s) have no name (a name id the string table lacks); "
