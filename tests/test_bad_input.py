@@ -338,6 +338,23 @@ def test_an_export_written_before_later_columns_reads_the_same(tmp_path):
     assert strip(new_res.stdout) == strip(old_res.stdout)
 
 
+def test_kernels_whose_short_names_are_lost_on_one_rank_are_still_matched(tmp_path):
+    # GIVEN the NCCL straggler run, and a copy whose rank 0 lost its NCCL kernels' short name ids
+    # (their demangled names still there)
+    run = tmp_path / "nccl_skew"
+    shutil.copytree(DEMO2 / "nccl_skew", run)
+    con = sqlite3.connect(run / "rank0.sqlite")
+    con.execute("update CUPTI_ACTIVITY_KIND_KERNEL set shortName = 987654 where shortName in "
+                "(select id from StringIds where value like 'ncclDevKernel%')")
+    assert con.total_changes > 1000
+    con.commit()
+    con.close()
+    # WHEN both are reported THEN the same collectives, waits and critical path, nothing said
+    before, after = (json.loads(run_cli("report", "--json", str(r)).stdout) for r in (DEMO2 / "nccl_skew", run))
+    assert [r["nccl"] for r in after["ranks"]] == [r["nccl"] for r in before["ranks"]]
+    assert after["critical_path"] == before["critical_path"] and after["warnings"] == before["warnings"]
+
+
 def test_kernels_whose_names_cannot_be_read_are_counted(tmp_path):
     # GIVEN both ranks of the NCCL straggler run, every kernel's name ids pointing at no string
     run = tmp_path / "nccl_skew"

@@ -9,7 +9,8 @@ import pyarrow.compute as pc
 import pytest
 
 from nsys_factory import FakeTrace
-from tracerecon.analysis.nccl import is_comm_kernel, kernel_name_parts
+from tracerecon.analysis.nccl import is_comm_kernel
+from tracerecon.kernel_names import kernel_name_parts
 from tracerecon.api import load
 
 U = 1000
@@ -41,6 +42,8 @@ COMMUNICATION = [
     "void flashinfer::comm::dcp::BarrierKernel(ncclDevComm)",  # flashinfer comm/dcp_lse_reduce.cuh
     "void sglang::allreduce_LL_1node<float>(mscclpp::MemoryChannelDeviceHandle *, float *)",  # SGLang's mscclpp all-reduce: by its handle
     "barrier_on_stream_kernel_threadgroup<(threadgroup_t)1>(int)",  # NVSHMEM's on-stream barrier
+    "void deep_ep::(anonymous namespace)::intranode::dispatch<(int)8>(int)",  # an anonymous namespace between
+    "void moeA2ADispatchKernel<decltype(a->b), (int)(8 >> 1)>(int)",  # brackets in parentheses
 ]
 LOCAL = [
     "void at::native::reduce_kernel<512, 1>(void)", "fused_moe_kernel", "softmax_warp_forward", "gemm_kernel",
@@ -52,6 +55,7 @@ LOCAL = [
     "void flashinfer::trtllm_alltoall::moeLocalGatherDevice(int *)",
     "void tensorrt_llm::kernels::moe_alltoall::moeA2APrepareDispatchKernel(int *)",  # "performs no remote transfers"
     "<unnamed>::expert_gemm(long long)",
+    "void ns::gemm<decltype(a->b)>(int *, all_to_all_t *)",  # all-to-all only in a parameter's type name
     "void at::native::vectorized_elementwise_kernel<(int)8, at::native::AUnaryFunctor<c10::BFloat16, c10::BFloat16, c10::BFloat16, "
     "at::native::binary_internal::MulFunctor<float>>, std::array<char *, (unsigned long)2>>(int, T2, T3)",
 ]
@@ -75,6 +79,12 @@ def test_compute_kernels_are_not(name):
     ("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<(unsigned long)4096>)",
      ("ncclDevKernel_SendRecv", "ncclDevKernel_SendRecv", "ncclDevKernelArgsStorage<(unsigned long)4096>")),
     ("void k<(int)1(int)", ("void k<(int)1(int)", "void k<(int)1(int)", "")),  # unbalanced: taken whole
+    # brackets that are no template brackets: an operator's, inside parentheses, an arrow
+    ("void ns::k<&operator<, (int)1>(int)", ("ns::k", "k", "int")),
+    ("void ns::k<decltype(a->b)>(mscclpp::H *)", ("ns::k", "k", "mscclpp::H *")),
+    ("void ns::k<(int)(8 >> 1)>(int)", ("ns::k", "k", "int")),
+    ("void ns::(anonymous namespace)::k<(int)1>(int)", ("ns::{anonymous}::k", "k", "int")),
+    ("bool ns::S::operator<(const ns::S &)", ("ns::S::operator<", "operator<", "const ns::S &")),
 ])
 def test_a_kernel_name_splits_into_its_namespaces_function_and_parameters(name, parts):
     assert kernel_name_parts(name) == parts

@@ -3,6 +3,7 @@ communication, compute, and both at once."""
 
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -10,6 +11,7 @@ import pyarrow as pa
 
 from tracerecon.analysis.intervals import segmented_union_length
 from tracerecon.analysis.projection import int64s, string_mask
+from tracerecon.kernel_names import ANONYMOUS, kernel_name_parts
 
 # What makes a kernel communication, by the three parts of its name (``kernel_name_parts``).
 #
@@ -53,41 +55,15 @@ COMM_QUALIFIED = re.compile(
 COMM_PARAMETERS = re.compile(r"\bmscclpp::|\bncclDevComm\b|\bncclWindow_vidmem\b")
 
 
-def kernel_name_parts(name: str) -> tuple[str, str, str]:
-    """(namespaces and function, function, parameters) of a kernel's name: of a demangled one
-    (``void deep_ep::intranode::dispatch<(int)8>(int4 *, float *)`` gives
-    ``deep_ep::intranode::dispatch``, ``dispatch``, ``int4 *, float *``) without its return
-    type and template arguments; a short name (``dispatch``) is its own function, with no
-    namespaces and no parameters. A name that does not parse is taken whole as the function."""
-    # nsys writes an anonymous namespace as <unnamed>; demanglers also as (anonymous namespace)
-    text = name.replace("<unnamed>", "{anonymous}").replace("(anonymous namespace)", "{anonymous}")
-    depth, head, params = 0, [], ""
-    for i, ch in enumerate(text):
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth -= 1
-            if depth < 0:
-                return name, name, ""
-        elif ch == "(" and depth == 0:
-            params = text[i + 1:].rsplit(")", 1)[0]
-            break
-        elif depth == 0:
-            head.append(ch)
-    if depth != 0:
-        return name, name, ""
-    qualified = "".join(head).strip().split(" ")[-1]  # the return type, where shown, goes
-    if not qualified:
-        return name, name, ""
-    return qualified, qualified.rsplit("::", 1)[-1], params
-
-
+@functools.lru_cache(maxsize=16384)
 def is_comm_kernel(name: str) -> bool:
     """Whether a kernel of this name (short or demangled) is communication: its function name,
-    its namespaces or its parameter types say so (``COMM_FUNCTION``, ``COMM_QUALIFIED``,
-    ``COMM_PARAMETERS``)."""
+    its namespaces (anonymous ones left out) or its parameter types say so (``COMM_FUNCTION``,
+    ``COMM_QUALIFIED``, ``COMM_PARAMETERS``). Cached: a rank's tables ask for the same few
+    names several times (``comm_mask``), and demangled names run to kilobytes."""
     qualified, function, params = kernel_name_parts(name)
-    return bool(COMM_FUNCTION.search(function) or COMM_QUALIFIED.search(qualified) or COMM_PARAMETERS.search(params))
+    named = qualified.replace(ANONYMOUS + "::", "")
+    return bool(COMM_FUNCTION.search(function) or COMM_QUALIFIED.search(named) or COMM_PARAMETERS.search(params))
 
 
 def is_point_to_point(name: str) -> bool:

@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 from tracerecon import schema
 from tracerecon.errors import BadTraceError
 from tracerecon.interrupts import thread_pool
+from tracerecon.kernel_names import kernel_function
 from tracerecon.nsys.read_plan import (  # noqa: F401 (some are this module's API too)
     API_CALLS_COLUMNS, KERNEL_COLUMNS, NULL_SENTINEL, OPS_COLUMNS, XZ_SUFFIX, api_calls_sql, kernels_sql, native_reads, open_readonly,
     relevant_name_ids, split_select, string_rows, table_names, tables_without_rowid,
@@ -292,7 +293,7 @@ class StringTable:
     """StringIds as an Arrow string array plus an id -> position map."""
 
     values: pa.Array
-    ids: np.ndarray  # the id of each value, sorted (memory follows the row count, not the ids' size)
+    ids: np.ndarray  # the id of each value, sorted and unique (memory follows the row count, not the ids' size)
 
     def positions(self, ids: np.ndarray) -> np.ndarray:
         """Index into ``values`` of each id; -1 where the id is unknown."""
@@ -716,11 +717,12 @@ def read_gpu_ops(conn: sqlite3.Connection, info: ExportInfo, strings: StringTabl
         c = _keep_valid(c, ("start", "end", "dev", "stream"), "kernel", info.path, warnings)
         full_pos, short_pos = strings.positions(c["full"]), strings.positions(c["name"])
         full_names, no_full = strings.dictionary_or_null(c["full"], full_pos)
-        # A kernel whose short name id the strings lack is shown by its demangled name.
-        lost = short_pos < 0
+        # A kernel whose short name id the strings lack is shown by the function its demangled
+        # name names, as nsys's short name would show it (collectives are matched by name).
+        lost = (short_pos < 0) & ~np.asarray(full_names.is_null()) if no_full < len(short_pos) else np.zeros(len(short_pos), bool)
+        kernel_names, unnamed = strings.dictionary_and_unknown(c["name"], np.where(lost, full_pos, short_pos) if lost.any() else short_pos)
         if lost.any():
-            short_pos = np.where(lost & ~np.asarray(full_names.is_null()), full_pos, short_pos)
-        kernel_names, unnamed = strings.dictionary_and_unknown(c["name"], short_pos)
+            kernel_names = _renamed(kernel_names, lost, kernel_function)
         if warnings is not None and unnamed:
             # Read as '', they match no kernel rule: NCCL's would stop being communication unsaid.
             warnings.append(f"{info.path}: {unnamed} kernel(s) have no name (a name id the string table lacks); "
@@ -768,6 +770,18 @@ def read_gpu_ops(conn: sqlite3.Connection, info: ExportInfo, strings: StringTabl
     if not parts:
         return schema.empty(schema.GPU_OPS_RAW)
     return _concat_column_by_column(parts, schema.GPU_OPS_RAW)
+
+
+def _renamed(names: pa.DictionaryArray, rows: np.ndarray, rename) -> pa.DictionaryArray:
+    """``names`` with the values the ``rows`` mask points at passed through ``rename`` (the
+    dictionary encoded again: a renamed value may equal another)."""
+    codes = names.indices.to_numpy(zero_copy_only=False)
+    values = names.dictionary.to_pylist()
+    for code in np.unique(codes[rows]):
+        values[code] = rename(values[code])
+    again = pc.dictionary_encode(pa.array(values, pa.string()))
+    remap = again.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+    return pa.DictionaryArray.from_arrays(pa.array(remap[codes], pa.int32()), again.dictionary)
 
 
 def _concat_column_by_column(parts: list[pa.Table], out_schema: pa.Schema) -> pa.Table:
