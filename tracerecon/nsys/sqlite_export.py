@@ -336,11 +336,9 @@ class StringTable:
         used, codes = self._used(pos, unknown if n_unknown else None)
         if used.null_count or n_unknown:
             # Arrow cannot merge dictionaries holding nulls: a NULL and an unknown id are "",
-            # the dictionary (the few strings used) encoded again so that "" is in it once.
-            again = pc.dictionary_encode(pa.concat_arrays([pc.fill_null(used, ""), pa.array([""], pa.string())]))
-            remap = again.indices.to_numpy(zero_copy_only=False).astype(np.int32)
-            codes = np.where(unknown, remap[-1], remap[codes])
-            used = again.dictionary
+            # "" once in the dictionary.
+            texts = pa.concat_arrays([pc.fill_null(used, ""), pa.array([""], pa.string())])
+            return _deduplicated(texts, np.where(unknown, len(used), codes)), n_unknown
         return pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), used), n_unknown
 
     def dictionary_or_null(self, ids: np.ndarray, pos: np.ndarray | None = None) -> tuple[pa.DictionaryArray, int]:
@@ -719,7 +717,9 @@ def read_gpu_ops(conn: sqlite3.Connection, info: ExportInfo, strings: StringTabl
         full_names, no_full = strings.dictionary_or_null(c["full"], full_pos)
         # A kernel whose short name id the strings lack is shown by the function its demangled
         # name names, as nsys's short name would show it (collectives are matched by name).
-        lost = (short_pos < 0) & ~np.asarray(full_names.is_null()) if no_full < len(short_pos) else np.zeros(len(short_pos), bool)
+        lost = short_pos < 0
+        if no_full:
+            lost &= ~np.asarray(full_names.is_null())
         kernel_names, unnamed = strings.dictionary_and_unknown(c["name"], np.where(lost, full_pos, short_pos) if lost.any() else short_pos)
         if lost.any():
             kernel_names = _renamed(kernel_names, lost, kernel_function)
@@ -773,13 +773,19 @@ def read_gpu_ops(conn: sqlite3.Connection, info: ExportInfo, strings: StringTabl
 
 
 def _renamed(names: pa.DictionaryArray, rows: np.ndarray, rename) -> pa.DictionaryArray:
-    """``names`` with the values the ``rows`` mask points at passed through ``rename`` (the
-    dictionary encoded again: a renamed value may equal another)."""
+    """``names`` with the values the ``rows`` mask points at passed through ``rename`` (a
+    renamed value may equal another)."""
     codes = names.indices.to_numpy(zero_copy_only=False)
     values = names.dictionary.to_pylist()
     for code in np.unique(codes[rows]):
         values[code] = rename(values[code])
-    again = pc.dictionary_encode(pa.array(values, pa.string()))
+    return _deduplicated(pa.array(values, pa.string()), codes)
+
+
+def _deduplicated(texts: pa.Array, codes: np.ndarray) -> pa.DictionaryArray:
+    """The column whose rows are ``texts[codes]``, each distinct text once in its dictionary
+    (``texts``: the few strings a column uses, not a row each)."""
+    again = pc.dictionary_encode(texts)
     remap = again.indices.to_numpy(zero_copy_only=False).astype(np.int32)
     return pa.DictionaryArray.from_arrays(pa.array(remap[codes], pa.int32()), again.dictionary)
 
