@@ -421,3 +421,24 @@ def test_long_phase_names_that_differ_at_their_end_stay_told_apart_at_80_columns
         # shared "EagleDraftWorker._draft_exten…"
         assert "_for_decode" in out and "_for_prefill" in out and "…" not in out, out
         assert max(len(line) for line in out.splitlines()) <= 80
+
+
+def test_a_device_id_near_two_to_the_63_names_no_device_and_breaks_nothing(tmp_path):
+    # GIVEN a corrupt export: one of a process's three kernels claims device 2**63 - 1 (the
+    # mutation fuzzer's case: counting kernels per device over the ids' range asked numpy for an
+    # array of that size and corrupted the heap)
+    t = FakeTrace()
+    t.range("cycle 0", 0, 1000)
+    t.range("draft", 100, 400)
+    for i, dev in enumerate([0, 2**63 - 1, 0]):
+        t.kernel(t.call("cudaLaunchKernel_v7000", 110 + 10 * i, 115 + 10 * i), 500 + 100 * i, 550 + 100 * i, device=dev)
+    path = t.write(tmp_path / "t.sqlite")
+    # WHEN its processes are found and the trace analysed
+    from tracerecon.analysis.ranks import gpu_processes
+    from tracerecon.nsys.sqlite_export import read_export
+
+    tables = read_export(path)
+    # THEN the process is on device 0, where two of its three kernels ran
+    assert gpu_processes(tables.gpu_ops, tables.nvtx_ranges) == [(10, 0, True)]
+    # and the analysis gives a result
+    assert one_rank(t, tmp_path).phases.num_rows == 1

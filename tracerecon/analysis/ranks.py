@@ -51,9 +51,10 @@ def gpu_processes(gpu_ops: pa.Table, nvtx_ranges: pa.Table) -> list[tuple[int, i
     pids = sorted(pc.unique(gpu_ops["pid"]).to_pylist())  # a hash, not a sort of every op
     for p in pids:
         mine = slice(None) if len(pids) == 1 else pid == p
-        d = dev[mine]
-        low = int(d.min())
-        out.append((int(p), low + int(np.argmax(np.bincount(d - low))), bool(runs_code[mine].any())))
+        # Counted by distinct id, not by a bincount over the ids' range: a corrupt export's
+        # device id near 2**63 would ask numpy for an array that size (seen to corrupt the heap).
+        devices, counts = np.unique(dev[mine], return_counts=True)
+        out.append((int(p), int(devices[np.argmax(counts)]), bool(runs_code[mine].any())))  # ties: the lowest id
     return out
 
 
