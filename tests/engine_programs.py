@@ -10,6 +10,10 @@ an op one of (optionally led by an int id that ties the ops of one unit together
   the CPU goes on when the copy is done
 - ``("w", waiter, src)``: ``waiter.wait_stream(src)``: an event recorded on src, waited for by waiter
 - ``("esync", s)``: an event recorded on s and ``cudaEventSynchronize`` on it
+- ``("hcp", s0, s, us, kind, wait)``: a helper thread that holds no phase (a KV-cache offload
+  thread) forks its stream s off s0 (``s.wait_stream(s0)``: the default stream is shared by
+  threads) and copies on s; with ``wait`` it synchronises s itself (its own thread blocks, not
+  the phase's); the phase's thread joins s later only through a ``("w", cur, s)`` of its own
 - ``("gap", us)``: CPU time
 
 ``simulate`` runs a program: every op starts at max(its launch + 1 us, its stream free, what its
@@ -28,7 +32,7 @@ from tracerecon.run_dir import STREAM_MARK
 
 U = 1000  # ns per us
 NCCL = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
-LOOP, WORKER = 11, 12  # thread ids
+LOOP, WORKER, HELPER = 11, 12, 14  # thread ids
 SAID_EVENT = 500  # + thread id: the event tracerecon.instrument records on each phase's current stream
 
 
@@ -103,6 +107,21 @@ def simulate(prog: list, say_streams: bool = False) -> tuple[FakeTrace, list[str
                     c = t.call("cudaEventSynchronize", (cpu + 1) * U, back * U, tid=tid)
                     t.sync_record(c, (cpu + 1) * U, back * U, sync_type=1, stream=s)
                     cpu = back
+                elif kind == "hcp":
+                    s0, s, dur, ck, wait = op[1:6]
+                    ev = 700 + s
+                    records[ev] = records.get(ev, 0) + 1
+                    t.event_record(event=ev, record=records[ev], start=cpu * U, end=(cpu + 1) * U, stream=s0, tid=HELPER)
+                    t.stream_wait(event=ev, record=records[ev], start=(cpu + 1) * U, end=(cpu + 2) * U, stream=s, tid=HELPER)
+                    push(s, cpu + 2, free.get(s0, 0))
+                    cpu += 2
+                    start = max(cpu + 1, free.get(s, 0))
+                    t.copy(t.call("cudaMemcpyAsync", cpu * U, (cpu + 2) * U, tid=HELPER), start * U, (start + dur) * U, kind=ck, stream=s)
+                    push(s, cpu + 2, start + dur)
+                    cpu += 2
+                    if wait:  # the helper's own thread blocks, not the phase's: the CPU clock goes on
+                        c = t.call("cudaStreamSynchronize", cpu * U, (start + dur + 1) * U, tid=HELPER)
+                        t.sync_record(c, cpu * U, (start + dur + 1) * U, sync_type=3, stream=s)
                 elif kind == "gap":
                     cpu += op[1]
             cpu += 4
@@ -127,7 +146,7 @@ def simulate(prog: list, say_streams: bool = False) -> tuple[FakeTrace, list[str
     return t, [row[0] for row in bounds[0]], truth
 
 
-def program(seed: int, joins: str = "any", stream_switch: bool = False) -> list:
+def program(seed: int, joins: str = "any", stream_switch: bool = False, helper: bool = False) -> list:
     """A random program: 4-6 cycles of two or three phases on one thread (a quarter of them
     with forward on a worker thread whose current stream is 20), side streams 13/14 that compute,
     an input stream 9, a copy stream 12 that copies results off, NCCL's stream 30, `.item()`
@@ -136,7 +155,9 @@ def program(seed: int, joins: str = "any", stream_switch: bool = False) -> list:
     where the program allows), "any" (also the next cycle's first phase). ``stream_switch``:
     forward runs on the loop's own thread with 20 current (``with torch.cuda.stream(...)``
     around its range, SGLang's forward stream), forked off 7 as it begins and joined back into 7
-    as process begins: from the kernels alone the same as 7 current with 20 a side stream."""
+    as process begins: from the kernels alone the same as 7 current with 20 a side stream.
+    ``helper``: some units are a helper thread's copies on stream 16 forked off 7 (``"hcp"``),
+    joined into the phase's stream in the next phase or the next cycle's first, or never."""
     r = random.Random(seed)
     ncyc = r.randint(4, 6)
     worker = r.random() < 0.25 or stream_switch
@@ -227,6 +248,13 @@ def program(seed: int, joins: str = "any", stream_switch: bool = False) -> list:
                         add(("w", cur, 30))
                     else:
                         pending.append((ci, pi + 1, (unit, "w", cur, 30)))
+                elif helper and x < 0.86:
+                    add(("hcp", 7, 16, dur(50, 1500), r.choice([1, 2]), r.random() < 0.5))
+                    if r.random() < 0.5:
+                        if pi + 1 < n_phases and layout[pi + 1][1] == tid and r.random() < 0.5:
+                            pending.append((ci, pi + 1, (unit, "w", cur, 16)))
+                        elif ci + 1 < ncyc and layout[0][1] == tid:
+                            pending.append((ci + 1, 0, (unit, "w", cur, 16)))
                 elif x < 0.9:
                     add(("item", cur, dur(1, 10)))
                 else:

@@ -21,7 +21,8 @@ the phase's thread launches kernels: there the stream those copies feed, else th
 stream off another one and joined it back, within the phase or in a later phase of its cycle
 read on the caller's stream (``caller_streams``: a side stream, NCCL's stream under
 ProcessGroupNCCL): then the caller's stream, where the engine's own events would be recorded. A phase that launched nothing
-keeps the stream of the phase before it in the same process (else the one after it). The
+keeps the stream of the phase before it on its thread (else the one after it there; where its
+thread's phases launched nothing at all, of the phase before it in the same process). The
 boundary between two consecutive phases is evaluated on both their streams (the earlier
 phase ends when its stream's work is done, the next begins when its stream is free), also
 where one cycle ends and the next begins, and boundaries never run backwards: each is at
@@ -117,12 +118,14 @@ class StreamClock:
             ops = ops.set_column(i, ops.schema.field(i), pa.array(values, mask=~ops[name].is_valid().to_numpy(zero_copy_only=False)).cast(ops.schema.field(i).type))
         return ops
 
-    def partner(self, row: np.ndarray, after: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def partner(self, row: np.ndarray, after: np.ndarray, until: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Per stream row (-1: none) and CPU instant: (device, stream) of the stream that first
         waited, at or after ``after``, for an event recorded on it (its results' consumer: the
-        forward stream an input stream feeds), else of the last one it waited for before then
-        (the stream it was forked off), else of the first one it waited for after then (forked
-        off for the first time inside the phase asking); -1 where none."""
+        forward stream an input stream feeds), else of the first one it waited for in
+        ``[after, until)`` (forked off inside the phase asking: that phase's own stream, where
+        another thread forked it off another stream before), else of the last one it waited
+        for before ``after`` (the stream it was forked off), else of the first one it waited
+        for after then (forked off for the first time inside the phase asking); -1 where none."""
         row, after = np.asarray(row, np.int64), np.asarray(after, np.int64)
         out = np.full(len(row), -1, dtype=np.int64)
         for r in np.unique(row[row >= 0]).tolist():
@@ -132,6 +135,12 @@ class StreamClock:
             has = at < len(fed)
             out[asked[has]] = self.join_into[fed[at[has]]]
             off = np.flatnonzero((self.join_into == r) & (self.join_from != r))
+            if until is not None and len(off):
+                inside = np.searchsorted(self.join_cpu[off], after[asked], side="left")
+                within = ~has & (inside < len(off))
+                within[within] = self.join_cpu[off[inside[within]]] < np.asarray(until, np.int64)[asked[within]]
+                out[asked[within]] = self.join_from[off[inside[within]]]
+                has = has | within
             before = np.searchsorted(self.join_cpu[off], after[asked], side="left") - 1
             use = ~has & (before >= 0)
             out[asked[use]] = self.join_from[off[before[use]]]
@@ -1684,7 +1693,7 @@ def phase_boundaries(
             # stream, and move none of their boundaries.
             parts = [(seq[in_cycle], False), (seq[~in_cycle], True)]
         for part, alone in parts:
-            filled = _fill_index(row[part])
+            filled = _fill_index(row[part], thread_keys(pid[part], tid[part]) if tid is not None else None)
             srow = row[part][filled] if len(filled) else row[part]
             if alone:  # a phase of its own that launched nothing reads the timeline's stream at its time
                 whole = _fill_index(row[seq])
@@ -1853,15 +1862,33 @@ def in_sequence(pid: np.ndarray, cycle: np.ndarray, tid: np.ndarray | None, cpu_
     return out
 
 
-def _fill_index(row: np.ndarray) -> np.ndarray:
+def _fill_index(row: np.ndarray, thread: np.ndarray | None = None) -> np.ndarray:
     """Position whose stream each phase uses: its own, else the previous phase's (else the
-    next one's) among phases that launched something. Empty when none did."""
+    next one's) among phases that launched something. Empty when none did. ``thread`` (per
+    phase): a phase first takes the stream of its own thread's phases (the previous, else the
+    next, that launched something), and another thread's only where its thread's phases
+    launched nothing: a thread's current stream is its own (a scheduler's phase that only
+    joins a helper's copy stream into the loop's stream is read there, not on the worker's
+    stream of the phase before it)."""
     known = np.flatnonzero(row >= 0)
     if len(known) == 0:
         return np.zeros(0, dtype=np.int64)
-    idx = np.where(row >= 0, np.arange(len(row)), -1)
+    idx = _previous_else_next(row >= 0)
+    if thread is not None:
+        thread = np.asarray(thread)
+        for th in np.unique(thread[row < 0]).tolist():
+            mine = np.flatnonzero(thread == th)
+            launched = row[mine] >= 0
+            if launched.any() and not launched.all():
+                idx[mine] = mine[_previous_else_next(launched)]
+    return idx
+
+
+def _previous_else_next(known: np.ndarray) -> np.ndarray:
+    """Per position: itself where ``known``, else the previous known position (else the first)."""
+    idx = np.where(known, np.arange(len(known)), -1)
     idx = np.maximum.accumulate(idx)
-    idx[idx < 0] = known[0]
+    idx[idx < 0] = np.flatnonzero(known)[0]
     return idx
 
 
