@@ -89,6 +89,14 @@ Shapes (``--shape``):
   current stream waits for it); forward lets the input stream reuse its buffers (it waits for the
   current one), preps a micro-batch there, hands it over, runs the model on the current stream
   and prefetches the next batch on the input stream beside it.
+- ``kv_offload``: the loop thread marks the cycle and prepare; a model thread marks and runs
+  forward and sample on a stream of its own (its current stream, forked off the default stream as
+  forward begins),
+  handed over through a queue; as forward begins, a KV-offload helper thread with no phase forks
+  its stream off the default one (its current stream, shared with the loop) and copies 512 MB of
+  KV cache to pinned memory (longer than the cycle's model work), then waits for it itself. The next cycle's prepare joins the model's
+  stream and the offload stream into the default one before reusing the blocks; it launches a
+  kernel of its own only every fourth cycle (a new request's inputs), else nothing.
 - ``two_processes``: a second process (the plain loop, its own ground truth in
   ``NAME.child.gt.jsonl``) runs the same loop at the same time on the same GPU (time-sliced contexts).
 
@@ -203,7 +211,7 @@ def main() -> None:
                                                        "two_graph_streams", "graph_copy_nodes", "draft_steps", "nested_same_name",
                                                        "empty_cache_sync", "triton_kernel", "join_then_fork", "fork_early",
                                                        "thread_pool", "two_processes", "plain", "stream_sync", "async_alloc",
-                                                       "plan_stream", "input_prefetch", "plan_joined"])
+                                                       "plan_stream", "input_prefetch", "plan_joined", "kv_offload"])
     ap.add_argument("--cycles", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--gt", required=True)
@@ -396,6 +404,46 @@ def main() -> None:
                 ev[3].record(stream)
                 from_model.put(True)
         threading.Thread(target=model_loop, daemon=True).start()
+    to_offload: "queue.Queue" = queue.Queue()
+    offload_issued: "queue.Queue" = queue.Queue()
+    if args.shape == "kv_offload":
+        model_stream, offload_stream = torch.cuda.Stream(), torch.cuda.Stream()
+        kv_dev = torch.empty(256 * 1024 * 1024, dtype=torch.bfloat16, device=dev)  # 512 MB: ~10 ms, longer than a cycle
+        kv_host = torch.empty(256 * 1024 * 1024, dtype=torch.bfloat16, pin_memory=True)
+        m.warm_up_on(model_stream, m.x)
+
+        def kv_model_loop() -> None:
+            torch.cuda.set_stream(model_stream)  # this thread's current stream, for good
+            while True:
+                ev = to_model.get()
+                if ev is None:
+                    return
+                nvtx.range_push("forward")
+                model_stream.wait_stream(torch.cuda.default_stream())  # forked off the default stream
+                y = m.chain(m.x, 6)
+                spin(0.1)
+                nvtx.range_pop()
+                ev[2].record(model_stream)
+                nvtx.range_push("sample")
+                tok = y[0, :1024].float().softmax(0)
+                _ = tok[0].item()
+                nvtx.range_pop()
+                ev[3].record(model_stream)
+                from_model.put(True)
+
+        def kv_offload_loop() -> None:
+            while True:
+                job = to_offload.get()
+                if job is None:
+                    return
+                offload_stream.wait_stream(torch.cuda.current_stream())  # this thread's current: the shared default stream
+                with torch.cuda.stream(offload_stream):
+                    kv_host.copy_(kv_dev, non_blocking=True)
+                offload_issued.put(True)
+                offload_stream.synchronize()  # the helper waits for its own copy
+
+        threading.Thread(target=kv_model_loop, daemon=True).start()
+        threading.Thread(target=kv_offload_loop, daemon=True).start()
     for i in range(-args.warmup, args.cycles):
         main_stream = torch.cuda.current_stream()
         ev = [torch.cuda.Event(enable_timing=True) for _ in range(len(PHASES) + 1)]
@@ -424,6 +472,23 @@ def main() -> None:
             continue
 
         push("prepare")
+        if args.shape == "kv_offload":
+            if i > -args.warmup:
+                offload_issued.get()  # the previous cycle's offload copy is queued
+                main_stream.wait_stream(model_stream)  # the model's output
+                main_stream.wait_stream(offload_stream)  # the KV blocks are free again
+            if i % 4 == 0:
+                m.state.add_(1.0)  # a new request's inputs
+            spin(0.1)
+            pop()
+            ev[1].record(main_stream)
+            to_offload.put(i)
+            to_model.put(ev)
+            from_model.get()
+            pop()
+            if i >= 0:
+                rows.append((i, ev, (time.perf_counter() - t0) * 1e3, {}))
+            continue
         if args.shape == "copy_event_sync" and len(ready) == 2:
             ready.pop(0).synchronize()  # the sampled tokens of the cycle two back
             _ = m.host[:4].tolist()
@@ -642,6 +707,7 @@ def main() -> None:
     stop.set()
     handoff_in.put(None)
     to_model.put(None)
+    to_offload.put(None)
     torch.cuda.synchronize()
     with open(args.gt, "w") as fh:
         for i, ev, cpu, spans in rows:

@@ -24,7 +24,8 @@ stream forked in the phase before the one that uses and joins it; SGLang's plan 
 with the current one; an input stream that computes, fed back the current stream's buffers;
 ``cudaStreamSynchronize`` after
 a copy to pinned memory; PyTorch's ``cudaMallocAsync`` allocator; two processes running the loop
-at once on one GPU (each its own rank); the graph shapes traced with nsys's default
+at once on one GPU (each its own rank); a model thread on a stream of its own beside a KV-offload
+helper thread whose copy the next cycle joins; the graph shapes traced with nsys's default
 ``--cuda-graph-trace=graph``. Each shape also as ``*_marked``: every phase saying its current
 stream as it begins, as ``tracerecon.instrument.phase`` does."""
 
@@ -206,3 +207,46 @@ def test_a_thread_pool_running_each_phase_on_whichever_thread_is_free(cycle_rang
             assert abs(gpu[(c["cycle"], name)] - g["phase_ms"][name]) < allowed, (g["cycle"], name)
         assert abs(c["gpu_ns"] / 1e6 - g["cycle_ms"]) < IDLE_GPU_MS, g["cycle"]
     assert {p["stream_id"] for p in rank.phases.to_pylist()} == {7}
+
+
+# kv_offload's cycle 26 ends sample's range at 10,313,591,732 ns on an idle GPU; the engine's
+# cudaEventRecord began 56 us later, after a cudaEventCreate (both in the trace): sample reads
+# 0.065 ms less than its event.
+KV_RECORDED_LATE = {("kv_offload", 26, "sample"): 0.070}
+# Both of a kv_offload cycle's events are recorded on an idle GPU (its start before prepare's
+# range opens, its end after sample's `.item()`, on the model thread after a cudaEventCreate):
+# the cycles read 39-40 us less than their events (medians), 69 us at most.
+KV_CYCLE_MS = 0.075
+
+
+@pytest.mark.parametrize("shape", ["kv_offload", "kv_offload_marked"])
+def test_a_model_thread_on_its_own_stream_beside_a_kv_offload_helper_thread(shape):
+    # GIVEN the loop thread holding the cycle and prepare on the default stream, a model thread
+    # holding forward and sample on its own current stream (forked off the default one as
+    # forward begins), and a helper thread with no phase copying 512 MB of KV cache off on a
+    # stream forked off the default one, which the next prepare joins; the copy holds the copy
+    # engine, so sample's `.item()` copy waits behind it (its events read 8.5-9.3 ms)
+    truth = [json.loads(line) for line in (RUN / f"{shape}.gt.jsonl").read_text().splitlines()]
+    # WHEN analysed with the engine's three phases
+    run = load([str(RUN / f"{shape}.sqlite.xz")], PhaseConfig(phases=PHASES))
+    rank = run.ranks[0]
+    gpu = {(p["cycle"], p["phase"]): p["gpu_ns"] / 1e6 for p in rank.phases.to_pylist()}
+    cycles = {c["cycle"]: c["gpu_ns"] / 1e6 for c in rank.cycles.to_pylist()}
+    # THEN every phase and every cycle reads its events within the tolerance
+    assert len(truth) == 40 and len(cycles) == 40
+    for g in truth:
+        for name in PHASES:
+            tolerance = KV_RECORDED_LATE.get((shape, g["cycle"], name), TOLERANCE_MS)
+            assert abs(gpu[(g["cycle"], name)] - g["phase_ms"][name]) < tolerance, (g["cycle"], name, gpu[(g["cycle"], name)], g["phase_ms"][name])
+        assert abs(cycles[g["cycle"]] - g["cycle_ms"]) < KV_CYCLE_MS, g["cycle"]
+    assert min(g["phase_ms"]["sample"] for g in truth) > 8.0
+    # and prepare is read on the default stream, forward and sample on the model thread's stream
+    # (the one its layers' kernels ran on), never on the helper's copy stream
+    kernels = [op for op in rank.gpu_ops.to_pylist() if op["kind"] == "kernel" and op["name"].startswith("nvjet")]
+    (model_stream,) = {op["stream_id"] for op in kernels if op["stream_id"] != 7} or {None}
+    streams = {}
+    for p in rank.phases.to_pylist():
+        if p["cycle"] is not None:
+            streams.setdefault(p["phase"], set()).add(p["stream_id"])
+    assert streams == {"prepare": {7}, "forward": {model_stream}, "sample": {model_stream}}
+    assert not run.warnings
