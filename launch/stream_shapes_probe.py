@@ -384,25 +384,39 @@ def main() -> None:
 
     to_model: "queue.Queue" = queue.Queue()
     from_model: "queue.Queue" = queue.Queue()
+
+    def forward_and_sample(ev, stream, forked_off=None) -> None:
+        """A model thread's two phases on ``stream`` (forked off ``forked_off`` as forward
+        begins), each closed by its event; then the loop is told."""
+        nvtx.range_push("forward")
+        if forked_off is not None:
+            stream.wait_stream(forked_off)
+        y = m.chain(m.x, 6)
+        spin(0.1)
+        nvtx.range_pop()
+        ev[2].record(stream)
+        nvtx.range_push("sample")
+        tok = y[0, :1024].float().softmax(0)
+        _ = tok[0].item()
+        nvtx.range_pop()
+        ev[3].record(stream)
+        from_model.put(True)
+
+    def through_the_model_thread(i: int, ev, t0: float) -> None:
+        """Hand the cycle to the model thread, wait for it, close the cycle."""
+        to_model.put(ev)
+        from_model.get()
+        pop()
+        if i >= 0:
+            rows.append((i, ev, (time.perf_counter() - t0) * 1e3, {}))
+
     if args.shape == "model_thread":
         def model_loop() -> None:
             while True:
                 job = to_model.get()
                 if job is None:
                     return
-                ev = job
-                stream = torch.cuda.current_stream()
-                nvtx.range_push("forward")
-                y = m.chain(m.x, 6)
-                spin(0.1)
-                nvtx.range_pop()
-                ev[2].record(stream)
-                nvtx.range_push("sample")
-                tok = y[0, :1024].float().softmax(0)
-                _ = tok[0].item()
-                nvtx.range_pop()
-                ev[3].record(stream)
-                from_model.put(True)
+                forward_and_sample(job, torch.cuda.current_stream())
         threading.Thread(target=model_loop, daemon=True).start()
     to_offload: "queue.Queue" = queue.Queue()
     offload_issued: "queue.Queue" = queue.Queue()
@@ -418,18 +432,7 @@ def main() -> None:
                 ev = to_model.get()
                 if ev is None:
                     return
-                nvtx.range_push("forward")
-                model_stream.wait_stream(torch.cuda.default_stream())  # forked off the default stream
-                y = m.chain(m.x, 6)
-                spin(0.1)
-                nvtx.range_pop()
-                ev[2].record(model_stream)
-                nvtx.range_push("sample")
-                tok = y[0, :1024].float().softmax(0)
-                _ = tok[0].item()
-                nvtx.range_pop()
-                ev[3].record(model_stream)
-                from_model.put(True)
+                forward_and_sample(ev, model_stream, forked_off=torch.cuda.default_stream())
 
         def kv_offload_loop() -> None:
             while True:
@@ -483,11 +486,7 @@ def main() -> None:
             pop()
             ev[1].record(main_stream)
             to_offload.put(i)
-            to_model.put(ev)
-            from_model.get()
-            pop()
-            if i >= 0:
-                rows.append((i, ev, (time.perf_counter() - t0) * 1e3, {}))
+            through_the_model_thread(i, ev, t0)
             continue
         if args.shape == "copy_event_sync" and len(ready) == 2:
             ready.pop(0).synchronize()  # the sampled tokens of the cycle two back
@@ -524,11 +523,7 @@ def main() -> None:
         pop()
         ev[1].record(main_stream)
         if args.shape == "model_thread":
-            to_model.put(ev)
-            from_model.get()
-            pop()
-            if i >= 0:
-                rows.append((i, ev, (time.perf_counter() - t0) * 1e3, {}))
+            through_the_model_thread(i, ev, t0)
             continue
 
         if args.shape == "draft_steps":

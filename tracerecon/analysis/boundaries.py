@@ -16,13 +16,16 @@ Which stream: a phase whose thread said which stream was current as it began is 
 its stream-deciding GPU work came from other threads. Otherwise a phase's stream is the one that received most of its kernel time (the sum of
 its ops' durations; a graph's branch nodes count on the graph's launch stream, ``graph_branches``;
 copies decide only in a phase that ran no kernel, and not on a stream that only copies where
-the phase's thread launches kernels: there the stream those copies feed, else the thread's own,
-``CopyStreams``; ties go to more ops, then the lower stream id), unless the phase forked that
+the phase's thread launches kernels: there the stream those copies feed, else the one the
+phase's thread forked them off (else any thread's fork: ``StreamClock.partner``), else the
+thread's own, ``CopyStreams``; ties go to more ops, then the lower stream id), unless the phase forked that
 stream off another one and joined it back, within the phase or in a later phase of its cycle
 read on the caller's stream (``caller_streams``: a side stream, NCCL's stream under
 ProcessGroupNCCL): then the caller's stream, where the engine's own events would be recorded. A phase that launched nothing
-keeps the stream of the phase before it on its thread (else the one after it there; where its
-thread's phases launched nothing at all, of the phase before it in the same process). The
+keeps the stream of the phase before it on its thread among the phases in sequence (else the
+one after it there); where its thread launched nothing in sequence, of its thread's phases
+outside the cycle ranges (a warm-up); where its thread launched nothing at all, of the phase
+before it in the same process (else the first one after). The
 boundary between two consecutive phases is evaluated on both their streams (the earlier
 phase ends when its stream's work is done, the next begins when its stream is free), also
 where one cycle ends and the next begins, and boundaries never run backwards: each is at
@@ -72,6 +75,8 @@ class StreamClock:
     join_from: np.ndarray
     # ... and when its record was made (the record call's return).
     join_record_cpu: np.ndarray
+    # ... and the thread that made the wait (``thread_keys``; -1 where its call is not in the trace).
+    join_thread: np.ndarray
     # ``launch_instants`` of every row of the ops the clock was built from (worked out once).
     op_instants: np.ndarray
     # Streams (rows of ``keys``) with an event wait whose record is not in the trace, though not
@@ -118,14 +123,19 @@ class StreamClock:
             ops = ops.set_column(i, ops.schema.field(i), pa.array(values, mask=~ops[name].is_valid().to_numpy(zero_copy_only=False)).cast(ops.schema.field(i).type))
         return ops
 
-    def partner(self, row: np.ndarray, after: np.ndarray, until: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def partner(self, row: np.ndarray, after: np.ndarray, until: np.ndarray | None = None,
+                thread: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Per stream row (-1: none) and CPU instant: (device, stream) of the stream that first
         waited, at or after ``after``, for an event recorded on it (its results' consumer: the
-        forward stream an input stream feeds), else of the first one it waited for in
-        ``[after, until)`` (forked off inside the phase asking: that phase's own stream, where
-        another thread forked it off another stream before), else of the last one it waited
-        for before ``after`` (the stream it was forked off), else of the first one it waited
-        for after then (forked off for the first time inside the phase asking); -1 where none."""
+        forward stream an input stream feeds), else of the stream it was forked off (the stream
+        that waited for it, here ``join_into`` the row): with ``until`` and ``thread`` (per
+        asking phase: its end and its thread, ``thread_keys``), the first fork the phase's own
+        thread made in ``[after, until)``, else that thread's last one before ``after`` (a
+        thread forks the copy stream off its own current stream, and another thread, a KV
+        offload helper, may fork the same copy stream off its own stream at any time); where
+        that thread made none by the phase's end, any thread's last fork before ``after``, else the
+        first after it; -1 where none. A wait whose call is not in the trace (thread -1) counts
+        as the asking thread's own."""
         row, after = np.asarray(row, np.int64), np.asarray(after, np.int64)
         out = np.full(len(row), -1, dtype=np.int64)
         for r in np.unique(row[row >= 0]).tolist():
@@ -135,18 +145,26 @@ class StreamClock:
             has = at < len(fed)
             out[asked[has]] = self.join_into[fed[at[has]]]
             off = np.flatnonzero((self.join_into == r) & (self.join_from != r))
-            if until is not None and len(off):
-                inside = np.searchsorted(self.join_cpu[off], after[asked], side="left")
-                within = ~has & (inside < len(off))
-                within[within] = self.join_cpu[off[inside[within]]] < np.asarray(until, np.int64)[asked[within]]
-                out[asked[within]] = self.join_from[off[inside[within]]]
-                has = has | within
+            if len(off) == 0:
+                continue
+            if until is not None and thread is not None:
+                for th in np.unique(np.asarray(thread)[asked[~has]]).tolist():
+                    mine_ask = asked[~has][np.asarray(thread)[asked[~has]] == th]
+                    mine = off[(self.join_thread[off] == th) | (self.join_thread[off] < 0)]  # (a wait whose call is lost may be its own)
+                    if len(mine) == 0:
+                        continue
+                    at_or_after = np.searchsorted(self.join_cpu[mine], after[mine_ask], side="left")
+                    inside = at_or_after < len(mine)
+                    inside[inside] = self.join_cpu[mine[at_or_after[inside]]] < np.asarray(until, np.int64)[mine_ask[inside]]
+                    pick = np.where(inside, at_or_after, at_or_after - 1)
+                    use = pick >= 0
+                    out[mine_ask[use]] = self.join_from[mine[pick[use]]]
+                has = out[asked] >= 0
             before = np.searchsorted(self.join_cpu[off], after[asked], side="left") - 1
             use = ~has & (before >= 0)
             out[asked[use]] = self.join_from[off[before[use]]]
-            if len(off):
-                first = ~has & (before < 0)
-                out[asked[first]] = self.join_from[off[0]]
+            first = ~has & (before < 0)
+            out[asked[first]] = self.join_from[off[0]]
         found = out >= 0
         return (np.where(found, _unpack_device(self.keys, np.maximum(out, 0)), -1) if len(self.keys) else out,
                 np.where(found, _unpack_stream(self.keys, np.maximum(out, 0)), -1) if len(self.keys) else out)
@@ -225,7 +243,7 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
     # Event records: stream + CPU time of the cudaEventRecord call.
     rec = _event_record_times(event_records, api_calls)
     # Stream waits on a recorded event.
-    w = _stream_waits(sync_records)
+    w = _stream_waits(sync_records, api_calls)
 
     op_key = _pack(o_pid[placed], o_dev[placed], o_str[placed])
     work_keys = distinct_few(op_key)
@@ -307,6 +325,7 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
         join_cpu=np.array([w_cpu[i] for i, _, _ in resolved], dtype=np.int64),
         join_into=np.array([w_stream[i] for i, _, _ in resolved], dtype=np.int64),
         join_from=rec_s,
+        join_thread=np.array([w["thread"][i] for i, _, _ in resolved], dtype=np.int64),
         unresolved_into=_unresolved_into(wait_stream, [x[0] for x in resolved],
                                          [records.first_before(p, e, t) for p, e, t in zip(w_pid, w_event, w_cpu)]),
         join_record_cpu=rec_t,
@@ -599,14 +618,27 @@ def _event_record_times(event_records: pa.Table, api_calls: pa.Table) -> dict[st
     }
 
 
-def _stream_waits(sync_records: pa.Table) -> dict[str, np.ndarray]:
-    empty = {k: np.zeros(0, np.int64) for k in ("pid", "dev", "stream", "event", "sync", "cpu")}
+def _stream_waits(sync_records: pa.Table, api_calls: pa.Table) -> dict[str, np.ndarray]:
+    empty = {k: np.zeros(0, np.int64) for k in ("pid", "dev", "stream", "event", "sync", "cpu", "thread")}
     if sync_records.num_rows == 0 or "event_id" not in sync_records.column_names:
         return empty
     is_wait = string_mask(sync_records["sync_type"], lambda x: "wait" in x.lower()) & (int64s(sync_records["event_id"], -1) >= 0)
     if not is_wait.any():
         return empty
+    pid = int64s(sync_records["pid"])[is_wait]
+    # The thread that made the wait (its cudaStreamWaitEvent call), -1 where the call is not in
+    # the trace (sync records carry the process, as in ``syncs``).
+    # (Matched among the wait calls only: sorting every API call's key cost 20 ms of the 76 MB
+    # trace's load for its 2 waits.)
+    calls = np.flatnonzero(string_mask(api_calls["name"], lambda n: "StreamWaitEvent" in n)) if api_calls.num_rows else np.zeros(0, np.int64)
+    c_pid = int64s(api_calls["pid"])[calls] if len(calls) else calls
+    call = match_correlation(c_pid, int64s(api_calls["correlation_id"], -1)[calls] if len(calls) else calls,
+                             pid, int64s(sync_records["correlation_id"], -1)[is_wait])
+    thread = np.full(len(pid), -1, np.int64)
+    found = call >= 0
+    thread[found] = thread_keys(c_pid[call[found]], int64s(api_calls["tid"])[calls[call[found]]])
     return {
+        "thread": thread,
         "pid": int64s(sync_records["pid"])[is_wait],
         "dev": int64s(sync_records["device_id"], -1)[is_wait],
         "stream": int64s(sync_records["stream_id"], -1)[is_wait],
@@ -1692,16 +1724,30 @@ def phase_boundaries(
             # read alone: they are no neighbour of the cycles' other phases, lend them no
             # stream, and move none of their boundaries.
             parts = [(seq[in_cycle], False), (seq[~in_cycle], True)]
+        keys = thread_keys(pid[seq], tid[seq]) if tid is not None else None
+        # Thread first over the whole timeline: a thread's current stream is told by any of its
+        # phases that launched, one read alone too (a warm-up before the first cycle range) ...
+        whole = _fill_index(row[seq], keys)
+        launched = np.isin(keys, keys[row[seq] >= 0]) if keys is not None else np.zeros(len(seq), dtype=bool)
         for part, alone in parts:
-            filled = _fill_index(row[part], thread_keys(pid[part], tid[part]) if tid is not None else None)
-            srow = row[part][filled] if len(filled) else row[part]
-            if alone:  # a phase of its own that launched nothing reads the timeline's stream at its time
-                whole = _fill_index(row[seq])
-                at = np.searchsorted(seq, part)
-                srow = np.where(row[part] >= 0, row[part], row[seq][whole][at] if len(whole) else -1)
-                src = np.where(row[part] >= 0, part, seq[whole][at] if len(whole) else part)
+            at = np.searchsorted(seq, part)
+            if alone:  # its thread's stream, else the timeline's at its time
+                filled = whole[at] if len(whole) else whole
             else:
-                src = part[filled] if len(filled) else part
+                # ... but a phase in sequence takes its thread's in-sequence phases' stream where
+                # they launched (a warm-up under graph capture's side stream lends none), else
+                # the sequence's phase before it; the whole timeline lends only to a thread that
+                # launched nothing in sequence.
+                k = keys[at] if keys is not None else None
+                filled = at[_fill_index(row[part], k)] if (row[part] >= 0).any() else np.full(len(part), -1, np.int64)
+                if len(whole) and k is not None:
+                    in_sequence_too = np.isin(k, k[row[part] >= 0])
+                    filled = np.where(launched[at] & ~in_sequence_too, whole[at], filled)
+                filled = filled[:0] if (filled < 0).all() else np.where(filled < 0, at, filled)
+            if len(filled):
+                srow, src = row[seq][filled], seq[filled]
+            else:
+                srow, src = row[part], part
             dev_used[part] = np.where(srow >= 0, device[src], -1)
             stream_used[part] = np.where(srow >= 0, stream[src], -1)
             if (srow < 0).all():

@@ -685,7 +685,7 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     if len(only_copies):
         # Read where the copies' stream feeds (or was forked off), else on the thread's own.
         p_dev, p_stream = clock.partner(clock.stream_index(ph_pid[only_copies], dev[only_copies], stream[only_copies]), ph_s[only_copies],
-                                         ph_e[only_copies])
+                                         ph_e[only_copies], thread_keys(ph_pid[only_copies], ph_tid[only_copies]))
         own_dev, own_stream = copy_streams.thread_stream(ph_pid[only_copies], ph_tid[only_copies])
         dev, stream = dev.copy(), stream.copy()
         dev[only_copies] = np.where(p_stream >= 0, p_dev, own_dev)
