@@ -639,7 +639,7 @@ def _stream_waits(sync_records: pa.Table, api_calls: pa.Table) -> dict[str, np.n
     thread[found] = thread_keys(c_pid[call[found]], int64s(api_calls["tid"])[calls[call[found]]])
     return {
         "thread": thread,
-        "pid": int64s(sync_records["pid"])[is_wait],
+        "pid": pid,
         "dev": int64s(sync_records["device_id"], -1)[is_wait],
         "stream": int64s(sync_records["stream_id"], -1)[is_wait],
         "event": int64s(sync_records["event_id"], -1)[is_wait],
