@@ -225,7 +225,7 @@ def test_a_model_thread_on_its_own_stream_beside_a_kv_offload_helper_thread(shap
     # holding forward and sample on its own current stream (forked off the default one as
     # forward begins), and a helper thread with no phase copying 512 MB of KV cache off on a
     # stream forked off the default one, which the next prepare joins; the copy holds the copy
-    # engine, so sample's `.item()` copy waits behind it (its events read 8.5-9.3 ms)
+    # engine, so sample's `.item()` copy waits behind it (its events read 8.28-8.82 ms, 8.53-9.25 marked)
     truth = [json.loads(line) for line in (RUN / f"{shape}.gt.jsonl").read_text().splitlines()]
     # WHEN analysed with the engine's three phases
     run = load([str(RUN / f"{shape}.sqlite.xz")], PhaseConfig(phases=PHASES))
