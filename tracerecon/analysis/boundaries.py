@@ -290,17 +290,13 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
     rec_stream = index_of(rec["pid"], rec["dev"], rec["stream"])
     wait_stream = index_of(w["pid"], w["dev"], w["stream"])
     records = EventRecords.of(rec["pid"], rec["event"], rec["sync"], rec_stream, rec["cpu"])
-    # Each wait's record (stream, CPU time), in CPU order of the waits.
-    w_pid, w_event, w_sync, w_cpu, w_stream = (x.tolist() for x in (w["pid"], w["event"], w["sync"], w["cpu"], wait_stream))
-    resolved: list[tuple[int, int, int]] = []  # (wait, record stream, record CPU time)
-    for i in np.argsort(w["cpu"], kind="stable").tolist():
-        r = records.named_by(w_pid[i], w_event[i], w_sync[i], w_cpu[i])
-        if r is None:
-            continue  # recorded before the capture began, or inside a graph capture
-        resolved.append((i, r[0], r[1]))
+    # Each wait's record (stream row, CPU time); the waits that found theirs, in CPU order (a
+    # wait whose record was made before the capture began, or inside a graph capture, has none).
+    named_row, named_cpu = records.named_by(w["pid"], w["event"], w["sync"], w["cpu"])
+    by_cpu = np.argsort(w["cpu"], kind="stable")
+    resolved = by_cpu[named_row[by_cpu] >= 0]
+    rec_s, rec_t = named_row[resolved], named_cpu[resolved]
     # What each record waits for among GPU ops: one search per record stream, not per wait.
-    rec_s = np.array([x[1] for x in resolved], dtype=np.int64)
-    rec_t = np.array([x[2] for x in resolved], dtype=np.int64)
     from_ops = np.empty(len(resolved), dtype=np.int64)
     for s in np.unique(rec_s).tolist():
         sel = rec_s == s
@@ -310,7 +306,8 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
     times: list[list[int]] = [[] for _ in range(n)]
     running: list[list[int]] = [[] for _ in range(n)]
     deps: list[list[int]] = [[] for _ in range(n)]
-    for (i, rs, rt), dep in zip(resolved, from_ops.tolist()):
+    w_cpu, w_stream = w["cpu"].tolist(), wait_stream.tolist()
+    for i, rs, rt, dep in zip(resolved.tolist(), rec_s.tolist(), rec_t.tolist(), from_ops.tolist()):
         k = bisect.bisect_left(times[rs], rt) - 1
         if k >= 0:
             dep = max(dep, running[rs][k])
@@ -326,12 +323,11 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
         wait_time=tuple(np.array(x, dtype=np.int64) for x in times),
         wait_done=tuple(np.array(x, dtype=np.int64) for x in running),
         wait_dep=tuple(np.array(x, dtype=np.int64) for x in deps),
-        join_cpu=np.array([w_cpu[i] for i, _, _ in resolved], dtype=np.int64),
-        join_into=np.array([w_stream[i] for i, _, _ in resolved], dtype=np.int64),
+        join_cpu=w["cpu"][resolved],
+        join_into=np.asarray(wait_stream, np.int64)[resolved],
         join_from=rec_s,
-        join_thread=np.array([w["thread"][i] for i, _, _ in resolved], dtype=np.int64),
-        unresolved_into=_unresolved_into(wait_stream, [x[0] for x in resolved],
-                                         [records.first_before(p, e, t) for p, e, t in zip(w_pid, w_event, w_cpu)]),
+        join_thread=w["thread"][resolved],
+        unresolved_into=_unresolved_into(wait_stream, resolved, records.first_before(w["pid"], w["event"], w["cpu"])),
         join_record_cpu=rec_t,
         records=records,
         branch_ops=b_rows,
@@ -519,35 +515,87 @@ class EventRecords:
     """Every ``cudaEventRecord`` of a rank that found its call, and the one rule for which of
     them a stream wait or an event synchronize at CPU time ``t`` names: by (event id, record
     number); exports without record numbers (nsys 2024 and older) name only the event, and then
-    it is the event's latest record made before ``t`` (an event is re-recorded every cycle)."""
+    it is the event's latest record made before ``t`` (an event is re-recorded every cycle).
+    Where two records share (process, event, record number), the later row names; where two of
+    an event's records were made at the same instant, the later row is the latest."""
 
-    named: dict  # (pid, event id, record number) -> (stream row, CPU time of the record)
-    by_event: dict  # (pid, event id) -> [(CPU time, stream row)], in CPU order
+    pid: np.ndarray
+    event: np.ndarray
+    sync: np.ndarray  # record number, -1 where the export has none
+    row: np.ndarray  # stream row (``StreamClock.keys``) recorded on
+    cpu: np.ndarray  # CPU time of the record (its call's return)
 
     @classmethod
     def of(cls, pid: np.ndarray, event: np.ndarray, sync: np.ndarray, row: np.ndarray, cpu: np.ndarray) -> EventRecords:
-        named = {(p, e, q): (r, t) for p, e, q, r, t in zip(pid.tolist(), event.tolist(), sync.tolist(), row.tolist(), cpu.tolist()) if q >= 0}
-        by_event: dict[tuple[int, int], list[tuple[int, int]]] = {}
-        for p, e, r, t in sorted(zip(pid.tolist(), event.tolist(), row.tolist(), cpu.tolist()), key=lambda x: x[3]):
-            by_event.setdefault((p, e), []).append((t, r))
-        return cls(named, by_event)
+        return cls(*(np.asarray(x, dtype=np.int64) for x in (pid, event, sync, row, cpu)))
 
-    def named_by(self, pid: int, event: int, sync: int, t: int) -> tuple[int, int] | None:
-        """(stream row, record CPU time) of the record named, or None: recorded before the
-        capture began, or inside a graph capture."""
-        if sync >= 0:
-            return self.named.get((pid, event, sync))
-        recs = self.by_event.get((pid, event), [])
-        k = bisect.bisect_right(recs, (t, 1 << 62)) - 1
-        return (recs[k][1], recs[k][0]) if k >= 0 else None
+    def named_by(self, pid: np.ndarray, event: np.ndarray, sync: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per wait or synchronize (process, event id, record number or -1, CPU time): (stream
+        row, record CPU time) of the record it names; -1 and I64_MIN where none is in the trace
+        (recorded before the capture began, or inside a graph capture). Vectorised: one sort of
+        the records and the asks together, whatever their number."""
+        pid, event, sync, t = (np.asarray(x, dtype=np.int64) for x in (pid, event, sync, t))
+        row, cpu = np.full(len(pid), -1, np.int64), np.full(len(pid), I64_MIN, np.int64)
+        if len(pid) == 0 or len(self.pid) == 0:
+            return row, cpu
+        asked = sync >= 0
+        # By record number: records with one, the last row of each (process, event, number).
+        numbered = np.flatnonzero(self.sync >= 0)
+        if asked.any() and len(numbered):
+            ask = np.flatnonzero(asked)
+            ids = _dense_ids(np.r_[self.pid[numbered], pid[ask]], np.r_[self.event[numbered], event[ask]], np.r_[self.sync[numbered], sync[ask]])
+            rec_ids, ask_ids = ids[:len(numbered)], ids[len(numbered):]
+            last = np.full(int(ids.max()) + 1, -1, np.int64)
+            uniq, first_reversed = np.unique(rec_ids[::-1], return_index=True)
+            last[uniq] = numbered[len(numbered) - 1 - first_reversed]
+            hit = last[ask_ids]
+            found = hit >= 0
+            row[ask[found]], cpu[ask[found]] = self.row[hit[found]], self.cpu[hit[found]]
+        # By event alone: the event's latest record made by t (the later row on a tie).
+        ask = np.flatnonzero(~asked)
+        if len(ask):
+            n = len(self.pid)
+            ids = _dense_ids(np.r_[self.pid, pid[ask]], np.r_[self.event, event[ask]])
+            times = np.unique(np.r_[self.cpu, t[ask]], return_inverse=True)[1].reshape(-1)
+            span = int(times.max()) + 1
+            key = ids * span + times  # (event, instant) in one sortable key: both are dense ranks
+            order = np.lexsort((np.arange(n), key[:n]))
+            pos = np.searchsorted(key[:n][order], key[n:], side="right") - 1
+            k = order[np.maximum(pos, 0)]
+            found = (pos >= 0) & (ids[k] == ids[n:])
+            row[ask[found]], cpu[ask[found]] = self.row[k[found]], self.cpu[k[found]]
+        return row, cpu
 
-    def first_before(self, pid: int, event: int, t: int) -> bool:
-        """Whether the event was recorded in the trace before ``t`` at all."""
-        recs = self.by_event.get((pid, event))
-        return bool(recs) and recs[0][0] < t
+    def first_before(self, pid: np.ndarray, event: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Per (process, event id, CPU time): whether the event was recorded in the trace before
+        that time at all."""
+        pid, event, t = (np.asarray(x, dtype=np.int64) for x in (pid, event, t))
+        if len(pid) == 0 or len(self.pid) == 0:
+            return np.zeros(len(pid), dtype=bool)
+        n = len(self.pid)
+        ids = _dense_ids(np.r_[self.pid, pid], np.r_[self.event, event])
+        first = np.full(int(ids.max()) + 1, I64_MAX, np.int64)
+        np.minimum.at(first, ids[:n], self.cpu)
+        return first[ids[n:]] < t
 
 
-def _unresolved_into(wait_stream: np.ndarray, resolved: list[int], recorded_before: list[bool]) -> np.ndarray:
+def _dense_ids(*columns: np.ndarray) -> np.ndarray:
+    """Per row of the equally long ``columns``, a number shared by exactly the rows that agree
+    in every column (0, 1, ... in the order of the rows' sorted values)."""
+    if len(columns[0]) == 0:
+        return np.zeros(0, np.int64)
+    order = np.lexsort(columns[::-1])
+    new = np.zeros(len(order), dtype=bool)
+    new[0] = True
+    for c in columns:
+        sc = c[order]
+        new[1:] |= sc[1:] != sc[:-1]
+    ids = np.empty(len(order), np.int64)
+    ids[order] = np.cumsum(new) - 1
+    return ids
+
+
+def _unresolved_into(wait_stream: np.ndarray, resolved: np.ndarray, recorded_before: np.ndarray) -> np.ndarray:
     """Streams with an event wait whose record the trace lacks, though it holds a record of that
     event made before the wait (``recorded_before``, per wait): a wait on a record made before
     the capture began (its event recorded nowhere earlier in the trace) is no unknown. Where no
@@ -556,8 +604,8 @@ def _unresolved_into(wait_stream: np.ndarray, resolved: list[int], recorded_befo
         return np.zeros(0, np.int64)
     missing = np.ones(len(wait_stream), dtype=bool)
     missing[resolved] = False
-    if resolved:
-        missing &= np.asarray(recorded_before, dtype=bool)
+    if len(resolved):
+        missing &= recorded_before
     return np.unique(wait_stream[missing])
 
 
@@ -1997,13 +2045,11 @@ def wait_targets(clock: StreamClock, blocking: pa.Table) -> WaitTargets:
     until[is_copy] = end[is_copy]
     is_event = calls_to(EVENT_SYNC_APIS)
     if is_event.any() and clock.records is not None:
-        ev = int64s(blocking["sync_event_id"], -1).tolist()
-        ev_sync = int64s(blocking["sync_event_sync_id"], -1).tolist()
-        for i in np.flatnonzero(is_event).tolist():
-            hit = clock.records.named_by(int(pid[i]), ev[i], ev_sync[i], int(start[i]))
-            if hit is not None:
-                row[i], until[i] = hit
-                dev[i], strm[i] = _unpack_device(clock.keys, hit[0]), _unpack_stream(clock.keys, hit[0])
+        ask = np.flatnonzero(is_event)
+        named_row, named_cpu = clock.records.named_by(pid[ask], int64s(blocking["sync_event_id"], -1)[ask], int64s(blocking["sync_event_sync_id"], -1)[ask], start[ask])
+        hit = ask[named_row >= 0]
+        row[hit], until[hit] = named_row[named_row >= 0], named_cpu[named_row >= 0]
+        dev[hit], strm[hit] = _unpack_device(clock.keys, row[hit]), _unpack_stream(clock.keys, row[hit])
     whole_device = calls_to(DEVICE_SYNC_APIS)
     strm[whole_device] = -1
     return WaitTargets(row=row, until=until, whole_device=whole_device, device=dev, stream=strm)

@@ -12,6 +12,7 @@ from typing import Callable
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tracerecon.analysis.intervals import explode_slices, segmented_union_length
 from tracerecon.analysis.projection import int64s, match_correlation, string_mask
@@ -88,10 +89,10 @@ def find_blocking_calls(api_calls: pa.Table, sync_records: pa.Table, linked_ops:
             rec_of_call = match_correlation(int64s(sync_records["pid"]), int64s(sync_records["correlation_id"], -1), int64s(api_calls["pid"]), int64s(api_calls["correlation_id"], -1))
             hit = np.flatnonzero(rec_of_call >= 0)
             r = rec_of_call[hit]
-            types = sync_records["sync_type"].to_pylist()
-            type_names = sorted({t for t in types if t is not None})
-            code_of = {t: i for i, t in enumerate(type_names)}
-            rec_type[hit] = np.array([code_of.get(t, -1) for t in types], dtype=np.int64)[r]
+            types = sync_records["sync_type"]
+            type_names = sorted(t for t in pc.unique(types).to_pylist() if t is not None)
+            type_codes = pc.fill_null(pc.index_in(types, value_set=pa.array(type_names, pa.string())), -1)
+            rec_type[hit] = type_codes.to_numpy().astype(np.int64)[r]
             rec_dev[hit] = int64s(sync_records["device_id"])[r]
             rec_stream[hit] = int64s(sync_records["stream_id"])[r]
             rec_event[hit] = int64s(sync_records["event_id"], -1)[r]

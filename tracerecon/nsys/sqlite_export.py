@@ -676,8 +676,11 @@ def _constant(value: str, n: int) -> pa.DictionaryArray:
     return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([value], pa.string()))
 
 
-def _labels(values: list[str]) -> pa.DictionaryArray:
-    return pa.array(values, pa.string()).dictionary_encode()
+def _labelled(codes: np.ndarray, label: Callable[[int], str]) -> pa.DictionaryArray:
+    """Each integer code's ``label``, asked once per distinct code (a trace's copies and graph
+    launches run to hundreds of thousands, their kinds and graphs to a few)."""
+    distinct, inverse = np.unique(codes, return_inverse=True)
+    return _deduplicated(pa.array([label(k) for k in distinct.tolist()], pa.string()), inverse.ravel())
 
 
 def _ops_table(kind: str, c: dict[str, np.ndarray], names: pa.Array, copy_kind: pa.Array | None = None,
@@ -743,8 +746,8 @@ def read_gpu_ops(conn: sqlite3.Connection, info: ExportInfo, strings: StringTabl
         )
         c = _keep_valid(c, ("start", "end", "dev", "stream"), "memcpy", info.path, warnings)
         labels = {k: _memcpy_short(v) for k, v in kinds.items()}
-        ck = [labels.get(int(k), str(int(k))) for k in c["extra"]]
-        parts.append(_ops_table("memcpy", c, _labels([f"memcpy {x}" for x in ck]), _labels(ck)))
+        short = _labelled(c["extra"], lambda k: labels.get(k, str(k)))
+        parts.append(_ops_table("memcpy", c, _labelled(c["extra"], lambda k: f"memcpy {labels.get(k, str(k))}"), short))
     if "CUPTI_ACTIVITY_KIND_MEMSET" in info.tables:
         cols = _columns(conn, "CUPTI_ACTIVITY_KIND_MEMSET")
         gpid_sql = f"coalesce({_col(cols, 'globalPid', '0')}, 0)"
@@ -766,7 +769,7 @@ def read_gpu_ops(conn: sqlite3.Connection, info: ExportInfo, strings: StringTabl
             names,
         )
         c = _keep_valid(c, ("start", "end", "dev", "stream"), "graph launch", info.path, warnings)
-        parts.append(_ops_table("graph", c, _labels([f"cudaGraph {g}" for g in c["name"]])))
+        parts.append(_ops_table("graph", c, _labelled(c["name"], lambda g: f"cudaGraph {g}")))
     if not parts:
         return schema.empty(schema.GPU_OPS_RAW)
     return _concat_column_by_column(parts, schema.GPU_OPS_RAW)

@@ -1,0 +1,77 @@
+"""Which event record a stream wait or an event synchronize names (``EventRecords``), checked
+against brute force on small random record sets: the rule as its docstring states it, one
+record and one ask at a time."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracerecon.analysis.boundaries import EventRecords
+from tracerecon.analysis.projection import I64_MIN
+
+# (pid, event, record number or -1, stream row, CPU time): few values each, so that keys and
+# instants repeat (re-recorded events, two records at one instant, repeated record numbers).
+records = st.lists(st.tuples(st.integers(1, 2), st.integers(-1, 1), st.integers(-1, 2), st.integers(0, 5), st.integers(0, 6)), max_size=40)
+asks = st.lists(st.tuples(st.integers(1, 2), st.integers(-1, 1), st.integers(-1, 2), st.integers(0, 7)), max_size=20)
+
+
+def brute_named_by(recs, pid, event, sync, t):
+    """(stream row, CPU time) of the record named, else (-1, I64_MIN)."""
+    if sync >= 0:
+        same = [r for r in recs if (r[0], r[1], r[2]) == (pid, event, sync)]
+        return (same[-1][3], same[-1][4]) if same else (-1, I64_MIN)  # the later row
+    made = [(r[4], i, r) for i, r in enumerate(recs) if (r[0], r[1]) == (pid, event) and r[4] <= t]
+    if not made:
+        return (-1, I64_MIN)
+    _, _, r = max(made)  # the latest instant, the later row on a tie
+    return (r[3], r[4])
+
+
+def columns(rows, n):
+    return [np.array([r[k] for r in rows], dtype=np.int64) for k in range(n)]
+
+
+@given(records, asks)
+@settings(max_examples=400, deadline=None)
+def test_the_record_named_is_the_one_brute_force_finds(recs, wants):
+    er = EventRecords.of(*columns(recs, 5))
+    row, cpu = er.named_by(*columns(wants, 4))
+    assert [(int(a), int(b)) for a, b in zip(row, cpu)] == [brute_named_by(recs, *w) for w in wants]
+
+
+@given(records, asks)
+@settings(max_examples=300, deadline=None)
+def test_recorded_before_is_any_record_of_the_event_before(recs, wants):
+    er = EventRecords.of(*columns(recs, 5))
+    got = er.first_before(*(columns(wants, 4)[k] for k in (0, 1, 3)))
+    assert got.tolist() == [any((r[0], r[1]) == (p, e) and r[4] < t for r in recs) for p, e, _, t in wants]
+
+
+def test_given_a_re_recorded_event_when_a_wait_names_no_record_number_then_it_takes_the_latest_record_made_by_then():
+    # GIVEN event 7 of process 1 recorded on stream rows 0, 1, 2 at 10, 20, 30 (no record numbers)
+    er = EventRecords.of(np.array([1, 1, 1]), np.array([7, 7, 7]), np.array([-1, -1, -1]), np.array([0, 1, 2]), np.array([10, 20, 30]))
+    # WHEN waits at 5, 20, 25 and 99 ask for it
+    row, cpu = er.named_by(np.array([1, 1, 1, 1]), np.array([7, 7, 7, 7]), np.array([-1, -1, -1, -1]), np.array([5, 20, 25, 99]))
+    # THEN none before the first record; the record made at the wait's instant counts
+    assert row.tolist() == [-1, 1, 1, 2]
+    assert cpu.tolist() == [I64_MIN, 20, 20, 30]
+
+
+def test_given_record_numbers_when_a_wait_names_one_then_the_time_of_the_wait_does_not_matter():
+    # GIVEN records 1 and 2 of event 7 (rows 0 and 1, at 10 and 20)
+    er = EventRecords.of(np.array([1, 1]), np.array([7, 7]), np.array([1, 2]), np.array([0, 1]), np.array([10, 20]))
+    # WHEN a wait at 15 names record 2 (its record call returned after the wait was asked), one names record 3
+    row, cpu = er.named_by(np.array([1, 1]), np.array([7, 7]), np.array([2, 3]), np.array([15, 15]))
+    # THEN record 2 is named; record 3 is in no row
+    assert row.tolist() == [1, -1] and cpu.tolist() == [20, I64_MIN]
+
+
+def test_given_two_records_of_an_event_at_one_instant_when_a_wait_names_the_event_then_the_later_row_is_named():
+    # GIVEN event 7 recorded at 10 on stream row 0, then (a later row) at 10 on stream row 1
+    er = EventRecords.of(np.array([1, 1]), np.array([7, 7]), np.array([-1, -1]), np.array([0, 1]), np.array([10, 10]))
+    # WHEN a wait at 12 names the event
+    row, _ = er.named_by(np.array([1]), np.array([7]), np.array([-1]), np.array([12]))
+    # THEN the later row is the latest record, as it was in the per-wait lookup this replaced
+    assert row.tolist() == [1]
