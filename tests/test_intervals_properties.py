@@ -91,6 +91,24 @@ def test_correlation_matching_is_an_exact_join_on_process_and_id(a, b):
     assert got.tolist() == [first.get(key, -1) if key[1] >= 0 else -1 for key in b]
 
 
+@given(st.lists(st.tuples(st.sampled_from([0, 1 << 24, 7]), st.integers(-1, 12)), max_size=8),
+       st.sets(st.tuples(st.sampled_from([1 << 24]), st.integers(0, 40)), min_size=17, max_size=40))
+def test_correlation_matching_against_rising_calls_is_the_same_join(a, b_set):
+    # b as an export's API calls of one process, in call order (its keys rise), and a few rows
+    # of a (sync records) with repeats, other processes and no ids: matched by searching b.
+    from tracerecon.analysis.projection import match_correlation
+
+    b = sorted(b_set, key=lambda x: x[1])
+    a_proc, a_corr = (np.array([x[i] for x in a], dtype=np.int64) for i in (0, 1))
+    b_proc, b_corr = (np.array([x[i] for x in b], dtype=np.int64) for i in (0, 1))
+    got = match_correlation(a_proc, a_corr, b_proc, b_corr)
+    first = {}
+    for i, key in enumerate(a):
+        if key[1] >= 0:
+            first.setdefault(key, i)
+    assert got.tolist() == [first.get(key, -1) if key[1] >= 0 else -1 for key in b]
+
+
 @given(st.lists(st.integers(-(2**62), 2**62), min_size=1, max_size=60), st.booleans())
 @settings(max_examples=500, deadline=None)
 def test_median_equals_numpy_quantile(values, as_list):

@@ -71,12 +71,27 @@ def match_correlation(a_proc: np.ndarray, a_corr: np.ndarray, b_proc: np.ndarray
     if (len(a_corr) if every else len(a_idx)) == 0 or len(b_corr) == 0:
         return out
     a_key, b_key = _process_correlation_keys(a_proc if every else a_proc[a_idx], a_corr if every else a_corr[a_idx], b_proc, b_corr)
-    order = np.argsort(a_key, kind="stable")
-    sk = a_key[order]
+    if len(b_key) > 2 * len(a_key) and bool((b_key[1:] > b_key[:-1]).all()):
+        # b's keys rise (an export's API calls, one process, in call order) and a is the
+        # smaller side (sync records, a rank's copies): one search per row of a (the 76 MB
+        # trace's 25k sync records among 398k calls: 2 ms against 17 ms the other way).
+        pos = np.searchsorted(b_key, a_key)
+        np.minimum(pos, len(b_key) - 1, out=pos)
+        hit = np.flatnonzero((b_key[pos] == a_key) & (b_corr[pos] >= 0))
+        # Where a repeats a key, its first row: the first of each position among the hits.
+        at, first = np.unique(pos[hit], return_index=True)
+        out[at] = hit[first] if every else a_idx[hit[first]]
+        return out
+    if bool((a_key[1:] > a_key[:-1]).all()):  # a's keys rise already: no sort, no copy
+        order, sk = None, a_key
+    else:
+        order = np.argsort(a_key, kind="stable")
+        sk = a_key[order]
     pos = np.searchsorted(sk, b_key)
     np.minimum(pos, len(sk) - 1, out=pos)
     found = (sk[pos] == b_key) & (b_corr >= 0)
-    out[found] = order[pos[found]] if every else a_idx[order[pos[found]]]
+    rows = pos[found] if order is None else order[pos[found]]
+    out[found] = rows if every else a_idx[rows]
     return out
 
 
