@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -107,6 +108,19 @@ def test_correlation_matching_against_rising_calls_is_the_same_join(a, b_set):
         if key[1] >= 0:
             first.setdefault(key, i)
     assert got.tolist() == [first.get(key, -1) if key[1] >= 0 else -1 for key in b]
+
+
+@given(st.lists(st.one_of(st.none(), st.sampled_from([f"k{i}" for i in range(10)])), max_size=60), st.sets(st.integers(0, 9)),
+       st.booleans())
+@settings(max_examples=300, deadline=None)
+def test_string_mask_is_the_test_of_each_value(values, passing, encoded):
+    # few or many passing values, few or many failing ones, nulls, plain or dictionary columns
+    from tracerecon.analysis.projection import string_mask
+
+    col = pa.array(values, pa.string())
+    col = col.dictionary_encode() if encoded else col
+    got = string_mask(col, lambda v: int(v[1:]) in passing)
+    assert got.tolist() == [v is not None and int(v[1:]) in passing for v in values]
 
 
 @given(st.lists(st.integers(-(2**62), 2**62), min_size=1, max_size=60), st.booleans())

@@ -52,7 +52,24 @@ def string_mask(col: pa.ChunkedArray | pa.Array, test) -> np.ndarray:
         col = col.dictionary_encode()
     hits = np.array([bool(v is not None and test(v)) for v in col.dictionary.to_pylist()] + [False], dtype=bool)
     idx = col.indices.to_numpy(zero_copy_only=False) if col.indices.null_count == 0 else pc.fill_null(col.indices, -1).to_numpy(zero_copy_only=False)
+    # A few codes are compared against instead of gathered from (0.1 ms a code, against 1.6 ms
+    # for the gather, on the 76 MB trace's 422,638 ops; a rank asks a dozen such masks).
+    passing, failing = np.flatnonzero(hits[:-1]), np.flatnonzero(~hits[:-1])
+    if len(passing) <= _FEW_CODES:
+        out = np.zeros(len(idx), dtype=bool)
+        for code in passing.tolist():
+            out |= idx == code
+        return out
+    if len(failing) < _FEW_CODES:
+        out = np.ones(len(idx), dtype=bool)
+        for code in failing.tolist() + [-1]:  # -1: null
+            out &= idx != code
+        return out
     return hits[idx]
+
+
+# Up to this many codes a mask is made by comparisons (``string_mask``).
+_FEW_CODES = 6
 
 
 def equals(col: pa.ChunkedArray | pa.Array, value: str) -> np.ndarray:
