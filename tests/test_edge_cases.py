@@ -442,3 +442,22 @@ def test_a_device_id_near_two_to_the_63_names_no_device_and_breaks_nothing(tmp_p
     assert gpu_processes(tables.gpu_ops, tables.nvtx_ranges) == [(10, 0, True)]
     # and the analysis gives a result
     assert one_rank(t, tmp_path).phases.num_rows == 1
+
+
+def test_given_sync_records_built_elsewhere_with_an_all_null_sync_type_when_blocking_calls_are_found_then_the_type_is_none():
+    # GIVEN a cudaStreamSynchronize call and its sync record from a table built by hand, whose
+    # sync_type column pyarrow typed null (all values None), not string as the reader makes it
+    import pyarrow as pa
+
+    import tracerecon.schema as schema
+    from tracerecon.analysis.syncs import find_blocking_calls
+
+    api = pa.table({"pid": [1], "tid": [1], "global_pid": [1 << 24], "start_ns": [0], "end_ns": [5], "correlation_id": [3],
+                    "name": pa.array(["cudaStreamSynchronize_v3020"]).dictionary_encode()}).cast(schema.API_CALLS)
+    sync = pa.table({"pid": [1], "start_ns": [0], "end_ns": [5], "device_id": [0], "stream_id": [7], "correlation_id": [3],
+                     "sync_type": [None], "event_id": pa.array([None], pa.int64()), "event_sync_id": pa.array([None], pa.int64())})
+    # WHEN the blocking calls are found
+    blocking = find_blocking_calls(api, sync)
+    # THEN the call blocks (by its name), on the record's stream, of no known type
+    assert blocking["api"].to_pylist() == ["cudaStreamSynchronize"]
+    assert blocking["sync_type"].to_pylist() == [None] and blocking["sync_stream_id"].to_pylist() == [7]

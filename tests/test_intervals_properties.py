@@ -80,6 +80,12 @@ def test_distinct_count_with_many_distinct_keys(rows):
        st.lists(st.tuples(st.sampled_from([0, 1 << 24, 2 << 24, (1 << 56) | (1 << 24), 7]), st.integers(-1, 6)), max_size=40))
 def test_correlation_matching_is_an_exact_join_on_process_and_id(a, b):
     # processes differing only in their pid bits, in the bits above, or in the bits below
+    assert_an_exact_join(a, b)
+
+
+def assert_an_exact_join(a, b):
+    """``match_correlation`` of (process, correlation id) rows ``a`` and ``b`` is the join by
+    brute force: for each row of b, the first row of a with its key (-1: none, or no id)."""
     from tracerecon.analysis.projection import match_correlation
 
     a_proc, a_corr = (np.array([x[i] for x in a], dtype=np.int64) for i in (0, 1))
@@ -97,17 +103,7 @@ def test_correlation_matching_is_an_exact_join_on_process_and_id(a, b):
 def test_correlation_matching_against_rising_calls_is_the_same_join(a, b_set):
     # b as an export's API calls of one process, in call order (its keys rise), and a few rows
     # of a (sync records) with repeats, other processes and no ids: matched by searching b.
-    from tracerecon.analysis.projection import match_correlation
-
-    b = sorted(b_set, key=lambda x: x[1])
-    a_proc, a_corr = (np.array([x[i] for x in a], dtype=np.int64) for i in (0, 1))
-    b_proc, b_corr = (np.array([x[i] for x in b], dtype=np.int64) for i in (0, 1))
-    got = match_correlation(a_proc, a_corr, b_proc, b_corr)
-    first = {}
-    for i, key in enumerate(a):
-        if key[1] >= 0:
-            first.setdefault(key, i)
-    assert got.tolist() == [first.get(key, -1) if key[1] >= 0 else -1 for key in b]
+    assert_an_exact_join(a, sorted(b_set, key=lambda x: x[1]))
 
 
 @given(st.lists(st.one_of(st.none(), st.sampled_from([f"k{i}" for i in range(10)])), max_size=60), st.sets(st.integers(0, 9)),

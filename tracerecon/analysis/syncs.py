@@ -89,7 +89,7 @@ def find_blocking_calls(api_calls: pa.Table, sync_records: pa.Table, linked_ops:
             rec_of_call = match_correlation(int64s(sync_records["pid"]), int64s(sync_records["correlation_id"], -1), int64s(api_calls["pid"]), int64s(api_calls["correlation_id"], -1))
             hit = np.flatnonzero(rec_of_call >= 0)
             r = rec_of_call[hit]
-            types = sync_records["sync_type"]
+            types = sync_records["sync_type"].cast(pa.string())  # (a table built elsewhere may type an all-null column null)
             type_names = sorted(t for t in pc.unique(types).to_pylist() if t is not None)
             type_codes = pc.fill_null(pc.index_in(types, value_set=pa.array(type_names, pa.string())), -1)
             rec_type[hit] = type_codes.to_numpy().astype(np.int64)[r]

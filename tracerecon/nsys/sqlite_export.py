@@ -678,9 +678,13 @@ def _constant(value: str, n: int) -> pa.DictionaryArray:
 
 def _labelled(codes: np.ndarray, label: Callable[[int], str]) -> pa.DictionaryArray:
     """Each integer code's ``label``, asked once per distinct code (a trace's copies and graph
-    launches run to hundreds of thousands, their kinds and graphs to a few)."""
-    distinct, inverse = np.unique(codes, return_inverse=True)
-    return _deduplicated(pa.array([label(k) for k in distinct.tolist()], pa.string()), inverse.ravel())
+    launches run to hundreds of thousands, their kinds and graphs to a few); the dictionary in
+    order of first appearance, as encoding the labels row by row would give it."""
+    distinct, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    order = np.argsort(first)
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    return _deduplicated(pa.array([label(k) for k in distinct[order].tolist()], pa.string()), rank[inverse.ravel()])
 
 
 def _ops_table(kind: str, c: dict[str, np.ndarray], names: pa.Array, copy_kind: pa.Array | None = None,
