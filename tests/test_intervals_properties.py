@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tracerecon.analysis import intervals as interval_algebra
 from tracerecon.analysis.intervals import count_distinct_per_group, explode_slices, segmented_min_max, segmented_union_length
 
 intervals = st.lists(st.tuples(st.integers(0, 200), st.integers(0, 60), st.integers(0, 4)), max_size=40)
@@ -51,6 +54,7 @@ def test_explode_slices_lists_every_element_once_per_slice(slices):
     assert list(zip(which.tolist(), pos.tolist())) == want
 
 
+@settings(deadline=None)  # (the first Arrow conversion in a test process imports pandas)
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(-5, 5), st.integers(-5, 5)), max_size=30))
 def test_group_min_max_and_distinct(rows):
     which = np.array([g for g, _, _ in rows], dtype=np.int64)
@@ -66,6 +70,7 @@ def test_group_min_max_and_distinct(rows):
         assert distinct[g] == len({a for a, _ in members})
 
 
+@settings(deadline=None)  # (the first Arrow conversion in a test process imports pandas)
 @given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 200)), max_size=300))
 def test_distinct_count_with_many_distinct_keys(rows):
     # both ways of counting: few keys (presence passes) and more than 64 (packed unique)
@@ -149,3 +154,34 @@ def test_distinct_few_and_isin_few_equal_numpys(pool, n, offset, data):
     # THEN both give what numpy's sorts give
     assert np.array_equal(distinct_few(values), np.unique(values))
     assert np.array_equal(isin_few(values, probe), np.isin(values, probe))
+
+
+@settings(deadline=None)  # (the first Arrow conversion in a test process imports pandas)
+@given(st.lists(st.tuples(st.integers(0, 7), st.sampled_from([0, 3, -1, 1 << 40, (5 << 32) | 2, -(1 << 62)])), max_size=60),
+       st.booleans())
+def test_distinct_count_by_presence_table_and_by_packed_keys(rows, table):
+    # GIVEN members of 8 groups with keys far apart (device << 32 | stream, negatives)
+    which = np.array([g for g, _ in rows], dtype=np.int64)
+    keys = np.array([k for _, k in rows], dtype=np.int64)
+    # WHEN counted with the (group, key) presence table, or with it too small to be used
+    with mock.patch.object(interval_algebra, "_PRESENCE_CELLS", 1 << 24 if table else 0):
+        distinct = count_distinct_per_group(keys, which, 8)
+    # THEN each group's count is that of its distinct keys
+    assert distinct.tolist() == [len({k for gg, k in rows if gg == g}) for g in range(8)]
+
+
+@given(st.lists(st.tuples(st.integers(0, 200), st.integers(-5, 60), st.integers(0, 4), st.booleans()), max_size=40), st.booleans())
+def test_union_lengths_of_subsets_with_one_sort(rows, banded):
+    # GIVEN intervals in 5 groups, each in or out of a subset
+    start = np.array([s for s, _, _, _ in rows], dtype=np.int64)
+    end = start + np.array([n for _, n, _, _ in rows], dtype=np.int64)
+    group = np.array([g for _, _, g, _ in rows], dtype=np.int64)
+    inside = np.array([m for _, _, _, m in rows], dtype=bool)
+    # WHEN the unions of the subset, the whole set and the rest are taken at once (in bands,
+    # or group by group where the bands would not fit)
+    with mock.patch.object(interval_algebra, "_I64_LIMIT", 2**62 if banded else 0):
+        sub, every, rest = interval_algebra.segmented_union_lengths(start, end, group, 5, (inside, None, ~inside))
+    # THEN each is the brute-force union of its own intervals
+    for g in range(5):
+        for got, keep in ((sub, lambda m: m), (every, lambda m: True), (rest, lambda m: not m)):
+            assert got[g] == brute_union([(s, s + n) for s, n, gg, m in rows if gg == g and keep(m)])

@@ -6,6 +6,8 @@ recorded on the phase's stream at each boundary would read)."""
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conftest import run_cli
 from nsys_factory import FakeTrace
@@ -60,6 +62,25 @@ def test_threads_are_timelines_of_their_own_only_when_each_holds_its_own_cycles(
     assert len(set(timelines(pid, np.array([0, -1, 1, -1]), tid).tolist())) == 1
     # WHEN two processes each run one thread: a timeline per process
     assert len(set(timelines(np.array([10, 11, 10, 11]), np.array([0, 1, 2, 3]), tid).tolist())) == 2
+
+
+@given(st.lists(st.tuples(st.sampled_from([10, 11]), st.integers(1, 3), st.integers(-1, 4)), max_size=25))
+def test_timelines_against_their_definition(rows):
+    # GIVEN phase instances (process, thread, cycle or -1)
+    pid, tid, cycle = (np.array([r[i] for r in rows], dtype=np.int64) for i in range(3))
+    # WHEN grouped into timelines
+    lines = timelines(pid, cycle, tid).tolist()
+    # THEN a process's threads are timelines of their own exactly when it runs several threads,
+    # more than one of them holds cycles and no cycle has phases on two; else it is one timeline
+    for p in {10, 11}:
+        mine = [i for i in range(len(rows)) if pid[i] == p]
+        cycled = [(int(cycle[i]), int(tid[i])) for i in mine if cycle[i] >= 0]
+        own = len({t for _, t in cycled}) > 1 and all(len({t for c2, t in cycled if c2 == c}) == 1 for c, _ in cycled)
+        if len({int(tid[i]) for i in mine}) > 1 and not own:
+            assert len({lines[i] for i in mine}) == 1
+        else:
+            assert all((lines[i] == lines[j]) == (tid[i] == tid[j]) for i in mine for j in mine)
+    assert all(lines[i] != lines[j] for i in range(len(rows)) for j in range(len(rows)) if pid[i] != pid[j])
 
 
 def test_start_end_ranges_number_their_cycles(tmp_path):

@@ -1933,9 +1933,12 @@ def timelines(pid: np.ndarray, cycle: np.ndarray, tid: np.ndarray | None) -> np.
         mine = pid == p
         threads = np.unique(tid[mine])
         with_cycle = mine & (cycle >= 0)
-        # Each cycle's phases on one thread, and more than one thread with cycles.
-        pairs = np.unique(np.stack([cycle[with_cycle], tid[with_cycle]], 1), axis=0)
-        own_cycles = len(pairs) == len(np.unique(pairs[:, 0])) and len(np.unique(pairs[:, 1])) > 1
+        # Each cycle's phases on one thread, and more than one thread with cycles. (Distinct
+        # (cycle, thread) pairs as one key per pair: np.unique(axis=0) of the pairs took 6 ms
+        # a call on the 76 MB trace's 7,500 phases, this 1 ms.)
+        cycle_tids, tid_code = np.unique(tid[with_cycle], return_inverse=True)
+        pairs = np.unique(cycle[with_cycle] * len(cycle_tids) + tid_code.ravel())
+        own_cycles = len(pairs) == len(np.unique(pairs // max(1, len(cycle_tids)))) and len(cycle_tids) > 1
         if len(threads) > 1 and not own_cycles:
             line[mine] = line[mine].min()  # one sequence for the process
     return line

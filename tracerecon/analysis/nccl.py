@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pyarrow as pa
 
-from tracerecon.analysis.intervals import segmented_union_length
+from tracerecon.analysis.intervals import segmented_union_lengths
 from tracerecon.analysis.projection import int64s, string_mask
 from tracerecon.kernel_names import ANONYMOUS, kernel_name_parts
 
@@ -99,7 +99,5 @@ def phase_comm_split(gpu_ops: pa.Table, n_phases: int) -> dict[str, np.ndarray]:
     s, e = int64s(gpu_ops["start_ns"])[keep], int64s(gpu_ops["end_ns"])[keep]
     g = pid[keep]
     comm = comm_mask(gpu_ops)[keep]
-    comm_ns = segmented_union_length(s[comm], e[comm], g[comm], n_phases)
-    compute_ns = segmented_union_length(s[~comm], e[~comm], g[~comm], n_phases)
-    both = segmented_union_length(s, e, g, n_phases)
+    comm_ns, compute_ns, both = segmented_union_lengths(s, e, g, n_phases, (comm, ~comm, None))
     return {"comm_ns": comm_ns, "compute_ns": compute_ns, "overlap_ns": comm_ns + compute_ns - both}

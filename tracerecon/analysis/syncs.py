@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracerecon.analysis.intervals import explode_slices, segmented_union_length
+from tracerecon.analysis.intervals import explode_slices, segmented_union_lengths
 from tracerecon.analysis.projection import int64s, match_correlation, string_mask
 
 # API calls that block the calling CPU thread until GPU work completes (version suffix stripped).
@@ -169,9 +169,8 @@ def attribute_waits(blocking: pa.Table, ops: pa.Table, op_phase: np.ndarray, cal
         waited_for = awaited(rows, which)
         rows, which = rows[waited_for], which[waited_for]
     clipped_start = np.maximum(o_start[rows], b_s[which])
-    waited = segmented_union_length(clipped_start, o_end[rows], which, n)
     is_other = (op_phase[rows] != call_phase[which]) & (op_phase[rows] >= 0)
-    other = segmented_union_length(clipped_start[is_other], o_end[rows][is_other], which[is_other], n)
+    waited, other = segmented_union_lengths(clipped_start, o_end[rows], which, n, (None, is_other))
     if len(which):  # the phase of the last awaited op to end in each wait
         last = len(which) - 1 - np.unique(which[::-1], return_index=True)[1]
         last_phase[which[last]] = op_phase[rows[last]]
