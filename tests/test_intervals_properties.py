@@ -180,8 +180,8 @@ def test_union_lengths_of_subsets_with_one_sort(rows, banded):
     # WHEN the unions of the subset, the whole set and the rest are taken at once (in bands,
     # or group by group where the bands would not fit)
     with mock.patch.object(interval_algebra, "_I64_LIMIT", 2**62 if banded else 0):
-        sub, every, rest = interval_algebra.segmented_union_lengths(start, end, group, 5, (inside, None, ~inside))
+        sub, every, rest, all_marked, again = interval_algebra.segmented_union_lengths(start, end, group, 5, (inside, None, ~inside, inside | True, None))
     # THEN each is the brute-force union of its own intervals
     for g in range(5):
-        for got, keep in ((sub, lambda m: m), (every, lambda m: True), (rest, lambda m: not m)):
+        for got, keep in ((sub, lambda m: m), (every, lambda m: True), (rest, lambda m: not m), (all_marked, lambda m: True), (again, lambda m: True)):
             assert got[g] == brute_union([(s, s + n) for s, n, gg, m in rows if gg == g and keep(m)])

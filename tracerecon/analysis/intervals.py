@@ -42,8 +42,12 @@ def segmented_union_lengths(start: np.ndarray, end: np.ndarray, group: np.ndarra
         start, end, group = start[keep], end[keep], group[keep]
         masks = [None if m is None else m[keep] for m in masks]
     del keep
-    # The whole set last: its union works in place on the sorted arrays the subsets are taken from.
-    last_all = sorted(range(len(masks)), key=lambda i: masks[i] is None)
+    # A subset holding every interval is the whole set, whose union is worked out once (a phase
+    # split into communication and compute where nothing communicates), and last: it works in
+    # place on the sorted arrays the other subsets are taken from.
+    masks = [None if m is None or m.all() else m for m in masks]
+    wholes = [i for i, m in enumerate(masks) if m is None]
+    parts = [i for i, m in enumerate(masks) if m is not None and m.any()]
     # Temporaries are reused in place: on a 1 GB trace this runs over tens of millions of
     # (range, op) pairs, and each array of that length is hundreds of MB.
     t0 = int(start.min())
@@ -61,22 +65,19 @@ def segmented_union_lengths(start: np.ndarray, end: np.ndarray, group: np.ndarra
         e += off[order]
         g = group[order]
         del off
-        masks = [None if m is None else m[order] for m in masks]
-        del order
-        for i in last_all:
-            m = masks[i]
-            if m is None:
-                _add_banded_union(outs[i], s, e, g)
-            else:
-                _add_banded_union(outs[i], s[m], e[m], g[m])
-        return outs
-    order = np.lexsort((start, group))
-    s, e, g = start[order], end[order], group[order]
-    masks = [None if m is None else m[order] for m in masks]
-    del order
-    for i in last_all:
-        m = masks[i]
-        _add_union_group_by_group(outs[i], *((s, e, g) if m is None else (s[m], e[m], g[m])))
+        add = _add_banded_union
+    else:
+        order = np.lexsort((start, group))
+        s, e, g = start[order], end[order], group[order]
+        add = _add_union_group_by_group
+    for i in parts:
+        m = masks[i][order]
+        add(outs[i], s[m], e[m], g[m])
+    del order, masks
+    if wholes:
+        add(outs[wholes[0]], s, e, g)
+        for i in wholes[1:]:
+            outs[i][:] = outs[wholes[0]]
     return outs
 
 

@@ -182,7 +182,7 @@ class LaunchIndex:
     order: np.ndarray  # row order of ops
     spans: dict  # (pid, tid) -> (first, end) positions in ``order``
     launch_start: np.ndarray  # in ``order``
-    launch_end: np.ndarray  # in ``order``
+    launch_end: np.ndarray  # in ``order``: the latest launch end so far on its thread (a running maximum per span)
 
 
 def index_launches(ops: pa.Table) -> LaunchIndex:
@@ -195,12 +195,16 @@ def index_launches(ops: pa.Table) -> LaunchIndex:
     order = np.lexsort((le, ls, tid, pid))
     p, t = pid[order], tid[order]
     spans: dict[tuple[int, int], tuple[int, int]] = {}
+    reach = le[order]
     if len(order):
         change = np.flatnonzero((np.diff(p) != 0) | (np.diff(t) != 0)) + 1
-        for s0, e0 in zip(np.r_[0, change], np.r_[change, len(order)]):
+        for s0, e0 in zip(np.r_[0, change].tolist(), np.r_[change, len(order)].tolist()):
             if t[s0] >= 0:
-                spans[(int(p[s0]), int(t[s0]))] = (int(s0), int(e0))
-    return LaunchIndex(order, spans, ls[order], le[order])
+                spans[(int(p[s0]), int(t[s0]))] = (s0, e0)
+                # Calls on one thread do not overlap, so ends are sorted with starts; the
+                # running maximum keeps the searches by end correct even if a trace breaks that.
+                np.maximum.accumulate(reach[s0:e0], out=reach[s0:e0])
+    return LaunchIndex(order, spans, ls[order], reach)
 
 
 # The (range, op) pairs are worked through in chunks of whole ranges, about this many pairs
@@ -333,11 +337,8 @@ def range_op_slices(ranges: pa.Table, ops: pa.Table, index: LaunchIndex | None =
             continue
         s0, s1 = span
         sel = np.flatnonzero((keys == key) & same_thread)
-        # Calls on one thread do not overlap, so ends are sorted with starts; the running
-        # maximum keeps searchsorted correct even if a trace breaks that.
-        ends = np.maximum.accumulate(le[s0:s1])
         lo[sel] = s0 + np.searchsorted(ls[s0:s1], r_s[sel], side="left")
-        hi[sel] = s0 + np.searchsorted(ends, r_e[sel], side="right")
+        hi[sel] = s0 + np.searchsorted(le[s0:s1], r_e[sel], side="right")
     hi = np.maximum(hi, lo)
     return lo, hi, order
 
