@@ -312,3 +312,22 @@ def test_threads_running_cycles_of_their_own_keep_their_edge_work_said(tmp_path)
     # thread's next and last cycles, never by the other thread's interleaved ones
     warnings = load([t.write(tmp_path / "t.sqlite")]).warnings
     assert any("queued inside the cycle range before its first phase ('draft') in 16 of 16 cycles" in w for w in warnings), warnings
+
+
+def test_a_gap_counts_against_its_cycles_whole_span():
+    # GIVEN one thread's cycle 0: phase a's boundaries 0..400 us, phase b's 415..1000 us (15 us
+    # between them), and cycle 1 the same with 25 us between
+    import numpy as np
+
+    from tracerecon.analysis.rank import _between_notes
+
+    pid, tid = np.full(4, 10), np.full(4, 1)
+    cycle = np.array([0, 0, 1, 1])
+    b_start = np.array([0, 415, 2000, 2425]) * U
+    b_end = np.array([400, 1000, 2400, 3000]) * U
+    # WHEN the work between phases is looked for
+    notes = _between_notes(pid, tid, cycle, b_start, b_end, ["a", "b", "a", "b"])
+    # THEN only cycle 1's gap is one: a cycle may miss max(10 us, 2 % of its 1,000 us span) =
+    # 20 us, so 15 us is within it and 25 us is not (2 % of a span taken from the wrong ends,
+    # 400 or 585 us, would let 15 us count too)
+    assert len(notes) == 1 and "in 1 of 2 cycles, 0.025 ms (median)" in notes[0]

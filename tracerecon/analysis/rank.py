@@ -31,7 +31,7 @@ from tracerecon.analysis.nccl import comm_mask, phase_comm_split
 from tracerecon.analysis.config import PhaseConfig, is_cycle_name
 from tracerecon.analysis.phases import (ERROR_FLOOR_NS, PhaseInputs, adds_up_tolerance, build_cycles, build_phases, cycles_by_time,
                                         cycles_per_thread, phases_past_their_cycle, select_phases)
-from tracerecon.analysis.projection import I64_MIN, index_launches, innermost_owner, int64s, string_mask
+from tracerecon.analysis.projection import I64_MAX, I64_MIN, index_launches, innermost_owner, int64s, string_mask
 from tracerecon.analysis.ranges import build_ranges, nest
 from tracerecon.analysis.syncs import attribute_waits, find_blocking_calls
 
@@ -581,9 +581,12 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
         cycles[int(cycle[i])] = cycles.get(int(cycle[i]), 0) + g
     n_cycles = len(np.unique(cycle[cycle >= 0]))
     timed = (cycle >= 0) & (b_start != I64_MIN)
-    first, last = {}, {}
-    for c, lo, hi in zip(cycle[timed].tolist(), b_start[timed].tolist(), b_end[timed].tolist()):
-        first[c], last[c] = min(first.get(c, lo), lo), max(last.get(c, hi), hi)
+    # Each cycle's first boundary start and last boundary end.
+    timed_cycles, slot = np.unique(cycle[timed], return_inverse=True)
+    lo, hi = np.full(len(timed_cycles), I64_MAX, np.int64), np.full(len(timed_cycles), I64_MIN, np.int64)
+    np.minimum.at(lo, slot.ravel(), b_start[timed])
+    np.maximum.at(hi, slot.ravel(), b_end[timed])
+    first, last = dict(zip(timed_cycles.tolist(), lo.tolist())), dict(zip(timed_cycles.tolist(), hi.tolist()))
     # A cycle counts where all the work between its phases (the sum over pairs, which is what
     # keeps its phases from adding up) exceeds the threshold.
     between: dict[int, int] = {}
