@@ -6,6 +6,7 @@ from unittest import mock
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -185,3 +186,9 @@ def test_union_lengths_of_subsets_with_one_sort(rows, banded):
     for g in range(5):
         for got, keep in ((sub, lambda m: m), (every, lambda m: True), (rest, lambda m: not m), (all_marked, lambda m: True), (again, lambda m: True)):
             assert got[g] == brute_union([(s, s + n) for s, n, gg, m in rows if gg == g and keep(m)])
+
+
+def test_union_lengths_refuse_a_subset_of_another_length():
+    # GIVEN two intervals WHEN a subset mask of three is given THEN it is refused, not cut short
+    with pytest.raises(ValueError):
+        interval_algebra.segmented_union_lengths(np.array([0, 5]), np.array([3, 9]), np.array([0, 1]), 2, (np.array([True, False, True]),))

@@ -62,6 +62,9 @@ def test_threads_are_timelines_of_their_own_only_when_each_holds_its_own_cycles(
     assert len(set(timelines(pid, np.array([0, -1, 1, -1]), tid).tolist())) == 1
     # WHEN two processes each run one thread: a timeline per process
     assert len(set(timelines(np.array([10, 11, 10, 11]), np.array([0, 1, 2, 3]), tid).tolist())) == 2
+    # WHEN three threads hold cycles of their own numbered far apart (no pair of numbers collides)
+    # THEN each thread is a timeline
+    assert len(set(timelines(np.full(3, 10), np.array([0, 1, 0x5555555555555555]), np.array([5, 6, 7])).tolist())) == 3
 
 
 @given(st.lists(st.tuples(st.sampled_from([10, 11]), st.integers(1, 3), st.integers(-1, 4)), max_size=25))

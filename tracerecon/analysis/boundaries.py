@@ -1937,7 +1937,8 @@ def timelines(pid: np.ndarray, cycle: np.ndarray, tid: np.ndarray | None) -> np.
         # (cycle, thread) pairs as one key per pair: np.unique(axis=0) of the pairs took 6 ms
         # a call on the 76 MB trace's 7,500 phases, this 1 ms.)
         cycle_tids, tid_code = np.unique(tid[with_cycle], return_inverse=True)
-        pairs = np.unique(cycle[with_cycle] * len(cycle_tids) + tid_code.ravel())
+        cycle_code = np.unique(cycle[with_cycle], return_inverse=True)[1].ravel()  # (dense: no key overflows)
+        pairs = np.unique(cycle_code * len(cycle_tids) + tid_code.ravel())
         own_cycles = len(pairs) == len(np.unique(pairs // max(1, len(cycle_tids)))) and len(cycle_tids) > 1
         if len(threads) > 1 and not own_cycles:
             line[mine] = line[mine].min()  # one sequence for the process

@@ -33,11 +33,13 @@ def segmented_union_lengths(start: np.ndarray, end: np.ndarray, group: np.ndarra
     start = np.asarray(start, dtype=np.int64)
     end = np.asarray(end, dtype=np.int64)
     group = np.asarray(group, dtype=np.int64)
-    outs = [np.zeros(n_groups, dtype=np.int64) for _ in subsets]
+    masks = [None if m is None else np.asarray(m, dtype=bool) for m in subsets]
+    if any(m is not None and m.shape != start.shape for m in masks):
+        raise ValueError("subsets: one boolean per interval")
+    outs = [np.zeros(n_groups, dtype=np.int64) for _ in masks]
     keep = end > start
     if not keep.any():
         return outs
-    masks = [None if m is None else np.asarray(m, dtype=bool) for m in subsets]
     if not keep.all():
         start, end, group = start[keep], end[keep], group[keep]
         masks = [None if m is None else m[keep] for m in masks]
@@ -70,10 +72,13 @@ def segmented_union_lengths(start: np.ndarray, end: np.ndarray, group: np.ndarra
         order = np.lexsort((start, group))
         s, e, g = start[order], end[order], group[order]
         add = _add_union_group_by_group
-    for i in parts:
-        m = masks[i][order]
-        add(outs[i], s[m], e[m], g[m])
+    # The subsets' masks in sorted order first, so that the sort order is freed before their
+    # intervals are copied out (on a 1 GB trace each array of them is tens of MB).
+    sorted_masks = [masks[i][order] for i in parts]
     del order, masks
+    for i, m in zip(parts, sorted_masks):
+        add(outs[i], s[m], e[m], g[m])
+    del sorted_masks
     if wholes:
         add(outs[wholes[0]], s, e, g)
         for i in wholes[1:]:
