@@ -141,7 +141,7 @@ def test_median_equals_numpy_quantile(values, as_list):
 @given(st.lists(st.integers(-3, 40), min_size=1, max_size=30), st.integers(0, 20_000), st.integers(0, 2**62), st.data())
 @settings(max_examples=150, deadline=None)
 def test_distinct_few_and_isin_few_equal_numpys(pool, n, offset, data):
-    from tracerecon.analysis.columns import distinct_few, isin_few
+    from tracerecon.analysis.intervals import distinct_few, isin_few
 
     # GIVEN a column of n values drawn from a pool of few or many (up to 30) distinct ones, some
     # used once only (a rarely used stream the sample may miss), shifted into the int64 range

@@ -53,7 +53,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracerecon.analysis.columns import computes, distinct_few, graph_node_launches, isin_few, is_graph_launch, runs_model, synchronous_copies, thread_keys
+from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_launch, runs_model, synchronous_copies, thread_keys
+from tracerecon.analysis.intervals import distinct_few, isin_few
 from tracerecon.analysis.intervals import explode_slices, inside_another_thread
 from tracerecon.analysis.projection import I64_MAX, I64_MIN, equals, int64s, match_correlation, string_mask
 
@@ -1933,13 +1934,11 @@ def timelines(pid: np.ndarray, cycle: np.ndarray, tid: np.ndarray | None) -> np.
         mine = pid == p
         threads = np.unique(tid[mine])
         with_cycle = mine & (cycle >= 0)
-        # Each cycle's phases on one thread, and more than one thread with cycles. (Distinct
-        # (cycle, thread) pairs as one key per pair: with np.unique(axis=0) of the pairs this
-        # took 8.7 ms a call for the 76 MB trace's 7,500 phases on the 2-core machine, now 3.1.)
-        cycle_tids, tid_code = np.unique(tid[with_cycle], return_inverse=True)
-        cycle_code = np.unique(cycle[with_cycle], return_inverse=True)[1].ravel()  # (dense: no key overflows)
-        pairs = np.unique(cycle_code * len(cycle_tids) + tid_code.ravel())
-        own_cycles = len(pairs) == len(np.unique(pairs // max(1, len(cycle_tids)))) and len(cycle_tids) > 1
+        # Each cycle's phases on one thread (as many (cycle, thread) pairs as cycles), and more
+        # than one thread with cycles.
+        pairs = _dense_ids(cycle[with_cycle], tid[with_cycle])
+        n_pairs = int(pairs.max()) + 1 if len(pairs) else 0
+        own_cycles = n_pairs == len(np.unique(cycle[with_cycle])) and len(np.unique(tid[with_cycle])) > 1
         if len(threads) > 1 and not own_cycles:
             line[mine] = line[mine].min()  # one sequence for the process
     return line

@@ -7,6 +7,8 @@ import re
 import numpy as np
 import pyarrow as pa
 
+
+from tracerecon.analysis.intervals import distinct_few
 from tracerecon.analysis.nccl import comm_mask
 from tracerecon.analysis.projection import I64_MIN, equals, int64s, string_mask
 from tracerecon.analysis.syncs import base_api_name
@@ -298,37 +300,6 @@ def legacy_sync_streams(ops: pa.Table, cuda_streams: pa.Table) -> dict[int, list
         blocking = sorted(b for b in set(sid[(spid == p) & (flag == 1)].tolist()) if ((p << 32) | b) in worked)
         if on_null and blocking:
             out[p] = blocking
-    return out
-
-
-def distinct_few(values: np.ndarray) -> np.ndarray:
-    """``np.unique(values)`` for a column that holds few distinct values (the processes, streams
-    or threads of a rank's ops): the distinct values of a sample, checked against every value
-    (``isin_few``), then those of the values the sample missed (a rarely used stream): a sort of
-    the 422,638 ops of the 76 MB trace takes 8-15 ms, this about 1 ms."""
-    values = np.asarray(values)
-    if len(values) <= 4096:
-        return np.unique(values)
-    uniq = np.unique(values[:: len(values) // 4096])
-    if len(uniq) > _FEW:
-        return np.unique(values)
-    missed = values[~isin_few(values, uniq)]
-    return np.union1d(uniq, missed) if len(missed) else uniq
-
-
-# Up to this many values, ``isin_few`` compares each in turn (0.05 ms per value for 422,638
-# rows, where np.isin sorts: 5-7 ms whatever the number of values).
-_FEW = 16
-
-
-def isin_few(values: np.ndarray, few: np.ndarray) -> np.ndarray:
-    """``np.isin(values, few)``, one comparison per value of ``few`` where it holds few."""
-    values, few = np.asarray(values), np.asarray(few)
-    if len(few) > _FEW:
-        return np.isin(values, few)
-    out = np.zeros(len(values), dtype=bool)
-    for v in few.tolist():
-        out |= values == v
     return out
 
 

@@ -23,7 +23,8 @@ from tracerecon import schema
 from tracerecon.memory import release_free_memory
 from tracerecon.cores import usable_cores
 from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases, own_launches, stream_deciding_ops
-from tracerecon.analysis.columns import computes, distinct_few, graph_node_launches, is_graph_launch, synchronous_copies, thread_keys
+from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_launch, synchronous_copies, thread_keys
+from tracerecon.analysis.intervals import distinct_few
 from tracerecon.analysis.boundaries import (CopyStreams, StreamClock, WaitTargets, awaited_work, busiest_streams, caller_streams, declared_streams, narrowed_by_phase,
                                             in_sequence, phase_boundaries, phase_streams, stream_clock, tiled_off_their_stream, timelines,
                                             wait_targets)
