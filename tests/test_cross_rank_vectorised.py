@@ -184,3 +184,57 @@ def test_ranks_that_ran_a_cycle_at_different_times_gate_nothing():
     # cycle k ended 112 ms after rank 0's, which had ended before rank 1's began)
     assert cross_rank.analyze_cross_rank(views).critical_path.num_rows == 0
     assert_same(views)
+
+
+def _brute_cycle_ends(phases: list[dict], offset: int):
+    """Per cycle (ascending): first CPU start, the last GPU end (else CPU end), and the first
+    phase in table order of the largest GPU time (CPU time where it has none); None where
+    that value is negative. Written from the docstring of ``cross_rank._cycle_ends``."""
+    out = {}
+    for p in phases:
+        if p["cycle"] is None:
+            continue
+        value = p["gpu_ns"] if p["gpu_ns"] is not None else p["cpu_ns"]
+        c = out.setdefault(p["cycle"], {"start": p["cpu_start_ns"], "gpu_end": None, "cpu_end": p["cpu_end_ns"], "best": None})
+        c["start"] = min(c["start"], p["cpu_start_ns"])
+        c["cpu_end"] = max(c["cpu_end"], p["cpu_end_ns"])
+        if p["gpu_end_ns"] is not None:
+            c["gpu_end"] = p["gpu_end_ns"] if c["gpu_end"] is None else max(c["gpu_end"], p["gpu_end_ns"])
+        if c["best"] is None or value > c["best"][0]:  # strictly larger: the first of ties stays
+            c["best"] = (value, p["phase"])
+    cycles = sorted(out)
+    return (cycles, [out[c]["start"] + offset for c in cycles],
+            [(out[c]["gpu_end"] if out[c]["gpu_end"] is not None else out[c]["cpu_end"]) + offset for c in cycles],
+            [out[c]["best"][1] if out[c]["best"][0] >= 0 else None for c in cycles])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 4)), st.integers(0, 50), st.integers(0, 50), st.one_of(st.none(), st.integers(-3, 3)),
+                          st.one_of(st.none(), st.integers(0, 60)), st.sampled_from("abcd")), max_size=80),
+       st.integers(-10**6, 10**6))
+def test_each_cycles_ends_and_longest_phase_match_a_loop_over_its_phases(rows, offset):
+    # GIVEN phases in table order: cycle (or none), CPU start and length, GPU time (few values:
+    #       ties; negative ones; none), GPU end (or none), name
+    phases = [{"cycle": c, "cpu_start_ns": s, "cpu_end_ns": s + d, "cpu_ns": d, "gpu_ns": g, "gpu_end_ns": e, "phase": n}
+              for c, s, d, g, e, n in rows]
+    table = pa.table({k: pa.array([p[k] for p in phases], pa.string() if k == "phase" else pa.int64()) for k in
+                      ("cycle", "cpu_start_ns", "cpu_end_ns", "cpu_ns", "gpu_ns", "gpu_end_ns", "phase")})
+    view = cross_rank.RankView(0, "clock", 0, pa.table({}), table)
+    # WHEN each cycle's ends and longest phase are worked out
+    cycles, starts, ends, names = cross_rank._cycle_ends(view, offset)
+    # THEN they are those of a loop over the phases (ties: the first in table order)
+    assert (cycles.tolist(), starts.tolist(), ends.tolist(), names) == _brute_cycle_ends(phases, offset)
+
+
+def test_of_equally_long_phases_the_first_in_table_order_is_a_cycles_longest():
+    # GIVEN 400 phases of two interleaved cycles (1, 0, 1, 0, ...), every one 5 ns of GPU time,
+    #       named by their row: an unstable sort by cycle would reorder each cycle's ties
+    n = 400
+    table = pa.table({"cycle": pa.array([1 - i % 2 for i in range(n)], pa.int64()), "cpu_start_ns": pa.array(range(n), pa.int64()),
+                      "cpu_end_ns": pa.array(range(1, n + 1), pa.int64()), "cpu_ns": pa.array([1] * n, pa.int64()),
+                      "gpu_ns": pa.array([5] * n, pa.int64()), "gpu_end_ns": pa.array([10 * i for i in range(n)], pa.int64()),
+                      "phase": pa.array([f"p{i}" for i in range(n)])})
+    # WHEN each cycle's longest phase is picked
+    cycles, starts, ends, names = cross_rank._cycle_ends(cross_rank.RankView(0, "clock", 0, pa.table({}), table), 0)
+    # THEN it is each cycle's first row: p1 for cycle 0, p0 for cycle 1
+    assert (cycles.tolist(), starts.tolist(), ends.tolist(), names) == ([0, 1], [1, 0], [3990, 3980], ["p1", "p0"])

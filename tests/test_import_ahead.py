@@ -220,3 +220,71 @@ def test_given_no_thread_to_spare_then_import_ahead_steps_aside():
         "print(len(_RUNNING))\n"
     )
     assert out.strip() == "0"
+
+
+def test_given_a_report_then_its_renderer_is_imported_on_a_thread_once_the_reads_have_started():
+    # GIVEN a fresh interpreter that notes which thread imports the renderer, and whether the
+    #       trace's reads had been started then (read_plan.start_ahead returned)
+    from conftest import DEMO
+
+    out = _python(
+        "import sys, threading, io, contextlib\n"
+        "seen, started = {}, []\n"
+        "class Hook:\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name == 'tracerecon.cli.render':\n"
+        "            seen.setdefault(name, (threading.current_thread().name, bool(started)))\n"
+        "sys.meta_path.insert(0, Hook())\n"
+        "from tracerecon.nsys import read_plan\n"
+        "real = read_plan.start_ahead\n"
+        "def spy(path):\n"
+        "    keys = real(path)\n"
+        "    started.append(path)\n"
+        "    return keys\n"
+        "read_plan.start_ahead = spy\n"
+        "from tracerecon.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    main(['report', {str(DEMO / 'launch_bound' / 'report.sqlite')!r}])\n"
+        "print(*seen['tracerecon.cli.render'])\n"
+    )
+    # WHEN it prints a report THEN the import-ahead thread imported the renderer, after the reads
+    #      started (before, it would only slow the command line and the read's plan)
+    assert out.split() == ["tracerecon-import-ahead", "True"]
+
+
+def test_given_once_reading_then_a_read_starts_the_import_once_and_a_forked_child_starts_none():
+    # GIVEN a block waiting for a read to start
+    out = _python(
+        "import os, sys, threading\n"
+        "from tracerecon import import_ahead\n"
+        "with import_ahead.once_reading(['tracerecon.present']):\n"
+        "    before = 'tracerecon.present' in sys.modules\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        # a worker process forked inside the block: its reads start no import thread
+        "        import_ahead.reading_started()\n"
+        "        os._exit(10 + threading.active_count())\n"
+        "    child = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n"
+        "    import_ahead.reading_started(); import_ahead.reading_started()\n"
+        "    threads = [t.name for t in threading.enumerate() if t.name.startswith('tracerecon-import')]\n"
+        "print(before, child, len(threads) <= 1, 'tracerecon.present' in sys.modules, len(import_ahead._WAITING))\n"
+        # no read in a block (a cached result): nothing imported, nothing left waiting
+        "with import_ahead.once_reading(['tracerecon.analysis.summary']):\n"
+        "    pass\n"
+        "print('tracerecon.analysis.summary' in sys.modules, len(import_ahead._WAITING))\n"
+    )
+    # WHEN the read starts here (twice) THEN one thread imports the modules, joined at the
+    #      block's end; the child started none; a block without a read imports nothing
+    assert out.split("\n")[:2] == ["False 11 True True 0", "False 0"]
+
+
+def test_the_renderer_imported_while_numpy_may_be_importing_imports_neither_numpy_nor_pyarrow():
+    # GIVEN the modules a report imports through once_reading (they may start beside the main
+    # thread's import of numpy and pyarrow, which two threads must not import at once)
+    # WHEN imported in a fresh interpreter THEN neither numpy nor pyarrow comes with them
+    out = _python(
+        "import sys\n"
+        "import tracerecon.cli.render\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'pyarrow')))\n"
+    )
+    assert out.strip() == "[]"

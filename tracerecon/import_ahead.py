@@ -19,10 +19,12 @@ does before it starts its workers.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
 import sys
 import threading
-from typing import Sequence
+from typing import Iterator, Sequence
 
 
 _RUNNING: set[threading.Thread] = set()
@@ -78,3 +80,39 @@ class ImportAhead:
 
     def __exit__(self, *exc) -> None:
         self.join()
+
+
+# Module lists waiting for a trace's read to start (``once_reading``): [modules, the process
+# that asked, its ImportAhead once started]. (Its lock is taken before ``_RUNNING_LOCK``, never after.)
+_WAITING: list[list] = []
+_WAITING_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def once_reading(modules: Sequence[str]) -> Iterator[None]:
+    """Import ``modules`` on a thread once the block's first trace read has started
+    (``reading_started``), not at once: until the reads start, the main thread's own work (the
+    command line, the cache check, the read's plan) is what they wait for, and an import beside
+    it holds the GIL half the time (a report's renderer, rich: the reads started 0.02-0.05 s
+    later on the 2-core machine). ``modules`` must not import numpy or pyarrow, which the main
+    thread may be importing then. Joined at the block's end; where no read started (a cached
+    result) nothing is imported here and the caller's own import does it."""
+    entry = [tuple(modules), os.getpid(), None]
+    with _WAITING_LOCK:
+        _WAITING.append(entry)
+    try:
+        yield
+    finally:
+        with _WAITING_LOCK:
+            _WAITING.remove(entry)
+        if entry[2] is not None:
+            entry[2].join()
+
+
+def reading_started() -> None:
+    """A trace's reads have started: start importing what ``once_reading`` blocks of this
+    process wait for (a worker process forked inside such a block imports none of it)."""
+    with _WAITING_LOCK:
+        for e in _WAITING:
+            if e[2] is None and e[1] == os.getpid():
+                e[2] = ImportAhead(e[0])

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from tracerecon.analysis.config import DEFAULT_PHASES, PhaseConfig, is_cycle_name, parse_phase_spec
 from tracerecon.errors import BadTraceError, TraceReconError, UsageError, install_hint
-from tracerecon.import_ahead import ImportAhead, join_all
+from tracerecon.import_ahead import ImportAhead, join_all, reading_started
 from tracerecon.memory import release_free_memory
 from tracerecon.run_dir import MAX_RANK_IN_NAME, STREAM_MARK, accepted_of_mark, expand_inputs, listed_but_missing, listed_by_one_run, number_in_filename, rank_of_mark, read_engine_timers, trace_stem
 
@@ -85,6 +85,7 @@ def _read_tables(f: Path, while_reading: Sequence[str] = ()) -> TraceTables:
     started, ahead = [], None
     try:
         started = read_plan.start_ahead(f)
+        reading_started()
         # numpy and pyarrow first, here, while the reads run: only then may another thread
         # import (see import_ahead: two threads importing numpy at once is not safe).
         from tracerecon.nsys.sqlite_export import read_export
@@ -434,6 +435,7 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
     try:
         with ctrl_c_held():  # the workers start (fork) at the first submit
             futures = {pool.submit(_file_work_handed_off, owner, *a): i for i, a in enumerate(args)}
+        reading_started()
         _import_analysis()  # while the workers work (forked ones all start at the first submit)
         for fut in as_completed(futures):
             # Taken as each arrives: the first failure stops the load.
@@ -529,6 +531,7 @@ def _file_work_on_dask(scheduler: str, args: list[tuple], say: Progress) -> list
     try:
         say(f"reading {len(args)} exports on the Dask cluster at {scheduler}")
         futures = [client.submit(_file_work_remote, Path(f).resolve(), str(f), enabled(), *rest, pure=False) for f, *rest in args]
+        reading_started()
         index = {fut.key: i for i, fut in enumerate(futures)}
         for n, fut in enumerate(as_completed(futures), 1):
             name = args[index[fut.key]][0]

@@ -588,8 +588,9 @@ def _cycle_ends(view: RankView, offset: int) -> tuple[np.ndarray, np.ndarray, np
     cpu_end = int64s(ph["cpu_end_ns"])[rows]
     gpu = int64s(ph["gpu_ns"], I64_MIN)[rows]
     value = np.where(gpu != I64_MIN, gpu, int64s(ph["cpu_ns"])[rows])
-    # By cycle, then the largest value, then table order: each cycle's first row is its longest.
-    order = np.lexsort((np.arange(len(rows)), -value, cyc[rows]))
+    # By cycle, in table order within each (a stable sort: the rows come in time order, so
+    # this is nearly free); each cycle's longest is its first row of the largest value.
+    order = np.argsort(cyc[rows], kind="stable")
     c = cyc[rows][order]
     firsts = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
     last_gpu = np.maximum.reduceat(gpu_end[order], firsts)
@@ -598,9 +599,11 @@ def _cycle_ends(view: RankView, offset: int) -> tuple[np.ndarray, np.ndarray, np
     starts = (np.minimum.reduceat(int64s(ph["cpu_start_ns"])[rows][order], firsts) + offset if "cpu_start_ns" in ph.column_names
               else np.full(len(firsts), I64_MIN, dtype=np.int64))
     ends = np.where(last_gpu != I64_MIN, last_gpu, last_cpu) + offset
-    longest = order[firsts]
-    names = ph["phase"].to_pylist()
-    return c[firsts], starts, ends, [names[rows[k]] if value[k] >= 0 else None for k in longest.tolist()]
+    v = value[order]
+    top = np.repeat(np.maximum.reduceat(v, firsts), np.diff(np.r_[firsts, len(v)]))
+    longest = order[np.minimum.reduceat(np.where(v == top, np.arange(len(v)), len(v)), firsts)]
+    names = ph["phase"].take(pa.array(rows[longest])).to_pylist()
+    return c[firsts], starts, ends, [n if x >= 0 else None for n, x in zip(names, value[longest].tolist())]
 
 
 def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
@@ -629,7 +632,8 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
     for r, v in enumerate(views):
         if v.phases.num_rows:
             own = np.unique(int64s(v.phases["cycle"], -1))
-            cycles |= set(x for x in (own[own >= 0] + shift[r]).tolist() if x >= 0)
+            own = own[own >= 0] + shift[r]
+            cycles.update(own[own >= 0].tolist())
     n_ranks, m = arr.aligned.shape
     cols = np.arange(m)
     # A collective counts in the cycle of its last arrival's phase, or, where that rank marks no

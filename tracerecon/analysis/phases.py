@@ -746,12 +746,15 @@ def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, ran
         rr = cycle_rows[ids]
         cs, ce = int64s(ranges["start_ns"])[rr], int64s(ranges["end_ns"])[rr]
         names = ranges["name"].take(pa.array(rr))
-        payloads = ranges["payload"].take(pa.array(rr)).to_pylist() if "payload" in ranges.column_names else [None] * len(rr)
     else:
+        rr = None
         cs, ce = first_start, last_cpu_end
         names = pa.array([f"cycle {c}" for c in ids], pa.string())
-        payloads = [None] * len(ids)
-    accepted = accepted_per_cycle(payloads, list(zip(cs.tolist(), ce.tolist())), accepted_marks or [])
+    if accepted_marks:
+        payloads = ranges["payload"].take(pa.array(rr)).to_pylist() if rr is not None and "payload" in ranges.column_names else [None] * len(ids)
+        accepted = accepted_per_cycle(payloads, list(zip(cs.tolist(), ce.tolist())), accepted_marks)
+    else:  # (no engine said what it accepted)
+        accepted = [None] * len(ids)
     gpu_ns = np.where(has_gpu, b_end - b_start, 0)
     tol = adds_up_tolerance(gpu_ns)
     adds = has_gpu & (np.abs(gpu_sum - gpu_ns) <= tol)

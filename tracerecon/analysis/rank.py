@@ -816,7 +816,10 @@ def with_rank(work: RankWork, rank: int) -> RankWork:
 def finish_rank(work: RankWork, wait_ns: np.ndarray | None) -> tuple[pa.Table, pa.Table]:
     """The finished (phases, cycles) tables; ``wait_ns``: per phase, time its collectives waited
     for other ranks (None with one rank)."""
-    phases = work.provisional_phases() if wait_ns is None else build_phases(work.phase_inputs, wait_ns)
+    # No wait anywhere (one rank, a rank that ran no collective, or never waited at one): the
+    # phases are the provisional ones, whose waits are zeros (built once, in the rank's worker).
+    waited = wait_ns is not None and bool(np.any(wait_ns))
+    phases = build_phases(work.phase_inputs, wait_ns) if waited else work.provisional_phases()
     return phases, build_cycles(work.ranges, phases, work.cycle_rows, work.rank, work.skip_cycles, list(work.accepted_marks))
 
 

@@ -212,12 +212,16 @@ def summarize_cycles(cycles: pa.Table, phases: pa.Table | None = None) -> CycleS
     """Medians over the steady cycles (warm-up left out), and GPU time per accepted token."""
     if cycles.num_rows == 0:
         return CycleSummary(0, None, None, None, None, 0)
-    n_warm = sum(1 for w in cycles["warmup"].to_pylist() if w) if "warmup" in cycles.column_names else 0
+    n_warm = _count_true(cycles["warmup"]) if "warmup" in cycles.column_names else 0
     n_outside = int(outside_cycles(phases).sum()) if phases is not None else 0
     if n_warm:
         cycles = steady_cycles(cycles)
     tokens, per_tok, per_phase = per_token(cycles, phases)
-    c = cycles.select(["cpu_ns", "gpu_ns", "phases_cpu_ns", "phases_gpu_ns", "adds_up"]).to_pydict()
+
+    def median_of(column: str) -> float | None:
+        values, valid = _valid_int64(cycles[column])
+        return median_ms(values[valid])
+
     return CycleSummary(
         accepted_tokens=tokens,
         gpu_ms_per_accepted_token=per_tok,
@@ -225,12 +229,17 @@ def summarize_cycles(cycles: pa.Table, phases: pa.Table | None = None) -> CycleS
         n_warmup=n_warm,
         n_outside_cycles=n_outside,
         n=cycles.num_rows,
-        cpu_ms_median=median_ms(c["cpu_ns"]),
-        gpu_ms_median=median_ms(c["gpu_ns"]),
-        phases_cpu_ms_median=median_ms(c["phases_cpu_ns"]),
-        phases_gpu_ms_median=median_ms(c["phases_gpu_ns"]),
-        n_add_up=sum(1 for x in c["adds_up"] if x),
+        cpu_ms_median=median_of("cpu_ns"),
+        gpu_ms_median=median_of("gpu_ns"),
+        phases_cpu_ms_median=median_of("phases_cpu_ns"),
+        phases_gpu_ms_median=median_of("phases_gpu_ns"),
+        n_add_up=_count_true(cycles["adds_up"]),
     )
+
+
+def _count_true(column) -> int:
+    """The true values of a boolean column (nulls are not)."""
+    return int(pa.compute.sum(pa.compute.fill_null(column, False)).as_py() or 0)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tracerecon.cli.common import add_analysis_command, config_from, console, load_report
-from tracerecon.import_ahead import ImportAhead
+from tracerecon.import_ahead import once_reading
 
 
 def add(sub) -> None:
@@ -20,8 +20,8 @@ def add(sub) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    # The renderer (rich: 0.03 s on the H200 host) is imported while the report is loaded.
-    with ImportAhead(["tracerecon.cli.render"]):
+    # The renderer (rich: 0.03 s on the H200 host) is imported while the traces are read.
+    with once_reading(["tracerecon.cli.render"]):
         report = load_report(args.traces, config_from(args), args.jobs, args.dask)
     from tracerecon.cli.render import print_json, print_report
 
