@@ -694,9 +694,11 @@ def test_engine_timer_lines_that_are_no_timing_are_counted_not_read(tmp_path):
         assert len(said) == 1 and "3 engine timer line(s) not read" in said[0], doc["warnings"]
 
 
-def test_settings_tracerecon_cannot_use_are_said_and_ignored():
-    # GIVEN an unknown reader, a cache cap and a thread count that are no numbers
-    env = dict(os.environ, TRACERECON_READER="bogus", TRACERECON_CACHE_MB="abc", TRACERECON_READ_THREADS="0")
+@pytest.mark.parametrize("number", ["abc", "\u00b2"], ids=["letters", "superscript-two"])
+def test_settings_tracerecon_cannot_use_are_said_and_ignored(number):
+    # GIVEN an unknown reader, a cache cap and a thread count that are no numbers (a superscript
+    # two is a digit to str.isdigit but no number to int)
+    env = dict(os.environ, TRACERECON_READER="bogus", TRACERECON_CACHE_MB=number, TRACERECON_READ_THREADS="0")
     # WHEN reported
     res = run_cli("report", "--json", str(H200 / "eagle_gpu_bound.sqlite"), env=env)
     # THEN the report is made as without them, and one warning names each

@@ -361,6 +361,29 @@ def test_the_cache_returns_the_same_analysis_and_never_trusts_a_bad_entry(tmp_pa
     assert report_json(api.load([src])) == cold
 
 
+def test_a_cache_entry_whose_bytes_changed_is_rebuilt_even_where_it_still_reads(tmp_path, monkeypatch):
+    import struct
+
+    from tracerecon import api
+
+    # GIVEN a cached report of one export
+    monkeypatch.setenv("TRACERECON_CACHE_DIR", str(tmp_path / "cache"))
+    src = tmp_path / "t.sqlite"
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", src)
+    cold = api.report([src]).to_json()
+    gpu = cold["ranks"][0]["phases"][0]["gpu_ms_median"]
+    # WHEN one number in its report entry is changed on disk, the entry still a valid pickle
+    #      (a pickled float is its 8 bytes, big-endian: one flipped bit of its mantissa)
+    (entry,) = [p for p in (tmp_path / "cache").glob("*.pickle") if struct.pack(">d", gpu) in p.read_bytes()]
+    data = entry.read_bytes()
+    at = data.index(struct.pack(">d", gpu)) + 7
+    entry.write_bytes(data[:at] + bytes([data[at] ^ 1]) + data[at + 1:])
+    # THEN the next report has the numbers of the export, not of the changed bytes, and the
+    #      entry is written again
+    assert api.report([src]).to_json() == cold
+    assert struct.pack(">d", gpu) in entry.read_bytes()
+
+
 def test_phase_maps_and_warmup(tmp_path):
     from tracerecon import api
     from tracerecon.analysis.config import PhaseConfig

@@ -201,6 +201,12 @@ def test_dask_errors_are_one_line(dask_cluster, tmp_path):
     res = run_cli("report", str(H200 / "eagle_gpu_bound.sqlite"), "--dask", "tcp://127.0.0.1:9", "--no-cache")
     assert res.returncode == 2
     assert res.stderr.startswith("tracerecon: ") and res.stderr.strip().count("\n") == 0 and "Traceback" not in res.stderr
+    # a scheduler file that is not there, or holds nothing: said so, in one line
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    for given, said in ((tmp_path / "missing.json", "no such scheduler file"), (empty, "the scheduler file names no scheduler")):
+        res = run_cli("report", str(H200 / "eagle_gpu_bound.sqlite"), "--dask", str(given), "--no-cache")
+        assert res.returncode == 2 and said in res.stderr and res.stderr.strip().count("\n") == 0 and "Traceback" not in res.stderr, res.stderr
 
 
 def test_native_parts_cover_every_rowid_once(tmp_path, monkeypatch):

@@ -6,7 +6,8 @@ again. The report entry is a few kB of plain values (``report_model.Report``): a
 Kept in the user's cache directory (``$TRACERECON_CACHE_DIR``, else ``$XDG_CACHE_HOME/tracerecon``,
 else ``~/.cache/tracerecon``), never beside the input. An entry is keyed by the export's
 absolute path, size and modification time, tracerecon's version and the phase options; a
-changed file or a changed tracerecon (its modules' sizes and times) misses. An entry that cannot be read is removed and rebuilt,
+changed file or a changed tracerecon (its modules' sizes and times) misses. An entry that cannot be read,
+or whose bytes are not those written (a CRC-32 of them is kept in its header), is removed and rebuilt,
 never trusted. The directory is capped (``$TRACERECON_CACHE_MB``, default 2048): the least
 recently used entries go first. ``--no-cache`` (or ``TRACERECON_NO_CACHE=1``) bypasses it.
 
@@ -20,13 +21,52 @@ import contextlib
 import hashlib
 import os
 import pickle
+import struct
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from tracerecon import __version__
 
-FORMAT = 2  # bump when what is cached changes shape
+FORMAT = 3  # bump when what is cached changes shape
+
+# An entry's file: this header (the magic, the CRC-32 and the length of the pickle after it),
+# then the pickle of (key, value). The checksum is worked out while the pickle is read or
+# written (1.6 GB/s on the 2-core machine: 37 ms for the 76 MB trace's 58 MB entry), so a byte
+# changed on disk since (a bad sector, another program) is found however harmless it looks.
+_MAGIC = b"TRCACHE\x03"
+_HEADER = struct.Struct("<8sIQ")
+
+
+class _Checksummed:
+    """A binary file read or written through: the CRC-32 and the length of what passed."""
+
+    def __init__(self, fh):
+        self.fh, self.crc, self.n = fh, 0, 0
+
+    def _saw(self, data) -> None:
+        self.crc = zlib.crc32(data, self.crc)
+        self.n += memoryview(data).nbytes
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.fh.read(size)
+        self._saw(data)
+        return data
+
+    def readinto(self, buf) -> int:
+        got = self.fh.readinto(buf)
+        self._saw(memoryview(buf).cast("B")[:got])
+        return got
+
+    def readline(self) -> bytes:
+        data = self.fh.readline()
+        self._saw(data)
+        return data
+
+    def write(self, data) -> int:
+        self._saw(data)
+        return self.fh.write(data)
 
 
 def cache_dir() -> Path:
@@ -89,7 +129,13 @@ def _read_entry(entry: Path) -> Any:
     if entry.is_file():
         try:
             with open(entry, "rb") as fh:
-                stored = pickle.load(fh)
+                magic, crc, length = _HEADER.unpack(fh.read(_HEADER.size))
+                if magic != _MAGIC:
+                    raise ValueError("not an entry of this format")
+                body = _Checksummed(fh)
+                stored = pickle.load(body)
+                if (body.crc, body.n) != (crc, length) or fh.read(1):
+                    raise ValueError("its bytes changed since they were written")
             if not (isinstance(stored, tuple) and len(stored) == 2 and stored[0] == entry.stem):
                 raise ValueError("an entry of another key")
             os.utime(entry)  # recently used
@@ -116,7 +162,11 @@ def cached(paths: Path | Sequence[Path], extra: tuple, compute: Callable[[], Any
         fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as fh:
-                pickle.dump((entry.stem, value), fh, protocol=pickle.HIGHEST_PROTOCOL)
+                fh.write(_HEADER.pack(_MAGIC, 0, 0))
+                body = _Checksummed(fh)
+                pickle.dump((entry.stem, value), body, protocol=pickle.HIGHEST_PROTOCOL)
+                fh.seek(0)
+                fh.write(_HEADER.pack(_MAGIC, body.crc, body.n))
             os.replace(tmp, entry)
         except BaseException:  # a full disk, or Ctrl-C while writing: no half-written file left
             with contextlib.suppress(OSError):
@@ -133,7 +183,7 @@ DEFAULT_CAP_MB = 2048
 
 def cap_setting(value: str) -> int | None:
     """A ``TRACERECON_CACHE_MB`` value in MB, None where it is no whole number."""
-    return int(value) if value.isdigit() else None
+    return int(value) if value.isdecimal() else None
 
 
 def _trim(folder: Path) -> None:

@@ -524,10 +524,14 @@ def _file_work_on_dask(scheduler: str, args: list[tuple], say: Progress) -> list
         raise UsageError(f"--dask needs Dask distributed: {install_hint('dask')}") from None
     from tracerecon.cache import enabled
 
+    as_file = Path(scheduler).is_file()
+    if not as_file and ":" not in scheduler:  # (an address has a port: tcp://HOST:PORT, HOST:PORT)
+        raise UsageError(f"--dask {scheduler}: no such scheduler file, and no scheduler address (tcp://HOST:PORT)")
     try:
-        client = Client(scheduler_file=scheduler, timeout="20s") if Path(scheduler).is_file() else Client(scheduler, timeout="20s")
+        client = Client(scheduler_file=scheduler, timeout="20s") if as_file else Client(scheduler, timeout="20s")
     except Exception as exc:  # unreachable, refused, a scheduler file without an address, ...
-        raise TraceReconError(f"--dask {scheduler}: cannot reach the scheduler ({type(exc).__name__}: {exc})") from None
+        what = "the scheduler file names no scheduler that answers" if as_file else "cannot reach the scheduler"
+        raise TraceReconError(f"--dask {scheduler}: {what} ({type(exc).__name__}: {exc})") from None
     try:
         say(f"reading {len(args)} exports on the Dask cluster at {scheduler}")
         futures = [client.submit(_file_work_remote, Path(f).resolve(), str(f), enabled(), *rest, pure=False) for f, *rest in args]

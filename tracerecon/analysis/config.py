@@ -108,6 +108,6 @@ def parse_phase_thread(value: str | int | None) -> str | int:
     v = str(value).strip().lower()
     if v in (AUTO, SAME):
         return v
-    if v.isdigit():
+    if v.isdecimal():
         return int(v)
     raise ValueError(f"--phase-thread {value!r}: expected auto, same or a thread id")

@@ -92,7 +92,7 @@ def _threads_asked() -> int | None:
 
 def threads_setting(value: str) -> int | None:
     """A ``TRACERECON_READ_THREADS`` value as a number of connections, None where it is none."""
-    return int(value) if value.isdigit() and int(value) > 0 else None
+    return int(value) if value.isdecimal() and int(value) > 0 else None
 
 
 class _Executed:
