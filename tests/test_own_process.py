@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import H200, ROOT
+from conftest import H200, ROOT, SAMPLES
 
 LINUX = sys.platform.startswith("linux")
 GLIBC = LINUX and platform.libc_ver()[0] == "glibc"
@@ -118,6 +118,48 @@ def test_workers_and_reader_threads_follow_the_cores_the_process_may_use():
                           "from tracerecon.cores import usable_cores\n"
                           "from tracerecon.pipeline import default_jobs\n"
                           "from tracerecon.nsys.native_read import read_threads\n"
-                          "print(usable_cores(), default_jobs(8), read_threads(), os.cpu_count() >= 1)"],
+                          "from pathlib import Path\n"
+                          "print(usable_cores(), default_jobs([Path(f'rank{i}.sqlite') for i in range(8)]), read_threads(), os.cpu_count() >= 1)"],
                          capture_output=True, text=True, check=True, cwd=ROOT, env={k: v for k, v in os.environ.items() if k != "TRACERECON_READ_THREADS"})
     assert out.stdout.split() == ["1", "1", "1", "True"]
+
+
+def test_workers_are_as_many_as_files_cores_and_memory_allow():
+    from tracerecon.pipeline import workers_that_fit
+
+    # GIVEN files, cores, the memory available and each worker's peak, WHEN sized THEN:
+    assert workers_that_fit(8, 16, 64 << 30, 1 << 30) == 8  # one per file
+    assert workers_that_fit(8, 4, 64 << 30, 1 << 30) == 4  # at most one per core
+    assert workers_that_fit(8, 16, 10 << 30, 3 << 30) == 3  # as many as fit in memory
+    assert workers_that_fit(8, 16, 1 << 30, 3 << 30) == 1  # always one, even where none fits
+    assert workers_that_fit(8, 16, None, 3 << 30) == 8  # memory unknown: not bounded by it
+
+
+def test_a_workers_peak_is_estimated_from_the_exports_size(tmp_path):
+    from tracerecon.pipeline import WORKER_BASE_BYTES, worker_peak_bytes
+
+    # GIVEN a 1 MB export and a 1 MB .xz one WHEN their workers' peaks are estimated THEN the
+    #      base plus 3.5x the export, the .xz taken as 8 times its size (and a missing file: the base)
+    (tmp_path / "a.sqlite").write_bytes(b"\0" * 1_000_000)
+    (tmp_path / "b.sqlite.xz").write_bytes(b"\0" * 1_000_000)
+    assert worker_peak_bytes(tmp_path / "a.sqlite") == WORKER_BASE_BYTES + 3_500_000
+    assert worker_peak_bytes(tmp_path / "b.sqlite.xz") == WORKER_BASE_BYTES + 28_000_000
+    assert worker_peak_bytes(tmp_path / "none.sqlite") == WORKER_BASE_BYTES
+
+
+def test_when_memory_bounds_the_workers_the_load_says_so(monkeypatch):
+    from tracerecon import api, cores
+    from tracerecon.present import report_json
+
+    # GIVEN two ranks and room in memory for one worker at a time
+    monkeypatch.setenv("TRACERECON_NO_CACHE", "1")
+    run = sorted((SAMPLES / "demo_h200x2" / "nccl_skew").glob("*.sqlite"))
+    said: list[str] = []
+    monkeypatch.setattr(cores, "available_memory_bytes", lambda: 200 << 20)
+    # WHEN loaded with the default number of workers
+    bounded = report_json(api.load(run, progress=said.append))
+    # THEN one export is read at a time, the progress says why, and the report is the same
+    assert any(m.startswith("1 of 2 exports at a time: about 0.") and "GB of memory available" in m for m in said), said
+    assert "reading rank0.sqlite" in said
+    monkeypatch.setattr(cores, "available_memory_bytes", lambda: None)
+    assert report_json(api.load(run, jobs=2)) == bounded

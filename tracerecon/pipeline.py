@@ -389,11 +389,46 @@ def _numbered(work: list[tuple], multi: bool) -> tuple[list[tuple], list[str]]:
     return out, warnings
 
 
-def default_jobs(n_files: int) -> int:
-    """Worker processes for ``n_files``: one per file, at most one per core it may use."""
-    from tracerecon.cores import usable_cores
+# A worker's peak memory for an export of S bytes (its SQLite file; an .xz one's taken as
+# XZ_RATIO times its size): the interpreter and libraries, and the tables read and analysed.
+# Measured: the 76 MB trace's worker 0.40 GB, a 1 GiB export's 2.7 GB (benchmarks/README.md).
+WORKER_BASE_BYTES = 150 << 20
+WORKER_BYTES_PER_EXPORT_BYTE = 3.5
+XZ_RATIO = 8  # nsys exports shrink 5-8x under xz
 
-    return max(1, min(n_files, usable_cores()))
+
+def worker_peak_bytes(f: Path) -> int:
+    """What one worker process analysing the export ``f`` may take at its peak (an estimate on
+    the large side: the workers are bounded by it so that they fit in memory together)."""
+    try:
+        size = f.stat().st_size
+    except OSError:
+        size = 0
+    if f.name.endswith(".xz"):
+        size *= XZ_RATIO
+    return int(WORKER_BASE_BYTES + WORKER_BYTES_PER_EXPORT_BYTE * size)
+
+
+def workers_that_fit(n_files: int, cores: int, available: int | None, peak_each: int) -> int:
+    """Worker processes for ``n_files``: one per file, at most one per core, and no more than
+    fit in ``available`` bytes at ``peak_each`` (None: unknown, not bounded); at least one."""
+    n = min(n_files, cores)
+    if available is not None and peak_each > 0:
+        n = min(n, available // peak_each)
+    return max(1, n)
+
+
+def default_jobs(files: Sequence[Path], say: Progress | None = None) -> int:
+    """Worker processes for ``files`` (``workers_that_fit`` with this process's cores and
+    available memory); ``say`` is told when memory, not the cores, sets the number."""
+    from tracerecon.cores import available_memory_bytes, usable_cores
+
+    cores, available = usable_cores(), available_memory_bytes()
+    peak = max((worker_peak_bytes(Path(f)) for f in files), default=0)
+    n = workers_that_fit(len(files), cores, available, peak)
+    if say is not None and n < min(len(files), cores):
+        say(f"{n} of {len(files)} exports at a time: about {peak / 2**30:.1f} GB each, {available / 2**30:.1f} GB of memory available")
+    return n
 
 
 def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
@@ -578,7 +613,7 @@ def _analyze_files(files: list[Path], config: PhaseConfig, say: Progress, jobs: 
     if scheduler is not None:
         results = _file_work_on_dask(scheduler, args, say)
     else:
-        results = _file_work_here(args, default_jobs(len(files)) if jobs is None else max(1, jobs), say)
+        results = _file_work_here(args, default_jobs(files, say) if jobs is None else max(1, jobs), say)
     try:
         return _analyze_results(files, config, say, results)
     except BaseException:
