@@ -95,3 +95,23 @@ def test_control_characters_in_names_reach_the_terminal_as_escapes(tmp_path):
     assert lines and all(ln.startswith("tracerecon: ") for ln in lines), lines
     assert not any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in res.stderr.replace("\n", "")), res.stderr
     assert "loop\\n\\x1b[31mstep" in res.stderr
+
+
+def test_names_that_hold_emoji_codes_are_printed_as_they_are(tmp_path):
+    # GIVEN a trace (in a file named with ':cd:') whose phases are named with ':a:' and ':smile:',
+    #       which rich would print as emoji
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * (c + 1)
+        t.range(f"cycle {c}", b * U, (b + 300) * U)
+        t.range("step:a:forward", b * U, (b + 100) * U)
+        t.range("draft:smile:", (b + 100) * U, (b + 300) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U), (b + 20) * U, (b + 90) * U, stream=7)
+        t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U), (b + 120) * U, (b + 250) * U, stream=7)
+    path = str(t.write(tmp_path / "run:cd:.sqlite"))
+    # WHEN reported with those phases
+    wide = {**os.environ, "COLUMNS": "400"}
+    report = run_cli("report", path, "--no-cache", "--phase", "step:a:forward", "--phase", "draft:smile:", env=wide)
+    # THEN the names and the file name are printed as written
+    assert report.returncode == 0, report.stderr
+    assert "step:a:forward" in report.stdout and "draft:smile:" in report.stdout and "run:cd:.sqlite" in report.stdout, report.stdout

@@ -129,6 +129,8 @@ def _comm_ops(view: RankView, name_codes: dict[str, int]) -> dict[str, np.ndarra
     if ops.num_rows == 0:
         return {"start": empty, "end": empty, "phase": empty, "key": empty}
     idx = np.flatnonzero(comm_mask(ops))
+    if len(idx) == 0:  # (a rank that ran no communication kernel: no column is read)
+        return {"start": empty, "end": empty, "phase": empty, "key": empty}
     start = int64s(ops["start_ns"])[idx]
     order = np.argsort(start, kind="stable")
     idx = idx[order]
@@ -147,7 +149,7 @@ def _comm_ops(view: RankView, name_codes: dict[str, int]) -> dict[str, np.ndarra
     group_first = np.flatnonzero(np.r_[True, sorted_code[1:] != sorted_code[:-1]]) if len(code) else empty
     nth = np.empty(len(code), np.int64)
     nth[by_name] = np.arange(len(code)) - np.repeat(group_first, np.diff(np.r_[group_first, len(code)]))
-    return {"start": start[order], "end": end, "phase": int64s(ops["phase_id"], -1)[idx], "key": code << 40 | nth}
+    return {"start": start[order], "end": end, "phase": int64s(ops["phase_id"].take(pa.array(idx)), -1), "key": code << 40 | nth}
 
 
 def analyze_cross_rank(views: list[RankView]) -> CrossRank:

@@ -162,8 +162,9 @@ def console():
             text = super()._render_buffer(buffer)
             return text if self.is_terminal else "\n".join(line.rstrip(" ") for line in text.split("\n"))
 
-    # No markup: range, kernel and file names are the trace's text ('[rank0] verify', '[/x]').
-    return _Console(highlight=False, markup=False, soft_wrap=False, width=output_width())
+    # No markup, no emoji codes: range, kernel and file names are the trace's text ('[rank0]
+    # verify', '[/x]', 'step:a:forward', whose ':a:' rich would print as an emoji).
+    return _Console(highlight=False, markup=False, emoji=False, soft_wrap=False, width=output_width())
 
 
 @contextlib.contextmanager
