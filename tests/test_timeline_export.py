@@ -249,3 +249,28 @@ def test_plot_titles_stay_on_the_picture_and_legends_hide_no_verdict(monkeypatch
         lb = legend.get_window_extent(renderer)
         for text in ax.texts:
             assert not lb.overlaps(text.get_window_extent(renderer)), text.get_text()
+
+
+def test_plot_draws_names_with_dollar_signs_as_written(tmp_path):
+    # GIVEN phases named with dollar signs, one pair around an unknown TeX command (matplotlib
+    #       reads text between two dollars as math)
+    pytest.importorskip("matplotlib")
+    from nsys_factory import FakeTrace
+
+    u = 1000
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * (c + 1)
+        t.range(f"cycle {c}", b * u, (b + 300) * u)
+        t.range("cost$\\undefinedmacro$x", b * u, (b + 100) * u)
+        t.range("price$x$", (b + 100) * u, (b + 300) * u)
+        t.kernel(t.call("cudaLaunchKernel", (b + 10) * u, (b + 12) * u), (b + 20) * u, (b + 90) * u, stream=7)
+        t.kernel(t.call("cudaLaunchKernel", (b + 110) * u, (b + 112) * u), (b + 120) * u, (b + 250) * u, stream=7)
+    path = t.write(tmp_path / "run$a$.sqlite")
+    out = tmp_path / "p.svg"
+    # WHEN plotted with them as phases
+    res = run_cli("plot", str(path), "--no-cache", "--phase", "cost$\\undefinedmacro$x", "--phase", "price$x$", "-o", str(out))
+    # THEN the picture is made, the names on it as written (an SVG notes each text it draws)
+    assert res.returncode == 0, res.stderr
+    svg = out.read_text()
+    assert "<!-- price$x$ -->" in svg and "<!-- cost$\\undefinedmacro$x -->" in svg

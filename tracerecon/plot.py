@@ -55,6 +55,13 @@ def plot_runs(runs: list[tuple[str, Analysis]], out_file: str | os.PathLike) -> 
     says the verdict); right, each cycle's GPU ms stacked by phase; each column on one scale
     across rows. SVG or PNG by the suffix."""
     plt = _pyplot()
+    # Names and labels are the trace's text, drawn as written: no mathtext ('price$x$' drawn
+    # as 'price' and an italic x; an unknown '\\cmd' between dollars stopped the plot).
+    with plt.rc_context({"text.parse_math": False}):
+        _draw_runs(plt, runs, out_file)
+
+
+def _draw_runs(plt, runs: list[tuple[str, Analysis]], out_file: str | os.PathLike) -> None:
     from matplotlib.ticker import MaxNLocator
     rows = [(label, a, r, summarize_phases(r.phases, a.config.labels(), r.cycles)) for label, a in runs for r in a.ranks]
     # One drawn name per phase name across every panel (two names that cut alike are told apart
