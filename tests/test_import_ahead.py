@@ -265,9 +265,11 @@ def test_given_once_reading_then_a_read_starts_the_import_once_and_a_forked_chil
         "        import_ahead.reading_started()\n"
         "        os._exit(10 + threading.active_count())\n"
         "    child = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n"
+        "    made = []\n"
+        "    real = import_ahead.ImportAhead.__init__\n"
+        "    import_ahead.ImportAhead.__init__ = lambda self, m: (made.append(m), real(self, m))[1]\n"
         "    import_ahead.reading_started(); import_ahead.reading_started()\n"
-        "    threads = [t.name for t in threading.enumerate() if t.name.startswith('tracerecon-import')]\n"
-        "print(before, child, len(threads) <= 1, 'tracerecon.present' in sys.modules, len(import_ahead._WAITING))\n"
+        "print(before, child, len(made) == 1, 'tracerecon.present' in sys.modules, len(import_ahead._WAITING))\n"
         # no read in a block (a cached result): nothing imported, nothing left waiting
         "with import_ahead.once_reading(['tracerecon.analysis.summary']):\n"
         "    pass\n"
@@ -288,3 +290,50 @@ def test_the_renderer_imported_while_numpy_may_be_importing_imports_neither_nump
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'pyarrow')))\n"
     )
     assert out.strip() == "[]"
+
+
+def test_given_blocks_waiting_for_the_same_modules_then_each_ends_its_own():
+    # GIVEN two blocks, one inside the other, waiting for the same modules, and a read starting
+    #       in the inner one
+    out = _python(
+        "import sys\n"
+        "from tracerecon import import_ahead\n"
+        "with import_ahead.once_reading(['tracerecon.present']):\n"
+        "    with import_ahead.once_reading(['tracerecon.present']):\n"
+        "        import_ahead.reading_started()\n"
+        "        inner = [e.started is not None for e in import_ahead._WAITING]\n"
+        "    left = len(import_ahead._WAITING)\n"
+        "print(inner, left, len(import_ahead._WAITING), 'tracerecon.present' in sys.modules)\n"
+    )
+    # WHEN they end THEN each leaves with its own entry (the outer one's is still there after
+    #      the inner one ended), none is left, and the modules were imported
+    assert out.strip() == "[True, True] 1 0 True"
+
+
+def test_a_child_forked_while_a_lock_here_is_held_is_not_stuck():
+    # GIVEN another thread holding the lock of the waiting blocks while this one forks
+    out = _python(
+        "import os, threading, time\n"
+        "from tracerecon import import_ahead\n"
+        "held, go = threading.Event(), threading.Event()\n"
+        "def hold():\n"
+        "    with import_ahead._WAITING_LOCK:\n"
+        "        held.set(); go.wait()\n"
+        "t = threading.Thread(target=hold); t.start(); held.wait()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    with import_ahead.once_reading(['json']):\n"
+        "        import_ahead.reading_started()\n"
+        "    os._exit(7)\n"
+        "go.set(); t.join()\n"
+        "deadline = time.time() + 20\n"
+        "while time.time() < deadline:\n"
+        "    done, status = os.waitpid(pid, os.WNOHANG)\n"
+        "    if done: break\n"
+        "    time.sleep(0.05)\n"
+        "else:\n"
+        "    os.kill(pid, 9); os.waitpid(pid, 0); status = None\n"
+        "print(None if status is None else os.waitstatus_to_exitcode(status))\n"
+    )
+    # WHEN the child opens a block and a read starts in it THEN it ends (the lock is its own)
+    assert out.strip() == "7"

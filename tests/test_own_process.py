@@ -20,7 +20,10 @@ GLIBC = LINUX and platform.libc_ver()[0] == "glibc"
 
 def in_fresh_python(code: str, *args: str, **env: str) -> str:
     # The user's own malloc and BLAS settings would decide these cases instead of tracerecon's.
-    clean = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS" and not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
+    # (Dask's nanny, started in this process by the Dask tests, sets OMP_NUM_THREADS, which
+    # OpenBLAS also reads.)
+    blas = {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "GOTO_NUM_THREADS"}
+    clean = {k: v for k, v in os.environ.items() if k not in blas and not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
     out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT, env={**clean, **env}, timeout=120)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
@@ -163,3 +166,33 @@ def test_when_memory_bounds_the_workers_the_load_says_so(monkeypatch):
     assert "reading rank0.sqlite" in said
     monkeypatch.setattr(cores, "available_memory_bytes", lambda: None)
     assert report_json(api.load(run, jobs=2)) == bounded
+
+
+def test_the_room_under_cgroup_limits_counts_ancestors_and_leaves_out_inactive_cache(tmp_path):
+    from tracerecon.cores import _rooms
+
+    gib = 1 << 30
+
+    def group(path, limit, used=None, inactive=None, files=("memory.max", "memory.current", "inactive_file")):
+        d = tmp_path / path
+        d.mkdir(parents=True, exist_ok=True)
+        (d / files[0]).write_text(f"{limit}\n")
+        if used is not None:
+            (d / files[1]).write_text(f"{used}\n")
+            (d / "memory.stat").write_text(f"anon 1\n{files[2]} {inactive or 0}\nfile 9\n")
+
+    # GIVEN cgroup v2: a Slurm job limited to 7 GiB (5 GiB used, 3 of them inactive page cache)
+    #       over its step and task groups, which have no limit of their own
+    group("v2/job_1", 7 * gib, 5 * gib, 3 * gib)
+    group("v2/job_1/step_0", "max", 5 * gib, 3 * gib)
+    group("v2/job_1/step_0/task_0", "max", 4 * gib, 3 * gib)
+    # WHEN the room is read from the task's group THEN the job's: 7 - (5 - 3) GiB
+    assert _rooms(str(tmp_path / "v2"), "/job_1/step_0/task_0", "memory.max", "memory.current", "inactive_file") == [5 * gib]
+    # GIVEN cgroup v1 as in a container: the mount is the container's group (limited to 4 GiB,
+    #       1 GiB used), the path in /proc/self/cgroup one the mount does not show
+    v1 = ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
+    group("v1", 4 * gib, 1 * gib, 0, files=v1)
+    # THEN its root's room: 3 GiB; and an unlimited v1 group (about 2**63) has no room said
+    assert _rooms(str(tmp_path / "v1"), "/docker/abc", *v1) == [3 * gib]
+    group("v1u", 2**63 - 4096, 1 * gib, 0, files=v1)
+    assert _rooms(str(tmp_path / "v1u"), "/", *v1) == []

@@ -419,3 +419,47 @@ def test_a_dask_task_sizes_its_threads_by_its_workers_share():
             distributed.Client(cluster) as client:
         # WHEN a task asks how many cores it may use THEN half the worker's (this host's)
         assert client.submit(cores_in_task, pure=False).result() == max(1, usable_cores() // 2)
+
+
+def test_the_progress_line_of_several_processes_names_each_exports_stage():
+    from tracerecon.pipeline import ANALYSING, DONE, READING, WAITING, board_line
+
+    # GIVEN three exports, one at each stage but waiting WHEN the line is made THEN one line each
+    assert board_line(["rank0.sqlite", "rank1.sqlite", "rank2.sqlite"], [DONE, ANALYSING, READING], 2) == (
+        "1/3 exports done, 2 processes\n  rank0.sqlite: done\n  rank1.sqlite: analysing\n  rank2.sqlite: reading")
+    # GIVEN more exports than lines WHEN the line is made THEN how many are at each stage
+    stages = [DONE] * 3 + [ANALYSING] * 4 + [READING] * 2 + [WAITING] * 3
+    assert board_line([f"rank{i}.sqlite" for i in range(12)], stages, 6) == "3/12 exports done, 6 processes: 2 reading, 4 analysing, 3 waiting"
+
+
+def test_a_worker_marks_its_export_reading_then_analysing(monkeypatch):
+    from tracerecon import handoff, pipeline
+    from tracerecon.analysis.config import PhaseConfig
+    from tracerecon.pipeline import ANALYSING, READING
+
+    # GIVEN the board a worker process writes its export's stages to (a recorder here)
+    monkeypatch.setenv("TRACERECON_NO_CACHE", "1")
+    marks: list[tuple[int, int]] = []
+
+    class Board(list):
+        def __setitem__(self, i, v):
+            marks.append((i, v))
+
+    monkeypatch.setattr(pipeline, "_BOARD", Board([0, 0]))
+    # WHEN it reads and analyses export 1 of a run of two
+    owner = handoff.new_owner()
+    out, _, _ = handoff.take(pipeline._file_work_handed_off(owner, DEMO2 / "nccl_skew" / "rank1.sqlite", PhaseConfig(), True, 1, 1))
+    # THEN the board said reading, then analysing, for that export only
+    assert out and marks == [(1, READING), (1, ANALYSING)]
+
+
+def test_a_load_in_processes_says_every_export_done_before_the_cross_rank_step(monkeypatch):
+    from tracerecon import api
+
+    # GIVEN two ranks loaded in two worker processes, cache off
+    monkeypatch.setenv("TRACERECON_NO_CACHE", "1")
+    said: list[str] = []
+    api.load(sorted((DEMO2 / "nccl_skew").glob("*.sqlite")), progress=said.append, jobs=2)
+    # WHEN the progress lines are read THEN the last before the cross-rank step names both done
+    last = said[said.index("across ranks") - 1]
+    assert last == "2/2 exports done, 2 processes\n  rank0.sqlite: done\n  rank1.sqlite: done", said

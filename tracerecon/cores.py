@@ -35,8 +35,10 @@ def share_unset() -> bool:
 
 def available_memory_bytes() -> int | None:
     """Memory this process may still take: the system's available memory (``MemAvailable``),
-    or less where its cgroup (a container, a Slurm job) has a limit with less room left; None
-    where neither can be read (not Linux)."""
+    or less where a cgroup it is in (a container, a Slurm job, a systemd slice: its own or an
+    ancestor, cgroup v2 or v1) has a limit with less room left; None where none of them can be
+    read (not Linux). A group's inactive page cache counts as room (the kernel gives it back
+    first: the exports just read sit there)."""
     room = []
     try:
         with open("/proc/meminfo") as fh:
@@ -46,26 +48,54 @@ def available_memory_bytes() -> int | None:
                     break
     except (OSError, ValueError, IndexError):
         pass
-    try:
-        # cgroup v2: this process's group (/proc/self/cgroup: "0::/path"), its limit and use
-        with open("/proc/self/cgroup") as fh:
-            group = next((ln.strip().split("::", 1)[1] for ln in fh if ln.startswith("0::")), None)
-        if group is not None:
-            base = "/sys/fs/cgroup" + group.rstrip("/")
-            with open(base + "/memory.max") as fh:
-                limit = fh.read().strip()
-            if limit != "max":
-                with open(base + "/memory.current") as fh:
-                    room.append(max(0, int(limit) - int(fh.read().strip())))
-    except (OSError, ValueError, StopIteration):
-        pass
-    try:
-        # cgroup v1 (its memory controller mounted as the process's own group, as in a container)
-        with open("/sys/fs/cgroup/memory/memory.limit_in_bytes") as fh:
-            limit = int(fh.read().strip())
-        if limit < 1 << 60:  # (no limit reads as about 2**63)
-            with open("/sys/fs/cgroup/memory/memory.usage_in_bytes") as fh:
-                room.append(max(0, limit - int(fh.read().strip())))
-    except (OSError, ValueError):
-        pass
+    room.extend(_cgroup_rooms())
     return min(room) if room else None
+
+
+def _cgroup_rooms() -> list[int]:
+    """The room left under each memory limit of this process's cgroups and their ancestors."""
+    v2 = v1 = None
+    try:
+        with open("/proc/self/cgroup") as fh:
+            for line in fh:
+                hierarchy, controllers, path = line.rstrip("\n").split(":", 2)
+                if hierarchy == "0" and controllers == "":
+                    v2 = path
+                elif "memory" in controllers.split(","):
+                    v1 = path
+    except (OSError, ValueError):
+        return []
+    rooms = []
+    if v2 is not None:
+        rooms += _rooms("/sys/fs/cgroup", v2, "memory.max", "memory.current", "inactive_file")
+    if v1 is not None:
+        rooms += _rooms("/sys/fs/cgroup/memory", v1, "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
+    return rooms
+
+
+def _rooms(mount: str, path: str, limit_file: str, usage_file: str, inactive_key: str) -> list[int]:
+    """Limit minus use (its inactive page cache left out) of the group at ``path`` under
+    ``mount`` and of each ancestor; a group the mount does not show is skipped (in a container
+    the mount is the container's own group: its root, which is walked too)."""
+    out = []
+    parts = [p for p in path.split("/") if p]
+    for depth in range(len(parts), -1, -1):
+        group = os.path.join(mount, *parts[:depth])
+        try:
+            with open(os.path.join(group, limit_file)) as fh:
+                text = fh.read().strip()
+            if text == "max" or int(text) >= 1 << 60:  # (no limit: v2 says max, v1 about 2**63)
+                continue
+            with open(os.path.join(group, usage_file)) as fh:
+                used = int(fh.read().strip())
+            inactive = 0
+            with open(os.path.join(group, "memory.stat")) as fh:
+                for line in fh:
+                    key, _, value = line.partition(" ")
+                    if key == inactive_key:
+                        inactive = int(value)
+                        break
+            out.append(max(0, int(text) - max(0, used - inactive)))
+        except (OSError, ValueError):
+            continue
+    return out

@@ -82,10 +82,31 @@ class ImportAhead:
         self.join()
 
 
-# Module lists waiting for a trace's read to start (``once_reading``): [modules, the process
-# that asked, its ImportAhead once started]. (Its lock is taken before ``_RUNNING_LOCK``, never after.)
-_WAITING: list[list] = []
+class _Waiting:
+    """One ``once_reading`` block: its modules, the process that opened it, its ImportAhead
+    once a read started (compared by identity: two blocks may wait for the same modules)."""
+
+    def __init__(self, modules: tuple[str, ...]):
+        self.modules, self.pid, self.started = modules, os.getpid(), None
+
+
+# The blocks waiting for a trace's read to start. (Its lock is taken before ``_RUNNING_LOCK``,
+# never after.)
+_WAITING: list[_Waiting] = []
 _WAITING_LOCK = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    # A child forked while another thread held a lock here would wait for it forever, and
+    # its parent's blocks and import threads are not its own.
+    global _WAITING_LOCK, _RUNNING_LOCK
+    _WAITING_LOCK, _RUNNING_LOCK = threading.Lock(), threading.Lock()
+    _WAITING.clear()
+    _RUNNING.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @contextlib.contextmanager
@@ -97,16 +118,17 @@ def once_reading(modules: Sequence[str]) -> Iterator[None]:
     later on the 2-core machine). ``modules`` must not import numpy or pyarrow, which the main
     thread may be importing then. Joined at the block's end; where no read started (a cached
     result) nothing is imported here and the caller's own import does it."""
-    entry = [tuple(modules), os.getpid(), None]
+    entry = _Waiting(tuple(modules))
     with _WAITING_LOCK:
         _WAITING.append(entry)
     try:
         yield
     finally:
         with _WAITING_LOCK:
-            _WAITING.remove(entry)
-        if entry[2] is not None:
-            entry[2].join()
+            if any(e is entry for e in _WAITING):  # (gone in a child forked inside the block)
+                _WAITING[:] = [e for e in _WAITING if e is not entry]
+        if entry.started is not None:
+            entry.started.join()
 
 
 def reading_started() -> None:
@@ -114,5 +136,5 @@ def reading_started() -> None:
     process wait for (a worker process forked inside such a block imports none of it)."""
     with _WAITING_LOCK:
         for e in _WAITING:
-            if e[2] is None and e[1] == os.getpid():
-                e[2] = ImportAhead(e[0])
+            if e.started is None and e.pid == os.getpid():
+                e.started = ImportAhead(e.modules)

@@ -7,6 +7,7 @@ Imported by ``tracerecon.api`` when an analysis is needed; front ends call ``api
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import threading
 from dataclasses import replace
@@ -305,7 +306,9 @@ def _take_dask_worker_share() -> None:
 
 
 def _file_work_uncached(f: Path, config: PhaseConfig, multi: bool, name_number: int | None, order: int) -> tuple[list, list[str], tuple]:
-    return _analyse_file(f, _read_tables(f, ANALYSIS_MODULES), config, multi, name_number, order)
+    read = _read_tables(f, ANALYSIS_MODULES)
+    _mark(order, ANALYSING)
+    return _analyse_file(f, read, config, multi, name_number, order)
 
 
 def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, name_number: int | None, order: int) -> tuple[list, list[str], tuple]:
@@ -431,6 +434,41 @@ def default_jobs(files: Sequence[Path], say: Progress | None = None) -> int:
     return n
 
 
+# Where each export of a multi-process load stands (``_file_work_here``): a byte per export in
+# memory shared with the workers, which write their exports' stages; the parent reads them for
+# its progress line.
+WAITING, READING, ANALYSING, DONE = 0, 1, 2, 3
+_STAGE_WORDS = {WAITING: "waiting", READING: "reading", ANALYSING: "analysing", DONE: "done"}
+_BOARD = None  # in a worker process: the load's board (``_start_worker``)
+# Up to this many exports the progress line names each one's stage; more, it counts them.
+BOARD_LINES_MAX = 8
+
+
+def _start_worker(threads: int, board) -> None:
+    """A worker process's start: ``prepare_worker``'s settings, and the load's board."""
+    from tracerecon.own_process import prepare_worker
+
+    global _BOARD
+    prepare_worker(threads)
+    _BOARD = board
+
+
+def _mark(order: int, stage: int) -> None:
+    """In a worker process, export ``order`` is at ``stage`` (a no-op outside one)."""
+    if _BOARD is not None and 0 <= order < len(_BOARD):
+        _BOARD[order] = stage
+
+
+def board_line(names: Sequence[str], stages: Sequence[int], workers: int) -> str:
+    """The progress line of a multi-process load: each export's stage (up to BOARD_LINES_MAX
+    exports, one line each), else how many are at each stage."""
+    head = f"{sum(s == DONE for s in stages)}/{len(names)} exports done, {workers} processes"
+    if len(names) <= BOARD_LINES_MAX:
+        return "\n".join([head] + [f"  {name}: {_STAGE_WORDS[s]}" for name, s in zip(names, stages)])
+    counts = [f"{sum(s == k for s in stages)} {_STAGE_WORDS[k]}" for k in (READING, ANALYSING, WAITING) if any(s == k for s in stages)]
+    return head + (": " + ", ".join(counts) if counts else "")
+
+
 def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
     """``_file_work`` for every file, in ``jobs`` worker processes of this machine."""
     if len(args) == 1:  # the whole run's cache entry covers it: no second entry
@@ -442,12 +480,12 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
             say(f"reading {a[0].name}")
             results.append(_file_work(*a))
         return results
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from multiprocessing.sharedctypes import RawArray
 
     from tracerecon import handoff
     from tracerecon.cores import usable_cores
     from tracerecon.interrupts import ctrl_c_held, stop_worker_processes
-    from tracerecon.own_process import prepare_worker
 
     workers = min(jobs, len(args))
     say(f"reading {len(args)} exports in {workers} processes")
@@ -465,17 +503,26 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
     owner = handoff.new_owner()
     handoff.discard_orphans()
     handoff.allow_open_files(len(args))
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=prepare_worker, initargs=(threads,))
+    board = RawArray("b", len(args))
+    names = [a[0].name for a in args]
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(threads, board))
     all_in = False
     try:
         with ctrl_c_held():  # the workers start (fork) at the first submit
             futures = {pool.submit(_file_work_handed_off, owner, *a): i for i, a in enumerate(args)}
         reading_started()
         _import_analysis()  # while the workers work (forked ones all start at the first submit)
-        for fut in as_completed(futures):
-            # Taken as each arrives: the first failure stops the load.
-            results[futures[fut]] = handoff.take(fut.result())
-            say(f"{len(results)}/{len(args)} exports done ({args[futures[fut]][0].name})")
+        pending, shown = set(futures), None
+        while pending:
+            done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
+            for fut in done:
+                # Taken as each arrives: the first failure stops the load.
+                results[futures[fut]] = handoff.take(fut.result())
+                board[futures[fut]] = DONE
+            line = board_line(names, list(board), workers)
+            if line != shown:
+                say(line)
+                shown = line
         all_in = True
     except KeyboardInterrupt:
         # Ctrl-C: the workers under way are stopped (their reads would run to their ends).
@@ -541,6 +588,8 @@ def _file_work_handed_off(owner: str, *args):
     memory (see ``tracerecon.handoff``) rather than pickled through the pool's pipe."""
     from tracerecon import handoff
 
+    order = args[4]
+    _mark(order, READING)
     handed = handoff.put(_file_work(*args), owner)
     # A worker that is done waits for the others: what its malloc keeps free for reuse
     # (tracerecon.memory) goes back to the system meanwhile (about 90 MB per rank of 76 MB).
@@ -560,7 +609,8 @@ def _file_work_on_dask(scheduler: str, args: list[tuple], say: Progress) -> list
     from tracerecon.cache import enabled
 
     as_file = Path(scheduler).is_file()
-    if not as_file and ":" not in scheduler:  # (an address has a port: tcp://HOST:PORT, HOST:PORT)
+    # An address is PROTOCOL://HOST:PORT or HOST:PORT; anything else names a scheduler file.
+    if not as_file and "://" not in scheduler and not re.fullmatch(r"[\w.\-\[\]:]+:\d+", scheduler):
         raise UsageError(f"--dask {scheduler}: no such scheduler file, and no scheduler address (tcp://HOST:PORT)")
     try:
         client = Client(scheduler_file=scheduler, timeout="20s") if as_file else Client(scheduler, timeout="20s")
