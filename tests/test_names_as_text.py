@@ -94,7 +94,8 @@ def test_control_characters_in_names_reach_the_terminal_as_escapes(tmp_path):
     lines = res.stderr.splitlines()
     assert lines and all(ln.startswith("tracerecon: ") for ln in lines), lines
     assert not any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in res.stderr.replace("\n", "")), res.stderr
-    assert "loop\\n\\x1b[31mstep" in res.stderr
+    # (suggested as a pattern that writes them as escapes: pasted, it matches the range)
+    assert "=re:^loop\\x0a\\x1b\\[31mstep$" in res.stderr
 
 
 def test_names_that_hold_emoji_codes_are_printed_as_they_are(tmp_path):
@@ -115,3 +116,72 @@ def test_names_that_hold_emoji_codes_are_printed_as_they_are(tmp_path):
     # THEN the names and the file name are printed as written
     assert report.returncode == 0, report.stderr
     assert "step:a:forward" in report.stdout and "draft:smile:" in report.stdout and "run:cd:.sqlite" in report.stdout, report.stdout
+
+
+def _trace_named(path, first: str, second: str):
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * (c + 1)
+        t.range(f"cycle {c}", b * U, (b + 300) * U)
+        t.range(first, b * U, (b + 100) * U)
+        t.range(second, (b + 100) * U, (b + 300) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U), (b + 20) * U, (b + 90) * U, stream=7)
+        t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U), (b + 120) * U, (b + 250) * U, stream=7)
+    return str(t.write(path))
+
+
+def test_control_characters_in_names_reach_stdout_as_escapes_in_tables_and_lines(tmp_path):
+    # GIVEN phases named with escape sequences and a newline, in a file named with one
+    path = _trace_named(tmp_path / "run\x1b[31m.sqlite", "\x1b[31mred", "a\nb")
+    # WHEN reported with them as phases, and its ranges listed
+    report = run_cli("report", path, "--no-cache", "--phase", "\x1b[31mred", "--phase", "a\nb")
+    ranges = run_cli("ranges", path, "--no-cache")
+    # THEN no control character reaches stdout: each is an escape, each row stays one line
+    for res in (report, ranges):
+        assert res.returncode == 0, res.stderr
+        assert not any(ord(ch) < 0x20 and ch != "\n" for ch in res.stdout), repr(res.stdout)
+        assert "\\x1b[31mred" in res.stdout and "a\\nb" in res.stdout and "run\\x1b[31m.sqlite" in res.stdout, res.stdout
+
+
+@pytest.mark.parametrize("first, second", [("\x1b[31mred", "a\nb"), ("-x", "  ")], ids=["control", "dash-and-blank"])
+def test_the_phases_suggested_for_odd_names_work_when_pasted(tmp_path, first, second):
+    import shlex
+
+    # GIVEN a trace whose phase ranges are named so that they cannot be typed as they are
+    path = _trace_named(tmp_path / "t.sqlite", first, second)
+    # WHEN reported without phases THEN the warning suggests --phase values
+    res = run_cli("report", path, "--no-cache")
+    hint = res.stderr.split("the likely phases here: ", 1)[1].split(" (`tracerecon ranges`", 1)[0]
+    # THEN pasted into a shell they report both phases, three cycles each
+    again = run_cli("report", "--json", path, "--no-cache", *shlex.split(hint))
+    assert again.returncode == 0, again.stderr
+    import json
+
+    phases = json.loads(again.stdout)["ranks"][0]["phases"]
+    assert len(phases) == 2 and all(p["n"] == 3 for p in phases), (hint, phases)
+
+
+def test_the_plot_escapes_control_characters_and_says_missing_glyphs_once(tmp_path):
+    pytest.importorskip("matplotlib")
+    import xml.dom.minidom
+
+    # GIVEN phases named with an escape sequence, and with characters the plot's font lacks
+    path = _trace_named(tmp_path / "t.sqlite", "\x1b[31mred", "\u8349\u7a3f")
+    out = tmp_path / "p.svg"
+    # WHEN plotted with them as phases
+    res = run_cli("plot", path, "--no-cache", "--phase", "\x1b[31mred", "--phase", "\u8349\u7a3f", "-o", str(out))
+    # THEN the picture is valid XML with the name's escape drawn as text, and stderr holds one
+    #      line of tracerecon's for the missing glyphs, no matplotlib warning
+    assert res.returncode == 0, res.stderr
+    xml.dom.minidom.parse(str(out))
+    assert "\\x1b[31mred" in out.read_text()
+    lines = res.stderr.splitlines()
+    assert all(ln.startswith("tracerecon: ") for ln in lines) and sum("not in the plot's font" in ln for ln in lines) == 1, res.stderr
+
+
+def test_text_shown_to_a_person_escapes_control_characters_and_undecodable_bytes():
+    from tracerecon.json_text import one_line
+
+    # GIVEN a file name with a byte that was no UTF-8, an escape sequence, a newline and a tab
+    # THEN each is written as an escape (the byte as the JSON writes it)
+    assert one_line("bad\udcffname \x1b[31m a\nb\tc") == "bad\\xffname \\x1b[31m a\\nb\\tc"

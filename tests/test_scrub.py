@@ -261,3 +261,27 @@ def test_a_secret_holding_utf8_in_a_payload_is_redacted_whole_and_binary_bytes_a
     # bytes no UTF-8 text holds (a float's, a length's) end the secret and stay
     assert scrub_secrets_in_bytes(b"\n\x10password=hunter2\xf8?\x12\x05hello") == b"\n\x10password=[REDACTED]\xf8?\x12\x05hello"
     assert scrub_secrets_in_bytes(b"\n\x0eapi_key: s3cr3t\x96\x01\x10\x07") == b"\n\x0eapi_key: [REDACTED]\x96\x01\x10\x07"
+
+
+def test_range_names_that_held_a_path_are_said_as_they_read_in_the_copy(tmp_path):
+    # GIVEN phases named with an absolute path and an address, and one plain
+    u = 1000
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * (c + 1)
+        t.range(f"cycle {c}", b * u, (b + 300) * u)
+        t.range("load /models/llama", b * u, (b + 100) * u)
+        t.range("10.0.0.1 draft", (b + 100) * u, (b + 150) * u)
+        t.range("verify", (b + 150) * u, (b + 300) * u)
+        t.kernel(t.call("cudaLaunchKernel", (b + 10) * u, (b + 12) * u), (b + 20) * u, (b + 90) * u, stream=7)
+    src = t.write(tmp_path / "t.sqlite")
+    # WHEN scrubbed
+    res = run_cli("scrub", "-o", str(tmp_path / "s.sqlite"), str(src))
+    # THEN one warning names the two renamed ranges as they now read (not as they were), and
+    #      a --phase naming them so finds them in the copy
+    assert res.returncode == 0, res.stderr
+    warning = [ln for ln in res.stderr.splitlines() if "range name(s)" in ln]
+    assert len(warning) == 1 and "2 NVTX range name(s)" in warning[0] and "'[ip] draft'" in warning[0] and "'load [path]'" in warning[0], res.stderr
+    assert "/models" not in res.stderr and "10.0.0.1" not in res.stderr
+    rep = run_cli("report", "--json", "--no-cache", str(tmp_path / "s.sqlite"), "--phase", "load [path]", "--phase", "[ip] draft", "--phase", "verify")
+    assert [p["n"] for p in json.loads(rep.stdout)["ranks"][0]["phases"]] == [3, 3, 3], rep.stderr

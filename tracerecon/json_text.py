@@ -1,6 +1,7 @@
 """Text and JSON as tracerecon writes them (``report --json``, ``diff --json``, ``ranges --json``,
 ``manifest.json``, timeline names): valid UTF-8 whatever the file names (``run.json`` keeps
-its names as they are: tracerecon reads them back as paths)."""
+its names as they are: tracerecon reads them back as paths); and text shown to a person
+(messages, tables, plots), with a trace's control characters as escapes (``one_line``)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,17 @@ def valid_text(text: str) -> str:
         return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     except UnicodeEncodeError:  # a lone surrogate that stands for no byte: escaped as itself
         return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+# Control characters a trace's names may hold (a newline, an escape sequence) are written as
+# escapes: each message stays one line, and nothing in a trace drives the terminal.
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)]} | {0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
+
+
+def one_line(text: str) -> str:
+    """``text`` as shown to a person: its control characters written as escapes, and a file
+    name's bytes that were no UTF-8 as the JSON writes them (``valid_text``)."""
+    return valid_text(text).translate(_CONTROL)
 
 
 def valid_json(doc):

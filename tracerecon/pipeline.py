@@ -700,7 +700,8 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
         raise BadTraceError(elsewhere[0] if elsewhere else no_nvtx_message(", ".join(str(f) for f in files), results[0][2][2]))
     if all(len(w.phase_inputs.phase_rows) == 0 for _, _, w in work):
         names = phase_candidates(work[0][2].ranges, config.cycle_prefix)
-        hint = ("; the likely phases here: " + " ".join(f"--phase {shlex.quote(n)}" for n in names)) if names else ""
+        # (--phase=VALUE where the value starts with '-': it would read as an option)
+        hint = ("; the likely phases here: " + " ".join(f"--phase={shlex.quote(n)}" if n.startswith("-") else f"--phase {shlex.quote(n)}" for n in names)) if names else ""
         warnings.append(f"no range named as a phase ({', '.join(config.phases)}) in {', '.join(str(f) for f in files)}{hint} "
                         "(`tracerecon ranges` lists every range name)")
     else:

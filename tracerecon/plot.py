@@ -5,9 +5,12 @@ verdict, and the cycle-by-cycle GPU breakdown; a diff puts two runs side by side
 from __future__ import annotations
 
 import os
+import re
+import warnings
 
 from tracerecon.analysis.summary import steady_phases, summarize_phases
 from tracerecon.model import Analysis
+from tracerecon.json_text import one_line
 from tracerecon.present import verdict_label
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
@@ -28,7 +31,7 @@ def shown_names(names: list[str], width: int = NAME_CHARS) -> list[str]:
     number appended where two would read alike)."""
     width = max(width, 4)
     out: list[str] = []
-    for name in names:
+    for name in map(one_line, names):  # (control characters as escapes: no raw ESC in an SVG)
         short = name if len(name) <= width else name[: (width - 1) * 2 // 3] + "\u2026" + name[-((width - 1) - (width - 1) * 2 // 3):]
         base, k = short, 2
         while short in out:
@@ -50,15 +53,25 @@ def _pyplot():
     return plt
 
 
-def plot_runs(runs: list[tuple[str, Analysis]], out_file: str | os.PathLike) -> None:
+def plot_runs(runs: list[tuple[str, Analysis]], out_file: str | os.PathLike) -> tuple[str, ...]:
     """One row per (run, rank): left, CPU ms against GPU ms per phase (medians; the bar's hatch
     says the verdict); right, each cycle's GPU ms stacked by phase; each column on one scale
-    across rows. SVG or PNG by the suffix."""
+    across rows. SVG or PNG by the suffix. Returns what the caller should say (warnings)."""
     plt = _pyplot()
     # Names and labels are the trace's text, drawn as written: no mathtext ('price$x$' drawn
     # as 'price' and an italic x; an unknown '\\cmd' between dollars stopped the plot).
-    with plt.rc_context({"text.parse_math": False}):
+    with plt.rc_context({"text.parse_math": False}), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         _draw_runs(plt, runs, out_file)
+    # matplotlib's own warnings (a glyph its font lacks, once per glyph and drawing) as one line
+    missing = sorted({one_line(chr(int(m.group(1)))) for w in caught if (m := _NO_GLYPH.search(str(w.message)))})
+    said = (f"{len(missing)} character(s) of the names are not in the plot's font and are drawn as boxes "
+            f"({' '.join(missing[:8])}{' ...' if len(missing) > 8 else ''})",) if missing else ()
+    others = tuple(dict.fromkeys(one_line(str(w.message)) for w in caught if not _NO_GLYPH.search(str(w.message))))
+    return said + others
+
+
+_NO_GLYPH = re.compile(r"Glyph (\d+) \(.*\) missing from font")
 
 
 def _draw_runs(plt, runs: list[tuple[str, Analysis]], out_file: str | os.PathLike) -> None:

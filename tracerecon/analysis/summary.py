@@ -371,4 +371,12 @@ def _phase_value(shape: str, members: list["RangeSummary"]) -> str:
     if len(members) > 1:
         return f"{label}=re:^" + r"\d+".join(re.escape(part).replace("\\ ", " ") for part in shape.split(_HOLE)) + "$"
     name = members[0].name
+    if _UNTYPABLE.search(name) or not name.strip():
+        # A name with control characters cannot be typed in a shell as it is, nor can a blank
+        # one be a bare --phase value: a pattern that writes them as escapes matches it.
+        typable = re.sub(r"[^\w:.\-]+", "_", name).strip("_") or "phase"
+        return f"{typable}=re:^" + "".join(f"\\x{ord(c):02x}" if _UNTYPABLE.match(c) else re.escape(c) for c in name) + "$"
     return f"{label}={name}" if "=" in name else name  # a name with "=" would read as LABEL=PATTERN
+
+
+_UNTYPABLE = re.compile(r"[\x00-\x1f\x7f-\x9f]")

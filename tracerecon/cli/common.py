@@ -11,6 +11,7 @@ from typing import Iterator, Sequence
 
 from tracerecon.analysis.config import DEFAULT_CYCLE, DEFAULT_PHASES, PhaseConfig, parse_phase_spec, parse_phase_thread
 from tracerecon.errors import UsageError
+from tracerecon.json_text import one_line
 
 BUNDLED_SAMPLE = Path(__file__).resolve().parent.parent.parent / "sample_traces" / "h200_nsys2025.3.1" / "eagle_gpu_bound.sqlite"
 TRACE_HELP = "nsys .sqlite export(s) (or .sqlite.xz), a directory of them, a `tracerecon run` directory, or a `tracerecon export` directory"
@@ -115,14 +116,6 @@ def _recorded_in(inputs: Sequence[str]) -> str:
     return next((str(Path(p) / RUN_JSON) for p in inputs if Path(p).is_dir() and is_run_dir(p)), RUN_JSON)
 
 
-# Control characters a trace's names may hold (a newline, an escape sequence) are written as
-# escapes: each message stays one line, and nothing in a trace drives the terminal.
-_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)]} | {0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
-
-
-def one_line(text: str) -> str:
-    """``text`` with its control characters written as escapes."""
-    return text.translate(_CONTROL)
 
 
 def say(msg: str) -> None:
@@ -156,6 +149,12 @@ def console():
             self.quiet = True
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise SystemExit(0)
+
+        def render_str(self, text: str, **kwargs):
+            # A table's cells: names from the trace, shown with their control characters as
+            # escapes (a range named with ESC sequences recoloured the terminal; a newline split
+            # its row in two), as on stderr.
+            return super().render_str(one_line(text), **kwargs)
 
         def _render_buffer(self, buffer) -> str:
             # Tables pad their lines to the width: piped or redirected, no trailing spaces.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from tracerecon.cli.common import add_analysis_command, config_from, load, output_path
+from tracerecon.cli.common import add_analysis_command, config_from, load, output_path, warn_all
 
 
 def add(sub) -> None:
@@ -36,6 +36,6 @@ def main(args: argparse.Namespace) -> int:
     runs = [(f"A ({named(args.traces)})" if args.diff else "", load(args.traces, config_from(args, args.traces), args.jobs, args.dask))]
     if args.diff:
         runs.append((f"B ({named([args.diff])})", load([args.diff], config_from(args, [args.diff]), args.jobs, args.dask)))
-    plot_runs(runs, args.output)
+    warn_all(plot_runs(runs, args.output))
     print(f"wrote {args.output}")
     return 0

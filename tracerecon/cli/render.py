@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from tracerecon.cli.common import one_line
 from tracerecon.present import VERDICT_STYLE, diff_notes, fmt_ms, left_out_note, misleading_line, most_misleading, verdict_cause_label
 from tracerecon.report_model import Report
 from tracerecon.json_text import json_text
@@ -19,7 +20,8 @@ from tracerecon.json_text import json_text
 def print_wrapped(console: Console, text: str, indent: str = "  ", hanging: str = "      ", style: str | None = None, bold: int = 0) -> None:
     """One line of prose at the console's width, wrapped at spaces under a hanging indent (a
     path or a name longer than the width stays whole); its first ``bold`` characters bold."""
-    lines = textwrap.wrap(text, width=max(20, console.width), initial_indent=indent, subsequent_indent=hanging,
+    # (names from the trace in it: control characters as escapes, as on stderr)
+    lines = textwrap.wrap(one_line(text), width=max(20, console.width), initial_indent=indent, subsequent_indent=hanging,
                           break_long_words=False, break_on_hyphens=False) or [indent]
     for i, line in enumerate(lines):
         head = len(indent) + bold if i == 0 else 0

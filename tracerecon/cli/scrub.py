@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from tracerecon.cli.common import output_path
+from tracerecon.cli.common import output_path, say
 
 
 def add(sub) -> None:
@@ -13,7 +13,8 @@ def add(sub) -> None:
         description="Copies TRACE and, in the copy only, drops captured environment tables and call chains, keeps only allow-listed "
                     "capture metadata, blanks host and user names, redacts environment assignments and secret-looking values in every "
                     "text value and blob, replaces every absolute path with [path], IP addresses with [ip], the trace's host names "
-                    "with [host], drops the program's captured output, and vacuums. The analysis of the copy is identical to the original's.",
+                    "with [host], drops the program's captured output, and vacuums. The analysis of the copy is identical to the original's, "
+                    "but for NVTX range names that held such text: they read as scrubbed (said), and a --phase naming one must name it so.",
     )
     p.add_argument("trace", metavar="TRACE.sqlite", help="the export to copy (never modified)")
     p.add_argument("-o", "--output", type=output_path, metavar="OUT", help="output file (default: TRACE.scrubbed.sqlite beside it)")
@@ -25,4 +26,8 @@ def main(args: argparse.Namespace) -> int:
 
     s = scrub_export(args.trace, args.output)
     print(f"wrote {s.output}: dropped {len(s.dropped_tables)} table(s), {s.capture_entries_removed} capture entries, changed {s.text_values_changed} text value(s)")
+    if s.renamed_ranges:
+        shown = ", ".join(repr(n) for n in s.renamed_ranges[:5]) + (", ..." if len(s.renamed_ranges) > 5 else "")
+        say(f"warning: {len(s.renamed_ranges)} NVTX range name(s) held a path, an address or a secret and read in the copy as {shown}: "
+            "a --phase naming one must name it so there")
     return 0

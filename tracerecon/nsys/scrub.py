@@ -235,6 +235,9 @@ class ScrubSummary:
     dropped_tables: tuple[str, ...]
     capture_entries_removed: int
     text_values_changed: int
+    # NVTX range names that held a path, an address or a secret, as they read in the copy:
+    # a --phase naming one must name it so there.
+    renamed_ranges: tuple[str, ...] = ()
 
 
 def default_output(src: Path) -> Path:
@@ -365,6 +368,7 @@ def _scrub_in_place(path: Path) -> ScrubSummary:
         if meta in tables:
             for key, val in EXPORT_META_BLANK.items():
                 conn.execute(f"update {meta} set value = ? where name = ?", (val, key))
+    renamed = _renamed_ranges(conn, tables, hosts)
     changed = 0
     for table in db.tables:
         for col in (c.name for c in table.columns):  # every column: nsys's declared types are not a promise
@@ -382,7 +386,21 @@ def _scrub_in_place(path: Path) -> ScrubSummary:
     conn.commit()
     conn.execute("vacuum")
     conn.close()
-    return ScrubSummary(str(path), tuple(dropped), removed, changed)
+    return ScrubSummary(str(path), tuple(dropped), removed, changed, renamed)
+
+
+def _renamed_ranges(conn, tables: list[str], hosts: tuple[str, ...]) -> tuple[str, ...]:
+    """The NVTX range names (their own text or their StringIds entry) that scrubbing changes,
+    as they will read, sorted."""
+    if "NVTX_EVENTS" not in tables:
+        return ()
+    cols = {r[1] for r in conn.execute("pragma table_info('NVTX_EVENTS')")}
+    names: set[str] = set()
+    if "text" in cols:
+        names |= {r[0] for r in conn.execute("select distinct text from NVTX_EVENTS where typeof(text) = 'text'")}
+    if "textId" in cols and "StringIds" in tables:
+        names |= {r[0] for r in conn.execute("select value from StringIds where id in (select textId from NVTX_EVENTS) and typeof(value) = 'text'")}
+    return tuple(sorted({new for name in names if (new := scrub_text(name, hosts)) != name}))
 
 
 def scrub_run_dir(folder: str | os.PathLike) -> list[str]:
