@@ -57,6 +57,19 @@ class FakeTrace:
         for name, start, end in zip(names, edges, edges[1:]):
             self.range(name, start, end, pid=pid, tid=tid)
 
+    def phase_cycles(self, names: tuple[str, ...] | list[str], cycles: int = 3) -> "FakeTrace":
+        """``cycles`` cycle ranges (``cycle 0``, ...) of the phases ``names`` one after another,
+        100 us each, each launching one kernel of 70 us on stream 7; returns the trace."""
+        u = 1000
+        for c in range(cycles):
+            b = 1000 * (c + 1) * u
+            self.range(f"cycle {c}", b, b + 100 * u * len(names))
+            for i, name in enumerate(names):
+                s = b + 100 * u * i
+                self.range(name, s, s + 100 * u)
+                self.kernel(self.call("cudaLaunchKernel", s + 10 * u, s + 12 * u), s + 20 * u, s + 90 * u, stream=7)
+        return self
+
     def mark(self, name: str, ts: int, pid: int = 10, tid: int | None = None) -> None:
         self.nvtx.append({"start": ts, "end": None, "eventType": 34, "text": name, "globalTid": gtid(pid, tid), "endGlobalTid": None, "domainId": 0})
 

@@ -101,14 +101,7 @@ def test_control_characters_in_names_reach_the_terminal_as_escapes(tmp_path):
 def test_names_that_hold_emoji_codes_are_printed_as_they_are(tmp_path):
     # GIVEN a trace (in a file named with ':cd:') whose phases are named with ':a:' and ':smile:',
     #       which rich would print as emoji
-    t = FakeTrace()
-    for c in range(3):
-        b = 1000 * (c + 1)
-        t.range(f"cycle {c}", b * U, (b + 300) * U)
-        t.range("step:a:forward", b * U, (b + 100) * U)
-        t.range("draft:smile:", (b + 100) * U, (b + 300) * U)
-        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U), (b + 20) * U, (b + 90) * U, stream=7)
-        t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U), (b + 120) * U, (b + 250) * U, stream=7)
+    t = FakeTrace().phase_cycles(["step:a:forward", "draft:smile:"])
     path = str(t.write(tmp_path / "run:cd:.sqlite"))
     # WHEN reported with those phases
     wide = {**os.environ, "COLUMNS": "400"}
@@ -119,15 +112,7 @@ def test_names_that_hold_emoji_codes_are_printed_as_they_are(tmp_path):
 
 
 def _trace_named(path, first: str, second: str):
-    t = FakeTrace()
-    for c in range(3):
-        b = 1000 * (c + 1)
-        t.range(f"cycle {c}", b * U, (b + 300) * U)
-        t.range(first, b * U, (b + 100) * U)
-        t.range(second, (b + 100) * U, (b + 300) * U)
-        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U), (b + 20) * U, (b + 90) * U, stream=7)
-        t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U), (b + 120) * U, (b + 250) * U, stream=7)
-    return str(t.write(path))
+    return str(FakeTrace().phase_cycles([first, second]).write(path))
 
 
 def test_control_characters_in_names_reach_stdout_as_escapes_in_tables_and_lines(tmp_path):

@@ -265,15 +265,7 @@ def test_a_secret_holding_utf8_in_a_payload_is_redacted_whole_and_binary_bytes_a
 
 def test_range_names_that_held_a_path_are_said_as_they_read_in_the_copy(tmp_path):
     # GIVEN phases named with an absolute path and an address, and one plain
-    u = 1000
-    t = FakeTrace()
-    for c in range(3):
-        b = 1000 * (c + 1)
-        t.range(f"cycle {c}", b * u, (b + 300) * u)
-        t.range("load /models/llama", b * u, (b + 100) * u)
-        t.range("10.0.0.1 draft", (b + 100) * u, (b + 150) * u)
-        t.range("verify", (b + 150) * u, (b + 300) * u)
-        t.kernel(t.call("cudaLaunchKernel", (b + 10) * u, (b + 12) * u), (b + 20) * u, (b + 90) * u, stream=7)
+    t = FakeTrace().phase_cycles(["load /models/llama", "10.0.0.1 draft", "verify"])
     src = t.write(tmp_path / "t.sqlite")
     # WHEN scrubbed
     res = run_cli("scrub", "-o", str(tmp_path / "s.sqlite"), str(src))

@@ -257,15 +257,7 @@ def test_plot_draws_names_with_dollar_signs_as_written(tmp_path):
     pytest.importorskip("matplotlib")
     from nsys_factory import FakeTrace
 
-    u = 1000
-    t = FakeTrace()
-    for c in range(3):
-        b = 1000 * (c + 1)
-        t.range(f"cycle {c}", b * u, (b + 300) * u)
-        t.range("cost$\\undefinedmacro$x", b * u, (b + 100) * u)
-        t.range("price$x$", (b + 100) * u, (b + 300) * u)
-        t.kernel(t.call("cudaLaunchKernel", (b + 10) * u, (b + 12) * u), (b + 20) * u, (b + 90) * u, stream=7)
-        t.kernel(t.call("cudaLaunchKernel", (b + 110) * u, (b + 112) * u), (b + 120) * u, (b + 250) * u, stream=7)
+    t = FakeTrace().phase_cycles(["cost$\\undefinedmacro$x", "price$x$"])
     path = t.write(tmp_path / "run$a$.sqlite")
     out = tmp_path / "p.svg"
     # WHEN plotted with them as phases
