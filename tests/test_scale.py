@@ -463,3 +463,19 @@ def test_a_load_in_processes_says_every_export_done_before_the_cross_rank_step(m
     # WHEN the progress lines are read THEN the last before the cross-rank step names both done
     last = said[said.index("across ranks") - 1]
     assert last == "2/2 exports done, 2 processes\n  rank0.sqlite: done\n  rank1.sqlite: done", said
+
+
+def test_the_progress_of_exports_whose_names_hold_control_characters_escapes_them(tmp_path, monkeypatch):
+    from tracerecon import api
+
+    # GIVEN two ranks in files whose names hold an escape sequence, loaded in two processes
+    monkeypatch.setenv("TRACERECON_NO_CACHE", "1")
+    files = []
+    for src in sorted((DEMO2 / "nccl_skew").glob("*.sqlite")):
+        files.append(tmp_path / src.name.replace("rank", "\x1b[31mrank"))
+        shutil.copy(src, files[-1])
+    said: list[str] = []
+    api.load(files, progress=said.append, jobs=2)
+    # WHEN the progress lines are read THEN no control character but the lines' own newlines
+    assert said and not any(ord(ch) < 0x20 and ch != "\n" for line in said for ch in line), said
+    assert any("\\x1b[31mrank0.sqlite: done" in line for line in said), said

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from tracerecon.analysis.config import DEFAULT_PHASES, PhaseConfig, is_cycle_name, parse_phase_spec
 from tracerecon.errors import BadTraceError, TraceReconError, UsageError, install_hint
 from tracerecon.import_ahead import ImportAhead, join_all, reading_started
+from tracerecon.json_text import one_line
 from tracerecon.memory import release_free_memory
 from tracerecon.run_dir import MAX_RANK_IN_NAME, STREAM_MARK, accepted_of_mark, expand_inputs, listed_but_missing, listed_by_one_run, number_in_filename, rank_of_mark, read_engine_timers, trace_stem
 
@@ -472,12 +473,12 @@ def board_line(names: Sequence[str], stages: Sequence[int], workers: int) -> str
 def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
     """``_file_work`` for every file, in ``jobs`` worker processes of this machine."""
     if len(args) == 1:  # the whole run's cache entry covers it: no second entry
-        say(f"reading {args[0][0].name}")
+        say(f"reading {one_line(args[0][0].name)}")
         return [_file_work_uncached(*args[0])]
     if jobs == 1:
         results = []
         for a in args:
-            say(f"reading {a[0].name}")
+            say(f"reading {one_line(a[0].name)}")
             results.append(_file_work(*a))
         return results
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -504,7 +505,7 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
     handoff.discard_orphans()
     handoff.allow_open_files(len(args))
     board = RawArray("b", len(args))
-    names = [a[0].name for a in args]
+    names = [one_line(a[0].name) for a in args]  # (a file name's control characters as escapes)
     pool = ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(threads, board))
     all_in = False
     try:
@@ -626,7 +627,7 @@ def _file_work_on_dask(scheduler: str, args: list[tuple], say: Progress) -> list
             name = args[index[fut.key]][0]
             if fut.status != "finished":
                 _raise_remote(fut, name, scheduler)
-            say(f"{n}/{len(args)} exports done ({name.name})")
+            say(f"{n}/{len(args)} exports done ({one_line(name.name)})")
         return [fut.result() for fut in futures]
     finally:
         client.close()

@@ -177,7 +177,8 @@ def progress_reporter() -> Iterator:
 
     with Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False), TimeElapsedColumn(), console=Console(stderr=True), transient=True) as prog:
         task = prog.add_task("starting")
-        yield lambda msg: prog.update(task, description=msg)
+        # (a message's lines kept, each with its control characters as escapes)
+        yield lambda msg: prog.update(task, description="\n".join(map(one_line, msg.split("\n"))))
 
 
 def load(inputs: Sequence[str], config: PhaseConfig, jobs: int | None = None, scheduler: str | None = None):
