@@ -337,3 +337,29 @@ def test_a_child_forked_while_a_lock_here_is_held_is_not_stuck():
     )
     # WHEN the child opens a block and a read starts in it THEN it ends (the lock is its own)
     assert out.strip() == "7"
+
+
+def test_given_ctrl_c_then_a_block_ends_without_waiting_for_its_import_thread(tmp_path):
+    # GIVEN an import-ahead thread stuck in an import (as one waiting for an import lock that a
+    #       KeyboardInterrupt on the main thread left held: 3 of 25 interrupted reports hung so)
+    (tmp_path / "stuck_module_here.py").write_text("import time\ntime.sleep(60)\n")
+    code = (
+        "import sys, time\n"
+        f"sys.path.insert(0, {str(tmp_path)!r})\n"
+        "from tracerecon import import_ahead\n"
+        "t = time.monotonic()\n"
+        "for block in ('once_reading', 'ImportAhead'):\n"
+        "    try:\n"
+        "        if block == 'once_reading':\n"
+        "            with import_ahead.once_reading(['stuck_module_here']):\n"
+        "                import_ahead.reading_started(); time.sleep(0.2); raise KeyboardInterrupt\n"
+        "        else:\n"
+        "            with import_ahead.ImportAhead(['stuck_module_here']):\n"
+        "                time.sleep(0.2); raise KeyboardInterrupt\n"
+        "    except KeyboardInterrupt:\n"
+        "        print(block, 'left')\n"
+        "print(time.monotonic() - t < 30)\n"
+    )
+    # WHEN Ctrl-C leaves the block THEN it ends at once (the daemon thread is left to the exit)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=100).stdout
+    assert out.split("\n")[:3] == ["once_reading left", "ImportAhead left", "True"], out

@@ -94,6 +94,9 @@ def _read_tables(f: Path, while_reading: Sequence[str] = ()) -> TraceTables:
 
         ahead = ImportAhead(while_reading) if while_reading else None
         tables = read_export(f)
+    except KeyboardInterrupt:
+        ahead = None  # (not waited for: see import_ahead._interrupted)
+        raise
     finally:
         if ahead is not None:
             ahead.join()
