@@ -142,6 +142,20 @@ def _python(code: str) -> str:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, env=env).stdout
 
 
+def _noting_importers(which: str, note: str = "threading.current_thread().name") -> str:
+    """Script lines that keep in ``seen``, for each module whose ``name`` makes ``which`` true,
+    ``note`` as its first import begins (by default the name of the thread importing it)."""
+    return (
+        "import sys, threading\n"
+        "seen = {}\n"
+        "class Hook:\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        f"        if {which}:\n"
+        f"            seen.setdefault(name, {note})\n"
+        "sys.meta_path.insert(0, Hook())\n"
+    )
+
+
 def test_given_import_ahead_when_joined_then_the_modules_are_imported_and_no_thread_is_left():
     out = _python(
         "import sys, threading\n"
@@ -193,13 +207,7 @@ def test_given_one_export_when_loaded_then_the_analysis_modules_are_imported_dur
     from conftest import DEMO
 
     out = _python(
-        "import sys, threading\n"
-        "seen = {}\n"
-        "class Hook:\n"
-        "    def find_spec(self, name, path, target=None):\n"
-        "        if name.startswith('tracerecon.analysis.') or name == 'tracerecon.model':\n"
-        "            seen.setdefault(name, threading.current_thread().name)\n"
-        "sys.meta_path.insert(0, Hook())\n"
+        _noting_importers("name.startswith('tracerecon.analysis.') or name == 'tracerecon.model'") +
         "from tracerecon import api\n"
         f"api.load([{str(DEMO / 'launch_bound' / 'report.sqlite')!r}])\n"
         "print(seen['tracerecon.analysis.rank'], seen['tracerecon.analysis.cross_rank'])\n"
@@ -228,13 +236,9 @@ def test_given_a_report_then_its_renderer_is_imported_on_a_thread_once_the_reads
     from conftest import DEMO
 
     out = _python(
-        "import sys, threading, io, contextlib\n"
-        "seen, started = {}, []\n"
-        "class Hook:\n"
-        "    def find_spec(self, name, path, target=None):\n"
-        "        if name == 'tracerecon.cli.render':\n"
-        "            seen.setdefault(name, (threading.current_thread().name, bool(started)))\n"
-        "sys.meta_path.insert(0, Hook())\n"
+        "import io, contextlib\n"
+        "started = []\n" +
+        _noting_importers("name == 'tracerecon.cli.render'", "(threading.current_thread().name, bool(started))") +
         "from tracerecon.nsys import read_plan\n"
         "real = read_plan.start_ahead\n"
         "def spy(path):\n"

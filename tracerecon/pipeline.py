@@ -398,7 +398,8 @@ def _numbered(work: list[tuple], multi: bool) -> tuple[list[tuple], list[str]]:
 
 # A worker's peak memory for an export of S bytes (its SQLite file; an .xz one's taken as
 # XZ_RATIO times its size): the interpreter and libraries, and the tables read and analysed.
-# Measured: the 76 MB trace's worker 0.40 GB, a 1 GiB export's 2.7 GB (benchmarks/README.md).
+# Measured: the 76 MB trace's worker 0.40 GB (H200 host, 2026-12-03), a 1 GiB export's
+# 2.65-2.85 GB (earlier passes; benchmarks/README.md).
 WORKER_BASE_BYTES = 150 << 20
 WORKER_BYTES_PER_EXPORT_BYTE = 3.5
 XZ_RATIO = 8  # nsys exports shrink 5-8x under xz

@@ -54,8 +54,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_launch, runs_model, synchronous_copies, thread_keys
-from tracerecon.analysis.intervals import distinct_few, isin_few
-from tracerecon.analysis.intervals import explode_slices, inside_another_thread
+from tracerecon.analysis.intervals import distinct_few, explode_slices, inside_another_thread, isin_few
 from tracerecon.analysis.projection import I64_MAX, I64_MIN, equals, int64s, match_correlation, string_mask
 
 

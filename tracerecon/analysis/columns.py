@@ -7,7 +7,6 @@ import re
 import numpy as np
 import pyarrow as pa
 
-
 from tracerecon.analysis.intervals import distinct_few
 from tracerecon.analysis.nccl import comm_mask
 from tracerecon.analysis.projection import I64_MIN, equals, int64s, string_mask

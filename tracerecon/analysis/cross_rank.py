@@ -125,28 +125,26 @@ def _comm_ops(view: RankView, name_codes: dict[str, int]) -> dict[str, np.ndarra
     with the kernel's place among the rank's kernels of that name (the k-th
     ``ncclDevKernel_AllReduce...`` of every rank is one collective)."""
     ops = view.gpu_ops
-    empty = np.zeros(0, np.int64)
-    if ops.num_rows == 0:
-        return {"start": empty, "end": empty, "phase": empty, "key": empty}
-    idx = np.flatnonzero(comm_mask(ops))
+    idx = np.flatnonzero(comm_mask(ops)) if ops.num_rows else np.zeros(0, np.int64)
     if len(idx) == 0:  # (a rank that ran no communication kernel: no column is read)
+        empty = np.zeros(0, np.int64)
         return {"start": empty, "end": empty, "phase": empty, "key": empty}
     start = int64s(ops["start_ns"])[idx]
     order = np.argsort(start, kind="stable")
     idx = idx[order]
-    names = (ops["name"].take(pa.array(idx)).cast(pa.string()).combine_chunks() if len(idx) else pa.array([], pa.string())).dictionary_encode()
+    names = ops["name"].take(pa.array(idx)).cast(pa.string()).combine_chunks().dictionary_encode()
     local = [name_codes.setdefault(n, len(name_codes)) for n in names.dictionary.to_pylist()]
-    code = np.asarray(local, dtype=np.int64)[names.indices.to_numpy(zero_copy_only=False)] if len(idx) else empty
+    code = np.asarray(local, dtype=np.int64)[names.indices.to_numpy(zero_copy_only=False)]
     # The k-th kernel of each name: its rank within its name's kernels, in end order for
     # collectives (one collective's kernels end together on every rank, while ranks may start
     # two of them in either order: one NCCL stream on a rank, two at once on another), in start
     # order for sends and receives (their ends differ by the transfer).
     end = int64s(ops["end_ns"])[idx]
     p2p_name = np.array([is_point_to_point(n) for n in names.dictionary.to_pylist()] + [False], dtype=bool)
-    p2p = p2p_name[names.indices.to_numpy(zero_copy_only=False)] if len(idx) else np.zeros(0, bool)
+    p2p = p2p_name[names.indices.to_numpy(zero_copy_only=False)]
     by_name = np.lexsort((np.where(p2p, start[order], end), code))
     sorted_code = code[by_name]
-    group_first = np.flatnonzero(np.r_[True, sorted_code[1:] != sorted_code[:-1]]) if len(code) else empty
+    group_first = np.flatnonzero(np.r_[True, sorted_code[1:] != sorted_code[:-1]])
     nth = np.empty(len(code), np.int64)
     nth[by_name] = np.arange(len(code)) - np.repeat(group_first, np.diff(np.r_[group_first, len(code)]))
     return {"start": start[order], "end": end, "phase": int64s(ops["phase_id"].take(pa.array(idx)), -1), "key": code << 40 | nth}
