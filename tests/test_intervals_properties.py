@@ -89,6 +89,27 @@ def test_correlation_matching_is_an_exact_join_on_process_and_id(a, b):
     assert_an_exact_join(a, b)
 
 
+# Correlation ids past 39 bits (other producers than CUPTI's 32-bit ones), some equal to small ids
+# in their low bits: 5 and (1 << 39) + 5 and (1 << 40) + 5 are three ids, not one.
+_WIDE_IDS = st.sampled_from([-1, 0, 5, 6, (1 << 39) + 5, (1 << 40) + 5, (1 << 62) + 6, (1 << 63) - 1])
+
+
+@given(st.lists(st.tuples(st.sampled_from([0, 1 << 24, 7]), _WIDE_IDS), max_size=30),
+       st.lists(st.tuples(st.sampled_from([0, 1 << 24, 7]), _WIDE_IDS), max_size=30))
+def test_correlation_matching_of_ids_wider_than_39_bits_is_the_same_join(a, b):
+    assert_an_exact_join(a, b)
+
+
+def test_a_wide_correlation_id_does_not_match_the_id_of_its_low_bits():
+    # GIVEN one process's calls with ids (1 << 40) + 5 (first) and 5, WHEN the op of id 5 asks,
+    # THEN it gets the second call, the one of its own id (the low 39 bits alone chose the first)
+    from tracerecon.analysis.projection import match_correlation
+
+    one = np.array([1 << 24, 1 << 24], dtype=np.int64)
+    got = match_correlation(one, np.array([(1 << 40) + 5, 5], dtype=np.int64), one[:1], np.array([5], dtype=np.int64))
+    assert got.tolist() == [1]
+
+
 def assert_an_exact_join(a, b):
     """``match_correlation`` of (process, correlation id) rows ``a`` and ``b`` is the join by
     brute force: for each row of b, the first row of a with its key (-1: none, or no id)."""
@@ -192,3 +213,20 @@ def test_union_lengths_refuse_a_subset_of_another_length():
     # GIVEN two intervals WHEN a subset mask of three is given THEN it is refused, not cut short
     with pytest.raises(ValueError):
         interval_algebra.segmented_union_lengths(np.array([0, 5]), np.array([3, 9]), np.array([0, 1]), 2, (np.array([True, False, True]),))
+
+
+def test_graph_nodes_of_two_processes_are_two_launches_whatever_their_ids():
+    # GIVEN node kernels of two processes' graph launches, pid 2 with id 5 and pid 3 with id
+    # (1 << 40) + 5 (in a packing of pid << 40 with the id, the same key), WHEN their launches are
+    # told apart, THEN they are two launches; two nodes of one process's launch stay one
+    from tracerecon.analysis.columns import graph_node_launches
+
+    ops = pa.table({
+        "kind": ["kernel"] * 3,
+        "launch_api": pa.array(["cudaGraphLaunch"] * 3).dictionary_encode(),
+        "correlation_id": pa.array([5, (1 << 40) + 5, 5], pa.int64()),
+        "pid": pa.array([2, 3, 2], pa.int64()),
+    })
+    rows, launch = graph_node_launches(ops)
+    assert rows.tolist() == [0, 1, 2]
+    assert launch[0] != launch[1] and launch[0] == launch[2]

@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from tracerecon.analysis.intervals import distinct_few
 from tracerecon.analysis.nccl import comm_mask
-from tracerecon.analysis.projection import I64_MIN, equals, int64s, string_mask
+from tracerecon.analysis.projection import I64_MIN, equals, int64s, process_correlation_keys, string_mask
 from tracerecon.analysis.syncs import base_api_name
 
 GRAPH_LAUNCH_APIS = ("cudaGraphLaunch", "cuGraphLaunch")
@@ -57,7 +57,8 @@ def graph_node_launches(gpu_ops: pa.Table) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     rows = np.flatnonzero(is_graph_launch(gpu_ops) & ~equals(gpu_ops["kind"], "graph"))
     corr = int64s(gpu_ops["correlation_id"], -1)[rows]
-    launch = np.where(corr >= 0, (int64s(gpu_ops["pid"])[rows] << 40) ^ corr, -1 - rows)
+    none = np.zeros(0, np.int64)
+    launch = np.where(corr >= 0, process_correlation_keys(int64s(gpu_ops["pid"])[rows], corr, none, none)[0], -1 - rows)
     return rows, launch
 
 

@@ -87,7 +87,7 @@ def match_correlation(a_proc: np.ndarray, a_corr: np.ndarray, b_proc: np.ndarray
     a_idx = None if every else np.flatnonzero(a_ok)
     if (len(a_corr) if every else len(a_idx)) == 0 or len(b_corr) == 0:
         return out
-    a_key, b_key = _process_correlation_keys(a_proc if every else a_proc[a_idx], a_corr if every else a_corr[a_idx], b_proc, b_corr)
+    a_key, b_key = process_correlation_keys(a_proc if every else a_proc[a_idx], a_corr if every else a_corr[a_idx], b_proc, b_corr)
     if len(b_key) > 2 * len(a_key) and bool((b_key[1:] > b_key[:-1]).all()):
         # b's keys rise (an export's API calls, one process, in call order) and a is the
         # smaller side (sync records, a rank's copies): one search per row of a (the 76 MB
@@ -141,16 +141,24 @@ def link_launches(ops: pa.Table, api_calls: pa.Table) -> pa.Table:
     )
 
 
-def _process_correlation_keys(a_proc: np.ndarray, a_corr: np.ndarray, b_proc: np.ndarray, b_corr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def process_correlation_keys(a_proc: np.ndarray, a_corr: np.ndarray, b_proc: np.ndarray, b_corr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(process, correlation id) packed into one sortable int64 per row, for both sides alike.
 
     Where every process id shares its bits above the pid (one host: the usual export), the
     24-bit pid itself is the process number (elementwise, no sort); otherwise processes are
-    numbered densely. The correlation id keeps its low 39 bits (CUPTI ids are 32-bit)."""
+    numbered densely. The correlation id takes the low 39 bits (CUPTI's ids are 32-bit); where
+    an id does not fit there, the ids are numbered densely in their order instead, so that no
+    two ids share a key and keys still rise with the ids."""
     mask39 = (1 << 39) - 1
     pid_bits = 0xFFFFFF << 24
     a_proc = np.asarray(a_proc, np.int64)
     b_proc = np.asarray(b_proc, np.int64)
+    a_corr = np.asarray(a_corr, np.int64)
+    b_corr = np.asarray(b_corr, np.int64)
+    if max(int(a_corr.max()) if len(a_corr) else 0, int(b_corr.max()) if len(b_corr) else 0) > mask39:
+        _, dense = np.unique(np.concatenate([a_corr, b_corr]), return_inverse=True)
+        dense = dense.ravel().astype(np.int64)
+        a_corr, b_corr = dense[: len(a_corr)], dense[len(a_corr):]
     rest = int(a_proc[0]) & ~pid_bits if len(a_proc) else 0
 
     def one_host(proc: np.ndarray) -> bool:
@@ -171,7 +179,7 @@ def _process_correlation_keys(a_proc: np.ndarray, a_corr: np.ndarray, b_proc: np
     # 1 GiB export's 13 M rows cost more than the arithmetic).
     for num, corr in ((a_num, a_corr), (b_num, b_corr)):
         num <<= 39
-        num |= np.asarray(corr, np.int64) & mask39
+        num |= corr & mask39
     return a_num, b_num
 
 
