@@ -128,7 +128,8 @@ def test_control_characters_in_names_reach_stdout_as_escapes_in_tables_and_lines
         assert "\\x1b[31mred" in res.stdout and "a\\nb" in res.stdout and "run\\x1b[31m.sqlite" in res.stdout, res.stdout
 
 
-@pytest.mark.parametrize("first, second", [("\x1b[31mred", "a\nb"), ("-x", "  ")], ids=["control", "dash-and-blank"])
+@pytest.mark.parametrize("first, second", [("\x1b[31mred", "a\nb"), ("-x", "  "), ("ver\u200bify", "draft\u00a0x")],
+                         ids=["control", "dash-and-blank", "invisible"])
 def test_the_phases_suggested_for_odd_names_work_when_pasted(tmp_path, first, second):
     import shlex
 
@@ -170,3 +171,24 @@ def test_text_shown_to_a_person_escapes_control_characters_and_undecodable_bytes
     # GIVEN a file name with a byte that was no UTF-8, an escape sequence, a newline and a tab
     # THEN each is written as an escape (the byte as the JSON writes it)
     assert one_line("bad\udcffname \x1b[31m a\nb\tc") == "bad\\xffname \\x1b[31m a\\nb\\tc"
+
+
+def test_text_shown_to_a_person_escapes_characters_that_show_as_nothing():
+    from tracerecon.json_text import one_line
+
+    # GIVEN names with a zero-width space, a no-break space, a right-to-left override and a tag
+    #       character past the first plane, beside letters that are not ASCII
+    # THEN each invisible one is written as its escape, the letters as they are
+    assert one_line("ver\u200bify draft\u00a0x \u202eabc \U000e0001 caf\u00e9 \u8349") == (
+        "ver\\u200bify draft\\u00a0x \\u202eabc \\U000e0001 caf\u00e9 \u8349")
+
+
+def test_names_that_differ_by_an_invisible_character_are_told_apart_in_the_table(tmp_path):
+    # GIVEN two phases named 'verify' and 'verify' with a zero-width space at its end
+    path = _trace_named(tmp_path / "t.sqlite", "verify", "verify\u200b")
+    # WHEN reported with both as phases
+    wide = {**os.environ, "COLUMNS": "400"}
+    res = run_cli("report", path, "--no-cache", "--phase", "verify", "--phase", "verify\u200b", env=wide)
+    # THEN the table shows the second with its escape, and no zero-width space reaches stdout
+    assert res.returncode == 0, res.stderr
+    assert "verify\\u200b" in res.stdout and "\u200b" not in res.stdout, res.stdout

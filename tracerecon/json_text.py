@@ -30,9 +30,31 @@ _CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)]} | {0x0
 
 
 def one_line(text: str) -> str:
-    """``text`` as shown to a person: its control characters written as escapes, and a file
-    name's bytes that were no UTF-8 as the JSON writes them (``valid_text``)."""
-    return valid_text(text).translate(_CONTROL)
+    """``text`` as shown to a person: its control characters and its invisible ones
+    (``invisible``) written as escapes, and a file name's bytes that were no UTF-8 as the JSON
+    writes them (``valid_text``)."""
+    text = valid_text(text).translate(_CONTROL)
+    if text.isascii():
+        return text
+    return "".join(escaped_char(c) if invisible(c) else c for c in text)
+
+
+def escaped_char(char: str) -> str:
+    """``\\u200b`` for U+200B, ``\\U000e0001`` past the first plane (as Python and ``re`` read them)."""
+    return f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}"
+
+
+def invisible(char: str) -> bool:
+    """Whether a character shows as nothing or as a plain space, or moves the text around it:
+    Unicode's format characters (a zero-width space, a byte-order mark, right-to-left overrides),
+    line and paragraph separators and spaces other than U+0020 (a no-break space). Names that
+    differ only by one read the same in a table, or a terminal reorders the line; shown as
+    ``\\u200b`` they are told apart."""
+    if char.isascii():
+        return False
+    import unicodedata  # (only for names that are not ASCII)
+
+    return unicodedata.category(char) in ("Cf", "Zl", "Zp", "Zs")
 
 
 def valid_json(doc):

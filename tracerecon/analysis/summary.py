@@ -17,6 +17,7 @@ from tracerecon.analysis.config import is_cycle_name
 from tracerecon.analysis.columns import median_ms
 from tracerecon.analysis.phases import phases_per_cycle
 from tracerecon.analysis.projection import int64s
+from tracerecon.json_text import escaped_char, invisible
 from tracerecon.report_model import CycleSummary, PhaseSummary
 
 
@@ -371,12 +372,22 @@ def _phase_value(shape: str, members: list["RangeSummary"]) -> str:
     if len(members) > 1:
         return f"{label}=re:^" + r"\d+".join(re.escape(part).replace("\\ ", " ") for part in shape.split(_HOLE)) + "$"
     name = members[0].name
-    if _UNTYPABLE.search(name) or not name.strip():
+    if _UNTYPABLE.search(name) or not name.strip() or not name.isascii() and any(map(invisible, name)):
         # A name with control characters cannot be typed in a shell as it is, nor can a blank
-        # one be a bare --phase value: a pattern that writes them as escapes matches it.
+        # one be a bare --phase value, nor one with characters that show as nothing be read off
+        # the screen: a pattern that writes them as escapes matches it.
         typable = re.sub(r"[^\w:.\-]+", "_", name).strip("_") or "phase"
-        return f"{typable}=re:^" + "".join(f"\\x{ord(c):02x}" if _UNTYPABLE.match(c) else re.escape(c) for c in name) + "$"
+        return f"{typable}=re:^" + "".join(_pattern_char(c) for c in name) + "$"
     return f"{label}={name}" if "=" in name else name  # a name with "=" would read as LABEL=PATTERN
 
 
 _UNTYPABLE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _pattern_char(char: str) -> str:
+    """One character of a name in a ``re:`` pattern that pastes as printed."""
+    if _UNTYPABLE.match(char):
+        return f"\\x{ord(char):02x}"
+    if invisible(char):
+        return escaped_char(char)
+    return re.escape(char)
