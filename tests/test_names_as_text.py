@@ -192,3 +192,24 @@ def test_names_that_differ_by_an_invisible_character_are_told_apart_in_the_table
     # THEN the table shows the second with its escape, and no zero-width space reaches stdout
     assert res.returncode == 0, res.stderr
     assert "verify\\u200b" in res.stdout and "\u200b" not in res.stdout, res.stdout
+
+
+def test_a_very_long_name_takes_four_table_lines_and_stays_told_apart(tmp_path):
+    # GIVEN two phases of 5,000-character names that differ only in their middle, and one short
+    long_a = "step_" + "a" * 2500 + "X" + "a" * 2494
+    long_b = "step_" + "a" * 2500 + "Y" + "a" * 2494
+    path = str(FakeTrace().phase_cycles([long_a, long_b, "short"]).write(tmp_path / "t.sqlite"))
+    # WHEN reported (80 columns) with them as phases, and its ranges listed
+    narrow = {**os.environ, "COLUMNS": "80"}
+    report = run_cli("report", path, "--no-cache", "--phase", long_a, "--phase", long_b, "--phase", "short", env=narrow)
+    ranges = run_cli("ranges", path, "--no-cache", env=narrow)
+    as_json = run_cli("report", "--json", path, "--no-cache", "--phase", long_a, "--phase", long_b, "--phase", "short")
+    # THEN each table holds a few lines, not ~160 per name: the names cut in the middle, the
+    #      second with a number, and the JSON keeps both names whole
+    for res in (report, ranges):
+        assert res.returncode == 0, res.stderr
+        assert len(res.stdout.splitlines()) < 30, len(res.stdout.splitlines())
+        assert "(2)" in res.stdout and "short" in res.stdout, res.stdout
+    import json
+
+    assert [p["phase"] for p in json.loads(as_json.stdout)["ranks"][0]["phases"]] == [long_a, long_b, "short"]

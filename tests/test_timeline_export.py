@@ -106,7 +106,8 @@ def test_plot_of_a_rank_without_phases_says_so_on_the_picture(tmp_path):
 def test_long_phase_names_are_cut_in_the_middle_on_the_picture(tmp_path):
     # GIVEN phases labelled with 77- and 92-character names (an engine's own scope names)
     pytest.importorskip("matplotlib")
-    from tracerecon.plot import shown_names
+    from tracerecon.json_text import shown_names
+    from tracerecon.plot import NAME_CHARS
 
     long_draft = "draft_generation_step_for_eagle3_speculative_tokens_on_the_small_draft_model"
     long_verify = "model_forward_pass_with_speculative_decoding_verification_of_all_draft_tokens_and_kv_cache_update"
@@ -117,19 +118,20 @@ def test_long_phase_names_are_cut_in_the_middle_on_the_picture(tmp_path):
     # THEN each is drawn as its first 15 and last 8 characters around an ellipsis (24 in all),
     # short names whole, and the full names nowhere on the picture
     assert res.returncode == 0, res.stderr
-    assert shown_names([long_draft, long_verify, "draft_re_extend"]) == ["draft_generatio\u2026ft_model", "model_forward_p\u2026e_update", "draft_re_extend"]
+    assert shown_names([long_draft, long_verify, "draft_re_extend"], NAME_CHARS) == ["draft_generatio\u2026ft_model", "model_forward_p\u2026e_update", "draft_re_extend"]
     svg = out.read_text()
     assert "draft_generatio\u2026ft_model" in svg and long_draft not in svg and long_verify not in svg
 
 
 def test_names_that_cut_alike_stay_apart():
     # GIVEN two long names that differ only in the middle
-    from tracerecon.plot import shown_names
+    from tracerecon.json_text import shown_names
+    from tracerecon.plot import NAME_CHARS
 
     a, b = "prefill_attention_layer_" + "A" * 20 + "_kernel_x", "prefill_attention_layer_" + "B" * 20 + "_kernel_x"
     # WHEN cut
     # THEN the second gets a number, so the legend still tells them apart
-    assert shown_names([a, b]) == ["prefill_attenti\u2026kernel_x", "prefill_attenti\u2026kernel_x (2)"]
+    assert shown_names([a, b], NAME_CHARS) == ["prefill_attenti\u2026kernel_x", "prefill_attenti\u2026kernel_x (2)"]
     # (and a width under 4 is taken as 4: the first two characters, the ellipsis, the last one)
     assert shown_names(["abcdefgh"], width=0) == ["ab\u2026h"]
 

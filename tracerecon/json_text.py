@@ -72,3 +72,25 @@ def json_text(doc, indent: int | None = 2) -> str:
     """``doc`` as the JSON tracerecon writes (``report --json``, ``diff --json``, ``ranges
     --json``, ``manifest.json``): valid UTF-8 whatever the file names (``valid_text``)."""
     return json.dumps(valid_json(doc), indent=indent)
+
+
+def shown_names(names: list[str], width: int) -> list[str]:
+    """``names`` as shown where room is short (a plot's axes, a table's name column): each as
+    ``one_line`` writes it, cut in the middle with an ellipsis where longer than ``width`` (its
+    start and end kept: engines' names differ at either end); equal names alike, distinct names
+    kept distinct (a number appended where two would read alike). JSON and exports keep names
+    whole."""
+    width = max(width, 4)
+    shown: dict[str, str] = {}
+    taken: set[str] = set()
+    for name in names:
+        if name in shown:
+            continue
+        text = one_line(name)  # (control characters as escapes: no raw ESC in an SVG)
+        short = text if len(text) <= width else text[: (width - 1) * 2 // 3] + "\u2026" + text[-((width - 1) - (width - 1) * 2 // 3):]
+        base, k = short, 2
+        while short in taken:
+            short, k = f"{base} ({k})", k + 1
+        shown[name] = short
+        taken.add(short)
+    return [shown[name] for name in names]

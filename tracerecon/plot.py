@@ -10,7 +10,7 @@ import warnings
 
 from tracerecon.analysis.summary import steady_phases, summarize_phases
 from tracerecon.model import Analysis
-from tracerecon.json_text import one_line
+from tracerecon.json_text import one_line, shown_names
 from tracerecon.present import verdict_label
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
@@ -23,21 +23,6 @@ VERDICT_HATCH = {"over": "//", "under": "\\\\", "agree": "", "no_gpu_work": ".."
 # Phase names longer than this are shortened in the middle on axes and legends (a full name of
 # 80 characters pushed both panels into a sliver); the report and exports keep them whole.
 NAME_CHARS = 24
-
-
-def shown_names(names: list[str], width: int = NAME_CHARS) -> list[str]:
-    """``names`` as drawn: each longer than ``width`` cut in the middle with an ellipsis (its
-    start and end kept: engines' names differ at either end), distinct names kept distinct (a
-    number appended where two would read alike)."""
-    width = max(width, 4)
-    out: list[str] = []
-    for name in map(one_line, names):  # (control characters as escapes: no raw ESC in an SVG)
-        short = name if len(name) <= width else name[: (width - 1) * 2 // 3] + "\u2026" + name[-((width - 1) - (width - 1) * 2 // 3):]
-        base, k = short, 2
-        while short in out:
-            short, k = f"{base} ({k})", k + 1
-        out.append(short)
-    return out
 
 
 def _pyplot():
@@ -80,7 +65,7 @@ def _draw_runs(plt, runs: list[tuple[str, Analysis]], out_file: str | os.PathLik
     # One drawn name per phase name across every panel (two names that cut alike are told apart
     # the same way in every run and rank, a run lacking one of them included).
     every = list(dict.fromkeys(p.phase for *_, phases in rows for p in phases))
-    drawn_as = dict(zip(every, shown_names(every)))
+    drawn_as = dict(zip(every, shown_names(every, NAME_CHARS)))
     # One scale per column for every run and rank: A and B (and ranks) read against each other.
     fig, axes = plt.subplots(len(rows), 2, figsize=(13, 3.6 * len(rows)), squeeze=False, sharey="col", gridspec_kw={"width_ratios": [1, 2]})
     for (label, a, r, phases), (ax_bar, ax_cyc) in zip(rows, axes):

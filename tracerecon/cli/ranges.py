@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tracerecon.cli.common import add_analysis_command, config_from, console, load
-from tracerecon.json_text import json_text
+from tracerecon.json_text import json_text, shown_names
 
 
 def add(sub) -> None:
@@ -33,11 +33,13 @@ def main(args: argparse.Namespace) -> int:
     for r in analysis.ranks:
         t = Table(title=f"rank {r.rank}  {r.source.path}", title_justify="left", header_style="bold", box=None, padding=(0, 1, 0, 0), pad_edge=False)
         for col in ("name", "domain", "n", "CPU ms", "GPU span", "GPU busy total", "ops"):
-            # Long names fold within a bounded width: the numbers stay in view.
+            # Long names fold within a bounded width: the numbers stay in view (past four lines
+            # a name is cut in the middle; --json keeps it whole).
             t.add_column(col, justify="left" if col in ("name", "domain") else "right", overflow="fold",
                          max_width={"name": 48, "domain": 20}.get(col))
-        for s in summarize_ranges(r.ranges, analysis.config.cycle_prefix):  # the cycle ranges as one row
-            t.add_row(s.name, s.domain, str(s.n), fmt_ms(s.cpu_ms_median), fmt_ms(s.gpu_ms_median), f"{s.gpu_busy_ms_total:.3f}", str(s.n_gpu_ops))
+        rows = summarize_ranges(r.ranges, analysis.config.cycle_prefix)  # the cycle ranges as one row
+        for s, name, domain in zip(rows, shown_names([s.name for s in rows], 4 * 48), shown_names([s.domain for s in rows], 4 * 20)):
+            t.add_row(name, domain, str(s.n), fmt_ms(s.cpu_ms_median), fmt_ms(s.gpu_ms_median), f"{s.gpu_busy_ms_total:.3f}", str(s.n_gpu_ops))
         out.print(t)
         out.print()
     return 0

@@ -14,7 +14,13 @@ from rich.text import Text
 from tracerecon.cli.common import one_line
 from tracerecon.present import VERDICT_STYLE, diff_notes, fmt_ms, left_out_note, misleading_line, most_misleading, verdict_cause_label
 from tracerecon.report_model import Report
-from tracerecon.json_text import json_text
+from tracerecon.json_text import json_text, shown_names
+
+
+# A table's name column: this wide, folded onto at most this many lines (``shown_names`` cuts
+# a longer name in the middle; JSON and parquet keep it whole).
+NAME_COLUMN = 32
+NAME_LINES = 4
 
 
 def print_wrapped(console: Console, text: str, indent: str = "  ", hanging: str = "      ", style: str | None = None, bold: int = 0) -> None:
@@ -38,10 +44,11 @@ def print_report(report: Report, console: Console) -> None:
         print_wrapped(console, f"rank {r.rank}  {r.source}  pid {', '.join(map(str, r.pids))}  nsys {r.nsys_version or '?'}", indent="",
                       hanging="    ", bold=len(f"rank {r.rank}"))
         table = Table(header_style="bold", box=None, padding=(0, 1, 0, 0), pad_edge=False)
-        # A very long phase name folds onto more lines within a bounded width: the numbers stay
-        # in view, and names that differ only at their end stay told apart (cut with "…", SGLang's
-        # EagleDraftWorker._draft_extend_for_decode and _for_prefill read the same).
-        table.add_column("phase", max_width=32, overflow="fold")
+        # A long phase name folds onto more lines within a bounded width: the numbers stay in
+        # view, and names that differ only at their end stay told apart (cut with "…" at the
+        # width, SGLang's EagleDraftWorker._draft_extend_for_decode and _for_prefill read the
+        # same). Past four lines it is cut in the middle (a 5,000-character name took 160 lines).
+        table.add_column("phase", max_width=NAME_COLUMN, overflow="fold")
         table.add_column("n", justify="right")
         engine = report.engine_timers.get(r.rank, {})
         if engine:
@@ -49,8 +56,8 @@ def print_report(report: Report, console: Console) -> None:
         for col in ("CPU ms", "GPU ms", "span", "busy", "CPU-GPU"):
             table.add_column(col, justify="right", no_wrap=True)
         table.add_column("verdict: cause", overflow="fold")
-        for p in phases:
-            cells = [p.phase, str(p.n)] + ([fmt_ms(engine.get(p.phase))] if engine else [])
+        for p, name in zip(phases, shown_names([p.phase for p in phases], NAME_LINES * NAME_COLUMN)):
+            cells = [name, str(p.n)] + ([fmt_ms(engine.get(p.phase))] if engine else [])
             table.add_row(
                 *cells, fmt_ms(p.cpu_ms_median), fmt_ms(p.gpu_ms_median), fmt_ms(p.gpu_span_ms_median),
                 fmt_ms(p.gpu_busy_ms_median), fmt_ms(p.error_ms_median), Text(verdict_cause_label(p), style=VERDICT_STYLE.get(p.dominant_verdict, "")),
@@ -97,10 +104,10 @@ def print_diff(result: dict, console: Console) -> None:
     """The `diff` table and one explanation line per phase."""
     t = Table(title="A -> B", title_justify="left", header_style="bold", box=None, padding=(0, 1, 0, 0), pad_edge=False)
     for col in ("rank", "phase", "A GPU ms", "B GPU ms", "delta GPU", "A CPU ms", "B CPU ms"):
-        t.add_column(col, justify="left" if col == "phase" else "right", **({"max_width": 32, "overflow": "fold"} if col == "phase" else {}))
-    for p in result["phases"]:
+        t.add_column(col, justify="left" if col == "phase" else "right", **({"max_width": NAME_COLUMN, "overflow": "fold"} if col == "phase" else {}))
+    for p, name in zip(result["phases"], shown_names([p["phase"] for p in result["phases"]], NAME_LINES * NAME_COLUMN)):
         d = p["delta_gpu_ms"]
-        t.add_row(str(p["rank"]), p["phase"], fmt_ms(p["a_gpu_ms"]), fmt_ms(p["b_gpu_ms"]), Text("-" if d is None else f"{d:+.3f}", style="red" if (d or 0) > 0 else "green"), fmt_ms(p["a_cpu_ms"]), fmt_ms(p["b_cpu_ms"]))
+        t.add_row(str(p["rank"]), name, fmt_ms(p["a_gpu_ms"]), fmt_ms(p["b_gpu_ms"]), Text("-" if d is None else f"{d:+.3f}", style="red" if (d or 0) > 0 else "green"), fmt_ms(p["a_cpu_ms"]), fmt_ms(p["b_cpu_ms"]))
     console.print(t)
     for text, style in diff_notes(result):
         print_wrapped(console, text, style=style or None)
