@@ -37,6 +37,17 @@ def repeated_tables(db: sqlite3.Connection) -> list[str]:
 
 def make(src: Path, out: Path, size_bytes: int) -> dict:
     t0 = time.perf_counter()
+    if out.exists() and src.exists() and out.samefile(src):
+        raise ValueError(f"{out} is the export to repeat: name another output")
+    src.open("rb").close()  # (a missing source said before the output is touched)
+    try:
+        return _make(src, out, size_bytes, t0)
+    except BaseException:
+        out.unlink(missing_ok=True)  # a half-made output is never left to be read as an export
+        raise
+
+
+def _make(src: Path, out: Path, size_bytes: int, t0: float) -> dict:
     if src.name.endswith(".xz"):
         with lzma.open(src) as fin, open(out, "wb") as fout:
             shutil.copyfileobj(fin, fout, 1 << 20)
@@ -58,6 +69,8 @@ def make(src: Path, out: Path, size_bytes: int) -> dict:
             max_corr = max(max_corr, db.execute(f"select coalesce(max(correlationId), 0) from {t}").fetchone()[0])
         if "eventSyncId" in cols:
             max_sync = max(max_sync, db.execute(f"select coalesce(max(eventSyncId), 0) from {t} where eventSyncId != 4294967295").fetchone()[0])
+    if lo is None:
+        raise ValueError(f"{src}: no timed activity to repeat (is it an nsys export?)")
     span = (hi - lo) + GAP_NS
     rows = {t: db.execute(f"select max(rowid) from {t}").fetchone()[0] or 0 for t in tables}
     copies = 1
@@ -86,13 +99,28 @@ def make(src: Path, out: Path, size_bytes: int) -> dict:
     return {"copies": copies, "bytes": out.stat().st_size, "seconds": round(time.perf_counter() - t0, 1)}
 
 
+def size_gb(text: str) -> float:
+    """A size in GiB: a finite number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a size in GiB above 0, got {text!r}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("src", type=Path)
     ap.add_argument("out", type=Path)
-    ap.add_argument("--size-gb", type=float, default=1.0)
+    ap.add_argument("--size-gb", type=size_gb, default=1.0)
     args = ap.parse_args(argv)
-    info = make(args.src, args.out, int(args.size_gb * (1 << 30)))
+    try:
+        info = make(args.src, args.out, int(args.size_gb * (1 << 30)))
+    except (OSError, EOFError, lzma.LZMAError, sqlite3.Error, ValueError) as exc:
+        print(f"make_big_export.py: error: {exc}", file=sys.stderr)
+        return 2
     print(f"{args.out}: {info['bytes'] / (1 << 30):.2f} GiB, {info['copies']} copies of {args.src.name}, {info['seconds']} s", file=sys.stderr)
     return 0
 

@@ -479,3 +479,37 @@ def test_the_progress_of_exports_whose_names_hold_control_characters_escapes_the
     # WHEN the progress lines are read THEN no control character but the lines' own newlines
     assert said and not any(ord(ch) < 0x20 and ch != "\n" for line in said for ch in line), said
     assert any("\\x1b[31mrank0.sqlite: done" in line for line in said), said
+
+
+def test_the_big_export_generator_repeats_cycles_and_says_bad_input_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    script = ROOT / "benchmarks" / "make_big_export.py"
+    src = H200 / "eagle_gpu_bound.sqlite"
+
+    def make(*args):
+        return subprocess.run([sys.executable, str(script), *map(str, args)], capture_output=True, text=True, timeout=300)
+
+    # GIVEN a real export WHEN made 5x bigger THEN it holds whole copies of the kernels, each
+    # with fresh correlation ids, and the source is untouched
+    out = tmp_path / "big.sqlite"
+    res = make(src, out, "--size-gb", src.stat().st_size * 5 / (1 << 30))
+    assert res.returncode == 0, res.stderr
+    with sqlite3.connect(f"file:{src}?mode=ro", uri=True) as a, sqlite3.connect(out) as b:
+        n, n_corr = a.execute("select count(*), count(distinct correlationId) from CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+        m, m_corr = b.execute("select count(*), count(distinct correlationId) from CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+    assert m % n == 0 and m // n >= 5 and m_corr == n_corr * (m // n)
+    # GIVEN bad input (not an export, a missing one over a file that exists, the source as the
+    # output, a size that is no size) THEN exit 2 with one error line (argparse's usage line
+    # before it for the size), and no file touched or left
+    (tmp_path / "text.sqlite").write_text("hi")
+    (tmp_path / "keep.sqlite").write_text("keep")
+    for args in ([tmp_path / "text.sqlite", tmp_path / "o1.sqlite"], [tmp_path / "missing.sqlite", tmp_path / "keep.sqlite"],
+                 [out, out], [src, tmp_path / "o2.sqlite", "--size-gb", "nan"]):
+        res = make(*args)
+        lines = res.stderr.splitlines()
+        assert res.returncode == 2 and lines[-1].startswith("make_big_export.py: error: ") and "Traceback" not in res.stderr, (args, res.stderr)
+        assert len(lines) == (2 if "--size-gb" in args else 1), lines
+    assert not (tmp_path / "o1.sqlite").exists() and not (tmp_path / "o2.sqlite").exists()
+    assert (tmp_path / "keep.sqlite").read_text() == "keep" and out.stat().st_size > src.stat().st_size
