@@ -209,6 +209,37 @@ def test_dask_errors_are_one_line(dask_cluster, tmp_path):
         assert res.returncode == 2 and said in res.stderr and res.stderr.strip().count("\n") == 0 and "Traceback" not in res.stderr, res.stderr
 
 
+def test_an_address_where_no_dask_scheduler_listens_is_said_in_the_users_words():
+    pytest.importorskip("distributed")
+    import socket
+    import threading
+
+    # GIVEN a program that answers on a port, but not as a Dask scheduler (a web server's reply)
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+
+    def answer():
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            conn.sendall(b"HTTP/1.0 400 Bad Request\r\n\r\n" * 4)
+            conn.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    try:
+        # WHEN given as --dask
+        res = run_cli("report", str(H200 / "eagle_gpu_bound.sqlite"), "--dask", f"tcp://127.0.0.1:{srv.getsockname()[1]}", "--no-cache")
+    finally:
+        srv.close()
+    # THEN one line says it answered but is no Dask scheduler (distributed read the reply as a
+    #      message length and said "Unable to allocate 3.01 EiB"), exit 2
+    assert res.returncode == 2 and res.stderr.strip().count("\n") == 0, res.stderr
+    assert "answered, but not as a Dask scheduler" in res.stderr, res.stderr
+
+
 def test_native_parts_cover_every_rowid_once(tmp_path, monkeypatch):
     # GIVEN a table with the smallest and largest rowids, negative and sparse ones
     path = tmp_path / "rowids.sqlite"

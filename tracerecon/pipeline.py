@@ -621,7 +621,7 @@ def _file_work_on_dask(scheduler: str, args: list[tuple], say: Progress) -> list
         client = Client(scheduler_file=scheduler, timeout="20s") if as_file else Client(scheduler, timeout="20s")
     except Exception as exc:  # unreachable, refused, a scheduler file without an address, ...
         what = "the scheduler file names no scheduler that answers" if as_file else "cannot reach the scheduler"
-        raise TraceReconError(f"--dask {scheduler}: {what} ({type(exc).__name__}: {exc})") from None
+        raise TraceReconError(f"--dask {scheduler}: {what} ({_why_no_scheduler(exc)})") from None
     try:
         say(f"reading {len(args)} exports on the Dask cluster at {scheduler}")
         futures = [client.submit(_file_work_remote, Path(f).resolve(), str(f), enabled(), *rest, pure=False) for f, *rest in args]
@@ -635,6 +635,20 @@ def _file_work_on_dask(scheduler: str, args: list[tuple], say: Progress) -> list
         return [fut.result() for fut in futures]
     finally:
         client.close()
+
+
+def _why_no_scheduler(exc: BaseException) -> str:
+    """Why ``Client`` found no scheduler, in the user's words where distributed's are about its
+    own insides (a program there that is no Dask scheduler answers with bytes distributed reads
+    as a message length: "Unable to allocate 3.07 EiB", or it closes the stream)."""
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, MemoryError) or type(exc).__name__ in ("CommClosedError", "ProtocolError", "ExtraData", "UnpackValueError"):
+        return f"the address answered, but not as a Dask scheduler: {text[:120]}"
+    if isinstance(exc, ConnectionRefusedError) or "Connection refused" in text:
+        return "connection refused: nothing listens there"
+    if isinstance(exc, (OSError, TimeoutError)) and "Timed out" in text:
+        return "no answer within 20 s"
+    return text
 
 
 def _raise_remote(fut, name: Path, scheduler: str) -> None:
