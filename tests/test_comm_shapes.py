@@ -44,6 +44,24 @@ COMMUNICATION = [
     "barrier_on_stream_kernel_threadgroup<(threadgroup_t)1>(int)",  # NVSHMEM's on-stream barrier
     "void deep_ep::(anonymous namespace)::intranode::dispatch<(int)8>(int)",  # an anonymous namespace between
     "void moeA2ADispatchKernel<decltype(a->b), (int)(8 >> 1)>(int)",  # brackets in parentheses
+    # read 2026-12-03: pplx-kernels csrc/all_to_all/{internode,intranode}_{dispatch,combine}.cu (NVSHMEM puts, NVLink
+    # stores into peers' buffers; global or anonymous scope, std::byte buffers)
+    "void dispatchKernel<(unsigned int)10, (bool)1, (bool)1>(int *, unsigned long, std::byte *, unsigned int *, unsigned long *, std::byte *, std::byte *)",
+    "void <unnamed>::combineKernel<float, __nv_bfloat16, (unsigned long)32, (bool)1, (bool)1>(__nv_bfloat16 *, std::byte **, std::byte **, unsigned int &)",
+    "void scatterKernel<(unsigned int)10, (bool)1, (bool)1>(int *, std::byte *, std::byte *)",  # its first versions
+    # Hybrid-EP (DeepEP csrc/hybrid_ep/backend/hybrid_ep_backend.cuh, extension/allgather.cu)
+    "void hybrid_ep::dispatch_kernel<unsigned short, (int)12, (bool)1>(hybrid_ep::dispatch_kernel_param_t<unsigned short>)",
+    "void hybrid_ep::combine_kernel<(int)2, (bool)0>(hybrid_ep::combine_kernel_param_t)",
+    "void hybrid_ep::device_sync_kernel<(int)8>(unsigned int *, unsigned int *, unsigned int *)", "ag_nvl_kernel",
+    # NIXL EP (ai-dynamo/nixl examples/device/ep/csrc/kernels: nixlPut into peers)
+    "void nixl_ep::ep_kernels::dispatch<(bool)1, (bool)0, (int)7168>(void *, int, nixl_ep::gpu_nixl_ctx *)",
+    "void nixl_ep::ht::notify_dispatch<(bool)0, (int)2>(const int *, nixl_ep::gpu_nixl_ctx)",
+    # NCCL EP (NVIDIA/nccl contrib/nccl_ep, extern "C" run-time compiled kernels)
+    "nccl_ep_jit_ht_dispatch_kernel", "nccl_ep_jit_ll_clean_kernel",
+    # TensorRT-LLM's wide-EP prepare step (moePrepareKernels.cu: counters into the peers' queues)
+    "void tensorrt_llm::kernels::moe_prepare::computeCountAndIndiceDevice<(int)8>(int *, tensorrt_llm::kernels::MoeCommWorkspace, int)",
+    # Triton-distributed's EP all-to-all (python/triton_dist/kernels/nvidia/ep_a2a.py: NVSHMEM puts)
+    "kernel_dispatch_token", "kernel_combine_token", "kernel_get_ag_splits_and_recv_offset",
 ]
 LOCAL = [
     "void at::native::reduce_kernel<512, 1>(void)", "fused_moe_kernel", "softmax_warp_forward", "gemm_kernel",
@@ -58,6 +76,17 @@ LOCAL = [
     "void ns::gemm<decltype(a->b)>(int *, all_to_all_t *)",  # all-to-all only in a parameter's type name
     "void at::native::vectorized_elementwise_kernel<(int)8, at::native::AUnaryFunctor<c10::BFloat16, c10::BFloat16, c10::BFloat16, "
     "at::native::binary_internal::MulFunctor<float>>, std::array<char *, (unsigned long)2>>(int, T2, T3)",
+    # the local kernels of the same EP libraries: routing-map scans, layouts, masks, permutes
+    "nccl_ep_jit_ht_scan_kernel", "nccl_ep_jit_ht_scan_flat_kernel",
+    "void hybrid_ep::scan<(int)512, (int)32>(const bool *, hybrid_ep::tmp_state_t *, int)",
+    "void hybrid_ep::update_expected_value_kernel<(int)1>(unsigned long *, unsigned int *)",
+    "void permute_processing_kernel<(int)256, (int)32>(bool *, int *, int)",
+    "void nixl_ep::ep_kernels::update_mask_buffer<(int)32>(int *, int, bool)", "void nixl_ep::layout::get_dispatch_layout<(int)256>(const long *, int *)",
+    "tensorrt_llm::kernels::moe_prepare::computeCumsumDevice(int *, int *, int, int)", "kernel_bincount", "sleep_kernel(unsigned long)",
+    # names as generic as pplx's, in other programs: a namespace of their own, or no std::byte buffers
+    "void dispatch_kernel<float, int>(const float *, const int *, float *, int)", "void dispatchKernel<int>(int *, int)",
+    "combine_kernel(const float *, const float2 *, int, __nv_bfloat16 *)", "void myapp::dispatchKernel<(int)1>(std::byte *, int)",
+    "dispatchKernel", "combineKernel",  # short names alone: pplx's cannot be told from others'
 ]
 
 

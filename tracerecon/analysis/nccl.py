@@ -23,15 +23,21 @@ from tracerecon.kernel_names import ANONYMOUS, kernel_name_parts
 # moeA2ACombineKernel: not moeA2APrepare*, which count locally); torch symmetric memory's
 # multimem_*, one-/two-shot all-reduce and all-to-all-v; mscclpp's; vLLM's decode-context-parallel
 # all-to-all (dispatch_output_lse_kernel, wait_lse_combine_kernel); TensorRT-LLM's MiniMax
-# all-reduce of the RMS variance; NVSHMEM's on-stream barriers. Tested on the function name
-# alone, so a namespace that says all-to-all (flashinfer::trtllm_alltoall, whose kernels count
-# and gather locally) makes no kernel of it communication.
+# all-reduce of the RMS variance; NVSHMEM's on-stream barriers; NCCL EP's run-time compiled
+# kernels (nccl_ep_jit_*_kernel) but its routing-map scans (nccl_ep_jit_ht_scan*, local);
+# Hybrid-EP's NVLink all-gather of the routing map (ag_nvl_kernel); Triton-distributed's EP
+# all-to-all (kernel_dispatch_token, kernel_combine_token, kernel_get_ag_splits_and_recv_offset:
+# Triton names a kernel by its Python function); TensorRT-LLM's wide-EP prepare step
+# (computeCountAndIndiceDevice writes counters into its peers' queues). Tested on the function
+# name alone, so a namespace that says all-to-all (flashinfer::trtllm_alltoall, whose kernels
+# count and gather locally) makes no kernel of it communication.
 COMM_FUNCTION = re.compile(
-    r"^(ncclKernel_|ncclDevKernel_|ncclSymDevKernel_|nccl\w*Kernel)"
+    r"^(ncclKernel_|ncclDevKernel_|ncclSymDevKernel_|(?!nccl_ep_jit_\w*scan)nccl\w*Kernel)"
     r"|cross_device_(reduce|all_?gather)|custom_?all_?reduce|one_?shot_?all_?reduce|two_?shot_?all_?reduce|allreduce_(one|two)shot"
     r"|all_?reduce_?fusion|trtllm_?all_?reduce|multimem_|mscclpp|quick_?all_?reduce|all_?to_?all|^mnnvl_lamport_"
     r"|^moeA2A(Dispatch|Combine)Kernel|^dispatch_output_lse_kernel$|^wait_lse_combine_kernel$|^minimax_reduce_rms_kernel"
-    r"|^(barrier|sync)(_all)?_on_stream_kernel",
+    r"|^(barrier|sync)(_all)?_on_stream_kernel"
+    r"|^ag_nvl_kernel$|^kernel_(dispatch|combine)_token|^kernel_get_ag_splits_and_recv_offset|^computeCountAndIndiceDevice$",
     re.I,
 )
 # Its namespaces and function together (demangled names only): libraries whose kernels are known
@@ -42,28 +48,39 @@ COMM_FUNCTION = re.compile(
 # torch symmetric memory's signal-pad barriers and its NVSHMEM and NCCL device-API kernels
 # (c10d::nvshmem_extension, c10d::nccl_extension); TensorRT-LLM's and FlashInfer's MNNVL
 # all-reduce (kernels::mnnvl, trtllm_mnnvl_allreduce) and MiniMax all-reduce (minimax_ar);
-# FlashInfer's decode-context-parallel puts and barriers (comm::dcp).
+# FlashInfer's decode-context-parallel puts and barriers (comm::dcp); Hybrid-EP's dispatch,
+# combine and cross-GPU barrier (hybrid_ep::..., by name: NCCL EP's local scans share the
+# namespace); NIXL EP's kernels (nixl_ep::..., a DeepEP port: the layout and mask-buffer ones
+# left out, as for DeepEP).
 COMM_QUALIFIED = re.compile(
     r"\b(deep_ep|uccl)::(intranode|internode|internode_ll|elastic)::(?!\w*(layout|epilogue|_mask_buffer))"
     r"|\bmooncake::(dispatch|combine)\b|\bc10d::symmetric_memory::(barrier|put_signal|wait_signal)_kernel\b"
     r"|\bc10d::(nvshmem|nccl)_extension::|\bkernels::mnnvl::|\btrtllm_mnnvl_allreduce::|\bminimax_ar::"
-    r"|\bcomm::dcp::(PutPacked|Barrier)Kernel\b",
+    r"|\bcomm::dcp::(PutPacked|Barrier)Kernel\b"
+    r"|\bhybrid_ep::(dispatch_kernel|combine_kernel|device_sync_kernel)\b"
+    r"|\bnixl_ep::(intranode|internode|ht|ep_kernels)::(?!\w*(layout|mask_buffer))",
 )
 # Its parameter types (demangled names only): a kernel handed an mscclpp device handle or an NCCL
 # device communicator or window (NCCL's device API) communicates, whatever it is called (SGLang's
 # sglang::allreduce_LL_1node takes mscclpp::MemoryChannelDeviceHandle*).
-COMM_PARAMETERS = re.compile(r"\bmscclpp::|\bncclDevComm\b|\bncclWindow_vidmem\b")
+COMM_PARAMETERS = re.compile(r"\bmscclpp::|\bncclDevComm\b|\bncclWindow_vidmem\b|\bMoeCommWorkspace\b|\bnixl_ep::(\w+::)?gpu_nixl_ctx\b")
+# pplx-kernels' all-to-all (dispatchKernel, combineKernel; scatterKernel in its first versions):
+# names too generic alone, in no namespace of their own (global or anonymous scope), told apart
+# by the std::byte buffers every one of them takes (demangled names only).
+PPLX_FUNCTION = re.compile(r"^(dispatch|combine|scatter)Kernel$")
 
 
 @functools.lru_cache(maxsize=16384)
 def is_comm_kernel(name: str) -> bool:
     """Whether a kernel of this name (short or demangled) is communication: its function name,
     its namespaces (anonymous ones left out) or its parameter types say so (``COMM_FUNCTION``,
-    ``COMM_QUALIFIED``, ``COMM_PARAMETERS``). Cached: a rank's tables ask for the same few
-    names several times (``comm_mask``), and demangled names run to kilobytes."""
+    ``COMM_QUALIFIED``, ``COMM_PARAMETERS``), or all three together (``PPLX_FUNCTION``).
+    Cached: a rank's tables ask for the same few names several times (``comm_mask``), and
+    demangled names run to kilobytes."""
     qualified, function, params = kernel_name_parts(name)
     named = qualified.replace(ANONYMOUS + "::", "")
-    return bool(COMM_FUNCTION.search(function) or COMM_QUALIFIED.search(named) or COMM_PARAMETERS.search(params))
+    return bool(COMM_FUNCTION.search(function) or COMM_QUALIFIED.search(named) or COMM_PARAMETERS.search(params)
+                or named == function and PPLX_FUNCTION.match(function) and re.search(r"\bstd::byte\b", params))
 
 
 def is_point_to_point(name: str) -> bool:
