@@ -213,3 +213,26 @@ def test_a_very_long_name_takes_four_table_lines_and_stays_told_apart(tmp_path):
     import json
 
     assert [p["phase"] for p in json.loads(as_json.stdout)["ranks"][0]["phases"]] == [long_a, long_b, "short"]
+
+
+async def test_the_terminal_ui_shows_control_and_invisible_characters_as_escapes(tmp_path):
+    pytest.importorskip("textual")
+    from tracerecon.tui.app import TraceReconApp
+
+    # GIVEN phases named with an escape sequence (which would recolour the terminal) and a
+    #       right-to-left override (which would reorder the line), in a file named with an ESC
+    red, rtl = "\x1b[31mred", "a\u202eb"
+    path = _trace_named(tmp_path / "t\x1b[1m.sqlite", red, rtl)
+    app = TraceReconApp(lambda: load([path], PhaseConfig(phases=(red, rtl))), source=str(path))
+    # WHEN each tab is drawn
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+        for key in "12341":
+            await pilot.press(key)
+            await pilot.pause()
+            screen = app.export_screenshot()
+            # THEN no control or invisible character reaches the screen: each is its escape
+            assert "\x1b" not in screen and "\u202e" not in screen, key
+            if key in "13":
+                assert "\\x1b[31mred" in screen and "a\\u202eb" in screen, key

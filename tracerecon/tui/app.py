@@ -1,4 +1,6 @@
 """`tracerecon view`: a Textual app over the core analysis. It displays; it computes nothing.
+A trace's text (names, file names, messages) is shown as ``one_line`` writes it: control and
+invisible characters as escapes, never sent to the terminal as they are.
 
 Data flow: a thread worker first gets the report (``api.report``: from the cache, a small
 entry) and posts ``ReportReady``, which fills the overview, the first screen; it then runs the
@@ -25,6 +27,7 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Header, Input, LoadingIndicator, Static, TabbedContent, TabPane
 
+from tracerecon.json_text import one_line
 from tracerecon.present import VERDICT_MEANING, VERDICT_STYLE, left_out_note, misleading_line, verdict_cause_label
 from tracerecon.report_model import Report, most_misleading
 from tracerecon.tui.timeline_widget import Timeline
@@ -194,7 +197,7 @@ class TraceReconApp(App):
     def compose(self) -> ComposeResult:
         yield Header()
         with Vertical(id="loading-box"):
-            yield Static(Text(f"loading {self.source} ..."), id="loading-text")
+            yield Static(Text(f"loading {one_line(self.source)} ..."), id="loading-text")
             yield LoadingIndicator(id="loading")
         with TabbedContent(id="tabs", initial="overview"):
             with TabPane("Overview", id="overview"):
@@ -276,10 +279,10 @@ class TraceReconApp(App):
     def load_failed(self, event: LoadFailed) -> None:
         self.load_error = event.error
         self.query_one("#loading").display = False
-        self.query_one("#loading-text", Static).update(Text.assemble(("cannot load: ", "red"), str(event.error)))
+        self.query_one("#loading-text", Static).update(Text.assemble(("cannot load: ", "red"), one_line(str(event.error))))
         if self.report is not None:  # the overview is up, the loading box gone: say it there
-            self.query_one("#overview-notes", Static).update(Text(f"cannot load the timeline: {event.error}", style="bold red"))
-            self.notify(f"cannot load the timeline: {event.error}", severity="error", timeout=30, markup=False)
+            self.query_one("#overview-notes", Static).update(Text(f"cannot load the timeline: {one_line(str(event.error))}", style="bold red"))
+            self.notify(f"cannot load the timeline: {one_line(str(event.error))}", severity="error", timeout=30, markup=False)
         else:
             # Nothing to browse: the app ends at once and the command says why in one line and
             # exits as `report` does (``load_failure``), not after a key press.
@@ -291,7 +294,7 @@ class TraceReconApp(App):
         rep = self.report = event.report
         self.query_one("#loading-box").display = False
         self.query_one("#tabs").display = True
-        self.sub_title = f"{len(rep.ranks)} rank(s): " + ", ".join(sorted({r.source.rsplit('/', 1)[-1] for r in rep.ranks}))
+        self.sub_title = f"{len(rep.ranks)} rank(s): " + ", ".join(sorted({one_line(r.source.rsplit('/', 1)[-1]) for r in rep.ranks}))
         self.fill_overview()
         self.query_one("#overview-table", DataTable).focus()
         self.call_after_refresh(self.first_screen_shown.set)
@@ -299,7 +302,7 @@ class TraceReconApp(App):
     def analysis_ready(self) -> bool:
         """Whether the timeline, cycles and details can be shown yet (says so when not)."""
         if self.analysis is None:
-            self.notify(f"cannot load the timeline: {self.load_error}" if self.load_error else "still loading the timeline ...",
+            self.notify(f"cannot load the timeline: {one_line(str(self.load_error))}" if self.load_error else "still loading the timeline ...",
                         severity="error" if self.load_error else "warning", markup=False)
         return self.analysis is not None
 
@@ -318,8 +321,8 @@ class TraceReconApp(App):
         if self.diff_result is not None:
             self.fill_diff()
         elif self.diff_error is not None:
-            self.query_one("#diff-notes", Static).update(Text(f"cannot compare: {self.diff_error}", style="bold red"))
-            self.notify(f"cannot compare: {self.diff_error}", severity="error", timeout=30, markup=False)
+            self.query_one("#diff-notes", Static).update(Text(f"cannot compare: {one_line(self.diff_error)}", style="bold red"))
+            self.notify(f"cannot compare: {one_line(self.diff_error)}", severity="error", timeout=30, markup=False)
         first = self.current_rank()
         cycles = first.phases["cycle"].drop_null().to_pylist() if first and first.phases.num_rows else []
         # The timeline opens on the first cycle the medians count (a warm-up cycle's graph
@@ -364,7 +367,7 @@ class TraceReconApp(App):
             for p in summaries:
                 err = p.error_ms_median
                 t.add_row(
-                    str(r.rank), Text(p.phase), str(p.n), ms(p.cpu_ms_median), ms(p.gpu_ms_median),
+                    str(r.rank), Text(one_line(p.phase)), str(p.n), ms(p.cpu_ms_median), ms(p.gpu_ms_median),
                     *((ms(p.gpu_span_ms_median), ms(p.gpu_busy_ms_median)) if wide else ()),
                     Text(ms(err), style=VERDICT_STYLE.get(p.dominant_verdict, "")), Text(verdict_cause_label(p), style=VERDICT_STYLE.get(p.dominant_verdict, "")),
                     key=f"{r.rank}:{p.phase}",
@@ -374,11 +377,11 @@ class TraceReconApp(App):
                 notes.append(f"rank {r.rank}: {c.n} cycles, CPU {ms(c.cpu_ms_median)} ms vs GPU {ms(c.gpu_ms_median)} ms per cycle (median){left_out_note(c)}\n")
             worst = most_misleading(summaries)
             if worst is not None:
-                notes.append(f"rank {r.rank} {misleading_line(worst)}\n", style="bold " + VERDICT_STYLE.get(worst.dominant_verdict, ""))
+                notes.append(f"rank {r.rank} {one_line(misleading_line(worst))}\n", style="bold " + VERDICT_STYLE.get(worst.dominant_verdict, ""))
         for line in rep.straggler_lines:
-            notes.append(line + "\n", style="bold")
+            notes.append(one_line(line) + "\n", style="bold")
         for w in rep.warnings[:3]:
-            notes.append(f"warning: {w}\n", style="yellow")
+            notes.append(f"warning: {one_line(w)}\n", style="yellow")
         self.query_one("#overview-notes", Static).update(notes)
 
     @on(DataTable.RowSelected, "#overview-table")
@@ -394,13 +397,13 @@ class TraceReconApp(App):
         t.add_columns("rank", "phase", "A GPU ms", "B GPU ms", "delta GPU", "A CPU ms", "B CPU ms")
         for p in d["phases"]:
             delta = p["delta_gpu_ms"]
-            t.add_row(str(p["rank"]), Text(p["phase"]), ms(p["a_gpu_ms"]), ms(p["b_gpu_ms"]),
+            t.add_row(str(p["rank"]), Text(one_line(p["phase"])), ms(p["a_gpu_ms"]), ms(p["b_gpu_ms"]),
                       Text("-" if delta is None else f"{delta:+.3f}", style="red" if (delta or 0) > 0 else "green"), ms(p["a_cpu_ms"]), ms(p["b_cpu_ms"]))
         from tracerecon.present import diff_notes
 
         notes = Text()
         for text, style in diff_notes(d):  # what `tracerecon diff` prints under its table
-            notes.append(text + "\n", style=style)
+            notes.append(one_line(text) + "\n", style=style)
         self.query_one("#diff-notes", Static).update(notes)
 
     # --- cycles ---------------------------------------------------------------------------
@@ -425,7 +428,7 @@ class TraceReconApp(App):
         phases = [p for p in a.config.labels() if any(p in r.phases["phase"].to_pylist() for r in a.ranks)]
         cols = ["rank", "cycle", "CPU ms", "GPU ms"] + [f"{p} CPU" for p in phases] + [f"{p} GPU" for p in phases] + ["|error| ms", "verdicts"]
         for c in cols:
-            t.add_column(Text(c), key=c)  # phase names are the trace's text, no markup
+            t.add_column(Text(one_line(c)), key=c)  # phase names are the trace's text: no markup, escapes
         from tracerecon.analysis.summary import cycle_rows
 
         for r in a.ranks:
@@ -584,7 +587,7 @@ class TraceReconApp(App):
             if number is not None and number in self.cycle_ids():
                 self.open_cycle(number)
             elif value:
-                self.notify(f"no cycle {value}", severity="warning", markup=False)
+                self.notify(f"no cycle {one_line(value)}", severity="warning", markup=False)
 
         self.push_screen(AskScreen("cycle number"), go)
 
@@ -628,7 +631,7 @@ class TraceReconApp(App):
     @on(Timeline.SegmentClicked)
     def segment_clicked(self, event: Timeline.SegmentClicked) -> None:
         s = event.segment
-        text = f"r{event.rank} {s.label}: {format_duration(s.end_ns - s.start_ns)} at +{format_duration(s.start_ns - self.window.start_ns)}"
+        text = f"r{event.rank} {one_line(s.label)}: {format_duration(s.end_ns - s.start_ns)} at +{format_duration(s.start_ns - self.window.start_ns)}"
         # enter opens the phase the segment belongs to: a phase's own, the phase a wait waited
         # for, the phase that launched a GPU op (none: nothing to open)
         self.zoom_target = None
@@ -680,11 +683,11 @@ class TraceReconApp(App):
         r = next(x for x in self.analysis.ranks if x.rank == rank)
         d = phase_detail(r.phases, r.gpu_ops, r.syncs, phase_id=phase_id, phase=phase, cycles=r.cycles)
         t = Text()
-        t.append(f"rank {rank}  {d.title}\n\n", style="bold")
-        t.append(d.explanation + "\n\n", style="italic")
+        t.append(f"rank {rank}  {one_line(d.title)}\n\n", style="bold")
+        t.append(one_line(d.explanation) + "\n\n", style="italic")
         per = "this instance" if phase_id is not None else "median per cycle"
         t.append(f"CPU {ms(d.cpu_ms)} ms   GPU {ms(d.gpu_ms)} ms   span {ms(d.gpu_span_ms)} ms   busy {ms(d.gpu_busy_ms)} ms   ({per})\n")
-        t.append(f"launches: {d.eager_launches} eager, {d.graph_launches} CUDA-graph replays   streams: {', '.join(d.streams) or '-'}\n")
+        t.append(f"launches: {d.eager_launches} eager, {d.graph_launches} CUDA-graph replays   streams: {one_line(', '.join(d.streams)) or '-'}\n")
         if d.comm_ms or d.wait_ms:
             t.append(f"communication kernels {ms(d.comm_ms)} ms, of which waiting for other ranks {ms(d.wait_ms)} ms\n")
         t.append("verdicts (causes: " + ", ".join(f"{c} {n}" for c, n in d.causes.items()) + "): ")
@@ -692,11 +695,11 @@ class TraceReconApp(App):
             t.append((", " if i else "") + f"{v} {n}", style=VERDICT_STYLE.get(v, ""))
         t.append("\n\nkernels by total time\n", style="bold")
         for k in d.kernels[:15]:
-            t.append(f"  {k.total_ms:10.3f} ms  {k.count:6d}x  {k.name[:90]}\n")
+            t.append(f"  {k.total_ms:10.3f} ms  {k.count:6d}x  {one_line(k.name)[:90]}\n")
         if d.syncs:
             t.append("\nblocking calls\n", style="bold")
             for line in d.syncs:
-                t.append(f"  {line}\n")
+                t.append(f"  {one_line(line)}\n")
         self.query_one("#detail-body", Static).update(t)
         self.action_tab("detail")
 
@@ -719,7 +722,7 @@ class TraceReconApp(App):
             self.window = Window(hit.start_ns - pad, hit.end_ns + pad)
             self.redraw()
             self.action_tab("timeline")
-            self.query_one("#status", Static).update(Text(f"found {hit.label[:80]}: {format_duration(hit.end_ns - hit.start_ns)}"))
+            self.query_one("#status", Static).update(Text(f"found {one_line(hit.label)[:80]}: {format_duration(hit.end_ns - hit.start_ns)}"))
 
         self.push_screen(AskScreen("kernel or range name"), go)
 
