@@ -40,19 +40,20 @@ def make(src: Path, out: Path, size_bytes: int) -> dict:
     if out.exists() and src.exists() and out.samefile(src):
         raise ValueError(f"{out} is the export to repeat: name another output")
     src.open("rb").close()  # (a missing source said before the output is touched)
+    written = False
     try:
-        return _make(src, out, size_bytes, t0)
+        with open(out, "wb") as fout:
+            written = True  # (from here the output is ours: a file that could not be opened is not)
+            with (lzma.open(src) if src.name.endswith(".xz") else open(src, "rb")) as fin:
+                shutil.copyfileobj(fin, fout, 1 << 20)
+        return _grow(src, out, size_bytes, t0)
     except BaseException:
-        out.unlink(missing_ok=True)  # a half-made output is never left to be read as an export
+        if written:
+            out.unlink(missing_ok=True)  # a half-made output is never left to be read as an export
         raise
 
 
-def _make(src: Path, out: Path, size_bytes: int, t0: float) -> dict:
-    if src.name.endswith(".xz"):
-        with lzma.open(src) as fin, open(out, "wb") as fout:
-            shutil.copyfileobj(fin, fout, 1 << 20)
-    else:
-        shutil.copyfile(src, out)
+def _grow(src: Path, out: Path, size_bytes: int, t0: float) -> dict:
     db = sqlite3.connect(out)
     db.execute("pragma journal_mode = off")
     db.execute("pragma synchronous = off")

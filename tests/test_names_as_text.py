@@ -236,3 +236,20 @@ async def test_the_terminal_ui_shows_control_and_invisible_characters_as_escapes
             assert "\x1b" not in screen and "\u202e" not in screen, key
             if key in "13":
                 assert "\\x1b[31mred" in screen and "a\\u202eb" in screen, key
+
+
+def test_the_phase_suggested_for_a_numbered_family_of_odd_names_works_when_pasted(tmp_path):
+    import json
+    import shlex
+
+    # GIVEN phase ranges 'layer<TAB>1' and 'layer<TAB>2' (one family, numbered)
+    path = _trace_named(tmp_path / "t.sqlite", "layer\t1", "layer\t2")
+    # WHEN reported without phases THEN the warning suggests one pattern for the family
+    res = run_cli("report", path, "--no-cache")
+    hint = res.stderr.split("the likely phases here: ", 1)[1].split(" (`tracerecon ranges`", 1)[0]
+    assert "\\d+" in hint, hint
+    # THEN pasted into a shell it matches them (the tab as an escape the pattern reads)
+    again = run_cli("report", "--json", path, "--no-cache", *shlex.split(hint))
+    assert again.returncode == 0, again.stderr
+    phases = json.loads(again.stdout)["ranks"][0]["phases"]
+    assert [p["phase"] for p in phases] == ["layer"] and phases[0]["n"] == 3, (hint, phases)

@@ -103,9 +103,10 @@ def test_analysis_and_nsys_keep_to_themselves():
             assert not libs & {"sqlite3", "sqlite_utils", "textual", "torch", "rich"}, m
             # tracerecon.memory: malloc_trim after the analysis's own threads; tracerecon.cores:
             # how many threads it may use; tracerecon.kernel_names: a kernel name's parts, which
-            # the reader needs too (none holds data or does I/O)
+            # the reader needs too; tracerecon.json_text: how a name is written where a person
+            # reads it, for the --phase values suggested (none holds data or does I/O)
             assert all(d.startswith("tracerecon.analysis") or d in ("tracerecon.schema", "tracerecon.errors", "tracerecon.report_model", "tracerecon.memory",
-                                                                     "tracerecon.cores", "tracerecon.kernel_names")
+                                                                     "tracerecon.cores", "tracerecon.kernel_names", "tracerecon.json_text")
                        for d in deps), (m, deps)
         if m.startswith("tracerecon.nsys"):
             assert not any(d.startswith(("tracerecon.analysis", "tracerecon.api", "tracerecon.cli", "tracerecon.tui")) for d in deps), (m, deps)

@@ -201,6 +201,8 @@ def test_dask_errors_are_one_line(dask_cluster, tmp_path):
     res = run_cli("report", str(H200 / "eagle_gpu_bound.sqlite"), "--dask", "tcp://127.0.0.1:9", "--no-cache")
     assert res.returncode == 2
     assert res.stderr.startswith("tracerecon: ") and res.stderr.strip().count("\n") == 0 and "Traceback" not in res.stderr
+    # (distributed retries until its timeout and says "Timed out"; the refusal is in its chain)
+    assert "connection refused" in res.stderr, res.stderr
     # a scheduler file that is not there, or holds nothing: said so, in one line
     empty = tmp_path / "empty.json"
     empty.write_text("")

@@ -642,10 +642,15 @@ def _why_no_scheduler(exc: BaseException) -> str:
     own insides (a program there that is no Dask scheduler answers with bytes distributed reads
     as a message length: "Unable to allocate 3.07 EiB", or it closes the stream)."""
     text = f"{type(exc).__name__}: {exc}"
-    if isinstance(exc, MemoryError) or type(exc).__name__ in ("CommClosedError", "ProtocolError", "ExtraData", "UnpackValueError"):
-        return f"the address answered, but not as a Dask scheduler: {text[:120]}"
-    if isinstance(exc, ConnectionRefusedError) or "Connection refused" in text:
+    chain, seen = [], exc
+    while seen is not None and len(chain) < 16:  # (distributed's retries chain their causes)
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    # A refusal first: its chain holds a CommClosedError too (a stream closed on connecting).
+    if any(isinstance(e, ConnectionRefusedError) or "Connection refused" in str(e) for e in chain):
         return "connection refused: nothing listens there"
+    if any(isinstance(e, MemoryError) or type(e).__name__ in ("CommClosedError", "ProtocolError", "ExtraData", "UnpackValueError") for e in chain):
+        return f"the address answered, but not as a Dask scheduler: {text[:120]}"
     if isinstance(exc, (OSError, TimeoutError)) and "Timed out" in text:
         return "no answer within 20 s"
     return text

@@ -370,7 +370,7 @@ def _phase_value(shape: str, members: list["RangeSummary"]) -> str:
         label = label[: label.rfind("(")]
     label = re.sub(r"[\s,:;#(.-]+$", "", label).replace("=", "").strip() or "phase"
     if len(members) > 1:
-        return f"{label}=re:^" + r"\d+".join(re.escape(part).replace("\\ ", " ") for part in shape.split(_HOLE)) + "$"
+        return f"{label}=re:^" + r"\d+".join("".join(" " if c == " " else _pattern_char(c) for c in part) for part in shape.split(_HOLE)) + "$"
     name = members[0].name
     if _UNTYPABLE.search(name) or not name.strip() or not name.isascii() and any(map(invisible, name)):
         # A name with control characters cannot be typed in a shell as it is, nor can a blank
