@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conftest import run_cli
 from nsys_factory import FakeTrace
@@ -181,6 +183,8 @@ def test_text_shown_to_a_person_escapes_characters_that_show_as_nothing():
     # THEN each invisible one is written as its escape, the letters as they are
     assert one_line("ver\u200bify draft\u00a0x \u202eabc \U000e0001 caf\u00e9 \u8349") == (
         "ver\\u200bify draft\\u00a0x \\u202eabc \\U000e0001 caf\u00e9 \u8349")
+    # (and the default-ignorable ones that are no format characters, private-use code points)
+    assert one_line("a\u3164b\ufe0fc\u034fd\ue000") == "a\\u3164b\\ufe0fc\\u034fd\\ue000"
 
 
 def test_names_that_differ_by_an_invisible_character_are_told_apart_in_the_table(tmp_path):
@@ -253,3 +257,32 @@ def test_the_phase_suggested_for_a_numbered_family_of_odd_names_works_when_paste
     assert again.returncode == 0, again.stderr
     phases = json.loads(again.stdout)["ranks"][0]["phases"]
     assert [p["phase"] for p in phases] == ["layer"] and phases[0]["n"] == 3, (hint, phases)
+
+
+_NAME_CHARS = st.text(alphabet=st.sampled_from(["a", "b", "_", " ", "\u200b", "\u8349", "\x1b", "\u2026", "(", "2", ")"]), max_size=40)
+
+
+@given(st.lists(_NAME_CHARS, max_size=25), st.integers(12, 60))
+def test_shown_names_keep_names_apart_within_the_width(names, width):
+    from tracerecon.json_text import _cells, one_line, shown_names
+
+    shown = shown_names(names, width)
+    # each name shown one way; distinct names never alike; within the width in terminal cells;
+    # a name that fits shown whole (unless another name is written alike: one of them numbered)
+    by_name = dict(zip(names, shown))
+    assert all(by_name[n] == s for n, s in zip(names, shown))
+    assert len(set(by_name.values())) == len(by_name)
+    assert all(_cells(s) <= width for s in shown), (names, width, shown)
+    for n, s in zip(names, shown):
+        if _cells(one_line(n)) <= width and sum(one_line(m) == one_line(n) for m in set(names)) == 1:
+            assert s == one_line(n)
+
+
+def test_a_wide_characters_name_is_cut_by_the_cells_it_takes():
+    from tracerecon.json_text import _cells, shown_names
+
+    # GIVEN a name of 120 wide (East Asian) characters, 240 cells WHEN shown in 32 cells
+    (shown,) = shown_names(["\u8349\u7a3f" * 60], 32)
+    # THEN it takes at most 32 cells, not 32 characters (64 cells)
+    assert _cells(shown) <= 32 and shown.count("\u2026") == 1
+

@@ -130,8 +130,9 @@ def test_names_that_cut_alike_stay_apart():
 
     a, b = "prefill_attention_layer_" + "A" * 20 + "_kernel_x", "prefill_attention_layer_" + "B" * 20 + "_kernel_x"
     # WHEN cut
-    # THEN the second gets a number, so the legend still tells them apart
-    assert shown_names([a, b], NAME_CHARS) == ["prefill_attenti\u2026kernel_x", "prefill_attenti\u2026kernel_x (2)"]
+    # THEN the second gets a number, cut shorter to stay within the width, so the legend still
+    # tells them apart
+    assert shown_names([a, b], NAME_CHARS) == ["prefill_attenti\u2026kernel_x", "prefill_atte\u2026ernel_x (2)"]
     # (and a width under 4 is taken as 4: the first two characters, the ellipsis, the last one)
     assert shown_names(["abcdefgh"], width=0) == ["ab\u2026h"]
 

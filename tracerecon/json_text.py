@@ -47,14 +47,22 @@ def escaped_char(char: str) -> str:
 def invisible(char: str) -> bool:
     """Whether a character shows as nothing or as a plain space, or moves the text around it:
     Unicode's format characters (a zero-width space, a byte-order mark, right-to-left overrides),
-    line and paragraph separators and spaces other than U+0020 (a no-break space). Names that
-    differ only by one read the same in a table, or a terminal reorders the line; shown as
-    ``\\u200b`` they are told apart."""
+    line and paragraph separators, spaces other than U+0020 (a no-break space), the rest of its
+    default-ignorable characters (variation selectors, a Hangul filler), unassigned and
+    private-use code points, the blank Braille pattern. Names that differ only by one read the
+    same in a table, or a terminal reorders the line; shown as ``\\u200b`` they are told apart."""
     if char.isascii():
         return False
     import unicodedata  # (only for names that are not ASCII)
 
-    return unicodedata.category(char) in ("Cf", "Zl", "Zp", "Zs")
+    code = ord(char)
+    return unicodedata.category(char) in ("Cf", "Zl", "Zp", "Zs", "Cn", "Co") or any(lo <= code <= hi for lo, hi in _IGNORABLE)
+
+
+# Unicode's Default_Ignorable_Code_Point ranges (DerivedCoreProperties.txt) that are not format
+# characters, and U+2800 (a blank Braille pattern): drawn as nothing.
+_IGNORABLE = ((0x034F, 0x034F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F), (0x2800, 0x2800), (0x3164, 0x3164),
+              (0xFE00, 0xFE0F), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF))
 
 
 def valid_json(doc):
@@ -76,21 +84,63 @@ def json_text(doc, indent: int | None = 2) -> str:
 
 def shown_names(names: list[str], width: int) -> list[str]:
     """``names`` as shown where room is short (a plot's axes, a table's name column): each as
-    ``one_line`` writes it, cut in the middle with an ellipsis where longer than ``width`` (its
-    start and end kept: engines' names differ at either end); equal names alike, distinct names
-    kept distinct (a number appended where two would read alike). JSON and exports keep names
-    whole."""
+    ``one_line`` writes it, cut in the middle with an ellipsis where wider than ``width``
+    terminal cells (its start and end kept: engines' names differ at either end); equal names
+    alike, distinct names kept distinct: where two would read alike, the later one cut shorter
+    and numbered (" (2)"), still within ``width``; a name that fits is never the one numbered.
+    JSON and exports keep names whole."""
     width = max(width, 4)
+    texts = {name: one_line(name) for name in names}  # (control characters as escapes: no raw ESC in an SVG)
     shown: dict[str, str] = {}
     taken: set[str] = set()
-    for name in names:
+    for name, text in texts.items():  # whole names first: a cut name never takes one's place
+        if text not in taken and _cells(text) <= width:
+            shown[name] = text
+            taken.add(text)
+    next_number: dict[str, int] = {}
+    for name, text in texts.items():
         if name in shown:
             continue
-        text = one_line(name)  # (control characters as escapes: no raw ESC in an SVG)
-        short = text if len(text) <= width else text[: (width - 1) * 2 // 3] + "\u2026" + text[-((width - 1) - (width - 1) * 2 // 3):]
-        base, k = short, 2
+        short = cut = _cut(text, width)
+        k = next_number.get(cut, 1)  # (numbers already given for this cut: none tried twice)
         while short in taken:
-            short, k = f"{base} ({k})", k + 1
+            k += 1
+            suffix = f" ({k})"
+            short = _cut(text, max(width - len(suffix), 4)) + suffix
+        next_number[cut] = k
         shown[name] = short
         taken.add(short)
     return [shown[name] for name in names]
+
+
+def _cells(text: str) -> int:
+    """Terminal cells ``text`` takes: two for a wide (East Asian) character, none for a
+    combining mark."""
+    if text.isascii():
+        return len(text)
+    import unicodedata
+
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _cut(text: str, width: int) -> str:
+    """``text`` within ``width`` cells: whole where it fits, else its start and end around an
+    ellipsis (two thirds of the room to the start)."""
+    if _cells(text) <= width:
+        return text
+    room = width - 1
+    head, tail = _within(text, room * 2 // 3), _within(text[::-1], room - room * 2 // 3)[::-1]
+    return head + "\u2026" + tail
+
+
+def _within(text: str, cells: int) -> str:
+    """The longest start of ``text`` that takes at most ``cells`` cells."""
+    if text.isascii():
+        return text[:cells]
+    out, used = [], 0
+    for c in text:
+        used += _cells(c)
+        if used > cells:
+            break
+        out.append(c)
+    return "".join(out)

@@ -32,7 +32,7 @@ from tracerecon.kernel_names import ANONYMOUS, kernel_name_parts
 # name alone, so a namespace that says all-to-all (flashinfer::trtllm_alltoall, whose kernels
 # count and gather locally) makes no kernel of it communication.
 COMM_FUNCTION = re.compile(
-    r"^(ncclKernel_|ncclDevKernel_|ncclSymDevKernel_|(?!nccl_ep_jit_\w*scan)nccl\w*Kernel)"
+    r"^(ncclKernel_|ncclDevKernel_|ncclSymDevKernel_|(?!nccl_ep_jit_\w*_scan(_\w+)?_kernel$)nccl\w*Kernel)"
     r"|cross_device_(reduce|all_?gather)|custom_?all_?reduce|one_?shot_?all_?reduce|two_?shot_?all_?reduce|allreduce_(one|two)shot"
     r"|all_?reduce_?fusion|trtllm_?all_?reduce|multimem_|mscclpp|quick_?all_?reduce|all_?to_?all|^mnnvl_lamport_"
     r"|^moeA2A(Dispatch|Combine)Kernel|^dispatch_output_lse_kernel$|^wait_lse_combine_kernel$|^minimax_reduce_rms_kernel"

@@ -30,6 +30,11 @@ def main(args: argparse.Namespace) -> int:
         doc = {"ranks": [{"rank": r.rank, "ranges": [s.to_json() for s in summarize_ranges(r.ranges)]} for r in analysis.ranks]}
         out.file.write(json_text(doc) + "\n")
         return 0
+    rows = {r.rank: summarize_ranges(r.ranges, analysis.config.cycle_prefix) for r in analysis.ranks}  # the cycle ranges as one row
+    # (one name reads the same in every rank's table)
+    names = [s.name for ss in rows.values() for s in ss]
+    domains = [s.domain for ss in rows.values() for s in ss]
+    shown_name, shown_domain = dict(zip(names, shown_names(names, 4 * 48))), dict(zip(domains, shown_names(domains, 4 * 20)))
     for r in analysis.ranks:
         t = Table(title=f"rank {r.rank}  {r.source.path}", title_justify="left", header_style="bold", box=None, padding=(0, 1, 0, 0), pad_edge=False)
         for col in ("name", "domain", "n", "CPU ms", "GPU span", "GPU busy total", "ops"):
@@ -37,9 +42,8 @@ def main(args: argparse.Namespace) -> int:
             # a name is cut in the middle; --json keeps it whole).
             t.add_column(col, justify="left" if col in ("name", "domain") else "right", overflow="fold",
                          max_width={"name": 48, "domain": 20}.get(col))
-        rows = summarize_ranges(r.ranges, analysis.config.cycle_prefix)  # the cycle ranges as one row
-        for s, name, domain in zip(rows, shown_names([s.name for s in rows], 4 * 48), shown_names([s.domain for s in rows], 4 * 20)):
-            t.add_row(name, domain, str(s.n), fmt_ms(s.cpu_ms_median), fmt_ms(s.gpu_ms_median), f"{s.gpu_busy_ms_total:.3f}", str(s.n_gpu_ops))
+        for s in rows[r.rank]:
+            t.add_row(shown_name[s.name], shown_domain[s.domain], str(s.n), fmt_ms(s.cpu_ms_median), fmt_ms(s.gpu_ms_median), f"{s.gpu_busy_ms_total:.3f}", str(s.n_gpu_ops))
         out.print(t)
         out.print()
     return 0

@@ -39,6 +39,8 @@ def print_json(report: Report, console: Console) -> None:
 
 
 def print_report(report: Report, console: Console) -> None:
+    every = [p.phase for r in report.ranks for p in r.phases]  # (one name reads the same in every rank's table)
+    shown = dict(zip(every, shown_names(every, NAME_LINES * NAME_COLUMN)))
     for r in report.ranks:
         phases, cycles = r.phases, r.cycles
         print_wrapped(console, f"rank {r.rank}  {r.source}  pid {', '.join(map(str, r.pids))}  nsys {r.nsys_version or '?'}", indent="",
@@ -56,8 +58,8 @@ def print_report(report: Report, console: Console) -> None:
         for col in ("CPU ms", "GPU ms", "span", "busy", "CPU-GPU"):
             table.add_column(col, justify="right", no_wrap=True)
         table.add_column("verdict: cause", overflow="fold")
-        for p, name in zip(phases, shown_names([p.phase for p in phases], NAME_LINES * NAME_COLUMN)):
-            cells = [name, str(p.n)] + ([fmt_ms(engine.get(p.phase))] if engine else [])
+        for p in phases:
+            cells = [shown[p.phase], str(p.n)] + ([fmt_ms(engine.get(p.phase))] if engine else [])
             table.add_row(
                 *cells, fmt_ms(p.cpu_ms_median), fmt_ms(p.gpu_ms_median), fmt_ms(p.gpu_span_ms_median),
                 fmt_ms(p.gpu_busy_ms_median), fmt_ms(p.error_ms_median), Text(verdict_cause_label(p), style=VERDICT_STYLE.get(p.dominant_verdict, "")),
