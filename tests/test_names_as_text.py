@@ -286,3 +286,21 @@ def test_a_wide_characters_name_is_cut_by_the_cells_it_takes():
     # THEN it takes at most 32 cells, not 32 characters (64 cells)
     assert _cells(shown) <= 32 and shown.count("\u2026") == 1
 
+
+def test_outputs_named_with_bytes_that_are_no_utf8_are_written_read_back_and_said(tmp_path):
+    # GIVEN a trace, and output names holding a byte that is no UTF-8 (a Latin-1 file system's)
+    path = _trace_named(tmp_path / "t.sqlite", "draft", "verify")
+    out_dir = os.path.join(os.fsencode(tmp_path), b"run\xff")
+    plot_file = os.path.join(os.fsencode(tmp_path), b"p\xff.svg")
+    # WHEN exported as parquet (and plotted, where matplotlib is), and the export reported
+    written = run_cli("export", path, "--no-cache", "--phase", "draft", "--phase", "verify", "-o", os.fsdecode(out_dir))
+    again = run_cli("report", "--json", os.fsdecode(out_dir))
+    # THEN each is written and said with the byte as an escape (Arrow's own paths took UTF-8 only:
+    #      an internal error), and the export reads back
+    assert written.returncode == 0, written.stderr
+    assert "wrote " in written.stdout and "run\\xff" in written.stdout, written.stdout
+    assert again.returncode == 0, again.stderr
+    assert [p["phase"] for p in __import__("json").loads(again.stdout)["ranks"][0]["phases"]] == ["draft", "verify"]
+    pytest.importorskip("matplotlib")
+    drawn = run_cli("plot", path, "--no-cache", "--phase", "draft", "-o", os.fsdecode(plot_file))
+    assert drawn.returncode == 0 and "p\\xff.svg" in drawn.stdout and os.path.exists(plot_file), drawn.stderr

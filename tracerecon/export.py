@@ -179,8 +179,10 @@ def _write_parquet(table: pa.Table, path: Path) -> None:
     each)."""
     integer = [f.name for f in table.schema if pa.types.is_integer(f.type)]
     strings = [f.name for f in table.schema if not pa.types.is_integer(f.type)]
-    pq.write_table(table, path, compression="snappy", use_dictionary=strings or False,
-                   column_encoding={name: "DELTA_BINARY_PACKED" for name in integer} or None)
+    # (through a Python file: Arrow's own path handling takes only UTF-8 names)
+    with open(path, "wb") as fh:
+        pq.write_table(table, fh, compression="snappy", use_dictionary=strings or False,
+                       column_encoding={name: "DELTA_BINARY_PACKED" for name in integer} or None)
 
 
 # Columns a table gained after its first release, where null says what an export written before
@@ -194,7 +196,8 @@ def _read_dataset_part(f: Path, name: str, sch: pa.Schema, rank: int | None = No
     naming the file when it is no parquet or not that table (a KeyError here is a missing
     column, not a missing manifest key)."""
     try:
-        t = pq.read_table(f)
+        with open(f, "rb") as fh:  # (a Python file: Arrow's own path handling takes only UTF-8 names)
+            t = pq.read_table(fh)
         if "rank" in sch.names:
             t = t.append_column("rank", pa.array([rank] * t.num_rows, pa.int32()))
         for column in LATER_COLUMNS.get(name, ()):

@@ -132,7 +132,7 @@ def _run(args: argparse.Namespace, exit_when_interrupted: bool = False) -> int:
     except Exception as exc:  # never a traceback for a user; TRACERECON_DEBUG=1 shows it
         if os.environ.get("TRACERECON_DEBUG"):
             raise
-        print(f"tracerecon: internal error: {type(exc).__name__}: {exc} (set TRACERECON_DEBUG=1 for details)", file=sys.stderr)
+        print(f"tracerecon: internal error: {type(exc).__name__}: {one_line(str(exc))} (set TRACERECON_DEBUG=1 for details)", file=sys.stderr)
         return EXIT_INTERNAL
 
 

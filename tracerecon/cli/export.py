@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from tracerecon.cli.common import add_analysis_command, config_from, load, output_path
+from tracerecon.json_text import one_line
 
 
 def add(sub) -> None:
@@ -51,9 +53,9 @@ def main(args: argparse.Namespace) -> int:
     analysis = load(args.traces, config_from(args), args.jobs, args.dask)
     if args.format in ("chrome-json", "perfetto"):
         counts = api.export_timeline(analysis, args.output, args.format)
-        print(f"wrote {args.output}: {len(analysis.ranks)} rank(s); " + ", ".join(f"{k} {v}" for k, v in counts.items()) + " (open it in ui.perfetto.dev)")
+        print(f"wrote {one_line(os.fsdecode(args.output))}: {len(analysis.ranks)} rank(s); " + ", ".join(f"{k} {v}" for k, v in counts.items()) + " (open it in ui.perfetto.dev)")
         return 0
     manifest = api.export(analysis, args.output, force=args.force)
     rows = {t: (sum(v["rows_per_rank"].values()) if "rows_per_rank" in v else v["rows"]) for t, v in manifest["tables"].items()}
-    print(f"wrote {args.output}: {len(analysis.ranks)} rank(s); " + ", ".join(f"{t} {n}" for t, n in rows.items()))
+    print(f"wrote {one_line(os.fsdecode(args.output))}: {len(analysis.ranks)} rank(s); " + ", ".join(f"{t} {n}" for t, n in rows.items()))
     return 0

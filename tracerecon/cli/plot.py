@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from tracerecon.cli.common import add_analysis_command, config_from, load, output_path, warn_all
+from tracerecon.json_text import one_line
 
 
 def add(sub) -> None:
@@ -37,5 +39,5 @@ def main(args: argparse.Namespace) -> int:
     if args.diff:
         runs.append((f"B ({named([args.diff])})", load([args.diff], config_from(args, [args.diff]), args.jobs, args.dask)))
     warn_all(plot_runs(runs, args.output))
-    print(f"wrote {args.output}")
+    print(f"wrote {one_line(os.fsdecode(args.output))}")
     return 0
