@@ -304,3 +304,29 @@ def test_outputs_named_with_bytes_that_are_no_utf8_are_written_read_back_and_sai
     pytest.importorskip("matplotlib")
     drawn = run_cli("plot", path, "--no-cache", "--phase", "draft", "-o", os.fsdecode(plot_file))
     assert drawn.returncode == 0 and "p\\xff.svg" in drawn.stdout and os.path.exists(plot_file), drawn.stderr
+
+
+async def test_the_terminal_ui_cuts_a_very_long_phase_name_in_its_tables(tmp_path):
+    pytest.importorskip("textual")
+    from textual.widgets import DataTable
+
+    from tracerecon.json_text import _cells
+    from tracerecon.tui.app import NAME_CELLS, TraceReconApp
+
+    # GIVEN phases named with 5,000 characters (two differing only in their middle) and 'short'
+    long_a, long_b = "step_" + "a" * 2500 + "X" + "a" * 2494, "step_" + "a" * 2500 + "Y" + "a" * 2494
+    path = FakeTrace().phase_cycles([long_a, long_b, "short"]).write(tmp_path / "t.sqlite")
+    app = TraceReconApp(lambda: load([path], PhaseConfig(phases=(long_a, long_b, "short"))), source=str(path))
+    # WHEN the overview and the cycles table are shown
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+        overview = app.query_one("#overview-table", DataTable)
+        names = [str(overview.get_row_at(i)[1]) for i in range(overview.row_count)]
+        await pilot.press("3")
+        await pilot.pause()
+        heads = [str(c.label) for c in app.query_one("#cycles-table", DataTable).columns.values()]
+    # THEN each name takes at most NAME_CELLS cells, the two long ones told apart, 'short' whole
+    assert len(names) == 3 and len(set(names)) == 3 and "short" in names, names
+    assert all(_cells(n) <= NAME_CELLS for n in names), [len(n) for n in names]
+    assert all(_cells(h) <= NAME_CELLS + len(" GPU") for h in heads) and "short GPU" in heads, heads

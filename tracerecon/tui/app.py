@@ -27,13 +27,21 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Header, Input, LoadingIndicator, Static, TabbedContent, TabPane
 
-from tracerecon.json_text import one_line
+from tracerecon.json_text import one_line, shown_names
 from tracerecon.present import VERDICT_MEANING, VERDICT_STYLE, left_out_note, misleading_line, verdict_cause_label
 from tracerecon.report_model import Report, most_misleading
 from tracerecon.tui.timeline_widget import Timeline
 from tracerecon.tui.timeline_window import Window, format_duration
 
 ZOOM_IN = 0.5  # `+`: the window's new span, as a fraction of its span
+# A phase name in a table or a column head: at most this many cells (cut in the middle past it,
+# as `report` cuts them: a 5,000-character name made a column of 5,000).
+NAME_CELLS = 48
+
+
+def shown_names_by(names: list[str]) -> dict[str, str]:
+    """Each of ``names`` as a table shows it (``json_text.shown_names``)."""
+    return dict(zip(names, shown_names(names, NAME_CELLS)))
 
 if TYPE_CHECKING:
     from tracerecon.model import Analysis
@@ -362,12 +370,13 @@ class TraceReconApp(App):
         # verdict and cause in one column, as `report` has them
         t.add_columns("rank", "phase", "n", "CPU ms", "GPU ms", *(("span", "busy") if wide else ()), "CPU-GPU", "verdict: cause")
         notes = Text()
+        shown = shown_names_by([p.phase for r in rep.ranks for p in r.phases])
         for r in rep.ranks:
             summaries = r.phases
             for p in summaries:
                 err = p.error_ms_median
                 t.add_row(
-                    str(r.rank), Text(one_line(p.phase)), str(p.n), ms(p.cpu_ms_median), ms(p.gpu_ms_median),
+                    str(r.rank), Text(shown[p.phase]), str(p.n), ms(p.cpu_ms_median), ms(p.gpu_ms_median),
                     *((ms(p.gpu_span_ms_median), ms(p.gpu_busy_ms_median)) if wide else ()),
                     Text(ms(err), style=VERDICT_STYLE.get(p.dominant_verdict, "")), Text(verdict_cause_label(p), style=VERDICT_STYLE.get(p.dominant_verdict, "")),
                     key=f"{r.rank}:{p.phase}",
@@ -395,9 +404,10 @@ class TraceReconApp(App):
         t = self.query_one("#diff-table", DataTable)
         t.clear(columns=True)
         t.add_columns("rank", "phase", "A GPU ms", "B GPU ms", "delta GPU", "A CPU ms", "B CPU ms")
+        shown = shown_names_by([p["phase"] for p in d["phases"]])
         for p in d["phases"]:
             delta = p["delta_gpu_ms"]
-            t.add_row(str(p["rank"]), Text(one_line(p["phase"])), ms(p["a_gpu_ms"]), ms(p["b_gpu_ms"]),
+            t.add_row(str(p["rank"]), Text(shown[p["phase"]]), ms(p["a_gpu_ms"]), ms(p["b_gpu_ms"]),
                       Text("-" if delta is None else f"{delta:+.3f}", style="red" if (delta or 0) > 0 else "green"), ms(p["a_cpu_ms"]), ms(p["b_cpu_ms"]))
         from tracerecon.present import diff_notes
 
@@ -427,8 +437,10 @@ class TraceReconApp(App):
         t.clear(columns=True)
         phases = [p for p in a.config.labels() if any(p in r.phases["phase"].to_pylist() for r in a.ranks)]
         cols = ["rank", "cycle", "CPU ms", "GPU ms"] + [f"{p} CPU" for p in phases] + [f"{p} GPU" for p in phases] + ["|error| ms", "verdicts"]
-        for c in cols:
-            t.add_column(Text(one_line(c)), key=c)  # phase names are the trace's text: no markup, escapes
+        shown = shown_names_by(phases)
+        heads = ["rank", "cycle", "CPU ms", "GPU ms"] + [f"{shown[p]} CPU" for p in phases] + [f"{shown[p]} GPU" for p in phases] + ["|error| ms", "verdicts"]
+        for c, head in zip(cols, heads):
+            t.add_column(Text(head), key=c)  # phase names are the trace's text: no markup, escapes
         from tracerecon.analysis.summary import cycle_rows
 
         for r in a.ranks:
