@@ -179,10 +179,29 @@ def _write_parquet(table: pa.Table, path: Path) -> None:
     each)."""
     integer = [f.name for f in table.schema if pa.types.is_integer(f.type)]
     strings = [f.name for f in table.schema if not pa.types.is_integer(f.type)]
-    # (through a Python file: Arrow's own path handling takes only UTF-8 names)
+    options = dict(compression="snappy", use_dictionary=strings or False, column_encoding={name: "DELTA_BINARY_PACKED" for name in integer} or None)
+    native = _arrow_path(path)
+    if native is not None:
+        pq.write_table(table, native, **options)
+        return
+    sink = pa.BufferOutputStream()  # (in memory, then written by Python: see _arrow_path)
+    pq.write_table(table, sink, **options)
     with open(path, "wb") as fh:
-        pq.write_table(table, fh, compression="snappy", use_dictionary=strings or False,
-                       column_encoding={name: "DELTA_BINARY_PACKED" for name in integer} or None)
+        fh.write(memoryview(sink.getvalue()))
+
+
+def _arrow_path(path: str | os.PathLike) -> str | None:
+    """``path`` as Arrow opens it, or None where its name holds bytes that are not UTF-8 (Arrow
+    takes UTF-8 paths only: an internal error). Such a file is read and written as bytes in
+    memory by Python; never through a Python file object, which Arrow's I/O threads may still
+    call after the read returned (a process ended at once after an error was aborted:
+    "terminate called without an active exception")."""
+    text = os.fspath(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return text
 
 
 # Columns a table gained after its first release, where null says what an export written before
@@ -196,8 +215,8 @@ def _read_dataset_part(f: Path, name: str, sch: pa.Schema, rank: int | None = No
     naming the file when it is no parquet or not that table (a KeyError here is a missing
     column, not a missing manifest key)."""
     try:
-        with open(f, "rb") as fh:  # (a Python file: Arrow's own path handling takes only UTF-8 names)
-            t = pq.read_table(fh)
+        native = _arrow_path(f)
+        t = pq.read_table(native if native is not None else pa.BufferReader(Path(f).read_bytes()))
         if "rank" in sch.names:
             t = t.append_column("rank", pa.array([rank] * t.num_rows, pa.int32()))
         for column in LATER_COLUMNS.get(name, ()):
