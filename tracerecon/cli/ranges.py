@@ -7,6 +7,8 @@ import argparse
 from tracerecon.cli.common import add_analysis_command, config_from, console, load
 from tracerecon.json_text import json_text, shown_names
 
+WIDTHS = {"name": 48, "domain": 20}  # the text columns' widths (folded within, NAME_LINES lines at most)
+
 
 def add(sub) -> None:
     p = add_analysis_command(
@@ -22,6 +24,7 @@ def main(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from tracerecon.analysis.summary import summarize_ranges
+    from tracerecon.cli.render import NAME_LINES
     from tracerecon.present import fmt_ms
 
     analysis = load(args.traces, config_from(args), args.jobs, args.dask)
@@ -34,14 +37,15 @@ def main(args: argparse.Namespace) -> int:
     # (one name reads the same in every rank's table)
     names = [s.name for ss in rows.values() for s in ss]
     domains = [s.domain for ss in rows.values() for s in ss]
-    shown_name, shown_domain = dict(zip(names, shown_names(names, 4 * 48))), dict(zip(domains, shown_names(domains, 4 * 20)))
+    shown_name = dict(zip(names, shown_names(names, NAME_LINES * WIDTHS["name"])))
+    shown_domain = dict(zip(domains, shown_names(domains, NAME_LINES * WIDTHS["domain"])))
     for r in analysis.ranks:
         t = Table(title=f"rank {r.rank}  {r.source.path}", title_justify="left", header_style="bold", box=None, padding=(0, 1, 0, 0), pad_edge=False)
         for col in ("name", "domain", "n", "CPU ms", "GPU span", "GPU busy total", "ops"):
             # Long names fold within a bounded width: the numbers stay in view (past four lines
             # a name is cut in the middle; --json keeps it whole).
             t.add_column(col, justify="left" if col in ("name", "domain") else "right", overflow="fold",
-                         max_width={"name": 48, "domain": 20}.get(col))
+                         max_width=WIDTHS.get(col))
         for s in rows[r.rank]:
             t.add_row(shown_name[s.name], shown_domain[s.domain], str(s.n), fmt_ms(s.cpu_ms_median), fmt_ms(s.gpu_ms_median), f"{s.gpu_busy_ms_total:.3f}", str(s.n_gpu_ops))
         out.print(t)

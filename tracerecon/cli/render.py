@@ -11,10 +11,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tracerecon.cli.common import one_line
 from tracerecon.present import VERDICT_STYLE, diff_notes, fmt_ms, left_out_note, misleading_line, most_misleading, verdict_cause_label
 from tracerecon.report_model import Report
-from tracerecon.json_text import json_text, shown_names
+from tracerecon.json_text import json_text, one_line, shown_names
 
 
 # A table's name column: this wide, folded onto at most this many lines (``shown_names`` cuts

@@ -35,7 +35,7 @@ from tracerecon.tui.timeline_window import Window, format_duration
 
 ZOOM_IN = 0.5  # `+`: the window's new span, as a fraction of its span
 # A phase name in a table or a column head: at most this many cells (cut in the middle past it,
-# as `report` cuts them: a 5,000-character name made a column of 5,000).
+# as `report` cuts them: a 5,000-character name made a column as wide as itself).
 NAME_CELLS = 48
 
 
