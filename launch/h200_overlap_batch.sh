@@ -7,7 +7,12 @@
 set -u
 CYCLES=${1:-30}
 source .devcarry/nsys-env.sh
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .devcarry/wheels/*.whl .whl/*.whl || exit 1
+# pyarrow, numpy, the ADBC driver and rich travel unpacked (see launch/h200_ab_now.sh), nvtx as a wheel.
+mkdir -p /tmp/site && tar xJf .devcarry/site.tar.xz -C /tmp/site || exit 1
+# sqlite-utils (for --scrub) and its pure-Python dependencies, from a local virtualenv:
+#   tar cf - -C SITE_PACKAGES sqlite_utils sqlite_fts4 click click_default_group.py tabulate dateutil pluggy | xz > .devcarry/site2.tar.xz
+tar xJf .devcarry/site2.tar.xz -C /tmp/site || exit 1
+python3 -m pip install -q --no-index --no-deps --target /tmp/site .devcarry/wheels/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 NG=$(python3 -c 'import torch; print(torch.cuda.device_count())'); echo "gpus $NG"
 D=/tmp/overlap_runs; rm -rf $D; mkdir -p $D
@@ -29,6 +34,13 @@ run overlap_gpu_bound    1 $G0 python3 $E --preset gpu-bound --overlap --cycles 
 run overlap_launch_bound 1 $G0 python3 $E --preset launch-bound --overlap --cycles $CYCLES --gt $D/overlap_launch_bound.gt.jsonl
 run worker_gpu_bound     1 $G0 python3 $E --preset gpu-bound --worker-thread --cycles $CYCLES --gt $D/worker_gpu_bound.gt.jsonl
 run worker_launch_bound  1 $G0 python3 $E --preset launch-bound --worker-thread --cycles $CYCLES --gt $D/worker_launch_bound.gt.jsonl
+# Combinations of the shapes above (one GPU): CPU a cycle ahead with both phases replayed from
+# CUDA graphs (vLLM's async scheduling with full graphs), a worker thread replaying them, and
+# CPU a cycle ahead with every kernel launched eagerly.
+run overlap_graphs_launch_bound 1 $G0 python3 $E --preset launch-bound --overlap --verify-graph --cycles $CYCLES --gt $D/overlap_graphs_launch_bound.gt.jsonl
+run overlap_graphs_gpu_bound    1 $G0 python3 $E --preset gpu-bound --overlap --verify-graph --cycles $CYCLES --gt $D/overlap_graphs_gpu_bound.gt.jsonl
+run worker_graphs_gpu_bound     1 $G0 python3 $E --preset gpu-bound --worker-thread --verify-graph --cycles $CYCLES --gt $D/worker_graphs_gpu_bound.gt.jsonl
+run overlap_eager_launch_bound  1 $G0 python3 $E --preset launch-bound --overlap --no-draft-graph --cycles $CYCLES --gt $D/overlap_eager_launch_bound.gt.jsonl
 run nccl_skew_phases     2 $TR2 $E --preset launch-bound --tp-draft --cycles $CYCLES --skew 1:draft:3000:even --skew 0:verify:3000:odd --gt "$D/nccl_skew_phases.gt.r{rank}.jsonl"
 run nccl_overlap_skew    2 $TR2 $E --preset launch-bound --tp-draft --overlap --cycles $CYCLES --skew 1:draft:3000:even --skew 0:verify:3000:odd --gt "$D/nccl_overlap_skew.gt.r{rank}.jsonl"
 find $D -name '*.nsys-rep' -delete

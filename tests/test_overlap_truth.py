@@ -24,6 +24,9 @@ from tracerecon.api import load as analyze
 
 U = 1000  # 1 us: keeps hand-made numbers above the 10 us verdict floor
 SHAPES = SAMPLES / "demo_shapes_h200x2"
+# One H200, 2026-12-03: the shapes above combined (CPU a cycle ahead with both phases replayed from
+# CUDA graphs, a worker thread replaying them, CPU a cycle ahead with every kernel eager).
+COMBOS = SAMPLES / "demo_shapes_h200"
 
 
 def one_rank(trace: FakeTrace, tmp_path, config=None):
@@ -255,6 +258,10 @@ GT_CASES = [
     (SHAPES / "nccl_overlap_skew", ["nccl_overlap_skew.gt.r0.jsonl", "nccl_overlap_skew.gt.r1.jsonl"]),
     (SHAPES / "accepted_sync", ["accepted_sync.gt.jsonl"]),
     (SHAPES / "accepted_overlap", ["accepted_overlap.gt.jsonl"]),
+    (COMBOS / "overlap_graphs_launch_bound", ["overlap_graphs_launch_bound.gt.jsonl"]),
+    (COMBOS / "overlap_graphs_gpu_bound", ["overlap_graphs_gpu_bound.gt.jsonl"]),
+    (COMBOS / "worker_graphs_gpu_bound", ["worker_graphs_gpu_bound.gt.jsonl"]),
+    (COMBOS / "overlap_eager_launch_bound", ["overlap_eager_launch_bound.gt.jsonl"]),
     (DEMO / "gpu_bound", ["gpu_bound.gt.jsonl"]),
     (DEMO / "launch_bound", ["launch_bound.gt.jsonl"]),
     (DEMO / "verify_graph", ["verify_graph.gt.jsonl"]),
@@ -355,13 +362,15 @@ def test_worker_thread_trace_gets_gpu_time_where_nsys_gives_none():
     assert all(p["n_gpu_ops"] == 0 for p in same.ranks[0].phases.to_pylist())
 
 
-@pytest.mark.parametrize("name", ["overlap_gpu_bound", "overlap_launch_bound", "nccl_skew_phases", "nccl_overlap_skew"])
-def test_same_thread_projection_stays_ns_exact_to_nsys(name):
+@pytest.mark.parametrize("folder", [SHAPES / "overlap_gpu_bound", SHAPES / "overlap_launch_bound", SHAPES / "nccl_skew_phases", SHAPES / "nccl_overlap_skew",
+                                    COMBOS / "overlap_graphs_launch_bound", COMBOS / "overlap_graphs_gpu_bound", COMBOS / "overlap_eager_launch_bound"],
+                         ids=lambda x: x.name)
+def test_same_thread_projection_stays_ns_exact_to_nsys(folder):
     # GIVEN nsys's own nvtx_gpu_proj_trace CSVs of the new traces
-    a = analyze([SHAPES / name])
+    a = analyze([folder])
     for rank in a.ranks:
         stem = "report" if len(a.ranks) == 1 else f"rank{rank.rank}"
-        ref = {(int(r["PID"]), int(r["TID"]), int(r["Orig Start (ns)"])): r for r in csv.DictReader(open(SHAPES / name / f"{stem}_nvtx_gpu_proj_trace.csv"))}
+        ref = {(int(r["PID"]), int(r["TID"]), int(r["Orig Start (ns)"])): r for r in csv.DictReader(open(folder / f"{stem}_nvtx_gpu_proj_trace.csv"))}
         matched = 0
         for r in rank.ranges.to_pylist():
             row = ref.get((r["pid"], r["tid"], r["start_ns"]))
