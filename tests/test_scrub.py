@@ -277,3 +277,18 @@ def test_range_names_that_held_a_path_are_said_as_they_read_in_the_copy(tmp_path
     assert "/models" not in res.stderr and "10.0.0.1" not in res.stderr
     rep = run_cli("report", "--json", "--no-cache", str(tmp_path / "s.sqlite"), "--phase", "load [path]", "--phase", "[ip] draft", "--phase", "verify")
     assert [p["n"] for p in json.loads(rep.stdout)["ranks"][0]["phases"]] == [3, 3, 3], rep.stderr
+
+
+def test_an_authorization_header_loses_its_credentials_whatever_their_length():
+    # GIVEN authorization headers as a program prints them: a scheme word, then credentials
+    # (short ones too: a review found "Authorization: Bearer abc.def.ghi" kept its token, the
+    # scheme word taken for the value)
+    from tracerecon.nsys.scrub import scrub_secrets_in_bytes, scrub_text
+
+    # WHEN scrubbed THEN the scheme and the credentials go; the rest of the text stays
+    assert scrub_text('curl -H "Authorization: Bearer abc.def.ghi" http') == 'curl -H "Authorization: [REDACTED]" http'
+    assert scrub_text("Proxy-Authorization: Digest u1 done") == "Proxy-Authorization: [REDACTED] done"
+    assert scrub_text("auth=token ghp_xx") == "auth=[REDACTED]"
+    assert scrub_secrets_in_bytes(b"\x01Authorization: Bearer abc.def\x00tail") == b"\x01Authorization: [REDACTED]\x00tail"
+    # and a word that is a scheme's name elsewhere stays
+    assert scrub_text("basic block 3, token count 12") == "basic block 3, token count 12"

@@ -62,9 +62,11 @@ SECRET_PATTERNS = [
 ]
 _SECRETISH = r"[A-Z0-9_-]*(?:TOKEN|SECRET|PASSWORD|PASSWD|PWD|API[_-]?KEY|ACCESS[_-]?KEY|PRIVATE[_-]?KEY|CREDENTIAL|AUTH)[A-Z0-9_-]*"
 _PERSONAL = r"(?:HOST|HOSTNAME|NODE|USER|USERNAME|LOGNAME|CWD|HOME|PWD)"
+# An HTTP authorization scheme: the credentials are the word after it ("Authorization: Bearer X").
+_AUTH_SCHEME = r"(?:bearer|basic|token|digest|negotiate|ntlm|apikey)\s+"
 # key=value, key: value, "key": "value" (JSON / Python dicts) for secret-looking or personal keys
 SECRET_KEY = re.compile(
-    rf"(?i)(['\"]?\b(?:{_SECRETISH}|{_PERSONAL})\b['\"]?)(\s*[=:]\s*)(['\"]?)([^\s'\",;}}]+)"
+    rf"(?i)(['\"]?\b(?:{_SECRETISH}|{_PERSONAL})\b['\"]?)(\s*[=:]\s*)(['\"]?)((?:{_AUTH_SCHEME})?[^\s'\",;}}]+)"
 )
 # --password X, --api-key=X, '--password', 'X' (a printed argv list)
 SECRET_OPTION = re.compile(rf"(?i)(--?(?:{_SECRETISH}|{_PERSONAL})\b)(['\"]?(?:\s*,\s*|\s+|=)['\"]?)([^\s'\",;]+)")
