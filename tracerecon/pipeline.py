@@ -760,9 +760,10 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
         # (Not the phase ranges themselves: `--cycle draft` names no cycle.)
         elsewhere = [s.rank for s, _, w in work if w.ranges is not None and w.ranges.num_rows
                      and any(is_cycle_name(n, config.cycle_prefix) and config.label_of(n) is None for n in w.ranges["name"].unique().to_pylist())]
-        where = (f"no cycle range (a range named {config.cycle_prefix!r}, or {config.cycle_prefix!r} and a number) in the processes with phases (rank {', '.join(map(str, elsewhere))} holds "
+        named = f"a range whose name starts with {config.cycle_prefix!r}, as {config.cycle_prefix + ' 3'!r} does"
+        where = (f"no cycle range ({named}) in the processes with phases (rank {', '.join(map(str, elsewhere))} holds "
                  "such ranges, in another process: cycles are read per process)") if elsewhere else \
-            f"no cycle range (a range named {config.cycle_prefix!r}, or {config.cycle_prefix!r} and a number; phase ranges are not)"
+            f"no cycle range ({named}; phase ranges are not)"
         warnings.append(f"{where}: a cycle starts where the first phase of --phase (that occurs) begins again after other phases")
     say("across ranks")
     cross = analyze_cross_rank(
