@@ -22,7 +22,9 @@ run() {  # name, GPUs it needs, then the command after --
   case " $RUNS " in *" $name "*) ;; *) return ;; esac
   [ "$NG" -ge "$need" ] || { echo "=== $name: skipped (needs $need GPUs)"; return; }
   echo "=== $name: $*"; local s=$SECONDS
-  timeout 180 python3 -m tracerecon run --scrub -o $D/$name -- "$@" > $D/$name.report.txt 2> $D/$name.stderr.txt
+  local graphs=()  # a *_graphtrace run: nsys's default graph records (one per launch), not node ones
+  case $name in *_graphtrace) graphs=(--cuda-graph-trace graph) ;; esac
+  timeout 180 python3 -m tracerecon run --scrub "${graphs[@]}" -o $D/$name -- "$@" > $D/$name.report.txt 2> $D/$name.stderr.txt
   echo "exit $? in $((SECONDS - s)) s"; head -c 3000 $D/$name.report.txt; grep -v "nsys-rep\|^Collecting\|^Generat\|^\s/tmp" $D/$name.stderr.txt | tail -4
   for db in $D/$name/*.sqlite; do  # nsys's own projection of the scrubbed export, for the ns-exact check
     [ -f "$db" ] && nsys stats -q -r nvtx_gpu_proj_trace -f csv -o "${db%.sqlite}" "$db" > /dev/null 2>&1
@@ -40,6 +42,9 @@ run worker_launch_bound  1 $G0 python3 $E --preset launch-bound --worker-thread 
 run overlap_graphs_launch_bound 1 $G0 python3 $E --preset launch-bound --overlap --verify-graph --cycles $CYCLES --gt $D/overlap_graphs_launch_bound.gt.jsonl
 run overlap_graphs_gpu_bound    1 $G0 python3 $E --preset gpu-bound --overlap --verify-graph --cycles $CYCLES --gt $D/overlap_graphs_gpu_bound.gt.jsonl
 run worker_graphs_gpu_bound     1 $G0 python3 $E --preset gpu-bound --worker-thread --verify-graph --cycles $CYCLES --gt $D/worker_graphs_gpu_bound.gt.jsonl
+run overlap_graphs_launch_bound_graphtrace 1 $G0 python3 $E --preset launch-bound --overlap --verify-graph --cycles $CYCLES --gt $D/overlap_graphs_launch_bound_graphtrace.gt.jsonl
+run overlap_graphs_gpu_bound_graphtrace    1 $G0 python3 $E --preset gpu-bound --overlap --verify-graph --cycles $CYCLES --gt $D/overlap_graphs_gpu_bound_graphtrace.gt.jsonl
+run worker_graphs_launch_bound  1 $G0 python3 $E --preset launch-bound --worker-thread --verify-graph --cycles $CYCLES --gt $D/worker_graphs_launch_bound.gt.jsonl
 run overlap_eager_launch_bound  1 $G0 python3 $E --preset launch-bound --overlap --no-draft-graph --cycles $CYCLES --gt $D/overlap_eager_launch_bound.gt.jsonl
 run nccl_skew_phases     2 $TR2 $E --preset launch-bound --tp-draft --cycles $CYCLES --skew 1:draft:3000:even --skew 0:verify:3000:odd --gt "$D/nccl_skew_phases.gt.r{rank}.jsonl"
 run nccl_overlap_skew    2 $TR2 $E --preset launch-bound --tp-draft --overlap --cycles $CYCLES --skew 1:draft:3000:even --skew 0:verify:3000:odd --gt "$D/nccl_overlap_skew.gt.r{rank}.jsonl"
