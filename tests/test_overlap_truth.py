@@ -25,7 +25,8 @@ from tracerecon.api import load as analyze
 U = 1000  # 1 us: keeps hand-made numbers above the 10 us verdict floor
 SHAPES = SAMPLES / "demo_shapes_h200x2"
 # One H200, 2026-12-03: the shapes above combined (CPU a cycle ahead with both phases replayed from
-# CUDA graphs, a worker thread replaying them, CPU a cycle ahead with every kernel eager).
+# CUDA graphs, traced node by node and as nsys's default graph records; a worker thread replaying
+# them; CPU a cycle ahead with every kernel eager).
 COMBOS = SAMPLES / "demo_shapes_h200"
 
 
@@ -262,6 +263,9 @@ GT_CASES = [
     (COMBOS / "overlap_graphs_gpu_bound", ["overlap_graphs_gpu_bound.gt.jsonl"]),
     (COMBOS / "worker_graphs_gpu_bound", ["worker_graphs_gpu_bound.gt.jsonl"]),
     (COMBOS / "overlap_eager_launch_bound", ["overlap_eager_launch_bound.gt.jsonl"]),
+    (COMBOS / "overlap_graphs_launch_bound_graphtrace", ["overlap_graphs_launch_bound_graphtrace.gt.jsonl"]),
+    (COMBOS / "overlap_graphs_gpu_bound_graphtrace", ["overlap_graphs_gpu_bound_graphtrace.gt.jsonl"]),
+    (COMBOS / "worker_graphs_launch_bound", ["worker_graphs_launch_bound.gt.jsonl"]),
     (DEMO / "gpu_bound", ["gpu_bound.gt.jsonl"]),
     (DEMO / "launch_bound", ["launch_bound.gt.jsonl"]),
     (DEMO / "verify_graph", ["verify_graph.gt.jsonl"]),
@@ -363,7 +367,8 @@ def test_worker_thread_trace_gets_gpu_time_where_nsys_gives_none():
 
 
 @pytest.mark.parametrize("folder", [SHAPES / "overlap_gpu_bound", SHAPES / "overlap_launch_bound", SHAPES / "nccl_skew_phases", SHAPES / "nccl_overlap_skew",
-                                    COMBOS / "overlap_graphs_launch_bound", COMBOS / "overlap_graphs_gpu_bound", COMBOS / "overlap_eager_launch_bound"],
+                                    COMBOS / "overlap_graphs_launch_bound", COMBOS / "overlap_graphs_gpu_bound", COMBOS / "overlap_eager_launch_bound",
+],
                          ids=lambda x: x.name)
 def test_same_thread_projection_stays_ns_exact_to_nsys(folder):
     # GIVEN nsys's own nvtx_gpu_proj_trace CSVs of the new traces
@@ -381,6 +386,42 @@ def test_same_thread_projection_stays_ns_exact_to_nsys(folder):
             assert (r["gpu_start_ns"], r["gpu_end_ns"]) == (start, start + int(row["Projected Duration (ns)"])), r["name"]
             matched += 1
         assert matched == len(ref)
+
+
+@pytest.mark.parametrize("name", ["overlap_graphs_launch_bound_graphtrace", "overlap_graphs_gpu_bound_graphtrace"])
+def test_whole_graph_records_count_where_nsys_projection_leaves_them_out(name):
+    # GIVEN CPU-a-cycle-ahead exports traced with nsys's default graph records (one per graph
+    # launch) and nsys's own nvtx_gpu_proj_trace of them, which leaves those records out: a range
+    # that launched only a graph (verify) is not in it, one that launched a graph and other work
+    # (draft) spans the other work only
+    a = analyze([COMBOS / name])
+    (rank,) = a.ranks
+    ops = rank.gpu_ops.to_pylist()
+    graphs = [o for o in ops if o["kind"] == "graph"]
+    assert graphs
+    ref = {(int(r["PID"]), int(r["TID"]), int(r["Orig Start (ns)"])): r for r in csv.DictReader(open(COMBOS / name / "report_nvtx_gpu_proj_trace.csv"))}
+    seen = with_graph = dropped = 0
+    for r in rank.ranges.to_pylist():
+        if r["attribution"] != "same_thread" or not r["n_gpu_ops"]:
+            continue
+        inside = [o for o in ops if o["pid"] == r["pid"] and o["launch_tid"] == r["tid"] and o["launch_start_ns"] is not None
+                  and r["start_ns"] <= o["launch_start_ns"] and o["launch_end_ns"] <= r["end_ns"]]
+        graph = [o for o in inside if o["kind"] == "graph"]
+        row = ref.get((r["pid"], r["tid"], r["start_ns"]))
+        if row is None:
+            # THEN a range nsys drops launched graphs only, and tracerecon spans them
+            assert graph and len(graph) == len(inside), r["name"]
+            assert (r["gpu_start_ns"], r["gpu_end_ns"]) == (min(o["start_ns"] for o in graph), max(o["end_ns"] for o in graph)), r["name"]
+            dropped += 1
+            continue
+        start = int(row["Projected Start (ns)"])
+        end = start + int(row["Projected Duration (ns)"])
+        # THEN where nsys reports the range, tracerecon's span is nsys's widened by the range's
+        # graph records (the CUDA events agree with tracerecon: test_every_cycles_phases_match_cuda_events)
+        assert (r["gpu_start_ns"], r["gpu_end_ns"]) == (min([start] + [o["start_ns"] for o in graph]), max([end] + [o["end_ns"] for o in graph])), r["name"]
+        seen += 1
+        with_graph += bool(graph) and max(o["end_ns"] for o in graph) > end
+    assert seen == len(ref) and dropped >= 30 and with_graph >= 30
 
 
 def test_critical_path_names_the_planted_straggler():
