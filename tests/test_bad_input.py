@@ -399,14 +399,41 @@ def test_an_export_directory_missing_its_critical_path_says_so(tmp_path):
 
 
 def test_scrub_reads_an_xz_export_as_every_command_does(tmp_path):
-    # GIVEN a run directory's compressed export WHEN scrubbed THEN a plain scrubbed SQLite file
+    # GIVEN a run directory's compressed export WHEN scrubbed without -o THEN a plain scrubbed
+    # SQLite file in the current directory, and nothing new beside the input
     src = next((H200.parent / "demo_shapes_h200x2" / "overlap_gpu_bound").glob("*.sqlite.xz"))
-    shutil.copy(src, tmp_path / src.name)
-    res = run_cli("scrub", str(tmp_path / src.name))
+    (tmp_path / "in").mkdir()
+    (tmp_path / "here").mkdir()
+    shutil.copy(src, tmp_path / "in" / src.name)
+    res = run_cli("scrub", str(tmp_path / "in" / src.name), cwd=str(tmp_path / "here"))
     assert res.returncode == 0, res.stderr
-    out = tmp_path / "report.scrubbed.sqlite"
+    out = tmp_path / "here" / "report.scrubbed.sqlite"
     assert out.read_bytes()[:16] == b"SQLite format 3\x00"
+    assert [p.name for p in (tmp_path / "in").iterdir()] == [src.name]
     assert run_cli("report", str(out)).returncode == 0
+    # and WHEN the output is named .xz THEN it is compressed, and reads as the plain copy does
+    res = run_cli("scrub", str(tmp_path / "in" / src.name), "-o", str(tmp_path / "here" / "s.sqlite.xz"))
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "here" / "s.sqlite.xz").read_bytes()[:6] == b"\xfd7zXZ\x00"
+    assert run_cli("report", "--json", str(tmp_path / "here" / "s.sqlite.xz")).stdout == run_cli("report", "--json", str(out)).stdout.replace(
+        str(out), str(tmp_path / "here" / "s.sqlite.xz"))
+    assert sorted(p.name for p in (tmp_path / "here").iterdir()) == ["report.scrubbed.sqlite", "s.sqlite.xz"]
+
+
+def test_scrub_never_writes_over_a_device_a_pipe_a_link_or_the_input_under_another_name(tmp_path):
+    # GIVEN outputs that are no plain file, or the input by a hard link (a review found scrub, run
+    # as root, replaced /dev/full with a file)
+    src = tmp_path / "t.sqlite"
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", src)
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "link").symlink_to(tmp_path / "elsewhere.sqlite")
+    os.link(src, tmp_path / "hard.sqlite")
+    for out in ("fifo", "link", "hard.sqlite"):
+        # WHEN scrubbed to it THEN one line, exit 2, and it is as it was
+        res = run_cli("scrub", str(src), "-o", str(tmp_path / out))
+        assert res.returncode == 2 and len(res.stderr.splitlines()) == 1, (out, res.stderr)
+    assert (tmp_path / "fifo").is_fifo() and (tmp_path / "link").is_symlink() and os.path.samefile(src, tmp_path / "hard.sqlite")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "hard.sqlite", "link", "t.sqlite"]
 
 
 def test_skipping_every_cycle_is_warned_about():

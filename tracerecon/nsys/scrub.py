@@ -39,7 +39,7 @@ import sqlite_utils
 from tracerecon.errors import BadTraceError, TraceReconError, UsageError
 from tracerecon.nsys.read_plan import XZ_SUFFIX
 from tracerecon.nsys.sqlite_export import materialized, open_readonly, read_info
-from tracerecon.run_dir import RUN_JSON
+from tracerecon.run_dir import RUN_JSON, refuse_special_output
 
 DROP_TABLES_PATTERN = re.compile(r"(CALLCHAINS?$|^TARGET_INFO_SYSTEM_ENV$|^PROCESS_ENV|^ENV_|^ProcessStreams$)", re.I)
 PROGRAM_OUTPUT = "[program output removed]"
@@ -243,12 +243,15 @@ class ScrubSummary:
 
 
 def default_output(src: Path) -> Path:
+    """``<name>.scrubbed.sqlite`` in the current directory: nothing is created beside an input."""
     base = src.name[: -len(XZ_SUFFIX)] if src.name.endswith(XZ_SUFFIX) else src.name
-    return src.with_name(Path(base).stem + ".scrubbed.sqlite")
+    return Path(Path(base).stem + ".scrubbed.sqlite")
 
 
 def scrub_export(src: str | os.PathLike, dst: str | os.PathLike | None = None) -> ScrubSummary:
-    """Write a scrubbed copy of ``src`` to ``dst`` (default ``<name>.scrubbed.sqlite``)."""
+    """Write a scrubbed copy of ``src`` to ``dst`` (default ``default_output``), xz-compressed
+    where ``dst`` ends in ``.xz``. ``dst`` must be a new or plain file, not the input under any
+    name (a link, a hard link)."""
     if not os.fspath(src):
         raise UsageError("an empty path was given as a trace (an unset shell variable?)")
     src_p = Path(src)
@@ -268,10 +271,12 @@ def _scrub_export(real: Path, src_p: Path, dst_p: Path) -> ScrubSummary:
     conn = open_readonly(real, shown=src_p)  # validates the input; read-only
     try:
         read_info(conn, str(src_p))
-        if dst_p.exists() and dst_p.resolve() == src_p.resolve():
+        if dst_p.exists() and os.path.samefile(dst_p, src_p):  # a link or a hard link of the input too
             raise TraceReconError(f"{dst_p}: refusing to overwrite the input; choose another -o")
         if dst_p.is_dir():
             raise TraceReconError(f"{dst_p}: is a directory; -o takes the output file's name")
+        # Renamed over at the end: a device (/dev/full), a named pipe or a link would be replaced by a file.
+        refuse_special_output(dst_p)
         if not dst_p.parent.is_dir():
             raise TraceReconError(f"{dst_p.parent}: no such directory for the output")
         # Scrubbed in a hidden sibling, renamed over ``dst`` only once done: an interrupted or
@@ -297,8 +302,14 @@ def _scrub_export(real: Path, src_p: Path, dst_p: Path) -> ScrubSummary:
         raise
     finally:
         conn.close()
+    packed = None
     try:
         summary = _scrub_in_place(tmp)
+        if dst_p.name.endswith(XZ_SUFFIX):  # as named: compressed (every command reads it so)
+            packed = dst_p.with_name(f".{dst_p.name}.xz-{os.getpid()}")
+            _xz_compressed(tmp, packed)
+            _remove(tmp)
+            tmp, packed = packed, None
         os.replace(tmp, dst_p)
     except sqlite3.DatabaseError as exc:
         _remove(tmp)
@@ -310,11 +321,22 @@ def _scrub_export(real: Path, src_p: Path, dst_p: Path) -> ScrubSummary:
         raise TraceReconError(f"{dst_p}: scrub failed ({exc})") from None  # a full disk, an I/O error: the output's side
     except OSError as exc:
         _remove(tmp)
+        _remove(packed)
         raise TraceReconError(f"{dst_p}: cannot write ({exc.strerror or exc})") from None
     except BaseException:  # Ctrl-C included
         _remove(tmp)
+        _remove(packed)
         raise
     return replace(summary, output=str(dst_p))
+
+
+def _xz_compressed(src: Path, dst: Path) -> None:
+    """``src`` written to ``dst`` xz-compressed, a megabyte at a time."""
+    import lzma
+    import shutil
+
+    with open(src, "rb") as fin, lzma.open(dst, "wb") as fout:
+        shutil.copyfileobj(fin, fout, 1 << 20)
 
 
 # Set when Ctrl-C lands inside one of scrub's SQL functions: SQLite reports it only as "user-defined
