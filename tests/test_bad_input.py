@@ -766,3 +766,13 @@ def test_a_scrub_that_fails_on_the_outputs_side_names_the_output(monkeypatch, tm
     assert not isinstance(err.value, BadTraceError)
     assert str(err.value) == f"{out}: scrub failed (database or disk is full)"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_export_directory_given_as_a_link_is_refused_not_replaced(tmp_path):
+    # GIVEN -o naming a link to a folder (the export is renamed over DIR: the link itself would go)
+    (tmp_path / "target").mkdir()
+    (tmp_path / "L").symlink_to(tmp_path / "target")
+    # WHEN exported THEN one line, exit 2, and the link and its folder are as they were
+    res = run_cli("export", "-o", str(tmp_path / "L"), str(H200 / "eagle_gpu_bound.sqlite"))
+    assert res.returncode == 2 and "is a link" in res.stderr and len(res.stderr.splitlines()) == 1, res.stderr
+    assert (tmp_path / "L").is_symlink() and not any((tmp_path / "target").iterdir())

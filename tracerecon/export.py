@@ -82,6 +82,8 @@ def export_parquet(analysis: Analysis, out_dir: str | os.PathLike, force: bool =
     """
     out = Path(out_dir)
     refuse_output_over_inputs(out, analysis.inputs)
+    if out.is_symlink():  # DIR is renamed over: the link, not the folder it names, would be replaced
+        raise TraceReconError(f"{out}: is a link; give the folder's own path (or a new one)")
     if out.exists() and not out.is_dir():
         raise TraceReconError(f"{out}: exists and is not a directory")
     if out.is_dir() and any(out.iterdir()) and not is_export_dir(out) and not force:
