@@ -776,3 +776,12 @@ def test_an_export_directory_given_as_a_link_is_refused_not_replaced(tmp_path):
     res = run_cli("export", "-o", str(tmp_path / "L"), str(H200 / "eagle_gpu_bound.sqlite"))
     assert res.returncode == 2 and "is a link" in res.stderr and len(res.stderr.splitlines()) == 1, res.stderr
     assert (tmp_path / "L").is_symlink() and not any((tmp_path / "target").iterdir())
+
+
+@pytest.mark.parametrize("flag, value", [("--phase", b"\xff=draft"), ("--phase", b"dr\xffaft"), ("--cycle", b"\xff")])
+def test_a_phase_or_cycle_option_of_bytes_that_are_no_utf8_is_refused_in_one_line(flag, value):
+    # GIVEN an option the shell passed as bytes that are not UTF-8 (a label of them was an
+    # internal error, exit 1: Arrow takes only text)
+    # WHEN reported THEN one line naming it, exit 2
+    res = run_cli("report", flag, os.fsdecode(value), str(H200 / "eagle_gpu_bound.sqlite"))
+    assert res.returncode == 2 and res.stderr.splitlines() == [f"tracerecon: error: {flag} {value.decode('ascii', 'backslashreplace')}: not UTF-8 text (a trace's names are)"], res.stderr

@@ -92,6 +92,10 @@ def config_from(args: argparse.Namespace, inputs: Sequence[str] | None = None) -
     for bad in unreadable_run_json(given):
         say(f"warning: {bad}: unreadable; its recorded phases and rank order are not used")
     recorded = {} if args.phase else (recorded_phase_options(given) or {})
+    for flag, values in (("--phase", args.phase or ()), ("--cycle", [args.cycle] if args.cycle is not None else [])):
+        for value in values:
+            if not _is_text(value):  # bytes the shell passed that are no UTF-8: no name in a trace can match them
+                raise UsageError(f"{flag} {one_line(value)}: not UTF-8 text (a trace's names are)")
     try:
         thread = parse_phase_thread(args.phase_thread)
         phases = tuple(args.phase) if args.phase else tuple(recorded.get("phases") or DEFAULT_PHASES)
@@ -107,6 +111,15 @@ def config_from(args: argparse.Namespace, inputs: Sequence[str] | None = None) -
                                                  ("--phase-thread", args.phase_thread)) if value is not None)
     return PhaseConfig(phases=phases, cycle_prefix=cycle, phase_thread=thread, skip_cycles=args.skip_cycles,
                        phases_recorded=bool(not args.phase and recorded.get("phases")), given=given_flags)
+
+
+def _is_text(value: str) -> bool:
+    """Whether a command-line value is text (no undecodable bytes, which Python keeps as surrogates)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _recorded_in(inputs: Sequence[str]) -> str:
