@@ -785,3 +785,17 @@ def test_a_phase_or_cycle_option_of_bytes_that_are_no_utf8_is_refused_in_one_lin
     # WHEN reported THEN one line naming it, exit 2
     res = run_cli("report", flag, os.fsdecode(value), str(H200 / "eagle_gpu_bound.sqlite"))
     assert res.returncode == 2 and res.stderr.splitlines() == [f"tracerecon: error: {flag} {value.decode('ascii', 'backslashreplace')}: not UTF-8 text (a trace's names are)"], res.stderr
+
+
+def test_names_a_terminal_cannot_encode_are_escaped_not_an_internal_error(tmp_path):
+    # GIVEN a phase named with characters outside ASCII, and a stdout that takes ASCII only
+    src = tmp_path / "u.sqlite"
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", src)
+    with sqlite3.connect(src) as con:
+        con.execute("update NVTX_EVENTS set text = 'vérify日本' where text = 'verify'")
+    con.close()
+    env = {**os.environ, "PYTHONIOENCODING": "ascii", "TRACERECON_NO_CACHE": "1"}
+    # WHEN each table is printed (exit 1, "UnicodeEncodeError", before) THEN the names read as escapes
+    for args in (["ranges"], ["report", "--phase", "vérify日本"], ["diff", "--phase", "vérify日本", str(src)]):
+        res = run_cli(*args, str(src), env=env)
+        assert res.returncode == 0 and "v\\xe9rify\\u65e5\\u672c" in res.stdout, (args, res.stderr)
