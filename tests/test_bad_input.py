@@ -6,6 +6,8 @@ import json
 import os
 import shutil
 import sqlite3
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -799,3 +801,23 @@ def test_names_a_terminal_cannot_encode_are_escaped_not_an_internal_error(tmp_pa
     for args in (["ranges"], ["report", "--phase", "vérify日本"], ["diff", "--phase", "vérify日本", str(src)]):
         res = run_cli(*args, str(src), env=env)
         assert res.returncode == 0 and "v\\xe9rify\\u65e5\\u672c" in res.stdout, (args, res.stderr)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_stderr_that_cannot_be_written_loses_the_warnings_not_the_report_or_the_exit_status(tmp_path):
+    import subprocess
+
+    exe = shutil.which("tracerecon") or str(Path(sys.executable).parent / "tracerecon")
+    bad = tmp_path / "text.sqlite"
+    bad.write_text("hi\n")
+    warns = ["report", "--skip-cycles", "1000", str(H200 / "eagle_gpu_bound.sqlite")]  # a warning says all cycles are left out
+    env = {**os.environ, "TRACERECON_NO_CACHE": "1"}
+    expected = subprocess.run([exe, *warns], capture_output=True, text=True, env=env)
+    assert expected.returncode == 0 and expected.stderr and expected.stdout
+    with open("/dev/full", "w") as full:
+        # GIVEN stderr on a device that refuses every write
+        # WHEN a trace with warnings is reported THEN its report as without (it was nothing, exit 1)
+        got = subprocess.run([exe, *warns], stdout=subprocess.PIPE, stderr=full, text=True, env=env)
+        assert (got.returncode, got.stdout) == (0, expected.stdout)
+        # and WHEN the input is bad THEN exit 2 still (it was 1)
+        assert subprocess.run([exe, "report", str(bad)], stdout=subprocess.PIPE, stderr=full, env=env).returncode == 2

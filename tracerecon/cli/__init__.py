@@ -58,6 +58,7 @@ def console_main() -> int:
         if sys.stderr is not None:
             print("tracerecon: error: cannot write the output (standard output is closed)", file=sys.stderr)
         return EXIT_BAD_INPUT
+    sys.stderr = _DropsWhatItCannotWrite(sys.stderr)
     args = build_parser().parse_args()
     prepare(args.subcommand)
     try:
@@ -67,6 +68,43 @@ def console_main() -> int:
         if pipeline is not None:
             pipeline.wait_pools_closed()  # none may still be closing as the interpreter exits
         gc.freeze()
+
+
+class _DropsWhatItCannotWrite:
+    """The program's stderr, but a line it cannot write (a full disk, a device that refuses) is
+    dropped, not an error: the report on stdout and the exit status stand (an unwritable stderr
+    made a trace with warnings print nothing and exit 1). After the first failure fd 2 points at
+    /dev/null, so that nothing left in the stream's buffer fails again as the interpreter exits."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            n = self._stream.write(text)
+            self._stream.flush()
+            return n
+        except OSError:
+            self._give_up()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError:
+            self._give_up()
+
+    def _give_up(self) -> None:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+            self._stream.flush()
+        except (OSError, ValueError):
+            pass
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
