@@ -821,3 +821,16 @@ def test_a_stderr_that_cannot_be_written_loses_the_warnings_not_the_report_or_th
         assert (got.returncode, got.stdout) == (0, expected.stdout)
         # and WHEN the input is bad THEN exit 2 still (it was 1)
         assert subprocess.run([exe, "report", str(bad)], stdout=subprocess.PIPE, stderr=full, env=env).returncode == 2
+
+
+def test_a_rank_whose_export_run_json_records_as_failed_is_named_not_silently_left_out(tmp_path):
+    # GIVEN a two-rank run directory whose run.json records rank 1's export as failed
+    src = DEMO2 / "nccl_skew"
+    run = json.loads((src / "run.json").read_text())
+    run["reports"][1].update(sqlite=None, error="nsys export failed (exit 1)")
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    shutil.copy(src / "rank0.sqlite", tmp_path / "rank0.sqlite")
+    # WHEN reported THEN rank 0's report, and a warning naming rank 1 and its error (it was silent)
+    res = run_cli("report", str(tmp_path), env={**os.environ, "TRACERECON_NO_CACHE": "1"})
+    assert res.returncode == 0 and [line.split()[:2] for line in res.stdout.splitlines() if line.startswith("rank ")] == [["rank", "0"]]
+    assert "run.json records 1 report(s) with no SQLite export, left out of this report: rank 1: nsys export failed (exit 1)" in res.stderr, res.stderr
