@@ -834,3 +834,20 @@ def test_a_rank_whose_export_run_json_records_as_failed_is_named_not_silently_le
     res = run_cli("report", str(tmp_path), env={**os.environ, "TRACERECON_NO_CACHE": "1"})
     assert res.returncode == 0 and [line.split()[:2] for line in res.stdout.splitlines() if line.startswith("rank ")] == [["rank", "0"]]
     assert "run.json records 1 report(s) with no SQLite export, left out of this report: rank 1: nsys export failed (exit 1)" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("kind, damage", [("memcpy", "drop table CUPTI_ACTIVITY_KIND_MEMCPY"), ("memset", "delete from CUPTI_ACTIVITY_KIND_MEMSET")])
+def test_copies_or_memsets_launched_but_missing_from_the_trace_are_said(kind, damage, tmp_path):
+    # GIVEN the README's trace (24 cudaMemcpyAsync, 144 cudaMemsetAsync calls) with one table of
+    # GPU ops dropped or emptied (its phases' GPU times then changed with no word)
+    src = tmp_path / "t.sqlite"
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", src)
+    with sqlite3.connect(src) as con:
+        con.execute(damage)
+    con.close()
+    # WHEN reported THEN a warning says how many calls made that work, and that it is left out
+    res = run_cli("report", str(src), env={**os.environ, "TRACERECON_NO_CACHE": "1"})
+    calls = {"memcpy": 24, "memset": 144}[kind]
+    assert res.returncode == 0 and f"{calls} {kind} call(s) but no {kind} in the trace (its {kind} table is missing or empty)" in res.stderr, res.stderr
+    # and the trace as it was says nothing of it
+    assert "call(s) but no" not in run_cli("report", str(H200 / "eagle_gpu_bound.sqlite")).stderr

@@ -107,7 +107,7 @@ def _read_tables(f: Path, while_reading: Sequence[str] = ()) -> TraceTables:
 
 def _link(f: Path, tables: TraceTables):
     """The export's tables, its GPU ops linked to their launching calls, and its warnings."""
-    from tracerecon.analysis.columns import launches_never_run, legacy_sync_streams, ops_out_of_time
+    from tracerecon.analysis.columns import copy_calls_without_ops, launches_never_run, legacy_sync_streams, ops_out_of_time
     from tracerecon.analysis.projection import int64s, link_launches
     from tracerecon.nsys.sqlite_export import read_all_api_calls
 
@@ -127,6 +127,8 @@ def _link(f: Path, tables: TraceTables):
     if launches:
         warnings.append(f"{f}: {launches} kernel launch call(s) but no kernel in the trace (its kernel table is missing or empty): "
                         "GPU times cover copies and memsets only")
+    for kind, calls in copy_calls_without_ops(tables.api_calls, tables.gpu_ops).items():
+        warnings.append(f"{f}: {calls} {kind} call(s) but no {kind} in the trace (its {kind} table is missing or empty): GPU times leave that work out")
     if linked["launch_tid"].null_count:
         # The filtered read of API calls missed a launcher: read them all and link again.
         tables = replace(tables, api_calls=_without_repeats(f, read_all_api_calls(f), API_CALL_IDENTITY, "CUDA API call", warnings))

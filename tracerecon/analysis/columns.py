@@ -87,6 +87,26 @@ def is_launch_call(api_calls: pa.Table) -> np.ndarray:
     return string_mask(api_calls["name"], lambda n: _LAUNCH_CALL.search(n) is not None)
 
 
+# API calls that put a copy or a memset on the GPU (runtime and driver, any version suffix).
+_COPY_CALL = {"memcpy": re.compile(r"^cu(?:da)?Memcpy"), "memset": re.compile(r"^cu(?:da)?Memset")}
+
+
+def copy_calls_without_ops(api_calls: pa.Table, gpu_ops: pa.Table) -> dict[str, int]:
+    """Per kind of op (``memcpy``, ``memset``) that the trace holds none of: how many API calls
+    made one (its table missing or emptied: those phases' GPU times leave that work out). A
+    kind some op of which is in the trace is not listed."""
+    if api_calls.num_rows == 0:
+        return {}
+    kinds = set(gpu_ops["kind"].unique().to_pylist()) if gpu_ops.num_rows else set()
+    out = {}
+    for kind, pattern in _COPY_CALL.items():
+        if kind not in kinds:
+            calls = int(string_mask(api_calls["name"], lambda n, p=pattern: p.search(n) is not None).sum())
+            if calls:
+                out[kind] = calls
+    return out
+
+
 def launches_never_run(api_calls: pa.Table, linked_ops: pa.Table) -> np.ndarray:
     """Rows of ``api_calls``: kernel and graph launches made after the last API call of their
     process that put any GPU op in the trace (``linked_ops``: ops with their launching calls,
