@@ -851,3 +851,33 @@ def test_copies_or_memsets_launched_but_missing_from_the_trace_are_said(kind, da
     assert res.returncode == 0 and f"{calls} {kind} call(s) but no {kind} in the trace (its {kind} table is missing or empty)" in res.stderr, res.stderr
     # and the trace as it was says nothing of it
     assert "call(s) but no" not in run_cli("report", str(H200 / "eagle_gpu_bound.sqlite")).stderr
+
+
+@pytest.mark.parametrize("edit, said", [
+    (lambda m: m.update(ranks=[]), "its manifest.json lists no rank"),
+    (lambda m: m.update(warnings="abc"), "its manifest.json has 'warnings' other than a list of texts"),
+    (lambda m: m["ranks"][1].update(rank=0), "its manifest.json numbers its ranks other than once each"),
+])
+def test_an_edited_export_manifest_is_refused_in_one_line_not_read_wrong(edit, said, tmp_path):
+    # GIVEN a two-rank export whose manifest.json was edited (no rank read as an empty report,
+    # a text of warnings as one warning a letter)
+    out = tmp_path / "exp"
+    assert run_cli("export", "-o", str(out), str(DEMO2 / "nccl_skew")).returncode == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    edit(manifest)
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    # WHEN reported THEN one line saying what is wrong, exit 2
+    res = run_cli("report", str(out))
+    assert res.returncode == 2 and len(res.stderr.splitlines()) == 1 and said in res.stderr, res.stderr
+
+
+def test_an_export_rank_its_manifest_does_not_list_is_said_to_be_left_out(tmp_path):
+    # GIVEN a two-rank export whose manifest lists rank 0 only
+    out = tmp_path / "exp"
+    assert run_cli("export", "-o", str(out), str(DEMO2 / "nccl_skew")).returncode == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["ranks"] = manifest["ranks"][:1]
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    # WHEN reported THEN rank 0, and a warning that rank 1's files are left out (it was silent)
+    res = run_cli("report", str(out))
+    assert res.returncode == 0 and "parquet files of rank 1 are there but manifest.json does not list them: left out" in res.stderr, res.stderr

@@ -236,12 +236,50 @@ def _read_dataset_part(f: Path, name: str, sch: pa.Schema, rank: int | None = No
 SCHEMAS = {"ranges": schema.RANGES, "phases": schema.PHASES, "cycles": schema.CYCLES, "gpu_ops": schema.GPU_OPS, "syncs": schema.SYNCS, "collectives": COLLECTIVES}
 
 
+def _checked_manifest(doc, root: Path) -> dict:
+    """``manifest.json`` as read, if its parts have the types tracerecon writes (an edited one
+    read silently wrong: no rank at all, its warnings as one string read letter by letter)."""
+    def bad(what: str) -> BadTraceError:
+        return BadTraceError(f"{root}: not a readable tracerecon export (its manifest.json {what})")
+
+    if not isinstance(doc, dict):
+        raise bad("is no JSON object")
+    ranks = doc.get("ranks")
+    if not isinstance(ranks, list) or not ranks or not all(isinstance(r, dict) for r in ranks):
+        raise bad("lists no rank")
+    numbers = [r.get("rank") for r in ranks]
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers) or len(set(numbers)) != len(numbers):
+        raise bad("numbers its ranks other than once each, by whole numbers")
+    for key in ("warnings", "phases", "inputs"):
+        if key in doc and not (isinstance(doc[key], list) and all(isinstance(x, str) for x in doc[key])):
+            raise bad(f"has {key!r} other than a list of texts")
+    return doc
+
+
+def _ranks_not_listed(root: Path, manifest: dict) -> list[str]:
+    """A warning for the ranks whose parquet files are in the export but not in its manifest
+    (left out: the manifest says what the export holds)."""
+    listed = {r["rank"] for r in manifest["ranks"]}
+    found = set()
+    for name in SCHEMAS:
+        for d in (root / name).glob("rank=*"):
+            try:
+                found.add(int(d.name.removeprefix("rank=")))
+            except ValueError:
+                continue
+    extra = sorted(found - listed)
+    if not extra:
+        return []
+    return [f"{root}: parquet files of rank{'s' if len(extra) > 1 else ''} {', '.join(map(str, extra))} are there but manifest.json "
+            "does not list them: left out"]
+
+
 def read_parquet_export(path: str | os.PathLike) -> Analysis:
     """Load a directory written by ``export_parquet`` back into an Analysis (no trace needed)."""
     root = Path(path)
     try:
-        manifest = json.loads((root / MANIFEST_JSON).read_text())
-        missing: list[str] = []
+        manifest = _checked_manifest(json.loads((root / MANIFEST_JSON).read_text()), root)
+        missing: list[str] = _ranks_not_listed(root, manifest)
         ranks = []
         engine = {}
         comm = []
