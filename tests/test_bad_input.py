@@ -881,3 +881,13 @@ def test_an_export_rank_its_manifest_does_not_list_is_said_to_be_left_out(tmp_pa
     # WHEN reported THEN rank 0, and a warning that rank 1's files are left out (it was silent)
     res = run_cli("report", str(out))
     assert res.returncode == 0 and "parquet files of rank 1 are there but manifest.json does not list them: left out" in res.stderr, res.stderr
+
+
+def test_an_export_given_twice_through_a_hard_link_is_refused_as_any_other_alias(tmp_path):
+    # GIVEN one export and a hard link to it (read as two ranks of one run, with a warning, before)
+    src = tmp_path / "a.sqlite"
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", src)
+    os.link(src, tmp_path / "b.sqlite")
+    # WHEN both are reported THEN one line naming them, exit 2, as for a symlink or another spelling
+    res = run_cli("report", str(src), str(tmp_path / "b.sqlite"))
+    assert res.returncode == 2 and "given twice" in res.stderr and len(res.stderr.splitlines()) == 1, res.stderr

@@ -330,13 +330,23 @@ def expand_inputs(paths: Sequence[str | Path]) -> list[Path]:
             out.append(p)
     if not out:
         raise BadTraceError("no input traces given")
-    seen: dict[str, Path] = {}
+    seen: dict[object, Path] = {}
     for f in out:
-        first = seen.setdefault(os.path.realpath(f), f)
+        first = seen.setdefault(_file_identity(f), f)
         if first is not f:
             # Twice the same rank would read as two ranks of one run (and a straggler among them).
             raise UsageError(f"{f}: given twice" + (f" (also as {first})" if str(first) != str(f) else "") + "; give each export once")
     return out
+
+
+def _file_identity(f: Path) -> object:
+    """What tells one file from another: its device and inode (a hard link, a symlink, another
+    spelling of the path are the same file), or its real path where it cannot be stat'ed."""
+    try:
+        st = os.stat(f)
+    except OSError:
+        return os.path.realpath(f)
+    return (st.st_dev, st.st_ino) if st.st_ino else os.path.realpath(f)  # (a file system without inode numbers)
 
 
 # Every warning about an engine-timer file says this: a report made before the file changed
