@@ -891,3 +891,12 @@ def test_an_export_given_twice_through_a_hard_link_is_refused_as_any_other_alias
     # WHEN both are reported THEN one line naming them, exit 2, as for a symlink or another spelling
     res = run_cli("report", str(src), str(tmp_path / "b.sqlite"))
     assert res.returncode == 2 and "given twice" in res.stderr and len(res.stderr.splitlines()) == 1, res.stderr
+
+
+def test_an_input_name_too_long_to_look_at_is_said_as_the_input_not_the_output(tmp_path):
+    # GIVEN a trace path whose name the file system refuses (said as "cannot write the output" before)
+    name = str(tmp_path / ("a" * 300 + ".sqlite"))
+    for args in (["report", name], ["scrub", name]):
+        # WHEN given THEN one line naming the input, exit 2
+        res = run_cli(*args)
+        assert res.returncode == 2 and res.stderr.startswith(f"tracerecon: error: cannot read {name} (") and len(res.stderr.splitlines()) == 1, res.stderr

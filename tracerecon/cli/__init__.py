@@ -70,6 +70,14 @@ def console_main() -> int:
         gc.freeze()
 
 
+def _names_an_input(name: str, args: argparse.Namespace) -> bool:
+    """Whether ``name`` is one of the command's inputs, or a file inside an input directory."""
+    from tracerecon.cli.common import _inputs_of
+
+    given = _inputs_of(args) + ([args.trace] if isinstance(getattr(args, "trace", None), str) else [])
+    return any(name == g or name.startswith(g.rstrip(os.sep) + os.sep) for g in map(os.fsdecode, given))
+
+
 class _DropsWhatItCannotWrite:
     """The program's stderr, but a line it cannot write (a full disk, a device that refuses) is
     dropped, not an error: the report on stdout and the exit status stand (an unwritable stderr
@@ -163,12 +171,17 @@ def _run(args: argparse.Namespace, exit_when_interrupted: bool = False) -> int:
     except BrokenPipeError:
         return 0
     except OSError as exc:
-        # What reaches here is the output's: stdout closed, the disk full (reads of the input
-        # are said as BadTraceError where they happen).
+        # What reaches here is the output's (stdout closed, the disk full: reads of the input are
+        # said as BadTraceError where they happen), but for a path given as an input that cannot
+        # even be looked at (a name too long for the file system).
         if os.environ.get("TRACERECON_DEBUG"):
             raise
         _quiet_stdout()
-        where = f" {os.fsdecode(exc.filename)}" if getattr(exc, "filename", None) else ""
+        name = os.fsdecode(exc.filename) if getattr(exc, "filename", None) else None
+        if name is not None and _names_an_input(name, args):
+            print(f"tracerecon: error: cannot read {one_line(name)} ({exc.strerror or exc})", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        where = f" {one_line(name)}" if name is not None else ""
         print(f"tracerecon: error: cannot write the output{where} ({exc.strerror or exc})", file=sys.stderr)
         return EXIT_BAD_INPUT
     except Exception as exc:  # never a traceback for a user; TRACERECON_DEBUG=1 shows it

@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracerecon import schema
-from tracerecon.errors import BadTraceError
+from tracerecon.errors import BadTraceError, TraceReconError
 from tracerecon.interrupts import thread_pool
 from tracerecon.kernel_names import kernel_function
 from tracerecon.nsys.read_plan import (  # noqa: F401 (some are this module's API too)
@@ -122,6 +122,20 @@ class TraceTables:
     cuda_streams: pa.Table = field(default_factory=lambda: schema.empty(schema.CUDA_STREAMS))  # how each stream was created
 
 
+class _XzReadError(OSError):
+    """The compressed input could not be read (its cause: the lzma or OS error)."""
+
+
+def _read_xz(src, path: Path) -> bytes:
+    """The next megabyte of a decompressing ``src``; a failure to read it is ``_XzReadError``."""
+    import lzma
+
+    try:
+        return src.read(1 << 20)
+    except (lzma.LZMAError, EOFError, OSError) as exc:
+        raise _XzReadError(str(path)) from exc
+
+
 @contextlib.contextmanager
 def materialized(path: str | os.PathLike):
     """The path of a plain SQLite file holding ``path``'s export: ``path`` itself, or for an
@@ -130,16 +144,29 @@ def materialized(path: str | os.PathLike):
     p = Path(path)
     if p.name.endswith(XZ_SUFFIX) and p.is_file():
         import lzma
-        import shutil
         import tempfile
 
-        fd, tmp = tempfile.mkstemp(prefix="tracerecon-", suffix=".sqlite")
         try:
-            with os.fdopen(fd, "wb") as out, lzma.open(p) as src:
-                shutil.copyfileobj(src, out, 1 << 20)
-        except (lzma.LZMAError, EOFError, OSError) as exc:
+            fd, tmp = tempfile.mkstemp(prefix="tracerecon-", suffix=".sqlite")
+        except OSError as exc:
+            raise TraceReconError(f"{p}: cannot decompress it into the temporary directory {tempfile.gettempdir()} "
+                                  f"({exc.strerror or exc}; TMPDIR chooses another)") from None
+        try:
+            out = os.fdopen(fd, "wb")
+            try:
+                src = lzma.open(p)
+            except OSError as exc:
+                out.close()
+                raise _XzReadError(str(p)) from exc
+            with out, src:
+                while chunk := _read_xz(src, p):
+                    out.write(chunk)  # an OSError here is the temporary directory's, not the input's
+        except OSError as exc:
             os.unlink(tmp)
-            raise BadTraceError(f"{p}: not a readable .xz file ({exc})") from None
+            if isinstance(exc, _XzReadError):
+                raise BadTraceError(f"{p}: not a readable .xz file ({exc.__cause__})") from None
+            raise TraceReconError(f"{p}: cannot decompress it into the temporary directory {tempfile.gettempdir()} "
+                                  f"({exc.strerror or exc}; TMPDIR chooses another)") from None
         except BaseException:  # Ctrl-C while decompressing: no copy of the trace left behind
             os.unlink(tmp)
             raise
