@@ -436,6 +436,29 @@ def test_scrub_never_writes_over_a_device_a_pipe_a_link_or_the_input_under_anoth
         assert res.returncode == 2 and len(res.stderr.splitlines()) == 1, (out, res.stderr)
     assert (tmp_path / "fifo").is_fifo() and (tmp_path / "link").is_symlink() and os.path.samefile(src, tmp_path / "hard.sqlite")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "hard.sqlite", "link", "t.sqlite"]
+    # and a device of its own (where this user may make one: /dev/full's numbers)
+    import stat
+
+    try:
+        os.mknod(tmp_path / "full", 0o666 | stat.S_IFCHR, os.makedev(1, 7))
+    except (PermissionError, OSError):
+        return
+    res = run_cli("scrub", str(src), "-o", str(tmp_path / "full"))
+    assert res.returncode == 2 and stat.S_ISCHR(os.lstat(tmp_path / "full").st_mode), res.stderr
+
+
+def test_scrub_without_o_never_replaces_a_copy_already_there(tmp_path):
+    # GIVEN two runs' exports of the same name (nsys names them alike: report.sqlite)
+    for run in ("a", "b"):
+        (tmp_path / run).mkdir()
+        shutil.copy(H200 / "eagle_gpu_bound.sqlite", tmp_path / run / "report.sqlite")
+    (tmp_path / "here").mkdir()
+    assert run_cli("scrub", str(tmp_path / "a" / "report.sqlite"), cwd=str(tmp_path / "here")).returncode == 0
+    first = (tmp_path / "here" / "report.scrubbed.sqlite").read_bytes()
+    # WHEN the second is scrubbed without -o THEN one line, exit 2, and the first copy stays
+    res = run_cli("scrub", str(tmp_path / "b" / "report.sqlite"), cwd=str(tmp_path / "here"))
+    assert res.returncode == 2 and "exists; give -o" in res.stderr and len(res.stderr.splitlines()) == 1, res.stderr
+    assert (tmp_path / "here" / "report.scrubbed.sqlite").read_bytes() == first
 
 
 def test_skipping_every_cycle_is_warned_about():
@@ -832,8 +855,34 @@ def test_a_rank_whose_export_run_json_records_as_failed_is_named_not_silently_le
     shutil.copy(src / "rank0.sqlite", tmp_path / "rank0.sqlite")
     # WHEN reported THEN rank 0's report, and a warning naming rank 1 and its error (it was silent)
     res = run_cli("report", str(tmp_path), env={**os.environ, "TRACERECON_NO_CACHE": "1"})
-    assert res.returncode == 0 and [line.split()[:2] for line in res.stdout.splitlines() if line.startswith("rank ")] == [["rank", "0"]]
+    assert res.returncode == 0 and [line.split()[:2] for line in res.stdout.splitlines() if line.startswith("rank ") and line.split()[1].isdigit()] == [["rank", "0"]]
     assert "run.json records 1 report(s) with no SQLite export, left out of this report: rank 1: nsys export failed (exit 1)" in res.stderr, res.stderr
+    # and WHEN every report is recorded as failed but the exports were made by hand since THEN
+    # both ranks are read, and no warning says any was left out
+    for r in run["reports"]:
+        r.update(sqlite=None, error="nsys export failed (exit 1)")
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    shutil.copy(src / "rank1.sqlite", tmp_path / "rank1.sqlite")
+    res = run_cli("report", str(tmp_path), env={**os.environ, "TRACERECON_NO_CACHE": "1"})
+    assert res.returncode == 0 and [line.split()[:2] for line in res.stdout.splitlines() if line.startswith("rank ") and line.split()[1].isdigit()] == [["rank", "0"], ["rank", "1"]]
+    assert "left out" not in res.stderr, res.stderr
+    # and WHEN run.json's reports are no list THEN the exports are read as before (it was exit 1)
+    (tmp_path / "run.json").write_text(json.dumps({**run, "reports": 3}))
+    assert run_cli("report", str(tmp_path), env={**os.environ, "TRACERECON_NO_CACHE": "1"}).returncode == 0
+
+
+def test_copies_made_while_a_stream_was_captured_raise_no_missing_table_warning():
+    # GIVEN memset calls, and no memset op but graphs traced whole (calls made during a stream
+    # capture put no op of their own in the trace: their work runs in the graph's records)
+    import pyarrow as pa
+
+    from tracerecon.analysis.columns import copy_calls_without_ops
+
+    api = pa.table({"name": ["cudaMemsetAsync_v3020"] * 5 + ["cudaMemcpyAsync_v3020"]})
+    # WHEN asked which kinds the trace lacks THEN none while a graph record is there
+    assert copy_calls_without_ops(api, pa.table({"kind": ["kernel", "graph", "memcpy"]})) == {}
+    # and without one, the memsets (5 calls) and nothing else
+    assert copy_calls_without_ops(api, pa.table({"kind": ["kernel", "memcpy"]})) == {"memset": 5}
 
 
 @pytest.mark.parametrize("kind, damage", [("memcpy", "drop table CUPTI_ACTIVITY_KIND_MEMCPY"), ("memset", "delete from CUPTI_ACTIVITY_KIND_MEMSET")])

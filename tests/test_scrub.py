@@ -287,7 +287,13 @@ def test_an_authorization_header_loses_its_credentials_whatever_their_length():
 
     # WHEN scrubbed THEN the scheme and the credentials go; the rest of the text stays
     assert scrub_text('curl -H "Authorization: Bearer abc.def.ghi" http') == 'curl -H "Authorization: [REDACTED]" http'
-    assert scrub_text("Proxy-Authorization: Digest u1 done") == "Proxy-Authorization: [REDACTED] done"
+    assert scrub_text("Proxy-Authorization: Basic dXNlcjpw done") == "Proxy-Authorization: [REDACTED] done"
+    # a Digest or AWS signature header's fields all go (the user and the response hash were kept),
+    # and no word of the next line does
+    digest = 'Authorization: Digest username="bob", realm="x", nonce="abc", response="6629fae4"\nnext line'
+    assert scrub_text(digest) == "Authorization: [REDACTED]\nnext line"
+    assert scrub_text("Authorization: AWS4-HMAC-SHA256 Credential=AKID/2026/s3, Signature=abcdef") == "Authorization: [REDACTED]"
+    assert scrub_text("Authorization: Bearer\nnext line here") == "Authorization: [REDACTED]\nnext line here"
     assert scrub_text("auth=token ghp_xx") == "auth=[REDACTED]"
     assert scrub_secrets_in_bytes(b"\x01Authorization: Bearer abc.def\x00tail") == b"\x01Authorization: [REDACTED]\x00tail"
     # and a word that is a scheme's name elsewhere stays

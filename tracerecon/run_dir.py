@@ -240,21 +240,25 @@ def listed_but_missing(paths: Sequence[str | Path]) -> list[str]:
                     else "the report reads the other exports the folder holds instead")
             out.append(f"{p}: {RUN_JSON} lists {len(listed)} exports, {len(missing)} of them not there ({', '.join(missing[:4])}"
                        f"{', ...' if len(missing) > 4 else ''}): {read}")
-        unexported = _reports_not_exported(p)
+        read = {f.name.removesuffix(XZ_SUFFIX).removesuffix(".sqlite") for f in (_listed_in_run_json(p) or _exports_in(p))}
+        unexported = _reports_not_exported(p, read)
         if unexported:
             out.append(f"{p}: {RUN_JSON} records {len(unexported)} report(s) with no SQLite export, left out of this report: " + "; ".join(unexported[:4])
                        + ("; ..." if len(unexported) > 4 else ""))
     return out
 
 
-def _reports_not_exported(folder: Path) -> list[str]:
+def _reports_not_exported(folder: Path, read: set[str]) -> list[str]:
     """What ``run.json`` says of each report it records without an export (its import or export
-    failed): the rank and the error, as recorded."""
+    failed) whose export is not among those read (``read``: their names without ``.sqlite``;
+    one exported by hand later is read): the rank and the error, as recorded."""
     try:
         reports = json.loads((folder / RUN_JSON).read_text()).get("reports", [])
-        failed = [x for x in reports if isinstance(x, dict) and not x.get("sqlite")]
     except (OSError, ValueError, AttributeError):
         return []
+    if not isinstance(reports, list):
+        return []
+    failed = [x for x in reports if isinstance(x, dict) and not x.get("sqlite") and str(x.get("base")) not in read]
     return [f"{'rank ' + str(x['rank']) if x.get('rank') is not None else x.get('base') or 'a report'}"
             f"{': ' + str(x['error']) if x.get('error') else ''}" for x in failed]
 

@@ -94,10 +94,14 @@ _COPY_CALL = {"memcpy": re.compile(r"^cu(?:da)?Memcpy"), "memset": re.compile(r"
 def copy_calls_without_ops(api_calls: pa.Table, gpu_ops: pa.Table) -> dict[str, int]:
     """Per kind of op (``memcpy``, ``memset``) that the trace holds none of: how many API calls
     made one (its table missing or emptied: those phases' GPU times leave that work out). A
-    kind some op of which is in the trace is not listed."""
+    kind some op of which is in the trace is not listed, nor any where graphs were traced whole
+    (a call made while a stream was captured puts no op of its own in the trace: its work runs
+    inside the graph's records)."""
     if api_calls.num_rows == 0:
         return {}
     kinds = set(gpu_ops["kind"].unique().to_pylist()) if gpu_ops.num_rows else set()
+    if "graph" in kinds:
+        return {}
     out = {}
     for kind, pattern in _COPY_CALL.items():
         if kind not in kinds:

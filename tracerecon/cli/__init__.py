@@ -59,6 +59,10 @@ def console_main() -> int:
             print("tracerecon: error: cannot write the output (standard output is closed)", file=sys.stderr)
         return EXIT_BAD_INPUT
     sys.stderr = _DropsWhatItCannotWrite(sys.stderr)
+    # A terminal or pipe whose encoding lacks a name's characters (PYTHONIOENCODING=ascii, a
+    # Latin-1 locale) gets them as escapes, not an error halfway through a table.
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="backslashreplace")
     args = build_parser().parse_args()
     prepare(args.subcommand)
     try:
@@ -150,10 +154,6 @@ def _run(args: argparse.Namespace, exit_when_interrupted: bool = False) -> int:
     ``view`` is quit while it loads (``interrupts``)."""
     for line in _settings_ignored(os.environ):
         print(f"tracerecon: warning: {line}", file=sys.stderr)
-    # A terminal or pipe whose encoding lacks a name's characters (PYTHONIOENCODING=ascii, a
-    # Latin-1 locale) gets them as escapes, not an error halfway through a table.
-    if hasattr(sys.stdout, "reconfigure"):
-        sys.stdout.reconfigure(errors="backslashreplace")
     try:
         return int(args.func(args) or 0)
     except TraceReconError as exc:

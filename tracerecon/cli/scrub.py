@@ -19,7 +19,7 @@ def add(sub) -> None:
                     "but for NVTX range names that held such text: they read as scrubbed (said), and a --phase naming one must name it so.",
     )
     p.add_argument("trace", metavar="TRACE.sqlite", help="the export to copy (never modified)")
-    p.add_argument("-o", "--output", type=output_path, metavar="OUT", help="output file, xz-compressed if named .xz (default: TRACE.scrubbed.sqlite in the current directory)")
+    p.add_argument("-o", "--output", type=output_path, metavar="OUT", help="output file, xz-compressed if named .xz (default: TRACE.scrubbed.sqlite in the current directory, not over a file there)")
     p.set_defaults(func=main)
 
 

@@ -56,14 +56,18 @@ SECRET_PATTERNS = [
     re.compile(r"\bAKIA[0-9A-Z]{16}\b"),  # AWS access key id
     re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),  # JWT
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{12,}"),
+    # Digest and AWS signature credentials are several fields (user, nonce, response, signature):
+    # the rest of the header's line goes
+    re.compile(r"(?i)(\bauthorization['\"]?[ \t]*[:=][ \t]*['\"]?)(?:digest|aws4-hmac-sha256)[ \t][^\r\n]*"),
     re.compile(r"(?i)(basic\s+)[A-Za-z0-9+/=]{8,}"),  # HTTP basic credentials (user:password in base64)
     # PEM / OpenSSH private key blocks, whole (keys a program printed or was given on its command line)
     re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)", re.S),
 ]
 _SECRETISH = r"[A-Z0-9_-]*(?:TOKEN|SECRET|PASSWORD|PASSWD|PWD|API[_-]?KEY|ACCESS[_-]?KEY|PRIVATE[_-]?KEY|CREDENTIAL|AUTH)[A-Z0-9_-]*"
 _PERSONAL = r"(?:HOST|HOSTNAME|NODE|USER|USERNAME|LOGNAME|CWD|HOME|PWD)"
-# An HTTP authorization scheme: the credentials are the word after it ("Authorization: Bearer X").
-_AUTH_SCHEME = r"(?:bearer|basic|token|digest|negotiate|ntlm|apikey)\s+"
+# An HTTP authorization scheme: the credentials are the word after it ("Authorization: Bearer X"),
+# on the same line.
+_AUTH_SCHEME = r"(?:bearer|basic|token|negotiate|ntlm|apikey)[ \t]+"
 # key=value, key: value, "key": "value" (JSON / Python dicts) for secret-looking or personal keys
 SECRET_KEY = re.compile(
     rf"(?i)(['\"]?\b(?:{_SECRETISH}|{_PERSONAL})\b['\"]?)(\s*[=:]\s*)(['\"]?)((?:{_AUTH_SCHEME})?[^\s'\",;}}]+)"
@@ -258,6 +262,8 @@ def scrub_export(src: str | os.PathLike, dst: str | os.PathLike | None = None) -
     if src_p.is_dir() or not src_p.name:  # (".", "/": no name to put ".scrubbed" in either)
         raise BadTraceError(f"{src}: not a file (scrub copies one export)")
     dst_p = Path(dst) if dst else default_output(src_p)
+    if not dst and (dst_p.exists() or dst_p.is_symlink()):  # another export's scrubbed copy, often (nsys names them alike)
+        raise UsageError(f"{dst_p}: exists; give -o to replace it or to name another file")
     if src_p.name.endswith(XZ_SUFFIX):  # as every analysing command reads it: decompressed first
         with materialized(src_p) as real:
             return _scrub_export(real, src_p, dst_p)
