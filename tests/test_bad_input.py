@@ -949,3 +949,12 @@ def test_an_input_name_too_long_to_look_at_is_said_as_the_input_not_the_output(t
         # WHEN given THEN one line naming the input, exit 2
         res = run_cli(*args)
         assert res.returncode == 2 and res.stderr.startswith(f"tracerecon: error: cannot read {name} (") and len(res.stderr.splitlines()) == 1, res.stderr
+
+
+@pytest.mark.parametrize("command", ["export", "plot", "scrub"])
+def test_an_output_named_dash_is_refused_not_written_as_a_file_named_dash(command, tmp_path):
+    # GIVEN -o - (standard output, by the usual convention; it was written as a file named '-')
+    # WHEN given THEN one line, exit 2, and no file '-'
+    res = run_cli(command, "-o", "-", str(H200 / "eagle_gpu_bound.sqlite"), cwd=str(tmp_path))
+    assert res.returncode == 2 and "'-' (standard output) is not written to" in res.stderr and len(res.stderr.splitlines()) == 1, res.stderr
+    assert not (tmp_path / "-").exists()

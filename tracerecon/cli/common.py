@@ -41,9 +41,12 @@ def _positive_int(value: str) -> int:
 
 
 def output_path(value: str) -> str:
-    """An ``-o`` value: a path, not nothing (an empty one would be the current directory)."""
+    """An ``-o`` value: a path, not nothing (an empty one would be the current directory), nor
+    ``-``, which reads as standard output but would be a file of that name (``./-`` is one)."""
     if not value.strip():
         raise argparse.ArgumentTypeError("expected a path, got nothing")
+    if value == "-":
+        raise argparse.ArgumentTypeError("'-' (standard output) is not written to: give a file's path (./- names a file '-')")
     return value
 
 
