@@ -25,7 +25,7 @@ from tracerecon.model import Analysis, RankResult
 from tracerecon.nsys.sqlite_export import ExportInfo
 from tracerecon.cores import usable_cores
 from tracerecon.json_text import json_text
-from tracerecon.run_dir import EXPORT_DATASETS, EXPORT_PART, MANIFEST_JSON, is_export_dir, refuse_output_over_inputs
+from tracerecon.run_dir import EXPORT_DATASETS, EXPORT_PART, MANIFEST_JSON, is_export_dir, refuse_linked_folder, refuse_output_over_inputs
 
 TABLES = tuple(t for t in EXPORT_DATASETS if t != "critical_path")  # per rank; critical_path is one table of the run
 
@@ -82,8 +82,7 @@ def export_parquet(analysis: Analysis, out_dir: str | os.PathLike, force: bool =
     """
     out = Path(out_dir)
     refuse_output_over_inputs(out, analysis.inputs)
-    if out.is_symlink():  # DIR is renamed over: the link, not the folder it names, would be replaced
-        raise TraceReconError(f"{out}: is a link; give the folder's own path (or a new one)")
+    refuse_linked_folder(out)
     if out.exists() and not out.is_dir():
         raise TraceReconError(f"{out}: exists and is not a directory")
     if out.is_dir() and any(out.iterdir()) and not is_export_dir(out) and not force:

@@ -211,6 +211,11 @@ def _listed_in_run_json(folder: Path) -> list[Path]:
     return [f for f in _listed(folder) if f.is_file()]
 
 
+def _folder_exports(folder: Path) -> list[Path]:
+    """The exports a folder given as input contributes: those its run.json lists, else its own."""
+    return _listed_in_run_json(folder) or _exports_in(folder)
+
+
 def _exports_in(folder: Path) -> list[Path]:
     """A folder's exports by name (``natural_key``): each ``NAME.sqlite``, or its ``NAME.sqlite.xz`` where only
     that is there (rank0.sqlite beside a compressed rank1.sqlite.xz are two ranks)."""
@@ -240,7 +245,7 @@ def listed_but_missing(paths: Sequence[str | Path]) -> list[str]:
                     else "the report reads the other exports the folder holds instead")
             out.append(f"{p}: {RUN_JSON} lists {len(listed)} exports, {len(missing)} of them not there ({', '.join(missing[:4])}"
                        f"{', ...' if len(missing) > 4 else ''}): {read}")
-        read = {f.name.removesuffix(XZ_SUFFIX).removesuffix(".sqlite") for f in (_listed_in_run_json(p) or _exports_in(p))}
+        read = {trace_stem(f) for f in _folder_exports(p)}
         unexported = _reports_not_exported(p, read)
         if unexported:
             out.append(f"{p}: {RUN_JSON} records {len(unexported)} report(s) with no SQLite export, left out of this report: " + "; ".join(unexported[:4])
@@ -324,7 +329,7 @@ def expand_inputs(paths: Sequence[str | Path]) -> list[Path]:
                 os.listdir(p)
             except OSError as exc:
                 raise BadTraceError(f"{p}: cannot read the directory ({exc.strerror or exc})") from None
-            found = _listed_in_run_json(p) or _exports_in(p)
+            found = _folder_exports(p)
             if not found and is_export_dir(p):  # read alone, before this (api: an export is read back whole)
                 raise UsageError(f"{p}: a tracerecon export is read back alone, not with other traces; give it by itself")
             if not found:
@@ -441,6 +446,13 @@ def refuse_special_output(out: Path) -> None:
     if os.path.islink(out) or (os.path.exists(out) and not os.path.isfile(out)):
         what = "a link" if os.path.islink(out) else "a directory" if os.path.isdir(out) else "no plain file (a pipe or a device)"
         raise UsageError(f"{out}: is {what}; give the path of a file to write")
+
+
+def refuse_linked_folder(out: Path) -> None:
+    """An output folder given as a link is refused: the folder is renamed over, which would
+    replace the link, not the folder it names."""
+    if os.path.islink(out):
+        raise UsageError(f"{out}: is a link; give the folder's own path (or a new one)")
 
 
 def refuse_output_over_inputs(out: Path, inputs: Sequence[str]) -> None:

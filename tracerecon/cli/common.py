@@ -11,7 +11,7 @@ from typing import Iterator, Sequence
 
 from tracerecon.analysis.config import DEFAULT_CYCLE, DEFAULT_PHASES, PhaseConfig, parse_phase_spec, parse_phase_thread
 from tracerecon.errors import UsageError
-from tracerecon.json_text import one_line
+from tracerecon.json_text import one_line, valid_text
 
 BUNDLED_SAMPLE = Path(__file__).resolve().parent.parent.parent / "sample_traces" / "h200_nsys2025.3.1" / "eagle_gpu_bound.sqlite"
 TRACE_HELP = "nsys .sqlite export(s) (or .sqlite.xz), a directory of them, a `tracerecon run` directory, or a `tracerecon export` directory"
@@ -97,7 +97,7 @@ def config_from(args: argparse.Namespace, inputs: Sequence[str] | None = None) -
     recorded = {} if args.phase else (recorded_phase_options(given) or {})
     for flag, values in (("--phase", args.phase or ()), ("--cycle", [args.cycle] if args.cycle is not None else [])):
         for value in values:
-            if not _is_text(value):  # bytes the shell passed that are no UTF-8: no name in a trace can match them
+            if valid_text(value) != value:  # bytes the shell passed that are no UTF-8: no name in a trace can match them
                 raise UsageError(f"{flag} {one_line(value)}: not UTF-8 text (a trace's names are)")
     try:
         thread = parse_phase_thread(args.phase_thread)
@@ -114,15 +114,6 @@ def config_from(args: argparse.Namespace, inputs: Sequence[str] | None = None) -
                                                  ("--phase-thread", args.phase_thread)) if value is not None)
     return PhaseConfig(phases=phases, cycle_prefix=cycle, phase_thread=thread, skip_cycles=args.skip_cycles,
                        phases_recorded=bool(not args.phase and recorded.get("phases")), given=given_flags)
-
-
-def _is_text(value: str) -> bool:
-    """Whether a command-line value is text (no undecodable bytes, which Python keeps as surrogates)."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _recorded_in(inputs: Sequence[str]) -> str:

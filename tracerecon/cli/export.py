@@ -7,7 +7,6 @@ import argparse
 import os
 
 from tracerecon.cli.common import add_analysis_command, config_from, load, output_path
-from tracerecon.errors import UsageError
 from tracerecon.json_text import one_line
 
 
@@ -46,13 +45,11 @@ def main(args: argparse.Namespace) -> int:
         perfetto_messages()  # a missing extra is said before the traces are read
     from pathlib import Path
 
-    from tracerecon.run_dir import refuse_output_over_inputs, refuse_special_output
+    from tracerecon.run_dir import refuse_linked_folder, refuse_output_over_inputs, refuse_special_output
 
-    refuse_output_over_inputs(Path(args.output), args.traces)  # as given (an export directory too), before anything is read
-    if args.format in ("chrome-json", "perfetto"):
-        refuse_special_output(Path(args.output))
-    elif Path(args.output).is_symlink():  # before the traces are read, as api.export would refuse it after
-        raise UsageError(f"{args.output}: is a link; give the folder's own path (or a new one)")
+    # As given (an export directory too), before anything is read.
+    refuse_output_over_inputs(Path(args.output), args.traces)
+    (refuse_special_output if args.format in ("chrome-json", "perfetto") else refuse_linked_folder)(Path(args.output))
     analysis = load(args.traces, config_from(args), args.jobs, args.dask)
     if args.format in ("chrome-json", "perfetto"):
         counts = api.export_timeline(analysis, args.output, args.format)

@@ -122,18 +122,17 @@ class TraceTables:
     cuda_streams: pa.Table = field(default_factory=lambda: schema.empty(schema.CUDA_STREAMS))  # how each stream was created
 
 
-class _XzReadError(OSError):
-    """The compressed input could not be read (its cause: the lzma or OS error)."""
-
-
-def _read_xz(src, path: Path) -> bytes:
-    """The next megabyte of a decompressing ``src``; a failure to read it is ``_XzReadError``."""
+def _xz_chunks(path: Path):
+    """The decompressed bytes of the ``.xz`` file ``path``, a megabyte at a time; a file that
+    cannot be read as one is ``BadTraceError``."""
     import lzma
 
     try:
-        return src.read(1 << 20)
+        with lzma.open(path) as src:
+            while chunk := src.read(1 << 20):
+                yield chunk
     except (lzma.LZMAError, EOFError, OSError) as exc:
-        raise _XzReadError(str(path)) from exc
+        raise BadTraceError(f"{path}: not a readable .xz file ({exc})") from None
 
 
 @contextlib.contextmanager
@@ -143,31 +142,21 @@ def materialized(path: str | os.PathLike):
     input), removed afterwards."""
     p = Path(path)
     if p.name.endswith(XZ_SUFFIX) and p.is_file():
-        import lzma
         import tempfile
 
+        room = f"cannot decompress it into the temporary directory {tempfile.gettempdir()} ({{}}; TMPDIR chooses another)"
         try:
             fd, tmp = tempfile.mkstemp(prefix="tracerecon-", suffix=".sqlite")
         except OSError as exc:
-            raise TraceReconError(f"{p}: cannot decompress it into the temporary directory {tempfile.gettempdir()} "
-                                  f"({exc.strerror or exc}; TMPDIR chooses another)") from None
+            raise TraceReconError(f"{p}: " + room.format(exc.strerror or exc)) from None
         try:
-            out = os.fdopen(fd, "wb")
-            try:
-                src = lzma.open(p)
-            except OSError as exc:
-                out.close()
-                raise _XzReadError(str(p)) from exc
-            with out, src:
-                while chunk := _read_xz(src, p):
-                    out.write(chunk)  # an OSError here is the temporary directory's, not the input's
-        except OSError as exc:
+            with os.fdopen(fd, "wb") as out:
+                for chunk in _xz_chunks(p):
+                    out.write(chunk)
+        except OSError as exc:  # writing: the temporary directory's side (reading is said as BadTraceError)
             os.unlink(tmp)
-            if isinstance(exc, _XzReadError):
-                raise BadTraceError(f"{p}: not a readable .xz file ({exc.__cause__})") from None
-            raise TraceReconError(f"{p}: cannot decompress it into the temporary directory {tempfile.gettempdir()} "
-                                  f"({exc.strerror or exc}; TMPDIR chooses another)") from None
-        except BaseException:  # Ctrl-C while decompressing: no copy of the trace left behind
+            raise TraceReconError(f"{p}: " + room.format(exc.strerror or exc)) from None
+        except BaseException:  # Ctrl-C while decompressing too: no copy of the trace left behind
             os.unlink(tmp)
             raise
         try:
