@@ -14,7 +14,7 @@ from typing import Sequence
 
 from tracerecon import __version__
 from tracerecon.cli import diff, export, plot, ranges, report, run, scrub, view
-from tracerecon.cli.common import one_line
+from tracerecon.cli.common import inputs_of, one_line
 from tracerecon.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, TraceReconError
 from tracerecon.interrupts import WorkAbandoned, exit_now
 from tracerecon.own_process import prepare
@@ -75,10 +75,8 @@ def console_main() -> int:
 
 
 def _names_an_input(name: str, args: argparse.Namespace) -> bool:
-    """Whether ``name`` is one of the command's inputs, or a file inside an input directory."""
-    from tracerecon.cli.common import _inputs_of
-
-    given = _inputs_of(args) + ([args.trace] if isinstance(getattr(args, "trace", None), str) else [])
+    """Whether ``name`` is one of the command's inputs (scrub's one TRACE too), or a file inside an input directory."""
+    given = inputs_of(args) + ([args.trace] if isinstance(getattr(args, "trace", None), str) else [])
     return any(name == g or name.startswith(g.rstrip(os.sep) + os.sep) for g in map(os.fsdecode, given))
 
 

@@ -77,7 +77,7 @@ def add_phase_args(p: argparse.ArgumentParser) -> None:
                         "auto = for phases that launch nothing themselves (default), same = never (nsys's rule), TID = every phase on that thread")
 
 
-def _inputs_of(args: argparse.Namespace) -> list[str]:
+def inputs_of(args: argparse.Namespace) -> list[str]:
     """The traces a command was given, whatever its arguments are called."""
     out = list(getattr(args, "traces", None) or [])
     out += [x for x in (getattr(args, "a", None), getattr(args, "b", None), getattr(args, "diff", None)) if isinstance(x, str)]
@@ -91,7 +91,7 @@ def config_from(args: argparse.Namespace, inputs: Sequence[str] | None = None) -
         os.environ["TRACERECON_NO_CACHE"] = "1"  # tracerecon.cache reads it; worker processes inherit it
     from tracerecon.run_dir import recorded_phase_options, unreadable_run_json
 
-    given = _inputs_of(args) if inputs is None else inputs
+    given = inputs_of(args) if inputs is None else inputs
     for bad in unreadable_run_json(given):
         say(f"warning: {bad}: unreadable; its recorded phases and rank order are not used")
     recorded = {} if args.phase else (recorded_phase_options(given) or {})
