@@ -15,6 +15,15 @@ an op one of (optionally led by an int id that ties the ops of one unit together
   threads) and copies on s; with ``wait`` it synchronises s itself (its own thread blocks, not
   the phase's); the phase's thread joins s later only through a ``("w", cur, s)`` of its own
 - ``("gap", us)``: CPU time
+- ``("g", s, durs, whole, branch)``: a CUDA graph replayed on s (``cudaGraphLaunch``): its nodes'
+  kernels ``durs`` run one after another on s, and ``branch`` (a list of durations, maybe empty)
+  on stream s + 40 beside them from the graph's start (a capture that forked); s is done when the
+  last node is. ``whole``: traced as one graph record (``--cuda-graph-trace graph``), else node
+  by node under the launch's correlation id
+
+A phase is ``(name, tid, current stream, ops)``, or ``(name, tid, current stream, ops, launcher)``
+where a thread ``launcher`` that holds no phase launches every op of it (a worker thread that
+the scheduler's phase hands its work to, waiting for its acknowledgement).
 
 ``simulate`` runs a program: every op starts at max(its launch + 1 us, its stream free, what its
 stream waited for), and the truth of each phase is what events on the phase's current stream
@@ -32,7 +41,7 @@ from tracerecon.run_dir import STREAM_MARK
 
 U = 1000  # ns per us
 NCCL = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
-LOOP, WORKER, HELPER = 11, 12, 14  # thread ids
+LOOP, WORKER, HELPER, LAUNCHER = 11, 12, 14, 15  # thread ids
 SAID_EVENT = 500  # + thread id: the event tracerecon.instrument records on each phase's current stream
 
 
@@ -59,8 +68,9 @@ def simulate(prog: list, say_streams: bool = False) -> tuple[FakeTrace, list[str
     for ci, cyc in enumerate(prog):
         cycle_start = cpu
         rows = []
-        for name, tid, cur, ops in cyc:
+        for name, tid, cur, ops, *launcher in cyc:
             phase_start = cpu
+            ltid = launcher[0] if launcher else tid  # the thread that launches the phase's ops
             if say_streams:
                 records[SAID_EVENT + tid] = records.get(SAID_EVENT + tid, 0) + 1
                 t.event_record(event=SAID_EVENT + tid, record=records[SAID_EVENT + tid], start=cpu * U + 200, end=cpu * U + 700, stream=cur, tid=tid)
@@ -73,38 +83,38 @@ def simulate(prog: list, say_streams: bool = False) -> tuple[FakeTrace, list[str
                 if kind == "k":
                     s, dur = op[1], op[2]
                     start = max(cpu + 1, free.get(s, 0))
-                    t.kernel(t.call("cudaLaunchKernel", cpu * U, (cpu + 2) * U, tid=tid), start * U, (start + dur) * U, stream=s,
+                    t.kernel(t.call("cudaLaunchKernel", cpu * U, (cpu + 2) * U, tid=ltid), start * U, (start + dur) * U, stream=s,
                              name=op[3] if len(op) > 3 else (NCCL if s == 30 else "k"))
                     push(s, cpu + 2, start + dur)
                     cpu += 2
                 elif kind in ("cp", "item"):
                     s, dur = op[1], op[2]
                     start = max(cpu + 1, free.get(s, 0))
-                    t.copy(t.call("cudaMemcpyAsync", cpu * U, (cpu + 2) * U, tid=tid), start * U, (start + dur) * U,
+                    t.copy(t.call("cudaMemcpyAsync", cpu * U, (cpu + 2) * U, tid=ltid), start * U, (start + dur) * U,
                            kind=op[3] if kind == "cp" else 2, stream=s)
                     push(s, cpu + 2, start + dur)
                     if kind == "cp":
                         cpu += 2
                     else:
                         back = max(cpu + 3, start + dur + 1)
-                        c = t.call("cudaStreamSynchronize", (cpu + 2) * U, back * U, tid=tid)
+                        c = t.call("cudaStreamSynchronize", (cpu + 2) * U, back * U, tid=ltid)
                         t.sync_record(c, (cpu + 2) * U, back * U, sync_type=3, stream=s)
                         cpu = back
                 elif kind == "w":
                     waiter, src = op[1], op[2]
                     ev = event_of.setdefault((waiter, src), len(event_of) + 1)
                     records[ev] = records.get(ev, 0) + 1
-                    t.event_record(event=ev, record=records[ev], start=cpu * U, end=(cpu + 1) * U, stream=src, tid=tid)
-                    t.stream_wait(event=ev, record=records[ev], start=(cpu + 1) * U, end=(cpu + 2) * U, stream=waiter, tid=tid)
+                    t.event_record(event=ev, record=records[ev], start=cpu * U, end=(cpu + 1) * U, stream=src, tid=ltid)
+                    t.stream_wait(event=ev, record=records[ev], start=(cpu + 1) * U, end=(cpu + 2) * U, stream=waiter, tid=ltid)
                     push(waiter, cpu + 2, free.get(src, 0))
                     cpu += 2
                 elif kind == "esync":
                     s = op[1]
                     ev = 90 + s
                     records[ev] = records.get(ev, 0) + 1
-                    t.event_record(event=ev, record=records[ev], start=cpu * U, end=(cpu + 1) * U, stream=s, tid=tid)
+                    t.event_record(event=ev, record=records[ev], start=cpu * U, end=(cpu + 1) * U, stream=s, tid=ltid)
                     back = max(cpu + 2, free.get(s, 0) + 1)
-                    c = t.call("cudaEventSynchronize", (cpu + 1) * U, back * U, tid=tid)
+                    c = t.call("cudaEventSynchronize", (cpu + 1) * U, back * U, tid=ltid)
                     t.sync_record(c, (cpu + 1) * U, back * U, sync_type=1, stream=s)
                     cpu = back
                 elif kind == "hcp":
@@ -122,6 +132,26 @@ def simulate(prog: list, say_streams: bool = False) -> tuple[FakeTrace, list[str
                     if wait:  # the helper's own thread blocks, not the phase's: the CPU clock goes on
                         c = t.call("cudaStreamSynchronize", cpu * U, (start + dur + 1) * U, tid=HELPER)
                         t.sync_record(c, cpu * U, (start + dur + 1) * U, sync_type=3, stream=s)
+                elif kind == "g":
+                    s, durs, whole, branch = op[1:5]
+                    corr = t.call("cudaGraphLaunch", cpu * U, (cpu + 2) * U, tid=ltid)
+                    first = at = max(cpu + 1, free.get(s, 0))
+                    nodes = []
+                    for d in durs:
+                        nodes.append((s, at, at + d))
+                        at += d + 1
+                    b_at = first
+                    for d in branch:
+                        nodes.append((s + 40, b_at, b_at + d))
+                        b_at += d + 1
+                    last = max(e for _, _, e in nodes)
+                    if whole:
+                        t.graph(corr, first * U, last * U, stream=s)
+                    else:
+                        for i, (ns, a, e) in enumerate(nodes):
+                            t.kernel(corr, a * U, e * U, stream=ns, node=i + 1)
+                    push(s, cpu + 2, last)
+                    cpu += 2
                 elif kind == "gap":
                     cpu += op[1]
             cpu += 4
@@ -146,7 +176,8 @@ def simulate(prog: list, say_streams: bool = False) -> tuple[FakeTrace, list[str
     return t, [row[0] for row in bounds[0]], truth
 
 
-def program(seed: int, joins: str = "any", stream_switch: bool = False, helper: bool = False) -> list:
+def program(seed: int, joins: str = "any", stream_switch: bool = False, helper: bool = False, graphs: str | None = None,
+            launcher: bool = False, repeats: bool = False) -> list:
     """A random program: 4-6 cycles of two or three phases on one thread (a quarter of them
     with forward on a worker thread whose current stream is 20), side streams 13/14 that compute,
     an input stream 9, a copy stream 12 that copies results off, NCCL's stream 30, `.item()`
@@ -157,7 +188,13 @@ def program(seed: int, joins: str = "any", stream_switch: bool = False, helper: 
     around its range, SGLang's forward stream), forked off 7 as it begins and joined back into 7
     as process begins: from the kernels alone the same as 7 current with 20 a side stream.
     ``helper``: some units are a helper thread's copies on stream 16 forked off 7 (``"hcp"``),
-    joined into the phase's stream in the next phase or the next cycle's first, or never."""
+    joined into the phase's stream in the next phase or the next cycle's first, or never.
+    ``graphs`` ("node" or "whole", the trace's graph mode): half of the kernels that are no
+    collective become CUDA graphs of 1-4 nodes, a third of those with a branch that ran beside
+    them. ``launcher``: where every phase is the loop thread's, a worker thread that holds no
+    phase launches all their work. ``repeats``: the first phase runs three times a cycle (draft
+    steps). These three draw from a generator of their own, so a seed's program is otherwise the
+    same with them as without."""
     r = random.Random(seed)
     ncyc = r.randint(4, 6)
     worker = r.random() < 0.25 or stream_switch
@@ -165,6 +202,8 @@ def program(seed: int, joins: str = "any", stream_switch: bool = False, helper: 
         layout = [("schedule", LOOP, 7), ("forward", LOOP if stream_switch else WORKER, 20), ("process", LOOP, 7)]
     else:
         names = [("draft", "verify"), ("prepare", "forward", "sample"), ("verify", "draft", "draft_extend")][r.randint(0, 2)]
+        if repeats:
+            names = (names[0],) * 3 + names[1:]
         layout = [(n, LOOP, 7) for n in names]
     sides = r.sample([13, 14], r.randint(0, 2))
     use_input, use_copy, use_nccl = r.random() < 0.4, r.random() < 0.4, r.random() < 0.35
@@ -264,4 +303,17 @@ def program(seed: int, joins: str = "any", stream_switch: bool = False, helper: 
             for p in [p for p in pending if (p[0], p[1]) == (ci, pi)]:
                 add(p[2])
             pending[:] = [p for p in pending if (p[0], p[1]) != (ci, pi)]
+    r2 = random.Random(seed * 7919 + 17)
+    if graphs:
+        for cyc in prog:
+            for _, _, _, ops in cyc:
+                for i, op in enumerate(ops):
+                    unit_id, kind, *rest = op
+                    if kind == "k" and rest[0] != 30 and r2.random() < 0.5:
+                        n = r2.randint(1, 4)
+                        durs = [max(1, rest[1] // n)] * n
+                        branch = [r2.randint(5, 400) for _ in range(r2.randint(1, 2))] if r2.random() < 0.33 else []
+                        ops[i] = (unit_id, "g", rest[0], durs, graphs == "whole", branch)
+    if launcher and not worker:
+        prog = [[(n, tid, cur, ops, LAUNCHER) for n, tid, cur, ops in cyc] for cyc in prog]
     return prog

@@ -10,7 +10,11 @@ joined back: in the phase that forked them, in a later phase of the cycle, or in
 seeds 2,000,000-2,000,299): joins in the phase 0 misread (2 before that day's rules), joins
 anywhere 6 (9 before), all six as the 5 the same seeds misread without the helper: a phase whose most kernel time went to
 a side stream joined back only in the next cycle, read on that stream (the trace alone does not
-tell it from a phase run inside ``with torch.cuda.stream(side)``)."""
+tell it from a phase run inside ``with torch.cuda.stream(side)``). With CUDA graphs (node by node
+or whole, some with a branch), a launching thread that holds no phase and a phase run three times
+a cycle (2026-12-03, seeds 8,000,000-8,000,299, six mixes of them): joins in the phase 0 misread,
+in the cycle 0, in the next cycle 1-2 (among the two seeds misread without those), where this fuzzer had first found two shapes
+read wrong (the two tests below named after them)."""
 
 from __future__ import annotations
 
@@ -70,6 +74,37 @@ def test_every_phase_reads_its_current_streams_events_beside_a_kv_offload_thread
     for (cycle, phase, us, _), (g_cycle, g_phase, g_us, _) in zip(truth, got):
         assert (g_cycle, g_phase) == (cycle, phase)
         assert abs(g_us - us) <= 1, (seed, joins, cycle, phase, us, g_us)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**31 - 1), joins=st.sampled_from(["phase", "cycle", "any"]), graphs=st.sampled_from(["node", "whole"]),
+       launcher=st.booleans(), repeats=st.booleans())
+def test_every_phase_reads_its_current_streams_events_with_graphs_a_launching_thread_and_draft_steps(seed, joins, graphs, launcher, repeats, tmp_path):
+    # GIVEN a random program where half the kernels are CUDA graphs (some with a branch that ran
+    # beside them), traced node by node or as whole graphs; maybe a worker thread that holds no
+    # phase launches all the phases' work; maybe the first phase runs three times a cycle
+    # WHEN analysed
+    truth, got = readings(program(seed, joins=joins, graphs=graphs, launcher=launcher, repeats=repeats), tmp_path)
+    # THEN every phase of every cycle reads what events on its current stream read (to 1 us)
+    assert len(got) == len(truth)
+    for (cycle, phase, us, _), (g_cycle, g_phase, g_us, _) in zip(truth, got):
+        assert (g_cycle, g_phase) == (cycle, phase)
+        assert abs(g_us - us) <= 1, (seed, joins, graphs, launcher, repeats, cycle, phase, us, g_us)
+
+
+def test_a_graph_with_a_branch_keeps_its_launch_stream_busy_until_the_branch_ends(tmp_path):
+    # GIVEN verify replays a graph on 7 whose capture forked: nodes of 10 and 10 us on 7 and a
+    # 300 us branch beside them (stream 47 in node mode); draft runs 50 us on 7
+    cycles = [[("draft", 11, 7, [("k", 7, 50)]), ("verify", 11, 7, [("g", 7, [10, 10], whole, [300])])] for whole in (False, True)]
+    for cycle in cycles:
+        # WHEN simulated and analysed
+        truth, got = readings([cycle] * 3, tmp_path)
+        # THEN by hand: draft opens at 5 us, its kernel launched at 10 runs 11 .. 61, it closes at
+        # 16, where an event on 7 completes at 61: 56 us; verify's graph, launched at 21, starts
+        # when 7 is free at 61: nodes 61 .. 71 and 72 .. 82, the branch 61 .. 361, so 7 is done
+        # at 361: verify 300 us (not the nodes' 21 us on 7)
+        assert truth[:2] == [(0, "draft", 56, 7), (0, "verify", 300, 7)]
+        assert [(c, n, round(us), s) for c, n, us, s in got] == truth
 
 
 def test_the_simulated_truth_is_what_a_hand_reckoning_gives(tmp_path):
@@ -311,6 +346,42 @@ def test_a_phase_that_joins_then_forks_is_read_on_the_stream_it_passes_its_colle
     # THEN both are read on 7 in every cycle: draft ends with its collective, draft_extend waits
     # for both of 14's runs
     assert all(s == 7 for *_, s in truth) and truth[1][2] > 900
+    assert [(c, n, round(us), s) for c, n, us, s in got] == truth
+
+
+def test_a_phase_that_joins_passes_a_collective_through_its_stream_and_forks_again_is_read_there(tmp_path):
+    # GIVEN draft runs a collective through 7 (598 us on NCCL's stream 30, the heaviest stream of
+    # both phases), 84 us on 7, forks side stream 14 (535 us there) and runs 95 us on 7; verify
+    # joins 14, runs a collective through 7 and 85 us on 7, forks 14 anew (481 us there), runs
+    # 113 us on 7 and joins 14 as its last act; nothing is read back (the fuzzer's seed
+    # 7,000,076 under joins in the cycle, minimised: verify was read on 14, where the waits alone
+    # also make 7 look forked off 14 and joined back)
+    plain = [("draft", 11, 7, [("k", 7, 300)]), ("verify", 11, 7, [("k", 7, 200)])]
+    busy = [("draft", 11, 7, [("w", 30, 7), ("k", 30, 598), ("k", 7, 84), ("w", 7, 30), ("w", 14, 7), ("k", 14, 535), ("k", 7, 95)]),
+            ("verify", 11, 7, [("w", 7, 14), ("w", 30, 7), ("k", 30, 892), ("k", 7, 85), ("w", 7, 30), ("w", 14, 7), ("k", 14, 196),
+                               ("k", 14, 285), ("k", 7, 113), ("w", 7, 14)])]
+    # WHEN analysed
+    truth, got = readings([plain, plain, busy, plain], tmp_path)
+    # THEN every phase of every cycle reads the events on 7 (verify waits for both of 14's runs:
+    # more than the 481 us read on 14)
+    assert all(s == 7 for *_, s in truth) and truth[5][2] > 1500
+    assert [(c, n, round(us), s) for c, n, us, s in got] == truth
+
+
+def test_a_phase_that_joins_a_side_stream_idle_all_run_is_read_on_its_own_stream(tmp_path):
+    # GIVEN prepare joins side stream 14, which runs nothing in the whole trace, and runs 300 us
+    # on 7; forward's only GPU call forks 14 off 7 again (the join and fork an engine makes
+    # whether or not the side stream had work this run); sample runs 50 us on 7 (the fuzzer's
+    # seed 7,000,186 with graphs, minimised: the waits alone make 7 look forked off 14 in prepare
+    # and joined back in forward)
+    cycle = [("prepare", 11, 7, [("w", 7, 14), ("k", 7, 300)]), ("forward", 11, 7, [("w", 14, 7)]), ("sample", 11, 7, [("k", 7, 50)])]
+    # WHEN analysed
+    truth, got = readings([cycle] * 3, tmp_path)
+    # THEN by hand: prepare opens at 5 us, makes its join at 10 .. 12 and launches its kernel at
+    # 15 (it runs 16 .. 316), and closes at 21, where an event on 7 completes at 316: 311 us;
+    # forward adds nothing to 7: 0 us. Every phase of every cycle reads the events on 7 (read on
+    # 14, prepare took 16 us and forward 295 in the first cycle, 0 and 300 in the others)
+    assert truth[:2] == [(0, "prepare", 311, 7), (0, "forward", 0, 7)]
     assert [(c, n, round(us), s) for c, n, us, s in got] == truth
 
 

@@ -982,8 +982,10 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     quiet: list = []  # ``_waits_for_quiet_streams``, worked out on first use
 
     def ends_on(i: int, at: int, to: int) -> bool:
-        # Whether the phase's last launch or event wait that touches either stream touches
-        # ``at`` alone (a wait between the two touches ``to``).
+        # Whether the phase's last launch or event wait that touches either stream was made on
+        # ``at``: a launch there, or a wait that ``at`` made (joining ``to``'s work into ``at``
+        # is an act on ``at``: the join that closes a fork of ``to`` off it); a wait that ``to``
+        # made, or one between ``to`` and a third stream, touches ``to``.
         if not by_phase:
             order = np.argsort(op_phase, kind="stable")
             by_phase.extend((order, op_phase[order]))
@@ -991,7 +993,7 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
         mine = order[np.searchsorted(sorted_phase, i, side="left"):np.searchsorted(sorted_phase, i, side="right")]
         lo, hi = np.searchsorted(cpu, cpu_start[i], side="left"), np.searchsorted(cpu, cpu_end[i], side="right")
         w_into, w_from, w_cpu = into[lo:hi], from_[lo:hi], cpu[lo:hi]
-        touches_to = (w_into == to) | (w_from == to)
+        touches_to = (w_into == to) | ((w_from == to) & (w_into != at))
         last_at = max(clock.op_instants[mine[op_streams.rows[mine] == at]].max(initial=I64_MIN),
                       w_cpu[((w_into == at) | (w_from == at)) & ~touches_to].max(initial=I64_MIN))
         last_to = max(clock.op_instants[mine[op_streams.rows[mine] == to]].max(initial=I64_MIN), w_cpu[touches_to].max(initial=I64_MIN))
@@ -1233,12 +1235,15 @@ def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool, on_caller_on
 
     for q, waits, with_wait, first_wait in f.pairs:
         for side, other in ((q // f.n_streams, q % f.n_streams), (q % f.n_streams, q // f.n_streams)):
-            if not (f.compute_streams[other] or f.passing[other] or not f.compute_streams[side]):
+            if f.compute_streams[side] and not f.compute_streams[other]:
                 # A stream that only copies or communicates is no computing stream's caller (an
-                # input stream the forward stream waits for). It is the caller of a side stream
-                # that does not compute either, forked off it by the thread that launched on both
-                # (checked below): a worker whose current stream only copies, where
-                # ProcessGroupNCCL forks NCCL's stream off that current stream.
+                # input stream the forward stream waits for), nor is one that runs nothing in the
+                # whole trace (a side stream idle this run, which the phase joins and forks again
+                # like any other: a thread's current stream computes). Either is the caller of a
+                # side stream that does not compute: a worker whose current stream only copies,
+                # where ProcessGroupNCCL forks NCCL's stream off that current stream (the thread
+                # that launched on both, checked below), or a side stream whose context holds
+                # only a collective.
                 continue
             on = row[with_wait] == side
             cand, first = with_wait[on], first_wait[on]  # phases on side, sorted; the first wait between the two in each
