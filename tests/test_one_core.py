@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import re
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import DEMO2, H200, ROOT, SAMPLES, run_cli
+from conftest import DEMO, DEMO2, H200, ROOT, SAMPLES, run_cli
 
 PKG = ROOT / "tracerecon"
 SHAPES = SAMPLES / "demo_shapes_h200x2"
@@ -272,6 +274,21 @@ def test_a_piped_report_is_80_columns_wide_unless_columns_says_otherwise():
     # and COLUMNS that is no positive number counts as unset (it had laid the report out 40 wide)
     for bad in ("0", "-5", "abc"):
         assert run_cli("report", trace, env={**env, "COLUMNS": bad}).stdout == narrow.stdout, bad
+
+
+def test_a_narrow_output_folds_names_and_keeps_every_number_whole():
+    # GIVEN report, diff and ranges of real traces, into a pipe 40 columns wide (the narrowest
+    # COLUMNS taken), where the tables' columns need more
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    trace = str(H200 / "eagle_gpu_bound.sqlite")
+    for args in (("report", trace), ("ranges", trace), ("diff", str(DEMO / "gpu_bound"), str(DEMO / "launch_bound"))):
+        # WHEN printed at 40 and at 400 columns
+        narrow, wide = (run_cli(*args, env={**env, "COLUMNS": c}) for c in ("40", "400"))
+        # THEN the narrow tables hold the same numbers as the wide ones, none cut short with "…"
+        # (diff's -3.484 printed as "-3.4…")
+        assert narrow.returncode == wide.returncode == 0, args
+        numbers = re.compile(r"[-+]?\d+\.\d+")
+        assert "…" not in narrow.stdout and numbers.findall(narrow.stdout) == numbers.findall(wide.stdout), args
 
 
 def test_ranks_of_one_run_are_one_run():

@@ -24,7 +24,7 @@ def main(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from tracerecon.analysis.summary import summarize_ranges
-    from tracerecon.cli.render import NAME_LINES
+    from tracerecon.cli.render import NAME_LINES, print_table
     from tracerecon.present import fmt_ms
 
     analysis = load(args.traces, config_from(args), args.jobs, args.dask)
@@ -48,6 +48,6 @@ def main(args: argparse.Namespace) -> int:
                          max_width=WIDTHS.get(col))
         for s in rows[r.rank]:
             t.add_row(shown_name[s.name], shown_domain[s.domain], str(s.n), fmt_ms(s.cpu_ms_median), fmt_ms(s.gpu_ms_median), f"{s.gpu_busy_ms_total:.3f}", str(s.n_gpu_ops))
-        out.print(t)
+        print_table(out, t)
         out.print()
     return 0

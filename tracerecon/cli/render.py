@@ -8,6 +8,7 @@ from __future__ import annotations
 import textwrap
 
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -31,6 +32,22 @@ def print_wrapped(console: Console, text: str, indent: str = "  ", hanging: str 
     for i, line in enumerate(lines):
         head = len(indent) + bold if i == 0 else 0
         console.print(Text.assemble((line[:head], "bold"), line[head:], style=style or ""), soft_wrap=True)
+
+
+def print_table(console: Console, table: Table) -> None:
+    """A table at the console's width, or as wide as its columns need where that is more: in a
+    narrower one rich cuts numbers short ("-3.4…" for -3.484) and folds words a letter a line;
+    lines wider than a terminal wrap there, whole."""
+    width = console.width
+    need = Measurement.get(console, console.options.update(width=max(width, 10_000)), table).minimum
+    if need <= width:
+        console.print(table)
+        return
+    console.width = need  # (print's own width is capped at the console's)
+    try:
+        console.print(table)
+    finally:
+        console.width = width
 
 
 def print_json(report: Report, console: Console) -> None:
@@ -63,7 +80,7 @@ def print_report(report: Report, console: Console) -> None:
                 *cells, fmt_ms(p.cpu_ms_median), fmt_ms(p.gpu_ms_median), fmt_ms(p.gpu_span_ms_median),
                 fmt_ms(p.gpu_busy_ms_median), fmt_ms(p.error_ms_median), Text(verdict_cause_label(p), style=VERDICT_STYLE.get(p.dominant_verdict, "")),
             )
-        console.print(table)
+        print_table(console, table)
         if cycles.n:
             # (with no GPU time at all there is nothing to add up: "0 of N" read as a failure)
             adds_up = f"; phases add up in {cycles.n_add_up} of {cycles.n}" if cycles.gpu_ms_median is not None else "; no GPU time"
@@ -95,7 +112,7 @@ def print_straggler_summary(report: Report, console: Console) -> None:
     for r in report.ranks:
         unc = "?" if r.offset_uncertainty_ns is None else f"{r.offset_uncertainty_ns / 1e6:.3f}"
         t.add_row(str(r.rank), f"{r.offset_ns / 1e6:.3f}", unc, r.alignment, str(r.n_collectives), f"{r.comm_ms:.3f}", f"{r.wait_ms:.3f}", str(gated.get(str(r.rank), 0)))
-    console.print(t)
+    print_table(console, t)
     for line in report.straggler_lines:
         print_wrapped(console, line)
     console.print()
@@ -109,6 +126,6 @@ def print_diff(result: dict, console: Console) -> None:
     for p, name in zip(result["phases"], shown_names([p["phase"] for p in result["phases"]], NAME_LINES * NAME_COLUMN)):
         d = p["delta_gpu_ms"]
         t.add_row(str(p["rank"]), name, fmt_ms(p["a_gpu_ms"]), fmt_ms(p["b_gpu_ms"]), Text("-" if d is None else f"{d:+.3f}", style="red" if (d or 0) > 0 else "green"), fmt_ms(p["a_cpu_ms"]), fmt_ms(p["b_cpu_ms"]))
-    console.print(t)
+    print_table(console, t)
     for text, style in diff_notes(result):
         print_wrapped(console, text, style=style or None)
