@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracerecon.analysis import intervals as interval_algebra
-from tracerecon.analysis.intervals import count_distinct_per_group, explode_slices, segmented_min_max, segmented_union_length
+from tracerecon.analysis.intervals import count_distinct_per_group, explode_slices, last_covering_slice, segmented_min_max, segmented_union_length
 
 intervals = st.lists(st.tuples(st.integers(0, 200), st.integers(0, 60), st.integers(0, 4)), max_size=40)
 
@@ -53,6 +53,28 @@ def test_explode_slices_lists_every_element_once_per_slice(slices):
     pos, which = explode_slices(lo, hi)
     want = [(i, p) for i, (a, n) in enumerate(slices) for p in range(a, a + n)]
     assert list(zip(which.tolist(), pos.tolist())) == want
+
+
+@given(st.integers(0, 70), st.lists(st.tuples(st.integers(-5, 75), st.integers(-5, 75)), max_size=25))
+@settings(max_examples=400, deadline=None)
+def test_last_covering_slice_is_the_largest_slice_number_over_each_position(n, slices):
+    """GIVEN slices that nest, overlap, are empty or reach past either end; THEN each position gets
+    the number of the last slice holding it, as painting them in order would leave it."""
+    lo = np.array([a for a, _ in slices], dtype=np.int64)
+    hi = np.array([b for _, b in slices], dtype=np.int64)
+    painted = [-1] * n
+    for i, (a, b) in enumerate(slices):
+        for p in range(max(a, 0), min(b, n)):
+            painted[p] = i
+    assert last_covering_slice(lo, hi, n).tolist() == painted
+
+
+def test_last_covering_slice_of_nested_ranges_by_hand():
+    """GIVEN a cycle over positions 0-9, a phase over 2-7 and a sub-range over 4-5, listed
+    shallowest first, and a slice over 8-11 of a 10-position timeline; THEN 0-1 are the cycle's,
+    2-3 and 6-7 the phase's, 4-5 the sub-range's, 8-9 the last slice's."""
+    got = last_covering_slice(np.array([0, 2, 4, 8]), np.array([10, 8, 6, 12]), 10)
+    assert got.tolist() == [0, 0, 1, 1, 2, 2, 1, 1, 3, 3]
 
 
 @settings(deadline=None)  # (the first Arrow conversion in a test process imports pandas)

@@ -132,6 +132,50 @@ def explode_slices(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return pos, which
 
 
+def last_covering_slice(lo: np.ndarray, hi: np.ndarray, n: int) -> np.ndarray:
+    """For each position ``p`` in ``range(n)``, the largest ``i`` with ``lo[i] <= p < hi[i]``, or
+    -1 where no slice covers ``p`` (int32: at most 2**31 - 1 slices). Slices may nest, overlap
+    or reach past ``n`` (clipped).
+
+    The answer ``explode_slices`` and a per-position maximum give, without making a pair per
+    (slice, position): each slice is cut into the O(log n) nodes of a binary tree over the
+    positions (node ``i`` holds nodes ``2i`` and ``2i + 1``; position ``p`` is node ``n + p``)
+    that cover it exactly, each node keeps the largest slice number put on it, and the nodes'
+    maxima are then pushed down to the positions. Work O(slices * log n + n), where the pairs
+    are the slices' total length (every op under a cycle, a phase and its sub-ranges).
+    """
+    lo = np.clip(np.asarray(lo, dtype=np.int64), 0, n)
+    hi = np.clip(np.asarray(hi, dtype=np.int64), 0, n)
+    which = np.flatnonzero(hi > lo)
+    if len(which) == 0:
+        return np.full(n, -1, dtype=np.int32)
+    if len(lo) >= 2**31:
+        raise ValueError("last_covering_slice takes fewer than 2**31 slices")
+    tree = np.full(2 * n, -1, dtype=np.int32)
+    which = which.astype(np.int32)
+    left, right = lo[which] + n, hi[which] + n  # [left, right) among the positions' nodes
+    while len(which):
+        # A left end that is a right child, or a right end past a left child, is a whole node:
+        # marked here, then the ends step in and both climb to their parents.
+        at = (left & 1) == 1
+        np.maximum.at(tree, left[at], which[at])
+        left = left + at
+        at = (right & 1) == 1
+        right = right - at
+        np.maximum.at(tree, right[at], which[at])
+        left >>= 1
+        right >>= 1
+        live = left < right
+        which, left, right = which[live], left[live], right[live]
+    row = 1
+    while row < n:  # each node's maximum into its two children, parents before children
+        parents = tree[row:min(2 * row, n)]
+        children = tree[2 * row:2 * row + 2 * len(parents)].reshape(-1, 2)
+        np.maximum(children, parents[:, None], out=children)
+        row *= 2
+    return tree[n:].copy()
+
+
 def segmented_min_max(values_lo: np.ndarray, values_hi: np.ndarray, which: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
     """Per group: min of ``values_lo`` and max of ``values_hi`` (int64 min/max sentinels if empty)."""
     mn = np.full(n_groups, np.iinfo(np.int64).max, dtype=np.int64)

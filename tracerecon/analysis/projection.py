@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracerecon.analysis.intervals import count_distinct_per_group, explode_slices, segmented_min_max, segmented_union_length
+from tracerecon.analysis.intervals import count_distinct_per_group, explode_slices, last_covering_slice, segmented_min_max, segmented_union_length
 
 I64_MIN = np.iinfo(np.int64).min
 I64_MAX = np.iinfo(np.int64).max
@@ -369,12 +369,7 @@ def innermost_owner(
         cand = cand[np.argsort(depth[cand], kind="stable")]
     sub = ranges.take(pa.array(cand))
     lo, hi, order = range_op_slices(sub, ops, index, start_thread_too)
-    pos, which = explode_slices(lo, hi)
     # The deepest candidate is the one latest in ``cand`` (depth order): per op, the largest
-    # ``which``. (ufunc.at is defined for repeated indices; a plain fancy assignment keeps the
-    # last write in practice, but numpy does not promise it.)
-    deepest = np.full(ops.num_rows, -1, dtype=np.int64)
-    np.maximum.at(deepest, order[pos], which)
-    has = deepest >= 0
-    out[has] = cand[deepest[has]]
+    # slice holding it; -1 (none) picks the -1 appended to ``cand``.
+    out[order] = np.append(cand, -1)[last_covering_slice(lo, hi, ops.num_rows)]
     return out
