@@ -379,6 +379,37 @@ def test_kernels_whose_names_cannot_be_read_are_counted(tmp_path):
         assert f"{run / f}: {n} kernel(s) have no name (a name id the string table lacks); communication (NCCL) kernels among them are not counted as such" in doc["warnings"], doc["warnings"]
 
 
+def test_an_export_directory_edited_to_hold_impossible_numbers_says_so(tmp_path):
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    # GIVEN an export of the EAGLE run, reported as written, and a copy whose phases table was
+    # edited: two phases' GPU times made negative, one phase's CPU end put before its start
+    out, edited = tmp_path / "exp", tmp_path / "edited"
+    assert run_cli("export", str(H200 / "eagle_gpu_bound.sqlite"), "-o", str(out)).returncode == 0
+    as_written = run_cli("report", "--json", str(out))
+    assert as_written.returncode == 0 and not any("never writes" in w for w in json.loads(as_written.stdout)["warnings"])
+    shutil.copytree(out, edited)
+    part = edited / "phases" / "rank=0" / "part-0.parquet"
+    t = pq.read_table(part)
+    gpu = t["gpu_ns"].to_pylist()
+    gpu[0], gpu[1] = -gpu[0] - 1, -5
+    cpu_end = t["cpu_end_ns"].to_pylist()
+    cpu_end[2] = t["cpu_start_ns"][2].as_py() - 1
+    t = t.set_column(t.schema.get_field_index("gpu_ns"), "gpu_ns", pa.array(gpu, pa.int64()))
+    t = t.set_column(t.schema.get_field_index("cpu_end_ns"), "cpu_end_ns", pa.array(cpu_end, pa.int64()))
+    pq.write_table(t, part)
+    assert pc.min(t["error_ns"]).as_py() < 0  # (a negative error is a number tracerecon writes)
+    # WHEN reported THEN the numbers are read as they are (exit 0), and a warning per edited
+    # column says how many rows hold what tracerecon never writes
+    res = run_cli("report", "--json", str(edited))
+    assert res.returncode == 0, res.stderr
+    said = [w for w in json.loads(res.stdout)["warnings"] if "never writes" in w]
+    assert said == [f"{part}: 1 row(s) with cpu_end_ns before cpu_start_ns, which tracerecon never writes (the file was changed since): read as they are",
+                    f"{part}: 2 row(s) of gpu_ns below zero, which tracerecon never writes (the file was changed since): read as they are"], said
+
+
 def test_an_export_directory_missing_a_table_says_so(tmp_path):
     # GIVEN an export directory whose phases dataset was deleted
     out = tmp_path / "exp"

@@ -232,6 +232,33 @@ def _read_dataset_part(f: Path, name: str, sch: pa.Schema, rank: int | None = No
         raise BadTraceError(f"{f}: cannot read it ({exc.strerror or exc})") from None
 
 
+# The one column of an export that may hold values below zero: a CPU timer's error against the
+# GPU time (negative: the timer under-reports).
+SIGNED_COLUMNS = frozenset({"error_ns"})
+
+
+def values_never_written(f: Path, t: pa.Table) -> list[str]:
+    """One warning per column of ``t`` (a table of a tracerecon export, read from ``f``) that holds
+    values tracerecon never writes: a duration (a ``*_ns`` column other than a time) or a count
+    (``n_*``) below zero, an ``*end_ns`` before its ``*start_ns``. Such a file was changed after it
+    was written: its numbers are read as they are, and said to be so (never silently)."""
+    out = []
+    for field in t.schema:
+        name = field.name
+        if not pa.types.is_integer(field.type) or name in SIGNED_COLUMNS:
+            continue
+        if name.startswith("n_") or name.endswith("_ns") and not name.endswith(("start_ns", "end_ns")):
+            bad = pc.sum(pc.less(t[name], 0)).as_py()
+            if bad:
+                out.append(f"{f}: {bad} row(s) of {name} below zero, which tracerecon never writes (the file was changed since): read as they are")
+        elif name.endswith("start_ns") and name[:-len("start_ns")] + "end_ns" in t.column_names:
+            end = name[:-len("start_ns")] + "end_ns"
+            bad = pc.sum(pc.less(t[end], t[name])).as_py()
+            if bad:
+                out.append(f"{f}: {bad} row(s) with {end} before {name}, which tracerecon never writes (the file was changed since): read as they are")
+    return out
+
+
 SCHEMAS = {"ranges": schema.RANGES, "phases": schema.PHASES, "cycles": schema.CYCLES, "gpu_ops": schema.GPU_OPS, "syncs": schema.SYNCS, "collectives": COLLECTIVES}
 
 
@@ -278,7 +305,7 @@ def read_parquet_export(path: str | os.PathLike) -> Analysis:
     root = Path(path)
     try:
         manifest = _checked_manifest(json.loads((root / MANIFEST_JSON).read_text()), root)
-        missing: list[str] = _ranks_not_listed(root, manifest)
+        notes: list[str] = _ranks_not_listed(root, manifest)
         ranks = []
         engine = {}
         comm = []
@@ -293,9 +320,10 @@ def read_parquet_export(path: str | os.PathLike) -> Analysis:
                     tables[name] = sch.empty_table()
                     said = manifest.get("tables", {}).get(name, {}).get("rows_per_rank", {}).get(str(rank), 0)
                     if said:
-                        missing.append(f"{root}: {name} of rank {rank} is missing ({said} row(s) written): read as empty")
+                        notes.append(f"{root}: {name} of rank {rank} is missing ({said} row(s) written): read as empty")
                     continue
                 tables[name] = _read_dataset_part(f, name, sch, rank)
+                notes.extend(values_never_written(f, tables[name]))
             info = ExportInfo(
                 path=r["source"], nsys_version=r.get("nsys_version"), schema_version=r.get("export_schema_version"), metadata_table=None,
                 tables=frozenset(), graph_trace_mode=r.get("graph_trace_mode"), session_start_utc_ns=r.get("session_start_utc_ns"),
@@ -317,15 +345,16 @@ def read_parquet_export(path: str | os.PathLike) -> Analysis:
         cp_file = root / "critical_path" / EXPORT_PART
         if cp_file.exists():
             critical = _read_dataset_part(cp_file, "critical_path", CRITICAL_PATH)
+            notes.extend(values_never_written(cp_file, critical))
         else:
             critical = CRITICAL_PATH.empty_table()
             said = manifest.get("tables", {}).get("critical_path", {}).get("rows", 0)
             if said:
-                missing.append(f"{root}: critical_path is missing ({said} row(s) written): read as empty")
+                notes.append(f"{root}: critical_path is missing ({said} row(s) written): read as empty")
         collectives = pa.concat_tables(coll_parts) if coll_parts else COLLECTIVES.empty_table()
         cross = CrossRank(tuple(alignment), tuple(comm), collectives, critical)
         config = PhaseConfig(tuple(manifest.get("phases", ())) or PhaseConfig().phases, manifest.get("cycle_prefix", "cycle"), manifest.get("phase_thread", "auto"), manifest.get("skip_cycles"))
-        return Analysis(tuple(ranks), tuple(manifest.get("inputs", [])), config, tuple(manifest.get("warnings", [])) + tuple(missing), cross, engine)
+        return Analysis(tuple(ranks), tuple(manifest.get("inputs", [])), config, tuple(manifest.get("warnings", [])) + tuple(notes), cross, engine)
     except KeyError as exc:
         raise BadTraceError(f"{root}: not a readable tracerecon export (its manifest.json lacks {exc.args[0]!r})") from None
     except (OSError, ValueError, TypeError, pa.ArrowException) as exc:
