@@ -242,7 +242,7 @@ def test_boundaries_equal_an_event_simulation_on_one_stream(tmp_path_factory, ga
 
 # --- real H200 traces with CUDA-event ground truth -------------------------------------------
 
-IDLE_LATENCY_NS = 150_000  # an event recorded on an idle GPU lands up to ~0.1 ms after its CPU call
+IDLE_LATENCY_NS = 150_000  # on an idle GPU the demo records its event after the range ends (README: up to 0.19 ms later)
 BEHIND_NS = 100_000  # a boundary "sits behind GPU work" when the work it waits for ends this much later
 
 
@@ -314,13 +314,45 @@ def test_every_cycles_phases_match_cuda_events(analysed, trace, gts):
             if b_start and b_end:
                 strict += 1  # both boundaries behind GPU work: events and trace must agree to 20 us
             else:
-                tol += IDLE_LATENCY_NS  # an event on an idle GPU carries its submission latency
+                tol += IDLE_LATENCY_NS  # on an idle GPU the event lands when it was recorded, after the range ended
             assert abs(p["gpu_ns"] - ev) <= tol, (rank.rank, p["cycle"], p["phase"], p["gpu_ns"], ev, b_start, b_end)
             total += 1
         for c in rank.cycles.to_pylist():
             ev = gt[c["cycle"]]["gpu_event_ms"]["total"] * 1e6
             assert abs(c["gpu_ns"] - ev) <= max(0.05 * ev, 20_000) + IDLE_LATENCY_NS, (rank.rank, c["cycle"], c["gpu_ns"], ev)
     assert total
+
+
+# Two processes sharing one H200 (README, "Also not handled"): a rank's boundaries see only its own
+# streams, so where the other process held the GPU an event lands unseen and a boundary between two
+# phases of a cycle moves. The README's bounds, per cycle against each process's own events: how
+# many cycles of 16 a phase may be misread in (beyond the tolerance of every other trace above),
+# by how much at most; every cycle's total agrees.
+TWO_PROCESSES = [
+    ((H200 / "eagle_gpu_rank0.sqlite", H200 / "eagle_gpu_rank1.sqlite"), ("eagle_gpu_rank.gt.r0.jsonl", "eagle_gpu_rank.gt.r1.jsonl"), 3, 2_500_000),
+    ((H200 / "eagle_launch_2proc.sqlite",), ("eagle_launch_2proc.gt.r0.jsonl", "eagle_launch_2proc.gt.r1.jsonl"), 2, 400_000),
+]
+
+
+@pytest.mark.parametrize("inputs,gts,most_cycles,most_ns", TWO_PROCESSES, ids=["eagle_gpu_rank0+1", "eagle_launch_2proc"])
+def test_two_processes_on_one_gpu_stay_within_the_readmes_bounds(inputs, gts, most_cycles, most_ns):
+    a = analyze(list(inputs))
+    assert len(a.ranks) == 2
+    for rank, gt_name in zip(a.ranks, gts):
+        gt = ground_truth(H200 / gt_name)
+        misread: dict[str, list[int]] = {}
+        for p in rank.phases.to_pylist():
+            # (each process's own events: its CPU timers are the engine's, to 0.2 ms)
+            assert abs(p["cpu_ns"] - gt[p["cycle"]]["cpu_ms"][p["phase"]] * 1e6) < 200_000
+            ev = gt[p["cycle"]]["gpu_event_ms"][p["phase"]] * 1e6
+            off = abs(p["gpu_ns"] - ev)
+            assert off <= most_ns, (rank.rank, p["cycle"], p["phase"], p["gpu_ns"], ev)
+            if off > max(20_000, 0.05 * ev) + IDLE_LATENCY_NS:
+                misread.setdefault(p["phase"], []).append(p["cycle"])
+        assert all(len(cycles) <= most_cycles for cycles in misread.values()), (rank.rank, misread)
+        for c in rank.cycles.to_pylist():
+            ev = gt[c["cycle"]]["gpu_event_ms"]["total"] * 1e6
+            assert abs(c["gpu_ns"] - ev) <= max(0.05 * ev, 20_000) + IDLE_LATENCY_NS, (rank.rank, c["cycle"], c["gpu_ns"], ev)
 
 
 @pytest.mark.parametrize("trace", [c[0] for c in GT_CASES], ids=lambda x: x.parent.name + "/" + x.name)
