@@ -989,3 +989,91 @@ def test_an_output_named_dash_is_refused_not_written_as_a_file_named_dash(comman
     res = run_cli(command, "-o", "-", str(H200 / "eagle_gpu_bound.sqlite"), cwd=str(tmp_path))
     assert res.returncode == 2 and "'-' (standard output) is not written to" in res.stderr and len(res.stderr.splitlines()) == 1, res.stderr
     assert not (tmp_path / "-").exists()
+
+
+def test_scrub_of_an_input_with_a_write_ahead_log_says_its_changes_are_not_in_the_copy(tmp_path):
+    # GIVEN an export whose last change sits in a write-ahead log beside it (the writer still open)
+    path = tmp_path / "w.sqlite"
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", path)
+    con = sqlite3.connect(path)
+    con.execute("pragma journal_mode=wal")
+    con.execute("pragma wal_autocheckpoint=0")
+    assert con.execute("update StringIds set value = 'renamed' where id = (select min(id) from StringIds)").rowcount == 1
+    con.commit()
+    try:
+        # WHEN scrubbed THEN the copy is written, and a warning says what every command says: the
+        # log's changes are not read (the copy is of the file, never modified)
+        res = run_cli("scrub", str(path), "-o", str(tmp_path / "s.sqlite"))
+        assert res.returncode == 0 and f"{path}: a write-ahead log (w.sqlite-wal) lies beside it" in res.stderr, res.stderr
+        assert run_cli("report", str(path)).stderr.count("write-ahead log") == 1
+    finally:
+        con.close()
+
+
+def _edited_export(tmp_path, table, edit, source=None):
+    """An export of ``source`` (the EAGLE run) whose ``table`` part of rank 0 went through ``edit``
+    (a function of the pyarrow table) and was written back, as another tool would."""
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "exp"
+    assert run_cli("export", str(source or H200 / "eagle_gpu_bound.sqlite"), "-o", str(out)).returncode == 0
+    part = out / table / ("part-0.parquet" if table == "critical_path" else "rank=0/part-0.parquet")
+    pq.write_table(edit(pq.read_table(part)), part)
+    return out, part
+
+
+def _column_set(t, name, values):
+    import pyarrow as pa
+
+    return t.set_column(t.schema.get_field_index(name), name, pa.array(values, t.schema.field(name).type))
+
+
+@pytest.mark.parametrize("table,edit,needle", [
+    ("phases", lambda t: _column_set(t, "verdict", ["weird"] * t.num_rows), "verdict 'weird' is none of over, under, agree, no_gpu_work"),
+    ("phases", lambda t: _column_set(t, "cause", [None] * t.num_rows), "cause None is none of async_tail"),
+    ("phases", lambda t: _column_set(t, "phase", [None] * t.num_rows), "72 row(s) without phase"),
+    ("critical_path", lambda t: _column_set(t, "waits_ns", ["{bad"] * t.num_rows), "waits_ns '{bad' is no JSON"),
+    ("phases", lambda t: t.take(list(range(t.num_rows)) * 2), "its phase_id is not its row number"),
+    ("phases", lambda t: _column_set(t, "gpu_busy_ns", [None] * t.num_rows), "72 row(s) without gpu_busy_ns"),
+    ("gpu_ops", lambda t: _column_set(t, "name", [None] * t.num_rows), "1086 row(s) without name"),
+], ids=["verdict", "cause", "phase", "waits", "phases twice", "amount", "kernel name"])
+def test_an_export_directory_with_values_no_command_can_read_is_refused_naming_the_file(tmp_path, table, edit, needle):
+    # GIVEN an export directory one of whose files another tool rewrote with values tracerecon
+    # never writes and cannot read (a verdict of another word, phases without names, waits that
+    # are no JSON)
+    out, part = _edited_export(tmp_path, table, edit, DEMO2 / "nccl_skew" if table == "critical_path" else None)
+    # WHEN reported, compared or plotted THEN one line naming the file and the value, exit 2
+    for args in (("report", str(out)), ("report", "--json", str(out)), ("diff", str(out), str(H200 / "eagle_gpu_bound.sqlite"))):
+        assert_one_line_error(run_cli(*args), f"{part}: not the {table} table of a tracerecon export ({needle}")
+
+
+def test_an_export_directory_with_rows_given_twice_or_taken_away_says_so(tmp_path):
+    import pyarrow as pa
+
+    # GIVEN an export whose cycles were written twice over (two files joined), one whose phases
+    # file was emptied, and one with another file beside a part
+    doubled, part = _edited_export(tmp_path / "a", "cycles", lambda t: pa.concat_tables([t, t]))
+    emptied, empty_part = _edited_export(tmp_path / "b", "phases", lambda t: t.slice(0, 0))
+    extra, extra_part = _edited_export(tmp_path / "c", "cycles", lambda t: t)
+    (extra_part.parent / "part-1.parquet").write_bytes(extra_part.read_bytes())
+    # WHEN reported THEN the numbers are read as they are, and warnings say what changed
+    res = run_cli("report", str(doubled))
+    assert res.returncode == 0, res.stderr
+    assert f"{part}: 48 row(s) where manifest.json says 24 were written" in res.stderr
+    assert f"{part}: 24 row(s) repeat the cycle of another, which tracerecon never writes" in res.stderr
+    res = run_cli("report", str(emptied))
+    assert res.returncode == 0 and f"{empty_part}: 0 row(s) where manifest.json says 72 were written" in res.stderr, res.stderr
+    ops = emptied / "gpu_ops" / "rank=0" / "part-0.parquet"
+    assert f"{ops}: 1032 row(s) whose phase_id names no phase of rank 0 (it has 0): read as in no phase" in res.stderr, res.stderr
+    assert run_cli("diff", str(emptied), str(H200 / "eagle_gpu_bound.sqlite")).returncode == 0
+    res = run_cli("report", str(extra))
+    assert res.returncode == 0 and f"{extra_part.parent}: part-1.parquet beside part-0.parquet, which tracerecon does not write: not read" in res.stderr, res.stderr
+
+
+def test_an_export_directory_without_its_manifest_is_named_as_such(tmp_path):
+    # GIVEN an export directory whose manifest.json was deleted
+    out = tmp_path / "exp"
+    assert run_cli("export", str(H200 / "eagle_gpu_bound.sqlite"), "-o", str(out)).returncode == 0
+    (out / "manifest.json").unlink()
+    # WHEN reported THEN one line says what it is and what it lacks (not "no .sqlite exports")
+    assert_one_line_error(run_cli("report", str(out)), f"{out}: holds a tracerecon export's tables but no manifest.json")

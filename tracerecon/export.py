@@ -22,6 +22,7 @@ from tracerecon.analysis.config import PhaseConfig
 from tracerecon.analysis.ranks import RankSource
 from tracerecon.errors import BadTraceError, TraceReconError
 from tracerecon.model import Analysis, RankResult
+from tracerecon.report_model import CAUSES, VERDICTS
 from tracerecon.nsys.sqlite_export import ExportInfo
 from tracerecon.cores import usable_cores
 from tracerecon.json_text import json_text
@@ -247,7 +248,7 @@ def values_never_written(f: Path, t: pa.Table) -> list[str]:
         name = field.name
         if not pa.types.is_integer(field.type) or name in SIGNED_COLUMNS:
             continue
-        if name.startswith("n_") or name.endswith("_ns") and not name.endswith(("start_ns", "end_ns")):
+        if _is_amount(field):
             bad = pc.sum(pc.less(t[name], 0)).as_py()
             if bad:
                 out.append(f"{f}: {bad} row(s) of {name} below zero, which tracerecon never writes (the file was changed since): read as they are")
@@ -300,6 +301,110 @@ def _ranks_not_listed(root: Path, manifest: dict) -> list[str]:
             "does not list them: left out"]
 
 
+# Columns whose every value tracerecon writes once per rank: a row given twice (files joined by
+# another tool) would count its cycle twice. (A phase's phase_id is its row number: checked whole.)
+UNIQUE_COLUMNS = {"cycles": "cycle"}
+# Text columns every command reads as one of a few words, never null (``report_model``).
+CLOSED_TEXT = {("phases", "verdict"): VERDICTS, ("phases", "cause"): CAUSES, ("critical_path", "how"): ("collectives", "latest end")}
+REQUIRED_TEXT = {"phases": ("phase",), "gpu_ops": ("kind", "name"), "critical_path": ("waits_ns",)}
+# Columns that name a phase of the rank by its phase_id (null: none).
+PHASE_REFERENCES = {"gpu_ops": ("phase_id",), "syncs": ("phase_id", "waited_for_phase_id"), "collectives": ("phase_id",)}
+
+
+def _is_amount(field: pa.Field) -> bool:
+    """A duration (a ``*_ns`` column other than a time) or a count (``n_*``): never null as
+    written (an amount of nothing is 0)."""
+    name = field.name
+    return pa.types.is_integer(field.type) and (name.startswith("n_") or name.endswith("_ns") and not name.endswith(("start_ns", "end_ns")))
+
+
+def _refuse_unreadable(f: Path, name: str, t: pa.Table) -> None:
+    """BadTraceError naming ``f`` where a value of ``t`` is none the commands can read: a verdict,
+    cause or gating rule that is not one of tracerecon's words, a phase or kernel without a name,
+    a null duration or count, a rank's waits that are no JSON object of numbers."""
+    def bad(what: str) -> BadTraceError:
+        return BadTraceError(f"{f}: not the {name} table of a tracerecon export ({what})")
+
+    for (table, column), words in CLOSED_TEXT.items():
+        if table == name and t.num_rows:
+            strange = sorted((v for v in pc.unique(t[column]).to_pylist() if v not in words), key=str)
+            if strange:
+                raise bad(f"{column} {strange[0]!r} is none of {', '.join(words)}")
+    for column in REQUIRED_TEXT.get(name, ()) + tuple(f.name for f in t.schema if _is_amount(f)):
+        if t[column].null_count:
+            raise bad(f"{t[column].null_count} row(s) without {column}")
+    if name == "critical_path":
+        for text in t["waits_ns"].to_pylist():
+            try:
+                waits = json.loads(text)
+            except ValueError:
+                raise bad(f"waits_ns {text[:40]!r} is no JSON") from None
+            if not isinstance(waits, dict) or not all(isinstance(v, int) and not isinstance(v, bool) for v in waits.values()):
+                raise bad(f"waits_ns {text[:40]!r} is no JSON object of whole numbers")
+
+
+def _rows_written(manifest: dict, name: str, rank: int | None = None):
+    """The rows the manifest says were written of table ``name`` (of ``rank``; the run's one
+    table where None), or None where it does not say (an older or edited manifest)."""
+    said = manifest.get("tables")
+    said = said.get(name) if isinstance(said, dict) else None
+    if not isinstance(said, dict):
+        return None
+    if rank is None:
+        said = said.get("rows")
+    else:
+        said = said.get("rows_per_rank")
+        said = said.get(str(rank)) if isinstance(said, dict) else None
+    return said if isinstance(said, int) and not isinstance(said, bool) else None
+
+
+def _checked_phase_ids(root: Path, rank: int, tables: dict[str, pa.Table]) -> tuple[dict[str, pa.Table], list[str]]:
+    """The rank's ``tables`` as the commands can read them, and what was changed: they look
+    phases up by ``phase_id``. BadTraceError unless the rank's phases are numbered by their rows
+    (0, 1, ...); in the other tables, a phase id that names no phase of the rank (its phases file
+    emptied or missing: said already) is read as no phase, with a warning per column."""
+    n = tables["phases"].num_rows
+    ids = tables["phases"]["phase_id"]
+    if ids.null_count or ids.to_pylist() != list(range(n)):
+        raise BadTraceError(f"{root / 'phases' / f'rank={rank}' / EXPORT_PART}: not the phases table of a tracerecon export (its phase_id is not its "
+                            "row number, 0 to the last)")
+    notes = []
+    tables = dict(tables)
+    for name, columns in PHASE_REFERENCES.items():
+        t = tables[name]
+        for column in columns:
+            values = t[column]
+            dangling = pc.or_(pc.less(values, 0), pc.greater_equal(values, n))
+            count = pc.sum(dangling).as_py()
+            if count:
+                t = t.set_column(t.schema.get_field_index(column), column, pc.if_else(dangling, pa.scalar(None, values.type), values))
+                notes.append(f"{root / name / f'rank={rank}' / EXPORT_PART}: {count} row(s) whose {column} names no phase of rank {rank} "
+                             f"(it has {n}): read as in no phase")
+        tables[name] = t
+    return tables, notes
+
+
+def _part_notes(f: Path, name: str, t: pa.Table, said_rows) -> list[str]:
+    """What a command should say of the part ``f`` as read (``t``): values tracerecon never
+    writes, a row count other than the manifest's, a cycle given twice, other files
+    beside it (not read). Raises BadTraceError where a value cannot be read at all."""
+    _refuse_unreadable(f, name, t)
+    notes = values_never_written(f, t)
+    changed = "(the file was changed since): read as they are"
+    if said_rows is not None and t.num_rows != said_rows:
+        notes.append(f"{f}: {t.num_rows} row(s) where manifest.json says {said_rows} were written {changed}")
+    column = UNIQUE_COLUMNS.get(name)
+    if column and t.num_rows:
+        values = t[column].drop_null()
+        repeated = len(values) - len(pc.unique(values))
+        if repeated:
+            notes.append(f"{f}: {repeated} row(s) repeat the {column} of another, which tracerecon never writes {changed}")
+    others = sorted(p.name for p in f.parent.iterdir() if p.name != f.name)
+    if others:
+        notes.append(f"{f.parent}: {', '.join(others)} beside {f.name}, which tracerecon does not write: not read")
+    return notes
+
+
 def read_parquet_export(path: str | os.PathLike) -> Analysis:
     """Load a directory written by ``export_parquet`` back into an Analysis (no trace needed)."""
     root = Path(path)
@@ -318,12 +423,14 @@ def read_parquet_export(path: str | os.PathLike) -> Analysis:
                 f = root / name / f"rank={rank}" / EXPORT_PART
                 if not f.exists():
                     tables[name] = sch.empty_table()
-                    said = manifest.get("tables", {}).get(name, {}).get("rows_per_rank", {}).get(str(rank), 0)
+                    said = _rows_written(manifest, name, rank)
                     if said:
                         notes.append(f"{root}: {name} of rank {rank} is missing ({said} row(s) written): read as empty")
                     continue
                 tables[name] = _read_dataset_part(f, name, sch, rank)
-                notes.extend(values_never_written(f, tables[name]))
+                notes.extend(_part_notes(f, name, tables[name], _rows_written(manifest, name, rank)))
+            tables, said = _checked_phase_ids(root, rank, tables)
+            notes.extend(said)
             info = ExportInfo(
                 path=r["source"], nsys_version=r.get("nsys_version"), schema_version=r.get("export_schema_version"), metadata_table=None,
                 tables=frozenset(), graph_trace_mode=r.get("graph_trace_mode"), session_start_utc_ns=r.get("session_start_utc_ns"),
@@ -345,10 +452,10 @@ def read_parquet_export(path: str | os.PathLike) -> Analysis:
         cp_file = root / "critical_path" / EXPORT_PART
         if cp_file.exists():
             critical = _read_dataset_part(cp_file, "critical_path", CRITICAL_PATH)
-            notes.extend(values_never_written(cp_file, critical))
+            notes.extend(_part_notes(cp_file, "critical_path", critical, _rows_written(manifest, "critical_path")))
         else:
             critical = CRITICAL_PATH.empty_table()
-            said = manifest.get("tables", {}).get("critical_path", {}).get("rows", 0)
+            said = _rows_written(manifest, "critical_path")
             if said:
                 notes.append(f"{root}: critical_path is missing ({said} row(s) written): read as empty")
         collectives = pa.concat_tables(coll_parts) if coll_parts else COLLECTIVES.empty_table()
@@ -357,5 +464,5 @@ def read_parquet_export(path: str | os.PathLike) -> Analysis:
         return Analysis(tuple(ranks), tuple(manifest.get("inputs", [])), config, tuple(manifest.get("warnings", [])) + tuple(notes), cross, engine)
     except KeyError as exc:
         raise BadTraceError(f"{root}: not a readable tracerecon export (its manifest.json lacks {exc.args[0]!r})") from None
-    except (OSError, ValueError, TypeError, pa.ArrowException) as exc:
+    except (OSError, ValueError, TypeError, AttributeError, pa.ArrowException) as exc:  # (a manifest value of another type)
         raise BadTraceError(f"{root}: not a readable tracerecon export ({exc})") from None

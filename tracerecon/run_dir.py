@@ -332,6 +332,8 @@ def expand_inputs(paths: Sequence[str | Path]) -> list[Path]:
             found = _folder_exports(p)
             if not found and is_export_dir(p):  # read alone, before this (api: an export is read back whole)
                 raise UsageError(f"{p}: a tracerecon export is read back alone, not with other traces; give it by itself")
+            if not found and not (p / MANIFEST_JSON).exists() and any(next((p / name).glob("rank=*"), None) for name in EXPORT_DATASETS):
+                raise BadTraceError(f"{p}: holds a tracerecon export's tables but no {MANIFEST_JSON}, which says what they are: export again")
             if not found:
                 raise BadTraceError(f"{p}: directory holds no .sqlite exports")
             out.extend(found)

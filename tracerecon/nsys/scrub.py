@@ -38,7 +38,7 @@ import sqlite_utils
 
 from tracerecon.errors import BadTraceError, TraceReconError, UsageError
 from tracerecon.nsys.read_plan import XZ_SUFFIX
-from tracerecon.nsys.sqlite_export import materialized, open_readonly, read_info
+from tracerecon.nsys.sqlite_export import materialized, open_readonly, read_info, sidecar_warnings
 from tracerecon.run_dir import RUN_JSON, refuse_special_output
 
 DROP_TABLES_PATTERN = re.compile(r"(CALLCHAINS?$|^TARGET_INFO_SYSTEM_ENV$|^PROCESS_ENV|^ENV_|^ProcessStreams$)", re.I)
@@ -244,6 +244,9 @@ class ScrubSummary:
     # NVTX range names that held a path, an address or a secret, as they read in the copy:
     # a --phase naming one must name it so there.
     renamed_ranges: tuple[str, ...] = ()
+    # What the files beside the input mean for the copy (``sqlite_export.sidecar_warnings``): a
+    # write-ahead log's changes are not in it.
+    warnings: tuple[str, ...] = ()
 
 
 def default_output(src: Path) -> Path:
@@ -333,7 +336,7 @@ def _scrub_export(real: Path, src_p: Path, dst_p: Path) -> ScrubSummary:
         _remove(tmp)
         _remove(packed)
         raise
-    return replace(summary, output=str(dst_p))
+    return replace(summary, output=str(dst_p), warnings=tuple(sidecar_warnings(src_p)) if real == src_p else ())
 
 
 def _xz_compressed(src: Path, dst: Path) -> None:

@@ -122,6 +122,23 @@ class TraceTables:
     cuda_streams: pa.Table = field(default_factory=lambda: schema.empty(schema.CUDA_STREAMS))  # how each stream was created
 
 
+def sidecar_warnings(path) -> list[str]:
+    """What the files SQLite keeps beside the export ``path`` mean for a read-only, immutable open
+    of it (every read and copy here): a write-ahead log's changes are not in what is read; a
+    rollback journal means a write to it was cut short."""
+    out = []
+    wal = Path(str(path) + "-wal")
+    if wal.is_file() and wal.stat().st_size > 0:
+        out.append(f"{path}: a write-ahead log ({wal.name}) lies beside it; its un-checkpointed changes are not read (the input is never modified)")
+    journal = Path(str(path) + "-journal")
+    if journal.is_file() and journal.stat().st_size > 0:
+        # A writer stopped mid-transaction (an export or a copy cut short): SQLite would roll the
+        # file back before reading it, which a read-only, immutable open does not do.
+        out.append(f"{path}: a rollback journal ({journal.name}) lies beside it: a write to it was cut short, and what is read may be "
+                   "half-written (open it once with sqlite3 to roll it back, or export again)")
+    return out
+
+
 def _xz_chunks(path: Path):
     """The decompressed bytes of the ``.xz`` file ``path``, a megabyte at a time; a file that
     cannot be read as one is ``BadTraceError``."""
@@ -200,15 +217,7 @@ def read_info(conn: sqlite3.Connection, path: str) -> ExportInfo:
     gpu_uuids: frozenset[str] = frozenset()
     if "TARGET_INFO_GPU" in tables and "uuid" in _columns(conn, "TARGET_INFO_GPU"):
         gpu_uuids = frozenset(u for (u,) in conn.execute("select distinct uuid from TARGET_INFO_GPU") if isinstance(u, str) and u.strip())
-    wal = Path(str(path) + "-wal")
-    if wal.is_file() and wal.stat().st_size > 0:
-        warnings.append(f"{path}: a write-ahead log ({wal.name}) lies beside it; its un-checkpointed changes are not read (the input is never modified)")
-    journal = Path(str(path) + "-journal")
-    if journal.is_file() and journal.stat().st_size > 0:
-        # A writer stopped mid-transaction (an export or a copy cut short): SQLite would roll the
-        # file back before reading it, which a read-only, immutable open does not do.
-        warnings.append(f"{path}: a rollback journal ({journal.name}) lies beside it: a write to it was cut short, and what is read may be "
-                        "half-written (open it once with sqlite3 to roll it back, or export again)")
+    warnings.extend(sidecar_warnings(path))
     nsys_version = meta.get("EXPORT_PRODUCT_VERSION")
     schema_version = meta.get("EXPORT_SCHEMA_VERSION")
     if schema_version is None:
