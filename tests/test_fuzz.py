@@ -348,3 +348,52 @@ def test_what_fuzzing_once_broke_gives_a_result_or_one_clean_error(tmp_path, sql
     con.close()
     # WHEN read THEN a result with sane numbers, or one TraceReconError of one line
     assert_result_or_one_clean_error(path)
+
+
+# --- export directories edited by another tool ---------------------------------------------------
+
+EXPORT_TABLES = ["phases", "cycles", "gpu_ops", "syncs", "ranges", "collectives", "critical_path"]
+
+
+@pytest.fixture(scope="module")
+def two_rank_export(tmp_path_factory):
+    from conftest import DEMO2
+
+    out = tmp_path_factory.mktemp("export") / "exp"
+    assert run_cli("export", str(DEMO2 / "nccl_skew"), "-o", str(out)).returncode == 0
+    return out
+
+
+def _column_values(field, n: int, how: str):
+    import pyarrow as pa
+
+    if how == "null":
+        return pa.nulls(n, field.type)
+    if pa.types.is_integer(field.type):
+        return pa.array([(-1 if how == "low" else 1) * 2 ** (field.type.bit_width - 2)] * n, field.type)
+    if pa.types.is_string(field.type) or pa.types.is_dictionary(field.type):
+        return pa.array(["{weird"] * n).cast(field.type)
+    return pa.nulls(n, field.type)
+
+
+@settings(max_examples=int(__import__("os").environ.get("FUZZ_EXAMPLES", "20")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(table=st.sampled_from(EXPORT_TABLES), data=st.data(), how=st.sampled_from(["null", "low", "high"]))
+def test_an_export_directory_edited_column_by_column_gives_a_result_or_one_clean_error(tmp_path_factory, two_rank_export, table, data, how):
+    """GIVEN the export of a two-rank NCCL run, one column of one of its files set whole to null,
+    to a huge or a negative number or to a word tracerecon never writes; WHEN every command that
+    reads it back runs; THEN each gives a result (exit 0) or one line and exit 2, never an
+    internal error."""
+    import pyarrow.parquet as pq
+
+    edited = tmp_path_factory.mktemp("edited") / "exp"
+    shutil.copytree(two_rank_export, edited)
+    part = edited / table / ("part-0.parquet" if table == "critical_path" else "rank=0/part-0.parquet")
+    t = pq.read_table(part)
+    i = data.draw(st.integers(0, t.num_columns - 1))
+    t = t.set_column(i, t.schema.field(i).name, _column_values(t.schema.field(i), t.num_rows, how))
+    pq.write_table(t, part)
+    for args in (("report", str(edited)), ("report", "--json", str(edited)), ("diff", str(edited), str(two_rank_export))):
+        res = run_cli(*args)
+        assert res.returncode in (0, 2) and "Traceback" not in res.stderr and "internal error" not in res.stderr, (table, t.schema.field(i).name, how, args, res.stderr[-500:])
+        if res.returncode == 2:
+            assert len(res.stderr.strip().splitlines()) == 1, res.stderr
