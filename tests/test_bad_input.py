@@ -937,6 +937,11 @@ def test_copies_or_memsets_launched_but_missing_from_the_trace_are_said(kind, da
     (lambda m: m.update(ranks=[]), "its manifest.json lists no rank"),
     (lambda m: m.update(warnings="abc"), "its manifest.json has 'warnings' other than a list of texts"),
     (lambda m: m["ranks"][1].update(rank=0), "its manifest.json numbers its ranks other than once each"),
+    (lambda m: m["ranks"][0].update(offset_ns=None), "its manifest.json gives rank 0 a 'offset_ns' other than a whole number"),
+    (lambda m: m["ranks"][1].update(nccl="x"), "its manifest.json gives rank 1 no 'nccl' totals"),
+    (lambda m: m["ranks"][0].update(pids=None), "its manifest.json gives rank 0 a 'pids' other than a list of whole numbers"),
+    (lambda m: m["ranks"][0].update(engine_timers_ms=[1]), "its manifest.json gives rank 0 'engine_timers_ms' other than phase names with numbers"),
+    (lambda m: m.update(skip_cycles="2"), "its manifest.json has 'skip_cycles' other than a whole number or null"),
 ])
 def test_an_edited_export_manifest_is_refused_in_one_line_not_read_wrong(edit, said, tmp_path):
     # GIVEN a two-rank export whose manifest.json was edited (no rank read as an empty report,

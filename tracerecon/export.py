@@ -280,7 +280,43 @@ def _checked_manifest(doc, root: Path) -> dict:
     for key in ("warnings", "phases", "inputs"):
         if key in doc and not (isinstance(doc[key], list) and all(isinstance(x, str) for x in doc[key])):
             raise bad(f"has {key!r} other than a list of texts")
+    for key, kinds in _MANIFEST_VALUES.items():
+        if key in doc and not _is_of(doc[key], kinds):
+            raise bad(f"has {key!r} other than {kinds[0]}")
+    for r in ranks:
+        for key, kinds in _RANK_VALUES.items():
+            if key in r and not _is_of(r[key], kinds):
+                raise bad(f"gives rank {r['rank']} a {key!r} other than {kinds[0]}")
+        nccl = r.get("nccl")
+        if not (isinstance(nccl, dict) and all(_is_of(nccl.get(k), ("a whole number", int)) for k in ("comm_ns", "wait_ns", "n_collectives"))):
+            raise bad(f"gives rank {r['rank']} no 'nccl' totals (comm_ns, wait_ns, n_collectives as whole numbers)")
+        timers = r.get("engine_timers_ms")
+        if timers is not None and not (isinstance(timers, dict) and all(_is_of(v, ("a number", int, float)) for v in timers.values())):
+            raise bad(f"gives rank {r['rank']} 'engine_timers_ms' other than phase names with numbers")
     return doc
+
+
+# What each value of a manifest (and of each of its ranks) may be, as tracerecon writes it: a
+# description, then the Python types of its JSON (a number never a true/false).
+_MANIFEST_VALUES = {"cycle_prefix": ("a text", str), "phase_thread": ("a text or a thread id", str, int),
+                    "skip_cycles": ("a whole number or null", int, type(None))}
+_RANK_VALUES = {
+    "source": ("a text", str), "pids": ("a list of whole numbers", list), "rank_from": ("a text", str), "alignment": ("a text", str),
+    "nsys_version": ("a text or null", str, type(None)), "export_schema_version": ("a text or null", str, type(None)),
+    "graph_trace_mode": ("a text or null", str, type(None)), "session_start_utc_ns": ("a whole number or null", int, type(None)),
+    "time_normalized": ("true or false", bool), "offset_ns": ("a whole number", int),
+    "offset_uncertainty_ns": ("a whole number or null", int, type(None)),
+}
+
+
+def _is_of(value, kinds: tuple) -> bool:
+    """Whether ``value`` is of one of the types ``kinds[1:]`` (true/false only where bool is
+    asked for; a list's items whole numbers where it describes so)."""
+    if isinstance(value, bool) and bool not in kinds[1:]:
+        return False
+    if not isinstance(value, kinds[1:]):
+        return False
+    return not isinstance(value, list) or all(isinstance(x, int) and not isinstance(x, bool) for x in value)
 
 
 def _ranks_not_listed(root: Path, manifest: dict) -> list[str]:
