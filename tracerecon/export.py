@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tracerecon import __version__, schema
-from tracerecon.analysis.cross_rank import CrossRank, RankAlignment, RankComm
+from tracerecon.analysis.cross_rank import GATING_HOWS, CrossRank, RankAlignment, RankComm
 from tracerecon.schema import COLLECTIVES, CRITICAL_PATH
 from tracerecon.analysis.config import PhaseConfig
 from tracerecon.analysis.ranks import RankSource
@@ -238,6 +238,13 @@ def _read_dataset_part(f: Path, name: str, sch: pa.Schema, rank: int | None = No
 SIGNED_COLUMNS = frozenset({"error_ns"})
 
 
+def _is_amount(field: pa.Field) -> bool:
+    """A duration (a ``*_ns`` column other than a time) or a count (``n_*``): never null as
+    written (an amount of nothing is 0)."""
+    name = field.name
+    return pa.types.is_integer(field.type) and (name.startswith("n_") or name.endswith("_ns") and not name.endswith(("start_ns", "end_ns")))
+
+
 def values_never_written(f: Path, t: pa.Table) -> list[str]:
     """One warning per column of ``t`` (a table of a tracerecon export, read from ``f``) that holds
     values tracerecon never writes: a duration (a ``*_ns`` column other than a time) or a count
@@ -341,17 +348,10 @@ def _ranks_not_listed(root: Path, manifest: dict) -> list[str]:
 # another tool) would count its cycle twice. (A phase's phase_id is its row number: checked whole.)
 UNIQUE_COLUMNS = {"cycles": "cycle"}
 # Text columns every command reads as one of a few words, never null (``report_model``).
-CLOSED_TEXT = {("phases", "verdict"): VERDICTS, ("phases", "cause"): CAUSES, ("critical_path", "how"): ("collectives", "latest end")}
+CLOSED_TEXT = {("phases", "verdict"): VERDICTS, ("phases", "cause"): CAUSES, ("critical_path", "how"): GATING_HOWS}
 REQUIRED_TEXT = {"phases": ("phase",), "gpu_ops": ("kind", "name"), "critical_path": ("waits_ns",)}
 # Columns that name a phase of the rank by its phase_id (null: none).
 PHASE_REFERENCES = {"gpu_ops": ("phase_id",), "syncs": ("phase_id", "waited_for_phase_id"), "collectives": ("phase_id",)}
-
-
-def _is_amount(field: pa.Field) -> bool:
-    """A duration (a ``*_ns`` column other than a time) or a count (``n_*``): never null as
-    written (an amount of nothing is 0)."""
-    name = field.name
-    return pa.types.is_integer(field.type) and (name.startswith("n_") or name.endswith("_ns") and not name.endswith(("start_ns", "end_ns")))
 
 
 def _refuse_unreadable(f: Path, name: str, t: pa.Table) -> None:

@@ -32,6 +32,13 @@ from tracerecon.schema import COLLECTIVES, CRITICAL_PATH
 from tracerecon.analysis.projection import I64_MIN, equals, int64s
 
 
+# How a cycle's gating rank was found (``critical_path.how``): the collective others waited for
+# in it, or, where none joined the ranks, the rank whose GPU work ended last.
+GATED_AT_COLLECTIVE = "collectives"
+GATED_BY_LATEST_END = "latest end"
+GATING_HOWS = (GATED_AT_COLLECTIVE, GATED_BY_LATEST_END)
+
+
 @dataclass(frozen=True)
 class RankView:
     """What cross-rank analysis needs of one rank."""
@@ -113,7 +120,7 @@ class CrossRank:
         return {
             "rank_counts": {str(k): v for k, v in sorted(Counter(r for r, _ in gated).items())},
             "waited_for_counts": {str(k): v for k, v in sorted(Counter(r for r, h in zip(cols["gating_rank"], cols["how"])
-                                                                      if r is not None and h == "collectives").items())},
+                                                                      if r is not None and h == GATED_AT_COLLECTIVE).items())},
             "phase_counts": dict(Counter(p for p in cols["gating_phase"] if p).most_common()),
             "by_rank": {k: {"cycles": v["cycles"], "phase_counts": dict(v["phase_counts"].most_common())} for k, v in sorted(by_rank.items(), key=lambda kv: int(kv[0]))},
         }
@@ -687,7 +694,7 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
     latest = np.argmax(ended, axis=0) if n_c else np.zeros(0, np.int64)
     gating_row = latest.copy()
     gating_phase = longest[latest, np.arange(n_c)] if n_c else np.zeros(0, object)
-    how = np.full(n_c, "latest end", dtype=object)
+    how = np.full(n_c, GATED_BY_LATEST_END, dtype=object)
     # A cycle of one rank alone has no critical path, unless the ranks met at a collective in it
     # (the others marking no phases); nor one its ranks did not run at once, or ended together.
     keep = (has.sum(axis=0) >= min(2, n_ranks)) if n_ranks else np.zeros(n_c, bool)
@@ -711,7 +718,7 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
         n_ph = np.array([v.phases.num_rows for v in views], dtype=np.int64)[row]
         phase_names = [v.phases["phase"].to_pylist() if v.phases.num_rows else [] for v in views]
         gating_phase[at] = [phase_names[rw][p] if 0 <= p < n else None for rw, p, n in zip(row.tolist(), ph.tolist(), n_ph.tolist())]
-        how[at] = "collectives"
+        how[at] = GATED_AT_COLLECTIVE
         keep[at] = True
     # Each cycle's waits as JSON ({rank: ns}, ranks in order), and the longest of them.
     max_wait = np.zeros(n_c, dtype=np.int64)

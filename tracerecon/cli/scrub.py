@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from tracerecon.cli.common import output_path, say
+from tracerecon.cli.common import output_path, say, warn_all
 from tracerecon.json_text import one_line
 
 
@@ -28,8 +28,7 @@ def main(args: argparse.Namespace) -> int:
 
     s = scrub_export(args.trace, args.output)
     print(f"wrote {one_line(os.fsdecode(s.output))}: dropped {len(s.dropped_tables)} table(s), {s.capture_entries_removed} capture entries, changed {s.text_values_changed} text value(s)")
-    for w in s.warnings:
-        say(f"warning: {w}")
+    warn_all(s.warnings)
     if s.renamed_ranges:
         shown = ", ".join(repr(n) for n in s.renamed_ranges[:5]) + (", ..." if len(s.renamed_ranges) > 5 else "")
         say(f"warning: {len(s.renamed_ranges)} NVTX range name(s) held a path, an address or a secret and read in the copy as {shown}: "
