@@ -551,6 +551,37 @@ def test_a_folder_of_plain_and_compressed_exports_gives_every_rank(tmp_path):
     assert [[(p["phase"], p["gpu_ms_median"]) for p in r["phases"]] for r in got["ranks"]] == [[(p["phase"], p["gpu_ms_median"]) for p in r["phases"]] for r in want["ranks"]]
 
 
+def test_hidden_files_and_folders_named_like_exports_are_left_out_of_a_folder_and_said(tmp_path):
+    # GIVEN a folder (no run.json) of two ranks copied from a Mac: beside each export the
+    # resource fork macOS writes (._rank0.sqlite, not SQLite), and a sub-folder old.sqlite
+    d = tmp_path / "d"
+    d.mkdir()
+    for name in ("rank0.sqlite", "rank1.sqlite"):
+        shutil.copy(DEMO2 / "nccl_gpu_bound" / name, d / name)
+        (d / f"._{name}").write_bytes(b"\x00\x05\x16\x07" + bytes(4092))
+    (d / "old.sqlite").mkdir()
+    # WHEN reported (cached), THEN both ranks are, and a warning names what was not read and why
+    res = run_cli("report", "--json", str(d))
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1]
+    said = [w for w in doc["warnings"] if "not read as ranks" in w]
+    assert said == [f"{d}: 3 name(s) ending in .sqlite not read as ranks: ._rank0.sqlite (hidden), ._rank1.sqlite (hidden), old.sqlite (a folder)"], doc["warnings"]
+    # WHEN they are removed and the report asked again (from the cache) THEN the warning is gone
+    for f in ("._rank0.sqlite", "._rank1.sqlite"):
+        (d / f).unlink()
+    (d / "old.sqlite").rmdir()
+    again = run_cli("report", "--json", str(d))
+    assert again.returncode == 0 and not any("not read as ranks" in w for w in json.loads(again.stdout)["warnings"]), again.stdout
+    assert json.loads(again.stdout)["ranks"] == doc["ranks"]
+    # GIVEN a folder holding only such names WHEN reported THEN one line, naming them, and exit 2
+    e = tmp_path / "e"
+    e.mkdir()
+    (e / "._rank0.sqlite").write_bytes(bytes(4096))
+    (e / "x.sqlite").mkdir()
+    assert_one_line_error(run_cli("report", str(e)), "directory holds no .sqlite exports (not read: ._rank0.sqlite (hidden), x.sqlite (a folder))")
+
+
 def test_a_hot_rollback_journal_beside_the_input_is_said_and_left_alone(tmp_path):
     # GIVEN an export whose writer stopped mid-transaction: its changed pages are in the file,
     # the journal to roll them back lies beside it

@@ -594,6 +594,28 @@ def test_a_phase_asked_for_whose_ranges_all_sit_in_another_phase_is_said_so(tmp_
     assert any(w.startswith("no range matched --phase 't=re:^target'") for w in taken) and not any("inside another" in w for w in taken), taken
 
 
+def test_a_phase_asked_for_that_takes_cycle_ranges_is_said_so(tmp_path):
+    # GIVEN cycles 'cycle 0'..'cycle 3' of draft and verify, one kernel each
+    t = FakeTrace()
+    for c in range(4):
+        b = 1000 * c
+        t.cycle(c, b * U, (b + 100) * U, (b + 300) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U), (b + 20) * U, (b + 80) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U), (b + 120) * U, (b + 240) * U)
+    path = t.write(tmp_path / "t.sqlite")
+    # WHEN asked for the phase 'cycle 1' (a user who wanted to see one cycle), or for a pattern
+    # that takes every cycle range, or for draft and verify
+    one = analyze([path], PhaseConfig(phases=("cycle 1",)))
+    every = analyze([path], PhaseConfig(phases=("draft", "c=glob:cycle*")))
+    plain = analyze([path], PhaseConfig(phases=("draft", "verify")))
+    # THEN the range is read as that phase (one instance, 0..300 us), and a warning says the
+    # ranges it takes are cycle ranges read as a phase; not for phases that take none
+    assert [(p["phase"], p["gpu_ns"] // U) for p in one.ranks[0].phases.to_pylist()] == [("cycle 1", 300)]
+    assert any(w.startswith("--phase 'cycle 1' matched ranges named as cycles (their names start with 'cycle'") for w in one.warnings), one.warnings
+    assert any(w.startswith("--phase 'c=glob:cycle*' matched ranges named as cycles") for w in every.warnings), every.warnings
+    assert not any("named as cycles" in w for w in plain.warnings), plain.warnings
+
+
 def test_a_cycle_prefix_only_phases_have_is_not_said_to_be_in_another_process(tmp_path):
     # GIVEN one process's draft/verify cycles, analysed with --cycle draft (a phase's name)
     t = FakeTrace()

@@ -23,7 +23,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from tracerecon.analysis.config import PhaseConfig
-from tracerecon.run_dir import EngineTimers, expand_inputs, export_ignores, holds_manifest, read_engine_timers
+from tracerecon.run_dir import EngineTimers, expand_inputs, export_ignores, folder_warnings, holds_manifest, read_engine_timers
 
 if TYPE_CHECKING:
     from tracerecon.model import Analysis, RankResult
@@ -95,8 +95,10 @@ def report(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = No
     from tracerecon.cache import cached
 
     files = expand_inputs(inputs)
-    fresh = cached(files, _report_key(files, config), lambda: made().with_engine_timers(EngineTimers()))
-    return fresh.with_engine_timers(read_engine_timers(inputs, config.label_of))
+    # What is read anew on every call (the engine's timers, what the input folders hold beside
+    # the exports read) is not kept in the cached report.
+    fresh = cached(files, _report_key(files, config), lambda: made().with_read_anew(EngineTimers(), (), stale=folder_warnings(inputs)))
+    return fresh.with_read_anew(read_engine_timers(inputs, config.label_of), folder_warnings(inputs))
 
 
 def cached_report(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = None) -> Report | None:
@@ -112,7 +114,7 @@ def cached_report(inputs: Sequence[str | os.PathLike], options: PhaseConfig | No
         return None
     config = options or PhaseConfig()
     hit = lookup(files, _report_key(files, config))
-    return hit.with_engine_timers(read_engine_timers(inputs, config.label_of)) if hit is not None else None
+    return hit.with_read_anew(read_engine_timers(inputs, config.label_of), folder_warnings(inputs)) if hit is not None else None
 
 
 def _report_key(files, config: PhaseConfig) -> tuple:

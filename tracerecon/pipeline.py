@@ -19,7 +19,7 @@ from tracerecon.errors import BadTraceError, TraceReconError, UsageError, instal
 from tracerecon.import_ahead import ImportAhead, join_all, reading_started
 from tracerecon.json_text import one_line
 from tracerecon.memory import release_free_memory
-from tracerecon.run_dir import MAX_RANK_IN_NAME, STREAM_MARK, accepted_of_mark, expand_inputs, listed_but_missing, listed_by_one_run, number_in_filename, rank_of_mark, read_engine_timers, trace_stem
+from tracerecon.run_dir import MAX_RANK_IN_NAME, STREAM_MARK, accepted_of_mark, expand_inputs, folder_warnings, listed_by_one_run, number_in_filename, rank_of_mark, read_engine_timers, trace_stem
 
 if TYPE_CHECKING:
     from tracerecon.model import Analysis
@@ -680,7 +680,7 @@ def analyze(paths: Sequence[str | os.PathLike], config: PhaseConfig, say: Progre
     # (they are shown); engine timers (run.json) are read fresh.
     analysis = cached(files, ("run", config, tuple(map(str, files))), lambda: _analyze_files(files, config, say, jobs, scheduler))
     timers = read_engine_timers(paths, config.label_of)
-    return replace(analysis, engine_timers=timers.medians, warnings=tuple(listed_but_missing(paths)) + timers.warnings + analysis.warnings)
+    return replace(analysis, engine_timers=timers.medians, warnings=tuple(folder_warnings(paths)) + timers.warnings + analysis.warnings)
 
 
 def _analyze_files(files: list[Path], config: PhaseConfig, say: Progress, jobs: int | None, scheduler: str | None) -> Analysis:
@@ -742,13 +742,24 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
             missing = [spec for spec in config.phases if parse_phase_spec(spec)[0] not in present]
             # Ranges that are this phase (no earlier spec takes them), each inside another phase's
             # range, are part of that phase.
-            labels_seen = set()
+            labels_seen, taking_cycles = set(), set()
             for _, _, w in work:
                 if w.ranges is None or w.ranges.num_rows == 0:
                     continue
                 names = w.ranges["name"].to_pylist()
                 domains = w.ranges["domain"].to_pylist() if "domain" in w.ranges.column_names else [""] * len(names)
-                labels_seen |= {config.label_of(n, d or "") for n, d in set(zip(names, domains)) if n}
+                for n, d in set(zip(names, domains)):
+                    if n:
+                        label = config.label_of(n, d or "")
+                        labels_seen.add(label)
+                        if label is not None and is_cycle_name(n, config.cycle_prefix):
+                            taking_cycles.add(label)
+            # A range a phase takes is that phase, not a cycle (``--phase 'cycle 1'``: a user who
+            # wanted to see one cycle would get one phase instance and no word).
+            if cycles_taken := [spec for spec in config.phases if parse_phase_spec(spec)[0] in taking_cycles]:
+                warnings.append(f"--phase {', '.join(shlex.quote(m) for m in cycles_taken)} matched ranges named as cycles (their names start with "
+                                f"{config.cycle_prefix!r}, the --cycle prefix): they are read as that phase, not as cycles; a phase is a part of a cycle "
+                                "(one cycle's phases: `tracerecon view`, or the phases table of `tracerecon export` by cycle)")
             inside = [m for m in missing if parse_phase_spec(m)[0] in labels_seen]
             if absent := [m for m in missing if m not in inside]:
                 warnings.append(f"no range matched --phase {', '.join(shlex.quote(m) for m in absent)} (the other phases did); "

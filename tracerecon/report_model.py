@@ -9,6 +9,7 @@ without importing pyarrow or numpy. Only the standard library is imported here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Sequence
 
 # verdict: which way the CPU timer errs, always the sign of cpu_ns - gpu_ns beyond the threshold
 VERDICTS = ("over", "under", "agree", "no_gpu_work")
@@ -117,13 +118,16 @@ class Report:
     engine_timers: dict = field(default_factory=dict)
     cross_rank: bool = True  # whether the cross-rank step ran (alignment, communication, gating)
 
-    def with_engine_timers(self, timers) -> "Report":
-        """This report with the engine's timers (``run_dir.EngineTimers``) as read now: their
-        medians, and their warnings in place of any the report held."""
+    def with_read_anew(self, timers, folder_notes: Sequence[str], stale: Sequence[str] = ()) -> "Report":
+        """This report with what is read anew on every call, in place of any the report held:
+        the engine's timers (``run_dir.EngineTimers``: their medians and warnings) and the
+        input folders' warnings (``run_dir.folder_warnings``, given as ``folder_notes``; those
+        the report held are ``stale``)."""
         from tracerecon.run_dir import TIMER_LINES_NOT_READ
 
-        kept = tuple(w for w in self.warnings if TIMER_LINES_NOT_READ not in w)
-        return replace(self, engine_timers=timers.medians, warnings=kept + timers.warnings)
+        gone = set(stale)
+        kept = tuple(w for w in self.warnings if TIMER_LINES_NOT_READ not in w and w not in gone)
+        return replace(self, engine_timers=timers.medians, warnings=tuple(folder_notes) + kept + timers.warnings)
 
     def to_json(self) -> dict:
         """The ``report --json`` document."""

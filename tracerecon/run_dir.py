@@ -218,11 +218,31 @@ def _folder_exports(folder: Path) -> list[Path]:
 
 def _exports_in(folder: Path) -> list[Path]:
     """A folder's exports by name (``natural_key``): each ``NAME.sqlite``, or its ``NAME.sqlite.xz`` where only
-    that is there (rank0.sqlite beside a compressed rank1.sqlite.xz are two ranks)."""
-    plain = {f.name: f for f in folder.glob("*.sqlite")}
+    that is there (rank0.sqlite beside a compressed rank1.sqlite.xz are two ranks); not those
+    ``_not_read_as_export`` leaves out."""
+    plain = {f.name: f for f in folder.glob("*.sqlite") if not _not_read_as_export(f)}
     for f in folder.glob("*.sqlite" + XZ_SUFFIX):
-        plain.setdefault(f.name[: -len(XZ_SUFFIX)], f)
+        if not _not_read_as_export(f):
+            plain.setdefault(f.name[: -len(XZ_SUFFIX)], f)
     return [plain[k] for k in sorted(plain, key=natural_key)]
+
+
+def _not_read_as_export(f: Path) -> str | None:
+    """Why a file a folder holds, named like an export, is not one of the folder's ranks, or
+    None: a hidden one (``._rank0.sqlite``, the resource fork macOS writes beside each file it
+    copies to another file system; an editor's backup) or a folder. (A broken link is read,
+    and named as unreadable: it stands for a rank.)"""
+    if f.name.startswith("."):
+        return "hidden"
+    if f.is_dir():
+        return "a folder"
+    return None
+
+
+def _left_out_of(folder: Path) -> list[str]:
+    """``NAME (why)`` for each file named like an export that ``_exports_in`` leaves out."""
+    named = sorted({*folder.glob("*.sqlite"), *folder.glob("*.sqlite" + XZ_SUFFIX)}, key=lambda f: natural_key(f.name))
+    return [f"{f.name} ({why})" for f in named if (why := _not_read_as_export(f))]
 
 
 def natural_key(name: str) -> tuple:
@@ -230,9 +250,11 @@ def natural_key(name: str) -> tuple:
     return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name))
 
 
-def listed_but_missing(paths: Sequence[str | Path]) -> list[str]:
+def folder_warnings(paths: Sequence[str | Path]) -> list[str]:
     """One warning per run directory among ``paths`` whose ``run.json`` lists exports that are
-    not there (neither as ``.sqlite`` nor as ``.sqlite.xz``): its report lacks those ranks."""
+    not there (neither as ``.sqlite`` nor as ``.sqlite.xz``): its report lacks those ranks; one
+    per folder read by its files' names that holds files so named but left out (hidden ones,
+    folders: ``_not_read_as_export``)."""
     out = []
     for raw in paths:
         p = Path(raw)
@@ -245,6 +267,8 @@ def listed_but_missing(paths: Sequence[str | Path]) -> list[str]:
                     else "the report reads the other exports the folder holds instead")
             out.append(f"{p}: {RUN_JSON} lists {len(listed)} exports, {len(missing)} of them not there ({', '.join(missing[:4])}"
                        f"{', ...' if len(missing) > 4 else ''}): {read}")
+        if not _listed_in_run_json(p) and (left_out := _left_out_of(p)):
+            out.append(f"{p}: {len(left_out)} name(s) ending in .sqlite not read as ranks: {', '.join(left_out[:4])}{', ...' if len(left_out) > 4 else ''}")
         read = {trace_stem(f) for f in _folder_exports(p)}
         unexported = _reports_not_exported(p, read)
         if unexported:
@@ -335,7 +359,8 @@ def expand_inputs(paths: Sequence[str | Path]) -> list[Path]:
             if not found and not (p / MANIFEST_JSON).exists() and any(next((p / name).glob("rank=*"), None) for name in EXPORT_DATASETS):
                 raise BadTraceError(f"{p}: holds a tracerecon export's tables but no {MANIFEST_JSON}, which says what they are: export again")
             if not found:
-                raise BadTraceError(f"{p}: directory holds no .sqlite exports")
+                left_out = _left_out_of(p)
+                raise BadTraceError(f"{p}: directory holds no .sqlite exports" + (f" (not read: {', '.join(left_out[:4])}{', ...' if len(left_out) > 4 else ''})" if left_out else ""))
             out.extend(found)
         else:
             out.append(p)
