@@ -518,6 +518,29 @@ def test_an_export_directory_given_as_input_is_not_replaced_by_its_own_export(tm
         assert sorted(p.name for p in (runs / "e1").iterdir()) == before
 
 
+def test_a_timeline_is_not_written_over_another_trace(tmp_path):
+    # GIVEN rank 0's export, and rank 1's beside it, plain and compressed, and an older timeline
+    import lzma
+
+    rank1 = tmp_path / "rank1.sqlite"
+    shutil.copy(DEMO2 / "nccl_gpu_bound" / "rank1.sqlite", rank1)
+    packed = tmp_path / "rank1.sqlite.xz"
+    packed.write_bytes(lzma.compress(rank1.read_bytes()[:65536], preset=0))
+    old = tmp_path / "old.json"
+    old.write_text("{}")
+    before = rank1.read_bytes(), packed.read_bytes()
+    # WHEN rank 0's timeline is exported with -o naming rank 1's trace (a slip of the keyboard)
+    for out in (rank1, packed):
+        for fmt in ("chrome-json", "perfetto"):
+            res = run_cli("export", str(DEMO2 / "nccl_gpu_bound" / "rank0.sqlite"), "--format", fmt, "-o", str(out))
+            # THEN refused in one line, and the trace is as it was
+            assert_one_line_error(res, "holds a trace; a timeline is not written over it")
+    assert (rank1.read_bytes(), packed.read_bytes()) == before
+    # and a file that is no trace is replaced, as cp would
+    res = run_cli("export", str(DEMO2 / "nccl_gpu_bound" / "rank0.sqlite"), "--format", "chrome-json", "-o", str(old))
+    assert res.returncode == 0 and len(json.loads(old.read_text())) > 1, res.stderr
+
+
 def test_ranks_missing_from_a_run_directory_are_said(tmp_path):
     # GIVEN a two-rank run directory whose run.json lists rank1.sqlite, which is gone
     run = tmp_path / "run"

@@ -45,11 +45,15 @@ def main(args: argparse.Namespace) -> int:
         perfetto_messages()  # a missing extra is said before the traces are read
     from pathlib import Path
 
-    from tracerecon.run_dir import refuse_linked_folder, refuse_output_over_inputs, refuse_special_output
+    from tracerecon.run_dir import refuse_linked_folder, refuse_output_over_inputs, refuse_special_output, refuse_timeline_over_a_trace
 
     # As given (an export directory too), before anything is read.
     refuse_output_over_inputs(Path(args.output), args.traces)
-    (refuse_special_output if args.format in ("chrome-json", "perfetto") else refuse_linked_folder)(Path(args.output))
+    if args.format in ("chrome-json", "perfetto"):
+        refuse_special_output(Path(args.output))
+        refuse_timeline_over_a_trace(Path(args.output))
+    else:
+        refuse_linked_folder(Path(args.output))
     analysis = load(args.traces, config_from(args), args.jobs, args.dask)
     if args.format in ("chrome-json", "perfetto"):
         counts = api.export_timeline(analysis, args.output, args.format)
