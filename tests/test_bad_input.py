@@ -71,6 +71,22 @@ def test_empty_file(tmp_path):
     assert_one_line_error(run_cli("report", str(p)), "empty file")
 
 
+def test_an_xz_export_with_other_bytes_after_it_is_refused_as_xz_refuses_it(tmp_path):
+    # GIVEN an export compressed with xz, and the same with 3000 other bytes appended (xz -t
+    # says "Compressed data is corrupt"; Python's reader skips them without a word)
+    import lzma
+
+    good = tmp_path / "good.sqlite.xz"
+    good.write_bytes(lzma.compress((DEMO2 / "nccl_gpu_bound" / "rank0.sqlite").read_bytes(), preset=0))
+    bad = tmp_path / "bad.sqlite.xz"
+    bad.write_bytes(good.read_bytes() + bytes(range(256)) * 11 + b"tail")
+    # WHEN reported or scrubbed THEN the good one is read, the other refused in one line (exit 2)
+    assert run_cli("report", str(good)).returncode == 0
+    for argv in (("report", str(bad)), ("scrub", str(bad), "-o", str(tmp_path / "s.sqlite"))):
+        assert_one_line_error(run_cli(*argv), "not a readable .xz file (bytes after its last stream are not .xz data")
+    assert not (tmp_path / "s.sqlite").exists()
+
+
 def test_truncated_export(tmp_path):
     src = H200 / "eagle_gpu_bound.sqlite"
     p = tmp_path / "cut.sqlite"

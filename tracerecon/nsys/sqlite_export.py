@@ -141,15 +141,28 @@ def sidecar_warnings(path) -> list[str]:
 
 def _xz_chunks(path: Path):
     """The decompressed bytes of the ``.xz`` file ``path``, a megabyte at a time; a file that
-    cannot be read as one is ``BadTraceError``."""
+    cannot be read as one is ``BadTraceError``, as ``xz -t`` finds it: bytes after its last
+    stream that are not one (a damaged file, or other data appended) too, which Python's
+    reader skips without a word."""
     import lzma
 
     try:
         with lzma.open(path) as src:
             while chunk := src.read(1 << 20):
                 yield chunk
+        if not _ends_as_xz(path):
+            raise lzma.LZMAError("bytes after its last stream are not .xz data: a damaged file, or another appended to it")
     except (lzma.LZMAError, EOFError, OSError) as exc:
         raise BadTraceError(f"{path}: not a readable .xz file ({exc})") from None
+
+
+def _ends_as_xz(path: Path) -> bool:
+    """Whether the file ends as an .xz stream does: with its footer's magic bytes ``YZ``.
+    (Stream padding, zero bytes after a stream, which ``xz`` allows, Python's reader already
+    refuses as a stream cut short.)"""
+    with open(path, "rb") as fh:
+        fh.seek(max(0, fh.seek(0, os.SEEK_END) - 2))
+        return fh.read(2) == b"YZ"
 
 
 @contextlib.contextmanager
