@@ -557,6 +557,31 @@ def test_a_timeline_is_not_written_over_another_trace(tmp_path):
     assert res.returncode == 0 and len(json.loads(old.read_text())) > 1, res.stderr
 
 
+def test_an_output_a_folder_given_as_input_is_read_with_is_refused(tmp_path):
+    # GIVEN a run directory (a preset's phases in run.json) and an export directory of it
+    run = tmp_path / "run"
+    shutil.copytree(H200.parent / "engines_h200" / "vllm_v1", run)
+    exp = tmp_path / "exp"
+    assert run_cli("export", str(run), "-o", str(exp)).returncode == 0
+    before = {p: p.read_bytes() for p in [*run.rglob("*"), *exp.rglob("*")] if p.is_file()}
+    # WHEN a timeline, a picture or an export is written over a file either is read with
+    refused = [("export", str(run), "-o", str(run / "run.json")),  # .json: a chrome-json timeline
+               ("export", str(run), "--format", "chrome-json", "-o", str(run / "report.sqlite")),  # read before report.sqlite.xz
+               ("export", str(run), "--format", "chrome-json", "-o", str(run / "cpu_timers.rank0.jsonl")),
+               ("export", str(exp), "-o", str(exp / "manifest.json")),
+               ("export", str(exp), "-o", str(exp / "timeline.json")),
+               ("plot", str(exp), "-o", str(exp / "phases" / "a.png"))]
+    for argv in refused:
+        # THEN refused in one line, and both folders are as they were
+        assert_one_line_error(run_cli(*argv), "is read as part of the input")
+    assert {p: p.read_bytes() for p in [*run.rglob("*"), *exp.rglob("*")] if p.is_file()} == before
+    # and a file the run directory is not read with is written there
+    res = run_cli("export", str(run), "-o", str(run / "timeline.json"))
+    assert res.returncode == 0 and (run / "timeline.json").is_file(), res.stderr
+    # (and the run still reads with its recorded phases)
+    assert [p["phase"] for p in json.loads(run_cli("report", "--json", str(run)).stdout)["ranks"][0]["phases"]] == ["draft", "verify"]
+
+
 def test_ranks_missing_from_a_run_directory_are_said(tmp_path):
     # GIVEN a two-rank run directory whose run.json lists rank1.sqlite, which is gone
     run = tmp_path / "run"

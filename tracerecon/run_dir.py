@@ -500,10 +500,32 @@ def refuse_linked_folder(out: Path) -> None:
 
 
 def refuse_output_over_inputs(out: Path, inputs: Sequence[str]) -> None:
-    """An output that is an input, or a directory holding one, is refused (``--force`` too):
-    writing it would delete or overwrite the trace."""
+    """An output that is an input, a directory holding one, or a file a folder given as input is
+    read with (``_read_with_folder``) is refused (``--force`` too): writing it would delete or
+    overwrite the trace, or change what the folder reads as (a timeline named ``RUN/run.json``
+    would take the run's recorded phases and rank order with it)."""
     target = os.path.realpath(out)
     for f in inputs:
         real = os.path.realpath(f)
-        if real == target or real.startswith(target.rstrip(os.sep) + os.sep):
+        if real == target or real.startswith(_as_dir(target)):
             raise UsageError(f"{out}: holds the input {f}; choose another output (the input is never changed)")
+        if target.startswith(_as_dir(real)) and os.path.isdir(real) and _read_with_folder(Path(real), Path(target)):
+            raise UsageError(f"{out}: is read as part of the input {f}; choose another output (the input is never changed)")
+
+
+def _as_dir(path: str) -> str:
+    """``path`` with one trailing separator: what the paths inside it start with."""
+    return path.rstrip(os.sep) + os.sep
+
+
+def _read_with_folder(folder: Path, path: Path) -> bool:
+    """Whether ``path``, inside ``folder``, is read when the folder is given as input: anything
+    in an export directory (holding ``manifest.json``); at the top of any other folder, its
+    ``run.json`` and ``manifest.json``, exports (``*.sqlite``, ``*.sqlite.xz``) and engine timers
+    (``cpu_timers.rank<R>.jsonl``). Another file in a run directory (``RUN/timeline.json``,
+    ``RUN/plots/a.png``) is not."""
+    if holds_manifest(folder):
+        return True
+    name = path.name
+    return path.parent == folder and (name in (RUN_JSON, MANIFEST_JSON) or name.endswith((".sqlite", ".sqlite" + XZ_SUFFIX))
+                                      or (name.startswith(CPU_TIMERS_PREFIX + ".") and name.endswith(".jsonl")))
