@@ -54,6 +54,30 @@ def test_the_timeline_reads_back_with_the_reports_counts(tmp_path, trace):
             stack.append(e)
 
 
+def test_one_process_driving_two_gpus_has_a_track_per_gpu_and_stream(tmp_path):
+    # GIVEN one process launching on GPU 0 and GPU 1, each context's stream numbered 7, and a
+    # second stream (13) on GPU 1 only: each cycle 2 kernels on GPU 0, 1 on each stream of GPU 1
+    from nsys_factory import FakeTrace
+
+    u, t = 1000, FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.cycle(c, b * u, (b + 100) * u, (b + 400) * u)
+        for k, (dev, stream) in enumerate([(0, 7), (0, 7), (1, 7), (1, 13)]):
+            at = b + 10 + 100 * k
+            t.kernel(t.call("cudaLaunchKernel", at * u, (at + 2) * u), (at + 5) * u, (at + 60) * u, device=dev, stream=stream, name=f"k{dev}_{stream}")
+    out = tmp_path / "t.json"
+    # WHEN exported as a timeline
+    res = run_cli("export", "--format", "chrome-json", str(t.write(tmp_path / "t.sqlite")), "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    events = json.loads(out.read_text())
+    # THEN one track per (GPU, stream), named so, each with its own kernels only
+    names = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name" and e["args"]["name"].startswith("GPU ") and "stream" in e["args"]["name"]}
+    on = Counter((names[e["tid"]], e["name"]) for e in events if e["ph"] == "X" and e.get("cat") == "kernel")
+    assert sorted(names.values()) == ["GPU 0 stream 7", "GPU 1 stream 13", "GPU 1 stream 7"]
+    assert on == {("GPU 0 stream 7", "k0_7"): 6, ("GPU 1 stream 7", "k1_7"): 3, ("GPU 1 stream 13", "k1_13"): 3}
+
+
 def assert_flows_run_forward(events: list[dict]) -> None:
     """Every flow starts no later than it ends (Perfetto's JSON importer drops an end that comes
     before its start), its "s" inside a wait or GPU op and its "f" inside a GPU phase or GPU op

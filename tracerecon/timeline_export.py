@@ -332,11 +332,15 @@ def _stream_tracks(r: RankResult, phases: list[dict], proc: Process, run: _Run, 
     if ops.num_rows == 0:
         return
     phase_names = [p["phase"] for p in phases]
-    streams = sorted(pc.unique(ops["stream_id"]).to_pylist(), key=lambda s: (s is not None, s or 0))
-    for n, stream in enumerate(streams):
-        mine = ops.filter(pc.is_null(ops["stream_id"]) if stream is None else pc.equal(ops["stream_id"], stream))
+    # A stream is a (GPU, stream id) pair: one process driving several GPUs has a stream 7 on
+    # each (every context numbers its own), as `view` keeps them apart.
+    pairs = ops.group_by(["device_id", "stream_id"]).aggregate([]).to_pylist()
+    keys = sorted(((d["device_id"], d["stream_id"]) for d in pairs), key=lambda k: (k[1] is not None, k[1] or 0, k[0] is not None, k[0] or 0))
+    for n, (dev, stream) in enumerate(keys):
+        on_dev = pc.is_null(ops["device_id"]) if dev is None else pc.equal(ops["device_id"], dev)
+        mine = ops.filter(pc.and_(on_dev, pc.is_null(ops["stream_id"]) if stream is None else pc.equal(ops["stream_id"], stream)))
         mine = mine.sort_by([("start_ns", "ascending"), ("end_ns", "descending")])
-        track = _stream_track(mine, stream, proc, run, sort_index + n)
+        track = _stream_track(dev, stream, n, proc, run, sort_index + n)
         yield track
         lanes, new_tracks = _op_lanes(mine, track, run)
         yield from new_tracks
@@ -397,11 +401,13 @@ def _values(a) -> list:
     return a.to_numpy().tolist() if a.null_count == 0 else a.to_pylist()
 
 
-def _stream_track(ops, stream: int | None, proc: Process, run: _Run, sort_index: int) -> Track:
+def _stream_track(dev: int | None, stream: int | None, n: int, proc: Process, run: _Run, sort_index: int) -> Track:
+    """The track of the ``n``-th (GPU, stream) pair of a rank (its thread id in Chrome JSON:
+    ``STREAM_TID_BASE + n``, one per pair whatever the ids' sizes)."""
     if stream is None:
-        return Track(next(run.uuids), proc.pid, NO_STREAM_TID, "GPU ops without a stream", sort_index, False, proc.uuid)
-    dev = ops["device_id"][0].as_py()
-    return Track(next(run.uuids), proc.pid, STREAM_TID_BASE + stream, f"GPU {dev} stream {stream}", sort_index, False, proc.uuid)
+        return Track(next(run.uuids), proc.pid, NO_STREAM_TID - n, "GPU ops without a stream" + (f" (GPU {dev})" if dev is not None else ""),
+                     sort_index, False, proc.uuid)
+    return Track(next(run.uuids), proc.pid, STREAM_TID_BASE + n, f"GPU {dev} stream {stream}", sort_index, False, proc.uuid)
 
 
 def _ms(ns: int | None) -> float | None:
