@@ -293,3 +293,37 @@ def test_plot_draws_names_with_dollar_signs_as_written(tmp_path):
     assert res.returncode == 0, res.stderr
     svg = out.read_text()
     assert "<!-- price$x$ -->" in svg and "<!-- cost$\\undefinedmacro$x -->" in svg
+
+
+def test_a_phase_has_one_look_in_every_panel_and_no_two_phases_share_one(monkeypatch, tmp_path):
+    # GIVEN run A with phases p0..p7 (eight: past the six colours) and run B with only p7 and p2,
+    # in that order (each cycle 100 us per phase, one kernel each)
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_hex
+
+    from nsys_factory import FakeTrace
+    from tracerecon.analysis.config import PhaseConfig
+    from tracerecon.api import load
+    from tracerecon.plot import plot_runs
+
+    names = [f"p{i}" for i in range(8)]
+    a = FakeTrace().phase_cycles(names).write(tmp_path / "a.sqlite")
+    b = FakeTrace().phase_cycles(["p7", "p2"]).write(tmp_path / "b.sqlite")
+    kept = []
+    monkeypatch.setattr(plt, "close", lambda fig: kept.append(fig))
+    # WHEN plotted A against B
+    plot_runs([("A", load([a], PhaseConfig(phases=tuple(names)))), ("B", load([b], PhaseConfig(phases=("p7", "p2"))))], tmp_path / "d.png")
+    (fig,) = kept
+
+    def looks(ax) -> dict:  # each stacked bar's phase (its legend label) -> (colour, hatch)
+        return {c.get_label(): (to_hex(c.patches[0].get_facecolor()), c.patches[0].get_hatch() or "") for c in ax.containers}
+
+    in_a, in_b = looks(fig.axes[1]), looks(fig.axes[3])
+    # THEN p7 and p2 look in B as they do in A, and A's eight phases look eight ways
+    assert list(in_a) == names and list(in_b) == ["p7", "p2"]
+    assert in_b == {"p7": in_a["p7"], "p2": in_a["p2"]}
+    assert len(set(in_a.values())) == 8

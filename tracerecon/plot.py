@@ -17,6 +17,8 @@ OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "
 CPU_COLOUR, GPU_COLOUR = OKABE_ITO[1], OKABE_ITO[0]
 # The phases' colours exclude the CPU and GPU ones, so no colour means two things on one row.
 PHASE_COLOURS = OKABE_ITO[2:]
+# Past the six colours, each round of them gets a hatch: no two phases of a figure look alike.
+PHASE_HATCHES = ["", "///", "...", "xxx", "\\\\\\", "ooo"]
 VERDICT_HATCH = {"over": "//", "under": "\\\\", "agree": "", "no_gpu_work": ".."}
 
 
@@ -66,6 +68,8 @@ def _draw_runs(plt, runs: list[tuple[str, Analysis]], out_file: str | os.PathLik
     # the same way in every run and rank, a run lacking one of them included).
     every = list(dict.fromkeys(p.phase for *_, phases in rows for p in phases))
     drawn_as = dict(zip(every, shown_names(every, NAME_CHARS)))
+    # and one look per phase name across every panel: verify is the same colour in A and B.
+    look = {name: _phase_look(i) for i, name in enumerate(every)}
     # One scale per column for every run and rank: A and B (and ranks) read against each other.
     fig, axes = plt.subplots(len(rows), 2, figsize=(13, 3.6 * len(rows)), squeeze=False, sharey="col", gridspec_kw={"width_ratios": [1, 2]})
     for (label, a, r, phases), (ax_bar, ax_cyc) in zip(rows, axes):
@@ -75,10 +79,12 @@ def _draw_runs(plt, runs: list[tuple[str, Analysis]], out_file: str | os.PathLik
         gpu = [p.gpu_ms_median or 0 for p in phases]
         ax_bar.bar([i - 0.2 for i in x], cpu, width=0.4, color=CPU_COLOUR, label="CPU timer (ms)")
         bars = ax_bar.bar([i + 0.2 for i in x], gpu, width=0.4, color=GPU_COLOUR, label="GPU (CUDA-event) ms")
+        # Upright where the bars are many: side by side, "no_gpu_work 38/39" ran into its neighbours.
+        upright = {"rotation": 90} if len(phases) > 4 else {}
         for b, p in zip(bars, phases):
             b.set_hatch(VERDICT_HATCH.get(p.dominant_verdict, ""))
             # the report's words: "under 18/34" where the cycles disagree
-            ax_bar.annotate(verdict_label(p), (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom", fontsize=8)
+            ax_bar.annotate(verdict_label(p), (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom", fontsize=8, **upright)
         ax_bar.set_xticks(list(x), [drawn_as[n] for n in names], rotation=15, ha="right")
         ax_bar.set_ylabel("median ms per cycle")
         # The narrow panel names the side (A, B) only: a run's full name (its files) is the wide
@@ -91,12 +97,12 @@ def _draw_runs(plt, runs: list[tuple[str, Analysis]], out_file: str | os.PathLik
         ph = steady_phases(r.phases, r.cycles).to_pydict()
         cycles = sorted({c for c in ph["cycle"] if c is not None})
         bottom = {c: 0.0 for c in cycles}
-        for k, (name, drawn) in enumerate((n, drawn_as[n]) for n in names):
+        for name, drawn in ((n, drawn_as[n]) for n in names):
             vals = {c: 0.0 for c in cycles}
             for c, n, g in zip(ph["cycle"], ph["phase"], ph["gpu_ns"]):
                 if c is not None and n == name and g is not None:
                     vals[c] += g / 1e6
-            ax_cyc.bar(cycles, [vals[c] for c in cycles], bottom=[bottom[c] for c in cycles], color=PHASE_COLOURS[k % len(PHASE_COLOURS)], label=drawn, width=0.85)
+            ax_cyc.bar(cycles, [vals[c] for c in cycles], bottom=[bottom[c] for c in cycles], label=drawn, width=0.85, **look[name])
             for c in cycles:
                 bottom[c] += vals[c]
         ax_cyc.set_xlabel("cycle")
@@ -113,11 +119,26 @@ def _draw_runs(plt, runs: list[tuple[str, Analysis]], out_file: str | os.PathLik
         low, high = axes[0][0].get_ylim()
         axes[0][0].set_ylim(low, high + (high - low) * 0.45)
     fig.tight_layout()
+    # Drawn beside the output and renamed over it once whole: a failure leaves no half a picture.
+    out = os.fspath(out_file)
+    tmp = os.path.join(os.path.dirname(out), f".{os.path.basename(out)}.tmp-{os.getpid()}")
     try:
-        fig.savefig(out_file)
+        fig.savefig(tmp, format=os.path.splitext(out)[1][1:].lower())
+        os.replace(tmp, out)
     except OSError as exc:
         from tracerecon.errors import TraceReconError
 
         raise TraceReconError(f"{out_file}: cannot write ({exc.strerror or exc})") from None
     finally:
         plt.close(fig)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _phase_look(i: int) -> dict:
+    """The ``i``-th phase's colour, and past the palette's end a hatch (``PHASE_HATCHES``)."""
+    look = {"color": PHASE_COLOURS[i % len(PHASE_COLOURS)]}
+    hatch = PHASE_HATCHES[(i // len(PHASE_COLOURS)) % len(PHASE_HATCHES)]
+    if hatch:
+        look.update(hatch=hatch, edgecolor="white", linewidth=0)
+    return look

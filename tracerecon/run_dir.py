@@ -469,10 +469,12 @@ def read_engine_timers(paths: Sequence[str | Path], label_of: Callable[[str], st
 def refuse_special_output(out: Path) -> None:
     """A file output (a timeline, a picture) that exists as anything but a plain file is refused:
     it is written beside it and renamed over it, which would replace a named pipe, a device
-    (``/dev/stdout``) or a link with a file."""
+    (``/dev/stdout``) or a link with a file. So is one in a folder that is not there."""
     if os.path.islink(out) or (os.path.exists(out) and not os.path.isfile(out)):
         what = "a link" if os.path.islink(out) else "a directory" if os.path.isdir(out) else "no plain file (a pipe or a device)"
         raise UsageError(f"{out}: is {what}; give the path of a file to write")
+    if not out.parent.is_dir():  # said now, not once the traces have been read
+        raise UsageError(f"{out}: cannot write (no directory {out.parent})")
 
 
 # The first bytes of an SQLite file (an nsys export) and of an .xz file (a compressed one).

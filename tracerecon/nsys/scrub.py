@@ -285,9 +285,7 @@ def _scrub_export(real: Path, src_p: Path, dst_p: Path) -> ScrubSummary:
         if dst_p.is_dir():
             raise TraceReconError(f"{dst_p}: is a directory; -o takes the output file's name")
         # Renamed over at the end: a device (/dev/full), a named pipe or a link would be replaced by a file.
-        refuse_special_output(dst_p)
-        if not dst_p.parent.is_dir():
-            raise TraceReconError(f"{dst_p.parent}: no such directory for the output")
+        refuse_special_output(dst_p)  # (and a folder that is not there)
         # Scrubbed in a hidden sibling, renamed over ``dst`` only once done: an interrupted or
         # failed scrub leaves no half-scrubbed copy (it still holds every secret) behind.
         tmp = dst_p.with_name(f".{dst_p.name}.tmp-{os.getpid()}")
