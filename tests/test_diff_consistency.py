@@ -113,3 +113,26 @@ def test_a_phase_with_gpu_work_on_one_side_only_is_explained_as_such():
     assert explain("verify", side(0.2, None), side(0.25, 0.333)) == "verify: GPU work only in B (0.333 ms), +0.050 ms CPU"
     assert explain("verify", side(0.25, 0.333), side(0.2, None)) == "verify: GPU work only in A (0.333 ms), -0.050 ms CPU"
     assert explain("verify", side(0.2, None), side(0.25, None)) == "verify +0.050 ms CPU (no GPU work)"
+
+
+def test_a_median_that_moved_while_the_kernels_did_not_is_not_blamed_on_them():
+    # GIVEN attn with one flash kernel per cycle, 3.882 ms on average in A and 4.012 ms in B,
+    # and its GPU median 0.417 -> 4.482 ms (its cycles alternate between ~0.15 and ~7.8 ms: the
+    # median jumps with their mix; p90 7.869 both), idle share the same
+    from tracerecon.analysis.diff import PhaseSide, explain
+
+    def side(gpu, kernel_ms, p90=7.869, idle=0.05, names=("flash_fwd_kernel",)):
+        return PhaseSide(n=33, cpu_ms=0.2, gpu_ms=gpu, cpu_ms_p90=0.3, gpu_ms_p90=p90, eager_launches=len(names), graph_launches=0, idle_fraction=idle,
+                         blocked_ms=0, kernels=dict.fromkeys(names, 1.0), kernel_ms=dict.fromkeys(names, kernel_ms))
+
+    # WHEN explained THEN the kernels' time is said to be about the same (not "each took longer")
+    assert explain("attn", side(0.417, 3.882), side(4.482, 4.012)) == (
+        "attn +4.065 ms GPU: kernels' time per cycle about the same (3.882 -> 4.012 ms): the change is outside the kernels "
+        "(gaps, queueing) or in the mix of unlike cycles; p90 7.869 -> 7.869 ms")
+    # and where ten small kernels each took 15 us longer (0.100 -> 0.115 ms: each under the 20 us
+    # worth a word), together 1.000 -> 1.150 ms, that is said, with the numbers
+    ten = tuple(f"k{i}" for i in range(10))
+    assert explain("mm", side(1.2, 0.1, names=ten), side(1.35, 0.115, names=ten)) == "mm +0.150 ms GPU: same kernels, each took longer (1.000 -> 1.150 ms per cycle)"
+    # and a phase that did not move keeps its high idle share unsaid; one whose idle share moved says it
+    assert explain("attn", side(0.417, 3.882, idle=0.94), side(0.417, 3.882, idle=0.94)) == "attn +0.000 ms GPU: no kernel-level change found"
+    assert explain("attn", side(0.417, 3.882, idle=0.5), side(0.417, 3.882, idle=0.7)) == "attn +0.000 ms GPU: GPU idle 70% (was 50%)"

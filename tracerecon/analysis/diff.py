@@ -199,13 +199,29 @@ def explain(phase: str, a: PhaseSide | None, b: PhaseSide | None, left_out: str 
         if slower and _changed(a.kernel_ms.get(slower[0][1], 0), b.kernel_ms.get(slower[0][1], 0), ABSOLUTE_CHANGE_NS / 1e6):
             d, k = slower[0]
             why.append(f"{k} {d:+.3f} ms per cycle")
-    if b.idle_fraction is not None and (b.idle_fraction >= IDLE_WORTH_SAYING or (a.idle_fraction is not None and abs(b.idle_fraction - a.idle_fraction) > 0.1)):
+    moved = abs(delta) * 1e6 >= ABSOLUTE_CHANGE_NS
+    idle_changed = a.idle_fraction is not None and b.idle_fraction is not None and abs(b.idle_fraction - a.idle_fraction) > 0.1
+    # A high idle share is a cause only of a change (a phase that did not move keeps its idle).
+    if b.idle_fraction is not None and (idle_changed or (moved and b.idle_fraction >= IDLE_WORTH_SAYING)):
         why.append(f"GPU idle {b.idle_fraction:.0%}" + (f" (was {a.idle_fraction:.0%})" if a.idle_fraction is not None else ""))
     if _changed(a.blocked_ms, b.blocked_ms, ABSOLUTE_CHANGE_NS / 1e6):
         why.append(f"blocking waits {a.blocked_ms:.3f} -> {b.blocked_ms:.3f} ms")
     if not why:
-        why.append("no kernel-level change found" if abs(delta) * 1e6 < ABSOLUTE_CHANGE_NS else "same kernels, each took longer" if delta > 0 else "same kernels, each ran faster")
+        why.append(_same_kernels(a, b, delta) if moved else "no kernel-level change found")
     return f"{head}: " + ", ".join(why)
+
+
+def _same_kernels(a: PhaseSide, b: PhaseSide, delta: float) -> str:
+    """Why a phase's median moved when its kernels, launches, idle share and waits did not: the
+    kernels together took longer (or less) per cycle; or, where their time per cycle is about
+    the same, it moved outside them (gaps between them, queueing before the first) or between
+    unlike cycles (a phase whose cycles alternate between two lengths: its median jumps with
+    their mix, its kernels' time does not)."""
+    ka, kb = sum(a.kernel_ms.values()), sum(b.kernel_ms.values())
+    if _changed(ka, kb, ABSOLUTE_CHANGE_NS / 1e6) and (kb - ka) * delta > 0:
+        return f"same kernels, each took longer ({ka:.3f} -> {kb:.3f} ms per cycle)" if delta > 0 else f"same kernels, each ran faster ({ka:.3f} -> {kb:.3f} ms per cycle)"
+    p90 = f"; p90 {_ms(a.gpu_ms_p90)} -> {_ms(b.gpu_ms_p90)} ms" if a.gpu_ms_p90 is not None or b.gpu_ms_p90 is not None else ""
+    return f"kernels' time per cycle about the same ({ka:.3f} -> {kb:.3f} ms): the change is outside the kernels (gaps, queueing) or in the mix of unlike cycles{p90}"
 
 
 def diff_rank(rank: int, a_phases: pa.Table, a_ops: pa.Table, b_phases: pa.Table, b_ops: pa.Table, order: tuple[str, ...] = (),
