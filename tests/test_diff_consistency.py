@@ -136,3 +136,41 @@ def test_a_median_that_moved_while_the_kernels_did_not_is_not_blamed_on_them():
     # and a phase that did not move keeps its high idle share unsaid; one whose idle share moved says it
     assert explain("attn", side(0.417, 3.882, idle=0.94), side(0.417, 3.882, idle=0.94)) == "attn +0.000 ms GPU: no kernel-level change found"
     assert explain("attn", side(0.417, 3.882, idle=0.5), side(0.417, 3.882, idle=0.7)) == "attn +0.000 ms GPU: GPU idle 70% (was 50%)"
+
+
+def test_two_single_rank_files_of_other_numbers_are_compared_and_said_so():
+    # GIVEN one GPU's run (rank 0) and one rank's file of a two-rank run (rank 1 by its mark)
+    a_dir, b_file = SAMPLES / "demo_h200" / "gpu_bound", SAMPLES / "demo_h200x2" / "nccl_skew" / "rank1.sqlite"
+    # WHEN diffed
+    res = run_cli("diff", str(a_dir), str(b_file), "--json")
+    text = run_cli("diff", str(a_dir), str(b_file))
+    doc = json.loads(res.stdout)
+    # THEN the two are compared, the document says which with which, and each side's medians are
+    # its own report's (A's rank 0, B's rank 1)
+    assert (doc["rank_pairs"], doc["unpaired_ranks"], doc["a_given"], doc["b_given"]) == ([[0, 1]], [], [str(a_dir)], [str(b_file)])
+    ra = json.loads(run_cli("report", "--json", str(a_dir)).stdout)["ranks"][0]
+    rb = json.loads(run_cli("report", "--json", str(b_file)).stdout)["ranks"][0]
+    assert rb["rank"] == 1
+    want = {p["phase"]: (p["gpu_ms_median"], q["gpu_ms_median"]) for p in ra["phases"] for q in rb["phases"] if p["phase"] == q["phase"]}
+    assert want and {p["phase"]: (p["a_gpu_ms"], p["b_gpu_ms"]) for p in doc["phases"]} == want
+    # and the text names both sides and says the ranks were paired across numbers
+    assert text.stdout.startswith("A (gpu_bound) -> B (rank1.sqlite)")
+    assert "A's rank 0 is compared with B's rank 1: the only rank on each side" in " ".join(text.stdout.split())
+
+
+def test_runs_with_no_rank_in_common_say_nothing_was_compared():
+    # GIVEN a diff document of A (ranks 0, 1) against B (rank 4, 5): no pairs
+    from tracerecon.present import diff_notes
+
+    doc = {"phases": [], "cycles": {"a_gpu_ms": None, "per_rank": []}, "kernels": [], "rank_pairs": [], "unpaired_ranks": [0, 1, 4, 5],
+           "a_ranks": [0, 1], "b_ranks": [4, 5]}
+    # WHEN its notes are made THEN they say no rank was compared, and which each side has
+    assert diff_notes(doc) == [("no rank in common, nothing compared: A has rank(s) [0, 1], B has [4, 5] (ranks pair by number)", "yellow")]
+
+
+def test_diff_warnings_say_which_side_they_are_about():
+    # GIVEN two single-rank runs of 30 cycles WHEN diffed leaving out more cycles than either has
+    res = run_cli("diff", str(SAMPLES / "demo_h200" / "gpu_bound"), str(SAMPLES / "demo_h200" / "launch_bound"), "--skip-cycles", "1000")
+    # THEN each side's warning is led by its side
+    lines = [ln for ln in res.stderr.splitlines() if "leaves out all" in ln]
+    assert [ln.split("warning: ")[1][:3] for ln in lines] == ["A: ", "B: "], res.stderr

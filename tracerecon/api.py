@@ -136,11 +136,12 @@ def check_inputs(inputs: Sequence[str | os.PathLike]) -> None:
         raise BadTraceError(no_nvtx_message(", ".join(map(str, files)), infos[0].nsys_version))
 
 
-def compare(a: Analysis, b: Analysis) -> dict:
-    """The ``diff`` document: ranks paired by number, phase by phase, with explanations."""
+def compare(a: Analysis, b: Analysis, a_given: Sequence[str] | None = None, b_given: Sequence[str] | None = None) -> dict:
+    """The ``diff`` document: ranks paired by number, phase by phase, with explanations;
+    ``a_given`` / ``b_given``: what was given for each side, named in it as such."""
     from tracerecon.present import diff_document
 
-    return diff_document(a, b)
+    return diff_document(a, b, a_given, b_given)
 
 
 def export(analysis: Analysis, out_dir: str | os.PathLike, force: bool = False) -> dict:

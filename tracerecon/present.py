@@ -10,9 +10,11 @@ from an Analysis (``build_report``, ``diff_document``), so a warm report that la
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
+from tracerecon.json_text import one_line
 from tracerecon.report_model import CycleSummary, PhaseSummary, RankReport, Report, most_misleading
 
 if TYPE_CHECKING:
@@ -182,21 +184,25 @@ def token_delta(ra, rb) -> dict:
             "a_tokens_per_cycle": round(ta, 3), "b_tokens_per_cycle": round(tb, 3), "per_token_explanation": why}
 
 
-def diff_document(a: Analysis, b: Analysis) -> dict:
+def diff_document(a: Analysis, b: Analysis, a_given: Sequence[str] | None = None, b_given: Sequence[str] | None = None) -> dict:
     """``{"phases": [...per rank and phase...], "cycles": {...}, "kernels": [...per rank...]}``.
 
-    Ranks are paired by number; a rank on one side only is listed under ``unpaired_ranks``.
+    Ranks are paired by number (``rank_pairs``; a phase row's ``rank`` is A's); a rank on one
+    side only is listed under ``unpaired_ranks``. ``a`` and ``b`` are the traces each side
+    analysed (an export directory's: those it was made from); ``a_given`` and ``b_given``, where
+    the caller passes them, what was given for each side (a run or export directory's path).
     """
     from tracerecon.analysis.diff import cycle_delta, diff_rank, kernel_changes
     from tracerecon.analysis.summary import steady_cycles, steady_phases
 
     a_ranks = {r.rank: r for r in a.ranks}
     b_ranks = {r.rank: r for r in b.ranks}
+    pairs = rank_pairs(sorted(a_ranks), sorted(b_ranks))
     phases = []
     per_rank_cycles = []
     kernels = []
-    for rank in sorted(set(a_ranks) & set(b_ranks)):
-        ra, rb = a_ranks[rank], b_ranks[rank]
+    for rank, rank_b in pairs:
+        ra, rb = a_ranks[rank], b_ranks[rank_b]
         # The cycles and phase instances `report` takes its medians over: warm-up cycles left out.
         phases += [d.to_json() for d in diff_rank(rank, steady_phases(ra.phases, ra.cycles), ra.gpu_ops, steady_phases(rb.phases, rb.cycles), rb.gpu_ops,
                                                   a.config.labels(), (set(ra.phases["phase"].to_pylist()), set(rb.phases["phase"].to_pylist())))]
@@ -205,21 +211,58 @@ def diff_document(a: Analysis, b: Analysis) -> dict:
     first = per_rank_cycles[0] if per_rank_cycles else {}
     cycles = {k: first.get(k) for k in ("a_cpu_ms", "b_cpu_ms", "a_gpu_ms", "b_gpu_ms", "delta_gpu_ms", "delta_cpu_ms")}
     cycles["per_rank"] = per_rank_cycles
+    paired_a, paired_b = {ra for ra, _ in pairs}, {rb for _, rb in pairs}
     return {
         "a": list(a.inputs),
         "b": list(b.inputs),
+        **({"a_given": list(a_given)} if a_given is not None else {}),
+        **({"b_given": list(b_given)} if b_given is not None else {}),
         "phases": phases,
         "cycles": cycles,
         "kernels": kernels,
-        "unpaired_ranks": sorted(set(a_ranks) ^ set(b_ranks)),
+        "rank_pairs": [list(p) for p in pairs],
+        "unpaired_ranks": sorted({r for r in a_ranks if r not in paired_a} | {r for r in b_ranks if r not in paired_b}),
+        "a_ranks": sorted(a_ranks),
+        "b_ranks": sorted(b_ranks),
     }
 
 
+def rank_pairs(a_ranks: Sequence[int], b_ranks: Sequence[int]) -> list[tuple[int, int]]:
+    """Which rank of A is compared with which of B: each rank number both sides have; where they
+    have none in common and each side has one rank (a single rank's file, numbered by its
+    ``tracerecon.rank`` mark or name, against another run's), those two."""
+    common = sorted(set(a_ranks) & set(b_ranks))
+    if common:
+        return [(r, r) for r in common]
+    if len(a_ranks) == 1 and len(b_ranks) == 1:
+        return [(a_ranks[0], b_ranks[0])]
+    return []
+
+
+def diff_title(result: dict) -> str:
+    """``A -> B``, each side named by what was given for it where the document says
+    (``a_given``: a run directory's or a trace's name, not its whole path)."""
+    def named(side: str) -> str:
+        given = result.get(f"{side.lower()}_given")
+        if not given:
+            return side
+        return f"{side} ({', '.join(one_line(os.path.basename(os.path.normpath(g)) or g) for g in given)})"
+
+    return f"{named('A')} -> {named('B')}"
+
+
 def diff_notes(result: dict) -> list[tuple[str, str]]:
-    """The lines under the ``diff`` table, as (text, style), for every front end: the cycle, the
-    GPU time per accepted token, each phase's explanation, the kernels whose time changed most,
-    and the ranks only one side has."""
+    """The lines under the ``diff`` table, as (text, style), for every front end: ranks compared
+    under other numbers (or none compared), the cycle, the GPU time per accepted token, each
+    phase's explanation, the kernels whose time changed most, and the ranks only one side has."""
     out: list[tuple[str, str]] = []
+    # First: which ranks were compared, where that is not each with its own number.
+    pairs = result.get("rank_pairs", [])
+    for ra, rb in pairs:
+        if ra != rb:
+            out.append((f"A's rank {ra} is compared with B's rank {rb}: the only rank on each side (ranks pair by number)", "yellow"))
+    if not pairs and result.get("a_ranks") and result.get("b_ranks"):
+        out.append((f"no rank in common, nothing compared: A has rank(s) {result['a_ranks']}, B has {result['b_ranks']} (ranks pair by number)", "yellow"))
     c = result["cycles"]
     if c.get("a_gpu_ms") is not None:
         delta = "-" if c["delta_gpu_ms"] is None else f"{c['delta_gpu_ms']:+.3f}"
@@ -236,7 +279,7 @@ def diff_notes(result: dict) -> list[tuple[str, str]]:
         if top:
             out.append((f"rank {k['rank']} kernel time A -> B (whole trace): " + "; ".join(
                 f"{x['kernel'][:48]} {x['a_ms']:.3f} -> {x['b_ms']:.3f} ms ({x['a_count']} -> {x['b_count']} launches)" for x in top), ""))
-    if result["unpaired_ranks"]:
+    if result["unpaired_ranks"] and result.get("rank_pairs", True):
         out.append((f"ranks on one side only: {result['unpaired_ranks']}", "yellow"))
     return out
 

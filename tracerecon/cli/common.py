@@ -188,13 +188,14 @@ def progress_reporter() -> Iterator:
         yield lambda msg: prog.update(task, description="\n".join(map(one_line, msg.split("\n"))))
 
 
-def load(inputs: Sequence[str], config: PhaseConfig, jobs: int | None = None, scheduler: str | None = None):
-    """``api.load`` with a progress spinner; warnings go to stderr."""
+def load(inputs: Sequence[str], config: PhaseConfig, jobs: int | None = None, scheduler: str | None = None, side: str = ""):
+    """``api.load`` with a progress spinner; warnings go to stderr, each led by ``side`` where
+    given (``diff``'s and ``plot --diff``'s "A", "B": a warning that names no file is either's)."""
     from tracerecon import api
 
     with progress_reporter() as progress:
         analysis = api.load(inputs, config, progress, jobs, scheduler)
-    warn_all(analysis.warnings)
+    warn_all([f"{side}: {w}" for w in analysis.warnings] if side else analysis.warnings)
     return analysis
 
 

@@ -27,8 +27,11 @@ def main(args: argparse.Namespace) -> int:
     from tracerecon import api
     from tracerecon.cli.render import print_diff
 
-    # Each side with its own phase maps where its run directory recorded them (runs of two engines).
-    result = api.compare(load([args.a], config_from(args, [args.a]), args.jobs, args.dask), load([args.b], config_from(args, [args.b]), args.jobs, args.dask))
+    # Each side with its own phase maps where its run directory recorded them (runs of two
+    # engines); each side's warnings say which side they are about.
+    a = load([args.a], config_from(args, [args.a]), args.jobs, args.dask, side="A")
+    b = load([args.b], config_from(args, [args.b]), args.jobs, args.dask, side="B")
+    result = api.compare(a, b, [args.a], [args.b])
     out = console()
     if args.json:
         out.file.write(json_text(result) + "\n")

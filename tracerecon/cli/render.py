@@ -12,7 +12,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from tracerecon.present import VERDICT_STYLE, diff_notes, fmt_ms, left_out_note, misleading_line, most_misleading, verdict_cause_label
+from tracerecon.present import VERDICT_STYLE, diff_notes, diff_title, fmt_ms, left_out_note, misleading_line, most_misleading, verdict_cause_label
 from tracerecon.report_model import Report
 from tracerecon.json_text import json_text, one_line, shown_names
 
@@ -120,7 +120,7 @@ def print_straggler_summary(report: Report, console: Console) -> None:
 
 def print_diff(result: dict, console: Console) -> None:
     """The `diff` table and one explanation line per phase."""
-    t = Table(title="A -> B", title_justify="left", header_style="bold", box=None, padding=(0, 1, 0, 0), pad_edge=False)
+    t = Table(title=Text(diff_title(result)), title_justify="left", header_style="bold", box=None, padding=(0, 1, 0, 0), pad_edge=False)
     for col in ("rank", "phase", "A GPU ms", "B GPU ms", "delta GPU", "A CPU ms", "B CPU ms"):
         t.add_column(col, justify="left" if col == "phase" else "right", **({"max_width": NAME_COLUMN, "overflow": "fold"} if col == "phase" else {}))
     for p, name in zip(result["phases"], shown_names([p["phase"] for p in result["phases"]], NAME_LINES * NAME_COLUMN)):
