@@ -688,3 +688,17 @@ async def test_the_overview_fits_80_columns():
         assert t.virtual_size.width <= t.size.width
         assert [str(c.label) for c in t.columns.values()] == ["rank", "phase", "n", "CPU ms", "GPU ms", "CPU-GPU", "verdict: cause"]
         assert "over: absorbed_wait" in [str(t.get_row_at(i)[-1]) for i in range(t.row_count)]
+
+
+async def test_the_overview_counts_the_warnings_it_has_no_room_for():
+    # GIVEN an analysis with five warnings
+    from dataclasses import replace
+
+    analysis = replace(load([GPU_BOUND], PhaseConfig()), warnings=tuple(f"warning number {i}" for i in range(5)))
+    app = TraceReconApp(lambda: analysis, source=GPU_BOUND)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        notes = str(app.query_one("#overview-notes", Static).render())
+    # WHEN the overview is up THEN it shows the first three and says how many more there are
+    assert [f"warning number {i}" in notes for i in range(5)] == [True, True, True, False, False]
+    assert "and 2 more warnings: printed when view closes" in notes

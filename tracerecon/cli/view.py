@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tracerecon.cli.common import BUNDLED_SAMPLE, add_analysis_command, config_from
+from tracerecon.cli.common import BUNDLED_SAMPLE, add_analysis_command, config_from, warn_all
 from tracerecon.errors import EXIT_INTERNAL, TraceReconError, UsageError, install_hint
 from tracerecon.interrupts import WorkAbandoned
 
@@ -59,4 +59,7 @@ def main(args: argparse.Namespace) -> int:
         # Quit while loading: the load cannot be stopped (a started read cannot be cancelled)
         # and the interpreter would wait for it (16 s after `q` for a 1 GiB export, 2 cores).
         raise WorkAbandoned()
+    if app.report is not None:
+        # The overview had room for a few: every one is said once the screen is given back.
+        warn_all(app.report.warnings)
     return 0

@@ -37,6 +37,9 @@ ZOOM_IN = 0.5  # `+`: the window's new span, as a fraction of its span
 # A phase name in a table or a column head: at most this many cells (cut in the middle past it,
 # as `report` cuts them: a 5,000-character name made a column as wide as itself).
 NAME_CELLS = 48
+# The overview shows this many of the report's warnings; the rest are counted there and printed
+# when view closes (the first screen stays the report's).
+OVERVIEW_WARNINGS = 3
 
 
 def shown_names_by(names: list[str]) -> dict[str, str]:
@@ -389,8 +392,11 @@ class TraceReconApp(App):
                 notes.append(f"rank {r.rank} {one_line(misleading_line(worst))}\n", style="bold " + VERDICT_STYLE.get(worst.dominant_verdict, ""))
         for line in rep.straggler_lines:
             notes.append(one_line(line) + "\n", style="bold")
-        for w in rep.warnings[:3]:
+        for w in rep.warnings[:OVERVIEW_WARNINGS]:
             notes.append(f"warning: {one_line(w)}\n", style="yellow")
+        if len(rep.warnings) > OVERVIEW_WARNINGS:
+            more = len(rep.warnings) - OVERVIEW_WARNINGS
+            notes.append(f"and {more} more warning{'s' if more > 1 else ''}: printed when view closes, as `tracerecon report` prints them\n", style="yellow")
         self.query_one("#overview-notes", Static).update(notes)
 
     @on(DataTable.RowSelected, "#overview-table")
