@@ -5,6 +5,7 @@ TraceReconError (exit 2 on the command line): never another exception, never a c
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import sqlite3
 
@@ -397,3 +398,49 @@ def test_an_export_directory_edited_column_by_column_gives_a_result_or_one_clean
         assert res.returncode in (0, 2) and "Traceback" not in res.stderr and "internal error" not in res.stderr, (table, t.schema.field(i).name, how, args, res.stderr[-500:])
         if res.returncode == 2:
             assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+@pytest.mark.parametrize("table, columns", [(t, g) for t, groups in __import__("tracerecon.export", fromlist=["x"]).NULL_TOGETHER.items() for g in groups])
+def test_amounts_tracerecon_writes_as_null_are_read_back_by_every_command(tmp_path, two_rank_export, table, columns):
+    """GIVEN the export of a two-rank NCCL run with columns that tracerecon writes as null
+    together where there is nothing to give (a phase without GPU ops has no GPU start, end or
+    span) set to null in every row of rank 0; WHEN every command that reads an export runs THEN
+    each gives its result (exit 0); and one of them alone null: one line, exit 2."""
+    import pyarrow.parquet as pq
+
+    edited = tmp_path / "exp"
+    shutil.copytree(two_rank_export, edited)
+    part = edited / table / "rank=0" / "part-0.parquet"
+    whole = pq.read_table(part)
+    t = whole
+    for column in columns:
+        t = t.set_column(t.schema.get_field_index(column), column, pa_nulls(t.num_rows, t.schema.field(column).type))
+    pq.write_table(t, part)
+    for args in (("report", str(edited)), ("report", "--json", str(edited)), ("diff", str(edited), str(two_rank_export)),
+                 ("export", str(edited), "--format", "chrome-json", "-o", str(tmp_path / "t.json")), ("export", str(edited), "-o", str(tmp_path / "again"))):
+        res = run_cli(*args)
+        assert res.returncode == 0 and "Traceback" not in res.stderr, (args, res.stderr[-500:])
+    pq.write_table(whole.set_column(whole.schema.get_field_index(columns[-1]), columns[-1], pa_nulls(whole.num_rows, whole.schema.field(columns[-1]).type)), part)
+    res = run_cli("report", str(edited))
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and "tracerecon writes them together" in res.stderr, res.stderr
+
+
+def pa_nulls(n: int, type_):
+    import pyarrow as pa
+
+    return pa.nulls(n, type_)
+
+
+def test_an_export_with_a_phase_that_ran_no_gpu_work_reads_back_as_its_report(tmp_path):
+    # GIVEN vLLM's run with a phase that launches nothing (postprocess: no GPU op, no GPU span)
+    from conftest import SAMPLES
+
+    run = SAMPLES / "engines_h200" / "vllm_v1"
+    phases = ("--phase", "post=gpu_model_runner: postprocess", "--phase", "fwd=gpu_model_runner: forward")
+    assert run_cli("export", str(run), *phases, "-o", str(tmp_path / "exp")).returncode == 0
+    # WHEN its export is reported THEN it reads back as the report of the run itself
+    back = run_cli("report", "--json", str(tmp_path / "exp"))
+    assert back.returncode == 0, back.stderr
+    want = json.loads(run_cli("report", "--json", str(run), *phases).stdout)
+    assert json.loads(back.stdout)["ranks"] == want["ranks"]
+    assert [p["gpu_span_ms_median"] for p in want["ranks"][0]["phases"] if p["phase"] == "post"] == [None]

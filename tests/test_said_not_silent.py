@@ -430,7 +430,8 @@ def test_phase_options_an_export_directory_ignores_are_said(tmp_path):
     said = [ln for ln in res.stderr.splitlines() if "ignored" in ln]
     assert said == [f"tracerecon: warning: {ignored}"], res.stderr
     assert diff.returncode == 0
-    assert [ln.split(" ignored:")[0] for ln in diff.stderr.splitlines() if "ignored" in ln] == [f"tracerecon: warning: {out}: --cycle, --phase-thread"] * 2
+    assert [ln.split(" ignored:")[0] for ln in diff.stderr.splitlines() if "ignored" in ln] == [f"tracerecon: warning: {side}: {out}: --cycle, --phase-thread"
+                                                                                                for side in "AB"]
     # and without options nothing is said
     assert "ignored" not in plain.stderr
 

@@ -239,10 +239,25 @@ SIGNED_COLUMNS = frozenset({"error_ns"})
 
 
 def _is_amount(field: pa.Field) -> bool:
-    """A duration (a ``*_ns`` column other than a time) or a count (``n_*``): never null as
-    written (an amount of nothing is 0)."""
+    """A duration (a ``*_ns`` column other than a time) or a count (``n_*``)."""
     name = field.name
     return pa.types.is_integer(field.type) and (name.startswith("n_") or name.endswith("_ns") and not name.endswith(("start_ns", "end_ns")))
+
+
+# The columns tracerecon writes as null together, where there is nothing to give
+# (``analysis.phases``): a phase that ran no GPU op has no GPU start, end or span; one (or a
+# cycle) with no GPU time, no boundaries, gpu_ns or CPU error (phases' GPU sum). Every other
+# amount is written (an amount of nothing is 0).
+NULL_TOGETHER = {
+    "phases": (("gpu_start_ns", "gpu_end_ns", "gpu_span_ns"), ("gpu_boundary_start_ns", "gpu_boundary_end_ns", "gpu_ns", "error_ns")),
+    "cycles": (("gpu_boundary_start_ns", "gpu_boundary_end_ns", "gpu_ns", "phases_gpu_ns"),),
+}
+NULL_WHERE_NONE = {name: frozenset(c for group in groups for c in group) for name, groups in NULL_TOGETHER.items()}
+
+
+def _never_null(name: str, field: pa.Field) -> bool:
+    """Whether table ``name``'s ``field`` is an amount tracerecon always writes."""
+    return _is_amount(field) and field.name not in NULL_WHERE_NONE.get(name, ())
 
 
 def values_never_written(f: Path, t: pa.Table) -> list[str]:
@@ -357,7 +372,8 @@ PHASE_REFERENCES = {"gpu_ops": ("phase_id",), "syncs": ("phase_id", "waited_for_
 def _refuse_unreadable(f: Path, name: str, t: pa.Table) -> None:
     """BadTraceError naming ``f`` where a value of ``t`` is none the commands can read: a verdict,
     cause or gating rule that is not one of tracerecon's words, a phase or kernel without a name,
-    a null duration or count, a rank's waits that are no JSON object of numbers."""
+    a null duration or count where tracerecon always writes one (``_never_null``), a rank's
+    waits that are no JSON object of numbers."""
     def bad(what: str) -> BadTraceError:
         return BadTraceError(f"{f}: not the {name} table of a tracerecon export ({what})")
 
@@ -366,9 +382,15 @@ def _refuse_unreadable(f: Path, name: str, t: pa.Table) -> None:
             strange = sorted((v for v in pc.unique(t[column]).to_pylist() if v not in words), key=str)
             if strange:
                 raise bad(f"{column} {strange[0]!r} is none of {', '.join(words)}")
-    for column in REQUIRED_TEXT.get(name, ()) + tuple(f.name for f in t.schema if _is_amount(f)):
+    for column in REQUIRED_TEXT.get(name, ()) + tuple(f.name for f in t.schema if _never_null(name, f)):
         if t[column].null_count:
             raise bad(f"{t[column].null_count} row(s) without {column}")
+    for first, *rest in NULL_TOGETHER.get(name, ()):
+        missing = t[first].is_null()
+        for column in rest:
+            differ = pc.sum(pc.not_equal(t[column].is_null(), missing)).as_py()
+            if differ:
+                raise bad(f"{differ} row(s) where one of {first} and {column} is null and the other is not (tracerecon writes them together)")
     if name == "critical_path":
         for text in t["waits_ns"].to_pylist():
             try:
