@@ -50,6 +50,24 @@ def test_polars_and_duckdb_agree(exported):
     assert pl_phases.height == 96 and set(pl_phases["rank"].to_list()) == {0, 1}
 
 
+def test_names_read_as_plain_text_in_polars_pandas_and_duckdb(tmp_path):
+    # GIVEN the export of a two-rank NCCL run (its GPU ops' names are dictionaries in memory)
+    out = tmp_path / "out"
+    assert run_cli("export", str(DEMO2 / "nccl_skew"), "-o", str(out)).returncode == 0
+    ops = pl.read_parquet(str(out / "gpu_ops" / "**" / "*.parquet"), hive_partitioning=True)
+    coll = pl.read_parquet(str(out / "collectives" / "**" / "*.parquet"), hive_partitioning=True)
+    # WHEN read THEN every text column is plain text: polars' .str works on kernel names, and they
+    # join with the collectives' names (a Categorical refused both)
+    assert all(ops.schema[c] == pl.String for c in ("kind", "name", "launch_api", "demangled_name"))
+    all_reduce = ops.filter(pl.col("name").str.contains("AllReduce"))
+    assert all_reduce.height == coll.height > 0
+    assert ops.join(coll.select("rank", "name").unique(), on=["rank", "name"]).height == coll.height
+    assert str(pd.read_parquet(out / "gpu_ops")["name"].dtype) != "category"
+    assert duckdb.sql(f"select typeof(name) from read_parquet('{out}/gpu_ops/*/*.parquet') limit 1").fetchall() == [("VARCHAR",)]
+    # and tracerecon reads its export back as the same report
+    assert json.loads(run_cli("report", "--json", str(out)).stdout)["ranks"] == json.loads(run_cli("report", "--json", str(DEMO2 / "nccl_skew")).stdout)["ranks"]
+
+
 def test_timestamps_are_the_traces_own(exported):
     # GIVEN the raw NVTX rows of the export; THEN the parquet start/end are the very same ns values
     con = sqlite3.connect(f"file:{H200 / 'eagle_launch_2proc.sqlite'}?mode=ro", uri=True)

@@ -181,7 +181,12 @@ def _write_parquet(table: pa.Table, path: Path) -> None:
     each)."""
     integer = [f.name for f in table.schema if pa.types.is_integer(f.type)]
     strings = [f.name for f in table.schema if not pa.types.is_integer(f.type)]
-    options = dict(compression="snappy", use_dictionary=strings or False, column_encoding={name: "DELTA_BINARY_PACKED" for name in integer} or None)
+    # No Arrow schema in the file: its text columns read as plain strings everywhere (with it,
+    # the GPU ops' names, dictionaries in memory, were polars Categoricals, on which .str and
+    # joins with other tables' names fail, and pandas categories). The pages stay
+    # dictionary-encoded; tracerecon's reader casts back to ``schema``.
+    options = dict(compression="snappy", use_dictionary=strings or False, column_encoding={name: "DELTA_BINARY_PACKED" for name in integer} or None,
+                   store_schema=False)
     native = _arrow_path(path)
     if native is not None:
         pq.write_table(table, native, **options)
