@@ -271,16 +271,21 @@ def test_a_second_ctrl_c_while_nsys_writes_the_trace_keeps_it(tmp_path):
 
 
 @needs_nsys
-def test_importer_failure_keeps_the_qdstrm_and_says_how_to_retry(tmp_path):
+@pytest.mark.parametrize("scrub", [(), ("--scrub",)], ids=["plain", "scrub"])
+def test_importer_failure_keeps_the_qdstrm_and_says_how_to_retry(tmp_path, scrub):
+    # GIVEN an importer that fails (with --scrub too, which deletes the nsys reports it scrubbed)
     out = tmp_path / "run"
     env = dict(os.environ, QDSTRM_IMPORTER="/bin/false")
-    res = run_cli("run", "-o", str(out), "--", sys.executable, "-c", "print('hi')", env=env)
+    res = run_cli("run", "-o", str(out), *scrub, "--", sys.executable, "-c", "print('hi')", env=env)
     if not list(out.glob("*.qdstrm")) and (out / "report.nsys-rep").exists():
         pytest.skip("this nsys imports its reports itself")
+    # THEN the .qdstrm, the trace's only copy, is kept, and how to retry is said
     assert res.returncode == 2, res.stderr[-2000:]
     assert list(out.glob("*.qdstrm"))
     assert "import failed" in res.stderr and "retry with" in res.stderr
     assert "Traceback" not in res.stderr
+    if scrub:
+        assert "kept the unscrubbed nsys report(s) report.qdstrm: no SQLite export was made from them" in res.stderr, res.stderr[-2000:]
 
 
 def test_naive_cpu_timers_are_logged(tmp_path):

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import sqlite3
+from pathlib import Path
 
 from conftest import H200, run_cli
 from nsys_factory import FakeTrace
@@ -298,3 +300,47 @@ def test_an_authorization_header_loses_its_credentials_whatever_their_length():
     assert scrub_secrets_in_bytes(b"\x01Authorization: Bearer abc.def\x00tail") == b"\x01Authorization: [REDACTED]\x00tail"
     # and a word that is a scheme's name elsewhere stays
     assert scrub_text("basic block 3, token count 12") == "basic block 3, token count 12"
+
+
+def test_secret_options_named_by_key_pass_or_secret_lose_their_values_whole():
+    # GIVEN argument lists with secrets after options named --secret-key, --aws-secret-key, --key,
+    # --db-pass, --bearer, --jwt, and engine settings whose names only look alike
+    from tracerecon.nsys.scrub import REDACTED, scrub_argv, scrub_text
+
+    for option in ("--secret-key", "--aws-secret-key", "--key", "--pass", "--db-pass", "--ssh-key", "--bearer", "--jwt", "--client-secret"):
+        # WHEN scrubbed THEN the value after each is gone
+        assert scrub_argv(["serve", option, "Zq9Priv8"]) == ["serve", option, REDACTED], option
+    for setting in ("--tokenizer", "--num-speculative-tokens", "--bypass", "--kv-cache-dtype"):
+        assert scrub_argv(["serve", setting, "auto"]) == ["serve", setting, "auto"], setting
+    # and a quoted value is hidden whole, not only its first word
+    assert scrub_text('run --password="two words" --x') == f'run --password="{REDACTED}" --x'
+    assert scrub_text("run --password 'two words' --x") == f"run --password '{REDACTED}' --x"
+
+
+def test_program_output_an_nsys_2025_export_keeps_is_removed(tmp_path):
+    # GIVEN nsys 2025's export of the README's engine, its program output (ANALYSIS_FILE's
+    # pid_N_stdout.log and stderr.log) holding a user's name and a prompt
+    src = tmp_path / "in.sqlite"
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", src)
+    con = sqlite3.connect(src)
+    (content,) = con.execute("select distinct contentId from ANALYSIS_FILE").fetchone()
+    con.execute("update StringIds set value = 'engine started by alice; prompt: my ssn is 123-45-6789' where id = ?", (content,))
+    con.commit()
+    con.close()
+    # WHEN scrubbed THEN neither is in the copy, and the analysis is the same
+    out = tmp_path / "out.sqlite"
+    assert run_cli("scrub", str(src), "-o", str(out)).returncode == 0
+    data = out.read_bytes()
+    assert b"alice" not in data and b"123-45-6789" not in data
+    got = sqlite3.connect(out).execute("select value from StringIds where id = ?", (content,)).fetchone()
+    assert got == ("[program output removed]",)
+
+
+def test_scrub_refuses_to_write_over_the_inputs_write_ahead_log(tmp_path):
+    # GIVEN an export WHEN scrubbed with -o naming its -wal, -shm or -journal THEN one line, exit 2
+    src = tmp_path / "in.sqlite"
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", src)
+    for side in ("-wal", "-shm", "-journal"):
+        res = run_cli("scrub", str(src), "-o", f"{src}{side}")
+        assert res.returncode == 2 and "is part of the input" in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+        assert not Path(f"{src}{side}").exists()

@@ -131,6 +131,13 @@ def _plan_wraps(args: argparse.Namespace, command: list[str]) -> WrapPlan:
     return WrapPlan(tuple(dict.fromkeys(targets)), tuple(env), tuple(messages), options, found.versions.get("nvtx"))
 
 
+def _say_kept(kept: list[str]) -> None:
+    """``run --scrub``'s word on the nsys reports it kept: no export was made from them."""
+    if kept:
+        _say(f"warning: kept the unscrubbed nsys report(s) {', '.join(kept)}: no SQLite export was made from them (see above), and they are "
+             "the trace's only copy; they hold everything scrub removes: do not share them")
+
+
 def _refuse_used_output(out: Path) -> None:
     """A run never writes into a directory that holds anything (an earlier run's traces would
     be replaced), nor over a file."""
@@ -221,7 +228,7 @@ def main(args: argparse.Namespace) -> int:
         if args.scrub:  # run.json holds the command line all the same
             from tracerecon.nsys.scrub import scrub_run_dir
 
-            scrub_run_dir(out)
+            _say_kept(scrub_run_dir(out)[1])
         if result.interrupted:
             _say(f"error: interrupted before nsys wrote a report: no trace; run directory: {out}")
             return 130
@@ -238,8 +245,9 @@ def main(args: argparse.Namespace) -> int:
             tmp = Path(path).with_suffix(".scrubbing.sqlite")
             scrub_export(path, tmp)
             os.replace(tmp, path)
-        removed = scrub_run_dir(out)
+        removed, kept = scrub_run_dir(out)
         _say(f"scrubbed {len(result.sqlite_files)} export(s) and {RUN_JSON}; removed the unscrubbed nsys reports ({', '.join(removed) or 'none'})")
+        _say_kept(kept)
     if result.sqlite_files and not args.no_report:
         from tracerecon import api
         from tracerecon.cli.render import print_report

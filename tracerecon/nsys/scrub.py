@@ -73,12 +73,21 @@ SECRET_KEY = re.compile(
     rf"(?i)(['\"]?\b(?:{_SECRETISH}|{_PERSONAL})\b['\"]?)(\s*[=:]\s*)(['\"]?)((?:{_AUTH_SCHEME})?[^\s'\",;}}]+)"
 )
 # --password X, --api-key=X, '--password', 'X' (a printed argv list)
-SECRET_OPTION = re.compile(rf"(?i)(--?(?:{_SECRETISH}|{_PERSONAL})\b)(['\"]?(?:\s*,\s*|\s+|=)['\"]?)([^\s'\",;]+)")
+# (a quoted value is hidden whole, to its closing quote: --password="two words")
+SECRET_OPTION = re.compile(rf"(?i)(--?(?:{_SECRETISH}|{_PERSONAL})\b)(['\"]?(?:\s*,\s*|\s+|=))(?:(['\"])([^'\"]*)(?=\3)|(['\"]?)([^\s'\",;]+))")
+
+
+def _option_value_hidden(m: re.Match) -> str:
+    """A ``SECRET_OPTION`` match with its value (quoted or not) as ``REDACTED``."""
+    return f"{m.group(1)}{m.group(2)}{m.group(3) or m.group(5) or ''}{REDACTED}"
 # an argv entry that is a secret option's or word's name alone: the next entry is its value
 # (--api-key, --hf-token, --aws-secret-access-key, --password, --host; not --max-num-batched-tokens
 # nor --tokenizer: engine settings a run.json should keep)
-_SECRET_LAST_WORD = r"(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|credentials?|auth)"
-SECRET_NAME_ALONE = re.compile(rf"(?i)^(?:--?(?:[a-z0-9]+[_-])*{_SECRET_LAST_WORD}|--?{_PERSONAL}|password|passwd|passphrase|secret|api[_-]?key)$")
+# (any name whose last word is key or pass, --secret-key, --ssh-key, --db-pass; or that holds
+# secret anywhere, --secret-access-key)
+_SECRET_LAST_WORD = r"(?:password|passwd|passphrase|pass|secret|token|key|bearer|jwt|credentials?|auth)"
+SECRET_NAME_ALONE = re.compile(rf"(?i)^(?:--?(?:[a-z0-9]+[_-])*{_SECRET_LAST_WORD}|--?(?:[a-z0-9]+[_-])*secret(?:[_-][a-z0-9]+)*|--?{_PERSONAL}"
+                               r"|password|passwd|passphrase|secret|api[_-]?key)$")
 # "password hunter2": a secret word, then its value
 SECRET_WORD = re.compile(r"(?i)\b(password|passwd|passphrase|secret|api[_-]?key)(\s+)([^\s'\",;]+)")
 URL = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*)://([^\s'\"<>]*)")
@@ -133,7 +142,7 @@ def scrub_text(value, hosts: tuple[str, ...] = ()):
         return f"{env.group(1)}={REDACTED}"
     s = value
     s = _token_patterns_redacted(URL.sub(lambda m: "[path]" if m.group(1).lower() == "file" else f"{m.group(1)}://{REDACTED}", s))
-    s = SECRET_OPTION.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", s)
+    s = SECRET_OPTION.sub(_option_value_hidden, s)
     s = SECRET_WORD.sub(lambda m: m.group(0) if m.group(3) == REDACTED else f"{m.group(1)}{m.group(2)}{REDACTED}", s)
     s = SECRET_KEY.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}{REDACTED}", s)
     s = NCCL_PREFIX.sub(lambda m: f"[host]:{m.group(2)}:{m.group(3)} [", s)
@@ -214,7 +223,7 @@ _PRINTABLE_RUN = re.compile("(?:[\t\n\r\x20-\x7e]|[\xc2-\xdf][\x80-\xbf]|[\xe0-\
 
 def _secrets_in_text_redacted(s: str) -> str:
     out = _known_secrets_redacted(s)
-    out = SECRET_OPTION.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", out)
+    out = SECRET_OPTION.sub(_option_value_hidden, out)
     out = SECRET_WORD.sub(lambda m: m.group(0) if m.group(3) == REDACTED else f"{m.group(1)}{m.group(2)}{REDACTED}", out)
     return SECRET_KEY.sub(lambda m: m.group(0) if not re.fullmatch(rf"(?i)['\"]?{_SECRETISH}['\"]?", m.group(1)) else f"{m.group(1)}{m.group(2)}{m.group(3)}{REDACTED}", out)
 
@@ -282,6 +291,9 @@ def _scrub_export(real: Path, src_p: Path, dst_p: Path) -> ScrubSummary:
         read_info(conn, str(src_p))
         if dst_p.exists() and os.path.samefile(dst_p, src_p):  # a link or a hard link of the input too
             raise TraceReconError(f"{dst_p}: refusing to overwrite the input; choose another -o")
+        # SQLite's files beside the input are part of it (a write-ahead log holds changes not yet in it).
+        if os.path.realpath(dst_p) in {os.path.realpath(src_p) + side for side in ("-wal", "-shm", "-journal")}:
+            raise TraceReconError(f"{dst_p}: is part of the input {src_p} (SQLite keeps its changes there); choose another -o")
         if dst_p.is_dir():
             raise TraceReconError(f"{dst_p}: is a directory; -o takes the output file's name")
         # Renamed over at the end: a device (/dev/full), a named pipe or a link would be replaced by a file.
@@ -378,11 +390,12 @@ def _scrub_in_place(path: Path) -> ScrubSummary:
     hosts = hosts_named_in(conn, tables)
     conn.create_function("tr_scrub", 1, _noting_interrupts(lambda v: scrub_text(v, hosts)), deterministic=True)
     conn.create_function("tr_scrub_bytes", 1, _noting_interrupts(scrub_secrets_in_bytes), deterministic=True)
-    # The program's own stdout / stderr: nsys keeps it as strings that ProcessStreams points at.
-    if "ProcessStreams" in tables and "StringIds" in tables:
-        cols = {c.name for c in db["ProcessStreams"].columns}
-        if "contentId" in cols:
-            conn.execute("update StringIds set value = ? where id in (select contentId from ProcessStreams)", (PROGRAM_OUTPUT,))
+    # The program's own stdout / stderr: nsys keeps it as strings that ProcessStreams (2022) or
+    # ANALYSIS_FILE (2024 on: pid_N_stdout.log, pid_N_stderr.log) points at. (An empty one is
+    # left: its string may be another column's empty text.)
+    for holder in ("ProcessStreams", "ANALYSIS_FILE"):
+        if holder in tables and "StringIds" in tables and "contentId" in {c.name for c in db[holder].columns}:
+            conn.execute(f"update StringIds set value = ? where id in (select contentId from {holder}) and value != ''", (PROGRAM_OUTPUT,))
     dropped = []
     for name in tables:
         if DROP_TABLES_PATTERN.search(name):
@@ -434,13 +447,18 @@ def _renamed_ranges(conn, tables: list[str], hosts: tuple[str, ...]) -> tuple[st
     return tuple(sorted({new for name in names if (new := scrub_text(name, hosts)) != name}))
 
 
-def scrub_run_dir(folder: str | os.PathLike) -> list[str]:
+def scrub_run_dir(folder: str | os.PathLike) -> tuple[list[str], list[str]]:
     """``run --scrub``: scrub every text of ``run.json`` (the command line, nsys's path and
-    arguments) and delete the ``.nsys-rep`` / ``.qdstrm`` files, which hold everything the
-    scrubbed exports no longer do. Returns the names of the files removed."""
+    arguments) and delete each ``.nsys-rep`` / ``.qdstrm`` file, which holds everything the
+    scrubbed export no longer does, once that export (the same name, ``.sqlite``) is there. One
+    whose import or export failed is the run's only copy of its trace (the error says how to
+    retry with it): it is kept. Returns the names of the files removed and of those kept."""
     d = Path(folder)
-    removed = []
+    removed, kept = [], []
     for f in sorted(list(d.glob("*.nsys-rep")) + list(d.glob("*.qdstrm"))):
+        if not f.with_suffix(".sqlite").is_file():
+            kept.append(f.name)
+            continue
         f.unlink()
         removed.append(f.name)
     run = d / RUN_JSON
@@ -460,4 +478,4 @@ def scrub_run_dir(folder: str | os.PathLike) -> list[str]:
         for r in doc.get("reports", []):
             r["nsys_rep"] = None  # removed above
         run.write_text(json.dumps(doc, indent=2) + "\n")
-    return removed
+    return removed, kept
