@@ -374,3 +374,23 @@ def test_a_warm_up_cycle_and_the_main_loops_cycle_of_one_number_are_two_cycles(t
     assert 9.5 <= median < 20, median
     rows = [json.loads(line) for line in (tmp_path / "cpu_timers.rank0.jsonl").read_text().splitlines()]
     assert len({r["cycle_id"] for r in rows}) == 3 and {r["cycle"] for r in rows} == {0, 1}
+
+
+@needs_nsys
+def test_report_of_a_run_directory_reads_it_as_the_run_did(tmp_path):
+    # GIVEN a program whose one range "cycles_loop" holds 4 x (draft, verify): with --cycle "" no
+    # range is a cycle, so each draft starts a cycle again (4 cycles); run with --cycle "",
+    # --skip-cycles 1 and --phase-thread same
+    prog = ("import sys, time; sys.path.insert(0, %r)\nimport nvtx\nwith nvtx.annotate('cycles_loop'):\n    for i in range(4):\n"
+            "        with nvtx.annotate('draft'): time.sleep(0.002)\n        with nvtx.annotate('verify'): time.sleep(0.003)\n") % str(ROOT)
+    out = tmp_path / "run"
+    res = run_cli("run", "-o", str(out), "--cycle", "", "--skip-cycles", "1", "--phase-thread", "same", "--", sys.executable, "-c", prog)
+    assert res.returncode == 0, res.stderr[-2000:]
+    # WHEN the run directory is reported later, with no options
+    later = run_cli("report", "--json", str(out))
+    # THEN it is read as the run read it: 4 cycles, the first left out, the same numbers
+    doc = json.loads(later.stdout)
+    cycles = doc["ranks"][0]["cycles"]
+    assert (cycles["n"], cycles["n_warmup"]) == (3, 1), cycles
+    again = json.loads(run_cli("report", "--json", str(out), "--cycle", "", "--skip-cycles", "1", "--phase-thread", "same").stdout)
+    assert doc["ranks"] == again["ranks"]

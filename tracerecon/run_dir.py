@@ -328,12 +328,20 @@ def recorded_phase_options(paths: Sequence[str | Path]) -> dict | None:
 
 def _check_phase_options(run_json: Path, opts: dict) -> None:
     """Refuse (UsageError, naming ``run_json``) recorded phase options of the wrong type: the
-    phases a list of names, the cycle prefix a name (either may be absent or null)."""
-    phases, cycle = opts.get("phases"), opts.get("cycle_prefix")
+    phases a list of names, the cycle prefix a name, the phase thread what ``--phase-thread``
+    takes, the cycles to skip a whole number of 0 or more (each may be absent or null)."""
+    phases, cycle, thread, skip = opts.get("phases"), opts.get("cycle_prefix"), opts.get("phase_thread"), opts.get("skip_cycles")
+    # (as analysis.config.parse_phase_thread reads it: auto, same, or a thread id)
+    thread_ok = thread is None or (isinstance(thread, int) and not isinstance(thread, bool)) or (
+        isinstance(thread, str) and (thread.strip().lower() in ("auto", "same") or thread.strip().isdecimal()))
     if phases is not None and not (isinstance(phases, list) and all(isinstance(x, str) for x in phases)):
         wrong = f"{PHASE_OPTIONS}.phases is {json.dumps(phases)[:60]}, not a list of phase names"
     elif cycle is not None and not isinstance(cycle, str):
         wrong = f"{PHASE_OPTIONS}.cycle_prefix is {json.dumps(cycle)[:60]}, not a range name prefix"
+    elif not thread_ok:
+        wrong = f"{PHASE_OPTIONS}.phase_thread is {json.dumps(thread)[:60]}, not auto, same or a thread id"
+    elif skip is not None and not (isinstance(skip, int) and not isinstance(skip, bool) and skip >= 0):
+        wrong = f"{PHASE_OPTIONS}.skip_cycles is {json.dumps(skip)[:60]}, not a whole number of 0 or more"
     else:
         return
     raise UsageError(f"{run_json}: {wrong}; correct it, or give --phase (nothing recorded is used then)")

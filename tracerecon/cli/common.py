@@ -100,7 +100,8 @@ def config_from(args: argparse.Namespace, inputs: Sequence[str] | None = None) -
             if valid_text(value) != value:  # bytes the shell passed that are no UTF-8: no name in a trace can match them
                 raise UsageError(f"{flag} {one_line(value)}: not UTF-8 text (a trace's names are)")
     try:
-        thread = parse_phase_thread(args.phase_thread)
+        # (a run directory's recorded phase thread and cycles to skip where not given now)
+        thread = parse_phase_thread(args.phase_thread if args.phase_thread is not None else recorded.get("phase_thread"))
         phases = tuple(args.phase) if args.phase else tuple(recorded.get("phases") or DEFAULT_PHASES)
         for spec in phases:
             parse_phase_spec(spec)
@@ -108,11 +109,12 @@ def config_from(args: argparse.Namespace, inputs: Sequence[str] | None = None) -
         raise UsageError(f"{exc}{f' (phases recorded in {_recorded_in(given)})' if recorded and not args.phase else ''}") from None
     if args.skip_cycles is not None and args.skip_cycles < 0:
         raise UsageError("--skip-cycles takes 0 or more")
+    skip_cycles = args.skip_cycles if args.skip_cycles is not None else recorded.get("skip_cycles")
     # A recorded "" (a run made with --cycle "": no cycle ranges) is kept, not the default.
     cycle = args.cycle if args.cycle is not None else str(recorded["cycle_prefix"] if recorded.get("cycle_prefix") is not None else DEFAULT_CYCLE)
     given_flags = tuple(flag for flag, value in (("--phase", args.phase), ("--cycle", args.cycle), ("--skip-cycles", args.skip_cycles),
                                                  ("--phase-thread", args.phase_thread)) if value is not None)
-    return PhaseConfig(phases=phases, cycle_prefix=cycle, phase_thread=thread, skip_cycles=args.skip_cycles,
+    return PhaseConfig(phases=phases, cycle_prefix=cycle, phase_thread=thread, skip_cycles=skip_cycles,
                        phases_recorded=bool(not args.phase and recorded.get("phases")), given=given_flags)
 
 

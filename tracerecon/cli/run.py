@@ -97,8 +97,11 @@ def _plan_wraps(args: argparse.Namespace, command: list[str]) -> WrapPlan:
     options: dict = {}
     if args.phase or args.cycle is not None:
         options = {"phases": list(args.phase or []), **({"cycle_prefix": args.cycle} if args.cycle is not None else {})}
+    # How the run's own report read the phases, for `report DIR` to read them so too (an empty
+    # --cycle "" included: no cycle ranges).
+    analysed = {k: v for k, v in (("phase_thread", args.phase_thread), ("skip_cycles", args.skip_cycles)) if v is not None}
     if not targets and not chosen_presets:
-        return WrapPlan(messages=tuple(messages), phase_options={k: v for k, v in options.items() if v})
+        return WrapPlan(messages=tuple(messages), phase_options={**{k: v for k, v in options.items() if k != "phases" or v}, **analysed})
     python = launch_python(command)
     lookups = [t.target for t in targets] + [presets.target_of(s) for p in chosen_presets for s in presets.all_specs(p)]
     dists = ["nvtx"] + [p.dist for p in chosen_presets] + [t.module.split(".")[0] for t in targets]
@@ -127,7 +130,7 @@ def _plan_wraps(args: argparse.Namespace, command: list[str]) -> WrapPlan:
         phases += p.phases
         recorded_presets.append({"name": p.name, "engine": p.dist, "version": choice.version, "names": choice.name_set.name})
     options = {"phases": list(args.phase) if args.phase else list(dict.fromkeys(phases)),
-               **({"cycle_prefix": args.cycle} if args.cycle is not None else {}), "presets": recorded_presets}
+               **({"cycle_prefix": args.cycle} if args.cycle is not None else {}), "presets": recorded_presets, **analysed}
     return WrapPlan(tuple(dict.fromkeys(targets)), tuple(env), tuple(messages), options, found.versions.get("nvtx"))
 
 
@@ -140,7 +143,10 @@ def _say_kept(kept: list[str]) -> None:
 
 def _refuse_used_output(out: Path) -> None:
     """A run never writes into a directory that holds anything (an earlier run's traces would
-    be replaced), nor over a file."""
+    be replaced), nor over a file, nor into one whose name holds ``%``, which nsys expands in its
+    output names (the report went to a folder of another name, or to /tmp)."""
+    if "%" in str(out):
+        raise UsageError(f"-o {out}: nsys would read the '%' as one of its own expansions (%p: its process id, %h: the host name); choose a name without '%'")
     if out.is_dir():
         try:
             used = next(out.iterdir(), None) is not None

@@ -286,7 +286,8 @@ def import_qdstrm(qdstrm: Path, importer: str | None) -> tuple[Path | None, str 
 def export_sqlite(nsys: NsysInstall, rep: Path) -> tuple[Path | None, str | None]:
     out = rep.with_suffix(".sqlite")
     res = subprocess.run(
-        [nsys.path, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(out), str(rep)], capture_output=True, text=True
+        # (absolute: a run directory named "-weird" would read as an option)
+        [nsys.path, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(out.absolute()), str(rep.absolute())], capture_output=True, text=True
     )
     if res.returncode == 0 and out.exists():
         return out, None
