@@ -394,3 +394,21 @@ def test_report_of_a_run_directory_reads_it_as_the_run_did(tmp_path):
     assert (cycles["n"], cycles["n_warmup"]) == (3, 1), cycles
     again = json.loads(run_cli("report", "--json", str(out), "--cycle", "", "--skip-cycles", "1", "--phase-thread", "same").stdout)
     assert doc["ranks"] == again["ranks"]
+
+
+@needs_nsys
+def test_worker_processes_forked_without_exec_are_traced(tmp_path):
+    # GIVEN a program whose two multiprocessing workers (forked, Linux's default) each mark their
+    # rank and run cycles of draft and verify
+    prog = ("import sys, time; sys.path.insert(0, %r)\nimport multiprocessing as m\nfrom tracerecon.instrument import cycle, phase, mark_rank\n"
+            "def work(r):\n    mark_rank(r)\n    for i in range(4):\n        with cycle(i):\n"
+            "            with phase('draft'): time.sleep(0.002)\n            with phase('verify'): time.sleep(0.003)\n"
+            "if __name__ == '__main__':\n    ctx = m.get_context('fork')\n    ps = [ctx.Process(target=work, args=(r,)) for r in range(2)]\n"
+            "    [p.start() for p in ps]; [p.join() for p in ps]\n") % str(ROOT)
+    out = tmp_path / "run"
+    # WHEN run under tracerecon run THEN both workers are ranks with their phases
+    res = run_cli("run", "-o", str(out), "--", sys.executable, "-c", prog)
+    assert res.returncode == 0, res.stderr[-2000:]
+    doc = json.loads(run_cli("report", "--json", str(out)).stdout)
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1]
+    assert all({p["phase"] for p in r["phases"]} == {"draft", "verify"} for r in doc["ranks"])

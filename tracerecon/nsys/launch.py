@@ -40,6 +40,9 @@ PROFILE_DEFAULTS = (
     ("--cuda-graph-trace", "node"),  # every graph node kernel, so phases see graph work in detail
     ("--kill", "none"),
     ("--force-overwrite", "true"),
+    # Worker processes forked without exec (Python multiprocessing's default on Linux, engines'
+    # worker pools) are traced too: without it nsys leaves them out, and their ranks with them.
+    ("--trace-fork-before-exec", "true"),
 )
 SHORT_OPTIONS = {"-t": "--trace", "-s": "--sample", "-c": "--capture-range", "-o": "--output", "-f": "--force-overwrite", "-x": "--stop-on-exit", "-p": "--nvtx-capture", "-d": "--duration", "-y": "--delay", "-b": "--backtrace", "-w": "--show-output", "-n": "--inherit-environment", "-e": "--env-var"}
 # torchrun options that take no value.
