@@ -295,7 +295,9 @@ def test_naive_cpu_timers_are_logged(tmp_path):
         % (str(ROOT), str(tmp_path / "t"))
     )
     env = dict(os.environ, RANK="5")
-    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+    # (with umask 0, as nsys runs a program: the file is still writable by its owner alone)
+    subprocess.run([sys.executable, "-c", "import os; os.umask(0)\n" + code], check=True, env=env)
+    assert (tmp_path / "t.rank5.jsonl").stat().st_mode & 0o777 == 0o644
     rows = [json.loads(line) for line in (tmp_path / "t.rank5.jsonl").read_text().splitlines()]
     assert [(r["rank"], r["cycle"], r["phase"]) for r in rows] == [(5, 0, "verify"), (5, 1, "verify"), (5, 2, "verify")]
     assert all(2.0 <= r["cpu_ms"] < 100 for r in rows)

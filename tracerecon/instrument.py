@@ -107,7 +107,10 @@ def _log_timer(row: dict) -> None:
         if _timer_file is None or _timer_rank != rank:
             if _timer_file is not None:
                 _timer_file.close()
-            _timer_file, _timer_rank = open(f"{_timer_prefix}.rank{rank}.jsonl", "a", buffering=1), rank
+            # Readable by all, writable by the owner (0644 less the umask): nsys runs the program with
+            # umask 0, and a plain open made the file writable by everyone.
+            _timer_file = open(f"{_timer_prefix}.rank{rank}.jsonl", "a", buffering=1, opener=lambda path, flags: os.open(path, flags, 0o644))
+            _timer_rank = rank
         _timer_file.write(json.dumps(row) + "\n")
 
 
