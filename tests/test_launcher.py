@@ -283,6 +283,7 @@ def test_importer_failure_keeps_the_qdstrm_and_says_how_to_retry(tmp_path, scrub
     assert res.returncode == 2, res.stderr[-2000:]
     assert list(out.glob("*.qdstrm"))
     assert "import failed" in res.stderr and "retry with" in res.stderr
+    assert "(cd /bin && ./false -i " in res.stderr  # the importer it was given, by its own name
     assert "Traceback" not in res.stderr
     if scrub:
         assert "kept the unscrubbed nsys report(s) report.qdstrm: no SQLite export was made from them" in res.stderr, res.stderr[-2000:]

@@ -316,7 +316,9 @@ def collect_reports(out_dir: Path, nsys: NsysInstall, say: Say, timings: dict) -
                 qd.unlink()  # as nsys does after its own import: the .nsys-rep holds it all
                 say(f"imported {qd.name} with the fallback importer: the trace is complete")
             else:
-                retry = f"(cd {os.path.dirname(importer)} && ./QdstrmImporter -i {qd.resolve()})" if importer else "QdstrmImporter -i " + str(qd.resolve())
+                # (the importer as found: $QDSTRM_IMPORTER may name it otherwise; quoted for the shell)
+                retry = (f"(cd {shlex.quote(os.path.dirname(importer))} && ./{shlex.quote(os.path.basename(importer))} -i {shlex.quote(str(qd.resolve()))})"
+                         if importer else "QdstrmImporter -i " + shlex.quote(str(qd.resolve())))
                 error = f"{qd}: import failed: {error}; retry with: {retry}"
         sqlite = None
         if rep.exists():
