@@ -415,3 +415,16 @@ def test_worker_processes_forked_without_exec_are_traced(tmp_path):
     doc = json.loads(run_cli("report", "--json", str(out)).stdout)
     assert [r["rank"] for r in doc["ranks"]] == [0, 1]
     assert all({p["phase"] for p in r["phases"]} == {"draft", "verify"} for r in doc["ranks"])
+
+
+@needs_nsys
+def test_recording_from_an_nvtx_range_says_how_tracerecons_ranges_are_named(tmp_path):
+    # GIVEN a program of tracerecon.instrument cycles (ranges in the domain "tracerecon")
+    prog = ("import sys, time; sys.path.insert(0, %r)\nfrom tracerecon.instrument import cycle, phase\nfor i in range(3):\n"
+            "    with cycle(i):\n        with phase('draft'): time.sleep(0.002)\n        with phase('verify'): time.sleep(0.002)\n") % str(ROOT)
+    # WHEN recorded from the range "draft" on, named without its domain THEN no report, and the line says how to name it
+    res = run_cli("run", "-o", str(tmp_path / "a"), "-c", "nvtx", "-p", "draft", "--", sys.executable, "-c", prog)
+    assert res.returncode == 2 and "nsys produced no report" in res.stderr and "-p 'verify@tracerecon'" in res.stderr, res.stderr[-2000:]
+    # and named so, the run has its report
+    ok = run_cli("run", "-o", str(tmp_path / "b"), "-c", "nvtx", "-p", "draft@tracerecon", "--", sys.executable, "-c", prog)
+    assert ok.returncode == 0 and (tmp_path / "b" / "report.sqlite").is_file(), ok.stderr[-2000:]

@@ -134,6 +134,16 @@ def _plan_wraps(args: argparse.Namespace, command: list[str]) -> WrapPlan:
     return WrapPlan(tuple(dict.fromkeys(targets)), tuple(env), tuple(messages), options, found.versions.get("nvtx"))
 
 
+def _captures_on_nvtx(nsys_args: list[str]) -> bool:
+    """Whether nsys is told to record from an NVTX range on (``--capture-range=nvtx``)."""
+    for i, a in enumerate(nsys_args):
+        if a in ("-c", "--capture-range") and i + 1 < len(nsys_args):
+            a = f"--capture-range={nsys_args[i + 1]}"
+        if a.startswith(("--capture-range=", "-c=")) and a.split("=", 1)[1].strip().lower() == "nvtx":
+            return True
+    return False
+
+
 def _say_kept(kept: list[str]) -> None:
     """``run --scrub``'s word on the nsys reports it kept: no export was made from them."""
     if kept:
@@ -238,7 +248,10 @@ def main(args: argparse.Namespace) -> int:
         if result.interrupted:
             _say(f"error: interrupted before nsys wrote a report: no trace; run directory: {out}")
             return 130
-        raise LaunchError(f"nsys produced no report (exit code {result.program_exit_code}; see its output above); run directory: {out}")
+        # Recording from an NVTX range on that never began ends so too: say how such a range is named.
+        hint = ("; with --capture-range nvtx nsys records only once a range --nvtx-capture names begins, a domain's "
+                "as NAME@DOMAIN (tracerecon.instrument's phases: -p 'verify@tracerecon')") if _captures_on_nvtx(nsys_args) else ""
+        raise LaunchError(f"nsys produced no report (exit code {result.program_exit_code}; see its output above){hint}; run directory: {out}")
     failed_import = [r for r in result.reports if r.error]
     for r in failed_import:
         _say(f"error: {r.error}")
