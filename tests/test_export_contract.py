@@ -111,3 +111,12 @@ def test_an_export_directory_reads_back_as_the_same_report(tmp_path):
     assert [r["cycles"] for r in a["ranks"]] == [r["cycles"] for r in b["ranks"]]
     assert [(r["offset_ns"], r["nccl"]) for r in a["ranks"]] == [(r["offset_ns"], r["nccl"]) for r in b["ranks"]]
     assert a["critical_path"] == b["critical_path"]
+
+
+def test_cycles_left_out_by_skip_cycles_are_said_as_such():
+    # GIVEN a 30-cycle run WHEN reported with --skip-cycles 3, and without
+    given = " ".join(run_cli("report", str(DEMO2.parent / "demo_h200" / "gpu_bound"), "--skip-cycles", "3").stdout.split())
+    auto = " ".join(run_cli("report", str(H200 / "eagle_gpu_bound.sqlite")).stdout.split())
+    # THEN the first says the 3 leading cycles were left out by the option, not as warm-up
+    assert "cycles: 27 " in given and "3 leading cycle(s) left out (--skip-cycles 3)" in given and "warm-up" not in given
+    assert "1 warm-up cycle(s) left out (--skip-cycles 0 keeps them)" in auto

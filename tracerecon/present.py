@@ -73,7 +73,8 @@ def build_report(analysis: Analysis) -> Report:
         if first is not None and first.cycles.num_rows and "warmup" in first.cycles.column_names else frozenset()
     critical = cross.critical_path_json(warm) if cross else {"rank_counts": {}, "waited_for_counts": {}, "phase_counts": {}, "by_rank": {}}
     return Report(ranks=tuple(ranks), critical_path=critical, straggler_lines=tuple(straggler_lines(analysis, critical, warm)),
-                  warnings=tuple(analysis.warnings), engine_timers=dict(analysis.engine_timers), cross_rank=cross is not None)
+                  warnings=tuple(analysis.warnings), engine_timers=dict(analysis.engine_timers), cross_rank=cross is not None,
+                  skip_cycles=analysis.config.skip_cycles)
 
 
 def report_json(analysis: Analysis) -> dict:
@@ -101,11 +102,17 @@ def verdict_cause_label(p: PhaseSummary) -> str:
     return verdict_label(p) + (f": {p.dominant_cause}" if p.dominant_cause != "none" else "")
 
 
-def left_out_note(cycles: CycleSummary, hint: bool = False) -> str:
+def left_out_note(cycles: CycleSummary, hint: bool = False, skip_cycles: int | None = None) -> str:
     """What a rank's medians leave out, as "; N warm-up cycle(s) left out; M phase range(s) in
-    no cycle left out" (empty when nothing); ``hint``: how to keep the warm-up cycles."""
+    no cycle left out" (empty when nothing); ``hint``: how to keep the warm-up cycles;
+    ``skip_cycles``: the ``--skip-cycles`` given (the leading cycles it leaves out are said as
+    such, not as warm-up)."""
+    if skip_cycles is not None:
+        leading = f"; {cycles.n_warmup} leading cycle(s) left out (--skip-cycles {skip_cycles})" if cycles.n_warmup else ""
+    else:
+        leading = f"; {cycles.n_warmup} warm-up cycle(s) left out" + (" (--skip-cycles 0 keeps them)" if hint else "") if cycles.n_warmup else ""
     return "".join([
-        f"; {cycles.n_warmup} warm-up cycle(s) left out" + (" (--skip-cycles 0 keeps them)" if hint else "") if cycles.n_warmup else "",
+        leading,
         f"; {cycles.n_outside_cycles} phase range(s) in no cycle left out" if cycles.n_outside_cycles else "",
     ])
 

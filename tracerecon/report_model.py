@@ -117,6 +117,7 @@ class Report:
     warnings: tuple[str, ...]
     engine_timers: dict = field(default_factory=dict)
     cross_rank: bool = True  # whether the cross-rank step ran (alignment, communication, gating)
+    skip_cycles: int | None = None  # --skip-cycles as given (None: the warm-up rule chose)
 
     def with_read_anew(self, timers, folder_notes: Sequence[str], stale: Sequence[str] = ()) -> "Report":
         """This report with what is read anew on every call, in place of any the report held:

@@ -386,7 +386,7 @@ class TraceReconApp(App):
                 )
             c = r.cycles
             if c.n:
-                notes.append(f"rank {r.rank}: {c.n} cycles, CPU {ms(c.cpu_ms_median)} ms vs GPU {ms(c.gpu_ms_median)} ms per cycle (median){left_out_note(c)}\n")
+                notes.append(f"rank {r.rank}: {c.n} cycles, CPU {ms(c.cpu_ms_median)} ms vs GPU {ms(c.gpu_ms_median)} ms per cycle (median){left_out_note(c, skip_cycles=rep.skip_cycles)}\n")
             worst = most_misleading(summaries)
             if worst is not None:
                 notes.append(f"rank {r.rank} {one_line(misleading_line(worst))}\n", style="bold " + VERDICT_STYLE.get(worst.dominant_verdict, ""))
