@@ -626,17 +626,22 @@ def test_hidden_files_and_folders_named_like_exports_are_left_out_of_a_folder_an
         shutil.copy(DEMO2 / "nccl_gpu_bound" / name, d / name)
         (d / f"._{name}").write_bytes(b"\x00\x05\x16\x07" + bytes(4092))
     (d / "old.sqlite").mkdir()
+    (d / "node1").mkdir()  # another node's ranks, in a folder of their own
+    shutil.copy(DEMO2 / "nccl_gpu_bound" / "rank0.sqlite", d / "node1" / "rank2.sqlite")
+    (d / "notes").mkdir()  # a folder of no exports: nothing to say
     # WHEN reported (cached), THEN both ranks are, and a warning names what was not read and why
     res = run_cli("report", "--json", str(d))
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     assert [r["rank"] for r in doc["ranks"]] == [0, 1]
     said = [w for w in doc["warnings"] if "not read as ranks" in w]
-    assert said == [f"{d}: 3 name(s) ending in .sqlite not read as ranks: ._rank0.sqlite (hidden), ._rank1.sqlite (hidden), old.sqlite (a folder)"], doc["warnings"]
+    assert said == [f"{d}: 4 name(s) not read as ranks: ._rank0.sqlite (hidden), ._rank1.sqlite (hidden), old.sqlite (a folder), "
+                    "node1/ (a folder of exports: give it as an input too)"], doc["warnings"]
     # WHEN they are removed and the report asked again (from the cache) THEN the warning is gone
     for f in ("._rank0.sqlite", "._rank1.sqlite"):
         (d / f).unlink()
     (d / "old.sqlite").rmdir()
+    shutil.rmtree(d / "node1")
     again = run_cli("report", "--json", str(d))
     assert again.returncode == 0 and not any("not read as ranks" in w for w in json.loads(again.stdout)["warnings"]), again.stdout
     assert json.loads(again.stdout)["ranks"] == doc["ranks"]

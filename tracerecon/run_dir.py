@@ -240,9 +240,23 @@ def _not_read_as_export(f: Path) -> str | None:
 
 
 def _left_out_of(folder: Path) -> list[str]:
-    """``NAME (why)`` for each file named like an export that ``_exports_in`` leaves out."""
+    """``NAME (why)`` for each file named like an export that ``_exports_in`` leaves out, and
+    each sub-folder that holds exports of its own (``node1/``: its ranks are not this folder's;
+    given as an input too, they are read)."""
     named = sorted({*folder.glob("*.sqlite"), *folder.glob("*.sqlite" + XZ_SUFFIX)}, key=lambda f: natural_key(f.name))
-    return [f"{f.name} ({why})" for f in named if (why := _not_read_as_export(f))]
+    out = [f"{f.name} ({why})" for f in named if (why := _not_read_as_export(f))]
+    try:
+        subs = sorted((d for d in folder.iterdir() if d.is_dir() and not d.name.startswith(".") and d not in named), key=lambda d: natural_key(d.name))
+    except OSError:
+        subs = []
+    for d in subs:
+        try:
+            holds = any(not _not_read_as_export(f) for f in (*d.glob("*.sqlite"), *d.glob("*.sqlite" + XZ_SUFFIX)))
+        except OSError:
+            holds = False
+        if holds:
+            out.append(f"{d.name}/ (a folder of exports: give it as an input too)")
+    return out
 
 
 def natural_key(name: str) -> tuple:
@@ -268,7 +282,7 @@ def folder_warnings(paths: Sequence[str | Path]) -> list[str]:
             out.append(f"{p}: {RUN_JSON} lists {len(listed)} exports, {len(missing)} of them not there ({', '.join(missing[:4])}"
                        f"{', ...' if len(missing) > 4 else ''}): {read}")
         if not _listed_in_run_json(p) and (left_out := _left_out_of(p)):
-            out.append(f"{p}: {len(left_out)} name(s) ending in .sqlite not read as ranks: {', '.join(left_out[:4])}{', ...' if len(left_out) > 4 else ''}")
+            out.append(f"{p}: {len(left_out)} name(s) not read as ranks: {', '.join(left_out[:4])}{', ...' if len(left_out) > 4 else ''}")
         read = {trace_stem(f) for f in _folder_exports(p)}
         unexported = _reports_not_exported(p, read)
         if unexported:
