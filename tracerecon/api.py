@@ -97,8 +97,9 @@ def report(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = No
     files = expand_inputs(inputs)
     # What is read anew on every call (the engine's timers, what the input folders hold beside
     # the exports read) is not kept in the cached report.
-    fresh = cached(files, _report_key(files, config), lambda: made().with_read_anew(EngineTimers(), (), stale=folder_warnings(inputs)))
-    return fresh.with_read_anew(read_engine_timers(inputs, config.label_of), folder_warnings(inputs))
+    notes = folder_warnings(inputs)
+    fresh = cached(files, _report_key(files, config), lambda: made().with_read_anew(EngineTimers(), (), stale=notes))
+    return fresh.with_read_anew(read_engine_timers(inputs, config.label_of), notes)
 
 
 def cached_report(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = None) -> Report | None:

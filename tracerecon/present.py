@@ -246,16 +246,17 @@ def rank_pairs(a_ranks: Sequence[int], b_ranks: Sequence[int]) -> list[tuple[int
     return []
 
 
-def diff_title(result: dict) -> str:
-    """``A -> B``, each side named by what was given for it where the document says
-    (``a_given``: a run directory's or a trace's name, not its whole path)."""
-    def named(side: str) -> str:
-        given = result.get(f"{side.lower()}_given")
-        if not given:
-            return side
-        return f"{side} ({', '.join(one_line(os.path.basename(os.path.normpath(g)) or g) for g in given)})"
+def side_label(side: str, given: Sequence[str] | None) -> str:
+    """``A (nccl_skew)``: a side of a comparison named by what was given for it (a run
+    directory's or a trace's name, not its whole path); the side alone where nothing was."""
+    if not given:
+        return side
+    return f"{side} ({', '.join(os.path.basename(os.path.normpath(g)) or str(g) for g in given)})"
 
-    return f"{named('A')} -> {named('B')}"
+
+def diff_title(result: dict) -> str:
+    """``A (...) -> B (...)``: the sides as the document names them (``a_given``, ``b_given``)."""
+    return one_line(f"{side_label('A', result.get('a_given'))} -> {side_label('B', result.get('b_given'))}")
 
 
 def diff_notes(result: dict) -> list[tuple[str, str]]:

@@ -499,23 +499,6 @@ def refuse_special_output(out: Path) -> None:
         raise UsageError(f"{out}: cannot write (no directory {out.parent})")
 
 
-# The first bytes of an SQLite file (an nsys export) and of an .xz file (a compressed one).
-_TRACE_MAGIC = (b"SQLite format 3\x00", b"\xfd7zXZ\x00")
-
-
-def refuse_timeline_over_a_trace(out: Path) -> None:
-    """A timeline file written over a trace is refused: an SQLite or .xz file there (an nsys
-    export, often another rank's, under a mistyped ``-o``) or an nsys report (``.nsys-rep``,
-    ``.qdstrm``) would be lost; any other file is replaced, as ``cp`` would."""
-    try:
-        with open(out, "rb") as fh:
-            head = fh.read(16)
-    except OSError:  # not there (or unreadable: the write says why)
-        return
-    if head.startswith(_TRACE_MAGIC) or out.name.endswith((".nsys-rep", ".qdstrm")):
-        raise UsageError(f"{out}: holds a trace; a timeline is not written over it: choose another -o (or remove it first)")
-
-
 def refuse_linked_folder(out: Path) -> None:
     """An output folder given as a link is refused: the folder is renamed over, which would
     replace the link, not the folder it names."""

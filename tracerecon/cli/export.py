@@ -45,7 +45,8 @@ def main(args: argparse.Namespace) -> int:
         perfetto_messages()  # a missing extra is said before the traces are read
     from pathlib import Path
 
-    from tracerecon.run_dir import refuse_linked_folder, refuse_output_over_inputs, refuse_special_output, refuse_timeline_over_a_trace
+    from tracerecon.nsys.read_plan import refuse_timeline_over_a_trace
+    from tracerecon.run_dir import refuse_linked_folder, refuse_output_over_inputs, refuse_special_output
 
     # As given (an export directory too), before anything is read.
     refuse_output_over_inputs(Path(args.output), args.traces)

@@ -23,6 +23,7 @@ def add(sub) -> None:
 def main(args: argparse.Namespace) -> int:
     from tracerecon.errors import UsageError
     from tracerecon.plot import plot_runs
+    from tracerecon.present import side_label
 
     if not str(args.output).lower().endswith((".svg", ".png", ".pdf")):
         raise UsageError(f"{args.output}: the picture's name must end in .svg, .png or .pdf")
@@ -34,10 +35,9 @@ def main(args: argparse.Namespace) -> int:
     refuse_special_output(Path(args.output))
     # Each side named by what was given (a run's folder, a trace's file name), as `diff` says A and
     # B, and read with its own run directory's recorded phases, as `diff` reads them.
-    named = lambda paths: ", ".join(Path(p).name or str(p) for p in paths)  # noqa: E731
-    runs = [(f"A ({named(args.traces)})" if args.diff else "", load(args.traces, config_from(args, args.traces), args.jobs, args.dask, side="A" if args.diff else ""))]
+    runs = [(side_label("A", args.traces) if args.diff else "", load(args.traces, config_from(args, args.traces), args.jobs, args.dask, side="A" if args.diff else ""))]
     if args.diff:
-        runs.append((f"B ({named([args.diff])})", load([args.diff], config_from(args, [args.diff]), args.jobs, args.dask, side="B")))
+        runs.append((side_label("B", [args.diff]), load([args.diff], config_from(args, [args.diff]), args.jobs, args.dask, side="B")))
     warn_all(plot_runs(runs, args.output))
     print(f"wrote {one_line(os.fsdecode(args.output))}")
     return 0

@@ -12,9 +12,11 @@ import sqlite3
 from pathlib import Path
 from urllib.parse import quote
 
-from tracerecon.errors import BadTraceError
+from tracerecon.errors import BadTraceError, UsageError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+XZ_MAGIC = b"\xfd7zXZ\x00"  # the first bytes of an .xz file (a compressed export)
+NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep", ".qdstrm")  # nsys's own reports, before their export
 NULL_SENTINEL = -(2**62)  # stands in for SQL NULL in integer columns read through numpy
 XZ_SUFFIX = ".xz"
 
@@ -232,3 +234,16 @@ def start_ahead(path: str | os.PathLike) -> list:
         return []
     finally:
         conn.close()
+
+
+def refuse_timeline_over_a_trace(out: Path) -> None:
+    """A timeline file written over a trace is refused: an SQLite or .xz file there (an nsys
+    export, often another rank's, under a mistyped ``-o``) or an nsys report (by its name) would
+    be lost; any other file is replaced, as ``cp`` would."""
+    try:
+        with open(out, "rb") as fh:
+            head = fh.read(len(SQLITE_MAGIC))
+    except OSError:  # not there (or unreadable: the write says why)
+        return
+    if head.startswith((SQLITE_MAGIC, XZ_MAGIC)) or out.name.endswith(NSYS_REPORT_SUFFIXES):
+        raise UsageError(f"{out}: holds a trace; a timeline is not written over it: choose another -o (or remove it first)")

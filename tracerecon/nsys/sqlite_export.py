@@ -35,7 +35,7 @@ from tracerecon.errors import BadTraceError, TraceReconError
 from tracerecon.interrupts import thread_pool
 from tracerecon.kernel_names import kernel_function
 from tracerecon.nsys.read_plan import (  # noqa: F401 (some are this module's API too)
-    API_CALLS_COLUMNS, KERNEL_COLUMNS, NULL_SENTINEL, OPS_COLUMNS, XZ_SUFFIX, api_calls_sql, kernels_sql, native_reads, open_readonly,
+    API_CALLS_COLUMNS, KERNEL_COLUMNS, NULL_SENTINEL, OPS_COLUMNS, XZ_MAGIC, XZ_SUFFIX, api_calls_sql, kernels_sql, native_reads, open_readonly,
     relevant_name_ids, split_select, string_rows, table_names, tables_without_rowid,
 )
 from tracerecon.nsys.read_plan import column_or as _col
@@ -995,7 +995,7 @@ def check_export(path: str | os.PathLike) -> ExportInfo | None:
         if not p.is_file():
             raise BadTraceError(f"{p}: no such file")
         with open(p, "rb") as fh:
-            if fh.read(6) != b"\xfd7zXZ\x00":
+            if fh.read(len(XZ_MAGIC)) != XZ_MAGIC:
                 raise BadTraceError(f"{p}: not an .xz file")
         return None
     conn = open_readonly(p)
