@@ -57,6 +57,15 @@ def test_usage_errors_are_one_line(argv, needle):
 
 def test_missing_file(tmp_path):
     assert_one_line_error(run_cli("report", str(tmp_path / "nope.sqlite")), "no such file")
+    # GIVEN a symbolic link to a file that is gone, and a loop of links THEN each is named so
+    (tmp_path / "dangling.sqlite").symlink_to("gone.sqlite")
+    (tmp_path / "a.sqlite").symlink_to("b.sqlite")
+    (tmp_path / "b.sqlite").symlink_to("a.sqlite")
+    (tmp_path / "a.sqlite.xz").symlink_to("b.sqlite.xz")
+    (tmp_path / "b.sqlite.xz").symlink_to("a.sqlite.xz")
+    assert_one_line_error(run_cli("report", str(tmp_path / "dangling.sqlite")), "dangling.sqlite: a symbolic link to a missing file (gone.sqlite)")
+    assert_one_line_error(run_cli("report", str(tmp_path / "a.sqlite")), "a.sqlite: a loop of symbolic links")
+    assert_one_line_error(run_cli("export", "-o", str(tmp_path / "out"), str(tmp_path / "a.sqlite.xz")), "a.sqlite.xz: a loop of symbolic links")
 
 
 def test_not_sqlite(tmp_path):

@@ -402,6 +402,65 @@ def test_a_cache_entry_whose_bytes_changed_is_rebuilt_even_where_it_still_reads(
     assert struct.pack(">d", gpu) in entry.read_bytes()
 
 
+def test_a_well_formed_entry_of_another_kind_is_rebuilt(tmp_path, monkeypatch):
+    import os
+    import pickle
+    import struct
+    import zlib
+
+    from tracerecon import api
+
+    def planted(entry, value):  # a well-formed entry: its own key, a right checksum
+        body = pickle.dumps((entry.stem, value), protocol=pickle.HIGHEST_PROTOCOL)
+        entry.write_bytes(struct.pack("<8sIQ", b"TRCACHE\x03", zlib.crc32(body), len(body)) + body)
+
+    # GIVEN a cached report of two ranks (entries for the report, the run and each file)
+    monkeypatch.setenv("TRACERECON_CACHE_DIR", str(tmp_path / "cache"))
+    srcs = [tmp_path / f"rank{r}.sqlite" for r in (0, 1)]
+    for r, src in enumerate(srcs):
+        shutil.copy(H200 / f"eagle_gpu_rank{r}.sqlite", src)
+    cold = api.report(srcs).to_json()
+    entries = sorted((tmp_path / "cache").glob("*.pickle"))
+    assert len(entries) == 4
+    # WHEN every entry holds a value of another kind THEN each command rebuilds it: the
+    #      exports' numbers, no internal error
+    for value in ({"x": 1}, ([1], [], ()), ([(1, 2, 3)], [], ())):
+        for entry in entries:
+            planted(entry, value)
+        assert api.report(srcs).to_json() == cold
+        for entry in entries:
+            planted(entry, value)
+        res = run_cli("export", "-o", str(tmp_path / "out"), *map(str, srcs), env=dict(os.environ, TRACERECON_CACHE_DIR=str(tmp_path / "cache")))
+        assert res.returncode == 0, res.stderr
+    assert api.report(srcs).to_json() == cold
+
+
+def test_a_cache_that_can_be_read_but_not_written_still_serves(tmp_path, monkeypatch):
+    from tracerecon import cache
+
+    # GIVEN a warm cache whose entries cannot be touched (os.utime fails: a read-only mount,
+    #       another user's folder; root passes permission bits, so the failure is planted)
+    monkeypatch.setenv("TRACERECON_CACHE_DIR", str(tmp_path / "cache"))
+    src = tmp_path / "t.sqlite"
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", src)
+    from tracerecon import api
+
+    cold = api.report([src]).to_json()
+    kept = sorted((tmp_path / "cache").glob("*.pickle"))
+    refused = []
+
+    def read_only(path, *args, **kwargs):
+        refused.append(path)
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(cache.os, "utime", read_only)
+    monkeypatch.setattr(cache.os, "unlink", read_only)
+    # WHEN the report is asked again THEN it comes from the cache, the same, with no error
+    assert api.report([src]).to_json() == cold
+    assert refused  # the entry was found (and its time not updated)
+    assert sorted((tmp_path / "cache").glob("*.pickle")) == kept
+
+
 def test_phase_maps_and_warmup(tmp_path):
     from tracerecon import api
     from tracerecon.analysis.config import PhaseConfig

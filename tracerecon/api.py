@@ -98,7 +98,7 @@ def report(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = No
     # What is read anew on every call (the engine's timers, what the input folders hold beside
     # the exports read) is not kept in the cached report.
     notes = folder_warnings(inputs)
-    fresh = cached(files, _report_key(files, config), lambda: made().with_read_anew(EngineTimers(), (), stale=notes))
+    fresh = cached(files, _report_key(files, config), lambda: made().with_read_anew(EngineTimers(), (), stale=notes), _is_report)
     return fresh.with_read_anew(read_engine_timers(inputs, config.label_of), notes)
 
 
@@ -114,8 +114,15 @@ def cached_report(inputs: Sequence[str | os.PathLike], options: PhaseConfig | No
     except Exception:  # anything wrong with the inputs is for check_inputs to word
         return None
     config = options or PhaseConfig()
-    hit = lookup(files, _report_key(files, config))
+    hit = lookup(files, _report_key(files, config), _is_report)
     return hit.with_read_anew(read_engine_timers(inputs, config.label_of), folder_warnings(inputs)) if hit is not None else None
+
+
+def _is_report(value) -> bool:
+    """Whether a cache entry's value is a report (unpickling it imported its module already)."""
+    from tracerecon.report_model import Report
+
+    return isinstance(value, Report)
 
 
 def _report_key(files, config: PhaseConfig) -> tuple:

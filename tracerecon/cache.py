@@ -5,10 +5,11 @@ again. The report entry is a few kB of plain values (``report_model.Report``): a
 
 Kept in the user's cache directory (``$TRACERECON_CACHE_DIR``, else ``$XDG_CACHE_HOME/tracerecon``,
 else ``~/.cache/tracerecon``), never beside the input. An entry is keyed by the export's
-absolute path, size and modification time, tracerecon's version and the phase options; a
-changed file or a changed tracerecon (its modules' sizes and times) misses. An entry that cannot be read,
-or whose bytes are not those written (a CRC-32 of them is kept in its header), is removed and rebuilt,
-never trusted. The directory is capped (``$TRACERECON_CACHE_MB``, default 2048): the least
+absolute path, size, modification and change times and inode, tracerecon's version and the phase
+options; a changed file or a changed tracerecon (its modules' sizes, times and inodes) misses. An
+entry that cannot be read, whose bytes are not those written (a CRC-32 of them is kept in its
+header) or whose value is not of the kind asked for, is removed and rebuilt, never trusted. A
+cache directory that can be read but not written still serves what it holds. The directory is capped (``$TRACERECON_CACHE_MB``, default 2048): the least
 recently used entries go first. ``--no-cache`` (or ``TRACERECON_NO_CACHE=1``) bypasses it.
 
 Entries are Python pickles (of Arrow tables, and of the report's plain values): only ever read
@@ -81,12 +82,14 @@ _CODE: str | None = None
 
 
 def _code_stamp() -> str:
-    """Size and mtime of every tracerecon module: an edited tracerecon misses the cache even
-    before its version number changes."""
+    """Size, mtime, inode and ctime of every tracerecon module: an edited tracerecon misses the
+    cache even before its version number changes, also where the edit kept the file's size
+    and set its mtime back (ctime moves with any write)."""
     global _CODE
     if _CODE is None:
         pkg = Path(__file__).resolve().parent
-        _CODE = hashlib.sha256(repr(sorted((str(p.relative_to(pkg)), p.stat().st_size, p.stat().st_mtime_ns) for p in pkg.rglob("*.py"))).encode()).hexdigest()
+        stamps = sorted((str(p.relative_to(pkg)), st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns) for p in pkg.rglob("*.py") for st in [p.stat()])
+        _CODE = hashlib.sha256(repr(stamps).encode()).hexdigest()
     return _CODE
 
 
@@ -103,11 +106,11 @@ def _key(paths: Sequence[Path], extra: tuple) -> str | None:
 _MISSING = object()
 
 
-def lookup(paths: Path | Sequence[Path], extra: tuple, use: bool | None = None) -> Any:
+def lookup(paths: Path | Sequence[Path], extra: tuple, valid: Callable[[Any], bool], use: bool | None = None) -> Any:
     """The cached value for ``paths`` and ``extra``, or None when there is none (or caching is
-    off). Never computes."""
+    off, or the entry holds a value ``valid`` refuses: it is removed). Never computes."""
     entry = _entry(paths, extra, use)
-    value = _read_entry(entry) if entry is not None else _MISSING
+    value = _read_entry(entry, valid) if entry is not None else _MISSING
     return None if value is _MISSING else value
 
 
@@ -120,9 +123,11 @@ def _entry(paths: Path | Sequence[Path], extra: tuple, use: bool | None) -> Path
     return cache_dir() / f"{key}.pickle" if key is not None else None
 
 
-def _read_entry(entry: Path) -> Any:
+def _read_entry(entry: Path, valid: Callable[[Any], bool]) -> Any:
     """The value an entry holds, where it holds its own key (an entry copied or renamed over
-    another's name is someone else's: rebuilt, never trusted)."""
+    another's name is someone else's: rebuilt, never trusted) and ``valid`` takes it (a value
+    of another kind under the right key and checksum: rebuilt too). A cache directory that can
+    be read but not written (a read-only mount, another user's) still serves its entries."""
     if entry.is_file():
         try:
             with open(entry, "rb") as fh:
@@ -137,22 +142,28 @@ def _read_entry(entry: Path) -> Any:
                 stored = pickle.load(fh)
             if not (isinstance(stored, tuple) and len(stored) == 2 and stored[0] == entry.stem):
                 raise ValueError("an entry of another key")
-            os.utime(entry)  # recently used
-            return stored[1]
+            if not valid(stored[1]):
+                raise ValueError("a value of another kind")
         except Exception:  # a truncated, foreign or misplaced file: rebuild, never trust
-            entry.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                entry.unlink(missing_ok=True)
+            return _MISSING
+        with contextlib.suppress(OSError):
+            os.utime(entry)  # recently used (for the size cap's order)
+        return stored[1]
     return _MISSING
 
 
-def cached(paths: Path | Sequence[Path], extra: tuple, compute: Callable[[], Any], use: bool | None = None) -> Any:
+def cached(paths: Path | Sequence[Path], extra: tuple, compute: Callable[[], Any], valid: Callable[[Any], bool], use: bool | None = None) -> Any:
     """``compute()``'s result for the file(s) ``paths`` (and ``extra``, the options it depends
-    on), from the cache when a valid entry exists; otherwise computed and stored (best effort).
-    ``use``: whether to cache at all (default: ``enabled()``, this process's setting)."""
+    on), from the cache when a valid entry exists (one whose value ``valid`` takes: what
+    ``compute`` returns); otherwise computed and stored (best effort). ``use``: whether to
+    cache at all (default: ``enabled()``, this process's setting)."""
     entry = _entry(paths, extra, use)
     if entry is None:
         return compute()
     folder = entry.parent
-    value = _read_entry(entry)
+    value = _read_entry(entry, valid)
     if value is not _MISSING:
         return value
     value = compute()

@@ -274,7 +274,8 @@ def _file_work(f: Path, config: PhaseConfig, multi: bool, name_number: int | Non
     nsys version))."""
     from tracerecon.cache import cached
 
-    out, warnings, session = cached(Path(f), (config, multi, name_number, order), lambda: _file_work_uncached(f, config, multi, name_number, order), use_cache)
+    out, warnings, session = cached(Path(f), (config, multi, name_number, order), lambda: _file_work_uncached(f, config, multi, name_number, order),
+                                    _is_file_work, use_cache)
     # A cache entry made when the file was given by another path (from another working
     # directory) names that path: the file is named as given now.
     shown, then = str(f), (out[0][0].path if out else str(f))
@@ -309,6 +310,21 @@ def _take_dask_worker_share() -> None:
     except Exception:  # not in a worker, or a distributed without this attribute: leave it
         return
     cores.set_worker_share(max(1, cores.usable_cores() // max(1, threads)))
+
+
+def _is_file_work(value) -> bool:
+    """Whether a cache entry's value has the shape ``_file_work_uncached`` returns (unpickling
+    a real one imported the modules of its parts already)."""
+    from tracerecon.analysis.ranks import RankSource
+
+    return (isinstance(value, tuple) and len(value) == 3 and isinstance(value[0], list) and isinstance(value[1], list)
+            and isinstance(value[2], tuple) and all(isinstance(o, tuple) and len(o) == 3 and isinstance(o[0], RankSource) for o in value[0]))
+
+
+def _is_analysis(value) -> bool:
+    from tracerecon.model import Analysis
+
+    return isinstance(value, Analysis)
 
 
 def _file_work_uncached(f: Path, config: PhaseConfig, multi: bool, name_number: int | None, order: int) -> tuple[list, list[str], tuple]:
@@ -678,7 +694,7 @@ def analyze(paths: Sequence[str | os.PathLike], config: PhaseConfig, say: Progre
     # The whole run is cached too (keyed by every file): a warm report skips the cross-rank
     # step and the phase tables, not only the reading. The paths as given are part of the key
     # (they are shown); engine timers (run.json) are read fresh.
-    analysis = cached(files, ("run", config, tuple(map(str, files))), lambda: _analyze_files(files, config, say, jobs, scheduler))
+    analysis = cached(files, ("run", config, tuple(map(str, files))), lambda: _analyze_files(files, config, say, jobs, scheduler), _is_analysis)
     timers = read_engine_timers(paths, config.label_of)
     return replace(analysis, engine_timers=timers.medians, warnings=tuple(folder_warnings(paths)) + timers.warnings + analysis.warnings)
 

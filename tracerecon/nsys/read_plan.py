@@ -6,6 +6,7 @@ starts those two reads before numpy and pyarrow are imported.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import sqlite3
@@ -28,13 +29,26 @@ class ExportConnection(sqlite3.Connection):
     bulk_uri: str | None = None
 
 
+def why_missing(p: Path) -> str:
+    """Why ``p``, which does not exist as far as ``Path.exists`` can tell, is not there: no such
+    file, a symbolic link to a missing file, or a loop of symbolic links."""
+    if not p.is_symlink():
+        return "no such file"
+    try:
+        os.stat(p)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a loop of symbolic links"
+    return f"a symbolic link to a missing file ({os.readlink(p)})"
+
+
 def open_readonly(path: str | os.PathLike, shown: str | os.PathLike | None = None) -> ExportConnection:
     """Open ``path`` as a read-only SQLite database, or raise BadTraceError with why not
     (naming ``shown``, the file the user gave, when ``path`` is a decompressed copy)."""
     p = Path(path)
     name = Path(shown) if shown is not None else p
     if not p.exists():
-        raise BadTraceError(f"{name}: no such file")
+        raise BadTraceError(f"{name}: {why_missing(p)}")
     if not p.is_file():
         raise BadTraceError(f"{name}: not a file")
     try:

@@ -36,7 +36,7 @@ from tracerecon.interrupts import thread_pool
 from tracerecon.kernel_names import kernel_function
 from tracerecon.nsys.read_plan import (  # noqa: F401 (some are this module's API too)
     API_CALLS_COLUMNS, KERNEL_COLUMNS, NULL_SENTINEL, OPS_COLUMNS, XZ_MAGIC, XZ_SUFFIX, api_calls_sql, kernels_sql, native_reads, open_readonly,
-    relevant_name_ids, split_select, string_rows, table_names, tables_without_rowid,
+    relevant_name_ids, split_select, string_rows, table_names, tables_without_rowid, why_missing,
 )
 from tracerecon.nsys.read_plan import column_or as _col
 from tracerecon.nsys.read_plan import columns as _columns
@@ -993,7 +993,7 @@ def check_export(path: str | os.PathLike) -> ExportInfo | None:
     p = Path(path)
     if p.name.endswith(XZ_SUFFIX):
         if not p.is_file():
-            raise BadTraceError(f"{p}: no such file")
+            raise BadTraceError(f"{p}: {why_missing(p) if not p.exists() else 'not a file'}")
         with open(p, "rb") as fh:
             if fh.read(len(XZ_MAGIC)) != XZ_MAGIC:
                 raise BadTraceError(f"{p}: not an .xz file")
