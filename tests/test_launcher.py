@@ -418,6 +418,21 @@ def test_worker_processes_forked_without_exec_are_traced(tmp_path):
 
 
 @needs_nsys
+def test_a_cycle_says_the_tokens_it_accepted(tmp_path):
+    # GIVEN a program whose cycles say what they accepted as they open (issue 12's
+    # ``cycle(accepted=n)``), one of them later through ``accepted(n, cycle_index=...)``
+    prog = ("import sys, time; sys.path.insert(0, %r)\nfrom tracerecon.instrument import accepted, cycle, phase\n"
+            "for i in range(4):\n    with cycle(i, accepted=None if i == 3 else i + 1):\n"
+            "        with phase('verify'): time.sleep(0.002)\n        if i == 3: accepted(7, cycle_index=3)\n") % str(ROOT)
+    out = tmp_path / "run"
+    # WHEN run under tracerecon run THEN each cycle has its tokens: 1 + 2 + 3 + 7
+    res = run_cli("run", "-o", str(out), "--", sys.executable, "-c", prog)
+    assert res.returncode == 0, res.stderr[-2000:]
+    doc = json.loads(run_cli("report", "--json", "--skip-cycles", "0", str(out)).stdout)
+    assert doc["ranks"][0]["cycles"]["accepted_tokens"] == 13, doc["ranks"][0]["cycles"]
+
+
+@needs_nsys
 def test_recording_from_an_nvtx_range_says_how_tracerecons_ranges_are_named(tmp_path):
     # GIVEN a program of tracerecon.instrument cycles (ranges in the domain "tracerecon")
     prog = ("import sys, time; sys.path.insert(0, %r)\nfrom tracerecon.instrument import cycle, phase\nfor i in range(3):\n"

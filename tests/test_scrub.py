@@ -310,8 +310,18 @@ def test_secret_options_named_by_key_pass_or_secret_lose_their_values_whole():
     for option in ("--secret-key", "--aws-secret-key", "--key", "--pass", "--db-pass", "--ssh-key", "--bearer", "--jwt", "--client-secret"):
         # WHEN scrubbed THEN the value after each is gone
         assert scrub_argv(["serve", option, "Zq9Priv8"]) == ["serve", option, REDACTED], option
+        # and in a trace's text (a command line, a printed argv list) the same
+        assert scrub_text(f"serve {option} Zq9Priv8 --x 1") == f"serve {option} {REDACTED} --x 1", option
+        assert scrub_text(f"serve {option}=Zq9Priv8") == f"serve {option}={REDACTED}", option
+        assert scrub_text(f"['serve', '{option}', 'Zq9Priv8']") == f"['serve', '{option}', '{REDACTED}']", option
     for setting in ("--tokenizer", "--num-speculative-tokens", "--bypass", "--kv-cache-dtype"):
         assert scrub_argv(["serve", setting, "auto"]) == ["serve", setting, "auto"], setting
+    for setting in ("--bypass", "--kv-cache-dtype", "--key-size", "--monkey"):
+        assert scrub_text(f"serve {setting} auto") == f"serve {setting} auto", setting
+    # key=value and JSON pairs whose compound key ends in pass or key; the word alone is too
+    # common in range and kernel names ("pass: 3", "KeyT=int") to be taken as one
+    assert scrub_text('db_pass=Zq9 {"ssh_key": "Zq9"}') == f'db_pass={REDACTED} {{"ssh_key": "{REDACTED}"}}'
+    assert scrub_text("forward pass: 3, key=2, radix<KeyT=int>") == "forward pass: 3, key=2, radix<KeyT=int>"
     # and a quoted value is hidden whole, not only its first word
     assert scrub_text('run --password="two words" --x') == f'run --password="{REDACTED}" --x'
     assert scrub_text("run --password 'two words' --x") == f"run --password '{REDACTED}' --x"

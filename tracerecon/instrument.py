@@ -229,12 +229,15 @@ class phase:
 
 
 class cycle:
-    """``with cycle(i):``: the NVTX range ``cycle i`` enclosing one cycle's phases."""
+    """``with cycle(i):``: the NVTX range ``cycle i`` enclosing one cycle's phases.
+    ``with cycle(i, accepted=n):`` also says that the cycle accepted ``n`` tokens, as
+    ``accepted(n)`` inside it would (use ``accepted`` where the count is learnt later)."""
 
-    __slots__ = ("index", "_prev", "_prev_id")
+    __slots__ = ("index", "tokens", "_prev", "_prev_id")
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, accepted: int | None = None) -> None:
         self.index = int(index)
+        self.tokens = None if accepted is None else int(accepted)
         self._prev = self._prev_id = None
 
     def __enter__(self) -> "cycle":
@@ -243,6 +246,8 @@ class cycle:
         self._prev, self._prev_id = _cycle_index(), getattr(_state, "cycle_id", None)
         _state.cycle, _state.cycle_id = self.index, next(_cycles_opened)
         push_once(f"cycle {self.index}", self.index)
+        if self.tokens is not None:
+            accepted(self.tokens, self.index)
         return self
 
     def __exit__(self, *exc) -> None:

@@ -65,16 +65,22 @@ SECRET_PATTERNS = [
 ]
 _SECRETISH = r"[A-Z0-9_-]*(?:TOKEN|SECRET|PASSWORD|PASSWD|PWD|API[_-]?KEY|ACCESS[_-]?KEY|PRIVATE[_-]?KEY|CREDENTIAL|AUTH)[A-Z0-9_-]*"
 _PERSONAL = r"(?:HOST|HOSTNAME|NODE|USER|USERNAME|LOGNAME|CWD|HOME|PWD)"
+# A compound name whose last word says secret (db_pass, ssh-key, auth_bearer, id_jwt), as an argv
+# list's secret option names are taken (SECRET_NAME_ALONE); alone (pass: 3, key=2) such a word is
+# too common in range and kernel names to be taken as one.
+_SECRET_COMPOUND = r"(?:[A-Z0-9]+[_-])+(?:PASS|KEY|BEARER|JWT)"
+# An option name ending in such a word, alone too: --key X, --bearer X, --jwt X, --db-pass X.
+_SECRET_OPTION_NAME = r"(?:[A-Z0-9]+[_-])*(?:PASS|KEY|BEARER|JWT)"
 # An HTTP authorization scheme: the credentials are the word after it ("Authorization: Bearer X"),
 # on the same line.
 _AUTH_SCHEME = r"(?:bearer|basic|token|negotiate|ntlm|apikey)[ \t]+"
 # key=value, key: value, "key": "value" (JSON / Python dicts) for secret-looking or personal keys
 SECRET_KEY = re.compile(
-    rf"(?i)(['\"]?\b(?:{_SECRETISH}|{_PERSONAL})\b['\"]?)(\s*[=:]\s*)(['\"]?)((?:{_AUTH_SCHEME})?[^\s'\",;}}]+)"
+    rf"(?i)(['\"]?\b(?:{_SECRETISH}|{_SECRET_COMPOUND}|{_PERSONAL})\b['\"]?)(\s*[=:]\s*)(['\"]?)((?:{_AUTH_SCHEME})?[^\s'\",;}}]+)"
 )
 # --password X, --api-key=X, '--password', 'X' (a printed argv list)
 # (a quoted value is hidden whole, to its closing quote: --password="two words")
-SECRET_OPTION = re.compile(rf"(?i)(--?(?:{_SECRETISH}|{_PERSONAL})\b)(['\"]?(?:\s*,\s*|\s+|=))(?:(['\"])([^'\"]*)(?=\3)|(['\"]?)([^\s'\",;]+))")
+SECRET_OPTION = re.compile(rf"(?i)(--?(?:{_SECRETISH}|{_SECRET_OPTION_NAME}|{_PERSONAL})\b)(['\"]?(?:\s*,\s*|\s+|=))(?:(['\"])([^'\"]*)(?=\3)|(['\"]?)([^\s'\",;]+))")
 
 
 def _option_value_hidden(m: re.Match) -> str:
@@ -225,7 +231,7 @@ def _secrets_in_text_redacted(s: str) -> str:
     out = _known_secrets_redacted(s)
     out = SECRET_OPTION.sub(_option_value_hidden, out)
     out = SECRET_WORD.sub(lambda m: m.group(0) if m.group(3) == REDACTED else f"{m.group(1)}{m.group(2)}{REDACTED}", out)
-    return SECRET_KEY.sub(lambda m: m.group(0) if not re.fullmatch(rf"(?i)['\"]?{_SECRETISH}['\"]?", m.group(1)) else f"{m.group(1)}{m.group(2)}{m.group(3)}{REDACTED}", out)
+    return SECRET_KEY.sub(lambda m: m.group(0) if not re.fullmatch(rf"(?i)['\"]?(?:{_SECRETISH}|{_SECRET_COMPOUND})['\"]?", m.group(1)) else f"{m.group(1)}{m.group(2)}{m.group(3)}{REDACTED}", out)
 
 
 def hosts_named_in(conn: sqlite3.Connection, tables: list[str]) -> tuple[str, ...]:
