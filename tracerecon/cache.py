@@ -9,8 +9,9 @@ absolute path, size, modification and change times and inode, tracerecon's versi
 options; a changed file or a changed tracerecon (its modules' sizes, times and inodes) misses. An
 entry that cannot be read, whose bytes are not those written (a CRC-32 of them is kept in its
 header) or whose value is not of the kind asked for, is removed and rebuilt, never trusted. A
-cache directory that can be read but not written still serves what it holds. The directory is capped (``$TRACERECON_CACHE_MB``, default 2048): the least
-recently used entries go first. ``--no-cache`` (or ``TRACERECON_NO_CACHE=1``) bypasses it.
+cache directory that can be read but not written still serves what it holds. The directory is
+capped (``$TRACERECON_CACHE_MB``, default 2048): the least recently used entries go first.
+``--no-cache`` (or ``TRACERECON_NO_CACHE=1``) bypasses it.
 
 Entries are Python pickles (of Arrow tables, and of the report's plain values): only ever read
 from the user's own cache directory.

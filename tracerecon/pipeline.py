@@ -322,6 +322,7 @@ def _is_file_work(value) -> bool:
 
 
 def _is_analysis(value) -> bool:
+    """Whether a cache entry's value is a whole run's analysis."""
     from tracerecon.model import Analysis
 
     return isinstance(value, Analysis)
