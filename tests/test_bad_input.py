@@ -321,6 +321,8 @@ def test_cuda_tables_empty_or_missing_say_the_same(tmp_path, verb):
     ({"phases": 5}, "{run}/run.json: phase_options.phases is 5, not a list of phase names"),
     ({"phases": ["=verify"]}, "the phase's name before '=' is empty (phases recorded in {run}/run.json)"),
     ({"phase_thread": "sometimes"}, "{run}/run.json: phase_options.phase_thread is \"sometimes\", not auto, same or a thread id"),
+    ({"phase_thread": True}, "{run}/run.json: phase_options.phase_thread is true, not auto, same or a thread id"),
+    ({"phase_thread": [7]}, "{run}/run.json: phase_options.phase_thread is [7], not auto, same or a thread id"),
     ({"skip_cycles": -2}, "{run}/run.json: phase_options.skip_cycles is -2, not a whole number of 0 or more"),
 ])
 def test_a_run_directory_recording_bad_phases_is_named(tmp_path, phase_options, needle):

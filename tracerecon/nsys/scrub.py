@@ -86,6 +86,8 @@ SECRET_OPTION = re.compile(rf"(?i)(--?(?:{_SECRETISH}|{_SECRET_OPTION_NAME}|{_PE
 def _option_value_hidden(m: re.Match) -> str:
     """A ``SECRET_OPTION`` match with its value (quoted or not) as ``REDACTED``."""
     return f"{m.group(1)}{m.group(2)}{m.group(3) or m.group(5) or ''}{REDACTED}"
+
+
 # an argv entry that is a secret option's or word's name alone: the next entry is its value
 # (--api-key, --hf-token, --aws-secret-access-key, --password, --host; not --max-num-batched-tokens
 # nor --tokenizer: engine settings a run.json should keep)
