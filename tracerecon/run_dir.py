@@ -344,13 +344,11 @@ def _check_phase_options(run_json: Path, opts: dict) -> None:
     """Refuse (UsageError, naming ``run_json``) recorded phase options of the wrong type: the
     phases a list of names, the cycle prefix a name, the phase thread what ``--phase-thread``
     takes, the cycles to skip a whole number of 0 or more (each may be absent or null)."""
-    from tracerecon.analysis.config import parse_phase_thread
-
     phases, cycle, thread, skip = opts.get("phases"), opts.get("cycle_prefix"), opts.get("phase_thread"), opts.get("skip_cycles")
-    try:  # (a JSON true is no thread id, though Python takes it for 1)
-        thread_ok = not isinstance(thread, bool) and isinstance(thread, (str, int, type(None))) and parse_phase_thread(thread) is not None
-    except ValueError:
-        thread_ok = False
+    # As analysis.config.parse_phase_thread reads it (auto, same, or a thread id; a JSON true is
+    # none), written out here: this module sits below the analysis and imports none of it.
+    thread_ok = thread is None or (isinstance(thread, int) and not isinstance(thread, bool)) or (
+        isinstance(thread, str) and (thread.strip().lower() in ("auto", "same") or thread.strip().isdecimal()))
     if phases is not None and not (isinstance(phases, list) and all(isinstance(x, str) for x in phases)):
         wrong = f"{PHASE_OPTIONS}.phases is {json.dumps(phases)[:60]}, not a list of phase names"
     elif cycle is not None and not isinstance(cycle, str):
