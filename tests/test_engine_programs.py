@@ -333,6 +333,19 @@ def test_an_input_stream_forked_for_a_second_upload_is_joined_into_the_stream_it
     assert [(c, n, round(us), s) for c, n, us, s in got] == truth
 
 
+def test_a_lone_phase_joining_a_busier_input_stream_is_read_on_the_stream_its_thread_reads_back_on(tmp_path):
+    # GIVEN one phase a cycle (no other phase of its thread to say which stream is its own):
+    # a 12 us kernel on input stream 9, a `.item()` on 7, then 7 made to wait for 9 and a
+    # 10 us kernel on 7 (the fuzzer's input-stream shape, minimised to one phase)
+    cycle = [("forward", 11, 7, [("k", 9, 12), ("item", 7, 1), ("w", 7, 9), ("k", 7, 10)])]
+    # WHEN analysed
+    truth, got = readings([cycle] * 3, tmp_path)
+    # THEN it is read on 7, where its thread reads back and 9 was only joined (on 9, the busier
+    # stream, it read 27 us a cycle where events on 7 read 32)
+    assert all(s == 7 for *_, s in truth)
+    assert [(c, n, round(us), s) for c, n, us, s in got] == truth
+
+
 def test_a_phase_that_joins_then_forks_is_read_on_the_stream_it_passes_its_collectives_through(tmp_path):
     # GIVEN draft runs a collective forked off 7 and joined back (ProcessGroupNCCL on the current
     # stream), 25 us on 7, then forks side stream 14 (600 us there); draft_extend runs another

@@ -1422,8 +1422,9 @@ def _joined_into_the_threads_stream(clock: StreamClock, op_streams: _OpStreams, 
     thread reads its results back more than on S (``_read_back_votes``: a phase that only
     uploads inputs on an input stream, forked off C or not, and makes C wait for them); both
     compute; the phase read nothing back on S; the thread's other phases are read on C more
-    often than on S; and S is no other thread's main stream, the one most of its phases are
-    read on (``keys``: each phase's thread; the other phases are those with no such join). Where several streams joined
+    often than on S (where they do not tell, none or as many on each, the thread reads back on
+    C and never on S: a lone phase per cycle); and S is no other thread's main stream, the one
+    most of its phases are read on (``keys``: each phase's thread; the other phases are those with no such join). Where several streams joined
     S, the first that passes. Else -1.
 
     The waits alone read both ways: the same ones are a caller S's work, then a side stream C
@@ -1489,7 +1490,11 @@ def _joined_into_the_threads_stream(clock: StreamClock, op_streams: _OpStreams, 
         k, side = int(keys[i]), int(row[i])
         if any(count[(t, side)] == main[t] for t in threads_on.get(side, ()) if t != k):
             continue  # S is another thread's main current stream (a worker's, picked up from)
-        out[i] = next((c for c in found if count.get((k, c), 0) > count.get((k, side), 0)), -1)
+        # Where the thread's other phases do not tell the two apart (it has none, or as many on
+        # each), the thread reading results back on C and never on S does.
+        votes = votes_of(k, int(ph_pid[i]))
+        out[i] = next((c for c in found if count.get((k, c), 0) > count.get((k, side), 0)
+                       or (count.get((k, c), 0) == count.get((k, side), 0) and votes.get(c, 0) > 0 and votes.get(side, 0) == 0)), -1)
     return out
 
 
