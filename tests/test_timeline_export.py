@@ -5,6 +5,8 @@ test_perfetto_export.py)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
@@ -171,6 +173,47 @@ def test_plot_diff_reads_each_run_with_its_own_recorded_phases(tmp_path):
     # THEN B's phases are found as `diff` finds them: every panel has phases, no warning of none
     assert res.returncode == 0, res.stderr
     assert "no phase ranges" not in out.read_text() and "no phase ranges" not in res.stderr
+
+
+def test_diff_with_plot_writes_the_picture_plot_diff_writes_and_keeps_its_json_alone_on_stdout(tmp_path):
+    # GIVEN two runs of the README's engine (eager verify, graph verify)
+    pytest.importorskip("matplotlib")
+    a, b = str(H200 / "eagle_gpu_bound.sqlite"), str(H200 / "eagle_graph_verify.sqlite")
+    # WHEN diffed with --plot, as tables and as JSON
+    res = run_cli("diff", a, b, "--plot", str(tmp_path / "d.svg"))
+    as_json = run_cli("diff", a, b, "--json", "--plot", str(tmp_path / "j.svg"))
+    # THEN each writes the picture of both runs, A above B, as `plot A --diff B` draws it
+    assert res.returncode == 0 and as_json.returncode == 0, res.stderr + as_json.stderr
+    svg = (tmp_path / "d.svg").read_text()
+    assert "A (eagle_gpu_bound.sqlite) rank 0" in svg and "B (eagle_graph_verify.sqlite) rank 0" in svg
+    assert svg.index("A (eagle_gpu_bound.sqlite)") < svg.index("B (eagle_graph_verify.sqlite)")
+    assert res.stdout.rstrip().endswith(f"wrote {tmp_path / 'd.svg'}") and "verify" in res.stdout
+    # and with --json standard output is the document alone (the file's name on stderr)
+    assert json.loads(as_json.stdout)["phases"] and f"wrote {tmp_path / 'j.svg'}" in as_json.stderr
+    assert (tmp_path / "j.svg").read_text().startswith("<?xml")
+
+
+def test_diff_refuses_a_picture_it_cannot_write_before_reading_a_trace(tmp_path):
+    # GIVEN a --plot path with no picture suffix, and one that is an input
+    a, b = str(H200 / "eagle_gpu_bound.sqlite"), str(H200 / "eagle_graph_verify.sqlite")
+    for path in (str(tmp_path / "d.txt"), a):
+        # WHEN diffed
+        res = run_cli("diff", a, b, "--plot", path)
+        # THEN one line, exit 2, no diff printed, nothing written
+        assert res.returncode == 2 and res.stderr.count("\n") == 1 and res.stdout == "", res.stderr
+    assert not (tmp_path / "d.txt").exists()
+
+
+def test_a_plot_without_the_plot_extra_is_one_line_before_any_trace_is_read(tmp_path):
+    # GIVEN an interpreter where matplotlib cannot be imported
+    hide = "import sys; sys.modules['matplotlib'] = None; from tracerecon.cli import main; sys.exit(main(sys.argv[1:]))"
+    a, b = str(H200 / "eagle_gpu_bound.sqlite"), str(H200 / "eagle_graph_verify.sqlite")
+    for args in (["diff", a, b, "--plot", str(tmp_path / "d.svg")], ["plot", a, "-o", str(tmp_path / "p.svg")]):
+        # WHEN asked for a picture
+        res = subprocess.run([sys.executable, "-c", hide, *args], capture_output=True, text=True, timeout=300)
+        # THEN one line naming the extra, exit 2, and no diff printed first
+        assert res.returncode == 2 and res.stderr.count("\n") == 1 and "`plot` extra" in res.stderr, res.stderr
+        assert res.stdout == ""
 
 
 def test_unwritable_outputs_are_one_line_and_exit_2(tmp_path):

@@ -27,6 +27,21 @@ VERDICT_HATCH = {"over": "//", "under": "\\\\", "agree": "", "no_gpu_work": ".."
 NAME_CHARS = 24
 
 
+def check_plot_extra() -> None:
+    """Raise TraceReconError where matplotlib is not installed (asked before traces are read,
+    without importing it)."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        _no_plot_extra()
+
+
+def _no_plot_extra():
+    from tracerecon.errors import TraceReconError, install_hint
+
+    raise TraceReconError(f"plots need the `plot` extra: {install_hint('plot')}") from None
+
+
 def _pyplot():
     try:
         import matplotlib
@@ -34,9 +49,7 @@ def _pyplot():
         matplotlib.use("Agg")  # files only: no display over ssh
         import matplotlib.pyplot as plt
     except ImportError:
-        from tracerecon.errors import TraceReconError, install_hint
-
-        raise TraceReconError(f"plots need the `plot` extra: {install_hint('plot')}") from None
+        _no_plot_extra()
     return plt
 
 

@@ -21,23 +21,39 @@ def add(sub) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tracerecon.errors import UsageError
-    from tracerecon.plot import plot_runs
     from tracerecon.present import side_label
 
-    if not str(args.output).lower().endswith((".svg", ".png", ".pdf")):
-        raise UsageError(f"{args.output}: the picture's name must end in .svg, .png or .pdf")
-    from pathlib import Path
-
-    from tracerecon.run_dir import refuse_output_over_inputs, refuse_special_output
-
-    refuse_output_over_inputs(Path(args.output), list(args.traces) + ([args.diff] if args.diff else []))
-    refuse_special_output(Path(args.output))
+    check_picture_path(args.output, list(args.traces) + ([args.diff] if args.diff else []))
     # Each side named by what was given (a run's folder, a trace's file name), as `diff` says A and
     # B, and read with its own run directory's recorded phases, as `diff` reads them.
     runs = [(side_label("A", args.traces) if args.diff else "", load(args.traces, config_from(args, args.traces), args.jobs, args.dask, side="A" if args.diff else ""))]
     if args.diff:
         runs.append((side_label("B", [args.diff]), load([args.diff], config_from(args, [args.diff]), args.jobs, args.dask, side="B")))
-    warn_all(plot_runs(runs, args.output))
+    write_picture(runs, args.output)
     print(f"wrote {one_line(os.fsdecode(args.output))}")
     return 0
+
+
+def check_picture_path(output: str, inputs: list[str]) -> None:
+    """Refuse a picture's path that names no known format (UsageError), or that would overwrite
+    an input or a special file, and a plot without the `plot` extra: asked before any trace is
+    read."""
+    from pathlib import Path
+
+    from tracerecon.errors import UsageError
+    from tracerecon.plot import check_plot_extra
+    from tracerecon.run_dir import refuse_output_over_inputs, refuse_special_output
+
+    if not str(output).lower().endswith((".svg", ".png", ".pdf")):
+        raise UsageError(f"{output}: the picture's name must end in .svg, .png or .pdf")
+    refuse_output_over_inputs(Path(output), inputs)
+    refuse_special_output(Path(output))
+    check_plot_extra()
+
+
+def write_picture(runs: list, output: str) -> None:
+    """Write the picture of ``runs`` ((label, analysis) pairs, one panel row each) to ``output``;
+    its drawing's warnings on stderr."""
+    from tracerecon.plot import plot_runs
+
+    warn_all(plot_runs(runs, output))
