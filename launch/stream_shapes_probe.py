@@ -89,6 +89,10 @@ Shapes (``--shape``):
   current stream waits for it); forward lets the input stream reuse its buffers (it waits for the
   current one), preps a micro-batch there, hands it over, runs the model on the current stream
   and prefetches the next batch on the input stream beside it.
+- ``lone_input_stream``: one phase a cycle, ``forward`` (an engine that times only its step): the
+  inputs' preprocessing runs on an input stream fed from the CPU (four layers, more than the
+  current stream's own work), a step counter is read back on the current stream (`.item()`), the
+  current stream waits for the input stream and runs two layers. The ground truth has forward only.
 - ``kv_offload``: the loop thread marks the cycle and prepare; a model thread marks and runs
   forward and sample on a stream of its own (its current stream, forked off the default stream as
   forward begins),
@@ -211,7 +215,8 @@ def main() -> None:
                                                        "two_graph_streams", "graph_copy_nodes", "draft_steps", "nested_same_name",
                                                        "empty_cache_sync", "triton_kernel", "join_then_fork", "fork_early",
                                                        "thread_pool", "two_processes", "plain", "stream_sync", "async_alloc",
-                                                       "plan_stream", "input_prefetch", "plan_joined", "kv_offload"])
+                                                       "plan_stream", "input_prefetch", "plan_joined", "kv_offload",
+                                                       "lone_input_stream"])
     ap.add_argument("--cycles", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--gt", required=True)
@@ -454,6 +459,22 @@ def main() -> None:
         t0 = time.perf_counter()
         push(f"cycle {i}" if i >= 0 else "warmup")
         ev[0].record(main_stream)
+
+        if args.shape == "lone_input_stream":
+            push("forward")
+            with torch.cuda.stream(input_stream):
+                prepped = m.chain(m.x, 4)  # the inputs' preprocessing: more than the current stream's own work
+            _ = m.state[0].item()  # a step counter read back on the current stream
+            main_stream.wait_stream(input_stream)
+            y = m.chain(m.x, 2) + prepped
+            m.state.add_(1.0)
+            spin(0.1)
+            pop()
+            ev[1].record(main_stream)
+            pop()
+            if i >= 0:
+                rows.append((i, ev[:2], (time.perf_counter() - t0) * 1e3, {"lone": True}))
+            continue
 
         if args.shape == "thread_pool":
             def prepare_work() -> None:
@@ -714,7 +735,7 @@ def main() -> None:
             # A phase timed by events at its own ranges' edges (``spans``, draft_steps): the sum
             # of its instances' times.
             phase_ms = {n: (sum(a.elapsed_time(b) for a, b in spans[n]) if n in spans else ev[k].elapsed_time(ev[k + 1]))
-                        for k, n in enumerate(PHASES)}
+                        for k, n in enumerate(PHASES)} if not spans.pop("lone", False) else {"forward": ev[0].elapsed_time(ev[1])}
             rec = {"cycle": i, "cpu_ms": cpu, "shape": args.shape, "pid": os.getpid(), "phase_ms": phase_ms,
                    "cycle_ms": ev[0].elapsed_time(ev[-1])}
             if edges is not None:

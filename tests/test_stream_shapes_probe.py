@@ -25,7 +25,8 @@ with the current one; an input stream that computes, fed back the current stream
 ``cudaStreamSynchronize`` after
 a copy to pinned memory; PyTorch's ``cudaMallocAsync`` allocator; two processes running the loop
 at once on one GPU (each its own rank); a model thread on a stream of its own beside a KV-offload
-helper thread whose copy the next cycle joins; the graph shapes traced with nsys's default
+helper thread whose copy the next cycle joins; one phase a cycle joining a busier input stream
+fed from the CPU; the graph shapes traced with nsys's default
 ``--cuda-graph-trace=graph``. Each shape also as ``*_marked``: every phase saying its current
 stream as it begins, as ``tracerecon.instrument.phase`` does."""
 
@@ -249,4 +250,25 @@ def test_a_model_thread_on_its_own_stream_beside_a_kv_offload_helper_thread(shap
         if p["cycle"] is not None:
             streams.setdefault(p["phase"], set()).add(p["stream_id"])
     assert streams == {"prepare": {7}, "forward": {model_stream}, "sample": {model_stream}}
+    assert not run.warnings
+
+
+def test_a_lone_phase_that_joins_a_busier_input_stream_reads_the_events_on_its_current_stream():
+    # GIVEN an engine that marks one phase a cycle, forward: its inputs' preprocessing (four
+    # layers) on an input stream fed from the CPU, a step counter read back with `.item()` on
+    # the current stream, then the current stream waits for the input stream and runs two layers
+    # (its events read 0.85-1.21 ms a cycle)
+    truth = [json.loads(line) for line in (RUN / "lone_input_stream.gt.jsonl").read_text().splitlines()]
+    # WHEN analysed with its one phase
+    run = load([str(RUN / "lone_input_stream.sqlite.xz")], PhaseConfig(phases=("forward",)))
+    rank = run.ranks[0]
+    gpu = {p["cycle"]: (p["gpu_ns"] / 1e6, p["stream_id"]) for p in rank.phases.to_pylist() if p["cycle"] is not None}
+    # THEN every cycle reads its events within the tolerance, on the default stream, where the
+    # events were recorded (read on the busier input stream, forward read up to 0.36 ms short:
+    # without its two layers after the join)
+    assert len(truth) == 40 and sorted(gpu) == [g["cycle"] for g in truth]
+    for g in truth:
+        ms, stream = gpu[g["cycle"]]
+        assert abs(ms - g["phase_ms"]["forward"]) < TOLERANCE_MS and stream == 7, (g["cycle"], ms, g["phase_ms"]["forward"], stream)
+    assert min(g["phase_ms"]["forward"] for g in truth) > 0.8
     assert not run.warnings
