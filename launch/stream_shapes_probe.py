@@ -93,6 +93,13 @@ Shapes (``--shape``):
   inputs' preprocessing runs on an input stream fed from the CPU (four layers, more than the
   current stream's own work), a step counter is read back on the current stream (`.item()`), the
   current stream waits for the input stream and runs two layers. The ground truth has forward only.
+- ``worker_input_stream``: the loop thread holds prepare and sample on the default stream; a
+  worker thread holds forward on a stream of its own (its current stream, made to wait for the
+  default one as forward begins), where an input stream fed from the CPU copies metadata and
+  preprocesses (two layers) with no wait first, the worker's stream waits for it and runs a layer,
+  the input stream waits for that and post-processes (three layers), the worker's stream waits
+  again and runs a layer: the input stream busier than the worker's. Sample joins the worker's
+  stream into the default one and reads a value back.
 - ``kv_offload``: the loop thread marks the cycle and prepare; a model thread marks and runs
   forward and sample on a stream of its own (its current stream, forked off the default stream as
   forward begins),
@@ -216,7 +223,7 @@ def main() -> None:
                                                        "empty_cache_sync", "triton_kernel", "join_then_fork", "fork_early",
                                                        "thread_pool", "two_processes", "plain", "stream_sync", "async_alloc",
                                                        "plan_stream", "input_prefetch", "plan_joined", "kv_offload",
-                                                       "lone_input_stream"])
+                                                       "lone_input_stream", "worker_input_stream"])
     ap.add_argument("--cycles", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--gt", required=True)
@@ -423,6 +430,36 @@ def main() -> None:
                     return
                 forward_and_sample(job, torch.cuda.current_stream())
         threading.Thread(target=model_loop, daemon=True).start()
+    worker_out: list = []  # worker_input_stream: forward's output, for sample
+    if args.shape == "worker_input_stream":
+        worker_stream = torch.cuda.Stream()
+        m.warm_up_on(worker_stream, m.x)
+        m.warm_up_on(input_stream, m.x)
+
+        def worker_input_loop() -> None:
+            torch.cuda.set_stream(worker_stream)  # this thread's current stream, for good
+            while True:
+                ev = to_model.get()
+                if ev is None:
+                    return
+                nvtx.range_push("forward")
+                worker_stream.wait_stream(torch.cuda.default_stream())  # the loop's hand-over
+                with torch.cuda.stream(input_stream):  # fed from the CPU: waits for nothing first
+                    meta.copy_(meta_pinned, non_blocking=True)
+                    pre = m.chain(m.x, 2)
+                worker_stream.wait_stream(input_stream)
+                y = m.chain(pre, 1)
+                input_stream.wait_stream(worker_stream)
+                with torch.cuda.stream(input_stream):
+                    post = m.chain(y, 3)
+                worker_stream.wait_stream(input_stream)
+                y = m.chain(post, 1)
+                spin(0.05)
+                nvtx.range_pop()
+                ev[2].record(worker_stream)
+                worker_out[:] = [y]
+                from_model.put(True)
+        threading.Thread(target=worker_input_loop, daemon=True).start()
     to_offload: "queue.Queue" = queue.Queue()
     offload_issued: "queue.Queue" = queue.Queue()
     if args.shape == "kv_offload":
@@ -545,6 +582,18 @@ def main() -> None:
         ev[1].record(main_stream)
         if args.shape == "model_thread":
             through_the_model_thread(i, ev, t0)
+            continue
+        if args.shape == "worker_input_stream":
+            to_model.put(ev)
+            from_model.get()
+            push("sample")
+            main_stream.wait_stream(worker_stream)
+            _ = worker_out[0][0, 0].item()
+            pop()
+            ev[3].record(main_stream)
+            pop()
+            if i >= 0:
+                rows.append((i, ev, (time.perf_counter() - t0) * 1e3, {}))
             continue
 
         if args.shape == "draft_steps":

@@ -346,6 +346,23 @@ def test_a_lone_phase_joining_a_busier_input_stream_is_read_on_the_stream_its_th
     assert [(c, n, round(us), s) for c, n, us, s in got] == truth
 
 
+def test_a_workers_phase_keeping_a_busier_input_stream_is_read_on_the_stream_it_took_the_loops_work_into(tmp_path):
+    # GIVEN the loop thread's schedule on 7; a worker thread's forward whose stream 20 first
+    # waits for 7 (the hand-over), then an input stream 9 fed from the CPU (a copy, 30 us) joined
+    # into 20 (20 us there), forked off 20 again (60 us) and joined back (20 us on 20); the loop's
+    # process joins 20 into 7 (the fuzzer's seed 12000189, minimised)
+    cycle = [("schedule", 11, 7, [("k", 7, 50)]),
+             ("forward", 12, 20, [("w", 20, 7), ("cp", 9, 5, 1), ("k", 9, 30), ("w", 20, 9), ("k", 20, 20), ("w", 9, 20),
+                                  ("k", 9, 60), ("w", 20, 9), ("k", 20, 20)]),
+             ("process", 11, 7, [("w", 7, 20), ("k", 7, 10)])]
+    # WHEN analysed
+    truth, got = readings([cycle] * 3, tmp_path)
+    # THEN forward is read on 20, where its thread took the loop's work (on 9, the busier stream,
+    # it read 80 us where events on 20 read 100, and process 30 us where they read 10)
+    assert [s for *_, s in truth] == [7, 20, 7] * 3
+    assert [(c, n, round(us), s) for c, n, us, s in got] == truth
+
+
 def test_a_phase_that_joins_then_forks_is_read_on_the_stream_it_passes_its_collectives_through(tmp_path):
     # GIVEN draft runs a collective forked off 7 and joined back (ProcessGroupNCCL on the current
     # stream), 25 us on 7, then forks side stream 14 (600 us there); draft_extend runs another

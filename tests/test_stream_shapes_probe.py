@@ -26,7 +26,8 @@ with the current one; an input stream that computes, fed back the current stream
 a copy to pinned memory; PyTorch's ``cudaMallocAsync`` allocator; two processes running the loop
 at once on one GPU (each its own rank); a model thread on a stream of its own beside a KV-offload
 helper thread whose copy the next cycle joins; one phase a cycle joining a busier input stream
-fed from the CPU; the graph shapes traced with nsys's default
+fed from the CPU; a worker thread's forward on its own stream beside a busier input stream it
+joins and forks in turn; the graph shapes traced with nsys's default
 ``--cuda-graph-trace=graph``. Each shape also as ``*_marked``: every phase saying its current
 stream as it begins, as ``tracerecon.instrument.phase`` does."""
 
@@ -271,4 +272,29 @@ def test_a_lone_phase_that_joins_a_busier_input_stream_reads_the_events_on_its_c
         ms, stream = gpu[g["cycle"]]
         assert abs(ms - g["phase_ms"]["forward"]) < TOLERANCE_MS and stream == 7, (g["cycle"], ms, g["phase_ms"]["forward"], stream)
     assert min(g["phase_ms"]["forward"] for g in truth) > 0.8
+    assert not run.warnings
+
+
+def test_a_workers_forward_keeping_a_busier_input_stream_reads_the_events_on_the_workers_stream():
+    # GIVEN the loop thread holding prepare and sample on the default stream (7), a worker thread
+    # holding forward on its own stream (25, made to wait for 7 as forward begins), where an input
+    # stream (21) fed from the CPU preprocesses (two layers), the worker's stream joins it and
+    # runs a layer, the input stream waits for that and post-processes (three layers), and the
+    # worker's stream joins it again and runs a layer; sample joins 25 into 7 and reads back
+    # (forward's events on 25 read 1.58-1.83 ms)
+    truth = [json.loads(line) for line in (RUN / "worker_input_stream.gt.jsonl").read_text().splitlines()]
+    # WHEN analysed with the engine's three phases
+    run = load([str(RUN / "worker_input_stream.sqlite.xz")], PhaseConfig(phases=PHASES))
+    rank = run.ranks[0]
+    got = {(p["cycle"], p["phase"]): (p["gpu_ns"] / 1e6, p["stream_id"]) for p in rank.phases.to_pylist() if p["cycle"] is not None}
+    # THEN every phase of every cycle reads its events within the tolerance, forward on the
+    # worker's stream (read on the busier input stream, forward read 0.16 ms short and sample
+    # 0.16 ms long: the worker's last layer)
+    assert len(truth) == 40 and len(got) == 3 * 40
+    for g in truth:
+        for name in PHASES:
+            ms, stream = got[(g["cycle"], name)]
+            assert abs(ms - g["phase_ms"][name]) < TOLERANCE_MS, (g["cycle"], name, ms, g["phase_ms"][name])
+            assert stream == (25 if name == "forward" else 7), (g["cycle"], name, stream)
+    assert min(g["phase_ms"]["forward"] for g in truth) > 1.5
     assert not run.warnings

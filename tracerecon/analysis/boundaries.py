@@ -919,8 +919,10 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     later phase. Then a side stream made ready one phase early (``_forked_the_phase_before``);
     then a side stream that was only joined in the phase, never forked off its caller, where
     the thread's other phases say which of the two is its current stream, or one joined into
-    the stream the thread reads back on (``_joined_into_the_threads_stream``); last, once more
-    the joins in a later phase, for the phases those two rules moved.
+    the stream the thread reads back on (``_joined_into_the_threads_stream``); then, for a
+    phase still unmoved, the stream its own thread handed another thread's work into within the
+    phase (``_handed_over_into``: a worker's stream made to wait for the loop's); last, once more
+    the joins in a later phase, for the phases those rules moved.
 
     Repeated for nested forks; a stream with no ops at all passes a phase on to the stream it
     was forked off within the phase (NCCL's stream forked off an empty side stream). Returns
@@ -1067,12 +1069,54 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     joined = _joined_into_the_threads_stream(clock, op_streams, op_phase, row, keys, np.asarray(ph_pid, np.int64), cpu_start, cpu_end, read_back)
     joined[np.asarray(list(left), dtype=np.int64)] = -1
     settled_late |= move(joined)
+    # Last of all, a stream its thread handed work into from another thread within the phase.
+    handed = _handed_over_into(clock, op_streams, op_phase, row, keys, cpu_start, cpu_end)
+    handed[np.asarray(list(left), dtype=np.int64)] = -1
+    settled_late |= move(handed)
     if settled_late:
         # A later phase these two rules moved onto the caller (mostly copies on an input stream,
         # then a join and a short kernel on the caller) is where a phase before it joined its
         # side stream back: judged again by that phase's settled stream.
         fork_rounds(later_rounds)
     return device, stream
+
+
+def _handed_over_into(clock: StreamClock, op_streams: _OpStreams, op_phase: np.ndarray, row: np.ndarray, keys: np.ndarray,
+                      cpu_start: np.ndarray, cpu_end: np.ndarray) -> np.ndarray:
+    """Per phase: the stream row C that the phase's own thread (``keys``) first made wait, within
+    the phase's CPU window, for a stream only other threads launch work on (a hand-over: a worker
+    thread's current stream taking up the loop thread's work, ``worker_stream.wait_stream(loop's)``),
+    where the phase is read on another stream S (``row``), C computes and the phase computed on
+    C, and no such hand-over went into S; else -1. A worker whose phase keeps an input stream
+    busier than its own stream (fed from the CPU, joined into the worker's stream and forked off
+    it in turn) takes turns that read both ways; the hand-over says which stream is the
+    worker's."""
+    out = np.full(len(row), -1, dtype=np.int64)
+    into, from_, cpu, by = clock.join_into, clock.join_from, clock.join_cpu, clock.join_thread
+    real = np.flatnonzero((into != from_) & (by >= 0))
+    if len(real) == 0 or len(row) == 0:
+        return out
+    lo, hi = np.searchsorted(cpu[real], cpu_start, side="left"), np.searchsorted(cpu[real], cpu_end, side="right")
+    asked = np.flatnonzero((hi > lo) & (row >= 0))
+    if len(asked) == 0:
+        return out
+    placed = (op_phase >= 0) & (op_streams.rows >= 0) & op_streams.computes
+    computed = set(zip(op_phase[placed].tolist(), op_streams.rows[placed].tolist()))  # (phase, stream row)
+
+    def others_only(stream: int, thread: int) -> bool:
+        on = op_streams.threads_using(stream)
+        return len(on) > 0 and thread not in on.tolist()
+
+    for i in asked.tolist():
+        mine = real[lo[i]:hi[i]]
+        mine = mine[by[mine] == keys[i]]
+        handed = [int(into[w]) for w in mine.tolist() if others_only(int(from_[w]), int(keys[i]))]
+        if not handed or int(row[i]) in handed:
+            continue
+        c = handed[0]
+        if op_streams.computing_streams[c] and (i, c) in computed:
+            out[i] = c
+    return out
 
 
 def _read_back_votes(clock: StreamClock, ops: pa.Table, op_streams: _OpStreams, phase_threads: frozenset) -> Callable[[int, int], dict]:
