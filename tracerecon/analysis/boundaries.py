@@ -1096,24 +1096,24 @@ def _handed_over_into(clock: StreamClock, op_streams: _OpStreams, op_phase: np.n
     real = np.flatnonzero((into != from_) & (by >= 0))
     if len(real) == 0 or len(row) == 0:
         return out
-    lo, hi = np.searchsorted(cpu[real], cpu_start, side="left"), np.searchsorted(cpu[real], cpu_end, side="right")
+    # The hand-overs among the waits (in CPU order): the waiting thread launches nothing on the
+    # stream waited for, and some thread does. Asked once per (stream, thread) pair.
+    pairs, which = np.unique(np.stack([from_[real], by[real]]), axis=1, return_inverse=True)
+    handing = np.asarray([len(on := op_streams.threads_using(int(f))) > 0 and int(t) not in on.tolist()
+                          for f, t in zip(pairs[0].tolist(), pairs[1].tolist())], dtype=bool)
+    handovers = real[handing[np.asarray(which).reshape(-1)]]
+    lo, hi = np.searchsorted(cpu[handovers], cpu_start, side="left"), np.searchsorted(cpu[handovers], cpu_end, side="right")
     asked = np.flatnonzero((hi > lo) & (row >= 0))
     if len(asked) == 0:
         return out
     placed = (op_phase >= 0) & (op_streams.rows >= 0) & op_streams.computes
     computed = set(zip(op_phase[placed].tolist(), op_streams.rows[placed].tolist()))  # (phase, stream row)
-
-    def others_only(stream: int, thread: int) -> bool:
-        on = op_streams.threads_using(stream)
-        return len(on) > 0 and thread not in on.tolist()
-
     for i in asked.tolist():
-        mine = real[lo[i]:hi[i]]
-        mine = mine[by[mine] == keys[i]]
-        handed = [int(into[w]) for w in mine.tolist() if others_only(int(from_[w]), int(keys[i]))]
-        if not handed or int(row[i]) in handed:
+        mine = handovers[lo[i]:hi[i]]
+        handed = into[mine[by[mine] == keys[i]]]
+        if len(handed) == 0 or (handed == row[i]).any():
             continue
-        c = handed[0]
+        c = int(handed[0])
         if op_streams.computing_streams[c] and (i, c) in computed:
             out[i] = c
     return out
