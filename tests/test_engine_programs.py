@@ -363,6 +363,21 @@ def test_a_workers_phase_keeping_a_busier_input_stream_is_read_on_the_stream_it_
     assert [(c, n, round(us), s) for c, n, us, s in got] == truth
 
 
+def test_a_workers_phase_stays_on_the_stream_it_took_the_loops_work_into_beside_a_side_stream_and_an_input_stream(tmp_path):
+    # GIVEN the same worker's forward, with a side stream 14 forked off 20 (400 us there) and
+    # joined back between its turns with the input stream 9 (the fuzzer's seed 12000189, cycle 0)
+    cycle = [("schedule", 11, 7, [("k", 7, 50)]),
+             ("forward", 12, 20, [("w", 20, 7), ("cp", 9, 5, 1), ("k", 9, 30), ("w", 20, 9), ("w", 14, 20), ("k", 14, 400),
+                                  ("k", 20, 20), ("w", 20, 14), ("w", 9, 20), ("k", 9, 30), ("w", 20, 9), ("k", 20, 20)]),
+             ("process", 11, 7, [("w", 7, 20), ("k", 7, 10)])]
+    # WHEN analysed
+    truth, got = readings([cycle] * 3, tmp_path)
+    # THEN forward is read on 20: the side stream's caller, which the turns with the input stream
+    # do not move it off (it read 430 us on 9 where events on 20 read 450)
+    assert [s for *_, s in truth] == [7, 20, 7] * 3
+    assert [(c, n, round(us), s) for c, n, us, s in got] == truth
+
+
 def test_a_phase_that_joins_then_forks_is_read_on_the_stream_it_passes_its_collectives_through(tmp_path):
     # GIVEN draft runs a collective forked off 7 and joined back (ProcessGroupNCCL on the current
     # stream), 25 us on 7, then forks side stream 14 (600 us there); draft_extend runs another

@@ -919,10 +919,10 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     later phase. Then a side stream made ready one phase early (``_forked_the_phase_before``);
     then a side stream that was only joined in the phase, never forked off its caller, where
     the thread's other phases say which of the two is its current stream, or one joined into
-    the stream the thread reads back on (``_joined_into_the_threads_stream``); then, for a
-    phase still unmoved, the stream its own thread handed another thread's work into within the
-    phase (``_handed_over_into``: a worker's stream made to wait for the loop's); last, once more
-    the joins in a later phase, for the phases those rules moved.
+    the stream the thread reads back on (``_joined_into_the_threads_stream``); then the stream
+    the phase's own thread handed another thread's work into within the phase (``_hand_overs``:
+    a worker's stream made to wait for the loop's), which no rule moves a phase off either; last,
+    once more the joins in a later phase, for the phases those rules moved.
 
     Repeated for nested forks; a stream with no ops at all passes a phase on to the stream it
     was forked off within the phase (NCCL's stream forked off an empty side stream). Returns
@@ -1023,12 +1023,17 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
         window = (np.asarray([cpu_start[i]], np.int64), np.asarray([cpu_end[i]], np.int64))
         return bool(_round_trips(into, from_, cpu, quiet[0], at, *window)[0] and not _round_trips(into, from_, cpu, quiet[0], to, *window)[0])
 
+    # Streams each phase's thread handed another thread's work into (``_hand_overs``).
+    hand = _hand_overs(clock, op_streams, op_phase, len(row), keys, cpu_start, cpu_end)
+
     def move(to: np.ndarray) -> bool:
         # Never onto a stream the phase left, nor off the stream its thread reads its results
         # back on more than on the other (its current stream: an input stream's hand-off in the
-        # phase looks like a fork of the forward stream off it), nor onto a device it launched
-        # nothing on, nor onto another thread's stream.
+        # phase looks like a fork of the forward stream off it), nor off the stream its thread
+        # handed another thread's work into in the phase (onto another such one only), nor onto
+        # a device it launched nothing on, nor onto another thread's stream.
         moved = [i for i in np.flatnonzero(to >= 0).tolist() if int(to[i]) not in left.get(i, ())
+                 and not (int(row[i]) in hand.get(i, ()) and int(to[i]) not in hand[i])
                  and (v := read_back(int(keys[i]), int(ph_pid[i]))).get(int(row[i]), 0) <= v.get(int(to[i]), 0)
                  and not current_here(i, int(row[i]), int(to[i]))
                  and launched_there(i, int(to[i])) and not others_stream(i, int(to[i]))]
@@ -1070,8 +1075,10 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     joined[np.asarray(list(left), dtype=np.int64)] = -1
     settled_late |= move(joined)
     # Last of all, a stream its thread handed work into from another thread within the phase.
-    handed = _handed_over_into(clock, op_streams, op_phase, row, keys, cpu_start, cpu_end)
-    handed[np.asarray(list(left), dtype=np.int64)] = -1
+    handed = np.full(len(row), -1, dtype=np.int64)
+    for i, rows in hand.items():
+        if int(row[i]) not in rows:
+            handed[i] = rows[0]
     settled_late |= move(handed)
     if settled_late:
         # A later phase these two rules moved onto the caller (mostly copies on an input stream,
@@ -1081,21 +1088,19 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     return device, stream
 
 
-def _handed_over_into(clock: StreamClock, op_streams: _OpStreams, op_phase: np.ndarray, row: np.ndarray, keys: np.ndarray,
-                      cpu_start: np.ndarray, cpu_end: np.ndarray) -> np.ndarray:
-    """Per phase: the stream row C that the phase's own thread (``keys``) first made wait, within
-    the phase's CPU window, for a stream only other threads launch work on (a hand-over: a worker
-    thread's current stream taking up the loop thread's work, ``worker_stream.wait_stream(loop's)``),
-    where the phase is read on another stream S (``row``), C computes and the phase computed on
-    C, and no such hand-over went into S; else -1. A worker whose phase keeps an input stream
-    busier than its own stream (fed from the CPU, joined into the worker's stream and forked off
-    it in turn) takes turns that read both ways; the hand-over says which stream is the
-    worker's."""
-    out = np.full(len(row), -1, dtype=np.int64)
+def _hand_overs(clock: StreamClock, op_streams: _OpStreams, op_phase: np.ndarray, n_phases: int, keys: np.ndarray,
+                cpu_start: np.ndarray, cpu_end: np.ndarray) -> dict[int, list[int]]:
+    """Per phase that has one: the stream rows its own thread (``keys``) made wait, within the
+    phase's CPU window, for a stream only other threads launch work on, in the order of those
+    waits, where the row computes and the phase computed there: a hand-over, a worker thread's
+    current stream taking up the loop thread's work (``worker_stream.wait_stream(loop's)``).
+    A worker whose phase keeps an input stream busier than its own stream (fed from the CPU,
+    joined into the worker's stream and forked off it in turn) takes turns that read both ways;
+    the hand-over says which stream is the worker's."""
     into, from_, cpu, by = clock.join_into, clock.join_from, clock.join_cpu, clock.join_thread
     real = np.flatnonzero((into != from_) & (by >= 0))
-    if len(real) == 0 or len(row) == 0:
-        return out
+    if len(real) == 0 or n_phases == 0:
+        return {}
     # The hand-overs among the waits (in CPU order): the waiting thread launches nothing on the
     # stream waited for, and some thread does. Asked once per (stream, thread) pair.
     pairs, which = np.unique(np.stack([from_[real], by[real]]), axis=1, return_inverse=True)
@@ -1103,19 +1108,18 @@ def _handed_over_into(clock: StreamClock, op_streams: _OpStreams, op_phase: np.n
                           for f, t in zip(pairs[0].tolist(), pairs[1].tolist())], dtype=bool)
     handovers = real[handing[np.asarray(which).reshape(-1)]]
     lo, hi = np.searchsorted(cpu[handovers], cpu_start, side="left"), np.searchsorted(cpu[handovers], cpu_end, side="right")
-    asked = np.flatnonzero((hi > lo) & (row >= 0))
+    asked = np.flatnonzero(hi > lo)
     if len(asked) == 0:
-        return out
+        return {}
     placed = (op_phase >= 0) & (op_streams.rows >= 0) & op_streams.computes
     computed = set(zip(op_phase[placed].tolist(), op_streams.rows[placed].tolist()))  # (phase, stream row)
+    out: dict[int, list[int]] = {}
     for i in asked.tolist():
         mine = handovers[lo[i]:hi[i]]
-        handed = into[mine[by[mine] == keys[i]]]
-        if len(handed) == 0 or (handed == row[i]).any():
-            continue
-        c = int(handed[0])
-        if op_streams.computing_streams[c] and (i, c) in computed:
-            out[i] = c
+        rows = [c for c in dict.fromkeys(into[mine[by[mine] == keys[i]]].tolist())
+                if op_streams.computing_streams[c] and (i, c) in computed]
+        if rows:
+            out[i] = rows
     return out
 
 
