@@ -100,6 +100,10 @@ Shapes (``--shape``):
   the input stream waits for that and post-processes (three layers), the worker's stream waits
   again and runs a layer: the input stream busier than the worker's. Sample joins the worker's
   stream into the default one and reads a value back.
+- ``two_workers``: a pipeline of threads: the loop thread holds the cycle and prepare on the
+  default stream; a forward worker holds forward on its own stream (made to wait for the default
+  one), five layers; a sample worker holds sample on a third stream (made to wait for the forward
+  worker's), one layer and a read-back. Each phase's events are on its own thread's stream.
 - ``kv_offload``: the loop thread marks the cycle and prepare; a model thread marks and runs
   forward and sample on a stream of its own (its current stream, forked off the default stream as
   forward begins),
@@ -223,7 +227,7 @@ def main() -> None:
                                                        "empty_cache_sync", "triton_kernel", "join_then_fork", "fork_early",
                                                        "thread_pool", "two_processes", "plain", "stream_sync", "async_alloc",
                                                        "plan_stream", "input_prefetch", "plan_joined", "kv_offload",
-                                                       "lone_input_stream", "worker_input_stream"])
+                                                       "lone_input_stream", "worker_input_stream", "two_workers"])
     ap.add_argument("--cycles", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--gt", required=True)
@@ -460,6 +464,43 @@ def main() -> None:
                 worker_out[:] = [y]
                 from_model.put(True)
         threading.Thread(target=worker_input_loop, daemon=True).start()
+    to_sampler: "queue.Queue" = queue.Queue()
+    if args.shape == "two_workers":
+        forward_stream, sample_stream = torch.cuda.Stream(), torch.cuda.Stream()
+        m.warm_up_on(forward_stream, m.x)
+        m.warm_up_on(sample_stream, m.x)
+
+        def forward_worker() -> None:
+            torch.cuda.set_stream(forward_stream)  # this thread's current stream, for good
+            while True:
+                ev = to_model.get()
+                if ev is None:
+                    to_sampler.put(None)
+                    return
+                nvtx.range_push("forward")
+                forward_stream.wait_stream(torch.cuda.default_stream())  # the loop's hand-over
+                y = m.chain(m.x, 5)
+                spin(0.05)
+                nvtx.range_pop()
+                ev[2].record(forward_stream)
+                to_sampler.put((ev, y))
+
+        def sample_worker() -> None:
+            torch.cuda.set_stream(sample_stream)
+            while True:
+                job = to_sampler.get()
+                if job is None:
+                    return
+                ev, y = job
+                nvtx.range_push("sample")
+                sample_stream.wait_stream(forward_stream)  # the forward worker's hand-over
+                tok = m.chain(y, 1)[0, :1024].float().softmax(0)
+                _ = tok[0].item()
+                nvtx.range_pop()
+                ev[3].record(sample_stream)
+                from_model.put(True)
+        threading.Thread(target=forward_worker, daemon=True).start()
+        threading.Thread(target=sample_worker, daemon=True).start()
     to_offload: "queue.Queue" = queue.Queue()
     offload_issued: "queue.Queue" = queue.Queue()
     if args.shape == "kv_offload":
@@ -582,6 +623,13 @@ def main() -> None:
         ev[1].record(main_stream)
         if args.shape == "model_thread":
             through_the_model_thread(i, ev, t0)
+            continue
+        if args.shape == "two_workers":
+            to_model.put(ev)
+            from_model.get()
+            pop()
+            if i >= 0:
+                rows.append((i, ev, (time.perf_counter() - t0) * 1e3, {}))
             continue
         if args.shape == "worker_input_stream":
             to_model.put(ev)

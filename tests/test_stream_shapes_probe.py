@@ -27,7 +27,8 @@ a copy to pinned memory; PyTorch's ``cudaMallocAsync`` allocator; two processes 
 at once on one GPU (each its own rank); a model thread on a stream of its own beside a KV-offload
 helper thread whose copy the next cycle joins; one phase a cycle joining a busier input stream
 fed from the CPU; a worker thread's forward on its own stream beside a busier input stream it
-joins and forks in turn; the graph shapes traced with nsys's default
+joins and forks in turn; a pipeline of three threads, each phase on its own thread's stream;
+the graph shapes traced with nsys's default
 ``--cuda-graph-trace=graph``. Each shape also as ``*_marked``: every phase saying its current
 stream as it begins, as ``tracerecon.instrument.phase`` does."""
 
@@ -297,4 +298,24 @@ def test_a_workers_forward_keeping_a_busier_input_stream_reads_the_events_on_the
             assert abs(ms - g["phase_ms"][name]) < TOLERANCE_MS, (g["cycle"], name, ms, g["phase_ms"][name])
             assert stream == (25 if name == "forward" else 7), (g["cycle"], name, stream)
     assert min(g["phase_ms"]["forward"] for g in truth) > 1.5
+    assert not run.warnings
+
+
+def test_a_pipeline_of_threads_each_phase_on_its_own_threads_stream():
+    # GIVEN the loop thread holding prepare on the default stream (7), a forward worker holding
+    # forward on its own stream (25, made to wait for 7), and a sample worker holding sample on a
+    # third stream (29, made to wait for 25) that reads back (forward's events read 0.97-1.34 ms)
+    truth = [json.loads(line) for line in (RUN / "two_workers.gt.jsonl").read_text().splitlines()]
+    # WHEN analysed with the engine's three phases
+    run = load([str(RUN / "two_workers.sqlite.xz")], PhaseConfig(phases=PHASES))
+    rank = run.ranks[0]
+    got = {(p["cycle"], p["phase"]): (p["gpu_ns"] / 1e6, p["stream_id"]) for p in rank.phases.to_pylist() if p["cycle"] is not None}
+    # THEN every phase of every cycle reads its events within the tolerance, each on its own
+    # thread's stream
+    assert len(truth) == 40 and len(got) == 3 * 40
+    for g in truth:
+        for name, own in zip(PHASES, (7, 25, 29)):
+            ms, stream = got[(g["cycle"], name)]
+            assert abs(ms - g["phase_ms"][name]) < TOLERANCE_MS and stream == own, (g["cycle"], name, ms, g["phase_ms"][name], stream)
+    assert min(g["phase_ms"]["forward"] for g in truth) > 0.9
     assert not run.warnings
