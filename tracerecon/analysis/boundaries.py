@@ -1081,7 +1081,7 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
             handed[i] = rows[0]
     settled_late |= move(handed)
     if settled_late:
-        # A later phase these two rules moved onto the caller (mostly copies on an input stream,
+        # A later phase these rules moved onto the caller (mostly copies on an input stream,
         # then a join and a short kernel on the caller) is where a phase before it joined its
         # side stream back: judged again by that phase's settled stream.
         fork_rounds(later_rounds)
@@ -1099,8 +1099,8 @@ def _hand_overs(clock: StreamClock, op_streams: _OpStreams, op_phase: np.ndarray
     the hand-over says which stream is the worker's."""
     into, from_, cpu, by = clock.join_into, clock.join_from, clock.join_cpu, clock.join_thread
     real = np.flatnonzero((into != from_) & (by >= 0))
-    if len(real) == 0 or n_phases == 0:
-        return {}
+    if len(real) == 0 or n_phases == 0 or "launch_tid" not in op_streams.ops.column_names:
+        return {}  # (without the ops' launching threads, no stream is known to be another thread's)
     # The hand-overs among the waits (in CPU order): the waiting thread launches nothing on the
     # stream waited for, and some thread does. Asked once per (stream, thread) pair.
     pairs, which = np.unique(np.stack([from_[real], by[real]]), axis=1, return_inverse=True)
