@@ -276,46 +276,38 @@ def test_a_lone_phase_that_joins_a_busier_input_stream_reads_the_events_on_its_c
     assert not run.warnings
 
 
-def test_a_workers_forward_keeping_a_busier_input_stream_reads_the_events_on_the_workers_stream():
-    # GIVEN the loop thread holding prepare and sample on the default stream (7), a worker thread
-    # holding forward on its own stream (25, made to wait for 7 as forward begins), where an input
-    # stream (21) fed from the CPU preprocesses (two layers), the worker's stream joins it and
-    # runs a layer, the input stream waits for that and post-processes (three layers), and the
-    # worker's stream joins it again and runs a layer; sample joins 25 into 7 and reads back
-    # (forward's events on 25 read 1.58-1.83 ms)
-    truth = [json.loads(line) for line in (RUN / "worker_input_stream.gt.jsonl").read_text().splitlines()]
-    # WHEN analysed with the engine's three phases
-    run = load([str(RUN / "worker_input_stream.sqlite.xz")], PhaseConfig(phases=PHASES))
-    rank = run.ranks[0]
-    got = {(p["cycle"], p["phase"]): (p["gpu_ns"] / 1e6, p["stream_id"]) for p in rank.phases.to_pylist() if p["cycle"] is not None}
-    # THEN every phase of every cycle reads its events within the tolerance, forward on the
-    # worker's stream (read on the busier input stream, forward read 0.16 ms short and sample
-    # 0.16 ms long: the worker's last layer)
-    assert len(truth) == 40 and len(got) == 3 * 40
-    for g in truth:
-        for name in PHASES:
-            ms, stream = got[(g["cycle"], name)]
-            assert abs(ms - g["phase_ms"][name]) < TOLERANCE_MS, (g["cycle"], name, ms, g["phase_ms"][name])
-            assert stream == (25 if name == "forward" else 7), (g["cycle"], name, stream)
-    assert min(g["phase_ms"]["forward"] for g in truth) > 1.5
-    assert not run.warnings
+# Shapes whose phases are held by threads with streams of their own: each phase's stream (its
+# thread's), and the least forward's events read.
+THREAD_STREAMS = {
+    # the loop thread holds prepare and sample on the default stream (7); a worker thread holds
+    # forward on its own stream (25, made to wait for 7 as forward begins), where an input stream
+    # (21) fed from the CPU preprocesses (two layers), the worker's stream joins it and runs a
+    # layer, the input stream waits for that and post-processes (three layers), and the worker's
+    # stream joins it again and runs a layer; sample joins 25 into 7 and reads back (forward's
+    # events read 1.58-1.83 ms; read on the busier input stream, forward read 0.16 ms short and
+    # sample 0.16 ms long: the worker's last layer)
+    "worker_input_stream": ((7, 25, 7), 1.5),
+    # a pipeline: the loop thread holds prepare on 7, a forward worker forward on its own stream
+    # (25, made to wait for 7), a sample worker sample on a third stream (29, made to wait for 25)
+    # that reads back (forward's events read 0.97-1.34 ms)
+    "two_workers": ((7, 25, 29), 0.9),
+}
 
 
-def test_a_pipeline_of_threads_each_phase_on_its_own_threads_stream():
-    # GIVEN the loop thread holding prepare on the default stream (7), a forward worker holding
-    # forward on its own stream (25, made to wait for 7), and a sample worker holding sample on a
-    # third stream (29, made to wait for 25) that reads back (forward's events read 0.97-1.34 ms)
-    truth = [json.loads(line) for line in (RUN / "two_workers.gt.jsonl").read_text().splitlines()]
+@pytest.mark.parametrize("shape", sorted(THREAD_STREAMS))
+def test_phases_of_threads_with_streams_of_their_own_read_the_events_on_their_threads_streams(shape):
+    # GIVEN the real trace and the engine's events on each phase's own thread's stream
+    streams, least_forward_ms = THREAD_STREAMS[shape]
+    truth = [json.loads(line) for line in (RUN / f"{shape}.gt.jsonl").read_text().splitlines()]
     # WHEN analysed with the engine's three phases
-    run = load([str(RUN / "two_workers.sqlite.xz")], PhaseConfig(phases=PHASES))
+    run = load([str(RUN / f"{shape}.sqlite.xz")], PhaseConfig(phases=PHASES))
     rank = run.ranks[0]
     got = {(p["cycle"], p["phase"]): (p["gpu_ns"] / 1e6, p["stream_id"]) for p in rank.phases.to_pylist() if p["cycle"] is not None}
-    # THEN every phase of every cycle reads its events within the tolerance, each on its own
-    # thread's stream
+    # THEN every phase of every cycle reads its events within the tolerance, on its thread's stream
     assert len(truth) == 40 and len(got) == 3 * 40
     for g in truth:
-        for name, own in zip(PHASES, (7, 25, 29)):
+        for name, own in zip(PHASES, streams):
             ms, stream = got[(g["cycle"], name)]
             assert abs(ms - g["phase_ms"][name]) < TOLERANCE_MS and stream == own, (g["cycle"], name, ms, g["phase_ms"][name], stream)
-    assert min(g["phase_ms"]["forward"] for g in truth) > 0.9
+    assert min(g["phase_ms"]["forward"] for g in truth) > least_forward_ms
     assert not run.warnings
