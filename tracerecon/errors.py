@@ -45,3 +45,8 @@ class UsageError(TraceReconError):
 def install_hint(extra: str) -> str:
     """How to install an optional extra, from an index or from a clone of the repository."""
     return f"pip install 'tracerecon[{extra}]' (in a clone of tracerecon: pip install -e '.[{extra}]')"
+
+
+def plot_extra_missing() -> TraceReconError:
+    """The error for a picture asked for without matplotlib (the `plot` extra)."""
+    return TraceReconError(f"plots need the `plot` extra: {install_hint('plot')}")

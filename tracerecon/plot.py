@@ -9,6 +9,7 @@ import re
 import warnings
 
 from tracerecon.analysis.summary import steady_phases, summarize_phases
+from tracerecon.errors import plot_extra_missing
 from tracerecon.model import Analysis
 from tracerecon.json_text import one_line, shown_names
 from tracerecon.present import verdict_label
@@ -27,21 +28,6 @@ VERDICT_HATCH = {"over": "//", "under": "\\\\", "agree": "", "no_gpu_work": ".."
 NAME_CHARS = 24
 
 
-def check_plot_extra() -> None:
-    """Raise TraceReconError where matplotlib is not installed (asked before traces are read,
-    without importing it)."""
-    import importlib.util
-
-    if importlib.util.find_spec("matplotlib") is None:
-        _no_plot_extra()
-
-
-def _no_plot_extra():
-    from tracerecon.errors import TraceReconError, install_hint
-
-    raise TraceReconError(f"plots need the `plot` extra: {install_hint('plot')}") from None
-
-
 def _pyplot():
     try:
         import matplotlib
@@ -49,7 +35,7 @@ def _pyplot():
         matplotlib.use("Agg")  # files only: no display over ssh
         import matplotlib.pyplot as plt
     except ImportError:
-        _no_plot_extra()
+        raise plot_extra_missing() from None
     return plt
 
 

@@ -38,17 +38,19 @@ def check_picture_path(output: str, inputs: list[str]) -> None:
     """Refuse a picture's path that names no known format (UsageError), or that would overwrite
     an input or a special file, and a plot without the `plot` extra: asked before any trace is
     read."""
+    import importlib.util
     from pathlib import Path
 
-    from tracerecon.errors import UsageError
-    from tracerecon.plot import check_plot_extra
+    from tracerecon.errors import UsageError, plot_extra_missing
     from tracerecon.run_dir import refuse_output_over_inputs, refuse_special_output
 
     if not str(output).lower().endswith((".svg", ".png", ".pdf")):
         raise UsageError(f"{output}: the picture's name must end in .svg, .png or .pdf")
     refuse_output_over_inputs(Path(output), inputs)
     refuse_special_output(Path(output))
-    check_plot_extra()
+    # (looked up, not imported: the traces' reads start before the heavy modules are imported)
+    if importlib.util.find_spec("matplotlib") is None:
+        raise plot_extra_missing()
 
 
 def write_picture(runs: list, output: str) -> None:
