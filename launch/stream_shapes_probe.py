@@ -104,6 +104,11 @@ Shapes (``--shape``):
   default stream; a forward worker holds forward on its own stream (made to wait for the default
   one), five layers; a sample worker holds sample on a third stream (made to wait for the forward
   worker's), one layer and a read-back. Each phase's events are on its own thread's stream.
+- ``shared_input_stream``: one input stream for two threads: the loop thread's prepare uploads
+  metadata and preprocesses there (two layers, fed from the CPU) and joins it into the default
+  stream; a worker thread's forward, on its own stream (made to wait for the default one),
+  post-processes on the same input stream (three layers), joins it and runs a layer; sample joins
+  the worker's stream into the default one and reads back.
 - ``kv_offload``: the loop thread marks the cycle and prepare; a model thread marks and runs
   forward and sample on a stream of its own (its current stream, forked off the default stream as
   forward begins),
@@ -227,7 +232,8 @@ def main() -> None:
                                                        "empty_cache_sync", "triton_kernel", "join_then_fork", "fork_early",
                                                        "thread_pool", "two_processes", "plain", "stream_sync", "async_alloc",
                                                        "plan_stream", "input_prefetch", "plan_joined", "kv_offload",
-                                                       "lone_input_stream", "worker_input_stream", "two_workers"])
+                                                       "lone_input_stream", "worker_input_stream", "two_workers",
+                                                       "shared_input_stream"])
     ap.add_argument("--cycles", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--gt", required=True)
@@ -501,6 +507,29 @@ def main() -> None:
                 from_model.put(True)
         threading.Thread(target=forward_worker, daemon=True).start()
         threading.Thread(target=sample_worker, daemon=True).start()
+    if args.shape == "shared_input_stream":
+        shared_worker_stream = torch.cuda.Stream()
+        m.warm_up_on(shared_worker_stream, m.x)
+        m.warm_up_on(input_stream, m.x)
+
+        def shared_input_worker() -> None:
+            torch.cuda.set_stream(shared_worker_stream)  # this thread's current stream, for good
+            while True:
+                ev = to_model.get()
+                if ev is None:
+                    return
+                nvtx.range_push("forward")
+                shared_worker_stream.wait_stream(torch.cuda.default_stream())  # the loop's hand-over
+                with torch.cuda.stream(input_stream):  # the input stream the loop uploads on too
+                    post = m.chain(m.x, 3)
+                shared_worker_stream.wait_stream(input_stream)
+                y = m.chain(post, 1)
+                spin(0.05)
+                nvtx.range_pop()
+                ev[2].record(shared_worker_stream)
+                worker_out[:] = [y]
+                from_model.put(True)
+        threading.Thread(target=shared_input_worker, daemon=True).start()
     to_offload: "queue.Queue" = queue.Queue()
     offload_issued: "queue.Queue" = queue.Queue()
     if args.shape == "kv_offload":
@@ -614,6 +643,11 @@ def main() -> None:
         spin(0.1)
         if args.shape == "fork_early":
             m.side.wait_stream(main_stream)  # the fork: nothing launched on the side stream yet
+        if args.shape == "shared_input_stream":
+            with torch.cuda.stream(input_stream):  # fed from the CPU: waits for nothing first
+                meta.copy_(meta_pinned, non_blocking=True)
+                m.chain(m.x, 2)
+            main_stream.wait_stream(input_stream)
         if args.shape == "input_prefetch":
             with torch.cuda.stream(input_stream):
                 prepped = (next_in * 3.0).sum()  # the inputs' kernel, on the input stream
@@ -631,11 +665,11 @@ def main() -> None:
             if i >= 0:
                 rows.append((i, ev, (time.perf_counter() - t0) * 1e3, {}))
             continue
-        if args.shape == "worker_input_stream":
+        if args.shape in ("worker_input_stream", "shared_input_stream"):
             to_model.put(ev)
             from_model.get()
             push("sample")
-            main_stream.wait_stream(worker_stream)
+            main_stream.wait_stream(worker_stream if args.shape == "worker_input_stream" else shared_worker_stream)
             _ = worker_out[0][0, 0].item()
             pop()
             ev[3].record(main_stream)

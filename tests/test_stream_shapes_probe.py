@@ -28,6 +28,7 @@ at once on one GPU (each its own rank); a model thread on a stream of its own be
 helper thread whose copy the next cycle joins; one phase a cycle joining a busier input stream
 fed from the CPU; a worker thread's forward on its own stream beside a busier input stream it
 joins and forks in turn; a pipeline of three threads, each phase on its own thread's stream;
+an input stream the loop thread and a worker thread both compute on;
 the graph shapes traced with nsys's default
 ``--cuda-graph-trace=graph``. Each shape also as ``*_marked``: every phase saying its current
 stream as it begins, as ``tracerecon.instrument.phase`` does."""
@@ -291,6 +292,11 @@ THREAD_STREAMS = {
     # (25, made to wait for 7), a sample worker sample on a third stream (29, made to wait for 25)
     # that reads back (forward's events read 0.97-1.34 ms)
     "two_workers": ((7, 25, 29), 0.9),
+    # one input stream for two threads: the loop's prepare uploads and preprocesses there (two
+    # layers) and joins it into 7; the worker's forward, on its own stream (25, made to wait for
+    # 7), post-processes there (three layers), joins it and runs a layer (forward's events read
+    # 0.69-1.05 ms; read on the input stream, forward read 0.18 ms off and sample 0.17 ms)
+    "shared_input_stream": ((7, 25, 7), 0.6),
 }
 
 
