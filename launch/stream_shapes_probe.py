@@ -440,56 +440,63 @@ def main() -> None:
                     return
                 forward_and_sample(job, torch.cuda.current_stream())
         threading.Thread(target=model_loop, daemon=True).start()
-    worker_out: list = []  # worker_input_stream: forward's output, for sample
-    if args.shape == "worker_input_stream":
+    def start_forward_worker(stream: torch.cuda.Stream, layers, done) -> None:
+        """A worker thread whose current stream, for good, is ``stream``: for each cycle handed
+        over on ``to_model`` it holds forward, makes ``stream`` wait for the default one (the
+        loop's hand-over), runs ``layers()`` (its output), closes forward with its event on
+        ``stream`` and passes ``(ev, output)`` to ``done`` (None once the loop ends)."""
+        def loop() -> None:
+            torch.cuda.set_stream(stream)
+            while True:
+                ev = to_model.get()
+                if ev is None:
+                    done(None)
+                    return
+                nvtx.range_push("forward")
+                stream.wait_stream(torch.cuda.default_stream())
+                y = layers()
+                spin(0.05)
+                nvtx.range_pop()
+                ev[2].record(stream)
+                done((ev, y))
+        threading.Thread(target=loop, daemon=True).start()
+
+    worker_out: list = []  # worker_input_stream, shared_input_stream: forward's output, for sample
+
+    def to_sample(job) -> None:
+        if job is not None:
+            worker_out[:] = [job[1]]
+            from_model.put(True)
+
+    if args.shape in ("worker_input_stream", "shared_input_stream"):
         worker_stream = torch.cuda.Stream()
         m.warm_up_on(worker_stream, m.x)
         m.warm_up_on(input_stream, m.x)
 
-        def worker_input_loop() -> None:
-            torch.cuda.set_stream(worker_stream)  # this thread's current stream, for good
-            while True:
-                ev = to_model.get()
-                if ev is None:
-                    return
-                nvtx.range_push("forward")
-                worker_stream.wait_stream(torch.cuda.default_stream())  # the loop's hand-over
-                with torch.cuda.stream(input_stream):  # fed from the CPU: waits for nothing first
-                    meta.copy_(meta_pinned, non_blocking=True)
-                    pre = m.chain(m.x, 2)
-                worker_stream.wait_stream(input_stream)
-                y = m.chain(pre, 1)
-                input_stream.wait_stream(worker_stream)
-                with torch.cuda.stream(input_stream):
-                    post = m.chain(y, 3)
-                worker_stream.wait_stream(input_stream)
-                y = m.chain(post, 1)
-                spin(0.05)
-                nvtx.range_pop()
-                ev[2].record(worker_stream)
-                worker_out[:] = [y]
-                from_model.put(True)
-        threading.Thread(target=worker_input_loop, daemon=True).start()
+        def input_turns() -> torch.Tensor:
+            with torch.cuda.stream(input_stream):  # fed from the CPU: waits for nothing first
+                meta.copy_(meta_pinned, non_blocking=True)
+                pre = m.chain(m.x, 2)
+            worker_stream.wait_stream(input_stream)
+            y = m.chain(pre, 1)
+            input_stream.wait_stream(worker_stream)
+            with torch.cuda.stream(input_stream):
+                post = m.chain(y, 3)
+            worker_stream.wait_stream(input_stream)
+            return m.chain(post, 1)
+
+        def shared_input() -> torch.Tensor:
+            with torch.cuda.stream(input_stream):  # the input stream the loop uploads on too
+                post = m.chain(m.x, 3)
+            worker_stream.wait_stream(input_stream)
+            return m.chain(post, 1)
+
+        start_forward_worker(worker_stream, input_turns if args.shape == "worker_input_stream" else shared_input, to_sample)
     to_sampler: "queue.Queue" = queue.Queue()
     if args.shape == "two_workers":
         forward_stream, sample_stream = torch.cuda.Stream(), torch.cuda.Stream()
         m.warm_up_on(forward_stream, m.x)
         m.warm_up_on(sample_stream, m.x)
-
-        def forward_worker() -> None:
-            torch.cuda.set_stream(forward_stream)  # this thread's current stream, for good
-            while True:
-                ev = to_model.get()
-                if ev is None:
-                    to_sampler.put(None)
-                    return
-                nvtx.range_push("forward")
-                forward_stream.wait_stream(torch.cuda.default_stream())  # the loop's hand-over
-                y = m.chain(m.x, 5)
-                spin(0.05)
-                nvtx.range_pop()
-                ev[2].record(forward_stream)
-                to_sampler.put((ev, y))
 
         def sample_worker() -> None:
             torch.cuda.set_stream(sample_stream)
@@ -505,31 +512,8 @@ def main() -> None:
                 nvtx.range_pop()
                 ev[3].record(sample_stream)
                 from_model.put(True)
-        threading.Thread(target=forward_worker, daemon=True).start()
+        start_forward_worker(forward_stream, lambda: m.chain(m.x, 5), to_sampler.put)
         threading.Thread(target=sample_worker, daemon=True).start()
-    if args.shape == "shared_input_stream":
-        shared_worker_stream = torch.cuda.Stream()
-        m.warm_up_on(shared_worker_stream, m.x)
-        m.warm_up_on(input_stream, m.x)
-
-        def shared_input_worker() -> None:
-            torch.cuda.set_stream(shared_worker_stream)  # this thread's current stream, for good
-            while True:
-                ev = to_model.get()
-                if ev is None:
-                    return
-                nvtx.range_push("forward")
-                shared_worker_stream.wait_stream(torch.cuda.default_stream())  # the loop's hand-over
-                with torch.cuda.stream(input_stream):  # the input stream the loop uploads on too
-                    post = m.chain(m.x, 3)
-                shared_worker_stream.wait_stream(input_stream)
-                y = m.chain(post, 1)
-                spin(0.05)
-                nvtx.range_pop()
-                ev[2].record(shared_worker_stream)
-                worker_out[:] = [y]
-                from_model.put(True)
-        threading.Thread(target=shared_input_worker, daemon=True).start()
     to_offload: "queue.Queue" = queue.Queue()
     offload_issued: "queue.Queue" = queue.Queue()
     if args.shape == "kv_offload":
@@ -669,7 +653,7 @@ def main() -> None:
             to_model.put(ev)
             from_model.get()
             push("sample")
-            main_stream.wait_stream(worker_stream if args.shape == "worker_input_stream" else shared_worker_stream)
+            main_stream.wait_stream(worker_stream)
             _ = worker_out[0][0, 0].item()
             pop()
             ev[3].record(main_stream)
