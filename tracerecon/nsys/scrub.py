@@ -74,9 +74,12 @@ _SECRET_OPTION_NAME = r"(?:[A-Z0-9]+[_-])*(?:PASS|KEY|BEARER|JWT)"
 # An HTTP authorization scheme: the credentials are the word after it ("Authorization: Bearer X"),
 # on the same line.
 _AUTH_SCHEME = r"(?:bearer|basic|token|negotiate|ntlm|apikey)[ \t]+"
+# A key whose value is a secret wherever it stands (personal keys are hidden only in some places)
+_SECRET_KEY_NAME = rf"(?:{_SECRETISH}|{_SECRET_COMPOUND})"
+_QUOTED_SECRET_KEY_NAME = re.compile(rf"(?i)['\"]?{_SECRET_KEY_NAME}['\"]?")
 # key=value, key: value, "key": "value" (JSON / Python dicts) for secret-looking or personal keys
 SECRET_KEY = re.compile(
-    rf"(?i)(['\"]?\b(?:{_SECRETISH}|{_SECRET_COMPOUND}|{_PERSONAL})\b['\"]?)(\s*[=:]\s*)(['\"]?)((?:{_AUTH_SCHEME})?[^\s'\",;}}]+)"
+    rf"(?i)(['\"]?\b(?:{_SECRET_KEY_NAME}|{_PERSONAL})\b['\"]?)(\s*[=:]\s*)(['\"]?)((?:{_AUTH_SCHEME})?[^\s'\",;}}]+)"
 )
 # --password X, --api-key=X, '--password', 'X' (a printed argv list)
 # (a quoted value is hidden whole, to its closing quote: --password="two words")
@@ -233,7 +236,7 @@ def _secrets_in_text_redacted(s: str) -> str:
     out = _known_secrets_redacted(s)
     out = SECRET_OPTION.sub(_option_value_hidden, out)
     out = SECRET_WORD.sub(lambda m: m.group(0) if m.group(3) == REDACTED else f"{m.group(1)}{m.group(2)}{REDACTED}", out)
-    return SECRET_KEY.sub(lambda m: m.group(0) if not re.fullmatch(rf"(?i)['\"]?(?:{_SECRETISH}|{_SECRET_COMPOUND})['\"]?", m.group(1)) else f"{m.group(1)}{m.group(2)}{m.group(3)}{REDACTED}", out)
+    return SECRET_KEY.sub(lambda m: m.group(0) if not _QUOTED_SECRET_KEY_NAME.fullmatch(m.group(1)) else f"{m.group(1)}{m.group(2)}{m.group(3)}{REDACTED}", out)
 
 
 def hosts_named_in(conn: sqlite3.Connection, tables: list[str]) -> tuple[str, ...]:
