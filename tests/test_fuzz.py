@@ -327,7 +327,7 @@ def test_a_file_name_that_is_not_utf8_is_written_as_valid_utf8_json(tmp_path):
     # and the timelines name the rank's process so too (the native one was an internal error, exit 1)
     assert chrome.returncode == 0, chrome.stderr
     events = json.loads((tmp_path / "t.json").read_bytes().decode("utf-8"))
-    assert "rank 0 (bad\\xffname.sqlite)" in {e.get("args", {}).get("name") for e in events if e.get("name") == "process_name"}
+    assert "rank 0 (bad\\xffname.sqlite) GPU 0 NVIDIA H200" in {e.get("args", {}).get("name") for e in events if e.get("name") == "process_name"}
     assert native.returncode == 0 or "needs the `perfetto` extra" in native.stderr, native.stderr
 
 

@@ -258,10 +258,11 @@ def test_separate_runs_are_named_by_their_folders_and_the_worker_pool_is_closed_
 def test_a_piped_report_is_80_columns_wide_unless_columns_says_otherwise():
     import os
 
-    # GIVEN the README's trace, whose header line (rank, absolute path, pid, nsys version) is
-    # longer than 80 characters
+    # GIVEN the README's trace, whose header line (rank, absolute path, pid, GPU, nsys version)
+    # is longer than 80 characters
     trace = str(H200 / "eagle_gpu_bound.sqlite")
-    assert len(f"rank 0  {trace}  pid 1115  nsys 2025.3.2.0") > 80
+    header = f"rank 0  {trace}  pid 1115  GPU 0 NVIDIA H200  nsys 2025.3.2.0"
+    assert len(header) > 80
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     # WHEN reported into a pipe, without COLUMNS and with COLUMNS=400
     narrow = run_cli("report", trace, env=env)
@@ -269,8 +270,11 @@ def test_a_piped_report_is_80_columns_wide_unless_columns_says_otherwise():
     # THEN no line is wider than 80 (the header is wrapped), and COLUMNS wins where set
     assert narrow.returncode == 0 and wide.returncode == 0
     assert max(len(ln.rstrip()) for ln in narrow.stdout.splitlines()) <= 80
-    assert narrow.stdout.splitlines()[0].rstrip() != f"rank 0  {trace}  pid 1115  nsys 2025.3.2.0"
-    assert wide.stdout.splitlines()[0].rstrip() == f"rank 0  {trace}  pid 1115  nsys 2025.3.2.0"
+    assert narrow.stdout.splitlines()[0].rstrip() != header
+    # (wrapped between its fields: the GPU's name stays whole)
+    assert " ".join(narrow.stdout.split("\n", 2)[:2]).split() == header.split()
+    assert "GPU 0 NVIDIA H200" in narrow.stdout.splitlines()[1] or "GPU 0 NVIDIA H200" in narrow.stdout.splitlines()[0]
+    assert wide.stdout.splitlines()[0].rstrip() == header
     # and COLUMNS that is no positive number counts as unset (it had laid the report out 40 wide)
     for bad in ("0", "-5", "abc"):
         assert run_cli("report", trace, env={**env, "COLUMNS": bad}).stdout == narrow.stdout, bad

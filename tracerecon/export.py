@@ -23,12 +23,16 @@ from tracerecon.analysis.ranks import RankSource
 from tracerecon.errors import BadTraceError, TraceReconError
 from tracerecon.model import Analysis, RankResult
 from tracerecon.report_model import CAUSES, VERDICTS
+from tracerecon.nsys.gpu_identity import GpuIdentity
 from tracerecon.nsys.sqlite_export import ExportInfo
 from tracerecon.cores import usable_cores
 from tracerecon.json_text import json_text
 from tracerecon.run_dir import EXPORT_DATASETS, EXPORT_PART, MANIFEST_JSON, is_export_dir, refuse_linked_folder, refuse_output_over_inputs
 
 TABLES = tuple(t for t in EXPORT_DATASETS if t != "critical_path")  # per rank; critical_path is one table of the run
+# The export's layout (its folders, tables' columns, manifest keys), raised when a reader of an
+# older export could read a newer one wrong; a manifest without one is of layout 1.
+LAYOUT_VERSION = 1
 
 
 def manifest(analysis: Analysis) -> dict:
@@ -55,8 +59,10 @@ def manifest(analysis: Analysis) -> dict:
             "alignment": al.method if al else "shared clock",
             "nccl": {"comm_ns": cm.comm_ns if cm else 0, "wait_ns": cm.wait_ns if cm else 0, "n_collectives": cm.n_collectives if cm else 0},
             "engine_timers_ms": analysis.engine_timers.get(r.rank, {}),
+            "gpus": [g.to_json() for g in r.gpus],
         })
     return {
+        "layout_version": LAYOUT_VERSION,
         "tracerecon_version": __version__,
         "inputs": list(analysis.inputs),
         "phases": list(analysis.config.phases),
@@ -320,12 +326,15 @@ def _checked_manifest(doc, root: Path) -> dict:
         timers = r.get("engine_timers_ms")
         if timers is not None and not (isinstance(timers, dict) and all(_is_of(v, ("a number", int, float)) for v in timers.values())):
             raise bad(f"gives rank {r['rank']} 'engine_timers_ms' other than phase names with numbers")
+        gpus = r.get("gpus", [])
+        if not (isinstance(gpus, list) and all(_is_gpu(g) for g in gpus)):
+            raise bad(f"gives rank {r['rank']} 'gpus' other than a list of GPUs (a whole-number device, texts or null for the rest)")
     return doc
 
 
 # What each value of a manifest (and of each of its ranks) may be, as tracerecon writes it: a
 # description, then the Python types of its JSON (a number never a true/false).
-_MANIFEST_VALUES = {"cycle_prefix": ("a text", str), "phase_thread": ("a text or a thread id", str, int),
+_MANIFEST_VALUES = {"layout_version": ("a whole number", int), "cycle_prefix": ("a text", str), "phase_thread": ("a text or a thread id", str, int),
                     "skip_cycles": ("a whole number or null", int, type(None))}
 _RANK_VALUES = {
     "source": ("a text", str), "pids": ("a list of whole numbers", list), "rank_from": ("a text", str), "alignment": ("a text", str),
@@ -334,6 +343,12 @@ _RANK_VALUES = {
     "time_normalized": ("true or false", bool), "offset_ns": ("a whole number", int),
     "offset_uncertainty_ns": ("a whole number or null", int, type(None)),
 }
+
+
+def _is_gpu(g) -> bool:
+    """Whether a manifest's GPU is as tracerecon writes it (``GpuIdentity.to_json``)."""
+    return (isinstance(g, dict) and _is_of(g.get("device"), ("a whole number", int))
+            and all(isinstance(g.get(k), (str, type(None))) for k in ("name", "uuid", "bus_location")))
 
 
 def _is_of(value, kinds: tuple) -> bool:
@@ -474,6 +489,9 @@ def read_parquet_export(path: str | os.PathLike) -> Analysis:
     try:
         manifest = _checked_manifest(json.loads((root / MANIFEST_JSON).read_text()), root)
         notes: list[str] = _ranks_not_listed(root, manifest)
+        if manifest.get("layout_version", 1) > LAYOUT_VERSION:
+            notes.append(f"{root}: written in export layout {manifest['layout_version']} by tracerecon {manifest.get('tracerecon_version', '?')}; "
+                         f"this tracerecon reads layout {LAYOUT_VERSION}, and reads what it knows of it (upgrade tracerecon to read it all)")
         ranks = []
         engine = {}
         comm = []
@@ -498,6 +516,7 @@ def read_parquet_export(path: str | os.PathLike) -> Analysis:
                 path=r["source"], nsys_version=r.get("nsys_version"), schema_version=r.get("export_schema_version"), metadata_table=None,
                 tables=frozenset(), graph_trace_mode=r.get("graph_trace_mode"), session_start_utc_ns=r.get("session_start_utc_ns"),
                 time_normalized=bool(r.get("time_normalized", False)),
+                gpus=tuple(GpuIdentity(g["device"], g.get("name"), g.get("uuid"), g.get("bus_location")) for g in r.get("gpus", [])),
             )
             src = RankSource(rank, r["source"], tuple(r.get("pids", ())), r.get("rank_from", "export"))
             ranks.append(RankResult(src, info, tables["ranges"], tables["gpu_ops"], tables["syncs"], tables["phases"], tables["cycles"]))

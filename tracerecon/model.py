@@ -13,6 +13,7 @@ import pyarrow as pa
 from tracerecon.analysis.cross_rank import CrossRank
 from tracerecon.analysis.config import PhaseConfig
 from tracerecon.analysis.ranks import RankSource
+from tracerecon.nsys.gpu_identity import GpuIdentity
 from tracerecon.nsys.sqlite_export import ExportInfo
 
 
@@ -31,6 +32,18 @@ class RankResult:
     @property
     def rank(self) -> int:
         return self.source.rank
+
+    @property
+    def gpus(self) -> tuple[GpuIdentity, ...]:
+        """The GPUs this rank's GPU ops ran on, by device id: as the export lists them, or
+        with the device id alone where its list lacks the id."""
+        import pyarrow.compute as pc
+
+        used = sorted(d for d in pc.unique(self.gpu_ops["device_id"]).to_pylist() if d is not None) if self.gpu_ops.num_rows else []
+        listed = {}
+        for g in self.info.gpus:
+            listed.setdefault(g.device, []).append(g)
+        return tuple(g for d in used for g in listed.get(d, [GpuIdentity(d)]))
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,20 @@ CAUSE_MEANING = {
 }
 
 
+def gpus_text(gpus) -> str:
+    """A rank's GPUs (``GpuIdentity``) in a line: ``GPU 0 NVIDIA H200``, ``GPUs 0, 1 NVIDIA
+    H200`` (one name), ``GPUs 0 NVIDIA H200, 1 NVIDIA L4``; empty where it ran none."""
+    if not gpus:
+        return ""
+    names = {g.name for g in gpus}
+    ids = ", ".join(str(g.device) for g in gpus)
+    word = "GPU" if len(gpus) == 1 else "GPUs"
+    if len(names) == 1:
+        (name,) = names
+        return f"{word} {ids}" + (f" {one_line(name)}" if name else "")
+    return f"{word} " + ", ".join(f"{g.device}" + (f" {one_line(g.name)}" if g.name else "") for g in gpus)
+
+
 def fmt_ms(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
 
@@ -57,6 +71,7 @@ def build_report(analysis: Analysis) -> Report:
             source=r.source.path,
             pids=tuple(r.source.pids),
             nsys_version=r.info.nsys_version,
+            gpus=r.gpus,
             offset_ns=al.offset_ns if al else 0,
             offset_uncertainty_ns=al.offset_uncertainty_ns if al else 0,
             alignment=al.method if al else "shared clock",
@@ -208,6 +223,7 @@ def diff_document(a: Analysis, b: Analysis, a_given: Sequence[str] | None = None
     phases = []
     per_rank_cycles = []
     kernels = []
+    other_gpus = []  # pairs whose ranks ran on other GPU models
     for rank, rank_b in pairs:
         ra, rb = a_ranks[rank], b_ranks[rank_b]
         # The cycles and phase instances `report` takes its medians over: warm-up cycles left out.
@@ -215,6 +231,9 @@ def diff_document(a: Analysis, b: Analysis, a_given: Sequence[str] | None = None
                                                   a.config.labels(), (set(ra.phases["phase"].to_pylist()), set(rb.phases["phase"].to_pylist())))]
         per_rank_cycles.append({"rank": rank, **cycle_delta(steady_cycles(ra.cycles), steady_cycles(rb.cycles)), **token_delta(ra, rb)})
         kernels.append({"rank": rank, "changes": kernel_changes(ra.gpu_ops, rb.gpu_ops)})
+        models = _gpu_models(ra.gpus), _gpu_models(rb.gpus)
+        if models[0] and models[1] and models[0] != models[1]:
+            other_gpus.append({"rank": rank, "a": models[0], "b": models[1]})
     first = per_rank_cycles[0] if per_rank_cycles else {}
     cycles = {k: first.get(k) for k in ("a_cpu_ms", "b_cpu_ms", "a_gpu_ms", "b_gpu_ms", "delta_gpu_ms", "delta_cpu_ms")}
     cycles["per_rank"] = per_rank_cycles
@@ -228,10 +247,18 @@ def diff_document(a: Analysis, b: Analysis, a_given: Sequence[str] | None = None
         "cycles": cycles,
         "kernels": kernels,
         "rank_pairs": [list(p) for p in pairs],
+        "other_gpu_models": other_gpus,
         "unpaired_ranks": sorted({r for r in a_ranks if r not in paired_a} | {r for r in b_ranks if r not in paired_b}),
         "a_ranks": sorted(a_ranks),
         "b_ranks": sorted(b_ranks),
     }
+
+
+def _gpu_models(gpus) -> list[str]:
+    """The GPU models (names) a rank ran on, sorted; empty where any of them has no name (a
+    model unknown is not told apart from another)."""
+    names = {g.name for g in gpus}
+    return [] if None in names else sorted(names)
 
 
 def rank_pairs(a_ranks: Sequence[int], b_ranks: Sequence[int]) -> list[tuple[int, int]]:
@@ -271,6 +298,8 @@ def diff_notes(result: dict) -> list[tuple[str, str]]:
             out.append((f"A's rank {ra} is compared with B's rank {rb}: the only rank on each side (ranks pair by number)", "yellow"))
     if not pairs and result.get("a_ranks") and result.get("b_ranks"):
         out.append((f"no rank in common, nothing compared: A has rank(s) {result['a_ranks']}, B has {result['b_ranks']} (ranks pair by number)", "yellow"))
+    for g in result.get("other_gpu_models", []):
+        out.append((f"rank {g['rank']} ran on {one_line(', '.join(g['a']))} in A and {one_line(', '.join(g['b']))} in B: its times compare other GPUs", "yellow"))
     c = result["cycles"]
     if c.get("a_gpu_ms") is not None:
         delta = "-" if c["delta_gpu_ms"] is None else f"{c['delta_gpu_ms']:+.3f}"

@@ -96,6 +96,7 @@ class RankReport:
     source: str
     pids: tuple[int, ...]
     nsys_version: str | None
+    gpus: tuple  # GpuIdentity: the GPUs the rank's ops ran on
     offset_ns: int
     offset_uncertainty_ns: int | None
     alignment: str
@@ -139,6 +140,7 @@ class Report:
                 "rank": r.rank,
                 "source": r.source,
                 "pids": list(r.pids),
+                "gpus": [g.to_json() for g in r.gpus],
                 "offset_ns": r.offset_ns,
                 "offset_uncertainty_ns": r.offset_uncertainty_ns,
                 "alignment": r.alignment,

@@ -104,17 +104,6 @@ EVENT_RECORDS = pa.schema(
 
 PROCESSES = pa.schema([("pid", pa.int64()), ("global_pid", pa.int64()), ("name", pa.string())])
 
-GPUS = pa.schema(
-    [
-        ("device_id", pa.int64()),
-        ("name", pa.string()),
-        ("uuid", pa.string()),
-        ("bus", pa.string()),
-        ("sm_count", pa.int64()),
-    ]
-)
-
-CUDA_DEVICES = pa.schema([("pid", pa.int64()), ("cuda_id", pa.int64()), ("gpu_id", pa.int64())])
 # TARGET_INFO_CUDA_STREAM: how each stream was created (ENUM_CUPTI_STREAM_TYPE: 1 a blocking stream
 # made with the default flag, 2 non-blocking, 3 the legacy NULL stream).
 CUDA_STREAMS = pa.schema([("pid", pa.int64()), ("stream_id", pa.int64()), ("flag", pa.int64())])

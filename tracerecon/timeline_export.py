@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 from tracerecon.errors import EXIT_TOOL_MISSING, TraceReconError, UsageError, install_hint
 from tracerecon.model import Analysis, RankResult
 from tracerecon.json_text import valid_text
+from tracerecon.present import gpus_text
 
 FORMATS = ("chrome-json", "perfetto")
 PERFETTO_HINT = install_hint("perfetto")
@@ -245,7 +246,8 @@ def _ops_at(r: RankResult, coll) -> set:
 
 
 def _rank_items(r: RankResult, run: _Run) -> Iterator[Item]:
-    proc = Process(next(run.uuids), r.rank + 1, f"rank {r.rank} ({valid_text(Path(r.source.path).name)})", r.rank)
+    on = gpus_text(r.gpus)  # (which GPU the rank ran on: a teammate opening the timeline sees it)
+    proc = Process(next(run.uuids), r.rank + 1, f"rank {r.rank} ({valid_text(Path(r.source.path).name)})" + (f" {on}" if on else ""), r.rank)
     yield proc
     phases = r.phases.to_pylist()
     wait_flows, phase_flows = _wait_flows(r, phases, run.flow_ids)

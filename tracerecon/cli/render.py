@@ -12,7 +12,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from tracerecon.present import VERDICT_STYLE, diff_notes, diff_title, fmt_ms, left_out_note, misleading_line, most_misleading, verdict_cause_label
+from tracerecon.present import VERDICT_STYLE, diff_notes, diff_title, fmt_ms, gpus_text, left_out_note, misleading_line, most_misleading, verdict_cause_label
 from tracerecon.report_model import Report
 from tracerecon.json_text import json_text, one_line, shown_names
 
@@ -23,12 +23,19 @@ NAME_COLUMN = 32
 NAME_LINES = 4
 
 
-def print_wrapped(console: Console, text: str, indent: str = "  ", hanging: str = "      ", style: str | None = None, bold: int = 0) -> None:
+def print_wrapped(console: Console, text: str, indent: str = "  ", hanging: str = "      ", style: str | None = None, bold: int = 0,
+                  fields: bool = False) -> None:
     """One line of prose at the console's width, wrapped at spaces under a hanging indent (a
-    path or a name longer than the width stays whole); its first ``bold`` characters bold."""
+    path or a name longer than the width stays whole); its first ``bold`` characters bold. With
+    ``fields``, the text is fields apart by two spaces, each kept on one line ("GPU 0 NVIDIA
+    H200" is not cut after "NVIDIA")."""
     # (names from the trace in it: control characters as escapes, as on stderr)
-    lines = textwrap.wrap(one_line(text), width=max(20, console.width), initial_indent=indent, subsequent_indent=hanging,
+    text = one_line(text)
+    if fields:  # (the fields' own spaces as a character one_line never leaves, put back after)
+        text = "  ".join(f.replace(" ", "\x00") for f in text.split("  "))
+    lines = textwrap.wrap(text, width=max(20, console.width), initial_indent=indent, subsequent_indent=hanging,
                           break_long_words=False, break_on_hyphens=False) or [indent]
+    lines = [line.replace("\x00", " ") for line in lines]
     for i, line in enumerate(lines):
         head = len(indent) + bold if i == 0 else 0
         console.print(Text.assemble((line[:head], "bold"), line[head:], style=style or ""), soft_wrap=True)
@@ -59,7 +66,8 @@ def print_report(report: Report, console: Console) -> None:
     shown = dict(zip(every, shown_names(every, NAME_LINES * NAME_COLUMN)))
     for r in report.ranks:
         phases, cycles = r.phases, r.cycles
-        print_wrapped(console, f"rank {r.rank}  {r.source}  pid {', '.join(map(str, r.pids))}  nsys {r.nsys_version or '?'}", indent="",
+        on = gpus_text(r.gpus)
+        print_wrapped(console, f"rank {r.rank}  {r.source}  pid {', '.join(map(str, r.pids))}  {on + '  ' if on else ''}nsys {r.nsys_version or '?'}", indent="", fields=True,
                       hanging="    ", bold=len(f"rank {r.rank}"))
         table = Table(header_style="bold", box=None, padding=(0, 1, 0, 0), pad_edge=False)
         # A long phase name folds onto more lines within a bounded width: the numbers stay in

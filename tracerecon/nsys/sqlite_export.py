@@ -38,6 +38,7 @@ from tracerecon.nsys.read_plan import (  # noqa: F401 (some are this module's AP
     API_CALLS_COLUMNS, KERNEL_COLUMNS, NULL_SENTINEL, OPS_COLUMNS, XZ_MAGIC, XZ_SUFFIX, api_calls_sql, kernels_sql, native_reads, open_readonly,
     relevant_name_ids, split_select, string_rows, table_names, tables_without_rowid, why_missing,
 )
+from tracerecon.nsys.gpu_identity import GpuIdentity
 from tracerecon.nsys.read_plan import column_or as _col
 from tracerecon.nsys.read_plan import columns as _columns
 from tracerecon.nsys.read_plan import int_guard as _int
@@ -88,9 +89,13 @@ class ExportInfo:
     session_start_utc_ns: int | None
     time_normalized: bool  # exported with --ts-normalize: timestamps start at 0
     warnings: tuple[str, ...] = ()
-    # The UUIDs of the GPUs the machine had (TARGET_INFO_GPU): two exports listing one GPU were
-    # taken on one machine, whose session start times come from one system clock.
-    gpu_uuids: frozenset[str] = frozenset()
+    gpus: tuple[GpuIdentity, ...] = ()  # the GPUs the machine had, by device id
+
+    @property
+    def gpu_uuids(self) -> frozenset[str]:
+        """The UUIDs of the machine's GPUs: two exports listing one GPU were taken on one
+        machine, whose session start times come from one system clock."""
+        return frozenset(g.uuid for g in self.gpus if g.uuid and g.uuid.strip())
 
     @property
     def has_nvtx(self) -> bool:
@@ -114,8 +119,6 @@ class TraceTables:
     sync_records: pa.Table
     event_records: pa.Table
     processes: pa.Table
-    gpus: pa.Table
-    cuda_devices: pa.Table
     trace_end_ns: int
     trace_start_ns: int
     warnings: tuple[str, ...] = field(default=())
@@ -227,9 +230,7 @@ def read_info(conn: sqlite3.Connection, path: str) -> ExportInfo:
             start_utc = int(value)
         elif value is not None:
             warnings.append(f"{path}: the session start time is not a number; the file is taken as of unknown start (not checked against other ranks' times)")
-    gpu_uuids: frozenset[str] = frozenset()
-    if "TARGET_INFO_GPU" in tables and "uuid" in _columns(conn, "TARGET_INFO_GPU"):
-        gpu_uuids = frozenset(u for (u,) in conn.execute("select distinct uuid from TARGET_INFO_GPU") if isinstance(u, str) and u.strip())
+    gpus = _read_gpus(conn) if "TARGET_INFO_GPU" in tables else ()
     warnings.extend(sidecar_warnings(path))
     nsys_version = meta.get("EXPORT_PRODUCT_VERSION")
     schema_version = meta.get("EXPORT_SCHEMA_VERSION")
@@ -248,7 +249,7 @@ def read_info(conn: sqlite3.Connection, path: str) -> ExportInfo:
         session_start_utc_ns=start_utc,
         time_normalized=meta.get("EXPORT_PARAM_TIME_NORMALIZE", "false").lower() == "true",
         warnings=tuple(warnings),
-        gpu_uuids=gpu_uuids,
+        gpus=gpus,
     )
 
 
@@ -956,22 +957,17 @@ def read_processes(conn: sqlite3.Connection, info: ExportInfo) -> pa.Table:
     )
 
 
-def read_gpus(conn: sqlite3.Connection, info: ExportInfo) -> tuple[pa.Table, pa.Table]:
-    gpus = schema.empty(schema.GPUS)
-    if "TARGET_INFO_GPU" in info.tables:
-        cols = _columns(conn, "TARGET_INFO_GPU")
-        rows = conn.execute(
-            f"select {_int_or_null(_col(cols, 'id'))}, {_text_or_null(_col(cols, 'name'))}, {_text_or_null(_col(cols, 'uuid'))}, "
-            f"{_text_or_null(_col(cols, 'busLocation'))}, {_int_or_null(_col(cols, 'smCount'))} from TARGET_INFO_GPU"
-        ).fetchall()
-        gpus = pa.table({k: [r[i] for r in rows] for i, k in enumerate(schema.GPUS.names)}, schema=schema.GPUS)
-    devices = schema.empty(schema.CUDA_DEVICES)
-    if "TARGET_INFO_CUDA_DEVICE" in info.tables:
-        cols = _columns(conn, "TARGET_INFO_CUDA_DEVICE")
-        rows = conn.execute(f"select {_int_or_null(_col(cols, 'pid'))}, {_int_or_null(_col(cols, 'cudaId'))}, {_int_or_null(_col(cols, 'gpuId'))} "
-                            "from TARGET_INFO_CUDA_DEVICE").fetchall()
-        devices = pa.table({k: [r[i] for r in rows] for i, k in enumerate(schema.CUDA_DEVICES.names)}, schema=schema.CUDA_DEVICES)
-    return gpus, devices
+def _read_gpus(conn: sqlite3.Connection) -> tuple[GpuIdentity, ...]:
+    """The GPUs TARGET_INFO_GPU lists, by device id, each once; rows without a whole-number id
+    are skipped (no GPU op could name them). An id listed with two UUIDs (virtual machines of
+    one host) is kept twice: the export does not say which one a GPU op ran on."""
+    cols = _columns(conn, "TARGET_INFO_GPU")
+    rows = conn.execute(
+        f"select {_int_or_null(_col(cols, 'id'))}, {_text_or_null(_col(cols, 'name'))}, {_text_or_null(_col(cols, 'uuid'))}, "
+        f"{_text_or_null(_col(cols, 'busLocation'))} from TARGET_INFO_GPU order by rowid"
+    ).fetchall()
+    gpus = dict.fromkeys(GpuIdentity(int(device), name, uuid, bus) for device, name, uuid, bus in rows if device is not None)
+    return tuple(sorted(gpus, key=lambda g: g.device))
 
 
 def _bounds(tables: list[pa.Table], cols: list[tuple[str, str]]) -> tuple[int, int]:
@@ -1069,14 +1065,13 @@ def read_cuda_streams(conn: sqlite3.Connection, info: ExportInfo) -> pa.Table:
     return pa.table({k: [r[i] for r in rows] for i, k in enumerate(schema.CUDA_STREAMS.names)}, schema=schema.CUDA_STREAMS)
 
 
-def _read_small_tables(conn: sqlite3.Connection, info: ExportInfo, warnings: list[str]) -> tuple[pa.Table, pa.Table, pa.Table, pa.Table, pa.Table, pa.Table]:
-    """Sync and event records, processes, GPUs, CUDA devices and streams: the tables that are
-    small next to the kernels and API calls, read one after another."""
+def _read_small_tables(conn: sqlite3.Connection, info: ExportInfo, warnings: list[str]) -> tuple[pa.Table, pa.Table, pa.Table, pa.Table]:
+    """Sync and event records, processes and streams: the tables that are small next to the
+    kernels and API calls, read one after another."""
     syncs = read_sync_records(conn, info, warnings=warnings)
     events = read_event_records(conn, info)
     procs = read_processes(conn, info)
-    gpus, devices = read_gpus(conn, info)
-    return syncs, events, procs, gpus, devices, read_cuda_streams(conn, info)
+    return syncs, events, procs, read_cuda_streams(conn, info)
 
 
 def read_export(path: str | os.PathLike, progress: Progress | None = None) -> TraceTables:
@@ -1121,7 +1116,7 @@ def _read_export(real: Path, path: str | os.PathLike, progress: Progress | None)
         ops_f = pool.submit(_on_own_connection, real, path, read_gpu_ops, info, strings, warnings=dropped_ops)
         nvtx_f = pool.submit(_on_own_connection, real, path, read_nvtx, info, strings)
         rest_f = pool.submit(_on_own_connection, real, path, _read_small_tables, info, dropped_syncs)
-        api, ops, nvtx, (syncs, events, procs, gpus, devices, streams) = (f.result() for f in (api_f, ops_f, nvtx_f, rest_f))
+        api, ops, nvtx, (syncs, events, procs, streams) = (f.result() for f in (api_f, ops_f, nvtx_f, rest_f))
     dropped = dropped_api + dropped_ops + dropped_syncs
     t0, t1 = _bounds([api, ops], [("start_ns", "end_ns"), ("start_ns", "end_ns")])
     if nvtx_span and nvtx_span[0] is not None:
@@ -1143,8 +1138,6 @@ def _read_export(real: Path, path: str | os.PathLike, progress: Progress | None)
         sync_records=syncs,
         event_records=events,
         processes=procs,
-        gpus=gpus,
-        cuda_devices=devices,
         trace_start_ns=int(t0),
         trace_end_ns=int(t1),
         warnings=tuple(warnings),

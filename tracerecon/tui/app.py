@@ -28,7 +28,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Header, Input, LoadingIndicator, Static, TabbedContent, TabPane
 
 from tracerecon.json_text import one_line, shown_names
-from tracerecon.present import VERDICT_MEANING, VERDICT_STYLE, left_out_note, misleading_line, verdict_cause_label
+from tracerecon.present import VERDICT_MEANING, VERDICT_STYLE, gpus_text, left_out_note, misleading_line, verdict_cause_label
 from tracerecon.report_model import Report, most_misleading
 from tracerecon.tui.timeline_widget import Timeline
 from tracerecon.tui.timeline_window import Window, format_duration
@@ -386,7 +386,8 @@ class TraceReconApp(App):
                 )
             c = r.cycles
             if c.n:
-                notes.append(f"rank {r.rank}: {c.n} cycles, CPU {ms(c.cpu_ms_median)} ms vs GPU {ms(c.gpu_ms_median)} ms per cycle (median){left_out_note(c, skip_cycles=rep.skip_cycles)}\n")
+                on = f" ({gpus_text(r.gpus)})" if r.gpus else ""
+                notes.append(f"rank {r.rank}{on}: {c.n} cycles, CPU {ms(c.cpu_ms_median)} ms vs GPU {ms(c.gpu_ms_median)} ms per cycle (median){left_out_note(c, skip_cycles=rep.skip_cycles)}\n")
             worst = most_misleading(summaries)
             if worst is not None:
                 notes.append(f"rank {r.rank} {one_line(misleading_line(worst))}\n", style="bold " + VERDICT_STYLE.get(worst.dominant_verdict, ""))
