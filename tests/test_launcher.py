@@ -229,6 +229,12 @@ def run_a_loop_until_ready(out: Path, log: Path | None = None) -> subprocess.Pop
     line = ""
     while "ready" not in line and time.monotonic() < deadline:
         line = proc.stdout.readline()
+        if not line and proc.poll() is not None:  # (its output ended: it will never say so)
+            break
+    if "ready" not in line:  # (nsys did not start the program: say why, not a later assert's guess)
+        proc.kill()
+        _out, err = proc.communicate(timeout=60)
+        raise AssertionError(f"the profiled loop never said it runs (exit {proc.returncode}): {err[-3000:]}")
     return proc
 
 
