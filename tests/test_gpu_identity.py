@@ -144,3 +144,25 @@ def test_a_timeline_names_each_rank_s_gpu_in_its_process_name(tmp_path):
     names = {e["pid"]: e["args"]["name"] for e in json.loads(out.read_text())
              if e.get("ph") == "M" and e.get("name") == "process_name"}
     assert names == {1: "rank 0 (rank0.sqlite) GPU 0 NVIDIA H200", 2: "rank 1 (rank1.sqlite) GPU 1 NVIDIA H200"}
+
+
+def test_a_blank_gpu_name_is_no_name_and_an_export_of_a_newer_layout_it_cannot_read_says_to_upgrade(tmp_path):
+    # GIVEN the README's trace with its GPU's name blank
+    blank = _edited(tmp_path, "update TARGET_INFO_GPU set name = '  '")
+    # WHEN reported and diffed against the original
+    res = run_cli("report", "--json", str(blank))
+    diff = run_cli("diff", str(H200 / "eagle_gpu_bound.sqlite"), str(blank), "--json")
+    # THEN the name is null, and no other model is claimed
+    assert json.loads(res.stdout)["ranks"][0]["gpus"][0]["name"] is None
+    assert json.loads(diff.stdout)["other_gpu_models"] == []
+    # GIVEN an export of layout 2 whose GPUs this reader cannot read, or of layout 0
+    out = _export(tmp_path)
+    doc = json.loads((out / "manifest.json").read_text())
+    _edit_manifest(out, lambda d: (d.update(layout_version=2), d["ranks"][0].update(gpus={"0": "H200"})))
+    refused = run_cli("report", str(out))
+    (out / "manifest.json").write_text(json.dumps({**doc, "layout_version": 0}))
+    zero = run_cli("report", str(out))
+    # THEN one line each, exit 2: the first names the layout and says to upgrade
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert "export layout 2 by tracerecon" in refused.stderr and "upgrade tracerecon" in refused.stderr
+    assert zero.returncode == 2 and "'layout_version' other than a whole number from 1" in zero.stderr

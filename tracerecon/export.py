@@ -26,7 +26,7 @@ from tracerecon.report_model import CAUSES, VERDICTS
 from tracerecon.nsys.gpu_identity import GpuIdentity
 from tracerecon.nsys.sqlite_export import ExportInfo
 from tracerecon.cores import usable_cores
-from tracerecon.json_text import json_text
+from tracerecon.json_text import json_text, one_line
 from tracerecon.run_dir import EXPORT_DATASETS, EXPORT_PART, MANIFEST_JSON, is_export_dir, refuse_linked_folder, refuse_output_over_inputs
 
 TABLES = tuple(t for t in EXPORT_DATASETS if t != "critical_path")  # per rank; critical_path is one table of the run
@@ -300,10 +300,16 @@ def _checked_manifest(doc, root: Path) -> dict:
     """``manifest.json`` as read, if its parts have the types tracerecon writes (an edited one
     read silently wrong: no rank at all, its warnings as one string read letter by letter)."""
     def bad(what: str) -> BadTraceError:
-        return BadTraceError(f"{root}: not a readable tracerecon export (its manifest.json {what})")
+        return BadTraceError(f"{root}: not a readable tracerecon export (its manifest.json {what}){newer}")
 
+    newer = ""
     if not isinstance(doc, dict):
         raise bad("is no JSON object")
+    layout = doc.get("layout_version", 1)
+    if not (_is_of(layout, ("", int)) and layout >= 1):
+        raise bad("has 'layout_version' other than a whole number from 1")
+    if layout > LAYOUT_VERSION:  # (what this reader cannot read may be what the newer layout changed)
+        newer = f"; it is of {_newer_layout(doc)}: upgrade tracerecon to read it"
     ranks = doc.get("ranks")
     if not isinstance(ranks, list) or not ranks or not all(isinstance(r, dict) for r in ranks):
         raise bad("lists no rank")
@@ -334,7 +340,7 @@ def _checked_manifest(doc, root: Path) -> dict:
 
 # What each value of a manifest (and of each of its ranks) may be, as tracerecon writes it: a
 # description, then the Python types of its JSON (a number never a true/false).
-_MANIFEST_VALUES = {"layout_version": ("a whole number", int), "cycle_prefix": ("a text", str), "phase_thread": ("a text or a thread id", str, int),
+_MANIFEST_VALUES = {"cycle_prefix": ("a text", str), "phase_thread": ("a text or a thread id", str, int),
                     "skip_cycles": ("a whole number or null", int, type(None))}
 _RANK_VALUES = {
     "source": ("a text", str), "pids": ("a list of whole numbers", list), "rank_from": ("a text", str), "alignment": ("a text", str),
@@ -343,6 +349,13 @@ _RANK_VALUES = {
     "time_normalized": ("true or false", bool), "offset_ns": ("a whole number", int),
     "offset_uncertainty_ns": ("a whole number or null", int, type(None)),
 }
+
+
+def _newer_layout(doc: dict) -> str:
+    """"export layout N by tracerecon V", as a manifest of a newer layout says (its number in
+    full only where it is short)."""
+    n, by = doc["layout_version"], doc.get("tracerecon_version")
+    return f"export layout {n if n < 10**6 else 'past ' + str(LAYOUT_VERSION)} by tracerecon {one_line(by[:40]) if isinstance(by, str) else '?'}"
 
 
 def _is_gpu(g) -> bool:
@@ -490,8 +503,8 @@ def read_parquet_export(path: str | os.PathLike) -> Analysis:
         manifest = _checked_manifest(json.loads((root / MANIFEST_JSON).read_text()), root)
         notes: list[str] = _ranks_not_listed(root, manifest)
         if manifest.get("layout_version", 1) > LAYOUT_VERSION:
-            notes.append(f"{root}: written in export layout {manifest['layout_version']} by tracerecon {manifest.get('tracerecon_version', '?')}; "
-                         f"this tracerecon reads layout {LAYOUT_VERSION}, and reads what it knows of it (upgrade tracerecon to read it all)")
+            notes.append(f"{root}: written in {_newer_layout(manifest)}; this tracerecon reads layout {LAYOUT_VERSION}, "
+                         "and reads what it knows of it (upgrade tracerecon to read it all)")
         ranks = []
         engine = {}
         comm = []

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class GpuIdentity:
-    """One GPU an export lists (TARGET_INFO_GPU): ``device`` is the id its GPU ops carry
-    (``gpu_ops.device_id``); the name, UUID (as nsys writes it, without nvidia-smi's ``GPU-``) and
-    PCI bus location are None where the export does not say."""
+    """One GPU, by the id its GPU ops carry (``gpu_ops.device_id``, TARGET_INFO_GPU's ``id``):
+    its name, UUID (as nsys writes it, without nvidia-smi's ``GPU-``) and PCI bus location as
+    the export lists them, each None where it does not say (or does not list the id)."""
 
     device: int
     name: str | None = None

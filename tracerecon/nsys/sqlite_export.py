@@ -89,13 +89,13 @@ class ExportInfo:
     session_start_utc_ns: int | None
     time_normalized: bool  # exported with --ts-normalize: timestamps start at 0
     warnings: tuple[str, ...] = ()
-    gpus: tuple[GpuIdentity, ...] = ()  # the GPUs the machine had, by device id
-
-    @property
-    def gpu_uuids(self) -> frozenset[str]:
-        """The UUIDs of the machine's GPUs: two exports listing one GPU were taken on one
-        machine, whose session start times come from one system clock."""
-        return frozenset(g.uuid for g in self.gpus if g.uuid and g.uuid.strip())
+    # The GPUs the export lists, by device id (an ExportInfo read back from an export directory:
+    # those its rank ran on).
+    gpus: tuple[GpuIdentity, ...] = ()
+    # The UUIDs of every GPU the machine had (TARGET_INFO_GPU, a row without a usable id too):
+    # two exports listing one GPU were taken on one machine, whose session start times come
+    # from one system clock.
+    gpu_uuids: frozenset[str] = frozenset()
 
     @property
     def has_nvtx(self) -> bool:
@@ -230,7 +230,7 @@ def read_info(conn: sqlite3.Connection, path: str) -> ExportInfo:
             start_utc = int(value)
         elif value is not None:
             warnings.append(f"{path}: the session start time is not a number; the file is taken as of unknown start (not checked against other ranks' times)")
-    gpus = _read_gpus(conn) if "TARGET_INFO_GPU" in tables else ()
+    gpus, gpu_uuids = _read_gpus(conn) if "TARGET_INFO_GPU" in tables else ((), frozenset())
     warnings.extend(sidecar_warnings(path))
     nsys_version = meta.get("EXPORT_PRODUCT_VERSION")
     schema_version = meta.get("EXPORT_SCHEMA_VERSION")
@@ -250,6 +250,7 @@ def read_info(conn: sqlite3.Connection, path: str) -> ExportInfo:
         time_normalized=meta.get("EXPORT_PARAM_TIME_NORMALIZE", "false").lower() == "true",
         warnings=tuple(warnings),
         gpus=gpus,
+        gpu_uuids=gpu_uuids,
     )
 
 
@@ -957,17 +958,19 @@ def read_processes(conn: sqlite3.Connection, info: ExportInfo) -> pa.Table:
     )
 
 
-def _read_gpus(conn: sqlite3.Connection) -> tuple[GpuIdentity, ...]:
-    """The GPUs TARGET_INFO_GPU lists, by device id, each once; rows without a whole-number id
-    are skipped (no GPU op could name them). An id listed with two UUIDs (virtual machines of
-    one host) is kept twice: the export does not say which one a GPU op ran on."""
+def _read_gpus(conn: sqlite3.Connection) -> tuple[tuple[GpuIdentity, ...], frozenset[str]]:
+    """The GPUs TARGET_INFO_GPU lists, by device id, a row listed twice kept once (an id listed
+    with two UUIDs, virtual machines of one host, is kept with both: the export does not say
+    which one a GPU op ran on); rows without a whole-number id are left out (no GPU op can name
+    them). A name, UUID or bus location that is blank is None. Second: every UUID it lists."""
     cols = _columns(conn, "TARGET_INFO_GPU")
     rows = conn.execute(
         f"select {_int_or_null(_col(cols, 'id'))}, {_text_or_null(_col(cols, 'name'))}, {_text_or_null(_col(cols, 'uuid'))}, "
         f"{_text_or_null(_col(cols, 'busLocation'))} from TARGET_INFO_GPU order by rowid"
     ).fetchall()
-    gpus = dict.fromkeys(GpuIdentity(int(device), name, uuid, bus) for device, name, uuid, bus in rows if device is not None)
-    return tuple(sorted(gpus, key=lambda g: g.device))
+    said = lambda text: text if text is not None and text.strip() else None  # noqa: E731
+    gpus = dict.fromkeys(GpuIdentity(int(device), said(name), said(uuid), said(bus)) for device, name, uuid, bus in rows if device is not None)
+    return tuple(sorted(gpus, key=lambda g: g.device)), frozenset(uuid for _, _, uuid, _ in rows if said(uuid))
 
 
 def _bounds(tables: list[pa.Table], cols: list[tuple[str, str]]) -> tuple[int, int]:
