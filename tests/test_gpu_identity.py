@@ -166,3 +166,36 @@ def test_a_blank_gpu_name_is_no_name_and_an_export_of_a_newer_layout_it_cannot_r
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
     assert "export layout 2 by tracerecon" in refused.stderr and "upgrade tracerecon" in refused.stderr
     assert zero.returncode == 2 and "'layout_version' other than a whole number from 1" in zero.stderr
+
+
+def test_a_phase_that_launched_work_on_two_gpus_says_which_one_it_is_read_on(tmp_path):
+    # GIVEN one thread driving two GPUs: each phase launches a kernel on GPU 0 and one on GPU 1
+    # (stream 7 of each), 4 cycles
+    from nsys_factory import FakeTrace
+
+    u = 1000
+    t = FakeTrace()
+    for c in range(4):
+        b = 1000 * (c + 1) * u
+        t.range(f"cycle {c}", b, b + 300 * u)
+        t.range("draft", b, b + 100 * u)
+        t.kernel(t.call("cudaLaunchKernel", b + 10 * u, b + 12 * u), b + 20 * u, b + 60 * u, stream=7, device=0)
+        t.kernel(t.call("cudaLaunchKernel", b + 14 * u, b + 16 * u), b + 20 * u, b + 150 * u, stream=7, device=1)
+        t.range("verify", b + 100 * u, b + 300 * u)
+        t.kernel(t.call("cudaLaunchKernel", b + 110 * u, b + 112 * u), b + 160 * u, b + 200 * u, stream=7, device=0)
+        t.kernel(t.call("cudaLaunchKernel", b + 114 * u, b + 116 * u), b + 160 * u, b + 260 * u, stream=7, device=1)
+    path = t.write(tmp_path / "two.sqlite")
+    # WHEN reported and exported
+    res = run_cli("report", "--json", str(path))
+    out = tmp_path / "out"
+    assert res.returncode == 0 and run_cli("export", str(path), "-o", str(out)).returncode == 0, res.stderr
+    import pyarrow.parquet as pq
+
+    (read_on,) = set(pq.read_table(out / "phases").column("device_id").to_pylist())
+    # THEN each phase says it ran on GPUs 0 and 1 in all 4 instances, and names the GPU the
+    # phases table reads it on; the rank names both GPUs
+    doc = json.loads(res.stdout)
+    for name in ("draft", "verify"):
+        said = [w for w in doc["warnings"] if f"{name!r}: in 4 of 4 instances it launched GPU work on GPUs 0, 1" in w]
+        assert len(said) == 1 and f"GPU {read_on} in 4" in said[0], doc["warnings"]
+    assert [g["device"] for g in doc["ranks"][0]["gpus"]] == [0, 1]

@@ -235,6 +235,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     + _host_side_wait_notes(tables.api_calls)
                     + _unrecorded_stream_notes(tables.stream_marks, clock)
                     + _several_devices_notes(ops)
+                    + _phases_on_several_gpus_notes(ops, op_phase, dev, labels)
                     + _cycle_edge_notes(clock, nested, cycle_rows, cycle_of, ph_pid, ph_s, ph_read_end, dev, stream, b_start, b_end, labels, unphased,
                                         holds_cycles=nested_cycles[1])
                     + _nested_cycle_notes(nested, cycle_rows, config.cycle_prefix, *nested_cycles))
@@ -389,6 +390,35 @@ def _several_devices_notes(ops: pa.Table) -> tuple[str, ...]:
             out.append(f"process {p} ran collectives on GPUs {', '.join(map(str, devices))}: one process driving several GPUs is one rank, so "
                        "their collectives with each other are matched with nothing (waits between them are not counted), and the phase "
                        "and cycle ranges of all its threads are numbered as one rank's")
+    return tuple(out)
+
+
+def _phases_on_several_gpus_notes(ops: pa.Table, op_phase: np.ndarray, device: np.ndarray, labels: list) -> tuple[str, ...]:
+    """One line per phase name with instances that launched GPU work on several GPUs (one
+    thread driving several devices): a phase is read between its boundaries on one stream of
+    one GPU (``device``, per instance), as events on that stream alone would read it; the other
+    GPUs' work is in its span on no stream of theirs. Nothing is worked out where the rank's
+    ops ran on one GPU (a min and a max)."""
+    if ops.num_rows == 0 or len(device) == 0:
+        return ()
+    span = pc.min_max(ops["device_id"])
+    if span["min"] == span["max"]:
+        return ()
+    own = np.flatnonzero(op_phase >= 0)
+    pairs = np.unique(op_phase[own] * np.int64(1 << 20) + (int64s(ops["device_id"], -1)[own] & 0xFFFFF))
+    instance, n_gpus = np.unique(pairs >> 20, return_counts=True)
+    several = instance[n_gpus > 1]
+    out = []
+    names = np.asarray(labels, dtype=object)
+    for name in dict.fromkeys(labels[k] for k in several.tolist()):
+        mine = several[names[several] == name]
+        gpus = np.unique(pairs[np.isin(pairs >> 20, mine)] & 0xFFFFF)
+        read_on = Counter(int(d) for d in device[mine] if d >= 0)
+        out.append(f"{name!r}: in {len(mine)} of {labels.count(name)} instances it launched GPU work on GPUs {', '.join(map(str, gpus.tolist()))}; "
+                   "its GPU time is read on one stream of one GPU ("
+                   + (", ".join(f"GPU {d} in {n}" for d, n in sorted(read_on.items())) or "none")
+                   + "; the phases table's device_id and stream_id), as events there alone would read it, not across its GPUs: "
+                   "give each GPU's work a phase range of its own to time each")
     return tuple(out)
 
 
