@@ -208,10 +208,12 @@ def test_a_secret_in_a_binary_payload_ends_at_its_next_binary_byte():
 
 def test_what_looks_like_an_address_but_is_none_is_kept():
     # GIVEN texts with colons and at-signs that are no address: a time of day, C++ names, a MAC
-    # address (no IPv6 form), a symbol version
+    # address (no IPv6 form), a symbol version,
     from tracerecon.nsys.scrub import scrub_text
 
-    kept = ["at 12:30:45 done", "void at::native::vectorized_elementwise_kernel", "c10::cuda::stream", "memcpy@GLIBC_2.14"]
+    # and PCI bus ids of GPUs (TARGET_INFO_GPU.busLocation; an older scrub wrote '[ip].0' for them)
+    kept = ["at 12:30:45 done", "void at::native::vectorized_elementwise_kernel", "c10::cuda::stream", "memcpy@GLIBC_2.14",
+            "0000:00:06.0", "0000:1b:00.0", "00000000:C1:00.0"]
     # WHEN scrubbed THEN they are as they were, and the addresses beside them are not
     assert [scrub_text(t) for t in kept] == kept
     assert scrub_text("::1 and fe80::1%eth0 and 1:2:3:4:5:6:7:8") == "[ip] and [ip] and [ip]"

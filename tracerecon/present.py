@@ -299,7 +299,7 @@ def diff_notes(result: dict) -> list[tuple[str, str]]:
     if not pairs and result.get("a_ranks") and result.get("b_ranks"):
         out.append((f"no rank in common, nothing compared: A has rank(s) {result['a_ranks']}, B has {result['b_ranks']} (ranks pair by number)", "yellow"))
     for g in result.get("other_gpu_models", []):
-        out.append((f"rank {g['rank']} ran on {one_line(', '.join(g['a']))} in A and {one_line(', '.join(g['b']))} in B: its times compare other GPUs", "yellow"))
+        out.append((f"rank {g['rank']} ran on {one_line(', '.join(g['a']))} in A and {one_line(', '.join(g['b']))} in B: its times are of different GPUs", "yellow"))
     c = result["cycles"]
     if c.get("a_gpu_ms") is not None:
         delta = "-" if c["delta_gpu_ms"] is None else f"{c['delta_gpu_ms']:+.3f}"
@@ -317,6 +317,6 @@ def diff_notes(result: dict) -> list[tuple[str, str]]:
             out.append((f"rank {k['rank']} kernel time A -> B (whole trace): " + "; ".join(
                 f"{x['kernel'][:48]} {x['a_ms']:.3f} -> {x['b_ms']:.3f} ms ({x['a_count']} -> {x['b_count']} launches)" for x in top), ""))
     if result["unpaired_ranks"] and result.get("rank_pairs", True):
-        out.append((f"ranks on one side only: {result['unpaired_ranks']}", "yellow"))
+        out.append((f"ranks on one side only: {', '.join(map(str, result['unpaired_ranks']))}", "yellow"))
     return out
 
