@@ -8,7 +8,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class GpuIdentity:
-    """One GPU, by the id its GPU ops carry (``gpu_ops.device_id``, TARGET_INFO_GPU's ``id``):
+    """One GPU, by the id its GPU ops carry (``gpu_ops.device_id``, TARGET_INFO_GPU's ``id``, as
+    nsys's own ``gputrace`` report joins them; TARGET_INFO_CUDA_DEVICE's per-process CUDA ids
+    are not asked):
     its name, UUID (as nsys writes it, without nvidia-smi's ``GPU-``) and PCI bus location as
     the export lists them, each None where it does not say (or does not list the id)."""
 
