@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tracerecon.analysis.cross_rank import CrossRank
 from tracerecon.analysis.config import PhaseConfig
@@ -37,8 +38,6 @@ class RankResult:
     def gpus(self) -> tuple[GpuIdentity, ...]:
         """The GPUs this rank's GPU ops ran on, by device id: as the export lists them, or
         with the device id alone where its list lacks the id."""
-        import pyarrow.compute as pc
-
         used = sorted(d for d in pc.unique(self.gpu_ops["device_id"]).to_pylist() if d is not None) if self.gpu_ops.num_rows else []
         listed = {}
         for g in self.info.gpus:
