@@ -20,7 +20,7 @@ from tracerecon.errors import TraceReconError
 BASE = H200 / "eagle_gpu_bound.sqlite"
 TABLES = ["NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
           "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "CUPTI_ACTIVITY_KIND_CUDA_EVENT", "StringIds", "META_DATA_EXPORT",
-          "TARGET_INFO_SESSION_START_TIME"]
+          "TARGET_INFO_SESSION_START_TIME", "TARGET_INFO_GPU"]
 COLUMNS = {
     "NVTX_EVENTS": ["start", "end", "globalTid", "eventType", "textId", "text", "domainId"],
     "CUPTI_ACTIVITY_KIND_RUNTIME": ["start", "end", "globalTid", "correlationId", "nameId"],
@@ -31,6 +31,7 @@ COLUMNS = {
     "StringIds": ["id", "value"],
     "META_DATA_EXPORT": ["name", "value"],
     "TARGET_INFO_SESSION_START_TIME": ["utcEpochNs"],
+    "TARGET_INFO_GPU": ["id", "name", "uuid", "busLocation"],
 }
 BAD_VALUES = ["NULL", "'text'", "1.5e3", "-1", "9223372036854775807", "4000000000000", "X'fffe41'", "0"]
 
@@ -109,6 +110,10 @@ def assert_sane(analysis) -> None:
             assert p["cpu_ns"] >= 0
         for c in r.cycles.to_pylist():
             assert c["gpu_ns"] is None or 0 <= c["gpu_ns"] <= 10**13
+        # the GPUs it names: whole-number devices, texts or nothing, as JSON writes them
+        for g in r.gpus:
+            assert isinstance(g.device, int) and all(v is None or isinstance(v, str) for v in (g.name, g.uuid, g.bus_location)), g
+            json.dumps(g.to_json())
 
 
 @settings(max_examples=int(__import__("os").environ.get("FUZZ_EXAMPLES", "40")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
