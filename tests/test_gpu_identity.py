@@ -155,6 +155,10 @@ def test_a_blank_gpu_name_is_no_name_and_an_export_of_a_newer_layout_it_cannot_r
     # THEN the name is null, and no other model is claimed
     assert json.loads(res.stdout)["ranks"][0]["gpus"][0]["name"] is None
     assert json.loads(diff.stdout)["other_gpu_models"] == []
+    # and so where an edited manifest gives a blank name
+    edited = _export(tmp_path / "blank")
+    _edit_manifest(edited, lambda d: d["ranks"][0]["gpus"][0].update(name=" "))
+    assert json.loads(run_cli("report", "--json", str(edited)).stdout)["ranks"][0]["gpus"][0]["name"] is None
     # GIVEN an export of layout 2 whose GPUs this reader cannot read, or of layout 0
     out = _export(tmp_path)
     doc = json.loads((out / "manifest.json").read_text())

@@ -257,7 +257,7 @@ def diff_document(a: Analysis, b: Analysis, a_given: Sequence[str] | None = None
 def _gpu_models(gpus) -> list[str]:
     """The GPU models (names) a rank ran on, sorted; empty where any of them has no name (a
     model unknown is not told apart from another)."""
-    names = {g.name if g.name and g.name.strip() else None for g in gpus}
+    names = {g.name for g in gpus}
     return [] if None in names else sorted(names)
 
 

@@ -6,18 +6,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+def recorded(text: str | None) -> str | None:
+    """``text`` where it says something, else None: a blank name, UUID or bus location is none."""
+    return text if text is not None and text.strip() else None
+
+
 @dataclass(frozen=True)
 class GpuIdentity:
     """One GPU, by the id its GPU ops carry (``gpu_ops.device_id``, TARGET_INFO_GPU's ``id``, as
     nsys's own ``gputrace`` report joins them; TARGET_INFO_CUDA_DEVICE's per-process CUDA ids
     are not asked):
     its name, UUID (as nsys writes it, without nvidia-smi's ``GPU-``) and PCI bus location as
-    the export lists them, each None where it does not say (or does not list the id)."""
+    the export lists them, each None where it does not say (or does not list the id, or is blank)."""
 
     device: int
     name: str | None = None
     uuid: str | None = None
     bus_location: str | None = None
+
+    def __post_init__(self) -> None:
+        # (one rule for every reader, the export's table and an edited manifest alike)
+        for name in ("name", "uuid", "bus_location"):
+            object.__setattr__(self, name, recorded(getattr(self, name)))
 
     def to_json(self) -> dict:
         return {"device": self.device, "name": self.name, "uuid": self.uuid, "bus_location": self.bus_location}

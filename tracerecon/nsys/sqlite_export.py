@@ -38,7 +38,7 @@ from tracerecon.nsys.read_plan import (  # noqa: F401 (some are this module's AP
     API_CALLS_COLUMNS, KERNEL_COLUMNS, NULL_SENTINEL, OPS_COLUMNS, XZ_MAGIC, XZ_SUFFIX, api_calls_sql, kernels_sql, native_reads, open_readonly,
     relevant_name_ids, split_select, string_rows, table_names, tables_without_rowid, why_missing,
 )
-from tracerecon.nsys.gpu_identity import GpuIdentity
+from tracerecon.nsys.gpu_identity import GpuIdentity, recorded
 from tracerecon.nsys.read_plan import column_or as _col
 from tracerecon.nsys.read_plan import columns as _columns
 from tracerecon.nsys.read_plan import int_guard as _int
@@ -968,9 +968,8 @@ def _read_gpus(conn: sqlite3.Connection) -> tuple[tuple[GpuIdentity, ...], froze
         f"select {_int_or_null(_col(cols, 'id'))}, {_text_or_null(_col(cols, 'name'))}, {_text_or_null(_col(cols, 'uuid'))}, "
         f"{_text_or_null(_col(cols, 'busLocation'))} from TARGET_INFO_GPU order by rowid"
     ).fetchall()
-    said = lambda text: text if text is not None and text.strip() else None  # noqa: E731
-    gpus = dict.fromkeys(GpuIdentity(int(device), said(name), said(uuid), said(bus)) for device, name, uuid, bus in rows if device is not None)
-    return tuple(sorted(gpus, key=lambda g: g.device)), frozenset(uuid for _, _, uuid, _ in rows if said(uuid))
+    gpus = dict.fromkeys(GpuIdentity(int(device), name, uuid, bus) for device, name, uuid, bus in rows if device is not None)
+    return tuple(sorted(gpus, key=lambda g: g.device)), frozenset(uuid for _, _, uuid, _ in rows if recorded(uuid))
 
 
 def _bounds(tables: list[pa.Table], cols: list[tuple[str, str]]) -> tuple[int, int]:
