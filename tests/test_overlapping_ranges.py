@@ -5,6 +5,8 @@ times (one stream, 7, unless said)."""
 
 from __future__ import annotations
 
+import pytest
+
 from nsys_factory import FakeTrace
 from tracerecon.analysis.config import PhaseConfig
 from tracerecon.api import load
@@ -244,3 +246,78 @@ def test_without_cycle_ranges_a_step_that_repeats_phases_every_time_is_never_cut
     rank = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("a", "b", "c", "d"))).ranks[0]
     assert rank.cycles.num_rows == 8
     assert [p["phase"] for p in rank.phases.to_pylist() if p["cycle"] == 3] == ["a", "b", "c", "b", "c", "d"]
+
+
+def test_a_cycles_last_range_still_open_when_the_next_cycle_begins_holds_no_boundary_back(tmp_path):
+    # GIVEN one thread, no cycle ranges, stream 7, the CPU running a cycle ahead: draft (push/pop)
+    # and verify (nvtxRangeStart/End, closed once its result is read, after the next cycle's
+    # draft began). Times (us), launch call -> GPU run:
+    #   c0 draft [0, 100]       k at 10 -> 12..212      c0 verify [100, 250]   k at 110 -> 212..1012
+    #   c1 draft [200, 300]     k at 210 -> 1012..1212  c1 verify [300, 400]   k at 310 -> 1212..2012
+    #   c2 draft [2100, 2200]   k at 2110 -> 2112..2312 c2 verify [2200, 2300] k at 2210 -> 2312..2412
+    t = FakeTrace()
+    for (d0, d1, dk, dg), (v0, v1, vk, vg) in (((0, 100, 10, (12, 212)), (100, 250, 110, (212, 1012))),
+                                               ((200, 300, 210, (1012, 1212)), (300, 400, 310, (1212, 2012))),
+                                               ((2100, 2200, 2110, (2112, 2312)), (2200, 2300, 2210, (2312, 2412)))):
+        t.range("draft", d0 * U, d1 * U)
+        kernel(t, dk, dg)
+        t.range("verify", v0 * U, v1 * U, push_pop=False)
+        kernel(t, vk, vg)
+    # WHEN analysed
+    got = sums(t, tmp_path, phases=("draft", "verify"))
+    # THEN events at each range's own ends: c0 draft 0 -> 212 (212), c0 verify 212 -> its end at
+    # 250 waits for c1 draft's kernel, 1212 (1000); c1 draft's start event (200) waits for c0
+    # verify's kernel only, 1012 -> 1212 (200); c1 verify 1212 -> 2012 (800); c2 draft 2100 ->
+    # 2312 (212); c2 verify 2312 -> 2412 (100). Before, c0 verify's end was carried into c1
+    # draft's start across the cycles' edge (c1 draft 0).
+    assert got == {(0, "draft"): 212, (0, "verify"): 1000, (1, "draft"): 200, (1, "verify"): 800, (2, "draft"): 212, (2, "verify"): 100}
+
+
+@pytest.mark.parametrize("around", [False, True])
+def test_overlapping_cycle_ranges_keep_each_cycles_own_phases(tmp_path, around):
+    # GIVEN nvtxRangeStart/End cycle ranges that overlap, as an engine a cycle ahead marks them:
+    # cycle n [b, b+1400] (b = 1000n) holds forward n [b, b+100] (kernel launched at b+10, GPU
+    # b+12..b+62) and output n [b+1200, b+1300] (a D2H copy launched at b+1210, GPU
+    # b+1212..b+1232), which runs after forward n+1 began; the GPU idle at every boundary;
+    # (around) inside one more cycle range, 'cycles' [0, 4000], around them all
+    t = FakeTrace()
+    if around:
+        t.range("cycles", 0, 4000 * U, push_pop=False)
+    for n in range(3):
+        b = 1000 * n
+        t.range(f"cycle {n}", b * U, (b + 1400) * U, push_pop=False)
+        t.range("forward", b * U, (b + 100) * U)
+        kernel(t, b + 10, (b + 12, b + 62))
+        t.range("output", (b + 1200) * U, (b + 1300) * U)
+        t.copy(t.call("cudaMemcpyAsync", (b + 1210) * U, (b + 1212) * U), (b + 1212) * U, (b + 1232) * U, kind=2)
+    # WHEN analysed
+    rank = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("forward", "output"))).ranks[0]
+    # THEN every cycle has its own forward and output, each 100 us (events at its CPU ends), and
+    # runs b..b+1300 on the GPU; before, output n went to cycle n+1 (held by both ranges, the
+    # later one chosen): cycle 0 had none and the last two
+    name = {c["cycle"]: c["name"] for c in rank.cycles.to_pylist()}
+    got = sorted((name[p["cycle"]], p["phase"], p["gpu_ns"] // U, p["cpu_start_ns"] // U) for p in rank.phases.to_pylist())
+    assert got == [(f"cycle {n}", ph, 100, 1000 * n + off) for n in range(3) for ph, off in (("forward", 0), ("output", 1200))]
+    assert sorted((c["name"], c["gpu_ns"] // U) for c in rank.cycles.to_pylist()) == [("cycle 0", 1300), ("cycle 1", 1300), ("cycle 2", 1300)]
+
+
+def test_a_range_around_several_cycles_is_no_cycle_of_their_phases(tmp_path):
+    # GIVEN start/end cycle ranges 'cycle 0' .. 'cycle 2' ([b, b+300], b = 1000n, never
+    # overlapping each other) inside one start/end range 'cycles' around them all [0, 3000],
+    # each cycle holding a [b, b+100] (kernel at b+10, GPU b+12..b+62) and c [b+150, b+250]
+    t = FakeTrace()
+    t.range("cycles", 0, 3000 * U, push_pop=False)
+    for n in range(3):
+        b = 1000 * n
+        t.range(f"cycle {n}", b * U, (b + 300) * U, push_pop=False)
+        t.range("a", b * U, (b + 100) * U)
+        kernel(t, b + 10, (b + 12, b + 62))
+        t.range("c", (b + 150) * U, (b + 250) * U)
+    # WHEN analysed
+    rank = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("a", "c"))).ranks[0]
+    # THEN each phase is in the cycle range of its own n (the innermost holding it), one a and
+    # one c per cycle; the range around them all (a cycle range too, by its name) holds none
+    name = {c["cycle"]: c["name"] for c in rank.cycles.to_pylist()}
+    got = sorted((name[p["cycle"]], p["phase"], p["cpu_start_ns"] // U) for p in rank.phases.to_pylist())
+    assert got == [(f"cycle {n}", ph, 1000 * n + off) for n in range(3) for ph, off in (("a", 0), ("c", 150))]
+    assert sorted(name.values()) == ["cycle 0", "cycle 1", "cycle 2"]

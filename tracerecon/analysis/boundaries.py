@@ -1886,7 +1886,7 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
     the other thread takes to pick it up is the later phase's (a real H200 trace, a model
     thread woken through a queue: 0.14 ms a cycle, where the engine's events put it). Where the
     next phase began before this one ended (``nvtxRangeStart/End`` ranges, or another thread's
-    range opened before this one closed), no boundary is shared: each reads its own, this one's
+    range opened before this one closed; also across a cycle's edge), no boundary is shared: each reads its own, this one's
     end at its CPU end, on its own stream, as the events each range's thread records there
     would (``range_end``: the ranges' own ends, which tell an overlap; ``cpu_end`` where each end
     is read). Each boundary between two phases of a cycle is read on both their streams, and
@@ -1905,7 +1905,10 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
     next_in_a_cycle = np.r_[(cyc[1:] >= 0) & (cyc[:-1] >= 0), False]
     next_row = np.where(next_in_a_cycle, np.r_[srow[1:], -1], -1) if not own_stream_only else srow
     t_next = np.where(same_cycle_next, np.r_[t[1:], 0], cpu_end)
-    overlap = same_cycle_next & (t_next < (cpu_end if range_end is None else range_end))
+    # An overlap also across a cycle's edge: a cycle's last range still open when the next
+    # cycle's first began (nvtxRangeStart/End, the CPU a cycle ahead) holds that one back no more
+    # than an overlap inside a cycle does.
+    overlap = next_in_a_cycle & (np.r_[t[1:], 0] < (cpu_end if range_end is None else range_end))
     between = same_cycle_next & (clock.queued_between(srow, cpu_end, t_next) | clock.queued_between(np.r_[srow[1:], -1], cpu_end, t_next))
     if threads is not None:
         started, ended = threads

@@ -13,6 +13,7 @@ The verdict says which way the CPU timer errs (``verdict_of``), the cause why (`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -63,14 +64,20 @@ def _cycle_candidates(ranges: pa.Table, p_rows: np.ndarray, cycle_rows: np.ndarr
                 yield np.flatnonzero(group & (key[p_rows] == owner)), cyc[np.argsort(start[cyc], kind="stable")]
 
 
-def cycles_by_time(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, cycle_rows: np.ndarray) -> np.ndarray:
+def cycles_by_time(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, cycle_rows: np.ndarray,
+                   labels: Sequence[str] | None = None) -> np.ndarray:
     """``cycle_of`` with each phase nested in no cycle range (``select_phases``) given a cycle
     range whose CPU span holds the phase's, among those it could belong to
     (``_cycle_candidates``): the latest-starting that began at or before the phase and ends at
     or after it (cycles of two threads may overlap: a later, shorter one that ended first does
     not hold it). So cycles marked on another thread than the phases (a loop thread and a model
     thread), or with ``nvtxRangeStart/End`` (never nested), still number their phases, and
-    threads running cycles of their own keep them apart; a phase outside every cycle stays -1."""
+    threads running cycles of their own keep them apart; a phase outside every cycle stays -1.
+    Where cycle ranges overlap without one holding the other (``nvtxRangeStart/End`` cycles of
+    an engine a cycle ahead: cycle N closes after its output step, which runs after cycle N+1's
+    forward began), a phase several of them hold goes to the earliest that has no phase of its
+    name (``labels``, one per phase) yet, else to the latest: cycle N's output step is N's, not
+    N+1's, and N+1's forward is N+1's."""
     loose = np.flatnonzero(cycle_of < 0)
     if len(loose) == 0 or len(cycle_rows) == 0:
         return cycle_of
@@ -83,10 +90,43 @@ def cycles_by_time(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarra
     for mine, cyc in _cycle_candidates(ranges, p_rows, cycle_rows):
         p_start, p_end = start[p_rows[mine]], end[p_rows[mine]]
         pos = np.searchsorted(start[cyc], p_start, side="right") - 1
-        hit = last_reaching(end[cyc], pos, np.where(p_end == I64_MIN, I64_MAX, p_end))
+        reach = np.where(p_end == I64_MIN, I64_MAX, p_end)
+        hit = last_reaching(end[cyc], pos, reach)
         ok = (hit >= 0) & (p_end != I64_MIN)
+        if labels is not None and ok.sum() > 1 and len(cyc) > 1 and (start[cyc][1:] < np.maximum.accumulate(end[cyc])[:-1]).any():
+            hit = _first_cycle_without_the_phase(end[cyc], hit, reach, ok, p_start, [labels[i] for i in loose[mine].tolist()])
         cycle_of[loose[mine[ok]]] = position[cyc[hit[ok]]]
     return cycle_of
+
+
+def _first_cycle_without_the_phase(cycle_end: np.ndarray, hit: np.ndarray, reach: np.ndarray, ok: np.ndarray, p_start: np.ndarray,
+                                   labels: list[str]) -> np.ndarray:
+    """``cycles_by_time``'s choice among overlapping cycles (positions in start order, their
+    ends ``cycle_end``) for phases (``hit``: the latest-starting cycle holding each, ``reach``:
+    its end, ``ok``: held by one at all, ``p_start``, ``labels``): of the cycles holding a
+    phase that hold no other of them (a cycle range around several cycles is no choice while
+    one of them holds the phase), the earliest-starting one without a phase of that label
+    chosen before it in time, else the latest-starting."""
+    holders = [np.where(ok, hit, -1)]
+    for _ in range(64):  # cycles holding one phase at once: a few (bounded against odd traces)
+        more = last_reaching(cycle_end, holders[-1] - 1, reach)
+        more[holders[-1] < 0] = -1
+        if (more < 0).all():
+            break
+        holders.append(more)
+    held = np.stack(holders[::-1], 1)  # per phase: its holders, earliest-starting first, -1 padding first
+    chosen = hit.copy()
+    have: set[tuple[int, str]] = set()
+    for i in np.argsort(p_start, kind="stable").tolist():
+        if not ok[i]:
+            continue
+        mine = [h for h in held[i].tolist() if h >= 0]
+        later_ends = np.minimum.accumulate(cycle_end[mine][::-1])[::-1]  # the least end among each holder and the later ones
+        choices = [h for k, h in enumerate(mine) if k == len(mine) - 1 or cycle_end[h] < later_ends[k + 1]]
+        pick = next((h for h in choices if (h, labels[i]) not in have), choices[-1])
+        chosen[i] = pick
+        have.add((pick, labels[i]))
+    return chosen
 
 
 def phases_past_their_cycle(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, cycle_rows: np.ndarray) -> np.ndarray:

@@ -115,7 +115,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
 
     launches = index_launches(ops)  # sorted once; every lookup of ops by CPU range below uses it
     phase_rows, cycle_of, cycle_rows, labels = select_phases(nested, config)
-    cycle_of = cycles_by_time(nested, phase_rows, cycle_of, cycle_rows) if len(cycle_rows) else cycles_per_thread(nested, phase_rows, cycle_of, labels, config.labels(), ops)
+    cycle_of = cycles_by_time(nested, phase_rows, cycle_of, cycle_rows, labels) if len(cycle_rows) else cycles_per_thread(nested, phase_rows, cycle_of, labels, config.labels(), ops)
     n_ph = len(phase_rows)
     depth = int64s(nested["depth"]) if nested.num_rows else np.zeros(0, np.int64)
     row_to_phase = np.full(nested.num_rows + 1, -1, dtype=np.int64)
