@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import BIG, H200
+from conftest import BIG, H200, SAMPLES
 
 from tracerecon.interrupts import thread_pool
 
@@ -93,9 +93,9 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _interrupt_when(args: list[str], ready, env: dict, timeout: float = 120):
-    """Run the program in a session of its own, send SIGINT to the whole group once
-    ``ready(pid)`` holds, and return (exit status, stdout, stderr, what ``ready`` returned, pid)."""
+def _interrupt_when(args: list[str], ready, env: dict, timeout: float = 120, sig: int = signal.SIGINT):
+    """Run the program in a session of its own, send ``sig`` (SIGINT: Ctrl-C) to the whole group
+    once ``ready(pid)`` holds, and return (exit status, stdout, stderr, what ``ready`` returned, pid)."""
     proc = subprocess.Popen([_exe(), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen = None
@@ -104,7 +104,7 @@ def _interrupt_when(args: list[str], ready, env: dict, timeout: float = 120):
         while proc.poll() is None and time.monotonic() < end:
             seen = ready(proc.pid)
             if seen:
-                os.killpg(proc.pid, signal.SIGINT)
+                os.killpg(proc.pid, sig)
                 break
             time.sleep(0.002)
         out, err = proc.communicate(timeout=timeout)
@@ -205,3 +205,25 @@ def test_quitting_view_while_it_loads_leaves_the_load_behind(big_export, tmp_pat
     # THEN it exited 0 without finishing the load (nothing was cached)
     assert status is not None and os.waitstatus_to_exitcode(status) == 0
     assert not cache.exists() or not list(cache.iterdir())
+
+
+@pytest.mark.parametrize("sig, said, status", [(signal.SIGINT, "interrupted", 130), (signal.SIGTERM, "terminated", 143)])
+def test_stopped_while_workers_decompress_xz_exports_leaves_no_copy_and_no_worker(tmp_path, sig, said, status):
+    # GIVEN a cold report of two .xz-compressed ranks, each decompressed by a worker process
+    # into the temporary directory (a folder of its own here)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp), TRACERECON_NO_CACHE="1")
+    run = SAMPLES / "demo_shapes_h200x2" / "nccl_overlap_skew"
+    copies = lambda pid: list(tmp.glob("tracerecon-*.sqlite")) and _children(pid)  # noqa: E731
+    # WHEN Ctrl-C or SIGTERM reaches the whole process group once a copy is being written
+    code, out, err, workers, pid = _interrupt_when(["report", "--jobs", "2", str(run)], copies, env, sig=sig)
+    # THEN one line and the signal's status; no worker outlives it and no decompressed copy is
+    # left (before, a worker stopped mid-file left its copy: 5-25 MB in /tmp per interrupt)
+    assert workers, "the report ended before a copy was seen"
+    assert (code, err, out) == (status, f"tracerecon: {said}\n", "")
+    end = time.monotonic() + 30
+    while any(_alive(w) for w in workers) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not any(_alive(w) for w in workers)
+    assert not list(tmp.iterdir())

@@ -11,6 +11,7 @@ EXIT_BAD_INPUT = 2
 EXIT_TOOL_MISSING = 2
 EXIT_INTERNAL = 1
 EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report a program ended by SIGINT
+EXIT_TERMINATED = 143  # SIGTERM, likewise
 
 
 class TraceReconError(Exception):

@@ -12,7 +12,13 @@ reads, and the interpreter joined the readers' threads once more at its exit.
   loads: ``WorkAbandoned``), exits once it has said so, without joining the threads still
   reading. Nothing is left half-written: the input is only read,
   and what the load writes (its cache entry, its workers' hand-off files) is removed on the
-  way out by the ``finally`` clauses that write it.
+  way out by the ``finally`` clauses that write it; what a ``finally`` cannot reach (a read
+  still under way on another thread, worker processes stopped mid-file) is registered with
+  ``undone_at_exit_now`` and undone by ``exit_now`` itself: worker processes stopped, the
+  decompressed copies of ``.xz`` exports removed.
+- ``stop_on_sigterm``: SIGTERM (``kill``, a job scheduler's stop) ends the program as Ctrl-C
+  does, said as "terminated" (``Terminated``), with the same clean-up, not with the work's
+  temporary files left behind.
 
 Standard library only.
 """
@@ -22,12 +28,54 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the CLI imports this module: the pools' modules load when first used
     from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, taken where Ctrl-C is (``stop_on_sigterm``): every path that stops work on
+    Ctrl-C stops it on this too."""
+
+
+def stop_on_sigterm() -> None:
+    """In the program's main thread: SIGTERM raises ``Terminated`` there, as SIGINT raises
+    KeyboardInterrupt. Worker processes put it back to the default (``default_sigterm``): their
+    parent stops them and removes what they leave."""
+
+    def _raise(signum, frame):
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, _raise)
+
+
+def default_sigterm() -> None:
+    """In a worker process: SIGTERM ends it at once (its parent's handler is inherited by a fork)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+_UNDO: dict[int, Callable[[], None]] = {}
+_UNDO_LOCK = threading.Lock()
+_UNDO_NEXT = iter(range(1 << 62))
+
+
+@contextmanager
+def undone_at_exit_now(undo: Callable[[], None]) -> Iterator[None]:
+    """While the block runs, ``exit_now`` calls ``undo`` before the process ends (a block on a
+    thread that ``exit_now`` does not wait for never reaches its own ``finally``). ``undo`` must
+    be safe to call at any moment of the block, and need not be called again after it."""
+    with _UNDO_LOCK:
+        key = next(_UNDO_NEXT)
+        _UNDO[key] = undo
+    try:
+        yield
+    finally:
+        with _UNDO_LOCK:
+            _UNDO.pop(key, None)
 
 
 class WorkAbandoned(Exception):
@@ -94,7 +142,24 @@ def stop_worker_processes(pool: ProcessPoolExecutor) -> None:
 
 def exit_now(code: int) -> None:
     """Flush what was printed and end the process with ``code`` at once, without waiting for
-    threads (a read started cannot be stopped; see the module docstring)."""
+    threads (a read started cannot be stopped; see the module docstring), once what is
+    registered with ``undone_at_exit_now`` is undone, latest first."""
+    with _UNDO_LOCK:
+        undo = [_UNDO.pop(k) for k in sorted(_UNDO, reverse=True)]
+    for fn in undo:
+        try:
+            fn()
+        except Exception:  # noqa: BLE001  (exiting: one failed clean-up must not stop the others)
+            pass
+    # Worker processes still alive (a pool closing as the program was interrupted) are stopped:
+    # an idle one waits on a pipe its siblings hold open, and would outlive this process.
+    mp = sys.modules.get("multiprocessing")
+    if mp is not None:
+        try:
+            for child in mp.active_children():
+                child.terminate()
+        except Exception:  # noqa: BLE001
+            pass
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -31,7 +31,7 @@ import gc
 import os
 
 from tracerecon.cores import set_worker_share
-from tracerecon.interrupts import ignore_ctrl_c
+from tracerecon.interrupts import default_sigterm, ignore_ctrl_c
 from tracerecon.memory import reuse_freed_memory
 from tracerecon.no_pandas import keep_pandas_out
 
@@ -60,4 +60,5 @@ def prepare_worker(threads: int) -> None:
     the work's modules import numpy; a forked one has its parent's already."""
     set_worker_share(threads)
     ignore_ctrl_c()  # the parent stops its workers on Ctrl-C
+    default_sigterm()  # and on SIGTERM, which ends a worker at once
     prepare()

@@ -468,13 +468,17 @@ _BOARD = None  # in a worker process: the load's board (``_start_worker``)
 BOARD_LINES_MAX = 8
 
 
-def _start_worker(threads: int, board) -> None:
-    """A worker process's start: ``prepare_worker``'s settings, and the load's board."""
+def _start_worker(threads: int, board, scratch_prefix: str) -> None:
+    """A worker process's start: ``prepare_worker``'s settings, the load's board, and its
+    names for decompressed copies (``nsys.scratch``: the parent removes those of a worker it
+    stopped)."""
+    from tracerecon.nsys import scratch
     from tracerecon.own_process import prepare_worker
 
     global _BOARD
     prepare_worker(threads)
     _BOARD = board
+    scratch.use_prefix(scratch_prefix)
 
 
 def _mark(order: int, stage: int) -> None:
@@ -509,7 +513,8 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
 
     from tracerecon import handoff
     from tracerecon.cores import usable_cores
-    from tracerecon.interrupts import ctrl_c_held, stop_worker_processes
+    from tracerecon.interrupts import ctrl_c_held, stop_worker_processes, undone_at_exit_now
+    from tracerecon.nsys import scratch
 
     workers = min(jobs, len(args))
     say(f"reading {len(args)} exports in {workers} processes")
@@ -529,28 +534,36 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
     handoff.allow_open_files(len(args))
     board = RawArray("b", len(args))
     names = [one_line(a[0].name) for a in args]  # (a file name's control characters as escapes)
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(threads, board))
+    scratch_prefix = scratch.load_prefix(owner)
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(threads, board, scratch_prefix))
+
+    def stop_all() -> None:  # the program ending at once on another thread (``view`` quit while this loads)
+        stop_worker_processes(pool)
+        scratch.remove(scratch_prefix)
+
     all_in = False
     try:
-        with ctrl_c_held():  # the workers start (fork) at the first submit
-            futures = {pool.submit(_file_work_handed_off, owner, *a): i for i, a in enumerate(args)}
-        reading_started()
-        _import_analysis()  # while the workers work (forked ones all start at the first submit)
-        pending, shown = set(futures), None
-        while pending:
-            done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
-            for fut in done:
-                # Taken as each arrives: the first failure stops the load.
-                results[futures[fut]] = handoff.take(fut.result())
-                board[futures[fut]] = DONE
-            line = board_line(names, list(board), workers)
-            if line != shown:
-                say(line)
-                shown = line
-        all_in = True
+        with undone_at_exit_now(stop_all):
+            with ctrl_c_held():  # the workers start (fork) at the first submit
+                futures = {pool.submit(_file_work_handed_off, owner, *a): i for i, a in enumerate(args)}
+            reading_started()
+            _import_analysis()  # while the workers work (forked ones all start at the first submit)
+            pending, shown = set(futures), None
+            while pending:
+                done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    # Taken as each arrives: the first failure stops the load.
+                    results[futures[fut]] = handoff.take(fut.result())
+                    board[futures[fut]] = DONE
+                line = board_line(names, list(board), workers)
+                if line != shown:
+                    say(line)
+                    shown = line
+            all_in = True
     except KeyboardInterrupt:
-        # Ctrl-C: the workers under way are stopped (their reads would run to their ends).
-        stop_worker_processes(pool)
+        # Ctrl-C (or SIGTERM): the workers under way are stopped (their reads would run to
+        # their ends), and the decompressed copies of those stopped mid-file removed.
+        stop_all()
         raise
     finally:
         if all_in:
@@ -565,6 +578,7 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
         else:
             # The exports not started are cancelled and those under way waited for.
             pool.shutdown(wait=True, cancel_futures=True)
+            scratch.remove(scratch_prefix)  # (a worker that died mid-file)
         handoff.discard_leftovers(owner)  # results of workers that finished after a failure
     return [results[i] for i in range(len(args))]
 

@@ -15,11 +15,14 @@ from typing import Sequence
 from tracerecon import __version__
 from tracerecon.cli import diff, export, plot, ranges, report, run, scrub, view
 from tracerecon.cli.common import inputs_of, one_line
-from tracerecon.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, TraceReconError
-from tracerecon.interrupts import WorkAbandoned, exit_now
+from tracerecon.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_TERMINATED, TraceReconError
+from tracerecon.interrupts import Terminated, WorkAbandoned, exit_now, stop_on_sigterm
 from tracerecon.own_process import prepare
 
 COMMANDS = (report, ranges, export, plot, diff, view, run, scrub)
+# Commands that leave SIGTERM as it is: the terminal UI's own loop, and the launcher, whose
+# engine under nsys gets the signals its own way.
+_OWN_SIGTERM = frozenset({"view", "run"})
 
 
 class _Parser(argparse.ArgumentParser):
@@ -65,6 +68,8 @@ def console_main() -> int:
         sys.stdout.reconfigure(errors="backslashreplace")
     args = build_parser().parse_args()
     prepare(args.subcommand)
+    if args.subcommand not in _OWN_SIGTERM:
+        stop_on_sigterm()
     try:
         return _run(args, exit_when_interrupted=True)
     finally:
@@ -147,7 +152,7 @@ def _settings_ignored(env) -> list[str]:
 
 def _run(args: argparse.Namespace, exit_when_interrupted: bool = False) -> int:
     """Run the parsed command: its exit status, errors as one line on stderr. Ctrl-C says so
-    and returns ``EXIT_INTERRUPTED``; with ``exit_when_interrupted`` (the program, not an
+    and returns ``EXIT_INTERRUPTED`` (SIGTERM, where taken: ``EXIT_TERMINATED``); with ``exit_when_interrupted`` (the program, not an
     embedding) the process ends there, not after the reads still running, as it does when
     ``view`` is quit while it loads (``interrupts``)."""
     for line in _settings_ignored(os.environ):
@@ -157,11 +162,12 @@ def _run(args: argparse.Namespace, exit_when_interrupted: bool = False) -> int:
     except TraceReconError as exc:
         print(f"tracerecon: error: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("tracerecon: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        said, code = ("terminated", EXIT_TERMINATED) if isinstance(exc, Terminated) else ("interrupted", EXIT_INTERRUPTED)
+        print(f"tracerecon: {said}", file=sys.stderr)
         if exit_when_interrupted:
-            exit_now(EXIT_INTERRUPTED)
-        return EXIT_INTERRUPTED
+            exit_now(code)
+        return code
     except WorkAbandoned:
         if exit_when_interrupted:
             exit_now(0)

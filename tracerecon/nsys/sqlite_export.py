@@ -32,12 +32,13 @@ import pyarrow.compute as pc
 
 from tracerecon import schema
 from tracerecon.errors import BadTraceError, TraceReconError
-from tracerecon.interrupts import thread_pool
+from tracerecon.interrupts import thread_pool, undone_at_exit_now
 from tracerecon.kernel_names import kernel_function
 from tracerecon.nsys.read_plan import (  # noqa: F401 (some are this module's API too)
     API_CALLS_COLUMNS, KERNEL_COLUMNS, NULL_SENTINEL, OPS_COLUMNS, XZ_MAGIC, XZ_SUFFIX, api_calls_sql, kernels_sql, native_reads, open_readonly,
     relevant_name_ids, split_select, string_rows, table_names, tables_without_rowid, why_missing,
 )
+from tracerecon.nsys import scratch
 from tracerecon.nsys.gpu_identity import GpuIdentity, recorded
 from tracerecon.nsys.read_plan import column_or as _col
 from tracerecon.nsys.read_plan import columns as _columns
@@ -172,30 +173,32 @@ def _ends_as_xz(path: Path) -> bool:
 def materialized(path: str | os.PathLike):
     """The path of a plain SQLite file holding ``path``'s export: ``path`` itself, or for an
     ``.xz``-compressed export a decompressed copy in the temporary directory (never beside the
-    input), removed afterwards."""
+    input), removed afterwards: also where the program ends at once on another thread's
+    Ctrl-C (``interrupts.exit_now``)."""
     p = Path(path)
     if p.name.endswith(XZ_SUFFIX) and p.is_file():
         import tempfile
 
         room = f"cannot decompress it into the temporary directory {tempfile.gettempdir()} ({{}}; TMPDIR chooses another)"
         try:
-            fd, tmp = tempfile.mkstemp(prefix="tracerecon-", suffix=".sqlite")
+            fd, tmp = tempfile.mkstemp(prefix=scratch.prefix(), suffix=".sqlite")
         except OSError as exc:
             raise TraceReconError(f"{p}: " + room.format(exc.strerror or exc)) from None
-        try:
-            with os.fdopen(fd, "wb") as out:
-                for chunk in _xz_chunks(p):
-                    out.write(chunk)
-        except OSError as exc:  # writing: the temporary directory's side (reading is said as BadTraceError)
-            os.unlink(tmp)
-            raise TraceReconError(f"{p}: " + room.format(exc.strerror or exc)) from None
-        except BaseException:  # Ctrl-C while decompressing too: no copy of the trace left behind
-            os.unlink(tmp)
-            raise
-        try:
-            yield Path(tmp)
-        finally:
-            os.unlink(tmp)
+        with undone_at_exit_now(lambda: scratch.unlink_quietly(tmp)):
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    for chunk in _xz_chunks(p):
+                        out.write(chunk)
+            except OSError as exc:  # writing: the temporary directory's side (reading is said as BadTraceError)
+                scratch.unlink_quietly(tmp)
+                raise TraceReconError(f"{p}: " + room.format(exc.strerror or exc)) from None
+            except BaseException:  # Ctrl-C while decompressing too: no copy of the trace left behind
+                scratch.unlink_quietly(tmp)
+                raise
+            try:
+                yield Path(tmp)
+            finally:
+                scratch.unlink_quietly(tmp)
     else:
         yield p
 
