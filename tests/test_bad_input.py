@@ -877,17 +877,45 @@ def test_engine_timer_lines_that_are_no_timing_are_counted_not_read(tmp_path):
     shutil.copy(H200 / "eagle_gpu_bound.sqlite", tmp_path / "report.sqlite")
     (tmp_path / "cpu_timers.rank0.jsonl").write_text(
         '{"rank": 0, "phase": "verify", "cpu_ms": 0.5}\n{"rank": 0, "phase": "verify", "cpu_ms": 0.6}\n'
-        '{"rank": 0, "phase": "verify", "cpu_ms": -900}\ngarbage line\n{"rank": 0, "cpu_ms": 1}\n\n')
+        '{"rank": 0, "phase": "verify", "cpu_ms": -900}\ngarbage line\n{"rank": 0, "cpu_ms": 1}\n\n'
+        '{"rank": 0, "phase": "verify", "cpu_ms": "5"}\n{"rank": 0, "phase": "verify", "cpu_ms": true}\n'
+        '{"rank": "0", "phase": "verify", "cpu_ms": 1}\n{"rank": 0, "phase": "verify", "cpu_ms": 1, "cycle": true}\n')
     # WHEN reported, twice (the second from the cache)
     for _ in range(2):
         res = run_cli("report", "--json", str(tmp_path / "report.sqlite"), env=dict(os.environ, TRACERECON_NO_CACHE="0"))
-        # THEN the engine's median is that of the two good lines, and one warning counts the other three
+        # THEN the engine's median is that of the two good lines, and one warning counts the other
+        # seven (a text or true where a number belongs was read as 5 or 1 ms before)
         assert res.returncode == 0, res.stderr
         doc = json.loads(res.stdout)
         verify = next(p for p in doc["ranks"][0]["phases"] if p["phase"] == "verify")
         assert verify["engine_cpu_ms_median"] == 0.55
         said = [w for w in doc["warnings"] if "cpu_timers.rank0.jsonl" in w]
-        assert len(said) == 1 and "3 engine timer line(s) not read" in said[0], doc["warnings"]
+        assert len(said) == 1 and "7 engine timer line(s) not read" in said[0], doc["warnings"]
+
+
+@pytest.mark.parametrize("which", ["manifest", "run.json", "timers"])
+def test_a_fifo_where_tracerecon_reads_a_small_file_is_not_waited_on(which, tmp_path):
+    # GIVEN an export directory whose manifest.json, a run directory whose run.json, or a trace
+    # whose engine timer file is a FIFO (opening one to read waits for a writer: each hung)
+    if which == "manifest":
+        target = tmp_path / "exp"
+        assert run_cli("export", "-o", str(target), str(H200 / "eagle_gpu_bound.sqlite")).returncode == 0
+        (target / "manifest.json").unlink()
+        os.mkfifo(target / "manifest.json")
+    else:
+        target = tmp_path / "run"
+        target.mkdir()
+        shutil.copy(H200 / "eagle_gpu_bound.sqlite", target / "report.sqlite")
+        os.mkfifo(target / ("run.json" if which == "run.json" else "cpu_timers.rank0.jsonl"))
+    # WHEN reported (with a time limit) THEN it ends: the export refused in one line (exit 2),
+    # the run directory read as a folder of exports, the timer file said not read
+    res = run_cli("report", str(target), env=dict(os.environ, TRACERECON_NO_CACHE="1"), timeout=120)
+    if which == "manifest":
+        assert res.returncode == 2 and res.stderr == f"tracerecon: error: {target}: holds a tracerecon export's tables, but its manifest.json is not a regular file\n"
+    else:
+        assert res.returncode == 0 and "verify" in res.stdout, res.stderr
+    if which == "timers":
+        assert "cpu_timers.rank0.jsonl: engine timer file not read (not a regular file)" in res.stderr, res.stderr
 
 
 @pytest.mark.parametrize("number", ["abc", "\u00b2"], ids=["letters", "superscript-two"])
@@ -1050,6 +1078,8 @@ def test_copies_or_memsets_launched_but_missing_from_the_trace_are_said(kind, da
     (lambda m: m.update(ranks=[]), "its manifest.json lists no rank"),
     (lambda m: m.update(warnings="abc"), "its manifest.json has 'warnings' other than a list of texts"),
     (lambda m: m["ranks"][1].update(rank=0), "its manifest.json numbers its ranks other than once each"),
+    (lambda m: m["ranks"][1].update(rank=-3), "its manifest.json numbers its ranks other than once each, by whole numbers from 0"),
+    (lambda m: m["ranks"][1].update(rank=2**70), "its manifest.json numbers its ranks other than once each, by whole numbers from 0"),
     (lambda m: m["ranks"][0].update(offset_ns=None), "its manifest.json gives rank 0 a 'offset_ns' other than a whole number"),
     (lambda m: m["ranks"][1].update(nccl="x"), "its manifest.json gives rank 1 no 'nccl' totals"),
     (lambda m: m["ranks"][0].update(pids=None), "its manifest.json gives rank 0 a 'pids' other than a list of whole numbers"),
@@ -1079,6 +1109,19 @@ def test_an_export_rank_its_manifest_does_not_list_is_said_to_be_left_out(tmp_pa
     # WHEN reported THEN rank 0, and a warning that rank 1's files are left out (it was silent)
     res = run_cli("report", str(out))
     assert res.returncode == 0 and "parquet files of rank 1 are there but manifest.json does not list them: left out" in res.stderr, res.stderr
+
+
+def test_an_export_rank_listed_without_its_tables_is_said(tmp_path):
+    # GIVEN a two-rank export whose manifest also lists a rank 2 (a copy of rank 1's entry)
+    # that has no parquet file at all (an empty rank 2 was shown with no word before)
+    out = tmp_path / "exp"
+    assert run_cli("export", "-o", str(out), str(DEMO2 / "nccl_skew")).returncode == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["ranks"].append({**manifest["ranks"][1], "rank": 2})
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    # WHEN reported THEN a warning says so
+    res = run_cli("report", str(out))
+    assert res.returncode == 0 and "manifest.json lists rank 2, but none of its tables are there" in res.stderr, res.stderr
 
 
 def test_an_export_given_twice_through_a_hard_link_is_refused_as_any_other_alias(tmp_path):

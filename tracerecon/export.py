@@ -27,7 +27,7 @@ from tracerecon.nsys.gpu_identity import GpuIdentity
 from tracerecon.nsys.sqlite_export import ExportInfo
 from tracerecon.cores import usable_cores
 from tracerecon.json_text import json_text, one_line
-from tracerecon.run_dir import EXPORT_DATASETS, EXPORT_PART, MANIFEST_JSON, is_export_dir, refuse_linked_folder, refuse_output_over_inputs
+from tracerecon.run_dir import EXPORT_DATASETS, EXPORT_PART, MANIFEST_JSON, is_export_dir, read_json_file, refuse_linked_folder, refuse_output_over_inputs
 
 TABLES = tuple(t for t in EXPORT_DATASETS if t != "critical_path")  # per rank; critical_path is one table of the run
 # The export's layout (its folders, tables' columns, manifest keys), raised when a reader of an
@@ -314,8 +314,8 @@ def _checked_manifest(doc, root: Path) -> dict:
     if not isinstance(ranks, list) or not ranks or not all(isinstance(r, dict) for r in ranks):
         raise bad("lists no rank")
     numbers = [r.get("rank") for r in ranks]
-    if not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers) or len(set(numbers)) != len(numbers):
-        raise bad("numbers its ranks other than once each, by whole numbers")
+    if not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 2**31 for n in numbers) or len(set(numbers)) != len(numbers):
+        raise bad("numbers its ranks other than once each, by whole numbers from 0 (below 2**31)")
     for key in ("warnings", "phases", "inputs"):
         if key in doc and not (isinstance(doc[key], list) and all(isinstance(x, str) for x in doc[key])):
             raise bad(f"has {key!r} other than a list of texts")
@@ -500,7 +500,7 @@ def read_parquet_export(path: str | os.PathLike) -> Analysis:
     """Load a directory written by ``export_parquet`` back into an Analysis (no trace needed)."""
     root = Path(path)
     try:
-        manifest = _checked_manifest(json.loads((root / MANIFEST_JSON).read_text()), root)
+        manifest = _checked_manifest(read_json_file(root / MANIFEST_JSON), root)
         notes: list[str] = _ranks_not_listed(root, manifest)
         if manifest.get("layout_version", 1) > LAYOUT_VERSION:
             notes.append(f"{root}: written in {_newer_layout(manifest)}; this tracerecon reads layout {LAYOUT_VERSION}, "
@@ -513,16 +513,23 @@ def read_parquet_export(path: str | os.PathLike) -> Analysis:
         for r in manifest["ranks"]:
             rank = int(r["rank"])
             tables = {}
+            missing = []
             for name, sch in SCHEMAS.items():
                 f = root / name / f"rank={rank}" / EXPORT_PART
                 if not f.exists():
                     tables[name] = sch.empty_table()
-                    said = _rows_written(manifest, name, rank)
-                    if said:
-                        notes.append(f"{root}: {name} of rank {rank} is missing ({said} row(s) written): read as empty")
+                    missing.append((name, _rows_written(manifest, name, rank)))
                     continue
                 tables[name] = _read_dataset_part(f, name, sch, rank)
                 notes.extend(_part_notes(f, name, tables[name], _rows_written(manifest, name, rank)))
+            if len(missing) == len(SCHEMAS):  # a rank listed with nothing of it there
+                notes.append(f"{root}: manifest.json lists rank {rank}, but none of its tables are there: read as a rank with nothing in it")
+            else:
+                # An export writes every rank's part of every table, an empty one too: one that is
+                # gone lost rows, unless the manifest says it had none.
+                notes.extend(f"{root}: {name} of rank {rank} is missing ("
+                             + (f"{said} row(s) written" if said is not None else "manifest.json does not say how many rows were written")
+                             + "): read as empty" for name, said in missing if said != 0)
             tables, said = _checked_phase_ids(root, rank, tables)
             notes.extend(said)
             info = ExportInfo(

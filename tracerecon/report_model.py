@@ -125,10 +125,10 @@ class Report:
         the engine's timers (``run_dir.EngineTimers``: their medians and warnings) and the
         input folders' warnings (``run_dir.folder_warnings``, given as ``folder_notes``; those
         the report held are ``stale``)."""
-        from tracerecon.run_dir import TIMER_LINES_NOT_READ
+        from tracerecon.run_dir import TIMER_WARNINGS
 
         gone = set(stale)
-        kept = tuple(w for w in self.warnings if TIMER_LINES_NOT_READ not in w and w not in gone)
+        kept = tuple(w for w in self.warnings if not any(m in w for m in TIMER_WARNINGS) and w not in gone)
         return replace(self, engine_timers=timers.medians, warnings=tuple(folder_notes) + kept + timers.warnings)
 
     def to_json(self) -> dict:

@@ -14,10 +14,12 @@ A leaf module: it knows file names and formats, nothing of nsys's schema or of t
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
 import re
+import stat
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,6 +100,22 @@ def holds_manifest(path: str | Path) -> bool:
     return _holds_file(Path(path), MANIFEST_JSON)
 
 
+def read_regular_text(path: str | Path, errors: str = "strict") -> str:
+    """The UTF-8 text of the regular file ``path``. Anything else (a FIFO, a device) raises
+    OSError unread: opening a FIFO to read waits for a writer, so a ``run.json`` or
+    ``manifest.json`` made a FIFO hung the command (opened without waiting, then looked at)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with open(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        return fh.read().decode("utf-8", errors)
+
+
+def read_json_file(path: str | Path):
+    """``json.loads`` of ``read_regular_text(path)``: OSError or ValueError where it is none."""
+    return json.loads(read_regular_text(path))
+
+
 def is_export_dir(path: str | Path) -> bool:
     """A directory written by ``tracerecon export``, and nothing else: its ``manifest.json`` is a
     JSON object with the manifest's own keys (``EXPORT_MARKER_KEYS``), and it holds nothing but
@@ -106,7 +124,7 @@ def is_export_dir(path: str | Path) -> bool:
     ``--force``: a user's folder that merely holds a file named manifest.json is not."""
     folder = Path(path)
     try:
-        doc = json.loads((folder / MANIFEST_JSON).read_text())
+        doc = read_json_file(folder / MANIFEST_JSON)
         if not (isinstance(doc, dict) and all(k in doc for k in EXPORT_MARKER_KEYS)):
             return False
         return all(_export_entry(folder, entry) for entry in os.listdir(folder))
@@ -137,7 +155,7 @@ def export_phase_options(path: str | Path) -> dict | None:
     ``phases``, ``cycle_prefix``, ``phase_thread`` and ``skip_cycles``; None when the manifest
     is no readable JSON object."""
     try:
-        doc = json.loads((Path(path) / MANIFEST_JSON).read_text())
+        doc = read_json_file(Path(path) / MANIFEST_JSON)
     except (OSError, ValueError):
         return None
     return {k: doc.get(k) for k in ("phases", "cycle_prefix", "phase_thread", "skip_cycles")} if isinstance(doc, dict) else None
@@ -177,7 +195,7 @@ def unreadable_run_json(paths: Sequence[str | Path]) -> list[str]:
         p = Path(raw)
         if p.is_dir() and is_run_dir(p):
             try:
-                ok = isinstance(json.loads((p / RUN_JSON).read_text()), dict)
+                ok = isinstance(read_json_file(p / RUN_JSON), dict)
             except (OSError, ValueError):
                 ok = False
             if not ok:
@@ -189,7 +207,7 @@ def _listed(folder: Path) -> list[Path]:
     """The exports ``run.json`` lists, in rank order, each as its ``.sqlite`` where that is
     there, else its ``.sqlite.xz`` (whether or not that is there); none without a run.json."""
     try:
-        meta = json.loads((folder / RUN_JSON).read_text())
+        meta = read_json_file(folder / RUN_JSON)
         listed = [folder / Path(x["sqlite"]).name for x in meta.get("reports", []) if x.get("sqlite")]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return []
@@ -296,7 +314,7 @@ def _reports_not_exported(folder: Path, read: set[str]) -> list[str]:
     failed) whose export is not among those read (``read``: their names without ``.sqlite``;
     one exported by hand later is read): the rank and the error, as recorded."""
     try:
-        reports = json.loads((folder / RUN_JSON).read_text()).get("reports", [])
+        reports = read_json_file(folder / RUN_JSON).get("reports", [])
     except (OSError, ValueError, AttributeError):
         return []
     if not isinstance(reports, list):
@@ -310,7 +328,7 @@ def record_phase_options(folder: str | Path, options: dict) -> None:
     """Store ``options`` under ``phase_options`` in the run directory's ``run.json`` (kept as is
     otherwise). Raises OSError / ValueError when run.json cannot be read or written."""
     path = Path(folder) / RUN_JSON
-    doc = json.loads(path.read_text())
+    doc = read_json_file(path)
     doc[PHASE_OPTIONS] = options
     path.write_text(json.dumps(doc, indent=2) + "\n")
 
@@ -326,7 +344,7 @@ def recorded_phase_options(paths: Sequence[str | Path]) -> dict | None:
         if not p.is_dir() or not is_run_dir(p):
             continue
         try:
-            opts = json.loads((p / RUN_JSON).read_text()).get(PHASE_OPTIONS)
+            opts = read_json_file(p / RUN_JSON).get(PHASE_OPTIONS)
         except (OSError, ValueError, AttributeError):
             opts = None
         if isinstance(opts, dict) and isinstance(opts.get("phases"), str):
@@ -379,8 +397,11 @@ def expand_inputs(paths: Sequence[str | Path]) -> list[Path]:
             found = _folder_exports(p)
             if not found and is_export_dir(p):  # read alone, before this (api: an export is read back whole)
                 raise UsageError(f"{p}: a tracerecon export is read back alone, not with other traces; give it by itself")
-            if not found and not (p / MANIFEST_JSON).exists() and any(next((p / name).glob("rank=*"), None) for name in EXPORT_DATASETS):
-                raise BadTraceError(f"{p}: holds a tracerecon export's tables but no {MANIFEST_JSON}, which says what they are: export again")
+            if not found and any(next((p / name).glob("rank=*"), None) for name in EXPORT_DATASETS):
+                if not (p / MANIFEST_JSON).exists():
+                    raise BadTraceError(f"{p}: holds a tracerecon export's tables but no {MANIFEST_JSON}, which says what they are: export again")
+                if not (p / MANIFEST_JSON).is_file():  # (a FIFO, a folder: never opened)
+                    raise BadTraceError(f"{p}: holds a tracerecon export's tables, but its {MANIFEST_JSON} is not a regular file")
             if not found:
                 left_out = _left_out_of(p)
                 raise BadTraceError(f"{p}: directory holds no .sqlite exports" + (f" (not read: {', '.join(left_out[:4])}{', ...' if len(left_out) > 4 else ''})" if left_out else ""))
@@ -411,6 +432,9 @@ def _file_identity(f: Path) -> object:
 # Every warning about an engine-timer file says this: a report made before the file changed
 # (a cached one) has its old ones replaced, not added to.
 TIMER_LINES_NOT_READ = "engine timer line(s) not read"
+TIMER_FILE_NOT_READ = "engine timer file not read"
+# What every warning of ``read_engine_timers`` holds (a report read anew replaces them by text).
+TIMER_WARNINGS = (TIMER_LINES_NOT_READ, TIMER_FILE_NOT_READ)
 
 
 @dataclass(frozen=True)
@@ -420,6 +444,11 @@ class EngineTimers:
 
     medians: dict = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+
+
+def _is_number(value, kinds: tuple | type = (int, float)) -> bool:
+    """Whether a JSON value is a number of ``kinds`` (true and false are not)."""
+    return isinstance(value, kinds) and not isinstance(value, bool)
 
 
 def read_engine_timers(paths: Sequence[str | Path], label_of: Callable[[str], str | None] | None = None) -> EngineTimers:
@@ -447,8 +476,9 @@ def read_engine_timers(paths: Sequence[str | Path], label_of: Callable[[str], st
     for folder in folders:
         for f in sorted(folder.glob(f"{CPU_TIMERS_PREFIX}.rank*.jsonl")):
             try:
-                text = f.read_text(errors="replace")
-            except OSError:  # a directory of that name, no permission: no timers from it
+                text = read_regular_text(f, errors="replace")
+            except OSError as exc:  # a directory or a FIFO of that name, no permission: no timers from it
+                warnings.append(f"{f}: {TIMER_FILE_NOT_READ} ({exc.strerror or exc}); the engine column leaves it out")
                 continue
             skipped = 0
             for line in text.splitlines():
@@ -456,11 +486,16 @@ def read_engine_timers(paths: Sequence[str | Path], label_of: Callable[[str], st
                     continue
                 try:
                     rec = json.loads(line)
-                    ms = float(rec["cpu_ms"])
+                    ms, rank, name = rec["cpu_ms"], rec["rank"], rec["phase"]
+                    # As the instrument writes them: a number, a whole number, a text ("5" or true
+                    # read as 5 and 1 ms before).
+                    if not (_is_number(ms) and _is_number(rank, int) and isinstance(name, str)):
+                        raise TypeError(rec)
+                    ms = float(ms)
                     if not (math.isfinite(ms) and ms >= 0):  # NaN and inf are no timing (and no JSON); nor is a negative time
                         raise ValueError(ms)
-                    rank, name, cycle, pid, cycle_id = int(rec["rank"]), str(rec["phase"]), rec.get("cycle"), rec.get("pid"), rec.get("cycle_id")
-                    if cycle is not None and not isinstance(cycle, int):
+                    cycle, pid, cycle_id = rec.get("cycle"), rec.get("pid"), rec.get("cycle_id")
+                    if cycle is not None and not _is_number(cycle, int):
                         raise ValueError(cycle)
                 except (ValueError, KeyError, TypeError, OverflowError, AttributeError):
                     skipped += 1
