@@ -180,6 +180,25 @@ def test_an_output_that_holds_the_input_is_refused_even_with_force(tmp_path):
         assert (run / "t.sqlite").read_bytes() == (H200 / "eagle_gpu_bound.sqlite").read_bytes()
 
 
+@pytest.mark.parametrize("kept", ["rank1.sqlite", "sub/rank1.sqlite.xz", "report.nsys-rep"])
+def test_export_force_never_replaces_a_folder_holding_a_trace(kept, tmp_path):
+    # GIVEN a folder holding another trace (an export, a compressed one in a sub-folder, an nsys
+    # report) and a note: --force replaced it whole, the traces with it, without a word
+    out = tmp_path / "out"
+    (out / kept).parent.mkdir(parents=True)
+    if kept.endswith(".xz"):
+        import lzma
+
+        (out / kept).write_bytes(lzma.compress(b"SQLite format 3\x00"))
+    else:
+        shutil.copy(H200 / "eagle_gpu_bound.sqlite", out / kept)
+    (out / "notes.txt").write_text("keep me")
+    # WHEN exported there with --force THEN one line naming the trace, exit 2, the folder as it was
+    res = run_cli("export", str(H200 / "eagle_gpu_bound.sqlite"), "-o", str(out), "--force")
+    assert_one_line_error(res, f"holds a trace, {out / kept}, which replacing it would lose")
+    assert (out / kept).is_file() and (out / "notes.txt").read_text() == "keep me"
+
+
 def test_a_picture_over_its_input_is_refused(tmp_path):
     # GIVEN a trace named like a picture, and a link named like one pointing at a trace
     pic = tmp_path / "trace.svg"
@@ -517,8 +536,25 @@ def test_scrub_without_o_never_replaces_a_copy_already_there(tmp_path):
     first = (tmp_path / "here" / "report.scrubbed.sqlite").read_bytes()
     # WHEN the second is scrubbed without -o THEN one line, exit 2, and the first copy stays
     res = run_cli("scrub", str(tmp_path / "b" / "report.sqlite"), cwd=str(tmp_path / "here"))
-    assert res.returncode == 2 and "exists; give -o" in res.stderr and len(res.stderr.splitlines()) == 1, res.stderr
+    assert res.returncode == 2 and "exists; scrub never writes over a file" in res.stderr and len(res.stderr.splitlines()) == 1, res.stderr
     assert (tmp_path / "here" / "report.scrubbed.sqlite").read_bytes() == first
+
+
+@pytest.mark.parametrize("target", ["other.sqlite", "run.json", "notes.txt"])
+def test_scrub_o_never_replaces_a_file_already_there(target, tmp_path):
+    # GIVEN a run directory holding another rank's unscrubbed export and its run.json, and a
+    # file of notes (each was replaced by the scrubbed copy without a word)
+    src = tmp_path / "t.sqlite"
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", src)
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", tmp_path / "other.sqlite")
+    (tmp_path / "run.json").write_text('{"reports": []}\n')
+    (tmp_path / "notes.txt").write_text("notes\n")
+    before = (tmp_path / target).read_bytes()
+    # WHEN scrubbed with -o naming it THEN one line, exit 2, and it is as it was
+    res = run_cli("scrub", str(src), "-o", str(tmp_path / target))
+    assert res.returncode == 2 and res.stderr == f"tracerecon: error: {tmp_path / target}: exists; scrub never writes over a file: choose another -o (or remove it first)\n"
+    assert (tmp_path / target).read_bytes() == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
 def test_skipping_every_cycle_is_warned_about():

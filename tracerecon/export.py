@@ -24,6 +24,7 @@ from tracerecon.errors import BadTraceError, TraceReconError
 from tracerecon.model import Analysis, RankResult
 from tracerecon.report_model import CAUSES, VERDICTS
 from tracerecon.nsys.gpu_identity import GpuIdentity
+from tracerecon.nsys.read_plan import trace_under
 from tracerecon.nsys.sqlite_export import ExportInfo
 from tracerecon.cores import usable_cores
 from tracerecon.json_text import json_text, one_line
@@ -92,8 +93,13 @@ def export_parquet(analysis: Analysis, out_dir: str | os.PathLike, force: bool =
     refuse_linked_folder(out)
     if out.exists() and not out.is_dir():
         raise TraceReconError(f"{out}: exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()) and not is_export_dir(out) and not force:
-        raise TraceReconError(f"{out}: not empty and not a tracerecon export; choose another -o, or --force to replace it")
+    if out.is_dir() and any(out.iterdir()) and not is_export_dir(out):
+        # A folder holding a trace (the inputs' own, another run's) is never replaced, --force or not.
+        lost = trace_under(out)
+        if lost is not None:
+            raise TraceReconError(f"{out}: holds {lost}, which replacing it would lose; choose another -o (or remove it first)")
+        if not force:
+            raise TraceReconError(f"{out}: not empty and not a tracerecon export; choose another -o, or --force to replace it")
     tmp = None
     try:
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -262,6 +262,7 @@ def main(args: argparse.Namespace) -> int:
 
         for path in result.sqlite_files:
             tmp = Path(path).with_suffix(".scrubbing.sqlite")
+            tmp.unlink(missing_ok=True)  # (an interrupted earlier --scrub's)
             scrub_export(path, tmp)
             os.replace(tmp, path)
         removed, kept = scrub_run_dir(out)

@@ -10,6 +10,7 @@ import errno
 import os
 import re
 import sqlite3
+import stat
 from pathlib import Path
 from urllib.parse import quote
 
@@ -250,14 +251,42 @@ def start_ahead(path: str | os.PathLike) -> list:
         conn.close()
 
 
-def refuse_timeline_over_a_trace(out: Path) -> None:
-    """A timeline file written over a trace is refused: an SQLite or .xz file there (an nsys
-    export, often another rank's, under a mistyped ``-o``) or an nsys report (by its name) would
-    be lost; any other file is replaced, as ``cp`` would."""
+def is_trace_file(path: Path) -> bool:
+    """Whether the file ``path`` holds a trace that writing over it would lose: an SQLite or
+    .xz file (an nsys export, often another rank's) by its content, an nsys report by its name.
+    Not there, not a regular file or unreadable: False."""
+    if path.name.endswith(NSYS_REPORT_SUFFIXES) and path.is_file():
+        return True
     try:
-        with open(out, "rb") as fh:
-            head = fh.read(len(SQLITE_MAGIC))
-    except OSError:  # not there (or unreadable: the write says why)
-        return
-    if head.startswith((SQLITE_MAGIC, XZ_MAGIC)) or out.name.endswith(NSYS_REPORT_SUFFIXES):
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # (a FIFO is not waited on)
+    except OSError:
+        return False
+    with open(fd, "rb") as fh:
+        return stat.S_ISREG(os.fstat(fd).st_mode) and fh.read(len(SQLITE_MAGIC)).startswith((SQLITE_MAGIC, XZ_MAGIC))
+
+
+def refuse_timeline_over_a_trace(out: Path) -> None:
+    """A timeline file written over a trace (``is_trace_file``: under a mistyped ``-o``) is
+    refused; any other file is replaced, as ``cp`` would."""
+    if is_trace_file(out):
         raise UsageError(f"{out}: holds a trace; a timeline is not written over it: choose another -o (or remove it first)")
+
+
+# A folder replaced whole (``export --force``) is searched this far for traces it would lose.
+FOLDER_SEARCH_LIMIT = 100_000
+
+
+def trace_under(folder: Path) -> str | None:
+    """Why replacing ``folder`` whole would lose a trace: the first file under it (sub-folders
+    too, links not followed) that ``is_trace_file``, or that it holds more than
+    FOLDER_SEARCH_LIMIT entries (searched no further); None where it holds no trace."""
+    seen = 0
+    for root, dirs, files in os.walk(folder):
+        for name in files:
+            seen += 1
+            if seen > FOLDER_SEARCH_LIMIT:
+                return f"more than {FOLDER_SEARCH_LIMIT:,} files"
+            if is_trace_file(Path(root) / name):
+                return f"a trace, {Path(root) / name}"
+        seen += len(dirs)
+    return None

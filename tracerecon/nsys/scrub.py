@@ -277,8 +277,8 @@ def default_output(src: Path) -> Path:
 
 def scrub_export(src: str | os.PathLike, dst: str | os.PathLike | None = None) -> ScrubSummary:
     """Write a scrubbed copy of ``src`` to ``dst`` (default ``default_output``), xz-compressed
-    where ``dst`` ends in ``.xz``. ``dst`` must be a new or plain file, not the input under any
-    name (a link, a hard link)."""
+    where ``dst`` ends in ``.xz``. ``dst`` must not be there yet (never the input under any
+    name, a link, a device, another export or any other file: refused, nothing written)."""
     if not os.fspath(src):
         raise UsageError("an empty path was given as a trace (an unset shell variable?)")
     src_p = Path(src)
@@ -286,7 +286,7 @@ def scrub_export(src: str | os.PathLike, dst: str | os.PathLike | None = None) -
         raise BadTraceError(f"{src}: not a file (scrub copies one export)")
     dst_p = Path(dst) if dst else default_output(src_p)
     if not dst and (dst_p.exists() or dst_p.is_symlink()):  # another export's scrubbed copy, often (nsys names them alike)
-        raise UsageError(f"{dst_p}: exists; give -o to replace it or to name another file")
+        raise UsageError(f"{dst_p}: exists; scrub never writes over a file: give -o to name another (or remove it first)")
     if src_p.name.endswith(XZ_SUFFIX):  # as every analysing command reads it: decompressed first
         with materialized(src_p) as real:
             return _scrub_export(real, src_p, dst_p)
@@ -309,6 +309,10 @@ def _scrub_export(real: Path, src_p: Path, dst_p: Path) -> ScrubSummary:
             raise TraceReconError(f"{dst_p}: is a directory; -o takes the output file's name")
         # Renamed over at the end: a device (/dev/full), a named pipe or a link would be replaced by a file.
         refuse_special_output(dst_p)  # (and a folder that is not there)
+        # Nor over any other file: another rank's unscrubbed export, a run directory's run.json
+        # under a mistyped -o were replaced without a word.
+        if dst_p.exists():
+            raise UsageError(f"{dst_p}: exists; scrub never writes over a file: choose another -o (or remove it first)")
         # Scrubbed in a hidden sibling, renamed over ``dst`` only once done: an interrupted or
         # failed scrub leaves no half-scrubbed copy (it still holds every secret) behind.
         tmp = dst_p.with_name(f".{dst_p.name}.tmp-{os.getpid()}")
