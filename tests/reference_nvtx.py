@@ -1,5 +1,6 @@
 """The NVTX reading the columnar one replaced (row tuples from sqlite3, parsed row by row): the
-oracle ``tests/test_nvtx_columns.py`` checks ``sqlite_export.read_nvtx`` against. Kept as it was."""
+oracle ``tests/test_nvtx_columns.py`` checks ``sqlite_export.read_nvtx`` against. Kept as it was,
+but for rows with text where a time belongs (dropped, 2026-12-04)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def fetch_nvtx_rows(conn: sqlite3.Connection, info: ExportInfo) -> list[tuple]:
         _col(cols, "int64Value"), _col(cols, "uint64Value"), _col(cols, "int32Value"), _col(cols, "uint32Value")
     )
     sql = (
-        f"select {_int('start')}, {_int('end')}, eventType, {_int('globalTid')}, {_int(end_tid)}, {_int(text_id)}, text, coalesce({_int(domain_id)}, 0), {_int(int_payload)} "
+        f"select {_int('start')}, {_int('end')}, eventType, {_int('globalTid')}, {_int(end_tid)}, {_int(text_id)}, text, coalesce({_int(domain_id)}, 0), {_int(int_payload)}, "
+        "typeof(start) in ('text', 'blob') or typeof(end) in ('text', 'blob') "
         f"from NVTX_EVENTS where eventType in ({NVTX_MARK},{NVTX_PUSH_POP},{NVTX_START_END},{NVTXT_MARK},{NVTXT_PUSH_POP},{NVTXT_START_END},{NVTX_DOMAIN_CREATE}) "
         "order by start"
     )
@@ -43,7 +45,12 @@ def parse_nvtx(rows: list[tuple], info: ExportInfo, strings: StringTable) -> Nvt
     warnings: list[str] = []
     if not info.has_nvtx:
         return _no_nvtx(warnings)
-    # A row with no start or thread, or a closed range that ends before it starts, is dropped.
+    # A row with text where a time belongs is dropped (2026-12-04: an end of text read as a range
+    # never closed); so is one with no start or thread, or a closed range that ends before it starts.
+    texty = [r for r in rows if r[9]]
+    if texty:
+        warnings.append(f"{info.path}: dropped {len(texty)} NVTX row(s) with text where a start or end time belongs")
+    rows = [r for r in rows if not r[9]]
     good = [r for r in rows if r[0] != NULL_SENTINEL and r[3] != NULL_SENTINEL
             and (r[1] == NULL_SENTINEL or r[2] in (NVTX_DOMAIN_CREATE, NVTX_MARK, NVTXT_MARK) or 0 <= r[1] - r[0] <= MAX_DURATION_NS)]
     if len(good) < len(rows):

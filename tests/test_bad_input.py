@@ -1274,3 +1274,27 @@ def test_an_export_directory_without_its_manifest_is_named_as_such(tmp_path):
     (out / "manifest.json").unlink()
     # WHEN reported THEN one line says what it is and what it lacks (not "no .sqlite exports")
     assert_one_line_error(run_cli("report", str(out)), f"{out}: holds a tracerecon export's tables but no manifest.json")
+
+
+def test_nvtx_times_of_text_are_dropped_and_said_not_read_as_ranges_never_closed(tmp_path):
+    # GIVEN the README's trace with the end of 13 NVTX ranges made text (read as NULL before: 13
+    # ranges "never closed", 23 cycles read as 2 and verify at 20 ms), and a copy with every start
+    # made text (said as "no NVTX ranges in the trace: was the program instrumented?")
+    ends, starts = tmp_path / "ends.sqlite", tmp_path / "starts.sqlite"
+    for f, sql in ((ends, "update NVTX_EVENTS set end = 'xyz' where rowid in (select rowid from NVTX_EVENTS where end is not null order by rowid limit 13)"),
+                   (starts, "update NVTX_EVENTS set start = 'abc'")):
+        shutil.copy(H200 / "eagle_gpu_bound.sqlite", f)
+        with sqlite3.connect(f) as con:
+            con.execute(sql)
+        con.close()
+    env = {**os.environ, "TRACERECON_NO_CACHE": "1"}
+    # WHEN reported THEN the 13 rows are dropped and counted, no range is said never closed
+    res = run_cli("report", "--json", str(ends), env=env)
+    assert res.returncode == 0, res.stderr
+    warnings = json.loads(res.stdout)["warnings"]
+    assert f"{ends}: dropped 13 NVTX row(s) with text where a start or end time belongs" in warnings
+    assert not [w for w in warnings if "never closed" in w], warnings
+    # and where no range is left, the one line says why
+    res = run_cli("report", str(starts), env=env)
+    assert res.returncode == 2 and res.stderr.startswith(f"tracerecon: error: no NVTX range left to read: {starts}: dropped ") \
+        and "NVTX row(s) with text where a start or end time belongs" in res.stderr and len(res.stderr.splitlines()) == 1, res.stderr

@@ -753,7 +753,12 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
     if len({w[0].rank for w in work}) != len(work):
         raise BadTraceError("two inputs map to the same rank (" + ", ".join(f"{s.path}: {s.rank}" for s, _, _ in work) + "); rename the files (rank0, rank1, ...)")
     if all(w.ranges.num_rows == 0 for _, _, w in work):
+        from tracerecon.nsys.sqlite_export import NVTX_ROWS_DROPPED
+
         elsewhere = [w for w in warnings if w.startswith(PHASES_WITHOUT_GPU)]
+        dropped = [w for w in warnings if NVTX_ROWS_DROPPED in w]
+        if not elsewhere and dropped:  # ranges there, but none of them readable
+            raise BadTraceError(f"no NVTX range left to read: {'; '.join(dropped)}")
         raise BadTraceError(elsewhere[0] if elsewhere else no_nvtx_message(", ".join(str(f) for f in files), results[0][2][2]))
     if all(len(w.phase_inputs.phase_rows) == 0 for _, _, w in work):
         names = phase_candidates(work[0][2].ranges, config.cycle_prefix)

@@ -451,6 +451,11 @@ NVTX_KINDS = (NVTX_MARK, NVTX_PUSH_POP, NVTX_START_END, NVTXT_MARK, NVTXT_PUSH_P
 # warning: it may hold ranges that are then not phases.
 NVTX_NAMING_KINDS = (33, 39, 64, 72, 73, 74, 76, 97, 98, 99)
 NVTX_COLUMNS = ["start", "end", "etype", "gtid", "end_gtid", "text_id", "domain", "payload"]
+# What an NVTX start or end read as text or a blob is read as (told from NULL_SENTINEL, a NULL).
+TEXT_SENTINEL = NULL_SENTINEL + 1
+# The words of each warning that NVTX rows were dropped (``pipeline`` looks for them where no
+# range is left).
+NVTX_ROWS_DROPPED = "NVTX row(s) with"
 
 
 @dataclass(frozen=True)
@@ -472,7 +477,10 @@ def fetch_nvtx_rows(conn: sqlite3.Connection, info: ExportInfo) -> NvtxRows:
     cols = _columns(conn, "NVTX_EVENTS")
     payload = "coalesce({}, {}, {}, {})".format(_col(cols, "int64Value"), _col(cols, "uint64Value"), _col(cols, "int32Value"), _col(cols, "uint32Value"))
     rest = f"NVTX_EVENTS where eventType in ({','.join(map(str, NVTX_KINDS))})"
-    exprs = ["start", "end", "eventType", "globalTid", _col(cols, "endGlobalTid"), _col(cols, "textId"), _col(cols, "domainId", "0"), payload, "rowid"]
+    # A text or blob where a time belongs is told apart from NULL (an end NULL: a range never
+    # closed, kept; text: a damaged row, dropped and said as such).
+    times = [f"case when typeof({c}) in ('text', 'blob') then {TEXT_SENTINEL} else {c} end" for c in ("start", "end")]
+    exprs = [*times, "eventType", "globalTid", _col(cols, "endGlobalTid"), _col(cols, "textId"), _col(cols, "domainId", "0"), payload, "rowid"]
     ints = _fetch(conn, f"select {', '.join(exprs)} from {rest}", NVTX_COLUMNS + ["rowid"])
     text = _fetch_texts(conn, f"select case when typeof(text) = 'text' then text end from {rest} order by rowid")
     # The texts come in rowid order; the integers too when read natively, but through sqlite3 in
@@ -602,10 +610,14 @@ def parse_nvtx(rows: NvtxRows, info: ExportInfo, strings: StringTable) -> NvtxEv
     # (end - start read as unsigned: where end >= start it is the true difference, even past 2**63.)
     instant = np.isin(etype, [NVTX_DOMAIN_CREATE, NVTX_MARK, NVTXT_MARK])
     span_ok = (end >= start) & ((end - start).view(np.uint64) <= MAX_DURATION_NS)
-    good = (start != NULL_SENTINEL) & (gtid != NULL_SENTINEL) & ((end == NULL_SENTINEL) | instant | span_ok)
+    texty = (start == TEXT_SENTINEL) | (end == TEXT_SENTINEL)
+    good = (start != NULL_SENTINEL) & (gtid != NULL_SENTINEL) & ((end == NULL_SENTINEL) | instant | span_ok) & ~texty
     n = len(start)
+    if texty.any():
+        warnings.append(f"{info.path}: dropped {int(texty.sum())} {NVTX_ROWS_DROPPED} text where a start or end time belongs")
+    if (~good & ~texty).any():
+        warnings.append(f"{info.path}: dropped {int((~good & ~texty).sum())} {NVTX_ROWS_DROPPED} no start or thread, ending before they start, or lasting over a day")
     if not good.all():
-        warnings.append(f"{info.path}: dropped {n - int(good.sum())} NVTX row(s) with no start or thread, ending before they start, or lasting over a day")
         keep = np.flatnonzero(good)
         c = {k: v[keep] for k, v in c.items()}
         text = rows.text.take(pa.array(keep))
