@@ -612,7 +612,6 @@ def parse_nvtx(rows: NvtxRows, info: ExportInfo, strings: StringTable) -> NvtxEv
     span_ok = (end >= start) & ((end - start).view(np.uint64) <= MAX_DURATION_NS)
     texty = (start == TEXT_SENTINEL) | (end == TEXT_SENTINEL)
     good = (start != NULL_SENTINEL) & (gtid != NULL_SENTINEL) & ((end == NULL_SENTINEL) | instant | span_ok) & ~texty
-    n = len(start)
     if texty.any():
         warnings.append(f"{info.path}: dropped {int(texty.sum())} {NVTX_ROWS_DROPPED} text where a start or end time belongs")
     if (~good & ~texty).any():
