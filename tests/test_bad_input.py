@@ -1298,3 +1298,29 @@ def test_nvtx_times_of_text_are_dropped_and_said_not_read_as_ranges_never_closed
     res = run_cli("report", str(starts), env=env)
     assert res.returncode == 2 and res.stderr.startswith(f"tracerecon: error: no NVTX range left to read: {starts}: dropped ") \
         and "NVTX row(s) with text where a start or end time belongs" in res.stderr and len(res.stderr.splitlines()) == 1, res.stderr
+
+
+@pytest.mark.parametrize("setting, said", [
+    ({"TRACERECON_NO_CACHE": "maybe"}, "TRACERECON_NO_CACHE='maybe' not understood (1 or 0, yes or no, true or false, on or off): the cache is off"),
+    ({"TRACERECON_CACHE_DIR": "FILE"}, "TRACERECON_CACHE_DIR='FILE' is not a directory: nothing is cached"),
+    ({"TRACERECON_CACHE_DIR": "FILE/sub"}, "TRACERECON_CACHE_DIR='FILE/sub' is under FILE, which is not a directory: nothing is cached"),
+])
+def test_cache_settings_that_cannot_work_are_said(setting, said, tmp_path):
+    # GIVEN a cache setting tracerecon cannot use (the cache was silently off)
+    f = tmp_path / "afile"
+    f.write_text("x")
+    env = {k: v for k, v in os.environ.items() if k != "TRACERECON_NO_CACHE"}
+    env.update({k: v.replace("FILE", str(f)) for k, v in setting.items()})
+    # WHEN reported THEN one warning says so, and the report is the same
+    res = run_cli("report", str(H200 / "eagle_gpu_bound.sqlite"), env=env)
+    assert res.returncode == 0 and res.stderr == f"tracerecon: warning: {said.replace('FILE', str(f))}\n", res.stderr
+    assert res.stdout == run_cli("report", str(H200 / "eagle_gpu_bound.sqlite")).stdout
+
+
+def test_no_cache_words_that_mean_no_leave_the_cache_on(tmp_path):
+    # GIVEN TRACERECON_NO_CACHE=false (which turned the cache off) and a cache folder of its own
+    env = {**os.environ, "TRACERECON_NO_CACHE": "false", "TRACERECON_CACHE_DIR": str(tmp_path / "c")}
+    # WHEN reported THEN no warning, and the report is cached
+    res = run_cli("report", str(H200 / "eagle_gpu_bound.sqlite"), env=env)
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    assert list((tmp_path / "c").iterdir())

@@ -75,8 +75,29 @@ def cache_dir() -> Path:
     return Path(base) / "tracerecon"
 
 
+# TRACERECON_NO_CACHE values that leave the cache on; any other turns it off (NO_CACHE_WORDS
+# lists those understood: another is said, ``cli._settings_ignored``).
+_CACHE_ON = ("", "0", "no", "false", "off")
+NO_CACHE_WORDS = _CACHE_ON + ("1", "yes", "true", "on")
+
+
 def enabled() -> bool:
-    return os.environ.get("TRACERECON_NO_CACHE", "") in ("", "0")
+    return os.environ.get("TRACERECON_NO_CACHE", "").strip().lower() in _CACHE_ON
+
+
+def unusable_dir(folder: Path) -> str | None:
+    """Why ``folder`` cannot hold the cache (not a directory, not writable, under a file), or
+    None where it can (made when first written, where it is not there yet)."""
+    p = folder
+    while not p.exists():
+        if p.parent == p:
+            return None
+        p = p.parent
+    if not p.is_dir():
+        return "is not a directory" if p == folder else f"is under {p}, which is not a directory"
+    if not os.access(p, os.W_OK | os.X_OK):
+        return "is not writable" if p == folder else f"cannot be made in {p}, which is not writable"
+    return None
 
 
 _CODE: str | None = None

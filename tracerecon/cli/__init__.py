@@ -137,6 +137,17 @@ def _settings_ignored(env) -> list[str]:
 
         if reader not in READERS:
             out.append(f"TRACERECON_READER={reader!r} ignored: `sqlite3` reads through Python's sqlite3, anything else natively (ADBC)")
+    no_cache = env.get("TRACERECON_NO_CACHE", "")
+    if no_cache or env.get("TRACERECON_CACHE_DIR"):
+        from pathlib import Path
+
+        from tracerecon.cache import NO_CACHE_WORDS, enabled, unusable_dir
+
+        if no_cache.strip().lower() not in NO_CACHE_WORDS:
+            out.append(f"TRACERECON_NO_CACHE={no_cache!r} not understood (1 or 0, yes or no, true or false, on or off): the cache is off")
+        folder = env.get("TRACERECON_CACHE_DIR")
+        if folder and enabled() and (why := unusable_dir(Path(folder))):
+            out.append(f"TRACERECON_CACHE_DIR={folder!r} {why}: nothing is cached")
     if (cap := env.get("TRACERECON_CACHE_MB", "")):
         from tracerecon.cache import cap_setting
 
