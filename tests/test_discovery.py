@@ -55,6 +55,8 @@ def test_ranges_lists_the_names_and_report_suggests_flags_that_work(path):
     again = run_cli("report", "--json", *shlex.split(hint), str(path), "--no-cache")
     assert again.returncode == 0, again.stderr
     assert any(rank["phases"] for rank in json.loads(again.stdout)["ranks"])
+    # and none of them is set aside as nested in another (each suggested flag gives phases)
+    assert "matched only ranges inside another phase's range" not in again.stderr, again.stderr
 
 
 def test_names_that_differ_only_in_numbers_are_one_pattern():

@@ -313,7 +313,41 @@ def phase_candidates(ranges: pa.Table, cycle_prefix: str = "cycle", most: int = 
         families.setdefault(_DIGITS.sub(_HOLE, r.name), []).append(r)
     ranked = sorted(families.items(), key=lambda kv: -sum(m.gpu_busy_ms_total for m in kv[1]))
     repeated = [(shape, members) for shape, members in ranked if sum(m.n for m in members) >= 3]
-    return [_phase_value(shape, members) for shape, members in (repeated or ranked)[:most]]
+    return [_phase_value(shape, members) for shape, members in _not_nested_in_another(ranges, repeated or ranked, most)]
+
+
+def _not_nested_in_another(ranges: pa.Table, families: list[tuple[str, list]], most: int) -> list[tuple[str, list]]:
+    """The first ``most`` of ``families`` (name shapes, best first) but for a family whose every
+    range lies inside a range of a family taken before it, or that holds a range of one: as
+    phases the inner would be read as part of the outer (``select_phases``), so suggesting both
+    gave a flag the report then set aside (``flash_attn::_flash_attn_forward`` inside
+    ``FlashAttnFunc``, ``aten::addmm`` inside ``aten::linear``)."""
+    if "parent_id" not in ranges.column_names:
+        return families[:most]
+    names, parents = ranges["name"].to_pylist(), ranges["parent_id"].to_pylist()
+    shape = [_DIGITS.sub(_HOLE, n) if n else None for n in names]
+    rows: dict[str, list[int]] = {}
+    for i, sh in enumerate(shape):
+        rows.setdefault(sh, []).append(i)
+
+    def inside(i: int, taken: set) -> bool:
+        p, depth = parents[i], 0
+        while p is not None and 0 <= p < len(parents) and depth < 1024:  # (bounded against a cycle of ids)
+            if shape[p] in taken:
+                return True
+            p, depth = parents[p], depth + 1
+        return False
+
+    out, taken = [], set()
+    for sh, members in families:
+        # Inside those taken (read as part of them), or holding ranges of one (which then would be).
+        if taken and (all(inside(i, taken) for i in rows.get(sh, ())) or any(inside(i, {sh}) for t in taken for i in rows.get(t, ()))):
+            continue
+        out.append((sh, members))
+        taken.add(sh)
+        if len(out) == most:
+            break
+    return out
 
 
 def _in_cycle_ranges(ranges: pa.Table, cycle_prefix: str) -> list[str]:
