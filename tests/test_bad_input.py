@@ -1324,3 +1324,20 @@ def test_no_cache_words_that_mean_no_leave_the_cache_on(tmp_path):
     res = run_cli("report", str(H200 / "eagle_gpu_bound.sqlite"), env=env)
     assert res.returncode == 0 and res.stderr == "", res.stderr
     assert list((tmp_path / "c").iterdir())
+
+
+def test_dask_without_dask_installed_is_said_also_where_the_report_is_cached(tmp_path):
+    # GIVEN Dask distributed not importable, and the report already in the cache (the flag was
+    # ignored there, exit 0, where without the cache it was refused, exit 2)
+    env = {**os.environ, "TRACERECON_CACHE_DIR": str(tmp_path / "c")}
+    env.pop("TRACERECON_NO_CACHE", None)
+    trace = str(H200 / "eagle_gpu_bound.sqlite")
+    assert run_cli("report", trace, env=env).returncode == 0
+    code = ("import sys; sys.modules['distributed'] = None; from tracerecon.cli import main; "
+            f"sys.exit(main(['report', {trace!r}, '--dask', 'tcp://127.0.0.1:1'] + sys.argv[1:]))")
+    import subprocess
+
+    for extra in ([], ["--no-cache"]):
+        # WHEN reported with --dask THEN one line naming what to install, exit 2, either way
+        res = subprocess.run([sys.executable, "-c", code, *extra], capture_output=True, text=True, env=env, timeout=120)
+        assert res.returncode == 2 and len(res.stderr.splitlines()) == 1 and "--dask: needs Dask distributed: pip install" in res.stderr, res.stderr

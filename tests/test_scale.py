@@ -202,9 +202,10 @@ def test_dask_errors_are_one_line(dask_cluster, tmp_path):
     assert res.returncode == 2
     assert res.stderr.startswith("tracerecon: ") and res.stderr.strip().count("\n") == 0 and "Traceback" not in res.stderr
     # a scheduler file that is not there, or holds nothing: said so, in one line
-    empty = tmp_path / "empty.json"
+    empty, other = tmp_path / "empty.json", tmp_path / "other.json"
     empty.write_text("")
-    for given, said in ((tmp_path / "missing.json", "no such scheduler file"), (empty, "the scheduler file names no scheduler")):
+    other.write_text('{"foo": 1}')
+    for given, said in ((tmp_path / "missing.json", "no such scheduler file"), (empty, "not a Dask scheduler file"), (other, "not a Dask scheduler file")):
         res = run_cli("report", str(H200 / "eagle_gpu_bound.sqlite"), "--dask", str(given), "--no-cache")
         assert res.returncode == 2 and said in res.stderr and res.stderr.strip().count("\n") == 0 and "Traceback" not in res.stderr, res.stderr
 

@@ -650,6 +650,15 @@ def _file_work_on_dask(scheduler: str, args: list[tuple], say: Progress) -> list
     # An address is PROTOCOL://HOST:PORT or HOST:PORT; anything else names a scheduler file.
     if not as_file and "://" not in scheduler and not re.fullmatch(r"[\w.\-\[\]:]+:\d+", scheduler):
         raise UsageError(f"--dask {scheduler}: no such scheduler file, and no scheduler address (tcp://HOST:PORT)")
+    if as_file:  # (distributed said only "AssertionError" of a file that is none)
+        from tracerecon.run_dir import read_json_file
+
+        try:
+            doc = read_json_file(Path(scheduler))
+        except (OSError, ValueError):
+            doc = None
+        if not (isinstance(doc, dict) and isinstance(doc.get("address"), str)):
+            raise UsageError(f"--dask {scheduler}: not a Dask scheduler file (a JSON object with the scheduler's 'address', as `dask scheduler --scheduler-file` writes)")
     try:
         client = Client(scheduler_file=scheduler, timeout="20s") if as_file else Client(scheduler, timeout="20s")
     except Exception as exc:  # unreachable, refused, a scheduler file without an address, ...

@@ -53,6 +53,18 @@ def output_path(value: str) -> str:
 def _scheduler(value: str) -> str:
     if not value.strip():
         raise argparse.ArgumentTypeError("expected a scheduler address (tcp://host:8786) or scheduler file, got nothing")
+    # Said here, before any cache is looked at: a report found in the cache ignored the flag
+    # (exit 0) where the same command without one said this (exit 2).
+    import importlib.util
+
+    try:
+        missing = importlib.util.find_spec("distributed") is None
+    except (ImportError, ValueError):  # (a broken install, or one set to None in sys.modules)
+        missing = True
+    if missing:
+        from tracerecon.errors import install_hint
+
+        raise argparse.ArgumentTypeError(f"needs Dask distributed: {install_hint('dask')}")
     return value
 
 
