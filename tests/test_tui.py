@@ -10,7 +10,7 @@ pytest.importorskip("textual")
 
 from textual.widgets import DataTable, Static, TabbedContent  # noqa: E402
 
-from conftest import DEMO2, H200, SAMPLES, run_cli  # noqa: E402
+from conftest import DEMO2, H200, PUBLIC, SAMPLES, run_cli  # noqa: E402
 from tracerecon.analysis.config import PhaseConfig  # noqa: E402
 from tracerecon.analysis.summary import summarize_phases  # noqa: E402
 from tracerecon.api import load  # noqa: E402
@@ -702,3 +702,17 @@ async def test_the_overview_counts_the_warnings_it_has_no_room_for():
     # WHEN the overview is up THEN it shows the first three and says how many more there are
     assert [f"warning number {i}" in notes for i in range(5)] == [True, True, True, False, False]
     assert "and 2 more warnings: printed when view closes" in notes
+
+
+@pytest.mark.skipif(not (PUBLIC / "GindaChen__nsys-ai" / "mfu_2gpu_before.sqlite").is_file(), reason="public traces not found (set TRACERECON_SHARED)")
+async def test_an_empty_overview_shows_why_first():
+    # GIVEN a public trace with no range named as a default phase and several other warnings
+    # (the one saying why the table is empty was folded into "and 2 more warnings")
+    trace = str(PUBLIC / "GindaChen__nsys-ai" / "mfu_2gpu_before.sqlite")
+    app = make_app(trace)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        notes = str(app.query_one("#overview-notes", Static).render())
+    # WHEN the overview is up THEN the first warning it shows is that one, with its --phase hint
+    assert notes.split("warning: ", 1)[1].startswith("no range named as a phase"), notes[:400]
+    assert "the likely phases here: --phase" in notes

@@ -773,7 +773,8 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
         names = phase_candidates(work[0][2].ranges, config.cycle_prefix)
         # (--phase=VALUE where the value starts with '-': it would read as an option)
         hint = ("; the likely phases here: " + " ".join(f"--phase={shlex.quote(n)}" if n.startswith("-") else f"--phase {shlex.quote(n)}" for n in names)) if names else ""
-        warnings.append(f"no range named as a phase ({', '.join(config.phases)}) in {', '.join(str(f) for f in files)}{hint} "
+        # First: it says why every table is empty (``view`` shows the first few warnings only).
+        warnings.insert(0, f"no range named as a phase ({', '.join(config.phases)}) in {', '.join(str(f) for f in files)}{hint} "
                         "(`tracerecon ranges` lists every range name)")
     else:
         # Some ranks without phases (others have them): said per rank, not only when none has.
