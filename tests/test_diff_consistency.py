@@ -174,3 +174,16 @@ def test_diff_warnings_say_which_side_they_are_about():
     # THEN each side's warning is led by its side
     lines = [ln for ln in res.stderr.splitlines() if "leaves out all" in ln]
     assert [ln.split("warning: ")[1][:3] for ln in lines] == ["A: ", "B: "], res.stderr
+
+
+def test_the_diff_text_gives_every_ranks_cycle_as_its_json_does():
+    # GIVEN two two-rank runs (the text gave rank 0's cycle only; rank 1's was in the JSON alone)
+    a, b = str(DEMO2 / "nccl_skew"), str(DEMO2 / "nccl_gpu_bound")
+    # WHEN compared, as text and as JSON
+    text = run_cli("diff", a, b).stdout
+    per_rank = json.loads(run_cli("diff", a, b, "--json").stdout)["cycles"]["per_rank"]
+    # THEN one cycle line per rank, with the JSON's numbers to the microsecond
+    lines = [line.strip() for line in text.splitlines() if line.strip().startswith("cycle (rank ")]
+    assert lines == [f"cycle (rank {r['rank']}): GPU {r['a_gpu_ms']:.3f} -> {r['b_gpu_ms']:.3f} ms ({r['delta_gpu_ms']:+.3f}), "
+                     f"CPU {r['a_cpu_ms']:.3f} -> {r['b_cpu_ms']:.3f} ms" for r in per_rank]
+    assert [r["rank"] for r in per_rank] == [0, 1]

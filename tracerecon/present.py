@@ -301,10 +301,11 @@ def diff_notes(result: dict) -> list[tuple[str, str]]:
     for g in result.get("other_gpu_models", []):
         out.append((f"rank {g['rank']} ran on {one_line(', '.join(g['a']))} in A and {one_line(', '.join(g['b']))} in B: its times are of different GPUs", "yellow"))
     c = result["cycles"]
-    if c.get("a_gpu_ms") is not None:
-        delta = "-" if c["delta_gpu_ms"] is None else f"{c['delta_gpu_ms']:+.3f}"
-        out.append((f"cycle (rank {c['per_rank'][0]['rank']}): GPU {fmt_ms(c['a_gpu_ms'])} -> {fmt_ms(c['b_gpu_ms'])} ms ({delta}), "
-                    f"CPU {fmt_ms(c['a_cpu_ms'])} -> {fmt_ms(c['b_cpu_ms'])} ms", "bold"))
+    for r in c.get("per_rank", []):  # each rank's (rank 1 alone was left to the JSON)
+        if r.get("a_gpu_ms") is not None or r.get("b_gpu_ms") is not None:
+            delta = "-" if r.get("delta_gpu_ms") is None else f"{r['delta_gpu_ms']:+.3f}"
+            out.append((f"cycle (rank {r['rank']}): GPU {fmt_ms(r.get('a_gpu_ms'))} -> {fmt_ms(r.get('b_gpu_ms'))} ms ({delta}), "
+                        f"CPU {fmt_ms(r.get('a_cpu_ms'))} -> {fmt_ms(r.get('b_cpu_ms'))} ms", "bold"))
     for r in c.get("per_rank", []):
         if r.get("per_token_explanation"):
             out.append((f"rank {r['rank']}: GPU per accepted token {r['a_gpu_ms_per_accepted_token']:.3f} -> "
