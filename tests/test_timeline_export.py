@@ -240,6 +240,21 @@ def test_without_format_a_timeline_files_name_says_which_one(tmp_path):
     assert res.returncode == 0 and (tmp_path / "exp" / "manifest.json").is_file()
 
 
+def test_a_format_asked_for_against_the_files_name_is_written_and_said(tmp_path):
+    # GIVEN --format naming another kind of output than -o's ending (JSON in a .pftrace file, a
+    # parquet folder named .json, both written without a word)
+    cases = (("t.pftrace", "chrome-json", "is named like a perfetto file; writing a chrome-json timeline"),
+             ("t.json", "parquet", "is named like a chrome-json file; writing a folder of parquet tables"))
+    for name, fmt, said in cases:
+        # WHEN exported THEN written as asked, with one warning saying so
+        res = run_cli("export", str(H200 / "eagle_gpu_bound.sqlite"), "-o", str(tmp_path / name), "--format", fmt)
+        assert res.returncode == 0 and res.stderr == f"tracerecon: warning: -o {tmp_path / name} {said}, as --format {fmt} asks\n", res.stderr
+    assert isinstance(json.loads((tmp_path / "t.pftrace").read_text()), list) and (tmp_path / "t.json" / "manifest.json").is_file()
+    # and a format that agrees with the name says nothing
+    res = run_cli("export", str(H200 / "eagle_gpu_bound.sqlite"), "-o", str(tmp_path / "u.json"), "--format", "chrome-json")
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+
+
 def test_gating_marks_land_on_the_cycles_a_later_capture_numbers_its_own_way(tmp_path):
     import sqlite3
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from tracerecon.cli.common import add_analysis_command, config_from, load, output_path
+from tracerecon.cli.common import add_analysis_command, config_from, load, output_path, say
 from tracerecon.json_text import one_line
 
 
@@ -36,8 +36,12 @@ FORMAT_BY_SUFFIX = {".pftrace": "perfetto", ".perfetto-trace": "perfetto", ".jso
 def main(args: argparse.Namespace) -> int:
     from tracerecon import api
 
+    implied = next((f for suffix, f in FORMAT_BY_SUFFIX.items() if os.fsdecode(args.output).lower().endswith(suffix)), None)
     if args.format is None:
-        args.format = next((f for suffix, f in FORMAT_BY_SUFFIX.items() if str(args.output).lower().endswith(suffix)), "parquet")
+        args.format = implied or "parquet"
+    elif implied is not None and implied != args.format:  # (a JSON file holding a protobuf trace, a folder named .json)
+        what = "a folder of parquet tables" if args.format == "parquet" else f"a {args.format} timeline"
+        say(f"warning: -o {one_line(os.fsdecode(args.output))} is named like a {implied} file; writing {what}, as --format {args.format} asks")
 
     if args.format == "perfetto":
         from tracerecon.timeline_export import perfetto_messages
