@@ -445,8 +445,11 @@ def test_an_export_directory_edited_to_hold_impossible_numbers_says_so(tmp_path)
     gpu[0], gpu[1] = -gpu[0] - 1, -5
     cpu_end = t["cpu_end_ns"].to_pylist()
     cpu_end[2] = t["cpu_start_ns"][2].as_py() - 1
+    cycle = t["cycle"].to_pylist()
+    cycle[3] = -1  # (a phase in no cycle is written with a null cycle)
     t = t.set_column(t.schema.get_field_index("gpu_ns"), "gpu_ns", pa.array(gpu, pa.int64()))
     t = t.set_column(t.schema.get_field_index("cpu_end_ns"), "cpu_end_ns", pa.array(cpu_end, pa.int64()))
+    t = t.set_column(t.schema.get_field_index("cycle"), "cycle", pa.array(cycle, t.schema.field("cycle").type))
     pq.write_table(t, part)
     assert pc.min(t["error_ns"]).as_py() < 0  # (a negative error is a number tracerecon writes)
     # WHEN reported THEN the numbers are read as they are (exit 0), and a warning per edited
@@ -454,7 +457,8 @@ def test_an_export_directory_edited_to_hold_impossible_numbers_says_so(tmp_path)
     res = run_cli("report", "--json", str(edited))
     assert res.returncode == 0, res.stderr
     said = [w for w in json.loads(res.stdout)["warnings"] if "never writes" in w]
-    assert said == [f"{part}: 1 row(s) with cpu_end_ns before cpu_start_ns, which tracerecon never writes (the file was changed since): read as they are",
+    assert said == [f"{part}: 1 row(s) of cycle below zero, which tracerecon never writes (the file was changed since): read as they are",
+                    f"{part}: 1 row(s) with cpu_end_ns before cpu_start_ns, which tracerecon never writes (the file was changed since): read as they are",
                     f"{part}: 2 row(s) of gpu_ns below zero, which tracerecon never writes (the file was changed since): read as they are"], said
 
 

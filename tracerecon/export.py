@@ -255,10 +255,15 @@ def _read_dataset_part(f: Path, name: str, sch: pa.Schema, rank: int | None = No
 SIGNED_COLUMNS = frozenset({"error_ns"})
 
 
+# Numbers tracerecon writes from 0 up, or as null where there is none (a phase in no cycle).
+NUMBERED_FROM_0 = frozenset({"cycle"})
+
+
 def _is_amount(field: pa.Field) -> bool:
-    """A duration (a ``*_ns`` column other than a time) or a count (``n_*``)."""
+    """A duration (a ``*_ns`` column other than a time), a count (``n_*``), or a number from 0 (``NUMBERED_FROM_0``)."""
     name = field.name
-    return pa.types.is_integer(field.type) and (name.startswith("n_") or name.endswith("_ns") and not name.endswith(("start_ns", "end_ns")))
+    return pa.types.is_integer(field.type) and (name.startswith("n_") or name in NUMBERED_FROM_0
+                                                or name.endswith("_ns") and not name.endswith(("start_ns", "end_ns")))
 
 
 # The columns tracerecon writes as null together, where there is nothing to give
@@ -273,14 +278,15 @@ NULL_WHERE_NONE = {name: frozenset(c for group in groups for c in group) for nam
 
 
 def _never_null(name: str, field: pa.Field) -> bool:
-    """Whether table ``name``'s ``field`` is an amount tracerecon always writes."""
-    return _is_amount(field) and field.name not in NULL_WHERE_NONE.get(name, ())
+    """Whether table ``name``'s ``field`` is an amount tracerecon always writes (a cycle number
+    is null where there is none)."""
+    return _is_amount(field) and field.name not in NUMBERED_FROM_0 and field.name not in NULL_WHERE_NONE.get(name, ())
 
 
 def values_never_written(f: Path, t: pa.Table) -> list[str]:
     """One warning per column of ``t`` (a table of a tracerecon export, read from ``f``) that holds
-    values tracerecon never writes: a duration (a ``*_ns`` column other than a time) or a count
-    (``n_*``) below zero, an ``*end_ns`` before its ``*start_ns``. Such a file was changed after it
+    values tracerecon never writes: a duration (a ``*_ns`` column other than a time), a count
+    (``n_*``) or a cycle number below zero, an ``*end_ns`` before its ``*start_ns``. Such a file was changed after it
     was written: its numbers are read as they are, and said to be so (never silently)."""
     out = []
     for field in t.schema:
