@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DEMO2, H200, PUBLIC, need_public, run_cli
+from conftest import DEMO2, H200, PUBLIC, SAMPLES, need_public, run_cli
 
 
 def edited_copy(tmp_path, sql: str):
@@ -1345,3 +1345,29 @@ def test_dask_without_dask_installed_is_said_also_where_the_report_is_cached(tmp
         # WHEN reported with --dask THEN one line naming what to install, exit 2, either way
         res = subprocess.run([sys.executable, "-c", code, *extra], capture_output=True, text=True, env=env, timeout=120)
         assert res.returncode == 2 and len(res.stderr.splitlines()) == 1 and "--dask: needs Dask distributed: pip install" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("edit, said", [
+    (lambda d: d.pop("reports"), "run.json: 'reports' is missing: the folder's exports are read by their names instead"),
+    (lambda d: d.update(reports="rank0.sqlite"), "run.json: 'reports' is no list of exports: the folder's exports are read by their names instead"),
+    (lambda d: d["reports"][1].update(sqlite="../../elsewhere/rank1.sqlite"),
+     "run.json: ../../elsewhere/rank1.sqlite named with a folder: an export is read from the run directory by its name alone, never from outside it"),
+    (lambda d: d["reports"][1].update(sqlite=7), "run.json: 1 of its 2 report record(s) name no export (no 'sqlite' text): left out"),
+])
+def test_an_edited_run_json_is_said(edit, said, tmp_path):
+    # GIVEN a copy of a two-rank run directory whose run.json was edited (read without a word)
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLES / "demo_shapes_h200x2" / "nccl_overlap_skew", run)
+    doc = json.loads((run / "run.json").read_text())
+    edit(doc)
+    (run / "run.json").write_text(json.dumps(doc))
+    # WHEN reported THEN a warning says what is wrong with it
+    res = run_cli("report", str(run), env={**os.environ, "TRACERECON_NO_CACHE": "1"})
+    assert res.returncode == 0 and f"tracerecon: warning: {run / said}" in res.stderr, res.stderr
+
+
+def test_a_run_json_as_tracerecon_run_writes_it_says_nothing():
+    # GIVEN the run directories bundled as they were written WHEN reported THEN no run.json warning
+    for run in ("demo_shapes_h200x2/nccl_overlap_skew", "demo_h200/gpu_bound", "demo_h200/exit3"):
+        res = run_cli("report", str(SAMPLES / run))
+        assert res.returncode == 0 and "run.json" not in res.stderr, (run, res.stderr)

@@ -299,6 +299,7 @@ def folder_warnings(paths: Sequence[str | Path]) -> list[str]:
                     else "the report reads the other exports the folder holds instead")
             out.append(f"{p}: {RUN_JSON} lists {len(listed)} exports, {len(missing)} of them not there ({', '.join(missing[:4])}"
                        f"{', ...' if len(missing) > 4 else ''}): {read}")
+        out.extend(_run_json_shape_notes(p))
         if not _listed_in_run_json(p) and (left_out := _left_out_of(p)):
             out.append(f"{p}: {len(left_out)} name(s) not read as ranks: {', '.join(left_out[:4])}{', ...' if len(left_out) > 4 else ''}")
         read = {trace_stem(f) for f in _folder_exports(p)}
@@ -306,6 +307,35 @@ def folder_warnings(paths: Sequence[str | Path]) -> list[str]:
         if unexported:
             out.append(f"{p}: {RUN_JSON} records {len(unexported)} report(s) with no SQLite export, left out of this report: " + "; ".join(unexported[:4])
                        + ("; ..." if len(unexported) > 4 else ""))
+    return out
+
+
+def _run_json_shape_notes(folder: Path) -> list[str]:
+    """What is wrong with a readable ``run.json``'s list of exports, where something is (an
+    edited one was read without a word): its ``reports`` not a list of records, an entry
+    without a text ``sqlite`` (nor an ``error``), a name with a folder in it (read in the run
+    directory by its name alone: nothing outside it is read)."""
+    if not is_run_dir(folder):
+        return []
+    try:
+        doc = read_json_file(folder / RUN_JSON)
+    except (OSError, ValueError):
+        return []  # said as unreadable (``unreadable_run_json``)
+    if not isinstance(doc, dict):
+        return []
+    reports = doc.get("reports")
+    where = f"{folder / RUN_JSON}"
+    if not isinstance(reports, list) or not reports:
+        return [f"{where}: 'reports' is {'missing' if reports is None else 'no list of exports' if not isinstance(reports, list) else 'empty'}: "
+                "the folder's exports are read by their names instead"]
+    out = []
+    bad = [x for x in reports if not (isinstance(x, dict) and (isinstance(x.get("sqlite"), str) or x.get("error")))]
+    if bad:
+        out.append(f"{where}: {len(bad)} of its {len(reports)} report record(s) name no export (no 'sqlite' text): left out")
+    elsewhere = [x["sqlite"] for x in reports if isinstance(x, dict) and isinstance(x.get("sqlite"), str) and Path(x["sqlite"]).name != x["sqlite"]]
+    if elsewhere:
+        out.append(f"{where}: {', '.join(elsewhere[:3])}{', ...' if len(elsewhere) > 3 else ''} named with a folder: an export is read "
+                   "from the run directory by its name alone, never from outside it")
     return out
 
 
