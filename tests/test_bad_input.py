@@ -133,6 +133,21 @@ def test_a_table_rewritten_without_rowid_is_named(tmp_path, table, key, reader):
     assert_one_line_error(run_cli("report", "--no-cache", str(p), env=env), f"table {table} was created WITHOUT ROWID")
 
 
+@pytest.mark.parametrize("table", ["NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_KERNEL"])
+def test_a_table_made_a_view_is_named(tmp_path, table):
+    # GIVEN an export one of whose tables another tool replaced by a view of it (said as "the
+    # NVTX table changed while it was read")
+    p = tmp_path / "viewed.sqlite"
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", p)
+    con = sqlite3.connect(p)
+    con.execute(f"alter table {table} rename to kept_rows")
+    con.execute(f"create view {table} as select * from kept_rows")
+    con.commit()
+    con.close()
+    # WHEN it is reported on THEN one line names the view and the cause, exit 2
+    assert_one_line_error(run_cli("report", "--no-cache", str(p)), f"{table} is a view, not a table, which nsys never writes")
+
+
 def test_nsys_rep_instead_of_sqlite(tmp_path):
     p = tmp_path / "r.nsys-rep"
     p.write_bytes(b"\x00" * 64)

@@ -104,6 +104,13 @@ def tables_without_rowid(conn: sqlite3.Connection, tables: frozenset[str]) -> li
     return missing
 
 
+def views_read_as_tables(conn: sqlite3.Connection) -> list[str]:
+    """The ``ROWID_TABLES`` that are views (nsys writes tables: another tool rewrote the export;
+    a view's rows have no rowid to read them in order by)."""
+    views = {r[0] for r in conn.execute("select name from sqlite_master where type = 'view'")}
+    return [t for t in ROWID_TABLES if t in views]
+
+
 def table_names(conn: sqlite3.Connection) -> frozenset[str]:
     return frozenset(r[0] for r in conn.execute("select name from sqlite_master where type in ('table','view')"))
 

@@ -36,7 +36,7 @@ from tracerecon.interrupts import thread_pool, undone_at_exit_now
 from tracerecon.kernel_names import kernel_function
 from tracerecon.nsys.read_plan import (  # noqa: F401 (some are this module's API too)
     API_CALLS_COLUMNS, KERNEL_COLUMNS, NULL_SENTINEL, OPS_COLUMNS, XZ_MAGIC, XZ_SUFFIX, api_calls_sql, kernels_sql, native_reads, open_readonly,
-    relevant_name_ids, split_select, string_rows, table_names, tables_without_rowid, why_missing,
+    relevant_name_ids, split_select, string_rows, table_names, tables_without_rowid, views_read_as_tables, why_missing,
 )
 from tracerecon.nsys import scratch
 from tracerecon.nsys.gpu_identity import GpuIdentity, recorded
@@ -210,6 +210,10 @@ def read_info(conn: sqlite3.Connection, path: str) -> ExportInfo:
         if not tables:
             raise BadTraceError(f"{path}: empty SQLite database, not an nsys export")
         raise BadTraceError(f"{path}: SQLite file without any Nsight Systems table (another tool's database?)")
+    views = views_read_as_tables(conn)
+    if views:
+        raise BadTraceError(f"{path}: {views[0]} is a view, not a table, which nsys never writes (was the export rewritten by another tool?); "
+                            "export the report again with `nsys export --type sqlite`")
     no_rowid = tables_without_rowid(conn, tables)
     if no_rowid:
         raise BadTraceError(f"{path}: table {no_rowid[0]} was created WITHOUT ROWID, which nsys never does (was the export "
