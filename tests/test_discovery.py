@@ -112,3 +112,22 @@ def test_ranges_lists_the_numbered_cycle_ranges_as_one_row():
     rows = {line.split()[0] + (" " + line.split()[1] if line.startswith("cycle") else ""): line.split() for line in text.splitlines() if line.strip()}
     assert rows["cycle N"][2] == "40" and "cycle 0" not in rows and {"prepare", "forward", "sample"} <= set(rows)
     assert sum(1 for r in json_doc["ranks"][0]["ranges"] if r["name"].startswith("cycle ")) == 40
+
+
+@pytest.mark.skipif(not (PUBLIC / "GindaChen__nsys-ai" / "h100_2gpu_1s.sqlite").is_file(), reason="public traces not found (set TRACERECON_SHARED)")
+def test_ranges_gives_names_that_differ_only_in_numbers_one_row():
+    import re
+
+    # GIVEN a PyTorch-annotated public trace (a name per op call: `aten::copy_, op_id = 317175`;
+    # the table had 17,586 lines)
+    trace = str(PUBLIC / "GindaChen__nsys-ai" / "h100_2gpu_1s.sqlite")
+    # WHEN its ranges are listed, as a table and as JSON
+    text = run_cli("ranges", trace).stdout
+    doc = json.loads(run_cli("ranges", "--json", trace).stdout)
+    json_rows = doc["ranks"][0]["ranges"]
+    # THEN the table is short, and its `aten::copy_, op_id = N` row counts every range the JSON
+    # lists under a name of that shape
+    assert len(text.splitlines()) < 1000 < len(json_rows)
+    copies = [r for r in json_rows if re.fullmatch(r"aten::copy_, op_id = \d+", r["name"])]
+    row = next(line for line in text.splitlines() if line.startswith("aten::copy_, op_id = N"))
+    assert int(row.split()[4]) == sum(r["n"] for r in copies) and len(copies) >= 3

@@ -260,16 +260,32 @@ class RangeSummary:
                 "gpu_ms_median": self.gpu_ms_median, "gpu_busy_ms_total": self.gpu_busy_ms_total, "n_gpu_ops": self.n_gpu_ops}
 
 
-def summarize_ranges(ranges: pa.Table, cycle_prefix: str | None = None) -> list[RangeSummary]:
+# Names differing only in their numbers are one row of a table (``summarize_ranges``' ``families``)
+# where a domain holds this many of them: a profiler's ``aten::copy_, op_id = 317175`` gave one
+# row per call (17,586 lines for a public PyTorch trace).
+FAMILY_MIN_NAMES = 3
+
+
+def summarize_ranges(ranges: pa.Table, cycle_prefix: str | None = None, families: bool = False) -> list[RangeSummary]:
     """Per (domain, name): count, CPU median, projected GPU median, GPU busy total; most GPU time
     first. With ``cycle_prefix``, the numbered cycle ranges (``cycle 0``, ``cycle 1``, ...) are one
-    row, named ``cycle N``."""
+    row, named ``cycle N``; with ``families``, so are the names of a domain that differ only in
+    their numbers, where it holds FAMILY_MIN_NAMES or more of them (``aten::mm, op_id = N``)."""
     if ranges.num_rows == 0:
         return []
     d = ranges.select(["domain", "name", "start_ns", "end_ns", "gpu_start_ns", "gpu_end_ns", "gpu_busy_ns", "n_gpu_ops"]).to_pydict()
     if cycle_prefix:
         numbered = re.compile(re.escape(cycle_prefix) + r"\s*\d+$")
         d["name"] = [f"{cycle_prefix} N" if n is not None and numbered.match(n) else n for n in d["name"]]
+    if families:
+        members: dict[tuple, set] = {}
+        for dom, n in zip(d["domain"], d["name"]):
+            if n is not None and _DIGITS.search(n):
+                members.setdefault((dom, _DIGITS.sub(_HOLE, n)), set()).add(n)
+        big = {k for k, names in members.items() if len(names) >= FAMILY_MIN_NAMES}
+        if big:
+            d["name"] = [_DIGITS.sub(_HOLE, n).replace(_HOLE, "N") if n is not None and (dom, _DIGITS.sub(_HOLE, n)) in big else n
+                         for dom, n in zip(d["domain"], d["name"])]
     groups: dict[tuple[str, str], list[int]] = {}
     for i, key in enumerate(zip(d["domain"], d["name"])):
         groups.setdefault(key, []).append(i)

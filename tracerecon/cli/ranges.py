@@ -33,7 +33,8 @@ def main(args: argparse.Namespace) -> int:
         doc = {"ranks": [{"rank": r.rank, "ranges": [s.to_json() for s in summarize_ranges(r.ranges)]} for r in analysis.ranks]}
         out.file.write(json_text(doc) + "\n")
         return 0
-    rows = {r.rank: summarize_ranges(r.ranges, analysis.config.cycle_prefix) for r in analysis.ranks}  # the cycle ranges as one row
+    # The cycle ranges as one row, and each family of names that differ only in their numbers.
+    rows = {r.rank: summarize_ranges(r.ranges, analysis.config.cycle_prefix, families=True) for r in analysis.ranks}
     # (one name reads the same in every rank's table)
     names = [s.name for ss in rows.values() for s in ss]
     domains = [s.domain for ss in rows.values() for s in ss]
