@@ -336,6 +336,49 @@ def test_plot_titles_stay_on_the_picture_and_legends_hide_no_verdict(monkeypatch
             assert not lb.overlaps(text.get_window_extent(renderer)), text.get_text()
 
 
+def test_six_phases_plot_with_names_apart_and_the_legend_in_its_panel(monkeypatch, tmp_path):
+    # GIVEN vLLM V1's trace with six phases of long names (their slanted names overlapped, and
+    # the narrow panel's two-column legend ran past it into the wide one)
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from tracerecon.analysis.config import PhaseConfig
+    from tracerecon.api import load
+    from tracerecon.plot import plot_runs
+
+    kept = []
+    monkeypatch.setattr(plt, "close", lambda fig: kept.append(fig))
+    names = ("preprocess", "forward", "postprocess", "sample", "draft", "ModelRunnerOutput")
+    a = load([str(SAMPLES / "engines_h200" / "vllm_v1")], PhaseConfig(phases=tuple(f"gpu_model_runner: {n}" for n in names)))
+    empty = load([str(H200 / "eagle_gpu_bound.sqlite")], PhaseConfig(phases=("nothing_here",)))
+    # WHEN drawn
+    plot_runs([("", a)], tmp_path / "v1.png")
+    plot_runs([("", empty)], tmp_path / "empty.png")
+    fig, nothing = kept
+    renderer = fig.canvas.get_renderer()
+    bar_panel, cycle_panel = fig.axes[:2]
+    # THEN no two of the six names on the axis overlap: drawn slanted alike from their ticks,
+    # each lies on its own line, and neighbouring lines are further apart than a line is high
+    import math
+
+    labels = [t for t in bar_panel.get_xticklabels() if t.get_text()]
+    assert len(labels) == 6 and len({t.get_rotation() for t in labels}) == 1
+    slant = math.radians(labels[0].get_rotation())
+    ticks = [bar_panel.transData.transform((i, 0))[0] for i in range(6)]
+    high = labels[0].get_fontsize() * fig.dpi / 72
+    assert 0 < slant < math.pi / 2 and min(b - a for a, b in zip(ticks, ticks[1:])) * math.sin(slant) > high
+    # ... the narrow panel's legend lies within it, and both panels' scales start at 0
+    legend = bar_panel.get_legend().get_window_extent(renderer)
+    panel = bar_panel.get_window_extent(renderer)
+    assert panel.x0 <= legend.x0 and legend.x1 <= panel.x1
+    assert bar_panel.get_ylim()[0] == 0 and cycle_panel.get_ylim()[0] == 0
+    # and a rank without phases draws no scale of nothing (it went down to -0.04)
+    assert nothing.axes[0].get_ylim() == (0, 1)
+
+
 def test_plot_draws_names_with_dollar_signs_as_written(tmp_path):
     # GIVEN phases named with dollar signs, one pair around an unknown TeX command (matplotlib
     #       reads text between two dollars as math)

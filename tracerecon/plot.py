@@ -70,7 +70,10 @@ def _draw_runs(plt, runs: list[tuple[str, Analysis]], out_file: str | os.PathLik
     # and one look per phase name across every panel: verify is the same colour in A and B.
     look = {name: _phase_look(i) for i, name in enumerate(every)}
     # One scale per column for every run and rank: A and B (and ranks) read against each other.
-    fig, axes = plt.subplots(len(rows), 2, figsize=(13, 3.6 * len(rows)), squeeze=False, sharey="col", gridspec_kw={"width_ratios": [1, 2]})
+    # The narrow panel widens with its phases past four (six slanted names overlapped there).
+    extra = max([len(phases) for *_, phases in rows] + [4]) - 4
+    fig, axes = plt.subplots(len(rows), 2, figsize=(13 + 0.8 * extra, 3.6 * len(rows)), squeeze=False, sharey="col",
+                             gridspec_kw={"width_ratios": [1 + 0.25 * extra, 2]})
     for (label, a, r, phases), (ax_bar, ax_cyc) in zip(rows, axes):
         names = [p.phase for p in phases]
         x = range(len(phases))
@@ -84,7 +87,7 @@ def _draw_runs(plt, runs: list[tuple[str, Analysis]], out_file: str | os.PathLik
             b.set_hatch(VERDICT_HATCH.get(p.dominant_verdict, ""))
             # the report's words: "under 18/34" where the cycles disagree
             ax_bar.annotate(verdict_label(p), (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom", fontsize=8, **upright)
-        ax_bar.set_xticks(list(x), [drawn_as[n] for n in names], rotation=15, ha="right")
+        ax_bar.set_xticks(list(x), [drawn_as[n] for n in names], rotation=15 if len(names) <= 3 else 35, ha="right", rotation_mode="anchor")
         ax_bar.set_ylabel("median ms per cycle")
         # The narrow panel names the side (A, B) only: a run's full name (its files) is the wide
         # panel's title, where it fits; centred over the narrow one it ran off the figure.
@@ -92,7 +95,7 @@ def _draw_runs(plt, runs: list[tuple[str, Analysis]], out_file: str | os.PathLik
         ax_bar.set_title(f"{side}rank {r.rank}: CPU timer vs GPU time\n(hatch = verdict)", fontsize=10)
         if names:
             # in the headroom above the bars (set below), never over a bar or its verdict
-            ax_bar.legend(fontsize=8, loc="upper left", ncol=2)
+            ax_bar.legend(fontsize=8, loc="upper left")  # (two columns ran past a narrow panel)
         ph = steady_phases(r.phases, r.cycles).to_pydict()
         cycles = sorted({c for c in ph["cycle"] if c is not None})
         bottom = {c: 0.0 for c in cycles}
@@ -114,9 +117,12 @@ def _draw_runs(plt, runs: list[tuple[str, Analysis]], out_file: str | os.PathLik
         else:  # (a legend of nothing is a warning from matplotlib)
             for ax in (ax_bar, ax_cyc):
                 ax.text(0.5, 0.5, "no phase ranges in this rank (see the warnings)", ha="center", va="center", transform=ax.transAxes)
+                ax.tick_params(labelleft=False, labelbottom=False, left=False, bottom=False)  # (a scale of nothing)
     if rows:  # headroom for the legend above the tallest bar and its verdict (one scale: every row)
-        low, high = axes[0][0].get_ylim()
-        axes[0][0].set_ylim(low, high + (high - low) * 0.45)
+        # From 0: a time is never below it (an empty panel's axis went down to -0.04).
+        high = axes[0][0].get_ylim()[1] if any(phases for *_, phases in rows) else 0
+        axes[0][0].set_ylim(0, high * 1.45 if high > 0 else 1)
+        axes[0][1].set_ylim(bottom=0)
     fig.tight_layout()
     # Drawn beside the output and renamed over it once whole: a failure leaves no half a picture.
     out = os.fspath(out_file)
