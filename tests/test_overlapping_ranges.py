@@ -321,3 +321,53 @@ def test_a_range_around_several_cycles_is_no_cycle_of_their_phases(tmp_path):
     got = sorted((name[p["cycle"]], p["phase"], p["cpu_start_ns"] // U) for p in rank.phases.to_pylist())
     assert got == [(f"cycle {n}", ph, 1000 * n + off) for n in range(3) for ph, off in (("a", 0), ("c", 150))]
     assert sorted(name.values()) == ["cycle 0", "cycle 1", "cycle 2"]
+
+
+def _cycle_ahead_trace(n_cycles: int, outputs: int = 1, prefill_in: int | None = None, open_from: int | None = None,
+                       outputs_in: int | None = None) -> FakeTrace:
+    """Start/end cycle ranges of an engine a cycle ahead (b = 1000n): cycle n [b, b+1400] (never
+    closed from cycle ``open_from`` on), forward n [b, b+100] (kernel b+12..b+62), ``outputs``
+    output ranges of cycle n [b+1200+100j, b+1290+100j] (a D2H copy each) for the first
+    ``outputs_in`` cycles (all by default), and, in cycle ``prefill_in``, a prefill right after
+    its forward [b+100, b+150] (a kernel b+112..b+140)."""
+    t = FakeTrace()
+    for n in range(n_cycles):
+        b = 1000 * n
+        t.range(f"cycle {n}", b * U, None if open_from is not None and n >= open_from else (b + 1400) * U, push_pop=False)
+        t.range("forward", b * U, (b + 100) * U)
+        kernel(t, b + 10, (b + 12, b + 62))
+        if n == prefill_in:
+            t.range("prefill", (b + 100) * U, (b + 150) * U)
+            kernel(t, b + 110, (b + 112, b + 140))
+        if outputs_in is None or n < outputs_in:
+            for j in range(outputs):
+                o = b + 1200 + 100 * j
+                t.range("output", o * U, (o + 90) * U)
+                t.copy(t.call("cudaMemcpyAsync", (o + 10) * U, (o + 12) * U), (o + 12) * U, (o + 32) * U, kind=2)
+    return t
+
+
+@pytest.mark.parametrize("case, trace, want", [
+    # a phase only one cycle runs, in the window where the cycle before is still open: its own
+    # cycle (the one it began in), not the open one that lacks a phase of its name
+    ("prefill once", _cycle_ahead_trace(3, prefill_in=1),
+     [(0, "forward"), (1, "forward"), (1, "prefill"), (0, "output"), (2, "forward"), (1, "output"), (2, "output")]),
+    # two outputs a cycle: each cycle keeps both of its own (one each, then the rest cascaded)
+    ("two outputs a cycle", _cycle_ahead_trace(4, outputs=2),
+     [(0, "forward"), (1, "forward"), (0, "output"), (0, "output"), (2, "forward"), (1, "output"), (1, "output"),
+      (3, "forward"), (2, "output"), (2, "output"), (3, "output"), (3, "output")]),
+    # the capture stopped with cycles 1 and 2 open (both run to the trace's end) after output 1
+    ("two cycles left open", _cycle_ahead_trace(3, open_from=1, outputs_in=2),
+     [(0, "forward"), (1, "forward"), (0, "output"), (2, "forward"), (1, "output")]),
+    # only the last cycle left open: its end at the trace's end ties with cycle 1's
+    ("last cycle left open", _cycle_ahead_trace(3, open_from=2, outputs_in=2),
+     [(0, "forward"), (1, "forward"), (0, "output"), (2, "forward"), (1, "output")]),
+])
+def test_overlapping_cycle_ranges_give_each_phase_the_cycle_it_is_of(tmp_path, case, trace, want):
+    # GIVEN overlapping start/end cycle ranges (see _cycle_ahead_trace), in each case's shape
+    # WHEN analysed
+    rank = load([trace.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("forward", "prefill", "output"))).ranks[0]
+    # THEN each phase, in time order, is in the cycle named for it by hand
+    name = {c["cycle"]: c["name"] for c in rank.cycles.to_pylist()}
+    got = [(int(name[p["cycle"]].split()[1]), p["phase"]) for p in sorted(rank.phases.to_pylist(), key=lambda p: p["cpu_start_ns"])]
+    assert got == want, case

@@ -75,15 +75,16 @@ def cycles_by_time(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarra
     threads running cycles of their own keep them apart; a phase outside every cycle stays -1.
     Where cycle ranges overlap without one holding the other (``nvtxRangeStart/End`` cycles of
     an engine a cycle ahead: cycle N closes after its output step, which runs after cycle N+1's
-    forward began), a phase several of them hold goes to the earliest that has no phase of its
-    name (``labels``, one per phase) yet, else to the latest: cycle N's output step is N's, not
-    N+1's, and N+1's forward is N+1's."""
+    forward began), a phase of a name that every cycle has (``labels``, one per phase) goes to
+    the earliest of them short of its share of that name (``_first_cycle_short_of_the_phase``):
+    cycle N's output step is N's, not N+1's, and N+1's forward is N+1's."""
     loose = np.flatnonzero(cycle_of < 0)
     if len(loose) == 0 or len(cycle_rows) == 0:
         return cycle_of
     cycle_of = cycle_of.copy()
     cycle_rows = np.asarray(cycle_rows)
     start, end = int64s(ranges["start_ns"]), int64s(ranges["end_ns"], I64_MIN)
+    closed = ranges["closed"].fill_null(True).to_numpy(zero_copy_only=False) if "closed" in ranges.column_names else np.ones(len(ranges), bool)
     p_rows = np.asarray(phase_rows)[loose]
     position = np.full(len(ranges), -1, dtype=np.int64)  # range row -> position in cycle_rows
     position[cycle_rows] = np.arange(len(cycle_rows))
@@ -94,19 +95,28 @@ def cycles_by_time(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarra
         hit = last_reaching(end[cyc], pos, reach)
         ok = (hit >= 0) & (p_end != I64_MIN)
         if labels is not None and ok.sum() > 1 and len(cyc) > 1 and (start[cyc][1:] < np.maximum.accumulate(end[cyc])[:-1]).any():
-            hit = _first_cycle_without_the_phase(end[cyc], hit, reach, ok, p_start, [labels[i] for i in loose[mine].tolist()])
+            hit = _first_cycle_short_of_the_phase(end[cyc], closed[cyc], hit, reach, ok, p_start, [labels[i] for i in loose[mine].tolist()])
         cycle_of[loose[mine[ok]]] = position[cyc[hit[ok]]]
     return cycle_of
 
 
-def _first_cycle_without_the_phase(cycle_end: np.ndarray, hit: np.ndarray, reach: np.ndarray, ok: np.ndarray, p_start: np.ndarray,
-                                   labels: list[str]) -> np.ndarray:
+def _first_cycle_short_of_the_phase(cycle_end: np.ndarray, cycle_closed: np.ndarray, hit: np.ndarray, reach: np.ndarray, ok: np.ndarray,
+                                    p_start: np.ndarray, labels: list[str]) -> np.ndarray:
     """``cycles_by_time``'s choice among overlapping cycles (positions in start order, their
-    ends ``cycle_end``) for phases (``hit``: the latest-starting cycle holding each, ``reach``:
-    its end, ``ok``: held by one at all, ``p_start``, ``labels``): of the cycles holding a
-    phase that hold no other of them (a cycle range around several cycles is no choice while
-    one of them holds the phase), the earliest-starting one without a phase of that label
-    chosen before it in time, else the latest-starting."""
+    ends ``cycle_end``, whether each closed) for phases (``hit``: the latest-starting cycle
+    holding each, ``reach``: its end, ``ok``: held by one at all, ``p_start``, ``labels``).
+    Of the cycles holding a phase, those holding no other of them count (a cycle range around
+    several cycles is no choice while one of them holds the phase; one left open, running to
+    the trace's end, is held by none). A phase of a name the cycles have
+    about as often as there are cycles (at least all but one, and twice), ``k`` per cycle,
+    goes to the earliest-starting of those with fewer than ``k`` of that name chosen before
+    it in time, else to the latest-starting; a phase of a name only some cycles have (a
+    prefill one cycle runs) to the latest-starting, the cycle it began in."""
+    n_cycles = len(cycle_end)
+    counts: dict[str, int] = {}
+    for i in np.flatnonzero(ok).tolist():
+        counts[labels[i]] = counts.get(labels[i], 0) + 1
+    share = {name: max(1, round(c / n_cycles)) if c >= max(2, n_cycles - 1) else 0 for name, c in counts.items()}
     holders = [np.where(ok, hit, -1)]
     for _ in range(64):  # cycles holding one phase at once: a few (bounded against odd traces)
         more = last_reaching(cycle_end, holders[-1] - 1, reach)
@@ -116,16 +126,18 @@ def _first_cycle_without_the_phase(cycle_end: np.ndarray, hit: np.ndarray, reach
         holders.append(more)
     held = np.stack(holders[::-1], 1)  # per phase: its holders, earliest-starting first, -1 padding first
     chosen = hit.copy()
-    have: set[tuple[int, str]] = set()
+    have: dict[tuple[int, str], int] = {}
     for i in np.argsort(p_start, kind="stable").tolist():
         if not ok[i]:
             continue
         mine = [h for h in held[i].tolist() if h >= 0]
-        later_ends = np.minimum.accumulate(cycle_end[mine][::-1])[::-1]  # the least end among each holder and the later ones
-        choices = [h for k, h in enumerate(mine) if k == len(mine) - 1 or cycle_end[h] < later_ends[k + 1]]
-        pick = next((h for h in choices if (h, labels[i]) not in have), choices[-1])
+        # A holder holds a later one that closed no later than it (one never closed runs to the
+        # trace's end there: where it would have ended is not known).
+        choices = [h for k, h in enumerate(mine) if not any(cycle_closed[g] and cycle_end[h] >= cycle_end[g] for g in mine[k + 1:])]
+        k_share = share[labels[i]]
+        pick = next((h for h in choices if have.get((h, labels[i]), 0) < k_share), choices[-1])
         chosen[i] = pick
-        have.add((pick, labels[i]))
+        have[(pick, labels[i])] = have.get((pick, labels[i]), 0) + 1
     return chosen
 
 
