@@ -214,6 +214,19 @@ def test_export_force_never_replaces_a_folder_holding_a_trace(kept, tmp_path):
     assert (out / kept).is_file() and (out / "notes.txt").read_text() == "keep me"
 
 
+def test_export_force_replaces_a_folder_holding_only_a_link_to_a_trace(tmp_path):
+    # GIVEN a folder holding a note and a link to a trace kept elsewhere (replacing the folder
+    # removes the link, never the trace: it was refused as if it held the trace)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("x")
+    (out / "report.sqlite").symlink_to(H200 / "eagle_gpu_bound.sqlite")
+    # WHEN exported there with --force THEN written, and the trace is where it was
+    res = run_cli("export", str(H200 / "eagle_gpu_bound.sqlite"), "-o", str(out), "--force")
+    assert res.returncode == 0, res.stderr
+    assert (out / "manifest.json").is_file() and (H200 / "eagle_gpu_bound.sqlite").is_file()
+
+
 def test_a_picture_over_its_input_is_refused(tmp_path):
     # GIVEN a trace named like a picture, and a link named like one pointing at a trace
     pic = tmp_path / "trace.svg"

@@ -227,3 +227,90 @@ def test_stopped_while_workers_decompress_xz_exports_leaves_no_copy_and_no_worke
         time.sleep(0.05)
     assert not any(_alive(w) for w in workers)
     assert not list(tmp.iterdir())
+
+
+def test_sigterm_inside_scrubs_sql_is_said_as_terminated(tmp_path):
+    # GIVEN scrub, with SIGTERM sent for real from inside its SQL text function, where most of a
+    # scrub's time goes (SQLite reports the signal's exception as a failed function: it was
+    # said as Ctrl-C, "interrupted", 130)
+    out = tmp_path / "out.sqlite"
+    code = ("import os, signal, sys\n"
+            "import tracerecon.nsys.scrub as s\n"
+            "orig, sent = s.scrub_text, []\n"
+            "def scrub_text(v, hosts=()):\n"
+            "    if not sent:\n"
+            "        sent.append(1)\n"
+            "        os.kill(os.getpid(), signal.SIGTERM)\n"
+            "    return orig(v, hosts)\n"
+            "s.scrub_text = scrub_text\n"
+            "from tracerecon.cli import console_main\n"
+            f"sys.argv = ['tracerecon', 'scrub', {str(H200 / 'eagle_gpu_bound.sqlite')!r}, '-o', {str(out)!r}]\n"
+            "sys.exit(console_main())\n")
+    # WHEN run THEN "terminated", 143, and no output or half-scrubbed copy is left
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert (res.returncode, res.stderr) == (143, "tracerecon: terminated\n")
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_signal_swallowed_where_it_landed_is_still_what_the_program_says(tmp_path):
+    # GIVEN a report during which SIGTERM lands where its exception is swallowed (as inside the
+    # import machinery's callbacks: "Exception ignored in ..."), after which the work fails
+    # another way (its workers, stopped by the same signal, broke the pool: an internal error)
+    code = ("import os, signal, sys\n"
+            "import tracerecon.cli.report as r\n"
+            "def fake(args):\n"
+            "    class Swallows:\n"
+            "        def __del__(self):\n"
+            "            os.kill(os.getpid(), signal.SIGTERM)\n"
+            "    Swallows()\n"
+            "    raise RuntimeError('A process in the process pool was terminated abruptly')\n"
+            "r.main = fake\n"
+            "from tracerecon.cli import console_main\n"
+            f"sys.argv = ['tracerecon', 'report', {str(H200 / 'eagle_gpu_bound.sqlite')!r}]\n"
+            "sys.exit(console_main())\n")
+    # WHEN run THEN one line says it was terminated, 143: no "Exception ignored" traceback and
+    # no internal error
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert (res.returncode, res.stderr) == (143, "tracerecon: terminated\n")
+
+
+def test_a_block_left_by_an_error_does_not_wait_for_its_imports():
+    # GIVEN a once_reading block whose import thread cannot finish (a module whose import waits
+    # on an event: as one waiting for an import lock the main thread kept)
+    import types
+
+    from tracerecon.import_ahead import once_reading, reading_started
+
+    gate = threading.Event()
+    finder_name = "tracerecon_test_waits_forever"
+
+    class Finder:
+        def find_spec(self, name, path=None, target=None):
+            if name != finder_name:
+                return None
+            import importlib.machinery
+
+            class Loader:
+                def create_module(self, spec):
+                    return types.ModuleType(name)
+
+                def exec_module(self, module):
+                    gate.wait(30)
+
+            return importlib.machinery.ModuleSpec(name, Loader())
+
+    sys.meta_path.insert(0, Finder())
+    try:
+        began = time.monotonic()
+        # WHEN the block is left by an error once its import thread has started
+        with pytest.raises(ValueError):
+            with once_reading([finder_name]):
+                reading_started()
+                time.sleep(0.05)
+                raise ValueError("the pool broke")
+        # THEN it returns at once, not after the import (30 s, or never)
+        assert time.monotonic() - began < 5
+    finally:
+        gate.set()
+        sys.meta_path.pop(0)
+        sys.modules.pop(finder_name, None)

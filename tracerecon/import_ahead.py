@@ -79,16 +79,8 @@ class ImportAhead:
         return self
 
     def __exit__(self, exc_type, *exc) -> None:
-        if not _interrupted(exc_type):
+        if exc_type is None:  # (left by an exception: not waited for, see ``once_reading``)
             self.join()
-
-
-def _interrupted(exc_type) -> bool:
-    """Whether the block is left by Ctrl-C: its import thread is then not waited for. A
-    KeyboardInterrupt raised inside the import machinery on the main thread can leave an import
-    lock held that the thread then waits for forever (3 of 25 cold reports interrupted as their
-    reads started hung so); the thread is a daemon, and the process is ending."""
-    return exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
 
 
 class _Waiting:
@@ -125,8 +117,13 @@ def once_reading(modules: Sequence[str]) -> Iterator[None]:
     command line, the cache check, the read's plan) is what they wait for, and an import beside
     it holds the GIL half the time (a report's renderer, rich: the reads started 0.02-0.05 s
     later on the 2-core machine). ``modules`` must not import numpy or pyarrow, which the main
-    thread may be importing then. Joined at the block's end; where no read started (a cached
-    result) nothing is imported here and the caller's own import does it."""
+    thread may be importing then. Joined at the block's end, unless the block is left by an
+    exception: a KeyboardInterrupt raised inside the import machinery on the main thread can
+    leave an import lock held that the thread then waits for forever (3 of 25 cold reports
+    interrupted as their reads started hung so), also where the interrupt was swallowed there
+    and the block is left by what then failed (SIGTERM: the stopped workers' broken pool, 4 of
+    140); the thread is a daemon, and a fork waits for it first (``join_all``). Where no read
+    started (a cached result) nothing is imported here and the caller's own import does it."""
     entry = _Waiting(tuple(modules))
     with _WAITING_LOCK:
         _WAITING.append(entry)
@@ -140,7 +137,7 @@ def once_reading(modules: Sequence[str]) -> Iterator[None]:
         with _WAITING_LOCK:
             if any(e is entry for e in _WAITING):  # (gone in a child forked inside the block)
                 _WAITING[:] = [e for e in _WAITING if e is not entry]
-        if entry.started is not None and not _interrupted(left_by):
+        if entry.started is not None and left_by is None:
             entry.started.join()
 
 

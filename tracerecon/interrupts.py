@@ -42,15 +42,41 @@ class Terminated(KeyboardInterrupt):
     Ctrl-C stops it on this too."""
 
 
+# The interrupt each signal taken by ``stop_on_sigterm``'s handlers raised in this process, in
+# order: one raised inside the import machinery can be swallowed there ("Exception ignored
+# in ..."), and the work then fails some other way (its worker processes, stopped by the same
+# signal, break the pool): ``signalled`` lets the program say the signal, not that failure.
+_SIGNALLED: list[KeyboardInterrupt] = []
+
+
 def stop_on_sigterm() -> None:
     """In the program's main thread: SIGTERM raises ``Terminated`` there, as SIGINT raises
-    KeyboardInterrupt. Worker processes put it back to the default (``default_sigterm``): their
-    parent stops them and removes what they leave."""
+    KeyboardInterrupt (both noted for ``signalled``). Worker processes put SIGTERM back to the
+    default (``default_sigterm``): their parent stops them and removes what they leave."""
 
     def _raise(signum, frame):
-        raise Terminated()
+        exc = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+        _SIGNALLED.append(exc)
+        raise exc
 
     signal.signal(signal.SIGTERM, _raise)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # (not where Ctrl-C is ignored: nohup, &)
+        signal.signal(signal.SIGINT, _raise)
+    # Such an interrupt swallowed inside the import machinery is printed by the interpreter as
+    # a traceback ("Exception ignored in: <function _get_module_lock...>"): it is noted above
+    # and said as the program ends, so it is not printed.
+    printed = sys.unraisablehook
+
+    def _quiet_interrupts(unraisable) -> None:
+        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+            printed(unraisable)
+
+    sys.unraisablehook = _quiet_interrupts
+
+
+def signalled() -> KeyboardInterrupt | None:
+    """The interrupt the last signal taken by ``stop_on_sigterm``'s handlers raised, if any."""
+    return _SIGNALLED[-1] if _SIGNALLED else None
 
 
 def default_sigterm() -> None:

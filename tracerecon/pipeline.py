@@ -94,8 +94,8 @@ def _read_tables(f: Path, while_reading: Sequence[str] = ()) -> TraceTables:
 
         ahead = ImportAhead(while_reading) if while_reading else None
         tables = read_export(f)
-    except KeyboardInterrupt:
-        ahead = None  # (not waited for: see import_ahead._interrupted)
+    except BaseException:
+        ahead = None  # (not waited for where left by an exception: see import_ahead.once_reading)
         raise
     finally:
         if ahead is not None:

@@ -16,7 +16,7 @@ from tracerecon import __version__
 from tracerecon.cli import diff, export, plot, ranges, report, run, scrub, view
 from tracerecon.cli.common import inputs_of, one_line
 from tracerecon.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_TERMINATED, TraceReconError
-from tracerecon.interrupts import Terminated, WorkAbandoned, exit_now, stop_on_sigterm
+from tracerecon.interrupts import Terminated, WorkAbandoned, exit_now, signalled, stop_on_sigterm
 from tracerecon.own_process import prepare
 
 COMMANDS = (report, ranges, export, plot, diff, view, run, scrub)
@@ -169,7 +169,15 @@ def _run(args: argparse.Namespace, exit_when_interrupted: bool = False) -> int:
     for line in _settings_ignored(os.environ):
         print(f"tracerecon: warning: {line}", file=sys.stderr)
     try:
-        return int(args.func(args) or 0)
+        try:
+            return int(args.func(args) or 0)
+        except Exception as exc:
+            # A signal whose interrupt was swallowed where it landed (inside the import
+            # machinery) and the work then failed another way (its workers, stopped by the same
+            # signal, broke the pool): the signal is what is said.
+            if (interrupt := signalled()) is not None and not isinstance(exc, BrokenPipeError):
+                raise interrupt from None
+            raise
     except TraceReconError as exc:
         print(f"tracerecon: error: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code

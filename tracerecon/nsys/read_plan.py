@@ -293,7 +293,8 @@ def trace_under(folder: Path) -> str | None:
             seen += 1
             if seen > FOLDER_SEARCH_LIMIT:
                 return f"more than {FOLDER_SEARCH_LIMIT:,} files"
-            if is_trace_file(Path(root) / name):
-                return f"a trace, {Path(root) / name}"
+            path = Path(root) / name
+            if not path.is_symlink() and is_trace_file(path):  # (a link goes, what it points to stays)
+                return f"a trace, {path}"
         seen += len(dirs)
     return None

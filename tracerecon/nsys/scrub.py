@@ -348,8 +348,10 @@ def _scrub_export(real: Path, src_p: Path, dst_p: Path) -> ScrubSummary:
     except sqlite3.DatabaseError as exc:
         _remove(tmp)
         if _INTERRUPTED_IN_SQL or "interrupt" in str(exc).lower():  # Ctrl-C inside a statement or one of its functions
+            # Raised again as it came (SIGTERM's Terminated is said as such, not as Ctrl-C).
+            caught = _INTERRUPTED_IN_SQL[0] if _INTERRUPTED_IN_SQL else KeyboardInterrupt()
             _INTERRUPTED_IN_SQL.clear()
-            raise KeyboardInterrupt from None
+            raise caught from None
         if getattr(exc, "sqlite_errorname", "") in ("SQLITE_CORRUPT", "SQLITE_NOTADB"):  # the copy's pages: the input's
             raise BadTraceError(f"{src_p}: scrub failed, the export is damaged ({exc}); nothing written") from None
         raise TraceReconError(f"{dst_p}: scrub failed ({exc})") from None  # a full disk, an I/O error: the output's side
@@ -375,15 +377,15 @@ def _xz_compressed(src: Path, dst: Path) -> None:
 
 # Set when Ctrl-C lands inside one of scrub's SQL functions: SQLite reports it only as "user-defined
 # function raised exception", which must not read as a failed scrub.
-_INTERRUPTED_IN_SQL: list[bool] = []
+_INTERRUPTED_IN_SQL: list[KeyboardInterrupt] = []
 
 
 def _noting_interrupts(fn):
     def call(value):
         try:
             return fn(value)
-        except KeyboardInterrupt:
-            _INTERRUPTED_IN_SQL.append(True)
+        except KeyboardInterrupt as exc:
+            _INTERRUPTED_IN_SQL.append(exc)
             raise
 
     return call
