@@ -229,25 +229,29 @@ def test_stopped_while_workers_decompress_xz_exports_leaves_no_copy_and_no_worke
     assert not list(tmp.iterdir())
 
 
+def _program_patched(patch: str, argv: list[str]) -> subprocess.CompletedProcess:
+    """The ``tracerecon`` program (``console_main``) run with ``argv``, in a Python process that
+    first runs ``patch`` (with os, signal and sys imported): to send a signal from a given place."""
+    code = (f"import os, signal, sys\n{patch}from tracerecon.cli import console_main\n"
+            f"sys.argv = ['tracerecon', *{argv!r}]\nsys.exit(console_main())\n")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
 def test_sigterm_inside_scrubs_sql_is_said_as_terminated(tmp_path):
     # GIVEN scrub, with SIGTERM sent for real from inside its SQL text function, where most of a
     # scrub's time goes (SQLite reports the signal's exception as a failed function: it was
     # said as Ctrl-C, "interrupted", 130)
     out = tmp_path / "out.sqlite"
-    code = ("import os, signal, sys\n"
-            "import tracerecon.nsys.scrub as s\n"
-            "orig, sent = s.scrub_text, []\n"
-            "def scrub_text(v, hosts=()):\n"
-            "    if not sent:\n"
-            "        sent.append(1)\n"
-            "        os.kill(os.getpid(), signal.SIGTERM)\n"
-            "    return orig(v, hosts)\n"
-            "s.scrub_text = scrub_text\n"
-            "from tracerecon.cli import console_main\n"
-            f"sys.argv = ['tracerecon', 'scrub', {str(H200 / 'eagle_gpu_bound.sqlite')!r}, '-o', {str(out)!r}]\n"
-            "sys.exit(console_main())\n")
+    patch = ("import tracerecon.nsys.scrub as s\n"
+             "orig, sent = s.scrub_text, []\n"
+             "def scrub_text(v, hosts=()):\n"
+             "    if not sent:\n"
+             "        sent.append(1)\n"
+             "        os.kill(os.getpid(), signal.SIGTERM)\n"
+             "    return orig(v, hosts)\n"
+             "s.scrub_text = scrub_text\n")
     # WHEN run THEN "terminated", 143, and no output or half-scrubbed copy is left
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    res = _program_patched(patch, ["scrub", str(H200 / "eagle_gpu_bound.sqlite"), "-o", str(out)])
     assert (res.returncode, res.stderr) == (143, "tracerecon: terminated\n")
     assert not list(tmp_path.iterdir())
 
@@ -256,21 +260,17 @@ def test_a_signal_swallowed_where_it_landed_is_still_what_the_program_says(tmp_p
     # GIVEN a report during which SIGTERM lands where its exception is swallowed (as inside the
     # import machinery's callbacks: "Exception ignored in ..."), after which the work fails
     # another way (its workers, stopped by the same signal, broke the pool: an internal error)
-    code = ("import os, signal, sys\n"
-            "import tracerecon.cli.report as r\n"
-            "def fake(args):\n"
-            "    class Swallows:\n"
-            "        def __del__(self):\n"
-            "            os.kill(os.getpid(), signal.SIGTERM)\n"
-            "    Swallows()\n"
-            "    raise RuntimeError('A process in the process pool was terminated abruptly')\n"
-            "r.main = fake\n"
-            "from tracerecon.cli import console_main\n"
-            f"sys.argv = ['tracerecon', 'report', {str(H200 / 'eagle_gpu_bound.sqlite')!r}]\n"
-            "sys.exit(console_main())\n")
+    patch = ("import tracerecon.cli.report as r\n"
+             "def fake(args):\n"
+             "    class Swallows:\n"
+             "        def __del__(self):\n"
+             "            os.kill(os.getpid(), signal.SIGTERM)\n"
+             "    Swallows()\n"
+             "    raise RuntimeError('A process in the process pool was terminated abruptly')\n"
+             "r.main = fake\n")
     # WHEN run THEN one line says it was terminated, 143: no "Exception ignored" traceback and
     # no internal error
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    res = _program_patched(patch, ["report", str(H200 / "eagle_gpu_bound.sqlite")])
     assert (res.returncode, res.stderr) == (143, "tracerecon: terminated\n")
 
 

@@ -273,23 +273,41 @@ def test_a_cycles_last_range_still_open_when_the_next_cycle_begins_holds_no_boun
     assert got == {(0, "draft"): 212, (0, "verify"): 1000, (1, "draft"): 200, (1, "verify"): 800, (2, "draft"): 212, (2, "verify"): 100}
 
 
-@pytest.mark.parametrize("around", [False, True])
-def test_overlapping_cycle_ranges_keep_each_cycles_own_phases(tmp_path, around):
-    # GIVEN nvtxRangeStart/End cycle ranges that overlap, as an engine a cycle ahead marks them:
-    # cycle n [b, b+1400] (b = 1000n) holds forward n [b, b+100] (kernel launched at b+10, GPU
-    # b+12..b+62) and output n [b+1200, b+1300] (a D2H copy launched at b+1210, GPU
-    # b+1212..b+1232), which runs after forward n+1 began; the GPU idle at every boundary;
-    # (around) inside one more cycle range, 'cycles' [0, 4000], around them all
+def _cycle_ahead_trace(n_cycles: int, outputs: int = 1, prefill_in: int | None = None, open_from: int | None = None,
+                       outputs_in: int | None = None, output_us: int = 90, around: bool = False) -> FakeTrace:
+    """Start/end cycle ranges of an engine a cycle ahead (b = 1000n): cycle n [b, b+1400] (never
+    closed from cycle ``open_from`` on), forward n [b, b+100] (kernel b+12..b+62), ``outputs``
+    output ranges of cycle n [b+1200+100j, b+1200+100j+output_us] (a D2H copy each, GPU 20 us
+    from 12 us in) for the first ``outputs_in`` cycles (all by default), and, in cycle
+    ``prefill_in``, a prefill right after its forward [b+100, b+150] (a kernel b+112..b+140);
+    with ``around``, one more cycle range 'cycles' [0, 4000] around them all."""
     t = FakeTrace()
     if around:
         t.range("cycles", 0, 4000 * U, push_pop=False)
-    for n in range(3):
+    for n in range(n_cycles):
         b = 1000 * n
-        t.range(f"cycle {n}", b * U, (b + 1400) * U, push_pop=False)
+        t.range(f"cycle {n}", b * U, None if open_from is not None and n >= open_from else (b + 1400) * U, push_pop=False)
         t.range("forward", b * U, (b + 100) * U)
         kernel(t, b + 10, (b + 12, b + 62))
-        t.range("output", (b + 1200) * U, (b + 1300) * U)
-        t.copy(t.call("cudaMemcpyAsync", (b + 1210) * U, (b + 1212) * U), (b + 1212) * U, (b + 1232) * U, kind=2)
+        if n == prefill_in:
+            t.range("prefill", (b + 100) * U, (b + 150) * U)
+            kernel(t, b + 110, (b + 112, b + 140))
+        if outputs_in is None or n < outputs_in:
+            for j in range(outputs):
+                o = b + 1200 + 100 * j
+                t.range("output", o * U, (o + output_us) * U)
+                t.copy(t.call("cudaMemcpyAsync", (o + 10) * U, (o + 12) * U), (o + 12) * U, (o + 32) * U, kind=2)
+    return t
+
+
+@pytest.mark.parametrize("around", [False, True])
+def test_overlapping_cycle_ranges_keep_each_cycles_own_phases(tmp_path, around):
+    # GIVEN nvtxRangeStart/End cycle ranges that overlap, as an engine a cycle ahead marks them
+    # (_cycle_ahead_trace): cycle n [b, b+1400] (b = 1000n) holds forward n [b, b+100] (GPU
+    # b+12..b+62) and output n [b+1200, b+1300] (a D2H copy, GPU b+1212..b+1232), which runs
+    # after forward n+1 began; the GPU idle at every boundary; (around) inside one more cycle
+    # range, 'cycles' [0, 4000], around them all
+    t = _cycle_ahead_trace(3, output_us=100, around=around)
     # WHEN analysed
     rank = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("forward", "output"))).ranks[0]
     # THEN every cycle has its own forward and output, each 100 us (events at its CPU ends), and
@@ -321,30 +339,6 @@ def test_a_range_around_several_cycles_is_no_cycle_of_their_phases(tmp_path):
     got = sorted((name[p["cycle"]], p["phase"], p["cpu_start_ns"] // U) for p in rank.phases.to_pylist())
     assert got == [(f"cycle {n}", ph, 1000 * n + off) for n in range(3) for ph, off in (("a", 0), ("c", 150))]
     assert sorted(name.values()) == ["cycle 0", "cycle 1", "cycle 2"]
-
-
-def _cycle_ahead_trace(n_cycles: int, outputs: int = 1, prefill_in: int | None = None, open_from: int | None = None,
-                       outputs_in: int | None = None) -> FakeTrace:
-    """Start/end cycle ranges of an engine a cycle ahead (b = 1000n): cycle n [b, b+1400] (never
-    closed from cycle ``open_from`` on), forward n [b, b+100] (kernel b+12..b+62), ``outputs``
-    output ranges of cycle n [b+1200+100j, b+1290+100j] (a D2H copy each) for the first
-    ``outputs_in`` cycles (all by default), and, in cycle ``prefill_in``, a prefill right after
-    its forward [b+100, b+150] (a kernel b+112..b+140)."""
-    t = FakeTrace()
-    for n in range(n_cycles):
-        b = 1000 * n
-        t.range(f"cycle {n}", b * U, None if open_from is not None and n >= open_from else (b + 1400) * U, push_pop=False)
-        t.range("forward", b * U, (b + 100) * U)
-        kernel(t, b + 10, (b + 12, b + 62))
-        if n == prefill_in:
-            t.range("prefill", (b + 100) * U, (b + 150) * U)
-            kernel(t, b + 110, (b + 112, b + 140))
-        if outputs_in is None or n < outputs_in:
-            for j in range(outputs):
-                o = b + 1200 + 100 * j
-                t.range("output", o * U, (o + 90) * U)
-                t.copy(t.call("cudaMemcpyAsync", (o + 10) * U, (o + 12) * U), (o + 12) * U, (o + 32) * U, kind=2)
-    return t
 
 
 @pytest.mark.parametrize("case, trace, want", [
