@@ -27,7 +27,7 @@ import struct
 import tempfile
 import zlib
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from tracerecon import __version__
 
@@ -81,8 +81,9 @@ _CACHE_ON = ("", "0", "no", "false", "off")
 NO_CACHE_WORDS = _CACHE_ON + ("1", "yes", "true", "on")
 
 
-def enabled() -> bool:
-    return os.environ.get("TRACERECON_NO_CACHE", "").strip().lower() in _CACHE_ON
+def enabled(env: Mapping[str, str] = os.environ) -> bool:
+    """Whether the cache is on by ``env``'s TRACERECON_NO_CACHE (this process's environment)."""
+    return env.get("TRACERECON_NO_CACHE", "").strip().lower() in _CACHE_ON
 
 
 def unusable_dir(folder: Path) -> str | None:

@@ -16,9 +16,10 @@ reads, and the interpreter joined the readers' threads once more at its exit.
   still under way on another thread, worker processes stopped mid-file) is registered with
   ``undone_at_exit_now`` and undone by ``exit_now`` itself: worker processes stopped, the
   decompressed copies of ``.xz`` exports removed.
-- ``stop_on_sigterm``: SIGTERM (``kill``, a job scheduler's stop) ends the program as Ctrl-C
+- ``stop_on_signals``: SIGTERM (``kill``, a job scheduler's stop) ends the program as Ctrl-C
   does, said as "terminated" (``Terminated``), with the same clean-up, not with the work's
-  temporary files left behind.
+  temporary files left behind; each signal taken is noted (``signalled``), so that one whose
+  exception was swallowed where it landed is still what the program says.
 
 Standard library only.
 """
@@ -38,18 +39,18 @@ if TYPE_CHECKING:  # the CLI imports this module: the pools' modules load when f
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, taken where Ctrl-C is (``stop_on_sigterm``): every path that stops work on
+    """SIGTERM, taken where Ctrl-C is (``stop_on_signals``): every path that stops work on
     Ctrl-C stops it on this too."""
 
 
-# The interrupt each signal taken by ``stop_on_sigterm``'s handlers raised in this process, in
+# The interrupt each signal taken by ``stop_on_signals``'s handlers raised in this process, in
 # order: one raised inside the import machinery can be swallowed there ("Exception ignored
 # in ..."), and the work then fails some other way (its worker processes, stopped by the same
 # signal, break the pool): ``signalled`` lets the program say the signal, not that failure.
 _SIGNALLED: list[KeyboardInterrupt] = []
 
 
-def stop_on_sigterm() -> None:
+def stop_on_signals() -> None:
     """In the program's main thread: SIGTERM raises ``Terminated`` there, as SIGINT raises
     KeyboardInterrupt (both noted for ``signalled``). Worker processes put SIGTERM back to the
     default (``default_sigterm``): their parent stops them and removes what they leave."""
@@ -75,7 +76,7 @@ def stop_on_sigterm() -> None:
 
 
 def signalled() -> KeyboardInterrupt | None:
-    """The interrupt the last signal taken by ``stop_on_sigterm``'s handlers raised, if any."""
+    """The interrupt the last signal taken by ``stop_on_signals``'s handlers raised, if any."""
     return _SIGNALLED[-1] if _SIGNALLED else None
 
 

@@ -16,7 +16,7 @@ from tracerecon import __version__
 from tracerecon.cli import diff, export, plot, ranges, report, run, scrub, view
 from tracerecon.cli.common import inputs_of, one_line
 from tracerecon.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_TERMINATED, TraceReconError
-from tracerecon.interrupts import Terminated, WorkAbandoned, exit_now, signalled, stop_on_sigterm
+from tracerecon.interrupts import Terminated, WorkAbandoned, exit_now, signalled, stop_on_signals
 from tracerecon.own_process import prepare
 
 COMMANDS = (report, ranges, export, plot, diff, view, run, scrub)
@@ -69,7 +69,7 @@ def console_main() -> int:
     args = build_parser().parse_args()
     prepare(args.subcommand)
     if args.subcommand not in _OWN_SIGTERM:
-        stop_on_sigterm()
+        stop_on_signals()
     try:
         return _run(args, exit_when_interrupted=True)
     finally:
@@ -146,7 +146,7 @@ def _settings_ignored(env) -> list[str]:
         if no_cache.strip().lower() not in NO_CACHE_WORDS:
             out.append(f"TRACERECON_NO_CACHE={no_cache!r} not understood (1 or 0, yes or no, true or false, on or off): the cache is off")
         folder = env.get("TRACERECON_CACHE_DIR")
-        if folder and enabled() and (why := unusable_dir(Path(folder))):
+        if folder and enabled(env) and (why := unusable_dir(Path(folder))):
             out.append(f"TRACERECON_CACHE_DIR={folder!r} {why}: nothing is cached")
     if (cap := env.get("TRACERECON_CACHE_MB", "")):
         from tracerecon.cache import cap_setting
