@@ -81,8 +81,11 @@ def signalled() -> KeyboardInterrupt | None:
 
 
 def default_sigterm() -> None:
-    """In a worker process: SIGTERM ends it at once (its parent's handler is inherited by a fork)."""
+    """In a worker process: SIGTERM ends it at once (its parent's handler is inherited by a fork);
+    one held since the worker was started (``ctrl_c_held``) ends it now."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
 
 
 _UNDO: dict[int, Callable[[], None]] = {}
@@ -128,14 +131,14 @@ def thread_pool(workers: int, name: str = "") -> Iterator[ThreadPoolExecutor]:
 
 @contextmanager
 def ctrl_c_held() -> Iterator[None]:
-    """Hold off Ctrl-C (SIGINT) in this thread while the block runs, as around starting worker
-    processes: a worker inherits the held signal, and one that arrived in between is taken
-    here when the block ends. A worker started while SIGINT could reach it would be
+    """Hold off Ctrl-C (SIGINT) and SIGTERM in this thread while the block runs, as around
+    starting worker processes: a worker inherits the held signals, and one that arrived in
+    between is taken here when the block ends. A worker started while SIGINT could reach it would be
     interrupted before it could ignore the signal (``ignore_ctrl_c``): a traceback from the
     pool's start-up code, and a broken pool in this process instead of "interrupted"."""
     held = hasattr(signal, "pthread_sigmask")
-    if held:
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    if held:  # (SIGTERM too: a worker's inherited handler would raise in its start-up code)
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     try:
         yield
     finally:

@@ -513,7 +513,7 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
 
     from tracerecon import handoff
     from tracerecon.cores import usable_cores
-    from tracerecon.interrupts import ctrl_c_held, stop_worker_processes, undone_at_exit_now
+    from tracerecon.interrupts import ctrl_c_held, signalled, stop_worker_processes, undone_at_exit_now
     from tracerecon.nsys import scratch
 
     workers = min(jobs, len(args))
@@ -550,6 +550,8 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
             _import_analysis()  # while the workers work (forked ones all start at the first submit)
             pending, shown = set(futures), None
             while pending:
+                if (interrupt := signalled()) is not None:  # one swallowed where it landed (an import's callback)
+                    raise interrupt
                 done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
                 for fut in done:
                     # Taken as each arrives: the first failure stops the load.

@@ -170,7 +170,10 @@ def _run(args: argparse.Namespace, exit_when_interrupted: bool = False) -> int:
         print(f"tracerecon: warning: {line}", file=sys.stderr)
     try:
         try:
-            return int(args.func(args) or 0)
+            code = int(args.func(args) or 0)
+            if (interrupt := signalled()) is not None:  # taken, but swallowed where it landed: said all the same
+                raise interrupt
+            return code
         except Exception as exc:
             # A signal whose interrupt was swallowed where it landed (inside the import
             # machinery) and the work then failed another way (its workers, stopped by the same
