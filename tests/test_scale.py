@@ -200,7 +200,12 @@ def test_dask_errors_are_one_line(dask_cluster, tmp_path):
     assert res.stderr.strip().count("\n") == 0 and "rank1.sqlite" in res.stderr and "Traceback" not in res.stderr
     res = run_cli("report", str(H200 / "eagle_gpu_bound.sqlite"), "--dask", "tcp://127.0.0.1:9", "--no-cache")
     assert res.returncode == 2
-    assert res.stderr.startswith("tracerecon: ") and res.stderr.strip().count("\n") == 0 and "Traceback" not in res.stderr
+    assert res.stderr == "tracerecon: error: --dask tcp://127.0.0.1:9: cannot reach the scheduler (connection refused: nothing listens there)\n"
+    # and a scheduler file naming such an address (both said at once: distributed retried for 20 s)
+    refused = tmp_path / "refused.json"
+    refused.write_text(json.dumps({"type": "Scheduler", "address": "tcp://127.0.0.1:9"}))
+    res = run_cli("report", str(H200 / "eagle_gpu_bound.sqlite"), "--dask", str(refused), "--no-cache")
+    assert res.returncode == 2 and "the scheduler file names no scheduler that answers (connection refused" in res.stderr, res.stderr
     # a scheduler file that is not there, or holds nothing: said so, in one line
     empty, other = tmp_path / "empty.json", tmp_path / "other.json"
     empty.write_text("")

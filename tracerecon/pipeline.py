@@ -661,6 +661,10 @@ def _file_work_on_dask(scheduler: str, args: list[tuple], say: Progress) -> list
             doc = None
         if not (isinstance(doc, dict) and isinstance(doc.get("address"), str)):
             raise UsageError(f"--dask {scheduler}: not a Dask scheduler file (a JSON object with the scheduler's 'address', as `dask scheduler --scheduler-file` writes)")
+    address = doc["address"] if as_file else scheduler
+    if _refused(address):  # said at once: distributed retried a refused address for its whole 20 s
+        what = "the scheduler file names no scheduler that answers" if as_file else "cannot reach the scheduler"
+        raise TraceReconError(f"--dask {scheduler}: {what} (connection refused: nothing listens there)")
     try:
         client = Client(scheduler_file=scheduler, timeout="20s") if as_file else Client(scheduler, timeout="20s")
     except Exception as exc:  # unreachable, refused, a scheduler file without an address, ...
@@ -679,6 +683,24 @@ def _file_work_on_dask(scheduler: str, args: list[tuple], say: Progress) -> list
         return [fut.result() for fut in futures]
     finally:
         client.close()
+
+
+def _refused(address: str) -> bool:
+    """Whether a TCP scheduler address (``tcp://HOST:PORT`` or ``HOST:PORT``) refuses a
+    connection outright; anything else (another protocol, no answer in 2 s, a name that does
+    not resolve) is left to distributed, which says it in its own time."""
+    import socket
+
+    m = re.fullmatch(r"(?:tcp://)?\[?([^\[\]/]+?)\]?:(\d+)/?", address)
+    if m is None:
+        return False
+    try:
+        socket.create_connection((m.group(1), int(m.group(2))), timeout=2).close()
+    except ConnectionRefusedError:
+        return True
+    except (OSError, ValueError, OverflowError):
+        return False
+    return False
 
 
 def _why_no_scheduler(exc: BaseException) -> str:
