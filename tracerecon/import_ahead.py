@@ -127,17 +127,17 @@ def once_reading(modules: Sequence[str]) -> Iterator[None]:
     entry = _Waiting(tuple(modules))
     with _WAITING_LOCK:
         _WAITING.append(entry)
-    left_by = None
+    failed = False
     try:
         yield
-    except BaseException as exc:
-        left_by = type(exc)
+    except BaseException:
+        failed = True
         raise
     finally:
         with _WAITING_LOCK:
             if any(e is entry for e in _WAITING):  # (gone in a child forked inside the block)
                 _WAITING[:] = [e for e in _WAITING if e is not entry]
-        if entry.started is not None and left_by is None:
+        if entry.started is not None and not failed:
             entry.started.join()
 
 

@@ -26,6 +26,7 @@ Standard library only.
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import sys
@@ -90,7 +91,7 @@ def default_sigterm() -> None:
 
 _UNDO: dict[int, Callable[[], None]] = {}
 _UNDO_LOCK = threading.Lock()
-_UNDO_NEXT = iter(range(1 << 62))
+_UNDO_NEXT = itertools.count()
 
 
 @contextmanager

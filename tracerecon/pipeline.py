@@ -606,10 +606,17 @@ def _quiet_before_fork() -> None:
     """Wait for what may still run on another thread of this process before workers fork: an
     import (``import_ahead``), a read (``native_read``; a dropped read runs to its end), the
     freeing of an earlier analysis (``memory.free_in_background``) and the exits of an earlier
-    load's workers. A forked child gets none of those threads, but whatever lock one held."""
+    load's workers. A forked child gets none of those threads, but whatever lock one held; it
+    gets this process's temporary directory, settled first."""
+    import tempfile
+
     from tracerecon.memory import wait_freed
     from tracerecon.nsys import native_read
 
+    # The temporary directory, settled here: Python finds it by writing and removing a probe
+    # file (an 8-letter name), which a worker stopped at that moment left behind; forked
+    # workers inherit the answer and write no probe.
+    tempfile.gettempdir()
     join_all()
     native_read.wait_idle()
     wait_freed()

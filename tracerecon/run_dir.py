@@ -23,7 +23,7 @@ import stat
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import BinaryIO, Callable, Sequence
 
 from tracerecon.errors import BadTraceError, UsageError
 
@@ -100,14 +100,22 @@ def holds_manifest(path: str | Path) -> bool:
     return _holds_file(Path(path), MANIFEST_JSON)
 
 
-def read_regular_text(path: str | Path, errors: str = "strict") -> str:
-    """The UTF-8 text of the regular file ``path``. Anything else (a FIFO, a device) raises
-    OSError unread: opening a FIFO to read waits for a writer, so a ``run.json`` or
-    ``manifest.json`` made a FIFO hung the command (opened without waiting, then looked at)."""
+def open_regular(path: str | Path) -> BinaryIO:
+    """``path`` opened to read in binary, where it is a regular file. Anything else (a FIFO, a
+    device, a folder) raises OSError unread: opening a FIFO to read waits for a writer, so a
+    ``run.json`` or ``manifest.json`` made a FIFO hung the command (opened without waiting,
+    then looked at)."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    with open(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
+    fh = open(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        fh.close()
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return fh
+
+
+def read_regular_text(path: str | Path, errors: str = "strict") -> str:
+    """The UTF-8 text of the regular file ``path`` (``open_regular``)."""
+    with open_regular(path) as fh:
         return fh.read().decode("utf-8", errors)
 
 

@@ -84,7 +84,6 @@ def cycles_by_time(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarra
     cycle_of = cycle_of.copy()
     cycle_rows = np.asarray(cycle_rows)
     start, end = int64s(ranges["start_ns"]), int64s(ranges["end_ns"], I64_MIN)
-    closed = ranges["closed"].fill_null(True).to_numpy(zero_copy_only=False) if "closed" in ranges.column_names else np.ones(len(ranges), bool)
     p_rows = np.asarray(phase_rows)[loose]
     position = np.full(len(ranges), -1, dtype=np.int64)  # range row -> position in cycle_rows
     position[cycle_rows] = np.arange(len(cycle_rows))
@@ -95,7 +94,8 @@ def cycles_by_time(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarra
         hit = last_reaching(end[cyc], pos, reach)
         ok = (hit >= 0) & (p_end != I64_MIN)
         if labels is not None and ok.sum() > 1 and len(cyc) > 1 and (start[cyc][1:] < np.maximum.accumulate(end[cyc])[:-1]).any():
-            hit = _first_cycle_short_of_the_phase(end[cyc], closed[cyc], hit, reach, ok, p_start, [labels[i] for i in loose[mine].tolist()])
+            closed = ranges["closed"].take(pa.array(cyc)).fill_null(True).to_numpy(zero_copy_only=False) if "closed" in ranges.column_names else np.ones(len(cyc), bool)
+            hit = _first_cycle_short_of_the_phase(end[cyc], closed, hit, reach, ok, p_start, [labels[i] for i in loose[mine].tolist()])
         cycle_of[loose[mine[ok]]] = position[cyc[hit[ok]]]
     return cycle_of
 

@@ -10,11 +10,11 @@ import errno
 import os
 import re
 import sqlite3
-import stat
 from pathlib import Path
 from urllib.parse import quote
 
 from tracerecon.errors import BadTraceError, UsageError
+from tracerecon.run_dir import open_regular
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 XZ_MAGIC = b"\xfd7zXZ\x00"  # the first bytes of an .xz file (a compressed export)
@@ -265,11 +265,10 @@ def is_trace_file(path: Path) -> bool:
     if path.name.endswith(NSYS_REPORT_SUFFIXES) and path.is_file():
         return True
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # (a FIFO is not waited on)
+        with open_regular(path) as fh:  # (a FIFO is not waited on)
+            return fh.read(len(SQLITE_MAGIC)).startswith((SQLITE_MAGIC, XZ_MAGIC))
     except OSError:
         return False
-    with open(fd, "rb") as fh:
-        return stat.S_ISREG(os.fstat(fd).st_mode) and fh.read(len(SQLITE_MAGIC)).startswith((SQLITE_MAGIC, XZ_MAGIC))
 
 
 def refuse_timeline_over_a_trace(out: Path) -> None:

@@ -20,11 +20,7 @@ def prefix() -> str:
 
 
 def load_prefix(owner: str) -> str:
-    """The prefix of one multi-process load's copies (``owner``: ``handoff.new_owner``'s name).
-    Called before the workers fork, it also settles the temporary directory here: Python finds
-    it by writing and removing a probe file (an 8-letter name), which a worker stopped at that
-    moment left behind; forked workers inherit the answer and write no probe."""
-    tempfile.gettempdir()
+    """The prefix of one multi-process load's copies (``owner``: ``handoff.new_owner``'s name)."""
     return f"tracerecon-{owner}-"
 
 
