@@ -68,6 +68,21 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
                 starts.append(new)
         else:
             starts = [labels[r] == start and (k == 0 or labels[phase_rows[k - 1]] != start) for k, r in enumerate(phase_rows)]
+            # (2026-12-04) A run of consecutive first-phase ranges a whole number of times as long
+            # as the most common run (shortest of ties) is that many steps, each starting a cycle.
+            runs: list = []
+            for k, r in enumerate(phase_rows):
+                if labels[r] == start:
+                    if starts[k]:
+                        runs.append([k])
+                    else:
+                        runs[-1].append(k)
+            run_lengths = [len(run) for run in runs]
+            usual_run = max(set(run_lengths), key=lambda n: (run_lengths.count(n), -n)) if runs else 0
+            for run in runs:
+                if len(run) > usual_run and len(run) % usual_run == 0:
+                    for k in run[::usual_run]:
+                        starts[k] = True
             # (later the same day) A cycle holding more phase ranges than the most common length is
             # cut where a phase comes again after another one: a step without the first phase.
             cycles: list = []

@@ -274,19 +274,21 @@ def test_a_cycles_last_range_still_open_when_the_next_cycle_begins_holds_no_boun
 
 
 def _cycle_ahead_trace(n_cycles: int, outputs: int = 1, prefill_in: int | None = None, open_from: int | None = None,
-                       outputs_in: int | None = None, output_us: int = 90, around: bool = False) -> FakeTrace:
+                       outputs_in: int | None = None, output_us: int = 90, around: bool = False, cycle_ranges: bool = True) -> FakeTrace:
     """Start/end cycle ranges of an engine a cycle ahead (b = 1000n): cycle n [b, b+1400] (never
     closed from cycle ``open_from`` on), forward n [b, b+100] (kernel b+12..b+62), ``outputs``
     output ranges of cycle n [b+1200+100j, b+1200+100j+output_us] (a D2H copy each, GPU 20 us
     from 12 us in) for the first ``outputs_in`` cycles (all by default), and, in cycle
     ``prefill_in``, a prefill right after its forward [b+100, b+150] (a kernel b+112..b+140);
-    with ``around``, one more cycle range 'cycles' [0, 4000] around them all."""
+    with ``around``, one more cycle range 'cycles' [0, 4000] around them all; without
+    ``cycle_ranges``, the phases alone."""
     t = FakeTrace()
     if around:
         t.range("cycles", 0, 4000 * U, push_pop=False)
     for n in range(n_cycles):
         b = 1000 * n
-        t.range(f"cycle {n}", b * U, None if open_from is not None and n >= open_from else (b + 1400) * U, push_pop=False)
+        if cycle_ranges:
+            t.range(f"cycle {n}", b * U, None if open_from is not None and n >= open_from else (b + 1400) * U, push_pop=False)
         t.range("forward", b * U, (b + 100) * U)
         kernel(t, b + 10, (b + 12, b + 62))
         if n == prefill_in:
@@ -317,6 +319,48 @@ def test_overlapping_cycle_ranges_keep_each_cycles_own_phases(tmp_path, around):
     got = sorted((name[p["cycle"]], p["phase"], p["gpu_ns"] // U, p["cpu_start_ns"] // U) for p in rank.phases.to_pylist())
     assert got == [(f"cycle {n}", ph, 100, 1000 * n + off) for n in range(3) for ph, off in (("forward", 0), ("output", 1200))]
     assert sorted((c["name"], c["gpu_ns"] // U) for c in rank.cycles.to_pylist()) == [("cycle 0", 1300), ("cycle 1", 1300), ("cycle 2", 1300)]
+
+
+def test_overlapping_cycle_ranges_are_said_with_the_time_from_start_to_start(tmp_path):
+    # GIVEN the overlapping cycle ranges of _cycle_ahead_trace (cycle n [b, b+1400], b = 1000n),
+    # and the same engine's cycles closed before the next began ([b, b+900], outputs ending by
+    # b+890)
+    ahead = _cycle_ahead_trace(3).write(tmp_path / "ahead.sqlite")
+    t = FakeTrace()
+    for n in range(3):
+        b = 1000 * n
+        t.range(f"cycle {n}", b * U, (b + 900) * U, push_pop=False)
+        t.range("forward", b * U, (b + 100) * U)
+        kernel(t, b + 10, (b + 12, b + 62))
+        t.range("output", (b + 800) * U, (b + 890) * U)
+    apart = t.write(tmp_path / "apart.sqlite")
+    # WHEN analysed
+    said = [w for w in load([ahead], PhaseConfig(phases=("forward", "output"))).warnings if "cycle ranges overlap" in w]
+    not_said = [w for w in load([apart], PhaseConfig(phases=("forward", "output"))).warnings if "cycle ranges overlap" in w]
+    # THEN one line says cycles 0 and 1 each ran past the next one's start, and that one cycle's
+    # start to the next's is 1.000 ms, where a cycle's own CPU time is 1.4 ms; none for the other
+    assert len(said) == 1 and "overlap in 2 of 3 cycles" in said[0] and "from one cycle's start to the next: 1.000 ms" in said[0]
+    assert not_said == []
+
+
+def test_without_cycle_ranges_a_cycle_aheads_output_step_is_in_the_cycle_it_ran_in(tmp_path):
+    # GIVEN the engine a cycle ahead of _cycle_ahead_trace without its cycle ranges: forward n
+    # [b, b+100] (GPU b+12..b+62, b = 1000n), output n [b+1200, b+1300] (a D2H copy, GPU
+    # b+1212..b+1232) after forward n+1 began
+    t = _cycle_ahead_trace(3, output_us=100, cycle_ranges=False)
+    # WHEN analysed
+    rank = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("forward", "output"))).ranks[0]
+    # THEN cycles follow one another from each forward (the README's rule), forwards 0 and 1
+    # back to back two cycles (each step runs one forward): output n is in cycle n+1, the one
+    # it ran in, the last two in the last cycle. Each phase reads events at its start and at
+    # the next phase's start in its cycle (the GPU idle at each: the CPU instants): forward 0
+    # alone 0 -> 100 (its own end), forward 1 1000 -> 1200, output 0 1200 -> 1300, forward 2
+    # 2000 -> 2200, output 1 2200 -> 3200, output 2 3200 -> 3300. Before, the two forwards
+    # back to back were one step: two cycles, forward 0 1000 us
+    got = [(p["cycle"], p["phase"], p["gpu_ns"] // U) for p in sorted(rank.phases.to_pylist(), key=lambda p: p["cpu_start_ns"])]
+    assert got == [(0, "forward", 100), (1, "forward", 200), (1, "output", 100), (2, "forward", 200), (2, "output", 1000), (2, "output", 100)]
+    # and each cycle's CPU time runs from its first phase's start to its last's end
+    assert [(c["cycle"], c["cpu_start_ns"] // U, c["cpu_end_ns"] // U) for c in rank.cycles.to_pylist()] == [(0, 0, 100), (1, 1000, 1300), (2, 2000, 3300)]
 
 
 def test_a_range_around_several_cycles_is_no_cycle_of_their_phases(tmp_path):

@@ -47,6 +47,33 @@ def test_two_threads_each_driving_its_own_gpu_are_two_timelines(tmp_path):
     assert sorted((c["gpu_ns"] // U, c["adds_up"]) for c in rank.cycles.to_pylist()) == [(300, True)] * 3 + [(900, True)] * 3
 
 
+def test_one_thread_driving_two_gpus_tiles_its_phases_and_says_what_each_gpu_alone_reads(tmp_path):
+    # GIVEN one thread launching on two GPUs that never wait for each other, 3 cycles (b =
+    # 1000c): forward [b, b+200] runs b+15..b+150 on GPU 0 and b+15..b+260 on GPU 1 (most
+    # there); sample [b+200, b+300] b+215..b+240 on GPU 0 (most there) and b+260..b+280 on GPU 1
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 200) * U, (b + 300) * U, names=("forward", "sample"))
+        launch(t, b + 10, (b + 15, b + 150), device=0)
+        launch(t, b + 12, (b + 15, b + 260), device=1)
+        launch(t, b + 210, (b + 215, b + 240), device=0)
+        launch(t, b + 212, (b + 260, b + 280), device=1)
+    # WHEN analysed
+    run = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("forward", "sample")))
+    # THEN the phases tile the cycle, their shared boundary read on both phases' streams (the
+    # README's rule, as for two streams of one GPU): forward on GPU 1 b..b+260, sample on GPU 0
+    # b+260..b+300
+    got = [(p["cycle"], p["phase"], p["device_id"], p["gpu_boundary_start_ns"] // U, p["gpu_boundary_end_ns"] // U) for p in run.ranks[0].phases.to_pylist()]
+    assert sorted(got) == sorted(x for c in range(3) for x in ((c, "forward", 1, 1000 * c, 1000 * c + 260), (c, "sample", 0, 1000 * c + 260, 1000 * c + 300)))
+    # and a warning gives what events on GPU 0 alone read for sample (b+200..b+300: 0.100 ms),
+    # while the several-GPU note no longer says sample is read as events there alone read it
+    tiled = [w for w in run.warnings if "'sample'" in w and "never waits for" in w]
+    assert len(tiled) == 1 and "reads 0.040 ms (median) where events on its own stream would read 0.100 ms" in tiled[0]
+    several = [w for w in run.warnings if "launched GPU work on GPUs 0, 1" in w]
+    assert len(several) == 2 and not any("alone" in w for w in several)
+
+
 def test_threads_are_timelines_of_their_own_only_when_each_holds_its_own_cycles():
     # GIVEN phase instances of one process on threads 1 and 2, in time order
     pid, tid = np.full(4, 10), np.array([1, 2, 1, 2])
@@ -159,6 +186,11 @@ def test_phases_left_out_beside_a_worker_that_marks_its_own_are_warned_of(tmp_pa
     (rank,) = analysis.ranks
     assert set(rank.phases["pid"].to_pylist()) == {11}
     assert any("launched no GPU work (pid 10)" in w for w in analysis.warnings)
+    # and, asked for draft and verify (verify marked only by the scheduler), the line for verify
+    # says no rank's range matched it, pointing at the process left out, not that none did
+    asked = analyze([path], PhaseConfig(phases=("draft", "verify")))
+    (line,) = [w for w in asked.warnings if "--phase verify" in w]
+    assert line.startswith("no range of any rank matched --phase verify") and "process that launched no GPU work are left out" in line
 
 
 def test_an_unrelated_threads_long_copy_does_not_choose_a_cross_thread_phases_stream(tmp_path):

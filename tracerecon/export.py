@@ -225,7 +225,7 @@ def _arrow_path(path: str | os.PathLike) -> str | None:
 
 # Columns a table gained after its first release, where null says what an export written before
 # them meant: no accepted tokens said; a kernel known by its short name alone.
-LATER_COLUMNS = {"cycles": ("accepted_tokens",), "gpu_ops": ("demangled_name",)}
+LATER_COLUMNS = {"cycles": ("accepted_tokens", "cut"), "gpu_ops": ("demangled_name",)}
 
 
 def _read_dataset_part(f: Path, name: str, sch: pa.Schema, rank: int | None = None) -> pa.Table:

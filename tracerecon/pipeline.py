@@ -839,7 +839,11 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
                                 "(one cycle's phases: `tracerecon view`, or the phases table of `tracerecon export` by cycle)")
             inside = [m for m in missing if parse_phase_spec(m)[0] in labels_seen]
             if absent := [m for m in missing if m not in inside]:
-                warnings.append(f"no range matched --phase {', '.join(shlex.quote(m) for m in absent)} (the other phases did); "
+                # (Ranges of a process that launched no GPU work are no rank's: said above, where
+                # there are some, so that this does not read as if the name matched nothing.)
+                left_out = any(w.startswith(PHASES_WITHOUT_GPU) for w in warnings)
+                warnings.append(f"no range {'of any rank ' if left_out else ''}matched --phase {', '.join(shlex.quote(m) for m in absent)} (the other phases did"
+                                f"{'; those of a process that launched no GPU work are left out, above' if left_out else ''}); "
                                 "`tracerecon ranges` lists every range name")
             if inside:
                 warnings.append(f"--phase {', '.join(shlex.quote(m) for m in inside)} matched only ranges inside another phase's range: "

@@ -82,10 +82,13 @@ def build_report(analysis: Analysis) -> Report:
             cycles=summarize_cycles(r.cycles, r.phases),
         ))
     # Warm-up cycles are left out of the stragglers' counts, as out of every median; the critical
-    # path counts cycles as the first rank does, so its warm-up cycles are the ones.
+    # path counts cycles as the first rank does, so its warm-up cycles are the ones. So are the
+    # cycles any rank's capture ended inside: a rank whose capture went on is no straggler there.
     first = analysis.ranks[0] if analysis.ranks else None
     warm = frozenset(c for c, w in zip(first.cycles["cycle"].to_pylist(), first.cycles["warmup"].to_pylist()) if w) \
         if first is not None and first.cycles.num_rows and "warmup" in first.cycles.column_names else frozenset()
+    warm |= frozenset(c for r in analysis.ranks if "cut" in r.cycles.column_names
+                      for c, k in zip(r.cycles["cycle"].to_pylist(), r.cycles["cut"].to_pylist()) if k)
     critical = cross.critical_path_json(warm) if cross else {"rank_counts": {}, "waited_for_counts": {}, "phase_counts": {}, "by_rank": {}}
     return Report(ranks=tuple(ranks), critical_path=critical, straggler_lines=tuple(straggler_lines(analysis, critical, warm)),
                   warnings=tuple(analysis.warnings), engine_timers=dict(analysis.engine_timers), cross_rank=cross is not None,
@@ -128,6 +131,7 @@ def left_out_note(cycles: CycleSummary, hint: bool = False, skip_cycles: int | N
         leading = f"; {cycles.n_warmup} warm-up cycle(s) left out" + (" (--skip-cycles 0 keeps them)" if hint else "") if cycles.n_warmup else ""
     return "".join([
         leading,
+        f"; {cycles.n_cut} cycle(s) cut by the capture's end left out" if cycles.n_cut else "",
         f"; {cycles.n_outside_cycles} phase range(s) in no cycle left out" if cycles.n_outside_cycles else "",
     ])
 

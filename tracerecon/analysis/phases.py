@@ -330,13 +330,35 @@ def cycle_starts(name_id: np.ndarray, label_id: np.ndarray, start_label: int | N
     start = label_id[0] if start_label is None or not (label_id == start_label).any() else start_label
     mine = label_id == start
     if not mine.all():
-        return _steps_without_their_first_phase(label_id, mine & np.r_[True, label_id[:-1] != start])
+        return _steps_without_their_first_phase(label_id, _steps_of_their_usual_length(mine))
     seen: set = set()
     for i, name in enumerate(name_id.tolist()):
         if i == 0 or name in seen:
             out[i] = True
             seen = set()
         seen.add(name)
+    return out
+
+
+def _steps_of_their_usual_length(mine: np.ndarray) -> np.ndarray:
+    """Which instances of the phase that starts cycles (``mine``, per instance in time order)
+    start one: the first of each run of consecutive ones, and where a run is a whole number of
+    the most common run's length (one step's), the first of each such share. A run as long as
+    most is one step (draft_0..draft_2 every cycle); one twice as long is two steps without the
+    other phases between them: the first two forwards of an engine a cycle ahead (forward 0,
+    forward 1, output 0, forward 2, output 1, ...) where each step runs one."""
+    first = mine & np.r_[True, ~mine[:-1]]
+    begins = np.flatnonzero(first)
+    if len(begins) == 0:
+        return first
+    # The length of each run: from its first instance to the next instance not of it.
+    not_mine = np.r_[np.flatnonzero(~mine), len(mine)]
+    length = not_mine[np.searchsorted(not_mine, begins)] - begins
+    usual = int(np.argmax(np.bincount(length)))  # the most common run length (the shortest of ties)
+    out = first.copy()
+    for b, n in zip(begins.tolist(), length.tolist()):
+        if n > usual and n % usual == 0:
+            out[b:b + n:usual] = True
     return out
 
 
@@ -758,6 +780,27 @@ def accepted_per_cycle(cycle_payload: list, cycle_cpu: list[tuple[int, int]], ma
     return out
 
 
+def cycles_cut_by_the_capture(ranges: pa.Table, phases: pa.Table, cycle_of_phase: np.ndarray, ids: np.ndarray, cycle_range_rows: np.ndarray | None) -> np.ndarray:
+    """Per cycle ``ids`` (sorted): whether the capture ended inside it, told by a range of it
+    never closed (nsys writes those open at the capture's end with no end: they run to the
+    trace's end): its cycle range (rows ``cycle_range_rows``, None without cycle ranges) or one
+    of its phases' (``phases.range_id``, rows of ``ranges``; ``cycle_of_phase`` per phase).
+    Its last phases then read short or long, and the cycle is no whole one."""
+    out = np.zeros(len(ids), dtype=bool)
+    if "closed" not in ranges.column_names or ranges.num_rows == 0:
+        return out
+    open_ = ~ranges["closed"].fill_null(True).to_numpy(zero_copy_only=False).astype(bool)
+    if not open_.any():
+        return out
+    if cycle_range_rows is not None:
+        out |= open_[cycle_range_rows]
+    rid = int64s(phases["range_id"], -1)
+    mine = (rid >= 0) & (cycle_of_phase >= 0)
+    hit = mine & open_[np.maximum(rid, 0)]
+    out[np.searchsorted(ids, cycle_of_phase[hit])] = True
+    return out
+
+
 def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, rank: int, skip_cycles: int | None = None,
                  accepted_marks: list | None = None) -> pa.Table:
     """The ``schema.CYCLES`` table: per cycle CPU total, GPU time between the cycle's first and
@@ -808,6 +851,7 @@ def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, ran
     else:  # (no engine said what it accepted)
         accepted = [None] * len(ids)
     gpu_ns = np.where(has_gpu, b_end - b_start, 0)
+    cut = cycles_cut_by_the_capture(ranges, phases, cyc, ids, rr)
     tol = adds_up_tolerance(gpu_ns)
     adds = has_gpu & (np.abs(gpu_sum - gpu_ns) <= tol)
     n = len(ids)
@@ -829,6 +873,7 @@ def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, ran
             "n_phases": pa.array(n_ph.astype(np.int64)),
             "adds_up": pa.array(adds),
             "warmup": pa.array(warmup_cycles(np.maximum(ce - cs, gpu_ns), skip_cycles)),
+            "cut": pa.array(cut),
             "accepted_tokens": pa.array(accepted, pa.int64()),
         },
         schema=schema.CYCLES,

@@ -231,6 +231,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     + _between_notes(ph_pid, ph_tid, cycle_of, b_start, b_end, labels, ph_s, ph_e, unphased)
                     + _phase_thread_notes(config.phase_thread, ph_tid)
                     + _out_of_step_notes(cycle_of, cycle_rows, labels, ph_tid, int64s(nested["tid"])[cycle_rows] if len(cycle_rows) else np.zeros(0, np.int64))
+                    + _overlapping_cycle_notes(nested, cycle_rows)
                     + _before_capture_notes(clock)
                     + _host_side_wait_notes(tables.api_calls)
                     + _unrecorded_stream_notes(tables.stream_marks, clock)
@@ -417,9 +418,32 @@ def _phases_on_several_gpus_notes(ops: pa.Table, op_phase: np.ndarray, device: n
         out.append(f"{name!r}: in {len(mine)} of {labels.count(name)} instances it launched GPU work on GPUs {', '.join(map(str, gpus.tolist()))}; "
                    "its GPU time is read on one stream of one GPU ("
                    + (", ".join(f"GPU {d} in {n}" for d, n in sorted(read_on.items())) or "none")
-                   + "; the phases table's device_id and stream_id), as events there alone would read it, not across its GPUs: "
+                   + "; the phases table's device_id and stream_id), not across its GPUs: "
                    "give each GPU's work a phase range of its own to time each")
     return tuple(out)
+
+
+def _overlapping_cycle_notes(nested: pa.Table, cycle_rows: np.ndarray) -> tuple[str, ...]:
+    """A line where a thread's cycle ranges overlap, each one's still open when the next began
+    (``nvtxRangeStart/End`` cycles of an engine a cycle ahead, closed after their output step):
+    a cycle's CPU and GPU times then hold part of the next one's and its phases add up to less,
+    so its time is no time per cycle; the line gives that from start to start (median CPU).
+    Cycles of two threads (a GPU per thread) overlap by design and are not compared."""
+    if len(cycle_rows) < 2:
+        return ()
+    start, end = int64s(nested["start_ns"])[cycle_rows], int64s(nested["end_ns"])[cycle_rows]
+    thread = thread_keys(int64s(nested["pid"])[cycle_rows], int64s(nested["tid"])[cycle_rows])
+    order = np.lexsort((start, thread))
+    start, end, thread = start[order], end[order], thread[order]
+    # The next one on the thread began before this one ended and ends after it (one inside
+    # another, a range around several cycles, is nesting: said elsewhere).
+    overlapping = (thread[1:] == thread[:-1]) & (start[1:] < end[:-1]) & (end[1:] > end[:-1])
+    if not overlapping.any():
+        return ()
+    period = np.median(np.diff(start)[overlapping]) / 1e6
+    return (f"cycle ranges overlap in {int(overlapping.sum())} of {len(cycle_rows)} cycles "
+            "(each still open when the next began: an engine a cycle ahead closing cycle N after its output step): a cycle's CPU and GPU "
+            f"times hold part of the next one's, and its phases add up to less; from one cycle's start to the next: {period:.3f} ms (median CPU)",)
 
 
 def _out_of_step_notes(cycle: np.ndarray, cycle_rows: np.ndarray, labels: list, tid: np.ndarray, cycle_tid: np.ndarray) -> tuple[str, ...]:

@@ -21,23 +21,33 @@ from tracerecon.json_text import escaped_char, invisible
 from tracerecon.report_model import CycleSummary, PhaseSummary
 
 
+def left_out_cycles(cycles: pa.Table) -> np.ndarray:
+    """Per row of ``cycles``: left out of the medians, as a warm-up cycle (``warmup``) or one the
+    capture ended inside (``cut``)."""
+    out = np.zeros(cycles.num_rows, dtype=bool)
+    for column in ("warmup", "cut"):
+        if column in cycles.column_names:
+            out |= pa.compute.fill_null(cycles[column], False).to_numpy(zero_copy_only=False).astype(bool)
+    return out
+
+
 def steady_phases(phases: pa.Table, cycles: pa.Table | None) -> pa.Table:
-    """``phases`` as the medians count them: without the instances of warm-up cycles
-    (``cycles.warmup``), nor those in no cycle of a phase name that has instances in cycles
-    (``outside_cycles``), so that a phase's ``n`` counts cycles."""
+    """``phases`` as the medians count them: without the instances of the cycles left out
+    (``left_out_cycles``: warm-up, cut by the capture's end), nor those in no cycle of a phase
+    name that has instances in cycles (``outside_cycles``), so that a phase's ``n`` counts cycles."""
     if phases.num_rows == 0:
         return phases
     outside = outside_cycles(phases)
     if outside.any():
         phases = phases.filter(pa.array(~outside))
-    if cycles is None or "warmup" not in cycles.column_names:
+    if cycles is None:
         return phases
-    warm = cycles.filter(pa.compute.fill_null(cycles["warmup"], False))["cycle"]
-    if len(warm) == 0:
+    left_out = cycles.filter(pa.array(left_out_cycles(cycles)))["cycle"]
+    if len(left_out) == 0:
         return phases
-    # As a set lookup of the warm-up cycles: a phase of a null cycle goes only if a warm-up
-    # cycle is null too (is_in matches null to null).
-    return phases.filter(pa.compute.invert(pa.compute.is_in(phases["cycle"], value_set=warm.combine_chunks())))
+    # As a set lookup of those cycles: a phase of a null cycle goes only if one of them is null
+    # too (is_in matches null to null).
+    return phases.filter(pa.compute.invert(pa.compute.is_in(phases["cycle"], value_set=left_out.combine_chunks())))
 
 
 def outside_cycles(phases: pa.Table) -> np.ndarray:
@@ -58,10 +68,9 @@ def outside_cycles(phases: pa.Table) -> np.ndarray:
 
 
 def steady_cycles(cycles: pa.Table) -> pa.Table:
-    """``cycles`` without the warm-up cycles (``cycles.warmup``)."""
-    if cycles.num_rows == 0 or "warmup" not in cycles.column_names:
-        return cycles
-    return cycles.filter(pa.compute.invert(pa.compute.fill_null(cycles["warmup"], False)))
+    """``cycles`` without those left out of the medians (``left_out_cycles``)."""
+    left_out = left_out_cycles(cycles)
+    return cycles.filter(pa.array(~left_out)) if left_out.any() else cycles
 
 
 def summarize_phases(phases: pa.Table, order: tuple[str, ...] = (), cycles: pa.Table | None = None) -> list[PhaseSummary]:
@@ -162,6 +171,7 @@ class CycleRow:
     abs_error_ms: float
     verdicts: str
     warmup: bool
+    cut: bool = False  # the capture ended inside it (``cycles.cut``)
 
 
 def cycle_rows(phases: pa.Table, cycles: pa.Table) -> list[CycleRow]:
@@ -181,11 +191,12 @@ def cycle_rows(phases: pa.Table, cycles: pa.Table) -> list[CycleRow]:
     out = []
     c = cycles.to_pydict()
     warm = c.get("warmup") or [False] * len(c["cycle"])
-    for cyc, cpu, gpu, w in zip(c["cycle"], c["cpu_ns"], c["gpu_ns"], warm):
+    cut = c.get("cut") or [False] * len(c["cycle"])
+    for cyc, cpu, gpu, w, k in zip(c["cycle"], c["cpu_ns"], c["gpu_ns"], warm, cut):
         d = by_cycle.get(cyc, {"cpu": {}, "gpu": {}, "err": 0, "verdicts": []})
         out.append(CycleRow(cycle=cyc, cpu_ms=cpu / 1e6, gpu_ms=None if gpu is None else gpu / 1e6,
                             phase_cpu_ms={k: v / 1e6 for k, v in d["cpu"].items()}, phase_gpu_ms={k: v / 1e6 for k, v in d["gpu"].items()},
-                            abs_error_ms=d["err"] / 1e6, verdicts="".join(d["verdicts"]), warmup=bool(w)))
+                            abs_error_ms=d["err"] / 1e6, verdicts="".join(d["verdicts"]), warmup=bool(w), cut=bool(k)))
     return out
 
 
@@ -214,8 +225,9 @@ def summarize_cycles(cycles: pa.Table, phases: pa.Table | None = None) -> CycleS
     if cycles.num_rows == 0:
         return CycleSummary(0, None, None, None, None, 0)
     n_warm = _count_true(cycles["warmup"]) if "warmup" in cycles.column_names else 0
+    n_cut = int(left_out_cycles(cycles).sum()) - n_warm  # (a warm-up cycle cut too counts as warm-up)
     n_outside = int(outside_cycles(phases).sum()) if phases is not None else 0
-    if n_warm:
+    if n_warm or n_cut:
         cycles = steady_cycles(cycles)
     tokens, per_tok, per_phase = per_token(cycles, phases)
 
@@ -228,6 +240,7 @@ def summarize_cycles(cycles: pa.Table, phases: pa.Table | None = None) -> CycleS
         gpu_ms_per_accepted_token=per_tok,
         phase_ms_per_accepted_token=per_phase,
         n_warmup=n_warm,
+        n_cut=n_cut,
         n_outside_cycles=n_outside,
         n=cycles.num_rows,
         cpu_ms_median=median_of("cpu_ns"),

@@ -455,7 +455,7 @@ class TraceReconApp(App):
             for c in cycle_rows(r.phases, r.cycles):
                 row = [r.rank, c.cycle, ms(c.cpu_ms), ms(c.gpu_ms)]  # ms as text: a DataTable shows floats to 2 decimals
                 row += [ms(c.phase_cpu_ms.get(p)) for p in phases] + [ms(c.phase_gpu_ms.get(p)) for p in phases]
-                row += [ms(c.abs_error_ms), c.verdicts + (" (warm-up: not in the report)" if c.warmup else "")]
+                row += [ms(c.abs_error_ms), c.verdicts + (" (warm-up: not in the report)" if c.warmup else " (cut by the capture's end: not in the report)" if c.cut else "")]
                 self.pending_cycle_rows.append((row, f"{r.rank}:{c.cycle}"))
         self.add_cycle_rows()
 
