@@ -77,12 +77,18 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
                         runs.append([k])
                     else:
                         runs[-1].append(k)
+            # ... where another phase then counts as many instances as there are cycles, and none
+            # as many as there are runs.
             run_lengths = [len(run) for run in runs]
             usual_run = max(set(run_lengths), key=lambda n: (run_lengths.count(n), -n)) if runs else 0
+            split = list(starts)
             for run in runs:
                 if len(run) > usual_run and len(run) % usual_run == 0:
                     for k in run[::usual_run]:
-                        starts[k] = True
+                        split[k] = True
+            counts = [sum(1 for r in phase_rows if labels[r] == lab) for lab in present if lab != start]
+            if sum(split) != len(runs) and sum(split) in counts and len(runs) not in counts:
+                starts = split
             # (later the same day) A cycle holding more phase ranges than the most common length is
             # cut where a phase comes again after another one: a step without the first phase.
             cycles: list = []

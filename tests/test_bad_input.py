@@ -402,11 +402,11 @@ def test_an_export_written_before_later_columns_reads_the_same(tmp_path):
     import pyarrow.parquet as pq
 
     # GIVEN an export of the NCCL straggler run, and a copy of it as an older tracerecon wrote it:
-    # gpu_ops without demangled_name, cycles without accepted_tokens and cut
+    # gpu_ops without demangled_name, cycles without accepted_tokens and incomplete
     out, old = tmp_path / "new", tmp_path / "old"
     assert run_cli("export", str(DEMO2 / "nccl_skew"), "-o", str(out)).returncode == 0
     shutil.copytree(out, old)
-    for table, column in (("gpu_ops", "demangled_name"), ("cycles", "accepted_tokens"), ("cycles", "cut")):
+    for table, column in (("gpu_ops", "demangled_name"), ("cycles", "accepted_tokens"), ("cycles", "incomplete")):
         for part in (old / table).glob("rank=*/part-0.parquet"):
             pq.write_table(pq.read_table(part).drop_columns([column]), part)
     # WHEN both are reported THEN the same report

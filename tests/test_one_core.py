@@ -484,6 +484,10 @@ def test_phase_maps_and_warmup(tmp_path):
     # a first cycle of 2.8x the median (SGLang's first prefill) before a 6x one: both left out
     assert warmup_cycles(np.array([14, 32, 5, 5, 5, 5, 5, 5, 5, 5]), None).tolist() == [True, True] + [False] * 8
     assert warmup_cycles(np.array([10, 11, 12]), 2).tolist() == [True, True, False]
+    # in a run of 3-9 cycles, one (a fifth of them would be none): a first cycle 10x the rest
+    assert warmup_cycles(np.array([38, 4, 4]), None).tolist() == [True, False, False]
+    assert warmup_cycles(np.array([38, 38, 4, 4, 4]), None).tolist() == [True, False, False, False, False]
+    assert warmup_cycles(np.array([38, 4]), None).tolist() == [False, False]  # (two: no median to tell them by)
     assert plain["ranks"][0]["cycles"]["n_warmup"] == 1 and plain["ranks"][0]["cycles"]["n"] == 23
     kept = report_json(api.load([H200 / "eagle_gpu_bound.sqlite"], PhaseConfig(skip_cycles=0)))
     assert kept["ranks"][0]["cycles"]["n"] == 24 and kept["ranks"][0]["phases"][0]["n"] == 24

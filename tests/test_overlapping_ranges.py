@@ -341,6 +341,10 @@ def test_overlapping_cycle_ranges_are_said_with_the_time_from_start_to_start(tmp
     # start to the next's is 1.000 ms, where a cycle's own CPU time is 1.4 ms; none for the other
     assert len(said) == 1 and "overlap in 2 of 3 cycles" in said[0] and "from one cycle's start to the next: 1.000 ms" in said[0]
     assert not_said == []
+    # and a range around them all (a cycle range of another kind) hides nothing
+    around = _cycle_ahead_trace(3, around=True).write(tmp_path / "around.sqlite")
+    said = [w for w in load([around], PhaseConfig(phases=("forward", "output"))).warnings if "cycle ranges overlap" in w]
+    assert len(said) == 1 and "overlap in 2 of 3 cycles" in said[0] and "from one cycle's start to the next: 1.000 ms" in said[0]
 
 
 def test_without_cycle_ranges_a_cycle_aheads_output_step_is_in_the_cycle_it_ran_in(tmp_path):
@@ -361,6 +365,26 @@ def test_without_cycle_ranges_a_cycle_aheads_output_step_is_in_the_cycle_it_ran_
     assert got == [(0, "forward", 100), (1, "forward", 200), (1, "output", 100), (2, "forward", 200), (2, "output", 1000), (2, "output", 100)]
     # and each cycle's CPU time runs from its first phase's start to its last's end
     assert [(c["cycle"], c["cpu_start_ns"] // U, c["cpu_end_ns"] // U) for c in rank.cycles.to_pylist()] == [(0, 0, 100), (1, 1000, 1300), (2, 2000, 3300)]
+
+
+def test_without_cycle_ranges_a_step_that_drafted_twice_is_one_cycle(tmp_path):
+    # GIVEN steps draft-verify, draft-verify, draft-draft-verify, draft-verify, draft-verify on
+    # one thread, no cycle ranges (each range 100 us, back to back, a kernel in each)
+    t = FakeTrace()
+    at = 0
+    for step in ("dv", "dv", "ddv", "dv", "dv"):
+        for p in step:
+            t.range("draft" if p == "d" else "verify", at * U, (at + 100) * U)
+            kernel(t, at + 10, (at + 12, at + 60))
+            at += 100
+    # WHEN analysed
+    rank = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify"))).ranks[0]
+    # THEN five cycles, the third holding both drafts: two drafts back to back are one step
+    # where each step has one verify (five verifies), not two (a cycle-ahead engine's first two
+    # forwards are two steps where the outputs count one a step: the test above)
+    got = [(p["cycle"], p["phase"]) for p in sorted(rank.phases.to_pylist(), key=lambda p: p["cpu_start_ns"])]
+    assert got == [(0, "draft"), (0, "verify"), (1, "draft"), (1, "verify"), (2, "draft"), (2, "draft"), (2, "verify"), (3, "draft"), (3, "verify"),
+                   (4, "draft"), (4, "verify")]
 
 
 def test_a_range_around_several_cycles_is_no_cycle_of_their_phases(tmp_path):

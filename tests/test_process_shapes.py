@@ -186,11 +186,14 @@ def test_phases_left_out_beside_a_worker_that_marks_its_own_are_warned_of(tmp_pa
     (rank,) = analysis.ranks
     assert set(rank.phases["pid"].to_pylist()) == {11}
     assert any("launched no GPU work (pid 10)" in w for w in analysis.warnings)
-    # and, asked for draft and verify (verify marked only by the scheduler), the line for verify
-    # says no rank's range matched it, pointing at the process left out, not that none did
-    asked = analyze([path], PhaseConfig(phases=("draft", "verify")))
+    # and, asked for draft, verify (marked only by the scheduler) and a name no process has, the
+    # line for verify points at the process left out, and only the other says nothing matched
+    asked = analyze([path], PhaseConfig(phases=("draft", "verify", "verfy")))
+    assert any("launched no GPU work (pid 10)" in w and "left out (of 'draft', 'verify')" in w for w in asked.warnings)
     (line,) = [w for w in asked.warnings if "--phase verify" in w]
-    assert line.startswith("no range of any rank matched --phase verify") and "process that launched no GPU work are left out" in line
+    assert line == "--phase verify matched only ranges of a process that launched no GPU work, left out (above)"
+    (line,) = [w for w in asked.warnings if "--phase verfy" in w]
+    assert line.startswith("no range matched --phase verfy (the other phases did)")
 
 
 def test_an_unrelated_threads_long_copy_does_not_choose_a_cross_thread_phases_stream(tmp_path):

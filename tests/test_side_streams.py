@@ -1265,3 +1265,30 @@ def test_a_copy_stream_that_waited_for_two_computing_streams_says_nothing_of_whi
     # ends then) = 270 us, verify b+270..b+530 = 260 us, whichever stream 13 waited for last and
     # however many copies follow (read by the last one, 9, draft would lose its tail: 230 us)
     assert per_cycle(rank) == [(c, n, v, 7) for c in range(6) for n, v in (("draft", 270), ("verify", 260))]
+
+
+def test_a_phase_that_only_copies_on_its_threads_stream_read_where_that_stream_feeds_is_said(tmp_path):
+    # GIVEN one thread, the CPU a cycle ahead (b = 1000n, 4 cycles): schedule [b, b+100] copies
+    # inputs on stream 7 (b+12..b+20, launched b+10), records E on 7 (b+30) and makes stream 20
+    # wait for it (b+31); run_batch [b+100, b+130] launches the forward on 20 (b+110), running
+    # b+150..b+1150: the previous batch's forward holds 20 through the next schedule. Stream 7
+    # only ever copies and feeds 20
+    t = FakeTrace()
+    for n in range(4):
+        b = 1000 * n
+        t.range("schedule", b * U, (b + 100) * U)
+        t.copy(t.call("cudaMemcpyAsync", (b + 10) * U, (b + 11) * U), (b + 12) * U, (b + 20) * U, kind=1, stream=7)
+        t.event_record(1, n + 1, (b + 30) * U, (b + 31) * U, stream=7)
+        t.stream_wait(1, n + 1, (b + 31) * U, (b + 32) * U, stream=20)
+        t.range("run_batch", (b + 100) * U, (b + 130) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U), (b + 150) * U, (b + 1150) * U, stream=20)
+    # WHEN analysed
+    run = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("schedule", "run_batch")))
+    # THEN schedule is read on 20, the stream its copies feed (the README's rule): from cycle 1
+    # on, 20 is busy past its end (b+150 > b+100), so it reads 0; events on 7, its thread's
+    # current stream, idle but for its own copy, read b..b+100: 0.100 ms. One line says both
+    sched = [(p["cycle"], p["stream_id"], p["gpu_ns"] // U) for p in run.ranks[0].phases.to_pylist() if p["phase"] == "schedule"]
+    assert sched == [(0, 20, 100), (1, 20, 0), (2, 20, 0), (3, 20, 0)]
+    said = [w for w in run.warnings if "'schedule'" in w and "only copied" in w]
+    assert len(said) == 1 and "in 3 of 4 instances it only copied, on stream 7, which feeds stream 20, where it is read: 0.000 ms" in said[0]
+    assert "they read 0.100 ms" in said[0]

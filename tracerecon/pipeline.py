@@ -52,29 +52,34 @@ def no_nvtx_message(path: str, nsys_version: str | None) -> str:
 PHASES_WITHOUT_GPU = "phase or cycle ranges in a process that launched no GPU work"
 
 
-def phases_without_gpu_message(path: str, pids: list[int]) -> str:
+def phases_without_gpu_message(path: str, pids: list[int], phases: list[str] = ()) -> str:
     """Phases marked where tracerecon cannot read them: in processes that launched no GPU work
-    (a scheduler process whose workers launch), so in no rank."""
-    return (f"{PHASES_WITHOUT_GPU} (pid {', '.join(map(str, pids))}) in {path}: left out, as a phase is read in the "
+    (a scheduler process whose workers launch), so in no rank; ``phases``: the phases named
+    there (each as its repr: ``pipeline`` looks for them)."""
+    of = f" (of {', '.join(map(repr, phases))})" if phases else ""
+    return (f"{PHASES_WITHOUT_GPU} (pid {', '.join(map(str, pids))}) in {path}: left out{of}, as a phase is read in the "
             "process that launches its GPU work; mark the phases there (tracerecon.instrument in the worker process)")
 
 
-def phase_processes_left_out(nvtx_ranges, rank_pids: list[int], config) -> list[int]:
-    """Processes in no rank whose NVTX ranges include a phase or cycle range (``config``)."""
+def phase_processes_left_out(nvtx_ranges, rank_pids: list[int], config) -> tuple[list[int], list[str]]:
+    """Processes in no rank whose NVTX ranges include a phase or cycle range (``config``), and
+    the phases (labels) their ranges are."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if nvtx_ranges.num_rows == 0:
-        return []
+        return [], []
     outside = nvtx_ranges.filter(pc.invert(pc.is_in(nvtx_ranges["pid"], value_set=pa.array(rank_pids, pa.int64()))))
     if outside.num_rows == 0:
-        return []
+        return [], []
     names = pc.unique(outside["name"]).to_pylist()
     marked = [n for n in names if n is not None and (config.label_of(n) is not None or is_cycle_name(n, config.cycle_prefix))]
     if not marked:
-        return []
+        return [], []
     hit = outside.filter(pc.is_in(outside["name"], value_set=pa.array(marked, pa.string())))
-    return sorted(set(hit["pid"].to_pylist()))
+    domains = hit["domain"].to_pylist() if "domain" in hit.column_names else [""] * hit.num_rows
+    labels = {config.label_of(n, d or "") for n, d in set(zip(hit["name"].to_pylist(), domains))} - {None}
+    return sorted(set(hit["pid"].to_pylist())), [lab for lab in config.labels() if lab in labels]
 
 
 def _read_tables(f: Path, while_reading: Sequence[str] = ()) -> TraceTables:
@@ -370,9 +375,9 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
     # a launcher or scheduler marking its own cycles would renumber the rank's).
     gpu_pids = [p for p, _, _ in processes]
     rank_pids = gpu_pids if multi and len(cands) == 1 and gpu_pids else [p for c in cands for p in c.pids]
-    left_out = phase_processes_left_out(tables.nvtx_ranges, rank_pids, config)
+    left_out, left_out_phases = phase_processes_left_out(tables.nvtx_ranges, rank_pids, config)
     if left_out:
-        warnings.append(phases_without_gpu_message(str(f), left_out))
+        warnings.append(phases_without_gpu_message(str(f), left_out, left_out_phases))
     out = []
     marks = tables.nvtx_marks.to_pydict()
     # tracerecon.instrument's stream marks (which stream each phase's thread had current)
@@ -839,12 +844,16 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
                                 "(one cycle's phases: `tracerecon view`, or the phases table of `tracerecon export` by cycle)")
             inside = [m for m in missing if parse_phase_spec(m)[0] in labels_seen]
             if absent := [m for m in missing if m not in inside]:
-                # (Ranges of a process that launched no GPU work are no rank's: said above, where
-                # there are some, so that this does not read as if the name matched nothing.)
-                left_out = any(w.startswith(PHASES_WITHOUT_GPU) for w in warnings)
-                warnings.append(f"no range {'of any rank ' if left_out else ''}matched --phase {', '.join(shlex.quote(m) for m in absent)} (the other phases did"
-                                f"{'; those of a process that launched no GPU work are left out, above' if left_out else ''}); "
-                                "`tracerecon ranges` lists every range name")
+                # Ranges of a process that launched no GPU work are no rank's: said above, naming
+                # their phases; this does not say those matched nothing.
+                elsewhere = [w for w in warnings if w.startswith(PHASES_WITHOUT_GPU)]
+                left_out = [m for m in absent if any(repr(parse_phase_spec(m)[0]) in w for w in elsewhere)]
+                if unmatched := [m for m in absent if m not in left_out]:
+                    warnings.append(f"no range matched --phase {', '.join(shlex.quote(m) for m in unmatched)} (the other phases did); "
+                                    "`tracerecon ranges` lists every range name")
+                if left_out:
+                    warnings.append(f"--phase {', '.join(shlex.quote(m) for m in left_out)} matched only ranges of a process that launched no GPU "
+                                    "work, left out (above)")
             if inside:
                 warnings.append(f"--phase {', '.join(shlex.quote(m) for m in inside)} matched only ranges inside another phase's range: "
                                 "a phase in a phase is part of it, so they are read as part of that one")

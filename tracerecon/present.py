@@ -83,14 +83,16 @@ def build_report(analysis: Analysis) -> Report:
         ))
     # Warm-up cycles are left out of the stragglers' counts, as out of every median; the critical
     # path counts cycles as the first rank does, so its warm-up cycles are the ones. So are the
-    # cycles any rank's capture ended inside: a rank whose capture went on is no straggler there.
+    # cycles any rank has incomplete (its capture ended inside them: a rank whose capture went on
+    # is no straggler there), counted the first rank's way (``cycle_shift_of``).
     first = analysis.ranks[0] if analysis.ranks else None
-    warm = frozenset(c for c, w in zip(first.cycles["cycle"].to_pylist(), first.cycles["warmup"].to_pylist()) if w) \
+    left_out = frozenset(c for c, w in zip(first.cycles["cycle"].to_pylist(), first.cycles["warmup"].to_pylist()) if w) \
         if first is not None and first.cycles.num_rows and "warmup" in first.cycles.column_names else frozenset()
-    warm |= frozenset(c for r in analysis.ranks if "cut" in r.cycles.column_names
-                      for c, k in zip(r.cycles["cycle"].to_pylist(), r.cycles["cut"].to_pylist()) if k)
-    critical = cross.critical_path_json(warm) if cross else {"rank_counts": {}, "waited_for_counts": {}, "phase_counts": {}, "by_rank": {}}
-    return Report(ranks=tuple(ranks), critical_path=critical, straggler_lines=tuple(straggler_lines(analysis, critical, warm)),
+    if cross:
+        left_out |= frozenset(c + cross.cycle_shift_of(r.rank) for r in analysis.ranks if "incomplete" in r.cycles.column_names
+                              for c, k in zip(r.cycles["cycle"].to_pylist(), r.cycles["incomplete"].to_pylist()) if k)
+    critical = cross.critical_path_json(left_out) if cross else {"rank_counts": {}, "waited_for_counts": {}, "phase_counts": {}, "by_rank": {}}
+    return Report(ranks=tuple(ranks), critical_path=critical, straggler_lines=tuple(straggler_lines(analysis, critical, left_out)),
                   warnings=tuple(analysis.warnings), engine_timers=dict(analysis.engine_timers), cross_rank=cross is not None,
                   skip_cycles=analysis.config.skip_cycles)
 
@@ -131,7 +133,7 @@ def left_out_note(cycles: CycleSummary, hint: bool = False, skip_cycles: int | N
         leading = f"; {cycles.n_warmup} warm-up cycle(s) left out" + (" (--skip-cycles 0 keeps them)" if hint else "") if cycles.n_warmup else ""
     return "".join([
         leading,
-        f"; {cycles.n_cut} cycle(s) cut by the capture's end left out" if cycles.n_cut else "",
+        f"; {cycles.n_incomplete} incomplete cycle(s) left out (not whole in the trace)" if cycles.n_incomplete else "",
         f"; {cycles.n_outside_cycles} phase range(s) in no cycle left out" if cycles.n_outside_cycles else "",
     ])
 
@@ -146,7 +148,7 @@ def misleading_line(p: PhaseSummary) -> str:
 def straggler_lines(analysis: Analysis, critical_path: dict | None = None, leave_out: frozenset[int] = frozenset()) -> list[str]:
     """One line per rank that gated cycles: its own most frequent gating phase, and how long
     the other ranks waited in collectives in the cycles it gated. ``critical_path``: the run's
-    ``critical_path_json(leave_out)``, when the caller has it; cycles ``leave_out`` (warm-up)
+    ``critical_path_json(leave_out)``, when the caller has it; cycles ``leave_out`` (warm-up, incomplete)
     are not counted. Where no collective related the ranks in a rank's cycles, the line says
     it only ended last (nobody waited for it: no collective between them, or all reached
     them at once)."""

@@ -243,7 +243,7 @@ CYCLES = pa.schema(
         ("n_phases", pa.int64()),
         ("adds_up", pa.bool_()),  # phases' GPU shares cover the cycle's GPU time (within tolerance)
         ("warmup", pa.bool_()),  # left out of the medians (--skip-cycles, or a leading outlier)
-        ("cut", pa.bool_()),  # the capture ended inside it (a range of it never closed): left out of the medians
+        ("incomplete", pa.bool_()),  # not whole in the trace (a range of it never closed, the capture ended first): left out of the medians
         ("accepted_tokens", pa.int64()),  # tokens the cycle accepted (tracerecon.instrument.accepted), null: not said
     ]
 )

@@ -106,7 +106,7 @@ class CrossRank:
         or it finished last), ``waited_for_counts`` (of those, the cycles in which the others
         waited for it at a collective: a straggler, where finishing last may be a tie),
         ``phase_counts`` (over all ranks) and ``by_rank``: per gating rank its cycles and its own
-        gating phases; the cycles ``leave_out`` (warm-up cycles) are not counted."""
+        gating phases; the cycles ``leave_out`` (warm-up and incomplete cycles) are not counted."""
         cols = self.critical_path.select(["cycle", "gating_rank", "gating_phase", "how"]).to_pydict()
         kept = [c not in leave_out for c in cols["cycle"]]
         cols = {k: [x for x, keep in zip(v, kept) if keep] for k, v in cols.items()}

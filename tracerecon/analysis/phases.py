@@ -330,7 +330,7 @@ def cycle_starts(name_id: np.ndarray, label_id: np.ndarray, start_label: int | N
     start = label_id[0] if start_label is None or not (label_id == start_label).any() else start_label
     mine = label_id == start
     if not mine.all():
-        return _steps_without_their_first_phase(label_id, _steps_of_their_usual_length(mine))
+        return _steps_without_their_first_phase(label_id, _steps_of_their_usual_length(mine, label_id))
     seen: set = set()
     for i, name in enumerate(name_id.tolist()):
         if i == 0 or name in seen:
@@ -340,13 +340,16 @@ def cycle_starts(name_id: np.ndarray, label_id: np.ndarray, start_label: int | N
     return out
 
 
-def _steps_of_their_usual_length(mine: np.ndarray) -> np.ndarray:
-    """Which instances of the phase that starts cycles (``mine``, per instance in time order)
-    start one: the first of each run of consecutive ones, and where a run is a whole number of
-    the most common run's length (one step's), the first of each such share. A run as long as
-    most is one step (draft_0..draft_2 every cycle); one twice as long is two steps without the
-    other phases between them: the first two forwards of an engine a cycle ahead (forward 0,
-    forward 1, output 0, forward 2, output 1, ...) where each step runs one."""
+def _steps_of_their_usual_length(mine: np.ndarray, label_id: np.ndarray) -> np.ndarray:
+    """Which instances of the phase that starts cycles (``mine``, per instance in time order;
+    ``label_id``: every instance's phase) start one: the first of each run of consecutive ones,
+    and where a run is a whole number of the most common run's length (one step's), the first of
+    each such share, if another phase then has as many instances as there are cycles and none
+    as many as there are runs. A run as long as most is one step (draft_0..draft_2 every
+    cycle); one twice as long is two steps without the other phases between them where each
+    other phase then counts one a step: the first two forwards of an engine a cycle ahead
+    (forward 0, forward 1, output 0, forward 2, output 1, ..., output n-1, output n), not a
+    step that drafted twice (draft, verify, draft, draft, verify: two verifies, two steps)."""
     first = mine & np.r_[True, ~mine[:-1]]
     begins = np.flatnonzero(first)
     if len(begins) == 0:
@@ -359,7 +362,9 @@ def _steps_of_their_usual_length(mine: np.ndarray) -> np.ndarray:
     for b, n in zip(begins.tolist(), length.tolist()):
         if n > usual and n % usual == 0:
             out[b:b + n:usual] = True
-    return out
+    others = np.bincount(label_id[~mine])
+    split, runs = int(out.sum()), len(begins)
+    return out if split != runs and (others == split).any() and not (others == runs).any() else first
 
 
 def _steps_without_their_first_phase(label_id: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -748,7 +753,8 @@ WARMUP_MAX_SHARE = 0.2
 
 def warmup_cycles(duration_ns: np.ndarray, skip: int | None) -> np.ndarray:
     """Which cycles (in order) are warm-up: the first ``skip``, or with None the leading run of
-    cycles longer than WARMUP_FACTOR x the median (at most WARMUP_MAX_SHARE of them)."""
+    cycles longer than WARMUP_FACTOR x the median (at most WARMUP_MAX_SHARE of them, and one
+    where that share is less: a run of 3 or 4 cycles whose first captured graphs)."""
     n = len(duration_ns)
     out = np.zeros(n, dtype=bool)
     if skip is not None:
@@ -757,7 +763,7 @@ def warmup_cycles(duration_ns: np.ndarray, skip: int | None) -> np.ndarray:
     if n < 3:
         return out
     med = float(np.median(duration_ns))
-    for i in range(int(n * WARMUP_MAX_SHARE)):
+    for i in range(max(1, int(n * WARMUP_MAX_SHARE))):
         if duration_ns[i] > WARMUP_FACTOR * med:
             out[i] = True
         else:
@@ -780,29 +786,52 @@ def accepted_per_cycle(cycle_payload: list, cycle_cpu: list[tuple[int, int]], ma
     return out
 
 
-def cycles_cut_by_the_capture(ranges: pa.Table, phases: pa.Table, cycle_of_phase: np.ndarray, ids: np.ndarray, cycle_range_rows: np.ndarray | None) -> np.ndarray:
-    """Per cycle ``ids`` (sorted): whether the capture ended inside it, told by a range of it
-    never closed (nsys writes those open at the capture's end with no end: they run to the
-    trace's end): its cycle range (rows ``cycle_range_rows``, None without cycle ranges) or one
-    of its phases' (``phases.range_id``, rows of ``ranges``; ``cycle_of_phase`` per phase).
-    Its last phases then read short or long, and the cycle is no whole one."""
+def incomplete_cycles(ranges: pa.Table, phases: pa.Table, cycle_of_phase: np.ndarray, ids: np.ndarray, cycle_range_rows: np.ndarray | None,
+                      unrun_from_ns: int | None = None) -> np.ndarray:
+    """Per cycle ``ids`` (sorted): whether it is not whole in the trace, so that its numbers
+    are no cycle's: a range of it never closed (its cycle range, rows ``cycle_range_rows``, None
+    without cycle ranges, or one of its phases', ``phases.range_id`` rows of ``ranges``: nsys
+    writes those still open at the capture's end with no end, and they run to the trace's end);
+    or the capture ended before its GPU work was recorded (``unrun_from_ns``: the first launch
+    with no GPU work in the trace: the cycle of a phase holding it and those begun after it);
+    or, the last of three or more, it lacks a phase every other cycle has (the capture ended
+    before it ran). ``cycle_of_phase``: each phase's cycle (-1: none; a phase range never
+    closed that began in a cycle range makes that cycle incomplete too)."""
     out = np.zeros(len(ids), dtype=bool)
-    if "closed" not in ranges.column_names or ranges.num_rows == 0:
+    if len(ids) == 0:
         return out
-    open_ = ~ranges["closed"].fill_null(True).to_numpy(zero_copy_only=False).astype(bool)
-    if not open_.any():
-        return out
-    if cycle_range_rows is not None:
-        out |= open_[cycle_range_rows]
-    rid = int64s(phases["range_id"], -1)
-    mine = (rid >= 0) & (cycle_of_phase >= 0)
-    hit = mine & open_[np.maximum(rid, 0)]
-    out[np.searchsorted(ids, cycle_of_phase[hit])] = True
+    mine = cycle_of_phase >= 0
+    at = np.searchsorted(ids, cycle_of_phase[mine])
+    if "closed" in ranges.column_names and ranges.num_rows:
+        open_ = ~ranges["closed"].fill_null(True).to_numpy(zero_copy_only=False).astype(bool)
+        if cycle_range_rows is not None:
+            out |= open_[cycle_range_rows]
+        rid = int64s(phases["range_id"], -1)
+        out[at[(rid[mine] >= 0) & open_[np.maximum(rid[mine], 0)]]] = True
+        # A phase range never closed runs past its cycle range's end, so it is in no cycle
+        # (``phases_past_their_cycle``): the cycle range it began in is incomplete.
+        loose = ~mine & (rid >= 0) & open_[np.maximum(rid, 0)]
+        if loose.any() and cycle_range_rows is not None:
+            c_start, c_end = int64s(ranges["start_ns"])[cycle_range_rows], int64s(ranges["end_ns"])[cycle_range_rows]
+            for t in int64s(phases["cpu_start_ns"])[loose].tolist():
+                out |= (c_start <= t) & (t <= c_end)
+    if unrun_from_ns is not None:
+        cs, ce = int64s(phases["cpu_start_ns"])[mine], int64s(phases["cpu_end_ns"])[mine]
+        out[at[(cs <= unrun_from_ns) & (ce >= unrun_from_ns)]] = True
+        first = np.full(len(ids), I64_MAX, dtype=np.int64)
+        np.minimum.at(first, at, cs)
+        out |= first > unrun_from_ns
+    if len(ids) >= 3:
+        names = phases["phase"].to_numpy(zero_copy_only=False)[mine]
+        last = at == len(ids) - 1
+        have_all = [n for n in dict.fromkeys(names[~last].tolist()) if len(np.unique(at[~last & (names == n)])) == len(ids) - 1]
+        if any(n not in set(names[last].tolist()) for n in have_all):
+            out[-1] = True
     return out
 
 
 def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, rank: int, skip_cycles: int | None = None,
-                 accepted_marks: list | None = None) -> pa.Table:
+                 accepted_marks: list | None = None, unrun_from_ns: int | None = None) -> pa.Table:
     """The ``schema.CYCLES`` table: per cycle CPU total, GPU time between the cycle's first and
     last phase boundary (what CUDA events around the cycle would read), and phase sums."""
     if phases.num_rows == 0:
@@ -851,7 +880,7 @@ def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, ran
     else:  # (no engine said what it accepted)
         accepted = [None] * len(ids)
     gpu_ns = np.where(has_gpu, b_end - b_start, 0)
-    cut = cycles_cut_by_the_capture(ranges, phases, cyc, ids, rr)
+    incomplete = incomplete_cycles(ranges, phases, cyc, ids, rr, unrun_from_ns)
     tol = adds_up_tolerance(gpu_ns)
     adds = has_gpu & (np.abs(gpu_sum - gpu_ns) <= tol)
     n = len(ids)
@@ -873,7 +902,7 @@ def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, ran
             "n_phases": pa.array(n_ph.astype(np.int64)),
             "adds_up": pa.array(adds),
             "warmup": pa.array(warmup_cycles(np.maximum(ce - cs, gpu_ns), skip_cycles)),
-            "cut": pa.array(cut),
+            "incomplete": pa.array(incomplete),
             "accepted_tokens": pa.array(accepted, pa.int64()),
         },
         schema=schema.CYCLES,

@@ -23,7 +23,7 @@ from tracerecon import schema
 from tracerecon.memory import release_free_memory
 from tracerecon.cores import usable_cores
 from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases, own_launches, stream_deciding_ops
-from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_launch, synchronous_copies, thread_keys
+from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_launch, launches_never_run, synchronous_copies, thread_keys
 from tracerecon.analysis.intervals import distinct_few
 from tracerecon.analysis.boundaries import (CopyStreams, StreamClock, WaitTargets, awaited_work, busiest_streams, caller_streams, declared_streams, narrowed_by_phase,
                                             in_sequence, phase_boundaries, phase_streams, stream_clock, tiled_off_their_stream, timelines,
@@ -68,6 +68,9 @@ class RankWork:
     # where the rank was analysed: in its worker process when several exports load at once.
     provisional: pa.Table | None = None
     notes: tuple[str, ...] = ()  # what the analysis could not take as given (warnings, one line each)
+    # The CPU start of the first kernel launch whose GPU work the capture ended before recording
+    # (``columns.launches_never_run``; None: none): the cycles from there are incomplete.
+    unrun_from_ns: int | None = None
 
     def provisional_phases(self) -> pa.Table:
         """The phases table without waits in collectives (what the cross-rank step reads)."""
@@ -224,7 +227,10 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
     unphased = functools.cache(lambda: _unphased_launches(ops, clock.op_instants, op_phase, op_range, ranges, phase_rows, config.cycle_prefix))
     nested_cycles = cycles_within_cycles(nested, cycle_rows)
 
+    unrun = launches_never_run(tables.api_calls, ops)
+    unrun_from = int(int64s(tables.api_calls["start_ns"])[unrun].min()) if len(unrun) else None
     return RankWork(rank=rank, ranges=ranges, gpu_ops=gpu_ops, syncs=syncs, phase_inputs=inputs, cycle_rows=cycle_rows, skip_cycles=config.skip_cycles,
+                    unrun_from_ns=unrun_from,
                     accepted_marks=tables.accepted_marks, provisional=build_phases(inputs),
                     notes=_past_cycle_notes(phases_past_their_cycle(nested, phase_rows, cycle_of, cycle_rows), labels) + _tiled_notes(tiled, own, b_end - b_start, labels)
                     + _side_stream_notes(as_side, b_end - b_start, stream, labels)
@@ -432,16 +438,29 @@ def _overlapping_cycle_notes(nested: pa.Table, cycle_rows: np.ndarray) -> tuple[
     if len(cycle_rows) < 2:
         return ()
     start, end = int64s(nested["start_ns"])[cycle_rows], int64s(nested["end_ns"])[cycle_rows]
-    thread = thread_keys(int64s(nested["pid"])[cycle_rows], int64s(nested["tid"])[cycle_rows])
+    # Ranges of one kind (a name without its numbers, as ``cycles_within_cycles``) on one thread:
+    # a helper's ``cycle_draft_loop`` inside ``cycle 3``, a ``cycles`` range around them all, are
+    # other kinds, compared with none of these.
+    _, kind = np.unique(np.array([(n or "").rstrip("0123456789") for n in nested["name"].take(pa.array(cycle_rows)).to_pylist()], dtype=object).astype(str),
+                        return_inverse=True)
+    _, thread = np.unique(np.stack([thread_keys(int64s(nested["pid"])[cycle_rows], int64s(nested["tid"])[cycle_rows]), kind.ravel()], 1), axis=0, return_inverse=True)
+    thread = thread.ravel()
     order = np.lexsort((start, thread))
     start, end, thread = start[order], end[order], thread[order]
-    # The next one on the thread began before this one ended and ends after it (one inside
-    # another, a range around several cycles, is nesting: said elsewhere).
-    overlapping = (thread[1:] == thread[:-1]) & (start[1:] < end[:-1]) & (end[1:] > end[:-1])
+    # Against the range reaching furthest so far (one never closed, running to the trace's end,
+    # hides the rest): the next began before that one ended and ends after it.
+    reach, setter = np.empty_like(end), np.empty(len(end), dtype=np.int64)
+    for t in np.unique(thread).tolist():
+        at = np.flatnonzero(thread == t)
+        reach[at] = np.maximum.accumulate(end[at])
+        setter[at] = at[np.maximum.accumulate(np.where(end[at] == reach[at], np.arange(len(at)), 0))]
+    same = thread[1:] == thread[:-1]
+    overlapping = same & (start[1:] < reach[:-1]) & (end[1:] > reach[:-1])
     if not overlapping.any():
         return ()
-    period = np.median(np.diff(start)[overlapping]) / 1e6
-    return (f"cycle ranges overlap in {int(overlapping.sum())} of {len(cycle_rows)} cycles "
+    period = np.median((start[1:] - start[setter[:-1]])[overlapping]) / 1e6
+    of = int(np.isin(thread, thread[1:][overlapping]).sum())  # the cycle ranges of the kinds (and threads) that overlap
+    return (f"cycle ranges overlap in {int(overlapping.sum())} of {of} cycles "
             "(each still open when the next began: an engine a cycle ahead closing cycle N after its output step): a cycle's CPU and GPU "
             f"times hold part of the next one's, and its phases add up to less; from one cycle's start to the next: {period:.3f} ms (median CPU)",)
 
@@ -478,6 +497,15 @@ def _side_stream_notes(side: SideReadings, gpu: np.ndarray, stream: np.ndarray, 
     names = np.asarray(labels, dtype=object)
     # Said where the two readings differ by more than max(10 us, 10 %) (as ``_tiled_notes``).
     differ = side.mask & (np.abs(side.own_ns - gpu) > np.maximum(10_000, np.maximum(side.own_ns, gpu) // 10))
+    copies = side.copies_only if side.copies_only is not None else np.zeros(len(differ), dtype=bool)
+    for name in dict.fromkeys(labels[k] for k in np.flatnonzero(differ & copies).tolist()):
+        mine = np.flatnonzero(differ & copies & (names == name))
+        on, of = np.unique(stream[mine]), np.unique(side.own_stream[mine])
+        out.append(f"{name!r}: in {len(mine)} of {labels.count(name)} instances it only copied, on stream {'/'.join(map(str, of.tolist()))}, which "
+                   f"feeds stream {'/'.join(map(str, on.tolist()))}, where it is read: {np.median(gpu[mine]) / 1e6:.3f} ms (median); if its range's events "
+                   f"go on {'/'.join(map(str, of.tolist()))} (its thread's current stream), they read {np.median(side.own_ns[mine]) / 1e6:.3f} ms "
+                   "(the trace does not record which stream was current at the range's ends)")
+    differ &= ~copies
     for name in dict.fromkeys(labels[k] for k in np.flatnonzero(differ).tolist()):
         mine = np.flatnonzero(differ & (names == name))
         on, of = np.unique(stream[mine]), np.unique(side.own_stream[mine])
@@ -708,11 +736,14 @@ def _unphased_launches(ops: pa.Table, instants: np.ndarray, op_phase: np.ndarray
 
 class SideReadings(NamedTuple):
     """Phases whose kernels all ran on one stream and that are read on another (``caller_streams``
-    took that stream for a side stream of it), and what events on the first would read instead."""
+    took that stream for a side stream of it), or whose work was all copies on a stream that
+    only copies, read on the stream it feeds (``CopyStreams``), and what events on the first
+    would read instead."""
 
     mask: np.ndarray  # per phase
     own_ns: np.ndarray  # per phase: the reading with the marked phases on the stream of their work (0 elsewhere)
     own_stream: np.ndarray  # per phase: that stream's id (-1 elsewhere)
+    copies_only: np.ndarray | None = None  # per phase: marked for copies only (None: none was)
 
 
 def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clock: StreamClock, ph_pid: np.ndarray, ph_tid: np.ndarray, ph_s: np.ndarray,
@@ -740,6 +771,7 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     dev, stream = phase_streams(placed, deciding_phase, n_ph, deciders)
     only_copies = np.flatnonzero(copy_streams.of(ph_pid, dev, stream))
     only_copies = only_copies[copy_streams.thread_runs_model(ph_pid[only_copies], ph_tid[only_copies])]  # (few phases, if any: asked only for them)
+    copied_on = (dev[only_copies], stream[only_copies])
     if len(only_copies):
         # Read where the copies' stream feeds (or was forked off), else on the thread's own.
         p_dev, p_stream = clock.partner(clock.stream_index(ph_pid[only_copies], dev[only_copies], stream[only_copies]), ph_s[only_copies],
@@ -758,6 +790,9 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     busiest = busiest_streams(ops, copy_streams)
     moved = ((dev != work_dev) | (stream != work_stream)) & (work_stream >= 0) & ~told  # (a said stream is no guess: nothing to warn of)
     mask = moved & _kernels_all_on(clock, placed, deciding_phase, ph_pid, work_dev, work_stream) if moved.any() else moved
+    # A phase that only copied, read off the stream its copies ran on (the stream it feeds): its
+    # range's events may go on that stream, its thread's current one (SGLang's scheduler copies
+    # inputs on the default stream that the forward stream waits for).
     side = SideReadings(np.zeros(n_ph, dtype=bool), np.zeros(n_ph, np.int64), np.full(n_ph, -1, np.int64))
     if mask.any():
         # Events on the stream their work went to, had the range run inside a `with
@@ -766,6 +801,18 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
                                                 busiest, ph_tid, ended_elsewhere=ended_elsewhere, range_end=ph_e)
         ok = mask & (o_start != I64_MIN)
         side = SideReadings(ok, np.where(ok, o_end - o_start, 0), np.where(ok, work_stream, -1))
+    copies_only = np.zeros(n_ph, dtype=bool)
+    if len(only_copies):
+        copies_only[only_copies] = ((dev[only_copies] != copied_on[0]) | (stream[only_copies] != copied_on[1])) & (copied_on[1] >= 0) & ~told[only_copies]
+    if copies_only.any():
+        # Events recorded on that stream see its work alone (nothing else joins a stream that
+        # only copies): each boundary read on the phase's own stream (``own_stream_only``).
+        c_dev, c_stream = dev.copy(), stream.copy()
+        c_dev[only_copies], c_stream[only_copies] = np.where(copies_only[only_copies], copied_on[0], dev[only_copies]), np.where(copies_only[only_copies], copied_on[1], stream[only_copies])
+        c_start, c_end, _, _ = phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, c_dev, c_stream, busiest, ph_tid, own_stream_only=True,
+                                                ended_elsewhere=ended_elsewhere, range_end=ph_e)
+        ok = copies_only & (c_start != I64_MIN)
+        side = SideReadings(side.mask | ok, np.where(ok, c_end - c_start, side.own_ns), np.where(ok, c_stream, side.own_stream), ok)
     b_start, b_end, dev, stream = phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, busiest, ph_tid, ended_elsewhere=ended_elsewhere,
                                                    range_end=ph_e)
     return b_start, b_end, dev, stream, ph_read_end, side._replace(mask=side.mask & (b_start != I64_MIN))
@@ -874,7 +921,7 @@ def finish_rank(work: RankWork, wait_ns: np.ndarray | None) -> tuple[pa.Table, p
     # phases are the provisional ones, whose waits are zeros (built once, in the rank's worker).
     waited = wait_ns is not None and bool(np.any(wait_ns))
     phases = build_phases(work.phase_inputs, wait_ns) if waited else work.provisional_phases()
-    return phases, build_cycles(work.ranges, phases, work.cycle_rows, work.rank, work.skip_cycles, list(work.accepted_marks))
+    return phases, build_cycles(work.ranges, phases, work.cycle_rows, work.rank, work.skip_cycles, list(work.accepted_marks), work.unrun_from_ns)
 
 
 

@@ -22,10 +22,10 @@ from tracerecon.report_model import CycleSummary, PhaseSummary
 
 
 def left_out_cycles(cycles: pa.Table) -> np.ndarray:
-    """Per row of ``cycles``: left out of the medians, as a warm-up cycle (``warmup``) or one the
-    capture ended inside (``cut``)."""
+    """Per row of ``cycles``: left out of the medians, as a warm-up cycle (``warmup``) or one not
+    whole in the trace (``incomplete``)."""
     out = np.zeros(cycles.num_rows, dtype=bool)
-    for column in ("warmup", "cut"):
+    for column in ("warmup", "incomplete"):
         if column in cycles.column_names:
             out |= pa.compute.fill_null(cycles[column], False).to_numpy(zero_copy_only=False).astype(bool)
     return out
@@ -33,7 +33,7 @@ def left_out_cycles(cycles: pa.Table) -> np.ndarray:
 
 def steady_phases(phases: pa.Table, cycles: pa.Table | None) -> pa.Table:
     """``phases`` as the medians count them: without the instances of the cycles left out
-    (``left_out_cycles``: warm-up, cut by the capture's end), nor those in no cycle of a phase
+    (``left_out_cycles``: warm-up, incomplete), nor those in no cycle of a phase
     name that has instances in cycles (``outside_cycles``), so that a phase's ``n`` counts cycles."""
     if phases.num_rows == 0:
         return phases
@@ -171,7 +171,7 @@ class CycleRow:
     abs_error_ms: float
     verdicts: str
     warmup: bool
-    cut: bool = False  # the capture ended inside it (``cycles.cut``)
+    incomplete: bool = False  # not whole in the trace (``cycles.incomplete``)
 
 
 def cycle_rows(phases: pa.Table, cycles: pa.Table) -> list[CycleRow]:
@@ -191,12 +191,12 @@ def cycle_rows(phases: pa.Table, cycles: pa.Table) -> list[CycleRow]:
     out = []
     c = cycles.to_pydict()
     warm = c.get("warmup") or [False] * len(c["cycle"])
-    cut = c.get("cut") or [False] * len(c["cycle"])
-    for cyc, cpu, gpu, w, k in zip(c["cycle"], c["cpu_ns"], c["gpu_ns"], warm, cut):
+    incomplete = c.get("incomplete") or [False] * len(c["cycle"])
+    for cyc, cpu, gpu, w, k in zip(c["cycle"], c["cpu_ns"], c["gpu_ns"], warm, incomplete):
         d = by_cycle.get(cyc, {"cpu": {}, "gpu": {}, "err": 0, "verdicts": []})
         out.append(CycleRow(cycle=cyc, cpu_ms=cpu / 1e6, gpu_ms=None if gpu is None else gpu / 1e6,
                             phase_cpu_ms={k: v / 1e6 for k, v in d["cpu"].items()}, phase_gpu_ms={k: v / 1e6 for k, v in d["gpu"].items()},
-                            abs_error_ms=d["err"] / 1e6, verdicts="".join(d["verdicts"]), warmup=bool(w), cut=bool(k)))
+                            abs_error_ms=d["err"] / 1e6, verdicts="".join(d["verdicts"]), warmup=bool(w), incomplete=bool(k)))
     return out
 
 
@@ -225,9 +225,9 @@ def summarize_cycles(cycles: pa.Table, phases: pa.Table | None = None) -> CycleS
     if cycles.num_rows == 0:
         return CycleSummary(0, None, None, None, None, 0)
     n_warm = _count_true(cycles["warmup"]) if "warmup" in cycles.column_names else 0
-    n_cut = int(left_out_cycles(cycles).sum()) - n_warm  # (a warm-up cycle cut too counts as warm-up)
+    n_incomplete = int(left_out_cycles(cycles).sum()) - n_warm  # (an incomplete warm-up cycle counts as warm-up)
     n_outside = int(outside_cycles(phases).sum()) if phases is not None else 0
-    if n_warm or n_cut:
+    if n_warm or n_incomplete:
         cycles = steady_cycles(cycles)
     tokens, per_tok, per_phase = per_token(cycles, phases)
 
@@ -240,7 +240,7 @@ def summarize_cycles(cycles: pa.Table, phases: pa.Table | None = None) -> CycleS
         gpu_ms_per_accepted_token=per_tok,
         phase_ms_per_accepted_token=per_phase,
         n_warmup=n_warm,
-        n_cut=n_cut,
+        n_incomplete=n_incomplete,
         n_outside_cycles=n_outside,
         n=cycles.num_rows,
         cpu_ms_median=median_of("cpu_ns"),

@@ -1,0 +1,149 @@
+"""Cycles not whole in the trace: a capture that ends inside a cycle (``nsys profile
+--duration``, a capture range stopped mid-run) leaves the ranges still open with no end, the
+kernels not yet run out of the trace, and the phases not yet begun out altogether. Such a
+cycle's numbers are no cycle's: it is left out of the medians as a warm-up cycle is, kept in
+the tables with ``incomplete`` set, and said.
+
+Hand-computed case (us, b = 1000c): cycle c [b, b+300] holds draft [b, b+100] (a kernel launched
+at b+10, running b+20..b+80) and verify [b+100, b+300] (a kernel launched at b+110, running
+b+120..b+280). Events on stream 7 in whole cycles: draft b..b+100 (100), verify b+100..b+300 (200).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import run_cli
+from nsys_factory import FakeTrace
+from tracerecon.analysis.config import PhaseConfig
+from tracerecon.api import load
+
+U = 1000
+PHASES = PhaseConfig(phases=("draft", "verify"), skip_cycles=0)
+ARGS = ("--phase", "draft", "--phase", "verify", "--skip-cycles", "0")
+
+
+def cut_in_cycle(n: int, cycle_ranges: bool = True, pid: int = 10, collective: bool = False, how: str = "open") -> FakeTrace:
+    """``n`` cycles (see the module doc), the capture ending in the last: ``open``, inside its
+    verify (its verify and cycle range never closed, verify's kernel not in the trace);
+    ``unrun``, after its ranges closed but before verify's kernel ran; ``before verify``, after
+    its draft, before its verify began. With ``collective``, verify's kernel is an all-reduce."""
+    t = FakeTrace()
+    for c in range(n):
+        b, last = 1000 * c, c == n - 1
+        if cycle_ranges:
+            t.range(f"cycle {c}", b * U, None if last and how == "open" else (b + (100 if last and how == "before verify" else 300)) * U, pid=pid)
+        t.range("draft", b * U, (b + 100) * U, pid=pid)
+        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U, pid=pid), (b + 20) * U, (b + 80) * U, pid=pid)
+        if last and how == "before verify":
+            continue
+        t.range("verify", (b + 100) * U, None if last and how == "open" else (b + 300) * U, pid=pid)
+        call = t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U, pid=pid)
+        if not last:
+            t.kernel(call, (b + 120) * U, (b + 280) * U, pid=pid, name="ncclDevKernel_AllReduce_Sum_bf16_RING_LL" if collective else "k")
+    return t
+
+
+@pytest.mark.parametrize("cycle_ranges", [True, False])
+@pytest.mark.parametrize("how", ["open", "unrun", "before verify"])
+def test_a_cycle_the_capture_ended_inside_is_kept_marked_and_left_out_of_the_medians(tmp_path, cycle_ranges, how):
+    # GIVEN 4 cycles, the capture ending inside the last: inside its verify (ranges never
+    # closed), or after its ranges closed but before verify's kernel ran (its launch has no
+    # GPU work in the trace), or after its draft, before its verify began
+    path = cut_in_cycle(4, cycle_ranges, how=how).write(tmp_path / "t.sqlite")
+    # WHEN analysed
+    (rank,) = load([path], PHASES).ranks
+    # THEN every cycle is kept, the last marked incomplete (and not warm-up)
+    cycles = rank.cycles.to_pydict()
+    assert cycles["cycle"] == [0, 1, 2, 3] and cycles["incomplete"] == [False, False, False, True] and not any(cycles["warmup"])
+    # and the report counts the 3 whole cycles only: verify 0.200 ms in each (its events), where
+    # the last cycle's verify read short (or was missing)
+    res = run_cli("report", str(path), *ARGS, "--json")
+    (r,) = json.loads(res.stdout)["ranks"]
+    assert r["cycles"]["n"] == 3 and r["cycles"]["n_incomplete"] == 1 and r["cycles"]["n_warmup"] == 0
+    assert r["cycles"]["gpu_ms_median"] == pytest.approx(0.300)
+    assert {p["phase"]: (p["n"], p["gpu_ms_median"]) for p in r["phases"]} == {"draft": (3, pytest.approx(0.100)), "verify": (3, pytest.approx(0.200))}
+    text = run_cli("report", str(path), *ARGS)
+    assert "1 incomplete cycle(s) left out (not whole in the trace)" in " ".join(text.stdout.split())
+
+
+def test_whole_cycles_are_never_marked_incomplete(tmp_path):
+    # GIVEN 3 whole cycles, and 4 cycles of which the last ran no verify by design but closed
+    # every range and ran every kernel it launched... in a run of 2 cycles (too few to tell)
+    t = FakeTrace().phase_cycles(("draft", "verify"), cycles=3)
+    short = cut_in_cycle(2, how="before verify")
+    # WHEN analysed
+    (rank,) = load([t.write(tmp_path / "t.sqlite")], PHASES).ranks
+    (two,) = load([short.write(tmp_path / "two.sqlite")], PHASES).ranks
+    # THEN no cycle is incomplete (a last cycle missing a phase is one only among 3 or more)
+    assert rank.cycles["incomplete"].to_pylist() == [False] * 3
+    assert two.cycles["incomplete"].to_pylist() == [False, False]
+
+
+def test_a_range_never_closed_mid_run_marks_its_cycle_incomplete(tmp_path):
+    # GIVEN 5 cycles whose cycle 2's verify range (start/end) never closed, the run going on
+    t = FakeTrace()
+    for c in range(5):
+        b = 1000 * c
+        t.range(f"cycle {c}", b * U, (b + 300) * U)
+        t.range("draft", b * U, (b + 100) * U)
+        t.range("verify", (b + 100) * U, None if c == 2 else (b + 300) * U, push_pop=False)
+        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U), (b + 20) * U, (b + 80) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U), (b + 120) * U, (b + 280) * U)
+    # WHEN analysed
+    (rank,) = load([t.write(tmp_path / "t.sqlite")], PHASES).ranks
+    # THEN that cycle is incomplete (its verify runs to the trace's end), the others are not
+    assert rank.cycles["incomplete"].to_pylist() == [False, False, True, False, False]
+
+
+def test_a_capture_whose_only_cycle_was_cut_says_why_nothing_is_counted(tmp_path):
+    # GIVEN a capture holding one cycle, cut inside its verify
+    path = cut_in_cycle(1).write(tmp_path / "t.sqlite")
+    # WHEN reported
+    res = run_cli("report", str(path), "--phase", "draft", "--phase", "verify")
+    # THEN it succeeds and says that its one cycle was left out (not an empty table alone)
+    assert res.returncode == 0, res.stderr
+    assert "cycles: none counted; 1 incomplete cycle(s) left out (not whole in the trace)" in " ".join(res.stdout.split())
+
+
+def test_a_rank_whose_capture_went_on_is_no_straggler_in_the_cycle_anothers_capture_cut(tmp_path):
+    # GIVEN two rank files of one run, each 4 cycles whose verify is an all-reduce; rank 0's
+    # capture ended inside cycle 3 (its all-reduce not in the trace), rank 1's went on (its
+    # cycle 3 whole: 5 cycles written, the fifth cut)
+    paths = [cut_in_cycle(4, pid=100, collective=True).write(tmp_path / "rank0.sqlite"),
+             cut_in_cycle(5, pid=101, collective=True).write(tmp_path / "rank1.sqlite")]
+    # WHEN reported
+    doc = json.loads(run_cli("report", *map(str, paths), *ARGS, "--json").stdout)
+    # THEN rank 0 counts 3 cycles, rank 1 4 (each leaves its own incomplete one out), and the
+    # critical path counts cycles 0-2 only: no rank gated or ended last in cycle 3, which rank
+    # 0's capture cut (before: 4 cycles, rank 1 "last to finish" in cycle 3)
+    assert [(r["cycles"]["n"], r["cycles"]["n_incomplete"]) for r in doc["ranks"]] == [(3, 1), (4, 1)]
+    assert sum(doc["critical_path"]["rank_counts"].values()) == 3
+
+
+def test_ranks_numbering_cycles_apart_leave_out_the_same_cycle_of_the_run(tmp_path):
+    # GIVEN two rank files of one run on one clock, 5 cycles of it (b = 1000c); rank 1's capture
+    # began a cycle later (its cycle 0 is the run's cycle 1) and both ended inside the run's
+    # cycle 4; rank 1 reaches every all-reduce late (its draft kernel runs to b+130, rank 0's
+    # all-reduce waits for it from b+115)
+    paths = []
+    for r, first in ((0, 0), (1, 1)):
+        t = FakeTrace()
+        for c in range(first, 5):
+            b, last = 1000 * c, c == 4
+            t.range(f"cycle {c - first}", b * U, None if last else (b + 300) * U, pid=100 + r)
+            t.range("draft", b * U, (b + 100) * U, pid=100 + r)
+            t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U, pid=100 + r), (b + 20) * U, (b + (130 if r else 80)) * U, pid=100 + r)
+            t.range("verify", (b + 100) * U, None if last else (b + 300) * U, pid=100 + r)
+            call = t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U, pid=100 + r)
+            if not last:
+                t.kernel(call, (b + (130 if r else 115)) * U, (b + 280) * U, pid=100 + r, name="ncclDevKernel_AllReduce_Sum_bf16_RING_LL")
+        paths.append(t.write(tmp_path / f"rank{r}.sqlite"))
+    # WHEN reported
+    doc = json.loads(run_cli("report", *map(str, paths), *ARGS, "--json").stdout)
+    # THEN the critical path counts the run's cycles 1-3, those both ranks have whole (rank 1's
+    # incomplete cycle 3 is the run's 4, not rank 0's 3): rank 1 gated all three
+    assert [(r["cycles"]["n"], r["cycles"]["n_incomplete"]) for r in doc["ranks"]] == [(4, 1), (3, 1)]
+    assert doc["critical_path"]["rank_counts"].get("1") == 3
