@@ -716,3 +716,25 @@ async def test_an_empty_overview_shows_why_first():
     # WHEN the overview is up THEN the first warning it shows is that one, with its --phase hint
     assert notes.split("warning: ", 1)[1].startswith("no range named as a phase"), notes[:400]
     assert "the likely phases here: --phase" in notes
+
+
+async def test_an_incomplete_cycle_is_marked_in_the_cycles_table_and_said_on_the_overview(tmp_path):
+    from test_incomplete_cycles import cut_in_cycle
+
+    # GIVEN a capture of 4 cycles that ended inside the last, and one that holds only that cycle
+    path = str(cut_in_cycle(4).write(tmp_path / "t.sqlite"))
+    only = str(cut_in_cycle(1).write(tmp_path / "one.sqlite"))
+    for trace, rows, said in ((path, 4, "3 cycles"), (only, 1, "rank 0: no cycle counted")):
+        app = TraceReconApp(lambda trace=trace: load([trace], PhaseConfig(phases=("draft", "verify"), skip_cycles=0)), source=trace)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await ready(pilot)
+            # WHEN the overview and the cycles tab are shown
+            notes = str(app.query_one("#overview-notes", Static).render())
+            await pilot.press("3")
+            table = app.query_one("#cycles-table", DataTable)
+            # THEN the last cycle's row says it is not in the report, and the overview says how many
+            # cycles it counts and that one incomplete cycle was left out
+            assert table.row_count == rows
+            last = [str(c) for c in table.get_row_at(rows - 1)]
+            assert last[-1].endswith("(incomplete in the trace: not in the report)"), last
+            assert said in notes and "1 incomplete cycle(s) left out (not whole in the trace)" in " ".join(notes.split()), notes
