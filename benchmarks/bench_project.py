@@ -33,7 +33,7 @@ def main() -> None:
     sys.modules["old_projection"] = old  # (its dataclasses look their module up)
     spec.loader.exec_module(old)
     tables = pipeline._read_tables(trace)
-    tables, ops, _ = pipeline._link(trace, tables)
+    tables, ops, _, _ = pipeline._link(trace, tables)
     nested = nest(tables.nvtx_ranges)
     index = projection.index_launches(ops)
     same = old.project(nested, ops, index).equals(projection.project(nested, ops, index))

@@ -87,8 +87,13 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
                     for k in run[::usual_run]:
                         split[k] = True
             counts = [sum(1 for r in phase_rows if labels[r] == lab) for lab in present if lab != start]
+            long_runs = [run for run in runs if len(run) > usual_run and len(run) % usual_run == 0]
             if sum(split) != len(runs) and sum(split) in counts and len(runs) not in counts:
                 starts = split
+            elif len(long_runs) == 1 and long_runs[0][0] == 0 and len(runs) > 2:
+                # ... or where the only such run opens the sequence.
+                for k in long_runs[0][::usual_run]:
+                    starts[k] = True
             # (later the same day) A cycle holding more phase ranges than the most common length is
             # cut where a phase comes again after another one: a step without the first phase.
             cycles: list = []

@@ -34,7 +34,7 @@ def cut_in_cycle(n: int, cycle_ranges: bool = True, pid: int = 10, collective: b
     for c in range(n):
         b, last = 1000 * c, c == n - 1
         if cycle_ranges:
-            t.range(f"cycle {c}", b * U, None if last and how == "open" else (b + (100 if last and how == "before verify" else 300)) * U, pid=pid)
+            t.range(f"cycle {c}", b * U, None if last and how in ("open", "before verify") else (b + 300) * U, pid=pid)
         t.range("draft", b * U, (b + 100) * U, pid=pid)
         t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U, pid=pid), (b + 20) * U, (b + 80) * U, pid=pid)
         if last and how == "before verify":
@@ -46,12 +46,12 @@ def cut_in_cycle(n: int, cycle_ranges: bool = True, pid: int = 10, collective: b
     return t
 
 
-@pytest.mark.parametrize("cycle_ranges", [True, False])
-@pytest.mark.parametrize("how", ["open", "unrun", "before verify"])
+@pytest.mark.parametrize("cycle_ranges, how", [(True, "open"), (False, "open"), (True, "unrun"), (False, "unrun"), (True, "before verify")])
 def test_a_cycle_the_capture_ended_inside_is_kept_marked_and_left_out_of_the_medians(tmp_path, cycle_ranges, how):
     # GIVEN 4 cycles, the capture ending inside the last: inside its verify (ranges never
     # closed), or after its ranges closed but before verify's kernel ran (its launch has no
-    # GPU work in the trace), or after its draft, before its verify began
+    # GPU work in the trace), or after its draft, before its verify began (its cycle range
+    # never closed; without cycle ranges nothing tells that cycle from a short one: not here)
     path = cut_in_cycle(4, cycle_ranges, how=how).write(tmp_path / "t.sqlite")
     # WHEN analysed
     (rank,) = load([path], PHASES).ranks
@@ -70,16 +70,31 @@ def test_a_cycle_the_capture_ended_inside_is_kept_marked_and_left_out_of_the_med
 
 
 def test_whole_cycles_are_never_marked_incomplete(tmp_path):
-    # GIVEN 3 whole cycles, and 4 cycles of which the last ran no verify by design but closed
-    # every range and ran every kernel it launched... in a run of 2 cycles (too few to tell)
+    # GIVEN 3 whole cycles, and 4 cycles (no cycle ranges) of which the last ran only its draft,
+    # every range closed and every kernel launched run
     t = FakeTrace().phase_cycles(("draft", "verify"), cycles=3)
-    short = cut_in_cycle(2, how="before verify")
+    short = cut_in_cycle(4, cycle_ranges=False, how="before verify")
     # WHEN analysed
     (rank,) = load([t.write(tmp_path / "t.sqlite")], PHASES).ranks
-    (two,) = load([short.write(tmp_path / "two.sqlite")], PHASES).ranks
-    # THEN no cycle is incomplete (a last cycle missing a phase is one only among 3 or more)
+    (four,) = load([short.write(tmp_path / "four.sqlite")], PHASES).ranks
+    # THEN no cycle is incomplete: a step that ran fewer phases is no sign of the capture's end
     assert rank.cycles["incomplete"].to_pylist() == [False] * 3
-    assert two.cycles["incomplete"].to_pylist() == [False, False]
+    assert four.cycles["incomplete"].to_pylist() == [False] * 4
+
+
+def test_a_helper_process_whose_last_launch_never_ran_marks_no_cycle_of_the_worker(tmp_path):
+    # GIVEN two rank files; rank 0's holds its worker (pid 10: 5 whole cycles, the capture
+    # ending inside a sixth) and a helper process (pid 11) whose last launch, at 1.5 ms, put
+    # no op in the trace (its own tail); rank 1's a worker of its own
+    t = cut_in_cycle(6, how="open")
+    t.kernel(t.call("cudaLaunchKernel", 500 * U, 502 * U, pid=11), 505 * U, 600 * U, pid=11)
+    t.call("cudaLaunchKernel", 1500 * U, 1502 * U, pid=11)
+    paths = [t.write(tmp_path / "rank0.sqlite"), cut_in_cycle(6, pid=20).write(tmp_path / "rank1.sqlite")]
+    # WHEN analysed
+    rank0 = load(paths, PHASES).ranks[0]
+    # THEN only the worker's last cycle, cut inside its verify, is incomplete: the helper's
+    # launch came before the worker's later launches ran (the capture went on)
+    assert rank0.cycles["incomplete"].to_pylist() == [False] * 5 + [True]
 
 
 def test_a_range_never_closed_mid_run_marks_its_cycle_incomplete(tmp_path):

@@ -24,7 +24,7 @@ def _load_ranks(path):
     out = []
     for f in files:
         tables = pipeline._read_tables(f)
-        _, ops, _ = pipeline._link(f, tables)
+        _, ops, _, _ = pipeline._link(f, tables)
         out.append((tables.nvtx_ranges, ops))
     return out
 

@@ -1267,19 +1267,22 @@ def test_a_copy_stream_that_waited_for_two_computing_streams_says_nothing_of_whi
     assert per_cycle(rank) == [(c, n, v, 7) for c in range(6) for n, v in (("draft", 270), ("verify", 260))]
 
 
-def test_a_phase_that_only_copies_on_its_threads_stream_read_where_that_stream_feeds_is_said(tmp_path):
+@pytest.mark.parametrize("feeds", [True, False])
+def test_a_phase_that_only_copies_on_its_threads_stream_read_where_that_stream_feeds_is_said(tmp_path, feeds):
     # GIVEN one thread, the CPU a cycle ahead (b = 1000n, 4 cycles): schedule [b, b+100] copies
     # inputs on stream 7 (b+12..b+20, launched b+10), records E on 7 (b+30) and makes stream 20
-    # wait for it (b+31); run_batch [b+100, b+130] launches the forward on 20 (b+110), running
+    # wait for it (b+31) (without ``feeds``, neither: 20 is still the thread's only computing
+    # stream); run_batch [b+100, b+130] launches the forward on 20 (b+110), running
     # b+150..b+1150: the previous batch's forward holds 20 through the next schedule. Stream 7
-    # only ever copies and feeds 20
+    # only ever copies
     t = FakeTrace()
     for n in range(4):
         b = 1000 * n
         t.range("schedule", b * U, (b + 100) * U)
         t.copy(t.call("cudaMemcpyAsync", (b + 10) * U, (b + 11) * U), (b + 12) * U, (b + 20) * U, kind=1, stream=7)
-        t.event_record(1, n + 1, (b + 30) * U, (b + 31) * U, stream=7)
-        t.stream_wait(1, n + 1, (b + 31) * U, (b + 32) * U, stream=20)
+        if feeds:
+            t.event_record(1, n + 1, (b + 30) * U, (b + 31) * U, stream=7)
+            t.stream_wait(1, n + 1, (b + 31) * U, (b + 32) * U, stream=20)
         t.range("run_batch", (b + 100) * U, (b + 130) * U)
         t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U), (b + 150) * U, (b + 1150) * U, stream=20)
     # WHEN analysed
@@ -1290,5 +1293,31 @@ def test_a_phase_that_only_copies_on_its_threads_stream_read_where_that_stream_f
     sched = [(p["cycle"], p["stream_id"], p["gpu_ns"] // U) for p in run.ranks[0].phases.to_pylist() if p["phase"] == "schedule"]
     assert sched == [(0, 20, 100), (1, 20, 0), (2, 20, 0), (3, 20, 0)]
     said = [w for w in run.warnings if "'schedule'" in w and "only copied" in w]
-    assert len(said) == 1 and "in 3 of 4 instances it only copied, on stream 7, which feeds stream 20, where it is read: 0.000 ms" in said[0]
+    where = "stream 20, which those copies feed" if feeds else "its thread's stream 20"
+    assert len(said) == 1 and f"in 3 of 4 instances it only copied, on stream 7, and is read on {where}: 0.000 ms (median)" in said[0]
     assert "they read 0.100 ms" in said[0]
+
+
+def test_a_phase_that_launched_nothing_read_on_its_threads_other_stream_is_said(tmp_path):
+    # GIVEN one thread, the CPU a cycle ahead (b = 1000n, 4 cycles): schedule [b, b+100] runs a
+    # kernel on stream 7 (b+10..b+20); run_batch [b+100, b+130] launches the forward on stream 20
+    # (b+110), running b+150..b+1150; process [b+130, b+900] launches nothing (it waits on the
+    # CPU for the previous batch's results)
+    t = FakeTrace()
+    for n in range(4):
+        b = 1000 * n
+        t.range("schedule", b * U, (b + 100) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 5) * U, (b + 7) * U), (b + 10) * U, (b + 20) * U, stream=7)
+        t.range("run_batch", (b + 100) * U, (b + 130) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U), (b + 150) * U, (b + 1150) * U, stream=20)
+        t.range("process", (b + 130) * U, (b + 900) * U)
+    # WHEN analysed
+    run = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("schedule", "run_batch", "process")))
+    # THEN process inherits stream 20 from run_batch, where its start event waits for this
+    # batch's forward (b+1150), past its end: 0 in every cycle; on stream 7, where schedule is
+    # read, events at its ends read its CPU span b+130..b+900: 0.770 ms. One line says both
+    proc = [(p["stream_id"], p["gpu_ns"] // U) for p in run.ranks[0].phases.to_pylist() if p["phase"] == "process"]
+    assert proc == [(20, 0)] * 4
+    said = [w for w in run.warnings if "'process'" in w]
+    assert len(said) == 1 and "in 4 of 4 instances it launched nothing and is read on stream 20, inherited from its thread's phases: 0.000 ms" in said[0]
+    assert "also read on stream 7: if its range's events go there, they read 0.770 ms" in said[0]

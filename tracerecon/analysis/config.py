@@ -57,6 +57,12 @@ class PhaseConfig:
         return None
 
 
+def cycle_kind(name: str | None) -> str:
+    """A cycle range's name without its numbers: ``cycle 3`` and ``cycle 4`` are one kind of
+    cycle (so are ``cycle 3 bs=8`` and ``cycle 4 bs=16``), ``cycle_draft_loop`` another."""
+    return re.sub(r"\d+", "", name or "")
+
+
 def is_cycle_name(name: str | None, prefix: str) -> bool:
     """Whether a range named ``name`` encloses a cycle: its name starts with the cycle prefix
     (``--cycle``; ``cycle 3``, ``cycle_prefill 0``, ``iteration 5`` with ``--cycle iter``). No

@@ -345,11 +345,13 @@ def _steps_of_their_usual_length(mine: np.ndarray, label_id: np.ndarray) -> np.n
     ``label_id``: every instance's phase) start one: the first of each run of consecutive ones,
     and where a run is a whole number of the most common run's length (one step's), the first of
     each such share, if another phase then has as many instances as there are cycles and none
-    as many as there are runs. A run as long as most is one step (draft_0..draft_2 every
-    cycle); one twice as long is two steps without the other phases between them where each
-    other phase then counts one a step: the first two forwards of an engine a cycle ahead
-    (forward 0, forward 1, output 0, forward 2, output 1, ..., output n-1, output n), not a
-    step that drafted twice (draft, verify, draft, draft, verify: two verifies, two steps)."""
+    as many as there are runs, or where the only such run opens the sequence. A run as long as
+    most is one step (draft_0..draft_2 every cycle); one twice as long is two steps without the
+    other phases between them where each other phase then counts one a step: the first two
+    forwards of an engine a cycle ahead (forward 0, forward 1, output 0, forward 2, output 1,
+    ..., output n-1, output n; also with its last outputs cut off by the capture, as it opens
+    the sequence), not a step that drafted twice (draft, verify, draft, draft, verify: two
+    verifies, two steps)."""
     first = mine & np.r_[True, ~mine[:-1]]
     begins = np.flatnonzero(first)
     if len(begins) == 0:
@@ -359,12 +361,17 @@ def _steps_of_their_usual_length(mine: np.ndarray, label_id: np.ndarray) -> np.n
     length = not_mine[np.searchsorted(not_mine, begins)] - begins
     usual = int(np.argmax(np.bincount(length)))  # the most common run length (the shortest of ties)
     out = first.copy()
-    for b, n in zip(begins.tolist(), length.tolist()):
-        if n > usual and n % usual == 0:
-            out[b:b + n:usual] = True
+    long_runs = [(b, n) for b, n in zip(begins.tolist(), length.tolist()) if n > usual and n % usual == 0]
+    for b, n in long_runs:
+        out[b:b + n:usual] = True
     others = np.bincount(label_id[~mine])
     split, runs = int(out.sum()), len(begins)
-    return out if split != runs and (others == split).any() and not (others == runs).any() else first
+    if split != runs and (others == split).any() and not (others == runs).any():
+        return out
+    # The only long run opens the sequence, before any other phase: an engine a cycle ahead
+    # priming its loop, also where the capture ended before its last outputs (their count then
+    # falls short of the cycles'); a step that drafted twice may come anywhere.
+    return out if len(long_runs) == 1 and long_runs[0][0] == 0 and runs > 2 else first
 
 
 def _steps_without_their_first_phase(label_id: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -791,12 +798,11 @@ def incomplete_cycles(ranges: pa.Table, phases: pa.Table, cycle_of_phase: np.nda
     """Per cycle ``ids`` (sorted): whether it is not whole in the trace, so that its numbers
     are no cycle's: a range of it never closed (its cycle range, rows ``cycle_range_rows``, None
     without cycle ranges, or one of its phases', ``phases.range_id`` rows of ``ranges``: nsys
-    writes those still open at the capture's end with no end, and they run to the trace's end);
-    or the capture ended before its GPU work was recorded (``unrun_from_ns``: the first launch
-    with no GPU work in the trace: the cycle of a phase holding it and those begun after it);
-    or, the last of three or more, it lacks a phase every other cycle has (the capture ended
-    before it ran). ``cycle_of_phase``: each phase's cycle (-1: none; a phase range never
-    closed that began in a cycle range makes that cycle incomplete too)."""
+    writes those still open at the capture's end with no end, and they run to the trace's end;
+    a phase range never closed that began in a cycle range is in no cycle, and makes that one
+    incomplete); or the capture ended before its GPU work was recorded (``unrun_from_ns``: the
+    first launch with no GPU work in the trace: the cycle of a phase holding it, and those begun
+    after it). ``cycle_of_phase``: each phase's cycle (-1: none)."""
     out = np.zeros(len(ids), dtype=bool)
     if len(ids) == 0:
         return out
@@ -804,29 +810,27 @@ def incomplete_cycles(ranges: pa.Table, phases: pa.Table, cycle_of_phase: np.nda
     at = np.searchsorted(ids, cycle_of_phase[mine])
     if "closed" in ranges.column_names and ranges.num_rows:
         open_ = ~ranges["closed"].fill_null(True).to_numpy(zero_copy_only=False).astype(bool)
+        rid = int64s(phases["range_id"], -1)
+        never_closed = (rid >= 0) & open_[np.maximum(rid, 0)]
+        out[at[never_closed[mine]]] = True
         if cycle_range_rows is not None:
             out |= open_[cycle_range_rows]
-        rid = int64s(phases["range_id"], -1)
-        out[at[(rid[mine] >= 0) & open_[np.maximum(rid[mine], 0)]]] = True
-        # A phase range never closed runs past its cycle range's end, so it is in no cycle
-        # (``phases_past_their_cycle``): the cycle range it began in is incomplete.
-        loose = ~mine & (rid >= 0) & open_[np.maximum(rid, 0)]
-        if loose.any() and cycle_range_rows is not None:
-            c_start, c_end = int64s(ranges["start_ns"])[cycle_range_rows], int64s(ranges["end_ns"])[cycle_range_rows]
-            for t in int64s(phases["cpu_start_ns"])[loose].tolist():
-                out |= (c_start <= t) & (t <= c_end)
+            loose = ~mine & never_closed
+            if loose.any():
+                # The latest-starting cycle range begun at or before each such phase, if it
+                # reaches the phase's start.
+                c_start, c_end = int64s(ranges["start_ns"])[cycle_range_rows], int64s(ranges["end_ns"])[cycle_range_rows]
+                by_start = np.argsort(c_start, kind="stable")
+                t = int64s(phases["cpu_start_ns"])[loose]
+                k = np.searchsorted(c_start[by_start], t, side="right") - 1
+                hit = (k >= 0) & (c_end[by_start[np.maximum(k, 0)]] >= t)
+                out[by_start[k[hit]]] = True
     if unrun_from_ns is not None:
         cs, ce = int64s(phases["cpu_start_ns"])[mine], int64s(phases["cpu_end_ns"])[mine]
         out[at[(cs <= unrun_from_ns) & (ce >= unrun_from_ns)]] = True
         first = np.full(len(ids), I64_MAX, dtype=np.int64)
         np.minimum.at(first, at, cs)
         out |= first > unrun_from_ns
-    if len(ids) >= 3:
-        names = phases["phase"].to_numpy(zero_copy_only=False)[mine]
-        last = at == len(ids) - 1
-        have_all = [n for n in dict.fromkeys(names[~last].tolist()) if len(np.unique(at[~last & (names == n)])) == len(ids) - 1]
-        if any(n not in set(names[last].tolist()) for n in have_all):
-            out[-1] = True
     return out
 
 

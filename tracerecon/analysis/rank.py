@@ -23,13 +23,13 @@ from tracerecon import schema
 from tracerecon.memory import release_free_memory
 from tracerecon.cores import usable_cores
 from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases, own_launches, stream_deciding_ops
-from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_launch, launches_never_run, synchronous_copies, thread_keys
+from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_launch, synchronous_copies, thread_keys
 from tracerecon.analysis.intervals import distinct_few
 from tracerecon.analysis.boundaries import (CopyStreams, StreamClock, WaitTargets, awaited_work, busiest_streams, caller_streams, declared_streams, narrowed_by_phase,
                                             in_sequence, phase_boundaries, phase_streams, stream_clock, tiled_off_their_stream, timelines,
                                             wait_targets)
 from tracerecon.analysis.nccl import comm_mask, phase_comm_split
-from tracerecon.analysis.config import PhaseConfig, is_cycle_name
+from tracerecon.analysis.config import PhaseConfig, cycle_kind, is_cycle_name
 from tracerecon.analysis.phases import (ERROR_FLOOR_NS, PhaseInputs, adds_up_tolerance, build_cycles, build_phases, cycles_by_time,
                                         cycles_per_thread, phases_past_their_cycle, select_phases)
 from tracerecon.analysis.projection import I64_MAX, I64_MIN, index_launches, innermost_owner, int64s, string_mask
@@ -50,6 +50,10 @@ class RankTables:
     event_records: pa.Table
     accepted_marks: tuple = ()  # (payload, ts_ns, tokens) of tracerecon.accepted=N marks
     stream_marks: pa.Table | None = None  # (pid, tid, ts_ns) of tracerecon.stream marks
+    # The CPU start of the rank's first kernel launch made after every call of the file that
+    # put an op in the trace (``pipeline._link``: the capture ended before recording its work);
+    # None: none.
+    unrun_from_ns: int | None = None
 
 
 @dataclass(frozen=True)
@@ -69,7 +73,7 @@ class RankWork:
     provisional: pa.Table | None = None
     notes: tuple[str, ...] = ()  # what the analysis could not take as given (warnings, one line each)
     # The CPU start of the first kernel launch whose GPU work the capture ended before recording
-    # (``columns.launches_never_run``; None: none): the cycles from there are incomplete.
+    # (``RankTables.unrun_from_ns``; None: none): the cycles from there are incomplete.
     unrun_from_ns: int | None = None
 
     def provisional_phases(self) -> pa.Table:
@@ -227,10 +231,8 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
     unphased = functools.cache(lambda: _unphased_launches(ops, clock.op_instants, op_phase, op_range, ranges, phase_rows, config.cycle_prefix))
     nested_cycles = cycles_within_cycles(nested, cycle_rows)
 
-    unrun = launches_never_run(tables.api_calls, ops)
-    unrun_from = int(int64s(tables.api_calls["start_ns"])[unrun].min()) if len(unrun) else None
     return RankWork(rank=rank, ranges=ranges, gpu_ops=gpu_ops, syncs=syncs, phase_inputs=inputs, cycle_rows=cycle_rows, skip_cycles=config.skip_cycles,
-                    unrun_from_ns=unrun_from,
+                    unrun_from_ns=tables.unrun_from_ns,
                     accepted_marks=tables.accepted_marks, provisional=build_phases(inputs),
                     notes=_past_cycle_notes(phases_past_their_cycle(nested, phase_rows, cycle_of, cycle_rows), labels) + _tiled_notes(tiled, own, b_end - b_start, labels)
                     + _side_stream_notes(as_side, b_end - b_start, stream, labels)
@@ -343,7 +345,7 @@ def cycles_within_cycles(nested: pa.Table, cycle_rows: np.ndarray) -> tuple[np.n
     if len(cycle_rows) < 2:
         return inner, outer
     names = nested["name"].take(pa.array(cycle_rows)).to_pylist()
-    kinds = [(n or "").rstrip("0123456789") for n in names]
+    kinds = [cycle_kind(n) for n in names]
     if len(set(kinds)) < 2:
         return inner, outer
     pid = int64s(nested["pid"])[cycle_rows]
@@ -441,7 +443,7 @@ def _overlapping_cycle_notes(nested: pa.Table, cycle_rows: np.ndarray) -> tuple[
     # Ranges of one kind (a name without its numbers, as ``cycles_within_cycles``) on one thread:
     # a helper's ``cycle_draft_loop`` inside ``cycle 3``, a ``cycles`` range around them all, are
     # other kinds, compared with none of these.
-    _, kind = np.unique(np.array([(n or "").rstrip("0123456789") for n in nested["name"].take(pa.array(cycle_rows)).to_pylist()], dtype=object).astype(str),
+    _, kind = np.unique(np.array([cycle_kind(n) for n in nested["name"].take(pa.array(cycle_rows)).to_pylist()], dtype=object).astype(str),
                         return_inverse=True)
     _, thread = np.unique(np.stack([thread_keys(int64s(nested["pid"])[cycle_rows], int64s(nested["tid"])[cycle_rows]), kind.ravel()], 1), axis=0, return_inverse=True)
     thread = thread.ravel()
@@ -497,12 +499,25 @@ def _side_stream_notes(side: SideReadings, gpu: np.ndarray, stream: np.ndarray, 
     names = np.asarray(labels, dtype=object)
     # Said where the two readings differ by more than max(10 us, 10 %) (as ``_tiled_notes``).
     differ = side.mask & (np.abs(side.own_ns - gpu) > np.maximum(10_000, np.maximum(side.own_ns, gpu) // 10))
-    copies = side.copies_only if side.copies_only is not None else np.zeros(len(differ), dtype=bool)
+    nothing = side.launched_nothing if side.launched_nothing is not None else np.zeros(len(differ), dtype=bool)
+    for name in dict.fromkeys(labels[k] for k in np.flatnonzero(differ & nothing).tolist()):
+        mine = np.flatnonzero(differ & nothing & (names == name))
+        on, of = np.unique(stream[mine]), np.unique(side.own_stream[mine])
+        out.append(f"{name!r}: in {len(mine)} of {labels.count(name)} instances it launched nothing and is read on stream {'/'.join(map(str, on.tolist()))}, "
+                   f"inherited from its thread's phases: {np.median(gpu[mine]) / 1e6:.3f} ms (median); they are also read on stream "
+                   f"{'/'.join(map(str, of.tolist()))}: if its range's events go there, they read {np.median(side.own_ns[mine]) / 1e6:.3f} ms "
+                   "(the trace does not record which stream was current at the range's ends)")
+    differ &= ~nothing
+    copies_how = side.copies_only if side.copies_only is not None else np.zeros(len(differ), dtype=np.int8)
+    copies = copies_how > 0
     for name in dict.fromkeys(labels[k] for k in np.flatnonzero(differ & copies).tolist()):
         mine = np.flatnonzero(differ & copies & (names == name))
         on, of = np.unique(stream[mine]), np.unique(side.own_stream[mine])
-        out.append(f"{name!r}: in {len(mine)} of {labels.count(name)} instances it only copied, on stream {'/'.join(map(str, of.tolist()))}, which "
-                   f"feeds stream {'/'.join(map(str, on.tolist()))}, where it is read: {np.median(gpu[mine]) / 1e6:.3f} ms (median); if its range's events "
+        read_on = "/".join(map(str, on.tolist()))
+        where = (f"stream {read_on}, which those copies feed" if (copies_how[mine] == 1).all() else
+                 f"its thread's stream {read_on}" if (copies_how[mine] == 2).all() else f"stream {read_on}")
+        out.append(f"{name!r}: in {len(mine)} of {labels.count(name)} instances it only copied, on stream {'/'.join(map(str, of.tolist()))}, and is read on "
+                   f"{where}: {np.median(gpu[mine]) / 1e6:.3f} ms (median); if its range's events "
                    f"go on {'/'.join(map(str, of.tolist()))} (its thread's current stream), they read {np.median(side.own_ns[mine]) / 1e6:.3f} ms "
                    "(the trace does not record which stream was current at the range's ends)")
     differ &= ~copies
@@ -743,7 +758,8 @@ class SideReadings(NamedTuple):
     mask: np.ndarray  # per phase
     own_ns: np.ndarray  # per phase: the reading with the marked phases on the stream of their work (0 elsewhere)
     own_stream: np.ndarray  # per phase: that stream's id (-1 elsewhere)
-    copies_only: np.ndarray | None = None  # per phase: marked for copies only (None: none was)
+    copies_only: np.ndarray | None = None  # per phase: marked for copies only, 1 read on the stream they feed, 2 on its thread's own (0: not; None: none was)
+    launched_nothing: np.ndarray | None = None  # per phase: marked for launching nothing, read on an inherited stream (None: none was)
 
 
 def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clock: StreamClock, ph_pid: np.ndarray, ph_tid: np.ndarray, ph_s: np.ndarray,
@@ -772,6 +788,7 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     only_copies = np.flatnonzero(copy_streams.of(ph_pid, dev, stream))
     only_copies = only_copies[copy_streams.thread_runs_model(ph_pid[only_copies], ph_tid[only_copies])]  # (few phases, if any: asked only for them)
     copied_on = (dev[only_copies], stream[only_copies])
+    fed = np.zeros(len(only_copies), dtype=bool)  # read on the stream the copies feed (else: the thread's own)
     if len(only_copies):
         # Read where the copies' stream feeds (or was forked off), else on the thread's own.
         p_dev, p_stream = clock.partner(clock.stream_index(ph_pid[only_copies], dev[only_copies], stream[only_copies]), ph_s[only_copies],
@@ -780,6 +797,7 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
         dev, stream = dev.copy(), stream.copy()
         dev[only_copies] = np.where(p_stream >= 0, p_dev, own_dev)
         stream[only_copies] = np.where(p_stream >= 0, p_stream, own_stream)
+        fed = p_stream >= 0
     work_dev, work_stream = dev, stream
     dev, stream = caller_streams(clock, ops, op_phase, ph_pid, ph_tid, ph_s, ph_e, cycle_of, dev, stream)
     said_dev, said_stream = said if said is not None else (dev, np.full(n_ph, -1, np.int64))
@@ -812,10 +830,47 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
         c_start, c_end, _, _ = phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, c_dev, c_stream, busiest, ph_tid, own_stream_only=True,
                                                 ended_elsewhere=ended_elsewhere, range_end=ph_e)
         ok = copies_only & (c_start != I64_MIN)
-        side = SideReadings(side.mask | ok, np.where(ok, c_end - c_start, side.own_ns), np.where(ok, c_stream, side.own_stream), ok)
+        how = np.zeros(n_ph, dtype=np.int8)
+        how[only_copies] = np.where(fed, 1, 2)
+        side = SideReadings(side.mask | ok, np.where(ok, c_end - c_start, side.own_ns), np.where(ok, c_stream, side.own_stream), np.where(ok, how, 0))
     b_start, b_end, dev, stream = phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, busiest, ph_tid, ended_elsewhere=ended_elsewhere,
                                                    range_end=ph_e)
+    # A phase that launched nothing inherits a stream of its thread's phases (the one before
+    # it); where its thread's phases are read on another stream too, its range's events may go
+    # there (SGLang's result processing, after a forward on the forward stream, on a thread whose
+    # scheduling runs on the default stream): what events there alone would read.
+    idle = (np.bincount(op_phase[op_phase >= 0], minlength=n_ph)[:n_ph] == 0) & (stream >= 0) & ~told & (b_start != I64_MIN)
+    if idle.any():
+        alt_dev, alt_stream = _other_stream_of_its_thread(ph_pid, ph_tid, dev, stream, idle)
+        moved = idle & (alt_stream >= 0)
+        if moved.any():
+            i_start, i_end, _, _ = phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, np.where(moved, alt_dev, dev), np.where(moved, alt_stream, stream),
+                                                    busiest, ph_tid, own_stream_only=True, ended_elsewhere=ended_elsewhere, range_end=ph_e)
+            ok = moved & (i_start != I64_MIN)
+            side = side._replace(mask=side.mask | ok, own_ns=np.where(ok, i_end - i_start, side.own_ns), own_stream=np.where(ok, alt_stream, side.own_stream),
+                                 launched_nothing=ok)
     return b_start, b_end, dev, stream, ph_read_end, side._replace(mask=side.mask & (b_start != I64_MIN))
+
+
+def _other_stream_of_its_thread(pid: np.ndarray, tid: np.ndarray, dev: np.ndarray, stream: np.ndarray, idle: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per phase marked ``idle``: the stream (device, stream) other than its own (``dev``,
+    ``stream``) that most of its thread's other phases, those not ``idle``, are read on
+    (-1 where there is none, and for the rest)."""
+    out_dev, out_stream = np.full(len(pid), -1, np.int64), np.full(len(pid), -1, np.int64)
+    thread = thread_keys(pid, tid)
+    for t in np.unique(thread[idle]).tolist():
+        mine = thread == t
+        read = mine & ~idle & (stream >= 0)
+        if not read.any():
+            continue
+        pairs, counts = np.unique(np.stack([dev[read], stream[read]], 1), axis=0, return_counts=True)
+        order = np.argsort(-counts, kind="stable")
+        pairs = pairs[order]
+        for i in np.flatnonzero(mine & idle).tolist():
+            other = pairs[(pairs[:, 0] != dev[i]) | (pairs[:, 1] != stream[i])]
+            if len(other):
+                out_dev[i], out_stream[i] = other[0]
+    return out_dev, out_stream
 
 
 def said_streams(clock: StreamClock, stream_marks: pa.Table | None, api_calls: pa.Table, ranges: pa.Table, ops: pa.Table, op_phase: np.ndarray,
