@@ -162,3 +162,49 @@ def test_ranks_numbering_cycles_apart_leave_out_the_same_cycle_of_the_run(tmp_pa
     # incomplete cycle 3 is the run's 4, not rank 0's 3): rank 1 gated all three
     assert [(r["cycles"]["n"], r["cycles"]["n_incomplete"]) for r in doc["ranks"]] == [(4, 1), (3, 1)]
     assert doc["critical_path"]["rank_counts"].get("1") == 3
+
+
+def test_one_ranks_unrun_tail_counts_whatever_another_rank_of_the_file_launched_later(tmp_path):
+    # GIVEN one file of two ranks (pid 10 on GPU 0, pid 20 on GPU 1, 150 us later), 4 cycles
+    # each (see the module doc); pid 10's last verify launch (3110 us) has no kernel in the
+    # trace, while pid 20 launched until 3262 us, every kernel recorded
+    t = FakeTrace()
+    for pid, dev, off in ((10, 0, 0), (20, 1, 150)):
+        for c in range(4):
+            b = 1000 * c + off
+            t.range(f"cycle {c}", b * U, (b + 300) * U, pid=pid)
+            t.range("draft", b * U, (b + 100) * U, pid=pid)
+            t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U, pid=pid), (b + 20) * U, (b + 80) * U, pid=pid, device=dev)
+            t.range("verify", (b + 100) * U, (b + 300) * U, pid=pid)
+            call = t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U, pid=pid)
+            if not (c == 3 and pid == 10):
+                t.kernel(call, (b + 120) * U, (b + 280) * U, pid=pid, device=dev)
+    # WHEN analysed
+    ranks = load([t.write(tmp_path / "t.sqlite")], PHASES).ranks
+    # THEN pid 10's last cycle is incomplete (its capture ended before that verify's work was
+    # recorded: another rank's later launches say nothing of it), and none of pid 20's
+    got = {int(r.phases["pid"][0].as_py()): r.cycles["incomplete"].to_pylist() for r in ranks}
+    assert got == {10: [False, False, False, True], 20: [False] * 4}
+
+
+def test_a_phase_range_never_closed_marks_its_own_threads_cycle_beside_anothers_cycles(tmp_path):
+    # GIVEN one process whose threads run cycles of their own: thread 1 cycle c [b, b+300] with
+    # draft [b, b+100] and verify [b+100, b+300] (b = 1000c), whose cycle 2 verify (a start/end
+    # range) never closes; thread 2 cycle c [b+50, b+80] with draft2 inside
+    t = FakeTrace()
+    for c in range(5):
+        b = 1000 * c
+        t.range(f"cycle {c}", b * U, (b + 300) * U, tid=1)
+        t.range("draft", b * U, (b + 100) * U, tid=1)
+        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U, tid=1), (b + 20) * U, (b + 80) * U)
+        t.range("verify", (b + 100) * U, None if c == 2 else (b + 300) * U, tid=1, push_pop=c != 2)
+        t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U, tid=1), (b + 120) * U, (b + 280) * U)
+        t.range(f"cycle {c}", (b + 50) * U, (b + 80) * U, tid=2)
+        t.range("draft2", (b + 50) * U, (b + 80) * U, tid=2)
+        t.kernel(t.call("cudaLaunchKernel", (b + 55) * U, (b + 57) * U, tid=2), (b + 60) * U, (b + 70) * U, stream=9)
+    # WHEN analysed
+    (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify", "draft2"), skip_cycles=0)).ranks
+    # THEN thread 1's cycle 2 (the cycle range holding the open verify's start, [2000, 2300]) is
+    # incomplete and no other is: thread 2's cycle 2 began later ([2050, 2080]) but ended before
+    by_start = sorted((c["cpu_start_ns"] // U, c["incomplete"]) for c in rank.cycles.to_pylist())
+    assert [s for s, k in by_start if k] == [2000]

@@ -112,12 +112,11 @@ def _read_tables(f: Path, while_reading: Sequence[str] = ()) -> TraceTables:
 
 def _link(f: Path, tables: TraceTables):
     """The export's tables, its GPU ops linked to their launching calls, its warnings, and the
-    launches the capture ended before recording the work of: (pid, CPU start) arrays of the
-    kernel launches made after the file's last call that put an op in the trace (a capture
-    ends for every process of it at once; a helper process's launches whose ops never ran end
-    nothing)."""
+    kernel launches made after their process's last call that put an op in the trace
+    (``launches_never_run``, before any op is dropped) as (pid, CPU start) arrays: which of them
+    the capture ended before recording is told per rank (``_unrun_from``)."""
     from tracerecon.analysis.columns import copy_calls_without_ops, launches_never_run, legacy_sync_streams, ops_out_of_time
-    from tracerecon.analysis.projection import I64_MIN, int64s, link_launches
+    from tracerecon.analysis.projection import int64s, link_launches
     from tracerecon.nsys.sqlite_export import read_all_api_calls
 
     warnings = list(tables.warnings)
@@ -155,10 +154,25 @@ def _link(f: Path, tables: TraceTables):
         start = int(int64s(tables.api_calls["start_ns"])[unrun].min())  # rows are in no time order
         warnings.append(f"{f}: the last {len(unrun)} kernel launch(es), from {(tables.trace_end_ns - start) / 1e6:.3f} ms before the trace's end, "
                         "have no GPU work in the trace (the capture ended before it ran or was recorded): phases there read short")
-    unrun_start = int64s(tables.api_calls["start_ns"])[unrun]
-    after_every_op = unrun_start > (int64s(linked["launch_start_ns"], I64_MIN).max() if linked.num_rows else I64_MIN)
-    cut_at = (int64s(tables.api_calls["pid"])[unrun][after_every_op], unrun_start[after_every_op])
-    return tables, linked, warnings, cut_at
+    return tables, linked, warnings, (int64s(tables.api_calls["pid"])[unrun], int64s(tables.api_calls["start_ns"])[unrun])
+
+
+def _unrun_from(unrun: tuple, linked, pids: list[int]) -> int | None:
+    """The CPU start of the first of a rank's (processes ``pids``) launches ``unrun`` (pid,
+    start: ``_link``'s) made after every launch of the rank whose GPU work is in the trace
+    (``linked``: the file's ops with their launching calls): a capture ends for all of a rank's
+    processes at once, so a helper process's own unrun tail, before the worker's later launches
+    ran, ends nothing; another rank's later launches in the file do not count. None: none."""
+    import numpy as np
+
+    from tracerecon.analysis.projection import I64_MIN, int64s
+
+    mine = np.isin(unrun[0], pids)
+    if not mine.any():
+        return None
+    launched = int64s(linked["launch_start_ns"], I64_MIN)[np.isin(int64s(linked["pid"]), pids)]
+    after = unrun[1][mine][unrun[1][mine] > (launched.max() if len(launched) else I64_MIN)]
+    return int(after.min()) if len(after) else None
 
 
 # What tells two rows apart: rows equal in all of these are one op or call written twice.
@@ -350,14 +364,13 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
     """``_file_work_uncached`` once the export's tables are read. Each rank's number is
     provisional with several files (``number_ranks`` needs them all); its source carries what
     numbering looks at, its notes are said once it is numbered (``_numbered``)."""
-    import numpy as np
     import pyarrow as pa
 
     from tracerecon.analysis.projection import int64s
     from tracerecon.analysis.rank import RankTables, own_rank
     from tracerecon.analysis.ranks import RankSource, file_candidates, gpu_processes, number_ranks, select_pids
 
-    tables, linked, warnings, cut_at = _link(f, read)
+    tables, linked, warnings, unrun = _link(f, read)
     del read
     if tables.nvtx_ranges.num_rows == 0:
         warnings.append(no_nvtx_message(str(f), tables.info.nsys_version))
@@ -399,7 +412,7 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
             nvtx_ranges=select_pids(tables.nvtx_ranges, [p for p in pids if p not in left_out]), gpu_ops=select_pids(linked, pids), api_calls=select_pids(tables.api_calls, pids),
             sync_records=select_pids(tables.sync_records, pids), event_records=select_pids(tables.event_records, pids),
             accepted_marks=accepted, stream_marks=select_pids(stream_marks, pids),
-            unrun_from_ns=int(cut_at[1][np.isin(cut_at[0], pids)].min()) if np.isin(cut_at[0], pids).any() else None,
+            unrun_from_ns=_unrun_from(unrun, linked, pids),
         )
         out.append((RankSource(rank, str(f), tuple(pids), how, cand), tables.info, own_rank(rt, rank, config)))
     session = (*_session_span(tables.info, tables.trace_end_ns), tables.info.nsys_version)

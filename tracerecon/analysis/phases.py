@@ -801,8 +801,9 @@ def incomplete_cycles(ranges: pa.Table, phases: pa.Table, cycle_of_phase: np.nda
     writes those still open at the capture's end with no end, and they run to the trace's end;
     a phase range never closed that began in a cycle range is in no cycle, and makes that one
     incomplete); or the capture ended before its GPU work was recorded (``unrun_from_ns``: the
-    first launch with no GPU work in the trace: the cycle of a phase holding it, and those begun
-    after it). ``cycle_of_phase``: each phase's cycle (-1: none)."""
+    first launch made after every launch of the rank whose GPU work is in the trace: the cycle
+    of a phase holding it, and those begun after it). ``cycle_of_phase``: each phase's cycle
+    (-1: none)."""
     out = np.zeros(len(ids), dtype=bool)
     if len(ids) == 0:
         return out
@@ -815,16 +816,17 @@ def incomplete_cycles(ranges: pa.Table, phases: pa.Table, cycle_of_phase: np.nda
         out[at[never_closed[mine]]] = True
         if cycle_range_rows is not None:
             out |= open_[cycle_range_rows]
-            loose = ~mine & never_closed
-            if loose.any():
-                # The latest-starting cycle range begun at or before each such phase, if it
-                # reaches the phase's start.
+            loose = np.flatnonzero(~mine & never_closed)
+            if len(loose):
+                # Every cycle range of its process that holds such a phase's start (rows in
+                # blocks: a trace with thousands of ranges never closed stays linear in memory).
                 c_start, c_end = int64s(ranges["start_ns"])[cycle_range_rows], int64s(ranges["end_ns"])[cycle_range_rows]
-                by_start = np.argsort(c_start, kind="stable")
-                t = int64s(phases["cpu_start_ns"])[loose]
-                k = np.searchsorted(c_start[by_start], t, side="right") - 1
-                hit = (k >= 0) & (c_end[by_start[np.maximum(k, 0)]] >= t)
-                out[by_start[k[hit]]] = True
+                c_pid = int64s(ranges["pid"])[cycle_range_rows]
+                t, p = int64s(phases["cpu_start_ns"])[loose], int64s(phases["pid"])[loose]
+                step = max(1, 4_000_000 // len(ids))
+                for i in range(0, len(loose), step):
+                    tt, pp = t[i:i + step, None], p[i:i + step, None]
+                    out |= ((c_start <= tt) & (tt <= c_end) & (c_pid == pp)).any(axis=0)
     if unrun_from_ns is not None:
         cs, ce = int64s(phases["cpu_start_ns"])[mine], int64s(phases["cpu_end_ns"])[mine]
         out[at[(cs <= unrun_from_ns) & (ce >= unrun_from_ns)]] = True

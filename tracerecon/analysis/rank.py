@@ -50,9 +50,9 @@ class RankTables:
     event_records: pa.Table
     accepted_marks: tuple = ()  # (payload, ts_ns, tokens) of tracerecon.accepted=N marks
     stream_marks: pa.Table | None = None  # (pid, tid, ts_ns) of tracerecon.stream marks
-    # The CPU start of the rank's first kernel launch made after every call of the file that
-    # put an op in the trace (``pipeline._link``: the capture ended before recording its work);
-    # None: none.
+    # The CPU start of the rank's first kernel launch made after every launch of the rank whose
+    # GPU work is in the trace (``pipeline._unrun_from``: the capture ended before recording
+    # its work); None: none.
     unrun_from_ns: int | None = None
 
 
@@ -514,7 +514,7 @@ def _side_stream_notes(side: SideReadings, gpu: np.ndarray, stream: np.ndarray, 
         mine = np.flatnonzero(differ & copies & (names == name))
         on, of = np.unique(stream[mine]), np.unique(side.own_stream[mine])
         read_on = "/".join(map(str, on.tolist()))
-        where = (f"stream {read_on}, which those copies feed" if (copies_how[mine] == 1).all() else
+        where = (f"stream {read_on}, which those copies feed or were forked off" if (copies_how[mine] == 1).all() else
                  f"its thread's stream {read_on}" if (copies_how[mine] == 2).all() else f"stream {read_on}")
         out.append(f"{name!r}: in {len(mine)} of {labels.count(name)} instances it only copied, on stream {'/'.join(map(str, of.tolist()))}, and is read on "
                    f"{where}: {np.median(gpu[mine]) / 1e6:.3f} ms (median); if its range's events "
@@ -758,7 +758,7 @@ class SideReadings(NamedTuple):
     mask: np.ndarray  # per phase
     own_ns: np.ndarray  # per phase: the reading with the marked phases on the stream of their work (0 elsewhere)
     own_stream: np.ndarray  # per phase: that stream's id (-1 elsewhere)
-    copies_only: np.ndarray | None = None  # per phase: marked for copies only, 1 read on the stream they feed, 2 on its thread's own (0: not; None: none was)
+    copies_only: np.ndarray | None = None  # per phase: marked for copies only, 1 read on the stream they feed or were forked off, 2 on its thread's own (0: not; None: none was)
     launched_nothing: np.ndarray | None = None  # per phase: marked for launching nothing, read on an inherited stream (None: none was)
 
 
@@ -788,7 +788,7 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     only_copies = np.flatnonzero(copy_streams.of(ph_pid, dev, stream))
     only_copies = only_copies[copy_streams.thread_runs_model(ph_pid[only_copies], ph_tid[only_copies])]  # (few phases, if any: asked only for them)
     copied_on = (dev[only_copies], stream[only_copies])
-    fed = np.zeros(len(only_copies), dtype=bool)  # read on the stream the copies feed (else: the thread's own)
+    fed = np.zeros(len(only_copies), dtype=bool)  # read on the stream the copies feed or were forked off (else: the thread's own)
     if len(only_copies):
         # Read where the copies' stream feeds (or was forked off), else on the thread's own.
         p_dev, p_stream = clock.partner(clock.stream_index(ph_pid[only_copies], dev[only_copies], stream[only_copies]), ph_s[only_copies],
