@@ -864,12 +864,13 @@ def _other_stream_of_its_thread(pid: np.ndarray, tid: np.ndarray, dev: np.ndarra
         if not read.any():
             continue
         pairs, counts = np.unique(np.stack([dev[read], stream[read]], 1), axis=0, return_counts=True)
-        order = np.argsort(-counts, kind="stable")
-        pairs = pairs[order]
-        for i in np.flatnonzero(mine & idle).tolist():
-            other = pairs[(pairs[:, 0] != dev[i]) | (pairs[:, 1] != stream[i])]
-            if len(other):
-                out_dev[i], out_stream[i] = other[0]
+        pairs = pairs[np.argsort(-counts, kind="stable")]
+        # The most used stream, or the second where the phase is read on the first.
+        at = np.flatnonzero(mine & idle)
+        on_first = (dev[at] == pairs[0, 0]) & (stream[at] == pairs[0, 1])
+        pick = np.where(on_first, 1, 0)
+        ok = pick < len(pairs)
+        out_dev[at[ok]], out_stream[at[ok]] = pairs[pick[ok], 0], pairs[pick[ok], 1]
     return out_dev, out_stream
 
 
