@@ -57,10 +57,15 @@ class PhaseConfig:
         return None
 
 
+# A run of digits in a range's name: names that differ only in these are one kind (cycle ranges,
+# ``cycle_kind``) or one family (``summary.summarize_ranges``).
+NUMBERS = re.compile(r"\d+")
+
+
 def cycle_kind(name: str | None) -> str:
     """A cycle range's name without its numbers: ``cycle 3`` and ``cycle 4`` are one kind of
     cycle (so are ``cycle 3 bs=8`` and ``cycle 4 bs=16``), ``cycle_draft_loop`` another."""
-    return re.sub(r"\d+", "", name or "")
+    return NUMBERS.sub("", name or "")
 
 
 def is_cycle_name(name: str | None, prefix: str) -> bool:

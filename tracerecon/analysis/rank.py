@@ -492,37 +492,35 @@ def _out_of_step_notes(cycle: np.ndarray, cycle_rows: np.ndarray, labels: list, 
 
 
 def _side_stream_notes(side: SideReadings, gpu: np.ndarray, stream: np.ndarray, labels: list) -> tuple[str, ...]:
-    """One line per phase name with instances read on a side stream's caller (``SideReadings``):
-    which of the two readings is right depends on where the range's events go, which the trace
-    does not record."""
+    """One line per phase name and kind (``SideReadings``) with instances read on one stream whose
+    range's events may have gone on another: which of the two readings is right depends on
+    where they go, which the trace does not record."""
     out = []
     names = np.asarray(labels, dtype=object)
     # Said where the two readings differ by more than max(10 us, 10 %) (as ``_tiled_notes``).
     differ = side.mask & (np.abs(side.own_ns - gpu) > np.maximum(10_000, np.maximum(side.own_ns, gpu) // 10))
-    nothing = side.launched_nothing if side.launched_nothing is not None else np.zeros(len(differ), dtype=bool)
-    for name in dict.fromkeys(labels[k] for k in np.flatnonzero(differ & nothing).tolist()):
-        mine = np.flatnonzero(differ & nothing & (names == name))
+    nothing = differ & (side.kind == LAUNCHED_NOTHING)
+    for name in dict.fromkeys(labels[k] for k in np.flatnonzero(nothing).tolist()):
+        mine = np.flatnonzero(nothing & (names == name))
         on, of = np.unique(stream[mine]), np.unique(side.own_stream[mine])
         out.append(f"{name!r}: in {len(mine)} of {labels.count(name)} instances it launched nothing and is read on stream {'/'.join(map(str, on.tolist()))}, "
                    f"inherited from its thread's phases: {np.median(gpu[mine]) / 1e6:.3f} ms (median); they are also read on stream "
                    f"{'/'.join(map(str, of.tolist()))}: if its range's events go there, they read {np.median(side.own_ns[mine]) / 1e6:.3f} ms "
                    "(the trace does not record which stream was current at the range's ends)")
-    differ &= ~nothing
-    copies_how = side.copies_only if side.copies_only is not None else np.zeros(len(differ), dtype=np.int8)
-    copies = copies_how > 0
-    for name in dict.fromkeys(labels[k] for k in np.flatnonzero(differ & copies).tolist()):
-        mine = np.flatnonzero(differ & copies & (names == name))
+    copies = differ & np.isin(side.kind, (COPIES_FEED, COPIES_THREAD))
+    for name in dict.fromkeys(labels[k] for k in np.flatnonzero(copies).tolist()):
+        mine = np.flatnonzero(copies & (names == name))
         on, of = np.unique(stream[mine]), np.unique(side.own_stream[mine])
         read_on = "/".join(map(str, on.tolist()))
-        where = (f"stream {read_on}, which those copies feed or were forked off" if (copies_how[mine] == 1).all() else
-                 f"its thread's stream {read_on}" if (copies_how[mine] == 2).all() else f"stream {read_on}")
+        where = (f"stream {read_on}, which those copies feed or were forked off" if (side.kind[mine] == COPIES_FEED).all() else
+                 f"its thread's stream {read_on}" if (side.kind[mine] == COPIES_THREAD).all() else f"stream {read_on}")
         out.append(f"{name!r}: in {len(mine)} of {labels.count(name)} instances it only copied, on stream {'/'.join(map(str, of.tolist()))}, and is read on "
                    f"{where}: {np.median(gpu[mine]) / 1e6:.3f} ms (median); if its range's events "
                    f"go on {'/'.join(map(str, of.tolist()))} (its thread's current stream), they read {np.median(side.own_ns[mine]) / 1e6:.3f} ms "
                    "(the trace does not record which stream was current at the range's ends)")
-    differ &= ~copies
-    for name in dict.fromkeys(labels[k] for k in np.flatnonzero(differ).tolist()):
-        mine = np.flatnonzero(differ & (names == name))
+    kernels = differ & (side.kind == SIDE_STREAM_KERNELS)
+    for name in dict.fromkeys(labels[k] for k in np.flatnonzero(kernels).tolist()):
+        mine = np.flatnonzero(kernels & (names == name))
         on, of = np.unique(stream[mine]), np.unique(side.own_stream[mine])
         out.append(f"{name!r}: in {len(mine)} of {labels.count(name)} instances it ran all its kernels on stream {'/'.join(map(str, of.tolist()))}, "
                    f"a side stream of stream {'/'.join(map(str, on.tolist()))} by the trace's waits, and none on {'/'.join(map(str, on.tolist()))}, where "
@@ -749,17 +747,22 @@ def _unphased_launches(ops: pa.Table, instants: np.ndarray, op_phase: np.ndarray
     return pid[order], launch[order], label, took[order]
 
 
+# Why a phase is read on another stream than the one its range's events may have gone on
+# (``SideReadings.kind``).
+SIDE_STREAM_KERNELS = 1  # all its kernels on a side stream of the stream it is read on (``caller_streams``)
+COPIES_FEED = 2  # only copies, on a stream that only copies, read on the stream they feed or were forked off (``CopyStreams``)
+COPIES_THREAD = 3  # the same, read on its thread's own stream
+LAUNCHED_NOTHING = 4  # nothing launched, read on a stream inherited from its thread's phases, which are read on another too
+
+
 class SideReadings(NamedTuple):
-    """Phases whose kernels all ran on one stream and that are read on another (``caller_streams``
-    took that stream for a side stream of it), or whose work was all copies on a stream that
-    only copies, read on the stream it feeds (``CopyStreams``), and what events on the first
-    would read instead."""
+    """Phases read on one stream whose range's events may have gone on another (``kind``), and
+    what events on that other stream would read instead."""
 
     mask: np.ndarray  # per phase
-    own_ns: np.ndarray  # per phase: the reading with the marked phases on the stream of their work (0 elsewhere)
+    own_ns: np.ndarray  # per phase: the reading on that other stream (0 elsewhere)
     own_stream: np.ndarray  # per phase: that stream's id (-1 elsewhere)
-    copies_only: np.ndarray | None = None  # per phase: marked for copies only, 1 read on the stream they feed or were forked off, 2 on its thread's own (0: not; None: none was)
-    launched_nothing: np.ndarray | None = None  # per phase: marked for launching nothing, read on an inherited stream (None: none was)
+    kind: np.ndarray  # per phase: SIDE_STREAM_KERNELS, COPIES_FEED, COPIES_THREAD or LAUNCHED_NOTHING (0 elsewhere)
 
 
 def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clock: StreamClock, ph_pid: np.ndarray, ph_tid: np.ndarray, ph_s: np.ndarray,
@@ -808,47 +811,38 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     busiest = busiest_streams(ops, copy_streams)
     moved = ((dev != work_dev) | (stream != work_stream)) & (work_stream >= 0) & ~told  # (a said stream is no guess: nothing to warn of)
     mask = moved & _kernels_all_on(clock, placed, deciding_phase, ph_pid, work_dev, work_stream) if moved.any() else moved
-    # A phase that only copied, read off the stream its copies ran on (the stream it feeds): its
-    # range's events may go on that stream, its thread's current one (SGLang's scheduler copies
-    # inputs on the default stream that the forward stream waits for).
-    side = SideReadings(np.zeros(n_ph, dtype=bool), np.zeros(n_ph, np.int64), np.full(n_ph, -1, np.int64))
+    side = SideReadings(np.zeros(n_ph, dtype=bool), np.zeros(n_ph, np.int64), np.full(n_ph, -1, np.int64), np.zeros(n_ph, np.int8))
     if mask.any():
         # Events on the stream their work went to, had the range run inside a `with
         # torch.cuda.stream(...)` for it: the same tiling with those phases on that stream.
         o_start, o_end, _, _ = phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, np.where(mask, work_dev, dev), np.where(mask, work_stream, stream),
                                                 busiest, ph_tid, ended_elsewhere=ended_elsewhere, range_end=ph_e)
         ok = mask & (o_start != I64_MIN)
-        side = SideReadings(ok, np.where(ok, o_end - o_start, 0), np.where(ok, work_stream, -1))
-    copies_only = np.zeros(n_ph, dtype=bool)
-    if len(only_copies):
-        copies_only[only_copies] = ((dev[only_copies] != copied_on[0]) | (stream[only_copies] != copied_on[1])) & (copied_on[1] >= 0) & ~told[only_copies]
-    if copies_only.any():
-        # Events recorded on that stream see its work alone (nothing else joins a stream that
-        # only copies): each boundary read on the phase's own stream (``own_stream_only``).
-        c_dev, c_stream = dev.copy(), stream.copy()
-        c_dev[only_copies], c_stream[only_copies] = np.where(copies_only[only_copies], copied_on[0], dev[only_copies]), np.where(copies_only[only_copies], copied_on[1], stream[only_copies])
-        c_start, c_end, _, _ = phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, c_dev, c_stream, busiest, ph_tid, own_stream_only=True,
-                                                ended_elsewhere=ended_elsewhere, range_end=ph_e)
-        ok = copies_only & (c_start != I64_MIN)
-        how = np.zeros(n_ph, dtype=np.int8)
-        how[only_copies] = np.where(fed, 1, 2)
-        side = SideReadings(side.mask | ok, np.where(ok, c_end - c_start, side.own_ns), np.where(ok, c_stream, side.own_stream), np.where(ok, how, 0))
+        side = SideReadings(ok, np.where(ok, o_end - o_start, 0), np.where(ok, work_stream, -1), np.where(ok, SIDE_STREAM_KERNELS, 0).astype(np.int8))
     b_start, b_end, dev, stream = phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, busiest, ph_tid, ended_elsewhere=ended_elsewhere,
                                                    range_end=ph_e)
-    # A phase that launched nothing inherits a stream of its thread's phases (the one before
-    # it); where its thread's phases are read on another stream too, its range's events may go
-    # there (SGLang's result processing, after a forward on the forward stream, on a thread whose
-    # scheduling runs on the default stream): what events there alone would read.
+    # Phases whose range's events may have gone on another stream of their thread: one that only
+    # copied, read off the stream its copies ran on (SGLang's scheduler copying inputs on the
+    # default stream that the forward stream waits for), and one that launched nothing, read on
+    # a stream inherited from its thread's phases where they are read on another too (SGLang's
+    # result processing after a forward on the forward stream). What events there alone read:
+    # each boundary on the phase's own stream (``own_stream_only``).
+    alt_dev, alt_stream, kind = dev.copy(), stream.copy(), np.zeros(n_ph, np.int8)
+    if len(only_copies):
+        off = ((dev[only_copies] != copied_on[0]) | (stream[only_copies] != copied_on[1])) & (copied_on[1] >= 0) & ~told[only_copies]
+        at = only_copies[off]
+        alt_dev[at], alt_stream[at] = copied_on[0][off], copied_on[1][off]
+        kind[at] = np.where(fed[off], COPIES_FEED, COPIES_THREAD)
     idle = (np.bincount(op_phase[op_phase >= 0], minlength=n_ph)[:n_ph] == 0) & (stream >= 0) & ~told & (b_start != I64_MIN)
     if idle.any():
-        alt_dev, alt_stream = _other_stream_of_its_thread(ph_pid, ph_tid, dev, stream, idle)
-        moved = idle & (alt_stream >= 0)
-        if moved.any():
-            i_start, i_end, _, _ = phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, np.where(moved, alt_dev, dev), np.where(moved, alt_stream, stream),
-                                                    busiest, ph_tid, own_stream_only=True, ended_elsewhere=ended_elsewhere, range_end=ph_e)
-            ok = moved & (i_start != I64_MIN)
-            side = side._replace(mask=side.mask | ok, own_ns=np.where(ok, i_end - i_start, side.own_ns), own_stream=np.where(ok, alt_stream, side.own_stream),
-                                 launched_nothing=ok)
+        other_dev, other_stream = _other_stream_of_its_thread(ph_pid, ph_tid, dev, stream, idle)
+        at = np.flatnonzero(idle & (other_stream >= 0))
+        alt_dev[at], alt_stream[at], kind[at] = other_dev[at], other_stream[at], LAUNCHED_NOTHING
+    if kind.any():
+        a_start, a_end, _, _ = phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, alt_dev, alt_stream, busiest, ph_tid, own_stream_only=True,
+                                                ended_elsewhere=ended_elsewhere, range_end=ph_e)
+        ok = (kind > 0) & (a_start != I64_MIN)
+        side = SideReadings(side.mask | ok, np.where(ok, a_end - a_start, side.own_ns), np.where(ok, alt_stream, side.own_stream), np.where(ok, kind, side.kind))
     return b_start, b_end, dev, stream, ph_read_end, side._replace(mask=side.mask & (b_start != I64_MIN))
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401 (pa.compute)
 
-from tracerecon.analysis.config import is_cycle_name
+from tracerecon.analysis.config import NUMBERS, is_cycle_name
 from tracerecon.analysis.columns import median_ms
 from tracerecon.analysis.phases import phases_per_cycle
 from tracerecon.analysis.projection import int64s
@@ -293,11 +293,11 @@ def summarize_ranges(ranges: pa.Table, cycle_prefix: str | None = None, families
     if families:
         members: dict[tuple, set] = {}
         for dom, n in zip(d["domain"], d["name"]):
-            if n is not None and _DIGITS.search(n):
-                members.setdefault((dom, _DIGITS.sub(_HOLE, n)), set()).add(n)
+            if n is not None and NUMBERS.search(n):
+                members.setdefault((dom, NUMBERS.sub(_HOLE, n)), set()).add(n)
         big = {k for k, names in members.items() if len(names) >= FAMILY_MIN_NAMES}
         if big:
-            d["name"] = [_DIGITS.sub(_HOLE, n).replace(_HOLE, "N") if n is not None and (dom, _DIGITS.sub(_HOLE, n)) in big else n
+            d["name"] = [NUMBERS.sub(_HOLE, n).replace(_HOLE, "N") if n is not None and (dom, NUMBERS.sub(_HOLE, n)) in big else n
                          for dom, n in zip(d["domain"], d["name"])]
     groups: dict[tuple[str, str], list[int]] = {}
     for i, key in enumerate(zip(d["domain"], d["name"])):
@@ -315,7 +315,6 @@ def summarize_ranges(ranges: pa.Table, cycle_prefix: str | None = None, families
     return sorted(out, key=lambda r: (-r.gpu_busy_ms_total, -r.n, r.name))
 
 
-_DIGITS = re.compile(r"\d+")
 _HOLE = "\x00"  # stands for a run of digits in a name's shape
 
 
@@ -339,7 +338,7 @@ def phase_candidates(ranges: pa.Table, cycle_prefix: str = "cycle", most: int = 
             if r.n_gpu_ops > 0 and r.name and not is_cycle_name(r.name, cycle_prefix) and r.name not in containers]
     families: dict[str, list[RangeSummary]] = {}
     for r in rows:
-        families.setdefault(_DIGITS.sub(_HOLE, r.name), []).append(r)
+        families.setdefault(NUMBERS.sub(_HOLE, r.name), []).append(r)
     ranked = sorted(families.items(), key=lambda kv: -sum(m.gpu_busy_ms_total for m in kv[1]))
     repeated = [(shape, members) for shape, members in ranked if sum(m.n for m in members) >= 3]
     return [_phase_value(shape, members) for shape, members in _not_nested_in_another(ranges, repeated or ranked, most)]
@@ -354,7 +353,7 @@ def _not_nested_in_another(ranges: pa.Table, families: list[tuple[str, list]], m
     if "parent_id" not in ranges.column_names:
         return families[:most]
     names, parents = ranges["name"].to_pylist(), ranges["parent_id"].to_pylist()
-    shape = [_DIGITS.sub(_HOLE, n) if n else None for n in names]
+    shape = [NUMBERS.sub(_HOLE, n) if n else None for n in names]
     rows: dict[str, list[int]] = {}
     for i, sh in enumerate(shape):
         rows.setdefault(sh, []).append(i)
@@ -406,7 +405,7 @@ def _in_cycle_ranges(ranges: pa.Table, cycle_prefix: str) -> list[str]:
         k = bisect.bisect_right(keys[pid], start) - 1
         if k < 0 or end > starts[pid][k][1]:
             continue  # in no cycle range
-        family = families.setdefault(_DIGITS.sub(_HOLE, name), [])
+        family = families.setdefault(NUMBERS.sub(_HOLE, name), [])
         if all(m.name != name for m in family):
             family.append(RangeSummary("", name, 1, None, None, 0.0, 0))
     return [_phase_value(shape, members) for shape, members in families.items()]
