@@ -131,12 +131,13 @@ def test_work_inside_the_cycle_range_before_its_first_phase_is_said(tmp_path):
         kernel(t, b + 700, (b + 800, b + 850))
 
     a = verify_in_cycle_ranges(tmp_path, (200, 600), work)
-    # THEN verify reads 300..800 (500 us), the cycle verify's span, and two warnings: an event at
-    # the cycle's start (b) reads b, one at verify's start b+300: 300 us before the first phase;
-    # after the last, verify's end b+800 to the stream's end b+850: 50 us
+    # THEN verify reads 300..800 (500 us), the cycle verify's span, and two warnings: before the
+    # first phase, the copy's 200 us (an event at the cycle's start, b, and one at verify's
+    # start, b+300, are 300 us apart, but the GPU idled the first 100); after the last, verify's
+    # end b+800 to the stream's end b+850: 50 us
     (rank,) = a.ranks
     assert rank.phases["gpu_ns"].to_pylist() == [500 * U] * 3 and rank.cycles["gpu_ns"].to_pylist() == [500 * U] * 3
-    (before,) = [w for w in a.warnings if "before its first phase ('verify') in 3 of 3 cycles, 0.300 ms" in w]
+    (before,) = [w for w in a.warnings if "before its first phase ('verify') in 3 of 3 cycles, 0.200 ms" in w]
     (after,) = [w for w in a.warnings if "after its last phase ('verify') in 3 of 3 cycles, 0.050 ms" in w]
 
 
@@ -331,3 +332,29 @@ def test_a_gap_counts_against_its_cycles_whole_span():
     # 20 us, so 15 us is within it and 25 us is not (2 % of a span taken from the wrong ends,
     # 400 or 585 us, would let 15 us count too)
     assert len(notes) == 1 and "in 1 of 2 cycles, 0.025 ms (median)" in notes[0]
+
+
+def test_edge_work_is_said_at_the_gpu_time_of_that_work_not_the_cpu_time_around_it(tmp_path):
+    # GIVEN 6 cycle ranges [b, b+300] (b = 1000c), each opening with a 100 us CPU step that is
+    # no phase and queues work on an idle GPU (launched at b+10), then draft [b+100, b+200]
+    # (kernel b+110..b+190) and verify [b+200, b+300] (kernel b+210..b+290); the step's work is
+    # 1 us in one trace and 30 us in the other
+    def trace(work_us: int) -> FakeTrace:
+        t = FakeTrace()
+        for c in range(6):
+            b = 1000 * c
+            t.range(f"cycle {c}", b * U, (b + 300) * U, tid=10)
+            t.range("draft", (b + 100) * U, (b + 200) * U, tid=10)
+            t.range("verify", (b + 200) * U, (b + 300) * U, tid=10)
+            kernel(t, b + 10, (b + 12, b + 12 + work_us), tid=10)
+            kernel(t, b + 110, (b + 110, b + 190), tid=10)
+            kernel(t, b + 210, (b + 210, b + 290), tid=10)
+        return t
+    # WHEN analysed
+    small = load([trace(1).write(tmp_path / "small.sqlite")], PhaseConfig(phases=("draft", "verify")))
+    large = load([trace(30).write(tmp_path / "large.sqlite")], PhaseConfig(phases=("draft", "verify")))
+    # THEN 1 us of work is less than a cycle may miss (max(10 us, 2 % of 200 us)): nothing is
+    # said (the 100 us from the cycle's start to draft's boundary are the GPU idling); 30 us is
+    # said as 0.030 ms, the work's GPU time, not the step's 0.100 ms
+    assert not any("queued inside the cycle range" in w for w in small.warnings), small.warnings
+    assert any("queued inside the cycle range before its first phase ('draft') in 6 of 6 cycles, 0.030 ms" in w for w in large.warnings), large.warnings

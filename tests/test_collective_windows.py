@@ -125,6 +125,30 @@ def test_traces_of_two_machines_keep_the_order_where_the_counts_differ(tmp_path)
     assert (al.offset_ns, al.method) == (0, "session start + collectives")
     assert [r["skew_ns"] // U for r in a.cross.collectives.to_pylist()] == [30] * 20
     assert any(f"rank 1 holds 10 {AR} kernels, rank 0 12: matched in order" in w and "different machines" in w for w in a.warnings)
+    # and, the 1.030 ms moved being more than half the 0.100 ms between collectives (a capture
+    # begun ten collectives later there would read the same), the offset's uncertainty is
+    # unknown, not 0, and a warning says so
+    assert al.offset_uncertainty_ns is None
+    assert any("rank 1: matching its collectives in order moved its clock +1.030 ms from its session start time, more than half the "
+               "0.100 ms between collectives" in w for w in a.warnings), a.warnings
+
+
+def test_traces_of_two_machines_whose_clocks_agree_keep_a_known_uncertainty(tmp_path):
+    # GIVEN two machines whose session clocks disagree by 20 us (a fifth of the collectives'
+    # 100 us spacing): rank 1's session began 30 us before rank 0's by the clocks, and its ten
+    # all-reduces run 20..70 us after its k-th 100 us on its own clock (one ends at 83: jitter)
+    # where rank 0's run 10..60
+    r0 = rank_file(tmp_path, 0, [(100 * k + 10, 100 * k + 60) for k in range(10)], machine="A")
+    r1 = rank_file(tmp_path, 1, [(100 * k + 20, 100 * k + (83 if k == 4 else 70)) for k in range(10)], session_utc=5 * 10**18 - 30 * U,
+                   machine="B")
+    a = analyze([r0, r1])
+    # THEN the session clocks put its ends at 100k+40, 20 us before rank 0's; the collectives
+    # move its offset from -30 to -10 us (the median end residual), the uncertainty is the
+    # residuals' median absolute deviation (0: nine of ten agree), and nothing is said of whole
+    # collectives
+    al = a.cross.alignment_of(1)
+    assert (al.offset_ns // U, al.offset_uncertainty_ns) == (-10, 0)
+    assert not any("moved its clock" in w for w in a.warnings), a.warnings
 
 
 def test_ends_that_fit_no_numbering_keep_the_order_and_are_said(tmp_path):

@@ -30,8 +30,12 @@ def assert_same(views: list[cross_rank.RankView]) -> None:
     old = reference.analyze_cross_rank(views)
     assert new.collectives.equals(old.collectives)
     assert new.critical_path.equals(old.critical_path), (new.critical_path.to_pylist()[:4], old.critical_path.to_pylist()[:4])
-    assert [(a.rank, a.offset_ns, a.offset_uncertainty_ns, a.method) for a in new.alignment] == \
-           [(a.rank, a.offset_ns, a.offset_uncertainty_ns, a.method) for a in old.alignment]
+    # (an offset moved more than half the spacing between collectives off another machine's
+    # session time has an unknown uncertainty since 2026-12-04: a rule the per-row version lacks)
+    unknown = {int(w.split(":")[0].split()[-1]) for w in new.warnings if "matching its collectives in order moved its clock" in w}
+    assert [(a.rank, a.offset_ns, a.offset_uncertainty_ns if a.rank not in unknown else None, a.method) for a in new.alignment] == \
+           [(a.rank, a.offset_ns, a.offset_uncertainty_ns if a.rank not in unknown else None, a.method) for a in old.alignment]
+    assert all(a.offset_uncertainty_ns is None for a in new.alignment if a.rank in unknown)
     for a, b in zip(new.comm, old.comm, strict=True):
         assert (a.rank, a.comm_ns, a.wait_ns, a.n_collectives) == (b.rank, b.comm_ns, b.wait_ns, b.n_collectives)
         assert np.array_equal(a.phase_wait_ns, b.phase_wait_ns)

@@ -488,6 +488,13 @@ def test_phase_maps_and_warmup(tmp_path):
     assert warmup_cycles(np.array([38, 4, 4]), None).tolist() == [True, False, False]
     assert warmup_cycles(np.array([38, 38, 4, 4, 4]), None).tolist() == [True, False, False, False, False]
     assert warmup_cycles(np.array([38, 4]), None).tolist() == [False, False]  # (two: no median to tell them by)
+    # a leading long cycle that comes back as long (9/10 of it or more) after the leading run is
+    # the same work again, not a one-time cost (chunked prefill every fifth cycle): kept; a 3x
+    # longer first one before it still is warm-up
+    assert warmup_cycles(np.array([100, 10, 10, 10, 10, 100, 10, 10, 10, 10]), None).tolist() == [False] * 10
+    assert warmup_cycles(np.array([100, 10, 10, 10, 10, 91, 10, 10, 10, 10]), None).tolist() == [False] * 10
+    assert warmup_cycles(np.array([100, 10, 10, 10, 10, 89, 10, 10, 10, 10]), None).tolist() == [True] + [False] * 9
+    assert warmup_cycles(np.array([300, 100, 10, 10, 10, 10, 100, 10, 10, 10]), None).tolist() == [True] + [False] * 9
     assert plain["ranks"][0]["cycles"]["n_warmup"] == 1 and plain["ranks"][0]["cycles"]["n"] == 23
     kept = report_json(api.load([H200 / "eagle_gpu_bound.sqlite"], PhaseConfig(skip_cycles=0)))
     assert kept["ranks"][0]["cycles"]["n"] == 24 and kept["ranks"][0]["phases"][0]["n"] == 24

@@ -29,12 +29,15 @@ before it in the same process (else the first one after). The
 boundary between two consecutive phases is evaluated on both their streams (the earlier
 phase ends when its stream's work is done, the next begins when its stream is free), also
 where one cycle ends and the next begins, and boundaries never run backwards: each is at
-least the one before it in the same process. The instant of a boundary is the later phase's
+least the one before it in the same process. Only phases read on one GPU share boundaries:
+where one thread drives two GPUs, each phase's boundaries are read on its own GPU's stream and
+never run backwards along that GPU's phases (its events are recorded there, ordered after
+nothing on the other GPU). The instant of a boundary is the later phase's
 CPU start, or the earlier one's CPU end where the later phase runs on another thread (a
 hand-off: see ``_read_boundaries``). GPU work queued between two phases of a cycle on either's
 stream is in neither (the earlier one ends at its own CPU end). So phases tile their cycle but
 for such work, cycles never overlap on the GPU, and a cycle starts where the GPU finished the
-one before it. On one stream with nothing queued at a cycle's start this is the old rule:
+one before it, on one GPU (across two, phases and cycles may overlap). On one stream with nothing queued at a cycle's start this is the old rule:
 ``b_i = max(cpu_start_i, gpu_end of the work launched before)``.
 
 Not modelled (documented in the README): the legacy default stream's implicit
@@ -1898,12 +1901,18 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
     if alone:
         a = np.maximum(t, clock.done(srow, t))
         return a, np.maximum.reduce([a, cpu_end, clock.done(srow, cpu_end)])
-    same_cycle_next = np.r_[(cyc[1:] == cyc[:-1]) & (cyc[:-1] >= 0), False]
-    prev_row = np.r_[-1, srow[:-1]] if not own_stream_only else srow
+    # A boundary is shared only by neighbours on one GPU: one thread driving two GPUs records a
+    # phase's events on its own GPU's stream, which is ordered after nothing on the other GPU;
+    # a phase whose next one is on the other GPU ends at its own CPU end, as an event there reads.
+    gpu = _gpu_of_rows(clock, srow)
+    same_gpu_prev = np.r_[False, gpu[1:] == gpu[:-1]]
+    same_gpu_next = np.r_[gpu[1:] == gpu[:-1], False]
+    same_cycle_next = np.r_[(cyc[1:] == cyc[:-1]) & (cyc[:-1] >= 0), False] & same_gpu_next
+    prev_row = np.where(same_gpu_prev, np.r_[-1, srow[:-1]], -1) if not own_stream_only else srow
     # The next phase's stream too, also across a cycle's edge (a cycle ends where the GPU is done
     # with what it queued on either: the next cycle starts there).
     next_in_a_cycle = np.r_[(cyc[1:] >= 0) & (cyc[:-1] >= 0), False]
-    next_row = np.where(next_in_a_cycle, np.r_[srow[1:], -1], -1) if not own_stream_only else srow
+    next_row = np.where(next_in_a_cycle & same_gpu_next, np.r_[srow[1:], -1], -1) if not own_stream_only else srow
     t_next = np.where(same_cycle_next, np.r_[t[1:], 0], cpu_end)
     # An overlap also across a cycle's edge: a cycle's last range still open when the next
     # cycle's first began (nvtxRangeStart/End, the CPU a cycle ahead) holds that one back no more
@@ -1923,14 +1932,18 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
     z = np.maximum.reduce([e, clock.done(srow, e), clock.done(np.where(overlap, -1, next_row), e)])
     pairs = np.stack([a, z], 1)
     # Runs of phases one after another, cut where the next began before the earlier ended.
+    # Never backwards along each stream's own phases (``own_stream_only``), else along each GPU's.
+    along = srow if own_stream_only else gpu
     for run in np.split(np.arange(len(t)), np.flatnonzero(overlap) + 1):
-        if own_stream_only:  # never backwards along each stream's own phases only
-            for r in np.unique(srow[run]).tolist():
-                on_r = run[srow[run] == r]
-                pairs[on_r] = np.maximum.accumulate(pairs[on_r].ravel()).reshape(-1, 2)
-        else:
-            pairs[run] = np.maximum.accumulate(pairs[run].ravel()).reshape(-1, 2)
+        for g in np.unique(along[run]).tolist():
+            on_g = run[along[run] == g]
+            pairs[on_g] = np.maximum.accumulate(pairs[on_g].ravel()).reshape(-1, 2)
     return pairs[:, 0], pairs[:, 1]
+
+
+def _gpu_of_rows(clock: StreamClock, row: np.ndarray) -> np.ndarray:
+    """Per stream row of ``clock`` (-1: none): its (pid, device) key, -1 where none."""
+    return np.where(row >= 0, clock.keys[np.maximum(row, 0)] >> 31, -1) if len(clock.keys) else np.full(len(row), -1, np.int64)
 
 
 def tiled_off_their_stream(clock: StreamClock, pid: np.ndarray, cpu_start: np.ndarray, cpu_end: np.ndarray, cycle: np.ndarray, device: np.ndarray,

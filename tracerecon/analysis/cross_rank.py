@@ -204,8 +204,8 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
     pos = [p[order] for p in pos]
     common = common[order]
 
-    alignment = _align(views, comm, pos, p2p)
-    warnings += _other_communicators(views, comm, pos, p2p)
+    alignment, moved = _align(views, comm, pos, p2p)
+    warnings += moved + _other_communicators(views, comm, pos, p2p)
     offset = np.array([a.offset_ns for a in alignment], dtype=np.int64)
 
     n_ranks, m = len(views), len(common)
@@ -519,15 +519,19 @@ def _other_communicators(views: list[RankView], comm: list[dict[str, np.ndarray]
     return out
 
 
-def _align(views, comm, pos, p2p: np.ndarray) -> list[RankAlignment]:
+def _align(views, comm, pos, p2p: np.ndarray) -> tuple[list[RankAlignment], list[str]]:
     """Each rank's offset onto the first rank's timeline: its clock's base (``_clock_base``),
     refined by the median end-time residual of the matched kernels. Sends and receives (``p2p``,
     per name code) end apart by the transfer, so they refine only clocks of other machines (off
     by far more than a transfer) and only where no collective was matched: on one machine's
-    clock (``_one_machines_clock``) they would move an exact base by the transfer time."""
+    clock (``_one_machines_clock``) they would move an exact base by the transfer time.
+    Where that refinement moves a session-start base (another machine's clock) by more than
+    half the first rank's median spacing between matched collectives, the match in order may be
+    off by whole collectives (a capture begun later there reads the same): the offset's
+    uncertainty is unknown (None), and a warning says so (returned with the alignments)."""
     ref, ref_pos = views[0], pos[0] if pos else None
     ref_p2p = p2p[comm[0]["key"][ref_pos] >> 40] if ref_pos is not None and len(ref_pos) else np.zeros(0, bool)
-    out = []
+    out, warnings = [], []
     for v, c, p in zip(views, comm, pos):
         if v.clock == ref.clock:
             out.append(RankAlignment(v.rank, 0, 0, "shared clock"))
@@ -544,10 +548,17 @@ def _align(views, comm, pos, p2p: np.ndarray) -> list[RankAlignment]:
             shift = int(np.median(resid))
             left = resid - shift
             mad = int(np.median(np.abs(left - np.median(left)))) if len(left) > 1 else None
+            spacing = int(np.median(np.diff(np.sort(comm[0]["end"][r])))) if len(r) > 1 else 0
+            if method != "none" and not _one_machines_clock(v, ref) and spacing > 0 and 2 * abs(shift) > spacing:
+                mad = None
+                warnings.append(f"rank {v.rank}: matching its collectives in order moved its clock {-shift / 1e6:+.3f} ms from its "
+                                f"{method} time, more than half the {spacing / 1e6:.3f} ms between collectives (median): on another "
+                                "machine a capture begun later reads the same as clocks that far apart, so its waits and the critical "
+                                "path may be off by whole collectives; its offset's uncertainty is unknown")
             out.append(RankAlignment(v.rank, base - shift, mad, method + " + collectives" if method != "none" else "collectives"))
         else:
             out.append(RankAlignment(v.rank, base, None, method))
-    return out
+    return out, warnings
 
 
 @dataclass(frozen=True)

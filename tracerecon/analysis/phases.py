@@ -756,12 +756,16 @@ def phases_per_cycle(phases: pa.Table) -> pa.Table:
 # at most this share of the cycles is left out.
 WARMUP_FACTOR = 2.0
 WARMUP_MAX_SHARE = 0.2
+# ... unless a later cycle takes at least this share of it: the same work again.
+WARMUP_RECURS = 0.9
 
 
 def warmup_cycles(duration_ns: np.ndarray, skip: int | None) -> np.ndarray:
     """Which cycles (in order) are warm-up: the first ``skip``, or with None the leading run of
     cycles longer than WARMUP_FACTOR x the median (at most WARMUP_MAX_SHARE of them, and one
-    where that share is less: a run of 3 or 4 cycles whose first captured graphs)."""
+    where that share is less: a run of 3 or 4 cycles whose first captured graphs), unless a
+    cycle after that leading run takes WARMUP_RECURS of it or more (a prefill that comes back as
+    long later, chunked prefill every fifth cycle, is no one-time cost)."""
     n = len(duration_ns)
     out = np.zeros(n, dtype=bool)
     if skip is not None:
@@ -770,8 +774,11 @@ def warmup_cycles(duration_ns: np.ndarray, skip: int | None) -> np.ndarray:
     if n < 3:
         return out
     med = float(np.median(duration_ns))
+    long_ = np.asarray(duration_ns) > WARMUP_FACTOR * med
+    lead = int(np.argmin(long_)) if not long_.all() else n  # the leading run of long cycles
+    later = float(np.max(duration_ns[lead:])) if lead < n else 0.0
     for i in range(max(1, int(n * WARMUP_MAX_SHARE))):
-        if duration_ns[i] > WARMUP_FACTOR * med:
+        if duration_ns[i] > WARMUP_FACTOR * med and later < WARMUP_RECURS * duration_ns[i]:
             out[i] = True
         else:
             break

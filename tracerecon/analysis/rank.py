@@ -236,7 +236,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     accepted_marks=tables.accepted_marks, provisional=build_phases(inputs),
                     notes=_past_cycle_notes(phases_past_their_cycle(nested, phase_rows, cycle_of, cycle_rows), labels) + _tiled_notes(tiled, own, b_end - b_start, labels)
                     + _side_stream_notes(as_side, b_end - b_start, stream, labels)
-                    + _between_notes(ph_pid, ph_tid, cycle_of, b_start, b_end, labels, ph_s, ph_e, unphased)
+                    + _between_notes(ph_pid, ph_tid, cycle_of, b_start, b_end, labels, ph_s, ph_e, unphased, dev)
                     + _phase_thread_notes(config.phase_thread, ph_tid)
                     + _out_of_step_notes(cycle_of, cycle_rows, labels, ph_tid, int64s(nested["tid"])[cycle_rows] if len(cycle_rows) else np.zeros(0, np.int64))
                     + _overlapping_cycle_notes(nested, cycle_rows)
@@ -245,6 +245,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     + _unrecorded_stream_notes(tables.stream_marks, clock)
                     + _several_devices_notes(ops)
                     + _phases_on_several_gpus_notes(ops, op_phase, dev, labels)
+                    + _cycles_across_gpus_notes(cycle_of, dev, b_start)
                     + _cycle_edge_notes(clock, nested, cycle_rows, cycle_of, ph_pid, ph_s, ph_read_end, dev, stream, b_start, b_end, labels, unphased,
                                         holds_cycles=nested_cycles[1])
                     + _nested_cycle_notes(nested, cycle_rows, config.cycle_prefix, *nested_cycles))
@@ -431,6 +432,25 @@ def _phases_on_several_gpus_notes(ops: pa.Table, op_phase: np.ndarray, device: n
     return tuple(out)
 
 
+def _cycles_across_gpus_notes(cycle: np.ndarray, device: np.ndarray, boundary_start: np.ndarray) -> tuple[str, ...]:
+    """A line where a cycle's phases are read on streams of different GPUs (one thread driving
+    several, ``boundaries.phase_boundaries``): each phase between events on its own GPU's
+    stream, ordered after nothing on the other GPU, so such phases overlap in time and the
+    cycle's phases may add up to more than its GPU time."""
+    read = (cycle >= 0) & (device >= 0) & (boundary_start != I64_MIN)
+    if not read.any() or len(np.unique(device[read])) < 2:
+        return ()
+    pairs = np.unique(np.stack([cycle[read], device[read]], 1), axis=0)
+    c, n_gpus = np.unique(pairs[:, 0], return_counts=True)
+    across = int((n_gpus > 1).sum())
+    if across == 0:
+        return ()
+    gpus = ", ".join(map(str, np.unique(device[read]).tolist()))
+    return (f"in {across} of {len(c)} cycles the phases are read on different GPUs ({gpus}): each phase between events on its own GPU's "
+            "stream, which waits for nothing on the other GPU, so phases on different GPUs, and cycles, may overlap, and a cycle's phases "
+            "may add up to more than its GPU time",)
+
+
 def _overlapping_cycle_notes(nested: pa.Table, cycle_rows: np.ndarray) -> tuple[str, ...]:
     """A line where a thread's cycle ranges overlap, each one's still open when the next began
     (``nvtxRangeStart/End`` cycles of an engine a cycle ahead, closed after their output step):
@@ -550,7 +570,8 @@ def _cycle_edge_notes(clock: StreamClock, nested: pa.Table, cycle_rows: np.ndarr
     from its first phase's start boundary to its last's end, so that work is in no phase and no
     cycle. How long: from when the stream was free (or the cycle began) to the first phase's
     start boundary; from the last phase's end boundary to when the stream was done with what
-    was queued by the cycle's end. Counted in a cycle where that is more than the cycle's
+    was queued by the cycle's end; never more than the GPU time of the ops in no phase
+    launched then (``unphased``; between cycles made of phases, that alone). Counted in a cycle where that is more than the cycle's
     phases may miss and still add up (max(10 us, 2 % of its GPU time): a result copy of a few
     microseconds is not worth a line). Without cycle ranges (cycles made of phases), the work
     after a cycle's last phase and before the next cycle's first. ``cpu_end``: where each
@@ -604,12 +625,11 @@ def _cycle_edge_notes(clock: StreamClock, nested: pa.Table, cycle_rows: np.ndarr
         elif len(cycle_rows) or unphased is None:
             took = clock.done(row, hi) - b_end[ph]
         else:
-            # Between cycles the GPU may idle until the next one: the GPU time of the ops in no
-            # phase launched meanwhile, not the time to the next boundary.
-            free = unphased()
-            took = np.zeros(len(ph), dtype=np.int64)
-            for k in np.flatnonzero(queued).tolist():
-                took[k] = int(free[3][_launched_between(free, pid[ph[k]], lo[k], hi[k])].sum())
+            took = np.full(len(ph), I64_MAX, dtype=np.int64)  # (the work alone, below)
+        if unphased is not None:
+            # The GPU may idle meanwhile (a 100 us CPU step that queued a 1 us copy): no more
+            # than the GPU time of the ops in no phase the process launched then.
+            took = np.minimum(took, _unphased_work(unphased(), pid[ph], lo, hi))
         cycle_gpu = b_end[last] - b_start[first]
         queued &= took > adds_up_tolerance(cycle_gpu)
         if not queued.any():
@@ -651,7 +671,8 @@ def _phase_thread_notes(mode, ph_tid: np.ndarray) -> tuple[str, ...]:
 
 def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start: np.ndarray, b_end: np.ndarray, labels: list,
                    cpu_start: np.ndarray | None = None, cpu_end: np.ndarray | None = None,
-                   unphased: Callable[[], tuple[np.ndarray, np.ndarray, list]] | None = None) -> tuple[str, ...]:
+                   unphased: Callable[[], tuple[np.ndarray, np.ndarray, list]] | None = None,
+                   device: np.ndarray | None = None) -> tuple[str, ...]:
     """One line per pair of phase names with GPU time between them that neither holds
     (``boundaries.phase_boundaries``: work was queued between the two): in how many cycles, and
     how long in those (median of each cycle's total). Counted in a cycle where the work between
@@ -661,7 +682,8 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
     With ``unphased`` (``_unphased_launches``) and the phases' CPU spans, the line names the range
     most of that work's GPU time was launched in, where it has one that holds no phase (vLLM's
     ``gpu_model_runner: eplb``). Of a counted cycle's gaps, those under half the floor are left
-    out."""
+    out. ``device`` (per phase, the GPU it is read on): neighbours read on two GPUs share no
+    boundary, so nothing lies between them."""
     if len(cycle) < 2:
         return ()
     line = timelines(pid, cycle, tid)
@@ -670,7 +692,9 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
         order = order[in_sequence(pid, cycle, tid, cpu_start, cpu_end, line)[order]]
     a, b = order[:-1], order[1:]
     gap = b_start[b] - b_end[a]
-    found = np.flatnonzero((line[a] == line[b]) & (cycle[a] == cycle[b]) & (cycle[a] >= 0) & (b_end[a] != I64_MIN) & (b_start[b] != I64_MIN) & (gap > 0))
+    same_gpu = device[a] == device[b] if device is not None else True
+    found = np.flatnonzero((line[a] == line[b]) & (cycle[a] == cycle[b]) & (cycle[a] >= 0) & (b_end[a] != I64_MIN) & (b_start[b] != I64_MIN) & (gap > 0)
+                           & same_gpu)
     per_cycle: dict[tuple[str, str], dict[int, int]] = {}
     for i, j, g in zip(a[found].tolist(), b[found].tolist(), gap[found].tolist()):
         cycles = per_cycle.setdefault((labels[i], labels[j]), {})
@@ -713,6 +737,23 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
     return tuple(f"GPU work was queued between {x!r} and {y!r}: the GPU time between the two is in neither phase, only in the cycle's: "
                  f"in {len(g)} of {n_cycles} cycles, {np.median(list(g.values())) / 1e6:.3f} ms (median); {hint((x, y))}"
                  for (x, y), g in worth.items() if g)
+
+
+def _unphased_work(unphased: tuple, pid: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Per (pid, lo, hi): the summed GPU durations of ``_unphased_launches``' ops of process
+    ``pid`` launched after ``lo`` and before ``hi`` (0 where none)."""
+    u_pid, u_launch, _, u_took = unphased
+    out = np.zeros(len(pid), dtype=np.int64)
+    if len(u_pid) == 0:
+        return out
+    total = np.r_[0, np.cumsum(u_took)]
+    for p in np.unique(pid).tolist():
+        mine = np.flatnonzero(pid == p)
+        a, b = np.searchsorted(u_pid, p, side="left"), np.searchsorted(u_pid, p, side="right")
+        first = a + np.searchsorted(u_launch[a:b], lo[mine], side="right")
+        end = a + np.searchsorted(u_launch[a:b], hi[mine], side="left")
+        out[mine] = np.where(end > first, total[np.maximum(end, first)] - total[first], 0)
+    return out
 
 
 def _launched_between(unphased: tuple, pid: int, lo: int, hi: int) -> slice:
