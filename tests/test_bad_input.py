@@ -241,6 +241,19 @@ def test_a_picture_over_its_input_is_refused(tmp_path):
         assert pic.read_bytes() == (H200 / "eagle_gpu_bound.sqlite").read_bytes()
 
 
+def test_a_picture_over_another_trace_is_refused(tmp_path):
+    # GIVEN another trace (another rank's export) named like a picture, not an input
+    other = tmp_path / "rank1.png"
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", other)
+    # WHEN a plot, or a diff's picture, is written there (a mistyped -o / --plot)
+    for argv in (["plot", str(H200 / "eagle_gpu_bound.sqlite"), "-o", str(other)],
+                 ["diff", str(H200 / "eagle_gpu_bound.sqlite"), str(H200 / "eagle_gpu_bound.sqlite"), "--plot", str(other)]):
+        res = run_cli(*argv)
+        # THEN refused in one line, exit 2, as a timeline over a trace is, and the trace is kept
+        assert_one_line_error(res, "holds a trace; a picture is not written over it")
+        assert other.read_bytes() == (H200 / "eagle_gpu_bound.sqlite").read_bytes()
+
+
 def test_a_run_never_writes_into_a_used_output(tmp_path):
     # GIVEN an earlier run's directory, and a file
     prev = tmp_path / "prev"
@@ -1336,12 +1349,14 @@ def test_nvtx_times_of_text_are_dropped_and_said_not_read_as_ranges_never_closed
     ({"TRACERECON_NO_CACHE": "maybe"}, "TRACERECON_NO_CACHE='maybe' not understood (1 or 0, yes or no, true or false, on or off): the cache is off"),
     ({"TRACERECON_CACHE_DIR": "FILE"}, "TRACERECON_CACHE_DIR='FILE' is not a directory: nothing is cached"),
     ({"TRACERECON_CACHE_DIR": "FILE/sub"}, "TRACERECON_CACHE_DIR='FILE/sub' is under FILE, which is not a directory: nothing is cached"),
+    ({"XDG_CACHE_HOME": "FILE"}, "the cache's folder FILE/tracerecon is under FILE, which is not a directory: nothing is cached (TRACERECON_CACHE_DIR "
+                                 "names another)"),
 ])
 def test_cache_settings_that_cannot_work_are_said(setting, said, tmp_path):
     # GIVEN a cache setting tracerecon cannot use (the cache was silently off)
     f = tmp_path / "afile"
     f.write_text("x")
-    env = {k: v for k, v in os.environ.items() if k != "TRACERECON_NO_CACHE"}
+    env = {k: v for k, v in os.environ.items() if k not in ("TRACERECON_NO_CACHE", "TRACERECON_CACHE_DIR")}
     env.update({k: v.replace("FILE", str(f)) for k, v in setting.items()})
     # WHEN reported THEN one warning says so, and the report is the same
     res = run_cli("report", str(H200 / "eagle_gpu_bound.sqlite"), env=env)

@@ -314,3 +314,30 @@ def test_a_block_left_by_an_error_does_not_wait_for_its_imports():
         gate.set()
         sys.meta_path.pop(0)
         sys.modules.pop(finder_name, None)
+
+
+def test_ctrl_c_while_the_command_line_loads_is_one_line_and_exit_130(tmp_path):
+    import signal as _signal
+    import subprocess as _subprocess
+    import sys as _sys
+
+    # GIVEN the program started as `python -m tracerecon` does, with the import of one of its
+    # command modules held up for 5 s (as a slow disk or a cold cache would)
+    code = ("import sys, time, importlib.abc\n"
+            "class Slow(importlib.abc.MetaPathFinder):\n"
+            "    def find_spec(self, name, path, target=None):\n"
+            "        if name == 'tracerecon.cli.report':\n"
+            "            print('loading', flush=True)\n"
+            "            time.sleep(5)\n"
+            "        return None\n"
+            "sys.meta_path.insert(0, Slow())\n"
+            "sys.argv = ['tracerecon', '--help']\n"
+            "from tracerecon.program import main\n"
+            "raise SystemExit(main())\n")
+    proc = _subprocess.Popen([_sys.executable, "-c", code], stdout=_subprocess.PIPE, stderr=_subprocess.PIPE, text=True)
+    # WHEN Ctrl-C comes while that import runs
+    assert proc.stdout.readline().strip() == "loading"
+    proc.send_signal(_signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    # THEN the program ends at once as it does later: one line, exit 130, no traceback
+    assert (proc.returncode, err) == (130, "tracerecon: interrupted\n"), err

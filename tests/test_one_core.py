@@ -26,7 +26,7 @@ LAYERS = {
     "tracerecon.model": 2,
     "tracerecon.export": 3, "tracerecon.timeline_export": 3, "tracerecon.present": 3, "tracerecon.plot": 3, "tracerecon.cache": 3,
     "tracerecon.api": 4, "tracerecon.pipeline": 4,
-    "tracerecon.cli": 5, "tracerecon.tui": 5, "tracerecon.__main__": 6,
+    "tracerecon.cli": 5, "tracerecon.tui": 5, "tracerecon.__main__": 6, "tracerecon.program": 6,
 }
 
 
@@ -439,6 +439,39 @@ def test_a_well_formed_entry_of_another_kind_is_rebuilt(tmp_path, monkeypatch):
     assert api.report(srcs).to_json() == cold
 
 
+def test_a_planted_entry_that_would_run_code_is_rebuilt_and_runs_nothing(tmp_path, monkeypatch):
+    import os
+    import pickle
+    import struct
+    import zlib
+
+    from tracerecon import api
+
+    class RunsCode:  # unpickled by calling os.system (what a planted entry would do)
+        def __init__(self, marker):
+            self.marker = marker
+
+        def __reduce__(self):
+            return (os.system, (f"touch {self.marker}",))
+
+    # GIVEN a cached report, each of its entries replaced by a well-formed one (its own key, a
+    #       right checksum: what anyone who can write the folder can make) whose value, when
+    #       unpickled, runs a command
+    monkeypatch.setenv("TRACERECON_CACHE_DIR", str(tmp_path / "cache"))
+    src = tmp_path / "t.sqlite"
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", src)
+    cold = api.report([src]).to_json()
+    marker = tmp_path / "ran"
+    for entry in (tmp_path / "cache").glob("*.pickle"):
+        body = pickle.dumps((entry.stem, RunsCode(marker)), protocol=pickle.HIGHEST_PROTOCOL)
+        entry.write_bytes(struct.pack("<8sIQ", b"TRCACHE\x03", zlib.crc32(body), len(body)) + body)
+    # WHEN reported again THEN the command never ran, and the report is the export's
+    assert api.report([src]).to_json() == cold
+    assert not marker.exists()
+    # and the cache's folder is its owner's only
+    assert (tmp_path / "cache").stat().st_mode & 0o077 == 0
+
+
 def test_a_cache_that_can_be_read_but_not_written_still_serves(tmp_path, monkeypatch):
     from tracerecon import cache
 
@@ -495,6 +528,9 @@ def test_phase_maps_and_warmup(tmp_path):
     assert warmup_cycles(np.array([100, 10, 10, 10, 10, 91, 10, 10, 10, 10]), None).tolist() == [False] * 10
     assert warmup_cycles(np.array([100, 10, 10, 10, 10, 89, 10, 10, 10, 10]), None).tolist() == [True] + [False] * 9
     assert warmup_cycles(np.array([300, 100, 10, 10, 10, 10, 100, 10, 10, 10]), None).tolist() == [True] + [False] * 9
+    # ... but a later stall ten times as long, or a cycle the capture cut (not whole), matches nothing
+    assert warmup_cycles(np.array([100, 10, 10, 10, 10, 1000, 10, 10, 10, 10]), None).tolist() == [True] + [False] * 9
+    assert warmup_cycles(np.array([100, 10, 10, 10, 10, 10, 10, 10, 10, 100]), None, np.array([True] * 9 + [False])).tolist() == [True] + [False] * 9
     assert plain["ranks"][0]["cycles"]["n_warmup"] == 1 and plain["ranks"][0]["cycles"]["n"] == 23
     kept = report_json(api.load([H200 / "eagle_gpu_bound.sqlite"], PhaseConfig(skip_cycles=0)))
     assert kept["ranks"][0]["cycles"]["n"] == 24 and kept["ranks"][0]["phases"][0]["n"] == 24

@@ -117,6 +117,41 @@ def test_across_gpus_a_phase_ends_at_its_own_cpu_end_and_nothing_lies_between(tm
     assert not [w for w in b.warnings if "queued between" in w], b.warnings
 
 
+def test_work_in_no_phase_between_phases_on_two_gpus_is_said_and_a_helpers_range_is_no_cycles(tmp_path):
+    # GIVEN one thread, 3 cycles (b = 1000c): draft [b, b+100] on GPU 1 (kernel b+12..b+60),
+    # unmarked code queueing 288 us on GPU 0 (launched b+110, b+112..b+400), verify [b+150, b+300]
+    # on GPU 0 (kernel b+400..b+450 behind it); and a second trace whose loop thread runs draft
+    # and verify on GPU 0 while a helper thread opens a short draft range inside verify and
+    # launches on GPU 1 (a review's reproductions)
+    work = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        work.range(f"cycle {c}", b * U, (b + 300) * U)
+        work.range("draft", b * U, (b + 100) * U)
+        work.range("verify", (b + 150) * U, (b + 300) * U)
+        launch(work, b + 10, (b + 12, b + 60), device=1)
+        launch(work, b + 110, (b + 112, b + 400))
+        launch(work, b + 155, (b + 400, b + 450))
+    helper = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        helper.range(f"cycle {c}", b * U, (b + 300) * U, tid=1)
+        helper.range("draft", b * U, (b + 100) * U, tid=1)
+        helper.range("verify", (b + 100) * U, (b + 300) * U, tid=1)
+        launch(helper, b + 10, (b + 12, b + 90), tid=1)
+        launch(helper, b + 110, (b + 112, b + 290), tid=1)
+        helper.range("draft", (b + 150) * U, (b + 200) * U, tid=2)
+        launch(helper, b + 160, (b + 162, b + 190), tid=2, device=1)
+    config = PhaseConfig(phases=("draft", "verify"), skip_cycles=0)
+    a, h = (analyze([t.write(tmp_path / f"{n}.sqlite")], config) for n, t in (("work", work), ("helper", helper)))
+    # THEN draft reads b..b+100 and verify b+400..b+450 (its GPU 0 stream busy until b+400 with
+    # the work in no phase), and that work's 288 us are said to lie between them
+    assert [(p["phase"], p["gpu_ns"] // U) for p in a.ranks[0].phases.to_pylist()] == [("draft", 100), ("verify", 50)] * 3
+    assert any("queued between 'draft' and 'verify'" in w and "in 3 of 3 cycles, 0.288 ms (median)" in w for w in a.warnings), a.warnings
+    # and the helper's range, read alone, makes no cycle one read on two GPUs
+    assert not [w for w in h.warnings if "read on different GPUs" in w], h.warnings
+
+
 def test_threads_are_timelines_of_their_own_only_when_each_holds_its_own_cycles():
     # GIVEN phase instances of one process on threads 1 and 2, in time order
     pid, tid = np.full(4, 10), np.array([1, 2, 1, 2])
@@ -790,6 +825,43 @@ def test_a_wait_across_gpus_hands_data_over_and_forks_no_side_stream(tmp_path):
     # the draft on the other GPU
     got = [(p["cycle"], p["phase"], p["gpu_ns"] // U, p["device_id"], p["stream_id"]) for p in rank.phases.to_pylist()]
     assert got == [(c, n, us, d, s) for c in range(3) for n, us, d, s in (("draft", 300, 1, 21), ("verify", 300, 0, 7))]
+
+
+def test_a_copy_back_from_the_other_gpu_does_not_move_a_phase_onto_it(tmp_path):
+    from nsys_factory import gpid
+
+    # GIVEN one thread driving two GPUs, 3 cycles (b = 1000c): draft [b, b+100] takes the
+    # target's hidden states over (GPU 1's stream 21 waits for GPU 0's stream 7 at b+6), copies
+    # 10 us back from GPU 0 (`.cpu()` of a tensor there: b+12..b+22) and runs 300 us on GPU 1
+    # (b+30..b+330); verify [b+100, b+400] takes the draft over (GPU 0 waits for GPU 1 at b+106)
+    # and runs 50 us on GPU 0 (b+330..b+380) (a fuzzer's program, reduced)
+    t = FakeTrace()
+
+    def hand_over(event: int, at: int, src: tuple, dst: tuple) -> None:
+        call = t.call("cudaEventRecord", at * U, (at + 1) * U)
+        t.events.append({"deviceId": src[0], "contextId": 1, "streamId": src[1], "correlationId": call, "globalPid": gpid(10), "eventId": event, "eventSyncId": 1})
+        call = t.call("cudaStreamWaitEvent", (at + 1) * U, (at + 2) * U)
+        t.syncs.append({"start": (at + 1) * U, "end": (at + 2) * U, "deviceId": dst[0], "contextId": 1, "streamId": dst[1], "correlationId": call,
+                        "globalPid": gpid(10), "syncType": 2, "eventId": event, "eventSyncId": 1})
+
+    for c in range(3):
+        b = c * 1000
+        t.range(f"cycle {c}", b * U, (b + 400) * U)
+        t.range("draft", b * U, (b + 100) * U)
+        t.range("verify", (b + 100) * U, (b + 400) * U)
+        hand_over(2 * c + 1, b + 5, (0, 7), (1, 21))
+        t.copy(t.call("cudaMemcpyAsync", (b + 10) * U, (b + 12) * U), (b + 12) * U, (b + 22) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 30) * U, (b + 32) * U), (b + 30) * U, (b + 330) * U, stream=21, device=1)
+        hand_over(2 * c + 2, b + 105, (1, 21), (0, 7))
+        t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U), (b + 330) * U, (b + 380) * U, stream=7, device=0)
+    # WHEN analysed
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify"), skip_cycles=0)).ranks
+    # THEN by hand, events on each phase's own GPU: draft on GPU 1's stream 21 from b (idle) to
+    # done(GPU 1, b+100) = b+330; verify on GPU 0's stream 7 from b+100 (the copy done at b+22)
+    # to b+400 (its CPU end; its kernel ended at b+380). The copy on GPU 0 made draft look
+    # forked off GPU 0's stream and moved it there: 20-30 us
+    got = [(p["phase"], p["device_id"], p["stream_id"], p["gpu_ns"] // U) for p in rank.phases.to_pylist()]
+    assert got == [("draft", 1, 21, 330), ("verify", 0, 7, 300)] * 3
 
 
 def test_a_launcher_marking_cycles_in_a_rank_file_is_left_out_of_the_ranks_cycles(tmp_path):

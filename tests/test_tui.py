@@ -738,3 +738,33 @@ async def test_an_incomplete_cycle_is_marked_in_the_cycles_table_and_said_on_the
             last = [str(c) for c in table.get_row_at(rows - 1)]
             assert last[-1].endswith("(incomplete in the trace: not in the report)"), last
             assert said in notes and "1 incomplete cycle(s) left out (not whole in the trace)" in " ".join(notes.split()), notes
+
+
+async def test_phases_read_on_two_gpus_get_a_gpu_phase_lane_each(tmp_path):
+    from nsys_factory import FakeTrace
+
+    # GIVEN one thread driving two GPUs, 3 cycles (b = 1000c us): draft [b, b+100] with a kernel
+    # on GPU 1 (b+12..b+250), verify [b+100, b+300] with one on GPU 0 (b+110..b+290): draft reads
+    # b..b+250 on GPU 1 and verify b+100..b+300 on GPU 0, overlapping
+    u = 1000
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.range(f"cycle {c}", b * u, (b + 300) * u)
+        t.range("draft", b * u, (b + 100) * u)
+        t.range("verify", (b + 100) * u, (b + 300) * u)
+        t.kernel(t.call("cudaLaunchKernel", (b + 10) * u, (b + 12) * u), (b + 12) * u, (b + 250) * u, device=1, stream=21)
+        t.kernel(t.call("cudaLaunchKernel", (b + 105) * u, (b + 107) * u), (b + 110) * u, (b + 290) * u, device=0, stream=7)
+    path = str(t.write(tmp_path / "two.sqlite"))
+    app = TraceReconApp(lambda: load([path], PhaseConfig(phases=("draft", "verify"))), source=path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await ready(pilot)
+        await pilot.press("2")
+        tl = app.query_one(Timeline)
+        # THEN the GPU phases are drawn on a lane per GPU, each holding the phases read there
+        lanes = {lane.title: lane for _, lane in tl._rows if lane.gpu_phases}
+        assert sorted(lanes) == ["GPU0 phases", "GPU1 phases"]
+        assert {s.label for s in lanes["GPU0 phases"].segments} == {"verify"} and {s.label for s in lanes["GPU1 phases"].segments} == {"draft"}
+        # and stacked ranks keep both lanes
+        await pilot.press("a")
+        assert [lane.title for _, lane in tl._rows] == ["CPU phases", "GPU0 phases", "GPU1 phases"]

@@ -1,3 +1,3 @@
-from tracerecon.cli import console_main
+from tracerecon.program import main
 
-raise SystemExit(console_main())
+raise SystemExit(main())

@@ -13,8 +13,11 @@ cache directory that can be read but not written still serves what it holds. The
 capped (``$TRACERECON_CACHE_MB``, default 2048): the least recently used entries go first.
 ``--no-cache`` (or ``TRACERECON_NO_CACHE=1``) bypasses it.
 
-Entries are Python pickles (of Arrow tables, and of the report's plain values): only ever read
-from the user's own cache directory.
+Entries are Python pickles (of Arrow tables, and of the report's plain values), read by an
+unpickler that builds nothing but tracerecon's own value classes, Arrow's arrays, tables and
+types, numpy's arrays and a few built-in containers (``_SafeUnpickler``): an entry planted in
+a cache directory (another user's, served read-only) with a matching checksum builds no other
+object and calls nothing, and is rebuilt. The directory is made readable by its owner only.
 """
 
 from __future__ import annotations
@@ -68,10 +71,11 @@ class _Checksummed:
         return self.fh.write(data)
 
 
-def cache_dir() -> Path:
-    if os.environ.get("TRACERECON_CACHE_DIR"):
-        return Path(os.environ["TRACERECON_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+def cache_dir(env: Mapping[str, str] = os.environ) -> Path:
+    """The cache's folder by ``env`` (this process's environment)."""
+    if env.get("TRACERECON_CACHE_DIR"):
+        return Path(env["TRACERECON_CACHE_DIR"])
+    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "tracerecon"
 
 
@@ -128,6 +132,40 @@ def _key(paths: Sequence[Path], extra: tuple) -> str | None:
 
 _MISSING = object()
 
+# What an entry may build beyond tracerecon's own classes: the Arrow and numpy reconstructors
+# and type factories that pickles of Arrow tables and numpy arrays name (pyarrow 26, numpy 2),
+# and built-in containers. Nothing here opens a file, runs code or reaches the system.
+_ARROW_NAMES = frozenset({
+    "_reconstruct_table", "_reconstruct_record_batch", "_restore_array", "chunked_array", "table", "record_batch", "array",
+    "py_buffer", "schema", "field", "type_for_alias", "dictionary", "list_", "large_list", "list_view", "large_list_view", "fixed_size_list",
+    "struct", "map_", "null", "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
+    "float64", "string", "utf8", "large_string", "large_utf8", "string_view", "binary", "large_binary", "binary_view", "timestamp",
+    "duration", "date32", "date64", "time32", "time64", "decimal128", "decimal256", "KeyValueMetadata",
+})
+_ALLOWED = {
+    "pyarrow.lib": _ARROW_NAMES,
+    "numpy": frozenset({"dtype", "ndarray"}),
+    "numpy._core.numeric": frozenset({"_frombuffer"}), "numpy.core.numeric": frozenset({"_frombuffer"}),
+    "numpy._core.multiarray": frozenset({"_reconstruct", "scalar"}), "numpy.core.multiarray": frozenset({"_reconstruct", "scalar"}),
+    "builtins": frozenset({"frozenset", "set", "tuple", "list", "dict", "slice", "complex", "bytearray"}),
+    "collections": frozenset({"OrderedDict"}),
+}
+
+
+class _SafeUnpickler(pickle.Unpickler):
+    """An unpickler that finds only the globals a cache entry needs (``_ALLOWED``, and classes
+    of tracerecon's own modules: frozen dataclasses and named tuples of values); any other is
+    refused (``pickle.UnpicklingError``), so the entry is rebuilt, never trusted."""
+
+    def find_class(self, module: str, name: str):
+        if module == "tracerecon" or module.startswith("tracerecon."):
+            obj = super().find_class(module, name)
+            if isinstance(obj, type):
+                return obj
+        elif name in _ALLOWED.get(module, ()):
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"a cache entry may not build {module}.{name}")
+
 
 def lookup(paths: Path | Sequence[Path], extra: tuple, valid: Callable[[Any], bool], use: bool | None = None) -> Any:
     """The cached value for ``paths`` and ``extra``, or None when there is none (or caching is
@@ -162,7 +200,7 @@ def _read_entry(entry: Path, valid: Callable[[Any], bool]) -> Any:
                 if _crc_of_rest(fh) != (crc, length):
                     raise ValueError("its bytes changed since they were written")
                 fh.seek(_HEADER.size)
-                stored = pickle.load(fh)
+                stored = _SafeUnpickler(fh).load()
             if not (isinstance(stored, tuple) and len(stored) == 2 and stored[0] == entry.stem):
                 raise ValueError("an entry of another key")
             if not valid(stored[1]):
@@ -191,7 +229,7 @@ def cached(paths: Path | Sequence[Path], extra: tuple, compute: Callable[[], Any
         return value
     value = compute()
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)  # (the cache's own folder: its owner's only)
         fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as fh:

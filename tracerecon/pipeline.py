@@ -846,7 +846,7 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
             missing = [spec for spec in config.phases if parse_phase_spec(spec)[0] not in present]
             # Ranges that are this phase (no earlier spec takes them), each inside another phase's
             # range, are part of that phase.
-            labels_seen, taking_cycles = set(), set()
+            labels_seen, taking_cycles, named = set(), set(), set()
             for _, _, w in work:
                 if w.ranges is None or w.ranges.num_rows == 0:
                     continue
@@ -854,6 +854,7 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
                 domains = w.ranges["domain"].to_pylist() if "domain" in w.ranges.column_names else [""] * len(names)
                 for n, d in set(zip(names, domains)):
                     if n:
+                        named.add((n, d or ""))
                         label = config.label_of(n, d or "")
                         labels_seen.add(label)
                         if label is not None and is_cycle_name(n, config.cycle_prefix):
@@ -870,9 +871,16 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
                 # their phases; this does not say those matched nothing.
                 elsewhere = [w for w in warnings if w.startswith(PHASES_WITHOUT_GPU)]
                 left_out = [m for m in absent if any(repr(parse_phase_spec(m)[0]) in w for w in elsewhere)]
-                if unmatched := [m for m in absent if m not in left_out]:
+                # A spec whose ranges an earlier one took (`--phase x=verify --phase y=verify`)
+                # matched them: said as such, naming what took them.
+                taken = {m: sorted({config.label_of(n, d) for n, d in named if replace(config, phases=(m,)).label_of(n, d) is not None} - {None})
+                         for m in absent if m not in left_out}
+                if unmatched := [m for m in absent if m not in left_out and not taken[m]]:
                     warnings.append(f"no range matched --phase {', '.join(shlex.quote(m) for m in unmatched)} (the other phases did); "
                                     "`tracerecon ranges` lists every range name")
+                for m in (m for m in absent if m not in left_out and taken[m]):
+                    warnings.append(f"--phase {shlex.quote(m)} matched only ranges an earlier --phase takes (as {', '.join(map(repr, taken[m]))}): "
+                                    "a range is the first matching phase's")
                 if left_out:
                     warnings.append(f"--phase {', '.join(shlex.quote(m) for m in left_out)} matched only ranges of a process that launched no GPU "
                                     "work, left out (above)")

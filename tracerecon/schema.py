@@ -235,9 +235,9 @@ CYCLES = pa.schema(
         ("cpu_ns", TS),
         ("gpu_start_ns", TS),
         ("gpu_end_ns", TS),
-        ("gpu_boundary_start_ns", TS),  # the first phase's start boundary
-        ("gpu_boundary_end_ns", TS),  # the last phase's end boundary
-        ("gpu_ns", TS),  # the trusted number: boundary end - boundary start (cycles never overlap)
+        ("gpu_boundary_start_ns", TS),  # its phases' earliest start boundary
+        ("gpu_boundary_end_ns", TS),  # its phases' latest end boundary
+        ("gpu_ns", TS),  # the trusted number: boundary end - boundary start (cycles never overlap on one GPU)
         ("phases_cpu_ns", TS),  # sum of its phases' CPU times
         ("phases_gpu_ns", TS),  # sum of its phases' GPU-timeline shares
         ("n_phases", pa.int64()),

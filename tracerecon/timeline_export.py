@@ -507,12 +507,12 @@ def export_timeline(analysis: Analysis, out_file: str | os.PathLike, fmt: str = 
     else:
         writer_of = _ChromeJsonWriter
     out = Path(out_file)
-    from tracerecon.nsys.read_plan import refuse_timeline_over_a_trace
+    from tracerecon.nsys.read_plan import refuse_file_over_a_trace
     from tracerecon.run_dir import refuse_output_over_inputs, refuse_special_output
 
     refuse_output_over_inputs(out, analysis.inputs)
     refuse_special_output(out)
-    refuse_timeline_over_a_trace(out)
+    refuse_file_over_a_trace(out)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     counts = dict.fromkeys(COUNT_KEYS, 0)
     try:

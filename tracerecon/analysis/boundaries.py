@@ -957,11 +957,17 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     def launched_there(i: int, to: int) -> bool:
         # A phase's current stream is on a device it launched work on: a wait across devices
         # hands data over (a draft model on one GPU, the target on another) and forks nothing.
+        # Work that may decide its stream, that is: kernels, or copies in a phase that ran no
+        # kernel (a draft that copies its inputs back from the target's GPU and computes on its
+        # own was moved onto the target's stream: 20 us where its events read 365).
         if device_of[to] == device_of[row[i]]:
             return True
         if not phase_devices:
             placed = (op_phase >= 0) & (op_streams.rows >= 0)
-            phase_devices.append(set(zip(op_phase[placed].tolist(), device_of[op_streams.rows[placed]].tolist())))
+            computed = np.zeros(len(device) + 1, dtype=bool)
+            computed[op_phase[placed & op_streams.computes]] = True
+            deciding = placed & (op_streams.computes | ~computed[np.maximum(op_phase, 0)])
+            phase_devices.append(set(zip(op_phase[deciding].tolist(), device_of[op_streams.rows[deciding]].tolist())))
         return (i, int(device_of[to])) in phase_devices[0]
 
     by_phase: list = []  # the ops sorted by phase, and their phases, on first use

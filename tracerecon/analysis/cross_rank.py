@@ -531,7 +531,7 @@ def _align(views, comm, pos, p2p: np.ndarray) -> tuple[list[RankAlignment], list
     uncertainty is unknown (None), and a warning says so (returned with the alignments)."""
     ref, ref_pos = views[0], pos[0] if pos else None
     ref_p2p = p2p[comm[0]["key"][ref_pos] >> 40] if ref_pos is not None and len(ref_pos) else np.zeros(0, bool)
-    out, warnings = [], []
+    out, moved = [], []
     for v, c, p in zip(views, comm, pos):
         if v.clock == ref.clock:
             out.append(RankAlignment(v.rank, 0, 0, "shared clock"))
@@ -551,14 +551,30 @@ def _align(views, comm, pos, p2p: np.ndarray) -> tuple[list[RankAlignment], list
             spacing = int(np.median(np.diff(np.sort(comm[0]["end"][r])))) if len(r) > 1 else 0
             if method != "none" and not _one_machines_clock(v, ref) and spacing > 0 and 2 * abs(shift) > spacing:
                 mad = None
-                warnings.append(f"rank {v.rank}: matching its collectives in order moved its clock {-shift / 1e6:+.3f} ms from its "
-                                f"{method} time, more than half the {spacing / 1e6:.3f} ms between collectives (median): on another "
-                                "machine a capture begun later reads the same as clocks that far apart, so its waits and the critical "
-                                "path may be off by whole collectives; its offset's uncertainty is unknown")
+                moved.append((v.rank, -shift, spacing, method))
             out.append(RankAlignment(v.rank, base - shift, mad, method + " + collectives" if method != "none" else "collectives"))
         else:
             out.append(RankAlignment(v.rank, base, None, method))
-    return out, warnings
+    return out, _moved_clock_notes(moved)
+
+
+def _moved_clock_notes(moved: list[tuple[int, int, int, str]]) -> list[str]:
+    """One line for the ranks whose collectives, matched in order, moved another machine's
+    clock by more than half the spacing between collectives: (rank, ns moved, spacing, what the
+    clock came from) each (``_align``)."""
+    if not moved:
+        return []
+    if len(moved) == 1:
+        rank, by, spacing, method = moved[0]
+        who, what = f"rank {rank}: matching its collectives in order moved its clock {by / 1e6:+.3f} ms from its {method} time", "its"
+    else:
+        rank, by, spacing, method = max(moved, key=lambda m: abs(m[1]))
+        who = (f"ranks {', '.join(str(m[0]) for m in moved)}: matching their collectives in order moved their clocks from their {method} "
+               f"times by up to {by / 1e6:+.3f} ms (rank {rank})")
+        what = "their"
+    return [f"{who}, more than half the {spacing / 1e6:.3f} ms between collectives (median): on another machine a capture begun later "
+            f"reads the same as clocks that far apart, so {what} waits and the critical path may be off by whole collectives; {what} "
+            "offset's uncertainty is unknown"]
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,9 @@
 GPU time of a phase (``gpu_ns``) is what CUDA events recorded on its stream at its two
 boundaries would measure: ``gpu_boundary_end_ns - gpu_boundary_start_ns``, with the
 boundaries from ``analysis.boundaries.phase_boundaries`` (stream order, across threads, cycles
-and the streams the phase's stream waited for). Phases tile their cycle; a cycle's
-``gpu_ns`` is the sum of its phases'. On the H200 sample traces this agrees with CUDA-event
+and the streams the phase's stream waited for). On one GPU, phases tile their cycle (but
+for GPU work in no phase): a cycle's ``gpu_ns`` is the sum of its phases'; phases read on two
+GPUs of one thread may overlap. On the H200 sample traces this agrees with CUDA-event
 ground truth cycle by cycle.
 
 The verdict says which way the CPU timer errs (``verdict_of``), the cause why (``cause_of``).
@@ -34,7 +35,7 @@ ERROR_FRACTION = 0.10
 # Launch-bound: the GPU was busy less than half of the phase's GPU span.
 LAUNCH_BOUND_BUSY_FRACTION = 0.5
 # Phase GPU times "add up" to the cycle when they cover it within this fraction (by
-# construction they tile it; a cycle whose phases have no GPU timeline does not add up).
+# construction they tile it on one GPU; a cycle whose phases have no GPU timeline does not add up).
 ADDS_UP_FRACTION = 0.02
 
 
@@ -756,16 +757,18 @@ def phases_per_cycle(phases: pa.Table) -> pa.Table:
 # at most this share of the cycles is left out.
 WARMUP_FACTOR = 2.0
 WARMUP_MAX_SHARE = 0.2
-# ... unless a later cycle takes at least this share of it: the same work again.
+# ... unless a later cycle is as long within this ratio either way: the same work again.
 WARMUP_RECURS = 0.9
 
 
-def warmup_cycles(duration_ns: np.ndarray, skip: int | None) -> np.ndarray:
+def warmup_cycles(duration_ns: np.ndarray, skip: int | None, whole: np.ndarray | None = None) -> np.ndarray:
     """Which cycles (in order) are warm-up: the first ``skip``, or with None the leading run of
     cycles longer than WARMUP_FACTOR x the median (at most WARMUP_MAX_SHARE of them, and one
     where that share is less: a run of 3 or 4 cycles whose first captured graphs), unless a
-    cycle after that leading run takes WARMUP_RECURS of it or more (a prefill that comes back as
-    long later, chunked prefill every fifth cycle, is no one-time cost)."""
+    whole cycle (``whole``, per cycle; default all) after that leading run is as long within
+    WARMUP_RECURS either way (a prefill that comes back as long later, chunked prefill every
+    fifth cycle, is no one-time cost; a stall ten times as long, or a cycle the capture cut, is no
+    such match)."""
     n = len(duration_ns)
     out = np.zeros(n, dtype=bool)
     if skip is not None:
@@ -776,9 +779,13 @@ def warmup_cycles(duration_ns: np.ndarray, skip: int | None) -> np.ndarray:
     med = float(np.median(duration_ns))
     long_ = np.asarray(duration_ns) > WARMUP_FACTOR * med
     lead = int(np.argmin(long_)) if not long_.all() else n  # the leading run of long cycles
-    later = float(np.max(duration_ns[lead:])) if lead < n else 0.0
+    later = np.asarray(duration_ns[lead:], dtype=np.float64)
+    if whole is not None:
+        later = later[np.asarray(whole, dtype=bool)[lead:]]
     for i in range(max(1, int(n * WARMUP_MAX_SHARE))):
-        if duration_ns[i] > WARMUP_FACTOR * med and later < WARMUP_RECURS * duration_ns[i]:
+        d = float(duration_ns[i])
+        again = ((later >= WARMUP_RECURS * d) & (later * WARMUP_RECURS <= d)).any()
+        if d > WARMUP_FACTOR * med and not again:
             out[i] = True
         else:
             break
@@ -894,6 +901,7 @@ def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, ran
         accepted = [None] * len(ids)
     gpu_ns = np.where(has_gpu, b_end - b_start, 0)
     incomplete = incomplete_cycles(ranges, phases, cyc, ids, rr, unrun_from_ns)
+    warmup = warmup_cycles(np.maximum(ce - cs, gpu_ns), skip_cycles, ~incomplete)
     tol = adds_up_tolerance(gpu_ns)
     adds = has_gpu & (np.abs(gpu_sum - gpu_ns) <= tol)
     n = len(ids)
@@ -914,7 +922,7 @@ def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, ran
             "phases_gpu_ns": pa.array(gpu_sum, mask=~has_gpu),
             "n_phases": pa.array(n_ph.astype(np.int64)),
             "adds_up": pa.array(adds),
-            "warmup": pa.array(warmup_cycles(np.maximum(ce - cs, gpu_ns), skip_cycles)),
+            "warmup": pa.array(warmup),
             "incomplete": pa.array(incomplete),
             "accepted_tokens": pa.array(accepted, pa.int64()),
         },

@@ -245,7 +245,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     + _unrecorded_stream_notes(tables.stream_marks, clock)
                     + _several_devices_notes(ops)
                     + _phases_on_several_gpus_notes(ops, op_phase, dev, labels)
-                    + _cycles_across_gpus_notes(cycle_of, dev, b_start)
+                    + _cycles_across_gpus_notes(cycle_of, dev, b_start, ph_pid, ph_tid, ph_s, ph_e)
                     + _cycle_edge_notes(clock, nested, cycle_rows, cycle_of, ph_pid, ph_s, ph_read_end, dev, stream, b_start, b_end, labels, unphased,
                                         holds_cycles=nested_cycles[1])
                     + _nested_cycle_notes(nested, cycle_rows, config.cycle_prefix, *nested_cycles))
@@ -432,23 +432,28 @@ def _phases_on_several_gpus_notes(ops: pa.Table, op_phase: np.ndarray, device: n
     return tuple(out)
 
 
-def _cycles_across_gpus_notes(cycle: np.ndarray, device: np.ndarray, boundary_start: np.ndarray) -> tuple[str, ...]:
-    """A line where a cycle's phases are read on streams of different GPUs (one thread driving
-    several, ``boundaries.phase_boundaries``): each phase between events on its own GPU's
-    stream, ordered after nothing on the other GPU, so such phases overlap in time and the
-    cycle's phases may add up to more than its GPU time."""
+def _cycles_across_gpus_notes(cycle: np.ndarray, device: np.ndarray, boundary_start: np.ndarray, pid: np.ndarray, tid: np.ndarray,
+                              cpu_start: np.ndarray, cpu_end: np.ndarray) -> tuple[str, ...]:
+    """A line where the phases of a cycle that share its sequence of boundaries (one timeline,
+    ``boundaries.in_sequence``: not a helper thread's range read alone) are read on streams of
+    different GPUs (one thread driving several, ``boundaries.phase_boundaries``): each phase
+    between events on its own GPU's stream, ordered after nothing on the other GPU, so such
+    phases, and cycles, may overlap in time and a cycle's phases need not add up to its GPU time."""
     read = (cycle >= 0) & (device >= 0) & (boundary_start != I64_MIN)
     if not read.any() or len(np.unique(device[read])) < 2:
         return ()
-    pairs = np.unique(np.stack([cycle[read], device[read]], 1), axis=0)
-    c, n_gpus = np.unique(pairs[:, 0], return_counts=True)
+    line = timelines(pid, cycle, tid)
+    read &= in_sequence(pid, cycle, tid, cpu_start, cpu_end, line)
+    pairs = np.unique(np.stack([line[read], cycle[read], device[read]], 1), axis=0)
+    per_cycle, n_gpus = np.unique(pairs[:, :2], axis=0, return_counts=True)
     across = int((n_gpus > 1).sum())
     if across == 0:
         return ()
-    gpus = ", ".join(map(str, np.unique(device[read]).tolist()))
-    return (f"in {across} of {len(c)} cycles the phases are read on different GPUs ({gpus}): each phase between events on its own GPU's "
+    gpus = ", ".join(map(str, np.unique(pairs[:, 2]).tolist()))
+    n = len(np.unique(cycle[cycle >= 0]))
+    return (f"in {across} of {n} cycles the phases are read on different GPUs ({gpus}): each phase between events on its own GPU's "
             "stream, which waits for nothing on the other GPU, so phases on different GPUs, and cycles, may overlap, and a cycle's phases "
-            "may add up to more than its GPU time",)
+            "need not add up to its GPU time",)
 
 
 def _overlapping_cycle_notes(nested: pa.Table, cycle_rows: np.ndarray) -> tuple[str, ...]:
@@ -563,15 +568,16 @@ def _tiled_notes(tiled: np.ndarray, own: np.ndarray, gpu: np.ndarray, labels: li
 
 def _cycle_edge_notes(clock: StreamClock, nested: pa.Table, cycle_rows: np.ndarray, cycle: np.ndarray, pid: np.ndarray, cpu_start: np.ndarray,
                       cpu_end: np.ndarray, device: np.ndarray, stream: np.ndarray, b_start: np.ndarray, b_end: np.ndarray, labels: list,
-                      unphased: Callable[[], tuple[np.ndarray, np.ndarray, list, np.ndarray]] | None = None,
+                      unphased: Callable[[], UnphasedOps] | None = None,
                       holds_cycles: np.ndarray | None = None) -> tuple[str, ...]:
     """A line where GPU work was queued inside cycle ranges before their first phase or after
     their last (vLLM's preprocess before the phases a preset marks): a cycle's GPU time runs
     from its first phase's start boundary to its last's end, so that work is in no phase and no
     cycle. How long: from when the stream was free (or the cycle began) to the first phase's
-    start boundary; from the last phase's end boundary to when the stream was done with what
-    was queued by the cycle's end; never more than the GPU time of the ops in no phase
-    launched then (``unphased``; between cycles made of phases, that alone). Counted in a cycle where that is more than the cycle's
+    start boundary, or from the last phase's end boundary to when the stream was done with what
+    was queued by the cycle's end (what events there read), and of that the time the ops in no
+    phase (``unphased``) ran (said where less); between cycles made of phases, the GPU time of
+    the ops in no phase launched between them. Counted in a cycle where the work is more than the cycle's
     phases may miss and still add up (max(10 us, 2 % of its GPU time): a result copy of a few
     microseconds is not worth a line). Without cycle ranges (cycles made of phases), the work
     after a cycle's last phase and before the next cycle's first. ``cpu_end``: where each
@@ -621,23 +627,28 @@ def _cycle_edge_notes(clock: StreamClock, nested: pa.Table, cycle_rows: np.ndarr
         if not queued.any():
             continue
         if which.startswith("before"):
-            took = b_start[ph] - np.maximum(lo, clock.done(row, lo))
+            gpu_lo, gpu_hi = np.maximum(lo, clock.done(row, lo)), b_start[ph]
         elif len(cycle_rows) or unphased is None:
-            took = clock.done(row, hi) - b_end[ph]
+            gpu_lo, gpu_hi = b_end[ph], clock.done(row, hi)
         else:
-            took = np.full(len(ph), I64_MAX, dtype=np.int64)  # (the work alone, below)
-        if unphased is not None:
-            # The GPU may idle meanwhile (a 100 us CPU step that queued a 1 us copy): no more
-            # than the GPU time of the ops in no phase the process launched then.
-            took = np.minimum(took, _unphased_work(unphased(), pid[ph], lo, hi))
+            gpu_lo = gpu_hi = None  # between cycles the GPU may idle until the next one: the work alone
+        if gpu_lo is None:
+            took = work = unphased().launched_work(pid[ph], lo, hi)
+        else:
+            took = gpu_hi - gpu_lo
+            # The GPU may idle meanwhile (a 100 us CPU step that queued a 1 us copy): said where
+            # the ops in no phase ran long enough then (those launched before too: a copy the
+            # stream was made to wait for), with both.
+            work = np.minimum(took, unphased().ran_within(pid[ph], gpu_lo, gpu_hi)) if unphased is not None else took
         cycle_gpu = b_end[last] - b_start[first]
-        queued &= took > adds_up_tolerance(cycle_gpu)
+        queued &= work > adds_up_tolerance(cycle_gpu)
         if not queued.any():
             continue
-        took = took[queued]
+        took, work = took[queued], work[queued]
         names = list(dict.fromkeys(labels[k] for k in ph[queued].tolist()))
+        ran = f" (the work ran {np.median(work) / 1e6:.3f} ms of it, median)" if (work < took).any() else ""
         out.append(f"GPU work was queued {where} {which} ({', '.join(map(repr, names[:3]))}) in {int(queued.sum())} of "
-                   f"{len(first)} cycles, {np.median(took) / 1e6:.3f} ms (median): it is in no phase and not in the cycle's GPU time; give "
+                   f"{len(first)} cycles, {np.median(took) / 1e6:.3f} ms (median){ran}: it is in no phase and not in the cycle's GPU time; give "
                    "that work a phase range of its own (or a --phase pattern that names it)")
     return tuple(out)
 
@@ -671,7 +682,7 @@ def _phase_thread_notes(mode, ph_tid: np.ndarray) -> tuple[str, ...]:
 
 def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start: np.ndarray, b_end: np.ndarray, labels: list,
                    cpu_start: np.ndarray | None = None, cpu_end: np.ndarray | None = None,
-                   unphased: Callable[[], tuple[np.ndarray, np.ndarray, list]] | None = None,
+                   unphased: Callable[[], UnphasedOps] | None = None,
                    device: np.ndarray | None = None) -> tuple[str, ...]:
     """One line per pair of phase names with GPU time between them that neither holds
     (``boundaries.phase_boundaries``: work was queued between the two): in how many cycles, and
@@ -682,8 +693,12 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
     With ``unphased`` (``_unphased_launches``) and the phases' CPU spans, the line names the range
     most of that work's GPU time was launched in, where it has one that holds no phase (vLLM's
     ``gpu_model_runner: eplb``). Of a counted cycle's gaps, those under half the floor are left
-    out. ``device`` (per phase, the GPU it is read on): neighbours read on two GPUs share no
-    boundary, so nothing lies between them."""
+    out. How long between two phases: from the earlier one's end boundary to the later one's
+    start; counted (with ``unphased`` and the spans) by the time the ops in no phase ran then,
+    no more (a 100 us CPU step that queued a 1 us copy is no line). ``device`` (per phase, the
+    GPU it is read on): neighbours read on two GPUs share no boundary; between them, the GPU time
+    of the ops in no phase launched between their CPU spans (with ``unphased`` and the spans;
+    else nothing)."""
     if len(cycle) < 2:
         return ()
     line = timelines(pid, cycle, tid)
@@ -692,13 +707,22 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
         order = order[in_sequence(pid, cycle, tid, cpu_start, cpu_end, line)[order]]
     a, b = order[:-1], order[1:]
     gap = b_start[b] - b_end[a]
-    same_gpu = device[a] == device[b] if device is not None else True
-    found = np.flatnonzero((line[a] == line[b]) & (cycle[a] == cycle[b]) & (cycle[a] >= 0) & (b_end[a] != I64_MIN) & (b_start[b] != I64_MIN) & (gap > 0)
-                           & same_gpu)
+    neighbours = (line[a] == line[b]) & (cycle[a] == cycle[b]) & (cycle[a] >= 0) & (b_end[a] != I64_MIN) & (b_start[b] != I64_MIN)
+    spans = unphased is not None and cpu_start is not None and cpu_end is not None
+    work = gap
+    if spans and (neighbours & (gap > 0)).any():
+        work = np.where(gap > 0, np.minimum(gap, unphased().ran_within(pid[a], b_end[a], np.maximum(b_start[b], b_end[a]))), 0)
+    if device is not None:
+        across = neighbours & (device[a] != device[b])
+        gap = np.where(across, unphased().launched_work(pid[a], cpu_end[a], cpu_start[b]) if spans and across.any() else 0, gap)
+        work = np.where(across, gap, work)
+    found = np.flatnonzero(neighbours & (gap > 0))
     per_cycle: dict[tuple[str, str], dict[int, int]] = {}
-    for i, j, g in zip(a[found].tolist(), b[found].tolist(), gap[found].tolist()):
+    ran: dict[int, int] = {}  # per cycle, the time the work in no phase ran between its phases
+    for i, j, g, w in zip(a[found].tolist(), b[found].tolist(), gap[found].tolist(), work[found].tolist()):
         cycles = per_cycle.setdefault((labels[i], labels[j]), {})
         cycles[int(cycle[i])] = cycles.get(int(cycle[i]), 0) + g
+        ran[int(cycle[i])] = ran.get(int(cycle[i]), 0) + w
     n_cycles = len(np.unique(cycle[cycle >= 0]))
     timed = (cycle >= 0) & (b_start != I64_MIN)
     # Each cycle's first boundary start and last boundary end.
@@ -713,7 +737,7 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
     for gaps in per_cycle.values():
         for c, g in gaps.items():
             between[c] = between.get(c, 0) + g
-    counted = {c for c, g in between.items() if g > adds_up_tolerance(last[c] - first[c])}
+    counted = {c for c, g in between.items() if min(g, ran[c]) > adds_up_tolerance(last[c] - first[c])}
     # ... and of its gaps, those of half the floor or more (a 1.5 us gap beside a 300 us one is no line).
     worth = {pair: {c: g for c, g in gaps.items() if c in counted and 2 * g >= ERROR_FLOOR_NS} for pair, gaps in per_cycle.items()}
     held_by: dict[tuple[str, str], Counter] = {}
@@ -722,9 +746,9 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
         for i, j in zip(a[found].tolist(), b[found].tolist()):
             if int(cycle[i]) not in worth.get((labels[i], labels[j]), {}):
                 continue
-            window = _launched_between(free, pid[i], cpu_end[i], cpu_start[j])
+            window = free.launched_between(pid[i], cpu_end[i], cpu_start[j])
             got = held_by.setdefault((labels[i], labels[j]), Counter())
-            for n, d in zip(free[2][window], free[3][window].tolist()):  # by GPU time, not by count
+            for n, d in zip(free.label[window], free.took[window].tolist()):  # by GPU time, not by count
                 if n is not None:
                     got[n] += d
 
@@ -739,39 +763,68 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
                  for (x, y), g in worth.items() if g)
 
 
-def _unphased_work(unphased: tuple, pid: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Per (pid, lo, hi): the summed GPU durations of ``_unphased_launches``' ops of process
-    ``pid`` launched after ``lo`` and before ``hi`` (0 where none)."""
-    u_pid, u_launch, _, u_took = unphased
-    out = np.zeros(len(pid), dtype=np.int64)
-    if len(u_pid) == 0:
+@dataclass(frozen=True)
+class UnphasedOps:
+    """The ops in no phase, sorted by (pid, launch instant): their pids, launch instants, the
+    name of the innermost range each was launched in (None: none, a cycle range, or a range
+    that holds phases: naming it as a phase would hide them), GPU durations, starts and ends."""
+
+    pid: np.ndarray
+    launch: np.ndarray
+    label: list
+    took: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+
+    def launched_between(self, pid: int, lo: int, hi: int) -> slice:
+        """The rows of process ``pid``'s ops launched after ``lo`` and before ``hi``."""
+        a, b = np.searchsorted(self.pid, pid, side="left"), np.searchsorted(self.pid, pid, side="right")
+        return slice(int(a + np.searchsorted(self.launch[a:b], lo, side="right")), int(a + np.searchsorted(self.launch[a:b], hi, side="left")))
+
+    def launched_work(self, pid: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Per (pid, lo, hi): the summed GPU durations of the process's ops launched after
+        ``lo`` and before ``hi`` (0 where none)."""
+        out = np.zeros(len(pid), dtype=np.int64)
+        if len(self.pid) == 0:
+            return out
+        total = np.r_[0, np.cumsum(self.took)]
+        for p in np.unique(pid).tolist():
+            mine = np.flatnonzero(pid == p)
+            a, b = np.searchsorted(self.pid, p, side="left"), np.searchsorted(self.pid, p, side="right")
+            first = a + np.searchsorted(self.launch[a:b], lo[mine], side="right")
+            end = a + np.searchsorted(self.launch[a:b], hi[mine], side="left")
+            out[mine] = np.where(end > first, total[np.maximum(end, first)] - total[first], 0)
         return out
-    total = np.r_[0, np.cumsum(u_took)]
-    for p in np.unique(pid).tolist():
-        mine = np.flatnonzero(pid == p)
-        a, b = np.searchsorted(u_pid, p, side="left"), np.searchsorted(u_pid, p, side="right")
-        first = a + np.searchsorted(u_launch[a:b], lo[mine], side="right")
-        end = a + np.searchsorted(u_launch[a:b], hi[mine], side="left")
-        out[mine] = np.where(end > first, total[np.maximum(end, first)] - total[first], 0)
-    return out
 
+    def ran_within(self, pid: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Per (pid, lo, hi): the GPU time the process's ops spent running between ``lo`` and
+        ``hi`` (summed over ops, each clipped to the window; 0 where none or ``hi <= lo``):
+        W(hi) - W(lo), where W(x), the work done by x, is the sum over ops of
+        clip(x - start, 0, duration)."""
+        out = np.zeros(len(pid), dtype=np.int64)
+        if len(self.pid) == 0:
+            return out
+        for p in np.unique(pid).tolist():
+            mine = np.flatnonzero(pid == p)
+            a, b = np.searchsorted(self.pid, p, side="left"), np.searchsorted(self.pid, p, side="right")
+            starts, ends = np.sort(self.start[a:b]), np.sort(self.end[a:b])
+            s_sum, e_sum = np.r_[0, np.cumsum(starts)], np.r_[0, np.cumsum(ends)]
 
-def _launched_between(unphased: tuple, pid: int, lo: int, hi: int) -> slice:
-    """The rows of ``_unphased_launches``' arrays of process ``pid`` launched after ``lo`` and
-    before ``hi``."""
-    u_pid, u_launch = unphased[0], unphased[1]
-    a, b = np.searchsorted(u_pid, pid, side="left"), np.searchsorted(u_pid, pid, side="right")
-    return slice(int(a + np.searchsorted(u_launch[a:b], lo, side="right")), int(a + np.searchsorted(u_launch[a:b], hi, side="left")))
+            def done_by(x: np.ndarray) -> np.ndarray:
+                n_s, n_e = np.searchsorted(starts, x, side="right"), np.searchsorted(ends, x, side="right")
+                return (n_s * x - s_sum[n_s]) - (n_e * x - e_sum[n_e])
+
+            lo_, hi_ = lo[mine], np.maximum(hi[mine], lo[mine])
+            out[mine] = done_by(hi_) - done_by(lo_)
+        return out
 
 
 def _unphased_launches(ops: pa.Table, instants: np.ndarray, op_phase: np.ndarray, op_range: np.ndarray, ranges: pa.Table, phase_rows: np.ndarray,
-                       cycle_prefix: str) -> tuple[np.ndarray, np.ndarray, list, np.ndarray]:
-    """The ops in no phase, sorted by (pid, launch instant): their pids, launch instants, the
-    name of the innermost range they were launched in (None: none, a cycle range, or a range
-    that holds phases: naming it as a phase would hide them) and their GPU durations."""
+                       cycle_prefix: str) -> UnphasedOps:
+    """The ops in no phase (``UnphasedOps``)."""
     free = np.flatnonzero(op_phase < 0)
     pid, launch = int64s(ops["pid"])[free], instants[free]
-    took = (int64s(ops["end_ns"]) - int64s(ops["start_ns"]))[free]
+    start, end = int64s(ops["start_ns"])[free], int64s(ops["end_ns"])[free]
     order = np.lexsort((launch, pid))
     rows = op_range[free][order]
     names = ranges["name"].to_pylist() if ranges.num_rows else []
@@ -785,7 +838,7 @@ def _unphased_launches(ops: pa.Table, instants: np.ndarray, op_phase: np.ndarray
             up = parent[up]
     label = [names[r] if r >= 0 and not holds[r] and not is_cycle_name(names[r], cycle_prefix) else None
              for r in rows.tolist()]
-    return pid[order], launch[order], label, took[order]
+    return UnphasedOps(pid[order], launch[order], label, (end - start)[order], start[order], end[order])
 
 
 # Why a phase is read on another stream than the one its range's events may have gone on

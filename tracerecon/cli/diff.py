@@ -35,7 +35,7 @@ def main(args: argparse.Namespace) -> int:
     from tracerecon.present import side_label
 
     if args.plot:
-        check_picture_path(args.plot, [args.a, args.b])
+        check_picture_path(args.plot, [args.a, args.b], "--plot")
     # Each side with its own phase maps where its run directory recorded them (runs of two
     # engines); each side's warnings say which side they are about.
     a = load([args.a], config_from(args, [args.a]), args.jobs, args.dask, side="A")

@@ -49,14 +49,14 @@ def main(args: argparse.Namespace) -> int:
         perfetto_messages()  # a missing extra is said before the traces are read
     from pathlib import Path
 
-    from tracerecon.nsys.read_plan import refuse_timeline_over_a_trace
+    from tracerecon.nsys.read_plan import refuse_file_over_a_trace
     from tracerecon.run_dir import refuse_linked_folder, refuse_output_over_inputs, refuse_special_output
 
     # As given (an export directory too), before anything is read.
     refuse_output_over_inputs(Path(args.output), args.traces)
     if args.format in ("chrome-json", "perfetto"):
         refuse_special_output(Path(args.output))
-        refuse_timeline_over_a_trace(Path(args.output))
+        refuse_file_over_a_trace(Path(args.output))
     else:
         refuse_linked_folder(Path(args.output))
     analysis = load(args.traces, config_from(args), args.jobs, args.dask)

@@ -34,20 +34,22 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def check_picture_path(output: str, inputs: list[str]) -> None:
+def check_picture_path(output: str, inputs: list[str], flag: str = "-o") -> None:
     """Refuse a picture's path that names no known format (UsageError), or that would overwrite
-    an input or a special file, and a plot without the `plot` extra: asked before any trace is
-    read."""
+    an input, a special file or another trace (a mistyped ``flag``), and a plot without the
+    `plot` extra: asked before any trace is read."""
     import importlib.util
     from pathlib import Path
 
     from tracerecon.errors import UsageError, plot_extra_missing
+    from tracerecon.nsys.read_plan import refuse_file_over_a_trace
     from tracerecon.run_dir import refuse_output_over_inputs, refuse_special_output
 
     if not str(output).lower().endswith((".svg", ".png", ".pdf")):
         raise UsageError(f"{output}: the picture's name must end in .svg, .png or .pdf")
     refuse_output_over_inputs(Path(output), inputs)
     refuse_special_output(Path(output))
+    refuse_file_over_a_trace(Path(output), "a picture", flag)
     # (looked up, not imported: the traces' reads start before the heavy modules are imported)
     if importlib.util.find_spec("matplotlib") is None:
         raise plot_extra_missing()

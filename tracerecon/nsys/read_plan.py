@@ -271,11 +271,11 @@ def is_trace_file(path: Path) -> bool:
         return False
 
 
-def refuse_timeline_over_a_trace(out: Path) -> None:
-    """A timeline file written over a trace (``is_trace_file``: under a mistyped ``-o``) is
-    refused; any other file is replaced, as ``cp`` would."""
+def refuse_file_over_a_trace(out: Path, what: str = "a timeline", flag: str = "-o") -> None:
+    """A file (``what``: a timeline, a picture) written over a trace (``is_trace_file``: under a
+    mistyped ``-o``) is refused; any other file is replaced, as ``cp`` would."""
     if is_trace_file(out):
-        raise UsageError(f"{out}: holds a trace; a timeline is not written over it: choose another -o (or remove it first)")
+        raise UsageError(f"{out}: holds a trace; {what} is not written over it: choose another {flag} (or remove it first)")
 
 
 # A folder replaced whole (``export --force``) is searched this far for traces it would lose.

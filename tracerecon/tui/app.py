@@ -543,7 +543,7 @@ class TraceReconApp(App):
             w = Window(self.window.start_ns + ref_off - off, self.window.end_ns + ref_off - off)
             mine = self.indexes[r.rank].lanes(w, cells=max(self.query_one(Timeline).size.width - 20, 10), ops=not self.all_ranks)
             if self.all_ranks:  # ranks stacked: each one's phase lanes, so that they fit one screen
-                mine = [lane for lane in mine if lane.title in ("CPU phases", "GPU phases")]
+                mine = [lane for lane in mine if lane.title == "CPU phases" or lane.gpu_phases]
             lanes.append((r.rank, [self._shift(lane, off - ref_off) for lane in mine]))
         self.query_one(Timeline).set_view(self.window, lanes)
         cyc = f"cycle {self.cycle}" if self.cycle is not None else "no cycles"

@@ -29,6 +29,10 @@ class TimelineIndex:
     def __init__(self, phases: pa.Table, gpu_ops: pa.Table, syncs: pa.Table) -> None:
         self.phases = phases
         self.syncs = syncs
+        # The GPU each phase is read on (-1: none), and the GPUs that read any.
+        has_device = phases.num_rows and "device_id" in phases.column_names
+        self._phase_device = int64s(phases["device_id"], -1) if has_device else np.full(phases.num_rows, -1, np.int64)
+        self._phase_devices = np.unique(self._phase_device[self._phase_device >= 0]).tolist()
         n = gpu_ops.num_rows
         self._ops = gpu_ops
         if n:
@@ -108,7 +112,13 @@ class TimelineIndex:
             vis = np.flatnonzero((cs < w.end_ns) & (ce > w.start_ns))
             lanes.append(Lane("CPU phases", tuple(Segment(int(cs[i]), int(ce[i]), names[i], names[i], verdicts[i], int(i)) for i in vis)))
             vis_g = np.flatnonzero((gs >= 0) & (gs < w.end_ns) & (ge > w.start_ns))
-            lanes.append(Lane("GPU phases", tuple(Segment(int(gs[i]), int(ge[i]), names[i], names[i], verdicts[i], int(i)) for i in vis_g)))
+            # One lane per GPU where the rank's phases are read on several (one thread driving
+            # two GPUs: their phases overlap in time, and one lane would draw one over the other).
+            devices = self._phase_devices
+            for d in devices if len(devices) > 1 else (None,):
+                on = vis_g if d is None else vis_g[self._phase_device[vis_g] == d]
+                lanes.append(Lane("GPU phases" if d is None else f"GPU{d} phases",
+                                  tuple(Segment(int(gs[i]), int(ge[i]), names[i], names[i], verdicts[i], int(i)) for i in on), gpu_phases=True))
         if self.syncs.num_rows:
             ss, se = int64s(self.syncs["start_ns"]), int64s(self.syncs["end_ns"])
             vis_s = np.flatnonzero((ss < w.end_ns) & (se > w.start_ns))

@@ -138,7 +138,7 @@ class Timeline(Widget, can_focus=True):
     def _linked(self, seg: Segment, lane: Lane) -> bool:
         """A selected CPU wait lights up the GPU phase whose work it waited for."""
         sel = self.selected
-        return bool(sel is not None and sel.kind == "sync" and sel.ref is not None and lane.title == "GPU phases" and seg.ref == sel.ref)
+        return bool(sel is not None and sel.kind == "sync" and sel.ref is not None and lane.gpu_phases and seg.ref == sel.ref)
 
     def segment_at(self, x: int, y: int) -> tuple[int, Segment] | None:
         row = y - 1

@@ -24,6 +24,7 @@ class Segment:
 class Lane:
     title: str
     segments: tuple[Segment, ...]
+    gpu_phases: bool = False  # a lane of GPU phases (one per GPU where a rank's phases are read on several)
 
 
 @dataclass(frozen=True)
