@@ -864,6 +864,35 @@ def test_a_copy_back_from_the_other_gpu_does_not_move_a_phase_onto_it(tmp_path):
     assert got == [("draft", 1, 21, 330), ("verify", 0, 7, 300)] * 3
 
 
+def test_a_wait_written_on_device_0_by_a_stream_of_the_same_id_on_gpu_1_is_gpu_1s(tmp_path):
+    from nsys_factory import gpid
+
+    # GIVEN one thread driving two GPUs, each with its stream 7, 3 cycles (b = 1000c): verify
+    # [b, b+100] runs b+10..b+400 on GPU 0 and records an event there at b+90; GPU 1's stream 7
+    # waits for it at b+95, but the wait's record says device 0 (as nsys 2026.2 writes every
+    # synchronization record); draft [b+100, b+200] runs b+400..b+450 on GPU 1
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 1000
+        t.range(f"cycle {c}", b * U, (b + 200) * U)
+        t.range("verify", b * U, (b + 100) * U)
+        t.range("draft", (b + 100) * U, (b + 200) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U), (b + 10) * U, (b + 400) * U, stream=7, device=0)
+        call = t.call("cudaEventRecord", (b + 90) * U, (b + 91) * U)
+        t.events.append({"deviceId": 0, "contextId": 1, "streamId": 7, "correlationId": call, "globalPid": gpid(10), "eventId": c + 1, "eventSyncId": 1})
+        call = t.call("cudaStreamWaitEvent", (b + 95) * U, (b + 96) * U)
+        t.syncs.append({"start": (b + 95) * U, "end": (b + 96) * U, "deviceId": 0, "contextId": 1, "streamId": 7, "correlationId": call,
+                        "globalPid": gpid(10), "syncType": 2, "eventId": c + 1, "eventSyncId": 1})
+        t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U), (b + 400) * U, (b + 450) * U, stream=7, device=1)
+    # WHEN analysed
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("verify", "draft"), skip_cycles=0)).ranks
+    # THEN by hand: the wait is GPU 1's (GPU 0's stream waiting for its own record is nothing),
+    # so an event at draft's start on GPU 1 reads the verify it waits for, b+400: draft 50 us
+    # (b+400..b+450), not 350; verify on GPU 0 b..b+400
+    got = [(p["phase"], p["device_id"], p["gpu_boundary_start_ns"] // U - 1000 * p["cycle"], p["gpu_ns"] // U) for p in rank.phases.to_pylist()]
+    assert got == [("verify", 0, 0, 400), ("draft", 1, 400, 50)] * 3
+
+
 def test_a_launcher_marking_cycles_in_a_rank_file_is_left_out_of_the_ranks_cycles(tmp_path):
     import sqlite3
 

@@ -251,6 +251,7 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
     rec = _event_record_times(event_records, api_calls)
     # Stream waits on a recorded event.
     w = _stream_waits(sync_records, api_calls)
+    w_dev_written = w["dev"]
 
     op_key = _pack(o_pid[placed], o_dev[placed], o_str[placed])
     work_keys = distinct_few(op_key)
@@ -296,6 +297,7 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
     # Each wait's record (stream row, CPU time); the waits that found theirs, in CPU order (a
     # wait whose record was made before the capture began, or inside a graph capture, has none).
     named_row, named_cpu = records.named_by(w["pid"], w["event"], w["sync"], w["cpu"])
+    wait_stream = _waits_of_the_other_device(keys, work_keys, w["pid"], w_dev_written, w["stream"], wait_stream, named_row)
     by_cpu = np.argsort(w["cpu"], kind="stable")
     resolved = by_cpu[named_row[by_cpu] >= 0]
     rec_s, rec_t = named_row[resolved], named_cpu[resolved]
@@ -649,6 +651,29 @@ def on_working_device(work_keys: np.ndarray, pid: np.ndarray, dev: np.ndarray, s
     one = hi - lo == 1  # exactly one device ran work on a stream of that id
     dev[lost[one]] = w_dev[order[lo[one]]]
     return dev
+
+
+def _waits_of_the_other_device(keys: np.ndarray, work_keys: np.ndarray, pid: np.ndarray, dev_written: np.ndarray, stream: np.ndarray,
+                               wait_row: np.ndarray, record_row: np.ndarray) -> np.ndarray:
+    """``wait_row`` (per wait, its stream's row of ``keys``), with a wait that reads as its own
+    record's stream waiting for itself (a no-op) moved to the stream of that id on the process's
+    one other device with work there, where every wait record of the process says device 0: nsys
+    2026.2 writes device 0 in every synchronization record, and one thread driving two GPUs has
+    a stream 7 on each (GPU 1's wait for GPU 0's record read as GPU 0's own: lost)."""
+    self_wait = np.flatnonzero((record_row >= 0) & (record_row == wait_row))
+    if len(self_wait) == 0 or len(work_keys) == 0:
+        return wait_row
+    out = np.asarray(wait_row, np.int64).copy()
+    k_pid, k_dev, k_stream = work_keys >> 39, (work_keys >> 31) & 0xFF, work_keys & 0x7FFFFFFF
+    row_dev = (keys >> 31) & 0xFF
+    for i in self_wait.tolist():
+        p, sid = int(pid[i]), int(stream[i])
+        if (dev_written[pid == p] != 0).any():
+            continue  # the process's wait records carry their devices
+        other = np.unique(k_dev[(k_pid == p) & (k_stream == sid) & (k_dev != row_dev[wait_row[i]])])
+        if len(other) == 1:
+            out[i] = np.searchsorted(keys, _pack(np.array([p]), other, np.array([sid])))[0]
+    return out
 
 
 def _event_record_times(event_records: pa.Table, api_calls: pa.Table) -> dict[str, np.ndarray]:
