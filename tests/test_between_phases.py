@@ -338,7 +338,8 @@ def test_edge_work_is_said_where_it_ran_long_enough_with_the_time_it_ran(tmp_pat
     # GIVEN 6 cycle ranges [b, b+300] (b = 1000c), each opening with a 100 us CPU step that is
     # no phase and queues work on an idle GPU (launched at b+10), then draft [b+100, b+200]
     # (kernel b+110..b+190) and verify [b+200, b+300] (kernel b+210..b+290); the step's work is
-    # 1 us in one trace and 30 us in the other
+    # 1 us in one trace and 30 us in the other; another thread's kernel in no phase runs all
+    # along on stream 9
     def trace(work_us: int) -> FakeTrace:
         t = FakeTrace()
         for c in range(6):
@@ -349,6 +350,7 @@ def test_edge_work_is_said_where_it_ran_long_enough_with_the_time_it_ran(tmp_pat
             kernel(t, b + 10, (b + 12, b + 12 + work_us), tid=10)
             kernel(t, b + 110, (b + 110, b + 190), tid=10)
             kernel(t, b + 210, (b + 210, b + 290), tid=10)
+            kernel(t, b + 1, (b + 2, b + 250), stream=9, tid=11)  # another thread's, on a stream 7 never waits for
         return t
     # WHEN analysed
     small = load([trace(1).write(tmp_path / "small.sqlite")], PhaseConfig(phases=("draft", "verify")))
@@ -395,3 +397,31 @@ def test_a_cpu_step_between_two_phases_that_queued_a_microsecond_is_no_line(tmp_
     # start, and nothing is said: the work between ran 1 us, under the 10 us a cycle may miss
     assert gpu_us(a) == [("draft", 100), ("verify", 100)] * 3
     assert not [w for w in a.warnings if "between" in w], a.warnings
+
+
+def test_only_work_its_stream_waited_for_turns_a_gap_into_a_line(tmp_path):
+    # GIVEN draft [b, b+100] (kernel b+20..b+90), a 100 us CPU step that queues 1 us (b+112..b+113)
+    # on draft's stream 7, verify [b+200, b+300] (kernel b+210..b+290); another thread's kernel in
+    # no phase on stream 9, which stream 7 never waits for, running b+100..b+200; then 40 us of
+    # work in no phase on stream 7 (b+305..b+345) before accept [b+350, b+450] (kernel b+360..b+440)
+    # (a review's reproductions)
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c + 1000
+        t.range(f"cycle {c}", b * U, (b + 600) * U, tid=10)
+        t.range("draft", b * U, (b + 100) * U, tid=10)
+        t.range("verify", (b + 200) * U, (b + 300) * U, tid=10)
+        t.range("accept", (b + 350) * U, (b + 450) * U, tid=10)
+        kernel(t, b + 10, (b + 20, b + 90), tid=10)
+        kernel(t, b + 110, (b + 112, b + 113), tid=10)
+        kernel(t, b + 210, (b + 210, b + 290), tid=10)
+        kernel(t, b - 100, (b + 100, b + 200), stream=9, tid=11)
+        kernel(t, b + 305, (b + 305, b + 345), tid=10)
+        kernel(t, b + 360, (b + 360, b + 440), tid=10)
+    a = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify", "accept")))
+    # THEN the 1 us between draft and verify is no line, though the other thread's kernel ran
+    # then and verify -> accept's work counts the cycle; verify -> accept is one: 50 us between
+    # the boundaries (b+300..b+350), of which the work ran 40
+    lines = [w for w in a.warnings if "queued between" in w]
+    assert len(lines) == 1 and "between 'verify' and 'accept'" in lines[0], lines
+    assert "in 3 of 3 cycles, 0.050 ms (median) (the work ran 0.040 ms of it, median)" in lines[0], lines

@@ -386,3 +386,28 @@ def test_the_program_ends_only_after_its_import_ahead_threads(tmp_path):
     # THEN it returned the error's exit status after the import finished: the interpreter's exit
     # beside a thread still importing crashed (exit 139) about one run in twenty
     assert res.stdout.split() == ["2", "True"], (res.stdout, res.stderr)
+
+
+def test_ctrl_c_while_the_program_waits_for_its_import_ahead_threads_is_one_line(tmp_path):
+    import signal
+
+    # GIVEN a command that fails at once (a missing input) while a module takes 5 s to import
+    # on an import-ahead thread, which the program waits for before it exits
+    (tmp_path / "slow_to_import.py").write_text("import time\nprint('importing', flush=True)\ntime.sleep(5)\n")
+    code = ("import sys\n"
+            f"sys.path.insert(0, {str(tmp_path)!r})\n"
+            "from tracerecon.import_ahead import ImportAhead\n"
+            "ImportAhead(['slow_to_import'])\n"
+            f"sys.argv = ['tracerecon', 'report', {str(tmp_path / 'missing.sqlite')!r}]\n"
+            "from tracerecon.program import main\n"
+            "raise SystemExit(main())\n")
+    for sig, code_, said in ((signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")):
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().strip() == "importing"
+        # WHEN the signal comes while it waits
+        import time
+        time.sleep(0.5)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+        # THEN it ends as a signal ends it elsewhere: its line, the signal's exit status, no traceback
+        assert proc.returncode == code_ and err.endswith(f"tracerecon: {said}\n") and "Traceback" not in err, (proc.returncode, err)

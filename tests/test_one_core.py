@@ -443,6 +443,7 @@ def test_a_planted_entry_that_would_run_code_is_rebuilt_and_runs_nothing(tmp_pat
     import os
     import pickle
     import struct
+    import sys
     import zlib
 
     from tracerecon import api
@@ -454,6 +455,13 @@ def test_a_planted_entry_that_would_run_code_is_rebuilt_and_runs_nothing(tmp_pat
         def __reduce__(self):
             return (os.system, (f"touch {self.marker}",))
 
+    class ImportsAModule:  # unpickled by a tracerecon class that is no value: it imports a module
+        def __reduce__(self):
+            from tracerecon.import_ahead import ImportAhead
+
+            return (ImportAhead, (["planted_module"],))
+
+
     # GIVEN a cached report, each of its entries replaced by a well-formed one (its own key, a
     #       right checksum: what anyone who can write the folder can make) whose value, when
     #       unpickled, runs a command
@@ -462,14 +470,52 @@ def test_a_planted_entry_that_would_run_code_is_rebuilt_and_runs_nothing(tmp_pat
     shutil.copy(H200 / "eagle_gpu_bound.sqlite", src)
     cold = api.report([src]).to_json()
     marker = tmp_path / "ran"
-    for entry in (tmp_path / "cache").glob("*.pickle"):
-        body = pickle.dumps((entry.stem, RunsCode(marker)), protocol=pickle.HIGHEST_PROTOCOL)
-        entry.write_bytes(struct.pack("<8sIQ", b"TRCACHE\x03", zlib.crc32(body), len(body)) + body)
-    # WHEN reported again THEN the command never ran, and the report is the export's
-    assert api.report([src]).to_json() == cold
-    assert not marker.exists()
+    (tmp_path / "planted_module.py").write_text(f"open({str(tmp_path / 'imported')!r}, 'w').close()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for payload in (RunsCode(marker), ImportsAModule(), None):
+        for entry in (tmp_path / "cache").glob("*.pickle"):
+            body = pickle.dumps((entry.stem, payload), protocol=pickle.HIGHEST_PROTOCOL)
+            if payload is None:  # (key, the global tracerecon.__main__.main): importing that module runs the program
+                stem = entry.stem.encode()
+                body = b"\x80\x02X" + struct.pack("<I", len(stem)) + stem + b"ctracerecon.__main__\nmain\n\x86."
+            entry.write_bytes(struct.pack("<8sIQ", b"TRCACHE\x03", zlib.crc32(body), len(body)) + body)
+        # WHEN reported again THEN nothing ran, no module was imported, and the report is the export's
+        assert api.report([src]).to_json() == cold
+        assert not marker.exists() and not (tmp_path / "imported").exists() and "tracerecon.__main__" not in sys.modules
     # and the cache's folder is its owner's only
     assert (tmp_path / "cache").stat().st_mode & 0o077 == 0
+
+
+def test_a_fresh_process_reads_the_entries_another_one_wrote(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    # GIVEN two ranks reported and exported in one process (entries for each file, the run, the report)
+    env = {**os.environ, "TRACERECON_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("TRACERECON_NO_CACHE", None)
+    srcs = [str(tmp_path / f"rank{r}.sqlite") for r in (0, 1)]
+    for r, src in enumerate(srcs):
+        shutil.copy(H200 / f"eagle_gpu_rank{r}.sqlite", src)
+    assert run_cli("export", "-o", str(tmp_path / "out"), *srcs, env=env).returncode == 0
+    assert run_cli("report", *srcs, env=env).returncode == 0
+    # WHEN a fresh process, which has imported nothing else of tracerecon, looks them up
+    code = ("import sys\n"
+            "from tracerecon import api\n"
+            "from tracerecon.analysis.config import PhaseConfig\n"
+            "print(api.cached_report(sys.argv[1:], PhaseConfig()) is not None)\n")
+    res = subprocess.run([sys.executable, "-c", code, *srcs], capture_output=True, text=True, env=env, timeout=120)
+    # THEN the report is served from the cache (an unpickler that refused a class of a module not
+    # yet imported made every warm report a cold one), and every entry reads back
+    assert res.stdout.split() == ["True"], (res.stdout, res.stderr)
+    check = ("import sys, pathlib\n"
+             "from tracerecon import cache\n"
+             "for e in sorted(pathlib.Path(sys.argv[1]).glob('*.pickle')):\n"
+             "    fh = open(e, 'rb'); fh.seek(cache._HEADER.size); cache._SafeUnpickler(fh).load()\n"
+             "print('read')\n")
+    res = subprocess.run([sys.executable, "-c", check, str(tmp_path / "cache")], capture_output=True, text=True, env=env, timeout=120)
+    assert res.stdout.split() == ["read"], res.stderr
+    assert len(list((tmp_path / "cache").glob("*.pickle"))) >= 4
 
 
 def test_a_cache_that_can_be_read_but_not_written_still_serves(tmp_path, monkeypatch):
@@ -528,9 +574,10 @@ def test_phase_maps_and_warmup(tmp_path):
     assert warmup_cycles(np.array([100, 10, 10, 10, 10, 91, 10, 10, 10, 10]), None).tolist() == [False] * 10
     assert warmup_cycles(np.array([100, 10, 10, 10, 10, 89, 10, 10, 10, 10]), None).tolist() == [True] + [False] * 9
     assert warmup_cycles(np.array([300, 100, 10, 10, 10, 10, 100, 10, 10, 10]), None).tolist() == [True] + [False] * 9
-    # ... but a later stall ten times as long, or a cycle the capture cut (not whole), matches nothing
-    assert warmup_cycles(np.array([100, 10, 10, 10, 10, 1000, 10, 10, 10, 10]), None).tolist() == [True] + [False] * 9
-    assert warmup_cycles(np.array([100, 10, 10, 10, 10, 10, 10, 10, 10, 100]), None, np.array([True] * 9 + [False])).tolist() == [True] + [False] * 9
+    # ... as does a later stall longer still (the first long cycle is not alone), but not a cycle
+    # the capture cut (not whole: 20x, an open range run to the trace's end)
+    assert warmup_cycles(np.array([100, 10, 10, 10, 10, 1000, 10, 10, 10, 10]), None).tolist() == [False] * 10
+    assert warmup_cycles(np.array([100, 10, 10, 10, 10, 10, 10, 10, 10, 2000]), None, np.array([True] * 9 + [False])).tolist() == [True] + [False] * 9
     assert plain["ranks"][0]["cycles"]["n_warmup"] == 1 and plain["ranks"][0]["cycles"]["n"] == 23
     kept = report_json(api.load([H200 / "eagle_gpu_bound.sqlite"], PhaseConfig(skip_cycles=0)))
     assert kept["ranks"][0]["cycles"]["n"] == 24 and kept["ranks"][0]["phases"][0]["n"] == 24

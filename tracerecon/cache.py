@@ -14,19 +14,24 @@ capped (``$TRACERECON_CACHE_MB``, default 2048): the least recently used entries
 ``--no-cache`` (or ``TRACERECON_NO_CACHE=1``) bypasses it.
 
 Entries are Python pickles (of Arrow tables, and of the report's plain values), read by an
-unpickler that builds nothing but tracerecon's own value classes, Arrow's arrays, tables and
-types, numpy's arrays and a few built-in containers (``_SafeUnpickler``): an entry planted in
-a cache directory (another user's, served read-only) with a matching checksum builds no other
-object and calls nothing, and is rebuilt. The directory is made readable by its owner only.
+unpickler that builds nothing but the value classes (frozen dataclasses, named tuples) of
+tracerecon's modules, Arrow's arrays, tables and types, numpy's arrays and a few built-in
+containers (``_SafeUnpickler``): an entry planted in a cache directory (another user's, served
+read-only) with a matching checksum imports no module but tracerecon's and calls nothing else
+(a value class's constructor only sets its fields), and is rebuilt. The default directory is
+kept readable by its owner only (one named by TRACERECON_CACHE_DIR is left as it is made).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
+import importlib
 import os
 import pickle
 import struct
+import sys
 import tempfile
 import zlib
 from pathlib import Path
@@ -153,16 +158,18 @@ _ALLOWED = {
 
 
 class _SafeUnpickler(pickle.Unpickler):
-    """An unpickler that finds only the globals a cache entry needs (``_ALLOWED``, and classes
-    of tracerecon's own modules: frozen dataclasses and named tuples of values); any other is
-    refused (``pickle.UnpicklingError``), so the entry is rebuilt, never trusted."""
+    """An unpickler that finds only the globals a cache entry needs (``_ALLOWED``, and the value
+    classes of tracerecon's modules: frozen dataclasses and named tuples, whose constructors
+    only set fields); any other is refused (``pickle.UnpicklingError``), so the entry is
+    rebuilt, never trusted. Only tracerecon's modules are imported here, and of them none that
+    runs anything as it is imported (``__main__``)."""
 
     def find_class(self, module: str, name: str):
-        if module == "tracerecon" or module.startswith("tracerecon."):
-            obj = super().find_class(module, name)
-            if isinstance(obj, type):
+        if (module == "tracerecon" or module.startswith("tracerecon.")) and module.rpartition(".")[2] != "__main__":
+            obj = getattr(importlib.import_module(module), name, None)
+            if isinstance(obj, type) and obj.__module__ == module and (dataclasses.is_dataclass(obj) or issubclass(obj, tuple)):
                 return obj
-        elif name in _ALLOWED.get(module, ()):
+        elif name in _ALLOWED.get(module, ()) and module in sys.modules:
             return super().find_class(module, name)
         raise pickle.UnpicklingError(f"a cache entry may not build {module}.{name}")
 
@@ -205,7 +212,7 @@ def _read_entry(entry: Path, valid: Callable[[Any], bool]) -> Any:
                 raise ValueError("an entry of another key")
             if not valid(stored[1]):
                 raise ValueError("a value of another kind")
-        except Exception:  # a truncated, foreign or misplaced file: rebuild, never trust
+        except (Exception, SystemExit):  # a truncated, foreign, misplaced or planted file: rebuild, never trust
             with contextlib.suppress(OSError):
                 entry.unlink(missing_ok=True)
             return _MISSING
@@ -230,6 +237,8 @@ def cached(paths: Path | Sequence[Path], extra: tuple, compute: Callable[[], Any
     value = compute()
     try:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)  # (the cache's own folder: its owner's only)
+        if not os.environ.get("TRACERECON_CACHE_DIR") and folder.stat().st_uid == os.getuid() and folder.stat().st_mode & 0o077:
+            os.chmod(folder, 0o700)  # (made open by an earlier tracerecon)
         fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as fh:

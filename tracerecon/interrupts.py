@@ -62,7 +62,7 @@ def stop_on_signals() -> None:
         raise exc
 
     signal.signal(signal.SIGTERM, _raise)
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # (not where Ctrl-C is ignored: nohup, &)
+    if _default_or_starting(signal.getsignal(signal.SIGINT)):  # (not where Ctrl-C is ignored: nohup, &)
         signal.signal(signal.SIGINT, _raise)
     # Such an interrupt swallowed inside the import machinery is printed by the interpreter as
     # a traceback ("Exception ignored in: <function _get_module_lock...>"): it is noted above
@@ -74,6 +74,19 @@ def stop_on_signals() -> None:
             printed(unraisable)
 
     sys.unraisablehook = _quiet_interrupts
+
+
+def _default_or_starting(handler) -> bool:
+    """Whether ``handler`` is Python's own for SIGINT, or the program's while it starts
+    (``tracerecon.program``: one line and exit 130), which the command's own replaces."""
+    return handler is signal.default_int_handler or bool(getattr(handler, "tracerecon_starting", False))
+
+
+def default_interrupt() -> None:
+    """Python's own SIGINT handler back where the program's while-starting one is set (a command
+    that takes the signals its own way: ``view``, ``run``)."""
+    if getattr(signal.getsignal(signal.SIGINT), "tracerecon_starting", False):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def signalled() -> KeyboardInterrupt | None:

@@ -23,14 +23,16 @@ def _interrupted_while_starting(signum, frame) -> None:
     os._exit(EXIT_INTERRUPTED)  # nothing was started: nothing to undo
 
 
+# ``tracerecon.interrupts`` replaces a handler so marked as it takes the signals its own way.
+_interrupted_while_starting.tracerecon_starting = True  # type: ignore[attr-defined]
+
+
 def main() -> int:
-    """Load the command line with Ctrl-C ending the program at once, then run it
-    (``tracerecon.cli.console_main``, which takes the signals its own way)."""
-    ours = signal.getsignal(signal.SIGINT) is signal.default_int_handler  # (not where Ctrl-C is ignored: nohup, &)
-    if ours:
+    """Run the command line (``tracerecon.cli.console_main``) with Ctrl-C ending the program at
+    once until the command takes the signals its own way (``interrupts.stop_on_signals``, or
+    the default back for ``view`` and ``run``: ``interrupts.default_interrupt``)."""
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # (not where Ctrl-C is ignored: nohup, &)
         signal.signal(signal.SIGINT, _interrupted_while_starting)
     from tracerecon.cli import console_main
 
-    if ours:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
     return console_main()

@@ -757,7 +757,7 @@ def phases_per_cycle(phases: pa.Table) -> pa.Table:
 # at most this share of the cycles is left out.
 WARMUP_FACTOR = 2.0
 WARMUP_MAX_SHARE = 0.2
-# ... unless a later cycle is as long within this ratio either way: the same work again.
+# ... unless a later whole cycle takes at least this share of it: it is not alone.
 WARMUP_RECURS = 0.9
 
 
@@ -765,10 +765,10 @@ def warmup_cycles(duration_ns: np.ndarray, skip: int | None, whole: np.ndarray |
     """Which cycles (in order) are warm-up: the first ``skip``, or with None the leading run of
     cycles longer than WARMUP_FACTOR x the median (at most WARMUP_MAX_SHARE of them, and one
     where that share is less: a run of 3 or 4 cycles whose first captured graphs), unless a
-    whole cycle (``whole``, per cycle; default all) after that leading run is as long within
-    WARMUP_RECURS either way (a prefill that comes back as long later, chunked prefill every
-    fifth cycle, is no one-time cost; a stall ten times as long, or a cycle the capture cut, is no
-    such match)."""
+    whole cycle (``whole``, per cycle; default all: a cycle the capture cut is no evidence)
+    after that leading run takes WARMUP_RECURS of it or more: then it is no one-time cost (a
+    prefill that comes back as long later, chunked prefill every fifth cycle; where a later
+    stall is longer still, the first long cycle is not alone either, and kept)."""
     n = len(duration_ns)
     out = np.zeros(n, dtype=bool)
     if skip is not None:
@@ -784,7 +784,7 @@ def warmup_cycles(duration_ns: np.ndarray, skip: int | None, whole: np.ndarray |
         later = later[np.asarray(whole, dtype=bool)[lead:]]
     for i in range(max(1, int(n * WARMUP_MAX_SHARE))):
         d = float(duration_ns[i])
-        again = ((later >= WARMUP_RECURS * d) & (later * WARMUP_RECURS <= d)).any()
+        again = (later >= WARMUP_RECURS * d).any()
         if d > WARMUP_FACTOR * med and not again:
             out[i] = True
         else:

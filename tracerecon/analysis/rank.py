@@ -228,7 +228,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
     gpu_ops = _build_gpu_ops(ops, op_range, op_phase, rank)
     tiled, own = tiled_off_their_stream(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, ph_tid, b_start, b_end, ended_elsewhere, ph_e)
     # ``_unphased_launches``, worked out once, where a note needs it.
-    unphased = functools.cache(lambda: _unphased_launches(ops, clock.op_instants, op_phase, op_range, ranges, phase_rows, config.cycle_prefix))
+    unphased = functools.cache(lambda: _unphased_launches(ops, clock, op_phase, op_range, ranges, phase_rows, config.cycle_prefix))
     nested_cycles = cycles_within_cycles(nested, cycle_rows)
 
     return RankWork(rank=rank, ranges=ranges, gpu_ops=gpu_ops, syncs=syncs, phase_inputs=inputs, cycle_rows=cycle_rows, skip_cycles=config.skip_cycles,
@@ -236,7 +236,8 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     accepted_marks=tables.accepted_marks, provisional=build_phases(inputs),
                     notes=_past_cycle_notes(phases_past_their_cycle(nested, phase_rows, cycle_of, cycle_rows), labels) + _tiled_notes(tiled, own, b_end - b_start, labels)
                     + _side_stream_notes(as_side, b_end - b_start, stream, labels)
-                    + _between_notes(ph_pid, ph_tid, cycle_of, b_start, b_end, labels, ph_s, ph_e, unphased, dev)
+                    + _between_notes(ph_pid, ph_tid, cycle_of, b_start, b_end, labels, ph_s, ph_e, unphased, dev,
+                                     clock.stream_index(ph_pid, dev, stream))
                     + _phase_thread_notes(config.phase_thread, ph_tid)
                     + _out_of_step_notes(cycle_of, cycle_rows, labels, ph_tid, int64s(nested["tid"])[cycle_rows] if len(cycle_rows) else np.zeros(0, np.int64))
                     + _overlapping_cycle_notes(nested, cycle_rows)
@@ -639,7 +640,7 @@ def _cycle_edge_notes(clock: StreamClock, nested: pa.Table, cycle_rows: np.ndarr
             # The GPU may idle meanwhile (a 100 us CPU step that queued a 1 us copy): said where
             # the ops in no phase ran long enough then (those launched before too: a copy the
             # stream was made to wait for), with both.
-            work = np.minimum(took, unphased().ran_within(pid[ph], gpu_lo, gpu_hi)) if unphased is not None else took
+            work = np.minimum(took, unphased().ran_within(row, gpu_lo, gpu_hi)) if unphased is not None else took
         cycle_gpu = b_end[last] - b_start[first]
         queued &= work > adds_up_tolerance(cycle_gpu)
         if not queued.any():
@@ -683,7 +684,7 @@ def _phase_thread_notes(mode, ph_tid: np.ndarray) -> tuple[str, ...]:
 def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start: np.ndarray, b_end: np.ndarray, labels: list,
                    cpu_start: np.ndarray | None = None, cpu_end: np.ndarray | None = None,
                    unphased: Callable[[], UnphasedOps] | None = None,
-                   device: np.ndarray | None = None) -> tuple[str, ...]:
+                   device: np.ndarray | None = None, row: np.ndarray | None = None) -> tuple[str, ...]:
     """One line per pair of phase names with GPU time between them that neither holds
     (``boundaries.phase_boundaries``: work was queued between the two): in how many cycles, and
     how long in those (median of each cycle's total). Counted in a cycle where the work between
@@ -694,11 +695,12 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
     most of that work's GPU time was launched in, where it has one that holds no phase (vLLM's
     ``gpu_model_runner: eplb``). Of a counted cycle's gaps, those under half the floor are left
     out. How long between two phases: from the earlier one's end boundary to the later one's
-    start; counted (with ``unphased`` and the spans) by the time the ops in no phase ran then,
-    no more (a 100 us CPU step that queued a 1 us copy is no line). ``device`` (per phase, the
-    GPU it is read on): neighbours read on two GPUs share no boundary; between them, the GPU time
-    of the ops in no phase launched between their CPU spans (with ``unphased`` and the spans;
-    else nothing)."""
+    start; counted, per cycle and per pair, by the time the ops in no phase ran then on either
+    phase's stream (``row``, per phase: its stream row) or one it was made to wait for then (with
+    ``unphased``, the spans and ``row``: a 100 us CPU step that queued a 1 us copy is no line),
+    which the line gives where less. ``device`` (per phase, the GPU it is read on): neighbours
+    read on two GPUs share no boundary; between them, the GPU time of the ops in no phase
+    launched between their CPU spans (with ``unphased`` and the spans; else nothing)."""
     if len(cycle) < 2:
         return ()
     line = timelines(pid, cycle, tid)
@@ -710,19 +712,22 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
     neighbours = (line[a] == line[b]) & (cycle[a] == cycle[b]) & (cycle[a] >= 0) & (b_end[a] != I64_MIN) & (b_start[b] != I64_MIN)
     spans = unphased is not None and cpu_start is not None and cpu_end is not None
     work = gap
-    if spans and (neighbours & (gap > 0)).any():
-        work = np.where(gap > 0, np.minimum(gap, unphased().ran_within(pid[a], b_end[a], np.maximum(b_start[b], b_end[a]))), 0)
+    if spans and row is not None and (neighbours & (gap > 0)).any():
+        free, until = unphased(), np.maximum(b_start[b], b_end[a])
+        ran = np.maximum(free.ran_within(row[a], b_end[a], until), free.ran_within(row[b], b_end[a], until))
+        work = np.where(gap > 0, np.minimum(gap, ran), 0)
     if device is not None:
         across = neighbours & (device[a] != device[b])
         gap = np.where(across, unphased().launched_work(pid[a], cpu_end[a], cpu_start[b]) if spans and across.any() else 0, gap)
         work = np.where(across, gap, work)
     found = np.flatnonzero(neighbours & (gap > 0))
     per_cycle: dict[tuple[str, str], dict[int, int]] = {}
-    ran: dict[int, int] = {}  # per cycle, the time the work in no phase ran between its phases
+    pair_ran: dict[tuple[str, str], dict[int, int]] = {}  # the time the work in no phase ran there
     for i, j, g, w in zip(a[found].tolist(), b[found].tolist(), gap[found].tolist(), work[found].tolist()):
         cycles = per_cycle.setdefault((labels[i], labels[j]), {})
         cycles[int(cycle[i])] = cycles.get(int(cycle[i]), 0) + g
-        ran[int(cycle[i])] = ran.get(int(cycle[i]), 0) + w
+        ran_there = pair_ran.setdefault((labels[i], labels[j]), {})
+        ran_there[int(cycle[i])] = ran_there.get(int(cycle[i]), 0) + w
     n_cycles = len(np.unique(cycle[cycle >= 0]))
     timed = (cycle >= 0) & (b_start != I64_MIN)
     # Each cycle's first boundary start and last boundary end.
@@ -733,13 +738,14 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
     first, last = dict(zip(timed_cycles.tolist(), lo.tolist())), dict(zip(timed_cycles.tolist(), hi.tolist()))
     # A cycle counts where all the work between its phases (the sum over pairs, which is what
     # keeps its phases from adding up) exceeds the threshold.
-    between: dict[int, int] = {}
-    for gaps in per_cycle.values():
-        for c, g in gaps.items():
-            between[c] = between.get(c, 0) + g
-    counted = {c for c, g in between.items() if min(g, ran[c]) > adds_up_tolerance(last[c] - first[c])}
-    # ... and of its gaps, those of half the floor or more (a 1.5 us gap beside a 300 us one is no line).
-    worth = {pair: {c: g for c, g in gaps.items() if c in counted and 2 * g >= ERROR_FLOOR_NS} for pair, gaps in per_cycle.items()}
+    ran: dict[int, int] = {}
+    for works in pair_ran.values():
+        for c, w in works.items():
+            ran[c] = ran.get(c, 0) + w
+    counted = {c for c, w in ran.items() if w > adds_up_tolerance(last[c] - first[c])}
+    # ... and of its gaps, those whose own work ran half the floor or more (a 1.5 us gap beside a
+    # 300 us one, or a CPU step that queued 1 us beside a pair with real work, is no line).
+    worth = {pair: {c: g for c, g in gaps.items() if c in counted and 2 * pair_ran[pair][c] >= ERROR_FLOOR_NS} for pair, gaps in per_cycle.items()}
     held_by: dict[tuple[str, str], Counter] = {}
     if unphased is not None and cpu_start is not None and cpu_end is not None and any(worth.values()):
         free = unphased()
@@ -758,8 +764,12 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
             return "give that work a phase range of its own (or name its range in --phase) to see it"
         return f"it was launched in the range {name!r}: name it in --phase to see it"
 
+    def ran_of(pair: tuple[str, str], gaps: dict[int, int]) -> str:
+        works = [pair_ran[pair][c] for c in gaps]
+        return f" (the work ran {np.median(works) / 1e6:.3f} ms of it, median)" if any(w < g for w, g in zip(works, gaps.values())) else ""
+
     return tuple(f"GPU work was queued between {x!r} and {y!r}: the GPU time between the two is in neither phase, only in the cycle's: "
-                 f"in {len(g)} of {n_cycles} cycles, {np.median(list(g.values())) / 1e6:.3f} ms (median); {hint((x, y))}"
+                 f"in {len(g)} of {n_cycles} cycles, {np.median(list(g.values())) / 1e6:.3f} ms (median){ran_of((x, y), g)}; {hint((x, y))}"
                  for (x, y), g in worth.items() if g)
 
 
@@ -767,7 +777,9 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
 class UnphasedOps:
     """The ops in no phase, sorted by (pid, launch instant): their pids, launch instants, the
     name of the innermost range each was launched in (None: none, a cycle range, or a range
-    that holds phases: naming it as a phase would hide them), GPU durations, starts and ends."""
+    that holds phases: naming it as a phase would hide them), GPU durations, starts, ends and
+    stream rows (``StreamClock.keys``; -1: none), and the rank's event waits that found their
+    record (``StreamClock.join_*``: CPU time, waiting and waited-for stream rows)."""
 
     pid: np.ndarray
     launch: np.ndarray
@@ -775,6 +787,10 @@ class UnphasedOps:
     took: np.ndarray
     start: np.ndarray
     end: np.ndarray
+    row: np.ndarray
+    join_cpu: np.ndarray
+    join_into: np.ndarray
+    join_from: np.ndarray
 
     def launched_between(self, pid: int, lo: int, hi: int) -> slice:
         """The rows of process ``pid``'s ops launched after ``lo`` and before ``hi``."""
@@ -796,34 +812,51 @@ class UnphasedOps:
             out[mine] = np.where(end > first, total[np.maximum(end, first)] - total[first], 0)
         return out
 
-    def ran_within(self, pid: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        """Per (pid, lo, hi): the GPU time the process's ops spent running between ``lo`` and
-        ``hi`` (summed over ops, each clipped to the window; 0 where none or ``hi <= lo``):
-        W(hi) - W(lo), where W(x), the work done by x, is the sum over ops of
-        clip(x - start, 0, duration)."""
-        out = np.zeros(len(pid), dtype=np.int64)
-        if len(self.pid) == 0:
-            return out
-        for p in np.unique(pid).tolist():
-            mine = np.flatnonzero(pid == p)
-            a, b = np.searchsorted(self.pid, p, side="left"), np.searchsorted(self.pid, p, side="right")
-            starts, ends = np.sort(self.start[a:b]), np.sort(self.end[a:b])
+    def ran_within(self, row: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Per (stream row, lo, hi): the GPU time the ops in no phase spent running between ``lo``
+        and ``hi`` on that stream and on the streams it was made to wait for in that window (a
+        copy it waited for: another thread's work on a stream it never waits for is none of its);
+        summed over ops, each clipped to the window; 0 where none or ``hi <= lo``."""
+        row, lo = np.asarray(row, np.int64), np.asarray(lo, np.int64)
+        hi = np.maximum(np.asarray(hi, np.int64), lo)
+        out = self._on_rows(row, lo, hi)
+        if len(self.join_cpu) and len(row):
+            first, last = np.searchsorted(self.join_cpu, lo, side="left"), np.searchsorted(self.join_cpu, hi, side="right")
+            for i in np.flatnonzero(last > first).tolist():
+                into, frm = self.join_into[first[i]:last[i]], self.join_from[first[i]:last[i]]
+                joined = np.unique(frm[(into == row[i]) & (frm != row[i]) & (frm >= 0)])
+                if len(joined):
+                    out[i] += int(self._on_rows(joined, np.full(len(joined), lo[i]), np.full(len(joined), hi[i])).sum())
+        return out
+
+    def _on_rows(self, row: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Per (stream row, lo, hi), ``hi >= lo``: the time its ops ran between the two, W(hi) -
+        W(lo), where W(x), the work done by x, sums clip(x - start, 0, duration) over the ops:
+        (ops started by x) * x - their starts - ((ops ended by x) * x - their ends). (The sums
+        may wrap around int64 on a long trace; their differences stay exact.)"""
+        out = np.zeros(len(row), dtype=np.int64)
+        for r in np.unique(row[row >= 0]).tolist():
+            mine = np.flatnonzero(row == r)
+            on = self.row == r
+            starts, ends = np.sort(self.start[on]), np.sort(self.end[on])
+            if len(starts) == 0:
+                continue
             s_sum, e_sum = np.r_[0, np.cumsum(starts)], np.r_[0, np.cumsum(ends)]
 
             def done_by(x: np.ndarray) -> np.ndarray:
                 n_s, n_e = np.searchsorted(starts, x, side="right"), np.searchsorted(ends, x, side="right")
                 return (n_s * x - s_sum[n_s]) - (n_e * x - e_sum[n_e])
 
-            lo_, hi_ = lo[mine], np.maximum(hi[mine], lo[mine])
-            out[mine] = done_by(hi_) - done_by(lo_)
+            out[mine] = done_by(hi[mine]) - done_by(lo[mine])
         return out
 
 
-def _unphased_launches(ops: pa.Table, instants: np.ndarray, op_phase: np.ndarray, op_range: np.ndarray, ranges: pa.Table, phase_rows: np.ndarray,
+def _unphased_launches(ops: pa.Table, clock: StreamClock, op_phase: np.ndarray, op_range: np.ndarray, ranges: pa.Table, phase_rows: np.ndarray,
                        cycle_prefix: str) -> UnphasedOps:
     """The ops in no phase (``UnphasedOps``)."""
     free = np.flatnonzero(op_phase < 0)
-    pid, launch = int64s(ops["pid"])[free], instants[free]
+    pid, launch = int64s(ops["pid"])[free], clock.op_instants[free]
+    row = clock.stream_index(pid, int64s(ops["device_id"], -1)[free], int64s(ops["stream_id"], -1)[free])
     start, end = int64s(ops["start_ns"])[free], int64s(ops["end_ns"])[free]
     order = np.lexsort((launch, pid))
     rows = op_range[free][order]
@@ -838,7 +871,8 @@ def _unphased_launches(ops: pa.Table, instants: np.ndarray, op_phase: np.ndarray
             up = parent[up]
     label = [names[r] if r >= 0 and not holds[r] and not is_cycle_name(names[r], cycle_prefix) else None
              for r in rows.tolist()]
-    return UnphasedOps(pid[order], launch[order], label, (end - start)[order], start[order], end[order])
+    return UnphasedOps(pid[order], launch[order], label, (end - start)[order], start[order], end[order], row[order],
+                       clock.join_cpu, clock.join_into, clock.join_from)
 
 
 # Why a phase is read on another stream than the one its range's events may have gone on

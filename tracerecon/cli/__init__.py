@@ -16,7 +16,7 @@ from tracerecon import __version__
 from tracerecon.cli import diff, export, plot, ranges, report, run, scrub, view
 from tracerecon.cli.common import inputs_of, one_line
 from tracerecon.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_TERMINATED, TraceReconError
-from tracerecon.interrupts import Terminated, WorkAbandoned, exit_now, signalled, stop_on_signals
+from tracerecon.interrupts import Terminated, WorkAbandoned, default_interrupt, exit_now, signalled, stop_on_signals
 from tracerecon.own_process import prepare
 
 COMMANDS = (report, ranges, export, plot, diff, view, run, scrub)
@@ -70,17 +70,24 @@ def console_main() -> int:
     prepare(args.subcommand)
     if args.subcommand not in _OWN_SIGTERM:
         stop_on_signals()
+    else:
+        default_interrupt()
     try:
         return _run(args, exit_when_interrupted=True)
     finally:
-        pipeline = sys.modules.get("tracerecon.pipeline")  # loaded only where exports were analysed
-        if pipeline is not None:
-            pipeline.wait_pools_closed()  # none may still be closing as the interpreter exits
-        # Nor may a module still be importing on an import-ahead thread (an error said before
-        # the analysis needed them): the interpreter's exit beside it crashed 1 run in 20.
-        ahead = sys.modules.get("tracerecon.import_ahead")
-        if ahead is not None:
-            ahead.join_all()
+        try:
+            pipeline = sys.modules.get("tracerecon.pipeline")  # loaded only where exports were analysed
+            if pipeline is not None:
+                pipeline.wait_pools_closed()  # none may still be closing as the interpreter exits
+            # Nor may a module still be importing on an import-ahead thread (an error said before
+            # the analysis needed them): the interpreter's exit beside it crashed 1 run in 20.
+            ahead = sys.modules.get("tracerecon.import_ahead")
+            if ahead is not None:
+                ahead.join_all()
+        except KeyboardInterrupt as exc:  # Ctrl-C (or SIGTERM) while waiting for them: said, and the end
+            said, code = ("terminated", EXIT_TERMINATED) if isinstance(exc, Terminated) else ("interrupted", EXIT_INTERRUPTED)
+            print(f"tracerecon: {said}", file=sys.stderr)
+            exit_now(code)
         gc.freeze()
 
 
