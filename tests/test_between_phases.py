@@ -425,3 +425,27 @@ def test_only_work_its_stream_waited_for_turns_a_gap_into_a_line(tmp_path):
     lines = [w for w in a.warnings if "queued between" in w]
     assert len(lines) == 1 and "between 'verify' and 'accept'" in lines[0], lines
     assert "in 3 of 3 cycles, 0.050 ms (median) (the work ran 0.040 ms of it, median)" in lines[0], lines
+
+
+def test_work_waited_for_while_the_cpu_runs_ahead_of_the_gpu_is_said(tmp_path):
+    # GIVEN draft [b, b+100] whose kernel runs b+20..b+400 on stream 7 (the GPU behind the CPU);
+    # in no phase, a kernel on stream 8 launched b+110, running b+120..b+700, recorded at b+112
+    # and waited for by stream 7 at b+115 (CPU times); verify [b+200, b+300] whose kernel runs
+    # b+700..b+800 on 7 (a review's reproduction)
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c + 1000
+        t.range(f"cycle {c}", b * U, (b + 300) * U)
+        t.range("draft", b * U, (b + 100) * U)
+        t.range("verify", (b + 200) * U, (b + 300) * U)
+        kernel(t, b + 10, (b + 20, b + 400))
+        kernel(t, b + 110, (b + 120, b + 700), stream=8)
+        t.event_record(50 + c, c + 1, (b + 112) * U, (b + 113) * U, stream=8)
+        t.stream_wait(50 + c, c + 1, (b + 115) * U, (b + 116) * U, stream=7)
+        kernel(t, b + 210, (b + 700, b + 800))
+    a = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify")))
+    # THEN draft ends at its kernel's end (b+400), verify begins behind the wait (b+700): the 300
+    # us between, all of them the kernel on 8 that stream 7 waited for, are said (the wait was made
+    # at CPU b+115, long before that stretch of the GPU's time)
+    assert gpu_us(a) == [("draft", 400), ("verify", 100)] * 3
+    assert any("between 'draft' and 'verify'" in w and "in 3 of 3 cycles, 0.300 ms (median);" in w for w in a.warnings), a.warnings

@@ -14,24 +14,21 @@ capped (``$TRACERECON_CACHE_MB``, default 2048): the least recently used entries
 ``--no-cache`` (or ``TRACERECON_NO_CACHE=1``) bypasses it.
 
 Entries are Python pickles (of Arrow tables, and of the report's plain values), read by an
-unpickler that builds nothing but the value classes (frozen dataclasses, named tuples) of
-tracerecon's modules, Arrow's arrays, tables and types, numpy's arrays and a few built-in
-containers (``_SafeUnpickler``): an entry planted in a cache directory (another user's, served
-read-only) with a matching checksum imports no module but tracerecon's and calls nothing else
-(a value class's constructor only sets its fields), and is rebuilt. The default directory is
+unpickler that builds nothing but the value classes tracerecon caches (a list of frozen
+dataclasses), Arrow's arrays, tables and types, numpy's arrays and a few built-in containers
+(``_SafeUnpickler``): an entry planted in a cache directory (another user's, served read-only)
+with a matching checksum imports only those classes' modules and calls nothing else, and is
+rebuilt. The default directory is
 kept readable by its owner only (one named by TRACERECON_CACHE_DIR is left as it is made).
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
-import importlib
 import os
 import pickle
 import struct
-import sys
 import tempfile
 import zlib
 from pathlib import Path
@@ -157,19 +154,30 @@ _ALLOWED = {
 }
 
 
+# The value classes a cache entry holds (frozen dataclasses whose constructors only set their
+# fields, ``GpuIdentity`` cleaning its text ones): what ``report``, ``export``, ``view`` and ``diff``
+# cache. A class added to what is cached is added here (a test reads every entry back in a fresh
+# process: one left out makes each warm run a cold one).
+_VALUE_CLASSES = {
+    "tracerecon.analysis.config": frozenset({"PhaseConfig"}),
+    "tracerecon.analysis.cross_rank": frozenset({"CrossRank", "RankAlignment", "RankComm"}),
+    "tracerecon.analysis.phases": frozenset({"PhaseInputs"}),
+    "tracerecon.analysis.rank": frozenset({"RankWork"}),
+    "tracerecon.analysis.ranks": frozenset({"Candidate", "RankSource"}),
+    "tracerecon.model": frozenset({"Analysis", "RankResult"}),
+    "tracerecon.nsys.gpu_identity": frozenset({"GpuIdentity"}),
+    "tracerecon.nsys.sqlite_export": frozenset({"ExportInfo"}),
+    "tracerecon.report_model": frozenset({"CycleSummary", "PhaseSummary", "RankReport", "Report"}),
+}
+
+
 class _SafeUnpickler(pickle.Unpickler):
-    """An unpickler that finds only the globals a cache entry needs (``_ALLOWED``, and the value
-    classes of tracerecon's modules: frozen dataclasses and named tuples, whose constructors
-    only set fields); any other is refused (``pickle.UnpicklingError``), so the entry is
-    rebuilt, never trusted. Only tracerecon's modules are imported here, and of them none that
-    runs anything as it is imported (``__main__``)."""
+    """An unpickler that finds only the globals a cache entry needs (``_VALUE_CLASSES`` and
+    ``_ALLOWED``: the modules named there are all it may import); any other is refused
+    (``pickle.UnpicklingError``), so the entry is rebuilt, never trusted."""
 
     def find_class(self, module: str, name: str):
-        if (module == "tracerecon" or module.startswith("tracerecon.")) and module.rpartition(".")[2] != "__main__":
-            obj = getattr(importlib.import_module(module), name, None)
-            if isinstance(obj, type) and obj.__module__ == module and (dataclasses.is_dataclass(obj) or issubclass(obj, tuple)):
-                return obj
-        elif name in _ALLOWED.get(module, ()) and module in sys.modules:
+        if name in _VALUE_CLASSES.get(module, ()) or name in _ALLOWED.get(module, ()):
             return super().find_class(module, name)
         raise pickle.UnpicklingError(f"a cache entry may not build {module}.{name}")
 

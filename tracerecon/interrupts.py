@@ -89,6 +89,25 @@ def default_interrupt() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def end_on_signals() -> None:
+    """From here the program only exits: Ctrl-C or SIGTERM (where not ignored) says so in one
+    line and ends it at once (``exit_now``), with their exit statuses (130, 143), not with a
+    traceback from wherever the interpreter was on its way out."""
+    from tracerecon.errors import EXIT_INTERRUPTED, EXIT_TERMINATED
+
+    def _end(signum, frame) -> None:
+        said, code = ("terminated", EXIT_TERMINATED) if signum == signal.SIGTERM else ("interrupted", EXIT_INTERRUPTED)
+        try:
+            sys.stderr.write(f"tracerecon: {said}\n")
+        except (OSError, ValueError):
+            pass
+        exit_now(code)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, _end)
+
+
 def signalled() -> KeyboardInterrupt | None:
     """The interrupt the last signal taken by ``stop_on_signals``'s handlers raised, if any."""
     return _SIGNALLED[-1] if _SIGNALLED else None

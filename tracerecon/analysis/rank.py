@@ -12,7 +12,7 @@ import functools
 import re
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -640,7 +640,7 @@ def _cycle_edge_notes(clock: StreamClock, nested: pa.Table, cycle_rows: np.ndarr
             # The GPU may idle meanwhile (a 100 us CPU step that queued a 1 us copy): said where
             # the ops in no phase ran long enough then (those launched before too: a copy the
             # stream was made to wait for), with both.
-            work = np.minimum(took, unphased().ran_within(row, gpu_lo, gpu_hi)) if unphased is not None else took
+            work = np.minimum(took, unphased().ran_within(row, gpu_lo, gpu_hi, lo, hi)) if unphased is not None else took
         cycle_gpu = b_end[last] - b_start[first]
         queued &= work > adds_up_tolerance(cycle_gpu)
         if not queued.any():
@@ -714,7 +714,8 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
     work = gap
     if spans and row is not None and (neighbours & (gap > 0)).any():
         free, until = unphased(), np.maximum(b_start[b], b_end[a])
-        ran = np.maximum(free.ran_within(row[a], b_end[a], until), free.ran_within(row[b], b_end[a], until))
+        ran = np.maximum(free.ran_within(row[a], b_end[a], until, cpu_end[a], cpu_start[b]),
+                         free.ran_within(row[b], b_end[a], until, cpu_end[a], cpu_start[b]))
         work = np.where(gap > 0, np.minimum(gap, ran), 0)
     if device is not None:
         across = neighbours & (device[a] != device[b])
@@ -791,6 +792,7 @@ class UnphasedOps:
     join_cpu: np.ndarray
     join_into: np.ndarray
     join_from: np.ndarray
+    by_row: dict = field(default_factory=dict, repr=False, compare=False)  # stream row -> its ops' sorted starts, ends and their sums
 
     def launched_between(self, pid: int, lo: int, hi: int) -> slice:
         """The rows of process ``pid``'s ops launched after ``lo`` and before ``hi``."""
@@ -812,21 +814,36 @@ class UnphasedOps:
             out[mine] = np.where(end > first, total[np.maximum(end, first)] - total[first], 0)
         return out
 
-    def ran_within(self, row: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    def ran_within(self, row: np.ndarray, lo: np.ndarray, hi: np.ndarray, cpu_lo: np.ndarray, cpu_hi: np.ndarray) -> np.ndarray:
         """Per (stream row, lo, hi): the GPU time the ops in no phase spent running between ``lo``
-        and ``hi`` on that stream and on the streams it was made to wait for in that window (a
-        copy it waited for: another thread's work on a stream it never waits for is none of its);
-        summed over ops, each clipped to the window; 0 where none or ``hi <= lo``."""
+        and ``hi`` (GPU times) on that stream and on the streams it was made to wait for by a
+        wait made between ``cpu_lo`` and ``cpu_hi`` (CPU times: a copy it waited for; another
+        thread's work on a stream it never waits for is none of its); summed over ops, each
+        clipped to the window; 0 where none or ``hi <= lo``."""
         row, lo = np.asarray(row, np.int64), np.asarray(lo, np.int64)
         hi = np.maximum(np.asarray(hi, np.int64), lo)
         out = self._on_rows(row, lo, hi)
-        if len(self.join_cpu) and len(row):
-            first, last = np.searchsorted(self.join_cpu, lo, side="left"), np.searchsorted(self.join_cpu, hi, side="right")
-            for i in np.flatnonzero(last > first).tolist():
-                into, frm = self.join_into[first[i]:last[i]], self.join_from[first[i]:last[i]]
-                joined = np.unique(frm[(into == row[i]) & (frm != row[i]) & (frm >= 0)])
-                if len(joined):
-                    out[i] += int(self._on_rows(joined, np.full(len(joined), lo[i]), np.full(len(joined), hi[i])).sum())
+        if len(self.join_cpu) == 0 or len(row) == 0:
+            return out
+        # Each query's waits: those made into its stream in its CPU window, (query, waited-for
+        # stream) pairs once each, one search per stream for all its queries.
+        order = np.lexsort((self.join_cpu, self.join_into))
+        j_into, j_cpu, j_from = self.join_into[order], self.join_cpu[order], self.join_from[order]
+        first, last = np.zeros(len(row), np.int64), np.zeros(len(row), np.int64)
+        for r in np.unique(row).tolist():
+            mine = np.flatnonzero(row == r)
+            k0, k1 = np.searchsorted(j_into, r, side="left"), np.searchsorted(j_into, r, side="right")
+            first[mine] = k0 + np.searchsorted(j_cpu[k0:k1], np.asarray(cpu_lo, np.int64)[mine], side="left")
+            last[mine] = k0 + np.searchsorted(j_cpu[k0:k1], np.asarray(cpu_hi, np.int64)[mine], side="right")
+        n = np.maximum(last - first, 0)
+        if not n.any():
+            return out
+        query = np.repeat(np.arange(len(row)), n)
+        at = np.repeat(first - np.r_[0, np.cumsum(n)[:-1]], n) + np.arange(int(n.sum()))
+        pairs = np.unique(np.stack([query, j_from[at]], 1), axis=0)
+        pairs = pairs[(pairs[:, 1] != row[pairs[:, 0]]) & (pairs[:, 1] >= 0)]
+        if len(pairs):
+            np.add.at(out, pairs[:, 0], self._on_rows(pairs[:, 1], lo[pairs[:, 0]], hi[pairs[:, 0]]))
         return out
 
     def _on_rows(self, row: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -836,12 +853,14 @@ class UnphasedOps:
         may wrap around int64 on a long trace; their differences stay exact.)"""
         out = np.zeros(len(row), dtype=np.int64)
         for r in np.unique(row[row >= 0]).tolist():
-            mine = np.flatnonzero(row == r)
-            on = self.row == r
-            starts, ends = np.sort(self.start[on]), np.sort(self.end[on])
+            if r not in self.by_row:  # each stream's ops sorted once
+                on = self.row == r
+                starts, ends = np.sort(self.start[on]), np.sort(self.end[on])
+                self.by_row[r] = (starts, ends, np.r_[0, np.cumsum(starts)], np.r_[0, np.cumsum(ends)])
+            starts, ends, s_sum, e_sum = self.by_row[r]
             if len(starts) == 0:
                 continue
-            s_sum, e_sum = np.r_[0, np.cumsum(starts)], np.r_[0, np.cumsum(ends)]
+            mine = np.flatnonzero(row == r)
 
             def done_by(x: np.ndarray) -> np.ndarray:
                 n_s, n_e = np.searchsorted(starts, x, side="right"), np.searchsorted(ends, x, side="right")

@@ -16,7 +16,7 @@ from tracerecon import __version__
 from tracerecon.cli import diff, export, plot, ranges, report, run, scrub, view
 from tracerecon.cli.common import inputs_of, one_line
 from tracerecon.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_TERMINATED, TraceReconError
-from tracerecon.interrupts import Terminated, WorkAbandoned, default_interrupt, exit_now, signalled, stop_on_signals
+from tracerecon.interrupts import Terminated, WorkAbandoned, default_interrupt, end_on_signals, exit_now, signalled, stop_on_signals
 from tracerecon.own_process import prepare
 
 COMMANDS = (report, ranges, export, plot, diff, view, run, scrub)
@@ -88,6 +88,7 @@ def console_main() -> int:
             said, code = ("terminated", EXIT_TERMINATED) if isinstance(exc, Terminated) else ("interrupted", EXIT_INTERRUPTED)
             print(f"tracerecon: {said}", file=sys.stderr)
             exit_now(code)
+        end_on_signals()  # (on the way out: a signal now ends the program in one line, as before)
         gc.freeze()
 
 
