@@ -666,10 +666,11 @@ def _waits_of_the_other_device(keys: np.ndarray, work_keys: np.ndarray, pid: np.
     out = np.asarray(wait_row, np.int64).copy()
     k_pid, k_dev, k_stream = work_keys >> 39, (work_keys >> 31) & 0xFF, work_keys & 0x7FFFFFFF
     row_dev = (keys >> 31) & 0xFF
+    carry_devices = set(np.unique(pid[dev_written != 0]).tolist())  # processes whose wait records carry their devices
     for i in self_wait.tolist():
         p, sid = int(pid[i]), int(stream[i])
-        if (dev_written[pid == p] != 0).any():
-            continue  # the process's wait records carry their devices
+        if p in carry_devices:
+            continue
         other = np.unique(k_dev[(k_pid == p) & (k_stream == sid) & (k_dev != row_dev[wait_row[i]])])
         if len(other) == 1:
             out[i] = np.searchsorted(keys, _pack(np.array([p]), other, np.array([sid])))[0]
@@ -1965,9 +1966,10 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
     # Runs of phases one after another, cut where the next began before the earlier ended.
     # Never backwards along each stream's own phases (``own_stream_only``), else along each GPU's.
     along = srow if own_stream_only else gpu
+    one_line = len(along) == 0 or (along == along[0]).all()  # (one GPU, or one stream: the whole run at once)
     for run in np.split(np.arange(len(t)), np.flatnonzero(overlap) + 1):
-        for g in np.unique(along[run]).tolist():
-            on_g = run[along[run] == g]
+        for g in ((None,) if one_line else np.unique(along[run]).tolist()):
+            on_g = run if g is None else run[along[run] == g]
             pairs[on_g] = np.maximum.accumulate(pairs[on_g].ravel()).reshape(-1, 2)
     return pairs[:, 0], pairs[:, 1]
 
