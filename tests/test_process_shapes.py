@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import run_cli
-from nsys_factory import FakeTrace
+from nsys_factory import FakeTrace, gpid
 from tracerecon.analysis.boundaries import timelines
 from tracerecon.analysis.config import PhaseConfig
 from tracerecon.api import load as analyze
@@ -20,6 +20,15 @@ U = 1000  # 1 us
 
 def launch(t: FakeTrace, at_us: int, gpu_us: tuple[int, int], tid: int | None = None, device: int = 0, pid: int = 10) -> None:
     t.kernel(t.call("cudaLaunchKernel", at_us * U, (at_us + 2) * U, pid=pid, tid=tid), gpu_us[0] * U, gpu_us[1] * U, device=device, pid=pid)
+
+
+def hand_over(t: FakeTrace, event: int, at_us: int, src: tuple, dst: tuple, pid: int = 10) -> None:
+    """An event recorded on ``src`` (device, stream) at ``at_us`` and waited for on ``dst`` 1 us later."""
+    call = t.call("cudaEventRecord", at_us * U, (at_us + 1) * U, pid=pid)
+    t.events.append({"deviceId": src[0], "contextId": 1, "streamId": src[1], "correlationId": call, "globalPid": gpid(pid), "eventId": event, "eventSyncId": 1})
+    call = t.call("cudaStreamWaitEvent", (at_us + 1) * U, (at_us + 2) * U, pid=pid)
+    t.syncs.append({"start": (at_us + 1) * U, "end": (at_us + 2) * U, "deviceId": dst[0], "contextId": 1, "streamId": dst[1], "correlationId": call,
+                    "globalPid": gpid(pid), "syncType": 2, "eventId": event, "eventSyncId": 1})
 
 
 def test_two_threads_each_driving_its_own_gpu_are_two_timelines(tmp_path):
@@ -792,28 +801,19 @@ def test_a_thread_that_launches_nothing_beside_two_gpu_threads_keeps_them_loops_
 
 
 def test_a_wait_across_gpus_hands_data_over_and_forks_no_side_stream(tmp_path):
-    from nsys_factory import gpid
-
     # GIVEN one thread driving two GPUs: draft waits for GPU 0's stream 7 (the target's hidden
     # states) and runs 288 us on GPU 1's stream 21; verify waits for GPU 1 and runs 50 us on GPU 0
     # (a review's reproduction)
     t = FakeTrace()
-
-    def hand_over(event: int, at: int, src: tuple, dst: tuple) -> None:
-        call = t.call("cudaEventRecord", at * U, (at + 1) * U)
-        t.events.append({"deviceId": src[0], "contextId": 1, "streamId": src[1], "correlationId": call, "globalPid": gpid(10), "eventId": event, "eventSyncId": 1})
-        call = t.call("cudaStreamWaitEvent", (at + 1) * U, (at + 2) * U)
-        t.syncs.append({"start": (at + 1) * U, "end": (at + 2) * U, "deviceId": dst[0], "contextId": 1, "streamId": dst[1], "correlationId": call,
-                        "globalPid": gpid(10), "syncType": 2, "eventId": event, "eventSyncId": 1})
 
     for c in range(3):
         b = c * 2000
         t.range(f"cycle {c}", b * U, (b + 400) * U)
         t.range("draft", b * U, (b + 100) * U)
         t.range("verify", (b + 100) * U, (b + 400) * U)
-        hand_over(2 * c + 1, b + 5, (0, 7), (1, 21))
+        hand_over(t, 2 * c + 1, b + 5, (0, 7), (1, 21))
         t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U), (b + 12) * U, (b + 300) * U, stream=21, device=1)
-        hand_over(2 * c + 2, b + 105, (1, 21), (0, 7))
+        hand_over(t, 2 * c + 2, b + 105, (1, 21), (0, 7))
         t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U), (b + 300) * U, (b + 350) * U, stream=7, device=0)
     # WHEN analysed
     (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify"))).ranks
@@ -828,8 +828,6 @@ def test_a_wait_across_gpus_hands_data_over_and_forks_no_side_stream(tmp_path):
 
 
 def test_a_copy_back_from_the_other_gpu_does_not_move_a_phase_onto_it(tmp_path):
-    from nsys_factory import gpid
-
     # GIVEN one thread driving two GPUs, 3 cycles (b = 1000c): draft [b, b+100] takes the
     # target's hidden states over (GPU 1's stream 21 waits for GPU 0's stream 7 at b+6), copies
     # 10 us back from GPU 0 (`.cpu()` of a tensor there: b+12..b+22) and runs 300 us on GPU 1
@@ -837,22 +835,15 @@ def test_a_copy_back_from_the_other_gpu_does_not_move_a_phase_onto_it(tmp_path):
     # and runs 50 us on GPU 0 (b+330..b+380) (a fuzzer's program, reduced)
     t = FakeTrace()
 
-    def hand_over(event: int, at: int, src: tuple, dst: tuple) -> None:
-        call = t.call("cudaEventRecord", at * U, (at + 1) * U)
-        t.events.append({"deviceId": src[0], "contextId": 1, "streamId": src[1], "correlationId": call, "globalPid": gpid(10), "eventId": event, "eventSyncId": 1})
-        call = t.call("cudaStreamWaitEvent", (at + 1) * U, (at + 2) * U)
-        t.syncs.append({"start": (at + 1) * U, "end": (at + 2) * U, "deviceId": dst[0], "contextId": 1, "streamId": dst[1], "correlationId": call,
-                        "globalPid": gpid(10), "syncType": 2, "eventId": event, "eventSyncId": 1})
-
     for c in range(3):
         b = c * 1000
         t.range(f"cycle {c}", b * U, (b + 400) * U)
         t.range("draft", b * U, (b + 100) * U)
         t.range("verify", (b + 100) * U, (b + 400) * U)
-        hand_over(2 * c + 1, b + 5, (0, 7), (1, 21))
+        hand_over(t, 2 * c + 1, b + 5, (0, 7), (1, 21))
         t.copy(t.call("cudaMemcpyAsync", (b + 10) * U, (b + 12) * U), (b + 12) * U, (b + 22) * U)
         t.kernel(t.call("cudaLaunchKernel", (b + 30) * U, (b + 32) * U), (b + 30) * U, (b + 330) * U, stream=21, device=1)
-        hand_over(2 * c + 2, b + 105, (1, 21), (0, 7))
+        hand_over(t, 2 * c + 2, b + 105, (1, 21), (0, 7))
         t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U), (b + 330) * U, (b + 380) * U, stream=7, device=0)
     # WHEN analysed
     (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify"), skip_cycles=0)).ranks
@@ -865,8 +856,6 @@ def test_a_copy_back_from_the_other_gpu_does_not_move_a_phase_onto_it(tmp_path):
 
 
 def test_a_wait_written_on_device_0_by_a_stream_of_the_same_id_on_gpu_1_is_gpu_1s(tmp_path):
-    from nsys_factory import gpid
-
     # GIVEN one thread driving two GPUs, each with its stream 7, 3 cycles (b = 1000c): verify
     # [b, b+100] runs b+10..b+400 on GPU 0 and records an event there at b+90; GPU 1's stream 7
     # waits for it at b+95, but the wait's record says device 0 (as nsys 2026.2 writes every
