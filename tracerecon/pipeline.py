@@ -873,8 +873,8 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
                 left_out = [m for m in absent if any(repr(parse_phase_spec(m)[0]) in w for w in elsewhere)]
                 # A spec whose ranges an earlier one took (`--phase x=verify --phase y=verify`)
                 # matched them: said as such, naming what took them.
-                taken = {m: sorted({config.label_of(n, d) for n, d in named if replace(config, phases=(m,)).label_of(n, d) is not None} - {None})
-                         for m in absent if m not in left_out}
+                alone = {m: replace(config, phases=(m,)) for m in absent if m not in left_out}  # (each spec by itself, made once)
+                taken = {m: sorted({config.label_of(n, d) for n, d in named if one.label_of(n, d) is not None} - {None}) for m, one in alone.items()}
                 if unmatched := [m for m in absent if m not in left_out and not taken[m]]:
                     warnings.append(f"no range matched --phase {', '.join(shlex.quote(m) for m in unmatched)} (the other phases did); "
                                     "`tracerecon ranges` lists every range name")

@@ -1,8 +1,8 @@
 """The ``tracerecon`` program's first instant (``python -m tracerecon`` too).
 
 Ctrl-C while the command line's modules load (the first 0.1 s) ends the program as it does
-later, one line and exit 130, not with a traceback from inside an import. Standard library only:
-this runs before anything else of tracerecon is imported.
+later, one line and exit 130, not with a traceback from inside an import. Standard library and
+``tracerecon.errors``' constants only: this runs before the rest of tracerecon is imported.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import os
 import signal
 import sys
 
-EXIT_INTERRUPTED = 130  # (``tracerecon.errors``' value, not imported here: that is what loads)
+from tracerecon.errors import EXIT_INTERRUPTED  # (a module of constants: nothing else loads)
+
 
 
 def _interrupted_while_starting(signum, frame) -> None:

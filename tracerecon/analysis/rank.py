@@ -525,34 +525,29 @@ def _side_stream_notes(side: SideReadings, gpu: np.ndarray, stream: np.ndarray, 
     names = np.asarray(labels, dtype=object)
     # Said where the two readings differ by more than max(10 us, 10 %) (as ``_tiled_notes``).
     differ = side.mask & (np.abs(side.own_ns - gpu) > np.maximum(10_000, np.maximum(side.own_ns, gpu) // 10))
-    nothing = differ & (side.kind == LAUNCHED_NOTHING)
-    for name in dict.fromkeys(labels[k] for k in np.flatnonzero(nothing).tolist()):
-        mine = np.flatnonzero(nothing & (names == name))
-        on, of = np.unique(stream[mine]), np.unique(side.own_stream[mine])
-        out.append(f"{name!r}: in {len(mine)} of {labels.count(name)} instances it launched nothing and is read on stream {'/'.join(map(str, on.tolist()))}, "
-                   f"inherited from its thread's phases: {np.median(gpu[mine]) / 1e6:.3f} ms (median); they are also read on stream "
-                   f"{'/'.join(map(str, of.tolist()))}: if its range's events go there, they read {np.median(side.own_ns[mine]) / 1e6:.3f} ms "
-                   "(the trace does not record which stream was current at the range's ends)")
-    copies = differ & np.isin(side.kind, (COPIES_FEED, COPIES_THREAD))
-    for name in dict.fromkeys(labels[k] for k in np.flatnonzero(copies).tolist()):
-        mine = np.flatnonzero(copies & (names == name))
-        on, of = np.unique(stream[mine]), np.unique(side.own_stream[mine])
-        read_on = "/".join(map(str, on.tolist()))
-        where = (f"stream {read_on}, which those copies feed or were forked off" if (side.kind[mine] == COPIES_FEED).all() else
-                 f"its thread's stream {read_on}" if (side.kind[mine] == COPIES_THREAD).all() else f"stream {read_on}")
-        out.append(f"{name!r}: in {len(mine)} of {labels.count(name)} instances it only copied, on stream {'/'.join(map(str, of.tolist()))}, and is read on "
-                   f"{where}: {np.median(gpu[mine]) / 1e6:.3f} ms (median); if its range's events "
-                   f"go on {'/'.join(map(str, of.tolist()))} (its thread's current stream), they read {np.median(side.own_ns[mine]) / 1e6:.3f} ms "
-                   "(the trace does not record which stream was current at the range's ends)")
-    kernels = differ & (side.kind == SIDE_STREAM_KERNELS)
-    for name in dict.fromkeys(labels[k] for k in np.flatnonzero(kernels).tolist()):
-        mine = np.flatnonzero(kernels & (names == name))
-        on, of = np.unique(stream[mine]), np.unique(side.own_stream[mine])
-        out.append(f"{name!r}: in {len(mine)} of {labels.count(name)} instances it ran all its kernels on stream {'/'.join(map(str, of.tolist()))}, "
-                   f"a side stream of stream {'/'.join(map(str, on.tolist()))} by the trace's waits, and none on {'/'.join(map(str, on.tolist()))}, where "
-                   f"it is read: {np.median(gpu[mine]) / 1e6:.3f} ms (median); if its range runs inside `with torch.cuda.stream(...)` for "
-                   f"{'/'.join(map(str, of.tolist()))}, events there read {np.median(side.own_ns[mine]) / 1e6:.3f} ms (the trace does not record "
-                   "which stream was current at the range's ends)")
+
+    def by_name(mask: np.ndarray):
+        """Per phase name with instances in ``mask``: the name, those instances, the streams they
+        are read on and those of their other reading (``a/b``), and the two readings' medians."""
+        for name in dict.fromkeys(labels[k] for k in np.flatnonzero(mask).tolist()):
+            mine = np.flatnonzero(mask & (names == name))
+            yield (name, mine, "/".join(map(str, np.unique(stream[mine]).tolist())), "/".join(map(str, np.unique(side.own_stream[mine]).tolist())),
+                   f"{np.median(gpu[mine]) / 1e6:.3f} ms", f"{np.median(side.own_ns[mine]) / 1e6:.3f} ms")
+
+    unrecorded = "(the trace does not record which stream was current at the range's ends)"
+    for name, mine, on, of, read, other in by_name(differ & (side.kind == LAUNCHED_NOTHING)):
+        out.append(f"{name!r}: in {len(mine)} of {labels.count(name)} instances it launched nothing and is read on stream {on}, "
+                   f"inherited from its thread's phases: {read} (median); they are also read on stream {of}: if its range's events go there, "
+                   f"they read {other} {unrecorded}")
+    for name, mine, on, of, read, other in by_name(differ & np.isin(side.kind, (COPIES_FEED, COPIES_THREAD))):
+        where = (f"stream {on}, which those copies feed or were forked off" if (side.kind[mine] == COPIES_FEED).all() else
+                 f"its thread's stream {on}" if (side.kind[mine] == COPIES_THREAD).all() else f"stream {on}")
+        out.append(f"{name!r}: in {len(mine)} of {labels.count(name)} instances it only copied, on stream {of}, and is read on {where}: {read} "
+                   f"(median); if its range's events go on {of} (its thread's current stream), they read {other} {unrecorded}")
+    for name, mine, on, of, read, other in by_name(differ & (side.kind == SIDE_STREAM_KERNELS)):
+        out.append(f"{name!r}: in {len(mine)} of {labels.count(name)} instances it ran all its kernels on stream {of}, a side stream of stream "
+                   f"{on} by the trace's waits, and none on {on}, where it is read: {read} (median); if its range runs inside "
+                   f"`with torch.cuda.stream(...)` for {of}, events there read {other} {unrecorded}")
     return tuple(out)
 
 
