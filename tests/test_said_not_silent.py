@@ -572,6 +572,24 @@ def test_one_process_driving_two_gpus_is_said_to_be_one_rank(tmp_path):
     assert any("process 10 ran collectives on GPUs 0, 1: one process driving several GPUs is one rank" in w for w in a.warnings)
 
 
+def test_a_pattern_that_is_no_pattern_is_said_with_how_to_write_it():
+    # GIVEN the README's trace and specs a user writes: TensorRT-LLM's "[Executor] ..." names as
+    # a glob (its [...] is a set of characters), and patterns with no phase name before them
+    # (an exact range name then)
+    from conftest import H200
+
+    path = H200 / "eagle_gpu_bound.sqlite"
+    bracket = analyze([path], PhaseConfig(phases=("verify", "x=glob:[Executor] *"))).warnings
+    bare = analyze([path], PhaseConfig(phases=("re:draft.*",))).warnings
+    plain = analyze([path], PhaseConfig(phases=("verify", "draft=glob:*propose*"))).warnings
+    # THEN each warning says how to write it; one with neither mistake says neither
+    (said,) = [w for w in bracket if w.startswith("no range matched")]
+    assert said.endswith("; in a glob, [...] matches one character of a set: write [[] for a '[' itself (glob:[[]Executor] *) or use re:")
+    assert bare[0].startswith("no range named as a phase (re:draft.*)")
+    assert bare[0].endswith("; a pattern needs the phase's name first (draft=re:..., draft=glob:...): without one it is a range's exact name")
+    assert not any("[[]" in w or "phase's name first" in w for w in plain)
+
+
 def test_a_phase_asked_for_whose_ranges_all_sit_in_another_phase_is_said_so(tmp_path):
     # GIVEN cycles of draft (b..b+100) and verify (b+100..b+300), each verify holding a
     # target_verify range (b+150..b+250) that launches the cycle's second kernel

@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from tracerecon.analysis.config import DEFAULT_PHASES, PhaseConfig, is_cycle_name, parse_phase_spec
+from tracerecon.analysis.config import DEFAULT_PHASES, PhaseConfig, is_cycle_name, parse_phase_spec, pattern_hint
 from tracerecon.errors import BadTraceError, TraceReconError, UsageError, install_hint
 from tracerecon.import_ahead import ImportAhead, join_all, reading_started
 from tracerecon.json_text import one_line
@@ -833,7 +833,7 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
         hint = ("; the likely phases here: " + " ".join(f"--phase={shlex.quote(n)}" if n.startswith("-") else f"--phase {shlex.quote(n)}" for n in names)) if names else ""
         # First: it says why every table is empty (``view`` shows the first few warnings only).
         warnings.insert(0, f"no range named as a phase ({', '.join(config.phases)}) in {', '.join(str(f) for f in files)}{hint} "
-                        "(`tracerecon ranges` lists every range name)")
+                        f"(`tracerecon ranges` lists every range name){pattern_hint(config.phases)}")
     else:
         # Some ranks without phases (others have them): said per rank, not only when none has.
         for s, _, w in work:
@@ -877,7 +877,7 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
                 taken = {m: sorted({config.label_of(n, d) for n, d in named if one.label_of(n, d) is not None} - {None}) for m, one in alone.items()}
                 if unmatched := [m for m in absent if m not in left_out and not taken[m]]:
                     warnings.append(f"no range matched --phase {', '.join(shlex.quote(m) for m in unmatched)} (the other phases did); "
-                                    "`tracerecon ranges` lists every range name")
+                                    f"`tracerecon ranges` lists every range name{pattern_hint(unmatched)}")
                 for m in (m for m in absent if m not in left_out and taken[m]):
                     warnings.append(f"--phase {shlex.quote(m)} matched only ranges an earlier --phase takes (as {', '.join(map(repr, taken[m]))}): "
                                     "a range is the first matching phase's")

@@ -176,13 +176,16 @@ class StreamClock:
         return (np.where(found, _unpack_device(self.keys, np.maximum(out, 0)), -1) if len(self.keys) else out,
                 np.where(found, _unpack_stream(self.keys, np.maximum(out, 0)), -1) if len(self.keys) else out)
 
-    def queued_between(self, stream: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    def queued_between(self, stream: np.ndarray, lo: np.ndarray, hi: np.ndarray, read_by: np.ndarray | None = None) -> np.ndarray:
         """For each (stream row, CPU instants ``lo`` < ``hi``): whether an op was put on the
         stream after ``lo`` and by ``hi`` (``done``'s "before"), or the stream was made to wait then for another's
-        work still running after ``lo`` (an event wait for work done by then holds nothing up).
-        ``stream`` -1 gives False."""
+        work still running after ``lo`` and after ``read_by`` (per pair; None: ``lo``): an event
+        wait for work done by then holds nothing up, nor one for work an event at ``lo`` already
+        reads (a stream forked off the loop's stream for the next phase, waiting for what the
+        loop's stream queued cycles ago). ``stream`` -1 gives False."""
         stream = np.asarray(stream, dtype=np.int64)
         out = np.zeros(len(stream), dtype=bool)
+        floor_all = np.asarray(lo) if read_by is None else np.maximum(lo, read_by)
         for s in np.unique(stream[stream >= 0]).tolist():
             sel = np.flatnonzero((stream == s) & (np.asarray(lo) < np.asarray(hi)))
             launch = self.op_launch[s]
@@ -190,8 +193,9 @@ class StreamClock:
             waits, dep = self.wait_time[s], self.wait_dep[s]
             if len(waits):
                 a, b = np.searchsorted(waits, lo[sel], side="right"), np.searchsorted(waits, hi[sel], side="right")
+                floor = floor_all[sel]
                 for j in np.flatnonzero((b > a) & ~out[sel]).tolist():
-                    out[sel[j]] = bool((dep[a[j]:b[j]] > lo[sel[j]]).any())
+                    out[sel[j]] = bool((dep[a[j]:b[j]] > floor[j]).any())
         return out
 
     def done(self, stream: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -1950,7 +1954,14 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
     # cycle's first began (nvtxRangeStart/End, the CPU a cycle ahead) holds that one back no more
     # than an overlap inside a cycle does.
     overlap = next_in_a_cycle & (np.r_[t[1:], 0] < (cpu_end if range_end is None else range_end))
-    between = same_cycle_next & (clock.queued_between(srow, cpu_end, t_next) | clock.queued_between(np.r_[srow[1:], -1], cpu_end, t_next))
+    # Work queued between two phases of a cycle is in neither: the earlier one ends at its own
+    # CPU end. A wait made between them for work the earlier phase's end event reads anyway
+    # (TensorRT-LLM forks its execution stream off the loop's stream, which still runs the last
+    # step's sampling, right before the forward's range) queues nothing new: the CPU time between
+    # stays the earlier phase's tail.
+    read_at_end = clock.done(srow, cpu_end)
+    between = same_cycle_next & (clock.queued_between(srow, cpu_end, t_next, read_at_end) |
+                                 clock.queued_between(np.r_[srow[1:], -1], cpu_end, t_next, read_at_end))
     if threads is not None:
         started, ended = threads
         hand_off = same_cycle_next & ~overlap & np.r_[(started[1:] != ended[:-1]) & (ended[:-1] != -1), False]

@@ -110,6 +110,20 @@ def parse_phase_spec(spec: str) -> tuple[str, "re.Pattern[str]"]:
     return spec, re.compile("^" + re.escape(spec) + "$")
 
 
+def pattern_hint(specs: tuple[str, ...] | list[str]) -> str:
+    """A clause for a warning that phase specs matched nothing, where one reads as a pattern
+    that is not one: ``re:...`` or ``glob:...`` with no ``NAME=`` before it is an exact range
+    name; and a glob holding ``[``, where it opens a set of characters, so that
+    ``glob:[Executor] *`` (TensorRT-LLM's ranges) matches no name that starts with a bracket.
+    Empty where neither is."""
+    out = ""
+    if any("=" not in s and s.startswith(("re:", "glob:")) for s in specs):
+        out += "; a pattern needs the phase's name first (draft=re:..., draft=glob:...): without one it is a range's exact name"
+    if any("=" in s and s.split("=", 1)[1].startswith("glob:") and "[" in s.split("=", 1)[1] for s in specs):
+        out += "; in a glob, [...] matches one character of a set: write [[] for a '[' itself (glob:[[]Executor] *) or use re:"
+    return out
+
+
 def parse_phase_thread(value: str | int | None) -> str | int:
     """``auto`` | ``same`` | a thread id (int). Raises ValueError for anything else."""
     if value is None:

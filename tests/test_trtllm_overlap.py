@@ -1,0 +1,235 @@
+"""TensorRT-LLM's PyTorch executor with the overlap scheduler (``PyExecutor._executor_loop_overlap``),
+an engine shape tracerecon was not built around, checked per cycle against what CUDA events on
+each phase's current stream read (worked out by hand, and by a small event model written apart
+from tracerecon).
+
+The shape, from the executor's source: one loop thread; D is its current stream, E the
+``execution_stream``. Each iteration: ``_schedule`` (CPU only); CPU work in no range
+(``prepare_resources``); ``E.wait_stream(D)`` right before the ``[Executor] _forward_step N: ...``
+range (its name changes every iteration), input copies and the forward on E; ``D.wait_stream(E)``
+after it; ``_update_requests`` for the last batch (``sampler_event.synchronize()``, the CPU's only
+wait, so the CPU stays a forward ahead); ``_sample_async`` on D (sampling, a device-to-host copy,
+``sampler_event.record()``); ``_update_request_states``; ``_handle_responses``.
+
+The fork waits for D's sampling of the last batch, queued before ``_schedule`` began: it queues
+nothing the end of ``_schedule`` does not read already. It was taken for work queued between the
+two phases, and ``_schedule`` lost the CPU time before the fork, in the cycles where the last
+sampling was still running (0 us where events read 105-132 us), with no warning.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from nsys_factory import FakeTrace
+from tracerecon.analysis.config import PhaseConfig
+from tracerecon.api import load
+
+U = 1000
+D, E, KV = 7, 13, 20  # the loop's current stream, execution_stream, a KV-cache transfer stream
+PHASES = ("_schedule", "draft=draft_forward", r"fwd=re:^\[Executor\] _forward_step", "_update_requests", "_sample_async",
+          "_update_request_states", "_handle_responses")
+
+
+def analyse(t: FakeTrace, tmp_path):
+    (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=PHASES, skip_cycles=0)).ranks
+    return rank
+
+
+def two_iterations(fork: bool) -> FakeTrace:
+    """Two iterations by hand (us); ``fork``: the forward on E, forked off D and joined back."""
+    t = FakeTrace()
+    fs = E if fork else D
+    t.range("_schedule", 0, 20 * U)
+    if fork:
+        t.event_record(event=1, record=1, start=22 * U, end=23 * U, stream=D)
+        t.stream_wait(event=1, record=1, start=23 * U, end=24 * U, stream=E)
+    t.range("[Executor] _forward_step 0: 1 ctx reqs, 0 gen reqs", 25 * U, 60 * U)
+    t.kernel(t.call("cudaLaunchKernel", 30 * U, 32 * U), 40 * U, 140 * U, stream=fs)
+    if fork:
+        t.event_record(event=2, record=1, start=61 * U, end=62 * U, stream=E)
+        t.stream_wait(event=2, record=1, start=62 * U, end=63 * U, stream=D)
+    t.range("_sample_async", 65 * U, 90 * U)
+    t.kernel(t.call("cudaLaunchKernel", 70 * U, 72 * U), 140 * U, 180 * U, stream=D)  # sampling 0
+    t.copy(t.call("cudaMemcpyAsync", 75 * U, 77 * U), 180 * U, 185 * U, kind=2, stream=D)  # its tokens to the host
+    t.event_record(event=3, record=1, start=80 * U, end=81 * U, stream=D)  # sampler_event
+    # Iteration 1; the CPU is ahead: sampling 0 runs until 185. 120-300: CPU work in no range.
+    t.range("_schedule", 100 * U, 120 * U)
+    if fork:
+        t.event_record(event=1, record=2, start=300 * U, end=301 * U, stream=D)
+        t.stream_wait(event=1, record=2, start=301 * U, end=302 * U, stream=E)
+    t.range("[Executor] _forward_step 1: 0 ctx reqs, 4 gen reqs", 305 * U, 340 * U)
+    t.kernel(t.call("cudaLaunchKernel", 310 * U, 312 * U), 312 * U, 412 * U, stream=fs)
+    if fork:
+        t.event_record(event=2, record=2, start=341 * U, end=342 * U, stream=E)
+        t.stream_wait(event=2, record=2, start=342 * U, end=343 * U, stream=D)
+    t.range("_update_requests", 345 * U, 350 * U)
+    c = t.call("cudaEventSynchronize", 346 * U, 347 * U)  # sampler_event of iteration 0: long done
+    t.sync_record(c, 346 * U, 347 * U, sync_type=1, stream=D)
+    t.range("_sample_async", 355 * U, 380 * U)
+    t.kernel(t.call("cudaLaunchKernel", 360 * U, 362 * U), 412 * U, 452 * U, stream=D)
+    t.copy(t.call("cudaMemcpyAsync", 365 * U, 367 * U), 452 * U, 457 * U, kind=2, stream=D)
+    t.event_record(event=3, record=2, start=370 * U, end=371 * U, stream=D)
+    return t
+
+
+# Iteration 1 by hand: _schedule on D: from 100 (sampling 0 queued: 185) to the forward's start
+# 305 (the fork queues no work; an event on D at 305 reads 305): 120. fwd on E: 305 (E waited
+# for D, done 185) to 412: 107. _update_requests on D, joined to E: 412 to 412: 0. _sample_async:
+# 412 to 457: 45. The cycle: 185 to 457 = 272 = 120 + 107 + 0 + 45.
+ITERATION_1 = [("_schedule", 120), ("fwd", 107), ("_update_requests", 0), ("_sample_async", 45)]
+
+
+@pytest.mark.parametrize("fork", [False, True], ids=["forward_on_the_loop_stream", "forward_on_execution_stream"])
+def test_cpu_time_before_the_fork_is_the_schedule_phase_tail(tmp_path, fork):
+    # GIVEN the loop with CPU work in no range between _schedule and the forward, the forward
+    # on the loop's stream or (TensorRT-LLM's shape) on E forked off it right before its range
+    rank = analyse(two_iterations(fork), tmp_path)
+    # WHEN read, THEN iteration 1 reads as events do, and its phases add up to its cycle
+    got = [(p["phase"], p["gpu_ns"] // U) for p in rank.phases.to_pylist()]
+    assert got[3:] == ITERATION_1
+    cycle = rank.cycles.to_pylist()[1]
+    assert (cycle["gpu_ns"] // U, cycle["adds_up"]) == (272, True)
+
+
+class EventModel:
+    """Writes a FakeTrace and keeps, per stream, (CPU instant queued, GPU end) of everything
+    queued on it, to answer what an event recorded on a stream at a CPU instant reads."""
+
+    def __init__(self):
+        self.t = FakeTrace()
+        self.log: dict[int, list[tuple[int, int]]] = {}
+        self.free: dict[int, int] = {}
+        self.records: dict[int, int] = {}
+        self.record_done: dict[tuple[int, int], int] = {}
+        self.launches: list[int] = []  # CPU instants GPU work (kernels, copies) was queued at
+
+    def reads(self, s: int, at: int) -> int:
+        return max([at] + [e for q, e in self.log.get(s, []) if q <= at])
+
+    def _queue(self, s: int, at: int, end: int, work: bool) -> None:
+        self.log.setdefault(s, []).append((at, end))
+        self.free[s] = max(self.free.get(s, 0), end)
+        if work:
+            self.launches.append(at)
+
+    def kernel(self, s: int, cpu: int, dur: int) -> None:
+        start = max(cpu + 2, self.free.get(s, 0))
+        self.t.kernel(self.t.call("cudaLaunchKernel", cpu * U, (cpu + 2) * U), start * U, (start + dur) * U, stream=s)
+        self._queue(s, cpu + 2, start + dur, True)
+
+    def copy(self, s: int, cpu: int, dur: int, kind: int) -> None:
+        start = max(cpu + 2, self.free.get(s, 0))
+        self.t.copy(self.t.call("cudaMemcpyAsync", cpu * U, (cpu + 2) * U), start * U, (start + dur) * U, kind=kind, stream=s)
+        self._queue(s, cpu + 2, start + dur, True)
+
+    def record(self, event: int, s: int, cpu: int) -> tuple[int, int]:
+        self.records[event] = self.records.get(event, 0) + 1
+        r = self.records[event]
+        self.t.event_record(event=event, record=r, start=cpu * U, end=(cpu + 1) * U, stream=s)
+        self.record_done[(event, r)] = self.reads(s, cpu + 1)
+        return event, r
+
+    def wait(self, waiter: int, event: int, r: int, cpu: int) -> None:
+        self.t.stream_wait(event=event, record=r, start=cpu * U, end=(cpu + 1) * U, stream=waiter)
+        self._queue(waiter, cpu + 1, self.record_done[(event, r)], False)
+
+    def wait_stream(self, waiter: int, src: int, cpu: int) -> int:
+        self.wait(waiter, *self.record(100 + 10 * src + waiter, src, cpu), cpu + 1)
+        return cpu + 2
+
+    def event_sync(self, event: int, r: int, cpu: int) -> int:
+        back = max(cpu + 2, self.record_done[(event, r)] + 1)
+        self.t.sync_record(self.t.call("cudaEventSynchronize", cpu * U, back * U), cpu * U, back * U, sync_type=1, stream=D)
+        return back
+
+
+def overlap_loop(fwd_us, gap_us: int, draft_us: tuple = (), kv_us: int | None = None, sample_us: int = 45, iterations: int = 4):
+    """The loop, ``iterations`` times: ``fwd_us`` the forward's kernels (per iteration where a
+    list of tuples), ``gap_us`` CPU time in no range before the fork, ``draft_us`` a two-model
+    drafter's kernels on D after _schedule (from the second iteration), ``kv_us`` a KV-cache
+    copy on another stream E waits for. Returns the trace and the truth per phase, in order:
+    (cycle, phase, GPU us), events on the phase's current stream, the phases tiling each cycle
+    (with no work queued between two phases, the earlier ends at the later one's CPU start)."""
+    m = EventModel()
+    phases: list[list] = []
+    cpu, sampler = 100, None
+
+    def phase(c, label, name, s, a, b):
+        m.t.range(name, a * U, b * U)
+        phases.append([c, label, s, a, b])
+
+    for i in range(iterations):
+        a = cpu
+        cpu += 20
+        phase(i, "_schedule", "_schedule", D, a, cpu)
+        cpu += 2
+        if draft_us and sampler is not None:
+            a = cpu
+            cpu += 2
+            for d in draft_us:
+                m.kernel(D, cpu, d)
+                cpu += 6
+            cpu += 2
+            phase(i, "draft", "draft_forward", D, a, cpu)
+            cpu += 2
+        cpu += gap_us
+        if kv_us is not None:
+            m.copy(KV, cpu, kv_us, kind=1)
+            m.wait(E, *m.record(70, KV, cpu + 4), cpu + 6)
+            cpu += 8
+        cpu = m.wait_stream(E, D, cpu) + 1
+        a = cpu
+        cpu += 3
+        m.copy(E, cpu, 10, kind=1)
+        cpu += 7
+        for d in (fwd_us[i] if isinstance(fwd_us, list) else fwd_us):
+            m.kernel(E, cpu, d)
+            cpu += 15
+        cpu += 2
+        phase(i, "fwd", f"[Executor] _forward_step {i}: 0 ctx reqs, 4 gen reqs", E, a, cpu)
+        cpu = m.wait_stream(D, E, cpu + 1) + 1
+        if sampler is not None:
+            a = cpu
+            cpu = m.event_sync(*sampler, cpu + 2) + 3
+            phase(i, "_update_requests", "_update_requests", D, a, cpu)
+            cpu += 1
+        a = cpu
+        cpu += 3
+        m.kernel(D, cpu, sample_us)
+        m.copy(D, cpu + 8, 5, kind=2)
+        sampler = m.record(50, D, cpu + 14)
+        cpu += 18
+        phase(i, "_sample_async", "_sample_async", D, a, cpu)
+        a = cpu + 1
+        cpu += 10
+        phase(i, "_update_request_states", "_update_request_states", D, a, cpu)
+        if i > 0:
+            a = cpu + 1
+            cpu += 20
+            phase(i, "_handle_responses", "_handle_responses", D, a, cpu)
+        cpu += 2
+    truth = []
+    for k, (c, label, s, a, b) in enumerate(phases):
+        nxt = phases[k + 1] if k + 1 < len(phases) else None
+        if nxt is not None and nxt[0] == c and not any(b <= q <= nxt[3] for q in m.launches):
+            b = nxt[3]
+        truth.append((c, label, m.reads(s, b) - m.reads(s, a)))
+    return m.t, truth
+
+
+@pytest.mark.parametrize("kw", [
+    dict(fwd_us=(35, 35, 35), gap_us=150),  # CPU-bound decode: the last sampling still runs at every fork
+    dict(fwd_us=[(30,), (300,), (30,), (300,)], gap_us=80),  # short and long steps by turns
+    dict(fwd_us=(35, 35, 35), gap_us=100, draft_us=(50, 50)),  # a two-model drafter on D first
+    dict(fwd_us=(300, 300, 300), gap_us=150),  # GPU-bound
+    dict(fwd_us=(300, 300, 300), gap_us=40, kv_us=200),  # a KV copy E waits for: work between the phases
+], ids=["cpu_bound", "by_turns", "two_model_draft", "gpu_bound", "kv_onboarding"])
+def test_overlap_loop_reads_as_events_per_cycle(tmp_path, kw):
+    # GIVEN the overlap loop, four iterations, with the times above
+    t, truth = overlap_loop(**kw)
+    # WHEN read with the phases a user names
+    rank = analyse(t, tmp_path)
+    # THEN every phase of every cycle reads what the event model says
+    got = [(p["cycle"], p["phase"], p["gpu_ns"] // U) for p in rank.phases.to_pylist()]
+    assert got == truth
