@@ -374,7 +374,8 @@ def _newer_layout(doc: dict) -> str:
 def _is_gpu(g) -> bool:
     """Whether a manifest's GPU is as tracerecon writes it (``GpuIdentity.to_json``)."""
     return (isinstance(g, dict) and _is_of(g.get("device"), ("a whole number", int))
-            and all(isinstance(g.get(k), (str, type(None))) for k in ("name", "uuid", "bus_location")))
+            and all(isinstance(g.get(k), (str, type(None))) for k in ("name", "uuid", "bus_location"))
+            and (g.get("cuda_device") is None or _is_of(g.get("cuda_device"), ("a whole number", int))))
 
 
 def _is_of(value, kinds: tuple) -> bool:
@@ -549,7 +550,7 @@ def read_parquet_export(path: str | os.PathLike) -> Analysis:
                 path=r["source"], nsys_version=r.get("nsys_version"), schema_version=r.get("export_schema_version"), metadata_table=None,
                 tables=frozenset(), graph_trace_mode=r.get("graph_trace_mode"), session_start_utc_ns=r.get("session_start_utc_ns"),
                 time_normalized=bool(r.get("time_normalized", False)),
-                gpus=tuple(GpuIdentity(g["device"], g.get("name"), g.get("uuid"), g.get("bus_location")) for g in r.get("gpus", [])),
+                gpus=tuple(GpuIdentity(g["device"], g.get("name"), g.get("uuid"), g.get("bus_location"), g.get("cuda_device")) for g in r.get("gpus", [])),
             )
             src = RankSource(rank, r["source"], tuple(r.get("pids", ())), r.get("rank_from", "export"))
             ranks.append(RankResult(src, info, tables["ranges"], tables["gpu_ops"], tables["syncs"], tables["phases"], tables["cycles"]))

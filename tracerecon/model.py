@@ -6,10 +6,9 @@ and reads it; nothing patches it afterwards.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tracerecon.analysis.cross_rank import CrossRank
 from tracerecon.analysis.config import PhaseConfig
@@ -36,13 +35,25 @@ class RankResult:
 
     @property
     def gpus(self) -> tuple[GpuIdentity, ...]:
-        """The GPUs this rank's GPU ops ran on, by device id: as the export lists them, or
-        with the device id alone where its list lacks the id."""
-        used = sorted(d for d in pc.unique(self.gpu_ops["device_id"]).to_pylist() if d is not None) if self.gpu_ops.num_rows else []
-        listed = {}
+        """The GPUs this rank's GPU ops ran on, by TARGET_INFO_GPU id: each op's (process, CUDA
+        device) mapped through TARGET_INFO_CUDA_DEVICE (a device it does not map is taken as the
+        id); as the export lists them, or with the id alone where its list lacks the id. Read
+        back from an export directory, the listed GPUs' ``cuda_device`` maps the devices."""
+        if not self.gpu_ops.num_rows:
+            return ()
+        ops = self.gpu_ops.select(["pid", "device_id"]).drop_null().group_by(["pid", "device_id"]).aggregate([])
+        used = sorted(zip(ops["pid"].to_pylist(), ops["device_id"].to_pylist()))
+        listed, by_cuda = {}, {}
         for g in self.info.gpus:
             listed.setdefault(g.device, []).append(g)
-        return tuple(g for d in used for g in listed.get(d, [GpuIdentity(d)]))
+            if g.cuda_device is not None:
+                by_cuda.setdefault(g.cuda_device, g.device)
+        out = {}
+        for pid, dev in used:
+            gpu = self.info.gpu_of(pid, dev) if self.info.cuda_devices else by_cuda.get(dev, dev)
+            for g in listed.get(gpu, [GpuIdentity(gpu)]):
+                out.setdefault((gpu, g.uuid), replace(g, cuda_device=dev if dev != gpu else None))
+        return tuple(out[k] for k in sorted(out, key=lambda k: (k[0], k[1] or "")))
 
 
 @dataclass(frozen=True)

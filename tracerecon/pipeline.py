@@ -380,7 +380,7 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
                         + ", ".join(f"tracerecon.rank={r} (pid {p})" for p, r in sorted(too_large.items()))
                         + f" name{'' if len(too_large) > 1 else 's'} no rank (over {MAX_RANK_IN_NAME}): ignored")
         named = {p: r for p, r in named.items() if p not in too_large}
-    processes = gpu_processes(tables.gpu_ops, tables.nvtx_ranges)
+    processes = gpu_processes(tables.gpu_ops, tables.nvtx_ranges, tables.info.gpu_of)
     all_pids = sorted(set(int64s(tables.gpu_ops["pid"]).tolist()) | set(int64s(tables.nvtx_ranges["pid"]).tolist())) if multi else []
     cands = file_candidates(order, processes, named, name_number if multi else None, not multi, all_pids, ",".join(sorted(tables.info.gpu_uuids)),
                             name_number is not None and name_number <= MAX_RANK_IN_NAME)

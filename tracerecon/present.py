@@ -39,18 +39,25 @@ CAUSE_MEANING = {
 }
 
 
+def _gpu_number(g) -> str:
+    """``2``, or ``2 (CUDA 0)`` where the process numbered the machine's GPU 2 otherwise."""
+    return f"{g.device}" + (f" (CUDA {g.cuda_device})" if g.cuda_device is not None else "")
+
+
 def gpus_text(gpus) -> str:
     """A rank's GPUs (``GpuIdentity``) in a line: ``GPU 0 NVIDIA H200``, ``GPUs 0, 1 NVIDIA
-    H200`` (one name), ``GPUs 0 NVIDIA H200, 1 NVIDIA L4``; empty where it ran none."""
+    H200`` (one name), ``GPUs 0 NVIDIA H200, 1 NVIDIA L4``, ``GPU 2 (CUDA 0) NVIDIA H200`` (a
+    process given GPU 2 alone by CUDA_VISIBLE_DEVICES); empty where it ran none."""
     if not gpus:
         return ""
     names = {g.name for g in gpus}
-    ids = ", ".join(str(g.device) for g in gpus)
+    num = _gpu_number
+    ids = ", ".join(num(g) for g in gpus)
     word = "GPU" if len(gpus) == 1 else "GPUs"
     if len(names) == 1:
         (name,) = names
         return f"{word} {ids}" + (f" {one_line(name)}" if name else "")
-    return f"{word} " + ", ".join(f"{g.device}" + (f" {one_line(g.name)}" if g.name else "") for g in gpus)
+    return f"{word} " + ", ".join(num(g) + (f" {one_line(g.name)}" if g.name else "") for g in gpus)
 
 
 def fmt_ms(x: float | None) -> str:

@@ -36,11 +36,13 @@ class RankSource:
     candidate: Candidate | None = None  # what its number was found from (None: read back from an export)
 
 
-def gpu_processes(gpu_ops: pa.Table, nvtx_ranges: pa.Table) -> list[tuple[int, int, bool]]:
+def gpu_processes(gpu_ops: pa.Table, nvtx_ranges: pa.Table, gpu_of=None) -> list[tuple[int, int, bool]]:
     """(pid, device, ran kernels or CUDA graphs) of each process that did GPU work (launchers
     such as torchrun's parent did none), its device the one that ran most of its GPU ops (a
     stray op on another device moves nothing); without GPU work in the file (a CPU-only run),
-    the processes that have NVTX ranges, on device 0."""
+    the processes that have NVTX ranges, on device 0. ``gpu_of(pid, device)``: the machine's GPU
+    of a process's CUDA device (``ExportInfo.gpu_of``; processes given each their own GPU by
+    CUDA_VISIBLE_DEVICES all say device 0)."""
     if gpu_ops.num_rows == 0:
         pids = np.unique(nvtx_ranges["pid"].to_numpy()) if nvtx_ranges.num_rows else np.array([], dtype=np.int64)
         return [(int(p), 0, False) for p in pids]
@@ -54,7 +56,8 @@ def gpu_processes(gpu_ops: pa.Table, nvtx_ranges: pa.Table) -> list[tuple[int, i
         # Counted by distinct id, not by a bincount over the ids' range: a corrupt export's
         # device id near 2**63 would ask numpy for an array that size (seen to corrupt the heap).
         devices, counts = np.unique(dev[mine], return_counts=True)
-        out.append((int(p), int(devices[np.argmax(counts)]), bool(runs_code[mine].any())))  # ties: the lowest id
+        main = int(devices[np.argmax(counts)])  # ties: the lowest id
+        out.append((int(p), gpu_of(int(p), main) if gpu_of is not None else main, bool(runs_code[mine].any())))
     return out
 
 

@@ -97,6 +97,18 @@ class ExportInfo:
     # two exports listing one GPU were taken on one machine, whose session start times come
     # from one system clock.
     gpu_uuids: frozenset[str] = frozenset()
+    # TARGET_INFO_CUDA_DEVICE (in 2025.3+ exports; absent in 2023.2, 2024.5 ones): (pid, CUDA device number in that process, its
+    # TARGET_INFO_GPU id): a GPU op's deviceId is the process's number (CUDA_VISIBLE_DEVICES
+    # renumbers), not the id.
+    cuda_devices: tuple[tuple[int, int, int], ...] = ()
+
+    def gpu_of(self, pid: int, device: int) -> int:
+        """The TARGET_INFO_GPU id of CUDA device ``device`` of process ``pid`` (``device`` where
+        the export does not map it: no table, or no row for it)."""
+        for p, cuda, gpu in self.cuda_devices:
+            if p == pid and cuda == device:
+                return gpu
+        return device
 
     @property
     def has_nvtx(self) -> bool:
@@ -238,6 +250,7 @@ def read_info(conn: sqlite3.Connection, path: str) -> ExportInfo:
         elif value is not None:
             warnings.append(f"{path}: the session start time is not a number; the file is taken as of unknown start (not checked against other ranks' times)")
     gpus, gpu_uuids = _read_gpus(conn) if "TARGET_INFO_GPU" in tables else ((), frozenset())
+    cuda_devices = _read_cuda_devices(conn) if "TARGET_INFO_CUDA_DEVICE" in tables else ()
     warnings.extend(sidecar_warnings(path))
     nsys_version = meta.get("EXPORT_PRODUCT_VERSION")
     schema_version = meta.get("EXPORT_SCHEMA_VERSION")
@@ -258,6 +271,7 @@ def read_info(conn: sqlite3.Connection, path: str) -> ExportInfo:
         warnings=tuple(warnings),
         gpus=gpus,
         gpu_uuids=gpu_uuids,
+        cuda_devices=cuda_devices,
     )
 
 
@@ -988,6 +1002,15 @@ def _read_gpus(conn: sqlite3.Connection) -> tuple[tuple[GpuIdentity, ...], froze
     ).fetchall()
     gpus = dict.fromkeys(GpuIdentity(int(device), name, uuid, bus) for device, name, uuid, bus in rows if device is not None)
     return tuple(sorted(gpus, key=lambda g: g.device)), frozenset(uuid for _, _, uuid, _ in rows if recorded(uuid))
+
+
+def _read_cuda_devices(conn: sqlite3.Connection) -> tuple[tuple[int, int, int], ...]:
+    """TARGET_INFO_CUDA_DEVICE's (pid, cudaId, gpuId) rows with three whole numbers, each once."""
+    cols = _columns(conn, "TARGET_INFO_CUDA_DEVICE")
+    if not {"pid", "cudaId", "gpuId"} <= set(cols):
+        return ()
+    rows = conn.execute(f"select {_int_or_null('pid')}, {_int_or_null('cudaId')}, {_int_or_null('gpuId')} from TARGET_INFO_CUDA_DEVICE order by rowid").fetchall()
+    return tuple(dict.fromkeys((int(p), int(c), int(g)) for p, c, g in rows if None not in (p, c, g)))
 
 
 def _bounds(tables: list[pa.Table], cols: list[tuple[str, str]]) -> tuple[int, int]:

@@ -1,0 +1,134 @@
+"""Processes given their GPUs by CUDA_VISIBLE_DEVICES: a GPU op's ``deviceId`` is the CUDA device
+number inside its process (every worker given one GPU says device 0), which the export's
+TARGET_INFO_CUDA_DEVICE (nsys 2025.3+: gpuId, cudaId, pid) maps to the machine's GPU
+(TARGET_INFO_GPU's ``id``), as third-party readers of these exports join them too. Read as the
+machine's GPU id, two ranks on GPUs 2 and 3 both said GPU 0, and a node's file whose two
+workers each saw device 0 was read as one rank of two processes.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from conftest import run_cli
+from nsys_factory import FakeTrace
+from tracerecon.api import load as analyze
+
+U = 1000  # 1 us
+AR = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
+HOST_GPUS = [(i, f"uuid-gpu{i}", f"0000:{0x18 + 0x20 * i:02x}:00.0") for i in range(4)]  # one 4-GPU host, id == cuDevice
+
+
+def _host(path: Path, cuda_devices: list[tuple[int, int, int]]) -> Path:
+    """Give the export the host's four GPUs (TARGET_INFO_GPU) and the per-process CUDA device
+    map nsys writes (TARGET_INFO_CUDA_DEVICE rows: gpuId, cudaId, pid); one session clock."""
+    con = sqlite3.connect(path)
+    con.executescript(
+        "create table TARGET_INFO_GPU (id integer, name text, uuid text, busLocation text, cuDevice integer);"
+        "create table TARGET_INFO_CUDA_DEVICE (gpuId integer, cudaId integer, pid integer);"
+        "create table TARGET_INFO_SESSION_START_TIME (utcEpochNs integer); insert into TARGET_INFO_SESSION_START_TIME values (5000000000000000000);")
+    con.executemany("insert into TARGET_INFO_GPU values (?, 'NVIDIA H200', ?, ?, ?)", [(i, u, b, i) for i, u, b in HOST_GPUS])
+    con.executemany("insert into TARGET_INFO_CUDA_DEVICE values (?, ?, ?)", cuda_devices)
+    con.commit()
+    con.close()
+    return path
+
+
+def _worker(t: FakeTrace, pid: int, device: int = 0, tid: int | None = None, cycles: int = 3) -> None:
+    """``cycles`` cycles of draft/verify on (pid, tid), each with a kernel and an all-reduce on
+    CUDA device ``device`` (the process's own ordinal, as CUPTI records it)."""
+    for c in range(cycles):
+        b = 1000 * c
+        t.cycle(c, b * U, (b + 100) * U, (b + 400) * U, pid=pid, tid=tid)
+        t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U, pid=pid, tid=tid), (b + 120) * U, (b + 200) * U, pid=pid, device=device)
+        t.kernel(t.call("cudaLaunchKernel", (b + 120) * U, (b + 122) * U, pid=pid, tid=tid), (b + 200) * U, (b + 300) * U, pid=pid, device=device,
+                 name=AR)
+
+
+def _uuids(rank) -> list[str | None]:
+    return [g.uuid for g in rank.gpus]
+
+
+def test_a_two_rank_files_each_with_cuda_visible_devices_of_its_own_gpu(tmp_path):
+    # GIVEN a 4-GPU host, rank 0 launched with CUDA_VISIBLE_DEVICES=2 and rank 1 with =3, one
+    # export each (nsys -o rank%q{RANK}): both processes' kernels say CUDA device 0, and each
+    # export maps its process's device 0 to GPU 2 or GPU 3
+    files = []
+    for rank, (pid, gpu) in enumerate(((100, 2), (200, 3))):
+        t = FakeTrace()
+        _worker(t, pid)
+        files.append(str(_host(t.write(tmp_path / f"rank{rank}.sqlite"), [(gpu, 0, pid)])))
+    # WHEN analysed together
+    a = analyze(files)
+    # THEN rank 0 ran on GPU 2 and rank 1 on GPU 3 (tracerecon says GPU 0 for both: uuid-gpu0,
+    # a GPU neither ran on, and the two ranks look as if they shared it)
+    assert [_uuids(r) for r in a.ranks] == [["uuid-gpu2"], ["uuid-gpu3"]]
+
+
+def test_a_node_file_whose_workers_each_see_their_gpu_as_device_0_is_one_rank_per_worker(tmp_path):
+    # GIVEN two nodes, each profiled whole (`nsys profile torchrun --nproc-per-node 2`, the
+    # launcher giving each worker CUDA_VISIBLE_DEVICES=<its GPU>): on each node worker pids
+    # 100 and 101 ran on GPUs 0 and 1, and each recorded its kernels on its CUDA device 0
+    files = []
+    for node in range(2):
+        t = FakeTrace()
+        for pid in (100, 101):
+            _worker(t, pid, tid=pid)
+        files.append(str(_host(t.write(tmp_path / f"node{node}.sqlite"), [(0, 0, 100), (1, 0, 101)])))
+    # WHEN analysed together
+    a = analyze(files)
+    # THEN four ranks, one per worker, each on its own GPU (tracerecon finds two ranks, each
+    # file read as one rank of two processes, "both on device 0")
+    assert len(a.ranks) == 4, [(r.rank, r.source.pids) for r in a.ranks]
+    assert [_uuids(r) for r in a.ranks] == [["uuid-gpu0"], ["uuid-gpu1"]] * 2
+
+
+def test_b_one_process_with_cuda_visible_devices_3_2_driving_both(tmp_path):
+    # GIVEN one process (CUDA_VISIBLE_DEVICES=3,2) whose thread 11 drives its CUDA device 0
+    # (GPU 3) and thread 12 its device 1 (GPU 2)
+    t = FakeTrace()
+    _worker(t, 10, device=0, tid=11)
+    _worker(t, 10, device=1, tid=12)
+    path = _host(t.write(tmp_path / "t.sqlite"), [(3, 0, 10), (2, 1, 10)])
+    # WHEN analysed
+    a = analyze([str(path)])
+    # THEN one rank on GPUs 3 and 2, each GPU's streams kept apart (the one-thread-two-GPU
+    # reading is per CUDA device of the process, which stays right); tracerecon names GPUs 0, 1
+    assert len(a.ranks) == 1
+    assert sorted(_uuids(a.ranks[0])) == ["uuid-gpu2", "uuid-gpu3"]
+    assert any("process 10 ran collectives on GPUs" in w for w in a.warnings)
+
+
+def test_without_renumbering_nothing_changes(tmp_path):
+    # GIVEN two rank files on one host, no CUDA_VISIBLE_DEVICES: rank r used cudaSetDevice(r)
+    files = []
+    for rank, pid in enumerate((100, 200)):
+        t = FakeTrace()
+        _worker(t, pid, device=rank)
+        files.append(str(_host(t.write(tmp_path / f"rank{rank}.sqlite"), [(g, g, pid) for g in range(4)])))
+    # WHEN analysed THEN GPU 0 and GPU 1, as before
+    a = analyze(files)
+    assert [_uuids(r) for r in a.ranks] == [["uuid-gpu0"], ["uuid-gpu1"]]
+    assert [[g.device for g in r.gpus] for r in a.ranks] == [[0], [1]]
+
+
+def test_the_report_json_and_an_export_name_the_machine_gpu_and_the_process_cuda_device(tmp_path):
+    # GIVEN rank 0 on GPU 2 (CUDA_VISIBLE_DEVICES=2: its CUDA device 0) and rank 1 on GPU 3
+    files = []
+    for rank, (pid, gpu) in enumerate(((100, 2), (200, 3))):
+        t = FakeTrace()
+        _worker(t, pid)
+        files.append(str(_host(t.write(tmp_path / f"rank{rank}.sqlite"), [(gpu, 0, pid)])))
+    # WHEN reported as text and JSON, and exported and read back
+    text = run_cli("report", *files, "--no-cache")
+    doc = json.loads(run_cli("report", *files, "--json", "--no-cache").stdout)
+    run_cli("export", *files, "-o", str(tmp_path / "out"), "--no-cache")
+    back = json.loads(run_cli("report", str(tmp_path / "out"), "--json").stdout)
+    # THEN each rank's line says its machine GPU and, where the process numbered it otherwise,
+    # that number; the JSON too (cuda_device only where it differs), and the export keeps it
+    assert "GPU 2 (CUDA 0) NVIDIA H200" in text.stdout and "GPU 3 (CUDA 0) NVIDIA H200" in text.stdout
+    gpus = [r["gpus"] for r in doc["ranks"]]
+    assert [[(g["device"], g.get("cuda_device"), g["uuid"]) for g in r] for r in gpus] == [[(2, 0, "uuid-gpu2")], [(3, 0, "uuid-gpu3")]]
+    assert [r["gpus"] for r in back["ranks"]] == gpus
