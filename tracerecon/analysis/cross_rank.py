@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracerecon.analysis.nccl import comm_mask, is_point_to_point
+from tracerecon.analysis.nccl import comm_mask, is_low_latency_ep, is_point_to_point
 from tracerecon.schema import COLLECTIVES, CRITICAL_PATH
 from tracerecon.analysis.projection import I64_MIN, equals, int64s
 
@@ -135,7 +135,7 @@ def _comm_ops(view: RankView, name_codes: dict[str, int]) -> dict[str, np.ndarra
     idx = np.flatnonzero(comm_mask(ops)) if ops.num_rows else np.zeros(0, np.int64)
     if len(idx) == 0:  # (a rank that ran no communication kernel: no column is read)
         empty = np.zeros(0, np.int64)
-        return {"start": empty, "end": empty, "phase": empty, "key": empty}
+        return {"start": empty, "end": empty, "phase": empty, "key": empty, "apart": empty}
     start = int64s(ops["start_ns"])[idx]
     order = np.argsort(start, kind="stable")
     idx = idx[order]
@@ -149,12 +149,17 @@ def _comm_ops(view: RankView, name_codes: dict[str, int]) -> dict[str, np.ndarra
     end = int64s(ops["end_ns"])[idx]
     p2p_name = np.array([is_point_to_point(n) for n in names.dictionary.to_pylist()] + [False], dtype=bool)
     p2p = p2p_name[names.indices.to_numpy(zero_copy_only=False)]
+    if "demangled_name" in ops.column_names:  # (nsys's short name drops DeepEP's namespaces)
+        full = ops["demangled_name"].take(pa.array(idx)).cast(pa.string()).combine_chunks().dictionary_encode()
+        apart = np.array([n is not None and is_low_latency_ep(n) for n in full.dictionary.to_pylist()] + [False], dtype=bool)
+        p2p |= apart[full.indices.fill_null(len(apart) - 1).to_numpy(zero_copy_only=False)]
     by_name = np.lexsort((np.where(p2p, start[order], end), code))
     sorted_code = code[by_name]
     group_first = np.flatnonzero(np.r_[True, sorted_code[1:] != sorted_code[:-1]])
     nth = np.empty(len(code), np.int64)
     nth[by_name] = np.arange(len(code)) - np.repeat(group_first, np.diff(np.r_[group_first, len(code)]))
-    return {"start": start[order], "end": end, "phase": int64s(ops["phase_id"].take(pa.array(idx)), -1), "key": code << 40 | nth}
+    return {"start": start[order], "end": end, "phase": int64s(ops["phase_id"].take(pa.array(idx)), -1), "key": code << 40 | nth,
+            "apart": np.unique(code[p2p])}
 
 
 def analyze_cross_rank(views: list[RankView]) -> CrossRank:
@@ -191,6 +196,8 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
     """``analyze_cross_rank`` of ranks in rank order, given their communication kernels
     (``_comm_ops``) and the names their name codes stand for."""
     p2p = np.array([is_point_to_point(n) for n in names], dtype=bool)  # per name code
+    for c in comm:  # (and names whose demangled names say so: DeepEP's low-latency kernels)
+        p2p[c.get("apart", np.zeros(0, np.int64))] = True
     comm, warnings = _match_ordinals(views, comm, names, p2p)
     # Collectives every rank ran, each rank's kernel of it (pos[r]), in the first rank's start order.
     if len(views) > 1:

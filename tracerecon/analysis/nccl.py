@@ -90,6 +90,20 @@ def is_point_to_point(name: str) -> bool:
 
 
 POINT_TO_POINT = re.compile(r"Send|Recv", re.I)
+# DeepEP's low-latency all-to-all (and its forks' ports of it): launched with a receive hook
+# (``return_recv_hook=True``, what SGLang's DeepEP dispatcher always asks for, two-batch overlap
+# or not), each dispatch and combine is two launches of one kernel, a send phase that ends as
+# soon as its own rank posted its writes and a receive phase that ends once every peer's send
+# landed: like sends and receives, one rank's k-th does not end with another's (a rank's
+# receive ends with its peer's send instead), so they keep their order.
+LOW_LATENCY_EP = re.compile(r"\b(deep_ep|uccl|nixl_ep)::(internode_ll|ep_kernels)::(dispatch|combine)\b")
+
+
+@functools.lru_cache(maxsize=16384)
+def is_low_latency_ep(name: str) -> bool:
+    """A DeepEP low-latency dispatch or combine (``LOW_LATENCY_EP``), by its demangled name's
+    namespaces (its short name is a bare ``dispatch``)."""
+    return bool(LOW_LATENCY_EP.search(kernel_name_parts(name)[0].replace(ANONYMOUS + "::", "")))
 
 
 def comm_mask(gpu_ops: pa.Table) -> np.ndarray:
