@@ -132,3 +132,24 @@ def test_the_report_json_and_an_export_name_the_machine_gpu_and_the_process_cuda
     gpus = [r["gpus"] for r in doc["ranks"]]
     assert [[(g["device"], g.get("cuda_device"), g["uuid"]) for g in r] for r in gpus] == [[(2, 0, "uuid-gpu2")], [(3, 0, "uuid-gpu3")]]
     assert [r["gpus"] for r in back["ranks"]] == gpus
+
+
+def test_a_rank_of_two_processes_numbered_otherwise_reads_back_the_same_from_an_export(tmp_path):
+    # GIVEN per-rank files, each rank a worker given one GPU (CUDA_VISIBLE_DEVICES=2 or 3: its
+    # CUDA device 0) and a helper process that only copies, on its CUDA device 0, which is GPU 0
+    files = []
+    for rank, (pid, gpu) in enumerate(((100, 2), (200, 3))):
+        t = FakeTrace()
+        _worker(t, pid)
+        for c in range(3):
+            t.copy(t.call("cudaMemcpyAsync", (1000 * c + 130) * U, (1000 * c + 131) * U, pid=pid + 1), (1000 * c + 140) * U, (1000 * c + 150) * U, pid=pid + 1)
+        files.append(str(_host(t.write(tmp_path / f"rank{rank}.sqlite"), [(gpu, 0, pid), (0, 0, pid + 1)])))
+    # WHEN reported, and exported and the export reported
+    live = json.loads(run_cli("report", *files, "--json", "--no-cache").stdout)
+    assert run_cli("export", *files, "-o", str(tmp_path / "out"), "--no-cache").returncode == 0
+    back = json.loads(run_cli("report", str(tmp_path / "out"), "--json").stdout)
+    # THEN each rank ran on GPU 0 (the helper) and its own GPU (its CUDA device 0), and the
+    # export says the same: each process's devices are mapped on their own
+    gpus = [[(g["device"], g.get("cuda_device")) for g in r["gpus"]] for r in live["ranks"]]
+    assert gpus == [[(0, None), (2, 0)], [(0, None), (3, 0)]]
+    assert [r["gpus"] for r in back["ranks"]] == [r["gpus"] for r in live["ranks"]]

@@ -233,3 +233,26 @@ def test_overlap_loop_reads_as_events_per_cycle(tmp_path, kw):
     # THEN every phase of every cycle reads what the event model says
     got = [(p["cycle"], p["phase"], p["gpu_ns"] // U) for p in rank.phases.to_pylist()]
     assert got == truth
+
+
+@pytest.mark.parametrize("copy_on", [9, 13], ids=["on_a_third_stream_the_next_waits_for", "on_the_next_phase_stream"])
+def test_a_wait_for_a_copy_queued_between_the_phases_is_work_between_them(tmp_path, copy_on):
+    # GIVEN draft (0-100 us) whose kernel on 7 runs 20-300, then, in no phase, an input copy
+    # queued at 110 (115-120), on stream 9 that verify's stream 13 then waits for (record at 121,
+    # wait at 122) or on 13 itself, more CPU work, and verify (400-600) with a kernel on 13
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.range("draft", b * U, (b + 100) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U), (b + 20) * U, (b + 300) * U, stream=D)
+        t.copy(t.call("cudaMemcpyAsync", (b + 110) * U, (b + 112) * U), (b + 115) * U, (b + 120) * U, kind=1, stream=copy_on)
+        if copy_on != E:
+            t.event_record(event=1, record=c + 1, start=(b + 121) * U, end=(b + 122) * U, stream=copy_on)
+            t.stream_wait(event=1, record=c + 1, start=(b + 122) * U, end=(b + 123) * U, stream=E)
+        t.range("verify", (b + 400) * U, (b + 600) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 410) * U, (b + 412) * U), (b + 412) * U, (b + 450) * U, stream=E)
+    (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify"), skip_cycles=0)).ranks
+    # THEN the copy is work between the two phases, which is in neither: draft ends at its own
+    # CPU end, where an event on 7 reads 300 (0-300); verify 400-600 on 13: 200. (A wait for it
+    # is no wait for work an event at draft's end reads: the copy was queued after that.)
+    assert [(p["phase"], p["gpu_ns"] // U) for p in rank.phases.to_pylist()] == [("draft", 300), ("verify", 200)] * 3

@@ -61,6 +61,9 @@ def manifest(analysis: Analysis) -> dict:
             "nccl": {"comm_ns": cm.comm_ns if cm else 0, "wait_ns": cm.wait_ns if cm else 0, "n_collectives": cm.n_collectives if cm else 0},
             "engine_timers_ms": analysis.engine_timers.get(r.rank, {}),
             "gpus": [g.to_json() for g in r.gpus],
+            # (pid, its CUDA device, the machine's GPU) where a process numbered its GPUs otherwise
+            # than the machine (CUDA_VISIBLE_DEVICES): what maps the tables' device_id read back
+            "cuda_devices": [list(m) for m in r.info.cuda_devices if m[0] in r.source.pids and m[1] != m[2]],
         })
     return {
         "layout_version": LAYOUT_VERSION,
@@ -348,6 +351,9 @@ def _checked_manifest(doc, root: Path) -> dict:
         gpus = r.get("gpus", [])
         if not (isinstance(gpus, list) and all(_is_gpu(g) for g in gpus)):
             raise bad(f"gives rank {r['rank']} 'gpus' other than a list of GPUs (a whole-number device, texts or null for the rest)")
+        maps = r.get("cuda_devices", [])
+        if not (isinstance(maps, list) and all(isinstance(m, list) and len(m) == 3 and all(_is_of(v, ("a whole number", int)) for v in m) for m in maps)):
+            raise bad(f"gives rank {r['rank']} 'cuda_devices' other than a list of [pid, CUDA device, GPU] whole numbers")
     return doc
 
 
@@ -550,7 +556,8 @@ def read_parquet_export(path: str | os.PathLike) -> Analysis:
                 path=r["source"], nsys_version=r.get("nsys_version"), schema_version=r.get("export_schema_version"), metadata_table=None,
                 tables=frozenset(), graph_trace_mode=r.get("graph_trace_mode"), session_start_utc_ns=r.get("session_start_utc_ns"),
                 time_normalized=bool(r.get("time_normalized", False)),
-                gpus=tuple(GpuIdentity(g["device"], g.get("name"), g.get("uuid"), g.get("bus_location"), g.get("cuda_device")) for g in r.get("gpus", [])),
+                gpus=tuple(GpuIdentity(g["device"], g.get("name"), g.get("uuid"), g.get("bus_location")) for g in r.get("gpus", [])),
+                cuda_devices=tuple(tuple(m) for m in r.get("cuda_devices", [])),
             )
             src = RankSource(rank, r["source"], tuple(r.get("pids", ())), r.get("rank_from", "export"))
             ranks.append(RankResult(src, info, tables["ranges"], tables["gpu_ops"], tables["syncs"], tables["phases"], tables["cycles"]))

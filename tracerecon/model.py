@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tracerecon.analysis.cross_rank import CrossRank
 from tracerecon.analysis.config import PhaseConfig
@@ -36,21 +37,22 @@ class RankResult:
     @property
     def gpus(self) -> tuple[GpuIdentity, ...]:
         """The GPUs this rank's GPU ops ran on, by TARGET_INFO_GPU id: each op's (process, CUDA
-        device) mapped through TARGET_INFO_CUDA_DEVICE (a device it does not map is taken as the
-        id); as the export lists them, or with the id alone where its list lacks the id. Read
-        back from an export directory, the listed GPUs' ``cuda_device`` maps the devices."""
+        device) mapped through TARGET_INFO_CUDA_DEVICE (``ExportInfo.gpu_of``; a device it does
+        not map is taken as the id, as where nothing was renumbered); as the export lists them,
+        or with the id alone where its list lacks the id."""
         if not self.gpu_ops.num_rows:
             return ()
-        ops = self.gpu_ops.select(["pid", "device_id"]).drop_null().group_by(["pid", "device_id"]).aggregate([])
-        used = sorted(zip(ops["pid"].to_pylist(), ops["device_id"].to_pylist()))
-        listed, by_cuda = {}, {}
+        if any(cuda != gpu for _, cuda, gpu in self.info.cuda_devices):
+            ops = self.gpu_ops.select(["pid", "device_id"]).drop_null().group_by(["pid", "device_id"]).aggregate([])
+            used = sorted(zip(ops["pid"].to_pylist(), ops["device_id"].to_pylist()))
+        else:  # (nothing renumbered, as in most runs: the devices alone, without a pass over the processes)
+            used = [(None, d) for d in sorted(d for d in pc.unique(self.gpu_ops["device_id"]).to_pylist() if d is not None)]
+        listed: dict[int, list[GpuIdentity]] = {}
         for g in self.info.gpus:
             listed.setdefault(g.device, []).append(g)
-            if g.cuda_device is not None:
-                by_cuda.setdefault(g.cuda_device, g.device)
         out = {}
         for pid, dev in used:
-            gpu = self.info.gpu_of(pid, dev) if self.info.cuda_devices else by_cuda.get(dev, dev)
+            gpu = self.info.gpu_of(pid, dev)
             for g in listed.get(gpu, [GpuIdentity(gpu)]):
                 out.setdefault((gpu, g.uuid), replace(g, cuda_device=dev if dev != gpu else None))
         return tuple(out[k] for k in sorted(out, key=lambda k: (k[0], k[1] or "")))

@@ -71,6 +71,7 @@ class StreamClock:
     wait_time: tuple  # per stream: CPU times of its event waits, sorted
     wait_done: tuple  # per stream: running max of what those waits depend on
     wait_dep: tuple  # per stream: what each of those waits depends on (its record's work done)
+    wait_from: tuple  # per stream: the stream (row of ``keys``) each of those waits' record was made on
     # Every event wait that found its record, in CPU order of the waits: when it was made, the
     # stream (row of ``keys``) that waited, and the stream the record was made on.
     join_cpu: np.ndarray
@@ -179,13 +180,15 @@ class StreamClock:
     def queued_between(self, stream: np.ndarray, lo: np.ndarray, hi: np.ndarray, read_by: np.ndarray | None = None) -> np.ndarray:
         """For each (stream row, CPU instants ``lo`` < ``hi``): whether an op was put on the
         stream after ``lo`` and by ``hi`` (``done``'s "before"), or the stream was made to wait then for another's
-        work still running after ``lo`` and after ``read_by`` (per pair; None: ``lo``): an event
-        wait for work done by then holds nothing up, nor one for work an event at ``lo`` already
-        reads (a stream forked off the loop's stream for the next phase, waiting for what the
-        loop's stream queued cycles ago). ``stream`` -1 gives False."""
+        work still running after ``lo`` (an event wait for work done by then holds nothing up).
+        With ``read_by`` (per pair: what an event at ``lo`` on the earlier phase's stream reads),
+        nor does a wait for work that was all queued on its record's stream by ``lo`` and is done
+        by ``read_by``: it queues nothing new (a stream forked off the loop's stream for the next
+        phase, waiting for what the loop's stream queued a cycle ago), where a wait for a copy
+        queued on another stream after ``lo`` is work between them, done early or late.
+        ``stream`` -1 gives False."""
         stream = np.asarray(stream, dtype=np.int64)
         out = np.zeros(len(stream), dtype=bool)
-        floor_all = np.asarray(lo) if read_by is None else np.maximum(lo, read_by)
         for s in np.unique(stream[stream >= 0]).tolist():
             sel = np.flatnonzero((stream == s) & (np.asarray(lo) < np.asarray(hi)))
             launch = self.op_launch[s]
@@ -193,9 +196,14 @@ class StreamClock:
             waits, dep = self.wait_time[s], self.wait_dep[s]
             if len(waits):
                 a, b = np.searchsorted(waits, lo[sel], side="right"), np.searchsorted(waits, hi[sel], side="right")
-                floor = floor_all[sel]
                 for j in np.flatnonzero((b > a) & ~out[sel]).tolist():
-                    out[sel[j]] = bool((dep[a[j]:b[j]] > floor[j]).any())
+                    k, t = sel[j], int(lo[sel[j]])
+                    held = dep[a[j]:b[j]] > t
+                    if read_by is not None and held.any():
+                        src = self.wait_from[s][a[j]:b[j]]
+                        queued_by_lo = self.done(src, np.full(len(src), t, np.int64))
+                        held &= (dep[a[j]:b[j]] > read_by[k]) | (dep[a[j]:b[j]] > queued_by_lo)
+                    out[k] = bool(held.any())
         return out
 
     def done(self, stream: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -315,6 +323,7 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
     times: list[list[int]] = [[] for _ in range(n)]
     running: list[list[int]] = [[] for _ in range(n)]
     deps: list[list[int]] = [[] for _ in range(n)]
+    froms: list[list[int]] = [[] for _ in range(n)]
     w_cpu, w_stream = w["cpu"].tolist(), wait_stream.tolist()
     for i, rs, rt, dep in zip(resolved.tolist(), rec_s.tolist(), rec_t.tolist(), from_ops.tolist()):
         k = bisect.bisect_left(times[rs], rt) - 1
@@ -325,6 +334,7 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
         times[s].append(w_cpu[i])
         running[s].append(max(prev, dep))
         deps[s].append(dep)
+        froms[s].append(rs)
     return StreamClock(
         keys=keys,
         op_launch=tuple(op_launch),
@@ -332,6 +342,7 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
         wait_time=tuple(np.array(x, dtype=np.int64) for x in times),
         wait_done=tuple(np.array(x, dtype=np.int64) for x in running),
         wait_dep=tuple(np.array(x, dtype=np.int64) for x in deps),
+        wait_from=tuple(np.array(x, dtype=np.int64) for x in froms),
         join_cpu=w["cpu"][resolved],
         join_into=np.asarray(wait_stream, np.int64)[resolved],
         join_from=rec_s,

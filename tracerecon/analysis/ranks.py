@@ -145,10 +145,10 @@ def number_ranks(cands: list[Candidate], multi: bool) -> tuple[list[int], list[s
         given = [c.name_rank for c in cands]
         if pid_named:
             warnings.append("the numbers in the file names are the processes' ids (nsys -o %p), not ranks: ranks follow each machine's "
-                            "CUDA devices, machines in file order")
+                            "GPUs, machines in file order")
         elif not one_each:
             warnings.append("some files hold GPU processes on several devices: each is a rank, numbered in file order, then within a file "
-                            "by CUDA device and pid")
+                            "by GPU and pid")
         elif None not in given:
             repeated = sorted({r for r in given if given.count(r) > 1})
             warnings.append(f"rank numbers in the file names repeat (rank {', '.join(map(str, repeated))} more than once); ranks follow file order")
