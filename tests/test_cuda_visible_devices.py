@@ -153,3 +153,24 @@ def test_a_rank_of_two_processes_numbered_otherwise_reads_back_the_same_from_an_
     gpus = [[(g["device"], g.get("cuda_device")) for g in r["gpus"]] for r in live["ranks"]]
     assert gpus == [[(0, None), (2, 0)], [(0, None), (3, 0)]]
     assert [r["gpus"] for r in back["ranks"]] == [r["gpus"] for r in live["ranks"]]
+
+
+def test_a_process_the_export_does_not_map_where_it_maps_others_is_said(tmp_path):
+    # GIVEN a node's file whose worker 100 was given GPU 2 (mapped: its CUDA device 0 is GPU 2)
+    # and whose worker 101 has no TARGET_INFO_CUDA_DEVICE row
+    t = FakeTrace()
+    for pid in (100, 101):
+        _worker(t, pid, tid=pid)
+    path = _host(t.write(tmp_path / "node0.sqlite"), [(2, 0, 100)])
+    # WHEN analysed
+    a = analyze([str(path)])
+    # THEN 101's device 0 is read as GPU 0, and a warning says so
+    assert any(w.endswith("process 101 ran GPU work on CUDA devices that TARGET_INFO_CUDA_DEVICE does not map to the machine's GPUs, where it "
+                          "maps other processes' devices to GPUs of other numbers (CUDA_VISIBLE_DEVICES): read as the machine's GPUs of the "
+                          "same numbers") for w in a.warnings), a.warnings
+    # and nothing is said where the export maps every process, or none is renumbered
+    t2 = FakeTrace()
+    for pid in (100, 101):
+        _worker(t2, pid, tid=pid)
+    full = analyze([str(_host(t2.write(tmp_path / "node1.sqlite"), [(2, 0, 100), (3, 0, 101)]))])
+    assert not any("does not map" in w for w in full.warnings)

@@ -381,6 +381,14 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
                         + f" name{'' if len(too_large) > 1 else 's'} no rank (over {MAX_RANK_IN_NAME}): ignored")
         named = {p: r for p, r in named.items() if p not in too_large}
     processes = gpu_processes(tables.gpu_ops, tables.nvtx_ranges, tables.info.gpu_of)
+    if tables.gpu_ops.num_rows and any(cuda != gpu for _, cuda, gpu in tables.info.cuda_devices):
+        # Some processes numbered their GPUs otherwise than the machine: one the export does not
+        # map is read as numbered like the machine, which may name a GPU it never ran on.
+        mapped = {pid for pid, _, _ in tables.info.cuda_devices}
+        if unmapped := sorted({pid for pid, _, _ in processes} - mapped):
+            warnings.append(f"{f}: process{'es' if len(unmapped) > 1 else ''} {', '.join(map(str, unmapped))} ran GPU work on CUDA devices "
+                            "that TARGET_INFO_CUDA_DEVICE does not map to the machine's GPUs, where it maps other processes' devices to "
+                            "GPUs of other numbers (CUDA_VISIBLE_DEVICES): read as the machine's GPUs of the same numbers")
     all_pids = sorted(set(int64s(tables.gpu_ops["pid"]).tolist()) | set(int64s(tables.nvtx_ranges["pid"]).tolist())) if multi else []
     cands = file_candidates(order, processes, named, name_number if multi else None, not multi, all_pids, ",".join(sorted(tables.info.gpu_uuids)),
                             name_number is not None and name_number <= MAX_RANK_IN_NAME)
