@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from tracerecon.analysis.nccl import comm_mask, is_low_latency_ep, is_point_to_point
 from tracerecon.schema import COLLECTIVES, CRITICAL_PATH
-from tracerecon.analysis.projection import I64_MIN, equals, int64s
+from tracerecon.analysis.projection import I64_MAX, I64_MIN, equals, int64s
 
 
 # How a cycle's gating rank was found (``critical_path.how``): the collective others waited for
@@ -135,7 +135,7 @@ def _comm_ops(view: RankView, name_codes: dict[str, int]) -> dict[str, np.ndarra
     idx = np.flatnonzero(comm_mask(ops)) if ops.num_rows else np.zeros(0, np.int64)
     if len(idx) == 0:  # (a rank that ran no communication kernel: no column is read)
         empty = np.zeros(0, np.int64)
-        return {"start": empty, "end": empty, "phase": empty, "key": empty, "apart": empty}
+        return {"start": empty, "end": empty, "phase": empty, "key": empty, "apart": empty, "row": empty}
     start = int64s(ops["start_ns"])[idx]
     order = np.argsort(start, kind="stable")
     idx = idx[order]
@@ -158,7 +158,7 @@ def _comm_ops(view: RankView, name_codes: dict[str, int]) -> dict[str, np.ndarra
     group_first = np.flatnonzero(np.r_[True, sorted_code[1:] != sorted_code[:-1]])
     nth = np.empty(len(code), np.int64)
     nth[by_name] = np.arange(len(code)) - np.repeat(group_first, np.diff(np.r_[group_first, len(code)]))
-    return {"start": start[order], "end": end, "phase": int64s(ops["phase_id"].take(pa.array(idx)), -1), "key": code << 40 | nth,
+    return {"start": start[order], "end": end, "phase": int64s(ops["phase_id"].take(pa.array(idx)), -1), "key": code << 40 | nth, "row": idx,
             "apart": np.unique(code[p2p])}
 
 
@@ -219,6 +219,7 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
     start = np.array([c["start"][p] for c, p in zip(comm, pos)], dtype=np.int64).reshape(n_ranks, m)
     end = np.array([c["end"][p] for c, p in zip(comm, pos)], dtype=np.int64).reshape(n_ranks, m)
     phase = np.array([c["phase"][p] for c, p in zip(comm, pos)], dtype=np.int64).reshape(n_ranks, m)
+    op_row = np.array([c["row"][p] for c, p in zip(comm, pos)], dtype=np.int64).reshape(n_ranks, m)
     aligned = start + offset[:, None]
     first = aligned.min(axis=0) if m else np.zeros(0, np.int64)
     last = aligned.max(axis=0) if m else np.zeros(0, np.int64)
@@ -257,7 +258,7 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
                  phase_wait_ns=per_rank_wait[r])
         for r, (v, c) in enumerate(zip(views, comm))
     )
-    arrivals = _Arrivals(rank_ids, aligned, first, last, last_pos, wait, phase, cycle)
+    arrivals = _Arrivals(rank_ids, aligned, first, last, last_pos, wait, phase, cycle, op_row)
     return CrossRank(tuple(alignment), comm_stats, collectives, _critical_path(views, arrivals, offset), tuple(warnings))
 
 
@@ -531,7 +532,9 @@ def _align(views, comm, pos, p2p: np.ndarray) -> tuple[list[RankAlignment], list
     refined by the median end-time residual of the matched kernels. Sends and receives (``p2p``,
     per name code) end apart by the transfer, so they refine only clocks of other machines (off
     by far more than a transfer) and only where no collective was matched: on one machine's
-    clock (``_one_machines_clock``) they would move an exact base by the transfer time.
+    clock (``_one_machines_clock``) they would move an exact base by the transfer time; where
+    they refine it, the uncertainty is at least the shorter kernel of a pair (median), which
+    holds the transfer their ends are apart by, the same each time and so not in their spread.
     Where that refinement moves a session-start base (another machine's clock) by more than
     half the first rank's median spacing between matched collectives, the match in order may be
     off by whole collectives (a capture begun later there reads the same): the offset's
@@ -544,17 +547,22 @@ def _align(views, comm, pos, p2p: np.ndarray) -> tuple[list[RankAlignment], list
             out.append(RankAlignment(v.rank, 0, 0, "shared clock"))
             continue
         base, method = _clock_base(v, ref) or (0, "none")
+        by_transfers = False
         if (~ref_p2p).any():
             p, r = p[~ref_p2p], ref_pos[~ref_p2p]
         elif _one_machines_clock(v, ref):
             p, r = p[:0], ref_pos[:0]
         else:
-            r = ref_pos
+            r, by_transfers = ref_pos, True
         if len(p):
             resid = (c["end"][p] + base) - comm[0]["end"][r]
             shift = int(np.median(resid))
             left = resid - shift
             mad = int(np.median(np.abs(left - np.median(left)))) if len(left) > 1 else None
+            if by_transfers and mad is not None:
+                # A send's end and its receive's are apart by the transfer, the same each time:
+                # their spread leaves it out. It is within the shorter kernel of each pair.
+                mad = max(mad, int(np.median(np.minimum(c["end"][p] - c["start"][p], comm[0]["end"][r] - comm[0]["start"][r]))))
             spacing = int(np.median(np.diff(np.sort(comm[0]["end"][r])))) if len(r) > 1 else 0
             if method != "none" and not _one_machines_clock(v, ref) and spacing > 0 and 2 * abs(shift) > spacing:
                 mad = None
@@ -596,6 +604,7 @@ class _Arrivals:
     wait: np.ndarray
     phase: np.ndarray  # phase instance (-1: none)
     cycle: np.ndarray  # its cycle (-1: none)
+    op_row: np.ndarray  # each rank's kernel's row of its ``gpu_ops``
 
 
 def cycle_shifts(cycle: np.ndarray) -> np.ndarray:
@@ -645,6 +654,31 @@ def _cycle_ends(view: RankView, offset: int) -> tuple[np.ndarray, np.ndarray, np
     longest = order[np.minimum.reduceat(np.where(v == top, np.arange(len(v)), len(v)), firsts)]
     names = ph["phase"].take(pa.array(rows[longest])).to_pylist()
     return c[firsts], starts, ends, [n if x >= 0 else None for n, x in zip(names, value[longest].tolist())]
+
+
+def _queued_behind_phase(ops: pa.Table, rows: np.ndarray) -> np.ndarray:
+    """Per op (``rows`` of ``ops``): the phase instance of the op its stream ran right before
+    it, where it was queued behind that one (launched before it ended, started within
+    ``ARRIVED_TOGETHER_NS`` of its end), else -1 (also where that op is in no phase)."""
+    out = np.full(len(rows), -1, dtype=np.int64)
+    if len(rows) == 0 or "launch_end_ns" not in ops.column_names:
+        return out
+    pid, dev, stream = int64s(ops["pid"]), int64s(ops["device_id"], -1), int64s(ops["stream_id"], -1)
+    start, end, launched = int64s(ops["start_ns"]), int64s(ops["end_ns"]), int64s(ops["launch_end_ns"], I64_MAX)
+    phase = int64s(ops["phase_id"], -1)
+    for key in np.unique(np.stack([pid[rows], dev[rows], stream[rows]], 1), axis=0).tolist():
+        on = np.flatnonzero((pid == key[0]) & (dev == key[1]) & (stream == key[2]))
+        on = on[np.argsort(end[on], kind="stable")]
+        asked = np.flatnonzero((pid[rows] == key[0]) & (dev[rows] == key[1]) & (stream[rows] == key[2]))
+        r = rows[asked]
+        # The op of the stream that ended last at or before this one's start (not itself).
+        at = np.searchsorted(end[on], start[r] + ARRIVED_TOGETHER_NS, side="right") - 1
+        at = np.where((at >= 0) & (on[np.maximum(at, 0)] == r), at - 1, at)
+        ok = at >= 0
+        prev = on[np.maximum(at, 0)]
+        ok &= (end[prev] >= start[r] - ARRIVED_TOGETHER_NS) & (launched[r] < end[prev])
+        out[asked[ok]] = phase[prev[ok]]
+    return out
 
 
 def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
@@ -749,6 +783,13 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
         row = arr.last_pos[k]
         gating_row[at] = row
         ph = arr.phase[row, k]
+        # Where the last rank's kernel started late only because its stream still ran earlier
+        # work (launched before that work ended, started as it ended), that work's phase held
+        # the collective up: a pipeline stage's receive queued behind its last cycle's sampler.
+        for r in np.unique(row).tolist():
+            mine = row == r
+            behind = _queued_behind_phase(views[r].gpu_ops, arr.op_row[r, k[mine]])
+            ph[mine] = np.where(behind >= 0, behind, ph[mine])
         n_ph = np.array([v.phases.num_rows for v in views], dtype=np.int64)[row]
         phase_names = [v.phases["phase"].to_pylist() if v.phases.num_rows else [] for v in views]
         gating_phase[at] = [phase_names[rw][p] if 0 <= p < n else None for rw, p, n in zip(row.tolist(), ph.tolist(), n_ph.tolist())]
