@@ -145,18 +145,20 @@ def truth(R: Rank):
 
 
 def write(ranks, tmp_path, prefix="rank"):
-    paths = []
-    for i, R in enumerate(ranks):
-        p = R.t.write(tmp_path / f"{prefix}{i}.sqlite")
-        con = sqlite3.connect(p)
-        con.executescript(
-            "create table TARGET_INFO_GPU (id integer, name text, uuid text, busLocation text, smCount integer);"
-            "insert into TARGET_INFO_GPU values (0, 'H200', 'A-gpu0', '0', 132), (1, 'H200', 'A-gpu1', '1', 132);"
-            "create table TARGET_INFO_SESSION_START_TIME (utcEpochNs integer); insert into TARGET_INFO_SESSION_START_TIME values (5000000000000000000);")
-        con.commit()
-        con.close()
-        paths.append(p)
-    return paths
+    return [on_one_machine(R.t.write(tmp_path / f"{prefix}{i}.sqlite")) for i, R in enumerate(ranks)]
+
+
+def on_one_machine(path):
+    """Give a rank's export the machine's two GPUs and one session start time (per-rank reports
+    taken on one machine share its clock); returns the path."""
+    con = sqlite3.connect(path)
+    con.executescript(
+        "create table TARGET_INFO_GPU (id integer, name text, uuid text, busLocation text, smCount integer);"
+        "insert into TARGET_INFO_GPU values (0, 'H200', 'A-gpu0', '0', 132), (1, 'H200', 'A-gpu1', '1', 132);"
+        "create table TARGET_INFO_SESSION_START_TIME (utcEpochNs integer); insert into TARGET_INFO_SESSION_START_TIME values (5000000000000000000);")
+    con.commit()
+    con.close()
+    return path
 
 
 # ---------------------------------------------------------------- programs

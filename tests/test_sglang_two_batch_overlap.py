@@ -17,8 +17,6 @@ are what waits are charged by: rank 0's 16 us receive spin reads 28 us (its send
 
 from __future__ import annotations
 
-import sqlite3
-
 from nsys_factory import FakeTrace
 from tracerecon.analysis.config import PhaseConfig
 from tracerecon.api import load
@@ -77,15 +75,7 @@ def rank_file(tmp_path, rank: int) -> str:
             k(b + 45, b + 100, b + 125, "experts")
             k(b + 62, b + 125, b + 127, LL, "dispatch")
             k(b + 65, b + 127, b + 152, "experts")
-    path = t.write(tmp_path / f"rank{rank}.sqlite")
-    con = sqlite3.connect(path)
-    con.executescript(
-        "create table TARGET_INFO_GPU (id integer, name text, uuid text, busLocation text, smCount integer);"
-        "insert into TARGET_INFO_GPU values (0, 'H200', 'A-gpu0', '0', 132), (1, 'H200', 'A-gpu1', '1', 132);"
-        "create table TARGET_INFO_SESSION_START_TIME (utcEpochNs integer); insert into TARGET_INFO_SESSION_START_TIME values (5000000000000000000);")
-    con.commit()
-    con.close()
-    return path
+    return M.on_one_machine(t.write(tmp_path / f"rank{rank}.sqlite"))
 
 
 def analyse(tmp_path):
