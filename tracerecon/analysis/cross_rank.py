@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from tracerecon.analysis.nccl import comm_mask, is_low_latency_ep, is_point_to_point
 from tracerecon.schema import COLLECTIVES, CRITICAL_PATH
-from tracerecon.analysis.projection import I64_MAX, I64_MIN, equals, int64s
+from tracerecon.analysis.projection import I64_MIN, equals, int64s
 
 
 # How a cycle's gating rank was found (``critical_path.how``): the collective others waited for
@@ -135,7 +135,7 @@ def _comm_ops(view: RankView, name_codes: dict[str, int]) -> dict[str, np.ndarra
     idx = np.flatnonzero(comm_mask(ops)) if ops.num_rows else np.zeros(0, np.int64)
     if len(idx) == 0:  # (a rank that ran no communication kernel: no column is read)
         empty = np.zeros(0, np.int64)
-        return {"start": empty, "end": empty, "phase": empty, "key": empty, "apart": empty, "row": empty}
+        return {"start": empty, "end": empty, "phase": empty, "key": empty, "apart": empty}
     start = int64s(ops["start_ns"])[idx]
     order = np.argsort(start, kind="stable")
     idx = idx[order]
@@ -158,7 +158,7 @@ def _comm_ops(view: RankView, name_codes: dict[str, int]) -> dict[str, np.ndarra
     group_first = np.flatnonzero(np.r_[True, sorted_code[1:] != sorted_code[:-1]])
     nth = np.empty(len(code), np.int64)
     nth[by_name] = np.arange(len(code)) - np.repeat(group_first, np.diff(np.r_[group_first, len(code)]))
-    return {"start": start[order], "end": end, "phase": int64s(ops["phase_id"].take(pa.array(idx)), -1), "key": code << 40 | nth, "row": idx,
+    return {"start": start[order], "end": end, "phase": int64s(ops["phase_id"].take(pa.array(idx)), -1), "key": code << 40 | nth,
             "apart": np.unique(code[p2p])}
 
 
@@ -219,7 +219,6 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
     start = np.array([c["start"][p] for c, p in zip(comm, pos)], dtype=np.int64).reshape(n_ranks, m)
     end = np.array([c["end"][p] for c, p in zip(comm, pos)], dtype=np.int64).reshape(n_ranks, m)
     phase = np.array([c["phase"][p] for c, p in zip(comm, pos)], dtype=np.int64).reshape(n_ranks, m)
-    op_row = np.array([c["row"][p] for c, p in zip(comm, pos)], dtype=np.int64).reshape(n_ranks, m)
     aligned = start + offset[:, None]
     first = aligned.min(axis=0) if m else np.zeros(0, np.int64)
     last = aligned.max(axis=0) if m else np.zeros(0, np.int64)
@@ -258,7 +257,7 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
                  phase_wait_ns=per_rank_wait[r])
         for r, (v, c) in enumerate(zip(views, comm))
     )
-    arrivals = _Arrivals(rank_ids, aligned, first, last, last_pos, wait, phase, cycle, op_row)
+    arrivals = _Arrivals(rank_ids, aligned, first, last, last_pos, wait, phase, cycle)
     return CrossRank(tuple(alignment), comm_stats, collectives, _critical_path(views, arrivals, offset), tuple(warnings))
 
 
@@ -604,7 +603,6 @@ class _Arrivals:
     wait: np.ndarray
     phase: np.ndarray  # phase instance (-1: none)
     cycle: np.ndarray  # its cycle (-1: none)
-    op_row: np.ndarray  # each rank's kernel's row of its ``gpu_ops``
 
 
 def cycle_shifts(cycle: np.ndarray) -> np.ndarray:
@@ -654,31 +652,6 @@ def _cycle_ends(view: RankView, offset: int) -> tuple[np.ndarray, np.ndarray, np
     longest = order[np.minimum.reduceat(np.where(v == top, np.arange(len(v)), len(v)), firsts)]
     names = ph["phase"].take(pa.array(rows[longest])).to_pylist()
     return c[firsts], starts, ends, [n if x >= 0 else None for n, x in zip(names, value[longest].tolist())]
-
-
-def _queued_behind_phase(ops: pa.Table, rows: np.ndarray) -> np.ndarray:
-    """Per op (``rows`` of ``ops``): the phase instance of the op its stream ran right before
-    it, where it was queued behind that one (launched before it ended, started within
-    ``ARRIVED_TOGETHER_NS`` of its end), else -1 (also where that op is in no phase)."""
-    out = np.full(len(rows), -1, dtype=np.int64)
-    if len(rows) == 0 or "launch_end_ns" not in ops.column_names:
-        return out
-    pid, dev, stream = int64s(ops["pid"]), int64s(ops["device_id"], -1), int64s(ops["stream_id"], -1)
-    start, end, launched = int64s(ops["start_ns"]), int64s(ops["end_ns"]), int64s(ops["launch_end_ns"], I64_MAX)
-    phase = int64s(ops["phase_id"], -1)
-    for key in np.unique(np.stack([pid[rows], dev[rows], stream[rows]], 1), axis=0).tolist():
-        on = np.flatnonzero((pid == key[0]) & (dev == key[1]) & (stream == key[2]))
-        on = on[np.argsort(end[on], kind="stable")]
-        asked = np.flatnonzero((pid[rows] == key[0]) & (dev[rows] == key[1]) & (stream[rows] == key[2]))
-        r = rows[asked]
-        # The op of the stream that ended last at or before this one's start (not itself).
-        at = np.searchsorted(end[on], start[r] + ARRIVED_TOGETHER_NS, side="right") - 1
-        at = np.where((at >= 0) & (on[np.maximum(at, 0)] == r), at - 1, at)
-        ok = at >= 0
-        prev = on[np.maximum(at, 0)]
-        ok &= (end[prev] >= start[r] - ARRIVED_TOGETHER_NS) & (launched[r] < end[prev])
-        out[asked[ok]] = phase[prev[ok]]
-    return out
 
 
 def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
@@ -783,13 +756,6 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
         row = arr.last_pos[k]
         gating_row[at] = row
         ph = arr.phase[row, k]
-        # Where the last rank's kernel started late only because its stream still ran earlier
-        # work (launched before that work ended, started as it ended), that work's phase held
-        # the collective up: a pipeline stage's receive queued behind its last cycle's sampler.
-        for r in np.unique(row).tolist():
-            mine = row == r
-            behind = _queued_behind_phase(views[r].gpu_ops, arr.op_row[r, k[mine]])
-            ph[mine] = np.where(behind >= 0, behind, ph[mine])
         n_ph = np.array([v.phases.num_rows for v in views], dtype=np.int64)[row]
         phase_names = [v.phases["phase"].to_pylist() if v.phases.num_rows else [] for v in views]
         gating_phase[at] = [phase_names[rw][p] if 0 <= p < n else None for rw, p, n in zip(row.tolist(), ph.tolist(), n_ph.tolist())]
