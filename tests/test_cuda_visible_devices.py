@@ -174,3 +174,18 @@ def test_a_process_the_export_does_not_map_where_it_maps_others_is_said(tmp_path
         _worker(t2, pid, tid=pid)
     full = analyze([str(_host(t2.write(tmp_path / "node1.sqlite"), [(2, 0, 100), (3, 0, 101)]))])
     assert not any("does not map" in w for w in full.warnings)
+
+
+def test_a_timeline_names_each_stream_by_the_machine_gpu_and_the_process_cuda_device(tmp_path):
+    # GIVEN rank 0 given GPU 2 (its CUDA device 0)
+    t = FakeTrace()
+    _worker(t, 100)
+    path = _host(t.write(tmp_path / "rank0.sqlite"), [(2, 0, 100)])
+    # WHEN exported as a Chrome trace-event timeline
+    out = tmp_path / "t.json"
+    assert run_cli("export", str(path), "--format", "chrome-json", "-o", str(out), "--no-cache").returncode == 0
+    doc = json.loads(out.read_text())
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    names = {e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    # THEN its stream's track says the GPU as the rank's header does, and the CUDA number
+    assert "GPU 2 (CUDA 0) stream 7" in names, names

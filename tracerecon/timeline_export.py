@@ -342,7 +342,7 @@ def _stream_tracks(r: RankResult, phases: list[dict], proc: Process, run: _Run, 
         on_dev = pc.is_null(ops["device_id"]) if dev is None else pc.equal(ops["device_id"], dev)
         mine = ops.filter(pc.and_(on_dev, pc.is_null(ops["stream_id"]) if stream is None else pc.equal(ops["stream_id"], stream)))
         mine = mine.sort_by([("start_ns", "ascending"), ("end_ns", "descending")])
-        track = _stream_track(dev, stream, n, proc, run, sort_index + n)
+        track = _stream_track(_gpu_words(r, mine, dev), stream, n, proc, run, sort_index + n)
         yield track
         lanes, new_tracks = _op_lanes(mine, track, run)
         yield from new_tracks
@@ -403,9 +403,20 @@ def _values(a) -> list:
     return a.to_numpy().tolist() if a.null_count == 0 else a.to_pylist()
 
 
-def _stream_track(dev: int | None, stream: int | None, n: int, proc: Process, run: _Run, sort_index: int) -> Track:
+def _gpu_words(r: RankResult, ops, dev: int | None) -> str | None:
+    """How a stream track names its GPU: the process's CUDA device ``dev``, or where its
+    processes numbered the machine's GPU otherwise (CUDA_VISIBLE_DEVICES), that GPU and the
+    device (``2 (CUDA 0)``), as the rank's header does."""
+    if dev is None or not r.info.cuda_devices:
+        return None if dev is None else str(dev)
+    gpus = {r.info.gpu_of(pid, dev) for pid in pc.unique(ops["pid"]).to_pylist() if pid is not None}
+    return f"{gpus.pop()} (CUDA {dev})" if len(gpus) == 1 and dev not in gpus else str(dev)
+
+
+def _stream_track(dev: str | None, stream: int | None, n: int, proc: Process, run: _Run, sort_index: int) -> Track:
     """The track of the ``n``-th (GPU, stream) pair of a rank (its thread id in Chrome JSON:
-    ``STREAM_TID_BASE + n``, one per pair whatever the ids' sizes)."""
+    ``STREAM_TID_BASE + n``, one per pair whatever the ids' sizes); ``dev``: its GPU in words
+    (``_gpu_words``)."""
     if stream is None:
         return Track(next(run.uuids), proc.pid, NO_STREAM_TID - n, "GPU ops without a stream" + (f" (GPU {dev})" if dev is not None else ""),
                      sort_index, False, proc.uuid)
