@@ -36,19 +36,23 @@ def analyse(t: FakeTrace, tmp_path):
     return rank
 
 
+def wait_stream(t: FakeTrace, waiter: int, src: int, event: int, record: int, at_us: int) -> None:
+    """``waiter.wait_stream(src)`` at ``at_us``: an event recorded on src, then waited for by waiter."""
+    t.event_record(event=event, record=record, start=at_us * U, end=(at_us + 1) * U, stream=src)
+    t.stream_wait(event=event, record=record, start=(at_us + 1) * U, end=(at_us + 2) * U, stream=waiter)
+
+
 def two_iterations(fork: bool) -> FakeTrace:
     """Two iterations by hand (us); ``fork``: the forward on E, forked off D and joined back."""
     t = FakeTrace()
     fs = E if fork else D
     t.range("_schedule", 0, 20 * U)
     if fork:
-        t.event_record(event=1, record=1, start=22 * U, end=23 * U, stream=D)
-        t.stream_wait(event=1, record=1, start=23 * U, end=24 * U, stream=E)
+        wait_stream(t, E, D, 1, 1, 22)
     t.range("[Executor] _forward_step 0: 1 ctx reqs, 0 gen reqs", 25 * U, 60 * U)
     t.kernel(t.call("cudaLaunchKernel", 30 * U, 32 * U), 40 * U, 140 * U, stream=fs)
     if fork:
-        t.event_record(event=2, record=1, start=61 * U, end=62 * U, stream=E)
-        t.stream_wait(event=2, record=1, start=62 * U, end=63 * U, stream=D)
+        wait_stream(t, D, E, 2, 1, 61)
     t.range("_sample_async", 65 * U, 90 * U)
     t.kernel(t.call("cudaLaunchKernel", 70 * U, 72 * U), 140 * U, 180 * U, stream=D)  # sampling 0
     t.copy(t.call("cudaMemcpyAsync", 75 * U, 77 * U), 180 * U, 185 * U, kind=2, stream=D)  # its tokens to the host
@@ -56,13 +60,11 @@ def two_iterations(fork: bool) -> FakeTrace:
     # Iteration 1; the CPU is ahead: sampling 0 runs until 185. 120-300: CPU work in no range.
     t.range("_schedule", 100 * U, 120 * U)
     if fork:
-        t.event_record(event=1, record=2, start=300 * U, end=301 * U, stream=D)
-        t.stream_wait(event=1, record=2, start=301 * U, end=302 * U, stream=E)
+        wait_stream(t, E, D, 1, 2, 300)
     t.range("[Executor] _forward_step 1: 0 ctx reqs, 4 gen reqs", 305 * U, 340 * U)
     t.kernel(t.call("cudaLaunchKernel", 310 * U, 312 * U), 312 * U, 412 * U, stream=fs)
     if fork:
-        t.event_record(event=2, record=2, start=341 * U, end=342 * U, stream=E)
-        t.stream_wait(event=2, record=2, start=342 * U, end=343 * U, stream=D)
+        wait_stream(t, D, E, 2, 2, 341)
     t.range("_update_requests", 345 * U, 350 * U)
     c = t.call("cudaEventSynchronize", 346 * U, 347 * U)  # sampler_event of iteration 0: long done
     t.sync_record(c, 346 * U, 347 * U, sync_type=1, stream=D)
@@ -247,8 +249,7 @@ def test_a_wait_for_a_copy_queued_between_the_phases_is_work_between_them(tmp_pa
         t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U), (b + 20) * U, (b + 300) * U, stream=D)
         t.copy(t.call("cudaMemcpyAsync", (b + 110) * U, (b + 112) * U), (b + 115) * U, (b + 120) * U, kind=1, stream=copy_on)
         if copy_on != E:
-            t.event_record(event=1, record=c + 1, start=(b + 121) * U, end=(b + 122) * U, stream=copy_on)
-            t.stream_wait(event=1, record=c + 1, start=(b + 122) * U, end=(b + 123) * U, stream=E)
+            wait_stream(t, E, copy_on, 1, c + 1, b + 121)
         t.range("verify", (b + 400) * U, (b + 600) * U)
         t.kernel(t.call("cudaLaunchKernel", (b + 410) * U, (b + 412) * U), (b + 412) * U, (b + 450) * U, stream=E)
     (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify"), skip_cycles=0)).ranks

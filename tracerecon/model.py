@@ -42,7 +42,7 @@ class RankResult:
         or with the id alone where its list lacks the id."""
         if not self.gpu_ops.num_rows:
             return ()
-        if any(cuda != gpu for _, cuda, gpu in self.info.cuda_devices):
+        if self.info.renumbered:
             ops = self.gpu_ops.select(["pid", "device_id"]).drop_null().group_by(["pid", "device_id"]).aggregate([])
             used = sorted(zip(ops["pid"].to_pylist(), ops["device_id"].to_pylist()))
         else:  # (nothing renumbered, as in most runs: the devices alone, without a pass over the processes)

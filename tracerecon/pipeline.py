@@ -381,7 +381,7 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
                         + f" name{'' if len(too_large) > 1 else 's'} no rank (over {MAX_RANK_IN_NAME}): ignored")
         named = {p: r for p, r in named.items() if p not in too_large}
     processes = gpu_processes(tables.gpu_ops, tables.nvtx_ranges, tables.info.gpu_of)
-    if tables.gpu_ops.num_rows and any(cuda != gpu for _, cuda, gpu in tables.info.cuda_devices):
+    if tables.gpu_ops.num_rows and tables.info.renumbered:
         # Some processes numbered their GPUs otherwise than the machine: one the export does not
         # map is read as numbered like the machine, which may name a GPU it never ran on.
         mapped = {pid for pid, _, _ in tables.info.cuda_devices}

@@ -39,8 +39,9 @@ CAUSE_MEANING = {
 }
 
 
-def _gpu_number(g) -> str:
-    """``2``, or ``2 (CUDA 0)`` where the process numbered the machine's GPU 2 otherwise."""
+def gpu_number(g) -> str:
+    """A GPU (``GpuIdentity``) by number: ``2``, or ``2 (CUDA 0)`` where the process numbered
+    the machine's GPU 2 otherwise."""
     return f"{g.device}" + (f" (CUDA {g.cuda_device})" if g.cuda_device is not None else "")
 
 
@@ -51,13 +52,12 @@ def gpus_text(gpus) -> str:
     if not gpus:
         return ""
     names = {g.name for g in gpus}
-    num = _gpu_number
-    ids = ", ".join(num(g) for g in gpus)
+    ids = ", ".join(gpu_number(g) for g in gpus)
     word = "GPU" if len(gpus) == 1 else "GPUs"
     if len(names) == 1:
         (name,) = names
         return f"{word} {ids}" + (f" {one_line(name)}" if name else "")
-    return f"{word} " + ", ".join(num(g) + (f" {one_line(g.name)}" if g.name else "") for g in gpus)
+    return f"{word} " + ", ".join(gpu_number(g) + (f" {one_line(g.name)}" if g.name else "") for g in gpus)
 
 
 def fmt_ms(x: float | None) -> str:

@@ -130,12 +130,13 @@ def _comm_ops(view: RankView, name_codes: dict[str, int]) -> dict[str, np.ndarra
     """One rank's communication kernels in start order: start, end, phase (-1: none) and each
     one's key, which packs the global code of its name (``name_codes`` grows as names are met)
     with the kernel's place among the rank's kernels of that name (the k-th
-    ``ncclDevKernel_AllReduce...`` of every rank is one collective)."""
+    ``ncclDevKernel_AllReduce...`` of every rank is one collective); and ``in_order``, the codes
+    of names whose kernels keep their order (sends and receives, DeepEP's low-latency ones)."""
     ops = view.gpu_ops
     idx = np.flatnonzero(comm_mask(ops)) if ops.num_rows else np.zeros(0, np.int64)
     if len(idx) == 0:  # (a rank that ran no communication kernel: no column is read)
         empty = np.zeros(0, np.int64)
-        return {"start": empty, "end": empty, "phase": empty, "key": empty, "apart": empty}
+        return {"start": empty, "end": empty, "phase": empty, "key": empty, "in_order": empty}
     start = int64s(ops["start_ns"])[idx]
     order = np.argsort(start, kind="stable")
     idx = idx[order]
@@ -153,13 +154,15 @@ def _comm_ops(view: RankView, name_codes: dict[str, int]) -> dict[str, np.ndarra
         full = ops["demangled_name"].take(pa.array(idx)).cast(pa.string()).combine_chunks().dictionary_encode()
         apart = np.array([n is not None and is_low_latency_ep(n) for n in full.dictionary.to_pylist()] + [False], dtype=bool)
         p2p |= apart[full.indices.fill_null(len(apart) - 1).to_numpy(zero_copy_only=False)]
+    in_order = np.unique(code[p2p])
+    p2p = np.isin(code, in_order)  # a name's kernels all counted one way (a bare `dispatch` of both DeepEP modes)
     by_name = np.lexsort((np.where(p2p, start[order], end), code))
     sorted_code = code[by_name]
     group_first = np.flatnonzero(np.r_[True, sorted_code[1:] != sorted_code[:-1]])
     nth = np.empty(len(code), np.int64)
     nth[by_name] = np.arange(len(code)) - np.repeat(group_first, np.diff(np.r_[group_first, len(code)]))
     return {"start": start[order], "end": end, "phase": int64s(ops["phase_id"].take(pa.array(idx)), -1), "key": code << 40 | nth,
-            "apart": np.unique(code[p2p])}
+            "in_order": in_order}
 
 
 def analyze_cross_rank(views: list[RankView]) -> CrossRank:
@@ -195,9 +198,11 @@ def analyze_cross_rank(views: list[RankView]) -> CrossRank:
 def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: list[str]) -> CrossRank:
     """``analyze_cross_rank`` of ranks in rank order, given their communication kernels
     (``_comm_ops``) and the names their name codes stand for."""
-    p2p = np.array([is_point_to_point(n) for n in names], dtype=bool)  # per name code
-    for c in comm:  # (and names whose demangled names say so: DeepEP's low-latency kernels)
-        p2p[c.get("apart", np.zeros(0, np.int64))] = True
+    # Per name code: whose kernels keep their order (sends and receives, DeepEP's low-latency
+    # kernels), as ``_comm_ops`` found them on any rank.
+    p2p = np.zeros(len(names), dtype=bool)
+    for c in comm:
+        p2p[c["in_order"]] = True
     comm, warnings = _match_ordinals(views, comm, names, p2p)
     # Collectives every rank ran, each rank's kernel of it (pos[r]), in the first rank's start order.
     if len(views) > 1:

@@ -102,6 +102,11 @@ class ExportInfo:
     # renumbers), not the id.
     cuda_devices: tuple[tuple[int, int, int], ...] = ()
 
+    @property
+    def renumbered(self) -> bool:
+        """Whether some process numbered a GPU otherwise than the machine (``cuda_devices``)."""
+        return any(cuda != gpu for _, cuda, gpu in self.cuda_devices)
+
     def gpu_of(self, pid: int, device: int) -> int:
         """The TARGET_INFO_GPU id of CUDA device ``device`` of process ``pid`` (``device`` where
         the export does not map it: no table, or no row for it)."""
