@@ -98,7 +98,27 @@ def test_b_one_process_with_cuda_visible_devices_3_2_driving_both(tmp_path):
     # reading is per CUDA device of the process, which stays right); tracerecon names GPUs 0, 1
     assert len(a.ranks) == 1
     assert sorted(_uuids(a.ranks[0])) == ["uuid-gpu2", "uuid-gpu3"]
-    assert any("process 10 ran collectives on GPUs" in w for w in a.warnings)
+    # and the warning names the machine's GPUs with the process's numbers beside them, as the
+    # report's GPU lines do (it said "GPUs 0, 1", the process's numbers alone)
+    assert any("process 10 ran collectives on GPUs 2 (CUDA 1), 3 (CUDA 0): one process" in w for w in a.warnings), a.warnings
+
+
+def test_a_phase_on_two_renumbered_gpus_is_said_with_the_machine_gpus(tmp_path):
+    # GIVEN one thread of a process with CUDA_VISIBLE_DEVICES=3,2 whose draft launches a kernel
+    # on its CUDA device 0 (GPU 3), then one on its device 1 (GPU 2), and verify on device 1
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.cycle(c, b * U, (b + 100) * U, (b + 400) * U, pid=10)
+        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U, pid=10), (b + 20) * U, (b + 60) * U, pid=10, device=0)
+        t.kernel(t.call("cudaLaunchKernel", (b + 20) * U, (b + 22) * U, pid=10), (b + 30) * U, (b + 90) * U, pid=10, device=1)
+        t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U, pid=10), (b + 120) * U, (b + 200) * U, pid=10, device=1)
+    # WHEN analysed
+    a = analyze([str(_host(t.write(tmp_path / "t.sqlite"), [(3, 0, 10), (2, 1, 10)]))])
+    # THEN the note on draft names both GPUs and the one it is read on as the machine numbers
+    # them, the process's number beside each
+    said = [w for w in a.warnings if "'draft': in 3 of 3 instances it launched GPU work on GPUs 2 (CUDA 1), 3 (CUDA 0)" in w]
+    assert len(said) == 1 and "(GPU 2 (CUDA 1) in 3;" in said[0], a.warnings
 
 
 def test_without_renumbering_nothing_changes(tmp_path):

@@ -421,6 +421,7 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
             sync_records=select_pids(tables.sync_records, pids), event_records=select_pids(tables.event_records, pids),
             accepted_marks=accepted, stream_marks=select_pids(stream_marks, pids),
             unrun_from_ns=_unrun_from(unrun, linked, pids),
+            cuda_devices=tuple(m for m in tables.info.cuda_devices if m[0] in pids and m[1] != m[2]),
         )
         out.append((RankSource(rank, str(f), tuple(pids), how, cand), tables.info, own_rank(rt, rank, config)))
     session = (*_session_span(tables.info, tables.trace_end_ns), tables.info.nsys_version)

@@ -54,6 +54,22 @@ class RankTables:
     # GPU work is in the trace (``pipeline._unrun_from``: the capture ended before recording
     # its work); None: none.
     unrun_from_ns: int | None = None
+    # (pid, CUDA device in that process, the machine's GPU) where a process numbered a GPU
+    # otherwise than the machine (CUDA_VISIBLE_DEVICES; ``ExportInfo.cuda_devices``): what the
+    # notes name a GPU by. The tables' device ids stay the process's CUDA numbers.
+    cuda_devices: tuple = ()
+
+
+def gpu_names(pid: np.ndarray, device: np.ndarray, cuda_devices: tuple) -> list[str]:
+    """Each (process, CUDA device) as a note names its GPU: ``2``, or ``2 (CUDA 0)`` where the
+    process numbered the machine's GPU 2 otherwise (as the report's GPU lines do); one name per
+    (process, device), in the order of the machine's GPUs, each name once."""
+    renamed = {(p, c): g for p, c, g in cuda_devices if c != g}
+    named = {}
+    for p, d in zip(pid.tolist(), device.tolist()):
+        g = renamed.get((p, d))
+        named[(d, -1) if g is None else (g, d)] = None
+    return [f"{g}" if c < 0 else f"{g} (CUDA {c})" for g, c in sorted(named)]
 
 
 @dataclass(frozen=True)
@@ -244,9 +260,9 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     + _before_capture_notes(clock)
                     + _host_side_wait_notes(tables.api_calls)
                     + _unrecorded_stream_notes(tables.stream_marks, clock)
-                    + _several_devices_notes(ops)
-                    + _phases_on_several_gpus_notes(ops, op_phase, dev, labels)
-                    + _cycles_across_gpus_notes(cycle_of, dev, b_start, ph_pid, ph_tid, ph_s, ph_e)
+                    + _several_devices_notes(ops, tables.cuda_devices)
+                    + _phases_on_several_gpus_notes(ops, op_phase, dev, labels, ph_pid, tables.cuda_devices)
+                    + _cycles_across_gpus_notes(cycle_of, dev, b_start, ph_pid, ph_tid, ph_s, ph_e, tables.cuda_devices)
                     + _cycle_edge_notes(clock, nested, cycle_rows, cycle_of, ph_pid, ph_s, ph_read_end, dev, stream, b_start, b_end, labels, unphased,
                                         holds_cycles=nested_cycles[1])
                     + _nested_cycle_notes(nested, cycle_rows, config.cycle_prefix, *nested_cycles))
@@ -382,7 +398,7 @@ def _nested_cycle_notes(nested: pa.Table, cycle_rows: np.ndarray, prefix: str, i
             "cycle ranges' names start with reads those alone",)
 
 
-def _several_devices_notes(ops: pa.Table) -> tuple[str, ...]:
+def _several_devices_notes(ops: pa.Table, cuda_devices: tuple = ()) -> tuple[str, ...]:
     """One line per process that ran collectives on several GPUs (one process driving several
     devices, a thread each): it is one rank, so the collectives among its own GPUs are matched
     with nothing and their waits for each other are not counted, and the phases and cycles of
@@ -396,20 +412,22 @@ def _several_devices_notes(ops: pa.Table) -> tuple[str, ...]:
     pairs = distinct_few((pid << 16) | (dev & 0xFFFF))  # (a sort of every collective only where a sample misses a pair)
     out = []
     for p in np.unique(pairs >> 16).tolist():
-        devices = (pairs[(pairs >> 16) == p] & 0xFFFF).tolist()
+        devices = pairs[(pairs >> 16) == p] & 0xFFFF
         if len(devices) > 1:
-            out.append(f"process {p} ran collectives on GPUs {', '.join(map(str, devices))}: one process driving several GPUs is one rank, so "
+            names = gpu_names(np.full(len(devices), p), devices, cuda_devices)
+            out.append(f"process {p} ran collectives on GPUs {', '.join(names)}: one process driving several GPUs is one rank, so "
                        "their collectives with each other are matched with nothing (waits between them are not counted), and the phase "
                        "and cycle ranges of all its threads are numbered as one rank's")
     return tuple(out)
 
 
-def _phases_on_several_gpus_notes(ops: pa.Table, op_phase: np.ndarray, device: np.ndarray, labels: list) -> tuple[str, ...]:
+def _phases_on_several_gpus_notes(ops: pa.Table, op_phase: np.ndarray, device: np.ndarray, labels: list, pid: np.ndarray,
+                                  cuda_devices: tuple = ()) -> tuple[str, ...]:
     """One line per phase name with instances that launched GPU work on several GPUs (one
     thread driving several devices): a phase is read between its boundaries on one stream of
-    one GPU (``device``, per instance), as events on that stream alone would read it; the other
-    GPUs' work is in its span on no stream of theirs. Nothing is worked out where the rank's
-    ops ran on one GPU (a min and a max)."""
+    one GPU (``device``, per instance; ``pid``, its process), as events on that stream alone
+    would read it; the other GPUs' work is in its span on no stream of theirs. Nothing is
+    worked out where the rank's ops ran on one GPU (a min and a max)."""
     if ops.num_rows == 0 or len(device) == 0:
         return ()
     span = pc.min_max(ops["device_id"])
@@ -423,18 +441,20 @@ def _phases_on_several_gpus_notes(ops: pa.Table, op_phase: np.ndarray, device: n
     names = np.asarray(labels, dtype=object)
     for name in dict.fromkeys(labels[k] for k in several.tolist()):
         mine = several[names[several] == name]
-        gpus = np.unique(pairs[np.isin(pairs >> 20, mine)] & 0xFFFFF)
-        read_on = Counter(int(d) for d in device[mine] if d >= 0)
-        out.append(f"{name!r}: in {len(mine)} of {labels.count(name)} instances it launched GPU work on GPUs {', '.join(map(str, gpus.tolist()))}; "
+        held = pairs[np.isin(pairs >> 20, mine)]
+        gpus = gpu_names(pid[held >> 20], held & 0xFFFFF, cuda_devices)
+        read = mine[device[mine] >= 0]
+        read_on = Counter(gpu_names(pid[k:k + 1], device[k:k + 1], cuda_devices)[0] for k in read.tolist())
+        out.append(f"{name!r}: in {len(mine)} of {labels.count(name)} instances it launched GPU work on GPUs {', '.join(gpus)}; "
                    "its GPU time is read on one stream of one GPU ("
-                   + (", ".join(f"GPU {d} in {n}" for d, n in sorted(read_on.items())) or "none")
+                   + (", ".join(f"GPU {d} in {read_on[d]}" for d in gpu_names(pid[read], device[read], cuda_devices)) or "none")
                    + "; the phases table's device_id and stream_id), not across its GPUs: "
                    "give each GPU's work a phase range of its own to time each")
     return tuple(out)
 
 
 def _cycles_across_gpus_notes(cycle: np.ndarray, device: np.ndarray, boundary_start: np.ndarray, pid: np.ndarray, tid: np.ndarray,
-                              cpu_start: np.ndarray, cpu_end: np.ndarray) -> tuple[str, ...]:
+                              cpu_start: np.ndarray, cpu_end: np.ndarray, cuda_devices: tuple = ()) -> tuple[str, ...]:
     """A line where the phases of a cycle that share its sequence of boundaries (one timeline,
     ``boundaries.in_sequence``: not a helper thread's range read alone) are read on streams of
     different GPUs (one thread driving several, ``boundaries.phase_boundaries``): each phase
@@ -450,7 +470,7 @@ def _cycles_across_gpus_notes(cycle: np.ndarray, device: np.ndarray, boundary_st
     across = int((n_gpus > 1).sum())
     if across == 0:
         return ()
-    gpus = ", ".join(map(str, np.unique(pairs[:, 2]).tolist()))
+    gpus = ", ".join(gpu_names(pid[read], device[read], cuda_devices))
     n = len(np.unique(cycle[cycle >= 0]))
     return (f"in {across} of {n} cycles the phases are read on different GPUs ({gpus}): each phase between events on its own GPU's "
             "stream, which waits for nothing on the other GPU, so phases on different GPUs, and cycles, may overlap, and a cycle's phases "
