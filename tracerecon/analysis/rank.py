@@ -30,7 +30,7 @@ from tracerecon.analysis.boundaries import (CopyStreams, StreamClock, WaitTarget
                                             wait_targets)
 from tracerecon.analysis.nccl import comm_mask, phase_comm_split
 from tracerecon.analysis.config import PhaseConfig, cycle_kind, is_cycle_name
-from tracerecon.analysis.phases import (ERROR_FLOOR_NS, PhaseInputs, adds_up_tolerance, build_cycles, build_phases, cycles_by_time,
+from tracerecon.analysis.phases import (ERROR_FLOOR_NS, PhaseInputs, adds_up_tolerance, build_cycles, build_phases, cycles_by_time, empty_steps,
                                         cycles_per_thread, phases_past_their_cycle, select_phases)
 from tracerecon.analysis.projection import I64_MAX, I64_MIN, index_launches, innermost_owner, int64s, string_mask
 from tracerecon.analysis.ranges import build_ranges, nest
@@ -138,7 +138,11 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
 
     launches = index_launches(ops)  # sorted once; every lookup of ops by CPU range below uses it
     phase_rows, cycle_of, cycle_rows, labels = select_phases(nested, config)
-    cycle_of = cycles_by_time(nested, phase_rows, cycle_of, cycle_rows, labels) if len(cycle_rows) else cycles_per_thread(nested, phase_rows, cycle_of, labels, config.labels(), ops)
+    if len(cycle_rows):
+        cycle_of, empty = cycles_by_time(nested, phase_rows, cycle_of, cycle_rows, labels), (None, 0)
+    else:
+        cycle_of = cycles_per_thread(nested, phase_rows, cycle_of, labels, config.labels(), ops)
+        cycle_of, *empty = empty_steps(nested, phase_rows, cycle_of, labels, ops, launches)
     n_ph = len(phase_rows)
     depth = int64s(nested["depth"]) if nested.num_rows else np.zeros(0, np.int64)
     row_to_phase = np.full(nested.num_rows + 1, -1, dtype=np.int64)
@@ -265,7 +269,8 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     + _cycles_across_gpus_notes(cycle_of, dev, b_start, ph_pid, ph_tid, ph_s, ph_e, tables.cuda_devices)
                     + _cycle_edge_notes(clock, nested, cycle_rows, cycle_of, ph_pid, ph_s, ph_read_end, dev, stream, b_start, b_end, labels, unphased,
                                         holds_cycles=nested_cycles[1])
-                    + _nested_cycle_notes(nested, cycle_rows, config.cycle_prefix, *nested_cycles))
+                    + _nested_cycle_notes(nested, cycle_rows, config.cycle_prefix, *nested_cycles)
+                    + _empty_step_notes(*empty, len(np.unique(cycle_of[cycle_of >= 0]))))
 
 
 def _awaited(clock: StreamClock, blocking: pa.Table, targets: WaitTargets, ops: pa.Table) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
@@ -396,6 +401,16 @@ def _nested_cycle_notes(nested: pa.Table, cycle_rows: np.ndarray, prefix: str, i
             f"other cycle ranges ({', '.join(map(repr, list(dict.fromkeys(holders))[:3]))}): each is a cycle of its own and a phase takes the "
             "innermost of its thread's, so cycles may be split or phases left out of them; a --cycle prefix that only the intended "
             "cycle ranges' names start with reads those alone",)
+
+
+def _empty_step_notes(phase: str | None, n: int, n_cycles: int) -> tuple[str, ...]:
+    """One line where steps that ended inside their first phase were told apart
+    (``phases.empty_steps``): they are cycles of their own, in every median over cycles."""
+    if not n:
+        return ()
+    return (f"{n} of {n_cycles} cycles are a lone {phase!r} that launched no GPU work, followed by another {phase!r} (an engine step "
+            "with nothing to run, as vLLM's execute_model with nothing scheduled): each is read as a cycle of its own, in the "
+            "medians over cycles; the CPU time to the next step is in no phase",)
 
 
 def _several_devices_notes(ops: pa.Table, cuda_devices: tuple = ()) -> tuple[str, ...]:
