@@ -136,7 +136,6 @@ def vllm_spec(steps=12, sched=60, prep_cpu=150, fwd=(400,), logits=40, sample=(6
     cpu = 100
     prep_evt = None
     count_evt = None
-    out_evts = {}  # step -> (event record, CPU instant get_output was submitted)
     helper_done = {}
     for k in range(steps):
         # engine core: schedule step k

@@ -1236,7 +1236,8 @@ def _forks_of(clock: StreamClock, op_streams: _OpStreams, op_phase: np.ndarray, 
     """What ``_forked_callers`` reads for the ``candidate`` phases (``keys``: each phase's
     thread): their ops, the pairs of streams that wait for each other in their windows, which
     streams compute or only pass."""
-    into, from_, cpu, rec_cpu = clock.join_into, clock.join_from, clock.join_cpu, clock.join_record_cpu
+    into, from_, cpu, rec_cpu, w_thread = _relayed_forks(clock.join_into, clock.join_from, clock.join_cpu, clock.join_record_cpu,
+                                                         clock.join_thread, op_streams.computing_streams, _passing_streams(clock), clock.op_launch)
     sel = np.flatnonzero((op_phase >= 0) & candidate[np.maximum(op_phase, 0)])
     o_phase = op_phase[sel]
     o_row = op_streams.rows[sel]
@@ -1250,7 +1251,8 @@ def _forks_of(clock: StreamClock, op_streams: _OpStreams, op_phase: np.ndarray, 
     cand = np.flatnonzero(candidate)
     w_i, which = explode_slices(np.searchsorted(cpu, cpu_start[cand], side="left"), np.searchsorted(cpu, cpu_end[cand], side="left"))
     ph_i = cand[which]
-    keep = pair[w_i] >= 0
+    own = _own_waits(w_thread, keys, op_phase, op_streams.threads)
+    keep = (pair[w_i] >= 0) & own(ph_i, w_i)
     ph_i, w_i = ph_i[keep], w_i[keep]
     order = np.lexsort((w_i, ph_i, pair[w_i]))  # by pair, then phase, then wait
     ph_i, w_i = ph_i[order], w_i[order]
@@ -1264,8 +1266,64 @@ def _forks_of(clock: StreamClock, op_streams: _OpStreams, op_phase: np.ndarray, 
                   quiet=_waits_for_quiet_streams(from_, op_streams.computing_streams, passing), o_phase=o_phase, o_row=o_row, o_launch=o_launch,
                   o_computes=op_streams.computes[sel], threads_on=op_streams.threads_on, o_thread=op_streams.threads[sel],
                   cpu_start=np.asarray(cpu_start, np.int64), cpu_end=np.asarray(cpu_end, np.int64),
-                  cycle=np.asarray(cycle, np.int64), read_back=read_back, phase_thread=keys, phase_pid=ph_pid,
+                  cycle=np.asarray(cycle, np.int64), read_back=read_back, phase_thread=keys, phase_pid=ph_pid, own_wait=own,
                   **_phases_by_thread(keys, np.asarray(cpu_start, np.int64), np.asarray(cpu_end, np.int64)))
+
+
+def _own_waits(w_thread: np.ndarray, keys: np.ndarray, op_phase: np.ndarray, op_thread: np.ndarray) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """(phases, waits) -> per pair, whether the wait was made by one of the phase's threads: its
+    range's, or one that launched its ops (or the wait's call is not in the trace). Two threads
+    that take turns (vLLM's DBO micro-batches) each fork and join the same two streams; the
+    other thread's waits within a phase's window are none of that phase's forks or joins."""
+    keys, w_thread = np.asarray(keys, np.int64), np.asarray(w_thread, np.int64)
+    placed = np.flatnonzero(op_phase >= 0)
+    threads, dense = np.unique(np.r_[np.asarray(op_thread, np.int64)[placed], w_thread], return_inverse=True)
+    n = max(len(threads), 1)
+    launched_on = np.unique(op_phase[placed].astype(np.int64) * n + dense[:len(placed)])  # (phase, thread) that launched its ops
+    w_dense = dense[len(placed):]
+
+    def own(ph: np.ndarray, w: np.ndarray) -> np.ndarray:
+        ph = np.asarray(ph, np.int64)
+        t = w_thread[w]
+        code = ph * n + w_dense[w]
+        at = np.minimum(np.searchsorted(launched_on, code), max(len(launched_on) - 1, 0))
+        launched = (launched_on[at] == code) if len(launched_on) else np.zeros(len(code), bool)
+        return (t < 0) | (t == keys[ph]) | launched
+    return own
+
+
+def _relayed_forks(into: np.ndarray, from_: np.ndarray, cpu: np.ndarray, rec_cpu: np.ndarray, thread: np.ndarray, computing: np.ndarray,
+                   passing: np.ndarray, op_launch: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The event waits (in CPU order), with a fork through a relay added: a computing stream X
+    waiting for a record made on a stream R that does not compute (only copies or waits: vLLM's
+    DBO comm stream, which DeepEP's own stream is forked off) right after R waited for a record
+    made on a computing stream C (R's latest wait before that record, nothing put on R since)
+    counts as X waiting for that record on C too (at the same CPU instant), the way
+    ``_relayed_joins`` lets a join pass through such a stream. A copy stream that waited for C,
+    then uploaded inputs that X waits for, forks nothing off C: its record marks its own work."""
+    relay = np.flatnonzero((from_ >= 0) & ~computing[from_] & ~passing[from_] & (into != from_) & computing[into]) if len(into) else np.zeros(0, np.int64)
+    if len(relay) == 0:
+        return into, from_, cpu, rec_cpu, thread
+    fed = np.flatnonzero((from_ >= 0) & (from_ != into))  # waits of one stream for another's record, in CPU order
+    fed = fed[np.argsort(into[fed], kind="stable")]  # by the waiting stream, CPU order within
+    add_w, add_k = [], []
+    for r in np.unique(from_[relay]).tolist():
+        mine = relay[from_[relay] == r]
+        seg = fed[np.searchsorted(into[fed], r, side="left"):np.searchsorted(into[fed], r, side="right")]
+        k = np.searchsorted(cpu[seg], rec_cpu[mine], side="left") - 1  # R's latest wait before the record X waits for
+        ok = k >= 0
+        mine, k = mine[ok], seg[k[ok]]
+        launched = op_launch[r]
+        quiet = np.searchsorted(launched, rec_cpu[mine], side="right") == np.searchsorted(launched, cpu[k], side="right")
+        keep = quiet & computing[from_[k]] & (from_[k] != into[mine])
+        add_w.append(mine[keep])
+        add_k.append(k[keep])
+    w, k = np.concatenate(add_w), np.concatenate(add_k)
+    if len(w) == 0:
+        return into, from_, cpu, rec_cpu, thread
+    order = np.argsort(np.r_[cpu, cpu[w]], kind="stable")
+    return (np.r_[into, into[w]][order], np.r_[from_, from_[k]][order], np.r_[cpu, cpu[w]][order], np.r_[rec_cpu, rec_cpu[k]][order],
+            np.r_[thread, thread[w]][order])
 
 
 class _StreamPair(NamedTuple):
@@ -1309,6 +1367,7 @@ class _Forks:
     read_back: Callable[[int, int], dict]  # (thread key, pid) -> {stream row: copies read back there} (``_read_back_votes``)
     phase_thread: np.ndarray  # per phase: its thread's key (``thread_keys``)
     phase_pid: np.ndarray
+    own_wait: Callable[[np.ndarray, np.ndarray], np.ndarray]  # (phases, waits) -> made by the phase's own threads (``_own_waits``)
 
 
 def _forked_callers(f: _Forks, row: np.ndarray, later_phases: bool, on_caller_only: bool = False) -> np.ndarray:
@@ -1598,14 +1657,21 @@ def _joined_into_the_threads_stream(clock: StreamClock, op_streams: _OpStreams, 
 
 def _first_fork(f: _Forks, waits: np.ndarray, side: int, cand: np.ndarray) -> np.ndarray:
     """Per phase of ``cand``: the CPU time of the first wait of ``side`` among ``waits`` (the
-    waits between it and another stream, in CPU order) made within the phase's CPU window (a
-    fork of ``side`` off the other); I64_MAX where there is none."""
+    waits between it and another stream, in CPU order) made within the phase's CPU window by
+    one of the phase's own threads (``_own_waits``: a fork of ``side`` off the other); I64_MAX
+    where there is none."""
     forks = waits[f.into[waits] == side]
+    out = np.full(len(cand), I64_MAX, dtype=np.int64)
     if len(forks) == 0:
-        return np.full(len(cand), I64_MAX, dtype=np.int64)
-    at = np.searchsorted(f.cpu[forks], f.cpu_start[cand], side="left")
-    t = f.cpu[forks][np.minimum(at, len(forks) - 1)]
-    return np.where((at < len(forks)) & (t < f.cpu_end[cand]), t, I64_MAX)
+        return out
+    cpu = f.cpu[forks]
+    w_i, which = explode_slices(np.searchsorted(cpu, f.cpu_start[cand], side="left"), np.searchsorted(cpu, f.cpu_end[cand], side="left"))
+    ok = f.own_wait(np.asarray(cand)[which], forks[w_i])
+    w_i, which = w_i[ok], which[ok]
+    # The first of each phase's own waits (pairs come in phase order, waits in CPU order within).
+    first = np.r_[True, which[1:] != which[:-1]] if len(which) else np.zeros(0, bool)
+    out[which[first]] = cpu[w_i[first]]
+    return out
 
 
 def _computed_around_fork(f: _Forks, caller: int, cand: np.ndarray, fork_cpu: np.ndarray, n_phases: int) -> np.ndarray:
