@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import run_cli
+from conftest import SAMPLES, run_cli
 from nsys_factory import FakeTrace
 from tracerecon.analysis.config import PhaseConfig
 from tracerecon.api import load as analyze
@@ -677,3 +677,31 @@ def test_work_on_the_legacy_stream_beside_a_blocking_stream_is_said_not_modelled
     assert any("process 10 ran GPU work on the legacy default stream and on blocking stream 13 (created without cudaStreamNonBlocking)" in w
                for w in blocking), blocking
     assert not any("legacy default stream" in w for w in non_blocking), non_blocking
+
+
+def test_ranges_does_not_send_a_user_to_run_ranges():
+    # GIVEN a trace none of whose ranges has a default phase's name (TensorRT-LLM's loop)
+    trace = str(SAMPLES / "probes_h200" / "trtllm_overlap" / "cpu_bound.sqlite.xz")
+    # WHEN `report` and `ranges` read it
+    report, ranges = run_cli("report", trace), run_cli("ranges", trace)
+    # THEN report says no range is a phase and points at `ranges`; `ranges`, which lists them
+    # whatever the phases, lists them and says neither
+    assert report.returncode == 0 and "no range named as a phase" in report.stderr and "`tracerecon ranges`" in report.stderr
+    assert ranges.returncode == 0 and "_sample_async" in ranges.stdout
+    assert "no range named as a phase" not in ranges.stderr and "`tracerecon ranges`" not in ranges.stderr, ranges.stderr
+
+
+def test_an_export_named_like_a_table_file_is_said_to_be_a_folder(tmp_path):
+    # GIVEN a trace, exported to a name that reads as a CSV file
+    out = tmp_path / "phases.csv"
+    r = run_cli("export", str(SAMPLES / "h200_nsys2025.3.1" / "eagle_gpu_bound.sqlite"), "-o", str(out))
+    # THEN the parquet folder is written there, and a warning says it is one
+    assert r.returncode == 0 and (out / "manifest.json").is_file()
+    assert "is named like a CSV file; writing a folder of parquet tables" in r.stderr, r.stderr
+
+
+def test_a_bad_phase_pattern_is_shown_as_typed():
+    # GIVEN a pattern ending in one backslash
+    r = run_cli("report", str(SAMPLES / "h200_nsys2025.3.1" / "eagle_gpu_bound.sqlite"), "--phase", "x=re:\\")
+    # THEN the error shows it with one backslash, as typed (it said 'x=re:\\\\')
+    assert r.returncode == 2 and "--phase 'x=re:\\': bad regular expression" in r.stderr, r.stderr

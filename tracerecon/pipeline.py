@@ -50,6 +50,9 @@ def no_nvtx_message(path: str, nsys_version: str | None) -> str:
 
 # The start of the warning that phases were marked in a process that launched no GPU work.
 PHASES_WITHOUT_GPU = "phase or cycle ranges in a process that launched no GPU work"
+# Ends the warnings that no range is any phase, or that a --phase matched none: `tracerecon
+# ranges` itself leaves those out (it lists ranges whatever the phases).
+RANGES_HINT = "`tracerecon ranges` lists every range name"
 
 
 def phases_without_gpu_message(path: str, pids: list[int], phases: list[str] = ()) -> str:
@@ -842,7 +845,7 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
         hint = ("; the likely phases here: " + " ".join(f"--phase={shlex.quote(n)}" if n.startswith("-") else f"--phase {shlex.quote(n)}" for n in names)) if names else ""
         # First: it says why every table is empty (``view`` shows the first few warnings only).
         warnings.insert(0, f"no range named as a phase ({', '.join(config.phases)}) in {', '.join(str(f) for f in files)}{hint} "
-                        f"(`tracerecon ranges` lists every range name){pattern_hint(config.phases)}")
+                        f"({RANGES_HINT}){pattern_hint(config.phases)}")
     else:
         # Some ranks without phases (others have them): said per rank, not only when none has.
         for s, _, w in work:
@@ -886,7 +889,7 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
                 taken = {m: sorted({config.label_of(n, d) for n, d in named if one.label_of(n, d) is not None} - {None}) for m, one in alone.items()}
                 if unmatched := [m for m in absent if m not in left_out and not taken[m]]:
                     warnings.append(f"no range matched --phase {', '.join(shlex.quote(m) for m in unmatched)} (the other phases did); "
-                                    f"`tracerecon ranges` lists every range name{pattern_hint(unmatched)}")
+                                    f"{RANGES_HINT}{pattern_hint(unmatched)}")
                 for m in (m for m in absent if m not in left_out and taken[m]):
                     warnings.append(f"--phase {shlex.quote(m)} matched only ranges an earlier --phase takes (as {', '.join(map(repr, taken[m]))}): "
                                     "a range is the first matching phase's")

@@ -82,6 +82,14 @@ def _matchers(specs: tuple[str, ...]) -> tuple[tuple[str, "re.Pattern[str]"], ..
     return tuple(parse_phase_spec(s) for s in specs)
 
 
+def _shown(spec: str) -> str:
+    """A --phase value in a message, quoted as typed (a backslash stays one), its control and
+    invisible characters as escapes."""
+    from tracerecon.json_text import one_line
+
+    return f"'{one_line(spec)}'" if "'" not in spec else repr(spec)
+
+
 def parse_phase_spec(spec: str) -> tuple[str, "re.Pattern[str]"]:
     """``verify`` -> (verify, ^verify$); ``verify=re:REGEX`` -> (verify, REGEX);
     ``draft=glob:*draft*``; ``draft=some name`` (exact). Raises ValueError on a bad regex."""
@@ -91,22 +99,22 @@ def parse_phase_spec(spec: str) -> tuple[str, "re.Pattern[str]"]:
         label, pattern = spec.split("=", 1)
         label = label.strip()
         if not label:
-            raise ValueError(f"--phase {spec!r}: the phase's name before '=' is empty")
+            raise ValueError(f"--phase {_shown(spec)}: the phase's name before '=' is empty")
         if not pattern.strip():
-            raise ValueError(f"--phase {spec!r}: the range name or pattern after '=' is empty")
+            raise ValueError(f"--phase {_shown(spec)}: the range name or pattern after '=' is empty")
         kind = next((k for k in ("re:", "glob:") if pattern.startswith(k)), None)
         if kind and not pattern[len(kind):].strip():  # an empty pattern matches every range, cycles included
-            raise ValueError(f"--phase {spec!r}: the pattern after '{kind}' is empty")
+            raise ValueError(f"--phase {_shown(spec)}: the pattern after '{kind}' is empty")
         if pattern.startswith("re:"):
             try:
                 return label, re.compile(pattern[3:])
             except (re.error, OverflowError, RecursionError) as exc:  # a{99999999999}; thousands of nested groups
-                raise ValueError(f"--phase {spec!r}: bad regular expression ({exc})") from None
+                raise ValueError(f"--phase {_shown(spec)}: bad regular expression ({exc})") from None
         if pattern.startswith("glob:"):
             return label, re.compile("^" + fnmatch.translate(pattern[5:]))  # the whole name, as a shell glob
         return label, re.compile("^" + re.escape(pattern) + "$")
     if not spec.strip():
-        raise ValueError(f"--phase {spec!r}: a phase needs a name (its NVTX range's)")
+        raise ValueError(f"--phase {_shown(spec)}: a phase needs a name (its NVTX range's)")
     return spec, re.compile("^" + re.escape(spec) + "$")
 
 

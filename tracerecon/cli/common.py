@@ -202,14 +202,19 @@ def progress_reporter() -> Iterator:
         yield lambda msg: prog.update(task, description="\n".join(map(one_line, msg.split("\n"))))
 
 
-def load(inputs: Sequence[str], config: PhaseConfig, jobs: int | None = None, scheduler: str | None = None, side: str = ""):
+def load(inputs: Sequence[str], config: PhaseConfig, jobs: int | None = None, scheduler: str | None = None, side: str = "",
+         phases_unused: bool = False):
     """``api.load`` with a progress spinner; warnings go to stderr, each led by ``side`` where
-    given (``diff``'s and ``plot --diff``'s "A", "B": a warning that names no file is either's)."""
+    given (``diff``'s and ``plot --diff``'s "A", "B": a warning that names no file is either's),
+    but for the ones that the phases matched no range where the command uses no phases
+    (``phases_unused``: ``ranges``)."""
     from tracerecon import api
+    from tracerecon.pipeline import RANGES_HINT
 
     with progress_reporter() as progress:
         analysis = api.load(inputs, config, progress, jobs, scheduler)
-    warn_all([f"{side}: {w}" for w in analysis.warnings] if side else analysis.warnings)
+    said = [w for w in analysis.warnings if not (phases_unused and RANGES_HINT in w)]
+    warn_all([f"{side}: {w}" for w in said] if side else said)
     return analysis
 
 

@@ -31,6 +31,8 @@ def add(sub) -> None:
 
 # Without --format, a timeline file's usual name says which one (a parquet export is a folder).
 FORMAT_BY_SUFFIX = {".pftrace": "perfetto", ".perfetto-trace": "perfetto", ".json": "chrome-json"}
+# Names of single table files: a parquet export there is a folder all the same, so it is said.
+TABLE_FILE_SUFFIXES = (".csv", ".tsv", ".txt", ".xlsx", ".xls")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -43,6 +45,10 @@ def main(args: argparse.Namespace) -> int:
         what = "a folder of parquet tables" if args.format == "parquet" else f"a {args.format} timeline"
         say(f"warning: -o {one_line(os.fsdecode(args.output))} is named like a {implied} file; writing {what}, as --format {args.format} asks")
 
+    table_file = next((sfx for sfx in TABLE_FILE_SUFFIXES if os.fsdecode(args.output).lower().endswith(sfx)), None)
+    if args.format == "parquet" and table_file:
+        say(f"warning: -o {one_line(os.fsdecode(args.output))} is named like a {table_file[1:].upper()} file; writing a folder of parquet "
+            "tables, as tracerecon writes no such file (pandas, polars or DuckDB read the parquet and write one)")
     if args.format == "perfetto":
         from tracerecon.timeline_export import perfetto_messages
 

@@ -27,7 +27,7 @@ def main(args: argparse.Namespace) -> int:
     from tracerecon.cli.render import NAME_LINES, print_table
     from tracerecon.present import fmt_ms
 
-    analysis = load(args.traces, config_from(args), args.jobs, args.dask)
+    analysis = load(args.traces, config_from(args), args.jobs, args.dask, phases_unused=True)
     out = console()
     if args.json:
         doc = {"ranks": [{"rank": r.rank, "ranges": [s.to_json() for s in summarize_ranges(r.ranges)]} for r in analysis.ranks]}
