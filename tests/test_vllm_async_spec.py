@@ -51,7 +51,7 @@ def test_every_phase_of_every_step_reads_as_events_do(tmp_path, name):
     off = [(k, truth[k], got[k] / U) for k in truth if abs(got[k] - truth[k] * U) > 1000]
     assert not off, off
     # AND the steps that ran nothing are said, counted (the ones followed by another step)
-    said = [w for w in run.warnings if "cycles are a lone 'prepare' that launched no GPU work" in w]
+    said = [w for w in run.warnings if "cycles are a lone 'prepare' during which its process launched no GPU work" in w]
     assert [w.split(": ", 1)[1].split(" cycles")[0] for w in said] == ([f"{EMPTY[name]} of {rank.cycles.num_rows}"] if name in EMPTY else [])
 
 
@@ -121,3 +121,44 @@ def test_a_step_whose_first_phase_launched_work_is_not_split(tmp_path):
     # THEN four cycles: a range that launched work is part of its step
     assert sorted({c for c, _, _ in got}) == [0, 1, 2, 3]
     assert not any("lone 'prepare'" in w for w in run.warnings)
+
+
+def test_a_first_phase_whose_work_another_thread_launches_is_not_split(tmp_path):
+    # GIVEN prepare ranges on thread 11 whose kernels a worker thread 12 launches inside them,
+    # step 2's prepare in two ranges (a chunked prepare), each with a kernel of the worker's
+    t = FakeTrace()
+    for i in range(4):
+        b = 1000 * i
+        for s, e in ([(b, b + 50), (b + 60, b + 90)] if i == 2 else [(b, b + 50)]):
+            t.range("prepare", s * U, e * U, tid=11)
+            t.kernel(t.call("cudaLaunchKernel", (s + 10) * U, (s + 12) * U, tid=12), (s + 20) * U, (s + 40) * U)
+        t.range("forward", (b + 100) * U, (b + 300) * U, tid=11)
+        t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U, tid=11), (b + 120) * U, (b + 280) * U)
+    # WHEN read
+    run, got = _read(t, tmp_path)
+    # THEN four steps: the first chunk's process launched work in it (a step of its own, 50 us,
+    # and a warning that it launched nothing, before); step 2's prepare is its two ranges, 60 + 40
+    assert sorted({c for c, _, _ in got}) == [0, 1, 2, 3]
+    assert [g for g in got if g[0] == 2] == [(2, "prepare", 60), (2, "prepare", 40), (2, "forward", 200)]
+    assert not any("lone 'prepare'" in w for w in run.warnings)
+
+
+def test_a_first_phase_that_never_launches_work_is_not_split(tmp_path):
+    # GIVEN a CPU-only first phase, schedule, run twice in every other step (a retry), forward
+    # after it with a kernel
+    t = FakeTrace()
+    for i in range(6):
+        b = 1000 * i
+        for s, e in ([(b, b + 40), (b + 60, b + 90)] if i % 2 else [(b, b + 40)]):
+            t.range("schedule", s * U, e * U)
+        t.range("forward", (b + 100) * U, (b + 300) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U), (b + 120) * U, (b + 280) * U)
+    # WHEN read
+    run = load([str(t.write(tmp_path / "t.sqlite"))], PhaseConfig(phases=("schedule", "forward"), skip_cycles=0))
+    # THEN six steps: a phase that launches nothing as a rule says nothing by launching nothing
+    # (and half the steps opening with one range is no "most"); each schedule reads to the
+    # forward's start, 60 + 40 in the steps with two
+    (rank,) = run.ranks
+    assert rank.cycles.num_rows == 6
+    assert [p["gpu_ns"] // U for p in rank.phases.to_pylist() if p["cycle"] == 1] == [60, 40, 200]
+    assert not any("lone 'schedule'" in w for w in run.warnings)

@@ -24,7 +24,7 @@ from tracerecon.analysis.columns import thread_keys
 from tracerecon.analysis.intervals import last_reaching
 from tracerecon.analysis.config import PhaseConfig, is_cycle_name
 from tracerecon.analysis.intervals import inside_another_thread, segmented_union_length
-from tracerecon.analysis.projection import I64_MAX, I64_MIN, LaunchIndex, equals, int64s, range_op_slices
+from tracerecon.analysis.projection import I64_MAX, I64_MIN, LaunchIndex, equals, int64s
 
 
 # A timer error counts when it exceeds both a floor and a fraction of the phase: 10 us is
@@ -208,50 +208,68 @@ def cycles_per_thread(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.nda
     return np.where(local >= 0, number[inv.ravel()], -1)
 
 
-def empty_steps(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, labels: list[str], ops: pa.Table,
-                launches: LaunchIndex) -> tuple[np.ndarray, str | None, int]:
-    """Without cycle ranges, steps that ended inside their first phase: where most cycles open
-    with one instance of the phase that opens them, a cycle opening with a run of several (on
-    one thread) is as many steps where each instance but the last launched no GPU work and
-    ended before the next began (vLLM's ``execute_model`` with nothing scheduled returns inside
-    its preprocess range and samples nothing: a P/D decode instance waiting for KV, an idle
-    server between requests). Each such instance is a cycle of its own, as events at its range's
-    edges read it, and the CPU time to the next step lies between cycles, in no phase
-    (``cycle_starts`` took the run for one step, as a step that drafts three times is, and its
-    first phase read the whole streak). Returns (``cycle_of`` renumbered, the phase's name, how
-    many cycles were split off); cycles numbered per thread (not in time order) are left as they
-    are."""
+def empty_steps(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, labels: list[str], launches: LaunchIndex) -> tuple[np.ndarray, str | None, int]:
+    """Without cycle ranges, steps that ended inside their first phase: where more than half the
+    cycles open with one instance of the phase that opens them, and more than half of those
+    instances launched GPU work (from any thread of their process, until the next phase
+    instance began), a cycle opening with a run of several (on one thread) is as many steps
+    where each instance but the last launched none (the same way) and ended before the next
+    began (vLLM's ``execute_model`` with nothing scheduled returns inside its preprocess range
+    and samples nothing: a P/D decode instance waiting for KV, an idle server between requests).
+    Each such instance is a cycle of its own, as events at its range's edges read it, and the
+    CPU time to the next step lies between cycles, in no phase (``cycle_starts`` took the run for
+    one step, as a step that drafts three times is, and its first phase read the whole streak).
+    A phase that launches nothing as a rule (a scheduler's) says nothing by launching nothing:
+    left alone. Returns (``cycle_of`` renumbered, the phase's name, how many cycles were split
+    off); cycles numbered per thread (not in time order) are left as they are."""
     idx = np.flatnonzero(cycle_of >= 0)
-    if len(idx) < 3:
+    if len(idx) < 3 or "end_ns" not in ranges.column_names:
         return cycle_of, None, 0
     c = cycle_of[idx]
     if (np.diff(c) < 0).any():
         return cycle_of, None, 0
     opens = np.r_[True, c[1:] != c[:-1]]
-    names = np.asarray(labels, dtype=object)[idx]
-    opening, counts = np.unique(names[opens].astype(str), return_counts=True)
+    names = np.asarray(labels, dtype=object)[idx].astype(str)
+    opening, counts = np.unique(names[opens], return_counts=True)
     first = opening[np.argmax(counts)]
-    thread = thread_keys(int64s(ranges["pid"])[phase_rows[idx]], int64s(ranges["tid"], -1)[phase_rows[idx]])
-    same = names.astype(str) == first
+    rows = phase_rows[idx]
+    pid = int64s(ranges["pid"])[rows]
+    thread = thread_keys(pid, int64s(ranges["tid"], -1)[rows])
+    same = names == first
     # A run: consecutive instances of that phase on one thread in one cycle.
     goes_on = np.r_[False, (c[1:] == c[:-1]) & same[1:] & same[:-1] & (thread[1:] == thread[:-1])]
     run = np.cumsum(~goes_on) - 1
     length = np.bincount(run)
     opening_runs = run[opens & same]
-    if not len(opening_runs) or int(np.argmax(np.bincount(length[opening_runs]))) != 1 or not (length[opening_runs] > 1).any():
+    single = length[opening_runs] == 1
+    if not len(opening_runs) or 2 * int(single.sum()) <= len(opening_runs) or single.all():
+        return cycle_of, None, 0
+    start = int64s(ranges["start_ns"])[rows]
+    until = np.r_[start[1:], int64s(ranges["end_ns"], I64_MAX)[rows[-1]]]  # the next phase instance's start
+    alone = np.flatnonzero(np.isin(run, opening_runs[single]))
+    if 2 * int((_launched_between(launches, pid[alone], start[alone], until[alone]) > 0).sum()) <= len(alone):
         return cycle_of, None, 0
     # Each instance of a longer opening run but its last: launched nothing, ended before the next.
-    k = np.flatnonzero(np.isin(run[:-1], opening_runs[length[opening_runs] > 1]) & goes_on[1:])
-    rows = phase_rows[idx[k]]
-    lo, hi, _ = range_op_slices(ranges.take(pa.array(rows, pa.int64())), ops, launches, start_thread_too=True)
-    ends = int64s(ranges["end_ns"], I64_MAX)[rows]
-    split = k[(hi == lo) & (ends <= int64s(ranges["start_ns"])[phase_rows[idx[k + 1]]])] + 1
+    k = np.flatnonzero(np.isin(run[:-1], opening_runs[~single]) & goes_on[1:])
+    ended = int64s(ranges["end_ns"], I64_MAX)[rows[k]] <= start[k + 1]
+    split = k[ended & (_launched_between(launches, pid[k], start[k], until[k]) == 0)] + 1
     if not len(split):
         return cycle_of, None, 0
     opens[split] = True
     out = cycle_of.copy()
     out[idx] = np.cumsum(opens) - 1
     return out, str(first), len(split)
+
+
+def _launched_between(launches: LaunchIndex, pid: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Per (process, [lo, hi)): how many GPU ops any thread of that process launched in it."""
+    out = np.zeros(len(pid), dtype=np.int64)
+    for (p, _), (s0, s1) in launches.spans.items():
+        sel = np.flatnonzero(pid == p)
+        if len(sel):
+            starts = launches.launch_start[s0:s1]
+            out[sel] += np.searchsorted(starts, hi[sel], side="left") - np.searchsorted(starts, lo[sel], side="left")
+    return out
 
 
 def _threads_run_at_once(start: np.ndarray, end: np.ndarray, thread: np.ndarray) -> bool:

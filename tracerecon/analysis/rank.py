@@ -142,7 +142,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         cycle_of, empty = cycles_by_time(nested, phase_rows, cycle_of, cycle_rows, labels), (None, 0)
     else:
         cycle_of = cycles_per_thread(nested, phase_rows, cycle_of, labels, config.labels(), ops)
-        cycle_of, *empty = empty_steps(nested, phase_rows, cycle_of, labels, ops, launches)
+        cycle_of, *empty = empty_steps(nested, phase_rows, cycle_of, labels, launches)
     n_ph = len(phase_rows)
     depth = int64s(nested["depth"]) if nested.num_rows else np.zeros(0, np.int64)
     row_to_phase = np.full(nested.num_rows + 1, -1, dtype=np.int64)
@@ -408,7 +408,7 @@ def _empty_step_notes(phase: str | None, n: int, n_cycles: int) -> tuple[str, ..
     (``phases.empty_steps``): they are cycles of their own, in every median over cycles."""
     if not n:
         return ()
-    return (f"{n} of {n_cycles} cycles are a lone {phase!r} that launched no GPU work, followed by another {phase!r} (an engine step "
+    return (f"{n} of {n_cycles} cycles are a lone {phase!r} during which its process launched no GPU work, followed by another {phase!r} (an engine step "
             "with nothing to run, as vLLM's execute_model with nothing scheduled): each is read as a cycle of its own, in the "
             "medians over cycles; the CPU time to the next step is in no phase",)
 
