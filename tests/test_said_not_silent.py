@@ -705,3 +705,14 @@ def test_a_bad_phase_pattern_is_shown_as_typed():
     r = run_cli("report", str(SAMPLES / "h200_nsys2025.3.1" / "eagle_gpu_bound.sqlite"), "--phase", "x=re:\\")
     # THEN the error shows it with one backslash, as typed (it said 'x=re:\\\\')
     assert r.returncode == 2 and "--phase 'x=re:\\': bad regular expression" in r.stderr, r.stderr
+
+
+def test_work_before_a_cycles_first_phase_names_the_range_that_launched_it():
+    # GIVEN vLLM V1 (bundled, recorded before the preset mapped preprocess to a phase): its
+    # `gpu_model_runner: preprocess` range, in no phase, queues GPU work inside the cycle range
+    # before verify
+    # WHEN reported (with the preset its run directory names)
+    r = run_cli("report", str(SAMPLES / "engines_h200" / "vllm_v1"))
+    said = [w for w in r.stderr.splitlines() if "inside the cycle range before its first phase ('verify')" in w]
+    # THEN the note names that range, as the note of work between two phases names its own
+    assert len(said) == 1 and "it was launched in the range 'gpu_model_runner: preprocess': name it in --phase" in said[0], said

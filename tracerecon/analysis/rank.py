@@ -678,9 +678,20 @@ def _cycle_edge_notes(clock: StreamClock, nested: pa.Table, cycle_rows: np.ndarr
         took, work = took[queued], work[queued]
         names = list(dict.fromkeys(labels[k] for k in ph[queued].tolist()))
         ran = f" (the work ran {np.median(work) / 1e6:.3f} ms of it, median)" if (work < took).any() else ""
+        # The range that launched most of it (by GPU time), as the notes of work between phases say.
+        held = Counter()
+        if unphased is not None:
+            free = unphased()
+            for p, a, b in zip(pid[ph][queued].tolist(), lo[queued].tolist(), hi[queued].tolist()):
+                window = free.launched_between(p, a, b)
+                for n, d in zip(free.label[window], free.took[window].tolist()):
+                    if n is not None:
+                        held[n] += d
+        name = next(iter(held.most_common(1)), (None, 0))[0]
+        hint = (f"it was launched in the range {name!r}: name it in --phase to see it" if name is not None
+                else "give that work a phase range of its own (or a --phase pattern that names it)")
         out.append(f"GPU work was queued {where} {which} ({', '.join(map(repr, names[:3]))}) in {int(queued.sum())} of "
-                   f"{len(first)} cycles, {np.median(took) / 1e6:.3f} ms (median){ran}: it is in no phase and not in the cycle's GPU time; give "
-                   "that work a phase range of its own (or a --phase pattern that names it)")
+                   f"{len(first)} cycles, {np.median(took) / 1e6:.3f} ms (median){ran}: it is in no phase and not in the cycle's GPU time; {hint}")
     return tuple(out)
 
 
