@@ -16,7 +16,10 @@ import pytest
 from nsys_factory import FakeTrace
 from tracerecon.analysis.config import PhaseConfig
 from tracerecon.api import load
-from vllm_spec_model import PRESET_PHASES, U, vllm_spec
+from tracerecon.presets import VLLM
+from vllm_spec_model import U, vllm_spec
+
+PRESET_PHASES = VLLM.phases  # what a user of `--preset vllm` reads with
 
 VARIANTS = {
     "gpu_bound": dict(fwd=(3000,), draft_first=(400,), draft_step=(300,), sample=(120,)),

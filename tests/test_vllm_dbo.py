@@ -19,11 +19,10 @@ import pytest
 
 from tracerecon.analysis.config import PhaseConfig
 from tracerecon.api import load
+from tracerecon.presets import VLLM
 from vllm_dbo_model import U, decode_steps
 
-PRESET = ("prepare=gpu_model_runner: preprocess", "verify", "verify=gpu_model_runner: forward", "verify=gpu_model_runner: postprocess",
-          "draft_extend", "sample=gpu_model_runner: sample", "draft", "draft=gpu_model_runner: draft",
-          "bookkeep=re:^gpu_model_runner: (bookkeep|ModelRunnerOutput)$")
+PRESET = VLLM.phases  # the vLLM preset's phases, as `--preset vllm` reads
 UB_SAME = ("prepare=gpu_model_runner: preprocess", "model_forward", "verify=gpu_model_runner: postprocess",
            "sample=gpu_model_runner: sample", "bookkeep=re:^gpu_model_runner: (bookkeep|ModelRunnerOutput)$")
 UB_NAMED = ("prepare=gpu_model_runner: preprocess", "ub0=ubatch 0", "ub1=ubatch 1", "verify=gpu_model_runner: postprocess",

@@ -37,14 +37,7 @@ U = 1000
 D, C, K, DT = 7, 20, 21, 22  # current stream, async output copy, valid-count copy, draft-token copy
 HELPER = 2  # tid of the get_output thread
 
-PRESET_PHASES = (
-    "prepare=gpu_model_runner: preprocess",
-    "verify", "verify=gpu_model_runner: forward", "verify=gpu_model_runner: postprocess",
-    "draft_extend",
-    "sample=gpu_model_runner: sample",
-    "draft", "draft=gpu_model_runner: draft",
-    "bookkeep=re:^gpu_model_runner: (bookkeep|ModelRunnerOutput)$",
-)
+# The phase each of vLLM's scopes is, as tracerecon's vLLM preset names them (the tests read with the preset itself).
 LABEL = {"gpu_model_runner: preprocess": "prepare", "gpu_model_runner: forward": "verify",
          "gpu_model_runner: postprocess": "verify", "gpu_model_runner: sample": "sample",
          "gpu_model_runner: draft": "draft", "gpu_model_runner: bookkeep": "bookkeep",

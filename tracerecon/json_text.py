@@ -144,3 +144,9 @@ def _within(text: str, cells: int) -> str:
             break
         out.append(c)
     return "".join(out)
+
+
+def gpu_label(gpu: int, cuda_device: int | None = None) -> str:
+    """A GPU as a person reads it: the machine's number (nsys's TARGET_INFO_GPU id), with the
+    process's CUDA number beside it where CUDA_VISIBLE_DEVICES made it another: ``2``, ``2 (CUDA 0)``."""
+    return f"{gpu}" if cuda_device is None or cuda_device == gpu else f"{gpu} (CUDA {cuda_device})"

@@ -14,7 +14,7 @@ import os
 from collections import Counter
 from typing import TYPE_CHECKING, Sequence
 
-from tracerecon.json_text import one_line
+from tracerecon.json_text import gpu_label, one_line
 from tracerecon.report_model import CycleSummary, PhaseSummary, RankReport, Report, most_misleading
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ CAUSE_MEANING = {
 def gpu_number(g) -> str:
     """A GPU (``GpuIdentity``) by number: ``2``, or ``2 (CUDA 0)`` where the process numbered
     the machine's GPU 2 otherwise."""
-    return f"{g.device}" + (f" (CUDA {g.cuda_device})" if g.cuda_device is not None else "")
+    return gpu_label(g.device, g.cuda_device)
 
 
 def gpus_text(gpus) -> str:

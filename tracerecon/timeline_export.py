@@ -29,9 +29,8 @@ import pyarrow.compute as pc
 
 from tracerecon.errors import EXIT_TOOL_MISSING, TraceReconError, UsageError, install_hint
 from tracerecon.model import Analysis, RankResult
-from tracerecon.json_text import valid_text
-from tracerecon.nsys.gpu_identity import GpuIdentity
-from tracerecon.present import gpu_number, gpus_text
+from tracerecon.json_text import gpu_label, valid_text
+from tracerecon.present import gpus_text
 
 FORMATS = ("chrome-json", "perfetto")
 PERFETTO_HINT = install_hint("perfetto")
@@ -411,7 +410,7 @@ def _gpu_words(r: RankResult, ops, dev: int | None) -> str | None:
     if dev is None or not r.info.renumbered:
         return None if dev is None else str(dev)
     gpus = {r.info.gpu_of(pid, dev) for pid in pc.unique(ops["pid"]).to_pylist() if pid is not None}
-    return gpu_number(GpuIdentity(gpus.pop(), cuda_device=dev)) if len(gpus) == 1 and dev not in gpus else str(dev)
+    return gpu_label(gpus.pop(), dev) if len(gpus) == 1 else str(dev)
 
 
 def _stream_track(dev: str | None, stream: int | None, n: int, proc: Process, run: _Run, sort_index: int) -> Track:

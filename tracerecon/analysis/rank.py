@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from tracerecon import schema
 from tracerecon.memory import release_free_memory
 from tracerecon.cores import usable_cores
+from tracerecon.json_text import gpu_label
 from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases, own_launches, stream_deciding_ops
 from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_launch, synchronous_copies, thread_keys
 from tracerecon.analysis.intervals import distinct_few
@@ -65,11 +66,8 @@ def gpu_names(pid: np.ndarray, device: np.ndarray, cuda_devices: tuple) -> list[
     process numbered the machine's GPU 2 otherwise (as the report's GPU lines do); one name per
     (process, device), in the order of the machine's GPUs, each name once."""
     renamed = {(p, c): g for p, c, g in cuda_devices if c != g}
-    named = {}
-    for p, d in zip(pid.tolist(), device.tolist()):
-        g = renamed.get((p, d))
-        named[(d, -1) if g is None else (g, d)] = None
-    return [f"{g}" if c < 0 else f"{g} (CUDA {c})" for g, c in sorted(named)]
+    named = {(renamed.get((p, d), d), d) for p, d in zip(pid.tolist(), device.tolist())}
+    return list(dict.fromkeys(gpu_label(g, c) for g, c in sorted(named)))
 
 
 @dataclass(frozen=True)
@@ -270,7 +268,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     + _cycle_edge_notes(clock, nested, cycle_rows, cycle_of, ph_pid, ph_s, ph_read_end, dev, stream, b_start, b_end, labels, unphased,
                                         holds_cycles=nested_cycles[1])
                     + _nested_cycle_notes(nested, cycle_rows, config.cycle_prefix, *nested_cycles)
-                    + _empty_step_notes(*empty, len(np.unique(cycle_of[cycle_of >= 0]))))
+                    + _empty_step_notes(*empty, cycle_of))
 
 
 def _awaited(clock: StreamClock, blocking: pa.Table, targets: WaitTargets, ops: pa.Table) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
@@ -403,12 +401,12 @@ def _nested_cycle_notes(nested: pa.Table, cycle_rows: np.ndarray, prefix: str, i
             "cycle ranges' names start with reads those alone",)
 
 
-def _empty_step_notes(phase: str | None, n: int, n_cycles: int) -> tuple[str, ...]:
+def _empty_step_notes(phase: str | None, n: int, cycle_of: np.ndarray) -> tuple[str, ...]:
     """One line where steps that ended inside their first phase were told apart
     (``phases.empty_steps``): they are cycles of their own, in every median over cycles."""
     if not n:
         return ()
-    return (f"{n} of {n_cycles} cycles are a lone {phase!r} during which its process launched no GPU work, followed by another {phase!r} (an engine step "
+    return (f"{n} of {len(np.unique(cycle_of[cycle_of >= 0]))} cycles are a lone {phase!r} during which its process launched no GPU work, followed by another {phase!r} (an engine step "
             "with nothing to run, as vLLM's execute_model with nothing scheduled): each is read as a cycle of its own, in the "
             "medians over cycles; the CPU time to the next step is in no phase",)
 
