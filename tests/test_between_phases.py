@@ -449,3 +449,24 @@ def test_work_waited_for_while_the_cpu_runs_ahead_of_the_gpu_is_said(tmp_path):
     # at CPU b+115, long before that stretch of the GPU's time)
     assert gpu_us(a) == [("draft", 400), ("verify", 100)] * 3
     assert any("between 'draft' and 'verify'" in w and "in 3 of 3 cycles, 0.300 ms (median);" in w for w in a.warnings), a.warnings
+
+
+def test_edge_work_of_a_few_cycles_names_them(tmp_path):
+    # GIVEN 8 cycles of draft (a+150..a+250) and verify (a+250..a+400), a = 500 us each, of
+    # which cycle 0 alone (a prefill before the decode steps) queues 100 us of GPU work at its
+    # range's start, before its first phase
+    t = FakeTrace()
+    for k in range(8):
+        a = 500 * k
+        t.range(f"cycle {k}", a * U, (a + 400) * U)
+        t.range("draft", (a + 150) * U, (a + 250) * U)
+        t.range("verify", (a + 250) * U, (a + 400) * U)
+        if k == 0:
+            kernel(t, a + 5, (a + 10, a + 110))
+        kernel(t, a + 155, (a + 160, a + 240))
+        kernel(t, a + 255, (a + 260, a + 390))
+    # WHEN analysed
+    warnings = load([t.write(tmp_path / "t.sqlite")]).warnings
+    # THEN the note names that cycle, and gives its one time as it is (by hand: from the cycle's
+    # start, the stream idle, to draft's start boundary at 150 us; the work ran 100 us of it)
+    assert any("before its first phase ('draft') in 1 of 8 cycles (cycle 0), 0.150 ms (the work ran 0.100 ms of it): " in w for w in warnings), warnings

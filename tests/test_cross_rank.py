@@ -183,3 +183,21 @@ def test_a_straggler_line_counts_gated_cycles_apart_from_those_it_only_finished_
     (line,) = straggler_lines(analysis, cross.critical_path_json())
     # THEN one gated cycle with the 2 ms wait, and the nine others said apart
     assert line.startswith("straggler: rank 1 gated 1 of 10 cycles") and "waited 2.000 ms" in line and "last to finish in 9 more" in line
+
+
+def test_one_rank_of_a_collective_run_read_alone_says_its_waits_are_unknown(tmp_path):
+    # GIVEN rank 0's export of a two-rank NCCL run (rank 1 a straggler in verify, so that rank 0
+    # waits in verify's all-reduces), beside rank 1's in the run's folder
+    alone = analyze([str(DEMO2 / "nccl_skew" / "rank0.sqlite")])
+    both = analyze([str(DEMO2 / "nccl_skew")])
+    # WHEN read alone THEN a warning says its collectives' waits are not told apart, naming the
+    # other export beside it; read with its peer, nothing of the kind is said
+    said = [w for w in alone.warnings if "communication kernels ran with other ranks whose traces are not in the input" in w]
+    assert len(said) == 1 and said[0].endswith("holds 1 other export (rank1.sqlite); give the folder, or every rank's file, to read them together"), alone.warnings
+    assert not any("whose traces are not in the input" in w for w in both.warnings), both.warnings
+    # AND a copy of the file alone in a folder is told to give every rank's trace
+    lone = tmp_path / "rank0.sqlite"
+    lone.write_bytes((DEMO2 / "nccl_skew" / "rank0.sqlite").read_bytes())
+    assert any(w.endswith("(its wait ms reads 0, no phase's cause is comm_wait): give every rank's trace together") for w in analyze([str(lone)]).warnings)
+    # AND a one-GPU trace without communication says nothing of it
+    assert not any("whose traces are not in the input" in w for w in analyze([str(H200_DIR / "eagle_gpu_bound.sqlite")]).warnings)

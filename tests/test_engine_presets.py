@@ -380,3 +380,21 @@ def test_wrapping_a_module_the_wrappers_import_leaves_the_program_running(tmp_pa
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     # THEN it runs (it died: "cannot import name 'cycle' from partially initialized module"), dumps wrapped
     assert res.returncode == 0 and res.stdout.strip() == '{"a": 1}', res.stderr
+
+
+def test_an_analysing_command_reads_with_a_presets_phases(tmp_path):
+    # GIVEN vLLM V1's export (its own NVTX scopes), not as its run directory
+    trace = str(ROOT / "sample_traces" / "engines_h200" / "vllm_v1" / "report.sqlite.xz")
+    # WHEN reported with --preset vllm, and with the preset's phases given as --phase flags
+    by_preset = run_cli("report", "--json", trace, "--preset", "vllm")
+    by_flags = run_cli("report", "--json", trace, *[a for spec in presets.VLLM.phases for a in ("--phase", spec)])
+    # THEN both read the same, with the preset's phases that the trace has and no word of
+    # those it lacks (a preset's list covers several versions: draft_extend is V2's)
+    assert by_preset.returncode == 0 and by_flags.returncode == 0, (by_preset.stderr, by_flags.stderr)
+    a, b = json.loads(by_preset.stdout), json.loads(by_flags.stdout)
+    assert a["ranks"] == b["ranks"]
+    assert [p["phase"] for p in a["ranks"][0]["phases"]] == ["prepare", "verify", "sample", "draft", "bookkeep"]
+    assert not any("draft_extend" in w for w in a["warnings"]) and any("draft_extend" in w for w in b["warnings"])
+    # AND an unknown preset is one line and exit 2, naming the known ones
+    bad = run_cli("report", trace, "--preset", "nope")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "unknown preset 'nope' (known: sglang, vllm)" in bad.stderr, bad.stderr

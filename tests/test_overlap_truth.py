@@ -486,6 +486,20 @@ def test_straggler_lines_name_each_gating_ranks_own_phase():
             assert sum(p["causes"].values()) == p["n"]
 
 
+def test_a_straggler_line_names_every_phase_as_common_as_the_first():
+    # GIVEN the overlapped skew run, where rank 1 gated as many cycles in draft as in
+    # draft_re_extend (its next cycle's draft queued behind the last one's re-extend)
+    res = run_cli("report", str(SHAPES / "nccl_overlap_skew"))
+    doc = json.loads(run_cli("report", "--json", str(SHAPES / "nccl_overlap_skew")).stdout)
+    counts = doc["critical_path"]["by_rank"]["1"]["phase_counts"]
+    top = max(counts.values())
+    tied = [p for p, n in counts.items() if n == top]
+    # WHEN its text line is read THEN it names each of the tied phases (JSON's counts), not one alone
+    text = " ".join(res.stdout.split())
+    line = text[text.index("straggler: rank 1 "):]
+    assert len(tied) > 1 and all(p in line.split(";")[0] for p in tied) and f"({top} of them each)" in line, (counts, line)
+
+
 def test_no_waiting_line_without_collectives():
     res = run_cli("report", str(SHAPES / "overlap_gpu_bound"))
     assert res.returncode == 0 and "straggler" not in res.stdout and "0.000 ms in collectives" not in res.stdout

@@ -615,6 +615,29 @@ def test_a_phase_asked_for_whose_ranges_all_sit_in_another_phase_is_said_so(tmp_
     assert not any("no range matched" in w or "inside another" in w for w in taken), taken
 
 
+def test_a_pattern_that_takes_ranges_of_several_names_is_said_so(tmp_path):
+    # GIVEN cycles of draft_0, draft_1 (b..b+100, two ranges), verify (b+100..b+300) and
+    # draft_re_extend (b+300..b+400), one kernel each
+    t = FakeTrace()
+    for c in range(4):
+        b = 1000 * c
+        t.range("cycle %d" % c, b * U, (b + 400) * U)
+        for i, (name, s, e) in enumerate([("draft_0", 0, 50), ("draft_1", 50, 100), ("verify", 100, 300), ("draft_re_extend", 300, 400)]):
+            t.range(name, (b + s) * U, (b + e) * U)
+            t.kernel(t.call("cudaLaunchKernel", (b + s + 5) * U, (b + s + 7) * U), (b + s + 10) * U, (b + e - 10) * U)
+    path = t.write(tmp_path / "t.sqlite")
+    # WHEN draft is asked for as re:draft (which also takes draft_re_extend), as glob:draft_* (the
+    # numbered draft ranges alone), and as the exact names' pattern
+    wide = analyze([path], PhaseConfig(phases=("draft=re:draft", "verify"))).warnings
+    numbered = analyze([path], PhaseConfig(phases=("draft=glob:draft_[0-9]", "verify", "draft_re_extend"))).warnings
+    taken_first = analyze([path], PhaseConfig(phases=("x=draft_re_extend", "draft=re:draft", "verify"))).warnings
+    # THEN the first says its pattern takes ranges of two names, naming them; names that differ
+    # only in their numbers are one kind; a name an earlier spec takes is not this one's
+    assert [w for w in wide if "names" in w] == ["--phase 'draft=re:draft' takes ranges of 2 names, all read as phase 'draft': "
+                                                 "'draft_0', 'draft_re_extend' (`tracerecon ranges` lists the names)"], wide
+    assert not any("takes ranges of" in w for w in numbered + taken_first), (numbered, taken_first)
+
+
 def test_a_phase_asked_for_that_takes_cycle_ranges_is_said_so(tmp_path):
     # GIVEN cycles 'cycle 0'..'cycle 3' of draft and verify, one kernel each
     t = FakeTrace()
@@ -698,6 +721,15 @@ def test_an_export_named_like_a_table_file_is_said_to_be_a_folder(tmp_path):
     # THEN the parquet folder is written there, and a warning says it is one
     assert r.returncode == 0 and (out / "manifest.json").is_file()
     assert "is named like a CSV file; writing a folder of parquet tables" in r.stderr, r.stderr
+
+
+def test_an_export_named_like_a_picture_points_at_plot(tmp_path):
+    # GIVEN a trace, exported to a name that reads as a picture (plot's -o, mixed up)
+    out = tmp_path / "phases.png"
+    r = run_cli("export", str(SAMPLES / "h200_nsys2025.3.1" / "eagle_gpu_bound.sqlite"), "-o", str(out))
+    # THEN the parquet folder is written there, and a warning says so and names plot
+    assert r.returncode == 0 and (out / "manifest.json").is_file()
+    assert "is named like a PNG picture; writing a folder of parquet tables (`tracerecon plot TRACE -o FILE` draws the picture)" in r.stderr, r.stderr
 
 
 def test_a_bad_phase_pattern_is_shown_as_typed():

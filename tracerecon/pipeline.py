@@ -14,12 +14,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from tracerecon.analysis.config import DEFAULT_PHASES, PhaseConfig, is_cycle_name, parse_phase_spec, pattern_hint
+from tracerecon.analysis.config import DEFAULT_PHASES, PhaseConfig, is_cycle_name, parse_phase_spec, pattern_hint, patterns_of_several_names
 from tracerecon.errors import BadTraceError, TraceReconError, UsageError, install_hint
 from tracerecon.import_ahead import ImportAhead, join_all, reading_started
 from tracerecon.json_text import one_line
 from tracerecon.memory import release_free_memory
-from tracerecon.run_dir import MAX_RANK_IN_NAME, STREAM_MARK, accepted_of_mark, expand_inputs, folder_warnings, listed_by_one_run, number_in_filename, rank_of_mark, read_engine_timers, trace_stem
+from tracerecon.run_dir import MAX_RANK_IN_NAME, STREAM_MARK, accepted_of_mark, expand_inputs, folder_warnings, listed_by_one_run, number_in_filename, other_exports_beside, rank_of_mark, read_engine_timers, trace_stem
 
 if TYPE_CHECKING:
     from tracerecon.model import Analysis
@@ -809,6 +809,22 @@ def _analyze_files(files: list[Path], config: PhaseConfig, say: Progress, jobs: 
         raise
 
 
+def _peers_missing(source, cross) -> list[str]:
+    """A warning where the one rank read ran communication kernels: its collectives' partners'
+    traces are not in the input, so the time they waited for other ranks cannot be told from
+    their own (no phase's cause is comm_wait, its wait reads 0), naming the other exports
+    beside its file (the run's other ranks, where it came from a run or rank files)."""
+    comm = cross.comm_of(source.rank)
+    if comm is None or comm.n_collectives == 0:
+        return []
+    others = other_exports_beside(Path(source.path))
+    beside = (f": {Path(source.path).parent} holds {len(others)} other export{'s' if len(others) > 1 else ''} "
+              f"({', '.join(g.name for g in others[:3])}{', ...' if len(others) > 3 else ''}); give the folder, or every rank's file, to read them together") \
+        if others else ": give every rank's trace together"
+    return [f"{source.path}: its {comm.n_collectives} communication kernels ran with other ranks whose traces are not in the input: how long "
+            "they waited for those ranks is not told from their own transfer time (its wait ms reads 0, no phase's cause is comm_wait)" + beside]
+
+
 def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, results: list[tuple]) -> Analysis:
     """``_analyze_files`` once every file's own work (``_file_work``) is in ``results``."""
     multi = len(files) > 1
@@ -871,6 +887,7 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
                         labels_seen.add(label)
                         if label is not None and is_cycle_name(n, config.cycle_prefix):
                             taking_cycles.add(label)
+            warnings.extend(patterns_of_several_names(config, named))
             # A range a phase takes is that phase, not a cycle (``--phase 'cycle 1'``: a user who
             # wanted to see one cycle would get one phase instance and no word).
             if cycles_taken := [spec for spec in config.phases if parse_phase_spec(spec)[0] in taking_cycles]:
@@ -915,6 +932,8 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
         [RankView(s.rank, s.path, info.session_start_utc_ns, w.gpu_ops, w.provisional_phases(), info.time_normalized, info.gpu_uuids) for s, info, w in work]
     )
     warnings.extend(cross.warnings)
+    if len(work) == 1:
+        warnings.extend(_peers_missing(work[0][0], cross))
     ranks = []
     for s, info, w in work:
         comm = cross.comm_of(s.rank)

@@ -125,8 +125,9 @@ def cause_label(p: PhaseSummary) -> str:
 
 
 def verdict_cause_label(p: PhaseSummary) -> str:
-    """``over 23/24: absorbed_wait``."""
-    return verdict_label(p) + (f": {p.dominant_cause}" if p.dominant_cause != "none" else "")
+    """``over 23/24: absorbed_wait``, the cause's own share where the instances disagree on it:
+    ``agree 19/30: launch_bound 13/30`` (a verdict's share is not its cause's)."""
+    return verdict_label(p) + (f": {cause_label(p)}" if p.dominant_cause != "none" else "")
 
 
 def left_out_note(cycles: CycleSummary, hint: bool = False, skip_cycles: int | None = None) -> str:
@@ -186,8 +187,12 @@ def straggler_lines(analysis: Analysis, critical_path: dict | None = None, leave
     for rank, d in sorted(per_rank.items(), key=lambda kv: (-kv[1]["cycles"], int(kv[0]))):
         g, n_last = gated.get(rank, 0), last.get(rank, 0)
         # Its phase most often, among the cycles the line counts (those it gated, else those it ended last).
-        phase, k = next(iter(phases_in.get((rank, bool(g)), Counter()).most_common(1)), (None, 0))
-        where = f", mostly in {phase} ({k} of them)" if phase else ""
+        # (phases as often as each other all named: the first alone read as the one)
+        common = phases_in.get((rank, bool(g)), Counter()).most_common()
+        tied = [p for p, n in common if n == common[0][1]] if common else []
+        k = common[0][1] if common else 0
+        where = (f", mostly in {tied[0]} ({k} of them)" if len(tied) == 1 else
+                 f", mostly in {', '.join(tied[:-1])} and {tied[-1]} ({k} of them each)" if tied else "")
         if not g:
             lines.append(f"last to finish: rank {rank} in {n_last} of {total} cycles{where} (none waited for it at a collective)")
             continue

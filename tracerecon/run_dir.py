@@ -222,6 +222,15 @@ def _listed(folder: Path) -> list[Path]:
     return [f if f.is_file() else f.with_name(f.name + XZ_SUFFIX) for f in listed]
 
 
+def other_exports_beside(f: Path) -> list[Path]:
+    """The exports other than ``f`` of its folder, as the folder given as input would read them
+    (those its run.json lists, else its own): the other ranks of a run one rank's file came from."""
+    try:
+        return [g for g in _folder_exports(f.parent) if g.resolve() != f.resolve()]
+    except OSError:
+        return []
+
+
 def listed_by_one_run(files: Sequence[str | Path]) -> bool:
     """Whether ``files`` (two or more) are all exports one ``tracerecon run`` directory's run.json
     lists: ranks of that one run by how they were made, however their captures lie in time (a

@@ -118,6 +118,30 @@ def parse_phase_spec(spec: str) -> tuple[str, "re.Pattern[str]"]:
     return spec, re.compile("^" + re.escape(spec) + "$")
 
 
+def patterns_of_several_names(config: PhaseConfig, named: set[tuple[str, str]], shown: int = 3) -> list[str]:
+    """A warning per pattern phase spec (``LABEL=re:...``, ``LABEL=glob:...``) given that takes
+    ranges of more than one kind of name, of the (range name, domain) pairs ``named``: all of
+    them are one phase, which a pattern written for one name may not have meant (``draft=re:draft``
+    also takes ``draft_re_extend``). Names that differ only in their numbers are one kind
+    (``draft_0``, ``draft_1``: ``NUMBERS``); at most ``shown`` are named."""
+    out = []
+    for spec in dict.fromkeys(config.phases):
+        if not spec.split("=", 1)[-1].startswith(("re:", "glob:")) or "=" not in spec:
+            continue
+        label, own = parse_phase_spec(spec)
+        kinds: dict[str, str] = {}
+        for name, domain in sorted(named):
+            # (the ranges this spec itself takes: not those an earlier spec of its label took)
+            if (own.search(name) or (domain and own.search(f"{domain}:{name}"))) and config.label_of(name, domain) == label:
+                kinds.setdefault(NUMBERS.sub("#", name), name)
+        if len(kinds) > 1:
+            names = list(kinds.values())
+            more = f" and {len(names) - shown} more" if len(names) > shown else ""
+            out.append(f"--phase {_shown(spec)} takes ranges of {len(names)} names, all read as phase {label!r}: "
+                       f"{', '.join(map(repr, names[:shown]))}{more} (`tracerecon ranges` lists the names)")
+    return out
+
+
 def pattern_hint(specs: tuple[str, ...] | list[str]) -> str:
     """A clause for a warning that phase specs matched nothing, where one reads as a pattern
     that is not one: ``re:...`` or ``glob:...`` with no ``NAME=`` before it is an exact range

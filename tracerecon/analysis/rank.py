@@ -675,7 +675,7 @@ def _cycle_edge_notes(clock: StreamClock, nested: pa.Table, cycle_rows: np.ndarr
             continue
         took, work = took[queued], work[queued]
         names = list(dict.fromkeys(labels[k] for k in ph[queued].tolist()))
-        ran = f" (the work ran {np.median(work) / 1e6:.3f} ms of it, median)" if (work < took).any() else ""
+        ran = f" (the work ran {np.median(work) / 1e6:.3f} ms of it{', median' if len(work) > 1 else ''})" if (work < took).any() else ""
         # The range that launched most of it (by GPU time), as the notes of work between phases say.
         held = Counter()
         if unphased is not None:
@@ -689,8 +689,18 @@ def _cycle_edge_notes(clock: StreamClock, nested: pa.Table, cycle_rows: np.ndarr
         hint = (f"it was launched in the range {name!r}: name it in --phase to see it" if name is not None
                 else "give that work a phase range of its own (or a --phase pattern that names it)")
         out.append(f"GPU work was queued {where} {which} ({', '.join(map(repr, names[:3]))}) in {int(queued.sum())} of "
-                   f"{len(first)} cycles, {np.median(took) / 1e6:.3f} ms (median){ran}: it is in no phase and not in the cycle's GPU time; {hint}")
+                   f"{len(first)} cycles{_which_cycles(cycle[ph][queued], len(first))}, {np.median(took) / 1e6:.3f} ms{' (median)' if len(took) > 1 else ''}{ran}: it is in no phase and not in "
+                   f"the cycle's GPU time; {hint}")
     return tuple(out)
+
+
+def _which_cycles(cycles: np.ndarray, of: int, most: int = 3) -> str:
+    """`` (cycle 0)``, `` (cycles 0, 7)``: the cycles a note counts where they are ``most`` or
+    fewer and not all ``of`` them (a note of the one prefill cycle before the decode steps
+    reads as one, which the report's medians may leave out as warm-up), else nothing."""
+    if not 0 < len(cycles) <= most or len(cycles) == of:
+        return ""
+    return f" (cycle{'s' if len(cycles) > 1 else ''} {', '.join(map(str, sorted(cycles.tolist())))})"
 
 
 def _before_capture_notes(clock: StreamClock) -> tuple[str, ...]:

@@ -76,8 +76,15 @@ def add_load_args(p: argparse.ArgumentParser) -> None:
                    "(tcp://host:8786) or scheduler file; the exports must be at the same paths on its workers (needs tracerecon[dask])")
 
 
-def add_phase_args(p: argparse.ArgumentParser) -> None:
-    """The options that say what a phase is: every analysing command takes the same ones."""
+def add_phase_args(p: argparse.ArgumentParser, presets: bool = True) -> None:
+    """The options that say what a phase is: every analysing command takes the same ones
+    (``run`` its own ``--preset``, which also wraps and switches the engine's ranges on)."""
+    if presets:
+        from tracerecon.presets import PRESETS
+
+        p.add_argument("--preset", action="append", metavar="ENGINE",
+                       help=f"read with an engine preset's phases ({', '.join(sorted(PRESETS))}), as `tracerecon run --preset` records them "
+                            "(its ranges: the engine's own NVTX scopes, switched on, and those `run` wraps); with --phase, both")
     p.add_argument("--phase", action="append", metavar="NAME|LABEL=PATTERN",
                    help=f"an engine phase: its NVTX range name, or LABEL=re:REGEX / LABEL=glob:GLOB / LABEL=NAME mapping the engine's own range names "
                         f"to a phase (repeatable; default: {', '.join(DEFAULT_PHASES)})")
@@ -106,7 +113,8 @@ def config_from(args: argparse.Namespace, inputs: Sequence[str] | None = None) -
     given = inputs_of(args) if inputs is None else inputs
     for bad in unreadable_run_json(given):
         say(f"warning: {bad}: unreadable; its recorded phases and rank order are not used")
-    recorded = {} if args.phase else (recorded_phase_options(given) or {})
+    presets = preset_phases(getattr(args, "preset", None) or ())
+    recorded = {} if args.phase or presets else (recorded_phase_options(given) or {})
     for flag, values in (("--phase", args.phase or ()), ("--cycle", [args.cycle] if args.cycle is not None else [])):
         for value in values:
             if valid_text(value) != value:  # bytes the shell passed that are no UTF-8: no name in a trace can match them
@@ -114,7 +122,7 @@ def config_from(args: argparse.Namespace, inputs: Sequence[str] | None = None) -
     try:
         # (a run directory's recorded phase thread and cycles to skip where not given now)
         thread = parse_phase_thread(args.phase_thread if args.phase_thread is not None else recorded.get("phase_thread"))
-        phases = tuple(args.phase) if args.phase else tuple(recorded.get("phases") or DEFAULT_PHASES)
+        phases = tuple(dict.fromkeys(presets + tuple(args.phase or ()))) if args.phase or presets else tuple(recorded.get("phases") or DEFAULT_PHASES)
         for spec in phases:
             parse_phase_spec(spec)
     except (ValueError, TypeError) as exc:
@@ -124,10 +132,21 @@ def config_from(args: argparse.Namespace, inputs: Sequence[str] | None = None) -
     skip_cycles = args.skip_cycles if args.skip_cycles is not None else recorded.get("skip_cycles")
     # A recorded "" (a run made with --cycle "": no cycle ranges) is kept, not the default.
     cycle = args.cycle if args.cycle is not None else str(recorded["cycle_prefix"] if recorded.get("cycle_prefix") is not None else DEFAULT_CYCLE)
-    given_flags = tuple(flag for flag, value in (("--phase", args.phase), ("--cycle", args.cycle), ("--skip-cycles", args.skip_cycles),
-                                                 ("--phase-thread", args.phase_thread)) if value is not None)
+    given_flags = tuple(flag for flag, value in (("--preset", presets or None), ("--phase", args.phase), ("--cycle", args.cycle),
+                                                 ("--skip-cycles", args.skip_cycles), ("--phase-thread", args.phase_thread)) if value is not None)
+    # (a preset's list, like a recorded one, covers several engine versions: its names a trace
+    # lacks are not said)
     return PhaseConfig(phases=phases, cycle_prefix=cycle, phase_thread=thread, skip_cycles=skip_cycles,
-                       phases_recorded=bool(not args.phase and recorded.get("phases")), given=given_flags)
+                       phases_recorded=bool(not args.phase and (presets or recorded.get("phases"))), given=given_flags)
+
+
+def preset_phases(names: Sequence[str]) -> tuple[str, ...]:
+    """The phase specs of the presets ``names``, in order, each once (UsageError: one unknown)."""
+    if not names:
+        return ()
+    from tracerecon import presets
+
+    return tuple(dict.fromkeys(spec for name in names for spec in presets.get(name).phases))
 
 
 def _recorded_in(inputs: Sequence[str]) -> str:

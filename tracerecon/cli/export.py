@@ -33,6 +33,7 @@ def add(sub) -> None:
 FORMAT_BY_SUFFIX = {".pftrace": "perfetto", ".perfetto-trace": "perfetto", ".json": "chrome-json"}
 # Names of single table files: a parquet export there is a folder all the same, so it is said.
 TABLE_FILE_SUFFIXES = (".csv", ".tsv", ".txt", ".xlsx", ".xls")
+PICTURE_SUFFIXES = (".svg", ".png", ".pdf", ".jpg", ".jpeg")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -46,9 +47,13 @@ def main(args: argparse.Namespace) -> int:
         say(f"warning: -o {one_line(os.fsdecode(args.output))} is named like a {implied} file; writing {what}, as --format {args.format} asks")
 
     table_file = next((sfx for sfx in TABLE_FILE_SUFFIXES if os.fsdecode(args.output).lower().endswith(sfx)), None)
+    picture = next((sfx for sfx in PICTURE_SUFFIXES if os.fsdecode(args.output).lower().endswith(sfx)), None)
     if args.format == "parquet" and table_file:
         say(f"warning: -o {one_line(os.fsdecode(args.output))} is named like a {table_file[1:].upper()} file; writing a folder of parquet "
             "tables, as tracerecon writes no such file (pandas, polars or DuckDB read the parquet and write one)")
+    elif args.format == "parquet" and picture:
+        say(f"warning: -o {one_line(os.fsdecode(args.output))} is named like a {picture[1:].upper()} picture; writing a folder of parquet "
+            "tables (`tracerecon plot TRACE -o FILE` draws the picture)")
     if args.format == "perfetto":
         from tracerecon.timeline_export import perfetto_messages
 

@@ -61,6 +61,13 @@ def print_json(report: Report, console: Console) -> None:
     console.file.write(json_text(report.to_json()) + "\n")
 
 
+def _in_table_order(per_phase: dict, phases) -> list:
+    """``per_phase``'s items in the order of the table's rows above it (a phase the table lacks
+    after them), so that the line reads as the table does."""
+    row = {p.phase: i for i, p in enumerate(phases)}
+    return sorted(per_phase.items(), key=lambda kv: row.get(kv[0], len(row)))
+
+
 def print_report(report: Report, console: Console) -> None:
     every = [p.phase for r in report.ranks for p in r.phases]  # (one name reads the same in every rank's table)
     shown = dict(zip(every, shown_names(every, NAME_LINES * NAME_COLUMN)))
@@ -98,7 +105,7 @@ def print_report(report: Report, console: Console) -> None:
             print_wrapped(console, "cycles: none counted" + left_out_note(cycles, hint=True, skip_cycles=report.skip_cycles))
         if cycles.gpu_ms_per_accepted_token is not None:
             print_wrapped(console, f"accepted tokens: {cycles.accepted_tokens}; GPU {cycles.gpu_ms_per_accepted_token:.3f} ms per accepted token ("
-                          + ", ".join(f"{k} {v:.3f}" for k, v in cycles.phase_ms_per_accepted_token.items()) + ")")
+                          + ", ".join(f"{k} {v:.3f}" for k, v in _in_table_order(cycles.phase_ms_per_accepted_token, phases)) + ")")
         elif cycles.accepted_tokens:
             print_wrapped(console, f"accepted tokens: {cycles.accepted_tokens} (no GPU time in the cycles that said them)")
         elif cycles.accepted_tokens is not None:
@@ -108,7 +115,7 @@ def print_report(report: Report, console: Console) -> None:
             print_wrapped(console, misleading_line(worst))
         console.print()
     print_straggler_summary(report, console)
-    print_wrapped(console, "GPU ms: CUDA-event time between phase boundaries; medians over cycles.", style="dim")
+    print_wrapped(console, "GPU ms: CUDA-event time between phase boundaries; each column a median over cycles (CPU-GPU: of each cycle's own difference).", style="dim")
 
 
 def print_straggler_summary(report: Report, console: Console) -> None:

@@ -42,7 +42,7 @@ def add(sub) -> None:
     p.add_argument("--phases", action="append", default=[], metavar="PRESET",
                    help=f"old name of --preset ({', '.join(f'{k} = {v}' for k, v in sorted(LEGACY_ALIASES.items()))})")
     p.add_argument("--cpu-timers", action="store_true", help="engines using tracerecon.instrument also log naive perf_counter phase times")
-    add_phase_args(p)
+    add_phase_args(p, presets=False)
     p.add_argument("--no-report", action="store_true", help="profile and export only")
     p.add_argument("command", nargs=argparse.REMAINDER, help="the program to profile, after --")
     p.set_defaults(func=main)
