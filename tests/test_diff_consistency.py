@@ -138,6 +138,31 @@ def test_a_median_that_moved_while_the_kernels_did_not_is_not_blamed_on_them():
     assert explain("attn", side(0.417, 3.882, idle=0.5), side(0.417, 3.882, idle=0.7)) == "attn +0.000 ms GPU: GPU idle 70% (was 50%)"
 
 
+def test_an_explanation_says_where_the_found_factors_fall_short_of_the_change():
+    # GIVEN a phase with one 1.0 ms kernel per cycle and the GPU idle 96 % of its span on both sides
+    from tracerecon.analysis.diff import PhaseSide, explain
+
+    def side(gpu, kernels=None, wait=0.0, idle=0.96):
+        kernels = kernels or {"gemm": 1.0}
+        return PhaseSide(n=30, cpu_ms=0.2, gpu_ms=gpu, cpu_ms_p90=0.3, gpu_ms_p90=gpu, eager_launches=len(kernels), graph_launches=0, idle_fraction=idle,
+                         blocked_ms=0, kernels=dict.fromkeys(kernels, 1.0), kernel_ms=kernels, wait_ms=wait)
+
+    # WHEN it moved 2 ms down while B added a 1 us kernel
+    small = explain("draft", side(5.0), side(3.0, {"gemm": 1.0, "roll": 0.001}))
+    # THEN the new kernel is said, and that the change is outside the kernels (their time per
+    # cycle 1.000 -> 1.001 ms, about the same); the idle share, 96 % on both sides, is not
+    assert small == ("draft -2.000 ms GPU: new kernels: roll (0.001 ms), and kernels' time per cycle about the same (1.000 -> 1.001 ms): "
+                     "the change is outside the kernels (gaps, queueing) or in the mix of unlike cycles; p90 5.000 -> 3.000 ms"), small
+    # WHEN it moved 3 ms down while its collectives waited 8.8 ms more
+    against = explain("verify", side(18.0, wait=4.6), side(15.0, wait=13.4))
+    # THEN the wait is said with what the rest of the phase did (-3.0 - 8.8 = -11.8 ms), and,
+    # the wait accounting for none of the change, where the rest lies
+    assert against.startswith("verify -3.000 ms GPU: waiting for other ranks in collectives 4.600 -> 13.400 ms "
+                              "(against the change: the rest of the phase -11.800 ms), and kernels' time per cycle about the same"), against
+    # WHEN a new 1.5 ms kernel accounts for most of a 2 ms rise THEN nothing more is said
+    assert explain("draft", side(3.0), side(5.0, {"gemm": 1.0, "topk": 1.5})) == "draft +2.000 ms GPU: new kernels: topk (1.500 ms)"
+
+
 def test_two_single_rank_files_of_other_numbers_are_compared_and_said_so():
     # GIVEN one GPU's run (rank 0) and one rank's file of a two-rank run (rank 1 by its mark)
     a_dir, b_file = SAMPLES / "demo_h200" / "gpu_bound", SAMPLES / "demo_h200x2" / "nccl_skew" / "rank1.sqlite"

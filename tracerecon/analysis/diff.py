@@ -22,6 +22,9 @@ from tracerecon.analysis.phases import first_in_cycle, phases_per_cycle
 RELATIVE_CHANGE = 0.10
 # ... and more than this absolute amount (ns), above timer and launch jitter.
 ABSOLUTE_CHANGE_NS = 20_000
+# Below this share of a phase's change accounted for by the factors found with a time (waits,
+# kernels added, gone or slower), where the rest lies is said too.
+UNEXPLAINED_SHARE = 0.5
 # GPU idle inside a phase is worth saying when above this fraction.
 IDLE_WORTH_SAYING = 0.25
 
@@ -179,9 +182,13 @@ def explain(phase: str, a: PhaseSide | None, b: PhaseSide | None, left_out: str 
     delta = b.gpu_ms - a.gpu_ms
     head = f"{phase} {delta:+.3f} ms GPU"
     why: list[str] = []
+    explained = 0.0  # of the change, ms the factors said with a time account for
     if _changed(a.wait_ms, b.wait_ms, ABSOLUTE_CHANGE_NS / 1e6):
         # Said first: time its collectives waited for other ranks is no kernel of its own.
-        why.append(f"waiting for other ranks in collectives {a.wait_ms:.3f} -> {b.wait_ms:.3f} ms")
+        waited = b.wait_ms - a.wait_ms
+        against = f" (against the change: the rest of the phase {delta - waited:+.3f} ms)" if waited * delta < 0 else ""
+        why.append(f"waiting for other ranks in collectives {a.wait_ms:.3f} -> {b.wait_ms:.3f} ms{against}")
+        explained += waited
     if a.graph_launches > 0 and b.graph_launches == 0:
         why.append(f"graph replay gone, {b.eager_launches:.0f} eager launches per cycle instead")
     elif a.graph_launches == 0 and b.graph_launches > 0:
@@ -192,22 +199,31 @@ def explain(phase: str, a: PhaseSide | None, b: PhaseSide | None, left_out: str 
     removed = sorted((k for k in a.kernels if k not in b.kernels), key=lambda k: -a.kernel_ms.get(k, 0))
     if added:
         why.append("new kernels: " + ", ".join(f"{k} ({b.kernel_ms[k]:.3f} ms)" for k in added[:3]))
+        explained += sum(b.kernel_ms[k] for k in added)
     if removed:
         why.append("kernels gone: " + ", ".join(f"{k} ({a.kernel_ms[k]:.3f} ms)" for k in removed[:3]))
+        explained -= sum(a.kernel_ms[k] for k in removed)
     if not added and not removed:
         slower = sorted(((b.kernel_ms.get(k, 0) - a.kernel_ms.get(k, 0), k) for k in set(a.kernel_ms) | set(b.kernel_ms)), reverse=delta > 0)
         if slower and _changed(a.kernel_ms.get(slower[0][1], 0), b.kernel_ms.get(slower[0][1], 0), ABSOLUTE_CHANGE_NS / 1e6):
             d, k = slower[0]
             why.append(f"{k} {d:+.3f} ms per cycle")
+            explained += d
     moved = abs(delta) * 1e6 >= ABSOLUTE_CHANGE_NS
     idle_changed = a.idle_fraction is not None and b.idle_fraction is not None and abs(b.idle_fraction - a.idle_fraction) > 0.1
-    # A high idle share is a cause only of a change (a phase that did not move keeps its idle).
-    if b.idle_fraction is not None and (idle_changed or (moved and b.idle_fraction >= IDLE_WORTH_SAYING)):
+    # A high idle share is a cause only of a change (a phase that did not move keeps its idle),
+    # and only where it was not as high before ("GPU idle 96% (was 96%)" explains nothing).
+    if b.idle_fraction is not None and (idle_changed or (moved and b.idle_fraction >= IDLE_WORTH_SAYING and a.idle_fraction is None)):
         why.append(f"GPU idle {b.idle_fraction:.0%}" + (f" (was {a.idle_fraction:.0%})" if a.idle_fraction is not None else ""))
     if _changed(a.blocked_ms, b.blocked_ms, ABSOLUTE_CHANGE_NS / 1e6):
         why.append(f"blocking waits {a.blocked_ms:.3f} -> {b.blocked_ms:.3f} ms")
     if not why:
         why.append(_same_kernels(a, b, delta) if moved else "no kernel-level change found")
+    elif moved and not idle_changed and not (explained * delta > 0 and abs(explained) >= UNEXPLAINED_SHARE * abs(delta)):
+        # What was found with a time accounts for under half of the change (a new 1 us kernel
+        # beside a 2 ms move), or goes the other way (waits up, the phase down): where the
+        # rest is, said as for a phase in which nothing changed.
+        why.append("and " + _same_kernels(a, b, delta - explained))
     return f"{head}: " + ", ".join(why)
 
 
@@ -218,10 +234,14 @@ def _same_kernels(a: PhaseSide, b: PhaseSide, delta: float) -> str:
     unlike cycles (a phase whose cycles alternate between two lengths: its median jumps with
     their mix, its kernels' time does not)."""
     ka, kb = sum(a.kernel_ms.values()), sum(b.kernel_ms.values())
-    if _changed(ka, kb, ABSOLUTE_CHANGE_NS / 1e6) and (kb - ka) * delta > 0:
+    changed = _changed(ka, kb, ABSOLUTE_CHANGE_NS / 1e6)
+    if changed and (kb - ka) * delta > 0:
+        if set(a.kernel_ms) != set(b.kernel_ms):  # (kernels came or went: not the same ones)
+            return f"the kernels' time per cycle {ka:.3f} -> {kb:.3f} ms"
         return f"same kernels, each took longer ({ka:.3f} -> {kb:.3f} ms per cycle)" if delta > 0 else f"same kernels, each ran faster ({ka:.3f} -> {kb:.3f} ms per cycle)"
     p90 = f"; p90 {_ms(a.gpu_ms_p90)} -> {_ms(b.gpu_ms_p90)} ms" if a.gpu_ms_p90 is not None or b.gpu_ms_p90 is not None else ""
-    return f"kernels' time per cycle about the same ({ka:.3f} -> {kb:.3f} ms): the change is outside the kernels (gaps, queueing) or in the mix of unlike cycles{p90}"
+    how = "the other way" if changed else "about the same"
+    return f"kernels' time per cycle {how} ({ka:.3f} -> {kb:.3f} ms): the change is outside the kernels (gaps, queueing) or in the mix of unlike cycles{p90}"
 
 
 def diff_rank(rank: int, a_phases: pa.Table, a_ops: pa.Table, b_phases: pa.Table, b_ops: pa.Table, order: tuple[str, ...] = (),
