@@ -193,11 +193,12 @@ def test_one_rank_of_a_collective_run_read_alone_says_its_waits_are_unknown(tmp_
     # WHEN read alone THEN a warning says its collectives' waits are not told apart, naming the
     # other export beside it; read with its peer, nothing of the kind is said
     said = [w for w in alone.warnings if "communication kernels ran with other ranks whose traces are not in the input" in w]
-    assert len(said) == 1 and said[0].endswith("holds 1 other export (rank1.sqlite); give the folder, or every rank's file, to read them together"), alone.warnings
+    assert len(said) == 1 and said[0].endswith("give every rank's trace of the run together; "
+                                               f"{DEMO2 / 'nccl_skew'} holds 1 other export (rank1.sqlite)"), alone.warnings
     assert not any("whose traces are not in the input" in w for w in both.warnings), both.warnings
     # AND a copy of the file alone in a folder is told to give every rank's trace
     lone = tmp_path / "rank0.sqlite"
     lone.write_bytes((DEMO2 / "nccl_skew" / "rank0.sqlite").read_bytes())
-    assert any(w.endswith("(its wait ms reads 0, no phase's cause is comm_wait): give every rank's trace together") for w in analyze([str(lone)]).warnings)
+    assert any(w.endswith("(its wait ms reads 0, no phase's cause is comm_wait): give every rank's trace of the run together") for w in analyze([str(lone)]).warnings)
     # AND a one-GPU trace without communication says nothing of it
     assert not any("whose traces are not in the input" in w for w in analyze([str(H200_DIR / "eagle_gpu_bound.sqlite")]).warnings)

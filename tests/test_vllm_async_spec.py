@@ -56,6 +56,8 @@ def test_every_phase_of_every_step_reads_as_events_do(tmp_path, name):
     # AND the steps that ran nothing are said, counted (the ones followed by another step)
     said = [w for w in run.warnings if "cycles are a lone 'prepare' during which its process launched no GPU work" in w]
     assert [w.split(": ", 1)[1].split(" cycles")[0] for w in said] == ([f"{EMPTY[name]} of {rank.cycles.num_rows}"] if name in EMPTY else [])
+    # AND they, and only they, are empty cycles, left out of the medians
+    assert sum(rank.cycles["empty"].to_pylist()) == EMPTY.get(name, 0)
 
 
 def _steps(t: FakeTrace, plan: list[str]) -> None:

@@ -228,8 +228,8 @@ def _arrow_path(path: str | os.PathLike) -> str | None:
 
 # Columns a table gained after its first release, where null says what an export written before
 # them meant: no accepted tokens said; a kernel known by its short name alone; a cycle not
-# checked for being whole (counted, as that tracerecon counted it).
-LATER_COLUMNS = {"cycles": ("accepted_tokens", "incomplete"), "gpu_ops": ("demangled_name",)}
+# checked for being whole, or for being empty (counted, as that tracerecon counted it).
+LATER_COLUMNS = {"cycles": ("accepted_tokens", "incomplete", "empty"), "gpu_ops": ("demangled_name",)}
 
 
 def _read_dataset_part(f: Path, name: str, sch: pa.Schema, rank: int | None = None) -> pa.Table:

@@ -818,11 +818,12 @@ def _peers_missing(source, cross) -> list[str]:
     if comm is None or comm.n_collectives == 0:
         return []
     others = other_exports_beside(Path(source.path))
-    beside = (f": {Path(source.path).parent} holds {len(others)} other export{'s' if len(others) > 1 else ''} "
-              f"({', '.join(g.name for g in others[:3])}{', ...' if len(others) > 3 else ''}); give the folder, or every rank's file, to read them together") \
-        if others else ": give every rank's trace together"
-    return [f"{source.path}: its {comm.n_collectives} communication kernels ran with other ranks whose traces are not in the input: how long "
-            "they waited for those ranks is not told from their own transfer time (its wait ms reads 0, no phase's cause is comm_wait)" + beside]
+    beside = (f"; {Path(source.path).parent} holds {len(others)} other export{'s' if len(others) > 1 else ''} "
+              f"({', '.join(g.name for g in others[:3])}{', ...' if len(others) > 3 else ''})") if others else ""
+    n = comm.n_collectives
+    return [f"{source.path}: its {n} communication kernel{'s' if n > 1 else ''} ran with other ranks whose traces are not in the input: how long "
+            f"{'they' if n > 1 else 'it'} waited for those ranks is not told from {'their' if n > 1 else 'its'} own transfer time (its wait ms reads 0, "
+            f"no phase's cause is comm_wait): give every rank's trace of the run together{beside}"]
 
 
 def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, results: list[tuple]) -> Analysis:

@@ -98,6 +98,10 @@ def build_report(analysis: Analysis) -> Report:
     if cross:
         left_out |= frozenset(c + cross.cycle_shift_of(r.rank) for r in analysis.ranks if "incomplete" in r.cycles.column_names
                               for c, k in zip(r.cycles["cycle"].to_pylist(), r.cycles["incomplete"].to_pylist()) if k)
+        # And those every rank ran empty (no GPU work: nobody gated them).
+        empty = [frozenset(c + cross.cycle_shift_of(r.rank) for c, e in zip(r.cycles["cycle"].to_pylist(), r.cycles["empty"].to_pylist()) if e)
+                 if "empty" in r.cycles.column_names else frozenset() for r in analysis.ranks]
+        left_out |= frozenset.intersection(*empty) if empty else frozenset()
     critical = cross.critical_path_json(left_out) if cross else {"rank_counts": {}, "waited_for_counts": {}, "phase_counts": {}, "by_rank": {}}
     return Report(ranks=tuple(ranks), critical_path=critical, straggler_lines=tuple(straggler_lines(analysis, critical, left_out)),
                   warnings=tuple(analysis.warnings), engine_timers=dict(analysis.engine_timers), cross_rank=cross is not None,
@@ -142,6 +146,7 @@ def left_out_note(cycles: CycleSummary, hint: bool = False, skip_cycles: int | N
     return "".join([
         leading,
         f"; {cycles.n_incomplete} incomplete cycle(s) left out (not whole in the trace)" if cycles.n_incomplete else "",
+        f"; {cycles.n_empty} empty cycle(s) left out (their phases launched no GPU work)" if cycles.n_empty else "",
         f"; {cycles.n_outside_cycles} phase range(s) in no cycle left out" if cycles.n_outside_cycles else "",
     ])
 

@@ -61,6 +61,7 @@ class CycleSummary:
     n_add_up: int
     n_warmup: int = 0  # cycles left out of these medians
     n_incomplete: int = 0  # cycles not whole in the trace (``cycles.incomplete``), left out of these medians too
+    n_empty: int = 0  # cycles whose phases launched no GPU work (``cycles.empty``), left out of these medians too
     n_outside_cycles: int = 0  # phase ranges in no cycle left out of the phases' medians (summary.outside_cycles)
     accepted_tokens: int | None = None  # over the cycles that said how many (tracerecon.instrument.accepted)
     gpu_ms_per_accepted_token: float | None = None  # their GPU time / their tokens
@@ -79,6 +80,7 @@ class CycleSummary:
             "n_add_up": self.n_add_up,
             "n_warmup": self.n_warmup,
             "n_incomplete": self.n_incomplete,
+            "n_empty": self.n_empty,
             "n_outside_cycles": self.n_outside_cycles,
         }
 

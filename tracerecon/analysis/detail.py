@@ -86,7 +86,7 @@ def phase_detail(phases: pa.Table, gpu_ops: pa.Table, syncs: pa.Table, *, phase_
         # Per cycle, as ``report``: a name's ranges in one cycle taken together.
         sub = phases_per_cycle(sub)
         ranges = f", {len(sel)} ranges" if sub.num_rows != len(sel) else ""
-        title = f"{phase} (all {sub.num_rows} {'cycles' if ranges else 'instances'}{ranges}{f'; {left} range(s) of warm-up or incomplete cycles or in no cycle left out' if left else ''})"
+        title = f"{phase} (all {sub.num_rows} {'cycles' if ranges else 'instances'}{ranges}{f'; {left} range(s) of warm-up, incomplete or empty cycles or in no cycle left out' if left else ''})"
     sel_set = np.zeros(phases.num_rows + 1, dtype=bool)
     sel_set[sel] = True
     kernels: list[KernelRow] = []

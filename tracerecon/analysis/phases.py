@@ -871,6 +871,17 @@ def accepted_per_cycle(cycle_payload: list, cycle_cpu: list[tuple[int, int]], ma
     return out
 
 
+def empty_cycles(has_ops: np.ndarray) -> np.ndarray:
+    """Per cycle: none of its phases launched GPU work (``has_ops``: any op is one of its
+    phases'), where some other cycle's did: an engine step that had nothing to run (vLLM's
+    ``execute_model`` with nothing scheduled, a server loop's turn with no batch, a P/D decode
+    instance waiting for KV). Left out of the medians: a server idle most of the capture would
+    read its steps' medians off its idle turns. A rank none of whose cycles launched anything (a
+    CPU-only program) has none."""
+    has_ops = np.asarray(has_ops, dtype=bool)
+    return ~has_ops if has_ops.any() else np.zeros(len(has_ops), dtype=bool)
+
+
 def incomplete_cycles(ranges: pa.Table, phases: pa.Table, cycle_of_phase: np.ndarray, ids: np.ndarray, cycle_range_rows: np.ndarray | None,
                       unrun_from_ns: int | None = None) -> np.ndarray:
     """Per cycle ``ids`` (sorted): whether it is not whole in the trace, so that its numbers
@@ -989,6 +1000,7 @@ def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, ran
             "warmup": pa.array(warmup),
             "incomplete": pa.array(incomplete),
             "accepted_tokens": pa.array(accepted, pa.int64()),
+            "empty": pa.array(empty_cycles(has_ops)),
         },
         schema=schema.CYCLES,
     )

@@ -403,12 +403,13 @@ def _nested_cycle_notes(nested: pa.Table, cycle_rows: np.ndarray, prefix: str, i
 
 def _empty_step_notes(phase: str | None, n: int, cycle_of: np.ndarray) -> tuple[str, ...]:
     """One line where steps that ended inside their first phase were told apart
-    (``phases.empty_steps``): they are cycles of their own, in every median over cycles."""
+    (``phases.empty_steps``): they are cycles of their own, empty ones (``phases.empty_cycles``:
+    left out of the medians)."""
     if not n:
         return ()
     return (f"{n} of {len(np.unique(cycle_of[cycle_of >= 0]))} cycles are a lone {phase!r} during which its process launched no GPU work, followed by another {phase!r} (an engine step "
-            "with nothing to run, as vLLM's execute_model with nothing scheduled): each is read as a cycle of its own, in the "
-            "medians over cycles; the CPU time to the next step is in no phase",)
+            "with nothing to run, as vLLM's execute_model with nothing scheduled): each is read as a cycle of its own, an empty "
+            "one, left out of the medians; the CPU time to the next step is in no phase",)
 
 
 def _several_devices_notes(ops: pa.Table, cuda_devices: tuple = ()) -> tuple[str, ...]:

@@ -21,13 +21,24 @@ from tracerecon.json_text import escaped_char, invisible
 from tracerecon.report_model import CycleSummary, PhaseSummary
 
 
+# Why a cycle is left out of the medians, each a boolean column of the cycles table, in the order
+# a cycle is counted by (a warm-up cycle that is also empty counts as warm-up).
+LEFT_OUT_BECAUSE = ("warmup", "incomplete", "empty")
+
+
+def _flag(cycles: pa.Table, column: str) -> np.ndarray:
+    """A boolean column of ``cycles`` (null, or absent in an older export: False)."""
+    if column not in cycles.column_names:
+        return np.zeros(cycles.num_rows, dtype=bool)
+    return pa.compute.fill_null(cycles[column], False).to_numpy(zero_copy_only=False).astype(bool)
+
+
 def left_out_cycles(cycles: pa.Table) -> np.ndarray:
-    """Per row of ``cycles``: left out of the medians, as a warm-up cycle (``warmup``) or one not
-    whole in the trace (``incomplete``)."""
+    """Per row of ``cycles``: left out of the medians, as a warm-up cycle (``warmup``), one not
+    whole in the trace (``incomplete``) or one whose phases launched no GPU work (``empty``)."""
     out = np.zeros(cycles.num_rows, dtype=bool)
-    for column in ("warmup", "incomplete"):
-        if column in cycles.column_names:
-            out |= pa.compute.fill_null(cycles[column], False).to_numpy(zero_copy_only=False).astype(bool)
+    for column in LEFT_OUT_BECAUSE:
+        out |= _flag(cycles, column)
     return out
 
 
@@ -172,6 +183,7 @@ class CycleRow:
     verdicts: str
     warmup: bool
     incomplete: bool = False  # not whole in the trace (``cycles.incomplete``)
+    empty: bool = False  # its phases launched no GPU work (``cycles.empty``)
 
 
 def cycle_rows(phases: pa.Table, cycles: pa.Table) -> list[CycleRow]:
@@ -192,11 +204,13 @@ def cycle_rows(phases: pa.Table, cycles: pa.Table) -> list[CycleRow]:
     c = cycles.to_pydict()
     warm = c.get("warmup") or [False] * len(c["cycle"])
     incomplete = c.get("incomplete") or [False] * len(c["cycle"])
-    for cyc, cpu, gpu, w, k in zip(c["cycle"], c["cpu_ns"], c["gpu_ns"], warm, incomplete):
+    empty = c.get("empty") or [False] * len(c["cycle"])
+    for cyc, cpu, gpu, w, k, e in zip(c["cycle"], c["cpu_ns"], c["gpu_ns"], warm, incomplete, empty):
         d = by_cycle.get(cyc, {"cpu": {}, "gpu": {}, "err": 0, "verdicts": []})
         out.append(CycleRow(cycle=cyc, cpu_ms=cpu / 1e6, gpu_ms=None if gpu is None else gpu / 1e6,
                             phase_cpu_ms={k: v / 1e6 for k, v in d["cpu"].items()}, phase_gpu_ms={k: v / 1e6 for k, v in d["gpu"].items()},
-                            abs_error_ms=d["err"] / 1e6, verdicts="".join(d["verdicts"]), warmup=bool(w), incomplete=bool(k)))
+                            abs_error_ms=d["err"] / 1e6, verdicts="".join(d["verdicts"]), warmup=bool(w), incomplete=bool(k),
+                            empty=bool(e)))
     return out
 
 
@@ -224,10 +238,12 @@ def summarize_cycles(cycles: pa.Table, phases: pa.Table | None = None) -> CycleS
     """Medians over the steady cycles (warm-up left out), and GPU time per accepted token."""
     if cycles.num_rows == 0:
         return CycleSummary(0, None, None, None, None, 0)
-    n_warm = _count_true(cycles["warmup"]) if "warmup" in cycles.column_names else 0
-    n_incomplete = int(left_out_cycles(cycles).sum()) - n_warm  # (an incomplete warm-up cycle counts as warm-up)
+    warm, incomplete, empty = (_flag(cycles, c) for c in LEFT_OUT_BECAUSE)
+    n_warm = int(warm.sum())
+    n_incomplete = int((incomplete & ~warm).sum())  # (an incomplete warm-up cycle counts as warm-up)
+    n_empty = int((empty & ~warm & ~incomplete).sum())
     n_outside = int(outside_cycles(phases).sum()) if phases is not None else 0
-    if n_warm or n_incomplete:
+    if n_warm or n_incomplete or n_empty:
         cycles = steady_cycles(cycles)
     tokens, per_tok, per_phase = per_token(cycles, phases)
 
@@ -241,6 +257,7 @@ def summarize_cycles(cycles: pa.Table, phases: pa.Table | None = None) -> CycleS
         phase_ms_per_accepted_token=per_phase,
         n_warmup=n_warm,
         n_incomplete=n_incomplete,
+        n_empty=n_empty,
         n_outside_cycles=n_outside,
         n=cycles.num_rows,
         cpu_ms_median=median_of("cpu_ns"),

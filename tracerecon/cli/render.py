@@ -101,7 +101,7 @@ def print_report(report: Report, console: Console) -> None:
             adds_up = f"; phases add up in {cycles.n_add_up} of {cycles.n}" if cycles.gpu_ms_median is not None else "; no GPU time"
             print_wrapped(console, f"cycles: {cycles.n}  CPU {fmt_ms(cycles.cpu_ms_median)} ms  GPU {fmt_ms(cycles.gpu_ms_median)} ms (median)"
                           + adds_up + left_out_note(cycles, hint=True, skip_cycles=report.skip_cycles))
-        elif cycles.n_warmup or cycles.n_incomplete:  # every cycle left out: say why the table is empty
+        elif cycles.n_warmup or cycles.n_incomplete or cycles.n_empty:  # every cycle left out: say why the table is empty
             print_wrapped(console, "cycles: none counted" + left_out_note(cycles, hint=True, skip_cycles=report.skip_cycles))
         if cycles.gpu_ms_per_accepted_token is not None:
             print_wrapped(console, f"accepted tokens: {cycles.accepted_tokens}; GPU {cycles.gpu_ms_per_accepted_token:.3f} ms per accepted token ("

@@ -388,7 +388,7 @@ class TraceReconApp(App):
             if c.n:
                 on = f" ({gpus_text(r.gpus)})" if r.gpus else ""
                 notes.append(f"rank {r.rank}{on}: {c.n} cycles, CPU {ms(c.cpu_ms_median)} ms vs GPU {ms(c.gpu_ms_median)} ms per cycle (median){left_out_note(c, skip_cycles=rep.skip_cycles)}\n")
-            elif c.n_warmup or c.n_incomplete:  # every cycle left out: why its table is empty
+            elif c.n_warmup or c.n_incomplete or c.n_empty:  # every cycle left out: why its table is empty
                 notes.append(f"rank {r.rank}: no cycle counted{left_out_note(c, skip_cycles=rep.skip_cycles)}\n")
             worst = most_misleading(summaries)
             if worst is not None:
@@ -457,7 +457,8 @@ class TraceReconApp(App):
             for c in cycle_rows(r.phases, r.cycles):
                 row = [r.rank, c.cycle, ms(c.cpu_ms), ms(c.gpu_ms)]  # ms as text: a DataTable shows floats to 2 decimals
                 row += [ms(c.phase_cpu_ms.get(p)) for p in phases] + [ms(c.phase_gpu_ms.get(p)) for p in phases]
-                row += [ms(c.abs_error_ms), c.verdicts + (" (warm-up: not in the report)" if c.warmup else " (incomplete in the trace: not in the report)" if c.incomplete else "")]
+                row += [ms(c.abs_error_ms), c.verdicts + (" (warm-up: not in the report)" if c.warmup else " (incomplete in the trace: not in the report)" if c.incomplete
+                                                 else " (empty: launched no GPU work; not in the report)" if c.empty else "")]
                 self.pending_cycle_rows.append((row, f"{r.rank}:{c.cycle}"))
         self.add_cycle_rows()
 
