@@ -210,7 +210,7 @@ async def test_phase_detail_explains_the_disagreement():
         await pilot.press("down", "down", "enter")
         assert app.query_one("#tabs", TabbedContent).active == "detail"
         body = str(app.query_one("#detail-body", Static).render())
-        assert "draft_re_extend (all 23 instances; 1 range(s) of warm-up or incomplete cycles or in no cycle left out)" in body  # as report: 23 cycles
+        assert "draft_re_extend (all 23 instances; 1 range(s) of warm-up, incomplete or empty cycles or in no cycle left out)" in body  # as report: 23 cycles
         assert "over-reports" in body and "verify's GPU work" in body
         assert "blocking calls" in body and "kernels by total time" in body
 
