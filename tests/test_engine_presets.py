@@ -398,3 +398,12 @@ def test_an_analysing_command_reads_with_a_presets_phases(tmp_path):
     # AND an unknown preset is one line and exit 2, naming the known ones
     bad = run_cli("report", trace, "--preset", "nope")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "unknown preset 'nope' (known: sglang, vllm)" in bad.stderr, bad.stderr
+
+
+def test_a_preset_for_a_command_that_names_no_python_says_where_it_looked(tmp_path):
+    # GIVEN a command that is no Python program and names none (`true`), with no sglang in
+    # tracerecon's own Python
+    res = run_cli("run", "-o", str(tmp_path / "run"), "--preset", "sglang", "--", "true")
+    # THEN one line, exit 2: sglang not found in tracerecon's own Python, and why that one
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert "(tracerecon's own: true names no Python interpreter)" in res.stderr, res.stderr

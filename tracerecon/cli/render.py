@@ -104,7 +104,7 @@ def print_report(report: Report, console: Console) -> None:
         elif cycles.n_warmup or cycles.n_incomplete or cycles.n_empty:  # every cycle left out: say why the table is empty
             print_wrapped(console, "cycles: none counted" + left_out_note(cycles, hint=True, skip_cycles=report.skip_cycles))
         if cycles.gpu_ms_per_accepted_token is not None:
-            print_wrapped(console, f"accepted tokens: {cycles.accepted_tokens}; GPU {cycles.gpu_ms_per_accepted_token:.3f} ms per accepted token ("
+            print_wrapped(console, f"accepted tokens: {cycles.accepted_tokens} in the cycles counted; GPU {cycles.gpu_ms_per_accepted_token:.3f} ms per accepted token ("
                           + ", ".join(f"{k} {v:.3f}" for k, v in _in_table_order(cycles.phase_ms_per_accepted_token, phases)) + ")")
         elif cycles.accepted_tokens:
             print_wrapped(console, f"accepted tokens: {cycles.accepted_tokens} (no GPU time in the cycles that said them)")

@@ -112,7 +112,9 @@ def _plan_wraps(args: argparse.Namespace, command: list[str]) -> WrapPlan:
     phases: list[str] = []
     recorded_presets = []
     for p in chosen_presets:
-        choice = presets.choose(p, found.versions.get(p.dist), found.found, python)
+        # (a command that names no Python, `bash serve.sh`, was looked up in tracerecon's own)
+        told = python if command_python(command) is not None else f"{python} (tracerecon's own: {command[0] if command else 'the command'} names no Python interpreter)"
+        choice = presets.choose(p, found.versions.get(p.dist), found.found, told)
         shown = f"{p.dist} {choice.version}" if choice.version else f"{p.dist} (version unknown)"
         messages.extend(f"warning: {w}" for w in choice.warnings)
         if choice.missing_optional:
