@@ -331,6 +331,46 @@ def test_a_stream_that_waits_for_its_neighbours_stream_is_tiled_without_a_word(t
     assert not any("never waits for" in w for w in run.warnings)
 
 
+def test_a_wait_made_elsewhere_in_the_run_does_not_silence_the_tiling_line(tmp_path):
+    # GIVEN LMDeploy's shape (a helper's event model, shrunk): per cycle (b = 100 + 2000c)
+    # forward on stream 7 (b..b+100, a kernel b+20..b+1020), h2d with stream 20 said current
+    # (b+100..b+200: a 18 us copy on 20, synchronized inside), sample on 7 (b+200..b+300, a
+    # kernel b+1020..b+1100); stream 20 waits for 7 once, before the first cycle, for a record
+    # of the idle stream 7
+    from tracerecon.run_dir import STREAM_MARK
+
+    t, n = FakeTrace(), 0
+
+    def said(at: int, stream: int) -> None:  # what tracerecon.instrument.phase does as a phase begins
+        nonlocal n
+        n += 1
+        t.event_record(900, n, at * U + 200, at * U + 500, stream=stream)
+        t.mark(STREAM_MARK, at * U + 700)
+
+    t.event_record(41, 1, 50 * U, 51 * U, stream=7)
+    t.stream_wait(41, 1, 60 * U, 61 * U, stream=20)
+    for c in range(3):
+        b = 100 + 2000 * c
+        t.range("forward", b * U, (b + 100) * U)
+        said(b, 7)
+        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U), (b + 20) * U, (b + 1020) * U, stream=7)
+        t.range("h2d", (b + 100) * U, (b + 200) * U)
+        said(b + 100, 20)
+        t.copy(t.call("cudaMemcpyAsync", (b + 110) * U, (b + 113) * U), (b + 112) * U, (b + 130) * U, kind=1, stream=20)
+        t.sync_record(t.call("cudaStreamSynchronize", (b + 140) * U, (b + 142) * U), (b + 140) * U, (b + 142) * U, sync_type=3, stream=20)
+        t.range("sample", (b + 200) * U, (b + 300) * U)
+        said(b + 200, 7)
+        t.kernel(t.call("cudaLaunchKernel", (b + 210) * U, (b + 212) * U), (b + 1020) * U, (b + 1100) * U, stream=7)
+    # WHEN analysed
+    run = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("forward", "h2d", "sample"), skip_cycles=0))
+    # THEN h2d, on stream 20, is tiled behind forward's kernel (0: the later of the two streams'
+    # events at each boundary), and the line says events on 20 alone read its 100 us: the one wait,
+    # for a record made before forward's kernel was queued, orders nothing there
+    assert [(p["phase"], p["stream_id"], p["gpu_ns"] // U) for p in run.ranks[0].phases.to_pylist()][:3] == [("forward", 7, 1020), ("h2d", 20, 0), ("sample", 7, 80)]
+    said_lines = [w for w in run.warnings if "never waits for" in w]
+    assert len(said_lines) == 1 and "'h2d': in 3 of 3 instances" in said_lines[0] and "where events on its own stream would read 0.100 ms" in said_lines[0], run.warnings
+
+
 def test_the_stream_that_pushed_a_phase_decides_whether_it_is_said(tmp_path):
     # GIVEN the overlap loop with a prefetch phase whose copy stream 11 the default stream 7 waits
     # for; 7 still never waits for the forward stream 9, which pushes schedule's start boundary

@@ -206,6 +206,19 @@ class StreamClock:
                     out[k] = bool(held.any())
         return out
 
+    def queued_since(self, stream: int, until: np.ndarray) -> np.ndarray:
+        """Per GPU instant of ``until``: the CPU instant the work on stream row ``stream`` that
+        keeps it busy until then or later was queued (the first op or event wait whose
+        completion, with all before it, reaches it); int64 max where none does."""
+        until = np.asarray(until, dtype=np.int64)
+        out = np.full(len(until), I64_MAX, dtype=np.int64)
+        for times, running in ((self.op_launch[stream], self.op_done[stream]), (self.wait_time[stream], self.wait_done[stream])):
+            if len(times):
+                at = np.searchsorted(running, until, side="left")  # (running maxima: sorted)
+                ok = at < len(times)
+                out[ok] = np.minimum(out[ok], times[at[ok]])
+        return out
+
     def done(self, stream: np.ndarray, t: np.ndarray) -> np.ndarray:
         """For each (stream row, CPU instant): completion of the work queued before it, or at
         that very nanosecond (a launch call that returned as a range closed was made inside
@@ -2076,10 +2089,11 @@ def tiled_off_their_stream(clock: StreamClock, pid: np.ndarray, cpu_start: np.nd
     every boundary read on the phase's own stream and kept in order among that stream's
     phases only (``own_stream_only``); a phase is marked where it gets
     more than max(10 us, 10 %) of that less (its start boundary pushed later), and its stream
-    waits (by any event wait the trace resolves, and none it does not) for none of the streams
-    that pushed it: the timeline's other streams still busy, at the phase's CPU start, until
-    that boundary (SGLang's scheduler phases on the default stream beside a forward stream
-    running the previous batch; the README's not-handled case). Said, not hidden."""
+    did not wait, by the phase's end, for a record made after that work was queued on the
+    streams that pushed it (``_joined_after``): the timeline's other streams still busy, at the
+    phase's CPU start, until that boundary (SGLang's scheduler phases on the default stream
+    beside a forward stream running the previous batch; the README's not-handled case), unless
+    its stream has event waits the trace cannot resolve. Said, not hidden."""
     n = len(pid)
     mask = np.zeros(n, dtype=bool)
     used = stream >= 0
@@ -2094,8 +2108,6 @@ def tiled_off_their_stream(clock: StreamClock, pid: np.ndarray, cpu_start: np.nd
     if not lost.any():
         return mask, own
     row = clock.stream_index(pid, device, stream)
-    n_rows = max(len(clock.keys), 1)
-    waits_for = np.unique(clock.join_into * n_rows + clock.join_from)  # (waiting stream, stream waited for) pairs
     unknown = clock.unresolved_into
     line = timelines(pid, cycle, tid)
     for ln in np.unique(line[lost]).tolist():
@@ -2103,14 +2115,38 @@ def tiled_off_their_stream(clock: StreamClock, pid: np.ndarray, cpu_start: np.nd
         ks = np.flatnonzero(lost & mine)
         # A loss is a start boundary pushed later; what pushed it is a stream of the timeline
         # still busy, at the phase's CPU start, until at least that boundary. One search per
-        # stream for all such phases at once.
+        # stream for all such phases at once. The streams join there (the tiling by design: a
+        # verify that waits inside itself for draft's input stream) where the phase's stream
+        # waited, by the phase's end, for a record made on the pushing stream after the work
+        # that pushed it was queued; a wait made elsewhere in the run (an output copy that
+        # waits for the forward each step, a wait before the first cycle) orders nothing here.
         pushed, waited = np.zeros(len(ks), dtype=bool), np.zeros(len(ks), dtype=bool)
         for o in np.unique(row[mine & (row >= 0)]).tolist():
             mover = (row[ks] != o) & (clock.done(np.full(len(ks), o), cpu_start[ks]) >= boundary_start[ks])
             pushed |= mover
-            waited |= mover & np.isin(row[ks] * n_rows + o, waits_for)
+            if mover.any():
+                waited[mover] = _joined_after(clock, row[ks][mover], o, clock.queued_since(o, boundary_start[ks][mover]), cpu_end[ks][mover])
         mask[ks] = pushed & ~waited & ~np.isin(row[ks], unknown)
     return mask, own
+
+
+def _joined_after(clock: StreamClock, into: np.ndarray, from_: int, since: np.ndarray, by: np.ndarray) -> np.ndarray:
+    """Per (waiting stream row ``into``, CPU instants ``since``, ``by``): whether that stream
+    waited, at a CPU instant no later than ``by``, for an event recorded on stream row
+    ``from_`` no earlier than ``since``."""
+    out = np.zeros(len(into), dtype=bool)
+    for r in np.unique(into).tolist():
+        js = np.flatnonzero((clock.join_into == r) & (clock.join_from == from_))
+        if len(js) == 0:
+            continue
+        order = np.argsort(clock.join_record_cpu[js], kind="stable")
+        rec, cpu = clock.join_record_cpu[js][order], clock.join_cpu[js][order]
+        earliest_wait = np.minimum.accumulate(cpu[::-1])[::-1]  # of the records made at or after each
+        sel = np.flatnonzero(into == r)
+        at = np.searchsorted(rec, since[sel], side="left")
+        ok = at < len(rec)
+        out[sel[ok]] = earliest_wait[at[ok]] <= by[sel[ok]]
+    return out
 
 
 def timelines(pid: np.ndarray, cycle: np.ndarray, tid: np.ndarray | None) -> np.ndarray:

@@ -590,9 +590,9 @@ def _tiled_notes(tiled: np.ndarray, own: np.ndarray, gpu: np.ndarray, labels: li
     out = []
     for name in dict.fromkeys(labels[k] for k in np.flatnonzero(tiled).tolist()):
         mine = np.flatnonzero(tiled & (np.asarray(labels, dtype=object) == name))
-        out.append(f"{name!r}: in {len(mine)} of {labels.count(name)} instances another phase's stream, which its own stream never waits for, "
+        out.append(f"{name!r}: in {len(mine)} of {labels.count(name)} instances another phase's stream, whose work there its own stream never waits for, "
                    f"ran past its boundaries: it reads {np.median(gpu[mine]) / 1e6:.3f} ms (median) where events on its own stream would read "
-                   f"{np.median(own[mine]) / 1e6:.3f} ms (streams that run at once and never join are tiled one after another)")
+                   f"{np.median(own[mine]) / 1e6:.3f} ms (streams that run at once and do not join there are tiled one after another)")
     return tuple(out)
 
 
