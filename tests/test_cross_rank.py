@@ -10,7 +10,11 @@ import numpy as np
 
 from conftest import DEMO, DEMO2, PUBLIC, need_public, run_cli
 from conftest import H200 as H200_DIR
+from nsys_factory import FakeTrace
+from tracerecon.analysis.config import PhaseConfig
 from tracerecon.api import load as analyze
+
+U = 1000
 
 RING = ["Ring_Simple_2MB_2nodes_2GPUs__ault43_483927.sqlite", "Ring_Simple_2MB_2nodes_2GPUs__ault44_739124.sqlite"]
 
@@ -130,7 +134,6 @@ def test_diff_of_public_before_after_pair_matches_kernel_sums():
 
 def test_utc_normalized_exports_need_no_session_offset(tmp_path):
     # GIVEN two rank files exported with --ts-normalize (UTC timestamps) whose session starts differ
-    from nsys_factory import FakeTrace
 
     paths = []
     for rank, (utc, shift) in enumerate(((1_000_000_000, 0), (1_500_000_000, 0))):
@@ -202,3 +205,16 @@ def test_one_rank_of_a_collective_run_read_alone_says_its_waits_are_unknown(tmp_
     assert any(w.endswith("(its wait ms reads 0, no phase's cause is comm_wait): give every rank's trace of the run together") for w in analyze([str(lone)]).warnings)
     # AND a one-GPU trace without communication says nothing of it
     assert not any("whose traces are not in the input" in w for w in analyze([str(H200_DIR / "eagle_gpu_bound.sqlite")]).warnings)
+    # AND one process driving two GPUs whose collectives run between them is not told to give
+    # other ranks' traces (its partners are its own GPUs: said apart, as one rank)
+    t = FakeTrace()
+    for c in range(4):
+        b = 1000 * c
+        t.cycle(c, b * U, (b + 100) * U, (b + 300) * U)
+        for dev in (0, 1):
+            t.kernel(t.call("cudaLaunchKernel", (b + 10 + dev) * U, (b + 11 + dev) * U), (b + 20) * U, (b + 80) * U, device=dev, stream=7 + dev)
+            t.kernel(t.call("cudaLaunchKernel", (b + 110 + dev) * U, (b + 111 + dev) * U), (b + 120 + 30 * dev) * U, (b + 280) * U, device=dev,
+                     stream=7 + dev, name="ncclDevKernel_AllReduce_Sum_bf16_RING_LL")
+    both_gpus = analyze([str(t.write(tmp_path / "sp.sqlite"))], PhaseConfig(phases=("draft", "verify"), skip_cycles=0)).warnings
+    assert any("one process driving several GPUs is one rank" in w for w in both_gpus)
+    assert not any("whose traces are not in the input" in w for w in both_gpus), both_gpus

@@ -395,6 +395,10 @@ def test_an_analysing_command_reads_with_a_presets_phases(tmp_path):
     assert a["ranks"] == b["ranks"]
     assert [p["phase"] for p in a["ranks"][0]["phases"]] == ["prepare", "verify", "sample", "draft", "bookkeep"]
     assert not any("draft_extend" in w for w in a["warnings"]) and any("draft_extend" in w for w in b["warnings"])
+    # AND with a --phase of the user's too, only that one is said where it matches nothing (a
+    # review found the preset's draft_extend named with it)
+    both = run_cli("report", trace, "--preset", "vllm", "--phase", "gpu_model_runner")
+    assert "no range matched --phase gpu_model_runner (the other phases did)" in both.stderr and "draft_extend" not in both.stderr, both.stderr
     # AND an unknown preset is one line and exit 2, naming the known ones
     bad = run_cli("report", trace, "--preset", "nope")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "unknown preset 'nope' (known: sglang, vllm)" in bad.stderr, bad.stderr

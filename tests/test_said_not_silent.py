@@ -371,6 +371,49 @@ def test_a_wait_made_elsewhere_in_the_run_does_not_silence_the_tiling_line(tmp_p
     assert len(said_lines) == 1 and "'h2d': in 3 of 3 instances" in said_lines[0] and "where events on its own stream would read 0.100 ms" in said_lines[0], run.warnings
 
 
+def test_a_phase_joined_to_one_of_two_streams_that_pushed_it_is_not_said_whatever_their_numbers(tmp_path):
+    # GIVEN per cycle forward on stream O (a kernel b+20..b+1020), aux on stream J (a kernel
+    # b+62..b+1020, then a record at b+70), h2d on stream 20 waiting for that record at b+105,
+    # sample on O; every phase says its stream; J numbered above O, then below (a review found
+    # the verdict followed the numbering)
+    from tracerecon.run_dir import STREAM_MARK
+
+    def build(j: int, o: int, path) -> str:
+        t, n = FakeTrace(), 0
+
+        def said(at: int, stream: int) -> None:
+            nonlocal n
+            n += 1
+            t.event_record(900, n, at * U + 200, at * U + 500, stream=stream)
+            t.mark(STREAM_MARK, at * U + 700)
+
+        for c in range(3):
+            b = 100 + 2000 * c
+            t.range("forward", b * U, (b + 50) * U)
+            said(b, o)
+            t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U), (b + 20) * U, (b + 1020) * U, stream=o)
+            t.range("aux", (b + 50) * U, (b + 100) * U)
+            said(b + 50, j)
+            t.kernel(t.call("cudaLaunchKernel", (b + 60) * U, (b + 62) * U), (b + 62) * U, (b + 1020) * U, stream=j)
+            t.event_record(41, c + 1, (b + 70) * U, (b + 71) * U, stream=j)
+            t.range("h2d", (b + 100) * U, (b + 200) * U)
+            said(b + 100, 20)
+            t.stream_wait(41, c + 1, (b + 105) * U, (b + 106) * U, stream=20)
+            t.copy(t.call("cudaMemcpyAsync", (b + 110) * U, (b + 113) * U), (b + 112) * U, (b + 130) * U, kind=1, stream=20)
+            t.range("sample", (b + 200) * U, (b + 300) * U)
+            said(b + 200, o)
+            t.kernel(t.call("cudaLaunchKernel", (b + 210) * U, (b + 212) * U), (b + 1020) * U, (b + 1100) * U, stream=o)
+        return str(t.write(path))
+
+    phases = PhaseConfig(phases=("forward", "aux", "h2d", "sample"), skip_cycles=0)
+    # WHEN analysed both ways THEN neither says h2d is tiled behind a stream it never waits for:
+    # it waited for J's record, queued after J's kernel, inside itself (aux, on J, which never
+    # waits for O's forward, is said either way)
+    for j in (9, 5):
+        run = analyze([build(j, 7, tmp_path / f"j{j}.sqlite")], phases)
+        assert not any("'h2d'" in w and "never waits for" in w for w in run.warnings), (j, run.warnings)
+
+
 def test_the_stream_that_pushed_a_phase_decides_whether_it_is_said(tmp_path):
     # GIVEN the overlap loop with a prefetch phase whose copy stream 11 the default stream 7 waits
     # for; 7 still never waits for the forward stream 9, which pushes schedule's start boundary
@@ -676,6 +719,9 @@ def test_a_pattern_that_takes_ranges_of_several_names_is_said_so(tmp_path):
     assert [w for w in wide if "names" in w] == ["--phase 'draft=re:draft' takes ranges of 2 names, all read as phase 'draft': "
                                                  "'draft_0', 'draft_re_extend' (`tracerecon ranges` lists the names)"], wide
     assert not any("takes ranges of" in w for w in numbered + taken_first), (numbered, taken_first)
+    # AND a name an earlier spec of the same phase takes is that spec's, not the pattern's
+    same_label = analyze([path], PhaseConfig(phases=("draft=draft_re_extend", "draft=re:^draft_re|^verify$"))).warnings
+    assert [w for w in same_label if "names" in w] == [], same_label
 
 
 def test_a_phase_asked_for_that_takes_cycle_ranges_is_said_so(tmp_path):

@@ -809,13 +809,20 @@ def _analyze_files(files: list[Path], config: PhaseConfig, say: Progress, jobs: 
         raise
 
 
-def _peers_missing(source, cross) -> list[str]:
-    """A warning where the one rank read ran communication kernels: its collectives' partners'
-    traces are not in the input, so the time they waited for other ranks cannot be told from
-    their own (no phase's cause is comm_wait, its wait reads 0), naming the other exports
-    beside its file (the run's other ranks, where it came from a run or rank files)."""
+def _peers_missing(source, cross, gpu_ops) -> list[str]:
+    """A warning where the one rank read ran communication kernels on one GPU: its collectives'
+    partners' traces are not in the input, so the time they waited for other ranks cannot be
+    told from their own (no phase's cause is comm_wait, its wait reads 0), naming the other
+    exports beside its file (the run's other ranks, where it came from a run or rank files).
+    Not where they ran on several GPUs: one process driving them is its own partners (said
+    apart, as one rank)."""
+    from tracerecon.analysis.nccl import comm_mask
+    from tracerecon.analysis.projection import int64s
+
     comm = cross.comm_of(source.rank)
     if comm is None or comm.n_collectives == 0:
+        return []
+    if len(set(int64s(gpu_ops["device_id"], -1)[comm_mask(gpu_ops)].tolist())) > 1:
         return []
     others = other_exports_beside(Path(source.path))
     beside = (f"; {Path(source.path).parent} holds {len(others)} other export{'s' if len(others) > 1 else ''} "
@@ -872,7 +879,7 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
         # that no rank has: a pattern that matches nothing drops it from the report unsaid.
         if config.phases != DEFAULT_PHASES and not config.phases_recorded:
             present = {label for _, _, w in work for label in w.phase_inputs.labels}
-            missing = [spec for spec in config.phases if parse_phase_spec(spec)[0] not in present]
+            missing = [spec for spec in config.phases if parse_phase_spec(spec)[0] not in present and spec not in config.preset_phases]
             # Ranges that are this phase (no earlier spec takes them), each inside another phase's
             # range, are part of that phase.
             labels_seen, taking_cycles, named = set(), set(), set()
@@ -934,7 +941,7 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
     )
     warnings.extend(cross.warnings)
     if len(work) == 1:
-        warnings.extend(_peers_missing(work[0][0], cross))
+        warnings.extend(_peers_missing(work[0][0], cross, work[0][2].gpu_ops))
     ranks = []
     for s, info, w in work:
         comm = cross.comm_of(s.rank)

@@ -146,7 +146,7 @@ def left_out_note(cycles: CycleSummary, hint: bool = False, skip_cycles: int | N
     return "".join([
         leading,
         f"; {cycles.n_incomplete} incomplete cycle(s) left out (not whole in the trace)" if cycles.n_incomplete else "",
-        f"; {cycles.n_empty} empty cycle(s) left out (their phases launched no GPU work)" if cycles.n_empty else "",
+        f"; {cycles.n_empty} empty cycle(s) left out (no GPU work launched in them)" if cycles.n_empty else "",
         f"; {cycles.n_outside_cycles} phase range(s) in no cycle left out" if cycles.n_outside_cycles else "",
     ])
 

@@ -245,7 +245,7 @@ CYCLES = pa.schema(
         ("warmup", pa.bool_()),  # left out of the medians (--skip-cycles, or a leading outlier)
         ("incomplete", pa.bool_()),  # not whole in the trace (a range of it never closed, the capture ended first): left out of the medians
         ("accepted_tokens", pa.int64()),  # tokens the cycle accepted (tracerecon.instrument.accepted), null: not said
-        ("empty", pa.bool_()),  # its phases launched no GPU work where the rank's other cycles did (a step with nothing to run): left out of the medians
+        ("empty", pa.bool_()),  # no GPU work in its phases nor launched in its span, among cycles that ran (a step with nothing to run): left out of the medians
     ]
 )
 

@@ -2125,7 +2125,7 @@ def tiled_off_their_stream(clock: StreamClock, pid: np.ndarray, cpu_start: np.nd
             mover = (row[ks] != o) & (clock.done(np.full(len(ks), o), cpu_start[ks]) >= boundary_start[ks])
             pushed |= mover
             if mover.any():
-                waited[mover] = _joined_after(clock, row[ks][mover], o, clock.queued_since(o, boundary_start[ks][mover]), cpu_end[ks][mover])
+                waited[mover] |= _joined_after(clock, row[ks][mover], o, clock.queued_since(o, boundary_start[ks][mover]), cpu_end[ks][mover])
         mask[ks] = pushed & ~waited & ~np.isin(row[ks], unknown)
     return mask, own
 

@@ -36,6 +36,9 @@ class PhaseConfig:
     # The phases came from a run directory's run.json (a preset's list, some of whose names an
     # engine version lacks): a phase no range matched is not said (it is, for phases asked for).
     phases_recorded: bool = False
+    # The phase specs that came from a preset (``--preset`` on an analysing command): as a
+    # recorded list, its names a trace lacks are not said, nor its patterns' several names.
+    preset_phases: tuple[str, ...] = ()
     # The phase options given (their flags, as ``--phase``): an export directory, which holds the
     # analysis made when it was written, says it ignores them (``api.load``).
     # (Neither compared nor in the repr, so in no cache key: it changes no number.)
@@ -54,6 +57,13 @@ class PhaseConfig:
         for label, pat in self.matchers():
             if pat.search(name) or (domain and pat.search(f"{domain}:{name}")):
                 return label
+        return None
+
+    def spec_of(self, name: str, domain: str = "") -> str | None:
+        """The phase spec that takes a range: the first that matches it; None where none does."""
+        for spec, (_, pat) in zip(self.phases, self.matchers()):
+            if pat.search(name) or (domain and pat.search(f"{domain}:{name}")):
+                return spec
         return None
 
 
@@ -126,13 +136,13 @@ def patterns_of_several_names(config: PhaseConfig, named: set[tuple[str, str]], 
     (``draft_0``, ``draft_1``: ``NUMBERS``); at most ``shown`` are named."""
     out = []
     for spec in dict.fromkeys(config.phases):
-        if not spec.split("=", 1)[-1].startswith(("re:", "glob:")) or "=" not in spec:
+        if not spec.split("=", 1)[-1].startswith(("re:", "glob:")) or "=" not in spec or spec in config.preset_phases:
             continue
-        label, own = parse_phase_spec(spec)
+        label = parse_phase_spec(spec)[0]
         kinds: dict[str, str] = {}
         for name, domain in sorted(named):
-            # (the ranges this spec itself takes: not those an earlier spec of its label took)
-            if (own.search(name) or (domain and own.search(f"{domain}:{name}"))) and config.label_of(name, domain) == label:
+            # (the ranges this spec itself takes: not those an earlier spec took, of its label too)
+            if config.spec_of(name, domain) == spec:
                 kinds.setdefault(NUMBERS.sub("#", name), name)
         if len(kinds) > 1:
             names = list(kinds.values())

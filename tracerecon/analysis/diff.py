@@ -212,7 +212,8 @@ def explain(phase: str, a: PhaseSide | None, b: PhaseSide | None, left_out: str 
     moved = abs(delta) * 1e6 >= ABSOLUTE_CHANGE_NS
     idle_changed = a.idle_fraction is not None and b.idle_fraction is not None and abs(b.idle_fraction - a.idle_fraction) > 0.1
     # A high idle share is a cause only of a change (a phase that did not move keeps its idle),
-    # and only where it was not as high before ("GPU idle 96% (was 96%)" explains nothing).
+    # and only where A's share is unknown: one that moved by more than 10 points is said as a
+    # change above, one that moved less explains nothing ("GPU idle 96% (was 96%)").
     if b.idle_fraction is not None and (idle_changed or (moved and b.idle_fraction >= IDLE_WORTH_SAYING and a.idle_fraction is None)):
         why.append(f"GPU idle {b.idle_fraction:.0%}" + (f" (was {a.idle_fraction:.0%})" if a.idle_fraction is not None else ""))
     if _changed(a.blocked_ms, b.blocked_ms, ABSOLUTE_CHANGE_NS / 1e6):

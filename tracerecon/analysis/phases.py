@@ -208,7 +208,7 @@ def cycles_per_thread(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.nda
     return np.where(local >= 0, number[inv.ravel()], -1)
 
 
-def empty_steps(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, labels: list[str], launches: LaunchIndex) -> tuple[np.ndarray, str | None, int]:
+def empty_steps(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, labels: list[str], launches: LaunchIndex) -> tuple[np.ndarray, str | None, np.ndarray]:
     """Without cycle ranges, steps that ended inside their first phase: where more than half the
     cycles open with one instance of the phase that opens them, and more than half of those
     instances launched GPU work (from any thread of their process, until the next phase
@@ -220,14 +220,15 @@ def empty_steps(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, 
     CPU time to the next step lies between cycles, in no phase (``cycle_starts`` took the run for
     one step, as a step that drafts three times is, and its first phase read the whole streak).
     A phase that launches nothing as a rule (a scheduler's) says nothing by launching nothing:
-    left alone. Returns (``cycle_of`` renumbered, the phase's name, how many cycles were split
-    off); cycles numbered per thread (not in time order) are left as they are."""
+    left alone. Returns (``cycle_of`` renumbered, the phase's name, the cycles split off: the
+    empty steps, as numbered in it); cycles numbered per thread (not in time order) are left as
+    they are."""
     idx = np.flatnonzero(cycle_of >= 0)
     if len(idx) < 3 or "end_ns" not in ranges.column_names:
-        return cycle_of, None, 0
+        return cycle_of, None, np.zeros(0, np.int64)
     c = cycle_of[idx]
     if (np.diff(c) < 0).any():
-        return cycle_of, None, 0
+        return cycle_of, None, np.zeros(0, np.int64)
     opens = np.r_[True, c[1:] != c[:-1]]
     names = np.asarray(labels, dtype=object)[idx].astype(str)
     opening, counts = np.unique(names[opens], return_counts=True)
@@ -243,22 +244,22 @@ def empty_steps(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, 
     opening_runs = run[opens & same]
     single = length[opening_runs] == 1
     if not len(opening_runs) or 2 * int(single.sum()) <= len(opening_runs) or single.all():
-        return cycle_of, None, 0
+        return cycle_of, None, np.zeros(0, np.int64)
     start = int64s(ranges["start_ns"])[rows]
     until = np.r_[start[1:], int64s(ranges["end_ns"], I64_MAX)[rows[-1]]]  # the next phase instance's start
     alone = np.flatnonzero(np.isin(run, opening_runs[single]))
     if 2 * int((_launched_between(launches, pid[alone], start[alone], until[alone]) > 0).sum()) <= len(alone):
-        return cycle_of, None, 0
+        return cycle_of, None, np.zeros(0, np.int64)
     # Each instance of a longer opening run but its last: launched nothing, ended before the next.
     k = np.flatnonzero(np.isin(run[:-1], opening_runs[~single]) & goes_on[1:])
     ended = int64s(ranges["end_ns"], I64_MAX)[rows[k]] <= start[k + 1]
     split = k[ended & (_launched_between(launches, pid[k], start[k], until[k]) == 0)] + 1
     if not len(split):
-        return cycle_of, None, 0
+        return cycle_of, None, np.zeros(0, np.int64)
     opens[split] = True
     out = cycle_of.copy()
     out[idx] = np.cumsum(opens) - 1
-    return out, str(first), len(split)
+    return out, str(first), out[idx[split - 1]]
 
 
 def _launched_between(launches: LaunchIndex, pid: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -871,15 +872,23 @@ def accepted_per_cycle(cycle_payload: list, cycle_cpu: list[tuple[int, int]], ma
     return out
 
 
-def empty_cycles(has_ops: np.ndarray) -> np.ndarray:
-    """Per cycle: none of its phases launched GPU work (``has_ops``: any op is one of its
-    phases'), where some other cycle's did: an engine step that had nothing to run (vLLM's
-    ``execute_model`` with nothing scheduled, a server loop's turn with no batch, a P/D decode
-    instance waiting for KV). Left out of the medians: a server idle most of the capture would
-    read its steps' medians off its idle turns. A rank none of whose cycles launched anything (a
-    CPU-only program) has none."""
+def empty_cycles(has_ops: np.ndarray, silent: np.ndarray | None, split_off: np.ndarray | None = None) -> np.ndarray:
+    """Per cycle: none of its phases has GPU work (``has_ops``: any op is one of its phases')
+    and no thread of the rank launched any in its span (``silent``, per cycle; None: not known,
+    none is empty): an engine step that had nothing to run (vLLM's ``execute_model`` with
+    nothing scheduled, a server loop's turn with no batch) among steps that ran. Left out of
+    the medians: a server idle through most of a capture would read its steps' medians off its
+    idle turns. Where such cycles are most of the rank's, only those the trace shows as steps
+    that ended inside their first phase (``split_off``, per cycle: ``empty_steps``) are: the
+    rest are then the rank's usual cycle (a process whose GPU work another process runs), as in
+    a CPU-only program, where none is."""
     has_ops = np.asarray(has_ops, dtype=bool)
-    return ~has_ops if has_ops.any() else np.zeros(len(has_ops), dtype=bool)
+    if silent is None:
+        return np.zeros(len(has_ops), dtype=bool)
+    out = ~has_ops & np.asarray(silent, dtype=bool)
+    if 2 * out.sum() >= len(out):
+        out &= np.asarray(split_off, dtype=bool) if split_off is not None else False
+    return out
 
 
 def incomplete_cycles(ranges: pa.Table, phases: pa.Table, cycle_of_phase: np.ndarray, ids: np.ndarray, cycle_range_rows: np.ndarray | None,
@@ -926,9 +935,12 @@ def incomplete_cycles(ranges: pa.Table, phases: pa.Table, cycle_of_phase: np.nda
 
 
 def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, rank: int, skip_cycles: int | None = None,
-                 accepted_marks: list | None = None, unrun_from_ns: int | None = None) -> pa.Table:
+                 accepted_marks: list | None = None, unrun_from_ns: int | None = None, silent_cycles: np.ndarray | None = None,
+                 empty_steps: np.ndarray | None = None) -> pa.Table:
     """The ``schema.CYCLES`` table: per cycle CPU total, GPU time between the cycle's first and
-    last phase boundary (what CUDA events around the cycle would read), and phase sums."""
+    last phase boundary (what CUDA events around the cycle would read), and phase sums.
+    ``silent_cycles``: the cycles in whose span the rank launched no GPU work, ``empty_steps``
+    those split off as steps that ended in their first phase (``empty_cycles``; None: not known)."""
     if phases.num_rows == 0:
         return schema.empty(schema.CYCLES)
     cyc = int64s(phases["cycle"], -1)
@@ -1000,7 +1012,8 @@ def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, ran
             "warmup": pa.array(warmup),
             "incomplete": pa.array(incomplete),
             "accepted_tokens": pa.array(accepted, pa.int64()),
-            "empty": pa.array(empty_cycles(has_ops)),
+            "empty": pa.array(empty_cycles(has_ops, np.isin(ids, silent_cycles) if silent_cycles is not None else None,
+                                           np.isin(ids, empty_steps) if empty_steps is not None else None)),
         },
         schema=schema.CYCLES,
     )

@@ -89,6 +89,10 @@ class RankWork:
     # The CPU start of the first kernel launch whose GPU work the capture ended before recording
     # (``RankTables.unrun_from_ns``; None: none): the cycles from there are incomplete.
     unrun_from_ns: int | None = None
+    # The cycles in whose span no thread of the rank launched GPU work (``cycles_without_launches``),
+    # and those split off as steps that ended inside their first phase (``phases.empty_steps``).
+    silent_cycles: np.ndarray | None = None
+    empty_steps: np.ndarray | None = None
 
     def provisional_phases(self) -> pa.Table:
         """The phases table without waits in collectives (what the cross-rank step reads)."""
@@ -137,7 +141,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
     launches = index_launches(ops)  # sorted once; every lookup of ops by CPU range below uses it
     phase_rows, cycle_of, cycle_rows, labels = select_phases(nested, config)
     if len(cycle_rows):
-        cycle_of, empty = cycles_by_time(nested, phase_rows, cycle_of, cycle_rows, labels), (None, 0)
+        cycle_of, empty = cycles_by_time(nested, phase_rows, cycle_of, cycle_rows, labels), (None, np.zeros(0, np.int64))
     else:
         cycle_of = cycles_per_thread(nested, phase_rows, cycle_of, labels, config.labels(), ops)
         cycle_of, *empty = empty_steps(nested, phase_rows, cycle_of, labels, launches)
@@ -251,6 +255,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
 
     return RankWork(rank=rank, ranges=ranges, gpu_ops=gpu_ops, syncs=syncs, phase_inputs=inputs, cycle_rows=cycle_rows, skip_cycles=config.skip_cycles,
                     unrun_from_ns=tables.unrun_from_ns,
+                    silent_cycles=cycles_without_launches(nested, cycle_rows, cycle_of, ph_s, ph_e, clock.op_instants), empty_steps=empty[1],
                     accepted_marks=tables.accepted_marks, provisional=build_phases(inputs),
                     notes=_past_cycle_notes(phases_past_their_cycle(nested, phase_rows, cycle_of, cycle_rows), labels) + _tiled_notes(tiled, own, b_end - b_start, labels)
                     + _side_stream_notes(as_side, b_end - b_start, stream, labels)
@@ -268,7 +273,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     + _cycle_edge_notes(clock, nested, cycle_rows, cycle_of, ph_pid, ph_s, ph_read_end, dev, stream, b_start, b_end, labels, unphased,
                                         holds_cycles=nested_cycles[1])
                     + _nested_cycle_notes(nested, cycle_rows, config.cycle_prefix, *nested_cycles)
-                    + _empty_step_notes(*empty, cycle_of))
+                    + _empty_step_notes(empty[0], len(empty[1]), cycle_of))
 
 
 def _awaited(clock: StreamClock, blocking: pa.Table, targets: WaitTargets, ops: pa.Table) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
@@ -399,6 +404,27 @@ def _nested_cycle_notes(nested: pa.Table, cycle_rows: np.ndarray, prefix: str, i
             f"other cycle ranges ({', '.join(map(repr, list(dict.fromkeys(holders))[:3]))}): each is a cycle of its own and a phase takes the "
             "innermost of its thread's, so cycles may be split or phases left out of them; a --cycle prefix that only the intended "
             "cycle ranges' names start with reads those alone",)
+
+
+def cycles_without_launches(nested: pa.Table, cycle_rows: np.ndarray, cycle: np.ndarray, ph_s: np.ndarray, ph_e: np.ndarray,
+                            instants: np.ndarray) -> np.ndarray:
+    """The cycles (numbers, as ``cycle``) in whose span no thread of the rank put GPU work on a
+    stream (``instants``: every op's launch instant), in its phases or not: a cycle range's span,
+    else its phases' first start to last end."""
+    ids = np.unique(cycle[cycle >= 0])
+    if len(ids) == 0:
+        return ids
+    if len(cycle_rows):
+        rows = cycle_rows[ids]
+        lo, hi = int64s(nested["start_ns"])[rows], int64s(nested["end_ns"], I64_MAX)[rows]
+    else:
+        at = np.searchsorted(ids, cycle[cycle >= 0])
+        lo, hi = np.full(len(ids), I64_MAX, np.int64), np.full(len(ids), I64_MIN, np.int64)
+        np.minimum.at(lo, at, ph_s[cycle >= 0])
+        np.maximum.at(hi, at, ph_e[cycle >= 0])
+    launched = np.sort(np.asarray(instants, dtype=np.int64))
+    n = np.searchsorted(launched, hi, side="right") - np.searchsorted(launched, lo, side="left")
+    return ids[n == 0]
 
 
 def _empty_step_notes(phase: str | None, n: int, cycle_of: np.ndarray) -> tuple[str, ...]:
@@ -1168,7 +1194,8 @@ def finish_rank(work: RankWork, wait_ns: np.ndarray | None) -> tuple[pa.Table, p
     # phases are the provisional ones, whose waits are zeros (built once, in the rank's worker).
     waited = wait_ns is not None and bool(np.any(wait_ns))
     phases = build_phases(work.phase_inputs, wait_ns) if waited else work.provisional_phases()
-    return phases, build_cycles(work.ranges, phases, work.cycle_rows, work.rank, work.skip_cycles, list(work.accepted_marks), work.unrun_from_ns)
+    return phases, build_cycles(work.ranges, phases, work.cycle_rows, work.rank, work.skip_cycles, list(work.accepted_marks), work.unrun_from_ns,
+                                work.silent_cycles, work.empty_steps)
 
 
 
