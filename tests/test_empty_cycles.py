@@ -116,3 +116,20 @@ def test_an_export_keeps_the_flag_and_reads_back_as_the_same_report(tmp_path):
     import pyarrow.parquet as pq
 
     assert pq.read_table(tmp_path / "out" / "cycles").column("empty").to_pylist() == [False, False, True, True, True, False, False, False]
+
+
+def test_a_cycle_the_capture_cut_is_incomplete_not_empty(tmp_path):
+    # GIVEN 6 cycles that run, then cycle 6, cut by the capture: its range and verify's never
+    # closed, and verify's kernel launch has no GPU work in the trace (a review's case)
+    t = cycles("rrrrrr", verify_us=500)
+    b = 3000 * 6
+    t.range("cycle 6", b * U, None)
+    t.range("draft", b * U, (b + 100) * U)
+    t.range("verify", (b + 100) * U, None)
+    t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U)
+    # WHEN read, with its cycle ranges and without
+    for prefix in ("cycle", ""):
+        a = load([str(t.write(tmp_path / f"t{prefix}.sqlite"))], PhaseConfig(phases=("draft", "verify"), skip_cycles=0, cycle_prefix=prefix))
+        last = a.ranks[0].cycles.to_pylist()[-1]
+        # THEN it is incomplete, and not empty: it launched a kernel the capture did not record
+        assert (last["cycle"], last["incomplete"], last["empty"]) == (6, True, False), (prefix, last)

@@ -399,6 +399,9 @@ def test_an_analysing_command_reads_with_a_presets_phases(tmp_path):
     # review found the preset's draft_extend named with it)
     both = run_cli("report", trace, "--preset", "vllm", "--phase", "gpu_model_runner")
     assert "no range matched --phase gpu_model_runner (the other phases did)" in both.stderr and "draft_extend" not in both.stderr, both.stderr
+    # AND a --phase the user gives that the preset has too is the user's: said where it matches nothing
+    own = run_cli("report", trace, "--preset", "vllm", "--phase", "draft_extend")
+    assert "no range matched --phase draft_extend" in own.stderr, own.stderr
     # AND an unknown preset is one line and exit 2, naming the known ones
     bad = run_cli("report", trace, "--preset", "nope")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "unknown preset 'nope' (known: sglang, vllm)" in bad.stderr, bad.stderr

@@ -34,8 +34,10 @@ VARIANTS = {
     "empty_every5_cpu_bound": dict(fwd=(200,), draft_first=(30,), draft_step=(20,), prep_cpu=600, empty_every=5, steps=16),
     "idle_streak": dict(fwd=(900,), draft_first=(100,), draft_step=(80,), empty_steps=tuple(range(5, 25)), steps=30),
     "idle_streak_multiproc": dict(fwd=(900,), draft_first=(100,), draft_step=(80,), empty_steps=tuple(range(5, 25)), steps=30, multiproc=True),
+    # (idle until the capture ended: the streak's last step is followed by no other; a review's case)
+    "idle_tail": dict(fwd=(900,), draft_first=(100,), draft_step=(80,), empty_steps=tuple(range(10, 30)), steps=30),
 }
-EMPTY = {"empty_every5": 3, "empty_every5_cpu_bound": 3, "idle_streak": 20, "idle_streak_multiproc": 20}
+EMPTY = {"empty_every5": 3, "empty_every5_cpu_bound": 3, "idle_streak": 20, "idle_streak_multiproc": 20, "idle_tail": 20}
 
 
 @pytest.mark.parametrize("name", list(VARIANTS))

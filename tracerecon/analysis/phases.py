@@ -259,7 +259,14 @@ def empty_steps(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, 
     opens[split] = True
     out = cycle_of.copy()
     out[idx] = np.cumsum(opens) - 1
-    return out, str(first), out[idx[split - 1]]
+    empty = out[idx[split - 1]]
+    # A longer opening run that the capture ended in (a server idle until then): its last range,
+    # which no step follows, is one more empty step where it launched nothing either.
+    last = len(rows) - 1
+    if length[run[last]] > 1 and run[last] in opening_runs[~single] and (split - 1 == last - 1).any() \
+            and _launched_between(launches, pid[[last]], start[[last]], until[[last]])[0] == 0:
+        empty = np.r_[empty, out[idx[last]]]
+    return out, str(first), empty
 
 
 def _launched_between(launches: LaunchIndex, pid: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -1012,8 +1019,9 @@ def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, ran
             "warmup": pa.array(warmup),
             "incomplete": pa.array(incomplete),
             "accepted_tokens": pa.array(accepted, pa.int64()),
+            # (a cycle the capture cut is incomplete, whatever it launched)
             "empty": pa.array(empty_cycles(has_ops, np.isin(ids, silent_cycles) if silent_cycles is not None else None,
-                                           np.isin(ids, empty_steps) if empty_steps is not None else None)),
+                                           np.isin(ids, empty_steps) if empty_steps is not None else None) & ~incomplete),
         },
         schema=schema.CYCLES,
     )

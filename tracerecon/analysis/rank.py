@@ -433,7 +433,7 @@ def _empty_step_notes(phase: str | None, n: int, cycle_of: np.ndarray) -> tuple[
     left out of the medians)."""
     if not n:
         return ()
-    return (f"{n} of {len(np.unique(cycle_of[cycle_of >= 0]))} cycles are a lone {phase!r} during which its process launched no GPU work, followed by another {phase!r} (an engine step "
+    return (f"{n} of {len(np.unique(cycle_of[cycle_of >= 0]))} cycles are a lone {phase!r} during which its process launched no GPU work, followed by another {phase!r} or the capture's end (an engine step "
             "with nothing to run, as vLLM's execute_model with nothing scheduled): each is read as a cycle of its own, an empty "
             "one, left out of the medians; the CPU time to the next step is in no phase",)
 

@@ -137,7 +137,8 @@ def config_from(args: argparse.Namespace, inputs: Sequence[str] | None = None) -
     # (a preset's list, like a recorded one, covers several engine versions: its names a trace
     # lacks are not said)
     return PhaseConfig(phases=phases, cycle_prefix=cycle, phase_thread=thread, skip_cycles=skip_cycles,
-                       phases_recorded=bool(not args.phase and not presets and recorded.get("phases")), preset_phases=presets, given=given_flags)
+                       phases_recorded=bool(not args.phase and not presets and recorded.get("phases")),
+                       preset_phases=tuple(s for s in presets if s not in (args.phase or ())), given=given_flags)
 
 
 def preset_phases(names: Sequence[str]) -> tuple[str, ...]:
