@@ -151,6 +151,19 @@ def left_out_note(cycles: CycleSummary, hint: bool = False, skip_cycles: int | N
     ])
 
 
+def groups_apart_lines(phases) -> list[str]:
+    """One line per phase and clock (CPU, GPU) whose median no cycle reads near: the two groups
+    its cycles split into (``PhaseSummary.cpu_ms_groups`` / ``gpu_ms_groups``)."""
+    out = []
+    for p in phases:
+        for clock, median, groups in (("CPU", p.cpu_ms_median, p.cpu_ms_groups), ("GPU", p.gpu_ms_median, p.gpu_ms_groups)):
+            if groups:
+                (a, b, n), (c, d, k) = groups
+                out.append(f"{p.phase}: no cycle's {clock} ms is near its median {fmt_ms(median)}: its cycles split into "
+                           f"{fmt_ms(a)}-{fmt_ms(b)} ms ({n}) and {fmt_ms(c)}-{fmt_ms(d)} ms ({k})")
+    return out
+
+
 def misleading_line(p: PhaseSummary) -> str:
     """One sentence for the phase whose CPU timer misleads most."""
     why = CAUSE_MEANING.get(p.dominant_cause, "")

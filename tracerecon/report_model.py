@@ -28,6 +28,10 @@ class PhaseSummary:
     error_ms_median: float  # CPU minus GPU: > 0 the timer over-reports, < 0 it under-reports
     verdicts: dict[str, int]
     causes: dict[str, int]
+    # Where no cycle reads near the median: the two groups its cycles split into, each
+    # (smallest ms, largest ms, cycles) (``columns.groups_apart_ms``); None otherwise.
+    cpu_ms_groups: tuple | None = None
+    gpu_ms_groups: tuple | None = None
 
     @property
     def dominant_verdict(self) -> str:
@@ -48,6 +52,8 @@ class PhaseSummary:
             "error_ms_median": self.error_ms_median,
             "verdicts": dict(self.verdicts),
             "causes": dict(self.causes),
+            "cpu_ms_groups": [list(g) for g in self.cpu_ms_groups] if self.cpu_ms_groups else None,
+            "gpu_ms_groups": [list(g) for g in self.gpu_ms_groups] if self.gpu_ms_groups else None,
         }
 
 

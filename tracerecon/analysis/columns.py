@@ -36,6 +36,27 @@ def quantile_ms(values, q: float = 0.5) -> float | None:
     return round(float(np.quantile(v, q)) / 1e6, 6)
 
 
+# A median "reads near" a cycle within this much of it (or this share of the median, if more).
+NEAR_MEDIAN_NS = 20_000
+NEAR_MEDIAN_SHARE = 0.1
+
+
+def groups_apart_ms(values: np.ndarray, least: int = 6) -> tuple[tuple[float, float, int], tuple[float, float, int]] | None:
+    """Where no value (int ns) lies within max(20 us, 10 %) of their median, and there are
+    ``least`` or more: the values below the median and those above it, each as (smallest ms,
+    largest ms, how many), the smaller first; else None. A phase slow every other cycle (a
+    straggler on even cycles) has a median between its two kinds of cycle that no cycle reads."""
+    v = np.sort(np.asarray(values, dtype=np.int64))
+    if len(v) < least:
+        return None
+    m = median_ms(v) * 1e6
+    if (np.abs(v - m) <= max(NEAR_MEDIAN_NS, NEAR_MEDIAN_SHARE * abs(m))).any():
+        return None
+    cut = int(np.searchsorted(v, m))
+    lo, hi = v[:cut], v[cut:]
+    return ((round(lo[0] / 1e6, 6), round(lo[-1] / 1e6, 6), len(lo)), (round(hi[0] / 1e6, 6), round(hi[-1] / 1e6, 6), len(hi)))
+
+
 def median_ms(values) -> float | None:
     return quantile_ms(values, 0.5)
 

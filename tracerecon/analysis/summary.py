@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute  # noqa: F401 (pa.compute)
 
 from tracerecon.analysis.config import NUMBERS, is_cycle_name
-from tracerecon.analysis.columns import median_ms
+from tracerecon.analysis.columns import groups_apart_ms, median_ms
 from tracerecon.analysis.phases import phases_per_cycle
 from tracerecon.analysis.projection import int64s
 from tracerecon.json_text import escaped_char, invisible
@@ -106,6 +106,7 @@ def summarize_phases(phases: pa.Table, order: tuple[str, ...] = (), cycles: pa.T
     for name in names:
         idx = np.flatnonzero(name_code == names_seen.index(name))
         median = {c: median_ms(v[idx][ok[idx]]) for c, (v, ok) in durations.items()}
+        apart = {c: groups_apart_ms(durations[c][0][idx][durations[c][1][idx]]) for c in ("cpu_ns", "gpu_ns")}
         out.append(
             PhaseSummary(
                 phase=name,
@@ -117,6 +118,8 @@ def summarize_phases(phases: pa.Table, order: tuple[str, ...] = (), cycles: pa.T
                 error_ms_median=median["error_ns"],
                 verdicts=_most_common(labels["verdict"], idx),
                 causes=_most_common(labels["cause"], idx),
+                cpu_ms_groups=apart["cpu_ns"],
+                gpu_ms_groups=apart["gpu_ns"],
             )
         )
     return out

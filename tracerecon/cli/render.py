@@ -12,7 +12,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from tracerecon.present import VERDICT_STYLE, diff_notes, diff_title, fmt_ms, gpus_text, left_out_note, misleading_line, most_misleading, verdict_cause_label
+from tracerecon.present import VERDICT_STYLE, diff_notes, diff_title, fmt_ms, gpus_text, groups_apart_lines, left_out_note, misleading_line, most_misleading, verdict_cause_label
 from tracerecon.report_model import Report
 from tracerecon.json_text import json_text, one_line, shown_names
 
@@ -113,6 +113,8 @@ def print_report(report: Report, console: Console) -> None:
         worst = most_misleading(phases)
         if worst is not None:
             print_wrapped(console, misleading_line(worst))
+        for line in groups_apart_lines(phases):
+            print_wrapped(console, line)
         console.print()
     print_straggler_summary(report, console)
     print_wrapped(console, "GPU ms: CUDA-event time between phase boundaries; each column a median over cycles (CPU-GPU: of each cycle's own difference).", style="dim")

@@ -28,7 +28,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Header, Input, LoadingIndicator, Static, TabbedContent, TabPane
 
 from tracerecon.json_text import one_line, shown_names
-from tracerecon.present import VERDICT_MEANING, VERDICT_STYLE, gpus_text, left_out_note, misleading_line, verdict_cause_label
+from tracerecon.present import VERDICT_MEANING, VERDICT_STYLE, gpus_text, groups_apart_lines, left_out_note, misleading_line, verdict_cause_label
 from tracerecon.report_model import Report, most_misleading
 from tracerecon.tui.timeline_widget import Timeline
 from tracerecon.tui.timeline_window import Window, format_duration
@@ -393,6 +393,8 @@ class TraceReconApp(App):
             worst = most_misleading(summaries)
             if worst is not None:
                 notes.append(f"rank {r.rank} {one_line(misleading_line(worst))}\n", style="bold " + VERDICT_STYLE.get(worst.dominant_verdict, ""))
+            for line in groups_apart_lines(summaries):
+                notes.append(f"rank {r.rank} {one_line(line)}\n")
         for line in rep.straggler_lines:
             notes.append(one_line(line) + "\n", style="bold")
         for w in rep.warnings[:OVERVIEW_WARNINGS]:
