@@ -13,6 +13,7 @@ from __future__ import annotations
 import sqlite3
 
 from nsys_factory import FakeTrace
+from stream_log import StreamLog
 
 U = 1000
 LL_DISPATCH = "void deep_ep::internode_ll::dispatch<false, 3, 7168>(void*, void*, int*, long*, void*, int*, int*, long*, void const*, long const*, int*, int*, int, int, int, int, int, int, int, bool, int)"
@@ -26,28 +27,16 @@ LAYOUT = "void deep_ep::layout::get_dispatch_layout<256, 32, 8>(long const*, int
 EVENT_IDS: dict = {}
 
 
-class Rank:
+class Rank(StreamLog):
     def __init__(self, pid: int):
+        super().__init__()
         self.pid = pid
         self.t = FakeTrace()
-        self.log: dict[int, list[tuple[int, int]]] = {}
-        self.free: dict[int, int] = {}
-        self.records: dict[int, int] = {}
-        self.record_done: dict[tuple[int, int], int] = {}
-        self.launches: list[int] = []
         self.cpu = 0
         self.open: dict[str, int] = {}
         self.phases: list[list] = []  # [cycle, label, name, stream, cpu_start, cpu_end]
         self.sends: dict[str, int] = {}  # tag -> GPU end of this rank's send
 
-    def reads(self, s: int, at: int) -> int:
-        return max([at] + [e for q, e in self.log.get(s, []) if q <= at])
-
-    def _queue(self, s, at, end, work):
-        self.log.setdefault(s, []).append((at, end))
-        self.free[s] = max(self.free.get(s, 0), end)
-        if work:
-            self.launches.append(at)
 
 
 def run(program: list[tuple], n_ranks: int = 2, slow: dict | None = None):
@@ -58,12 +47,12 @@ def run(program: list[tuple], n_ranks: int = 2, slow: dict | None = None):
         if kind == "coll":
             _, s, d, name = op
             dur0 = lambda d, r: d[r] if isinstance(d, dict) else d  # noqa: E731
-            starts = [max(R.cpu + 2, R.free.get(s, 0)) for R in ranks]
+            starts = [R.start(s, R.cpu + 2) for R in ranks]
             for r, R in enumerate(ranks):
                 end = max(starts) + dur0(d, r)
                 R.t.kernel(R.t.call("cudaLaunchKernel", R.cpu * U, (R.cpu + 2) * U, pid=R.pid), starts[r] * U, end * U, pid=R.pid, stream=s, name=name,
                            short=name.split("(")[0].split("<")[0].split("::")[-1])
-                R._queue(s, R.cpu + 2, end, True)
+                R.queue(s, R.cpu + 2, end)
                 R.cpu += 3
             continue
         for r, R in enumerate(ranks):
@@ -93,7 +82,7 @@ def run(program: list[tuple], n_ranks: int = 2, slow: dict | None = None):
             elif kind in ("k", "send", "recv"):
                 _, s, d, name = op[:4]
                 tag = op[4] if len(op) > 4 else None
-                start = max(R.cpu + 2, R.free.get(s, 0))
+                start = R.start(s, R.cpu + 2)
                 if kind == "recv":
                     # DeepEP's receive spins until every peer's matching send is done
                     peers = [Q.sends[tag] for q, Q in enumerate(ranks) if q != r]
@@ -104,22 +93,20 @@ def run(program: list[tuple], n_ranks: int = 2, slow: dict | None = None):
                     R.sends[tag] = end
                 t.kernel(t.call("cudaLaunchKernel", R.cpu * U, (R.cpu + 2) * U, pid=R.pid), start * U, end * U, pid=R.pid, stream=s, name=name,
                          short=name.split("(")[0].split("<")[0].split("::")[-1])
-                R._queue(s, R.cpu + 2, end, True)
+                R.queue(s, R.cpu + 2, end)
                 R.cpu += 3
             elif kind == "record":
                 _, ev, s = op
                 ev = EVENT_IDS.setdefault(ev, len(EVENT_IDS) + 1)
-                R.records[ev] = R.records.get(ev, 0) + 1
-                n = R.records[ev]
+                ev, n = R.recorded(ev, s, R.cpu + 1)
                 t.event_record(event=ev, record=n, start=R.cpu * U, end=(R.cpu + 1) * U, pid=R.pid, stream=s)
-                R.record_done[(ev, n)] = R.reads(s, R.cpu + 1)
                 R.cpu += 1
             elif kind == "wait":
                 _, s, ev = op
                 ev = EVENT_IDS.setdefault(ev, len(EVENT_IDS) + 1)
                 n = R.records[ev]
                 t.stream_wait(event=ev, record=n, start=R.cpu * U, end=(R.cpu + 1) * U, pid=R.pid, stream=s)
-                R._queue(s, R.cpu + 1, R.record_done[(ev, n)], False)
+                R.queue(s, R.cpu + 1, R.record_done[(ev, n)], work=False)
                 R.cpu += 1
             elif kind == "spin":
                 # DeepEP normal dispatch: the CPU busy-waits on host-mapped memory until the

@@ -25,6 +25,7 @@ import pytest
 
 from conftest import SAMPLES
 from nsys_factory import FakeTrace
+from stream_log import StreamLog
 from tracerecon.analysis.config import PhaseConfig
 from tracerecon.api import load
 
@@ -97,47 +98,32 @@ def test_cpu_time_before_the_fork_is_the_schedule_phase_tail(tmp_path, fork):
     assert (cycle["gpu_ns"] // U, cycle["adds_up"]) == (272, True)
 
 
-class EventModel:
-    """Writes a FakeTrace and keeps, per stream, (CPU instant queued, GPU end) of everything
-    queued on it, to answer what an event recorded on a stream at a CPU instant reads."""
+class EventModel(StreamLog):
+    """Writes a FakeTrace and keeps the streams (``StreamLog``), to answer what an event
+    recorded on a stream at a CPU instant reads."""
 
     def __init__(self):
+        super().__init__()
         self.t = FakeTrace()
-        self.log: dict[int, list[tuple[int, int]]] = {}
-        self.free: dict[int, int] = {}
-        self.records: dict[int, int] = {}
-        self.record_done: dict[tuple[int, int], int] = {}
-        self.launches: list[int] = []  # CPU instants GPU work (kernels, copies) was queued at
-
-    def reads(self, s: int, at: int) -> int:
-        return max([at] + [e for q, e in self.log.get(s, []) if q <= at])
-
-    def _queue(self, s: int, at: int, end: int, work: bool) -> None:
-        self.log.setdefault(s, []).append((at, end))
-        self.free[s] = max(self.free.get(s, 0), end)
-        if work:
-            self.launches.append(at)
 
     def kernel(self, s: int, cpu: int, dur: int) -> None:
-        start = max(cpu + 2, self.free.get(s, 0))
+        start = self.start(s, cpu + 2)
         self.t.kernel(self.t.call("cudaLaunchKernel", cpu * U, (cpu + 2) * U), start * U, (start + dur) * U, stream=s)
-        self._queue(s, cpu + 2, start + dur, True)
+        self.queue(s, cpu + 2, start + dur)
 
     def copy(self, s: int, cpu: int, dur: int, kind: int) -> None:
-        start = max(cpu + 2, self.free.get(s, 0))
+        start = self.start(s, cpu + 2)
         self.t.copy(self.t.call("cudaMemcpyAsync", cpu * U, (cpu + 2) * U), start * U, (start + dur) * U, kind=kind, stream=s)
-        self._queue(s, cpu + 2, start + dur, True)
+        self.queue(s, cpu + 2, start + dur)
 
     def record(self, event: int, s: int, cpu: int) -> tuple[int, int]:
-        self.records[event] = self.records.get(event, 0) + 1
-        r = self.records[event]
+        event, r = self.recorded(event, s, cpu + 1)
         self.t.event_record(event=event, record=r, start=cpu * U, end=(cpu + 1) * U, stream=s)
-        self.record_done[(event, r)] = self.reads(s, cpu + 1)
         return event, r
 
     def wait(self, waiter: int, event: int, r: int, cpu: int) -> None:
         self.t.stream_wait(event=event, record=r, start=cpu * U, end=(cpu + 1) * U, stream=waiter)
-        self._queue(waiter, cpu + 1, self.record_done[(event, r)], False)
+        self.queue(waiter, cpu + 1, self.record_done[(event, r)], work=False)
 
     def wait_stream(self, waiter: int, src: int, cpu: int) -> int:
         self.wait(waiter, *self.record(100 + 10 * src + waiter, src, cpu), cpu + 1)

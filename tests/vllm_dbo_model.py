@@ -23,6 +23,7 @@ what a CUDA event recorded on a stream at a CPU instant reads. Times in us.
 from __future__ import annotations
 
 from nsys_factory import FakeTrace
+from stream_log import StreamLog
 
 U = 1000
 # DeepEP normal-mode kernels as nsys names them (tests/tbo_model.py uses the same)
@@ -35,40 +36,27 @@ S, C, X = 7, 30, 40  # X: DeepEP Buffer comm stream; main thread's (compute) str
 MAIN = None  # main thread tid (= pid)
 
 
-class Model:
+class Model(StreamLog):
     def __init__(self):
+        super().__init__()
         self.t = FakeTrace()
-        self.log: dict[int, list[tuple[int, int]]] = {}
-        self.free: dict[int, int] = {}
-        self.records: dict[int, int] = {}
-        self.record_done: dict[tuple[int, int], int] = {}
-        self.launches: list[int] = []
         self.cpu = 0
         self.phases: list[list] = []  # [cycle, label, tid, stream, a, b]
         self.next_event = 1
         self.rec_stream = {}
 
-    def reads(self, s, at):
-        return max([at] + [e for q, e in self.log.get(s, []) if q <= at])
-
-    def _queue(self, s, at, end, work):
-        self.log.setdefault(s, []).append((at, end))
-        self.free[s] = max(self.free.get(s, 0), end)
-        if work:
-            self.launches.append(at)
-
     def kernel(self, s, dur, tid, name="k"):
         cpu = self.cpu
-        start = max(cpu + 2, self.free.get(s, 0))
+        start = self.start(s, cpu + 2)
         self.t.kernel(self.t.call("cudaLaunchKernel", cpu * U, (cpu + 2) * U, tid=tid), start * U, (start + dur) * U, stream=s, name=name)
-        self._queue(s, cpu + 2, start + dur, True)
+        self.queue(s, cpu + 2, start + dur)
         self.cpu += 3
 
     def copy(self, s, dur, tid, kind):  # noqa
         cpu = self.cpu
-        start = max(cpu + 2, self.free.get(s, 0))
+        start = self.start(s, cpu + 2)
         self.t.copy(self.t.call("cudaMemcpyAsync", cpu * U, (cpu + 2) * U, tid=tid), start * U, (start + dur) * U, kind=kind, stream=s)
-        self._queue(s, cpu + 2, start + dur, True)
+        self.queue(s, cpu + 2, start + dur)
         self.cpu += 3
 
     def new_event(self):
@@ -76,10 +64,8 @@ class Model:
         return self.next_event
 
     def record(self, ev, s, tid):
-        self.records[ev] = self.records.get(ev, 0) + 1
-        r = self.records[ev]
+        ev, r = self.recorded(ev, s, self.cpu + 1)
         self.t.event_record(event=ev, record=r, start=self.cpu * U, end=(self.cpu + 1) * U, tid=tid, stream=s)
-        self.record_done[(ev, r)] = self.reads(s, self.cpu + 1)
         self.rec_stream[ev] = s
         self.cpu += 1
         return ev, r
@@ -87,7 +73,7 @@ class Model:
     def wait(self, s, ev, tid):
         r = self.records[ev]
         self.t.stream_wait(event=ev, record=r, start=self.cpu * U, end=(self.cpu + 1) * U, tid=tid, stream=s)
-        self._queue(s, self.cpu + 1, self.record_done[(ev, r)], False)
+        self.queue(s, self.cpu + 1, self.record_done[(ev, r)], work=False)
         self.cpu += 1
 
     def event_sync(self, ev, tid):

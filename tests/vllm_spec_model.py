@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from nsys_factory import FakeTrace
+from stream_log import StreamLog
 
 U = 1000
 D, C, K, DT = 7, 20, 21, 22  # current stream, async output copy, valid-count copy, draft-token copy
@@ -44,34 +45,21 @@ LABEL = {"gpu_model_runner: preprocess": "prepare", "gpu_model_runner: forward":
          "gpu_model_runner: ModelRunnerOutput": "bookkeep"}
 
 
-class Model:
+class Model(StreamLog):
     def __init__(self, node_mode=False):
+        super().__init__()
         self.node_mode = node_mode
         self.t = FakeTrace()
-        self.log = defaultdict(list)  # stream -> [(cpu instant queued, GPU end)]
-        self.free = defaultdict(int)
-        self.work = []  # (cpu instant, stream) of GPU work queued
-        self.nrec = defaultdict(int)
-        self.done = {}  # (event, record) -> GPU instant it completes
         self.ranges = []  # (name, start, end) on the main thread
 
-    def reads(self, s, at):
-        return max([at] + [e for q, e in self.log[s] if q <= at])
-
-    def _q(self, s, at, end, work=True):
-        self.log[s].append((at, end))
-        self.free[s] = max(self.free[s], end)
-        if work:
-            self.work.append((at, s))
-
     def kernel(self, s, cpu, dur, name="k"):
-        st = max(cpu + 2, self.free[s])
+        st = self.start(s, cpu + 2)
         self.t.kernel(self.t.call("cudaLaunchKernel", cpu * U, (cpu + 2) * U), st * U, (st + dur) * U, stream=s, name=name)
-        self._q(s, cpu + 2, st + dur)
+        self.queue(s, cpu + 2, st + dur)
         return cpu + 3
 
     def graph(self, s, cpu, dur):
-        st = max(cpu + 3, self.free[s])
+        st = self.start(s, cpu + 3)
         corr = self.t.call("cudaGraphLaunch_v10000", cpu * U, (cpu + 3) * U)
         if self.node_mode:  # nsys --cuda-graph-trace=node: the graph's kernels, with the launch's correlation id
             a = st
@@ -81,25 +69,23 @@ class Model:
                 a = b
         else:
             self.t.graph(corr, st * U, (st + dur) * U, stream=s)
-        self._q(s, cpu + 3, st + dur)
+        self.queue(s, cpu + 3, st + dur)
         return cpu + 4
 
     def copy(self, s, cpu, dur, kind):
-        st = max(cpu + 2, self.free[s])
+        st = self.start(s, cpu + 2)
         self.t.copy(self.t.call("cudaMemcpyAsync", cpu * U, (cpu + 2) * U), st * U, (st + dur) * U, kind=kind, stream=s)
-        self._q(s, cpu + 2, st + dur)
+        self.queue(s, cpu + 2, st + dur)
         return cpu + 3
 
     def record(self, ev, s, cpu, tid=None):
-        self.nrec[ev] += 1
-        r = self.nrec[ev]
+        ev, r = self.recorded(ev, s, cpu + 1)
         self.t.event_record(ev, r, cpu * U, (cpu + 1) * U, tid=tid, stream=s)
-        self.done[(ev, r)] = self.reads(s, cpu + 1)
         return (ev, r), cpu + 1
 
     def wait(self, waiter, er, cpu):
         self.t.stream_wait(er[0], er[1], cpu * U, (cpu + 1) * U, stream=waiter)
-        self._q(waiter, cpu + 1, self.done[er], work=False)
+        self.queue(waiter, cpu + 1, self.record_done[er], work=False)
         return cpu + 1
 
     def wait_stream(self, waiter, src, cpu):
@@ -107,7 +93,7 @@ class Model:
         return self.wait(waiter, er, cpu)
 
     def event_sync(self, er, cpu, tid=None, stream=D):
-        back = max(cpu + 2, self.done[er] + 1)
+        back = max(cpu + 2, self.record_done[er] + 1)
         self.t.sync_record(self.t.call("cudaEventSynchronize", cpu * U, back * U, tid=tid), cpu * U, back * U, sync_type=1, stream=stream)
         return back
 
@@ -206,20 +192,18 @@ def vllm_spec(steps=12, sched=60, prep_cpu=150, fwd=(400,), logits=40, sample=(6
             _, cpu = m.record(2, D, cpu)
             cpu += 5
         skip_draft = no_draft_every and k % no_draft_every == no_draft_every - 1
-        if skip_draft:  # input does not fit in the drafter: no draft range, the count copy in no range
-            cpu = m.kernel(D, cpu, 5, "prepare_next_token_ids_padded")
-            cpu = m.wait_stream(K, D, cpu)
-            cpu = m.copy(K, cpu, 2, kind=2)
-            count_evt, cpu = m.record(3, K, cpu)
+        # The next token ids and the accepted counts' copy to the CPU: inside the draft range, or,
+        # where the input does not fit in the drafter, in no range (no draft range at all).
+        a = cpu
+        cpu += 0 if skip_draft else 3
+        cpu = m.kernel(D, cpu, 5, "prepare_next_token_ids_padded")
+        cpu = m.wait_stream(K, D, cpu)
+        cpu = m.copy(K, cpu, 2, kind=2)
+        count_evt, cpu = m.record(3, K, cpu)
+        if skip_draft:
             cpu = m.kernel(D, cpu + 3, 2, "zeros")
             cpu += 10
-        if not skip_draft:
-            a = cpu
-            cpu += 3
-            cpu = m.kernel(D, cpu, 5, "prepare_next_token_ids_padded")
-            cpu = m.wait_stream(K, D, cpu)
-            cpu = m.copy(K, cpu, 2, kind=2)
-            count_evt, cpu = m.record(3, K, cpu)
+        else:
             cpu = m.kernel(D, cpu + 3, 4, "prepare_inputs_padded")
             cpu += 20
             df, ds = per(draft_first, k), per(draft_step, k)
@@ -278,7 +262,7 @@ def truth(m: Model):
     for i, (c, label, a, b) in enumerate(phases):
         nxt = phases[i + 1] if i + 1 < len(phases) else None
         end = b
-        if nxt is not None and nxt[0] == c and not any(b < q <= nxt[2] and s == D for q, s in m.work):
+        if nxt is not None and nxt[0] == c and not any(b < q <= nxt[2] and s == D for q, s in zip(m.launches, m.launch_streams)):
             end = nxt[2]
         out[(c, label)] += m.reads(D, end) - m.reads(D, a)
         m.per_range[a] = (c, label, m.reads(D, end) - m.reads(D, a))

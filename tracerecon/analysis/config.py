@@ -54,16 +54,20 @@ class PhaseConfig:
 
     def label_of(self, name: str, domain: str = "") -> str | None:
         """The phase a range is, or None."""
-        for label, pat in self.matchers():
-            if pat.search(name) or (domain and pat.search(f"{domain}:{name}")):
-                return label
-        return None
+        at = self._taker(name, domain)
+        return None if at is None else self.matchers()[at][0]
 
     def spec_of(self, name: str, domain: str = "") -> str | None:
         """The phase spec that takes a range: the first that matches it; None where none does."""
-        for spec, (_, pat) in zip(self.phases, self.matchers()):
+        at = self._taker(name, domain)
+        return None if at is None else self.phases[at]
+
+    def _taker(self, name: str, domain: str) -> int | None:
+        """The index of the first spec whose pattern matches the range (its name, or
+        ``domain:name``), or None."""
+        for at, (_, pat) in enumerate(self.matchers()):
             if pat.search(name) or (domain and pat.search(f"{domain}:{name}")):
-                return spec
+                return at
         return None
 
 
