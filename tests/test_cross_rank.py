@@ -169,6 +169,7 @@ def test_stragglers_leave_out_warm_up_cycles_and_say_when_no_collective_relates_
 def test_a_straggler_line_counts_gated_cycles_apart_from_those_it_only_finished_last():
     # GIVEN a critical path over 10 cycles: in cycle 0 rank 1 gated an all-reduce (rank 0 waited
     # 2 ms); in cycles 1-9 no collective related the ranks and rank 1 only ended last
+    from dataclasses import replace
     from types import SimpleNamespace
 
     import pyarrow as pa
@@ -186,6 +187,14 @@ def test_a_straggler_line_counts_gated_cycles_apart_from_those_it_only_finished_
     (line,) = straggler_lines(analysis, cross.critical_path_json())
     # THEN one gated cycle with the 2 ms wait, and the nine others said apart
     assert line.startswith("straggler: rank 1 gated 1 of 10 cycles") and "waited 2.000 ms" in line and "last to finish in 9 more" in line
+    assert "whole capture" not in line  # (no per-rank totals given)
+    # WHEN rank 0 also waited 1.5 ms at collectives outside the cycles counted (warm-up)
+    from tracerecon.analysis.cross_rank import RankComm
+    comm = tuple(RankComm(rank=r, comm_ns=4_000_000, wait_ns=w, n_collectives=3, phase_wait_ns=np.zeros(0, np.int64))
+                 for r, w in ((0, 3_500_000), (1, 0)))
+    (line,) = straggler_lines(SimpleNamespace(cross=replace(cross, comm=comm), ranks=analysis.ranks), cross.critical_path_json())
+    # THEN both are said: the cycles' 2 ms and the across-ranks table's whole-capture 3.5 ms
+    assert "waited 2.000 ms in collectives (3.500 ms over the whole capture)" in line
 
 
 def test_one_rank_of_a_collective_run_read_alone_says_its_waits_are_unknown(tmp_path):

@@ -88,6 +88,20 @@ def test_the_phase_detail_of_all_instances_leaves_out_warm_up_cycles():
     assert abs(d.cpu_ms - statistics.median(nvtx_cpu_ms(EAGLE, "verify")[1:])) < 1e-6
 
 
+def test_the_phase_detail_names_the_cause_the_report_names():
+    # GIVEN rank 1 of a two-rank run whose verify agrees in most cycles (CPU 16.2 ms, GPU 17.4
+    # ms), waiting in collectives in 19 of its 30 cycles and launch-bound in 11
+    from tracerecon.present import build_report
+    an = load([str(SAMPLES / "demo_shapes_h200x2" / "nccl_skew_phases")])
+    p = next(p for p in build_report(an).ranks[1].phases if p.phase == "verify")
+    assert (p.dominant_verdict, p.causes) == ("agree", {"comm_wait": 19, "launch_bound": 11})
+    # WHEN the TUI's detail of all its instances is written
+    r = an.ranks[1]
+    d = phase_detail(r.phases, r.gpu_ops, r.syncs, phase="verify", cycles=r.cycles)
+    # THEN it gives the report's reason (it once took the cause among the agreeing cycles alone)
+    assert "of its GPU time were collectives waiting for other ranks" in d.explanation and "launch-bound" not in d.explanation
+
+
 def test_diff_names_waiting_in_collectives_when_it_changed():
     # GIVEN a TP=2 run, and one where rank 1 is held up inside verify (rank 0 waits in its all-reduces)
     a, b = DEMO2 / "nccl_gpu_bound", DEMO2 / "nccl_skew"

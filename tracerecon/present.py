@@ -215,7 +215,11 @@ def straggler_lines(analysis: Analysis, critical_path: dict | None = None, leave
             lines.append(f"last to finish: rank {rank} in {n_last} of {total} cycles{where} (none waited for it at a collective)")
             continue
         w = waited.get(rank, 0)
-        wait = f"; in those cycles the other ranks waited {w / 1e6:.3f} ms in collectives" if w > 0 else ""
+        # The across-ranks table's wait column counts every collective of the capture (warm-up
+        # and cycles left out too): where that differs, both are said, so neither reads as the other.
+        whole = sum(c.wait_ns for c in cross.comm if str(c.rank) != rank)
+        also = f" ({whole / 1e6:.3f} ms over the whole capture)" if cross.comm and round(whole / 1e3) != round(w / 1e3) else ""
+        wait = f"; in those cycles the other ranks waited {w / 1e6:.3f} ms in collectives{also}" if w > 0 else ""
         more = f"; last to finish in {n_last} more, where none waited for it at a collective" if n_last else ""
         lines.append(f"straggler: rank {rank} gated {g} of {total} cycles{where}{wait}{more}")
     return lines

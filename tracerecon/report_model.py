@@ -17,6 +17,17 @@ VERDICTS = ("over", "under", "agree", "no_gpu_work")
 CAUSES = ("async_tail", "absorbed_wait", "queued_behind", "comm_wait", "launch_bound", "none")
 
 
+def dominant_verdict(verdicts: dict[str, int]) -> str:
+    """The verdict most instances have (ties: the first in ``VERDICTS``); ``no_gpu_work`` for none."""
+    return max(verdicts.items(), key=lambda kv: (kv[1], -VERDICTS.index(kv[0])))[0] if verdicts else "no_gpu_work"
+
+
+def dominant_cause(causes: dict[str, int]) -> str:
+    """The cause most instances have, whatever their verdict (ties: the first in ``CAUSES``);
+    ``none`` for none: a verdict's share is not its cause's, each is counted on its own."""
+    return max(causes.items(), key=lambda kv: (kv[1], -CAUSES.index(kv[0])))[0] if causes else "none"
+
+
 @dataclass(frozen=True)
 class PhaseSummary:
     phase: str
@@ -35,11 +46,11 @@ class PhaseSummary:
 
     @property
     def dominant_verdict(self) -> str:
-        return max(self.verdicts.items(), key=lambda kv: (kv[1], -VERDICTS.index(kv[0])))[0] if self.verdicts else "no_gpu_work"
+        return dominant_verdict(self.verdicts)
 
     @property
     def dominant_cause(self) -> str:
-        return max(self.causes.items(), key=lambda kv: (kv[1], -CAUSES.index(kv[0])))[0] if self.causes else "none"
+        return dominant_cause(self.causes)
 
     def to_json(self) -> dict:
         return {

@@ -14,6 +14,7 @@ from tracerecon.analysis.nccl import comm_mask
 from tracerecon.analysis.phases import phases_per_cycle
 from tracerecon.analysis.projection import int64s
 from tracerecon.analysis.summary import steady_phases
+from tracerecon.report_model import dominant_cause, dominant_verdict
 
 
 @dataclass(frozen=True)
@@ -127,10 +128,10 @@ def phase_detail(phases: pa.Table, gpu_ops: pa.Table, syncs: pa.Table, *, phase_
         if len(s) > 20:
             sync_lines.append(f"... {len(s) - 20} more")
     d = sub.to_pydict()
+    # The verdict and the cause as ``report`` names them (each the most common on its own).
     verdicts = dict(Counter(d["verdict"]).most_common())
-    top = next(iter(verdicts), "no_gpu_work")
-    top_cause = Counter(c for v, c in zip(d["verdict"], d["cause"]) if v == top).most_common(1)
-    cause = top_cause[0][0] if top_cause else "none"
+    causes = dict(Counter(d["cause"]).most_common())
+    top, cause = dominant_verdict(verdicts), dominant_cause(causes)
     cpu_ms = median_ms(d["cpu_ns"]) or 0.0
     gpu_ms = median_ms(d["gpu_ns"])
     span = median_ms(d["gpu_span_ns"])
@@ -143,5 +144,5 @@ def phase_detail(phases: pa.Table, gpu_ops: pa.Table, syncs: pa.Table, *, phase_
         title=title, n_instances=len(sel), cpu_ms=cpu_ms, gpu_ms=gpu_ms, gpu_span_ms=span, gpu_busy_ms=busy,
         kernels=tuple(kernels), eager_launches=eager, graph_launches=graph, streams=tuple(streams), syncs=tuple(sync_lines),
         comm_ms=comm_ms, wait_ms=round(sum(x or 0 for x in d["wait_ns"]) / 1e6, 6), verdicts=verdicts,
-        causes=dict(Counter(d["cause"]).most_common()), explanation=explanation,
+        causes=causes, explanation=explanation,
     )
