@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from conftest import DEMO, DEMO2, H200, ROOT, SAMPLES, run_cli
+from tracerecon import api
 
 PKG = ROOT / "tracerecon"
 SHAPES = SAMPLES / "demo_shapes_h200x2"
@@ -293,6 +294,22 @@ def test_a_narrow_output_folds_names_and_keeps_every_number_whole():
         assert narrow.returncode == wide.returncode == 0, args
         numbers = re.compile(r"[-+]?\d+\.\d+")
         assert "…" not in narrow.stdout and numbers.findall(narrow.stdout) == numbers.findall(wide.stdout), args
+
+
+def test_the_core_uses_the_phases_a_run_directory_recorded_as_the_cli_does(tmp_path, monkeypatch):
+    # GIVEN vLLM's run directory, whose run.json recorded `--preset vllm` (draft, verify: 39 cycles)
+    monkeypatch.setenv("TRACERECON_CACHE_DIR", str(tmp_path))
+    run = SAMPLES / "engines_h200" / "vllm_v1"
+    cli = {p["phase"]: p["n"] for p in json.loads(run_cli("report", "--json", str(run)).stdout)["ranks"][0]["phases"]}
+    # WHEN a library user calls the core with no options, as report and load
+    rep = api.report([str(run)])
+    (rank,) = api.load([str(run)]).ranks
+    # THEN the recorded phases, as the CLI reads them (the core once read the default ones: none)
+    assert cli == {"draft": 39, "verify": 39}
+    assert {p.phase: p.n for p in rep.ranks[0].phases} == cli
+    assert set(rank.phases["phase"].to_pylist()) == {"draft", "verify"}
+    # AND explicit phases win over the recorded ones
+    assert api.phase_config([str(run)], phases=("verify",)).phases == ("verify",)
 
 
 def test_ranks_of_one_run_are_one_run():

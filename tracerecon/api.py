@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 Progress = Callable[[str], None]
 
-__all__ = ["Analysis", "PhaseConfig", "RankResult", "Report", "check_inputs", "compare", "export", "export_timeline", "load", "report"]
+__all__ = ["Analysis", "PhaseConfig", "RankResult", "Report", "check_inputs", "compare", "export", "export_timeline", "load", "phase_config", "report"]
 
 
 def __getattr__(name: str):
@@ -45,6 +45,42 @@ def __getattr__(name: str):
 
         return Report
     raise AttributeError(f"module 'tracerecon.api' has no attribute {name!r}")
+
+
+def phase_config(inputs: Sequence[str | os.PathLike], *, phases: Sequence[str] = (), presets: Sequence[str] = (), cycle: str | None = None,
+                 skip_cycles: int | None = None, phase_thread: str | None = None) -> PhaseConfig:
+    """The phase options for ``inputs``: ``phases`` (specs, ``--phase``) after ``presets``'
+    (their specs, ``presets.get(name).phases``); where neither is given, those the run
+    directories among ``inputs`` recorded in run.json (``tracerecon run --preset`` / ``--phase``),
+    else the defaults. ``cycle``, ``skip_cycles``, ``phase_thread``: None takes the recorded
+    value, else the default. What ``load`` and ``report`` use when given no options. Raises
+    UsageError on a spec or value it cannot use, naming the run.json it came from."""
+    from tracerecon.analysis.config import DEFAULT_CYCLE, DEFAULT_PHASES, parse_phase_spec, parse_phase_thread
+    from tracerecon.errors import UsageError
+    from tracerecon.run_dir import recorded_phase_options, recorded_in
+
+    phases, presets = tuple(phases), tuple(presets)
+    recorded = {} if phases or presets else (recorded_phase_options(inputs) or {})
+    try:
+        # (a run directory's recorded phase thread and cycles to skip where not given now)
+        thread = parse_phase_thread(phase_thread if phase_thread is not None else recorded.get("phase_thread"))
+        specs = tuple(dict.fromkeys(presets + phases)) if phases or presets else tuple(recorded.get("phases") or DEFAULT_PHASES)
+        for spec in specs:
+            parse_phase_spec(spec)
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"{exc}{f' (phases recorded in {recorded_in(inputs)})' if recorded else ''}") from None
+    if skip_cycles is not None and skip_cycles < 0:
+        raise UsageError("--skip-cycles takes 0 or more")
+    # A recorded "" (a run made with --cycle "": no cycle ranges) is kept, not the default.
+    prefix = cycle if cycle is not None else str(recorded["cycle_prefix"] if recorded.get("cycle_prefix") is not None else DEFAULT_CYCLE)
+    given = tuple(flag for flag, value in (("--preset", presets or None), ("--phase", phases or None), ("--cycle", cycle),
+                                           ("--skip-cycles", skip_cycles), ("--phase-thread", phase_thread)) if value is not None)
+    # (a preset's list, like a recorded one, covers several engine versions: its names a trace
+    # lacks are not said)
+    return PhaseConfig(phases=specs, cycle_prefix=prefix, phase_thread=thread,
+                       skip_cycles=skip_cycles if skip_cycles is not None else recorded.get("skip_cycles"),
+                       phases_recorded=bool(not phases and not presets and recorded.get("phases")),
+                       preset_phases=tuple(s for s in presets if s not in phases), given=given)
 
 
 def load(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = None, progress: Progress | None = None, jobs: int | None = None,
@@ -64,7 +100,7 @@ def load(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = None
         return replace(analysis, warnings=(ignored,) + tuple(analysis.warnings)) if ignored else analysis
     from tracerecon.pipeline import analyze
 
-    return analyze(inputs, options or PhaseConfig(), progress or (lambda _m: None), jobs, scheduler)
+    return analyze(inputs, options or phase_config(inputs), progress or (lambda _m: None), jobs, scheduler)
 
 
 def report(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = None, progress: Progress | None = None, jobs: int | None = None,
@@ -76,7 +112,7 @@ def report(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = No
     (which caches the whole analysis for ``view``, ``export`` and ``diff``), or uses
     ``analysis`` when the caller has already loaded these inputs with these options. The
     engine's own timers (``cpu_timers.rank*.jsonl`` in a run directory) are read fresh every time."""
-    config = options or PhaseConfig()
+    config = options or phase_config(inputs)
     from tracerecon.present import build_report
 
     def made() -> Report:
@@ -113,7 +149,7 @@ def cached_report(inputs: Sequence[str | os.PathLike], options: PhaseConfig | No
         files = expand_inputs(inputs)
     except Exception:  # anything wrong with the inputs is for check_inputs to word
         return None
-    config = options or PhaseConfig()
+    config = options or phase_config(inputs)
     hit = lookup(files, _report_key(files, config), _is_report)
     return hit.with_read_anew(read_engine_timers(inputs, config.label_of), folder_warnings(inputs)) if hit is not None else None
 

@@ -196,8 +196,8 @@ def _holds_file(folder: Path, name: str) -> bool:
 
 
 def unreadable_run_json(paths: Sequence[str | Path]) -> list[str]:
-    """The run directories among ``paths`` whose run.json is not a JSON object (its recorded phase
-    maps and rank order are then not used: the caller says so)."""
+    """The run.json files among ``paths``' run directories that are not a JSON object (their recorded
+    phase maps and rank order are then not used: ``folder_warnings`` says so)."""
     out = []
     for raw in paths:
         p = Path(raw)
@@ -209,6 +209,11 @@ def unreadable_run_json(paths: Sequence[str | Path]) -> list[str]:
             if not ok:
                 out.append(str(p / RUN_JSON))
     return out
+
+
+def recorded_in(inputs: Sequence[str | Path]) -> str:
+    """The run.json whose phases were used (the first run directory's: all agree)."""
+    return next((str(Path(p) / RUN_JSON) for p in inputs if Path(p).is_dir() and is_run_dir(p)), RUN_JSON)
 
 
 def _listed(folder: Path) -> list[Path]:
@@ -300,11 +305,12 @@ def natural_key(name: str) -> tuple:
 
 
 def folder_warnings(paths: Sequence[str | Path]) -> list[str]:
-    """One warning per run directory among ``paths`` whose ``run.json`` lists exports that are
+    """One warning per run directory among ``paths`` whose ``run.json`` is unreadable
+    (``unreadable_run_json``), or lists exports that are
     not there (neither as ``.sqlite`` nor as ``.sqlite.xz``): its report lacks those ranks; one
     per folder read by its files' names that holds files so named but left out (hidden ones,
     folders: ``_not_read_as_export``)."""
-    out = []
+    out = [f"{bad}: unreadable; its recorded phases and rank order are not used" for bad in unreadable_run_json(paths)]
     for raw in paths:
         p = Path(raw)
         if not p.is_dir():

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from tracerecon.analysis.config import DEFAULT_CYCLE, DEFAULT_PHASES, PhaseConfig, parse_phase_spec, parse_phase_thread
+from tracerecon.analysis.config import DEFAULT_CYCLE, DEFAULT_PHASES, PhaseConfig
 from tracerecon.errors import UsageError
 from tracerecon.json_text import one_line, valid_text
 
@@ -104,41 +104,19 @@ def inputs_of(args: argparse.Namespace) -> list[str]:
 
 
 def config_from(args: argparse.Namespace, inputs: Sequence[str] | None = None) -> PhaseConfig:
-    """The phase options given; without ``--phase``, those the run directories among the inputs
-    recorded in run.json (``tracerecon run --preset`` / ``--phase``), else the defaults."""
+    """The phase options given on the command line, resolved by the core (``api.phase_config``:
+    without ``--phase`` or ``--preset``, those the run directories among the inputs recorded)."""
     if getattr(args, "no_cache", False):
         os.environ["TRACERECON_NO_CACHE"] = "1"  # tracerecon.cache reads it; worker processes inherit it
-    from tracerecon.run_dir import recorded_phase_options, unreadable_run_json
+    from tracerecon.api import phase_config
 
-    given = inputs_of(args) if inputs is None else inputs
-    for bad in unreadable_run_json(given):
-        say(f"warning: {bad}: unreadable; its recorded phases and rank order are not used")
-    presets = preset_phases(getattr(args, "preset", None) or ())
-    recorded = {} if args.phase or presets else (recorded_phase_options(given) or {})
     for flag, values in (("--phase", args.phase or ()), ("--cycle", [args.cycle] if args.cycle is not None else [])):
         for value in values:
             if valid_text(value) != value:  # bytes the shell passed that are no UTF-8: no name in a trace can match them
                 raise UsageError(f"{flag} {one_line(value)}: not UTF-8 text (a trace's names are)")
-    try:
-        # (a run directory's recorded phase thread and cycles to skip where not given now)
-        thread = parse_phase_thread(args.phase_thread if args.phase_thread is not None else recorded.get("phase_thread"))
-        phases = tuple(dict.fromkeys(presets + tuple(args.phase or ()))) if args.phase or presets else tuple(recorded.get("phases") or DEFAULT_PHASES)
-        for spec in phases:
-            parse_phase_spec(spec)
-    except (ValueError, TypeError) as exc:
-        raise UsageError(f"{exc}{f' (phases recorded in {_recorded_in(given)})' if recorded and not args.phase else ''}") from None
-    if args.skip_cycles is not None and args.skip_cycles < 0:
-        raise UsageError("--skip-cycles takes 0 or more")
-    skip_cycles = args.skip_cycles if args.skip_cycles is not None else recorded.get("skip_cycles")
-    # A recorded "" (a run made with --cycle "": no cycle ranges) is kept, not the default.
-    cycle = args.cycle if args.cycle is not None else str(recorded["cycle_prefix"] if recorded.get("cycle_prefix") is not None else DEFAULT_CYCLE)
-    given_flags = tuple(flag for flag, value in (("--preset", presets or None), ("--phase", args.phase), ("--cycle", args.cycle),
-                                                 ("--skip-cycles", args.skip_cycles), ("--phase-thread", args.phase_thread)) if value is not None)
-    # (a preset's list, like a recorded one, covers several engine versions: its names a trace
-    # lacks are not said)
-    return PhaseConfig(phases=phases, cycle_prefix=cycle, phase_thread=thread, skip_cycles=skip_cycles,
-                       phases_recorded=bool(not args.phase and not presets and recorded.get("phases")),
-                       preset_phases=tuple(s for s in presets if s not in (args.phase or ())), given=given_flags)
+    return phase_config(inputs_of(args) if inputs is None else inputs, phases=args.phase or (),
+                        presets=preset_phases(getattr(args, "preset", None) or ()), cycle=args.cycle,
+                        skip_cycles=args.skip_cycles, phase_thread=args.phase_thread)
 
 
 def preset_phases(names: Sequence[str]) -> tuple[str, ...]:
@@ -148,15 +126,6 @@ def preset_phases(names: Sequence[str]) -> tuple[str, ...]:
     from tracerecon import presets
 
     return tuple(dict.fromkeys(spec for name in names for spec in presets.get(name).phases))
-
-
-def _recorded_in(inputs: Sequence[str]) -> str:
-    """The run.json whose phases were used (the first run directory's: all agree)."""
-    from tracerecon.run_dir import RUN_JSON, is_run_dir
-
-    return next((str(Path(p) / RUN_JSON) for p in inputs if Path(p).is_dir() and is_run_dir(p)), RUN_JSON)
-
-
 
 
 def say(msg: str) -> None:
