@@ -167,6 +167,25 @@ def test_without_cycle_ranges_cycles_start_at_the_first_configured_phase_among_t
     assert cycle_of.tolist() == [-1, 0, 0] and cycles.tolist() == []
 
 
+@pytest.mark.parametrize("names,cycles", [
+    # a step counter in every name (TensorRT-LLM's `[Executor] _forward_step N: ...`): no name
+    # comes twice, so names compare with their numbers aside: a step each
+    (["_forward_step 7: 1 ctx reqs", "_forward_step 8: 0 ctx reqs", "_forward_step 9: 0 ctx reqs"], [0, 1, 2]),
+    # numbered names that do come again (draft_0..draft_2 every step): exact names, as before
+    (["draft_0", "draft_1", "draft_2", "draft_0", "draft_1", "draft_2"], [0, 0, 0, 1, 1, 1]),
+    # two names of one step, numbered by step: each step's two ranges one cycle
+    (["forward 1", "post 1", "forward 2", "post 2"], [0, 0, 1, 1]),
+])
+def test_a_lone_phase_whose_range_names_never_repeat_starts_a_cycle_at_each_name_again_numbers_aside(names, cycles):
+    # GIVEN no cycle ranges and one phase taking ranges of these names, one after another
+    ranges = pa.table({"name": names, "domain": [""] * len(names), "start_ns": [10 * i for i in range(len(names))],
+                       "parent_id": pa.array([None] * len(names), pa.int64())})
+    # WHEN phases are picked with a pattern that takes them all
+    rows, cycle_of, _, labels = select_phases(ranges, PhaseConfig(phases=("step=re:.",)))
+    # THEN the cycles are the steps
+    assert rows.tolist() == list(range(len(names))) and cycle_of.tolist() == cycles
+
+
 def test_the_phase_a_wait_waited_for_is_named_as_the_phases_table_names_it():
     from conftest import H200
     from tracerecon.api import load

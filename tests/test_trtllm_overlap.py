@@ -289,3 +289,20 @@ def test_real_h200_loop_reads_as_its_cuda_events_cycle_by_cycle(shape, fork_case
     for c in rank.cycles.to_pylist():
         ev = gt[c["cycle"]]["gpu_event_ms"]["total"] * 1e6
         assert c["adds_up"] and abs(c["gpu_ns"] - ev) <= max(0.05 * ev, 20_000) + IDLE_LATENCY_NS, (c["cycle"], c["gpu_ns"], ev)
+
+
+@pytest.mark.parametrize("shape", ["cpu_bound", "by_turns", "gpu_bound", "heavy_sampler"])
+def test_the_forward_step_alone_as_the_readme_writes_it_is_a_cycle_per_step(shape):
+    # GIVEN a real trace of the loop, whose forward ranges count the steps in their names
+    # (`[Executor] _forward_step 12: 0 ctx reqs, 8 gen reqs`: no name comes twice)
+    gt = [json.loads(line) for line in (TRT_H200 / f"{shape}.gt.jsonl").read_text().splitlines()]
+    # WHEN read with that range alone as a phase, the README's `--phase` for it
+    (rank,) = load([str(TRT_H200 / f"{shape}.sqlite.xz")], PhaseConfig(phases=("fwd=glob:[[]Executor] _forward_step*",), skip_cycles=0)).ranks
+    # THEN a cycle per step (once one cycle for all 80), each forward reading what the engine's
+    # events read, within the tolerance of the loop's whole phase set above (its boundaries: the
+    # forward's range ends, where the events were recorded at the next phase's start)
+    ph = rank.phases.to_pylist()
+    assert rank.cycles.num_rows == 80 and [p["cycle"] for p in ph] == list(range(80))
+    for p in ph:
+        ev = gt[p["cycle"]]["gpu_event_ms"]["fwd"] * 1e6
+        assert abs(p["gpu_ns"] - ev) <= max(20_000, 0.05 * ev) + IDLE_LATENCY_NS, (p["cycle"], p["gpu_ns"], ev)

@@ -22,7 +22,7 @@ import pyarrow as pa
 from tracerecon import schema
 from tracerecon.analysis.columns import thread_keys
 from tracerecon.analysis.intervals import last_reaching
-from tracerecon.analysis.config import PhaseConfig, is_cycle_name
+from tracerecon.analysis.config import NUMBERS, PhaseConfig, is_cycle_name
 from tracerecon.analysis.intervals import inside_another_thread, segmented_union_length
 from tracerecon.analysis.projection import I64_MAX, I64_MIN, LaunchIndex, equals, int64s
 
@@ -181,7 +181,9 @@ def cycles_per_thread(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.nda
     names = np.array(labels, dtype=object)
     label_values, label_code = np.unique(names.astype(str), return_inverse=True)
     start_label = start_label_of(order, label_values.tolist())
-    _, name_code = np.unique(np.array(ranges["name"].take(pa.array(phase_rows)).to_pylist(), dtype=object).astype(str), return_inverse=True)
+    range_names = np.array(ranges["name"].take(pa.array(phase_rows)).to_pylist(), dtype=object).astype(str)
+    _, name_code = np.unique(range_names, return_inverse=True)
+    _, kind_code = np.unique(np.array([NUMBERS.sub("#", x) for x in range_names.tolist()] + [""], dtype=object).astype(str), return_inverse=True)
     thread = thread_keys(pid, tid)
     local = cycle_of.copy()
     split = False
@@ -196,7 +198,7 @@ def cycles_per_thread(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.nda
         split = True
         for t in threads.tolist():
             seq = mine[thread[mine] == t]  # in time order, as phase_rows are
-            local[seq] = np.cumsum(cycle_starts(name_code.ravel()[seq], label_code.ravel()[seq], start_label)) - 1
+            local[seq] = np.cumsum(cycle_starts(name_code.ravel()[seq], label_code.ravel()[seq], start_label, kind_code.ravel()[seq])) - 1
     if not split:
         return cycle_of
     # Global numbers: each (thread, local cycle) in the order of its first phase.
@@ -334,6 +336,10 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
     pairs, pair_of = np.unique(name_codes * len(doms) + dom_codes, return_inverse=True)
     pair_of = pair_of.ravel()
     pair_labels = [config.label_of(names[k // len(doms)], doms[k % len(doms)]) for k in pairs.tolist()]
+    # Each pair's name with its numbers aside (cycle_starts compares those where no name repeats).
+    _, pair_kind = np.unique(np.array([f"{k % len(doms)}:{NUMBERS.sub('#', names[k // len(doms)])}" for k in pairs.tolist()] + [""], dtype=object).astype(str),
+                             return_inverse=True)
+    kind_of = pair_kind.ravel()[pair_of] if n else np.zeros(0, np.int64)
     label_list = list(dict.fromkeys(lab for lab in pair_labels if lab is not None))
     label_id = np.array([label_list.index(lab) if lab is not None else -1 for lab in pair_labels] + [-1], dtype=np.int64)[pair_of] if n else np.zeros(0, np.int64)
     is_phase = label_id >= 0
@@ -345,7 +351,8 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
         is_cycle = np.zeros(n, bool)
     if is_phase.any():
         is_phase &= _nearest_marked_ancestor(parent, is_phase) < 0
-        is_phase &= ~_inside_a_start_end_phase(ranges, is_phase, is_cycle, pair_of, label_id, start_label_of(config.labels(), label_list, label_id[is_phase]))
+        is_phase &= ~_inside_a_start_end_phase(ranges, is_phase, is_cycle, pair_of, label_id, start_label_of(config.labels(), label_list, label_id[is_phase]),
+                                               kind_of)
     start = int64s(ranges["start_ns"])
     phase_rows = np.flatnonzero(is_phase)
     phase_rows = phase_rows[np.argsort(start[phase_rows], kind="stable")]
@@ -380,12 +387,13 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
                 held[mine] = np.array([np.any(free_threads != k) for k in keys[mine].tolist()], dtype=bool)
         starts = np.zeros(len(phase_rows), dtype=bool)
         free = ~held
-        starts[free] = cycle_starts(pair_of[phase_rows][free], label_id[phase_rows][free], start_label_of(config.labels(), label_list, label_id[phase_rows][free]))
+        starts[free] = cycle_starts(pair_of[phase_rows][free], label_id[phase_rows][free], start_label_of(config.labels(), label_list, label_id[phase_rows][free]),
+                                    kind_of[phase_rows][free])
         cycle_of = np.cumsum(starts) - 1
     return phase_rows, cycle_of, cycle_rows, [label_list[i] for i in label_id[phase_rows].tolist()]
 
 
-def cycle_starts(name_id: np.ndarray, label_id: np.ndarray, start_label: int | None = None) -> np.ndarray:
+def cycle_starts(name_id: np.ndarray, label_id: np.ndarray, start_label: int | None = None, kind_id: np.ndarray | None = None) -> np.ndarray:
     """Which phase instances (in time order) start a cycle, without cycle ranges. The phase that
     starts cycles is ``start_label`` (the first of the phases as configured, ``--phase`` or a
     preset, that the instances have; None: the first instance's): a one-off range seen first (a
@@ -393,7 +401,9 @@ def cycle_starts(name_id: np.ndarray, label_id: np.ndarray, start_label: int | N
     instance of another phase: its consecutive ranges are one step (draft_0..draft_2, a draft
     step range three times, forward and postprocess both verify). Where it is the only phase, an
     instance starts a cycle where its range name was seen already since the cycle began
-    (forward, postprocess, forward: a step again). A cycle longer than most where a phase comes
+    (forward, postprocess, forward: a step again); where no range name comes twice, names are
+    compared with their numbers aside (``kind_id``, parallel to ``name_id``: TensorRT-LLM's
+    ``[Executor] _forward_step N: ...`` counts its steps in the name). A cycle longer than most where a phase comes
     again after another is two steps (``_steps_without_their_first_phase``). Instances before
     the first start are in no cycle."""
     n = len(name_id)
@@ -404,6 +414,8 @@ def cycle_starts(name_id: np.ndarray, label_id: np.ndarray, start_label: int | N
     mine = label_id == start
     if not mine.all():
         return _steps_without_their_first_phase(label_id, _steps_of_their_usual_length(mine, label_id))
+    if kind_id is not None and n > 1 and len(np.unique(name_id)) == n:
+        name_id = kind_id
     seen: set = set()
     for i, name in enumerate(name_id.tolist()):
         if i == 0 or name in seen:
@@ -500,7 +512,7 @@ def start_label_of(labels_in_order: tuple[str, ...] | list[str], label_list: lis
 
 
 def _inside_a_start_end_phase(ranges: pa.Table, is_phase: np.ndarray, is_cycle: np.ndarray, name_id: np.ndarray, label_id: np.ndarray,
-                              start_label: int | None = None) -> np.ndarray:
+                              start_label: int | None = None, kind_id: np.ndarray | None = None) -> np.ndarray:
     """Per range: a phase range that lies, on its own thread, inside another closed phase range
     begun no later in the same cycle, where one of the two is an nvtxRangeStart/End range
     (push/pop nesting, ``parent_id``, cannot see those: they nest in nothing and hold nothing).
@@ -530,7 +542,7 @@ def _inside_a_start_end_phase(ranges: pa.Table, is_phase: np.ndarray, is_cycle: 
         phases = np.flatnonzero(is_phase)
         phases = phases[np.argsort(int64s(ranges["start_ns"])[phases], kind="stable")]
         starts_cycle = np.zeros(len(name_id), dtype=bool)  # what starts cycles (select_phases' rule, before its helper-range exception)
-        starts_cycle[phases] = cycle_starts(name_id[phases], label_id[phases], start_label)
+        starts_cycle[phases] = cycle_starts(name_id[phases], label_id[phases], start_label, None if kind_id is None else kind_id[phases])
     reach = np.where(holders[cand], end, I64_MIN)
     for t in np.unique(thread).tolist():
         at = np.flatnonzero(thread == t)
