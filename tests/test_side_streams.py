@@ -1321,3 +1321,40 @@ def test_a_phase_that_launched_nothing_read_on_its_threads_other_stream_is_said(
     said = [w for w in run.warnings if "'process'" in w]
     assert len(said) == 1 and "in 4 of 4 instances it launched nothing and is read on stream 20, inherited from its thread's phases: 0.000 ms" in said[0]
     assert "also read on stream 7: if its range's events go there, they read 0.770 ms" in said[0]
+
+
+def test_a_phase_that_only_copies_on_a_stream_nccl_joins_is_read_there_not_on_nccls(tmp_path):
+    # GIVEN SGLang's pipeline loop in miniature, one thread whose current stream 7 launches no
+    # kernel (b = 1000 + 1000c us, 3 cycles): fwd [b, b+40] forks forward stream 8 off 7 (b+2) and
+    # runs a 200 us forward there (b+9..b+209); between the phases a receive on NCCL's stream 30,
+    # forked off 7 (b+50) and joined back (30 records at b+60, 7 waits at b+61), runs
+    # b+57..b+RECV, and a send queued behind it there (b+RECV..b+RECV+250, waited for only in the
+    # next step); result [b+300, b+450] copies the outputs to the host on 7 (.tolist(): 2 us from
+    # max(b+305, b+RECV)) and synchronizes; then the outputs are sent to the next stage on 30,
+    # forked off 7 (b+470, a 10 us kernel)
+    t = FakeTrace()
+    recv = (100, 380, 420)
+    for c, r in enumerate(recv):
+        b = 1000 + 1000 * c
+        t.range("fwd", b * U, (b + 40) * U)
+        fork_join(t, 1, 3 * c + 1, b + 2, side=8)
+        launch(t, b + 6, (b + 9, b + 209), stream=8, name="forward")
+        fork_join(t, 1, 3 * c + 2, b + 50, side=30)
+        launch(t, b + 54, (b + 57, b + r), stream=30, name="ncclDevKernel_SendRecv")
+        fork_join(t, 1, 3 * c + 3, b + 60, side=7, caller=30)
+        launch(t, b + 64, (b + r, b + r + 250), stream=30, name="ncclDevKernel_SendRecv")  # the carried outputs' send, joined next time
+        t.range("result", (b + 300) * U, (b + 450) * U)
+        at = max(b + 305, b + r)
+        t.copy(t.call("cudaMemcpyAsync", (b + 302) * U, (b + 304) * U), at * U, (at + 2) * U, kind=2, stream=7)
+        t.sync_record(t.call("cudaStreamSynchronize", (b + 304) * U, (at + 4) * U), (b + 304) * U, (at + 4) * U, stream=7)
+        fork_join(t, 2, c + 1, b + 470, side=30)
+        launch(t, b + 474, (b + 477, b + 487), stream=30, name="ncclDevKernel_SendRecv")
+    # WHEN analysed
+    run = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("fwd", "result"), cycle_prefix=""))
+    # THEN result is read on 7, where its copies ran and NCCL's stream joins (the thread's current
+    # stream: no engine records events on NCCL's): b+450 - max(b+300, b+RECV) = 150, 70, 30 us
+    # (once read on 30, the stream its copies feed, the sends': 0 where a send ran past result's
+    # start: 100, 0 and 0 here), and nothing says it might be elsewhere
+    got = [(p["cycle"], p["stream_id"], p["gpu_ns"] // U) for p in run.ranks[0].phases.to_pylist() if p["phase"] == "result"]
+    assert got == [(0, 7, 150), (1, 7, 70), (2, 7, 30)]
+    assert not [w for w in run.warnings if "only copied" in w]

@@ -1821,6 +1821,10 @@ class CopyStreams:
         return distinct_few(_pack(*self._columns("pid", "device_id", "stream_id")))
 
     @functools.cached_property
+    def _modelling(self) -> np.ndarray:
+        return distinct_few(_pack(*self._columns("pid", "device_id", "stream_id", model=True)))
+
+    @functools.cached_property
     def _computing_pids(self) -> np.ndarray:
         return distinct_few(self._columns("pid")[0])
 
@@ -1850,6 +1854,12 @@ class CopyStreams:
         """Per (pid, device, stream), streams < 0 excepted: whether it only copies."""
         pid = np.asarray(pid, dtype=np.int64)
         return (np.asarray(stream) >= 0) & isin_few(pid, self._computing_pids) & ~isin_few(_pack(pid, np.asarray(dev, np.int64), np.asarray(stream, np.int64)), self._computing)
+
+    def collectives_only(self, pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
+        """Per (pid, device, stream): whether it ran kernels, all of them collectives (NCCL's
+        own stream, which no engine records its events on)."""
+        packed = _pack(np.asarray(pid, np.int64), np.asarray(dev, np.int64), np.asarray(stream, np.int64))
+        return (np.asarray(stream) >= 0) & isin_few(packed, self._computing) & ~isin_few(packed, self._modelling)
 
     def of_ops(self, ops: pa.Table) -> np.ndarray:
         if ops.num_rows == 0:
