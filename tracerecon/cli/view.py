@@ -9,7 +9,7 @@ from tracerecon.cli.common import BUNDLED_SAMPLE, add_analysis_command, config_f
 from tracerecon.errors import EXIT_INTERNAL, TraceReconError, UsageError, install_hint
 from tracerecon.interrupts import WorkAbandoned
 
-KEYS = "Keys: 1-4 tabs, n/p cycles, g go to cycle, w worst cycle, +/- zoom, arrows pan, a all ranks, r next rank, s sort, / search, ? help, q quit."
+KEYS = "Keys: 1-5 tabs (5: --diff), n/p cycles, g go to cycle, w worst cycle, +/- zoom, 0 whole cycle, left/right pan, a all ranks, r next rank, s sort, / search, ? help, q quit."
 
 
 def add(sub) -> None:
