@@ -52,7 +52,7 @@ async def test_overview_shows_the_reports_numbers():
             row = [str(c) for c in table.get_row_at(i)]
             assert row[1] == p.phase and row[3] == f"{p.cpu_ms_median:.3f}" and row[4] == f"{p.gpu_ms_median:.3f}"
         notes = str(app.query_one("#overview-notes", Static).render())
-        assert "rank 0 most misleading: draft_re_extend" in notes
+        assert "rank 0: most misleading: draft_re_extend" in notes
 
 
 async def test_cycle_navigation_zoom_and_worst_cycle():
@@ -724,7 +724,7 @@ async def test_an_incomplete_cycle_is_marked_in_the_cycles_table_and_said_on_the
     # GIVEN a capture of 4 cycles that ended inside the last, and one that holds only that cycle
     path = str(cut_in_cycle(4).write(tmp_path / "t.sqlite"))
     only = str(cut_in_cycle(1).write(tmp_path / "one.sqlite"))
-    for trace, rows, said in ((path, 4, "3 cycles"), (only, 1, "rank 0: no cycle counted")):
+    for trace, rows, said in ((path, 4, "cycles: 3 "), (only, 1, "rank 0 (GPU 0): cycles: none counted")):
         app = TraceReconApp(lambda trace=trace: load([trace], PhaseConfig(phases=("draft", "verify"), skip_cycles=0)), source=trace)
         async with app.run_test(size=(160, 48)) as pilot:
             await ready(pilot)

@@ -164,6 +164,36 @@ def groups_apart_lines(phases) -> list[str]:
     return out
 
 
+def rank_notes(r: RankReport, skip_cycles: int | None = None, hint: bool = False) -> list[tuple[str, str]]:
+    """What every front end says under a rank's table, in order, each (line, the verdict it
+    speaks of or ""): its cycle totals, accepted tokens, the phase whose CPU timer misleads most,
+    and phases whose median no cycle reads near. ``hint``: how to keep warm-up cycles."""
+    c, phases = r.cycles, r.phases
+    out: list[tuple[str, str]] = []
+    if c.n:
+        # (with no GPU time at all there is nothing to add up: "0 of N" read as a failure)
+        adds_up = f"; phases add up in {c.n_add_up} of {c.n}" if c.gpu_ms_median is not None else "; no GPU time"
+        out.append((f"cycles: {c.n}  CPU {fmt_ms(c.cpu_ms_median)} ms  GPU {fmt_ms(c.gpu_ms_median)} ms (median)"
+                    + adds_up + left_out_note(c, hint=hint, skip_cycles=skip_cycles), ""))
+    elif c.n_warmup or c.n_incomplete or c.n_empty:  # every cycle left out: why the table is empty
+        out.append(("cycles: none counted" + left_out_note(c, hint=hint, skip_cycles=skip_cycles), ""))
+    if c.gpu_ms_per_accepted_token is not None:
+        # (each phase's share in the order of the table's rows, a phase it lacks after them)
+        row = {p.phase: i for i, p in enumerate(phases)}
+        shares = sorted(c.phase_ms_per_accepted_token.items(), key=lambda kv: row.get(kv[0], len(row)))
+        out.append((f"accepted tokens: {c.accepted_tokens} in the cycles counted; GPU {c.gpu_ms_per_accepted_token:.3f} ms per accepted token ("
+                    + ", ".join(f"{k} {v:.3f}" for k, v in shares) + ")", ""))
+    elif c.accepted_tokens:
+        out.append((f"accepted tokens: {c.accepted_tokens} (no GPU time in the cycles that said them)", ""))
+    elif c.accepted_tokens is not None:
+        out.append(("accepted tokens: 0", ""))
+    worst = most_misleading(phases)
+    if worst is not None:
+        out.append((misleading_line(worst), worst.dominant_verdict))
+    out += [(line, "") for line in groups_apart_lines(phases)]
+    return out
+
+
 def misleading_line(p: PhaseSummary) -> str:
     """One sentence for the phase whose CPU timer misleads most."""
     why = CAUSE_MEANING.get(p.dominant_cause, "")

@@ -12,7 +12,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from tracerecon.present import VERDICT_STYLE, diff_notes, diff_title, fmt_ms, gpus_text, groups_apart_lines, left_out_note, misleading_line, most_misleading, verdict_cause_label
+from tracerecon.present import VERDICT_STYLE, diff_notes, diff_title, fmt_ms, gpus_text, rank_notes, verdict_cause_label
 from tracerecon.report_model import Report
 from tracerecon.json_text import json_text, one_line, shown_names
 
@@ -61,18 +61,11 @@ def print_json(report: Report, console: Console) -> None:
     console.file.write(json_text(report.to_json()) + "\n")
 
 
-def _in_table_order(per_phase: dict, phases) -> list:
-    """``per_phase``'s items in the order of the table's rows above it (a phase the table lacks
-    after them), so that the line reads as the table does."""
-    row = {p.phase: i for i, p in enumerate(phases)}
-    return sorted(per_phase.items(), key=lambda kv: row.get(kv[0], len(row)))
-
-
 def print_report(report: Report, console: Console) -> None:
     every = [p.phase for r in report.ranks for p in r.phases]  # (one name reads the same in every rank's table)
     shown = dict(zip(every, shown_names(every, NAME_LINES * NAME_COLUMN)))
     for r in report.ranks:
-        phases, cycles = r.phases, r.cycles
+        phases = r.phases
         on = gpus_text(r.gpus)
         print_wrapped(console, f"rank {r.rank}  {r.source}  pid {', '.join(map(str, r.pids))}  {on + '  ' if on else ''}nsys {r.nsys_version or '?'}", indent="", fields=True,
                       hanging="    ", bold=len(f"rank {r.rank}"))
@@ -96,24 +89,7 @@ def print_report(report: Report, console: Console) -> None:
                 fmt_ms(p.gpu_busy_ms_median), fmt_ms(p.error_ms_median), Text(verdict_cause_label(p), style=VERDICT_STYLE.get(p.dominant_verdict, "")),
             )
         print_table(console, table)
-        if cycles.n:
-            # (with no GPU time at all there is nothing to add up: "0 of N" read as a failure)
-            adds_up = f"; phases add up in {cycles.n_add_up} of {cycles.n}" if cycles.gpu_ms_median is not None else "; no GPU time"
-            print_wrapped(console, f"cycles: {cycles.n}  CPU {fmt_ms(cycles.cpu_ms_median)} ms  GPU {fmt_ms(cycles.gpu_ms_median)} ms (median)"
-                          + adds_up + left_out_note(cycles, hint=True, skip_cycles=report.skip_cycles))
-        elif cycles.n_warmup or cycles.n_incomplete or cycles.n_empty:  # every cycle left out: say why the table is empty
-            print_wrapped(console, "cycles: none counted" + left_out_note(cycles, hint=True, skip_cycles=report.skip_cycles))
-        if cycles.gpu_ms_per_accepted_token is not None:
-            print_wrapped(console, f"accepted tokens: {cycles.accepted_tokens} in the cycles counted; GPU {cycles.gpu_ms_per_accepted_token:.3f} ms per accepted token ("
-                          + ", ".join(f"{k} {v:.3f}" for k, v in _in_table_order(cycles.phase_ms_per_accepted_token, phases)) + ")")
-        elif cycles.accepted_tokens:
-            print_wrapped(console, f"accepted tokens: {cycles.accepted_tokens} (no GPU time in the cycles that said them)")
-        elif cycles.accepted_tokens is not None:
-            print_wrapped(console, "accepted tokens: 0")
-        worst = most_misleading(phases)
-        if worst is not None:
-            print_wrapped(console, misleading_line(worst))
-        for line in groups_apart_lines(phases):
+        for line, _ in rank_notes(r, report.skip_cycles, hint=True):
             print_wrapped(console, line)
         console.print()
     print_straggler_summary(report, console)

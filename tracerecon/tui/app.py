@@ -28,8 +28,8 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Header, Input, LoadingIndicator, Static, TabbedContent, TabPane
 
 from tracerecon.json_text import one_line, shown_names
-from tracerecon.present import VERDICT_MEANING, VERDICT_STYLE, gpus_text, groups_apart_lines, left_out_note, misleading_line, verdict_cause_label
-from tracerecon.report_model import Report, most_misleading
+from tracerecon.present import VERDICT_MEANING, VERDICT_STYLE, gpus_text, rank_notes, verdict_cause_label
+from tracerecon.report_model import Report
 from tracerecon.tui.timeline_widget import Timeline
 from tracerecon.tui.timeline_window import Window, format_duration
 
@@ -384,17 +384,10 @@ class TraceReconApp(App):
                     Text(ms(err), style=VERDICT_STYLE.get(p.dominant_verdict, "")), Text(verdict_cause_label(p), style=VERDICT_STYLE.get(p.dominant_verdict, "")),
                     key=f"{r.rank}:{p.phase}",
                 )
-            c = r.cycles
-            if c.n:
-                on = f" ({gpus_text(r.gpus)})" if r.gpus else ""
-                notes.append(f"rank {r.rank}{on}: {c.n} cycles, CPU {ms(c.cpu_ms_median)} ms vs GPU {ms(c.gpu_ms_median)} ms per cycle (median){left_out_note(c, skip_cycles=rep.skip_cycles)}\n")
-            elif c.n_warmup or c.n_incomplete or c.n_empty:  # every cycle left out: why its table is empty
-                notes.append(f"rank {r.rank}: no cycle counted{left_out_note(c, skip_cycles=rep.skip_cycles)}\n")
-            worst = most_misleading(summaries)
-            if worst is not None:
-                notes.append(f"rank {r.rank} {one_line(misleading_line(worst))}\n", style="bold " + VERDICT_STYLE.get(worst.dominant_verdict, ""))
-            for line in groups_apart_lines(summaries):
-                notes.append(f"rank {r.rank} {one_line(line)}\n")
+            on = f" ({gpus_text(r.gpus)})" if r.gpus else ""
+            for i, (line, verdict) in enumerate(rank_notes(r, rep.skip_cycles)):
+                # (the rank's GPUs with its first line; the misleading phase in its verdict's colour)
+                notes.append(f"rank {r.rank}{on if i == 0 else ''}: {one_line(line)}\n", style="bold " + VERDICT_STYLE.get(verdict, "") if verdict else "")
         for line in rep.straggler_lines:
             notes.append(one_line(line) + "\n", style="bold")
         for w in rep.warnings[:OVERVIEW_WARNINGS]:
