@@ -83,6 +83,21 @@ def graph_node_launches(gpu_ops: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     return rows, launch
 
 
+def eager_launches(gpu_ops: pa.Table, op_phase: np.ndarray, n_phases: int) -> np.ndarray:
+    """Per phase id (``op_phase``: each op's, -1 none): its eager launch calls, the distinct
+    correlation ids of its ops that are no CUDA-graph launch (a call whose ops the trace links to
+    none, correlation unknown, is not counted)."""
+    out = np.zeros(n_phases, dtype=np.int64)
+    if gpu_ops.num_rows == 0 or n_phases == 0:
+        return out
+    corr = int64s(gpu_ops["correlation_id"], -1)
+    sel = np.flatnonzero((op_phase >= 0) & ~is_graph_launch(gpu_ops) & (corr >= 0))
+    if len(sel):
+        pairs = np.unique(np.stack([op_phase[sel], corr[sel]], axis=1), axis=0)
+        out += np.bincount(pairs[:, 0], minlength=n_phases)[:n_phases]
+    return out
+
+
 def runs_model(gpu_ops: pa.Table) -> np.ndarray:
     """Per op: a kernel or graph that is no collective (``computes`` and not ``comm_mask``): what
     a thread's own current stream runs, where collectives run on NCCL's stream."""

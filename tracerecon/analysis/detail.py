@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from tracerecon.analysis.columns import is_graph_launch, median_ms
+from tracerecon.analysis.columns import eager_launches, median_ms
 from tracerecon.analysis.nccl import comm_mask
 from tracerecon.analysis.phases import phases_per_cycle
 from tracerecon.analysis.projection import int64s
@@ -105,10 +106,10 @@ def phase_detail(phases: pa.Table, gpu_ops: pa.Table, syncs: pa.Table, *, phase_
                 cnt[n] += 1
                 tot[n] += d
             kernels = [KernelRow(n, cnt[n], round(tot[n] / 1e6, 6)) for n, _ in tot.most_common()]
-            graphish = is_graph_launch(t)
-            corr = int64s(t["correlation_id"], -1)
-            eager = len({(int(p), int(c)) for p, c, g in zip(int64s(t["phase_id"]), corr, graphish) if not g and c >= 0})
-            graph = len({(int(p), int(c)) for p, c, g in zip(int64s(t["phase_id"]), corr, graphish) if g})
+            # (the rank's own counts: eager calls by their correlation, graph launches as the
+            # phases table counts them)
+            eager = int(eager_launches(gpu_ops, pid, phases.num_rows)[sel].sum())
+            graph = int(pc.sum(phases["n_graph_launches"].take(pa.array(sel, pa.int64()))).as_py() or 0)
             dev, st = int64s(t["device_id"]), int64s(t["stream_id"])
             streams = [f"GPU{d} stream {s}" for d, s in sorted(set(zip(dev.tolist(), st.tolist())))]
             comm_ms = round(float(dur[comm_mask(t)].sum()) / 1e6, 6)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from tracerecon.analysis.columns import is_graph_launch, median_ms, quantile_ms
+from tracerecon.analysis.columns import eager_launches, median_ms, quantile_ms
 from tracerecon.analysis.projection import int64s, string_mask
 from tracerecon.analysis.phases import first_in_cycle, phases_per_cycle
 
@@ -107,12 +107,7 @@ def summarize_side(phases: pa.Table, gpu_ops: pa.Table) -> dict[str, PhaseSide]:
     if gpu_ops.num_rows:
         pid = op_ids
         keep = pid >= 0
-        graphish = is_graph_launch(gpu_ops)
-        corr = int64s(gpu_ops["correlation_id"], -1)
-        sel = np.flatnonzero(keep & ~graphish & (corr >= 0))
-        if len(sel):
-            pairs = np.unique(np.stack([pid[sel], corr[sel]], axis=1), axis=0)
-            eager = np.bincount(pairs[:, 0], minlength=n_ids).astype(np.int64)
+        eager = eager_launches(gpu_ops, op_ids, n_ids)
         is_kernel = string_mask(gpu_ops["kind"], lambda k: k == "kernel")
         ks = np.flatnonzero(keep & is_kernel)
         if len(ks):
