@@ -121,7 +121,7 @@ def test_a_phase_with_gpu_work_on_one_side_only_is_explained_as_such():
     from tracerecon.analysis.diff import PhaseSide, explain
 
     def side(cpu, gpu):
-        return PhaseSide(n=5, cpu_ms=cpu, gpu_ms=gpu, cpu_ms_p90=cpu, gpu_ms_p90=gpu, eager_launches=0, graph_launches=0, idle_fraction=None, blocked_ms=0)
+        return PhaseSide(n=5, cpu_ms=cpu, gpu_ms=gpu, gpu_ms_p90=gpu, eager_launches=0, graph_launches=0, idle_fraction=None, blocked_ms=0)
 
     # WHEN explained THEN the side with GPU work is named with its time, and the CPU change given
     assert explain("verify", side(0.2, None), side(0.25, 0.333)) == "verify: GPU work only in B (0.333 ms), +0.050 ms CPU"
@@ -136,7 +136,7 @@ def test_a_median_that_moved_while_the_kernels_did_not_is_not_blamed_on_them():
     from tracerecon.analysis.diff import PhaseSide, explain
 
     def side(gpu, kernel_ms, p90=7.869, idle=0.05, names=("flash_fwd_kernel",)):
-        return PhaseSide(n=33, cpu_ms=0.2, gpu_ms=gpu, cpu_ms_p90=0.3, gpu_ms_p90=p90, eager_launches=len(names), graph_launches=0, idle_fraction=idle,
+        return PhaseSide(n=33, cpu_ms=0.2, gpu_ms=gpu, gpu_ms_p90=p90, eager_launches=len(names), graph_launches=0, idle_fraction=idle,
                          blocked_ms=0, kernels=dict.fromkeys(names, 1.0), kernel_ms=dict.fromkeys(names, kernel_ms))
 
     # WHEN explained THEN the kernels' time is said to be about the same (not "each took longer")
@@ -158,7 +158,7 @@ def test_an_explanation_says_where_the_found_factors_fall_short_of_the_change():
 
     def side(gpu, kernels=None, wait=0.0, idle=0.96):
         kernels = kernels or {"gemm": 1.0}
-        return PhaseSide(n=30, cpu_ms=0.2, gpu_ms=gpu, cpu_ms_p90=0.3, gpu_ms_p90=gpu, eager_launches=len(kernels), graph_launches=0, idle_fraction=idle,
+        return PhaseSide(n=30, cpu_ms=0.2, gpu_ms=gpu, gpu_ms_p90=gpu, eager_launches=len(kernels), graph_launches=0, idle_fraction=idle,
                          blocked_ms=0, kernels=dict.fromkeys(kernels, 1.0), kernel_ms=kernels, wait_ms=wait)
 
     # WHEN it moved 2 ms down while B added a 1 us kernel

@@ -1,4 +1,4 @@
-"""Writers: per-rank parquet datasets (hive-partitioned) and the manifest."""
+"""The parquet export: per-rank datasets (hive-partitioned) and the manifest, written and read back."""
 
 from __future__ import annotations
 

@@ -108,11 +108,6 @@ def build_report(analysis: Analysis) -> Report:
                   skip_cycles=analysis.config.skip_cycles)
 
 
-def report_json(analysis: Analysis) -> dict:
-    """The ``report --json`` document."""
-    return build_report(analysis).to_json()
-
-
 def _dominant(counts: dict[str, int], name: str, n: int) -> str:
     k = counts.get(name, 0)
     return name if k == n else f"{name} {k}/{n}"

@@ -31,18 +31,19 @@ IDLE_WORTH_SAYING = 0.25
 
 @dataclass(frozen=True)
 class PhaseSide:
-    n: int
+    """One phase on one side, over its counted cycles (a name's ranges in one cycle taken
+    together, as ``report`` does): medians per cycle unless said."""
+    n: int  # cycles
     cpu_ms: float | None
     gpu_ms: float | None
-    cpu_ms_p90: float | None
     gpu_ms_p90: float | None
-    eager_launches: float  # median per instance
+    eager_launches: float  # median per cycle
     graph_launches: float
     idle_fraction: float | None  # median of 1 - busy/span
     blocked_ms: float
-    kernels: dict[str, float] = field(default_factory=dict)  # mean count per instance, by kernel name
-    wait_ms: float = 0.0  # median per instance: its collectives waiting for other ranks
-    kernel_ms: dict[str, float] = field(default_factory=dict)  # mean time per instance, by kernel name
+    kernels: dict[str, float] = field(default_factory=dict)  # mean count per cycle, by kernel name
+    wait_ms: float = 0.0  # median per cycle: its collectives waiting for other ranks
+    kernel_ms: dict[str, float] = field(default_factory=dict)  # mean time per cycle, by kernel name
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,6 @@ def summarize_side(phases: pa.Table, gpu_ops: pa.Table) -> dict[str, PhaseSide]:
             n=n,
             cpu_ms=quantile_ms([ph["cpu_ns"][i] for i in idx], 0.5),
             gpu_ms=quantile_ms([ph["gpu_ns"][i] for i in idx], 0.5),
-            cpu_ms_p90=quantile_ms([ph["cpu_ns"][i] for i in idx], 0.9),
             gpu_ms_p90=quantile_ms([ph["gpu_ns"][i] for i in idx], 0.9),
             eager_launches=float(np.median(eager[[ids[i] for i in idx]])),
             graph_launches=float(np.median([ph["n_graph_launches"][i] for i in idx])),
