@@ -1,10 +1,11 @@
-"""The one core every front end calls: ``load``, ``compare``, ``export``.
+"""The one core every front end calls: ``load``, ``report``, ``compare``, ``export``, and views of one loaded rank.
 
     from tracerecon import api
     run = api.load(["out/rank0.sqlite", "out/rank1.sqlite"])      # -> model.Analysis
     api.export(run, "parquet_dir")                                # -> manifest dict
     doc = api.compare(api.load(["before/"]), api.load(["after/"]))
     rep = api.report(["out/"])                                    # -> report_model.Report
+    api.phase_detail(run.ranks[0], phase="verify")                # one phase in detail (also cycle_rows, ...)
 
 ``load`` reads nsys exports (``tracerecon.nsys``), splits them into ranks, runs the per-rank
 analysis and then the cross-rank step (``tracerecon.analysis``, driven by
@@ -31,7 +32,8 @@ if TYPE_CHECKING:
 
 Progress = Callable[[str], None]
 
-__all__ = ["Analysis", "PhaseConfig", "RankResult", "Report", "check_inputs", "compare", "export", "export_timeline", "load", "phase_config", "report"]
+__all__ = ["Analysis", "PhaseConfig", "RankResult", "Report", "check_inputs", "compare", "counted_cycles", "cycle_rows", "export", "export_timeline", "load",
+           "phase_config", "phase_detail", "range_summaries", "report", "worst_cycle"]
 
 
 def __getattr__(name: str):
@@ -205,3 +207,47 @@ def export_timeline(analysis: Analysis, out_file: str | os.PathLike, format: str
     return write(analysis, out_file, format)
 
 
+
+
+# --- one rank of a loaded run, as the front ends browse it --------------------------------------
+
+def counted_cycles(rank: RankResult) -> set[int]:
+    """The cycles ``rank``'s medians count (warm-up, incomplete and empty ones left out)."""
+    from tracerecon.analysis.summary import steady_cycles
+
+    return set(steady_cycles(rank.cycles)["cycle"].to_pylist())
+
+
+def cycle_rows(rank: RankResult) -> list:
+    """Every cycle of ``rank`` in its order, each with its phases' CPU and GPU ms (a phase run
+    several times in a cycle: their sum, as ``report`` has it) and whether it is left out
+    (``analysis.summary.CycleRow``)."""
+    from tracerecon.analysis.summary import cycle_rows as rows
+
+    return rows(rank.phases, rank.cycles)
+
+
+def worst_cycle(rank: RankResult) -> int | None:
+    """The counted cycle of ``rank`` whose phases' CPU timers miss the GPU by the most (sum of
+    each phase's |CPU - GPU|); None where none misses at all."""
+    from tracerecon.analysis.summary import worst_cycle as worst
+
+    return worst(rank.phases, rank.cycles)
+
+
+def phase_detail(rank: RankResult, *, phase_id: int | None = None, phase: str | None = None):
+    """One phase instance (``phase_id``) or every counted cycle of a phase (``phase``) of
+    ``rank`` in detail: kernels, launches, streams, blocking calls and one sentence on why its
+    CPU timer says what it says (``analysis.detail.PhaseDetail``)."""
+    from tracerecon.analysis.detail import phase_detail as detail
+
+    return detail(rank.phases, rank.gpu_ops, rank.syncs, phase_id=phase_id, phase=phase, cycles=rank.cycles)
+
+
+def range_summaries(rank: RankResult, cycle_prefix: str | None = None, families: bool = False) -> list:
+    """Per NVTX range name of ``rank`` (``ranges``): count, CPU median, GPU span median, GPU
+    busy total, ops; with ``cycle_prefix`` the cycle ranges as one row, with ``families`` the
+    names of a domain that differ only in their numbers too (``analysis.summary.RangeSummary``)."""
+    from tracerecon.analysis.summary import summarize_ranges
+
+    return summarize_ranges(rank.ranges, cycle_prefix, families)

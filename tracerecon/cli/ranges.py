@@ -23,18 +23,18 @@ def add(sub) -> None:
 def main(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from tracerecon.analysis.summary import summarize_ranges
+    from tracerecon.api import range_summaries
     from tracerecon.cli.render import NAME_LINES, print_table
     from tracerecon.present import fmt_ms
 
     analysis = load(args.traces, config_from(args), args.jobs, args.dask, phases_unused=True)
     out = console()
     if args.json:
-        doc = {"ranks": [{"rank": r.rank, "ranges": [s.to_json() for s in summarize_ranges(r.ranges)]} for r in analysis.ranks]}
+        doc = {"ranks": [{"rank": r.rank, "ranges": [s.to_json() for s in range_summaries(r)]} for r in analysis.ranks]}
         out.file.write(json_text(doc) + "\n")
         return 0
     # The cycle ranges as one row, and each family of names that differ only in their numbers.
-    rows = {r.rank: summarize_ranges(r.ranges, analysis.config.cycle_prefix, families=True) for r in analysis.ranks}
+    rows = {r.rank: range_summaries(r, analysis.config.cycle_prefix, families=True) for r in analysis.ranks}
     # (one name reads the same in every rank's table)
     names = [s.name for ss in rows.values() for s in ss]
     domains = [s.domain for ss in rows.values() for s in ss]

@@ -338,9 +338,9 @@ class TraceReconApp(App):
         cycles = first.phases["cycle"].drop_null().to_pylist() if first and first.phases.num_rows else []
         # The timeline opens on the first cycle the medians count (a warm-up cycle's graph
         # capture or first prefill would show its ops as slivers), else the first one.
-        from tracerecon.analysis.summary import steady_cycles
+        from tracerecon.api import counted_cycles
 
-        counted = set(steady_cycles(first.cycles)["cycle"].to_pylist()) if first else set()
+        counted = counted_cycles(first) if first else set()
         self.cycle = min([c for c in cycles if c in counted] or cycles) if cycles else None
         self.reset_window()
 
@@ -445,11 +445,11 @@ class TraceReconApp(App):
         heads = ["rank", "cycle", "CPU ms", "GPU ms"] + [f"{shown[p]} CPU" for p in phases] + [f"{shown[p]} GPU" for p in phases] + ["|error| ms", "verdicts"]
         for c, head in zip(cols, heads):
             t.add_column(Text(head), key=c)  # phase names are the trace's text: no markup, escapes
-        from tracerecon.analysis.summary import cycle_rows
+        from tracerecon.api import cycle_rows
 
         for r in a.ranks:
             # A phase that runs several times in a cycle: one row per cycle, as `report` has it.
-            for c in cycle_rows(r.phases, r.cycles):
+            for c in cycle_rows(r):
                 row = [r.rank, c.cycle, ms(c.cpu_ms), ms(c.gpu_ms)]  # ms as text: a DataTable shows floats to 2 decimals
                 row += [ms(c.phase_cpu_ms.get(p)) for p in phases] + [ms(c.phase_gpu_ms.get(p)) for p in phases]
                 row += [ms(c.abs_error_ms), c.verdicts + (" (warm-up: not in the report)" if c.warmup else " (incomplete in the trace: not in the report)" if c.incomplete
@@ -583,9 +583,9 @@ class TraceReconApp(App):
         r = self.current_rank()
         if not self.analysis_ready() or r is None:
             return
-        from tracerecon.analysis.summary import worst_cycle
+        from tracerecon.api import worst_cycle
 
-        c = worst_cycle(r.phases, r.cycles)
+        c = worst_cycle(r)
         if c is None:
             self.notify("no cycle's CPU timers miss the GPU (nothing to go to)", severity="warning")
         else:
@@ -695,10 +695,10 @@ class TraceReconApp(App):
     def show_detail(self, rank: int, phase_id: int | None, phase: str | None) -> None:
         if not self.analysis_ready():
             return
-        from tracerecon.analysis.detail import phase_detail
+        from tracerecon.api import phase_detail
 
         r = next(x for x in self.analysis.ranks if x.rank == rank)
-        d = phase_detail(r.phases, r.gpu_ops, r.syncs, phase_id=phase_id, phase=phase, cycles=r.cycles)
+        d = phase_detail(r, phase_id=phase_id, phase=phase)
         t = Text()
         t.append(f"rank {rank}  {one_line(d.title)}\n\n", style="bold")
         t.append(one_line(d.explanation) + "\n\n", style="italic")
