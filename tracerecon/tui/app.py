@@ -28,7 +28,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Header, Input, LoadingIndicator, Static, TabbedContent, TabPane
 
 from tracerecon.json_text import one_line, shown_names
-from tracerecon.present import VERDICT_MEANING, VERDICT_STYLE, gpus_text, rank_notes, verdict_cause_label
+from tracerecon.present import VERDICT_MEANING, VERDICT_STYLE, fmt_ms, gpus_text, rank_notes, verdict_cause_label
 from tracerecon.report_model import Report
 from tracerecon.tui.timeline_widget import Timeline
 from tracerecon.tui.timeline_window import Window, format_duration
@@ -126,10 +126,6 @@ class AskScreen(ModalScreen[str]):
 
     def action_cancel(self) -> None:
         self.dismiss("")
-
-
-def ms(x) -> str:
-    return "-" if x is None else f"{x:.3f}"
 
 
 class TraceReconApp(App):
@@ -379,9 +375,9 @@ class TraceReconApp(App):
             for p in summaries:
                 err = p.error_ms_median
                 t.add_row(
-                    str(r.rank), Text(shown[p.phase]), str(p.n), ms(p.cpu_ms_median), ms(p.gpu_ms_median),
-                    *((ms(p.gpu_span_ms_median), ms(p.gpu_busy_ms_median)) if wide else ()),
-                    Text(ms(err), style=VERDICT_STYLE.get(p.dominant_verdict, "")), Text(verdict_cause_label(p), style=VERDICT_STYLE.get(p.dominant_verdict, "")),
+                    str(r.rank), Text(shown[p.phase]), str(p.n), fmt_ms(p.cpu_ms_median), fmt_ms(p.gpu_ms_median),
+                    *((fmt_ms(p.gpu_span_ms_median), fmt_ms(p.gpu_busy_ms_median)) if wide else ()),
+                    Text(fmt_ms(err), style=VERDICT_STYLE.get(p.dominant_verdict, "")), Text(verdict_cause_label(p), style=VERDICT_STYLE.get(p.dominant_verdict, "")),
                     key=f"{r.rank}:{p.phase}",
                 )
             on = f" ({gpus_text(r.gpus)})" if r.gpus else ""
@@ -411,8 +407,8 @@ class TraceReconApp(App):
         shown = shown_names_by([p["phase"] for p in d["phases"]])
         for p in d["phases"]:
             delta = p["delta_gpu_ms"]
-            t.add_row(str(p["rank"]), Text(shown[p["phase"]]), ms(p["a_gpu_ms"]), ms(p["b_gpu_ms"]),
-                      Text("-" if delta is None else f"{delta:+.3f}", style="red" if (delta or 0) > 0 else "green"), ms(p["a_cpu_ms"]), ms(p["b_cpu_ms"]))
+            t.add_row(str(p["rank"]), Text(shown[p["phase"]]), fmt_ms(p["a_gpu_ms"]), fmt_ms(p["b_gpu_ms"]),
+                      Text("-" if delta is None else f"{delta:+.3f}", style="red" if (delta or 0) > 0 else "green"), fmt_ms(p["a_cpu_ms"]), fmt_ms(p["b_cpu_ms"]))
         from tracerecon.present import diff_notes
 
         notes = Text()
@@ -450,9 +446,9 @@ class TraceReconApp(App):
         for r in a.ranks:
             # A phase that runs several times in a cycle: one row per cycle, as `report` has it.
             for c in cycle_rows(r):
-                row = [r.rank, c.cycle, ms(c.cpu_ms), ms(c.gpu_ms)]  # ms as text: a DataTable shows floats to 2 decimals
-                row += [ms(c.phase_cpu_ms.get(p)) for p in phases] + [ms(c.phase_gpu_ms.get(p)) for p in phases]
-                row += [ms(c.abs_error_ms), c.verdicts + (" (warm-up: not in the report)" if c.warmup else " (incomplete in the trace: not in the report)" if c.incomplete
+                row = [r.rank, c.cycle, fmt_ms(c.cpu_ms), fmt_ms(c.gpu_ms)]  # ms as text: a DataTable shows floats to 2 decimals
+                row += [fmt_ms(c.phase_cpu_ms.get(p)) for p in phases] + [fmt_ms(c.phase_gpu_ms.get(p)) for p in phases]
+                row += [fmt_ms(c.abs_error_ms), c.verdicts + (" (warm-up: not in the report)" if c.warmup else " (incomplete in the trace: not in the report)" if c.incomplete
                                                  else " (empty: launched no GPU work; not in the report)" if c.empty else "")]
                 self.pending_cycle_rows.append((row, f"{r.rank}:{c.cycle}"))
         self.add_cycle_rows()
@@ -703,10 +699,10 @@ class TraceReconApp(App):
         t.append(f"rank {rank}  {one_line(d.title)}\n\n", style="bold")
         t.append(one_line(d.explanation) + "\n\n", style="italic")
         per = "this instance" if phase_id is not None else "median per cycle"
-        t.append(f"CPU {ms(d.cpu_ms)} ms   GPU {ms(d.gpu_ms)} ms   span {ms(d.gpu_span_ms)} ms   busy {ms(d.gpu_busy_ms)} ms   ({per})\n")
+        t.append(f"CPU {fmt_ms(d.cpu_ms)} ms   GPU {fmt_ms(d.gpu_ms)} ms   span {fmt_ms(d.gpu_span_ms)} ms   busy {fmt_ms(d.gpu_busy_ms)} ms   ({per})\n")
         t.append(f"launches: {d.eager_launches} eager, {d.graph_launches} CUDA-graph replays   streams: {one_line(', '.join(d.streams)) or '-'}\n")
         if d.comm_ms or d.wait_ms:
-            t.append(f"communication kernels {ms(d.comm_ms)} ms, of which waiting for other ranks {ms(d.wait_ms)} ms\n")
+            t.append(f"communication kernels {fmt_ms(d.comm_ms)} ms, of which waiting for other ranks {fmt_ms(d.wait_ms)} ms\n")
         t.append("verdicts (causes: " + ", ".join(f"{c} {n}" for c, n in d.causes.items()) + "): ")
         for i, (v, n) in enumerate(d.verdicts.items()):
             t.append((", " if i else "") + f"{v} {n}", style=VERDICT_STYLE.get(v, ""))
