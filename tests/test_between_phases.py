@@ -76,31 +76,6 @@ def test_phases_with_nothing_queued_between_them_still_tile_their_cycle(tmp_path
         assert not [w for w in a.warnings if "between" in w]
 
 
-def test_a_phase_on_another_stream_begins_on_its_own_stream_after_work_between(tmp_path):
-    # GIVEN per cycle (b = 1000c us) draft on stream 7 (CPU b..b+100, its kernel b+20..b+90), a
-    # kernel in no phase queued on 7 between the two (b+120..b+600: a receive the peer is late
-    # for), and verify on stream 8 (CPU b+200..b+300) that makes 8 wait for 7 only inside its
-    # range (record on 7 at b+205, 8 waits at b+207: SGLang's pipeline loop forking its forward
-    # stream in run_batch), its kernel launched at b+210 running b+600..b+700
-    t = FakeTrace()
-    for c in range(3):
-        b = 1000 * c
-        t.range(f"cycle {c}", b * U, (b + 300) * U)
-        t.range("draft", b * U, (b + 100) * U)
-        t.range("verify", (b + 200) * U, (b + 300) * U)
-        kernel(t, b + 10, (b + 20, b + 90))
-        kernel(t, b + 110, (b + 120, b + 600))
-        t.event_record(event=1, record=c + 1, start=(b + 205) * U, end=(b + 206) * U, stream=7)
-        t.stream_wait(event=1, record=c + 1, start=(b + 207) * U, end=(b + 208) * U, stream=8)
-        kernel(t, b + 210, (b + 600, b + 700), stream=8)
-    a = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify")))
-    # THEN verify, read on 8, begins where an event recorded on 8 at its start reads (b+200: 8 is
-    # idle then, it waits for 7 only from b+207) and ends with its kernel (b+700): 500 us, as the
-    # engine's events on its stream read it (once 100: begun when the work between was done, on 7)
-    assert gpu_us(a) == [("draft", 100), ("verify", 500)] * 3
-    assert {p["stream_id"] for p in a.ranks[0].phases.to_pylist() if p["phase"] == "verify"} == {8}
-
-
 def cycles_with_a_wait(tmp_path, copy: tuple[int, int, int], record_at: int, wait_at: int, verify_gpu: tuple[int, int]):
     """The cycles with stream 7 made to wait for a copy stream between the phases: a kernel on 9
     (``copy``: launched at, runs from, to), an event recorded on 9 at ``record_at`` and waited

@@ -35,8 +35,7 @@ never run backwards along that GPU's phases (its events are recorded there, orde
 nothing on the other GPU). The instant of a boundary is the later phase's
 CPU start, or the earlier one's CPU end where the later phase runs on another thread (a
 hand-off: see ``_read_boundaries``). GPU work queued between two phases of a cycle on either's
-stream is in neither (the earlier one ends at its own CPU end, the later one begins where its
-own stream is free: no boundary is shared, each is read on its own stream). So phases tile their cycle but
+stream is in neither (the earlier one ends at its own CPU end). So phases tile their cycle but
 for such work, cycles never overlap on the GPU, and a cycle starts where the GPU finished the
 one before it, on one GPU (across two, phases and cycles may overlap). On one stream with nothing queued at a cycle's start this is the old rule:
 ``b_i = max(cpu_start_i, gpu_end of the work launched before)``.
@@ -2019,10 +2018,8 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
     its cycle begins (what the thread did between the two scopes is the earlier phase's tail,
     as an event recorded at the later one's start reads it), unless GPU work was queued on
     either's stream between the two (work in no phase: SGLang's or vLLM's code between the
-    scopes a preset marks, a phase left out of ``--phase``): then it ends at its CPU end, the
-    next begins where its own stream is free at its CPU start (as with an overlap, the two share
-    no boundary: the earlier one's stream holds the later back no more than the events recorded
-    on the later one's stream would be), and that work is in neither phase, only in the cycle. Where the next phase runs on another
+    scopes a preset marks, a phase left out of ``--phase``): then it ends at its CPU end, and
+    that work is in neither phase, only in the cycle. Where the next phase runs on another
     thread (a hand-off: a loop thread's prepare, a model thread's forward), the two meet at the
     earlier one's CPU end: the thread that ends a phase hands the cycle on there, and the time
     the other thread takes to pick it up is the later phase's (a real H200 trace, a model
@@ -2073,13 +2070,9 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
     e = np.where(between | hand_off, np.minimum(cpu_end, t_next), np.where(overlap, cpu_end, t_next))
     # A hand-off with nothing queued between: the later phase begins where the earlier ended.
     t = np.where(np.r_[False, (hand_off & ~between)[:-1]], np.r_[0, e[:-1]], t)
-    # Where no boundary is shared (work queued between the two, or the next began before this
-    # one ended), each phase reads its own edge on its own stream alone: the other's stream holds
-    # it back no more than the events the phase's own thread records there would be.
-    apart = overlap | between
-    after_apart = np.r_[False, apart[:-1]]
-    a = np.maximum.reduce([t, clock.done(srow, t), clock.done(np.where(after_apart, -1, prev_row), t)])
-    z = np.maximum.reduce([e, clock.done(srow, e), clock.done(np.where(apart, -1, next_row), e)])
+    after_overlap = np.r_[False, overlap[:-1]]
+    a = np.maximum.reduce([t, clock.done(srow, t), clock.done(np.where(after_overlap, -1, prev_row), t)])
+    z = np.maximum.reduce([e, clock.done(srow, e), clock.done(np.where(overlap, -1, next_row), e)])
     pairs = np.stack([a, z], 1)
     # Runs of phases one after another, cut where the next began before the earlier ended.
     # Never backwards along each stream's own phases (``own_stream_only``), else along each GPU's.
