@@ -1323,7 +1323,7 @@ def test_a_phase_that_launched_nothing_read_on_its_threads_other_stream_is_said(
     assert "also read on stream 7: if its range's events go there, they read 0.770 ms" in said[0]
 
 
-def test_a_phase_that_only_copies_on_a_stream_nccl_joins_is_read_there_not_on_nccls(tmp_path):
+def test_a_phase_that_only_copies_is_never_read_on_nccls_own_stream(tmp_path):
     # GIVEN SGLang's pipeline loop in miniature, one thread whose current stream 7 launches no
     # kernel (b = 1000 + 1000c us, 3 cycles): fwd [b, b+40] forks forward stream 8 off 7 (b+2) and
     # runs a 200 us forward there (b+9..b+209); between the phases a receive on NCCL's stream 30,
@@ -1351,10 +1351,39 @@ def test_a_phase_that_only_copies_on_a_stream_nccl_joins_is_read_there_not_on_nc
         launch(t, b + 474, (b + 477, b + 487), stream=30, name="ncclDevKernel_SendRecv")
     # WHEN analysed
     run = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("fwd", "result"), cycle_prefix=""))
-    # THEN result is read on 7, where its copies ran and NCCL's stream joins (the thread's current
-    # stream: no engine records events on NCCL's): b+450 - max(b+300, b+RECV) = 150, 70, 30 us
-    # (once read on 30, the stream its copies feed, the sends': 0 where a send ran past result's
-    # start: 100, 0 and 0 here), and nothing says it might be elsewhere
+    # THEN result is not read on NCCL's stream 30, which its copies' stream feeds first (the
+    # sends) and no engine records events on (there it read 100, 0, 0 us: the sends queued behind
+    # the late receives), but on 8 (the stream 7 feeds next, in the last cycle its thread's
+    # computing stream: the README's rule for a phase that only copied), idle from b+209: 150 us
+    # each; events on 7, its thread's current stream, read b+450 - max(b+300, b+RECV) = 150, 70,
+    # 30 us, and one line says so (median of the 2 that differ)
     got = [(p["cycle"], p["stream_id"], p["gpu_ns"] // U) for p in run.ranks[0].phases.to_pylist() if p["phase"] == "result"]
-    assert got == [(0, 7, 150), (1, 7, 70), (2, 7, 30)]
-    assert not [w for w in run.warnings if "only copied" in w]
+    assert got == [(0, 8, 150), (1, 8, 150), (2, 8, 150)]
+    (said,) = [w for w in run.warnings if "only copied" in w]
+    assert "'result': in 2 of 3 instances it only copied, on stream 7, and is read on stream 8" in said and "they read 0.050 ms" in said
+
+
+def test_an_input_stream_whose_copies_nccl_waits_for_first_is_read_where_they_feed_the_forward(tmp_path):
+    # GIVEN per cycle (b = 1000 + 1000c us, 4 cycles) an input stream 20 forked off compute stream
+    # 7 before prep (b-120); prep [b, b+100] copies the inputs on 20 (b+50..b+300); between the
+    # phases NCCL's stream 30 waits for 20 (b+150) and broadcasts (b+300..b+320); fwd [b+200,
+    # b+300] makes 7 wait for 20 (b+205) and runs its GEMM on 7 (b+300..b+500)
+    t = FakeTrace()
+    for c in range(4):
+        b = 1000 + 1000 * c
+        fork_join(t, 1, 3 * c + 1, b - 120, side=20)
+        t.range("prep", b * U, (b + 100) * U)
+        t.copy(t.call("cudaMemcpyAsync", (b + 10) * U, (b + 12) * U), (b + 50) * U, (b + 300) * U, kind=1, stream=20)
+        fork_join(t, 2, 3 * c + 2, b + 150, side=30, caller=20)
+        launch(t, b + 154, (b + 300, b + 320), stream=30, name="ncclDevKernel_Broadcast_RING_LL")
+        t.range("fwd", (b + 200) * U, (b + 300) * U)
+        fork_join(t, 3, 3 * c + 3, b + 205, side=7, caller=20)
+        launch(t, b + 210, (b + 300, b + 500), stream=7, name="gemm")
+    # WHEN analysed
+    run = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("prep", "fwd"), cycle_prefix=""))
+    # THEN prep is read on 7, the computing stream its copies feed (NCCL's 30, which waits for
+    # them first, is no stream an engine records events on): events on 7 read b..b+200 for prep
+    # and b+200..b+500 for fwd; one line says its events may go on 20 instead
+    got = [(p["cycle"], p["phase"], p["stream_id"], p["gpu_ns"] // U) for p in run.ranks[0].phases.to_pylist()]
+    assert got == [(c, ph, 7, us) for c in range(4) for ph, us in (("prep", 200), ("fwd", 300))]
+    assert any("'prep': in 4 of 4 instances it only copied, on stream 20, and is read on stream 7" in w for w in run.warnings)

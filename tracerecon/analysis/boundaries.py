@@ -128,7 +128,7 @@ class StreamClock:
         return ops
 
     def partner(self, row: np.ndarray, after: np.ndarray, until: np.ndarray | None = None,
-                thread: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                thread: np.ndarray | None = None, skip: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Per stream row (-1: none) and CPU instant: (device, stream) of the stream that first
         waited, at or after ``after``, for an event recorded on it (its results' consumer: the
         forward stream an input stream feeds), else of the stream it was forked off (the stream
@@ -139,19 +139,22 @@ class StreamClock:
         offload helper, may fork the same copy stream off its own stream at any time); where
         that thread made none by the phase's end, any thread's last fork before ``after``, else the
         first after it; -1 where none. A wait whose call is not in the trace (thread -1) counts
-        as the asking thread's own."""
+        as the asking thread's own. ``skip`` (per stream row): streams never taken (NCCL's own)."""
         row, after = np.asarray(row, np.int64), np.asarray(after, np.int64)
         by_thread = until is not None and thread is not None
         if by_thread:
             until, thread = np.asarray(until, np.int64), np.asarray(thread, np.int64)
         out = np.full(len(row), -1, dtype=np.int64)
+        # (joins from or into a skipped stream are not looked at; -1: an unknown stream)
+        into_ok = np.ones(len(self.join_into), bool) if skip is None else ~skip[np.maximum(self.join_into, 0)] | (self.join_into < 0)
+        from_ok = np.ones(len(self.join_from), bool) if skip is None else ~skip[np.maximum(self.join_from, 0)] | (self.join_from < 0)
         for r in np.unique(row[row >= 0]).tolist():
             asked = np.flatnonzero(row == r)
-            fed = np.flatnonzero((self.join_from == r) & (self.join_into != r))  # waits are in CPU order
+            fed = np.flatnonzero((self.join_from == r) & (self.join_into != r) & into_ok)  # waits are in CPU order
             at = np.searchsorted(self.join_cpu[fed], after[asked], side="left")
             has = at < len(fed)
             out[asked[has]] = self.join_into[fed[at[has]]]
-            off = np.flatnonzero((self.join_into == r) & (self.join_from != r))
+            off = np.flatnonzero((self.join_into == r) & (self.join_from != r) & from_ok)
             if len(off) == 0:
                 continue
             if by_thread:
@@ -1854,11 +1857,11 @@ class CopyStreams:
         pid = np.asarray(pid, dtype=np.int64)
         return (np.asarray(stream) >= 0) & isin_few(pid, self._computing_pids) & ~isin_few(_pack(pid, np.asarray(dev, np.int64), np.asarray(stream, np.int64)), self._computing)
 
-    def collectives_only(self, pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
-        """Per (pid, device, stream): whether it ran kernels, all of them collectives (NCCL's
-        own stream, which no engine records its events on)."""
-        packed = _pack(np.asarray(pid, np.int64), np.asarray(dev, np.int64), np.asarray(stream, np.int64))
-        return (np.asarray(stream) >= 0) & isin_few(packed, self._computing) & ~isin_few(packed, self._modelling)
+    def collectives_only(self, keys: np.ndarray) -> np.ndarray:
+        """Per stream key (``_pack``: ``StreamClock.keys``): whether it ran kernels, all of them
+        collectives (NCCL's own stream, which no engine records its events on)."""
+        keys = np.asarray(keys, np.int64)
+        return isin_few(keys, self._computing) & ~isin_few(keys, self._modelling)
 
     def of_ops(self, ops: pa.Table) -> np.ndarray:
         if ops.num_rows == 0:

@@ -1017,20 +1017,16 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     fed = np.zeros(len(only_copies), dtype=bool)  # read on the stream the copies feed or were forked off (else: the thread's own)
     if len(only_copies):
         # Read where the copies' stream feeds (or was forked off), else on the thread's own.
+        # (never NCCL's own stream, which no engine records its events on: a receive forked off
+        # the copies' stream, SGLang's pipeline loop's scheduler stream that launches no kernel)
         p_dev, p_stream = clock.partner(clock.stream_index(ph_pid[only_copies], dev[only_copies], stream[only_copies]), ph_s[only_copies],
-                                         ph_e[only_copies], thread_keys(ph_pid[only_copies], ph_tid[only_copies]))
-        # NCCL's own stream forked off the copies' stream or joined into it (ProcessGroupNCCL's
-        # fork and work.wait() on the caller's current stream: SGLang's pipeline loop, whose
-        # scheduler stream launches no kernel, receives on it): no engine records its events on
-        # NCCL's stream, and a stream so linked is a thread's current one: the phase is read where
-        # it copied.
-        nccl = copy_streams.collectives_only(ph_pid[only_copies], p_dev, p_stream)
-        p_dev, p_stream = np.where(nccl, copied_on[0], p_dev), np.where(nccl, copied_on[1], p_stream)
+                                         ph_e[only_copies], thread_keys(ph_pid[only_copies], ph_tid[only_copies]),
+                                         skip=copy_streams.collectives_only(clock.keys))
         own_dev, own_stream = copy_streams.thread_stream(ph_pid[only_copies], ph_tid[only_copies])
         dev, stream = dev.copy(), stream.copy()
         dev[only_copies] = np.where(p_stream >= 0, p_dev, own_dev)
         stream[only_copies] = np.where(p_stream >= 0, p_stream, own_stream)
-        fed = (p_stream >= 0) & ~nccl
+        fed = p_stream >= 0
     work_dev, work_stream = dev, stream
     dev, stream = caller_streams(clock, ops, op_phase, ph_pid, ph_tid, ph_s, ph_e, cycle_of, dev, stream)
     said_dev, said_stream = said if said is not None else (dev, np.full(n_ph, -1, np.int64))
