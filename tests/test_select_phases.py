@@ -175,8 +175,13 @@ def test_without_cycle_ranges_cycles_start_at_the_first_configured_phase_among_t
     (["draft_0", "draft_1", "draft_2", "draft_0", "draft_1", "draft_2"], [0, 0, 0, 1, 1, 1]),
     # two names of one step, numbered by step: each step's two ranges one cycle
     (["forward 1", "post 1", "forward 2", "post 2"], [0, 0, 1, 1]),
+    # steps of one or two ranges, the counter first in each name: a cycle where it changes (a
+    # review's case: compared with their numbers aside, `step 3 prefill` joined step 2)
+    (["step 1 prefill", "step 1 decode", "step 2 decode", "step 3 prefill", "step 3 decode", "step 4 decode"], [0, 0, 1, 2, 2, 3]),
+    # a name without a number goes with the numbered one before it
+    (["step 1 forward", "prefill", "step 2 forward", "step 3 forward"], [0, 0, 1, 2]),
 ])
-def test_a_lone_phase_whose_range_names_never_repeat_starts_a_cycle_at_each_name_again_numbers_aside(names, cycles):
+def test_a_lone_phase_whose_range_names_never_repeat_starts_a_cycle_where_their_step_counter_changes(names, cycles):
     # GIVEN no cycle ranges and one phase taking ranges of these names, one after another
     ranges = pa.table({"name": names, "domain": [""] * len(names), "start_ns": [10 * i for i in range(len(names))],
                        "parent_id": pa.array([None] * len(names), pa.int64())})
