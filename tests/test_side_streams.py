@@ -1387,3 +1387,31 @@ def test_an_input_stream_whose_copies_nccl_waits_for_first_is_read_where_they_fe
     got = [(p["cycle"], p["phase"], p["stream_id"], p["gpu_ns"] // U) for p in run.ranks[0].phases.to_pylist()]
     assert got == [(c, ph, 7, us) for c in range(4) for ph, us in (("prep", 200), ("fwd", 300))]
     assert any("'prep': in 4 of 4 instances it only copied, on stream 20, and is read on stream 7" in w for w in run.warnings)
+
+
+def test_a_write_back_forked_off_and_never_joined_leaves_the_phase_on_the_stream_it_read_back_on(tmp_path):
+    # GIVEN SGLang HiCache's write-through in miniature (cache_controller.py start_writing, the
+    # L2 transfer's submission): one thread, current stream 7; per cycle (b = 1000 + 5000c us)
+    # fwd [b, b+50] runs a 300 us forward on 7 (b+13..b+313); proc [b+60, b+400] reads the
+    # tokens back (a device-to-host copy on 7 behind the forward, b+313..b+315, and a stream
+    # synchronize), then forks write-back stream 22 off 7 (b+360) and runs a transfer kernel
+    # there (b+367, WB us) that nothing ever waits for (polled with query())
+    t = FakeTrace()
+    for c, wb in enumerate((100, 500, 3000)):
+        b = 1000 + 5000 * c
+        t.range("fwd", b * U, (b + 50) * U)
+        launch(t, b + 10, (b + 13, b + 313), name="forward")
+        t.range("proc", (b + 60) * U, (b + 400) * U)
+        t.copy(t.call("cudaMemcpyAsync", (b + 62) * U, (b + 64) * U), (b + 313) * U, (b + 315) * U, kind=2, stream=7)
+        t.sync_record(t.call("cudaStreamSynchronize", (b + 64) * U, (b + 320) * U), (b + 64) * U, (b + 320) * U, stream=7)
+        fork_join(t, 1, c + 1, b + 360, side=22)
+        launch(t, b + 364, (b + 367, b + 367 + wb), stream=22, name="transfer_kv_all_layer")
+    # WHEN analysed
+    run = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("fwd", "proc"), cycle_prefix=""))
+    # THEN proc is read on 7, where its thread read back (the range holds code run with 7
+    # current; the write-back ran in a block nested in it): events on 7 read b+313..b+400 = 87
+    # us every cycle (once read on 22: 154, 554, 3054 us, the write-back's), fwd b..b+313; and
+    # one line gives what events on 22 would read
+    got = [(p["cycle"], p["phase"], p["stream_id"], p["gpu_ns"] // U) for p in run.ranks[0].phases.to_pylist()]
+    assert got == [(c, ph, 7, us) for c in range(3) for ph, us in (("fwd", 313), ("proc", 87))]
+    assert any("'proc': in 3 of 3 instances it ran all its kernels on stream 22, a side stream of stream 7" in w for w in run.warnings)

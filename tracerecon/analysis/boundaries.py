@@ -981,8 +981,11 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     the thread's other phases say which of the two is its current stream, or one joined into
     the stream the thread reads back on (``_joined_into_the_threads_stream``); then the stream
     the phase's own thread handed another thread's work into within the phase (``_hand_overs``:
-    a worker's stream made to wait for the loop's), which no rule moves a phase off either; last,
-    once more the joins in a later phase, for the phases those rules moved.
+    a worker's stream made to wait for the loop's), which no rule moves a phase off either; then
+    a side stream forked off a computing stream within the phase, joined or not, where the phase's
+    thread read results back on that stream and never on the side (a fire-and-forget write-back:
+    the range holds code run with the caller current); last, once more the joins in a later
+    phase, for the phases those rules moved.
 
     Repeated for nested forks; a stream with no ops at all passes a phase on to the stream it
     was forked off within the phase (NCCL's stream forked off an empty side stream). Returns
@@ -1067,6 +1070,16 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
         last_to = max(clock.op_instants[mine[op_streams.rows[mine] == to]].max(initial=I64_MIN), w_cpu[touches_to].max(initial=I64_MIN))
         return last_at > last_to
 
+    def reads_on(i: int, at: int) -> int:
+        # The phase's own device-to-host copies on stream row ``at`` (they run on its thread's
+        # current stream).
+        if not phase_reads and ops.num_rows:
+            d2h = np.flatnonzero(equals(ops["name"], "memcpy DtoH") & (op_phase >= 0))
+            for key in zip(op_phase[d2h].tolist(), op_streams.rows[d2h].tolist()):
+                phase_reads[key] = phase_reads.get(key, 0) + 1
+            phase_reads[None] = 0  # worked out
+        return phase_reads.get((i, at), 0)
+
     def current_here(i: int, at: int, to: int) -> bool:
         # A phase that itself reads results back on the computing stream it is on more than on
         # the other, or passes its collectives or copies through it and not through the other
@@ -1077,13 +1090,8 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
             # (A phase that touches the other stream after its read-backs, by a launch or a
             # wait, came back to it: `.item()` inside a `with` for a side stream.)
             return False
-        if not phase_reads and ops.num_rows:
-            d2h = np.flatnonzero(equals(ops["name"], "memcpy DtoH") & (op_phase >= 0))
-            for key in zip(op_phase[d2h].tolist(), op_streams.rows[d2h].tolist()):
-                phase_reads[key] = phase_reads.get(key, 0) + 1
-            phase_reads[None] = 0  # worked out
-        if phase_reads.get((i, at), 0) != phase_reads.get((i, to), 0):
-            return phase_reads.get((i, at), 0) > phase_reads.get((i, to), 0)
+        if reads_on(i, at) != reads_on(i, to):
+            return reads_on(i, at) > reads_on(i, to)
         if not quiet:
             quiet.append(_waits_for_quiet_streams(from_, op_streams.computing_streams, _passing_streams(clock)))
         window = (np.asarray([cpu_start[i]], np.int64), np.asarray([cpu_end[i]], np.int64))
@@ -1146,6 +1154,21 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
         if int(row[i]) not in rows:
             handed[i] = rows[0]
     settled_late |= move(handed)
+    # Then a side stream forked off a computing stream within the phase and never joined back
+    # there (a fire-and-forget write-back, SGLang HiCache's, only polled with query()), where the
+    # phase's own thread read results back on that stream and none on the side: a device-to-host
+    # copy runs on the current stream, so the range holds code run with that stream current,
+    # and the side's work was launched in a block nested in it; its events go on the caller.
+    unjoined = np.full(len(row), -1, dtype=np.int64)
+    for i in np.flatnonzero(row >= 0).tolist():
+        if i in left:
+            continue
+        lo, hi = np.searchsorted(cpu, cpu_start[i], side="left"), np.searchsorted(cpu, cpu_end[i], side="right")
+        callers = [c for c in dict.fromkeys(from_[lo:hi][(into[lo:hi] == row[i]) & (from_[lo:hi] != row[i]) & (from_[lo:hi] >= 0)].tolist())
+                   if op_streams.computing_streams[c] and reads_on(i, c) > 0]
+        if callers and reads_on(i, int(row[i])) == 0:
+            unjoined[i] = max(callers, key=lambda c: reads_on(i, c))
+    settled_late |= move(unjoined)
     if settled_late:
         # A later phase these rules moved onto the caller (mostly copies on an input stream,
         # then a join and a short kernel on the caller) is where a phase before it joined its
