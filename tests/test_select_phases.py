@@ -180,8 +180,12 @@ def test_without_cycle_ranges_cycles_start_at_the_first_configured_phase_among_t
     (["step 1 prefill", "step 1 decode", "step 2 decode", "step 3 prefill", "step 3 decode", "step 4 decode"], [0, 0, 1, 2, 2, 3]),
     # a name without a number goes with the numbered one before it
     (["step 1 forward", "prefill", "step 2 forward", "step 3 forward"], [0, 0, 1, 2]),
+    # the counter not the first number (a review's cases): a rank, a batch size that goes down
+    ([f"[rank 0] step {i}" for i in range(1, 5)], [0, 1, 2, 3]),
+    ([f"decode bs={bs} iter {i}" for i, bs in enumerate([32, 32, 16, 8], 1)], [0, 1, 2, 3]),
 ])
 def test_a_lone_phase_whose_range_names_never_repeat_starts_a_cycle_where_their_step_counter_changes(names, cycles):
+    # (the step counter: the first of the names' numbers that never goes down and goes up)
     # GIVEN no cycle ranges and one phase taking ranges of these names, one after another
     ranges = pa.table({"name": names, "domain": [""] * len(names), "start_ns": [10 * i for i in range(len(names))],
                        "parent_id": pa.array([None] * len(names), pa.int64())})

@@ -183,7 +183,6 @@ def cycles_per_thread(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.nda
     start_label = start_label_of(order, label_values.tolist())
     range_names = np.array(ranges["name"].take(pa.array(phase_rows)).to_pylist(), dtype=object).astype(str)
     _, name_code = np.unique(range_names, return_inverse=True)
-    counter = first_numbers(range_names.tolist())
     thread = thread_keys(pid, tid)
     local = cycle_of.copy()
     split = False
@@ -198,7 +197,7 @@ def cycles_per_thread(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.nda
         split = True
         for t in threads.tolist():
             seq = mine[thread[mine] == t]  # in time order, as phase_rows are
-            local[seq] = np.cumsum(cycle_starts(name_code.ravel()[seq], label_code.ravel()[seq], start_label, counter[seq])) - 1
+            local[seq] = np.cumsum(cycle_starts(name_code.ravel()[seq], label_code.ravel()[seq], start_label, range_names[seq])) - 1
     if not split:
         return cycle_of
     # Global numbers: each (thread, local cycle) in the order of its first phase.
@@ -336,8 +335,8 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
     pairs, pair_of = np.unique(name_codes * len(doms) + dom_codes, return_inverse=True)
     pair_of = pair_of.ravel()
     pair_labels = [config.label_of(names[k // len(doms)], doms[k % len(doms)]) for k in pairs.tolist()]
-    # Each range's step counter, where its name has one (cycle_starts reads it where no name repeats).
-    counter_of = np.r_[first_numbers([names[k // len(doms)] for k in pairs.tolist()]), -1][pair_of] if n else np.zeros(0, np.int64)
+    # Each range's name (cycle_starts reads step counters in them where no name repeats).
+    name_of = np.array([names[k // len(doms)] for k in pairs.tolist()] + [""], dtype=object)[pair_of] if n else np.zeros(0, dtype=object)
     label_list = list(dict.fromkeys(lab for lab in pair_labels if lab is not None))
     label_id = np.array([label_list.index(lab) if lab is not None else -1 for lab in pair_labels] + [-1], dtype=np.int64)[pair_of] if n else np.zeros(0, np.int64)
     is_phase = label_id >= 0
@@ -350,7 +349,7 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
     if is_phase.any():
         is_phase &= _nearest_marked_ancestor(parent, is_phase) < 0
         is_phase &= ~_inside_a_start_end_phase(ranges, is_phase, is_cycle, pair_of, label_id, start_label_of(config.labels(), label_list, label_id[is_phase]),
-                                               counter_of)
+                                               name_of)
     start = int64s(ranges["start_ns"])
     phase_rows = np.flatnonzero(is_phase)
     phase_rows = phase_rows[np.argsort(start[phase_rows], kind="stable")]
@@ -386,21 +385,27 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
         starts = np.zeros(len(phase_rows), dtype=bool)
         free = ~held
         starts[free] = cycle_starts(pair_of[phase_rows][free], label_id[phase_rows][free], start_label_of(config.labels(), label_list, label_id[phase_rows][free]),
-                                    counter_of[phase_rows][free])
+                                    name_of[phase_rows][free])
         cycle_of = np.cumsum(starts) - 1
     return phase_rows, cycle_of, cycle_rows, [label_list[i] for i in label_id[phase_rows].tolist()]
 
 
-def first_numbers(names: Sequence[str]) -> np.ndarray:
-    """Per name: a code of the first number written in it (equal numbers, equal codes; -1 for
-    a name with none): a step counter, where an engine numbers its steps in its range names."""
-    firsts = [m.group() if (m := NUMBERS.search(x)) else None for x in names]
-    values = sorted({int(f) for f in firsts if f is not None})
-    code = {v: i for i, v in enumerate(values)}
-    return np.array([code[int(f)] if f is not None else -1 for f in firsts], dtype=np.int64)
+def step_counter(names: Sequence[str]) -> np.ndarray | None:
+    """Per name (in time order): its step counter, where the names number their steps: the
+    first place among each name's numbers whose values never go down from one name to the next
+    that has it and go up at least once (``[rank 0] step 12``: the second; ``decode bs=32 iter
+    5``: the second, the batch size goes down). -1 for a name without that place; None where
+    no place counts."""
+    values = [[int(x) for x in NUMBERS.findall(name)] for name in names]
+    for place in range(max((len(v) for v in values), default=0)):
+        seq = np.array([v[place] if len(v) > place else -1 for v in values], dtype=np.int64)
+        had = seq[seq >= 0]
+        if len(had) >= 2 and (np.diff(had) >= 0).all() and (np.diff(had) > 0).any():
+            return seq
+    return None
 
 
-def cycle_starts(name_id: np.ndarray, label_id: np.ndarray, start_label: int | None = None, counter: np.ndarray | None = None) -> np.ndarray:
+def cycle_starts(name_id: np.ndarray, label_id: np.ndarray, start_label: int | None = None, names: Sequence[str] | None = None) -> np.ndarray:
     """Which phase instances (in time order) start a cycle, without cycle ranges. The phase that
     starts cycles is ``start_label`` (the first of the phases as configured, ``--phase`` or a
     preset, that the instances have; None: the first instance's): a one-off range seen first (a
@@ -409,9 +414,9 @@ def cycle_starts(name_id: np.ndarray, label_id: np.ndarray, start_label: int | N
     step range three times, forward and postprocess both verify). Where it is the only phase, an
     instance starts a cycle where its range name was seen already since the cycle began
     (forward, postprocess, forward: a step again); where no range name comes twice, one starts
-    where the first number in the names changes (``counter``, parallel to ``name_id``:
-    ``first_numbers``; a name with none goes with the one before: TensorRT-LLM's ``[Executor]
-    _forward_step N: ...`` counts its steps in the name). A cycle longer than most where a phase comes
+    where the names' step counter changes (``names``, each instance's text, parallel to
+    ``name_id``: ``step_counter``; a name without it goes with the one before: TensorRT-LLM's
+    ``[Executor] _forward_step N: ...`` counts its steps in the name). A cycle longer than most where a phase comes
     again after another is two steps (``_steps_without_their_first_phase``). Instances before
     the first start are in no cycle."""
     n = len(name_id)
@@ -422,8 +427,9 @@ def cycle_starts(name_id: np.ndarray, label_id: np.ndarray, start_label: int | N
     mine = label_id == start
     if not mine.all():
         return _steps_without_their_first_phase(label_id, _steps_of_their_usual_length(mine, label_id))
-    if counter is not None and n > 1 and len(np.unique(name_id)) == n:
-        # (the counter carried over names without a number, the first instance's kept)
+    counter = step_counter(names) if names is not None and n > 1 and len(np.unique(name_id)) == n else None
+    if counter is not None:
+        # (the counter carried over names without it, the first instance's kept)
         at = np.maximum.accumulate(np.where(counter >= 0, np.arange(n), 0))
         carried = counter[at]
         return np.r_[True, carried[1:] != carried[:-1]]
@@ -523,7 +529,7 @@ def start_label_of(labels_in_order: tuple[str, ...] | list[str], label_list: lis
 
 
 def _inside_a_start_end_phase(ranges: pa.Table, is_phase: np.ndarray, is_cycle: np.ndarray, name_id: np.ndarray, label_id: np.ndarray,
-                              start_label: int | None = None, counter: np.ndarray | None = None) -> np.ndarray:
+                              start_label: int | None = None, names: np.ndarray | None = None) -> np.ndarray:
     """Per range: a phase range that lies, on its own thread, inside another closed phase range
     begun no later in the same cycle, where one of the two is an nvtxRangeStart/End range
     (push/pop nesting, ``parent_id``, cannot see those: they nest in nothing and hold nothing).
@@ -553,7 +559,7 @@ def _inside_a_start_end_phase(ranges: pa.Table, is_phase: np.ndarray, is_cycle: 
         phases = np.flatnonzero(is_phase)
         phases = phases[np.argsort(int64s(ranges["start_ns"])[phases], kind="stable")]
         starts_cycle = np.zeros(len(name_id), dtype=bool)  # what starts cycles (select_phases' rule, before its helper-range exception)
-        starts_cycle[phases] = cycle_starts(name_id[phases], label_id[phases], start_label, None if counter is None else counter[phases])
+        starts_cycle[phases] = cycle_starts(name_id[phases], label_id[phases], start_label, None if names is None else names[phases])
     reach = np.where(holders[cand], end, I64_MIN)
     for t in np.unique(thread).tolist():
         at = np.flatnonzero(thread == t)
