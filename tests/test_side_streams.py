@@ -1415,3 +1415,25 @@ def test_a_write_back_forked_off_and_never_joined_leaves_the_phase_on_the_stream
     got = [(p["cycle"], p["phase"], p["stream_id"], p["gpu_ns"] // U) for p in run.ranks[0].phases.to_pylist()]
     assert got == [(c, ph, 7, us) for c in range(3) for ph, us in (("fwd", 313), ("proc", 87))]
     assert any("'proc': in 3 of 3 instances it ran all its kernels on stream 22, a side stream of stream 7" in w for w in run.warnings)
+
+
+def test_a_synchronous_copy_on_the_legacy_stream_says_nothing_of_the_current_stream(tmp_path):
+    # GIVEN per cycle (b = 1000 + 2000c us) sched [b, b+100] on stream 7 (a kernel b+20..b+80),
+    # and fwd [b+100, b+300] run with forward stream 13 current: 13 waits for 7 (b+102), its
+    # forward runs b+110..b+900 on 13, and a library reads a small result back with a
+    # synchronous cudaMemcpy (b+200), which CUDA puts on the legacy stream 7 whatever is current
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 + 2000 * c
+        t.range("sched", b * U, (b + 100) * U)
+        launch(t, b + 10, (b + 20, b + 80), name="prep")
+        t.range("fwd", (b + 100) * U, (b + 300) * U)
+        fork_join(t, 1, c + 1, b + 102, side=13)
+        launch(t, b + 108, (b + 110, b + 900), stream=13, name="forward")
+        t.copy(t.call("cudaMemcpy", (b + 200) * U, (b + 203) * U), (b + 200) * U, (b + 202) * U, kind=2, stream=7)
+    # WHEN analysed
+    run = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("sched", "fwd"), cycle_prefix=""))
+    # THEN fwd stays on 13, where its forward ran: events there read b+100..b+900 = 800 us (the
+    # copy is no read-back on its current stream: a review's case, once read on 7, 200 us)
+    got = [(p["cycle"], p["phase"], p["stream_id"], p["gpu_ns"] // U) for p in run.ranks[0].phases.to_pylist()]
+    assert got == [(c, ph, s, us) for c in range(3) for ph, s, us in (("sched", 7, 100), ("fwd", 13, 800))]

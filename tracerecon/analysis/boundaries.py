@@ -1071,10 +1071,11 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
         return last_at > last_to
 
     def reads_on(i: int, at: int) -> int:
-        # The phase's own device-to-host copies on stream row ``at`` (they run on its thread's
-        # current stream).
+        # The phase's own asynchronous device-to-host copies on stream row ``at`` (they run on
+        # its thread's current stream, where torch's `.cpu()` and `.tolist()` put them; a
+        # synchronous cudaMemcpy lands on the legacy default stream whatever stream is current).
         if not phase_reads and ops.num_rows:
-            d2h = np.flatnonzero(equals(ops["name"], "memcpy DtoH") & (op_phase >= 0))
+            d2h = np.flatnonzero(equals(ops["name"], "memcpy DtoH") & (op_phase >= 0) & ~synchronous_copies(ops))
             for key in zip(op_phase[d2h].tolist(), op_streams.rows[d2h].tolist()):
                 phase_reads[key] = phase_reads.get(key, 0) + 1
             phase_reads[None] = 0  # worked out
