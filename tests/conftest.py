@@ -98,3 +98,10 @@ def _kill_profiled_tree(session: int) -> None:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
+
+
+def report_json(analysis) -> dict:
+    """The ``report --json`` document of a loaded run."""
+    from tracerecon.present import build_report
+
+    return build_report(analysis).to_json()

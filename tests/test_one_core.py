@@ -340,10 +340,7 @@ def test_every_option_of_every_command_is_described():
 
 def test_ranks_in_worker_processes_give_the_same_report():
     from tracerecon import api
-    from tracerecon.present import build_report
-
-    def report_json(analysis):  # the `report --json` document
-        return build_report(analysis).to_json()
+    from conftest import report_json
 
     one = report_json(api.load([SHAPES / "nccl_skew_phases"], jobs=1))
     two = report_json(api.load([SHAPES / "nccl_skew_phases"], jobs=2))
@@ -369,10 +366,7 @@ def test_the_cache_returns_the_same_analysis_and_never_trusts_a_bad_entry(tmp_pa
     import time
 
     from tracerecon import api
-    from tracerecon.present import build_report
-
-    def report_json(analysis):  # the `report --json` document
-        return build_report(analysis).to_json()
+    from conftest import report_json
 
     monkeypatch.setenv("TRACERECON_CACHE_DIR", str(tmp_path / "cache"))
     src = tmp_path / "t.sqlite"
@@ -571,10 +565,7 @@ def test_phase_maps_and_warmup(tmp_path):
     from tracerecon import api
     from tracerecon.analysis.config import PhaseConfig
     from tracerecon.analysis.phases import warmup_cycles
-    from tracerecon.present import build_report
-
-    def report_json(analysis):  # the `report --json` document
-        return build_report(analysis).to_json()
+    from conftest import report_json
 
     # GIVEN the engine's own names mapped by pattern
     cfg = PhaseConfig(phases=("checking=re:^ver", "proposing=glob:draft", "tail=draft_re_extend"))

@@ -152,7 +152,7 @@ def test_a_workers_peak_is_estimated_from_the_exports_size(tmp_path):
 
 def test_when_memory_bounds_the_workers_the_load_says_so(monkeypatch):
     from tracerecon import api, cores
-    from tracerecon.present import report_json
+    from conftest import report_json
 
     # GIVEN two ranks and room in memory for one worker at a time
     monkeypatch.setenv("TRACERECON_NO_CACHE", "1")

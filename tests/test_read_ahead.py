@@ -269,7 +269,7 @@ def test_an_analysis_freed_in_the_background_is_gone_once_waited_for():
 def test_loads_in_worker_processes_one_after_another_leave_nothing_behind(tmp_path, monkeypatch):
     # GIVEN two exports loaded twice in a row in one process, in 2 worker processes, cache off
     from tracerecon import api
-    from tracerecon.present import report_json
+    from conftest import report_json
 
     monkeypatch.setenv("TRACERECON_NO_CACHE", "1")
     files = sorted((SAMPLES / "demo_h200x2" / "nccl_skew").glob("*.sqlite"))

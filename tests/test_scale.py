@@ -105,7 +105,7 @@ def test_native_reads_create_nothing_beside_a_read_only_input(tmp_path):
 def test_a_warm_report_reads_nothing_and_says_the_same(tmp_path, monkeypatch):
     # GIVEN a report made once WHEN made again THEN no export is opened and the JSON is equal
     from tracerecon import api
-    from tracerecon.present import report_json
+    from conftest import report_json
 
     monkeypatch.setenv("TRACERECON_CACHE_DIR", str(tmp_path / "cache"))
     files = sorted((DEMO2 / "nccl_skew").glob("*.sqlite*"))
