@@ -1070,6 +1070,8 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
         last_to = max(clock.op_instants[mine[op_streams.rows[mine] == to]].max(initial=I64_MIN), w_cpu[touches_to].max(initial=I64_MIN))
         return last_at > last_to
 
+    phase_readers: set = set()  # the phases with any such copy (``reads_on``)
+
     def reads_on(i: int, at: int) -> int:
         # The phase's own asynchronous device-to-host copies on stream row ``at`` (they run on
         # its thread's current stream, where torch's `.cpu()` and `.tolist()` put them; a
@@ -1078,6 +1080,7 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
             d2h = np.flatnonzero(equals(ops["name"], "memcpy DtoH") & (op_phase >= 0) & ~synchronous_copies(ops))
             for key in zip(op_phase[d2h].tolist(), op_streams.rows[d2h].tolist()):
                 phase_reads[key] = phase_reads.get(key, 0) + 1
+                phase_readers.add(key[0])
             phase_reads[None] = 0  # worked out
         return phase_reads.get((i, at), 0)
 
@@ -1161,8 +1164,9 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     # copy runs on the current stream, so the range holds code run with that stream current,
     # and the side's work was launched in a block nested in it; its events go on the caller.
     unjoined = np.full(len(row), -1, dtype=np.int64)
-    for i in np.flatnonzero(row >= 0).tolist():
-        if i in left:
+    reads_on(0, -1)  # (worked out: ``phase_readers``)
+    for i in np.flatnonzero(candidate & (row >= 0)).tolist():  # (a fork into its stream in its window)
+        if i in left or i not in phase_readers:
             continue
         lo, hi = np.searchsorted(cpu, cpu_start[i], side="left"), np.searchsorted(cpu, cpu_end[i], side="right")
         callers = [c for c in dict.fromkeys(from_[lo:hi][(into[lo:hi] == row[i]) & (from_[lo:hi] != row[i]) & (from_[lo:hi] >= 0)].tolist())
