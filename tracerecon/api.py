@@ -207,8 +207,6 @@ def export_timeline(analysis: Analysis, out_file: str | os.PathLike, format: str
     return write(analysis, out_file, format)
 
 
-
-
 # --- one rank of a loaded run, as the front ends browse it --------------------------------------
 
 def counted_cycles(rank: RankResult) -> set[int]:

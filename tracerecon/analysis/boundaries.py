@@ -1158,11 +1158,12 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
         if int(row[i]) not in rows:
             handed[i] = rows[0]
     settled_late |= move(handed)
-    # Then a side stream forked off a computing stream within the phase and never joined back
-    # there (a fire-and-forget write-back, SGLang HiCache's, only polled with query()), where the
-    # phase's own thread read results back on that stream and none on the side: a device-to-host
-    # copy runs on the current stream, so the range holds code run with that stream current,
-    # and the side's work was launched in a block nested in it; its events go on the caller.
+    # Then a side stream forked off a computing stream within the phase, joined or not (a
+    # fire-and-forget write-back, SGLang HiCache's, only polled with query()), where the phase's
+    # own thread read results back on that stream and none on the side (``reads_on``: an
+    # asynchronous device-to-host copy runs on the current stream), so the range holds code run
+    # with that stream current and the side's work was launched in a block nested in it: its
+    # events go on the caller.
     unjoined = np.full(len(row), -1, dtype=np.int64)
     reads_on(0, -1)  # (worked out: ``phase_readers``)
     for i in np.flatnonzero(candidate & (row >= 0)).tolist():  # (a fork into its stream in its window)
