@@ -169,6 +169,19 @@ def test_the_between_warning_names_the_range_the_work_was_launched_in(tmp_path):
     assert "it was launched in the range 'eplb': name it in --phase to see it" in line
 
 
+def test_the_between_warning_gives_a_pattern_for_a_range_numbered_per_instance(tmp_path):
+    # GIVEN the same, the range named as torch's profiler names its ops, a number per instance
+    # ('aten::add, seq = 4710, op_id = 9980' in cycle 0, 4711 and 9981 in cycle 1, ...)
+    def between(t, c, b):
+        t.range(f"aten::add, seq = {4710 + c}, op_id = {9980 + c}", (b + 110) * U, (b + 150) * U)
+        kernel(t, b + 120, (b + 120, b + 600))
+
+    a = draft_verify_cycles(tmp_path, between, lambda b: (b + 600, b + 700))
+    # THEN the warning gives the --phase that takes every instance, not one instance's name
+    (line,) = [w for w in a.warnings if "queued between 'draft' and 'verify'" in w]
+    assert "one of a name numbered per instance: --phase 'aten::add=re:^aten::add, seq = \\d+, op_id = \\d+$' takes them all" in line, line
+
+
 def test_small_gaps_that_keep_a_cycle_from_adding_up_are_said(tmp_path):
     # GIVEN cycles (b = 1000c us) of pa [b, b+100], pb [b+100.5, b+200], pc [b+200.5, b+300];
     # each phase's kernel runs to b+150 / b+256 / b+350; between pa and pb (launched at

@@ -114,6 +114,20 @@ def test_ranges_lists_the_numbered_cycle_ranges_as_one_row():
     assert sum(1 for r in json_doc["ranks"][0]["ranges"] if r["name"].startswith("cycle ")) == 40
 
 
+def test_ranges_names_its_span_as_report_does_and_says_which_options_it_does_not_use():
+    from conftest import SAMPLES
+
+    # GIVEN the README's trace (verify: 24 ranges)
+    trace = str(SAMPLES / "h200_nsys2025.3.1" / "eagle_gpu_bound.sqlite")
+    # WHEN its ranges are listed as JSON, with options that change nothing there
+    res = run_cli("ranges", "--json", trace, "--skip-cycles", "0", "--phase", "verify")
+    verify = next(r for r in json.loads(res.stdout)["ranks"][0]["ranges"] if r["name"] == "verify")
+    # THEN the span has report's name for it (gpu_ms_median, kept, is report's boundary time)
+    assert verify["gpu_span_ms_median"] == verify["gpu_ms_median"] and verify["n"] == 24
+    # AND one line says the options are not used
+    assert res.returncode == 0 and "--phase, --skip-cycles: not used by `ranges`" in res.stderr, res.stderr
+
+
 @pytest.mark.skipif(not (PUBLIC / "GindaChen__nsys-ai" / "h100_2gpu_1s.sqlite").is_file(), reason="public traces not found (set TRACERECON_SHARED)")
 def test_ranges_gives_names_that_differ_only_in_numbers_one_row():
     import re

@@ -504,7 +504,7 @@ async def test_the_diff_tab_says_what_tracerecon_diff_says_under_its_table():
     res = run_cli("diff", a_path, b_path, env={**os.environ, "COLUMNS": "400"})
     assert res.returncode == 0, res.stderr
     under_table = [ln.strip() for ln in res.stdout.splitlines() if ln.startswith(("  cycle", "  rank"))]
-    assert under_table and any("ranks on one side only: 1" in ln for ln in under_table)
+    assert under_table and any("ranks on one side only: rank 1 in A alone (not compared)" in ln for ln in under_table)
     assert all(ln in shown.replace("\n", " ") or ln in shown for ln in under_table), (under_table, shown)
 
 

@@ -383,6 +383,9 @@ def diff_notes(result: dict) -> list[tuple[str, str]]:
             out.append((f"rank {k['rank']} kernel time A -> B (whole trace): " + "; ".join(
                 f"{x['kernel'][:48]} {x['a_ms']:.3f} -> {x['b_ms']:.3f} ms ({x['a_count']} -> {x['b_count']} launches)" for x in top), ""))
     if result["unpaired_ranks"] and result.get("rank_pairs", True):
-        out.append((f"ranks on one side only: {', '.join(map(str, result['unpaired_ranks']))}", "yellow"))
+        paired = {side: {p[i] for p in result.get("rank_pairs", [])} for i, side in enumerate("ab")}
+        only = [f"rank{'s' if len(rs) > 1 else ''} {', '.join(map(str, rs))} in {side.upper()} alone"
+                for side in "ab" if (rs := [r for r in result.get(f"{side}_ranks", []) if r not in paired[side]])]
+        out.append((f"ranks on one side only: {'; '.join(only) or ', '.join(map(str, result['unpaired_ranks']))} (not compared)", "yellow"))
     return out
 

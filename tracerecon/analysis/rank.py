@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+import shlex
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -35,6 +36,7 @@ from tracerecon.analysis.phases import (ERROR_FLOOR_NS, PhaseInputs, adds_up_tol
                                         cycles_per_thread, phases_past_their_cycle, select_phases)
 from tracerecon.analysis.projection import I64_MAX, I64_MIN, index_launches, innermost_owner, int64s, string_mask
 from tracerecon.analysis.ranges import build_ranges, nest
+from tracerecon.analysis.summary import phase_value_for
 from tracerecon.analysis.syncs import attribute_waits, find_blocking_calls
 
 
@@ -713,12 +715,20 @@ def _cycle_edge_notes(clock: StreamClock, nested: pa.Table, cycle_rows: np.ndarr
                     if n is not None:
                         held[n] += d
         name = next(iter(held.most_common(1)), (None, 0))[0]
-        hint = (f"it was launched in the range {name!r}: name it in --phase to see it" if name is not None
-                else "give that work a phase range of its own (or a --phase pattern that names it)")
+        hint = _name_it(name) if name is not None else "give that work a phase range of its own (or a --phase pattern that names it)"
         out.append(f"GPU work was queued {where} {which} ({', '.join(map(repr, names[:3]))}) in {int(queued.sum())} of "
                    f"{len(first)} cycles{_which_cycles(cycle[ph][queued], len(first))}, {np.median(took) / 1e6:.3f} ms{' (median)' if len(took) > 1 else ''}{ran}: it is in no phase and not in "
                    f"the cycle's GPU time; {hint}")
     return tuple(out)
+
+
+def _name_it(name: str) -> str:
+    """How a note tells the user to make the range ``name`` a phase: its name, or, where it
+    numbers its instances (``aten::add, seq = 47285``: a name each), the pattern that takes them."""
+    value = phase_value_for(name)
+    if value == name:
+        return f"it was launched in the range {name!r}: name it in --phase to see it"
+    return f"it was launched in the range {name!r}, one of a name numbered per instance: --phase {shlex.quote(value)} takes them all"
 
 
 def _which_cycles(cycles: np.ndarray, of: int, most: int = 3) -> str:
@@ -839,7 +849,7 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
         name = next(iter(held_by.get(pair, Counter()).most_common(1)), (None, 0))[0]
         if name is None:
             return "give that work a phase range of its own (or name its range in --phase) to see it"
-        return f"it was launched in the range {name!r}: name it in --phase to see it"
+        return _name_it(name)
 
     def ran_of(pair: tuple[str, str], gaps: dict[int, int]) -> str:
         works = [pair_ran[pair][c] for c in gaps]

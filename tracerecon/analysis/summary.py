@@ -289,8 +289,11 @@ class RangeSummary:
     n_gpu_ops: int
 
     def to_json(self) -> dict:
+        # (``gpu_ms_median`` is the span too, kept for readers of older documents: in `report`
+        # the key means boundary time, so the span has its own name here as there)
         return {"domain": self.domain, "name": self.name, "n": self.n, "cpu_ms_median": self.cpu_ms_median,
-                "gpu_ms_median": self.gpu_ms_median, "gpu_busy_ms_total": self.gpu_busy_ms_total, "n_gpu_ops": self.n_gpu_ops}
+                "gpu_ms_median": self.gpu_ms_median, "gpu_span_ms_median": self.gpu_ms_median, "gpu_busy_ms_total": self.gpu_busy_ms_total,
+                "n_gpu_ops": self.n_gpu_ops}
 
 
 # Names differing only in their numbers are one row of a table (``summarize_ranges``' ``families``)
@@ -442,6 +445,13 @@ def _containers(ranges: pa.Table) -> set[str]:
     names = ranges["name"].to_pylist()
     top = {n for n, p in zip(names, parents) if p is None}
     return {names[p] for n, p in zip(names, parents) if p is not None and n in top and names[p]}
+
+
+def phase_value_for(name: str) -> str:
+    """The ``--phase`` value for the range name ``name`` and the names that differ from it only
+    in their numbers (``aten::add, seq = 47285``: a pattern; a name without numbers: itself)."""
+    shape = NUMBERS.sub(_HOLE, name)
+    return _phase_value(shape, [RangeSummary("", name, 0, None, None, 0.0, 0)] * (2 if shape != name else 1))
 
 
 def _phase_value(shape: str, members: list["RangeSummary"]) -> str:

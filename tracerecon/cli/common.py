@@ -71,7 +71,7 @@ def _scheduler(value: str) -> str:
 def add_load_args(p: argparse.ArgumentParser) -> None:
     """How exports are read: worker processes, the cache, a Dask cluster."""
     p.add_argument("-j", "--jobs", type=_positive_int, metavar="N", help="worker processes for several exports (default: one per file, at most one per core and as many as fit in the memory available)")
-    p.add_argument("--no-cache", action="store_true", help="read and analyse the exports again instead of using the cache in ~/.cache/tracerecon")
+    p.add_argument("--no-cache", action="store_true", help="read and analyse the exports again instead of using the cache ($TRACERECON_CACHE_DIR, else $XDG_CACHE_HOME/tracerecon, else ~/.cache/tracerecon)")
     p.add_argument("--dask", type=_scheduler, metavar="ADDRESS", help="read and analyse the exports on a Dask distributed cluster: its scheduler address "
                    "(tcp://host:8786) or scheduler file; the exports must be at the same paths on its workers (needs tracerecon[dask])")
 

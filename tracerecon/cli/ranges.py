@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from tracerecon.cli.common import add_analysis_command, config_from, console, load
+from tracerecon.cli.common import add_analysis_command, config_from, console, load, say
 from tracerecon.json_text import json_text, shown_names
 
 WIDTHS = {"name": 48, "domain": 20}  # the text columns' widths (folded within, NAME_LINES lines at most)
@@ -27,6 +27,13 @@ def main(args: argparse.Namespace) -> int:
     from tracerecon.cli.render import NAME_LINES, print_table
     from tracerecon.present import fmt_ms
 
+    # Every range name is listed whatever the phases: only --cycle (which ranges are the cycle
+    # row) changes the listing. The others are taken (one shared option set) and said unused.
+    unused = [flag for flag, value in (("--phase", args.phase), ("--preset", getattr(args, "preset", None)), ("--skip-cycles", args.skip_cycles),
+                                       ("--phase-thread", args.phase_thread)) if value not in (None, [], ())]
+    if unused:
+        say(f"warning: {', '.join(unused)}: not used by `ranges`, which lists every range name with the CPU and GPU times of all "
+            "its instances (`report` takes them)")
     analysis = load(args.traces, config_from(args), args.jobs, args.dask, phases_unused=True)
     out = console()
     if args.json:

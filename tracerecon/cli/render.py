@@ -61,7 +61,8 @@ def print_json(report: Report, console: Console) -> None:
     console.file.write(json_text(report.to_json()) + "\n")
 
 
-def print_report(report: Report, console: Console) -> None:
+def print_report(report: Report, console: Console, hints: bool = True) -> None:
+    """The report's tables and lines; ``hints``: how to change what it leaves out (``--skip-cycles``)."""
     every = [p.phase for r in report.ranks for p in r.phases]  # (one name reads the same in every rank's table)
     shown = dict(zip(every, shown_names(every, NAME_LINES * NAME_COLUMN)))
     for r in report.ranks:
@@ -89,7 +90,7 @@ def print_report(report: Report, console: Console) -> None:
                 fmt_ms(p.gpu_busy_ms_median), fmt_ms(p.error_ms_median), Text(verdict_cause_label(p), style=VERDICT_STYLE.get(p.dominant_verdict, "")),
             )
         print_table(console, table)
-        for line, _ in rank_notes(r, report.skip_cycles, hint=True):
+        for line, _ in rank_notes(r, report.skip_cycles, hint=hints):
             print_wrapped(console, line)
         console.print()
     print_straggler_summary(report, console)

@@ -24,6 +24,11 @@ def main(args: argparse.Namespace) -> int:
     with once_reading(["tracerecon.cli.render"]):
         report = load_report(args.traces, config_from(args), args.jobs, args.dask)
     from tracerecon.cli.render import print_json, print_report
+    from tracerecon.run_dir import holds_manifest
 
-    (print_json if args.json else print_report)(report, console())
+    if args.json:
+        print_json(report, console())
+    else:
+        # (an export holds the analysis it was made with: no --skip-cycles hint for it)
+        print_report(report, console(), hints=not (len(args.traces) == 1 and holds_manifest(args.traces[0])))
     return 0

@@ -75,7 +75,7 @@ def open_readonly(path: str | os.PathLike, shown: str | os.PathLike | None = Non
         page_size = conn.execute("pragma page_size").fetchone()[0]
         page_count = conn.execute("pragma page_count").fetchone()[0]
     except sqlite3.DatabaseError as exc:
-        raise BadTraceError(f"{name}: unreadable SQLite file ({exc})") from None
+        raise BadTraceError(f"{name}: unreadable SQLite file ({exc}; a file cut short, as by a copy or an export that did not finish, reads so)") from None
     if page_size * page_count > p.stat().st_size:
         conn.close()
         raise BadTraceError(f"{name}: truncated SQLite file ({p.stat().st_size} of {page_size * page_count} bytes)")
