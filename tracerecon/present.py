@@ -237,7 +237,9 @@ def straggler_lines(analysis: Analysis, critical_path: dict | None = None, leave
         where = (f", mostly in {tied[0]} ({k} of them)" if len(tied) == 1 else
                  f", mostly in {', '.join(tied[:-1])} and {tied[-1]} ({k} of them each)" if tied else "")
         if not g:
-            lines.append(f"last to finish: rank {rank} in {n_last} of {total} cycles{where} (none waited for it at a collective)")
+            # (ranks whose clocks no collective aligned: which ended last is only as good as their clocks' agreement)
+            clocks = "; told by clocks no collective aligned" if any(a.offset_uncertainty_ns is None for a in cross.alignment) else ""
+            lines.append(f"last to finish: rank {rank} in {n_last} of {total} cycles{where} (none waited for it at a collective{clocks})")
             continue
         w = waited.get(rank, 0)
         # The across-ranks table's wait column counts every collective of the capture (warm-up
