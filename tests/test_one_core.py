@@ -651,3 +651,19 @@ def test_piped_report_lines_fit_80_columns_and_wrapped_prose_hangs_under_its_lin
     assert starts <= {"rank", "phase", "draft", "verify", "draft_re_extend", "across", "0", "1"}, starts
     wrapped = [line for line in lines if line.startswith("      ") and not line.strip().startswith(("collectives",))]
     assert any("under-reports" in line for line in wrapped) and any("those cycles the other ranks waited" in line for line in wrapped)
+
+
+def test_a_cycle_line_says_when_its_phases_hold_little_of_the_cycle():
+    # GIVEN the README's trace, read with verify alone (draft and draft_re_extend left out)
+    trace = str(H200 / "eagle_gpu_bound.sqlite")
+    part = run_cli("report", trace, "--phase", "verify", env={**os.environ, "COLUMNS": "400"})
+    doc = json.loads(run_cli("report", "--json", trace, "--phase", "verify").stdout)["ranks"][0]["cycles"]
+    # WHEN its cycle line is read
+    (line,) = [ln for ln in part.stdout.splitlines() if ln.strip().startswith("cycles:")]
+    # THEN it says how much of the cycle's CPU time the phases hold (GPU 2.165 ms beside CPU
+    # 2.751 ms read as a faster GPU), and that its GPU time is theirs
+    share = round(100 * doc["phases_cpu_ms_median"] / doc["cpu_ms_median"])
+    assert share < 80 and f"its phases hold {share}% of its CPU time, and its GPU time runs from the first one's start" in line, line
+    # AND with every phase (96 %), nothing is added
+    whole = run_cli("report", trace, env={**os.environ, "COLUMNS": "400"}).stdout
+    assert "its phases hold" not in whole

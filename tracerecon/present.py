@@ -159,6 +159,11 @@ def groups_apart_lines(phases) -> list[str]:
     return out
 
 
+# A cycle whose phases hold less than this share of its CPU time (median against median) is said
+# to have its GPU time from its phases alone.
+PHASES_HOLD_LITTLE = 0.8
+
+
 def rank_notes(r: RankReport, skip_cycles: int | None = None, hint: bool = False) -> list[tuple[str, str]]:
     """What every front end says under a rank's table, in order, each (line, the verdict it
     speaks of or ""): its cycle totals, accepted tokens, the phase whose CPU timer misleads most,
@@ -168,8 +173,13 @@ def rank_notes(r: RankReport, skip_cycles: int | None = None, hint: bool = False
     if c.n:
         # (with no GPU time at all there is nothing to add up: "0 of N" read as a failure)
         adds_up = f"; phases add up in {c.n_add_up} of {c.n}" if c.gpu_ms_median is not None else "; no GPU time"
+        # Phases that hold little of a cycle's CPU time (some left out of --phase): its GPU time
+        # is theirs, first start to last end, which beside the whole cycle's CPU time reads short.
+        held = (c.phases_cpu_ms_median or 0) / c.cpu_ms_median if c.cpu_ms_median else 1.0
+        partial = (f"; its phases hold {held:.0%} of its CPU time, and its GPU time runs from the first one's start to the last one's end"
+                   if held < PHASES_HOLD_LITTLE and c.gpu_ms_median is not None else "")
         out.append((f"cycles: {c.n}  CPU {fmt_ms(c.cpu_ms_median)} ms  GPU {fmt_ms(c.gpu_ms_median)} ms (median)"
-                    + adds_up + left_out_note(c, hint=hint, skip_cycles=skip_cycles), ""))
+                    + adds_up + partial + left_out_note(c, hint=hint, skip_cycles=skip_cycles), ""))
     elif c.n_warmup or c.n_incomplete or c.n_empty:  # every cycle left out: why the table is empty
         out.append(("cycles: none counted" + left_out_note(c, hint=hint, skip_cycles=skip_cycles), ""))
     if c.gpu_ms_per_accepted_token is not None:
