@@ -667,3 +667,20 @@ def test_a_cycle_line_says_when_its_phases_hold_little_of_the_cycle():
     # AND with every phase (96 %), nothing is added
     whole = run_cli("report", trace, env={**os.environ, "COLUMNS": "400"}).stdout
     assert "its phases hold" not in whole
+
+
+@pytest.mark.parametrize("verdicts,causes,label", [
+    ({"over": 30}, {"absorbed_wait": 30}, "over: absorbed_wait"),
+    # the cause as common as the verdict: no share of its own (it wrapped at 80 columns)
+    ({"over": 27, "agree": 3}, {"absorbed_wait": 27, "launch_bound": 3}, "over 27/30: absorbed_wait"),
+    # a cause less common than its verdict keeps its own share
+    ({"agree": 19, "over": 11}, {"launch_bound": 13, "comm_wait": 11, "queued_behind": 6}, "agree 19/30: launch_bound 13/30"),
+    ({"agree": 30}, {"none": 30}, "agree"),
+])
+def test_the_verdict_label_gives_a_causes_share_only_where_it_is_not_the_verdicts(verdicts, causes, label):
+    # GIVEN a phase's verdict and cause counts over 30 cycles WHEN labelled THEN as the table shows it
+    from tracerecon.present import verdict_cause_label
+    from tracerecon.report_model import PhaseSummary
+
+    p = PhaseSummary("verify", 30, 1.0, 1.0, 1.0, 1.0, 0.0, verdicts, causes)
+    assert verdict_cause_label(p) == label

@@ -124,9 +124,14 @@ def cause_label(p: PhaseSummary) -> str:
 
 
 def verdict_cause_label(p: PhaseSummary) -> str:
-    """``over 23/24: absorbed_wait``, the cause's own share where the instances disagree on it:
-    ``agree 19/30: launch_bound 13/30`` (a verdict's share is not its cause's)."""
-    return verdict_label(p) + (f": {cause_label(p)}" if p.dominant_cause != "none" else "")
+    """``over 23/24: absorbed_wait``, the cause's own share where it is not the verdict's:
+    ``agree 19/30: launch_bound 13/30`` (a verdict's share is not its cause's); a cause as
+    common as its verdict has none of its own (``over 27/30: absorbed_wait``, not
+    ``absorbed_wait 27/30`` again, which at 80 columns wrapped onto a line of its own)."""
+    if p.dominant_cause == "none":
+        return verdict_label(p)
+    same = p.causes.get(p.dominant_cause, 0) == p.verdicts.get(p.dominant_verdict, 0)
+    return verdict_label(p) + ": " + (p.dominant_cause if same else cause_label(p))
 
 
 def left_out_note(cycles: CycleSummary, hint: bool = False, skip_cycles: int | None = None) -> str:
