@@ -1384,8 +1384,7 @@ def test_an_input_stream_whose_copies_nccl_waits_for_first_is_read_where_they_fe
     # THEN prep is read on 7, the computing stream its copies feed (NCCL's 30, which waits for
     # them first, is no stream an engine records events on): events on 7 read b..b+200 for prep
     # and b+200..b+500 for fwd; one line says its events may go on 20 instead
-    got = [(p["cycle"], p["phase"], p["stream_id"], p["gpu_ns"] // U) for p in run.ranks[0].phases.to_pylist()]
-    assert got == [(c, ph, 7, us) for c in range(4) for ph, us in (("prep", 200), ("fwd", 300))]
+    assert per_cycle(run.ranks[0]) == [(c, ph, us, 7) for c in range(4) for ph, us in (("prep", 200), ("fwd", 300))]
     assert any("'prep': in 4 of 4 instances it only copied, on stream 20, and is read on stream 7" in w for w in run.warnings)
 
 
@@ -1412,8 +1411,7 @@ def test_a_write_back_forked_off_and_never_joined_leaves_the_phase_on_the_stream
     # current; the write-back ran in a block nested in it): events on 7 read b+313..b+400 = 87
     # us every cycle (once read on 22: 154, 554, 3054 us, the write-back's), fwd b..b+313; and
     # one line gives what events on 22 would read
-    got = [(p["cycle"], p["phase"], p["stream_id"], p["gpu_ns"] // U) for p in run.ranks[0].phases.to_pylist()]
-    assert got == [(c, ph, 7, us) for c in range(3) for ph, us in (("fwd", 313), ("proc", 87))]
+    assert per_cycle(run.ranks[0]) == [(c, ph, us, 7) for c in range(3) for ph, us in (("fwd", 313), ("proc", 87))]
     assert any("'proc': in 3 of 3 instances it ran all its kernels on stream 22, a side stream of stream 7" in w for w in run.warnings)
 
 
@@ -1435,5 +1433,4 @@ def test_a_synchronous_copy_on_the_legacy_stream_says_nothing_of_the_current_str
     run = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("sched", "fwd"), cycle_prefix=""))
     # THEN fwd stays on 13, where its forward ran: events there read b+100..b+900 = 800 us (the
     # copy is no read-back on its current stream: a review's case, once read on 7, 200 us)
-    got = [(p["cycle"], p["phase"], p["stream_id"], p["gpu_ns"] // U) for p in run.ranks[0].phases.to_pylist()]
-    assert got == [(c, ph, s, us) for c in range(3) for ph, s, us in (("sched", 7, 100), ("fwd", 13, 800))]
+    assert per_cycle(run.ranks[0]) == [(c, ph, us, s) for c in range(3) for ph, s, us in (("sched", 7, 100), ("fwd", 13, 800))]

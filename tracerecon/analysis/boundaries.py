@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Callable, NamedTuple
 
@@ -1049,7 +1050,7 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
         mine = np.r_[keys[i], op_streams.threads[order[lo:hi]]]
         return not bool(np.isin(mine, on).any())
 
-    phase_reads: dict = {}  # (phase, stream row) -> the phase's own device-to-host copies there, on first use
+    phase_reads: list = []  # {(phase, stream row): the phase's own device-to-host copies there}, on first use
     quiet: list = []  # ``_waits_for_quiet_streams``, worked out on first use
 
     def ends_on(i: int, at: int, to: int) -> bool:
@@ -1070,19 +1071,17 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
         last_to = max(clock.op_instants[mine[op_streams.rows[mine] == to]].max(initial=I64_MIN), w_cpu[touches_to].max(initial=I64_MIN))
         return last_at > last_to
 
-    phase_readers: set = set()  # the phases with any such copy (``reads_on``)
+    def reads() -> dict:
+        # Per (phase, stream row): the phase's own asynchronous device-to-host copies there (they
+        # run on its thread's current stream, where torch's `.cpu()` and `.tolist()` put them; a
+        # synchronous cudaMemcpy lands on the legacy default stream whatever stream is current).
+        if not phase_reads:
+            d2h = np.flatnonzero(equals(ops["name"], "memcpy DtoH") & (op_phase >= 0) & ~synchronous_copies(ops)) if ops.num_rows else []
+            phase_reads.append(Counter(zip(op_phase[d2h].tolist(), op_streams.rows[d2h].tolist())))
+        return phase_reads[0]
 
     def reads_on(i: int, at: int) -> int:
-        # The phase's own asynchronous device-to-host copies on stream row ``at`` (they run on
-        # its thread's current stream, where torch's `.cpu()` and `.tolist()` put them; a
-        # synchronous cudaMemcpy lands on the legacy default stream whatever stream is current).
-        if not phase_reads and ops.num_rows:
-            d2h = np.flatnonzero(equals(ops["name"], "memcpy DtoH") & (op_phase >= 0) & ~synchronous_copies(ops))
-            for key in zip(op_phase[d2h].tolist(), op_streams.rows[d2h].tolist()):
-                phase_reads[key] = phase_reads.get(key, 0) + 1
-                phase_readers.add(key[0])
-            phase_reads[None] = 0  # worked out
-        return phase_reads.get((i, at), 0)
+        return reads().get((i, at), 0)
 
     def current_here(i: int, at: int, to: int) -> bool:
         # A phase that itself reads results back on the computing stream it is on more than on
@@ -1165,9 +1164,9 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     # with that stream current and the side's work was launched in a block nested in it: its
     # events go on the caller.
     unjoined = np.full(len(row), -1, dtype=np.int64)
-    reads_on(0, -1)  # (worked out: ``phase_readers``)
+    readers = {i for i, _ in reads()}
     for i in np.flatnonzero(candidate & (row >= 0)).tolist():  # (a fork into its stream in its window)
-        if i in left or i not in phase_readers:
+        if i in left or i not in readers:
             continue
         lo, hi = np.searchsorted(cpu, cpu_start[i], side="left"), np.searchsorted(cpu, cpu_end[i], side="right")
         callers = [c for c in dict.fromkeys(from_[lo:hi][(into[lo:hi] == row[i]) & (from_[lo:hi] != row[i]) & (from_[lo:hi] >= 0)].tolist())

@@ -181,8 +181,7 @@ def cycles_per_thread(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.nda
     names = np.array(labels, dtype=object)
     label_values, label_code = np.unique(names.astype(str), return_inverse=True)
     start_label = start_label_of(order, label_values.tolist())
-    range_names = np.array(ranges["name"].take(pa.array(phase_rows)).to_pylist(), dtype=object).astype(str)
-    _, name_code = np.unique(range_names, return_inverse=True)
+    name_texts, name_code = np.unique(np.array(ranges["name"].take(pa.array(phase_rows)).to_pylist(), dtype=object).astype(str), return_inverse=True)
     thread = thread_keys(pid, tid)
     local = cycle_of.copy()
     split = False
@@ -197,7 +196,7 @@ def cycles_per_thread(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.nda
         split = True
         for t in threads.tolist():
             seq = mine[thread[mine] == t]  # in time order, as phase_rows are
-            local[seq] = np.cumsum(cycle_starts(name_code.ravel()[seq], label_code.ravel()[seq], start_label, range_names[seq])) - 1
+            local[seq] = np.cumsum(cycle_starts(name_code.ravel()[seq], label_code.ravel()[seq], start_label, name_texts)) - 1
     if not split:
         return cycle_of
     # Global numbers: each (thread, local cycle) in the order of its first phase.
@@ -335,8 +334,8 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
     pairs, pair_of = np.unique(name_codes * len(doms) + dom_codes, return_inverse=True)
     pair_of = pair_of.ravel()
     pair_labels = [config.label_of(names[k // len(doms)], doms[k % len(doms)]) for k in pairs.tolist()]
-    # Each range's name (cycle_starts reads step counters in them where no name repeats).
-    name_of = np.array([names[k // len(doms)] for k in pairs.tolist()] + [""], dtype=object)[pair_of] if n else np.zeros(0, dtype=object)
+    # Each pair's name (cycle_starts reads step counters in them where no name repeats).
+    pair_names = [names[k // len(doms)] for k in pairs.tolist()]
     label_list = list(dict.fromkeys(lab for lab in pair_labels if lab is not None))
     label_id = np.array([label_list.index(lab) if lab is not None else -1 for lab in pair_labels] + [-1], dtype=np.int64)[pair_of] if n else np.zeros(0, np.int64)
     is_phase = label_id >= 0
@@ -349,7 +348,7 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
     if is_phase.any():
         is_phase &= _nearest_marked_ancestor(parent, is_phase) < 0
         is_phase &= ~_inside_a_start_end_phase(ranges, is_phase, is_cycle, pair_of, label_id, start_label_of(config.labels(), label_list, label_id[is_phase]),
-                                               name_of)
+                                               pair_names)
     start = int64s(ranges["start_ns"])
     phase_rows = np.flatnonzero(is_phase)
     phase_rows = phase_rows[np.argsort(start[phase_rows], kind="stable")]
@@ -385,7 +384,7 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
         starts = np.zeros(len(phase_rows), dtype=bool)
         free = ~held
         starts[free] = cycle_starts(pair_of[phase_rows][free], label_id[phase_rows][free], start_label_of(config.labels(), label_list, label_id[phase_rows][free]),
-                                    name_of[phase_rows][free])
+                                    pair_names)
         cycle_of = np.cumsum(starts) - 1
     return phase_rows, cycle_of, cycle_rows, [label_list[i] for i in label_id[phase_rows].tolist()]
 
@@ -405,7 +404,7 @@ def step_counter(names: Sequence[str]) -> np.ndarray | None:
     return None
 
 
-def cycle_starts(name_id: np.ndarray, label_id: np.ndarray, start_label: int | None = None, names: Sequence[str] | None = None) -> np.ndarray:
+def cycle_starts(name_id: np.ndarray, label_id: np.ndarray, start_label: int | None = None, texts: Sequence[str] | None = None) -> np.ndarray:
     """Which phase instances (in time order) start a cycle, without cycle ranges. The phase that
     starts cycles is ``start_label`` (the first of the phases as configured, ``--phase`` or a
     preset, that the instances have; None: the first instance's): a one-off range seen first (a
@@ -414,8 +413,8 @@ def cycle_starts(name_id: np.ndarray, label_id: np.ndarray, start_label: int | N
     step range three times, forward and postprocess both verify). Where it is the only phase, an
     instance starts a cycle where its range name was seen already since the cycle began
     (forward, postprocess, forward: a step again); where no range name comes twice, one starts
-    where the names' step counter changes (``names``, each instance's text, parallel to
-    ``name_id``: ``step_counter``; a name without it goes with the one before: TensorRT-LLM's
+    where the names' step counter changes (``texts``: the text of each name id;
+    ``step_counter``; a name without it goes with the one before: TensorRT-LLM's
     ``[Executor] _forward_step N: ...`` counts its steps in the name). A cycle longer than most where a phase comes
     again after another is two steps (``_steps_without_their_first_phase``). Instances before
     the first start are in no cycle."""
@@ -427,7 +426,7 @@ def cycle_starts(name_id: np.ndarray, label_id: np.ndarray, start_label: int | N
     mine = label_id == start
     if not mine.all():
         return _steps_without_their_first_phase(label_id, _steps_of_their_usual_length(mine, label_id))
-    counter = step_counter(names) if names is not None and n > 1 and len(np.unique(name_id)) == n else None
+    counter = step_counter([texts[i] for i in name_id.tolist()]) if texts is not None and n > 1 and len(np.unique(name_id)) == n else None
     if counter is not None:
         # (the counter carried over names without it, the first instance's kept)
         at = np.maximum.accumulate(np.where(counter >= 0, np.arange(n), 0))
@@ -529,7 +528,7 @@ def start_label_of(labels_in_order: tuple[str, ...] | list[str], label_list: lis
 
 
 def _inside_a_start_end_phase(ranges: pa.Table, is_phase: np.ndarray, is_cycle: np.ndarray, name_id: np.ndarray, label_id: np.ndarray,
-                              start_label: int | None = None, names: np.ndarray | None = None) -> np.ndarray:
+                              start_label: int | None = None, texts: Sequence[str] | None = None) -> np.ndarray:
     """Per range: a phase range that lies, on its own thread, inside another closed phase range
     begun no later in the same cycle, where one of the two is an nvtxRangeStart/End range
     (push/pop nesting, ``parent_id``, cannot see those: they nest in nothing and hold nothing).
@@ -559,7 +558,7 @@ def _inside_a_start_end_phase(ranges: pa.Table, is_phase: np.ndarray, is_cycle: 
         phases = np.flatnonzero(is_phase)
         phases = phases[np.argsort(int64s(ranges["start_ns"])[phases], kind="stable")]
         starts_cycle = np.zeros(len(name_id), dtype=bool)  # what starts cycles (select_phases' rule, before its helper-range exception)
-        starts_cycle[phases] = cycle_starts(name_id[phases], label_id[phases], start_label, None if names is None else names[phases])
+        starts_cycle[phases] = cycle_starts(name_id[phases], label_id[phases], start_label, texts)
     reach = np.where(holders[cand], end, I64_MIN)
     for t in np.unique(thread).tolist():
         at = np.flatnonzero(thread == t)

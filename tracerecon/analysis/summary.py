@@ -364,7 +364,7 @@ def phase_candidates(ranges: pa.Table, cycle_prefix: str = "cycle", most: int = 
         families.setdefault(NUMBERS.sub(_HOLE, r.name), []).append(r)
     ranked = sorted(families.items(), key=lambda kv: -sum(m.gpu_busy_ms_total for m in kv[1]))
     repeated = [(shape, members) for shape, members in ranked if sum(m.n for m in members) >= 3]
-    return [_phase_value(shape, members) for shape, members in _not_nested_in_another(ranges, repeated or ranked, most)]
+    return [_phase_value(shape, _sole_name(members)) for shape, members in _not_nested_in_another(ranges, repeated or ranked, most)]
 
 
 def _not_nested_in_another(ranges: pa.Table, families: list[tuple[str, list]], most: int) -> list[tuple[str, list]]:
@@ -431,7 +431,7 @@ def _in_cycle_ranges(ranges: pa.Table, cycle_prefix: str) -> list[str]:
         family = families.setdefault(NUMBERS.sub(_HOLE, name), [])
         if all(m.name != name for m in family):
             family.append(RangeSummary("", name, 1, None, None, 0.0, 0))
-    return [_phase_value(shape, members) for shape, members in families.items()]
+    return [_phase_value(shape, _sole_name(members)) for shape, members in families.items()]
 
 
 def _containers(ranges: pa.Table) -> set[str]:
@@ -451,19 +451,25 @@ def phase_value_for(name: str) -> str:
     """The ``--phase`` value for the range name ``name`` and the names that differ from it only
     in their numbers (``aten::add, seq = 47285``: a pattern; a name without numbers: itself)."""
     shape = NUMBERS.sub(_HOLE, name)
-    return _phase_value(shape, [RangeSummary("", name, 0, None, None, 0.0, 0)] * (2 if shape != name else 1))
+    return _phase_value(shape, name if shape == name else None)
 
 
-def _phase_value(shape: str, members: list["RangeSummary"]) -> str:
-    """The ``--phase`` value naming one family of range names."""
+def _sole_name(members: list["RangeSummary"]) -> str | None:
+    """The one name of a family of one (None for several)."""
+    return members[0].name if len(members) == 1 else None
+
+
+def _phase_value(shape: str, sole: str | None) -> str:
+    """The ``--phase`` value naming one family of range names (names of ``shape``, numbers
+    aside): the pattern that takes them all, or, for a family of one name (``sole``), that name."""
     label = shape.split(_HOLE)[0]
     label = re.sub(r",?\s*[\w.]+\s*=\s*$", "", label)  # "aten::mm, op_id = " -> "aten::mm"
     if label.count("(") > label.count(")"):  # "FSDP::pre_forward (encoder.block." -> "FSDP::pre_forward"
         label = label[: label.rfind("(")]
     label = re.sub(r"[\s,:;#(.-]+$", "", label).replace("=", "").strip() or "phase"
-    if len(members) > 1:
+    if sole is None:
         return f"{label}=re:^" + r"\d+".join("".join(" " if c == " " else _pattern_char(c) for c in part) for part in shape.split(_HOLE)) + "$"
-    name = members[0].name
+    name = sole
     if _UNTYPABLE.search(name) or not name.strip() or not name.isascii() and any(map(invisible, name)):
         # A name with control characters cannot be typed in a shell as it is, nor can a blank
         # one be a bare --phase value, nor one with characters that show as nothing be read off
