@@ -1351,16 +1351,68 @@ def test_a_phase_that_only_copies_is_never_read_on_nccls_own_stream(tmp_path):
         launch(t, b + 474, (b + 477, b + 487), stream=30, name="ncclDevKernel_SendRecv")
     # WHEN analysed
     run = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("fwd", "result"), cycle_prefix=""))
-    # THEN result is not read on NCCL's stream 30, which its copies' stream feeds first (the
-    # sends) and no engine records events on (there it read 100, 0, 0 us: the sends queued behind
-    # the late receives), but on 8 (the stream 7 feeds next, in the last cycle its thread's
-    # computing stream: the README's rule for a phase that only copied), idle from b+209: 150 us
-    # each; events on 7, its thread's current stream, read b+450 - max(b+300, b+RECV) = 150, 70,
-    # 30 us, and one line says so (median of the 2 that differ)
+    # THEN result is read on 7, where its thread took its outputs back (the copy, then the
+    # synchronize of 7 inside the range: `.tolist()` on its current stream), not on NCCL's
+    # stream 30, which its copies' stream feeds first (the sends) and no engine records events on
+    # (there it read 100, 0, 0 us: the sends queued behind the late receives), nor on 8, the
+    # stream 7 feeds next (the README's rule for a phase that only copied: 150 us each). Events on
+    # 7 read b+450 - max(b+300, b+RECV) = 150, 70, 30 us
     got = [(p["cycle"], p["stream_id"], p["gpu_ns"] // U) for p in run.ranks[0].phases.to_pylist() if p["phase"] == "result"]
-    assert got == [(0, 8, 150), (1, 8, 150), (2, 8, 150)]
-    (said,) = [w for w in run.warnings if "only copied" in w]
-    assert "'result': in 2 of 3 instances it only copied, on stream 7, and is read on stream 8" in said and "they read 0.050 ms" in said
+    assert got == [(0, 7, 150), (1, 7, 70), (2, 7, 30)]
+    assert not [w for w in run.warnings if "only copied" in w]
+
+
+def copy_back_engine(side_copy: bool) -> FakeTrace:
+    """SGLang's pipeline loop in miniature, without NCCL: one thread, current stream 7 (which
+    launches no kernel), forward stream 8, 3 cycles (b = 1000 + 1000c us): fwd [b, b+40] forks 8
+    off 7 (b+2) and runs a 300 us forward on 8 (b+9..b+309); between the phases 7 waits for 8
+    (b+60: the forward's launch event); result [b+100, b+320] copies the tokens to the host and
+    synchronizes on them: with ``side_copy`` on a copy stream 20 forked off 7 inside the range
+    (b+110; vLLM's output copy stream, its event recorded on 20 and synchronized), else on 7
+    itself (`.tolist()`); the copy (launched b+120) runs 2 us from b+309, the synchronize ends
+    at b+312."""
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 + 1000 * c
+        t.range("fwd", b * U, (b + 40) * U)
+        fork_join(t, 1, 2 * c + 1, b + 2, side=8)
+        launch(t, b + 6, (b + 9, b + 309), stream=8, name="forward")
+        fork_join(t, 2, 2 * c + 1, b + 60, side=7, caller=8)
+        t.range("result", (b + 100) * U, (b + 320) * U)
+        on = 20 if side_copy else 7
+        if side_copy:
+            fork_join(t, 2, 2 * c + 2, b + 110, side=20)
+        t.copy(t.call("cudaMemcpyAsync", (b + 120) * U, (b + 122) * U), (b + 309) * U, (b + 311) * U, kind=2, stream=on)
+        if side_copy:
+            t.event_record(event=3, record=c + 1, start=(b + 123) * U, end=(b + 124) * U, stream=20)
+            t.sync_record(t.call("cudaEventSynchronize", (b + 125) * U, (b + 312) * U), (b + 125) * U, (b + 312) * U, sync_type=1, stream=20)
+        else:
+            t.sync_record(t.call("cudaStreamSynchronize", (b + 125) * U, (b + 312) * U), (b + 125) * U, (b + 312) * U, stream=7)
+    return t
+
+
+def test_a_phase_that_only_copies_back_and_synchronizes_is_read_where_it_copied(tmp_path):
+    # GIVEN the copy-back engine, result copying the tokens back on 7 and synchronizing 7 (its
+    # thread's `.tolist()`), 8 forked off 7 again by the next fwd
+    t = copy_back_engine(side_copy=False)
+    # WHEN analysed
+    run = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("fwd", "result"), cycle_prefix=""))
+    # THEN result is read on 7, its thread's current stream, not on 8, which 7 feeds next (there
+    # from the forward's end, b+309, to b+320: 11 us): events on 7 read b+309 (7 waits for the
+    # forward since b+60) to b+320 (the range's end; the copy was done at b+311): 11 us too, so
+    # the stream is what tells (before this rule: 8)
+    assert [r for r in per_cycle(run.ranks[0]) if r[1] == "result"] == [(c, "result", 11, 7) for c in range(3)]
+
+
+def test_a_copy_stream_forked_off_inside_the_phase_and_synchronized_is_not_its_current_stream(tmp_path):
+    # GIVEN the copy-back engine, result forking a copy stream 20 off 7 inside its range, copying
+    # the tokens back there and synchronizing an event recorded on 20 (vLLM's output copy)
+    t = copy_back_engine(side_copy=True)
+    # WHEN analysed
+    run = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("fwd", "result"), cycle_prefix=""))
+    # THEN result is not read on 20, which only the host waits for: on 7, the stream 20 was
+    # forked off in the range, events read b+309..b+320: 11 us
+    assert [r for r in per_cycle(run.ranks[0]) if r[1] == "result"] == [(c, "result", 11, 7) for c in range(3)]
 
 
 def test_an_input_stream_whose_copies_nccl_waits_for_first_is_read_where_they_feed_the_forward(tmp_path):

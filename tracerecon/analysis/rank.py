@@ -34,7 +34,7 @@ from tracerecon.analysis.nccl import comm_mask, phase_comm_split
 from tracerecon.analysis.config import PhaseConfig, cycle_kind, is_cycle_name
 from tracerecon.analysis.phases import (ERROR_FLOOR_NS, PhaseInputs, adds_up_tolerance, build_cycles, build_phases, cycles_by_time, empty_steps,
                                         cycles_per_thread, phases_past_their_cycle, select_phases)
-from tracerecon.analysis.projection import I64_MAX, I64_MIN, index_launches, innermost_owner, int64s, string_mask
+from tracerecon.analysis.projection import I64_MAX, I64_MIN, equals, index_launches, innermost_owner, int64s, string_mask
 from tracerecon.analysis.ranges import build_ranges, nest
 from tracerecon.analysis.summary import phase_value_for
 from tracerecon.analysis.syncs import attribute_waits, find_blocking_calls
@@ -205,7 +205,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         blocking, clock = blocking_of(), clock_of()
         release_free_memory()  # what those threads freed, before the peak
         said = said_streams(clock, tables.stream_marks, tables.api_calls, nested, ops, op_phase, stream_deciders, ph_pid, ph_tid, ph_s, ph_e)
-        stream_work = (ops, op_phase, n_ph, clock, ph_pid, ph_tid, ph_s, ph_e, cycle_of, stream_deciders, ended_elsewhere, copy_streams, said)
+        stream_work = (ops, op_phase, n_ph, clock, ph_pid, ph_tid, ph_s, ph_e, cycle_of, stream_deciders, ended_elsewhere, copy_streams, said, blocking)
         boundaries_f = side.submit(_phase_stream_boundaries, *stream_work) if alongside else None
         ranges = build_ranges(nested, ops, rank, launches, cross_owned, cross_rows)
         op_range = innermost_owner(ops, ranges, all_mask, depth, launches)
@@ -998,14 +998,88 @@ class SideReadings(NamedTuple):
     kind: np.ndarray  # per phase: SIDE_STREAM_KERNELS, COPIES_FEED, COPIES_THREAD or LAUNCHED_NOTHING (0 elsewhere)
 
 
+def _took_back_where_copied(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, blocking: pa.Table | None, phases: np.ndarray,
+                            rows: np.ndarray, ph_pid: np.ndarray, ph_tid: np.ndarray, ph_s: np.ndarray, ph_e: np.ndarray,
+                            nccl: np.ndarray) -> np.ndarray:
+    """Per phase of ``phases`` (ones whose work all went to a stream that only copies, stream
+    row ``rows``): whether its own thread, inside its range, blocked on an asynchronous copy to
+    the host the phase made on that stream (a synchronize of the stream, a synchronous copy on
+    it, or a synchronize of an event recorded there, waiting for work launched at or after the
+    copy: `.tolist()`, `.item()`), where that stream feeds another (some stream waits for it in
+    the trace) or was not made to wait for another in the phase before the copy (``nccl``, per
+    stream row: NCCL's own streams, whose waits link nothing). Such a thread took its results on
+    its current stream. A copy stream forked off in the range, waited for there by the host
+    alone (vLLM's output copy stream), is not one; nor is a synchronous cudaMemcpy, which runs
+    on the legacy default stream whatever stream is current."""
+    out = np.zeros(len(phases), dtype=bool)
+    if blocking is None or blocking.num_rows == 0 or len(phases) == 0 or ops.num_rows == 0:
+        return out
+    slot = np.full(len(op_phase), -1, dtype=np.int64)  # per op: its phase's place in ``phases``
+    at = np.full(max(int(op_phase.max(initial=-1)) + 1, 1), -1, dtype=np.int64)
+    at[phases[phases < len(at)]] = np.flatnonzero(phases < len(at))
+    owned = op_phase >= 0
+    slot[owned] = at[np.minimum(op_phase[owned], len(at) - 1)]
+    copy = np.flatnonzero((slot >= 0) & equals(ops["name"], "memcpy DtoH") & ~synchronous_copies(ops))
+    if len(copy) == 0:
+        return out
+    k = slot[copy]
+    on_row = clock.stream_index(int64s(ops["pid"])[copy], int64s(ops["device_id"], -1)[copy], int64s(ops["stream_id"], -1)[copy]) == rows[k]
+    copy, k = copy[on_row], k[on_row]
+    if len(copy) == 0:
+        return out
+    launch = clock.op_instants[copy]
+    i = phases[k]
+    # Not a side stream forked off another in the phase before the copy, unless another stream
+    # waits for it somewhere in the trace: a copy stream forked off to take results back only
+    # feeds the host; a thread's current stream that made another wait for it in the range (the
+    # forward stream's results, before `.tolist()`) feeds the forward stream it forks off.
+    linked = (clock.join_from != clock.join_into) & (clock.join_from >= 0) & (clock.join_into >= 0)
+    linked &= ~nccl[np.maximum(clock.join_from, 0)] & ~nccl[np.maximum(clock.join_into, 0)]
+    joins_in = np.flatnonzero(linked)
+    feeds = np.isin(rows[k], clock.join_from[joins_in])
+    forked = np.zeros(len(copy), dtype=bool)
+    for r in np.unique(rows[k[~feeds]]).tolist():
+        mine = np.flatnonzero((rows[k] == r) & ~feeds)
+        cpu = clock.join_cpu[joins_in[clock.join_into[joins_in] == r]]  # (in CPU order)
+        forked[mine] = np.searchsorted(cpu, launch[mine], side="right") > np.searchsorted(cpu, ph_s[i[mine]], side="left")
+    # Blocked on it: a call of the phase's thread in the range, begun after the copy's launch,
+    # waiting on that stream for work up to the copy at least.
+    targets = wait_targets(clock, blocking)
+    call_thread = thread_keys(int64s(blocking["pid"]), int64s(blocking["tid"]))
+    call_start = int64s(blocking["start_ns"])
+    copy_thread = thread_keys(ph_pid[i], ph_tid[i])
+    waited = np.zeros(len(copy), dtype=bool)
+    for r in np.unique(rows[k[~forked]]).tolist():
+        on_r = np.flatnonzero(targets.row == r)
+        for th in np.unique(copy_thread[~forked & (rows[k] == r)]).tolist():
+            ask = np.flatnonzero(~forked & (rows[k] == r) & (copy_thread == th))
+            calls = on_r[call_thread[on_r] == th]
+            calls = calls[np.argsort(call_start[calls], kind="stable")]
+            if len(calls) == 0:
+                continue
+            # The latest work waited for by a call begun in [the copy's launch, the range's end].
+            lo = np.searchsorted(call_start[calls], launch[ask], side="left")
+            hi = np.searchsorted(call_start[calls], ph_e[i[ask]], side="right")
+            some = lo < hi
+            until = np.r_[targets.until[calls], I64_MIN]
+            edges = np.stack([lo, hi], 1).ravel()
+            latest = np.maximum.reduceat(until, np.minimum(edges, len(calls)))[::2]
+            waited[ask] = some & (latest >= launch[ask])
+    np.logical_or.at(out, k[waited], True)
+    return out
+
+
 def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clock: StreamClock, ph_pid: np.ndarray, ph_tid: np.ndarray, ph_s: np.ndarray,
                              ph_e: np.ndarray, cycle_of: np.ndarray, stream_deciders: np.ndarray | None,
                              ended_elsewhere: np.ndarray, copy_streams: CopyStreams,
-                             said: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, SideReadings]:
+                             said: tuple[np.ndarray, np.ndarray] | None = None,
+                             blocking: pa.Table | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, SideReadings]:
     """Per phase instance: the stream-order boundaries (analysis.boundaries) on the stream its
     thread said was current (``said_streams``), else on the stream that received its work (of
     the ops ``stream_deciders`` marks) or the stream that forked that one off: (boundary start,
-    boundary end, device, stream, the CPU instant its end was read at, ``SideReadings``)."""
+    boundary end, device, stream, the CPU instant its end was read at, ``SideReadings``).
+    ``blocking``: the rank's blocking calls (``find_blocking_calls``), which tell a phase that
+    only copied and took its results back where it copied (``_took_back_where_copied``)."""
     # The engine's events go on the stream that computes: copies and memsets decide only in a
     # phase that ran no kernel (a long prefetch on a copy stream is not where its events are),
     # and there only those on a stream that also computes; a phase whose work is all on streams
@@ -1029,10 +1103,17 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
         # Read where the copies' stream feeds (or was forked off), else on the thread's own.
         # (never NCCL's own stream, which no engine records its events on: a receive forked off
         # the copies' stream, SGLang's pipeline loop's scheduler stream that launches no kernel)
-        p_dev, p_stream = clock.partner(clock.stream_index(ph_pid[only_copies], dev[only_copies], stream[only_copies]), ph_s[only_copies],
-                                         ph_e[only_copies], thread_keys(ph_pid[only_copies], ph_tid[only_copies]),
-                                         skip=copy_streams.collectives_only(clock.keys))
+        nccl = copy_streams.collectives_only(clock.keys)
+        copied_row = clock.stream_index(ph_pid[only_copies], dev[only_copies], stream[only_copies])
+        p_dev, p_stream = clock.partner(copied_row, ph_s[only_copies], ph_e[only_copies], thread_keys(ph_pid[only_copies], ph_tid[only_copies]), skip=nccl)
+        # A phase whose thread blocked on its own copy to the host there took its results on
+        # its current stream (`.tolist()`): read where it copied (SGLang's pipeline loop, whose
+        # scheduler stream launches no kernel and only copies the tokens back, which its
+        # forward stream waits for next).
+        took = _took_back_where_copied(clock, ops, op_phase, blocking, only_copies, copied_row, ph_pid, ph_tid, ph_s, ph_e, nccl)
+        p_dev, p_stream = np.where(took, -1, p_dev), np.where(took, -1, p_stream)
         own_dev, own_stream = copy_streams.thread_stream(ph_pid[only_copies], ph_tid[only_copies])
+        own_dev, own_stream = np.where(took, copied_on[0], own_dev), np.where(took, copied_on[1], own_stream)
         dev, stream = dev.copy(), stream.copy()
         dev[only_copies] = np.where(p_stream >= 0, p_dev, own_dev)
         stream[only_copies] = np.where(p_stream >= 0, p_stream, own_stream)
