@@ -483,3 +483,221 @@ def test_edge_work_of_a_few_cycles_names_them(tmp_path):
     # THEN the note names that cycle, and gives its one time as it is (by hand: from the cycle's
     # start, the stream idle, to draft's start boundary at 150 us; the work ran 100 us of it)
     assert any("before its first phase ('draft') in 1 of 8 cycles (cycle 0), 0.150 ms (the work ran 0.100 ms of it): " in w for w in warnings), warnings
+
+
+def draft_then_verify_on_another_stream(tmp_path, verify_gpu, draft_gpu=(20, 90), verify_cpu=(200, 300), waits_at=None, between=(110, 120, 600),
+                                       during_verify=None):
+    """Three cycles (b = 1000c us): draft on stream 7 (CPU b..b+100, its kernel launched at b+10
+    running ``draft_gpu`` from b), a kernel in no phase on 7 (``between``: launched at, runs
+    from, to, from b) and verify on stream 8 (CPU ``verify_cpu`` from b, its kernel launched 10
+    us into it running ``verify_gpu`` from b); where ``waits_at`` is given, verify makes 8 wait
+    for 7 inside its range (record on 7 at b+waits_at, the wait on 8 2 us later: SGLang's
+    pipeline loop forking its forward stream off the scheduler's in run_batch);
+    ``during_verify(t, c, b)`` adds what else happens in verify's range."""
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.range(f"cycle {c}", b * U, (b + verify_cpu[1]) * U)
+        t.range("draft", b * U, (b + 100) * U)
+        t.range("verify", (b + verify_cpu[0]) * U, (b + verify_cpu[1]) * U)
+        kernel(t, b + 10, (b + draft_gpu[0], b + draft_gpu[1]))
+        kernel(t, b + between[0], (b + between[1], b + between[2]))
+        if waits_at is not None:
+            t.event_record(event=1, record=c + 1, start=(b + waits_at) * U, end=(b + waits_at + 1) * U, stream=7)
+            t.stream_wait(event=1, record=c + 1, start=(b + waits_at + 2) * U, end=(b + waits_at + 3) * U, stream=8)
+        kernel(t, b + verify_cpu[0] + 10, (b + verify_gpu[0], b + verify_gpu[1]), stream=8)
+        if during_verify is not None:
+            during_verify(t, c, b)
+    return load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify")))
+
+
+def cycles_us(a) -> list[tuple[int, int, bool]]:
+    return [(c["gpu_ns"] // U, c["phases_gpu_ns"] // U, c["adds_up"]) for c in a.ranks[0].cycles.to_pylist()]
+
+
+def test_a_phase_on_another_stream_that_waits_inside_itself_for_work_between_holds_that_wait(tmp_path):
+    # GIVEN draft on 7, a kernel in no phase on 7 between the two (b+120..b+600: a receive the
+    # peer is late for, joined into the scheduler's stream), and verify on 8 (CPU b+200..b+300)
+    # making 8 wait for 7 only inside its range (record at b+205, wait at b+207), its kernel
+    # running b+600..b+700 behind that wait
+    a = draft_then_verify_on_another_stream(tmp_path, verify_gpu=(600, 700), waits_at=205)
+    # THEN verify, read on 8, begins where an event recorded on 8 at its start reads (b+200: 8
+    # is idle then, the last verify ended at b-300) and ends with its kernel (b+700): 500 us,
+    # the wait it made inside its range included (once 100: begun where 7 was done); draft ends
+    # at its CPU end (b+100, its kernel done by b+90): 100
+    assert gpu_us(a) == [("draft", 100), ("verify", 500)] * 3
+    assert {p["stream_id"] for p in a.ranks[0].phases.to_pylist() if p["phase"] == "verify"} == {8}
+    # AND the cycle runs b..b+700; its phases read 600 of it (b+100..b+200 is in neither)
+    assert cycles_us(a) == [(700, 600, False)] * 3
+
+
+def test_work_between_on_the_next_cycles_stream_stays_out_of_the_later_phases_end(tmp_path):
+    # GIVEN the kernel in no phase on 7 (b+120..b+600) and verify on 8 (CPU b+200..b+300) that
+    # never waits for 7, its own kernel running b+220..b+300; the next cycle's draft is on 7
+    a = draft_then_verify_on_another_stream(tmp_path, verify_gpu=(220, 300))
+    # THEN verify reads what events on 8 read: b+200 (8 idle) to b+300 (its kernel done), 100 us
+    # in every cycle; the work between on 7, still running at verify's end, is not verify's
+    # (once 400 in all but the last cycle: its end was read on the next cycle's stream, 7)
+    assert gpu_us(a) == [("draft", 100), ("verify", 100)] * 3
+    # AND the cycle still holds that work: b..b+600 (draft 100 + verify 100 of it)
+    assert cycles_us(a) == [(600, 200, False)] * 3
+
+
+def test_a_phase_after_work_between_is_not_held_back_by_the_earlier_phases_end_on_another_stream(tmp_path):
+    # GIVEN draft on 7 whose kernel runs b+20..b+150, past its CPU end (b+100), a kernel in no
+    # phase on 7 (launched b+110, running b+150..b+170 behind draft's), and verify on 8 (CPU
+    # b+120..b+300), never waiting for 7, its kernel running b+130..b+230
+    a = draft_then_verify_on_another_stream(tmp_path, verify_gpu=(130, 230), draft_gpu=(20, 150), verify_cpu=(120, 300), between=(110, 150, 170))
+    # THEN draft ends where 7 is done at its CPU end (b+150): 150; verify begins where 8 is free
+    # at its CPU start (b+120, not at draft's end on 7) and ends at b+300: 180 us, as events on 8
+    # read (once 150: its start held back to draft's end)
+    assert gpu_us(a) == [("draft", 150), ("verify", 180)] * 3
+    # AND the cycle runs b..b+300
+    assert [c["gpu_ns"] // U for c in a.ranks[0].cycles.to_pylist()] == [300] * 3
+
+
+def test_a_later_phases_end_reads_the_next_cycles_stream_only_for_work_its_own_thread_launched_there(tmp_path):
+    # GIVEN the kernel in no phase on 7 (b+120..b+600) and verify on 8 (CPU b+200..b+300, its
+    # kernel b+220..b+300), the next cycle's draft on 7, and inside verify's range either a
+    # helper thread's 5 us copy on 7 (launched b+250, running b+600..b+605 behind the work
+    # between), verify's thread making 7 wait for 8 (record on 8 at b+292, the wait at b+294),
+    # or verify's thread itself launching a 5 us kernel on 7 (b+250, running b+600..b+605)
+    def helper(t, c, b):
+        t.copy(t.call("cudaMemcpyAsync", (b + 250) * U, (b + 252) * U, tid=99), (b + 600) * U, (b + 605) * U, stream=7)
+
+    def join(t, c, b):
+        t.event_record(event=2, record=c + 1, start=(b + 292) * U, end=(b + 293) * U, stream=8)
+        t.stream_wait(event=2, record=c + 1, start=(b + 294) * U, end=(b + 295) * U, stream=7)
+
+    def own(t, c, b):
+        kernel(t, b + 250, (b + 600, b + 605))
+
+    read = {}
+    for name, during in (("helper", helper), ("join", join), ("own", own)):
+        (tmp_path / name).mkdir()
+        a = draft_then_verify_on_another_stream(tmp_path / name, verify_gpu=(220, 300), during_verify=during)
+        read[name] = ([us for ph, us in gpu_us(a) if ph == "verify"], [c["gpu_ns"] // U for c in a.ranks[0].cycles.to_pylist()])
+    # THEN where verify's thread launched nothing on 7, verify reads what events on 8 read:
+    # b+200 (8 idle) to b+300 (its kernel done), 100 us in every cycle: the helper's copy is not
+    # its work, and the wait it made on 7 is for 8's work, done by b+300 (once 405 and 400: 7
+    # read at verify's end, the work between on it to b+600, the copy to b+605). The cycle's end
+    # is read at its edge on 8 and on 7 (the next cycle's draft's): b+605 where the copy ran
+    # (none in the last cycle: no next cycle; there 7 is read at verify's start, the work between
+    # queued by then, b+600), b+600 with the wait (7: the work between, then 8's work to b+300)
+    assert read["helper"] == ([100] * 3, [605, 605, 600])
+    assert read["join"] == ([100] * 3, [600] * 3)
+    # AND where it launched a kernel on 7 itself, its end is read there too: that kernel is done
+    # at b+605, behind the work between (b+200..b+605: 405 us; the last cycle, with no next
+    # cycle's stream to read, 100 on 8)
+    assert read["own"] == ([405, 405, 100], [605, 605, 600])
+
+
+def test_a_cycles_end_reads_the_streams_around_its_gap_when_the_work_between_was_queued(tmp_path):
+    # GIVEN cycles (b..b+300) of P on 9 (CPU b..b+50, kernel b+10..b+40), A on 7 (CPU
+    # b+50..b+100, kernel b+60..b+90), a kernel in no phase on 7 (launched b+110, b+120..b+150)
+    # and B on 8 (CPU b+200..b+300, kernel b+220..b+290), in whose range a 640 us copy is put on
+    # 7 (launched b+250, b+260..b+900) by B's thread or by a helper thread
+    for helper in (False, True):
+        t = FakeTrace()
+        for c in range(3):
+            b = 1000 * c
+            t.range(f"cycle {c}", b * U, (b + 300) * U)
+            for name, lo, hi in (("P", 0, 50), ("A", 50, 100), ("B", 200, 300)):
+                t.range(name, (b + lo) * U, (b + hi) * U)
+            kernel(t, b + 5, (b + 10, b + 40), stream=9)
+            kernel(t, b + 55, (b + 60, b + 90))
+            kernel(t, b + 110, (b + 120, b + 150))
+            kernel(t, b + 210, (b + 220, b + 290), stream=8)
+            t.copy(t.call("cudaMemcpyAsync", (b + 250) * U, (b + 252) * U, tid=99 if helper else None), (b + 260) * U, (b + 900) * U, stream=7)
+        (tmp_path / str(helper)).mkdir()
+        a = load([t.write(tmp_path / str(helper) / "t.sqlite")], PhaseConfig(phases=("P", "A", "B")))
+        # THEN P ends where A begins (b+50, on 9 and 7), A at its CPU end (b+100: work was queued
+        # between; 7 done by b+90) and B runs b+200..b+300 on 8: 50, 50 and 100
+        assert gpu_us(a) == [("P", 50), ("A", 50), ("B", 100)] * 3
+        # AND the cycle runs b..b+300: its end is read at its edge on 8 (B's) and 9 (the next
+        # cycle's P's), b+300, and the work between on 7, read at B's start (b+200: b+150), lies
+        # inside; the copy on 7 is on no stream of the cycle's edges (once 900: 7 read at b+300)
+        assert [c["gpu_ns"] // U for c in a.ranks[0].cycles.to_pylist()] == [300] * 3
+
+
+def test_a_cycle_with_work_between_holds_none_of_the_next_cycles_work_when_the_cpu_runs_a_cycle_ahead(tmp_path):
+    # GIVEN no cycle ranges; per cycle (b = 1000c) A on thread 11 and stream 7 (CPU b..b+100), a
+    # kernel in no phase on 7 (launched b+110, b+120..b+150) and B on thread 12 and stream 8
+    # (CPU b+200..b+1050, still open when the next cycle's A begins at b+1000; its kernel
+    # b+220..b+300); A's kernel is launched by the cycle before, at b+10 (b+20..b+90 in cycle 0,
+    # else b+20..b+500: launched at (b-1000)+1010, running behind nothing)
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.range("A", b * U, (b + 100) * U, tid=11)
+        t.range("B", (b + 200) * U, (b + 1050) * U, tid=12)
+        if c == 0:
+            kernel(t, b + 10, (b + 20, b + 90), tid=11)
+        kernel(t, b + 110, (b + 120, b + 150), tid=11)
+        kernel(t, b + 210, (b + 220, b + 300), stream=8, tid=12)
+        if c < 2:
+            kernel(t, b + 1010, (b + 1020, b + 1500), tid=11)
+    a = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("A", "B")))
+    # THEN A ends at its CPU end on 7: b+90 in cycle 0 (100), else b+500 (its kernel; 500); B,
+    # whose range the next A's opened in, shares no boundary: b+200..b+1050 on 8, 850
+    assert gpu_us(a) == [("A", 100), ("B", 850), ("A", 500), ("B", 850), ("A", 500), ("B", 850)]
+    # AND each cycle runs b..b+1050: the work between, read on 7 at B's start (b+150), lies
+    # inside, and the next cycle's kernel on 7 (queued at b+1010, to b+1500) is not this cycle's
+    # (once 1500: 7 read at B's CPU end)
+    assert [c["gpu_ns"] // U for c in a.ranks[0].cycles.to_pylist()] == [1050] * 3
+
+
+def test_work_between_on_one_gpu_moves_no_boundary_on_the_other(tmp_path):
+    # GIVEN one thread driving two GPUs, per cycle (b..b+300): A on GPU 0 (stream 7, CPU
+    # b..b+50, kernel b+10..b+40), W on GPU 1 (stream 17, CPU b+50..b+100, kernel b+60..b+500),
+    # X on GPU 1 (stream 18, CPU b+100..b+150, kernel b+110..b+140), C on GPU 0 (CPU b+150..b+200,
+    # kernel b+160..b+190), B on GPU 0 (CPU b+230..b+260, kernel b+240..b+255) and Y on GPU 1
+    # (stream 18, CPU b+260..b+300, kernel b+270..b+290); in a second trace also a kernel in no
+    # phase on GPU 0 between C and B (launched b+210, b+215..b+220)
+    def trace(gap: bool):
+        t = FakeTrace()
+        for c in range(3):
+            b = 1000 * c
+            t.range(f"cycle {c}", b * U, (b + 300) * U)
+            for name, lo, hi in (("A", 0, 50), ("W", 50, 100), ("X", 100, 150), ("C", 150, 200), ("B", 230, 260), ("Y", 260, 300)):
+                t.range(name, (b + lo) * U, (b + hi) * U)
+            work = [(5, 10, 40, 7, 0), (55, 60, 500, 17, 1), (105, 110, 140, 18, 1), (155, 160, 190, 7, 0), (235, 240, 255, 7, 0), (265, 270, 290, 18, 1)]
+            for at, lo, hi, stream, device in work + ([(210, 215, 220, 7, 0)] if gap else []):
+                t.kernel(t.call("cudaLaunchKernel", (b + at) * U, (b + at + 2) * U), (b + lo) * U, (b + hi) * U, stream=stream, device=device)
+        return t
+    read = {}
+    for gap in (False, True):
+        (tmp_path / str(gap)).mkdir()
+        read[gap] = gpu_us(load([trace(gap).write(tmp_path / str(gap) / "t.sqlite")], PhaseConfig(phases=("A", "W", "X", "C", "B", "Y"))))
+    # THEN on GPU 1, W and X share a boundary read on 17 and 18 at b+100 (b+500: W 450), and
+    # boundaries never run backwards along GPU 1's phases: X and Y (read on 18 alone, their
+    # neighbours on GPU 0; b+150 and b+260..b+300) are held at b+500, 0 us, with the gap on GPU 0
+    # or without (once 40 with it: a run cut there on every GPU); on GPU 0, A ends at its CPU end
+    # (b+50: 50), B runs b+230..b+260 (30), and C ends where B begins (b+230: 80), or at its CPU
+    # end where the kernel between was queued (b+200: 50)
+    assert read[False] == [("A", 50), ("W", 450), ("X", 0), ("C", 80), ("B", 30), ("Y", 0)] * 3
+    assert read[True] == [("A", 50), ("W", 450), ("X", 0), ("C", 50), ("B", 30), ("Y", 0)] * 3
+
+
+def test_a_phase_begun_inside_another_ends_at_its_cycles_edge_on_its_own_stream(tmp_path):
+    # GIVEN per cycle (b..b+400, thread 11) A on thread 11 and stream 7 (CPU b..b+300, its kernel
+    # launched b+50, running b+60..b+800) and B on thread 12 and stream 8, opened inside A's
+    # range (CPU b+100..b+400, its kernel b+120..b+390); the next cycle's A is on 7; no work in
+    # no phase at all
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.range(f"cycle {c}", b * U, (b + 400) * U, tid=11)
+        t.range("A", b * U, (b + 300) * U, tid=11)
+        t.range("B", (b + 100) * U, (b + 400) * U, tid=12)
+        kernel(t, b + 50, (b + 60, b + 800), tid=11)
+        kernel(t, b + 110, (b + 120, b + 390), stream=8, tid=12)
+    a = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("A", "B")))
+    # THEN the two share no boundary: A begins at b (7 and 8 idle) and ends on 7 at its CPU end,
+    # b+800 (its kernel): 800; B reads what events on 8 read, b+100 (8 idle) to b+400 (its kernel
+    # done by b+390): 300 in every cycle. A's kernel on 7, launched by A's thread before B's
+    # range opened, is A's tail, not B's: B's end reads the next cycle's stream, 7, only for
+    # work B's thread launched there (once 700 in all but the last cycle: 7 read at b+400)
+    assert gpu_us(a) == [("A", 800), ("B", 300)] * 3
+    # AND the cycle runs b..b+800 (A's end)
+    assert [c["gpu_ns"] // U for c in a.ranks[0].cycles.to_pylist()] == [800] * 3

@@ -35,7 +35,8 @@ never run backwards along that GPU's phases (its events are recorded there, orde
 nothing on the other GPU). The instant of a boundary is the later phase's
 CPU start, or the earlier one's CPU end where the later phase runs on another thread (a
 hand-off: see ``_read_boundaries``). GPU work queued between two phases of a cycle on either's
-stream is in neither (the earlier one ends at its own CPU end). So phases tile their cycle but
+stream is in neither (the earlier one ends at its own CPU end, the later one begins on its own
+stream alone, and the two share no boundary). So phases tile their cycle but
 for such work, cycles never overlap on the GPU, and a cycle starts where the GPU finished the
 one before it, on one GPU (across two, phases and cycles may overlap). On one stream with nothing queued at a cycle's start this is the old rule:
 ``b_i = max(cpu_start_i, gpu_end of the work launched before)``.
@@ -101,6 +102,9 @@ class StreamClock:
     record_thread: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     record_call_start: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     record_row: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # Per stream, beside ``op_launch``: the thread (``thread_keys``) whose call put each op
+    # there, -1 where the trace does not tell (a call not in it, work before the capture).
+    op_thread: tuple = ()
 
     def stream_index(self, pid: np.ndarray, device: np.ndarray, stream: np.ndarray) -> np.ndarray:
         """Row of ``keys`` for each (pid, device, stream); -1 where the stream has no work."""
@@ -210,6 +214,28 @@ class StreamClock:
                     out[k] = bool(held.any())
         return out
 
+    def launched_by(self, stream: np.ndarray, lo: np.ndarray, hi: np.ndarray, thread: np.ndarray) -> np.ndarray:
+        """For each (stream row, CPU instants ``lo`` < ``hi``, thread key): whether that thread
+        put an op on the stream after ``lo`` and by ``hi`` (``queued_between``'s window; event
+        waits, and other threads' launches, do not count). An op whose launching thread is not
+        known counts as any thread's, as every op does where the clock keeps no threads or the
+        asking thread is -1 (not known). ``stream`` -1 gives False."""
+        stream = np.asarray(stream, dtype=np.int64)
+        lo, hi, thread = np.asarray(lo, np.int64), np.asarray(hi, np.int64), np.asarray(thread, np.int64)
+        out = np.zeros(len(stream), dtype=bool)
+        for s in np.unique(stream[stream >= 0]).tolist():
+            sel = np.flatnonzero((stream == s) & (lo < hi))
+            launch = self.op_launch[s]
+            a, b = np.searchsorted(launch, lo[sel], side="right"), np.searchsorted(launch, hi[sel], side="right")
+            some = b > a
+            if not len(self.op_thread):
+                out[sel] = some
+                continue
+            for j in np.flatnonzero(some).tolist():  # (few: asked for a phase's own launches only)
+                who = self.op_thread[s][a[j]:b[j]]
+                out[sel[j]] = thread[sel[j]] == -1 or bool(((who == thread[sel[j]]) | (who == -1)).any())
+        return out
+
     def queued_since(self, stream: int, until: np.ndarray) -> np.ndarray:
         """Per GPU instant of ``until``: the CPU instant the work on stream row ``stream`` that
         keeps it busy until then or later was queued (the first op or event wait whose
@@ -307,16 +333,21 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
             return np.zeros(len(pid), dtype=np.int64)
         return np.searchsorted(keys, _pack(pid, dev, stream))
 
-    op_launch, op_done = [], []
+    op_launch, op_done, op_thread = [], [], []
     oi = np.searchsorted(keys, op_key_all) if n and len(op_key_all) else np.zeros(len(op_key_all), dtype=np.int64)
     ol, oe = np.concatenate([o_launch[placed], g_launch]), np.concatenate([o_end[placed], g_end])
+    # Who launched each: the launching call's thread (a graph branch: its launch's; -1 unknown).
+    o_tid = int64s(ops["launch_tid"], -1) if ops.num_rows and "launch_tid" in ops.column_names else np.full(len(o_pid), -1, np.int64)
+    o_thread = np.where((o_tid >= 0) & ~head.called_before, thread_keys(o_pid, o_tid), -1)
+    ot = np.concatenate([o_thread[placed], o_thread[b_rows[b_placed]], np.full(len(head.stream_key), -1, np.int64)])
     order = np.lexsort((ol, oi))
-    oi, ol, oe = oi[order], ol[order], oe[order]
+    oi, ol, oe, ot = oi[order], ol[order], oe[order], ot[order]
     cuts = np.searchsorted(oi, np.arange(n + 1))
     for s in range(n):
         a, b = cuts[s], cuts[s + 1]
         op_launch.append(ol[a:b])
         op_done.append(np.maximum.accumulate(oe[a:b]) if b > a else oe[a:b])
+        op_thread.append(ot[a:b])
 
     # Waits in CPU order: each depends on its record's stream as of the record's CPU time,
     # including the waits that stream had itself made by then.
@@ -374,6 +405,7 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
         record_thread=rec["thread"],
         record_call_start=rec["call_start"],
         record_row=np.asarray(rec_stream, np.int64),
+        op_thread=tuple(op_thread),
     )
 
 
@@ -1957,6 +1989,7 @@ def phase_boundaries(
     own_stream_only: bool = False,
     ended_elsewhere: np.ndarray | None = None,
     range_end: np.ndarray | None = None,
+    cycle_ends: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The boundary rule (module doc), for phase instances in time order, on each timeline
     (``timelines``: a process, or each of its threads where they run cycles of their own).
@@ -1972,9 +2005,14 @@ def phase_boundaries(
     keep): no hand-off is taken from them (``_read_boundaries``). ``range_end``: the ranges' own
     CPU ends, where ``cpu_end`` is where each end is read (``rank.read_ends``: later where
     another thread's launch call for it returned late); whether two phases overlap is told by
-    these (default ``cpu_end``).
+    these (default ``cpu_end``). ``cycle_ends``: filled per phase with where its cycle's end
+    reads it (its boundary end, or later: the cycle's edge on the next cycle's stream that a
+    last phase begun apart does not read, or work queued between two of its phases still
+    running past its last phase: ``_read_boundaries``; int64 min where it has none).
     """
     range_end = cpu_end if range_end is None else range_end
+    if cycle_ends is not None:
+        cycle_ends[:] = I64_MIN
     n = len(cpu_start)
     start_b = np.full(n, I64_MIN, dtype=np.int64)
     end_b = np.full(n, I64_MIN, dtype=np.int64)
@@ -2035,22 +2073,25 @@ def phase_boundaries(
                 started = thread_keys(pid[part], tid[part])
                 ended = np.where(ended_elsewhere[part], -1, started) if ended_elsewhere is not None else started  # -1: which thread is unknown
                 threads = (started, ended)
-            start_b[part], end_b[part] = _read_boundaries(clock, cpu_start[part], cpu_end[part], cycle[part], srow, alone, own_stream_only, threads,
+            start_b[part], end_b[part], edge_b = _read_boundaries(clock, cpu_start[part], cpu_end[part], cycle[part], srow, alone, own_stream_only, threads,
                                                           range_end[part])
+            if cycle_ends is not None:
+                cycle_ends[part] = edge_b
     return start_b, end_b, dev_used, stream_used
 
 
 def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc: np.ndarray, srow: np.ndarray,
                      alone: bool, own_stream_only: bool = False, threads: tuple[np.ndarray, np.ndarray] | None = None,
-                     range_end: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                     range_end: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The boundaries of a sequence of phases in time order (CPU starts ``t``, ends ``cpu_end``,
     cycles ``cyc``, stream rows ``srow``, ``threads``: the threads each started and ended on, -1
     where another, unknown one ended it): a phase ends where the next one of
     its cycle begins (what the thread did between the two scopes is the earlier phase's tail,
     as an event recorded at the later one's start reads it), unless GPU work was queued on
     either's stream between the two (work in no phase: SGLang's or vLLM's code between the
-    scopes a preset marks, a phase left out of ``--phase``): then it ends at its CPU end, and
-    that work is in neither phase, only in the cycle. Where the next phase runs on another
+    scopes a preset marks, a phase left out of ``--phase``): then it ends at its CPU end, the
+    later one begins at its CPU start on its own stream alone, and that work is in neither
+    phase, only in the cycle. Where the next phase runs on another
     thread (a hand-off: a loop thread's prepare, a model thread's forward), the two meet at the
     earlier one's CPU end: the thread that ends a phase hands the cycle on there, and the time
     the other thread takes to pick it up is the later phase's (a real H200 trace, a model
@@ -2062,12 +2103,21 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
     is read). Each boundary between two phases of a cycle is read on both their streams, and
     boundaries never run backwards (a running maximum over start, end, start, end, ...; not
     across an overlap: the later phase, on its own stream, may begin before the earlier
-    phase's start boundary, and the earlier one's end holds nothing back). ``alone``: phases that are
-    no neighbours of each other (in no cycle), each read on its own stream from its CPU start
-    to its CPU end."""
+    phase's start boundary, and the earlier one's end holds nothing back; nor across work
+    between, on the GPU the two phases are on). A cycle's last phase ends where the next
+    cycle's first begins, read on both streams too, unless it began apart from the phase before
+    it (work between, an overlap): then on the next cycle's stream only where its own thread
+    launched work there within its range, as what that stream held before (the work between,
+    the overlapping phase's tail) is not its and its start never read it. Returns (starts,
+    ends, cycle edges): the third, per phase, where its cycle's end reads it, at least its end:
+    the cycle's edge read on both streams whatever of it the last phase took, and, after work
+    between, the streams of the two phases around it at the later one's start (the cycle holds
+    that work). ``alone``: phases that are no neighbours of each other (in no cycle), each read
+    on its own stream from its CPU start to its CPU end."""
     if alone:
         a = np.maximum(t, clock.done(srow, t))
-        return a, np.maximum.reduce([a, cpu_end, clock.done(srow, cpu_end)])
+        z = np.maximum.reduce([a, cpu_end, clock.done(srow, cpu_end)])
+        return a, z, z
     # A boundary is shared only by neighbours on one GPU: one thread driving two GPUs records a
     # phase's events on its own GPU's stream, which is ordered after nothing on the other GPU;
     # a phase whose next one is on the other GPU ends at its own CPU end, as an event there reads.
@@ -2101,19 +2151,53 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
     e = np.where(between | hand_off, np.minimum(cpu_end, t_next), np.where(overlap, cpu_end, t_next))
     # A hand-off with nothing queued between: the later phase begins where the earlier ended.
     t = np.where(np.r_[False, (hand_off & ~between)[:-1]], np.r_[0, e[:-1]], t)
-    after_overlap = np.r_[False, overlap[:-1]]
-    a = np.maximum.reduce([t, clock.done(srow, t), clock.done(np.where(after_overlap, -1, prev_row), t)])
-    z = np.maximum.reduce([e, clock.done(srow, e), clock.done(np.where(overlap, -1, next_row), e)])
+    # Where no boundary is shared (work queued between the two, or the next began before this
+    # one ended), each phase reads its own edge on its own stream alone: the other's stream holds
+    # it back no more than the events the phase's own thread records there would (SGLang's
+    # pipeline loop: a late receive joined into the scheduler's stream before run_batch, whose
+    # forward stream waits for it only inside the range).
+    apart = overlap | between
+    after_apart = np.r_[False, apart[:-1]]
+    a = np.maximum.reduce([t, clock.done(srow, t), clock.done(np.where(after_apart, -1, prev_row), t)])
+    # A phase begun apart reads the next cycle's stream at its cycle's end only where its own
+    # thread launched work there within its range: what that stream held from before it (the
+    # work between, in no phase; an overlapping phase's tail) is not its, and its start never
+    # read it; nor is what another thread queued there meanwhile (a helper's copy), nor a wait
+    # its thread made there for work its own stream's end reads anyway.
+    cycle_edge = next_in_a_cycle & ~same_cycle_next & ~overlap
+    own_end = after_apart & cycle_edge
+    if own_end.any():
+        ask = np.flatnonzero(own_end)
+        who = threads[0][ask] if threads is not None else np.full(len(ask), -1, np.int64)
+        own_end[ask] = ~clock.launched_by(next_row[ask], t[ask], e[ask], who)
+    edge_read = clock.done(np.where(apart, -1, next_row), e)  # (the cycle edge on the next cycle's stream)
+    z = np.maximum.reduce([e, clock.done(srow, e), np.where(own_end, I64_MIN, edge_read)])
+    # The cycle's end (``edge``) is read at its edge on both streams, whatever of it its last
+    # phase took, and holds the work between: the streams of the phases around each gap read
+    # at the later one's start, when that work was all queued (not at the cycle's end, where
+    # they may hold work queued later that no event at the cycle's edge waits for: the next
+    # cycle's, run a cycle ahead, or a copy on a stream neither edge phase is on).
+    edge = np.maximum(z, edge_read)
+    gap = np.flatnonzero(between)
+    if len(gap):
+        np.maximum.at(edge, gap + 1, np.maximum(clock.done(srow[gap], t[gap + 1]), clock.done(srow[gap + 1], t[gap + 1])))
     pairs = np.stack([a, z], 1)
     # Runs of phases one after another, cut where the next began before the earlier ended.
     # Never backwards along each stream's own phases (``own_stream_only``), else along each GPU's.
+    # A run is also cut where work was queued between two phases, but only on the line the two
+    # are on: a phase begun after it is held back by the earlier one's end no more than its own
+    # stream is, and the other GPU's phases (events ordered after nothing here) not at all.
     along = srow if own_stream_only else gpu
-    one_line = len(along) == 0 or (along == along[0]).all()  # (one GPU, or one stream: the whole run at once)
-    for run in np.split(np.arange(len(t)), np.flatnonzero(overlap) + 1):
-        for g in ((None,) if one_line else np.unique(along[run]).tolist()):
-            on_g = run if g is None else run[along[run] == g]
-            pairs[on_g] = np.maximum.accumulate(pairs[on_g].ravel()).reshape(-1, 2)
-    return pairs[:, 0], pairs[:, 1]
+    run_of = np.cumsum(np.r_[False, overlap[:-1]])  # (an overlap cuts every line)
+    gap_cut = np.r_[False, between[:-1] & (along[1:] == along[:-1])]
+    for g in np.unique(along).tolist():
+        on_g = np.flatnonzero(along == g)
+        # (a cut between two of the line's phases where an overlap lies anywhere between them)
+        runs = run_of[on_g]
+        starts = np.flatnonzero(np.r_[False, (runs[1:] != runs[:-1]) | gap_cut[on_g][1:]])
+        for seg in np.split(on_g, starts):
+            pairs[seg] = np.maximum.accumulate(pairs[seg].ravel()).reshape(-1, 2)
+    return pairs[:, 0], pairs[:, 1], np.maximum(edge, pairs[:, 1])
 
 
 def _gpu_of_rows(clock: StreamClock, row: np.ndarray) -> np.ndarray:

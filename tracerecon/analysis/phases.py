@@ -971,11 +971,12 @@ def incomplete_cycles(ranges: pa.Table, phases: pa.Table, cycle_of_phase: np.nda
 
 def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, rank: int, skip_cycles: int | None = None,
                  accepted_marks: list | None = None, unrun_from_ns: int | None = None, silent_cycles: np.ndarray | None = None,
-                 empty_steps: np.ndarray | None = None) -> pa.Table:
+                 empty_steps: np.ndarray | None = None, cycle_ends: tuple[np.ndarray, np.ndarray] | None = None) -> pa.Table:
     """The ``schema.CYCLES`` table: per cycle CPU total, GPU time between the cycle's first and
     last phase boundary (what CUDA events around the cycle would read), and phase sums.
     ``silent_cycles``: the cycles in whose span the rank launched no GPU work, ``empty_steps``
-    those split off as steps that ended in their first phase (``empty_cycles``; None: not known)."""
+    those split off as steps that ended in their first phase (``empty_cycles``; None: not known),
+    ``cycle_ends`` (ids, GPU instants) where a cycle's end reads later than its phases' ends."""
     if phases.num_rows == 0:
         return schema.empty(schema.CYCLES)
     cyc = int64s(phases["cycle"], -1)
@@ -1005,6 +1006,10 @@ def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, ran
     gpu_sum = red(np.add, p_gpu)
     b_start = red(np.minimum, p_bs)
     b_end = red(np.maximum, p_be)
+    if cycle_ends is not None:
+        pos = np.minimum(np.searchsorted(cycle_ends[0], ids), len(cycle_ends[0]) - 1)
+        hit = cycle_ends[0][pos] == ids
+        b_end = np.where(hit & (b_end != np.iinfo(np.int64).min), np.maximum(b_end, cycle_ends[1][pos]), b_end)
     n_ph = np.diff(np.r_[starts, len(order)])
     has_ops = ge != np.iinfo(np.int64).min
     has_gpu = b_end != np.iinfo(np.int64).min

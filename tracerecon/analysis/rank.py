@@ -95,6 +95,11 @@ class RankWork:
     # and those split off as steps that ended inside their first phase (``phases.empty_steps``).
     silent_cycles: np.ndarray | None = None
     empty_steps: np.ndarray | None = None
+    # Per cycle (ids, GPU instants): where its end reads later than its phases' ends (its edge on
+    # the next cycle's stream, which a last phase begun apart from the one before it leaves out;
+    # work queued between two of its phases still running past its last phase:
+    # ``boundaries.phase_boundaries``' ``cycle_ends``); None: nowhere.
+    cycle_ends: tuple[np.ndarray, np.ndarray] | None = None
 
     def provisional_phases(self) -> pa.Table:
         """The phases table without waits in collectives (what the cross-rank step reads)."""
@@ -232,7 +237,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         targets = wait_targets(clock, blocking)
         waits = attribute_waits(blocking, ops, op_phase, call_phase, _awaited(clock, blocking, targets, ops))
         syncs = _build_syncs(blocking, targets, waits, call_range, call_phase, labels, rank)
-        b_start, b_end, dev, stream, ph_read_end, as_side = boundaries_f.result() if boundaries_f is not None else _phase_stream_boundaries(*stream_work)
+        b_start, b_end, dev, stream, ph_read_end, as_side, cycle_ends = boundaries_f.result() if boundaries_f is not None else _phase_stream_boundaries(*stream_work)
         split, n_graph = mix_f.result() if mix_f is not None else _phase_op_mix(ops, op_phase, n_ph)
 
     blocked = np.zeros(n_ph, dtype=np.int64)
@@ -258,6 +263,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
     return RankWork(rank=rank, ranges=ranges, gpu_ops=gpu_ops, syncs=syncs, phase_inputs=inputs, cycle_rows=cycle_rows, skip_cycles=config.skip_cycles,
                     unrun_from_ns=tables.unrun_from_ns,
                     silent_cycles=cycles_without_launches(nested, cycle_rows, cycle_of, ph_s, ph_e, clock.op_instants), empty_steps=empty[1],
+                    cycle_ends=_cycle_ends(cycle_of, cycle_ends),
                     accepted_marks=tables.accepted_marks, provisional=build_phases(inputs),
                     notes=_past_cycle_notes(phases_past_their_cycle(nested, phase_rows, cycle_of, cycle_rows), labels) + _tiled_notes(tiled, own, b_end - b_start, labels)
                     + _side_stream_notes(as_side, b_end - b_start, stream, labels)
@@ -1073,13 +1079,14 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
                              ph_e: np.ndarray, cycle_of: np.ndarray, stream_deciders: np.ndarray | None,
                              ended_elsewhere: np.ndarray, copy_streams: CopyStreams,
                              said: tuple[np.ndarray, np.ndarray] | None = None,
-                             blocking: pa.Table | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, SideReadings]:
+                             blocking: pa.Table | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, SideReadings, np.ndarray]:
     """Per phase instance: the stream-order boundaries (analysis.boundaries) on the stream its
     thread said was current (``said_streams``), else on the stream that received its work (of
     the ops ``stream_deciders`` marks) or the stream that forked that one off: (boundary start,
-    boundary end, device, stream, the CPU instant its end was read at, ``SideReadings``).
-    ``blocking``: the rank's blocking calls (``find_blocking_calls``), which tell a phase that
-    only copied and took its results back where it copied (``_took_back_where_copied``)."""
+    boundary end, device, stream, the CPU instant its end was read at, ``SideReadings``, where
+    its cycle's end reads it: ``phase_boundaries``' ``cycle_ends``). ``blocking``: the rank's
+    blocking calls (``find_blocking_calls``), which tell a phase that only copied and took its
+    results back where it copied (``_took_back_where_copied``)."""
     # The engine's events go on the stream that computes: copies and memsets decide only in a
     # phase that ran no kernel (a long prefetch on a copy stream is not where its events are),
     # and there only those on a stream that also computes; a phase whose work is all on streams
@@ -1136,8 +1143,9 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
                                                 busiest, ph_tid, ended_elsewhere=ended_elsewhere, range_end=ph_e)
         ok = mask & (o_start != I64_MIN)
         side = SideReadings(ok, np.where(ok, o_end - o_start, 0), np.where(ok, work_stream, -1), np.where(ok, SIDE_STREAM_KERNELS, 0).astype(np.int8))
+    cycle_ends = np.full(n_ph, I64_MIN, dtype=np.int64)
     b_start, b_end, dev, stream = phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, busiest, ph_tid, ended_elsewhere=ended_elsewhere,
-                                                   range_end=ph_e)
+                                                   range_end=ph_e, cycle_ends=cycle_ends)
     # Phases whose range's events may have gone on another stream of their thread: one that only
     # copied, read off the stream its copies ran on (SGLang's scheduler copying inputs on the
     # default stream that the forward stream waits for), and one that launched nothing, read on
@@ -1160,7 +1168,18 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
                                                 ended_elsewhere=ended_elsewhere, range_end=ph_e)
         ok = (kind > 0) & (a_start != I64_MIN)
         side = SideReadings(side.mask | ok, np.where(ok, a_end - a_start, side.own_ns), np.where(ok, alt_stream, side.own_stream), np.where(ok, kind, side.kind))
-    return b_start, b_end, dev, stream, ph_read_end, side._replace(mask=side.mask & (b_start != I64_MIN))
+    return b_start, b_end, dev, stream, ph_read_end, side._replace(mask=side.mask & (b_start != I64_MIN)), cycle_ends
+
+
+def _cycle_ends(cycle_of: np.ndarray, cycle_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per cycle, the latest of its phases' ``cycle_ends`` (ids, instants), None where none."""
+    ok = (cycle_of >= 0) & (cycle_ends != I64_MIN)
+    if not ok.any():
+        return None
+    ids, at = np.unique(cycle_of[ok], return_inverse=True)
+    out = np.full(len(ids), I64_MIN, dtype=np.int64)
+    np.maximum.at(out, at, cycle_ends[ok])
+    return ids, out
 
 
 def _other_stream_of_its_thread(pid: np.ndarray, tid: np.ndarray, dev: np.ndarray, stream: np.ndarray, idle: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -1289,7 +1308,7 @@ def finish_rank(work: RankWork, wait_ns: np.ndarray | None) -> tuple[pa.Table, p
     waited = wait_ns is not None and bool(np.any(wait_ns))
     phases = build_phases(work.phase_inputs, wait_ns) if waited else work.provisional_phases()
     return phases, build_cycles(work.ranges, phases, work.cycle_rows, work.rank, work.skip_cycles, list(work.accepted_marks), work.unrun_from_ns,
-                                work.silent_cycles, work.empty_steps)
+                                work.silent_cycles, work.empty_steps, work.cycle_ends)
 
 
 
