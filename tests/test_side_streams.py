@@ -1363,7 +1363,7 @@ def test_a_phase_that_only_copies_is_never_read_on_nccls_own_stream(tmp_path):
 
 
 def copy_back_engine(side_copy: bool) -> FakeTrace:
-    """SGLang's pipeline loop in miniature, without NCCL: one thread, current stream 7 (which
+    """One thread, current stream 7 (which
     launches no kernel), forward stream 8, 3 cycles (b = 1000 + 1000c us): fwd [b, b+40] forks 8
     off 7 (b+2) and runs a 300 us forward on 8 (b+9..b+309); between the phases 7 waits for 8
     (b+60: the forward's launch event); result [b+100, b+320] copies the tokens to the host and
@@ -1391,17 +1391,33 @@ def copy_back_engine(side_copy: bool) -> FakeTrace:
     return t
 
 
-def test_a_phase_that_only_copies_back_and_synchronizes_is_read_where_it_copied(tmp_path):
-    # GIVEN the copy-back engine, result copying the tokens back on 7 and synchronizing 7 (its
-    # thread's `.tolist()`), 8 forked off 7 again by the next fwd
-    t = copy_back_engine(side_copy=False)
-    # WHEN analysed
-    run = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("fwd", "result"), cycle_prefix=""))
-    # THEN result is read on 7, its thread's current stream, not on 8, which 7 feeds next (there
-    # from the forward's end, b+309, to b+320: 11 us): events on 7 read b+309 (7 waits for the
-    # forward since b+60) to b+320 (the range's end; the copy was done at b+311): 11 us too, so
-    # the stream is what tells (before this rule: 8)
-    assert [r for r in per_cycle(run.ranks[0]) if r[1] == "result"] == [(c, "result", 11, 7) for c in range(3)]
+def test_a_copy_back_on_a_dedicated_copy_stream_the_compute_stream_waits_for_stays_on_the_compute_stream(tmp_path):
+    # GIVEN one thread computing on its current stream 7 with a copy stream 20 that launches no
+    # kernel (b = 1000 + 1000c us, 3 cycles): prepare [b, b+50] makes 7 wait for 20 (b+2: the
+    # output buffers reused once the last copy is done) and runs a kernel on 7 (b+10..b+40);
+    # forward [b+50, b+300] a kernel on 7 (b+60..b+250), 20 waits for 7 (b+260), another kernel
+    # on 7 (b+270..b+450); output [b+300, b+420] copies the tokens to the host on 20 (launched
+    # b+310, b+310..b+315) and synchronizes 20 (b+313..b+316), inside `with stream(20)`
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 + 1000 * c
+        t.range("prepare", b * U, (b + 50) * U)
+        fork_join(t, 1, c + 1, b + 2, side=7, caller=20)
+        launch(t, b + 5, (b + 10, b + 40))
+        t.range("forward", (b + 50) * U, (b + 300) * U)
+        launch(t, b + 55, (b + 60, b + 250))
+        fork_join(t, 2, c + 1, b + 260, side=20)
+        launch(t, b + 265, (b + 270, b + 450))
+        t.range("output", (b + 300) * U, (b + 420) * U)
+        t.copy(t.call("cudaMemcpyAsync", (b + 310) * U, (b + 312) * U), (b + 310) * U, (b + 315) * U, kind=2, stream=20)
+        t.sync_record(t.call("cudaStreamSynchronize", (b + 313) * U, (b + 316) * U), (b + 313) * U, (b + 316) * U, stream=20)
+    for phases in (("prepare", "forward", "output"), ("output",)):
+        # WHEN analysed with all three phases, and with output alone (the rest between phases)
+        run = analyze([t.write(tmp_path / f"t{len(phases)}.sqlite")], PhaseConfig(phases=phases, cycle_prefix=""))
+        # THEN output is read on 7, the stream its copy stream was forked off (nothing ties 20
+        # to the thread's current stream: no collective was issued with it current): events on 7
+        # at b+300 and b+420 both read b+450 (the second kernel), 0 us (once 120 on 20)
+        assert [r for r in per_cycle(run.ranks[0]) if r[1] == "output"] == [(c, "output", 0, 7) for c in range(3)]
 
 
 def test_a_copy_stream_forked_off_inside_the_phase_and_synchronized_is_not_its_current_stream(tmp_path):

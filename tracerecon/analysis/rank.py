@@ -1011,12 +1011,15 @@ def _took_back_where_copied(clock: StreamClock, ops: pa.Table, op_phase: np.ndar
     row ``rows``): whether its own thread, inside its range, blocked on an asynchronous copy to
     the host the phase made on that stream (a synchronize of the stream, a synchronous copy on
     it, or a synchronize of an event recorded there, waiting for work launched at or after the
-    copy: `.tolist()`, `.item()`), where that stream feeds another (some stream waits for it in
-    the trace) or was not made to wait for another in the phase before the copy (``nccl``, per
-    stream row: NCCL's own streams, whose waits link nothing). Such a thread took its results on
-    its current stream. A copy stream forked off in the range, waited for there by the host
-    alone (vLLM's output copy stream), is not one; nor is a synchronous cudaMemcpy, which runs
-    on the legacy default stream whatever stream is current."""
+    copy: `.tolist()`, `.item()`), where the same thread made NCCL's stream (``nccl``, per stream
+    row) wait for that stream (a collective or a send issued with it current: ProcessGroupNCCL
+    makes its stream wait for the caller's current one). Such a thread took its results on its
+    current stream: SGLang's pipeline loop, whose scheduler stream launches no kernel, sends and
+    receives on NCCL forked off it and copies the tokens back there. Without NCCL's word the
+    trace does not tell the thread's current stream from a copy stream it enters to copy back
+    (`with torch.cuda.stream(copy_stream)`, vLLM's output copy, a buffer-guarding D2H stream
+    its compute stream waits for): those keep the stream the copies feed. A synchronous
+    cudaMemcpy runs on the legacy default stream whatever stream is current: no such copy."""
     out = np.zeros(len(phases), dtype=bool)
     if blocking is None or blocking.num_rows == 0 or len(phases) == 0 or ops.num_rows == 0:
         return out
@@ -1035,25 +1038,22 @@ def _took_back_where_copied(clock: StreamClock, ops: pa.Table, op_phase: np.ndar
         return out
     launch = clock.op_instants[copy]
     i = phases[k]
-    # Not a side stream forked off another in the phase before the copy, unless another stream
-    # waits for it somewhere in the trace: a copy stream forked off to take results back only
-    # feeds the host; a thread's current stream that made another wait for it in the range (the
-    # forward stream's results, before `.tolist()`) feeds the forward stream it forks off.
-    linked = (clock.join_from != clock.join_into) & (clock.join_from >= 0) & (clock.join_into >= 0)
-    linked &= ~nccl[np.maximum(clock.join_from, 0)] & ~nccl[np.maximum(clock.join_into, 0)]
-    joins_in = np.flatnonzero(linked)
-    feeds = np.isin(rows[k], clock.join_from[joins_in])
-    forked = np.zeros(len(copy), dtype=bool)
-    for r in np.unique(rows[k[~feeds]]).tolist():
-        mine = np.flatnonzero((rows[k] == r) & ~feeds)
-        cpu = clock.join_cpu[joins_in[clock.join_into[joins_in] == r]]  # (in CPU order)
-        forked[mine] = np.searchsorted(cpu, launch[mine], side="right") > np.searchsorted(cpu, ph_s[i[mine]], side="left")
+    # The thread made NCCL's stream wait for that stream (a collective, send or receive issued
+    # with it current: ProcessGroupNCCL makes its stream wait for the caller's current one).
+    copy_thread = thread_keys(ph_pid[i], ph_tid[i])
+    into_nccl = np.flatnonzero(nccl[np.maximum(clock.join_into, 0)] & (clock.join_into >= 0) & (clock.join_from >= 0))
+    by = clock.join_thread[into_nccl]
+    current = np.zeros(len(copy), dtype=bool)
+    for r in np.unique(rows[k]).tolist():
+        mine = np.flatnonzero(rows[k] == r)
+        threads = by[clock.join_from[into_nccl] == r]
+        current[mine] = np.isin(copy_thread[mine], threads) | (threads < 0).any()
+    forked = ~current
     # Blocked on it: a call of the phase's thread in the range, begun after the copy's launch,
     # waiting on that stream for work up to the copy at least.
     targets = wait_targets(clock, blocking)
     call_thread = thread_keys(int64s(blocking["pid"]), int64s(blocking["tid"]))
     call_start = int64s(blocking["start_ns"])
-    copy_thread = thread_keys(ph_pid[i], ph_tid[i])
     waited = np.zeros(len(copy), dtype=bool)
     for r in np.unique(rows[k[~forked]]).tolist():
         on_r = np.flatnonzero(targets.row == r)
