@@ -45,30 +45,133 @@ LOOP, WORKER, HELPER, LAUNCHER = 11, 12, 14, 15  # thread ids
 SAID_EVENT = 500  # + thread id: the event tracerecon.instrument records on each phase's current stream
 
 
-def simulate(prog: list, say_streams: bool = False) -> tuple[FakeTrace, list[str], list[tuple[int, str, int, int]]]:
+def simulate(prog: list, say_streams: bool = False, cycles: bool = False):
     """The program's trace (``cycle N`` ranges, phase ranges, launches, copies, waits, syncs),
     its phase names, and the truth: (cycle, phase, GPU us, current stream) per phase.
     ``say_streams``: each phase begins as ``tracerecon.instrument`` begins one, with an event
-    recorded on its current stream and then a ``tracerecon.stream`` mark."""
+    recorded on its current stream and then a ``tracerecon.stream`` mark. ``cycles``: also
+    return, fourth, the cycles' truth: (cycle, GPU us) per cycle (``between``'s rule).
+
+    An entry of a cycle whose name is ``""`` or begins with ``"~"`` is no phase but code run
+    between two phases (``between``): its ops are launched by its thread with its stream
+    current, in no phase range (``"~name"``: in a range ``name``, a phase not named to
+    tracerecon, as one left out of ``--phase``); an entry with no ops takes no CPU time."""
     t = FakeTrace()
+    ops_log: dict[int, list[tuple[int, int | None]]] = {}  # stream -> (CPU instant an op was queued, its thread)
+    waits_log: dict[int, list[tuple[int, int, int]]] = {}  # stream -> (CPU instant of a wait, what it waits for, source stream)
     free: dict[int, int] = {}  # stream -> when everything queued on it is done
     queued: dict[int, list[tuple[int, int]]] = {}  # stream -> (CPU instant it was queued, GPU end)
     records: dict[int, int] = {}
     event_of: dict[tuple[int, int], int] = {}
 
-    def push(s: int, at: int, end: int) -> None:
+    def push(s: int, at: int, end: int, who: int | None = None, src: int | None = None) -> None:
         free[s] = max(free.get(s, 0), end)
         queued.setdefault(s, []).append((at, end))
+        if src is not None:  # a wait for src's work, done at ``end``
+            waits_log.setdefault(s, []).append((at, end, src))
+        else:  # an op its thread ``who`` put there
+            ops_log.setdefault(s, []).append((at, who))
 
     def event(s: int, at: int) -> int:  # an event recorded on s at CPU instant `at` completes then
         return max([at] + [e for q, e in queued.get(s, []) if q <= at])
 
     cpu = 5
+
+    def run(ops: list, ltid: int) -> None:
+        nonlocal cpu
+        for op in ops:
+            op = op[1:] if isinstance(op[0], int) else op
+            cpu += 3
+            kind = op[0]
+            if kind == "k":
+                s, dur = op[1], op[2]
+                start = max(cpu + 1, free.get(s, 0))
+                t.kernel(t.call("cudaLaunchKernel", cpu * U, (cpu + 2) * U, tid=ltid), start * U, (start + dur) * U, stream=s,
+                         name=op[3] if len(op) > 3 else (NCCL if s == 30 else "k"))
+                push(s, cpu + 2, start + dur, who=ltid)
+                cpu += 2
+            elif kind in ("cp", "item"):
+                s, dur = op[1], op[2]
+                start = max(cpu + 1, free.get(s, 0))
+                t.copy(t.call("cudaMemcpyAsync", cpu * U, (cpu + 2) * U, tid=ltid), start * U, (start + dur) * U,
+                       kind=op[3] if kind == "cp" else 2, stream=s)
+                push(s, cpu + 2, start + dur, who=ltid)
+                if kind == "cp":
+                    cpu += 2
+                else:
+                    back = max(cpu + 3, start + dur + 1)
+                    c = t.call("cudaStreamSynchronize", (cpu + 2) * U, back * U, tid=ltid)
+                    t.sync_record(c, (cpu + 2) * U, back * U, sync_type=3, stream=s)
+                    cpu = back
+            elif kind == "w":
+                waiter, src = op[1], op[2]
+                ev = event_of.setdefault((waiter, src), len(event_of) + 1)
+                records[ev] = records.get(ev, 0) + 1
+                t.event_record(event=ev, record=records[ev], start=cpu * U, end=(cpu + 1) * U, stream=src, tid=ltid)
+                t.stream_wait(event=ev, record=records[ev], start=(cpu + 1) * U, end=(cpu + 2) * U, stream=waiter, tid=ltid)
+                push(waiter, cpu + 2, free.get(src, 0), src=src)
+                cpu += 2
+            elif kind == "esync":
+                s = op[1]
+                ev = 90 + s
+                records[ev] = records.get(ev, 0) + 1
+                t.event_record(event=ev, record=records[ev], start=cpu * U, end=(cpu + 1) * U, stream=s, tid=ltid)
+                back = max(cpu + 2, free.get(s, 0) + 1)
+                c = t.call("cudaEventSynchronize", (cpu + 1) * U, back * U, tid=ltid)
+                t.sync_record(c, (cpu + 1) * U, back * U, sync_type=1, stream=s)
+                cpu = back
+            elif kind == "hcp":
+                s0, s, dur, ck, wait = op[1:6]
+                ev = 700 + s
+                records[ev] = records.get(ev, 0) + 1
+                t.event_record(event=ev, record=records[ev], start=cpu * U, end=(cpu + 1) * U, stream=s0, tid=HELPER)
+                t.stream_wait(event=ev, record=records[ev], start=(cpu + 1) * U, end=(cpu + 2) * U, stream=s, tid=HELPER)
+                push(s, cpu + 2, free.get(s0, 0), src=s0)
+                cpu += 2
+                start = max(cpu + 1, free.get(s, 0))
+                t.copy(t.call("cudaMemcpyAsync", cpu * U, (cpu + 2) * U, tid=HELPER), start * U, (start + dur) * U, kind=ck, stream=s)
+                push(s, cpu + 2, start + dur, who=HELPER)
+                cpu += 2
+                if wait:  # the helper's own thread blocks, not the phase's: the CPU clock goes on
+                    c = t.call("cudaStreamSynchronize", cpu * U, (start + dur + 1) * U, tid=HELPER)
+                    t.sync_record(c, cpu * U, (start + dur + 1) * U, sync_type=3, stream=s)
+            elif kind == "g":
+                s, durs, whole, branch = op[1:5]
+                corr = t.call("cudaGraphLaunch", cpu * U, (cpu + 2) * U, tid=ltid)
+                first = at = max(cpu + 1, free.get(s, 0))
+                nodes = []
+                for d in durs:
+                    nodes.append((s, at, at + d))
+                    at += d + 1
+                b_at = first
+                for d in branch:
+                    nodes.append((s + 40, b_at, b_at + d))
+                    b_at += d + 1
+                last = max(e for _, _, e in nodes)
+                if whole:
+                    t.graph(corr, first * U, last * U, stream=s)
+                else:
+                    for i, (ns, a, e) in enumerate(nodes):
+                        t.kernel(corr, a * U, e * U, stream=ns, node=i + 1)
+                push(s, cpu + 2, last, who=ltid)
+                cpu += 2
+            elif kind == "gap":
+                cpu += op[1]
+
     bounds = []
     for ci, cyc in enumerate(prog):
         cycle_start = cpu
         rows = []
+        hidden = []
         for name, tid, cur, ops, *launcher in cyc:
+            if name == "" or name.startswith("~"):  # code between two phases, in no phase
+                lo = cpu
+                if ops:
+                    run(ops, tid)
+                    cpu += 1
+                if name and cpu > lo:
+                    hidden.append((name[1:], tid, lo, cpu))
+                continue
             phase_start = cpu
             ltid = launcher[0] if launcher else tid  # the thread that launches the phase's ops
             if say_streams:
@@ -76,108 +179,111 @@ def simulate(prog: list, say_streams: bool = False) -> tuple[FakeTrace, list[str
                 t.event_record(event=SAID_EVENT + tid, record=records[SAID_EVENT + tid], start=cpu * U + 200, end=cpu * U + 700, stream=cur, tid=tid)
                 t.mark(STREAM_MARK, cpu * U + 900, tid=tid)
             cpu += 2
-            for op in ops:
-                op = op[1:] if isinstance(op[0], int) else op
-                cpu += 3
-                kind = op[0]
-                if kind == "k":
-                    s, dur = op[1], op[2]
-                    start = max(cpu + 1, free.get(s, 0))
-                    t.kernel(t.call("cudaLaunchKernel", cpu * U, (cpu + 2) * U, tid=ltid), start * U, (start + dur) * U, stream=s,
-                             name=op[3] if len(op) > 3 else (NCCL if s == 30 else "k"))
-                    push(s, cpu + 2, start + dur)
-                    cpu += 2
-                elif kind in ("cp", "item"):
-                    s, dur = op[1], op[2]
-                    start = max(cpu + 1, free.get(s, 0))
-                    t.copy(t.call("cudaMemcpyAsync", cpu * U, (cpu + 2) * U, tid=ltid), start * U, (start + dur) * U,
-                           kind=op[3] if kind == "cp" else 2, stream=s)
-                    push(s, cpu + 2, start + dur)
-                    if kind == "cp":
-                        cpu += 2
-                    else:
-                        back = max(cpu + 3, start + dur + 1)
-                        c = t.call("cudaStreamSynchronize", (cpu + 2) * U, back * U, tid=ltid)
-                        t.sync_record(c, (cpu + 2) * U, back * U, sync_type=3, stream=s)
-                        cpu = back
-                elif kind == "w":
-                    waiter, src = op[1], op[2]
-                    ev = event_of.setdefault((waiter, src), len(event_of) + 1)
-                    records[ev] = records.get(ev, 0) + 1
-                    t.event_record(event=ev, record=records[ev], start=cpu * U, end=(cpu + 1) * U, stream=src, tid=ltid)
-                    t.stream_wait(event=ev, record=records[ev], start=(cpu + 1) * U, end=(cpu + 2) * U, stream=waiter, tid=ltid)
-                    push(waiter, cpu + 2, free.get(src, 0))
-                    cpu += 2
-                elif kind == "esync":
-                    s = op[1]
-                    ev = 90 + s
-                    records[ev] = records.get(ev, 0) + 1
-                    t.event_record(event=ev, record=records[ev], start=cpu * U, end=(cpu + 1) * U, stream=s, tid=ltid)
-                    back = max(cpu + 2, free.get(s, 0) + 1)
-                    c = t.call("cudaEventSynchronize", (cpu + 1) * U, back * U, tid=ltid)
-                    t.sync_record(c, (cpu + 1) * U, back * U, sync_type=1, stream=s)
-                    cpu = back
-                elif kind == "hcp":
-                    s0, s, dur, ck, wait = op[1:6]
-                    ev = 700 + s
-                    records[ev] = records.get(ev, 0) + 1
-                    t.event_record(event=ev, record=records[ev], start=cpu * U, end=(cpu + 1) * U, stream=s0, tid=HELPER)
-                    t.stream_wait(event=ev, record=records[ev], start=(cpu + 1) * U, end=(cpu + 2) * U, stream=s, tid=HELPER)
-                    push(s, cpu + 2, free.get(s0, 0))
-                    cpu += 2
-                    start = max(cpu + 1, free.get(s, 0))
-                    t.copy(t.call("cudaMemcpyAsync", cpu * U, (cpu + 2) * U, tid=HELPER), start * U, (start + dur) * U, kind=ck, stream=s)
-                    push(s, cpu + 2, start + dur)
-                    cpu += 2
-                    if wait:  # the helper's own thread blocks, not the phase's: the CPU clock goes on
-                        c = t.call("cudaStreamSynchronize", cpu * U, (start + dur + 1) * U, tid=HELPER)
-                        t.sync_record(c, cpu * U, (start + dur + 1) * U, sync_type=3, stream=s)
-                elif kind == "g":
-                    s, durs, whole, branch = op[1:5]
-                    corr = t.call("cudaGraphLaunch", cpu * U, (cpu + 2) * U, tid=ltid)
-                    first = at = max(cpu + 1, free.get(s, 0))
-                    nodes = []
-                    for d in durs:
-                        nodes.append((s, at, at + d))
-                        at += d + 1
-                    b_at = first
-                    for d in branch:
-                        nodes.append((s + 40, b_at, b_at + d))
-                        b_at += d + 1
-                    last = max(e for _, _, e in nodes)
-                    if whole:
-                        t.graph(corr, first * U, last * U, stream=s)
-                    else:
-                        for i, (ns, a, e) in enumerate(nodes):
-                            t.kernel(corr, a * U, e * U, stream=ns, node=i + 1)
-                    push(s, cpu + 2, last)
-                    cpu += 2
-                elif kind == "gap":
-                    cpu += op[1]
+            run(ops, ltid)
             cpu += 4
             rows.append((name, tid, cur, phase_start, cpu))
         bounds.append(rows)
         t.range(f"cycle {ci}", cycle_start * U, cpu * U, tid=LOOP)
         for name, tid, cur, start, end in rows:
             t.range(name, start * U, end * U, tid=tid)
+        for name, tid, start, end in hidden:
+            t.range(name, start * U, end * U, tid=tid)
         cpu += 20  # between cycles, nothing launched
-    truth = []
+    truth, cycle_truth = _truth(bounds, event, queued, ops_log, waits_log)
+    names = [row[0] for row in bounds[0]]
+    return (t, names, truth, cycle_truth) if cycles else (t, names, truth)
+
+
+def _truth(bounds: list, event, queued: dict, ops_log: dict, waits_log: dict) -> tuple[list, list]:
+    """Per phase (cycle, phase, GPU us, current stream) and per cycle (cycle, GPU us), as events
+    on the phases' current streams read them (``simulate``). Phases tile their cycle: a boundary
+    between two of a cycle is read on both their current streams at the later one's CPU start (at
+    the earlier one's CPU end where the later runs on another thread: a hand-off, the later one
+    then begins there), a cycle's last phase ends at its CPU end read also on the next cycle's
+    first phase's stream, and boundaries never run backwards. Unless GPU work was queued on
+    either's stream between two phases of a cycle (``between``: an op put there, or a wait made
+    there for work still running after the earlier phase's CPU end, other than for work all
+    queued by then that an event on the earlier phase's stream at its end reads anyway): then
+    the earlier one ends at its CPU end on its own stream, the later one begins at its CPU start
+    on its own stream alone (not held back by the earlier one's end), and where the later is
+    its cycle's last, its end reads the next cycle's stream only where its own thread put an
+    op there within its range. A cycle runs from its first phase's start to the latest of its
+    phases' ends, the next cycle's first stream at its last phase's CPU end, and, at each stretch
+    with work between, the two phases' streams at the later one's CPU start (what was queued on
+    them by then: the cycle holds that work)."""
+
+    def done(s: int, at: int) -> int:  # what was queued on s by `at` is done then (0: nothing)
+        return max([0] + [e for q, e in queued.get(s, []) if q <= at])
+
+    def work_between(s: int, lo: int, hi: int, read_by: int) -> bool:
+        if any(lo < q <= hi for q, _ in ops_log.get(s, [])):
+            return True
+        for q, dep, src in waits_log.get(s, []):
+            if lo < q <= hi and dep > lo and not (dep <= read_by and dep <= done(src, lo)):
+                return True
+        return False
+
     flat = [(ci, row) for ci, rows in enumerate(bounds) for row in rows]
+    n = len(flat)
+    same_next = [i + 1 < n and flat[i + 1][0] == flat[i][0] for i in range(n)]
+    between = [False] * n
+    for i in range(n):
+        if same_next[i]:
+            (_, (_, _, cur, _, end_cpu)), (_, (_, _, nxt, next_start, _)) = flat[i], flat[i + 1]
+            if end_cpu < next_start:
+                read_by = event(cur, end_cpu)
+                between[i] = work_between(cur, end_cpu, next_start, read_by) or work_between(nxt, end_cpu, next_start, read_by)
+    starts, ends, truth = [], [], []
     prev_end = 0
+    moved = {}  # a hand-off: the later phase begins at the earlier one's CPU end
     for i, (ci, (name, tid, cur, start_cpu, end_cpu)) in enumerate(flat):
-        start = max(prev_end, event(cur, start_cpu))
-        if i > 0 and flat[i - 1][0] == ci:  # the boundary with the phase before, on its stream too
-            start = max(start, event(flat[i - 1][1][2], start_cpu))
-        end = max(start, event(cur, end_cpu))
-        if i + 1 < len(flat):  # ... and with the next (a cycle ends where the next one starts)
-            end = max(end, event(flat[i + 1][1][2], end_cpu))
+        start_cpu = moved.get(i, start_cpu)
+        apart_before = i > 0 and between[i - 1]
+        start = event(cur, start_cpu)
+        if i > 0 and not apart_before:
+            start = max(start, prev_end)
+            if flat[i - 1][0] == ci:  # the boundary with the phase before, on its stream too
+                start = max(start, event(flat[i - 1][1][2], start_cpu))
+        if between[i]:
+            end = max(start, event(cur, end_cpu))
+        elif same_next[i]:
+            nxt_tid, nxt, nxt_start = flat[i + 1][1][1], flat[i + 1][1][2], flat[i + 1][1][3]
+            at = end_cpu if nxt_tid != tid else nxt_start
+            if nxt_tid != tid:
+                moved[i + 1] = end_cpu
+            end = max(start, event(cur, at), event(nxt, at))
+        else:
+            end = max(start, event(cur, end_cpu))
+            if i + 1 < n:  # a cycle ends where the next one starts, read on its stream too ...
+                nxt = flat[i + 1][1][2]
+                # ... but a phase begun apart only for what its own thread put there in its range
+                if not apart_before or any(start_cpu < q <= end_cpu and who == tid for q, who in ops_log.get(nxt, [])):
+                    end = max(end, event(nxt, end_cpu))
         truth.append((ci, name, end - start, cur))
+        starts.append(start)
+        ends.append(end)
         prev_end = end
-    return t, [row[0] for row in bounds[0]], truth
+    cycle_truth, cycle_bounds = [], []
+    for ci, rows in enumerate(bounds):
+        idx = [i for i in range(n) if flat[i][0] == ci]
+        if not idx:
+            continue
+        first, last = idx[0], idx[-1]
+        end = max(ends[i] for i in idx)
+        if last + 1 < n:
+            end = max(end, event(flat[last + 1][1][2], flat[last][1][4]))
+        for i in idx:
+            if between[i]:
+                at = flat[i + 1][1][3]
+                end = max(end, done(flat[i][1][2], at), done(flat[i + 1][1][2], at))
+        cycle_truth.append((ci, end - starts[first]))
+        cycle_bounds.append((starts[first], end))
+    _truth.last = {"flat": flat, "starts": starts, "ends": ends, "between": between, "cycles": cycle_bounds}  # (for a look by hand)
+    return truth, cycle_truth
 
 
 def program(seed: int, joins: str = "any", stream_switch: bool = False, helper: bool = False, graphs: str | None = None,
-            launcher: bool = False, repeats: bool = False) -> list:
+            launcher: bool = False, repeats: bool = False, gaps: str | None = None) -> list:
     """A random program: 4-6 cycles of two or three phases on one thread (a quarter of them
     with forward on a worker thread whose current stream is 20), side streams 13/14 that compute,
     an input stream 9, a copy stream 12 that copies results off, NCCL's stream 30, `.item()`
@@ -194,7 +300,13 @@ def program(seed: int, joins: str = "any", stream_switch: bool = False, helper: 
     them. ``launcher``: where every phase is the loop thread's, a worker thread that holds no
     phase launches all their work. ``repeats``: the first phase runs three times a cycle (draft
     steps). These three draw from a generator of their own, so a seed's program is otherwise the
-    same with them as without."""
+    same with them as without. ``gaps`` ("code" or "unnamed"): code runs between some phases of
+    a cycle (``simulate``'s entries named ``""``, or ``"~between"``: in a range of a phase not named
+    to tracerecon), after a phase's range ends and before the next begins, on the earlier
+    phase's thread with its stream current: kernels or a read-back there or on the later phase's
+    stream, a copy taken off on the copy stream, a side stream or a collective forked and joined
+    into the later phase's stream, a join of a side stream forked earlier, CPU time; drawn from
+    a generator of its own too, at the same places in every cycle, empty in some."""
     r = random.Random(seed)
     ncyc = r.randint(4, 6)
     worker = r.random() < 0.25 or stream_switch
@@ -316,4 +428,47 @@ def program(seed: int, joins: str = "any", stream_switch: bool = False, helper: 
                         ops[i] = (unit_id, "g", rest[0], durs, graphs == "whole", branch)
     if launcher and not worker:
         prog = [[(n, tid, cur, ops, LAUNCHER) for n, tid, cur, ops in cyc] for cyc in prog]
+    if gaps:
+        prog = _with_gaps(prog, random.Random(seed * 104729 + 71), "~between" if gaps == "unnamed" else "", sides)
     return prog
+
+
+def _with_gaps(prog: list, r: random.Random, name: str, sides: list) -> list:
+    """``program``'s code between phases: at each chosen place between two phases, in every
+    cycle, an entry ``(name, thread, stream, ops)`` of the earlier phase's thread and stream."""
+    n_phases = len(prog[0])
+    places = [pi for pi in range(n_phases - 1) if r.random() < 0.6] or [r.randrange(n_phases - 1)]
+    out = []
+    for cyc in prog:
+        new = []
+        for pi, ph in enumerate(cyc):
+            new.append(ph)
+            if pi not in places:
+                continue
+            cur, nxt = ph[2], cyc[pi + 1][2]
+            ops: list = []
+            if r.random() < 0.75:
+                for _ in range(r.randint(1, 3)):
+                    x = r.random()
+                    if x < 0.2:
+                        ops.append(("k", cur, r.randint(5, 300)))
+                    elif x < 0.3:
+                        ops.append(("k", nxt, r.randint(5, 300)))
+                    elif x < 0.4:
+                        ops.append(("item", cur, r.randint(1, 10)))
+                    elif x < 0.5:  # results copied off, never joined
+                        ops += [("w", 12, cur), ("cp", 12, r.randint(2, 400), 2)]
+                    elif x < 0.6:  # a side stream forked and joined into the later phase's stream
+                        s = r.choice(sides or [13])
+                        ops += [("w", s, cur), ("k", s, r.randint(10, 900)), ("w", nxt, s)]
+                    elif x < 0.7:  # a collective, joined
+                        ops += [("w", 30, cur), ("k", 30, r.randint(20, 900), NCCL), ("w", nxt, 30)]
+                    elif x < 0.8:  # a join of what a side stream (or the copy stream) holds from before
+                        ops.append(("w", nxt, r.choice(sides + [12, 30])))
+                    elif x < 0.9:  # an input copy joined
+                        ops += [("cp", 9, r.randint(2, 50), 1), ("w", nxt, 9)]
+                    else:
+                        ops.append(("gap", r.randint(5, 150)))
+            new.append((name, ph[1], cur, [(-2,) + op for op in ops]))
+        out.append(new)
+    return out

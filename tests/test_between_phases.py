@@ -701,3 +701,30 @@ def test_a_phase_begun_inside_another_ends_at_its_cycles_edge_on_its_own_stream(
     assert gpu_us(a) == [("A", 800), ("B", 300)] * 3
     # AND the cycle runs b..b+800 (A's end)
     assert [c["gpu_ns"] // U for c in a.ranks[0].cycles.to_pylist()] == [800] * 3
+
+
+def test_a_cycle_begins_at_its_first_phases_start_though_a_later_phase_began_earlier_on_the_gpu(tmp_path):
+    # GIVEN per cycle (b = 1000c us): A on stream 7 (CPU b..b+100) launching a 1500 us kernel at
+    # b+10, so the GPU runs behind the CPU on 7; a 10 us kernel on 7 between the phases (b+110, in
+    # no range); B on stream 8, idle (CPU b+200..b+300), its 30 us kernel b+220..b+250
+    t = FakeTrace()
+    free7 = 0
+    for c in range(3):
+        b = 1000 * c
+        t.range(f"cycle {c}", b * U, (b + 300) * U)
+        t.range("A", b * U, (b + 100) * U)
+        t.range("B", (b + 200) * U, (b + 300) * U)
+        s = max(b + 20, free7)
+        kernel(t, b + 10, (s, s + 1500))
+        kernel(t, b + 110, (s + 1500, s + 1510))
+        free7 = s + 1510
+        kernel(t, b + 210, (b + 220, b + 250), stream=8)
+    # WHEN analysed
+    a = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("A", "B")))
+    # THEN (by hand) A reads 1520 in cycle 0 (0..1520, its kernel from 20) and 1500 after (from
+    # where 7 is free, 1530 and 3040, to its kernel's end); B reads b+200..b+300 on 8: 100, before
+    # A's start on the GPU in cycles 1 and 2; each cycle runs from A's start, where an event at
+    # the cycle's start reads, to 7 read at B's start (the work between): 0..1530, 1530..3040,
+    # 3040..4550 (once 1200..3040 and 2200..4550: from B's start, the cycles overlapping)
+    assert gpu_us(a) == [("A", 1520), ("B", 100), ("A", 1500), ("B", 100), ("A", 1500), ("B", 100)]
+    assert [(c["gpu_boundary_start_ns"] // U, c["gpu_boundary_end_ns"] // U) for c in a.ranks[0].cycles.to_pylist()] == [(0, 1530), (1530, 3040), (3040, 4550)]

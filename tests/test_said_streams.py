@@ -231,3 +231,24 @@ def test_the_marking_is_on_by_default_off_by_the_environment_or_the_call_and_idl
     # after declare_streams(False); the environment turns it off from the start
     assert run() == ["True", "False"]
     assert run(TRACERECON_STREAM_MARKS="0") == ["False", "False"]
+
+
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**31 - 1), joins=st.sampled_from(["phase", "cycle", "any"]), gaps=st.sampled_from(["code", "unnamed"]))
+def test_every_phase_and_cycle_reads_its_events_with_work_between_phases_when_phases_say_their_stream(seed, joins, gaps, tmp_path):
+    # GIVEN a random program with code run between two phases of its cycles (in no range, or in
+    # a range not named a phase): kernels, read-backs, copies, forks and joins there, every phase
+    # saying its current stream
+    t, names, truth, cycles = simulate(program(seed, joins=joins, gaps=gaps), say_streams=True, cycles=True)
+    # WHEN analysed
+    path = tmp_path / "t.sqlite"
+    path.unlink(missing_ok=True)
+    (rank,) = load([t.write(path)], PhaseConfig(phases=tuple(names))).ranks
+    got = [(p["cycle"], p["phase"], p["gpu_ns"] / U, p["stream_id"]) for p in rank.phases.to_pylist()]
+    # THEN every phase reads what events on its current stream read, and every cycle what
+    # events at its first phase's start and its end read (the work between held), to 1 us
+    assert [(c, ph, s) for c, ph, _, s in got] == [(c, ph, s) for c, ph, _, s in truth]
+    assert all(abs(g[2] - w[2]) <= 1 for g, w in zip(got, truth)), (seed, joins, gaps, [(w, g) for g, w in zip(got, truth) if abs(g[2] - w[2]) > 1])
+    got_cycles = [(c["cycle"], c["gpu_ns"] / U) for c in rank.cycles.to_pylist()]
+    assert [c for c, _ in got_cycles] == [c for c, _ in cycles]
+    assert all(abs(g - w) <= 1 for (_, g), (_, w) in zip(got_cycles, cycles)), (seed, joins, gaps, got_cycles, cycles)

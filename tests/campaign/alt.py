@@ -19,7 +19,7 @@ def dump(prog, say):
     return out
 
 def alt_check(prog, say, diffs):
-    flat_idx = [(ci, pi) for ci, c in enumerate(prog) for pi in range(len(c))]
+    flat_idx = [(ci, pi) for ci, c in enumerate(prog) for pi in range(len(c)) if not (c[pi][0] == "" or c[pi][0].startswith("~"))]  # (not code between phases)
     alt = copy.deepcopy(prog)
     for d in diffs:
         if d.get("i") is not None and d["truth_stream"] != d["read_stream"]:

@@ -11,7 +11,13 @@ random.Random(seed):
   5 said         program(seed, joins=phase|cycle|any), say_streams=True       (test_said_streams)
 Tolerance: |read - truth| <= 1 us (the tests' rule).
 
-Usage (repo root): PYTHONPATH=.:tests:tests/campaign python tests/campaign/campaign.py OUT.jsonl [first] [last_exclusive] [workers]
+A fifth argument names other varieties (comma-separated; seed % their number picks one):
+  between  program(seed, joins=phase|cycle|any, gaps=code|unnamed, maybe helper or stream_switch),
+           say_streams maybe (always with stream_switch): code run between two phases of a cycle (in no range, or in a range
+           of a phase left out of --phase) that may queue work on either phase's stream; the
+           cycles' GPU time is compared too (``simulate(cycles=True)``: the README's contract)
+
+Usage (repo root): PYTHONPATH=.:tests:tests/campaign python tests/campaign/campaign.py OUT.jsonl [first] [last_exclusive] [workers] [varieties]
 then python tests/campaign/shrink.py OUT.jsonl SEED to shrink a misread one, and alt.py OUT.jsonl to see
 whether a misread trace is also that of a program whose truth tracerecon read (the trace cannot decide).
 The twenty-eighth session: 4 of seeds 0..3949 misread (9 phases), 3 of them undecidable by the trace.
@@ -34,9 +40,18 @@ os.environ["TRACERECON_NO_CACHE"] = "1"
 VARIETIES = ["phase", "later", "helper", "graphs", "switch_said", "said"]
 
 
-def params_of(seed: int) -> dict:
-    kind = VARIETIES[seed % 6]
+def params_of(seed: int, varieties: list[str] | None = None) -> dict:
+    kind = (varieties or VARIETIES)[seed % len(varieties or VARIETIES)]
     r = random.Random(seed * 1_000_003 + 12345)
+    if kind == "between":
+        kw = {"joins": r.choice(["phase", "cycle", "any"]), "gaps": r.choice(["code", "unnamed"])}
+        x, say = r.random(), r.random() < 0.35
+        if x < 0.25:
+            kw["helper"] = True
+            kw["joins"] = r.choice(["phase", "cycle"])
+        elif x < 0.45:  # (said: from the kernels alone the same as 7 current with 20 a side stream)
+            kw["stream_switch"], say = True, True
+        return {"kind": kind, "kw": kw, "say": say, "cycles": True}
     if kind == "phase":
         return {"kind": kind, "kw": {"joins": "phase"}, "say": False}
     if kind == "later":
@@ -51,18 +66,32 @@ def params_of(seed: int) -> dict:
     return {"kind": kind, "kw": {"joins": r.choice(["phase", "cycle", "any"])}, "say": True}
 
 
-def run_prog(prog, say: bool, tmpdir: str):
+def run_prog(prog, say: bool, tmpdir: str, cycles: bool = False):
+    """(truth, read, warnings) per phase; with ``cycles`` also (cycle truth, cycles read)."""
     from engine_programs import U, simulate
     from tracerecon.analysis.config import PhaseConfig
     from tracerecon.api import load
 
-    t, names, truth = simulate(prog, say_streams=say)
+    t, names, truth, cycle_truth = simulate(prog, say_streams=say, cycles=True)
     path = Path(tmpdir) / "t.sqlite"
     path.unlink(missing_ok=True)
     run = load([t.write(path)], PhaseConfig(phases=tuple(names)), jobs=1)
     (rank,) = run.ranks
     got = [(p["cycle"], p["phase"], p["gpu_ns"] / U, p["stream_id"]) for p in rank.phases.to_pylist()]
+    if cycles:
+        got_c = [(c["cycle"], (c["gpu_ns"] or 0) / U) for c in rank.cycles.to_pylist()]
+        return truth, got, list(run.warnings), cycle_truth, got_c
     return truth, got, list(run.warnings)
+
+
+def compare_cycles(truth, got) -> list:
+    diffs = []
+    if len(got) != len(truth):
+        diffs.append({"cycles_len": [len(truth), len(got)]})
+    for (c, us), (gc, gus) in zip(truth, got):
+        if gc != c or abs(gus - us) > 1:
+            diffs.append({"cyc": c, "truth_us": us, "read_us": gus, "read_cycle": gc})
+    return diffs
 
 
 def compare(truth, got, check_stream: bool) -> list:
@@ -78,12 +107,16 @@ def compare(truth, got, check_stream: bool) -> list:
     return diffs
 
 
-def misread(prog, say: bool, check_stream: bool, tmpdir: str) -> list:
+def misread(prog, say: bool, check_stream: bool, tmpdir: str, cycles: bool = False) -> list:
+    if cycles:
+        truth, got, _, ct, cg = run_prog(prog, say, tmpdir, cycles=True)
+        return compare(truth, got, check_stream) + compare_cycles(ct, cg)
     truth, got, _ = run_prog(prog, say, tmpdir)
     return compare(truth, got, check_stream)
 
 
 _TMP = None
+_VARIETIES = None
 
 
 def one(seed: int):
@@ -92,10 +125,10 @@ def one(seed: int):
         _TMP = tempfile.mkdtemp(prefix="fz", dir=None)
     from engine_programs import program
 
-    p = params_of(seed)
+    p = params_of(seed, _VARIETIES)
     try:
         prog = program(seed, **p["kw"])
-        diffs = misread(prog, p["say"], p["kind"] == "switch_said", _TMP)
+        diffs = misread(prog, p["say"], p["kind"] == "switch_said" or p["kw"].get("stream_switch", False), _TMP, p.get("cycles", False))
     except Exception:
         return {"seed": seed, **p, "error": traceback.format_exc()[-2000:]}
     if diffs:
@@ -108,8 +141,10 @@ def main():
     lo = int(sys.argv[2]) if len(sys.argv) > 2 else 0
     hi = int(sys.argv[3]) if len(sys.argv) > 3 else 3950
     workers = int(sys.argv[4]) if len(sys.argv) > 4 else 2
+    global _VARIETIES
+    _VARIETIES = sys.argv[5].split(",") if len(sys.argv) > 5 else None
     t0 = time.time()
-    n_bad = n_phases = n_err = 0
+    n_bad = n_phases = n_cycles = n_err = 0
     with open(out, "w") as f, mp.get_context("fork").Pool(workers) as pool:
         for i, res in enumerate(pool.imap_unordered(one, range(lo, hi), chunksize=4)):
             if res is not None:
@@ -120,9 +155,10 @@ def main():
                 else:
                     n_bad += 1
                     n_phases += sum(1 for d in res["diffs"] if "i" in d)
+                    n_cycles += sum(1 for d in res["diffs"] if "cyc" in d)
             if (i + 1) % 250 == 0:
-                print(f"{i + 1} done, {n_bad} misread ({n_phases} phases), {n_err} errors, {time.time() - t0:.0f}s", flush=True)
-    print(f"TOTAL {hi - lo} programs: {n_bad} misread, {n_phases} phases, {n_err} errors, {time.time() - t0:.0f}s", flush=True)
+                print(f"{i + 1} done, {n_bad} misread ({n_phases} phases, {n_cycles} cycles), {n_err} errors, {time.time() - t0:.0f}s", flush=True)
+    print(f"TOTAL {hi - lo} programs: {n_bad} misread, {n_phases} phases, {n_cycles} cycles, {n_err} errors, {time.time() - t0:.0f}s", flush=True)
 
 
 if __name__ == "__main__":

@@ -29,11 +29,13 @@ def json_t(x):
     return x
 
 
-def bad(prog, say, check_stream, need_stream):
+def bad(prog, say, check_stream, need_stream, cycles=False):
     try:
-        diffs = campaign.misread(prog, say, check_stream, TMP)
+        diffs = campaign.misread(prog, say, check_stream, TMP, cycles)
     except Exception:
         return False
+    if need_stream == "cycle":  # a cycle's GPU time misread
+        return any("cyc" in d for d in diffs)
     diffs = [d for d in diffs if "i" in d]
     if need_stream == "around":  # read on side S forked in the phase, with work on C both before the fork and after it
         flat = [ph for cyc in prog for ph in cyc]
@@ -131,12 +133,15 @@ if __name__ == "__main__":
     src, seed = sys.argv[1], int(sys.argv[2])
     need_stream = sys.argv[3] if len(sys.argv) > 3 else False
     rec = [json.loads(l) for l in open(src) if json.loads(l)["seed"] == seed][0]
-    say, check = rec["say"], rec["kind"] == "switch_said"
+    say, check, cycles = rec["say"], rec["kind"] == "switch_said" or rec["kw"].get("stream_switch", False), rec.get("cycles", False)
     prog = norm(strip(rec["prog"]))
-    pred = lambda p: bad(p, say, check, need_stream)
+    pred = lambda p: bad(p, say, check, need_stream, cycles)
     assert pred(prog)
     small = shrink(prog, pred)
     print(repr(small))
-    truth, got, warns = campaign.run_prog(small, say, TMP)
+    truth, got, warns, ct, cg = campaign.run_prog(small, say, TMP, cycles=True)
     for t, g in zip(truth, got):
         print(t, g, "" if abs(t[2] - g[2]) <= 1 and t[3] == g[3] else "<-- MISREAD")
+    if cycles:
+        for t, g in zip(ct, cg):
+            print("cycle", t, g, "" if abs(t[1] - g[1]) <= 1 else "<-- MISREAD")

@@ -1004,7 +1004,11 @@ def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, ran
     gs = red(np.minimum, p_gs)
     cpu_sum = red(np.add, p_cpu)
     gpu_sum = red(np.add, p_gpu)
-    b_start = red(np.minimum, p_bs)
+    # A cycle begins at its first phase's start boundary, where an event recorded at the
+    # cycle's start reads: a later phase may begin earlier on the GPU, on a stream of its own
+    # that was free (after work between, or inside another's range), and does not move it.
+    first_bs = p_bs[order[starts]]
+    b_start = np.where(first_bs != np.iinfo(np.int64).max, first_bs, red(np.minimum, p_bs))
     b_end = red(np.maximum, p_be)
     if cycle_ends is not None:
         pos = np.minimum(np.searchsorted(cycle_ends[0], ids), len(cycle_ends[0]) - 1)
