@@ -196,7 +196,10 @@ def simulate(prog: list, say_streams: bool = False, cycles: bool = False):
 
 def _truth(bounds: list, event, queued: dict, ops_log: dict, waits_log: dict) -> tuple[list, list]:
     """Per phase (cycle, phase, GPU us, current stream) and per cycle (cycle, GPU us), as events
-    on the phases' current streams read them (``simulate``). Phases tile their cycle: a boundary
+    on the phases' current streams read them (``simulate``). The streams' timelines are
+    simulated here on their own; which instants the events are recorded at restates tracerecon's
+    boundary rule (README), so a campaign over it checks the code against that rule, the
+    hand-reckoned tests (test_between_phases) against events. Phases tile their cycle: a boundary
     between two of a cycle is read on both their current streams at the later one's CPU start (at
     the earlier one's CPU end where the later runs on another thread: a hand-off, the later one
     then begins there), a cycle's last phase ends at its CPU end read also on the next cycle's
@@ -278,7 +281,6 @@ def _truth(bounds: list, event, queued: dict, ops_log: dict, waits_log: dict) ->
                 end = max(end, done(flat[i][1][2], at), done(flat[i + 1][1][2], at))
         cycle_truth.append((ci, end - starts[first]))
         cycle_bounds.append((starts[first], end))
-    _truth.last = {"flat": flat, "starts": starts, "ends": ends, "between": between, "cycles": cycle_bounds}  # (for a look by hand)
     return truth, cycle_truth
 
 

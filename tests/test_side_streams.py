@@ -1362,35 +1362,6 @@ def test_a_phase_that_only_copies_is_never_read_on_nccls_own_stream(tmp_path):
     assert not [w for w in run.warnings if "only copied" in w]
 
 
-def copy_back_engine(side_copy: bool) -> FakeTrace:
-    """One thread, current stream 7 (which
-    launches no kernel), forward stream 8, 3 cycles (b = 1000 + 1000c us): fwd [b, b+40] forks 8
-    off 7 (b+2) and runs a 300 us forward on 8 (b+9..b+309); between the phases 7 waits for 8
-    (b+60: the forward's launch event); result [b+100, b+320] copies the tokens to the host and
-    synchronizes on them: with ``side_copy`` on a copy stream 20 forked off 7 inside the range
-    (b+110; vLLM's output copy stream, its event recorded on 20 and synchronized), else on 7
-    itself (`.tolist()`); the copy (launched b+120) runs 2 us from b+309, the synchronize ends
-    at b+312."""
-    t = FakeTrace()
-    for c in range(3):
-        b = 1000 + 1000 * c
-        t.range("fwd", b * U, (b + 40) * U)
-        fork_join(t, 1, 2 * c + 1, b + 2, side=8)
-        launch(t, b + 6, (b + 9, b + 309), stream=8, name="forward")
-        fork_join(t, 2, 2 * c + 1, b + 60, side=7, caller=8)
-        t.range("result", (b + 100) * U, (b + 320) * U)
-        on = 20 if side_copy else 7
-        if side_copy:
-            fork_join(t, 2, 2 * c + 2, b + 110, side=20)
-        t.copy(t.call("cudaMemcpyAsync", (b + 120) * U, (b + 122) * U), (b + 309) * U, (b + 311) * U, kind=2, stream=on)
-        if side_copy:
-            t.event_record(event=3, record=c + 1, start=(b + 123) * U, end=(b + 124) * U, stream=20)
-            t.sync_record(t.call("cudaEventSynchronize", (b + 125) * U, (b + 312) * U), (b + 125) * U, (b + 312) * U, sync_type=1, stream=20)
-        else:
-            t.sync_record(t.call("cudaStreamSynchronize", (b + 125) * U, (b + 312) * U), (b + 125) * U, (b + 312) * U, stream=7)
-    return t
-
-
 def test_a_copy_back_on_a_dedicated_copy_stream_the_compute_stream_waits_for_stays_on_the_compute_stream(tmp_path):
     # GIVEN one thread computing on its current stream 7 with a copy stream 20 that launches no
     # kernel (b = 1000 + 1000c us, 3 cycles): prepare [b, b+50] makes 7 wait for 20 (b+2: the
@@ -1420,14 +1391,30 @@ def test_a_copy_back_on_a_dedicated_copy_stream_the_compute_stream_waits_for_sta
         assert [r for r in per_cycle(run.ranks[0]) if r[1] == "output"] == [(c, "output", 0, 7) for c in range(3)]
 
 
-def test_a_copy_stream_forked_off_inside_the_phase_and_synchronized_is_not_its_current_stream(tmp_path):
-    # GIVEN the copy-back engine, result forking a copy stream 20 off 7 inside its range, copying
-    # the tokens back there and synchronizing an event recorded on 20 (vLLM's output copy)
-    t = copy_back_engine(side_copy=True)
+def test_a_copy_stream_the_host_synchronizes_on_is_not_the_phases_stream_without_nccls_word(tmp_path):
+    # GIVEN one thread, current stream 7 (which launches no kernel), forward stream 8, 3 cycles
+    # (b = 1000 + 1000c us): fwd [b, b+40] forks 8 off 7 (b+2) and runs a 300 us forward on 8
+    # (b+9..b+309); between the phases 7 waits for 8 (b+60: the forward's launch event); result
+    # [b+100, b+320] forks a copy stream 20 off 7 (b+110), copies the tokens to the host there
+    # (launched b+120, b+309..b+311) and synchronizes an event recorded on 20 (b+125..b+312):
+    # vLLM's output copy. No collective is issued from any stream
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 + 1000 * c
+        t.range("fwd", b * U, (b + 40) * U)
+        fork_join(t, 1, 2 * c + 1, b + 2, side=8)
+        launch(t, b + 6, (b + 9, b + 309), stream=8, name="forward")
+        fork_join(t, 2, 2 * c + 1, b + 60, side=7, caller=8)
+        t.range("result", (b + 100) * U, (b + 320) * U)
+        fork_join(t, 2, 2 * c + 2, b + 110, side=20)
+        t.copy(t.call("cudaMemcpyAsync", (b + 120) * U, (b + 122) * U), (b + 309) * U, (b + 311) * U, kind=2, stream=20)
+        t.event_record(event=3, record=c + 1, start=(b + 123) * U, end=(b + 124) * U, stream=20)
+        t.sync_record(t.call("cudaEventSynchronize", (b + 125) * U, (b + 312) * U), (b + 125) * U, (b + 312) * U, sync_type=1, stream=20)
     # WHEN analysed
     run = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("fwd", "result"), cycle_prefix=""))
-    # THEN result is not read on 20, which only the host waits for: on 7, the stream 20 was
-    # forked off in the range, events read b+309..b+320: 11 us
+    # THEN result is not read on 20, where its thread blocked on its copy (no collective tells
+    # that 20 is ever its current stream): on 7, the stream 20 was forked off in the range,
+    # events read b+309 (7 waits for the forward) to b+320: 11 us
     assert [r for r in per_cycle(run.ranks[0]) if r[1] == "result"] == [(c, "result", 11, 7) for c in range(3)]
 
 

@@ -235,8 +235,8 @@ CYCLES = pa.schema(
         ("cpu_ns", TS),
         ("gpu_start_ns", TS),
         ("gpu_end_ns", TS),
-        ("gpu_boundary_start_ns", TS),  # its phases' earliest start boundary
-        ("gpu_boundary_end_ns", TS),  # its phases' latest end boundary
+        ("gpu_boundary_start_ns", TS),  # its first phase's start boundary (where an event at its start reads)
+        ("gpu_boundary_end_ns", TS),  # its phases' latest end boundary, or later for work queued between them
         ("gpu_ns", TS),  # the trusted number: boundary end - boundary start (cycles never overlap on one GPU)
         ("phases_cpu_ns", TS),  # sum of its phases' CPU times
         ("phases_gpu_ns", TS),  # sum of its phases' GPU-timeline shares

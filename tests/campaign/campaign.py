@@ -21,6 +21,9 @@ Usage (repo root): PYTHONPATH=.:tests:tests/campaign python tests/campaign/campa
 then python tests/campaign/shrink.py OUT.jsonl SEED to shrink a misread one, and alt.py OUT.jsonl to see
 whether a misread trace is also that of a program whose truth tracerecon read (the trace cannot decide).
 The twenty-eighth session: 4 of seeds 0..3949 misread (9 phases), 3 of them undecidable by the trace.
+The thirty-second: the six varieties, 14 of seeds 0..14599 misread, every one undecidable (alt.py);
+'between', 42 of seeds 0..1999 (after the cycle-start fix; 375 of 4,000 before), every one a phase
+read on another stream in a trace the program with the phase on that stream also makes (and reads right).
 """
 
 from __future__ import annotations

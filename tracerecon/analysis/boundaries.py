@@ -36,7 +36,8 @@ nothing on the other GPU). The instant of a boundary is the later phase's
 CPU start, or the earlier one's CPU end where the later phase runs on another thread (a
 hand-off: see ``_read_boundaries``). GPU work queued between two phases of a cycle on either's
 stream is in neither (the earlier one ends at its own CPU end, the later one begins on its own
-stream alone, and the two share no boundary). So phases tile their cycle but
+stream alone, and the two share no boundary: the later one may then begin on the GPU before
+its cycle's first phase, its own stream free). So phases tile their cycle but
 for such work, cycles never overlap on the GPU, and a cycle starts where the GPU finished the
 one before it, on one GPU (across two, phases and cycles may overlap). On one stream with nothing queued at a cycle's start this is the old rule:
 ``b_i = max(cpu_start_i, gpu_end of the work launched before)``.
@@ -231,7 +232,7 @@ class StreamClock:
             if not len(self.op_thread):
                 out[sel] = some
                 continue
-            for j in np.flatnonzero(some).tolist():  # (few: asked for a phase's own launches only)
+            for j in np.flatnonzero(some).tolist():  # (at most one per cycle: its last phase, begun apart)
                 who = self.op_thread[s][a[j]:b[j]]
                 out[sel[j]] = thread[sel[j]] == -1 or bool(((who == thread[sel[j]]) | (who == -1)).any())
         return out
@@ -2162,8 +2163,8 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
     # A phase begun apart reads the next cycle's stream at its cycle's end only where its own
     # thread launched work there within its range: what that stream held from before it (the
     # work between, in no phase; an overlapping phase's tail) is not its, and its start never
-    # read it; nor is what another thread queued there meanwhile (a helper's copy), nor a wait
-    # its thread made there for work its own stream's end reads anyway.
+    # read it; nor is what another thread queued there meanwhile (a helper's copy), nor any
+    # wait its thread made there (no work of its own).
     cycle_edge = next_in_a_cycle & ~same_cycle_next & ~overlap
     own_end = after_apart & cycle_edge
     if own_end.any():

@@ -972,11 +972,12 @@ def incomplete_cycles(ranges: pa.Table, phases: pa.Table, cycle_of_phase: np.nda
 def build_cycles(ranges: pa.Table, phases: pa.Table, cycle_rows: np.ndarray, rank: int, skip_cycles: int | None = None,
                  accepted_marks: list | None = None, unrun_from_ns: int | None = None, silent_cycles: np.ndarray | None = None,
                  empty_steps: np.ndarray | None = None, cycle_ends: tuple[np.ndarray, np.ndarray] | None = None) -> pa.Table:
-    """The ``schema.CYCLES`` table: per cycle CPU total, GPU time between the cycle's first and
-    last phase boundary (what CUDA events around the cycle would read), and phase sums.
+    """The ``schema.CYCLES`` table: per cycle CPU total, GPU time from its first phase's start
+    boundary to its last end (what CUDA events around the cycle would read), and phase sums.
     ``silent_cycles``: the cycles in whose span the rank launched no GPU work, ``empty_steps``
     those split off as steps that ended in their first phase (``empty_cycles``; None: not known),
-    ``cycle_ends`` (ids, GPU instants) where a cycle's end reads later than its phases' ends."""
+    ``cycle_ends`` (ids, GPU instants): where each cycle's end reads, where that may be later
+    than its phases' ends (work queued between two of them; ``boundaries.phase_boundaries``)."""
     if phases.num_rows == 0:
         return schema.empty(schema.CYCLES)
     cyc = int64s(phases["cycle"], -1)

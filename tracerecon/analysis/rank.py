@@ -263,7 +263,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
     return RankWork(rank=rank, ranges=ranges, gpu_ops=gpu_ops, syncs=syncs, phase_inputs=inputs, cycle_rows=cycle_rows, skip_cycles=config.skip_cycles,
                     unrun_from_ns=tables.unrun_from_ns,
                     silent_cycles=cycles_without_launches(nested, cycle_rows, cycle_of, ph_s, ph_e, clock.op_instants), empty_steps=empty[1],
-                    cycle_ends=_cycle_ends(cycle_of, cycle_ends),
+                    cycle_ends=_latest_cycle_edges(cycle_of, cycle_ends),
                     accepted_marks=tables.accepted_marks, provisional=build_phases(inputs),
                     notes=_past_cycle_notes(phases_past_their_cycle(nested, phase_rows, cycle_of, cycle_rows), labels) + _tiled_notes(tiled, own, b_end - b_start, labels)
                     + _side_stream_notes(as_side, b_end - b_start, stream, labels)
@@ -1005,15 +1005,15 @@ class SideReadings(NamedTuple):
 
 
 def _took_back_where_copied(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, blocking: pa.Table | None, phases: np.ndarray,
-                            rows: np.ndarray, ph_pid: np.ndarray, ph_tid: np.ndarray, ph_s: np.ndarray, ph_e: np.ndarray,
-                            nccl: np.ndarray) -> np.ndarray:
+                            rows: np.ndarray, ph_pid: np.ndarray, ph_tid: np.ndarray, ph_e: np.ndarray, nccl: np.ndarray) -> np.ndarray:
     """Per phase of ``phases`` (ones whose work all went to a stream that only copies, stream
     row ``rows``): whether its own thread, inside its range, blocked on an asynchronous copy to
     the host the phase made on that stream (a synchronize of the stream, a synchronous copy on
     it, or a synchronize of an event recorded there, waiting for work launched at or after the
     copy: `.tolist()`, `.item()`), where the same thread made NCCL's stream (``nccl``, per stream
-    row) wait for that stream (a collective or a send issued with it current: ProcessGroupNCCL
-    makes its stream wait for the caller's current one). Such a thread took its results on its
+    row) wait for that stream anywhere in the trace (a collective, send or receive issued with it
+    current: ProcessGroupNCCL makes its stream wait for the caller's current one; a wait whose
+    call is not in the trace counts for every thread). Such a thread took its results on its
     current stream: SGLang's pipeline loop, whose scheduler stream launches no kernel, sends and
     receives on NCCL forked off it and copies the tokens back there. Without NCCL's word the
     trace does not tell the thread's current stream from a copy stream it enters to copy back
@@ -1038,8 +1038,7 @@ def _took_back_where_copied(clock: StreamClock, ops: pa.Table, op_phase: np.ndar
         return out
     launch = clock.op_instants[copy]
     i = phases[k]
-    # The thread made NCCL's stream wait for that stream (a collective, send or receive issued
-    # with it current: ProcessGroupNCCL makes its stream wait for the caller's current one).
+    # The thread made NCCL's stream wait for that stream.
     copy_thread = thread_keys(ph_pid[i], ph_tid[i])
     into_nccl = np.flatnonzero(nccl[np.maximum(clock.join_into, 0)] & (clock.join_into >= 0) & (clock.join_from >= 0))
     by = clock.join_thread[into_nccl]
@@ -1048,17 +1047,16 @@ def _took_back_where_copied(clock: StreamClock, ops: pa.Table, op_phase: np.ndar
         mine = np.flatnonzero(rows[k] == r)
         threads = by[clock.join_from[into_nccl] == r]
         current[mine] = np.isin(copy_thread[mine], threads) | (threads < 0).any()
-    forked = ~current
     # Blocked on it: a call of the phase's thread in the range, begun after the copy's launch,
     # waiting on that stream for work up to the copy at least.
     targets = wait_targets(clock, blocking)
     call_thread = thread_keys(int64s(blocking["pid"]), int64s(blocking["tid"]))
     call_start = int64s(blocking["start_ns"])
     waited = np.zeros(len(copy), dtype=bool)
-    for r in np.unique(rows[k[~forked]]).tolist():
+    for r in np.unique(rows[k[current]]).tolist():
         on_r = np.flatnonzero(targets.row == r)
-        for th in np.unique(copy_thread[~forked & (rows[k] == r)]).tolist():
-            ask = np.flatnonzero(~forked & (rows[k] == r) & (copy_thread == th))
+        for th in np.unique(copy_thread[current & (rows[k] == r)]).tolist():
+            ask = np.flatnonzero(current & (rows[k] == r) & (copy_thread == th))
             calls = on_r[call_thread[on_r] == th]
             calls = calls[np.argsort(call_start[calls], kind="stable")]
             if len(calls) == 0:
@@ -1107,17 +1105,17 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     copied_on = (dev[only_copies], stream[only_copies])
     fed = np.zeros(len(only_copies), dtype=bool)  # read on the stream the copies feed or were forked off (else: the thread's own)
     if len(only_copies):
-        # Read where the copies' stream feeds (or was forked off), else on the thread's own.
+        # Read where the copies' stream feeds (or was forked off), else on the thread's own; where
+        # the thread took its results back there, where it copied.
         # (never NCCL's own stream, which no engine records its events on: a receive forked off
         # the copies' stream, SGLang's pipeline loop's scheduler stream that launches no kernel)
         nccl = copy_streams.collectives_only(clock.keys)
         copied_row = clock.stream_index(ph_pid[only_copies], dev[only_copies], stream[only_copies])
         p_dev, p_stream = clock.partner(copied_row, ph_s[only_copies], ph_e[only_copies], thread_keys(ph_pid[only_copies], ph_tid[only_copies]), skip=nccl)
-        # A phase whose thread blocked on its own copy to the host there took its results on
-        # its current stream (`.tolist()`): read where it copied (SGLang's pipeline loop, whose
-        # scheduler stream launches no kernel and only copies the tokens back, which its
-        # forward stream waits for next).
-        took = _took_back_where_copied(clock, ops, op_phase, blocking, only_copies, copied_row, ph_pid, ph_tid, ph_s, ph_e, nccl)
+        # A phase whose thread blocked on its own copy to the host there, a stream it issued
+        # collectives from, took its results on its current stream (`.tolist()`): read where it
+        # copied (SGLang's pipeline loop, whose scheduler stream launches no kernel).
+        took = _took_back_where_copied(clock, ops, op_phase, blocking, only_copies, copied_row, ph_pid, ph_tid, ph_e, nccl)
         p_dev, p_stream = np.where(took, -1, p_dev), np.where(took, -1, p_stream)
         own_dev, own_stream = copy_streams.thread_stream(ph_pid[only_copies], ph_tid[only_copies])
         own_dev, own_stream = np.where(took, copied_on[0], own_dev), np.where(took, copied_on[1], own_stream)
@@ -1171,7 +1169,7 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     return b_start, b_end, dev, stream, ph_read_end, side._replace(mask=side.mask & (b_start != I64_MIN)), cycle_ends
 
 
-def _cycle_ends(cycle_of: np.ndarray, cycle_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+def _latest_cycle_edges(cycle_of: np.ndarray, cycle_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """Per cycle, the latest of its phases' ``cycle_ends`` (ids, instants), None where none."""
     ok = (cycle_of >= 0) & (cycle_ends != I64_MIN)
     if not ok.any():
