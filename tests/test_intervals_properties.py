@@ -252,3 +252,18 @@ def test_graph_nodes_of_two_processes_are_two_launches_whatever_their_ids():
     rows, launch = graph_node_launches(ops)
     assert rows.tolist() == [0, 1, 2]
     assert launch[0] != launch[1] and launch[0] == launch[2]
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.lists(st.integers(-2**62, 2**62), min_size=1, max_size=40), cuts=st.lists(st.integers(1, 39), max_size=6))
+def test_a_running_maximum_by_segment_is_each_segments_own_running_maximum(values, cuts):
+    # GIVEN values (as wide as int64 timestamps) cut into segments at some indices
+    from tracerecon.analysis.boundaries import _running_max_by_segment
+
+    v = np.array(values, dtype=np.int64)
+    starts = np.array(sorted({c for c in cuts if c < len(v)}), dtype=np.int64)
+    # WHEN the running maximum is taken by segment
+    got = _running_max_by_segment(v, starts)
+    # THEN it is each segment's own running maximum, started afresh at each cut
+    want = np.concatenate([np.maximum.accumulate(s) for s in np.split(v, starts)])
+    assert got.tolist() == want.tolist()

@@ -2196,9 +2196,24 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
         # (a cut between two of the line's phases where an overlap lies anywhere between them)
         runs = run_of[on_g]
         starts = np.flatnonzero(np.r_[False, (runs[1:] != runs[:-1]) | gap_cut[on_g][1:]])
-        for seg in np.split(on_g, starts):
-            pairs[seg] = np.maximum.accumulate(pairs[seg].ravel()).reshape(-1, 2)
+        pairs[on_g] = _running_max_by_segment(pairs[on_g].ravel(), 2 * starts).reshape(-1, 2)
     return pairs[:, 0], pairs[:, 1], np.maximum(edge, pairs[:, 1])
+
+
+def _running_max_by_segment(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """The running maximum of ``values`` started afresh at each index of ``starts`` (sorted):
+    in one pass where each segment can be lifted above the one before it in int64 (a segment's
+    values shifted by its number times the whole span), else segment by segment."""
+    if len(starts) == 0 or len(values) == 0:
+        return np.maximum.accumulate(values)
+    lo, hi = int(values.min()), int(values.max())
+    span = hi - lo + 1
+    if span * (len(starts) + 1) >= 2**62:
+        return np.concatenate([np.maximum.accumulate(seg) for seg in np.split(values, starts)])
+    lift = np.zeros(len(values), dtype=np.int64)
+    lift[starts] = 1
+    lift = np.cumsum(lift) * span
+    return np.maximum.accumulate((values - lo) + lift) - lift + lo
 
 
 def _gpu_of_rows(clock: StreamClock, row: np.ndarray) -> np.ndarray:
