@@ -95,10 +95,10 @@ class RankWork:
     # and those split off as steps that ended inside their first phase (``phases.empty_steps``).
     silent_cycles: np.ndarray | None = None
     empty_steps: np.ndarray | None = None
-    # Per cycle (ids, GPU instants): where its end reads later than its phases' ends (its edge on
-    # the next cycle's stream, which a last phase begun apart from the one before it leaves out;
-    # work queued between two of its phases still running past its last phase:
-    # ``boundaries.phase_boundaries``' ``cycle_ends``); None: nowhere.
+    # Per cycle (ids, GPU instants): where its end reads, at least its phases' latest end and
+    # later where its edge on the next cycle's stream (which a last phase begun apart from the
+    # one before it leaves out) or work queued between two of its phases runs past that
+    # (``boundaries.phase_boundaries``' ``cycle_ends``); None: no cycle has a phase read.
     cycle_ends: tuple[np.ndarray, np.ndarray] | None = None
 
     def provisional_phases(self) -> pa.Table:
