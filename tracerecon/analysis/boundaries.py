@@ -59,7 +59,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_launch, runs_model, synchronous_copies, thread_keys
+from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_launch, read_backs, runs_model, synchronous_copies, thread_keys
 from tracerecon.analysis.intervals import distinct_few, explode_slices, inside_another_thread, isin_few
 from tracerecon.analysis.projection import I64_MAX, I64_MIN, equals, int64s, match_correlation, string_mask
 
@@ -1109,7 +1109,7 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
         # run on its thread's current stream, where torch's `.cpu()` and `.tolist()` put them; a
         # synchronous cudaMemcpy lands on the legacy default stream whatever stream is current).
         if not phase_reads:
-            d2h = np.flatnonzero(equals(ops["name"], "memcpy DtoH") & (op_phase >= 0) & ~synchronous_copies(ops)) if ops.num_rows else []
+            d2h = np.flatnonzero(read_backs(ops) & (op_phase >= 0))
             phase_reads.append(Counter(zip(op_phase[d2h].tolist(), op_streams.rows[d2h].tolist())))
         return phase_reads[0]
 

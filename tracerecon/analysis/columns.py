@@ -190,6 +190,15 @@ def synchronous_copies(ops: pa.Table) -> np.ndarray:
     return string_mask(ops["launch_api"], lambda name: base_api_name(name) in SYNCHRONOUS_COPY_APIS)
 
 
+def read_backs(ops: pa.Table) -> np.ndarray:
+    """Per GPU op: whether it is an asynchronous copy to the host (`.item()`, `.tolist()`,
+    `.cpu()`), which runs on its thread's current stream (not a synchronous copy: those land on
+    the legacy default stream whatever stream is current)."""
+    if ops.num_rows == 0:
+        return np.zeros(0, dtype=bool)
+    return equals(ops["name"], "memcpy DtoH") & ~synchronous_copies(ops)
+
+
 def repeated_rows(table: pa.Table, columns: tuple[str, ...]) -> np.ndarray:
     """Rows of ``table`` equal in every one of ``columns`` to an earlier row (a row the export
     holds twice: no two GPU ops run on one stream from the same instant to the same instant

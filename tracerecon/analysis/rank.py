@@ -25,7 +25,7 @@ from tracerecon.memory import release_free_memory
 from tracerecon.cores import usable_cores
 from tracerecon.json_text import gpu_label
 from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases, own_launches, stream_deciding_ops
-from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_launch, synchronous_copies, thread_keys
+from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_launch, read_backs, synchronous_copies, thread_keys
 from tracerecon.analysis.intervals import distinct_few
 from tracerecon.analysis.boundaries import (CopyStreams, StreamClock, WaitTargets, awaited_work, busiest_streams, caller_streams, declared_streams, narrowed_by_phase,
                                             in_sequence, phase_boundaries, phase_streams, stream_clock, tiled_off_their_stream, timelines,
@@ -34,7 +34,7 @@ from tracerecon.analysis.nccl import comm_mask, phase_comm_split
 from tracerecon.analysis.config import PhaseConfig, cycle_kind, is_cycle_name
 from tracerecon.analysis.phases import (ERROR_FLOOR_NS, PhaseInputs, adds_up_tolerance, build_cycles, build_phases, cycles_by_time, empty_steps,
                                         cycles_per_thread, phases_past_their_cycle, select_phases)
-from tracerecon.analysis.projection import I64_MAX, I64_MIN, equals, index_launches, innermost_owner, int64s, string_mask
+from tracerecon.analysis.projection import I64_MAX, I64_MIN, index_launches, innermost_owner, int64s, string_mask
 from tracerecon.analysis.ranges import build_ranges, nest
 from tracerecon.analysis.summary import phase_value_for
 from tracerecon.analysis.syncs import attribute_waits, find_blocking_calls
@@ -208,9 +208,10 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         # largest arrays (one entry per range and op it owns), and those threads' working
         # arrays would add to that peak (a 1 GiB export went from 2.5 to 3.0 GB when they overlapped).
         blocking, clock = blocking_of(), clock_of()
+        targets = wait_targets(clock, blocking)  # (1 ms on the 76 MB trace: the stream work asks too)
         release_free_memory()  # what those threads freed, before the peak
         said = said_streams(clock, tables.stream_marks, tables.api_calls, nested, ops, op_phase, stream_deciders, ph_pid, ph_tid, ph_s, ph_e)
-        stream_work = (ops, op_phase, n_ph, clock, ph_pid, ph_tid, ph_s, ph_e, cycle_of, stream_deciders, ended_elsewhere, copy_streams, said, blocking)
+        stream_work = (ops, op_phase, n_ph, clock, ph_pid, ph_tid, ph_s, ph_e, cycle_of, stream_deciders, ended_elsewhere, copy_streams, said, (blocking, targets))
         boundaries_f = side.submit(_phase_stream_boundaries, *stream_work) if alongside else None
         ranges = build_ranges(nested, ops, rank, launches, cross_owned, cross_rows)
         op_range = innermost_owner(ops, ranges, all_mask, depth, launches)
@@ -234,7 +235,6 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
             ph_row = phase_rows[np.maximum(call_phase, 0)]
             inner = ended_elsewhere[np.maximum(call_phase, 0)] & _starts_no_earlier(nested, ph_row, call_range)
             call_range = np.where((call_phase >= 0) & ((call_range < 0) | inner), ph_row, call_range)
-        targets = wait_targets(clock, blocking)
         waits = attribute_waits(blocking, ops, op_phase, call_phase, _awaited(clock, blocking, targets, ops))
         syncs = _build_syncs(blocking, targets, waits, call_range, call_phase, labels, rank)
         b_start, b_end, dev, stream, ph_read_end, as_side, cycle_ends = boundaries_f.result() if boundaries_f is not None else _phase_stream_boundaries(*stream_work)
@@ -1004,7 +1004,7 @@ class SideReadings(NamedTuple):
     kind: np.ndarray  # per phase: SIDE_STREAM_KERNELS, COPIES_FEED, COPIES_THREAD or LAUNCHED_NOTHING (0 elsewhere)
 
 
-def _took_back_where_copied(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, blocking: pa.Table | None, phases: np.ndarray,
+def _took_back_where_copied(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, blocking: tuple[pa.Table, WaitTargets] | None, phases: np.ndarray,
                             rows: np.ndarray, ph_pid: np.ndarray, ph_tid: np.ndarray, ph_e: np.ndarray, nccl: np.ndarray) -> np.ndarray:
     """Per phase of ``phases`` (ones whose work all went to a stream that only copies, stream
     row ``rows``): whether its own thread, inside its range, blocked on an asynchronous copy to
@@ -1019,16 +1019,18 @@ def _took_back_where_copied(clock: StreamClock, ops: pa.Table, op_phase: np.ndar
     trace does not tell the thread's current stream from a copy stream it enters to copy back
     (`with torch.cuda.stream(copy_stream)`, vLLM's output copy, a buffer-guarding D2H stream
     its compute stream waits for): those keep the stream the copies feed. A synchronous
-    cudaMemcpy runs on the legacy default stream whatever stream is current: no such copy."""
+    cudaMemcpy runs on the legacy default stream whatever stream is current: no such copy.
+    ``blocking``: the rank's blocking calls and what each waits on (``wait_targets``)."""
     out = np.zeros(len(phases), dtype=bool)
-    if blocking is None or blocking.num_rows == 0 or len(phases) == 0 or ops.num_rows == 0:
+    if blocking is None or blocking[0].num_rows == 0 or len(phases) == 0 or ops.num_rows == 0:
         return out
+    blocking, targets = blocking
     slot = np.full(len(op_phase), -1, dtype=np.int64)  # per op: its phase's place in ``phases``
     at = np.full(max(int(op_phase.max(initial=-1)) + 1, 1), -1, dtype=np.int64)
     at[phases[phases < len(at)]] = np.flatnonzero(phases < len(at))
     owned = op_phase >= 0
     slot[owned] = at[np.minimum(op_phase[owned], len(at) - 1)]
-    copy = np.flatnonzero((slot >= 0) & equals(ops["name"], "memcpy DtoH") & ~synchronous_copies(ops))
+    copy = np.flatnonzero((slot >= 0) & read_backs(ops))
     if len(copy) == 0:
         return out
     k = slot[copy]
@@ -1049,7 +1051,6 @@ def _took_back_where_copied(clock: StreamClock, ops: pa.Table, op_phase: np.ndar
         current[mine] = np.isin(copy_thread[mine], threads) | (threads < 0).any()
     # Blocked on it: a call of the phase's thread in the range, begun after the copy's launch,
     # waiting on that stream for work up to the copy at least.
-    targets = wait_targets(clock, blocking)
     call_thread = thread_keys(int64s(blocking["pid"]), int64s(blocking["tid"]))
     call_start = int64s(blocking["start_ns"])
     waited = np.zeros(len(copy), dtype=bool)
@@ -1077,13 +1078,13 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
                              ph_e: np.ndarray, cycle_of: np.ndarray, stream_deciders: np.ndarray | None,
                              ended_elsewhere: np.ndarray, copy_streams: CopyStreams,
                              said: tuple[np.ndarray, np.ndarray] | None = None,
-                             blocking: pa.Table | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, SideReadings, np.ndarray]:
+                             blocking: tuple[pa.Table, WaitTargets] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, SideReadings, np.ndarray]:
     """Per phase instance: the stream-order boundaries (analysis.boundaries) on the stream its
     thread said was current (``said_streams``), else on the stream that received its work (of
     the ops ``stream_deciders`` marks) or the stream that forked that one off: (boundary start,
     boundary end, device, stream, the CPU instant its end was read at, ``SideReadings``, where
     its cycle's end reads it: ``phase_boundaries``' ``cycle_ends``). ``blocking``: the rank's
-    blocking calls (``find_blocking_calls``), which tell a phase that only copied and took its
+    blocking calls (``find_blocking_calls``) and their ``wait_targets``, which tell a phase that only copied and took its
     results back where it copied (``_took_back_where_copied``)."""
     # The engine's events go on the stream that computes: copies and memsets decide only in a
     # phase that ran no kernel (a long prefetch on a copy stream is not where its events are),
