@@ -23,7 +23,7 @@ os.environ["TRACERECON_NO_CACHE"] = "1"
 
 from nsys_factory import FakeTrace  # noqa: E402
 
-import tracerecon.analysis.boundaries as boundaries  # noqa: E402
+import tracerecon.analysis.caller_streams as side_streams  # noqa: E402
 import tracerecon.analysis.rank as rank  # noqa: E402
 from tracerecon.analysis.config import PhaseConfig  # noqa: E402
 from tracerecon.api import load  # noqa: E402
@@ -70,7 +70,7 @@ def main() -> None:
     if not path.exists():
         write_trace(path, cycles, pairs, open_ranges)
     spent = [0.0]
-    original = boundaries.caller_streams
+    original = side_streams.caller_streams
 
     def timed(*args, **kwargs):
         t0 = time.perf_counter()

@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracerecon.analysis.boundaries import EventRecords
+from tracerecon.analysis.stream_clock import EventRecords
 from tracerecon.analysis.projection import I64_MIN
 
 # (pid, event, record number or -1, stream row, CPU time): few values each, so that keys and

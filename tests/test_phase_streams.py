@@ -1,4 +1,4 @@
-"""``boundaries.phase_streams`` (the stream that received most of each phase's GPU time) counts
+"""``phase_streams.phase_streams`` (the stream that received most of each phase's GPU time) counts
 on a dense phases x streams grid where that is small, and sorts otherwise. Both ways must pick
 what the sort-based code it replaced picked (kept below as the reference), ties included."""
 
@@ -9,7 +9,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracerecon.analysis import boundaries
+from tracerecon.analysis import phase_streams as stream_choice
 from tracerecon.analysis.projection import int64s
 
 
@@ -54,12 +54,12 @@ def test_given_random_ops_then_both_ways_pick_the_reference_stream(rows, n_phase
     })
     op_phase = np.array([r[0] for r in rows], dtype=np.int64)
     # WHEN picked on the dense grid, or by sorting (a grid limit of 0 forces it)
-    saved = boundaries._DENSE_CELLS
-    boundaries._DENSE_CELLS = 10**9 if dense else 0
+    saved = stream_choice._DENSE_CELLS
+    stream_choice._DENSE_CELLS = 10**9 if dense else 0
     try:
-        got = boundaries.phase_streams(ops, op_phase, n_phases)
+        got = stream_choice.phase_streams(ops, op_phase, n_phases)
     finally:
-        boundaries._DENSE_CELLS = saved
+        stream_choice._DENSE_CELLS = saved
     # THEN the same (device, stream) per phase as the reference
     want = reference_phase_streams(ops, op_phase, n_phases)
     assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
@@ -71,5 +71,5 @@ def test_given_a_tie_in_time_then_more_ops_win_then_the_lower_stream():
     ops = pa.table({"device_id": pa.array([0] * 5, pa.int64()), "stream_id": pa.array([3, 1, 1, 2, 1], pa.int64()),
                     "start_ns": pa.array([0, 0, 5, 0, 0], pa.int64()), "end_ns": pa.array([10, 5, 10, 4, 4], pa.int64())})
     # WHEN picked THEN phase 0 takes stream 1 (more ops), phase 1 stream 1 (the lower); phase 2 none
-    dev, stream = boundaries.phase_streams(ops, np.array([0, 0, 0, 1, 1]), 3)
+    dev, stream = stream_choice.phase_streams(ops, np.array([0, 0, 0, 1, 1]), 3)
     assert stream.tolist() == [1, 1, -1] and dev.tolist() == [0, 0, -1]

@@ -5,7 +5,7 @@ DeepEP's high-throughput kernels on its own stream forked off the comm stream, w
 marked on the main thread (the vLLM preset's), on the micro-batch threads (``model_forward`` on
 both, or ``ubatch 0`` / ``ubatch 1``), or per layer.
 
-Two rules came from it (``boundaries._relayed_forks``, ``boundaries._own_waits``). Before them 9
+Two rules came from it (``caller_streams._relayed_forks``, ``caller_streams._own_waits``). Before them 9
 of these variants read 36 phase-cycles wrong: a micro-batch's phase was read on DeepEP's stream
 (3730 us where events on the compute stream read 3440), since that stream is forked off the
 comm stream, which only copies and waits, and a fork through such a stream was not followed

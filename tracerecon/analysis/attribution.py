@@ -105,10 +105,10 @@ def _attribute(call_pid: np.ndarray, call_tid: np.ndarray, call_time: np.ndarray
 
 
 def stream_deciding_ops(thread_computes: np.ndarray, moved: np.ndarray) -> np.ndarray:
-    """Which ops may decide a phase's stream (``boundaries.phase_streams``) once work of other
+    """Which ops may decide a phase's stream (``phase_streams.phase_streams``) once work of other
     threads was attributed (``moved``: those ops' rows): all of them, except the moved ops of
     a thread that never runs a kernel in its process (``thread_computes``, per op: whether its
-    launching thread does, ``boundaries.CopyStreams``; such a thread only copies, as a KV-cache
+    launching thread does, ``phase_streams.CopyStreams``; such a thread only copies, as a KV-cache
     offload thread does). Such a thread's copies still count in the phase's ops, but they never
     make their stream the one the phase's events would be recorded on: a phase with nothing
     else reads like one that launched nothing."""

@@ -25,11 +25,13 @@ from tracerecon.memory import release_free_memory
 from tracerecon.cores import usable_cores
 from tracerecon.json_text import gpu_label
 from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases, own_launches, stream_deciding_ops
+from tracerecon.analysis.awaited import WaitTargets, awaited_work, wait_targets
 from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_launch, read_backs, synchronous_copies, thread_keys
 from tracerecon.analysis.intervals import distinct_few
-from tracerecon.analysis.boundaries import (CopyStreams, StreamClock, WaitTargets, awaited_work, busiest_streams, caller_streams, declared_streams, narrowed_by_phase,
-                                            in_sequence, phase_boundaries, phase_streams, stream_clock, tiled_off_their_stream, timelines,
-                                            wait_targets)
+from tracerecon.analysis.boundaries import in_sequence, phase_boundaries, tiled_off_their_stream, timelines
+from tracerecon.analysis.caller_streams import caller_streams
+from tracerecon.analysis.phase_streams import CopyStreams, busiest_streams, declared_streams, narrowed_by_phase, phase_streams
+from tracerecon.analysis.stream_clock import StreamClock, stream_clock
 from tracerecon.analysis.nccl import comm_mask, phase_comm_split
 from tracerecon.analysis.config import PhaseConfig, cycle_kind, is_cycle_name
 from tracerecon.analysis.phases import (ERROR_FLOOR_NS, PhaseInputs, adds_up_tolerance, build_cycles, build_phases, cycles_by_time, empty_steps,
@@ -748,7 +750,7 @@ def _which_cycles(cycles: np.ndarray, of: int, most: int = 3) -> str:
 
 def _before_capture_notes(clock: StreamClock) -> tuple[str, ...]:
     """A line where the trace holds work queued before the capture began
-    (``boundaries.queued_before_capture``): the first boundaries wait for it, as events would."""
+    (``capture.queued_before_capture``): the first boundaries wait for it, as events would."""
     head = clock.before_capture
     if head is None:
         return ()

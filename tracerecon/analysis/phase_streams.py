@@ -1,0 +1,278 @@
+"""Which stream a phase's events are read on (the stream clock's ``done`` is asked there).
+
+A phase whose thread said which stream was current as it began is read there
+(``declared_streams``: ``tracerecon.instrument`` records an event there and marks it) unless all
+its stream-deciding GPU work came from other threads. Otherwise a phase's stream is the one that
+received most of its kernel time (``phase_streams``: the sum of its ops' durations; a graph's
+branch nodes count on the graph's launch stream, ``graphs.graph_branches``; copies decide only in
+a phase that ran no kernel, and not on a stream that only copies where the phase's thread
+launches kernels: there the stream those copies feed, else the one the phase's thread forked
+them off (else any thread's fork: ``StreamClock.partner``), else the thread's own,
+``CopyStreams``; ties go to more ops, then the lower stream id), unless the phase forked that
+stream off another one and joined it back (``caller_streams``). A phase that launched nothing
+keeps the stream of the phase before it on its thread among the phases in sequence (else the
+one after it there); where its thread launched nothing in sequence, of its thread's phases
+outside the cycle ranges (a warm-up); where its thread launched nothing at all, of the phase
+before it in the same process (else the first one after).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pyarrow as pa
+
+from tracerecon.analysis.columns import computes, runs_model, thread_keys
+from tracerecon.analysis.intervals import distinct_few, isin_few
+from tracerecon.analysis.projection import int64s
+from tracerecon.analysis.stream_clock import StreamClock
+from tracerecon.analysis.stream_keys import device_of_keys, pack_keys, stream_of_keys
+
+
+# Up to this many phase x stream cells, phase_streams counts on a dense grid instead of sorting.
+_DENSE_CELLS = 20_000_000
+
+
+def declared_streams(clock: StreamClock, marks: tuple[np.ndarray, np.ndarray], calls: tuple[np.ndarray, np.ndarray, np.ndarray],
+                     range_starts: tuple[np.ndarray, np.ndarray], phases: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Per phase instance: (device, stream) its thread said was current as the phase began, -1
+    where none said. ``tracerecon.instrument`` says it right after pushing the phase's range:
+    it records a CUDA event on the current stream, then emits a ``tracerecon.stream`` mark. A
+    mark (``marks``: its thread, ``thread_keys``, and CPU instant) names the stream of its
+    thread's last API call started before it (``calls``: thread, start, whether it is a
+    ``cudaEventRecord``; the calls the export keeps for GPU work), where that call is an event
+    record the export holds (in ``clock``); it names it for the phase instance (``phases``:
+    thread, CPU start and end) whose range is the thread's latest to start by that record
+    (``range_starts``: thread and start of every range, phases or not) and holds the mark. So a
+    mark whose record is not in the export says nothing, nor one of a range nested in a phase
+    that marked nothing itself."""
+    n = len(phases[1])
+    out = np.full(n, -1, dtype=np.int64)
+    m_thread, m_t = (np.asarray(x, np.int64) for x in marks)
+    if len(m_t) == 0 or n == 0 or len(clock.record_row) == 0:
+        return out, out.copy()
+
+    def by_thread(thread: np.ndarray, *cols: np.ndarray) -> tuple[np.ndarray, ...]:
+        order = np.lexsort((np.asarray(cols[0]), np.asarray(thread)))
+        return (np.asarray(thread, np.int64)[order],) + tuple(np.asarray(c)[order] for c in cols) + (order,)
+
+    m_thread, m_t, _ = by_thread(m_thread, m_t)
+    c_thread, c_start, c_record, _ = by_thread(*calls)
+    r_thread, r_start, r_row, _ = by_thread(clock.record_thread, clock.record_call_start, clock.record_row)
+    g_thread, g_start, _ = by_thread(*range_starts)
+    p_thread, p_s, p_e, p_order = by_thread(*phases)
+    for th in np.intersect1d(np.intersect1d(m_thread, p_thread), r_thread).tolist():
+        ms, cs, rs, gs, ps = (slice(*np.searchsorted(x, [th, th + 1])) for x in (m_thread, c_thread, r_thread, g_thread, p_thread))
+        t = m_t[ms]
+        # The thread's last call before each mark, an event record the export holds
+        k = np.searchsorted(c_start[cs], t, side="left") - 1
+        ok = (k >= 0) & c_record[cs][np.maximum(k, 0)] if cs.stop > cs.start else np.zeros(len(t), bool)
+        call = c_start[cs][np.maximum(k, 0)] if cs.stop > cs.start else np.zeros(len(t), np.int64)
+        r = np.minimum(np.searchsorted(r_start[rs], call), rs.stop - rs.start - 1)
+        ok &= r_start[rs][r] == call
+        # ... made first thing in a phase range: the thread's latest range to start by it
+        j = np.searchsorted(p_s[ps], call, side="right") - 1
+        g = np.searchsorted(g_start[gs], call, side="right") - 1
+        ok &= (j >= 0) & (g >= 0)
+        jj, gg = np.maximum(j, 0), np.maximum(g, 0)
+        ok &= (p_s[ps][jj] == g_start[gs][gg]) & (p_e[ps][jj] >= t)
+        take = np.flatnonzero(ok)
+        phase = p_order[ps][jj[take]]
+        first = np.unique(phase, return_index=True)[1]  # (one mark a phase; the first if more)
+        out[phase[first]] = r_row[rs][r[take[first]]]
+    said = out >= 0
+    return (np.where(said, device_of_keys(clock.keys, np.maximum(out, 0)), -1), np.where(said, stream_of_keys(clock.keys, np.maximum(out, 0)), -1))
+
+
+def phase_streams(ops: pa.Table, op_phase: np.ndarray, n_phases: int, prefer: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per phase instance: (device_id, stream_id) that received most of its GPU time; -1 when
+    it launched nothing. Ties: more ops, then the lower (device, stream). ``prefer`` (per op):
+    where a phase has preferred ops, only they count (``attribution.stream_deciding_ops``)."""
+    dev_out = np.full(n_phases, -1, dtype=np.int64)
+    str_out = np.full(n_phases, -1, dtype=np.int64)
+    if prefer is not None and not prefer.all():
+        has_preferred = np.zeros(n_phases + 1, dtype=bool)
+        has_preferred[op_phase[(op_phase >= 0) & prefer]] = True
+        op_phase = np.where(prefer | ~has_preferred[np.where(op_phase >= 0, op_phase, n_phases)], op_phase, -1)
+    sel = np.flatnonzero(op_phase >= 0)
+    if len(sel) == 0 or n_phases == 0:
+        return dev_out, str_out
+    dev = int64s(ops["device_id"], -1)[sel]
+    stream = int64s(ops["stream_id"], -1)[sel]
+    dur = np.clip(int64s(ops["end_ns"])[sel] - int64s(ops["start_ns"])[sel], 0, None)
+    ph = op_phase[sel]
+    packed = (dev << 32) | (stream & 0xFFFFFFFF)
+    streams = distinct_few(packed)
+    s_dense = np.searchsorted(streams, packed)
+    n_s = len(streams)
+    # Best per phase: largest total, then most ops, then lowest (device, stream).
+    if n_phases * n_s <= _DENSE_CELLS:
+        # Few streams (the usual case): a phases x streams grid of totals and counts, no sort.
+        cell = ph * n_s + s_dense
+        total = np.bincount(cell, weights=dur, minlength=n_phases * n_s).astype(np.int64).reshape(n_phases, n_s)
+        count = np.bincount(cell, minlength=n_phases * n_s).reshape(n_phases, n_s)
+        top = total == total.max(axis=1, keepdims=True)
+        count = np.where(top & (count > 0), count, -1)
+        best = np.argmax(count == count.max(axis=1, keepdims=True), axis=1)  # the lowest of the ties
+        has = count.max(axis=1) > 0
+        k_phase, k_stream = np.flatnonzero(has), best[has]
+    else:
+        keys, inv = np.unique(ph * n_s + s_dense, return_inverse=True)
+        inv = inv.ravel()
+        total = np.bincount(inv, weights=dur).astype(np.int64)
+        count = np.bincount(inv)
+        kp, ks = keys // n_s, keys % n_s
+        order = np.lexsort((ks, -count, -total, kp))
+        first = np.r_[True, kp[order][1:] != kp[order][:-1]]
+        k_phase, k_stream = kp[order[first]], ks[order[first]]
+    # Each stream's own ids, from its first op (the packed key loses a negative stream's sign).
+    s_first = np.full(n_s, len(packed), dtype=np.int64)
+    np.minimum.at(s_first, s_dense, np.arange(len(packed)))
+    dev_out[k_phase] = dev[s_first[k_stream]]
+    str_out[k_phase] = stream[s_first[k_stream]]
+    return dev_out, str_out
+
+
+def narrowed_by_phase(op_phase: np.ndarray, n_phases: int, *masks: np.ndarray | None) -> np.ndarray:
+    """Per op: whether it may decide its phase's stream (``phase_streams``), given masks in
+    priority order. Each mask narrows a phase's deciding ops to those it marks, where the phase
+    has any (a phase none of whose ops a mask marks keeps what it had)."""
+    keep = np.ones(len(op_phase), dtype=bool)
+    valid = op_phase >= 0
+    slot = np.where(valid, op_phase, n_phases)
+    for mask in masks:
+        if mask is None:
+            continue
+        narrower = keep & np.asarray(mask, dtype=bool)
+        has = np.zeros(n_phases + 1, dtype=bool)
+        has[op_phase[valid & narrower]] = True
+        keep = np.where(has[slot], narrower, keep)
+    return keep
+
+
+class CopyStreams:
+    """Which streams only copy: streams of a process that ran kernels or CUDA graphs, none of
+    them on that stream (an input stream, a KV-cache offload thread's stream). A thread that
+    launches kernels records its events on the stream it computes on (torch's current stream),
+    so such a stream is not where its phases are read (``thread_stream`` is), nor where the
+    events of a process that launched nothing in its phases go; a thread that never launches a
+    kernel (a loop thread that only uploads inputs and reads tokens) has only copy streams to
+    record on. A thread whose only kernels are collectives runs them on NCCL's own stream,
+    forked off its current stream: it has no stream of its own that computes (``thread_stream``,
+    ``thread_runs_model``). Each answer is worked out when first asked."""
+
+    def __init__(self, ops: pa.Table):
+        self._ops = ops
+        self._c = computes(ops) if ops.num_rows else np.zeros(0, bool)
+
+    @functools.cached_property
+    def _model(self) -> np.ndarray:
+        """Per op: a kernel or graph that is no collective."""
+        return runs_model(self._ops)
+
+    def _columns(self, *names: str, model: bool = False) -> tuple[np.ndarray, ...]:
+        """Columns of the computing ops, or (``model``) of those that are no collective (not
+        kept: a copy of 8 bytes per op each)."""
+        if self._ops.num_rows == 0:
+            return tuple(np.zeros(0, np.int64) for _ in names)
+        mask = self._model if model else self._c
+        return tuple(int64s(self._ops[name], -1)[mask] for name in names)
+
+    @functools.cached_property
+    def _computing(self) -> np.ndarray:
+        return distinct_few(pack_keys(*self._columns("pid", "device_id", "stream_id")))
+
+    @functools.cached_property
+    def _modelling(self) -> np.ndarray:
+        return distinct_few(pack_keys(*self._columns("pid", "device_id", "stream_id", model=True)))
+
+    @functools.cached_property
+    def _computing_pids(self) -> np.ndarray:
+        return distinct_few(self._columns("pid")[0])
+
+    @functools.cached_property
+    def _computing_threads(self) -> np.ndarray:
+        return distinct_few(thread_keys(*self._columns("pid", "launch_tid")))
+
+    @functools.cached_property
+    def _threads(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The keys (sorted) of the threads that ran kernels or graphs other than collectives,
+        and each one's (device, stream) those ran longest on (ties: the lower packed stream)."""
+        pid, dev, stream, tid, start, end = self._columns("pid", "device_id", "stream_id", "launch_tid", "start_ns", "end_ns", model=True)
+        thread_u, t_code = np.unique(thread_keys(pid, tid), return_inverse=True)
+        stream_u, s_code = np.unique(pack_keys(pid, dev, stream), return_inverse=True)
+        cell = t_code.ravel() * len(stream_u) + s_code.ravel()
+        cells = np.unique(cell)
+        total = np.bincount(np.searchsorted(cells, cell), weights=np.clip(end - start, 0, None), minlength=len(cells))
+        t_of, s_of = cells // max(len(stream_u), 1), cells % max(len(stream_u), 1)
+        order = np.lexsort((s_of, -total, t_of))
+        best = order[np.r_[True, t_of[order][1:] != t_of[order][:-1]]] if len(order) else order
+        first = np.full(len(stream_u), -1, dtype=np.int64)
+        first[s_code.ravel()[::-1]] = np.arange(len(s_code))[::-1]  # a row of each stream
+        rows = first[s_of[best]]
+        return thread_u, dev[rows], stream[rows]
+
+    def of(self, pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
+        """Per (pid, device, stream), streams < 0 excepted: whether it only copies."""
+        pid = np.asarray(pid, dtype=np.int64)
+        return (np.asarray(stream) >= 0) & isin_few(pid, self._computing_pids) & ~isin_few(pack_keys(pid, np.asarray(dev, np.int64), np.asarray(stream, np.int64)), self._computing)
+
+    def collectives_only(self, keys: np.ndarray) -> np.ndarray:
+        """Per stream key (``pack_keys``: ``StreamClock.keys``): whether it ran kernels, all of them
+        collectives (NCCL's own stream, which no engine records its events on)."""
+        keys = np.asarray(keys, np.int64)
+        return isin_few(keys, self._computing) & ~isin_few(keys, self._modelling)
+
+    def of_ops(self, ops: pa.Table) -> np.ndarray:
+        if ops.num_rows == 0:
+            return np.zeros(0, dtype=bool)
+        return self.of(int64s(ops["pid"]), int64s(ops["device_id"], -1), int64s(ops["stream_id"], -1))
+
+    def thread_computes(self, pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+        """Per (pid, tid): whether that thread launched a kernel or a CUDA graph."""
+        return np.isin(thread_keys(np.asarray(pid, np.int64), np.asarray(tid, np.int64)), self._computing_threads)
+
+    def thread_runs_model(self, pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+        """Per (pid, tid): whether that thread launched a kernel or a CUDA graph that is no
+        collective (it has a stream of its own that computes: ``thread_stream``)."""
+        if len(pid) == 0:
+            return np.zeros(0, dtype=bool)
+        return np.isin(thread_keys(np.asarray(pid, np.int64), np.asarray(tid, np.int64)), self._threads[0])
+
+    def thread_stream(self, pid: np.ndarray, tid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per (pid, tid): the (device, stream) its kernels and graphs other than collectives
+        ran longest on, where its events go (-1, -1 for a thread that launched none: collectives
+        run on NCCL's stream, which no event of the thread's is recorded on)."""
+        key = thread_keys(np.asarray(pid, np.int64), np.asarray(tid, np.int64))
+        threads, dev, stream = self._threads
+        if len(threads) == 0:
+            return np.full(len(key), -1, np.int64), np.full(len(key), -1, np.int64)
+        at = np.minimum(np.searchsorted(threads, key), len(threads) - 1)
+        hit = threads[at] == key
+        return np.where(hit, dev[at], -1), np.where(hit, stream[at], -1)
+
+
+def busiest_streams(ops: pa.Table, copy_streams: CopyStreams | None = None) -> dict[int, tuple[int, int]]:
+    """Per pid: the (device, stream) with the most GPU time, of the streams that compute where
+    the process has any (where no phase launched anything, events would be recorded on the
+    stream the process mostly works on; ``CopyStreams``)."""
+    if ops.num_rows == 0:
+        return {}
+    pid = int64s(ops["pid"])
+    dev = int64s(ops["device_id"], -1)
+    stream = int64s(ops["stream_id"], -1)
+    dur = np.clip(int64s(ops["end_ns"]) - int64s(ops["start_ns"]), 0, None)
+    packed = pack_keys(pid, dev, stream)
+    keys = distinct_few(packed)
+    inv = np.searchsorted(keys, packed)
+    first = np.full(len(keys), len(packed), dtype=np.int64)
+    np.minimum.at(first, inv, np.arange(len(packed)))
+    total = np.bincount(inv, weights=dur, minlength=len(keys))
+    copies = (copy_streams or CopyStreams(ops)).of(pid[first], dev[first], stream[first])
+    out: dict[int, tuple[int, int]] = {}
+    for k in np.lexsort((-total, copies)):
+        i = first[k]
+        out.setdefault(int(pid[i]), (int(dev[i]), int(stream[i])))
+    return out
+

@@ -1,0 +1,564 @@
+"""The stream clock: when a CUDA event recorded on a stream at a CPU instant would complete.
+
+An event recorded at CPU instant ``t`` on stream S completes at
+
+    done(S, t) = max(t, end of every GPU op launched on S before t (by any thread of the
+                 process), end of the work S was made to wait for before t)
+
+where "made to wait for" follows ``cudaStreamWaitEvent`` back to the ``cudaEventRecord`` it
+names (stream R at CPU time t_r): that contributes ``done(R, t_r)``, recursively. Work on one
+stream runs in launch order, so the running maximum of op ends in launch order is exact.
+NCCL's streams and graph launches need nothing special: their kernels are ops on their
+streams, and the compute stream waits for them through the same event records (a graph's
+branch nodes count on its launch's stream: ``graphs.graph_branches``; work queued before the
+capture began: ``capture.queued_before_capture``).
+
+Not modelled (documented in the README): the legacy default stream's implicit
+synchronisation with other blocking streams, and the ~0.1 ms an event recorded on an idle GPU
+takes to be submitted.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from tracerecon.analysis.capture import BEFORE_THE_TRACE, BeforeCapture, FirstCalls, queued_before_capture
+from tracerecon.analysis.columns import graph_node_launches, thread_keys
+from tracerecon.analysis.graphs import graph_branches
+from tracerecon.analysis.intervals import distinct_few
+from tracerecon.analysis.projection import I64_MAX, I64_MIN, int64s, match_correlation, string_mask
+from tracerecon.analysis.stream_keys import dense_ids, device_of_keys, pack_keys, stream_of_keys
+
+
+@dataclass(frozen=True)
+class StreamClock:
+    """For every stream of a rank: when the work queued on it before a CPU instant is done."""
+
+    keys: np.ndarray  # per stream: (pid, device_id, stream_id) packed by ``pack_keys``, sorted
+    op_launch: tuple  # per stream: launch times of its ops, sorted
+    op_done: tuple  # per stream: running max of those ops' end times
+    wait_time: tuple  # per stream: CPU times of its event waits, sorted
+    wait_done: tuple  # per stream: running max of what those waits depend on
+    wait_dep: tuple  # per stream: what each of those waits depends on (its record's work done)
+    wait_from: tuple  # per stream: the stream (row of ``keys``) each of those waits' record was made on
+    # Every event wait that found its record, in CPU order of the waits: when it was made, the
+    # stream (row of ``keys``) that waited, and the stream the record was made on.
+    join_cpu: np.ndarray
+    join_into: np.ndarray
+    join_from: np.ndarray
+    # ... and when its record was made (the record call's return).
+    join_record_cpu: np.ndarray
+    # ... and the thread that made the wait (``thread_keys``; -1 where its call is not in the trace).
+    join_thread: np.ndarray
+    # ``launch_instants`` of every row of the ops the clock was built from (worked out once).
+    op_instants: np.ndarray
+    # Streams (rows of ``keys``) with an event wait whose record is not in the trace, though not
+    # one made before the capture (``_unresolved_into``): what they waited for is unknown.
+    unresolved_into: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # Every event record that found its call (``EventRecords``), for the blocking waits on an event.
+    records: EventRecords | None = None
+    # The graph nodes that count on their launch's stream too (``graph_branches``): op rows, and
+    # each one's launch stream row.
+    branch_ops: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    branch_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # Work queued before the capture began (``queued_before_capture``), counted in op_launch /
+    # op_done as launched before every instant of the trace.
+    before_capture: BeforeCapture | None = None
+    # Every event record that found its call: the call's thread (``thread_keys``) and start,
+    # and the stream row recorded on (``declared_streams``).
+    record_thread: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    record_call_start: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    record_row: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # Per stream, beside ``op_launch``: the thread (``thread_keys``) whose call put each op
+    # there, -1 where the trace does not tell (a call not in it, work before the capture).
+    op_thread: tuple = ()
+
+    def stream_index(self, pid: np.ndarray, device: np.ndarray, stream: np.ndarray) -> np.ndarray:
+        """Row of ``keys`` for each (pid, device, stream); -1 where the stream has no work."""
+        out = np.full(len(pid), -1, dtype=np.int64)
+        if len(self.keys) == 0 or len(pid) == 0:
+            return out
+        want = pack_keys(pid, device, stream)
+        pos = np.minimum(np.searchsorted(self.keys, want), len(self.keys) - 1)
+        hit = (self.keys[pos] == want) & (np.asarray(stream) >= 0)
+        out[hit] = pos[hit]
+        return out
+
+    def on_launch_streams(self, ops: pa.Table) -> pa.Table:
+        """``ops`` (the table this clock was built from) with each graph branch node's device
+        and stream replaced by its launch's (``graph_branches``): a graph launch is one
+        operation on its launch stream, where the engine's events wait for all of it, so its
+        branches' kernel time counts there when a phase's stream is chosen."""
+        if len(self.branch_ops) == 0:
+            return ops
+        dev, stream = int64s(ops["device_id"], -1).copy(), int64s(ops["stream_id"], -1).copy()
+        dev[self.branch_ops] = device_of_keys(self.keys, self.branch_rows)
+        stream[self.branch_ops] = stream_of_keys(self.keys, self.branch_rows)
+        for name, values in (("device_id", dev), ("stream_id", stream)):
+            i = ops.column_names.index(name)
+            ops = ops.set_column(i, ops.schema.field(i), pa.array(values, mask=~ops[name].is_valid().to_numpy(zero_copy_only=False)).cast(ops.schema.field(i).type))
+        return ops
+
+    def partner(self, row: np.ndarray, after: np.ndarray, until: np.ndarray | None = None,
+                thread: np.ndarray | None = None, skip: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Per stream row (-1: none) and CPU instant: (device, stream) of the stream that first
+        waited, at or after ``after``, for an event recorded on it (its results' consumer: the
+        forward stream an input stream feeds), else of the stream it was forked off (the stream
+        that waited for it, here ``join_into`` the row): with ``until`` and ``thread`` (per
+        asking phase: its end and its thread, ``thread_keys``), the first fork the phase's own
+        thread made in ``[after, until)``, else that thread's last one before ``after`` (a
+        thread forks the copy stream off its own current stream, and another thread, a KV
+        offload helper, may fork the same copy stream off its own stream at any time); where
+        that thread made none by the phase's end, any thread's last fork before ``after``, else the
+        first after it; -1 where none. A wait whose call is not in the trace (thread -1) counts
+        as the asking thread's own. ``skip`` (per stream row): streams never taken (NCCL's own)."""
+        row, after = np.asarray(row, np.int64), np.asarray(after, np.int64)
+        by_thread = until is not None and thread is not None
+        if by_thread:
+            until, thread = np.asarray(until, np.int64), np.asarray(thread, np.int64)
+        out = np.full(len(row), -1, dtype=np.int64)
+        # (joins from or into a skipped stream are not looked at; -1: an unknown stream)
+        into_ok = np.ones(len(self.join_into), bool) if skip is None else ~skip[np.maximum(self.join_into, 0)] | (self.join_into < 0)
+        from_ok = np.ones(len(self.join_from), bool) if skip is None else ~skip[np.maximum(self.join_from, 0)] | (self.join_from < 0)
+        for r in np.unique(row[row >= 0]).tolist():
+            asked = np.flatnonzero(row == r)
+            fed = np.flatnonzero((self.join_from == r) & (self.join_into != r) & into_ok)  # waits are in CPU order
+            at = np.searchsorted(self.join_cpu[fed], after[asked], side="left")
+            has = at < len(fed)
+            out[asked[has]] = self.join_into[fed[at[has]]]
+            off = np.flatnonzero((self.join_into == r) & (self.join_from != r) & from_ok)
+            if len(off) == 0:
+                continue
+            if by_thread:
+                open_ = asked[~has]
+                for th in np.unique(thread[open_]).tolist():
+                    mine_ask = open_[thread[open_] == th]
+                    mine = off[(self.join_thread[off] == th) | (self.join_thread[off] < 0)]  # (a wait whose call is lost may be its own)
+                    if len(mine) == 0:
+                        continue
+                    at_or_after = np.searchsorted(self.join_cpu[mine], after[mine_ask], side="left")
+                    inside = at_or_after < len(mine)
+                    inside[inside] = self.join_cpu[mine[at_or_after[inside]]] < until[mine_ask[inside]]
+                    pick = np.where(inside, at_or_after, at_or_after - 1)
+                    use = pick >= 0
+                    out[mine_ask[use]] = self.join_from[mine[pick[use]]]
+                has = out[asked] >= 0
+            before = np.searchsorted(self.join_cpu[off], after[asked], side="left") - 1
+            use = ~has & (before >= 0)
+            out[asked[use]] = self.join_from[off[before[use]]]
+            first = ~has & (before < 0)
+            out[asked[first]] = self.join_from[off[0]]
+        found = out >= 0
+        return (np.where(found, device_of_keys(self.keys, np.maximum(out, 0)), -1) if len(self.keys) else out,
+                np.where(found, stream_of_keys(self.keys, np.maximum(out, 0)), -1) if len(self.keys) else out)
+
+    def queued_between(self, stream: np.ndarray, lo: np.ndarray, hi: np.ndarray, read_by: np.ndarray | None = None) -> np.ndarray:
+        """For each (stream row, CPU instants ``lo`` < ``hi``): whether an op was put on the
+        stream after ``lo`` and by ``hi`` (``done``'s "before"), or the stream was made to wait then for another's
+        work still running after ``lo`` (an event wait for work done by then holds nothing up).
+        With ``read_by`` (per pair: what an event at ``lo`` on the earlier phase's stream reads),
+        nor does a wait for work that was all queued on its record's stream by ``lo`` and is done
+        by ``read_by``: it queues nothing new (a stream forked off the loop's stream for the next
+        phase, waiting for what the loop's stream queued a cycle ago), where a wait for a copy
+        queued on another stream after ``lo`` is work between them, done early or late.
+        ``stream`` -1 gives False."""
+        stream = np.asarray(stream, dtype=np.int64)
+        out = np.zeros(len(stream), dtype=bool)
+        for s in np.unique(stream[stream >= 0]).tolist():
+            sel = np.flatnonzero((stream == s) & (np.asarray(lo) < np.asarray(hi)))
+            launch = self.op_launch[s]
+            out[sel] = np.searchsorted(launch, hi[sel], side="right") > np.searchsorted(launch, lo[sel], side="right")
+            waits, dep = self.wait_time[s], self.wait_dep[s]
+            if len(waits):
+                a, b = np.searchsorted(waits, lo[sel], side="right"), np.searchsorted(waits, hi[sel], side="right")
+                for j in np.flatnonzero((b > a) & ~out[sel]).tolist():
+                    k, t = sel[j], int(lo[sel[j]])
+                    held = dep[a[j]:b[j]] > t
+                    if read_by is not None and held.any():
+                        src = self.wait_from[s][a[j]:b[j]]
+                        queued_by_lo = self.done(src, np.full(len(src), t, np.int64))
+                        held &= (dep[a[j]:b[j]] > read_by[k]) | (dep[a[j]:b[j]] > queued_by_lo)
+                    out[k] = bool(held.any())
+        return out
+
+    def launched_by(self, stream: np.ndarray, lo: np.ndarray, hi: np.ndarray, thread: np.ndarray) -> np.ndarray:
+        """For each (stream row, CPU instants ``lo`` < ``hi``, thread key): whether that thread
+        put an op on the stream after ``lo`` and by ``hi`` (``queued_between``'s window; event
+        waits, and other threads' launches, do not count). An op whose launching thread is not
+        known counts as any thread's, as every op does where the clock keeps no threads or the
+        asking thread is -1 (not known). ``stream`` -1 gives False."""
+        stream = np.asarray(stream, dtype=np.int64)
+        lo, hi, thread = np.asarray(lo, np.int64), np.asarray(hi, np.int64), np.asarray(thread, np.int64)
+        out = np.zeros(len(stream), dtype=bool)
+        for s in np.unique(stream[stream >= 0]).tolist():
+            sel = np.flatnonzero((stream == s) & (lo < hi))
+            launch = self.op_launch[s]
+            a, b = np.searchsorted(launch, lo[sel], side="right"), np.searchsorted(launch, hi[sel], side="right")
+            some = b > a
+            if not len(self.op_thread):
+                out[sel] = some
+                continue
+            for j in np.flatnonzero(some).tolist():  # (at most one per cycle: its last phase, begun apart)
+                who = self.op_thread[s][a[j]:b[j]]
+                out[sel[j]] = thread[sel[j]] == -1 or bool(((who == thread[sel[j]]) | (who == -1)).any())
+        return out
+
+    def queued_since(self, stream: int, until: np.ndarray) -> np.ndarray:
+        """Per GPU instant of ``until``: the CPU instant the work on stream row ``stream`` that
+        keeps it busy until then or later was queued (the first op or event wait whose
+        completion, with all before it, reaches it); int64 max where none does."""
+        until = np.asarray(until, dtype=np.int64)
+        out = np.full(len(until), I64_MAX, dtype=np.int64)
+        for times, running in ((self.op_launch[stream], self.op_done[stream]), (self.wait_time[stream], self.wait_done[stream])):
+            if len(times):
+                at = np.searchsorted(running, until, side="left")  # (running maxima: sorted)
+                ok = at < len(times)
+                out[ok] = np.minimum(out[ok], times[at[ok]])
+        return out
+
+    def done(self, stream: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """For each (stream row, CPU instant): completion of the work queued before it, or at
+        that very nanosecond (a launch call that returned as a range closed was made inside
+        it); int64 min when nothing was. ``stream`` -1 gives int64 min."""
+        stream = np.asarray(stream, dtype=np.int64)
+        t = np.asarray(t, dtype=np.int64)
+        out = np.full(len(t), I64_MIN, dtype=np.int64)
+        for s in np.unique(stream[stream >= 0]):
+            sel = np.flatnonzero(stream == s)
+            out[sel] = np.maximum(_before(self.op_launch[s], self.op_done[s], t[sel]), _before(self.wait_time[s], self.wait_done[s], t[sel]))
+        return out
+
+
+def _before(times: np.ndarray, running: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """running[last index with times <= t], int64 min when none."""
+    if len(times) == 0:
+        return np.full(len(t), I64_MIN, dtype=np.int64)
+    pos = np.searchsorted(times, t, side="right") - 1
+    return np.where(pos >= 0, running[np.maximum(pos, 0)], I64_MIN)
+
+
+def launch_instants(ops: pa.Table) -> np.ndarray:
+    """When each op was put on its stream, as far as the trace tells: no later than the end of
+    the API call that launched it, nor than its own start on the GPU (a kernel often starts
+    before its launch call returns). An op whose launching call is not in the trace (a dropped
+    record, a capture begun mid-launch) was put there before its start, so its start stands in.
+    (The call's start is no bound: a launch call held up 100 ms on a lock queues its op at its
+    end, and taking its start made every boundary after it wait for that op.)"""
+    start = int64s(ops["start_ns"])
+    end = int64s(ops["launch_end_ns"], I64_MAX)
+    instant = np.minimum(end, start)
+    # A node-mode graph launch is one operation on its stream: all its nodes were put there
+    # together, by the time the first of them started (a launch call still returning after its
+    # first node ran had queued the whole graph, later nodes included).
+    nodes, launch_id = graph_node_launches(ops)
+    if len(nodes):
+        ids, group = np.unique(launch_id, return_inverse=True)
+        first = np.full(len(ids), I64_MAX, dtype=np.int64)
+        np.minimum.at(first, group.ravel(), instant[nodes])
+        instant[nodes] = first[group.ravel()]
+    return instant
+
+
+def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sync_records: pa.Table) -> StreamClock:
+    """Build the clock of one rank from its linked GPU ops (``projection.link_launches``), its
+    API calls, ``cudaEventRecord`` records and ``cudaStreamWaitEvent`` sync records."""
+    o_pid = int64s(ops["pid"]) if ops.num_rows else np.zeros(0, np.int64)
+    o_dev = int64s(ops["device_id"], -1) if ops.num_rows else np.zeros(0, np.int64)
+    o_str = int64s(ops["stream_id"], -1) if ops.num_rows else np.zeros(0, np.int64)
+    o_launch = o_launch_raw = launch_instants(ops) if ops.num_rows else np.zeros(0, np.int64)
+    o_end = int64s(ops["end_ns"]) if ops.num_rows else np.zeros(0, np.int64)
+    placed = o_launch != I64_MIN
+
+    # Event records: stream + CPU time of the cudaEventRecord call.
+    rec = _event_record_times(event_records, api_calls)
+    # Stream waits on a recorded event.
+    w = _stream_waits(sync_records, api_calls)
+    w_dev_written = w["dev"]
+
+    op_key = pack_keys(o_pid[placed], o_dev[placed], o_str[placed])
+    work_keys = distinct_few(op_key)
+    # Work queued before the capture began (``queued_before_capture``) is done, for every
+    # boundary the trace holds, when it is: a stand-in "op" launched before them all.
+    rec["dev"] = on_working_device(work_keys, rec["pid"], rec["dev"], rec["stream"])
+    w["dev"] = on_working_device(work_keys, w["pid"], w["dev"], w["stream"])
+    rec_key, wait_key = pack_keys(rec["pid"], rec["dev"], rec["stream"]), pack_keys(w["pid"], w["dev"], w["stream"])
+    head = queued_before_capture(ops, o_launch, wait_key, w["cpu"], FirstCalls.of(api_calls))
+    o_launch = np.where(head.called_before, BEFORE_THE_TRACE, o_launch)
+    # A graph launch's nodes that ran on the graph's own streams (a capture that forked) count
+    # on its launch stream too: work queued there after the launch waits for the whole graph.
+    b_rows, b_key = graph_branches(ops, np.concatenate([rec_key, wait_key]))
+    b_placed = placed[b_rows]
+    g_key = np.concatenate([b_key[b_placed], head.stream_key])
+    g_launch = np.concatenate([o_launch[b_rows[b_placed]], np.full(len(head.stream_key), BEFORE_THE_TRACE, np.int64)])
+    g_end = np.concatenate([o_end[b_rows[b_placed]], head.done])
+    op_key_all = np.concatenate([op_key, g_key])
+    keys = np.union1d(work_keys, np.concatenate([rec_key, wait_key]))
+    n = len(keys)
+
+    def index_of(pid, dev, stream):
+        if n == 0 or len(pid) == 0:
+            return np.zeros(len(pid), dtype=np.int64)
+        return np.searchsorted(keys, pack_keys(pid, dev, stream))
+
+    op_launch, op_done, op_thread = [], [], []
+    oi = np.searchsorted(keys, op_key_all) if n and len(op_key_all) else np.zeros(len(op_key_all), dtype=np.int64)
+    ol, oe = np.concatenate([o_launch[placed], g_launch]), np.concatenate([o_end[placed], g_end])
+    # Who launched each: the launching call's thread (a graph branch: its launch's; -1 unknown).
+    o_tid = int64s(ops["launch_tid"], -1) if ops.num_rows and "launch_tid" in ops.column_names else np.full(len(o_pid), -1, np.int64)
+    o_thread = np.where((o_tid >= 0) & ~head.called_before, thread_keys(o_pid, o_tid), -1)
+    ot = np.concatenate([o_thread[placed], o_thread[b_rows[b_placed]], np.full(len(head.stream_key), -1, np.int64)])
+    order = np.lexsort((ol, oi))
+    oi, ol, oe, ot = oi[order], ol[order], oe[order], ot[order]
+    cuts = np.searchsorted(oi, np.arange(n + 1))
+    for s in range(n):
+        a, b = cuts[s], cuts[s + 1]
+        op_launch.append(ol[a:b])
+        op_done.append(np.maximum.accumulate(oe[a:b]) if b > a else oe[a:b])
+        op_thread.append(ot[a:b])
+
+    # Waits in CPU order: each depends on its record's stream as of the record's CPU time,
+    # including the waits that stream had itself made by then.
+    rec_stream = index_of(rec["pid"], rec["dev"], rec["stream"])
+    wait_stream = index_of(w["pid"], w["dev"], w["stream"])
+    records = EventRecords.of(rec["pid"], rec["event"], rec["sync"], rec_stream, rec["cpu"])
+    # Each wait's record (stream row, CPU time); the waits that found theirs, in CPU order (a
+    # wait whose record was made before the capture began, or inside a graph capture, has none).
+    named_row, named_cpu = records.named_by(w["pid"], w["event"], w["sync"], w["cpu"])
+    wait_stream = _waits_of_the_other_device(keys, work_keys, w["pid"], w_dev_written, w["stream"], wait_stream, named_row)
+    by_cpu = np.argsort(w["cpu"], kind="stable")
+    resolved = by_cpu[named_row[by_cpu] >= 0]
+    rec_s, rec_t = named_row[resolved], named_cpu[resolved]
+    # What each record waits for among GPU ops: one search per record stream, not per wait.
+    from_ops = np.empty(len(resolved), dtype=np.int64)
+    for s in np.unique(rec_s).tolist():
+        sel = rec_s == s
+        from_ops[sel] = _before(op_launch[s], op_done[s], rec_t[sel])
+    # Then the waits' own chains, in CPU order: a record made after a wait on its stream
+    # depends on what that wait waited for.
+    times: list[list[int]] = [[] for _ in range(n)]
+    running: list[list[int]] = [[] for _ in range(n)]
+    deps: list[list[int]] = [[] for _ in range(n)]
+    froms: list[list[int]] = [[] for _ in range(n)]
+    w_cpu, w_stream = w["cpu"].tolist(), wait_stream.tolist()
+    for i, rs, rt, dep in zip(resolved.tolist(), rec_s.tolist(), rec_t.tolist(), from_ops.tolist()):
+        k = bisect.bisect_left(times[rs], rt) - 1
+        if k >= 0:
+            dep = max(dep, running[rs][k])
+        s = w_stream[i]
+        prev = running[s][-1] if running[s] else I64_MIN
+        times[s].append(w_cpu[i])
+        running[s].append(max(prev, dep))
+        deps[s].append(dep)
+        froms[s].append(rs)
+    return StreamClock(
+        keys=keys,
+        op_launch=tuple(op_launch),
+        op_done=tuple(op_done),
+        wait_time=tuple(np.array(x, dtype=np.int64) for x in times),
+        wait_done=tuple(np.array(x, dtype=np.int64) for x in running),
+        wait_dep=tuple(np.array(x, dtype=np.int64) for x in deps),
+        wait_from=tuple(np.array(x, dtype=np.int64) for x in froms),
+        join_cpu=w["cpu"][resolved],
+        join_into=np.asarray(wait_stream, np.int64)[resolved],
+        join_from=rec_s,
+        join_thread=w["thread"][resolved],
+        unresolved_into=_unresolved_into(wait_stream, resolved, records.first_before(w["pid"], w["event"], w["cpu"])),
+        join_record_cpu=rec_t,
+        records=records,
+        branch_ops=b_rows,
+        branch_rows=np.searchsorted(keys, b_key) if n else np.zeros(len(b_key), np.int64),
+        before_capture=head,
+        op_instants=o_launch_raw,
+        record_thread=rec["thread"],
+        record_call_start=rec["call_start"],
+        record_row=np.asarray(rec_stream, np.int64),
+        op_thread=tuple(op_thread),
+    )
+
+
+@dataclass(frozen=True)
+class EventRecords:
+    """Every ``cudaEventRecord`` of a rank that found its call, and the one rule for which of
+    them a stream wait or an event synchronize at CPU time ``t`` names: by (event id, record
+    number); exports without record numbers (nsys 2024 and older) name only the event, and then
+    it is the event's latest record made before ``t`` (an event is re-recorded every cycle).
+    Where two records share (process, event, record number), the later row names; where two of
+    an event's records were made at the same instant, the later row is the latest."""
+
+    pid: np.ndarray
+    event: np.ndarray
+    sync: np.ndarray  # record number, -1 where the export has none
+    row: np.ndarray  # stream row (``StreamClock.keys``) recorded on
+    cpu: np.ndarray  # CPU time of the record (its call's return)
+
+    @classmethod
+    def of(cls, pid: np.ndarray, event: np.ndarray, sync: np.ndarray, row: np.ndarray, cpu: np.ndarray) -> EventRecords:
+        return cls(*(np.asarray(x, dtype=np.int64) for x in (pid, event, sync, row, cpu)))
+
+    def named_by(self, pid: np.ndarray, event: np.ndarray, sync: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per wait or synchronize (process, event id, record number or -1, CPU time): (stream
+        row, record CPU time) of the record it names; -1 and I64_MIN where none is in the trace
+        (recorded before the capture began, or inside a graph capture). Vectorised: one sort of
+        the records and the asks together, whatever their number."""
+        pid, event, sync, t = (np.asarray(x, dtype=np.int64) for x in (pid, event, sync, t))
+        row, cpu = np.full(len(pid), -1, np.int64), np.full(len(pid), I64_MIN, np.int64)
+        if len(pid) == 0 or len(self.pid) == 0:
+            return row, cpu
+        asked = sync >= 0
+        # By record number: records with one, the last row of each (process, event, number).
+        numbered = np.flatnonzero(self.sync >= 0)
+        if asked.any() and len(numbered):
+            ask = np.flatnonzero(asked)
+            ids = dense_ids(np.r_[self.pid[numbered], pid[ask]], np.r_[self.event[numbered], event[ask]], np.r_[self.sync[numbered], sync[ask]])
+            rec_ids, ask_ids = ids[:len(numbered)], ids[len(numbered):]
+            last = np.full(int(ids.max()) + 1, -1, np.int64)
+            uniq, first_reversed = np.unique(rec_ids[::-1], return_index=True)
+            last[uniq] = numbered[len(numbered) - 1 - first_reversed]
+            hit = last[ask_ids]
+            found = hit >= 0
+            row[ask[found]], cpu[ask[found]] = self.row[hit[found]], self.cpu[hit[found]]
+        # By event alone: the event's latest record made by t (the later row on a tie).
+        ask = np.flatnonzero(~asked)
+        if len(ask):
+            n = len(self.pid)
+            ids = dense_ids(np.r_[self.pid, pid[ask]], np.r_[self.event, event[ask]])
+            times = np.unique(np.r_[self.cpu, t[ask]], return_inverse=True)[1].reshape(-1)
+            span = int(times.max()) + 1
+            key = ids * span + times  # (event, instant) in one sortable key: both are dense ranks
+            order = np.lexsort((np.arange(n), key[:n]))
+            pos = np.searchsorted(key[:n][order], key[n:], side="right") - 1
+            k = order[np.maximum(pos, 0)]
+            found = (pos >= 0) & (ids[k] == ids[n:])
+            row[ask[found]], cpu[ask[found]] = self.row[k[found]], self.cpu[k[found]]
+        return row, cpu
+
+    def first_before(self, pid: np.ndarray, event: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Per (process, event id, CPU time): whether the event was recorded in the trace before
+        that time at all."""
+        pid, event, t = (np.asarray(x, dtype=np.int64) for x in (pid, event, t))
+        if len(pid) == 0 or len(self.pid) == 0:
+            return np.zeros(len(pid), dtype=bool)
+        n = len(self.pid)
+        ids = dense_ids(np.r_[self.pid, pid], np.r_[self.event, event])
+        first = np.full(int(ids.max()) + 1, I64_MAX, np.int64)
+        np.minimum.at(first, ids[:n], self.cpu)
+        return first[ids[n:]] < t
+
+
+def _unresolved_into(wait_stream: np.ndarray, resolved: np.ndarray, recorded_before: np.ndarray) -> np.ndarray:
+    """Streams with an event wait whose record the trace lacks, though it holds a record of that
+    event made before the wait (``recorded_before``, per wait): a wait on a record made before
+    the capture began (its event recorded nowhere earlier in the trace) is no unknown. Where no
+    wait found its record (an export without the event table), every one is unknown."""
+    if len(wait_stream) == 0:
+        return np.zeros(0, np.int64)
+    missing = np.ones(len(wait_stream), dtype=bool)
+    missing[resolved] = False
+    if len(resolved):
+        missing &= recorded_before
+    return np.unique(wait_stream[missing])
+
+
+def on_working_device(work_keys: np.ndarray, pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
+    """The device of each (pid, dev, stream) named by a synchronization or event record: as
+    given where that stream ran work (``work_keys``: the packed keys of streams with ops) or
+    where no stream of that id in the process did; else the one device on which the process's
+    stream of that id ran work. nsys 2026.2 writes device 0 in every synchronization record (the
+    public mfu_2gpu and h100_2gpu captures: the process on GPU 1 waits on "device 0, stream
+    15", its work is on device 1, stream 15)."""
+    dev = np.asarray(dev, dtype=np.int64).copy()
+    if len(dev) == 0 or len(work_keys) == 0:
+        return dev
+    lost = np.flatnonzero(~np.isin(pack_keys(pid, dev, stream), work_keys))
+    if len(lost) == 0:
+        return dev
+    w_pid, w_dev, w_stream = work_keys >> 39, (work_keys >> 31) & 0xFF, work_keys & 0x7FFFFFFF
+    by_id = (w_pid << 31) | w_stream  # per stream with work: (pid, stream id)
+    order = np.argsort(by_id, kind="stable")
+    ids = by_id[order]
+    want = (np.asarray(pid, np.int64)[lost] << 31) | (np.asarray(stream, np.int64)[lost] & 0x7FFFFFFF)
+    lo, hi = np.searchsorted(ids, want, side="left"), np.searchsorted(ids, want, side="right")
+    one = hi - lo == 1  # exactly one device ran work on a stream of that id
+    dev[lost[one]] = w_dev[order[lo[one]]]
+    return dev
+
+
+def _waits_of_the_other_device(keys: np.ndarray, work_keys: np.ndarray, pid: np.ndarray, dev_written: np.ndarray, stream: np.ndarray,
+                               wait_row: np.ndarray, record_row: np.ndarray) -> np.ndarray:
+    """``wait_row`` (per wait, its stream's row of ``keys``), with a wait that reads as its own
+    record's stream waiting for itself (a no-op) moved to the stream of that id on the process's
+    one other device with work there, where every wait record of the process says device 0: nsys
+    2026.2 writes device 0 in every synchronization record, and one thread driving two GPUs has
+    a stream 7 on each (GPU 1's wait for GPU 0's record read as GPU 0's own: lost)."""
+    self_wait = np.flatnonzero((record_row >= 0) & (record_row == wait_row))
+    if len(self_wait) == 0 or len(work_keys) == 0:
+        return wait_row
+    out = np.asarray(wait_row, np.int64).copy()
+    k_pid, k_dev, k_stream = work_keys >> 39, (work_keys >> 31) & 0xFF, work_keys & 0x7FFFFFFF
+    row_dev = (keys >> 31) & 0xFF
+    carry_devices = set(np.unique(pid[dev_written != 0]).tolist())  # processes whose wait records carry their devices
+    for i in self_wait.tolist():
+        p, sid = int(pid[i]), int(stream[i])
+        if p in carry_devices:
+            continue
+        other = np.unique(k_dev[(k_pid == p) & (k_stream == sid) & (k_dev != row_dev[wait_row[i]])])
+        if len(other) == 1:
+            out[i] = np.searchsorted(keys, pack_keys(np.array([p]), other, np.array([sid])))[0]
+    return out
+
+
+def _event_record_times(event_records: pa.Table, api_calls: pa.Table) -> dict[str, np.ndarray]:
+    empty = {k: np.zeros(0, np.int64) for k in ("pid", "dev", "stream", "event", "sync", "cpu", "thread", "call_start")}
+    if event_records.num_rows == 0 or api_calls.num_rows == 0:
+        return empty
+    call = match_correlation(int64s(api_calls["global_pid"]), int64s(api_calls["correlation_id"], -1), int64s(event_records["global_pid"]), int64s(event_records["correlation_id"], -1))
+    ok = call >= 0
+    if not ok.any():
+        return empty
+    return {
+        "pid": int64s(event_records["pid"])[ok],
+        "dev": int64s(event_records["device_id"], -1)[ok],
+        "stream": int64s(event_records["stream_id"], -1)[ok],
+        "event": int64s(event_records["event_id"], -1)[ok],
+        "sync": int64s(event_records["event_sync_id"], -1)[ok],
+        # Taken when the record call returned (as a launch is: ``launch_instants``): work queued
+        # on the stream by then is what the event stands for.
+        "cpu": int64s(api_calls["end_ns"])[call[ok]],
+        "thread": thread_keys(int64s(api_calls["pid"])[call[ok]], int64s(api_calls["tid"])[call[ok]]),
+        "call_start": int64s(api_calls["start_ns"])[call[ok]],
+    }
+
+
+def _stream_waits(sync_records: pa.Table, api_calls: pa.Table) -> dict[str, np.ndarray]:
+    empty = {k: np.zeros(0, np.int64) for k in ("pid", "dev", "stream", "event", "sync", "cpu", "thread")}
+    if sync_records.num_rows == 0 or "event_id" not in sync_records.column_names:
+        return empty
+    is_wait = string_mask(sync_records["sync_type"], lambda x: "wait" in x.lower()) & (int64s(sync_records["event_id"], -1) >= 0)
+    if not is_wait.any():
+        return empty
+    pid = int64s(sync_records["pid"])[is_wait]
+    # The thread that made the wait (its cudaStreamWaitEvent call), -1 where the call is not in
+    # the trace (sync records carry the process, as in ``syncs``).
+    # (Matched among the wait calls only: sorting every API call's key took 28 ms of the 76 MB
+    # trace's load for its 2 waits, this 5.5 ms.)
+    calls = np.flatnonzero(string_mask(api_calls["name"], lambda n: "StreamWaitEvent" in n)) if api_calls.num_rows else np.zeros(0, np.int64)
+    c_pid = int64s(api_calls["pid"])[calls] if len(calls) else calls
+    call = match_correlation(c_pid, int64s(api_calls["correlation_id"], -1)[calls] if len(calls) else calls,
+                             pid, int64s(sync_records["correlation_id"], -1)[is_wait])
+    thread = np.full(len(pid), -1, np.int64)
+    found = call >= 0
+    thread[found] = thread_keys(c_pid[call[found]], int64s(api_calls["tid"])[calls[call[found]]])
+    return {
+        "thread": thread,
+        "pid": pid,
+        "dev": int64s(sync_records["device_id"], -1)[is_wait],
+        "stream": int64s(sync_records["stream_id"], -1)[is_wait],
+        "event": int64s(sync_records["event_id"], -1)[is_wait],
+        "sync": int64s(sync_records["event_sync_id"], -1)[is_wait],
+        "cpu": int64s(sync_records["end_ns"])[is_wait],  # the cudaStreamWaitEvent call, when it returned
+    }
+

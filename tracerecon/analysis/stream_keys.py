@@ -1,0 +1,38 @@
+"""A stream as one int64: (process, device, stream) packed into a key, and dense ids over
+several columns, which the stream clock, the stream choice and the boundaries share."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def dense_ids(*columns: np.ndarray) -> np.ndarray:
+    """Per row of the equally long ``columns``, a number shared by exactly the rows that agree
+    in every column (0, 1, ... in the order of the rows' sorted values)."""
+    if len(columns[0]) == 0:
+        return np.zeros(0, np.int64)
+    order = np.lexsort(columns[::-1])
+    new = np.zeros(len(order), dtype=bool)
+    new[0] = True
+    for c in columns:
+        sc = c[order]
+        new[1:] |= sc[1:] != sc[:-1]
+    ids = np.empty(len(order), np.int64)
+    ids[order] = np.cumsum(new) - 1
+    return ids
+
+
+def device_of_keys(keys: np.ndarray, row: np.ndarray) -> np.ndarray:
+    """Device id of each stream row (rows >= 0)."""
+    return (keys[row] >> 31) & 0xFF
+
+
+def stream_of_keys(keys: np.ndarray, row: np.ndarray) -> np.ndarray:
+    """Stream id of each stream row (rows >= 0)."""
+    return keys[row] & 0x7FFFFFFF
+
+
+def pack_keys(pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
+    # pid < 2**24 (nsys global ids), device < 2**8, stream ids < 2**31: one int64 key.
+    return (np.asarray(pid, np.int64) << 39) | ((np.asarray(dev, np.int64) & 0xFF) << 31) | (np.asarray(stream, np.int64) & 0x7FFFFFFF)
+
