@@ -486,14 +486,15 @@ def test_edge_work_of_a_few_cycles_names_them(tmp_path):
 
 
 def draft_then_verify_on_another_stream(tmp_path, verify_gpu, draft_gpu=(20, 90), verify_cpu=(200, 300), waits_at=None, between=(110, 120, 600),
-                                       during_verify=None):
+                                       during_verify=None, verify_tid=None):
     """Three cycles (b = 1000c us): draft on stream 7 (CPU b..b+100, its kernel launched at b+10
     running ``draft_gpu`` from b), a kernel in no phase on 7 (``between``: launched at, runs
     from, to, from b) and verify on stream 8 (CPU ``verify_cpu`` from b, its kernel launched 10
     us into it running ``verify_gpu`` from b); where ``waits_at`` is given, verify makes 8 wait
     for 7 inside its range (record on 7 at b+waits_at, the wait on 8 2 us later: SGLang's
     pipeline loop forking its forward stream off the scheduler's in run_batch);
-    ``during_verify(t, c, b)`` adds what else happens in verify's range."""
+    ``during_verify(t, c, b)`` adds what else happens in verify's range; ``verify_tid``: the
+    thread that launches verify's kernel (default: the phases' own)."""
     t = FakeTrace()
     for c in range(3):
         b = 1000 * c
@@ -505,7 +506,7 @@ def draft_then_verify_on_another_stream(tmp_path, verify_gpu, draft_gpu=(20, 90)
         if waits_at is not None:
             t.event_record(event=1, record=c + 1, start=(b + waits_at) * U, end=(b + waits_at + 1) * U, stream=7)
             t.stream_wait(event=1, record=c + 1, start=(b + waits_at + 2) * U, end=(b + waits_at + 3) * U, stream=8)
-        kernel(t, b + verify_cpu[0] + 10, (b + verify_gpu[0], b + verify_gpu[1]), stream=8)
+        kernel(t, b + verify_cpu[0] + 10, (b + verify_gpu[0], b + verify_gpu[1]), stream=8, tid=verify_tid)
         if during_verify is not None:
             during_verify(t, c, b)
     return load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify")))
@@ -590,6 +591,42 @@ def test_a_later_phases_end_reads_the_next_cycles_stream_only_for_work_its_own_t
     # at b+605, behind the work between (b+200..b+605: 405 us; the last cycle, with no next
     # cycle's stream to read, 100 on 8)
     assert read["own"] == ([405, 405, 100], [605, 605, 600])
+
+
+def test_a_later_phases_end_reads_the_next_cycles_stream_for_work_it_owns_there_whichever_thread_launched_it(tmp_path):
+    # GIVEN the engine above, but verify's kernels launched by a launcher thread (50) that holds
+    # no range: its kernel on 8 (b+210, b+220..b+300) and, inside its range, either a 5 us
+    # kernel on 7 (launched b+250, running b+600..b+605 behind the work between) or a copy on 7
+    # by a helper thread (99) that never runs a kernel (a KV-cache offload thread; b+250,
+    # b+600..b+605). verify launches nothing on its own thread, so the launcher's work, and the
+    # helper's copy, are verify's (``attribution``: another thread's work in the phase open then)
+    def launcher(t, c, b):
+        kernel(t, b + 250, (b + 600, b + 605), tid=50)
+
+    def helper(t, c, b):
+        t.copy(t.call("cudaMemcpyAsync", (b + 250) * U, (b + 252) * U, tid=99), (b + 600) * U, (b + 605) * U, stream=7)
+
+    read, owner = {}, {}
+    for name, during in (("launcher", launcher), ("helper", helper)):
+        (tmp_path / name).mkdir()
+        a = draft_then_verify_on_another_stream(tmp_path / name, verify_gpu=(220, 300), during_verify=during, verify_tid=50)
+        read[name] = ([us for ph, us in gpu_us(a) if ph == "verify"], [c["gpu_ns"] // U for c in a.ranks[0].cycles.to_pylist()])
+        phases = a.ranks[0].phases.to_pylist()
+        owner[name] = [phases[o["phase_id"]]["phase"] if o["phase_id"] is not None else None
+                       for o in a.ranks[0].gpu_ops.to_pylist() if o["start_ns"] // U % 1000 == 600]
+    # THEN the work on 7 inside verify's range is verify's in both
+    assert owner["launcher"] == owner["helper"] == ["verify"] * 3
+    # AND the launcher's kernel on 7 is read as the own-thread twin's is: verify begins at b+200
+    # (8 idle; the work between keeps 7 busy, but verify began apart) and ends at the next
+    # cycle's start read on 7, where that kernel is done behind the work between: b+605, 405 us
+    # (once 100: the launcher is not verify's thread); the last cycle, with no next cycle's
+    # stream, b+300 on 8: 100. The cycle's edge is read on 8 and 7: b+605, the last cycle's
+    # b+600 (7 at verify's start: the work between)
+    assert read["launcher"] == ([405, 405, 100], [605, 605, 600])
+    # AND the helper's copy, verify's too but from a thread that never runs a kernel, whose
+    # stream is no phase's events' (``stream_deciding_ops``), holds verify's end no more than
+    # another thread's copy does above: b+200..b+300 on 8, 100 us; the cycle's edge holds it
+    assert read["helper"] == ([100] * 3, [605, 605, 600])
 
 
 def test_a_cycles_end_reads_the_streams_around_its_gap_when_the_work_between_was_queued(tmp_path):
@@ -728,3 +765,56 @@ def test_a_cycle_begins_at_its_first_phases_start_though_a_later_phase_began_ear
     # 3040..4550 (once 1200..3040 and 2200..4550: from B's start, the cycles overlapping)
     assert gpu_us(a) == [("A", 1520), ("B", 100), ("A", 1500), ("B", 100), ("A", 1500), ("B", 100)]
     assert [(c["gpu_boundary_start_ns"] // U, c["gpu_boundary_end_ns"] // U) for c in a.ranks[0].cycles.to_pylist()] == [(0, 1530), (1530, 3040), (3040, 4550)]
+
+
+def test_a_helper_threads_copy_queued_between_two_phases_is_not_held_in_the_cycle(tmp_path):
+    # GIVEN cycles (b = 1000c us, ranges b..b+300) of P on 9 (CPU b..b+50, kernel b+10..b+40), A
+    # on 7 (CPU b+50..b+100, kernel b+60..b+90) and B on 8 (CPU b+200..b+300, kernel
+    # b+220..b+290); the next cycle's P is on 9. Between A's CPU end and B's CPU start a 740 us
+    # copy (launched b+150, b+160..b+900) is put on a stream: by a helper thread (tid 99; with no
+    # range of its own, or inside its own "offload" range b+140..b+160) on 7, A's stream, which
+    # neither edge phase (P, B) is on; by the helper on 5, a stream no phase is on; or by the
+    # loop's own thread on 7. In a last trace the loop's thread also puts a kernel in no phase on
+    # 7 (launched b+110) that runs behind a helper's copy launched first (b+105, b+115..b+900):
+    # b+900..b+930
+    def trace(copy_stream: int, tid: int | None, ranged: bool = False, behind: bool = False):
+        t = FakeTrace()
+        for c in range(3):
+            b = 1000 * c
+            t.range(f"cycle {c}", b * U, (b + 300) * U)
+            for name, lo, hi in (("P", 0, 50), ("A", 50, 100), ("B", 200, 300)):
+                t.range(name, (b + lo) * U, (b + hi) * U)
+            kernel(t, b + 5, (b + 10, b + 40), stream=9)
+            kernel(t, b + 55, (b + 60, b + 90))
+            kernel(t, b + 210, (b + 220, b + 290), stream=8)
+            if ranged:
+                t.range("offload", (b + 140) * U, (b + 160) * U, tid=99)
+            at = 105 if behind else 150
+            t.copy(t.call("cudaMemcpyAsync", (b + at) * U, (b + at + 2) * U, tid=tid), (b + at + 10) * U, (b + 900) * U, stream=copy_stream)
+            if behind:
+                kernel(t, b + 110, (b + 900, b + 930))
+        return t
+
+    read = {}
+    for name, args in (("helper on 7", (7, 99)), ("ranged helper on 7", (7, 99, True)), ("helper on 5", (5, 99)), ("loop on 7", (7, None)),
+                       ("loop behind helper", (7, 99, False, True))):
+        (tmp_path / name).mkdir()
+        a = load([trace(*args).write(tmp_path / name / "t.sqlite")], PhaseConfig(phases=("P", "A", "B")))
+        read[name] = (gpu_us(a), [c["gpu_ns"] // U for c in a.ranks[0].cycles.to_pylist()])
+    # THEN with the copy on 7 between the two, A ends at its CPU end (b+100; 7 done by b+90) and
+    # B runs b+200..b+300 on 8 alone; P ends where A begins (b+50): 50, 50, 100. The cycle begins
+    # at P's start (b: 9 idle) and ends where events at its edge read: on 8 (B's) b+290 and on 9
+    # (the next cycle's P's) b+40, so b+300; nothing on either waits for 7. The helper's copy
+    # is not the loop's work between, whether or not the helper has ranges: 300 (once 900: 7 read
+    # at B's start, b+200, the copy queued on it by then)
+    for name in ("helper on 7", "ranged helper on 7"):
+        assert read[name] == ([("P", 50), ("A", 50), ("B", 100)] * 3, [300] * 3), name
+    # AND on 5 nothing is queued between on 7 or 8: A ends where B begins (b+200, read on 7 and 8,
+    # done by b+90 and idle): 150; the cycle reads 300 as well
+    assert read["helper on 5"] == ([("P", 50), ("A", 150), ("B", 100)] * 3, [300] * 3)
+    # AND the loop's own copy between is work in no phase, held by the cycle: 7 read where the
+    # loop queued it (b+152) is done at b+900, so b..b+900: 900 (the phases read as with the helper's)
+    assert read["loop on 7"] == ([("P", 50), ("A", 50), ("B", 100)] * 3, [900] * 3)
+    # AND the loop's kernel queued behind the helper's copy ran after it: 7 read where the loop
+    # queued it (b+112) is done at b+930, so the cycle holds b..b+930: 930
+    assert read["loop behind helper"] == ([("P", 50), ("A", 50), ("B", 100)] * 3, [930] * 3)

@@ -44,6 +44,7 @@ def phase_boundaries(
     ended_elsewhere: np.ndarray | None = None,
     range_end: np.ndarray | None = None,
     cycle_ends: np.ndarray | None = None,
+    op_owner: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The boundary rule (module doc), for phase instances in time order, on each timeline
     (``timelines``: a process, or each of its threads where they run cycles of their own).
@@ -63,6 +64,9 @@ def phase_boundaries(
     reads it (its boundary end, or later: the cycle's edge on the next cycle's stream that a
     last phase begun apart does not read, or work queued between two of its phases still
     running past its last phase: ``_read_boundaries``; int64 min where it has none).
+    ``op_owner``: per row of the ops table the clock was built from, the phase (an index into
+    these phases) whose work the op is, -1 none (``StreamClock.owned_between``): what a cycle's
+    last phase begun apart reads on the next cycle's stream; None: every op there is its.
     """
     range_end = cpu_end if range_end is None else range_end
     if cycle_ends is not None:
@@ -128,7 +132,7 @@ def phase_boundaries(
                 ended = np.where(ended_elsewhere[part], -1, started) if ended_elsewhere is not None else started  # -1: which thread is unknown
                 threads = (started, ended)
             start_b[part], end_b[part], edge_b = _read_boundaries(clock, cpu_start[part], cpu_end[part], cycle[part], srow, alone, own_stream_only, threads,
-                                                          range_end[part])
+                                                          range_end[part], (part, op_owner))
             if cycle_ends is not None:
                 cycle_ends[part] = edge_b
     return start_b, end_b, dev_used, stream_used
@@ -136,7 +140,8 @@ def phase_boundaries(
 
 def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc: np.ndarray, srow: np.ndarray,
                      alone: bool, own_stream_only: bool = False, threads: tuple[np.ndarray, np.ndarray] | None = None,
-                     range_end: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                     range_end: np.ndarray | None = None,
+                     owner: tuple[np.ndarray, np.ndarray | None] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The boundaries of a sequence of phases in time order (CPU starts ``t``, ends ``cpu_end``,
     cycles ``cyc``, stream rows ``srow``, ``threads``: the threads each started and ended on, -1
     where another, unknown one ended it): a phase ends where the next one of
@@ -160,13 +165,16 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
     phase's start boundary, and the earlier one's end holds nothing back; nor across work
     between, on the GPU the two phases are on). A cycle's last phase ends where the next
     cycle's first begins, read on both streams too, unless it began apart from the phase before
-    it (work between, an overlap): then on the next cycle's stream only where its own thread
-    launched work there within its range, as what that stream held before (the work between,
-    the overlapping phase's tail) is not its and its start never read it. Returns (starts,
+    it (work between, an overlap): then on the next cycle's stream only where work of its own
+    was launched there within its range (``owner``: these phases' indices in ``op_owner``, per
+    op the phase that owns it, ``phase_boundaries``; whichever thread launched it), as what that
+    stream held before (the work between, the overlapping phase's tail) is not its and its
+    start never read it. Returns (starts,
     ends, cycle edges): the third, per phase, where its cycle's end reads it, at least its end:
     the cycle's edge read on both streams whatever of it the last phase took, and, after work
-    between, the streams of the two phases around it at the later one's start (the cycle holds
-    that work). ``alone``: phases that are no neighbours of each other (in no cycle), each read
+    between, the streams of the two phases around it where the sequence's own threads last
+    queued work there in the gap (the cycle holds the loop's work between, not another
+    thread's copy put there meanwhile, which no event at its edges waits for). ``alone``: phases that are no neighbours of each other (in no cycle), each read
     on its own stream from its CPU start to its CPU end."""
     if alone:
         a = np.maximum(t, clock.done(srow, t))
@@ -213,28 +221,36 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
     apart = overlap | between
     after_apart = np.r_[False, apart[:-1]]
     a = np.maximum.reduce([t, clock.done(srow, t), clock.done(np.where(after_apart, -1, prev_row), t)])
-    # A phase begun apart reads the next cycle's stream at its cycle's end only where its own
-    # thread launched work there within its range: what that stream held from before it (the
-    # work between, in no phase; an overlapping phase's tail) is not its, and its start never
-    # read it; nor is what another thread queued there meanwhile (a helper's copy), nor any
-    # wait its thread made there (no work of its own).
+    # A phase begun apart reads the next cycle's stream at its cycle's end only where work it
+    # owns was launched there within its range (by its thread, or by a launcher thread whose
+    # work the analysis gives it): what that stream held from before it (the work between, in
+    # no phase; an overlapping phase's tail) is not its, and its start never read it; nor is
+    # what no phase or another phase owns queued there meanwhile (a helper's copy), nor any wait
+    # its thread made there (no work of its own).
     cycle_edge = next_in_a_cycle & ~same_cycle_next & ~overlap
     own_end = after_apart & cycle_edge
     if own_end.any():
         ask = np.flatnonzero(own_end)
-        who = threads[0][ask] if threads is not None else np.full(len(ask), -1, np.int64)
-        own_end[ask] = ~clock.launched_by(next_row[ask], t[ask], e[ask], who)
+        ids, op_owner = owner if owner is not None else (np.arange(len(t)), None)
+        own_end[ask] = ~clock.owned_between(next_row[ask], t[ask], e[ask], ids[ask], op_owner)
     edge_read = clock.done(np.where(apart, -1, next_row), e)  # (the cycle edge on the next cycle's stream)
     z = np.maximum.reduce([e, clock.done(srow, e), np.where(own_end, I64_MIN, edge_read)])
     # The cycle's end (``edge``) is read at its edge on both streams, whatever of it its last
-    # phase took, and holds the work between: the streams of the phases around each gap read
-    # at the later one's start, when that work was all queued (not at the cycle's end, where
-    # they may hold work queued later that no event at the cycle's edge waits for: the next
-    # cycle's, run a cycle ahead, or a copy on a stream neither edge phase is on).
+    # phase took, and holds the work between that the loop queued: each stream of the phases
+    # around a gap read as the sequence's own threads last queued work there in the gap, when
+    # theirs was all queued (not at the cycle's end, where they may hold work queued later that
+    # no event at the cycle's edge waits for: the next cycle's, run a cycle ahead, or a copy on
+    # a stream neither edge phase is on). Nor is another thread's copy put there in the gap
+    # the cycle's (a KV-offload helper's, on the earlier phase's stream): no event at the
+    # cycle's edges waits for it, no more than for one it put there inside a phase's range;
+    # the loop's own work queued behind it still reads it, as it ran after it.
     edge = np.maximum(z, edge_read)
     gap = np.flatnonzero(between)
     if len(gap):
-        np.maximum.at(edge, gap + 1, np.maximum(clock.done(srow[gap], t[gap + 1]), clock.done(srow[gap + 1], t[gap + 1])))
+        loop = None if threads is None else np.unique(np.r_[threads[0], threads[1]])
+        for side in (srow[gap], srow[gap + 1]):
+            at = clock.last_queued_by(side, cpu_end[gap], t[gap + 1], loop)
+            np.maximum.at(edge, gap + 1, np.where(at != I64_MIN, clock.done(side, at), I64_MIN))
     pairs = np.stack([a, z], 1)
     # Runs of phases one after another, cut where the next began before the earlier ended.
     # Never backwards along each stream's own phases (``own_stream_only``), else along each GPU's.

@@ -1141,12 +1141,15 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
         # Events on the stream their work went to, had the range run inside a `with
         # torch.cuda.stream(...)` for it: the same tiling with those phases on that stream.
         o_start, o_end, _, _ = phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, np.where(mask, work_dev, dev), np.where(mask, work_stream, stream),
-                                                busiest, ph_tid, ended_elsewhere=ended_elsewhere, range_end=ph_e)
+                                                busiest, ph_tid, ended_elsewhere=ended_elsewhere, range_end=ph_e, op_owner=deciding_phase)
         ok = mask & (o_start != I64_MIN)
         side = SideReadings(ok, np.where(ok, o_end - o_start, 0), np.where(ok, work_stream, -1), np.where(ok, SIDE_STREAM_KERNELS, 0).astype(np.int8))
     cycle_ends = np.full(n_ph, I64_MIN, dtype=np.int64)
+    # A cycle's last phase begun apart reads the next cycle's stream where work of its own went
+    # there (``_read_boundaries``): its work as owned above, whichever thread launched it, but
+    # not an offload thread's copies moved into it, which decide no stream here either.
     b_start, b_end, dev, stream = phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, busiest, ph_tid, ended_elsewhere=ended_elsewhere,
-                                                   range_end=ph_e, cycle_ends=cycle_ends)
+                                                   range_end=ph_e, cycle_ends=cycle_ends, op_owner=deciding_phase)
     # Phases whose range's events may have gone on another stream of their thread: one that only
     # copied, read off the stream its copies ran on (SGLang's scheduler copying inputs on the
     # default stream that the forward stream waits for), and one that launched nothing, read on

@@ -73,9 +73,13 @@ class StreamClock:
     record_thread: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     record_call_start: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     record_row: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    # Per stream, beside ``op_launch``: the thread (``thread_keys``) whose call put each op
-    # there, -1 where the trace does not tell (a call not in it, work before the capture).
-    op_thread: tuple = ()
+    # Per stream, beside ``op_launch``: each op's row in the ops table the clock was built from
+    # (a graph branch node's on its launch stream too; -1: the stand-in for work queued before
+    # the capture).
+    op_row: tuple = ()
+    # Per row of that ops table: the thread (``thread_keys``) whose call launched it, -1 where
+    # the trace does not tell (a call not in it, work before the capture).
+    row_thread: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def stream_index(self, pid: np.ndarray, device: np.ndarray, stream: np.ndarray) -> np.ndarray:
         """Row of ``keys`` for each (pid, device, stream); -1 where the stream has no work."""
@@ -185,26 +189,58 @@ class StreamClock:
                     out[k] = bool(held.any())
         return out
 
-    def launched_by(self, stream: np.ndarray, lo: np.ndarray, hi: np.ndarray, thread: np.ndarray) -> np.ndarray:
-        """For each (stream row, CPU instants ``lo`` < ``hi``, thread key): whether that thread
-        put an op on the stream after ``lo`` and by ``hi`` (``queued_between``'s window; event
-        waits, and other threads' launches, do not count). An op whose launching thread is not
-        known counts as any thread's, as every op does where the clock keeps no threads or the
-        asking thread is -1 (not known). ``stream`` -1 gives False."""
+    def owned_between(self, stream: np.ndarray, lo: np.ndarray, hi: np.ndarray, phase: np.ndarray, op_owner: np.ndarray | None) -> np.ndarray:
+        """For each (stream row, CPU instants ``lo`` < ``hi``, phase): whether an op of that
+        phase was put on the stream after ``lo`` and by ``hi`` (``queued_between``'s window;
+        event waits, and ops of no phase or another's, do not count). ``op_owner``: per row of
+        the ops table the clock was built from, the phase whose work the op is (-1: none), as
+        the analysis owns ops, whichever thread launched them (``attribution``); None: every op
+        counts. ``stream`` -1 gives False."""
         stream = np.asarray(stream, dtype=np.int64)
-        lo, hi, thread = np.asarray(lo, np.int64), np.asarray(hi, np.int64), np.asarray(thread, np.int64)
+        lo, hi, phase = np.asarray(lo, np.int64), np.asarray(hi, np.int64), np.asarray(phase, np.int64)
         out = np.zeros(len(stream), dtype=bool)
         for s in np.unique(stream[stream >= 0]).tolist():
             sel = np.flatnonzero((stream == s) & (lo < hi))
             launch = self.op_launch[s]
             a, b = np.searchsorted(launch, lo[sel], side="right"), np.searchsorted(launch, hi[sel], side="right")
             some = b > a
-            if not len(self.op_thread):
+            if op_owner is None:
                 out[sel] = some
                 continue
             for j in np.flatnonzero(some).tolist():  # (at most one per cycle: its last phase, begun apart)
-                who = self.op_thread[s][a[j]:b[j]]
-                out[sel[j]] = thread[sel[j]] == -1 or bool(((who == thread[sel[j]]) | (who == -1)).any())
+                rows = self.op_row[s][a[j]:b[j]]
+                out[sel[j]] = bool((op_owner[rows[rows >= 0]] == phase[sel[j]]).any())
+        return out
+
+    def op_threads(self, stream: int) -> np.ndarray:
+        """Per op of stream row ``stream``, in ``op_launch``'s order: the thread that launched
+        it (``row_thread``; -1 where not known)."""
+        rows = self.op_row[stream]
+        return np.where(rows >= 0, self.row_thread[np.maximum(rows, 0)], -1) if len(self.row_thread) else np.full(len(rows), -1, np.int64)
+
+    def last_queued_by(self, stream: np.ndarray, lo: np.ndarray, hi: np.ndarray, threads: np.ndarray | None) -> np.ndarray:
+        """For each (stream row, CPU instants ``lo`` < ``hi``): the latest instant after ``lo``
+        and by ``hi`` (``queued_between``'s window) at which one of ``threads`` (thread keys;
+        None: any thread) put an op on the stream or made it wait for a record (``join_*``); an
+        op or a wait whose thread is not known counts as theirs, as every op does where the
+        clock keeps no threads. int64 min where none did; ``stream`` -1 gives int64 min."""
+        stream = np.asarray(stream, dtype=np.int64)
+        lo, hi = np.asarray(lo, np.int64), np.asarray(hi, np.int64)
+        out = np.full(len(stream), I64_MIN, dtype=np.int64)
+
+        def theirs(who: np.ndarray) -> np.ndarray:
+            return np.ones(len(who), bool) if threads is None else (who == -1) | np.isin(who, threads)
+
+        for s in np.unique(stream[stream >= 0]).tolist():
+            sel = np.flatnonzero((stream == s) & (lo < hi))
+            launch = self.op_launch[s]
+            ops = launch[theirs(self.op_threads(s))] if len(self.row_thread) else launch
+            waits = self.join_cpu[(self.join_into == s) & theirs(self.join_thread)]  # (in CPU order)
+            for times in (ops, waits):
+                at = np.searchsorted(times, hi[sel], side="right") - 1
+                ok = at >= 0
+                ok[ok] = times[at[ok]] > lo[sel][ok]
+                out[sel[ok]] = np.maximum(out[sel[ok]], times[at[ok]])
         return out
 
     def queued_since(self, stream: int, until: np.ndarray) -> np.ndarray:
@@ -304,21 +340,22 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
             return np.zeros(len(pid), dtype=np.int64)
         return np.searchsorted(keys, pack_keys(pid, dev, stream))
 
-    op_launch, op_done, op_thread = [], [], []
+    op_launch, op_done, op_row = [], [], []
     oi = np.searchsorted(keys, op_key_all) if n and len(op_key_all) else np.zeros(len(op_key_all), dtype=np.int64)
     ol, oe = np.concatenate([o_launch[placed], g_launch]), np.concatenate([o_end[placed], g_end])
-    # Who launched each: the launching call's thread (a graph branch: its launch's; -1 unknown).
+    # Each one's row of ``ops`` (a graph branch: its node's; -1: work before the capture), and
+    # who launched each row: the launching call's thread (a graph branch node: its launch's).
     o_tid = int64s(ops["launch_tid"], -1) if ops.num_rows and "launch_tid" in ops.column_names else np.full(len(o_pid), -1, np.int64)
-    o_thread = np.where((o_tid >= 0) & ~head.called_before, thread_keys(o_pid, o_tid), -1)
-    ot = np.concatenate([o_thread[placed], o_thread[b_rows[b_placed]], np.full(len(head.stream_key), -1, np.int64)])
+    row_thread = np.where((o_tid >= 0) & ~head.called_before, thread_keys(o_pid, o_tid), -1)
+    orow = np.concatenate([np.flatnonzero(placed), b_rows[b_placed], np.full(len(head.stream_key), -1, np.int64)])
     order = np.lexsort((ol, oi))
-    oi, ol, oe, ot = oi[order], ol[order], oe[order], ot[order]
+    oi, ol, oe, orow = oi[order], ol[order], oe[order], orow[order]
     cuts = np.searchsorted(oi, np.arange(n + 1))
     for s in range(n):
         a, b = cuts[s], cuts[s + 1]
         op_launch.append(ol[a:b])
         op_done.append(np.maximum.accumulate(oe[a:b]) if b > a else oe[a:b])
-        op_thread.append(ot[a:b])
+        op_row.append(orow[a:b])
 
     # Waits in CPU order: each depends on its record's stream as of the record's CPU time,
     # including the waits that stream had itself made by then.
@@ -376,7 +413,8 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
         record_thread=rec["thread"],
         record_call_start=rec["call_start"],
         record_row=np.asarray(rec_stream, np.int64),
-        op_thread=tuple(op_thread),
+        op_row=tuple(op_row),
+        row_thread=row_thread,
     )
 
 
