@@ -818,3 +818,73 @@ def test_a_helper_threads_copy_queued_between_two_phases_is_not_held_in_the_cycl
     # AND the loop's kernel queued behind the helper's copy ran after it: 7 read where the loop
     # queued it (b+112) is done at b+930, so the cycle holds b..b+930: 930
     assert read["loop behind helper"] == ([("P", 50), ("A", 50), ("B", 100)] * 3, [930] * 3)
+
+
+def p_a_b(tmp_path, launcher: int | None, between_tid: int | None, ranged_launcher: bool = False):
+    """The commit's P/A/B shape (b = 1000c us; ranges on the phases' thread 10): P on 9 (CPU
+    b..b+50, kernel launched b+5, b+10..b+40), A on 7 (b+50..b+100, kernel b+55, b+60..b+90), B on
+    8 (b+200..b+300, kernel b+210, b+220..b+290); the phases' kernels launched by ``launcher``
+    (None: the phases' own thread), and a kernel in no phase on 7 launched at b+150 by
+    ``between_tid``, running b+160..b+900."""
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.range(f"cycle {c}", b * U, (b + 300) * U)
+        for name, lo, hi in (("P", 0, 50), ("A", 50, 100), ("B", 200, 300)):
+            t.range(name, (b + lo) * U, (b + hi) * U)
+        kernel(t, b + 5, (b + 10, b + 40), stream=9, tid=launcher)
+        kernel(t, b + 55, (b + 60, b + 90), tid=launcher)
+        kernel(t, b + 210, (b + 220, b + 290), stream=8, tid=launcher)
+        kernel(t, b + 150, (b + 160, b + 900), tid=between_tid)
+    (tmp_path / "t.sqlite").parent.mkdir(parents=True, exist_ok=True)
+    return load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("P", "A", "B")))
+
+
+def test_a_launcher_threads_work_between_is_the_loops_work_between(tmp_path):
+    # GIVEN the engine of test_a_helper_threads_copy_queued_between_two_phases_is_not_held_in_the_cycle
+    # ("loop on 7"), but, as in test_a_later_phases_end_reads_..._whichever_thread_launched_it, a
+    # launcher thread (50) holding no range launches every kernel: P's, A's, B's (each phase's
+    # by attribution: the phases launched nothing themselves) and the kernel in no phase on 7
+    # between A and B (b+150, b+160..b+900): the loop's own work between, launched where the
+    # loop launches everything (a kernel, not an offload thread's copy)
+    own = p_a_b(tmp_path / "own", None, None)
+    launched = p_a_b(tmp_path / "launcher", 50, 50)
+    # THEN the phases read as with the loop's thread launching: A ends at its CPU end (7 done by
+    # b+90): P 50, A 50, B b+200..b+300 on 8: 100
+    assert gpu_us(own) == gpu_us(launched) == [("P", 50), ("A", 50), ("B", 100)] * 3
+    # AND the cycle holds the work between as it does where the phases' thread queued it: 7 read
+    # where the loop (its launcher) queued it, b+152, is done at b+900: b..b+900, 900 us
+    assert [c["gpu_ns"] // U for c in own.ranks[0].cycles.to_pylist()] == [900] * 3
+    # (once 300: the launcher not among the phases' threads, its kernel dropped like an offload
+    # helper's copy)
+    assert [c["gpu_ns"] // U for c in launched.ranks[0].cycles.to_pylist()] == [900] * 3
+
+
+def test_a_cycle_holds_a_helpers_copy_the_loop_recorded_behind_in_the_gap_in_its_last_cycle_too(tmp_path):
+    # GIVEN the P/A/B cycles (every kernel on the phases' thread 10) and, between A and B, a
+    # helper thread's (99, never runs a kernel) copy on 7, A's stream (launched b+150, running
+    # b+160..b+900), behind which the loop's thread records an event on 7 (b+160) and makes 9,
+    # the stream of P (the cycle's first phase and the next cycle's), wait for it (b+162): the
+    # loop joins the helper's copy into its own stream in the gap
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.range(f"cycle {c}", b * U, (b + 300) * U)
+        for name, lo, hi in (("P", 0, 50), ("A", 50, 100), ("B", 200, 300)):
+            t.range(name, (b + lo) * U, (b + hi) * U)
+        kernel(t, b + 5, (b + 10, b + 40), stream=9)
+        kernel(t, b + 55, (b + 60, b + 90))
+        kernel(t, b + 210, (b + 220, b + 290), stream=8)
+        t.copy(t.call("cudaMemcpyAsync", (b + 150) * U, (b + 152) * U, tid=99), (b + 160) * U, (b + 900) * U, stream=7)
+        t.event_record(event=3, record=c + 1, start=(b + 160) * U, end=(b + 161) * U, stream=7)
+        t.stream_wait(event=3, record=c + 1, start=(b + 162) * U, end=(b + 163) * U, stream=9)
+    a = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("P", "A", "B")))
+    # THEN the phases read as in the commit's "helper on 7": P 50, A 50 (7 done b+90 at its CPU
+    # end), B b+200..b+300 on 8: 100
+    assert gpu_us(a) == [("P", 50), ("A", 50), ("B", 100)] * 3
+    # AND every cycle holds the copy the loop joined into its own stream: in cycles 0 and 1 the
+    # edge event on 9 (next P's stream) waits for it, b+900; the last cycle is the same loop
+    # doing the same thing, and the event the loop recorded on 7 behind the copy reads b+900:
+    # 900 (once [900, 900, 300]: the loop queued no op on 7 or 8 in the gap, only a record on 7
+    # and a wait on 9, so the last cycle, with no next cycle's stream, dropped it)
+    assert [c["gpu_ns"] // U for c in a.ranks[0].cycles.to_pylist()] == [900] * 3

@@ -45,6 +45,7 @@ def phase_boundaries(
     range_end: np.ndarray | None = None,
     cycle_ends: np.ndarray | None = None,
     op_owner: np.ndarray | None = None,
+    loop_rows: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The boundary rule (module doc), for phase instances in time order, on each timeline
     (``timelines``: a process, or each of its threads where they run cycles of their own).
@@ -67,6 +68,10 @@ def phase_boundaries(
     ``op_owner``: per row of the ops table the clock was built from, the phase (an index into
     these phases) whose work the op is, -1 none (``StreamClock.owned_between``): what a cycle's
     last phase begun apart reads on the next cycle's stream; None: every op there is its.
+    ``loop_rows``: per row of that ops table, whether its op is the loop's work wherever it
+    lies, whichever thread launched it (one that runs kernels: a launcher's, not an offload
+    thread's copy), which a cycle holds where it was queued between two of its phases, as it
+    does what the phases' own threads queued there.
     """
     range_end = cpu_end if range_end is None else range_end
     if cycle_ends is not None:
@@ -132,7 +137,7 @@ def phase_boundaries(
                 ended = np.where(ended_elsewhere[part], -1, started) if ended_elsewhere is not None else started  # -1: which thread is unknown
                 threads = (started, ended)
             start_b[part], end_b[part], edge_b = _read_boundaries(clock, cpu_start[part], cpu_end[part], cycle[part], srow, alone, own_stream_only, threads,
-                                                          range_end[part], (part, op_owner))
+                                                          range_end[part], (part, op_owner), loop_rows)
             if cycle_ends is not None:
                 cycle_ends[part] = edge_b
     return start_b, end_b, dev_used, stream_used
@@ -141,7 +146,7 @@ def phase_boundaries(
 def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc: np.ndarray, srow: np.ndarray,
                      alone: bool, own_stream_only: bool = False, threads: tuple[np.ndarray, np.ndarray] | None = None,
                      range_end: np.ndarray | None = None,
-                     owner: tuple[np.ndarray, np.ndarray | None] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                     owner: tuple[np.ndarray, np.ndarray | None] | None = None, loop_rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The boundaries of a sequence of phases in time order (CPU starts ``t``, ends ``cpu_end``,
     cycles ``cyc``, stream rows ``srow``, ``threads``: the threads each started and ended on, -1
     where another, unknown one ended it): a phase ends where the next one of
@@ -173,8 +178,9 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
     ends, cycle edges): the third, per phase, where its cycle's end reads it, at least its end:
     the cycle's edge read on both streams whatever of it the last phase took, and, after work
     between, the streams of the two phases around it where the sequence's own threads last
-    queued work there in the gap (the cycle holds the loop's work between, not another
-    thread's copy put there meanwhile, which no event at its edges waits for). ``alone``: phases that are no neighbours of each other (in no cycle), each read
+    queued work there in the gap (ops, waits, event records; and the ops ``loop_rows`` marks:
+    the cycle holds the loop's work between, not an offload thread's copy put there meanwhile,
+    which no event at its edges waits for). ``alone``: phases that are no neighbours of each other (in no cycle), each read
     on its own stream from its CPU start to its CPU end."""
     if alone:
         a = np.maximum(t, clock.done(srow, t))
@@ -237,10 +243,10 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
     z = np.maximum.reduce([e, clock.done(srow, e), np.where(own_end, I64_MIN, edge_read)])
     # The cycle's end (``edge``) is read at its edge on both streams, whatever of it its last
     # phase took, and holds the work between that the loop queued: each stream of the phases
-    # around a gap read as the sequence's own threads last queued work there in the gap, when
-    # theirs was all queued (not at the cycle's end, where they may hold work queued later that
+    # around a gap read as the loop last queued work there in the gap (its phases' threads, and
+    # a launcher thread that runs kernels for them), when theirs was all queued (not at the cycle's end, where they may hold work queued later that
     # no event at the cycle's edge waits for: the next cycle's, run a cycle ahead, or a copy on
-    # a stream neither edge phase is on). Nor is another thread's copy put there in the gap
+    # a stream neither edge phase is on). Nor is an offload thread's copy put there in the gap
     # the cycle's (a KV-offload helper's, on the earlier phase's stream): no event at the
     # cycle's edges waits for it, no more than for one it put there inside a phase's range;
     # the loop's own work queued behind it still reads it, as it ran after it.
@@ -249,7 +255,7 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
     if len(gap):
         loop = None if threads is None else np.unique(np.r_[threads[0], threads[1]])
         for side in (srow[gap], srow[gap + 1]):
-            at = clock.last_queued_by(side, cpu_end[gap], t[gap + 1], loop)
+            at = clock.last_queued_by(side, cpu_end[gap], t[gap + 1], loop, loop_rows)
             np.maximum.at(edge, gap + 1, np.where(at != I64_MIN, clock.done(side, at), I64_MIN))
     pairs = np.stack([a, z], 1)
     # Runs of phases one after another, cut where the next began before the earlier ended.

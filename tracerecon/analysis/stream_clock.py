@@ -218,12 +218,14 @@ class StreamClock:
         rows = self.op_row[stream]
         return np.where(rows >= 0, self.row_thread[np.maximum(rows, 0)], -1) if len(self.row_thread) else np.full(len(rows), -1, np.int64)
 
-    def last_queued_by(self, stream: np.ndarray, lo: np.ndarray, hi: np.ndarray, threads: np.ndarray | None) -> np.ndarray:
+    def last_queued_by(self, stream: np.ndarray, lo: np.ndarray, hi: np.ndarray, threads: np.ndarray | None, rows: np.ndarray | None = None) -> np.ndarray:
         """For each (stream row, CPU instants ``lo`` < ``hi``): the latest instant after ``lo``
         and by ``hi`` (``queued_between``'s window) at which one of ``threads`` (thread keys;
-        None: any thread) put an op on the stream or made it wait for a record (``join_*``); an
-        op or a wait whose thread is not known counts as theirs, as every op does where the
-        clock keeps no threads. int64 min where none did; ``stream`` -1 gives int64 min."""
+        None: any thread) put an op on the stream, made it wait for a record (``join_*``) or
+        recorded an event there (which reads what ran there before it); an op, wait or record
+        whose thread is not known counts as theirs, as every op does where the clock keeps no
+        threads, and so does an op whose row of the ops table ``rows`` marks (whichever thread
+        launched it). int64 min where none did; ``stream`` -1 gives int64 min."""
         stream = np.asarray(stream, dtype=np.int64)
         lo, hi = np.asarray(lo, np.int64), np.asarray(hi, np.int64)
         out = np.full(len(stream), I64_MIN, dtype=np.int64)
@@ -234,9 +236,14 @@ class StreamClock:
         for s in np.unique(stream[stream >= 0]).tolist():
             sel = np.flatnonzero((stream == s) & (lo < hi))
             launch = self.op_launch[s]
-            ops = launch[theirs(self.op_threads(s))] if len(self.row_thread) else launch
+            mine = theirs(self.op_threads(s))
+            if rows is not None:
+                row = self.op_row[s]
+                mine |= np.where(row >= 0, rows[np.maximum(row, 0)], False)
+            ops = launch[mine] if len(self.row_thread) else launch
             waits = self.join_cpu[(self.join_into == s) & theirs(self.join_thread)]  # (in CPU order)
-            for times in (ops, waits):
+            recs = np.sort(self.record_call_start[(self.record_row == s) & theirs(self.record_thread)]) if len(self.record_row) else np.zeros(0, np.int64)
+            for times in (ops, waits, recs):
                 at = np.searchsorted(times, hi[sel], side="right") - 1
                 ok = at >= 0
                 ok[ok] = times[at[ok]] > lo[sel][ok]
