@@ -1489,3 +1489,79 @@ def test_a_synchronous_copy_on_the_legacy_stream_says_nothing_of_the_current_str
     # THEN fwd stays on 13, where its forward ran: events there read b+100..b+900 = 800 us (the
     # copy is no read-back on its current stream: a review's case, once read on 7, 200 us)
     assert per_cycle(run.ranks[0]) == [(c, ph, us, s) for c in range(3) for ph, s, us in (("sched", 7, 100), ("fwd", 13, 800))]
+
+
+def guarded_copy_engine(block, nccl_wait_call=True, second_gpu=False) -> FakeTrace:
+    """One thread, current stream 7 (computes); a dedicated D2H stream 20 that launches no kernel
+    (b = 1000 + 1000c us, 3 cycles). prepare [b, b+50]: 7 waits for 20 (b+2: output buffers reused
+    once the last copy is done), kernel on 7 b+10..b+40. forward [b+50, b+300]: kernel on 7
+    b+60..b+250, 20 waits for 7 (b+260), another kernel on 7 b+270..b+450. output [b+300, b+470]:
+    inside `with torch.cuda.stream(20)` copies the tokens to the host (launched b+310, runs
+    b+310..b+315), then, back on 7, ``block(t, b)`` blocks. Between cycles (b+600) the thread,
+    once more inside `with torch.cuda.stream(20)`, broadcasts a small tensor: ProcessGroupNCCL makes
+    NCCL's stream 30 wait for 20 (b+600) and broadcasts there (b+610..b+620)."""
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 + 1000 * c
+        t.range("prepare", b * U, (b + 50) * U)
+        fork_join(t, 1, c + 1, b + 2, side=7, caller=20)
+        launch(t, b + 5, (b + 10, b + 40))
+        t.range("forward", (b + 50) * U, (b + 300) * U)
+        launch(t, b + 55, (b + 60, b + 250))
+        fork_join(t, 2, c + 1, b + 260, side=20)
+        launch(t, b + 265, (b + 270, b + 450))
+        t.range("output", (b + 300) * U, (b + 470) * U)
+        t.copy(t.call("cudaMemcpyAsync", (b + 310) * U, (b + 312) * U), (b + 310) * U, (b + 315) * U, kind=2, stream=20)
+        block(t, b)
+        if nccl_wait_call:
+            fork_join(t, 3, c + 1, b + 600, side=30, caller=20)
+        else:  # the same, its cudaStreamWaitEvent call lost (the capture's API rows trimmed)
+            t.event_record(event=3, record=c + 1, start=(b + 600) * U, end=(b + 601) * U, stream=20)
+            t.syncs.append({"start": (b + 601) * U, "end": (b + 602) * U, "deviceId": 0, "contextId": 1, "streamId": 30, "correlationId": 90000 + c,
+                            "globalPid": (1 << 56) | (10 << 24), "syncType": 2, "eventId": 3, "eventSyncId": c + 1})
+        launch(t, b + 605, (b + 610, b + 620), stream=30, name="ncclDevKernel_Broadcast_RING_LL")
+        if second_gpu:  # the process also works on device 1
+            launch(t, b + 700, (b + 702, b + 712), stream=50, device=1, name="other_gpu")
+    return t
+
+
+def output_readings(t, tmp_path, phases=("prepare", "forward", "output")):
+    run = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=phases, cycle_prefix=""))
+    return [(p["cycle"], p["stream_id"], p["gpu_ns"] // U) for p in run.ranks[0].phases.to_pylist() if p["phase"] == "output"]
+
+
+def device_sync(t, b):
+    # torch.cuda.synchronize() at the step's end (timing): b+400, returns when 7's kernel is done (b+450)
+    corr = t.call("cudaDeviceSynchronize", (b + 400) * U, (b + 451) * U)
+    t.sync_record(corr, (b + 400) * U, (b + 451) * U, sync_type=4, stream=0xFFFFFFFF)
+
+
+def current_stream_sync(t, b):
+    # 7 waits for 20 after the copy (b+320: the buffer guard, record on 20 at b+320), then
+    # torch.cuda.current_stream().synchronize(), a synchronize of 7 (b+400..b+451)
+    fork_join(t, 4, c_of(b), b + 320, side=7, caller=20)
+    t.sync_record(t.call("cudaStreamSynchronize", (b + 400) * U, (b + 451) * U), (b + 400) * U, (b + 451) * U, stream=7)
+
+
+def c_of(b):
+    return (b - 1000) // 1000 + 1
+
+
+# What events read for output, on 7 (the thread's current stream, where the engine records):
+# at b+300, 7's work launched before is done at b+450; at b+470, b+470 (nothing after b+450):
+# 20 us every cycle. On 20 (where the copy ran): b+300 (20 waits only for 7's work up to b+260,
+# done b+250) to b+470: 170 us.
+ON_7 = [(c, 7, 20) for c in range(3)]
+
+
+@pytest.mark.parametrize("phases", [("prepare", "forward", "output"), ("output",)], ids=["three", "alone"])
+@pytest.mark.parametrize("block", [device_sync, current_stream_sync], ids=["device_sync", "sync_of_7"])
+def test_an_unrelated_wait_after_a_copy_on_a_dedicated_copy_stream_keeps_the_phase_off_that_stream(tmp_path, block, phases):
+    # GIVEN output's copy on the dedicated stream 20 (entered for the copy; its thread issues a
+    # broadcast from 20 between cycles) and, back on 7, a device synchronize or a synchronize of
+    # 7 made to wait for 20 after the copy: waits that cover the copy, but name no stream or
+    # another one. THEN output is read on 7, where the engine records (20 us), not on 20: such
+    # a wait is what SGLang's `.tolist()` on its current stream and this engine's end-of-step
+    # synchronize alike make; only a wait naming the copy's own stream says the thread took its
+    # results back there (``rank._took_back_where_copied``)
+    assert output_readings(guarded_copy_engine(block), tmp_path, phases) == ON_7
