@@ -1020,7 +1020,10 @@ def _took_back_where_copied(clock: StreamClock, ops: pa.Table, op_phase: np.ndar
     receives on NCCL forked off it and copies the tokens back there. Without NCCL's word the
     trace does not tell the thread's current stream from a copy stream it enters to copy back
     (`with torch.cuda.stream(copy_stream)`, vLLM's output copy, a buffer-guarding D2H stream
-    its compute stream waits for): those keep the stream the copies feed. A synchronous
+    its compute stream waits for): those keep the stream the copies feed. Nor does a wait
+    that covers the copy without naming its stream tell (a device synchronize, a synchronize of
+    another stream made to wait for it): an engine that enters a dedicated copy stream to copy
+    and then synchronizes makes the same calls (``tests/test_side_streams.py``). A synchronous
     cudaMemcpy runs on the legacy default stream whatever stream is current: no such copy.
     ``blocking``: the rank's blocking calls and what each waits on (``wait_targets``)."""
     out = np.zeros(len(phases), dtype=bool)
