@@ -27,7 +27,7 @@ from tracerecon.analysis.columns import thread_keys
 from tracerecon.analysis.intervals import inside_another_thread
 from tracerecon.analysis.projection import I64_MIN
 from tracerecon.analysis.stream_clock import StreamClock
-from tracerecon.analysis.stream_keys import dense_ids, pack_keys
+from tracerecon.analysis.stream_keys import dense_ids, gpu_keys, pack_keys
 
 
 def phase_boundaries(
@@ -293,7 +293,7 @@ def _running_max_by_segment(values: np.ndarray, starts: np.ndarray) -> np.ndarra
 
 def gpu_of_rows(clock: StreamClock, row: np.ndarray) -> np.ndarray:
     """Per stream row of ``clock`` (-1: none): its (pid, device) key, -1 where none."""
-    return np.where(row >= 0, clock.keys[np.maximum(row, 0)] >> 31, -1) if len(clock.keys) else np.full(len(row), -1, np.int64)
+    return np.where(row >= 0, gpu_keys(clock.keys[np.maximum(row, 0)]), -1) if len(clock.keys) else np.full(len(row), -1, np.int64)
 
 
 def tiled_off_their_stream(clock: StreamClock, pid: np.ndarray, cpu_start: np.ndarray, cpu_end: np.ndarray, cycle: np.ndarray, device: np.ndarray,

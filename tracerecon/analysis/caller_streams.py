@@ -18,7 +18,7 @@ from tracerecon.analysis.columns import read_backs, runs_model, synchronous_copi
 from tracerecon.analysis.intervals import explode_slices
 from tracerecon.analysis.projection import I64_MAX, I64_MIN, equals, int64s
 from tracerecon.analysis.stream_clock import StreamClock
-from tracerecon.analysis.stream_keys import device_of_keys, stream_of_keys
+from tracerecon.analysis.stream_keys import device_of_keys, gpu_keys, stream_of_keys
 
 
 class _OpStreams:
@@ -151,7 +151,7 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
             votes.append(_read_back_votes(clock, ops, op_streams, frozenset(keys.tolist())))
         return votes[0](key, pid)
 
-    device_of = clock.keys >> 31  # (pid, device) of each stream row
+    device_of = gpu_keys(clock.keys)  # (pid, device) of each stream row
     phase_devices: list = []  # (phase, device row) pairs each phase launched on, worked out on first use
 
     def launched_there(i: int, to: int) -> bool:

@@ -31,7 +31,7 @@ from tracerecon.analysis.columns import graph_node_launches, thread_keys
 from tracerecon.analysis.graphs import graph_branches
 from tracerecon.analysis.intervals import distinct_few
 from tracerecon.analysis.projection import I64_MAX, I64_MIN, int64s, match_correlation, string_mask
-from tracerecon.analysis.stream_keys import dense_ids, device_of_keys, pack_keys, stream_of_keys
+from tracerecon.analysis.stream_keys import dense_ids, device_of_keys, pack_keys, stream_of_keys, unpack_keys
 
 
 @dataclass(frozen=True)
@@ -521,7 +521,7 @@ def on_working_device(work_keys: np.ndarray, pid: np.ndarray, dev: np.ndarray, s
     lost = np.flatnonzero(~np.isin(pack_keys(pid, dev, stream), work_keys))
     if len(lost) == 0:
         return dev
-    w_pid, w_dev, w_stream = work_keys >> 39, (work_keys >> 31) & 0xFF, work_keys & 0x7FFFFFFF
+    w_pid, w_dev, w_stream = unpack_keys(work_keys)
     by_id = (w_pid << 31) | w_stream  # per stream with work: (pid, stream id)
     order = np.argsort(by_id, kind="stable")
     ids = by_id[order]
@@ -543,8 +543,8 @@ def _waits_of_the_other_device(keys: np.ndarray, work_keys: np.ndarray, pid: np.
     if len(self_wait) == 0 or len(work_keys) == 0:
         return wait_row
     out = np.asarray(wait_row, np.int64).copy()
-    k_pid, k_dev, k_stream = work_keys >> 39, (work_keys >> 31) & 0xFF, work_keys & 0x7FFFFFFF
-    row_dev = (keys >> 31) & 0xFF
+    k_pid, k_dev, k_stream = unpack_keys(work_keys)
+    row_dev = unpack_keys(keys)[1]
     carry_devices = set(np.unique(pid[dev_written != 0]).tolist())  # processes whose wait records carry their devices
     for i in self_wait.tolist():
         p, sid = int(pid[i]), int(stream[i])

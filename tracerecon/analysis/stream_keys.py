@@ -33,6 +33,17 @@ def stream_of_keys(keys: np.ndarray, row: np.ndarray) -> np.ndarray:
 
 
 def pack_keys(pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
-    # pid < 2**24 (nsys global ids), device < 2**8, stream ids < 2**31: one int64 key.
+    """One int64 key per (pid, device, stream): pid < 2**24 (nsys global ids), device < 2**8,
+    stream ids < 2**31, in that order of significance (keys sort by process, then device)."""
     return (np.asarray(pid, np.int64) << 39) | ((np.asarray(dev, np.int64) & 0xFF) << 31) | (np.asarray(stream, np.int64) & 0x7FFFFFFF)
 
+
+def unpack_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``pack_keys`` undone: (pid, device, stream) of each key."""
+    keys = np.asarray(keys, np.int64)
+    return keys >> 39, (keys >> 31) & 0xFF, keys & 0x7FFFFFFF
+
+
+def gpu_keys(keys: np.ndarray) -> np.ndarray:
+    """Per key of ``pack_keys``: one int64 shared by exactly the streams of its process's device."""
+    return np.asarray(keys, np.int64) >> 31
