@@ -167,7 +167,7 @@ def simulate(prog: list, say_streams: bool = False, cycles: bool = False):
             if name == "" or name.startswith("~"):  # code between two phases, in no phase
                 lo = cpu
                 if ops:
-                    run(ops, tid)
+                    run(ops, launcher[0] if launcher else tid)
                     cpu += 1
                 if name and cpu > lo:
                     hidden.append((name[1:], tid, lo, cpu))
@@ -181,10 +181,10 @@ def simulate(prog: list, say_streams: bool = False, cycles: bool = False):
             cpu += 2
             run(ops, ltid)
             cpu += 4
-            rows.append((name, tid, cur, phase_start, cpu))
+            rows.append((name, tid, cur, phase_start, cpu, ltid))
         bounds.append(rows)
         t.range(f"cycle {ci}", cycle_start * U, cpu * U, tid=LOOP)
-        for name, tid, cur, start, end in rows:
+        for name, tid, cur, start, end, _ in rows:
             t.range(name, start * U, end * U, tid=tid)
         for name, tid, start, end in hidden:
             t.range(name, start * U, end * U, tid=tid)
@@ -209,8 +209,8 @@ def _truth(bounds: list, event, queued: dict, ops_log: dict, waits_log: dict) ->
     queued by then that an event on the earlier phase's stream at its end reads anyway): then
     the earlier one ends at its CPU end on its own stream, the later one begins at its CPU start
     on its own stream alone (not held back by the earlier one's end), and where the later is
-    its cycle's last, its end reads the next cycle's stream only where its own thread put an
-    op there within its range. A cycle runs from its first phase's start to the latest of its
+    its cycle's last, its end reads the next cycle's stream only where its own thread (or its
+    launcher) put an op there within its range. A cycle runs from its first phase's start to the latest of its
     phases' ends, the next cycle's first stream at its last phase's CPU end, and, at each stretch
     with work between, the two phases' streams at the later one's CPU start (what was queued on
     them by then: the cycle holds that work)."""
@@ -232,14 +232,14 @@ def _truth(bounds: list, event, queued: dict, ops_log: dict, waits_log: dict) ->
     between = [False] * n
     for i in range(n):
         if same_next[i]:
-            (_, (_, _, cur, _, end_cpu)), (_, (_, _, nxt, next_start, _)) = flat[i], flat[i + 1]
+            (_, (_, _, cur, _, end_cpu, _)), (_, (_, _, nxt, next_start, _, _)) = flat[i], flat[i + 1]
             if end_cpu < next_start:
                 read_by = event(cur, end_cpu)
                 between[i] = work_between(cur, end_cpu, next_start, read_by) or work_between(nxt, end_cpu, next_start, read_by)
     starts, ends, truth = [], [], []
     prev_end = 0
     moved = {}  # a hand-off: the later phase begins at the earlier one's CPU end
-    for i, (ci, (name, tid, cur, start_cpu, end_cpu)) in enumerate(flat):
+    for i, (ci, (name, tid, cur, start_cpu, end_cpu, ltid)) in enumerate(flat):
         start_cpu = moved.get(i, start_cpu)
         apart_before = i > 0 and between[i - 1]
         start = event(cur, start_cpu)
@@ -259,8 +259,9 @@ def _truth(bounds: list, event, queued: dict, ops_log: dict, waits_log: dict) ->
             end = max(start, event(cur, end_cpu))
             if i + 1 < n:  # a cycle ends where the next one starts, read on its stream too ...
                 nxt = flat[i + 1][1][2]
-                # ... but a phase begun apart only for what its own thread put there in its range
-                if not apart_before or any(start_cpu < q <= end_cpu and who == tid for q, who in ops_log.get(nxt, [])):
+                # ... but a phase begun apart only for what it put there in its range (its own
+                # thread, or the launcher thread that launches its work)
+                if not apart_before or any(start_cpu < q <= end_cpu and who in (tid, ltid) for q, who in ops_log.get(nxt, [])):
                     end = max(end, event(nxt, end_cpu))
         truth.append((ci, name, end - start, cur))
         starts.append(start)
@@ -428,10 +429,13 @@ def program(seed: int, joins: str = "any", stream_switch: bool = False, helper: 
                         durs = [max(1, rest[1] // n)] * n
                         branch = [r2.randint(5, 400) for _ in range(r2.randint(1, 2))] if r2.random() < 0.33 else []
                         ops[i] = (unit_id, "g", rest[0], durs, graphs == "whole", branch)
-    if launcher and not worker:
-        prog = [[(n, tid, cur, ops, LAUNCHER) for n, tid, cur, ops in cyc] for cyc in prog]
     if gaps:
         prog = _with_gaps(prog, random.Random(seed * 104729 + 71), "~between" if gaps == "unnamed" else "", sides)
+    if launcher and not worker:
+        # (the code between phases too, in half the programs: the launcher queues the loop's work)
+        gaps_too = random.Random(seed * 15485863 + 3).random() < 0.5
+        prog = [[(n, tid, cur, ops, LAUNCHER) if gaps_too or not (n == "" or n.startswith("~")) else (n, tid, cur, ops) for n, tid, cur, ops in cyc]
+                for cyc in prog]
     return prog
 
 

@@ -12,7 +12,7 @@ random.Random(seed):
 Tolerance: |read - truth| <= 1 us (the tests' rule).
 
 A fifth argument names other varieties (comma-separated; seed % their number picks one):
-  between  program(seed, joins=phase|cycle|any, gaps=code|unnamed, maybe helper or stream_switch),
+  between  program(seed, joins=phase|cycle|any, gaps=code|unnamed, maybe helper, stream_switch or launcher),
            say_streams maybe (always with stream_switch): code run between two phases of a cycle (in no range, or in a range
            of a phase left out of --phase) that may queue work on either phase's stream; the
            cycles' GPU time is compared too (``simulate(cycles=True)``: the README's contract)
@@ -54,6 +54,8 @@ def params_of(seed: int, varieties: list[str] | None = None) -> dict:
             kw["joins"] = r.choice(["phase", "cycle"])
         elif x < 0.45:  # (said: from the kernels alone the same as 7 current with 20 a side stream)
             kw["stream_switch"], say = True, True
+        elif x < 0.6:  # a worker thread that holds no phase launches the phases' work (and maybe the code between's)
+            kw["launcher"] = True
         return {"kind": kind, "kw": kw, "say": say, "cycles": True}
     if kind == "phase":
         return {"kind": kind, "kw": {"joins": "phase"}, "say": False}
