@@ -189,6 +189,38 @@ def test_a_phase_whose_work_another_thread_launched_keeps_that_works_stream(tmp_
     assert [(n, us, s) for _, n, us, s in got] == [("prepare", 90.0, 20), ("forward", 400.0, 20)] * 3
 
 
+def test_a_worker_that_used_the_said_stream_only_outside_the_phase_keeps_its_works_stream(tmp_path):
+    # GIVEN the worker above (tid 12, all the phases' work on 20) which also launched a kernel
+    # on 7 once, before the cycles (a warm-up: CPU 2 us, GPU 3..6 us)
+    t = marked_cycles((10, 100, 500), (7, 7), [(20, (30, 70), 20, 12), (110, (120, 420), 20, 12)])
+    kernel(t, 2, (3, 6), 7, tid=12)
+    # WHEN analysed
+    got = analyse(t, tmp_path)
+    # THEN it worked from 7 in no phase's range: each phase is read on 20 as above, 90 and 400 us
+    assert [(n, us, s) for _, n, us, s in got] == [("prepare", 90.0, 20), ("forward", 400.0, 20)] * 3
+
+
+def test_a_phase_whose_work_a_launcher_forked_off_the_said_stream_is_read_on_it(tmp_path):
+    # GIVEN phases on the loop thread that say 7 is current, while a launcher thread (tid 15,
+    # holding no range) launches all their GPU work: prepare's kernel on 7 (GPU 30 .. 70 us), and
+    # in forward a fork of 14 off 7 (a record on 7, 14 waiting for it, at 110) and a kernel on
+    # 14 (GPU 130 .. 700, past forward's end at 500), joined back into 7 after the cycle (600)
+    launcher = 15
+    t = marked_cycles((10, 100, 500), (7, 7), [(20, (30, 70), 7, launcher), (120, (130, 700), 14, launcher)])
+    for c in range(3):
+        o = 1000 * c
+        for at, waiter, source, event in ((110, 14, 7, 40), (600, 7, 14, 41)):
+            t.event_record(event=event, record=c + 1, start=(o + at) * U, end=(o + at) * U + 500, stream=source, tid=launcher)
+            t.stream_wait(event=event, record=c + 1, start=(o + at + 1) * U, end=(o + at + 1) * U + 500, stream=waiter, tid=launcher)
+    # WHEN analysed
+    got = analyse(t, tmp_path)
+    # THEN the launcher queues work on 7 itself and forks 14 off it: 7 is where the phases'
+    # work goes from, and events recorded on 7 read each phase: prepare from 10 (7 idle) to 100
+    # (its kernel done at 70): 90 us; forward from 100 to 500 (7 idle, 14's kernel not waited
+    # for before 600): 400 us. (Read off 14, forward would be 100 .. 700: 600 us.)
+    assert [(n, us, s) for _, n, us, s in got] == [("prepare", 90.0, 7), ("forward", 400.0, 7)] * 3
+
+
 def test_a_phase_that_launches_nothing_is_read_on_the_stream_it_says(tmp_path):
     # GIVEN forward (with 20 current) runs 300 us on 20 and prepare (7 current) launches nothing
     t = marked_cycles((10, 50, 100), (7, 20), [(60, (70, 370), 20, LOOP)])

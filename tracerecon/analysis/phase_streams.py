@@ -2,7 +2,7 @@
 
 A phase whose thread said which stream was current as it began is read there
 (``declared_streams``: ``tracerecon.instrument`` records an event there and marks it) unless all
-its stream-deciding GPU work came from other threads. Otherwise a phase's stream is the one that
+its stream-deciding GPU work came from other threads that did not work from that stream within the phase. Otherwise a phase's stream is the one that
 received most of its kernel time (``phase_streams``: the sum of its ops' durations; a graph's
 branch nodes count on the graph's launch stream, ``graphs.graph_branches``; copies decide only in
 a phase that ran no kernel, and not on a stream that only copies where the phase's thread

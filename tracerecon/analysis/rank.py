@@ -1218,9 +1218,11 @@ def said_streams(clock: StreamClock, stream_marks: pa.Table | None, api_calls: p
     """Per phase instance: (device, stream) its thread said was current as it began
     (``declared_streams``; ``ranges``: every NVTX range of the rank), -1 where none did or
     where the phase's ops that decide its stream (``stream_deciders``, None: all) all came
-    from other threads (a phase whose launches a worker thread makes: the thread's own current
-    stream is not where that work goes, and the work's stream decides as before). None where
-    the rank has no marks."""
+    from other threads none of which worked from the said stream within the phase (a phase
+    whose launches a worker thread makes on its own current stream: the range thread's is not
+    where that work goes, and the work's stream decides as before; a launcher that queues work
+    on the said stream, or forks a side stream off it, works from it:
+    ``_launchers_use_said_stream``). None where the rank has no marks."""
     n_ph = len(ph_s)
     if stream_marks is None or stream_marks.num_rows == 0 or n_ph == 0:
         return None
@@ -1231,13 +1233,55 @@ def said_streams(clock: StreamClock, stream_marks: pa.Table | None, api_calls: p
                                    (thread_keys(int64s(ranges["pid"]), int64s(ranges["tid"])), int64s(ranges["start_ns"])),
                                    (thread_keys(ph_pid, ph_tid), ph_s, ph_e))
     if ops.num_rows and (stream >= 0).any():
-        has = deciding_phase >= 0
+        has = np.flatnonzero(deciding_phase >= 0)
         ph = deciding_phase[has]
-        own = (int64s(ops["launch_tid"], -1)[has] == ph_tid[ph]) & (int64s(ops["pid"])[has] == ph_pid[ph])
+        launcher = thread_keys(int64s(ops["pid"]), int64s(ops["launch_tid"], -1))
+        own = launcher[has] == thread_keys(ph_pid, ph_tid)[ph]
         n_ops, n_own = np.bincount(ph, minlength=n_ph), np.bincount(ph[own], minlength=n_ph)
         others_only = (n_ops > 0) & (n_own == 0)
+        if others_only.any():
+            # The phase's threads are its range's and those that launched its work: where one
+            # of those launchers worked from the said stream within the phase (a thread that
+            # holds no phase launching the loop's work onto the loop's current stream, forking
+            # a side stream off it), the said stream is where that work goes, and the phase's
+            # events are recorded there.
+            others_only &= ~_launchers_use_said_stream(clock, ops, launcher, has, ph, others_only, dev, stream, ph_pid, ph_s, ph_e)
         dev, stream = np.where(others_only, -1, dev), np.where(others_only, -1, stream)
     return dev, stream
+
+
+def _launchers_use_said_stream(clock: StreamClock, ops: pa.Table, launcher: np.ndarray, has: np.ndarray, ph: np.ndarray, asked: np.ndarray,
+                               dev: np.ndarray, stream: np.ndarray, ph_pid: np.ndarray, ph_s: np.ndarray, ph_e: np.ndarray) -> np.ndarray:
+    """Per phase of ``asked`` (whose stream-deciding ops, ``has`` with their phases ``ph``, all
+    came from other threads): whether a thread that launched one of them (``launcher``, per op:
+    its ``thread_keys``) worked from the phase's said stream (``dev``, ``stream``) within the
+    phase's range (CPU ``ph_s`` to ``ph_e``): put an op there (not a synchronous copy, which
+    lands on the legacy stream whatever stream is current) or recorded an event there (forking
+    a side stream off it). A worker thread whose work goes to its own current stream is no such
+    thread, whatever it did on the said stream at other times (a warm-up, a start-up copy)."""
+    out = np.zeros(len(asked), dtype=bool)
+    said_row = clock.stream_index(ph_pid, dev, stream)
+    sel = asked[ph] & (said_row[ph] >= 0)
+    if not sel.any():
+        return out
+    # What each (thread, stream row) did when: its ops' launches and its event records.
+    rows = clock.stream_index(int64s(ops["pid"]), int64s(ops["device_id"], -1), int64s(ops["stream_id"], -1))
+    chosen = ~synchronous_copies(ops) & (rows >= 0)
+    who = np.r_[launcher[chosen], clock.record_thread]
+    where = np.r_[rows[chosen], clock.record_row]
+    when = np.r_[clock.op_instants[chosen], clock.record_call_start]
+    q_phase, q_thread = ph[sel], launcher[has[sel]]
+    pairs = np.unique(np.stack([q_phase, q_thread], 1), axis=0)  # (phase, launcher) pairs asked
+    for th in np.unique(pairs[:, 1]).tolist():
+        mine = pairs[pairs[:, 1] == th, 0]
+        for r in np.unique(said_row[mine]).tolist():
+            on = mine[said_row[mine] == r]
+            t = np.sort(when[(who == th) & (where == r)])
+            if len(t) == 0:
+                continue
+            first = np.searchsorted(t, ph_s[on], side="left")  # (the first at or after the range's start)
+            out[on] |= (first < len(t)) & (t[np.minimum(first, len(t) - 1)] <= ph_e[on])
+    return out
 
 
 def _kernels_all_on(clock: StreamClock, placed: pa.Table, op_phase: np.ndarray, ph_pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
