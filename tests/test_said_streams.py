@@ -284,3 +284,38 @@ def test_every_phase_and_cycle_reads_its_events_with_work_between_phases_when_ph
     got_cycles = [(c["cycle"], c["gpu_ns"] / U) for c in rank.cycles.to_pylist()]
     assert [c for c, _ in got_cycles] == [c for c, _ in cycles]
     assert all(abs(g - w) <= 1 for (_, g), (_, w) in zip(got_cycles, cycles)), (seed, joins, gaps, got_cycles, cycles)
+
+
+def _worker_on_its_own_stream():
+    # prepare's kernel on 20 (GPU 30..70); forward's on 20 (GPU 130..700, past forward's CPU end at 500)
+    return marked_cycles((10, 100, 500), (7, 7), [(20, (30, 70), 20, 12), (120, (130, 700), 20, 12)])
+
+
+def test_worker_that_syncs_its_stream_with_the_said_stream_keeps_its_streams_reading(tmp_path):
+    # GIVEN the worker's `forward_stream.wait_stream(default_stream)` as forward's work begins
+    # (SGLang overlap thread / vLLM-style worker): a record on 7 and 20 waiting for it, both by
+    # the worker, at 110. 20 is never joined into 7 on the GPU (the loop reads results by CPU sync).
+    t = _worker_on_its_own_stream()
+    for c in range(3):
+        o = 1000 * c
+        t.event_record(event=40, record=c + 1, start=(o + 110) * U, end=(o + 110) * U + 500, stream=7, tid=12)
+        t.stream_wait(event=40, record=c + 1, start=(o + 111) * U, end=(o + 111) * U + 500, stream=20, tid=12)
+    got = analyse(t, tmp_path)
+    # THEN the worker's work went to its own stream 20, exactly as in
+    # test_a_phase_whose_work_another_thread_launched_keeps_that_works_stream: read on 20,
+    # prepare 10..100 = 90 us, forward 100..700 = 600 us (not on 7, idle: 400 us, hiding 200 us
+    # of forward's GPU time: no fork off 7, 20 is never joined back into it)
+    assert [(n, us, s) for _, n, us, s in got] == [("prepare", 90.0, 20), ("forward", 600.0, 20)] * 3
+
+
+def test_worker_that_copies_a_small_input_on_the_said_stream_keeps_its_streams_reading(tmp_path):
+    # GIVEN the worker's non_blocking H2D copy of a 2 us input, issued before it enters its
+    # stream context (so on the default stream 7), at 112 in forward; all kernels still on 20
+    t = _worker_on_its_own_stream()
+    for c in range(3):
+        o = 1000 * c
+        t.copy(t.call("cudaMemcpyAsync", (o + 112) * U, (o + 113) * U, tid=12), (o + 114) * U, (o + 116) * U, kind=1, stream=7)
+    got = analyse(t, tmp_path)
+    # THEN forward's work (its kernels: copies do not decide where kernels ran) is on 20:
+    # 90 and 600 us on 20 (not 400 on 7)
+    assert [(n, us, s) for _, n, us, s in got] == [("prepare", 90.0, 20), ("forward", 600.0, 20)] * 3

@@ -1255,28 +1255,33 @@ def _launchers_use_said_stream(clock: StreamClock, ops: pa.Table, launcher: np.n
     """Per phase of ``asked`` (whose stream-deciding ops, ``has`` with their phases ``ph``, all
     came from other threads): whether a thread that launched one of them (``launcher``, per op:
     its ``thread_keys``) worked from the phase's said stream (``dev``, ``stream``) within the
-    phase's range (CPU ``ph_s`` to ``ph_e``): put an op there (not a synchronous copy, which
-    lands on the legacy stream whatever stream is current) or recorded an event there (forking
-    a side stream off it). A worker thread whose work goes to its own current stream is no such
-    thread, whatever it did on the said stream at other times (a warm-up, a start-up copy)."""
+    phase's range (CPU ``ph_s`` to ``ph_e``): launched a kernel there, or forked a side stream
+    off it (recorded an event there and later joined a stream back into it). A worker thread
+    whose kernels go to its own current stream is no such thread, whatever it did on the said
+    stream at other times (a warm-up), and whatever copies it put there or waits it made its
+    own stream make for it."""
     out = np.zeros(len(asked), dtype=bool)
     said_row = clock.stream_index(ph_pid, dev, stream)
     sel = asked[ph] & (said_row[ph] >= 0)
     if not sel.any():
         return out
-    # What each (thread, stream row) did when: its ops' launches and its event records.
+    # What each (thread, stream row) did when: its kernels' launches (a copy there, an input
+    # put on the loop's stream before entering its own, decides no stream in a phase that ran
+    # kernels) and its forks: event records there that the same thread later joins a stream
+    # back after (a worker making its own stream wait for the said one, `wait_stream`, records
+    # there too, but never joins anything back into it).
     rows = clock.stream_index(int64s(ops["pid"]), int64s(ops["device_id"], -1), int64s(ops["stream_id"], -1))
-    chosen = ~synchronous_copies(ops) & (rows >= 0)
-    who = np.r_[launcher[chosen], clock.record_thread]
-    where = np.r_[rows[chosen], clock.record_row]
-    when = np.r_[clock.op_instants[chosen], clock.record_call_start]
+    chosen = computes(ops) & (rows >= 0)
+    k_who, k_where, k_when = launcher[chosen], rows[chosen], clock.op_instants[chosen]
     q_phase, q_thread = ph[sel], launcher[has[sel]]
     pairs = np.unique(np.stack([q_phase, q_thread], 1), axis=0)  # (phase, launcher) pairs asked
     for th in np.unique(pairs[:, 1]).tolist():
         mine = pairs[pairs[:, 1] == th, 0]
         for r in np.unique(said_row[mine]).tolist():
             on = mine[said_row[mine] == r]
-            t = np.sort(when[(who == th) & (where == r)])
+            last_join = clock.join_cpu[(clock.join_into == r) & (clock.join_thread == th)].max(initial=I64_MIN)
+            rec = clock.record_call_start[(clock.record_thread == th) & (clock.record_row == r)]
+            t = np.sort(np.r_[k_when[(k_who == th) & (k_where == r)], rec[rec < last_join]])
             if len(t) == 0:
                 continue
             first = np.searchsorted(t, ph_s[on], side="left")  # (the first at or after the range's start)
