@@ -16,6 +16,9 @@ A fifth argument names other varieties (comma-separated; seed % their number pic
            say_streams maybe (always with stream_switch): code run between two phases of a cycle (in no range, or in a range
            of a phase left out of --phase) that may queue work on either phase's stream; the
            cycles' GPU time is compared too (``simulate(cycles=True)``: the README's contract)
+  launcher program(seed, joins=phase|cycle|any, launcher=True, maybe helper), say_streams maybe:
+           a worker thread that holds no phase launches every phase's work (forks and joins too)
+           while the ranges are on the loop thread; cycles compared too
 
 Usage (repo root): PYTHONPATH=.:tests:tests/campaign python tests/campaign/campaign.py OUT.jsonl [first] [last_exclusive] [workers] [varieties]
 then python tests/campaign/shrink.py OUT.jsonl SEED to shrink a misread one, and alt.py OUT.jsonl to see
@@ -57,6 +60,11 @@ def params_of(seed: int, varieties: list[str] | None = None) -> dict:
         elif x < 0.6:  # a worker thread that holds no phase launches the phases' work (and maybe the code between's)
             kw["launcher"] = True
         return {"kind": kind, "kw": kw, "say": say, "cycles": True}
+    if kind == "launcher":
+        kw = {"joins": r.choice(["phase", "cycle", "any"]), "launcher": True, "helper": r.random() < 0.3}
+        if kw["helper"]:
+            kw["joins"] = r.choice(["phase", "cycle"])
+        return {"kind": kind, "kw": kw, "say": r.random() < 0.5, "cycles": True}
     if kind == "phase":
         return {"kind": kind, "kw": {"joins": "phase"}, "say": False}
     if kind == "later":
