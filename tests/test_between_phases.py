@@ -888,3 +888,45 @@ def test_a_cycle_holds_a_helpers_copy_the_loop_recorded_behind_in_the_gap_in_its
     # 900 (once [900, 900, 300]: the loop queued no op on 7 or 8 in the gap, only a record on 7
     # and a wait on 9, so the last cycle, with no next cycle's stream, dropped it)
     assert [c["gpu_ns"] // U for c in a.ranks[0].cycles.to_pylist()] == [900] * 3
+
+
+def test_a_phase_that_only_copies_is_read_where_its_copies_feed_so_work_between_on_the_stream_it_forked_them_off_is_no_work_between(tmp_path):
+    # GIVEN cycles (b = 1000c us) marked on the loop thread 1 (b..b+400): schedule on 1 (CPU
+    # b..b+100) that only copies results off: it forks the copy stream 12 off 7 (a record on 7 at
+    # b+10, 12 waits at b+12) and copies there (launched b+20, running b+30..b+80); then code in
+    # no phase on 1 (b+100..b+150): 20 waits for 12 (a record at b+110, the wait at b+112: the copy
+    # is done by schedule's end) and a kernel on 7 (launched b+120, running b+130..b+300); forward
+    # on thread 2 (CPU b+150..b+250): 20 waits for 7 (b+160/b+162) and a kernel on 20 behind it
+    # (launched b+170, running b+300..b+320); process on 1 (CPU b+250..b+400): 7 waits for 20
+    # (b+255/b+257), a kernel on 7 (launched b+260, running b+320..b+380)
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.range(f"cycle {c}", b * U, (b + 400) * U, tid=1)
+        t.range("schedule", b * U, (b + 100) * U, tid=1)
+        t.range("forward", (b + 150) * U, (b + 250) * U, tid=2)
+        t.range("process", (b + 250) * U, (b + 400) * U, tid=1)
+        t.event_record(event=1, record=c + 1, start=(b + 10) * U, end=(b + 11) * U, stream=7, tid=1)
+        t.stream_wait(event=1, record=c + 1, start=(b + 12) * U, end=(b + 13) * U, stream=12, tid=1)
+        t.copy(t.call("cudaMemcpyAsync", (b + 20) * U, (b + 22) * U, tid=1), (b + 30) * U, (b + 80) * U, stream=12)
+        t.event_record(event=2, record=c + 1, start=(b + 110) * U, end=(b + 111) * U, stream=12, tid=1)
+        t.stream_wait(event=2, record=c + 1, start=(b + 112) * U, end=(b + 113) * U, stream=20, tid=1)
+        kernel(t, b + 120, (b + 130, b + 300), stream=7, tid=1)
+        t.event_record(event=3, record=c + 1, start=(b + 160) * U, end=(b + 161) * U, stream=7, tid=2)
+        t.stream_wait(event=3, record=c + 1, start=(b + 162) * U, end=(b + 163) * U, stream=20, tid=2)
+        kernel(t, b + 170, (b + 300, b + 320), stream=20, tid=2)
+        t.event_record(event=4, record=c + 1, start=(b + 255) * U, end=(b + 256) * U, stream=20, tid=1)
+        t.stream_wait(event=4, record=c + 1, start=(b + 257) * U, end=(b + 258) * U, stream=7, tid=1)
+        kernel(t, b + 260, (b + 320, b + 380), stream=7, tid=1)
+    a = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("schedule", "forward", "process")))
+    # THEN schedule, whose copies feed 20 (the first stream that waits for 12 once it began), is
+    # read on 20 (the trace does not say which stream was current: with 7 current it is the same
+    # trace), where the code between queued nothing new (its wait is for a copy done by b+80):
+    # the kernel between is on neither phase's stream, so forward is handed over at schedule's
+    # CPU end (b+100) and ends with its kernel (b+320): schedule 100 (nothing on 20 by b+100),
+    # forward 220, process b+320..b+400 (its CPU end: 7 done at b+380, 20 at b+320) 80.
+    # (With 7 current, schedule's 7 would hold the kernel between: forward would begin on 20 alone at
+    # its CPU start, b+150, and read 170: the trace cannot tell the two programs apart.)
+    phases = a.ranks[0].phases.to_pylist()
+    assert [(p["phase"], p["stream_id"]) for p in phases] == [("schedule", 20), ("forward", 20), ("process", 7)] * 3
+    assert gpu_us(a) == [("schedule", 100), ("forward", 220), ("process", 80)] * 3

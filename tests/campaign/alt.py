@@ -1,5 +1,8 @@
-"""For each misread phase read on another stream: the alternative program with that phase's
-current stream set to the read one; is its trace identical, and does the reading match its truth?"""
+"""For a misread program: the alternative program with every phase read on another stream set to
+the read one (not only the misread phases: a neighbour's stream decides whether code between
+two phases queued work on either's stream, so a phase read right on its own stream may still be
+misread through a neighbour read on another, whose own time agrees); is its trace identical,
+and does the reading (phases and, with ``cycles``, cycles) match its truth?"""
 import json, sqlite3, tempfile, sys, copy
 import campaign, shrink
 from engine_programs import simulate
@@ -18,15 +21,20 @@ def dump(prog, say):
         out.append((tab, sorted(map(repr, con.execute(f"select * from {tab}").fetchall()))))
     return out
 
-def alt_check(prog, say, diffs):
+def alt_check(prog, say, diffs=None, cycles=False):
+    """``diffs`` is not needed: every phase read on another stream is moved to it."""
     flat_idx = [(ci, pi) for ci, c in enumerate(prog) for pi in range(len(c)) if not (c[pi][0] == "" or c[pi][0].startswith("~"))]  # (not code between phases)
+    tr, got, _ = campaign.run_prog(prog, say, T)
     alt = copy.deepcopy(prog)
-    for d in diffs:
-        if d.get("i") is not None and d["truth_stream"] != d["read_stream"]:
-            ci, pi = flat_idx[d["i"]]
+    for i, ((c, n, _, s), (gc, gn, _, gs)) in enumerate(zip(tr, got)):
+        if (gc, gn) == (c, n) and gs != s and gs >= 0:
+            ci, pi = flat_idx[i]
             ph = alt[ci][pi]
-            alt[ci][pi] = (ph[0], ph[1], d["read_stream"], ph[3], *ph[4:])
+            alt[ci][pi] = (ph[0], ph[1], gs, ph[3], *ph[4:])
     same = dump(prog, say) == dump(alt, say)
+    if cycles:
+        tr, got, _, ct, cg = campaign.run_prog(alt, say, T, cycles=True)
+        return same, campaign.compare(tr, got, False) + campaign.compare_cycles(ct, cg)
     tr, got, _ = campaign.run_prog(alt, say, T)
     return same, campaign.compare(tr, got, False)
 
@@ -35,5 +43,5 @@ if __name__ == "__main__":
         d = json.loads(l)
         if "diffs" not in d: continue
         prog = shrink.norm(shrink.strip(d['prog']))
-        same, diffs = alt_check(prog, d['say'], d['diffs'])
+        same, diffs = alt_check(prog, d['say'], d['diffs'], d.get('cycles', False))
         print(d['seed'], d['kind'], 'identical trace:', same, 'alt misreads:', diffs)
