@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from tracerecon.analysis.columns import computes, runs_model, thread_keys
 from tracerecon.analysis.intervals import distinct_few, isin_few
-from tracerecon.analysis.projection import int64s
+from tracerecon.analysis.projection import int64s, string_mask
 from tracerecon.analysis.stream_clock import StreamClock
 from tracerecon.analysis.stream_keys import device_of_keys, pack_keys, stream_of_keys
 
@@ -276,3 +276,91 @@ def busiest_streams(ops: pa.Table, copy_streams: CopyStreams | None = None) -> d
         out.setdefault(int(pid[i]), (int(dev[i]), int(stream[i])))
     return out
 
+
+def said_streams(clock: StreamClock, stream_marks: pa.Table | None, api_calls: pa.Table, ranges: pa.Table, ops: pa.Table, op_phase: np.ndarray,
+                 stream_deciders: np.ndarray | None, ph_pid: np.ndarray, ph_tid: np.ndarray, ph_s: np.ndarray,
+                 ph_e: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per phase instance: (device, stream) its thread said was current as it began
+    (``declared_streams``; ``ranges``: every NVTX range of the rank), -1 where none did or
+    where the phase's ops that decide its stream (``stream_deciders``, None: all) all came
+    from other threads none of which worked from the said stream within the phase (a phase
+    whose launches a worker thread makes on its own current stream: the range thread's is not
+    where that work goes, and the work's stream decides as before; a launcher that launches
+    kernels on the said stream, or forks a side stream off it and joins it back, works from
+    it: ``_launchers_use_said_stream``). None where the rank has no marks."""
+    n_ph = len(ph_s)
+    if stream_marks is None or stream_marks.num_rows == 0 or n_ph == 0:
+        return None
+    deciding_phase = op_phase if stream_deciders is None else np.where(stream_deciders, op_phase, -1)
+    calls = (thread_keys(int64s(api_calls["pid"]), int64s(api_calls["tid"])), int64s(api_calls["start_ns"]),
+             string_mask(api_calls["name"], lambda name: "EventRecord" in name)) if api_calls.num_rows else (np.zeros(0, np.int64),) * 2 + (np.zeros(0, bool),)
+    dev, stream = declared_streams(clock, (thread_keys(int64s(stream_marks["pid"]), int64s(stream_marks["tid"])), int64s(stream_marks["ts_ns"])), calls,
+                                   (thread_keys(int64s(ranges["pid"]), int64s(ranges["tid"])), int64s(ranges["start_ns"])),
+                                   (thread_keys(ph_pid, ph_tid), ph_s, ph_e))
+    if ops.num_rows and (stream >= 0).any():
+        has = np.flatnonzero(deciding_phase >= 0)
+        ph = deciding_phase[has]
+        launcher = thread_keys(int64s(ops["pid"]), int64s(ops["launch_tid"], -1))
+        own = launcher[has] == thread_keys(ph_pid, ph_tid)[ph]
+        n_ops, n_own = np.bincount(ph, minlength=n_ph), np.bincount(ph[own], minlength=n_ph)
+        others_only = (n_ops > 0) & (n_own == 0)
+        if others_only.any():
+            # The phase's threads are its range's and those that launched its work: where one
+            # of those launchers worked from the said stream within the phase (a thread that
+            # holds no phase launching the loop's work onto the loop's current stream, forking
+            # a side stream off it), the said stream is where that work goes, and the phase's
+            # events are recorded there.
+            others_only &= ~_launchers_use_said_stream(clock, ops, launcher, has, ph, others_only, dev, stream, ph_pid, ph_s, ph_e)
+        dev, stream = np.where(others_only, -1, dev), np.where(others_only, -1, stream)
+    return dev, stream
+
+
+def _launchers_use_said_stream(clock: StreamClock, ops: pa.Table, launcher: np.ndarray, has: np.ndarray, ph: np.ndarray, asked: np.ndarray,
+                               dev: np.ndarray, stream: np.ndarray, ph_pid: np.ndarray, ph_s: np.ndarray, ph_e: np.ndarray) -> np.ndarray:
+    """Per phase of ``asked`` (whose stream-deciding ops, ``has`` with their phases ``ph``, all
+    came from other threads): whether a thread that launched one of them (``launcher``, per op:
+    its ``thread_keys``) worked from the phase's said stream (``dev``, ``stream``) within the
+    phase's range (CPU ``ph_s`` to ``ph_e``): launched a kernel there, or forked a side stream
+    off it there (``_forks_joined_back``). A worker thread whose kernels go to its own current
+    stream is no such thread, whatever it did on the said stream at other times (a warm-up),
+    whatever copies it put there (an input copied before it entered its own stream), and
+    whatever waits for it it made its own stream make (`wait_stream`, never joined back)."""
+    out = np.zeros(len(asked), dtype=bool)
+    said_row = clock.stream_index(ph_pid, dev, stream)
+    sel = asked[ph] & (said_row[ph] >= 0)
+    if not sel.any():
+        return out
+    rows = clock.stream_index(int64s(ops["pid"]), int64s(ops["device_id"], -1), int64s(ops["stream_id"], -1))
+    kernels = computes(ops) & (rows >= 0)
+    k_who, k_where, k_when = launcher[kernels], rows[kernels], clock.op_instants[kernels]
+    pairs = np.unique(np.stack([ph[sel], launcher[has[sel]]], 1), axis=0)  # (phase, launcher) pairs asked
+    for th in np.unique(pairs[:, 1]).tolist():
+        mine = pairs[pairs[:, 1] == th, 0]
+        for r in np.unique(said_row[mine]).tolist():
+            on = mine[said_row[mine] == r]
+            t = np.sort(np.r_[k_when[(k_who == th) & (k_where == r)], _forks_joined_back(clock, r, th)])
+            if len(t) == 0:
+                continue
+            first = np.searchsorted(t, ph_s[on], side="left")  # (the first at or after the range's start)
+            out[on] |= (first < len(t)) & (t[np.minimum(first, len(t) - 1)] <= ph_e[on])
+    return out
+
+
+def _forks_joined_back(clock: StreamClock, row: int, thread: int) -> np.ndarray:
+    """The CPU instants at which ``thread`` forked a side stream off stream row ``row`` (made
+    it wait for a record there) and later joined that side stream back into ``row``: the
+    pattern of a thread whose current stream ``row`` is (`side.wait_stream(current)`, work
+    there, `current.wait_stream(side)`, maybe a phase or a cycle later, with other forks of it
+    between), not that of a worker making its own stream wait for another's now and then
+    (never joined back)."""
+    by = clock.join_thread == thread
+    forks = by & (clock.join_from == row) & (clock.join_into != row)
+    joins = by & (clock.join_into == row) & (clock.join_from != row)
+    out = []
+    for side in np.unique(clock.join_into[forks]).tolist():
+        f = clock.join_cpu[forks & (clock.join_into == side)]  # (in CPU order)
+        j = clock.join_cpu[joins & (clock.join_from == side)]
+        if len(j) == 0:
+            continue
+        out.append(f[f < j[-1]])  # (joined back after it: that side stream's latest join into ``row`` is later)
+    return np.concatenate(out) if out else np.zeros(0, np.int64)

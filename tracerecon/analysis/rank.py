@@ -30,13 +30,13 @@ from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_
 from tracerecon.analysis.intervals import distinct_few
 from tracerecon.analysis.boundaries import in_sequence, phase_boundaries, tiled_off_their_stream, timelines
 from tracerecon.analysis.caller_streams import caller_streams
-from tracerecon.analysis.phase_streams import CopyStreams, busiest_streams, declared_streams, narrowed_by_phase, phase_streams
+from tracerecon.analysis.phase_streams import CopyStreams, busiest_streams, narrowed_by_phase, phase_streams, said_streams
 from tracerecon.analysis.stream_clock import StreamClock, stream_clock
 from tracerecon.analysis.nccl import comm_mask, phase_comm_split
 from tracerecon.analysis.config import PhaseConfig, cycle_kind, is_cycle_name
 from tracerecon.analysis.phases import (ERROR_FLOOR_NS, PhaseInputs, adds_up_tolerance, build_cycles, build_phases, cycles_by_time, empty_steps,
                                         cycles_per_thread, phases_past_their_cycle, select_phases)
-from tracerecon.analysis.projection import I64_MAX, I64_MIN, index_launches, innermost_owner, int64s, string_mask
+from tracerecon.analysis.projection import I64_MAX, I64_MIN, index_launches, innermost_owner, int64s
 from tracerecon.analysis.ranges import build_ranges, nest
 from tracerecon.analysis.summary import phase_value_for
 from tracerecon.analysis.syncs import attribute_waits, find_blocking_calls
@@ -1210,83 +1210,6 @@ def _other_stream_of_its_thread(pid: np.ndarray, tid: np.ndarray, dev: np.ndarra
         ok = pick < len(pairs)
         out_dev[at[ok]], out_stream[at[ok]] = pairs[pick[ok], 0], pairs[pick[ok], 1]
     return out_dev, out_stream
-
-
-def said_streams(clock: StreamClock, stream_marks: pa.Table | None, api_calls: pa.Table, ranges: pa.Table, ops: pa.Table, op_phase: np.ndarray,
-                 stream_deciders: np.ndarray | None, ph_pid: np.ndarray, ph_tid: np.ndarray, ph_s: np.ndarray,
-                 ph_e: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """Per phase instance: (device, stream) its thread said was current as it began
-    (``declared_streams``; ``ranges``: every NVTX range of the rank), -1 where none did or
-    where the phase's ops that decide its stream (``stream_deciders``, None: all) all came
-    from other threads none of which worked from the said stream within the phase (a phase
-    whose launches a worker thread makes on its own current stream: the range thread's is not
-    where that work goes, and the work's stream decides as before; a launcher that queues work
-    on the said stream, or forks a side stream off it, works from it:
-    ``_launchers_use_said_stream``). None where the rank has no marks."""
-    n_ph = len(ph_s)
-    if stream_marks is None or stream_marks.num_rows == 0 or n_ph == 0:
-        return None
-    deciding_phase = op_phase if stream_deciders is None else np.where(stream_deciders, op_phase, -1)
-    calls = (thread_keys(int64s(api_calls["pid"]), int64s(api_calls["tid"])), int64s(api_calls["start_ns"]),
-             string_mask(api_calls["name"], lambda name: "EventRecord" in name)) if api_calls.num_rows else (np.zeros(0, np.int64),) * 2 + (np.zeros(0, bool),)
-    dev, stream = declared_streams(clock, (thread_keys(int64s(stream_marks["pid"]), int64s(stream_marks["tid"])), int64s(stream_marks["ts_ns"])), calls,
-                                   (thread_keys(int64s(ranges["pid"]), int64s(ranges["tid"])), int64s(ranges["start_ns"])),
-                                   (thread_keys(ph_pid, ph_tid), ph_s, ph_e))
-    if ops.num_rows and (stream >= 0).any():
-        has = np.flatnonzero(deciding_phase >= 0)
-        ph = deciding_phase[has]
-        launcher = thread_keys(int64s(ops["pid"]), int64s(ops["launch_tid"], -1))
-        own = launcher[has] == thread_keys(ph_pid, ph_tid)[ph]
-        n_ops, n_own = np.bincount(ph, minlength=n_ph), np.bincount(ph[own], minlength=n_ph)
-        others_only = (n_ops > 0) & (n_own == 0)
-        if others_only.any():
-            # The phase's threads are its range's and those that launched its work: where one
-            # of those launchers worked from the said stream within the phase (a thread that
-            # holds no phase launching the loop's work onto the loop's current stream, forking
-            # a side stream off it), the said stream is where that work goes, and the phase's
-            # events are recorded there.
-            others_only &= ~_launchers_use_said_stream(clock, ops, launcher, has, ph, others_only, dev, stream, ph_pid, ph_s, ph_e)
-        dev, stream = np.where(others_only, -1, dev), np.where(others_only, -1, stream)
-    return dev, stream
-
-
-def _launchers_use_said_stream(clock: StreamClock, ops: pa.Table, launcher: np.ndarray, has: np.ndarray, ph: np.ndarray, asked: np.ndarray,
-                               dev: np.ndarray, stream: np.ndarray, ph_pid: np.ndarray, ph_s: np.ndarray, ph_e: np.ndarray) -> np.ndarray:
-    """Per phase of ``asked`` (whose stream-deciding ops, ``has`` with their phases ``ph``, all
-    came from other threads): whether a thread that launched one of them (``launcher``, per op:
-    its ``thread_keys``) worked from the phase's said stream (``dev``, ``stream``) within the
-    phase's range (CPU ``ph_s`` to ``ph_e``): launched a kernel there, or forked a side stream
-    off it (recorded an event there and later joined a stream back into it). A worker thread
-    whose kernels go to its own current stream is no such thread, whatever it did on the said
-    stream at other times (a warm-up), and whatever copies it put there or waits it made its
-    own stream make for it."""
-    out = np.zeros(len(asked), dtype=bool)
-    said_row = clock.stream_index(ph_pid, dev, stream)
-    sel = asked[ph] & (said_row[ph] >= 0)
-    if not sel.any():
-        return out
-    # What each (thread, stream row) did when: its kernels' launches (a copy there, an input
-    # put on the loop's stream before entering its own, decides no stream in a phase that ran
-    # kernels) and its forks: event records there that the same thread later joins a stream
-    # back after (a worker making its own stream wait for the said one, `wait_stream`, records
-    # there too, but never joins anything back into it).
-    rows = clock.stream_index(int64s(ops["pid"]), int64s(ops["device_id"], -1), int64s(ops["stream_id"], -1))
-    chosen = computes(ops) & (rows >= 0)
-    k_who, k_where, k_when = launcher[chosen], rows[chosen], clock.op_instants[chosen]
-    q_phase, q_thread = ph[sel], launcher[has[sel]]
-    pairs = np.unique(np.stack([q_phase, q_thread], 1), axis=0)  # (phase, launcher) pairs asked
-    for th in np.unique(pairs[:, 1]).tolist():
-        mine = pairs[pairs[:, 1] == th, 0]
-        for r in np.unique(said_row[mine]).tolist():
-            on = mine[said_row[mine] == r]
-            last_join = clock.join_cpu[(clock.join_into == r) & (clock.join_thread == th)].max(initial=I64_MIN)
-            rec = clock.record_call_start[(clock.record_thread == th) & (clock.record_row == r)]
-            t = np.sort(np.r_[k_when[(k_who == th) & (k_where == r)], rec[rec < last_join]])
-            if len(t) == 0:
-                continue
-            first = np.searchsorted(t, ph_s[on], side="left")  # (the first at or after the range's start)
-            out[on] |= (first < len(t)) & (t[np.minimum(first, len(t) - 1)] <= ph_e[on])
-    return out
 
 
 def _kernels_all_on(clock: StreamClock, placed: pa.Table, op_phase: np.ndarray, ph_pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
