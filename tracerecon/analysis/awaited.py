@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 
 from tracerecon.analysis.projection import I64_MIN, int64s
 from tracerecon.analysis.stream_clock import StreamClock, on_working_device
-from tracerecon.analysis.stream_keys import device_of_keys, stream_of_keys, unpack_keys
+from tracerecon.analysis.stream_keys import device_of_keys, gpu_keys, stream_of_keys, unpack_keys
 
 
 # Blocking calls by what they wait for (base API names).
@@ -89,8 +89,7 @@ def _working_device(work_keys: np.ndarray, pid: np.ndarray, dev: np.ndarray, str
     no_stream = np.flatnonzero(np.asarray(stream) < 0)
     if len(no_stream) == 0 or len(work_keys) == 0:
         return dev
-    w_pid, w_dev, _ = unpack_keys(work_keys)
-    pairs = np.unique((w_pid << 8) | w_dev)  # (pid, device) with work
+    pairs = np.unique(gpu_keys(work_keys))  # (pid, device) with work: pid << 8 | device
     p_pid, n_dev = np.unique(pairs >> 8, return_counts=True)
     only = pairs[np.searchsorted(pairs >> 8, p_pid)] & 0xFF  # each process's first (with n_dev 1: only) device
     k = np.minimum(np.searchsorted(p_pid, np.asarray(pid, np.int64)[no_stream]), len(p_pid) - 1)

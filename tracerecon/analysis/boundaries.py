@@ -45,7 +45,7 @@ def phase_boundaries(
     range_end: np.ndarray | None = None,
     cycle_ends: np.ndarray | None = None,
     op_owner: np.ndarray | None = None,
-    loop_rows: np.ndarray | None = None,
+    kernel_thread_ops: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The boundary rule (module doc), for phase instances in time order, on each timeline
     (``timelines``: a process, or each of its threads where they run cycles of their own).
@@ -68,10 +68,10 @@ def phase_boundaries(
     ``op_owner``: per row of the ops table the clock was built from, the phase (an index into
     these phases) whose work the op is, -1 none (``StreamClock.owned_between``): what a cycle's
     last phase begun apart reads on the next cycle's stream; None: every op there is its.
-    ``loop_rows``: per row of that ops table, whether its op is the loop's work wherever it
-    lies, whichever thread launched it (one that runs kernels: a launcher's, not an offload
-    thread's copy), which a cycle holds where it was queued between two of its phases, as it
-    does what the phases' own threads queued there.
+    ``kernel_thread_ops``: per row of that ops table, whether a thread that runs kernels
+    launched it (``CopyStreams.thread_computes``): queued between two phases of a cycle, such an
+    op is the loop's work whichever thread launched it (a launcher's), which the cycle holds as
+    it does what the phases' own threads queued there, where an offload thread's copy is not.
     """
     range_end = cpu_end if range_end is None else range_end
     if cycle_ends is not None:
@@ -137,7 +137,7 @@ def phase_boundaries(
                 ended = np.where(ended_elsewhere[part], -1, started) if ended_elsewhere is not None else started  # -1: which thread is unknown
                 threads = (started, ended)
             start_b[part], end_b[part], edge_b = _read_boundaries(clock, cpu_start[part], cpu_end[part], cycle[part], srow, alone, own_stream_only, threads,
-                                                          range_end[part], (part, op_owner), loop_rows)
+                                                          range_end[part], part, op_owner, kernel_thread_ops, cycle_ends is not None)
             if cycle_ends is not None:
                 cycle_ends[part] = edge_b
     return start_b, end_b, dev_used, stream_used
@@ -145,8 +145,8 @@ def phase_boundaries(
 
 def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc: np.ndarray, srow: np.ndarray,
                      alone: bool, own_stream_only: bool = False, threads: tuple[np.ndarray, np.ndarray] | None = None,
-                     range_end: np.ndarray | None = None,
-                     owner: tuple[np.ndarray, np.ndarray | None] | None = None, loop_rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                     range_end: np.ndarray | None = None, phase_ids: np.ndarray | None = None, op_owner: np.ndarray | None = None,
+                     kernel_thread_ops: np.ndarray | None = None, cycle_edges: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The boundaries of a sequence of phases in time order (CPU starts ``t``, ends ``cpu_end``,
     cycles ``cyc``, stream rows ``srow``, ``threads``: the threads each started and ended on, -1
     where another, unknown one ended it): a phase ends where the next one of
@@ -171,16 +171,17 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
     between, on the GPU the two phases are on). A cycle's last phase ends where the next
     cycle's first begins, read on both streams too, unless it began apart from the phase before
     it (work between, an overlap): then on the next cycle's stream only where work of its own
-    was launched there within its range (``owner``: these phases' indices in ``op_owner``, per
-    op the phase that owns it, ``phase_boundaries``; whichever thread launched it), as what that
+    was launched there within its range (``phase_ids``: these phases' indices in ``op_owner``,
+    per op the phase that owns it, ``phase_boundaries``; whichever thread launched it), as what that
     stream held before (the work between, the overlapping phase's tail) is not its and its
     start never read it. Returns (starts,
     ends, cycle edges): the third, per phase, where its cycle's end reads it, at least its end:
     the cycle's edge read on both streams whatever of it the last phase took, and, after work
     between, the streams of the two phases around it where the sequence's own threads last
-    queued work there in the gap (ops, waits, event records; and the ops ``loop_rows`` marks:
-    the cycle holds the loop's work between, not an offload thread's copy put there meanwhile,
-    which no event at its edges waits for). ``alone``: phases that are no neighbours of each other (in no cycle), each read
+    queued work there in the gap (ops, waits, event records; and the ops ``kernel_thread_ops``
+    marks: the cycle holds the loop's work between, not an offload thread's copy put there
+    meanwhile, which no event at its edges waits for); with ``cycle_edges`` False, the third is
+    the ends alone (no cycle's end is asked for). ``alone``: phases that are no neighbours of each other (in no cycle), each read
     on its own stream from its CPU start to its CPU end."""
     if alone:
         a = np.maximum(t, clock.done(srow, t))
@@ -237,7 +238,7 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
     own_end = after_apart & cycle_edge
     if own_end.any():
         ask = np.flatnonzero(own_end)
-        ids, op_owner = owner if owner is not None else (np.arange(len(t)), None)
+        ids = phase_ids if phase_ids is not None else np.arange(len(t))
         own_end[ask] = ~clock.owned_between(next_row[ask], t[ask], e[ask], ids[ask], op_owner)
     edge_read = clock.done(np.where(apart, -1, next_row), e)  # (the cycle edge on the next cycle's stream)
     z = np.maximum.reduce([e, clock.done(srow, e), np.where(own_end, I64_MIN, edge_read)])
@@ -251,11 +252,11 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
     # cycle's edges waits for it, no more than for one it put there inside a phase's range;
     # the loop's own work queued behind it still reads it, as it ran after it.
     edge = np.maximum(z, edge_read)
-    gap = np.flatnonzero(between)
+    gap = np.flatnonzero(between) if cycle_edges else np.zeros(0, np.int64)
     if len(gap):
         loop = None if threads is None else np.unique(np.r_[threads[0], threads[1]])
         for side in (srow[gap], srow[gap + 1]):
-            at = clock.last_queued_by(side, cpu_end[gap], t[gap + 1], loop, loop_rows)
+            at = clock.last_queued_by(side, cpu_end[gap], t[gap + 1], loop, kernel_thread_ops)
             np.maximum.at(edge, gap + 1, np.where(at != I64_MIN, clock.done(side, at), I64_MIN))
     pairs = np.stack([a, z], 1)
     # Runs of phases one after another, cut where the next began before the earlier ended.

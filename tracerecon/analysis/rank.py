@@ -1153,7 +1153,7 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     # not an offload thread's copies moved into it, which decide no stream here either.
     b_start, b_end, dev, stream = phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, busiest, ph_tid, ended_elsewhere=ended_elsewhere,
                                                    range_end=ph_e, cycle_ends=cycle_ends, op_owner=deciding_phase,
-                                                   loop_rows=copy_streams.thread_computes(int64s(ops["pid"]), int64s(ops["launch_tid"], -1)) if ops.num_rows else None)
+                                                   kernel_thread_ops=copy_streams.thread_computes(int64s(ops["pid"]), int64s(ops["launch_tid"], -1)) if ops.num_rows else None)
     # Phases whose range's events may have gone on another stream of their thread: one that only
     # copied, read off the stream its copies ran on (SGLang's scheduler copying inputs on the
     # default stream that the forward stream waits for), and one that launched nothing, read on

@@ -73,13 +73,13 @@ class StreamClock:
     record_thread: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     record_call_start: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     record_row: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    # Per stream, beside ``op_launch``: each op's row in the ops table the clock was built from
-    # (a graph branch node's on its launch stream too; -1: the stand-in for work queued before
-    # the capture).
-    op_row: tuple = ()
-    # Per row of that ops table: the thread (``thread_keys``) whose call launched it, -1 where
+    # Per stream, beside ``op_launch``: each op's index in the ops table the clock was built
+    # from (a graph branch node's on its launch stream too; -1: the stand-in for work queued
+    # before the capture).
+    op_index: tuple = ()
+    # Per op of that ops table: the thread (``thread_keys``) whose call launched it, -1 where
     # the trace does not tell (a call not in it, work before the capture).
-    row_thread: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    launch_thread: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def stream_index(self, pid: np.ndarray, device: np.ndarray, stream: np.ndarray) -> np.ndarray:
         """Row of ``keys`` for each (pid, device, stream); -1 where the stream has no work."""
@@ -208,24 +208,26 @@ class StreamClock:
                 out[sel] = some
                 continue
             for j in np.flatnonzero(some).tolist():  # (at most one per cycle: its last phase, begun apart)
-                rows = self.op_row[s][a[j]:b[j]]
+                rows = self.op_index[s][a[j]:b[j]]
                 out[sel[j]] = bool((op_owner[rows[rows >= 0]] == phase[sel[j]]).any())
         return out
 
-    def op_threads(self, stream: int) -> np.ndarray:
+    def launch_threads(self, stream: int) -> np.ndarray:
         """Per op of stream row ``stream``, in ``op_launch``'s order: the thread that launched
-        it (``row_thread``; -1 where not known)."""
-        rows = self.op_row[stream]
-        return np.where(rows >= 0, self.row_thread[np.maximum(rows, 0)], -1) if len(self.row_thread) else np.full(len(rows), -1, np.int64)
+        it (``launch_thread``; -1 where not known)."""
+        index = self.op_index[stream]
+        if not len(self.launch_thread):
+            return np.full(len(index), -1, np.int64)
+        return np.where(index >= 0, self.launch_thread[np.maximum(index, 0)], -1)
 
-    def last_queued_by(self, stream: np.ndarray, lo: np.ndarray, hi: np.ndarray, threads: np.ndarray | None, rows: np.ndarray | None = None) -> np.ndarray:
+    def last_queued_by(self, stream: np.ndarray, lo: np.ndarray, hi: np.ndarray, threads: np.ndarray | None, ops: np.ndarray | None = None) -> np.ndarray:
         """For each (stream row, CPU instants ``lo`` < ``hi``): the latest instant after ``lo``
         and by ``hi`` (``queued_between``'s window) at which one of ``threads`` (thread keys;
         None: any thread) put an op on the stream, made it wait for a record (``join_*``) or
         recorded an event there (which reads what ran there before it); an op, wait or record
         whose thread is not known counts as theirs, as every op does where the clock keeps no
-        threads, and so does an op whose row of the ops table ``rows`` marks (whichever thread
-        launched it). int64 min where none did; ``stream`` -1 gives int64 min."""
+        threads, and so does an op that ``ops`` (per op of the ops table) marks, whichever
+        thread launched it. int64 min where none did; ``stream`` -1 gives int64 min."""
         stream = np.asarray(stream, dtype=np.int64)
         lo, hi = np.asarray(lo, np.int64), np.asarray(hi, np.int64)
         out = np.full(len(stream), I64_MIN, dtype=np.int64)
@@ -233,17 +235,16 @@ class StreamClock:
         def theirs(who: np.ndarray) -> np.ndarray:
             return np.ones(len(who), bool) if threads is None else (who == -1) | np.isin(who, threads)
 
+        their_joins, their_records = theirs(self.join_thread), theirs(self.record_thread)
         for s in np.unique(stream[stream >= 0]).tolist():
             sel = np.flatnonzero((stream == s) & (lo < hi))
-            launch = self.op_launch[s]
-            mine = theirs(self.op_threads(s))
-            if rows is not None:
-                row = self.op_row[s]
-                mine |= np.where(row >= 0, rows[np.maximum(row, 0)], False)
-            ops = launch[mine] if len(self.row_thread) else launch
-            waits = self.join_cpu[(self.join_into == s) & theirs(self.join_thread)]  # (in CPU order)
-            recs = np.sort(self.record_call_start[(self.record_row == s) & theirs(self.record_thread)]) if len(self.record_row) else np.zeros(0, np.int64)
-            for times in (ops, waits, recs):
+            mine = theirs(self.launch_threads(s))
+            if ops is not None:
+                index = self.op_index[s]
+                mine |= np.where(index >= 0, ops[np.maximum(index, 0)], False)
+            waits = self.join_cpu[(self.join_into == s) & their_joins]  # (in CPU order)
+            records = np.sort(self.record_call_start[(self.record_row == s) & their_records])
+            for times in (self.op_launch[s][mine], waits, records):
                 at = np.searchsorted(times, hi[sel], side="right") - 1
                 ok = at >= 0
                 ok[ok] = times[at[ok]] > lo[sel][ok]
@@ -347,13 +348,13 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
             return np.zeros(len(pid), dtype=np.int64)
         return np.searchsorted(keys, pack_keys(pid, dev, stream))
 
-    op_launch, op_done, op_row = [], [], []
+    op_launch, op_done, op_index = [], [], []
     oi = np.searchsorted(keys, op_key_all) if n and len(op_key_all) else np.zeros(len(op_key_all), dtype=np.int64)
     ol, oe = np.concatenate([o_launch[placed], g_launch]), np.concatenate([o_end[placed], g_end])
     # Each one's row of ``ops`` (a graph branch: its node's; -1: work before the capture), and
     # who launched each row: the launching call's thread (a graph branch node: its launch's).
     o_tid = int64s(ops["launch_tid"], -1) if ops.num_rows and "launch_tid" in ops.column_names else np.full(len(o_pid), -1, np.int64)
-    row_thread = np.where((o_tid >= 0) & ~head.called_before, thread_keys(o_pid, o_tid), -1)
+    launch_thread = np.where((o_tid >= 0) & ~head.called_before, thread_keys(o_pid, o_tid), -1)
     orow = np.concatenate([np.flatnonzero(placed), b_rows[b_placed], np.full(len(head.stream_key), -1, np.int64)])
     order = np.lexsort((ol, oi))
     oi, ol, oe, orow = oi[order], ol[order], oe[order], orow[order]
@@ -362,7 +363,7 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
         a, b = cuts[s], cuts[s + 1]
         op_launch.append(ol[a:b])
         op_done.append(np.maximum.accumulate(oe[a:b]) if b > a else oe[a:b])
-        op_row.append(orow[a:b])
+        op_index.append(orow[a:b])
 
     # Waits in CPU order: each depends on its record's stream as of the record's CPU time,
     # including the waits that stream had itself made by then.
@@ -420,8 +421,8 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
         record_thread=rec["thread"],
         record_call_start=rec["call_start"],
         record_row=np.asarray(rec_stream, np.int64),
-        op_row=tuple(op_row),
-        row_thread=row_thread,
+        op_index=tuple(op_index),
+        launch_thread=launch_thread,
     )
 
 

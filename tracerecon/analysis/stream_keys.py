@@ -24,12 +24,12 @@ def dense_ids(*columns: np.ndarray) -> np.ndarray:
 
 def device_of_keys(keys: np.ndarray, row: np.ndarray) -> np.ndarray:
     """Device id of each stream row (rows >= 0)."""
-    return (keys[row] >> 31) & 0xFF
+    return unpack_keys(keys[row])[1]
 
 
 def stream_of_keys(keys: np.ndarray, row: np.ndarray) -> np.ndarray:
     """Stream id of each stream row (rows >= 0)."""
-    return keys[row] & 0x7FFFFFFF
+    return unpack_keys(keys[row])[2]
 
 
 def pack_keys(pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
@@ -45,5 +45,6 @@ def unpack_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def gpu_keys(keys: np.ndarray) -> np.ndarray:
-    """Per key of ``pack_keys``: one int64 shared by exactly the streams of its process's device."""
+    """Per key of ``pack_keys``: one int64 shared by exactly the streams of its process's device
+    (pid << 8 | device)."""
     return np.asarray(keys, np.int64) >> 31
