@@ -27,6 +27,10 @@ The twenty-eighth session: 4 of seeds 0..3949 misread (9 phases), 3 of them unde
 The thirty-second: the six varieties, 14 of seeds 0..14599 misread, every one undecidable (alt.py);
 'between', 42 of seeds 0..1999 (after the cycle-start fix; 375 of 4,000 before), every one a phase
 read on another stream in a trace the program with the phase on that stream also makes (and reads right).
+The thirty-third: 'between' with launcher programs, 79 of seeds 0..3999, 'launcher' 6 of 0..5999, the
+six varieties the same 5 of 0..3999 (319, 603, 1765, 3135, 3996): every one undecidable (alt.py, which
+now moves every phase read on another stream). Launcher programs found 3 misreads before the said-stream
+launcher rule (phase_streams.said_streams).
 """
 
 from __future__ import annotations
