@@ -629,23 +629,36 @@ def test_a_later_phases_end_reads_the_next_cycles_stream_for_work_it_owns_there_
     assert read["helper"] == ([100] * 3, [605, 605, 600])
 
 
+def p_a_b_trace(during=None, launcher: int | None = None) -> FakeTrace:
+    """Three cycles (b = 1000c us, cycle ranges b..b+300) of P on 9 (CPU b..b+50, its kernel
+    launched b+5, b+10..b+40), A on 7 (CPU b+50..b+100, kernel b+55, b+60..b+90) and B on 8 (CPU
+    b+200..b+300, kernel b+210, b+220..b+290); the kernels launched by ``launcher`` (None: the
+    phases' own thread); ``during(t, c, b)`` adds what else happens in each cycle."""
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.range(f"cycle {c}", b * U, (b + 300) * U)
+        for name, lo, hi in (("P", 0, 50), ("A", 50, 100), ("B", 200, 300)):
+            t.range(name, (b + lo) * U, (b + hi) * U)
+        kernel(t, b + 5, (b + 10, b + 40), stream=9, tid=launcher)
+        kernel(t, b + 55, (b + 60, b + 90), tid=launcher)
+        kernel(t, b + 210, (b + 220, b + 290), stream=8, tid=launcher)
+        if during is not None:
+            during(t, c, b)
+    return t
+
+
 def test_a_cycles_end_reads_the_streams_around_its_gap_when_the_work_between_was_queued(tmp_path):
     # GIVEN cycles (b..b+300) of P on 9 (CPU b..b+50, kernel b+10..b+40), A on 7 (CPU
     # b+50..b+100, kernel b+60..b+90), a kernel in no phase on 7 (launched b+110, b+120..b+150)
     # and B on 8 (CPU b+200..b+300, kernel b+220..b+290), in whose range a 640 us copy is put on
     # 7 (launched b+250, b+260..b+900) by B's thread or by a helper thread
     for helper in (False, True):
-        t = FakeTrace()
-        for c in range(3):
-            b = 1000 * c
-            t.range(f"cycle {c}", b * U, (b + 300) * U)
-            for name, lo, hi in (("P", 0, 50), ("A", 50, 100), ("B", 200, 300)):
-                t.range(name, (b + lo) * U, (b + hi) * U)
-            kernel(t, b + 5, (b + 10, b + 40), stream=9)
-            kernel(t, b + 55, (b + 60, b + 90))
+        def during(t, c, b):
             kernel(t, b + 110, (b + 120, b + 150))
-            kernel(t, b + 210, (b + 220, b + 290), stream=8)
             t.copy(t.call("cudaMemcpyAsync", (b + 250) * U, (b + 252) * U, tid=99 if helper else None), (b + 260) * U, (b + 900) * U, stream=7)
+
+        t = p_a_b_trace(during)
         (tmp_path / str(helper)).mkdir()
         a = load([t.write(tmp_path / str(helper) / "t.sqlite")], PhaseConfig(phases=("P", "A", "B")))
         # THEN P ends where A begins (b+50, on 9 and 7), A at its CPU end (b+100: work was queued
@@ -778,22 +791,15 @@ def test_a_helper_threads_copy_queued_between_two_phases_is_not_held_in_the_cycl
     # 7 (launched b+110) that runs behind a helper's copy launched first (b+105, b+115..b+900):
     # b+900..b+930
     def trace(copy_stream: int, tid: int | None, ranged: bool = False, behind: bool = False):
-        t = FakeTrace()
-        for c in range(3):
-            b = 1000 * c
-            t.range(f"cycle {c}", b * U, (b + 300) * U)
-            for name, lo, hi in (("P", 0, 50), ("A", 50, 100), ("B", 200, 300)):
-                t.range(name, (b + lo) * U, (b + hi) * U)
-            kernel(t, b + 5, (b + 10, b + 40), stream=9)
-            kernel(t, b + 55, (b + 60, b + 90))
-            kernel(t, b + 210, (b + 220, b + 290), stream=8)
+        def during(t, c, b):
             if ranged:
                 t.range("offload", (b + 140) * U, (b + 160) * U, tid=99)
             at = 105 if behind else 150
             t.copy(t.call("cudaMemcpyAsync", (b + at) * U, (b + at + 2) * U, tid=tid), (b + at + 10) * U, (b + 900) * U, stream=copy_stream)
             if behind:
                 kernel(t, b + 110, (b + 900, b + 930))
-        return t
+
+        return p_a_b_trace(during)
 
     read = {}
     for name, args in (("helper on 7", (7, 99)), ("ranged helper on 7", (7, 99, True)), ("helper on 5", (5, 99)), ("loop on 7", (7, None)),
@@ -820,22 +826,10 @@ def test_a_helper_threads_copy_queued_between_two_phases_is_not_held_in_the_cycl
     assert read["loop behind helper"] == ([("P", 50), ("A", 50), ("B", 100)] * 3, [930] * 3)
 
 
-def p_a_b(tmp_path, launcher: int | None, between_tid: int | None, ranged_launcher: bool = False):
-    """The commit's P/A/B shape (b = 1000c us; ranges on the phases' thread 10): P on 9 (CPU
-    b..b+50, kernel launched b+5, b+10..b+40), A on 7 (b+50..b+100, kernel b+55, b+60..b+90), B on
-    8 (b+200..b+300, kernel b+210, b+220..b+290); the phases' kernels launched by ``launcher``
-    (None: the phases' own thread), and a kernel in no phase on 7 launched at b+150 by
-    ``between_tid``, running b+160..b+900."""
-    t = FakeTrace()
-    for c in range(3):
-        b = 1000 * c
-        t.range(f"cycle {c}", b * U, (b + 300) * U)
-        for name, lo, hi in (("P", 0, 50), ("A", 50, 100), ("B", 200, 300)):
-            t.range(name, (b + lo) * U, (b + hi) * U)
-        kernel(t, b + 5, (b + 10, b + 40), stream=9, tid=launcher)
-        kernel(t, b + 55, (b + 60, b + 90), tid=launcher)
-        kernel(t, b + 210, (b + 220, b + 290), stream=8, tid=launcher)
-        kernel(t, b + 150, (b + 160, b + 900), tid=between_tid)
+def p_a_b(tmp_path, launcher: int | None, between_tid: int | None):
+    """``p_a_b_trace`` with the kernels launched by ``launcher`` and a kernel in no phase on 7
+    launched at b+150 by ``between_tid``, running b+160..b+900, analysed."""
+    t = p_a_b_trace(lambda t, c, b: kernel(t, b + 150, (b + 160, b + 900), tid=between_tid), launcher)
     (tmp_path / "t.sqlite").parent.mkdir(parents=True, exist_ok=True)
     return load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("P", "A", "B")))
 
@@ -866,18 +860,12 @@ def test_a_cycle_holds_a_helpers_copy_the_loop_recorded_behind_in_the_gap_in_its
     # b+160..b+900), behind which the loop's thread records an event on 7 (b+160) and makes 9,
     # the stream of P (the cycle's first phase and the next cycle's), wait for it (b+162): the
     # loop joins the helper's copy into its own stream in the gap
-    t = FakeTrace()
-    for c in range(3):
-        b = 1000 * c
-        t.range(f"cycle {c}", b * U, (b + 300) * U)
-        for name, lo, hi in (("P", 0, 50), ("A", 50, 100), ("B", 200, 300)):
-            t.range(name, (b + lo) * U, (b + hi) * U)
-        kernel(t, b + 5, (b + 10, b + 40), stream=9)
-        kernel(t, b + 55, (b + 60, b + 90))
-        kernel(t, b + 210, (b + 220, b + 290), stream=8)
+    def during(t, c, b):
         t.copy(t.call("cudaMemcpyAsync", (b + 150) * U, (b + 152) * U, tid=99), (b + 160) * U, (b + 900) * U, stream=7)
         t.event_record(event=3, record=c + 1, start=(b + 160) * U, end=(b + 161) * U, stream=7)
         t.stream_wait(event=3, record=c + 1, start=(b + 162) * U, end=(b + 163) * U, stream=9)
+
+    t = p_a_b_trace(during)
     a = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("P", "A", "B")))
     # THEN the phases read as in the commit's "helper on 7": P 50, A 50 (7 done b+90 at its CPU
     # end), B b+200..b+300 on 8: 100
