@@ -1362,13 +1362,16 @@ def test_a_phase_that_only_copies_is_never_read_on_nccls_own_stream(tmp_path):
     assert not [w for w in run.warnings if "only copied" in w]
 
 
-def test_a_copy_back_on_a_dedicated_copy_stream_the_compute_stream_waits_for_stays_on_the_compute_stream(tmp_path):
-    # GIVEN one thread computing on its current stream 7 with a copy stream 20 that launches no
-    # kernel (b = 1000 + 1000c us, 3 cycles): prepare [b, b+50] makes 7 wait for 20 (b+2: the
-    # output buffers reused once the last copy is done) and runs a kernel on 7 (b+10..b+40);
-    # forward [b+50, b+300] a kernel on 7 (b+60..b+250), 20 waits for 7 (b+260), another kernel
-    # on 7 (b+270..b+450); output [b+300, b+420] copies the tokens to the host on 20 (launched
-    # b+310, b+310..b+315) and synchronizes 20 (b+313..b+316), inside `with stream(20)`
+def dedicated_copy_stream_engine(block, output_end: int = 470, broadcast: bool = True) -> FakeTrace:
+    """One thread, current stream 7 (computes); a dedicated D2H stream 20 that launches no kernel
+    (b = 1000 + 1000c us, 3 cycles). prepare [b, b+50]: 7 waits for 20 (b+2: output buffers reused
+    once the last copy is done), kernel on 7 b+10..b+40. forward [b+50, b+300]: kernel on 7
+    b+60..b+250, 20 waits for 7 (b+260), another kernel on 7 b+270..b+450. output [b+300,
+    b+``output_end``]: inside `with torch.cuda.stream(20)` copies the tokens to the host
+    (launched b+310, runs b+310..b+315), then ``block(t, c, b)`` blocks. With ``broadcast``,
+    between cycles (b+600) the thread, once more inside `with torch.cuda.stream(20)`, broadcasts
+    a small tensor: ProcessGroupNCCL makes NCCL's stream 30 wait for 20 (b+600) and broadcasts
+    there (b+610..b+620)."""
     t = FakeTrace()
     for c in range(3):
         b = 1000 + 1000 * c
@@ -1379,9 +1382,26 @@ def test_a_copy_back_on_a_dedicated_copy_stream_the_compute_stream_waits_for_sta
         launch(t, b + 55, (b + 60, b + 250))
         fork_join(t, 2, c + 1, b + 260, side=20)
         launch(t, b + 265, (b + 270, b + 450))
-        t.range("output", (b + 300) * U, (b + 420) * U)
+        t.range("output", (b + 300) * U, (b + output_end) * U)
         t.copy(t.call("cudaMemcpyAsync", (b + 310) * U, (b + 312) * U), (b + 310) * U, (b + 315) * U, kind=2, stream=20)
+        block(t, c, b)
+        if broadcast:
+            fork_join(t, 3, c + 1, b + 600, side=30, caller=20)
+            launch(t, b + 605, (b + 610, b + 620), stream=30, name="ncclDevKernel_Broadcast_RING_LL")
+    return t
+
+
+def test_a_copy_back_on_a_dedicated_copy_stream_the_compute_stream_waits_for_stays_on_the_compute_stream(tmp_path):
+    # GIVEN one thread computing on its current stream 7 with a copy stream 20 that launches no
+    # kernel (b = 1000 + 1000c us, 3 cycles): prepare [b, b+50] makes 7 wait for 20 (b+2: the
+    # output buffers reused once the last copy is done) and runs a kernel on 7 (b+10..b+40);
+    # forward [b+50, b+300] a kernel on 7 (b+60..b+250), 20 waits for 7 (b+260), another kernel
+    # on 7 (b+270..b+450); output [b+300, b+420] copies the tokens to the host on 20 (launched
+    # b+310, b+310..b+315) and synchronizes 20 (b+313..b+316), inside `with stream(20)`
+    def sync_20(t, c, b):
         t.sync_record(t.call("cudaStreamSynchronize", (b + 313) * U, (b + 316) * U), (b + 313) * U, (b + 316) * U, stream=20)
+
+    t = dedicated_copy_stream_engine(sync_20, output_end=420, broadcast=False)
     for phases in (("prepare", "forward", "output"), ("output",)):
         # WHEN analysed with all three phases, and with output alone (the rest between phases)
         run = analyze([t.write(tmp_path / f"t{len(phases)}.sqlite")], PhaseConfig(phases=phases, cycle_prefix=""))
@@ -1491,60 +1511,22 @@ def test_a_synchronous_copy_on_the_legacy_stream_says_nothing_of_the_current_str
     assert per_cycle(run.ranks[0]) == [(c, ph, us, s) for c in range(3) for ph, s, us in (("sched", 7, 100), ("fwd", 13, 800))]
 
 
-def guarded_copy_engine(block, nccl_wait_call=True, second_gpu=False) -> FakeTrace:
-    """One thread, current stream 7 (computes); a dedicated D2H stream 20 that launches no kernel
-    (b = 1000 + 1000c us, 3 cycles). prepare [b, b+50]: 7 waits for 20 (b+2: output buffers reused
-    once the last copy is done), kernel on 7 b+10..b+40. forward [b+50, b+300]: kernel on 7
-    b+60..b+250, 20 waits for 7 (b+260), another kernel on 7 b+270..b+450. output [b+300, b+470]:
-    inside `with torch.cuda.stream(20)` copies the tokens to the host (launched b+310, runs
-    b+310..b+315), then, back on 7, ``block(t, b)`` blocks. Between cycles (b+600) the thread,
-    once more inside `with torch.cuda.stream(20)`, broadcasts a small tensor: ProcessGroupNCCL makes
-    NCCL's stream 30 wait for 20 (b+600) and broadcasts there (b+610..b+620)."""
-    t = FakeTrace()
-    for c in range(3):
-        b = 1000 + 1000 * c
-        t.range("prepare", b * U, (b + 50) * U)
-        fork_join(t, 1, c + 1, b + 2, side=7, caller=20)
-        launch(t, b + 5, (b + 10, b + 40))
-        t.range("forward", (b + 50) * U, (b + 300) * U)
-        launch(t, b + 55, (b + 60, b + 250))
-        fork_join(t, 2, c + 1, b + 260, side=20)
-        launch(t, b + 265, (b + 270, b + 450))
-        t.range("output", (b + 300) * U, (b + 470) * U)
-        t.copy(t.call("cudaMemcpyAsync", (b + 310) * U, (b + 312) * U), (b + 310) * U, (b + 315) * U, kind=2, stream=20)
-        block(t, b)
-        if nccl_wait_call:
-            fork_join(t, 3, c + 1, b + 600, side=30, caller=20)
-        else:  # the same, its cudaStreamWaitEvent call lost (the capture's API rows trimmed)
-            t.event_record(event=3, record=c + 1, start=(b + 600) * U, end=(b + 601) * U, stream=20)
-            t.syncs.append({"start": (b + 601) * U, "end": (b + 602) * U, "deviceId": 0, "contextId": 1, "streamId": 30, "correlationId": 90000 + c,
-                            "globalPid": (1 << 56) | (10 << 24), "syncType": 2, "eventId": 3, "eventSyncId": c + 1})
-        launch(t, b + 605, (b + 610, b + 620), stream=30, name="ncclDevKernel_Broadcast_RING_LL")
-        if second_gpu:  # the process also works on device 1
-            launch(t, b + 700, (b + 702, b + 712), stream=50, device=1, name="other_gpu")
-    return t
-
-
 def output_readings(t, tmp_path, phases=("prepare", "forward", "output")):
     run = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=phases, cycle_prefix=""))
     return [(p["cycle"], p["stream_id"], p["gpu_ns"] // U) for p in run.ranks[0].phases.to_pylist() if p["phase"] == "output"]
 
 
-def device_sync(t, b):
+def device_sync(t, c, b):
     # torch.cuda.synchronize() at the step's end (timing): b+400, returns when 7's kernel is done (b+450)
     corr = t.call("cudaDeviceSynchronize", (b + 400) * U, (b + 451) * U)
     t.sync_record(corr, (b + 400) * U, (b + 451) * U, sync_type=4, stream=0xFFFFFFFF)
 
 
-def current_stream_sync(t, b):
+def current_stream_sync(t, c, b):
     # 7 waits for 20 after the copy (b+320: the buffer guard, record on 20 at b+320), then
     # torch.cuda.current_stream().synchronize(), a synchronize of 7 (b+400..b+451)
-    fork_join(t, 4, c_of(b), b + 320, side=7, caller=20)
+    fork_join(t, 4, c + 1, b + 320, side=7, caller=20)
     t.sync_record(t.call("cudaStreamSynchronize", (b + 400) * U, (b + 451) * U), (b + 400) * U, (b + 451) * U, stream=7)
-
-
-def c_of(b):
-    return (b - 1000) // 1000 + 1
 
 
 # What events read for output, on 7 (the thread's current stream, where the engine records):
@@ -1564,4 +1546,4 @@ def test_an_unrelated_wait_after_a_copy_on_a_dedicated_copy_stream_keeps_the_pha
     # a wait is what SGLang's `.tolist()` on its current stream and this engine's end-of-step
     # synchronize alike make; only a wait naming the copy's own stream says the thread took its
     # results back there (``rank._took_back_where_copied``)
-    assert output_readings(guarded_copy_engine(block), tmp_path, phases) == ON_7
+    assert output_readings(dedicated_copy_stream_engine(block), tmp_path, phases) == ON_7
