@@ -174,11 +174,11 @@ class StreamClock:
         out = np.zeros(len(stream), dtype=bool)
         for s in np.unique(stream[stream >= 0]).tolist():
             sel = np.flatnonzero((stream == s) & (np.asarray(lo) < np.asarray(hi)))
-            launch = self.op_launch[s]
-            out[sel] = np.searchsorted(launch, hi[sel], side="right") > np.searchsorted(launch, lo[sel], side="right")
+            a, b = _after_until(self.op_launch[s], lo[sel], hi[sel])
+            out[sel] = b > a
             waits, dep = self.wait_time[s], self.wait_dep[s]
             if len(waits):
-                a, b = np.searchsorted(waits, lo[sel], side="right"), np.searchsorted(waits, hi[sel], side="right")
+                a, b = _after_until(waits, lo[sel], hi[sel])
                 for j in np.flatnonzero((b > a) & ~out[sel]).tolist():
                     k, t = sel[j], int(lo[sel[j]])
                     held = dep[a[j]:b[j]] > t
@@ -201,8 +201,7 @@ class StreamClock:
         out = np.zeros(len(stream), dtype=bool)
         for s in np.unique(stream[stream >= 0]).tolist():
             sel = np.flatnonzero((stream == s) & (lo < hi))
-            launch = self.op_launch[s]
-            a, b = np.searchsorted(launch, lo[sel], side="right"), np.searchsorted(launch, hi[sel], side="right")
+            a, b = _after_until(self.op_launch[s], lo[sel], hi[sel])
             some = b > a
             if op_owner is None:
                 out[sel] = some
@@ -245,10 +244,9 @@ class StreamClock:
             waits = self.join_cpu[(self.join_into == s) & their_joins]  # (in CPU order)
             records = np.sort(self.record_call_start[(self.record_row == s) & their_records])
             for times in (self.op_launch[s][mine], waits, records):
-                at = np.searchsorted(times, hi[sel], side="right") - 1
-                ok = at >= 0
-                ok[ok] = times[at[ok]] > lo[sel][ok]
-                out[sel[ok]] = np.maximum(out[sel[ok]], times[at[ok]])
+                a, b = _after_until(times, lo[sel], hi[sel])
+                ok = b > a  # (the latest of them: the one before b)
+                out[sel[ok]] = np.maximum(out[sel[ok]], times[b[ok] - 1])
         return out
 
     def queued_since(self, stream: int, until: np.ndarray) -> np.ndarray:
@@ -275,6 +273,13 @@ class StreamClock:
             sel = np.flatnonzero(stream == s)
             out[sel] = np.maximum(_before(self.op_launch[s], self.op_done[s], t[sel]), _before(self.wait_time[s], self.wait_done[s], t[sel]))
         return out
+
+
+def _after_until(times: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The window of ``queued_between``, ``owned_between`` and ``last_queued_by``: per pair of
+    CPU instants, the indices [a, b) of the sorted ``times`` after ``lo`` and by ``hi`` (a call
+    that returned at ``lo`` was made in the range that ended then; one at ``hi``, by then)."""
+    return np.searchsorted(times, lo, side="right"), np.searchsorted(times, hi, side="right")
 
 
 def _before(times: np.ndarray, running: np.ndarray, t: np.ndarray) -> np.ndarray:
