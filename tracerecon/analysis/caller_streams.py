@@ -17,7 +17,7 @@ import pyarrow as pa
 from tracerecon.analysis.columns import read_backs, runs_model, synchronous_copies, thread_keys
 from tracerecon.analysis.intervals import explode_slices
 from tracerecon.analysis.projection import I64_MAX, I64_MIN, equals, int64s
-from tracerecon.analysis.stream_clock import StreamClock
+from tracerecon.analysis.stream_clock import StreamClock, forks_joined_back
 from tracerecon.analysis.stream_keys import device_of_keys, gpu_keys, stream_of_keys
 
 
@@ -898,24 +898,18 @@ def _waits_for_quiet_streams(from_: np.ndarray, computing: np.ndarray, passing: 
 def _round_trips(into: np.ndarray, from_: np.ndarray, cpu: np.ndarray, quiet: np.ndarray, stream: int, start: np.ndarray,
                 end: np.ndarray) -> np.ndarray:
     """Per CPU window [start, end]: whether a stream that does not compute (``quiet``, per
-    wait: of the stream waited for) was forked off ``stream`` within it and later joined back
-    into ``stream`` within it (``into``, ``from_``, ``cpu``: event waits in CPU order)."""
+    wait: of the stream waited for) was forked off ``stream`` within it and joined back into
+    ``stream`` within it (``forks_joined_back``; ``into``, ``from_``, ``cpu``: event waits in
+    CPU order)."""
     out = np.zeros(len(start), dtype=bool)
-    joins = np.flatnonzero((into == stream) & (from_ != stream) & quiet)
-    if len(joins) == 0 or len(start) == 0:
-        return out
-    forks = np.flatnonzero((from_ == stream) & (into != stream))
-    for n in np.unique(from_[joins]).tolist():
-        n_forks = cpu[forks[into[forks] == n]]
-        n_joins = cpu[joins[from_[joins] == n]]
-        if len(n_forks) == 0:
-            continue
-        # The first fork within each window, then a join after it within the window.
-        at = np.searchsorted(n_forks, start, side="left")
-        first = n_forks[np.minimum(at, len(n_forks) - 1)]
-        has_fork = (at < len(n_forks)) & (first < end)
-        after = np.searchsorted(n_joins, first, side="right")
-        out |= has_fork & (after < len(n_joins)) & (n_joins[np.minimum(after, len(n_joins) - 1)] <= end)
+    fork_at, side, join_at = forks_joined_back(into, from_, cpu, stream, joins_counted=quiet)
+    for n in np.unique(side).tolist():
+        f, j = fork_at[side == n], join_at[side == n]
+        # The first fork within each window, joined back within it (a later fork of the same
+        # side stream joins back no earlier).
+        at = np.searchsorted(f, start, side="left")
+        inside = (at < len(f)) & (f[np.minimum(at, len(f) - 1)] < end)
+        out |= inside & (j[np.minimum(at, len(f) - 1)] <= end)
     return out
 
 

@@ -26,7 +26,7 @@ import pyarrow as pa
 from tracerecon.analysis.columns import computes, runs_model, thread_keys
 from tracerecon.analysis.intervals import distinct_few, isin_few
 from tracerecon.analysis.projection import int64s, string_mask
-from tracerecon.analysis.stream_clock import StreamClock
+from tracerecon.analysis.stream_clock import StreamClock, forks_joined_back
 from tracerecon.analysis.stream_keys import device_of_keys, pack_keys, stream_of_keys
 
 
@@ -348,19 +348,9 @@ def _launchers_use_said_stream(clock: StreamClock, ops: pa.Table, launcher: np.n
 
 def _forks_joined_back(clock: StreamClock, row: int, thread: int) -> np.ndarray:
     """The CPU instants at which ``thread`` forked a side stream off stream row ``row`` (made
-    it wait for a record there) and later joined that side stream back into ``row``: the
-    pattern of a thread whose current stream ``row`` is (`side.wait_stream(current)`, work
-    there, `current.wait_stream(side)`, maybe a phase or a cycle later, with other forks of it
-    between), not that of a worker making its own stream wait for another's now and then
-    (never joined back)."""
-    by = clock.join_thread == thread
-    forks = by & (clock.join_from == row) & (clock.join_into != row)
-    joins = by & (clock.join_into == row) & (clock.join_from != row)
-    out = []
-    for side in np.unique(clock.join_into[forks]).tolist():
-        f = clock.join_cpu[forks & (clock.join_into == side)]  # (in CPU order)
-        j = clock.join_cpu[joins & (clock.join_from == side)]
-        if len(j) == 0:
-            continue
-        out.append(f[f < j[-1]])  # (joined back after it: that side stream's latest join into ``row`` is later)
-    return np.concatenate(out) if out else np.zeros(0, np.int64)
+    it wait for a record there) and later joined that side stream back into ``row``
+    (``forks_joined_back``): the pattern of a thread whose current stream ``row`` is
+    (`side.wait_stream(current)`, work there, `current.wait_stream(side)`, maybe a phase or a
+    cycle later, with other forks of it between), not that of a worker making its own stream wait
+    for another's now and then (never joined back)."""
+    return forks_joined_back(clock.join_into, clock.join_from, clock.join_cpu, row, clock.join_thread == thread)[0]

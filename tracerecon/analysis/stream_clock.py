@@ -275,6 +275,35 @@ class StreamClock:
         return out
 
 
+def forks_joined_back(into: np.ndarray, from_: np.ndarray, cpu: np.ndarray, stream: int,
+                      counted: np.ndarray | None = None, joins_counted: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The forks of stream row ``stream`` that were joined back: each event wait (``into``,
+    ``from_``, ``cpu``: event waits in CPU order, as ``StreamClock.join_*``) by which another
+    stream, the side stream, was made to wait for a record on ``stream``, with the first wait
+    after it by which ``stream`` was made to wait for a record on that side stream (the fork's
+    join back). Returns (fork instants, side stream rows, join-back instants) in CPU order of the
+    forks; a fork never joined back is left out. ``counted`` (per wait): the waits that count as
+    forks and joins (default all); ``joins_counted``: those that count as joins, where others
+    than ``counted``."""
+    counted = np.ones(len(into), bool) if counted is None else counted
+    joins_ok = counted if joins_counted is None else joins_counted
+    forks = np.flatnonzero(counted & (from_ == stream) & (into != stream))
+    joins = np.flatnonzero(joins_ok & (into == stream) & (from_ != stream))
+    fork_at, side, join_at = [], [], []
+    for n in np.intersect1d(into[forks], from_[joins]).tolist():
+        f, j = cpu[forks[into[forks] == n]], cpu[joins[from_[joins] == n]]
+        nxt = np.searchsorted(j, f, side="right")  # (the first join back strictly after each fork)
+        back = nxt < len(j)
+        fork_at.append(f[back])
+        side.append(np.full(int(back.sum()), n, np.int64))
+        join_at.append(j[nxt[back]])
+    if not fork_at:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    fork_at, side, join_at = np.concatenate(fork_at), np.concatenate(side), np.concatenate(join_at)
+    order = np.argsort(fork_at, kind="stable")
+    return fork_at[order], side[order], join_at[order]
+
+
 def _after_until(times: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The window of ``queued_between``, ``owned_between`` and ``last_queued_by``: per pair of
     CPU instants, the indices [a, b) of the sorted ``times`` after ``lo`` and by ``hi`` (a call
