@@ -826,6 +826,27 @@ def test_a_helper_threads_copy_queued_between_two_phases_is_not_held_in_the_cycl
     assert read["loop behind helper"] == ([("P", 50), ("A", 50), ("B", 100)] * 3, [930] * 3)
 
 
+def test_an_offload_thread_that_runs_a_kernel_of_its_own_puts_no_copy_of_its_into_the_cycle(tmp_path):
+    # GIVEN the "helper on 7" engine above (P on 9, A on 7, B on 8; the offload thread 99's 740 us
+    # copy on 7 between A and B, launched b+150, b+160..b+900), but the offload thread also runs a
+    # kernel of its own each cycle, in no phase, on its own stream 40 (launched b+140,
+    # b+142..b+148): a gather of KV blocks into its staging buffer before the copy off, as
+    # LMCache's store path does. Nothing joins 40 or 7 into 8 or 9.
+    def during(t, c, b):
+        kernel(t, b + 140, (b + 142, b + 148), stream=40, tid=99)
+        t.copy(t.call("cudaMemcpyAsync", (b + 150) * U, (b + 152) * U, tid=99), (b + 160) * U, (b + 900) * U, stream=7)
+
+    a = load([p_a_b_trace(during).write(tmp_path / "t.sqlite")], PhaseConfig(phases=("P", "A", "B")))
+    # THEN the phases read as with the helper that runs no kernel: P 50, A 50 (7 done by b+90 at
+    # its CPU end b+100), B 100 (b+200..b+300 on 8)
+    assert gpu_us(a) == [("P", 50), ("A", 50), ("B", 100)] * 3
+    # AND each cycle begins at P's start (b) and ends where events at its edges read: 8 at b+300
+    # (B's kernel done b+290), 9 at b+300 (P's done b+40): 300 us. A thread that runs kernels of
+    # its own, none a phase's, is no launcher of the loop's: its copy is not the loop's work
+    # between (once 900: any thread that ran a kernel counted as the loop's)
+    assert [c["gpu_ns"] // U for c in a.ranks[0].cycles.to_pylist()] == [300] * 3
+
+
 def p_a_b(tmp_path, launcher: int | None, between_tid: int | None):
     """``p_a_b_trace`` with the kernels launched by ``launcher`` and a kernel in no phase on 7
     launched at b+150 by ``between_tid``, running b+160..b+900, analysed."""

@@ -308,6 +308,26 @@ def test_worker_that_syncs_its_stream_with_the_said_stream_keeps_its_streams_rea
     assert [(n, us, s) for _, n, us, s in got] == [("prepare", 90.0, 20), ("forward", 600.0, 20)] * 3
 
 
+def test_worker_that_joins_its_stream_back_once_at_shutdown_keeps_its_streams_reading(tmp_path):
+    # GIVEN the worker of the test above, making 20 wait for 7 as forward's work begins in each
+    # cycle (b+110), and once, at shutdown (CPU 5000 us, long after the last cycle), making 7
+    # wait for 20 (`default_stream.wait_stream(forward_stream)` in a teardown or a weight
+    # update): a record on 20 and the wait on 7, both by the worker
+    t = _worker_on_its_own_stream()
+    for c in range(3):
+        o = 1000 * c
+        t.event_record(event=40, record=c + 1, start=(o + 110) * U, end=(o + 110) * U + 500, stream=7, tid=12)
+        t.stream_wait(event=40, record=c + 1, start=(o + 111) * U, end=(o + 111) * U + 500, stream=20, tid=12)
+    t.event_record(event=41, record=1, start=5000 * U, end=5000 * U + 500, stream=20, tid=12)
+    t.stream_wait(event=41, record=1, start=5001 * U, end=5001 * U + 500, stream=7, tid=12)
+    got = analyse(t, tmp_path)
+    # THEN the one join, 2.3 ms after the last cycle, changes no event of any cycle: the worker
+    # never worked from 7 within a phase (its kernels all on 20), its forks of three cycles are
+    # no side stream it joined back each time: prepare 90 us and forward 600 us on 20, as above
+    # (once forward read on 7: 600, 600 and 400 us, the last cycle hiding 200 us)
+    assert [(n, us, s) for _, n, us, s in got] == [("prepare", 90.0, 20), ("forward", 600.0, 20)] * 3
+
+
 def test_worker_that_copies_a_small_input_on_the_said_stream_keeps_its_streams_reading(tmp_path):
     # GIVEN the worker's non_blocking H2D copy of a 2 us input, issued before it enters its
     # stream context (so on the default stream 7), at 112 in forward; all kernels still on 20

@@ -45,7 +45,7 @@ def phase_boundaries(
     range_end: np.ndarray | None = None,
     cycle_ends: np.ndarray | None = None,
     op_owner: np.ndarray | None = None,
-    kernel_thread_ops: np.ndarray | None = None,
+    launcher_ops: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The boundary rule (module doc), for phase instances in time order, on each timeline
     (``timelines``: a process, or each of its threads where they run cycles of their own).
@@ -68,10 +68,10 @@ def phase_boundaries(
     ``op_owner``: per row of the ops table the clock was built from, the phase (an index into
     these phases) whose work the op is, -1 none (``StreamClock.owned_between``): what a cycle's
     last phase begun apart reads on the next cycle's stream; None: every op there is its.
-    ``kernel_thread_ops``: per row of that ops table, whether a thread that runs kernels
-    launched it (``CopyStreams.thread_computes``): queued between two phases of a cycle, such an
-    op is the loop's work whichever thread launched it (a launcher's), which the cycle holds as
-    it does what the phases' own threads queued there, where an offload thread's copy is not.
+    ``launcher_ops``: per row of that ops table, whether a launcher of these phases launched it
+    (a thread that launched kernels they own, ``rank._launcher_ops``): queued between two phases
+    of a cycle, such an op is the loop's work, which the cycle holds as it does what the phases'
+    own threads queued there, where an offload thread's copy is not (nor its own kernels).
     """
     range_end = cpu_end if range_end is None else range_end
     if cycle_ends is not None:
@@ -137,7 +137,7 @@ def phase_boundaries(
                 ended = np.where(ended_elsewhere[part], -1, started) if ended_elsewhere is not None else started  # -1: which thread is unknown
                 threads = (started, ended)
             start_b[part], end_b[part], edge_b = _read_boundaries(clock, cpu_start[part], cpu_end[part], cycle[part], srow, alone, own_stream_only, threads,
-                                                          range_end[part], part, op_owner, kernel_thread_ops, cycle_ends is not None)
+                                                          range_end[part], part, op_owner, launcher_ops, cycle_ends is not None)
             if cycle_ends is not None:
                 cycle_ends[part] = edge_b
     return start_b, end_b, dev_used, stream_used
@@ -146,7 +146,7 @@ def phase_boundaries(
 def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc: np.ndarray, srow: np.ndarray,
                      alone: bool, own_stream_only: bool = False, threads: tuple[np.ndarray, np.ndarray] | None = None,
                      range_end: np.ndarray | None = None, phase_ids: np.ndarray | None = None, op_owner: np.ndarray | None = None,
-                     kernel_thread_ops: np.ndarray | None = None, cycle_edges: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                     launcher_ops: np.ndarray | None = None, cycle_edges: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The boundaries of a sequence of phases in time order (CPU starts ``t``, ends ``cpu_end``,
     cycles ``cyc``, stream rows ``srow``, ``threads``: the threads each started and ended on, -1
     where another, unknown one ended it): a phase ends where the next one of
@@ -178,7 +178,7 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
     ends, cycle edges): the third, per phase, where its cycle's end reads it, at least its end:
     the cycle's edge read on both streams whatever of it the last phase took, and, after work
     between, the streams of the two phases around it where the sequence's own threads last
-    queued work there in the gap (ops, waits, event records; and the ops ``kernel_thread_ops``
+    queued work there in the gap (ops, waits, event records; and the ops ``launcher_ops``
     marks: the cycle holds the loop's work between, not an offload thread's copy put there
     meanwhile, which no event at its edges waits for); with ``cycle_edges`` False, the third is
     the ends alone (no cycle's end is asked for). ``alone``: phases that are no neighbours of each other (in no cycle), each read
@@ -256,7 +256,7 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
     if len(gap):
         loop = None if threads is None else np.unique(np.r_[threads[0], threads[1]])
         for side in (srow[gap], srow[gap + 1]):
-            at = clock.last_queued_by(side, cpu_end[gap], t[gap + 1], loop, kernel_thread_ops)
+            at = clock.last_queued_by(side, cpu_end[gap], t[gap + 1], loop, launcher_ops)
             np.maximum.at(edge, gap + 1, np.where(at != I64_MIN, clock.done(side, at), I64_MIN))
     pairs = np.stack([a, z], 1)
     # Runs of phases one after another, cut where the next began before the earlier ended.

@@ -338,7 +338,7 @@ def _launchers_use_said_stream(clock: StreamClock, ops: pa.Table, launcher: np.n
         mine = pairs[pairs[:, 1] == th, 0]
         for r in np.unique(said_row[mine]).tolist():
             on = mine[said_row[mine] == r]
-            t = np.sort(np.r_[k_when[(k_who == th) & (k_where == r)], _forks_joined_back(clock, r, th)])
+            t = np.sort(np.r_[k_when[(k_who == th) & (k_where == r)], _forks_joined_back(clock, r, th, ph_s[on], ph_e[on])])
             if len(t) == 0:
                 continue
             first = np.searchsorted(t, ph_s[on], side="left")  # (the first at or after the range's start)
@@ -346,11 +346,23 @@ def _launchers_use_said_stream(clock: StreamClock, ops: pa.Table, launcher: np.n
     return out
 
 
-def _forks_joined_back(clock: StreamClock, row: int, thread: int) -> np.ndarray:
+def _forks_joined_back(clock: StreamClock, row: int, thread: int, ph_s: np.ndarray, ph_e: np.ndarray) -> np.ndarray:
     """The CPU instants at which ``thread`` forked a side stream off stream row ``row`` (made
     it wait for a record there) and later joined that side stream back into ``row``
     (``forks_joined_back``): the pattern of a thread whose current stream ``row`` is
     (`side.wait_stream(current)`, work there, `current.wait_stream(side)`, maybe a phase or a
     cycle later, with other forks of it between), not that of a worker making its own stream wait
-    for another's now and then (never joined back)."""
-    return forks_joined_back(clock.join_into, clock.join_from, clock.join_cpu, row, clock.join_thread == thread)[0]
+    for another's now and then, never joined back, or joined back once, late (at shutdown, a
+    weight update): forks that one join back closes, made within more than one of the phases
+    asked about (CPU ``ph_s`` to ``ph_e``), do not count."""
+    fork_at, side, join_at = forks_joined_back(clock.join_into, clock.join_from, clock.join_cpu, row, clock.join_thread == thread)
+    if len(fork_at) == 0:
+        return fork_at
+    # The phase each fork was made in (-1: none of them), and the join back that closes it.
+    order = np.argsort(ph_s, kind="stable")
+    k = np.searchsorted(ph_s[order], fork_at, side="right") - 1
+    held_by = np.where((k >= 0) & (ph_e[order][np.maximum(k, 0)] >= fork_at), order[np.maximum(k, 0)], -1)
+    closing = np.unique(np.stack([side, join_at], 1), axis=0, return_inverse=True)[1].ravel()
+    held = held_by >= 0
+    closer, phases_closed = np.unique(np.unique(np.stack([closing[held], held_by[held]], 1), axis=0)[:, 0], return_counts=True)
+    return fork_at[~np.isin(closing, closer[phases_closed > 1])]

@@ -27,7 +27,7 @@ from tracerecon.json_text import gpu_label
 from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases, own_launches, stream_deciding_ops
 from tracerecon.analysis.awaited import WaitTargets, awaited_work, wait_targets
 from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_launch, read_backs, synchronous_copies, thread_keys
-from tracerecon.analysis.intervals import distinct_few
+from tracerecon.analysis.intervals import distinct_few, isin_few
 from tracerecon.analysis.boundaries import in_sequence, phase_boundaries, tiled_off_their_stream, timelines
 from tracerecon.analysis.caller_streams import caller_streams
 from tracerecon.analysis.phase_streams import CopyStreams, busiest_streams, narrowed_by_phase, phase_streams, said_streams
@@ -213,8 +213,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         targets = wait_targets(clock, blocking)  # (1 ms on the 76 MB trace: the stream work asks too)
         release_free_memory()  # what those threads freed, before the peak
         said = said_streams(clock, tables.stream_marks, tables.api_calls, nested, ops, op_phase, stream_deciders, ph_pid, ph_tid, ph_s, ph_e)
-        stream_work = (ops, op_phase, n_ph, clock, ph_pid, ph_tid, ph_s, ph_e, cycle_of, stream_deciders, ended_elsewhere, copy_streams, said, (blocking, targets),
-                       op_thread_computes)
+        stream_work = (ops, op_phase, n_ph, clock, ph_pid, ph_tid, ph_s, ph_e, cycle_of, stream_deciders, ended_elsewhere, copy_streams, said, (blocking, targets))
         boundaries_f = side.submit(_phase_stream_boundaries, *stream_work) if alongside else None
         ranges = build_ranges(nested, ops, rank, launches, cross_owned, cross_rows)
         op_range = innermost_owner(ops, ranges, all_mask, depth, launches)
@@ -1084,17 +1083,14 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
                              ph_e: np.ndarray, cycle_of: np.ndarray, stream_deciders: np.ndarray | None,
                              ended_elsewhere: np.ndarray, copy_streams: CopyStreams,
                              said: tuple[np.ndarray, np.ndarray] | None = None,
-                             blocking: tuple[pa.Table, WaitTargets] | None = None,
-                             op_thread_computes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, SideReadings, np.ndarray]:
+                             blocking: tuple[pa.Table, WaitTargets] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, SideReadings, np.ndarray]:
     """Per phase instance: the stream-order boundaries (analysis.boundaries) on the stream its
     thread said was current (``said_streams``), else on the stream that received its work (of
     the ops ``stream_deciders`` marks) or the stream that forked that one off: (boundary start,
     boundary end, device, stream, the CPU instant its end was read at, ``SideReadings``, where
     its cycle's end reads it: ``phase_boundaries``' ``cycle_ends``). ``blocking``: the rank's
     blocking calls (``find_blocking_calls``) and their ``wait_targets``, which tell a phase that only copied and took its
-    results back where it copied (``_took_back_where_copied``). ``op_thread_computes``: per op,
-    whether a thread that runs kernels launched it (``CopyStreams.thread_computes``), the work
-    between two phases a cycle holds whichever thread queued it (``phase_boundaries``)."""
+    results back where it copied (``_took_back_where_copied``)."""
     # The engine's events go on the stream that computes: copies and memsets decide only in a
     # phase that ran no kernel (a long prefetch on a copy stream is not where its events are),
     # and there only those on a stream that also computes; a phase whose work is all on streams
@@ -1157,7 +1153,7 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     # not an offload thread's copies moved into it, which decide no stream here either.
     b_start, b_end, dev, stream = phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, busiest, ph_tid, ended_elsewhere=ended_elsewhere,
                                                    range_end=ph_e, cycle_ends=cycle_ends, op_owner=deciding_phase,
-                                                   kernel_thread_ops=op_thread_computes)
+                                                   launcher_ops=_launcher_ops(ops, deciding_phase, computing))
     # Phases whose range's events may have gone on another stream of their thread: one that only
     # copied, read off the stream its copies ran on (SGLang's scheduler copying inputs on the
     # default stream that the forward stream waits for), and one that launched nothing, read on
@@ -1229,6 +1225,18 @@ def _kernels_all_on(clock: StreamClock, placed: pa.Table, op_phase: np.ndarray, 
     some[op_phase[at]] = True
     elsewhere[op_phase[at[~here]]] = True
     return (some & ~elsewhere)[:n]
+
+
+def _launcher_ops(ops: pa.Table, deciding_phase: np.ndarray, computing: np.ndarray) -> np.ndarray:
+    """Per op: whether a launcher of these phases launched it, a thread that launched a kernel
+    a phase owns (``deciding_phase``; ``computing``: per op, a kernel or graph): queued between
+    two phases of a cycle, its work is the loop's, which the cycle holds (``phase_boundaries``'
+    ``launcher_ops``). A thread that only runs kernels of its own, none a phase's (a KV-offload
+    thread gathering blocks before its copy), is none."""
+    if ops.num_rows == 0:
+        return np.zeros(0, bool)
+    thread = thread_keys(int64s(ops["pid"]), int64s(ops["launch_tid"], -1))
+    return isin_few(thread, distinct_few(thread[(deciding_phase >= 0) & computing]))
 
 
 def _on_the_launchers_stream(ops: pa.Table, op_phase: np.ndarray, n_ph: int, computing: np.ndarray, copy_streams: CopyStreams) -> np.ndarray | None:
