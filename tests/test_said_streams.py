@@ -328,6 +328,34 @@ def test_worker_that_joins_its_stream_back_once_at_shutdown_keeps_its_streams_re
     assert [(n, us, s) for _, n, us, s in got] == [("prepare", 90.0, 20), ("forward", 600.0, 20)] * 3
 
 
+def _launcher_forking_twice_joining_once(join_at: int):
+    """prepare 10..100 and forward 100..500 say 7; a launcher thread (15, no range) whose current
+    stream is 7 launches no kernel there: it forks 14 off 7 in prepare (15) and runs a kernel on
+    14 (GPU 30..70), forks 14 off 7 again in forward (110) and runs one on 14 (GPU 130..700), and
+    joins 14 back into 7 once per cycle, at ``join_at`` (b+)."""
+    t = marked_cycles((10, 100, 500), (7, 7), [(20, (30, 70), 14, 15), (120, (130, 700), 14, 15)])
+    for c in range(3):
+        o = 1000 * c
+        for at, waiter, source, event, rec in ((15, 14, 7, 40, 2 * c + 1), (110, 14, 7, 40, 2 * c + 2), (join_at, 7, 14, 41, c + 1)):
+            t.event_record(event=event, record=rec, start=(o + at) * U, end=(o + at) * U + 500, stream=source, tid=15)
+            t.stream_wait(event=event, record=rec, start=(o + at + 1) * U, end=(o + at + 1) * U + 500, stream=waiter, tid=15)
+    return t
+
+
+def test_a_launcher_forking_its_side_stream_in_two_phases_and_joining_it_back_once_a_cycle_keeps_the_said_stream(tmp_path):
+    # GIVEN the launcher above joining 14 back once a cycle: after it (b+600), or as the next
+    # cycle's prepare begins (b+1012, before that cycle's fork)
+    for join_at in (600, 1012):
+        (tmp_path / str(join_at)).mkdir()
+        got = analyse(_launcher_forking_twice_joining_once(join_at), tmp_path / str(join_at))
+        # THEN events on 7 (the said stream, the launcher's current) read: 7 holds only the fork
+        # records and the join's wait, made after forward's end and done by 700 (14's kernel),
+        # before the next cycle's events: prepare 10..100 = 90 us, forward 100..500 = 400 us
+        # (read on 14, forward would be 100..700 = 600 us). Forks of one cycle that one join
+        # closes are a side stream the launcher joined back, not a worker's stream made to wait.
+        assert [(n, us, s) for _, n, us, s in got] == [("prepare", 90.0, 7), ("forward", 400.0, 7)] * 3, join_at
+
+
 def test_worker_that_copies_a_small_input_on_the_said_stream_keeps_its_streams_reading(tmp_path):
     # GIVEN the worker's non_blocking H2D copy of a 2 us input, issued before it enters its
     # stream context (so on the default stream 7), at 112 in forward; all kernels still on 20

@@ -279,7 +279,7 @@ def busiest_streams(ops: pa.Table, copy_streams: CopyStreams | None = None) -> d
 
 def said_streams(clock: StreamClock, stream_marks: pa.Table | None, api_calls: pa.Table, ranges: pa.Table, ops: pa.Table, op_phase: np.ndarray,
                  stream_deciders: np.ndarray | None, ph_pid: np.ndarray, ph_tid: np.ndarray, ph_s: np.ndarray,
-                 ph_e: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+                 ph_e: np.ndarray, cycle_of: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """Per phase instance: (device, stream) its thread said was current as it began
     (``declared_streams``; ``ranges``: every NVTX range of the rank), -1 where none did or
     where the phase's ops that decide its stream (``stream_deciders``, None: all) all came
@@ -287,7 +287,8 @@ def said_streams(clock: StreamClock, stream_marks: pa.Table | None, api_calls: p
     whose launches a worker thread makes on its own current stream: the range thread's is not
     where that work goes, and the work's stream decides as before; a launcher that launches
     kernels on the said stream, or forks a side stream off it and joins it back, works from
-    it: ``_launchers_use_said_stream``). None where the rank has no marks."""
+    it: ``_launchers_use_said_stream``; ``cycle_of``: per phase, its cycle, -1 none). None where
+    the rank has no marks."""
     n_ph = len(ph_s)
     if stream_marks is None or stream_marks.num_rows == 0 or n_ph == 0:
         return None
@@ -310,13 +311,14 @@ def said_streams(clock: StreamClock, stream_marks: pa.Table | None, api_calls: p
             # holds no phase launching the loop's work onto the loop's current stream, forking
             # a side stream off it), the said stream is where that work goes, and the phase's
             # events are recorded there.
-            others_only &= ~_launchers_use_said_stream(clock, ops, launcher, has, ph, others_only, dev, stream, ph_pid, ph_s, ph_e)
+            others_only &= ~_launchers_use_said_stream(clock, ops, launcher, has, ph, others_only, dev, stream, ph_pid, ph_s, ph_e, cycle_of)
         dev, stream = np.where(others_only, -1, dev), np.where(others_only, -1, stream)
     return dev, stream
 
 
 def _launchers_use_said_stream(clock: StreamClock, ops: pa.Table, launcher: np.ndarray, has: np.ndarray, ph: np.ndarray, asked: np.ndarray,
-                               dev: np.ndarray, stream: np.ndarray, ph_pid: np.ndarray, ph_s: np.ndarray, ph_e: np.ndarray) -> np.ndarray:
+                               dev: np.ndarray, stream: np.ndarray, ph_pid: np.ndarray, ph_s: np.ndarray, ph_e: np.ndarray,
+                               cycle_of: np.ndarray) -> np.ndarray:
     """Per phase of ``asked`` (whose stream-deciding ops, ``has`` with their phases ``ph``, all
     came from other threads): whether a thread that launched one of them (``launcher``, per op:
     its ``thread_keys``) worked from the phase's said stream (``dev``, ``stream``) within the
@@ -338,7 +340,7 @@ def _launchers_use_said_stream(clock: StreamClock, ops: pa.Table, launcher: np.n
         mine = pairs[pairs[:, 1] == th, 0]
         for r in np.unique(said_row[mine]).tolist():
             on = mine[said_row[mine] == r]
-            t = np.sort(np.r_[k_when[(k_who == th) & (k_where == r)], _forks_joined_back(clock, r, th, ph_s[on], ph_e[on])])
+            t = np.sort(np.r_[k_when[(k_who == th) & (k_where == r)], _forks_joined_back(clock, r, th, ph_s[on], ph_e[on], cycle_of[on])])
             if len(t) == 0:
                 continue
             first = np.searchsorted(t, ph_s[on], side="left")  # (the first at or after the range's start)
@@ -346,15 +348,17 @@ def _launchers_use_said_stream(clock: StreamClock, ops: pa.Table, launcher: np.n
     return out
 
 
-def _forks_joined_back(clock: StreamClock, row: int, thread: int, ph_s: np.ndarray, ph_e: np.ndarray) -> np.ndarray:
+def _forks_joined_back(clock: StreamClock, row: int, thread: int, ph_s: np.ndarray, ph_e: np.ndarray, cycle: np.ndarray) -> np.ndarray:
     """The CPU instants at which ``thread`` forked a side stream off stream row ``row`` (made
     it wait for a record there) and later joined that side stream back into ``row``
     (``forks_joined_back``): the pattern of a thread whose current stream ``row`` is
-    (`side.wait_stream(current)`, work there, `current.wait_stream(side)`, maybe a phase or a
-    cycle later, with other forks of it between), not that of a worker making its own stream wait
-    for another's now and then, never joined back, or joined back once, late (at shutdown, a
-    weight update): forks that one join back closes, made within more than one of the phases
-    asked about (CPU ``ph_s`` to ``ph_e``), do not count."""
+    (`side.wait_stream(current)`, work there, `current.wait_stream(side)` in the phase, a later
+    one, or as the next cycle begins; forks of one cycle may share a join: a copy stream forked
+    for prepare's inputs and again for forward, joined back once as the cycle ends), not that of
+    a worker making its own stream wait for another's now and then, never joined back, or joined
+    back once, late (at shutdown, a weight update): forks that one join back closes, made within
+    phases (CPU ``ph_s`` to ``ph_e``) of more than one cycle (``cycle``, per phase, -1 none: a
+    phase its own), do not count."""
     fork_at, side, join_at = forks_joined_back(clock.join_into, clock.join_from, clock.join_cpu, row, clock.join_thread == thread)
     if len(fork_at) == 0:
         return fork_at
@@ -364,5 +368,7 @@ def _forks_joined_back(clock: StreamClock, row: int, thread: int, ph_s: np.ndarr
     held_by = np.where((k >= 0) & (ph_e[order][np.maximum(k, 0)] >= fork_at), order[np.maximum(k, 0)], -1)
     closing = np.unique(np.stack([side, join_at], 1), axis=0, return_inverse=True)[1].ravel()
     held = held_by >= 0
-    closer, phases_closed = np.unique(np.unique(np.stack([closing[held], held_by[held]], 1), axis=0)[:, 0], return_counts=True)
-    return fork_at[~np.isin(closing, closer[phases_closed > 1])]
+    # Each fork's cycle (a phase in none: the phase itself, kept apart).
+    group = np.where(cycle[np.maximum(held_by, 0)] >= 0, cycle[np.maximum(held_by, 0)], -2 - held_by)
+    closer, cycles_closed = np.unique(np.unique(np.stack([closing[held], group[held]], 1), axis=0)[:, 0], return_counts=True)
+    return fork_at[~np.isin(closing, closer[cycles_closed > 1])]

@@ -31,6 +31,7 @@ from tracerecon.analysis.intervals import distinct_few, isin_few
 from tracerecon.analysis.boundaries import in_sequence, phase_boundaries, tiled_off_their_stream, timelines
 from tracerecon.analysis.caller_streams import caller_streams
 from tracerecon.analysis.phase_streams import CopyStreams, busiest_streams, narrowed_by_phase, phase_streams, said_streams
+from tracerecon.analysis.stream_keys import pack_keys
 from tracerecon.analysis.stream_clock import StreamClock, stream_clock
 from tracerecon.analysis.nccl import comm_mask, phase_comm_split
 from tracerecon.analysis.config import PhaseConfig, cycle_kind, is_cycle_name
@@ -212,7 +213,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         blocking, clock = blocking_of(), clock_of()
         targets = wait_targets(clock, blocking)  # (1 ms on the 76 MB trace: the stream work asks too)
         release_free_memory()  # what those threads freed, before the peak
-        said = said_streams(clock, tables.stream_marks, tables.api_calls, nested, ops, op_phase, stream_deciders, ph_pid, ph_tid, ph_s, ph_e)
+        said = said_streams(clock, tables.stream_marks, tables.api_calls, nested, ops, op_phase, stream_deciders, ph_pid, ph_tid, ph_s, ph_e, cycle_of)
         stream_work = (ops, op_phase, n_ph, clock, ph_pid, ph_tid, ph_s, ph_e, cycle_of, stream_deciders, ended_elsewhere, copy_streams, said, (blocking, targets))
         boundaries_f = side.submit(_phase_stream_boundaries, *stream_work) if alongside else None
         ranges = build_ranges(nested, ops, rank, launches, cross_owned, cross_rows)
@@ -1153,7 +1154,7 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     # not an offload thread's copies moved into it, which decide no stream here either.
     b_start, b_end, dev, stream = phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, busiest, ph_tid, ended_elsewhere=ended_elsewhere,
                                                    range_end=ph_e, cycle_ends=cycle_ends, op_owner=deciding_phase,
-                                                   launcher_ops=_launcher_ops(ops, deciding_phase, computing))
+                                                   launcher_ops=_launcher_ops(ops, deciding_phase, computing, ph_pid, dev, stream))
     # Phases whose range's events may have gone on another stream of their thread: one that only
     # copied, read off the stream its copies ran on (SGLang's scheduler copying inputs on the
     # default stream that the forward stream waits for), and one that launched nothing, read on
@@ -1227,16 +1228,30 @@ def _kernels_all_on(clock: StreamClock, placed: pa.Table, op_phase: np.ndarray, 
     return (some & ~elsewhere)[:n]
 
 
-def _launcher_ops(ops: pa.Table, deciding_phase: np.ndarray, computing: np.ndarray) -> np.ndarray:
-    """Per op: whether a launcher of these phases launched it, a thread that launched a kernel
-    a phase owns (``deciding_phase``; ``computing``: per op, a kernel or graph): queued between
-    two phases of a cycle, its work is the loop's, which the cycle holds (``phase_boundaries``'
-    ``launcher_ops``). A thread that only runs kernels of its own, none a phase's (a KV-offload
-    thread gathering blocks before its copy), is none."""
-    if ops.num_rows == 0:
-        return np.zeros(0, bool)
-    thread = thread_keys(int64s(ops["pid"]), int64s(ops["launch_tid"], -1))
-    return isin_few(thread, distinct_few(thread[(deciding_phase >= 0) & computing]))
+def _launcher_ops(ops: pa.Table, deciding_phase: np.ndarray, computing: np.ndarray, ph_pid: np.ndarray, ph_dev: np.ndarray,
+                  ph_stream: np.ndarray) -> np.ndarray:
+    """Per op: whether a launcher of these phases launched it onto one of its streams: a thread
+    that launched a kernel a phase owns (``deciding_phase``; ``computing``: per op, a kernel or
+    graph), onto the stream of such a kernel or the stream its phase is read on (``ph_pid``,
+    ``ph_dev``, ``ph_stream``: the kernel on a side stream forked off it). Queued between two
+    phases of a cycle, such work is the loop's, which the cycle holds (``phase_boundaries``'
+    ``launcher_ops``). A thread that runs kernels of its own, none a phase's (a KV-offload
+    thread gathering blocks before its copy), is no launcher, nor, for its copies on the loop's
+    streams, one whose kernel on its own stream a phase that launched nothing took
+    (``--phase-thread auto``: the gather made while the scheduler's CPU-only phase was open)."""
+    out = np.zeros(ops.num_rows, bool)
+    owned = np.flatnonzero((deciding_phase >= 0) & computing)
+    if len(owned) == 0:
+        return out
+    pid = int64s(ops["pid"])
+    thread = thread_keys(pid, int64s(ops["launch_tid"], -1))
+    where = pack_keys(pid, int64s(ops["device_id"], -1), int64s(ops["stream_id"], -1))
+    ph = deciding_phase[owned]
+    read_on = np.where(ph_stream[ph] >= 0, pack_keys(ph_pid[ph], ph_dev[ph], ph_stream[ph]), where[owned])
+    for th in distinct_few(thread[owned]).tolist():
+        mine = thread[owned] == th
+        out |= (thread == th) & isin_few(where, distinct_few(np.r_[where[owned][mine], read_on[mine]]))
+    return out
 
 
 def _on_the_launchers_stream(ops: pa.Table, op_phase: np.ndarray, n_ph: int, computing: np.ndarray, copy_streams: CopyStreams) -> np.ndarray | None:
