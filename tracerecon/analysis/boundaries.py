@@ -69,9 +69,9 @@ def phase_boundaries(
     these phases) whose work the op is, -1 none (``StreamClock.owned_between``): what a cycle's
     last phase begun apart reads on the next cycle's stream; None: every op there is its.
     ``launcher_ops``: per row of that ops table, whether a launcher of these phases launched it
-    (a thread that launched kernels they own, ``rank._launcher_ops``): queued between two phases
-    of a cycle, such an op is the loop's work, which the cycle holds as it does what the phases'
-    own threads queued there, where an offload thread's copy is not (nor its own kernels).
+    onto one of its streams (a thread that launched kernels they own, ``rank._launcher_ops``):
+    queued between two phases of a cycle, such an op is the loop's work, which the cycle holds as
+    it does what the phases' own threads queued there, where an offload thread's copy is not.
     """
     range_end = cpu_end if range_end is None else range_end
     if cycle_ends is not None:
