@@ -629,18 +629,20 @@ def test_a_later_phases_end_reads_the_next_cycles_stream_for_work_it_owns_there_
     assert read["helper"] == ([100] * 3, [605, 605, 600])
 
 
-def p_a_b_trace(during=None, launcher: int | None = None) -> FakeTrace:
+def p_a_b_trace(during=None, launcher: int | None = None, p_launches: bool = True) -> FakeTrace:
     """Three cycles (b = 1000c us, cycle ranges b..b+300) of P on 9 (CPU b..b+50, its kernel
-    launched b+5, b+10..b+40), A on 7 (CPU b+50..b+100, kernel b+55, b+60..b+90) and B on 8 (CPU
-    b+200..b+300, kernel b+210, b+220..b+290); the kernels launched by ``launcher`` (None: the
-    phases' own thread); ``during(t, c, b)`` adds what else happens in each cycle."""
+    launched b+5, b+10..b+40; with ``p_launches`` False, none: a CPU-only step), A on 7 (CPU
+    b+50..b+100, kernel b+55, b+60..b+90) and B on 8 (CPU b+200..b+300, kernel b+210,
+    b+220..b+290); the kernels launched by ``launcher`` (None: the phases' own thread);
+    ``during(t, c, b)`` adds what else happens in each cycle."""
     t = FakeTrace()
     for c in range(3):
         b = 1000 * c
         t.range(f"cycle {c}", b * U, (b + 300) * U)
         for name, lo, hi in (("P", 0, 50), ("A", 50, 100), ("B", 200, 300)):
             t.range(name, (b + lo) * U, (b + hi) * U)
-        kernel(t, b + 5, (b + 10, b + 40), stream=9, tid=launcher)
+        if p_launches:
+            kernel(t, b + 5, (b + 10, b + 40), stream=9, tid=launcher)
         kernel(t, b + 55, (b + 60, b + 90), tid=launcher)
         kernel(t, b + 210, (b + 220, b + 290), stream=8, tid=launcher)
         if during is not None:
@@ -848,41 +850,33 @@ def test_an_offload_thread_that_runs_a_kernel_of_its_own_puts_no_copy_of_its_int
 
 
 def test_an_offload_threads_kernel_taken_by_a_cpu_only_phase_puts_no_copy_of_its_into_the_cycle(tmp_path):
-    # GIVEN three cycles (b = 1000c us, cycle ranges b..b+300) on the loop thread: S, CPU-only
-    # scheduling (b..b+50, launches nothing), A on 7 (CPU b+50..b+100, kernel b+60..b+90), B on 8
-    # (CPU b+200..b+300, kernel b+220..b+290); an offload thread (99, no range; SGLang HiCache's
-    # write thread, LMCache's store thread) copies KV off on 7 between A and B (launched b+150,
-    # b+160..b+900), and, in a second trace, first runs a gather kernel of its own on its stream
-    # 40 while S is open (launched b+20, b+22..b+30), which S takes (--phase-thread auto: a phase
-    # that launches nothing takes other threads' work launched while it is open). Nothing joins
-    # 40 or 7 into 8.
+    # GIVEN the P/A/B cycles with P a CPU-only scheduling step (launches nothing) and an offload
+    # thread (99, no range; SGLang HiCache's write thread, LMCache's store thread) copying KV off
+    # on 7 between A and B (launched b+150, b+160..b+900); in a second trace it first runs a
+    # gather kernel of its own on its stream 40 while P is open (launched b+20, b+22..b+30), which
+    # P takes (--phase-thread auto: a phase that launches nothing takes other threads' work
+    # launched while it is open). Nothing joins 40 or 7 into 8.
     def trace(gather: bool) -> FakeTrace:
-        t = FakeTrace()
-        for c in range(3):
-            b = 1000 * c
-            t.range(f"cycle {c}", b * U, (b + 300) * U)
-            for name, lo, hi in (("S", 0, 50), ("A", 50, 100), ("B", 200, 300)):
-                t.range(name, (b + lo) * U, (b + hi) * U)
-            kernel(t, b + 55, (b + 60, b + 90))
-            kernel(t, b + 210, (b + 220, b + 290), stream=8)
+        def during(t, c, b):
             if gather:
                 kernel(t, b + 20, (b + 22, b + 30), stream=40, tid=99)
             t.copy(t.call("cudaMemcpyAsync", (b + 150) * U, (b + 152) * U, tid=99), (b + 160) * U, (b + 900) * U, stream=7)
-        return t
+
+        return p_a_b_trace(during, p_launches=False)
 
     read = {}
     for gather in (False, True):
         (tmp_path / str(gather)).mkdir()
-        a = load([trace(gather).write(tmp_path / str(gather) / "t.sqlite")], PhaseConfig(phases=("S", "A", "B")))
+        a = load([trace(gather).write(tmp_path / str(gather) / "t.sqlite")], PhaseConfig(phases=("P", "A", "B")))
         read[gather] = (gpu_us(a), [c["gpu_ns"] // U for c in a.ranks[0].cycles.to_pylist()])
-    # THEN by hand, events on the phases' streams: S b..b+50 (its stream idle at both): 50; A
+    # THEN by hand, events on the phases' streams: P b..b+50 (its stream idle at both): 50; A
     # b+50..b+100 on 7 (its kernel done b+90; the copy queued after A's end): 50; B b+200..b+300
-    # on 8: 100. The cycle: S's start b to its end read on 8 (b+300) and on the next S's stream
+    # on 8: 100. The cycle: P's start b to its end read on 8 (b+300) and on the next P's stream
     # (idle): 300. No event at the cycle's edges waits for the copy on 7, and no thread of the
-    # loop queued work between: the offload thread is no launcher of the loop's on 7 because S
+    # loop queued work between: the offload thread is no launcher of the loop's on 7 because P
     # took its kernel on its own stream (once 900: any thread with a kernel a phase owns was)
     for gather in (False, True):
-        assert read[gather] == ([("S", 50), ("A", 50), ("B", 100)] * 3, [300] * 3), gather
+        assert read[gather] == ([("P", 50), ("A", 50), ("B", 100)] * 3, [300] * 3), gather
 
 
 def p_a_b(tmp_path, launcher: int | None, between_tid: int | None):

@@ -291,16 +291,22 @@ def _worker_on_its_own_stream():
     return marked_cycles((10, 100, 500), (7, 7), [(20, (30, 70), 20, 12), (120, (130, 700), 20, 12)])
 
 
-def test_worker_that_syncs_its_stream_with_the_said_stream_keeps_its_streams_reading(tmp_path):
-    # GIVEN the worker's `forward_stream.wait_stream(default_stream)` as forward's work begins
-    # (SGLang overlap thread / vLLM-style worker): a record on 7 and 20 waiting for it, both by
-    # the worker, at 110. 20 is never joined into 7 on the GPU (the loop reads results by CPU sync).
+def _worker_making_its_stream_wait_for_7():
+    """The worker above, making 20 wait for 7 as forward's work begins in each cycle
+    (`forward_stream.wait_stream(default_stream)`, SGLang's overlap thread, a vLLM-style
+    worker): a record on 7 and 20 waiting for it, both by the worker, at b+110."""
     t = _worker_on_its_own_stream()
     for c in range(3):
         o = 1000 * c
         t.event_record(event=40, record=c + 1, start=(o + 110) * U, end=(o + 110) * U + 500, stream=7, tid=12)
         t.stream_wait(event=40, record=c + 1, start=(o + 111) * U, end=(o + 111) * U + 500, stream=20, tid=12)
-    got = analyse(t, tmp_path)
+    return t
+
+
+def test_worker_that_syncs_its_stream_with_the_said_stream_keeps_its_streams_reading(tmp_path):
+    # GIVEN the worker making its stream 20 wait for 7 every cycle; 20 is never joined into 7 on
+    # the GPU (the loop reads results by CPU sync)
+    got = analyse(_worker_making_its_stream_wait_for_7(), tmp_path)
     # THEN the worker's work went to its own stream 20, exactly as in
     # test_a_phase_whose_work_another_thread_launched_keeps_that_works_stream: read on 20,
     # prepare 10..100 = 90 us, forward 100..700 = 600 us (not on 7, idle: 400 us, hiding 200 us
@@ -309,15 +315,10 @@ def test_worker_that_syncs_its_stream_with_the_said_stream_keeps_its_streams_rea
 
 
 def test_worker_that_joins_its_stream_back_once_at_shutdown_keeps_its_streams_reading(tmp_path):
-    # GIVEN the worker of the test above, making 20 wait for 7 as forward's work begins in each
-    # cycle (b+110), and once, at shutdown (CPU 5000 us, long after the last cycle), making 7
-    # wait for 20 (`default_stream.wait_stream(forward_stream)` in a teardown or a weight
+    # GIVEN the same worker, which once, at shutdown (CPU 5000 us, long after the last cycle),
+    # makes 7 wait for 20 (`default_stream.wait_stream(forward_stream)` in a teardown or a weight
     # update): a record on 20 and the wait on 7, both by the worker
-    t = _worker_on_its_own_stream()
-    for c in range(3):
-        o = 1000 * c
-        t.event_record(event=40, record=c + 1, start=(o + 110) * U, end=(o + 110) * U + 500, stream=7, tid=12)
-        t.stream_wait(event=40, record=c + 1, start=(o + 111) * U, end=(o + 111) * U + 500, stream=20, tid=12)
+    t = _worker_making_its_stream_wait_for_7()
     t.event_record(event=41, record=1, start=5000 * U, end=5000 * U + 500, stream=20, tid=12)
     t.stream_wait(event=41, record=1, start=5001 * U, end=5001 * U + 500, stream=7, tid=12)
     got = analyse(t, tmp_path)
