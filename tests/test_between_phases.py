@@ -874,7 +874,8 @@ def test_an_offload_threads_kernel_taken_by_a_cpu_only_phase_puts_no_copy_of_its
     # on 8: 100. The cycle: P's start b to its end read on 8 (b+300) and on the next P's stream
     # (idle): 300. No event at the cycle's edges waits for the copy on 7, and no thread of the
     # loop queued work between: the offload thread is no launcher of the loop's on 7 because P
-    # took its kernel on its own stream (once 900: any thread with a kernel a phase owns was)
+    # took its kernel on its own stream (the gather's trace read 900 where any thread that ran a
+    # kernel, or any with a kernel a phase owns, was a launcher)
     for gather in (False, True):
         assert read[gather] == ([("P", 50), ("A", 50), ("B", 100)] * 3, [300] * 3), gather
 

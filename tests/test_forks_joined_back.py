@@ -9,12 +9,10 @@ from hypothesis import strategies as st
 
 from tracerecon.analysis.stream_clock import forks_joined_back
 
-waits = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.booleans()), max_size=30)
-
 
 def test_a_fork_pairs_with_the_first_join_back_after_it_and_one_never_joined_back_is_left_out():
     # GIVEN stream 0 forks side 1 at 10 and 20 and side 2 at 15; side 1 joins back at 30 and 40,
-    # side 2 never; side 1 forks itself off 0's record at 50 with no join after it
+    # side 2 never; 0 forks side 1 again at 50, never joined back after
     into = np.array([1, 2, 1, 0, 0, 1])
     from_ = np.array([0, 0, 0, 1, 1, 0])
     cpu = np.array([10, 15, 20, 30, 40, 50])
@@ -26,7 +24,8 @@ def test_a_fork_pairs_with_the_first_join_back_after_it_and_one_never_joined_bac
 
 
 def test_only_the_counted_waits_fork_and_only_those_counted_as_joins_join():
-    # GIVEN forks of side 1 at 10 (counted) and 20 (not), joins back at 30 (not counted as a join) and 40
+    # GIVEN forks of side 1 at 10 (counted) and 20 (not), joins back at 30 (counted, but no join
+    # where joins are told apart) and 40
     into, from_, cpu = np.array([1, 1, 0, 0]), np.array([0, 0, 1, 1]), np.array([10, 20, 30, 40])
     counted = np.array([True, False, True, True])
     # WHEN paired with every counted wait, then with joins told apart
@@ -37,19 +36,27 @@ def test_only_the_counted_waits_fork_and_only_those_counted_as_joins_join():
     assert [a.tolist() for a in joins_apart] == [[10], [1], [40]]
 
 
-@given(waits, st.integers(0, 3))
+waits = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.booleans(), st.booleans()), max_size=30)
+
+
+@given(waits, st.integers(0, 3), st.booleans())
 @settings(max_examples=300, deadline=None)
-def test_pairs_equal_brute_force(items, stream):
-    # (into, from_, counted) per wait; the waits' CPU instants 10, 20, ... in list order
-    into = np.array([i for i, _, _ in items], np.int64)
-    from_ = np.array([f for _, f, _ in items], np.int64)
-    counted = np.array([c for _, _, c in items], bool)
+def test_pairs_equal_brute_force(items, stream, apart):
+    # GIVEN waits (into, from_, counted, counted as a join) at CPU instants 10, 20, ... in list
+    # order, the joins told apart or not
+    into = np.array([w[0] for w in items], np.int64)
+    from_ = np.array([w[1] for w in items], np.int64)
+    counted = np.array([w[2] for w in items], bool)
+    as_join = np.array([w[3] for w in items], bool) if apart else counted
     cpu = np.arange(1, len(items) + 1, dtype=np.int64) * 10
+    # WHEN paired
+    got = list(zip(*(a.tolist() for a in forks_joined_back(into, from_, cpu, stream, counted, as_join if apart else None))))
+    # THEN each counted fork of ``stream`` pairs with the earliest join back of its side stream
+    # after it, by brute force
     expected = []
-    for k, (i, f, c) in enumerate(items):
-        if c and f == stream and i != stream:
-            later = [cpu[m] for m, (i2, f2, c2) in enumerate(items) if c2 and i2 == stream and f2 == i and cpu[m] > cpu[k]]
+    for k in range(len(items)):
+        if counted[k] and from_[k] == stream and into[k] != stream:
+            later = [cpu[m] for m in range(len(items)) if as_join[m] and into[m] == stream and from_[m] == into[k] and cpu[m] > cpu[k]]
             if later:
-                expected.append((cpu[k], i, min(later)))
-    got = list(zip(*(a.tolist() for a in forks_joined_back(into, from_, cpu, stream, counted))))
+                expected.append((cpu[k], into[k], min(later)))
     assert got == expected

@@ -357,6 +357,18 @@ def test_a_launcher_forking_its_side_stream_in_two_phases_and_joining_it_back_on
         assert [(n, us, s) for _, n, us, s in got] == [("prepare", 90.0, 7), ("forward", 400.0, 7)] * 3, join_at
 
 
+def test_a_launcher_joining_its_side_stream_back_a_cycle_late_keeps_the_said_stream(tmp_path):
+    # GIVEN the launcher above joining 14 back into 7 at b+1200: in the next cycle's forward,
+    # after that cycle's forks (the pattern of an output copy taken up a step later)
+    got = analyse(_launcher_forking_twice_joining_once(1200), tmp_path)
+    # THEN every phase is read on 7, and events there read: 7's only work is each join's wait
+    # (b+1201), which waits for all that 14 held by b+1200, the next cycle's forward kernel too
+    # (launched b+1120, done b+1700). Cycle 0: prepare 10..100 = 90, forward 100..500 = 400 (no
+    # wait on 7 yet). Cycles 1 and 2: prepare 90 (the wait before is done by b+700), forward from
+    # b+100 to where 7 is free after the wait made at b+201: b+700, 600 us.
+    assert [(n, us, s) for _, n, us, s in got] == [("prepare", 90.0, 7), ("forward", 400.0, 7)] + [("prepare", 90.0, 7), ("forward", 600.0, 7)] * 2
+
+
 def test_worker_that_copies_a_small_input_on_the_said_stream_keeps_its_streams_reading(tmp_path):
     # GIVEN the worker's non_blocking H2D copy of a 2 us input, issued before it enters its
     # stream context (so on the default stream 7), at 112 in forward; all kernels still on 20

@@ -245,7 +245,7 @@ def _read_boundaries(clock: StreamClock, t: np.ndarray, cpu_end: np.ndarray, cyc
     # The cycle's end (``edge``) is read at its edge on both streams, whatever of it its last
     # phase took, and holds the work between that the loop queued: each stream of the phases
     # around a gap read as the loop last queued work there in the gap (its phases' threads, and
-    # a launcher thread that runs kernels for them), when theirs was all queued (not at the cycle's end, where they may hold work queued later that
+    # a launcher thread on its own streams: ``launcher_ops``), when theirs was all queued (not at the cycle's end, where they may hold work queued later that
     # no event at the cycle's edge waits for: the next cycle's, run a cycle ahead, or a copy on
     # a stream neither edge phase is on). Nor is an offload thread's copy put there in the gap
     # the cycle's (a KV-offload helper's, on the earlier phase's stream): no event at the

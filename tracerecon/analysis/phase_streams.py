@@ -287,8 +287,8 @@ def said_streams(clock: StreamClock, stream_marks: pa.Table | None, api_calls: p
     whose launches a worker thread makes on its own current stream: the range thread's is not
     where that work goes, and the work's stream decides as before; a launcher that launches
     kernels on the said stream, or forks a side stream off it and joins it back, works from
-    it: ``_launchers_use_said_stream``; ``cycle_of``: per phase, its cycle, -1 none). None where
-    the rank has no marks."""
+    it, where it joins it back by the cycle after the fork's: ``_launchers_use_said_stream``).
+    ``cycle_of``: per phase, its cycle (-1: none). None where the rank has no marks."""
     n_ph = len(ph_s)
     if stream_marks is None or stream_marks.num_rows == 0 or n_ph == 0:
         return None
@@ -302,7 +302,8 @@ def said_streams(clock: StreamClock, stream_marks: pa.Table | None, api_calls: p
         has = np.flatnonzero(deciding_phase >= 0)
         ph = deciding_phase[has]
         launcher = thread_keys(int64s(ops["pid"]), int64s(ops["launch_tid"], -1))
-        own = launcher[has] == thread_keys(ph_pid, ph_tid)[ph]
+        range_thread = thread_keys(ph_pid, ph_tid)
+        own = launcher[has] == range_thread[ph]
         n_ops, n_own = np.bincount(ph, minlength=n_ph), np.bincount(ph[own], minlength=n_ph)
         others_only = (n_ops > 0) & (n_own == 0)
         if others_only.any():
@@ -311,22 +312,25 @@ def said_streams(clock: StreamClock, stream_marks: pa.Table | None, api_calls: p
             # holds no phase launching the loop's work onto the loop's current stream, forking
             # a side stream off it), the said stream is where that work goes, and the phase's
             # events are recorded there.
-            others_only &= ~_launchers_use_said_stream(clock, ops, launcher, has, ph, others_only, dev, stream, ph_pid, ph_s, ph_e, cycle_of)
+            others_only &= ~_launchers_use_said_stream(clock, ops, launcher, has, ph, others_only, dev, stream, ph_pid, ph_s, ph_e,
+                                                       range_thread, cycle_of)
         dev, stream = np.where(others_only, -1, dev), np.where(others_only, -1, stream)
     return dev, stream
 
 
 def _launchers_use_said_stream(clock: StreamClock, ops: pa.Table, launcher: np.ndarray, has: np.ndarray, ph: np.ndarray, asked: np.ndarray,
                                dev: np.ndarray, stream: np.ndarray, ph_pid: np.ndarray, ph_s: np.ndarray, ph_e: np.ndarray,
-                               cycle_of: np.ndarray) -> np.ndarray:
+                               range_thread: np.ndarray, cycle_of: np.ndarray) -> np.ndarray:
     """Per phase of ``asked`` (whose stream-deciding ops, ``has`` with their phases ``ph``, all
     came from other threads): whether a thread that launched one of them (``launcher``, per op:
     its ``thread_keys``) worked from the phase's said stream (``dev``, ``stream``) within the
     phase's range (CPU ``ph_s`` to ``ph_e``): launched a kernel there, or forked a side stream
-    off it there (``_forks_joined_back``). A worker thread whose kernels go to its own current
-    stream is no such thread, whatever it did on the said stream at other times (a warm-up),
-    whatever copies it put there (an input copied before it entered its own stream), and
-    whatever waits for it it made its own stream make (`wait_stream`, never joined back)."""
+    off it there that it joined back by the cycle after the fork's (``_current_stream_forks``;
+    ``range_thread``, ``cycle_of``: per phase, its range's thread and its cycle). A worker thread whose kernels go to
+    its own current stream is no such thread, whatever it did on the said stream at other times
+    (a warm-up), whatever copies it put there (an input copied before it entered its own
+    stream), and whatever waits for it it made its own stream make (`wait_stream`, never joined
+    back, or only once, late)."""
     out = np.zeros(len(asked), dtype=bool)
     said_row = clock.stream_index(ph_pid, dev, stream)
     sel = asked[ph] & (said_row[ph] >= 0)
@@ -336,11 +340,14 @@ def _launchers_use_said_stream(clock: StreamClock, ops: pa.Table, launcher: np.n
     kernels = computes(ops) & (rows >= 0)
     k_who, k_where, k_when = launcher[kernels], rows[kernels], clock.op_instants[kernels]
     pairs = np.unique(np.stack([ph[sel], launcher[has[sel]]], 1), axis=0)  # (phase, launcher) pairs asked
+    cycle_starts = _cycle_starts(range_thread, ph_s, cycle_of)
     for th in np.unique(pairs[:, 1]).tolist():
         mine = pairs[pairs[:, 1] == th, 0]
         for r in np.unique(said_row[mine]).tolist():
             on = mine[said_row[mine] == r]
-            t = np.sort(np.r_[k_when[(k_who == th) & (k_where == r)], _forks_joined_back(clock, r, th, ph_s[on], ph_e[on], cycle_of[on])])
+            # (the cycles of the threads whose ranges these are: a launcher serves one loop)
+            starts = np.unique(np.concatenate([cycle_starts.get(k, np.zeros(0, np.int64)) for k in np.unique(range_thread[on]).tolist()]))
+            t = np.sort(np.r_[k_when[(k_who == th) & (k_where == r)], _current_stream_forks(clock, r, th, starts)])
             if len(t) == 0:
                 continue
             first = np.searchsorted(t, ph_s[on], side="left")  # (the first at or after the range's start)
@@ -348,27 +355,38 @@ def _launchers_use_said_stream(clock: StreamClock, ops: pa.Table, launcher: np.n
     return out
 
 
-def _forks_joined_back(clock: StreamClock, row: int, thread: int, ph_s: np.ndarray, ph_e: np.ndarray, cycle: np.ndarray) -> np.ndarray:
+def _cycle_starts(range_thread: np.ndarray, ph_s: np.ndarray, cycle_of: np.ndarray) -> dict[int, np.ndarray]:
+    """Per thread (``thread_keys``) whose phases (``range_thread``, CPU starts ``ph_s``) are in
+    cycles (``cycle_of``, -1: none): the CPU starts of those cycles (each its earliest phase
+    start there), sorted."""
+    ok = cycle_of >= 0
+    out: dict[int, np.ndarray] = {}
+    for th in np.unique(range_thread[ok]).tolist():
+        mine = ok & (range_thread == th)
+        cycles, at = np.unique(cycle_of[mine], return_inverse=True)
+        first = np.full(len(cycles), np.iinfo(np.int64).max, np.int64)
+        np.minimum.at(first, at.ravel(), ph_s[mine])
+        out[th] = np.sort(first)
+    return out
+
+
+def _current_stream_forks(clock: StreamClock, row: int, thread: int, cycle_starts: np.ndarray) -> np.ndarray:
     """The CPU instants at which ``thread`` forked a side stream off stream row ``row`` (made
-    it wait for a record there) and later joined that side stream back into ``row``
-    (``forks_joined_back``): the pattern of a thread whose current stream ``row`` is
-    (`side.wait_stream(current)`, work there, `current.wait_stream(side)` in the phase, a later
-    one, or as the next cycle begins; forks of one cycle may share a join: a copy stream forked
-    for prepare's inputs and again for forward, joined back once as the cycle ends), not that of
-    a worker making its own stream wait for another's now and then, never joined back, or joined
-    back once, late (at shutdown, a weight update): forks that one join back closes, made within
-    phases (CPU ``ph_s`` to ``ph_e``) of more than one cycle (``cycle``, per phase, -1 none: a
-    phase its own), do not count."""
-    fork_at, side, join_at = forks_joined_back(clock.join_into, clock.join_from, clock.join_cpu, row, clock.join_thread == thread)
-    if len(fork_at) == 0:
+    it wait for a record there) and joined that side stream back into ``row`` by the end of the
+    cycle after the fork's (``forks_joined_back``; ``cycle_starts``: the loop's cycles' CPU
+    starts, sorted, the cycles past the last taken as long as their median): the pattern of a
+    thread whose current stream ``row`` is (`side.wait_stream(current)`, work there,
+    `current.wait_stream(side)` in the phase, a later one, or the next cycle; forks of one cycle
+    may share a join: a copy stream forked for prepare's inputs and again for forward, joined back
+    once a cycle), not that of a worker making its own stream wait for another's now and then,
+    never joined back, or joined back once, late (at shutdown, a weight update: 2 cycles or more
+    after the fork). With fewer than two cycles nothing tells a late join: every join counts."""
+    fork_at, _, join_at = forks_joined_back(clock.join_into, clock.join_from, clock.join_cpu, row, waits_counted=clock.join_thread == thread)
+    n = len(cycle_starts)
+    if len(fork_at) == 0 or n < 2:
         return fork_at
-    # The phase each fork was made in (-1: none of them), and the join back that closes it.
-    order = np.argsort(ph_s, kind="stable")
-    k = np.searchsorted(ph_s[order], fork_at, side="right") - 1
-    held_by = np.where((k >= 0) & (ph_e[order][np.maximum(k, 0)] >= fork_at), order[np.maximum(k, 0)], -1)
-    closing = np.unique(np.stack([side, join_at], 1), axis=0, return_inverse=True)[1].ravel()
-    held = held_by >= 0
-    # Each fork's cycle (a phase in none: the phase itself, kept apart).
-    group = np.where(cycle[np.maximum(held_by, 0)] >= 0, cycle[np.maximum(held_by, 0)], -2 - held_by)
-    closer, cycles_closed = np.unique(np.unique(np.stack([closing[held], group[held]], 1), axis=0)[:, 0], return_counts=True)
-    return fork_at[~np.isin(closing, closer[cycles_closed > 1])]
+    period = int(np.median(np.diff(cycle_starts)))
+    # The start of the cycle two after the fork's (-1: a fork before the first cycle).
+    two_on = np.searchsorted(cycle_starts, fork_at, side="right") - 1 + 2
+    limit = np.where(two_on < n, cycle_starts[np.minimum(two_on, n - 1)], cycle_starts[-1] + (two_on - (n - 1)) * period)
+    return fork_at[join_at < limit]

@@ -1236,9 +1236,10 @@ def _launcher_ops(ops: pa.Table, deciding_phase: np.ndarray, computing: np.ndarr
     ``ph_dev``, ``ph_stream``: the kernel on a side stream forked off it). Queued between two
     phases of a cycle, such work is the loop's, which the cycle holds (``phase_boundaries``'
     ``launcher_ops``). A thread that runs kernels of its own, none a phase's (a KV-offload
-    thread gathering blocks before its copy), is no launcher, nor, for its copies on the loop's
-    streams, one whose kernel on its own stream a phase that launched nothing took
-    (``--phase-thread auto``: the gather made while the scheduler's CPU-only phase was open)."""
+    thread gathering blocks before its copy), is no launcher; one whose kernel on its own stream
+    a phase that launched nothing took (``--phase-thread auto``: the gather made while the
+    scheduler's CPU-only phase was open) is one on that stream alone, where that phase is read,
+    not for its copies on the loop's streams."""
     out = np.zeros(ops.num_rows, bool)
     owned = np.flatnonzero((deciding_phase >= 0) & computing)
     if len(owned) == 0:

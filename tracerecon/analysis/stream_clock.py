@@ -276,16 +276,16 @@ class StreamClock:
 
 
 def forks_joined_back(into: np.ndarray, from_: np.ndarray, cpu: np.ndarray, stream: int,
-                      counted: np.ndarray | None = None, joins_counted: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                      waits_counted: np.ndarray | None = None, joins_counted: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The forks of stream row ``stream`` that were joined back: each event wait (``into``,
     ``from_``, ``cpu``: event waits in CPU order, as ``StreamClock.join_*``) by which another
     stream, the side stream, was made to wait for a record on ``stream``, with the first wait
     after it by which ``stream`` was made to wait for a record on that side stream (the fork's
     join back). Returns (fork instants, side stream rows, join-back instants) in CPU order of the
-    forks; a fork never joined back is left out. ``counted`` (per wait): the waits that count as
-    forks and joins (default all); ``joins_counted``: those that count as joins, where others
-    than ``counted``."""
-    counted = np.ones(len(into), bool) if counted is None else counted
+    forks; a fork never joined back is left out. ``waits_counted`` (per wait): the waits that
+    count as forks and joins (default all); ``joins_counted``: the waits that count as joins
+    instead, where given."""
+    counted = np.ones(len(into), bool) if waits_counted is None else waits_counted
     joins_ok = counted if joins_counted is None else joins_counted
     forks = np.flatnonzero(counted & (from_ == stream) & (into != stream))
     joins = np.flatnonzero(joins_ok & (into == stream) & (from_ != stream))
