@@ -23,7 +23,11 @@ an op one of (optionally led by an int id that ties the ops of one unit together
 
 A phase is ``(name, tid, current stream, ops)``, or ``(name, tid, current stream, ops, launcher)``
 where a thread ``launcher`` that holds no phase launches every op of it (a worker thread that
-the scheduler's phase hands its work to, waiting for its acknowledgement).
+the scheduler's phase hands its work to, waiting for its acknowledgement), or ``(name, tid,
+current stream, ops, launcher, said)`` where the range's thread's own current stream, the one
+it says (``say_streams``), is ``said``, not the launcher's current stream where the phase's
+work goes (a worker whose current stream is its own). A cycle of entries that are all code
+between phases (no phase) is code run after the last cycle, in no cycle range (shutdown).
 
 ``simulate`` runs a program: every op starts at max(its launch + 1 us, its stream free, what its
 stream waited for), and the truth of each phase is what events on the phase's current stream
@@ -164,6 +168,7 @@ def simulate(prog: list, say_streams: bool = False, cycles: bool = False):
         rows = []
         hidden = []
         for name, tid, cur, ops, *launcher in cyc:
+            said = launcher[1] if len(launcher) > 1 else cur  # the stream the range's thread says is current
             if name == "" or name.startswith("~"):  # code between two phases, in no phase
                 lo = cpu
                 if ops:
@@ -176,14 +181,15 @@ def simulate(prog: list, say_streams: bool = False, cycles: bool = False):
             ltid = launcher[0] if launcher else tid  # the thread that launches the phase's ops
             if say_streams:
                 records[SAID_EVENT + tid] = records.get(SAID_EVENT + tid, 0) + 1
-                t.event_record(event=SAID_EVENT + tid, record=records[SAID_EVENT + tid], start=cpu * U + 200, end=cpu * U + 700, stream=cur, tid=tid)
+                t.event_record(event=SAID_EVENT + tid, record=records[SAID_EVENT + tid], start=cpu * U + 200, end=cpu * U + 700, stream=said, tid=tid)
                 t.mark(STREAM_MARK, cpu * U + 900, tid=tid)
             cpu += 2
             run(ops, ltid)
             cpu += 4
             rows.append((name, tid, cur, phase_start, cpu, ltid))
         bounds.append(rows)
-        t.range(f"cycle {ci}", cycle_start * U, cpu * U, tid=LOOP)
+        if rows:  # (no phase: code run after the last cycle, in no cycle)
+            t.range(f"cycle {ci}", cycle_start * U, cpu * U, tid=LOOP)
         for name, tid, cur, start, end, _ in rows:
             t.range(name, start * U, end * U, tid=tid)
         for name, tid, start, end in hidden:
@@ -286,7 +292,7 @@ def _truth(bounds: list, event, queued: dict, ops_log: dict, waits_log: dict) ->
 
 
 def program(seed: int, joins: str = "any", stream_switch: bool = False, helper: bool = False, graphs: str | None = None,
-            launcher: bool = False, repeats: bool = False, gaps: str | None = None) -> list:
+            launcher: bool = False, repeats: bool = False, gaps: str | None = None, forks: str | None = None) -> list:
     """A random program: 4-6 cycles of two or three phases on one thread (a quarter of them
     with forward on a worker thread whose current stream is 20), side streams 13/14 that compute,
     an input stream 9, a copy stream 12 that copies results off, NCCL's stream 30, `.item()`
@@ -298,6 +304,7 @@ def program(seed: int, joins: str = "any", stream_switch: bool = False, helper: 
     as process begins: from the kernels alone the same as 7 current with 20 a side stream.
     ``helper``: some units are a helper thread's copies on stream 16 forked off 7 (``"hcp"``),
     joined into the phase's stream in the next phase or the next cycle's first, or never.
+    ``forks``: ``fork_program(seed, forks)`` instead (a launcher's forks and their join policy).
     ``graphs`` ("node" or "whole", the trace's graph mode): half of the kernels that are no
     collective become CUDA graphs of 1-4 nodes, a third of those with a branch that ran beside
     them. ``launcher``: where every phase is the loop thread's, a worker thread that holds no
@@ -310,6 +317,8 @@ def program(seed: int, joins: str = "any", stream_switch: bool = False, helper: 
     stream, a copy taken off on the copy stream, a side stream or a collective forked and joined
     into the later phase's stream, a join of a side stream forked earlier, CPU time; drawn from
     a generator of its own too, at the same places in every cycle, empty in some."""
+    if forks:
+        return fork_program(seed, forks)
     r = random.Random(seed)
     ncyc = r.randint(4, 6)
     worker = r.random() < 0.25 or stream_switch
@@ -478,3 +487,98 @@ def _with_gaps(prog: list, r: random.Random, name: str, sides: list) -> list:
             new.append((name, ph[1], cur, [(-2,) + op for op in ops]))
         out.append(new)
     return out
+
+
+FORK_POLICIES = ("phase", "cycle_end", "next_start", "every_k", "shutdown", "never", "worker_own")
+OWN = 25  # the worker's own current stream (``worker_own``)
+
+
+def fork_program(seed: int, policy: str) -> list:
+    """A launcher program (every phase on the loop thread, whose current stream is 7; a worker
+    thread ``LAUNCHER`` that holds no phase launches all their work) in which the launcher forks
+    side streams off its current stream (``side.wait_stream(current)``: side streams 13/14 that
+    compute, the copy stream 12 that copies) in one or several phases of a cycle, working on
+    its current stream before, between and after, and joins them back (``current.wait_stream(side)``)
+    by ``policy``: "phase" (right after their work, in the same phase), "cycle_end" (once at
+    the end of the cycle's last phase, for all its forks), "next_start" (as the next cycle's
+    first phase begins), "every_k" (at the end of every 2nd or 3rd cycle), "shutdown" (once,
+    after the last cycle, in no cycle), "never". "worker_own": the launcher's current stream is
+    its own, ``OWN`` (the phases' work and their events go there; the loop still says 7), which it
+    makes wait for the loop's stream 7 every cycle (input copies it put on 7 first, now and then),
+    joining 7 back to it never, once in one cycle, or once at shutdown; its own forks off ``OWN``
+    follow one of the other policies."""
+    r = random.Random(seed * 2654435761 + 97)
+    ncyc = r.randint(4, 7)
+    names = [("draft", "verify"), ("prepare", "forward", "sample"), ("schedule", "forward", "process"), ("forward",)][r.choice([0, 1, 1, 2, 2, 3])]
+    n_ph = len(names)
+    own = policy == "worker_own"
+    join = r.choice(FORK_POLICIES[:-1]) if own else policy
+    cur = OWN if own else 7
+    sides = r.sample([13, 14, 12], r.randint(1, 2))
+    fixed = sorted(r.sample(range(n_ph), r.randint(1, n_ph)))
+    vary = r.random() < 0.3  # the phases that fork drawn anew each cycle
+    k = r.choice([2, 3])
+    own_wait_phase = r.randrange(n_ph)
+    own_join = r.choice(["never", "once", "shutdown"]) if own else "never"
+    own_join_cycle = r.randrange(ncyc)
+    prog = [[(n, LOOP, cur, [], LAUNCHER) + ((7,) if own else ()) for n in names] for _ in range(ncyc)]
+    unjoined: list = []  # side streams forked and not joined back yet (in fork order)
+
+    def d(a: int, b: int) -> int:
+        return r.randint(a, b)
+
+    def work_on_cur(ops: list, lo: int, hi: int) -> None:
+        for _ in range(d(lo, hi)):
+            x = r.random()
+            if x < 0.65:
+                ops.append(("k", cur, d(5, 300)))
+            elif x < 0.78:
+                ops.append(("item", cur, d(1, 10)))
+            elif x < 0.88:
+                ops.append(("gap", d(5, 150)))
+            else:
+                ops.append(("cp", cur, d(2, 60), 1))
+
+    def join_all(ops: list) -> None:
+        for s in list(unjoined):
+            ops.append(("w", cur, s))
+        unjoined.clear()
+
+    for ci in range(ncyc):
+        forking = sorted(r.sample(range(n_ph), r.randint(1, n_ph))) if vary else fixed
+        for pi in range(n_ph):
+            ops = prog[ci][pi][3]
+            if join == "next_start" and pi == 0:
+                join_all(ops)
+            if own and pi == own_wait_phase:
+                if r.random() < 0.4:  # an input copied on the loop's stream first
+                    ops.append(("cp", 7, d(2, 50), 1))
+                ops.append(("w", OWN, 7))
+            work_on_cur(ops, 0, 3)
+            if pi in forking:
+                for s in r.sample(sides, r.randint(1, len(sides))):
+                    ops.append(("w", s, cur))
+                    for _ in range(d(1, 2)):
+                        ops.append(("cp", s, d(2, 400), r.choice([1, 2])) if s == 12 else ("k", s, d(10, 900)))
+                    if s not in unjoined:
+                        unjoined.append(s)
+                    if r.random() < 0.5:
+                        work_on_cur(ops, 1, 2)
+                    if join == "phase":
+                        ops.append(("w", cur, s))
+                        unjoined.remove(s)
+                if r.random() < 0.6:
+                    work_on_cur(ops, 1, 2)
+            if pi == n_ph - 1:
+                if join == "cycle_end" or (join == "every_k" and (ci + 1) % k == 0):
+                    join_all(ops)
+                if own and own_join == "once" and ci == own_join_cycle:
+                    ops.append(("w", 7, OWN))
+    tail: list = []
+    if join == "shutdown":
+        join_all(tail)
+    if own and own_join == "shutdown":
+        tail.append(("w", 7, OWN))
+    if tail:
+        prog.append([("", LOOP, cur, [("gap", 50)] + tail, LAUNCHER)])
+    return [[(n, tid, c, [(i,) + op for i, op in enumerate(ops)], *rest) for n, tid, c, ops, *rest in cyc] for cyc in prog]

@@ -21,8 +21,11 @@ def dump(prog, say):
         out.append((tab, sorted(map(repr, con.execute(f"select * from {tab}").fetchall()))))
     return out
 
-def alt_check(prog, say, diffs=None, cycles=False):
-    """``diffs`` is not needed: every phase read on another stream is moved to it."""
+def alt_check(prog, say, diffs=None, cycles=False, keep_said=False):
+    """``diffs`` is not needed: every phase read on another stream is moved to it. ``keep_said``
+    (with ``say``): a phase a launcher thread launches keeps the stream its range's thread says
+    (``simulate``'s sixth element: the launcher's current stream is then its own, the read one,
+    while the loop's stays the one it says), so the marks and said events do not move."""
     flat_idx = [(ci, pi) for ci, c in enumerate(prog) for pi in range(len(c)) if not (c[pi][0] == "" or c[pi][0].startswith("~"))]  # (not code between phases)
     tr, got, _ = campaign.run_prog(prog, say, T)
     alt = copy.deepcopy(prog)
@@ -30,7 +33,10 @@ def alt_check(prog, say, diffs=None, cycles=False):
         if (gc, gn) == (c, n) and gs != s and gs >= 0:
             ci, pi = flat_idx[i]
             ph = alt[ci][pi]
-            alt[ci][pi] = (ph[0], ph[1], gs, ph[3], *ph[4:])
+            if keep_said and say and len(ph) > 4:
+                alt[ci][pi] = (ph[0], ph[1], gs, ph[3], ph[4], ph[5] if len(ph) > 5 else ph[2])
+            else:
+                alt[ci][pi] = (ph[0], ph[1], gs, ph[3], *ph[4:])
     same = dump(prog, say) == dump(alt, say)
     if cycles:
         tr, got, _, ct, cg = campaign.run_prog(alt, say, T, cycles=True)
@@ -44,4 +50,7 @@ if __name__ == "__main__":
         if "diffs" not in d: continue
         prog = shrink.norm(shrink.strip(d['prog']))
         same, diffs = alt_check(prog, d['say'], d['diffs'], d.get('cycles', False))
-        print(d['seed'], d['kind'], 'identical trace:', same, 'alt misreads:', diffs)
+        print(d['seed'], d['kind'], d['kw'], 'say' if d['say'] else '', 'identical trace:', same, 'alt misreads:', diffs)
+        if d['say'] and not (same and not diffs):  # the launcher's current stream its own, the loop's said one kept
+            same, diffs = alt_check(prog, d['say'], d['diffs'], d.get('cycles', False), keep_said=True)
+            print(d['seed'], '  keep_said: identical trace:', same, 'alt misreads:', diffs)

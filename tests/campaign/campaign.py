@@ -19,6 +19,10 @@ A fifth argument names other varieties (comma-separated; seed % their number pic
   launcher program(seed, joins=phase|cycle|any, launcher=True, maybe helper), say_streams maybe:
            a worker thread that holds no phase launches every phase's work (forks and joins too)
            while the ranges are on the loop thread; cycles compared too
+  forks    program(seed, forks=POLICY) (engine_programs.fork_program), say_streams half the time: a launcher
+           that forks side streams off its current stream in some phases of a cycle and joins them back
+           by POLICY (phase, cycle_end, next_start, every_k, shutdown, never), or a worker whose current
+           stream is its own, made to wait for the loop's every cycle (worker_own); cycles compared too
 
 Usage (repo root): PYTHONPATH=.:tests:tests/campaign python tests/campaign/campaign.py OUT.jsonl [first] [last_exclusive] [workers] [varieties]
 then python tests/campaign/shrink.py OUT.jsonl SEED to shrink a misread one, and alt.py OUT.jsonl to see
@@ -31,6 +35,11 @@ The thirty-third: 'between' with launcher programs, 79 of seeds 0..3999, 'launch
 six varieties the same 5 of 0..3999 (319, 603, 1765, 3135, 3996): every one undecidable (alt.py, which
 now moves every phase read on another stream). Launcher programs found 3 misreads before the said-stream
 launcher rule (phase_streams.said_streams).
+The thirty-fourth: 'forks' 662 of seeds 0..2999 misread, none with joins in the phase or at the cycle's end,
+every one undecidable (alt.py; the 163 with say_streams only by its keep_said program: the launcher's
+current stream its own, the loop saying another: a launcher that only forks off the said stream and never
+joins back, or only at shutdown, makes the trace of a worker whose stream waits for the loop's);
+'launcher' 0..5999 the same 6, 'between' 0..1999 the same 42, the six 0..1999 the same 3.
 """
 
 from __future__ import annotations
@@ -69,6 +78,9 @@ def params_of(seed: int, varieties: list[str] | None = None) -> dict:
         if kw["helper"]:
             kw["joins"] = r.choice(["phase", "cycle"])
         return {"kind": kind, "kw": kw, "say": r.random() < 0.5, "cycles": True}
+    if kind == "forks":
+        from engine_programs import FORK_POLICIES
+        return {"kind": kind, "kw": {"forks": r.choice(FORK_POLICIES)}, "say": r.random() < 0.5, "cycles": True}
     if kind == "phase":
         return {"kind": kind, "kw": {"joins": "phase"}, "say": False}
     if kind == "later":
