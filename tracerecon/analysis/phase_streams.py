@@ -326,11 +326,11 @@ def _launchers_use_said_stream(clock: StreamClock, ops: pa.Table, launcher: np.n
     its ``thread_keys``) worked from the phase's said stream (``dev``, ``stream``) within the
     phase's range (CPU ``ph_s`` to ``ph_e``): launched a kernel there, or forked a side stream
     off it there that it joined back by the cycle after the fork's (``_current_stream_forks``;
-    ``range_thread``, ``cycle_of``: per phase, its range's thread and its cycle). A worker thread whose kernels go to
-    its own current stream is no such thread, whatever it did on the said stream at other times
-    (a warm-up), whatever copies it put there (an input copied before it entered its own
-    stream), and whatever waits for it it made its own stream make (`wait_stream`, never joined
-    back, or only once, late)."""
+    ``range_thread``, ``cycle_of``: per phase, its range's thread and its cycle). A worker
+    thread whose kernels go to its own current stream is no such thread, whatever it did on the
+    said stream at other times (a warm-up), whatever copies it put there (an input copied before
+    it entered its own stream), and whatever waits for it it made its own stream make
+    (`wait_stream`, never joined back, or only once, late)."""
     out = np.zeros(len(asked), dtype=bool)
     said_row = clock.stream_index(ph_pid, dev, stream)
     sel = asked[ph] & (said_row[ph] >= 0)
