@@ -380,3 +380,98 @@ def test_worker_that_copies_a_small_input_on_the_said_stream_keeps_its_streams_r
     # THEN forward's work (its kernels: copies do not decide where kernels ran) is on 20:
     # 90 and 600 us on 20 (not 400 on 7)
     assert [(n, us, s) for _, n, us, s in got] == [("prepare", 90.0, 20), ("forward", 600.0, 20)] * 3
+
+
+LAUNCHER = 15  # a launcher thread, holding no range
+
+
+def _fork_and_join_back(t, at, back, c, side=14, cur=7, tid=LAUNCHER):
+    """``tid`` forks ``side`` off ``cur`` at ``at`` (a record on cur, the wait on side) and joins it
+    back at ``back`` (a record on side, the wait on cur), cycle ``c``'s records."""
+    t.event_record(event=40, record=c + 1, start=at * U, end=at * U + 500, stream=cur, tid=tid)
+    t.stream_wait(event=40, record=c + 1, start=(at + 1) * U, end=(at + 1) * U + 500, stream=side, tid=tid)
+    t.event_record(event=41, record=c + 1, start=back * U, end=back * U + 500, stream=side, tid=tid)
+    t.stream_wait(event=41, record=c + 1, start=(back + 1) * U, end=(back + 1) * U + 500, stream=cur, tid=tid)
+
+
+def test_a_launcher_joining_back_within_a_long_last_cycle_keeps_the_said_stream(tmp_path):
+    # GIVEN three 1 ms decode cycles (prepare 10..100, forward 100..500) and a last 9 ms prefill
+    # cycle (prepare 10..100, forward 100..8000) at 3000; each phase says 7; launcher 15 launches
+    # prepare's kernel on 7 (GPU 30..70), forks 14 off 7 in forward (b+110), runs forward's
+    # kernel on 14 (decode: GPU 130..700; prefill: GPU 130..9000) and joins 14 back into 7 after
+    # forward, within the same cycle (decode b+600, prefill b+8100).
+    t = FakeTrace()
+    starts = [0, 1000, 2000, 3000]
+    for c, o in enumerate(starts):
+        fwd_end, k_end, join = (500, 700, 600) if c < 3 else (8000, 9000, 8100)
+        t.cycle(c, (o + 10) * U, (o + 100) * U, (o + fwd_end) * U, names=("prepare", "forward"), tid=LOOP)
+        said(t, o + 11, 7, record=2 * c + 1)
+        said(t, o + 101, 7, record=2 * c + 2)
+        kernel(t, o + 20, (o + 30, o + 70), 7, tid=LAUNCHER)
+        kernel(t, o + 120, (o + 130, o + k_end), 14, tid=LAUNCHER)
+        _fork_and_join_back(t, o + 110, o + join, c)
+    got = analyse(t, tmp_path)
+    # THEN events on 7 (the launcher's current stream, joined back within each cycle) read:
+    # prepare 90; decode forward 100..500 = 400; prefill forward 100..8000 = 7900 (7 idle until
+    # the join at 8101). Read on 14 the prefill forward would be 100..9000 = 8900.
+    assert [(n, us, s) for _, n, us, s in got] == [("prepare", 90.0, 7), ("forward", 400.0, 7)] * 3 + [("prepare", 90.0, 7), ("forward", 7900.0, 7)]
+
+
+def test_a_worker_joined_back_once_at_shutdown_after_a_long_warm_up_cycle_keeps_its_streams_reading(tmp_path):
+    # GIVEN three cycles: a 20 ms warm-up cycle 0 at 0 (prepare 10..100, forward 100..19500),
+    # then cycles at 20000 and 21000 (prepare 10..100, forward 100..500), each phase saying 7;
+    # a worker thread (12) whose own stream is 20 launches all the work there (prepare GPU
+    # 30..70, forward GPU 130..700 (warm-up: 130..19700)), makes 20 wait for 7 at b+110 each
+    # cycle and, once, at shutdown 5 ms after the last cycle (CPU 26000), makes 7 wait for 20.
+    t = FakeTrace()
+    starts = [0, 20000, 21000]
+    for c, o in enumerate(starts):
+        fwd_end, k_end = (19500, 19700) if c == 0 else (500, 700)
+        t.cycle(c, (o + 10) * U, (o + 100) * U, (o + fwd_end) * U, names=("prepare", "forward"), tid=LOOP)
+        said(t, o + 11, 7, record=2 * c + 1)
+        said(t, o + 101, 7, record=2 * c + 2)
+        kernel(t, o + 20, (o + 30, o + 70), 20, tid=12)
+        kernel(t, o + 120, (o + 130, o + k_end), 20, tid=12)
+        t.event_record(event=40, record=c + 1, start=(o + 110) * U, end=(o + 110) * U + 500, stream=7, tid=12)
+        t.stream_wait(event=40, record=c + 1, start=(o + 111) * U, end=(o + 111) * U + 500, stream=20, tid=12)
+    t.event_record(event=41, record=1, start=26000 * U, end=26000 * U + 500, stream=20, tid=12)
+    t.stream_wait(event=41, record=1, start=26001 * U, end=26001 * U + 500, stream=7, tid=12)
+    got = analyse(t, tmp_path)
+    # THEN as in test_worker_that_joins_its_stream_back_once_at_shutdown_keeps_its_streams_reading:
+    # the worker's stream 20: prepare 90, forward warm-up 100..19700 = 19600, then 600, 600.
+    # (Read on 7 the last forward would be 400, hiding 200 us.)
+    assert [(n, us, s) for _, n, us, s in got] == [("prepare", 90.0, 20), ("forward", 19600.0, 20)] + [("prepare", 90.0, 20), ("forward", 600.0, 20)] * 2
+
+
+def test_a_launcher_serving_two_loops_keeps_the_said_stream_by_its_own_loops_cycles(tmp_path):
+    # GIVEN loop A (tid 11): three 1 ms cycles at 0, 1000, 2000 (prepare 10..100, forward
+    # 100..500), saying 7; the launcher 15 (no range) launches A's prepare kernel on 7 (GPU
+    # 30..70), forks 14 off 7 at b+110, runs A's forward kernel on 14 (GPU 130..700) and joins
+    # 14 back into 7 at b+600 (after A's forward, before A's next cycle).
+    # Loop B (tid 13, also saying 7, its work also launched by 15): short cycles at b+505 and
+    # b+550 (prepare s..s+15, forward s+15..s+40), each phase one 2 us kernel on 7 launched by
+    # 15 at s+5 / s+20 (GPU s+6..s+8 / s+21..s+23), all after A's forward.
+    t = FakeTrace()
+    rec = 0
+    j = 0
+    for c in range(3):
+        o = 1000 * c
+        t.cycle(j, (o + 10) * U, (o + 100) * U, (o + 500) * U, names=("prepare", "forward"), tid=LOOP)
+        j += 1
+        rec += 1; said(t, o + 11, 7, record=rec)
+        rec += 1; said(t, o + 101, 7, record=rec)
+        kernel(t, o + 20, (o + 30, o + 70), 7, tid=LAUNCHER)
+        kernel(t, o + 120, (o + 130, o + 700), 14, tid=LAUNCHER)
+        _fork_and_join_back(t, o + 110, o + 600, c)
+        for s in (o + 505, o + 550):
+            t.cycle(j, s * U, (s + 15) * U, (s + 40) * U, names=("prepare", "forward"), tid=13)
+            j += 1
+            rec += 1; said(t, s + 1, 7, tid=13, record=rec)
+            rec += 1; said(t, s + 16, 7, tid=13, record=rec)
+            kernel(t, s + 5, (s + 6, s + 8), 7, tid=LAUNCHER)
+            kernel(t, s + 20, (s + 21, s + 23), 7, tid=LAUNCHER)
+    got = analyse(t, tmp_path)
+    # THEN A's phases read events on 7 (the launcher's current stream; 14 joined back at b+600):
+    # prepare 10..100 = 90, forward 100..500 = 400 (read on 14: 100..700 = 600)
+    a = [(n, us, s) for c, n, us, s in got if us >= 50]
+    assert a == [("prepare", 90.0, 7), ("forward", 400.0, 7)] * 3

@@ -35,8 +35,8 @@ The thirty-third: 'between' with launcher programs, 79 of seeds 0..3999, 'launch
 six varieties the same 5 of 0..3999 (319, 603, 1765, 3135, 3996): every one undecidable (alt.py, which
 now moves every phase read on another stream). Launcher programs found 3 misreads before the said-stream
 launcher rule (phase_streams.said_streams).
-The thirty-fourth: 'forks' 662 of seeds 0..2999 misread, none with joins in the phase or at the cycle's end,
-every one undecidable (alt.py; the 163 with say_streams only by its keep_said program: the launcher's
+The thirty-fourth: 'forks' 672 of seeds 0..2999 misread, none with joins in the phase or at the cycle's end,
+every one undecidable (alt.py; the 169 with say_streams only by its keep_said program: the launcher's
 current stream its own, the loop saying another: a launcher that only forks off the said stream and never
 joins back, or only at shutdown, makes the trace of a worker whose stream waits for the loop's);
 'launcher' 0..5999 the same 6, 'between' 0..1999 the same 42, the six 0..1999 the same 3.

@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from tracerecon.analysis.columns import computes, runs_model, thread_keys
 from tracerecon.analysis.intervals import distinct_few, isin_few
-from tracerecon.analysis.projection import int64s, string_mask
+from tracerecon.analysis.projection import I64_MAX, I64_MIN, int64s, string_mask
 from tracerecon.analysis.stream_clock import StreamClock, forks_joined_back
 from tracerecon.analysis.stream_keys import device_of_keys, pack_keys, stream_of_keys
 
@@ -340,14 +340,16 @@ def _launchers_use_said_stream(clock: StreamClock, ops: pa.Table, launcher: np.n
     kernels = computes(ops) & (rows >= 0)
     k_who, k_where, k_when = launcher[kernels], rows[kernels], clock.op_instants[kernels]
     pairs = np.unique(np.stack([ph[sel], launcher[has[sel]]], 1), axis=0)  # (phase, launcher) pairs asked
-    cycle_starts = _cycle_starts(range_thread, ph_s, cycle_of)
+    spans = _cycle_spans(range_thread, ph_s, ph_e, cycle_of)
+    none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
     for th in np.unique(pairs[:, 1]).tolist():
         mine = pairs[pairs[:, 1] == th, 0]
         for r in np.unique(said_row[mine]).tolist():
             on = mine[said_row[mine] == r]
-            # (the cycles of the threads whose ranges these are: a launcher serves one loop)
-            starts = np.unique(np.concatenate([cycle_starts.get(k, np.zeros(0, np.int64)) for k in np.unique(range_thread[on]).tolist()]))
-            t = np.sort(np.r_[k_when[(k_who == th) & (k_where == r)], _current_stream_forks(clock, r, th, starts)])
+            # (a fork counts by the cycles of any loop whose phases these are: one launcher may
+            # serve two loops, each with cycles of its own)
+            forks = [_current_stream_forks(clock, r, th, *spans.get(k, none)) for k in np.unique(range_thread[on]).tolist()]
+            t = np.sort(np.r_[k_when[(k_who == th) & (k_where == r)], np.unique(np.concatenate(forks))])
             if len(t) == 0:
                 continue
             first = np.searchsorted(t, ph_s[on], side="left")  # (the first at or after the range's start)
@@ -355,38 +357,46 @@ def _launchers_use_said_stream(clock: StreamClock, ops: pa.Table, launcher: np.n
     return out
 
 
-def _cycle_starts(range_thread: np.ndarray, ph_s: np.ndarray, cycle_of: np.ndarray) -> dict[int, np.ndarray]:
-    """Per thread (``thread_keys``) whose phases (``range_thread``, CPU starts ``ph_s``) are in
-    cycles (``cycle_of``, -1: none): the CPU starts of those cycles (each its earliest phase
-    start there), sorted."""
+def _cycle_spans(range_thread: np.ndarray, ph_s: np.ndarray, ph_e: np.ndarray, cycle_of: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per thread (``thread_keys``) whose phases (``range_thread``, CPU ``ph_s`` to ``ph_e``)
+    are in cycles (``cycle_of``, -1: none): the CPU starts of those cycles (each its earliest
+    phase start there) and ends (its latest phase end), in order of their starts."""
     ok = cycle_of >= 0
-    out: dict[int, np.ndarray] = {}
+    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for th in np.unique(range_thread[ok]).tolist():
         mine = ok & (range_thread == th)
         cycles, at = np.unique(cycle_of[mine], return_inverse=True)
-        first = np.full(len(cycles), np.iinfo(np.int64).max, np.int64)
+        first, last = np.full(len(cycles), I64_MAX, np.int64), np.full(len(cycles), I64_MIN, np.int64)
         np.minimum.at(first, at.ravel(), ph_s[mine])
-        out[th] = np.sort(first)
+        np.maximum.at(last, at.ravel(), ph_e[mine])
+        order = np.argsort(first, kind="stable")
+        out[th] = (first[order], last[order])
     return out
 
 
-def _current_stream_forks(clock: StreamClock, row: int, thread: int, cycle_starts: np.ndarray) -> np.ndarray:
+def _current_stream_forks(clock: StreamClock, row: int, thread: int, cycle_starts: np.ndarray, cycle_ends: np.ndarray) -> np.ndarray:
     """The CPU instants at which ``thread`` forked a side stream off stream row ``row`` (made
     it wait for a record there) and joined that side stream back into ``row`` by the end of the
-    cycle after the fork's (``forks_joined_back``; ``cycle_starts``: the loop's cycles' CPU
-    starts, sorted, the cycles past the last taken as long as their median): the pattern of a
-    thread whose current stream ``row`` is (`side.wait_stream(current)`, work there,
+    cycle after the fork's (``forks_joined_back``; ``cycle_starts``, ``cycle_ends``: the loop's
+    cycles, ``_cycle_spans``; a cycle ends where the next begins, the last where its last phase
+    ends, and the one after the last, not in the trace, a cycle period later: the lower median
+    of the periods, so that one long warm-up cycle among few does not stretch it): the pattern
+    of a thread whose current stream ``row`` is (`side.wait_stream(current)`, work there,
     `current.wait_stream(side)` in the phase, a later one, or the next cycle; forks of one cycle
-    may share a join: a copy stream forked for prepare's inputs and again for forward, joined back
-    once a cycle), not that of a worker making its own stream wait for another's now and then,
-    never joined back, or joined back once, late (at shutdown, a weight update: 2 cycles or more
-    after the fork). With fewer than two cycles nothing tells a late join: every join counts."""
+    may share a join: a copy stream forked for prepare's inputs and again for forward, joined
+    back once a cycle), not that of a worker making its own stream wait for another's now and
+    then, never joined back, or joined back once, late (at shutdown, a weight update: 2 cycles
+    or more after the fork). With fewer than two cycles nothing tells a late join: every join
+    counts."""
     fork_at, _, join_at = forks_joined_back(clock.join_into, clock.join_from, clock.join_cpu, row, waits_counted=clock.join_thread == thread)
     n = len(cycle_starts)
     if len(fork_at) == 0 or n < 2:
         return fork_at
-    period = int(np.median(np.diff(cycle_starts)))
-    # The start of the cycle two after the fork's (-1: a fork before the first cycle).
+    periods = np.sort(np.diff(cycle_starts))
+    period = int(periods[(len(periods) - 1) // 2])
+    last_end = int(cycle_ends.max())
+    # The end of the cycle after the fork's (-1: a fork before the first cycle): the start of
+    # the one after that, the last cycle's end, or past it a period more.
     two_on = np.searchsorted(cycle_starts, fork_at, side="right") - 1 + 2
-    limit = np.where(two_on < n, cycle_starts[np.minimum(two_on, n - 1)], cycle_starts[-1] + (two_on - (n - 1)) * period)
+    limit = np.where(two_on < n, cycle_starts[np.minimum(two_on, n - 1)], np.where(two_on == n, last_end, last_end + period))
     return fork_at[join_at < limit]
