@@ -2,8 +2,8 @@
 
 A phase whose thread said which stream was current as it began is read there
 (``declared_streams``: ``tracerecon.instrument`` records an event there and marks it) unless all
-its stream-deciding GPU work came from other threads that did not work from that stream within the phase. Otherwise a phase's stream is the one that
-received most of its kernel time (``phase_streams``: the sum of its ops' durations; a graph's
+its stream-deciding GPU work came from other threads that did not work from that stream within
+the phase. Otherwise a phase's stream is the one that received most of its kernel time (``phase_streams``: the sum of its ops' durations; a graph's
 branch nodes count on the graph's launch stream, ``graphs.graph_branches``; copies decide only in
 a phase that ran no kernel, and not on a stream that only copies where the phase's thread
 launches kernels: there the stream those copies feed, else the one the phase's thread forked
@@ -24,8 +24,8 @@ import numpy as np
 import pyarrow as pa
 
 from tracerecon.analysis.columns import computes, runs_model, thread_keys
-from tracerecon.analysis.intervals import distinct_few, isin_few
-from tracerecon.analysis.projection import I64_MAX, I64_MIN, int64s, string_mask
+from tracerecon.analysis.intervals import distinct_few, isin_few, segmented_min_max
+from tracerecon.analysis.projection import int64s, string_mask
 from tracerecon.analysis.stream_clock import StreamClock, forks_joined_back
 from tracerecon.analysis.stream_keys import device_of_keys, pack_keys, stream_of_keys
 
@@ -366,9 +366,7 @@ def _cycle_spans(range_thread: np.ndarray, ph_s: np.ndarray, ph_e: np.ndarray, c
     for th in np.unique(range_thread[ok]).tolist():
         mine = ok & (range_thread == th)
         cycles, at = np.unique(cycle_of[mine], return_inverse=True)
-        first, last = np.full(len(cycles), I64_MAX, np.int64), np.full(len(cycles), I64_MIN, np.int64)
-        np.minimum.at(first, at.ravel(), ph_s[mine])
-        np.maximum.at(last, at.ravel(), ph_e[mine])
+        first, last = segmented_min_max(ph_s[mine], ph_e[mine], at.ravel(), len(cycles))
         order = np.argsort(first, kind="stable")
         out[th] = (first[order], last[order])
     return out

@@ -1154,7 +1154,7 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     # not an offload thread's copies moved into it, which decide no stream here either.
     b_start, b_end, dev, stream = phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, busiest, ph_tid, ended_elsewhere=ended_elsewhere,
                                                    range_end=ph_e, cycle_ends=cycle_ends, op_owner=deciding_phase,
-                                                   launcher_ops=_launcher_ops(ops, deciding_phase, computing, ph_pid, dev, stream))
+                                                   launcher_ops=_launcher_ops(clock, ops, deciding_phase, computing, ph_pid, dev, stream))
     # Phases whose range's events may have gone on another stream of their thread: one that only
     # copied, read off the stream its copies ran on (SGLang's scheduler copying inputs on the
     # default stream that the forward stream waits for), and one that launched nothing, read on
@@ -1228,11 +1228,12 @@ def _kernels_all_on(clock: StreamClock, placed: pa.Table, op_phase: np.ndarray, 
     return (some & ~elsewhere)[:n]
 
 
-def _launcher_ops(ops: pa.Table, deciding_phase: np.ndarray, computing: np.ndarray, ph_pid: np.ndarray, ph_dev: np.ndarray,
+def _launcher_ops(clock: StreamClock, ops: pa.Table, deciding_phase: np.ndarray, computing: np.ndarray, ph_pid: np.ndarray, ph_dev: np.ndarray,
                   ph_stream: np.ndarray) -> np.ndarray:
-    """Per op: whether a launcher of these phases launched it onto one of its streams: a thread
-    that launched a kernel a phase owns (``deciding_phase``; ``computing``: per op, a kernel or
-    graph), onto the stream of such a kernel or the stream its phase is read on (``ph_pid``,
+    """Per op of ``ops`` (the table ``clock`` was built from: its ``launch_thread`` tells who
+    launched each): whether a launcher of these phases launched it onto one of its streams: a
+    thread that launched a kernel a phase owns (``deciding_phase``; ``computing``: per op, a
+    kernel or graph), onto the stream of such a kernel or the stream its phase is read on (``ph_pid``,
     ``ph_dev``, ``ph_stream``: the kernel on a side stream forked off it). Queued between two
     phases of a cycle, such work is the loop's, which the cycle holds (``phase_boundaries``'
     ``launcher_ops``). A thread that runs kernels of its own, none a phase's (a KV-offload
@@ -1244,9 +1245,8 @@ def _launcher_ops(ops: pa.Table, deciding_phase: np.ndarray, computing: np.ndarr
     owned = np.flatnonzero((deciding_phase >= 0) & computing)
     if len(owned) == 0:
         return out
-    pid = int64s(ops["pid"])
-    thread = thread_keys(pid, int64s(ops["launch_tid"], -1))
-    where = pack_keys(pid, int64s(ops["device_id"], -1), int64s(ops["stream_id"], -1))
+    thread = clock.launch_thread
+    where = pack_keys(int64s(ops["pid"]), int64s(ops["device_id"], -1), int64s(ops["stream_id"], -1))
     ph = deciding_phase[owned]
     read_on = np.where(ph_stream[ph] >= 0, pack_keys(ph_pid[ph], ph_dev[ph], ph_stream[ph]), where[owned])
     for th in distinct_few(thread[owned]).tolist():
