@@ -223,19 +223,49 @@ def test_one_machines_traces_begun_and_ended_apart_with_equal_counts_are_matched
     assert any(f"rank 1 holds 6 {AR} kernels, rank 0 6" in w and "its first is rank 0's #3" in w for w in a.warnings)
 
 
-def test_ranks_of_another_communicator_on_one_machine_are_said(tmp_path):
-    # GIVEN one machine, four rank traces: ranks 0 and 1 all-reduce together every 100 us (ends
-    # at 100k+60), ranks 2 and 3 are another group all-reducing every 130 us (ends at 130k+97)
+def test_ranks_of_two_communicators_on_one_machine_are_matched_within_each(tmp_path):
+    # GIVEN one machine, four rank traces: ranks 0 and 2 all-reduce together every 100 us (ends
+    # at 100k+60, rank 2 arriving 30 us late), ranks 1 and 3 are another communicator
+    # all-reducing every 130 us (ends at 130k+97, rank 3 arriving 35 us late)
     r = [rank_file(tmp_path, 0, [(100 * k + 10, 100 * k + 60) for k in range(50)]),
-         rank_file(tmp_path, 1, [(100 * k + 40, 100 * k + 60) for k in range(50)]),
-         rank_file(tmp_path, 2, [(130 * k + 45, 130 * k + 97) for k in range(50)]),
+         rank_file(tmp_path, 1, [(130 * k + 45, 130 * k + 97) for k in range(50)]),
+         rank_file(tmp_path, 2, [(100 * k + 40, 100 * k + 60) for k in range(50)]),
          rank_file(tmp_path, 3, [(130 * k + 80, 130 * k + 97) for k in range(50)])]
     a = analyze(r)
-    # THEN ranks 2 and 3, whose k-th kernels end 30k+37 us after rank 0's (median of k = 0..49:
-    # 30 * 24.5 + 37 = 772 us), are said to look like another communicator; rank 1 is not
+    # THEN ranks 0, 2 and ranks 1, 3 are matched within each group: rank 0 waited 30 us at
+    # each of its 50, rank 1 35 us; each collective is two ranks'; nothing is said to look like
+    # another communicator (their ends were apart by 30k+37 us, 772 us in the median)
+    assert [c.wait_ns for c in a.cross.comm] == [30 * U * 50, 35 * U * 50, 0, 0]
+    coll = a.cross.collectives
+    assert coll.num_rows == 200
+    pairs = set(zip(coll["collective"].to_pylist(), coll["rank"].to_pylist()))
+    assert pairs == {(k, r) for k in range(100) for r in ((0, 2) if k < 50 else (1, 3))}
+    assert [w.split(":")[0] for w in a.warnings if "communicators" in w] == [
+        "the ranks run 2 communicators (their collectives end together on one machine's clock within each, apart across)"]
+    assert any("ranks 0, 2; ranks 1, 3;" in w for w in a.warnings)
+    assert not any("look like another communicator" in w for w in a.warnings)
+    # Each rank on the first rank's timeline (the session clocks agree: offsets 0): rank 1, which
+    # ran no collective with rank 0, by its session start alone, its uncertainty unknown; rank 3
+    # refined on rank 1's by their collectives, and carried over by rank 1's session start
+    assert [x.method for x in a.cross.alignment] == ["shared clock", "session start", "session start + collectives", "session start + collectives"]
+    assert [x.offset_ns for x in a.cross.alignment] == [0, 0, 0, 0]
+    assert [x.offset_uncertainty_ns for x in a.cross.alignment] == [0, None, 0, None]
+
+
+def test_a_rank_alone_in_ending_its_collectives_apart_is_matched_with_the_rest_and_said(tmp_path):
+    # GIVEN one machine, three rank traces: ranks 0 and 1 all-reduce together every 100 us (ends
+    # at 100k+60), rank 2's kernels of the name end every 130 us (130k+97): no other rank's end
+    # with them (a clock off, or a communicator whose other ranks were not traced)
+    r = [rank_file(tmp_path, 0, [(100 * k + 10, 100 * k + 60) for k in range(50)]),
+         rank_file(tmp_path, 1, [(100 * k + 40, 100 * k + 60) for k in range(50)]),
+         rank_file(tmp_path, 2, [(130 * k + 45, 130 * k + 97) for k in range(50)])]
+    a = analyze(r)
+    # THEN one communicator is no split: the three are matched as one group, as before groups
+    # were told, and rank 2 is said to look like another communicator's (+772 us, as above)
+    assert not any("communicators (" in w for w in a.warnings)
+    assert a.cross.collectives.num_rows == 150
     said = [w for w in a.warnings if "look like another communicator" in w]
-    assert [w.split("'")[0] for w in said] == ["rank 2", "rank 3"]
-    assert all("+772 us from rank 0's" in w for w in said)
+    assert len(said) == 1 and said[0].startswith("rank 2's collectives end +772 us from rank 0's")
 
 
 def test_a_send_and_its_receive_are_no_collective_to_end_together(tmp_path):

@@ -179,25 +179,38 @@ def test_a_pipeline_stage_that_receives_and_sends_is_matched_with_nothing(tmp_pa
     assert any("rank 1 holds 8" in w and "sends and receives not matched" in w for w in a.warnings)
 
 
-def test_two_tensor_parallel_groups_in_one_report_are_said(tmp_path):
+def test_two_tensor_parallel_groups_in_one_report_are_matched_within_each(tmp_path):
     # GIVEN one report of pipeline stages 0 (ranks 0, 1) and 1 (ranks 2, 3), each a TP pair with
-    # an all-reduce per cycle; stage 1's runs 850 us after stage 0's (b+100..b+150 and
-    # b+950..b+1000: nearer the next cycle's of stage 0), 6 cycles on each
+    # an all-reduce per cycle c (b = 1000c us); stage 0's ends at b+150 on both, rank 1 reaching
+    # it 30 us late (b+130 against b+100); stage 1's runs 850 us later, ending at b+1000 (nearer
+    # stage 0's next), rank 2 reaching it 10 us late (b+960 against b+950), 40 us in cycle 3
     t = FakeTrace()
     ar = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(void)"
     for c in range(6):
         b = 1000 * c
         for r in range(4):
             lo = b + (0 if r < 2 else 850)
+            late = {1: 30, 2: 40 if c == 3 else 10}.get(r, 0)
             t.cycle(c, lo * U, (lo + 200) * U, names=("verify",), pid=10 + r)
-            kernel(t, 10 + r, r, lo + 10, (lo + 20, lo + 100))
-            kernel(t, 10 + r, r, lo + 20, (lo + 100, lo + 150), ar)
+            kernel(t, 10 + r, r, lo + 10, (lo + 20, lo + 100 + late))
+            kernel(t, 10 + r, r, lo + 20, (lo + 100 + late, lo + 150), ar)
     a = load([t.write(tmp_path / "pptp.sqlite")])
-    # THEN the all-reduces are matched in order (one report: one capture, no rank began later),
-    # not renumbered by their ends (which paired stage 1's with stage 0's next), and ranks 2 and
-    # 3 are said to end theirs 850 us from rank 0's: another communicator
-    assert not any("matched by end time" in w for w in a.warnings)
-    assert sum("collectives end +850 us from rank 0's" in w for w in a.warnings) == 2
+    # THEN the ranks are two communicators, each all-reduce matched within its own: rank 0 waited
+    # 30 us a cycle, rank 3 10 us (40 in cycle 3), ranks 1 and 2 never; 12 collectives of two
+    # ranks each. Rank 1 gated each cycle (the first of its 30 us is the cycle's most new
+    # lateness; after it, ties go to the first group), except cycle 3, where rank 2 came 30 us
+    # later than it already was
+    assert [c.wait_ns for c in a.cross.comm] == [30 * U * 6, 0, 0, (10 * 5 + 40) * U]
+    coll = a.cross.collectives
+    assert coll.num_rows == 24
+    assert sorted(set(zip(coll["collective"].to_pylist(), coll["rank"].to_pylist()))) == \
+        [(k, r) for k in range(12) for r in ((0, 1) if k < 6 else (2, 3))]
+    assert a.cross.critical_path["gating_rank"].to_pylist() == [1, 1, 1, 2, 1, 1]
+    assert [w for w in a.warnings if "communicators" in w] == [
+        "the ranks run 2 communicators (their collectives end together on one machine's clock within each, apart across): ranks 0, 1; "
+        "ranks 2, 3; collectives are matched, waited for and gate cycles within each (a tensor-parallel group of each pipeline stage "
+        "or data-parallel replica)"]
+    assert not any("matched by end time" in w or "look like another communicator" in w for w in a.warnings)
 
 
 @pytest.mark.parametrize("cycles", [6, 2])

@@ -12,7 +12,10 @@ rank's own ns to land on the common timeline of the lowest rank) and ``offset_un
 
 Collectives are matched across ranks by kernel name and order (the k-th ``ncclDevKernel_AllReduce...``
 of every rank is one collective), or by end time where the ranks' clocks are one machine's and
-their traces cover different stretches of the run (``_match_ordinals``). For each: arrival skew = last start - first start, the last
+their traces cover different stretches of the run (``_match_ordinals``), within each communicator
+group: ranks whose collectives end apart on one machine's clock (the tensor-parallel groups of
+pipeline stages or data-parallel replicas, kernels of the same names) are matched apart
+(``communicator_groups``). For each: arrival skew = last start - first start, the last
 rank to arrive, and per rank the time spent waiting (from its own start to the last arrival,
 at most its kernel's duration); the rest of the kernel is communication.
 """
@@ -197,40 +200,66 @@ def analyze_cross_rank(views: list[RankView]) -> CrossRank:
 
 def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: list[str]) -> CrossRank:
     """``analyze_cross_rank`` of ranks in rank order, given their communication kernels
-    (``_comm_ops``) and the names their name codes stand for."""
+    (``_comm_ops``) and the names their name codes stand for. Collectives are matched within
+    each communicator group (``communicator_groups``; one group unless one machine's clock shows
+    several), each group's on its first rank's timeline, brought onto the first rank's
+    (``_onto_first``); the collectives table and the critical path hold every group's."""
     # Per name code: whose kernels keep their order (sends and receives, DeepEP's low-latency
     # kernels), as ``_comm_ops`` found them on any rank.
     p2p = np.zeros(len(names), dtype=bool)
     for c in comm:
         p2p[c["in_order"]] = True
-    comm, warnings = _match_ordinals(views, comm, names, p2p)
-    # Collectives every rank ran, each rank's kernel of it (pos[r]), in the first rank's start order.
-    if len(views) > 1:
-        common = comm[0]["key"]
-        for c in comm[1:]:
-            common = np.intersect1d(common, c["key"], assume_unique=True)  # keys are unique per rank
-    else:
-        common = np.zeros(0, np.int64)
-    pos = [_positions(c["key"], common) for c in comm]
-    order = np.argsort(comm[0]["start"][pos[0]], kind="stable") if len(views) else np.zeros(0, np.int64)
-    pos = [p[order] for p in pos]
-    common = common[order]
-
-    alignment, moved = _align(views, comm, pos, p2p)
-    warnings += moved + _other_communicators(views, comm, pos, p2p)
+    groups = communicator_groups(views, comm, p2p)
+    warnings = _groups_note(views, groups)
+    n_ranks = len(views)
+    alignment: list[RankAlignment] = [RankAlignment(v.rank, 0, 0, "shared clock") for v in views]
+    # Per group: its rows, each row's kernel of each collective the group ran (in the group's
+    # first rank's start order) and the collectives' keys.
+    blocks: list[tuple[list[int], list[np.ndarray], np.ndarray]] = []
+    for rows in groups:
+        g_views, g_comm = [views[i] for i in rows], [comm[i] for i in rows]
+        g_comm, said = _match_ordinals(g_views, g_comm, names, p2p)
+        warnings += said
+        # Collectives every rank of the group ran, each rank's kernel of it (pos[r]).
+        if len(rows) > 1:
+            common = g_comm[0]["key"]
+            for c in g_comm[1:]:
+                common = np.intersect1d(common, c["key"], assume_unique=True)  # keys are unique per rank
+        else:
+            common = np.zeros(0, np.int64)
+        pos = [_positions(c["key"], common) for c in g_comm]
+        order = np.argsort(g_comm[0]["start"][pos[0]], kind="stable")
+        pos = [p[order] for p in pos]
+        g_align, moved = _align(g_views, g_comm, pos, p2p)
+        warnings += moved + _other_communicators(g_views, g_comm, pos, p2p)
+        for i, c, a in zip(rows, g_comm, _onto_first(g_align, g_views[0], views[0])):
+            comm[i], alignment[i] = c, a
+        blocks.append((rows, pos, common[order]))
     offset = np.array([a.offset_ns for a in alignment], dtype=np.int64)
 
-    n_ranks, m = len(views), len(common)
-    start = np.array([c["start"][p] for c, p in zip(comm, pos)], dtype=np.int64).reshape(n_ranks, m)
-    end = np.array([c["end"][p] for c, p in zip(comm, pos)], dtype=np.int64).reshape(n_ranks, m)
-    phase = np.array([c["phase"][p] for c, p in zip(comm, pos)], dtype=np.int64).reshape(n_ranks, m)
+    # Ranks x collectives, group after group; ``part``: the rank took part (its group's).
+    m = sum(len(common) for _, _, common in blocks)
+    start, end = np.zeros((n_ranks, m), np.int64), np.zeros((n_ranks, m), np.int64)
+    phase = np.full((n_ranks, m), -1, np.int64)
+    part = np.zeros((n_ranks, m), bool)
+    opens_group = np.zeros(m, bool)
+    at = 0
+    for rows, pos, common in blocks:
+        span = slice(at, at + len(common))
+        for r, p in zip(rows, pos):
+            start[r, span], end[r, span], phase[r, span], part[r, span] = comm[r]["start"][p], comm[r]["end"][p], comm[r]["phase"][p], True
+        if len(common):
+            opens_group[at] = True
+        at += len(common)
+    keys = np.concatenate([common for _, _, common in blocks]) if blocks else np.zeros(0, np.int64)
     aligned = start + offset[:, None]
-    first = aligned.min(axis=0) if m else np.zeros(0, np.int64)
-    last = aligned.max(axis=0) if m else np.zeros(0, np.int64)
+    first = np.where(part, aligned, np.iinfo(np.int64).max).min(axis=0) if m else np.zeros(0, np.int64)
+    arrived = np.where(part, aligned, I64_MIN)
+    last = arrived.max(axis=0) if m else np.zeros(0, np.int64)
     # The last to arrive; of ranks arriving together, the highest.
-    last_pos = (n_ranks - 1 - np.argmax(aligned[::-1], axis=0)) if m else np.zeros(0, np.int64)
+    last_pos = (n_ranks - 1 - np.argmax(arrived[::-1], axis=0)) if m else np.zeros(0, np.int64)
     rank_ids = np.array([v.rank for v in views], dtype=np.int64)
-    wait = np.minimum(np.maximum(last[None, :] - aligned, 0), end - start)
+    wait = np.where(part, np.minimum(np.maximum(last[None, :] - aligned, 0), end - start), 0)
 
     per_rank_wait, cycle = [], np.full((n_ranks, m), -1, dtype=np.int64)
     for r, v in enumerate(views):
@@ -241,20 +270,22 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
         per_rank_wait.append(waits)
         if n_ph:
             cycle[r, ok] = int64s(v.phases["cycle"], -1)[phase[r][ok]]
-    # One row per (collective, rank), collective by collective.
-    flat = lambda a: a.T.reshape(-1)  # noqa: E731
-    ci = np.repeat(np.arange(m, dtype=np.int64), n_ranks)
+    # One row per (collective, rank of its group), collective by collective.
+    took_part = part.T.reshape(-1)
+    flat = (lambda a: a.T.reshape(-1)) if took_part.all() else (lambda a: a.T.reshape(-1)[took_part])  # noqa: E731
+    ci = flat(np.broadcast_to(np.arange(m, dtype=np.int64), (n_ranks, m)))
     ph_flat, cyc_flat = flat(phase), flat(cycle)
+    per_coll = lambda a: flat(np.broadcast_to(a, (n_ranks, m)))  # noqa: E731
     collectives = pa.table({
         "collective": ci,
-        "name": pa.DictionaryArray.from_arrays(pa.array((common >> 40)[ci], pa.int32()), pa.array(names, pa.string())).cast(pa.string()),
-        "rank": pa.array(np.tile(rank_ids, m), pa.int32()),
+        "name": pa.DictionaryArray.from_arrays(pa.array((keys >> 40)[ci], pa.int32()), pa.array(names, pa.string())).cast(pa.string()),
+        "rank": pa.array(flat(np.broadcast_to(rank_ids[:, None], (n_ranks, m))), pa.int32()),
         "start_ns": flat(start), "end_ns": flat(end),
         "aligned_start_ns": flat(aligned), "aligned_end_ns": flat(end + offset[:, None]),
         "phase_id": pa.array(ph_flat, mask=ph_flat < 0),
         "cycle": pa.array(cyc_flat, mask=cyc_flat < 0),
-        "skew_ns": np.repeat(last - first, n_ranks),
-        "last_rank": pa.array(np.repeat(rank_ids[last_pos], n_ranks), pa.int32()),
+        "skew_ns": per_coll(last - first),
+        "last_rank": pa.array(per_coll(rank_ids[last_pos]), pa.int32()),
         "wait_ns": flat(wait), "comm_ns": flat(end - start - wait),
     }, schema=COLLECTIVES)
     comm_stats = tuple(
@@ -262,8 +293,21 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
                  phase_wait_ns=per_rank_wait[r])
         for r, (v, c) in enumerate(zip(views, comm))
     )
-    arrivals = _Arrivals(rank_ids, aligned, first, last, last_pos, wait, phase, cycle)
+    arrivals = _Arrivals(rank_ids, aligned, first, last, last_pos, wait, phase, cycle, part, opens_group)
     return CrossRank(tuple(alignment), comm_stats, collectives, _critical_path(views, arrivals, offset), tuple(warnings))
+
+
+def _onto_first(alignment: list[RankAlignment], lead: RankView, first: RankView) -> list[RankAlignment]:
+    """Alignments onto ``lead``'s timeline carried onto ``first``'s by ``lead``'s clock base
+    (``_unrefined``), which no collective refines (the two ran none together): where that base
+    is exact (one report) each rank keeps its own uncertainty and method, else the uncertainty
+    is unknown and ``lead`` takes the base's method."""
+    if lead is first:
+        return alignment
+    hop, hop_uncertainty, hop_method = _unrefined(lead, first)
+    exact = hop_uncertainty == 0
+    return [replace(a, offset_ns=a.offset_ns + hop, offset_uncertainty_ns=a.offset_uncertainty_ns if exact else None,
+                    method=a.method if exact or a.rank != lead.rank else hop_method) for a in alignment]
 
 
 def _without_silent_ranks(views: list[RankView], comm: list[dict[str, np.ndarray]], names: list[str], silent: list[bool]) -> CrossRank:
@@ -279,12 +323,8 @@ def _without_silent_ranks(views: list[RankView], comm: list[dict[str, np.ndarray
     quiet_views = [v for v, quiet in zip(views, silent) if quiet]
     cross = _matched(talking, [c for c, quiet in zip(comm, silent) if not quiet], names)  # silent ranks added no names
     stats = list(cross.comm)
-    alignment = [RankAlignment(v.rank, *_unrefined(v, views[0])) for v in quiet_views]
-    hop, hop_uncertainty, hop_method = _unrefined(talking[0], views[0])
-    exact = hop_uncertainty == 0  # one clock: the talking ranks' own uncertainties and methods hold as they are
-    for a in cross.alignment:
-        alignment.append(replace(a, offset_ns=a.offset_ns + hop, offset_uncertainty_ns=a.offset_uncertainty_ns if exact else None,
-                                 method=a.method if exact or a.rank != talking[0].rank else hop_method))
+    alignment = [RankAlignment(v.rank, *_unrefined(v, views[0])) for v in quiet_views] + _onto_first(list(cross.alignment), talking[0], views[0])
+    hop = _unrefined(talking[0], views[0])[0]
     for v in quiet_views:
         stats.append(RankComm(rank=v.rank, comm_ns=0, wait_ns=0, n_collectives=0, phase_wait_ns=np.zeros(v.phases.num_rows, dtype=np.int64)))
     warning = (f"rank{'s' if len(quiet_views) > 1 else ''} {', '.join(str(v.rank) for v in quiet_views)} ran no communication kernels: "
@@ -512,8 +552,9 @@ def _other_communicators(views: list[RankView], comm: list[dict[str, np.ndarray]
     ``p2p`` per name code) do not end with the first rank's (median more than
     ``ONE_COLLECTIVE_END_SPREAD_NS`` apart on the shared clock): kernels of other communicators
     (the tensor-parallel group of another pipeline stage or data-parallel replica), which
-    matching by name and order pairs anyway. Their waits are not waits for each other: said,
-    not hidden."""
+    matching by name and order pairs anyway where ``communicator_groups`` could not split them
+    (a rank alone in ending its collectives so). Their waits are not waits for each other:
+    said, not hidden."""
     out: list[str] = []
     collective = ~p2p[comm[0]["key"][pos[0]] >> 40]  # the matched keys are all named (>= 0)
     if not collective.any():
@@ -529,6 +570,84 @@ def _other_communicators(views: list[RankView], comm: list[dict[str, np.ndarray]
                        "group of another pipeline stage or data-parallel replica); ranks are matched as one group, so waits and "
                        "stragglers across the two groups do not hold")
     return out
+
+
+def communicator_groups(views: list[RankView], comm: list[dict[str, np.ndarray]], p2p: np.ndarray) -> list[list[int]]:
+    """The ranks (rows of ``views``, in rank order) split into communicator groups, each a list
+    of rows in order, the groups by their first rows. One collective's kernels end together on
+    every rank of its communicator (within a few us on one machine's clock), where another
+    communicator of the same kernel names (the tensor-parallel group of another pipeline stage
+    or data-parallel replica) ends its own anywhere between. Rank by rank, each joins the first
+    group whose first rank's collectives its own end with (``ends_together``), or starts a group
+    where its ends fit none of them. Where the ends cannot tell (another machine's clock, too
+    few collectives, collectives under 10 us apart), it joins the first group. A communicator
+    shows as two ranks or more ending together: a rank whose ends fit nobody's (a clock off by
+    part of a collective reads so as well) joins the first such group, and with fewer than two
+    such groups the ranks are one group, matched as where nothing shows another communicator
+    (``_other_communicators`` says what their ends look like)."""
+    groups: list[list[int]] = []
+    for i in range(len(views)):
+        for g in groups:
+            together = ends_together(views[i], comm[i], views[g[0]], comm[g[0]], p2p)
+            if together is None:
+                groups[0].append(i)
+                break
+            if together:
+                g.append(i)
+                break
+        else:
+            groups.append([i])
+    shared = [g for g in groups if len(g) > 1]
+    if len(shared) < 2:
+        return [list(range(len(views)))]
+    shared[0] = sorted(shared[0] + [i for g in groups if len(g) == 1 for i in g])
+    return sorted(shared, key=lambda g: g[0])
+
+
+def ends_together(v: RankView, c: dict[str, np.ndarray], lead: RankView, lead_c: dict[str, np.ndarray], p2p: np.ndarray) -> bool | None:
+    """Whether ``v``'s collective kernels (``c``, from ``_comm_ops``; sends and receives, which end
+    apart by the transfer, left out) end with ``lead``'s of the same name: True where most of
+    those within the span of ``lead``'s (a trace begun or ended elsewhere in the run) end within
+    ``ONE_COLLECTIVE_END_SPREAD_NS`` and a tenth of ``lead``'s median spacing of that name of
+    one of them, False where at most half do. None where that cannot be told: the two are not
+    on one machine's clock (``_one_machines_clock``), or fewer than ``PAIRED_MIN_KERNELS`` ends
+    were compared, of names spaced at least 10 us apart (``PAIRED_MIN_WITHIN_NS`` of room)."""
+    if not _one_machines_clock(v, lead):
+        return None
+    base = _clock_base(v, lead)[0]  # (one machine's clock: its base is known)
+    code, lead_code = c["key"] >> 40, lead_c["key"] >> 40
+    close = compared = 0
+    for k in np.intersect1d(code, lead_code).tolist():
+        if p2p[k]:
+            continue
+        e_ref = np.sort(lead_c["end"][lead_code == k])
+        if len(e_ref) < PAIRED_MIN_KERNELS:
+            continue
+        within = min(ONE_COLLECTIVE_END_SPREAD_NS, int(np.median(np.diff(e_ref))) // 10)
+        if within < PAIRED_MIN_WITHIN_NS:
+            continue
+        e = c["end"][code == k] + base
+        e = e[(e >= e_ref[0] - within) & (e <= e_ref[-1] + within)]
+        at = np.clip(np.searchsorted(e_ref, e), 1, len(e_ref) - 1)
+        nearest = np.minimum(np.abs(e_ref[at - 1] - e), np.abs(e_ref[at] - e))
+        close += int((nearest <= within).sum())
+        compared += len(e)
+    if compared < PAIRED_MIN_KERNELS:
+        return None
+    return 2 * close > compared
+
+
+def _groups_note(views: list[RankView], groups: list[list[int]]) -> list[str]:
+    """One line naming the communicator groups where there are several (``communicator_groups``)."""
+    if len(groups) < 2:
+        return []
+
+    def ranks(g: list[int]) -> str:
+        return f"rank{'s' if len(g) > 1 else ''} {', '.join(str(views[i].rank) for i in g)}"
+
+    return [f"the ranks run {len(groups)} communicators (their collectives end together on one machine's clock within each, apart across): "
+            f"{'; '.join(ranks(g) for g in groups)}; collectives are matched, waited for and gate cycles within each (a tensor-parallel "
+            "group of each pipeline stage or data-parallel replica)"]
 
 
 def _align(views, comm, pos, p2p: np.ndarray) -> tuple[list[RankAlignment], list[str]]:
@@ -608,6 +727,8 @@ class _Arrivals:
     wait: np.ndarray
     phase: np.ndarray  # phase instance (-1: none)
     cycle: np.ndarray  # its cycle (-1: none)
+    part: np.ndarray  # the rank took part (the collective is its communicator group's)
+    opens_group: np.ndarray  # per collective: the first of its group's (none of that group before it)
 
 
 def cycle_shifts(cycle: np.ndarray) -> np.ndarray:
@@ -663,7 +784,8 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
     """Per cycle: the (rank, phase) the others waited for, and how long.
 
     With collectives: the cycle's collective whose last rank brought the most new lateness (its
-    arrival skew minus how late that rank already was at the collective before) names the
+    arrival skew minus how late that rank already was at its group's collective before; over
+    every communicator group's collectives in the cycle, the first of the best) names the
     rank and, by the phase that rank was in, the phase (none where that rank marks no phase).
     Collectives every rank reached at once (within a microsecond) count for nobody. A straggler shows as a jump in
     lateness where it was held up; it may arrive late again later (when the others had queued
@@ -700,7 +822,7 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
         last_cycle = np.zeros(0, np.int64)
     row_cycle = np.where(last_cycle[None, :] >= 0, last_cycle[None, :], arr.cycle)
     waits_by_cycle: dict[int, dict[int, int]] = {}
-    has = row_cycle >= 0
+    has = (row_cycle >= 0) & arr.part
     if has.any():
         rows, ks = np.nonzero(has)
         packed = row_cycle[rows, ks] * n_ranks + rows
@@ -715,6 +837,7 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
     if m and n_ranks > 1:
         late_before = np.zeros(m, dtype=np.int64)
         late_before[1:] = arr.aligned[arr.last_pos[1:], cols[1:] - 1] - arr.first[:-1]
+        late_before[arr.opens_group] = 0  # (the collective before it is another group's)
         score = (arr.last - arr.first) - late_before
         # A collective every rank reached at once (within ARRIVED_TOGETHER_NS) gated nobody.
         counted = np.flatnonzero((last_cycle >= 0) & (arr.last - arr.first > ARRIVED_TOGETHER_NS))
