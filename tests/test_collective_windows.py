@@ -224,25 +224,27 @@ def test_one_machines_traces_begun_and_ended_apart_with_equal_counts_are_matched
 
 
 def test_ranks_of_two_communicators_on_one_machine_are_matched_within_each(tmp_path):
-    # GIVEN one machine, four rank traces: ranks 0 and 2 all-reduce together every 100 us (ends
-    # at 100k+60, rank 2 arriving 30 us late), ranks 1 and 3 are another communicator
-    # all-reducing every 130 us (ends at 130k+97, rank 3 arriving 35 us late)
-    r = [rank_file(tmp_path, 0, [(100 * k + 10, 100 * k + 60) for k in range(50)]),
-         rank_file(tmp_path, 1, [(130 * k + 45, 130 * k + 97) for k in range(50)]),
-         rank_file(tmp_path, 2, [(100 * k + 40, 100 * k + 60) for k in range(50)]),
-         rank_file(tmp_path, 3, [(130 * k + 80, 130 * k + 97) for k in range(50)])]
+    # GIVEN one machine, four rank traces: ranks 0 and 2 all-reduce together every 200 us (ends
+    # at 200k+60, rank 2 arriving 30 us late), ranks 1 and 3 are another communicator
+    # all-reducing every 260 us (ends at 260k+97, rank 3 arriving 35 us late)
+    r = [rank_file(tmp_path, 0, [(200 * k + 10, 200 * k + 60) for k in range(50)]),
+         rank_file(tmp_path, 1, [(260 * k + 45, 260 * k + 97) for k in range(50)]),
+         rank_file(tmp_path, 2, [(200 * k + 40, 200 * k + 60) for k in range(50)]),
+         rank_file(tmp_path, 3, [(260 * k + 80, 260 * k + 97) for k in range(50)])]
     a = analyze(r)
     # THEN ranks 0, 2 and ranks 1, 3 are matched within each group: rank 0 waited 30 us at
     # each of its 50, rank 1 35 us; each collective is two ranks'; nothing is said to look like
-    # another communicator (their ends were apart by 30k+37 us, 772 us in the median)
+    # another communicator (rank 1's ends within rank 0's span, 38, fall 60k+37 us past rank 0's
+    # modulo 200: within 20 us of one of them for k = 3, 6 (mod 10), 33, 36: 8 of 38)
     assert [c.wait_ns for c in a.cross.comm] == [30 * U * 50, 35 * U * 50, 0, 0]
     coll = a.cross.collectives
     assert coll.num_rows == 200
     pairs = set(zip(coll["collective"].to_pylist(), coll["rank"].to_pylist()))
     assert pairs == {(k, r) for k in range(100) for r in ((0, 2) if k < 50 else (1, 3))}
-    assert [w.split(":")[0] for w in a.warnings if "communicators" in w] == [
-        "the ranks run 2 communicators (their collectives end together on one machine's clock within each, apart across)"]
-    assert any("ranks 0, 2; ranks 1, 3;" in w for w in a.warnings)
+    assert [w for w in a.warnings if "communicators" in w] == [
+        f"{AR}: the ranks run 2 communicators of these kernels (their kernels end together on one machine's clock within each, apart "
+        "across): ranks 0, 2; ranks 1, 3; they are matched, waited for and gate cycles within each (a tensor-parallel group of each "
+        "pipeline stage or data-parallel replica)"]
     assert not any("look like another communicator" in w for w in a.warnings)
     # Each rank on the first rank's timeline (the session clocks agree: offsets 0): rank 1, which
     # ran no collective with rank 0, by its session start alone, its uncertainty unknown; rank 3
@@ -262,7 +264,7 @@ def test_a_rank_alone_in_ending_its_collectives_apart_is_matched_with_the_rest_a
     a = analyze(r)
     # THEN one communicator is no split: the three are matched as one group, as before groups
     # were told, and rank 2 is said to look like another communicator's (+772 us, as above)
-    assert not any("communicators (" in w for w in a.warnings)
+    assert not any("communicators of these kernels" in w for w in a.warnings)
     assert a.cross.collectives.num_rows == 150
     said = [w for w in a.warnings if "look like another communicator" in w]
     assert len(said) == 1 and said[0].startswith("rank 2's collectives end +772 us from rank 0's")

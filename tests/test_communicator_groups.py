@@ -61,7 +61,8 @@ def test_each_groups_collectives_are_matched_within_it(run):
     for r, g in enumerate(deal):
         groups.setdefault(g, []).append(r)
     said = "; ".join(f"ranks {', '.join(map(str, rs))}" for rs in sorted(groups.values()))
-    assert any(f"the ranks run {len(groups)} communicators" in w and f": {said}; collectives" in w for w in cross.warnings), cross.warnings
+    assert any(w.startswith(f"{AR}: the ranks run {len(groups)} communicators") and f": {said}; they are matched" in w
+               for w in cross.warnings), cross.warnings
     # ... each collective is one group's k-th, all of its ranks' and no other's
     coll = cross.collectives.to_pydict()
     members: dict[int, set[int]] = {}
@@ -96,3 +97,73 @@ def test_each_groups_collectives_are_matched_within_it(run):
         scores.sort(reverse=True)
         if scores and (len(scores) == 1 or scores[0][0] != scores[1][0]):
             assert rows[k]["gating_rank"] == scores[0][1] and rows[k]["how"] == "collectives"
+
+
+def test_a_rank_whose_capture_began_later_counts_cycles_as_its_groups_first_rank():
+    # GIVEN one machine, per-rank exports (session clocks agree): ranks 0, 1 all-reduce at k ms +
+    # 400 us (k = 0..7, cycle k), rank 1 reaching each 50 us late; ranks 2, 3 another
+    # communicator at k ms + 733 us, rank 3 reaching each 30 us late, 150 us late in k = 5;
+    # rank 3's capture began a collective later: its kernels are k = 1..7, its cycles numbered
+    # from 0 (its cycle c is the group's k = c + 1)
+    def on_machine(rank: int, kernels: list[tuple[int, int]]) -> cross_rank.RankView:
+        v = view(rank, kernels)
+        return cross_rank.RankView(rank, f"rank{rank}.sqlite", 0, v.gpu_ops, v.phases, gpu_uuids=frozenset({"machine-A"}))
+
+    def group(at: int, late: dict[int, int], first: int = 0) -> list[tuple[int, int]]:
+        return [(k * PERIOD + at - 200_000 + late.get(k, 0), k * PERIOD + at) for k in range(first, 8)]
+
+    cross = cross_rank.analyze_cross_rank([
+        on_machine(0, group(400_000, {})), on_machine(1, group(400_000, dict.fromkeys(range(8), 50_000))),
+        on_machine(2, group(733_000, {})), on_machine(3, group(733_000, {**dict.fromkeys(range(8), 30_000), 5: 150_000}, first=1))])
+    # THEN rank 3's cycles count as rank 2's (+1), which count as rank 0's (+0, no collective
+    # relates them); cycle 0 is rank 1's (its 50 us, the first lateness seen), cycle 1 rank 3's
+    # (its 30 us at the first collective its group ran together: new, where rank 1's 50 us is
+    # not), cycle 5 rank 3's (120 us more than it already was), the others rank 1's (no new
+    # lateness anywhere: the first group's collective first); rank 2 waited 30 us at k = 1..7
+    # but 150 at k = 5 (its kernels 200 us long)
+    assert cross.cycle_shift_of(3) == 1 and cross.cycle_shift_of(2) == 0
+    assert cross.critical_path["gating_rank"].to_pylist() == [1, 3, 1, 1, 1, 3, 1, 1]
+    assert cross.comm_of(2).wait_ns == 6 * 30_000 + 150_000
+    assert cross.comm_of(0).wait_ns == 8 * 50_000
+
+
+def test_a_rank_in_a_tensor_parallel_pair_and_a_world_group_waits_in_each():
+    # GIVEN one report of four ranks, 10 cycles of 1 ms (b = c ms): two tensor-parallel pairs,
+    # {0, 1} all-reducing at b+100 and b+250 us (rank 1 10 us late to each) and {2, 3} at b+600
+    # and b+750 (on time), each all-reduce ending 60 us after it begins; and an all-gather of
+    # all four at b+800..b+860, rank 3 reaching it 40 us late (an expert-parallel gather)
+    ag = "ncclDevKernel_AllGather_RING_LL"
+    kernels = {r: [] for r in range(4)}
+    for c in range(10):
+        b = c * PERIOD
+        for r in range(4):
+            for t in ((100_000, 250_000) if r < 2 else (600_000, 750_000)):
+                kernels[r].append((b + t + (10_000 if r == 1 else 0), b + t + 60_000, AR))
+            kernels[r].append((b + 800_000 + (40_000 if r == 3 else 0), b + 860_000, ag))
+    views = []
+    for r, ks in kernels.items():
+        n = len(ks)
+        ops = pa.table({"kind": pa.array(["kernel"] * n).dictionary_encode(), "name": pa.array([k[2] for k in ks]).dictionary_encode(),
+                        "start_ns": pa.array([k[0] for k in ks], pa.int64()), "end_ns": pa.array([k[1] for k in ks], pa.int64()),
+                        "phase_id": pa.array([k[0] // PERIOD for k in ks], pa.int64())})
+        phases = pa.table({"cycle": pa.array(range(10), pa.int64()), "phase": pa.array(["verify"] * 10),
+                           "gpu_end_ns": pa.array([c * PERIOD + 900_000 for c in range(10)], pa.int64()),
+                           "cpu_end_ns": pa.array([c * PERIOD + 900_000 for c in range(10)], pa.int64()),
+                           "gpu_ns": pa.array([800_000] * 10, pa.int64()), "cpu_ns": pa.array([1000] * 10, pa.int64()),
+                           "cpu_start_ns": pa.array([c * PERIOD for c in range(10)], pa.int64())})
+        views.append(cross_rank.RankView(r, "one report", None, ops, phases))
+    cross = cross_rank.analyze_cross_rank(views)
+    # THEN the all-reduces are two communicators' and the all-gather all four's: rank 0 waited
+    # 10 us at each of its 20 all-reduces and 40 us at each of 10 all-gathers, ranks 1 and 2 the
+    # all-gathers' 40 us, rank 3 never; each all-gather is four ranks', each all-reduce two's;
+    # rank 3 gated cycle 0 (its 40 us at the all-gather, new, against rank 1's 10 at the first
+    # all-reduce); after it no collective brings new lateness (each rank as late as at its
+    # group's one before), and the first of the cycle's collectives names its last rank: rank 1
+    assert [cross.comm_of(r).wait_ns for r in range(4)] == [20 * 10_000 + 10 * 40_000, 10 * 40_000, 10 * 40_000, 0]
+    coll = cross.collectives.to_pydict()
+    sizes: dict[tuple[int, str], int] = {}
+    for c, name in zip(coll["collective"], coll["name"]):
+        sizes[(c, name)] = sizes.get((c, name), 0) + 1
+    assert sorted(sizes.values()) == [2] * 40 + [4] * 10 and {n for (_, n), k in sizes.items() if k == 4} == {ag}
+    assert [w.split(":")[0] for w in cross.warnings] == [AR]
+    assert cross.critical_path["gating_rank"].to_pylist() == [3] + [1] * 9

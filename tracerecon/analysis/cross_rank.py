@@ -94,8 +94,10 @@ class CrossRank:
         rank, coll, cyc = int64s(t["rank"]), int64s(t["collective"]), int64s(t["cycle"], -1)
         ranks = np.unique(rank)
         grid = np.full((len(ranks), int(coll.max()) + 1), -1, dtype=np.int64)
+        took_part = np.zeros(grid.shape, dtype=bool)
         grid[np.searchsorted(ranks, rank), coll] = cyc
-        return dict(zip(ranks.tolist(), cycle_shifts(grid).tolist()))
+        took_part[np.searchsorted(ranks, rank), coll] = True
+        return dict(zip(ranks.tolist(), cycle_shifts(grid, took_part).tolist()))
 
     def cycle_shift_of(self, rank: int) -> int:
         """What to add to ``rank``'s own cycle numbers (its phases and cycles, its rows of
@@ -200,25 +202,30 @@ def analyze_cross_rank(views: list[RankView]) -> CrossRank:
 
 def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: list[str]) -> CrossRank:
     """``analyze_cross_rank`` of ranks in rank order, given their communication kernels
-    (``_comm_ops``) and the names their name codes stand for. Collectives are matched within
-    each communicator group (``communicator_groups``; one group unless one machine's clock shows
-    several), each group's on its first rank's timeline, brought onto the first rank's
-    (``_onto_first``); the collectives table and the critical path hold every group's."""
+    (``_comm_ops``) and the names their name codes stand for. The kernels of each name are
+    matched within each of its communicator groups (``communicator_groups``: all ranks, unless
+    one machine's clock shows several), collectives every rank of the group ran; the
+    collectives table, the waits and the critical path hold every group's."""
     # Per name code: whose kernels keep their order (sends and receives, DeepEP's low-latency
     # kernels), as ``_comm_ops`` found them on any rank.
     p2p = np.zeros(len(names), dtype=bool)
     for c in comm:
         p2p[c["in_order"]] = True
-    groups = communicator_groups(views, comm, p2p)
-    warnings = _groups_note(views, groups)
+    by_name = communicator_groups(views, comm, p2p)
+    warnings = _groups_note(views, by_name, names)
+    # Each group of ranks, with the names matched among them (every name's, where all ranks are
+    # one group: the kernels of all names matched at once, as before groups were told).
+    calls: dict[tuple[int, ...], list[int]] = {}
+    for code, groups in by_name.items():
+        for g in groups:
+            calls.setdefault(tuple(g), []).append(code)
     n_ranks = len(views)
-    alignment: list[RankAlignment] = [RankAlignment(v.rank, 0, 0, "shared clock") for v in views]
-    # Per group: its rows, each row's kernel of each collective the group ran (in the group's
-    # first rank's start order) and the collectives' keys.
-    blocks: list[tuple[list[int], list[np.ndarray], np.ndarray]] = []
-    for rows in groups:
-        g_views, g_comm = [views[i] for i in rows], [comm[i] for i in rows]
-        g_comm, said = _match_ordinals(g_views, g_comm, names, p2p)
+    # Per group: its rows, each row's kernel (start, end, phase) of each collective the group
+    # ran, in the group's first rank's start order, and the collectives' keys.
+    blocks: list[tuple[tuple[int, ...], list[tuple[np.ndarray, np.ndarray, np.ndarray]], np.ndarray]] = []
+    for rows, codes in calls.items():
+        g_comm = [_of_names(comm[i], codes) for i in rows]
+        g_comm, said = _match_ordinals([views[i] for i in rows], g_comm, names, p2p)
         warnings += said
         # Collectives every rank of the group ran, each rank's kernel of it (pos[r]).
         if len(rows) > 1:
@@ -230,12 +237,7 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
         pos = [_positions(c["key"], common) for c in g_comm]
         order = np.argsort(g_comm[0]["start"][pos[0]], kind="stable")
         pos = [p[order] for p in pos]
-        g_align, moved = _align(g_views, g_comm, pos, p2p)
-        warnings += moved + _other_communicators(g_views, g_comm, pos, p2p)
-        for i, c, a in zip(rows, g_comm, _onto_first(g_align, g_views[0], views[0])):
-            comm[i], alignment[i] = c, a
-        blocks.append((rows, pos, common[order]))
-    offset = np.array([a.offset_ns for a in alignment], dtype=np.int64)
+        blocks.append((rows, [(c["start"][p], c["end"][p], c["phase"][p]) for c, p in zip(g_comm, pos)], common[order]))
 
     # Ranks x collectives, group after group; ``part``: the rank took part (its group's).
     m = sum(len(common) for _, _, common in blocks)
@@ -244,14 +246,19 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
     part = np.zeros((n_ranks, m), bool)
     opens_group = np.zeros(m, bool)
     at = 0
-    for rows, pos, common in blocks:
+    for rows, kernels, common in blocks:
         span = slice(at, at + len(common))
-        for r, p in zip(rows, pos):
-            start[r, span], end[r, span], phase[r, span], part[r, span] = comm[r]["start"][p], comm[r]["end"][p], comm[r]["phase"][p], True
+        for r, (s_r, e_r, ph_r) in zip(rows, kernels):
+            start[r, span], end[r, span], phase[r, span], part[r, span] = s_r, e_r, ph_r, True
         if len(common):
             opens_group[at] = True
         at += len(common)
     keys = np.concatenate([common for _, _, common in blocks]) if blocks else np.zeros(0, np.int64)
+    in_order = p2p[keys >> 40]
+    alignment, moved = _align(views, start, end, part, in_order)
+    warnings += moved + _other_communicators(views, end, part, in_order)
+    offset = np.array([a.offset_ns for a in alignment], dtype=np.int64)
+
     aligned = start + offset[:, None]
     first = np.where(part, aligned, np.iinfo(np.int64).max).min(axis=0) if m else np.zeros(0, np.int64)
     arrived = np.where(part, aligned, I64_MIN)
@@ -273,9 +280,9 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
     # One row per (collective, rank of its group), collective by collective.
     took_part = part.T.reshape(-1)
     flat = (lambda a: a.T.reshape(-1)) if took_part.all() else (lambda a: a.T.reshape(-1)[took_part])  # noqa: E731
-    ci = flat(np.broadcast_to(np.arange(m, dtype=np.int64), (n_ranks, m)))
-    ph_flat, cyc_flat = flat(phase), flat(cycle)
     per_coll = lambda a: flat(np.broadcast_to(a, (n_ranks, m)))  # noqa: E731
+    ci = per_coll(np.arange(m, dtype=np.int64))
+    ph_flat, cyc_flat = flat(phase), flat(cycle)
     collectives = pa.table({
         "collective": ci,
         "name": pa.DictionaryArray.from_arrays(pa.array((keys >> 40)[ci], pa.int32()), pa.array(names, pa.string())).cast(pa.string()),
@@ -295,6 +302,16 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
     )
     arrivals = _Arrivals(rank_ids, aligned, first, last, last_pos, wait, phase, cycle, part, opens_group)
     return CrossRank(tuple(alignment), comm_stats, collectives, _critical_path(views, arrivals, offset), tuple(warnings))
+
+
+def _of_names(c: dict[str, np.ndarray], codes: list[int]) -> dict[str, np.ndarray]:
+    """One rank's communication kernels (``_comm_ops``) of the names ``codes`` only (all of
+    them, as they are, where it ran no other)."""
+    keep = np.isin(c["key"] >> 40, codes)
+    if keep.all():
+        return c
+    return {"start": c["start"][keep], "end": c["end"][keep], "phase": c["phase"][keep], "key": c["key"][keep],
+            "in_order": c["in_order"][np.isin(c["in_order"], codes)]}
 
 
 def _onto_first(alignment: list[RankAlignment], lead: RankView, first: RankView) -> list[RankAlignment]:
@@ -547,23 +564,20 @@ PAIRED_MIN_WITHIN_NS = 1_000
 ONE_COLLECTIVE_END_SPREAD_NS = 50_000
 
 
-def _other_communicators(views: list[RankView], comm: list[dict[str, np.ndarray]], pos: list[np.ndarray], p2p: np.ndarray) -> list[str]:
-    """Ranks on the first rank's machine whose matched collectives (not sends and receives,
-    ``p2p`` per name code) do not end with the first rank's (median more than
-    ``ONE_COLLECTIVE_END_SPREAD_NS`` apart on the shared clock): kernels of other communicators
-    (the tensor-parallel group of another pipeline stage or data-parallel replica), which
-    matching by name and order pairs anyway where ``communicator_groups`` could not split them
-    (a rank alone in ending its collectives so). Their waits are not waits for each other:
-    said, not hidden."""
+def _other_communicators(views: list[RankView], end: np.ndarray, part: np.ndarray, in_order: np.ndarray) -> list[str]:
+    """Ranks on the first rank's machine whose collectives matched with the first rank's (rows
+    of ``end`` and ``part``, ranks x matched collectives; sends and receives, ``in_order``, left
+    out) do not end with them (median more than ``ONE_COLLECTIVE_END_SPREAD_NS`` apart on the
+    shared clock): kernels of other communicators (the tensor-parallel group of another
+    pipeline stage or data-parallel replica), which matching by name and order pairs anyway
+    where ``communicator_groups`` could not split them (a rank alone in ending its collectives
+    so). Their waits are not waits for each other: said, not hidden."""
     out: list[str] = []
-    collective = ~p2p[comm[0]["key"][pos[0]] >> 40]  # the matched keys are all named (>= 0)
-    if not collective.any():
-        return out
-    ref_end = comm[0]["end"][pos[0]][collective]
-    for v, c, p in zip(views[1:], comm[1:], pos[1:]):
-        if not _one_machines_clock(v, views[0]):
+    for r, v in enumerate(views[1:], start=1):
+        both = part[0] & part[r] & ~in_order
+        if not both.any() or not _one_machines_clock(v, views[0]):
             continue
-        apart = int(np.median(c["end"][p][collective] + _clock_base(v, views[0])[0] - ref_end))
+        apart = int(np.median(end[r, both] + _clock_base(v, views[0])[0] - end[0, both]))
         if abs(apart) > ONE_COLLECTIVE_END_SPREAD_NS:
             out.append(f"rank {v.rank}'s collectives end {apart / 1000:+.0f} us from rank {views[0].rank}'s on one machine's clock "
                        "(median), where one collective's kernels end together: they look like another communicator's (a tensor-parallel "
@@ -572,128 +586,173 @@ def _other_communicators(views: list[RankView], comm: list[dict[str, np.ndarray]
     return out
 
 
-def communicator_groups(views: list[RankView], comm: list[dict[str, np.ndarray]], p2p: np.ndarray) -> list[list[int]]:
-    """The ranks (rows of ``views``, in rank order) split into communicator groups, each a list
-    of rows in order, the groups by their first rows. One collective's kernels end together on
-    every rank of its communicator (within a few us on one machine's clock), where another
-    communicator of the same kernel names (the tensor-parallel group of another pipeline stage
-    or data-parallel replica) ends its own anywhere between. Rank by rank, each joins the first
-    group whose first rank's collectives its own end with (``ends_together``), or starts a group
-    where its ends fit none of them. Where the ends cannot tell (another machine's clock, too
-    few collectives, collectives under 10 us apart), it joins the first group. A communicator
-    shows as two ranks or more ending together: a rank whose ends fit nobody's (a clock off by
-    part of a collective reads so as well) joins the first such group, and with fewer than two
-    such groups the ranks are one group, matched as where nothing shows another communicator
+def communicator_groups(views: list[RankView], comm: list[dict[str, np.ndarray]], p2p: np.ndarray) -> dict[int, list[list[int]]]:
+    """Per name code of the ranks' communication kernels, in code order: the ranks (rows of
+    ``views``, in rank order) split into the communicator groups that ran kernels of that name,
+    each a list of rows in order, the groups by their first rows. One collective's kernels end
+    together on every rank of its communicator (within a few us on one machine's clock), where
+    another communicator's kernels of the same name (the tensor-parallel group of another
+    pipeline stage or data-parallel replica) end anywhere between; a rank may share one name's
+    communicator with every rank (an expert-parallel all-gather) and another's with a few (the
+    tensor-parallel all-reduce). Rank by rank, each joins the first group whose first rank's
+    kernels of the name its own end with (``ends_together``), or starts a group where they fit
+    none. Where the ends cannot tell (another machine's clock, too few kernels, kernels under
+    80 us apart, sends and receives), it joins the first group. A communicator shows as two
+    ranks or more ending together: a rank whose ends fit nobody's (a clock off by part of a
+    collective reads so as well) joins the first such group, and with fewer than two such groups
+    the name's ranks are one group, matched as where nothing shows another communicator
     (``_other_communicators`` says what their ends look like)."""
-    groups: list[list[int]] = []
-    for i in range(len(views)):
-        for g in groups:
-            together = ends_together(views[i], comm[i], views[g[0]], comm[g[0]], p2p)
-            if together is None:
-                groups[0].append(i)
-                break
-            if together:
-                g.append(i)
-                break
-        else:
-            groups.append([i])
-    shared = [g for g in groups if len(g) > 1]
-    if len(shared) < 2:
-        return [list(range(len(views)))]
-    shared[0] = sorted(shared[0] + [i for g in groups if len(g) == 1 for i in g])
-    return sorted(shared, key=lambda g: g[0])
+    codes = np.unique(np.concatenate([c["key"] >> 40 for c in comm])) if comm else np.zeros(0, np.int64)
+    everyone = list(range(len(views)))
+    out: dict[int, list[list[int]]] = {}
+    for code in codes.tolist():
+        groups: list[list[int]] = []
+        for i in everyone if not p2p[code] else ():
+            for g in groups:
+                together = ends_together(views[i], comm[i], views[g[0]], comm[g[0]], code)
+                if together is None:
+                    groups[0].append(i)
+                    break
+                if together:
+                    g.append(i)
+                    break
+            else:
+                groups.append([i])
+        shared = [g for g in groups if len(g) > 1]
+        if len(shared) < 2:
+            out[code] = [everyone]
+            continue
+        shared[0] = sorted(shared[0] + [i for g in groups if len(g) == 1 for i in g])
+        out[code] = sorted(shared, key=lambda g: g[0])
+    return out
 
 
-def ends_together(v: RankView, c: dict[str, np.ndarray], lead: RankView, lead_c: dict[str, np.ndarray], p2p: np.ndarray) -> bool | None:
-    """Whether ``v``'s collective kernels (``c``, from ``_comm_ops``; sends and receives, which end
-    apart by the transfer, left out) end with ``lead``'s of the same name: True where most of
-    those within the span of ``lead``'s (a trace begun or ended elsewhere in the run) end within
-    ``ONE_COLLECTIVE_END_SPREAD_NS`` and a tenth of ``lead``'s median spacing of that name of
-    one of them, False where at most half do. None where that cannot be told: the two are not
-    on one machine's clock (``_one_machines_clock``), or fewer than ``PAIRED_MIN_KERNELS`` ends
-    were compared, of names spaced at least 10 us apart (``PAIRED_MIN_WITHIN_NS`` of room)."""
+def ends_together(v: RankView, c: dict[str, np.ndarray], lead: RankView, lead_c: dict[str, np.ndarray], code: int) -> bool | None:
+    """Whether ``v``'s kernels of the name ``code`` (``c``, from ``_comm_ops``) end with
+    ``lead``'s, on one machine's clock: of those within the span of ``lead``'s (a trace begun or
+    ended elsewhere in the run), the share that end within the tolerance of one of ``lead``'s
+    (``GROUP_END_TOLERANCE_NS``, or a quarter of ``lead``'s median kernel of the name where
+    that is more: a large collective's kernels end a step of its pipeline apart): True at three
+    quarters or more, False at a quarter or less (kernels of another communicator, at any other
+    time, pass so by chance about twice the tolerance over the spacing). None where that cannot
+    be told: in between, or the two are not on one machine's clock (``_one_machines_clock``), or
+    ``lead``'s kernels are fewer than ``PAIRED_MIN_KERNELS`` or under four tolerances apart
+    (median), or fewer than ``PAIRED_MIN_KERNELS`` of ``v``'s fall in their span."""
     if not _one_machines_clock(v, lead):
         return None
-    base = _clock_base(v, lead)[0]  # (one machine's clock: its base is known)
-    code, lead_code = c["key"] >> 40, lead_c["key"] >> 40
-    close = compared = 0
-    for k in np.intersect1d(code, lead_code).tolist():
-        if p2p[k]:
-            continue
-        e_ref = np.sort(lead_c["end"][lead_code == k])
-        if len(e_ref) < PAIRED_MIN_KERNELS:
-            continue
-        within = min(ONE_COLLECTIVE_END_SPREAD_NS, int(np.median(np.diff(e_ref))) // 10)
-        if within < PAIRED_MIN_WITHIN_NS:
-            continue
-        e = c["end"][code == k] + base
-        e = e[(e >= e_ref[0] - within) & (e <= e_ref[-1] + within)]
-        at = np.clip(np.searchsorted(e_ref, e), 1, len(e_ref) - 1)
-        nearest = np.minimum(np.abs(e_ref[at - 1] - e), np.abs(e_ref[at] - e))
-        close += int((nearest <= within).sum())
-        compared += len(e)
-    if compared < PAIRED_MIN_KERNELS:
+    mine = (lead_c["key"] >> 40) == code
+    e_ref = np.sort(lead_c["end"][mine])
+    if len(e_ref) < PAIRED_MIN_KERNELS:
         return None
-    return 2 * close > compared
+    tol = max(GROUP_END_TOLERANCE_NS, int(np.median(lead_c["end"][mine] - lead_c["start"][mine])) // 4)
+    if np.median(np.diff(e_ref)) < 4 * tol:
+        return None
+    e = c["end"][(c["key"] >> 40) == code] + _clock_base(v, lead)[0]  # (one machine's clock: its base is known)
+    e = e[(e >= e_ref[0] - tol) & (e <= e_ref[-1] + tol)]
+    if len(e) < PAIRED_MIN_KERNELS:
+        return None
+    at = np.clip(np.searchsorted(e_ref, e), 1, len(e_ref) - 1)
+    close = int((np.minimum(np.abs(e_ref[at - 1] - e), np.abs(e_ref[at] - e)) <= tol).sum())
+    if 4 * close >= 3 * len(e):
+        return True
+    if 4 * close <= len(e):
+        return False
+    return None
 
 
-def _groups_note(views: list[RankView], groups: list[list[int]]) -> list[str]:
-    """One line naming the communicator groups where there are several (``communicator_groups``)."""
-    if len(groups) < 2:
-        return []
-
-    def ranks(g: list[int]) -> str:
-        return f"rank{'s' if len(g) > 1 else ''} {', '.join(str(views[i].rank) for i in g)}"
-
-    return [f"the ranks run {len(groups)} communicators (their collectives end together on one machine's clock within each, apart across): "
-            f"{'; '.join(ranks(g) for g in groups)}; collectives are matched, waited for and gate cycles within each (a tensor-parallel "
-            "group of each pipeline stage or data-parallel replica)"]
+# Kernels of one collective end within this of each other on every rank of its communicator, on
+# one machine's clock (the real 2-H200 NCCL samples: 0.5 us in the median, 2.6 us at the 99th
+# percentile, 3.1 us at most; a margin for rings of 8 GPUs); kernels of one name further apart
+# than this (or than a quarter of the kernel) on most collectives are another communicator's
+# (``ends_together``).
+GROUP_END_TOLERANCE_NS = 20_000
 
 
-def _align(views, comm, pos, p2p: np.ndarray) -> tuple[list[RankAlignment], list[str]]:
-    """Each rank's offset onto the first rank's timeline: its clock's base (``_clock_base``),
-    refined by the median end-time residual of the matched kernels. Sends and receives (``p2p``,
-    per name code) end apart by the transfer, so they refine only clocks of other machines (off
-    by far more than a transfer) and only where no collective was matched: on one machine's
-    clock (``_one_machines_clock``) they would move an exact base by the transfer time; where
-    they refine it, the uncertainty is at least the shorter kernel of a pair (median), which
-    holds the transfer their ends are apart by, the same each time and so not in their spread.
-    Where that refinement moves a session-start base (another machine's clock) by more than
-    half the first rank's median spacing between matched collectives, the match in order may be
-    off by whole collectives (a capture begun later there reads the same): the offset's
-    uncertainty is unknown (None), and a warning says so (returned with the alignments)."""
-    ref, ref_pos = views[0], pos[0] if pos else None
-    ref_p2p = p2p[comm[0]["key"][ref_pos] >> 40] if ref_pos is not None and len(ref_pos) else np.zeros(0, bool)
-    out, moved = [], []
-    for v, c, p in zip(views, comm, pos):
-        if v.clock == ref.clock:
-            out.append(RankAlignment(v.rank, 0, 0, "shared clock"))
+def _groups_note(views: list[RankView], by_name: dict[int, list[list[int]]], names: list[str]) -> list[str]:
+    """One line per way the ranks split into communicator groups (``communicator_groups``),
+    naming the kernels matched so; none where every name's ranks are one group."""
+    splits: dict[tuple[tuple[int, ...], ...], list[str]] = {}
+    for code, groups in by_name.items():
+        if len(groups) > 1:
+            splits.setdefault(tuple(map(tuple, groups)), []).append(names[code])
+
+    def ranks(g: tuple[int, ...]) -> str:
+        return f"ranks {', '.join(str(views[i].rank) for i in g)}"
+
+    return [f"{', '.join(kernels)}: the ranks run {len(groups)} communicators of these kernels (their kernels end together on one "
+            f"machine's clock within each, apart across): {'; '.join(ranks(g) for g in groups)}; they are matched, waited for and gate "
+            "cycles within each (a tensor-parallel group of each pipeline stage or data-parallel replica)"
+            for groups, kernels in splits.items()]
+
+
+def _align(views: list[RankView], start: np.ndarray, end: np.ndarray, part: np.ndarray,
+           in_order: np.ndarray) -> tuple[list[RankAlignment], list[str]]:
+    """Each rank's offset onto the first rank's timeline, from the matched collectives (rows of
+    ``start``, ``end`` and ``part``: ranks x collectives; ``in_order``: sends and receives). A
+    rank that ran collectives with the first rank is aligned on it (``_aligned_on``); one that
+    ran none with it, on the first rank that it ran some with (its communicator group's first),
+    itself on the first rank's timeline already: offsets add up, and the uncertainty is the
+    rank's own where that one's is exactly known (one report), else unknown; a rank that met
+    nobody, by its clock alone (``_unrefined``). Returned with the warnings of offsets moved far
+    off another machine's clock (``_moved_clock_notes``)."""
+    out: list[RankAlignment] = []
+    moved: list[tuple[int, int, int, str]] = []
+    for r, v in enumerate(views):
+        q = next((q for q in range(r) if (part[q] & part[r]).any()), None) if r else None
+        if r and q is None:
+            out.append(RankAlignment(v.rank, *_unrefined(v, views[0])))
             continue
-        base, method = _clock_base(v, ref) or (0, "none")
-        by_transfers = False
-        if (~ref_p2p).any():
-            p, r = p[~ref_p2p], ref_pos[~ref_p2p]
-        elif _one_machines_clock(v, ref):
-            p, r = p[:0], ref_pos[:0]
-        else:
-            r, by_transfers = ref_pos, True
-        if len(p):
-            resid = (c["end"][p] + base) - comm[0]["end"][r]
-            shift = int(np.median(resid))
-            left = resid - shift
-            mad = int(np.median(np.abs(left - np.median(left)))) if len(left) > 1 else None
-            if by_transfers and mad is not None:
-                # A send's end and its receive's are apart by the transfer, the same each time:
-                # their spread leaves it out. It is within the shorter kernel of each pair.
-                mad = max(mad, int(np.median(np.minimum(c["end"][p] - c["start"][p], comm[0]["end"][r] - comm[0]["start"][r]))))
-            spacing = int(np.median(np.diff(np.sort(comm[0]["end"][r])))) if len(r) > 1 else 0
-            if method != "none" and not _one_machines_clock(v, ref) and spacing > 0 and 2 * abs(shift) > spacing:
-                mad = None
-                moved.append((v.rank, -shift, spacing, method))
-            out.append(RankAlignment(v.rank, base - shift, mad, method + " + collectives" if method != "none" else "collectives"))
-        else:
-            out.append(RankAlignment(v.rank, base, None, method))
+        q = q or 0
+        a, shift = _aligned_on(v, views[q], start[r], end[r], start[q], end[q], part[q] & part[r], in_order)
+        if shift is not None:
+            moved.append((v.rank, *shift))
+        if q:
+            known = out[q].offset_uncertainty_ns == 0
+            a = replace(a, offset_ns=a.offset_ns + out[q].offset_ns, offset_uncertainty_ns=a.offset_uncertainty_ns if known else None)
+        out.append(a)
     return out, _moved_clock_notes(moved)
+
+
+def _aligned_on(v: RankView, ref: RankView, start: np.ndarray, end: np.ndarray, ref_start: np.ndarray, ref_end: np.ndarray,
+                both: np.ndarray, in_order: np.ndarray) -> tuple[RankAlignment, tuple[int, int, str] | None]:
+    """``v``'s offset onto ``ref``'s timeline: its clock's base (``_clock_base``), refined by the
+    median end-time residual of the collectives both ran (``both``, over the kernels' ``start``
+    and ``end``, ``v``'s and ``ref``'s). Sends and receives (``in_order``) end apart by the
+    transfer, so they refine only clocks of other machines (off by far more than a transfer)
+    and only where no collective was matched: on one machine's clock (``_one_machines_clock``)
+    they would move an exact base by the transfer time; where they refine it, the uncertainty is
+    at least the shorter kernel of a pair (median), which holds the transfer their ends are
+    apart by, the same each time and so not in their spread. Where that refinement moves a
+    session-start base (another machine's clock) by more than half ``ref``'s median spacing
+    between matched collectives, the match in order may be off by whole collectives (a capture
+    begun later there reads the same): the offset's uncertainty is unknown (None), and the
+    second value is (ns moved, that spacing, the base's method) for the warning."""
+    if v.clock == ref.clock:
+        return RankAlignment(v.rank, 0, 0, "shared clock"), None
+    base, method = _clock_base(v, ref) or (0, "none")
+    by_transfers = False
+    if (both & ~in_order).any():
+        use = both & ~in_order
+    elif _one_machines_clock(v, ref):
+        use = np.zeros_like(both)
+    else:
+        use, by_transfers = both, True
+    if not use.any():
+        return RankAlignment(v.rank, base, None, method), None
+    resid = (end[use] + base) - ref_end[use]
+    shift = int(np.median(resid))
+    left = resid - shift
+    mad = int(np.median(np.abs(left - np.median(left)))) if len(left) > 1 else None
+    if by_transfers and mad is not None:
+        # A send's end and its receive's are apart by the transfer, the same each time:
+        # their spread leaves it out. It is within the shorter kernel of each pair.
+        mad = max(mad, int(np.median(np.minimum(end[use] - start[use], ref_end[use] - ref_start[use]))))
+    spacing = int(np.median(np.diff(np.sort(ref_end[use])))) if use.sum() > 1 else 0
+    moved = None
+    if method != "none" and not _one_machines_clock(v, ref) and spacing > 0 and 2 * abs(shift) > spacing:
+        mad = None
+        moved = (-shift, spacing, method)
+    return RankAlignment(v.rank, base - shift, mad, method + " + collectives" if method != "none" else "collectives"), moved
 
 
 def _moved_clock_notes(moved: list[tuple[int, int, int, str]]) -> list[str]:
@@ -731,17 +790,25 @@ class _Arrivals:
     opens_group: np.ndarray  # per collective: the first of its group's (none of that group before it)
 
 
-def cycle_shifts(cycle: np.ndarray) -> np.ndarray:
-    """Per rank (rows of ``cycle``: each rank's cycle at each matched collective, -1 none): what
-    to add to its cycle numbers to count them as the first rank does, the most common difference
-    over the collectives both ran in a cycle (0 where they share none)."""
+def cycle_shifts(cycle: np.ndarray, took_part: np.ndarray) -> np.ndarray:
+    """Per rank (rows of ``cycle``: each rank's cycle at each matched collective, -1 none, and
+    ``took_part``: whether it ran that collective): what to add to its cycle numbers to count
+    them as the first rank does. Each rank's cycles are related to those of the first rank that
+    ran a collective with it (the first rank; in another communicator group, its group's first):
+    the most common difference over the collectives both ran in a cycle (0 where there are
+    none), added to that rank's own shift (0 for a group's first: no collective relates groups)."""
     n = cycle.shape[0]
     out = np.zeros(n, dtype=np.int64)
+    has = cycle >= 0
     for r in range(1, n):
-        both = (cycle[0] >= 0) & (cycle[r] >= 0)
+        q = next((q for q in range(r) if (took_part[q] & took_part[r]).any()), None)
+        if q is None:
+            continue
+        both = has[q] & has[r]
         if both.any():
-            values, counts = np.unique(cycle[0][both] - cycle[r][both], return_counts=True)
+            values, counts = np.unique(cycle[q][both] - cycle[r][both], return_counts=True)
             out[r] = values[np.argmax(counts)]
+        out[r] += out[q]
     return out
 
 
@@ -800,7 +867,7 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
     # Cycles are numbered in the first rank's count: another rank's cycle k is its first's
     # k + shift, the shift its collectives show (a capture begun cycles later numbers its
     # cycles from 0 all the same).
-    shift = cycle_shifts(arr.cycle)
+    shift = cycle_shifts(arr.cycle, arr.part)
     shifted = arr.cycle + shift[:, None]
     arr = replace(arr, cycle=np.where((arr.cycle >= 0) & (shifted >= 0), shifted, -1))  # before the first rank's first: none
     cycles: set[int] = set()
