@@ -607,9 +607,12 @@ def communicator_groups(views: list[RankView], comm: list[dict[str, np.ndarray]]
     out: dict[int, list[list[int]]] = {}
     for code in codes.tolist():
         groups: list[list[int]] = []
+        refs: dict[int, tuple[np.ndarray, int] | None] = {}  # per group's first row: its ends to compare with
         for i in everyone if not p2p[code] else ():
             for g in groups:
-                together = ends_together(views[i], comm[i], views[g[0]], comm[g[0]], code)
+                if g[0] not in refs:
+                    refs[g[0]] = _end_reference(comm[g[0]], code)
+                together = ends_together(views[i], comm[i], views[g[0]], refs[g[0]], code)
                 if together is None:
                     groups[0].append(i)
                     break
@@ -627,26 +630,35 @@ def communicator_groups(views: list[RankView], comm: list[dict[str, np.ndarray]]
     return out
 
 
-def ends_together(v: RankView, c: dict[str, np.ndarray], lead: RankView, lead_c: dict[str, np.ndarray], code: int) -> bool | None:
-    """Whether ``v``'s kernels of the name ``code`` (``c``, from ``_comm_ops``) end with
-    ``lead``'s, on one machine's clock: of those within the span of ``lead``'s (a trace begun or
-    ended elsewhere in the run), the share that end within the tolerance of one of ``lead``'s
-    (``GROUP_END_TOLERANCE_NS``, or a quarter of ``lead``'s median kernel of the name where
-    that is more: a large collective's kernels end a step of its pipeline apart): True at three
-    quarters or more, False at a quarter or less (kernels of another communicator, at any other
-    time, pass so by chance about twice the tolerance over the spacing). None where that cannot
-    be told: in between, or the two are not on one machine's clock (``_one_machines_clock``), or
-    ``lead``'s kernels are fewer than ``PAIRED_MIN_KERNELS`` or under four tolerances apart
-    (median), or fewer than ``PAIRED_MIN_KERNELS`` of ``v``'s fall in their span."""
-    if not _one_machines_clock(v, lead):
-        return None
+def _end_reference(lead_c: dict[str, np.ndarray], code: int) -> tuple[np.ndarray, int] | None:
+    """A rank's kernels of the name ``code`` (``lead_c``, from ``_comm_ops``) as others' are
+    compared with (``ends_together``): their ends in order and the tolerance
+    (``GROUP_END_TOLERANCE_NS``, or a quarter of their median length where that is more: a large
+    collective's kernels end a step of its pipeline apart); None where they tell nothing: fewer
+    than ``PAIRED_MIN_KERNELS``, or under four tolerances apart (median), where another
+    communicator's kernels, at any time between, would pass the tolerance half the time."""
     mine = (lead_c["key"] >> 40) == code
     e_ref = np.sort(lead_c["end"][mine])
     if len(e_ref) < PAIRED_MIN_KERNELS:
         return None
     tol = max(GROUP_END_TOLERANCE_NS, int(np.median(lead_c["end"][mine] - lead_c["start"][mine])) // 4)
-    if np.median(np.diff(e_ref)) < 4 * tol:
+    return (e_ref, tol) if np.median(np.diff(e_ref)) >= 4 * tol else None
+
+
+def ends_together(v: RankView, c: dict[str, np.ndarray], lead: RankView, reference: tuple[np.ndarray, int] | None,
+                  code: int) -> bool | None:
+    """Whether ``v``'s kernels of the name ``code`` (``c``, from ``_comm_ops``) end with
+    ``lead``'s (``reference``: ``_end_reference`` of them), on one machine's clock: of those
+    within the span of ``lead``'s (a trace begun or ended elsewhere in the run), the share that
+    end within the tolerance of one of ``lead``'s: True at three quarters or more, False at a
+    quarter or less (kernels of another communicator, at any other time, pass so by chance
+    about twice the tolerance over the spacing). None where that cannot be told: in between, or
+    the two are not on one machine's clock (``_one_machines_clock``), or ``lead``'s kernels tell
+    nothing (``reference`` None), or fewer than ``PAIRED_MIN_KERNELS`` of ``v``'s fall in their
+    span."""
+    if reference is None or not _one_machines_clock(v, lead):
         return None
+    e_ref, tol = reference
     e = c["end"][(c["key"] >> 40) == code] + _clock_base(v, lead)[0]  # (one machine's clock: its base is known)
     e = e[(e >= e_ref[0] - tol) & (e <= e_ref[-1] + tol)]
     if len(e) < PAIRED_MIN_KERNELS:
