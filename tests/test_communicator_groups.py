@@ -33,6 +33,21 @@ def view(rank: int, kernels: list[tuple[int, int]]) -> cross_rank.RankView:
     return cross_rank.RankView(rank, "one report", None, ops, phases)
 
 
+def named_view(rank: int, kernels: list[tuple[int, int, str]], cycles: int) -> cross_rank.RankView:
+    """A rank of one report: a kernel per (start, end, name) ns, in the phase and cycle of its
+    millisecond (cycle c: c ms to c ms + 0.9)."""
+    n = len(kernels)
+    ops = pa.table({"kind": pa.array(["kernel"] * n).dictionary_encode(), "name": pa.array([k[2] for k in kernels]).dictionary_encode(),
+                    "start_ns": pa.array([k[0] for k in kernels], pa.int64()), "end_ns": pa.array([k[1] for k in kernels], pa.int64()),
+                    "phase_id": pa.array([k[0] // PERIOD for k in kernels], pa.int64())})
+    ends = [c * PERIOD + 900_000 for c in range(cycles)]
+    phases = pa.table({"cycle": pa.array(range(cycles), pa.int64()), "phase": pa.array(["verify"] * cycles),
+                       "gpu_end_ns": pa.array(ends, pa.int64()), "cpu_end_ns": pa.array(ends, pa.int64()),
+                       "gpu_ns": pa.array([800_000] * cycles, pa.int64()), "cpu_ns": pa.array([1000] * cycles, pa.int64()),
+                       "cpu_start_ns": pa.array([c * PERIOD for c in range(cycles)], pa.int64())})
+    return cross_rank.RankView(rank, "one report", None, ops, phases)
+
+
 @st.composite
 def runs(draw):
     """2-3 groups of 2-3 ranks, ranks dealt to groups in any order; group g's k-th collective
@@ -140,18 +155,7 @@ def test_a_rank_in_a_tensor_parallel_pair_and_a_world_group_waits_in_each():
             for t in ((100_000, 250_000) if r < 2 else (600_000, 750_000)):
                 kernels[r].append((b + t + (10_000 if r == 1 else 0), b + t + 60_000, AR))
             kernels[r].append((b + 800_000 + (40_000 if r == 3 else 0), b + 860_000, ag))
-    views = []
-    for r, ks in kernels.items():
-        n = len(ks)
-        ops = pa.table({"kind": pa.array(["kernel"] * n).dictionary_encode(), "name": pa.array([k[2] for k in ks]).dictionary_encode(),
-                        "start_ns": pa.array([k[0] for k in ks], pa.int64()), "end_ns": pa.array([k[1] for k in ks], pa.int64()),
-                        "phase_id": pa.array([k[0] // PERIOD for k in ks], pa.int64())})
-        phases = pa.table({"cycle": pa.array(range(10), pa.int64()), "phase": pa.array(["verify"] * 10),
-                           "gpu_end_ns": pa.array([c * PERIOD + 900_000 for c in range(10)], pa.int64()),
-                           "cpu_end_ns": pa.array([c * PERIOD + 900_000 for c in range(10)], pa.int64()),
-                           "gpu_ns": pa.array([800_000] * 10, pa.int64()), "cpu_ns": pa.array([1000] * 10, pa.int64()),
-                           "cpu_start_ns": pa.array([c * PERIOD for c in range(10)], pa.int64())})
-        views.append(cross_rank.RankView(r, "one report", None, ops, phases))
+    views = [named_view(r, ks, 10) for r, ks in kernels.items()]
     cross = cross_rank.analyze_cross_rank(views)
     # THEN the all-reduces are two communicators' and the all-gather all four's: rank 0 waited
     # 10 us at each of its 20 all-reduces and 40 us at each of 10 all-gathers, ranks 1 and 2 the
@@ -167,3 +171,33 @@ def test_a_rank_in_a_tensor_parallel_pair_and_a_world_group_waits_in_each():
     assert sorted(sizes.values()) == [2] * 40 + [4] * 10 and {n for (_, n), k in sizes.items() if k == 4} == {ag}
     assert [w.split(":")[0] for w in cross.warnings] == [AR]
     assert cross.critical_path["gating_rank"].to_pylist() == [3] + [1] * 9
+
+
+def test_a_name_only_some_ranks_run_is_matched_among_them():
+    # GIVEN one report of five ranks, 10 cycles of 1 ms (b = c ms): all-reduce pairs {0, 1} at
+    # b+100 us (rank 1 10 us late) and {2, 3} at b+600 (rank 3 20 us late), each ending 60 us
+    # after it begins; rank 4 runs no all-reduce; an all-gather on ranks 2, 3 and 4 only (a last
+    # pipeline stage's) at b+800..b+860, rank 2 reaching it 30 us late
+    ag = "ncclDevKernel_AllGather_RING_LL"
+    kernels = {r: [] for r in range(5)}
+    for c in range(10):
+        b = c * PERIOD
+        for r in range(4):
+            t = 100_000 if r < 2 else 600_000
+            kernels[r].append((b + t + {1: 10_000, 3: 20_000}.get(r, 0), b + t + 60_000, AR))
+        for r in (2, 3, 4):
+            kernels[r].append((b + 800_000 + (30_000 if r == 2 else 0), b + 860_000, ag))
+    cross = cross_rank.analyze_cross_rank([named_view(r, sorted(ks), 10) for r, ks in kernels.items()])
+    # THEN the all-reduces are the two pairs' (rank 4, which ran none, in neither) and the
+    # all-gather the three ranks' that ran it: rank 0 waited 10 us a cycle, rank 2 20 (at its
+    # all-reduce), ranks 3 and 4 30 (at the all-gather); 70 rows; rank 2 gated cycle 0 (its 30 us
+    # the most new lateness), rank 1 the rest (none new after it; the first collective's)
+    assert [cross.comm_of(r).wait_ns for r in range(5)] == [10 * 10_000, 0, 10 * 20_000, 10 * 30_000, 10 * 30_000]
+    coll = cross.collectives.to_pydict()
+    members: dict[int, set[int]] = {}
+    for c, r in zip(coll["collective"], coll["rank"]):
+        members.setdefault(c, set()).add(r)
+    assert sorted(map(sorted, members.values())) == [[0, 1]] * 10 + [[2, 3]] * 10 + [[2, 3, 4]] * 10
+    assert [w.split(": the ranks run")[0] for w in cross.warnings] == [AR] and "ranks 0, 1; ranks 2, 3;" in cross.warnings[0]
+    assert cross.critical_path["gating_rank"].to_pylist() == [2] + [1] * 9
+    assert cross.partners_of(2) == {3, 4} and cross.partners_of(4) == {2, 3} and cross.partners_of(0) == {1}

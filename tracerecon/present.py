@@ -213,7 +213,8 @@ def misleading_line(p: PhaseSummary) -> str:
 
 def straggler_lines(analysis: Analysis, critical_path: dict | None = None, leave_out: frozenset[int] = frozenset()) -> list[str]:
     """One line per rank that gated cycles: its own most frequent gating phase, and how long
-    the other ranks waited in collectives in the cycles it gated. ``critical_path``: the run's
+    the other ranks of its communicators (``CrossRank.partners_of``) waited in collectives in
+    the cycles it gated. ``critical_path``: the run's
     ``critical_path_json(leave_out)``, when the caller has it; cycles ``leave_out`` (warm-up, incomplete)
     are not counted. Where no collective related the ranks in a rank's cycles, the line says
     it only ended last (nobody waited for it: no collective between them, or all reached
@@ -229,14 +230,17 @@ def straggler_lines(analysis: Analysis, critical_path: dict | None = None, leave
     gated: dict[str, int] = {}  # cycles a rank gated at a collective
     last: dict[str, int] = {}  # cycles it only finished last in (no collective related the ranks)
     phases_in: dict[tuple[str, bool], Counter] = {}  # (rank, gated at a collective): its phases there
+    partners: dict[int, set[str]] = {}  # per gating rank: the ranks it met at collectives
     for i in rows:
         gating = cols["gating_rank"][i]
         if gating is None:
             continue
         key = str(gating)
         at_collective = cols["how"][i] == "collectives"
-        if at_collective:  # what the others waited in the cycles it gated
-            waited[key] = waited.get(key, 0) + sum(v for k, v in json.loads(cols["waits_ns"][i] or "{}").items() if k != key)
+        if at_collective:  # what the others of its communicators waited in the cycles it gated
+            if gating not in partners:
+                partners[gating] = {str(r) for r in cross.partners_of(gating)}
+            waited[key] = waited.get(key, 0) + sum(v for k, v in json.loads(cols["waits_ns"][i] or "{}").items() if k in partners[gating])
         counts = gated if at_collective else last
         counts[key] = counts.get(key, 0) + 1
         if cols["gating_phase"][i] is not None:

@@ -99,6 +99,17 @@ class CrossRank:
         took_part[np.searchsorted(ranks, rank), coll] = True
         return dict(zip(ranks.tolist(), cycle_shifts(grid, took_part).tolist()))
 
+    def partners_of(self, rank: int) -> frozenset[int]:
+        """The other ranks ``rank`` ran a matched collective with (of its communicator groups;
+        every other rank matched, where the ranks are one group), from the collectives table
+        alone."""
+        t = self.collectives
+        if t.num_rows == 0:
+            return frozenset()
+        ranks, coll = int64s(t["rank"]), int64s(t["collective"])
+        theirs = np.isin(coll, coll[ranks == rank])
+        return frozenset(np.unique(ranks[theirs]).tolist()) - {rank}
+
     def cycle_shift_of(self, rank: int) -> int:
         """What to add to ``rank``'s own cycle numbers (its phases and cycles, its rows of
         ``collectives``) to count them as ``critical_path`` does, the first matched rank's way
@@ -601,14 +612,17 @@ def communicator_groups(views: list[RankView], comm: list[dict[str, np.ndarray]]
     ranks or more ending together: a rank whose ends fit nobody's (a clock off by part of a
     collective reads so as well) joins the first such group, and with fewer than two such groups
     the name's ranks are one group, matched as where nothing shows another communicator
-    (``_other_communicators`` says what their ends look like)."""
+    (``_other_communicators`` says what their ends look like). Only the ranks that ran kernels
+    of the name are grouped: a name of some ranks only (a pipeline stage's own all-gather) is
+    matched among them."""
     codes = np.unique(np.concatenate([c["key"] >> 40 for c in comm])) if comm else np.zeros(0, np.int64)
     everyone = list(range(len(views)))
     out: dict[int, list[list[int]]] = {}
     for code in codes.tolist():
+        have = [i for i in everyone if ((comm[i]["key"] >> 40) == code).any()]
         groups: list[list[int]] = []
         refs: dict[int, tuple[np.ndarray, int] | None] = {}  # per group's first row: its ends to compare with
-        for i in everyone if not p2p[code] else ():
+        for i in have if not p2p[code] else ():
             for g in groups:
                 if g[0] not in refs:
                     refs[g[0]] = _end_reference(comm[g[0]], code)
@@ -623,7 +637,7 @@ def communicator_groups(views: list[RankView], comm: list[dict[str, np.ndarray]]
                 groups.append([i])
         shared = [g for g in groups if len(g) > 1]
         if len(shared) < 2:
-            out[code] = [everyone]
+            out[code] = [everyone if p2p[code] or len(have) == len(everyone) else have]
             continue
         shared[0] = sorted(shared[0] + [i for g in groups if len(g) == 1 for i in g])
         out[code] = sorted(shared, key=lambda g: g[0])
