@@ -12,6 +12,7 @@ from nsys_factory import FakeTrace
 from tracerecon.analysis.nccl import is_comm_kernel
 from tracerecon.kernel_names import kernel_name_parts
 from tracerecon.api import load
+from tracerecon.present import straggler_lines
 
 U = 1000
 SEND_RECV = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
@@ -211,6 +212,12 @@ def test_two_tensor_parallel_groups_in_one_report_are_matched_within_each(tmp_pa
         "ranks 2, 3; they are matched, waited for and gate cycles within each (a tensor-parallel group of each pipeline stage or "
         "data-parallel replica)"]
     assert not any("matched by end time" in w or "look like another communicator" in w for w in a.warnings)
+    # ... and the straggler lines count the waits of the ranks each straggler met: rank 0's 30 us
+    # in each of the five cycles rank 1 gated (not rank 3's 10 us, another communicator's), rank
+    # 3's 40 us in the one rank 2 gated
+    lines = " ".join(straggler_lines(a))
+    assert "rank 1 gated 5 of 6 cycles" in lines and "the other ranks waited 0.150 ms" in lines
+    assert "rank 2 gated 1 of 6 cycles" in lines and "the other ranks waited 0.040 ms" in lines
 
 
 @pytest.mark.parametrize("cycles", [6, 2])
