@@ -242,8 +242,8 @@ def test_ranks_of_two_communicators_on_one_machine_are_matched_within_each(tmp_p
     pairs = set(zip(coll["collective"].to_pylist(), coll["rank"].to_pylist()))
     assert pairs == {(k, r) for k in range(100) for r in ((0, 2) if k < 50 else (1, 3))}
     assert [w for w in a.warnings if "communicators" in w] == [
-        f"{AR}: the ranks run 2 communicators of these kernels (their kernels end together on one machine's clock within each, apart "
-        "across): ranks 0, 2; ranks 1, 3; they are matched, waited for and gate cycles within each (a tensor-parallel group of each "
+        f"{AR}: the ranks run 2 communicators of these kernels (told apart by when their kernels end on one machine's "
+        "clock): ranks 0, 2; ranks 1, 3; they are matched, waited for and gate cycles within each (a tensor-parallel group of each "
         "pipeline stage or data-parallel replica)"]
     assert not any("look like another communicator" in w for w in a.warnings)
     # Each rank on the first rank's timeline (the session clocks agree: offsets 0): rank 1, which

@@ -208,7 +208,7 @@ def test_two_tensor_parallel_groups_in_one_report_are_matched_within_each(tmp_pa
         [(k, r) for k in range(12) for r in ((0, 1) if k < 6 else (2, 3))]
     assert a.cross.critical_path["gating_rank"].to_pylist() == [1, 1, 1, 2, 1, 1]
     assert [w.split(": the ranks run")[1] for w in a.warnings if "communicators" in w] == [
-        " 2 communicators of these kernels (their kernels end together on one machine's clock within each, apart across): ranks 0, 1; "
+        " 2 communicators of these kernels (told apart by when their kernels end on one machine's clock): ranks 0, 1; "
         "ranks 2, 3; they are matched, waited for and gate cycles within each (a tensor-parallel group of each pipeline stage or "
         "data-parallel replica)"]
     assert not any("matched by end time" in w or "look like another communicator" in w for w in a.warnings)

@@ -198,6 +198,57 @@ def test_a_name_only_some_ranks_run_is_matched_among_them():
     for c, r in zip(coll["collective"], coll["rank"]):
         members.setdefault(c, set()).add(r)
     assert sorted(map(sorted, members.values())) == [[0, 1]] * 10 + [[2, 3]] * 10 + [[2, 3, 4]] * 10
-    assert [w.split(": the ranks run")[0] for w in cross.warnings] == [AR] and "ranks 0, 1; ranks 2, 3;" in cross.warnings[0]
+    # ... said: the all-reduce's two groups, and which ranks alone ran each name
+    assert [w.split(":")[0] for w in cross.warnings] == [AR, AR, "ncclDevKernel_AllGather_RING_LL"]
+    assert "ranks 0, 1; ranks 2, 3;" in cross.warnings[0]
+    assert "only ranks 0, 1, 2, 3 ran these kernels" in cross.warnings[1] and "only ranks 2, 3, 4 ran these kernels" in cross.warnings[2]
     assert cross.critical_path["gating_rank"].to_pylist() == [2] + [1] * 9
     assert cross.partners_of(2) == {3, 4} and cross.partners_of(4) == {2, 3} and cross.partners_of(0) == {1}
+
+
+def test_a_rank_whose_ends_say_apart_from_one_group_and_cannot_tell_for_another_joins_the_other():
+    # GIVEN one report of three all-reduce pairs, 12 cycles of 1 ms (k): A = {0, 1} ending at
+    # k ms + 100 us, B = {2, 3} at + 500, C = {4, 5} at + 510 in even cycles, + 800 in odd ones
+    # (half its ends with B's, half not: B's ends cannot tell); each kernel 100 us long, rank 1
+    # reaching A's 30 us late, rank 3 B's 20, rank 5 C's 40
+    ends = {0: 100_000, 1: 100_000, 2: 500_000, 3: 500_000}
+    late = {1: 30_000, 3: 20_000, 5: 40_000}
+    kernels = {r: [] for r in range(6)}
+    for k in range(12):
+        for r in range(6):
+            e = k * PERIOD + ends.get(r, 510_000 if k % 2 == 0 else 800_000)
+            kernels[r].append((e - 100_000 + late.get(r, 0), e, AR))
+    cross = cross_rank.analyze_cross_rank([named_view(r, ks, 12) for r, ks in kernels.items()])
+    # THEN ranks 4 and 5, apart from A, go with B, whose ends could not tell (not with A, which
+    # said apart): A's waits are its own (rank 0 30 us a cycle, rank 1 none); B and C, one group
+    # as where nothing tells them apart, are said to end apart (+155 us from rank 2's: the median
+    # of six 10 us and six 300 us distances)
+    assert "ranks 0, 1; ranks 2, 3, 4, 5;" in cross.warnings[0]
+    assert cross.comm_of(0).wait_ns == 12 * 30_000 and cross.comm_of(1).wait_ns == 0
+    said = [w for w in cross.warnings if "look like another communicator" in w]
+    assert [w.split(" on one")[0] for w in said] == ["rank 4's collectives end +155 us from rank 2's", "rank 5's collectives end +155 us from rank 2's"]
+
+
+def test_a_rank_of_the_first_ranks_report_keeps_its_clock_in_another_group():
+    # GIVEN one machine, two reports: A holds ranks 0 and 2, B ranks 1 and 3, B's session begun
+    # 5 ms after A's; the all-reduce pairs are {0, 3} (ending at k ms + 100 us) and {1, 2} (at
+    # k ms + 600 us), 10 cycles, each kernel 80 us long, ranks 1 and 3 10 us late to theirs
+    s0 = 5 * 10**18
+
+    def rank(r: int) -> cross_rank.RankView:
+        shift = 0 if r in (0, 2) else 5 * PERIOD  # B's own ns count from its later start
+        at = 100_000 if r in (0, 3) else 600_000
+        ks = [(k * PERIOD + at - 80_000 + (10_000 if r in (1, 3) else 0) - shift + 2 * PERIOD, k * PERIOD + at - shift + 2 * PERIOD, AR)
+              for k in range(10)]
+        v = named_view(r, ks, 0)
+        return cross_rank.RankView(r, "A" if r in (0, 2) else "B", s0 + (0 if r in (0, 2) else 5 * PERIOD), v.gpu_ops, v.phases,
+                                   gpu_uuids=frozenset({"gpu-x"}))
+
+    cross = cross_rank.analyze_cross_rank([rank(r) for r in range(4)])
+    # THEN rank 2, in report A, is on rank 0's clock as it is (shared, exact), not carried over
+    # rank 1's session start; rank 1 (met no collective with rank 0) by its session start,
+    # unknown uncertainty; rank 3 by its collectives with rank 0. Ranks 0 and 2 waited 10 us at
+    # each of their 10
+    assert [(a.offset_ns, a.offset_uncertainty_ns, a.method) for a in cross.alignment] == [
+        (0, 0, "shared clock"), (5 * PERIOD, None, "session start"), (0, 0, "shared clock"), (5 * PERIOD, 0, "session start + collectives")]
+    assert [cross.comm_of(r).wait_ns for r in range(4)] == [100_000, 0, 100_000, 0]

@@ -263,7 +263,7 @@ def straggler_lines(analysis: Analysis, critical_path: dict | None = None, leave
         w = waited.get(rank, 0)
         # The across-ranks table's wait column counts every collective of the capture (warm-up
         # and cycles left out too): where that differs, both are said, so neither reads as the other.
-        whole = sum(c.wait_ns for c in cross.comm if str(c.rank) != rank)
+        whole = sum(c.wait_ns for c in cross.comm if str(c.rank) in partners[int(rank)])
         also = f" ({whole / 1e6:.3f} ms over the whole capture)" if cross.comm and round(whole / 1e3) != round(w / 1e3) else ""
         wait = f"; in those cycles the other ranks waited {w / 1e6:.3f} ms in collectives{also}" if w > 0 else ""
         more = f"; last to finish in {n_last} more, where none waited for it at a collective" if n_last else ""

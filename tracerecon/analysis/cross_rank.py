@@ -325,17 +325,14 @@ def _of_names(c: dict[str, np.ndarray], codes: list[int]) -> dict[str, np.ndarra
             "in_order": c["in_order"][np.isin(c["in_order"], codes)]}
 
 
-def _onto_first(alignment: list[RankAlignment], lead: RankView, first: RankView) -> list[RankAlignment]:
-    """Alignments onto ``lead``'s timeline carried onto ``first``'s by ``lead``'s clock base
-    (``_unrefined``), which no collective refines (the two ran none together): where that base
-    is exact (one report) each rank keeps its own uncertainty and method, else the uncertainty
-    is unknown and ``lead`` takes the base's method."""
-    if lead is first:
-        return alignment
-    hop, hop_uncertainty, hop_method = _unrefined(lead, first)
-    exact = hop_uncertainty == 0
-    return [replace(a, offset_ns=a.offset_ns + hop, offset_uncertainty_ns=a.offset_uncertainty_ns if exact else None,
-                    method=a.method if exact or a.rank != lead.rank else hop_method) for a in alignment]
+def _chained(a: RankAlignment, via: RankAlignment) -> RankAlignment:
+    """``a``, a rank's offset onto another rank's timeline, carried onto the first rank's by
+    ``via``, that other rank's own: where ``a`` is that rank's clock ("shared clock") it is
+    ``via``'s; else the offsets add, and ``a``'s uncertainty holds where ``via``'s is exact (0),
+    else it is unknown."""
+    if a.method == "shared clock":
+        return replace(via, rank=a.rank)
+    return replace(a, offset_ns=a.offset_ns + via.offset_ns, offset_uncertainty_ns=a.offset_uncertainty_ns if via.offset_uncertainty_ns == 0 else None)
 
 
 def _without_silent_ranks(views: list[RankView], comm: list[dict[str, np.ndarray]], names: list[str], silent: list[bool]) -> CrossRank:
@@ -351,8 +348,9 @@ def _without_silent_ranks(views: list[RankView], comm: list[dict[str, np.ndarray
     quiet_views = [v for v, quiet in zip(views, silent) if quiet]
     cross = _matched(talking, [c for c, quiet in zip(comm, silent) if not quiet], names)  # silent ranks added no names
     stats = list(cross.comm)
-    alignment = [RankAlignment(v.rank, *_unrefined(v, views[0])) for v in quiet_views] + _onto_first(list(cross.alignment), talking[0], views[0])
-    hop = _unrefined(talking[0], views[0])[0]
+    via = RankAlignment(talking[0].rank, *_unrefined(talking[0], views[0]))
+    alignment = [RankAlignment(v.rank, *_unrefined(v, views[0])) for v in quiet_views] + [_chained(a, via) for a in cross.alignment]
+    hop = via.offset_ns
     for v in quiet_views:
         stats.append(RankComm(rank=v.rank, comm_ns=0, wait_ns=0, n_collectives=0, phase_wait_ns=np.zeros(v.phases.num_rows, dtype=np.int64)))
     warning = (f"rank{'s' if len(quiet_views) > 1 else ''} {', '.join(str(v.rank) for v in quiet_views)} ran no communication kernels: "
@@ -576,21 +574,24 @@ ONE_COLLECTIVE_END_SPREAD_NS = 50_000
 
 
 def _other_communicators(views: list[RankView], end: np.ndarray, part: np.ndarray, in_order: np.ndarray) -> list[str]:
-    """Ranks on the first rank's machine whose collectives matched with the first rank's (rows
-    of ``end`` and ``part``, ranks x matched collectives; sends and receives, ``in_order``, left
-    out) do not end with them (median more than ``ONE_COLLECTIVE_END_SPREAD_NS`` apart on the
-    shared clock): kernels of other communicators (the tensor-parallel group of another
-    pipeline stage or data-parallel replica), which matching by name and order pairs anyway
-    where ``communicator_groups`` could not split them (a rank alone in ending its collectives
-    so). Their waits are not waits for each other: said, not hidden."""
+    """Ranks whose collectives (rows of ``end`` and ``part``, ranks x matched collectives; sends
+    and receives, ``in_order``, left out) do not end with those of the first rank they were
+    matched with (the first rank, or their group's first; median more than
+    ``ONE_COLLECTIVE_END_SPREAD_NS`` apart on one machine's clock): kernels of other
+    communicators (the tensor-parallel group of another pipeline stage or data-parallel
+    replica), which matching by name and order pairs anyway where ``communicator_groups`` could
+    not split them (a rank alone in ending its collectives so, groups in near lockstep). Their
+    waits are not waits for each other: said, not hidden."""
     out: list[str] = []
+    counted = part & ~in_order
     for r, v in enumerate(views[1:], start=1):
-        both = part[0] & part[r] & ~in_order
-        if not both.any() or not _one_machines_clock(v, views[0]):
+        q = next((q for q in range(r) if (counted[q] & counted[r]).any()), None)
+        if q is None or not _one_machines_clock(v, views[q]):
             continue
-        apart = int(np.median(end[r, both] + _clock_base(v, views[0])[0] - end[0, both]))
+        both = counted[q] & counted[r]
+        apart = int(np.median(end[r, both] + _clock_base(v, views[q])[0] - end[q, both]))
         if abs(apart) > ONE_COLLECTIVE_END_SPREAD_NS:
-            out.append(f"rank {v.rank}'s collectives end {apart / 1000:+.0f} us from rank {views[0].rank}'s on one machine's clock "
+            out.append(f"rank {v.rank}'s collectives end {apart / 1000:+.0f} us from rank {views[q].rank}'s on one machine's clock "
                        "(median), where one collective's kernels end together: they look like another communicator's (a tensor-parallel "
                        "group of another pipeline stage or data-parallel replica); ranks are matched as one group, so waits and "
                        "stragglers across the two groups do not hold")
@@ -606,9 +607,9 @@ def communicator_groups(views: list[RankView], comm: list[dict[str, np.ndarray]]
     pipeline stage or data-parallel replica) end anywhere between; a rank may share one name's
     communicator with every rank (an expert-parallel all-gather) and another's with a few (the
     tensor-parallel all-reduce). Rank by rank, each joins the first group whose first rank's
-    kernels of the name its own end with (``ends_together``), or starts a group where they fit
-    none. Where the ends cannot tell (another machine's clock, too few kernels, kernels under
-    80 us apart, sends and receives), it joins the first group. A communicator shows as two
+    kernels of the name its own end with, or whose ends cannot tell (``ends_together``: another
+    machine's clock, too few kernels, kernels under 80 us apart, ends neither mostly together
+    nor mostly apart), or starts a group where each group's ends say apart. A communicator shows as two
     ranks or more ending together: a rank whose ends fit nobody's (a clock off by part of a
     collective reads so as well) joins the first such group, and with fewer than two such groups
     the name's ranks are one group, matched as where nothing shows another communicator
@@ -626,11 +627,7 @@ def communicator_groups(views: list[RankView], comm: list[dict[str, np.ndarray]]
             for g in groups:
                 if g[0] not in refs:
                     refs[g[0]] = _end_reference(comm[g[0]], code)
-                together = ends_together(views[i], comm[i], views[g[0]], refs[g[0]], code)
-                if together is None:
-                    groups[0].append(i)
-                    break
-                if together:
+                if ends_together(views[i], comm[i], views[g[0]], refs[g[0]], code) is not False:
                     g.append(i)
                     break
             else:
@@ -696,46 +693,50 @@ GROUP_END_TOLERANCE_NS = 20_000
 
 def _groups_note(views: list[RankView], by_name: dict[int, list[list[int]]], names: list[str]) -> list[str]:
     """One line per way the ranks split into communicator groups (``communicator_groups``),
-    naming the kernels matched so; none where every name's ranks are one group."""
+    naming the kernels matched so, and one per set of ranks that alone ran some kernels (the
+    others ran none of them): none where every name's ranks are all the ranks, one group."""
     splits: dict[tuple[tuple[int, ...], ...], list[str]] = {}
+    partial: dict[tuple[int, ...], list[str]] = {}
     for code, groups in by_name.items():
         if len(groups) > 1:
             splits.setdefault(tuple(map(tuple, groups)), []).append(names[code])
+        ran = tuple(sorted(i for g in groups for i in g))
+        if 1 < len(ran) < len(views):
+            partial.setdefault(ran, []).append(names[code])
 
     def ranks(g: tuple[int, ...]) -> str:
         return f"ranks {', '.join(str(views[i].rank) for i in g)}"
 
-    return [f"{', '.join(kernels)}: the ranks run {len(groups)} communicators of these kernels (their kernels end together on one "
-            f"machine's clock within each, apart across): {'; '.join(ranks(g) for g in groups)}; they are matched, waited for and gate "
-            "cycles within each (a tensor-parallel group of each pipeline stage or data-parallel replica)"
-            for groups, kernels in splits.items()]
+    return [f"{', '.join(kernels)}: the ranks run {len(groups)} communicators of these kernels (told apart by when their kernels end on "
+            f"one machine's clock): {'; '.join(ranks(g) for g in groups)}; they are matched, waited for and gate cycles within each (a "
+            "tensor-parallel group of each pipeline stage or data-parallel replica)" for groups, kernels in splits.items()] + \
+           [f"{', '.join(kernels)}: only {ranks(ran)} ran these kernels: they are matched among those (a pipeline stage's own, or traces "
+            "that lack them)" for ran, kernels in partial.items()]
 
 
 def _align(views: list[RankView], start: np.ndarray, end: np.ndarray, part: np.ndarray,
            in_order: np.ndarray) -> tuple[list[RankAlignment], list[str]]:
     """Each rank's offset onto the first rank's timeline, from the matched collectives (rows of
     ``start``, ``end`` and ``part``: ranks x collectives; ``in_order``: sends and receives). A
-    rank that ran collectives with the first rank is aligned on it (``_aligned_on``); one that
-    ran none with it, on the first rank that it ran some with (its communicator group's first),
-    itself on the first rank's timeline already: offsets add up, and the uncertainty is the
-    rank's own where that one's is exactly known (one report), else unknown; a rank that met
-    nobody, by its clock alone (``_unrefined``). Returned with the warnings of offsets moved far
-    off another machine's clock (``_moved_clock_notes``)."""
+    rank of the first rank's report shares its clock; one that ran collectives with the first
+    rank is aligned on it (``_aligned_on``); one that ran none with it, on the first rank before
+    it that it ran some with (of another communicator group), whose offset it is then carried
+    by (``_chained``); one that met nobody, by its clock alone (``_unrefined``). Returned with
+    the warnings of offsets moved far off another machine's clock (``_moved_clock_notes``)."""
     out: list[RankAlignment] = []
     moved: list[tuple[int, int, int, str]] = []
     for r, v in enumerate(views):
-        q = next((q for q in range(r) if (part[q] & part[r]).any()), None) if r else None
-        if r and q is None:
+        if v.clock == views[0].clock:
+            out.append(RankAlignment(v.rank, 0, 0, "shared clock"))
+            continue
+        q = next((q for q in range(r) if (part[q] & part[r]).any()), None)
+        if q is None:
             out.append(RankAlignment(v.rank, *_unrefined(v, views[0])))
             continue
-        q = q or 0
         a, shift = _aligned_on(v, views[q], start[r], end[r], start[q], end[q], part[q] & part[r], in_order)
         if shift is not None:
             moved.append((v.rank, *shift))
-        if q:
-            known = out[q].offset_uncertainty_ns == 0
-            a = replace(a, offset_ns=a.offset_ns + out[q].offset_ns, offset_uncertainty_ns=a.offset_uncertainty_ns if known else None)
-        out.append(a)
+        out.append(_chained(a, out[q]) if q else a)
     return out, _moved_clock_notes(moved)
 
 
