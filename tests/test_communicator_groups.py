@@ -190,8 +190,9 @@ def test_a_name_only_some_ranks_run_is_matched_among_them():
     cross = cross_rank.analyze_cross_rank([named_view(r, sorted(ks), 10) for r, ks in kernels.items()])
     # THEN the all-reduces are the two pairs' (rank 4, which ran none, in neither) and the
     # all-gather the three ranks' that ran it: rank 0 waited 10 us a cycle, rank 2 20 (at its
-    # all-reduce), ranks 3 and 4 30 (at the all-gather); 70 rows; rank 2 gated cycle 0 (its 30 us
-    # the most new lateness), rank 1 the rest (none new after it; the first collective's)
+    # all-reduce), ranks 3 and 4 30 (at the all-gather); 70 rows; rank 3 gated cycle 0 (its 20 us
+    # at its pair's all-reduce: rank 2's 30 at the all-gather holds the 20 it waited there, taken
+    # as carried, so 10 new), rank 1 the rest (none new after it; the first collective's)
     assert [cross.comm_of(r).wait_ns for r in range(5)] == [10 * 10_000, 0, 10 * 20_000, 10 * 30_000, 10 * 30_000]
     coll = cross.collectives.to_pydict()
     members: dict[int, set[int]] = {}
@@ -202,7 +203,7 @@ def test_a_name_only_some_ranks_run_is_matched_among_them():
     assert [w.split(":")[0] for w in cross.warnings] == [AR, AR, "ncclDevKernel_AllGather_RING_LL"]
     assert "ranks 0, 1; ranks 2, 3;" in cross.warnings[0]
     assert "only ranks 0, 1, 2, 3 ran these kernels" in cross.warnings[1] and "only ranks 2, 3, 4 ran these kernels" in cross.warnings[2]
-    assert cross.critical_path["gating_rank"].to_pylist() == [2] + [1] * 9
+    assert cross.critical_path["gating_rank"].to_pylist() == [3] + [1] * 9
     assert cross.partners_of(2) == {3, 4} and cross.partners_of(4) == {2, 3} and cross.partners_of(0) == {1}
 
 
@@ -252,3 +253,57 @@ def test_a_rank_of_the_first_ranks_report_keeps_its_clock_in_another_group():
     assert [(a.offset_ns, a.offset_uncertainty_ns, a.method) for a in cross.alignment] == [
         (0, 0, "shared clock"), (5 * PERIOD, None, "session start"), (0, 0, "shared clock"), (5 * PERIOD, 0, "session start + collectives")]
     assert [cross.comm_of(r).wait_ns for r in range(4)] == [100_000, 0, 100_000, 0]
+
+
+def test_a_pairs_straggler_gates_the_world_all_gather_its_partner_reaches_last():
+    # GIVEN one report of four ranks, 6 cycles of 1 ms (b = c ms): all-reduce pairs {0, 1}
+    # (b+100..b+160, together) and {2, 3}, rank 3 reaching theirs 100 us late (rank 2 b+100, rank
+    # 3 b+200, both ending b+260); then an all-gather of all four ending b+460: ranks 0 and 1 start
+    # it at b+300, rank 3 at b+400, rank 2 at b+401 (it left the all-reduce with rank 3, and 1 us
+    # behind it)
+    ag = "ncclDevKernel_AllGather_RING_LL"
+    kernels = {r: [] for r in range(4)}
+    for c in range(6):
+        b = c * PERIOD
+        for r, (ar_start, ar_end, ag_start) in {0: (100, 160, 300), 1: (100, 160, 300), 2: (100, 260, 401), 3: (200, 260, 400)}.items():
+            kernels[r] += [(b + ar_start * 1000, b + ar_end * 1000, AR), (b + ag_start * 1000, b + 460_000, ag)]
+    cross = cross_rank.analyze_cross_rank([named_view(r, ks, 6) for r, ks in kernels.items()])
+    # THEN rank 3 gated every cycle: rank 2, last at the all-gather (101 us after ranks 0 and 1),
+    # brought 1 us of its own there, the 100 it waited for rank 3 carried (cycle 0: rank 3's 100
+    # at the pair's first all-reduce against 101 - 100; later cycles: no new lateness at the
+    # pair's all-reduce against -100 at the all-gather). Waits: ranks 0 and 1 101 us a cycle at
+    # the all-gather, rank 2 100 at the all-reduce, rank 3 1; rank 3 met all three
+    assert [cross.comm_of(r).wait_ns for r in range(4)] == [6 * 101_000, 6 * 101_000, 6 * 100_000, 6 * 1_000]
+    assert cross.critical_path["gating_rank"].to_pylist() == [3] * 6
+    assert cross.partners_of(3) == {0, 1, 2} and cross.partners_of(0) == {1, 2, 3}
+
+
+def test_a_name_of_four_kernels_is_told_apart_where_the_other_groups_last_ends_after_the_firsts():
+    # GIVEN one report, a broadcast in two pairs once a cycle for 4 cycles (k ms): {0, 1} ending
+    # at k ms + 500 us, {2, 3} at + 560 (the second pair's last ends after the first pair's
+    # last); each 100 us long, rank 0 reaching its pair's 30 us late, rank 2 its pair's
+    bc = "ncclDevKernel_Broadcast_RING_LL"
+    kernels = {r: [(k * PERIOD + (500_000 if r < 2 else 560_000) - 100_000 + (30_000 if r in (0, 2) else 0),
+                    k * PERIOD + (500_000 if r < 2 else 560_000), bc) for k in range(4)] for r in range(4)}
+    cross = cross_rank.analyze_cross_rank([named_view(r, ks, 4) for r, ks in kernels.items()])
+    # THEN the pairs are two communicators (all 4 of rank 2's ends compared, none within 25 us of
+    # rank 0's): ranks 1 and 3 waited 30 us at each of theirs
+    assert "ranks 0, 1; ranks 2, 3;" in cross.warnings[0]
+    assert [cross.comm_of(r).wait_ns for r in range(4)] == [0, 4 * 30_000, 0, 4 * 30_000]
+
+
+def test_sends_and_receives_of_some_ranks_only_are_matched_among_them():
+    # GIVEN one report, 10 cycles (b = c ms): all-reduce pairs {0, 1} (b+100..b+160) and {2, 3}
+    # (b+400..b+460), all on time; a SendRecv on ranks 0 and 2 only: rank 0's b+700..b+760, rank
+    # 2's b+650..b+760 (its receive waiting 50 us for rank 0's send)
+    sr = "ncclDevKernel_SendRecv"
+    kernels = {r: [(c * PERIOD + (100_000 if r < 2 else 400_000), c * PERIOD + (160_000 if r < 2 else 460_000), AR) for c in range(10)]
+               for r in range(4)}
+    for c in range(10):
+        kernels[0].append((c * PERIOD + 700_000, c * PERIOD + 760_000, sr))
+        kernels[2].append((c * PERIOD + 650_000, c * PERIOD + 760_000, sr))
+    cross = cross_rank.analyze_cross_rank([named_view(r, sorted(ks), 10) for r, ks in kernels.items()])
+    # THEN the k-th of rank 0's is matched with the k-th of rank 2's: rank 2 waited 50 us a cycle;
+    # said as a name only those two ran
+    assert [cross.comm_of(r).wait_ns for r in range(4)] == [0, 0, 10 * 50_000, 0]
+    assert any(w.startswith(f"{sr}: only ranks 0, 2 ran these kernels") for w in cross.warnings)

@@ -634,7 +634,7 @@ def communicator_groups(views: list[RankView], comm: list[dict[str, np.ndarray]]
                 groups.append([i])
         shared = [g for g in groups if len(g) > 1]
         if len(shared) < 2:
-            out[code] = [everyone if p2p[code] or len(have) == len(everyone) else have]
+            out[code] = [everyone if len(have) == len(everyone) else have]
             continue
         shared[0] = sorted(shared[0] + [i for g in groups if len(g) == 1 for i in g])
         out[code] = sorted(shared, key=lambda g: g[0])
@@ -660,7 +660,8 @@ def ends_together(v: RankView, c: dict[str, np.ndarray], lead: RankView, referen
                   code: int) -> bool | None:
     """Whether ``v``'s kernels of the name ``code`` (``c``, from ``_comm_ops``) end with
     ``lead``'s (``reference``: ``_end_reference`` of them), on one machine's clock: of those
-    within the span of ``lead``'s (a trace begun or ended elsewhere in the run), the share that
+    within the span of ``lead``'s, give or take half their spacing (a trace begun or ended
+    elsewhere in the run), the share that
     end within the tolerance of one of ``lead``'s: True at three quarters or more, False at a
     quarter or less (kernels of another communicator, at any other time, pass so by chance
     about twice the tolerance over the spacing). None where that cannot be told: in between, or
@@ -671,7 +672,8 @@ def ends_together(v: RankView, c: dict[str, np.ndarray], lead: RankView, referen
         return None
     e_ref, tol = reference
     e = c["end"][(c["key"] >> 40) == code] + _clock_base(v, lead)[0]  # (one machine's clock: its base is known)
-    e = e[(e >= e_ref[0] - tol) & (e <= e_ref[-1] + tol)]
+    margin = int(np.median(np.diff(e_ref))) // 2  # (another group's last may end after the lead's last, within a spacing)
+    e = e[(e >= e_ref[0] - margin) & (e <= e_ref[-1] + margin)]
     if len(e) < PAIRED_MIN_KERNELS:
         return None
     at = np.clip(np.searchsorted(e_ref, e), 1, len(e_ref) - 1)
@@ -874,6 +876,28 @@ def _cycle_ends(view: RankView, offset: int) -> tuple[np.ndarray, np.ndarray, np
     return c[firsts], starts, ends, [n if x >= 0 else None for n, x in zip(names, value[longest].tolist())]
 
 
+def _waited_elsewhere(arr: _Arrivals) -> np.ndarray:
+    """Per collective: what its last rank waited at other communicator groups' collectives
+    since its group's collective before (since its start, at a group's first): lateness it
+    brought there only because it waited for a straggler of another group (a tensor-parallel
+    pair's slow rank, whose partner then reaches the world all-gather as late). Each rank's
+    collectives taken in the order it started them; 0 throughout where the ranks are one group."""
+    n_ranks, m = arr.aligned.shape
+    if m == 0 or not arr.opens_group[1:].any():
+        return np.zeros(m, dtype=np.int64)
+    # Per rank and collective: its waits at the collectives it started before that one.
+    before = np.zeros((n_ranks, m), dtype=np.int64)
+    for r in range(n_ranks):
+        mine = np.flatnonzero(arr.part[r])
+        in_time = mine[np.argsort(arr.aligned[r, mine], kind="stable")]
+        before[r, in_time] = np.cumsum(arr.wait[r, in_time]) - arr.wait[r, in_time]
+    cols = np.arange(m)
+    prev = np.where(arr.opens_group, -1, cols - 1)  # its group's collective before
+    last = arr.last_pos
+    through_prev = np.where(prev >= 0, before[last, np.maximum(prev, 0)] + arr.wait[last, np.maximum(prev, 0)], 0)
+    return np.maximum(before[last, cols] - through_prev, 0)
+
+
 def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
     """Per cycle: the (rank, phase) the others waited for, and how long.
 
@@ -926,13 +950,14 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
         for key, total in zip(uniq.tolist(), sums.tolist()):
             waits_by_cycle.setdefault(key // n_ranks, {})[int(arr.rank_ids[key % n_ranks])] = total
     # Per cycle, the collective whose last rank brought the most new lateness: its skew minus how
-    # late that rank already was at the collective before (the first one, none before it).
+    # late that rank already was at its group's collective before (the first one, none before
+    # it), and minus what it waited at other groups' collectives since (``_waited_elsewhere``).
     worst: dict[int, int] = {}
     if m and n_ranks > 1:
         late_before = np.zeros(m, dtype=np.int64)
         late_before[1:] = arr.aligned[arr.last_pos[1:], cols[1:] - 1] - arr.first[:-1]
         late_before[arr.opens_group] = 0  # (the collective before it is another group's)
-        score = (arr.last - arr.first) - late_before
+        score = (arr.last - arr.first) - late_before - _waited_elsewhere(arr)
         # A collective every rank reached at once (within ARRIVED_TOGETHER_NS) gated nobody.
         counted = np.flatnonzero((last_cycle >= 0) & (arr.last - arr.first > ARRIVED_TOGETHER_NS))
         best = counted[np.lexsort((counted, -score[counted], last_cycle[counted]))]
