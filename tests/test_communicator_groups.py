@@ -307,3 +307,55 @@ def test_sends_and_receives_of_some_ranks_only_are_matched_among_them():
     # said as a name only those two ran
     assert [cross.comm_of(r).wait_ns for r in range(4)] == [0, 0, 10 * 50_000, 0]
     assert any(w.startswith(f"{sr}: only ranks 0, 2 ran these kernels") for w in cross.warnings)
+
+
+def _pairs_and_world(cycles: int, late: dict[int, dict[int, int]], broadcast_late: dict[int, dict[int, int]] | None = None,
+                     broadcast_from: int | None = None) -> list[cross_rank.RankView]:
+    """Four ranks of one report, a cycle a millisecond (b = c ms): all-reduce pairs {0, 1} at
+    b+100 us and {2, 3} at b+350, each rank ``late[c][r]`` us late to its pair's, the pair's
+    ending 20 us after its last rank's start; a world all-gather, each pair starting it when its
+    all-reduce let it (b+600 + its pair's lateness), ending 50 us after the last pair's start;
+    from cycle ``broadcast_from`` a broadcast in groups {0, 2} at b+770 and {1, 3} at b+850,
+    each rank ``broadcast_late[c][r]`` us late, ending 20 us after its group's last start."""
+    kernels: dict[int, list] = {r: [] for r in range(4)}
+    for c in range(cycles):
+        b, lt = c * PERIOD, late.get(c, {})
+        pair_late = [max(lt.get(2 * p, 0), lt.get(2 * p + 1, 0)) for p in (0, 1)]
+        for r in range(4):
+            p = r // 2
+            at = b + 100_000 + 250_000 * p
+            kernels[r].append((at + lt.get(r, 0) * 1000, at + (pair_late[p] + 20) * 1000, AR))
+            kernels[r].append((b + 600_000 + pair_late[p] * 1000, b + 600_000 + (max(pair_late) + 50) * 1000, "ncclDevKernel_AllGather_RING_LL"))
+            if broadcast_from is not None and c >= broadcast_from:
+                bl = (broadcast_late or {}).get(c, {})
+                at = b + (770_000 if r % 2 == 0 else 850_000)
+                group_late = max(bl.get(r % 2, 0), bl.get(r % 2 + 2, 0))
+                kernels[r].append((at + bl.get(r, 0) * 1000, at + (group_late + 20) * 1000, "ncclDevKernel_Broadcast_RING_LL"))
+    return [named_view(r, sorted(ks), cycles) for r, ks in kernels.items()]
+
+
+def test_a_wait_every_rank_of_a_group_shared_made_none_of_them_late():
+    # GIVEN the pairs and world all-gather of _pairs_and_world, 10 cycles: in even ones rank 3 is
+    # 100 us late to its pair's all-reduce (so ranks 0 and 1 both wait 100 us at the all-gather);
+    # in odd ones rank 1 is 60 us late to its pair's, rank 2 40 us to its
+    cross = cross_rank.analyze_cross_rank(_pairs_and_world(10, {c: ({3: 100} if c % 2 == 0 else {1: 60, 2: 40}) for c in range(10)}))
+    # THEN rank 3 gates the even cycles (its 100 us, new) and rank 1 the odd ones: its 60 us is
+    # new, the 100 us it had waited at the all-gather before being rank 0's too (rank 2's 40 us
+    # less, the all-gather's 20 us skew less). Waits: rank 0 100 + 60, rank 1 100, rank 2 100 +
+    # 20 (at the odd all-gathers), rank 3 40 + 20, five cycles each
+    assert cross.critical_path["gating_rank"].to_pylist() == [3, 1] * 5
+    assert [cross.comm_of(r).wait_ns for r in range(4)] == [5 * 160_000, 5 * 100_000, 5 * 120_000, 5 * 60_000]
+
+
+def test_a_groups_first_collective_leaves_out_waits_of_earlier_cycles():
+    # GIVEN the pairs and world all-gather of _pairs_and_world, 10 cycles: rank 3 100 us late to
+    # its pair's all-reduce in cycles 0, 2 and 4 (ranks 0 and 1 waiting 100 us at each
+    # all-gather), rank 2 10 us late to its pair's in cycle 5; a broadcast in groups {0, 2} and
+    # {1, 3} from cycle 5, rank 1 80 us late to its group's first
+    late = {0: {3: 100}, 2: {3: 100}, 4: {3: 100}, 5: {2: 10}}
+    cross = cross_rank.analyze_cross_rank(_pairs_and_world(10, late, {5: {1: 80}}, broadcast_from=5))
+    # THEN cycle 5 is rank 1's: its 80 us at the broadcast is new (the 10 us it waited at that
+    # cycle's all-gather rank 3 waited too, for rank 2; its 300 us of waits in cycles 0-4 are
+    # not this cycle's), rank 2's 10 us less; cycles 0, 2 and 4 are rank 3's
+    gated = {r["cycle"]: r["gating_rank"] for r in cross.critical_path.to_pylist() if r["how"] == "collectives"}
+    assert gated == {0: 3, 2: 3, 4: 3, 5: 1}

@@ -230,7 +230,11 @@ def straggler_lines(analysis: Analysis, critical_path: dict | None = None, leave
     gated: dict[str, int] = {}  # cycles a rank gated at a collective
     last: dict[str, int] = {}  # cycles it only finished last in (no collective related the ranks)
     phases_in: dict[tuple[str, bool], Counter] = {}  # (rank, gated at a collective): its phases there
-    partners: dict[int, set[str]] = {}  # per gating rank: the ranks it met at collectives
+    met: dict[str, frozenset[int] | None] = {}  # per gating rank: the ranks it met at collectives (None: not known, all)
+
+    def others(rank: str, other: int) -> bool:  # whether ``other``'s waits count in ``rank``'s line
+        return other != int(rank) and (met[rank] is None or other in met[rank])
+
     for i in rows:
         gating = cols["gating_rank"][i]
         if gating is None:
@@ -238,9 +242,9 @@ def straggler_lines(analysis: Analysis, critical_path: dict | None = None, leave
         key = str(gating)
         at_collective = cols["how"][i] == "collectives"
         if at_collective:  # what the others of its communicators waited in the cycles it gated
-            if gating not in partners:
-                partners[gating] = {str(r) for r in cross.partners_of(gating)}
-            waited[key] = waited.get(key, 0) + sum(v for k, v in json.loads(cols["waits_ns"][i] or "{}").items() if k in partners[gating])
+            if key not in met:
+                met[key] = cross.partners_of(gating)
+            waited[key] = waited.get(key, 0) + sum(v for k, v in json.loads(cols["waits_ns"][i] or "{}").items() if others(key, int(k)))
         counts = gated if at_collective else last
         counts[key] = counts.get(key, 0) + 1
         if cols["gating_phase"][i] is not None:
@@ -263,7 +267,7 @@ def straggler_lines(analysis: Analysis, critical_path: dict | None = None, leave
         w = waited.get(rank, 0)
         # The across-ranks table's wait column counts every collective of the capture (warm-up
         # and cycles left out too): where that differs, both are said, so neither reads as the other.
-        whole = sum(c.wait_ns for c in cross.comm if str(c.rank) in partners[int(rank)])
+        whole = sum(c.wait_ns for c in cross.comm if others(rank, c.rank))
         also = f" ({whole / 1e6:.3f} ms over the whole capture)" if cross.comm and round(whole / 1e3) != round(w / 1e3) else ""
         wait = f"; in those cycles the other ranks waited {w / 1e6:.3f} ms in collectives{also}" if w > 0 else ""
         more = f"; last to finish in {n_last} more, where none waited for it at a collective" if n_last else ""

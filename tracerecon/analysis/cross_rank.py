@@ -99,16 +99,18 @@ class CrossRank:
         took_part[np.searchsorted(ranks, rank), coll] = True
         return dict(zip(ranks.tolist(), cycle_shifts(grid, took_part).tolist()))
 
-    def partners_of(self, rank: int) -> frozenset[int]:
+    def partners_of(self, rank: int) -> frozenset[int] | None:
         """The other ranks ``rank`` ran a matched collective with (of its communicator groups;
         every other rank matched, where the ranks are one group), from the collectives table
-        alone."""
+        alone; None where the table holds none of its collectives (not kept, or none matched)."""
         t = self.collectives
         if t.num_rows == 0:
-            return frozenset()
+            return None
         ranks, coll = int64s(t["rank"]), int64s(t["collective"])
-        theirs = np.isin(coll, coll[ranks == rank])
-        return frozenset(np.unique(ranks[theirs]).tolist()) - {rank}
+        mine = ranks == rank
+        if not mine.any():
+            return None
+        return frozenset(np.unique(ranks[np.isin(coll, coll[mine])]).tolist()) - {rank}
 
     def cycle_shift_of(self, rank: int) -> int:
         """What to add to ``rank``'s own cycle numbers (its phases and cycles, its rows of
@@ -877,25 +879,36 @@ def _cycle_ends(view: RankView, offset: int) -> tuple[np.ndarray, np.ndarray, np
 
 
 def _waited_elsewhere(arr: _Arrivals) -> np.ndarray:
-    """Per collective: what its last rank waited at other communicator groups' collectives
-    since its group's collective before (since its start, at a group's first): lateness it
-    brought there only because it waited for a straggler of another group (a tensor-parallel
-    pair's slow rank, whose partner then reaches the world all-gather as late). Each rank's
-    collectives taken in the order it started them; 0 throughout where the ranks are one group."""
+    """Per collective: how much longer its last rank waited at other communicator groups'
+    collectives than the group's rank that waited least there, since the group's collective
+    before (since the start of the rank's cycle, at a group's first): lateness it brought only
+    because it waited for a straggler of another group (a tensor-parallel pair's slow rank,
+    whose partner then reaches the world all-gather as late), where a wait every rank of the
+    group shared made none of them late. Each rank's collectives taken in the order it started
+    them; 0 throughout where the ranks are one group."""
     n_ranks, m = arr.aligned.shape
     if m == 0 or not arr.opens_group[1:].any():
         return np.zeros(m, dtype=np.int64)
-    # Per rank and collective: its waits at the collectives it started before that one.
+    # Per rank and collective: its waits at the collectives it started before that one, all of
+    # them and those of the same cycle.
     before = np.zeros((n_ranks, m), dtype=np.int64)
+    this_cycle = np.zeros((n_ranks, m), dtype=np.int64)
     for r in range(n_ranks):
         mine = np.flatnonzero(arr.part[r])
         in_time = mine[np.argsort(arr.aligned[r, mine], kind="stable")]
-        before[r, in_time] = np.cumsum(arr.wait[r, in_time]) - arr.wait[r, in_time]
+        waits = arr.wait[r, in_time]
+        prefix = np.cumsum(waits) - waits
+        before[r, in_time] = prefix
+        cyc = arr.cycle[r, in_time]
+        opens = np.r_[True, cyc[1:] != cyc[:-1]] if len(cyc) else np.zeros(0, bool)
+        first = np.maximum.accumulate(np.where(opens, np.arange(len(cyc)), 0))
+        this_cycle[r, in_time] = np.where(cyc >= 0, prefix - prefix[first], 0)
     cols = np.arange(m)
-    prev = np.where(arr.opens_group, -1, cols - 1)  # its group's collective before
-    last = arr.last_pos
-    through_prev = np.where(prev >= 0, before[last, np.maximum(prev, 0)] + arr.wait[last, np.maximum(prev, 0)], 0)
-    return np.maximum(before[last, cols] - through_prev, 0)
+    prev = np.where(arr.opens_group, -1, cols - 1)  # its group's collective before (all its ranks ran it)
+    at = np.maximum(prev, 0)
+    since = np.where(prev[None, :] >= 0, before - before[:, at] - arr.wait[:, at], this_cycle)
+    least = np.where(arr.part, since, np.iinfo(np.int64).max).min(axis=0)
+    return np.maximum(since[arr.last_pos, cols] - least, 0)
 
 
 def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
