@@ -291,8 +291,11 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
         if n_ph:
             cycle[r, ok] = int64s(v.phases["cycle"], -1)[phase[r][ok]]
     # One row per (collective, rank of its group), collective by collective.
-    took_part = part.T.reshape(-1)
-    flat = (lambda a: a.T.reshape(-1)) if took_part.all() else (lambda a: a.T.reshape(-1)[took_part])  # noqa: E731
+    if part.all():
+        flat = lambda a: a.T.reshape(-1)  # noqa: E731
+    else:  # (each (collective, rank) its group ran, collective by collective: one gather per column)
+        at_coll, at_rank = np.nonzero(part.T)
+        flat = lambda a: a[at_rank, at_coll]  # noqa: E731
     per_coll = lambda a: flat(np.broadcast_to(a, (n_ranks, m)))  # noqa: E731
     ci = per_coll(np.arange(m, dtype=np.int64))
     ph_flat, cyc_flat = flat(phase), flat(cycle)
