@@ -359,3 +359,21 @@ def test_a_groups_first_collective_leaves_out_waits_of_earlier_cycles():
     # not this cycle's), rank 2's 10 us less; cycles 0, 2 and 4 are rank 3's
     gated = {r["cycle"]: r["gating_rank"] for r in cross.critical_path.to_pylist() if r["how"] == "collectives"}
     assert gated == {0: 3, 2: 3, 4: 3, 5: 1}
+
+
+def test_ranks_of_another_report_than_a_silent_rank_0_are_placed_by_its_session_start():
+    # GIVEN one machine, two reports: A holds rank 0, which ran no communication kernel; B,
+    # begun 3 ms later, holds ranks 1 and 2, all-reducing together 10 times
+    s0 = 5 * 10**18
+    ks = [(k * PERIOD + 100_000, k * PERIOD + 160_000, AR) for k in range(10)]
+
+    def rank(r: int) -> cross_rank.RankView:
+        v = named_view(r, ks if r else [], 10)
+        return cross_rank.RankView(r, "B" if r else "A", s0 + (3 * PERIOD if r else 0), v.gpu_ops, v.phases, gpu_uuids=frozenset({"gpu-x"}))
+
+    cross = cross_rank.analyze_cross_rank([rank(r) for r in range(3)])
+    # THEN ranks 1 and 2 are 3 ms on, by B's session start, its uncertainty unknown (no
+    # collective relates A and B); rank 2, on rank 1's clock, is said to be placed so too, not
+    # as on rank 0's clock ("shared clock", as before groups were told)
+    assert [(a.offset_ns, a.offset_uncertainty_ns, a.method) for a in cross.alignment] == [
+        (0, 0, "shared clock"), (3 * PERIOD, None, "session start"), (3 * PERIOD, None, "session start")]

@@ -228,15 +228,15 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
     warnings = _groups_note(views, by_name, names)
     # Each group of ranks, with the names matched among them (every name's, where all ranks are
     # one group: the kernels of all names matched at once, as before groups were told).
-    calls: dict[tuple[int, ...], list[int]] = {}
+    names_of_group: dict[tuple[int, ...], list[int]] = {}
     for code, groups in by_name.items():
         for g in groups:
-            calls.setdefault(tuple(g), []).append(code)
+            names_of_group.setdefault(tuple(g), []).append(code)
     n_ranks = len(views)
     # Per group: its rows, each row's kernel (start, end, phase) of each collective the group
     # ran, in the group's first rank's start order, and the collectives' keys.
     blocks: list[tuple[tuple[int, ...], list[tuple[np.ndarray, np.ndarray, np.ndarray]], np.ndarray]] = []
-    for rows, codes in calls.items():
+    for rows, codes in names_of_group.items():
         g_comm = [_of_names(comm[i], codes) for i in rows]
         g_comm, said = _match_ordinals([views[i] for i in rows], g_comm, names, p2p)
         warnings += said
@@ -590,7 +590,7 @@ def _other_communicators(views: list[RankView], end: np.ndarray, part: np.ndarra
     out: list[str] = []
     counted = part & ~in_order
     for r, v in enumerate(views[1:], start=1):
-        q = next((q for q in range(r) if (counted[q] & counted[r]).any()), None)
+        q = _first_met(counted, r)
         if q is None or not _one_machines_clock(v, views[q]):
             continue
         both = counted[q] & counted[r]
@@ -620,7 +620,8 @@ def communicator_groups(views: list[RankView], comm: list[dict[str, np.ndarray]]
     the name's ranks are one group, matched as where nothing shows another communicator
     (``_other_communicators`` says what their ends look like). Only the ranks that ran kernels
     of the name are grouped: a name of some ranks only (a pipeline stage's own all-gather) is
-    matched among them."""
+    matched among them. Sends and receives (``p2p``) are one group of the ranks that ran them:
+    their ends are apart by the transfer."""
     codes = np.unique(np.concatenate([c["key"] >> 40 for c in comm])) if comm else np.zeros(0, np.int64)
     everyone = list(range(len(views)))
     out: dict[int, list[list[int]]] = {}
@@ -700,8 +701,9 @@ GROUP_END_TOLERANCE_NS = 20_000
 
 def _groups_note(views: list[RankView], by_name: dict[int, list[list[int]]], names: list[str]) -> list[str]:
     """One line per way the ranks split into communicator groups (``communicator_groups``),
-    naming the kernels matched so, and one per set of ranks that alone ran some kernels (the
-    others ran none of them): none where every name's ranks are all the ranks, one group."""
+    naming the kernels matched so, and one per set of two ranks or more that alone ran some
+    kernels (the others ran none of them; a name of one rank is matched with nobody, unsaid as
+    before groups were told): none where every name's ranks are all the ranks, one group."""
     splits: dict[tuple[tuple[int, ...], ...], list[str]] = {}
     partial: dict[tuple[int, ...], list[str]] = {}
     for code, groups in by_name.items():
@@ -736,7 +738,7 @@ def _align(views: list[RankView], start: np.ndarray, end: np.ndarray, part: np.n
         if v.clock == views[0].clock:
             out.append(RankAlignment(v.rank, 0, 0, "shared clock"))
             continue
-        q = next((q for q in range(r) if (part[q] & part[r]).any()), None)
+        q = _first_met(part, r)
         if q is None:
             out.append(RankAlignment(v.rank, *_unrefined(v, views[0])))
             continue
@@ -824,6 +826,13 @@ class _Arrivals:
     opens_group: np.ndarray  # per collective: the first of its group's (none of that group before it)
 
 
+def _first_met(took_part: np.ndarray, r: int) -> int | None:
+    """The first row before ``r`` that took part in a collective with it (rows of ``took_part``:
+    ranks x collectives): the first rank, or, for a rank of another communicator group, that
+    group's first; None where none did."""
+    return next((q for q in range(r) if (took_part[q] & took_part[r]).any()), None)
+
+
 def cycle_shifts(cycle: np.ndarray, took_part: np.ndarray) -> np.ndarray:
     """Per rank (rows of ``cycle``: each rank's cycle at each matched collective, -1 none, and
     ``took_part``: whether it ran that collective): what to add to its cycle numbers to count
@@ -835,7 +844,7 @@ def cycle_shifts(cycle: np.ndarray, took_part: np.ndarray) -> np.ndarray:
     out = np.zeros(n, dtype=np.int64)
     has = cycle >= 0
     for r in range(1, n):
-        q = next((q for q in range(r) if (took_part[q] & took_part[r]).any()), None)
+        q = _first_met(took_part, r)
         if q is None:
             continue
         both = has[q] & has[r]
@@ -918,8 +927,11 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
     """Per cycle: the (rank, phase) the others waited for, and how long.
 
     With collectives: the cycle's collective whose last rank brought the most new lateness (its
-    arrival skew minus how late that rank already was at its group's collective before; over
-    every communicator group's collectives in the cycle, the first of the best) names the
+    arrival skew minus how late that rank already was at its group's collective before, and
+    minus what it waited beyond its group's other ranks at other groups' collectives since,
+    ``_waited_elsewhere``; over every communicator group's collectives in the cycle; on a tie,
+    the first group's, groups in the order of their first kernel name, then the earliest in
+    that group's start order) names the
     rank and, by the phase that rank was in, the phase (none where that rank marks no phase).
     Collectives every rank reached at once (within a microsecond) count for nobody. A straggler shows as a jump in
     lateness where it was held up; it may arrive late again later (when the others had queued
