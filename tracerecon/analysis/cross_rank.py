@@ -930,8 +930,8 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
     arrival skew minus how late that rank already was at its group's collective before, and
     minus what it waited beyond its group's other ranks at other groups' collectives since,
     ``_waited_elsewhere``; over every communicator group's collectives in the cycle; on a tie,
-    the first group's, groups in the order of their first kernel name, then the earliest in
-    that group's start order) names the
+    where there are several groups, the widest skew; then the first group's, groups in the
+    order of their first kernel name, and the earliest in that group's start order) names the
     rank and, by the phase that rank was in, the phase (none where that rank marks no phase).
     Collectives every rank reached at once (within a microsecond) count for nobody. A straggler shows as a jump in
     lateness where it was held up; it may arrive late again later (when the others had queued
@@ -988,7 +988,11 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
         score = (arr.last - arr.first) - late_before - _waited_elsewhere(arr)
         # A collective every rank reached at once (within ARRIVED_TOGETHER_NS) gated nobody.
         counted = np.flatnonzero((last_cycle >= 0) & (arr.last - arr.first > ARRIVED_TOGETHER_NS))
-        best = counted[np.lexsort((counted, -score[counted], last_cycle[counted]))]
+        # On a tie between groups, the collective the others waited at longest (a persistent
+        # straggler brings no new lateness after its first cycle, but its collective still has
+        # the widest skew: the first group's pair, a few us apart, is no straggler for it).
+        skew = arr.last - arr.first if arr.opens_group[1:].any() else np.zeros(m, np.int64)
+        best = counted[np.lexsort((counted, -skew[counted], -score[counted], last_cycle[counted]))]
         firsts = np.r_[True, last_cycle[best][1:] != last_cycle[best][:-1]] if len(best) else np.zeros(0, bool)
         worst = dict(zip(last_cycle[best][firsts].tolist(), best[firsts].tolist()))
     cyc = np.array(sorted(cycles), dtype=np.int64)
