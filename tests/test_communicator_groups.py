@@ -377,3 +377,22 @@ def test_ranks_of_another_report_than_a_silent_rank_0_are_placed_by_its_session_
     # as on rank 0's clock ("shared clock", as before groups were told)
     assert [(a.offset_ns, a.offset_uncertainty_ns, a.method) for a in cross.alignment] == [
         (0, 0, "shared clock"), (3 * PERIOD, None, "session start"), (3 * PERIOD, None, "session start")]
+
+
+def test_a_tie_goes_to_the_straggler_whose_own_lateness_kept_more_ranks_waiting():
+    # GIVEN one report, 10 cycles (b = c ms): pair {0, 1} all-reducing b+100..b+210, rank 1 50 us
+    # late to each (rank 0 waits 50 us); pair {2, 3} at b+350..b+410, on time; a world
+    # all-gather b+800..b+900, rank 3 40 us late to each (ranks 0, 1 and 2 wait 40 us each)
+    ag = "ncclDevKernel_AllGather_RING_LL"
+    kernels: dict[int, list] = {0: [(100_000, 210_000, AR)], 1: [(150_000, 210_000, AR)], 2: [(350_000, 410_000, AR)],
+                                3: [(350_000, 410_000, AR)]}
+    for r in range(4):
+        kernels[r].append((800_000 + (40_000 if r == 3 else 0), 900_000, ag))
+    cycles = {r: [(c * PERIOD + s, c * PERIOD + e, n) for c in range(10) for s, e, n in ks] for r, ks in kernels.items()}
+    cross = cross_rank.analyze_cross_rank([named_view(r, sorted(ks), 10) for r, ks in cycles.items()])
+    # THEN cycle 0 is rank 1's (its 50 us, new, against rank 3's 40); after it neither brings new
+    # lateness, and of the two tied, rank 3's 40 us kept three ranks waiting (120 us), rank 1's
+    # 50 us one (50 us): rank 3 gates cycles 1-9. Waits: rank 0 50 + 40, ranks 1 and 2 40, rank 3
+    # none, a cycle
+    assert cross.critical_path["gating_rank"].to_pylist() == [1] + [3] * 9
+    assert [cross.comm_of(r).wait_ns for r in range(4)] == [900_000, 400_000, 400_000, 0]

@@ -930,8 +930,9 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
     arrival skew minus how late that rank already was at its group's collective before, and
     minus what it waited beyond its group's other ranks at other groups' collectives since,
     ``_waited_elsewhere``; over every communicator group's collectives in the cycle; on a tie,
-    where there are several groups, the widest skew; then the first group's, groups in the
-    order of their first kernel name, and the earliest in that group's start order) names the
+    where there are several groups, the one where that rank's own lateness made the others wait
+    longest in all; then the first group's, groups in the order of their first kernel name, and
+    the earliest in that group's start order) names the
     rank and, by the phase that rank was in, the phase (none where that rank marks no phase).
     Collectives every rank reached at once (within a microsecond) count for nobody. A straggler shows as a jump in
     lateness where it was held up; it may arrive late again later (when the others had queued
@@ -985,14 +986,21 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
         late_before = np.zeros(m, dtype=np.int64)
         late_before[1:] = arr.aligned[arr.last_pos[1:], cols[1:] - 1] - arr.first[:-1]
         late_before[arr.opens_group] = 0  # (the collective before it is another group's)
-        score = (arr.last - arr.first) - late_before - _waited_elsewhere(arr)
+        elsewhere = _waited_elsewhere(arr)
+        score = (arr.last - arr.first) - late_before - elsewhere
         # A collective every rank reached at once (within ARRIVED_TOGETHER_NS) gated nobody.
         counted = np.flatnonzero((last_cycle >= 0) & (arr.last - arr.first > ARRIVED_TOGETHER_NS))
-        # On a tie between groups, the collective the others waited at longest (a persistent
-        # straggler brings no new lateness after its first cycle, but its collective still has
-        # the widest skew: the first group's pair, a few us apart, is no straggler for it).
-        skew = arr.last - arr.first if arr.opens_group[1:].any() else np.zeros(m, np.int64)
-        best = counted[np.lexsort((counted, -skew[counted], -score[counted], last_cycle[counted]))]
+        # On a tie between groups, the collective where the last rank's own lateness (its skew
+        # less what it waited elsewhere) made the others wait longest, summed over them: a
+        # persistent straggler brings no new lateness after its first cycle, yet its world
+        # all-gather keeps three ranks waiting, where the first pair's all-reduce keeps one, and
+        # a rank late only by its waits for others made nobody wait of its own doing.
+        if arr.opens_group[1:].any():
+            own = np.maximum(arr.last - arr.first - elsewhere, 0)
+            caused = np.where(arr.part, np.minimum(arr.wait, own[None, :]), 0).sum(axis=0)
+        else:
+            caused = np.zeros(m, np.int64)
+        best = counted[np.lexsort((counted, -caused[counted], -score[counted], last_cycle[counted]))]
         firsts = np.r_[True, last_cycle[best][1:] != last_cycle[best][:-1]] if len(best) else np.zeros(0, bool)
         worst = dict(zip(last_cycle[best][firsts].tolist(), best[firsts].tolist()))
     cyc = np.array(sorted(cycles), dtype=np.int64)
