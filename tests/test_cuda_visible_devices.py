@@ -209,3 +209,54 @@ def test_a_timeline_names_each_stream_by_the_machine_gpu_and_the_process_cuda_de
     names = {e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
     # THEN its stream's track says the GPU as the rank's header does, and the CUDA number
     assert "GPU 2 (CUDA 0) stream 7" in names, names
+
+
+def _tp_worker(t: FakeTrace, pid: int, gemm_us: list[int], at_us: int = 0) -> None:
+    """Cycles of draft/verify on thread ``pid``, 1 ms apart from ``at_us``: a GEMM launched 110
+    us into the cycle, running from 120 us for ``gemm_us[c]``, then an all-reduce on CUDA device
+    0 that ends at 300 us (with its pair's: both start it when their GEMMs end)."""
+    for c, g in enumerate(gemm_us):
+        b = at_us + 1000 * c
+        t.cycle(c, b * U, (b + 100) * U, (b + 400) * U, pid=pid, tid=pid)
+        t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U, pid=pid, tid=pid), (b + 120) * U, (b + 120 + g) * U, pid=pid)
+        t.kernel(t.call("cudaLaunchKernel", (b + 114) * U, (b + 116) * U, pid=pid, tid=pid), (b + 120 + g) * U, (b + 300) * U, pid=pid, name=AR)
+
+
+def test_before_nsys_2025_3_a_node_file_of_workers_each_on_device_0_that_communicate_is_one_rank_per_worker(tmp_path):
+    # GIVEN two data-parallel replicas on one 4-GPU machine, each a tensor-parallel pair traced
+    # by its own nsys before 2025.3 (no TARGET_INFO_CUDA_DEVICE rows): every worker was given its
+    # GPU by CUDA_VISIBLE_DEVICES, so all four say CUDA device 0. Replica 1 runs 0.5 ms after
+    # replica 0. In cycle 1, worker 101's GEMM runs 150 us where 100's runs 80 (100 waits 70 us
+    # in the all-reduce); in cycle 4, 102's runs 120 where 103's runs 80 (103 waits 40 us);
+    # elsewhere both run 80 us (no wait)
+    gemms = {100: [80] * 6, 101: [80, 150, 80, 80, 80, 80], 102: [80, 80, 80, 80, 120, 80], 103: [80] * 6}
+    files = []
+    for replica, pids in enumerate(((100, 101), (102, 103))):
+        t = FakeTrace()
+        for pid in pids:
+            _tp_worker(t, pid, gemms[pid], at_us=500 * replica)
+        files.append(str(_host(t.write(tmp_path / f"replica{replica}.sqlite"), [])))
+    # WHEN analysed together
+    a = analyze(files)
+    # THEN four ranks, one per worker (each file was read as one rank of two processes), each
+    # waiting within its own pair only, said with a warning per file
+    assert [r.source.pids for r in a.ranks] == [(100,), (101,), (102,), (103,)]
+    assert [a.cross.comm_of(r).wait_ns for r in range(4)] == [70 * U, 0, 0, 40 * U]
+    said = [w for w in a.warnings if "each ran communication kernels on what they call CUDA device 0: read as a rank each" in w]
+    assert [w.split(":")[0] for w in said] == files, a.warnings
+
+
+def test_a_rank_file_with_a_helper_that_ran_kernels_but_no_collective_stays_one_rank(tmp_path):
+    # GIVEN per-rank files before nsys 2025.3: each rank's worker runs the all-reduces, and a
+    # helper process beside it (a front end preprocessing on the GPU) runs a kernel of its own
+    # on its device 0 too, but no collective
+    files = []
+    for rank, pid in enumerate((100, 200)):
+        t = FakeTrace()
+        _tp_worker(t, pid, [80] * 6)
+        t.kernel(t.call("cudaLaunchKernel", 50 * U, 52 * U, pid=pid + 1), 60 * U, 70 * U, pid=pid + 1)
+        files.append(str(_host(t.write(tmp_path / f"rank{rank}.sqlite"), [])))
+    # WHEN analysed together THEN each file is one rank of both its processes, as before
+    a = analyze(files)
+    assert [r.source.pids for r in a.ranks] == [(100, 101), (200, 201)]
+    assert not any("each ran communication kernels" in w for w in a.warnings)

@@ -8,7 +8,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracerecon.analysis.projection import string_mask
+from tracerecon.analysis.nccl import comm_mask
+from tracerecon.analysis.projection import int64s, string_mask
 
 
 @dataclass(frozen=True)
@@ -61,21 +62,32 @@ def gpu_processes(gpu_ops: pa.Table, nvtx_ranges: pa.Table, gpu_of=None) -> list
     return out
 
 
+def talking_processes(gpu_ops: pa.Table) -> frozenset[int]:
+    """The processes that ran communication kernels (``nccl.comm_mask``): each is a rank of a
+    communicator, which holds one rank per GPU."""
+    return frozenset(np.unique(int64s(gpu_ops["pid"])[comm_mask(gpu_ops)]).tolist()) if gpu_ops.num_rows else frozenset()
+
+
 def file_candidates(file: int, processes: list[tuple[int, int, bool]], marks: dict[int, int], name_number: int | None,
-                    whole_tree: bool, all_pids: list[int], machine: str = "", name_may_be_rank: bool = True) -> list[Candidate]:
+                    whole_tree: bool, all_pids: list[int], machine: str = "", name_may_be_rank: bool = True,
+                    talkers: frozenset[int] = frozenset()) -> list[Candidate]:
     """The rank candidates of one file: one per process of ``processes`` (``gpu_processes``)
     where the file is a whole process tree (``whole_tree``: the only input), where its processes
     that ran code sit on two devices or more (``nsys profile torchrun`` on a node, whatever its
-    name says), or where they carry rank marks of their own; else the whole file (``all_pids``:
-    its rank's process with its launcher and copy-only helpers) as one. ``name_number``: the
-    number its name ends in, if any (``name_may_be_rank`` False: too large for a rank);
-    ``marks``: {pid: rank} from the processes' tracerecon.rank marks."""
+    name says), where two or more of them ran communication kernels (``talkers``: a process
+    in a communicator is a rank of it; workers given their GPUs by CUDA_VISIBLE_DEVICES all say
+    device 0, and exports before nsys 2025.3 do not map that to the machine's GPU), or where
+    they carry rank marks of their own; else the whole file (``all_pids``: its rank's process
+    with its launcher and copy-only helpers) as one. ``name_number``: the number its name ends
+    in, if any (``name_may_be_rank`` False: too large for a rank); ``marks``: {pid: rank} from
+    the processes' tracerecon.rank marks."""
     name_is_pid = name_number is not None and name_number in all_pids + [p for p, _, _ in processes]
     name_rank = None if name_is_pid or not name_may_be_rank else name_number
     if not processes:  # nothing ran here (a rank that failed early): a rank all the same
         return [Candidate(file, tuple(all_pids), 0, False, None, name_rank, name_is_pid, machine)] if not whole_tree else []
     coders = [(p, d) for p, d, k in processes if k]
-    if whole_tree or len({d for _, d in coders}) > 1 or _distinct_marks([marks.get(p) for p, _, _ in processes]):
+    if (whole_tree or len({d for _, d in coders}) > 1 or len({p for p, _ in coders} & talkers) > 1
+            or _distinct_marks([marks.get(p) for p, _, _ in processes])):
         return [Candidate(file, (p,), d, k, marks.get(p), name_rank, name_is_pid, machine) for p, d, k in processes]
     own = {marks.get(p) for p in all_pids if p in marks}
     first = min(processes, key=lambda x: (not x[2], x[1], x[0]))
@@ -147,8 +159,8 @@ def number_ranks(cands: list[Candidate], multi: bool) -> tuple[list[int], list[s
             warnings.append("the numbers in the file names are the processes' ids (nsys -o %p), not ranks: ranks follow each machine's "
                             "GPUs, machines in file order")
         elif not one_each:
-            warnings.append("some files hold GPU processes on several devices: each is a rank, numbered in file order, then within a file "
-                            "by GPU and pid")
+            warnings.append("some files hold several ranks' processes (on several devices, or each running communication kernels): each is "
+                            "a rank, numbered in file order, then within a file by GPU and pid")
         elif None not in given:
             repeated = sorted({r for r in given if given.count(r) > 1})
             warnings.append(f"rank numbers in the file names repeat (rank {', '.join(map(str, repeated))} more than once); ranks follow file order")
