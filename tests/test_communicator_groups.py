@@ -396,3 +396,24 @@ def test_a_tie_goes_to_the_straggler_whose_own_lateness_kept_more_ranks_waiting(
     # none, a cycle
     assert cross.critical_path["gating_rank"].to_pylist() == [1] + [3] * 9
     assert [cross.comm_of(r).wait_ns for r in range(4)] == [900_000, 400_000, 400_000, 0]
+
+
+def test_groups_whose_ends_meet_more_often_than_a_quarter_by_chance_alone_are_told_apart():
+    # GIVEN one report of two all-reduce pairs, 40 collectives each, 200 us apart, each kernel
+    # 40 us long (tolerance 20 us): A = {0, 1} ending at k * 200 us + 10 us; B = {2, 3}, a
+    # data-parallel replica drifting past A, ending 15 us after A's k-th in 12 of them (k % 10 < 3)
+    # and 100 us after it in the other 28: 12 of 40 (30 %) within the tolerance of one of A's,
+    # where ends at any other time would be within it a fifth of the time (A's ends cover 40
+    # windows of 40 us, 1,600 us, of the 8,000 us from half a spacing before the first to half
+    # a spacing after the last: 20 %). Rank 1 reaches A's 30 us late, rank 3 B's 10 us late
+    kernels = {r: [] for r in range(4)}
+    for k in range(40):
+        a = k * 200_000 + 10_000
+        b = a + (15_000 if k % 10 < 3 else 100_000)
+        for r, (e, late) in {0: (a, 0), 1: (a, 30_000), 2: (b, 0), 3: (b, 10_000)}.items():
+            kernels[r].append((e - 40_000 + late, e, AR))
+    cross = cross_rank.analyze_cross_rank([named_view(r, ks, 8) for r, ks in kernels.items()])
+    # THEN 30 % is under a quarter of the way from 20 % to all (40 %): B's ends say apart from
+    # A's, and each pair waits within itself only (as one group of four, rank 0 "waited" for B)
+    assert "ranks 0, 1; ranks 2, 3;" in cross.warnings[0], cross.warnings
+    assert [cross.comm_of(r).wait_ns for r in range(4)] == [40 * 30_000, 0, 40 * 10_000, 0]
