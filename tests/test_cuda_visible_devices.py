@@ -242,7 +242,7 @@ def test_before_nsys_2025_3_a_node_file_of_workers_each_on_device_0_that_communi
     # waiting within its own pair only, said with a warning per file
     assert [r.source.pids for r in a.ranks] == [(100,), (101,), (102,), (103,)]
     assert [a.cross.comm_of(r).wait_ns for r in range(4)] == [70 * U, 0, 0, 40 * U]
-    said = [w for w in a.warnings if "each ran communication kernels on what they call CUDA device 0: read as a rank each" in w]
+    said = [w for w in a.warnings if "ran collectives with each other, all on what they call CUDA device 0: read as a rank each" in w]
     assert [w.split(":")[0] for w in said] == files, a.warnings
 
 
@@ -259,4 +259,55 @@ def test_a_rank_file_with_a_helper_that_ran_kernels_but_no_collective_stays_one_
     # WHEN analysed together THEN each file is one rank of both its processes, as before
     a = analyze(files)
     assert [r.source.pids for r in a.ranks] == [(100, 101), (200, 201)]
-    assert not any("each ran communication kernels" in w for w in a.warnings)
+    assert not any("ran collectives with each other" in w for w in a.warnings)
+
+
+def test_a_helper_beside_a_files_tensor_parallel_pair_stays_with_its_first_worker(tmp_path):
+    # GIVEN the two replicas' files above (no device map), each also holding a front end (pid
+    # 150 / 250) that ran one kernel of its own on its device 0 and no collective
+    files = []
+    for replica, pids in enumerate(((100, 101), (200, 201))):
+        t = FakeTrace()
+        for pid in pids:
+            _tp_worker(t, pid, [80] * 6, at_us=500 * replica)
+        helper = pids[0] + 50
+        t.kernel(t.call("cudaLaunchKernel", 50 * U, 52 * U, pid=helper), 60 * U, 70 * U, pid=helper)
+        files.append(str(_host(t.write(tmp_path / f"replica{replica}.sqlite"), [])))
+    # WHEN analysed together
+    a = analyze(files)
+    # THEN four ranks, one per worker, each front end with its file's first worker (it is no
+    # rank of its own, and the second file's ranks are numbered 2 and 3)
+    assert [r.source.pids for r in a.ranks] == [(100, 150), (101,), (200, 250), (201,)]
+
+
+def test_two_processes_of_separate_communicators_on_each_gpu_stay_one_rank_per_file(tmp_path):
+    # GIVEN per-rank files before nsys 2025.3 (no device map): on each GPU a target worker and
+    # a draft model's worker, each its own process on its device 0, each in its own
+    # communicator with its counterpart on the other GPU: the targets' all-reduces end at
+    # k ms + 300 us, the drafts' at k ms + 700 us
+    files = []
+    for rank, pids in enumerate(((100, 101), (110, 111))):
+        t = FakeTrace()
+        for pid, at in zip(pids, (0, 400)):
+            _tp_worker(t, pid, [80] * 6, at_us=at)
+        files.append(str(_host(t.write(tmp_path / f"rank{rank}.sqlite"), [])))
+    # WHEN analysed together
+    a = analyze(files)
+    # THEN one rank per file, numbered by its name, as before: the two processes of a file
+    # never end a collective together, so they are no ranks of one communicator
+    assert [(r.rank, r.source.pids, r.source.how) for r in a.ranks] == [(0, (100, 101), "file name"), (1, (110, 111), "file name")]
+    assert not any("ran collectives with each other" in w for w in a.warnings)
+
+
+def test_processes_the_export_maps_to_one_gpu_are_not_split_by_their_collectives(tmp_path):
+    # GIVEN the replicas' files of the first test above, but from nsys 2025.3+: the export maps
+    # both workers of each file to GPU 0 (a trainer and an inference worker sharing it, say)
+    files = []
+    for replica, pids in enumerate(((100, 101), (102, 103))):
+        t = FakeTrace()
+        for pid in pids:
+            _tp_worker(t, pid, [80] * 6, at_us=500 * replica)
+        files.append(str(_host(t.write(tmp_path / f"replica{replica}.sqlite"), [(0, 0, p) for p in pids])))
+    # WHEN analysed together THEN each file is one rank, as the export's GPUs say
+    a = analyze(files)
+    assert [r.source.pids for r in a.ranks] == [(100, 101), (102, 103)]

@@ -371,7 +371,7 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
 
     from tracerecon.analysis.projection import int64s
     from tracerecon.analysis.rank import RankTables, own_rank
-    from tracerecon.analysis.ranks import RankSource, file_candidates, gpu_processes, number_ranks, select_pids, talking_processes
+    from tracerecon.analysis.ranks import RankSource, file_candidates, gpu_processes, communicating_peers, number_ranks, select_pids, talkers_to_split
 
     tables, linked, warnings, unrun = _link(f, read)
     del read
@@ -393,13 +393,16 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
                             "that TARGET_INFO_CUDA_DEVICE does not map to the machine's GPUs, where it maps other processes' devices to "
                             "GPUs of other numbers (CUDA_VISIBLE_DEVICES): read as the machine's GPUs of the same numbers")
     all_pids = sorted(set(int64s(tables.gpu_ops["pid"]).tolist()) | set(int64s(tables.nvtx_ranges["pid"]).tolist())) if multi else []
-    talkers = talking_processes(tables.gpu_ops) if multi and len(processes) > 1 else frozenset()
+    # Processes whose CUDA devices the export maps to the machine's GPUs are told apart by those.
+    unmapped = frozenset(p for p, _, _ in processes) - {p for p, _, _ in tables.info.cuda_devices}
+    peers = communicating_peers(tables.gpu_ops, unmapped) if multi and len(unmapped) > 1 else frozenset()
     cands = file_candidates(order, processes, named, name_number if multi else None, not multi, all_pids, ",".join(sorted(tables.info.gpu_uuids)),
-                            name_number is not None and name_number <= MAX_RANK_IN_NAME, talkers)
-    if len(cands) > 1 and not tables.info.cuda_devices and len(said := {d for p, d, _ in processes if p in talkers}) == 1:
-        warnings.append(f"{f}: processes {', '.join(str(p) for p, _, _ in processes if p in talkers)} each ran communication kernels on what "
-                        f"they call CUDA device {said.pop()}: read as a rank each (workers given their GPUs by CUDA_VISIBLE_DEVICES; "
-                        "the export does not map their devices to the machine's GPUs, as nsys 2025.3+ does in TARGET_INFO_CUDA_DEVICE)")
+                            name_number is not None and name_number <= MAX_RANK_IN_NAME, peers)
+    if talking := talkers_to_split(processes, named, not multi, peers):
+        warnings.append(f"{f}: processes {', '.join(map(str, talking))} ran collectives with each other, all on what they call CUDA device "
+                        f"{dict((p, d) for p, d, _ in processes)[talking[0]]}: read as a rank each, the file's other processes with the "
+                        "first (workers given their GPUs by CUDA_VISIBLE_DEVICES; the export does not map their devices to the machine's "
+                        "GPUs, as nsys 2025.3+ does in TARGET_INFO_CUDA_DEVICE: each is said to run on that device's GPU)")
     if not cands:
         raise BadTraceError(f"{f}: empty trace: no GPU work and no NVTX ranges")
     if len(cands) == 1 and multi:  # as the run will most likely number it (``_numbered`` has the last word)

@@ -648,17 +648,22 @@ def communicator_groups(views: list[RankView], comm: list[dict[str, np.ndarray]]
 
 
 def _end_reference(lead_c: dict[str, np.ndarray], code: int) -> tuple[np.ndarray, int] | None:
-    """A rank's kernels of the name ``code`` (``lead_c``, from ``_comm_ops``) as others' are
-    compared with (``ends_together``): their ends in order and the tolerance
-    (``GROUP_END_TOLERANCE_NS``, or a quarter of their median length where that is more: a large
-    collective's kernels end a step of its pipeline apart); None where they tell nothing: fewer
-    than ``PAIRED_MIN_KERNELS``, or under four tolerances apart (median), where another
-    communicator's kernels, at any time between, would pass the tolerance half the time."""
+    """``end_reference`` of a rank's kernels of the name ``code`` (``lead_c``, from ``_comm_ops``)."""
     mine = (lead_c["key"] >> 40) == code
-    e_ref = np.sort(lead_c["end"][mine])
+    return end_reference(lead_c["start"][mine], lead_c["end"][mine])
+
+
+def end_reference(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """One rank's kernels of one name as others' are compared with (``ends_agree``): their ends
+    in order and the tolerance (``GROUP_END_TOLERANCE_NS``, or a quarter of their median length
+    where that is more: a large collective's kernels end a step of its pipeline apart); None
+    where they tell nothing: fewer than ``PAIRED_MIN_KERNELS``, or under four tolerances apart
+    (median), where another communicator's kernels, at any time between, would pass the
+    tolerance half the time."""
+    e_ref = np.sort(end)
     if len(e_ref) < PAIRED_MIN_KERNELS:
         return None
-    tol = max(GROUP_END_TOLERANCE_NS, int(np.median(lead_c["end"][mine] - lead_c["start"][mine])) // 4)
+    tol = max(GROUP_END_TOLERANCE_NS, int(np.median(end - start)) // 4)
     return (e_ref, tol) if np.median(np.diff(e_ref)) >= 4 * tol else None
 
 
@@ -678,8 +683,13 @@ def ends_together(v: RankView, c: dict[str, np.ndarray], lead: RankView, referen
     than ``PAIRED_MIN_KERNELS`` of ``v``'s fall in their span."""
     if reference is None or not _one_machines_clock(v, lead):
         return None
+    return ends_agree(reference, c["end"][(c["key"] >> 40) == code] + _clock_base(v, lead)[0])  # (one machine's clock: its base is known)
+
+
+def ends_agree(reference: tuple[np.ndarray, int], e: np.ndarray) -> bool | None:
+    """``ends_together``'s rule on bare ends: whether kernels ending at ``e`` end with those of
+    ``reference`` (``end_reference``), on the same clock."""
     e_ref, tol = reference
-    e = c["end"][(c["key"] >> 40) == code] + _clock_base(v, lead)[0]  # (one machine's clock: its base is known)
     margin = int(np.median(np.diff(e_ref))) // 2  # (another group's last may end after the lead's last, within a spacing)
     e = e[(e >= e_ref[0] - margin) & (e <= e_ref[-1] + margin)]
     if len(e) < PAIRED_MIN_KERNELS:

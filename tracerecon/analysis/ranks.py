@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracerecon.analysis.cross_rank import end_reference, ends_agree
 from tracerecon.analysis.nccl import comm_mask
 from tracerecon.analysis.projection import int64s, string_mask
 
@@ -62,33 +63,72 @@ def gpu_processes(gpu_ops: pa.Table, nvtx_ranges: pa.Table, gpu_of=None) -> list
     return out
 
 
-def talking_processes(gpu_ops: pa.Table) -> frozenset[int]:
-    """The processes that ran communication kernels (``nccl.comm_mask``): each is a rank of a
-    communicator, which holds one rank per GPU."""
-    return frozenset(np.unique(int64s(gpu_ops["pid"])[comm_mask(gpu_ops)]).tolist()) if gpu_ops.num_rows else frozenset()
+def communicating_peers(gpu_ops: pa.Table, among: frozenset[int]) -> frozenset[int]:
+    """The processes of ``among`` that ran communication kernels (``nccl.comm_mask``) as ranks
+    of one communicator: two or more whose kernels of some name end together with the first
+    one's (``cross_rank.ends_agree``: one collective's kernels end together on every rank of its
+    communicator) and of no name apart; else none (one process talked, or the processes talked
+    in separate communicators: a draft model's process beside the target's on one GPU, a
+    trainer beside inference, or too few kernels to tell)."""
+    comm = np.flatnonzero(comm_mask(gpu_ops)) if gpu_ops.num_rows else np.zeros(0, np.int64)
+    pid = int64s(gpu_ops["pid"])[comm]
+    talkers = sorted(set(np.unique(pid).tolist()) & among)
+    if len(talkers) < 2:
+        return frozenset()
+    start, end = int64s(gpu_ops["start_ns"])[comm], int64s(gpu_ops["end_ns"])[comm]
+    names = gpu_ops["name"].take(pa.array(comm)).cast(pa.string()).combine_chunks().dictionary_encode()
+    code = names.indices.to_numpy(zero_copy_only=False)
+    lead = pid == talkers[0]
+    for other in talkers[1:]:
+        mine = pid == other
+        said = []
+        for k in np.intersect1d(code[lead], code[mine]).tolist():
+            ref = end_reference(start[lead & (code == k)], end[lead & (code == k)])
+            said.append(None if ref is None else ends_agree(ref, end[mine & (code == k)]))
+        if True not in said or False in said:
+            return frozenset()
+    return frozenset(talkers)
+
+
+def talkers_to_split(processes: list[tuple[int, int, bool]], marks: dict[int, int], whole_tree: bool, peers: frozenset[int]) -> list[int]:
+    """The processes one file splits into a rank each by ``peers`` (``communicating_peers``: a
+    communicator holds one rank per GPU, where workers given their GPUs by CUDA_VISIBLE_DEVICES
+    all say device 0 and exports before nsys 2025.3 do not map that to the machine's GPU):
+    where nothing else splits the file (``file_candidates``) and the peers' marks do not say
+    they are one rank; else none."""
+    coders = [(p, d) for p, d, k in processes if k]
+    if whole_tree or len({d for _, d in coders}) > 1 or _distinct_marks([marks.get(p) for p, _, _ in processes]):
+        return []
+    talking = sorted(p for p, _ in coders if p in peers)
+    if len(talking) < 2 or (len({marks.get(p) for p in talking}) == 1 and marks.get(talking[0]) is not None):
+        return []
+    return talking
 
 
 def file_candidates(file: int, processes: list[tuple[int, int, bool]], marks: dict[int, int], name_number: int | None,
                     whole_tree: bool, all_pids: list[int], machine: str = "", name_may_be_rank: bool = True,
-                    talkers: frozenset[int] = frozenset()) -> list[Candidate]:
+                    peers: frozenset[int] = frozenset()) -> list[Candidate]:
     """The rank candidates of one file: one per process of ``processes`` (``gpu_processes``)
     where the file is a whole process tree (``whole_tree``: the only input), where its processes
     that ran code sit on two devices or more (``nsys profile torchrun`` on a node, whatever its
-    name says), where two or more of them ran communication kernels (``talkers``: a process
-    in a communicator is a rank of it; workers given their GPUs by CUDA_VISIBLE_DEVICES all say
-    device 0, and exports before nsys 2025.3 do not map that to the machine's GPU), or where
-    they carry rank marks of their own; else the whole file (``all_pids``: its rank's process
-    with its launcher and copy-only helpers) as one. ``name_number``: the number its name ends
-    in, if any (``name_may_be_rank`` False: too large for a rank); ``marks``: {pid: rank} from
-    the processes' tracerecon.rank marks."""
+    name says), or where they carry rank marks of their own; one per process of a communicator
+    where two or more of them are its ranks (``talkers_to_split`` of ``peers``), the file's
+    other processes with the first; else the whole file (``all_pids``: its rank's process with
+    its launcher and copy-only helpers) as one. ``name_number``: the number its name ends in,
+    if any (``name_may_be_rank`` False: too large for a rank); ``marks``: {pid: rank} from the
+    processes' tracerecon.rank marks."""
     name_is_pid = name_number is not None and name_number in all_pids + [p for p, _, _ in processes]
     name_rank = None if name_is_pid or not name_may_be_rank else name_number
     if not processes:  # nothing ran here (a rank that failed early): a rank all the same
         return [Candidate(file, tuple(all_pids), 0, False, None, name_rank, name_is_pid, machine)] if not whole_tree else []
     coders = [(p, d) for p, d, k in processes if k]
-    if (whole_tree or len({d for _, d in coders}) > 1 or len({p for p, _ in coders} & talkers) > 1
-            or _distinct_marks([marks.get(p) for p, _, _ in processes])):
+    if whole_tree or len({d for _, d in coders}) > 1 or _distinct_marks([marks.get(p) for p, _, _ in processes]):
         return [Candidate(file, (p,), d, k, marks.get(p), name_rank, name_is_pid, machine) for p, d, k in processes]
+    if talking := talkers_to_split(processes, marks, whole_tree, peers):
+        device = dict(coders)
+        rest = tuple(p for p in all_pids if p not in talking)
+        return [Candidate(file, (p,) + (rest if i == 0 else ()), device[p], True, marks.get(p), name_rank, name_is_pid, machine)
+                for i, p in enumerate(talking)]
     own = {marks.get(p) for p in all_pids if p in marks}
     first = min(processes, key=lambda x: (not x[2], x[1], x[0]))
     return [Candidate(file, tuple(all_pids), first[1], any(k for _, _, k in processes), own.pop() if len(own) == 1 else None,
@@ -159,7 +199,7 @@ def number_ranks(cands: list[Candidate], multi: bool) -> tuple[list[int], list[s
             warnings.append("the numbers in the file names are the processes' ids (nsys -o %p), not ranks: ranks follow each machine's "
                             "GPUs, machines in file order")
         elif not one_each:
-            warnings.append("some files hold several ranks' processes (on several devices, or each running communication kernels): each is "
+            warnings.append("some files hold several ranks' processes (on several devices, or ranks of one communicator): each is "
                             "a rank, numbered in file order, then within a file by GPU and pid")
         elif None not in given:
             repeated = sorted({r for r in given if given.count(r) > 1})
