@@ -117,6 +117,17 @@ def test_plot_writes_a_picture(tmp_path, args):
     assert svg.count("rank 1") >= (1 if "nccl" in args[0] else 0)
 
 
+def test_a_picture_named_only_by_its_suffix_is_written_in_that_format(tmp_path):
+    # GIVEN an output whose whole name is its suffix (a hidden file: no extension to os.path)
+    pytest.importorskip("matplotlib")
+    for name, head in ((".svg", b"<?xml"), (".png", b"\x89PNG")):
+        # WHEN plotted there
+        res = run_cli("plot", str(H200 / "eagle_gpu_bound.sqlite"), "-o", str(tmp_path / name))
+        # THEN the picture is written in that format (matplotlib read no format: exit 1)
+        assert res.returncode == 0, res.stderr
+        assert (tmp_path / name).read_bytes().startswith(head)
+
+
 def test_plot_of_a_rank_without_phases_says_so_on_the_picture(tmp_path):
     # GIVEN the README's trace reported with a phase name it does not hold
     pytest.importorskip("matplotlib")
