@@ -167,6 +167,24 @@ def test_an_interrupted_scrub_leaves_no_copy_behind(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_scrub_interrupted_between_its_statements_leaves_no_journal_behind(tmp_path, monkeypatch):
+    # GIVEN a scrub interrupted (Ctrl-C, SIGTERM) between two of its statements, its copy's
+    # transaction open: SQLite's rollback journal beside it holds pages of the unscrubbed copy
+    import pytest
+
+    from tracerecon.nsys import scrub
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(scrub, "_renamed_ranges", interrupted)
+    # WHEN it runs THEN the interrupt goes through, and nothing is left in the output's folder
+    # (the copy was removed, its journal left: one more each time, named by the process id)
+    with pytest.raises(KeyboardInterrupt):
+        scrub.scrub_export(H200 / "eagle_gpu_bound.sqlite", tmp_path / "out.sqlite")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_secrets_in_blobs_basic_credentials_and_private_keys_are_redacted(tmp_path):
     # GIVEN an export with a token in a blob (an NVTX payload), HTTP basic credentials and a
     # private key block in strings

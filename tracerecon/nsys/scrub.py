@@ -392,11 +392,14 @@ def _noting_interrupts(fn):
 
 
 def _remove(path: Path | None) -> None:
+    """A temporary file gone, with SQLite's rollback journal (or WAL) beside it: an interrupted
+    scrub leaves its transaction's journal, which holds pages of the unscrubbed copy."""
     if path is not None:
-        try:
-            path.unlink(missing_ok=True)
-        except OSError:
-            pass
+        for side in ("", "-journal", "-wal", "-shm"):
+            try:
+                path.with_name(path.name + side).unlink(missing_ok=True)
+            except OSError:
+                pass
 
 
 def _scrub_in_place(path: Path) -> ScrubSummary:
