@@ -417,3 +417,24 @@ def test_groups_whose_ends_meet_more_often_than_a_quarter_by_chance_alone_are_to
     # A's, and each pair waits within itself only (as one group of four, rank 0 "waited" for B)
     assert "ranks 0, 1; ranks 2, 3;" in cross.warnings[0], cross.warnings
     assert [cross.comm_of(r).wait_ns for r in range(4)] == [40 * 30_000, 0, 40 * 10_000, 0]
+
+
+def test_groups_bursting_together_between_idle_stretches_are_told_apart():
+    # GIVEN one report of two all-reduce pairs, six steps of 5 ms, each step 20 collectives
+    # 100 us apart then 3.1 ms idle (kernels 40 us: tolerance 20 us): A = {0, 1} ending at
+    # step * 5 ms + i * 100 us + 10 us; B = {2, 3} 15 us after A's i-th where i % 5 < 2 and 50 us
+    # after it otherwise: 40 % of B's within the tolerance of one of A's, as by chance within the
+    # bursts (A's windows cover 40 us of every 100; counted over the whole span, idle stretches
+    # included, a sixth). Rank 1 reaches A's 30 us late, rank 3 B's 10 us late
+    kernels = {r: [] for r in range(4)}
+    for step in range(6):
+        for i in range(20):
+            a = step * 5 * PERIOD + i * 100_000 + 10_000
+            b = a + (15_000 if i % 5 < 2 else 50_000)
+            for r, (e, late) in {0: (a, 0), 1: (a, 30_000), 2: (b, 0), 3: (b, 10_000)}.items():
+                kernels[r].append((e - 40_000 + late, e, AR))
+    cross = cross_rank.analyze_cross_rank([named_view(r, ks, 30) for r, ks in kernels.items()])
+    # THEN 40 % is chance within the bursts (the apart cut there: 55 %): two groups, each pair
+    # waiting within itself only
+    assert "ranks 0, 1; ranks 2, 3;" in cross.warnings[0], cross.warnings
+    assert [cross.comm_of(r).wait_ns for r in range(4)] == [120 * 30_000, 0, 120 * 10_000, 0]

@@ -311,3 +311,39 @@ def test_processes_the_export_maps_to_one_gpu_are_not_split_by_their_collectives
     # WHEN analysed together THEN each file is one rank, as the export's GPUs say
     a = analyze(files)
     assert [r.source.pids for r in a.ranks] == [(100, 101), (102, 103)]
+
+
+def test_a_schedulers_own_cycle_ranges_in_a_split_file_are_no_ranks(tmp_path):
+    # GIVEN the replicas' files (no device map), each also holding a scheduler process that did
+    # no GPU work but marks cycle, draft and verify ranges of its own
+    files = []
+    for replica, pids in enumerate(((100, 101), (200, 201))):
+        t = FakeTrace()
+        for pid in pids:
+            _tp_worker(t, pid, [80] * 6, at_us=500 * replica)
+        for c in range(6):
+            b = 500 * replica + 1000 * c + 20
+            t.cycle(c, b * U, (b + 100) * U, (b + 400) * U, pid=pids[0] - 50, tid=pids[0] - 50)
+        files.append(str(_host(t.write(tmp_path / f"replica{replica}.sqlite"), [])))
+    # WHEN analysed together
+    a = analyze(files)
+    # THEN four ranks of six cycles each: the schedulers' ranges are in none (as where a file is
+    # one rank), said as left out
+    assert [r.source.pids for r in a.ranks] == [(100,), (101,), (200,), (201,)]
+    assert [r.cycles.num_rows for r in a.ranks] == [6] * 4
+    assert sum("left out" in w and "no GPU work" in w for w in a.warnings) == 2, a.warnings
+
+
+def test_a_node_file_of_two_tensor_parallel_pairs_is_a_rank_per_worker(tmp_path):
+    # GIVEN two node files (no device map), each holding two tensor-parallel pairs whose
+    # all-reduces end at other times (pairs 250 us apart), every worker on its CUDA device 0
+    files = []
+    for node, pairs in enumerate((((100, 101), (102, 103)), ((200, 201), (202, 203)))):
+        t = FakeTrace()
+        for i, pair in enumerate(pairs):
+            for pid in pair:
+                _tp_worker(t, pid, [80] * 6, at_us=250 * node + 500 * i)
+        files.append(str(_host(t.write(tmp_path / f"node{node}.sqlite"), [])))
+    # WHEN analysed together THEN eight ranks, one per worker (each pair's ends tell it from the other)
+    a = analyze(files)
+    assert [r.source.pids for r in a.ranks] == [(p,) for p in (100, 101, 102, 103, 200, 201, 202, 203)]

@@ -674,9 +674,9 @@ def ends_together(v: RankView, c: dict[str, np.ndarray], lead: RankView, referen
     within the span of ``lead``'s, give or take half their spacing (a trace begun or ended
     elsewhere in the run), the share that end within the tolerance of one of ``lead``'s: True
     at three quarters or more; False at a quarter of the way from chance to all, or less
-    (``chance``: the share of that span within the tolerance of one of ``lead``'s ends, which
-    kernels of another communicator, at any other time, pass by: a quarter where the ends are
-    far apart for the tolerance; two data-parallel replicas' all-reduces 220 us apart drifting
+    (``chance``: the share of the time within half a spacing of one of ``lead``'s ends that is
+    within the tolerance of one, which kernels of another communicator, at any other time, pass
+    by: a quarter where the ends are far apart for the tolerance; two data-parallel replicas' all-reduces 220 us apart drifting
     past each other ended within 20 us of the other's 26 % of the time). None where that
     cannot be told: in between, or the two are not on one machine's clock
     (``_one_machines_clock``), or ``lead``'s kernels tell nothing (``reference`` None), or fewer
@@ -698,9 +698,11 @@ def ends_agree(reference: tuple[np.ndarray, int], e: np.ndarray) -> bool | None:
     close = int((np.minimum(np.abs(e_ref[at - 1] - e), np.abs(e_ref[at] - e)) <= tol).sum())
     if 4 * close >= 3 * len(e):
         return True
-    # (the windows of the ends around each: the first's and last's whole, as the margin, half
-    # a spacing of at least four tolerances, holds them)
-    chance = (2 * tol + int(np.minimum(np.diff(e_ref), 2 * tol).sum())) / (int(e_ref[-1] - e_ref[0]) + 2 * margin)
+    # Of the time within half a spacing of one of the ends (not the idle stretches between
+    # bursts of collectives, where another group's kernels do not fall either), the share within
+    # the tolerance of one.
+    spacing, gaps = 2 * margin, np.diff(e_ref)
+    chance = (2 * tol + int(np.minimum(gaps, 2 * tol).sum())) / (spacing + int(np.minimum(gaps, spacing).sum()))
     if 4 * close <= len(e) * (1 + 3 * chance):
         return False
     return None

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracerecon.analysis.cross_rank import end_reference, ends_agree
-from tracerecon.analysis.nccl import comm_mask
+from tracerecon.analysis.nccl import comm_mask, is_low_latency_ep, is_point_to_point
 from tracerecon.analysis.projection import int64s, string_mask
 
 
@@ -64,12 +64,15 @@ def gpu_processes(gpu_ops: pa.Table, nvtx_ranges: pa.Table, gpu_of=None) -> list
 
 
 def communicating_peers(gpu_ops: pa.Table, among: frozenset[int]) -> frozenset[int]:
-    """The processes of ``among`` that ran communication kernels (``nccl.comm_mask``) as ranks
-    of one communicator: two or more whose kernels of some name end together with the first
-    one's (``cross_rank.ends_agree``: one collective's kernels end together on every rank of its
-    communicator) and of no name apart; else none (one process talked, or the processes talked
-    in separate communicators: a draft model's process beside the target's on one GPU, a
-    trainer beside inference, or too few kernels to tell)."""
+    """The processes of ``among`` that ran collectives with another of them: each joins the
+    first group whose first process's collectives of some name its own end together with
+    (``cross_rank.ends_agree``: one collective's kernels end together on every rank of its
+    communicator) and of no name apart; one whose ends say apart from every group's starts its
+    own; one the ends cannot tell (no name in common, too few kernels, or kernels too close
+    together) joins none. The processes of groups of two or more; none where there are none
+    (one process talked; processes of separate communicators on one GPU: a draft model's
+    process beside the target's, a trainer beside inference). Sends and receives (and DeepEP's
+    low-latency kernels), whose ends lie apart by the transfer, say nothing."""
     comm = np.flatnonzero(comm_mask(gpu_ops)) if gpu_ops.num_rows else np.zeros(0, np.int64)
     pid = int64s(gpu_ops["pid"])[comm]
     talkers = sorted(set(np.unique(pid).tolist()) & among)
@@ -78,31 +81,40 @@ def communicating_peers(gpu_ops: pa.Table, among: frozenset[int]) -> frozenset[i
     start, end = int64s(gpu_ops["start_ns"])[comm], int64s(gpu_ops["end_ns"])[comm]
     names = gpu_ops["name"].take(pa.array(comm)).cast(pa.string()).combine_chunks().dictionary_encode()
     code = names.indices.to_numpy(zero_copy_only=False)
-    lead = pid == talkers[0]
-    for other in talkers[1:]:
-        mine = pid == other
+    told = np.array([not is_point_to_point(n) for n in names.dictionary.to_pylist()], dtype=bool)[code]
+    if "demangled_name" in gpu_ops.column_names:
+        full = gpu_ops["demangled_name"].take(pa.array(comm)).cast(pa.string()).to_pylist()
+        told &= np.array([n is None or not is_low_latency_ep(n) for n in full], dtype=bool)
+
+    def verdict(lead: int, other: int) -> bool | None:
+        a, b = (pid == lead) & told, (pid == other) & told
         said = []
-        for k in np.intersect1d(code[lead], code[mine]).tolist():
-            ref = end_reference(start[lead & (code == k)], end[lead & (code == k)])
-            said.append(None if ref is None else ends_agree(ref, end[mine & (code == k)]))
-        if True not in said or False in said:
-            return frozenset()
-    return frozenset(talkers)
+        for k in np.intersect1d(code[a], code[b]).tolist():
+            ref = end_reference(start[a & (code == k)], end[a & (code == k)])
+            said.append(None if ref is None else ends_agree(ref, end[b & (code == k)]))
+        return False if False in said else True if True in said else None
+
+    groups: list[list[int]] = []
+    for p in talkers:
+        said = [verdict(g[0], p) for g in groups]
+        if True in said:
+            groups[said.index(True)].append(p)
+        elif all(s is False for s in said):
+            groups.append([p])
+    return frozenset(p for g in groups if len(g) > 1 for p in g)
 
 
 def talkers_to_split(processes: list[tuple[int, int, bool]], marks: dict[int, int], whole_tree: bool, peers: frozenset[int]) -> list[int]:
     """The processes one file splits into a rank each by ``peers`` (``communicating_peers``: a
     communicator holds one rank per GPU, where workers given their GPUs by CUDA_VISIBLE_DEVICES
-    all say device 0 and exports before nsys 2025.3 do not map that to the machine's GPU):
-    where nothing else splits the file (``file_candidates``) and the peers' marks do not say
-    they are one rank; else none."""
+    all say device 0 and exports before nsys 2025.3 do not map that to the machine's GPU; their
+    rank marks, ``tracerecon.instrument``'s 0 where RANK is unset, do not hold against that):
+    where nothing else splits the file (``file_candidates``); else none."""
     coders = [(p, d) for p, d, k in processes if k]
     if whole_tree or len({d for _, d in coders}) > 1 or _distinct_marks([marks.get(p) for p, _, _ in processes]):
         return []
     talking = sorted(p for p, _ in coders if p in peers)
-    if len(talking) < 2 or (len({marks.get(p) for p in talking}) == 1 and marks.get(talking[0]) is not None):
-        return []
-    return talking
+    return talking if len(talking) > 1 else []
 
 
 def file_candidates(file: int, processes: list[tuple[int, int, bool]], marks: dict[int, int], name_number: int | None,
@@ -113,7 +125,7 @@ def file_candidates(file: int, processes: list[tuple[int, int, bool]], marks: di
     that ran code sit on two devices or more (``nsys profile torchrun`` on a node, whatever its
     name says), or where they carry rank marks of their own; one per process of a communicator
     where two or more of them are its ranks (``talkers_to_split`` of ``peers``), the file's
-    other processes with the first; else the whole file (``all_pids``: its rank's process with
+    other GPU processes with the first; else the whole file (``all_pids``: its rank's process with
     its launcher and copy-only helpers) as one. ``name_number``: the number its name ends in,
     if any (``name_may_be_rank`` False: too large for a rank); ``marks``: {pid: rank} from the
     processes' tracerecon.rank marks."""
@@ -126,7 +138,9 @@ def file_candidates(file: int, processes: list[tuple[int, int, bool]], marks: di
         return [Candidate(file, (p,), d, k, marks.get(p), name_rank, name_is_pid, machine) for p, d, k in processes]
     if talking := talkers_to_split(processes, marks, whole_tree, peers):
         device = dict(coders)
-        rest = tuple(p for p in all_pids if p not in talking)
+        # (the file's other GPU processes: one that did no GPU work, a launcher or a scheduler
+        # marking cycles of its own, is no rank's, as where the file is one rank)
+        rest = tuple(p for p, _, _ in processes if p not in talking)
         return [Candidate(file, (p,) + (rest if i == 0 else ()), device[p], True, marks.get(p), name_rank, name_is_pid, machine)
                 for i, p in enumerate(talking)]
     own = {marks.get(p) for p in all_pids if p in marks}
