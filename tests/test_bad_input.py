@@ -1414,3 +1414,23 @@ def test_a_run_json_as_tracerecon_run_writes_it_says_nothing():
     for run in ("demo_shapes_h200x2/nccl_overlap_skew", "demo_h200/gpu_bound", "demo_h200/exit3"):
         res = run_cli("report", str(SAMPLES / run))
         assert res.returncode == 0 and "run.json" not in res.stderr, (run, res.stderr)
+
+
+def test_a_run_json_or_manifest_nested_too_deep_for_the_parser_is_said_not_an_internal_error(tmp_path):
+    # GIVEN a folder of two rank exports beside a run.json nested 100,000 deep, and an export
+    # folder whose manifest.json is
+    run = tmp_path / "run"
+    run.mkdir()
+    for f in (DEMO2 / "nccl_skew").glob("rank*.sqlite"):
+        shutil.copy(f, run / f.name)
+    (run / "run.json").write_text("[" * 100_000 + "]" * 100_000)
+    exp = tmp_path / "exp"
+    assert run_cli("export", str(H200 / "eagle_gpu_bound.sqlite"), "-o", str(exp), "--no-cache").returncode == 0
+    (exp / "manifest.json").write_text('{"a":' * 100_000 + "1" + "}" * 100_000)
+    # WHEN reported
+    res = run_cli("report", str(run), "--no-cache")
+    # THEN the run.json is said unreadable and the ranks reported (Python's parser ran out of
+    # stack: an internal error, exit 1), and the export is refused in one line, exit 2
+    assert res.returncode == 0 and "run.json: unreadable; its recorded phases and rank order are not used" in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr
+    assert_one_line_error(run_cli("report", str(exp)), "not a readable tracerecon export (JSON nested too deep)")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import shutil
@@ -27,7 +26,7 @@ from tracerecon.nsys.gpu_identity import GpuIdentity
 from tracerecon.nsys.read_plan import trace_under
 from tracerecon.nsys.sqlite_export import ExportInfo
 from tracerecon.cores import usable_cores
-from tracerecon.json_text import json_text, one_line
+from tracerecon.json_text import json_text, one_line, parse_json
 from tracerecon.run_dir import EXPORT_DATASETS, EXPORT_PART, MANIFEST_JSON, is_export_dir, read_json_file, refuse_linked_folder, refuse_output_over_inputs
 
 TABLES = tuple(t for t in EXPORT_DATASETS if t != "critical_path")  # per rank; critical_path is one table of the run
@@ -447,7 +446,7 @@ def _refuse_unreadable(f: Path, name: str, t: pa.Table) -> None:
     if name == "critical_path":
         for text in t["waits_ns"].to_pylist():
             try:
-                waits = json.loads(text)
+                waits = parse_json(text)
             except ValueError:
                 raise bad(f"waits_ns {text[:40]!r} is no JSON") from None
             if not isinstance(waits, dict) or not all(isinstance(v, int) and not isinstance(v, bool) for v in waits.values()):

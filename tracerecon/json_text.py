@@ -8,6 +8,15 @@ from __future__ import annotations
 import json
 
 
+def parse_json(text: str | bytes):
+    """``json.loads``, with a document nested too deep for Python's parser (``[[[[...``: a
+    RecursionError) refused as any malformed one, with ValueError."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deep") from None
+
+
 def valid_text(text: str) -> str:
     """``text`` as valid Unicode, for what is written as JSON or UTF-8: a file name that is not
     UTF-8 reaches Python with each undecodable byte as a lone surrogate (``"\\udcff"``, which

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Sequence
 
 from tracerecon.errors import BadTraceError, UsageError
+from tracerecon.json_text import parse_json
 
 RUN_JSON = "run.json"
 PHASE_OPTIONS = "phase_options"  # run.json key: {"phases": [...], "cycle_prefix": ..., "presets": [...]}
@@ -120,8 +121,8 @@ def read_regular_text(path: str | Path, errors: str = "strict") -> str:
 
 
 def read_json_file(path: str | Path):
-    """``json.loads`` of ``read_regular_text(path)``: OSError or ValueError where it is none."""
-    return json.loads(read_regular_text(path))
+    """``parse_json`` of ``read_regular_text(path)``: OSError or ValueError where it is none."""
+    return parse_json(read_regular_text(path))
 
 
 def is_export_dir(path: str | Path) -> bool:
@@ -538,7 +539,7 @@ def read_engine_timers(paths: Sequence[str | Path], label_of: Callable[[str], st
                 if not line.strip():
                     continue
                 try:
-                    rec = json.loads(line)
+                    rec = parse_json(line)
                     ms, rank, name = rec["cpu_ms"], rec["rank"], rec["phase"]
                     # As the instrument writes them: a number, a whole number, a text ("5" or true
                     # read as 5 and 1 ms before).
