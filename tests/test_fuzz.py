@@ -154,6 +154,25 @@ def test_dropped_rows_are_counted_in_a_warning(tmp_path):
     assert all(p["cpu_ns"] >= 0 for r in a.ranks for p in r.phases.to_pylist())
 
 
+def test_ops_of_a_negative_stream_or_device_id_are_dropped_and_counted(tmp_path):
+    # GIVEN a trace where every other kernel's stream id and one copy's device id were made
+    # negative (CUPTI's are unsigned: read as no stream, their phases showed no GPU time, unsaid)
+    path = tmp_path / "t.sqlite"
+    shutil.copy(BASE, path)
+    con = sqlite3.connect(path)
+    con.execute("update CUPTI_ACTIVITY_KIND_KERNEL set streamId = -5 where rowid % 2 = 0")
+    n_kernels = con.execute("select count(*) from CUPTI_ACTIVITY_KIND_KERNEL where streamId < 0").fetchone()[0]
+    con.execute("update CUPTI_ACTIVITY_KIND_MEMCPY set deviceId = -1 where rowid = (select min(rowid) from CUPTI_ACTIVITY_KIND_MEMCPY)")
+    con.commit()
+    con.close()
+    a = api.load([path])
+    # THEN those rows are dropped and counted, the rest read as before
+    assert any(f"dropped {n_kernels} kernel row(s) with missing or impossible values (NULL, text, a negative device or stream id" in w
+               for w in a.warnings), a.warnings
+    assert any("dropped 1 memcpy row(s)" in w for w in a.warnings), a.warnings
+    assert all(n >= 0 for r in a.ranks for n in r.gpu_ops["stream_id"].to_pylist())
+
+
 def test_a_huge_string_id_costs_no_memory(tmp_path):
     path = tmp_path / "t.sqlite"
     shutil.copy(BASE, path)

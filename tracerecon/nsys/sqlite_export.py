@@ -333,20 +333,22 @@ MAX_DURATION_NS = 86_400 * 10**9
 
 
 def _keep_valid(c: dict[str, np.ndarray], required: tuple[str, ...], what: str, path: str, warnings: list[str] | None) -> dict[str, np.ndarray]:
-    """Rows of ``c`` (columns from ``_fetch``) with every ``required`` value present and, where
-    it has ``start``/``end``, ``0 <= end - start <= MAX_DURATION_NS``. Dropped rows are counted
-    in one warning: numbers never change without a word."""
+    """Rows of ``c`` (columns from ``_fetch``) with every ``required`` value present, device and
+    stream ids not negative (CUPTI's are unsigned: the analysis reads a negative one as none, and
+    the op's phase as having no GPU time) and, where it has ``start``/``end``,
+    ``0 <= end - start <= MAX_DURATION_NS``. Dropped rows are counted in one warning: numbers
+    never change without a word."""
     n = len(next(iter(c.values()))) if c else 0
     ok = np.ones(n, dtype=bool)
     for k in required:
-        ok &= c[k] != NULL_SENTINEL
+        ok &= (c[k] != NULL_SENTINEL) & ((c[k] >= 0) if k in ("dev", "stream") else True)
     if "start" in c and "end" in c:
         dur = c["end"] - c["start"]
         ok &= (dur >= 0) & (dur <= MAX_DURATION_NS)
     if ok.all():
         return c
     if warnings is not None:
-        warnings.append(f"{path}: dropped {int((~ok).sum())} {what} row(s) with missing or impossible values (NULL, text, end before start, longer than a day)")
+        warnings.append(f"{path}: dropped {int((~ok).sum())} {what} row(s) with missing or impossible values (NULL, text, a negative device or stream id, end before start, longer than a day)")
     return {k: v[ok] for k, v in c.items()}
 
 
