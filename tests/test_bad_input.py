@@ -1434,3 +1434,11 @@ def test_a_run_json_or_manifest_nested_too_deep_for_the_parser_is_said_not_an_in
     assert res.returncode == 0 and "run.json: unreadable; its recorded phases and rank order are not used" in res.stderr, res.stderr
     assert "Traceback" not in res.stderr
     assert_one_line_error(run_cli("report", str(exp)), "not a readable tracerecon export (JSON nested too deep)")
+
+
+def test_an_export_under_a_file_names_the_file_that_is_no_directory(tmp_path):
+    # GIVEN an output path whose parent is a file
+    (tmp_path / "afile").write_text("x")
+    # WHEN exported there THEN one line names the file in the way ("File exists" before)
+    assert_one_line_error(run_cli("export", str(H200 / "eagle_gpu_bound.sqlite"), "-o", str(tmp_path / "afile" / "out"), "--no-cache"),
+                          f"cannot write export ({tmp_path / 'afile'} is not a directory)")

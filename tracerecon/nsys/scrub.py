@@ -327,6 +327,8 @@ def _scrub_export(real: Path, src_p: Path, dst_p: Path) -> ScrubSummary:
             out.close()
     except sqlite3.DatabaseError as exc:
         _remove(locals().get("tmp"))
+        if getattr(exc, "sqlite_errorname", "") in ("SQLITE_FULL", "SQLITE_IOERR_WRITE", "SQLITE_READONLY", "SQLITE_CANTOPEN"):
+            raise TraceReconError(f"{dst_p}: cannot write ({exc})") from None  # (the copy's side: a full disk)
         raise BadTraceError(f"{src_p}: cannot copy ({exc})") from None
     except OSError as exc:
         _remove(locals().get("tmp"))
