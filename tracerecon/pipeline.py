@@ -371,7 +371,7 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
 
     from tracerecon.analysis.projection import int64s
     from tracerecon.analysis.rank import RankTables, own_rank
-    from tracerecon.analysis.ranks import RankSource, file_candidates, gpu_processes, communicating_peers, number_ranks, select_pids, talkers_to_split
+    from tracerecon.analysis.ranks import RankSource, communicating_peers, file_candidates, gpu_processes, number_ranks, select_pids, talkers_to_split
 
     tables, linked, warnings, unrun = _link(f, read)
     del read
@@ -400,7 +400,7 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
                             name_number is not None and name_number <= MAX_RANK_IN_NAME, peers)
     if talking := talkers_to_split(processes, named, not multi, peers):
         warnings.append(f"{f}: processes {', '.join(map(str, talking))} ran collectives with each other, all on what they call CUDA device "
-                        f"{dict((p, d) for p, d, _ in processes)[talking[0]]}: read as a rank each, the file's other processes with the "
+                        f"{dict((p, d) for p, d, _ in processes)[talking[0]]}: read as a rank each, the file's other GPU processes with the "
                         "first (workers given their GPUs by CUDA_VISIBLE_DEVICES; the export does not map their devices to the machine's "
                         "GPUs, as nsys 2025.3+ does in TARGET_INFO_CUDA_DEVICE: each is said to run on that device's GPU)")
     if not cands:
