@@ -294,9 +294,12 @@ def test_two_processes_of_separate_communicators_on_each_gpu_stay_one_rank_per_f
     # WHEN analysed together
     a = analyze(files)
     # THEN one rank per file, numbered by its name, as before: the two processes of a file
-    # never end a collective together, so they are no ranks of one communicator
+    # never end a collective together, so they are no ranks of one communicator; a warning
+    # says the trace cannot tell (they may as well be two GPUs' ranks of two communicators)
     assert [(r.rank, r.source.pids, r.source.how) for r in a.ranks] == [(0, (100, 101), "file name"), (1, (110, 111), "file name")]
     assert not any("ran collectives with each other" in w for w in a.warnings)
+    said = [w for w in a.warnings if "ran communication kernels, all on what they call CUDA device 0, but their collectives do not tell" in w]
+    assert [w.split(":")[0] for w in said] == files, a.warnings
 
 
 def test_processes_the_export_maps_to_one_gpu_are_not_split_by_their_collectives(tmp_path):
@@ -347,3 +350,26 @@ def test_a_node_file_of_two_tensor_parallel_pairs_is_a_rank_per_worker(tmp_path)
     # WHEN analysed together THEN eight ranks, one per worker (each pair's ends tell it from the other)
     a = analyze(files)
     assert [r.source.pids for r in a.ranks] == [(p,) for p in (100, 101, 102, 103, 200, 201, 202, 203)]
+
+
+def test_a_file_whose_communicating_processes_are_not_all_told_apart_stays_one_rank(tmp_path):
+    # GIVEN a node file (no device map) holding a tensor-parallel pair (100, 101) and a worker
+    # 102 whose all-reduces end half the time within the tolerance of the pair's and half the
+    # time 200 us after (neither with them nor apart), and a node file of a clean pair
+    t = FakeTrace()
+    for pid in (100, 101):
+        _tp_worker(t, pid, [80] * 8)
+    for c in range(8):
+        b = 1000 * c + (10 if c % 2 else 200)
+        t.kernel(t.call("cudaLaunchKernel", (b + 114) * U, (b + 116) * U, pid=102, tid=102), (b + 200) * U, (b + 300) * U, pid=102, name=AR)
+    files = [str(_host(t.write(tmp_path / "node0.sqlite"), []))]
+    t = FakeTrace()
+    for pid in (200, 201):
+        _tp_worker(t, pid, [80] * 8, at_us=500)
+    files.append(str(_host(t.write(tmp_path / "node1.sqlite"), [])))
+    # WHEN analysed together
+    a = analyze(files)
+    # THEN the first file stays one rank (half split, its rank 0 held 102 beside 100), said so,
+    # and the second is a rank per worker
+    assert [r.source.pids for r in a.ranks] == [(100, 101, 102), (200,), (201,)]
+    assert any(w.startswith(f"{files[0]}: processes 100, 101, 102 ran communication kernels") for w in a.warnings), a.warnings

@@ -395,7 +395,7 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
     all_pids = sorted(set(int64s(tables.gpu_ops["pid"]).tolist()) | set(int64s(tables.nvtx_ranges["pid"]).tolist())) if multi else []
     # Processes whose CUDA devices the export maps to the machine's GPUs are told apart by those.
     unmapped = frozenset(p for p, _, _ in processes) - {p for p, _, _ in tables.info.cuda_devices}
-    peers = communicating_peers(tables.gpu_ops, unmapped) if multi and len(unmapped) > 1 else frozenset()
+    talkers, peers = communicating_peers(tables.gpu_ops, unmapped) if multi and len(unmapped) > 1 else ((), frozenset())
     cands = file_candidates(order, processes, named, name_number if multi else None, not multi, all_pids, ",".join(sorted(tables.info.gpu_uuids)),
                             name_number is not None and name_number <= MAX_RANK_IN_NAME, peers)
     if talking := talkers_to_split(processes, named, not multi, peers):
@@ -403,6 +403,11 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
                         f"{dict((p, d) for p, d, _ in processes)[talking[0]]}: read as a rank each, the file's other GPU processes with the "
                         "first (workers given their GPUs by CUDA_VISIBLE_DEVICES; the export does not map their devices to the machine's "
                         "GPUs, as nsys 2025.3+ does in TARGET_INFO_CUDA_DEVICE: each is said to run on that device's GPU)")
+    elif len(talkers) > 1 and len(cands) == 1 and len(said := {d for p, d, _ in processes if p in talkers}) == 1:
+        warnings.append(f"{f}: processes {', '.join(map(str, talkers))} ran communication kernels, all on what they call CUDA device "
+                        f"{said.pop()}, but their collectives do not tell which of them are ranks of one communicator (separate "
+                        "communicators on one GPU, or collectives too few or too close together): read as one rank (an export of nsys "
+                        "2025.3+ maps each process's device to the machine's GPU)")
     if not cands:
         raise BadTraceError(f"{f}: empty trace: no GPU work and no NVTX ranges")
     if len(cands) == 1 and multi:  # as the run will most likely number it (``_numbered`` has the last word)

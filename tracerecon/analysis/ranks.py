@@ -63,21 +63,23 @@ def gpu_processes(gpu_ops: pa.Table, nvtx_ranges: pa.Table, gpu_of=None) -> list
     return out
 
 
-def communicating_peers(gpu_ops: pa.Table, among: frozenset[int]) -> frozenset[int]:
-    """The processes of ``among`` that ran collectives with another of them: each joins the
-    first group whose first process's collectives of some name its own end together with
-    (``cross_rank.ends_agree``: one collective's kernels end together on every rank of its
-    communicator) and of no name apart; one whose ends say apart from every group's starts its
-    own; one the ends cannot tell (no name in common, too few kernels, or kernels too close
-    together) joins none. The processes of groups of two or more; none where there are none
-    (one process talked; processes of separate communicators on one GPU: a draft model's
-    process beside the target's, a trainer beside inference). Sends and receives (and DeepEP's
+def communicating_peers(gpu_ops: pa.Table, among: frozenset[int]) -> tuple[tuple[int, ...], frozenset[int]]:
+    """The processes of ``among`` that ran communication kernels, and those of them that ran
+    collectives with another of them: each joins the first group whose first process's
+    collectives of some name its own end together with (``cross_rank.ends_agree``: one
+    collective's kernels end together on every rank of its communicator) and of no name apart;
+    one whose ends say apart from every group's starts its own; one the ends cannot tell (no
+    name in common, too few kernels, or kernels too close together) joins none. The second are
+    all the first where every one is in a group of two or more, else none: a process in no such
+    group may be the rank of a GPU the others are not, or run on one of theirs (processes of
+    separate communicators on one GPU: a draft model's process beside the target's, a trainer
+    beside inference), which the trace does not tell. Sends and receives (and DeepEP's
     low-latency kernels), whose ends lie apart by the transfer, say nothing."""
     comm = np.flatnonzero(comm_mask(gpu_ops)) if gpu_ops.num_rows else np.zeros(0, np.int64)
     pid = int64s(gpu_ops["pid"])[comm]
     talkers = sorted(set(np.unique(pid).tolist()) & among)
     if len(talkers) < 2:
-        return frozenset()
+        return tuple(talkers), frozenset()
     start, end = int64s(gpu_ops["start_ns"])[comm], int64s(gpu_ops["end_ns"])[comm]
     names = gpu_ops["name"].take(pa.array(comm)).cast(pa.string()).combine_chunks().dictionary_encode()
     code = names.indices.to_numpy(zero_copy_only=False)
@@ -101,7 +103,8 @@ def communicating_peers(gpu_ops: pa.Table, among: frozenset[int]) -> frozenset[i
             groups[said.index(True)].append(p)
         elif all(s is False for s in said):
             groups.append([p])
-    return frozenset(p for g in groups if len(g) > 1 for p in g)
+    placed = [p for g in groups if len(g) > 1 for p in g]
+    return tuple(talkers), frozenset(placed) if len(placed) == len(talkers) else frozenset()
 
 
 def talkers_to_split(processes: list[tuple[int, int, bool]], marks: dict[int, int], whole_tree: bool, peers: frozenset[int]) -> list[int]:
