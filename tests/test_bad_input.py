@@ -1439,6 +1439,8 @@ def test_a_run_json_or_manifest_nested_too_deep_for_the_parser_is_said_not_an_in
 def test_an_export_under_a_file_names_the_file_that_is_no_directory(tmp_path):
     # GIVEN an output path whose parent is a file
     (tmp_path / "afile").write_text("x")
-    # WHEN exported there THEN one line names the file in the way ("File exists" before)
-    assert_one_line_error(run_cli("export", str(H200 / "eagle_gpu_bound.sqlite"), "-o", str(tmp_path / "afile" / "out"), "--no-cache"),
-                          f"cannot write export ({tmp_path / 'afile'} is not a directory)")
+    # WHEN exported there, or in a folder below it THEN one line names the file in the way
+    # ("File exists" and "Not a directory" before)
+    for out in (tmp_path / "afile" / "out", tmp_path / "afile" / "sub" / "out"):
+        assert_one_line_error(run_cli("export", str(H200 / "eagle_gpu_bound.sqlite"), "-o", str(out), "--no-cache"),
+                              f"cannot write export ({tmp_path / 'afile'} is not a directory)")

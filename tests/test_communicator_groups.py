@@ -425,7 +425,7 @@ def test_groups_bursting_together_between_idle_stretches_are_told_apart():
     # step * 5 ms + i * 100 us + 10 us; B = {2, 3} 15 us after A's i-th where i % 5 < 2 and 50 us
     # after it otherwise: 40 % of B's within the tolerance of one of A's, as by chance within the
     # bursts (A's windows cover 40 us of every 100; counted over the whole span, idle stretches
-    # included, a sixth). Rank 1 reaches A's 30 us late, rank 3 B's 10 us late
+    # included, 18 %: cut 38 %). Rank 1 reaches A's 30 us late, rank 3 B's 10 us late
     kernels = {r: [] for r in range(4)}
     for step in range(6):
         for i in range(20):

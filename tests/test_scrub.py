@@ -167,21 +167,66 @@ def test_an_interrupted_scrub_leaves_no_copy_behind(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_scrub_interrupted_between_its_statements_leaves_no_journal_behind(tmp_path, monkeypatch):
-    # GIVEN a scrub interrupted (Ctrl-C, SIGTERM) between two of its statements, its copy's
-    # transaction open: SQLite's rollback journal beside it holds pages of the unscrubbed copy
+def test_a_scrub_interrupted_with_its_transaction_open_leaves_no_journal_behind(tmp_path, monkeypatch):
+    # GIVEN an export with a secret in its strings (its scrub rewrites a row, opening the copy's
+    # write transaction: SQLite's rollback journal beside the copy holds the unscrubbed pages),
+    # and a scrub interrupted (Ctrl-C, SIGTERM) at the first text it scrubs once that journal is there
+    import shutil
+
     import pytest
 
     from tracerecon.nsys import scrub
 
-    def interrupted(*args):
-        raise KeyboardInterrupt
+    src = tmp_path / "in" / "t.sqlite"
+    src.parent.mkdir()
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", src)
+    con = sqlite3.connect(src)
+    con.execute("insert into StringIds values (990001, 'HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz123456')")
+    con.commit()
+    con.close()
+    out = tmp_path / "out"
+    out.mkdir()
+    journals = []
+    real = scrub.scrub_text
 
-    monkeypatch.setattr(scrub, "_renamed_ranges", interrupted)
-    # WHEN it runs THEN the interrupt goes through, and nothing is left in the output's folder
-    # (the copy was removed, its journal left: one more each time, named by the process id)
+    def interrupted(value, hosts=()):
+        journals.extend(p.name for p in out.iterdir() if p.name.endswith("-journal"))
+        if journals:
+            raise KeyboardInterrupt
+        return real(value, hosts)
+
+    monkeypatch.setattr(scrub, "scrub_text", interrupted)
+    # WHEN it runs
     with pytest.raises(KeyboardInterrupt):
-        scrub.scrub_export(H200 / "eagle_gpu_bound.sqlite", tmp_path / "out.sqlite")
+        scrub.scrub_export(src, out / "s.sqlite")
+    # THEN the journal was there when it stopped, and nothing is left in the output's folder
+    # (the copy was removed, its journal left: one more each time, named by the process id)
+    assert journals
+    assert list(out.iterdir()) == []
+
+
+def test_a_scrub_onto_a_full_disk_names_the_output_not_the_input(tmp_path, monkeypatch):
+    # GIVEN a copy that can hold one page (as a full disk: SQLITE_FULL while the export is copied)
+    import sqlite3 as real_sqlite3
+
+    import pytest
+
+    from tracerecon.errors import BadTraceError, TraceReconError
+    from tracerecon.nsys import scrub
+
+    connect = real_sqlite3.connect
+
+    def one_page(path, *args, **kwargs):
+        con = connect(path, *args, **kwargs)
+        con.execute("pragma max_page_count = 1")
+        return con
+
+    monkeypatch.setattr(scrub.sqlite3, "connect", one_page)
+    # WHEN scrubbed THEN the error names the output (the input's copy failed: "cannot copy"
+    # naming the export, as if it were damaged), and nothing is left
+    with pytest.raises(TraceReconError) as err:
+        scrub.scrub_export(H200 / "eagle_gpu_bound.sqlite", tmp_path / "s.sqlite")
+    assert not isinstance(err.value, BadTraceError) and str(err.value).startswith(f"{tmp_path / 's.sqlite'}: cannot write ("), str(err.value)
     assert list(tmp_path.iterdir()) == []
 
 

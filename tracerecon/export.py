@@ -105,13 +105,16 @@ def export_parquet(analysis: Analysis, out_dir: str | os.PathLike, force: bool =
     tmp = None
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as exc:  # (a file or a device where a folder above it goes)
+        above = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
+        raise TraceReconError(f"{out}: cannot write export ({f'{above} is not a directory' if above else exc.strerror or exc})") from None
+    except OSError as exc:
+        raise TraceReconError(f"{out}: cannot write export ({exc.strerror or exc})") from None
+    try:
         tmp = _new_folder_beside(out)
         doc = _write_export(analysis, tmp)
         _swap_in(tmp, out)
         tmp = None
-    except FileExistsError:  # (mkdir of a folder above it: a file or a device is there)
-        above = next((p for p in out.parents if p.exists() and not p.is_dir()), out.parent)
-        raise TraceReconError(f"{out}: cannot write export ({above} is not a directory)") from None
     except OSError as exc:
         raise TraceReconError(f"{out}: cannot write export ({exc.strerror or exc})") from None
     finally:

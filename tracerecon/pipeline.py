@@ -371,7 +371,7 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
 
     from tracerecon.analysis.projection import int64s
     from tracerecon.analysis.rank import RankTables, own_rank
-    from tracerecon.analysis.ranks import RankSource, communicating_peers, file_candidates, gpu_processes, number_ranks, select_pids, talkers_to_split
+    from tracerecon.analysis.ranks import RankSource, communicating_peers, file_candidates, gpu_processes, number_ranks, select_pids, splits_by_process, talkers_to_split
 
     tables, linked, warnings, unrun = _link(f, read)
     del read
@@ -395,7 +395,9 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
     all_pids = sorted(set(int64s(tables.gpu_ops["pid"]).tolist()) | set(int64s(tables.nvtx_ranges["pid"]).tolist())) if multi else []
     # Processes whose CUDA devices the export maps to the machine's GPUs are told apart by those.
     unmapped = frozenset(p for p, _, _ in processes) - {p for p, _, _ in tables.info.cuda_devices}
-    talkers, peers = communicating_peers(tables.gpu_ops, unmapped) if multi and len(unmapped) > 1 else ((), frozenset())
+    # (asked only where the file is not split by process anyway, as by its devices)
+    asked = multi and len(unmapped) > 1 and not splits_by_process(processes, named, False)
+    talkers, peers = communicating_peers(tables.gpu_ops, unmapped) if asked else ((), frozenset())
     cands = file_candidates(order, processes, named, name_number if multi else None, not multi, all_pids, ",".join(sorted(tables.info.gpu_uuids)),
                             name_number is not None and name_number <= MAX_RANK_IN_NAME, peers)
     if talking := talkers_to_split(processes, named, not multi, peers):

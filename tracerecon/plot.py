@@ -128,7 +128,7 @@ def _draw_runs(plt, runs: list[tuple[str, Analysis]], out_file: str | os.PathLik
     out = os.fspath(out_file)
     tmp = os.path.join(os.path.dirname(out), f".{os.path.basename(out)}.tmp-{os.getpid()}")
     try:
-        fig.savefig(tmp, format=out.rsplit(".", 1)[-1].lower())  # (not splitext: a name that is only ".svg" has no extension there)
+        fig.savefig(tmp, format=os.path.basename(out).rsplit(".", 1)[-1].lower())  # (not splitext: ".svg" alone has no extension there)
         os.replace(tmp, out)
     except OSError as exc:
         from tracerecon.errors import TraceReconError

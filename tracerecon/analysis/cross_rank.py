@@ -144,42 +144,70 @@ class CrossRank:
         }
 
 
+def comm_kernels(ops: pa.Table) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray]:
+    """The communication kernels of ``ops`` (``comm_mask``), in start order: their rows, the
+    names they ran under (short names), each one's code among those names, and the codes of
+    names whose kernels keep their order rather than end together on every rank (sends and
+    receives, whose ends lie apart by the transfer; DeepEP's low-latency dispatch and combine,
+    by their demangled names: a name is so where any of its kernels is, as a bare ``dispatch``
+    of both DeepEP modes). Each name's test runs once, not once a kernel."""
+    idx = np.flatnonzero(comm_mask(ops)) if ops.num_rows else np.zeros(0, np.int64)
+    if len(idx) == 0:
+        return idx, [], np.zeros(0, np.int64), np.zeros(0, np.int64)
+    idx = idx[np.argsort(int64s(ops["start_ns"])[idx], kind="stable")]
+    # (names are never null: the reader reads a NULL name as "", and exports write none)
+    listed, code = _values_at(ops["name"], idx)
+    p2p = np.array([is_point_to_point(n) for n in listed], dtype=bool)[code]
+    if "demangled_name" in ops.column_names:  # (nsys's short name drops DeepEP's namespaces)
+        full, full_code = _values_at(ops["demangled_name"], idx)
+        p2p |= np.array([n is not None and is_low_latency_ep(n) for n in full], dtype=bool)[full_code]
+    return idx, listed, code, np.unique(code[p2p])
+
+
+def _values_at(column: pa.ChunkedArray, rows: np.ndarray) -> tuple[list, np.ndarray]:
+    """The distinct values of ``column`` at ``rows``, in the order first met there, and each
+    row's code among them; a dictionary column's codes taken as they are, never a string per
+    row (DeepEP's demangled names run to kilobytes: 300,000 cast to strings took 2 GB)."""
+    taken = column.take(pa.array(rows))
+    if pa.types.is_dictionary(taken.type):
+        arr = taken.unify_dictionaries().combine_chunks()
+    else:
+        arr = taken.combine_chunks().dictionary_encode()
+    raw = arr.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    used, first, code = np.unique(raw, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    values = arr.dictionary.take(pa.array(np.maximum(used[order], 0))).to_pylist() if len(arr.dictionary) else [None] * len(used)
+    return [None if u < 0 else v for u, v in zip(used[order].tolist(), values)], rank[code.reshape(-1)]
+
+
 def _comm_ops(view: RankView, name_codes: dict[str, int]) -> dict[str, np.ndarray]:
-    """One rank's communication kernels in start order: start, end, phase (-1: none) and each
-    one's key, which packs the global code of its name (``name_codes`` grows as names are met)
-    with the kernel's place among the rank's kernels of that name (the k-th
+    """One rank's communication kernels in start order (``comm_kernels``): start, end, phase
+    (-1: none) and each one's key, which packs the global code of its name (``name_codes`` grows
+    as names are met) with the kernel's place among the rank's kernels of that name (the k-th
     ``ncclDevKernel_AllReduce...`` of every rank is one collective); and ``in_order``, the codes
     of names whose kernels keep their order (sends and receives, DeepEP's low-latency ones)."""
     ops = view.gpu_ops
-    idx = np.flatnonzero(comm_mask(ops)) if ops.num_rows else np.zeros(0, np.int64)
+    idx, listed, local, in_order_local = comm_kernels(ops)
     if len(idx) == 0:  # (a rank that ran no communication kernel: no column is read)
         empty = np.zeros(0, np.int64)
         return {"start": empty, "end": empty, "phase": empty, "key": empty, "in_order": empty}
-    start = int64s(ops["start_ns"])[idx]
-    order = np.argsort(start, kind="stable")
-    idx = idx[order]
-    names = ops["name"].take(pa.array(idx)).cast(pa.string()).combine_chunks().dictionary_encode()
-    local = [name_codes.setdefault(n, len(name_codes)) for n in names.dictionary.to_pylist()]
-    code = np.asarray(local, dtype=np.int64)[names.indices.to_numpy(zero_copy_only=False)]
+    glob = np.asarray([name_codes.setdefault(n, len(name_codes)) for n in listed], dtype=np.int64)
+    code = glob[local]
+    start, end = int64s(ops["start_ns"])[idx], int64s(ops["end_ns"])[idx]
+    in_order = np.unique(glob[in_order_local])
+    p2p = np.isin(code, in_order)  # a name's kernels all counted one way (a bare `dispatch` of both DeepEP modes)
     # The k-th kernel of each name: its rank within its name's kernels, in end order for
     # collectives (one collective's kernels end together on every rank, while ranks may start
     # two of them in either order: one NCCL stream on a rank, two at once on another), in start
     # order for sends and receives (their ends differ by the transfer).
-    end = int64s(ops["end_ns"])[idx]
-    p2p_name = np.array([is_point_to_point(n) for n in names.dictionary.to_pylist()] + [False], dtype=bool)
-    p2p = p2p_name[names.indices.to_numpy(zero_copy_only=False)]
-    if "demangled_name" in ops.column_names:  # (nsys's short name drops DeepEP's namespaces)
-        full = ops["demangled_name"].take(pa.array(idx)).cast(pa.string()).combine_chunks().dictionary_encode()
-        apart = np.array([n is not None and is_low_latency_ep(n) for n in full.dictionary.to_pylist()] + [False], dtype=bool)
-        p2p |= apart[full.indices.fill_null(len(apart) - 1).to_numpy(zero_copy_only=False)]
-    in_order = np.unique(code[p2p])
-    p2p = np.isin(code, in_order)  # a name's kernels all counted one way (a bare `dispatch` of both DeepEP modes)
-    by_name = np.lexsort((np.where(p2p, start[order], end), code))
+    by_name = np.lexsort((np.where(p2p, start, end), code))
     sorted_code = code[by_name]
     group_first = np.flatnonzero(np.r_[True, sorted_code[1:] != sorted_code[:-1]])
     nth = np.empty(len(code), np.int64)
     nth[by_name] = np.arange(len(code)) - np.repeat(group_first, np.diff(np.r_[group_first, len(code)]))
-    return {"start": start[order], "end": end, "phase": int64s(ops["phase_id"].take(pa.array(idx)), -1), "key": code << 40 | nth,
+    return {"start": start, "end": end, "phase": int64s(ops["phase_id"].take(pa.array(idx)), -1), "key": code << 40 | nth,
             "in_order": in_order}
 
 
@@ -673,11 +701,12 @@ def ends_together(v: RankView, c: dict[str, np.ndarray], lead: RankView, referen
     ``lead``'s (``reference``: ``_end_reference`` of them), on one machine's clock: of those
     within the span of ``lead``'s, give or take half their spacing (a trace begun or ended
     elsewhere in the run), the share that end within the tolerance of one of ``lead``'s: True
-    at three quarters or more; False at a quarter of the way from chance to all, or less
-    (``chance``: the share of the time within half a spacing of one of ``lead``'s ends that is
-    within the tolerance of one, which kernels of another communicator, at any other time, pass
-    by: a quarter where the ends are far apart for the tolerance; two data-parallel replicas' all-reduces 220 us apart drifting
-    past each other ended within 20 us of the other's 26 % of the time). None where that
+    at three quarters or more; False at a quarter of the way from ``chance`` to all, or less.
+    ``chance`` is the share of the time within half a spacing of one of ``lead``'s ends that is
+    within the tolerance of one: what kernels of another communicator, at any other time, pass
+    by. Where the ends are far apart for the tolerance it is near 0, and the cut a quarter; two
+    data-parallel replicas' all-reduces 220 us apart, drifting past each other, ended within
+    20 us of the other's 26 % of the time (chance a fifth: cut 40 %). None where that
     cannot be told: in between, or the two are not on one machine's clock
     (``_one_machines_clock``), or ``lead``'s kernels tell nothing (``reference`` None), or fewer
     than ``PAIRED_MIN_KERNELS`` of ``v``'s fall in their span."""

@@ -8,8 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracerecon.analysis.cross_rank import end_reference, ends_agree
-from tracerecon.analysis.nccl import comm_mask, is_low_latency_ep, is_point_to_point
+from tracerecon.analysis.cross_rank import comm_kernels, end_reference, ends_agree
 from tracerecon.analysis.projection import int64s, string_mask
 
 
@@ -67,26 +66,21 @@ def communicating_peers(gpu_ops: pa.Table, among: frozenset[int]) -> tuple[tuple
     """The processes of ``among`` that ran communication kernels, and those of them that ran
     collectives with another of them: each joins the first group whose first process's
     collectives of some name its own end together with (``cross_rank.ends_agree``: one
-    collective's kernels end together on every rank of its communicator) and of no name apart;
-    one whose ends say apart from every group's starts its own; one the ends cannot tell (no
-    name in common, too few kernels, or kernels too close together) joins none. The second are
-    all the first where every one is in a group of two or more, else none: a process in no such
-    group may be the rank of a GPU the others are not, or run on one of theirs (processes of
-    separate communicators on one GPU: a draft model's process beside the target's, a trainer
-    beside inference), which the trace does not tell. Sends and receives (and DeepEP's
-    low-latency kernels), whose ends lie apart by the transfer, say nothing."""
-    comm = np.flatnonzero(comm_mask(gpu_ops)) if gpu_ops.num_rows else np.zeros(0, np.int64)
-    pid = int64s(gpu_ops["pid"])[comm]
+    collective's kernels end together on every rank of its communicator) and of no name apart,
+    else starts its own. The second are all the first where every one is in a group of two or
+    more, else none: one the ends cannot tell (no name in common, too few kernels, or kernels
+    too close together), or whose ends say apart from every other's, may be the rank of a GPU
+    the others are not, or run on one of theirs (separate communicators on one GPU: a draft
+    model's process beside the target's, a trainer beside inference), which the trace does not
+    tell. Sends and receives and DeepEP's low-latency kernels, whose ends lie apart by the
+    transfer, say nothing (``cross_rank.comm_kernels``)."""
+    idx, _, code, in_order = comm_kernels(gpu_ops)
+    pid = int64s(gpu_ops["pid"])[idx] if len(idx) else np.zeros(0, np.int64)
     talkers = sorted(set(np.unique(pid).tolist()) & among)
     if len(talkers) < 2:
         return tuple(talkers), frozenset()
-    start, end = int64s(gpu_ops["start_ns"])[comm], int64s(gpu_ops["end_ns"])[comm]
-    names = gpu_ops["name"].take(pa.array(comm)).cast(pa.string()).combine_chunks().dictionary_encode()
-    code = names.indices.to_numpy(zero_copy_only=False)
-    told = np.array([not is_point_to_point(n) for n in names.dictionary.to_pylist()], dtype=bool)[code]
-    if "demangled_name" in gpu_ops.column_names:
-        full = gpu_ops["demangled_name"].take(pa.array(comm)).cast(pa.string()).to_pylist()
-        told &= np.array([n is None or not is_low_latency_ep(n) for n in full], dtype=bool)
+    told = ~np.isin(code, in_order)
+    start, end = int64s(gpu_ops["start_ns"])[idx], int64s(gpu_ops["end_ns"])[idx]
 
     def verdict(lead: int, other: int) -> bool | None:
         a, b = (pid == lead) & told, (pid == other) & told
@@ -101,10 +95,16 @@ def communicating_peers(gpu_ops: pa.Table, among: frozenset[int]) -> tuple[tuple
         said = [verdict(g[0], p) for g in groups]
         if True in said:
             groups[said.index(True)].append(p)
-        elif all(s is False for s in said):
+        else:  # (one that cannot be told from a group starts its own too: it holds no later process back)
             groups.append([p])
-    placed = [p for g in groups if len(g) > 1 for p in g]
-    return tuple(talkers), frozenset(placed) if len(placed) == len(talkers) else frozenset()
+    return tuple(talkers), frozenset(talkers) if all(len(g) > 1 for g in groups) else frozenset()
+
+
+def splits_by_process(processes: list[tuple[int, int, bool]], marks: dict[int, int], whole_tree: bool) -> bool:
+    """Whether a file gives one rank per process whatever their collectives: a whole process
+    tree (the only input), processes that ran code on two devices or more, or rank marks of
+    their own (``file_candidates``)."""
+    return whole_tree or len({d for _, d, k in processes if k}) > 1 or _distinct_marks([marks.get(p) for p, _, _ in processes])
 
 
 def talkers_to_split(processes: list[tuple[int, int, bool]], marks: dict[int, int], whole_tree: bool, peers: frozenset[int]) -> list[int]:
@@ -112,11 +112,10 @@ def talkers_to_split(processes: list[tuple[int, int, bool]], marks: dict[int, in
     communicator holds one rank per GPU, where workers given their GPUs by CUDA_VISIBLE_DEVICES
     all say device 0 and exports before nsys 2025.3 do not map that to the machine's GPU; their
     rank marks, ``tracerecon.instrument``'s 0 where RANK is unset, do not hold against that):
-    where nothing else splits the file (``file_candidates``); else none."""
-    coders = [(p, d) for p, d, k in processes if k]
-    if whole_tree or len({d for _, d in coders}) > 1 or _distinct_marks([marks.get(p) for p, _, _ in processes]):
+    where nothing else splits the file (``splits_by_process``); else none."""
+    if splits_by_process(processes, marks, whole_tree):
         return []
-    talking = sorted(p for p, _ in coders if p in peers)
+    talking = sorted(p for p, _, k in processes if k and p in peers)
     return talking if len(talking) > 1 else []
 
 
@@ -136,11 +135,10 @@ def file_candidates(file: int, processes: list[tuple[int, int, bool]], marks: di
     name_rank = None if name_is_pid or not name_may_be_rank else name_number
     if not processes:  # nothing ran here (a rank that failed early): a rank all the same
         return [Candidate(file, tuple(all_pids), 0, False, None, name_rank, name_is_pid, machine)] if not whole_tree else []
-    coders = [(p, d) for p, d, k in processes if k]
-    if whole_tree or len({d for _, d in coders}) > 1 or _distinct_marks([marks.get(p) for p, _, _ in processes]):
+    if splits_by_process(processes, marks, whole_tree):
         return [Candidate(file, (p,), d, k, marks.get(p), name_rank, name_is_pid, machine) for p, d, k in processes]
     if talking := talkers_to_split(processes, marks, whole_tree, peers):
-        device = dict(coders)
+        device = {p: d for p, d, _ in processes}
         # (the file's other GPU processes: one that did no GPU work, a launcher or a scheduler
         # marking cycles of its own, is no rank's, as where the file is one rank)
         rest = tuple(p for p, _, _ in processes if p not in talking)

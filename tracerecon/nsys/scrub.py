@@ -316,7 +316,7 @@ def _scrub_export(real: Path, src_p: Path, dst_p: Path) -> ScrubSummary:
         # Scrubbed in a hidden sibling, renamed over ``dst`` only once done: an interrupted or
         # failed scrub leaves no half-scrubbed copy (it still holds every secret) behind.
         tmp = dst_p.with_name(f".{dst_p.name}.tmp-{os.getpid()}")
-        tmp.unlink(missing_ok=True)
+        _remove(tmp)  # (and a journal an earlier run of this process id left: SQLite would roll it into the new copy)
         try:
             out = sqlite3.connect(tmp)
         except sqlite3.Error as exc:  # the output's folder, not the input, refused
@@ -327,8 +327,8 @@ def _scrub_export(real: Path, src_p: Path, dst_p: Path) -> ScrubSummary:
             out.close()
     except sqlite3.DatabaseError as exc:
         _remove(locals().get("tmp"))
-        if getattr(exc, "sqlite_errorname", "") in ("SQLITE_FULL", "SQLITE_IOERR_WRITE", "SQLITE_READONLY", "SQLITE_CANTOPEN"):
-            raise TraceReconError(f"{dst_p}: cannot write ({exc})") from None  # (the copy's side: a full disk)
+        if not _blames_input(exc):  # (a full disk, a write refused: the copy's side)
+            raise TraceReconError(f"{dst_p}: cannot write ({exc})") from None
         raise BadTraceError(f"{src_p}: cannot copy ({exc})") from None
     except OSError as exc:
         _remove(locals().get("tmp"))
@@ -354,7 +354,7 @@ def _scrub_export(real: Path, src_p: Path, dst_p: Path) -> ScrubSummary:
             caught = _INTERRUPTED_IN_SQL[0] if _INTERRUPTED_IN_SQL else KeyboardInterrupt()
             _INTERRUPTED_IN_SQL.clear()
             raise caught from None
-        if getattr(exc, "sqlite_errorname", "") in ("SQLITE_CORRUPT", "SQLITE_NOTADB"):  # the copy's pages: the input's
+        if _blames_input(exc):  # the copy's pages: the input's
             raise BadTraceError(f"{src_p}: scrub failed, the export is damaged ({exc}); nothing written") from None
         raise TraceReconError(f"{dst_p}: scrub failed ({exc})") from None  # a full disk, an I/O error: the output's side
     except OSError as exc:
@@ -391,6 +391,13 @@ def _noting_interrupts(fn):
             raise
 
     return call
+
+
+def _blames_input(exc: sqlite3.DatabaseError) -> bool:
+    """Whether SQLite's error is the input export's (pages that are no database, a read that
+    failed, the file locked) rather than the output's side (a full disk, a write refused)."""
+    return getattr(exc, "sqlite_errorname", "") in ("SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_IOERR_READ", "SQLITE_IOERR_SHORT_READ",
+                                                    "SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_PERM", "SQLITE_AUTH")
 
 
 def _remove(path: Path | None) -> None:
