@@ -1444,3 +1444,7 @@ def test_an_export_under_a_file_names_the_file_that_is_no_directory(tmp_path):
     for out in (tmp_path / "afile" / "out", tmp_path / "afile" / "sub" / "out"):
         assert_one_line_error(run_cli("export", str(H200 / "eagle_gpu_bound.sqlite"), "-o", str(out), "--no-cache"),
                               f"cannot write export ({tmp_path / 'afile'} is not a directory)")
+    # and so where a broken link is in the way
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    assert_one_line_error(run_cli("export", str(H200 / "eagle_gpu_bound.sqlite"), "-o", str(tmp_path / "dangling" / "out"), "--no-cache"),
+                          f"cannot write export ({tmp_path / 'dangling'} is not a directory)")

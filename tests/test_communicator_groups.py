@@ -438,3 +438,16 @@ def test_groups_bursting_together_between_idle_stretches_are_told_apart():
     # waiting within itself only
     assert "ranks 0, 1; ranks 2, 3;" in cross.warnings[0], cross.warnings
     assert [cross.comm_of(r).wait_ns for r in range(4)] == [120 * 30_000, 0, 120 * 10_000, 0]
+
+
+def test_a_name_held_twice_in_the_dictionary_is_one_name():
+    # GIVEN one report's kernels whose name column's dictionary holds the all-reduce's name twice
+    # (two StringIds of one text), each process's kernels coded by another copy, and a send
+    codes = [0, 1, 0, 1, 2]
+    names = pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), pa.array([AR, AR, "ncclDevKernel_SendRecv"]))
+    ops = pa.table({"kind": pa.array(["kernel"] * 5).dictionary_encode(), "name": names,
+                    "start_ns": pa.array([0, 1, 2, 3, 4], pa.int64()), "end_ns": pa.array([10, 11, 12, 13, 14], pa.int64())})
+    # WHEN its communication kernels are coded
+    idx, listed, code, in_order = cross_rank.comm_kernels(ops)
+    # THEN the all-reduce is one name of one code, the send another, kept in order
+    assert listed == [AR, "ncclDevKernel_SendRecv"] and code.tolist() == [0, 0, 0, 0, 1] and in_order.tolist() == [1]

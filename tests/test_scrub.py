@@ -230,6 +230,34 @@ def test_a_scrub_onto_a_full_disk_names_the_output_not_the_input(tmp_path, monke
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_scrub_whose_copy_another_holds_locked_names_the_output(tmp_path, monkeypatch):
+    # GIVEN a scrub whose temporary copy another connection holds an exclusive lock on (another
+    # process, an NFS lock daemon) when the scrub of the copy begins
+    import pytest
+
+    from tracerecon.errors import BadTraceError, TraceReconError
+    from tracerecon.nsys import scrub
+
+    scrub_copy, holders = scrub._scrub_in_place, []
+
+    def locked(path):
+        holder = sqlite3.connect(path, isolation_level=None, timeout=0)
+        holder.execute("begin exclusive")
+        holders.append(holder)
+        return scrub_copy(path)
+
+    monkeypatch.setattr(scrub, "_scrub_in_place", locked)
+    # WHEN scrubbed THEN the error names the output, not the input as damaged, and nothing is left
+    try:
+        with pytest.raises(TraceReconError) as err:
+            scrub.scrub_export(H200 / "eagle_gpu_bound.sqlite", tmp_path / "s.sqlite")
+    finally:
+        for holder in holders:
+            holder.close()
+    assert not isinstance(err.value, BadTraceError) and str(err.value).startswith(f"{tmp_path / 's.sqlite'}: scrub failed ("), str(err.value)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_secrets_in_blobs_basic_credentials_and_private_keys_are_redacted(tmp_path):
     # GIVEN an export with a token in a blob (an NVTX payload), HTTP basic credentials and a
     # private key block in strings

@@ -106,7 +106,7 @@ def export_parquet(analysis: Analysis, out_dir: str | os.PathLike, force: bool =
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError) as exc:  # (a file or a device where a folder above it goes)
-        above = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
+        above = next((p for p in out.parents if os.path.lexists(p) and not p.is_dir()), None)  # (a broken link too)
         raise TraceReconError(f"{out}: cannot write export ({f'{above} is not a directory' if above else exc.strerror or exc})") from None
     except OSError as exc:
         raise TraceReconError(f"{out}: cannot write export ({exc.strerror or exc})") from None

@@ -179,7 +179,11 @@ def _values_at(column: pa.ChunkedArray, rows: np.ndarray) -> tuple[list, np.ndar
     rank = np.empty(len(order), np.int64)
     rank[order] = np.arange(len(order))
     values = arr.dictionary.take(pa.array(np.maximum(used[order], 0))).to_pylist() if len(arr.dictionary) else [None] * len(used)
-    return [None if u < 0 else v for u, v in zip(used[order].tolist(), values)], rank[code.reshape(-1)]
+    values = [None if u < 0 else v for u, v in zip(used[order].tolist(), values)]
+    # One code per value: a dictionary may hold a text twice (two StringIds of one text).
+    first_of: dict = {}
+    same = np.array([first_of.setdefault(v, len(first_of)) for v in values], dtype=np.int64)
+    return list(first_of), same[rank[code.reshape(-1)]]
 
 
 def _comm_ops(view: RankView, name_codes: dict[str, int]) -> dict[str, np.ndarray]:

@@ -327,7 +327,7 @@ def _scrub_export(real: Path, src_p: Path, dst_p: Path) -> ScrubSummary:
             out.close()
     except sqlite3.DatabaseError as exc:
         _remove(locals().get("tmp"))
-        if not _blames_input(exc):  # (a full disk, a write refused: the copy's side)
+        if not _blames_input(exc, copying=True):  # (a full disk, a write refused: the copy's side)
             raise TraceReconError(f"{dst_p}: cannot write ({exc})") from None
         raise BadTraceError(f"{src_p}: cannot copy ({exc})") from None
     except OSError as exc:
@@ -354,7 +354,7 @@ def _scrub_export(real: Path, src_p: Path, dst_p: Path) -> ScrubSummary:
             caught = _INTERRUPTED_IN_SQL[0] if _INTERRUPTED_IN_SQL else KeyboardInterrupt()
             _INTERRUPTED_IN_SQL.clear()
             raise caught from None
-        if _blames_input(exc):  # the copy's pages: the input's
+        if _blames_input(exc, copying=False):  # the copy's pages: the input's
             raise BadTraceError(f"{src_p}: scrub failed, the export is damaged ({exc}); nothing written") from None
         raise TraceReconError(f"{dst_p}: scrub failed ({exc})") from None  # a full disk, an I/O error: the output's side
     except OSError as exc:
@@ -393,11 +393,14 @@ def _noting_interrupts(fn):
     return call
 
 
-def _blames_input(exc: sqlite3.DatabaseError) -> bool:
-    """Whether SQLite's error is the input export's (pages that are no database, a read that
-    failed, the file locked) rather than the output's side (a full disk, a write refused)."""
-    return getattr(exc, "sqlite_errorname", "") in ("SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_IOERR_READ", "SQLITE_IOERR_SHORT_READ",
-                                                    "SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_PERM", "SQLITE_AUTH")
+def _blames_input(exc: sqlite3.DatabaseError, copying: bool) -> bool:
+    """Whether SQLite's error is the input export's rather than the output's side (a full disk,
+    a write refused, the copy locked): its pages are no database; while it is ``copying`` into
+    the output's temporary copy, also a read of it that failed or the input locked (afterwards
+    only the copy is touched)."""
+    name = getattr(exc, "sqlite_errorname", "")
+    return name in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or copying and name in (
+        "SQLITE_IOERR_READ", "SQLITE_IOERR_SHORT_READ", "SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_PERM", "SQLITE_AUTH")
 
 
 def _remove(path: Path | None) -> None:
