@@ -1448,3 +1448,16 @@ def test_an_export_under_a_file_names_the_file_that_is_no_directory(tmp_path):
     (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
     assert_one_line_error(run_cli("export", str(H200 / "eagle_gpu_bound.sqlite"), "-o", str(tmp_path / "dangling" / "out"), "--no-cache"),
                           f"cannot write export ({tmp_path / 'dangling'} is not a directory)")
+
+
+def test_copies_of_one_capture_are_read_as_files_of_one_run_with_a_warning(tmp_path):
+    # GIVEN the README's trace copied twice (as ranks are benchmarked)
+    files = [tmp_path / f"rank{r}.sqlite" for r in range(2)]
+    for f in files:
+        shutil.copy(H200 / "eagle_gpu_bound.sqlite", f)
+    # WHEN reported together
+    res = run_cli("report", *map(str, files), "--no-cache", "--json")
+    # THEN two ranks, and one warning names the copies (as files, whatever ranks each splits into)
+    assert res.returncode == 0 and len(json.loads(res.stdout)["ranks"]) == 2, res.stderr
+    assert (f"{files[0]}, {files[1]} hold the same capture (the same session start and end): read as 2 files of one run, each with its own "
+            "ranks") in res.stderr, res.stderr

@@ -247,8 +247,8 @@ def _same_captures(files: list[Path], sessions: list[tuple]) -> list[str]:
     for f, (start, end, _) in zip(files, sessions):
         if start and end:
             groups.setdefault((start, end), []).append(f)
-    return [f"{', '.join(map(str, g))} hold the same capture (the same session start and end): read as {len(g)} ranks"
-            for g in groups.values() if len(g) > 1]
+    return [f"{', '.join(map(str, g))} hold the same capture (the same session start and end): read as {len(g)} files of one run, "
+            "each with its own ranks" for g in groups.values() if len(g) > 1]
 
 
 def _one_run(files: list[Path], sessions: list[tuple]) -> list[str]:
