@@ -451,3 +451,21 @@ def test_a_name_held_twice_in_the_dictionary_is_one_name():
     idx, listed, code, in_order = cross_rank.comm_kernels(ops)
     # THEN the all-reduce is one name of one code, the send another, kept in order
     assert listed == [AR, "ncclDevKernel_SendRecv"] and code.tolist() == [0, 0, 0, 0, 1] and in_order.tolist() == [1]
+
+
+def test_what_a_rank_of_one_barrier_leaves_unmatched_is_said():
+    # GIVEN one report: ranks 0-2 a tensor-parallel group of 8 all-reduces (k ms + 500 us, each
+    # reached 100 us before its end, rank 1 30 us late), and rank 3, a process of another role
+    # whose only kernel of the name is one barrier all-reduce with them, the first
+    kernels = {r: [] for r in range(4)}
+    for k in range(8):
+        e = k * PERIOD + 500_000
+        for r in range(3):
+            kernels[r].append((e - 100_000 + (30_000 if r == 1 else 0), e, AR))
+    kernels[3].append((400_000, 500_000, AR))
+    cross = cross_rank.analyze_cross_rank([named_view(r, ks, 8) for r, ks in kernels.items()])
+    # THEN the barrier is matched among all four (ranks 0, 2, 3 wait 30 us for rank 1 there),
+    # the other seven among none, and the warning says so
+    assert [cross.comm_of(r).wait_ns for r in range(4)] == [30_000, 0, 30_000, 30_000]
+    assert any(w.endswith("one report's ranks share its capture; rank 0's last 7, which rank 3 lacks, are matched among no ranks "
+                          "(no wait in them counts)") for w in cross.warnings), cross.warnings

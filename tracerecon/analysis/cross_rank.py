@@ -215,6 +215,14 @@ def _comm_ops(view: RankView, name_codes: dict[str, int]) -> dict[str, np.ndarra
             "in_order": in_order}
 
 
+def _lacked(rank: int, n: int, first: int, n_first: int) -> str:
+    """What matching two ranks' kernels of a name in order leaves out, said: the last of the
+    one that holds more, which the other lacks, are matched among no ranks (a collective one
+    rank lacks is), so no one's wait in them counts."""
+    more, lacking, extra = (first, rank, n_first - n) if n_first > n else (rank, first, n - n_first)
+    return f"; rank {more}'s last {extra}, which rank {lacking} lacks, are matched among no ranks (no wait in them counts)"
+
+
 def analyze_cross_rank(views: list[RankView]) -> CrossRank:
     """Alignment, collective matching, waiting and the per-cycle critical path for ``views``.
 
@@ -503,14 +511,16 @@ def _match_ordinals(views: list[RankView], comm: list[dict[str, np.ndarray]], na
             if not timed:
                 if len(mine) != len(theirs):
                     warnings.append(f"{label}: matched in order (the k-th with the k-th); the traces come from different machines "
-                                    "or carry no session times, so a later start cannot be told from a clock offset")
+                                    "or carry no session times, so a later start cannot be told from a clock offset"
+                                    + _lacked(v.rank, len(mine), views[0].rank, len(theirs)))
                 continue
             e_ref = ref["end"][theirs][np.argsort(ref_nth[theirs])]
             by_nth = mine[np.argsort(nth[mine])]
             paired, within = _paired_by_end(e_ref, c["end"][by_nth] + base[0])
             if paired is None and same_report:
                 if len(mine) != len(theirs):
-                    warnings.append(f"{label}: matched in order (the k-th with the k-th); one report's ranks share its capture")
+                    warnings.append(f"{label}: matched in order (the k-th with the k-th); one report's ranks share its capture"
+                                    + _lacked(v.rank, len(mine), views[0].rank, len(theirs)))
                 continue
             if paired is not None:
                 # A kernel missing here or there mid-run (CUPTI drops records when its buffers
