@@ -125,12 +125,12 @@ def file_candidates(file: int, processes: list[tuple[int, int, bool]], marks: di
     """The rank candidates of one file: one per process of ``processes`` (``gpu_processes``)
     where the file is a whole process tree (``whole_tree``: the only input), where its processes
     that ran code sit on two devices or more (``nsys profile torchrun`` on a node, whatever its
-    name says), or where they carry rank marks of their own; one per process of a communicator
-    where two or more of them are its ranks (``talkers_to_split`` of ``peers``), the file's
-    other GPU processes with the first; else the whole file (``all_pids``: its rank's process with
-    its launcher and copy-only helpers) as one. ``name_number``: the number its name ends in,
-    if any (``name_may_be_rank`` False: too large for a rank); ``marks``: {pid: rank} from the
-    processes' tracerecon.rank marks."""
+    name says), or where they carry rank marks of their own; one per process that ran
+    collectives with another of them, where every one that communicated did
+    (``talkers_to_split`` of ``peers``), the file's other GPU processes with the first; else the
+    whole file (``all_pids``: its rank's process with its launcher and copy-only helpers) as
+    one. ``name_number``: the number its name ends in, if any (``name_may_be_rank`` False: too
+    large for a rank); ``marks``: {pid: rank} from the processes' tracerecon.rank marks."""
     name_is_pid = name_number is not None and name_number in all_pids + [p for p, _, _ in processes]
     name_rank = None if name_is_pid or not name_may_be_rank else name_number
     if not processes:  # nothing ran here (a rank that failed early): a rank all the same
