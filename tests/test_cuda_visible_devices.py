@@ -242,7 +242,7 @@ def test_before_nsys_2025_3_a_node_file_of_workers_each_on_device_0_that_communi
     # waiting within its own pair only, said with a warning per file
     assert [r.source.pids for r in a.ranks] == [(100,), (101,), (102,), (103,)]
     assert [a.cross.comm_of(r).wait_ns for r in range(4)] == [70 * U, 0, 0, 40 * U]
-    said = [w for w in a.warnings if "ran collectives with each other, all on what they call CUDA device 0: read as a rank each" in w]
+    said = [w for w in a.warnings if "ran collectives with each other, all on what they call CUDA device 0: read as a rank each (" in w]
     assert [w.split(":")[0] for w in said] == files, a.warnings
 
 
@@ -276,8 +276,10 @@ def test_a_helper_beside_a_files_tensor_parallel_pair_stays_with_its_first_worke
     # WHEN analysed together
     a = analyze(files)
     # THEN four ranks, one per worker, each front end with its file's first worker (it is no
-    # rank of its own, and the second file's ranks are numbered 2 and 3)
+    # rank of its own, and the second file's ranks are numbered 2 and 3), said so
     assert [r.source.pids for r in a.ranks] == [(100, 150), (101,), (200, 250), (201,)]
+    assert any(w.startswith(f"{files[0]}: processes 100, 101 ran collectives with each other, all on what they call CUDA device 0: read as "
+                            "a rank each, the file's other GPU process (150) with the first (") for w in a.warnings), a.warnings
 
 
 def test_two_processes_of_separate_communicators_on_each_gpu_stay_one_rank_per_file(tmp_path):

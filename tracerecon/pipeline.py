@@ -401,10 +401,12 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
     cands = file_candidates(order, processes, named, name_number if multi else None, not multi, all_pids, ",".join(sorted(tables.info.gpu_uuids)),
                             name_number is not None and name_number <= MAX_RANK_IN_NAME, peers)
     if talking := talkers_to_split(processes, named, not multi, peers):
+        others = [p for p, _, _ in processes if p not in talking]
+        with_first = f", the file's other GPU process{'es' if len(others) > 1 else ''} ({', '.join(map(str, others))}) with the first" if others else ""
         warnings.append(f"{f}: processes {', '.join(map(str, talking))} ran collectives with each other, all on what they call CUDA device "
-                        f"{dict((p, d) for p, d, _ in processes)[talking[0]]}: read as a rank each, the file's other GPU processes with the "
-                        "first (workers given their GPUs by CUDA_VISIBLE_DEVICES; the export does not map their devices to the machine's "
-                        "GPUs, as nsys 2025.3+ does in TARGET_INFO_CUDA_DEVICE: each is said to run on that device's GPU)")
+                        f"{dict((p, d) for p, d, _ in processes)[talking[0]]}: read as a rank each{with_first} (workers given their GPUs by "
+                        "CUDA_VISIBLE_DEVICES; the export does not map their devices to the machine's GPUs, as nsys 2025.3+ does in "
+                        "TARGET_INFO_CUDA_DEVICE: each is said to run on that device's GPU)")
     elif len(talkers) > 1 and len(cands) == 1 and len(said := {d for p, d, _ in processes if p in talkers}) == 1:
         warnings.append(f"{f}: processes {', '.join(map(str, talkers))} ran communication kernels, all on what they call CUDA device "
                         f"{said.pop()}, but their collectives do not tell which of them are ranks of one communicator (separate "
