@@ -398,6 +398,13 @@ def test_a_tie_goes_to_the_straggler_whose_own_lateness_kept_more_ranks_waiting(
     assert [cross.comm_of(r).wait_ns for r in range(4)] == [900_000, 400_000, 400_000, 0]
 
 
+def _two_pairs(a_ends: list[int], b_ends: list[int]) -> dict[int, list[tuple[int, int, str]]]:
+    """Two all-reduce pairs' 40 us kernels: A = {0, 1} ending at ``a_ends``, B = {2, 3} at
+    ``b_ends``; rank 1 reaches A's 30 us late, rank 3 B's 10 us late."""
+    late = {0: 0, 1: 30_000, 2: 0, 3: 10_000}
+    return {r: [(e - 40_000 + late[r], e, AR) for e in (a_ends if r < 2 else b_ends)] for r in range(4)}
+
+
 def test_groups_whose_ends_meet_more_often_than_a_quarter_by_chance_alone_are_told_apart():
     # GIVEN one report of two all-reduce pairs, 40 collectives each, 200 us apart, each kernel
     # 40 us long (tolerance 20 us): A = {0, 1} ending at k * 200 us + 10 us; B = {2, 3}, a
@@ -406,13 +413,9 @@ def test_groups_whose_ends_meet_more_often_than_a_quarter_by_chance_alone_are_to
     # where ends at any other time would be within it a fifth of the time (A's ends cover 40
     # windows of 40 us, 1,600 us, of the 8,000 us from half a spacing before the first to half
     # a spacing after the last: 20 %). Rank 1 reaches A's 30 us late, rank 3 B's 10 us late
-    kernels = {r: [] for r in range(4)}
-    for k in range(40):
-        a = k * 200_000 + 10_000
-        b = a + (15_000 if k % 10 < 3 else 100_000)
-        for r, (e, late) in {0: (a, 0), 1: (a, 30_000), 2: (b, 0), 3: (b, 10_000)}.items():
-            kernels[r].append((e - 40_000 + late, e, AR))
-    cross = cross_rank.analyze_cross_rank([named_view(r, ks, 8) for r, ks in kernels.items()])
+    a = [k * 200_000 + 10_000 for k in range(40)]
+    b = [e + (15_000 if k % 10 < 3 else 100_000) for k, e in enumerate(a)]
+    cross = cross_rank.analyze_cross_rank([named_view(r, ks, 8) for r, ks in _two_pairs(a, b).items()])
     # THEN 30 % is under a quarter of the way from 20 % to all (40 %): B's ends say apart from
     # A's, and each pair waits within itself only (as one group of four, rank 0 "waited" for B)
     assert "ranks 0, 1; ranks 2, 3;" in cross.warnings[0], cross.warnings
@@ -426,14 +429,9 @@ def test_groups_bursting_together_between_idle_stretches_are_told_apart():
     # after it otherwise: 40 % of B's within the tolerance of one of A's, as by chance within the
     # bursts (A's windows cover 40 us of every 100; counted over the whole span, idle stretches
     # included, 18 %: cut 38 %). Rank 1 reaches A's 30 us late, rank 3 B's 10 us late
-    kernels = {r: [] for r in range(4)}
-    for step in range(6):
-        for i in range(20):
-            a = step * 5 * PERIOD + i * 100_000 + 10_000
-            b = a + (15_000 if i % 5 < 2 else 50_000)
-            for r, (e, late) in {0: (a, 0), 1: (a, 30_000), 2: (b, 0), 3: (b, 10_000)}.items():
-                kernels[r].append((e - 40_000 + late, e, AR))
-    cross = cross_rank.analyze_cross_rank([named_view(r, ks, 30) for r, ks in kernels.items()])
+    a = [step * 5 * PERIOD + i * 100_000 + 10_000 for step in range(6) for i in range(20)]
+    b = [e + (15_000 if i % 5 < 2 else 50_000) for e, i in zip(a, list(range(20)) * 6)]
+    cross = cross_rank.analyze_cross_rank([named_view(r, ks, 30) for r, ks in _two_pairs(a, b).items()])
     # THEN 40 % is chance within the bursts (the apart cut there: 55 %): two groups, each pair
     # waiting within itself only
     assert "ranks 0, 1; ranks 2, 3;" in cross.warnings[0], cross.warnings

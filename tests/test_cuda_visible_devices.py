@@ -222,6 +222,18 @@ def _tp_worker(t: FakeTrace, pid: int, gemm_us: list[int], at_us: int = 0) -> No
         t.kernel(t.call("cudaLaunchKernel", (b + 114) * U, (b + 116) * U, pid=pid, tid=pid), (b + 120 + g) * U, (b + 300) * U, pid=pid, name=AR)
 
 
+def _node_file(path: Path, workers: dict[int, tuple[list[int], int]], devices: list = (), extra=None) -> str:
+    """A node's export on the 4-GPU host: per worker pid, a ``_tp_worker`` of those GEMMs from
+    that start (us); ``extra(t)`` adds other processes' work; ``devices``: its
+    TARGET_INFO_CUDA_DEVICE rows (none: an export before nsys 2025.3)."""
+    t = FakeTrace()
+    for pid, (gemms, at_us) in workers.items():
+        _tp_worker(t, pid, gemms, at_us=at_us)
+    if extra is not None:
+        extra(t)
+    return str(_host(t.write(path), list(devices)))
+
+
 def test_before_nsys_2025_3_a_node_file_of_workers_each_on_device_0_that_communicate_is_one_rank_per_worker(tmp_path):
     # GIVEN two data-parallel replicas on one 4-GPU machine, each a tensor-parallel pair traced
     # by its own nsys before 2025.3 (no TARGET_INFO_CUDA_DEVICE rows): every worker was given its
@@ -230,12 +242,8 @@ def test_before_nsys_2025_3_a_node_file_of_workers_each_on_device_0_that_communi
     # in the all-reduce); in cycle 4, 102's runs 120 where 103's runs 80 (103 waits 40 us);
     # elsewhere both run 80 us (no wait)
     gemms = {100: [80] * 6, 101: [80, 150, 80, 80, 80, 80], 102: [80, 80, 80, 80, 120, 80], 103: [80] * 6}
-    files = []
-    for replica, pids in enumerate(((100, 101), (102, 103))):
-        t = FakeTrace()
-        for pid in pids:
-            _tp_worker(t, pid, gemms[pid], at_us=500 * replica)
-        files.append(str(_host(t.write(tmp_path / f"replica{replica}.sqlite"), [])))
+    files = [_node_file(tmp_path / f"replica{replica}.sqlite", {pid: (gemms[pid], 500 * replica) for pid in pids})
+             for replica, pids in enumerate(((100, 101), (102, 103)))]
     # WHEN analysed together
     a = analyze(files)
     # THEN four ranks, one per worker (each file was read as one rank of two processes), each
@@ -250,12 +258,10 @@ def test_a_rank_file_with_a_helper_that_ran_kernels_but_no_collective_stays_one_
     # GIVEN per-rank files before nsys 2025.3: each rank's worker runs the all-reduces, and a
     # helper process beside it (a front end preprocessing on the GPU) runs a kernel of its own
     # on its device 0 too, but no collective
-    files = []
-    for rank, pid in enumerate((100, 200)):
-        t = FakeTrace()
-        _tp_worker(t, pid, [80] * 6)
-        t.kernel(t.call("cudaLaunchKernel", 50 * U, 52 * U, pid=pid + 1), 60 * U, 70 * U, pid=pid + 1)
-        files.append(str(_host(t.write(tmp_path / f"rank{rank}.sqlite"), [])))
+    def helper(pid: int):
+        return lambda t: t.kernel(t.call("cudaLaunchKernel", 50 * U, 52 * U, pid=pid), 60 * U, 70 * U, pid=pid)
+
+    files = [_node_file(tmp_path / f"rank{rank}.sqlite", {pid: ([80] * 6, 0)}, extra=helper(pid + 1)) for rank, pid in enumerate((100, 200))]
     # WHEN analysed together THEN each file is one rank of both its processes, as before
     a = analyze(files)
     assert [r.source.pids for r in a.ranks] == [(100, 101), (200, 201)]
@@ -265,14 +271,11 @@ def test_a_rank_file_with_a_helper_that_ran_kernels_but_no_collective_stays_one_
 def test_a_helper_beside_a_files_tensor_parallel_pair_stays_with_its_first_worker(tmp_path):
     # GIVEN the two replicas' files above (no device map), each also holding a front end (pid
     # 150 / 250) that ran one kernel of its own on its device 0 and no collective
-    files = []
-    for replica, pids in enumerate(((100, 101), (200, 201))):
-        t = FakeTrace()
-        for pid in pids:
-            _tp_worker(t, pid, [80] * 6, at_us=500 * replica)
-        helper = pids[0] + 50
-        t.kernel(t.call("cudaLaunchKernel", 50 * U, 52 * U, pid=helper), 60 * U, 70 * U, pid=helper)
-        files.append(str(_host(t.write(tmp_path / f"replica{replica}.sqlite"), [])))
+    def helper(pid: int):
+        return lambda t: t.kernel(t.call("cudaLaunchKernel", 50 * U, 52 * U, pid=pid), 60 * U, 70 * U, pid=pid)
+
+    files = [_node_file(tmp_path / f"replica{replica}.sqlite", {pid: ([80] * 6, 500 * replica) for pid in pids}, extra=helper(pids[0] + 50))
+             for replica, pids in enumerate(((100, 101), (200, 201)))]
     # WHEN analysed together
     a = analyze(files)
     # THEN four ranks, one per worker, each front end with its file's first worker (it is no
@@ -287,12 +290,8 @@ def test_two_processes_of_separate_communicators_on_each_gpu_stay_one_rank_per_f
     # a draft model's worker, each its own process on its device 0, each in its own
     # communicator with its counterpart on the other GPU: the targets' all-reduces end at
     # k ms + 300 us, the drafts' at k ms + 700 us
-    files = []
-    for rank, pids in enumerate(((100, 101), (110, 111))):
-        t = FakeTrace()
-        for pid, at in zip(pids, (0, 400)):
-            _tp_worker(t, pid, [80] * 6, at_us=at)
-        files.append(str(_host(t.write(tmp_path / f"rank{rank}.sqlite"), [])))
+    files = [_node_file(tmp_path / f"rank{rank}.sqlite", {pid: ([80] * 6, at) for pid, at in zip(pids, (0, 400))})
+             for rank, pids in enumerate(((100, 101), (110, 111)))]
     # WHEN analysed together
     a = analyze(files)
     # THEN one rank per file, numbered by its name, as before: the two processes of a file
@@ -307,12 +306,8 @@ def test_two_processes_of_separate_communicators_on_each_gpu_stay_one_rank_per_f
 def test_processes_the_export_maps_to_one_gpu_are_not_split_by_their_collectives(tmp_path):
     # GIVEN the replicas' files of the first test above, but from nsys 2025.3+: the export maps
     # both workers of each file to GPU 0 (a trainer and an inference worker sharing it, say)
-    files = []
-    for replica, pids in enumerate(((100, 101), (102, 103))):
-        t = FakeTrace()
-        for pid in pids:
-            _tp_worker(t, pid, [80] * 6, at_us=500 * replica)
-        files.append(str(_host(t.write(tmp_path / f"replica{replica}.sqlite"), [(0, 0, p) for p in pids])))
+    files = [_node_file(tmp_path / f"replica{replica}.sqlite", {pid: ([80] * 6, 500 * replica) for pid in pids}, devices=[(0, 0, p) for p in pids])
+             for replica, pids in enumerate(((100, 101), (102, 103)))]
     # WHEN analysed together THEN each file is one rank, as the export's GPUs say
     a = analyze(files)
     assert [r.source.pids for r in a.ranks] == [(100, 101), (102, 103)]
@@ -321,15 +316,16 @@ def test_processes_the_export_maps_to_one_gpu_are_not_split_by_their_collectives
 def test_a_schedulers_own_cycle_ranges_in_a_split_file_are_no_ranks(tmp_path):
     # GIVEN the replicas' files (no device map), each also holding a scheduler process that did
     # no GPU work but marks cycle, draft and verify ranges of its own
-    files = []
-    for replica, pids in enumerate(((100, 101), (200, 201))):
-        t = FakeTrace()
-        for pid in pids:
-            _tp_worker(t, pid, [80] * 6, at_us=500 * replica)
-        for c in range(6):
-            b = 500 * replica + 1000 * c + 20
-            t.cycle(c, b * U, (b + 100) * U, (b + 400) * U, pid=pids[0] - 50, tid=pids[0] - 50)
-        files.append(str(_host(t.write(tmp_path / f"replica{replica}.sqlite"), [])))
+    def scheduler(pid: int, at_us: int):
+        def marks(t: FakeTrace) -> None:
+            for c in range(6):
+                b = at_us + 1000 * c + 20
+                t.cycle(c, b * U, (b + 100) * U, (b + 400) * U, pid=pid, tid=pid)
+        return marks
+
+    files = [_node_file(tmp_path / f"replica{replica}.sqlite", {pid: ([80] * 6, 500 * replica) for pid in pids},
+                        extra=scheduler(pids[0] - 50, 500 * replica))
+             for replica, pids in enumerate(((100, 101), (200, 201)))]
     # WHEN analysed together
     a = analyze(files)
     # THEN four ranks of six cycles each: the schedulers' ranges are in none (as where a file is
@@ -342,13 +338,8 @@ def test_a_schedulers_own_cycle_ranges_in_a_split_file_are_no_ranks(tmp_path):
 def test_a_node_file_of_two_tensor_parallel_pairs_is_a_rank_per_worker(tmp_path):
     # GIVEN two node files (no device map), each holding two tensor-parallel pairs whose
     # all-reduces end at other times (pairs 250 us apart), every worker on its CUDA device 0
-    files = []
-    for node, pairs in enumerate((((100, 101), (102, 103)), ((200, 201), (202, 203)))):
-        t = FakeTrace()
-        for i, pair in enumerate(pairs):
-            for pid in pair:
-                _tp_worker(t, pid, [80] * 6, at_us=250 * node + 500 * i)
-        files.append(str(_host(t.write(tmp_path / f"node{node}.sqlite"), [])))
+    files = [_node_file(tmp_path / f"node{node}.sqlite", {pid: ([80] * 6, 250 * node + 500 * i) for i, pair in enumerate(pairs) for pid in pair})
+             for node, pairs in enumerate((((100, 101), (102, 103)), ((200, 201), (202, 203))))]
     # WHEN analysed together THEN eight ranks, one per worker (each pair's ends tell it from the other)
     a = analyze(files)
     assert [r.source.pids for r in a.ranks] == [(p,) for p in (100, 101, 102, 103, 200, 201, 202, 203)]
@@ -358,17 +349,13 @@ def test_a_file_whose_communicating_processes_are_not_all_told_apart_stays_one_r
     # GIVEN a node file (no device map) holding a tensor-parallel pair (100, 101) and a worker
     # 102 whose all-reduces end half the time within the tolerance of the pair's and half the
     # time 200 us after (neither with them nor apart), and a node file of a clean pair
-    t = FakeTrace()
-    for pid in (100, 101):
-        _tp_worker(t, pid, [80] * 8)
-    for c in range(8):
-        b = 1000 * c + (10 if c % 2 else 200)
-        t.kernel(t.call("cudaLaunchKernel", (b + 114) * U, (b + 116) * U, pid=102, tid=102), (b + 200) * U, (b + 300) * U, pid=102, name=AR)
-    files = [str(_host(t.write(tmp_path / "node0.sqlite"), []))]
-    t = FakeTrace()
-    for pid in (200, 201):
-        _tp_worker(t, pid, [80] * 8, at_us=500)
-    files.append(str(_host(t.write(tmp_path / "node1.sqlite"), [])))
+    def undecided(t: FakeTrace) -> None:
+        for c in range(8):
+            b = 1000 * c + (10 if c % 2 else 200)
+            t.kernel(t.call("cudaLaunchKernel", (b + 114) * U, (b + 116) * U, pid=102, tid=102), (b + 200) * U, (b + 300) * U, pid=102, name=AR)
+
+    files = [_node_file(tmp_path / "node0.sqlite", {pid: ([80] * 8, 0) for pid in (100, 101)}, extra=undecided),
+             _node_file(tmp_path / "node1.sqlite", {pid: ([80] * 8, 500) for pid in (200, 201)})]
     # WHEN analysed together
     a = analyze(files)
     # THEN the first file stays one rank (half split, its rank 0 held 102 beside 100), said so,

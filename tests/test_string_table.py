@@ -48,3 +48,23 @@ def test_ids_resolve_as_one_by_one(case):
     names, missing = table.dictionary_or_null(q)
     assert names.to_pylist() == [by_id.get(i) for i in query]
     assert missing == sum(by_id.get(i) is None for i in query)
+
+
+def test_distinct_values_are_in_order_of_first_appearance_one_code_a_value():
+    # GIVEN a column of two chunks with dictionaries of their own (the first holding "a"
+    # twice), a null and an empty text; and a column of nulls only, typed as such
+    from tracerecon.analysis.projection import distinct_values
+
+    col = pa.chunked_array([pa.DictionaryArray.from_arrays(pa.array([1, 0, 2, None, 1], pa.int32()), pa.array(["a", "b", "a"])),
+                            pa.array(["c", "", "b"]).dictionary_encode()])
+    nulls = pa.chunked_array([pa.array([None, None])])
+    # WHEN its distinct values are taken: of all rows, of some, with nulls read as ""
+    # THEN each value once, in the order met, and each row's code among them
+    values, codes = distinct_values(col)
+    assert values == ["b", "a", None, "c", ""] and codes.tolist() == [0, 1, 1, 2, 0, 3, 4, 0]
+    values, codes = distinct_values(col, np.array([5, 3, 0]))
+    assert values == ["c", None, "b"] and codes.tolist() == [0, 1, 2]
+    values, codes = distinct_values(col, null="")
+    assert values == ["b", "a", "", "c"] and codes.tolist() == [0, 1, 1, 2, 0, 3, 2, 0]
+    values, codes = distinct_values(nulls, null="")
+    assert values == [""] and codes.tolist() == [0, 0]

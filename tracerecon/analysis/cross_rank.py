@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 from tracerecon.analysis.nccl import comm_mask, is_low_latency_ep, is_point_to_point
 from tracerecon.schema import COLLECTIVES, CRITICAL_PATH
-from tracerecon.analysis.projection import I64_MIN, equals, int64s
+from tracerecon.analysis.projection import I64_MIN, distinct_values, equals, int64s
 
 
 # How a cycle's gating rank was found (``critical_path.how``): the collective others waited for
@@ -156,34 +156,12 @@ def comm_kernels(ops: pa.Table) -> tuple[np.ndarray, list[str], np.ndarray, np.n
         return idx, [], np.zeros(0, np.int64), np.zeros(0, np.int64)
     idx = idx[np.argsort(int64s(ops["start_ns"])[idx], kind="stable")]
     # (names are never null: the reader reads a NULL name as "", and exports write none)
-    listed, code = _values_at(ops["name"], idx)
+    listed, code = distinct_values(ops["name"], idx)
     p2p = np.array([is_point_to_point(n) for n in listed], dtype=bool)[code]
     if "demangled_name" in ops.column_names:  # (nsys's short name drops DeepEP's namespaces)
-        full, full_code = _values_at(ops["demangled_name"], idx)
+        full, full_code = distinct_values(ops["demangled_name"], idx)
         p2p |= np.array([n is not None and is_low_latency_ep(n) for n in full], dtype=bool)[full_code]
     return idx, listed, code, np.unique(code[p2p])
-
-
-def _values_at(column: pa.ChunkedArray, rows: np.ndarray) -> tuple[list, np.ndarray]:
-    """The distinct values of ``column`` at ``rows``, in the order first met there, and each
-    row's code among them; a dictionary column's codes taken as they are, never a string per
-    row (DeepEP's demangled names run to kilobytes: 300,000 cast to strings took 2 GB)."""
-    taken = column.take(pa.array(rows))
-    if pa.types.is_dictionary(taken.type):
-        arr = taken.unify_dictionaries().combine_chunks()
-    else:
-        arr = taken.combine_chunks().dictionary_encode()
-    raw = arr.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-    used, first, code = np.unique(raw, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")
-    rank = np.empty(len(order), np.int64)
-    rank[order] = np.arange(len(order))
-    values = arr.dictionary.take(pa.array(np.maximum(used[order], 0))).to_pylist() if len(arr.dictionary) else [None] * len(used)
-    values = [None if u < 0 else v for u, v in zip(used[order].tolist(), values)]
-    # One code per value: a dictionary may hold a text twice (two StringIds of one text).
-    first_of: dict = {}
-    same = np.array([first_of.setdefault(v, len(first_of)) for v in values], dtype=np.int64)
-    return list(first_of), same[rank[code.reshape(-1)]]
 
 
 def _comm_ops(view: RankView, name_codes: dict[str, int]) -> dict[str, np.ndarray]:

@@ -24,7 +24,7 @@ from tracerecon.analysis.columns import thread_keys
 from tracerecon.analysis.intervals import last_reaching
 from tracerecon.analysis.config import NUMBERS, PhaseConfig, is_cycle_name
 from tracerecon.analysis.intervals import inside_another_thread, segmented_union_length
-from tracerecon.analysis.projection import I64_MAX, I64_MIN, LaunchIndex, equals, int64s
+from tracerecon.analysis.projection import I64_MAX, I64_MIN, LaunchIndex, distinct_values, equals, int64s
 
 
 # A timer error counts when it exceeds both a floor and a fraction of the phase: 10 us is
@@ -583,16 +583,8 @@ def _inside_a_start_end_phase(ranges: pa.Table, is_phase: np.ndarray, is_cycle: 
 
 def _codes(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str]]:
     """A string column as codes into its distinct values (null read as "")."""
-    import pyarrow.compute as pc
-
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-    if pa.types.is_dictionary(col.type):
-        col = col.cast(col.type.value_type)
-    if pa.types.is_null(col.type):  # a column of nulls only, typed as such
-        col = col.cast(pa.string())
-    enc = pc.dictionary_encode(pc.fill_null(col, ""))
-    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_pylist()
+    values, codes = distinct_values(col, null="")
+    return codes, values
 
 
 def _nearest_marked_ancestor(parent: np.ndarray, marked: np.ndarray) -> np.ndarray:

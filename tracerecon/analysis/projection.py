@@ -40,6 +40,35 @@ def _dense(col: pa.ChunkedArray | pa.Array) -> pa.Array:
     return col
 
 
+def distinct_values(col: pa.ChunkedArray | pa.Array, rows: np.ndarray | None = None, null: str | None = None) -> tuple[list, np.ndarray]:
+    """The distinct values of a (dictionary-)string column (of its ``rows``, where given), in
+    order of first appearance, and each row's code among them; a null read as ``null`` (None:
+    a value of its own). A dictionary column's codes are taken as they are, never a string per
+    row (DeepEP's demangled names run to kilobytes: 300,000 of them cast to strings took 2 GB),
+    and one value is one code (a dictionary may hold a text twice: two StringIds of one text)."""
+    if rows is not None:
+        col = col.take(pa.array(rows, pa.int64()))
+    if isinstance(col, pa.ChunkedArray):
+        col = col.unify_dictionaries() if pa.types.is_dictionary(col.type) else col
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if len(col) == 0:
+        return [], np.zeros(0, np.int64)
+    if pa.types.is_null(col.type):  # (a column of nulls only, typed as such)
+        return [null], np.zeros(len(col), np.int64)
+    if not pa.types.is_dictionary(col.type):
+        col = col.dictionary_encode()
+    raw = col.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    used, first, code = np.unique(raw, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    place = np.empty(len(order), np.int64)
+    place[order] = np.arange(len(order))
+    picked = used[order]
+    texts = col.dictionary.take(pa.array(np.maximum(picked, 0))).to_pylist() if len(col.dictionary) else [None] * len(picked)
+    first_of: dict = {}
+    same = np.array([first_of.setdefault(null if u < 0 else v, len(first_of)) for u, v in zip(picked.tolist(), texts)], dtype=np.int64)
+    return list(first_of), same[place[code.reshape(-1)]]
+
+
 def string_mask(col: pa.ChunkedArray | pa.Array, test) -> np.ndarray:
     """Boolean numpy mask: ``test(value)`` for each string of a (dictionary-)string column; nulls False.
 

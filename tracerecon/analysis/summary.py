@@ -16,7 +16,7 @@ import pyarrow.compute  # noqa: F401 (pa.compute)
 from tracerecon.analysis.config import NUMBERS, is_cycle_name
 from tracerecon.analysis.columns import groups_apart_ms, median_ms
 from tracerecon.analysis.phases import phases_per_cycle
-from tracerecon.analysis.projection import int64s
+from tracerecon.analysis.projection import distinct_values, int64s
 from tracerecon.json_text import escaped_char, invisible
 from tracerecon.report_model import CycleSummary, PhaseSummary
 
@@ -72,7 +72,7 @@ def outside_cycles(phases: pa.Table) -> np.ndarray:
     in_none = ~phases["cycle"].is_valid().to_numpy(zero_copy_only=False)
     if not in_none.any() or in_none.all():
         return np.zeros(phases.num_rows, dtype=bool)
-    names = _codes(phases["phase"]).indices.to_numpy(zero_copy_only=False)
+    _, names = distinct_values(phases["phase"])
     with_cycle = np.zeros(int(names.max()) + 1, dtype=bool)
     with_cycle[names[~in_none]] = True
     return in_none & with_cycle[names]
@@ -95,13 +95,11 @@ def summarize_phases(phases: pa.Table, order: tuple[str, ...] = (), cycles: pa.T
         return []
     # Grouped with numpy: the names and labels as dictionary codes (in order of first
     # appearance), the durations as int64 with a validity mask (nulls are left out of medians).
-    name_col = _codes(phases["phase"])
-    names_seen = name_col.dictionary.to_pylist()
-    name_code = name_col.indices.to_numpy(zero_copy_only=False)
+    names_seen, name_code = distinct_values(phases["phase"])
     present = set(names_seen)
     names = [n for n in order if n in present] + [n for n in names_seen if n not in order]
     durations = {c: _valid_int64(phases[c]) for c in ("cpu_ns", "gpu_ns", "gpu_span_ns", "gpu_busy_ns", "error_ns")}
-    labels = {c: _codes(phases[c]) for c in ("verdict", "cause")}
+    labels = {c: distinct_values(phases[c]) for c in ("verdict", "cause")}
     out = []
     for name in names:
         idx = np.flatnonzero(name_code == names_seen.index(name))
@@ -125,25 +123,17 @@ def summarize_phases(phases: pa.Table, order: tuple[str, ...] = (), cycles: pa.T
     return out
 
 
-def _codes(col) -> pa.DictionaryArray:
-    """A string column as one dictionary array, its dictionary in order of first appearance."""
-    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    if pa.types.is_dictionary(col.type):  # its dictionary may be in another order, or hold unused values
-        col = col.cast(col.type.value_type)
-    return col.dictionary_encode(null_encoding="encode")  # a null is a value of its own, as in a Counter
-
-
 def _valid_int64(col) -> tuple[np.ndarray, np.ndarray]:
     """(values as int64, which are not null)."""
     return int64s(col, 0), col.is_valid().to_numpy(zero_copy_only=False)
 
 
-def _most_common(labels: pa.DictionaryArray, idx: np.ndarray) -> dict:
-    """``dict(Counter(labels[idx]).most_common())`` for a ``_codes`` column: counts, largest
-    first, ties in order of first appearance among ``idx`` (a null label is the key None)."""
-    codes = labels.indices.to_numpy(zero_copy_only=False)[idx]
+def _most_common(labels: tuple[list, np.ndarray], idx: np.ndarray) -> dict:
+    """``dict(Counter(labels[idx]).most_common())`` for a column's ``distinct_values``: counts,
+    largest first, ties in order of first appearance among ``idx`` (a null label is the key None)."""
+    words, all_codes = labels
+    codes = all_codes[idx]
     values, first, counts = np.unique(codes, return_index=True, return_counts=True)
-    words = labels.dictionary.to_pylist()
     ranked = sorted(zip(values.tolist(), first.tolist(), counts.tolist()), key=lambda x: (-x[2], x[1]))
     return {words[v]: n for v, _, n in ranked}
 
