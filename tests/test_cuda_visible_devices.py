@@ -9,6 +9,7 @@ workers each saw device 0 was read as one rank of two processes.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -362,3 +363,16 @@ def test_a_file_whose_communicating_processes_are_not_all_told_apart_stays_one_r
     # and the second is a rank per worker
     assert [r.source.pids for r in a.ranks] == [(100, 101, 102), (200,), (201,)]
     assert any(w.startswith(f"{files[0]}: processes 100, 101, 102 ran communication kernels") for w in a.warnings), a.warnings
+
+
+def test_ranges_names_each_split_ranks_file_and_process(tmp_path):
+    # GIVEN the node file of one tensor-parallel pair (no device map), read as a rank per worker
+    files = [_node_file(tmp_path / "replica0.sqlite", {100: ([80] * 6, 0), 101: ([80, 150, 80, 80, 80, 80], 0)}),
+             _node_file(tmp_path / "replica1.sqlite", {102: ([80] * 6, 500), 103: ([80] * 6, 500)})]
+    # WHEN its ranges are listed, as a table and as JSON
+    text = run_cli("ranges", *files, env={**os.environ, "COLUMNS": "300"}).stdout
+    doc = json.loads(run_cli("ranges", "--json", *files).stdout)
+    # THEN each rank says its file and its process, as `report` does (the file alone names no rank)
+    assert [(d["rank"], d["source"], d["pids"]) for d in doc["ranks"]] == [(0, files[0], [100]), (1, files[0], [101]), (2, files[1], [102]), (3, files[1], [103])]
+    for rank, pid in enumerate((100, 101, 102, 103)):
+        assert f"rank {rank}  {files[rank // 2]}  pid {pid}" in text

@@ -439,3 +439,45 @@ def test_a_phase_has_one_look_in_every_panel_and_no_two_phases_share_one(monkeyp
     assert list(in_a) == names and list(in_b) == ["p7", "p2"]
     assert in_b == {"p7": in_a["p7"], "p2": in_a["p2"]}
     assert len(set(in_a.values())) == 8
+
+
+def test_a_rank_of_two_processes_draws_each_processs_stream_on_its_own_track(tmp_path):
+    # GIVEN a rank file before nsys 2025.3 holding a target worker (pid 100) and a draft
+    # model's worker (pid 101), each its own process on its CUDA device 0 and each launching on
+    # its stream 7 (every context numbers its own streams), in communicators of their own: one
+    # rank of both processes
+    from test_cuda_visible_devices import AR, _node_file
+
+    files = [_node_file(tmp_path / f"rank{rank}.sqlite", {pid: ([80] * 6, at) for pid, at in zip(pids, (0, 400))})
+             for rank, pids in enumerate(((100, 101), (110, 111)))]
+    a = api.load(files)
+    assert [r.source.pids for r in a.ranks] == [(100, 101), (110, 111)]
+    out = tmp_path / "t.json"
+    # WHEN exported as a timeline, browsed, and a phase shown in detail
+    res = run_cli("export", "--format", "chrome-json", *files, "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    events = json.loads(out.read_text())
+    from tracerecon.tui.timeline_model import TimelineIndex
+    from tracerecon.tui.timeline_window import Window
+
+    r0 = a.ranks[0]
+    index = TimelineIndex(r0.phases, r0.gpu_ops, r0.syncs)
+    lanes = {lane.title: lane for lane in index.lanes(Window(0, 10_000_000))}
+    # THEN each process's stream 7 is a track of its own, named with its pid, holding that
+    # process's 6 GEMMs and 6 all-reduces only (one track would draw the two processes' ops
+    # over each other)
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name" and "stream" in e["args"]["name"]}
+    assert sorted(n for (pid, _), n in names.items() if pid == 1) == ["GPU 0 stream 7 (pid 100)", "GPU 0 stream 7 (pid 101)"]
+    starts = {n: sorted(e["ts"] for e in events if e["ph"] == "X" and e.get("cat") == "kernel" and names.get((e["pid"], e["tid"])) == n)
+              for (pid, _), n in names.items() if pid == 1}
+    ops = r0.gpu_ops.to_pylist()
+    mine = {pid: sorted(o["start_ns"] for o in ops if o["pid"] == pid) for pid in (100, 101)}
+    shift = starts["GPU 0 stream 7 (pid 100)"][0] - mine[100][0] / 1000  # (the rank's one shift onto the timeline)
+    for pid in (100, 101):
+        assert len(mine[pid]) == 12
+        assert [round(ts - shift, 3) for ts in starts[f"GPU 0 stream 7 (pid {pid})"]] == [s / 1000 for s in mine[pid]]
+        assert sorted(s.start_ns for s in lanes[f"GPU0 stream 7 pid {pid}"].segments) == mine[pid]
+    assert "GPU0 stream 7" not in lanes
+    # and a phase's detail lists both processes' streams so
+    assert api.phase_detail(r0, phase="verify").streams == ("GPU0 stream 7 pid 100", "GPU0 stream 7 pid 101")
+    assert AR in {k.name for k in api.phase_detail(r0, phase="verify").kernels}

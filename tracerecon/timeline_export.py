@@ -27,6 +27,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracerecon.analysis.projection import int64s
+from tracerecon.analysis.stream_keys import stream_tracks
 from tracerecon.errors import EXIT_TOOL_MISSING, TraceReconError, UsageError, install_hint
 from tracerecon.model import Analysis, RankResult
 from tracerecon.json_text import gpu_label, valid_text
@@ -334,15 +336,12 @@ def _stream_tracks(r: RankResult, phases: list[dict], proc: Process, run: _Run, 
     if ops.num_rows == 0:
         return
     phase_names = [p["phase"] for p in phases]
-    # A stream is a (GPU, stream id) pair: one process driving several GPUs has a stream 7 on
-    # each (every context numbers its own), as `view` keeps them apart.
-    pairs = ops.group_by(["device_id", "stream_id"]).aggregate([]).to_pylist()
-    keys = sorted(((d["device_id"], d["stream_id"]) for d in pairs), key=lambda k: (k[1] is not None, k[1] or 0, k[0] is not None, k[0] or 0))
-    for n, (dev, stream) in enumerate(keys):
-        on_dev = pc.is_null(ops["device_id"]) if dev is None else pc.equal(ops["device_id"], dev)
-        mine = ops.filter(pc.and_(on_dev, pc.is_null(ops["stream_id"]) if stream is None else pc.equal(ops["stream_id"], stream)))
+    which, keys = stream_tracks(int64s(ops["pid"]), int64s(ops["device_id"], -1), int64s(ops["stream_id"], -1))
+    for n, (pid, dev, stream) in enumerate(keys):
+        mine = ops.take(pa.array(np.flatnonzero(which == n)))
         mine = mine.sort_by([("start_ns", "ascending"), ("end_ns", "descending")])
-        track = _stream_track(_gpu_words(r, mine, dev), stream, n, proc, run, sort_index + n)
+        dev, stream = (None if dev < 0 else dev), (None if stream < 0 else stream)
+        track = _stream_track(_gpu_words(r, mine, dev), stream, pid, n, proc, run, sort_index + n)
         yield track
         lanes, new_tracks = _op_lanes(mine, track, run)
         yield from new_tracks
@@ -413,14 +412,15 @@ def _gpu_words(r: RankResult, ops, dev: int | None) -> str | None:
     return gpu_label(gpus.pop(), dev) if len(gpus) == 1 else str(dev)
 
 
-def _stream_track(dev: str | None, stream: int | None, n: int, proc: Process, run: _Run, sort_index: int) -> Track:
-    """The track of the ``n``-th (GPU, stream) pair of a rank (its thread id in Chrome JSON:
-    ``STREAM_TID_BASE + n``, one per pair whatever the ids' sizes); ``dev``: its GPU in words
-    (``_gpu_words``)."""
+def _stream_track(dev: str | None, stream: int | None, pid: int | None, n: int, proc: Process, run: _Run, sort_index: int) -> Track:
+    """The track of the ``n``-th stream of a rank (``stream_tracks``; its thread id in Chrome
+    JSON: ``STREAM_TID_BASE + n``, one per stream whatever the ids' sizes); ``dev``: its GPU in
+    words (``_gpu_words``); ``pid``: its process, named where the rank has several."""
+    of = f" (pid {pid})" if pid is not None else ""
     if stream is None:
-        return Track(next(run.uuids), proc.pid, NO_STREAM_TID - n, "GPU ops without a stream" + (f" (GPU {dev})" if dev is not None else ""),
+        return Track(next(run.uuids), proc.pid, NO_STREAM_TID - n, "GPU ops without a stream" + (f" (GPU {dev})" if dev is not None else "") + of,
                      sort_index, False, proc.uuid)
-    return Track(next(run.uuids), proc.pid, STREAM_TID_BASE + n, f"GPU {dev} stream {stream}", sort_index, False, proc.uuid)
+    return Track(next(run.uuids), proc.pid, STREAM_TID_BASE + n, f"GPU {dev} stream {stream}{of}", sort_index, False, proc.uuid)
 
 
 def _ms(ns: int | None) -> float | None:

@@ -14,6 +14,7 @@ from tracerecon.analysis.columns import eager_launches, median_ms
 from tracerecon.analysis.nccl import comm_mask
 from tracerecon.analysis.phases import phases_per_cycle
 from tracerecon.analysis.projection import int64s
+from tracerecon.analysis.stream_keys import stream_tracks
 from tracerecon.analysis.summary import steady_phases
 from tracerecon.report_model import dominant_cause, dominant_verdict
 
@@ -110,8 +111,10 @@ def phase_detail(phases: pa.Table, gpu_ops: pa.Table, syncs: pa.Table, *, phase_
             # phases table counts them)
             eager = int(eager_launches(gpu_ops, pid, phases.num_rows)[sel].sum())
             graph = int(pc.sum(phases["n_graph_launches"].take(pa.array(sel, pa.int64()))).as_py() or 0)
-            dev, st = int64s(t["device_id"]), int64s(t["stream_id"])
-            streams = [f"GPU{d} stream {s}" for d, s in sorted(set(zip(dev.tolist(), st.tolist())))]
+            # (a pid beside each where the rank's ops are several processes', as its timelines name them)
+            several = pc.count_distinct(gpu_ops["pid"]).as_py() > 1
+            _, keys = stream_tracks(int64s(t["pid"]), int64s(t["device_id"], -1), int64s(t["stream_id"], -1), named=several)
+            streams = [f"GPU{d} stream {s}" + (f" pid {p}" if p is not None else "") for p, d, s in keys]
             comm_ms = round(float(dur[comm_mask(t)].sum()) / 1e6, 6)
     sync_lines = []
     waited_for = None

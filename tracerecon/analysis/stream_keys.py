@@ -48,3 +48,20 @@ def gpu_keys(keys: np.ndarray) -> np.ndarray:
     """Per key of ``pack_keys``: one int64 shared by exactly the streams of its process's device
     (pid << 8 | device)."""
     return np.asarray(keys, np.int64) >> 31
+
+
+def stream_tracks(pid: np.ndarray, dev: np.ndarray, stream: np.ndarray, named: bool | None = None) -> tuple[np.ndarray, list[tuple[int | None, int, int]]]:
+    """The GPU streams of one rank's ops as its timelines draw them: per row, the index of its
+    stream in the returned (pid, device, stream) list, sorted by device, stream id, then pid
+    (-1: no device or stream). A stream is a (process, device, stream id) triple, since every
+    CUDA context numbers its own streams: two processes of one rank each have a stream 7 on
+    device 0. The pid is None in every triple where the ops are all one process's, whose
+    stream names need no pid (``named``: whether to give it, where the rows are only some of
+    the rank's ops)."""
+    if len(pid) == 0:
+        return np.zeros(0, np.int64), []
+    ids = dense_ids(dev, stream, pid)
+    first = np.unique(ids, return_index=True)[1]  # (each id's first row)
+    if named is None:
+        named = not bool((pid == pid[0]).all())
+    return ids, [(int(pid[r]) if named else None, int(dev[r]), int(stream[r])) for r in first.tolist()]

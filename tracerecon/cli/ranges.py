@@ -24,7 +24,7 @@ def main(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from tracerecon.api import range_summaries
-    from tracerecon.cli.render import NAME_LINES, print_table
+    from tracerecon.cli.render import NAME_LINES, print_table, print_wrapped
     from tracerecon.present import fmt_ms
 
     # Every range name is listed whatever the phases: only --cycle (which ranges are the cycle
@@ -37,7 +37,9 @@ def main(args: argparse.Namespace) -> int:
     analysis = load(args.traces, config_from(args), args.jobs, args.dask, phases_unused=True)
     out = console()
     if args.json:
-        doc = {"ranks": [{"rank": r.rank, "ranges": [s.to_json() for s in range_summaries(r)]} for r in analysis.ranks]}
+        # (each rank's file and processes under `report --json`'s names: a file may hold several ranks)
+        doc = {"ranks": [{"rank": r.rank, "source": r.source.path, "pids": list(r.source.pids), "ranges": [s.to_json() for s in range_summaries(r)]}
+                         for r in analysis.ranks]}
         out.file.write(json_text(doc) + "\n")
         return 0
     # The cycle ranges as one row, and each family of names that differ only in their numbers.
@@ -48,7 +50,10 @@ def main(args: argparse.Namespace) -> int:
     shown_name = dict(zip(names, shown_names(names, NAME_LINES * WIDTHS["name"])))
     shown_domain = dict(zip(domains, shown_names(domains, NAME_LINES * WIDTHS["domain"])))
     for r in analysis.ranks:
-        t = Table(title=f"rank {r.rank}  {r.source.path}", title_justify="left", header_style="bold", box=None, padding=(0, 1, 0, 0), pad_edge=False)
+        # (headed by its file and processes as `report` heads a rank: a file may hold several
+        # ranks, and a path wider than the table stays whole)
+        print_wrapped(out, f"rank {r.rank}  {r.source.path}  pid {', '.join(map(str, r.source.pids))}", indent="", hanging="    ", fields=True, bold=len(f"rank {r.rank}"))
+        t = Table(header_style="bold", box=None, padding=(0, 1, 0, 0), pad_edge=False)
         for col in ("name", "domain", "n", "CPU ms", "GPU span", "GPU busy total", "ops"):
             # Long names fold within a bounded width: the numbers stay in view (past four lines
             # a name is cut in the middle; --json keeps it whole).

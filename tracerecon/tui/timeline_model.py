@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from tracerecon.analysis.nccl import comm_mask
 from tracerecon.analysis.projection import int64s
+from tracerecon.analysis.stream_keys import stream_tracks
 from tracerecon.tui.timeline_window import Lane, Segment, Window
 
 
@@ -42,8 +43,8 @@ class TimelineIndex:
             self._end_sorted = end[self._order]
             self._start = start
             self._end = end
-            self._stream = int64s(gpu_ops["stream_id"])
-            self._device = int64s(gpu_ops["device_id"])
+            self._track, keys = stream_tracks(int64s(gpu_ops["pid"]), int64s(gpu_ops["device_id"], -1), int64s(gpu_ops["stream_id"], -1))
+            self._track_names = [f"GPU{d} stream {s}" + (f" pid {p}" if p is not None else "") for p, d, s in keys]
             self._comm = comm_mask(gpu_ops)
             self._kind = gpu_ops["kind"].cast(pa.string()).to_numpy(zero_copy_only=False) if n < 50_000 else None
             self._max_dur = int((end - start).max())
@@ -135,22 +136,22 @@ class TimelineIndex:
         elif len(rows):
             kinds = self._kind_of(rows)
             names = self._ops["name"].take(pa.array(rows)).cast(pa.string()).to_pylist()
-            by_stream: dict[tuple[int, int], list[Segment]] = {}
+            by_stream: dict[int, list[Segment]] = {}
             for r, k, n in zip(rows.tolist(), kinds, names):
                 kind = "nccl" if self._comm[r] else k
-                by_stream.setdefault((int(self._device[r]), int(self._stream[r])), []).append(Segment(int(self._start[r]), int(self._end[r]), n or k, kind, None, r))
-            for (dev, stream), segs in sorted(by_stream.items()):
+                by_stream.setdefault(int(self._track[r]), []).append(Segment(int(self._start[r]), int(self._end[r]), n or k, kind, None, r))
+            for track, segs in sorted(by_stream.items()):
                 segs.sort(key=lambda s: s.start_ns)
-                lanes.append(Lane(f"GPU{dev} stream {stream}", tuple(segs)))
+                lanes.append(Lane(self._track_names[track], tuple(segs)))
         return lanes
 
     def _merged_op_lanes(self, rows: np.ndarray, gap_ns: int) -> list[Lane]:
         """Per stream, runs of ops less than ``gap_ns`` apart as one segment each, labelled with
         how many ops it holds (the first op's row is its ref, its kind its colour)."""
-        dev, stream, start, end = self._device[rows], self._stream[rows], self._start[rows], self._end[rows]
-        order = np.lexsort((start, stream, dev))
-        rows, dev, stream, start, end = rows[order], dev[order], stream[order], start[order], end[order]
-        new_lane = np.r_[True, (dev[1:] != dev[:-1]) | (stream[1:] != stream[:-1])]
+        track, start, end = self._track[rows], self._start[rows], self._end[rows]
+        order = np.lexsort((start, track))
+        rows, track, start, end = rows[order], track[order], start[order], end[order]
+        new_lane = np.r_[True, track[1:] != track[:-1]]
         lane_id = np.cumsum(new_lane) - 1
         # the latest end so far within each lane: a run goes on while the next op starts within gap_ns of it
         reach = _running_max_per_group(end, lane_id)
@@ -163,13 +164,13 @@ class TimelineIndex:
         kinds = self._kind_of(rows[heads])
         names = self._ops["name"].take(pa.array(rows[heads[count == 1]])).cast(pa.string()).to_pylist()
         singles = iter(names)
-        lanes: dict[tuple[int, int], list[Segment]] = {}
+        lanes: dict[int, list[Segment]] = {}
         for k, h in enumerate(heads.tolist()):
             r = int(rows[h])
             kind = "nccl" if self._comm[r] else kinds[k]
             label = (next(singles) or kinds[k]) if count[k] == 1 else f"{count[k]} GPU ops (zoom in for each)"
-            lanes.setdefault((int(dev[h]), int(stream[h])), []).append(Segment(int(start[h]), int(run_end[k]), label, kind, None, r, int(count[k])))
-        return [Lane(f"GPU{d} stream {s}", tuple(segs)) for (d, s), segs in sorted(lanes.items())]
+            lanes.setdefault(int(track[h]), []).append(Segment(int(start[h]), int(run_end[k]), label, kind, None, r, int(count[k])))
+        return [Lane(self._track_names[t], tuple(segs)) for t, segs in sorted(lanes.items())]
 
 
 def _running_max_per_group(values: np.ndarray, group: np.ndarray) -> np.ndarray:
