@@ -306,6 +306,53 @@ def test_a_side_stream_joined_back_in_a_later_phase_of_the_cycle_is_read_on_the_
     assert [c["gpu_ns"] // U for c in rank.cycles.to_pylist()] == [580] * 3
 
 
+@pytest.mark.parametrize("join_us, verify_us", [(59, 200), (74, 602)], ids=["between_the_phases", "at_the_top_of_verify"])
+def test_a_side_stream_never_forked_and_joined_after_the_phase_before_its_thread_launches_again_is_read_on_the_caller(tmp_path, join_us, verify_us):
+    # GIVEN one thread, current stream 7, the GPU idle at each cycle's start: draft (CPU b..b+50)
+    # runs 100 us on 7 (b+30..b+130) and a 500 us prefetch on side stream 8 (b+32..b+532), never
+    # forked off 7, and records on 8 at b+40; 7 waits for that record at b+join_us, after draft's
+    # range (between the ranges, or inside verify's, CPU b+70..b+120) and before the thread's
+    # next launch: verify's 200 us kernel on 7 (launched b+80, runs b+532..b+732)
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 2000
+        t.range(f"cycle {c}", b * U, (b + 120) * U)
+        t.range("draft", b * U, (b + 50) * U)
+        t.range("verify", (b + 70) * U, (b + 120) * U)
+        launch(t, b + 10, (b + 30, b + 130))
+        launch(t, b + 31, (b + 32, b + 532), stream=8)
+        t.event_record(event=1, record=c + 1, start=(b + 40) * U, end=(b + 41) * U, stream=8)
+        t.stream_wait(event=1, record=c + 1, start=(b + join_us) * U, end=(b + join_us + 1) * U, stream=7)
+        launch(t, b + 80, (b + 532, b + 732))
+    # WHEN analysed
+    rank = one_rank(t, tmp_path)
+    # THEN draft is read on 7, its thread's stream: events there read b..done(7, b+50) = b+130:
+    # 130 us (on 8 it read 532); verify b+70..done(7, b+120) = b+732, from done(7, b+70): b+130
+    # where the join is inside verify (602 us), b+532 where it came before verify began (200 us)
+    assert per_cycle(rank) == [(c, n, v, 7) for c in range(3) for n, v in (("draft", 130), ("verify", verify_us))]
+
+
+def test_a_side_stream_joined_only_after_its_thread_launched_again_keeps_the_phase_on_it(tmp_path):
+    # GIVEN the cycles above, but 7 waits for 8's record at b+85, after the thread launched
+    # verify's kernel on 7 (b+80): the join orders nothing of draft's before verify's work
+    t = FakeTrace()
+    for c in range(3):
+        b = c * 2000
+        t.range(f"cycle {c}", b * U, (b + 120) * U)
+        t.range("draft", b * U, (b + 50) * U)
+        t.range("verify", (b + 70) * U, (b + 120) * U)
+        launch(t, b + 10, (b + 30, b + 130))
+        launch(t, b + 31, (b + 32, b + 532), stream=8)
+        t.event_record(event=1, record=c + 1, start=(b + 40) * U, end=(b + 41) * U, stream=8)
+        launch(t, b + 80, (b + 130, b + 330))
+        t.stream_wait(event=1, record=c + 1, start=(b + 85) * U, end=(b + 86) * U, stream=7)
+    # WHEN analysed
+    rank = one_rank(t, tmp_path)
+    # THEN draft stays where the rule for side streams joined within no phase reads it, on 8
+    # (b..b+532, verify's boundary after it: b+532..done(7, b+120) = b+532: 0 us), as before
+    assert per_cycle(rank) == [(c, n, v, s) for c in range(3) for n, v, s in (("draft", 532, 8), ("verify", 0, 7))]
+
+
 def _side_joined_in_verify(t: FakeTrace, b: int, c: int, device: int = 0) -> None:
     """Cycle ``c`` at ``b`` us of the test above: draft forks 50 off 7, verify joins it back at
     b+150; the kernels on GPU ``device`` (the event records and waits name device 0)."""

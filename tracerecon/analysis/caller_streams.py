@@ -756,7 +756,9 @@ def _joined_into_the_threads_stream(clock: StreamClock, op_streams: _OpStreams, 
                                     votes_of: Callable[[int, int], dict]) -> np.ndarray:
     """Per phase: the stream row of its caller C where its stream S (``row``, as read) is a side
     stream whose work in the phase was only joined, never forked: after the phase's last launch
-    on S, C waited for a record made on S after that launch; and either C computed within the
+    on S, C waited for a record made on S after that launch, within the phase or after it by the
+    phase's thread before that thread launched anything more (then only where C computed in
+    the phase); and either C computed within the
     phase (beside S's work or after the join) and S never waited for C within the phase (a plan
     stream whose inputs come from the CPU, SGLang's EAGLE V2 worker), or C is where the phase's
     thread reads its results back more than on S (``_read_back_votes``: a phase that only
@@ -776,12 +778,23 @@ def _joined_into_the_threads_stream(clock: StreamClock, op_streams: _OpStreams, 
     into, from_, cpu, rec_cpu = clock.join_into, clock.join_from, clock.join_cpu, clock.join_record_cpu
     real = np.flatnonzero(into != from_)  # the waits, in CPU order
     computing = op_streams.computing_streams
-    # Phases with a wait for a record on their own stream within their window: the only ones asked.
+    # A wait the phase's own thread made after the phase, before it launched anything more (the
+    # next phase's `cur.wait_stream(side)` at its top), joins the phase's work as one made in it
+    # would: the thread ran nothing on the GPU in between. (Taken only where the phase computed
+    # on the stream joined, below: by read-backs alone it is an input stream's hand-off.)
+    after = real[clock.join_thread[real] >= 0]
+    until = _next_launch_after(clock, op_streams, keys, cpu_end, np.unique(clock.join_thread[after]))
+    # Phases with a wait for a record on their own stream within their window, or after it so:
+    # the only ones asked.
     asked = np.zeros(len(row), dtype=bool)
     for r in np.unique(row[row >= 0]).tolist():
         out_of_r = cpu[real[from_[real] == r]]
         on_r = np.flatnonzero(row == r)
         asked[on_r] = np.searchsorted(out_of_r, cpu_end[on_r], side="right") > np.searchsorted(out_of_r, cpu_start[on_r], side="left")
+        late = after[from_[after] == r]
+        if len(late):
+            hit = np.searchsorted(cpu[late], until[on_r], side="left") > np.searchsorted(cpu[late], cpu_end[on_r], side="right")
+            asked[on_r[hit]] = True
     if not asked.any():
         return out
     o_row, comp = op_streams.rows, op_streams.computes
@@ -804,11 +817,15 @@ def _joined_into_the_threads_stream(clock: StreamClock, op_streams: _OpStreams, 
         forked = set(from_[window[into[window] == side]].tolist())  # S waited for these within the phase
         joins = window[(from_[window] == side) & (cpu[window] >= last) & (rec_cpu[window] >= last)]
         joined_into = [c for c in dict.fromkeys(into[joins].tolist()) if computing[c]]
+        late = after[(cpu[after] > cpu_end[i]) & (cpu[after] < until[i]) & (clock.join_thread[after] == keys[i])]
+        late = late[(from_[late] == side) & (rec_cpu[late] >= last)]
+        joined_after = [c for c in dict.fromkeys(into[late].tolist()) if computing[c] and c not in joined_into]
         votes = votes_of(int(keys[i]), int(ph_pid[i])) if joined_into else {}
         # Where the thread reads back on C more than on S, that settles which of the two is its
         # current stream, S's waits for C (an input stream forked off it for a second upload) too.
         found = [c for c in joined_into
                  if votes.get(c, 0) > votes.get(side, 0) or (c not in forked and ((o_row[on] == c) & comp[on]).any())]
+        found += [c for c in joined_after if c not in forked and ((o_row[on] == c) & comp[on]).any()]
         if found:
             callers[i] = found
     if not callers:
@@ -835,6 +852,27 @@ def _joined_into_the_threads_stream(clock: StreamClock, op_streams: _OpStreams, 
         votes = votes_of(k, int(ph_pid[i]))
         out[i] = next((c for c in found if count.get((k, c), 0) > count.get((k, side), 0)
                        or (count.get((k, c), 0) == count.get((k, side), 0) and votes.get(c, 0) > 0 and votes.get(side, 0) == 0)), -1)
+    return out
+
+
+def _next_launch_after(clock: StreamClock, op_streams: _OpStreams, keys: np.ndarray, at: np.ndarray, threads: np.ndarray) -> np.ndarray:
+    """Per phase whose thread (``keys``) is one of ``threads`` (sorted): when that thread next
+    launched GPU work after ``at`` (its ops' ``launch_instants``); I64_MAX where it launched
+    none after, for the other phases, and where the ops name no thread."""
+    out = np.full(len(keys), I64_MAX, dtype=np.int64)
+    asked = np.flatnonzero(np.isin(keys, threads))
+    if len(asked) == 0 or "launch_tid" not in op_streams.ops.column_names:
+        return out
+    sel = np.flatnonzero(np.isin(op_streams.threads, threads))
+    th, inst = op_streams.threads[sel], clock.op_instants[sel]
+    order = np.lexsort((inst, th))
+    th, inst = th[order], inst[order]
+    for k in np.unique(keys[asked]).tolist():
+        times = inst[np.searchsorted(th, k, side="left"):np.searchsorted(th, k, side="right")]  # (its ops, in launch order)
+        mine = asked[keys[asked] == k]
+        nxt = np.searchsorted(times, at[mine], side="right")
+        has = nxt < len(times)
+        out[mine[has]] = times[nxt[has]]
     return out
 
 
