@@ -154,9 +154,9 @@ def _align(views, comm, keyed, common_sorted) -> list[RankAlignment]:
 def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.Table:
     """Per cycle: the (rank, phase) the others waited for, and how long.
 
-    With collectives: the cycle's collective whose last rank brought the most new lateness (its
-    arrival skew minus how late that rank already was at the collective before) names the
-    rank and, by the phase that rank was in, the phase. A straggler shows as a jump in
+    With collectives: the cycle's collective whose last rank brought the most new lateness
+    (``_new_lateness``, 2026-12-05; before: its arrival skew minus how late that rank already
+    was at the collective before) names the rank and, by the phase that rank was in, the phase. A straggler shows as a jump in
     lateness where it was held up; it may arrive late again later (when the others had queued
     their work ahead), but without a new jump. Summing small lags over all collectives instead
     picks whichever rank happens to launch more slowly. Without collectives: the
@@ -219,12 +219,14 @@ def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.
         k = row["collective"]
         first_start[k] = min(first_start.get(k, row["aligned_start_ns"]), row["aligned_start_ns"])
     lateness = {(row["collective"], row["rank"]): row["aligned_start_ns"] - first_start[row["collective"]] for row in col}
+    by_key = {(row["collective"], row["rank"]): row for row in col}
+    ops_of = {v.rank: sorted(zip(v.gpu_ops["start_ns"].to_pylist(), v.gpu_ops["end_ns"].to_pylist())) for v in views}
     out = []
     for c in sorted(cycles):
         rows = by_cycle.get(c, [])
         waits = waits_by_cycle.get(c, Counter())
         if rows and len(views) > 1:
-            worst = max(rows, key=lambda r: (r["skew_ns"] - lateness.get((r["collective"] - 1, r["last_rank"]), 0), -r["collective"]))
+            worst = max(rows, key=lambda r: (_new_lateness(r, by_key, lateness, ops_of), -r["collective"]))
             gating = worst["last_rank"]
             ph = worst["phase_id"]
             phase = phase_names[gating][ph] if ph is not None and ph < len(phase_names[gating]) else None
@@ -248,6 +250,37 @@ def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.
             "waits_ns": json.dumps({str(k): int(v) for k, v in sorted(waits.items())}),
         })
     return pa.Table.from_pylist(out, schema=CRITICAL_PATH)
+
+
+def _new_lateness(last: dict, by_key: dict, lateness: dict, ops_of: dict) -> int:
+    """(2026-12-05) The lateness the last rank of a collective brought: what it arrived after
+    the rank before it (of ranks arriving together, the highest), less what it carried in from
+    the collective before: how much longer its GPU stood idle since that one than that rank's,
+    at most how late it already was there."""
+    k, rank = last["collective"], last["rank"]
+    others = [row for (c, r), row in by_key.items() if c == k and r != rank]
+    if not others:
+        return 0
+    second = max(others, key=lambda row: (row["aligned_start_ns"], row["rank"]))
+    own = last["aligned_start_ns"] - second["aligned_start_ns"]
+    more_idle = _idle(rank, k, by_key, ops_of) - _idle(second["rank"], k, by_key, ops_of)
+    return own - min(max(more_idle, 0), max(lateness.get((k - 1, rank), 0), 0))
+
+
+def _idle(rank: int, k: int, by_key: dict, ops_of: dict) -> int:
+    """How long the rank's GPU ran no op between the end of its kernel of collective k - 1 and
+    the start of its kernel of k (its own clock; 0 without the one before)."""
+    before = by_key.get((k - 1, rank))
+    if before is None:
+        return 0
+    lo, hi = before["end_ns"], by_key[(k, rank)]["start_ns"]
+    covered, reach = 0, lo
+    for s, e in ops_of[rank]:  # (by start: each op counts past what the ones before covered)
+        a, b = max(s, reach), min(e, hi)
+        if b > a:
+            covered += b - a
+        reach = max(reach, min(e, hi))
+    return max(hi - lo - covered, 0)
 
 
 def _cycle_ends(view: RankView, offset: int) -> dict[int, tuple[int, str, int]]:

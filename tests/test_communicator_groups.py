@@ -96,8 +96,11 @@ def test_each_groups_collectives_are_matched_within_it(run):
             want += min(max(last - s, 0), e - s)
         assert cross.comm_of(r).wait_ns == want
     # ... and each cycle is gated by the last rank at the collective that brought the most new
-    # lateness over all groups (its skew less how late that rank already was at its group's one
-    # before), where that one is the only best
+    # lateness over all groups (what it arrived after the rank before it, less the lateness it
+    # carried in: how much longer its GPU stood idle since its group's one before than that
+    # rank's, at most how late it already was there; a rank runs only its group's kernels, all
+    # of which end at once, so that idle time is its own start less the others'), where that
+    # one is the only best
     rows = {row["cycle"]: row for row in cross.critical_path.to_pylist()}
     for k in range(max(len(x) for x in kernels)):
         scores = []
@@ -106,9 +109,12 @@ def test_each_groups_collectives_are_matched_within_it(run):
                 continue
             starts = [kernels[o][k][0] for o in rs]
             last_rank = max(rs, key=lambda o: (kernels[o][k][0], o))
+            second_rank = max((o for o in rs if o != last_rank), key=lambda o: (kernels[o][k][0], o))
+            own = kernels[last_rank][k][0] - kernels[second_rank][k][0]
             before = kernels[last_rank][k - 1][0] - min(kernels[o][k - 1][0] for o in rs) if k else 0
+            idle_more = (kernels[last_rank][k][0] - kernels[last_rank][k - 1][1]) - (kernels[second_rank][k][0] - kernels[second_rank][k - 1][1]) if k else 0
             if max(starts) - min(starts) > cross_rank.ARRIVED_TOGETHER_NS:
-                scores.append((max(starts) - min(starts) - before, last_rank))
+                scores.append((own - min(max(idle_more, 0), max(before, 0)), last_rank))
         scores.sort(reverse=True)
         if scores and (len(scores) == 1 or scores[0][0] != scores[1][0]):
             assert rows[k]["gating_rank"] == scores[0][1] and rows[k]["how"] == "collectives"
@@ -191,8 +197,13 @@ def test_a_name_only_some_ranks_run_is_matched_among_them():
     # THEN the all-reduces are the two pairs' (rank 4, which ran none, in neither) and the
     # all-gather the three ranks' that ran it: rank 0 waited 10 us a cycle, rank 2 20 (at its
     # all-reduce), ranks 3 and 4 30 (at the all-gather); 70 rows; rank 3 gated cycle 0 (its 20 us
-    # at its pair's all-reduce: rank 2's 30 at the all-gather holds the 20 it waited there, taken
-    # as carried, so 10 new), rank 1 the rest (none new after it; the first collective's)
+    # at its pair's all-reduce: rank 2's 30 at the all-gather, after rank 4, holds the 20 it
+    # waited there, so 10 of its own; rank 1's 10), rank 2 the rest: each cycle it left the
+    # all-reduce with rank 3 and reached the all-gather 30 us after it, its GPU idle meanwhile no
+    # longer than rank 4's (910 us since the all-gather before against 940: nothing carried),
+    # 30 - 20 = 10 of its own; rank 3's 20 at its all-reduce came after its own 30 us wait at
+    # the all-gather (20 - 30 < 0), and rank 1's 10 us carried in (its GPU idle 10 us longer
+    # than rank 0's since the pair's all-reduce before, where it was 10 us late: 10 - 10 = 0)
     assert [cross.comm_of(r).wait_ns for r in range(5)] == [10 * 10_000, 0, 10 * 20_000, 10 * 30_000, 10 * 30_000]
     coll = cross.collectives.to_pydict()
     members: dict[int, set[int]] = {}
@@ -203,7 +214,7 @@ def test_a_name_only_some_ranks_run_is_matched_among_them():
     assert [w.split(":")[0] for w in cross.warnings] == [AR, AR, "ncclDevKernel_AllGather_RING_LL"]
     assert "ranks 0, 1; ranks 2, 3;" in cross.warnings[0]
     assert "only ranks 0, 1, 2, 3 ran these kernels" in cross.warnings[1] and "only ranks 2, 3, 4 ran these kernels" in cross.warnings[2]
-    assert cross.critical_path["gating_rank"].to_pylist() == [3] + [1] * 9
+    assert cross.critical_path["gating_rank"].to_pylist() == [3] + [2] * 9
     assert cross.partners_of(2) == {3, 4} and cross.partners_of(4) == {2, 3} and cross.partners_of(0) == {1}
 
 
@@ -467,3 +478,32 @@ def test_what_a_rank_of_one_barrier_leaves_unmatched_is_said():
     assert [cross.comm_of(r).wait_ns for r in range(4)] == [30_000, 0, 30_000, 30_000]
     assert any(w.endswith("one report's ranks share its capture; rank 0's last 7, which rank 3 lacks, are matched among no ranks "
                           "(no wait in them counts)") for w in cross.warnings), cross.warnings
+
+
+def test_a_slower_gpu_late_at_every_all_reduce_gates_each_cycle_over_another_ranks_one_hiccup():
+    # GIVEN one report of four tensor-parallel ranks, 6 cycles of 1 ms (b = c ms), verify four
+    # layers from b+100 us: each rank computes (a GEMM right after the all-reduce before ends,
+    # the GPU busy throughout), then all-reduces; ranks 0-2 compute 80 us a layer, rank 3 (a
+    # slower GPU) 100; in odd cycles rank 0's third layer takes 110. An all-reduce ends 20 us
+    # after its last rank starts it, on every rank at once
+    kernels = {r: [] for r in range(4)}
+    for c in range(6):
+        at = c * PERIOD + 100_000
+        for layer in range(4):
+            compute = {r: 80_000 for r in range(3)} | {3: 100_000}
+            if c % 2 and layer == 2:
+                compute[0] = 110_000
+            end = at + max(compute.values()) + 20_000
+            for r in range(4):
+                kernels[r] += [(at, at + compute[r], "gemm"), (at + compute[r], end, AR)]
+            at = end
+    cross = cross_rank.analyze_cross_rank([named_view(r, ks, 6) for r, ks in kernels.items()])
+    # THEN rank 3 gated every cycle: at each all-reduce it arrived 20 us after the others, new
+    # each time (its GPU never stood idle: the all-reduce before ended on every rank at once),
+    # 80 us a cycle; rank 0's hiccup held the third all-reduce of odd cycles 10 us past rank 3
+    # (its own share of that one's 30 us skew). Waits per cycle, by hand: even cycles ranks 0-2
+    # 4 x 20 = 80 us, rank 3 none; odd cycles rank 0 3 x 20 = 60, ranks 1 and 2 60 + 30 = 90,
+    # rank 3 10 (where the rule before it counted rank 3's lateness as carried from the
+    # all-reduce before, and named rank 0 in odd cycles)
+    assert cross.critical_path["gating_rank"].to_pylist() == [3] * 6
+    assert cross.critical_path["waits_ns"].to_pylist() == ['{"0": 80000, "1": 80000, "2": 80000, "3": 0}', '{"0": 60000, "1": 90000, "2": 90000, "3": 10000}'] * 3

@@ -8,7 +8,7 @@ import sqlite3
 
 import numpy as np
 
-from conftest import DEMO, DEMO2, PUBLIC, need_public, run_cli
+from conftest import DEMO, DEMO2, PUBLIC, SAMPLES, need_public, run_cli
 from conftest import H200 as H200_DIR
 from nsys_factory import FakeTrace
 from tracerecon.analysis.config import PhaseConfig
@@ -91,6 +91,19 @@ def test_straggler_is_named_and_the_other_rank_waits():
     assert np.median([g["cpu_ms"]["verify"] for g in gt1]) > 3.0
     al = a.cross.alignment_of(1)
     assert al.method == "session start + collectives" and al.offset_uncertainty_ns is not None and al.offset_uncertainty_ns < 50_000
+
+
+def test_a_straggler_held_up_in_draft_is_named_in_draft_though_it_stays_late_into_verify():
+    # GIVEN two H200s, NCCL, draft and verify each with all-reduces (tensor-parallel draft): rank
+    # 1 spins 3 ms on the CPU into draft on even cycles, rank 0 into verify on odd ones (the
+    # recipe, `--skew 1:draft:3000:even --skew 0:verify:3000:odd`); a rank held up on its CPU
+    # stays late into the collectives after, its GPU idle waiting for its launches
+    a = analyze([SAMPLES / "demo_shapes_h200x2" / "nccl_skew_phases"])
+    cp = a.cross.critical_path.to_pylist()
+    # THEN cycle by cycle the critical path names the rank and phase the recipe held up (the
+    # lateness carried into verify's all-reduces is not new there), in nearly every cycle
+    held = [(1, "draft") if row["cycle"] % 2 == 0 else (0, "verify") for row in cp]
+    assert len(cp) == 30 and sum((row["gating_rank"], row["gating_phase"]) == h for row, h in zip(cp, held)) >= 27
 
 
 def test_report_json_has_cross_rank_fields():

@@ -1,5 +1,5 @@
 """The cross-rank step, vectorised, gives exactly what the per-row version before it gave
-(``reference_cross_rank.py``, tracerecon 052fe16): collectives, waits, alignment and the
+(``reference_cross_rank.py``, tracerecon 052fe16, its critical path's rule as of 2026-12-05): collectives, waits, alignment and the
 critical path, on the sample NCCL traces and on random runs; and it scales with the rows.
 
 A real 8-GPU tensor-parallel trace holds hundreds of collectives per cycle: 8 ranks x 2,500

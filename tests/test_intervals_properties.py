@@ -267,3 +267,20 @@ def test_a_running_maximum_by_segment_is_each_segments_own_running_maximum(value
     # THEN it is each segment's own running maximum, started afresh at each cut
     want = np.concatenate([np.maximum.accumulate(s) for s in np.split(v, starts)])
     assert got.tolist() == want.tolist()
+
+
+@given(st.lists(st.tuples(st.integers(0, 200), st.integers(0, 60)), min_size=1, max_size=40),
+       st.lists(st.tuples(st.integers(-10, 270), st.integers(-20, 80)), min_size=1, max_size=10))
+@settings(max_examples=300, deadline=None)
+def test_a_ranks_busy_time_in_a_window_equals_brute_force(ops, windows):
+    # GIVEN a rank's GPU ops (overlapping, nested, empty) and windows (some empty or reversed)
+    from tracerecon.analysis.cross_rank import _BusyTime
+
+    busy = _BusyTime(np.array([s for s, _ in ops], np.int64), np.array([s + d for s, d in ops], np.int64))
+    lo = np.array([a for a, _ in windows], np.int64)
+    hi = lo + np.array([d for _, d in windows], np.int64)
+    # WHEN the time some op covers in each window is asked THEN it is the count of covered units
+    covered = set()
+    for s, d in ops:
+        covered.update(range(s, s + d))
+    assert busy.between(lo, hi).tolist() == [sum(1 for t in range(a, b) if t in covered) for a, b in zip(lo.tolist(), hi.tolist())]

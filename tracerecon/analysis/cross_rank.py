@@ -334,7 +334,7 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
                  phase_wait_ns=per_rank_wait[r])
         for r, (v, c) in enumerate(zip(views, comm))
     )
-    arrivals = _Arrivals(rank_ids, aligned, first, last, last_pos, wait, phase, cycle, part, opens_group)
+    arrivals = _Arrivals(rank_ids, aligned, start, end, first, last, last_pos, wait, phase, cycle, part, opens_group)
     return CrossRank(tuple(alignment), comm_stats, collectives, _critical_path(views, arrivals, offset), tuple(warnings))
 
 
@@ -854,6 +854,8 @@ class _Arrivals:
 
     rank_ids: np.ndarray
     aligned: np.ndarray  # aligned start of each rank's kernel
+    start: np.ndarray  # each rank's kernel on its own clock
+    end: np.ndarray
     first: np.ndarray  # per collective: first and last aligned arrival
     last: np.ndarray
     last_pos: np.ndarray  # per collective: the row of the last rank to arrive
@@ -961,20 +963,74 @@ def _waited_elsewhere(arr: _Arrivals) -> np.ndarray:
     return np.maximum(since[arr.last_pos, cols] - least, 0)
 
 
+def _second_arrival(arr: _Arrivals) -> tuple[np.ndarray, np.ndarray]:
+    """Per collective: the row of the rank that arrived before its last, and its aligned
+    arrival (the last's own where it ran alone)."""
+    n_ranks, m = arr.aligned.shape
+    arrived = np.where(arr.part, arr.aligned, I64_MIN)
+    if m:
+        arrived[arr.last_pos, np.arange(m)] = I64_MIN
+    pos = (n_ranks - 1 - np.argmax(arrived[::-1], axis=0)) if m else np.zeros(0, np.int64)
+    alone = arrived.max(axis=0) == I64_MIN if m else np.zeros(0, bool)
+    pos = np.where(alone, arr.last_pos, pos)
+    return pos, arr.aligned[pos, np.arange(m)] if m else np.zeros(0, np.int64)
+
+
+def _idle_since(busy: list, arr: _Arrivals, rows: np.ndarray, since: np.ndarray) -> np.ndarray:
+    """Per collective k with ``since[k]`` >= 0: how long the GPU of rank ``rows[k]`` did nothing
+    (no op on any stream) between the end of its kernel of collective ``since[k]`` and the start
+    of its kernel of k; 0 elsewhere. ``busy``: per rank, its ``_BusyTime`` or None."""
+    n_ranks, m = arr.aligned.shape
+    out = np.zeros(m, dtype=np.int64)
+    k = np.flatnonzero(since >= 0)
+    for r in np.unique(rows[k]).tolist():
+        mine = k[rows[k] == r]
+        if busy[r] is None or len(mine) == 0:
+            continue
+        lo, hi = arr.end[r, since[mine]], arr.start[r, mine]
+        out[mine] = np.maximum(hi - lo - busy[r].between(lo, hi), 0)
+    return out
+
+
+class _BusyTime:
+    """A rank's GPU ops' union (every stream), for the time it covers in windows."""
+
+    def __init__(self, start: np.ndarray, end: np.ndarray) -> None:
+        order = np.argsort(start, kind="stable")
+        s, e = start[order], np.maximum.accumulate(end[order])
+        # The union as disjoint pieces: a new piece where an op starts past all before it.
+        new = np.r_[True, s[1:] > e[:-1]]
+        self.starts, self.ends = s[new], np.r_[e[np.flatnonzero(new)[1:] - 1], e[-1]]
+        self.before = np.r_[0, np.cumsum(self.ends - self.starts)]  # covered time of the pieces before each
+
+    def covered_to(self, t: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(self.starts, t, side="right") - 1
+        j = np.maximum(i, 0)
+        return np.where(i >= 0, self.before[j] + np.clip(t - self.starts[j], 0, self.ends[j] - self.starts[j]), 0)
+
+    def between(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Per window [lo, hi): the time some op covers in it."""
+        return np.maximum(self.covered_to(hi) - self.covered_to(lo), 0)
+
+
 def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
     """Per cycle: the (rank, phase) the others waited for, and how long.
 
-    With collectives: the cycle's collective whose last rank brought the most new lateness (its
-    arrival skew minus how late that rank already was at its group's collective before, and
-    minus what it waited beyond its group's other ranks at other groups' collectives since,
-    ``_waited_elsewhere``; over every communicator group's collectives in the cycle; on a tie,
+    With collectives: the cycle's collective whose last rank brought the most new lateness (what
+    it arrived after the rank before it, minus what it waited beyond its group's other ranks at
+    other groups' collectives since, ``_waited_elsewhere``, and minus the lateness it carried in:
+    how much longer its GPU stood idle since its group's collective before than that rank's, at
+    most how late it already was there; over every communicator group's collectives in the
+    cycle; on a tie,
     where there are several groups, the one where that rank's own lateness made the others wait
     longest in all; then the first group's, groups in the order of their first kernel name, and
     the earliest in that group's start order) names the
     rank and, by the phase that rank was in, the phase (none where that rank marks no phase).
-    Collectives every rank reached at once (within a microsecond) count for nobody. A straggler shows as a jump in
-    lateness where it was held up; it may arrive late again later (when the others had queued
-    their work ahead), but without a new jump. Summing small lags over all collectives instead
+    Collectives every rank reached at once (within a microsecond) count for nobody. A straggler
+    held up on its CPU shows as a jump in lateness where it was held up; it arrives late again
+    later (its GPU waiting for its launches while the others' ran work queued ahead), but
+    without a new jump. A slower GPU, busy all along, is late anew at each collective (the one
+    before ended on every rank at once). Summing small lags over all collectives instead
     picks whichever rank happens to launch more slowly. Without collectives: the
     rank whose GPU work ended last, in its longest phase, where the ranks ran that cycle at the
     same time (the last one began it before every other ended it) and it ended last by more
@@ -1021,11 +1077,22 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
     # it), and minus what it waited at other groups' collectives since (``_waited_elsewhere``).
     worst: dict[int, int] = {}
     if m and n_ranks > 1:
-        late_before = np.zeros(m, dtype=np.int64)
-        late_before[1:] = arr.aligned[arr.last_pos[1:], cols[1:] - 1] - arr.first[:-1]
-        late_before[arr.opens_group] = 0  # (the collective before it is another group's)
+        # The last rank's own share of a collective's skew: what it arrived after the rank
+        # before it (without it, the collective began then), less what it waited beyond its
+        # group's other ranks at other groups' collectives since (``_waited_elsewhere``), and
+        # less the lateness it carried in from its group's collective before. That one ended on
+        # every rank at once, so lateness is carried only where the last rank's GPU stood idle
+        # since longer than that other rank's, waiting for launches a hold-up of its CPU delayed
+        # (a spin in draft keeps it late into verify's collectives: draft is where it was held
+        # up); a GPU busy all along brought its lateness anew (a slower GPU is late at every
+        # collective).
+        second_pos, second = _second_arrival(arr)
+        group_before = np.where(arr.opens_group, -1, cols - 1)
+        late_before = np.where(group_before >= 0, arr.aligned[arr.last_pos, np.maximum(group_before, 0)] - arr.first[np.maximum(group_before, 0)], 0)
+        busy = [_BusyTime(int64s(v.gpu_ops["start_ns"]), int64s(v.gpu_ops["end_ns"])) if v.gpu_ops.num_rows else None for v in views]
+        carried = np.clip(_idle_since(busy, arr, arr.last_pos, group_before) - _idle_since(busy, arr, second_pos, group_before), 0, np.maximum(late_before, 0))
         elsewhere = _waited_elsewhere(arr)
-        score = (arr.last - arr.first) - late_before - elsewhere
+        score = (arr.last - second) - carried - elsewhere
         # A collective every rank reached at once (within ARRIVED_TOGETHER_NS) gated nobody.
         counted = np.flatnonzero((last_cycle >= 0) & (arr.last - arr.first > ARRIVED_TOGETHER_NS))
         # On a tie between groups, the collective where the last rank's own lateness (its skew
