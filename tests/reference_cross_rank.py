@@ -193,14 +193,18 @@ def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.
             last_row[row["collective"]] = row
     # The collective's cycle: its last arrival's, else (that rank marks no phase there: 2026-12-01)
     # the first rank's in rank order that has one.
+    # (2026-12-05: the cycle most of its ranks' rows say; of as common ones, the last arrival's,
+    # else the earliest)
     coll_cycle: dict[int, int | None] = {}
+    said: dict[int, Counter] = {}
     for row in col:
-        k = row["collective"]
+        said.setdefault(row["collective"], Counter())
+        if row["cycle"] is not None:
+            said[row["collective"]][row["cycle"]] += 1
+    for k, votes in said.items():
+        top = [c for c, n in votes.items() if n == max(votes.values())]
         lr = last_row.get(k)
-        if lr is not None and lr["cycle"] is not None:
-            coll_cycle[k] = lr["cycle"]
-        elif coll_cycle.get(k) is None:
-            coll_cycle[k] = row["cycle"]
+        coll_cycle[k] = (lr["cycle"] if lr is not None and lr["cycle"] in top else min(top)) if top else None
     for row in col:
         lr = last_row.get(row["collective"])
         cc = coll_cycle.get(row["collective"])

@@ -507,3 +507,22 @@ def test_a_slower_gpu_late_at_every_all_reduce_gates_each_cycle_over_another_ran
     # all-reduce before, and named rank 0 in odd cycles)
     assert cross.critical_path["gating_rank"].to_pylist() == [3] * 6
     assert cross.critical_path["waits_ns"].to_pylist() == ['{"0": 80000, "1": 80000, "2": 80000, "3": 0}', '{"0": 60000, "1": 90000, "2": 90000, "3": 10000}'] * 3
+
+
+def test_a_collective_one_rank_launched_a_cycle_late_counts_in_the_cycle_the_others_waited_in():
+    # GIVEN one report of four tensor-parallel ranks, 6 cycles of 1 ms (b = c ms), an all-reduce
+    # each cycle starting at b+200 us on every rank and ending 40 us after its last rank starts
+    # it; but rank 1's CPU launched cycle 2's only in its next cycle, the kernel starting at
+    # 3.02 ms (in its cycle 3's phase), and rank 2 reaches cycle 3's 300 us late (b+500)
+    starts = {r: [c * PERIOD + 200_000 for c in range(6)] for r in range(4)}
+    starts[1][2] = 3 * PERIOD + 20_000
+    starts[2][3] = 3 * PERIOD + 500_000
+    kernels = {r: [(s, max(starts[o][k] for o in range(4)) + 40_000, AR) for k, s in enumerate(starts[r])] for r in range(4)}
+    cross = cross_rank.analyze_cross_rank([named_view(r, ks, 6) for r, ks in kernels.items()])
+    # THEN cycle 2's all-reduce counts in cycle 2, where three of its four ranks' phases put it:
+    # rank 1 gated cycle 2, ranks 0, 2 and 3 waiting 3020 - 2200 = 820 us there; rank 2 gated
+    # cycle 3, the others waiting 300 us at that cycle's own (counted in the last arrival's
+    # cycle, the late launch gated no cycle 2 and merged both waits into cycle 3, naming rank 1)
+    rows = {row["cycle"]: row for row in cross.critical_path.to_pylist()}
+    assert (rows[2]["gating_rank"], rows[2]["how"], rows[2]["waits_ns"]) == (1, "collectives", '{"0": 820000, "1": 0, "2": 820000, "3": 820000}')
+    assert (rows[3]["gating_rank"], rows[3]["how"], rows[3]["waits_ns"]) == (2, "collectives", '{"0": 300000, "1": 300000, "2": 0, "3": 300000}')

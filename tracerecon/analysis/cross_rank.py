@@ -963,6 +963,35 @@ def _waited_elsewhere(arr: _Arrivals) -> np.ndarray:
     return np.maximum(since[arr.last_pos, cols] - least, 0)
 
 
+def collective_cycles(cycle: np.ndarray, part: np.ndarray, last_pos: np.ndarray) -> np.ndarray:
+    """Per collective (columns of ``cycle``: each rank's cycle at it, -1 none; ``part``: the ranks
+    that ran it; ``last_pos``: the row of its last arrival): the cycle it counts in, the one most
+    of its ranks' phases put it in (-1: none has one). Of cycles as common as each other, its last
+    arrival's, else the earliest. A rank whose CPU launched one cycle's collective only in its
+    next cycle (a deferred launch) leaves it in the cycle the others waited in; one whose CPU ran a
+    cycle ahead of the others likewise; with two ranks, the last arrival's phase says, or, where
+    that rank marks no phase there (traced without phase ranges), the other's."""
+    n_ranks, m = cycle.shape
+    if m == 0:
+        return np.zeros(0, np.int64)
+    cols = np.arange(m)
+    valid = part & (cycle >= 0)
+    lo = np.where(valid, cycle, np.iinfo(np.int64).max).min(axis=0)
+    hi = np.where(valid, cycle, -1).max(axis=0)
+    out = np.where(valid[last_pos, cols], cycle[last_pos, cols], np.where(hi >= 0, lo, -1))
+    split = np.flatnonzero((hi >= 0) & (lo != hi))  # (the ranks disagree: counted there only)
+    if len(split):
+        c, v = cycle[:, split], valid[:, split]
+        votes = np.stack([((c == c[r]) & v).sum(axis=0) for r in range(n_ranks)])
+        votes[~v] = 0
+        top = votes.max(axis=0)
+        last_c = c[last_pos[split], np.arange(len(split))]
+        last_top = v[last_pos[split], np.arange(len(split))] & (votes[last_pos[split], np.arange(len(split))] == top)
+        earliest = np.where(v & (votes == top[None, :]), c, np.iinfo(np.int64).max).min(axis=0)
+        out[split] = np.where(last_top, last_c, earliest)
+    return out
+
+
 def _second_arrival(arr: _Arrivals) -> tuple[np.ndarray, np.ndarray]:
     """Per collective: the row of the rank that arrived before its last, and its aligned
     arrival (the last's own where it ran alone)."""
@@ -1052,15 +1081,10 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
             cycles.update(own[own >= 0].tolist())
     n_ranks, m = arr.aligned.shape
     cols = np.arange(m)
-    # A collective counts in the cycle of its last arrival's phase, or, where that rank marks no
-    # phase there (a rank traced without phase ranges), in the cycle of the first rank that
-    # does (cycles are counted as the first rank does); each rank's wait in it also counts
-    # there, or, where the collective has no cycle, in the cycle of the rank's own phase.
-    if m:
-        last_cycle = arr.cycle[arr.last_pos, cols]
-        last_cycle = np.where(last_cycle >= 0, last_cycle, arr.cycle[np.argmax(arr.cycle >= 0, axis=0), cols])
-    else:
-        last_cycle = np.zeros(0, np.int64)
+    # A collective counts in the cycle most of its ranks' phases put it in (``collective_cycles``;
+    # cycles are counted as the first rank does); each rank's wait in it also counts there, or,
+    # where the collective has no cycle, in the cycle of the rank's own phase.
+    last_cycle = collective_cycles(arr.cycle, arr.part, arr.last_pos)
     row_cycle = np.where(last_cycle[None, :] >= 0, last_cycle[None, :], arr.cycle)
     waits_by_cycle: dict[int, dict[int, int]] = {}
     has = (row_cycle >= 0) & arr.part
