@@ -259,16 +259,18 @@ def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.
 def _new_lateness(last: dict, by_key: dict, lateness: dict, ops_of: dict) -> int:
     """(2026-12-05) The lateness the last rank of a collective brought: what it arrived after
     the rank before it (of ranks arriving together, the highest), less what it carried in from
-    the collective before: how much longer its GPU stood idle since that one than that rank's,
-    at most how late it already was there."""
+    the collective before: how much later than that rank it left that one, and then how much
+    longer its GPU stood idle, at most how late it already was there."""
     k, rank = last["collective"], last["rank"]
     others = [row for (c, r), row in by_key.items() if c == k and r != rank]
     if not others:
         return 0
     second = max(others, key=lambda row: (row["aligned_start_ns"], row["rank"]))
     own = last["aligned_start_ns"] - second["aligned_start_ns"]
+    before_l, before_s = by_key.get((k - 1, rank)), by_key.get((k - 1, second["rank"]))
+    left_later = before_l["aligned_end_ns"] - before_s["aligned_end_ns"] if before_l is not None and before_s is not None else 0
     more_idle = _idle(rank, k, by_key, ops_of) - _idle(second["rank"], k, by_key, ops_of)
-    return own - min(max(more_idle, 0), max(lateness.get((k - 1, rank), 0), 0))
+    return own - min(max(left_later + more_idle, 0), max(lateness.get((k - 1, rank), 0), 0))
 
 
 def _idle(rank: int, k: int, by_key: dict, ops_of: dict) -> int:

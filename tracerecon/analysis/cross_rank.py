@@ -1104,17 +1104,21 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
         # The last rank's own share of a collective's skew: what it arrived after the rank
         # before it (without it, the collective began then), less what it waited beyond its
         # group's other ranks at other groups' collectives since (``_waited_elsewhere``), and
-        # less the lateness it carried in from its group's collective before. That one ended on
-        # every rank at once, so lateness is carried only where the last rank's GPU stood idle
-        # since longer than that other rank's, waiting for launches a hold-up of its CPU delayed
-        # (a spin in draft keeps it late into verify's collectives: draft is where it was held
-        # up); a GPU busy all along brought its lateness anew (a slower GPU is late at every
-        # collective).
+        # less the lateness it carried in from its group's collective before: how much later
+        # than that other rank it left that one (an all-reduce ends on every rank at once;
+        # DeepEP's kernels and sends and receives need not) and then how much longer its GPU
+        # stood idle, waiting for launches a hold-up of its CPU delayed (a spin in draft keeps it
+        # late into verify's collectives: draft is where it was held up), at most how late it
+        # already was there; a GPU busy all along, after an all-reduce, brought its lateness anew
+        # (a slower GPU is late at every collective).
         second_pos, second = _second_arrival(arr)
         group_before = np.where(arr.opens_group, -1, cols - 1)
         late_before = np.where(group_before >= 0, arr.aligned[arr.last_pos, np.maximum(group_before, 0)] - arr.first[np.maximum(group_before, 0)], 0)
         busy = [_BusyTime(int64s(v.gpu_ops["start_ns"]), int64s(v.gpu_ops["end_ns"])) if v.gpu_ops.num_rows else None for v in views]
-        carried = np.clip(_idle_since(busy, arr, arr.last_pos, group_before) - _idle_since(busy, arr, second_pos, group_before), 0, np.maximum(late_before, 0))
+        at = np.maximum(group_before, 0)
+        ended_after = np.where(group_before >= 0, (arr.end[arr.last_pos, at] + offset[arr.last_pos]) - (arr.end[second_pos, at] + offset[second_pos]), 0)
+        carried = np.clip(ended_after + _idle_since(busy, arr, arr.last_pos, group_before) - _idle_since(busy, arr, second_pos, group_before),
+                          0, np.maximum(late_before, 0))
         elsewhere = _waited_elsewhere(arr)
         score = (arr.last - second) - carried - elsewhere
         # A collective every rank reached at once (within ARRIVED_TOGETHER_NS) gated nobody.
