@@ -1048,9 +1048,9 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
     With collectives: the cycle's collective whose last rank brought the most new lateness (what
     it arrived after the rank before it, minus what it waited beyond its group's other ranks at
     other groups' collectives since, ``_waited_elsewhere``, and minus the lateness it carried in:
-    how much longer its GPU stood idle since its group's collective before than that rank's, at
-    most how late it already was there; over every communicator group's collectives in the
-    cycle; on a tie,
+    how much later than that rank it left its group's collective before, and then how much
+    longer its GPU stood idle, at most how late it already was there; over every communicator
+    group's collectives in the cycle; on a tie,
     where there are several groups, the one where that rank's own lateness made the others wait
     longest in all; then the first group's, groups in the order of their first kernel name, and
     the earliest in that group's start order) names the
@@ -1084,8 +1084,8 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
     # A collective counts in the cycle most of its ranks' phases put it in (``collective_cycles``;
     # cycles are counted as the first rank does); each rank's wait in it also counts there, or,
     # where the collective has no cycle, in the cycle of the rank's own phase.
-    last_cycle = collective_cycles(arr.cycle, arr.part, arr.last_pos)
-    row_cycle = np.where(last_cycle[None, :] >= 0, last_cycle[None, :], arr.cycle)
+    coll_cycle = collective_cycles(arr.cycle, arr.part, arr.last_pos)
+    row_cycle = np.where(coll_cycle[None, :] >= 0, coll_cycle[None, :], arr.cycle)
     waits_by_cycle: dict[int, dict[int, int]] = {}
     has = (row_cycle >= 0) & arr.part
     if has.any():
@@ -1096,9 +1096,7 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
         np.add.at(sums, inv.ravel(), arr.wait[rows, ks])
         for key, total in zip(uniq.tolist(), sums.tolist()):
             waits_by_cycle.setdefault(key // n_ranks, {})[int(arr.rank_ids[key % n_ranks])] = total
-    # Per cycle, the collective whose last rank brought the most new lateness: its skew minus how
-    # late that rank already was at its group's collective before (the first one, none before
-    # it), and minus what it waited at other groups' collectives since (``_waited_elsewhere``).
+    # Per cycle, the collective whose last rank brought the most new lateness.
     worst: dict[int, int] = {}
     if m and n_ranks > 1:
         # The last rank's own share of a collective's skew: what it arrived after the rank
@@ -1122,7 +1120,7 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
         elsewhere = _waited_elsewhere(arr)
         score = (arr.last - second) - carried - elsewhere
         # A collective every rank reached at once (within ARRIVED_TOGETHER_NS) gated nobody.
-        counted = np.flatnonzero((last_cycle >= 0) & (arr.last - arr.first > ARRIVED_TOGETHER_NS))
+        counted = np.flatnonzero((coll_cycle >= 0) & (arr.last - arr.first > ARRIVED_TOGETHER_NS))
         # On a tie between groups, the collective where the last rank's own lateness (its skew
         # less what it waited elsewhere) made the others wait longest, summed over them: a
         # persistent straggler brings no new lateness after its first cycle, yet its world
@@ -1133,9 +1131,9 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
             caused = np.where(arr.part, np.minimum(arr.wait, own[None, :]), 0).sum(axis=0)
         else:
             caused = np.zeros(m, np.int64)
-        best = counted[np.lexsort((counted, -caused[counted], -score[counted], last_cycle[counted]))]
-        firsts = np.r_[True, last_cycle[best][1:] != last_cycle[best][:-1]] if len(best) else np.zeros(0, bool)
-        worst = dict(zip(last_cycle[best][firsts].tolist(), best[firsts].tolist()))
+        best = counted[np.lexsort((counted, -caused[counted], -score[counted], coll_cycle[counted]))]
+        firsts = np.r_[True, coll_cycle[best][1:] != coll_cycle[best][:-1]] if len(best) else np.zeros(0, bool)
+        worst = dict(zip(coll_cycle[best][firsts].tolist(), best[firsts].tolist()))
     cyc = np.array(sorted(cycles), dtype=np.int64)
     n_c = len(cyc)
     # Without collectives in a cycle: the rank whose work ended last (of ranks ending together,
@@ -1167,7 +1165,7 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
         at_once = starts[latest, cols_c] < others_end.min(axis=0)
         keep &= at_once & (ended[latest, cols_c] - runner_up > ARRIVED_TOGETHER_NS)
     if m and n_ranks > 1:
-        keep |= np.isin(cyc, last_cycle[last_cycle >= 0])
+        keep |= np.isin(cyc, coll_cycle[coll_cycle >= 0])
     # With collectives: the last rank at the one that brought the most new lateness, in the
     # phase it ran there.
     if worst:
