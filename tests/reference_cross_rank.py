@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from tracerecon.analysis.cross_rank import CrossRank, RankAlignment, RankComm, RankView
 from tracerecon.analysis.cross_rank import _cycle_ends as library_cycle_ends
-from tracerecon.analysis.nccl import comm_mask, is_point_to_point
+from tracerecon.analysis.nccl import comm_mask, is_low_latency_ep, is_point_to_point
 from tracerecon.analysis.projection import int64s
 from tracerecon.schema import COLLECTIVES, CRITICAL_PATH
 
@@ -230,7 +230,16 @@ def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.
         rows = by_cycle.get(c, [])
         waits = waits_by_cycle.get(c, Counter())
         if rows and len(views) > 1:
-            worst = max(rows, key=lambda r: (_new_lateness(r, by_key, lateness, ops_of), -r["collective"]))
+            # (2026-12-05) each collective's new lateness, the waits of its ranks it caused (each
+            # at most that much), summed per last rank; then that rank's collective that brought
+            # the most, the earliest
+            score = {r["collective"]: _new_lateness(r, by_key, lateness, ops_of, coll_cycle) for r in rows}
+            waits_at = {r["collective"]: [w["wait_ns"] for (c, _), w in by_key.items() if c == r["collective"]] for r in rows}
+            held = {k: sum(min(w, max(score[k], 0)) for w in ws) for k, ws in waits_at.items()}
+            summed = Counter()
+            for r in rows:
+                summed[r["last_rank"]] += held[r["collective"]]
+            worst = max(rows, key=lambda r: (summed[r["last_rank"]], score[r["collective"]], -r["collective"]))
             gating = worst["last_rank"]
             ph = worst["phase_id"]
             phase = phase_names[gating][ph] if ph is not None and ph < len(phase_names[gating]) else None
@@ -256,21 +265,25 @@ def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.
     return pa.Table.from_pylist(out, schema=CRITICAL_PATH)
 
 
-def _new_lateness(last: dict, by_key: dict, lateness: dict, ops_of: dict) -> int:
-    """(2026-12-05) The lateness the last rank of a collective brought: what it arrived after
-    the rank before it (of ranks arriving together, the highest), less what it carried in from
-    the collective before: how much later than that rank it left that one, and then how much
-    longer its GPU stood idle, at most how late it already was there."""
+def _new_lateness(last: dict, by_key: dict, lateness: dict, ops_of: dict, coll_cycle: dict) -> int:
+    """(2026-12-05) The lateness the last rank of a collective brought: its skew, less what it
+    carried in from the collective before in the same cycle: how much later than the rank that
+    arrived before it (of ranks arriving together, the highest) it left that one, and then how
+    much longer its GPU stood idle, at most how late it already was there. Each cycle names the
+    rank whose such lateness (none below 0) sums highest, at its collective that brought most."""
     k, rank = last["collective"], last["rank"]
     others = [row for (c, r), row in by_key.items() if c == k and r != rank]
     if not others:
         return 0
     second = max(others, key=lambda row: (row["aligned_start_ns"], row["rank"]))
-    own = last["aligned_start_ns"] - second["aligned_start_ns"]
+    if is_point_to_point(last["name"]) or is_low_latency_ep(last["name"]):
+        return last["skew_ns"] - max(lateness.get((k - 1, rank), 0), 0)
+    if coll_cycle.get(k - 1) != coll_cycle.get(k):
+        return last["skew_ns"]
     before_l, before_s = by_key.get((k - 1, rank)), by_key.get((k - 1, second["rank"]))
     left_later = before_l["aligned_end_ns"] - before_s["aligned_end_ns"] if before_l is not None and before_s is not None else 0
     more_idle = _idle(rank, k, by_key, ops_of) - _idle(second["rank"], k, by_key, ops_of)
-    return own - min(max(left_later + more_idle, 0), max(lateness.get((k - 1, rank), 0), 0))
+    return last["skew_ns"] - min(max(left_later + more_idle, 0), max(lateness.get((k - 1, rank), 0), 0))
 
 
 def _idle(rank: int, k: int, by_key: dict, ops_of: dict) -> int:

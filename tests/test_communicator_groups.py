@@ -95,12 +95,9 @@ def test_each_groups_collectives_are_matched_within_it(run):
             last = max(kernels[o][k][0] for o in groups[g])
             want += min(max(last - s, 0), e - s)
         assert cross.comm_of(r).wait_ns == want
-    # ... and each cycle is gated by the last rank at the collective that brought the most new
-    # lateness over all groups (what it arrived after the rank before it, less the lateness it
-    # carried in: how much longer its GPU stood idle since its group's one before than that
-    # rank's, at most how late it already was there; a rank runs only its group's kernels, all
-    # of which end at once, so that idle time is its own start less the others'), where that
-    # one is the only best
+    # ... and each cycle is gated by the last rank at the collective whose lateness kept the
+    # others waiting longest, summed over them (a rank runs only its group's kernels, one a
+    # cycle, so none carries lateness in), then by its skew, where those are the only best
     rows = {row["cycle"]: row for row in cross.critical_path.to_pylist()}
     for k in range(max(len(x) for x in kernels)):
         scores = []
@@ -109,15 +106,11 @@ def test_each_groups_collectives_are_matched_within_it(run):
                 continue
             starts = [kernels[o][k][0] for o in rs]
             last_rank = max(rs, key=lambda o: (kernels[o][k][0], o))
-            second_rank = max((o for o in rs if o != last_rank), key=lambda o: (kernels[o][k][0], o))
-            own = kernels[last_rank][k][0] - kernels[second_rank][k][0]
-            before = kernels[last_rank][k - 1][0] - min(kernels[o][k - 1][0] for o in rs) if k else 0
-            idle_more = (kernels[last_rank][k][0] - kernels[last_rank][k - 1][1]) - (kernels[second_rank][k][0] - kernels[second_rank][k - 1][1]) if k else 0
             if max(starts) - min(starts) > cross_rank.ARRIVED_TOGETHER_NS:
-                scores.append((own - min(max(idle_more, 0), max(before, 0)), last_rank))
+                scores.append((sum(max(starts) - t for t in starts), max(starts) - min(starts), last_rank))
         scores.sort(reverse=True)
-        if scores and (len(scores) == 1 or scores[0][0] != scores[1][0]):
-            assert rows[k]["gating_rank"] == scores[0][1] and rows[k]["how"] == "collectives"
+        if scores and (len(scores) == 1 or scores[0][:2] != scores[1][:2]):
+            assert rows[k]["gating_rank"] == scores[0][2] and rows[k]["how"] == "collectives"
 
 
 def test_a_rank_whose_capture_began_later_counts_cycles_as_its_groups_first_rank():
@@ -137,13 +130,12 @@ def test_a_rank_whose_capture_began_later_counts_cycles_as_its_groups_first_rank
         on_machine(0, group(400_000, {})), on_machine(1, group(400_000, dict.fromkeys(range(8), 50_000))),
         on_machine(2, group(733_000, {})), on_machine(3, group(733_000, {**dict.fromkeys(range(8), 30_000), 5: 150_000}, first=1))])
     # THEN rank 3's cycles count as rank 2's (+1), which count as rank 0's (+0, no collective
-    # relates them); cycle 0 is rank 1's (its 50 us, the first lateness seen), cycle 1 rank 3's
-    # (its 30 us at the first collective its group ran together: new, where rank 1's 50 us is
-    # not), cycle 5 rank 3's (120 us more than it already was), the others rank 1's (no new
-    # lateness anywhere: the first group's collective first); rank 2 waited 30 us at k = 1..7
-    # but 150 at k = 5 (its kernels 200 us long)
+    # relates them); each cycle rank 1 held rank 0 50 us, rank 3 held rank 2 30 us (new each
+    # cycle: a cycle's first collective carries no lateness in), 150 in cycle 5: rank 1 gates
+    # every cycle but 5, rank 3's; rank 2 waited 30 us at k = 1..7 but 150 at k = 5 (its
+    # kernels 200 us long)
     assert cross.cycle_shift_of(3) == 1 and cross.cycle_shift_of(2) == 0
-    assert cross.critical_path["gating_rank"].to_pylist() == [1, 3, 1, 1, 1, 3, 1, 1]
+    assert cross.critical_path["gating_rank"].to_pylist() == [1, 1, 1, 1, 1, 3, 1, 1]
     assert cross.comm_of(2).wait_ns == 6 * 30_000 + 150_000
     assert cross.comm_of(0).wait_ns == 8 * 50_000
 
@@ -390,7 +382,7 @@ def test_ranks_of_another_report_than_a_silent_rank_0_are_placed_by_its_session_
         (0, 0, "shared clock"), (3 * PERIOD, None, "session start"), (3 * PERIOD, None, "session start")]
 
 
-def test_a_tie_goes_to_the_straggler_whose_own_lateness_kept_more_ranks_waiting():
+def test_the_straggler_whose_lateness_kept_more_ranks_waiting_longer_gates_the_cycle():
     # GIVEN one report, 10 cycles (b = c ms): pair {0, 1} all-reducing b+100..b+210, rank 1 50 us
     # late to each (rank 0 waits 50 us); pair {2, 3} at b+350..b+410, on time; a world
     # all-gather b+800..b+900, rank 3 40 us late to each (ranks 0, 1 and 2 wait 40 us each)
@@ -401,11 +393,10 @@ def test_a_tie_goes_to_the_straggler_whose_own_lateness_kept_more_ranks_waiting(
         kernels[r].append((800_000 + (40_000 if r == 3 else 0), 900_000, ag))
     cycles = {r: [(c * PERIOD + s, c * PERIOD + e, n) for c in range(10) for s, e, n in ks] for r, ks in kernels.items()}
     cross = cross_rank.analyze_cross_rank([named_view(r, sorted(ks), 10) for r, ks in cycles.items()])
-    # THEN cycle 0 is rank 1's (its 50 us, new, against rank 3's 40); after it neither brings new
-    # lateness, and of the two tied, rank 3's 40 us kept three ranks waiting (120 us), rank 1's
-    # 50 us one (50 us): rank 3 gates cycles 1-9. Waits: rank 0 50 + 40, ranks 1 and 2 40, rank 3
-    # none, a cycle
-    assert cross.critical_path["gating_rank"].to_pylist() == [1] + [3] * 9
+    # THEN rank 3 gates every cycle: its 40 us at the world all-gather kept three ranks waiting
+    # (120 us), rank 1's 50 us at its pair's all-reduce one (50 us; the cycle's end waited for
+    # rank 3, not rank 1). Waits: rank 0 50 + 40, ranks 1 and 2 40, rank 3 none, a cycle
+    assert cross.critical_path["gating_rank"].to_pylist() == [3] * 10
     assert [cross.comm_of(r).wait_ns for r in range(4)] == [900_000, 400_000, 400_000, 0]
 
 
@@ -526,3 +517,22 @@ def test_a_collective_one_rank_launched_a_cycle_late_counts_in_the_cycle_the_oth
     rows = {row["cycle"]: row for row in cross.critical_path.to_pylist()}
     assert (rows[2]["gating_rank"], rows[2]["how"], rows[2]["waits_ns"]) == (1, "collectives", '{"0": 820000, "1": 0, "2": 820000, "3": 820000}')
     assert (rows[3]["gating_rank"], rows[3]["how"], rows[3]["waits_ns"]) == (2, "collectives", '{"0": 300000, "1": 300000, "2": 0, "3": 300000}')
+
+
+def test_two_ranks_held_up_at_one_all_reduce_name_the_later_over_another_ranks_small_hiccup():
+    # GIVEN one report of four ranks, 6 cycles of 1 ms (b = c ms), two all-reduces a cycle, each
+    # ending 20 us after its last rank starts it: the first at b+100 us, rank 1 30 us late; the
+    # second at b+200, ranks 2 and 3 held up on their CPUs, starting it at b+700 and b+710
+    kernels: dict[int, list] = {r: [] for r in range(4)}
+    for c in range(6):
+        b = c * PERIOD
+        first = {0: 100_000, 1: 130_000, 2: 100_000, 3: 100_000}
+        second = {0: 200_000, 1: 200_000, 2: 700_000, 3: 710_000}
+        for r in range(4):
+            kernels[r] += [(b + first[r], b + 150_000, AR), (b + second[r], b + 730_000, AR)]
+    cross = cross_rank.analyze_cross_rank([named_view(r, ks, 6) for r, ks in kernels.items()])
+    # THEN rank 3 gates every cycle: ranks 0 and 1 waited 510 us for it and rank 2 10 (1,030 us
+    # in all; without rank 3 they would still have waited 500 for rank 2, but its lateness is
+    # its own, not rank 2's doing), where rank 1's 30 us kept three ranks waiting 90
+    assert cross.critical_path["gating_rank"].to_pylist() == [3] * 6
+    assert cross.critical_path["waits_ns"].to_pylist() == ['{"0": 540000, "1": 510000, "2": 40000, "3": 30000}'] * 6

@@ -334,7 +334,7 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
                  phase_wait_ns=per_rank_wait[r])
         for r, (v, c) in enumerate(zip(views, comm))
     )
-    arrivals = _Arrivals(rank_ids, aligned, start, end, first, last, last_pos, wait, phase, cycle, part, opens_group)
+    arrivals = _Arrivals(rank_ids, aligned, start, end, in_order, first, last, last_pos, wait, phase, cycle, part, opens_group)
     return CrossRank(tuple(alignment), comm_stats, collectives, _critical_path(views, arrivals, offset), tuple(warnings))
 
 
@@ -856,6 +856,7 @@ class _Arrivals:
     aligned: np.ndarray  # aligned start of each rank's kernel
     start: np.ndarray  # each rank's kernel on its own clock
     end: np.ndarray
+    in_order: np.ndarray  # per collective: of a name matched in order (sends and receives, DeepEP's kernels)
     first: np.ndarray  # per collective: first and last aligned arrival
     last: np.ndarray
     last_pos: np.ndarray  # per collective: the row of the last rank to arrive
@@ -1045,22 +1046,24 @@ class _BusyTime:
 def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
     """Per cycle: the (rank, phase) the others waited for, and how long.
 
-    With collectives: the cycle's collective whose last rank brought the most new lateness (what
-    it arrived after the rank before it, minus what it waited beyond its group's other ranks at
-    other groups' collectives since, ``_waited_elsewhere``, and minus the lateness it carried in:
-    how much later than that rank it left its group's collective before, and then how much
-    longer its GPU stood idle, at most how late it already was there; over every communicator
-    group's collectives in the cycle; on a tie,
-    where there are several groups, the one where that rank's own lateness made the others wait
-    longest in all; then the first group's, groups in the order of their first kernel name, and
-    the earliest in that group's start order) names the
-    rank and, by the phase that rank was in, the phase (none where that rank marks no phase).
+    With collectives (over every communicator group's in the cycle): the rank whose new
+    lateness kept the others waiting longest, summed over them and over the collectives it came
+    last to, at its collective that brought the most (of those, the earliest); where none
+    brought any, the collective that brought the most, the earliest. A collective's new
+    lateness: its skew, minus what its last rank waited beyond its group's other ranks at other
+    groups' collectives since (``_waited_elsewhere``), and minus the lateness it carried in from
+    its group's collective before in the cycle (across cycles too for sends, receives and
+    DeepEP's kernels): how much later than the rank that arrived just before it it left that
+    one, and then how much longer its GPU stood idle, at most how late it already was there.
+    What it kept a rank waiting: that rank's wait there, at most the new lateness. The rank and,
+    by the phase it was in there, the phase are named (none where that rank marks no phase).
     Collectives every rank reached at once (within a microsecond) count for nobody. A straggler
     held up on its CPU shows as a jump in lateness where it was held up; it arrives late again
     later (its GPU waiting for its launches while the others' ran work queued ahead), but
     without a new jump. A slower GPU, busy all along, is late anew at each collective (the one
-    before ended on every rank at once). Summing small lags over all collectives instead
-    picks whichever rank happens to launch more slowly. Without collectives: the
+    before ended on every rank at once). Summing skews over all collectives instead would pick
+    whichever rank happens to launch more slowly; summing the new lateness, carried lateness
+    taken out, does not. Without collectives: the
     rank whose GPU work ended last, in its longest phase, where the ranks ran that cycle at the
     same time (the last one began it before every other ended it) and it ended last by more
     than ARRIVED_TOGETHER_NS; otherwise nobody gated it (ranks that never meet, or a capture
@@ -1099,39 +1102,48 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
     # Per cycle, the collective whose last rank brought the most new lateness.
     worst: dict[int, int] = {}
     if m and n_ranks > 1:
-        # The last rank's own share of a collective's skew: what it arrived after the rank
-        # before it (without it, the collective began then), less what it waited beyond its
+        # A collective's new lateness: its skew, less what its last rank waited beyond its
         # group's other ranks at other groups' collectives since (``_waited_elsewhere``), and
-        # less the lateness it carried in from its group's collective before: how much later
-        # than that other rank it left that one (an all-reduce ends on every rank at once;
-        # DeepEP's kernels and sends and receives need not) and then how much longer its GPU
-        # stood idle, waiting for launches a hold-up of its CPU delayed (a spin in draft keeps it
-        # late into verify's collectives: draft is where it was held up), at most how late it
-        # already was there; a GPU busy all along, after an all-reduce, brought its lateness anew
-        # (a slower GPU is late at every collective).
-        second_pos, second = _second_arrival(arr)
+        # less the lateness that rank carried in from its group's collective before in the same
+        # cycle: how much later than the rank that arrived before it there it left that one (an
+        # all-reduce ends on every rank at once; DeepEP's kernels and sends and receives need
+        # not), and then how much longer its GPU stood idle, waiting for launches a hold-up of
+        # its CPU delayed (a spin in draft keeps it late into verify's collectives: draft is
+        # where it was held up), at most how late it already was there. A GPU busy all along,
+        # after an all-reduce, brings its lateness anew (a slower GPU is late at every
+        # collective); so does a rank at its cycle's first collective (a CPU behind every cycle
+        # is late anew each cycle). Sends and receives, and DeepEP's kernels, are matched in
+        # order over the ranks that ran them, not each send with its receive: their lateness is
+        # taken as carried in from the one before, across cycles too (a pipeline's receive waits
+        # for the stage before every cycle by design; only a change is new).
+        second_pos, _ = _second_arrival(arr)
         group_before = np.where(arr.opens_group, -1, cols - 1)
-        late_before = np.where(group_before >= 0, arr.aligned[arr.last_pos, np.maximum(group_before, 0)] - arr.first[np.maximum(group_before, 0)], 0)
-        busy = [_BusyTime(int64s(v.gpu_ops["start_ns"]), int64s(v.gpu_ops["end_ns"])) if v.gpu_ops.num_rows else None for v in views]
         at = np.maximum(group_before, 0)
+        group_before = np.where((group_before >= 0) & ((coll_cycle[at] == coll_cycle) | arr.in_order), group_before, -1)
+        late_before = np.where(group_before >= 0, arr.aligned[arr.last_pos, at] - arr.first[at], 0)
+        busy = [_BusyTime(int64s(v.gpu_ops["start_ns"]), int64s(v.gpu_ops["end_ns"])) if v.gpu_ops.num_rows else None for v in views]
         ended_after = np.where(group_before >= 0, (arr.end[arr.last_pos, at] + offset[arr.last_pos]) - (arr.end[second_pos, at] + offset[second_pos]), 0)
         carried = np.clip(ended_after + _idle_since(busy, arr, arr.last_pos, group_before) - _idle_since(busy, arr, second_pos, group_before),
                           0, np.maximum(late_before, 0))
+        carried = np.where(arr.in_order, np.maximum(late_before, 0), carried)
         elsewhere = _waited_elsewhere(arr)
-        score = (arr.last - second) - carried - elsewhere
+        score = (arr.last - arr.first) - carried - elsewhere
         # A collective every rank reached at once (within ARRIVED_TOGETHER_NS) gated nobody.
         counted = np.flatnonzero((coll_cycle >= 0) & (arr.last - arr.first > ARRIVED_TOGETHER_NS))
-        # On a tie between groups, the collective where the last rank's own lateness (its skew
-        # less what it waited elsewhere) made the others wait longest, summed over them: a
-        # persistent straggler brings no new lateness after its first cycle, yet its world
-        # all-gather keeps three ranks waiting, where the first pair's all-reduce keeps one, and
-        # a rank late only by its waits for others made nobody wait of its own doing.
-        if arr.opens_group[1:].any():
-            own = np.maximum(arr.last - arr.first - elsewhere, 0)
-            caused = np.where(arr.part, np.minimum(arr.wait, own[None, :]), 0).sum(axis=0)
-        else:
-            caused = np.zeros(m, np.int64)
-        best = counted[np.lexsort((counted, -caused[counted], -score[counted], coll_cycle[counted]))]
+        # Per cycle, the rank whose new lateness kept the others waiting longest, summed over
+        # them and over the collectives it came last to (a slower GPU late at five all-reduces
+        # holds the others longer than another rank's one hiccup; a world all-gather's straggler
+        # keeps three ranks waiting where a pair's keeps one), at its collective that brought
+        # the most, of those the earliest (where none brought any, each carrying its lateness
+        # in, likewise over all the cycle's collectives).
+        held = np.where(arr.part, np.minimum(arr.wait, np.maximum(score, 0)[None, :]), 0).sum(axis=0)
+        key = coll_cycle[counted] * n_ranks + arr.last_pos[counted]
+        uniq, inv = np.unique(key, return_inverse=True)
+        summed = np.zeros(len(uniq), dtype=np.int64)
+        np.add.at(summed, inv.ravel(), held[counted])
+        rank_held = np.zeros(m, dtype=np.int64)
+        rank_held[counted] = summed[inv.ravel()]
+        best = counted[np.lexsort((counted, -score[counted], -rank_held[counted], coll_cycle[counted]))]
         firsts = np.r_[True, coll_cycle[best][1:] != coll_cycle[best][:-1]] if len(best) else np.zeros(0, bool)
         worst = dict(zip(coll_cycle[best][firsts].tolist(), best[firsts].tolist()))
     cyc = np.array(sorted(cycles), dtype=np.int64)
