@@ -188,14 +188,11 @@ def test_a_name_only_some_ranks_run_is_matched_among_them():
     cross = cross_rank.analyze_cross_rank([named_view(r, sorted(ks), 10) for r, ks in kernels.items()])
     # THEN the all-reduces are the two pairs' (rank 4, which ran none, in neither) and the
     # all-gather the three ranks' that ran it: rank 0 waited 10 us a cycle, rank 2 20 (at its
-    # all-reduce), ranks 3 and 4 30 (at the all-gather); 70 rows; rank 3 gated cycle 0 (its 20 us
-    # at its pair's all-reduce: rank 2's 30 at the all-gather, after rank 4, holds the 20 it
-    # waited there, so 10 of its own; rank 1's 10), rank 2 the rest: each cycle it left the
-    # all-reduce with rank 3 and reached the all-gather 30 us after it, its GPU idle meanwhile no
-    # longer than rank 4's (910 us since the all-gather before against 940: nothing carried),
-    # 30 - 20 = 10 of its own; rank 3's 20 at its all-reduce came after its own 30 us wait at
-    # the all-gather (20 - 30 < 0), and rank 1's 10 us carried in (its GPU idle 10 us longer
-    # than rank 0's since the pair's all-reduce before, where it was 10 us late: 10 - 10 = 0)
+    # all-reduce), ranks 3 and 4 30 (at the all-gather); 70 rows; rank 2 gated every cycle: it
+    # left the all-reduce with rank 3 (b+660) and reached the all-gather 170 us later, rank 3
+    # 140, so its 30 us there are its own (the 20 it waited at the all-reduce made it no later
+    # than rank 3), keeping ranks 3 and 4 waiting 30 each (60 us), where rank 3 kept rank 2
+    # waiting 20 and rank 1 rank 0 10
     assert [cross.comm_of(r).wait_ns for r in range(5)] == [10 * 10_000, 0, 10 * 20_000, 10 * 30_000, 10 * 30_000]
     coll = cross.collectives.to_pydict()
     members: dict[int, set[int]] = {}
@@ -206,7 +203,7 @@ def test_a_name_only_some_ranks_run_is_matched_among_them():
     assert [w.split(":")[0] for w in cross.warnings] == [AR, AR, "ncclDevKernel_AllGather_RING_LL"]
     assert "ranks 0, 1; ranks 2, 3;" in cross.warnings[0]
     assert "only ranks 0, 1, 2, 3 ran these kernels" in cross.warnings[1] and "only ranks 2, 3, 4 ran these kernels" in cross.warnings[2]
-    assert cross.critical_path["gating_rank"].to_pylist() == [3] + [2] * 9
+    assert cross.critical_path["gating_rank"].to_pylist() == [2] * 10
     assert cross.partners_of(2) == {3, 4} and cross.partners_of(4) == {2, 3} and cross.partners_of(0) == {1}
 
 
@@ -536,3 +533,28 @@ def test_two_ranks_held_up_at_one_all_reduce_name_the_later_over_another_ranks_s
     # its own, not rank 2's doing), where rank 1's 30 us kept three ranks waiting 90
     assert cross.critical_path["gating_rank"].to_pylist() == [3] * 6
     assert cross.critical_path["waits_ns"].to_pylist() == ['{"0": 540000, "1": 510000, "2": 40000, "3": 30000}'] * 6
+
+
+def test_a_wait_at_another_groups_collective_that_slack_absorbed_leaves_a_later_hold_up_its_own():
+    # GIVEN one report of two pairs, {0, 1} and {2, 3}, 6 cycles of 1 ms (b = c ms); each pair
+    # all-reduces at b+50 (ending b+70; in {2, 3} rank 3 held up, starting at b+350: rank 2 waits
+    # 300 us, both end b+370) and, after idling, {0, 1} at b+600 and {2, 3} at b+640 (all on
+    # time, ending 20 us later); then a world all-gather, ranks 0, 1 and 3 at b+700, rank 2 held
+    # up on its CPU until b+850, all ending b+870
+    ag = "ncclDevKernel_AllGather_RING_LL"
+    kernels: dict[int, list] = {r: [] for r in range(4)}
+    for c in range(6):
+        b = c * PERIOD
+        for r in range(4):
+            first_end = 70_000 if r < 2 else 370_000
+            second = 600_000 if r < 2 else 640_000
+            kernels[r] += [(b + (350_000 if r == 3 else 50_000), b + first_end, AR), (b + second, b + second + 20_000, AR),
+                           (b + (850_000 if r == 2 else 700_000), b + 870_000, ag)]
+    cross = cross_rank.analyze_cross_rank([named_view(r, ks, 6) for r, ks in kernels.items()])
+    # THEN rank 2 gates every cycle: its 300 us wait at its pair's first all-reduce was absorbed
+    # by the idle time before the second (which it reached on time), and it stood idle 190 us
+    # after that one where rank 0 stood 80: its 150 us at the all-gather are its own, keeping
+    # three ranks waiting 150 each (450 us), where rank 3 kept rank 2 waiting 300 (the rule
+    # before this took the 300 as what made rank 2 late there, and named rank 3)
+    assert "ranks 0, 1; ranks 2, 3;" in cross.warnings[0]
+    assert cross.critical_path["gating_rank"].to_pylist() == [2] * 6

@@ -1006,6 +1006,20 @@ def _second_arrival(arr: _Arrivals) -> tuple[np.ndarray, np.ndarray]:
     return pos, arr.aligned[pos, np.arange(m)] if m else np.zeros(0, np.int64)
 
 
+def _collective_before(arr: _Arrivals, rows: np.ndarray) -> np.ndarray:
+    """Per collective k: the collective, of any group, whose kernel rank ``rows[k]`` started last
+    before its kernel of k (-1: none)."""
+    n_ranks, m = arr.aligned.shape
+    out = np.full(m, -1, dtype=np.int64)
+    for r in np.unique(rows).tolist():
+        mine = np.flatnonzero(arr.part[r])
+        in_time = mine[np.argsort(arr.start[r, mine], kind="stable")]
+        before = np.full(m, -1, dtype=np.int64)
+        before[in_time[1:]] = in_time[:-1]
+        out[rows == r] = before[rows == r]
+    return out
+
+
 def _idle_since(busy: list, arr: _Arrivals, rows: np.ndarray, since: np.ndarray) -> np.ndarray:
     """Per collective k with ``since[k]`` >= 0: how long the GPU of rank ``rows[k]`` did nothing
     (no op on any stream) between the end of its kernel of collective ``since[k]`` and the start
@@ -1126,7 +1140,15 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
         carried = np.clip(ended_after + _idle_since(busy, arr, arr.last_pos, group_before) - _idle_since(busy, arr, second_pos, group_before),
                           0, np.maximum(late_before, 0))
         carried = np.where(arr.in_order, np.maximum(late_before, 0), carried)
+        # What it waited elsewhere made it late only where its lateness is not its GPU standing
+        # idle after its last collective (of any group) longer than the first arrival's did
+        # after theirs: a wait that slack absorbed (a stall in draft, verify launched later
+        # anyway) leaves a later hold-up of its CPU its own.
         elsewhere = _waited_elsewhere(arr)
+        if elsewhere.any():
+            first_pos = np.argmin(np.where(arr.part, arr.aligned, np.iinfo(np.int64).max), axis=0)
+            idle_more = _idle_since(busy, arr, arr.last_pos, _collective_before(arr, arr.last_pos)) - _idle_since(busy, arr, first_pos, _collective_before(arr, first_pos))
+            elsewhere = np.minimum(elsewhere, np.maximum(arr.last - arr.first - np.maximum(idle_more, 0), 0))
         score = (arr.last - arr.first) - carried - elsewhere
         # A collective every rank reached at once (within ARRIVED_TOGETHER_NS) gated nobody.
         counted = np.flatnonzero((coll_cycle >= 0) & (arr.last - arr.first > ARRIVED_TOGETHER_NS))
