@@ -817,7 +817,8 @@ def _joined_into_the_threads_stream(clock: StreamClock, op_streams: _OpStreams, 
         forked = set(from_[window[into[window] == side]].tolist())  # S waited for these within the phase
         joins = window[(from_[window] == side) & (cpu[window] >= last) & (rec_cpu[window] >= last)]
         joined_into = [c for c in dict.fromkeys(into[joins].tolist()) if computing[c]]
-        late = after[(cpu[after] > cpu_end[i]) & (cpu[after] < until[i]) & (clock.join_thread[after] == keys[i])]
+        late = after[np.searchsorted(cpu[after], cpu_end[i], side="right"):np.searchsorted(cpu[after], until[i], side="left")]
+        late = late[clock.join_thread[late] == keys[i]]
         late = late[(from_[late] == side) & (rec_cpu[late] >= last)]
         joined_after = [c for c in dict.fromkeys(into[late].tolist()) if computing[c] and c not in joined_into]
         votes = votes_of(int(keys[i]), int(ph_pid[i])) if joined_into else {}
@@ -856,10 +857,11 @@ def _joined_into_the_threads_stream(clock: StreamClock, op_streams: _OpStreams, 
 
 
 def _next_launch_after(clock: StreamClock, op_streams: _OpStreams, keys: np.ndarray, at: np.ndarray, threads: np.ndarray) -> np.ndarray:
-    """Per phase whose thread (``keys``) is one of ``threads`` (sorted): when that thread next
-    launched GPU work after ``at`` (its ops' ``launch_instants``); I64_MAX where it launched
-    none after, for the other phases, and where the ops name no thread."""
-    out = np.full(len(keys), I64_MAX, dtype=np.int64)
+    """Per phase whose thread (``keys``) is one of ``threads``: when that thread next launched
+    GPU work after ``at`` (its ops' ``launch_instants``); I64_MAX where it launched none after.
+    ``at`` itself (no time after the phase) for the other phases, a thread that launched nothing,
+    and where the ops name no thread: a wait is then no join after the phase."""
+    out = np.asarray(at, dtype=np.int64).copy()
     asked = np.flatnonzero(np.isin(keys, threads))
     if len(asked) == 0 or "launch_tid" not in op_streams.ops.column_names:
         return out
@@ -869,10 +871,11 @@ def _next_launch_after(clock: StreamClock, op_streams: _OpStreams, keys: np.ndar
     th, inst = th[order], inst[order]
     for k in np.unique(keys[asked]).tolist():
         times = inst[np.searchsorted(th, k, side="left"):np.searchsorted(th, k, side="right")]  # (its ops, in launch order)
+        if len(times) == 0:
+            continue  # (a thread that launched nothing: no launch bounds a window after its phases)
         mine = asked[keys[asked] == k]
         nxt = np.searchsorted(times, at[mine], side="right")
-        has = nxt < len(times)
-        out[mine[has]] = times[nxt[has]]
+        out[mine] = np.where(nxt < len(times), times[np.minimum(nxt, len(times) - 1)], I64_MAX)
     return out
 
 

@@ -993,53 +993,75 @@ def collective_cycles(cycle: np.ndarray, part: np.ndarray, last_pos: np.ndarray)
     return out
 
 
-def _second_arrival(arr: _Arrivals) -> tuple[np.ndarray, np.ndarray]:
-    """Per collective: the row of the rank that arrived before its last, and its aligned
-    arrival (the last's own where it ran alone)."""
+def _second_arrival(arr: _Arrivals) -> np.ndarray:
+    """Per collective: the row of the rank that arrived just before its last (of ranks arriving
+    together, the highest)."""
     n_ranks, m = arr.aligned.shape
+    if m == 0:
+        return np.zeros(0, np.int64)
     arrived = np.where(arr.part, arr.aligned, I64_MIN)
-    if m:
-        arrived[arr.last_pos, np.arange(m)] = I64_MIN
-    pos = (n_ranks - 1 - np.argmax(arrived[::-1], axis=0)) if m else np.zeros(0, np.int64)
-    alone = arrived.max(axis=0) == I64_MIN if m else np.zeros(0, bool)
-    pos = np.where(alone, arr.last_pos, pos)
-    return pos, arr.aligned[pos, np.arange(m)] if m else np.zeros(0, np.int64)
+    arrived[arr.last_pos, np.arange(m)] = I64_MIN
+    return n_ranks - 1 - np.argmax(arrived[::-1], axis=0)
 
 
-def _collective_before(arr: _Arrivals, rows: np.ndarray) -> np.ndarray:
-    """Per collective k: the collective, of any group, whose kernel rank ``rows[k]`` started last
-    before its kernel of k (-1: none)."""
+def _last_end_before(arr: _Arrivals, rows: np.ndarray) -> np.ndarray:
+    """Per collective k: when rank ``rows[k]``'s kernels of the collectives, of any group, that
+    it started before its kernel of k had all ended (its own clock; I64_MIN: none before)."""
     n_ranks, m = arr.aligned.shape
-    out = np.full(m, -1, dtype=np.int64)
+    out = np.full(m, I64_MIN, dtype=np.int64)
     for r in np.unique(rows).tolist():
         mine = np.flatnonzero(arr.part[r])
-        in_time = mine[np.argsort(arr.start[r, mine], kind="stable")]
-        before = np.full(m, -1, dtype=np.int64)
-        before[in_time[1:]] = in_time[:-1]
-        out[rows == r] = before[rows == r]
+        order = mine[np.argsort(arr.start[r, mine], kind="stable")]
+        starts, reach = arr.start[r, order], np.maximum.accumulate(arr.end[r, order])
+        asked = np.flatnonzero(rows == r)
+        before = np.searchsorted(starts, arr.start[r, asked], side="left") - 1  # (started strictly before)
+        out[asked] = np.where(before >= 0, reach[np.maximum(before, 0)], I64_MIN)
     return out
 
 
-def _idle_since(busy: list, arr: _Arrivals, rows: np.ndarray, since: np.ndarray) -> np.ndarray:
-    """Per collective k with ``since[k]`` >= 0: how long the GPU of rank ``rows[k]`` did nothing
-    (no op on any stream) between the end of its kernel of collective ``since[k]`` and the start
-    of its kernel of k; 0 elsewhere. ``busy``: per rank, its ``_BusyTime`` or None."""
-    n_ranks, m = arr.aligned.shape
-    out = np.zeros(m, dtype=np.int64)
-    k = np.flatnonzero(since >= 0)
+def _idle_since(busy: _GpuBusy, arr: _Arrivals, rows: np.ndarray, since: np.ndarray) -> np.ndarray:
+    """Per collective k with ``since[k]`` (rank ``rows[k]``'s own clock) not I64_MIN: how long
+    that rank's GPU did nothing from then to the start of its kernel of k; 0 elsewhere."""
+    out = np.zeros(len(rows), dtype=np.int64)
+    k = np.flatnonzero(since != I64_MIN)
     for r in np.unique(rows[k]).tolist():
         mine = k[rows[k] == r]
-        if busy[r] is None or len(mine) == 0:
-            continue
-        lo, hi = arr.end[r, since[mine]], arr.start[r, mine]
-        out[mine] = np.maximum(hi - lo - busy[r].between(lo, hi), 0)
+        lo, hi = since[mine], arr.start[r, mine]
+        out[mine] = np.maximum(hi - lo - busy.of(r).between(lo, hi), 0)
     return out
+
+
+class _GpuBusy:
+    """Each rank's GPU busy time, built on first use: the union of its ops on the (process,
+    device) that ran most of its communication kernels (another GPU's work, a draft worker's on
+    its own GPU, fills no idle time of this one), every stream."""
+
+    def __init__(self, views) -> None:
+        self.views = views
+        self.built: dict[int, _BusyTime] = {}
+
+    def of(self, r: int) -> _BusyTime:
+        if r not in self.built:
+            ops = self.views[r].gpu_ops
+            start, end = int64s(ops["start_ns"]), int64s(ops["end_ns"])
+            if ops.num_rows and "pid" in ops.column_names and "device_id" in ops.column_names:
+                gpu = (int64s(ops["pid"], -1) << 8) | (int64s(ops["device_id"], -1) & 0xFF)
+                comm = comm_mask(ops)
+                if comm.any() and len(np.unique(gpu)) > 1:
+                    values, counts = np.unique(gpu[comm], return_counts=True)
+                    here = gpu == values[np.argmax(counts)]
+                    start, end = start[here], end[here]
+            self.built[r] = _BusyTime(start, end)
+        return self.built[r]
 
 
 class _BusyTime:
-    """A rank's GPU ops' union (every stream), for the time it covers in windows."""
+    """Ops' union, for the time it covers in windows."""
 
     def __init__(self, start: np.ndarray, end: np.ndarray) -> None:
+        if len(start) == 0:
+            self.starts = self.ends = self.before = np.zeros(1, np.int64)
+            return
         order = np.argsort(start, kind="stable")
         s, e = start[order], np.maximum.accumulate(end[order])
         # The union as disjoint pieces: a new piece where an op starts past all before it.
@@ -1065,10 +1087,12 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
     last to, at its collective that brought the most (of those, the earliest); where none
     brought any, the collective that brought the most, the earliest. A collective's new
     lateness: its skew, minus what its last rank waited beyond its group's other ranks at other
-    groups' collectives since (``_waited_elsewhere``), and minus the lateness it carried in from
-    its group's collective before in the cycle (across cycles too for sends, receives and
-    DeepEP's kernels): how much later than the rank that arrived just before it it left that
-    one, and then how much longer its GPU stood idle, at most how late it already was there.
+    groups' collectives since (``_waited_elsewhere``; only for the part of its lateness that is
+    not its GPU standing idle after its last collective longer than the first arrival's did),
+    and minus the lateness it carried in from its group's collective before in the cycle
+    (across cycles too for sends, receives and DeepEP's kernels): how much later than the rank
+    that arrived just before it it left that one, and then how much longer its GPU stood idle,
+    at most how late it already was there.
     What it kept a rank waiting: that rank's wait there, at most the new lateness. The rank and,
     by the phase it was in there, the phase are named (none where that rank marks no phase).
     Collectives every rank reached at once (within a microsecond) count for nobody. A straggler
@@ -1113,7 +1137,7 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
         np.add.at(sums, inv.ravel(), arr.wait[rows, ks])
         for key, total in zip(uniq.tolist(), sums.tolist()):
             waits_by_cycle.setdefault(key // n_ranks, {})[int(arr.rank_ids[key % n_ranks])] = total
-    # Per cycle, the collective whose last rank brought the most new lateness.
+    # Per cycle, the collective that names the rank and phase that gated it.
     worst: dict[int, int] = {}
     if m and n_ranks > 1:
         # A collective's new lateness: its skew, less what its last rank waited beyond its
@@ -1130,14 +1154,15 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
         # order over the ranks that ran them, not each send with its receive: their lateness is
         # taken as carried in from the one before, across cycles too (a pipeline's receive waits
         # for the stage before every cycle by design; only a change is new).
-        second_pos, _ = _second_arrival(arr)
+        second_pos = _second_arrival(arr)
         group_before = np.where(arr.opens_group, -1, cols - 1)
         at = np.maximum(group_before, 0)
         group_before = np.where((group_before >= 0) & ((coll_cycle[at] == coll_cycle) | arr.in_order), group_before, -1)
         late_before = np.where(group_before >= 0, arr.aligned[arr.last_pos, at] - arr.first[at], 0)
-        busy = [_BusyTime(int64s(v.gpu_ops["start_ns"]), int64s(v.gpu_ops["end_ns"])) if v.gpu_ops.num_rows else None for v in views]
+        busy = _GpuBusy(views)
         ended_after = np.where(group_before >= 0, (arr.end[arr.last_pos, at] + offset[arr.last_pos]) - (arr.end[second_pos, at] + offset[second_pos]), 0)
-        carried = np.clip(ended_after + _idle_since(busy, arr, arr.last_pos, group_before) - _idle_since(busy, arr, second_pos, group_before),
+        left = lambda rows: np.where(group_before >= 0, arr.end[rows, at], I64_MIN)  # noqa: E731  (when it left the one before)
+        carried = np.clip(ended_after + _idle_since(busy, arr, arr.last_pos, left(arr.last_pos)) - _idle_since(busy, arr, second_pos, left(second_pos)),
                           0, np.maximum(late_before, 0))
         carried = np.where(arr.in_order, np.maximum(late_before, 0), carried)
         # What it waited elsewhere made it late only where its lateness is not its GPU standing
@@ -1147,7 +1172,7 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
         elsewhere = _waited_elsewhere(arr)
         if elsewhere.any():
             first_pos = np.argmin(np.where(arr.part, arr.aligned, np.iinfo(np.int64).max), axis=0)
-            idle_more = _idle_since(busy, arr, arr.last_pos, _collective_before(arr, arr.last_pos)) - _idle_since(busy, arr, first_pos, _collective_before(arr, first_pos))
+            idle_more = _idle_since(busy, arr, arr.last_pos, _last_end_before(arr, arr.last_pos)) - _idle_since(busy, arr, first_pos, _last_end_before(arr, first_pos))
             elsewhere = np.minimum(elsewhere, np.maximum(arr.last - arr.first - np.maximum(idle_more, 0), 0))
         score = (arr.last - arr.first) - carried - elsewhere
         # A collective every rank reached at once (within ARRIVED_TOGETHER_NS) gated nobody.
@@ -1200,8 +1225,7 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
         keep &= at_once & (ended[latest, cols_c] - runner_up > ARRIVED_TOGETHER_NS)
     if m and n_ranks > 1:
         keep |= np.isin(cyc, coll_cycle[coll_cycle >= 0])
-    # With collectives: the last rank at the one that brought the most new lateness, in the
-    # phase it ran there.
+    # With collectives: the last rank at the one chosen above, in the phase it ran there.
     if worst:
         at = np.searchsorted(cyc, np.fromiter(worst.keys(), np.int64, len(worst)))
         k = np.fromiter(worst.values(), np.int64, len(worst))

@@ -14,7 +14,7 @@ from tracerecon.analysis.columns import eager_launches, median_ms
 from tracerecon.analysis.nccl import comm_mask
 from tracerecon.analysis.phases import phases_per_cycle
 from tracerecon.analysis.projection import int64s
-from tracerecon.analysis.stream_keys import stream_tracks
+from tracerecon.analysis.stream_keys import several_processes, stream_label, stream_tracks
 from tracerecon.analysis.summary import steady_phases
 from tracerecon.report_model import dominant_cause, dominant_verdict
 
@@ -112,9 +112,8 @@ def phase_detail(phases: pa.Table, gpu_ops: pa.Table, syncs: pa.Table, *, phase_
             eager = int(eager_launches(gpu_ops, pid, phases.num_rows)[sel].sum())
             graph = int(pc.sum(phases["n_graph_launches"].take(pa.array(sel, pa.int64()))).as_py() or 0)
             # (a pid beside each where the rank's ops are several processes', as its timelines name them)
-            several = pc.count_distinct(gpu_ops["pid"]).as_py() > 1
-            _, keys = stream_tracks(int64s(t["pid"]), int64s(t["device_id"], -1), int64s(t["stream_id"], -1), named=several)
-            streams = [f"GPU{d} stream {s}" + (f" pid {p}" if p is not None else "") for p, d, s in keys]
+            _, keys = stream_tracks(int64s(t["pid"]), int64s(t["device_id"], -1), int64s(t["stream_id"], -1), named=several_processes(int64s(gpu_ops["pid"])))
+            streams = [stream_label(*k) for k in keys]
             comm_ms = round(float(dur[comm_mask(t)].sum()) / 1e6, 6)
     sync_lines = []
     waited_for = None

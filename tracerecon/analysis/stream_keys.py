@@ -53,7 +53,7 @@ def gpu_keys(keys: np.ndarray) -> np.ndarray:
 def stream_tracks(pid: np.ndarray, dev: np.ndarray, stream: np.ndarray, named: bool | None = None) -> tuple[np.ndarray, list[tuple[int | None, int, int]]]:
     """The GPU streams of one rank's ops as its timelines draw them: per row, the index of its
     stream in the returned (pid, device, stream) list, sorted by device, stream id, then pid
-    (-1: no device or stream). A stream is a (process, device, stream id) triple, since every
+    (a device or stream of -1: none). A stream is a (process, device, stream id) triple, since every
     CUDA context numbers its own streams: two processes of one rank each have a stream 7 on
     device 0. The pid is None in every triple where the ops are all one process's, whose
     stream names need no pid (``named``: whether to give it, where the rows are only some of
@@ -63,5 +63,18 @@ def stream_tracks(pid: np.ndarray, dev: np.ndarray, stream: np.ndarray, named: b
     ids = dense_ids(dev, stream, pid)
     first = np.unique(ids, return_index=True)[1]  # (each id's first row)
     if named is None:
-        named = not bool((pid == pid[0]).all())
+        named = several_processes(pid)
     return ids, [(int(pid[r]) if named else None, int(dev[r]), int(stream[r])) for r in first.tolist()]
+
+
+def several_processes(pid: np.ndarray) -> bool:
+    """Whether ops of these pids (int64, nulls filled alike) are more than one process's: then a
+    stream's name gives its pid (``stream_tracks``)."""
+    return len(pid) > 0 and not bool((pid == pid[0]).all())
+
+
+def stream_label(pid: int | None, dev: int, stream: int) -> str:
+    """A ``stream_tracks`` triple as a lane reads it: ``GPU0 stream 7``, ``GPU0 stream 7 pid
+    100`` where the rank's ops are several processes', ``GPU0 ops without a stream``."""
+    where = f"GPU{dev}" if dev >= 0 else "GPU ?"
+    return (f"{where} stream {stream}" if stream >= 0 else f"{where} ops without a stream") + (f" pid {pid}" if pid is not None else "")

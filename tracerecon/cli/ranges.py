@@ -52,7 +52,8 @@ def main(args: argparse.Namespace) -> int:
     for r in analysis.ranks:
         # (headed by its file and processes as `report` heads a rank: a file may hold several
         # ranks, and a path wider than the table stays whole)
-        print_wrapped(out, f"rank {r.rank}  {r.source.path}  pid {', '.join(map(str, r.source.pids))}", indent="", hanging="    ", fields=True, bold=len(f"rank {r.rank}"))
+        pids = f"  pid {', '.join(map(str, r.source.pids))}" if r.source.pids else ""
+        print_wrapped(out, f"rank {r.rank}  {r.source.path}{pids}", indent="", hanging="    ", fields=True, bold=len(f"rank {r.rank}"))
         t = Table(header_style="bold", box=None, padding=(0, 1, 0, 0), pad_edge=False)
         for col in ("name", "domain", "n", "CPU ms", "GPU span", "GPU busy total", "ops"):
             # Long names fold within a bounded width: the numbers stay in view (past four lines

@@ -68,7 +68,8 @@ def print_report(report: Report, console: Console, hints: bool = True) -> None:
     for r in report.ranks:
         phases = r.phases
         on = gpus_text(r.gpus)
-        print_wrapped(console, f"rank {r.rank}  {r.source}  pid {', '.join(map(str, r.pids))}  {on + '  ' if on else ''}nsys {r.nsys_version or '?'}", indent="", fields=True,
+        pids = f"pid {', '.join(map(str, r.pids))}  " if r.pids else ""
+        print_wrapped(console, f"rank {r.rank}  {r.source}  {pids}{on + '  ' if on else ''}nsys {r.nsys_version or '?'}", indent="", fields=True,
                       hanging="    ", bold=len(f"rank {r.rank}"))
         table = Table(header_style="bold", box=None, padding=(0, 1, 0, 0), pad_edge=False)
         # A long phase name folds onto more lines within a bounded width: the numbers stay in

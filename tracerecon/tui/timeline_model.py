@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from tracerecon.analysis.nccl import comm_mask
 from tracerecon.analysis.projection import int64s
-from tracerecon.analysis.stream_keys import stream_tracks
+from tracerecon.analysis.stream_keys import stream_label, stream_tracks
 from tracerecon.tui.timeline_window import Lane, Segment, Window
 
 
@@ -44,7 +44,7 @@ class TimelineIndex:
             self._start = start
             self._end = end
             self._track, keys = stream_tracks(int64s(gpu_ops["pid"]), int64s(gpu_ops["device_id"], -1), int64s(gpu_ops["stream_id"], -1))
-            self._track_names = [f"GPU{d} stream {s}" + (f" pid {p}" if p is not None else "") for p, d, s in keys]
+            self._track_names = [stream_label(*k) for k in keys]
             self._comm = comm_mask(gpu_ops)
             self._kind = gpu_ops["kind"].cast(pa.string()).to_numpy(zero_copy_only=False) if n < 50_000 else None
             self._max_dur = int((end - start).max())
