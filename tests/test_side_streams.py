@@ -313,17 +313,7 @@ def test_a_side_stream_never_forked_and_joined_after_the_phase_before_its_thread
     # forked off 7, and records on 8 at b+40; 7 waits for that record at b+join_us, after draft's
     # range (between the ranges, or inside verify's, CPU b+70..b+120) and before the thread's
     # next launch: verify's 200 us kernel on 7 (launched b+80, runs b+532..b+732)
-    t = FakeTrace()
-    for c in range(3):
-        b = c * 2000
-        t.range(f"cycle {c}", b * U, (b + 120) * U)
-        t.range("draft", b * U, (b + 50) * U)
-        t.range("verify", (b + 70) * U, (b + 120) * U)
-        launch(t, b + 10, (b + 30, b + 130))
-        launch(t, b + 31, (b + 32, b + 532), stream=8)
-        t.event_record(event=1, record=c + 1, start=(b + 40) * U, end=(b + 41) * U, stream=8)
-        t.stream_wait(event=1, record=c + 1, start=(b + join_us) * U, end=(b + join_us + 1) * U, stream=7)
-        launch(t, b + 80, (b + 532, b + 732))
+    t = _prefetched_then_joined(join_us, verify_gpu=(532, 732))
     # WHEN analysed
     rank = one_rank(t, tmp_path)
     # THEN draft is read on 7, its thread's stream: events there read b..done(7, b+50) = b+130:
@@ -335,6 +325,18 @@ def test_a_side_stream_never_forked_and_joined_after_the_phase_before_its_thread
 def test_a_side_stream_joined_only_after_its_thread_launched_again_keeps_the_phase_on_it(tmp_path):
     # GIVEN the cycles above, but 7 waits for 8's record at b+85, after the thread launched
     # verify's kernel on 7 (b+80): the join orders nothing of draft's before verify's work
+    t = _prefetched_then_joined(85, verify_gpu=(130, 330))
+    # WHEN analysed
+    rank = one_rank(t, tmp_path)
+    # THEN draft stays where the rule for side streams joined within no phase reads it, on 8
+    # (b..b+532, verify's boundary after it: b+532..done(7, b+120) = b+532: 0 us), as before
+    assert per_cycle(rank) == [(c, n, v, s) for c in range(3) for n, v, s in (("draft", 532, 8), ("verify", 0, 7))]
+
+
+def _prefetched_then_joined(join_us: int, verify_gpu: tuple[int, int]) -> FakeTrace:
+    """Three cycles (b = 2c ms) of the two tests above: draft's kernel on 7 and prefetch on 8
+    (recorded on 8 at b+40), 7 waiting for it at b+join_us, verify's kernel on 7 launched at
+    b+80 and running b+verify_gpu."""
     t = FakeTrace()
     for c in range(3):
         b = c * 2000
@@ -344,13 +346,9 @@ def test_a_side_stream_joined_only_after_its_thread_launched_again_keeps_the_pha
         launch(t, b + 10, (b + 30, b + 130))
         launch(t, b + 31, (b + 32, b + 532), stream=8)
         t.event_record(event=1, record=c + 1, start=(b + 40) * U, end=(b + 41) * U, stream=8)
-        launch(t, b + 80, (b + 130, b + 330))
-        t.stream_wait(event=1, record=c + 1, start=(b + 85) * U, end=(b + 86) * U, stream=7)
-    # WHEN analysed
-    rank = one_rank(t, tmp_path)
-    # THEN draft stays where the rule for side streams joined within no phase reads it, on 8
-    # (b..b+532, verify's boundary after it: b+532..done(7, b+120) = b+532: 0 us), as before
-    assert per_cycle(rank) == [(c, n, v, s) for c in range(3) for n, v, s in (("draft", 532, 8), ("verify", 0, 7))]
+        t.stream_wait(event=1, record=c + 1, start=(b + join_us) * U, end=(b + join_us + 1) * U, stream=7)
+        launch(t, b + 80, (b + verify_gpu[0], b + verify_gpu[1]))
+    return t
 
 
 def _side_joined_in_verify(t: FakeTrace, b: int, c: int, device: int = 0) -> None:
