@@ -468,23 +468,29 @@ def test_what_a_rank_of_one_barrier_leaves_unmatched_is_said():
                           "(no wait in them counts)") for w in cross.warnings), cross.warnings
 
 
-def test_a_slower_gpu_late_at_every_all_reduce_gates_each_cycle_over_another_ranks_one_hiccup():
-    # GIVEN one report of four tensor-parallel ranks, 6 cycles of 1 ms (b = c ms), verify four
-    # layers from b+100 us: each rank computes (a GEMM right after the all-reduce before ends,
-    # the GPU busy throughout), then all-reduces; ranks 0-2 compute 80 us a layer, rank 3 (a
-    # slower GPU) 100; in odd cycles rank 0's third layer takes 110. An all-reduce ends 20 us
-    # after its last rank starts it, on every rank at once
-    kernels = {r: [] for r in range(4)}
+def _slower_gpu(layers: int, hiccup_us: int) -> dict[int, list[tuple[int, int, str]]]:
+    """Four tensor-parallel ranks, 6 cycles of 1 ms (b = c ms), verify ``layers`` layers from
+    b+100 us: each rank computes (a GEMM right after the all-reduce before ends, the GPU busy
+    throughout), then all-reduces; ranks 0-2 compute 80 us a layer, rank 3 (a slower GPU) 100;
+    in odd cycles rank 0's third layer takes ``hiccup_us``. An all-reduce ends 20 us after its
+    last rank starts it, on every rank at once."""
+    kernels: dict[int, list] = {r: [] for r in range(4)}
     for c in range(6):
         at = c * PERIOD + 100_000
-        for layer in range(4):
+        for layer in range(layers):
             compute = {r: 80_000 for r in range(3)} | {3: 100_000}
             if c % 2 and layer == 2:
-                compute[0] = 110_000
+                compute[0] = hiccup_us * 1000
             end = at + max(compute.values()) + 20_000
             for r in range(4):
                 kernels[r] += [(at, at + compute[r], "gemm"), (at + compute[r], end, AR)]
             at = end
+    return kernels
+
+
+def test_a_slower_gpu_late_at_every_all_reduce_gates_each_cycle_over_another_ranks_one_hiccup():
+    # GIVEN _slower_gpu's four ranks, four layers, rank 0's hiccup 110 us
+    kernels = _slower_gpu(4, 110)
     cross = cross_rank.analyze_cross_rank([named_view(r, ks, 6) for r, ks in kernels.items()])
     # THEN rank 3 gated every cycle: at each all-reduce it arrived 20 us after the others, new
     # each time (its GPU never stood idle: the all-reduce before ended on every rank at once),
@@ -514,6 +520,16 @@ def test_a_collective_one_rank_launched_a_cycle_late_counts_in_the_cycle_the_oth
     rows = {row["cycle"]: row for row in cross.critical_path.to_pylist()}
     assert (rows[2]["gating_rank"], rows[2]["how"], rows[2]["waits_ns"]) == (1, "collectives", '{"0": 820000, "1": 0, "2": 820000, "3": 820000}')
     assert (rows[3]["gating_rank"], rows[3]["how"], rows[3]["waits_ns"]) == (2, "collectives", '{"0": 300000, "1": 300000, "2": 0, "3": 300000}')
+
+
+def test_a_slower_gpu_late_at_five_all_reduces_gates_over_a_larger_hiccup_at_one():
+    # GIVEN _slower_gpu's four ranks, six layers, rank 0's hiccup 150 us: at the third all-reduce
+    # of odd cycles rank 0 arrives 70 us after ranks 1 and 2, 50 after rank 3
+    cross = cross_rank.analyze_cross_rank([named_view(r, ks, 6) for r, ks in _slower_gpu(6, 150).items()])
+    # THEN rank 3 gates every cycle: it kept three ranks waiting 20 us at five all-reduces (300
+    # us), where rank 0's hiccup kept ranks 1 and 2 waiting 70 and rank 3 50 (190 us), though 70
+    # us is the larger single lateness (the rule before this named rank 0 in odd cycles)
+    assert cross.critical_path["gating_rank"].to_pylist() == [3] * 6
 
 
 def test_two_ranks_held_up_at_one_all_reduce_name_the_later_over_another_ranks_small_hiccup():
