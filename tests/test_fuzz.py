@@ -88,6 +88,20 @@ def apply(path, muts) -> None:
         con.close()
 
 
+def edited_copy(tmp_path, edit) -> tuple:
+    """A copy of BASE at ``tmp_path / "t.sqlite"`` with ``edit(connection)`` applied and
+    committed: (its path, what ``edit`` returned)."""
+    path = tmp_path / "t.sqlite"
+    shutil.copy(BASE, path)
+    con = sqlite3.connect(path)
+    try:
+        said = edit(con)
+        con.commit()
+    finally:
+        con.close()
+    return path, said
+
+
 def digest(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -138,15 +152,13 @@ def test_truncated_files_are_one_line_and_exit_2(tmp_path, head):
 
 def test_dropped_rows_are_counted_in_a_warning(tmp_path):
     # GIVEN a trace where some kernels have NULL ends and some NVTX ranges end before they start
-    path = tmp_path / "t.sqlite"
-    shutil.copy(BASE, path)
-    con = sqlite3.connect(path)
-    unconstrain(con, "CUPTI_ACTIVITY_KIND_KERNEL")
-    con.execute("update CUPTI_ACTIVITY_KIND_KERNEL set end = NULL where rowid % 50 = 0")
-    n_kernels = con.execute("select count(*) from CUPTI_ACTIVITY_KIND_KERNEL where end is null").fetchone()[0]
-    con.execute("update NVTX_EVENTS set end = start - 5000000 where rowid = (select min(rowid) from NVTX_EVENTS where eventType = 59)")
-    con.commit()
-    con.close()
+    def edit(con):
+        unconstrain(con, "CUPTI_ACTIVITY_KIND_KERNEL")
+        con.execute("update CUPTI_ACTIVITY_KIND_KERNEL set end = NULL where rowid % 50 = 0")
+        con.execute("update NVTX_EVENTS set end = start - 5000000 where rowid = (select min(rowid) from NVTX_EVENTS where eventType = 59)")
+        return con.execute("select count(*) from CUPTI_ACTIVITY_KIND_KERNEL where end is null").fetchone()[0]
+
+    path, n_kernels = edited_copy(tmp_path, edit)
     a = api.load([path])
     # THEN the rows are dropped and each table's count is said once
     assert any(f"dropped {n_kernels} kernel row(s)" in w for w in a.warnings)
@@ -157,14 +169,12 @@ def test_dropped_rows_are_counted_in_a_warning(tmp_path):
 def test_ops_of_a_negative_stream_or_device_id_are_dropped_and_counted(tmp_path):
     # GIVEN a trace where every other kernel's stream id and one copy's device id were made
     # negative (CUPTI's are unsigned: read as no stream, their phases showed no GPU time, unsaid)
-    path = tmp_path / "t.sqlite"
-    shutil.copy(BASE, path)
-    con = sqlite3.connect(path)
-    con.execute("update CUPTI_ACTIVITY_KIND_KERNEL set streamId = -5 where rowid % 2 = 0")
-    n_kernels = con.execute("select count(*) from CUPTI_ACTIVITY_KIND_KERNEL where streamId < 0").fetchone()[0]
-    con.execute("update CUPTI_ACTIVITY_KIND_MEMCPY set deviceId = -1 where rowid = (select min(rowid) from CUPTI_ACTIVITY_KIND_MEMCPY)")
-    con.commit()
-    con.close()
+    def edit(con):
+        con.execute("update CUPTI_ACTIVITY_KIND_KERNEL set streamId = -5 where rowid % 2 = 0")
+        con.execute("update CUPTI_ACTIVITY_KIND_MEMCPY set deviceId = -1 where rowid = (select min(rowid) from CUPTI_ACTIVITY_KIND_MEMCPY)")
+        return con.execute("select count(*) from CUPTI_ACTIVITY_KIND_KERNEL where streamId < 0").fetchone()[0]
+
+    path, n_kernels = edited_copy(tmp_path, edit)
     a = api.load([path])
     # THEN those rows are dropped and counted, the rest read as before
     assert any(f"dropped {n_kernels} kernel row(s) with missing or impossible values (NULL, text, a negative device or stream id" in w

@@ -866,6 +866,11 @@ class _Arrivals:
     part: np.ndarray  # the rank took part (the collective is its communicator group's)
     opens_group: np.ndarray  # per collective: the first of its group's (none of that group before it)
 
+    def in_start_order(self, r: int) -> np.ndarray:
+        """The collectives rank row ``r`` ran, in the order it started its kernels of them."""
+        mine = np.flatnonzero(self.part[r])
+        return mine[np.argsort(self.start[r, mine], kind="stable")]
+
 
 def _first_met(took_part: np.ndarray, r: int) -> int | None:
     """The first row before ``r`` that took part in a collective with it (rows of ``took_part``:
@@ -947,8 +952,7 @@ def _waited_elsewhere(arr: _Arrivals) -> np.ndarray:
     before = np.zeros((n_ranks, m), dtype=np.int64)
     this_cycle = np.zeros((n_ranks, m), dtype=np.int64)
     for r in range(n_ranks):
-        mine = np.flatnonzero(arr.part[r])
-        in_time = mine[np.argsort(arr.aligned[r, mine], kind="stable")]
+        in_time = arr.in_start_order(r)
         waits = arr.wait[r, in_time]
         prefix = np.cumsum(waits) - waits
         before[r, in_time] = prefix
@@ -1010,8 +1014,7 @@ def _last_end_before(arr: _Arrivals, rows: np.ndarray) -> np.ndarray:
     n_ranks, m = arr.aligned.shape
     out = np.full(m, I64_MIN, dtype=np.int64)
     for r in np.unique(rows).tolist():
-        mine = np.flatnonzero(arr.part[r])
-        order = mine[np.argsort(arr.start[r, mine], kind="stable")]
+        order = arr.in_start_order(r)
         starts, reach = arr.start[r, order], np.maximum.accumulate(arr.end[r, order])
         asked = np.flatnonzero(rows == r)
         before = np.searchsorted(starts, arr.start[r, asked], side="left") - 1  # (started strictly before)
