@@ -570,3 +570,79 @@ def test_the_big_export_generator_repeats_cycles_and_says_bad_input_in_one_line(
         assert len(lines) == (2 if "--size-gb" in args else 1), lines
     assert not (tmp_path / "o1.sqlite").exists() and not (tmp_path / "o2.sqlite").exists()
     assert (tmp_path / "keep.sqlite").read_text() == "keep" and out.stat().st_size > src.stat().st_size
+
+
+def _dying_reader(monkeypatch, marker_dir: Path, name: str, times: int) -> None:
+    """Worker processes (forked: they carry this patch) that are killed, SIGKILL as the kernel's
+    out-of-memory killer sends it, the first ``times`` times they start reading ``name``."""
+    import signal
+
+    from tracerecon import pipeline
+
+    real = pipeline._file_work
+
+    def reading(f, *rest):
+        if Path(f).name == name and len(list(marker_dir.glob("died*"))) < times:
+            (marker_dir / f"died{os.getpid()}").touch()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(f, *rest)
+
+    monkeypatch.setattr(pipeline, "_file_work", reading)
+
+
+def _forked_pools() -> bool:
+    import multiprocessing
+
+    return multiprocessing.get_start_method(allow_none=False) == "fork"
+
+
+@pytest.mark.skipif(not _forked_pools(), reason="the patch reaches worker processes only when they are forked")
+def test_a_worker_process_killed_mid_load_is_read_again_alone_with_a_warning(tmp_path, monkeypatch):
+    from tracerecon import api, handoff
+
+    # GIVEN two ranks loaded in two processes, the one reading rank1 killed once; cache on
+    monkeypatch.setenv("TRACERECON_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TRACERECON_NO_CACHE", raising=False)
+    files = sorted((DEMO2 / "nccl_skew").glob("*.sqlite"))
+    (tmp_path / "marks").mkdir()
+    _dying_reader(monkeypatch, tmp_path / "marks", "rank1.sqlite", times=1)
+    said: list[str] = []
+    # WHEN reported
+    got = api.report(files, progress=said.append, jobs=2)
+    # THEN rank1 was read again in a process of its own, the report says so in one warning,
+    # and every number equals a report read in this process alone (cache off)
+    assert len(list((tmp_path / "marks").glob("died*"))) == 1
+    assert "reading rank1.sqlite again, alone" in said, said
+    notice = [w for w in got.warnings if "worker process ended abruptly" in w]
+    assert len(notice) == 1 and "rank1.sqlite" in notice[0] and "read again" in notice[0], got.warnings
+    monkeypatch.setenv("TRACERECON_NO_CACHE", "1")
+    alone = api.report(files, jobs=1)
+    assert got.to_json() == {**alone.to_json(), "warnings": list(notice) + alone.to_json()["warnings"]}
+    # AND a later report from the cache says nothing of a load that did not happen this time
+    monkeypatch.delenv("TRACERECON_NO_CACHE")
+    again = api.report(files, jobs=2)
+    assert again.to_json() == alone.to_json()
+    assert not any("worker process ended abruptly" in w for w in api.load(files, jobs=2).warnings)
+    assert not list(Path(handoff.SHM).glob(f"tracerecon-handoff-{os.getpid()}-*"))
+
+
+@pytest.mark.skipif(not _forked_pools(), reason="the patch reaches worker processes only when they are forked")
+def test_an_export_whose_own_process_dies_too_is_named_in_one_error(tmp_path, monkeypatch):
+    import tempfile
+
+    from tracerecon import api, handoff
+    from tracerecon.errors import EXIT_INTERNAL, TraceReconError
+
+    # GIVEN two ranks, the processes reading rank0 killed every time; cache off
+    monkeypatch.setenv("TRACERECON_NO_CACHE", "1")
+    files = sorted((DEMO2 / "nccl_skew").glob("*.sqlite"))
+    (tmp_path / "marks").mkdir()
+    _dying_reader(monkeypatch, tmp_path / "marks", "rank0.sqlite", times=99)
+    # WHEN loaded in two processes THEN one error names rank0 (twice killed: once with the other
+    # worker, once alone), and no handoff file or decompressed copy of this load is left
+    with pytest.raises(TraceReconError, match=r"^rank0\.sqlite: the process reading it alone ended abruptly too") as err:
+        api.load(files, jobs=2)
+    assert err.value.exit_code == EXIT_INTERNAL
+    assert len(list((tmp_path / "marks").glob("died*"))) == 2
+    assert not list(Path(handoff.SHM).glob(f"tracerecon-handoff-{os.getpid()}-*"))
+    assert not list(Path(tempfile.gettempdir()).glob(f"tracerecon-{os.getpid()}-*.sqlite"))

@@ -117,12 +117,15 @@ def report(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = No
     config = options or phase_config(inputs)
     from tracerecon.present import build_report
 
+    this_load_only: list[str] = []  # (``Analysis.load_notices``: said now, not cached)
+
     def made() -> Report:
         if analysis is not None:
             return build_report(analysis)
         from tracerecon.memory import free_in_background
 
         loaded = [load(inputs, config, progress, jobs, scheduler)]
+        this_load_only.extend(loaded[0].load_notices)
         built = build_report(loaded[0])
         # Nothing else holds the analysis: its tables are freed while the report is printed.
         free_in_background(loaded)
@@ -134,10 +137,16 @@ def report(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = No
 
     files = expand_inputs(inputs)
     # What is read anew on every call (the engine's timers, what the input folders hold beside
-    # the exports read) is not kept in the cached report.
+    # the exports read), and what happened to this load only, is not kept in the cached report.
     notes = folder_warnings(inputs)
-    fresh = cached(files, _report_key(files, config), lambda: made().with_read_anew(EngineTimers(), (), stale=notes), _is_report)
-    return fresh.with_read_anew(read_engine_timers(inputs, config.label_of), notes)
+
+    def to_keep() -> Report:
+        built = made()
+        return built.with_read_anew(EngineTimers(), (), stale=[*notes, *this_load_only])
+
+    fresh = cached(files, _report_key(files, config), to_keep, _is_report)
+    said = fresh.with_read_anew(read_engine_timers(inputs, config.label_of), notes)
+    return replace(said, warnings=tuple(this_load_only) + said.warnings) if this_load_only else said
 
 
 def cached_report(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = None) -> Report | None:

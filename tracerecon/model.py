@@ -62,7 +62,8 @@ class RankResult:
 class Analysis:
     """One run: its ranks (sorted), where they came from, the phase definition used, warnings
     (one line each), the cross-rank findings, and the engine's own timers
-    (``{rank: {phase: median ms}}``, from ``run --cpu-timers``)."""
+    (``{rank: {phase: median ms}}``, from ``run --cpu-timers``). ``load_notices``: those of the
+    warnings that tell of this load only (a worker process that died), never kept in a cache."""
 
     ranks: tuple[RankResult, ...]
     inputs: tuple[str, ...]
@@ -70,3 +71,4 @@ class Analysis:
     warnings: tuple[str, ...] = field(default=())
     cross: CrossRank | None = None
     engine_timers: dict = field(default_factory=dict)
+    load_notices: tuple[str, ...] = field(default=())

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from tracerecon.analysis.config import DEFAULT_PHASES, PhaseConfig, is_cycle_name, parse_phase_spec, pattern_hint, patterns_of_several_names
-from tracerecon.errors import BadTraceError, TraceReconError, UsageError, install_hint
+from tracerecon.errors import EXIT_INTERNAL, BadTraceError, TraceReconError, UsageError, install_hint
 from tracerecon.import_ahead import ImportAhead, join_all, reading_started
 from tracerecon.json_text import one_line
 from tracerecon.memory import release_free_memory
@@ -553,8 +553,11 @@ def board_line(names: Sequence[str], stages: Sequence[int], workers: int) -> str
     return head + (": " + ", ".join(counts) if counts else "")
 
 
-def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
-    """``_file_work`` for every file, in ``jobs`` worker processes of this machine."""
+def _file_work_here(args: list[tuple], jobs: int, say: Progress, notices: list[str]) -> list[tuple]:
+    """``_file_work`` for every file, in ``jobs`` worker processes of this machine. Where a
+    worker process ends abruptly (a crash, or killed by the system for memory), every export
+    not yet done is read again, one at a time, each in a new process of its own, and
+    ``notices`` is told; an export whose own process ends abruptly too is an error naming it."""
     if len(args) == 1:  # the whole run's cache entry covers it: no second entry
         say(f"reading {one_line(args[0][0].name)}")
         return [_file_work_uncached(*args[0])]
@@ -565,6 +568,7 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
             results.append(_file_work(*a))
         return results
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
     from multiprocessing.sharedctypes import RawArray
 
     from tracerecon import handoff
@@ -591,32 +595,64 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
     board = RawArray("b", len(args))
     names = [one_line(a[0].name) for a in args]  # (a file name's control characters as escapes)
     scratch_prefix = scratch.load_prefix(owner)
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(threads, board, scratch_prefix))
+    pools = [ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(threads, board, scratch_prefix))]
 
     def stop_all() -> None:  # the program ending at once on another thread (``view`` quit while this loads)
-        stop_worker_processes(pool)
+        for pool in pools:
+            stop_worker_processes(pool)
         scratch.remove(scratch_prefix)
 
     all_in = False
     try:
         with undone_at_exit_now(stop_all):
             with ctrl_c_held():  # the workers start (fork) at the first submit
-                futures = {pool.submit(_file_work_handed_off, owner, *a): i for i, a in enumerate(args)}
+                futures = {pools[0].submit(_file_work_handed_off, owner, *a): i for i, a in enumerate(args)}
             reading_started()
             _import_analysis()  # while the workers work (forked ones all start at the first submit)
-            pending, shown = set(futures), None
-            while pending:
+            pending, shown, broken = set(futures), None, False
+            while pending and not broken:
                 if (interrupt := signalled()) is not None:  # one swallowed where it landed (an import's callback)
                     raise interrupt
                 done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
                 for fut in done:
-                    # Taken as each arrives: the first failure stops the load.
+                    # Taken as each arrives: the first failure stops the load, but for a worker
+                    # process that ended abruptly (below).
+                    if isinstance(fut.exception(), BrokenProcessPool):
+                        broken = True
+                        continue
                     results[futures[fut]] = handoff.take(fut.result())
                     board[futures[fut]] = DONE
                 line = board_line(names, list(board), workers)
                 if line != shown:
                     say(line)
                     shown = line
+            if broken:
+                under_way = [names[i] for i in range(len(args)) if board[i] in (READING, ANALYSING)]
+                # The pool's other workers are stopped by the pool itself; once it is shut,
+                # every future is settled: those done before the break are taken.
+                pools[0].shutdown(wait=True)
+                for fut, i in futures.items():
+                    if i not in results and not fut.cancelled() and fut.exception() is None:
+                        results[i] = handoff.take(fut.result())
+                        board[i] = DONE
+                scratch.remove(scratch_prefix)  # (the dead worker's decompressed copy)
+                left = [i for i in range(len(args)) if i not in results]
+                notices.append(f"a worker process ended abruptly (a crash, or killed by the system for memory) while reading {', '.join(under_way) or 'an export'}: "
+                               f"{len(left)} export{'s' if len(left) != 1 else ''} read again, one at a time, each in a process of its own")
+                for i in left:
+                    say(f"reading {names[i]} again, alone")
+                    _quiet_before_fork()
+                    pools.append(ProcessPoolExecutor(max_workers=1, initializer=_start_worker, initargs=(usable_cores(), board, scratch_prefix)))
+                    alone = pools[-1].submit(_file_work_handed_off, owner, *args[i])
+                    while not wait([alone], timeout=0.25).done:
+                        if (interrupt := signalled()) is not None:
+                            raise interrupt
+                    if isinstance(alone.exception(), BrokenProcessPool):
+                        raise TraceReconError(f"{names[i]}: the process reading it alone ended abruptly too (a crash, or killed by the system for memory); "
+                                              "--jobs 1 reads it in tracerecon's own process", exit_code=EXIT_INTERNAL)
+                    results[i] = handoff.take(alone.result())
+                    board[i] = DONE
+                    pools[-1].shutdown(wait=True)
             all_in = True
     except KeyboardInterrupt:
         # Ctrl-C (or SIGTERM): the workers under way are stopped (their reads would run to
@@ -629,13 +665,14 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress) -> list[tuple]:
             # while the cross-rank step runs (the interpreter joins it before it exits).
             # ``shutdown(wait=False)`` instead can close the pool's pipes under its manager
             # thread (Python 3.11: "OSError: handle is closed" on stderr at exit).
-            closing = threading.Thread(target=pool.shutdown, name="tracerecon-pool-close")
+            closing = threading.Thread(target=pools[-1].shutdown, name="tracerecon-pool-close")
             closing.start()
             with _CLOSING_LOCK:
                 _CLOSING.append(closing)
         else:
             # The exports not started are cancelled and those under way waited for.
-            pool.shutdown(wait=True, cancel_futures=True)
+            for pool in pools:
+                pool.shutdown(wait=True, cancel_futures=True)
             scratch.remove(scratch_prefix)  # (a worker that died mid-file)
         handoff.discard_leftovers(owner)  # results of workers that finished after a failure
     return [results[i] for i in range(len(args))]
@@ -805,18 +842,21 @@ def analyze(paths: Sequence[str | os.PathLike], config: PhaseConfig, say: Progre
     # The whole run is cached too (keyed by every file): a warm report skips the cross-rank
     # step and the phase tables, not only the reading. The paths as given are part of the key
     # (they are shown); engine timers (run.json) are read fresh.
-    analysis = cached(files, ("run", config, tuple(map(str, files))), lambda: _analyze_files(files, config, say, jobs, scheduler), _is_analysis)
+    # What happened to this load only (a worker process that died) is said, never cached.
+    notices: list[str] = []
+    analysis = cached(files, ("run", config, tuple(map(str, files))), lambda: _analyze_files(files, config, say, jobs, scheduler, notices), _is_analysis)
     timers = read_engine_timers(paths, config.label_of)
-    return replace(analysis, engine_timers=timers.medians, warnings=tuple(folder_warnings(paths)) + timers.warnings + analysis.warnings)
+    return replace(analysis, engine_timers=timers.medians, warnings=tuple(folder_warnings(paths)) + timers.warnings + tuple(notices) + analysis.warnings,
+                   load_notices=tuple(notices))
 
 
-def _analyze_files(files: list[Path], config: PhaseConfig, say: Progress, jobs: int | None, scheduler: str | None) -> Analysis:
+def _analyze_files(files: list[Path], config: PhaseConfig, say: Progress, jobs: int | None, scheduler: str | None, notices: list[str]) -> Analysis:
     multi = len(files) > 1
     args = [(f, config, multi, number_in_filename(trace_stem(f)) if multi else None, i) for i, f in enumerate(files)]
     if scheduler is not None:
         results = _file_work_on_dask(scheduler, args, say)
     else:
-        results = _file_work_here(args, default_jobs(files, say) if jobs is None else max(1, jobs), say)
+        results = _file_work_here(args, default_jobs(files, say) if jobs is None else max(1, jobs), say, notices)
     try:
         return _analyze_results(files, config, say, results)
     except BaseException:
