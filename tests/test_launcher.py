@@ -319,9 +319,22 @@ def test_engine_timers_stand_beside_the_trace(tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     assert (out / "cpu_timers.rank0.jsonl").exists() and "engine" in res.stdout.split("CPU ms")[0].splitlines()[-1]
     doc = json.loads(run_cli("report", str(out), "--json").stdout)
-    for p in doc["ranks"][0]["phases"]:
-        # the engine's perf_counter and the NVTX range time the same code: close to each other
-        assert abs(p["engine_cpu_ms_median"] - p["cpu_ms_median"]) < max(0.5, 0.2 * p["cpu_ms_median"]), p
+    assert all("engine_cpu_ms_median" in p for p in doc["ranks"][0]["phases"]), doc["ranks"][0]["phases"]
+    # The engine's perf_counter runs inside the phase's NVTX range (``instrument.phase``): in
+    # every cycle it reads at most the range's time (20 us for the two clocks), and in some
+    # cycle nearly all of it (per cycle: a loaded machine preempting the process between the
+    # range's push and the timer's start moved a median of 9 by more than 0.5 ms)
+    from tracerecon import api
+
+    ranges = api.load([str(out)]).ranks[0].phases.select(["phase", "cpu_ns"]).to_pylist()
+    timed = [json.loads(line) for line in (out / "cpu_timers.rank0.jsonl").read_text().splitlines()]
+    assert [r["phase"] for r in ranges] == [t["phase"] for t in timed]
+    gaps: dict[str, list[float]] = {}
+    for r, t in zip(ranges, timed):
+        gaps.setdefault(r["phase"], []).append(r["cpu_ns"] / 1e6 - t["cpu_ms"])
+    for phase, gap in gaps.items():
+        median = sorted(r["cpu_ns"] / 1e6 for r in ranges if r["phase"] == phase)[len(gap) // 2]
+        assert len(gap) == 9 and min(gap) >= -0.02 and min(gap) < max(0.5, 0.2 * median), (phase, gap)
     # torch imported, CUDA never initialised: the phases marked no current stream (none to record
     # an event on), and marked their ranges all the same
     with contextlib.closing(sqlite3.connect(f"file:{out / 'report.sqlite'}?mode=ro", uri=True)) as db:
