@@ -614,7 +614,8 @@ def test_a_worker_process_killed_mid_load_is_read_again_alone_with_a_warning(tmp
     assert len(list((tmp_path / "marks").glob("died*"))) == 1
     assert "reading rank1.sqlite again, alone" in said, said
     notice = [w for w in got.warnings if "worker process ended abruptly" in w]
-    assert len(notice) == 1 and "rank1.sqlite" in notice[0] and "read again" in notice[0], got.warnings
+    assert len(notice) == 1 and "while reading rank1.sqlite (its process ended by SIGKILL)" in notice[0], got.warnings
+    assert "rank0" not in notice[0] and "read again" in notice[0], notice
     monkeypatch.setenv("TRACERECON_NO_CACHE", "1")
     alone = api.report(files, jobs=1)
     assert got.to_json() == {**alone.to_json(), "warnings": list(notice) + alone.to_json()["warnings"]}
@@ -624,6 +625,30 @@ def test_a_worker_process_killed_mid_load_is_read_again_alone_with_a_warning(tmp
     assert again.to_json() == alone.to_json()
     assert not any("worker process ended abruptly" in w for w in api.load(files, jobs=2).warnings)
     assert not list(Path(handoff.SHM).glob(f"tracerecon-handoff-{os.getpid()}-*"))
+
+
+@pytest.mark.skipif(not _forked_pools(), reason="the patch reaches worker processes only when they are forked")
+def test_a_worker_killed_under_view_or_export_leaves_its_warning_in_no_cache_and_no_manifest(tmp_path, monkeypatch):
+    import json
+
+    from tracerecon import api
+
+    # GIVEN two ranks loaded as `view` loads them (the analysis, then its report), the worker
+    # reading rank0 killed once; cache on
+    monkeypatch.setenv("TRACERECON_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TRACERECON_NO_CACHE", raising=False)
+    files = sorted((DEMO2 / "nccl_skew").glob("*.sqlite"))
+    (tmp_path / "marks").mkdir()
+    _dying_reader(monkeypatch, tmp_path / "marks", "rank0.sqlite", times=1)
+    loaded = api.load(files, jobs=2)
+    shown = api.report(files, jobs=2, analysis=loaded)
+    manifest = api.export(loaded, tmp_path / "exp")
+    # THEN the load and the report shown say it; the cached report, and the export's manifest
+    # (read back as the same report later), do not
+    assert any("rank0.sqlite (its process ended by SIGKILL)" in w for w in loaded.warnings), loaded.warnings
+    assert any("rank0.sqlite (its process ended by SIGKILL)" in w for w in shown.warnings), shown.warnings
+    assert not any("ended abruptly" in w for w in api.cached_report(files).warnings)
+    assert not any("ended abruptly" in w for w in manifest["warnings"] + json.loads((tmp_path / "exp" / "manifest.json").read_text())["warnings"])
 
 
 @pytest.mark.skipif(not _forked_pools(), reason="the patch reaches worker processes only when they are forked")

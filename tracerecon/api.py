@@ -121,6 +121,7 @@ def report(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = No
 
     def made() -> Report:
         if analysis is not None:
+            this_load_only.extend(analysis.load_notices)
             return build_report(analysis)
         from tracerecon.memory import free_in_background
 

@@ -73,7 +73,8 @@ def manifest(analysis: Analysis) -> dict:
         "phase_thread": analysis.config.phase_thread,
         "skip_cycles": analysis.config.skip_cycles,
         "ranks": ranks,
-        "warnings": list(analysis.warnings),
+        # (but what happened to the load that made it: a worker process that died)
+        "warnings": [w for w in analysis.warnings if w not in analysis.load_notices],
     }
 
 

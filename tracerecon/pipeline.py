@@ -520,20 +520,22 @@ def default_jobs(files: Sequence[Path], say: Progress | None = None) -> int:
 WAITING, READING, ANALYSING, DONE = 0, 1, 2, 3
 _STAGE_WORDS = {WAITING: "waiting", READING: "reading", ANALYSING: "analysing", DONE: "done"}
 _BOARD = None  # in a worker process: the load's board (``_start_worker``)
+_READERS = None  # in a worker process: the pid of the worker that took each export
 # Up to this many exports the progress line names each one's stage; more, it counts them.
 BOARD_LINES_MAX = 8
 
 
-def _start_worker(threads: int, board, scratch_prefix: str) -> None:
-    """A worker process's start: ``prepare_worker``'s settings, the load's board, and its
-    names for decompressed copies (``nsys.scratch``: the parent removes those of a worker it
-    stopped)."""
+def _start_worker(threads: int, board, readers, scratch_prefix: str) -> None:
+    """A worker process's start: ``prepare_worker``'s settings, the load's board and its
+    readers (which worker took each export: the parent names the export of one that died),
+    and its names for decompressed copies (``nsys.scratch``: the parent removes those of a
+    worker it stopped)."""
     from tracerecon.nsys import scratch
     from tracerecon.own_process import prepare_worker
 
-    global _BOARD
+    global _BOARD, _READERS
     prepare_worker(threads)
-    _BOARD = board
+    _BOARD, _READERS = board, readers
     scratch.use_prefix(scratch_prefix)
 
 
@@ -541,6 +543,28 @@ def _mark(order: int, stage: int) -> None:
     """In a worker process, export ``order`` is at ``stage`` (a no-op outside one)."""
     if _BOARD is not None and 0 <= order < len(_BOARD):
         _BOARD[order] = stage
+        if stage == READING and _READERS is not None:
+            _READERS[order] = os.getpid()
+
+
+def _died_reading(processes: dict, readers, taken: dict) -> list[tuple[int, str]]:
+    """(export, how its worker ended) for each export not ``taken`` whose worker process (of
+    ``processes``, pid: ``multiprocessing.Process``, ended) ended on its own: by a signal other
+    than the SIGTERM the pool sends the others when one dies (SIGKILL: the system's
+    out-of-memory killer; SIGSEGV: a crash), or with an exit status."""
+    import signal
+
+    out = []
+    for pid, proc in processes.items():
+        code = proc.exitcode
+        if code is None or code in (0, -signal.SIGTERM):
+            continue
+        try:
+            how = signal.Signals(-code).name if code < 0 else f"exit status {code}"
+        except ValueError:
+            how = f"signal {-code}"
+        out += [(i, how) for i in range(len(readers)) if readers[i] == pid and i not in taken]
+    return sorted(out)
 
 
 def board_line(names: Sequence[str], stages: Sequence[int], workers: int) -> str:
@@ -592,10 +616,10 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress, notices: list[s
     owner = handoff.new_owner()
     handoff.discard_orphans()
     handoff.allow_open_files(len(args))
-    board = RawArray("b", len(args))
+    board, readers = RawArray("b", len(args)), RawArray("q", len(args))
     names = [one_line(a[0].name) for a in args]  # (a file name's control characters as escapes)
     scratch_prefix = scratch.load_prefix(owner)
-    pools = [ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(threads, board, scratch_prefix))]
+    pools = [ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(threads, board, readers, scratch_prefix))]
 
     def stop_all() -> None:  # the program ending at once on another thread (``view`` quit while this loads)
         for pool in pools:
@@ -627,23 +651,33 @@ def _file_work_here(args: list[tuple], jobs: int, say: Progress, notices: list[s
                     say(line)
                     shown = line
             if broken:
-                under_way = [names[i] for i in range(len(args)) if board[i] in (READING, ANALYSING)]
                 # The pool's other workers are stopped by the pool itself; once it is shut,
-                # every future is settled: those done before the break are taken.
+                # every future is settled: those done before the break are taken, and every
+                # other handoff file (a result no future brought back) removed at once.
+                # (the pool's processes, read before ``shutdown`` forgets them: Python's own
+                # ``_processes``, private; without it the exports under way are named)
+                processes = dict(getattr(pools[0], "_processes", None) or {})
                 pools[0].shutdown(wait=True)
                 for fut, i in futures.items():
                     if i not in results and not fut.cancelled() and fut.exception() is None:
                         results[i] = handoff.take(fut.result())
                         board[i] = DONE
+                handoff.discard_leftovers(owner)
                 scratch.remove(scratch_prefix)  # (the dead worker's decompressed copy)
+                died = _died_reading(processes, readers, results)
                 left = [i for i in range(len(args)) if i not in results]
-                notices.append(f"a worker process ended abruptly (a crash, or killed by the system for memory) while reading {', '.join(under_way) or 'an export'}: "
-                               f"{len(left)} export{'s' if len(left) != 1 else ''} read again, one at a time, each in a process of its own")
+                under_way = [names[i] for i in left if board[i] in (READING, ANALYSING)]
+                what = ("; ".join(f"{names[i]} (its process ended by {how})" for i, how in died)
+                        or f"one of {', '.join(under_way)}" if died or under_way else "an export")
+                notices.append(f"a worker process ended abruptly (a crash, or killed by the system for memory) while reading {what}: "
+                               f"the {len(left)} export{'s' if len(left) != 1 else ''} not yet done {'were' if len(left) != 1 else 'was'} "
+                               "read again, one at a time, each in a process of its own")
                 for i in left:
                     say(f"reading {names[i]} again, alone")
                     _quiet_before_fork()
-                    pools.append(ProcessPoolExecutor(max_workers=1, initializer=_start_worker, initargs=(usable_cores(), board, scratch_prefix)))
-                    alone = pools[-1].submit(_file_work_handed_off, owner, *args[i])
+                    pools.append(ProcessPoolExecutor(max_workers=1, initializer=_start_worker, initargs=(usable_cores(), board, readers, scratch_prefix)))
+                    with ctrl_c_held():  # (its worker starts, forked, at the submit)
+                        alone = pools[-1].submit(_file_work_handed_off, owner, *args[i])
                     while not wait([alone], timeout=0.25).done:
                         if (interrupt := signalled()) is not None:
                             raise interrupt
