@@ -1535,6 +1535,35 @@ def test_a_write_back_forked_off_and_never_joined_leaves_the_phase_on_the_stream
     assert any("'proc': in 3 of 3 instances it ran all its kernels on stream 22, a side stream of stream 7" in w for w in run.warnings)
 
 
+def test_a_layer_wise_write_through_busier_than_the_forward_leaves_it_on_the_stream_its_thread_reads_back_on(tmp_path):
+    # GIVEN SGLang HiCache's layer-wise write-through beside the forward (a reviewer's shape): one
+    # thread, current stream 7; per cycle (b = 1000 + 2000c us) prep [b, b+10] runs a kernel on 7
+    # (b+4..b+24); fwd [b+10, b+60] runs 4 layers, each a 60 us GEMM on 7 then a fork of 13 off
+    # 7 and a 150 us transfer on 13 that nothing ever waits for: GEMMs b+24..b+264, transfers
+    # b+84..b+684 (more of the phase's kernel time on 13 than on 7); samp [b+60, b+280] reads
+    # back on 7 (a kernel b+264..b+274, a device-to-host copy b+274..b+276, a synchronize)
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 + 2000 * c
+        t.range("prep", b * U, (b + 10) * U)
+        launch(t, b + 2, (b + 4, b + 24), name="prep")
+        t.range("fwd", (b + 10) * U, (b + 60) * U)
+        for k in range(4):
+            launch(t, b + 12 + 11 * k, (b + 24 + 60 * k, b + 84 + 60 * k), name="gemm")
+            fork_join(t, 1, 4 * c + k + 1, b + 17 + 11 * k, side=13)
+            launch(t, b + 20 + 11 * k, (b + 84 + 150 * k, b + 234 + 150 * k), stream=13, name="transfer_kv_per_layer")
+        t.range("samp", (b + 60) * U, (b + 280) * U)
+        launch(t, b + 62, (b + 264, b + 274), name="sample")
+        t.copy(t.call("cudaMemcpyAsync", (b + 65) * U, (b + 67) * U), (b + 274) * U, (b + 276) * U, kind=2, stream=7)
+        t.sync_record(t.call("cudaStreamSynchronize", (b + 67) * U, (b + 277) * U), (b + 67) * U, (b + 277) * U, stream=7)
+    # WHEN analysed
+    run = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("prep", "fwd", "samp"), cycle_prefix=""))
+    # THEN fwd is read on 7, where its thread reads back (in samp) and never on 13: events on 7
+    # read prep b..b+24, fwd b+24..b+264, samp b+264..b+280 every cycle (once fwd read on 13,
+    # 660 and 600 us, and samp and the next prep 0)
+    assert per_cycle(run.ranks[0]) == [(c, ph, us, 7) for c in range(3) for ph, us in (("prep", 24), ("fwd", 240), ("samp", 16))]
+
+
 def test_a_synchronous_copy_on_the_legacy_stream_says_nothing_of_the_current_stream(tmp_path):
     # GIVEN per cycle (b = 1000 + 2000c us) sched [b, b+100] on stream 7 (a kernel b+20..b+80),
     # and fwd [b+100, b+300] run with forward stream 13 current: 13 waits for 7 (b+102), its

@@ -124,8 +124,8 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     a worker's stream made to wait for the loop's), which no rule moves a phase off either; then
     a side stream forked off a computing stream within the phase, joined or not, where the phase's
     thread read results back on that stream and never on the side (a fire-and-forget write-back:
-    the range holds code run with the caller current); last, once more the joins in a later
-    phase, for the phases those rules moved.
+    the range holds code run with the caller current), in the phase itself, else in its thread's
+    other phases; last, once more the joins in a later phase, for the phases those rules moved.
 
     Repeated for nested forks; a stream with no ops at all passes a phase on to the stream it
     was forked off within the phase (NCCL's stream forked off an empty side stream). Returns
@@ -146,10 +146,10 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     keys = thread_keys(np.asarray(ph_pid, np.int64), np.asarray(ph_tid, np.int64))
     op_streams = _OpStreams(clock, ops)
 
-    def read_back(key: int, pid: int) -> dict:
+    def read_back(key: int, pid: int, own: bool = False) -> dict:
         if not votes:
             votes.append(_read_back_votes(clock, ops, op_streams, frozenset(keys.tolist())))
-        return votes[0](key, pid)
+        return votes[0](key, pid, own)
 
     device_of = gpu_keys(clock.keys)  # (pid, device) of each stream row
     phase_devices: list = []  # (phase, device row) pairs each phase launched on, worked out on first use
@@ -297,21 +297,39 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
             handed[i] = rows[0]
     settled_late |= move(handed)
     # Then a side stream forked off a computing stream within the phase, joined or not (a
-    # fire-and-forget write-back, SGLang HiCache's, only polled with query()), where the phase's
-    # own thread read results back on that stream and none on the side (``reads_on``: an
-    # asynchronous device-to-host copy runs on the current stream), so the range holds code run
-    # with that stream current and the side's work was launched in a block nested in it: its
-    # events go on the caller.
+    # fire-and-forget write-back, SGLang HiCache's, only polled with query(); its layer-wise
+    # write-through beside the forward's own kernels), where the phase's own thread read results
+    # back on that stream and none on the side (``reads_on``: an asynchronous device-to-host copy
+    # runs on the current stream), so the range holds code run with that stream current and the
+    # side's work was launched in a block nested in it: its events go on the caller. A phase
+    # that read nothing back itself goes by where the threads that launched its work on those
+    # streams (its own, or a launcher thread's) read back in all (``read_back``, their own
+    # copies: a sample's `.item()`), where that was the caller and never the side; a helper
+    # thread that only copies off the caller launched nothing there and says nothing.
     unjoined = np.full(len(row), -1, dtype=np.int64)
     readers = {i for i, _ in reads()}
     for i in np.flatnonzero(candidate & (row >= 0)).tolist():  # (a fork into its stream in its window)
-        if i in left or i not in readers:
+        if i in left:
             continue
         lo, hi = np.searchsorted(cpu, cpu_start[i], side="left"), np.searchsorted(cpu, cpu_end[i], side="right")
-        callers = [c for c in dict.fromkeys(from_[lo:hi][(into[lo:hi] == row[i]) & (from_[lo:hi] != row[i]) & (from_[lo:hi] >= 0)].tolist())
-                   if op_streams.computing_streams[c] and reads_on(i, c) > 0]
-        if callers and reads_on(i, int(row[i])) == 0:
-            unjoined[i] = max(callers, key=lambda c: reads_on(i, c))
+        forked_off = [c for c in dict.fromkeys(from_[lo:hi][(into[lo:hi] == row[i]) & (from_[lo:hi] != row[i]) & (from_[lo:hi] >= 0)].tolist())
+                      if op_streams.computing_streams[c]]
+        if i in readers:
+            votes_of = functools.partial(reads_on, i)
+        else:
+            if not by_phase:
+                order = np.argsort(op_phase, kind="stable")
+                by_phase.extend((order, op_phase[order]))
+            order, sorted_phase = by_phase
+            mine = order[np.searchsorted(sorted_phase, i, side="left"):np.searchsorted(sorted_phase, i, side="right")]
+            launchers = np.unique(op_streams.threads[mine[np.isin(op_streams.rows[mine], [int(row[i]), *forked_off])]]).tolist()
+            thread_votes: Counter = Counter()
+            for t in launchers:
+                thread_votes.update(read_back(int(t), int(ph_pid[i]), own=True))
+            votes_of = thread_votes.__getitem__
+        callers = [c for c in forked_off if votes_of(c) > 0]
+        if callers and votes_of(int(row[i])) == 0:
+            unjoined[i] = max(callers, key=votes_of)
     settled_late |= move(unjoined)
     if settled_late:
         # A later phase these rules moved onto the caller (mostly copies on an input stream,
@@ -368,7 +386,8 @@ def _read_back_votes(clock: StreamClock, ops: pa.Table, op_streams: _OpStreams, 
     made to wait for two computing streams in the run of waits before the copy (which of the two
     is the thread's is not told by the order it waited for them). A thread that read nothing
     back answers with the copies of its process's threads that hold no phases (a helper reading
-    back for it; another phase thread's copies are on its own current stream)."""
+    back for it; another phase thread's copies are on its own current stream), but where asked
+    for its ``own`` alone."""
     name = ops["name"] if ops.num_rows else None
     is_d2h = equals(name, "memcpy DtoH") if ops.num_rows and "launch_tid" in ops.column_names else np.zeros(ops.num_rows, bool)
     d2h = np.flatnonzero(is_d2h)
@@ -401,7 +420,7 @@ def _read_back_votes(clock: StreamClock, ops: pa.Table, op_streams: _OpStreams, 
         by_thread.setdefault(k, {})[r] = by_thread.get(k, {}).get(r, 0) + 1
         if k not in phase_threads:
             by_process.setdefault(p, {})[r] = by_process.get(p, {}).get(r, 0) + 1
-    return lambda key, p: by_thread.get(key) or by_process.get(p) or {}
+    return lambda key, p, own=False: by_thread.get(key) or (None if own else by_process.get(p)) or {}
 
 
 def _phase_before(keys: np.ndarray, cpu_start: np.ndarray, cycle: np.ndarray) -> np.ndarray:
