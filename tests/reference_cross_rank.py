@@ -225,6 +225,13 @@ def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.
     lateness = {(row["collective"], row["rank"]): row["aligned_start_ns"] - first_start[row["collective"]] for row in col}
     by_key = {(row["collective"], row["rank"]): row for row in col}
     ops_of = {v.rank: sorted(zip(v.gpu_ops["start_ns"].to_pylist(), v.gpu_ops["end_ns"].to_pylist())) for v in views}
+    # (2026-12-06) each rank's blocking calls, of processes that ran its communication kernels
+    syncs_of = {}
+    for v in views:
+        talking = {p for p, c in zip(v.gpu_ops["pid"].to_pylist(), comm_mask(v.gpu_ops).tolist()) if c} \
+            if "pid" in v.gpu_ops.column_names and v.gpu_ops.num_rows else None
+        rows = v.syncs.to_pylist() if v.syncs is not None else []
+        syncs_of[v.rank] = [(x["start_ns"], x["end_ns"]) for x in rows if talking is None or x["pid"] in talking]
     out = []
     for c in sorted(cycles):
         rows = by_cycle.get(c, [])
@@ -233,7 +240,7 @@ def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.
             # (2026-12-05) each collective's new lateness, the waits of its ranks it caused (each
             # at most that much), summed per last rank; then that rank's collective that brought
             # the most, the earliest
-            score = {r["collective"]: _new_lateness(r, by_key, lateness, ops_of, coll_cycle) for r in rows}
+            score = {r["collective"]: _new_lateness(r, by_key, lateness, ops_of, coll_cycle, syncs_of) for r in rows}
             waits_at = {r["collective"]: [w["wait_ns"] for (c, _), w in by_key.items() if c == r["collective"]] for r in rows}
             held = {k: sum(min(w, max(score[k], 0)) for w in ws) for k, ws in waits_at.items()}
             summed = Counter()
@@ -265,7 +272,7 @@ def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.
     return pa.Table.from_pylist(out, schema=CRITICAL_PATH)
 
 
-def _new_lateness(last: dict, by_key: dict, lateness: dict, ops_of: dict, coll_cycle: dict) -> int:
+def _new_lateness(last: dict, by_key: dict, lateness: dict, ops_of: dict, coll_cycle: dict, syncs_of: dict | None = None) -> int:
     """(2026-12-05) The lateness the last rank of a collective brought: its skew, less what it
     carried in from the collective before in the same cycle: how much later than the rank that
     arrived before it (of ranks arriving together, the highest) it left that one, and then how
@@ -283,6 +290,8 @@ def _new_lateness(last: dict, by_key: dict, lateness: dict, ops_of: dict, coll_c
     before_l, before_s = by_key.get((k - 1, rank)), by_key.get((k - 1, second["rank"]))
     left_later = before_l["aligned_end_ns"] - before_s["aligned_end_ns"] if before_l is not None and before_s is not None else 0
     more_idle = _idle(rank, k, by_key, ops_of) - _idle(second["rank"], k, by_key, ops_of)
+    if before_l is not None and any(a <= before_l["end_ns"] <= b for a, b in (syncs_of or {}).get(rank, ())):
+        more_idle = 0  # (2026-12-06) its CPU waited for its GPU through that end: caught up, its idle after is new
     return last["skew_ns"] - min(max(left_later + more_idle, 0), max(lateness.get((k - 1, rank), 0), 0))
 
 

@@ -242,3 +242,54 @@ def test_one_rank_of_a_collective_run_read_alone_says_its_waits_are_unknown(tmp_
     both_gpus = analyze([str(t.write(tmp_path / "sp.sqlite"))], PhaseConfig(phases=("draft", "verify"), skip_cycles=0)).warnings
     assert any("one process driving several GPUs is one rank" in w for w in both_gpus)
     assert not any("whose traces are not in the input" in w for w in both_gpus), both_gpus
+
+
+def _two_hold_ups(tmp_path, synced: bool) -> list:
+    """2 ranks on one machine, 3 cycles (B = 1000 + 1000k us): draft [B, B+300], verify [B+300,
+    B+700]; each phase launches a 40 us gemm (launched at base, runs base+5..base+45) and an
+    all-reduce (launched base+10, starts when the gemm ends, ends 20 us after the last rank
+    starts). Cycle 1 only: rank 1 spins 100 us before draft's launches and 150 before verify's.
+    ``synced``: draft reads back with a stream synchronize at B+150 that returns once its
+    all-reduce ended (both CPUs leave draft together)."""
+    AR = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
+    traces = [FakeTrace(), FakeTrace()]
+    for k in range(3):
+        b = 1000 * k + 1000
+        spin = {1: (100, 150)} if k == 1 else {}
+        starts = [(b + 55 + spin.get(r, (0, 0))[0], b + 355 + spin.get(r, (0, 0))[1]) for r in range(2)]
+        for r, t in enumerate(traces):
+            d, v = spin.get(r, (0, 0))
+            t.range(f"cycle {k}", b * U, (b + 720) * U, pid=10 + r)
+            t.range("draft", b * U, (b + 300) * U, pid=10 + r)
+            t.range("verify", (b + 300) * U, (b + 700) * U, pid=10 + r)
+            for j, base in enumerate((b + 10 + d, b + 310 + v)):
+                last = max(s[j] for s in starts)
+                t.kernel(t.call("cudaLaunchKernel", base * U, (base + 2) * U, pid=10 + r), (base + 5) * U, (base + 45) * U, pid=10 + r, name="gemm")
+                t.kernel(t.call("cudaLaunchKernel", (base + 10) * U, (base + 12) * U, pid=10 + r), starts[r][j] * U, (last + 20) * U, pid=10 + r, name=AR)
+            if synced:
+                done = max(s[0] for s in starts) + 20
+                t.sync_record(t.call("cudaStreamSynchronize", (b + 150) * U, (max(b + 150, done) + 1) * U, pid=10 + r),
+                              (b + 150) * U, (max(b + 150, done) + 1) * U, stream=7, pid=10 + r)
+    paths = []
+    for r, t in enumerate(traces):
+        paths.append(t.write(tmp_path / f"rank{r}.sqlite"))
+        with sqlite3.connect(paths[-1]) as db:  # one machine: a GPU in common, one session start
+            db.executescript("create table TARGET_INFO_GPU (id integer, name text, uuid text, busLocation text, smCount integer);"
+                             "insert into TARGET_INFO_GPU values (0, 'H200', 'A-gpu0', '0', 132), (1, 'H200', 'A-gpu1', '1', 132);"
+                             f"create table TARGET_INFO_SESSION_START_TIME (utcEpochNs integer); insert into TARGET_INFO_SESSION_START_TIME values ({5 * 10**18});")
+    run = analyze(paths, PhaseConfig(phases=("draft", "verify"), skip_cycles=0))
+    waits = [(x["cycle"], x["phase"], x["wait_ns"] // U) for x in run.ranks[0].phases.to_pylist() if x["wait_ns"]]
+    gated = [(x["cycle"], x["gating_rank"], x["gating_phase"]) for x in run.cross.critical_path.to_pylist() if x["how"] == "collectives"]
+    return waits, gated
+
+
+def test_a_rank_held_up_anew_after_its_cpu_caught_up_is_named_where_it_was_held_up_anew(tmp_path):
+    # GIVEN rank 1 held up twice in cycle 1, 100 us in draft and 150 us in verify, its CPU
+    # caught up between (draft's synchronize returned when the all-reduce ended on both ranks)
+    waits, gated = _two_hold_ups(tmp_path, synced=True)
+    # THEN rank 0 waited 100 us in draft and 150 in verify (all-reduce starts B+55 against
+    # B+155, B+355 against B+505), and cycle 1 is rank 1's verify hold-up (150 us of others'
+    # waiting against 100; a review's shape, once named in draft: the verify idle was taken as
+    # carried in from draft)
+    assert waits == [(1, "draft", 100), (1, "verify", 150)]
+    assert gated == [(1, 1, "verify")]

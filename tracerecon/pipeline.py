@@ -1028,7 +1028,7 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
         warnings.append(f"{where}: a cycle starts where the first phase of --phase (that occurs) begins again after other phases")
     say("across ranks")
     cross = analyze_cross_rank(
-        [RankView(s.rank, s.path, info.session_start_utc_ns, w.gpu_ops, w.provisional_phases(), info.time_normalized, info.gpu_uuids) for s, info, w in work]
+        [RankView(s.rank, s.path, info.session_start_utc_ns, w.gpu_ops, w.provisional_phases(), info.time_normalized, info.gpu_uuids, w.syncs) for s, info, w in work]
     )
     warnings.extend(cross.warnings)
     if len(work) == 1:

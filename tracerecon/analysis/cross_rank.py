@@ -53,6 +53,7 @@ class RankView:
     phases: pa.Table
     absolute_time: bool = False  # exported with --ts-normalize: timestamps are already UTC epoch ns
     gpu_uuids: frozenset[str] = frozenset()  # the machine's GPUs: a GPU in common means one machine, one system clock
+    syncs: pa.Table | None = None  # its blocking calls (schema.SYNCS): where its CPU waited for its GPU
 
 
 @dataclass(frozen=True)
@@ -1034,6 +1035,32 @@ def _idle_since(busy: _GpuBusy, arr: _Arrivals, rows: np.ndarray, since: np.ndar
     return out
 
 
+def _waiting_through(views, arr: _Arrivals, rows: np.ndarray, at: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """Per collective k where ``valid``: whether rank ``rows[k]``'s CPU was blocked waiting for
+    its GPU (a blocking call of a process that ran its communication kernels: a stream or
+    device synchronize, a copy to the host) when its kernel of collective ``at[k]`` ended (its
+    own clock): its CPU was then caught up with its GPU, not behind it."""
+    out = np.zeros(len(rows), dtype=bool)
+    for r in np.unique(rows[valid]).tolist():
+        syncs, ops = views[r].syncs, views[r].gpu_ops
+        if syncs is None or not syncs.num_rows:
+            continue
+        s, e = int64s(syncs["start_ns"]), int64s(syncs["end_ns"])
+        if "pid" in ops.column_names and ops.num_rows:
+            talking = np.unique(int64s(ops["pid"], -1)[comm_mask(ops)])
+            keep = np.isin(int64s(syncs["pid"], -1), talking)
+            s, e = s[keep], e[keep]
+        if not len(s):
+            continue
+        order = np.argsort(s, kind="stable")
+        s, reach = s[order], np.maximum.accumulate(e[order])
+        mine = np.flatnonzero(valid & (rows == r))
+        t = arr.end[r, at[mine]]
+        i = np.searchsorted(s, t, side="right") - 1
+        out[mine] = (i >= 0) & (reach[np.maximum(i, 0)] >= t)
+    return out
+
+
 class _GpuBusy:
     """Each rank's GPU busy time, built on first use: the union of its ops on the (process,
     device) that ran most of its communication kernels (another GPU's work, a draft worker's on
@@ -1094,8 +1121,9 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
     not its GPU standing idle after its last collective longer than the first arrival's did),
     and minus the lateness it carried in from its group's collective before in the cycle
     (across cycles too for sends, receives and DeepEP's kernels): how much later than the rank
-    that arrived just before it it left that one, and then how much longer its GPU stood idle,
-    at most how late it already was there.
+    that arrived just before it it left that one, and then how much longer its GPU stood idle
+    (but where its CPU waited for its GPU through that one's end: caught up, any idle after is
+    new), at most how late it already was there.
     What it kept a rank waiting: that rank's wait there, at most the new lateness. The rank and,
     by the phase it was in there, the phase are named (none where that rank marks no phase).
     Collectives every rank reached at once (within a microsecond) count for nobody. A straggler
@@ -1165,8 +1193,12 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
         busy = _GpuBusy(views)
         ended_after = np.where(group_before >= 0, (arr.end[arr.last_pos, at] + offset[arr.last_pos]) - (arr.end[second_pos, at] + offset[second_pos]), 0)
         left = lambda rows: np.where(group_before >= 0, arr.end[rows, at], I64_MIN)  # noqa: E731  (when it left the one before)
-        carried = np.clip(ended_after + _idle_since(busy, arr, arr.last_pos, left(arr.last_pos)) - _idle_since(busy, arr, second_pos, left(second_pos)),
-                          0, np.maximum(late_before, 0))
+        idle_more = _idle_since(busy, arr, arr.last_pos, left(arr.last_pos)) - _idle_since(busy, arr, second_pos, left(second_pos))
+        # A CPU that waited for its GPU through the end of the one before (a synchronize that
+        # returned once it ended) was caught up there: its GPU's idle time after it is a new
+        # hold-up (a spin in verify after draft's `.item()`), not one carried in.
+        idle_more = np.where(_waiting_through(views, arr, arr.last_pos, at, group_before >= 0), 0, idle_more)
+        carried = np.clip(ended_after + idle_more, 0, np.maximum(late_before, 0))
         carried = np.where(arr.in_order, np.maximum(late_before, 0), carried)
         # What it waited elsewhere made it late only where its lateness is not its GPU standing
         # idle after its last collective (of any group) longer than the first arrival's did
