@@ -225,13 +225,13 @@ def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.
     lateness = {(row["collective"], row["rank"]): row["aligned_start_ns"] - first_start[row["collective"]] for row in col}
     by_key = {(row["collective"], row["rank"]): row for row in col}
     ops_of = {v.rank: sorted(zip(v.gpu_ops["start_ns"].to_pylist(), v.gpu_ops["end_ns"].to_pylist())) for v in views}
-    # (2026-12-06) each rank's blocking calls, of processes that ran its communication kernels
+    # (2026-12-06) each rank's blocking calls, of the threads that launched its communication kernels
     syncs_of = {}
     for v in views:
-        talking = {p for p, c in zip(v.gpu_ops["pid"].to_pylist(), comm_mask(v.gpu_ops).tolist()) if c} \
-            if "pid" in v.gpu_ops.column_names and v.gpu_ops.num_rows else None
+        ops = v.gpu_ops.to_pylist() if v.gpu_ops.num_rows and "launch_tid" in v.gpu_ops.column_names else []
+        talking = {(o["pid"], o["launch_tid"]) for o, c in zip(ops, comm_mask(v.gpu_ops).tolist() if ops else []) if c}
         rows = v.syncs.to_pylist() if v.syncs is not None else []
-        syncs_of[v.rank] = [(x["start_ns"], x["end_ns"]) for x in rows if talking is None or x["pid"] in talking]
+        syncs_of[v.rank] = [(x["start_ns"], x["end_ns"]) for x in rows if (x["pid"], x["tid"]) in talking]
     out = []
     for c in sorted(cycles):
         rows = by_cycle.get(c, [])
@@ -290,8 +290,16 @@ def _new_lateness(last: dict, by_key: dict, lateness: dict, ops_of: dict, coll_c
     before_l, before_s = by_key.get((k - 1, rank)), by_key.get((k - 1, second["rank"]))
     left_later = before_l["aligned_end_ns"] - before_s["aligned_end_ns"] if before_l is not None and before_s is not None else 0
     more_idle = _idle(rank, k, by_key, ops_of) - _idle(second["rank"], k, by_key, ops_of)
-    if before_l is not None and any(a <= before_l["end_ns"] <= b for a, b in (syncs_of or {}).get(rank, ())):
-        more_idle = 0  # (2026-12-06) its CPU waited for its GPU through that end: caught up, its idle after is new
+    if before_l is not None:
+        # (2026-12-06) its CPU waited for its GPU through that end (a synchronize of a thread
+        # that launched its collectives, begun by then, returning before any op ended after it:
+        # the last begun by then): caught up, its idle after is new
+        t = before_l["end_ns"]
+        begun = [(a, b) for a, b in (syncs_of or {}).get(rank, ()) if a <= t]
+        if begun:
+            a, b = max(begun)
+            if b >= t and not any(t < e <= b for _, e in ops_of[rank]):
+                more_idle = 0
     return last["skew_ns"] - min(max(left_later + more_idle, 0), max(lateness.get((k - 1, rank), 0), 0))
 
 

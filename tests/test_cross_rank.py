@@ -7,6 +7,7 @@ import json
 import sqlite3
 
 import numpy as np
+import pytest
 
 from conftest import DEMO, DEMO2, PUBLIC, SAMPLES, need_public, run_cli
 from conftest import H200 as H200_DIR
@@ -293,3 +294,63 @@ def test_a_rank_held_up_anew_after_its_cpu_caught_up_is_named_where_it_was_held_
     # carried in from draft)
     assert waits == [(1, "draft", 100), (1, "verify", 150)]
     assert gated == [(1, 1, "verify")]
+
+
+def _behind_into_verify(tmp_path, blocking: str) -> tuple[list, list]:
+    """As ``_two_hold_ups``, but in cycle 1 rank 1's CPU spins 100 us before draft's launches
+    and stays 100 us behind into verify, where it spins 20 us more. ``blocking``: "helper", a
+    helper thread (tid 77) of each process blocks in a stream synchronize on its copy stream
+    over [B+100, B+400] every cycle; "copy", each main thread copies a result off on stream 40
+    right after launching draft's all-reduce (60 us) and synchronizes that stream, the CPU then
+    working 230 us before verify (rank 1's copy, launched 100 us late, ends 11 us after its
+    all-reduce does). (A reviewer's shapes.)"""
+    AR = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
+    traces = [FakeTrace(), FakeTrace()]
+    for k in range(3):
+        b = 1000 * k + 1000
+        late, extra = (100, 20) if k == 1 else (0, 0)
+        bases = {}
+        for r in range(2):
+            d = b + 10 + (late if r == 1 else 0)
+            v = (d + 77 + 230 if blocking == "copy" else b + 310 + (late if r == 1 else 0)) + (extra if r == 1 else 0)
+            bases[r] = (d, v)
+        starts = {r: (bases[r][0] + 45, bases[r][1] + 45) for r in range(2)}
+        for r, t in enumerate(traces):
+            pid = 10 + r
+            t.range(f"cycle {k}", b * U, (b + 720) * U, pid=pid)
+            t.range("draft", b * U, (b + 300) * U, pid=pid)
+            t.range("verify", (b + 300) * U, (b + 700) * U, pid=pid)
+            for j, base in enumerate(bases[r]):
+                last = max(starts[q][j] for q in range(2))
+                t.kernel(t.call("cudaLaunchKernel", base * U, (base + 2) * U, pid=pid), (base + 5) * U, (base + 45) * U, pid=pid, name="gemm")
+                t.kernel(t.call("cudaLaunchKernel", (base + 10) * U, (base + 12) * U, pid=pid), starts[r][j] * U, (last + 20) * U, pid=pid, name=AR)
+                if blocking == "copy" and j == 0:
+                    c0 = base + 14
+                    t.copy(t.call("cudaMemcpyAsync", c0 * U, (c0 + 2) * U, pid=pid), (c0 + 2) * U, (c0 + 62) * U, pid=pid, kind=2, stream=40)
+                    t.sync_record(t.call("cudaStreamSynchronize", (c0 + 2) * U, (c0 + 63) * U, pid=pid), (c0 + 2) * U, (c0 + 63) * U, stream=40, pid=pid)
+            if blocking == "helper":
+                t.sync_record(t.call("cudaStreamSynchronize", (b + 100) * U, (b + 400) * U, pid=pid, tid=77), (b + 100) * U, (b + 400) * U, stream=40, pid=pid)
+    paths = []
+    for r, t in enumerate(traces):
+        paths.append(t.write(tmp_path / f"rank{r}.sqlite"))
+        with sqlite3.connect(paths[-1]) as db:
+            db.executescript("create table TARGET_INFO_GPU (id integer, name text, uuid text, busLocation text, smCount integer);"
+                             "insert into TARGET_INFO_GPU values (0, 'H200', 'A-gpu0', '0', 132), (1, 'H200', 'A-gpu1', '1', 132);"
+                             f"create table TARGET_INFO_SESSION_START_TIME (utcEpochNs integer); insert into TARGET_INFO_SESSION_START_TIME values ({5 * 10**18});")
+    run = analyze(paths, PhaseConfig(phases=("draft", "verify"), skip_cycles=0))
+    waits = [(x["cycle"], x["phase"], x["wait_ns"] // U) for x in run.ranks[0].phases.to_pylist() if x["wait_ns"]]
+    gated = [(x["cycle"], x["gating_rank"], x["gating_phase"]) for x in run.cross.critical_path.to_pylist() if x["how"] == "collectives"]
+    return waits, gated
+
+
+@pytest.mark.parametrize("blocking", ["helper", "copy"])
+def test_a_synchronize_that_did_not_wait_for_the_collective_leaves_the_lateness_carried(tmp_path, blocking):
+    # GIVEN rank 1 behind by its 100 us draft spin into verify (20 us more there), with a
+    # synchronize around draft's all-reduce's end that is not its collectives' thread waiting
+    # for it: a helper thread's, or the main thread's on a copy launched late after it
+    waits, gated = _behind_into_verify(tmp_path, blocking)
+    # THEN rank 0 waited 100 us in draft and 120 in verify, 200 of them the draft spin's: cycle
+    # 1 is rank 1's draft (the rule taking any synchronize through the all-reduce's end as its
+    # CPU caught up named verify)
+    assert waits == [(1, "draft", 100), (1, "verify", 120)]
+    assert gated == [(1, 1, "draft")]

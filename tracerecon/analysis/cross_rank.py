@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracerecon.analysis.columns import thread_keys
 from tracerecon.analysis.nccl import comm_mask, is_low_latency_ep, is_point_to_point
 from tracerecon.schema import COLLECTIVES, CRITICAL_PATH
 from tracerecon.analysis.projection import I64_MIN, distinct_values, equals, int64s
@@ -1035,29 +1036,35 @@ def _idle_since(busy: _GpuBusy, arr: _Arrivals, rows: np.ndarray, since: np.ndar
     return out
 
 
-def _waiting_through(views, arr: _Arrivals, rows: np.ndarray, at: np.ndarray, valid: np.ndarray) -> np.ndarray:
+def _waiting_through(views, busy: "_GpuBusy", arr: _Arrivals, rows: np.ndarray, at: np.ndarray, valid: np.ndarray) -> np.ndarray:
     """Per collective k where ``valid``: whether rank ``rows[k]``'s CPU was blocked waiting for
-    its GPU (a blocking call of a process that ran its communication kernels: a stream or
-    device synchronize, a copy to the host) when its kernel of collective ``at[k]`` ended (its
-    own clock): its CPU was then caught up with its GPU, not behind it."""
+    its GPU when its kernel of collective ``at[k]`` ended (its own clock): a blocking call (a
+    stream or device synchronize, a copy to the host) of a thread that launched its
+    communication kernels, begun by then, that returned with no op of that GPU (``busy``'s)
+    ending after that kernel and by its return: it waited for that collective, not for work
+    queued after it, which may itself have run late (a copy launched late after the
+    all-reduce); a helper thread's synchronize (a KV offload's) says nothing of the thread that
+    launches the collectives. Its CPU was then caught up with its GPU, not behind it."""
     out = np.zeros(len(rows), dtype=bool)
     for r in np.unique(rows[valid]).tolist():
         syncs, ops = views[r].syncs, views[r].gpu_ops
-        if syncs is None or not syncs.num_rows:
+        if syncs is None or not syncs.num_rows or not ops.num_rows or "launch_tid" not in ops.column_names or "pid" not in ops.column_names:
             continue
-        s, e = int64s(syncs["start_ns"]), int64s(syncs["end_ns"])
-        if "pid" in ops.column_names and ops.num_rows:
-            talking = np.unique(int64s(ops["pid"], -1)[comm_mask(ops)])
-            keep = np.isin(int64s(syncs["pid"], -1), talking)
-            s, e = s[keep], e[keep]
+        comm = comm_mask(ops)
+        launchers = np.unique(thread_keys(int64s(ops["pid"], -1)[comm], int64s(ops["launch_tid"], -1)[comm]))
+        keep = np.isin(thread_keys(int64s(syncs["pid"], -1), int64s(syncs["tid"], -1)), launchers)
+        s, e = int64s(syncs["start_ns"])[keep], int64s(syncs["end_ns"])[keep]
         if not len(s):
             continue
         order = np.argsort(s, kind="stable")
-        s, reach = s[order], np.maximum.accumulate(e[order])
+        s, e = s[order], e[order]
         mine = np.flatnonzero(valid & (rows == r))
         t = arr.end[r, at[mine]]
-        i = np.searchsorted(s, t, side="right") - 1
-        out[mine] = (i >= 0) & (reach[np.maximum(i, 0)] >= t)
+        # (a thread's blocking calls follow each other: the one begun last by then is the one)
+        i = np.maximum(np.searchsorted(s, t, side="right") - 1, 0)
+        ends = busy.op_ends(r)
+        nothing_after = np.searchsorted(ends, e[i], side="right") == np.searchsorted(ends, t, side="right")
+        out[mine] = (s[i] <= t) & (e[i] >= t) & nothing_after
     return out
 
 
@@ -1069,6 +1076,12 @@ class _GpuBusy:
     def __init__(self, views) -> None:
         self.views = views
         self.built: dict[int, _BusyTime] = {}
+        self.ends: dict[int, np.ndarray] = {}
+
+    def op_ends(self, r: int) -> np.ndarray:
+        """Rank ``r``'s ops' ends (those of ``of``), sorted."""
+        self.of(r)
+        return self.ends[r]
 
     def of(self, r: int) -> _BusyTime:
         if r not in self.built:
@@ -1082,6 +1095,7 @@ class _GpuBusy:
                     here = gpu == values[np.argmax(counts)]
                     start, end = start[here], end[here]
             self.built[r] = _BusyTime(start, end)
+            self.ends[r] = np.sort(end)
         return self.built[r]
 
 
@@ -1194,10 +1208,11 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
         ended_after = np.where(group_before >= 0, (arr.end[arr.last_pos, at] + offset[arr.last_pos]) - (arr.end[second_pos, at] + offset[second_pos]), 0)
         left = lambda rows: np.where(group_before >= 0, arr.end[rows, at], I64_MIN)  # noqa: E731  (when it left the one before)
         idle_more = _idle_since(busy, arr, arr.last_pos, left(arr.last_pos)) - _idle_since(busy, arr, second_pos, left(second_pos))
-        # A CPU that waited for its GPU through the end of the one before (a synchronize that
-        # returned once it ended) was caught up there: its GPU's idle time after it is a new
-        # hold-up (a spin in verify after draft's `.item()`), not one carried in.
-        idle_more = np.where(_waiting_through(views, arr, arr.last_pos, at, group_before >= 0), 0, idle_more)
+        # A CPU that waited for its GPU through the end of the one before (a synchronize of the
+        # thread that launches the collectives, returning once it ended) was caught up there:
+        # its GPU's idle time after it is a new hold-up (a spin in verify after draft's
+        # `.item()`), not one carried in.
+        idle_more = np.where(_waiting_through(views, busy, arr, arr.last_pos, at, group_before >= 0), 0, idle_more)
         carried = np.clip(ended_after + idle_more, 0, np.maximum(late_before, 0))
         carried = np.where(arr.in_order, np.maximum(late_before, 0), carried)
         # What it waited elsewhere made it late only where its lateness is not its GPU standing
