@@ -1564,6 +1564,34 @@ def test_a_layer_wise_write_through_busier_than_the_forward_leaves_it_on_the_str
     assert per_cycle(run.ranks[0]) == [(c, ph, us, 7) for c in range(3) for ph, us in (("prep", 24), ("fwd", 240), ("samp", 16))]
 
 
+def test_a_phase_run_whole_under_a_side_stream_stays_there_though_its_thread_reads_back_on_the_caller(tmp_path):
+    # GIVEN (a reviewer's shape) per cycle (b = 1000 + 2000c us) prep [b, b+10] runs a kernel on
+    # 7 (b+4..b+24); fwd [b+10, b+60] runs under `with torch.cuda.stream(13)`: 13 waits for 7,
+    # four 60 us layers on 13 (b+24..b+264), nothing on 7, never joined, a done event recorded
+    # on 13; samp [b+60, b+290] synchronizes that event, samples on 7 and reads back on 7
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 + 2000 * c
+        t.range("prep", b * U, (b + 10) * U)
+        launch(t, b + 2, (b + 4, b + 24), name="prep")
+        t.range("fwd", (b + 10) * U, (b + 60) * U)
+        fork_join(t, 1, c + 1, b + 12, side=13)
+        for k in range(4):
+            launch(t, b + 15 + 10 * k, (b + 24 + 60 * k, b + 84 + 60 * k), stream=13, name="layer")
+        t.event_record(event=2, record=c + 1, start=(b + 57) * U, end=(b + 58) * U, stream=13)
+        t.range("samp", (b + 60) * U, (b + 290) * U)
+        t.sync_record(t.call("cudaEventSynchronize", (b + 61) * U, (b + 265) * U), (b + 61) * U, (b + 265) * U, sync_type=1, stream=13)
+        launch(t, b + 266, (b + 268, b + 278), name="sample")
+        t.copy(t.call("cudaMemcpyAsync", (b + 270) * U, (b + 272) * U), (b + 278) * U, (b + 280) * U, kind=2, stream=7)
+        t.sync_record(t.call("cudaStreamSynchronize", (b + 272) * U, (b + 281) * U), (b + 272) * U, (b + 281) * U, stream=7)
+    # WHEN analysed
+    run = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("prep", "fwd", "samp"), cycle_prefix=""))
+    # THEN fwd, which computed nothing on 7, stays on 13, its current stream: events read prep
+    # b..b+24, fwd b+24..b+264, samp b+264..b+290 (a version that went by the thread's
+    # read-backs alone read fwd 36 us on 7 and samp 230)
+    assert per_cycle(run.ranks[0]) == [(c, ph, us, s) for c in range(3) for ph, us, s in (("prep", 24, 7), ("fwd", 240, 13), ("samp", 26, 7))]
+
+
 def test_a_synchronous_copy_on_the_legacy_stream_says_nothing_of_the_current_stream(tmp_path):
     # GIVEN per cycle (b = 1000 + 2000c us) sched [b, b+100] on stream 7 (a kernel b+20..b+80),
     # and fwd [b+100, b+300] run with forward stream 13 current: 13 waits for 7 (b+102), its

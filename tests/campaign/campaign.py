@@ -41,9 +41,11 @@ current stream its own, the loop saying another: a launcher that only forks off 
 joins back, or only at shutdown, makes the trace of a worker whose stream waits for the loop's);
 'launcher' 0..5999 the same 6, 'between' 0..1999 the same 42, the six 0..1999 the same 3.
 The thirty-eighth: a phase forked off its caller for most of its kernel time, never joined, goes by
-where its thread reads back in its other phases too (caller_streams' write-back rule): 'forks' 0..1999
-139 misread where 465, 'between' 0..1999 15 where 42, none misread that was not before; 'launcher'
-0..1999 0, the six 0..1999 the same 3 (319, 603, 1765).
+where the threads that launched its work read back in their other phases too, where it computed on the
+caller (caller_streams' write-back rule): 'forks' 0..1999 348 misread where 465, 'between' 0..1999 20
+where 42, none misread that was not before; 'launcher' 0..1999 0, the six 0..1999 the same 3 (319, 603,
+1765). (Without "computed on the caller": 139 and 15, but a phase run whole under `with stream(side)`
+was read on the caller.)
 """
 
 from __future__ import annotations

@@ -302,10 +302,11 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     # back on that stream and none on the side (``reads_on``: an asynchronous device-to-host copy
     # runs on the current stream), so the range holds code run with that stream current and the
     # side's work was launched in a block nested in it: its events go on the caller. A phase
-    # that read nothing back itself goes by where the threads that launched its work on those
-    # streams (its own, or a launcher thread's) read back in all (``read_back``, their own
-    # copies: a sample's `.item()`), where that was the caller and never the side; a helper
-    # thread that only copies off the caller launched nothing there and says nothing.
+    # that read nothing back itself, and computed on the caller too, goes by where the threads
+    # that launched its work on those streams (its own, or a launcher thread's) read back in all
+    # (``read_back``, their own copies: a sample's `.item()`), where that was the caller and
+    # never the side; a helper thread that only copies off the caller launched nothing there and
+    # says nothing.
     unjoined = np.full(len(row), -1, dtype=np.int64)
     readers = {i for i, _ in reads()}
     for i in np.flatnonzero(candidate & (row >= 0)).tolist():  # (a fork into its stream in its window)
@@ -327,6 +328,10 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
             for t in launchers:
                 thread_votes.update(read_back(int(t), int(ph_pid[i]), own=True))
             votes_of = thread_votes.__getitem__
+            # (and only onto a caller it computed on itself: a phase run whole under `with
+            # torch.cuda.stream(side)` has the side current, wherever its thread reads back)
+            computed_on = set(op_streams.rows[mine[op_streams.computes[mine]]].tolist())
+            forked_off = [c for c in forked_off if c in computed_on]
         callers = [c for c in forked_off if votes_of(c) > 0]
         if callers and votes_of(int(row[i])) == 0:
             unjoined[i] = max(callers, key=votes_of)
