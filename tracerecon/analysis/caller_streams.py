@@ -392,7 +392,8 @@ def _read_back_votes(clock: StreamClock, ops: pa.Table, op_streams: _OpStreams, 
     is the thread's is not told by the order it waited for them). A thread that read nothing
     back answers with the copies of its process's threads that hold no phases (a helper reading
     back for it; another phase thread's copies are on its own current stream), but where asked
-    for its ``own`` alone."""
+    for its ``own`` alone: then its asynchronous copies only (a synchronous `cudaMemcpy` lands on
+    the legacy stream whatever stream is current)."""
     name = ops["name"] if ops.num_rows else None
     is_d2h = equals(name, "memcpy DtoH") if ops.num_rows and "launch_tid" in ops.column_names else np.zeros(ops.num_rows, bool)
     d2h = np.flatnonzero(is_d2h)
@@ -421,11 +422,15 @@ def _read_back_votes(clock: StreamClock, ops: pa.Table, op_streams: _OpStreams, 
         rows[mine[moved]] = source[moved]
     by_thread: dict[int, dict[int, int]] = {}
     by_process: dict[int, dict[int, int]] = {}
-    for k, p, r in zip(op_streams.threads[d2h].tolist(), op_streams.pid[d2h].tolist(), rows.tolist()):
+    own_async: dict[int, dict[int, int]] = {}  # (a thread's own, asynchronous ones alone)
+    synchronous = synchronous_copies(ops)[d2h] if len(d2h) else np.zeros(0, bool)
+    for k, p, r, sync in zip(op_streams.threads[d2h].tolist(), op_streams.pid[d2h].tolist(), rows.tolist(), synchronous.tolist()):
         by_thread.setdefault(k, {})[r] = by_thread.get(k, {}).get(r, 0) + 1
+        if not sync:
+            own_async.setdefault(k, {})[r] = own_async.get(k, {}).get(r, 0) + 1
         if k not in phase_threads:
             by_process.setdefault(p, {})[r] = by_process.get(p, {}).get(r, 0) + 1
-    return lambda key, p, own=False: by_thread.get(key) or (None if own else by_process.get(p)) or {}
+    return lambda key, p, own=False: own_async.get(key, {}) if own else (by_thread.get(key) or by_process.get(p) or {})
 
 
 def _phase_before(keys: np.ndarray, cpu_start: np.ndarray, cycle: np.ndarray) -> np.ndarray:
