@@ -245,6 +245,23 @@ def test_one_rank_of_a_collective_run_read_alone_says_its_waits_are_unknown(tmp_
     assert not any("whose traces are not in the input" in w for w in both_gpus), both_gpus
 
 
+def _waits_and_gating(traces: list, tmp_path) -> tuple[list, list]:
+    """Two ranks' traces written as exports of one machine (a GPU in common, one session start)
+    and read with draft and verify: rank 0's (cycle, phase, wait us) where it waited, and each
+    cycle's critical path by collectives as (cycle, rank, phase)."""
+    paths = []
+    for r, t in enumerate(traces):
+        paths.append(t.write(tmp_path / f"rank{r}.sqlite"))
+        with sqlite3.connect(paths[-1]) as db:
+            db.executescript("create table TARGET_INFO_GPU (id integer, name text, uuid text, busLocation text, smCount integer);"
+                             "insert into TARGET_INFO_GPU values (0, 'H200', 'A-gpu0', '0', 132), (1, 'H200', 'A-gpu1', '1', 132);"
+                             f"create table TARGET_INFO_SESSION_START_TIME (utcEpochNs integer); insert into TARGET_INFO_SESSION_START_TIME values ({5 * 10**18});")
+    run = analyze(paths, PhaseConfig(phases=("draft", "verify"), skip_cycles=0))
+    waits = [(x["cycle"], x["phase"], x["wait_ns"] // U) for x in run.ranks[0].phases.to_pylist() if x["wait_ns"]]
+    gated = [(x["cycle"], x["gating_rank"], x["gating_phase"]) for x in run.cross.critical_path.to_pylist() if x["how"] == "collectives"]
+    return waits, gated
+
+
 def _two_hold_ups(tmp_path, synced: bool) -> list:
     """2 ranks on one machine, 3 cycles (B = 1000 + 1000k us): draft [B, B+300], verify [B+300,
     B+700]; each phase launches a 40 us gemm (launched at base, runs base+5..base+45) and an
@@ -271,17 +288,7 @@ def _two_hold_ups(tmp_path, synced: bool) -> list:
                 done = max(s[0] for s in starts) + 20
                 t.sync_record(t.call("cudaStreamSynchronize", (b + 150) * U, (max(b + 150, done) + 1) * U, pid=10 + r),
                               (b + 150) * U, (max(b + 150, done) + 1) * U, stream=7, pid=10 + r)
-    paths = []
-    for r, t in enumerate(traces):
-        paths.append(t.write(tmp_path / f"rank{r}.sqlite"))
-        with sqlite3.connect(paths[-1]) as db:  # one machine: a GPU in common, one session start
-            db.executescript("create table TARGET_INFO_GPU (id integer, name text, uuid text, busLocation text, smCount integer);"
-                             "insert into TARGET_INFO_GPU values (0, 'H200', 'A-gpu0', '0', 132), (1, 'H200', 'A-gpu1', '1', 132);"
-                             f"create table TARGET_INFO_SESSION_START_TIME (utcEpochNs integer); insert into TARGET_INFO_SESSION_START_TIME values ({5 * 10**18});")
-    run = analyze(paths, PhaseConfig(phases=("draft", "verify"), skip_cycles=0))
-    waits = [(x["cycle"], x["phase"], x["wait_ns"] // U) for x in run.ranks[0].phases.to_pylist() if x["wait_ns"]]
-    gated = [(x["cycle"], x["gating_rank"], x["gating_phase"]) for x in run.cross.critical_path.to_pylist() if x["how"] == "collectives"]
-    return waits, gated
+    return _waits_and_gating(traces, tmp_path)
 
 
 def test_a_rank_held_up_anew_after_its_cpu_caught_up_is_named_where_it_was_held_up_anew(tmp_path):
@@ -330,17 +337,7 @@ def _behind_into_verify(tmp_path, blocking: str) -> tuple[list, list]:
                     t.sync_record(t.call("cudaStreamSynchronize", (c0 + 2) * U, (c0 + 63) * U, pid=pid), (c0 + 2) * U, (c0 + 63) * U, stream=40, pid=pid)
             if blocking == "helper":
                 t.sync_record(t.call("cudaStreamSynchronize", (b + 100) * U, (b + 400) * U, pid=pid, tid=77), (b + 100) * U, (b + 400) * U, stream=40, pid=pid)
-    paths = []
-    for r, t in enumerate(traces):
-        paths.append(t.write(tmp_path / f"rank{r}.sqlite"))
-        with sqlite3.connect(paths[-1]) as db:
-            db.executescript("create table TARGET_INFO_GPU (id integer, name text, uuid text, busLocation text, smCount integer);"
-                             "insert into TARGET_INFO_GPU values (0, 'H200', 'A-gpu0', '0', 132), (1, 'H200', 'A-gpu1', '1', 132);"
-                             f"create table TARGET_INFO_SESSION_START_TIME (utcEpochNs integer); insert into TARGET_INFO_SESSION_START_TIME values ({5 * 10**18});")
-    run = analyze(paths, PhaseConfig(phases=("draft", "verify"), skip_cycles=0))
-    waits = [(x["cycle"], x["phase"], x["wait_ns"] // U) for x in run.ranks[0].phases.to_pylist() if x["wait_ns"]]
-    gated = [(x["cycle"], x["gating_rank"], x["gating_phase"]) for x in run.cross.critical_path.to_pylist() if x["how"] == "collectives"]
-    return waits, gated
+    return _waits_and_gating(traces, tmp_path)
 
 
 @pytest.mark.parametrize("blocking", ["helper", "copy"])
