@@ -124,8 +124,9 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
     a worker's stream made to wait for the loop's), which no rule moves a phase off either; then
     a side stream forked off a computing stream within the phase, joined or not, where the phase's
     thread read results back on that stream and never on the side (a fire-and-forget write-back:
-    the range holds code run with the caller current), in the phase itself, else in its thread's
-    other phases; last, once more the joins in a later phase, for the phases those rules moved.
+    the range holds code run with the caller current), in the phase itself, else, where it
+    computed on the caller too, in the other phases of the threads that launched its work; last,
+    once more the joins in a later phase, for the phases those rules moved.
 
     Repeated for nested forks; a stream with no ops at all passes a phase on to the stream it
     was forked off within the phase (NCCL's stream forked off an empty side stream). Returns
