@@ -590,6 +590,16 @@ def _dying_reader(monkeypatch, marker_dir: Path, name: str, times: int) -> None:
     monkeypatch.setattr(pipeline, "_file_work", reading)
 
 
+def _two_ranks_one_killed(tmp_path, monkeypatch, name: str) -> list:
+    """The two ranks of ``nccl_skew``, cache on (in ``tmp_path``), the worker reading ``name``
+    killed the first time (``_dying_reader``, marks in ``tmp_path/marks``)."""
+    monkeypatch.setenv("TRACERECON_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TRACERECON_NO_CACHE", raising=False)
+    (tmp_path / "marks").mkdir()
+    _dying_reader(monkeypatch, tmp_path / "marks", name, times=1)
+    return sorted((DEMO2 / "nccl_skew").glob("*.sqlite"))
+
+
 def _forked_pools() -> bool:
     import multiprocessing
 
@@ -601,11 +611,7 @@ def test_a_worker_process_killed_mid_load_is_read_again_alone_with_a_warning(tmp
     from tracerecon import api, handoff
 
     # GIVEN two ranks loaded in two processes, the one reading rank1 killed once; cache on
-    monkeypatch.setenv("TRACERECON_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("TRACERECON_NO_CACHE", raising=False)
-    files = sorted((DEMO2 / "nccl_skew").glob("*.sqlite"))
-    (tmp_path / "marks").mkdir()
-    _dying_reader(monkeypatch, tmp_path / "marks", "rank1.sqlite", times=1)
+    files = _two_ranks_one_killed(tmp_path, monkeypatch, "rank1.sqlite")
     said: list[str] = []
     # WHEN reported
     got = api.report(files, progress=said.append, jobs=2)
@@ -635,11 +641,7 @@ def test_a_worker_killed_under_view_or_export_leaves_its_warning_in_no_cache_and
 
     # GIVEN two ranks loaded as `view` loads them (the analysis, then its report), the worker
     # reading rank0 killed once; cache on
-    monkeypatch.setenv("TRACERECON_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("TRACERECON_NO_CACHE", raising=False)
-    files = sorted((DEMO2 / "nccl_skew").glob("*.sqlite"))
-    (tmp_path / "marks").mkdir()
-    _dying_reader(monkeypatch, tmp_path / "marks", "rank0.sqlite", times=1)
+    files = _two_ranks_one_killed(tmp_path, monkeypatch, "rank0.sqlite")
     loaded = api.load(files, jobs=2)
     shown = api.report(files, jobs=2, analysis=loaded)
     manifest = api.export(loaded, tmp_path / "exp")

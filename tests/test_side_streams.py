@@ -1535,6 +1535,13 @@ def test_a_write_back_forked_off_and_never_joined_leaves_the_phase_on_the_stream
     assert any("'proc': in 3 of 3 instances it ran all its kernels on stream 22, a side stream of stream 7" in w for w in run.warnings)
 
 
+def _prep_then_fwd(t: FakeTrace, b: int) -> None:
+    """prep [b, b+10] running a kernel on 7 (b+4..b+24), then fwd's range [b+10, b+60] (us)."""
+    t.range("prep", b * U, (b + 10) * U)
+    launch(t, b + 2, (b + 4, b + 24), name="prep")
+    t.range("fwd", (b + 10) * U, (b + 60) * U)
+
+
 def test_a_layer_wise_write_through_busier_than_the_forward_leaves_it_on_the_stream_its_thread_reads_back_on(tmp_path):
     # GIVEN SGLang HiCache's layer-wise write-through beside the forward (a reviewer's shape): one
     # thread, current stream 7; per cycle (b = 1000 + 2000c us) prep [b, b+10] runs a kernel on 7
@@ -1545,9 +1552,7 @@ def test_a_layer_wise_write_through_busier_than_the_forward_leaves_it_on_the_str
     t = FakeTrace()
     for c in range(3):
         b = 1000 + 2000 * c
-        t.range("prep", b * U, (b + 10) * U)
-        launch(t, b + 2, (b + 4, b + 24), name="prep")
-        t.range("fwd", (b + 10) * U, (b + 60) * U)
+        _prep_then_fwd(t, b)
         for k in range(4):
             launch(t, b + 12 + 11 * k, (b + 24 + 60 * k, b + 84 + 60 * k), name="gemm")
             fork_join(t, 1, 4 * c + k + 1, b + 17 + 11 * k, side=13)
@@ -1572,9 +1577,7 @@ def test_a_phase_run_whole_under_a_side_stream_stays_there_though_its_thread_rea
     t = FakeTrace()
     for c in range(3):
         b = 1000 + 2000 * c
-        t.range("prep", b * U, (b + 10) * U)
-        launch(t, b + 2, (b + 4, b + 24), name="prep")
-        t.range("fwd", (b + 10) * U, (b + 60) * U)
+        _prep_then_fwd(t, b)
         fork_join(t, 1, c + 1, b + 12, side=13)
         for k in range(4):
             launch(t, b + 15 + 10 * k, (b + 24 + 60 * k, b + 84 + 60 * k), stream=13, name="layer")

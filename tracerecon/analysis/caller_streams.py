@@ -173,6 +173,14 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
 
     by_phase: list = []  # the ops sorted by phase, and their phases, on first use
 
+    def ops_of(i: int) -> np.ndarray:
+        # The rows (of ``ops``) of phase i's ops.
+        if not by_phase:
+            order = np.argsort(op_phase, kind="stable")
+            by_phase.extend((order, op_phase[order]))
+        order, sorted_phase = by_phase
+        return order[np.searchsorted(sorted_phase, i, side="left"):np.searchsorted(sorted_phase, i, side="right")]
+
     def others_stream(i: int, to: int) -> bool:
         # A stream only other threads launch on (``threads_using``) is theirs, not this phase's
         # current stream: a record another thread made on it, which this thread's stream waits
@@ -182,12 +190,7 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
         on = op_streams.threads_using(to)
         if len(on) == 0:
             return False
-        if not by_phase:
-            order = np.argsort(op_phase, kind="stable")
-            by_phase.extend((order, op_phase[order]))
-        order, sorted_phase = by_phase
-        lo, hi = np.searchsorted(sorted_phase, i, side="left"), np.searchsorted(sorted_phase, i, side="right")
-        mine = np.r_[keys[i], op_streams.threads[order[lo:hi]]]
+        mine = np.r_[keys[i], op_streams.threads[ops_of(i)]]
         return not bool(np.isin(mine, on).any())
 
     phase_reads: list = []  # {(phase, stream row): the phase's own device-to-host copies there}, on first use
@@ -198,11 +201,7 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
         # ``at``: a launch there, or a wait that ``at`` made (joining ``to``'s work into ``at``
         # is an act on ``at``: the join that closes a fork of ``to`` off it); a wait that ``to``
         # made, or one between ``to`` and a third stream, touches ``to``.
-        if not by_phase:
-            order = np.argsort(op_phase, kind="stable")
-            by_phase.extend((order, op_phase[order]))
-        order, sorted_phase = by_phase
-        mine = order[np.searchsorted(sorted_phase, i, side="left"):np.searchsorted(sorted_phase, i, side="right")]
+        mine = ops_of(i)
         lo, hi = np.searchsorted(cpu, cpu_start[i], side="left"), np.searchsorted(cpu, cpu_end[i], side="right")
         w_into, w_from, w_cpu = into[lo:hi], from_[lo:hi], cpu[lo:hi]
         touches_to = (w_into == to) | ((w_from == to) & (w_into != at))
@@ -319,11 +318,7 @@ def caller_streams(clock: StreamClock, ops: pa.Table, op_phase: np.ndarray, ph_p
         if i in readers:
             votes_of = functools.partial(reads_on, i)
         else:
-            if not by_phase:
-                order = np.argsort(op_phase, kind="stable")
-                by_phase.extend((order, op_phase[order]))
-            order, sorted_phase = by_phase
-            mine = order[np.searchsorted(sorted_phase, i, side="left"):np.searchsorted(sorted_phase, i, side="right")]
+            mine = ops_of(i)
             launchers = np.unique(op_streams.threads[mine[np.isin(op_streams.rows[mine], [int(row[i]), *forked_off])]]).tolist()
             thread_votes: Counter = Counter()
             for t in launchers:

@@ -1050,7 +1050,7 @@ def _waiting_through(views, busy: "_GpuBusy", arr: _Arrivals, rows: np.ndarray, 
         syncs, ops = views[r].syncs, views[r].gpu_ops
         if syncs is None or not syncs.num_rows or not ops.num_rows or "launch_tid" not in ops.column_names or "pid" not in ops.column_names:
             continue
-        comm = comm_mask(ops)
+        comm = busy.comm(r)
         launchers = np.unique(thread_keys(int64s(ops["pid"], -1)[comm], int64s(ops["launch_tid"], -1)[comm]))
         keep = np.isin(thread_keys(int64s(syncs["pid"], -1), int64s(syncs["tid"], -1)), launchers)
         s, e = int64s(syncs["start_ns"])[keep], int64s(syncs["end_ns"])[keep]
@@ -1077,6 +1077,13 @@ class _GpuBusy:
         self.views = views
         self.built: dict[int, _BusyTime] = {}
         self.ends: dict[int, np.ndarray] = {}
+        self.comms: dict[int, np.ndarray] = {}
+
+    def comm(self, r: int) -> np.ndarray:
+        """Per op of rank ``r``: whether it is a communication kernel (``comm_mask``, once)."""
+        if r not in self.comms:
+            self.comms[r] = comm_mask(self.views[r].gpu_ops)
+        return self.comms[r]
 
     def op_ends(self, r: int) -> np.ndarray:
         """Rank ``r``'s ops' ends (those of ``of``), sorted."""
@@ -1089,7 +1096,7 @@ class _GpuBusy:
             start, end = int64s(ops["start_ns"]), int64s(ops["end_ns"])
             if ops.num_rows and "pid" in ops.column_names and "device_id" in ops.column_names:
                 gpu = (int64s(ops["pid"], -1) << 8) | (int64s(ops["device_id"], -1) & 0xFF)
-                comm = comm_mask(ops)
+                comm = self.comm(r)
                 if comm.any() and len(np.unique(gpu)) > 1:
                     values, counts = np.unique(gpu[comm], return_counts=True)
                     here = gpu == values[np.argmax(counts)]
