@@ -433,3 +433,79 @@ def test_overlapping_cycle_ranges_give_each_phase_the_cycle_it_is_of(tmp_path, c
     name = {c["cycle"]: c["name"] for c in rank.cycles.to_pylist()}
     got = [(int(name[p["cycle"]].split()[1]), p["phase"]) for p in sorted(rank.phases.to_pylist(), key=lambda p: p["cpu_start_ns"])]
     assert got == want, case
+
+
+def _drafting_cycle_ahead_trace(drafts: tuple[int, ...], detok_in: tuple[int, ...] = (), ahead: int = 1) -> FakeTrace:
+    """A speculative-decoding loop ``ahead`` cycles ahead with start/end cycle ranges (b =
+    1000n): turn n opens 'cycle n' at b, runs ``drafts[n]`` drafts [b+100j, b+100j+60] and a
+    verify right after them (each 60 us, a kernel from 12 to 52 us in), then cycle m = n-ahead's
+    output [o, o+50] (o = 100 us after the verify; a D2H copy o+12..o+32) and, for m in
+    ``detok_in``, its detok [o+60, o+90] (a kernel o+72..o+82), and closes cycle m at o+95;
+    ``ahead`` more turns finish the last cycles."""
+    t = FakeTrace()
+    opened: list[int] = []
+    for n, k in enumerate((*drafts, *[None] * ahead)):
+        b = 1000 * n
+        at = b
+        if k is not None:
+            opened.append(b)
+            for name in ["draft"] * k + ["verify"]:
+                t.range(name, at * U, (at + 60) * U)
+                kernel(t, at + 10, (at + 12, at + 52))
+                at += 100
+        if n >= ahead:
+            o, m = at, n - ahead
+            t.range("output", o * U, (o + 50) * U)
+            t.copy(t.call("cudaMemcpyAsync", (o + 10) * U, (o + 12) * U), (o + 12) * U, (o + 32) * U, kind=2)
+            if m in detok_in:
+                t.range("detok", (o + 60) * U, (o + 90) * U)
+                kernel(t, o + 70, (o + 72, o + 82))
+            t.range(f"cycle {m}", opened[m] * U, (o + 95) * U, push_pop=False)
+    return t
+
+
+def test_overlapping_cycle_ranges_keep_a_cycles_drafts_however_many_it_ran(tmp_path):
+    # GIVEN the loop of _drafting_cycle_ahead_trace with 1, 3, 0, 2 and 1 drafts in cycles 0..4,
+    # a detok after the output of cycles 0, 2 and 4 only: each cycle's drafts and verify run
+    # while the cycle before is still open (its output step comes after them)
+    t = _drafting_cycle_ahead_trace((1, 3, 0, 2, 1), detok_in=(0, 2, 4))
+    # WHEN analysed
+    rank = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify", "output", "detok"))).ranks[0]
+    # THEN each phase, in time order, is in the cycle that ran it: a cycle's drafts and verify
+    # are the newer cycle's, the output and detok after them the older one's (before, the drafts
+    # went to the earliest open cycle short of two, the average: cycle 0 took cycle 1's first,
+    # cycle 2 took cycle 3's, and the detoks went to the newer cycle)
+    name = {c["cycle"]: c["name"] for c in rank.cycles.to_pylist()}
+    got = [(int(name[p["cycle"]].split()[1]), p["phase"]) for p in sorted(rank.phases.to_pylist(), key=lambda p: p["cpu_start_ns"])]
+    assert got == [(0, "draft"), (0, "verify"),
+                   (1, "draft"), (1, "draft"), (1, "draft"), (1, "verify"), (0, "output"), (0, "detok"),
+                   (2, "verify"), (1, "output"),
+                   (3, "draft"), (3, "draft"), (3, "verify"), (2, "output"), (2, "detok"),
+                   (4, "draft"), (4, "verify"), (3, "output"),
+                   (4, "output"), (4, "detok")]
+    # and each cycle's drafts add up to 100 us each (events at a draft's start and at the next
+    # phase's start in its cycle, 100 us later, the GPU idle at both), cycle 2 none
+    drafts: dict[int, int] = {}
+    for p in rank.phases.to_pylist():
+        if p["phase"] == "draft":
+            drafts[int(name[p["cycle"]].split()[1])] = drafts.get(int(name[p["cycle"]].split()[1]), 0) + p["gpu_ns"] // U
+    assert drafts == {0: 100, 1: 300, 3: 200, 4: 100}
+
+
+def test_cycle_ranges_two_ahead_keep_a_cycles_drafts_however_many_it_ran(tmp_path):
+    # GIVEN the loop of _drafting_cycle_ahead_trace two cycles ahead (turn n runs cycle n's drafts
+    # and verify, then cycle n-2's output), 3, 3, 2, 3, 3 drafts in cycles 0..4
+    t = _drafting_cycle_ahead_trace((3, 3, 2, 3, 3), ahead=2)
+    # WHEN analysed
+    rank = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify", "output"))).ranks[0]
+    # THEN each phase is in the cycle that ran it (three cycles open at once: the drafts and
+    # verify are the newest one's, the output the oldest one's; before, cycle 2 took one of
+    # cycle 3's drafts, 3 one of 4's)
+    name = {c["cycle"]: c["name"] for c in rank.cycles.to_pylist()}
+    got = [(int(name[p["cycle"]].split()[1]), p["phase"]) for p in sorted(rank.phases.to_pylist(), key=lambda p: p["cpu_start_ns"])]
+    assert got == [*[(0, "draft")] * 3, (0, "verify"),
+                   *[(1, "draft")] * 3, (1, "verify"),
+                   *[(2, "draft")] * 2, (2, "verify"), (0, "output"),
+                   *[(3, "draft")] * 3, (3, "verify"), (1, "output"),
+                   *[(4, "draft")] * 3, (4, "verify"), (2, "output"),
+                   (3, "output"), (4, "output")]

@@ -76,9 +76,9 @@ def cycles_by_time(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarra
     threads running cycles of their own keep them apart; a phase outside every cycle stays -1.
     Where cycle ranges overlap without one holding the other (``nvtxRangeStart/End`` cycles of
     an engine a cycle ahead: cycle N closes after its output step, which runs after cycle N+1's
-    forward began), a phase of a name that every cycle has (``labels``, one per phase) goes to
-    the earliest of them short of its share of that name (``_first_cycle_short_of_the_phase``):
-    cycle N's output step is N's, not N+1's, and N+1's forward is N+1's."""
+    forward began), a phase of the loop's tail (``labels``, one per phase, say which) goes to
+    the earliest of them and any other to the latest (``_cycle_by_loop_stage``): cycle N's
+    output step is N's, not N+1's, and N+1's forward is N+1's."""
     loose = np.flatnonzero(cycle_of < 0)
     if len(loose) == 0 or len(cycle_rows) == 0:
         return cycle_of
@@ -96,28 +96,30 @@ def cycles_by_time(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarra
         ok = (hit >= 0) & (p_end != I64_MIN)
         if labels is not None and ok.sum() > 1 and len(cyc) > 1 and (start[cyc][1:] < np.maximum.accumulate(end[cyc])[:-1]).any():
             closed = ranges["closed"].take(pa.array(cyc)).fill_null(True).to_numpy(zero_copy_only=False) if "closed" in ranges.column_names else np.ones(len(cyc), bool)
-            hit = _first_cycle_short_of_the_phase(end[cyc], closed, hit, reach, ok, p_start, [labels[i] for i in loose[mine].tolist()])
+            hit = _cycle_by_loop_stage(end[cyc], closed, hit, reach, ok, p_start, [labels[i] for i in loose[mine].tolist()])
         cycle_of[loose[mine[ok]]] = position[cyc[hit[ok]]]
     return cycle_of
 
 
-def _first_cycle_short_of_the_phase(cycle_end: np.ndarray, cycle_closed: np.ndarray, hit: np.ndarray, reach: np.ndarray, ok: np.ndarray,
-                                    p_start: np.ndarray, labels: list[str]) -> np.ndarray:
+def _cycle_by_loop_stage(cycle_end: np.ndarray, cycle_closed: np.ndarray, hit: np.ndarray, reach: np.ndarray, ok: np.ndarray,
+                         p_start: np.ndarray, labels: list[str]) -> np.ndarray:
     """``cycles_by_time``'s choice among overlapping cycles (positions in start order, their
     ends ``cycle_end``, whether each closed) for phases (``hit``: the latest-starting cycle
     holding each, ``reach``: its end, ``ok``: held by one at all, ``p_start``, ``labels``).
     Of the cycles holding a phase, those holding no other of them count (a cycle range around
     several cycles is no choice while one of them holds the phase; one left open, running to
-    the trace's end, is held by none). A phase of a name the cycles have
-    about as often as there are cycles (at least all but one, and twice), ``k`` per cycle,
-    goes to the earliest-starting of those with fewer than ``k`` of that name chosen before
-    it in time, else to the latest-starting; a phase of a name only some cycles have (a
-    prefill one cycle runs) to the latest-starting, the cycle it began in."""
-    n_cycles = len(cycle_end)
-    counts: dict[str, int] = {}
-    for i in np.flatnonzero(ok).tolist():
-        counts[labels[i]] = counts.get(labels[i], 0) + 1
-    share = {name: max(1, round(c / n_cycles)) if c >= max(2, n_cycles - 1) else 0 for name, c in counts.items()}
+    the trace's end, is held by none).
+
+    An engine a cycle (or two) ahead runs, in each turn of its loop, the new cycle's leading
+    phases (its head: draft steps, verify, forward, a prefill) and then the trailing ones of
+    the oldest cycle still open (its tail: output, detokenize), and closes that cycle's range.
+    So a tail phase goes to the earliest-starting cycle holding it and any other to the
+    latest-starting, however many phases of a name each cycle has. The trace says which names
+    are tail names: the phases a closed cycle shares with later cycles and with no earlier one
+    (its window) end with its own tail, so the last one's name is a tail name, as is every
+    name that follows a tail phase in a window; a name that opens at least half the windows
+    it is in is a head name even so (the first phase of the next cycle; a window ends with it
+    where the older cycle's tail ran no phase)."""
     holders = [np.where(ok, hit, -1)]
     for _ in range(64):  # cycles holding one phase at once: a few (bounded against odd traces)
         more = last_reaching(cycle_end, holders[-1] - 1, reach)
@@ -126,20 +128,47 @@ def _first_cycle_short_of_the_phase(cycle_end: np.ndarray, cycle_closed: np.ndar
             break
         holders.append(more)
     held = np.stack(holders[::-1], 1)  # per phase: its holders, earliest-starting first, -1 padding first
-    chosen = hit.copy()
-    have: dict[tuple[int, str], int] = {}
-    for i in np.argsort(p_start, kind="stable").tolist():
-        if not ok[i]:
-            continue
+    choices: dict[int, list[int]] = {}
+    for i in np.flatnonzero(ok).tolist():
         mine = [h for h in held[i].tolist() if h >= 0]
         # A holder holds a later one that closed no later than it (one never closed runs to the
         # trace's end there: where it would have ended is not known).
-        choices = [h for k, h in enumerate(mine) if not any(cycle_closed[g] and cycle_end[h] >= cycle_end[g] for g in mine[k + 1:])]
-        k_share = share[labels[i]]
-        pick = next((h for h in choices if have.get((h, labels[i]), 0) < k_share), choices[-1])
-        chosen[i] = pick
-        have[(pick, labels[i])] = have.get((pick, labels[i]), 0) + 1
+        choices[i] = [h for k, h in enumerate(mine) if not any(cycle_closed[g] and cycle_end[h] >= cycle_end[g] for g in mine[k + 1:])]
+    windows: dict[int, list[int]] = {}  # earliest holder -> its shared phases, in time order
+    for i in np.argsort(p_start, kind="stable").tolist():
+        if i in choices and len(choices[i]) > 1:
+            windows.setdefault(choices[i][0], []).append(i)
+    names = [[labels[i] for i in w] for w in windows.values()]
+    tail = _tail_names(names, [bool(cycle_closed[c]) for c in windows])
+    chosen = hit.copy()
+    for i, mine in choices.items():
+        chosen[i] = mine[0] if labels[i] in tail and len(mine) > 1 else mine[-1]
     return chosen
+
+
+def _tail_names(windows: list[list[str]], closed: list[bool]) -> set[str]:
+    """The names of a loop's tail phases (``_cycle_by_loop_stage``), from each window's phase
+    names in time order and whether its cycle closed: the last name of each closed window,
+    then every name after a tail phase in a window, leaving out names that open at least half
+    the windows they are in."""
+    appears: dict[str, int] = {}
+    opens: dict[str, int] = {}
+    for w in windows:
+        for name in set(w):
+            appears[name] = appears.get(name, 0) + 1
+        opens[w[0]] = opens.get(w[0], 0) + 1
+    head = {name for name, n in opens.items() if 2 * n >= appears[name]}
+    tail = {w[-1] for w, c in zip(windows, closed) if c} - head
+    grown = True
+    while grown:
+        grown = False
+        for w in windows:
+            first = next((k for k, name in enumerate(w) if name in tail), len(w))
+            later = set(w[first + 1:]) - head - tail
+            if later:
+                tail |= later
+                grown = True
+    return tail
 
 
 def phases_past_their_cycle(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, cycle_rows: np.ndarray) -> np.ndarray:
