@@ -96,15 +96,15 @@ def cycles_by_time(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarra
         ok = (hit >= 0) & (p_end != I64_MIN)
         if labels is not None and ok.sum() > 1 and len(cyc) > 1 and (start[cyc][1:] < np.maximum.accumulate(end[cyc])[:-1]).any():
             closed = ranges["closed"].take(pa.array(cyc)).fill_null(True).to_numpy(zero_copy_only=False) if "closed" in ranges.column_names else np.ones(len(cyc), bool)
-            hit = _cycle_by_loop_stage(end[cyc], closed, hit, reach, ok, p_start, [labels[i] for i in loose[mine].tolist()])
+            hit = _cycle_by_loop_stage(start[cyc], end[cyc], closed, hit, reach, ok, p_start, [labels[i] for i in loose[mine].tolist()])
         cycle_of[loose[mine[ok]]] = position[cyc[hit[ok]]]
     return cycle_of
 
 
-def _cycle_by_loop_stage(cycle_end: np.ndarray, cycle_closed: np.ndarray, hit: np.ndarray, reach: np.ndarray, ok: np.ndarray,
-                         p_start: np.ndarray, labels: list[str]) -> np.ndarray:
+def _cycle_by_loop_stage(cycle_start: np.ndarray, cycle_end: np.ndarray, cycle_closed: np.ndarray, hit: np.ndarray, reach: np.ndarray,
+                         ok: np.ndarray, p_start: np.ndarray, labels: list[str]) -> np.ndarray:
     """``cycles_by_time``'s choice among overlapping cycles (positions in start order, their
-    ends ``cycle_end``, whether each closed) for phases (``hit``: the latest-starting cycle
+    starts and ends ``cycle_start``, ``cycle_end``, whether each closed) for phases (``hit``: the latest-starting cycle
     holding each, ``reach``: its end, ``ok``: held by one at all, ``p_start``, ``labels``).
     Of the cycles holding a phase, those holding no other of them count (a cycle range around
     several cycles is no choice while one of them holds the phase; one left open, running to
@@ -116,10 +116,13 @@ def _cycle_by_loop_stage(cycle_end: np.ndarray, cycle_closed: np.ndarray, hit: n
     So a tail phase goes to the earliest-starting cycle holding it and any other to the
     latest-starting, however many phases of a name each cycle has. The trace says which names
     are tail names: the phases a closed cycle shares with later cycles and with no earlier one
-    (its window) end with its own tail, so the last one's name is a tail name, as is every
-    name that follows a tail phase in a window; a name that opens at least half the windows
-    it is in is a head name even so (the first phase of the next cycle; a window ends with it
-    where the older cycle's tail ran no phase)."""
+    (its window) end with its own tail, so the last one's name, of those not known to lead, is
+    a tail name, as is every name that follows a tail phase in a window. Known to lead: a name
+    a cycle ran alone before the next one began, where that next one began before it closed (a
+    cycle's head runs before the next turn; a cycle closed before the next began, a warm-up
+    run in step, says nothing), and a name that opens at least half the windows it is in (the
+    first phase of the next cycle; a window ends with it where the older cycle's tail ran no
+    phase, or where a cycle's range closes only after the next cycle's forward)."""
     holders = [np.where(ok, hit, -1)]
     for _ in range(64):  # cycles holding one phase at once: a few (bounded against odd traces)
         more = last_reaching(cycle_end, holders[-1] - 1, reach)
@@ -135,30 +138,38 @@ def _cycle_by_loop_stage(cycle_end: np.ndarray, cycle_closed: np.ndarray, hit: n
         # trace's end there: where it would have ended is not known).
         choices[i] = [h for k, h in enumerate(mine) if not any(cycle_closed[g] and cycle_end[h] >= cycle_end[g] for g in mine[k + 1:])]
     windows: dict[int, list[int]] = {}  # earliest holder -> its shared phases, in time order
+    leading: set[str] = set()
+    n_cycles = len(cycle_start)
     for i in np.argsort(p_start, kind="stable").tolist():
-        if i in choices and len(choices[i]) > 1:
-            windows.setdefault(choices[i][0], []).append(i)
+        if i not in choices:
+            continue
+        c = choices[i][0]
+        if len(choices[i]) > 1:
+            windows.setdefault(c, []).append(i)
+        elif c + 1 < n_cycles and p_start[i] < cycle_start[c + 1] and (not cycle_closed[c] or cycle_end[c] > cycle_start[c + 1]):
+            leading.add(labels[i])
     names = [[labels[i] for i in w] for w in windows.values()]
-    tail = _tail_names(names, [bool(cycle_closed[c]) for c in windows])
+    tail = _tail_names(names, [bool(cycle_closed[c]) for c in windows], leading)
     chosen = hit.copy()
     for i, mine in choices.items():
         chosen[i] = mine[0] if labels[i] in tail and len(mine) > 1 else mine[-1]
     return chosen
 
 
-def _tail_names(windows: list[list[str]], closed: list[bool]) -> set[str]:
+def _tail_names(windows: list[list[str]], closed: list[bool], leading: set[str]) -> set[str]:
     """The names of a loop's tail phases (``_cycle_by_loop_stage``), from each window's phase
-    names in time order and whether its cycle closed: the last name of each closed window,
-    then every name after a tail phase in a window, leaving out names that open at least half
-    the windows they are in."""
+    names in time order, whether its cycle closed, and names known to lead: the last name of
+    each closed window that is not a leading one, then every name after a tail phase in a
+    window, leaving out the leading ones and names that open at least half the windows they
+    are in."""
     appears: dict[str, int] = {}
     opens: dict[str, int] = {}
     for w in windows:
         for name in set(w):
             appears[name] = appears.get(name, 0) + 1
         opens[w[0]] = opens.get(w[0], 0) + 1
-    head = {name for name, n in opens.items() if 2 * n >= appears[name]}
-    tail = {w[-1] for w, c in zip(windows, closed) if c} - head
+    head = leading | {name for name, n in opens.items() if 2 * n >= appears[name]}
+    tail = {next((name for name in reversed(w) if name not in head), "") for w, c in zip(windows, closed) if c} - {""}
     grown = True
     while grown:
         grown = False
