@@ -447,3 +447,26 @@ def test_scrub_refuses_to_write_over_the_inputs_write_ahead_log(tmp_path):
         res = run_cli("scrub", str(src), "-o", f"{src}{side}")
         assert res.returncode == 2 and "is part of the input" in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
         assert not Path(f"{src}{side}").exists()
+
+
+def test_program_output_an_nsys_2024_export_holds_as_its_own_text_is_removed(tmp_path):
+    # GIVEN an export whose ANALYSIS_FILE holds the program's output as its own text, as nsys
+    # 2024.5 writes it (id, filename, content, globalPid: no contentId), a user's name and a
+    # prompt in the stdout log, the stderr log empty
+    src = tmp_path / "in.sqlite"
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", src)
+    con = sqlite3.connect(src)
+    con.execute("drop table if exists ANALYSIS_FILE")
+    con.execute("create table ANALYSIS_FILE(id INTEGER NOT NULL PRIMARY KEY, filename TEXT NOT NULL, content TEXT NOT NULL, globalPid INTEGER NOT NULL)")
+    con.executemany("insert into ANALYSIS_FILE values (?, ?, ?, 0)",
+                    [(0, "pid_1115_stdout.log", "engine started by alice; prompt: my ssn is 123-45-6789"), (1, "pid_1115_stderr.log", "")])
+    con.commit()
+    con.close()
+    # WHEN scrubbed THEN neither is in the copy: the log says the output was removed, the empty
+    # one stays empty
+    out = tmp_path / "out.sqlite"
+    assert run_cli("scrub", str(src), "-o", str(out)).returncode == 0
+    data = out.read_bytes()
+    assert b"alice" not in data and b"123-45-6789" not in data
+    got = sqlite3.connect(out).execute("select filename, content from ANALYSIS_FILE order by id").fetchall()
+    assert got == [("pid_1115_stdout.log", "[program output removed]"), ("pid_1115_stderr.log", "")]

@@ -423,11 +423,15 @@ def _scrub_in_place(path: Path) -> ScrubSummary:
     conn.create_function("tr_scrub", 1, _noting_interrupts(lambda v: scrub_text(v, hosts)), deterministic=True)
     conn.create_function("tr_scrub_bytes", 1, _noting_interrupts(scrub_secrets_in_bytes), deterministic=True)
     # The program's own stdout / stderr: nsys keeps it as strings that ProcessStreams (2022) or
-    # ANALYSIS_FILE (2024 on: pid_N_stdout.log, pid_N_stderr.log) points at. (An empty one is
-    # left: its string may be another column's empty text.)
+    # ANALYSIS_FILE (2025: pid_N_stdout.log, pid_N_stderr.log) points at, or as ANALYSIS_FILE's
+    # own text (2024: a ``content`` column). (An empty string is left: it may be another
+    # column's empty text.)
     for holder in ("ProcessStreams", "ANALYSIS_FILE"):
-        if holder in tables and "StringIds" in tables and "contentId" in {c.name for c in db[holder].columns}:
+        columns = {c.name for c in db[holder].columns} if holder in tables else set()
+        if "contentId" in columns and "StringIds" in tables:
             conn.execute(f"update StringIds set value = ? where id in (select contentId from {holder}) and value != ''", (PROGRAM_OUTPUT,))
+        if "content" in columns:
+            conn.execute(f"update {holder} set content = ? where content is not null and length(content) > 0", (PROGRAM_OUTPUT,))
     dropped = []
     for name in tables:
         if DROP_TABLES_PATTERN.search(name):
