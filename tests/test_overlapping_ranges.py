@@ -539,3 +539,84 @@ def test_a_cycle_range_closed_after_the_next_forward_keeps_its_own_output(tmp_pa
     assert got == [(0, "schedule"), (0, "forward"),
                    *[x for n in range(1, 4) for x in ((n, "schedule"), (n - 1, "output"), (n, "forward"))],
                    (3, "output")]
+
+
+def _phase_cycles(t: FakeTrace, tmp_path, phases: tuple[str, ...]) -> list[tuple[int, str]]:
+    """(cycle number from its range's name, phase) of each phase instance, in time order."""
+    rank = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=phases)).ranks[0]
+    name = {c["cycle"]: c["name"] for c in rank.cycles.to_pylist()}
+    return [(int(name[p["cycle"]].split()[1]), p["phase"]) for p in sorted(rank.phases.to_pylist(), key=lambda p: p["cpu_start_ns"])]
+
+
+def test_a_loop_that_runs_the_older_cycles_output_before_the_next_forward_keeps_it(tmp_path):
+    # GIVEN start/end cycle ranges of a loop whose turn n (b = 1000n) opens cycle n, runs cycle
+    # n-1's output [b+100, b+150], then cycle n's forward [b+200, b+300], and closes cycle n-1 at
+    # b+400 (a kernel in each phase): every shared stretch opens with the older cycle's output
+    t = FakeTrace()
+    for n in range(5):
+        b = 1000 * n
+        if n > 0:
+            t.range("output", (b + 100) * U, (b + 150) * U)
+            kernel(t, b + 110, (b + 112, b + 130))
+        if n < 4:
+            t.range("forward", (b + 200) * U, (b + 300) * U)
+            kernel(t, b + 210, (b + 212, b + 290))
+        if n > 0:
+            t.range(f"cycle {n - 1}", (b - 1000) * U, (b + 400) * U, push_pop=False)
+    # WHEN analysed THEN each output is the cycle's before (cycle 0 ran its forward alone: the
+    # forward leads; a name opening the stretches is not taken to lead where one is known)
+    assert _phase_cycles(t, tmp_path, ("output", "forward")) == [
+        (0, "forward"), *[x for n in range(1, 4) for x in ((n - 1, "output"), (n, "forward"))], (3, "output")]
+
+
+def test_a_loop_that_runs_most_turns_in_step_keeps_each_output_in_its_cycle(tmp_path):
+    # GIVEN start/end cycle ranges, ten cycles: turn n (b = 1000n) opens cycle n; in the odd
+    # turns the loop first runs cycle n-1's output [b+20, b+70] and closes it (b+80), then cycle
+    # n's forward [b+100, b+200]; in the even turns the forward first [b+10, b+110], then cycle
+    # n-1's output [b+200, b+250], closing it at b+300; a last turn finishes cycle 9
+    t = FakeTrace()
+    for n in range(11):
+        b = 1000 * n
+        steps = [("output", 20), ("forward", 100)] if n % 2 else [("forward", 10), ("output", 200)]
+        for what, at in steps:
+            if what == "forward" and n < 10:
+                t.range("forward", (b + at) * U, (b + at + 100) * U)
+                kernel(t, b + at + 5, (b + at + 8, b + at + 40))
+            elif what == "output" and n > 0:
+                t.range("output", (b + at) * U, (b + at + 50) * U)
+                kernel(t, b + at + 5, (b + at + 8, b + at + 20))
+                t.range(f"cycle {n - 1}", (b - 1000) * U, (b + at + 60 if n % 2 else b + 300) * U, push_pop=False)
+    # WHEN analysed THEN each output is its own cycle's (before, with outputs opening half the
+    # shared stretches or more, every output went one cycle late)
+    want = [(0, "forward")]
+    for n in range(1, 10):
+        want += [(n - 1, "output"), (n, "forward")] if n % 2 else [(n, "forward"), (n - 1, "output")]
+    assert _phase_cycles(t, tmp_path, ("output", "forward")) == [*want, (9, "output")]
+
+
+def test_an_output_thread_that_sometimes_finishes_before_the_next_cycle_opens(tmp_path):
+    # GIVEN a scheduler thread (11) opening cycle n at b = 1000n, a model thread (12) running
+    # forward n [b+20, b+120] and an output thread (13) running cycle n-1's output from b+x for
+    # 50 us and closing cycle n-1 10 us after it: x = 150 (after cycle n opened) except -40 in
+    # turns 2 and 5 (output 1 and 4 done before cycles 2 and 5 opened)
+    t = FakeTrace()
+    xs = [150, -40, 150, 150, -40, 150, 150, 150]
+    ends = {}
+    for n in range(9):
+        b = 1000 * n
+        if n < 8:
+            t.range("forward", (b + 20) * U, (b + 120) * U, tid=12)
+            kernel(t, b + 25, (b + 28, b + 60), tid=12)
+        if n > 0:
+            x = xs[n - 1]
+            t.range("output", (b + x) * U, (b + x + 50) * U, tid=13)
+            kernel(t, b + x + 5, (b + x + 8, b + x + 20), tid=13)
+            ends[n - 1] = b + x + 60
+    for n in range(8):
+        t.range(f"cycle {n}", 1000 * n * U, ends[n] * U, tid=11, push_pop=False)
+    # WHEN analysed THEN each output is its own cycle's (before, the two outputs run alone in
+    # their cycle made the name a leading one, and every other output went one cycle late)
+    want = [(0, "forward")]
+    for n in range(1, 8):
+        want += [(n - 1, "output"), (n, "forward")] if xs[n - 1] < 0 else [(n, "forward"), (n - 1, "output")]
+    assert _phase_cycles(t, tmp_path, ("output", "forward")) == [*want, (7, "output")]

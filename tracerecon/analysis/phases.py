@@ -111,18 +111,18 @@ def _cycle_by_loop_stage(cycle_start: np.ndarray, cycle_end: np.ndarray, cycle_c
     the trace's end, is held by none).
 
     An engine a cycle (or two) ahead runs, in each turn of its loop, the new cycle's leading
-    phases (its head: draft steps, verify, forward, a prefill) and then the trailing ones of
-    the oldest cycle still open (its tail: output, detokenize), and closes that cycle's range.
-    So a tail phase goes to the earliest-starting cycle holding it and any other to the
+    phases (its head: draft steps, verify, forward, a prefill) and the trailing ones of the
+    oldest cycle still open (its tail: output, detokenize), and closes that cycle's range. So a
+    tail phase goes to the earliest-starting cycle holding it and any other to the
     latest-starting, however many phases of a name each cycle has. The trace says which names
-    are tail names: the phases a closed cycle shares with later cycles and with no earlier one
-    (its window) end with its own tail, so the last one's name, of those not known to lead, is
-    a tail name, as is every name that follows a tail phase in a window. Known to lead: a name
-    a cycle ran alone before the next one began, where that next one began before it closed (a
-    cycle's head runs before the next turn; a cycle closed before the next began, a warm-up
-    run in step, says nothing), and a name that opens at least half the windows it is in (the
-    first phase of the next cycle; a window ends with it where the older cycle's tail ran no
-    phase, or where a cycle's range closes only after the next cycle's forward)."""
+    lead: those the first cycle that ran phases alone before the next one began, having shared
+    none with an earlier one and still open when the next began, ran so (the first cycle of
+    such a loop runs its head alone; a cycle closed before the next began, a warm-up run in
+    step, says nothing; a later one could be a cycle whose older neighbour's range was never
+    closed, its output step then alone in it); where no cycle did, the names that open at least half of the windows
+    (below) they are in. And which trail (``_tail_names``): the phases a closed cycle shares
+    with later cycles and with no earlier one (its window) hold its own tail, before or after
+    the next cycle's head, so the last of them not of a leading name is of the tail."""
     holders = [np.where(ok, hit, -1)]
     for _ in range(64):  # cycles holding one phase at once: a few (bounded against odd traces)
         more = last_reaching(cycle_end, holders[-1] - 1, reach)
@@ -139,6 +139,8 @@ def _cycle_by_loop_stage(cycle_start: np.ndarray, cycle_end: np.ndarray, cycle_c
         choices[i] = [h for k, h in enumerate(mine) if not any(cycle_closed[g] and cycle_end[h] >= cycle_end[g] for g in mine[k + 1:])]
     windows: dict[int, list[int]] = {}  # earliest holder -> its shared phases, in time order
     leading: set[str] = set()
+    shared: set[int] = set()  # cycles that shared a phase with another so far
+    first_alone: dict[str, int] = {}  # the first cycle that ran phases alone so: only its count
     n_cycles = len(cycle_start)
     for i in np.argsort(p_start, kind="stable").tolist():
         if i not in choices:
@@ -146,7 +148,9 @@ def _cycle_by_loop_stage(cycle_start: np.ndarray, cycle_end: np.ndarray, cycle_c
         c = choices[i][0]
         if len(choices[i]) > 1:
             windows.setdefault(c, []).append(i)
-        elif c + 1 < n_cycles and p_start[i] < cycle_start[c + 1] and (not cycle_closed[c] or cycle_end[c] > cycle_start[c + 1]):
+            shared.update(choices[i])
+        elif (c not in shared and c + 1 < n_cycles and p_start[i] < cycle_start[c + 1] and (not cycle_closed[c] or cycle_end[c] > cycle_start[c + 1])
+              and c == first_alone.setdefault("cycle", c)):
             leading.add(labels[i])
     names = [[labels[i] for i in w] for w in windows.values()]
     tail = _tail_names(names, [bool(cycle_closed[c]) for c in windows], leading)
@@ -158,28 +162,29 @@ def _cycle_by_loop_stage(cycle_start: np.ndarray, cycle_end: np.ndarray, cycle_c
 
 def _tail_names(windows: list[list[str]], closed: list[bool], leading: set[str]) -> set[str]:
     """The names of a loop's tail phases (``_cycle_by_loop_stage``), from each window's phase
-    names in time order, whether its cycle closed, and names known to lead: the last name of
-    each closed window that is not a leading one, then every name after a tail phase in a
-    window, leaving out the leading ones and names that open at least half the windows they
-    are in."""
+    names in time order, whether its cycle closed, and the names known to lead (empty: those
+    opening at least half the windows they are in): the last name not leading in each closed
+    window, then a name that follows a tail phase in at least half the windows it is in (a
+    detokenize after the output; a head phase that followed the output once stays one),
+    leading ones never."""
     appears: dict[str, int] = {}
     opens: dict[str, int] = {}
     for w in windows:
         for name in set(w):
             appears[name] = appears.get(name, 0) + 1
         opens[w[0]] = opens.get(w[0], 0) + 1
-    head = leading | {name for name, n in opens.items() if 2 * n >= appears[name]}
+    head = leading or {name for name, n in opens.items() if 2 * n >= appears[name]}
     tail = {next((name for name in reversed(w) if name not in head), "") for w, c in zip(windows, closed) if c} - {""}
-    grown = True
-    while grown:
-        grown = False
+    while True:
+        follows: dict[str, int] = {}
         for w in windows:
             first = next((k for k, name in enumerate(w) if name in tail), len(w))
-            later = set(w[first + 1:]) - head - tail
-            if later:
-                tail |= later
-                grown = True
-    return tail
+            for name in set(w[first + 1:]) - head - tail:
+                follows[name] = follows.get(name, 0) + 1
+        more = {name for name, n in follows.items() if 2 * n >= appears[name]}
+        if not more:
+            return tail
+        tail |= more
 
 
 def phases_past_their_cycle(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, cycle_rows: np.ndarray) -> np.ndarray:
