@@ -1278,7 +1278,9 @@ def _column_set(t, name, values):
     ("phases", lambda t: t.take(list(range(t.num_rows)) * 2), "its phase_id is not its row number"),
     ("phases", lambda t: _column_set(t, "gpu_busy_ns", [None] * t.num_rows), "72 row(s) without gpu_busy_ns"),
     ("gpu_ops", lambda t: _column_set(t, "name", [None] * t.num_rows), "1086 row(s) without name"),
-], ids=["verdict", "cause", "phase", "waits", "phases twice", "amount", "kernel name"])
+    ("cycles", lambda t: _column_set(t, "cycle", [None] + t["cycle"].to_pylist()[1:]), "1 row(s) without cycle"),
+    ("cycles", lambda t: _column_set(t, "warmup", [None] + t["warmup"].to_pylist()[1:]), "1 row(s) without warmup"),
+], ids=["verdict", "cause", "phase", "waits", "phases twice", "amount", "kernel name", "cycle number", "warm-up flag"])
 def test_an_export_directory_with_values_no_command_can_read_is_refused_naming_the_file(tmp_path, table, edit, needle):
     # GIVEN an export directory one of whose files another tool rewrote with values tracerecon
     # never writes and cannot read (a verdict of another word, phases without names, waits that
@@ -1310,6 +1312,22 @@ def test_an_export_directory_with_rows_given_twice_or_taken_away_says_so(tmp_pat
     assert run_cli("diff", str(emptied), str(H200 / "eagle_gpu_bound.sqlite")).returncode == 0
     res = run_cli("report", str(extra))
     assert res.returncode == 0 and f"{extra_part.parent}: part-1.parquet beside part-0.parquet, which tracerecon does not write: not read" in res.stderr, res.stderr
+
+
+def test_an_export_phase_in_a_cycle_the_rank_lacks_is_read_in_no_cycle_and_said(tmp_path):
+    import json
+
+    # GIVEN an export of the README's engine whose phases file another tool rewrote: the first
+    # phase (the warm-up cycle's draft) numbered in cycle 999999, which the rank lacks
+    out, part = _edited_export(tmp_path, "phases", lambda t: _column_set(t, "cycle", [999999] + t["cycle"].to_pylist()[1:]))
+    # WHEN reported THEN one warning names the file and the row, and the phase counts in no
+    # cycle: the report's numbers are those of the unchanged trace (before, the phase was read
+    # as in a cycle that is no warm-up one, and counted: draft n 24 instead of 23)
+    res = run_cli("report", "--json", str(out))
+    assert res.returncode == 0, res.stderr
+    assert f"{part}: 1 row(s) whose cycle names no cycle of rank 0 (it has 24), which tracerecon never writes" in res.stderr, res.stderr
+    want = json.loads(run_cli("report", "--json", str(H200 / "eagle_gpu_bound.sqlite")).stdout)
+    assert json.loads(res.stdout)["ranks"][0]["phases"] == want["ranks"][0]["phases"]
 
 
 def test_an_export_directory_without_its_manifest_is_named_as_such(tmp_path):

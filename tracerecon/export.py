@@ -424,6 +424,8 @@ UNIQUE_COLUMNS = {"cycles": "cycle"}
 # Text columns every command reads as one of a few words, never null (``report_model``).
 CLOSED_TEXT = {("phases", "verdict"): VERDICTS, ("phases", "cause"): CAUSES, ("critical_path", "how"): GATING_HOWS}
 REQUIRED_TEXT = {"phases": ("phase",), "gpu_ops": ("kind", "name"), "critical_path": ("waits_ns",)}
+# Other columns tracerecon always fills: a cycle's number and whether it is a warm-up one.
+ALWAYS_WRITTEN = {"cycles": ("cycle", "warmup")}
 # Columns that name a phase of the rank by its phase_id (null: none).
 PHASE_REFERENCES = {"gpu_ops": ("phase_id",), "syncs": ("phase_id", "waited_for_phase_id"), "collectives": ("phase_id",)}
 
@@ -431,7 +433,8 @@ PHASE_REFERENCES = {"gpu_ops": ("phase_id",), "syncs": ("phase_id", "waited_for_
 def _refuse_unreadable(f: Path, name: str, t: pa.Table) -> None:
     """BadTraceError naming ``f`` where a value of ``t`` is none the commands can read: a verdict,
     cause or gating rule that is not one of tracerecon's words, a phase or kernel without a name,
-    a null duration or count where tracerecon always writes one (``_never_null``), a rank's
+    a null duration or count where tracerecon always writes one (``_never_null``), a cycle
+    without its number or warm-up flag (``ALWAYS_WRITTEN``), a rank's
     waits that are no JSON object of numbers."""
     def bad(what: str) -> BadTraceError:
         return BadTraceError(f"{f}: not the {name} table of a tracerecon export ({what})")
@@ -441,7 +444,7 @@ def _refuse_unreadable(f: Path, name: str, t: pa.Table) -> None:
             strange = sorted((v for v in pc.unique(t[column]).to_pylist() if v not in words), key=str)
             if strange:
                 raise bad(f"{column} {strange[0]!r} is none of {', '.join(words)}")
-    for column in REQUIRED_TEXT.get(name, ()) + tuple(f.name for f in t.schema if _never_null(name, f)):
+    for column in REQUIRED_TEXT.get(name, ()) + ALWAYS_WRITTEN.get(name, ()) + tuple(f.name for f in t.schema if _never_null(name, f)):
         if t[column].null_count:
             raise bad(f"{t[column].null_count} row(s) without {column}")
     for first, *rest in NULL_TOGETHER.get(name, ()):
@@ -501,6 +504,24 @@ def _checked_phase_ids(root: Path, rank: int, tables: dict[str, pa.Table]) -> tu
     return tables, notes
 
 
+def _checked_cycle_numbers(root: Path, rank: int, tables: dict[str, pa.Table]) -> tuple[dict[str, pa.Table], list[str]]:
+    """The rank's ``tables`` with each phase's cycle number from 0 up that names no cycle of the
+    rank (a phases file changed since it was written) read as in no cycle, and one warning saying how
+    many; the medians count a phase by its cycle's warm-up flag, so such a phase would be
+    counted where tracerecon never counts it."""
+    phases = tables["phases"]
+    cycles = tables["cycles"]["cycle"].drop_null()
+    # (a number below zero is said already, by values_never_written)
+    dangling = pc.and_(pc.greater_equal(phases["cycle"], 0), pc.invert(pc.is_in(phases["cycle"], value_set=cycles))).fill_null(False)
+    count = pc.sum(dangling).as_py() if phases.num_rows else 0
+    if not count:
+        return tables, []
+    column = phases["cycle"]
+    tables = dict(tables, phases=phases.set_column(phases.schema.get_field_index("cycle"), "cycle", pc.if_else(dangling, pa.scalar(None, column.type), column)))
+    return tables, [f"{root / 'phases' / f'rank={rank}' / EXPORT_PART}: {count} row(s) whose cycle names no cycle of rank {rank} "
+                    f"(it has {len(cycles)}), which tracerecon never writes (the file was changed since): read as in no cycle"]
+
+
 def _part_notes(f: Path, name: str, t: pa.Table, said_rows) -> list[str]:
     """What a command should say of the part ``f`` as read (``t``): values tracerecon never
     writes, a row count other than the manifest's, a cycle given twice, other files
@@ -557,6 +578,8 @@ def read_parquet_export(path: str | os.PathLike) -> Analysis:
                              + (f"{said} row(s) written" if said is not None else "manifest.json does not say how many rows were written")
                              + "): read as empty" for name, said in missing if said != 0)
             tables, said = _checked_phase_ids(root, rank, tables)
+            notes.extend(said)
+            tables, said = _checked_cycle_numbers(root, rank, tables)
             notes.extend(said)
             info = ExportInfo(
                 path=r["source"], nsys_version=r.get("nsys_version"), schema_version=r.get("export_schema_version"), metadata_table=None,
