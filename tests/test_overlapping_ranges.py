@@ -620,24 +620,3 @@ def test_an_output_thread_that_sometimes_finishes_before_the_next_cycle_opens(tm
     for n in range(1, 8):
         want += [(n - 1, "output"), (n, "forward")] if xs[n - 1] < 0 else [(n, "forward"), (n - 1, "output")]
     assert _phase_cycles(t, tmp_path, ("output", "forward")) == [*want, (7, "output")]
-
-
-def test_a_tail_of_two_steps_stays_with_its_cycle(tmp_path):
-    # GIVEN start/end cycle ranges of a loop whose turn n (b = 1000n) opens cycle n, runs its
-    # forward [b, b+100], then cycle n-1's sample [b+200, b+250] and output [b+300, b+350], and
-    # closes cycle n-1 at b+400 (a kernel in each phase)
-    t = FakeTrace()
-    for n in range(6):
-        b = 1000 * n
-        if n < 5:
-            t.range("forward", b * U, (b + 100) * U)
-            kernel(t, b + 10, (b + 12, b + 90))
-        if n > 0:
-            for name, at in (("sample", 200), ("output", 300)):
-                t.range(name, (b + at) * U, (b + at + 50) * U)
-                kernel(t, b + at + 10, (b + at + 12, b + at + 30))
-            t.range(f"cycle {n - 1}", (b - 1000) * U, (b + 400) * U, push_pop=False)
-    # WHEN analysed THEN each sample and output is the older cycle's (the sample comes just
-    # before the output in every shared stretch; before, each sample went one cycle late)
-    want = [(0, "forward")] + [x for n in range(1, 5) for x in ((n, "forward"), (n - 1, "sample"), (n - 1, "output"))] + [(4, "sample"), (4, "output")]
-    assert _phase_cycles(t, tmp_path, ("forward", "sample", "output")) == want

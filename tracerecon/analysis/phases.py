@@ -165,10 +165,8 @@ def _tail_names(windows: list[list[str]], closed: list[bool], leading: set[str])
     names in time order, whether its cycle closed, and the names known to lead (empty: those
     opening at least half the windows they are in): the last name not leading in each closed
     window, then a name that follows a tail phase in at least half the windows it is in (a
-    detokenize after the output; a head phase that followed the output once stays one), and,
-    where the first cycle said which names lead, one just before a tail phase in more than half
-    of all windows (a sample step before the output; a prefill that some cycles run before
-    theirs stays a head phase), leading ones never."""
+    detokenize after the output; a head phase that followed the output once stays one),
+    leading ones never."""
     appears: dict[str, int] = {}
     opens: dict[str, int] = {}
     for w in windows:
@@ -179,16 +177,11 @@ def _tail_names(windows: list[list[str]], closed: list[bool], leading: set[str])
     tail = {next((name for name in reversed(w) if name not in head), "") for w, c in zip(windows, closed) if c} - {""}
     while True:
         follows: dict[str, int] = {}
-        precedes: dict[str, int] = {}
         for w in windows:
             first = next((k for k, name in enumerate(w) if name in tail), len(w))
             for name in set(w[first + 1:]) - head - tail:
                 follows[name] = follows.get(name, 0) + 1
-            for name in {w[k - 1] for k in range(first, len(w)) if k > 0 and w[k] in tail} - head - tail:
-                precedes[name] = precedes.get(name, 0) + 1
         more = {name for name, n in follows.items() if 2 * n >= appears[name]}
-        if leading:  # (where the first cycle said which names lead: the head is known whole)
-            more |= {name for name, n in precedes.items() if 2 * n > len(windows)}
         if not more:
             return tail
         tail |= more
