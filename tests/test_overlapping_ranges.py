@@ -620,3 +620,68 @@ def test_an_output_thread_that_sometimes_finishes_before_the_next_cycle_opens(tm
     for n in range(1, 8):
         want += [(n - 1, "output"), (n, "forward")] if xs[n - 1] < 0 else [(n, "forward"), (n - 1, "output")]
     assert _phase_cycles(t, tmp_path, ("output", "forward")) == [*want, (7, "output")]
+
+
+def _loop_trace(tokens: str) -> tuple[FakeTrace, list[tuple[int, str]]]:
+    """A loop written as tokens 100 us apart: 'o:N' opens start/end range 'cycle N', 'c:N'
+    closes it, 'NAME:N' runs phase NAME of cycle N (60 us, a kernel 8..28 us in), '@T' after a
+    token runs it on thread T (else 10). Returns the trace and each phase's (cycle, name) in
+    time order: the truth, by construction."""
+    t = FakeTrace()
+    opened: dict[int, tuple[int, int]] = {}
+    want = []
+    for k, token in enumerate(tokens.split()):
+        at = 100 * k
+        token, _, tid = token.partition("@")
+        thread = int(tid) if tid else 10
+        name, n = token.split(":")
+        if name == "o":
+            opened[int(n)] = (at, thread)
+        elif name == "c":
+            start, opener = opened.pop(int(n))
+            t.range(f"cycle {n}", start * U, at * U, tid=opener, push_pop=False)
+        else:
+            t.range(name, at * U, (at + 60) * U, tid=thread)
+            kernel(t, at + 5, (at + 8, at + 28), tid=thread)
+            want.append((int(n), name))
+    return t, want
+
+
+def _turns(first: str, turn: str, n: int, start: int = 1) -> str:
+    """``first`` then ``turn`` for cycles ``start``..n-1 and a last turn closing the last
+    cycle: in ``turn``, {n} is the new cycle and {p} the one before ('o:{n}' and the new
+    cycle's phases are left out of the last turn)."""
+    out = [first]
+    for k in range(start, n + 1):
+        step = turn.split()
+        if k == n:
+            step = [s for s in step if "{n}" not in s]
+        out.append(" ".join(s.format(n=k, p=k - 1) for s in step))
+    return " ".join(out)
+
+
+_OTHER_SHAPES = {
+    # a first prefill step run in step (its output alone in cycle 0), decode steps a cycle ahead
+    "first step in step": _turns("o:0 prefill:0 output:0 o:1 c:0 decode:1", "o:{n} decode:{n} output:{p} c:{p}", 6, start=2),
+    # the next cycle opened before the older one's sample, its forward after it
+    "sample before the next forward": _turns("o:0 forward:0", "o:{n} sample:{p} forward:{n} output:{p} c:{p}", 6),
+    # a first prefill cycle, then decode steps named apart
+    "prefill first": _turns("o:0 prefill:0", "o:{n} decode:{n} output:{p} c:{p}", 6),
+    # a first prefill, then draft, verify, and the older cycle's accept after the verify
+    "prefill first, then drafts": _turns("o:0 prefill:0", "o:{n} draft:{n} draft:{n} verify:{n} accept:{p} c:{p}", 6),
+    # a tail of two steps, sample then output, after the next forward
+    "a tail of two steps": _turns("o:0 forward:0", "o:{n} forward:{n} sample:{p} output:{p} c:{p}", 6),
+    # the outputs on a thread of their own, the cycles marked on the model's thread
+    "outputs on their own thread": _turns("o:0@11 forward:0@11", "o:{n}@11 forward:{n}@11 output:{p}@13 c:{p}", 6),
+}
+
+
+@pytest.mark.parametrize("case", list(_OTHER_SHAPES))
+def test_overlapping_cycle_ranges_in_loops_of_other_shapes(tmp_path, case):
+    # GIVEN start/end cycle ranges of a loop a cycle ahead, in each case's shape (_loop_trace)
+    t, want = _loop_trace(_OTHER_SHAPES[case])
+    names = tuple(dict.fromkeys(name for _, name in want))
+    # WHEN analysed THEN each phase, in time order, is in the cycle that ran it (the share rule
+    # alone put a decode, a verify in the prefill cycle and every later one in the cycle
+    # before; the stage rule alone got the other four wrong, each output or sample a cycle late)
+    assert _phase_cycles(t, tmp_path, names) == want, case

@@ -112,17 +112,18 @@ def _cycle_by_loop_stage(cycle_start: np.ndarray, cycle_end: np.ndarray, cycle_c
 
     An engine a cycle (or two) ahead runs, in each turn of its loop, the new cycle's leading
     phases (its head: draft steps, verify, forward, a prefill) and the trailing ones of the
-    oldest cycle still open (its tail: output, detokenize), and closes that cycle's range. So a
-    tail phase goes to the earliest-starting cycle holding it and any other to the
-    latest-starting, however many phases of a name each cycle has. The trace says which names
-    lead: those the first cycle that ran phases alone before the next one began, having shared
-    none with an earlier one and still open when the next began, ran so (the first cycle of
-    such a loop runs its head alone; a cycle closed before the next began, a warm-up run in
-    step, says nothing; a later one could be a cycle whose older neighbour's range was never
-    closed, its output step then alone in it); where no cycle did, the names that open at least half of the windows
-    (below) they are in. And which trail (``_tail_names``): the phases a closed cycle shares
-    with later cycles and with no earlier one (its window) hold its own tail, before or after
-    the next cycle's head, so the last of them not of a leading name is of the tail."""
+    oldest cycle still open (its tail: sample, output, detokenize), before or after them, and
+    closes that cycle's range. So a tail phase goes to the earliest-starting cycle holding it
+    and a head phase to the latest-starting, however many of a name each cycle runs. The
+    trace says which names lead: those the first cycle that ran phases alone before the next
+    one began, having shared none with an earlier one and still open when the next began, ran
+    so (the first cycle of such a loop runs its head alone; a cycle closed before the next
+    began, a warm-up run in step, says nothing; a later one could be a cycle whose older
+    neighbour's range was never closed, its output step then alone in it). Which trail, and
+    which the trace cannot place, ``_loop_stages`` says from the phases a closed cycle shares
+    with later cycles and with no earlier one (its window); a name it cannot place keeps the
+    share rule: the earliest-starting cycle short of its share of that name (k a cycle, for a
+    name about every cycle runs), else the latest-starting."""
     holders = [np.where(ok, hit, -1)]
     for _ in range(64):  # cycles holding one phase at once: a few (bounded against odd traces)
         more = last_reaching(cycle_end, holders[-1] - 1, reach)
@@ -153,38 +154,103 @@ def _cycle_by_loop_stage(cycle_start: np.ndarray, cycle_end: np.ndarray, cycle_c
               and c == first_alone.setdefault("cycle", c)):
             leading.add(labels[i])
     names = [[labels[i] for i in w] for w in windows.values()]
-    tail = _tail_names(names, [bool(cycle_closed[c]) for c in windows], leading)
+    stage = _loop_stages(names, [bool(cycle_closed[c]) for c in windows], leading)
+    # Names the trace does not place by stage keep the share rule: the earliest-starting cycle
+    # with fewer than its share of that name chosen before it (a name about every cycle has,
+    # k a cycle), else the latest-starting (a name only some cycles have).
+    counts: dict[str, int] = {}
+    for i in choices:
+        counts[labels[i]] = counts.get(labels[i], 0) + 1
+    share = {name: max(1, round(c / n_cycles)) if c >= max(2, n_cycles - 1) else 0 for name, c in counts.items()}
     chosen = hit.copy()
-    for i, mine in choices.items():
-        chosen[i] = mine[0] if labels[i] in tail and len(mine) > 1 else mine[-1]
+    have: dict[tuple[int, str], int] = {}
+    for i in np.argsort(p_start, kind="stable").tolist():
+        if i not in choices:
+            continue
+        mine, name = choices[i], labels[i]
+        how = stage.get(name, "lead")
+        if len(mine) == 1 or how == "lead":
+            pick = mine[-1]
+        elif how == "tail":
+            pick = mine[0]
+        else:
+            pick = next((h for h in mine if have.get((h, name), 0) < share[name]), mine[-1])
+        chosen[i] = pick
+        have[(pick, name)] = have.get((pick, name), 0) + 1
     return chosen
 
 
-def _tail_names(windows: list[list[str]], closed: list[bool], leading: set[str]) -> set[str]:
-    """The names of a loop's tail phases (``_cycle_by_loop_stage``), from each window's phase
-    names in time order, whether its cycle closed, and the names known to lead (empty: those
-    opening at least half the windows they are in): the last name not leading in each closed
-    window, then a name that follows a tail phase in at least half the windows it is in (a
-    detokenize after the output; a head phase that followed the output once stays one),
-    leading ones never."""
+def _loop_stages(windows: list[list[str]], closed: list[bool], leading: set[str]) -> dict[str, str]:
+    """Each name's stage in a loop a cycle or more ahead (``_cycle_by_loop_stage``): "lead"
+    (the newest open cycle's), "tail" (the oldest's) or "share" (the trace does not say: the
+    share rule), from each window's phase names in time order, whether its cycle closed, and
+    the names the first cycle ran alone (``leading``). A name trails where it is the last of a
+    closed window (its range closes after its own output step), where it comes before the
+    first leading phase of a window (a tail run before the next cycle's head), or where it
+    follows a trailing phase in at least half the windows it is in (a detokenize after the
+    output). A name said to both lead and trail (a first step run in step, its output alone;
+    a range closed only after the next forward) and one said to do neither keep the share
+    rule, but a name of neither that opens at least half the windows it is in leads (the next
+    cycle's first phase: a decode after a first prefill, which the share rule would give the
+    prefill cycle, and every later cycle its next one's)."""
     appears: dict[str, int] = {}
     opens: dict[str, int] = {}
     for w in windows:
         for name in set(w):
             appears[name] = appears.get(name, 0) + 1
         opens[w[0]] = opens.get(w[0], 0) + 1
-    head = leading or {name for name, n in opens.items() if 2 * n >= appears[name]}
-    tail = {next((name for name in reversed(w) if name not in head), "") for w, c in zip(windows, closed) if c} - {""}
+    # A name the first cycle ran alone closes a window now and then where the older cycle's
+    # tail ran no phase; one that closes at least half the closed windows it is in is said to
+    # trail too (the first step run in step, or a range closed after the next forward).
+    last: dict[str, int] = {}
+    in_closed: dict[str, int] = {}
+    for w, c in zip(windows, closed):
+        if c:
+            last[w[-1]] = last.get(w[-1], 0) + 1
+            for name in set(w):
+                in_closed[name] = in_closed.get(name, 0) + 1
+    tail = {name for name, n in last.items() if name not in leading or 2 * n >= in_closed[name]}
+    heads = leading - tail
+    for w in windows:
+        first_lead = next((k for k, name in enumerate(w) if name in heads), 0)
+        tail |= set(w[:first_lead]) - leading
     while True:
         follows: dict[str, int] = {}
         for w in windows:
             first = next((k for k, name in enumerate(w) if name in tail), len(w))
-            for name in set(w[first + 1:]) - head - tail:
+            for name in set(w[first + 1:]) - leading - tail:
                 follows[name] = follows.get(name, 0) + 1
         more = {name for name, n in follows.items() if 2 * n >= appears[name]}
         if not more:
-            return tail
+            break
         tail |= more
+    stage = {}
+    for name in appears:
+        if name in leading:
+            stage[name] = "share" if name in tail else "lead"
+        elif name in tail:
+            stage[name] = "tail"
+        else:
+            # (where no cycle ran phases alone, or a name the first one ran alone also closes
+            # windows, that cycle ran a step in step or a range closes late: which opens a
+            # window says nothing then)
+            opening = 2 * opens.get(name, 0) >= appears[name] and bool(leading) and not leading & tail
+            stage[name] = "lead" if opening else "share"
+    if 2 * sum(w[0] in heads for w in windows) < len(windows):
+        # The first cycle ran none of the names that open the windows (a prefill before decode
+        # steps): its names say nothing of the steps between the next cycle's first phase and
+        # the older one's tail, so those lead, as the first phase does.
+        between: dict[str, int] = {}
+        for w in windows:
+            if stage.get(w[0]) != "lead":
+                continue
+            end = next((k for k, name in enumerate(w) if name in tail), len(w))
+            for name in set(w[1:end]):
+                between[name] = between.get(name, 0) + 1
+        for name, n in between.items():
+            if stage[name] == "share" and 2 * n >= appears[name]:
+                stage[name] = "lead"
+    return stage
 
 
 def phases_past_their_cycle(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, cycle_rows: np.ndarray) -> np.ndarray:
