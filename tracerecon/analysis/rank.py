@@ -278,6 +278,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     + _before_capture_notes(clock)
                     + _host_side_wait_notes(tables.api_calls)
                     + _unrecorded_stream_notes(tables.stream_marks, clock)
+                    + _unrecorded_wait_notes(clock)
                     + _several_devices_notes(ops, tables.cuda_devices)
                     + _phases_on_several_gpus_notes(ops, op_phase, dev, labels, ph_pid, tables.cuda_devices)
                     + _cycles_across_gpus_notes(cycle_of, dev, b_start, ph_pid, ph_tid, ph_s, ph_e, tables.cuda_devices)
@@ -368,6 +369,19 @@ def _unrecorded_stream_notes(stream_marks: pa.Table | None, clock: StreamClock) 
     return (f"{stream_marks.num_rows} phase starts marked their current stream (tracerecon.stream), but the export holds no CUDA event "
             "records to say which (CUPTI_ACTIVITY_KIND_CUDA_EVENT: nsys 2023 or later, --cuda-event-trace not false): each phase's "
             "stream is chosen from its work instead",)
+
+
+def _unrecorded_wait_notes(clock: StreamClock) -> tuple[str, ...]:
+    """One line where streams waited for events (``cudaStreamWaitEvent``) but the export holds
+    no event record at all to say what they waited for (nsys 2022 and older keep none;
+    ``--cuda-event-trace=false`` drops them): the waits are not modelled, so a boundary that
+    only a wait moves (a phase that only waits for another stream's copy) reads early."""
+    if len(clock.record_row) or not len(clock.unresolved_into):
+        return ()
+    n = len(np.unique(clock.unresolved_into))
+    return (f"streams waited for events on {n} stream(s), but the export holds no CUDA event records to say what they waited for "
+            "(CUPTI_ACTIVITY_KIND_CUDA_EVENT: nsys 2023 or later, --cuda-event-trace not false): such waits are not modelled: a phase "
+            "whose stream only waited may read short, and the next one long",)
 
 
 def cycles_within_cycles(nested: pa.Table, cycle_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
