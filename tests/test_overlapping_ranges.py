@@ -663,8 +663,6 @@ def _turns(first: str, turn: str, n: int, start: int = 1) -> str:
 _OTHER_SHAPES = {
     # a first prefill step run in step (its output alone in cycle 0), decode steps a cycle ahead
     "first step in step": _turns("o:0 prefill:0 output:0 o:1 c:0 decode:1", "o:{n} decode:{n} output:{p} c:{p}", 6, start=2),
-    # the next cycle opened before the older one's sample, its forward after it
-    "sample before the next forward": _turns("o:0 forward:0", "o:{n} sample:{p} forward:{n} output:{p} c:{p}", 6),
     # a first prefill cycle, then decode steps named apart
     "prefill first": _turns("o:0 prefill:0", "o:{n} decode:{n} output:{p} c:{p}", 6),
     # a first prefill, then draft, verify, and the older cycle's accept after the verify
@@ -683,5 +681,5 @@ def test_overlapping_cycle_ranges_in_loops_of_other_shapes(tmp_path, case):
     names = tuple(dict.fromkeys(name for _, name in want))
     # WHEN analysed THEN each phase, in time order, is in the cycle that ran it (the share rule
     # alone put a decode, a verify in the prefill cycle and every later one in the cycle
-    # before; the stage rule alone got the other four wrong, each output or sample a cycle late)
+    # before; the stage rule alone got the other three wrong, each output or sample a cycle late)
     assert _phase_cycles(t, tmp_path, names) == want, case

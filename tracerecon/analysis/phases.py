@@ -185,10 +185,11 @@ def _loop_stages(windows: list[list[str]], closed: list[bool], leading: set[str]
     (the newest open cycle's), "tail" (the oldest's) or "share" (the trace does not say: the
     share rule), from each window's phase names in time order, whether its cycle closed, and
     the names the first cycle ran alone (``leading``). A name trails where it is the last of a
-    closed window (its range closes after its own output step), where it comes before the
-    first leading phase of a window (a tail run before the next cycle's head), or where it
-    follows a trailing phase in at least half the windows it is in (a detokenize after the
-    output). A name said to both lead and trail (a first step run in step, its output alone;
+    closed window (its range closes after its own output step) or follows a trailing phase in
+    at least half the windows it is in (a detokenize after the output). (A name before the
+    first leading phase of a window is not taken to trail: as often it is a head step the
+    first cycle did not run as a tail run before the next head, in a review's 600 random
+    loops.) A name said to both lead and trail (a first step run in step, its output alone;
     a range closed only after the next forward) and one said to do neither keep the share
     rule, but a name of neither that opens at least half the windows it is in leads (the next
     cycle's first phase: a decode after a first prefill, which the share rule would give the
@@ -211,9 +212,6 @@ def _loop_stages(windows: list[list[str]], closed: list[bool], leading: set[str]
                 in_closed[name] = in_closed.get(name, 0) + 1
     tail = {name for name, n in last.items() if name not in leading or 2 * n >= in_closed[name]}
     heads = leading - tail
-    for w in windows:
-        first_lead = next((k for k, name in enumerate(w) if name in heads), 0)
-        tail |= set(w[:first_lead]) - leading
     while True:
         follows: dict[str, int] = {}
         for w in windows:
