@@ -76,9 +76,10 @@ def cycles_by_time(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarra
     threads running cycles of their own keep them apart; a phase outside every cycle stays -1.
     Where cycle ranges overlap without one holding the other (``nvtxRangeStart/End`` cycles of
     an engine a cycle ahead: cycle N closes after its output step, which runs after cycle N+1's
-    forward began), a phase of the loop's tail (``labels``, one per phase, say which) goes to
-    the earliest of them and any other to the latest (``_cycle_by_loop_stage``): cycle N's
-    output step is N's, not N+1's, and N+1's forward is N+1's."""
+    forward began), a phase goes to the earliest of them where it is of the loop's tail, to the
+    latest where it leads, and by its name's share where the trace does not say
+    (``_cycle_by_loop_stage``; ``labels``, one per phase, name them): cycle N's output step is
+    N's, not N+1's, and N+1's forward is N+1's."""
     loose = np.flatnonzero(cycle_of < 0)
     if len(loose) == 0 or len(cycle_rows) == 0:
         return cycle_of
