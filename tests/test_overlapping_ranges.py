@@ -512,33 +512,15 @@ def test_cycle_ranges_two_ahead_keep_a_cycles_drafts_however_many_it_ran(tmp_pat
 
 
 def test_a_cycle_range_closed_after_the_next_forward_keeps_its_own_output(tmp_path):
-    # GIVEN start/end cycle ranges of a loop that, in turn n (b = 1000n), schedules cycle n
-    # [b, b+50], runs cycle n-1's output [b+100, b+150], launches cycle n's forward
-    # [b+200, b+300] and only then closes cycle n-1 (at b+400; a kernel in each phase): the
-    # last phase before each cycle's range closes is the next cycle's forward
-    t = FakeTrace()
-    for n in range(5):
-        b = 1000 * n
-        if n < 4:
-            t.range("schedule", b * U, (b + 50) * U)
-            kernel(t, b + 10, (b + 12, b + 30))
-        if n > 0:
-            t.range("output", (b + 100) * U, (b + 150) * U)
-            kernel(t, b + 110, (b + 112, b + 130))
-        if n < 4:
-            t.range("forward", (b + 200) * U, (b + 300) * U)
-            kernel(t, b + 210, (b + 212, b + 290))
-        if n > 0:
-            t.range(f"cycle {n - 1}", (b - 1000) * U, (b + 400) * U, push_pop=False)
-    # WHEN analysed
-    rank = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("schedule", "output", "forward"))).ranks[0]
-    # THEN each cycle has its own schedule, forward and output: cycle 0 ran schedule and forward
-    # alone before cycle 1 began, so those lead, and the output is the older cycle's
-    name = {c["cycle"]: c["name"] for c in rank.cycles.to_pylist()}
-    got = [(int(name[p["cycle"]].split()[1]), p["phase"]) for p in sorted(rank.phases.to_pylist(), key=lambda p: p["cpu_start_ns"])]
-    assert got == [(0, "schedule"), (0, "forward"),
-                   *[x for n in range(1, 4) for x in ((n, "schedule"), (n - 1, "output"), (n, "forward"))],
-                   (3, "output")]
+    # GIVEN start/end cycle ranges of a loop that, in turn n, opens cycle n, schedules it, runs
+    # cycle n-1's output, launches cycle n's forward and only then closes cycle n-1
+    # (_loop_trace): the last phase before each cycle's range closes is the next cycle's forward
+    t, _ = _loop_trace(_turns("o:0 schedule:0 forward:0", "o:{n} schedule:{n} output:{p} forward:{n} c:{p}", 4))
+    # WHEN analysed THEN each cycle has its own schedule, forward and output: cycle 0 ran
+    # schedule and forward alone before cycle 1 began, so those lead, and the output is the
+    # older cycle's
+    assert _phase_cycles(t, tmp_path, ("schedule", "output", "forward")) == [
+        (0, "schedule"), (0, "forward"), *[x for n in range(1, 4) for x in ((n, "schedule"), (n - 1, "output"), (n, "forward"))], (3, "output")]
 
 
 def _phase_cycles(t: FakeTrace, tmp_path, phases: tuple[str, ...]) -> list[tuple[int, str]]:
@@ -549,20 +531,10 @@ def _phase_cycles(t: FakeTrace, tmp_path, phases: tuple[str, ...]) -> list[tuple
 
 
 def test_a_loop_that_runs_the_older_cycles_output_before_the_next_forward_keeps_it(tmp_path):
-    # GIVEN start/end cycle ranges of a loop whose turn n (b = 1000n) opens cycle n, runs cycle
-    # n-1's output [b+100, b+150], then cycle n's forward [b+200, b+300], and closes cycle n-1 at
-    # b+400 (a kernel in each phase): every shared stretch opens with the older cycle's output
-    t = FakeTrace()
-    for n in range(5):
-        b = 1000 * n
-        if n > 0:
-            t.range("output", (b + 100) * U, (b + 150) * U)
-            kernel(t, b + 110, (b + 112, b + 130))
-        if n < 4:
-            t.range("forward", (b + 200) * U, (b + 300) * U)
-            kernel(t, b + 210, (b + 212, b + 290))
-        if n > 0:
-            t.range(f"cycle {n - 1}", (b - 1000) * U, (b + 400) * U, push_pop=False)
+    # GIVEN start/end cycle ranges of a loop whose turn n opens cycle n, runs cycle n-1's output,
+    # then cycle n's forward, and closes cycle n-1 (_loop_trace): every shared stretch opens
+    # with the older cycle's output
+    t, _ = _loop_trace(_turns("o:0 forward:0", "o:{n} output:{p} forward:{n} c:{p}", 4))
     # WHEN analysed THEN each output is the cycle's before (cycle 0 ran its forward alone: the
     # forward leads; a name opening the stretches is not taken to lead where one is known)
     assert _phase_cycles(t, tmp_path, ("output", "forward")) == [

@@ -27,6 +27,17 @@ def make_leaky(tmp_path):
     return t.write(tmp_path / "leaky.sqlite")
 
 
+def edited_copy(tmp_path, edit, name: str = "in.sqlite") -> Path:
+    """A copy of the README's engine export in ``tmp_path``, changed by ``edit(connection)``."""
+    path = tmp_path / name
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", path)
+    con = sqlite3.connect(path)
+    edit(con)
+    con.commit()
+    con.close()
+    return path
+
+
 def all_text(path):
     con = sqlite3.connect(path)
     out = []
@@ -261,18 +272,14 @@ def test_a_scrub_whose_copy_another_holds_locked_names_the_output(tmp_path, monk
 def test_secrets_in_blobs_basic_credentials_and_private_keys_are_redacted(tmp_path):
     # GIVEN an export with a token in a blob (an NVTX payload), HTTP basic credentials and a
     # private key block in strings
-    import shutil
+    def plant_secrets(con):
+        con.execute("update NVTX_EVENTS set binaryData = cast('HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz123456' as blob) where rowid = 1")
+        con.execute("insert into StringIds values (990001, 'curl -H \"Authorization: Basic dXNlcjpodW50ZXIy\" x')")
+        con.execute("insert into StringIds values (990002, 'key: -----BEGIN OPENSSH PRIVATE KEY----- b3BlbnNzaC1rZXktdjEAAAAABG5vbmU -----END OPENSSH PRIVATE KEY----- done')")
+        con.execute("insert into StringIds values (990003, cast(x'00ff10' || cast('password=hunter2' as blob) as blob))")
+        con.execute("insert into StringIds values (990004, cast('git clone https://alice:S3cretpw@github.com/org/repo' as blob))")
 
-    src = tmp_path / "t.sqlite"
-    shutil.copy(H200 / "eagle_gpu_bound.sqlite", src)
-    con = sqlite3.connect(src)
-    con.execute("update NVTX_EVENTS set binaryData = cast('HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz123456' as blob) where rowid = 1")
-    con.execute("insert into StringIds values (990001, 'curl -H \"Authorization: Basic dXNlcjpodW50ZXIy\" x')")
-    con.execute("insert into StringIds values (990002, 'key: -----BEGIN OPENSSH PRIVATE KEY----- b3BlbnNzaC1rZXktdjEAAAAABG5vbmU -----END OPENSSH PRIVATE KEY----- done')")
-    con.execute("insert into StringIds values (990003, cast(x'00ff10' || cast('password=hunter2' as blob) as blob))")
-    con.execute("insert into StringIds values (990004, cast('git clone https://alice:S3cretpw@github.com/org/repo' as blob))")
-    con.commit()
-    con.close()
+    src = edited_copy(tmp_path, plant_secrets, "t.sqlite")
     # WHEN scrubbed
     res = run_cli("scrub", str(src), "-o", str(tmp_path / "s.sqlite"))
     assert res.returncode == 0, res.stderr
@@ -423,13 +430,9 @@ def test_secret_options_named_by_key_pass_or_secret_lose_their_values_whole():
 def test_program_output_an_nsys_2025_export_keeps_is_removed(tmp_path):
     # GIVEN nsys 2025's export of the README's engine, its program output (ANALYSIS_FILE's
     # pid_N_stdout.log and stderr.log) holding a user's name and a prompt
-    src = tmp_path / "in.sqlite"
-    shutil.copy(H200 / "eagle_gpu_bound.sqlite", src)
-    con = sqlite3.connect(src)
-    (content,) = con.execute("select distinct contentId from ANALYSIS_FILE").fetchone()
-    con.execute("update StringIds set value = 'engine started by alice; prompt: my ssn is 123-45-6789' where id = ?", (content,))
-    con.commit()
-    con.close()
+    src = edited_copy(tmp_path, lambda con: con.execute(
+        "update StringIds set value = 'engine started by alice; prompt: my ssn is 123-45-6789' where id = (select distinct contentId from ANALYSIS_FILE)"))
+    (content,) = sqlite3.connect(src).execute("select distinct contentId from ANALYSIS_FILE").fetchone()
     # WHEN scrubbed THEN neither is in the copy, and the analysis is the same
     out = tmp_path / "out.sqlite"
     assert run_cli("scrub", str(src), "-o", str(out)).returncode == 0
@@ -453,15 +456,13 @@ def test_program_output_an_nsys_2024_export_holds_as_its_own_text_is_removed(tmp
     # GIVEN an export whose ANALYSIS_FILE holds the program's output as its own text, as nsys
     # 2024.5 writes it (id, filename, content, globalPid: no contentId), a user's name and a
     # prompt in the stdout log, the stderr log empty
-    src = tmp_path / "in.sqlite"
-    shutil.copy(H200 / "eagle_gpu_bound.sqlite", src)
-    con = sqlite3.connect(src)
-    con.execute("drop table if exists ANALYSIS_FILE")
-    con.execute("create table ANALYSIS_FILE(id INTEGER NOT NULL PRIMARY KEY, filename TEXT NOT NULL, content TEXT NOT NULL, globalPid INTEGER NOT NULL)")
-    con.executemany("insert into ANALYSIS_FILE values (?, ?, ?, 0)",
-                    [(0, "pid_1115_stdout.log", "engine started by alice; prompt: my ssn is 123-45-6789"), (1, "pid_1115_stderr.log", "")])
-    con.commit()
-    con.close()
+    def inline_output(con):
+        con.execute("drop table if exists ANALYSIS_FILE")
+        con.execute("create table ANALYSIS_FILE(id INTEGER NOT NULL PRIMARY KEY, filename TEXT NOT NULL, content TEXT NOT NULL, globalPid INTEGER NOT NULL)")
+        con.executemany("insert into ANALYSIS_FILE values (?, ?, ?, 0)",
+                        [(0, "pid_1115_stdout.log", "engine started by alice; prompt: my ssn is 123-45-6789"), (1, "pid_1115_stderr.log", "")])
+
+    src = edited_copy(tmp_path, inline_output)
     # WHEN scrubbed THEN neither is in the copy: the log says the output was removed, the empty
     # one stays empty
     out = tmp_path / "out.sqlite"

@@ -142,17 +142,17 @@ def _cycle_by_loop_stage(cycle_start: np.ndarray, cycle_end: np.ndarray, cycle_c
     windows: dict[int, list[int]] = {}  # earliest holder -> its shared phases, in time order
     leading: set[str] = set()
     shared: set[int] = set()  # cycles that shared a phase with another so far
-    first_alone: dict[str, int] = {}  # the first cycle that ran phases alone so: only its count
+    first_alone = -1  # the first cycle that ran phases alone so: only its names count
     n_cycles = len(cycle_start)
-    for i in np.argsort(p_start, kind="stable").tolist():
-        if i not in choices:
-            continue
+    in_time = [i for i in np.argsort(p_start, kind="stable").tolist() if i in choices]
+    for i in in_time:
         c = choices[i][0]
         if len(choices[i]) > 1:
             windows.setdefault(c, []).append(i)
             shared.update(choices[i])
         elif (c not in shared and c + 1 < n_cycles and p_start[i] < cycle_start[c + 1] and (not cycle_closed[c] or cycle_end[c] > cycle_start[c + 1])
-              and c == first_alone.setdefault("cycle", c)):
+              and first_alone in (-1, c)):
+            first_alone = c
             leading.add(labels[i])
     names = [[labels[i] for i in w] for w in windows.values()]
     stage = _loop_stages(names, [bool(cycle_closed[c]) for c in windows], leading)
@@ -165,9 +165,7 @@ def _cycle_by_loop_stage(cycle_start: np.ndarray, cycle_end: np.ndarray, cycle_c
     share = {name: max(1, round(c / n_cycles)) if c >= max(2, n_cycles - 1) else 0 for name, c in counts.items()}
     chosen = hit.copy()
     have: dict[tuple[int, str], int] = {}
-    for i in np.argsort(p_start, kind="stable").tolist():
-        if i not in choices:
-            continue
+    for i in in_time:
         mine, name = choices[i], labels[i]
         how = stage.get(name, "lead")
         if len(mine) == 1 or how == "lead":
