@@ -101,6 +101,34 @@ def test_freed_blocks_stay_for_reuse_only_in_one_shot_commands(mode, returned):
     assert (mb >= 15) if returned else (mb <= 1), mb
 
 
+@pytest.mark.skipif(not GLIBC, reason="glibc's malloc")
+@pytest.mark.parametrize("mode, user_setting, arenas", [("stock", None, 13), ("view", None, 13), ("report", None, 8), ("report", "3", 3)])
+def test_one_shot_commands_make_at_most_eight_malloc_arenas(mode, user_setting, arenas):
+    # GIVEN twelve threads that each allocate and are alive at once
+    # WHEN malloc runs with stock settings, as `view` sets it, as `report` sets it, and as
+    #      `report` sets it where the user set MALLOC_ARENA_MAX
+    # THEN stock glibc (up to 8 arenas per core) gives each thread an arena of its own beside
+    #      the main one, and so does `view`; a one-shot command stops at 8, a user's own bound
+    #      stands (malloc_stats prints one "Arena N:" per arena)
+    if mode == "stock" and 8 * (os.cpu_count() or 1) < 13:
+        pytest.skip("stock glibc allows 8 arenas per core")
+    code = (
+        "import ctypes, os, sys, threading\n"
+        "from tracerecon.own_process import prepare\n"
+        "if sys.argv[1] != 'stock': prepare(sys.argv[1])\n"
+        "both = threading.Barrier(13)\n"
+        "def hold():\n"
+        "    block = bytearray(1 << 20); both.wait(); both.wait()\n"
+        "threads = [threading.Thread(target=hold) for _ in range(12)]\n"
+        "for t in threads: t.start()\n"
+        "both.wait(); sys.stdout.flush(); os.dup2(1, 2); ctypes.CDLL(None).malloc_stats(); both.wait()\n"
+        "for t in threads: t.join()\n"
+    )
+    env = {"MALLOC_ARENA_MAX": user_setting} if user_setting else {}
+    out = in_fresh_python(code, mode, **env)
+    assert sum(line.startswith("Arena ") for line in out.splitlines()) == arenas, out
+
+
 def test_a_report_through_the_program_matches_one_through_main(tmp_path):
     # GIVEN one trace WHEN reported by the program (settings made) and by main (none made)
     # THEN the two JSON documents are the same
