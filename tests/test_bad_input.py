@@ -676,6 +676,28 @@ def test_an_output_a_folder_given_as_input_is_read_with_is_refused(tmp_path):
     assert [p["phase"] for p in json.loads(run_cli("report", "--json", str(run)).stdout)["ranks"][0]["phases"]] == ["draft", "verify"]
 
 
+def test_a_timeline_never_replaces_what_another_folder_is_read_with(tmp_path):
+    # GIVEN a run directory and an export directory, neither of them the input
+    run = tmp_path / "run"
+    shutil.copytree(H200.parent / "engines_h200" / "vllm_v1", run)
+    exp = tmp_path / "exp"
+    assert run_cli("export", str(run), "-o", str(exp)).returncode == 0
+    (run / "cpu_timers.rank0.jsonl").write_text("")
+    before = {p: p.read_bytes() for p in [*run.rglob("*"), *exp.rglob("*")] if p.is_file()}
+    trace = str(H200 / "eagle_gpu_bound.sqlite")
+    # WHEN another trace's timeline is written over the export's manifest, the run's run.json or
+    #      its engine timers (the README's "-o DIR/manifest.json" slip)
+    for out in (exp / "manifest.json", run / "run.json", run / "cpu_timers.rank0.jsonl"):
+        res = run_cli("export", trace, "--format", "chrome-json", "-o", str(out))
+        # THEN refused in one line, and both folders are as they were and still read
+        assert_one_line_error(res, "is read as part of the folder")
+    assert {p: p.read_bytes() for p in [*run.rglob("*"), *exp.rglob("*")] if p.is_file()} == before
+    assert run_cli("report", "--json", str(exp)).returncode == 0
+    # and a new file of the export's folder is written (a picture beside the tables)
+    res = run_cli("export", trace, "-o", str(exp / "timeline.json"))
+    assert res.returncode == 0 and (exp / "timeline.json").is_file(), res.stderr
+
+
 def test_ranks_missing_from_a_run_directory_are_said(tmp_path):
     # GIVEN a two-rank run directory whose run.json lists rank1.sqlite, which is gone
     run = tmp_path / "run"

@@ -610,6 +610,17 @@ def refuse_output_over_inputs(out: Path, inputs: Sequence[str]) -> None:
             raise UsageError(f"{out}: is read as part of the input {f}; choose another output (the input is never changed)")
 
 
+def refuse_replacing_what_a_folder_reads(out: Path) -> None:
+    """A file output (a timeline) that would replace a file its folder is read with, input or
+    not, is refused: a run's ``run.json``, an export's ``manifest.json``, engine timers
+    (``cpu_timers.rank<R>.jsonl``). A timeline named ``EXPORT/manifest.json`` left the export
+    unreadable; ``RUN/run.json``, the run without its ranks' order and phases."""
+    name = out.name
+    if os.path.lexists(out) and (name in (RUN_JSON, MANIFEST_JSON) or (name.startswith(CPU_TIMERS_PREFIX + ".") and name.endswith(".jsonl"))):
+        raise UsageError(f"{out}: is read as part of the folder {out.parent} (a tracerecon run or export, or engine timers); "
+                         "choose another output")
+
+
 def _as_dir(path: str) -> str:
     """``path`` with one trailing separator: what the paths inside it start with."""
     return path.rstrip(os.sep) + os.sep

@@ -519,10 +519,11 @@ def export_timeline(analysis: Analysis, out_file: str | os.PathLike, fmt: str = 
         writer_of = _ChromeJsonWriter
     out = Path(out_file)
     from tracerecon.nsys.read_plan import refuse_file_over_a_trace
-    from tracerecon.run_dir import refuse_output_over_inputs, refuse_special_output
+    from tracerecon.run_dir import refuse_output_over_inputs, refuse_replacing_what_a_folder_reads, refuse_special_output
 
     refuse_output_over_inputs(out, analysis.inputs)
     refuse_special_output(out)
+    refuse_replacing_what_a_folder_reads(out)
     refuse_file_over_a_trace(out)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     counts = dict.fromkeys(COUNT_KEYS, 0)

@@ -61,12 +61,13 @@ def main(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from tracerecon.nsys.read_plan import refuse_file_over_a_trace
-    from tracerecon.run_dir import refuse_linked_folder, refuse_output_over_inputs, refuse_special_output
+    from tracerecon.run_dir import refuse_linked_folder, refuse_output_over_inputs, refuse_replacing_what_a_folder_reads, refuse_special_output
 
     # As given (an export directory too), before anything is read.
     refuse_output_over_inputs(Path(args.output), args.traces)
     if args.format in ("chrome-json", "perfetto"):
         refuse_special_output(Path(args.output))
+        refuse_replacing_what_a_folder_reads(Path(args.output))
         refuse_file_over_a_trace(Path(args.output))
     else:
         refuse_linked_folder(Path(args.output))
