@@ -310,3 +310,32 @@ def test_without_cycle_ranges_a_step_lacking_the_first_phase_is_a_cycle_of_its_o
     for step in range(5):
         want += [(step, "a", 300), (step, "b", 0), (step, "c", 100)] if step != 2 else [(2, "b", 100), (2, "c", 200)]
     assert got == want
+
+
+def test_without_cycle_ranges_a_step_lacking_the_first_phase_is_found_however_many_it_runs_elsewhere(tmp_path):
+    # GIVEN no cycle ranges; a step every 1000 us (s) that drafts k = 2, 4, 1, 0, 3 times: each
+    # draft a 50 us range (kernel +10..+40), then b [x, x+50] (x = s + 50k; kernel x+10..x+200)
+    # and c [x+50, x+150] (kernel x+200..x+300); the step with no draft is like a prefill step
+    t = FakeTrace()
+    drafts = (2, 4, 1, 0, 3)
+    for step, k in enumerate(drafts):
+        s = 1000 * step
+        for i in range(k):
+            t.range("a", (s + 50 * i) * U, (s + 50 * i + 50) * U)
+            kernel_at(t, s + 50 * i + 5, (s + 50 * i + 10, s + 50 * i + 40))
+        x = s + 50 * k
+        t.range("b", x * U, (x + 50) * U)
+        kernel_at(t, x + 5, (x + 10, x + 200))
+        t.range("c", (x + 50) * U, (x + 150) * U)
+        kernel_at(t, x + 60, (x + 200, x + 300))
+    # WHEN analysed with a, b, c (a starts cycles)
+    rank = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("a", "b", "c"))).ranks[0]
+    got = [(p["cycle"], p["phase"], p["gpu_ns"] // U) for p in rank.phases.to_pylist()]
+    # THEN five cycles, one per step: each draft 50 us, b from its start to its kernel's end
+    # (200), c from there to its kernel's end (100); the step without a draft is cycle 3, not
+    # the tail of cycle 2 (the most common number of phases a step runs, drafts counted, was
+    # that merged step's: 1 + 2 + 2)
+    want = []
+    for step, k in enumerate(drafts):
+        want += [(step, "a", 50)] * k + [(step, "b", 200), (step, "c", 100)]
+    assert got == want

@@ -585,20 +585,23 @@ def _steps_of_their_usual_length(mine: np.ndarray, label_id: np.ndarray) -> np.n
 
 def _steps_without_their_first_phase(label_id: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """``starts`` (``cycle_starts``' first-phase rule) with a cycle also started inside a cycle
-    that holds more phase instances than the most common length, where a phase comes again after another one
-    (a, b, c, b, c: a step without the phase that starts cycles, such as a prefill step with no
-    draft, ran after the decode step): from there it is a step of its own. Cycles of the usual
-    length are left as they are (a step that runs forward and sample twice every cycle)."""
+    that holds more instances of the other phases than the most common number, where a phase
+    comes again after another one (a, b, c, b, c: a step without the phase that starts cycles,
+    such as a prefill step with no draft, ran after the decode step): from there it is a step
+    of its own. Cycles of the usual length are left as they are (a step that runs forward and
+    sample twice every cycle). The phase that starts cycles is not counted: it may run any
+    number of times a step (2, 4, 1, 0 and 3 drafts: counted, the step without a draft made
+    the most common length and was never split)."""
     cyc = np.cumsum(starts) - 1
     counted = cyc >= 0
     if not counted.any():
         return starts
-    sizes = np.bincount(cyc[counted])
+    first = np.flatnonzero(counted)[0]
+    sizes = np.bincount(cyc[counted & (label_id != label_id[first])], minlength=int(cyc[-1]) + 1)
     usual = int(np.argmax(np.bincount(sizes)))  # the most common cycle length (the shortest of ties)
     long_cycles = np.flatnonzero(sizes > usual)
     if len(long_cycles) == 0:
         return starts
-    first = np.flatnonzero(counted)[0]
     bounds = np.r_[np.flatnonzero(starts[first:]) + first, len(label_id)]
     c0 = int(np.flatnonzero(sizes == usual)[0])
     if _comes_again(label_id[int(bounds[c0]):int(bounds[c0 + 1])]).any():
