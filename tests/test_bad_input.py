@@ -676,6 +676,20 @@ def test_an_output_a_folder_given_as_input_is_read_with_is_refused(tmp_path):
     assert [p["phase"] for p in json.loads(run_cli("report", "--json", str(run)).stdout)["ranks"][0]["phases"]] == ["draft", "verify"]
 
 
+@pytest.mark.parametrize("command", [("report",), ("ranges",), ("scrub",), ("diff", str(H200 / "eagle_gpu_bound.sqlite"))])
+def test_a_schema_byte_that_is_no_utf8_is_refused_in_one_line(command, tmp_path):
+    # GIVEN an export whose schema text has one byte damaged into one that is no UTF-8 (SQLite's
+    # "malformed schema" message then quotes it, and Python failed to decode that message)
+    data = bytearray((H200 / "eagle_gpu_bound.sqlite").read_bytes())
+    at = data.find(b"NOT NULL", data.find(b"CREATE TABLE"))
+    data[at + 4] = 0xA6  # "NOT \xa6ULL": a syntax error (a word in its place would read as the column's type)
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(bytes(data))
+    # WHEN any command reads it THEN one line names the file, exit 2 (not an internal error)
+    res = run_cli(command[0], str(bad), *command[1:], cwd=tmp_path)
+    assert_one_line_error(res, "unreadable SQLite file (malformed schema")
+
+
 def test_a_timeline_never_replaces_what_another_folder_is_read_with(tmp_path):
     # GIVEN a run directory and an export directory, neither of them the input
     run = tmp_path / "run"

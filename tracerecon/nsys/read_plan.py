@@ -74,8 +74,10 @@ def open_readonly(path: str | os.PathLike, shown: str | os.PathLike | None = Non
         conn.execute("select count(*) from sqlite_master").fetchone()
         page_size = conn.execute("pragma page_size").fetchone()[0]
         page_count = conn.execute("pragma page_count").fetchone()[0]
-    except sqlite3.DatabaseError as exc:
-        raise BadTraceError(f"{name}: unreadable SQLite file ({exc}; a file cut short, as by a copy or an export that did not finish, reads so)") from None
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+        # (SQLite's message on a damaged schema quotes its bytes, which Python then fails to decode)
+        why = f"malformed schema: {exc.reason}" if isinstance(exc, UnicodeDecodeError) else exc
+        raise BadTraceError(f"{name}: unreadable SQLite file ({why}; a file cut short, as by a copy or an export that did not finish, reads so)") from None
     if page_size * page_count > p.stat().st_size:
         conn.close()
         raise BadTraceError(f"{name}: truncated SQLite file ({p.stat().st_size} of {page_size * page_count} bytes)")
