@@ -8,12 +8,13 @@ import json
 import os
 import re
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import DEMO, DEMO2, H200, ROOT, SAMPLES, run_cli
+from conftest import DEMO, DEMO2, H200, ROOT, SAMPLES, need_public, run_cli
 from tracerecon import api
 
 PKG = ROOT / "tracerecon"
@@ -669,18 +670,49 @@ def test_a_cycle_line_says_when_its_phases_hold_little_of_the_cycle():
     assert "its phases hold" not in whole
 
 
-@pytest.mark.parametrize("verdicts,causes,label", [
-    ({"over": 30}, {"absorbed_wait": 30}, "over: absorbed_wait"),
-    # the cause as common as the verdict: no share of its own (it wrapped at 80 columns)
-    ({"over": 27, "agree": 3}, {"absorbed_wait": 27, "launch_bound": 3}, "over 27/30: absorbed_wait"),
-    # a cause less common than its verdict keeps its own share
-    ({"agree": 19, "over": 11}, {"launch_bound": 13, "comm_wait": 11, "queued_behind": 6}, "agree 19/30: launch_bound 13/30"),
-    ({"agree": 30}, {"none": 30}, "agree"),
+@pytest.mark.parametrize("verdicts,causes,verdict_causes,label", [
+    ({"over": 30}, {"absorbed_wait": 30}, {"absorbed_wait": 30}, "over: absorbed_wait"),
+    # the cause of all the verdict's cycles: no share of its own (it wrapped at 80 columns)
+    ({"over": 27, "agree": 3}, {"absorbed_wait": 27, "launch_bound": 3}, {"absorbed_wait": 27}, "over 27/30: absorbed_wait"),
+    # a cause of some of them keeps its own share
+    ({"agree": 19, "over": 11}, {"launch_bound": 13, "comm_wait": 11, "queued_behind": 6}, {"launch_bound": 13, "none": 6},
+     "agree 19/30: launch_bound 13/30"),
+    ({"agree": 30}, {"none": 30}, {"none": 30}, "agree"),
+    # the cause most common over all cycles belongs to other verdicts' cycles (a public 2-GPU
+    # export's aten::copy_: under 134/290, every one async_tail; queued_behind 148, all agree or
+    # over): the verdict is shown with its own cycles' cause
+    ({"under": 134, "agree": 129, "over": 27}, {"queued_behind": 148, "async_tail": 134, "none": 8}, {"async_tail": 134},
+     "under 134/290: async_tail"),
 ])
-def test_the_verdict_label_gives_a_causes_share_only_where_it_is_not_the_verdicts(verdicts, causes, label):
-    # GIVEN a phase's verdict and cause counts over 30 cycles WHEN labelled THEN as the table shows it
+def test_the_verdict_label_gives_its_own_cycles_cause_and_a_share_only_where_it_is_not_the_verdicts(verdicts, causes, verdict_causes, label):
+    # GIVEN a phase's verdict and cause counts WHEN labelled THEN as the table shows it
     from tracerecon.present import verdict_cause_label
     from tracerecon.report_model import PhaseSummary
 
-    p = PhaseSummary("verify", 30, 1.0, 1.0, 1.0, 1.0, 0.0, verdicts, causes)
+    p = PhaseSummary("verify", sum(verdicts.values()), 1.0, 1.0, 1.0, 1.0, 0.0, verdicts, causes, verdict_causes=verdict_causes)
     assert verdict_cause_label(p) == label
+
+
+def test_a_real_phase_is_shown_with_the_cause_of_its_own_verdicts_cycles(tmp_path):
+    # GIVEN a public 2-GPU export whose aten::copy_ ranges disagree cycle to cycle (under, agree,
+    # over), exported to parquet
+    import pyarrow.dataset as ds
+
+    trace = str(need_public() / "GindaChen__nsys-ai" / "h100_2gpu_1s.sqlite")
+    phase = ["--phase", r"aten::copy_=re:^aten::copy_, op_id = \d+$"]
+    assert run_cli("export", trace, *phase, "-o", str(tmp_path / "exp")).returncode == 0
+    # WHEN its report is printed
+    text = run_cli("report", trace, *phase, "--no-cache", env={**os.environ, "COLUMNS": "200"}).stdout
+    # THEN each rank's label pairs the most common verdict over its counted cycles with the
+    #      most common cause among those cycles, as the per-cycle rows say
+    cycles = ds.dataset(tmp_path / "exp" / "cycles", partitioning="hive").to_table().to_pylist()
+    counted = {(c["rank"], c["cycle"]) for c in cycles if not (c["warmup"] or c["incomplete"] or c["empty"])}
+    rows = [r for r in ds.dataset(tmp_path / "exp" / "phases", partitioning="hive").to_table().to_pylist() if (r["rank"], r["cycle"]) in counted]
+    labels = [ln.split()[-3:] for ln in text.splitlines() if ln.startswith("aten::copy_")]
+    assert len(labels) == 2
+    for rank, label in enumerate(labels):
+        mine = [r for r in rows if r["rank"] == rank]
+        verdict, k = Counter(r["verdict"] for r in mine).most_common(1)[0]
+        cause, c = Counter(r["cause"] for r in mine if r["verdict"] == verdict).most_common(1)[0]
+        assert k < len(mine) and c == k  # (the case: a cause of all the verdict's cycles)
+        assert label == [verdict, f"{k}/{len(mine)}:", cause], (label, Counter((r["verdict"], r["cause"]) for r in mine))

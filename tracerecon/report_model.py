@@ -23,8 +23,12 @@ def dominant_verdict(verdicts: dict[str, int]) -> str:
 
 
 def dominant_cause(causes: dict[str, int]) -> str:
-    """The cause most instances have, whatever their verdict (ties: the first in ``CAUSES``);
-    ``none`` for none: a verdict's share is not its cause's, each is counted on its own."""
+    """The cause most of ``causes`` have (ties: the first in ``CAUSES``); ``none`` for none.
+    Given the causes of the instances that have the dominant verdict, it is the cause that
+    verdict is shown with: each verdict has causes of its own (an ``under`` phase is never
+    ``absorbed_wait``), and the cause most common over all instances may belong to none of
+    that verdict's ("under 134/290: queued_behind 148/290", queued_behind only in its agree and
+    over cycles)."""
     return max(causes.items(), key=lambda kv: (kv[1], -CAUSES.index(kv[0])))[0] if causes else "none"
 
 
@@ -43,6 +47,9 @@ class PhaseSummary:
     # (smallest ms, largest ms, cycles) (``columns.groups_apart_ms``); None otherwise.
     cpu_ms_groups: tuple | None = None
     gpu_ms_groups: tuple | None = None
+    # The causes of the instances whose verdict is ``dominant_verdict`` (counts, largest first);
+    # ``causes`` counts every instance's.
+    verdict_causes: dict[str, int] = field(default_factory=dict)
 
     @property
     def dominant_verdict(self) -> str:
@@ -50,7 +57,8 @@ class PhaseSummary:
 
     @property
     def dominant_cause(self) -> str:
-        return dominant_cause(self.causes)
+        """The cause the dominant verdict is shown with: the most common among its instances."""
+        return dominant_cause(self.verdict_causes)
 
     def to_json(self) -> dict:
         return {

@@ -18,7 +18,7 @@ from tracerecon.analysis.columns import groups_apart_ms, median_ms
 from tracerecon.analysis.phases import phases_per_cycle
 from tracerecon.analysis.projection import distinct_values, int64s
 from tracerecon.json_text import escaped_char, invisible
-from tracerecon.report_model import CycleSummary, PhaseSummary
+from tracerecon.report_model import CycleSummary, PhaseSummary, dominant_verdict
 
 
 # Why a cycle is left out of the medians, each a boolean column of the cycles table, in the order
@@ -105,6 +105,9 @@ def summarize_phases(phases: pa.Table, order: tuple[str, ...] = (), cycles: pa.T
         idx = np.flatnonzero(name_code == names_seen.index(name))
         median = {c: median_ms(v[idx][ok[idx]]) for c, (v, ok) in durations.items()}
         apart = {c: groups_apart_ms(durations[c][0][idx][durations[c][1][idx]]) for c in ("cpu_ns", "gpu_ns")}
+        verdicts = _most_common(labels["verdict"], idx)
+        words, codes = labels["verdict"]
+        of_verdict = idx[codes[idx] == words.index(dominant_verdict(verdicts))]
         out.append(
             PhaseSummary(
                 phase=name,
@@ -114,10 +117,11 @@ def summarize_phases(phases: pa.Table, order: tuple[str, ...] = (), cycles: pa.T
                 gpu_span_ms_median=median["gpu_span_ns"],
                 gpu_busy_ms_median=median["gpu_busy_ns"],
                 error_ms_median=median["error_ns"],
-                verdicts=_most_common(labels["verdict"], idx),
+                verdicts=verdicts,
                 causes=_most_common(labels["cause"], idx),
                 cpu_ms_groups=apart["cpu_ns"],
                 gpu_ms_groups=apart["gpu_ns"],
+                verdict_causes=_most_common(labels["cause"], of_verdict),
             )
         )
     return out
