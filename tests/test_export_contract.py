@@ -120,3 +120,33 @@ def test_cycles_left_out_by_skip_cycles_are_said_as_such():
     # THEN the first says the 3 leading cycles were left out by the option, not as warm-up
     assert "cycles: 27 " in given and "3 leading cycle(s) left out (--skip-cycles 3)" in given and "warm-up" not in given
     assert "1 warm-up cycle(s) left out (--skip-cycles 0 keeps them)" in auto
+
+
+def test_the_readme_lists_each_tables_columns_as_the_files_hold_them(tmp_path):
+    # GIVEN the README's parquet table (one row per table: its columns, notes in parentheses)
+    import re
+
+    import pyarrow.parquet as pq
+
+    from conftest import ROOT
+
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("| table | one row per | columns |"):]
+    listed = {}
+    for line in section.splitlines()[2:]:
+        if not line.startswith("| `"):
+            break
+        table, _, columns = (cell.strip() for cell in line.strip("|").split(" | ", 2))
+        while re.search(r"\([^()]*\)", columns):  # notes, nested ones too
+            columns = re.sub(r" ?\([^()]*\)", "", columns)
+        listed[table.split("`")[1]] = [c.strip() for c in columns.split(",")]
+    # WHEN a two-rank NCCL run is exported (every table has rows)
+    out = tmp_path / "exp"
+    assert run_cli("export", str(DEMO2 / "nccl_gpu_bound"), "-o", str(out)).returncode == 0
+    # THEN each table's files hold the listed columns in that order, `rank` (listed first) from
+    #      the folder name, the critical path (no rank partition) without it
+    assert set(listed) == {"ranges", "phases", "cycles", "gpu_ops", "collectives", "syncs", "critical_path"}
+    for table, columns in listed.items():
+        (part, *_) = sorted((out / table).rglob("part-0.parquet"))
+        held = pq.read_schema(part).names
+        assert columns == (held if table == "critical_path" else ["rank", *held]), table
