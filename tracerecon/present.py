@@ -119,14 +119,15 @@ def verdict_label(p: PhaseSummary) -> str:
 
 
 def verdict_cause_label(p: PhaseSummary) -> str:
-    """``over 23/24: absorbed_wait``: the dominant verdict and the most common cause among its
-    instances, the cause's own share where not all of them have it: ``agree 19/30:
-    launch_bound 13/30`` (13 of the 19 agreeing ones); a cause of all the verdict's instances
-    has none of its own (``over 27/30: absorbed_wait``, not ``absorbed_wait 27/30`` again,
-    which at 80 columns wrapped onto a line of its own); ``none`` is left out."""
+    """``over 23/24: absorbed_wait``: the dominant verdict and its cause
+    (``report_model.dominant_cause``: the most common among the causes the verdict's instances
+    have), the cause's own share where it differs from the verdict's: ``agree 19/30:
+    launch_bound 13/30`` (a verdict's share is not its cause's); a cause as common as its
+    verdict has none of its own (``over 27/30: absorbed_wait``, not ``absorbed_wait 27/30``
+    again, which at 80 columns wrapped onto a line of its own); ``none`` is left out."""
     if p.dominant_cause == "none":
         return verdict_label(p)
-    k = p.verdict_causes.get(p.dominant_cause, 0)
+    k = p.causes.get(p.dominant_cause, 0)
     return verdict_label(p) + ": " + (p.dominant_cause if k == p.verdicts.get(p.dominant_verdict, 0) else f"{p.dominant_cause} {k}/{p.n}")
 
 

@@ -22,13 +22,17 @@ def dominant_verdict(verdicts: dict[str, int]) -> str:
     return max(verdicts.items(), key=lambda kv: (kv[1], -VERDICTS.index(kv[0])))[0] if verdicts else "no_gpu_work"
 
 
-def dominant_cause(causes: dict[str, int]) -> str:
+def dominant_cause(causes: dict[str, int], verdict_causes: dict[str, int] | set[str] | None = None) -> str:
     """The cause most of ``causes`` have (ties: the first in ``CAUSES``); ``none`` for none.
-    Given the causes of the instances that have the dominant verdict, it is the cause that
-    verdict is shown with: each verdict has causes of its own (an ``under`` phase is never
-    ``absorbed_wait``), and the cause most common over all instances may belong to none of
-    that verdict's ("under 134/290: queued_behind 148/290", queued_behind only in its agree and
-    over cycles)."""
+    With ``verdict_causes`` (the causes of the instances that have the dominant verdict), the
+    most common of ``causes`` among those: the cause that verdict is shown with. Each verdict
+    has causes of its own (an ``under`` phase is never ``absorbed_wait``), and the cause most
+    common over all instances may be none of that verdict's ("under 134/290: queued_behind
+    148/290", queued_behind only in agree and over cycles); taken among the verdict's own
+    causes, a cause shared with other verdicts still counts all its instances (agree 18/30:
+    comm_wait 19/30, 7 of them agreeing, launch_bound 11)."""
+    if verdict_causes is not None:
+        causes = {c: n for c, n in causes.items() if c in verdict_causes}
     return max(causes.items(), key=lambda kv: (kv[1], -CAUSES.index(kv[0])))[0] if causes else "none"
 
 
@@ -57,8 +61,8 @@ class PhaseSummary:
 
     @property
     def dominant_cause(self) -> str:
-        """The cause the dominant verdict is shown with: the most common among its instances."""
-        return dominant_cause(self.verdict_causes)
+        """The cause the dominant verdict is shown with (``dominant_cause``)."""
+        return dominant_cause(self.causes, self.verdict_causes)
 
     def to_json(self) -> dict:
         return {

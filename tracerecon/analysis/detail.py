@@ -131,12 +131,11 @@ def phase_detail(phases: pa.Table, gpu_ops: pa.Table, syncs: pa.Table, *, phase_
         if len(s) > 20:
             sync_lines.append(f"... {len(s) - 20} more")
     d = sub.to_pydict()
-    # The verdict and the cause as ``report`` names them (the cause: the most common among the
-    # verdict's instances).
+    # The verdict and the cause as ``report`` names them (``report_model.dominant_cause``).
     verdicts = dict(Counter(d["verdict"]).most_common())
     causes = dict(Counter(d["cause"]).most_common())
     top = dominant_verdict(verdicts)
-    cause = dominant_cause(dict(Counter(c for v, c in zip(d["verdict"], d["cause"]) if v == top).most_common()))
+    cause = dominant_cause(causes, {c for v, c in zip(d["verdict"], d["cause"]) if v == top})
     cpu_ms = median_ms(d["cpu_ns"]) or 0.0
     gpu_ms = median_ms(d["gpu_ns"])
     span = median_ms(d["gpu_span_ns"])
