@@ -102,16 +102,17 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
                     cycles.append([k])
                 elif cycles:
                     cycles[-1].append(k)
-            lengths = [len(c) for c in cycles]
+            # (2026-12-06) A cycle's length not counting the first phase's ranges (steps draft any number of times).
+            lengths = [sum(labels[phase_rows[k]] != start for k in c) for c in cycles]
             usual = max(set(lengths), key=lambda n: (lengths.count(n), -n)) if cycles else 0  # most common, shortest of ties
 
             def repeats(members):  # a phase again after another, within the cycle
                 labs = [labels[phase_rows[k]] for k in members]
                 return any(lab in labs[:j] and lab != labs[j - 1] for j, lab in enumerate(labs) if j)
 
-            usual_has_repeat = bool(cycles) and repeats(next(c for c in cycles if len(c) == usual))
-            for members in cycles:
-                if len(members) > usual and not usual_has_repeat:
+            usual_has_repeat = bool(cycles) and repeats(next(c for c, n in zip(cycles, lengths) if n == usual))
+            for members, n in zip(cycles, lengths):
+                if n > usual and not usual_has_repeat:
                     seen = set()
                     for k in members:
                         if labels[phase_rows[k]] in seen and labels[phase_rows[k]] != labels[phase_rows[k - 1]]:
