@@ -768,3 +768,32 @@ async def test_phases_read_on_two_gpus_get_a_gpu_phase_lane_each(tmp_path):
         # and stacked ranks keep both lanes
         await pilot.press("a")
         assert [lane.title for _, lane in tl._rows] == ["CPU phases", "GPU0 phases", "GPU1 phases"]
+
+
+async def test_the_overview_keeps_every_phase_row_beside_many_notes_and_the_detail_scrolls_by_keyboard():
+    # GIVEN a two-rank run whose overview notes (rank lines, most misleading phases, the
+    #      straggler) run to 15 lines at 60 columns, under a table of six phase rows
+    app = make_app(str(DEMO2 / "nccl_skew"))
+    async with app.run_test(size=(60, 20)) as pilot:
+        await ready(pilot)
+        table = app.query_one("#overview-table", DataTable)
+        notes = app.query_one("#overview-notes-box")
+        # WHEN the overview opens at 60x20
+        # THEN every phase row is on screen (the notes once took the whole pane: no row left)
+        assert table.row_count == 6 and table.size.height >= table.row_count + 1
+        # AND the notes that do not fit scroll, reached with tab
+        assert notes.max_scroll_y > 0
+        await pilot.press("tab", "end")
+        await pilot.pause()
+        assert app.focused is notes and notes.scroll_y == notes.max_scroll_y
+        # WHEN a phase's detail opens (enter on its row) at 40x12
+        await pilot.resize_terminal(40, 12)
+        table.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        box = app.query_one("#detail-box")
+        # THEN its scroll has the focus: the keyboard reaches the kernels and blocking calls below
+        assert app.focused is box and box.max_scroll_y > 0
+        await pilot.press("end")
+        await pilot.pause()
+        assert box.scroll_y == box.max_scroll_y > 0

@@ -135,8 +135,9 @@ class TraceReconApp(App):
     #status { height: 3; padding: 0 1; background: $boost; }
     #overview-notes { height: auto; padding: 0 1; }
     #detail-body { padding: 0 1; }
-    #diff-notes-box { height: 12; }
     DataTable { height: 1fr; }
+    #overview-table, #diff-table { height: auto; max-height: 70%; min-height: 3; }
+    #overview-notes-box, #diff-notes-box { height: 1fr; }
     #keys { dock: bottom; height: 1; background: $panel; color: $text-muted; padding: 0 1; }
     """
     BINDINGS = [
@@ -209,14 +210,18 @@ class TraceReconApp(App):
         with TabbedContent(id="tabs", initial="overview"):
             with TabPane("Overview", id="overview"):
                 yield DataTable(id="overview-table", cursor_type="row", zebra_stripes=True)
-                yield Static("", id="overview-notes")
+                # The table as tall as its rows, up to 70 % of the pane; the notes (rank lines,
+                # stragglers, warnings) scroll in the rest (tab reaches them): grown to fit
+                # them, they had left the table no row on 80x24.
+                with VerticalScroll(id="overview-notes-box"):
+                    yield Static("", id="overview-notes")
             with TabPane("Timeline", id="timeline"):
                 yield Timeline(id="timeline-view")
                 yield Static("", id="status")
             with TabPane("Cycles", id="cycles"):
                 yield DataTable(id="cycles-table", cursor_type="row", zebra_stripes=True)
             with TabPane("Phase detail", id="detail"):
-                with VerticalScroll():
+                with VerticalScroll(id="detail-box"):
                     yield Static("select a phase (enter on the overview, or click one on the timeline)", id="detail-body")
             if self.diff_loader is not None:
                 with TabPane("Diff", id="diff"):
@@ -557,7 +562,7 @@ class TraceReconApp(App):
         if tab == "diff" and self.diff_loader is None:
             return
         self.query_one("#tabs", TabbedContent).active = tab
-        focus = {"timeline": "#timeline-view", "overview": "#overview-table", "cycles": "#cycles-table", "diff": "#diff-table"}.get(tab)
+        focus = {"timeline": "#timeline-view", "overview": "#overview-table", "cycles": "#cycles-table", "detail": "#detail-box", "diff": "#diff-table"}.get(tab)
         if focus:
             self.query_one(focus).focus()
 
