@@ -77,8 +77,8 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
                         runs.append([k])
                     else:
                         runs[-1].append(k)
-            # ... where another phase then counts as many instances as there are cycles, and none
-            # as many as there are runs.
+            # ... where another phase then counted as many instances as there were cycles, and none
+            # as many as there were runs (until 2026-12-06: now counted per cycle, below).
             run_lengths = [len(run) for run in runs]
             usual_run = max(set(run_lengths), key=lambda n: (run_lengths.count(n), -n)) if runs else 0
             split = list(starts)
@@ -86,39 +86,58 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
                 if len(run) > usual_run and len(run) % usual_run == 0:
                     for k in run[::usual_run]:
                         split[k] = True
-            counts = [sum(1 for r in phase_rows if labels[r] == lab) for lab in present if lab != start]
             long_runs = [run for run in runs if len(run) > usual_run and len(run) % usual_run == 0]
-            if sum(split) != len(runs) and sum(split) in counts and len(runs) not in counts:
+
+            # (2026-12-06) ... where another phase then runs once in every cycle so split, the
+            # first (at most once) and the last aside, counted per cycle, not over the capture.
+            def once_a_cycle(marks, lab):
+                per, c = [0] * sum(marks), -1
+                for k, r in enumerate(phase_rows):
+                    c += marks[k]
+                    if c >= 0 and labels[r] == lab:
+                        per[c] += 1
+                return len(per) > 2 and all(x == 1 for x in per[1:-1]) and per[0] <= 1
+
+            if sum(split) != len(runs) and any(once_a_cycle(split, lab) for lab in sorted(present - {start})):
                 starts = split
             elif len(long_runs) == 1 and long_runs[0][0] == 0 and len(runs) > 2:
                 # ... or where the only such run opens the sequence.
                 for k in long_runs[0][::usual_run]:
                     starts[k] = True
-            # (later the same day) A cycle holding more phase ranges than the most common length is
-            # cut where a phase comes again after another one: a step without the first phase.
+            # (2026-12-06, replacing the later-the-same-day rule of 2026-12-04: a cycle longer than
+            # most cut where a phase comes again after another) A step without the first phase:
+            # the usual step's other phases in order (the most common sequence of the cycles but
+            # the last, or a shorter one of them it repeats exactly); in each cycle (but the last
+            # where the first cycle ran no other phase), after that sequence, or after its last
+            # phase where it comes once in it, the next step begins where a phase of it follows.
             cycles: list = []
             for k, new in enumerate(starts):
                 if new:
                     cycles.append([k])
                 elif cycles:
                     cycles[-1].append(k)
-            # (2026-12-06) A cycle's length not counting the first phase's ranges (steps draft any number of times).
-            lengths = [sum(labels[phase_rows[k]] != start for k in c) for c in cycles]
-            usual = max(set(lengths), key=lambda n: (lengths.count(n), -n)) if cycles else 0  # most common, shortest of ties
-
-            def repeats(members):  # a phase again after another, within the cycle
-                labs = [labels[phase_rows[k]] for k in members]
-                return any(lab in labs[:j] and lab != labs[j - 1] for j, lab in enumerate(labs) if j)
-
-            usual_has_repeat = bool(cycles) and repeats(next(c for c, n in zip(cycles, lengths) if n == usual))
-            for members, n in zip(cycles, lengths):
-                if n > usual and not usual_has_repeat:
-                    seen = set()
-                    for k in members:
-                        if labels[phase_rows[k]] in seen and labels[phase_rows[k]] != labels[phase_rows[k - 1]]:
-                            starts[k] = True
-                            seen = set()
-                        seen.add(labels[phase_rows[k]])
+            seqs = [[k for k in c if labels[phase_rows[k]] != start] for c in cycles]
+            whole = [tuple(labels[phase_rows[k]] for k in seq) for seq in seqs[:-1] if seq]
+            if whole:
+                usual = max(whole, key=lambda q: (whole.count(q), -len(q), -whole.index(q)))
+                for q in sorted(set(whole), key=len):
+                    if len(q) < len(usual) and len(usual) % len(q) == 0 and q * (len(usual) // len(q)) == usual:
+                        usual = q
+                        break
+                for members in (seqs[:-1] if not seqs[0] else seqs):
+                    labs = [labels[phase_rows[k]] for k in members]
+                    i = 0
+                    while i < len(labs):
+                        if tuple(labs[i:i + len(usual)]) == usual:
+                            j = i + len(usual)
+                        elif usual.count(usual[-1]) == 1 and usual[-1] in labs[i:]:
+                            j = labs.index(usual[-1], i) + 1
+                        else:
+                            break
+                        if j == len(labs) or not set(labs[j:]) & set(usual):
+                            break
+                        starts[members[j]] = True
+                        i = j
         starts = np.array(starts, dtype=np.int64)
         cycle_of = np.cumsum(starts) - 1
     return phase_rows, cycle_of, cycle_rows, [labels[r] for r in phase_rows]

@@ -339,3 +339,39 @@ def test_without_cycle_ranges_a_step_lacking_the_first_phase_is_found_however_ma
     for step, k in enumerate(drafts):
         want += [(step, "a", 50)] * k + [(step, "b", 200), (step, "c", 100)]
     assert got == want
+
+
+def _steps_trace(steps: list[list[str]]) -> FakeTrace:
+    """One thread, no cycle ranges: each step's phase ranges 100 us each, back to back, steps
+    1 ms apart, a 20 us kernel in each range."""
+    t = FakeTrace()
+    for n, step in enumerate(steps):
+        for i, name in enumerate(step):
+            at = 1000 * n + 100 * i
+            t.range(name, at * U, (at + 100) * U)
+            kernel_at(t, at + 5, (at + 10, at + 30))
+    return t
+
+
+@pytest.mark.parametrize("steps, phases", [
+    # one other phase: a step with no draft is an output right after an output
+    ([["draft", "output"], ["draft", "output"], ["output"], ["draft", "output"], ["draft", "output"]], ("draft", "output")),
+    # a prefill step opening with a phase of its own, then the decode step's sample
+    ([["draft", "sample"], ["draft", "sample"], ["prefill", "sample"], ["draft", "sample"]], ("draft", "prefill", "sample")),
+    # steps without a draft after drafting ones of 1, 2 and 1 drafts, plain steps between
+    ([["draft", "verify", "sample"], ["verify", "sample"], ["draft", "draft", "verify", "sample"], ["draft", "verify", "sample"],
+      ["verify", "sample"], ["draft", "verify", "sample"], ["draft", "verify", "sample"]], ("draft", "verify", "sample")),
+    # a step drafting 4 times beside steps without a draft: not 4 steps (the phases' totals
+    # matched the 4-way split by chance: verify and sample ran 5 times each outside a warm-up)
+    ([["prefill", "verify", "sample"], ["draft", "verify", "sample"], ["draft"] * 4 + ["verify", "sample"], ["verify", "sample"],
+      ["verify", "sample"], ["draft", "verify", "sample"]], ("draft", "prefill", "verify", "sample")),
+])
+def test_without_cycle_ranges_each_step_is_a_cycle_whatever_it_lacks(tmp_path, steps, phases):
+    # GIVEN an engine loop's phase ranges, no cycle ranges, where some steps lack the first phase
+    # WHEN analysed
+    rank = load([_steps_trace(steps).write(tmp_path / "t.sqlite")], PhaseConfig(phases=phases)).ranks[0]
+    got = [p["cycle"] for p in sorted(rank.phases.to_pylist(), key=lambda p: p["cpu_start_ns"])]
+    # THEN each step is a cycle, numbered in order from the first that runs the first phase
+    #      (a step before it, a warm-up prefill, in none)
+    first = next(n for n, step in enumerate(steps) if phases[0] in step)
+    assert got == [n - first if n >= first else None for n, step in enumerate(steps) for _ in step]

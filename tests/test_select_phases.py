@@ -75,6 +75,37 @@ def test_random_forests_give_what_the_per_range_version_gave(ranges, config):
     _same(ranges, config)
 
 
+@st.composite
+def loops(draw):
+    """Flat phase ranges without cycle ranges, as an engine's loop leaves them: steps that run
+    the first phase k times (0 too) and then a usual sequence of other phases, some steps
+    another (a prefill step, a phase run twice, one dropped), and now and then a stray range."""
+    usual = draw(st.sampled_from([("verify",), ("verify", "accept"), ("output",), ("sample", "output"), ("verify", "sample", "verify", "sample")]))
+    names: list[str] = []
+    for _ in range(draw(st.integers(0, 12))):
+        names += ["draft"] * draw(st.integers(0, 4))
+        kind = draw(st.sampled_from(["usual", "usual", "usual", "prefill", "twice", "short", "stray"]))
+        names += {"usual": list(usual), "prefill": ["prefill", *usual], "twice": [*usual, *usual], "short": list(usual[:-1]),
+                  "stray": [*usual, draw(st.sampled_from(["draft", "verify", "accept", "output", "sample"]))]}[kind]
+    return pa.table({
+        "name": pa.array(names, pa.string()),
+        "domain": pa.array([""] * len(names), pa.string()),
+        "start_ns": pa.array(range(len(names)), pa.int64()),
+        "parent_id": pa.array([None] * len(names), pa.int64()),
+    })
+
+
+@settings(max_examples=400, deadline=None)
+@given(ranges=loops(), first=st.sampled_from(["draft", "prefill"]))
+def test_random_loops_without_cycle_ranges_give_what_the_per_range_version_gave(ranges, first):
+    # GIVEN an engine loop's phase ranges, no cycle ranges (steps drafting any number of times,
+    #       prefill steps, steps running their phases twice or short)
+    # WHEN its cycles are worked out from the phases THEN rows, cycles and labels are the
+    #      per-range version's
+    others = ("verify", "accept", "sample", "output")
+    _same(ranges, PhaseConfig(phases=("prefill", "draft", *others) if first == "prefill" else ("draft", "prefill", *others)))
+
+
 def test_a_phase_in_a_phase_is_part_of_it_and_takes_its_innermost_cycle():
     # GIVEN cycle > cycle > verify > target_verify, and a draft in the outer cycle only
     ranges = pa.table({

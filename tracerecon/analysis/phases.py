@@ -523,9 +523,9 @@ def cycle_starts(name_id: np.ndarray, label_id: np.ndarray, start_label: int | N
     (forward, postprocess, forward: a step again); where no range name comes twice, one starts
     where the names' step counter changes (``texts``: the text of each name id;
     ``step_counter``; a name without it goes with the one before: TensorRT-LLM's
-    ``[Executor] _forward_step N: ...`` counts its steps in the name). A cycle longer than most where a phase comes
-    again after another is two steps (``_steps_without_their_first_phase``). Instances before
-    the first start are in no cycle."""
+    ``[Executor] _forward_step N: ...`` counts its steps in the name). A cycle that holds the
+    usual step's other phases and then more of them is two steps or more
+    (``_steps_without_their_first_phase``). Instances before the first start are in no cycle."""
     n = len(name_id)
     out = np.zeros(n, dtype=bool)
     if n == 0:
@@ -553,8 +553,11 @@ def _steps_of_their_usual_length(mine: np.ndarray, label_id: np.ndarray) -> np.n
     """Which instances of the phase that starts cycles (``mine``, per instance in time order;
     ``label_id``: every instance's phase) start one: the first of each run of consecutive ones,
     and where a run is a whole number of the most common run's length (one step's), the first of
-    each such share, if another phase then has as many instances as there are cycles and none
-    as many as there are runs, or where the only such run opens the sequence. A run as long as
+    each such share, if another phase then runs once in every cycle so split (the first, which
+    may have run it not yet, and the last, which the capture may have cut, aside; counted per
+    cycle: counted over the whole capture, a warm-up's instances and steps without the first
+    phase made the totals match by chance, and a step that drafted four times was four), or
+    where the only such run opens the sequence. A run as long as
     most is one step (draft_0..draft_2 every cycle); one twice as long is two steps without the
     other phases between them where each other phase then counts one a step: the first two
     forwards of an engine a cycle ahead (forward 0, forward 1, output 0, forward 2, output 1,
@@ -573,10 +576,14 @@ def _steps_of_their_usual_length(mine: np.ndarray, label_id: np.ndarray) -> np.n
     long_runs = [(b, n) for b, n in zip(begins.tolist(), length.tolist()) if n > usual and n % usual == 0]
     for b, n in long_runs:
         out[b:b + n:usual] = True
-    others = np.bincount(label_id[~mine])
     split, runs = int(out.sum()), len(begins)
-    if split != runs and (others == split).any() and not (others == runs).any():
-        return out
+    if split != runs:
+        cyc = np.cumsum(out) - 1
+        ok = cyc >= 0
+        for lab in np.unique(label_id[~mine]).tolist():
+            per = np.bincount(cyc[ok & (label_id == lab)], minlength=split)
+            if split > 2 and (per[1:-1] == 1).all() and per[0] <= 1:
+                return out
     # The only long run opens the sequence, before any other phase: an engine a cycle ahead
     # priming its loop, also where the capture ended before its last outputs (their count then
     # falls short of the cycles'); a step that drafted twice may come anywhere.
@@ -584,46 +591,58 @@ def _steps_of_their_usual_length(mine: np.ndarray, label_id: np.ndarray) -> np.n
 
 
 def _steps_without_their_first_phase(label_id: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """``starts`` (``cycle_starts``' first-phase rule) with a cycle also started inside a cycle
-    that holds more instances of the other phases than the most common number, where a phase
-    comes again after another one (a, b, c, b, c: a step without the phase that starts cycles,
-    such as a prefill step with no draft, ran after the decode step): from there it is a step
-    of its own. Cycles of the usual length are left as they are (a step that runs forward and
-    sample twice every cycle). The phase that starts cycles is not counted: it may run any
-    number of times a step (2, 4, 1, 0 and 3 drafts: counted, the step without a draft made
-    the most common length and was never split)."""
+    """``starts`` (``cycle_starts``' first-phase rule) with a cycle also started where a step
+    without the phase that starts cycles begins (a prefill step with no draft after a decode
+    step; an engine skipping speculation for a step). The usual step is learnt as a sequence:
+    the other phases' labels in order (the first phase's left out: a step may run it any number
+    of times), the most common among the whole cycles (all but the last, which the capture may
+    have cut), or a shorter one of them that it repeats exactly (forward, sample seen alone
+    where forward, sample, forward, sample is most common: two steps merged, most of the time).
+    In each cycle, after a whole usual sequence, or after the usual sequence's last phase where
+    that phase comes once in it, the next step begins if a phase of the usual sequence follows
+    (verify, accept, verify, accept: two steps; output, output: two). Where no shorter sequence
+    says otherwise, a usual step that runs a phase again is one step (forward, sample, forward,
+    sample every cycle: nothing cut). Where the first cycle ran none of the other phases (an
+    engine a cycle ahead priming its loop: forward 0, forward 1, output 0, ...), the last
+    cycle's extra outputs are its drain, not steps of their own."""
     cyc = np.cumsum(starts) - 1
     counted = cyc >= 0
     if not counted.any():
         return starts
-    first = np.flatnonzero(counted)[0]
-    sizes = np.bincount(cyc[counted & (label_id != label_id[first])], minlength=int(cyc[-1]) + 1)
-    usual = int(np.argmax(np.bincount(sizes)))  # the most common cycle length (the shortest of ties)
-    long_cycles = np.flatnonzero(sizes > usual)
-    if len(long_cycles) == 0:
-        return starts
+    first = int(np.flatnonzero(counted)[0])
+    first_phase = label_id[first]
     bounds = np.r_[np.flatnonzero(starts[first:]) + first, len(label_id)]
-    c0 = int(np.flatnonzero(sizes == usual)[0])
-    if _comes_again(label_id[int(bounds[c0]):int(bounds[c0 + 1])]).any():
-        return starts  # the usual step itself runs a phase again (forward, sample, forward, sample)
+    others = []  # per cycle: (positions, labels) of its other phases, in order
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        pos = lo + np.flatnonzero(label_id[lo:hi] != first_phase)
+        others.append((pos, tuple(label_id[pos].tolist())))
+    whole = [seq for _, seq in others[:-1] if seq]
+    if not whole:
+        return starts
+    counts: dict[tuple, int] = {}
+    for seq in whole:
+        counts[seq] = counts.get(seq, 0) + 1
+    usual = max(counts, key=lambda seq: (counts[seq], -len(seq)))  # (the shorter of ties, then the first seen)
+    for seq in sorted(counts, key=len):
+        if len(seq) < len(usual) and len(usual) % len(seq) == 0 and seq * (len(usual) // len(seq)) == usual:
+            usual = seq
+            break
+    n, last_once = len(usual), usual.count(usual[-1]) == 1
     out = starts.copy()
-    for c in long_cycles.tolist():
-        lo, hi = int(bounds[c]), int(bounds[c + 1])
-        again = np.flatnonzero(_comes_again(label_id[lo:hi]))
-        out[lo + again] = True  # a phase again, after another: the next step began here
-    return out
-
-
-def _comes_again(labels: np.ndarray) -> np.ndarray:
-    """Per instance of one cycle: a phase seen already since the cycle (or the last such
-    instance) began, right after another phase: where a step without the first phase begins."""
-    out = np.zeros(len(labels), dtype=bool)
-    seen: set = set()
-    for i, lab in enumerate(labels.tolist()):
-        if lab in seen and lab != labels[i - 1]:
-            out[i] = True
-            seen = set()
-        seen.add(lab)
+    cut = others[:-1] if not others[0][1] else others  # the drain of an engine a cycle ahead
+    for pos, seq in cut:
+        i = 0
+        while i < len(seq):
+            if seq[i:i + n] == usual:
+                j = i + n
+            elif last_once and usual[-1] in seq[i:]:
+                j = i + seq[i:].index(usual[-1]) + 1  # a step of its own ends with the usual step's last phase
+            else:
+                break
+            if j == len(seq) or not set(seq[j:]) & set(usual):
+                break
+            out[pos[j]] = True  # the next step began here
+            i = j
     return out
 
 
