@@ -150,6 +150,9 @@ async def test_the_overview_shows_from_the_report_before_the_analysis_loads():
         assert app.analysis is None
         await pilot.press("n")
         assert any("still loading" in str(n.message) for n in app._notifications)
+        # (all of them: `a` once stacked the ranks unseen, and the timeline then opened stacked)
+        await pilot.press("a")
+        assert not app.all_ranks and sum("still loading" in str(n.message) for n in app._notifications) == 2
         # WHEN the analysis arrives THEN the timeline works
         release.set()
         await app.workers.wait_for_complete()

@@ -634,7 +634,11 @@ class TraceReconApp(App):
         self.reset_window()
 
     def action_next_rank(self) -> None:
-        if self.analysis and len(self.analysis.ranks) > 1:
+        if not self.analysis_ready():
+            return
+        if len(self.analysis.ranks) == 1:
+            self.notify("this trace has one rank", markup=False)
+        else:
             self.rank_pos = (self.rank_pos + 1) % len(self.analysis.ranks)
             ids = self.cycle_ids()
             if self.cycle not in ids:  # the same cycle where this rank has it, else its first (or none)
@@ -642,6 +646,8 @@ class TraceReconApp(App):
             self.reset_window()
 
     def action_all_ranks(self) -> None:
+        if not self.analysis_ready():  # (toggled unseen, the timeline then opened stacked)
+            return
         self.all_ranks = not self.all_ranks
         self.zoom_target = None
         self.redraw()
