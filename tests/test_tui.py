@@ -800,3 +800,15 @@ async def test_the_overview_keeps_every_phase_row_beside_many_notes_and_the_deta
         await pilot.press("end")
         await pilot.pause()
         assert box.scroll_y == box.max_scroll_y > 0
+
+
+async def test_the_prompts_fit_a_40_column_terminal():
+    # GIVEN the app at 40x12 WHEN the search prompt opens THEN it lies within the screen (it
+    #      was 60 columns wide, its right border and end cut off)
+    app = make_app(GPU_BOUND)
+    async with app.run_test(size=(40, 12)) as pilot:
+        await ready(pilot)
+        await pilot.press("slash")
+        await pilot.pause()
+        box = app.screen.query_one("#ask").region
+        assert box.x >= 0 and box.right <= 40, box

@@ -110,7 +110,7 @@ class HelpScreen(ModalScreen):
 class AskScreen(ModalScreen[str]):
     """One line of input (cycle number, search text)."""
 
-    DEFAULT_CSS = "AskScreen { align: center middle; } AskScreen > Input { width: 60; }"
+    DEFAULT_CSS = "AskScreen { align: center middle; } AskScreen > Input { width: 60; max-width: 100%; }"
     BINDINGS = [Binding("escape", "cancel", "cancel")]
 
     def __init__(self, placeholder: str) -> None:
