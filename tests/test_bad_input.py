@@ -701,15 +701,17 @@ def test_a_timeline_never_replaces_what_another_folder_is_read_with(tmp_path):
     trace = str(H200 / "eagle_gpu_bound.sqlite")
     # WHEN another trace's timeline is written over the export's manifest, the run's run.json or
     #      its engine timers (the README's "-o DIR/manifest.json" slip)
-    for out in (exp / "manifest.json", run / "run.json", run / "cpu_timers.rank0.jsonl"):
+    for out in (exp / "manifest.json", exp / "cycles" / "rank=0" / "part-0.parquet", run / "run.json", run / "cpu_timers.rank0.jsonl"):
         res = run_cli("export", trace, "--format", "chrome-json", "-o", str(out))
         # THEN refused in one line, and both folders are as they were and still read
-        assert_one_line_error(res, "is read as part of the folder")
+        assert_one_line_error(res, "is read as part of the tracerecon ")
     assert {p: p.read_bytes() for p in [*run.rglob("*"), *exp.rglob("*")] if p.is_file()} == before
     assert run_cli("report", "--json", str(exp)).returncode == 0
-    # and a new file of the export's folder is written (a picture beside the tables)
-    res = run_cli("export", trace, "-o", str(exp / "timeline.json"))
-    assert res.returncode == 0 and (exp / "timeline.json").is_file(), res.stderr
+    # and a new file of the export's folder is written (a timeline beside the tables), and
+    #      written again; so is a timeline named run.json in a folder no run wrote, twice
+    for out in (exp / "timeline.json", exp / "timeline.json", tmp_path / "run.json", tmp_path / "run.json"):
+        res = run_cli("export", trace, "-o", str(out))
+        assert res.returncode == 0 and out.is_file(), res.stderr
 
 
 def test_ranks_missing_from_a_run_directory_are_said(tmp_path):

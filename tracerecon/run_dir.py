@@ -611,14 +611,36 @@ def refuse_output_over_inputs(out: Path, inputs: Sequence[str]) -> None:
 
 
 def refuse_replacing_what_a_folder_reads(out: Path) -> None:
-    """A file output (a timeline) that would replace a file its folder is read with, input or
-    not, is refused: a run's ``run.json``, an export's ``manifest.json``, engine timers
-    (``cpu_timers.rank<R>.jsonl``). A timeline named ``EXPORT/manifest.json`` left the export
-    unreadable; ``RUN/run.json``, the run without its ranks' order and phases."""
-    name = out.name
-    if os.path.lexists(out) and (name in (RUN_JSON, MANIFEST_JSON) or (name.startswith(CPU_TIMERS_PREFIX + ".") and name.endswith(".jsonl"))):
-        raise UsageError(f"{out}: is read as part of the folder {out.parent} (a tracerecon run or export, or engine timers); "
-                         "choose another output")
+    """A file output (a timeline) that would replace what a tracerecon run or export is read
+    with, input or not, is refused: an export's ``manifest.json`` or a file of its tables, a
+    run's ``run.json`` (one ``tracerecon run`` wrote: it lists the reports), a run's engine
+    timers (``cpu_timers.rank<R>.jsonl``). A timeline named ``EXPORT/manifest.json`` left the
+    export unreadable; ``RUN/run.json``, the run without its ranks' order and phases. A file of
+    another name, or one of those names that no run or export reads (a timeline written as
+    ``run.json`` before), is replaced."""
+    if not os.path.lexists(out):
+        return
+    folder = out.parent
+    for export in (folder, *folder.parents)[:3]:  # (a table's file lies two folders down: DIR/phases/rank=0/)
+        inside = out.relative_to(export).parts
+        if (inside == (MANIFEST_JSON,) or len(inside) > 1 and inside[0] in EXPORT_DATASETS) and holds_manifest(export):
+            raise UsageError(f"{out}: is read as part of the tracerecon export {export}; choose another output")
+    if out.name == RUN_JSON and _written_by_run(out) or _engine_timers_name(out.name) and _written_by_run(folder / RUN_JSON):
+        raise UsageError(f"{out}: is read as part of the tracerecon run {folder}; choose another output")
+
+
+def _written_by_run(run_json: Path) -> bool:
+    """Whether ``run_json`` is what ``tracerecon run`` writes (a JSON object listing ``reports``)."""
+    try:
+        doc = read_json_file(run_json)
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and "reports" in doc
+
+
+def _engine_timers_name(name: str) -> bool:
+    """Whether a file of this name is read as engine timers with its folder."""
+    return name.startswith(CPU_TIMERS_PREFIX + ".") and name.endswith(".jsonl")
 
 
 def _as_dir(path: str) -> str:
@@ -636,4 +658,4 @@ def _read_with_folder(folder: Path, path: Path) -> bool:
         return True
     name = path.name
     return path.parent == folder and (name in (RUN_JSON, MANIFEST_JSON) or name.endswith((".sqlite", ".sqlite" + XZ_SUFFIX))
-                                      or (name.startswith(CPU_TIMERS_PREFIX + ".") and name.endswith(".jsonl")))
+                                      or _engine_timers_name(name))
