@@ -687,6 +687,11 @@ def test_a_cycle_line_says_when_its_phases_hold_little_of_the_cycle():
     # (nccl_skew_phases rank 1's verify: agree 18 = launch_bound 11 + comm_wait 7, under 12 comm_wait)
     ({"agree": 18, "under": 12}, {"comm_wait": 19, "launch_bound": 11}, {"launch_bound": 11, "comm_wait": 7},
      "agree 18/30: comm_wait 19/30"),
+    # ... its share kept where it equals the verdict's by chance (7 of the 18 agreeing cycles)
+    ({"agree": 18, "under": 12}, {"comm_wait": 18, "launch_bound": 11, "none": 1}, {"launch_bound": 11, "comm_wait": 7},
+     "agree 18/30: comm_wait 18/30"),
+    # no verdict's causes given: the cause over all cycles
+    ({"over": 30}, {"absorbed_wait": 30}, None, "over: absorbed_wait"),
 ])
 def test_the_verdict_label_gives_a_cause_of_its_own_cycles_and_a_share_only_where_it_is_not_the_verdicts(verdicts, causes, verdict_causes, label):
     # GIVEN a phase's verdict and cause counts WHEN labelled THEN as the table shows it

@@ -9,7 +9,7 @@ without importing pyarrow or numpy. Only the standard library is imported here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Sequence
+from typing import Collection, Sequence
 
 # verdict: which way the CPU timer errs, always the sign of cpu_ns - gpu_ns beyond the threshold
 VERDICTS = ("over", "under", "agree", "no_gpu_work")
@@ -22,17 +22,17 @@ def dominant_verdict(verdicts: dict[str, int]) -> str:
     return max(verdicts.items(), key=lambda kv: (kv[1], -VERDICTS.index(kv[0])))[0] if verdicts else "no_gpu_work"
 
 
-def dominant_cause(causes: dict[str, int], verdict_causes: dict[str, int] | set[str] | None = None) -> str:
+def dominant_cause(causes: dict[str, int], among: Collection[str] | None = None) -> str:
     """The cause most of ``causes`` have (ties: the first in ``CAUSES``); ``none`` for none.
-    With ``verdict_causes`` (the causes of the instances that have the dominant verdict), the
-    most common of ``causes`` among those: the cause that verdict is shown with. Each verdict
+    With ``among`` (the causes the instances that have the dominant verdict have), the most
+    common of ``causes`` among those: the cause that verdict is shown with. Each verdict
     has causes of its own (an ``under`` phase is never ``absorbed_wait``), and the cause most
     common over all instances may be none of that verdict's ("under 134/290: queued_behind
     148/290", queued_behind only in agree and over cycles); taken among the verdict's own
     causes, a cause shared with other verdicts still counts all its instances (agree 18/30:
     comm_wait 19/30, 7 of them agreeing, launch_bound 11)."""
-    if verdict_causes is not None:
-        causes = {c: n for c, n in causes.items() if c in verdict_causes}
+    if among is not None:
+        causes = {c: n for c, n in causes.items() if c in among}
     return max(causes.items(), key=lambda kv: (kv[1], -CAUSES.index(kv[0])))[0] if causes else "none"
 
 
@@ -52,8 +52,8 @@ class PhaseSummary:
     cpu_ms_groups: tuple | None = None
     gpu_ms_groups: tuple | None = None
     # The causes of the instances whose verdict is ``dominant_verdict`` (counts, largest first);
-    # ``causes`` counts every instance's.
-    verdict_causes: dict[str, int] = field(default_factory=dict)
+    # ``causes`` counts every instance's. None: not known (the cause is then taken over all).
+    verdict_causes: dict[str, int] | None = None
 
     @property
     def dominant_verdict(self) -> str:
