@@ -106,8 +106,9 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
                     starts[k] = True
             # (2026-12-06, replacing the later-the-same-day rule of 2026-12-04: a cycle longer than
             # most cut where a phase comes again after another) A step without the first phase:
-            # the usual step's other phases in order (the most common sequence of the cycles but
-            # the last, or a shorter one of them it repeats exactly); in each cycle (but the last
+            # the usual step's other phases in order (of the cycles but the last, the sequence
+            # whose repeats make up the most of them, then the most common, then the shorter);
+            # in each cycle (but the last
             # where the first cycle ran no other phase), after that sequence, or after its last
             # phase where it comes once in it, the next step begins where a phase of it follows.
             cycles: list = []
@@ -119,11 +120,10 @@ def select_phases(ranges: pa.Table, config: PhaseConfig) -> tuple[np.ndarray, np
             seqs = [[k for k in c if labels[phase_rows[k]] != start] for c in cycles]
             whole = [tuple(labels[phase_rows[k]] for k in seq) for seq in seqs[:-1] if seq]
             if whole:
-                usual = max(whole, key=lambda q: (whole.count(q), -len(q), -whole.index(q)))
-                for q in sorted(set(whole), key=len):
-                    if len(q) < len(usual) and len(usual) % len(q) == 0 and q * (len(usual) // len(q)) == usual:
-                        usual = q
-                        break
+                def tiled(q):  # whole cycles made of q repeated
+                    return sum(1 for w in whole if len(w) % len(q) == 0 and q * (len(w) // len(q)) == w)
+
+                usual = max(whole, key=lambda q: (tiled(q), whole.count(q), -len(q), -whole.index(q)))
                 for members in (seqs[:-1] if not seqs[0] else seqs):
                     labs = [labels[phase_rows[k]] for k in members]
                     i = 0

@@ -365,13 +365,21 @@ def _steps_trace(steps: list[list[str]]) -> FakeTrace:
     # matched the 4-way split by chance: verify and sample ran 5 times each outside a warm-up)
     ([["prefill", "verify", "sample"], ["draft", "verify", "sample"], ["draft"] * 4 + ["verify", "sample"], ["verify", "sample"],
       ["verify", "sample"], ["draft", "verify", "sample"]], ("draft", "prefill", "verify", "sample")),
+    # the usual step (sample, output) as common as a cut one (sample) and a merged one: the one
+    # whose repeats make up the most cycles is the usual step
+    ([["draft", "sample", "output"], ["sample", "output"], ["sample", "output"], ["draft", "sample", "output"], ["draft", "sample"],
+      ["draft", "draft", "sample"]], ("draft", "sample", "output")),
 ])
 def test_without_cycle_ranges_each_step_is_a_cycle_whatever_it_lacks(tmp_path, steps, phases):
     # GIVEN an engine loop's phase ranges, no cycle ranges, where some steps lack the first phase
     # WHEN analysed
-    rank = load([_steps_trace(steps).write(tmp_path / "t.sqlite")], PhaseConfig(phases=phases)).ranks[0]
-    got = [p["cycle"] for p in sorted(rank.phases.to_pylist(), key=lambda p: p["cpu_start_ns"])]
+    analysis = load([_steps_trace(steps).write(tmp_path / "t.sqlite")], PhaseConfig(phases=phases))
+    got = [p["cycle"] for p in sorted(analysis.ranks[0].phases.to_pylist(), key=lambda p: p["cpu_start_ns"])]
     # THEN each step is a cycle, numbered in order from the first that runs the first phase
     #      (a step before it, a warm-up prefill, in none)
     first = next(n for n, step in enumerate(steps) if phases[0] in step)
     assert got == [n - first if n >= first else None for n, step in enumerate(steps) for _ in step]
+    # AND a warning counts the cycles without it, read from the phases' order alone
+    lacking = sum(phases[0] not in step for step in steps[first:])
+    assert any(f"{lacking} of {len(steps) - first} cycles run no {phases[0]!r}" in w and "give the loop cycle ranges" in w
+               for w in analysis.warnings), analysis.warnings

@@ -595,53 +595,73 @@ def _steps_without_their_first_phase(label_id: np.ndarray, starts: np.ndarray) -
     without the phase that starts cycles begins (a prefill step with no draft after a decode
     step; an engine skipping speculation for a step). The usual step is learnt as a sequence:
     the other phases' labels in order (the first phase's left out: a step may run it any number
-    of times), the most common among the whole cycles (all but the last, which the capture may
-    have cut), or a shorter one of them that it repeats exactly (forward, sample seen alone
-    where forward, sample, forward, sample is most common: two steps merged, most of the time).
-    In each cycle, after a whole usual sequence, or after the usual sequence's last phase where
-    that phase comes once in it, the next step begins if a phase of the usual sequence follows
-    (verify, accept, verify, accept: two steps; output, output: two). Where no shorter sequence
+    of times), the one whose repeats make up the most of the whole cycles (all but the last,
+    which the capture may have cut); of ties, the most common itself, then the shorter
+    (forward, sample seen alone where forward, sample, forward, sample is as common: two steps
+    merged). In each cycle, after a whole usual sequence, or after the usual sequence's last
+    phase where that phase comes once in it, the next step begins there if a phase of the usual
+    sequence comes later (verify, accept, verify, accept: two steps; output, output: two;
+    sample, prefill, sample: the prefill step begins at prefill). Where no shorter sequence
     says otherwise, a usual step that runs a phase again is one step (forward, sample, forward,
     sample every cycle: nothing cut). Where the first cycle ran none of the other phases (an
     engine a cycle ahead priming its loop: forward 0, forward 1, output 0, ...), the last
     cycle's extra outputs are its drain, not steps of their own."""
     cyc = np.cumsum(starts) - 1
-    counted = cyc >= 0
-    if not counted.any():
+    counted = np.flatnonzero(cyc >= 0)
+    if len(counted) == 0:
         return starts
-    first = int(np.flatnonzero(counted)[0])
-    first_phase = label_id[first]
-    bounds = np.r_[np.flatnonzero(starts[first:]) + first, len(label_id)]
-    others = []  # per cycle: (positions, labels) of its other phases, in order
-    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-        pos = lo + np.flatnonzero(label_id[lo:hi] != first_phase)
-        others.append((pos, tuple(label_id[pos].tolist())))
-    whole = [seq for _, seq in others[:-1] if seq]
-    if not whole:
-        return starts
+    first_phase = label_id[counted[0]]
+    # Per cycle, its other phases' positions (``pos``, grouped by cycle, in order): cycle c's
+    # are pos[begin[c]:begin[c] + length[c]].
+    pos = counted[label_id[counted] != first_phase]
+    n_cycles = int(cyc[-1]) + 1
+    length = np.bincount(cyc[pos], minlength=n_cycles)
+    begin = np.cumsum(length) - length
+    # The distinct sequences of the whole cycles, counted (whole arrays per length, not a
+    # tuple per cycle: 100,000 cycles took 0.3 s so)
     counts: dict[tuple, int] = {}
-    for seq in whole:
-        counts[seq] = counts.get(seq, 0) + 1
-    usual = max(counts, key=lambda seq: (counts[seq], -len(seq)))  # (the shorter of ties, then the first seen)
-    for seq in sorted(counts, key=len):
-        if len(seq) < len(usual) and len(usual) % len(seq) == 0 and seq * (len(usual) // len(seq)) == usual:
-            usual = seq
-            break
-    n, last_once = len(usual), usual.count(usual[-1]) == 1
+    seen_at: dict[tuple, int] = {}
+    same_as: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # per length: its cycles and their rows of labels
+    for n in np.unique(length).tolist():
+        if n == 0:
+            continue
+        cycles_n = np.flatnonzero(length == n)
+        rows = label_id[pos[begin[cycles_n][:, None] + np.arange(n)]]
+        same_as[n] = (cycles_n, rows)
+        whole = cycles_n < n_cycles - 1
+        if whole.any():
+            uniq, first_row, k = np.unique(rows[whole], axis=0, return_index=True, return_counts=True)
+            for row, at, m in zip(uniq.tolist(), first_row.tolist(), k.tolist()):
+                counts[tuple(row)], seen_at[tuple(row)] = m, int(cycles_n[whole][at])
+    if not counts:
+        return starts
+    candidates = sorted(counts, key=lambda q: -counts[q])[:64]  # (distinct sequences are few in a loop; a bound where they are not)
+
+    def tiled(q: tuple) -> int:  # whole cycles made of q repeated
+        return sum(k for w, k in counts.items() if len(w) % len(q) == 0 and q * (len(w) // len(q)) == w)
+
+    usual = max(candidates, key=lambda q: (tiled(q), counts[q], -len(q), -seen_at[q]))
+    n, last_once, in_usual = len(usual), usual.count(usual[-1]) == 1, set(usual)
+    # The cycles to cut: those whose sequence is not the usual one (but the drain of an engine
+    # a cycle ahead, where its first cycle ran none of the other phases).
+    odd = np.concatenate([c[(r != np.array(usual)).any(axis=1)] if len(usual) == m else c for m, (c, r) in same_as.items()])
+    if length[0] == 0:
+        odd = odd[odd != n_cycles - 1]
     out = starts.copy()
-    cut = others[:-1] if not others[0][1] else others  # the drain of an engine a cycle ahead
-    for pos, seq in cut:
+    for c in np.sort(odd).tolist():
+        at = pos[begin[c]:begin[c] + length[c]].tolist()
+        seq = label_id[at].tolist()
         i = 0
         while i < len(seq):
-            if seq[i:i + n] == usual:
+            if tuple(seq[i:i + n]) == usual:
                 j = i + n
             elif last_once and usual[-1] in seq[i:]:
-                j = i + seq[i:].index(usual[-1]) + 1  # a step of its own ends with the usual step's last phase
+                j = seq.index(usual[-1], i) + 1  # a step of its own ends with the usual step's last phase
             else:
                 break
-            if j == len(seq) or not set(seq[j:]) & set(usual):
+            if not in_usual.intersection(seq[j:]):
                 break
-            out[pos[j]] = True  # the next step began here
+            out[at[j]] = True  # the next step began here
             i = j
     return out
 

@@ -285,7 +285,8 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     + _cycle_edge_notes(clock, nested, cycle_rows, cycle_of, ph_pid, ph_s, ph_read_end, dev, stream, b_start, b_end, labels, unphased,
                                         holds_cycles=nested_cycles[1])
                     + _nested_cycle_notes(nested, cycle_rows, config.cycle_prefix, *nested_cycles)
-                    + _empty_step_notes(empty[0], len(empty[1]), cycle_of))
+                    + _empty_step_notes(empty[0], len(empty[1]), cycle_of)
+                    + _steps_without_first_phase_notes(labels, cycle_of, len(cycle_rows) > 0))
 
 
 def _awaited(clock: StreamClock, blocking: pa.Table, targets: WaitTargets, ops: pa.Table) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
@@ -461,6 +462,24 @@ def _empty_step_notes(phase: str | None, n: int, cycle_of: np.ndarray) -> tuple[
     return (f"{n} of {len(np.unique(cycle_of[cycle_of >= 0]))} cycles are a lone {phase!r} during which its process launched no GPU work, followed by another {phase!r} or the capture's end (an engine step "
             "with nothing to run, as vLLM's execute_model with nothing scheduled): each is read as a cycle of its own, an empty "
             "one, left out of the medians; the CPU time to the next step is in no phase",)
+
+
+def _steps_without_first_phase_notes(labels: list[str], cycle_of: np.ndarray, cycle_ranges: bool) -> tuple[str, ...]:
+    """One line where, without cycle ranges, cycles were told apart that run none of the phase
+    that starts cycles (``phases._steps_without_their_first_phase``: read from the order of the
+    phases alone, so said, with how to make it certain)."""
+    counted = np.flatnonzero(cycle_of >= 0)
+    if cycle_ranges or len(counted) == 0:
+        return ()
+    first = labels[int(counted[0])]
+    cycles = np.unique(cycle_of[counted])
+    holding = np.unique(cycle_of[[i for i in counted.tolist() if labels[i] == first]])
+    lacking = len(cycles) - len(holding)
+    if not lacking:
+        return ()
+    return (f"{lacking} of {len(cycles)} cycles run no {first!r} (steps without the phase that starts cycles, as a prefill step or "
+            "one without speculation): each is read as a cycle of its own, from the order of the phases alone; give the loop "
+            "cycle ranges to be sure",)
 
 
 def _several_devices_notes(ops: pa.Table, cuda_devices: tuple = ()) -> tuple[str, ...]:
