@@ -102,15 +102,16 @@ def test_freed_blocks_stay_for_reuse_only_in_one_shot_commands(mode, returned):
 
 
 @pytest.mark.skipif(not GLIBC, reason="glibc's malloc")
-@pytest.mark.parametrize("mode, user_setting, arenas", [("stock", None, 13), ("view", None, 13), ("report", None, 8), ("report", "3", 3)])
+@pytest.mark.parametrize("mode, user_setting, arenas", [("stock", {}, 13), ("view", {}, 13), ("report", {}, 8), ("report", {"MALLOC_ARENA_MAX": "3"}, 3),
+                                                         ("report", {"GLIBC_TUNABLES": "glibc.malloc.arena_max=3"}, 3)])
 def test_one_shot_commands_make_at_most_eight_malloc_arenas(mode, user_setting, arenas):
     # GIVEN twelve threads that each allocate and are alive at once
     # WHEN malloc runs with stock settings, as `view` sets it, as `report` sets it, and as
-    #      `report` sets it where the user set MALLOC_ARENA_MAX
+    #      `report` sets it where the user set MALLOC_ARENA_MAX or glibc's tunable
     # THEN stock glibc (up to 8 arenas per core) gives each thread an arena of its own beside
     #      the main one, and so does `view`; a one-shot command stops at 8, a user's own bound
     #      stands (malloc_stats prints one "Arena N:" per arena)
-    if mode == "stock" and 8 * (os.cpu_count() or 1) < 13:
+    if arenas == 13 and 8 * (os.cpu_count() or 1) < 13:
         pytest.skip("stock glibc allows 8 arenas per core")
     code = (
         "import ctypes, os, sys, threading\n"
@@ -124,8 +125,7 @@ def test_one_shot_commands_make_at_most_eight_malloc_arenas(mode, user_setting, 
         "both.wait(); sys.stdout.flush(); os.dup2(1, 2); ctypes.CDLL(None).malloc_stats(); both.wait()\n"
         "for t in threads: t.join()\n"
     )
-    env = {"MALLOC_ARENA_MAX": user_setting} if user_setting else {}
-    out = in_fresh_python(code, mode, **env)
+    out = in_fresh_python(code, mode, **user_setting)
     assert sum(line.startswith("Arena ") for line in out.splitlines()) == arenas, out
 
 
