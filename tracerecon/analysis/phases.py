@@ -621,18 +621,18 @@ def _steps_without_their_first_phase(label_id: np.ndarray, starts: np.ndarray) -
     # tuple per cycle: 100,000 cycles took 0.3 s so)
     counts: dict[tuple, int] = {}
     seen_at: dict[tuple, int] = {}
-    same_as: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # per length: its cycles and their rows of labels
-    for n in np.unique(length).tolist():
-        if n == 0:
+    by_size: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # per sequence length: its cycles and their rows of labels
+    for size in np.unique(length).tolist():
+        if size == 0:
             continue
-        cycles_n = np.flatnonzero(length == n)
-        rows = label_id[pos[begin[cycles_n][:, None] + np.arange(n)]]
-        same_as[n] = (cycles_n, rows)
-        whole = cycles_n < n_cycles - 1
+        of_size = np.flatnonzero(length == size)
+        rows = label_id[pos[begin[of_size][:, None] + np.arange(size)]]
+        by_size[size] = (of_size, rows)
+        whole = of_size < n_cycles - 1
         if whole.any():
             uniq, first_row, k = np.unique(rows[whole], axis=0, return_index=True, return_counts=True)
             for row, at, m in zip(uniq.tolist(), first_row.tolist(), k.tolist()):
-                counts[tuple(row)], seen_at[tuple(row)] = m, int(cycles_n[whole][at])
+                counts[tuple(row)], seen_at[tuple(row)] = m, int(of_size[whole][at])
     if not counts:
         return starts
     candidates = sorted(counts, key=lambda q: -counts[q])[:64]  # (distinct sequences are few in a loop; a bound where they are not)
@@ -644,7 +644,7 @@ def _steps_without_their_first_phase(label_id: np.ndarray, starts: np.ndarray) -
     n, last_once, in_usual = len(usual), usual.count(usual[-1]) == 1, set(usual)
     # The cycles to cut: those whose sequence is not the usual one (but the drain of an engine
     # a cycle ahead, where its first cycle ran none of the other phases).
-    odd = np.concatenate([c[(r != np.array(usual)).any(axis=1)] if len(usual) == m else c for m, (c, r) in same_as.items()])
+    odd = np.concatenate([c[(r != np.array(usual)).any(axis=1)] if size == n else c for size, (c, r) in by_size.items()])
     if length[0] == 0:
         odd = odd[odd != n_cycles - 1]
     out = starts.copy()
