@@ -812,3 +812,28 @@ async def test_the_prompts_fit_a_40_column_terminal():
         await pilot.pause()
         box = app.screen.query_one("#ask").region
         assert box.x >= 0 and box.right <= 40, box
+
+
+async def test_a_resize_across_100_columns_keeps_the_overviews_sort_and_cursor():
+    # GIVEN a two-rank overview at 120 columns sorted by CPU ms (s four times), the cursor on
+    #       its fourth row
+    app = make_app(str(DEMO2 / "nccl_skew"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        t = app.query_one("#overview-table", DataTable)
+        await pilot.press("s", "s", "s", "s")
+        t.move_cursor(row=3)
+        await pilot.pause()
+        order = [str(t.coordinate_to_cell_key((i, 0)).row_key.value) for i in range(t.row_count)]
+        under = order[3]
+        cpu = [float(str(t.get_row(k)[3])) for k in order]
+        assert cpu == sorted(cpu, reverse=True)
+        # WHEN the terminal narrows below 100 columns (the table is rebuilt without span and busy)
+        await pilot.resize_terminal(90, 30)
+        await pilot.pause(0.3)
+        # THEN the rows keep their order, the cursor its row, and the next `s` sorts by the
+        #      column after CPU ms
+        assert [str(t.coordinate_to_cell_key((i, 0)).row_key.value) for i in range(t.row_count)] == order
+        assert str(t.coordinate_to_cell_key(t.cursor_coordinate).row_key.value) == under
+        await pilot.press("s")
+        assert [c.label.plain for c in t.columns.values()][app.sort_column["#overview-table"]] == "GPU ms"

@@ -196,6 +196,7 @@ class TraceReconApp(App):
         self.window: Window | None = None
         self.sort_reverse = False
         self.sort_column: dict[str, int] = {}  # per table: the column `s` sorted by last
+        self.overview_sort: tuple[str, bool] | None = None  # the overview's sort (column label, largest first), kept through a resize
         self.detail_target: tuple[int, int | None, str | None] | None = None
         self.zoom_target: Window | None = None  # a merged run of GPU ops clicked: enter zooms in to it
         self._overview_wide = True
@@ -364,7 +365,21 @@ class TraceReconApp(App):
 
     def on_resize(self, event) -> None:
         if self.report is not None and (event.size.width >= self.WIDE_OVERVIEW) != self._overview_wide:
+            # Rebuilt with the other columns: its sort (by a column both layouts have) and the
+            # row under the cursor kept.
+            t = self.query_one("#overview-table", DataTable)
+            row = t.coordinate_to_cell_key(t.cursor_coordinate).row_key if t.row_count else None
             self.fill_overview()
+            sort, self.overview_sort = self.overview_sort, None
+            labels = [c.label.plain for c in t.columns.values()]
+            if sort is not None and sort[0] in labels:
+                self.overview_sort = sort
+                self.sort_column["#overview-table"] = labels.index(sort[0])
+                t.sort(list(t.columns.keys())[labels.index(sort[0])], key=_sort_key, reverse=sort[1])
+            else:
+                self.sort_column.pop("#overview-table", None)
+            if row is not None:
+                t.move_cursor(row=t.get_row_index(row))
 
     def fill_overview(self) -> None:
         rep = self.report
@@ -489,6 +504,8 @@ class TraceReconApp(App):
         self.sort_column[table_id] = k
         self.sort_reverse = True
         t.sort(keys[k], key=_sort_key, reverse=True)
+        if table_id == "#overview-table":
+            self.overview_sort = (t.columns[keys[k]].label.plain, True)
         self.notify(f"sorted by {t.columns[keys[k]].label.plain} (s: the next column)", timeout=3, markup=False)
 
     @on(DataTable.HeaderSelected)
@@ -497,6 +514,8 @@ class TraceReconApp(App):
             self.add_cycle_rows(everything=True)
         self.sort_reverse = not self.sort_reverse
         event.data_table.sort(event.column_key, key=_sort_key, reverse=self.sort_reverse)
+        if event.data_table.id == "overview-table":
+            self.overview_sort = (event.data_table.columns[event.column_key].label.plain, self.sort_reverse)
 
     @on(DataTable.RowSelected, "#cycles-table")
     def cycle_pick(self, event: DataTable.RowSelected) -> None:
