@@ -13,6 +13,7 @@ The verdict says which way the CPU timer errs (``verdict_of``), the cause why (`
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -159,12 +160,10 @@ def _cycle_by_loop_stage(cycle_start: np.ndarray, cycle_end: np.ndarray, cycle_c
     # Names the trace does not place by stage keep the share rule: the earliest-starting cycle
     # with fewer than its share of that name chosen before it (a name about every cycle has,
     # k a cycle), else the latest-starting (a name only some cycles have).
-    counts: dict[str, int] = {}
-    for i in choices:
-        counts[labels[i]] = counts.get(labels[i], 0) + 1
+    counts = Counter(labels[i] for i in choices)
     share = {name: max(1, round(c / n_cycles)) if c >= max(2, n_cycles - 1) else 0 for name, c in counts.items()}
     chosen = hit.copy()
-    have: dict[tuple[int, str], int] = {}
+    have: Counter = Counter()
     for i in in_time:
         mine, name = choices[i], labels[i]
         how = stage.get(name, "lead")
@@ -173,9 +172,9 @@ def _cycle_by_loop_stage(cycle_start: np.ndarray, cycle_end: np.ndarray, cycle_c
         elif how == "tail":
             pick = mine[0]
         else:
-            pick = next((h for h in mine if have.get((h, name), 0) < share[name]), mine[-1])
+            pick = next((h for h in mine if have[(h, name)] < share[name]), mine[-1])
         chosen[i] = pick
-        have[(pick, name)] = have.get((pick, name), 0) + 1
+        have[(pick, name)] += 1
     return chosen
 
 
@@ -193,30 +192,20 @@ def _loop_stages(windows: list[list[str]], closed: list[bool], leading: set[str]
     rule, but a name of neither that opens at least half the windows it is in leads (the next
     cycle's first phase: a decode after a first prefill, which the share rule would give the
     prefill cycle, and every later cycle its next one's)."""
-    appears: dict[str, int] = {}
-    opens: dict[str, int] = {}
-    for w in windows:
-        for name in set(w):
-            appears[name] = appears.get(name, 0) + 1
-        opens[w[0]] = opens.get(w[0], 0) + 1
+    appears = Counter(name for w in windows for name in set(w))
+    opens = Counter(w[0] for w in windows)
     # A name the first cycle ran alone closes a window now and then where the older cycle's
     # tail ran no phase; one that closes at least half the closed windows it is in is said to
     # trail too (the first step run in step, or a range closed after the next forward).
-    last: dict[str, int] = {}
-    in_closed: dict[str, int] = {}
-    for w, c in zip(windows, closed):
-        if c:
-            last[w[-1]] = last.get(w[-1], 0) + 1
-            for name in set(w):
-                in_closed[name] = in_closed.get(name, 0) + 1
+    last = Counter(w[-1] for w, c in zip(windows, closed) if c)
+    in_closed = Counter(name for w, c in zip(windows, closed) if c for name in set(w))
     tail = {name for name, n in last.items() if name not in leading or 2 * n >= in_closed[name]}
     heads = leading - tail
     while True:
-        follows: dict[str, int] = {}
+        follows: Counter = Counter()
         for w in windows:
             first = next((k for k, name in enumerate(w) if name in tail), len(w))
-            for name in set(w[first + 1:]) - leading - tail:
-                follows[name] = follows.get(name, 0) + 1
+            follows.update(set(w[first + 1:]) - leading - tail)
         more = {name for name, n in follows.items() if 2 * n >= appears[name]}
         if not more:
             break
@@ -231,19 +220,18 @@ def _loop_stages(windows: list[list[str]], closed: list[bool], leading: set[str]
             # (where no cycle ran phases alone, or a name the first one ran alone also closes
             # windows, that cycle ran a step in step or a range closes late: which opens a
             # window says nothing then)
-            opening = 2 * opens.get(name, 0) >= appears[name] and bool(leading) and not leading & tail
+            opening = 2 * opens[name] >= appears[name] and bool(leading) and not leading & tail
             stage[name] = "lead" if opening else "share"
     if 2 * sum(w[0] in heads for w in windows) < len(windows):
         # The first cycle ran none of the names that open the windows (a prefill before decode
         # steps): its names say nothing of the steps between the next cycle's first phase and
         # the older one's tail, so those lead, as the first phase does.
-        between: dict[str, int] = {}
+        between: Counter = Counter()
         for w in windows:
             if stage.get(w[0]) != "lead":
                 continue
             end = next((k for k, name in enumerate(w) if name in tail), len(w))
-            for name in set(w[1:end]):
-                between[name] = between.get(name, 0) + 1
+            between.update(set(w[1:end]))
         for name, n in between.items():
             if stage[name] == "share" and 2 * n >= appears[name]:
                 stage[name] = "lead"
@@ -577,12 +565,12 @@ def _steps_of_their_usual_length(mine: np.ndarray, label_id: np.ndarray) -> np.n
     for b, n in long_runs:
         out[b:b + n:usual] = True
     split, runs = int(out.sum()), len(begins)
-    if split != runs:
+    if runs < split and split > 2:
         cyc = np.cumsum(out) - 1
         ok = cyc >= 0
         for lab in np.unique(label_id[~mine]).tolist():
             per = np.bincount(cyc[ok & (label_id == lab)], minlength=split)
-            if split > 2 and (per[1:-1] == 1).all() and per[0] <= 1:
+            if (per[1:-1] == 1).all() and per[0] <= 1:
                 return out
     # The only long run opens the sequence, before any other phase: an engine a cycle ahead
     # priming its loop, also where the capture ended before its last outputs (their count then

@@ -473,7 +473,7 @@ def _steps_without_first_phase_notes(labels: list[str], cycle_of: np.ndarray, cy
         return ()
     first = labels[int(counted[0])]
     cycles = np.unique(cycle_of[counted])
-    holding = np.unique(cycle_of[[i for i in counted.tolist() if labels[i] == first]])
+    holding = np.unique(cycle_of[counted][np.asarray(labels, dtype=object)[counted] == first])
     lacking = len(cycles) - len(holding)
     if not lacking:
         return ()
