@@ -42,11 +42,19 @@ class FakeTrace:
             self.strings[text] = len(self.strings) + 1
         return self.strings[text]
 
-    def range(self, name: str, start: int, end: int | None, pid: int = 10, tid: int | None = None, end_tid: int | None = None, domain: int = 0, push_pop: bool = True) -> None:
-        self.nvtx.append(
-            {"start": start, "end": end, "eventType": 59 if push_pop else 60, "text": name, "globalTid": gtid(pid, tid),
-             "endGlobalTid": gtid(pid, end_tid) if end_tid is not None else None, "domainId": domain}
-        )
+    def range(self, name: str, start: int, end: int | None, pid: int = 10, tid: int | None = None, end_tid: int | None = None, domain: int = 0, push_pop: bool = True,
+              payload: int | None = None) -> None:
+        row = {"start": start, "end": end, "eventType": 59 if push_pop else 60, "text": name, "globalTid": gtid(pid, tid),
+               "endGlobalTid": gtid(pid, end_tid) if end_tid is not None else None, "domainId": domain}
+        if payload is not None:
+            row["int64Value"] = payload
+        self.nvtx.append(row)
+
+    def domain(self, name: str, pid: int = 10) -> int:
+        """A named NVTX domain (``nvtxDomainCreate``: the type-75 row nsys writes), its id for ``range``."""
+        number = 1 + sum(1 for r in self.nvtx if r["eventType"] == 75)
+        self.nvtx.append({"start": 0, "end": None, "eventType": 75, "text": name, "globalTid": gtid(pid), "endGlobalTid": None, "domainId": number})
+        return number
 
     def cycle(self, number: int, *edges: int, names: tuple[str, ...] = ("draft", "verify"), pid: int = 10, tid: int | None = None,
               cycle_tid: int | None = None) -> None:

@@ -84,3 +84,36 @@ def test_a_phase_open_when_the_timers_are_turned_on_logs_nothing(tmp_path):
     (row,) = got["t.rank0.jsonl"]
     assert row["phase"] == "draft" and 2 <= row["cpu_ms"] < 10_000, row
 
+
+
+def test_a_phase_saying_its_cycle_logs_under_that_cycle_not_the_open_one(tmp_path):
+    # GIVEN an engine a cycle ahead: cycle 0 run in step (a warm-up), then cycles 0 and 1 opened
+    # with start_cycle, cycle 0's output said by what start_cycle returned while cycle 1 is the
+    # newest, cycle 1's by its index, inside a ``with cycle(7)`` around them all
+    got = rows_of(tmp_path, """
+        enable_cpu_timers(PREFIX)
+        with cycle(7):
+            warm = start_cycle(0)
+            with phase("forward", cycle=warm):
+                pass
+            end_cycle(warm)
+            c0 = start_cycle(0)
+            with phase("forward", cycle=c0):
+                pass
+            c1 = start_cycle(1)
+            with phase("forward", cycle=1):
+                pass
+            with phase("output", cycle=c0):
+                pass
+            end_cycle(c0)
+            with phase("output", cycle=1):
+                pass
+            end_cycle(c1)
+            with phase("sample"):
+                pass
+    """)
+    rows = [(r["phase"], r["cycle"], r["cycle_id"]) for r in got["t.rank0.jsonl"]]
+    # THEN each row names the cycle the phase said, and that cycle's own opening: the warm-up's
+    # cycle 0 apart from the main loop's; a phase saying nothing is the enclosing cycle's
+    outer, warm, c0, c1 = 1, 2, 3, 4  # the openings, in order
+    assert rows == [("forward", 0, warm), ("forward", 0, c0), ("forward", 1, c1), ("output", 0, c0), ("output", 1, c1), ("sample", 7, outer)]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_cli, run_profiled
 from tracerecon.nsys.launch import RunRequest, build_command, parse_torchrun, profile_args
 from tracerecon.nsys.locate import NsysInstall
 
@@ -449,6 +449,37 @@ def test_a_cycle_says_the_tokens_it_accepted(tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     doc = json.loads(run_cli("report", "--json", "--skip-cycles", "0", str(out)).stdout)
     assert doc["ranks"][0]["cycles"]["accepted_tokens"] == 13, doc["ranks"][0]["cycles"]
+
+
+@needs_nsys
+def test_an_engine_a_cycle_ahead_says_which_cycle_each_step_is_for(tmp_path):
+    # GIVEN an engine a cycle ahead (instrument.start_cycle/end_cycle: overlapping cycle ranges)
+    # whose first cycle ran in step (schedule, forward, output, detok, closed), then whose
+    # output and detok steps for cycle N run after cycle N+1 opened and before its first phase;
+    # each phase says its cycle (``phase(name, cycle=...)``: what start_cycle returned, or its
+    # index). (By time alone, outputs 1-4 read a cycle late there: a limit README names.)
+    prog = ("import sys, time; sys.path.insert(0, %r)\nfrom tracerecon.instrument import end_cycle, phase, start_cycle\n"
+            "def step(name, c):\n    with phase(name, cycle=c): time.sleep(0.002)\n"
+            "c = start_cycle(0)\nfor name in ('schedule', 'forward', 'output', 'detok'): step(name, c)\nend_cycle(c)\nprev = None\n"
+            "for i in range(1, 6):\n    c = start_cycle(i)\n"
+            "    if prev is not None:\n        step('output', prev); step('detok', prev); end_cycle(prev)\n"
+            "    step('schedule', c); step('forward', c.index)\n    prev = c\n"
+            "step('output', prev); step('detok', prev); end_cycle(prev)\n") % str(ROOT)
+    out = tmp_path / "run"
+    res = run_profiled("run", "-o", str(out), "--phase", "schedule", "--phase", "forward", "--phase", "output", "--phase", "detok", "--",
+                       sys.executable, "-c", prog)
+    assert res.returncode == 0, res.stderr[-2000:]
+    exported = tmp_path / "export"
+    assert run_cli("export", str(out), "-o", str(exported)).returncode == 0
+    import pyarrow.parquet as pq
+
+    names = dict(zip(*pq.read_table(exported / "cycles").select(["cycle", "name"]).to_pydict().values()))
+    phases = pq.read_table(exported / "phases").sort_by("cpu_start_ns").select(["phase", "cycle"]).to_pylist()
+    got = [(p["phase"], int(names[p["cycle"]].split()[-1])) for p in phases]
+    # WHEN read THEN with the cycles said, each phase is in its own cycle
+    truth = [("schedule", 0), ("forward", 0), ("output", 0), ("detok", 0), ("schedule", 1), ("forward", 1)]
+    truth += [x for i in range(2, 6) for x in (("output", i - 1), ("detok", i - 1), ("schedule", i), ("forward", i))] + [("output", 5), ("detok", 5)]
+    assert got == truth
 
 
 @needs_nsys

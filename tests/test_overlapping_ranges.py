@@ -5,7 +5,11 @@ times (one stream, 7, unless said)."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from nsys_factory import FakeTrace
 from tracerecon.analysis.config import PhaseConfig
@@ -594,12 +598,15 @@ def test_an_output_thread_that_sometimes_finishes_before_the_next_cycle_opens(tm
     assert _phase_cycles(t, tmp_path, ("output", "forward")) == [*want, (7, "output")]
 
 
-def _loop_trace(tokens: str) -> tuple[FakeTrace, list[tuple[int, str]]]:
+def _loop_trace(tokens: str, said: str | None = None, lie: int = 0) -> tuple[FakeTrace, list[tuple[int, str]]]:
     """A loop written as tokens 100 us apart: 'o:N' opens start/end range 'cycle N', 'c:N'
     closes it, 'NAME:N' runs phase NAME of cycle N (60 us, a kernel 8..28 us in), '@T' after a
     token runs it on thread T (else 10). Returns the trace and each phase's (cycle, name) in
-    time order: the truth, by construction."""
+    time order: the truth, by construction. ``said``: every range in that NVTX domain, with its
+    cycle's index as payload (as ``instrument.start_cycle`` and ``phase(name, cycle=N)`` make
+    them in the domain "tracerecon"), each phase's payload N + ``lie``."""
     t = FakeTrace()
+    domain = t.domain(said) if said else 0
     opened: dict[int, tuple[int, int]] = {}
     want = []
     for k, token in enumerate(tokens.split()):
@@ -611,9 +618,9 @@ def _loop_trace(tokens: str) -> tuple[FakeTrace, list[tuple[int, str]]]:
             opened[int(n)] = (at, thread)
         elif name == "c":
             start, opener = opened.pop(int(n))
-            t.range(f"cycle {n}", start * U, at * U, tid=opener, push_pop=False)
+            t.range(f"cycle {n}", start * U, at * U, tid=opener, push_pop=False, domain=domain, payload=int(n) if said else None)
         else:
-            t.range(name, at * U, (at + 60) * U, tid=thread)
+            t.range(name, at * U, (at + 60) * U, tid=thread, domain=domain, payload=int(n) + lie if said else None)
             kernel(t, at + 5, (at + 8, at + 28), tid=thread)
             want.append((int(n), name))
     return t, want
@@ -655,3 +662,79 @@ def test_overlapping_cycle_ranges_in_loops_of_other_shapes(tmp_path, case):
     # alone put a decode, a verify in the prefill cycle and every later one in the cycle
     # before; the stage rule alone got the other three wrong, each output or sample a cycle late)
     assert _phase_cycles(t, tmp_path, names) == want, case
+
+
+def _random_loop(r: random.Random) -> str:
+    """A loop a cycle (or two) ahead, as ``_loop_trace`` tokens, drawn from engine shapes: a
+    head of schedule / prefill / decode / drafts and verify, a tail of sample / output /
+    detok run before or after the next cycle's head, warm-up cycles and a drain run in step,
+    the tail on a thread of its own."""
+    n = r.randint(3, 8)
+    depth = r.choice([1, 1, 1, 2])
+    mode = r.choice(["plain", "prefill first", "mixed", "drafts"])
+    pre, post = r.choice([[], ["schedule"]]), r.choice([[], ["sample"]])
+    tail = r.choice([["output"], ["sample", "output"], ["output", "detok"]])
+    tail = [x for x in tail if x not in post]
+    tail_first, warm = r.random() < 0.3, r.choice([0, 0, 1, 2])
+    drain = r.choice([None, r.randint(2, n - 1)])
+    thread = r.choice(["", "@13"])
+
+    def head(k: int) -> list[str]:
+        core = {"plain": ["forward"], "prefill first": ["prefill"] if k in (0, drain) else ["decode"],
+                "mixed": r.choice([["prefill"], ["decode"], ["prefill", "decode"]]) if k else ["prefill"],
+                "drafts": ["draft"] * r.choice([0, 1, 2, 3]) + ["verify"]}[mode]
+        return [f"{x}:{k}" for x in pre + core + post]
+
+    def closing(k: int) -> list[str]:
+        return [f"{x}:{k}{thread}" for x in tail] + [f"c:{k}"]
+
+    out: list[str] = []
+    pending: list[int] = []
+    for k in range(n):
+        if k < warm or k == drain:  # run in step: the older cycles drained first
+            while pending:
+                out += closing(pending.pop(0))
+            out += [f"o:{k}", *head(k), *closing(k)]
+            continue
+        out.append(f"o:{k}")
+        if len(pending) >= depth:
+            older = closing(pending.pop(0))
+            out += older + head(k) if tail_first else head(k) + older
+        else:
+            out += head(k)
+        pending.append(k)
+    while pending:
+        out += closing(pending.pop(0))
+    return " ".join(out)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_overlapping_cycle_ranges_put_each_phase_in_the_cycle_it_says(tmp_path, seed):
+    # GIVEN a random loop of an engine a cycle or two ahead whose ranges say their cycle
+    # (instrument.start_cycle, phase(name, cycle=N): payloads in the domain "tracerecon"),
+    # some of whose shapes the trace's timing alone reads a cycle off
+    t, want = _loop_trace(_random_loop(random.Random(seed)), said="tracerecon")
+    # WHEN analysed THEN each phase, in time order, is in the cycle it said
+    assert _phase_cycles(t, tmp_path, tuple(dict.fromkeys(name for _, name in want))) == want
+
+
+@pytest.mark.parametrize("case", list(_OTHER_SHAPES))
+def test_payloads_of_another_domain_say_no_cycle(tmp_path, case):
+    # GIVEN the loops of other shapes, read right by their timing, whose ranges all carry a
+    # payload one more than their cycle's index in a domain of the engine's own
+    t, want = _loop_trace(_OTHER_SHAPES[case], said="engine", lie=1)
+    # WHEN analysed THEN those payloads say nothing: each phase stays in the cycle that ran it
+    assert _phase_cycles(t, tmp_path, tuple(dict.fromkeys(name for _, name in want))) == want, case
+
+
+def test_a_phase_that_says_a_cycle_not_holding_it_goes_by_its_timing(tmp_path):
+    # GIVEN the tail-of-two-steps loop whose phases say their cycle, but each sample says one
+    # no cycle range is of (99)
+    t, want = _loop_trace(_OTHER_SHAPES["a tail of two steps"], said="tracerecon")
+    for row in t.nvtx:
+        if row["text"] == "sample":
+            row["int64Value"] = 99
+    # WHEN analysed THEN the samples go by their timing (right in this shape), the others as said
+    got = _phase_cycles(t, tmp_path, ("forward", "sample", "output"))
+    assert got == want

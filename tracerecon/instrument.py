@@ -9,7 +9,12 @@
             with phase("verify"):
                 ...
 
-Ranges are NVTX push/pop ranges in the ``tracerecon`` domain; the payload is the cycle index.
+An engine a cycle ahead (cycle N's output step runs after cycle N+1's first steps) opens
+cycles with ``c = start_cycle(i)`` and closes them with ``end_cycle(c)`` after their last step,
+and says which cycle each phase is for: ``with phase("output", cycle=c):``.
+
+Ranges are NVTX ranges in the ``tracerecon`` domain (push/pop; ``start_cycle``'s start/end); the
+payload is the cycle index (a phase's: the cycle it said, else the innermost ``cycle`` around it).
 At the first range a process marks its rank (``tracerecon.rank=N``, from ``RANK`` in the
 environment, as torchrun sets it), so a single report of a whole process tree maps processes
 to ranks. With no profiler attached NVTX calls return at once (see benchmarks/instrument_overhead.py
@@ -39,13 +44,15 @@ import os
 import sys
 import threading
 import time
+from dataclasses import dataclass, field
 from typing import Callable, TypeVar
 
 import nvtx
 
+from tracerecon.analysis.config import INSTRUMENT_DOMAIN
 from tracerecon.run_dir import ACCEPTED_MARK_FORMAT, CPU_TIMERS_ENV, RANK_MARK_FORMAT, STREAM_MARK, STREAM_MARKS_ENV
 
-DOMAIN = "tracerecon"
+DOMAIN = INSTRUMENT_DOMAIN
 
 F = TypeVar("F", bound=Callable)
 
@@ -185,17 +192,29 @@ _cycles_opened = itertools.count(1)
 
 
 class phase:
-    """``with phase("verify"):`` or ``@phase("draft")``: one NVTX range per call."""
+    """``with phase("verify"):`` or ``@phase("draft")``: one NVTX range per call, whose payload is
+    the cycle it belongs to: the innermost ``with cycle(i)`` around it, or ``cycle=`` (an index or
+    what ``start_cycle`` returned) for an engine a cycle ahead, whose step for an older cycle
+    (sample, output) runs while a newer cycle's range is open too."""
 
-    __slots__ = ("name",)
+    __slots__ = ("name", "cycle")
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, cycle: "int | OpenCycle | None" = None) -> None:
         self.name = name
+        self.cycle = cycle if cycle is None or isinstance(cycle, OpenCycle) else int(cycle)
+
+    def _cycle(self) -> tuple[int | None, int | None]:
+        """(the cycle's index, the instrument's number for that cycle's opening) this phase is in."""
+        if self.cycle is None:
+            return _cycle_index(), getattr(_state, "cycle_id", None)
+        if isinstance(self.cycle, OpenCycle):
+            return self.cycle.index, self.cycle.id
+        return self.cycle, _started.get(self.cycle)
 
     def __enter__(self) -> "phase":
         if not _marked:
             mark_rank()
-        c = _cycle_index()
+        c = _cycle_index() if self.cycle is None else self._cycle()[0]
         nvtx.push_range(message=self.name, domain=DOMAIN, payload=c)
         if _declaring:
             mark_current_stream()
@@ -213,16 +232,16 @@ class phase:
         if starts and starts[-1][0] is self:
             # The naive timer, exactly as engines take it: no synchronize.
             ms = (time.perf_counter() - starts.pop()[1]) * 1e3
-            _log_timer({"rank": current_rank(), "pid": os.getpid(), "cycle": _cycle_index(), "cycle_id": getattr(_state, "cycle_id", None),
-                        "phase": self.name, "cpu_ms": ms})
+            index, cycle_id = self._cycle()
+            _log_timer({"rank": current_rank(), "pid": os.getpid(), "cycle": index, "cycle_id": cycle_id, "phase": self.name, "cpu_ms": ms})
         nvtx.pop_range(domain=DOMAIN)
 
     def __call__(self, func: F) -> F:
-        name = self.name
+        name, said = self.name, self.cycle
 
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
-            with phase(name):
+            with phase(name, said):
                 return func(*args, **kwargs)
 
         return wrapper  # type: ignore[return-value]
@@ -255,6 +274,46 @@ class cycle:
         _state.cycle, _state.cycle_id = self._prev, self._prev_id
 
 
+@dataclass(frozen=True)
+class OpenCycle:
+    """A cycle range ``start_cycle`` opened: its index, the instrument's number for this opening
+    (``cycle_id`` in the CPU timer rows), and nvtx's handle that ``end_cycle`` closes."""
+
+    index: int
+    id: int
+    handle: object = field(compare=False, repr=False)
+
+
+# The latest opening of each cycle index by start_cycle (``phase(name, cycle=i)`` logs its id).
+_started: dict[int, int] = {}
+
+
+def start_cycle(index: int, accepted: int | None = None) -> OpenCycle:
+    """Open the range ``cycle i`` without closing the one before: for an engine a cycle (or
+    more) ahead, whose cycle N is closed by ``end_cycle`` after its last step (its output),
+    which runs after cycle N+1's first steps. Cycle ranges so opened may overlap (an
+    ``nvtxRangeStart/End`` range, which may be closed on another thread); say which cycle
+    each phase is for with ``phase(name, cycle=...)`` (the returned value or its index), and
+    tracerecon puts it in that cycle, not by the time it ran. ``accepted``: as ``cycle``'s."""
+    if not _marked:
+        mark_rank()
+    index = int(index)
+    opened = OpenCycle(index, next(_cycles_opened), _start_once(f"cycle {index}", index))
+    with _lock:
+        _started[index] = opened.id
+    if accepted is not None:
+        _mark_accepted(int(accepted), index)
+    return opened
+
+
+def end_cycle(opened: OpenCycle) -> None:
+    """Close a range ``start_cycle`` opened (on any thread)."""
+    nvtx.end_range(opened.handle)
+    with _lock:
+        if _started.get(opened.index) == opened.id:
+            del _started[opened.index]
+
+
 # nvtx registers each distinct message once and keeps it for the life of the process (about 360
 # bytes each: 363 MB over a million cycles, each ``cycle N`` a new message): messages used once
 # are forgotten again (nvtx 0.2.10 and older: that one message; newer nvtx keeps them in an
@@ -268,13 +327,25 @@ _forget = None  # how the installed nvtx forgets a message (``_forgetting``), fo
 def push_once(message: str, payload: int | None) -> None:
     """Push an NVTX range in tracerecon's domain whose message is used once (a cycle's), without
     nvtx keeping the message for the life of the process."""
-    global _forget
     nvtx.push_range(message=message, domain=DOMAIN, payload=payload)
+    _forget_once(message)
+
+
+def _start_once(message: str, payload: int | None) -> object:
+    """``push_once`` for an ``nvtxRangeStart`` range: its handle for ``nvtx.end_range``."""
+    handle = nvtx.start_range(message=message, domain=DOMAIN, payload=payload)
+    _forget_once(message)
+    return handle
+
+
+def _forget_once(message: str) -> None:
+    """Forget a message used once (``push_once``)."""
+    global _forget
     try:
         if _forget is None:
             _forget = _forgetting()
         _forget(message, next(_once_pushed))
-    except Exception:  # another nvtx's internals: the message stays kept, the range is pushed
+    except Exception:  # another nvtx's internals: the message stays kept, the range is made
         _forget = lambda message, n: None  # noqa: E731
 
 
@@ -298,8 +369,11 @@ def accepted(tokens: int, cycle_index: int | None = None) -> None:
     """Say how many tokens a cycle accepted (an NVTX mark ``tracerecon.accepted=N`` whose payload
     is the cycle): the current cycle by default, or an earlier one when the engine learns it
     later (an engine one cycle ahead reads cycle N-1's acceptance during cycle N)."""
-    c = _cycle_index() if cycle_index is None else int(cycle_index)
-    nvtx.mark(message=ACCEPTED_MARK_FORMAT.format(int(tokens)), domain=DOMAIN, payload=c)
+    _mark_accepted(int(tokens), _cycle_index() if cycle_index is None else int(cycle_index))
+
+
+def _mark_accepted(tokens: int, cycle_index: int | None) -> None:
+    nvtx.mark(message=ACCEPTED_MARK_FORMAT.format(tokens), domain=DOMAIN, payload=cycle_index)
 
 
 if os.environ.get(_timer_path_env):

@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 
 DEFAULT_PHASES = ("draft", "verify", "draft_re_extend", "draft_extend", "target_verify")
 DEFAULT_CYCLE = "cycle"
+# The NVTX domain of tracerecon.instrument's ranges and marks: there a range's integer payload is
+# a cycle's index (a cycle range's own, a phase's the cycle it belongs to).
+INSTRUMENT_DOMAIN = "tracerecon"
 AUTO = "auto"
 SAME = "same"
 

@@ -23,7 +23,7 @@ import pyarrow as pa
 from tracerecon import schema
 from tracerecon.analysis.columns import thread_keys
 from tracerecon.analysis.intervals import last_reaching
-from tracerecon.analysis.config import NUMBERS, PhaseConfig, is_cycle_name
+from tracerecon.analysis.config import INSTRUMENT_DOMAIN, NUMBERS, PhaseConfig, is_cycle_name
 from tracerecon.analysis.intervals import inside_another_thread, segmented_union_length
 from tracerecon.analysis.projection import I64_MAX, I64_MIN, LaunchIndex, distinct_values, equals, int64s
 
@@ -90,6 +90,7 @@ def cycles_by_time(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarra
     p_rows = np.asarray(phase_rows)[loose]
     position = np.full(len(ranges), -1, dtype=np.int64)  # range row -> position in cycle_rows
     position[cycle_rows] = np.arange(len(cycle_rows))
+    said = None
     for mine, cyc in _cycle_candidates(ranges, p_rows, cycle_rows):
         p_start, p_end = start[p_rows[mine]], end[p_rows[mine]]
         pos = np.searchsorted(start[cyc], p_start, side="right") - 1
@@ -98,19 +99,39 @@ def cycles_by_time(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarra
         ok = (hit >= 0) & (p_end != I64_MIN)
         if labels is not None and ok.sum() > 1 and len(cyc) > 1 and (start[cyc][1:] < np.maximum.accumulate(end[cyc])[:-1]).any():
             closed = ranges["closed"].take(pa.array(cyc)).fill_null(True).to_numpy(zero_copy_only=False) if "closed" in ranges.column_names else np.ones(len(cyc), bool)
-            hit = _cycle_by_loop_stage(start[cyc], end[cyc], closed, hit, reach, ok, p_start, [labels[i] for i in loose[mine].tolist()])
+            if said is None:
+                said = cycle_said(ranges)
+            hit = _cycle_by_loop_stage(start[cyc], end[cyc], closed, hit, reach, ok, p_start, [labels[i] for i in loose[mine].tolist()],
+                                       said[p_rows[mine]], said[cyc])
         cycle_of[loose[mine[ok]]] = position[cyc[hit[ok]]]
     return cycle_of
 
 
+def cycle_said(ranges: pa.Table) -> np.ndarray:
+    """Per range, the cycle index its payload says where tracerecon.instrument made it (a range
+    of its NVTX domain with an integer payload: a cycle range's own index, a phase's the cycle
+    the engine ran it for), else ``I64_MIN``. Payloads of other domains say nothing of cycles."""
+    n = ranges.num_rows
+    if n == 0 or "payload" not in ranges.column_names or "domain" not in ranges.column_names:
+        return np.full(n, I64_MIN, np.int64)
+    ours = equals(ranges["domain"], INSTRUMENT_DOMAIN)
+    return np.where(ours, int64s(ranges["payload"], I64_MIN), I64_MIN)
+
+
 def _cycle_by_loop_stage(cycle_start: np.ndarray, cycle_end: np.ndarray, cycle_closed: np.ndarray, hit: np.ndarray, reach: np.ndarray,
-                         ok: np.ndarray, p_start: np.ndarray, labels: list[str]) -> np.ndarray:
+                         ok: np.ndarray, p_start: np.ndarray, labels: list[str], p_said: np.ndarray | None = None,
+                         cycle_said: np.ndarray | None = None) -> np.ndarray:
     """``cycles_by_time``'s choice among overlapping cycles (positions in start order, their
     starts and ends ``cycle_start``, ``cycle_end``, whether each closed) for phases (``hit``: the latest-starting cycle
     holding each, ``reach``: its end, ``ok``: held by one at all, ``p_start``, ``labels``).
     Of the cycles holding a phase, those holding no other of them count (a cycle range around
     several cycles is no choice while one of them holds the phase; one left open, running to
     the trace's end, is held by none).
+
+    Where the engine says which cycle a phase is for (``p_said``, the cycle index a phase of
+    tracerecon.instrument carries: ``phase("output", cycle=n)``) and exactly one of the cycles
+    holding it is the cycle range of that index (``cycle_said``), the phase is that cycle's;
+    the rules below place the others.
 
     An engine a cycle (or two) ahead runs, in each turn of its loop, the new cycle's leading
     phases (its head: draft steps, verify, forward, a prefill) and the trailing ones of the
@@ -167,7 +188,10 @@ def _cycle_by_loop_stage(cycle_start: np.ndarray, cycle_end: np.ndarray, cycle_c
     for i in in_time:
         mine, name = choices[i], labels[i]
         how = stage.get(name, "lead")
-        if len(mine) == 1 or how == "lead":
+        named = [h for h in mine if cycle_said[h] == p_said[i]] if p_said is not None and p_said[i] != I64_MIN else []
+        if len(named) == 1:
+            pick = named[0]
+        elif len(mine) == 1 or how == "lead":
             pick = mine[-1]
         elif how == "tail":
             pick = mine[0]
