@@ -35,6 +35,22 @@ def test_segmented_union_equals_brute_force(items):
         assert got[g] == want
 
 
+@given(st.lists(st.tuples(st.integers(0, 120), st.integers(-5, 40)), max_size=12), st.lists(st.tuples(st.integers(0, 120), st.integers(-5, 40)), max_size=25))
+@settings(max_examples=300, deadline=None)
+def test_covered_length_equals_brute_force(queries, by):
+    # GIVEN query intervals and intervals covering them (some empty or reversed: they cover nothing)
+    qs = np.array([q[0] for q in queries], dtype=np.int64)
+    qe = np.array([q[0] + q[1] for q in queries], dtype=np.int64)
+    bs = np.array([b[0] for b in by], dtype=np.int64)
+    be = np.array([b[0] + b[1] for b in by], dtype=np.int64)
+    covered = set()
+    for s0, e0 in zip(bs.tolist(), be.tolist()):
+        covered.update(range(s0, e0))
+    # THEN each query's covered length is the count of its points in the union
+    want = [len(covered & set(range(s0, e0))) for s0, e0 in zip(qs.tolist(), qe.tolist())]
+    assert interval_algebra.covered_length(qs, qe, bs, be).tolist() == want
+
+
 @given(intervals)
 @settings(max_examples=200, deadline=None)
 def test_union_is_at_most_sum_and_at_least_max(items):

@@ -127,6 +127,37 @@ def test_work_launched_by_a_worker_thread_belongs_to_the_scheduler_threads_phase
     assert gpu_times(same) == [("draft", 100 * U), ("verify", 400 * U)]
 
 
+def output_thread_engine(n_cycles: int = 3) -> FakeTrace:
+    """A loop thread (tid 1) running a, b, c each 300 us cycle (launching at +10, +170, +230 on
+    stream 7: GPU +20..150, +175..260, +262..290), idle from +100 to +160 (an output thread
+    holds the GIL), and an output thread (tid 2) whose ``output`` range, the previous step's
+    results (a ``.tolist()`` after an event sync: nothing launched), is open from +50 to +250."""
+    t = FakeTrace()
+    for k in range(n_cycles):
+        b = 300 * k
+        t.range(f"cycle {k}", b * U, (b + 300) * U, tid=1)
+        t.range("a", b * U, (b + 100) * U, tid=1)
+        t.range("b", (b + 160) * U, (b + 220) * U, tid=1)
+        t.range("c", (b + 220) * U, (b + 300) * U, tid=1)
+        for at, gpu in ((10, (20, 150)), (170, (175, 260)), (230, (262, 290))):
+            t.kernel(t.call("cudaLaunchKernel", (b + at) * U, (b + at + 2) * U, tid=1), (b + gpu[0]) * U, (b + gpu[1]) * U)
+        t.range("output", (b + 50) * U, (b + 250) * U, tid=2)
+    return t
+
+
+def test_an_output_threads_range_beside_the_loop_moves_none_of_its_boundaries(tmp_path):
+    # GIVEN the loop and its output thread (output_thread_engine)
+    rank = one_rank(output_thread_engine(), tmp_path, PhaseConfig(phases=("a", "b", "c", "output")))
+    got = [(p["cycle"], p["phase"], p["gpu_ns"] // U) for p in rank.phases.to_pylist()]
+    # WHEN analysed THEN the loop's phases tile each cycle as events at their starts on stream 7
+    # read: a from +0 to b's start +160 (its kernel done at +150), b to +260 (its kernel, done
+    # when c begins at +220 queued it), c to the next cycle's start +300; the output range,
+    # beside the loop, reads its own edges on its thread's stream: +150 (a's kernel, queued by
+    # +50) to +290 (c's, queued by +250). (Read in the loop's sequence, a ended at its own CPU end
+    # where the output range opened: 150 us; and b, inside the output range, read alone.)
+    assert got == [(k, name, us) for k in range(3) for name, us in (("a", 160), ("output", 140), ("b", 100), ("c", 40))]
+
+
 def test_phases_that_launch_their_own_work_keep_nsys_projection(tmp_path):
     # GIVEN a phase that launches on its own thread while another thread also launches
     t = FakeTrace()

@@ -738,3 +738,23 @@ def test_a_phase_that_says_a_cycle_not_holding_it_goes_by_its_timing(tmp_path):
     # WHEN analysed THEN the samples go by their timing (right in this shape), the others as said
     got = _phase_cycles(t, tmp_path, ("forward", "sample", "output"))
     assert got == want
+
+
+def test_phases_saying_another_cycle_than_the_range_holding_them_are_said(tmp_path):
+    # GIVEN instrument cycles pushed and popped (``with cycle(i)``, 900 us each) whose output
+    # step says the cycle before (``phase("output", cycle=i - 1)``), as an engine a cycle ahead
+    # that kept push/pop cycles would
+    t = FakeTrace()
+    domain = t.domain("tracerecon")
+    for i in range(4):
+        b = 1000 * i
+        t.range(f"cycle {i}", b * U, (b + 900) * U, domain=domain, payload=i)
+        t.range("forward", (b + 100) * U, (b + 300) * U, domain=domain, payload=i)
+        t.range("output", (b + 400) * U, (b + 600) * U, domain=domain, payload=i - 1)
+        kernel(t, b + 105, (b + 110, b + 250))
+    analysis = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("forward", "output")))
+    # WHEN analysed THEN each is the cycle range's that holds it, and a warning says the
+    # outputs said another, and how to mark such a loop
+    assert [(p["cycle"], p["phase"]) for p in analysis.ranks[0].phases.to_pylist()] == [(i, n) for i in range(4) for n in ("forward", "output")]
+    (line,) = [w for w in analysis.warnings if "say another cycle" in w]
+    assert "'output': 4 of 4 ranges" in line and "start_cycle" in line

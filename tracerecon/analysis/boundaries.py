@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracerecon.analysis.columns import thread_keys
-from tracerecon.analysis.intervals import inside_another_thread
+from tracerecon.analysis.intervals import inside_another_thread, running_beside
 from tracerecon.analysis.projection import I64_MIN
 from tracerecon.analysis.stream_clock import StreamClock
 from tracerecon.analysis.stream_keys import dense_ids, gpu_keys, pack_keys
@@ -394,9 +394,12 @@ def timelines(pid: np.ndarray, cycle: np.ndarray, tid: np.ndarray | None) -> np.
 def in_sequence(pid: np.ndarray, cycle: np.ndarray, tid: np.ndarray | None, cpu_start: np.ndarray, cpu_end: np.ndarray,
                 line: np.ndarray | None = None) -> np.ndarray:
     """Per phase instance (in time order): whether it takes its place in its timeline's
-    sequence of boundaries: it is in a cycle, and no phase range of another thread of its
-    timeline runs all through it (``intervals.inside_another_thread``). The others are read alone
-    (``phase_boundaries``). ``line``: ``timelines``' keys, where already made."""
+    sequence of boundaries: it is in a cycle, its thread does not run its phases beside the
+    loop's (``intervals.running_beside``: an output thread whose range for one step is open
+    while the loop runs the next), and no phase range of another thread of its timeline (in
+    the sequence) runs all through it (``intervals.inside_another_thread``: a helper thread's
+    short range inside the loop's phase). The others are read alone (``phase_boundaries``).
+    ``line``: ``timelines``' keys, where already made."""
     out = np.asarray(cycle) >= 0
     if tid is None or len(out) == 0:
         return out
@@ -404,7 +407,10 @@ def in_sequence(pid: np.ndarray, cycle: np.ndarray, tid: np.ndarray | None, cpu_
     keys = thread_keys(pid, tid)
     for ln in np.unique(line).tolist():
         seq = np.flatnonzero(line == ln)
-        out[seq] &= ~inside_another_thread(np.asarray(cpu_start)[seq], np.asarray(cpu_end)[seq], keys[seq], out[seq])
+        s, e = np.asarray(cpu_start)[seq], np.asarray(cpu_end)[seq]
+        # (a thread beside the loop first: a range of it holds no loop phase out of the sequence)
+        out[seq] &= ~running_beside(s, e, keys[seq], out[seq])
+        out[seq] &= ~inside_another_thread(s, e, keys[seq], out[seq])
     return out
 
 

@@ -288,3 +288,63 @@ def inside_another_thread(start: np.ndarray, end: np.ndarray, thread: np.ndarray
         reach = np.maximum.accumulate(np.where((thread == th) & holders, end, np.iinfo(np.int64).min))  # the latest end of th's ranges begun so far
         out |= (thread != th) & (reach >= end)
     return out
+
+
+def covered_length(start: np.ndarray, end: np.ndarray, by_start: np.ndarray, by_end: np.ndarray) -> np.ndarray:
+    """Per interval [start, end), how much of it the union of the intervals [by_start, by_end)
+    covers."""
+    out = np.zeros(len(start), dtype=np.int64)
+    keep = by_end > by_start
+    if len(start) == 0 or not keep.any():
+        return out
+    s, e = by_start[keep], by_end[keep]
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], np.maximum.accumulate(e[order])
+    # The union as disjoint runs: a run starts where an interval begins past all before it.
+    new = np.r_[True, s[1:] > e[:-1]]
+    run_s = s[new]
+    run_e = e[np.r_[np.flatnonzero(new)[1:] - 1, len(s) - 1]]
+    before = np.r_[0, np.cumsum(run_e - run_s)]  # union length of the runs before each run
+
+    def upto(x: np.ndarray) -> np.ndarray:  # union length below x
+        k = np.searchsorted(run_s, x, side="right")  # runs starting at or before x
+        last = np.maximum(k - 1, 0)
+        inside = np.where(k > 0, np.minimum(x, run_e[last]) - run_s[last], 0)
+        return before[np.maximum(k - 1, 0)] * (k > 0) + np.maximum(inside, 0)
+
+    return np.maximum(upto(end) - upto(start), 0)
+
+
+def running_beside(start: np.ndarray, end: np.ndarray, thread: np.ndarray, holders: np.ndarray) -> np.ndarray:
+    """Per phase instance among ``holders`` (in ``boundaries.in_sequence``: those in a cycle):
+    whether it is of a thread that runs its phases beside the loop, not in turn with it: a
+    thread other than the one holding most of them (the loop's), during whose phase ranges the
+    loop thread has phases open that it began after the range opened for more than
+    ``BESIDE_SHARE`` of their time (an output thread whose range for one step is open while the
+    loop runs the next ones). Threads taking turns overlap only at the edges where one hands the
+    step to the other: the loop's phase open as the range opens (a draft thread's phase opened
+    before the loop's closed) does not count."""
+    out = np.zeros(len(start), dtype=bool)
+    held = np.flatnonzero(holders)
+    if len(held) == 0 or len(np.unique(thread[held])) < 2:
+        return out
+    threads, first, counts = np.unique(thread[held], return_index=True, return_counts=True)
+    loop = threads[np.lexsort((first, -counts))[0]]  # (ties: the thread that began first)
+    on_loop = held[thread[held] == loop]
+    others = held[thread[held] != loop]
+    s, e = start[others], end[others]
+    loop_starts = np.sort(start[on_loop])
+    k = np.searchsorted(loop_starts, s, side="right")  # the loop's first phase begun after each opened
+    after = np.where(k < len(loop_starts), loop_starts[np.minimum(k, len(loop_starts) - 1)], e)
+    covered = covered_length(np.clip(after, s, e), e, start[on_loop], end[on_loop])
+    mine, which = np.unique(thread[others], return_inverse=True)
+    share = np.bincount(which, covered, len(mine)) / np.maximum(np.bincount(which, np.maximum(e - s, 0), len(mine)), 1)
+    out[others] = share[which] > BESIDE_SHARE
+    return out
+
+
+# The share of a thread's phase time above which it runs beside the loop (``running_beside``):
+# threads taking turns overlap the loop's later phases only where one hands the step back (a
+# few us); an output thread beside the loop on an H100 (vLLM-like async output, ``.tolist()``
+# in its own range), 42-95 % (a review's probe, 10 traces).
+BESIDE_SHARE = 0.25

@@ -35,7 +35,7 @@ from tracerecon.analysis.stream_keys import pack_keys
 from tracerecon.analysis.stream_clock import StreamClock, stream_clock
 from tracerecon.analysis.nccl import comm_mask, phase_comm_split
 from tracerecon.analysis.config import PhaseConfig, cycle_kind, is_cycle_name
-from tracerecon.analysis.phases import (ERROR_FLOOR_NS, PhaseInputs, adds_up_tolerance, build_cycles, build_phases, cycles_by_time, empty_steps,
+from tracerecon.analysis.phases import (ERROR_FLOOR_NS, PhaseInputs, adds_up_tolerance, build_cycles, build_phases, cycle_said, cycles_by_time, empty_steps,
                                         cycles_per_thread, phases_past_their_cycle, select_phases)
 from tracerecon.analysis.projection import I64_MAX, I64_MIN, index_launches, innermost_owner, int64s
 from tracerecon.analysis.ranges import build_ranges, nest
@@ -286,7 +286,8 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                                         holds_cycles=nested_cycles[1])
                     + _nested_cycle_notes(nested, cycle_rows, config.cycle_prefix, *nested_cycles)
                     + _empty_step_notes(empty[0], len(empty[1]), cycle_of)
-                    + _steps_without_first_phase_notes(labels, cycle_of, len(cycle_rows) > 0))
+                    + _steps_without_first_phase_notes(labels, cycle_of, len(cycle_rows) > 0)
+                    + _other_cycle_said_notes(nested, phase_rows, cycle_of, cycle_rows, labels))
 
 
 def _awaited(clock: StreamClock, blocking: pa.Table, targets: WaitTargets, ops: pa.Table) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
@@ -480,6 +481,28 @@ def _steps_without_first_phase_notes(labels: list[str], cycle_of: np.ndarray, cy
     return (f"{lacking} of {len(cycles)} cycles run no {first!r} (steps without the phase that starts cycles, as a prefill step or "
             "one without speculation): each is read as a cycle of its own, from the order of the phases alone; give the loop "
             "cycle ranges to be sure",)
+
+
+def _other_cycle_said_notes(nested: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarray, cycle_rows: np.ndarray, labels: list) -> tuple[str, ...]:
+    """One line per phase name whose ranges say a cycle (``tracerecon.instrument.phase(name,
+    cycle=N)``) other than the instrument's cycle range they are in: a phase is in the cycle
+    range it is nested in (``with cycle(i)``), and a cycle it says counts only among
+    overlapping ``start_cycle`` ranges that hold it (``phases.cycles_by_time``)."""
+    if len(cycle_rows) == 0 or len(phase_rows) == 0:
+        return ()
+    said = cycle_said(nested)
+    mine = said[phase_rows]
+    placed = (mine != I64_MIN) & (cycle_of >= 0)
+    if not placed.any():
+        return ()
+    theirs = said[cycle_rows][np.maximum(cycle_of, 0)]
+    placed &= theirs != I64_MIN
+    other = placed & (theirs != mine)
+    names = np.asarray(labels, dtype=object)
+    return tuple(f"{name!r}: {int((other & (names == name)).sum())} of {int((placed & (names == name)).sum())} ranges say another cycle "
+                 "(phase(name, cycle=N)) than the cycle range they are in, which holds them: for an engine a cycle ahead, open each cycle "
+                 "with tracerecon.instrument.start_cycle and close it after its last step (end_cycle), so that its ranges overlap"
+                 for name in dict.fromkeys(names[other].tolist()))
 
 
 def _several_devices_notes(ops: pa.Table, cuda_devices: tuple = ()) -> tuple[str, ...]:
