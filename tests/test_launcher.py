@@ -483,6 +483,25 @@ def test_an_engine_a_cycle_ahead_says_which_cycle_each_step_is_for(tmp_path):
 
 
 @needs_nsys
+def test_a_cycle_the_engine_never_ended_is_incomplete(tmp_path):
+    # GIVEN an engine a cycle ahead that forgot to end its last cycle (start_cycle, no
+    # end_cycle), whose process then idles 50 ms: nsys 2022.4 ends such a range at the capture's
+    # end (ANALYSIS_DETAILS.duration), later versions leave its end NULL
+    prog = ("import sys, time; sys.path.insert(0, %r)\nfrom tracerecon.instrument import end_cycle, phase, start_cycle\n"
+            "older = None\nfor i in range(4):\n    c = start_cycle(i)\n    with phase('forward', cycle=c): time.sleep(0.003)\n"
+            "    if older is not None:\n        with phase('output', cycle=older): time.sleep(0.001)\n        end_cycle(older)\n    older = c\n"
+            "with phase('output', cycle=older): time.sleep(0.001)\ntime.sleep(0.05)\n") % str(ROOT)
+    out = tmp_path / "run"
+    assert run_profiled("run", "-o", str(out), "--phase", "forward", "--phase", "output", "--", sys.executable, "-c", prog).returncode == 0
+    doc = json.loads(run_cli("report", "--json", "--skip-cycles", "0", str(out)).stdout)
+    # WHEN read THEN that cycle is incomplete, left out of the medians (it had read as a whole
+    # cycle 50 ms long), and the three others are whole
+    cycles = doc["ranks"][0]["cycles"]
+    assert (cycles["n"], cycles["n_incomplete"]) == (3, 1), cycles
+    assert cycles["cpu_ms_median"] < 20, cycles
+
+
+@needs_nsys
 def test_recording_from_an_nvtx_range_says_how_tracerecons_ranges_are_named(tmp_path):
     # GIVEN a program of tracerecon.instrument cycles (ranges in the domain "tracerecon")
     prog = ("import sys, time; sys.path.insert(0, %r)\nfrom tracerecon.instrument import cycle, phase\nfor i in range(3):\n"

@@ -158,6 +158,70 @@ def test_an_output_threads_range_beside_the_loop_moves_none_of_its_boundaries(tm
     assert got == [(k, name, us) for k in range(3) for name, us in (("a", 160), ("output", 140), ("b", 100), ("c", 40))]
 
 
+def worker_signalling_early(overlap_us: int) -> FakeTrace:
+    """A scheduler (tid 1, stream 7) hands each cycle to a worker (tid 2, stream 20) and opens its
+    next phase ``overlap_us`` before the worker's range closes (the worker signals first):
+    schedule [b, b+100] (GPU +12..60 on 7); forward [b+100, b+300] joins 7, runs +112..400 on 20,
+    records e20 at +120; process [b+300-OV, b+500] joins e20 at +330, GPU +400..450 on 7."""
+    t = FakeTrace()
+    for k in range(4):
+        b = 1000 * k
+        t.range(f"cycle {k}", b * U, (b + 600) * U, tid=1)
+        t.range("schedule", b * U, (b + 100) * U, tid=1)
+        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U, tid=1), (b + 12) * U, (b + 60) * U)
+        t.range("forward", (b + 100) * U, (b + 300) * U, tid=2)
+        t.event_record(300 + k, 300 + k, (b + 103) * U, (b + 104) * U, tid=2, stream=7)
+        t.stream_wait(300 + k, 300 + k, (b + 105) * U, (b + 106) * U, tid=2, stream=20)
+        t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U, tid=2), (b + 112) * U, (b + 400) * U, stream=20)
+        t.event_record(100 + k, 100 + k, (b + 120) * U, (b + 121) * U, tid=2, stream=20)
+        t.range("process", (b + 300 - overlap_us) * U, (b + 500) * U, tid=1)
+        t.stream_wait(100 + k, 100 + k, (b + 330) * U, (b + 331) * U, tid=1, stream=7)
+        t.kernel(t.call("cudaLaunchKernel", (b + 340) * U, (b + 342) * U, tid=1), (b + 400) * U, (b + 450) * U)
+    return t
+
+
+@pytest.mark.parametrize("overlap_us", [10, 60, 100])
+def test_threads_taking_turns_hand_the_step_over_however_long_they_overlap(tmp_path, overlap_us):
+    # GIVEN a scheduler and a worker taking turns, the scheduler's next phase opened up to half
+    # the worker's range before it closed (worker_signalling_early)
+    rank = one_rank(worker_signalling_early(overlap_us), tmp_path, PhaseConfig(phases=("schedule", "forward", "process")))
+    got = [(p["cycle"], p["phase"], p["gpu_ns"] // U) for p in rank.phases.to_pylist()]
+    # WHEN analysed THEN schedule hands off at its CPU end (+100: 100), forward reads from there
+    # to its own end on 20 (+400: 300), process, opened before forward closed, its own edges on 7
+    # (+300-OV, nothing queued, to +500, 7 done at +450: 200 + OV). The worker launches the
+    # cycle's work: never a thread beside the loop (a first form of that rule took it for one
+    # from 51 us on, and ran schedule on to process's start)
+    assert got == [(k, n, us) for k in range(4) for n, us in (("schedule", 100), ("forward", 300), ("process", 200 + overlap_us))]
+
+
+@pytest.mark.parametrize("pickup_us, draft", [(0, False), (20, False), (20, True)])
+def test_a_pipelined_worker_with_its_own_phases_stays_in_the_cycles_sequence(tmp_path, pickup_us, draft):
+    # GIVEN a scheduler (tid 1, stream 7, the cycle ranges) and a worker (tid 2, stream 20) with
+    # two phases each a cycle (three with ``draft``): prep [b, b+50] (GPU +12..40), the worker's
+    # fwd from b+50+PICKUP to b+200 (GPU to +300 on 20), the scheduler's post [b+100, b+250 or
+    # +330] (GPU +112..130), the worker's sample [b+200, b+280] (GPU +300..350 on 20) and draft
+    # [b+280, b+330] (+350..380)
+    t = FakeTrace()
+    post_end = 330 if draft else 250
+    for k in range(4):
+        b = 1000 * k
+        t.range(f"cycle {k}", b * U, (b + 600) * U, tid=1)
+        for name, tid, start, end, launch, gpu, stream in (
+                ("prep", 1, 0, 50, 10, (12, 40), 7), ("fwd", 2, 50 + pickup_us, 200, 60 + pickup_us, (62 + pickup_us, 300), 20),
+                ("post", 1, 100, post_end, 110, (112, 130), 7), ("sample", 2, 200, 280, 210, (300, 350), 20),
+                *((("draft", 2, 280, 330, 290, (350, 380), 20),) if draft else ())):
+            t.range(name, (b + start) * U, (b + end) * U, tid=tid)
+            t.kernel(t.call("cudaLaunchKernel", (b + launch) * U, (b + launch + 2) * U, tid=tid), (b + gpu[0]) * U, (b + gpu[1]) * U, stream=stream)
+    names = ("prep", "fwd", "post", "sample") + (("draft",) if draft else ())
+    got = {(p["cycle"], p["phase"]): p["gpu_ns"] // U for p in one_rank(t, tmp_path, PhaseConfig(phases=names)).phases.to_pylist()}
+    # WHEN analysed THEN prep hands off to fwd at its CPU end (50), fwd reads from there to its
+    # own end on 20 (+300: 250, the worker's pick-up time its own), post and sample, each opened
+    # before the other thread's phase closed, their own edges (150 or 230; +300 to +350: 50), the
+    # draft after sample on its thread (30)
+    want = {"prep": 50, "fwd": 250, "post": post_end - 100, "sample": 50, "draft": 30}
+    assert got == {(k, n): want[n] for k in range(4) for n in names}
+
+
 def test_phases_that_launch_their_own_work_keep_nsys_projection(tmp_path):
     # GIVEN a phase that launches on its own thread while another thread also launches
     t = FakeTrace()
@@ -614,3 +678,16 @@ def test_accepted_marks_find_their_cycle_by_payload_or_time():
     # THEN payload wins over time, time serves without payload, an unknown payload's mark is
     # placed by its time, and several marks for a cycle add up
     assert accepted_per_cycle([7, 8, 9], spans, marks) == [2 + 5, None, 3 + 1]
+
+
+def test_accepted_marks_of_a_cycle_index_used_again_find_the_cycle_they_were_made_in():
+    from tracerecon.analysis.phases import accepted_per_cycle
+
+    # GIVEN three warm-up cycles and the main loop's first, all of index 0 (a warm-up loop
+    # numbered from 0 like the main one), then cycle 1 of the main loop; each says its tokens
+    # during itself (7, 7, 7, 1), and cycle 1's comes a cycle late, during cycle 2's span
+    spans = [(0, 100), (100, 200), (200, 300), (300, 400), (400, 500), (500, 600)]
+    marks = [(0, 50, 7), (0, 150, 7), (0, 250, 7), (0, 350, 1), (1, 550, 4), (0, 5000, 2)]
+    # THEN each mark is the cycle of its index whose span holds it, else the latest of that
+    # index begun before it (all had gone to the last cycle 0: 7 + 7 + 7 + 1 + 2 = 24)
+    assert accepted_per_cycle([0, 0, 0, 0, 1, 2], spans, marks) == [7, 7, 7, 1 + 2, 4, None]

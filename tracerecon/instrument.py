@@ -105,20 +105,28 @@ def enable_cpu_timers(path_prefix: str | None) -> None:
 
 def _log_timer(row: dict) -> None:
     """Append one phase's timer row to its rank's file (opened on first use, and again where the
-    rank was marked after the timers were turned on)."""
-    global _timer_file, _timer_rank
+    rank was marked after the timers were turned on). A file that cannot be written (no such
+    folder, no room) turns the timers off with one line on stderr: an instrument never breaks
+    the engine."""
+    global _timer_file, _timer_rank, _timer_prefix
     with _lock:
         if _timer_prefix is None:
             return
         rank = row["rank"]
-        if _timer_file is None or _timer_rank != rank:
-            if _timer_file is not None:
-                _timer_file.close()
-            # Readable by all, writable by the owner (0644 less the umask): nsys runs the program with
-            # umask 0, and a plain open made the file writable by everyone.
-            _timer_file = open(f"{_timer_prefix}.rank{rank}.jsonl", "a", buffering=1, opener=lambda path, flags: os.open(path, flags, 0o644))
-            _timer_rank = rank
-        _timer_file.write(json.dumps(row) + "\n")
+        path = f"{_timer_prefix}.rank{rank}.jsonl"
+        try:
+            if _timer_file is None or _timer_rank != rank:
+                if _timer_file is not None:
+                    _timer_file.close()
+                    _timer_file = None
+                # Readable by all, writable by the owner (0644 less the umask): nsys runs the program with
+                # umask 0, and a plain open made the file writable by everyone.
+                _timer_file = open(path, "a", buffering=1, opener=lambda path, flags: os.open(path, flags, 0o644))
+                _timer_rank = rank
+            _timer_file.write(json.dumps(row) + "\n")
+        except OSError as exc:
+            _timer_prefix = None
+            print(f"tracerecon.instrument: CPU timers off: cannot write {path} ({exc.strerror or exc})", file=sys.stderr)
 
 
 def declare_streams(enabled: bool) -> None:
@@ -209,7 +217,8 @@ class phase:
             return _cycle_index(), getattr(_state, "cycle_id", None)
         if isinstance(self.cycle, OpenCycle):
             return self.cycle.index, self.cycle.id
-        return self.cycle, _started.get(self.cycle)
+        with _lock:  # (this thread's latest opening of that index, else the process's)
+            return self.cycle, _started.get((threading.get_ident(), self.cycle), _started.get(self.cycle))
 
     def __enter__(self) -> "phase":
         if not _marked:
@@ -277,15 +286,19 @@ class cycle:
 @dataclass(frozen=True)
 class OpenCycle:
     """A cycle range ``start_cycle`` opened: its index, the instrument's number for this opening
-    (``cycle_id`` in the CPU timer rows), and nvtx's handle that ``end_cycle`` closes."""
+    (``cycle_id`` in the CPU timer rows), the thread that opened it, and nvtx's handle that
+    ``end_cycle`` closes."""
 
     index: int
     id: int
+    thread: int = field(compare=False, repr=False)
     handle: object = field(compare=False, repr=False)
 
 
-# The latest opening of each cycle index by start_cycle (``phase(name, cycle=i)`` logs its id).
-_started: dict[int, int] = {}
+# The latest opening by start_cycle of each cycle index, in the process (key: the index) and by
+# each thread (key: (thread ident, index)): ``phase(name, cycle=i)`` logs its id, the thread's own
+# first (threads each running a loop of their own number their cycles alike).
+_started: dict = {}
 
 
 def start_cycle(index: int, accepted: int | None = None) -> OpenCycle:
@@ -298,9 +311,9 @@ def start_cycle(index: int, accepted: int | None = None) -> OpenCycle:
     if not _marked:
         mark_rank()
     index = int(index)
-    opened = OpenCycle(index, next(_cycles_opened), _start_once(f"cycle {index}", index))
+    opened = OpenCycle(index, next(_cycles_opened), threading.get_ident(), _start_once(f"cycle {index}", index))
     with _lock:
-        _started[index] = opened.id
+        _started[index] = _started[(opened.thread, index)] = opened.id
     if accepted is not None:
         _mark_accepted(int(accepted), index)
     return opened
@@ -310,8 +323,9 @@ def end_cycle(opened: OpenCycle) -> None:
     """Close a range ``start_cycle`` opened (on any thread)."""
     nvtx.end_range(opened.handle)
     with _lock:
-        if _started.get(opened.index) == opened.id:
-            del _started[opened.index]
+        for key in (opened.index, (opened.thread, opened.index)):
+            if _started.get(key) == opened.id:
+                del _started[key]
 
 
 # nvtx registers each distinct message once and keeps it for the life of the process (about 360
@@ -358,17 +372,27 @@ def _forgetting() -> Callable[[str, int], None]:
     if isinstance(instances, dict):  # nvtx <= 0.2.10: RegisteredString(domain handle, message), one dict
         handle = Domain(DOMAIN).handle
         return lambda message, n: instances.pop((handle, message), None)
-    # newer nvtx: Domain.get_registered_string is an lru_cache, cleared whole
-    clear = getattr(getattr(Domain, "get_registered_string", None), "cache_clear", None)
-    if clear is None:
+    # newer nvtx: Domain.get_registered_string is an lru_cache, cleared whole; 0.2.11 and 0.2.12
+    # also keep each (message, color, category, payload)'s attributes, holding the message, in
+    # the lru_cache Domain.get_event_attributes (about 1 kB a cycle range kept): cleared with it
+    clears = [c for c in (getattr(getattr(Domain, name, None), "cache_clear", None) for name in ("get_registered_string", "get_event_attributes"))
+              if c is not None]
+    if not clears:
         return lambda message, n: None
-    return lambda message, n: clear() if n % ONCE_MESSAGES_KEPT == 0 else None
+
+    def forget(message: str, n: int) -> None:
+        if n % ONCE_MESSAGES_KEPT == 0:
+            for clear in clears:
+                clear()
+
+    return forget
 
 
 def accepted(tokens: int, cycle_index: int | None = None) -> None:
     """Say how many tokens a cycle accepted (an NVTX mark ``tracerecon.accepted=N`` whose payload
-    is the cycle): the current cycle by default, or an earlier one when the engine learns it
-    later (an engine one cycle ahead reads cycle N-1's acceptance during cycle N)."""
+    is the cycle): the current cycle by default (the innermost ``with cycle(i)``), or an earlier
+    one when the engine learns it later (an engine one cycle ahead reads cycle N-1's acceptance
+    during cycle N). With ``start_cycle`` cycles, which overlap, say which: ``cycle_index``."""
     _mark_accepted(int(tokens), _cycle_index() if cycle_index is None else int(cycle_index))
 
 

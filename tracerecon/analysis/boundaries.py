@@ -46,6 +46,7 @@ def phase_boundaries(
     cycle_ends: np.ndarray | None = None,
     op_owner: np.ndarray | None = None,
     launcher_ops: np.ndarray | None = None,
+    beside: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The boundary rule (module doc), for phase instances in time order, on each timeline
     (``timelines``: a process, or each of its threads where they run cycles of their own).
@@ -72,6 +73,7 @@ def phase_boundaries(
     onto one of its streams (a thread that launched kernels they own, ``rank._launcher_ops``):
     queued between two phases of a cycle, such an op is the loop's work, which the cycle holds as
     it does what the phases' own threads queued there, where an offload thread's copy is not.
+    ``beside``: per phase, whether its thread runs beside the loop (``beside_the_loop``): read alone.
     """
     range_end = cpu_end if range_end is None else range_end
     if cycle_ends is not None:
@@ -86,7 +88,7 @@ def phase_boundaries(
     device = np.asarray(device, dtype=np.int64).copy()
     stream = np.asarray(stream, dtype=np.int64).copy()
     line = timelines(pid, cycle, tid)
-    sequenced = in_sequence(pid, cycle, tid, cpu_start, range_end, line)
+    sequenced = in_sequence(pid, cycle, tid, cpu_start, range_end, line, beside)
     for ln in np.unique(line):
         seq = np.flatnonzero(line == ln)
         d_s = (fallback or {}).get(int(pid[seq[0]]))
@@ -299,7 +301,8 @@ def gpu_of_rows(clock: StreamClock, row: np.ndarray) -> np.ndarray:
 
 def tiled_off_their_stream(clock: StreamClock, pid: np.ndarray, cpu_start: np.ndarray, cpu_end: np.ndarray, cycle: np.ndarray, device: np.ndarray,
                            stream: np.ndarray, tid: np.ndarray | None, boundary_start: np.ndarray, boundary_end: np.ndarray,
-                           ended_elsewhere: np.ndarray | None = None, range_end: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                           ended_elsewhere: np.ndarray | None = None, range_end: np.ndarray | None = None,
+                           beside: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Phases that neighbours on other streams, which their own stream is not ordered after,
     gave less GPU time: (mask, own-stream reading in ns) per phase. ``device``, ``stream``,
     ``boundary_*``: ``phase_boundaries``' output. The own-stream reading is the tiling with
@@ -317,7 +320,7 @@ def tiled_off_their_stream(clock: StreamClock, pid: np.ndarray, cpu_start: np.nd
     if n == 0 or len(np.unique(pack_keys(pid[used], device[used], stream[used]))) < 2:
         return mask, np.zeros(n, np.int64)  # one stream: nothing on another can push a phase
     own_s, own_e, _, _ = phase_boundaries(clock, pid, cpu_start, cpu_end, cycle, device, stream, None, tid, own_stream_only=True, ended_elsewhere=ended_elsewhere,
-                                          range_end=range_end)
+                                          range_end=range_end, beside=beside)
     has = (boundary_start != I64_MIN) & (own_s != I64_MIN)
     own = np.where(has, own_e - own_s, 0)
     tiled = np.where(has, boundary_end - boundary_start, 0)
@@ -392,25 +395,50 @@ def timelines(pid: np.ndarray, cycle: np.ndarray, tid: np.ndarray | None) -> np.
 
 
 def in_sequence(pid: np.ndarray, cycle: np.ndarray, tid: np.ndarray | None, cpu_start: np.ndarray, cpu_end: np.ndarray,
-                line: np.ndarray | None = None) -> np.ndarray:
+                line: np.ndarray | None = None, beside: np.ndarray | None = None) -> np.ndarray:
     """Per phase instance (in time order): whether it takes its place in its timeline's
-    sequence of boundaries: it is in a cycle, its thread does not run its phases beside the
-    loop's (``intervals.running_beside``: an output thread whose range for one step is open
-    while the loop runs the next), and no phase range of another thread of its timeline (in
-    the sequence) runs all through it (``intervals.inside_another_thread``: a helper thread's
-    short range inside the loop's phase). The others are read alone (``phase_boundaries``).
-    ``line``: ``timelines``' keys, where already made."""
+    sequence of boundaries: it is in a cycle, not of a thread beside the loop (``beside``:
+    ``beside_the_loop``), and no phase range of another thread of its timeline in the sequence
+    runs all through it (``intervals.inside_another_thread``: a helper thread's short range
+    inside the loop's phase). The others are read alone (``phase_boundaries``). ``line``:
+    ``timelines``' keys, where already made."""
     out = np.asarray(cycle) >= 0
+    if beside is not None:
+        out = out & ~beside
     if tid is None or len(out) == 0:
         return out
     line = timelines(pid, cycle, tid) if line is None else line
     keys = thread_keys(pid, tid)
     for ln in np.unique(line).tolist():
         seq = np.flatnonzero(line == ln)
-        s, e = np.asarray(cpu_start)[seq], np.asarray(cpu_end)[seq]
-        # (a thread beside the loop first: a range of it holds no loop phase out of the sequence)
-        out[seq] &= ~running_beside(s, e, keys[seq], out[seq])
-        out[seq] &= ~inside_another_thread(s, e, keys[seq], out[seq])
+        out[seq] &= ~inside_another_thread(np.asarray(cpu_start)[seq], np.asarray(cpu_end)[seq], keys[seq], out[seq])
+    return out
+
+
+def beside_the_loop(pid: np.ndarray, cycle: np.ndarray, tid: np.ndarray | None, cpu_start: np.ndarray, cpu_end: np.ndarray,
+                    launched: np.ndarray) -> np.ndarray:
+    """Per phase instance (in time order): whether it is of a thread that runs its phases beside
+    its timeline's loop (``intervals.running_beside``: an output thread whose range for one step,
+    launching nothing, is open while the loop runs the next), read alone: its range is no
+    boundary of the loop's phases, which meet where the loop thread's next one begins, as the
+    events that thread records at its own boundaries read. The loop thread opens the cycles
+    (the thread of most cycles' first phase). ``launched``: per phase, whether it owns GPU work."""
+    out = np.zeros(len(cycle), dtype=bool)
+    cycle = np.asarray(cycle)
+    if tid is None or len(out) == 0:
+        return out
+    line = timelines(pid, cycle, tid)
+    keys = thread_keys(pid, tid)
+    start, end = np.asarray(cpu_start), np.asarray(cpu_end)
+    for ln in np.unique(line).tolist():
+        seq = np.flatnonzero((line == ln) & (cycle >= 0))
+        if len(seq) == 0 or len(np.unique(keys[seq])) < 2:
+            continue
+        # (in time order: each cycle's first phase is the first of its number)
+        _, first = np.unique(cycle[seq], return_index=True)
+        openers, counts = np.unique(keys[seq][first], return_counts=True)
+        loop = int(openers[np.argmax(counts)])
+        out[seq] = running_beside(start[seq], end[seq], keys[seq], np.ones(len(seq), bool), loop, ~np.asarray(launched)[seq])
     return out
 
 

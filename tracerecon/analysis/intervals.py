@@ -315,23 +315,22 @@ def covered_length(start: np.ndarray, end: np.ndarray, by_start: np.ndarray, by_
     return np.maximum(upto(end) - upto(start), 0)
 
 
-def running_beside(start: np.ndarray, end: np.ndarray, thread: np.ndarray, holders: np.ndarray) -> np.ndarray:
-    """Per phase instance among ``holders`` (in ``boundaries.in_sequence``: those in a cycle):
-    whether it is of a thread that runs its phases beside the loop, not in turn with it: a
-    thread other than the one holding most of them (the loop's), during whose phase ranges the
-    loop thread has phases open that it began after the range opened for more than
+def running_beside(start: np.ndarray, end: np.ndarray, thread: np.ndarray, holders: np.ndarray, loop: int, quiet: np.ndarray) -> np.ndarray:
+    """Per phase instance among ``holders`` (those in a cycle): whether it is of a thread that
+    runs its phases beside the loop, not in turn with it: a thread other than ``loop`` (the
+    thread that opens the cycles) whose phases launched no GPU work (``quiet``, per instance:
+    it reads results, it queues no step of the cycle) and during whose phase ranges the loop
+    thread has phases open that it began after the range opened, for more than
     ``BESIDE_SHARE`` of their time (an output thread whose range for one step is open while the
     loop runs the next ones). Threads taking turns overlap only at the edges where one hands the
     step to the other: the loop's phase open as the range opens (a draft thread's phase opened
     before the loop's closed) does not count."""
     out = np.zeros(len(start), dtype=bool)
     held = np.flatnonzero(holders)
-    if len(held) == 0 or len(np.unique(thread[held])) < 2:
-        return out
-    threads, first, counts = np.unique(thread[held], return_index=True, return_counts=True)
-    loop = threads[np.lexsort((first, -counts))[0]]  # (ties: the thread that began first)
     on_loop = held[thread[held] == loop]
     others = held[thread[held] != loop]
+    if len(on_loop) == 0 or len(others) == 0:
+        return out
     s, e = start[others], end[others]
     loop_starts = np.sort(start[on_loop])
     k = np.searchsorted(loop_starts, s, side="right")  # the loop's first phase begun after each opened
@@ -339,12 +338,13 @@ def running_beside(start: np.ndarray, end: np.ndarray, thread: np.ndarray, holde
     covered = covered_length(np.clip(after, s, e), e, start[on_loop], end[on_loop])
     mine, which = np.unique(thread[others], return_inverse=True)
     share = np.bincount(which, covered, len(mine)) / np.maximum(np.bincount(which, np.maximum(e - s, 0), len(mine)), 1)
-    out[others] = share[which] > BESIDE_SHARE
+    all_quiet = np.bincount(which, ~quiet[others], len(mine)) == 0
+    out[others] = (share > BESIDE_SHARE)[which] & all_quiet[which]
     return out
 
 
 # The share of a thread's phase time above which it runs beside the loop (``running_beside``):
-# threads taking turns overlap the loop's later phases only where one hands the step back (a
-# few us); an output thread beside the loop on an H100 (vLLM-like async output, ``.tolist()``
-# in its own range), 42-95 % (a review's probe, 10 traces).
+# threads taking turns overlap the loop's later phases only where one hands the step back; an
+# output thread beside the loop on an H100 (vLLM-like async output, ``.tolist()`` in its own
+# range), 42-95 % (a review's probe, 10 traces).
 BESIDE_SHARE = 0.25

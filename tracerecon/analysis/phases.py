@@ -1048,12 +1048,24 @@ def warmup_cycles(duration_ns: np.ndarray, skip: int | None, whole: np.ndarray |
 
 def accepted_per_cycle(cycle_payload: list, cycle_cpu: list[tuple[int, int]], marks: list[tuple[int | None, int, int]]) -> list[int | None]:
     """Tokens each cycle accepted, from ``(payload, ts_ns, tokens)`` marks: a mark names its
-    cycle by payload (the engine's cycle index, as the cycle range carries it), else by time
-    (the cycle whose CPU span holds it). Several marks for one cycle add up; none: None."""
+    cycle by payload (the engine's cycle index, as the cycle range carries it; of several cycles
+    of that index, warm-up loops numbered from 0 again, the one whose CPU span holds the mark,
+    else the latest begun before it, else the first), else by time (the cycle whose CPU span
+    holds it). Several marks for one cycle add up; none: None."""
     out: list[int | None] = [None] * len(cycle_cpu)
-    index_of_payload = {p: i for i, p in enumerate(cycle_payload) if p is not None}
+    of_payload: dict = {}
+    for i, p in enumerate(cycle_payload):
+        if p is not None:
+            of_payload.setdefault(p, []).append(i)
     for payload, ts, tokens in marks:
-        i = index_of_payload.get(payload) if payload is not None else None
+        i = None
+        same = of_payload.get(payload, ()) if payload is not None else ()
+        if len(same) == 1:
+            i = same[0]
+        elif same:
+            holding = [k for k in same if cycle_cpu[k][0] <= ts <= cycle_cpu[k][1]]
+            begun = [k for k in same if cycle_cpu[k][0] <= ts]
+            i = holding[-1] if holding else max(begun, key=lambda k: cycle_cpu[k][0]) if begun else same[0]
         if i is None:
             i = next((k for k, (s, e) in enumerate(cycle_cpu) if s <= ts <= e), None)
         if i is not None:

@@ -28,7 +28,7 @@ from tracerecon.analysis.attribution import attribute_other_threads, cross_threa
 from tracerecon.analysis.awaited import WaitTargets, awaited_work, wait_targets
 from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_launch, read_backs, synchronous_copies, thread_keys
 from tracerecon.analysis.intervals import distinct_few, isin_few
-from tracerecon.analysis.boundaries import in_sequence, phase_boundaries, tiled_off_their_stream, timelines
+from tracerecon.analysis.boundaries import beside_the_loop, in_sequence, phase_boundaries, tiled_off_their_stream, timelines
 from tracerecon.analysis.caller_streams import caller_streams
 from tracerecon.analysis.phase_streams import CopyStreams, busiest_streams, narrowed_by_phase, phase_streams, said_streams
 from tracerecon.analysis.stream_keys import pack_keys
@@ -205,6 +205,9 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
     # export: 2.5 -> 2.8 GB on the 2-core machine; the 76 MB trace: +30 MB), nor on one core,
     # where it would cost the memory and save nothing.
     alongside = ops.num_rows <= STREAM_WORK_ALONGSIDE_MAX_OPS and usable_cores() > 1
+    # Phases of a thread beside the loop (an output thread's, launching nothing, open while the
+    # loop runs its next phases): read alone, in every reading of the boundaries below.
+    beside = beside_the_loop(ph_pid, cycle_of, ph_tid, ph_s, ph_e, np.bincount(op_phase[op_phase >= 0], minlength=n_ph)[:n_ph] > 0)
     with ThreadPoolExecutor(2) as side:
         mix_f = side.submit(_phase_op_mix, ops, op_phase, n_ph) if alongside else None
         # The clock and the blocking calls are in before the projection: it makes the run's
@@ -214,7 +217,8 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         targets = wait_targets(clock, blocking)  # (1 ms on the 76 MB trace: the stream work asks too)
         release_free_memory()  # what those threads freed, before the peak
         said = said_streams(clock, tables.stream_marks, tables.api_calls, nested, ops, op_phase, stream_deciders, ph_pid, ph_tid, ph_s, ph_e, cycle_of)
-        stream_work = (ops, op_phase, n_ph, clock, ph_pid, ph_tid, ph_s, ph_e, cycle_of, stream_deciders, ended_elsewhere, copy_streams, said, (blocking, targets))
+        stream_work = (ops, op_phase, n_ph, clock, ph_pid, ph_tid, ph_s, ph_e, cycle_of, stream_deciders, ended_elsewhere, copy_streams, said, (blocking, targets),
+                       beside)
         boundaries_f = side.submit(_phase_stream_boundaries, *stream_work) if alongside else None
         ranges = build_ranges(nested, ops, rank, launches, cross_owned, cross_rows)
         op_range = innermost_owner(ops, ranges, all_mask, depth, launches)
@@ -258,7 +262,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         comm_ns=split["comm_ns"], compute_ns=split["compute_ns"], overlap_ns=split["overlap_ns"],
     )
     gpu_ops = _build_gpu_ops(ops, op_range, op_phase, rank)
-    tiled, own = tiled_off_their_stream(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, ph_tid, b_start, b_end, ended_elsewhere, ph_e)
+    tiled, own = tiled_off_their_stream(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, ph_tid, b_start, b_end, ended_elsewhere, ph_e, beside)
     # ``_unphased_launches``, worked out once, where a note needs it.
     unphased = functools.cache(lambda: _unphased_launches(ops, clock, op_phase, op_range, ranges, phase_rows, config.cycle_prefix))
     nested_cycles = cycles_within_cycles(nested, cycle_rows)
@@ -271,7 +275,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     notes=_past_cycle_notes(phases_past_their_cycle(nested, phase_rows, cycle_of, cycle_rows), labels) + _tiled_notes(tiled, own, b_end - b_start, labels)
                     + _side_stream_notes(as_side, b_end - b_start, stream, labels)
                     + _between_notes(ph_pid, ph_tid, cycle_of, b_start, b_end, labels, ph_s, ph_e, unphased, dev,
-                                     clock.stream_index(ph_pid, dev, stream))
+                                     clock.stream_index(ph_pid, dev, stream), beside)
                     + _phase_thread_notes(config.phase_thread, ph_tid)
                     + _out_of_step_notes(cycle_of, cycle_rows, labels, ph_tid, int64s(nested["tid"])[cycle_rows] if len(cycle_rows) else np.zeros(0, np.int64))
                     + _overlapping_cycle_notes(nested, cycle_rows)
@@ -281,7 +285,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     + _unrecorded_wait_notes(clock)
                     + _several_devices_notes(ops, tables.cuda_devices)
                     + _phases_on_several_gpus_notes(ops, op_phase, dev, labels, ph_pid, tables.cuda_devices)
-                    + _cycles_across_gpus_notes(cycle_of, dev, b_start, ph_pid, ph_tid, ph_s, ph_e, tables.cuda_devices)
+                    + _cycles_across_gpus_notes(cycle_of, dev, b_start, ph_pid, ph_tid, ph_s, ph_e, tables.cuda_devices, beside)
                     + _cycle_edge_notes(clock, nested, cycle_rows, cycle_of, ph_pid, ph_s, ph_read_end, dev, stream, b_start, b_end, labels, unphased,
                                         holds_cycles=nested_cycles[1])
                     + _nested_cycle_notes(nested, cycle_rows, config.cycle_prefix, *nested_cycles)
@@ -500,8 +504,9 @@ def _other_cycle_said_notes(nested: pa.Table, phase_rows: np.ndarray, cycle_of: 
     other = placed & (theirs != mine)
     names = np.asarray(labels, dtype=object)
     return tuple(f"{name!r}: {int((other & (names == name)).sum())} of {int((placed & (names == name)).sum())} ranges say another cycle "
-                 "(phase(name, cycle=N)) than the cycle range they are in, which holds them: for an engine a cycle ahead, open each cycle "
-                 "with tracerecon.instrument.start_cycle and close it after its last step (end_cycle), so that its ranges overlap"
+                 "(phase(name, cycle=N)) than the cycle range holding them, and are that one's (the cycle they name was ended before "
+                 "they ran, or does not hold them: a `with cycle(i)` range holds only its own); for an engine a cycle ahead, open each "
+                 "cycle with tracerecon.instrument.start_cycle and end it (end_cycle) after its last step"
                  for name in dict.fromkeys(names[other].tolist()))
 
 
@@ -561,7 +566,7 @@ def _phases_on_several_gpus_notes(ops: pa.Table, op_phase: np.ndarray, device: n
 
 
 def _cycles_across_gpus_notes(cycle: np.ndarray, device: np.ndarray, boundary_start: np.ndarray, pid: np.ndarray, tid: np.ndarray,
-                              cpu_start: np.ndarray, cpu_end: np.ndarray, cuda_devices: tuple = ()) -> tuple[str, ...]:
+                              cpu_start: np.ndarray, cpu_end: np.ndarray, cuda_devices: tuple = (), beside: np.ndarray | None = None) -> tuple[str, ...]:
     """A line where the phases of a cycle that share its sequence of boundaries (one timeline,
     ``boundaries.in_sequence``: not a helper thread's range read alone) are read on streams of
     different GPUs (one thread driving several, ``boundaries.phase_boundaries``): each phase
@@ -571,7 +576,7 @@ def _cycles_across_gpus_notes(cycle: np.ndarray, device: np.ndarray, boundary_st
     if not read.any() or len(np.unique(device[read])) < 2:
         return ()
     line = timelines(pid, cycle, tid)
-    read &= in_sequence(pid, cycle, tid, cpu_start, cpu_end, line)
+    read &= in_sequence(pid, cycle, tid, cpu_start, cpu_end, line, beside)
     pairs = np.unique(np.stack([line[read], cycle[read], device[read]], 1), axis=0)
     per_cycle, n_gpus = np.unique(pairs[:, :2], axis=0, return_counts=True)
     across = int((n_gpus > 1).sum())
@@ -835,7 +840,7 @@ def _phase_thread_notes(mode, ph_tid: np.ndarray) -> tuple[str, ...]:
 def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start: np.ndarray, b_end: np.ndarray, labels: list,
                    cpu_start: np.ndarray | None = None, cpu_end: np.ndarray | None = None,
                    unphased: Callable[[], UnphasedOps] | None = None,
-                   device: np.ndarray | None = None, row: np.ndarray | None = None) -> tuple[str, ...]:
+                   device: np.ndarray | None = None, row: np.ndarray | None = None, beside: np.ndarray | None = None) -> tuple[str, ...]:
     """One line per pair of phase names with GPU time between them that neither holds
     (``boundaries.phase_boundaries``: work was queued between the two): in how many cycles, and
     how long in those (median of each cycle's total). Counted in a cycle where the work between
@@ -857,7 +862,7 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
     line = timelines(pid, cycle, tid)
     order = np.lexsort((np.arange(len(line)), line))  # each timeline's phases, in time order
     if cpu_start is not None and cpu_end is not None:  # those read alone are nobody's neighbour
-        order = order[in_sequence(pid, cycle, tid, cpu_start, cpu_end, line)[order]]
+        order = order[in_sequence(pid, cycle, tid, cpu_start, cpu_end, line, beside)[order]]
     a, b = order[:-1], order[1:]
     gap = b_start[b] - b_end[a]
     neighbours = (line[a] == line[b]) & (cycle[a] == cycle[b]) & (cycle[a] >= 0) & (b_end[a] != I64_MIN) & (b_start[b] != I64_MIN)
@@ -1140,7 +1145,8 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
                              ph_e: np.ndarray, cycle_of: np.ndarray, stream_deciders: np.ndarray | None,
                              ended_elsewhere: np.ndarray, copy_streams: CopyStreams,
                              said: tuple[np.ndarray, np.ndarray] | None = None,
-                             blocking: tuple[pa.Table, WaitTargets] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, SideReadings, np.ndarray]:
+                             blocking: tuple[pa.Table, WaitTargets] | None = None,
+                             beside: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, SideReadings, np.ndarray]:
     """Per phase instance: the stream-order boundaries (analysis.boundaries) on the stream its
     thread said was current (``said_streams``), else on the stream that received its work (of
     the ops ``stream_deciders`` marks) or the stream that forked that one off: (boundary start,
@@ -1201,7 +1207,7 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
         # Events on the stream their work went to, had the range run inside a `with
         # torch.cuda.stream(...)` for it: the same tiling with those phases on that stream.
         o_start, o_end, _, _ = phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, np.where(mask, work_dev, dev), np.where(mask, work_stream, stream),
-                                                busiest, ph_tid, ended_elsewhere=ended_elsewhere, range_end=ph_e, op_owner=deciding_phase)
+                                                busiest, ph_tid, ended_elsewhere=ended_elsewhere, range_end=ph_e, op_owner=deciding_phase, beside=beside)
         ok = mask & (o_start != I64_MIN)
         side = SideReadings(ok, np.where(ok, o_end - o_start, 0), np.where(ok, work_stream, -1), np.where(ok, SIDE_STREAM_KERNELS, 0).astype(np.int8))
     cycle_ends = np.full(n_ph, I64_MIN, dtype=np.int64)
@@ -1210,7 +1216,7 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     # not an offload thread's copies moved into it, which decide no stream here either.
     b_start, b_end, dev, stream = phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, busiest, ph_tid, ended_elsewhere=ended_elsewhere,
                                                    range_end=ph_e, cycle_ends=cycle_ends, op_owner=deciding_phase,
-                                                   launcher_ops=_launcher_ops(clock, ops, deciding_phase, computing, ph_pid, dev, stream))
+                                                   launcher_ops=_launcher_ops(clock, ops, deciding_phase, computing, ph_pid, dev, stream), beside=beside)
     # Phases whose range's events may have gone on another stream of their thread: one that only
     # copied, read off the stream its copies ran on (SGLang's scheduler copying inputs on the
     # default stream that the forward stream waits for), and one that launched nothing, read on
@@ -1230,7 +1236,7 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
         alt_dev[at], alt_stream[at], kind[at] = other_dev[at], other_stream[at], LAUNCHED_NOTHING
     if kind.any():
         a_start, a_end, _, _ = phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, alt_dev, alt_stream, busiest, ph_tid, own_stream_only=True,
-                                                ended_elsewhere=ended_elsewhere, range_end=ph_e)
+                                                ended_elsewhere=ended_elsewhere, range_end=ph_e, beside=beside)
         ok = (kind > 0) & (a_start != I64_MIN)
         side = SideReadings(side.mask | ok, np.where(ok, a_end - a_start, side.own_ns), np.where(ok, alt_stream, side.own_stream), np.where(ok, kind, side.kind))
     return b_start, b_end, dev, stream, ph_read_end, side._replace(mask=side.mask & (b_start != I64_MIN)), cycle_ends

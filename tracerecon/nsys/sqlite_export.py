@@ -564,10 +564,30 @@ def _no_nvtx(warnings: list[str]) -> NvtxEvents:
 def read_nvtx(conn: sqlite3.Connection, info: ExportInfo, strings: StringTable) -> NvtxEvents:
     """``fetch_nvtx_rows`` and ``parse_nvtx``: all of the NVTX reading that does not need the
     trace end, done while the larger tables are still being read."""
-    events = parse_nvtx(fetch_nvtx_rows(conn, info), info, strings)
+    rows = fetch_nvtx_rows(conn, info)
+    if info.has_nvtx:
+        rows = _ended_by_the_capture(conn, info, rows)
+    events = parse_nvtx(rows, info, strings)
     if info.has_nvtx:
         events = replace(events, warnings=events.warnings + tuple(_nvtx_rows_not_read(conn, info)))
     return events
+
+
+def _ended_by_the_capture(conn: sqlite3.Connection, info: ExportInfo, rows: NvtxRows) -> NvtxRows:
+    """``rows`` with each range that ends at the very nanosecond the capture ended
+    (``ANALYSIS_DETAILS.duration``, on the events' timeline) read as never closed: nsys 2022.4
+    ends a range still open when the capture stopped (an ``nvtxRangeStart`` the engine never
+    ended, a push never popped) there, where later versions leave its end NULL."""
+    end = rows.ints.get("end")
+    if "ANALYSIS_DETAILS" not in info.tables or end is None or not len(end):
+        return rows
+    try:
+        ends = [r[0] for r in conn.execute("select duration from ANALYSIS_DETAILS") if isinstance(r[0], int)]
+    except sqlite3.Error:  # (a damaged or foreign table: no capture end, nothing read as open)
+        return rows
+    if len(ends) != 1 or ends[0] <= 0 or not (end == ends[0]).any():
+        return rows
+    return replace(rows, ints={**rows.ints, "end": np.where(end == ends[0], NULL_SENTINEL, end)})
 
 
 def _nvtx_rows_not_read(conn: sqlite3.Connection, info: ExportInfo) -> list[str]:
