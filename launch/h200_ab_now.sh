@@ -17,7 +17,8 @@
 mkdir -p /tmp/site && tar xJf .devcarry/site.tar.xz -C /tmp/site && { [ -f .devcarry/site2.tar.xz ] && tar xJf .devcarry/site2.tar.xz -C /tmp/site; true; }
 source .devcarry/nsys-env.sh > /dev/null
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 TRACERECON_NO_CACHE=1
-python3 -m compileall -q -j 0 tracerecon /tmp/site .devcarry/base > /dev/null 2>&1
+# (BASE too: a copy left uncompiled compiles its modules on every run where it cannot write them)
+python3 -m compileall -q -j 0 tracerecon /tmp/site .devcarry/base ${BASE:-} > /dev/null 2>&1
 W=$(mktemp -d)
 xz -dc .devcarry/big_launch.sqlite.xz > $W/rank0.sqlite
 for r in $(seq 1 7); do cp $W/rank0.sqlite $W/rank$r.sqlite; done
