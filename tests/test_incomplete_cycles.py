@@ -208,3 +208,35 @@ def test_a_phase_range_never_closed_marks_its_own_threads_cycle_beside_anothers_
     # incomplete and no other is: thread 2's cycle 2 began later ([2050, 2080]) but ended before
     by_start = sorted((c["cpu_start_ns"] // U, c["incomplete"]) for c in rank.cycles.to_pylist())
     assert [s for s, k in by_start if k] == [2000]
+
+
+@pytest.mark.parametrize("version, trigger_note, incomplete", [("2022.4.2.1", False, True), ("2025.3.2.0", False, False), ("2022.4.2.1", True, False)])
+def test_a_range_ending_at_the_captures_end_is_never_closed_in_nsys_2022(tmp_path, version, trigger_note, incomplete):
+    # GIVEN three cycles whose last cycle range ends at the capture's very end, 5 ms after its
+    # verify (ANALYSIS_DETAILS.duration): nsys 2022.4's end for a range still open when the
+    # capture stopped (an engine that never ended it); in a later nsys, or where an NVTX range
+    # stopped the capture (nsys notes it: that range's own end is there), a range closed then
+    import sqlite3
+
+    t = FakeTrace()
+    t.meta["EXPORT_PRODUCT_VERSION"] = version
+    for c in range(3):
+        b = 1000 * c
+        end = 8000 if c == 2 else b + 300
+        t.range(f"cycle {c}", b * U, end * U)
+        t.range("draft", b * U, (b + 100) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U), (b + 20) * U, (b + 80) * U)
+        t.range("verify", (b + 100) * U, (b + 300) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U), (b + 120) * U, (b + 280) * U)
+    if trigger_note:
+        t.sid("Stopping the profiling session using NVTX trigger.")
+    path = t.write(tmp_path / "t.sqlite")
+    with sqlite3.connect(path) as db:
+        db.execute("create table ANALYSIS_DETAILS (globalVid integer, duration integer, startTime integer, stopTime integer)")
+        db.execute("insert into ANALYSIS_DETAILS values (1, ?, 0, ?)", (8000 * U, 8000 * U))
+    # WHEN analysed THEN under nsys 2022 that cycle is incomplete, left out of the medians (a
+    # 6.3 ms CPU cycle among 0.3 ms ones otherwise), and whole elsewhere
+    analysis = load([str(path)], PHASES)
+    cycles = analysis.ranks[0].cycles.to_pylist()
+    assert [c["incomplete"] for c in cycles] == [False, False, incomplete]
+    assert any("never closed" in w for w in analysis.warnings) == incomplete

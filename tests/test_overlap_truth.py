@@ -127,11 +127,12 @@ def test_work_launched_by_a_worker_thread_belongs_to_the_scheduler_threads_phase
     assert gpu_times(same) == [("draft", 100 * U), ("verify", 400 * U)]
 
 
-def output_thread_engine(n_cycles: int = 3) -> FakeTrace:
+def output_thread_engine(n_cycles: int = 3, copies_back: bool = False) -> FakeTrace:
     """A loop thread (tid 1) running a, b, c each 300 us cycle (launching at +10, +170, +230 on
     stream 7: GPU +20..150, +175..260, +262..290), idle from +100 to +160 (an output thread
     holds the GIL), and an output thread (tid 2) whose ``output`` range, the previous step's
-    results (a ``.tolist()`` after an event sync: nothing launched), is open from +50 to +250."""
+    results (a ``.tolist()`` after an event sync: nothing launched; with ``copies_back``, of a
+    GPU tensor: a copy to the host launched at +60, run +150..152 on 7), is open from +50 to +250."""
     t = FakeTrace()
     for k in range(n_cycles):
         b = 300 * k
@@ -142,12 +143,16 @@ def output_thread_engine(n_cycles: int = 3) -> FakeTrace:
         for at, gpu in ((10, (20, 150)), (170, (175, 260)), (230, (262, 290))):
             t.kernel(t.call("cudaLaunchKernel", (b + at) * U, (b + at + 2) * U, tid=1), (b + gpu[0]) * U, (b + gpu[1]) * U)
         t.range("output", (b + 50) * U, (b + 250) * U, tid=2)
+        if copies_back:
+            t.copy(t.call("cudaMemcpyAsync", (b + 60) * U, (b + 62) * U, tid=2), (b + 150) * U, (b + 152) * U, kind=2)
     return t
 
 
-def test_an_output_threads_range_beside_the_loop_moves_none_of_its_boundaries(tmp_path):
-    # GIVEN the loop and its output thread (output_thread_engine)
-    rank = one_rank(output_thread_engine(), tmp_path, PhaseConfig(phases=("a", "b", "c", "output")))
+@pytest.mark.parametrize("copies_back", [False, True])
+def test_an_output_threads_range_beside_the_loop_moves_none_of_its_boundaries(tmp_path, copies_back):
+    # GIVEN the loop and its output thread (output_thread_engine), which copies its results back
+    # itself or not (a copy reads results: the thread runs no kernel either way)
+    rank = one_rank(output_thread_engine(copies_back=copies_back), tmp_path, PhaseConfig(phases=("a", "b", "c", "output")))
     got = [(p["cycle"], p["phase"], p["gpu_ns"] // U) for p in rank.phases.to_pylist()]
     # WHEN analysed THEN the loop's phases tile each cycle as events at their starts on stream 7
     # read: a from +0 to b's start +160 (its kernel done at +150), b to +260 (its kernel, done

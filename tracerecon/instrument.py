@@ -37,6 +37,7 @@ appends ``{"rank", "pid", "cycle", "cycle_id", "phase", "cpu_ms"}`` as one JSON 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import json
@@ -126,6 +127,10 @@ def _log_timer(row: dict) -> None:
             _timer_file.write(json.dumps(row) + "\n")
         except OSError as exc:
             _timer_prefix = None
+            if _timer_file is not None:
+                with contextlib.suppress(OSError):
+                    _timer_file.close()
+                _timer_file = None
             print(f"tracerecon.instrument: CPU timers off: cannot write {path} ({exc.strerror or exc})", file=sys.stderr)
 
 
@@ -207,8 +212,10 @@ class phase:
 
     __slots__ = ("name", "cycle")
 
-    def __init__(self, name: str, cycle: "int | OpenCycle | None" = None) -> None:
+    def __init__(self, name: str, cycle: "int | OpenCycle | cycle | None" = None) -> None:
         self.name = name
+        if isinstance(cycle, _CycleRange):  # (a ``with cycle(i)`` object: its index)
+            cycle = cycle.index
         self.cycle = cycle if cycle is None or isinstance(cycle, OpenCycle) else int(cycle)
 
     def _cycle(self) -> tuple[int | None, int | None]:
@@ -223,8 +230,13 @@ class phase:
     def __enter__(self) -> "phase":
         if not _marked:
             mark_rank()
-        c = _cycle_index() if self.cycle is None else self._cycle()[0]
+        if self.cycle is None:
+            c = _cycle_index()
+        else:
+            c = self.cycle.index if isinstance(self.cycle, OpenCycle) else self.cycle
         nvtx.push_range(message=self.name, domain=DOMAIN, payload=c)
+        if self.cycle is not None:
+            _forget_once(None)  # (a payload per cycle, cached with the name by nvtx 0.2.11-0.2.12)
         if _declaring:
             mark_current_stream()
         if _timer_prefix is not None:
@@ -237,13 +249,15 @@ class phase:
         return self
 
     def __exit__(self, *exc) -> None:
-        starts = getattr(_state, "timer_starts", None) if _timer_prefix is not None else None
-        if starts and starts[-1][0] is self:
-            # The naive timer, exactly as engines take it: no synchronize.
-            ms = (time.perf_counter() - starts.pop()[1]) * 1e3
-            index, cycle_id = self._cycle()
-            _log_timer({"rank": current_rank(), "pid": os.getpid(), "cycle": index, "cycle_id": cycle_id, "phase": self.name, "cpu_ms": ms})
-        nvtx.pop_range(domain=DOMAIN)
+        try:
+            starts = getattr(_state, "timer_starts", None) if _timer_prefix is not None else None
+            if starts and starts[-1][0] is self:
+                # The naive timer, exactly as engines take it: no synchronize.
+                ms = (time.perf_counter() - starts.pop()[1]) * 1e3
+                index, cycle_id = self._cycle()
+                _log_timer({"rank": current_rank(), "pid": os.getpid(), "cycle": index, "cycle_id": cycle_id, "phase": self.name, "cpu_ms": ms})
+        finally:
+            nvtx.pop_range(domain=DOMAIN)
 
     def __call__(self, func: F) -> F:
         name, said = self.name, self.cycle
@@ -281,6 +295,9 @@ class cycle:
     def __exit__(self, *exc) -> None:
         nvtx.pop_range(domain=DOMAIN)
         _state.cycle, _state.cycle_id = self._prev, self._prev_id
+
+
+_CycleRange = cycle  # (``phase``'s ``cycle=`` parameter hides the class's name)
 
 
 @dataclass(frozen=True)
@@ -352,8 +369,9 @@ def _start_once(message: str, payload: int | None) -> object:
     return handle
 
 
-def _forget_once(message: str) -> None:
-    """Forget a message used once (``push_once``)."""
+def _forget_once(message: str | None) -> None:
+    """Forget a message used once (``push_once``); None: only count a range made with a payload
+    of its own (a phase's ``cycle=``), which newer nvtx caches with its message."""
     global _forget
     try:
         if _forget is None:
@@ -371,7 +389,7 @@ def _forgetting() -> Callable[[str, int], None]:
     instances = getattr(cached, "_CachedInstanceMeta__instances", None)
     if isinstance(instances, dict):  # nvtx <= 0.2.10: RegisteredString(domain handle, message), one dict
         handle = Domain(DOMAIN).handle
-        return lambda message, n: instances.pop((handle, message), None)
+        return lambda message, n: instances.pop((handle, message), None) if message is not None else None
     # newer nvtx: Domain.get_registered_string is an lru_cache, cleared whole; 0.2.11 and 0.2.12
     # also keep each (message, color, category, payload)'s attributes, holding the message, in
     # the lru_cache Domain.get_event_attributes (about 1 kB a cycle range kept): cleared with it
@@ -380,7 +398,7 @@ def _forgetting() -> Callable[[str, int], None]:
     if not clears:
         return lambda message, n: None
 
-    def forget(message: str, n: int) -> None:
+    def forget(message: str | None, n: int) -> None:
         if n % ONCE_MESSAGES_KEPT == 0:
             for clear in clears:
                 clear()

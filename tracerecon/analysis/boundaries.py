@@ -422,7 +422,8 @@ def beside_the_loop(pid: np.ndarray, cycle: np.ndarray, tid: np.ndarray | None, 
     launching nothing, is open while the loop runs the next), read alone: its range is no
     boundary of the loop's phases, which meet where the loop thread's next one begins, as the
     events that thread records at its own boundaries read. The loop thread opens the cycles
-    (the thread of most cycles' first phase). ``launched``: per phase, whether it owns GPU work."""
+    (the thread of most cycles' first phase). ``launched``: per phase, whether it owns work that
+    computes (a kernel, a graph launch; a copy back to the host reads results)."""
     out = np.zeros(len(cycle), dtype=bool)
     cycle = np.asarray(cycle)
     if tid is None or len(out) == 0:
@@ -438,7 +439,7 @@ def beside_the_loop(pid: np.ndarray, cycle: np.ndarray, tid: np.ndarray | None, 
         _, first = np.unique(cycle[seq], return_index=True)
         openers, counts = np.unique(keys[seq][first], return_counts=True)
         loop = int(openers[np.argmax(counts)])
-        out[seq] = running_beside(start[seq], end[seq], keys[seq], np.ones(len(seq), bool), loop, ~np.asarray(launched)[seq])
+        out[seq] = running_beside(start[seq], end[seq], keys[seq], loop, ~np.asarray(launched)[seq])
     return out
 
 

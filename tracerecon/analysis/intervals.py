@@ -310,25 +310,31 @@ def covered_length(start: np.ndarray, end: np.ndarray, by_start: np.ndarray, by_
         k = np.searchsorted(run_s, x, side="right")  # runs starting at or before x
         last = np.maximum(k - 1, 0)
         inside = np.where(k > 0, np.minimum(x, run_e[last]) - run_s[last], 0)
-        return before[np.maximum(k - 1, 0)] * (k > 0) + np.maximum(inside, 0)
+        return before[last] * (k > 0) + np.maximum(inside, 0)
 
     return np.maximum(upto(end) - upto(start), 0)
 
 
-def running_beside(start: np.ndarray, end: np.ndarray, thread: np.ndarray, holders: np.ndarray, loop: int, quiet: np.ndarray) -> np.ndarray:
-    """Per phase instance among ``holders`` (those in a cycle): whether it is of a thread that
+# The share of a thread's phase time above which it runs beside the loop (``running_beside``):
+# threads taking turns overlap the loop's later phases only where one hands the step back; an
+# output thread beside the loop on an H100 (vLLM-like async output, ``.tolist()`` in its own
+# range), 42-95 % (a review's probe, 12 traces).
+BESIDE_SHARE = 0.25
+
+
+def running_beside(start: np.ndarray, end: np.ndarray, thread: np.ndarray, loop: int, quiet: np.ndarray) -> np.ndarray:
+    """Per phase instance (those of one timeline in a cycle): whether it is of a thread that
     runs its phases beside the loop, not in turn with it: a thread other than ``loop`` (the
-    thread that opens the cycles) whose phases launched no GPU work (``quiet``, per instance:
-    it reads results, it queues no step of the cycle) and during whose phase ranges the loop
+    thread that opens the cycles) whose phases ran no kernel (``quiet``, per instance: it reads
+    results, it queues no step of the cycle) and during whose phase ranges the loop
     thread has phases open that it began after the range opened, for more than
     ``BESIDE_SHARE`` of their time (an output thread whose range for one step is open while the
     loop runs the next ones). Threads taking turns overlap only at the edges where one hands the
     step to the other: the loop's phase open as the range opens (a draft thread's phase opened
     before the loop's closed) does not count."""
     out = np.zeros(len(start), dtype=bool)
-    held = np.flatnonzero(holders)
-    on_loop = held[thread[held] == loop]
-    others = held[thread[held] != loop]
+    on_loop = np.flatnonzero(thread == loop)
+    others = np.flatnonzero(thread != loop)
     if len(on_loop) == 0 or len(others) == 0:
         return out
     s, e = start[others], end[others]
@@ -341,10 +347,3 @@ def running_beside(start: np.ndarray, end: np.ndarray, thread: np.ndarray, holde
     all_quiet = np.bincount(which, ~quiet[others], len(mine)) == 0
     out[others] = (share > BESIDE_SHARE)[which] & all_quiet[which]
     return out
-
-
-# The share of a thread's phase time above which it runs beside the loop (``running_beside``):
-# threads taking turns overlap the loop's later phases only where one hands the step back; an
-# output thread beside the loop on an H100 (vLLM-like async output, ``.tolist()`` in its own
-# range), 42-95 % (a review's probe, 10 traces).
-BESIDE_SHARE = 0.25

@@ -13,6 +13,7 @@ The verdict says which way the CPU timer errs (``verdict_of``), the cause why (`
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
@@ -77,10 +78,11 @@ def cycles_by_time(ranges: pa.Table, phase_rows: np.ndarray, cycle_of: np.ndarra
     threads running cycles of their own keep them apart; a phase outside every cycle stays -1.
     Where cycle ranges overlap without one holding the other (``nvtxRangeStart/End`` cycles of
     an engine a cycle ahead: cycle N closes after its output step, which runs after cycle N+1's
-    forward began), a phase goes to the earliest of them where it is of the loop's tail, to the
-    latest where it leads, and by its name's share where the trace does not say
-    (``_cycle_by_loop_stage``; ``labels``, one per phase, name them): cycle N's output step is
-    N's, not N+1's, and N+1's forward is N+1's."""
+    forward began), a phase goes to the one of the index it says, where it says one
+    (``cycle_said``: ``instrument.phase(name, cycle=N)``), else to the earliest of them where it
+    is of the loop's tail, to the latest where it leads, and by its name's share where the trace
+    does not say (``_cycle_by_loop_stage``; ``labels``, one per phase, name them): cycle N's
+    output step is N's, not N+1's, and N+1's forward is N+1's."""
     loose = np.flatnonzero(cycle_of < 0)
     if len(loose) == 0 or len(cycle_rows) == 0:
         return cycle_of
@@ -1049,23 +1051,21 @@ def warmup_cycles(duration_ns: np.ndarray, skip: int | None, whole: np.ndarray |
 def accepted_per_cycle(cycle_payload: list, cycle_cpu: list[tuple[int, int]], marks: list[tuple[int | None, int, int]]) -> list[int | None]:
     """Tokens each cycle accepted, from ``(payload, ts_ns, tokens)`` marks: a mark names its
     cycle by payload (the engine's cycle index, as the cycle range carries it; of several cycles
-    of that index, warm-up loops numbered from 0 again, the one whose CPU span holds the mark,
-    else the latest begun before it, else the first), else by time (the cycle whose CPU span
-    holds it). Several marks for one cycle add up; none: None."""
+    of that index, warm-up loops numbered from 0 again, the latest begun at or before the mark,
+    which is the one holding it where one does, else the first), else by time (the cycle whose
+    CPU span holds it). Several marks for one cycle add up; none: None."""
     out: list[int | None] = [None] * len(cycle_cpu)
-    of_payload: dict = {}
-    for i, p in enumerate(cycle_payload):
-        if p is not None:
-            of_payload.setdefault(p, []).append(i)
+    of_payload: dict = {}  # index -> (its cycles' starts, the cycles), in start order
+    for i in sorted(range(len(cycle_cpu)), key=lambda k: cycle_cpu[k][0]):
+        if cycle_payload[i] is not None:
+            starts, cycles = of_payload.setdefault(cycle_payload[i], ([], []))
+            starts.append(cycle_cpu[i][0])
+            cycles.append(i)
     for payload, ts, tokens in marks:
         i = None
-        same = of_payload.get(payload, ()) if payload is not None else ()
-        if len(same) == 1:
-            i = same[0]
-        elif same:
-            holding = [k for k in same if cycle_cpu[k][0] <= ts <= cycle_cpu[k][1]]
-            begun = [k for k in same if cycle_cpu[k][0] <= ts]
-            i = holding[-1] if holding else max(begun, key=lambda k: cycle_cpu[k][0]) if begun else same[0]
+        if payload is not None and payload in of_payload:
+            starts, cycles = of_payload[payload]
+            i = cycles[max(bisect.bisect_right(starts, ts) - 1, 0)]
         if i is None:
             i = next((k for k, (s, e) in enumerate(cycle_cpu) if s <= ts <= e), None)
         if i is not None:

@@ -205,9 +205,11 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
     # export: 2.5 -> 2.8 GB on the 2-core machine; the 76 MB trace: +30 MB), nor on one core,
     # where it would cost the memory and save nothing.
     alongside = ops.num_rows <= STREAM_WORK_ALONGSIDE_MAX_OPS and usable_cores() > 1
-    # Phases of a thread beside the loop (an output thread's, launching nothing, open while the
-    # loop runs its next phases): read alone, in every reading of the boundaries below.
-    beside = beside_the_loop(ph_pid, cycle_of, ph_tid, ph_s, ph_e, np.bincount(op_phase[op_phase >= 0], minlength=n_ph)[:n_ph] > 0)
+    # Phases of a thread beside the loop (an output thread's, running no kernel, open while the
+    # loop runs its next phases; its copies back to the host read results): read alone, in every
+    # reading of the boundaries below.
+    computing_op = op_phase[(op_phase >= 0) & computes(ops)] if ops.num_rows else np.zeros(0, np.int64)
+    beside = beside_the_loop(ph_pid, cycle_of, ph_tid, ph_s, ph_e, np.bincount(computing_op, minlength=n_ph)[:n_ph] > 0)
     with ThreadPoolExecutor(2) as side:
         mix_f = side.submit(_phase_op_mix, ops, op_phase, n_ph) if alongside else None
         # The clock and the blocking calls are in before the projection: it makes the run's

@@ -573,16 +573,34 @@ def read_nvtx(conn: sqlite3.Connection, info: ExportInfo, strings: StringTable) 
     return events
 
 
+def _before_2023(version: str | None) -> bool:
+    """Whether an export's nsys version (``ExportInfo.nsys_version``, "2022.4.2.1") is of 2022 or
+    older; False where it does not say."""
+    try:
+        return version is not None and int(version.split(".")[0]) < 2023
+    except ValueError:
+        return False
+
+
+# nsys's own note in an export whose capture an NVTX range stopped (``-c nvtx``, the range's end
+# stopping it): that range ended at the capture's end itself.
+NVTX_TRIGGER_STOP_NOTE = "Stopping the profiling session using NVTX trigger"
+
+
 def _ended_by_the_capture(conn: sqlite3.Connection, info: ExportInfo, rows: NvtxRows) -> NvtxRows:
     """``rows`` with each range that ends at the very nanosecond the capture ended
-    (``ANALYSIS_DETAILS.duration``, on the events' timeline) read as never closed: nsys 2022.4
-    ends a range still open when the capture stopped (an ``nvtxRangeStart`` the engine never
-    ended, a push never popped) there, where later versions leave its end NULL."""
+    (``ANALYSIS_DETAILS.duration``, on the events' timeline) read as never closed, in exports of
+    nsys 2022 and older: nsys 2022.4 ends a range still open when the capture stopped (an
+    ``nvtxRangeStart`` the engine never ended, a push never popped) there, where later versions
+    leave its end NULL. Not where an NVTX range stopped the capture (``-c nvtx`` with its default
+    end: nsys notes it), whose own end is there too."""
     end = rows.ints.get("end")
-    if "ANALYSIS_DETAILS" not in info.tables or end is None or not len(end):
+    if "ANALYSIS_DETAILS" not in info.tables or end is None or not len(end) or not _before_2023(info.nsys_version):
         return rows
     try:
         ends = [r[0] for r in conn.execute("select duration from ANALYSIS_DETAILS") if isinstance(r[0], int)]
+        if "StringIds" in info.tables and conn.execute("select 1 from StringIds where value like ? limit 1", (NVTX_TRIGGER_STOP_NOTE + "%",)).fetchone():
+            return rows
     except sqlite3.Error:  # (a damaged or foreign table: no capture end, nothing read as open)
         return rows
     if len(ends) != 1 or ends[0] <= 0 or not (end == ends[0]).any():
