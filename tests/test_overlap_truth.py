@@ -696,3 +696,27 @@ def test_accepted_marks_of_a_cycle_index_used_again_find_the_cycle_they_were_mad
     # THEN each mark is the cycle of its index whose span holds it, else the latest of that
     # index begun before it (all had gone to the last cycle 0: 7 + 7 + 7 + 1 + 2 = 24)
     assert accepted_per_cycle([0, 0, 0, 0, 1, 2], spans, marks) == [7, 7, 7, 1 + 2, 4, None]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 300), st.integers(0, 120), st.sampled_from([None, 0, 1, 2])), min_size=1, max_size=12),
+       st.lists(st.tuples(st.sampled_from([None, 0, 1, 2, 7]), st.integers(0, 450), st.integers(1, 9)), max_size=12))
+def test_accepted_marks_land_where_a_scan_of_every_cycle_puts_them(cycles, marks):
+    from tracerecon.analysis.phases import accepted_per_cycle
+
+    # GIVEN cycles in time order (some overlapping, some carrying an index, indices repeated)
+    # and marks with or without an index
+    cycles = sorted(cycles, key=lambda c: c[:2])
+    spans = [(s, s + d) for s, d, _ in cycles]
+    payload = [p for _, _, p in cycles]
+    # THEN each mark is where a scan of every cycle puts it: of the cycles of its index, the
+    # latest begun at or before it, else the first; without one (or an unknown one), the
+    # earliest-starting cycle holding it
+    want: list = [None] * len(spans)
+    for p, ts, tokens in marks:
+        same = [k for k in range(len(spans)) if p is not None and payload[k] == p]
+        begun = [k for k in same if spans[k][0] <= ts]
+        i = (begun[-1] if begun else same[0]) if same else next((k for k, (s, e) in enumerate(spans) if s <= ts <= e), None)
+        if i is not None:
+            want[i] = (want[i] or 0) + tokens
+    assert accepted_per_cycle(payload, spans, marks) == want

@@ -14,6 +14,7 @@ The verdict says which way the CPU timer errs (``verdict_of``), the cause why (`
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
@@ -1053,10 +1054,14 @@ def accepted_per_cycle(cycle_payload: list, cycle_cpu: list[tuple[int, int]], ma
     cycle by payload (the engine's cycle index, as the cycle range carries it; of several cycles
     of that index, warm-up loops numbered from 0 again, the latest begun at or before the mark,
     which is the one holding it where one does, else the first), else by time (the cycle whose
-    CPU span holds it). Several marks for one cycle add up; none: None."""
+    CPU span holds it: the earliest-starting of those that do). Several marks for one cycle add
+    up; none: None."""
     out: list[int | None] = [None] * len(cycle_cpu)
+    order = sorted(range(len(cycle_cpu)), key=lambda k: cycle_cpu[k][0])
+    all_starts = [cycle_cpu[k][0] for k in order]
+    reach = list(itertools.accumulate((cycle_cpu[k][1] for k in order), max))  # the latest end among those begun so far
     of_payload: dict = {}  # index -> (its cycles' starts, the cycles), in start order
-    for i in sorted(range(len(cycle_cpu)), key=lambda k: cycle_cpu[k][0]):
+    for i in order:
         if cycle_payload[i] is not None:
             starts, cycles = of_payload.setdefault(cycle_payload[i], ([], []))
             starts.append(cycle_cpu[i][0])
@@ -1067,7 +1072,11 @@ def accepted_per_cycle(cycle_payload: list, cycle_cpu: list[tuple[int, int]], ma
             starts, cycles = of_payload[payload]
             i = cycles[max(bisect.bisect_right(starts, ts) - 1, 0)]
         if i is None:
-            i = next((k for k, (s, e) in enumerate(cycle_cpu) if s <= ts <= e), None)
+            # The first cycle, in start order, whose end reaches the mark is the earliest holding
+            # it where it began by then (the running latest end first reaches it at that cycle).
+            first = bisect.bisect_left(reach, ts)
+            if first < len(order) and all_starts[first] <= ts:
+                i = order[first]
         if i is not None:
             out[i] = (out[i] or 0) + tokens
     return out
