@@ -419,7 +419,7 @@ def beside_the_loop(pid: np.ndarray, cycle: np.ndarray, tid: np.ndarray | None, 
                     launched: np.ndarray) -> np.ndarray:
     """Per phase instance (in time order): whether it is of a thread that runs its phases beside
     its timeline's loop (``intervals.running_beside``: an output thread whose range for one step,
-    launching nothing, is open while the loop runs the next), read alone: its range is no
+    running no kernel, is open while the loop runs the next), read alone: its range is no
     boundary of the loop's phases, which meet where the loop thread's next one begins, as the
     events that thread records at its own boundaries read. The loop thread opens the cycles
     (the thread of most cycles' first phase). ``launched``: per phase, whether it owns work that

@@ -599,11 +599,11 @@ def _ended_by_the_capture(conn: sqlite3.Connection, info: ExportInfo, rows: Nvtx
         return rows
     try:
         ends = [r[0] for r in conn.execute("select duration from ANALYSIS_DETAILS") if isinstance(r[0], int)]
+        if len(ends) != 1 or ends[0] <= 0 or not (end == ends[0]).any():
+            return rows
         if "StringIds" in info.tables and conn.execute("select 1 from StringIds where value like ? limit 1", (NVTX_TRIGGER_STOP_NOTE + "%",)).fetchone():
             return rows
     except sqlite3.Error:  # (a damaged or foreign table: no capture end, nothing read as open)
-        return rows
-    if len(ends) != 1 or ends[0] <= 0 or not (end == ends[0]).any():
         return rows
     return replace(rows, ints={**rows.ints, "end": np.where(end == ends[0], NULL_SENTINEL, end)})
 
