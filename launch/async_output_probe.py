@@ -32,11 +32,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-
-def spin(ms: float) -> None:
-    end = time.perf_counter() + ms / 1e3
-    while time.perf_counter() < end:
-        pass
+from launch.overlap_loop_probe import spin  # noqa: E402  (CPU work that holds the GIL, as engines' Python does)
 
 
 def main() -> None:
