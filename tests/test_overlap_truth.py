@@ -163,6 +163,22 @@ def test_an_output_threads_range_beside_the_loop_moves_none_of_its_boundaries(tm
     assert got == [(k, name, us) for k in range(3) for name, us in (("a", 160), ("output", 140), ("b", 100), ("c", 40))]
 
 
+def test_an_output_thread_marking_cycles_of_its_own_is_said(tmp_path):
+    # GIVEN the loop and its output thread (output_thread_engine), the output thread wrapping
+    # each of its ranges in a cycle range of its own (``with cycle(b)`` there)
+    t = output_thread_engine()
+    for k in range(3):
+        t.range(f"cycle {k}", (300 * k + 45) * U, (300 * k + 255) * U, tid=2)
+    analysis = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("a", "b", "c", "output")))
+    # WHEN analysed THEN its cycles count beside the loop's (6 in all), and a warning says so and
+    # how to mark such a thread; the loop's phases read as before
+    rank = analysis.ranks[0]
+    assert rank.cycles.num_rows == 6
+    (line,) = [w for w in analysis.warnings if "cycle ranges of its own" in w]
+    assert "thread 2 of process 10 marks 3 cycle ranges" in line and "'output'" in line and "start_cycle" in line
+    assert [(p["phase"], p["gpu_ns"] // U) for p in rank.phases.to_pylist() if p["phase"] != "output"] == [("a", 160), ("b", 100), ("c", 40)] * 3
+
+
 def worker_signalling_early(overlap_us: int) -> FakeTrace:
     """A scheduler (tid 1, stream 7) hands each cycle to a worker (tid 2, stream 20) and opens its
     next phase ``overlap_us`` before the worker's range closes (the worker signals first):

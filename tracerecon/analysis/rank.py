@@ -209,7 +209,8 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
     # loop runs its next phases; its copies back to the host read results): read alone, in every
     # reading of the boundaries below.
     computing_op = op_phase[(op_phase >= 0) & computes(ops)] if ops.num_rows else np.zeros(0, np.int64)
-    beside = beside_the_loop(ph_pid, cycle_of, ph_tid, ph_s, ph_e, np.bincount(computing_op, minlength=n_ph)[:n_ph] > 0)
+    runs_kernels = np.bincount(computing_op, minlength=n_ph)[:n_ph] > 0
+    beside = beside_the_loop(ph_pid, cycle_of, ph_tid, ph_s, ph_e, runs_kernels)
     with ThreadPoolExecutor(2) as side:
         mix_f = side.submit(_phase_op_mix, ops, op_phase, n_ph) if alongside else None
         # The clock and the blocking calls are in before the projection: it makes the run's
@@ -293,7 +294,8 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     + _nested_cycle_notes(nested, cycle_rows, config.cycle_prefix, *nested_cycles)
                     + _empty_step_notes(empty[0], len(empty[1]), cycle_of)
                     + _steps_without_first_phase_notes(labels, cycle_of, len(cycle_rows) > 0)
-                    + _other_cycle_said_notes(nested, phase_rows, cycle_of, cycle_rows, labels))
+                    + _other_cycle_said_notes(nested, phase_rows, cycle_of, cycle_rows, labels)
+                    + _quiet_thread_cycle_notes(ph_pid, ph_tid, cycle_of, runs_kernels, labels))
 
 
 def _awaited(clock: StreamClock, blocking: pa.Table, targets: WaitTargets, ops: pa.Table) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
@@ -510,6 +512,36 @@ def _other_cycle_said_notes(nested: pa.Table, phase_rows: np.ndarray, cycle_of: 
                  "they ran, or does not hold them: a `with cycle(i)` range holds only its own); for an engine a cycle ahead, open each "
                  "cycle with tracerecon.instrument.start_cycle and end it (end_cycle) after its last step"
                  for name in dict.fromkeys(names[other].tolist()))
+
+
+def _quiet_thread_cycle_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, runs_kernels: np.ndarray, labels: list) -> tuple[str, ...]:
+    """One line per thread that marks cycles of its own (``boundaries.timelines``) whose phases
+    run no kernel, in a process where another thread's phases do: an output thread wrapping each
+    step's results in a cycle range, whose cycles then count among the loop's (a cycle's medians
+    mix the two) where its phases are of the loop's cycles."""
+    if len(cycle) == 0:
+        return ()
+    line = timelines(pid, cycle, tid)
+    keys = thread_keys(pid, tid)
+    out = []
+    for p in np.unique(pid).tolist():
+        mine = (pid == p) & (cycle >= 0)
+        threads = np.unique(keys[mine])
+        if len(threads) < 2 or len(np.unique(line[mine])) < 2:
+            continue  # (one thread, or the process's threads share one sequence)
+        busy = [t for t in threads.tolist() if runs_kernels[mine & (keys == t)].any()]
+        if not busy:
+            continue
+        for t in threads.tolist():
+            at = mine & (keys == t)
+            if t in busy:
+                continue
+            names = ", ".join(repr(n) for n in dict.fromkeys(np.asarray(labels, dtype=object)[at].tolist()))
+            out.append(f"thread {int(tid[at][0])} of process {p} marks {len(np.unique(cycle[at]))} cycle ranges of its own holding only phases that "
+                       f"run no kernel ({names}), beside threads whose phases do: each counts as a cycle, in the cycles' medians; to have "
+                       "them in the loop's cycles, mark cycles on the loop's thread only (tracerecon.instrument.start_cycle, ended after "
+                       "the step's last phase) and say which cycle each such phase is for (phase(name, cycle=N))")
+    return tuple(out)
 
 
 def _several_devices_notes(ops: pa.Table, cuda_devices: tuple = ()) -> tuple[str, ...]:
