@@ -122,8 +122,7 @@ def cycle_said(ranges: pa.Table) -> np.ndarray:
 
 
 def _cycle_by_loop_stage(cycle_start: np.ndarray, cycle_end: np.ndarray, cycle_closed: np.ndarray, hit: np.ndarray, reach: np.ndarray,
-                         ok: np.ndarray, p_start: np.ndarray, labels: list[str], p_said: np.ndarray | None = None,
-                         cycle_said: np.ndarray | None = None) -> np.ndarray:
+                         ok: np.ndarray, p_start: np.ndarray, labels: list[str], p_said: np.ndarray, cycle_index: np.ndarray) -> np.ndarray:
     """``cycles_by_time``'s choice among overlapping cycles (positions in start order, their
     starts and ends ``cycle_start``, ``cycle_end``, whether each closed) for phases (``hit``: the latest-starting cycle
     holding each, ``reach``: its end, ``ok``: held by one at all, ``p_start``, ``labels``).
@@ -132,8 +131,9 @@ def _cycle_by_loop_stage(cycle_start: np.ndarray, cycle_end: np.ndarray, cycle_c
     the trace's end, is held by none).
 
     Where the engine says which cycle a phase is for (``p_said``, the cycle index a phase of
-    tracerecon.instrument carries: ``phase("output", cycle=n)``) and exactly one of the cycles
-    holding it is the cycle range of that index (``cycle_said``), the phase is that cycle's;
+    tracerecon.instrument carries: ``phase("output", cycle=n)``; ``I64_MIN``: none) and exactly
+    one of the cycles holding it is the cycle range of that index (``cycle_index``, each cycle's
+    own: ``cycle_said``), the phase is that cycle's;
     the rules below place the others.
 
     An engine a cycle (or two) ahead runs, in each turn of its loop, the new cycle's leading
@@ -191,7 +191,7 @@ def _cycle_by_loop_stage(cycle_start: np.ndarray, cycle_end: np.ndarray, cycle_c
     for i in in_time:
         mine, name = choices[i], labels[i]
         how = stage.get(name, "lead")
-        named = [h for h in mine if cycle_said[h] == p_said[i]] if p_said is not None and p_said[i] != I64_MIN else []
+        named = [h for h in mine if cycle_index[h] == p_said[i]] if p_said[i] != I64_MIN else []
         if len(named) == 1:
             pick = named[0]
         elif len(mine) == 1 or how == "lead":
