@@ -32,6 +32,7 @@ class FakeTrace:
     graphs: list[dict] = field(default_factory=list)
     syncs: list[dict] = field(default_factory=list)
     events: list[dict] = field(default_factory=list)
+    streams: list[dict] = field(default_factory=list)
     meta: dict[str, str] = field(default_factory=lambda: {"EXPORT_PRODUCT_VERSION": "2025.3.2.0", "EXPORT_SCHEMA_VERSION": "3.20.3"})
     capture: dict[str, str] = field(default_factory=dict)
     env: list[str] = field(default_factory=list)
@@ -123,6 +124,11 @@ class FakeTrace:
                            "syncType": 2, "eventId": event, "eventSyncId": record})
         return corr
 
+    def stream_created(self, stream: int, flag: int, pid: int = 10) -> None:
+        """A TARGET_INFO_CUDA_STREAM row: how ``stream`` was created (flag 1 blocking, 2
+        non-blocking, 3 the legacy NULL stream)."""
+        self.streams.append({"streamId": stream, "hwId": 0, "vmId": 1, "processId": pid, "contextId": 1, "priority": 0, "flag": flag})
+
     def write(self, path: str | Path) -> Path:
         path = Path(path)
         db = sqlite_utils.Database(path, recreate=True)
@@ -141,6 +147,7 @@ class FakeTrace:
             ("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", self.graphs),
             ("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", self.syncs),
             ("CUPTI_ACTIVITY_KIND_CUDA_EVENT", self.events),
+            ("TARGET_INFO_CUDA_STREAM", self.streams),
         ):
             if rows:
                 keys = sorted({k for r in rows for k in r})

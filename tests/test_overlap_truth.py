@@ -127,12 +127,12 @@ def test_work_launched_by_a_worker_thread_belongs_to_the_scheduler_threads_phase
     assert gpu_times(same) == [("draft", 100 * U), ("verify", 400 * U)]
 
 
-def output_thread_engine(n_cycles: int = 3, copies_back: bool = False) -> FakeTrace:
+def output_thread_engine(n_cycles: int = 3, copies_back: bool = False, loop_stream: int = 7) -> FakeTrace:
     """A loop thread (tid 1) running a, b, c each 300 us cycle (launching at +10, +170, +230 on
-    stream 7: GPU +20..150, +175..260, +262..290), idle from +100 to +160 (an output thread
+    ``loop_stream``: GPU +20..150, +175..260, +262..290), idle from +100 to +160 (an output thread
     holds the GIL), and an output thread (tid 2) whose ``output`` range, the previous step's
     results (a ``.tolist()`` after an event sync: nothing launched; with ``copies_back``, of a
-    GPU tensor: a copy to the host launched at +60, run +150..152 on 7), is open from +50 to +250."""
+    GPU tensor: a copy to the host launched at +60, run +150..152 there), is open from +50 to +250."""
     t = FakeTrace()
     for k in range(n_cycles):
         b = 300 * k
@@ -141,10 +141,10 @@ def output_thread_engine(n_cycles: int = 3, copies_back: bool = False) -> FakeTr
         t.range("b", (b + 160) * U, (b + 220) * U, tid=1)
         t.range("c", (b + 220) * U, (b + 300) * U, tid=1)
         for at, gpu in ((10, (20, 150)), (170, (175, 260)), (230, (262, 290))):
-            t.kernel(t.call("cudaLaunchKernel", (b + at) * U, (b + at + 2) * U, tid=1), (b + gpu[0]) * U, (b + gpu[1]) * U)
+            t.kernel(t.call("cudaLaunchKernel", (b + at) * U, (b + at + 2) * U, tid=1), (b + gpu[0]) * U, (b + gpu[1]) * U, stream=loop_stream)
         t.range("output", (b + 50) * U, (b + 250) * U, tid=2)
         if copies_back:
-            t.copy(t.call("cudaMemcpyAsync", (b + 60) * U, (b + 62) * U, tid=2), (b + 150) * U, (b + 152) * U, kind=2)
+            t.copy(t.call("cudaMemcpyAsync", (b + 60) * U, (b + 62) * U, tid=2), (b + 150) * U, (b + 152) * U, kind=2, stream=loop_stream)
     return t
 
 
@@ -161,6 +161,27 @@ def test_an_output_threads_range_beside_the_loop_moves_none_of_its_boundaries(tm
     # +50) to +290 (c's, queued by +250). (Read in the loop's sequence, a ended at its own CPU end
     # where the output range opened: 150 us; and b, inside the output range, read alone.)
     assert got == [(k, name, us) for k in range(3) for name, us in (("a", 160), ("output", 140), ("b", 100), ("c", 40))]
+
+
+@pytest.mark.parametrize("loop_flag, said_by_the_export, output_us, output_stream", [
+    (2, True, 200, 7),  # the loop on a non-blocking stream (torch's): the output thread's NULL stream, idle: its CPU edges
+    (2, False, 140, 20),  # an export that does not say how streams were made: the loop's stream, as before
+    (1, True, 140, 20),  # a blocking stream, which an event on the NULL stream waits for: the loop's
+])
+def test_an_output_thread_that_set_no_stream_reads_the_null_stream(tmp_path, loop_flag, said_by_the_export, output_us, output_stream):
+    # GIVEN the loop on stream 20 and its output thread, which launches nothing and marks no
+    # stream (output_thread_engine), in a process whose NULL stream is 7 and ran nothing
+    t = output_thread_engine(loop_stream=20)
+    if said_by_the_export:
+        t.stream_created(7, 3)
+        t.stream_created(20, loop_flag)
+    rank = one_rank(t, tmp_path, PhaseConfig(phases=("a", "b", "c", "output")))
+    got = [(p["phase"], p["gpu_ns"] // U, p["stream_id"]) for p in rank.phases.to_pylist()]
+    # WHEN analysed THEN the output range reads where events its thread records would go: a
+    # thread that set no stream records on the NULL stream, here idle, so from its CPU start
+    # +50 to its CPU end +250 (events on stream 20 there read +150 to +290: 140 us); the loop's
+    # phases tile their cycles on 20 as on 7 in the test above
+    assert got == [(name, us, s) for _ in range(3) for name, us, s in (("a", 160, 20), ("output", output_us, output_stream), ("b", 100, 20), ("c", 40, 20))]
 
 
 def test_an_output_thread_marking_cycles_of_its_own_is_said(tmp_path):

@@ -761,8 +761,6 @@ def test_a_cycle_prefix_only_phases_have_is_not_said_to_be_in_another_process(tm
 
 
 def test_work_on_the_legacy_stream_beside_a_blocking_stream_is_said_not_modelled(tmp_path):
-    import sqlite3
-
     # GIVEN draft/verify on the legacy default stream 7 and a helper thread's kernel on stream
     # 13, in one trace created blocking (cudaStreamCreate: TARGET_INFO_CUDA_STREAM flag 1), in
     # another non-blocking (flag 2, as PyTorch's streams are)
@@ -774,11 +772,9 @@ def test_work_on_the_legacy_stream_beside_a_blocking_stream_is_said_not_modelled
             t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U), (b + 20) * U, (b + 100) * U)
             t.kernel(t.call("cudaLaunchKernel", (b + 50) * U, (b + 52) * U, tid=20), (b + 100) * U, (b + 400) * U, stream=13)
             t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U), (b + 400) * U, (b + 480) * U)
-        path = t.write(tmp_path / f"flag{flag}.sqlite")
-        sqlite3.connect(path).executescript(
-            "create table TARGET_INFO_CUDA_STREAM (streamId integer, hwId integer, vmId integer, processId integer, contextId integer, "
-            f"priority integer, flag integer); insert into TARGET_INFO_CUDA_STREAM values (7, 0, 1, 10, 1, 0, 3), (13, 0, 1, 10, 1, 0, {flag});")
-        return str(path)
+        t.stream_created(7, 3)
+        t.stream_created(13, flag)
+        return str(t.write(tmp_path / f"flag{flag}.sqlite"))
     # WHEN analysed
     blocking = analyze([trace(1)]).warnings
     non_blocking = analyze([trace(2)]).warnings

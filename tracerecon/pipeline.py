@@ -442,6 +442,7 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
             accepted_marks=accepted, stream_marks=select_pids(stream_marks, pids),
             unrun_from_ns=_unrun_from(unrun, linked, pids),
             cuda_devices=tuple(m for m in tables.info.cuda_devices if m[0] in pids and m[1] != m[2]),
+            cuda_streams=select_pids(tables.cuda_streams, pids),
         )
         out.append((RankSource(rank, str(f), tuple(pids), how, cand), tables.info, own_rank(rt, rank, config)))
     session = (*_session_span(tables.info, tables.trace_end_ns), tables.info.nsys_version)

@@ -25,6 +25,7 @@ import numpy as np
 
 from tracerecon.analysis.columns import thread_keys
 from tracerecon.analysis.intervals import inside_another_thread, running_beside
+from tracerecon.analysis.phase_streams import UnsetStreams
 from tracerecon.analysis.projection import I64_MIN
 from tracerecon.analysis.stream_clock import StreamClock
 from tracerecon.analysis.stream_keys import dense_ids, gpu_keys, pack_keys
@@ -47,6 +48,7 @@ def phase_boundaries(
     op_owner: np.ndarray | None = None,
     launcher_ops: np.ndarray | None = None,
     beside: np.ndarray | None = None,
+    unset: UnsetStreams | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The boundary rule (module doc), for phase instances in time order, on each timeline
     (``timelines``: a process, or each of its threads where they run cycles of their own).
@@ -74,6 +76,10 @@ def phase_boundaries(
     queued between two phases of a cycle, such an op is the loop's work, which the cycle holds as
     it does what the phases' own threads queued there, where an offload thread's copy is not.
     ``beside``: per phase, whether its thread runs beside the loop (``beside_the_loop``): read alone.
+    ``unset``: where given, a phase read alone whose thread launched nothing on its timeline and
+    said no stream is read on the stream a thread that never set one works on
+    (``UnsetStreams.of_thread``: its process's NULL stream, where the stream it would inherit
+    is a non-blocking one), an idle one too (then from its CPU start to its CPU end).
     """
     range_end = cpu_end if range_end is None else range_end
     if cycle_ends is not None:
@@ -131,7 +137,19 @@ def phase_boundaries(
             src = np.where(filled >= 0, seq[np.maximum(filled, 0)], part)
             dev_used[part] = np.where(srow >= 0, device[src], -1)
             stream_used[part] = np.where(srow >= 0, stream[src], -1)
-            if (srow < 0).all():
+            moved = np.zeros(0, np.int64)
+            if alone and unset is not None and keys is not None:
+                # A thread that launched nothing and said nothing has not set a stream that we
+                # know of: its events go to the NULL stream, not to the one the loop set.
+                quiet = np.flatnonzero(~launched[at] & (srow >= 0))
+                null = unset.of_thread(pid[part[quiet]], dev_used[part[quiet]], stream_used[part[quiet]])
+                moved, null = quiet[null >= 0], null[null >= 0]
+                if len(moved):
+                    stream_used[part[moved]] = null
+                    # (-1: an idle stream, where _read_boundaries reads nothing queued: the CPU edges)
+                    srow = srow.copy()
+                    srow[moved] = clock.stream_index(pid[part[moved]], dev_used[part[moved]], null)
+            if (srow < 0).all() and not len(moved):
                 continue  # no GPU work on this timeline: no GPU timeline to share
             threads = None
             if tid is not None:
@@ -302,7 +320,7 @@ def gpu_of_rows(clock: StreamClock, row: np.ndarray) -> np.ndarray:
 def tiled_off_their_stream(clock: StreamClock, pid: np.ndarray, cpu_start: np.ndarray, cpu_end: np.ndarray, cycle: np.ndarray, device: np.ndarray,
                            stream: np.ndarray, tid: np.ndarray | None, boundary_start: np.ndarray, boundary_end: np.ndarray,
                            ended_elsewhere: np.ndarray | None = None, range_end: np.ndarray | None = None,
-                           beside: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                           beside: np.ndarray | None = None, unset: UnsetStreams | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Phases that neighbours on other streams, which their own stream is not ordered after,
     gave less GPU time: (mask, own-stream reading in ns) per phase. ``device``, ``stream``,
     ``boundary_*``: ``phase_boundaries``' output. The own-stream reading is the tiling with
@@ -313,14 +331,15 @@ def tiled_off_their_stream(clock: StreamClock, pid: np.ndarray, cpu_start: np.nd
     streams that pushed it (``_joined_after``): the timeline's other streams still busy, at the
     phase's CPU start, until that boundary (SGLang's scheduler phases on the default stream
     beside a forward stream running the previous batch; the README's not-handled case), unless
-    its stream has event waits the trace cannot resolve. Said, not hidden."""
+    its stream has event waits the trace cannot resolve. Said, not hidden. ``beside``,
+    ``unset``: as ``phase_boundaries``'."""
     n = len(pid)
     mask = np.zeros(n, dtype=bool)
     used = stream >= 0
     if n == 0 or len(np.unique(pack_keys(pid[used], device[used], stream[used]))) < 2:
         return mask, np.zeros(n, np.int64)  # one stream: nothing on another can push a phase
     own_s, own_e, _, _ = phase_boundaries(clock, pid, cpu_start, cpu_end, cycle, device, stream, None, tid, own_stream_only=True, ended_elsewhere=ended_elsewhere,
-                                          range_end=range_end, beside=beside)
+                                          range_end=range_end, beside=beside, unset=unset)
     has = (boundary_start != I64_MIN) & (own_s != I64_MIN)
     own = np.where(has, own_e - own_s, 0)
     tiled = np.where(has, boundary_end - boundary_start, 0)

@@ -27,7 +27,7 @@ from tracerecon.analysis.columns import computes, runs_model, thread_keys
 from tracerecon.analysis.intervals import distinct_few, isin_few, segmented_min_max
 from tracerecon.analysis.projection import int64s, string_mask
 from tracerecon.analysis.stream_clock import StreamClock, forks_joined_back
-from tracerecon.analysis.stream_keys import device_of_keys, pack_keys, stream_of_keys
+from tracerecon.analysis.stream_keys import device_of_keys, pack_keys, stream_of_keys, unpack_keys
 
 
 # Up to this many phase x stream cells, phase_streams counts on a dense grid instead of sorting.
@@ -251,6 +251,55 @@ class CopyStreams:
         at = np.minimum(np.searchsorted(threads, key), len(threads) - 1)
         hit = threads[at] == key
         return np.where(hit, dev[at], -1), np.where(hit, stream[at], -1)
+
+
+class UnsetStreams:
+    """The stream a thread works on that never set one: its process's legacy default (NULL)
+    stream on its device (CUDA's and PyTorch's default: the current stream is per thread).
+    ``TARGET_INFO_CUDA_STREAM`` (``schema.CUDA_STREAMS``) names each process's NULL streams
+    (flag 3) and which streams were created non-blocking (flag 2, as PyTorch's are); a NULL
+    stream's device is the one it ran work on, else, in a process whose work all ran on one
+    device with one NULL stream, that one. Exports without the table name none."""
+
+    def __init__(self, cuda_streams: pa.Table | None, keys: np.ndarray):
+        self._legacy: dict[tuple[int, int], int] = {}
+        self._non_blocking: set[tuple[int, int]] = set()
+        if cuda_streams is None or cuda_streams.num_rows == 0:
+            return
+        flag, spid, sid = (int64s(cuda_streams[c], -1) for c in ("flag", "pid", "stream_id"))
+        flags: dict[tuple[int, int], set[int]] = {}
+        for f, p, s in zip(flag.tolist(), spid.tolist(), sid.tolist()):
+            flags.setdefault((p, s), set()).add(f)
+        # (a stream id two contexts of one process both use, created otherwise: neither)
+        self._non_blocking = {k for k, f in flags.items() if f == {2}}
+        k_pid, k_dev, k_stream = unpack_keys(keys) if len(keys) else (np.zeros(0, np.int64),) * 3
+        worked = set(zip(k_pid.tolist(), k_dev.tolist(), k_stream.tolist()))
+        for p in sorted({p for (p, _), f in flags.items() if f == {3}}):
+            nulls = sorted(s for (q, s), f in flags.items() if q == p and f == {3})
+            devices = sorted({d for q, d, _ in worked if q == p})
+            idle = []
+            for s in nulls:
+                on = [d for d in devices if (p, d, s) in worked]
+                for d in on:
+                    self._legacy[(p, d)] = s
+                if not on:
+                    idle.append(s)
+            if len(devices) == 1 and len(idle) == 1 and (p, devices[0]) not in self._legacy:
+                self._legacy[(p, devices[0])] = idle[0]
+
+    def of_thread(self, pid: np.ndarray, dev: np.ndarray, inherited: np.ndarray) -> np.ndarray:
+        """Per phase of a thread that launched nothing and said no stream, read so far on
+        ``inherited`` (another thread's stream, on ``dev``): its process's NULL stream on that
+        device where ``inherited`` is non-blocking (the NULL stream is not ordered after it),
+        else -1 (keep ``inherited``: the NULL stream itself, or a blocking stream, whose work
+        an event on the NULL stream waits for; or nothing known)."""
+        out = np.full(len(pid), -1, dtype=np.int64)
+        if not self._legacy:
+            return out
+        for i, (p, d, s) in enumerate(zip(np.asarray(pid).tolist(), np.asarray(dev).tolist(), np.asarray(inherited).tolist())):
+            if (p, s) in self._non_blocking:
+                out[i] = self._legacy.get((p, d), -1)
+        return out
 
 
 def busiest_streams(ops: pa.Table, copy_streams: CopyStreams | None = None) -> dict[int, tuple[int, int]]:

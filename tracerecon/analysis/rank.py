@@ -30,7 +30,7 @@ from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_
 from tracerecon.analysis.intervals import distinct_few, isin_few
 from tracerecon.analysis.boundaries import beside_the_loop, in_sequence, phase_boundaries, tiled_off_their_stream, timelines
 from tracerecon.analysis.caller_streams import caller_streams
-from tracerecon.analysis.phase_streams import CopyStreams, busiest_streams, narrowed_by_phase, phase_streams, said_streams
+from tracerecon.analysis.phase_streams import CopyStreams, UnsetStreams, busiest_streams, narrowed_by_phase, phase_streams, said_streams
 from tracerecon.analysis.stream_keys import pack_keys
 from tracerecon.analysis.stream_clock import StreamClock, stream_clock
 from tracerecon.analysis.nccl import comm_mask, phase_comm_split
@@ -64,6 +64,9 @@ class RankTables:
     # otherwise than the machine (CUDA_VISIBLE_DEVICES; ``ExportInfo.cuda_devices``): what the
     # notes name a GPU by. The tables' device ids stay the process's CUDA numbers.
     cuda_devices: tuple = ()
+    # How each of the rank's streams was created (``schema.CUDA_STREAMS``): which is a process's
+    # NULL stream (``UnsetStreams``); None or empty where the export does not say.
+    cuda_streams: pa.Table | None = None
 
 
 def gpu_names(pid: np.ndarray, device: np.ndarray, cuda_devices: tuple) -> list[str]:
@@ -220,8 +223,9 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         targets = wait_targets(clock, blocking)  # (1 ms on the 76 MB trace: the stream work asks too)
         release_free_memory()  # what those threads freed, before the peak
         said = said_streams(clock, tables.stream_marks, tables.api_calls, nested, ops, op_phase, stream_deciders, ph_pid, ph_tid, ph_s, ph_e, cycle_of)
+        unset = UnsetStreams(tables.cuda_streams, clock.keys)
         stream_work = (ops, op_phase, n_ph, clock, ph_pid, ph_tid, ph_s, ph_e, cycle_of, stream_deciders, ended_elsewhere, copy_streams, said, (blocking, targets),
-                       beside)
+                       beside, unset)
         boundaries_f = side.submit(_phase_stream_boundaries, *stream_work) if alongside else None
         ranges = build_ranges(nested, ops, rank, launches, cross_owned, cross_rows)
         op_range = innermost_owner(ops, ranges, all_mask, depth, launches)
@@ -265,7 +269,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         comm_ns=split["comm_ns"], compute_ns=split["compute_ns"], overlap_ns=split["overlap_ns"],
     )
     gpu_ops = _build_gpu_ops(ops, op_range, op_phase, rank)
-    tiled, own = tiled_off_their_stream(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, ph_tid, b_start, b_end, ended_elsewhere, ph_e, beside)
+    tiled, own = tiled_off_their_stream(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, ph_tid, b_start, b_end, ended_elsewhere, ph_e, beside, unset)
     # ``_unphased_launches``, worked out once, where a note needs it.
     unphased = functools.cache(lambda: _unphased_launches(ops, clock, op_phase, op_range, ranges, phase_rows, config.cycle_prefix))
     nested_cycles = cycles_within_cycles(nested, cycle_rows)
@@ -1180,14 +1184,15 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
                              ended_elsewhere: np.ndarray, copy_streams: CopyStreams,
                              said: tuple[np.ndarray, np.ndarray] | None = None,
                              blocking: tuple[pa.Table, WaitTargets] | None = None,
-                             beside: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, SideReadings, np.ndarray]:
+                             beside: np.ndarray | None = None, unset: UnsetStreams | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, SideReadings, np.ndarray]:
     """Per phase instance: the stream-order boundaries (analysis.boundaries) on the stream its
     thread said was current (``said_streams``), else on the stream that received its work (of
     the ops ``stream_deciders`` marks) or the stream that forked that one off: (boundary start,
     boundary end, device, stream, the CPU instant its end was read at, ``SideReadings``, where
     its cycle's end reads it: ``phase_boundaries``' ``cycle_ends``). ``blocking``: the rank's
     blocking calls (``find_blocking_calls``) and their ``wait_targets``, which tell a phase that only copied and took its
-    results back where it copied (``_took_back_where_copied``)."""
+    results back where it copied (``_took_back_where_copied``). ``unset``: what a thread that
+    set no stream works on (``phase_boundaries``)."""
     # The engine's events go on the stream that computes: copies and memsets decide only in a
     # phase that ran no kernel (a long prefetch on a copy stream is not where its events are),
     # and there only those on a stream that also computes; a phase whose work is all on streams
@@ -1241,7 +1246,7 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
         # Events on the stream their work went to, had the range run inside a `with
         # torch.cuda.stream(...)` for it: the same tiling with those phases on that stream.
         o_start, o_end, _, _ = phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, np.where(mask, work_dev, dev), np.where(mask, work_stream, stream),
-                                                busiest, ph_tid, ended_elsewhere=ended_elsewhere, range_end=ph_e, op_owner=deciding_phase, beside=beside)
+                                                busiest, ph_tid, ended_elsewhere=ended_elsewhere, range_end=ph_e, op_owner=deciding_phase, beside=beside, unset=unset)
         ok = mask & (o_start != I64_MIN)
         side = SideReadings(ok, np.where(ok, o_end - o_start, 0), np.where(ok, work_stream, -1), np.where(ok, SIDE_STREAM_KERNELS, 0).astype(np.int8))
     cycle_ends = np.full(n_ph, I64_MIN, dtype=np.int64)
@@ -1250,7 +1255,7 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     # not an offload thread's copies moved into it, which decide no stream here either.
     b_start, b_end, dev, stream = phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, dev, stream, busiest, ph_tid, ended_elsewhere=ended_elsewhere,
                                                    range_end=ph_e, cycle_ends=cycle_ends, op_owner=deciding_phase,
-                                                   launcher_ops=_launcher_ops(clock, ops, deciding_phase, computing, ph_pid, dev, stream), beside=beside)
+                                                   launcher_ops=_launcher_ops(clock, ops, deciding_phase, computing, ph_pid, dev, stream), beside=beside, unset=unset)
     # Phases whose range's events may have gone on another stream of their thread: one that only
     # copied, read off the stream its copies ran on (SGLang's scheduler copying inputs on the
     # default stream that the forward stream waits for), and one that launched nothing, read on
@@ -1270,7 +1275,7 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
         alt_dev[at], alt_stream[at], kind[at] = other_dev[at], other_stream[at], LAUNCHED_NOTHING
     if kind.any():
         a_start, a_end, _, _ = phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, alt_dev, alt_stream, busiest, ph_tid, own_stream_only=True,
-                                                ended_elsewhere=ended_elsewhere, range_end=ph_e, beside=beside)
+                                                ended_elsewhere=ended_elsewhere, range_end=ph_e, beside=beside, unset=unset)
         ok = (kind > 0) & (a_start != I64_MIN)
         side = SideReadings(side.mask | ok, np.where(ok, a_end - a_start, side.own_ns), np.where(ok, alt_stream, side.own_stream), np.where(ok, kind, side.kind))
     return b_start, b_end, dev, stream, ph_read_end, side._replace(mask=side.mask & (b_start != I64_MIN)), cycle_ends
