@@ -184,6 +184,38 @@ def test_an_output_thread_that_set_no_stream_reads_the_null_stream(tmp_path, loo
     assert got == [(name, us, s) for _ in range(3) for name, us, s in (("a", 160, 20), ("output", output_us, output_stream), ("b", 100, 20), ("c", 40, 20))]
 
 
+def test_why_phases_read_alone_do_not_add_up_to_their_cycle_is_said(tmp_path):
+    # GIVEN the loop and its output thread beside it (output_thread_engine), and a loop whose
+    # phase 'a' [+0, +200] holds a micro-batch thread's range 'h' [+50, +100] launching a kernel
+    # (+60..90 on 7), 'b' [+200, +300] after it
+    beside = analyze([output_thread_engine().write(tmp_path / "beside.sqlite")], PhaseConfig(phases=("a", "b", "c", "output")))
+    t = FakeTrace()
+    for k in range(3):
+        b = 300 * k
+        t.range(f"cycle {k}", b * U, (b + 300) * U, tid=1)
+        t.range("a", b * U, (b + 200) * U, tid=1)
+        t.range("b", (b + 200) * U, (b + 300) * U, tid=1)
+        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U, tid=1), (b + 20) * U, (b + 50) * U)
+        t.range("h", (b + 50) * U, (b + 100) * U, tid=2)
+        t.kernel(t.call("cudaLaunchKernel", (b + 55) * U, (b + 57) * U, tid=2), (b + 60) * U, (b + 90) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 210) * U, (b + 212) * U, tid=1), (b + 220) * U, (b + 250) * U)
+    inside = analyze([t.write(tmp_path / "inside.sqlite")], PhaseConfig(phases=("a", "b", "h")))
+    # WHEN analysed THEN a tiles +0..200, b +200..300, h reads its own edges +50..100 (stream 7
+    # idle at +50, its kernel done by +100: 50 us) also inside a's: the cycles' phases add up to
+    # 350 us, not their 300, and a warning says
+    # why, naming the enclosing phase; the output thread's ranges likewise (160+140+100+40 = 440
+    # of 300)
+    got = [(p["phase"], p["gpu_ns"] // U) for p in inside.ranks[0].phases.to_pylist()]
+    assert got == [("a", 200), ("h", 50), ("b", 100)] * 3
+    cycles = inside.ranks[0].cycles.to_pylist()
+    assert [(c["gpu_ns"] // U, c["phases_gpu_ns"] // U, c["adds_up"]) for c in cycles] == [(300, 350, False)] * 3
+    (line,) = [w for w in inside.warnings if "add up to more" in w]
+    assert "'h': in 3 of 3 cycles, ranges of other threads, each held inside 'a'" in line and "leave the enclosing phase" in line
+    assert [c["adds_up"] for c in beside.ranks[0].cycles.to_pylist()] == [False] * 3
+    (line,) = [w for w in beside.warnings if "add up to more" in w]
+    assert "'output': in 3 of 3 cycles, ranges of a thread beside the loop" in line
+
+
 def test_an_output_thread_marking_cycles_of_its_own_is_said(tmp_path):
     # GIVEN the loop and its output thread (output_thread_engine), the output thread wrapping
     # each of its ranges in a cycle range of its own (``with cycle(b)`` there)

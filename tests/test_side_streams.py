@@ -1340,7 +1340,7 @@ def test_a_phase_that_only_copies_on_its_threads_stream_read_where_that_stream_f
     said = [w for w in run.warnings if "'schedule'" in w and "only copied" in w]
     where = "stream 20, which those copies feed or were forked off" if feeds else "its thread's stream 20"
     assert len(said) == 1 and f"in 3 of 4 instances it only copied, on stream 7, and is read on {where}: 0.000 ms (median)" in said[0]
-    assert "they read 0.100 ms" in said[0]
+    assert "events there read 0.100 ms" in said[0]
 
 
 def test_a_phase_that_launched_nothing_read_on_its_threads_other_stream_is_said(tmp_path):

@@ -1015,7 +1015,8 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
                                     "work, left out (above)")
             if inside:
                 warnings.append(f"--phase {', '.join(shlex.quote(m) for m in inside)} matched only ranges inside another phase's range: "
-                                "a phase in a phase is part of it, so they are read as part of that one")
+                                "a phase in a phase is part of it, so they are read as part of that one; to time them, leave the enclosing "
+                                "phase out of --phase")
     if config.cycle_prefix and any(len(w.phase_inputs.phase_rows) for _, _, w in work) and all(len(w.cycle_rows) == 0 for _, _, w in work if len(w.phase_inputs.phase_rows)):
         # Cycle ranges in another process (a parent that marks the cycles of a worker process
         # running the phases) are read with that process's ranges, not the phases'.

@@ -299,7 +299,8 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     + _empty_step_notes(empty[0], len(empty[1]), cycle_of)
                     + _steps_without_first_phase_notes(labels, cycle_of, len(cycle_rows) > 0)
                     + _other_cycle_said_notes(nested, phase_rows, cycle_of, cycle_rows, labels)
-                    + _quiet_thread_cycle_notes(ph_pid, ph_tid, cycle_of, runs_kernels, labels))
+                    + _quiet_thread_cycle_notes(ph_pid, ph_tid, cycle_of, runs_kernels, labels)
+                    + _read_alone_notes(ph_pid, ph_tid, cycle_of, ph_s, ph_e, beside, labels))
 
 
 def _awaited(clock: StreamClock, blocking: pa.Table, targets: WaitTargets, ops: pa.Table) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
@@ -548,6 +549,52 @@ def _quiet_thread_cycle_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarra
     return tuple(out)
 
 
+def _read_alone_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, cpu_start: np.ndarray, cpu_end: np.ndarray, beside: np.ndarray,
+                      labels: list) -> tuple[str, ...]:
+    """One line per kind of phase range of a cycle read alone (``boundaries.in_sequence``): those
+    another thread's phase range runs all through (micro-batch threads inside the loop's
+    forward), naming the enclosing phases, and those of a thread beside the loop: each reads its
+    own edges, and its GPU time is also inside the phases it overlaps, so its cycles' phases add
+    up to more than the cycle (the cycles table's ``adds_up``), as the report's count says."""
+    in_cycle = cycle >= 0
+    keys = thread_keys(pid, tid)
+    if not in_cycle.any() or len(np.unique(keys[in_cycle])) < 2:
+        return ()
+    alone = in_cycle & ~in_sequence(pid, cycle, tid, cpu_start, cpu_end, None, beside)
+    if not alone.any():
+        return ()
+    names = np.asarray(labels, dtype=object)
+    n_cycles = len(np.unique(cycle[in_cycle]))
+
+    def listed(mask: np.ndarray) -> str:
+        return ", ".join(repr(n) for n in dict.fromkeys(names[mask].tolist()))
+
+    out = []
+    inside = alone & ~beside
+    if inside.any():
+        # The enclosing phase: the latest in-sequence phase of another thread begun by its start
+        seq = np.flatnonzero(in_cycle & ~alone)
+        seq = seq[np.argsort(cpu_start[seq], kind="stable")]
+        holders = []
+        for k in np.flatnonzero(inside).tolist():
+            j = np.searchsorted(cpu_start[seq], cpu_start[k], side="right") - 1
+            while j >= 0 and (keys[seq[j]] == keys[k] or pid[seq[j]] != pid[k]):
+                j -= 1
+            if j >= 0 and cpu_end[seq[j]] >= cpu_end[k]:
+                holders.append(seq[j])
+        held = f" inside {listed(np.isin(np.arange(len(cycle)), holders))}" if holders else " inside another thread's phase range"
+        out.append(f"{listed(inside)}: in {len(np.unique(cycle[inside]))} of {n_cycles} cycles, ranges of other threads, each held{held}: each is read "
+                   "alone from its own edges, its GPU time also inside the enclosing phase's, so those cycles' phases add up to more than "
+                   "the cycle (the cycles table's adds_up); leave the enclosing phase, or the inner ones, out of --phase for phases that "
+                   "tile the cycle")
+    if beside.any() and (alone & beside).any():
+        at = alone & beside
+        out.append(f"{listed(at)}: in {len(np.unique(cycle[at]))} of {n_cycles} cycles, ranges of a thread beside the loop (open while the "
+                   "loop runs its next phases): each is read alone from its own edges, its GPU time overlapping the loop's phases', so "
+                   "those cycles' phases add up to more than the cycle (the cycles table's adds_up)")
+    return tuple(out)
+
+
 def _several_devices_notes(ops: pa.Table, cuda_devices: tuple = ()) -> tuple[str, ...]:
     """One line per process that ran collectives on several GPUs (one process driving several
     devices, a thread each): it is one rank, so the collectives among its own GPUs are matched
@@ -713,7 +760,8 @@ def _side_stream_notes(side: SideReadings, gpu: np.ndarray, stream: np.ndarray, 
         where = (f"stream {on}, which those copies feed or were forked off" if (side.kind[mine] == COPIES_FEED).all() else
                  f"its thread's stream {on}" if (side.kind[mine] == COPIES_THREAD).all() else f"stream {on}")
         out.append(f"{name!r}: in {len(mine)} of {labels.count(name)} instances it only copied, on stream {of}, and is read on {where}: {read} "
-                   f"(median); if its range's events go on {of} (its thread's current stream), they read {other} {unrecorded}")
+                   f"(median); if {of} was its thread's current stream at the range's ends (the range inside `with torch.cuda.stream(...)` "
+                   f"for it), events there read {other} {unrecorded}")
     for name, mine, on, of, read, other in by_name(differ & (side.kind == SIDE_STREAM_KERNELS)):
         out.append(f"{name!r}: in {len(mine)} of {labels.count(name)} instances it ran all its kernels on stream {of}, a side stream of stream "
                    f"{on} by the trace's waits, and none on {on}, where it is read: {read} (median); if its range runs inside "
