@@ -184,6 +184,36 @@ def test_an_output_thread_that_set_no_stream_reads_the_null_stream(tmp_path, loo
     assert got == [(name, us, s) for _ in range(3) for name, us, s in (("a", 160, 20), ("output", output_us, output_stream), ("b", 100, 20), ("c", 40, 20))]
 
 
+def test_an_output_thread_that_queued_work_elsewhere_or_beside_blocking_streams_reads_as_its_events(tmp_path):
+    # GIVEN the loop on non-blocking stream 20, its output thread (output_thread_engine), the
+    # process's NULL stream 7 idle; in one trace the output thread copies to the host on 20 at
+    # +40, before its range opens (its current stream: 20), in another a third thread keeps a
+    # blocking stream 30 busy from +40 to +280 (queued at +30)
+    def trace(name: str) -> str:
+        t = output_thread_engine(loop_stream=20)
+        t.stream_created(7, 3)
+        t.stream_created(20, 2)
+        for k in range(3):
+            b = 300 * k
+            if name == "copies_on_20":
+                t.copy(t.call("cudaMemcpyAsync", (b + 40) * U, (b + 41) * U, tid=2), (b + 150) * U, (b + 152) * U, kind=2, stream=20)
+            else:
+                t.kernel(t.call("cudaLaunchKernel", (b + 30) * U, (b + 32) * U, tid=3), (b + 40) * U, (b + 280) * U, stream=30)
+        if name == "blocking_30":
+            t.stream_created(30, 1)
+        return str(t.write(tmp_path / f"{name}.sqlite"))
+
+    def outputs(name):
+        rank = analyze([trace(name)], PhaseConfig(phases=("a", "b", "c", "output"))).ranks[0]
+        return [(p["gpu_ns"] // U, p["stream_id"]) for p in rank.phases.to_pylist() if p["phase"] == "output"]
+    # WHEN analysed THEN the first reads on 20, as its events there would: from +152 (a's kernel
+    # and its copy done) to +290 (c's kernel): 138 us; the second on 7, whose events wait for
+    # the blocking stream's kernel: from +280 to +280, 0 us (on the idle NULL stream alone, its
+    # CPU edges, 200 us; on 20, 140 us)
+    assert outputs("copies_on_20") == [(138, 20)] * 3
+    assert outputs("blocking_30") == [(0, 7)] * 3
+
+
 def test_why_phases_read_alone_do_not_add_up_to_their_cycle_is_said(tmp_path):
     # GIVEN the loop and its output thread beside it (output_thread_engine), and a loop whose
     # phase 'a' [+0, +200] holds a micro-batch thread's range 'h' [+50, +100] launching a kernel
@@ -214,6 +244,19 @@ def test_why_phases_read_alone_do_not_add_up_to_their_cycle_is_said(tmp_path):
     assert [c["adds_up"] for c in beside.ranks[0].cycles.to_pylist()] == [False] * 3
     (line,) = [w for w in beside.warnings if "add up to more" in w]
     assert "'output': in 3 of 3 cycles, ranges of a thread beside the loop" in line
+    # ... and none where the cycles do add up: h 5 us inside a (+50..55, nothing queued), within
+    # the 10 us the report allows
+    t = FakeTrace()
+    for k in range(3):
+        b = 300 * k
+        t.range(f"cycle {k}", b * U, (b + 300) * U, tid=1)
+        t.range("a", b * U, (b + 200) * U, tid=1)
+        t.range("b", (b + 200) * U, (b + 300) * U, tid=1)
+        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U, tid=1), (b + 20) * U, (b + 40) * U)
+        t.range("h", (b + 50) * U, (b + 55) * U, tid=2)
+    tiny = analyze([t.write(tmp_path / "tiny.sqlite")], PhaseConfig(phases=("a", "b", "h")))
+    assert [(c["phases_gpu_ns"] // U, c["adds_up"]) for c in tiny.ranks[0].cycles.to_pylist()] == [(305, True)] * 3
+    assert not [w for w in tiny.warnings if "add up to more" in w]
 
 
 def test_an_output_thread_marking_cycles_of_its_own_is_said(tmp_path):

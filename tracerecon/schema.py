@@ -107,6 +107,7 @@ PROCESSES = pa.schema([("pid", pa.int64()), ("global_pid", pa.int64()), ("name",
 # TARGET_INFO_CUDA_STREAM: how each stream was created (ENUM_CUPTI_STREAM_TYPE: 1 a blocking stream
 # made with the default flag, 2 non-blocking, 3 the legacy NULL stream).
 CUDA_STREAMS = pa.schema([("pid", pa.int64()), ("stream_id", pa.int64()), ("flag", pa.int64())])
+STREAM_BLOCKING, STREAM_NON_BLOCKING, STREAM_NULL = 1, 2, 3  # (its flag column's values)
 
 # --- analysis, per rank ---------------------------------------------------------------------
 

@@ -76,10 +76,12 @@ def phase_boundaries(
     queued between two phases of a cycle, such an op is the loop's work, which the cycle holds as
     it does what the phases' own threads queued there, where an offload thread's copy is not.
     ``beside``: per phase, whether its thread runs beside the loop (``beside_the_loop``): read alone.
-    ``unset``: where given, a phase read alone whose thread launched nothing on its timeline and
-    said no stream is read on the stream a thread that never set one works on
-    (``UnsetStreams.of_thread``: its process's NULL stream, where the stream it would inherit
-    is a non-blocking one), an idle one too (then from its CPU start to its CPU end).
+    ``unset``: where given, a phase read alone none of whose thread's phases on its timeline is
+    read on a stream of its own (none launched anything or said a stream) is read on the stream
+    a thread that never set one works on (``UnsetStreams.of_thread``: its process's NULL stream,
+    where the stream it would inherit is a non-blocking one and the thread queued nothing on
+    another stream anywhere), an idle one too (then from its CPU start to its CPU end), each
+    boundary also waiting for the device's blocking streams (``UnsetStreams.waited_by_null``).
     """
     range_end = cpu_end if range_end is None else range_end
     if cycle_ends is not None:
@@ -142,7 +144,7 @@ def phase_boundaries(
                 # A thread that launched nothing and said nothing has not set a stream that we
                 # know of: its events go to the NULL stream, not to the one the loop set.
                 quiet = np.flatnonzero(~launched[at] & (srow >= 0))
-                null = unset.of_thread(pid[part[quiet]], dev_used[part[quiet]], stream_used[part[quiet]])
+                null = unset.of_thread(pid[part[quiet]], tid[part[quiet]], dev_used[part[quiet]], stream_used[part[quiet]])
                 moved, null = quiet[null >= 0], null[null >= 0]
                 if len(moved):
                     stream_used[part[moved]] = null
@@ -158,6 +160,16 @@ def phase_boundaries(
                 threads = (started, ended)
             start_b[part], end_b[part], edge_b = _read_boundaries(clock, cpu_start[part], cpu_end[part], cycle[part], srow, alone, own_stream_only, threads,
                                                           range_end[part], part, op_owner, launcher_ops, cycle_ends is not None)
+            if len(moved):
+                # An event on the NULL stream also waits for the work queued before it on the
+                # device's blocking streams.
+                for p, d in {(int(pid[part[k]]), int(dev_used[part[k]])) for k in moved.tolist()}:
+                    mine = part[moved[(pid[part[moved]] == p) & (dev_used[part[moved]] == d)]]
+                    for b in unset.waited_by_null(p, d):
+                        brow = clock.stream_index(pid[mine], dev_used[mine], np.full(len(mine), b, np.int64))
+                        start_b[mine] = np.maximum(start_b[mine], clock.done(brow, cpu_start[mine]))
+                        end_b[mine] = np.maximum.reduce([end_b[mine], start_b[mine], clock.done(brow, cpu_end[mine])])
+                edge_b = np.where(np.isin(part, part[moved]), end_b[part], edge_b)
             if cycle_ends is not None:
                 cycle_ends[part] = edge_b
     return start_b, end_b, dev_used, stream_used

@@ -11,6 +11,7 @@ from tracerecon.analysis.intervals import distinct_few
 from tracerecon.analysis.nccl import comm_mask
 from tracerecon.analysis.projection import I64_MIN, equals, int64s, process_correlation_keys, string_mask
 from tracerecon.analysis.syncs import base_api_name
+from tracerecon.schema import STREAM_BLOCKING, STREAM_NULL
 
 GRAPH_LAUNCH_APIS = ("cudaGraphLaunch", "cuGraphLaunch")
 # API calls that launch a kernel or a graph (runtime and driver, every version suffix); not a
@@ -360,13 +361,13 @@ def legacy_sync_streams(ops: pa.Table, cuda_streams: pa.Table) -> dict[int, list
     if ops.num_rows == 0 or cuda_streams.num_rows == 0:
         return {}
     flag, spid, sid = (int64s(cuda_streams[c]) for c in ("flag", "pid", "stream_id"))
-    if not ((flag == 1).any() and (flag == 3).any()):
+    if not ((flag == STREAM_BLOCKING).any() and (flag == STREAM_NULL).any()):
         return {}
     worked = set(distinct_few((int64s(ops["pid"]) << 32) | (int64s(ops["stream_id"], -1) & 0xFFFFFFFF)).tolist())
     out = {}
-    for p in np.unique(spid[flag == 1]).tolist():
-        on_null = any(((p << 32) | n) in worked for n in sid[(spid == p) & (flag == 3)].tolist())
-        blocking = sorted(b for b in set(sid[(spid == p) & (flag == 1)].tolist()) if ((p << 32) | b) in worked)
+    for p in np.unique(spid[flag == STREAM_BLOCKING]).tolist():
+        on_null = any(((p << 32) | n) in worked for n in sid[(spid == p) & (flag == STREAM_NULL)].tolist())
+        blocking = sorted(b for b in set(sid[(spid == p) & (flag == STREAM_BLOCKING)].tolist()) if ((p << 32) | b) in worked)
         if on_null and blocking:
             out[p] = blocking
     return out

@@ -28,6 +28,7 @@ from tracerecon.analysis.intervals import distinct_few, isin_few, segmented_min_
 from tracerecon.analysis.projection import int64s, string_mask
 from tracerecon.analysis.stream_clock import StreamClock, forks_joined_back
 from tracerecon.analysis.stream_keys import device_of_keys, pack_keys, stream_of_keys, unpack_keys
+from tracerecon.schema import STREAM_BLOCKING, STREAM_NON_BLOCKING, STREAM_NULL
 
 
 # Up to this many phase x stream cells, phase_streams counts on a dense grid instead of sorting.
@@ -255,15 +256,20 @@ class CopyStreams:
 
 class UnsetStreams:
     """The stream a thread works on that never set one: its process's legacy default (NULL)
-    stream on its device (CUDA's and PyTorch's default: the current stream is per thread).
-    ``TARGET_INFO_CUDA_STREAM`` (``schema.CUDA_STREAMS``) names each process's NULL streams
-    (flag 3) and which streams were created non-blocking (flag 2, as PyTorch's are); a NULL
+    stream on its device (CUDA's and PyTorch's default: the current stream is per thread), where
+    an event it records waits for the work queued before on that stream and on the device's
+    blocking streams. ``TARGET_INFO_CUDA_STREAM`` (``schema.CUDA_STREAMS``) names each process's
+    NULL streams and which streams were created non-blocking (PyTorch's) or blocking; a NULL
     stream's device is the one it ran work on, else, in a process whose work all ran on one
-    device with one NULL stream, that one. Exports without the table name none."""
+    device with one NULL stream, that one. Exports without the table name none. ``clock``: the
+    rank's stream clock (its streams with work, and which thread launched, recorded or waited
+    on each)."""
 
-    def __init__(self, cuda_streams: pa.Table | None, keys: np.ndarray):
+    def __init__(self, cuda_streams: pa.Table | None, clock: StreamClock):
+        self._clock = clock
         self._legacy: dict[tuple[int, int], int] = {}
         self._non_blocking: set[tuple[int, int]] = set()
+        self._blocking: dict[tuple[int, int], list[int]] = {}  # (pid, device) -> blocking streams with work
         if cuda_streams is None or cuda_streams.num_rows == 0:
             return
         flag, spid, sid = (int64s(cuda_streams[c], -1) for c in ("flag", "pid", "stream_id"))
@@ -271,35 +277,63 @@ class UnsetStreams:
         for f, p, s in zip(flag.tolist(), spid.tolist(), sid.tolist()):
             flags.setdefault((p, s), set()).add(f)
         # (a stream id two contexts of one process both use, created otherwise: neither)
-        self._non_blocking = {k for k, f in flags.items() if f == {2}}
-        k_pid, k_dev, k_stream = unpack_keys(keys) if len(keys) else (np.zeros(0, np.int64),) * 3
-        worked = set(zip(k_pid.tolist(), k_dev.tolist(), k_stream.tolist()))
-        for p in sorted({p for (p, _), f in flags.items() if f == {3}}):
-            nulls = sorted(s for (q, s), f in flags.items() if q == p and f == {3})
+        made = {k: next(iter(f)) for k, f in flags.items() if len(f) == 1}
+        self._non_blocking = {k for k, f in made.items() if f == STREAM_NON_BLOCKING}
+        k_pid, k_dev, k_stream = unpack_keys(clock.keys) if len(clock.keys) else (np.zeros(0, np.int64),) * 3
+        worked = list(zip(k_pid.tolist(), k_dev.tolist(), k_stream.tolist()))
+        for p, d, s in worked:
+            if made.get((p, s)) == STREAM_BLOCKING:
+                self._blocking.setdefault((p, d), []).append(s)
+        for p in sorted({p for (p, _), f in made.items() if f == STREAM_NULL}):
             devices = sorted({d for q, d, _ in worked if q == p})
             idle = []
-            for s in nulls:
-                on = [d for d in devices if (p, d, s) in worked]
-                for d in on:
-                    self._legacy[(p, d)] = s
+            for s in sorted(s for (q, s), f in made.items() if q == p and f == STREAM_NULL):
+                on = [d for q, d, t in worked if q == p and t == s]
+                self._legacy.update({(p, d): s for d in on})
                 if not on:
                     idle.append(s)
             if len(devices) == 1 and len(idle) == 1 and (p, devices[0]) not in self._legacy:
                 self._legacy[(p, devices[0])] = idle[0]
 
-    def of_thread(self, pid: np.ndarray, dev: np.ndarray, inherited: np.ndarray) -> np.ndarray:
-        """Per phase of a thread that launched nothing and said no stream, read so far on
+    @functools.cached_property
+    def _threads_elsewhere(self) -> set[int]:
+        """The threads (``thread_keys``) that launched work, recorded an event or made a stream
+        wait on a stream that is no NULL stream: each has shown a stream of its own."""
+        clock = self._clock
+        nulls = {pack_keys(p, d, s) for (p, d), s in self._legacy.items()}
+        rows = np.flatnonzero(~np.isin(clock.keys, np.array(sorted(nulls), np.int64))) if len(clock.keys) else np.zeros(0, np.int64)
+        out: set[int] = set()
+        for r in rows.tolist():
+            index = clock.op_index[r] if r < len(clock.op_index) else np.zeros(0, np.int64)
+            index = index[index >= 0]
+            if len(index) and len(clock.launch_thread):
+                out.update(np.unique(clock.launch_thread[index]).tolist())
+        for thread, row in ((clock.record_thread, clock.record_row), (clock.join_thread, clock.join_into)):
+            if len(row):
+                out.update(np.unique(thread[np.isin(row, rows)]).tolist())
+        out.discard(-1)
+        return out
+
+    def of_thread(self, pid: np.ndarray, tid: np.ndarray, dev: np.ndarray, inherited: np.ndarray) -> np.ndarray:
+        """Per phase whose thread's phases launched nothing and said no stream, read so far on
         ``inherited`` (another thread's stream, on ``dev``): its process's NULL stream on that
-        device where ``inherited`` is non-blocking (the NULL stream is not ordered after it),
-        else -1 (keep ``inherited``: the NULL stream itself, or a blocking stream, whose work
-        an event on the NULL stream waits for; or nothing known)."""
+        device where ``inherited`` is non-blocking (the NULL stream is not ordered after it) and
+        the thread queued nothing on any other stream, anywhere in the trace; else -1 (keep
+        ``inherited``: the NULL stream itself, or a blocking stream, whose work an event on the
+        NULL stream waits for; a thread that worked on a stream of its own; nothing known)."""
         out = np.full(len(pid), -1, dtype=np.int64)
         if not self._legacy:
             return out
-        for i, (p, d, s) in enumerate(zip(np.asarray(pid).tolist(), np.asarray(dev).tolist(), np.asarray(inherited).tolist())):
-            if (p, s) in self._non_blocking:
+        threads = thread_keys(np.asarray(pid, np.int64), np.asarray(tid, np.int64))
+        for i, (p, th, d, s) in enumerate(zip(np.asarray(pid).tolist(), threads.tolist(), np.asarray(dev).tolist(), np.asarray(inherited).tolist())):
+            if (p, s) in self._non_blocking and th not in self._threads_elsewhere:
                 out[i] = self._legacy.get((p, d), -1)
         return out
+
+    def waited_by_null(self, pid: int, dev: int) -> list[int]:
+        """The blocking streams with work on ``pid``'s ``dev``: an event recorded on its NULL
+        stream completes only once the work queued on them before it is done."""
+        return self._blocking.get((pid, dev), [])
 
 
 def busiest_streams(ops: pa.Table, copy_streams: CopyStreams | None = None) -> dict[int, tuple[int, int]]:

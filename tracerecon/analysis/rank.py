@@ -223,7 +223,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         targets = wait_targets(clock, blocking)  # (1 ms on the 76 MB trace: the stream work asks too)
         release_free_memory()  # what those threads freed, before the peak
         said = said_streams(clock, tables.stream_marks, tables.api_calls, nested, ops, op_phase, stream_deciders, ph_pid, ph_tid, ph_s, ph_e, cycle_of)
-        unset = UnsetStreams(tables.cuda_streams, clock.keys)
+        unset = UnsetStreams(tables.cuda_streams, clock)
         stream_work = (ops, op_phase, n_ph, clock, ph_pid, ph_tid, ph_s, ph_e, cycle_of, stream_deciders, ended_elsewhere, copy_streams, said, (blocking, targets),
                        beside, unset)
         boundaries_f = side.submit(_phase_stream_boundaries, *stream_work) if alongside else None
@@ -273,12 +273,17 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
     # ``_unphased_launches``, worked out once, where a note needs it.
     unphased = functools.cache(lambda: _unphased_launches(ops, clock, op_phase, op_range, ranges, phase_rows, config.cycle_prefix))
     nested_cycles = cycles_within_cycles(nested, cycle_rows)
+    provisional = build_phases(inputs)
+    silent = cycles_without_launches(nested, cycle_rows, cycle_of, ph_s, ph_e, clock.op_instants)
+    latest_edges = _latest_cycle_edges(cycle_of, cycle_ends)
+    # (the cycles as the finished tables will have them, where a note asks)
+    cycles_now = functools.cache(lambda: build_cycles(ranges, provisional, cycle_rows, rank, config.skip_cycles, list(tables.accepted_marks),
+                                                      tables.unrun_from_ns, silent, empty[1], latest_edges))
 
     return RankWork(rank=rank, ranges=ranges, gpu_ops=gpu_ops, syncs=syncs, phase_inputs=inputs, cycle_rows=cycle_rows, skip_cycles=config.skip_cycles,
                     unrun_from_ns=tables.unrun_from_ns,
-                    silent_cycles=cycles_without_launches(nested, cycle_rows, cycle_of, ph_s, ph_e, clock.op_instants), empty_steps=empty[1],
-                    cycle_ends=_latest_cycle_edges(cycle_of, cycle_ends),
-                    accepted_marks=tables.accepted_marks, provisional=build_phases(inputs),
+                    silent_cycles=silent, empty_steps=empty[1], cycle_ends=latest_edges,
+                    accepted_marks=tables.accepted_marks, provisional=provisional,
                     notes=_past_cycle_notes(phases_past_their_cycle(nested, phase_rows, cycle_of, cycle_rows), labels) + _tiled_notes(tiled, own, b_end - b_start, labels)
                     + _side_stream_notes(as_side, b_end - b_start, stream, labels)
                     + _between_notes(ph_pid, ph_tid, cycle_of, b_start, b_end, labels, ph_s, ph_e, unphased, dev,
@@ -300,7 +305,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     + _steps_without_first_phase_notes(labels, cycle_of, len(cycle_rows) > 0)
                     + _other_cycle_said_notes(nested, phase_rows, cycle_of, cycle_rows, labels)
                     + _quiet_thread_cycle_notes(ph_pid, ph_tid, cycle_of, runs_kernels, labels)
-                    + _read_alone_notes(ph_pid, ph_tid, cycle_of, ph_s, ph_e, beside, labels))
+                    + _read_alone_notes(ph_pid, ph_tid, cycle_of, ph_s, ph_e, beside, labels, cycles_now))
 
 
 def _awaited(clock: StreamClock, blocking: pa.Table, targets: WaitTargets, ops: pa.Table) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
@@ -550,17 +555,26 @@ def _quiet_thread_cycle_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarra
 
 
 def _read_alone_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, cpu_start: np.ndarray, cpu_end: np.ndarray, beside: np.ndarray,
-                      labels: list) -> tuple[str, ...]:
+                      labels: list, cycles_of: Callable[[], pa.Table]) -> tuple[str, ...]:
     """One line per kind of phase range of a cycle read alone (``boundaries.in_sequence``): those
     another thread's phase range runs all through (micro-batch threads inside the loop's
     forward), naming the enclosing phases, and those of a thread beside the loop: each reads its
-    own edges, and its GPU time is also inside the phases it overlaps, so its cycles' phases add
-    up to more than the cycle (the cycles table's ``adds_up``), as the report's count says."""
+    own edges, and its GPU time is also inside the phases it overlaps, so its cycles' phases may
+    add up to more than the cycle. Said where they do, in the cycles (``cycles_of()``: the
+    rank's cycles table) whose phases' GPU time exceeds the cycle's by more than the report
+    allows (``adds_up`` false), as the report's count of cycles that add up says."""
     in_cycle = cycle >= 0
     keys = thread_keys(pid, tid)
     if not in_cycle.any() or len(np.unique(keys[in_cycle])) < 2:
         return ()
     alone = in_cycle & ~in_sequence(pid, cycle, tid, cpu_start, cpu_end, None, beside)
+    if not alone.any():
+        return ()
+    cycles = cycles_of()
+    gpu, summed = (int64s(cycles[c], -1) for c in ("gpu_ns", "phases_gpu_ns"))
+    adds_up = cycles["adds_up"].fill_null(True).to_numpy(zero_copy_only=False)
+    over = ~adds_up & cycles["gpu_ns"].is_valid().to_numpy(zero_copy_only=False) & (summed > gpu)
+    alone &= np.isin(cycle, int64s(cycles["cycle"])[over])
     if not alone.any():
         return ()
     names = np.asarray(labels, dtype=object)
