@@ -214,11 +214,10 @@ def test_an_output_thread_that_queued_work_elsewhere_or_beside_blocking_streams_
     assert outputs("blocking_30") == [(0, 7)] * 3
 
 
-def test_why_phases_read_alone_do_not_add_up_to_their_cycle_is_said(tmp_path):
-    # GIVEN the loop and its output thread beside it (output_thread_engine), and a loop whose
-    # phase 'a' [+0, +200] holds a micro-batch thread's range 'h' [+50, +100] launching a kernel
-    # (+60..90 on 7), 'b' [+200, +300] after it
-    beside = analyze([output_thread_engine().write(tmp_path / "beside.sqlite")], PhaseConfig(phases=("a", "b", "c", "output")))
+def loop_holding_a_helper_range(h_end_us: int, h_kernel: bool) -> FakeTrace:
+    """A loop thread (tid 1) running a [+0, +200] (kernel +20..50 on 7) and b [+200, +300]
+    (kernel +220..250) each 300 us cycle, and a micro-batch thread's range h [+50, +h_end_us]
+    inside a, launching a kernel run +60..90 on 7 where ``h_kernel``."""
     t = FakeTrace()
     for k in range(3):
         b = 300 * k
@@ -226,15 +225,25 @@ def test_why_phases_read_alone_do_not_add_up_to_their_cycle_is_said(tmp_path):
         t.range("a", b * U, (b + 200) * U, tid=1)
         t.range("b", (b + 200) * U, (b + 300) * U, tid=1)
         t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U, tid=1), (b + 20) * U, (b + 50) * U)
-        t.range("h", (b + 50) * U, (b + 100) * U, tid=2)
-        t.kernel(t.call("cudaLaunchKernel", (b + 55) * U, (b + 57) * U, tid=2), (b + 60) * U, (b + 90) * U)
+        t.range("h", (b + 50) * U, (b + h_end_us) * U, tid=2)
+        if h_kernel:
+            t.kernel(t.call("cudaLaunchKernel", (b + 55) * U, (b + 57) * U, tid=2), (b + 60) * U, (b + 90) * U)
         t.kernel(t.call("cudaLaunchKernel", (b + 210) * U, (b + 212) * U, tid=1), (b + 220) * U, (b + 250) * U)
-    inside = analyze([t.write(tmp_path / "inside.sqlite")], PhaseConfig(phases=("a", "b", "h")))
-    # WHEN analysed THEN a tiles +0..200, b +200..300, h reads its own edges +50..100 (stream 7
-    # idle at +50, its kernel done by +100: 50 us) also inside a's: the cycles' phases add up to
-    # 350 us, not their 300, and a warning says
-    # why, naming the enclosing phase; the output thread's ranges likewise (160+140+100+40 = 440
-    # of 300)
+    return t
+
+
+def test_why_phases_read_alone_do_not_add_up_to_their_cycle_is_said(tmp_path):
+    # GIVEN the loop and its output thread beside it (output_thread_engine); a loop whose phase a
+    # holds a micro-batch thread's range h [+50, +100] (loop_holding_a_helper_range); and one
+    # whose h is 5 us long [+50, +55] and launches nothing
+    beside = analyze([output_thread_engine().write(tmp_path / "beside.sqlite")], PhaseConfig(phases=("a", "b", "c", "output")))
+    phases = PhaseConfig(phases=("a", "b", "h"))
+    inside = analyze([loop_holding_a_helper_range(100, True).write(tmp_path / "inside.sqlite")], phases)
+    tiny = analyze([loop_holding_a_helper_range(55, False).write(tmp_path / "tiny.sqlite")], phases)
+    # WHEN analysed THEN a tiles +0..200, b +200..300, and h reads its own edges +50..100 (stream
+    # 7 idle at +50, its kernel done by +100: 50 us), also inside a's: the cycles' phases add up to
+    # 350 us, not their 300, and a warning says why, naming the enclosing phase; the output
+    # thread's ranges likewise (160 + 140 + 100 + 40 = 440 of 300)
     got = [(p["phase"], p["gpu_ns"] // U) for p in inside.ranks[0].phases.to_pylist()]
     assert got == [("a", 200), ("h", 50), ("b", 100)] * 3
     cycles = inside.ranks[0].cycles.to_pylist()
@@ -244,17 +253,7 @@ def test_why_phases_read_alone_do_not_add_up_to_their_cycle_is_said(tmp_path):
     assert [c["adds_up"] for c in beside.ranks[0].cycles.to_pylist()] == [False] * 3
     (line,) = [w for w in beside.warnings if "add up to more" in w]
     assert "'output': in 3 of 3 cycles, ranges of a thread beside the loop" in line
-    # ... and none where the cycles do add up: h 5 us inside a (+50..55, nothing queued), within
-    # the 10 us the report allows
-    t = FakeTrace()
-    for k in range(3):
-        b = 300 * k
-        t.range(f"cycle {k}", b * U, (b + 300) * U, tid=1)
-        t.range("a", b * U, (b + 200) * U, tid=1)
-        t.range("b", (b + 200) * U, (b + 300) * U, tid=1)
-        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U, tid=1), (b + 20) * U, (b + 40) * U)
-        t.range("h", (b + 50) * U, (b + 55) * U, tid=2)
-    tiny = analyze([t.write(tmp_path / "tiny.sqlite")], PhaseConfig(phases=("a", "b", "h")))
+    # ... and none where the cycles do add up: the 5 us h within the 10 us the report allows
     assert [(c["phases_gpu_ns"] // U, c["adds_up"]) for c in tiny.ranks[0].cycles.to_pylist()] == [(305, True)] * 3
     assert not [w for w in tiny.warnings if "add up to more" in w]
 
