@@ -19,6 +19,7 @@ from tracerecon.errors import EXIT_INTERNAL, BadTraceError, TraceReconError, Usa
 from tracerecon.import_ahead import ImportAhead, join_all, reading_started
 from tracerecon.json_text import one_line
 from tracerecon.memory import release_free_memory
+from tracerecon.nsys.locate import before_2023
 from tracerecon.run_dir import MAX_RANK_IN_NAME, STREAM_MARK, accepted_of_mark, expand_inputs, folder_warnings, listed_by_one_run, number_in_filename, other_exports_beside, rank_of_mark, read_engine_timers, trace_stem
 
 if TYPE_CHECKING:
@@ -39,11 +40,7 @@ ANALYSIS_MODULES = (
 def no_nvtx_message(path: str, nsys_version: str | None) -> str:
     """Why a trace has no NVTX ranges; the nvtx-package hint only where that nsys makes it likely."""
     msg = f"{path}: no NVTX ranges in the trace: was the program instrumented, and traced with `-t nvtx`?"
-    try:
-        year = int((nsys_version or "").split(".")[0])
-    except ValueError:
-        year = None
-    if year is not None and year < 2023:
+    if before_2023(nsys_version):
         msg += f" (Nsight Systems {nsys_version} records no ranges from the `nvtx` Python package 0.2.11 or newer: pip install 'nvtx==0.2.10')"
     return msg
 

@@ -45,6 +45,16 @@ class NsysInstall:
         return option in self.profile_options
 
 
+def before_2023(version: str | None) -> bool:
+    """Whether an nsys version ("2022.4.2.1", as an export or ``nsys --version`` gives it) is of
+    2022 or older (nsys 2022 records no ranges of nvtx 0.2.11+, and ends a range left open at the
+    capture's end); False where it does not say."""
+    try:
+        return version is not None and int(version.split(".")[0]) < 2023
+    except ValueError:
+        return False
+
+
 def _version(nsys: str) -> str | None:
     try:
         out = subprocess.run([nsys, "--version"], capture_output=True, text=True, timeout=60).stdout

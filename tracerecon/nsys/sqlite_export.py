@@ -40,6 +40,7 @@ from tracerecon.nsys.read_plan import (  # noqa: F401 (some are this module's AP
 )
 from tracerecon.nsys import scratch
 from tracerecon.nsys.gpu_identity import GpuIdentity, recorded
+from tracerecon.nsys.locate import before_2023
 from tracerecon.nsys.read_plan import column_or as _col
 from tracerecon.nsys.read_plan import columns as _columns
 from tracerecon.nsys.read_plan import int_guard as _int
@@ -573,15 +574,6 @@ def read_nvtx(conn: sqlite3.Connection, info: ExportInfo, strings: StringTable) 
     return events
 
 
-def _before_2023(version: str | None) -> bool:
-    """Whether an export's nsys version (``ExportInfo.nsys_version``, "2022.4.2.1") is of 2022 or
-    older; False where it does not say."""
-    try:
-        return version is not None and int(version.split(".")[0]) < 2023
-    except ValueError:
-        return False
-
-
 # nsys's own note in an export whose capture an NVTX range stopped (``-c nvtx``, the range's end
 # stopping it): that range ended at the capture's end itself.
 NVTX_TRIGGER_STOP_NOTE = "Stopping the profiling session using NVTX trigger"
@@ -595,7 +587,7 @@ def _ended_by_the_capture(conn: sqlite3.Connection, info: ExportInfo, rows: Nvtx
     leave its end NULL. Not where an NVTX range stopped the capture (``-c nvtx`` with its default
     end: nsys notes it), whose own end is there too."""
     end = rows.ints.get("end")
-    if "ANALYSIS_DETAILS" not in info.tables or end is None or not len(end) or not _before_2023(info.nsys_version):
+    if "ANALYSIS_DETAILS" not in info.tables or end is None or not len(end) or not before_2023(info.nsys_version):
         return rows
     try:
         ends = [r[0] for r in conn.execute("select duration from ANALYSIS_DETAILS") if isinstance(r[0], int)]
