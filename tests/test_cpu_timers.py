@@ -5,6 +5,7 @@ Each case runs in a fresh interpreter (the instrument's state is per process).""
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -160,3 +161,68 @@ def test_a_cycle_index_said_by_two_threads_logs_each_threads_own_opening(tmp_pat
     by_phase = {(r["phase"], r["cycle"]): r["cycle_id"] for r in rows}
     assert len(rows) == 4 and len(set(by_phase.values())) == 4
     assert by_phase[("a", 0)] != by_phase[("b", 0)] and by_phase[("a", 1)] != by_phase[("b", 1)]
+
+
+def test_a_thread_reusing_a_dead_threads_ident_logs_the_process_latest_opening_not_the_dead_ones(tmp_path):
+    # GIVEN thread A opening cycle 0 with start_cycle and dying without ending it, the main
+    # thread opening cycle 0 again, then thread B (started after A was joined: Python gives it
+    # A's ident on this platform) running a phase that says cycle 0 without opening it itself
+    got = rows_of(tmp_path, """
+        enable_cpu_timers(PREFIX)
+        ids = {}
+        def a():
+            ids["a"] = start_cycle(0).id
+            ids["a_ident"] = threading.get_ident()
+        def b():
+            ids["b_ident"] = threading.get_ident()
+            with phase("output", cycle=0):
+                pass
+        t = threading.Thread(target=a); t.start(); t.join()
+        ids["main"] = start_cycle(0).id
+        t = threading.Thread(target=b); t.start(); t.join()
+        with open(PREFIX + ".ids", "w") as f:
+            f.write(repr(ids))
+    """)
+    ids = ast.literal_eval((tmp_path / "t.ids").read_text())
+    if ids["a_ident"] != ids["b_ident"]:
+        import pytest
+        pytest.skip("this platform gave the second thread a new ident")
+    # THEN B's row carries the main thread's opening, the process's latest (it had carried the
+    # dead thread A's, kept under A's ident)
+    (row,) = got["t.rank0.jsonl"]
+    assert (row["phase"], row["cycle"], row["cycle_id"]) == ("output", 0, ids["main"]), (row, ids)
+
+
+def test_cycles_never_ended_are_named_at_exit_and_ended_ones_are_not(tmp_path):
+    import os
+
+    def stderr_of(program: str) -> str:
+        code = "from tracerecon.instrument import *\n" + textwrap.dedent(program)
+        env = {k: v for k, v in os.environ.items() if k not in ("RANK", "TRACERECON_CPU_TIMERS")}
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+        assert res.returncode == 0, res.stderr
+        return res.stderr
+
+    # GIVEN an engine a cycle ahead that ends every cycle but its last two (3 and 4), one of
+    # them opened on another thread
+    left = stderr_of("""
+        import threading
+        older = None
+        for i in range(4):
+            c = start_cycle(i)
+            if older is not None:
+                end_cycle(older)
+            older = c
+        t = threading.Thread(target=lambda: start_cycle(4)); t.start(); t.join()
+    """)
+    # THEN one line at exit names both (the report reads them as incomplete)
+    assert left.splitlines() == ["tracerecon.instrument: cycles 3, 4 opened by start_cycle were never ended by "
+                                 "end_cycle: the report reads them as incomplete"], left
+    # GIVEN every cycle ended, one of them on another thread THEN nothing is said
+    assert stderr_of("""
+        import threading
+        c = start_cycle(0)
+        d = start_cycle(1)
+        end_cycle(c)
+        t = threading.Thread(target=end_cycle, args=(d,)); t.start(); t.join()
+    """) == ""

@@ -11,7 +11,8 @@
 
 An engine a cycle ahead (cycle N's output step runs after cycle N+1's first steps) opens
 cycles with ``c = start_cycle(i)`` and closes them with ``end_cycle(c)`` after their last step,
-and says which cycle each phase is for: ``with phase("output", cycle=c):``.
+and says which cycle each phase is for: ``with phase("output", cycle=c):``. Cycles opened so
+and never ended are named on stderr when the process exits (the report reads them as incomplete).
 
 Ranges are NVTX ranges in the ``tracerecon`` domain (push/pop; ``start_cycle``'s start/end); the
 payload is the cycle index (a phase's: the cycle it said, else the innermost ``cycle`` around it).
@@ -37,6 +38,7 @@ appends ``{"rank", "pid", "cycle", "cycle_id", "phase", "cpu_ms"}`` as one JSON 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import itertools
@@ -225,7 +227,7 @@ class phase:
         if isinstance(self.cycle, OpenCycle):
             return self.cycle.index, self.cycle.id
         with _lock:  # (this thread's latest opening of that index, else the process's)
-            return self.cycle, _started.get((threading.get_ident(), self.cycle), _started.get(self.cycle))
+            return self.cycle, _thread_started().get(self.cycle, _started.get(self.cycle))
 
     def __enter__(self) -> "phase":
         if not _marked:
@@ -308,14 +310,24 @@ class OpenCycle:
 
     index: int
     id: int
-    thread: int = field(compare=False, repr=False)
+    opener_started: dict = field(compare=False, repr=False)  # (the opening thread's ``_thread_started()``)
     handle: object = field(compare=False, repr=False)
 
 
-# The latest opening by start_cycle of each cycle index, in the process (key: the index) and by
-# each thread (key: (thread ident, index)): ``phase(name, cycle=i)`` logs its id, the thread's own
+# The latest opening by start_cycle of each cycle index, in the process (``_started``, key: the
+# index) and in each thread (``_thread_started()``, kept with the thread, so a thread that reuses
+# a dead one's ident starts with none): ``phase(name, cycle=i)`` logs its id, the thread's own
 # first (threads each running a loop of their own number their cycles alike).
 _started: dict = {}
+# Every opening not ended yet (id -> index), said at the process's exit (``_say_unended``).
+_unended: dict = {}
+
+
+def _thread_started() -> dict:
+    started = getattr(_state, "started", None)
+    if started is None:
+        started = _state.started = {}
+    return started
 
 
 def start_cycle(index: int, accepted: int | None = None) -> OpenCycle:
@@ -328,9 +340,10 @@ def start_cycle(index: int, accepted: int | None = None) -> OpenCycle:
     if not _marked:
         mark_rank()
     index = int(index)
-    opened = OpenCycle(index, next(_cycles_opened), threading.get_ident(), _start_once(f"cycle {index}", index))
+    opened = OpenCycle(index, next(_cycles_opened), _thread_started(), _start_once(f"cycle {index}", index))
     with _lock:
-        _started[index] = _started[(opened.thread, index)] = opened.id
+        _started[index] = opened.opener_started[index] = opened.id
+        _unended[opened.id] = index
     if accepted is not None:
         _mark_accepted(int(accepted), index)
     return opened
@@ -340,9 +353,24 @@ def end_cycle(opened: OpenCycle) -> None:
     """Close a range ``start_cycle`` opened (on any thread)."""
     nvtx.end_range(opened.handle)
     with _lock:
-        for key in (opened.index, (opened.thread, opened.index)):
-            if _started.get(key) == opened.id:
-                del _started[key]
+        _unended.pop(opened.id, None)
+        for started in (_started, opened.opener_started):
+            if started.get(opened.index) == opened.id:
+                del started[opened.index]
+
+
+@atexit.register
+def _say_unended() -> None:
+    """At the process's exit, one line on stderr naming the cycles ``start_cycle`` opened that no
+    ``end_cycle`` closed: their ranges end with the capture (or not at all), and the report
+    reads them as incomplete. (An engine stopped mid-loop leaves its cycle in flight so.)"""
+    with _lock:
+        left = sorted(_unended.values())
+    if left:
+        shown = ", ".join(map(str, left[:8])) + (f" and {len(left) - 8} more" if len(left) > 8 else "")
+        print(f"tracerecon.instrument: cycle{'s' if len(left) > 1 else ''} {shown} opened by start_cycle "
+              f"{'were' if len(left) > 1 else 'was'} never ended by end_cycle: the report reads "
+              f"{'them' if len(left) > 1 else 'it'} as incomplete", file=sys.stderr)
 
 
 # nvtx registers each distinct message once and keeps it for the life of the process (about 360
