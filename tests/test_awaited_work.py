@@ -142,3 +142,54 @@ def test_what_a_call_waited_on_is_the_device_its_process_worked_on_under_nsys_20
     (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("verify",))).ranks
     assert rank.syncs.select(["api", "device_id", "stream_id", "waited_gpu_ns"]).to_pylist() == [
         {"api": "cudaDeviceSynchronize", "device_id": 1, "stream_id": None, "waited_gpu_ns": 200 * U}]
+
+
+def test_a_long_capture_bounds_every_call_in_turns_and_reads_as_a_short_one(tmp_path, monkeypatch):
+    # GIVEN 6 cycles: sample (100..600 us of each) synchronizes its own stream 7 (115..561 us)
+    # behind its own kernel (112..560 us); a helper thread's kernel on stream 21 (100..500 us),
+    # launched in its own phase, ends inside that wait
+    from tracerecon.analysis import awaited
+
+    t = FakeTrace()
+    for k in range(6):
+        b = 1000 * k
+        t.range("sample", (b + 100) * U, (b + 600) * U, tid=1)
+        kernel(t, b + 110, (b + 112, b + 560), tid=1)
+        stream_sync(t, b + 115, b + 561, stream=7, tid=1)
+        t.range("helper", (b + 50) * U, (b + 60) * U, tid=2)
+        kernel(t, b + 52, (b + 100, b + 500), stream=21, tid=2)
+    whole = syncs_of(t, tmp_path, ("sample", "helper"))
+    # WHEN the calls x streams to hold (6 x 2) exceed what is held at once (1, 2 and 4 calls a
+    # turn here; a capture of 100k .item() calls on 20 streams does so at the default): before,
+    # every wait then counted all of its process's work, the helper's kernel included (385 us)
+    for cells in (1, 4, 8):
+        monkeypatch.setattr(awaited, "MAX_BOUND_CELLS", cells)
+        (tmp_path / str(cells)).mkdir()
+        turns = syncs_of(t, tmp_path / str(cells), ("sample", "helper"))
+        # THEN each wait is its own kernel's 445 us (115..560), of no other phase, either way
+        assert whole == turns == [("cudaStreamSynchronize", 445, 0, "sample")] * 6, cells
+
+
+def test_a_workers_wait_charged_to_a_schedulers_phase_counts_only_while_that_phase_ran(tmp_path):
+    # GIVEN 3 cycles of a scheduler thread (1) holding the phases, launching nothing: schedule
+    # (0..100 us of each), forward (100..108), process (108..140, CPU work). A worker thread (2),
+    # in no range, launches forward's two kernels on stream 7 (104..304, 304..504 us) and
+    # synchronizes stream 7 from 110 to 505 us: the wait begins inside process
+    t = FakeTrace()
+    for n in range(3):
+        b = 520 * n
+        t.range("schedule", b * U, (b + 100) * U, tid=1)
+        t.range("forward", (b + 100) * U, (b + 108) * U, tid=1)
+        t.range("process", (b + 108) * U, (b + 140) * U, tid=1)
+        t.kernel(t.call("cudaLaunchKernel", (b + 102) * U, (b + 104) * U, tid=2), (b + 104) * U, (b + 304) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 104) * U, (b + 106) * U, tid=2), (b + 304) * U, (b + 504) * U)
+        stream_sync(t, b + 110, b + 505, stream=7, tid=2)
+    (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("schedule", "forward", "process"))).ranks
+    # WHEN analysed THEN the wait is process's (the phase open when it began), and the call is
+    # whole in the syncs table: 395 us blocked, 394 us of forward's work
+    assert [(s["phase_id"] is not None, s["blocked_ns"] // U, s["waited_other_phase_ns"] // U) for s in rank.syncs.to_pylist()] == [(True, 395, 394)] * 3
+    # but process's timer ran 32 us (108..140) of it: it holds 30 us blocked (110..140) and, of
+    # forward's work the wait ended with, the first kernel's 30 us inside that part; it had held
+    # the whole 395 / 394 us, twelve times its own CPU time
+    ph = [p for p in rank.phases.to_pylist() if p["phase"] == "process"]
+    assert [(p["cpu_ns"] // U, p["blocked_ns"] // U, p["absorbed_ns"] // U) for p in ph] == [(32, 30, 30)] * 3

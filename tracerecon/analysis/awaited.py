@@ -19,7 +19,7 @@ from tracerecon.analysis.stream_keys import device_of_keys, gpu_keys, stream_of_
 STREAM_SYNC_APIS = frozenset({"cudaStreamSynchronize", "cuStreamSynchronize"})
 EVENT_SYNC_APIS = frozenset({"cudaEventSynchronize", "cuEventSynchronize"})
 DEVICE_SYNC_APIS = frozenset({"cudaDeviceSynchronize", "cudaThreadSynchronize", "cuCtxSynchronize"})
-MAX_BOUND_CELLS = 2_000_000  # calls x streams (16 MB); beyond it every call counts all work, as before
+MAX_BOUND_CELLS = 2_000_000  # calls x streams (16 MB) held at once; more calls are bounded in turns
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,10 @@ class WaitTargets:
     whole_device: np.ndarray
     device: np.ndarray
     stream: np.ndarray
+
+    def calls(self, lo: int, hi: int) -> "WaitTargets":
+        """The targets of calls ``lo`` to ``hi`` (excluded)."""
+        return WaitTargets(self.row[lo:hi], self.until[lo:hi], self.whole_device[lo:hi], self.device[lo:hi], self.stream[lo:hi])
 
 
 def wait_targets(clock: StreamClock, blocking: pa.Table) -> WaitTargets:
@@ -105,9 +109,10 @@ def awaited_work(clock: StreamClock, blocking: pa.Table, targets: WaitTargets) -
     for (int64 min: none of it). Where it is not known, all work counts (as a context-wide wait
     would). Each call waits also for what its streams were made to wait for (event waits,
     followed back through their records, each bounding its record's stream at the record's
-    time). Returns None when the trace has no blocking call or too many calls x streams to hold."""
+    time). Returns None when the trace has no blocking call or no stream. Holds calls x streams
+    int64s: ``calls_in_turns`` cuts the calls so that no turn holds more than MAX_BOUND_CELLS."""
     n_calls, n_rows = blocking.num_rows, len(clock.keys)
-    if n_calls == 0 or n_rows == 0 or n_calls * n_rows > MAX_BOUND_CELLS:
+    if n_calls == 0 or n_rows == 0:
         return None
     pid = int64s(blocking["pid"])
     start = int64s(blocking["start_ns"])
@@ -148,3 +153,8 @@ def awaited_work(clock: StreamClock, blocking: pa.Table, targets: WaitTargets) -
         bounds[calls] = b
     return known, bounds
 
+
+def calls_in_turns(n_calls: int, n_streams: int) -> range:
+    """The first call of each turn of ``awaited_work`` (each turn ``MAX_BOUND_CELLS // n_streams``
+    calls, at least one): a long capture's every blocking call is bounded, a turn at a time."""
+    return range(0, n_calls, max(1, MAX_BOUND_CELLS // max(n_streams, 1)))

@@ -25,7 +25,7 @@ from tracerecon.memory import release_free_memory
 from tracerecon.cores import usable_cores
 from tracerecon.json_text import gpu_label
 from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases, own_launches, stream_deciding_ops
-from tracerecon.analysis.awaited import WaitTargets, awaited_work, wait_targets
+from tracerecon.analysis.awaited import WaitTargets, awaited_work, calls_in_turns, wait_targets
 from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_launch, read_backs, synchronous_copies, thread_keys
 from tracerecon.analysis.intervals import distinct_few, isin_few
 from tracerecon.analysis.boundaries import beside_the_loop, in_sequence, phase_boundaries, tiled_off_their_stream, timelines
@@ -249,18 +249,19 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
             ph_row = phase_rows[np.maximum(call_phase, 0)]
             inner = ended_elsewhere[np.maximum(call_phase, 0)] & _starts_no_earlier(nested, ph_row, call_range)
             call_range = np.where((call_phase >= 0) & ((call_range < 0) | inner), ph_row, call_range)
-        waits = attribute_waits(blocking, ops, op_phase, call_phase, _awaited(clock, blocking, targets, ops))
+        in_timer = _in_phase_timer(blocking, call_phase, ph_s, ph_e)
+        waits = attribute_waits(blocking, ops, op_phase, call_phase, _awaited(clock, blocking, targets, ops), in_timer)
         syncs = _build_syncs(blocking, targets, waits, call_range, call_phase, labels, rank)
         b_start, b_end, dev, stream, ph_read_end, as_side, cycle_ends = boundaries_f.result() if boundaries_f is not None else _phase_stream_boundaries(*stream_work)
         split, n_graph = mix_f.result() if mix_f is not None else _phase_op_mix(ops, op_phase, n_ph)
 
+    # A phase's timer holds only the part of each wait charged to it that it ran through.
     blocked = np.zeros(n_ph, dtype=np.int64)
     absorbed = np.zeros(n_ph, dtype=np.int64)
-    if syncs.num_rows and n_ph:
-        sp = int64s(syncs["phase_id"], -1)
-        ok = sp >= 0
-        np.add.at(blocked, sp[ok], int64s(syncs["blocked_ns"])[ok])
-        np.add.at(absorbed, sp[ok], int64s(syncs["waited_other_phase_ns"])[ok])
+    if blocking.num_rows and n_ph:
+        ok = call_phase >= 0
+        np.add.at(blocked, call_phase[ok], np.clip(in_timer[1] - in_timer[0], 0, None)[ok])
+        np.add.at(absorbed, call_phase[ok], waits["absorbed_in_phase_ns"][ok])
     inputs = PhaseInputs(
         rank=rank, ranges=ranges, phase_rows=phase_rows, labels=labels, cycle=cycle_of,
         boundary_start=b_start, boundary_end=b_end, stream_device=dev, stream_id=stream,
@@ -308,21 +309,36 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     + _read_alone_notes(ph_pid, ph_tid, cycle_of, ph_s, ph_e, beside, labels, cycles_now))
 
 
+def _in_phase_timer(blocking: pa.Table, call_phase: np.ndarray, ph_s: np.ndarray, ph_e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per blocking call, the part of it its phase's CPU span holds (start, end; end <= start:
+    none, and no phase: none). A call on the phase's own thread lies inside it; one of another
+    thread charged to the phase open when it began (``attribute_other_threads``: a worker's
+    synchronize under a scheduler's phase) may run on after the phase ended, where the phase's
+    timer did not wait."""
+    start, end = int64s(blocking["start_ns"]), int64s(blocking["end_ns"])
+    if len(ph_s) == 0:
+        return start, start.copy()
+    p = np.maximum(call_phase, 0)
+    has = call_phase >= 0
+    return np.where(has, np.maximum(start, ph_s[p]), start), np.where(has, np.minimum(end, ph_e[p]), start)
+
+
 def _awaited(clock: StreamClock, blocking: pa.Table, targets: WaitTargets, ops: pa.Table) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
     """``attribute_waits``' ``awaited``: per (op, blocking call) pair, whether the call waited
     for the op (``awaited_work``): the op's stream is bounded for the call and the op was
     launched by then (an op whose launch call the trace lacks, a capture trimmed or begun
     mid-run, may have been launched at any time before it ran: it counts wherever its stream
-    is bounded). Only the ops asked about are looked up."""
-    work = awaited_work(clock, blocking, targets)
-    if work is None or ops.num_rows == 0:
+    is bounded). Only the ops asked about are looked up; the calls are bounded in turns
+    (``awaited.calls_in_turns``), each turn's bounds dropped before the next."""
+    n_calls = blocking.num_rows
+    if n_calls == 0 or len(clock.keys) == 0 or ops.num_rows == 0:
         return None
-    known, bounds = work
+    turns = calls_in_turns(n_calls, len(clock.keys))
     b_rows, b_row = clock.branch_ops, clock.branch_rows  # a graph's branch nodes count on its launch stream too
     # Of all ops, not of those asked about: a graph launch's nodes take its first node's start.
     instants = clock.op_instants
 
-    def waited_for(op: np.ndarray, call: np.ndarray) -> np.ndarray:
+    def waited_in_turn(op: np.ndarray, call: np.ndarray, known: np.ndarray, bounds: np.ndarray) -> np.ndarray:
         sub = ops.take(pa.array(op))
         row = clock.stream_index(int64s(sub["pid"]), int64s(sub["device_id"], -1), int64s(sub["stream_id"], -1))
         launch = np.where(int64s(sub["launch_end_ns"], -1) < 0, I64_MIN, instants[op])
@@ -335,6 +351,20 @@ def _awaited(clock: StreamClock, blocking: pa.Table, targets: WaitTargets, ops: 
             l_bound = bounds[call[branch], np.maximum(l_row, 0)]
             waited[branch] |= (l_row >= 0) & (l_bound != I64_MIN) & (launch[branch] <= l_bound)
         return waited
+
+    def waited_for(op: np.ndarray, call: np.ndarray) -> np.ndarray:
+        if len(turns) == 1:
+            return waited_in_turn(op, call, *awaited_work(clock, blocking, targets))
+        out = np.zeros(len(op), dtype=bool)
+        order = np.argsort(call, kind="stable")
+        cuts = np.searchsorted(call[order], [*turns, n_calls])
+        for lo, a, b in zip(turns, cuts[:-1], cuts[1:]):
+            if a < b:
+                hi = min(lo + turns.step, n_calls)
+                sel = order[a:b]
+                known, bounds = awaited_work(clock, blocking.slice(lo, hi - lo), targets.calls(lo, hi))
+                out[sel] = waited_in_turn(op[sel], call[sel] - lo, known, bounds)
+        return out
 
     return waited_for
 

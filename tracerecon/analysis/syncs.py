@@ -130,7 +130,8 @@ def find_blocking_calls(api_calls: pa.Table, sync_records: pa.Table, linked_ops:
 
 
 def attribute_waits(blocking: pa.Table, ops: pa.Table, op_phase: np.ndarray, call_phase: np.ndarray,
-                    awaited: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None) -> dict[str, np.ndarray]:
+                    awaited: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+                    in_phase: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """For each blocking call: the GPU work of its process that finished while it waited, of
     the work it waited for where ``awaited`` (ops, calls) says per pair whether the call waited
     for the op (``rank._awaited``); other streams' work that merely ended meanwhile does not count.
@@ -140,13 +141,20 @@ def attribute_waits(blocking: pa.Table, ops: pa.Table, op_phase: np.ndarray, cal
     awaited ops' time inside the wait), waited_other_phase_ns (the same for ops launched by
     other phase instances), waited_for_phase_id (the other phase instance whose work filled most
     of the wait; else the phase of the op that finished last; -1: none).
+
+    ``in_phase``: per call, the part of the wait its phase's timer ran through (start, end: the
+    call clipped to its phase's CPU span; end <= start: none of it, as for a worker thread's
+    wait charged to a scheduler's phase that had ended by then). With it, also
+    absorbed_in_phase_ns: of waited_other_phase_ns, the awaited ops' time inside that part, what
+    the phase's CPU timer can have absorbed.
     """
     n = blocking.num_rows
     waited = np.zeros(n, dtype=np.int64)
     other = np.zeros(n, dtype=np.int64)
     last_phase = np.full(n, -1, dtype=np.int64)
+    in_timer = np.zeros(n, dtype=np.int64)
     if n == 0 or ops.num_rows == 0:
-        return {"waited_gpu_ns": waited, "waited_other_phase_ns": other, "waited_for_phase_id": last_phase}
+        return {"waited_gpu_ns": waited, "waited_other_phase_ns": other, "waited_for_phase_id": last_phase, "absorbed_in_phase_ns": in_timer}
     o_pid = int64s(ops["pid"])
     o_end = int64s(ops["end_ns"])
     o_start = int64s(ops["start_ns"])
@@ -171,6 +179,10 @@ def attribute_waits(blocking: pa.Table, ops: pa.Table, op_phase: np.ndarray, cal
     clipped_start = np.maximum(o_start[rows], b_s[which])
     is_other = (op_phase[rows] != call_phase[which]) & (op_phase[rows] >= 0)
     waited, other = segmented_union_lengths(clipped_start, o_end[rows], which, n, (None, is_other))
+    if in_phase is not None and is_other.any():
+        lo, hi = np.asarray(in_phase[0], np.int64), np.asarray(in_phase[1], np.int64)
+        o = np.flatnonzero(is_other)
+        (in_timer,) = segmented_union_lengths(np.maximum(o_start[rows[o]], lo[which[o]]), np.minimum(o_end[rows[o]], hi[which[o]]), which[o], n, (None,))
     if len(which):  # the phase of the last awaited op to end in each wait
         last = len(which) - 1 - np.unique(which[::-1], return_index=True)[1]
         last_phase[which[last]] = op_phase[rows[last]]
@@ -190,4 +202,4 @@ def attribute_waits(blocking: pa.Table, ops: pa.Table, op_phase: np.ndarray, cal
         chosen = pick[first]
         good = total[chosen] > 0
         last_phase[kw[chosen][good]] = key_phase[kp[chosen][good]]
-    return {"waited_gpu_ns": waited, "waited_other_phase_ns": other, "waited_for_phase_id": last_phase}
+    return {"waited_gpu_ns": waited, "waited_other_phase_ns": other, "waited_for_phase_id": last_phase, "absorbed_in_phase_ns": in_timer}
