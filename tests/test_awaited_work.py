@@ -193,3 +193,62 @@ def test_a_workers_wait_charged_to_a_schedulers_phase_counts_only_while_that_pha
     # the whole 395 / 394 us, twelve times its own CPU time
     ph = [p for p in rank.phases.to_pylist() if p["phase"] == "process"]
     assert [(p["cpu_ns"] // U, p["blocked_ns"] // U, p["absorbed_ns"] // U) for p in ph] == [(32, 30, 30)] * 3
+
+
+def test_a_timer_that_waits_for_the_cycle_before_agrees_only_as_two_errors_cancel_and_says_so(tmp_path):
+    # GIVEN an engine a cycle ahead, one thread, stream 7: each cycle n (at 0, 100, 900, 1700 us)
+    # runs forward (20 us, a 30 us kernel) and sample, which launches an 800 us kernel, records
+    # an event after it and then (from cycle 1 on) synchronizes the event cycle n-1's sample
+    # recorded. Cycle 2's sample: 920..1680 us; its wait 940..1668 ends with cycle 1's sample
+    # kernel (867..1667 us: 727 us of it inside the wait); its own kernel runs 1697..2497 us
+    from tracerecon.api import phase_detail
+
+    t = FakeTrace()
+    gpu_free = prev = 0
+    for n, b in enumerate((0, 100, 900, 1700)):
+        ends = {}
+        for name, at, dur in (("forward", b + 5, 30), ("sample", b + 25, 800)):
+            start = max(at + 2, gpu_free)
+            gpu_free = ends[name] = start + dur
+            kernel(t, at, (start, gpu_free))
+        t.event_record(event=1, record=n, start=(b + 30) * U, end=(b + 31) * U)
+        end = b + 60
+        if n:
+            corr = t.call("cudaEventSynchronize_v3020", (b + 40) * U, (prev + 1) * U)
+            t.syncs.append({"start": (b + 40) * U, "end": (prev + 1) * U, "deviceId": 0, "contextId": 1, "streamId": 0xFFFFFFFF, "correlationId": corr,
+                            "globalPid": (10 << 24), "syncType": 1, "eventId": 1, "eventSyncId": n - 1})
+            end = prev + 13
+        prev = ends["sample"]
+        t.range(f"cycle {n}", b * U, end * U)
+        t.range("forward", b * U, (b + 20) * U)
+        t.range("sample", (b + 20) * U, end * U)
+    (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("forward", "sample"))).ranks
+    (p,) = [p for p in rank.phases.to_pylist() if p["phase"] == "sample" and p["cycle"] == 2]
+    # WHEN read THEN its timer (760 us) and its GPU time (events at 1697 and 2497 us: 800 us)
+    # agree, but only as two errors cancel: 727 us of the timer waited for cycle 1's sample, and
+    # its own work ran 817 us past it (before: "its work waited 0.777 ms behind earlier work")
+    assert (p["cpu_ns"] // U, p["gpu_ns"] // U, p["absorbed_ns"] // U, p["overrun_ns"] // U) == (760, 800, 727, 817)
+    assert (p["verdict"], p["cause"]) == ("agree", "absorbed_wait")
+    assert phase_detail(rank, phase_id=p["phase_id"]).explanation == (
+        "The CPU timer (0.760 ms) and the GPU (0.800 ms) agree only as two errors cancel: 0.727 ms of it were spent blocked, "
+        "waiting for sample's GPU work of the cycle before, and its own GPU work ran on 0.817 ms after it stopped.")
+
+
+def test_a_phase_that_launched_nothing_and_blocked_is_not_called_all_cpu_time(tmp_path):
+    # GIVEN offload (0..20 us) copies on stream 11 (30..430 us); fetch (100..431 us) launches
+    # nothing and synchronizes stream 11 (110..431 us); stream 7, where it is read, is idle
+    from tracerecon.api import phase_detail
+
+    t = FakeTrace()
+    t.range("offload", 0, 20 * U)
+    t.range("fetch", 100 * U, 431 * U)
+    t.copy(t.call("cudaMemcpyAsync", 5 * U, 7 * U), 30 * U, 430 * U, stream=11)
+    kernel(t, 600, (602, 610))  # (a later kernel on stream 7, in no phase)
+    stream_sync(t, 110, 431, stream=11)
+    (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("offload", "fetch"))).ranks
+    (p,) = [p for p in rank.phases.to_pylist() if p["phase"] == "fetch"]
+    # WHEN read THEN no GPU work is its own, but 320 us of its 331 were a wait for offload's copy
+    # (before: "its 0.331 ms are CPU time", cause none)
+    assert (p["verdict"], p["cause"], p["absorbed_ns"] // U) == ("no_gpu_work", "absorbed_wait", 320)
+    assert phase_detail(rank, phase_id=p["phase_id"]).explanation == (
+        "No GPU work was launched in this phase, yet its 0.331 ms are not all CPU time: 0.320 ms of it were spent blocked, waiting for offload's GPU work.")

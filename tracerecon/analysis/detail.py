@@ -47,21 +47,31 @@ class PhaseDetail:
 
 
 def explain_verdict(verdict: str, cause: str, cpu_ms: float, gpu_ms: float | None, overrun_ms: float, absorbed_ms: float,
-                    busy_fraction: float | None, waited_for: str | None, queued_ms: float = 0.0, wait_ms: float = 0.0) -> str:
-    """One sentence: which way the CPU timer errs (verdict) and why (cause)."""
+                    busy_fraction: float | None, waited_for: str | None, queued_ms: float = 0.0, wait_ms: float = 0.0,
+                    waited_cycles_back: int | None = None) -> str:
+    """One sentence: which way the CPU timer errs (verdict) and why (cause). ``waited_for``: the
+    phase whose GPU work the timer waited for, ``waited_cycles_back`` cycles before its own (an
+    engine a cycle ahead reads the cycle before's results; None or 0: its own cycle)."""
     g = gpu_ms if gpu_ms is not None else 0.0
+    blocked = cause == "absorbed_wait"
     head = {
         "over": f"The CPU timer over-reports ({cpu_ms:.3f} ms vs {g:.3f} ms on the GPU)",
         "under": f"The CPU timer under-reports ({cpu_ms:.3f} ms vs {g:.3f} ms on the GPU)",
-        "agree": f"The CPU timer ({cpu_ms:.3f} ms) and the GPU ({g:.3f} ms) agree",
-        "no_gpu_work": f"No GPU work was launched in this phase; its {cpu_ms:.3f} ms are CPU time",
+        "agree": f"The CPU timer ({cpu_ms:.3f} ms) and the GPU ({g:.3f} ms) agree" + (" only as two errors cancel" if blocked else ""),
+        "no_gpu_work": (f"No GPU work was launched in this phase, yet its {cpu_ms:.3f} ms are not all CPU time" if blocked
+                        else f"No GPU work was launched in this phase; its {cpu_ms:.3f} ms are CPU time"),
     }.get(verdict, f"CPU {cpu_ms:.3f} ms, GPU {g:.3f} ms")
-    who = f"{waited_for}'s" if waited_for else "earlier phases'"
+    back = waited_cycles_back or 0
+    whose = ("" if back == 0 else " of the cycle before" if back == 1 else f" of {back} cycles before" if back > 1 else " of a later cycle")
+    who = f"{waited_for}'s GPU work{whose}" if waited_for else "earlier phases' GPU work"
+    # (queued_ns is how long the stream the phase is read on still ran earlier work after the
+    # timer started: its own work may have gone to another stream and started at once)
+    behind = f"its stream was still running earlier work until {queued_ms:.3f} ms after the timer started (the CPU ran ahead of the GPU)"
     why = {
-        "absorbed_wait": f": {absorbed_ms:.3f} ms of it were spent blocked, waiting for {who} GPU work.",
-        "async_tail": f": its GPU work ran on for {overrun_ms:.3f} ms after the timer stopped"
-                      + (f", {queued_ms:.3f} ms of it waiting behind earlier work (the CPU ran ahead of the GPU)." if queued_ms > 0 else "."),
-        "queued_behind": f": its work waited {queued_ms:.3f} ms behind earlier work on the stream (the CPU ran ahead of the GPU).",
+        "absorbed_wait": f": {absorbed_ms:.3f} ms of it were spent blocked, waiting for {who}"
+                         + (f", and its own GPU work ran on {overrun_ms:.3f} ms after it stopped." if verdict == "agree" and overrun_ms > 0 else "."),
+        "async_tail": f": its GPU work ran on for {overrun_ms:.3f} ms after the timer stopped" + (f"; {behind}." if queued_ms > 0 else "."),
+        "queued_behind": f": {behind}.",
         "comm_wait": f": {wait_ms:.3f} ms of its GPU time were collectives waiting for other ranks.",
         "launch_bound": (f": launch-bound, the GPU was busy only {busy_fraction:.0%} of the phase's GPU span while the CPU launched."
                          if busy_fraction is not None else ": launch-bound, the GPU idled while the CPU launched."),
@@ -116,13 +126,15 @@ def phase_detail(phases: pa.Table, gpu_ops: pa.Table, syncs: pa.Table, *, phase_
             streams = [stream_label(*k) for k in keys]
             comm_ms = round(float(dur[comm_mask(t)].sum()) / 1e6, 6)
     sync_lines = []
-    waited_for = None
+    waited_for = waited_back = None
     if syncs.num_rows:
         sp = int64s(syncs["phase_id"], -1)
         rows = [i for i in np.flatnonzero(sp >= 0) if sel_set[sp[i]]]
         s = syncs.take(pa.array(rows, pa.int64())).to_pylist() if rows else []
-        waits = Counter(x["waited_for_phase"] for x in s if x["waited_other_phase_ns"] > 0)
-        waited_for = waits.most_common(1)[0][0] if waits else None
+        # The phase (and how many cycles before the waiting one's) whose work most waits were for.
+        cycle = phases["cycle"].to_pylist()
+        waits = Counter((x["waited_for_phase"], _cycles_back(cycle, x["phase_id"], x["waited_for_phase_id"])) for x in s if x["waited_other_phase_ns"] > 0)
+        waited_for, waited_back = waits.most_common(1)[0][0] if waits else (None, None)
         for x in s[:20]:
             sync_lines.append(
                 f"{x['api']}: blocked {x['blocked_ns'] / 1e6:.3f} ms, waited for {x['waited_gpu_ns'] / 1e6:.3f} ms of GPU work"
@@ -142,7 +154,7 @@ def phase_detail(phases: pa.Table, gpu_ops: pa.Table, syncs: pa.Table, *, phase_
     busy = median_ms(d["gpu_busy_ns"]) or 0.0
     explanation = explain_verdict(
         top, cause, cpu_ms, gpu_ms, median_ms(d["overrun_ns"]) or 0.0, median_ms(d["absorbed_ns"]) or 0.0, (busy / span) if span else None, waited_for,
-        median_ms(d["queued_ns"]) or 0.0, median_ms(d["wait_ns"]) or 0.0,
+        median_ms(d["queued_ns"]) or 0.0, median_ms(d["wait_ns"]) or 0.0, waited_back,
     )
     return PhaseDetail(
         title=title, n_instances=len(sel), cpu_ms=cpu_ms, gpu_ms=gpu_ms, gpu_span_ms=span, gpu_busy_ms=busy,
@@ -150,3 +162,11 @@ def phase_detail(phases: pa.Table, gpu_ops: pa.Table, syncs: pa.Table, *, phase_
         comm_ms=comm_ms, wait_ms=round(sum(x or 0 for x in d["wait_ns"]) / 1e6, 6), verdicts=verdicts,
         causes=causes, explanation=explanation,
     )
+
+
+def _cycles_back(cycle: list, phase_id: int | None, waited_for_id: int | None) -> int | None:
+    """How many cycles before ``phase_id``'s the phase instance ``waited_for_id`` is (None: either
+    is in no cycle)."""
+    if phase_id is None or waited_for_id is None or cycle[phase_id] is None or cycle[waited_for_id] is None:
+        return None
+    return int(cycle[phase_id]) - int(cycle[waited_for_id])

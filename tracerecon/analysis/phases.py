@@ -782,10 +782,13 @@ def cause_of(verdict: list[str], cpu_ns, gpu_ns, gpu_span_ns, gpu_busy_ns, overr
     """Why each CPU timer says what it says (``report_model.CAUSES``), given its verdict.
 
     over:  absorbed_wait (blocked on other phases' GPU work) > queued_behind (the timer ran
-           while its work waited behind earlier work on the stream) > launch_bound > none
+           while the stream the phase is read on still ran earlier work) > launch_bound > none
     under: comm_wait (its collectives waited for other ranks) > async_tail (its GPU work ran
            past the timer) > queued_behind > launch_bound > none
-    agree: comm_wait > queued_behind > launch_bound > none
+    agree: comm_wait > absorbed_wait (the two errors cancel: the timer held a wait for other
+           work and stopped before its own) > queued_behind > launch_bound > none
+    no_gpu_work: absorbed_wait (the timer of a phase that launched nothing is not all CPU
+           work: it blocked on other phases' GPU work) > none
     A phase that launched nothing (``n_ops`` 0) had no work to queue: never queued_behind.
     """
     thr = error_threshold(np.maximum(cpu_ns, gpu_ns))
@@ -802,7 +805,8 @@ def cause_of(verdict: list[str], cpu_ns, gpu_ns, gpu_span_ns, gpu_busy_ns, overr
     by_verdict = {
         "over": ([absorbed, queued, launch], ["absorbed_wait", "queued_behind", "launch_bound"]),
         "under": ([comm, tail, queued, launch], ["comm_wait", "async_tail", "queued_behind", "launch_bound"]),
-        "agree": ([comm, queued, launch], ["comm_wait", "queued_behind", "launch_bound"]),
+        "agree": ([comm, absorbed, queued, launch], ["comm_wait", "absorbed_wait", "queued_behind", "launch_bound"]),
+        "no_gpu_work": ([absorbed], ["absorbed_wait"]),
     }
     out = np.full(len(v), "none", dtype=object)
     for name, (conds, causes) in by_verdict.items():
