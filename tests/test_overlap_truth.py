@@ -214,6 +214,35 @@ def test_an_output_thread_that_queued_work_elsewhere_or_beside_blocking_streams_
     assert outputs("blocking_30") == [(0, 7)] * 3
 
 
+@pytest.mark.parametrize("other, output_us", [
+    ("blocking_30", 0),  # a third thread's blocking stream 30 busy +40..280: both edges wait for it
+    ("loop_blocking", 140),  # the loop's stream 20 itself blocking: the edges wait for its kernels, +150 and +290
+    ("none", 200),  # no blocking stream with work: the NULL stream idle, the CPU edges
+])
+def test_an_output_thread_that_says_it_records_on_the_null_stream_waits_for_the_blocking_streams(tmp_path, other, output_us):
+    # GIVEN the loop on stream 20 and its output thread (output_thread_engine), which launches
+    # nothing and whose stream mark (tracerecon.instrument's record, then mark, at +51) says the
+    # NULL stream 7, idle; beside it a blocking stream's work, or none
+    from tracerecon.run_dir import STREAM_MARK
+
+    t = output_thread_engine(loop_stream=20)
+    t.stream_created(7, 3)
+    t.stream_created(20, 1 if other == "loop_blocking" else 2)
+    for k in range(3):
+        b = 300 * k
+        t.event_record(event=99, record=k + 1, start=(b + 51) * U, end=(b + 51) * U + 500, stream=7, tid=2)
+        t.mark(STREAM_MARK, (b + 51) * U + 700, tid=2)
+        if other == "blocking_30":
+            t.kernel(t.call("cudaLaunchKernel", (b + 30) * U, (b + 32) * U, tid=3), (b + 40) * U, (b + 280) * U, stream=30)
+    if other == "blocking_30":
+        t.stream_created(30, 1)
+    rank = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("a", "b", "c", "output"))).ranks[0]
+    # WHEN analysed THEN it is read on 7, each edge also waiting for the work queued before it on
+    # the device's blocking streams, as the events it records there do (before: on 7 alone, its
+    # CPU edges, 200 us, whatever the blocking streams ran)
+    assert [(p["gpu_ns"] // U, p["stream_id"]) for p in rank.phases.to_pylist() if p["phase"] == "output"] == [(output_us, 7)] * 3
+
+
 def loop_holding_a_helper_range(h_end_us: int, h_kernel: bool) -> FakeTrace:
     """A loop thread (tid 1) running a [+0, +200] (kernel +20..50 on 7) and b [+200, +300]
     (kernel +220..250) each 300 us cycle, and a micro-batch thread's range h [+50, +h_end_us]

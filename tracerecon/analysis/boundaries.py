@@ -80,8 +80,9 @@ def phase_boundaries(
     read on a stream of its own (none launched anything or said a stream) is read on the stream
     a thread that never set one works on (``UnsetStreams.of_thread``: its process's NULL stream,
     where the stream it would inherit is a non-blocking one and the thread queued nothing on
-    another stream anywhere), an idle one too (then from its CPU start to its CPU end), each
-    boundary also waiting for the device's blocking streams (``UnsetStreams.waited_by_null``).
+    another stream anywhere), an idle one too (then from its CPU start to its CPU end); each
+    boundary of a phase read alone on its process's NULL stream (so, or by its stream mark, its
+    work or its thread's) also waits for the device's blocking streams (``UnsetStreams.waited_by_null``).
     """
     range_end = cpu_end if range_end is None else range_end
     if cycle_ends is not None:
@@ -151,6 +152,9 @@ def phase_boundaries(
                     # (-1: an idle stream, where _read_boundaries reads nothing queued: the CPU edges)
                     srow = srow.copy()
                     srow[moved] = clock.stream_index(pid[part[moved]], dev_used[part[moved]], null)
+                # So is one read on the NULL stream by its own word (its stream mark), its work or
+                # its thread's: its events too wait for the device's blocking streams.
+                moved = np.union1d(moved, np.flatnonzero(unset.is_null(pid[part], dev_used[part], stream_used[part])))
             if (srow < 0).all() and not len(moved):
                 continue  # no GPU work on this timeline: no GPU timeline to share
             threads = None

@@ -330,6 +330,11 @@ class UnsetStreams:
                 out[i] = self._legacy.get((p, d), -1)
         return out
 
+    def is_null(self, pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
+        """Per (pid, device, stream): it is that process's NULL stream on that device."""
+        return np.array([self._legacy.get((p, d), -2) == s for p, d, s in zip(np.asarray(pid).tolist(), np.asarray(dev).tolist(), np.asarray(stream).tolist())],
+                        dtype=bool)
+
     def waited_by_null(self, pid: int, dev: int) -> list[int]:
         """The blocking streams with work on ``pid``'s ``dev``: an event recorded on its NULL
         stream completes only once the work queued on them before it is done."""
