@@ -359,6 +359,18 @@ def end_cycle(opened: OpenCycle) -> None:
                 del started[opened.index]
 
 
+def _forget_parents_cycles() -> None:
+    """In a forked child: the parent's open cycles are the parent's to end (and to name), and
+    the lock, which another thread of the parent may have held at the fork, is new."""
+    global _lock
+    _lock = threading.Lock()
+    _unended.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_parents_cycles)
+
+
 @atexit.register
 def _say_unended() -> None:
     """At the process's exit, one line on stderr naming the cycles ``start_cycle`` opened that no
