@@ -252,3 +252,46 @@ def test_a_phase_that_launched_nothing_and_blocked_is_not_called_all_cpu_time(tm
     assert (p["verdict"], p["cause"], p["absorbed_ns"] // U) == ("no_gpu_work", "absorbed_wait", 320)
     assert phase_detail(rank, phase_id=p["phase_id"]).explanation == (
         "No GPU work was launched in this phase, yet its 0.331 ms are not all CPU time: 0.320 ms of it were spent blocked, waiting for offload's GPU work.")
+
+
+def test_a_workers_wait_and_the_phases_own_at_once_count_once(tmp_path):
+    # GIVEN the scheduler and worker of the test above: forward's kernel (launched by the worker)
+    # runs 104..390 us on stream 7; the worker synchronizes 7 from 110 to 391 us, and the
+    # scheduler, in process (108..400), synchronizes 7 itself from 120 to 391 us (an .item())
+    t = FakeTrace()
+    for n in range(3):
+        b = 1000 * n
+        t.range("schedule", b * U, (b + 100) * U, tid=1)
+        t.range("forward", (b + 100) * U, (b + 108) * U, tid=1)
+        t.range("process", (b + 108) * U, (b + 400) * U, tid=1)
+        t.kernel(t.call("cudaLaunchKernel", (b + 102) * U, (b + 104) * U, tid=2), (b + 104) * U, (b + 390) * U)
+        stream_sync(t, b + 110, b + 391, stream=7, tid=2)
+        stream_sync(t, b + 120, b + 391, stream=7, tid=1)
+    (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("schedule", "forward", "process"))).ranks
+    ph = [p for p in rank.phases.to_pylist() if p["phase"] == "process"]
+    # WHEN analysed THEN process's timer (292 us) holds 110..391 blocked (281 us) and forward's
+    # kernel inside it, 110..390 (280 us): the two waits at once once (they had summed to 552 and
+    # 550 us, more than the timer ran)
+    assert [(p["cpu_ns"] // U, p["blocked_ns"] // U, p["absorbed_ns"] // U) for p in ph] == [(292, 281, 280)] * 3
+
+
+def test_a_step_that_launches_and_synchronizes_agrees_with_no_cause(tmp_path):
+    # GIVEN step (100..336 us) launching its own kernel on stream 7 (107..335) and then
+    # synchronizing the device (120..336), while another thread's kernel, launched in its own
+    # phase helper (0..20 us), runs on stream 11 (30..330)
+    t = FakeTrace()
+    t.range("helper", 0, 20 * U, tid=2)
+    kernel(t, 5, (30, 330), stream=11, tid=2)
+    t.range("cycle 0", 100 * U, 336 * U, tid=1)
+    t.range("step", 100 * U, 336 * U, tid=1)
+    kernel(t, 105, (107, 335), tid=1)
+    corr = t.call("cudaDeviceSynchronize_v3020", 120 * U, 336 * U, tid=1)
+    t.sync_record(corr, 120 * U, 336 * U, sync_type=4, stream=0xFFFFFFFF)
+    (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("helper", "step"))).ranks
+    (p,) = [p for p in rank.phases.to_pylist() if p["phase"] == "step"]
+    # WHEN analysed THEN its timer (236 us) and its events on 7 (100 to 336: 236 us) agree, with
+    # no cause: it held the helper's kernel (210 us of it) while its own work ran, and its own
+    # work ran past it by nothing, so no two errors cancel (it had read "agree only as two errors
+    # cancel")
+    assert (p["cpu_ns"] // U, p["gpu_ns"] // U, p["overrun_ns"] // U) == (236, 236, 0)
+    assert p["absorbed_ns"] // U > 200 and (p["verdict"], p["cause"]) == ("agree", "none")

@@ -32,7 +32,7 @@ VERDICT_MEANING = {
 CAUSE_MEANING = {
     "async_tail": "its GPU work ran on past the timer",
     "absorbed_wait": "the timer holds a blocking wait on other phases' GPU work",
-    "queued_behind": "its stream still ran earlier work when the timer started (the CPU ran ahead)",
+    "queued_behind": "its stream's events waited for earlier GPU work when the timer started (the CPU ran ahead)",
     "comm_wait": "its collectives waited for other ranks",
     "launch_bound": "the GPU sat idle over half its span while the CPU launched",
     "none": "",

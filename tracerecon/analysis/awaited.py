@@ -102,7 +102,21 @@ def _working_device(work_keys: np.ndarray, pid: np.ndarray, dev: np.ndarray, str
     return dev
 
 
-def awaited_work(clock: StreamClock, blocking: pa.Table, targets: WaitTargets) -> tuple[np.ndarray, np.ndarray] | None:
+def wait_steps(clock: StreamClock) -> list[tuple[int, int, np.ndarray, np.ndarray]]:
+    """The event waits of ``clock`` by (waiting stream row, recording stream row): each pair's
+    waits' CPU instants and the latest record behind each (a running maximum), for
+    ``awaited_work`` to follow back."""
+    into, from_, w_cpu, rec_cpu = clock.join_into, clock.join_from, clock.join_cpu, clock.join_record_cpu
+    steps = []
+    for s_row, r_row in sorted(set(zip(into.tolist(), from_.tolist()))):
+        if s_row != r_row:
+            sel = (into == s_row) & (from_ == r_row)
+            steps.append((s_row, r_row, w_cpu[sel], np.maximum.accumulate(rec_cpu[sel])))
+    return steps
+
+
+def awaited_work(clock: StreamClock, blocking: pa.Table, targets: WaitTargets,
+                 steps: list[tuple[int, int, np.ndarray, np.ndarray]] | None = None) -> tuple[np.ndarray, np.ndarray] | None:
     """What each blocking call (``syncs.find_blocking_calls``) waits for, given what it waits
     on (``wait_targets``): (known, bounds): per call, whether that is known, and per call and
     stream row of ``clock`` the latest launch instant of the work on that stream the call waits
@@ -110,7 +124,8 @@ def awaited_work(clock: StreamClock, blocking: pa.Table, targets: WaitTargets) -
     would). Each call waits also for what its streams were made to wait for (event waits,
     followed back through their records, each bounding its record's stream at the record's
     time). Returns None when the trace has no blocking call or no stream. Holds calls x streams
-    int64s: ``calls_in_turns`` cuts the calls so that no turn holds more than MAX_BOUND_CELLS."""
+    int64s: ``calls_in_turns`` cuts the calls so that no turn holds more than MAX_BOUND_CELLS.
+    ``steps``: ``wait_steps(clock)``, where already worked out (each turn's are the same)."""
     n_calls, n_rows = blocking.num_rows, len(clock.keys)
     if n_calls == 0 or n_rows == 0:
         return None
@@ -130,13 +145,8 @@ def awaited_work(clock: StreamClock, blocking: pa.Table, targets: WaitTargets) -
     # Follow the event waits back: stream s bounded at B waits for stream r's work up to the
     # latest record behind a wait of s made by B. For all calls at once, until nothing moves (a
     # chain of waits is at most as long as there are streams).
-    into, from_, w_cpu, rec_cpu = clock.join_into, clock.join_from, clock.join_cpu, clock.join_record_cpu
-    if len(w_cpu) and known.any():
-        steps = []
-        for s_row, r_row in sorted(set(zip(into.tolist(), from_.tolist()))):
-            if s_row != r_row:
-                sel = (into == s_row) & (from_ == r_row)
-                steps.append((s_row, r_row, w_cpu[sel], np.maximum.accumulate(rec_cpu[sel])))
+    if len(clock.join_cpu) and known.any():
+        steps = wait_steps(clock) if steps is None else steps
         calls = np.flatnonzero(known)
         b = bounds[calls]
         for _ in range(n_rows):

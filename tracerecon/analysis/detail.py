@@ -64,9 +64,10 @@ def explain_verdict(verdict: str, cause: str, cpu_ms: float, gpu_ms: float | Non
     back = waited_cycles_back or 0
     whose = ("" if back == 0 else " of the cycle before" if back == 1 else f" of {back} cycles before" if back > 1 else " of a later cycle")
     who = f"{waited_for}'s GPU work{whose}" if waited_for else "earlier phases' GPU work"
-    # (queued_ns is how long the stream the phase is read on still ran earlier work after the
-    # timer started: its own work may have gone to another stream and started at once)
-    behind = f"its stream was still running earlier work until {queued_ms:.3f} ms after the timer started (the CPU ran ahead of the GPU)"
+    # (queued_ns is how long after the timer started an event on the phase's stream would have
+    # completed: earlier work still ran there, or on a stream it waits for (the NULL stream
+    # waits for the blocking ones); its own work may have gone to another stream and run at once)
+    behind = f"an event on its stream would have waited for earlier GPU work until {queued_ms:.3f} ms after the timer started (the CPU ran ahead of the GPU)"
     why = {
         "absorbed_wait": f": {absorbed_ms:.3f} ms of it were spent blocked, waiting for {who}"
                          + (f", and its own GPU work ran on {overrun_ms:.3f} ms after it stopped." if verdict == "agree" and overrun_ms > 0 else "."),

@@ -786,7 +786,8 @@ def cause_of(verdict: list[str], cpu_ns, gpu_ns, gpu_span_ns, gpu_busy_ns, overr
     under: comm_wait (its collectives waited for other ranks) > async_tail (its GPU work ran
            past the timer) > queued_behind > launch_bound > none
     agree: comm_wait > absorbed_wait (the two errors cancel: the timer held a wait for other
-           work and stopped before its own) > queued_behind > launch_bound > none
+           phases' work and stopped before its own ran out, both beyond the threshold) >
+           queued_behind > launch_bound > none
     no_gpu_work: absorbed_wait (the timer of a phase that launched nothing is not all CPU
            work: it blocked on other phases' GPU work) > none
     A phase that launched nothing (``n_ops`` 0) had no work to queue: never queued_behind.
@@ -805,7 +806,7 @@ def cause_of(verdict: list[str], cpu_ns, gpu_ns, gpu_span_ns, gpu_busy_ns, overr
     by_verdict = {
         "over": ([absorbed, queued, launch], ["absorbed_wait", "queued_behind", "launch_bound"]),
         "under": ([comm, tail, queued, launch], ["comm_wait", "async_tail", "queued_behind", "launch_bound"]),
-        "agree": ([comm, absorbed, queued, launch], ["comm_wait", "absorbed_wait", "queued_behind", "launch_bound"]),
+        "agree": ([comm, absorbed & tail, queued, launch], ["comm_wait", "absorbed_wait", "queued_behind", "launch_bound"]),
         "no_gpu_work": ([absorbed], ["absorbed_wait"]),
     }
     out = np.full(len(v), "none", dtype=object)

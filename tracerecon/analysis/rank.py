@@ -25,7 +25,7 @@ from tracerecon.memory import release_free_memory
 from tracerecon.cores import usable_cores
 from tracerecon.json_text import gpu_label
 from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases, own_launches, stream_deciding_ops
-from tracerecon.analysis.awaited import WaitTargets, awaited_work, calls_in_turns, wait_targets
+from tracerecon.analysis.awaited import WaitTargets, awaited_work, calls_in_turns, wait_steps, wait_targets
 from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_launch, read_backs, synchronous_copies, thread_keys
 from tracerecon.analysis.intervals import distinct_few, isin_few
 from tracerecon.analysis.boundaries import beside_the_loop, in_sequence, phase_boundaries, tiled_off_their_stream, timelines
@@ -250,18 +250,14 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
             inner = ended_elsewhere[np.maximum(call_phase, 0)] & _starts_no_earlier(nested, ph_row, call_range)
             call_range = np.where((call_phase >= 0) & ((call_range < 0) | inner), ph_row, call_range)
         in_timer = _in_phase_timer(blocking, call_phase, ph_s, ph_e)
-        waits = attribute_waits(blocking, ops, op_phase, call_phase, _awaited(clock, blocking, targets, ops), in_timer)
+        waits = attribute_waits(blocking, ops, op_phase, call_phase, _awaited(clock, blocking, targets, ops), (*in_timer, n_ph))
         syncs = _build_syncs(blocking, targets, waits, call_range, call_phase, labels, rank)
         b_start, b_end, dev, stream, ph_read_end, as_side, cycle_ends = boundaries_f.result() if boundaries_f is not None else _phase_stream_boundaries(*stream_work)
         split, n_graph = mix_f.result() if mix_f is not None else _phase_op_mix(ops, op_phase, n_ph)
 
-    # A phase's timer holds only the part of each wait charged to it that it ran through.
-    blocked = np.zeros(n_ph, dtype=np.int64)
-    absorbed = np.zeros(n_ph, dtype=np.int64)
-    if blocking.num_rows and n_ph:
-        ok = call_phase >= 0
-        np.add.at(blocked, call_phase[ok], np.clip(in_timer[1] - in_timer[0], 0, None)[ok])
-        np.add.at(absorbed, call_phase[ok], waits["absorbed_in_phase_ns"][ok])
+    # A phase's timer holds only the part of each wait charged to it that it ran through, and
+    # two waits at once (its own thread's and a worker's) once.
+    blocked, absorbed = waits["blocked_by_phase"], waits["absorbed_by_phase"]
     inputs = PhaseInputs(
         rank=rank, ranges=ranges, phase_rows=phase_rows, labels=labels, cycle=cycle_of,
         boundary_start=b_start, boundary_end=b_end, stream_device=dev, stream_id=stream,
@@ -356,13 +352,14 @@ def _awaited(clock: StreamClock, blocking: pa.Table, targets: WaitTargets, ops: 
         if len(turns) == 1:
             return waited_in_turn(op, call, *awaited_work(clock, blocking, targets))
         out = np.zeros(len(op), dtype=bool)
+        steps = wait_steps(clock)
         order = np.argsort(call, kind="stable")
         cuts = np.searchsorted(call[order], [*turns, n_calls])
         for lo, a, b in zip(turns, cuts[:-1], cuts[1:]):
             if a < b:
                 hi = min(lo + turns.step, n_calls)
                 sel = order[a:b]
-                known, bounds = awaited_work(clock, blocking.slice(lo, hi - lo), targets.calls(lo, hi))
+                known, bounds = awaited_work(clock, blocking.slice(lo, hi - lo), targets.calls(lo, hi), steps)
                 out[sel] = waited_in_turn(op[sel], call[sel] - lo, known, bounds)
         return out
 

@@ -131,7 +131,7 @@ def find_blocking_calls(api_calls: pa.Table, sync_records: pa.Table, linked_ops:
 
 def attribute_waits(blocking: pa.Table, ops: pa.Table, op_phase: np.ndarray, call_phase: np.ndarray,
                     awaited: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
-                    in_phase: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+                    in_phase: tuple[np.ndarray, np.ndarray, int] | None = None) -> dict[str, np.ndarray]:
     """For each blocking call: the GPU work of its process that finished while it waited, of
     the work it waited for where ``awaited`` (ops, calls) says per pair whether the call waited
     for the op (``rank._awaited``); other streams' work that merely ended meanwhile does not count.
@@ -144,17 +144,24 @@ def attribute_waits(blocking: pa.Table, ops: pa.Table, op_phase: np.ndarray, cal
 
     ``in_phase``: per call, the part of the wait its phase's timer ran through (start, end: the
     call clipped to its phase's CPU span; end <= start: none of it, as for a worker thread's
-    wait charged to a scheduler's phase that had ended by then). With it, also
-    absorbed_in_phase_ns: of waited_other_phase_ns, the awaited ops' time inside that part, what
-    the phase's CPU timer can have absorbed.
+    wait charged to a scheduler's phase that had ended by then), and how many phases there are.
+    With it, also per phase: blocked_by_phase (the union of those parts of its calls: two
+    threads' waits at once count once) and absorbed_by_phase (the union of the awaited ops of
+    other phases inside them: what the phase's CPU timer can have absorbed).
     """
     n = blocking.num_rows
     waited = np.zeros(n, dtype=np.int64)
     other = np.zeros(n, dtype=np.int64)
     last_phase = np.full(n, -1, dtype=np.int64)
-    in_timer = np.zeros(n, dtype=np.int64)
+    by_phase = {}
+    if in_phase is not None:
+        part_s, part_e, n_phases = np.asarray(in_phase[0], np.int64), np.asarray(in_phase[1], np.int64), in_phase[2]
+        cp = np.asarray(call_phase, np.int64)
+        mine = np.flatnonzero(cp >= 0)
+        (by_phase["blocked_by_phase"],) = segmented_union_lengths(part_s[mine], part_e[mine], cp[mine], n_phases, (None,))
+        by_phase["absorbed_by_phase"] = np.zeros(n_phases, dtype=np.int64)
     if n == 0 or ops.num_rows == 0:
-        return {"waited_gpu_ns": waited, "waited_other_phase_ns": other, "waited_for_phase_id": last_phase, "absorbed_in_phase_ns": in_timer}
+        return {"waited_gpu_ns": waited, "waited_other_phase_ns": other, "waited_for_phase_id": last_phase, **by_phase}
     o_pid = int64s(ops["pid"])
     o_end = int64s(ops["end_ns"])
     o_start = int64s(ops["start_ns"])
@@ -179,10 +186,10 @@ def attribute_waits(blocking: pa.Table, ops: pa.Table, op_phase: np.ndarray, cal
     clipped_start = np.maximum(o_start[rows], b_s[which])
     is_other = (op_phase[rows] != call_phase[which]) & (op_phase[rows] >= 0)
     waited, other = segmented_union_lengths(clipped_start, o_end[rows], which, n, (None, is_other))
-    if in_phase is not None and is_other.any():
-        lo, hi = np.asarray(in_phase[0], np.int64), np.asarray(in_phase[1], np.int64)
-        o = np.flatnonzero(is_other)
-        (in_timer,) = segmented_union_lengths(np.maximum(o_start[rows[o]], lo[which[o]]), np.minimum(o_end[rows[o]], hi[which[o]]), which[o], n, (None,))
+    if in_phase is not None:
+        o = np.flatnonzero(is_other & (cp[which] >= 0))
+        (by_phase["absorbed_by_phase"],) = segmented_union_lengths(np.maximum(o_start[rows[o]], part_s[which[o]]), np.minimum(o_end[rows[o]], part_e[which[o]]),
+                                                                   cp[which[o]], n_phases, (None,))
     if len(which):  # the phase of the last awaited op to end in each wait
         last = len(which) - 1 - np.unique(which[::-1], return_index=True)[1]
         last_phase[which[last]] = op_phase[rows[last]]
@@ -202,4 +209,4 @@ def attribute_waits(blocking: pa.Table, ops: pa.Table, op_phase: np.ndarray, cal
         chosen = pick[first]
         good = total[chosen] > 0
         last_phase[kw[chosen][good]] = key_phase[kp[chosen][good]]
-    return {"waited_gpu_ns": waited, "waited_other_phase_ns": other, "waited_for_phase_id": last_phase, "absorbed_in_phase_ns": in_timer}
+    return {"waited_gpu_ns": waited, "waited_other_phase_ns": other, "waited_for_phase_id": last_phase, **by_phase}
