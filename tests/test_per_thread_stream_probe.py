@@ -1,4 +1,4 @@
-"""A real H100 trace (nsys 2025.3.1, torch 2.11): a loop on CUDA's per-thread default stream and
+"""Real H100 traces (nsys 2025.3.1, torch 2.11): a loop on CUDA's per-thread default stream and
 a helper thread on the legacy NULL stream: ``sample_traces/probes_h100/per_thread_stream``.
 
 The loop thread runs schedule (CPU only), forward (matmuls) and sample (small kernels and a
@@ -11,10 +11,14 @@ stream waits for the work queued before it on every blocking stream of the devic
 events wait for the loop's forward. The engine recorded CUDA events on each phase's stream at its
 boundaries (``helper_on_null.gt.jsonl``: per cycle, each phase's event time).
 
-Checked: the helper range, cycle by cycle, against the rule computed here from the raw export (an
-event recorded on the NULL stream at CPU instant t completes at max(t, the end of every op on the
-NULL stream or on a blocking stream whose launch call returned by t)) to the nanosecond, and
-that rule, taken where the engine's own event records were made, against the engine's events.
+In ``helper_kernels_on_null`` the helper launches small kernels on the NULL stream inside its range
+instead: the loop's events on its blocking stream wait for them too.
+
+Checked: the helper range and the loop's phases, cycle by cycle, against the rule computed here
+from the raw export (an event recorded at CPU instant t on the NULL stream completes at max(t, the
+end of every op on it or on a blocking stream whose launch call returned by t); on a blocking
+stream, of every op on it or on the NULL stream) to the nanosecond, and that rule, taken where the
+engine's own event records were made, against the engine's events.
 """
 
 from __future__ import annotations
@@ -77,6 +81,11 @@ class RawTrace:
         ``blocking`` False: as if the NULL stream waited for nothing else)."""
         return max([t, self.done(self.null, t)] + [self.done(b, t) for b in (self.blocking if blocking else [])])
 
+    def event_on_blocking(self, stream: int, t: int, null: bool = True) -> int:
+        """Where an event recorded on blocking stream ``stream`` at CPU instant ``t`` completes
+        (with ``null`` False: as if it waited for nothing else)."""
+        return max([t, self.done(stream, t)] + ([self.done(self.null, t)] if null else []))
+
 
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory):
@@ -121,3 +130,53 @@ def test_the_rule_reads_as_the_engines_events_where_they_were_recorded(probe):
     # cycle; the NULL stream alone (no wait for the blocking streams) is hundreds of us off
     assert max(errors) < 10, sorted(errors)[-5:]
     assert statistics.median(alone) > 300, statistics.median(alone)
+
+
+@pytest.fixture(scope="module")
+def kernels_on_null(tmp_path_factory):
+    path = tmp_path_factory.mktemp("probe") / "helper_kernels_on_null.sqlite"
+    path.write_bytes(lzma.decompress((PROBE / "helper_kernels_on_null.sqlite.xz").read_bytes()))
+    (rank,) = load([str(path)], PhaseConfig(phases=("schedule", "forward", "sample", "helper"))).ranks
+    lines = [json.loads(line) for line in (PROBE / "helper_kernels_on_null.gt.jsonl").read_text().splitlines()]
+    return RawTrace(str(path)), rank, lines[0], [r for r in lines if "cycle" in r]
+
+
+def loop_phases(rank, main_tid: int) -> list[tuple[dict, int]]:
+    """The loop's phases in the cycles, in time order, each with the CPU instant its end is read
+    at: where the next phase of its cycle begins, else its own CPU end."""
+    loop = sorted((p for p in rank.phases.to_pylist() if p["tid"] % TID == main_tid and p["cycle"] is not None), key=lambda p: p["cpu_start_ns"])
+    return [(p, nxt["cpu_start_ns"] if nxt is not None and nxt["cycle"] == p["cycle"] else p["cpu_end_ns"]) for p, nxt in zip(loop, loop[1:] + [None])]
+
+
+def test_the_loops_phases_on_a_blocking_stream_wait_for_the_null_streams_work(kernels_on_null):
+    # GIVEN the loop on its per-thread default stream (blocking), the helper's kernels on the
+    # NULL stream
+    raw, rank, info, _ = kernels_on_null
+    phases = loop_phases(rank, info["main_tid"])
+    (stream,) = {p["stream_id"] for p, _ in phases}
+    assert stream in raw.blocking and raw.null in raw.queued and len(phases) == 3 * 40
+    # THEN every loop phase's boundaries are where events on its stream would complete, each
+    # waiting for the NULL stream's work queued before it too, to the nanosecond
+    got = [(p["gpu_boundary_start_ns"], p["gpu_boundary_end_ns"]) for p, _ in phases]
+    assert got == [(raw.event_on_blocking(stream, p["cpu_start_ns"]), raw.event_on_blocking(stream, end)) for p, end in phases]
+    # and without those waits the first phase of the cycles had read otherwise in most of them
+    schedule = [(p, end) for p, end in phases if p["phase"] == "schedule"]
+    alone = [raw.event_on_blocking(stream, end, False) - raw.event_on_blocking(stream, p["cpu_start_ns"], False) != p["gpu_ns"] for p, end in schedule]
+    assert sum(alone) > 30, sum(alone)
+
+
+def test_the_rule_with_the_implicit_waits_reads_as_the_loops_events(kernels_on_null):
+    # GIVEN the events the loop thread recorded on its stream right before each phase began and
+    # right after it ended (each from its own cudaEventRecord call)
+    raw, rank, info, truth = kernels_on_null
+    records = raw.records[info["main_tid"]]
+    by_cycle = {row["cycle"]: row["phase_ms"] for row in truth}
+    errors = []
+    for p, _ in loop_phases(rank, info["main_tid"]):
+        before = records[bisect.bisect_left(records, (p["cpu_start_ns"], 0)) - 1]
+        after = records[bisect.bisect_left(records, (p["cpu_end_ns"], 0))]
+        rule_ns = raw.event_on_blocking(p["stream_id"], after[1]) - raw.event_on_blocking(p["stream_id"], before[1])
+        errors.append(abs(rule_ns / 1e6 - by_cycle[p["cycle"]][p["phase"]]) * 1e3)
+    # THEN the rule, where the records were made, reads as the events: within 25 us in every
+    # phase of every cycle, 6 us at the median
+    assert len(errors) == 120 and max(errors) < 25 and statistics.median(errors) < 6, (max(errors), statistics.median(errors))

@@ -760,10 +760,11 @@ def test_a_cycle_prefix_only_phases_have_is_not_said_to_be_in_another_process(tm
     assert not any("another process" in w for w in warnings)
 
 
-def test_work_on_the_legacy_stream_beside_a_blocking_stream_is_said_not_modelled(tmp_path):
-    # GIVEN draft/verify on the legacy default stream 7 and a helper thread's kernel on stream
-    # 13, in one trace created blocking (cudaStreamCreate: TARGET_INFO_CUDA_STREAM flag 1), in
-    # another non-blocking (flag 2, as PyTorch's streams are)
+def test_work_on_the_legacy_stream_beside_a_blocking_stream_reads_as_its_implicit_waits(tmp_path):
+    # GIVEN draft/verify on the legacy default stream 7 (draft's kernel +20..100, verify's,
+    # launched at +110, +400..480) and a helper thread's kernel on stream 13 (launched at +50,
+    # run +100..400), in one trace created blocking (cudaStreamCreate: TARGET_INFO_CUDA_STREAM
+    # flag 1), in another non-blocking (flag 2, as PyTorch's streams are)
     def trace(flag: int) -> str:
         t = FakeTrace()
         for c in range(3):
@@ -775,13 +776,21 @@ def test_work_on_the_legacy_stream_beside_a_blocking_stream_is_said_not_modelled
         t.stream_created(7, 3)
         t.stream_created(13, flag)
         return str(t.write(tmp_path / f"flag{flag}.sqlite"))
+
+    def read(flag: int) -> tuple[list, list]:
+        analysis = analyze([trace(flag)])
+        return [(p["phase"], p["gpu_ns"] // U) for p in analysis.ranks[0].phases.to_pylist()], analysis.warnings
     # WHEN analysed
-    blocking = analyze([trace(1)]).warnings
-    non_blocking = analyze([trace(2)]).warnings
-    # THEN the first says the streams wait for each other unseen (not modelled); the second nothing
-    assert any("process 10 ran GPU work on the legacy default stream and on blocking stream 13 (created without cudaStreamNonBlocking)" in w
-               for w in blocking), blocking
-    assert not any("legacy default stream" in w for w in non_blocking), non_blocking
+    blocking, blocking_warnings = read(1)
+    non_blocking, non_blocking_warnings = read(2)
+    # THEN with 13 blocking, an event on the NULL stream 7 waits for 13's work queued before it:
+    # draft's end event (at +100) for the helper's kernel (done +400), so draft reads 400 us and
+    # verify 80 (+400..480); with 13 non-blocking, draft reads its own kernel (100 us) and verify
+    # the rest (+100..480: 380 us). Neither says the streams' implicit waits are not modelled (it
+    # had said so, and read the blocking trace as the non-blocking one)
+    assert blocking == [("draft", 400), ("verify", 80)] * 3
+    assert non_blocking == [("draft", 100), ("verify", 380)] * 3
+    assert not any("legacy default stream" in w for w in blocking_warnings + non_blocking_warnings), blocking_warnings
 
 
 def test_ranges_does_not_send_a_user_to_run_ranges():

@@ -115,7 +115,7 @@ def _link(f: Path, tables: TraceTables):
     kernel launches made after their process's last call that put an op in the trace
     (``launches_never_run``, before any op is dropped) as (pid, CPU start) arrays: which of them
     the capture ended before recording is told per rank (``_unrun_from``)."""
-    from tracerecon.analysis.columns import copy_calls_without_ops, launches_never_run, legacy_sync_streams, ops_out_of_time
+    from tracerecon.analysis.columns import copy_calls_without_ops, launches_never_run, ops_out_of_time
     from tracerecon.analysis.projection import int64s, link_launches
     from tracerecon.nsys.sqlite_export import read_all_api_calls
 
@@ -126,10 +126,6 @@ def _link(f: Path, tables: TraceTables):
     # CPU-only run with CUDA traced) say what missing tables say.
     if not tables.info.has_cuda or (tables.gpu_ops.num_rows == 0 and tables.api_calls.num_rows == 0):
         warnings.append(f"{f}: no CUDA activity in the trace (traced without `-t cuda`, or a CPU-only run): CPU times only")
-    for pid, streams in legacy_sync_streams(tables.gpu_ops, tables.cuda_streams).items():
-        warnings.append(f"{f}: process {pid} ran GPU work on the legacy default stream and on blocking stream{'s' if len(streams) > 1 else ''} "
-                        f"{', '.join(map(str, streams))} (created without cudaStreamNonBlocking): they wait for each other with no event "
-                        "in the trace, which is not modelled: phases on them may read short, and the next ones long")
     linked = link_launches(tables.gpu_ops, tables.api_calls)
     launches = 0 if _kernels_or_graphs(tables.gpu_ops) else _kernel_launch_calls(tables.api_calls)
     if launches:

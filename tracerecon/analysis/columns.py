@@ -11,7 +11,6 @@ from tracerecon.analysis.intervals import distinct_few
 from tracerecon.analysis.nccl import comm_mask
 from tracerecon.analysis.projection import I64_MIN, equals, int64s, process_correlation_keys, string_mask
 from tracerecon.analysis.syncs import base_api_name
-from tracerecon.schema import STREAM_BLOCKING, STREAM_NULL
 
 GRAPH_LAUNCH_APIS = ("cudaGraphLaunch", "cuGraphLaunch")
 # API calls that launch a kernel or a graph (runtime and driver, every version suffix); not a
@@ -350,27 +349,6 @@ def _stream_codes(pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.nd
         proc = np.zeros(len(pid), np.int64) if pid.min() == pid.max() else _codes_of_few(pid)
         return (proc << 31) | ((dev + 1) << 21) | (stream + 1)
     return np.unique(np.stack([pid, dev, stream]), axis=1, return_inverse=True)[1].ravel().astype(np.int64)
-
-
-def legacy_sync_streams(ops: pa.Table, cuda_streams: pa.Table) -> dict[int, list[int]]:
-    """Per process that ran GPU work both on the legacy default (NULL) stream and on blocking
-    streams (created without cudaStreamNonBlocking: ``schema.CUDA_STREAMS`` flag 1, as plain
-    ``cudaStreamCreate`` makes them; PyTorch's and NCCL's are non-blocking): those blocking
-    streams' ids. Work on the NULL stream waits for all of them and they for it, with no event
-    in the trace."""
-    if ops.num_rows == 0 or cuda_streams.num_rows == 0:
-        return {}
-    flag, spid, sid = (int64s(cuda_streams[c]) for c in ("flag", "pid", "stream_id"))
-    if not ((flag == STREAM_BLOCKING).any() and (flag == STREAM_NULL).any()):
-        return {}
-    worked = set(distinct_few((int64s(ops["pid"]) << 32) | (int64s(ops["stream_id"], -1) & 0xFFFFFFFF)).tolist())
-    out = {}
-    for p in np.unique(spid[flag == STREAM_BLOCKING]).tolist():
-        on_null = any(((p << 32) | n) in worked for n in sid[(spid == p) & (flag == STREAM_NULL)].tolist())
-        blocking = sorted(b for b in set(sid[(spid == p) & (flag == STREAM_BLOCKING)].tolist()) if ((p << 32) | b) in worked)
-        if on_null and blocking:
-            out[p] = blocking
-    return out
 
 
 def _codes_of_few(values: np.ndarray) -> np.ndarray:

@@ -32,6 +32,7 @@ from tracerecon.analysis.graphs import graph_branches
 from tracerecon.analysis.intervals import distinct_few
 from tracerecon.analysis.projection import I64_MAX, I64_MIN, int64s, match_correlation, string_mask
 from tracerecon.analysis.stream_keys import dense_ids, device_of_keys, pack_keys, stream_of_keys, unpack_keys
+from tracerecon.schema import STREAM_BLOCKING, STREAM_NULL
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,9 @@ class StreamClock:
     # Per op of that ops table: the thread (``thread_keys``) whose call launched it, -1 where
     # the trace does not tell (a call not in it, work before the capture).
     launch_thread: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # The legacy default stream's implicit synchronisation (``legacy_partners``): per stream
+    # row, the rows whose work queued before an instant an event recorded on it then waits for.
+    legacy: dict = field(default_factory=dict)
 
     def stream_index(self, pid: np.ndarray, device: np.ndarray, stream: np.ndarray) -> np.ndarray:
         """Row of ``keys`` for each (pid, device, stream); -1 where the stream has no work."""
@@ -269,9 +273,12 @@ class StreamClock:
         stream = np.asarray(stream, dtype=np.int64)
         t = np.asarray(t, dtype=np.int64)
         out = np.full(len(t), I64_MIN, dtype=np.int64)
-        for s in np.unique(stream[stream >= 0]):
+        for s in np.unique(stream[stream >= 0]).tolist():
             sel = np.flatnonzero(stream == s)
-            out[sel] = np.maximum(_before(self.op_launch[s], self.op_done[s], t[sel]), _before(self.wait_time[s], self.wait_done[s], t[sel]))
+            done = np.full(len(sel), I64_MIN, dtype=np.int64)
+            for r in (s, *self.legacy.get(s, ())):  # (its own work, then what it implicitly waits for)
+                done = np.maximum.reduce([done, _before(self.op_launch[r], self.op_done[r], t[sel]), _before(self.wait_time[r], self.wait_done[r], t[sel])])
+            out[sel] = done
         return out
 
 
@@ -341,9 +348,38 @@ def launch_instants(ops: pa.Table) -> np.ndarray:
     return instant
 
 
-def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sync_records: pa.Table) -> StreamClock:
+def legacy_partners(keys: np.ndarray, cuda_streams: pa.Table | None) -> dict[int, tuple[int, ...]]:
+    """The legacy default stream's implicit synchronisation, per stream row of ``keys`` (a
+    stream clock's): on each device of a process, its NULL stream (``TARGET_INFO_CUDA_STREAM``
+    flag 3) waits for the work queued before on every blocking stream there (flag 1: made
+    without cudaStreamNonBlocking, as plain ``cudaStreamCreate`` and CUDA's per-thread default
+    streams are), and each of those for the NULL stream's; streams made non-blocking (PyTorch's,
+    NCCL's) wait for neither. A stream id two contexts of a process both use, made otherwise,
+    counts as neither. Exports that do not say how streams were made: none."""
+    if cuda_streams is None or cuda_streams.num_rows == 0 or len(keys) == 0:
+        return {}
+    flags: dict[tuple[int, int], set[int]] = {}
+    for f, p, sid in zip(*(int64s(cuda_streams[c], -1).tolist() for c in ("flag", "pid", "stream_id"))):
+        flags.setdefault((p, sid), set()).add(f)
+    made = {k: next(iter(f)) for k, f in flags.items() if len(f) == 1}
+    k_pid, k_dev, k_stream = unpack_keys(keys)
+    by_device: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
+    for row, (p, d, sid) in enumerate(zip(k_pid.tolist(), k_dev.tolist(), k_stream.tolist())):
+        nulls, blocking = by_device.setdefault((p, d), ([], []))
+        {STREAM_NULL: nulls, STREAM_BLOCKING: blocking}.get(made.get((p, sid)), []).append(row)
+    out: dict[int, tuple[int, ...]] = {}
+    for nulls, blocking in by_device.values():
+        if len(nulls) == 1 and blocking:
+            out[nulls[0]] = tuple(blocking)
+            out.update({b: (nulls[0],) for b in blocking})
+    return out
+
+
+def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sync_records: pa.Table, cuda_streams: pa.Table | None = None) -> StreamClock:
     """Build the clock of one rank from its linked GPU ops (``projection.link_launches``), its
-    API calls, ``cudaEventRecord`` records and ``cudaStreamWaitEvent`` sync records."""
+    API calls, ``cudaEventRecord`` records and ``cudaStreamWaitEvent`` sync records; with
+    ``cuda_streams`` (``schema.CUDA_STREAMS``), the legacy default stream's implicit waits
+    (``legacy_partners``) too."""
     o_pid = int64s(ops["pid"]) if ops.num_rows else np.zeros(0, np.int64)
     o_dev = int64s(ops["device_id"], -1) if ops.num_rows else np.zeros(0, np.int64)
     o_str = int64s(ops["stream_id"], -1) if ops.num_rows else np.zeros(0, np.int64)
@@ -376,6 +412,7 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
     op_key_all = np.concatenate([op_key, g_key])
     keys = np.union1d(work_keys, np.concatenate([rec_key, wait_key]))
     n = len(keys)
+    legacy = legacy_partners(keys, cuda_streams)
 
     def index_of(pid, dev, stream):
         if n == 0 or len(pid) == 0:
@@ -415,7 +452,7 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
     from_ops = np.empty(len(resolved), dtype=np.int64)
     for s in np.unique(rec_s).tolist():
         sel = rec_s == s
-        from_ops[sel] = _before(op_launch[s], op_done[s], rec_t[sel])
+        from_ops[sel] = np.maximum.reduce([_before(op_launch[r], op_done[r], rec_t[sel]) for r in (s, *legacy.get(s, ()))])
     # Then the waits' own chains, in CPU order: a record made after a wait on its stream
     # depends on what that wait waited for.
     times: list[list[int]] = [[] for _ in range(n)]
@@ -457,6 +494,7 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
         record_row=np.asarray(rec_stream, np.int64),
         op_index=tuple(op_index),
         launch_thread=launch_thread,
+        legacy=legacy,
     )
 
 
