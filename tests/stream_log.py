@@ -42,3 +42,30 @@ class StreamLog:
         r = self.records[event]
         self.record_done[(event, r)] = self.reads(s, at)
         return event, r
+
+
+EXPORT_OPS = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
+
+
+def queued_in_export(db) -> dict[int, tuple[list[int], list[int]]]:
+    """What each stream of a real export (an open ``sqlite3`` connection) queued, read from its
+    raw tables: per stream id, its ops' launch instants (the launch call's return, or the op's
+    start where that was earlier), sorted, and the running maximum of their ends: an event
+    recorded there at CPU instant t completes at max(t, the running end of the last op launched
+    by t)."""
+    tables = {r[0] for r in db.execute("select name from sqlite_master where type = 'table'")}
+    returned = dict(db.execute("select correlationId, end from CUPTI_ACTIVITY_KIND_RUNTIME"))
+    per_stream: dict[int, list[tuple[int, int]]] = {}
+    for table in EXPORT_OPS:
+        if table in tables:
+            for stream, start, end, corr in db.execute(f"select streamId, start, end, correlationId from {table}"):
+                per_stream.setdefault(stream, []).append((min(returned.get(corr, start), start), end))
+    queued = {}
+    for stream, ops in per_stream.items():
+        ops.sort()
+        ends, latest = [], 0
+        for _, end in ops:
+            latest = max(latest, end)
+            ends.append(latest)
+        queued[stream] = ([launch for launch, _ in ops], ends)
+    return queued

@@ -24,13 +24,13 @@ from collections import defaultdict
 import pytest
 
 from conftest import SAMPLES
+from stream_log import queued_in_export
 from tracerecon.analysis.config import PhaseConfig
 from tracerecon.api import load
 
 PROBE = SAMPLES / "probes_h100" / "async_output"
 LOOP = ("schedule", "prepare_inputs", "forward", "sample", "draft", "async_output", "update_from_output")
 PHASES = PhaseConfig(phases=(*LOOP, "output"))
-OPS = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
 
 
 class RawTrace:
@@ -39,27 +39,13 @@ class RawTrace:
 
     def __init__(self, path):
         db = sqlite3.connect(path)
-        tables = {r[0] for r in db.execute("select name from sqlite_master where type = 'table'")}
         self.ranges = db.execute("select n.start, n.end, coalesce(n.text, s.value), n.globalTid & 16777215 from NVTX_EVENTS n "
                                  "left join StringIds s on s.id = n.textId where n.eventType = 59 order by n.start").fetchall()
-        returned = dict(db.execute("select correlationId, end from CUPTI_ACTIVITY_KIND_RUNTIME"))
         self.records = defaultdict(list)  # thread -> the ends of its cudaEventRecord calls
         for end, tid in db.execute("select r.end, r.globalTid & 16777215 from CUPTI_ACTIVITY_KIND_RUNTIME r join StringIds s on s.id = r.nameId "
                                    "where s.value like 'cudaEventRecord%' order by r.end"):
             self.records[tid].append(end)
-        per_stream = defaultdict(list)
-        for table in OPS:
-            if table in tables:
-                for stream, start, end, corr in db.execute(f"select streamId, start, end, correlationId from {table}"):
-                    per_stream[stream].append((min(returned.get(corr, start), start), end))
-        self.queued = {}
-        for stream, ops in per_stream.items():
-            ops.sort()
-            ends, latest = [], 0
-            for _, end in ops:
-                latest = max(latest, end)
-                ends.append(latest)
-            self.queued[stream] = ([launch for launch, _ in ops], ends)
+        self.queued = queued_in_export(db)
         # The NULL stream (TARGET_INFO_CUDA_STREAM flag 3), where a thread that set none records
         (self.null_stream,) = db.execute("select streamId from TARGET_INFO_CUDA_STREAM where flag = 3").fetchone()
         # The loop's stream: where the kernels launched in the last forward ran

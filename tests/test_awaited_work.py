@@ -170,20 +170,33 @@ def test_a_long_capture_bounds_every_call_in_turns_and_reads_as_a_short_one(tmp_
         assert whole == turns == [("cudaStreamSynchronize", 445, 0, "sample")] * 6, cells
 
 
+def scheduler_and_worker(period_us: int, process_end_us: int, kernels: list[tuple[int, int, int]], worker_sync: tuple[int, int],
+                         own_sync: tuple[int, int] | None = None) -> FakeTrace:
+    """3 cycles (every ``period_us``) of a scheduler thread (1) holding the phases, launching
+    nothing: schedule (+0..100 us), forward (+100..108), process (+108..``process_end_us``); a
+    worker thread (2), in no range, launching ``kernels`` ((launch us, GPU start, GPU end)) on
+    stream 7 and synchronizing 7 over ``worker_sync``; with ``own_sync``, process synchronizes
+    7 itself too."""
+    t = FakeTrace()
+    for n in range(3):
+        b = period_us * n
+        t.range("schedule", b * U, (b + 100) * U, tid=1)
+        t.range("forward", (b + 100) * U, (b + 108) * U, tid=1)
+        t.range("process", (b + 108) * U, (b + process_end_us) * U, tid=1)
+        for at, start, end in kernels:
+            t.kernel(t.call("cudaLaunchKernel", (b + at) * U, (b + at + 2) * U, tid=2), (b + start) * U, (b + end) * U)
+        stream_sync(t, b + worker_sync[0], b + worker_sync[1], stream=7, tid=2)
+        if own_sync is not None:
+            stream_sync(t, b + own_sync[0], b + own_sync[1], stream=7, tid=1)
+    return t
+
+
 def test_a_workers_wait_charged_to_a_schedulers_phase_counts_only_while_that_phase_ran(tmp_path):
     # GIVEN 3 cycles of a scheduler thread (1) holding the phases, launching nothing: schedule
     # (0..100 us of each), forward (100..108), process (108..140, CPU work). A worker thread (2),
     # in no range, launches forward's two kernels on stream 7 (104..304, 304..504 us) and
     # synchronizes stream 7 from 110 to 505 us: the wait begins inside process
-    t = FakeTrace()
-    for n in range(3):
-        b = 520 * n
-        t.range("schedule", b * U, (b + 100) * U, tid=1)
-        t.range("forward", (b + 100) * U, (b + 108) * U, tid=1)
-        t.range("process", (b + 108) * U, (b + 140) * U, tid=1)
-        t.kernel(t.call("cudaLaunchKernel", (b + 102) * U, (b + 104) * U, tid=2), (b + 104) * U, (b + 304) * U)
-        t.kernel(t.call("cudaLaunchKernel", (b + 104) * U, (b + 106) * U, tid=2), (b + 304) * U, (b + 504) * U)
-        stream_sync(t, b + 110, b + 505, stream=7, tid=2)
+    t = scheduler_and_worker(520, 140, [(102, 104, 304), (104, 304, 504)], (110, 505))
     (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("schedule", "forward", "process"))).ranks
     # WHEN analysed THEN the wait is process's (the phase open when it began), and the call is
     # whole in the syncs table: 395 us blocked, 394 us of forward's work
@@ -258,15 +271,7 @@ def test_a_workers_wait_and_the_phases_own_at_once_count_once(tmp_path):
     # GIVEN the scheduler and worker of the test above: forward's kernel (launched by the worker)
     # runs 104..390 us on stream 7; the worker synchronizes 7 from 110 to 391 us, and the
     # scheduler, in process (108..400), synchronizes 7 itself from 120 to 391 us (an .item())
-    t = FakeTrace()
-    for n in range(3):
-        b = 1000 * n
-        t.range("schedule", b * U, (b + 100) * U, tid=1)
-        t.range("forward", (b + 100) * U, (b + 108) * U, tid=1)
-        t.range("process", (b + 108) * U, (b + 400) * U, tid=1)
-        t.kernel(t.call("cudaLaunchKernel", (b + 102) * U, (b + 104) * U, tid=2), (b + 104) * U, (b + 390) * U)
-        stream_sync(t, b + 110, b + 391, stream=7, tid=2)
-        stream_sync(t, b + 120, b + 391, stream=7, tid=1)
+    t = scheduler_and_worker(1000, 400, [(102, 104, 390)], (110, 391), own_sync=(120, 391))
     (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("schedule", "forward", "process"))).ranks
     ph = [p for p in rank.phases.to_pylist() if p["phase"] == "process"]
     # WHEN analysed THEN process's timer (292 us) holds 110..391 blocked (281 us) and forward's

@@ -32,11 +32,11 @@ import statistics
 import pytest
 
 from conftest import SAMPLES
+from stream_log import queued_in_export
 from tracerecon.analysis.config import PhaseConfig
 from tracerecon.api import load
 
 PROBE = SAMPLES / "probes_h100" / "per_thread_stream"
-OPS = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
 TID = 16777216  # globalTid % TID: the thread id
 
 
@@ -47,19 +47,7 @@ class RawTrace:
 
     def __init__(self, path: str):
         db = sqlite3.connect(path)
-        returned = dict(db.execute("select correlationId, end from CUPTI_ACTIVITY_KIND_RUNTIME"))
-        per_stream: dict[int, list] = {}
-        for table in OPS:
-            for stream, start, end, corr in db.execute(f"select streamId, start, end, correlationId from {table}"):
-                per_stream.setdefault(stream, []).append((min(returned.get(corr, start), start), end))
-        self.queued = {}
-        for stream, ops in per_stream.items():
-            ops.sort()
-            ends, latest = [], 0
-            for _, end in ops:
-                latest = max(latest, end)
-                ends.append(latest)
-            self.queued[stream] = ([launch for launch, _ in ops], ends)
+        self.queued = queued_in_export(db)
         flags = dict(db.execute("select streamId, flag from TARGET_INFO_CUDA_STREAM"))
         (self.null,) = [s for s, f in flags.items() if f == 3]
         self.blocking = sorted(s for s, f in flags.items() if f == 1)
