@@ -82,8 +82,12 @@ class StreamClock:
     # the trace does not tell (a call not in it, work before the capture).
     launch_thread: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     # The legacy default stream's implicit synchronisation (``legacy_partners``): per stream
-    # row, the rows whose work queued before an instant an event recorded on it then waits for.
+    # row, the rows whose work queued before an instant an event recorded on it then waits for;
+    # and per such row, when what an event there waits for is done, as ``op_launch`` /
+    # ``op_done`` are (``_legacy_done``: its own work, its partners', and the NULL stream's
+    # records and waits, each of which waits for the blocking streams first).
     legacy: dict = field(default_factory=dict)
+    legacy_done: dict = field(default_factory=dict)
 
     def stream_index(self, pid: np.ndarray, device: np.ndarray, stream: np.ndarray) -> np.ndarray:
         """Row of ``keys`` for each (pid, device, stream); -1 where the stream has no work."""
@@ -180,6 +184,9 @@ class StreamClock:
             sel = np.flatnonzero((stream == s) & (np.asarray(lo) < np.asarray(hi)))
             a, b = _after_until(self.op_launch[s], lo[sel], hi[sel])
             out[sel] = b > a
+            for r in self.legacy.get(s, ()):  # (work put then on a stream an event on s waits for)
+                a, b = _after_until(self.op_launch[r], lo[sel], hi[sel])
+                out[sel] |= b > a
             waits, dep = self.wait_time[s], self.wait_dep[s]
             if len(waits):
                 a, b = _after_until(waits, lo[sel], hi[sel])
@@ -275,10 +282,10 @@ class StreamClock:
         out = np.full(len(t), I64_MIN, dtype=np.int64)
         for s in np.unique(stream[stream >= 0]).tolist():
             sel = np.flatnonzero(stream == s)
-            done = np.full(len(sel), I64_MIN, dtype=np.int64)
-            for r in (s, *self.legacy.get(s, ())):  # (its own work, then what it implicitly waits for)
-                done = np.maximum.reduce([done, _before(self.op_launch[r], self.op_done[r], t[sel]), _before(self.wait_time[r], self.wait_done[r], t[sel])])
-            out[sel] = done
+            if s in self.legacy_done:  # (with what it implicitly waits for)
+                out[sel] = _before(*self.legacy_done[s], t[sel])
+            else:
+                out[sel] = np.maximum(_before(self.op_launch[s], self.op_done[s], t[sel]), _before(self.wait_time[s], self.wait_done[s], t[sel]))
         return out
 
 
@@ -348,16 +355,17 @@ def launch_instants(ops: pa.Table) -> np.ndarray:
     return instant
 
 
-def legacy_partners(keys: np.ndarray, cuda_streams: pa.Table | None) -> dict[int, tuple[int, ...]]:
+def legacy_partners(keys: np.ndarray, cuda_streams: pa.Table | None) -> tuple[dict[int, tuple[int, ...]], set[int]]:
     """The legacy default stream's implicit synchronisation, per stream row of ``keys`` (a
     stream clock's): on each device of a process, its NULL stream (``TARGET_INFO_CUDA_STREAM``
     flag 3) waits for the work queued before on every blocking stream there (flag 1: made
     without cudaStreamNonBlocking, as plain ``cudaStreamCreate`` and CUDA's per-thread default
     streams are), and each of those for the NULL stream's; streams made non-blocking (PyTorch's,
     NCCL's) wait for neither. A stream id two contexts of a process both use, made otherwise,
-    counts as neither. Exports that do not say how streams were made: none."""
+    counts as neither. Exports that do not say how streams were made: none. Returns the
+    partners of each row, and which rows are NULL streams."""
     if cuda_streams is None or cuda_streams.num_rows == 0 or len(keys) == 0:
-        return {}
+        return {}, set()
     flags: dict[tuple[int, int], set[int]] = {}
     for f, p, sid in zip(*(int64s(cuda_streams[c], -1).tolist() for c in ("flag", "pid", "stream_id"))):
         flags.setdefault((p, sid), set()).add(f)
@@ -368,11 +376,13 @@ def legacy_partners(keys: np.ndarray, cuda_streams: pa.Table | None) -> dict[int
         nulls, blocking = by_device.setdefault((p, d), ([], []))
         {STREAM_NULL: nulls, STREAM_BLOCKING: blocking}.get(made.get((p, sid)), []).append(row)
     out: dict[int, tuple[int, ...]] = {}
+    null_rows: set[int] = set()
     for nulls, blocking in by_device.values():
         if len(nulls) == 1 and blocking:
             out[nulls[0]] = tuple(blocking)
             out.update({b: (nulls[0],) for b in blocking})
-    return out
+            null_rows.add(nulls[0])
+    return out, null_rows
 
 
 def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sync_records: pa.Table, cuda_streams: pa.Table | None = None) -> StreamClock:
@@ -412,7 +422,7 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
     op_key_all = np.concatenate([op_key, g_key])
     keys = np.union1d(work_keys, np.concatenate([rec_key, wait_key]))
     n = len(keys)
-    legacy = legacy_partners(keys, cuda_streams)
+    legacy, null_rows = legacy_partners(keys, cuda_streams)
 
     def index_of(pid, dev, stream):
         if n == 0 or len(pid) == 0:
@@ -461,21 +471,25 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
     froms: list[list[int]] = [[] for _ in range(n)]
     w_cpu, w_stream = w["cpu"].tolist(), wait_stream.tolist()
     for i, rs, rt, dep in zip(resolved.tolist(), rec_s.tolist(), rec_t.tolist(), from_ops.tolist()):
-        k = bisect.bisect_left(times[rs], rt) - 1
-        if k >= 0:
-            dep = max(dep, running[rs][k])
+        for r in (rs, *legacy.get(rs, ())):  # (the record's stream's waits, and its partners')
+            k = bisect.bisect_left(times[r], rt) - 1
+            if k >= 0:
+                dep = max(dep, running[r][k])
         s = w_stream[i]
         prev = running[s][-1] if running[s] else I64_MIN
         times[s].append(w_cpu[i])
         running[s].append(max(prev, dep))
         deps[s].append(dep)
         froms[s].append(rs)
+    wait_time = tuple(np.array(x, dtype=np.int64) for x in times)
+    wait_done = tuple(np.array(x, dtype=np.int64) for x in running)
+    legacy_done = _legacy_done(legacy, null_rows, op_launch, op_done, wait_time, wait_done, rec_stream, rec["cpu"])
     return StreamClock(
         keys=keys,
         op_launch=tuple(op_launch),
         op_done=tuple(op_done),
-        wait_time=tuple(np.array(x, dtype=np.int64) for x in times),
-        wait_done=tuple(np.array(x, dtype=np.int64) for x in running),
+        wait_time=wait_time,
+        wait_done=wait_done,
         wait_dep=tuple(np.array(x, dtype=np.int64) for x in deps),
         wait_from=tuple(np.array(x, dtype=np.int64) for x in froms),
         join_cpu=w["cpu"][resolved],
@@ -495,7 +509,38 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
         op_index=tuple(op_index),
         launch_thread=launch_thread,
         legacy=legacy,
+        legacy_done=legacy_done,
     )
+
+
+def _legacy_done(legacy: dict, null_rows: set, op_launch: list, op_done: list, wait_time: tuple, wait_done: tuple, rec_row: np.ndarray,
+                 rec_cpu: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per stream row with legacy partners: (CPU instants, running maximum of what is done by
+    then), merged, so that ``StreamClock.done`` reads it in one search: its own ops and waits,
+    its partners' (the blocking streams' for the NULL stream, the NULL stream's for a blocking
+    one), and, for a blocking stream, each record and wait on the NULL stream, done when every
+    blocking stream's work before it is (CUDA: the legacy stream first waits for the blocking
+    streams; a record there, which runs nothing, links them all the same)."""
+    def own(r: int) -> tuple[np.ndarray, np.ndarray]:
+        return np.concatenate([op_launch[r], wait_time[r]]), np.concatenate([op_done[r], wait_done[r]])
+
+    def merged(parts: list) -> tuple[np.ndarray, np.ndarray]:
+        t = np.concatenate([x for x, _ in parts])
+        v = np.concatenate([y for _, y in parts])
+        order = np.argsort(t, kind="stable")
+        return t[order], (np.maximum.accumulate(v[order]) if len(v) else v)
+
+    out = {}
+    for n in null_rows:
+        blocking = legacy[n]
+        out[n] = merged([own(n)] + [own(b) for b in blocking])
+        # (its actions that run nothing, its records and waits, each done once every blocking
+        # stream's work queued before it is)
+        acts = np.sort(np.concatenate([np.asarray(rec_cpu, np.int64)[np.asarray(rec_row) == n], wait_time[n]]))
+        reached = np.maximum.reduce([_before(*merged([own(b)]), acts) for b in blocking]) if len(acts) else acts
+        for b in blocking:
+            out[b] = merged([own(b), own(n), (acts, reached)])
+    return out
 
 
 @dataclass(frozen=True)
