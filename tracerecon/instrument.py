@@ -376,8 +376,12 @@ def _say_unended() -> None:
     """At the process's exit, one line on stderr naming the cycles ``start_cycle`` opened that no
     ``end_cycle`` closed: their ranges end with the capture (or not at all), and the report
     reads them as incomplete. (An engine stopped mid-loop leaves its cycle in flight so.)"""
-    with _lock:
+    held = _lock.acquire(timeout=1.0)  # (a daemon thread stopped mid-write may never let it go)
+    try:
         left = sorted(_unended.values())
+    finally:
+        if held:
+            _lock.release()
     if left:
         shown = ", ".join(map(str, left[:8])) + (f" and {len(left) - 8} more" if len(left) > 8 else "")
         print(f"tracerecon.instrument: cycle{'s' if len(left) > 1 else ''} {shown} opened by start_cycle "
