@@ -80,9 +80,8 @@ def phase_boundaries(
     read on a stream of its own (none launched anything or said a stream) is read on the stream
     a thread that never set one works on (``UnsetStreams.of_thread``: its process's NULL stream,
     where the stream it would inherit is a non-blocking one and the thread queued nothing on
-    another stream anywhere), an idle one too (then from its CPU start to its CPU end); each
-    boundary of a phase read alone on its process's NULL stream (so, or by its stream mark, its
-    work or its thread's) also waits for the device's blocking streams (``UnsetStreams.waited_by_null``).
+    another stream anywhere), an idle one too (then from its CPU start to its CPU end, but for
+    what the device's blocking streams hold its events back: ``StreamClock.done``).
     """
     range_end = cpu_end if range_end is None else range_end
     if cycle_ends is not None:
@@ -140,22 +139,18 @@ def phase_boundaries(
             src = np.where(filled >= 0, seq[np.maximum(filled, 0)], part)
             dev_used[part] = np.where(srow >= 0, device[src], -1)
             stream_used[part] = np.where(srow >= 0, stream[src], -1)
-            moved = np.zeros(0, np.int64)
             if alone and unset is not None and keys is not None:
                 # A thread that launched nothing and said nothing has not set a stream that we
-                # know of: its events go to the NULL stream, not to the one the loop set.
+                # know of: its events go to the NULL stream (a row of the clock, idle or not,
+                # whose events wait for the blocking streams too), not to the one the loop set.
                 quiet = np.flatnonzero(~launched[at] & (srow >= 0))
                 null = unset.of_thread(pid[part[quiet]], tid[part[quiet]], dev_used[part[quiet]], stream_used[part[quiet]])
                 moved, null = quiet[null >= 0], null[null >= 0]
                 if len(moved):
                     stream_used[part[moved]] = null
-                    # (-1: an idle stream, where _read_boundaries reads nothing queued: the CPU edges)
                     srow = srow.copy()
                     srow[moved] = clock.stream_index(pid[part[moved]], dev_used[part[moved]], null)
-                # So is one read on the NULL stream by its own word (its stream mark), its work or
-                # its thread's: its events too wait for the device's blocking streams.
-                moved = np.union1d(moved, np.flatnonzero(unset.is_null(pid[part], dev_used[part], stream_used[part])))
-            if (srow < 0).all() and not len(moved):
+            if (srow < 0).all():
                 continue  # no GPU work on this timeline: no GPU timeline to share
             threads = None
             if tid is not None:
@@ -164,16 +159,6 @@ def phase_boundaries(
                 threads = (started, ended)
             start_b[part], end_b[part], edge_b = _read_boundaries(clock, cpu_start[part], cpu_end[part], cycle[part], srow, alone, own_stream_only, threads,
                                                           range_end[part], part, op_owner, launcher_ops, cycle_ends is not None)
-            if len(moved):
-                # An event on the NULL stream also waits for the work queued before it on the
-                # device's blocking streams.
-                for p, d in {(int(pid[part[k]]), int(dev_used[part[k]])) for k in moved.tolist()}:
-                    mine = part[moved[(pid[part[moved]] == p) & (dev_used[part[moved]] == d)]]
-                    for b in unset.waited_by_null(p, d):
-                        brow = clock.stream_index(pid[mine], dev_used[mine], np.full(len(mine), b, np.int64))
-                        start_b[mine] = np.maximum(start_b[mine], clock.done(brow, cpu_start[mine]))
-                        end_b[mine] = np.maximum.reduce([end_b[mine], start_b[mine], clock.done(brow, cpu_end[mine])])
-                edge_b = np.where(np.isin(part, part[moved]), end_b[part], edge_b)
             if cycle_ends is not None:
                 cycle_ends[part] = edge_b
     return start_b, end_b, dev_used, stream_used

@@ -27,8 +27,8 @@ from tracerecon.analysis.columns import computes, runs_model, thread_keys
 from tracerecon.analysis.intervals import distinct_few, isin_few, segmented_min_max
 from tracerecon.analysis.projection import int64s, string_mask
 from tracerecon.analysis.stream_clock import StreamClock, forks_joined_back
-from tracerecon.analysis.stream_keys import device_of_keys, pack_keys, stream_of_keys, unpack_keys
-from tracerecon.schema import STREAM_BLOCKING, STREAM_NON_BLOCKING, STREAM_NULL
+from tracerecon.analysis.stream_keys import device_of_keys, pack_keys, stream_of_keys
+from tracerecon.schema import STREAM_NON_BLOCKING
 
 
 # Up to this many phase x stream cells, phase_streams counts on a dense grid instead of sorting.
@@ -257,43 +257,16 @@ class CopyStreams:
 class UnsetStreams:
     """The stream a thread works on that never set one: its process's legacy default (NULL)
     stream on its device (CUDA's and PyTorch's default: the current stream is per thread), where
-    an event it records waits for the work queued before on that stream and on the device's
-    blocking streams. ``TARGET_INFO_CUDA_STREAM`` (``schema.CUDA_STREAMS``) names each process's
-    NULL streams and which streams were created non-blocking (PyTorch's) or blocking; a NULL
-    stream's device is the one it ran work on, else, in a process whose work all ran on one
-    device with one NULL stream, that one. Exports without the table name none. ``clock``: the
-    rank's stream clock (its streams with work, and which thread launched, recorded or waited
-    on each)."""
+    an event it records waits for the work queued before on that stream and, as the stream
+    clock reads it (``legacy_partners``), on the device's blocking streams. ``clock``: the
+    rank's stream clock, which knows how each stream was made and each process's NULL streams
+    (``TARGET_INFO_CUDA_STREAM``: none where the export does not say), and which thread
+    launched, recorded or waited on each stream."""
 
-    def __init__(self, cuda_streams: pa.Table | None, clock: StreamClock):
+    def __init__(self, clock: StreamClock):
         self._clock = clock
-        self._legacy: dict[tuple[int, int], int] = {}
-        self._non_blocking: set[tuple[int, int]] = set()
-        self._blocking: dict[tuple[int, int], list[int]] = {}  # (pid, device) -> blocking streams with work
-        if cuda_streams is None or cuda_streams.num_rows == 0:
-            return
-        flag, spid, sid = (int64s(cuda_streams[c], -1) for c in ("flag", "pid", "stream_id"))
-        flags: dict[tuple[int, int], set[int]] = {}
-        for f, p, s in zip(flag.tolist(), spid.tolist(), sid.tolist()):
-            flags.setdefault((p, s), set()).add(f)
-        # (a stream id two contexts of one process both use, created otherwise: neither)
-        made = {k: next(iter(f)) for k, f in flags.items() if len(f) == 1}
-        self._non_blocking = {k for k, f in made.items() if f == STREAM_NON_BLOCKING}
-        k_pid, k_dev, k_stream = unpack_keys(clock.keys) if len(clock.keys) else (np.zeros(0, np.int64),) * 3
-        worked = list(zip(k_pid.tolist(), k_dev.tolist(), k_stream.tolist()))
-        for p, d, s in worked:
-            if made.get((p, s)) == STREAM_BLOCKING:
-                self._blocking.setdefault((p, d), []).append(s)
-        for p in sorted({p for (p, _), f in made.items() if f == STREAM_NULL}):
-            devices = sorted({d for q, d, _ in worked if q == p})
-            idle = []
-            for s in sorted(s for (q, s), f in made.items() if q == p and f == STREAM_NULL):
-                on = [d for q, d, t in worked if q == p and t == s]
-                self._legacy.update({(p, d): s for d in on})
-                if not on:
-                    idle.append(s)
-            if len(devices) == 1 and len(idle) == 1 and (p, devices[0]) not in self._legacy:
-                self._legacy[(p, devices[0])] = idle[0]
+        self._legacy: dict[tuple[int, int], int] = clock.nulls
+        self._non_blocking = {k for k, f in clock.made.items() if f == STREAM_NON_BLOCKING}
 
     @functools.cached_property
     def _threads_elsewhere(self) -> set[int]:
@@ -329,16 +302,6 @@ class UnsetStreams:
             if (p, s) in self._non_blocking and th not in self._threads_elsewhere:
                 out[i] = self._legacy.get((p, d), -1)
         return out
-
-    def is_null(self, pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
-        """Per (pid, device, stream): it is that process's NULL stream on that device."""
-        return np.array([self._legacy.get((p, d), -2) == s for p, d, s in zip(np.asarray(pid).tolist(), np.asarray(dev).tolist(), np.asarray(stream).tolist())],
-                        dtype=bool)
-
-    def waited_by_null(self, pid: int, dev: int) -> list[int]:
-        """The blocking streams with work on ``pid``'s ``dev``: an event recorded on its NULL
-        stream completes only once the work queued on them before it is done."""
-        return self._blocking.get((pid, dev), [])
 
 
 def busiest_streams(ops: pa.Table, copy_streams: CopyStreams | None = None) -> dict[int, tuple[int, int]]:

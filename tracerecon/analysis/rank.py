@@ -64,8 +64,9 @@ class RankTables:
     # otherwise than the machine (CUDA_VISIBLE_DEVICES; ``ExportInfo.cuda_devices``): what the
     # notes name a GPU by. The tables' device ids stay the process's CUDA numbers.
     cuda_devices: tuple = ()
-    # How each of the rank's streams was created (``schema.CUDA_STREAMS``): which is a process's
-    # NULL stream (``UnsetStreams``); None or empty where the export does not say.
+    # How each of the rank's streams was created (``schema.CUDA_STREAMS``): a process's NULL
+    # stream and the blocking streams it waits for and they for it (``stream_clock``); None or
+    # empty where the export does not say.
     cuda_streams: pa.Table | None = None
 
 
@@ -223,7 +224,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
         targets = wait_targets(clock, blocking)  # (1 ms on the 76 MB trace: the stream work asks too)
         release_free_memory()  # what those threads freed, before the peak
         said = said_streams(clock, tables.stream_marks, tables.api_calls, nested, ops, op_phase, stream_deciders, ph_pid, ph_tid, ph_s, ph_e, cycle_of)
-        unset = UnsetStreams(tables.cuda_streams, clock)
+        unset = UnsetStreams(clock)
         stream_work = (ops, op_phase, n_ph, clock, ph_pid, ph_tid, ph_s, ph_e, cycle_of, stream_deciders, ended_elsewhere, copy_streams, said, (blocking, targets),
                        beside, unset)
         boundaries_f = side.submit(_phase_stream_boundaries, *stream_work) if alongside else None

@@ -88,6 +88,10 @@ class StreamClock:
     # records and waits, each of which waits for the blocking streams first).
     legacy: dict = field(default_factory=dict)
     legacy_done: dict = field(default_factory=dict)
+    # How each (pid, stream id) was made (``stream_flags``), and each process's NULL stream per
+    # device (``null_streams``: (pid, device) -> stream id, each a row of ``keys``).
+    made: dict = field(default_factory=dict)
+    nulls: dict = field(default_factory=dict)
 
     def stream_index(self, pid: np.ndarray, device: np.ndarray, stream: np.ndarray) -> np.ndarray:
         """Row of ``keys`` for each (pid, device, stream); -1 where the stream has no work."""
@@ -355,21 +359,49 @@ def launch_instants(ops: pa.Table) -> np.ndarray:
     return instant
 
 
-def legacy_partners(keys: np.ndarray, cuda_streams: pa.Table | None) -> tuple[dict[int, tuple[int, ...]], set[int]]:
-    """The legacy default stream's implicit synchronisation, per stream row of ``keys`` (a
-    stream clock's): on each device of a process, its NULL stream (``TARGET_INFO_CUDA_STREAM``
-    flag 3) waits for the work queued before on every blocking stream there (flag 1: made
-    without cudaStreamNonBlocking, as plain ``cudaStreamCreate`` and CUDA's per-thread default
-    streams are), and each of those for the NULL stream's; streams made non-blocking (PyTorch's,
-    NCCL's) wait for neither. A stream id two contexts of a process both use, made otherwise,
-    counts as neither. Exports that do not say how streams were made: none. Returns the
-    partners of each row, and which rows are NULL streams."""
-    if cuda_streams is None or cuda_streams.num_rows == 0 or len(keys) == 0:
-        return {}, set()
+def stream_flags(cuda_streams: pa.Table | None) -> dict[tuple[int, int], int]:
+    """How each (pid, stream id) was made: ``TARGET_INFO_CUDA_STREAM``'s flag (``schema``'s
+    STREAM_BLOCKING, STREAM_NON_BLOCKING, STREAM_NULL). A stream id two contexts of a process
+    both use, made otherwise, is left out; exports that do not say: none."""
+    if cuda_streams is None or cuda_streams.num_rows == 0:
+        return {}
     flags: dict[tuple[int, int], set[int]] = {}
     for f, p, sid in zip(*(int64s(cuda_streams[c], -1).tolist() for c in ("flag", "pid", "stream_id"))):
         flags.setdefault((p, sid), set()).add(f)
-    made = {k: next(iter(f)) for k, f in flags.items() if len(f) == 1}
+    return {k: next(iter(f)) for k, f in flags.items() if len(f) == 1}
+
+
+def null_streams(keys: np.ndarray, made: dict[tuple[int, int], int]) -> dict[tuple[int, int], int]:
+    """Each process's NULL stream per device, (pid, device) -> stream id, among ``keys`` (packed
+    (pid, device, stream)): one that ran work, recorded or waited there; else, in a process
+    whose streams of ``keys`` are all on one device and that has one NULL stream that did none
+    of that, that one there (where a thread that never set a stream would record its events)."""
+    k_pid, k_dev, k_stream = unpack_keys(keys) if len(keys) else (np.zeros(0, np.int64),) * 3
+    worked = list(zip(k_pid.tolist(), k_dev.tolist(), k_stream.tolist()))
+    out: dict[tuple[int, int], int] = {}
+    for p in sorted({p for (p, _), f in made.items() if f == STREAM_NULL}):
+        devices = sorted({d for q, d, _ in worked if q == p})
+        idle = []
+        for sid in sorted(sid for (q, sid), f in made.items() if q == p and f == STREAM_NULL):
+            on = [d for q, d, t in worked if q == p and t == sid]
+            out.update({(p, d): sid for d in on})
+            if not on:
+                idle.append(sid)
+        if len(devices) == 1 and len(idle) == 1 and (p, devices[0]) not in out:
+            out[(p, devices[0])] = idle[0]
+    return out
+
+
+def legacy_partners(keys: np.ndarray, made: dict[tuple[int, int], int]) -> tuple[dict[int, tuple[int, ...]], set[int]]:
+    """The legacy default stream's implicit synchronisation, per stream row of ``keys`` (a
+    stream clock's; ``made``: ``stream_flags``): on each device of a process, its NULL stream
+    waits for the work queued before on every blocking stream there (made without
+    cudaStreamNonBlocking, as plain ``cudaStreamCreate`` and CUDA's per-thread default streams
+    are), and each of those for the NULL stream's; streams made non-blocking (PyTorch's,
+    NCCL's) wait for neither. Returns the partners of each row, and which rows are NULL streams
+    with partners."""
+    if not made or len(keys) == 0:
+        return {}, set()
     k_pid, k_dev, k_stream = unpack_keys(keys)
     by_device: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
     for row, (p, d, sid) in enumerate(zip(k_pid.tolist(), k_dev.tolist(), k_stream.tolist())):
@@ -421,8 +453,13 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
     g_end = np.concatenate([o_end[b_rows[b_placed]], head.done])
     op_key_all = np.concatenate([op_key, g_key])
     keys = np.union1d(work_keys, np.concatenate([rec_key, wait_key]))
+    # Each process's NULL stream has a row, an idle one too (where a thread that never set a
+    # stream records: ``phase_streams.UnsetStreams``), and the legacy stream's waits their rows.
+    made = stream_flags(cuda_streams)
+    nulls = null_streams(keys, made)
+    keys = np.union1d(keys, np.array([pack_keys(p, d, sid) for (p, d), sid in nulls.items()], np.int64))
     n = len(keys)
-    legacy, null_rows = legacy_partners(keys, cuda_streams)
+    legacy, null_rows = legacy_partners(keys, made)
 
     def index_of(pid, dev, stream):
         if n == 0 or len(pid) == 0:
@@ -510,6 +547,8 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
         launch_thread=launch_thread,
         legacy=legacy,
         legacy_done=legacy_done,
+        made=made,
+        nulls=nulls,
     )
 
 
