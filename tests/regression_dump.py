@@ -66,6 +66,10 @@ def dump_one(item: tuple[str, list[str]]) -> dict:
     except TraceReconError as exc:
         return {"input": name, "error": str(exc), "exit": exc.exit_code}
     line = {"input": name, "warnings": list(analysis.warnings), "report": report.to_json()}
+    # (the lines under each rank's table: the report JSON has not the "most misleading" pick)
+    from tracerecon.present import rank_notes
+
+    line["notes"] = {str(r.rank): [text for text, _ in rank_notes(r, report.skip_cycles)] for r in report.ranks}
     if len(files) == 1 and not Path(files[0]).is_dir():
         line["ranks"] = {str(r.rank): {t: _digest(getattr(r, t)) for t in ("ranges", "gpu_ops", "syncs", "phases", "cycles")} for r in analysis.ranks}
     return line

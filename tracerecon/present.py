@@ -15,7 +15,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Sequence
 
 from tracerecon.json_text import gpu_label, one_line
-from tracerecon.report_model import CycleSummary, PhaseSummary, RankReport, Report, most_misleading
+from tracerecon.report_model import CycleSummary, PhaseSummary, RankReport, Report, lies_both_ways, most_misleading
 
 if TYPE_CHECKING:
     from tracerecon.model import Analysis
@@ -206,7 +206,14 @@ def rank_notes(r: RankReport, skip_cycles: int | None = None, hint: bool = False
 
 
 def misleading_line(p: PhaseSummary) -> str:
-    """One sentence for the phase whose CPU timer misleads most."""
+    """One sentence for the phase whose CPU timer misleads most. A timer that errs both ways
+    (``lies_both_ways``) is said so, with how far it is off in the median cycle and the causes
+    of its cycles: its CPU and GPU medians can read alike."""
+    if lies_both_ways(p):
+        v = p.verdicts
+        causes = ", ".join(f"{c} {k}" for c, k in p.causes.items() if c != "none")
+        return (f"most misleading: {p.phase}: CPU timer off its GPU time by {fmt_ms(p.abs_error_ms_median)} ms in the median cycle - "
+                f"it over-reports in {v['over']} and under-reports in {v['under']} of {p.n}" + (f" ({causes})" if causes else ""))
     why = CAUSE_MEANING.get(p.dominant_cause, "")
     return (f"most misleading: {p.phase}: CPU {fmt_ms(p.cpu_ms_median)} ms vs GPU {fmt_ms(p.gpu_ms_median)} ms - "
             f"{VERDICT_MEANING[p.dominant_verdict]}" + (f": {why}" if why else ""))

@@ -104,6 +104,8 @@ def summarize_phases(phases: pa.Table, order: tuple[str, ...] = (), cycles: pa.T
     for name in names:
         idx = np.flatnonzero(name_code == names_seen.index(name))
         median = {c: median_ms(v[idx][ok[idx]]) for c, (v, ok) in durations.items()}
+        error, has_error = durations["error_ns"]
+        abs_error = median_ms(np.abs(error[idx][has_error[idx]]))
         apart = {c: groups_apart_ms(durations[c][0][idx][durations[c][1][idx]]) for c in ("cpu_ns", "gpu_ns")}
         verdicts = _most_common(labels["verdict"], idx)
         words, codes = labels["verdict"]
@@ -122,6 +124,7 @@ def summarize_phases(phases: pa.Table, order: tuple[str, ...] = (), cycles: pa.T
                 cpu_ms_groups=apart["cpu_ns"],
                 gpu_ms_groups=apart["gpu_ns"],
                 verdict_causes=_most_common(labels["cause"], of_verdict),
+                abs_error_ms_median=abs_error,
             )
         )
     return out
