@@ -308,10 +308,12 @@ def test_phases_tiled_behind_a_stream_they_never_wait_for_are_said(tmp_path):
     # WHEN analysed with those three phases
     run = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("schedule", "forward", "process")))
     # THEN from the second batch on, schedule's boundaries wait for the previous forward on 9
-    # (the tiling): it reads 0, where events on 7 would read b..b+50 = 50 us; said in a warning
+    # (the tiling): it reads 0, where events on 7 would read b..b+50 = 50 us; said in a warning,
+    # which says the cycles' GPU times are tiled with it (a cycle holds its phases' readings)
     assert [p["gpu_ns"] // U for p in run.ranks[0].phases.to_pylist() if p["phase"] == "schedule"] == [50, 0, 0, 0]
     said = [w for w in run.warnings if "never waits for" in w]
     assert len(said) == 1 and "'schedule': in 3 of 4 instances" in said[0] and "reads 0.000 ms (median) where events on its own stream would read 0.050 ms" in said[0]
+    assert said[0].endswith("(streams that run at once and do not join there are tiled one after another, and so are the GPU times of the cycles they are in)")
 
 
 def test_a_stream_that_waits_for_its_neighbours_stream_is_tiled_without_a_word(tmp_path):

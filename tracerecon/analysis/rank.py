@@ -818,7 +818,8 @@ def _tiled_notes(tiled: np.ndarray, own: np.ndarray, gpu: np.ndarray, labels: li
         mine = np.flatnonzero(tiled & (np.asarray(labels, dtype=object) == name))
         out.append(f"{name!r}: in {len(mine)} of {labels.count(name)} instances another phase's stream, whose work there its own stream never waits for, "
                    f"ran past its boundaries: it reads {np.median(gpu[mine]) / 1e6:.3f} ms (median) where events on its own stream would read "
-                   f"{np.median(own[mine]) / 1e6:.3f} ms (streams that run at once and do not join there are tiled one after another)")
+                   f"{np.median(own[mine]) / 1e6:.3f} ms (streams that run at once and do not join there are tiled one after another, "
+                   f"and so are the GPU times of the cycles they are in)")
     return tuple(out)
 
 
