@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sqlite3
 from pathlib import Path
@@ -97,6 +98,11 @@ def test_in_a_trace_with_cycle_ranges_the_suggested_phases_are_what_the_cycles_h
     hint = res.stderr.split("the likely phases here: ")[1].split(" (`tracerecon ranges`")[0]
     # THEN it suggests the ranges inside the cycles, in their order, and not the warm-up range
     assert shlex.split(hint) == [x for p in phases for x in ("--phase", p)]
+    # AND the rank shows no table of headers alone, nor the note on its columns (read as a
+    # result), but says there is no phase to show
+    lines = [" ".join(line.split()) for line in run_cli("report", str(path), env={**os.environ, "COLUMNS": "200"}).stdout.splitlines()]
+    assert lines[1] == "no phase to show: no range was named as a phase, or none ran in a cycle counted (`tracerecon ranges` lists every range name)", lines
+    assert not any(line.startswith("phase n CPU ms") or line.startswith("GPU ms:") for line in lines), lines
 
 
 def test_ranges_lists_the_numbered_cycle_ranges_as_one_row():
@@ -124,8 +130,12 @@ def test_ranges_names_its_span_as_report_does_and_says_which_options_it_does_not
     verify = next(r for r in json.loads(res.stdout)["ranks"][0]["ranges"] if r["name"] == "verify")
     # THEN the span has report's name for it (gpu_ms_median, kept, is report's boundary time)
     assert verify["gpu_span_ms_median"] == verify["gpu_ms_median"] and verify["n"] == 24
-    # AND one line says the options are not used
+    # AND one line says the options are not used, and no other: the listing and the warnings are
+    # those of a plain `ranges` (a --phase verify had warned of GPU work queued in the cycle
+    # range before and after verify, its first and last phase, in a listing that has no phases)
     assert res.returncode == 0 and "--phase, --skip-cycles: not used by `ranges`" in res.stderr, res.stderr
+    plain = run_cli("ranges", "--json", trace)
+    assert res.stdout == plain.stdout and res.stderr.splitlines()[1:] == plain.stderr.splitlines() == [], res.stderr
 
 
 @pytest.mark.skipif(not (PUBLIC / "GindaChen__nsys-ai" / "h100_2gpu_1s.sqlite").is_file(), reason="public traces not found (set TRACERECON_SHARED)")

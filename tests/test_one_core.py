@@ -654,6 +654,37 @@ def test_piped_report_lines_fit_80_columns_and_wrapped_prose_hangs_under_its_lin
     assert any("under-reports" in line for line in wrapped) and any("those cycles the other ranks waited" in line for line in wrapped)
 
 
+@pytest.mark.parametrize("columns", [60, 80])
+def test_a_narrow_across_ranks_table_folds_the_alignment_between_words_and_cuts_nothing(columns):
+    # GIVEN two ranks whose alignment reads "session start + collectives"
+    res = run_cli("report", str(DEMO2 / "nccl_skew"), env={**os.environ, "COLUMNS": str(columns)})
+    lines = res.stdout.splitlines()
+    table = lines[lines.index("across ranks") + 1:]
+    table = table[:next(i for i, line in enumerate(table) if line.startswith("  straggler"))]
+    # WHEN printed at 60 or 80 columns THEN nothing in it is cut ("alignme…", "collect…" at 60)
+    # and its words are whole: the header, each rank's numbers and gated count, the alignment
+    # folded between its words
+    assert not any("…" in line for line in table), table
+    assert table[0].split() == ["rank", "offset", "ms", "±", "ms", "alignment", "coll.", "comm", "ms", "wait", "ms", "gated"]
+    words = " ".join(table[1:]).split()
+    assert "collectives" in words and "session" in words and words.count("30") == 1, table
+    folded = [line.strip() for line in table[1:] if not line.lstrip()[:1].isdigit()]
+    assert all(w in ("clock", "start +", "collectives", "start + collectives", "+ collectives") for w in folded), folded
+
+
+def test_a_label_too_wide_for_the_terminal_is_split_at_its_colon_not_before_its_count():
+    # GIVEN a rank whose verify label, "under 26/30: comm_wait 30/30", is wider than the 80
+    # columns the other columns leave it 27 of
+    res = run_cli("report", str(DEMO2 / "nccl_skew"), env={**os.environ, "COLUMNS": "80"})
+    lines = res.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("verify"))
+    # WHEN printed THEN it is split at its ": ", the cause with its count on the next line (it
+    # had wrapped before "30/30", read as a number of its own), and the labels that fit stay whole
+    assert lines[at].endswith("under 26/30:") and lines[at + 1].strip() == "comm_wait 30/30", lines[at:at + 2]
+    assert any(line.startswith("draft ") and line.endswith("under: async_tail") for line in lines)
+    assert any(line.startswith("draft_re_extend") and line.endswith("over 27/30: absorbed_wait") for line in lines)
+
+
 def test_a_cycle_line_says_when_its_phases_hold_little_of_the_cycle():
     # GIVEN the README's trace, read with verify alone (draft and draft_re_extend left out)
     trace = str(H200 / "eagle_gpu_bound.sqlite")

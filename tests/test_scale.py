@@ -235,6 +235,28 @@ def test_a_refusal_deep_in_distributeds_error_chain_is_said_as_one():
     assert _why_no_scheduler(OSError("Timed out trying to connect to tcp://10.0.0.1:8786 after 20 s")) == "no answer within 20 s"
 
 
+@pytest.mark.parametrize("command", ["report", "export"])
+def test_a_dask_address_the_cache_answered_for_is_said_not_contacted(tmp_path, command):
+    # GIVEN a trace reported once (the analysis and the report cached)
+    env = {**os.environ, "TRACERECON_CACHE_DIR": str(tmp_path / "cache")}
+    trace = str(H200 / "eagle_gpu_bound.sqlite")
+    plain = run_cli("report", trace, "--json", env=env)
+    assert plain.returncode == 0 and plain.stderr == "", plain.stderr
+    # WHEN given again with --dask at an address where no scheduler listens
+    out = ["-o", str(tmp_path / "exp")] if command == "export" else ["--json"]
+    res = run_cli(command, trace, "--dask", "tcp://127.0.0.1:9", *out, env=env)
+    # THEN the cache answers, and one warning says the cluster was not asked (it had passed in
+    # silence, where --no-cache says no scheduler answers)
+    assert res.returncode == 0, res.stderr
+    assert res.stderr == "tracerecon: warning: --dask tcp://127.0.0.1:9: not contacted: the analysis was read from the cache (--no-cache runs it on the cluster)\n"
+    if command == "report":
+        # (the numbers those of the plain report; the warning in its list too, this call's only)
+        got, want = json.loads(res.stdout), json.loads(plain.stdout)
+        assert got["warnings"] == ["--dask tcp://127.0.0.1:9: not contacted: the analysis was read from the cache (--no-cache runs it on the cluster)"]
+        assert {**got, "warnings": []} == {**want, "warnings": []}
+        assert json.loads(run_cli("report", trace, "--json", env=env).stdout) == want
+
+
 def test_an_address_where_no_dask_scheduler_listens_is_said_in_the_users_words():
     pytest.importorskip("distributed")
     import socket

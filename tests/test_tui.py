@@ -491,6 +491,44 @@ async def test_worst_cycle_where_no_timer_misses_says_so(tmp_path):
         assert any("no cycle's CPU timers miss the GPU" in str(n.message) for n in app._notifications)
 
 
+async def test_worst_cycle_on_a_rank_with_no_cycles_says_it_has_none(tmp_path):
+    # GIVEN a trace whose ranges are no phase (no cycles at all)
+    from nsys_factory import FakeTrace
+
+    U = 1000
+    t = FakeTrace()
+    t.range("step", 0, 100 * U)
+    t.kernel(t.call("cudaLaunchKernel", 1 * U, 2 * U), 2 * U, 50 * U)
+    app = make_app(str(t.write(tmp_path / "t.sqlite")))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await ready(pilot)
+        assert app.analysis.ranks[0].cycles.num_rows == 0
+        # WHEN `w` is pressed THEN it says the rank has no cycles, as `n` does (it had said no
+        # cycle's timers miss the GPU: the timers right)
+        await pilot.press("2", "w")
+        await pilot.pause()
+        said = [str(n.message) for n in app._notifications]
+        assert "this rank has no cycles" in said and not any("miss the GPU" in m for m in said), said
+
+
+async def test_overview_at_80_columns_puts_a_long_verdict_and_cause_on_two_lines():
+    # GIVEN two ranks whose labels carry a cause's own share ("agree 19/30: launch_bound 13/30")
+    from tracerecon.present import verdict_cause_label
+
+    app = make_app(str(SAMPLES / "demo_shapes_h200x2" / "nccl_skew_phases"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        t = app.query_one("#overview-table")
+        # WHEN shown at 80 columns THEN every label is whole, those past 20 characters on two
+        # lines at their ": ", and the table no wider than the screen (the column had been cut
+        # at 80: "agree 19/30: launch_bound 1")
+        labels = [str(t.get_row_at(i)[-1]) for i in range(t.row_count)]
+        want = [verdict_cause_label(p) for r in app.report.ranks for p in r.phases]
+        assert [label.replace(":\n", ": ") for label in labels] == want
+        assert any(len(w) > 20 for w in want) and all(("\n" in label) == (len(w) > 20) for label, w in zip(labels, want))
+        assert t.virtual_size.width <= t.size.width
+
+
 async def test_the_diff_tab_says_what_tracerecon_diff_says_under_its_table():
     # GIVEN run A of two ranks (NCCL) against run B of one
     a_path, b_path = str(DEMO2 / "nccl_gpu_bound"), GPU_BOUND

@@ -141,11 +141,18 @@ def report(inputs: Sequence[str | os.PathLike], options: PhaseConfig | None = No
     # the exports read), and what happened to this load only, is not kept in the cached report.
     notes = folder_warnings(inputs)
 
+    ran: list[bool] = []
+
     def to_keep() -> Report:
+        ran.append(True)
         built = made()
         return built.with_read_anew(EngineTimers(), (), stale=[*notes, *this_load_only])
 
     fresh = cached(files, _report_key(files, config), to_keep, _is_report)
+    if scheduler is not None and not ran:
+        from tracerecon.pipeline import scheduler_not_used
+
+        this_load_only.append(scheduler_not_used(scheduler))
     said = fresh.with_read_anew(read_engine_timers(inputs, config.label_of), notes)
     return replace(said, warnings=tuple(this_load_only) + said.warnings) if this_load_only else said
 

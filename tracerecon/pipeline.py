@@ -872,10 +872,24 @@ def analyze(paths: Sequence[str | os.PathLike], config: PhaseConfig, say: Progre
     # (they are shown); engine timers (run.json) are read fresh.
     # What happened to this load only (a worker process that died) is said, never cached.
     notices: list[str] = []
-    analysis = cached(files, ("run", config, tuple(map(str, files))), lambda: _analyze_files(files, config, say, jobs, scheduler, notices), _is_analysis)
+    ran: list[bool] = []
+
+    def analysed() -> Analysis:
+        ran.append(True)
+        return _analyze_files(files, config, say, jobs, scheduler, notices)
+
+    analysis = cached(files, ("run", config, tuple(map(str, files))), analysed, _is_analysis)
+    if scheduler is not None and not ran:
+        notices.append(scheduler_not_used(scheduler))
     timers = read_engine_timers(paths, config.label_of)
     return replace(analysis, engine_timers=timers.medians, warnings=tuple(folder_warnings(paths)) + timers.warnings + tuple(notices) + analysis.warnings,
                    load_notices=tuple(notices))
+
+
+def scheduler_not_used(scheduler: str) -> str:
+    """What a load with ``--dask`` says where the cache answered: the cluster was not asked
+    (an address that reaches no scheduler would otherwise pass unnoticed)."""
+    return f"--dask {scheduler}: not contacted: the analysis was read from the cache (--no-cache runs it on the cluster)"
 
 
 def _analyze_files(files: list[Path], config: PhaseConfig, say: Progress, jobs: int | None, scheduler: str | None, notices: list[str]) -> Analysis:

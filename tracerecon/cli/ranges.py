@@ -34,7 +34,10 @@ def main(args: argparse.Namespace) -> int:
     if unused:
         say(f"warning: {', '.join(unused)}: not used by `ranges`, which lists every range name with the CPU and GPU times of all "
             "its instances (`report` takes them)")
-    analysis = load(args.traces, config_from(args), args.jobs, args.dask, phases_unused=True)
+    # (loaded as without them: their own warnings, GPU work queued before the first phase given,
+    # said nothing of this listing)
+    plain = argparse.Namespace(**{**vars(args), "phase": None, "preset": None, "skip_cycles": None, "phase_thread": None})
+    analysis = load(args.traces, config_from(plain), args.jobs, args.dask, phases_unused=True)
     out = console()
     if args.json:
         # (each rank's file and processes under `report --json`'s names: a file may hold several ranks)

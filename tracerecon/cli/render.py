@@ -71,31 +71,50 @@ def print_report(report: Report, console: Console, hints: bool = True) -> None:
         pids = f"pid {', '.join(map(str, r.pids))}  " if r.pids else ""
         print_wrapped(console, f"rank {r.rank}  {r.source}  {pids}{on + '  ' if on else ''}nsys {r.nsys_version or '?'}", indent="", fields=True,
                       hanging="    ", bold=len(f"rank {r.rank}"))
-        table = Table(header_style="bold", box=None, padding=(0, 1, 0, 0), pad_edge=False)
-        # A long phase name folds onto more lines within a bounded width: the numbers stay in
-        # view, and names that differ only at their end stay told apart (cut with "…" at the
-        # width, SGLang's EagleDraftWorker._draft_extend_for_decode and _for_prefill read the
-        # same). Past four lines it is cut in the middle (a 5,000-character name took 160 lines).
-        table.add_column("phase", max_width=NAME_COLUMN, overflow="fold")
-        table.add_column("n", justify="right")
         engine = report.engine_timers.get(r.rank, {})
-        if engine:
-            table.add_column("engine", justify="right")  # the engine's own perf_counter timer, ms
-        for col in ("CPU ms", "GPU ms", "span", "busy", "CPU-GPU"):
-            table.add_column(col, justify="right", no_wrap=True)
-        table.add_column("verdict: cause", overflow="fold")
-        for p in phases:
-            cells = [shown[p.phase], str(p.n)] + ([fmt_ms(engine.get(p.phase))] if engine else [])
-            table.add_row(
-                *cells, fmt_ms(p.cpu_ms_median), fmt_ms(p.gpu_ms_median), fmt_ms(p.gpu_span_ms_median),
-                fmt_ms(p.gpu_busy_ms_median), fmt_ms(p.error_ms_median), Text(verdict_cause_label(p), style=VERDICT_STYLE.get(p.dominant_verdict, "")),
-            )
-        print_table(console, table)
+        # A label wider than what the other columns leave of the terminal is split at its ": "
+        # (it wrapped where it overflowed: "under 26/30: comm_wait" above "30/30" read as two
+        # numbers of one cause)
+        header = "verdict: cause"
+        others = Measurement.get(console, console.options.update(width=10_000), _phase_table(phases, shown, engine, [""] * len(phases))).maximum - len(header)
+        room = max(console.width - others, len(header))
+        labels = [label if len(label) <= room else label.replace(": ", ":\n", 1) for label in map(verdict_cause_label, phases)]
+        table = _phase_table(phases, shown, engine, labels)
+        if phases:
+            print_table(console, table)
+        else:
+            # (a table of headers alone, and the note on its columns, had read as a result)
+            print_wrapped(console, "no phase to show: no range was named as a phase, or none ran in a cycle counted "
+                                   "(`tracerecon ranges` lists every range name)")
         for line, _ in rank_notes(r, report.skip_cycles, hint=hints):
             print_wrapped(console, line)
         console.print()
     print_straggler_summary(report, console)
-    print_wrapped(console, "GPU ms: CUDA-event time between phase boundaries; each column a median over cycles (CPU-GPU: of each cycle's own difference).", style="dim")
+    if any(r.phases for r in report.ranks):
+        print_wrapped(console, "GPU ms: CUDA-event time between phase boundaries; each column a median over cycles (CPU-GPU: of each cycle's own difference).", style="dim")
+
+
+def _phase_table(phases, shown: dict, engine: dict, labels: list[str]) -> Table:
+    """A rank's table of phases, each with its ``verdict: cause`` label as given."""
+    table = Table(header_style="bold", box=None, padding=(0, 1, 0, 0), pad_edge=False)
+    # A long phase name folds onto more lines within a bounded width: the numbers stay in
+    # view, and names that differ only at their end stay told apart (cut with "…" at the
+    # width, SGLang's EagleDraftWorker._draft_extend_for_decode and _for_prefill read the
+    # same). Past four lines it is cut in the middle (a 5,000-character name took 160 lines).
+    table.add_column("phase", max_width=NAME_COLUMN, overflow="fold")
+    table.add_column("n", justify="right")
+    if engine:
+        table.add_column("engine", justify="right")  # the engine's own perf_counter timer, ms
+    for col in ("CPU ms", "GPU ms", "span", "busy", "CPU-GPU"):
+        table.add_column(col, justify="right", no_wrap=True)
+    table.add_column("verdict: cause", overflow="fold")
+    for p, label in zip(phases, labels):
+        cells = [shown[p.phase], str(p.n)] + ([fmt_ms(engine.get(p.phase))] if engine else [])
+        table.add_row(
+            *cells, fmt_ms(p.cpu_ms_median), fmt_ms(p.gpu_ms_median), fmt_ms(p.gpu_span_ms_median),
+            fmt_ms(p.gpu_busy_ms_median), fmt_ms(p.error_ms_median), Text(label, style=VERDICT_STYLE.get(p.dominant_verdict, "")),
+        )
+    return table
 
 
 def print_straggler_summary(report: Report, console: Console) -> None:
@@ -103,12 +122,17 @@ def print_straggler_summary(report: Report, console: Console) -> None:
     if len(report.ranks) < 2 or not report.cross_rank:
         return
     t = Table(title="across ranks", title_justify="left", header_style="bold", box=None, padding=(0, 1), pad_edge=False)
-    for col in ("rank", "offset ms", "± ms", "alignment", "coll.", "comm ms", "wait ms", "gated"):
-        t.add_column(col, justify="left" if col in ("alignment",) else "right")
     gated = report.critical_path["rank_counts"]
-    for r in report.ranks:
-        unc = "?" if r.offset_uncertainty_ns is None else f"{r.offset_uncertainty_ns / 1e6:.3f}"
-        t.add_row(str(r.rank), f"{r.offset_ns / 1e6:.3f}", unc, r.alignment, str(r.n_collectives), f"{r.comm_ms:.3f}", f"{r.wait_ms:.3f}", str(gated.get(str(r.rank), 0)))
+    rows = [(str(r.rank), f"{r.offset_ns / 1e6:.3f}", "?" if r.offset_uncertainty_ns is None else f"{r.offset_uncertainty_ns / 1e6:.3f}", r.alignment,
+             str(r.n_collectives), f"{r.comm_ms:.3f}", f"{r.wait_ms:.3f}", str(gated.get(str(r.rank), 0))) for r in report.ranks]
+    for i, col in enumerate(("rank", "offset ms", "± ms", "alignment", "coll.", "comm ms", "wait ms", "gated")):
+        # Narrow, the alignment folds between its words, never inside one nor cut ("session start
+        # + collect…" hid how the clocks were aligned); the numbers and headers stay whole (a
+        # table that cannot fit is printed wider: ``print_table``).
+        widest = max([len(w) for row in rows for w in row[i].split()] + [len(col)])
+        t.add_column(col, justify="left" if col == "alignment" else "right", overflow="fold", min_width=widest, no_wrap=col != "alignment")
+    for row in rows:
+        t.add_row(*row)
     print_table(console, t)
     for line in report.straggler_lines:
         print_wrapped(console, line)

@@ -362,6 +362,9 @@ class TraceReconApp(App):
     # Narrower than this, the overview leaves out span and busy (the phase detail has them), so
     # that it fits 80 columns without cutting a phase name or a verdict.
     WIDE_OVERVIEW = 100
+    # Narrower, a verdict: cause label longer than this is shown on two lines (the longest
+    # half, "queued_behind 12/30", is 19).
+    NARROW_LABEL = 20
 
     def on_resize(self, event) -> None:
         if self.report is not None and (event.size.width >= self.WIDE_OVERVIEW) != self._overview_wide:
@@ -394,11 +397,16 @@ class TraceReconApp(App):
             summaries = r.phases
             for p in summaries:
                 err = p.error_ms_median
+                label = verdict_cause_label(p)
+                if not wide and len(label) > self.NARROW_LABEL:
+                    # (the verdict and the cause on two lines: "agree 19/30: launch_bound 13/30"
+                    # on one ran past 80 columns and was cut, its counts read wrong)
+                    label = label.replace(": ", ":\n", 1)
                 t.add_row(
                     str(r.rank), Text(shown[p.phase]), str(p.n), fmt_ms(p.cpu_ms_median), fmt_ms(p.gpu_ms_median),
                     *((fmt_ms(p.gpu_span_ms_median), fmt_ms(p.gpu_busy_ms_median)) if wide else ()),
-                    Text(fmt_ms(err), style=VERDICT_STYLE.get(p.dominant_verdict, "")), Text(verdict_cause_label(p), style=VERDICT_STYLE.get(p.dominant_verdict, "")),
-                    key=f"{r.rank}:{p.phase}",
+                    Text(fmt_ms(err), style=VERDICT_STYLE.get(p.dominant_verdict, "")), Text(label, style=VERDICT_STYLE.get(p.dominant_verdict, "")),
+                    key=f"{r.rank}:{p.phase}", height=None,
                 )
             on = f" ({gpus_text(r.gpus)})" if r.gpus else ""
             for i, (line, verdict) in enumerate(rank_notes(r, rep.skip_cycles)):
@@ -607,7 +615,9 @@ class TraceReconApp(App):
 
         c = worst_cycle(r)
         if c is None:
-            self.notify("no cycle's CPU timers miss the GPU (nothing to go to)", severity="warning")
+            # (a rank with no cycles at all is said as n and p say it: "no cycle misses" read as
+            # "the timers are right")
+            self.notify("this rank has no cycles" if not self.cycle_ids() else "no cycle's CPU timers miss the GPU (nothing to go to)", severity="warning")
         else:
             self.open_cycle(c)
             self.notify(f"cycle {c}: the CPU timers miss the GPU by the most here")
