@@ -860,3 +860,35 @@ def test_accepted_marks_land_where_a_scan_of_every_cycle_puts_them(cycles, marks
         if i is not None:
             want[i] = (want[i] or 0) + tokens
     assert accepted_per_cycle(payload, spans, marks) == want
+
+
+@pytest.mark.parametrize("returns_after_us, process_us, said", [(1, 0, True), (0, 250, False), (20, 0, True)])
+def test_a_workers_launch_call_begun_in_a_cycles_last_phase_is_its_only_if_it_returned_inside(tmp_path, returns_after_us, process_us, said):
+    # GIVEN 4 cycles (b = 10 ms c) of a scheduler thread (11) holding forward (b..b+100 us) and
+    # process (b+100..b+200) in a cycle range (b..b+300), launching nothing; a worker thread
+    # (12) launches K1 (call b+10..b+12, runs b+12..b+400) and K2, whose 2 us call returns
+    # ``returns_after_us`` after process closed (runs b+400..b+650), on stream 7
+    from tracerecon.api import load
+
+    U = 1000
+    t = FakeTrace()
+    for c in range(4):
+        b = 10_000 * c
+        t.range(f"cycle {c}", b * U, (b + 300) * U, tid=11)
+        t.range("forward", b * U, (b + 100) * U, tid=11)
+        t.range("process", (b + 100) * U, (b + 200) * U, tid=11)
+        t.kernel(t.call("cudaLaunchKernel_v7000", (b + 10) * U, (b + 12) * U, tid=12), (b + 12) * U, (b + 400) * U)
+        back = (b + 200 + returns_after_us) * U
+        t.kernel(t.call("cudaLaunchKernel_v7000", back - 2 * U, back, tid=12), (b + 400) * U, (b + 650) * U)
+    run = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("forward", "process"), cycle_prefix="cycle", skip_cycles=0))
+    # WHEN read THEN forward's events read 0..400 us; process's start event 400 and its end event
+    # (at b+200) 400 where K2 was not yet queued (its call had not returned): 0 us, and K2 is
+    # in no phase, said as work queued after the last phase; 650 where it returned at the very
+    # nanosecond process closed (a call that returned then was made inside it). (K2's call begun
+    # inside process had made it process's, its end boundary read after K2: 250 us)
+    phases = run.ranks[0].phases.to_pylist()
+    assert [(p["phase"], p["gpu_ns"] // U) for p in phases] == [("forward", 400), ("process", process_us)] * 4
+    assert [c["gpu_ns"] // U for c in run.ranks[0].cycles.to_pylist()] == [400 + process_us] * 4
+    assert [p["n_gpu_ops"] for p in phases if p["phase"] == "process"] == [0 if said else 1] * 4
+    after = [w for w in run.warnings if "after its last phase ('process') in 4 of 4 cycles, 0.250 ms" in w]
+    assert len(after) == (1 if said else 0), run.warnings

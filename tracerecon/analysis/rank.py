@@ -32,7 +32,7 @@ from tracerecon.analysis.boundaries import beside_the_loop, in_sequence, phase_b
 from tracerecon.analysis.caller_streams import caller_streams
 from tracerecon.analysis.phase_streams import CopyStreams, UnsetStreams, busiest_streams, narrowed_by_phase, phase_streams, said_streams
 from tracerecon.analysis.stream_keys import pack_keys
-from tracerecon.analysis.stream_clock import StreamClock, stream_clock
+from tracerecon.analysis.stream_clock import StreamClock, launch_instants, stream_clock
 from tracerecon.analysis.nccl import comm_mask, phase_comm_split
 from tracerecon.analysis.config import PhaseConfig, cycle_kind, is_cycle_name
 from tracerecon.analysis.phases import (ERROR_FLOOR_NS, PhaseInputs, adds_up_tolerance, build_cycles, build_phases, cycle_said, cycles_by_time, empty_steps,
@@ -185,8 +185,14 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
     by_start_thread = np.flatnonzero((op_phase >= 0) & ended_elsewhere[np.maximum(op_phase, 0)]) if ended_elsewhere.any() else np.zeros(0, np.int64)
     if takes_cross.any() and ops.num_rows:
         same = op_phase
-        op_phase = attribute_other_threads(int64s(ops["pid"]), int64s(ops["launch_tid"], -1), int64s(ops["launch_start_ns"], I64_MIN), same, ph_pid, ph_tid, ph_s, ph_e,
-                                           takes_cross, launched_nothing)
+        # Each op at the instant it was put on its stream, as the boundaries count it (a worker's
+        # launch call begun in a cycle's last phase that returned after it closed had been its,
+        # its end boundary reading work no event recorded there waits for), and one put there at
+        # the very nanosecond a phase closed as made inside it (as a boundary then counts it: the
+        # phase open a nanosecond before); an op whose launch call the trace lacks is nobody's.
+        called = int64s(ops["launch_start_ns"], I64_MIN) != I64_MIN
+        op_phase = attribute_other_threads(int64s(ops["pid"]), int64s(ops["launch_tid"], -1), np.where(called, launch_instants(ops) - 1, I64_MIN), same,
+                                           ph_pid, ph_tid, ph_s, ph_e, takes_cross, launched_nothing)
         moved = np.flatnonzero((op_phase >= 0) & (same < 0))
         got = np.zeros(n_ph, dtype=bool)
         got[op_phase[moved]] = True
@@ -1466,9 +1472,10 @@ def _on_the_launchers_stream(ops: pa.Table, op_phase: np.ndarray, n_ph: int, com
 def read_ends(ops: pa.Table, op_phase: np.ndarray, cpu_end: np.ndarray, instants: np.ndarray) -> np.ndarray:
     """Per phase instance: the CPU instant its end boundary is read at: its CPU end, or just
     after the latest instant one of its ops was put on its stream where that is later (a
-    launch call of another thread that returned after the phase's range ended: an event
-    recorded then comes after that op; ``StreamClock.done`` counts what was put there before
-    the instant)."""
+    launch call of its starting thread that returned after a range ended on another thread had
+    ended: an event recorded then comes after that op; ``StreamClock.done`` counts what was put
+    there before the instant). Other threads' ops are a phase's only where put on their stream
+    inside it (``attribute_other_threads`` at their launch instants)."""
     out = np.asarray(cpu_end, dtype=np.int64).copy()
     if len(out) == 0 or ops.num_rows == 0:
         return out
