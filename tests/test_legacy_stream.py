@@ -112,3 +112,34 @@ def test_blocking_streams_with_no_null_stream_work_wait_for_each_other_nowhere(t
         t.stream_created(stream, flag)
     # WHEN read THEN neither waits for the other: draft 100 us, verify 100
     assert read(t, tmp_path) == [("draft", 100, 13), ("verify", 100, 13)] * 3
+
+
+@pytest.mark.parametrize("gpu1_null_id", [7, 8])
+def test_a_record_naming_gpu1s_idle_null_stream_is_gpu1s_where_gpu0s_null_stream_of_that_id_ran_work(tmp_path, gpu1_null_id):
+    # GIVEN one thread driving two GPUs (streams: GPU 0's NULL stream 7, which runs a kernel each
+    # cycle, and blocking 13; GPU 1's NULL stream ``gpu1_null_id``, running nothing, and blocking
+    # 14 and 15), 3 cycles (b = 2000c us): prep [b, b+100] (a kernel on (0, 7) b+12..b+20, one on
+    # (0, 13) b+22..b+80); a helper thread's kernel on (1, 15) queued b+102, running
+    # b+102..b+900; draft [b+100, b+200]: a kernel on (1, 14) b+112..b+150, then an event
+    # recorded on GPU 1's NULL stream at b+152 (its record says device 1); verify [b+200, b+400]
+    # on (0, 13)
+    from nsys_factory import gpid
+
+    t = FakeTrace()
+    for dev, sid, flag in ((0, 7, 3), (1, gpu1_null_id, 3), (0, 13, 1), (1, 14, 1), (1, 15, 1)):
+        t.streams.append({"streamId": sid, "hwId": dev, "vmId": 1, "processId": 10, "contextId": dev + 1, "priority": 0, "flag": flag})
+    for c in range(3):
+        b = 2000 * c
+        t.cycle(c, b * U, (b + 100) * U, (b + 200) * U, (b + 400) * U, names=("prep", "draft", "verify"), tid=11)
+        for at, (s, e), stream, dev, tid in ((10, (12, 20), 7, 0, 11), (20, (22, 80), 13, 0, 11), (100, (102, 900), 15, 1, 31),
+                                             (110, (112, 150), 14, 1, 11), (210, (212, 300), 13, 0, 11)):
+            t.kernel(t.call("cudaLaunchKernel", (b + at) * U, (b + at + 2) * U, tid=tid), (b + s) * U, (b + e) * U, stream=stream, device=dev)
+        corr = t.call("cudaEventRecord_v3020", (b + 150) * U, (b + 152) * U, tid=11)
+        t.events.append({"deviceId": 1, "contextId": 2, "streamId": gpu1_null_id, "correlationId": corr, "globalPid": gpid(10), "eventId": 50 + c, "eventSyncId": 1})
+    (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("prep", "draft", "verify"), cycle_prefix="cycle", skip_cycles=0)).ranks
+    # WHEN read THEN the record on GPU 1's NULL stream waits for what GPU 1's blocking streams had
+    # queued before it (the helper's kernel, to b+900), and an event on (1, 14) at draft's end
+    # for that record: draft reads b+100..b+900 = 800 us in every cycle, whatever the NULL
+    # stream's id (with id 7, the id of GPU 0's NULL stream, which ran work, the record had been
+    # taken for GPU 0's: draft read its CPU edges, 100 us)
+    assert [(p["device_id"], p["stream_id"], p["gpu_ns"] // U) for p in rank.phases.to_pylist() if p["phase"] == "draft"] == [(1, 14, 800)] * 3

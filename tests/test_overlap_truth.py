@@ -892,3 +892,32 @@ def test_a_workers_launch_call_begun_in_a_cycles_last_phase_is_its_only_if_it_re
     assert [p["n_gpu_ops"] for p in phases if p["phase"] == "process"] == [0 if said else 1] * 4
     after = [w for w in run.warnings if "after its last phase ('process') in 4 of 4 cycles, 0.250 ms" in w]
     assert len(after) == (1 if said else 0), run.warnings
+
+
+@pytest.mark.parametrize("api", ["cudaMemcpyAsync_v3020", "cudaMemcpy_v3020"])
+def test_a_workers_copy_its_call_waited_for_is_the_phase_it_was_asked_in(tmp_path, api):
+    # GIVEN 4 cycles (b = 10 ms c) of a scheduler thread (11) holding forward (b..b+100 us) and
+    # process (b+100..b+200), launching nothing; a worker thread (12) launches K1 (call
+    # b+10..b+12, runs b+12..b+150) and copies to the host with a call that waits for its copy
+    # (b+50..b+171; the copy runs b+150..b+170, behind K1), on stream 7
+    from tracerecon.api import load
+
+    U = 1000
+    t = FakeTrace()
+    for c in range(4):
+        b = 10_000 * c
+        t.range(f"cycle {c}", b * U, (b + 300) * U, tid=11)
+        t.range("forward", b * U, (b + 100) * U, tid=11)
+        t.range("process", (b + 100) * U, (b + 200) * U, tid=11)
+        t.kernel(t.call("cudaLaunchKernel_v7000", (b + 10) * U, (b + 12) * U, tid=12), (b + 12) * U, (b + 150) * U)
+        t.copy(t.call(api, (b + 50) * U, (b + 171) * U, tid=12), (b + 150) * U, (b + 170) * U, kind=2)
+    run = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("forward", "process"), cycle_prefix="cycle", skip_cycles=0))
+    (rank,) = run.ranks
+    # WHEN read THEN the copy is forward's work, as its blocking call is forward's: the driver
+    # queued it as the call began, inside forward (taken at its GPU start, inside process, it had
+    # gone to process: process with an op, a cause, and forward's call waiting for process's work)
+    name = {p["phase_id"]: p["phase"] for p in rank.phases.to_pylist()}
+    forward_ids = [i for i, n in name.items() if n == "forward"]
+    assert sorted((o["kind"], name.get(o["phase_id"])) for o in rank.gpu_ops.to_pylist()) == [("kernel", "forward")] * 4 + [("memcpy", "forward")] * 4
+    assert [(p["phase"], p["n_gpu_ops"]) for p in rank.phases.to_pylist()] == [("forward", 2), ("process", 0)] * 4
+    assert {(s["phase_id"] in forward_ids, s["waited_for_phase"], s["waited_other_phase_ns"]) for s in rank.syncs.to_pylist()} == {(True, "forward", 0)}
