@@ -123,3 +123,22 @@ def test_the_report_names_a_timer_a_cycle_off_in_turn(tmp_path):
     (line,) = [ln.strip() for ln in text.splitlines() if "most misleading" in ln]
     assert line == ("most misleading: sample: CPU timer off its GPU time by 0.295 ms in the median cycle - "
                     "it over-reports in 3 and under-reports in 3 of 6 (absorbed_wait 3, async_tail 3)"), line
+
+
+def test_a_timer_erring_both_ways_in_half_its_cycles_is_said_in_the_colour_of_its_errors():
+    # GIVEN sample agreeing in 4 of 8 cycles and 300 us over, under, over, under in the others;
+    # prep a steady 100 us over
+    from tracerecon.present import rank_notes
+    from tracerecon.report_model import CycleSummary, RankReport
+
+    verdicts = ["agree"] * 4 + ["over", "under"] * 2
+    errors = [0] * 4 + [300, -300] * 2
+    causes = ["none"] * 4 + ["absorbed_wait", "async_tail"] * 2
+    phases = summarize_phases(phases_table(instances("sample", errors, verdicts, causes) + instances("prep", [100] * 8, ["over"] * 8, ["absorbed_wait"] * 8)))
+    rank = RankReport(0, "t.sqlite", (10,), None, (), 0, None, "", 0.0, 0.0, 0, tuple(phases), CycleSummary(8, 1.0, 1.0, 1.0, 1.0, 8))
+    # WHEN its notes are made THEN sample is named (each cycle's |error| median (0 + 300) / 2 =
+    # 150 us, prep's 100), in the colour of an over-reporting timer, not of its dominant verdict
+    # "agree" (green, read as a timer that is right)
+    (line,) = [(text, verdict) for text, verdict in rank_notes(rank) if text.startswith("most misleading")]
+    assert line == ("most misleading: sample: CPU timer off its GPU time by 0.150 ms in the median cycle - it over-reports in 2 "
+                    "and under-reports in 2 of 8 (absorbed_wait 2, async_tail 2)", "over")

@@ -248,11 +248,11 @@ def test_a_dask_address_the_cache_answered_for_is_said_not_contacted(tmp_path, c
     # THEN the cache answers, and one warning says the cluster was not asked (it had passed in
     # silence, where --no-cache says no scheduler answers)
     assert res.returncode == 0, res.stderr
-    assert res.stderr == "tracerecon: warning: --dask tcp://127.0.0.1:9: not contacted: the analysis was read from the cache (--no-cache runs it on the cluster)\n"
+    assert res.stderr == "tracerecon: warning: --dask tcp://127.0.0.1:9: not contacted: the cache held the result (--no-cache runs it on the cluster)\n"
     if command == "report":
         # (the numbers those of the plain report; the warning in its list too, this call's only)
         got, want = json.loads(res.stdout), json.loads(plain.stdout)
-        assert got["warnings"] == ["--dask tcp://127.0.0.1:9: not contacted: the analysis was read from the cache (--no-cache runs it on the cluster)"]
+        assert got["warnings"] == ["--dask tcp://127.0.0.1:9: not contacted: the cache held the result (--no-cache runs it on the cluster)"]
         assert {**got, "warnings": []} == {**want, "warnings": []}
         assert json.loads(run_cli("report", trace, "--json", env=env).stdout) == want
 

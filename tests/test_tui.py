@@ -511,22 +511,31 @@ async def test_worst_cycle_on_a_rank_with_no_cycles_says_it_has_none(tmp_path):
         assert "this rank has no cycles" in said and not any("miss the GPU" in m for m in said), said
 
 
-async def test_overview_at_80_columns_puts_a_long_verdict_and_cause_on_two_lines():
-    # GIVEN two ranks whose labels carry a cause's own share ("agree 19/30: launch_bound 13/30")
+async def test_the_overview_fits_its_terminal_and_follows_each_resize():
+    # GIVEN two ranks whose labels carry a cause's own share ("agree 19/30: launch_bound 13/30"),
+    # their overview 101 columns wide with span and busy, 85 without, 72 with the labels on two
+    # lines (cells padded a column either side, two for the scrollbar)
     from tracerecon.present import verdict_cause_label
 
     app = make_app(str(SAMPLES / "demo_shapes_h200x2" / "nccl_skew_phases"))
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=(120, 30)) as pilot:
         await ready(pilot)
-        t = app.query_one("#overview-table")
-        # WHEN shown at 80 columns THEN every label is whole, those past 20 characters on two
-        # lines at their ": ", and the table no wider than the screen (the column had been cut
-        # at 80: "agree 19/30: launch_bound 1")
-        labels = [str(t.get_row_at(i)[-1]) for i in range(t.row_count)]
         want = [verdict_cause_label(p) for r in app.report.ranks for p in r.phases]
-        assert [label.replace(":\n", ": ") for label in labels] == want
-        assert any(len(w) > 20 for w in want) and all(("\n" in label) == (len(w) > 20) for label, w in zip(labels, want))
-        assert t.virtual_size.width <= t.size.width
+        assert any(": " in w and len(w) > 30 for w in want)
+        # WHEN the terminal is resized, wider and narrower in turn
+        for width, span, split in ((120, True, False), (80, False, True), (99, False, False), (100, False, False), (103, True, False),
+                                   (80, False, True), (140, True, False)):
+            await pilot.resize_terminal(width, 30)
+            await pilot.pause()
+            await pilot.pause()
+            t = app.query_one("#overview-table")
+            labels = [str(t.get_row_at(i)[-1]) for i in range(t.row_count)]
+            # THEN each time the layout is the first that fits: span and busy while they fit, then
+            # without them, then each label on two lines at its ": " (at 80 one line had been cut:
+            # "agree 19/30: launch_bound 1"; and a resize had laid it out for the width before)
+            assert ("span" in [c.label.plain for c in t.columns.values()], labels == [w.replace(": ", ":\n", 1) for w in want]) == (span, split), width
+            assert [label.replace(":\n", ": ") for label in labels] == want
+            assert t.virtual_size.width <= width, (width, t.virtual_size.width)
 
 
 async def test_the_diff_tab_says_what_tracerecon_diff_says_under_its_table():
@@ -875,3 +884,50 @@ async def test_a_resize_across_100_columns_keeps_the_overviews_sort_and_cursor()
         assert str(t.coordinate_to_cell_key(t.cursor_coordinate).row_key.value) == under
         await pilot.press("s")
         assert [c.label.plain for c in t.columns.values()][app.sort_column["#overview-table"]] == "GPU ms"
+
+
+def test_view_with_a_dask_address_the_cache_answered_for_says_the_cluster_was_not_asked(tmp_path):
+    # GIVEN a trace reported once (its report and analysis cached) and a terminal
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    env = dict(os.environ, TERM="xterm-256color", TRACERECON_CACHE_DIR=str(tmp_path / "cache"))
+    assert run_cli("report", GPU_BOUND, env=env).returncode == 0
+    exe = str(Path(sys.executable).parent / "tracerecon")
+    master, slave = pty.openpty()
+    # WHEN viewed with --dask at an address where no scheduler listens, and closed once loaded
+    proc = subprocess.Popen([exe, "view", GPU_BOUND, "--dask", "tcp://127.0.0.1:9"], stdin=slave, stdout=slave, stderr=slave, env=env)
+    os.close(slave)
+    got = b""
+
+    def read_for(seconds: float, done=lambda b: False) -> None:
+        nonlocal got
+        deadline = time.monotonic() + seconds
+        while not done(got) and time.monotonic() < deadline:
+            if select.select([master], [], [], 0.2)[0]:
+                try:
+                    got += os.read(master, 65536)
+                except OSError:
+                    break
+
+    try:
+        read_for(60, lambda b: b"draft_re_extend" in b)
+        read_for(3)  # (the analysis, from the cache, loads behind the cached overview)
+        os.write(master, b"q")
+        read_for(30, lambda b: proc.poll() is not None)
+        proc.wait(timeout=30)
+        read_for(1)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    # THEN it ends well and says, once the screen is given back, that the cluster was not asked
+    # (the cached report's warnings alone had been said: the address passed in silence)
+    text = got.decode(errors="replace")
+    assert proc.returncode == 0, text[-2000:]
+    assert "--dask tcp://127.0.0.1:9: not contacted: the cache held the result (--no-cache runs it on the cluster)" in text, text[-2000:]

@@ -889,7 +889,7 @@ def analyze(paths: Sequence[str | os.PathLike], config: PhaseConfig, say: Progre
 def scheduler_not_used(scheduler: str) -> str:
     """What a load with ``--dask`` says where the cache answered: the cluster was not asked
     (an address that reaches no scheduler would otherwise pass unnoticed)."""
-    return f"--dask {scheduler}: not contacted: the analysis was read from the cache (--no-cache runs it on the cluster)"
+    return f"--dask {scheduler}: not contacted: the cache held the result (--no-cache runs it on the cluster)"
 
 
 def _analyze_files(files: list[Path], config: PhaseConfig, say: Progress, jobs: int | None, scheduler: str | None, notices: list[str]) -> Analysis:

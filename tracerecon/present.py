@@ -200,7 +200,9 @@ def rank_notes(r: RankReport, skip_cycles: int | None = None, hint: bool = False
         out.append(("accepted tokens: 0", ""))
     worst = most_misleading(phases)
     if worst is not None:
-        out.append((misleading_line(worst), worst.dominant_verdict))
+        # (in the colour of the way its timer errs: one that errs both ways may agree most often)
+        over, under = worst.verdicts.get("over", 0), worst.verdicts.get("under", 0)
+        out.append((misleading_line(worst), ("over" if over >= under else "under") if lies_both_ways(worst) else worst.dominant_verdict))
     out += [(line, "") for line in groups_apart_lines(phases)]
     return out
 

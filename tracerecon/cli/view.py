@@ -60,6 +60,8 @@ def main(args: argparse.Namespace) -> int:
         # and the interpreter would wait for it (16 s after `q` for a 1 GiB export, 2 cores).
         raise WorkAbandoned()
     if app.report is not None:
-        # The overview had room for a few: every one is said once the screen is given back.
-        warn_all(app.report.warnings)
+        # The overview had room for a few: every one is said once the screen is given back, with
+        # what this load alone said where the report came from the cache (``--dask`` not asked).
+        this_load = [n for n in (app.analysis.load_notices if app.analysis is not None else ()) if n not in app.report.warnings]
+        warn_all(this_load + list(app.report.warnings))
     return 0

@@ -199,7 +199,7 @@ class TraceReconApp(App):
         self.overview_sort: tuple[str, bool] | None = None  # the overview's sort (column label, largest first), kept through a resize
         self.detail_target: tuple[int, int | None, str | None] | None = None
         self.zoom_target: Window | None = None  # a merged run of GPU ops clicked: enter zooms in to it
-        self._overview_wide = True
+        self._overview_layout = (True, False)  # (span and busy shown, labels on two lines): ``overview_layout``
         self.pending_cycle_rows: list[tuple[list, str]] = []
 
     # --- layout ---------------------------------------------------------------------------
@@ -359,20 +359,46 @@ class TraceReconApp(App):
         return r.cycles["cycle"].to_pylist()
 
     # --- overview -------------------------------------------------------------------------
-    # Narrower than this, the overview leaves out span and busy (the phase detail has them), so
-    # that it fits 80 columns without cutting a phase name or a verdict.
-    WIDE_OVERVIEW = 100
-    # Narrower, a verdict: cause label longer than this is shown on two lines (the longest
-    # half, "queued_behind 12/30", is 19).
-    NARROW_LABEL = 20
+    # The overview's columns; span and busy only where they fit (the phase detail has them).
+    OVERVIEW_COLUMNS = ("rank", "phase", "n", "CPU ms", "GPU ms", "span", "busy", "CPU-GPU", "verdict: cause")
+    # (each column's cells are padded a column either side; the table's scrollbar takes two)
+    CELL_PADDING, SCROLLBAR = 2, 2
+
+    def overview_rows(self) -> list[tuple]:
+        """The overview's rows as text, one cell per ``OVERVIEW_COLUMNS`` (the label on one line)."""
+        rep = self.report
+        shown = shown_names_by([p.phase for r in rep.ranks for p in r.phases])
+        return [(str(r.rank), shown[p.phase], str(p.n), fmt_ms(p.cpu_ms_median), fmt_ms(p.gpu_ms_median), fmt_ms(p.gpu_span_ms_median),
+                 fmt_ms(p.gpu_busy_ms_median), fmt_ms(p.error_ms_median), verdict_cause_label(p)) for r in rep.ranks for p in r.phases]
+
+    def overview_layout(self, width: int) -> tuple[bool, bool]:
+        """(span and busy shown, each verdict: cause label on two lines at its ": ") for a
+        terminal ``width`` wide: the first of the two columns more, the label on one line, the
+        two columns less, and the label on two lines that fits (the last where none does). A
+        label cut at the screen's edge read wrong counts ("agree 19/30: launch_bound 1" for
+        13/30); span and busy from 100 columns on had run past it too."""
+        rows = self.overview_rows()
+
+        def need(wide: bool, split: bool) -> int:
+            total = self.SCROLLBAR
+            for i, col in enumerate(self.OVERVIEW_COLUMNS):
+                if col in ("span", "busy") and not wide:
+                    continue
+                cells = [row[i] for row in rows]
+                if split and col == "verdict: cause":
+                    cells = [part for cell in cells for part in cell.split(": ", 1)]
+                total += max([len(col)] + [len(c) + (1 if split and col == "verdict: cause" else 0) for c in cells]) + self.CELL_PADDING
+            return total
+
+        return next((layout for layout in ((True, False), (False, False)) if need(*layout) <= width), (False, True))
 
     def on_resize(self, event) -> None:
-        if self.report is not None and (event.size.width >= self.WIDE_OVERVIEW) != self._overview_wide:
+        if self.report is not None and self.overview_layout(event.size.width) != self._overview_layout:
             # Rebuilt with the other columns: its sort (by a column both layouts have) and the
             # row under the cursor kept.
             t = self.query_one("#overview-table", DataTable)
             row = t.coordinate_to_cell_key(t.cursor_coordinate).row_key if t.row_count else None
-            self.fill_overview()
+            self.fill_overview(event.size.width)
             sort, self.overview_sort = self.overview_sort, None
             labels = [c.label.plain for c in t.columns.values()]
             if sort is not None and sort[0] in labels:
@@ -384,30 +410,27 @@ class TraceReconApp(App):
             if row is not None:
                 t.move_cursor(row=t.get_row_index(row))
 
-    def fill_overview(self) -> None:
+    def fill_overview(self, width: int | None = None) -> None:
+        """The overview's table and notes, laid out for ``width`` columns (``overview_layout``;
+        default: the app's; a resize gives its new width, which the app's size does not hold
+        yet when it is handled)."""
         rep = self.report
         t = self.query_one("#overview-table", DataTable)
         t.clear(columns=True)
-        wide = self._overview_wide = self.size.width >= self.WIDE_OVERVIEW
+        wide, split = self._overview_layout = self.overview_layout(self.size.width if width is None else width)
         # verdict and cause in one column, as `report` has them
-        t.add_columns("rank", "phase", "n", "CPU ms", "GPU ms", *(("span", "busy") if wide else ()), "CPU-GPU", "verdict: cause")
+        t.add_columns(*(c for c in self.OVERVIEW_COLUMNS if wide or c not in ("span", "busy")))
         notes = Text()
-        shown = shown_names_by([p.phase for r in rep.ranks for p in r.phases])
+        rows = iter(self.overview_rows())
         for r in rep.ranks:
-            summaries = r.phases
-            for p in summaries:
-                err = p.error_ms_median
-                label = verdict_cause_label(p)
-                if not wide and len(label) > self.NARROW_LABEL:
-                    # (the verdict and the cause on two lines: "agree 19/30: launch_bound 13/30"
-                    # on one ran past 80 columns and was cut, its counts read wrong)
-                    label = label.replace(": ", ":\n", 1)
+            for p in r.phases:
+                rank, name, n, cpu, gpu, span, busy, err, label = next(rows)
+                style = VERDICT_STYLE.get(p.dominant_verdict, "")
                 t.add_row(
-                    str(r.rank), Text(shown[p.phase]), str(p.n), fmt_ms(p.cpu_ms_median), fmt_ms(p.gpu_ms_median),
-                    *((fmt_ms(p.gpu_span_ms_median), fmt_ms(p.gpu_busy_ms_median)) if wide else ()),
-                    Text(fmt_ms(err), style=VERDICT_STYLE.get(p.dominant_verdict, "")), Text(label, style=VERDICT_STYLE.get(p.dominant_verdict, "")),
-                    key=f"{r.rank}:{p.phase}", height=None,
+                    rank, Text(name), n, cpu, gpu, *((span, busy) if wide else ()), Text(err, style=style),
+                    Text(label.replace(": ", ":\n", 1) if split else label, style=style), key=f"{r.rank}:{p.phase}", height=None,
                 )
+        for r in rep.ranks:
             on = f" ({gpus_text(r.gpus)})" if r.gpus else ""
             for i, (line, verdict) in enumerate(rank_notes(r, rep.skip_cycles)):
                 # (the rank's GPUs with its first line; the misleading phase in its verdict's colour)
