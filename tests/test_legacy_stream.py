@@ -143,3 +143,22 @@ def test_a_record_naming_gpu1s_idle_null_stream_is_gpu1s_where_gpu0s_null_stream
     # stream's id (with id 7, the id of GPU 0's NULL stream, which ran work, the record had been
     # taken for GPU 0's: draft read its CPU edges, 100 us)
     assert [(p["device_id"], p["stream_id"], p["gpu_ns"] // U) for p in rank.phases.to_pylist() if p["phase"] == "draft"] == [(1, 14, 800)] * 3
+
+
+def test_synchronization_records_that_say_device_0_of_a_rank_on_gpu_1_are_its_gpus():
+    # GIVEN the demo's rank on GPU 1 (nsys 2025.3.2), whose synchronization records all say
+    # device 0 (checked: its kernels all ran on device 1)
+    import sqlite3
+
+    from conftest import DEMO2
+
+    trace = DEMO2 / "nccl_skew" / "rank1.sqlite"
+    with sqlite3.connect(f"file:{trace}?mode=ro", uri=True) as db:
+        assert db.execute("select distinct deviceId from CUPTI_ACTIVITY_KIND_SYNCHRONIZATION").fetchall() == [(0,)]
+        assert db.execute("select distinct deviceId from CUPTI_ACTIVITY_KIND_KERNEL").fetchall() == [(1,)]
+    # WHEN read THEN its stream synchronizes are on device 1, where their streams ran (a rule
+    # that trusted every record naming a device other than 0 had, taking the copies' own
+    # devices for records, left them on device 0)
+    (rank,) = load([str(trace)]).ranks
+    syncs = [s for s in rank.syncs.to_pylist() if s["api"] == "cudaStreamSynchronize"]
+    assert syncs and {s["device_id"] for s in syncs} == {1}

@@ -667,20 +667,19 @@ def _unresolved_into(wait_stream: np.ndarray, resolved: np.ndarray, recorded_bef
 
 def on_working_device(work_keys: np.ndarray, pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
     """The device of each (pid, dev, stream) named by a synchronization or event record: as
-    given where that stream ran work (``work_keys``: the packed keys of streams with ops) or
-    where no stream of that id in the process did, or where the process's records carry their
-    devices (one of them names another than device 0); else the one device on which the
-    process's stream of that id ran work. nsys 2026.2 writes device 0 in every synchronization
-    record (the public mfu_2gpu and h100_2gpu captures: the process on GPU 1 waits on "device 0,
-    stream 15", its work is on device 1, stream 15); a record that names GPU 1's idle NULL
-    stream, in a process whose GPU 0 ran work on a NULL stream of the same id, is GPU 1's (it had
-    been moved to GPU 0: a phase on GPU 1 lost the wait for the blocking streams it stood for)."""
+    given where that stream ran work (``work_keys``: the packed keys of streams with ops), where
+    no stream of that id in the process did, or where it names another device than 0; else the
+    one device on which the process's stream of that id ran work. nsys writes device 0 in
+    synchronization records whatever the device (2026.2 in every one: the public mfu_2gpu and
+    h100_2gpu captures, the process on GPU 1 waits on "device 0, stream 15", its work is on
+    device 1, stream 15; 2025.3 too: the demo's rank on GPU 1), never another: a record that
+    names GPU 1's idle NULL stream, in a process whose GPU 0 ran work on a NULL stream of the
+    same id, is GPU 1's (it had been moved to GPU 0: a phase on GPU 1 lost the wait for the
+    blocking streams it stood for)."""
     dev = np.asarray(dev, dtype=np.int64).copy()
     if len(dev) == 0 or len(work_keys) == 0:
         return dev
-    pid = np.asarray(pid, dtype=np.int64)
-    carry = np.isin(pid, np.unique(pid[dev != 0]))  # (processes whose records carry their devices)
-    lost = np.flatnonzero(~np.isin(pack_keys(pid, dev, stream), work_keys) & ~carry)
+    lost = np.flatnonzero(~np.isin(pack_keys(pid, dev, stream), work_keys) & (dev == 0))
     if len(lost) == 0:
         return dev
     w_pid, w_dev, w_stream = unpack_keys(work_keys)
