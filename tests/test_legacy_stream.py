@@ -162,3 +162,31 @@ def test_synchronization_records_that_say_device_0_of_a_rank_on_gpu_1_are_its_gp
     (rank,) = load([str(trace)]).ranks
     syncs = [s for s in rank.syncs.to_pylist() if s["api"] == "cudaStreamSynchronize"]
     assert syncs and {s["device_id"] for s in syncs} == {1}
+
+
+def test_an_event_record_naming_gpu0s_idle_null_stream_stays_gpu0s_where_the_process_records_carry_devices(tmp_path):
+    # GIVEN (the mirror of the test above) one thread driving two GPUs: GPU 1's NULL stream 7
+    # runs a kernel each cycle, GPU 0's NULL stream 7 none; event records carry their devices (one
+    # on (1, 13) says device 1); 3 cycles (b = 2000c us): prep on GPU 1; a helper's kernel on
+    # (0, 15) queued b+102, running b+102..b+900; draft [b+100, b+200]: a kernel on (0, 14)
+    # b+112..b+150, then an event recorded on GPU 0's NULL stream at b+152 (its record says
+    # device 0); verify on (1, 13)
+    from nsys_factory import gpid
+
+    t = FakeTrace()
+    for dev, sid, flag in ((0, 7, 3), (1, 7, 3), (1, 13, 1), (0, 14, 1), (0, 15, 1)):
+        t.streams.append({"streamId": sid, "hwId": dev, "vmId": 1, "processId": 10, "contextId": dev + 1, "priority": 0, "flag": flag})
+    for c in range(3):
+        b = 2000 * c
+        t.cycle(c, b * U, (b + 100) * U, (b + 200) * U, (b + 400) * U, names=("prep", "draft", "verify"), tid=11)
+        for at, (s, e), stream, dev, tid in ((10, (12, 20), 7, 1, 11), (20, (22, 80), 13, 1, 11), (100, (102, 900), 15, 0, 31),
+                                             (110, (112, 150), 14, 0, 11), (210, (212, 300), 13, 1, 11)):
+            t.kernel(t.call("cudaLaunchKernel", (b + at) * U, (b + at + 2) * U, tid=tid), (b + s) * U, (b + e) * U, stream=stream, device=dev)
+        for at, dev, sid, event in ((80, 1, 13, 90 + c), (150, 0, 7, 50 + c)):
+            corr = t.call("cudaEventRecord_v3020", (b + at) * U, (b + at + 2) * U, tid=11)
+            t.events.append({"deviceId": dev, "contextId": dev + 1, "streamId": sid, "correlationId": corr, "globalPid": gpid(10), "eventId": event, "eventSyncId": 1})
+    (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("prep", "draft", "verify"), cycle_prefix="cycle", skip_cycles=0)).ranks
+    # WHEN read THEN the record is GPU 0's NULL stream's, waiting for GPU 0's blocking streams'
+    # earlier work (the helper's kernel, to b+900): draft reads 800 us in every cycle (moved to
+    # GPU 1's NULL stream, which ran work, it had read its CPU edges, 100 us)
+    assert [(p["device_id"], p["stream_id"], p["gpu_ns"] // U) for p in rank.phases.to_pylist() if p["phase"] == "draft"] == [(0, 14, 800)] * 3

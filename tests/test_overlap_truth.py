@@ -895,7 +895,7 @@ def test_a_workers_launch_call_begun_in_a_cycles_last_phase_is_its_only_if_it_re
 
 
 @pytest.mark.parametrize("api", ["cudaMemcpyAsync_v3020", "cudaMemcpy_v3020"])
-def test_a_workers_copy_its_call_waited_for_is_the_phase_it_was_asked_in(tmp_path, api):
+def test_a_workers_copy_its_call_waited_for_is_owned_where_the_boundaries_count_it(tmp_path, api):
     # GIVEN 4 cycles (b = 10 ms c) of a scheduler thread (11) holding forward (b..b+100 us) and
     # process (b+100..b+200), launching nothing; a worker thread (12) launches K1 (call
     # b+10..b+12, runs b+12..b+150) and copies to the host with a call that waits for its copy
@@ -911,13 +911,39 @@ def test_a_workers_copy_its_call_waited_for_is_the_phase_it_was_asked_in(tmp_pat
         t.range("process", (b + 100) * U, (b + 200) * U, tid=11)
         t.kernel(t.call("cudaLaunchKernel_v7000", (b + 10) * U, (b + 12) * U, tid=12), (b + 12) * U, (b + 150) * U)
         t.copy(t.call(api, (b + 50) * U, (b + 171) * U, tid=12), (b + 150) * U, (b + 170) * U, kind=2)
-    run = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("forward", "process"), cycle_prefix="cycle", skip_cycles=0))
-    (rank,) = run.ranks
-    # WHEN read THEN the copy is forward's work, as its blocking call is forward's: the driver
-    # queued it as the call began, inside forward (taken at its GPU start, inside process, it had
-    # gone to process: process with an op, a cause, and forward's call waiting for process's work)
+    (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("forward", "process"), cycle_prefix="cycle", skip_cycles=0)).ranks
+    # WHEN read THEN the copy counts as put on the stream when it started (b+150: its call
+    # returned after it ended; when inside the call the driver queued it the trace does not say),
+    # inside process: forward's events read b..b+150 (K1), process's b+150..b+200 with the copy
+    # in it, and the copy is process's op, where it is timed (owned by the call's start, in
+    # forward, while timed in process, forward had owned work it did not time; and a cycle's last
+    # phase could take the next cycle's work)
     name = {p["phase_id"]: p["phase"] for p in rank.phases.to_pylist()}
-    forward_ids = [i for i, n in name.items() if n == "forward"]
-    assert sorted((o["kind"], name.get(o["phase_id"])) for o in rank.gpu_ops.to_pylist()) == [("kernel", "forward")] * 4 + [("memcpy", "forward")] * 4
-    assert [(p["phase"], p["n_gpu_ops"]) for p in rank.phases.to_pylist()] == [("forward", 2), ("process", 0)] * 4
-    assert {(s["phase_id"] in forward_ids, s["waited_for_phase"], s["waited_other_phase_ns"]) for s in rank.syncs.to_pylist()} == {(True, "forward", 0)}
+    assert sorted((o["kind"], name.get(o["phase_id"])) for o in rank.gpu_ops.to_pylist()) == [("kernel", "forward")] * 4 + [("memcpy", "process")] * 4
+    assert [(p["phase"], p["gpu_ns"] // U, p["n_gpu_ops"]) for p in rank.phases.to_pylist()] == [("forward", 150, 1), ("process", 50, 1)] * 4
+
+
+def test_a_workers_copy_queued_in_a_cycles_last_phase_behind_the_next_cycles_work_is_not_that_phases(tmp_path):
+    # GIVEN (a review's shape) a scheduler thread (11) holding cycle 0's forward (0..100 us) and
+    # process (100..200) and cycle 1's forward (1000..1100) and process (1100..1200), launching
+    # nothing; a worker (12): K1 (call 10..12, runs 12..1050), a synchronous copy to the host
+    # whose call runs 190..1061 (the copy 1050..1060, behind K1), and cycle 1's kernel (call
+    # 1010..1012, runs 1060..1100), all on stream 7
+    from tracerecon.api import load
+
+    U = 1000
+    t = FakeTrace()
+    for c, b in enumerate((0, 1000)):
+        t.cycle(c, b * U, (b + 100) * U, (b + 200) * U, names=("forward", "process"), tid=11)
+    t.kernel(t.call("cudaLaunchKernel_v7000", 10 * U, 12 * U, tid=12), 12 * U, 1050 * U)
+    t.copy(t.call("cudaMemcpy_v3020", 190 * U, 1061 * U, tid=12), 1050 * U, 1060 * U, kind=2)
+    t.kernel(t.call("cudaLaunchKernel_v7000", 1010 * U, 1012 * U, tid=12), 1060 * U, 1100 * U)
+    (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("forward", "process"), cycle_prefix="cycle", skip_cycles=0)).ranks
+    # WHEN read THEN the copy counts as put on the stream at its start (1050), inside cycle 1's
+    # forward: cycle 0's forward reads 0..1050 (K1), its process 0 (an event at 100 waits for K1
+    # too, one at 200 for nothing more), cycle 1's forward 1050..1100 (the copy and its kernel),
+    # its process 1100..1200 (the GPU idle: its CPU edges) (taken at its call's start, the copy
+    # had been cycle 0's process's and read its end at 1050, after cycle 1's kernel was queued:
+    # process 50 us, cycle 1's forward 0)
+    assert [(p["cycle"], p["phase"], p["gpu_ns"] // U, p["n_gpu_ops"]) for p in rank.phases.to_pylist()] == [
+        (0, "forward", 1050, 1), (0, "process", 0, 0), (1, "forward", 50, 2), (1, "process", 100, 0)]

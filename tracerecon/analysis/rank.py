@@ -26,7 +26,7 @@ from tracerecon.cores import usable_cores
 from tracerecon.json_text import gpu_label
 from tracerecon.analysis.attribution import attribute_other_threads, cross_thread_phases, own_launches, stream_deciding_ops
 from tracerecon.analysis.awaited import WaitTargets, awaited_work, calls_in_turns, wait_steps, wait_targets
-from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_launch, read_backs, string_mask, synchronous_copies, thread_keys
+from tracerecon.analysis.columns import computes, graph_node_launches, is_graph_launch, read_backs, synchronous_copies, thread_keys
 from tracerecon.analysis.intervals import distinct_few, isin_few
 from tracerecon.analysis.boundaries import beside_the_loop, in_sequence, phase_boundaries, tiled_off_their_stream, timelines
 from tracerecon.analysis.caller_streams import caller_streams
@@ -1466,18 +1466,16 @@ def _on_the_launchers_stream(ops: pa.Table, op_phase: np.ndarray, n_ph: int, com
 def _attribution_instants(ops: pa.Table) -> np.ndarray:
     """Per op: the instant at which the phase open on another thread takes it as its work
     (``attribute_other_threads``): when it was put on its stream, as the boundaries count it
-    (``launch_instants``: a worker's launch call begun in a cycle's last phase that returned
+    (``launch_instants``; a worker's launch call begun in a cycle's last phase that returned
     after the phase closed had been that phase's, its end boundary then reading work no event
     recorded at its end waits for), less a nanosecond (put there at the very nanosecond a phase
-    closed, it was made inside it, as a boundary counts it); a copy its call waited for (a
-    synchronous copy, ``.item()``) at its call's start, where the driver queued it (its GPU start,
-    which the boundaries take, may lie in a later phase that never asked for it); an op whose
-    launch call the trace lacks, nobody's (int64 min)."""
-    start = int64s(ops["launch_start_ns"], I64_MIN)
-    called = start != I64_MIN
-    instant = np.where(called, launch_instants(ops) - 1, I64_MIN)
-    waited = called & string_mask(ops["kind"], lambda k: k in ("memcpy", "memset")) & (int64s(ops["launch_end_ns"], -1) >= int64s(ops["end_ns"]))
-    return np.where(waited, start, instant)
+    closed, it was made inside it, as a boundary counts it); an op whose launch call the trace
+    lacks, nobody's (int64 min). One instant for both: a copy its call waited for (``.item()``
+    on a worker) taken at its call's start for its owner and at its GPU start by the boundaries
+    had left a phase owning work it did not time, and a cycle's last phase taking the next
+    cycle's work through its read end."""
+    called = int64s(ops["launch_start_ns"], I64_MIN) != I64_MIN
+    return np.where(called, launch_instants(ops) - 1, I64_MIN)
 
 
 def read_ends(ops: pa.Table, op_phase: np.ndarray, cpu_end: np.ndarray, instants: np.ndarray) -> np.ndarray:

@@ -439,7 +439,7 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
     work_keys = distinct_few(op_key)
     # Work queued before the capture began (``queued_before_capture``) is done, for every
     # boundary the trace holds, when it is: a stand-in "op" launched before them all.
-    rec["dev"] = on_working_device(work_keys, rec["pid"], rec["dev"], rec["stream"])
+    rec["dev"] = on_working_device(work_keys, rec["pid"], rec["dev"], rec["stream"], carried=True)
     w["dev"] = on_working_device(work_keys, w["pid"], w["dev"], w["stream"])
     rec_key, wait_key = pack_keys(rec["pid"], rec["dev"], rec["stream"]), pack_keys(w["pid"], w["dev"], w["stream"])
     head = queued_before_capture(ops, o_launch, wait_key, w["cpu"], FirstCalls.of(api_calls))
@@ -665,21 +665,27 @@ def _unresolved_into(wait_stream: np.ndarray, resolved: np.ndarray, recorded_bef
     return np.unique(wait_stream[missing])
 
 
-def on_working_device(work_keys: np.ndarray, pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
+def on_working_device(work_keys: np.ndarray, pid: np.ndarray, dev: np.ndarray, stream: np.ndarray, carried: bool = False) -> np.ndarray:
     """The device of each (pid, dev, stream) named by a synchronization or event record: as
     given where that stream ran work (``work_keys``: the packed keys of streams with ops), where
     no stream of that id in the process did, or where it names another device than 0; else the
     one device on which the process's stream of that id ran work. nsys writes device 0 in
     synchronization records whatever the device (2026.2 in every one: the public mfu_2gpu and
     h100_2gpu captures, the process on GPU 1 waits on "device 0, stream 15", its work is on
-    device 1, stream 15; 2025.3 too: the demo's rank on GPU 1), never another: a record that
-    names GPU 1's idle NULL stream, in a process whose GPU 0 ran work on a NULL stream of the
-    same id, is GPU 1's (it had been moved to GPU 0: a phase on GPU 1 lost the wait for the
-    blocking streams it stood for)."""
+    device 1, stream 15; 2025.3 too: the demo's rank on GPU 1; 2024.5 in its event records too),
+    never another: a record that names GPU 1's idle NULL stream, in a process whose GPU 0 ran
+    work on a NULL stream of the same id, is GPU 1's (it had been moved to GPU 0: a phase on GPU
+    1 lost the wait for the blocking streams it stood for). ``carried``: records of a kind that
+    carries its device where one of a process's names another than 0 (event records from nsys
+    2025.3 on): all of that process's are as given, device 0 too."""
     dev = np.asarray(dev, dtype=np.int64).copy()
     if len(dev) == 0 or len(work_keys) == 0:
         return dev
-    lost = np.flatnonzero(~np.isin(pack_keys(pid, dev, stream), work_keys) & (dev == 0))
+    pid = np.asarray(pid, dtype=np.int64)
+    movable = dev == 0
+    if carried:
+        movable &= ~np.isin(pid, pid[dev != 0])
+    lost = np.flatnonzero(~np.isin(pack_keys(pid, dev, stream), work_keys) & movable)
     if len(lost) == 0:
         return dev
     w_pid, w_dev, w_stream = unpack_keys(work_keys)
