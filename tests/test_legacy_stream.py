@@ -114,35 +114,46 @@ def test_blocking_streams_with_no_null_stream_work_wait_for_each_other_nowhere(t
     assert read(t, tmp_path) == [("draft", 100, 13), ("verify", 100, 13)] * 3
 
 
-@pytest.mark.parametrize("gpu1_null_id", [7, 8])
-def test_a_record_naming_gpu1s_idle_null_stream_is_gpu1s_where_gpu0s_null_stream_of_that_id_ran_work(tmp_path, gpu1_null_id):
-    # GIVEN one thread driving two GPUs (streams: GPU 0's NULL stream 7, which runs a kernel each
-    # cycle, and blocking 13; GPU 1's NULL stream ``gpu1_null_id``, running nothing, and blocking
-    # 14 and 15), 3 cycles (b = 2000c us): prep [b, b+100] (a kernel on (0, 7) b+12..b+20, one on
-    # (0, 13) b+22..b+80); a helper thread's kernel on (1, 15) queued b+102, running
-    # b+102..b+900; draft [b+100, b+200]: a kernel on (1, 14) b+112..b+150, then an event
-    # recorded on GPU 1's NULL stream at b+152 (its record says device 1); verify [b+200, b+400]
-    # on (0, 13)
+def two_gpus_draft(tmp_path, draft_gpu: int, null_ids: dict[int, int], records: list[tuple[int, int, int, int]]) -> list[tuple[int, int, int]]:
+    """One thread (11) driving two GPUs, 3 cycles (b = 2000c us) of prep [b, b+100], draft
+    [b+100, b+200] and verify [b+200, b+400]: the other GPU's NULL stream (``null_ids[gpu]``)
+    runs a kernel in prep (b+12..b+20), its blocking stream 13 one in prep (b+22..b+80) and one
+    in verify (b+212..b+300); on ``draft_gpu`` (NULL stream ``null_ids[draft_gpu]``, running
+    nothing) a helper thread's kernel on blocking stream 15 is queued at b+102 and runs
+    b+102..b+900, and draft's kernel runs on blocking stream 14, b+112..b+150; ``records``:
+    events recorded (at us after b, device, stream, event id base), each call 2 us. Returns
+    draft's (device, stream, GPU us) per cycle."""
     from nsys_factory import gpid
 
+    other = 1 - draft_gpu
     t = FakeTrace()
-    for dev, sid, flag in ((0, 7, 3), (1, gpu1_null_id, 3), (0, 13, 1), (1, 14, 1), (1, 15, 1)):
+    for dev, sid, flag in ((other, null_ids[other], 3), (draft_gpu, null_ids[draft_gpu], 3), (other, 13, 1), (draft_gpu, 14, 1), (draft_gpu, 15, 1)):
         t.streams.append({"streamId": sid, "hwId": dev, "vmId": 1, "processId": 10, "contextId": dev + 1, "priority": 0, "flag": flag})
     for c in range(3):
         b = 2000 * c
         t.cycle(c, b * U, (b + 100) * U, (b + 200) * U, (b + 400) * U, names=("prep", "draft", "verify"), tid=11)
-        for at, (s, e), stream, dev, tid in ((10, (12, 20), 7, 0, 11), (20, (22, 80), 13, 0, 11), (100, (102, 900), 15, 1, 31),
-                                             (110, (112, 150), 14, 1, 11), (210, (212, 300), 13, 0, 11)):
+        for at, (s, e), stream, dev, tid in ((10, (12, 20), null_ids[other], other, 11), (20, (22, 80), 13, other, 11), (100, (102, 900), 15, draft_gpu, 31),
+                                             (110, (112, 150), 14, draft_gpu, 11), (210, (212, 300), 13, other, 11)):
             t.kernel(t.call("cudaLaunchKernel", (b + at) * U, (b + at + 2) * U, tid=tid), (b + s) * U, (b + e) * U, stream=stream, device=dev)
-        corr = t.call("cudaEventRecord_v3020", (b + 150) * U, (b + 152) * U, tid=11)
-        t.events.append({"deviceId": 1, "contextId": 2, "streamId": gpu1_null_id, "correlationId": corr, "globalPid": gpid(10), "eventId": 50 + c, "eventSyncId": 1})
+        for at, dev, sid, event in records:
+            corr = t.call("cudaEventRecord_v3020", (b + at) * U, (b + at + 2) * U, tid=11)
+            t.events.append({"deviceId": dev, "contextId": dev + 1, "streamId": sid, "correlationId": corr, "globalPid": gpid(10), "eventId": event + c, "eventSyncId": 1})
     (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("prep", "draft", "verify"), cycle_prefix="cycle", skip_cycles=0)).ranks
+    return [(p["device_id"], p["stream_id"], p["gpu_ns"] // U) for p in rank.phases.to_pylist() if p["phase"] == "draft"]
+
+
+@pytest.mark.parametrize("gpu1_null_id", [7, 8])
+def test_a_record_naming_gpu1s_idle_null_stream_is_gpu1s_where_gpu0s_null_stream_of_that_id_ran_work(tmp_path, gpu1_null_id):
+    # GIVEN ``two_gpus_draft`` with draft on GPU 1: GPU 0's NULL stream 7 runs a kernel each
+    # cycle, GPU 1's NULL stream (``gpu1_null_id``) none; draft ends with an event recorded on
+    # GPU 1's NULL stream at b+152 (its record says device 1)
+    drafts = two_gpus_draft(tmp_path, 1, {0: 7, 1: gpu1_null_id}, [(150, 1, gpu1_null_id, 50)])
     # WHEN read THEN the record on GPU 1's NULL stream waits for what GPU 1's blocking streams had
     # queued before it (the helper's kernel, to b+900), and an event on (1, 14) at draft's end
     # for that record: draft reads b+100..b+900 = 800 us in every cycle, whatever the NULL
     # stream's id (with id 7, the id of GPU 0's NULL stream, which ran work, the record had been
     # taken for GPU 0's: draft read its CPU edges, 100 us)
-    assert [(p["device_id"], p["stream_id"], p["gpu_ns"] // U) for p in rank.phases.to_pylist() if p["phase"] == "draft"] == [(1, 14, 800)] * 3
+    assert drafts == [(1, 14, 800)] * 3
 
 
 def test_synchronization_records_that_say_device_0_of_a_rank_on_gpu_1_are_its_gpus():
@@ -165,28 +176,12 @@ def test_synchronization_records_that_say_device_0_of_a_rank_on_gpu_1_are_its_gp
 
 
 def test_an_event_record_naming_gpu0s_idle_null_stream_stays_gpu0s_where_the_process_records_carry_devices(tmp_path):
-    # GIVEN (the mirror of the test above) one thread driving two GPUs: GPU 1's NULL stream 7
-    # runs a kernel each cycle, GPU 0's NULL stream 7 none; event records carry their devices (one
-    # on (1, 13) says device 1); 3 cycles (b = 2000c us): prep on GPU 1; a helper's kernel on
-    # (0, 15) queued b+102, running b+102..b+900; draft [b+100, b+200]: a kernel on (0, 14)
-    # b+112..b+150, then an event recorded on GPU 0's NULL stream at b+152 (its record says
-    # device 0); verify on (1, 13)
-    from nsys_factory import gpid
-
-    t = FakeTrace()
-    for dev, sid, flag in ((0, 7, 3), (1, 7, 3), (1, 13, 1), (0, 14, 1), (0, 15, 1)):
-        t.streams.append({"streamId": sid, "hwId": dev, "vmId": 1, "processId": 10, "contextId": dev + 1, "priority": 0, "flag": flag})
-    for c in range(3):
-        b = 2000 * c
-        t.cycle(c, b * U, (b + 100) * U, (b + 200) * U, (b + 400) * U, names=("prep", "draft", "verify"), tid=11)
-        for at, (s, e), stream, dev, tid in ((10, (12, 20), 7, 1, 11), (20, (22, 80), 13, 1, 11), (100, (102, 900), 15, 0, 31),
-                                             (110, (112, 150), 14, 0, 11), (210, (212, 300), 13, 1, 11)):
-            t.kernel(t.call("cudaLaunchKernel", (b + at) * U, (b + at + 2) * U, tid=tid), (b + s) * U, (b + e) * U, stream=stream, device=dev)
-        for at, dev, sid, event in ((80, 1, 13, 90 + c), (150, 0, 7, 50 + c)):
-            corr = t.call("cudaEventRecord_v3020", (b + at) * U, (b + at + 2) * U, tid=11)
-            t.events.append({"deviceId": dev, "contextId": dev + 1, "streamId": sid, "correlationId": corr, "globalPid": gpid(10), "eventId": event, "eventSyncId": 1})
-    (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("prep", "draft", "verify"), cycle_prefix="cycle", skip_cycles=0)).ranks
+    # GIVEN (the mirror of the test above) ``two_gpus_draft`` with draft on GPU 0: GPU 1's NULL
+    # stream 7 runs a kernel each cycle, GPU 0's NULL stream 7 none; event records carry their
+    # devices (one on (1, 13) at b+82 says device 1); draft ends with an event recorded on GPU
+    # 0's NULL stream at b+152 (its record says device 0)
+    drafts = two_gpus_draft(tmp_path, 0, {0: 7, 1: 7}, [(80, 1, 13, 90), (150, 0, 7, 50)])
     # WHEN read THEN the record is GPU 0's NULL stream's, waiting for GPU 0's blocking streams'
     # earlier work (the helper's kernel, to b+900): draft reads 800 us in every cycle (moved to
     # GPU 1's NULL stream, which ran work, it had read its CPU edges, 100 us)
-    assert [(p["device_id"], p["stream_id"], p["gpu_ns"] // U) for p in rank.phases.to_pylist() if p["phase"] == "draft"] == [(0, 14, 800)] * 3
+    assert drafts == [(0, 14, 800)] * 3

@@ -862,25 +862,33 @@ def test_accepted_marks_land_where_a_scan_of_every_cycle_puts_them(cycles, marks
     assert accepted_per_cycle(payload, spans, marks) == want
 
 
-@pytest.mark.parametrize("returns_after_us, process_us, said", [(1, 0, True), (0, 250, False), (20, 0, True)])
-def test_a_workers_launch_call_begun_in_a_cycles_last_phase_is_its_only_if_it_returned_inside(tmp_path, returns_after_us, process_us, said):
-    # GIVEN 4 cycles (b = 10 ms c) of a scheduler thread (11) holding forward (b..b+100 us) and
-    # process (b+100..b+200) in a cycle range (b..b+300), launching nothing; a worker thread
-    # (12) launches K1 (call b+10..b+12, runs b+12..b+400) and K2, whose 2 us call returns
-    # ``returns_after_us`` after process closed (runs b+400..b+650), on stream 7
-    from tracerecon.api import load
-
-    U = 1000
+def scheduler_with_a_worker(tmp_path, worker):
+    """4 cycles (b = 10 ms c) of a scheduler thread (11) holding forward (b..b+100 us) and
+    process (b+100..b+200) in a cycle range (b..b+300), launching nothing, beside what
+    ``worker(t, b)`` has a worker thread (12) launch on stream 7; loaded with forward and
+    process, every cycle counted."""
     t = FakeTrace()
     for c in range(4):
         b = 10_000 * c
         t.range(f"cycle {c}", b * U, (b + 300) * U, tid=11)
         t.range("forward", b * U, (b + 100) * U, tid=11)
         t.range("process", (b + 100) * U, (b + 200) * U, tid=11)
+        worker(t, b)
+    return analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("forward", "process"), cycle_prefix="cycle", skip_cycles=0))
+
+
+@pytest.mark.parametrize("returns_after_us, process_us, said", [(1, 0, True), (0, 250, False), (20, 0, True)])
+def test_a_workers_launch_call_begun_in_a_cycles_last_phase_is_its_only_if_it_returned_inside(tmp_path, returns_after_us, process_us, said):
+    # GIVEN 4 cycles (b = 10 ms c) of a scheduler thread (11) holding forward (b..b+100 us) and
+    # process (b+100..b+200) in a cycle range (b..b+300), launching nothing; a worker thread
+    # (12) launches K1 (call b+10..b+12, runs b+12..b+400) and K2, whose 2 us call returns
+    # ``returns_after_us`` after process closed (runs b+400..b+650), on stream 7
+    def worker(t, b):
         t.kernel(t.call("cudaLaunchKernel_v7000", (b + 10) * U, (b + 12) * U, tid=12), (b + 12) * U, (b + 400) * U)
         back = (b + 200 + returns_after_us) * U
         t.kernel(t.call("cudaLaunchKernel_v7000", back - 2 * U, back, tid=12), (b + 400) * U, (b + 650) * U)
-    run = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("forward", "process"), cycle_prefix="cycle", skip_cycles=0))
+
+    run = scheduler_with_a_worker(tmp_path, worker)
     # WHEN read THEN forward's events read 0..400 us; process's start event 400 and its end event
     # (at b+200) 400 where K2 was not yet queued (its call had not returned): 0 us, and K2 is
     # in no phase, said as work queued after the last phase; 650 where it returned at the very
@@ -900,18 +908,11 @@ def test_a_workers_copy_its_call_waited_for_is_owned_where_the_boundaries_count_
     # process (b+100..b+200), launching nothing; a worker thread (12) launches K1 (call
     # b+10..b+12, runs b+12..b+150) and copies to the host with a call that waits for its copy
     # (b+50..b+171; the copy runs b+150..b+170, behind K1), on stream 7
-    from tracerecon.api import load
-
-    U = 1000
-    t = FakeTrace()
-    for c in range(4):
-        b = 10_000 * c
-        t.range(f"cycle {c}", b * U, (b + 300) * U, tid=11)
-        t.range("forward", b * U, (b + 100) * U, tid=11)
-        t.range("process", (b + 100) * U, (b + 200) * U, tid=11)
+    def worker(t, b):
         t.kernel(t.call("cudaLaunchKernel_v7000", (b + 10) * U, (b + 12) * U, tid=12), (b + 12) * U, (b + 150) * U)
         t.copy(t.call(api, (b + 50) * U, (b + 171) * U, tid=12), (b + 150) * U, (b + 170) * U, kind=2)
-    (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("forward", "process"), cycle_prefix="cycle", skip_cycles=0)).ranks
+
+    (rank,) = scheduler_with_a_worker(tmp_path, worker).ranks
     # WHEN read THEN the copy counts as put on the stream when it started (b+150: its call
     # returned after it ended; when inside the call the driver queued it the trace does not say),
     # inside process: forward's events read b..b+150 (K1), process's b+150..b+200 with the copy
@@ -929,16 +930,13 @@ def test_a_workers_copy_queued_in_a_cycles_last_phase_behind_the_next_cycles_wor
     # nothing; a worker (12): K1 (call 10..12, runs 12..1050), a synchronous copy to the host
     # whose call runs 190..1061 (the copy 1050..1060, behind K1), and cycle 1's kernel (call
     # 1010..1012, runs 1060..1100), all on stream 7
-    from tracerecon.api import load
-
-    U = 1000
     t = FakeTrace()
     for c, b in enumerate((0, 1000)):
         t.cycle(c, b * U, (b + 100) * U, (b + 200) * U, names=("forward", "process"), tid=11)
     t.kernel(t.call("cudaLaunchKernel_v7000", 10 * U, 12 * U, tid=12), 12 * U, 1050 * U)
     t.copy(t.call("cudaMemcpy_v3020", 190 * U, 1061 * U, tid=12), 1050 * U, 1060 * U, kind=2)
     t.kernel(t.call("cudaLaunchKernel_v7000", 1010 * U, 1012 * U, tid=12), 1060 * U, 1100 * U)
-    (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("forward", "process"), cycle_prefix="cycle", skip_cycles=0)).ranks
+    (rank,) = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("forward", "process"), cycle_prefix="cycle", skip_cycles=0)).ranks
     # WHEN read THEN the copy counts as put on the stream at its start (1050), inside cycle 1's
     # forward: cycle 0's forward reads 0..1050 (K1), its process 0 (an event at 100 waits for K1
     # too, one at 200 for nothing more), cycle 1's forward 1050..1100 (the copy and its kernel),

@@ -56,7 +56,7 @@ class PhaseSummary:
     verdict_causes: dict[str, int] | None = None
     # The median over its cycles of |CPU - GPU|: how far the timer is off in a typical cycle,
     # where the median of the signed errors can be near zero (over and under in turn). None:
-    # no cycle has both.
+    # no cycle has a CPU and a GPU time.
     abs_error_ms_median: float | None = None
 
     @property

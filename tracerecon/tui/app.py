@@ -373,10 +373,10 @@ class TraceReconApp(App):
 
     def overview_layout(self, width: int) -> tuple[bool, bool]:
         """(span and busy shown, each verdict: cause label on two lines at its ": ") for a
-        terminal ``width`` wide: the first of the two columns more, the label on one line, the
-        two columns less, and the label on two lines that fits (the last where none does). A
-        label cut at the screen's edge read wrong counts ("agree 19/30: launch_bound 1" for
-        13/30); span and busy from 100 columns on had run past it too."""
+        terminal ``width`` wide: the first layout that fits of span and busy with one-line
+        labels, neither with one-line labels, and neither with two-line labels (that last where
+        none fits). A label cut at the screen's edge read wrong counts ("agree 19/30:
+        launch_bound 1" for 13/30); span and busy, shown from 100 columns on, had run past it."""
         rows = self.overview_rows()
 
         def need(wide: bool, split: bool) -> int:
