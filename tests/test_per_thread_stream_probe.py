@@ -75,13 +75,19 @@ class RawTrace:
         return max([t, self.done(stream, t)] + ([self.done(self.null, t)] if null else []))
 
 
+def opened(tmp_path_factory, name: str) -> tuple[RawTrace, object, list[dict]]:
+    """The probe export ``name`` unpacked: its raw reading, its rank as tracerecon reads it (the
+    loop's phases and the helper's), and its ground-truth lines."""
+    path = tmp_path_factory.mktemp("probe") / f"{name}.sqlite"
+    path.write_bytes(lzma.decompress((PROBE / f"{name}.sqlite.xz").read_bytes()))
+    (rank,) = load([str(path)], PhaseConfig(phases=("schedule", "forward", "sample", "helper"))).ranks
+    return RawTrace(str(path)), rank, [json.loads(line) for line in (PROBE / f"{name}.gt.jsonl").read_text().splitlines()]
+
+
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory):
-    path = tmp_path_factory.mktemp("probe") / "helper_on_null.sqlite"
-    path.write_bytes(lzma.decompress((PROBE / "helper_on_null.sqlite.xz").read_bytes()))
-    (rank,) = load([str(path)], PhaseConfig(phases=("schedule", "forward", "sample", "helper"))).ranks
-    lines = [json.loads(line) for line in (PROBE / "helper_on_null.gt.jsonl").read_text().splitlines()]
-    return RawTrace(str(path)), rank, [r for r in lines if "cycle" in r]
+    raw, rank, lines = opened(tmp_path_factory, "helper_on_null")
+    return raw, rank, [r for r in lines if "cycle" in r]
 
 
 def test_the_helper_range_reads_as_events_on_the_null_stream_waiting_for_the_blocking_streams(probe):
@@ -122,11 +128,8 @@ def test_the_rule_reads_as_the_engines_events_where_they_were_recorded(probe):
 
 @pytest.fixture(scope="module")
 def kernels_on_null(tmp_path_factory):
-    path = tmp_path_factory.mktemp("probe") / "helper_kernels_on_null.sqlite"
-    path.write_bytes(lzma.decompress((PROBE / "helper_kernels_on_null.sqlite.xz").read_bytes()))
-    (rank,) = load([str(path)], PhaseConfig(phases=("schedule", "forward", "sample", "helper"))).ranks
-    lines = [json.loads(line) for line in (PROBE / "helper_kernels_on_null.gt.jsonl").read_text().splitlines()]
-    return RawTrace(str(path)), rank, lines[0], [r for r in lines if "cycle" in r]
+    raw, rank, lines = opened(tmp_path_factory, "helper_kernels_on_null")
+    return raw, rank, lines[0], [r for r in lines if "cycle" in r]
 
 
 def loop_phases(rank, main_tid: int) -> list[tuple[dict, int]]:

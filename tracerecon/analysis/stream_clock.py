@@ -560,9 +560,6 @@ def _legacy_done(legacy: dict, null_rows: set, op_launch: list, op_done: list, w
     one), and, for a blocking stream, each record and wait on the NULL stream, done when every
     blocking stream's work before it is (CUDA: the legacy stream first waits for the blocking
     streams; a record there, which runs nothing, links them all the same)."""
-    def own(r: int) -> tuple[np.ndarray, np.ndarray]:
-        return np.concatenate([op_launch[r], wait_time[r]]), np.concatenate([op_done[r], wait_done[r]])
-
     def merged(parts: list) -> tuple[np.ndarray, np.ndarray]:
         t = np.concatenate([x for x, _ in parts])
         v = np.concatenate([y for _, y in parts])
@@ -572,13 +569,15 @@ def _legacy_done(legacy: dict, null_rows: set, op_launch: list, op_done: list, w
     out = {}
     for n in null_rows:
         blocking = legacy[n]
-        out[n] = merged([own(n)] + [own(b) for b in blocking])
+        # (each row's own ops and waits, once: (launch instants, done) as ``StreamClock.done`` reads them)
+        own = {r: (np.concatenate([op_launch[r], wait_time[r]]), np.concatenate([op_done[r], wait_done[r]])) for r in (n, *blocking)}
+        out[n] = merged(list(own.values()))
         # (its actions that run nothing, its records and waits, each done once every blocking
         # stream's work queued before it is)
         acts = np.sort(np.concatenate([np.asarray(rec_cpu, np.int64)[np.asarray(rec_row) == n], wait_time[n]]))
-        reached = np.maximum.reduce([_before(*merged([own(b)]), acts) for b in blocking]) if len(acts) else acts
+        reached = np.maximum.reduce([_before(*merged([own[b]]), acts) for b in blocking]) if len(acts) else acts
         for b in blocking:
-            out[b] = merged([own(b), own(n), (acts, reached)])
+            out[b] = merged([own[b], own[n], (acts, reached)])
     return out
 
 
