@@ -257,10 +257,11 @@ def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.
             if len(ends) < min(2, len(views)) and not (met and len(views) > 1):  # a cycle of one rank alone (2026-12-01)
                 continue
             gating = max(ends, key=lambda k: (ends[k], -k))
-            if not met and len(ends) > 1:
-                # (2026-12-02) only ranks that ran the cycle at once, the last ending last by more than 1 us
+            if len(ends) > 1:
+                # (2026-12-02) only ranks that ran the cycle at once (a collective in it says
+                # they did), the last ending last by more than 1 us (2026-12-06: where they met too)
                 others = [e for k, e in ends.items() if k != gating]
-                if per_cycle[gating][c][2] >= min(others) or ends[gating] - max(others) <= 1_000:
+                if (not met and per_cycle[gating][c][2] >= min(others)) or ends[gating] - max(others) <= 1_000:
                     continue
             phase = per_cycle[gating][c][1]
             how = "latest end"

@@ -9,6 +9,8 @@ machine, 2.0-2.4 s now (``benchmarks/bench_cross_rank.py 8 2500 120 --old``).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -158,14 +160,28 @@ def test_ranks_arriving_together_name_the_highest_as_last():
 
 def test_ranks_within_a_microsecond_of_each_other_gate_nothing():
     # GIVEN three ranks on one clock whose all-reduce starts at 1000, 1030 and 1030 ns (jitter)
+    #       and ends 100 ns later on each (ranks 1 and 2 end their cycle together, at 1130)
     views = _one_collective_each([1000, 1030, 1030])
-    # WHEN the cross-rank step runs THEN the waits are kept (30 ns of rank 0's), but the cycle is
-    #      put down to the rank whose work ended last (of ranks ending together, the lowest), not
-    #      to the collective
+    # WHEN the cross-rank step runs THEN the waits are kept (30 ns of rank 0's), but nobody gated
+    #      the cycle: not the collective (reached within a microsecond), nor the end (ranks 1 and
+    #      2 together; before, the lower of them was named, as if it had ended last)
     cr = cross_rank.analyze_cross_rank(views)
     assert [r["wait_ns"] for r in cr.collectives.to_pylist()] == [30, 0, 0]
+    assert cr.critical_path.num_rows == 0
+    assert_same(views)
+
+
+def test_ranks_meeting_within_a_microsecond_name_the_one_ending_its_cycle_last():
+    # GIVEN the same jittered all-reduce, and rank 2's cycle (its verify) ending at 6130 ns,
+    #       5 us after the others' (1100 and 1130)
+    views = _one_collective_each([1000, 1030, 1030])
+    v2 = views[2]
+    views[2] = replace(v2, phases=v2.phases.set_column(v2.phases.schema.get_field_index("gpu_end_ns"), "gpu_end_ns", pa.array([6130], pa.int64())))
+    # WHEN the cross-rank step runs THEN rank 2 is named, as the last to finish (latest end), in
+    #      verify, with rank 0's 30 ns wait in the cycle
+    cr = cross_rank.analyze_cross_rank(views)
     (path,) = cr.critical_path.to_pylist()
-    assert (path["gating_rank"], path["how"], path["max_wait_ns"]) == (1, "latest end", 30)
+    assert (path["gating_rank"], path["gating_phase"], path["how"], path["max_wait_ns"]) == (2, "verify", "latest end", 30)
     assert_same(views)
 
 

@@ -5,10 +5,12 @@ b+120..b+200+late, then an all-reduce from b+200+late to b+300 on every rank).""
 
 from __future__ import annotations
 
+import pyarrow.compute as pc
 import pytest
 
 from nsys_factory import FakeTrace
 from tracerecon.api import load
+from tracerecon.errors import BadTraceError
 
 U = 1000
 ALL_REDUCE = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
@@ -19,11 +21,12 @@ def launch(t: FakeTrace, at_us: int, gpu_us: tuple[int, int], pid: int, device: 
     t.kernel(c, gpu_us[0] * U, gpu_us[1] * U, pid=pid, device=device, name=name)
 
 
-def rank_cycles(t: FakeTrace, pid: int, device: int, n: int = 5, late_us: int | list[int] = 0, phases: bool = True, mark: int | None = None) -> None:
+def rank_cycles(t: FakeTrace, pid: int, device: int, n: int = 5, late_us: int | list[int] = 0, phases: bool = True, mark: int | None = None,
+                first_us: int = 0) -> None:
     if mark is not None:
         t.mark(f"tracerecon.rank={mark}", 1, pid=pid)
     for c in range(n):
-        b = c * 1000
+        b = first_us + c * 1000
         late = late_us[c] if isinstance(late_us, list) else late_us
         if phases:
             t.cycle(c, b * U, (b + 100) * U, (b + 400) * U, pid=pid)
@@ -82,14 +85,14 @@ def test_ranks_arriving_together_gate_nothing_at_their_collectives(tmp_path):
     rank_cycles(t, 10, 0)
     rank_cycles(t, 20, 1)
     a = load([t.write(tmp_path / "run.sqlite")])
-    # THEN no cycle is put down to a collective (none waited); each names the rank whose work
-    # ended last, and the report calls nobody a straggler
-    cp = a.cross.critical_path.to_pydict()
-    assert cp["how"] == ["latest end"] * 5 and cp["max_wait_ns"] == [0] * 5
+    # and ending every cycle at the same nanosecond
+    # THEN no cycle is put down to a collective (none waited), nor to a last to finish (they
+    # ended together: before, the lower rank was named "last to finish" in every cycle), and the
+    # report names nobody
+    assert a.cross.critical_path.num_rows == 0
     from tracerecon.present import straggler_lines
 
-    (line,) = straggler_lines(a)
-    assert line.startswith("last to finish: rank") and "none waited for it" in line
+    assert straggler_lines(a) == []
 
 
 def _ranks(a) -> list[tuple[int, tuple[int, ...], str]]:
@@ -295,3 +298,75 @@ def test_a_rank_that_ran_no_collective_beside_one_that_did_is_said_and_the_last_
     assert [(c.rank, c.n_collectives, c.wait_ns) for c in a.cross.comm] == [(0, 5, 0), (1, 0, 0)]
     cp = a.cross.critical_path.to_pydict()
     assert (cp["gating_rank"], cp["how"], cp["gating_phase"]) == ([1] * 5, ["latest end"] * 5, ["verify"] * 5)
+
+
+def start_up_scheduler(t: FakeTrace, pid: int, kernel: bool = True, phases: tuple[str, ...] = ("draft",)) -> None:
+    """A scheduler process on device 0 whose only GPU work is at its start-up (a 300-us warm-up
+    kernel, or a 2-us copy, launched at 0 us), marking its own cycles 0-4 (at 1000 + c x 1000 us)
+    around a 50-us range of each of ``phases`` in turn, from the cycle's start."""
+    c = t.call("cudaLaunchKernel" if kernel else "cudaMemcpyAsync", 0, 2 * U, pid=pid)
+    if kernel:
+        t.kernel(c, 2 * U, 300 * U, pid=pid, name="warmup")
+    else:
+        t.copy(c, 2 * U, 4 * U, pid=pid, kind=1)
+    for cyc in range(5):
+        b = 1000 + cyc * 1000
+        t.cycle(cyc, *[(b + 50 * i) * U for i in range(len(phases) + 1)], names=phases, pid=pid)
+
+
+@pytest.mark.parametrize("sched_pid", [5, 15, 25])
+def test_a_scheduler_whose_gpu_work_all_ran_at_its_start_up_is_numbered_after_the_workers(tmp_path, sched_pid):
+    # GIVEN a scheduler (pid 5, 15 or 25: before, between or after the workers' pids) whose only
+    # GPU work is a warm-up kernel at 0-300 us, marking cycle and draft ranges from 1000 us, and
+    # two tensor-parallel workers (pids 10 and 20 on devices 0 and 1) running their five cycles
+    # (draft, verify with an all-reduce) from 1000 us
+    t = FakeTrace()
+    start_up_scheduler(t, sched_pid)
+    rank_cycles(t, 10, 0, first_us=1000)
+    rank_cycles(t, 20, 1, first_us=1000)
+    a = load([t.write(tmp_path / "run.sqlite")])
+    # THEN the workers are ranks 0 and 1, in device order, whatever the scheduler's pid; the
+    # scheduler is rank 2, with no phase (its draft ranges, during which it launched nothing, are
+    # left out: before, they read 50 us of "GPU" time on its idle stream), and two lines say so
+    assert [(r.rank, r.source.pids) for r in a.ranks] == [(0, (10,)), (1, (20,)), (2, (sched_pid,))]
+    assert [r.phases.num_rows for r in a.ranks] == [10, 10, 0]
+    assert sum(f"process {sched_pid} launched GPU work only before the first phase or cycle range began" in w for w in a.warnings) == 1
+    assert sum(f"(pid {sched_pid}, whose GPU work all ran before the first of them)" in w for w in a.warnings) == 1
+    assert not any("no range named as a phase" in w for w in a.warnings)
+    # and each worker's draft reads 100 us in every cycle, as events at its ends would (its
+    # kernel ran 20-80 us into the cycle; the stream idle at both ends, 0 and 100 us)
+    assert a.ranks[0].phases.filter(pc.equal(a.ranks[0].phases["phase"], "draft"))["gpu_ns"].to_pylist() == [100 * U] * 5
+
+
+def test_phases_marked_only_in_a_scheduler_whose_gpu_work_ran_at_start_up_are_refused(tmp_path):
+    # GIVEN a scheduler (pid 5) that marks every cycle's draft and verify (from 1000 us) and did
+    # one 2-us copy at its start-up (0 us), and two workers (pids 10, 20) that launch each cycle's
+    # kernels but mark nothing
+    t = FakeTrace()
+    start_up_scheduler(t, 5, kernel=False, phases=("draft", "verify"))
+    rank_cycles(t, 10, 0, phases=False, first_us=1000)
+    rank_cycles(t, 20, 1, phases=False, first_us=1000)
+    # WHEN it is loaded THEN it is refused, as where the scheduler launched nothing at all (before:
+    # the scheduler was a rank whose phases read its idle stream's wall time, the workers' kernels
+    # in no phase), saying to mark the phases in the process that launches
+    with pytest.raises(BadTraceError, match=r"phase or cycle ranges in a process that launched no GPU work \(pid 5, whose GPU work all ran before"):
+        load([t.write(tmp_path / "run.sqlite")])
+
+
+def test_a_process_that_ran_only_before_the_phases_alone_or_beside_ranks_running_then_is_a_rank_as_before(tmp_path):
+    # GIVEN one process whose GPU work (a kernel at 0-300 us) all ran before its phases (cycles
+    # from 1000 us, launching nothing), and, in another trace, a third tensor-parallel worker
+    # (pid 30, device 2) that marks no phase but runs every cycle's kernels
+    alone = FakeTrace()
+    start_up_scheduler(alone, 5)
+    three = FakeTrace()
+    rank_cycles(three, 10, 0, first_us=1000)
+    rank_cycles(three, 20, 1, first_us=1000)
+    rank_cycles(three, 30, 2, phases=False, first_us=1000)
+    # WHEN each is loaded THEN the lone process is the one rank with its phases, and the workers
+    # keep their device order (the unmarked one ran GPU work during the phases)
+    a = load([alone.write(tmp_path / "alone.sqlite")])
+    assert [(r.rank, r.source.pids, r.phases.num_rows) for r in a.ranks] == [(0, (5,), 5)]
+    b = load([three.write(tmp_path / "three.sqlite")])
+    assert [(r.rank, r.source.pids) for r in b.ranks] == [(0, (10,)), (1, (20,)), (2, (30,))]
+    assert not any("only before the first phase" in w for w in a.warnings + b.warnings)

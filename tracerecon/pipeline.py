@@ -52,13 +52,27 @@ PHASES_WITHOUT_GPU = "phase or cycle ranges in a process that launched no GPU wo
 RANGES_HINT = "`tracerecon ranges` lists every range name"
 
 
-def phases_without_gpu_message(path: str, pids: list[int], phases: list[str] = ()) -> str:
+def phases_without_gpu_message(path: str, pids: list[int], phases: list[str] = (), before: list[int] = ()) -> str:
     """Phases marked where tracerecon cannot read them: in processes that launched no GPU work
-    (a scheduler process whose workers launch), so in no rank; ``phases``: the phases named
-    there (each as its repr: ``pipeline`` looks for them)."""
+    (a scheduler process whose workers launch), so in no rank, or none after their start-up
+    (``before``: ``ranks.start_up_only``); ``phases``: the phases named there (each as its repr:
+    ``pipeline`` looks for them)."""
     of = f" (of {', '.join(map(repr, phases))})" if phases else ""
-    return (f"{PHASES_WITHOUT_GPU} (pid {', '.join(map(str, pids))}) in {path}: left out{of}, as a phase is read in the "
+    which = ", ".join(f"{p}, whose GPU work all ran before the first of them" if p in before else str(p) for p in pids)
+    return (f"{PHASES_WITHOUT_GPU} (pid {which}) in {path}: left out{of}, as a phase is read in the "
             "process that launches its GPU work; mark the phases there (tracerecon.instrument in the worker process)")
+
+
+def phase_ranges(nvtx_ranges, config):
+    """The NVTX ranges that are a phase or a cycle (``config``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if nvtx_ranges.num_rows == 0:
+        return nvtx_ranges
+    names = pc.unique(nvtx_ranges["name"]).to_pylist()
+    marked = [n for n in names if n is not None and (config.label_of(n) is not None or is_cycle_name(n, config.cycle_prefix))]
+    return nvtx_ranges.filter(pc.is_in(nvtx_ranges["name"], value_set=pa.array(marked, pa.string())))
 
 
 def phase_processes_left_out(nvtx_ranges, rank_pids: list[int], config) -> tuple[list[int], list[str]]:
@@ -70,13 +84,9 @@ def phase_processes_left_out(nvtx_ranges, rank_pids: list[int], config) -> tuple
     if nvtx_ranges.num_rows == 0:
         return [], []
     outside = nvtx_ranges.filter(pc.invert(pc.is_in(nvtx_ranges["pid"], value_set=pa.array(rank_pids, pa.int64()))))
-    if outside.num_rows == 0:
+    hit = phase_ranges(outside, config)
+    if hit.num_rows == 0:
         return [], []
-    names = pc.unique(outside["name"]).to_pylist()
-    marked = [n for n in names if n is not None and (config.label_of(n) is not None or is_cycle_name(n, config.cycle_prefix))]
-    if not marked:
-        return [], []
-    hit = outside.filter(pc.is_in(outside["name"], value_set=pa.array(marked, pa.string())))
     domains = hit["domain"].to_pylist() if "domain" in hit.column_names else [""] * hit.num_rows
     labels = {config.label_of(n, d or "") for n, d in set(zip(hit["name"].to_pylist(), domains))} - {None}
     return sorted(set(hit["pid"].to_pylist())), [lab for lab in config.labels() if lab in labels]
@@ -364,7 +374,8 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
 
     from tracerecon.analysis.projection import int64s
     from tracerecon.analysis.rank import RankTables, own_rank
-    from tracerecon.analysis.ranks import RankSource, communicating_peers, file_candidates, gpu_processes, number_ranks, select_pids, splits_by_process, talkers_to_split
+    from tracerecon.analysis.ranks import (RankSource, communicating_peers, file_candidates, gpu_processes, number_ranks, select_pids, splits_by_process,
+                                           start_up_only, talkers_to_split)
 
     tables, linked, warnings, unrun = _link(f, read)
     del read
@@ -391,8 +402,16 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
     # (asked only where the file is not split by process anyway, as by its devices)
     asked = multi and len(unmapped) > 1 and not splits_by_process(processes, named, False)
     talkers, peers = communicating_peers(tables.gpu_ops, unmapped) if asked else ((), frozenset())
+    # A process whose GPU work all ran before the file's first phase (a scheduler's start-up)
+    # ran no phase: numbered after the ranks that did, its phase ranges left out (below).
+    start_up = start_up_only(linked, phase_ranges(tables.nvtx_ranges, config)) if len(processes) > 1 else frozenset()
     cands = file_candidates(order, processes, named, name_number if multi else None, not multi, all_pids, ",".join(sorted(tables.info.gpu_uuids)),
-                            name_number is not None and name_number <= MAX_RANK_IN_NAME, peers)
+                            name_number is not None and name_number <= MAX_RANK_IN_NAME, peers, start_up)
+    if start_up_ranks := sorted(p for c in cands if len(c.pids) == 1 and c.start_up_only for p in c.pids):
+        many = len(start_up_ranks) > 1
+        warnings.append(f"{f}: process{'es' if many else ''} {', '.join(map(str, start_up_ranks))} launched GPU work only before the first phase "
+                        f"or cycle range began (start-up or warm-up: a scheduler or front end beside the workers): read as {'ranks' if many else 'a rank'} "
+                        "numbered after those that ran the phases, with no phase")
     if talking := talkers_to_split(processes, named, not multi, peers):
         others = [p for p, _, _ in processes if p not in talking]
         with_first = f", the file's other GPU process{'es' if len(others) > 1 else ''} ({', '.join(map(str, others))}) with the first" if others else ""
@@ -417,9 +436,9 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
     # a launcher or scheduler marking its own cycles would renumber the rank's).
     gpu_pids = [p for p, _, _ in processes]
     rank_pids = gpu_pids if multi and len(cands) == 1 and gpu_pids else [p for c in cands for p in c.pids]
-    left_out, left_out_phases = phase_processes_left_out(tables.nvtx_ranges, rank_pids, config)
+    left_out, left_out_phases = phase_processes_left_out(tables.nvtx_ranges, [p for p in rank_pids if p not in start_up_ranks], config)
     if left_out:
-        warnings.append(phases_without_gpu_message(str(f), left_out, left_out_phases))
+        warnings.append(phases_without_gpu_message(str(f), left_out, left_out_phases, [p for p in left_out if p in start_up_ranks]))
     out = []
     marks = tables.nvtx_marks.to_pydict()
     # tracerecon.instrument's stream marks (which stream each phase's thread had current)
@@ -972,7 +991,8 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
     else:
         # Some ranks without phases (others have them): said per rank, not only when none has.
         for s, _, w in work:
-            if len(w.phase_inputs.phase_rows) == 0:
+            # (a process whose GPU work all ran before the phases: said where it was found)
+            if len(w.phase_inputs.phase_rows) == 0 and not (s.candidate is not None and s.candidate.start_up_only):
                 warnings.append(f"rank {s.rank} ({s.path}): no range named as a phase ({', '.join(config.phases)})")
         # A phase asked for by name (not the default list, whose names an engine has some of)
         # that no rank has: a pattern that matches nothing drops it from the report unsaid.

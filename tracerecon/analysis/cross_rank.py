@@ -1153,10 +1153,10 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
     without a new jump. A slower GPU, busy all along, is late anew at each collective (the one
     before ended on every rank at once). Summing skews over all collectives instead would pick
     whichever rank happens to launch more slowly; summing the new lateness, carried lateness
-    taken out, does not. Without collectives: the
-    rank whose GPU work ended last, in its longest phase, where the ranks ran that cycle at the
-    same time (the last one began it before every other ended it) and it ended last by more
-    than ARRIVED_TOGETHER_NS; otherwise nobody gated it (ranks that never meet, or a capture
+    taken out, does not. Without collectives (or with every one reached at once): the
+    rank whose GPU work ended last, in its longest phase, where it ended last by more than
+    ARRIVED_TOGETHER_NS and, without collectives, the ranks ran that cycle at the same time (the
+    last one began it before every other ended it); otherwise nobody gated it (ranks that never meet, or a capture
     begun later, compared cycle k with cycle k of another time, and blamed whoever's clock ran
     behind; ends 0.3 us apart named a straggler).
     """
@@ -1252,8 +1252,8 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
         worst = dict(zip(coll_cycle[best][firsts].tolist(), best[firsts].tolist()))
     cyc = np.array(sorted(cycles), dtype=np.int64)
     n_c = len(cyc)
-    # Without collectives in a cycle: the rank whose work ended last (of ranks ending together,
-    # the lowest), in its longest phase. Rows are ranks in rank order.
+    # Without collectives in a cycle: the rank whose work ended last, in its longest phase (ranks
+    # ending together: below, nobody). Rows are ranks in rank order.
     starts = np.full((n_ranks, n_c), I64_MIN, dtype=np.int64)
     ends = np.full((n_ranks, n_c), I64_MIN, dtype=np.int64)
     has = np.zeros((n_ranks, n_c), dtype=bool)
@@ -1271,7 +1271,9 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
     gating_phase = longest[latest, np.arange(n_c)] if n_c else np.zeros(0, object)
     how = np.full(n_c, GATED_BY_LATEST_END, dtype=object)
     # A cycle of one rank alone has no critical path, unless the ranks met at a collective in it
-    # (the others marking no phases); nor one its ranks did not run at once, or ended together.
+    # (the others marking no phases); nor one its ranks did not run at once (a collective in it
+    # says they did), nor one they ended together (also where they met: every collective
+    # reached at once, the ends within a microsecond, nobody gated it).
     keep = (has.sum(axis=0) >= min(2, n_ranks)) if n_ranks else np.zeros(n_c, bool)
     if n_c and n_ranks > 1:
         cols_c = np.arange(n_c)
@@ -1279,9 +1281,10 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
         others_end = np.where(has, ends, np.iinfo(np.int64).max)
         others_end[latest, cols_c] = np.iinfo(np.int64).max
         at_once = starts[latest, cols_c] < others_end.min(axis=0)
-        keep &= at_once & (ended[latest, cols_c] - runner_up > ARRIVED_TOGETHER_NS)
-    if m and n_ranks > 1:
-        keep |= np.isin(cyc, coll_cycle[coll_cycle >= 0])
+        several = has.sum(axis=0) >= 2
+        apart = ~several | (np.where(several, ended[latest, cols_c], 0) - np.where(several, runner_up, 0) > ARRIVED_TOGETHER_NS)
+        met = np.isin(cyc, coll_cycle[coll_cycle >= 0]) if m else np.zeros(n_c, bool)
+        keep = ((keep & at_once) | met) & apart
     # With collectives: the last rank at the one chosen above, in the phase it ran there.
     if worst:
         at = np.searchsorted(cyc, np.fromiter(worst.keys(), np.int64, len(worst)))

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracerecon.analysis.cross_rank import comm_kernels, end_reference, ends_agree
-from tracerecon.analysis.projection import int64s, string_mask
+from tracerecon.analysis.projection import I64_MIN, int64s, string_mask
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,7 @@ class Candidate:
     name_rank: int | None  # the rank its file's name gives (None: none, or the number is a pid in it)
     name_is_pid: bool = False  # the number in its file's name is one of its file's pids (nsys -o %p)
     machine: str = ""  # its file's GPUs (UUIDs): files of one machine list the same
+    start_up_only: bool = False  # its GPU work all ran before the file's first phase (``start_up_only``)
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,30 @@ def gpu_processes(gpu_ops: pa.Table, nvtx_ranges: pa.Table, gpu_of=None) -> list
         main = int(devices[np.argmax(counts)])  # ties: the lowest id
         out.append((int(p), gpu_of(int(p), main) if gpu_of is not None else main, bool(runs_code[mine].any())))
     return out
+
+
+def start_up_only(gpu_ops: pa.Table, marked: pa.Table) -> frozenset[int]:
+    """The processes whose every GPU op was launched (put on the GPU, where no launching call
+    is linked) before the file's first phase or cycle range began (``marked``: those ranges),
+    where another process launched GPU work after it: a scheduler's or a front end's start-up
+    (CUDA's first allocation, a warm-up kernel, a tensor made on the GPU), not a rank that ran
+    the phases. A scheduler whose workers launch is otherwise taken for a rank (numbered among
+    them by its device and pid, its phases' GPU time read on its idle stream); one that
+    launched nothing is no rank at all."""
+    if gpu_ops.num_rows == 0 or marked.num_rows == 0:
+        return frozenset()
+    first = int(pc.min(marked["start_ns"]).as_py())
+    start = int64s(gpu_ops["start_ns"])
+    at = int64s(gpu_ops["launch_start_ns"], I64_MIN) if "launch_start_ns" in gpu_ops.column_names else np.full(len(start), I64_MIN)
+    at = np.where(at == I64_MIN, start, at)
+    pid = int64s(gpu_ops["pid"])
+    pids, inverse = np.unique(pid, return_inverse=True)
+    last = np.full(len(pids), I64_MIN, np.int64)
+    np.maximum.at(last, inverse, at)
+    before = last < first
+    if before.all() or not before.any():
+        return frozenset()
+    return frozenset(pids[before].tolist())
 
 
 def communicating_peers(gpu_ops: pa.Table, among: frozenset[int]) -> tuple[tuple[int, ...], frozenset[int]]:
@@ -121,7 +146,7 @@ def talkers_to_split(processes: list[tuple[int, int, bool]], marks: dict[int, in
 
 def file_candidates(file: int, processes: list[tuple[int, int, bool]], marks: dict[int, int], name_number: int | None,
                     whole_tree: bool, all_pids: list[int], machine: str = "", name_may_be_rank: bool = True,
-                    peers: frozenset[int] = frozenset()) -> list[Candidate]:
+                    peers: frozenset[int] = frozenset(), start_up: frozenset[int] = frozenset()) -> list[Candidate]:
     """The rank candidates of one file: one per process of ``processes`` (``gpu_processes``)
     where the file is a whole process tree (``whole_tree``: the only input), where its processes
     that ran code sit on two devices or more (``nsys profile torchrun`` on a node, whatever its
@@ -130,13 +155,15 @@ def file_candidates(file: int, processes: list[tuple[int, int, bool]], marks: di
     (``talkers_to_split`` of ``peers``), the file's other GPU processes with the first; else the
     whole file (``all_pids``: its rank's process with its launcher and copy-only helpers) as
     one. ``name_number``: the number its name ends in, if any (``name_may_be_rank`` False: too
-    large for a rank); ``marks``: {pid: rank} from the processes' tracerecon.rank marks."""
+    large for a rank); ``marks``: {pid: rank} from the processes' tracerecon.rank marks;
+    ``start_up``: the processes whose GPU work all ran before the file's phases
+    (``start_up_only``)."""
     name_is_pid = name_number is not None and name_number in all_pids + [p for p, _, _ in processes]
     name_rank = None if name_is_pid or not name_may_be_rank else name_number
     if not processes:  # nothing ran here (a rank that failed early): a rank all the same
         return [Candidate(file, tuple(all_pids), 0, False, None, name_rank, name_is_pid, machine)] if not whole_tree else []
     if splits_by_process(processes, marks, whole_tree):
-        return [Candidate(file, (p,), d, k, marks.get(p), name_rank, name_is_pid, machine) for p, d, k in processes]
+        return [Candidate(file, (p,), d, k, marks.get(p), name_rank, name_is_pid, machine, p in start_up) for p, d, k in processes]
     if talking := talkers_to_split(processes, marks, whole_tree, peers):
         device = {p: d for p, d, _ in processes}
         # (the file's other GPU processes: one that did no GPU work, a launcher or a scheduler
@@ -164,7 +191,8 @@ def number_ranks(cands: list[Candidate], multi: bool) -> tuple[list[int], list[s
     Without marks, with several files: the rank in each file's name (rank3, r3, _3; never a
     number that is one of the file's pids, as nsys's ``-o %p`` writes) where every file gives a
     different one and is one candidate; else the order: processes split out of a file that ran
-    code (kernels, CUDA graphs) before the copy-only ones, then files in the order given (a
+    code (kernels, CUDA graphs) before the copy-only ones and those whose GPU work all ran before
+    the file's phases, then files in the order given (a
     folder's sorted by name, numbers by value), then by CUDA device, then pid. Files named by
     pid, one candidate each, go by machine (in file order), then CUDA device: their names'
     order is the pids'."""
@@ -181,9 +209,10 @@ def number_ranks(cands: list[Candidate], multi: bool) -> tuple[list[int], list[s
         machine_at = {}
         for c in sorted(cands, key=lambda c: c.file):
             machine_at.setdefault(c.machine, len(machine_at))
-        # A copy-only process split out of a file goes after every process that ran code (a
-        # whole file is a rank as it is, even one where nothing ran).
-        helper = [not c.ran_kernels and len(per_file[c.file]) > 1 for c in cands]
+        # A copy-only process split out of a file goes after every process that ran code, and so
+        # does one whose GPU work all ran before the file's phases (a scheduler's start-up); a
+        # whole file is a rank as it is, even one where nothing ran.
+        helper = [(not c.ran_kernels or c.start_up_only) and len(per_file[c.file]) > 1 for c in cands]
         if pid_named:
             key = lambda i: (machine_at[cands[i].machine], cands[i].device, cands[i].file)  # noqa: E731
         else:
