@@ -376,3 +376,22 @@ def test_ranges_names_each_split_ranks_file_and_process(tmp_path):
     assert [(d["rank"], d["source"], d["pids"]) for d in doc["ranks"]] == [(0, files[0], [100]), (1, files[0], [101]), (2, files[1], [102]), (3, files[1], [103])]
     for rank, pid in enumerate((100, 101, 102, 103)):
         assert f"rank {rank}  {files[rank // 2]}  pid {pid}" in text
+
+
+def test_two_servers_on_one_gpu_are_said_to_share_it(tmp_path):
+    # GIVEN one export of a whole process tree: a target server (pid 100) and a draft server
+    # (pid 200), both mapped to GPU 1 (each saw it as CUDA device 0), and a third worker (pid
+    # 300) on GPU 2; and the same processes in an export that does not map their devices
+    t = FakeTrace()
+    for pid in (100, 200, 300):
+        _worker(t, pid)
+    mapped = _host(t.write(tmp_path / "run.sqlite"), [(1, 0, 100), (1, 0, 200), (2, 0, 300)])
+    unmapped = t.write(tmp_path / "old.sqlite")
+    # WHEN each is analysed
+    a, b = analyze([str(mapped)]), analyze([str(unmapped)])
+    # THEN the first says ranks 0 and 1 ran on one GPU (GPU 1), and no more (before: nothing
+    # said); the second, whose device 0 may be any GPU, says nothing of sharing
+    assert [r.source.pids for r in a.ranks] == [(100,), (200,), (300,)]
+    said = [w for w in a.warnings if "ran their work on one GPU" in w]
+    assert len(said) == 1 and said[0].startswith("ranks 0, 1 ran their work on one GPU (GPU 1, NVIDIA H200 0000:38:00.0)")
+    assert not any("ran their work on one GPU" in w for w in b.warnings)

@@ -9,6 +9,7 @@ import pyarrow.compute as pc
 import pytest
 
 from nsys_factory import FakeTrace
+from tracerecon.analysis.config import PhaseConfig
 from tracerecon.api import load
 from tracerecon.errors import BadTraceError
 
@@ -370,3 +371,56 @@ def test_a_process_that_ran_only_before_the_phases_alone_or_beside_ranks_running
     b = load([three.write(tmp_path / "three.sqlite")])
     assert [(r.rank, r.source.pids) for r in b.ranks] == [(0, (10,)), (1, (20,)), (2, (30,))]
     assert not any("only before the first phase" in w for w in a.warnings + b.warnings)
+
+
+def thread_loop(t: FakeTrace, tid: int, device: int, fwd_us: int, n: int = 4, pid: int = 10, stream: int = 7) -> None:
+    """Thread ``tid`` of process ``pid`` running ``n`` cycles of its own on ``device`` (``stream``): cycle c
+    (from c x 1000 us) holds fwd (0-100 us, its kernel 10 us on, ``fwd_us`` long) and sample
+    (100-900 us, a 20-us kernel launched at 110 us, queued behind fwd's)."""
+    for c in range(n):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 100) * U, (b + 900) * U, names=("fwd", "sample"), pid=pid, tid=tid)
+        k = t.call("cudaLaunchKernel", (b + 5) * U, (b + 7) * U, pid=pid, tid=tid)
+        t.kernel(k, (b + 10) * U, (b + 10 + fwd_us) * U, pid=pid, device=device, stream=stream)
+        k = t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U, pid=pid, tid=tid)
+        t.kernel(k, (b + 10 + fwd_us) * U, (b + 30 + fwd_us) * U, pid=pid, device=device, stream=stream)
+
+
+@pytest.mark.parametrize("devices", [(0, 1), (0, 0)])
+def test_a_process_running_a_loop_per_gpu_on_threads_of_its_own_says_its_cycles_are_numbered_together(tmp_path, devices):
+    # GIVEN one process (pid 10) whose threads 11 and 12 each run 4 cycles of their own, thread
+    # 11's forward 300 us and thread 12's 600 us, on GPUs 0 and 1 (a GPU per thread, no
+    # collectives), or both on GPU 0 (thread 12 on a stream of its own)
+    t = FakeTrace()
+    thread_loop(t, 11, devices[0], 300)
+    thread_loop(t, 12, devices[1], 600, stream=8)
+    a = load([t.write(tmp_path / "run.sqlite")], PhaseConfig(phases=("fwd", "sample"), skip_cycles=0))
+    # THEN it is one rank of 8 cycles; each fwd reads its own thread's events, 300 or 600 us
+    # (its kernel ran 10-310 or 10-610 us into the cycle, the sample's kernel queued after it:
+    # the stream is busy at fwd's end, 100 us, until 310 or 610 us)
+    (r,) = a.ranks
+    fwd = r.phases.filter(pc.equal(r.phases["phase"], "fwd"))
+    assert r.cycles.num_rows == 8
+    assert sorted(fwd["gpu_ns"].to_pylist()) == [310 * U] * 4 + [610 * U] * 4
+    # and, a GPU per thread, a line says their cycles are numbered together and the medians mix
+    # the GPUs (before: no line where no collective ran); both threads on one GPU: no such line
+    said = [w for w in a.warnings if "runs cycles of its own on each of threads 11, 12, on GPU 0, 1 each" in w]
+    assert len(said) == (1 if devices == (0, 1) else 0)
+    if said:
+        assert "their 8 cycles (4, 4 a thread) are numbered together" in said[0]
+
+
+@pytest.mark.parametrize("devices", [(0, 0), (0, 1)])
+def test_a_process_tree_whose_communicating_ranks_all_say_device_0_is_said_to_be_unmapped(tmp_path, devices):
+    # GIVEN one export (no TARGET_INFO_CUDA_DEVICE, as before nsys 2025.3) of two processes
+    # (pids 10, 20) running all-reduces with each other, both on what they call CUDA device 0
+    # (given their GPUs by CUDA_VISIBLE_DEVICES), or on devices 0 and 1
+    t = FakeTrace()
+    rank_cycles(t, 10, devices[0])
+    rank_cycles(t, 20, devices[1])
+    a = load([t.write(tmp_path / "run.sqlite")])
+    # THEN each is a rank, and where both say device 0 a line says they ran on different GPUs
+    # the export does not tell (before: both ranks headed GPU 0, nothing said)
+    assert [r.source.pids for r in a.ranks] == [(10,), (20,)]
+    said = [w for w in a.warnings if "processes 10, 20 ran collectives with each other, all on what they call CUDA device 0" in w]
+    assert len(said) == (1 if devices == (0, 0) else 0)

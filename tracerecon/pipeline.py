@@ -419,6 +419,14 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
                         f"{dict((p, d) for p, d, _ in processes)[talking[0]]}: read as a rank each{with_first} (workers given their GPUs by "
                         "CUDA_VISIBLE_DEVICES; the export does not map their devices to the machine's GPUs, as nsys 2025.3+ does in "
                         "TARGET_INFO_CUDA_DEVICE: each is said to run on that device's GPU)")
+    elif not multi and len(unmapped) > 1 and len(cands) > 1 and len(devices := {d for p, d, k in processes if k and p in unmapped}) == 1 \
+            and len(pair := communicating_peers(tables.gpu_ops, unmapped)[1]) > 1:
+        # (a whole process tree, a rank per process: where those that ran collectives with each
+        # other all say one device, the GPU each is said to run on is not known)
+        warnings.append(f"{f}: processes {', '.join(map(str, sorted(pair)))} ran collectives with each other, all on what they call CUDA device "
+                        f"{devices.pop()}: a communicator holds one rank per GPU, so they ran on different GPUs (given them by "
+                        "CUDA_VISIBLE_DEVICES), which this export does not map to the machine's GPUs (as nsys 2025.3+ does in "
+                        "TARGET_INFO_CUDA_DEVICE): each is said to run on that device's GPU")
     elif len(talkers) > 1 and len(cands) == 1 and len(said := {d for p, d, _ in processes if p in talkers}) == 1:
         warnings.append(f"{f}: processes {', '.join(map(str, talkers))} ran communication kernels, all on what they call CUDA device "
                         f"{said.pop()}, but their collectives do not tell which of them are ranks of one communicator (separate "
@@ -476,12 +484,37 @@ def _numbered(work: list[tuple], multi: bool) -> tuple[list[tuple], list[str]]:
     for (s, info, w), rank, how in zip(work, ranks, hows):
         out.append((replace(s, rank=rank, how=how), info, w if w.rank == rank else with_rank(w, rank)))
     out.sort(key=lambda x: x[0].rank)
+    warnings.extend(_sharing_a_gpu(out))
     per_file = {}
     for s, _, _ in out:
         per_file[s.path] = per_file.get(s.path, 0) + 1
     for s, _, w in out:
         warnings.extend(f"{s.path}{f' (rank {s.rank})' if per_file[s.path] > 1 else ''}: {note}" for note in w.notes)
     return out, warnings
+
+
+def _sharing_a_gpu(ranks: list[tuple]) -> list[str]:
+    """A line per GPU that several ranks (``_numbered``'s) of one file ran on: two servers on one
+    GPU (a draft model's beside the target's), whose kernels take turns on it. Told only where
+    the export maps each process's CUDA device to the machine's GPU (TARGET_INFO_CUDA_DEVICE,
+    nsys 2025.3+): before that, processes given their GPUs by CUDA_VISIBLE_DEVICES all say
+    device 0. (Not told: ranks of separate files on one GPU.)"""
+    from tracerecon.analysis.ranks import ranks_sharing_a_gpu
+
+    keys = []
+    for s, info, _ in ranks:
+        c = s.candidate
+        mapped = c is not None and c.ran_kernels and any(p in c.pids and gpu == c.device for p, _, gpu in info.cuda_devices)
+        keys.append((s.rank, (s.path, c.device) if mapped else None))
+    lines = []
+    for shared, _ in ranks_sharing_a_gpu(keys):
+        s, info, _ = next(r for r in ranks if r[0].rank == shared[0])
+        named = next((g for g in info.gpus if g.device == s.candidate.device), None)
+        what = f"GPU {s.candidate.device}" + (f", {named.name}" if named is not None and named.name else "") + (f" {named.bus_location}" if named is not None and named.bus_location else "")
+        lines.append(f"ranks {', '.join(map(str, shared))} ran their work on one GPU ({what}): their kernels take turns on it, so each one's "
+                     "GPU times hold time the GPU gave the others' work, and the across-ranks section sets side by side work that "
+                     "competed for the GPU rather than waited at collectives")
+    return lines
 
 
 # A worker's peak memory for an export of S bytes (its SQLite file; an .xz one's taken as

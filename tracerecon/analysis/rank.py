@@ -294,6 +294,7 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     + _unrecorded_stream_notes(tables.stream_marks, clock)
                     + _unrecorded_wait_notes(clock)
                     + _several_devices_notes(ops, tables.cuda_devices)
+                    + _loops_per_gpu_notes(ph_pid, ph_tid, cycle_of, dev, tables.cuda_devices)
                     + _phases_on_several_gpus_notes(ops, op_phase, dev, labels, ph_pid, tables.cuda_devices)
                     + _cycles_across_gpus_notes(cycle_of, dev, b_start, ph_pid, ph_tid, ph_s, ph_e, tables.cuda_devices, beside)
                     + _cycle_edge_notes(clock, nested, cycle_rows, cycle_of, ph_pid, ph_s, ph_read_end, dev, stream, b_start, b_end, labels, unphased,
@@ -655,8 +656,39 @@ def _several_devices_notes(ops: pa.Table, cuda_devices: tuple = ()) -> tuple[str
         if len(devices) > 1:
             names = gpu_names(np.full(len(devices), p), devices, cuda_devices)
             out.append(f"process {p} ran collectives on GPUs {', '.join(names)}: one process driving several GPUs is one rank, so "
-                       "their collectives with each other are matched with nothing (waits between them are not counted), and the phase "
-                       "and cycle ranges of all its threads are numbered as one rank's")
+                       "their collectives with each other are matched with nothing (waits between them are not counted)")
+    return tuple(out)
+
+
+def _loops_per_gpu_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, device: np.ndarray, cuda_devices: tuple = ()) -> tuple[str, ...]:
+    """One line per process whose threads each run cycles of their own (``boundaries.timelines``)
+    on GPUs of their own (each thread's phases read on one GPU most often, none the same):
+    one process is one rank, so those cycles are numbered together, in time order, and each
+    phase's medians are taken over all of them, every GPU's mixed; the phases table's ``tid``
+    and ``device_id`` tell them apart."""
+    read = (cycle >= 0) & (device >= 0)
+    if not read.any() or len(np.unique(device[read])) < 2:
+        return ()
+    line = timelines(pid, cycle, tid)
+    out = []
+    for p in np.unique(pid[read]).tolist():
+        mine = read & (pid == p)
+        lines = np.unique(line[mine])
+        if len(lines) < 2:
+            continue
+        main, n_cycles = [], []
+        for k in lines.tolist():
+            devices, count = np.unique(device[mine & (line == k)], return_counts=True)
+            main.append(int(devices[np.argmax(count)]))
+            n_cycles.append(len(np.unique(cycle[mine & (line == k)])))
+        if len(set(main)) < len(main):
+            continue
+        threads = [int(tid[mine & (line == k)][0]) for k in lines.tolist()]
+        gpus = gpu_names(np.full(len(main), p), np.array(main, np.int64), cuda_devices)
+        out.append(f"process {p} runs cycles of its own on each of threads {', '.join(map(str, threads))}, on GPU {', '.join(gpus)} each: one "
+                   f"process is one rank, so their {sum(n_cycles)} cycles ({', '.join(map(str, n_cycles))} a thread) are numbered together in "
+                   "time order and each phase's medians are over all of them, every GPU's mixed (the phases table's tid and device_id tell "
+                   "them apart)")
     return tuple(out)
 
 

@@ -253,6 +253,18 @@ def number_ranks(cands: list[Candidate], multi: bool) -> tuple[list[int], list[s
     return fallback, [how] * len(cands), warnings
 
 
+def ranks_sharing_a_gpu(gpus: list[tuple[int, object | None]]) -> list[tuple[list[int], object]]:
+    """Ranks that ran on one GPU: ``gpus`` holds each rank's (number, the machine's GPU it ran
+    most of its work on, as a key that is the same for the same GPU: its file and id; None
+    where the export does not say which GPU a process's CUDA device is).
+    Returns (the ranks, their GPU) per GPU of two ranks or more, in rank order."""
+    on: dict[object, list[int]] = {}
+    for rank, gpu in gpus:
+        if gpu is not None:
+            on.setdefault(gpu, []).append(rank)
+    return sorted(((sorted(r), g) for g, r in on.items() if len(r) > 1), key=lambda x: x[0])
+
+
 def select_pids(table: pa.Table, pids: list[int]) -> pa.Table:
     """Rows of ``table`` whose pid is in ``pids``."""
     if table.num_rows == 0:
