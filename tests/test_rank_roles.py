@@ -5,6 +5,8 @@ b+120..b+200+late, then an all-reduce from b+200+late to b+300 on every rank).""
 
 from __future__ import annotations
 
+import sqlite3
+
 import pyarrow.compute as pc
 import pytest
 
@@ -332,7 +334,7 @@ def test_a_scheduler_whose_gpu_work_all_ran_at_its_start_up_is_numbered_after_th
     assert [(r.rank, r.source.pids) for r in a.ranks] == [(0, (10,)), (1, (20,)), (2, (sched_pid,))]
     assert [r.phases.num_rows for r in a.ranks] == [10, 10, 0]
     assert sum(f"process {sched_pid} launched GPU work only before the first phase or cycle range began" in w for w in a.warnings) == 1
-    assert sum(f"(pid {sched_pid}, whose GPU work all ran before the first of them)" in w for w in a.warnings) == 1
+    assert sum(f"(pid {sched_pid}, which launched GPU work only before the file's first phase or cycle range)" in w for w in a.warnings) == 1
     assert not any("no range named as a phase" in w for w in a.warnings)
     # and each worker's draft reads 100 us in every cycle, as events at its ends would (its
     # kernel ran 20-80 us into the cycle; the stream idle at both ends, 0 and 100 us)
@@ -350,11 +352,11 @@ def test_phases_marked_only_in_a_scheduler_whose_gpu_work_ran_at_start_up_are_re
     # WHEN it is loaded THEN it is refused, as where the scheduler launched nothing at all (before:
     # the scheduler was a rank whose phases read its idle stream's wall time, the workers' kernels
     # in no phase), saying to mark the phases in the process that launches
-    with pytest.raises(BadTraceError, match=r"phase or cycle ranges in a process that launched no GPU work \(pid 5, whose GPU work all ran before"):
+    with pytest.raises(BadTraceError, match=r"phase or cycle ranges in a process that launched no GPU work \(pid 5, which launched GPU work only before"):
         load([t.write(tmp_path / "run.sqlite")])
 
 
-def test_a_process_that_ran_only_before_the_phases_alone_or_beside_ranks_running_then_is_a_rank_as_before(tmp_path):
+def test_a_process_that_ran_only_before_its_phases_alone_and_a_worker_marking_no_phase_are_ranks_as_before(tmp_path):
     # GIVEN one process whose GPU work (a kernel at 0-300 us) all ran before its phases (cycles
     # from 1000 us, launching nothing), and, in another trace, a third tensor-parallel worker
     # (pid 30, device 2) that marks no phase but runs every cycle's kernels
@@ -404,7 +406,7 @@ def test_a_process_running_a_loop_per_gpu_on_threads_of_its_own_says_its_cycles_
     assert sorted(fwd["gpu_ns"].to_pylist()) == [310 * U] * 4 + [610 * U] * 4
     # and, a GPU per thread, a line says their cycles are numbered together and the medians mix
     # the GPUs (before: no line where no collective ran); both threads on one GPU: no such line
-    said = [w for w in a.warnings if "runs cycles of its own on each of threads 11, 12, on GPU 0, 1 each" in w]
+    said = [w for w in a.warnings if "runs cycles of its own on each of threads 11, 12, on GPU 0, 1 in turn" in w]
     assert len(said) == (1 if devices == (0, 1) else 0)
     if said:
         assert "their 8 cycles (4, 4 a thread) are numbered together" in said[0]
@@ -424,3 +426,66 @@ def test_a_process_tree_whose_communicating_ranks_all_say_device_0_is_said_to_be
     assert [r.source.pids for r in a.ranks] == [(10,), (20,)]
     said = [w for w in a.warnings if "processes 10, 20 ran collectives with each other, all on what they call CUDA device 0" in w]
     assert len(said) == (1 if devices == (0, 0) else 0)
+
+
+def test_a_scheduler_beside_a_rank_in_its_file_leaves_out_its_phases_after_a_start_up(tmp_path):
+    # GIVEN two files, one per rank (pids 10 and 20, device 0 each); rank 0's file also holds a
+    # scheduler (pid 5, vLLM's EngineCore beside rank 0's worker) whose only GPU work is a warm-up
+    # kernel at 0-300 us and which marks cycle and draft ranges of its own from 1000 us
+    t = FakeTrace()
+    start_up_scheduler(t, 5)
+    rank_cycles(t, 10, 0, first_us=1000)
+    u = FakeTrace()
+    rank_cycles(u, 20, 0, first_us=1000)
+    a = load([str(t.write(tmp_path / "rank0.sqlite")), str(u.write(tmp_path / "rank1.sqlite"))])
+    # THEN rank 0 reads its worker's 5 cycles, as rank 1 does, the scheduler's ranges left out
+    # with a warning (before: its cycle ranges and draft read as rank 0's, 10 cycles)
+    assert [(r.rank, r.cycles.num_rows) for r in a.ranks] == [(0, 5), (1, 5)]
+    assert sum("(pid 5, which launched GPU work only before the file's first phase or cycle range)" in w for w in a.warnings) == 1
+
+
+def test_a_scheduler_whose_gpu_work_ran_at_start_up_is_not_said_to_share_the_gpu(tmp_path):
+    # GIVEN one export mapping every process to the machine's GPUs: a scheduler (pid 5) whose
+    # only GPU work is a warm-up kernel before the phases, on GPU 0, and workers 10 and 20 on
+    # GPUs 0 and 1
+    t = FakeTrace()
+    start_up_scheduler(t, 5)
+    rank_cycles(t, 10, 0, first_us=1000)
+    rank_cycles(t, 20, 1, first_us=1000)
+    p = t.write(tmp_path / "run.sqlite")
+    con = sqlite3.connect(p)
+    con.executescript("create table TARGET_INFO_CUDA_DEVICE (gpuId integer, cudaId integer, pid integer);"
+                      "insert into TARGET_INFO_CUDA_DEVICE values (0, 0, 5), (0, 0, 10), (1, 1, 20);")
+    con.commit()
+    con.close()
+    a = load([p])
+    # THEN no line says two ranks shared GPU 0: the scheduler took no turns on it during the phases
+    assert [r.source.pids for r in a.ranks] == [(10,), (20,), (5,)]
+    assert not any("ran their work on one GPU" in w for w in a.warnings)
+
+
+def test_loops_on_three_threads_two_of_them_on_one_gpu_are_said_to_be_numbered_together(tmp_path):
+    # GIVEN one process whose threads 11, 12 and 13 each run 4 cycles of their own on GPUs 0, 1
+    # and 1 (thread 13 on a stream of its own)
+    t = FakeTrace()
+    thread_loop(t, 11, 0, 300)
+    thread_loop(t, 12, 1, 600)
+    thread_loop(t, 13, 1, 400, stream=8)
+    a = load([t.write(tmp_path / "run.sqlite")], PhaseConfig(phases=("fwd", "sample"), skip_cycles=0))
+    # THEN a line names each thread's GPU in turn and the 12 cycles numbered together
+    said = [w for w in a.warnings if "runs cycles of its own on each of threads 11, 12, 13, on GPU 0, 1, 1 in turn" in w]
+    assert len(said) == 1 and "their 12 cycles (4, 4, 4 a thread)" in said[0]
+
+
+def test_a_process_tree_whose_communicating_pair_says_device_0_beside_a_process_on_device_1_is_said_to_be_unmapped(tmp_path):
+    # GIVEN one export without TARGET_INFO_CUDA_DEVICE: pids 10 and 20 running all-reduces with
+    # each other, both on what they call device 0, and pid 30 running kernels (no collective) on
+    # device 1
+    t = FakeTrace()
+    rank_cycles(t, 10, 0)
+    rank_cycles(t, 20, 0)
+    for c in range(5):
+        launch(t, c * 1000 + 10, (c * 1000 + 20, c * 1000 + 80), 30, 1)
+    a = load([t.write(tmp_path / "run.sqlite")])
+    # THEN the line says 10 and 20 ran on different GPUs the export does not tell
+    assert sum("processes 10, 20 ran collectives with each other, all on what they call CUDA device 0" in w for w in a.warnings) == 1

@@ -58,7 +58,7 @@ def phases_without_gpu_message(path: str, pids: list[int], phases: list[str] = (
     (``before``: ``ranks.start_up_only``); ``phases``: the phases named there (each as its repr:
     ``pipeline`` looks for them)."""
     of = f" (of {', '.join(map(repr, phases))})" if phases else ""
-    which = ", ".join(f"{p}, whose GPU work all ran before the first of them" if p in before else str(p) for p in pids)
+    which = ", ".join(f"{p}, which launched GPU work only before the file's first phase or cycle range" if p in before else str(p) for p in pids)
     return (f"{PHASES_WITHOUT_GPU} (pid {which}) in {path}: left out{of}, as a phase is read in the "
             "process that launches its GPU work; mark the phases there (tracerecon.instrument in the worker process)")
 
@@ -409,9 +409,11 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
                             name_number is not None and name_number <= MAX_RANK_IN_NAME, peers, start_up)
     if start_up_ranks := sorted(p for c in cands if len(c.pids) == 1 and c.start_up_only for p in c.pids):
         many = len(start_up_ranks) > 1
+        # (rank marks, where they number the ranks, number it too)
+        after = "" if named else " numbered after those that ran the phases,"
         warnings.append(f"{f}: process{'es' if many else ''} {', '.join(map(str, start_up_ranks))} launched GPU work only before the first phase "
-                        f"or cycle range began (start-up or warm-up: a scheduler or front end beside the workers): read as {'ranks' if many else 'a rank'} "
-                        "numbered after those that ran the phases, with no phase")
+                        f"or cycle range began (start-up or warm-up: a scheduler or front end beside the workers): read as {'ranks' if many else 'a rank'}"
+                        f"{after} with no phase")
     if talking := talkers_to_split(processes, named, not multi, peers):
         others = [p for p, _, _ in processes if p not in talking]
         with_first = f", the file's other GPU process{'es' if len(others) > 1 else ''} ({', '.join(map(str, others))}) with the first" if others else ""
@@ -419,8 +421,8 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
                         f"{dict((p, d) for p, d, _ in processes)[talking[0]]}: read as a rank each{with_first} (workers given their GPUs by "
                         "CUDA_VISIBLE_DEVICES; the export does not map their devices to the machine's GPUs, as nsys 2025.3+ does in "
                         "TARGET_INFO_CUDA_DEVICE: each is said to run on that device's GPU)")
-    elif not multi and len(unmapped) > 1 and len(cands) > 1 and len(devices := {d for p, d, k in processes if k and p in unmapped}) == 1 \
-            and len(pair := communicating_peers(tables.gpu_ops, unmapped)[1]) > 1:
+    elif not multi and len(unmapped) > 1 and len(cands) > 1 and len(pair := communicating_peers(tables.gpu_ops, unmapped)[1]) > 1 \
+            and len(devices := {d for p, d, _ in processes if p in pair}) == 1:
         # (a whole process tree, a rank per process: where those that ran collectives with each
         # other all say one device, the GPU each is said to run on is not known)
         warnings.append(f"{f}: processes {', '.join(map(str, sorted(pair)))} ran collectives with each other, all on what they call CUDA device "
@@ -444,9 +446,11 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
     # a launcher or scheduler marking its own cycles would renumber the rank's).
     gpu_pids = [p for p, _, _ in processes]
     rank_pids = gpu_pids if multi and len(cands) == 1 and gpu_pids else [p for c in cands for p in c.pids]
-    left_out, left_out_phases = phase_processes_left_out(tables.nvtx_ranges, [p for p in rank_pids if p not in start_up_ranks], config)
+    # (and so are those of a process whose GPU work all ran before the phases: a rank of its own,
+    # or one of a rank's processes where the file is one rank)
+    left_out, left_out_phases = phase_processes_left_out(tables.nvtx_ranges, [p for p in rank_pids if p not in start_up], config)
     if left_out:
-        warnings.append(phases_without_gpu_message(str(f), left_out, left_out_phases, [p for p in left_out if p in start_up_ranks]))
+        warnings.append(phases_without_gpu_message(str(f), left_out, left_out_phases, [p for p in left_out if p in start_up]))
     out = []
     marks = tables.nvtx_marks.to_pydict()
     # tracerecon.instrument's stream marks (which stream each phase's thread had current)
@@ -504,7 +508,8 @@ def _sharing_a_gpu(ranks: list[tuple]) -> list[str]:
     keys = []
     for s, info, _ in ranks:
         c = s.candidate
-        mapped = c is not None and c.ran_kernels and any(p in c.pids and gpu == c.device for p, _, gpu in info.cuda_devices)
+        # (a process whose GPU work all ran before the phases took no turns with anyone's)
+        mapped = c is not None and c.ran_kernels and not c.start_up_only and any(p in c.pids and gpu == c.device for p, _, gpu in info.cuda_devices)
         keys.append((s.rank, (s.path, c.device) if mapped else None))
     lines = []
     for shared, _ in ranks_sharing_a_gpu(keys):

@@ -662,10 +662,10 @@ def _several_devices_notes(ops: pa.Table, cuda_devices: tuple = ()) -> tuple[str
 
 def _loops_per_gpu_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, device: np.ndarray, cuda_devices: tuple = ()) -> tuple[str, ...]:
     """One line per process whose threads each run cycles of their own (``boundaries.timelines``)
-    on GPUs of their own (each thread's phases read on one GPU most often, none the same):
-    one process is one rank, so those cycles are numbered together, in time order, and each
-    phase's medians are taken over all of them, every GPU's mixed; the phases table's ``tid``
-    and ``device_id`` tell them apart."""
+    on GPUs not all the same (each thread's phases read on one GPU most often): one process is
+    one rank, so those cycles are numbered together, in time order, and each phase's medians
+    are taken over all of them, every GPU's mixed; the phases table's ``tid`` and
+    ``device_id`` tell them apart."""
     read = (cycle >= 0) & (device >= 0)
     if not read.any() or len(np.unique(device[read])) < 2:
         return ()
@@ -681,11 +681,11 @@ def _loops_per_gpu_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, de
             devices, count = np.unique(device[mine & (line == k)], return_counts=True)
             main.append(int(devices[np.argmax(count)]))
             n_cycles.append(len(np.unique(cycle[mine & (line == k)])))
-        if len(set(main)) < len(main):
+        if len(set(main)) < 2:
             continue
         threads = [int(tid[mine & (line == k)][0]) for k in lines.tolist()]
-        gpus = gpu_names(np.full(len(main), p), np.array(main, np.int64), cuda_devices)
-        out.append(f"process {p} runs cycles of its own on each of threads {', '.join(map(str, threads))}, on GPU {', '.join(gpus)} each: one "
+        gpus = [gpu_names(np.array([p]), np.array([d]), cuda_devices)[0] for d in main]  # (one per thread, in its order)
+        out.append(f"process {p} runs cycles of its own on each of threads {', '.join(map(str, threads))}, on GPU {', '.join(gpus)} in turn: one "
                    f"process is one rank, so their {sum(n_cycles)} cycles ({', '.join(map(str, n_cycles))} a thread) are numbered together in "
                    "time order and each phase's medians are over all of them, every GPU's mixed (the phases table's tid and device_id tell "
                    "them apart)")
