@@ -375,7 +375,7 @@ def test_a_process_that_ran_only_before_its_phases_alone_and_a_worker_marking_no
     assert not any("only before the first phase" in w for w in a.warnings + b.warnings)
 
 
-def thread_loop(t: FakeTrace, tid: int, device: int, fwd_us: int, n: int = 4, pid: int = 10, stream: int = 7) -> None:
+def thread_loop(t: FakeTrace, tid: int, device: int, fwd_us: int, n: int = 4, pid: int = 10, stream: int = 7, all_reduce_to_us: int | None = None) -> None:
     """Thread ``tid`` of process ``pid`` running ``n`` cycles of its own on ``device`` (``stream``): cycle c
     (from c x 1000 us) holds fwd (0-100 us, its kernel 10 us on, ``fwd_us`` long) and sample
     (100-900 us, a 20-us kernel launched at 110 us, queued behind fwd's)."""
@@ -384,32 +384,72 @@ def thread_loop(t: FakeTrace, tid: int, device: int, fwd_us: int, n: int = 4, pi
         t.cycle(c, b * U, (b + 100) * U, (b + 900) * U, names=("fwd", "sample"), pid=pid, tid=tid)
         k = t.call("cudaLaunchKernel", (b + 5) * U, (b + 7) * U, pid=pid, tid=tid)
         t.kernel(k, (b + 10) * U, (b + 10 + fwd_us) * U, pid=pid, device=device, stream=stream)
+        end = b + 10 + fwd_us
+        if all_reduce_to_us is not None:  # an all-reduce launched at 8 us, from fwd's end to all_reduce_to_us
+            k = t.call("cudaLaunchKernel", (b + 8) * U, (b + 9) * U, pid=pid, tid=tid)
+            t.kernel(k, end * U, (b + all_reduce_to_us) * U, pid=pid, device=device, stream=stream, name=ALL_REDUCE)
+            end = b + all_reduce_to_us
         k = t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U, pid=pid, tid=tid)
-        t.kernel(k, (b + 10 + fwd_us) * U, (b + 30 + fwd_us) * U, pid=pid, device=device, stream=stream)
+        t.kernel(k, end * U, (end + 20) * U, pid=pid, device=device, stream=stream)
 
 
-@pytest.mark.parametrize("devices", [(0, 1), (0, 0)])
-def test_a_process_running_a_loop_per_gpu_on_threads_of_its_own_says_its_cycles_are_numbered_together(tmp_path, devices):
+def test_a_process_running_a_loop_per_gpu_on_threads_of_its_own_is_a_rank_per_gpu(tmp_path):
     # GIVEN one process (pid 10) whose threads 11 and 12 each run 4 cycles of their own, thread
-    # 11's forward 300 us and thread 12's 600 us, on GPUs 0 and 1 (a GPU per thread, no
-    # collectives), or both on GPU 0 (thread 12 on a stream of its own)
+    # 11's forward 300 us on GPU 0 and thread 12's 600 us on GPU 1 (a GPU per thread, no
+    # collectives: in-process tensor parallelism, or a draft model's thread), and thread 13
+    # that launched nothing
     t = FakeTrace()
-    thread_loop(t, 11, devices[0], 300)
-    thread_loop(t, 12, devices[1], 600, stream=8)
+    thread_loop(t, 11, 0, 300)
+    thread_loop(t, 12, 1, 600)
+    t.range("load_weights", 0, 5 * U, pid=10, tid=13)
     a = load([t.write(tmp_path / "run.sqlite")], PhaseConfig(phases=("fwd", "sample"), skip_cycles=0))
-    # THEN it is one rank of 8 cycles; each fwd reads its own thread's events, 300 or 600 us
-    # (its kernel ran 10-310 or 10-610 us into the cycle, the sample's kernel queued after it:
-    # the stream is busy at fwd's end, 100 us, until 310 or 610 us)
+    # THEN it is a rank per GPU, each of its own thread's 4 cycles (before: one rank of 8 cycles
+    # numbered together, its medians mixing the GPUs); each fwd reads its own thread's events,
+    # 310 or 610 us (its kernel ran 10-310 or 10-610 us into the cycle, the sample's kernel
+    # queued after it: the stream is busy at fwd's end, 100 us, until then), each cycle 900 us
+    # (the sample's range ends at 900 us on an idle stream)
+    assert [(r.rank, r.source.pids, r.cycles.num_rows) for r in a.ranks] == [(0, (10,), 4), (1, (10,), 4)]
+    for r, fwd_us in zip(a.ranks, (310, 610)):
+        fwd = r.phases.filter(pc.equal(r.phases["phase"], "fwd"))
+        assert fwd["gpu_ns"].to_pylist() == [fwd_us * U] * 4 and set(fwd["tid"].to_pylist()) == {11 + r.rank}
+        assert r.cycles["gpu_ns"].to_pylist() == [900 * U] * 4
+    assert [g.device for g in a.ranks[0].gpus] == [0] and [g.device for g in a.ranks[1].gpus] == [1]
+    # and a line says so; thread 13 (NVTX only) is the first rank's
+    assert sum("process 10 runs a loop of its own on a thread per GPU: read as a rank per GPU (GPU 0: thread 11; GPU 1: thread 12;" in w
+               for w in a.warnings) == 1
+    assert "load_weights" in a.ranks[0].ranges["name"].to_pylist() and "load_weights" not in a.ranks[1].ranges["name"].to_pylist()
+
+
+def test_a_rank_per_gpu_thread_matches_their_all_reduces_and_names_the_slower_gpu(tmp_path):
+    # GIVEN the loops on GPUs 0 and 1 (forward 300 and 600 us), each forward followed by an
+    # all-reduce between the two GPUs that ends at 650 us into the cycle on both
+    t = FakeTrace()
+    thread_loop(t, 11, 0, 300, all_reduce_to_us=650)
+    thread_loop(t, 12, 1, 600, all_reduce_to_us=650)
+    a = load([t.write(tmp_path / "run.sqlite")], PhaseConfig(phases=("fwd", "sample"), skip_cycles=0))
+    # THEN the all-reduces are matched between the two ranks (before: one rank, its GPUs'
+    # collectives with each other matched with nothing): GPU 0's waited 300 us in each of the 4
+    # cycles (from 310 to 610 us), GPU 1 gated every cycle, in fwd; fwd reads 650 us on both (to
+    # the all-reduce's end, the stream busy at fwd's end)
+    assert [c.wait_ns for c in a.cross.comm] == [4 * 300 * U, 0]
+    cp = a.cross.critical_path.to_pydict()
+    assert cp["gating_rank"] == [1] * 4 and cp["how"] == ["collectives"] * 4 and cp["gating_phase"] == ["fwd"] * 4
+    for r in a.ranks:
+        assert r.phases.filter(pc.equal(r.phases["phase"], "fwd"))["gpu_ns"].to_pylist() == [650 * U] * 4
+
+
+def test_loops_of_two_threads_on_one_gpu_are_one_rank(tmp_path):
+    # GIVEN the same two loops, both on GPU 0 (thread 12 on a stream of its own)
+    t = FakeTrace()
+    thread_loop(t, 11, 0, 300)
+    thread_loop(t, 12, 0, 600, stream=8)
+    a = load([t.write(tmp_path / "run.sqlite")], PhaseConfig(phases=("fwd", "sample"), skip_cycles=0))
+    # THEN it is one rank of 8 cycles, each fwd read on its own thread's stream (310 or 610 us),
+    # and nothing is said of GPUs
     (r,) = a.ranks
     fwd = r.phases.filter(pc.equal(r.phases["phase"], "fwd"))
-    assert r.cycles.num_rows == 8
-    assert sorted(fwd["gpu_ns"].to_pylist()) == [310 * U] * 4 + [610 * U] * 4
-    # and, a GPU per thread, a line says their cycles are numbered together and the medians mix
-    # the GPUs (before: no line where no collective ran); both threads on one GPU: no such line
-    said = [w for w in a.warnings if "runs cycles of its own on each of threads 11, 12, on GPU 0, 1 in turn" in w]
-    assert len(said) == (1 if devices == (0, 1) else 0)
-    if said:
-        assert "their 8 cycles (4, 4 a thread) are numbered together" in said[0]
+    assert r.cycles.num_rows == 8 and sorted(fwd["gpu_ns"].to_pylist()) == [310 * U] * 4 + [610 * U] * 4
+    assert not any("runs cycles of its own" in w or "a thread per GPU" in w for w in a.warnings)
 
 
 @pytest.mark.parametrize("devices", [(0, 0), (0, 1)])
@@ -489,3 +529,34 @@ def test_a_process_tree_whose_communicating_pair_says_device_0_beside_a_process_
     a = load([t.write(tmp_path / "run.sqlite")])
     # THEN the line says 10 and 20 ran on different GPUs the export does not tell
     assert sum("processes 10, 20 ran collectives with each other, all on what they call CUDA device 0" in w for w in a.warnings) == 1
+
+
+def _loops(ranges: list[tuple[int, str | None]], ops: list[tuple[int, int]]):
+    """``ranks.loops_per_gpu`` of process 10 from (thread, phase label or None for a cycle range)
+    and (launching thread, device) rows."""
+    import numpy as np
+
+    from tracerecon.analysis.ranks import loops_per_gpu
+
+    tid = np.array([t for t, _ in ranges], np.int64)
+    labels = [lab for _, lab in ranges]
+    o_tid, o_dev = np.array([t for t, _ in ops], np.int64), np.array([d for _, d in ops], np.int64)
+    return loops_per_gpu(np.full(len(tid), 10), tid, labels, np.array([lab is None for lab in labels]), np.full(len(o_tid), 10), o_tid, o_dev, 10)
+
+
+def test_loops_per_gpu_only_where_each_gpu_has_a_loop_thread_of_its_own():
+    # GIVEN threads 1 and 2 holding fwd and sample and their cycle ranges, launching on GPUs 0
+    # and 1, and thread 3 (no range) launching copies on GPU 1
+    two = [(1, None), (1, "fwd"), (1, "sample"), (2, None), (2, "fwd"), (2, "sample")]
+    ops = [(1, 0), (1, 0), (2, 1), (3, 1)]
+    # THEN a rank per GPU, thread 3 with GPU 1's
+    assert _loops(two, ops) == ((0, (1,)), (1, (2, 3)))
+    # but one rank where: the cycle ranges are a scheduler thread's (9) around the GPU threads'
+    # phases; the threads hold different phases (a draft thread and a target thread in one
+    # cycle); a thread holding phases launched nothing; or two loops share GPU 0
+    assert _loops([(9, None), (1, "fwd"), (2, "fwd")], ops) == ()
+    assert _loops([(1, "draft"), (2, "verify")], ops) == ()
+    assert _loops([(1, "fwd"), (2, "fwd"), (4, "fwd")], ops) == ()
+    assert _loops([(1, "fwd"), (2, "fwd")], [(1, 0), (2, 0)]) == ()
+    # and one thread's loop alone is one rank
+    assert _loops([(1, None), (1, "fwd")], ops) == ()

@@ -375,7 +375,7 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
     from tracerecon.analysis.projection import int64s
     from tracerecon.analysis.rank import RankTables, own_rank
     from tracerecon.analysis.ranks import (RankSource, communicating_peers, file_candidates, gpu_processes, number_ranks, select_pids, splits_by_process,
-                                           start_up_only, talkers_to_split)
+                                           start_up_only, talkers_to_split, thread_rows)
 
     tables, linked, warnings, unrun = _link(f, read)
     del read
@@ -407,6 +407,8 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
     start_up = start_up_only(linked, phase_ranges(tables.nvtx_ranges, config)) if len(processes) > 1 else frozenset()
     cands = file_candidates(order, processes, named, name_number if multi else None, not multi, all_pids, ",".join(sorted(tables.info.gpu_uuids)),
                             name_number is not None and name_number <= MAX_RANK_IN_NAME, peers, start_up)
+    cands, split = _split_by_loops(cands, processes, linked, tables.nvtx_ranges, config)
+    warnings.extend(f"{f}: {line}" for line in split)
     if start_up_ranks := sorted(p for c in cands if len(c.pids) == 1 and c.start_up_only for p in c.pids):
         many = len(start_up_ranks) > 1
         # (rank marks, where they number the ranks, number it too)
@@ -456,14 +458,20 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
     # tracerecon.instrument's stream marks (which stream each phase's thread had current)
     said = [i for i, name in enumerate(marks["name"]) if name == STREAM_MARK]
     stream_marks = tables.nvtx_marks.select(["pid", "tid", "ts_ns"]).take(pa.array(said, pa.int64()))
+    mark_tids = int64s(tables.nvtx_marks["tid"], -1)
     for cand, rank, how in zip(cands, numbers, hows):
         pids = list(cand.pids)
-        accepted = tuple((pl, ts, n) for pid, name, pl, ts in zip(marks["pid"], marks["name"], marks["payload"], marks["ts_ns"])
-                         if pid in pids and (n := accepted_of_mark(name)) is not None)
+        in_part = thread_rows(mark_tids, cand)
+        in_part = in_part.tolist() if in_part is not None else [True] * len(mark_tids)
+        accepted = tuple((pl, ts, n) for pid, mine, name, pl, ts in zip(marks["pid"], in_part, marks["name"], marks["payload"], marks["ts_ns"])
+                         if pid in pids and mine and (n := accepted_of_mark(name)) is not None)
+        api_calls = _thread_part(select_pids(tables.api_calls, pids), cand)
         rt = RankTables(
-            nvtx_ranges=select_pids(tables.nvtx_ranges, [p for p in pids if p not in left_out]), gpu_ops=select_pids(linked, pids), api_calls=select_pids(tables.api_calls, pids),
-            sync_records=select_pids(tables.sync_records, pids), event_records=select_pids(tables.event_records, pids),
-            accepted_marks=accepted, stream_marks=select_pids(stream_marks, pids),
+            nvtx_ranges=_thread_part(select_pids(tables.nvtx_ranges, [p for p in pids if p not in left_out]), cand),
+            gpu_ops=_thread_part(select_pids(linked, pids), cand, "launch_tid"), api_calls=api_calls,
+            sync_records=_calls_part(select_pids(tables.sync_records, pids), cand, api_calls),
+            event_records=_calls_part(select_pids(tables.event_records, pids), cand, api_calls),
+            accepted_marks=accepted, stream_marks=_thread_part(select_pids(stream_marks, pids), cand),
             unrun_from_ns=_unrun_from(unrun, linked, pids),
             cuda_devices=tuple(m for m in tables.info.cuda_devices if m[0] in pids and m[1] != m[2]),
             cuda_streams=select_pids(tables.cuda_streams, pids),
@@ -471,6 +479,66 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
         out.append((RankSource(rank, str(f), tuple(pids), how, cand), tables.info, own_rank(rt, rank, config)))
     session = (*_session_span(tables.info, tables.trace_end_ns), tables.info.nsys_version)
     return out, warnings, session
+
+
+def _split_by_loops(cands: list, processes: list[tuple[int, int, bool]], linked, nvtx_ranges, config) -> tuple[list, list[str]]:
+    """Each candidate of one GPU process that runs a loop per GPU on threads of its own, as one
+    candidate per GPU (``ranks.loops_per_gpu``); the others as they are. And a line per process
+    so split."""
+    import numpy as np
+
+    from tracerecon.analysis.projection import int64s
+    from tracerecon.analysis.ranks import loops_per_gpu, split_by_loops
+
+    gpu_pids = {p for p, _, k in processes if k}
+    singles = [c for c in cands if len([p for p in c.pids if p in gpu_pids]) == 1]
+    if not singles or linked.num_rows == 0 or "launch_tid" not in linked.column_names:
+        return cands, []
+    marked = phase_ranges(nvtx_ranges, config)
+    if marked.num_rows == 0:
+        return cands, []
+    names = marked["name"].to_pylist()
+    domains = marked["domain"].to_pylist() if "domain" in marked.column_names else [""] * len(names)
+    labels = [config.label_of(n, d or "") for n, d in zip(names, domains)]
+    r_pid, r_tid, r_cycle = int64s(marked["pid"]), int64s(marked["tid"], -1), np.array([lab is None for lab in labels], bool)
+    o_pid, o_tid, o_dev = int64s(linked["pid"]), int64s(linked["launch_tid"], -1), int64s(linked["device_id"], -1)
+    out, lines = [], []
+    for c in cands:
+        if c in singles:
+            (pid,) = [p for p in c.pids if p in gpu_pids]
+            loops = loops_per_gpu(r_pid, r_tid, labels, r_cycle, o_pid, o_tid, o_dev, pid)
+            out.extend(split_by_loops(c, loops))
+            if loops:
+                lines.append(f"process {pid} runs a loop of its own on a thread per GPU: read as a rank per GPU ("
+                             + "; ".join(f"GPU {d}: thread{'s' if len(ts) > 1 else ''} {', '.join(map(str, ts))}" for d, ts in loops)
+                             + "; the first also with the threads that launched nothing), numbered by GPU")
+        else:
+            out.append(c)
+    return out, lines
+
+
+def _thread_part(table, cand, tid_column: str = "tid"):
+    """The rows of ``table`` (one process's) in ``cand``'s part of it (``ranks.thread_rows``; GPU
+    ops by their launching thread, ``tid_column``, and device)."""
+    from tracerecon.analysis.projection import int64s
+    from tracerecon.analysis.ranks import thread_rows
+
+    if table.num_rows == 0 or (not cand.tids and not cand.not_tids):
+        return table
+    import pyarrow as pa
+
+    device = int64s(table["device_id"], -1) if tid_column == "launch_tid" else None
+    return table.filter(pa.array(thread_rows(int64s(table[tid_column], -1), cand, device)))
+
+
+def _calls_part(table, cand, api_calls):
+    """The rows of ``table`` (sync or event records) whose call is among ``api_calls`` (those of
+    ``cand``'s part of its process)."""
+    import pyarrow.compute as pc
+
+    if table.num_rows == 0 or (not cand.tids and not cand.not_tids):
+        return table
+    return table.filter(pc.fill_null(pc.is_in(table["correlation_id"], value_set=api_calls["correlation_id"]), False))
 
 
 def _numbered(work: list[tuple], multi: bool) -> tuple[list[tuple], list[str]]:

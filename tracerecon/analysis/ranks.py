@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -25,6 +25,12 @@ class Candidate:
     name_is_pid: bool = False  # the number in its file's name is one of its file's pids (nsys -o %p)
     machine: str = ""  # its file's GPUs (UUIDs): files of one machine list the same
     start_up_only: bool = False  # its GPU work all ran before the file's first phase (``start_up_only``)
+    # Its part of a process that runs a loop per GPU on threads of its own (``loops_per_gpu``):
+    # the threads it takes (``tids``), or every thread but ``not_tids``, and GPU ops no call
+    # launched on its ``device`` (or on none of ``not_devices``); all empty: the whole process.
+    tids: tuple[int, ...] = ()
+    not_tids: tuple[int, ...] = ()
+    not_devices: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -251,6 +257,77 @@ def number_ranks(cands: list[Candidate], multi: bool) -> tuple[list[int], list[s
         else:
             warnings.append("rank numbers not found in every file name (e.g. rank3, r3, _3); ranks follow file order")
     return fallback, [how] * len(cands), warnings
+
+
+def loops_per_gpu(r_pid: np.ndarray, r_tid: np.ndarray, r_label: list[str | None], r_cycle: np.ndarray,
+                  o_pid: np.ndarray, o_tid: np.ndarray, o_dev: np.ndarray, pid: int) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """Process ``pid``'s threads as one rank per GPU, where it runs a loop on each of two or more
+    threads, each on a GPU of its own (a process driving its GPUs a thread each, as in-process
+    tensor parallelism does): ((device, its threads), ...) in device order, else ().
+
+    ``r_*``: the file's phase and cycle ranges (process, thread, phase label or None for a
+    cycle range, is a cycle range); ``o_*``: its GPU ops (process, launching thread or -1,
+    device). A loop thread holds phase ranges, the same phases as every other loop thread, and
+    launched most of its GPU work on a device no other loop thread did; where the process has
+    cycle ranges, the loop threads hold them and no other thread does (cycles of their own). A
+    thread that holds no phase joins the loop thread of the device it launched most on, else
+    the first. Anything else (a thread holding phases but launching nothing, two loops on one
+    GPU, a scheduler thread's cycle ranges around the GPU threads' phases) is one rank, as
+    before."""
+    mine = r_pid == pid
+    if not mine.any():
+        return ()
+    is_cycle = r_cycle[mine]
+    tids = r_tid[mine]
+    labels = [lab for lab, m in zip(r_label, mine.tolist()) if m]
+    loop_threads = sorted(set(tids[~is_cycle].tolist()))
+    if len(loop_threads) < 2:
+        return ()
+    cycle_threads = set(tids[is_cycle].tolist())
+    if cycle_threads and cycle_threads != set(loop_threads):
+        return ()
+    held = {t: {lab for lab, tt, c in zip(labels, tids.tolist(), is_cycle.tolist()) if tt == t and not c} for t in loop_threads}
+    if any(h != held[loop_threads[0]] for h in held.values()):
+        return ()
+    ops = o_pid == pid
+    o_tid, o_dev = o_tid[ops], o_dev[ops]
+
+    def main_device(t: int) -> int | None:
+        devices, count = np.unique(o_dev[o_tid == t], return_counts=True)
+        return int(devices[np.argmax(count)]) if len(devices) else None
+
+    main = {t: main_device(t) for t in loop_threads}
+    if None in main.values() or len(set(main.values())) < len(main):
+        return ()
+    by_device = {d: [t] for t, d in main.items()}
+    first = min(by_device)
+    for t in sorted(set(o_tid[o_tid >= 0].tolist()) - set(loop_threads)):
+        by_device[d if (d := main_device(t)) in by_device else first].append(t)
+    return tuple((d, tuple(sorted(by_device[d]))) for d in sorted(by_device))
+
+
+def split_by_loops(cand: Candidate, loops: tuple[tuple[int, tuple[int, ...]], ...]) -> list[Candidate]:
+    """``cand`` (one process's) as one candidate per GPU of ``loops`` (``loops_per_gpu``): the
+    first takes every thread the others do not (those that launched nothing too)."""
+    if not loops:
+        return [cand]
+    rest = tuple(t for _, ts in loops[1:] for t in ts)
+    devices = tuple(d for d, _ in loops[1:])
+    return [replace(cand, device=d, tids=() if i == 0 else ts, not_tids=rest if i == 0 else (), not_devices=devices if i == 0 else ())
+            for i, (d, ts) in enumerate(loops)]
+
+
+def thread_rows(tid: np.ndarray, cand: Candidate, device: np.ndarray | None = None) -> np.ndarray | None:
+    """Which rows (their thread ``tid``, -1 where none; GPU ops' ``device`` too) belong to
+    ``cand``'s part of its process (``split_by_loops``); None: all of them."""
+    if not cand.tids and not cand.not_tids:
+        return None
+    none = tid < 0
+    if cand.tids:
+        keep = np.isin(tid, cand.tids)
+        return keep | (none & (device == cand.device)) if device is not None else keep
+    keep = ~none & ~np.isin(tid, cand.not_tids)
+    return keep | (none & ~np.isin(device, cand.not_devices)) if device is not None else keep | none
 
 
 def ranks_sharing_a_gpu(gpus: list[tuple[int, object | None]]) -> list[tuple[list[int], object]]:
