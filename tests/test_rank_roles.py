@@ -438,6 +438,41 @@ def test_a_rank_per_gpu_thread_matches_their_all_reduces_and_names_the_slower_gp
         assert r.phases.filter(pc.equal(r.phases["phase"], "fwd"))["gpu_ns"].to_pylist() == [650 * U] * 4
 
 
+def test_loops_per_gpu_of_a_thread_that_waits_for_another_threads_event_stay_one_rank(tmp_path):
+    # GIVEN the loops on GPUs 0 and 1 (forward 300 and 600 us), thread 12's stream (GPU 1)
+    # made to wait at 20 us into each cycle for an event thread 11 recorded at 8 us on GPU 0
+    t = FakeTrace()
+    thread_loop(t, 11, 0, 300)
+    thread_loop(t, 12, 1, 600)
+    for c in range(4):
+        b = c * 1000
+        t.event_record(5, c + 1, (b + 8) * U, (b + 9) * U, tid=11)
+        t.stream_wait(5, c + 1, (b + 20) * U, (b + 21) * U, tid=12)
+        t.syncs[-1]["deviceId"] = 1
+    a = load([t.write(tmp_path / "run.sqlite")], PhaseConfig(phases=("fwd", "sample"), skip_cycles=0))
+    # THEN it stays one rank (a rank per GPU would lose that wait), and a line says why
+    assert len(a.ranks) == 1 and a.ranks[0].cycles.num_rows == 8
+    assert sum("process 10 runs a loop of its own on a thread per GPU, but a thread of one waits for an event another's recorded" in w
+               for w in a.warnings) == 1
+
+
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_processes_with_a_loop_per_gpu_go_by_their_rank_marks_then_gpu(tmp_path, order):
+    # GIVEN two files, each of one process (pids 10 and 20) with a loop per GPU thread (GPUs 0, 1
+    # and 2, 3), marked tracerecon.rank=0 and =1, given in either order
+    paths = []
+    for i, (pid, devices) in enumerate(((10, (0, 1)), (20, (2, 3)))):
+        t = FakeTrace()
+        t.mark(f"tracerecon.rank={i}", 500, pid=pid)
+        thread_loop(t, pid + 1, devices[0], 300, pid=pid)
+        thread_loop(t, pid + 2, devices[1], 600, pid=pid)
+        paths.append(str(t.write(tmp_path / f"node{i}.sqlite")))
+    a = load([paths[i] for i in order], PhaseConfig(phases=("fwd", "sample"), skip_cycles=0))
+    # THEN the marked rank 0's GPUs are ranks 0 and 1, rank 1's 2 and 3, by their marks
+    assert [(r.rank, r.source.pids, [g.device for g in r.gpus], r.source.how) for r in a.ranks] == \
+        [(0, (10,), [0], "nvtx mark"), (1, (10,), [1], "nvtx mark"), (2, (20,), [2], "nvtx mark"), (3, (20,), [3], "nvtx mark")]
+
+
 def test_loops_of_two_threads_on_one_gpu_are_one_rank(tmp_path):
     # GIVEN the same two loops, both on GPU 0 (thread 12 on a stream of its own)
     t = FakeTrace()
@@ -558,5 +593,8 @@ def test_loops_per_gpu_only_where_each_gpu_has_a_loop_thread_of_its_own():
     assert _loops([(1, "draft"), (2, "verify")], ops) == ()
     assert _loops([(1, "fwd"), (2, "fwd"), (4, "fwd")], ops) == ()
     assert _loops([(1, "fwd"), (2, "fwd")], [(1, 0), (2, 0)]) == ()
-    # and one thread's loop alone is one rank
+    # and one thread's loop alone is one rank; so are loops where a thread serves both GPUs (a
+    # thread pool), or where the helper thread 3 queues work on both
     assert _loops([(1, None), (1, "fwd")], ops) == ()
+    assert _loops(two, [(1, 0), (1, 1), (2, 1)]) == ()
+    assert _loops(two, ops + [(3, 0)]) == ()

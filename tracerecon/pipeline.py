@@ -375,7 +375,7 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
     from tracerecon.analysis.projection import int64s
     from tracerecon.analysis.rank import RankTables, own_rank
     from tracerecon.analysis.ranks import (RankSource, communicating_peers, file_candidates, gpu_processes, number_ranks, select_pids, splits_by_process,
-                                           start_up_only, talkers_to_split, thread_rows)
+                                           mark_rows, start_up_only, talkers_to_split)
 
     tables, linked, warnings, unrun = _link(f, read)
     del read
@@ -407,7 +407,8 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
     start_up = start_up_only(linked, phase_ranges(tables.nvtx_ranges, config)) if len(processes) > 1 else frozenset()
     cands = file_candidates(order, processes, named, name_number if multi else None, not multi, all_pids, ",".join(sorted(tables.info.gpu_uuids)),
                             name_number is not None and name_number <= MAX_RANK_IN_NAME, peers, start_up)
-    cands, split = _split_by_loops(cands, processes, linked, tables.nvtx_ranges, config)
+    cands, split = _split_by_loops(cands, processes, linked, tables.nvtx_ranges, config, tables.api_calls, tables.sync_records, tables.event_records,
+                                   tables.info.gpu_of)
     warnings.extend(f"{f}: {line}" for line in split)
     if start_up_ranks := sorted(p for c in cands if len(c.pids) == 1 and c.start_up_only for p in c.pids):
         many = len(start_up_ranks) > 1
@@ -461,7 +462,7 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
     mark_tids = int64s(tables.nvtx_marks["tid"], -1)
     for cand, rank, how in zip(cands, numbers, hows):
         pids = list(cand.pids)
-        in_part = thread_rows(mark_tids, cand)
+        in_part = mark_rows(mark_tids, cand)
         in_part = in_part.tolist() if in_part is not None else [True] * len(mark_tids)
         accepted = tuple((pl, ts, n) for pid, mine, name, pl, ts in zip(marks["pid"], in_part, marks["name"], marks["payload"], marks["ts_ns"])
                          if pid in pids and mine and (n := accepted_of_mark(name)) is not None)
@@ -481,7 +482,37 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
     return out, warnings, session
 
 
-def _split_by_loops(cands: list, processes: list[tuple[int, int, bool]], linked, nvtx_ranges, config) -> tuple[list, list[str]]:
+def _parts_wait_for_nothing_of_each_other(pid: int, loops, api_calls, sync_records, event_records) -> bool:
+    """Whether process ``pid``'s parts (``ranks.loops_per_gpu``) are read alike apart: each of
+    its event records and synchronization records is a call of the process (a correlation id
+    one of its calls has), and each stream or event wait's event was recorded by a thread of the
+    waiting thread's part (a thread on GPU 1 waiting for an event recorded on GPU 0 would lose
+    that wait)."""
+    import numpy as np
+
+    from tracerecon.analysis.projection import int64s
+    from tracerecon.analysis.ranks import select_pids
+
+    part_of = {t: i for i, (_, ts) in enumerate(loops) for t in ts}
+    calls = select_pids(api_calls, [pid])
+    call_part = dict(zip(int64s(calls["correlation_id"], -1).tolist(), (part_of.get(t, 0) for t in int64s(calls["tid"], -1).tolist())))
+    records = select_pids(event_records, [pid])
+    r_part = [call_part.get(c) for c in int64s(records["correlation_id"], -1).tolist()]
+    if None in r_part:
+        return False
+    recorded = dict(zip(zip(int64s(records["event_id"], -1).tolist(), int64s(records["event_sync_id"], -1).tolist()), r_part))
+    syncs = select_pids(sync_records, [pid])
+    s_part = [call_part.get(c) for c in int64s(syncs["correlation_id"], -1).tolist()]
+    if None in s_part:
+        return False
+    event = int64s(syncs["event_id"], -1) if "event_id" in syncs.column_names else np.full(syncs.num_rows, -1)
+    on_event = np.flatnonzero(event >= 0)
+    keys = zip(event[on_event].tolist(), int64s(syncs["event_sync_id"], -1)[on_event].tolist())
+    return all(recorded.get(k, s_part[i]) == s_part[i] for k, i in zip(keys, on_event.tolist()))
+
+
+def _split_by_loops(cands: list, processes: list[tuple[int, int, bool]], linked, nvtx_ranges, config, api_calls, sync_records, event_records,
+                    gpu_of=None) -> tuple[list, list[str]]:
     """Each candidate of one GPU process that runs a loop per GPU on threads of its own, as one
     candidate per GPU (``ranks.loops_per_gpu``); the others as they are. And a line per process
     so split."""
@@ -507,10 +538,15 @@ def _split_by_loops(cands: list, processes: list[tuple[int, int, bool]], linked,
         if c in singles:
             (pid,) = [p for p in c.pids if p in gpu_pids]
             loops = loops_per_gpu(r_pid, r_tid, labels, r_cycle, o_pid, o_tid, o_dev, pid)
-            out.extend(split_by_loops(c, loops))
+            if loops and not _parts_wait_for_nothing_of_each_other(pid, loops, api_calls, sync_records, event_records):
+                lines.append(f"process {pid} runs a loop of its own on a thread per GPU, but a thread of one waits for an event another's "
+                             "recorded, or a record names no call: read as one rank")
+                loops = ()
+            out.extend(split_by_loops(c, loops, tuple(ts[0] for _, ts in loops), gpu_of))
             if loops:
                 lines.append(f"process {pid} runs a loop of its own on a thread per GPU: read as a rank per GPU ("
-                             + "; ".join(f"GPU {d}: thread{'s' if len(ts) > 1 else ''} {', '.join(map(str, ts))}" for d, ts in loops)
+                             + "; ".join(f"GPU {gpu_of(pid, d) if gpu_of is not None else d}: thread{'s' if len(ts) > 1 else ''} {', '.join(map(str, ts))}"
+                                         for d, ts in loops)
                              + "; the first also with the threads that launched nothing), numbered by GPU")
         else:
             out.append(c)

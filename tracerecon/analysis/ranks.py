@@ -31,6 +31,8 @@ class Candidate:
     tids: tuple[int, ...] = ()
     not_tids: tuple[int, ...] = ()
     not_devices: tuple[int, ...] = ()
+    cuda_device: int = -1  # its GPU as its process numbers it (``device``: the machine's)
+    loop_tids: tuple[int, ...] = ()  # its process's loop threads, its own first
 
 
 @dataclass(frozen=True)
@@ -228,6 +230,18 @@ def number_ranks(cands: list[Candidate], multi: bool) -> tuple[list[int], list[s
             fallback[i] = rank
         how = ("device order" if pid_named else "file order") if multi else ("single process" if len(cands) <= 1 else "device/pid order")
     marks = [c.mark for c in cands]
+    if any(c.loop_tids for c in cands):
+        # A process split into a rank per GPU (``split_by_loops``): its one mark is its parts'.
+        # Where every process carries a mark of its own, they go by mark, each one's parts by
+        # GPU, numbered one after another (rank marks count processes, not GPUs); else by the
+        # order above.
+        of_process = {(c.file, c.pids): c.mark for c in cands}
+        if None not in of_process.values() and len(set(of_process.values())) == len(of_process):
+            ranks = [0] * len(cands)
+            for n, i in enumerate(sorted(range(len(cands)), key=lambda i: (cands[i].mark, cands[i].device, cands[i].file))):
+                ranks[i] = n
+            return ranks, ["nvtx mark"] * len(cands), []
+        marks = [None] * len(cands)
     marked = [m for m in marks if m is not None]
     if marked and len(set(marked)) == len(marked):
         ranks, hows = list(marks), ["nvtx mark" if m is not None else how for m in marks]
@@ -263,17 +277,21 @@ def loops_per_gpu(r_pid: np.ndarray, r_tid: np.ndarray, r_label: list[str | None
                   o_pid: np.ndarray, o_tid: np.ndarray, o_dev: np.ndarray, pid: int) -> tuple[tuple[int, tuple[int, ...]], ...]:
     """Process ``pid``'s threads as one rank per GPU, where it runs a loop on each of two or more
     threads, each on a GPU of its own (a process driving its GPUs a thread each, as in-process
-    tensor parallelism does): ((device, its threads), ...) in device order, else ().
+    tensor parallelism does): ((device, its threads, its loop thread first), ...) in device
+    order, else ().
 
     ``r_*``: the file's phase and cycle ranges (process, thread, phase label or None for a
     cycle range, is a cycle range); ``o_*``: its GPU ops (process, launching thread or -1,
     device). A loop thread holds phase ranges, the same phases as every other loop thread, and
-    launched most of its GPU work on a device no other loop thread did; where the process has
-    cycle ranges, the loop threads hold them and no other thread does (cycles of their own). A
-    thread that holds no phase joins the loop thread of the device it launched most on, else
-    the first. Anything else (a thread holding phases but launching nothing, two loops on one
-    GPU, a scheduler thread's cycle ranges around the GPU threads' phases) is one rank, as
-    before."""
+    launched all its GPU work on a device no other loop thread launched on; where the process
+    has cycle ranges, the loop threads hold them and no other thread does (cycles of their
+    own). Every other thread that launched GPU work launched it all on one device, and joins
+    that device's loop thread (else the first). Anything else (a thread holding phases but
+    launching nothing, two loops on one GPU, a thread pool serving both GPUs from each thread,
+    a helper thread queueing work on both, a scheduler thread's cycle ranges around the GPU
+    threads' phases) is one rank, as before: a part's stream clock then holds all the work its
+    phases' boundaries can wait for (``pipeline`` also keeps one rank where a thread waits for
+    an event another part's thread recorded)."""
     mine = r_pid == pid
     if not mine.any():
         return ()
@@ -292,29 +310,35 @@ def loops_per_gpu(r_pid: np.ndarray, r_tid: np.ndarray, r_label: list[str | None
     ops = o_pid == pid
     o_tid, o_dev = o_tid[ops], o_dev[ops]
 
-    def main_device(t: int) -> int | None:
-        devices, count = np.unique(o_dev[o_tid == t], return_counts=True)
-        return int(devices[np.argmax(count)]) if len(devices) else None
+    def only_device(t: int) -> int | None:
+        devices = np.unique(o_dev[o_tid == t])
+        return int(devices[0]) if len(devices) == 1 else None
 
-    main = {t: main_device(t) for t in loop_threads}
+    main = {t: only_device(t) for t in loop_threads}
     if None in main.values() or len(set(main.values())) < len(main):
         return ()
     by_device = {d: [t] for t, d in main.items()}
     first = min(by_device)
     for t in sorted(set(o_tid[o_tid >= 0].tolist()) - set(loop_threads)):
-        by_device[d if (d := main_device(t)) in by_device else first].append(t)
-    return tuple((d, tuple(sorted(by_device[d]))) for d in sorted(by_device))
+        if (d := only_device(t)) is None:
+            return ()
+        by_device[d if d in by_device else first].append(t)
+    return tuple((d, (by_device[d][0],) + tuple(sorted(by_device[d][1:]))) for d in sorted(by_device))
 
 
-def split_by_loops(cand: Candidate, loops: tuple[tuple[int, tuple[int, ...]], ...]) -> list[Candidate]:
-    """``cand`` (one process's) as one candidate per GPU of ``loops`` (``loops_per_gpu``): the
-    first takes every thread the others do not (those that launched nothing too)."""
+def split_by_loops(cand: Candidate, loops: tuple[tuple[int, tuple[int, ...]], ...], loop_tids: tuple[int, ...], gpu_of=None) -> list[Candidate]:
+    """``cand`` (one process's) as one candidate per GPU of ``loops`` (``loops_per_gpu``; its
+    loop threads ``loop_tids``, in the same order): the first takes every thread the others do
+    not (those that launched nothing too). Each is numbered by the machine's GPU (``gpu_of``,
+    ``ExportInfo.gpu_of``) after its process's rank mark (``number_ranks``)."""
     if not loops:
         return [cand]
     rest = tuple(t for _, ts in loops[1:] for t in ts)
     devices = tuple(d for d, _ in loops[1:])
-    return [replace(cand, device=d, tids=() if i == 0 else ts, not_tids=rest if i == 0 else (), not_devices=devices if i == 0 else ())
-            for i, (d, ts) in enumerate(loops)]
+    return [replace(cand, device=gpu_of(cand.pids[0], d) if gpu_of is not None else d, cuda_device=d,
+                    tids=() if i == 0 else ts, not_tids=rest if i == 0 else (), not_devices=devices if i == 0 else (),
+                    loop_tids=(own,) + tuple(t for t in loop_tids if t != own))
+            for i, ((d, ts), own) in enumerate(zip(loops, loop_tids))]
 
 
 def thread_rows(tid: np.ndarray, cand: Candidate, device: np.ndarray | None = None) -> np.ndarray | None:
@@ -325,9 +349,18 @@ def thread_rows(tid: np.ndarray, cand: Candidate, device: np.ndarray | None = No
     none = tid < 0
     if cand.tids:
         keep = np.isin(tid, cand.tids)
-        return keep | (none & (device == cand.device)) if device is not None else keep
+        return keep | (none & (device == cand.cuda_device)) if device is not None else keep
     keep = ~none & ~np.isin(tid, cand.not_tids)
     return keep | (none & ~np.isin(device, cand.not_devices)) if device is not None else keep | none
+
+
+def mark_rows(tid: np.ndarray, cand: Candidate) -> np.ndarray | None:
+    """Which NVTX marks (their thread ``tid``) are ``cand``'s part's: its own loop thread's and
+    those of every thread that is no loop thread (a scheduler thread's ``tracerecon.accepted``
+    marks count for every part); None: all."""
+    if not cand.loop_tids:
+        return None
+    return (tid == cand.loop_tids[0]) | ~np.isin(tid, cand.loop_tids)
 
 
 def ranks_sharing_a_gpu(gpus: list[tuple[int, object | None]]) -> list[tuple[list[int], object]]:
