@@ -243,6 +243,33 @@ def test_an_output_thread_that_says_it_records_on_the_null_stream_waits_for_the_
     assert [(p["gpu_ns"] // U, p["stream_id"]) for p in rank.phases.to_pylist() if p["phase"] == "output"] == [(output_us, 7)] * 3
 
 
+def test_an_output_thread_is_beside_the_loop_by_all_its_ranges_those_in_no_cycle_too(tmp_path):
+    # GIVEN (us) a loop thread 11 on non-blocking stream 20 (the NULL stream 7 idle) holding
+    # cycle 0 [0,100] (schedule, forward [10,40] whose kernel runs 14-200, sample [40,50], 200-210)
+    # and cycle 1 [110,200] (schedule [110,120], forward [120,150] 210-400, sample [150,160]
+    # 400-410), and an output thread 12 launching nothing: range A [60,170] (in no cycle: it
+    # closes after cycle 0) and B [165,185] (in cycle 1, after the loop's sample)
+    t = FakeTrace()
+    t.stream_created(7, 3)
+    t.stream_created(20, 2)
+    for c, b, k in ((0, 0, (14, 200)), (1, 110, (210, 400))):
+        t.range(f"cycle {c}", b * U, (b + 100 if c == 0 else 200) * U, tid=11)
+        t.range("schedule", b * U, (b + 10) * U, tid=11)
+        t.range("forward", (b + 10) * U, (b + 40) * U, tid=11)
+        t.kernel(t.call("cudaLaunchKernel", (b + 12) * U, (b + 14) * U, tid=11), k[0] * U, k[1] * U, stream=20)
+        t.range("sample", (b + 40) * U, (b + 50) * U, tid=11)
+        t.kernel(t.call("cudaLaunchKernel", (b + 42) * U, (b + 44) * U, tid=11), k[1] * U, (k[1] + 10) * U, stream=20)
+    t.range("output", 60 * U, 170 * U, tid=12)
+    t.range("output", 165 * U, 185 * U, tid=12)
+    rank = one_rank(t, tmp_path, PhaseConfig(phases=("schedule", "forward", "sample", "output"), skip_cycles=0))
+    # THEN thread 12 runs beside the loop: during its ranges (130 us) the loop ran phases it began
+    # after they opened for 50 us (cycle 1's [110,160], in A), 38 % > 25 %; B is read alone, on the
+    # idle NULL stream, from its own edges: 20 us (before: judged by B alone, 0 %, it was read in
+    # the loop's sequence after sample, on stream 20, 0 us)
+    b = [r for r in rank.phases.to_pylist() if r["phase"] == "output" and r["cycle"] == 1]
+    assert [(r["gpu_ns"], r["stream_id"]) for r in b] == [(20 * U, 7)]
+
+
 def loop_holding_a_helper_range(h_end_us: int, h_kernel: bool) -> FakeTrace:
     """A loop thread (tid 1) running a [+0, +200] (kernel +20..50 on 7) and b [+200, +300]
     (kernel +220..250) each 300 us cycle, and a micro-batch thread's range h [+50, +h_end_us]

@@ -459,7 +459,11 @@ def beside_the_loop(pid: np.ndarray, cycle: np.ndarray, tid: np.ndarray | None, 
         _, first = np.unique(cycle[seq], return_index=True)
         openers, counts = np.unique(keys[seq][first], return_counts=True)
         loop = int(openers[np.argmax(counts)])
-        out[seq] = running_beside(start[seq], end[seq], keys[seq], loop, ~np.asarray(launched)[seq])
+        # The share is over all of a thread's ranges, those in no cycle too (an output thread's
+        # range opened in one cycle and closed in the next is in none, and is most of its time).
+        whole = np.flatnonzero(line == ln)
+        beside = running_beside(start[whole], end[whole], keys[whole], loop, ~np.asarray(launched)[whole])
+        out[seq] = beside[np.searchsorted(whole, seq)]
     return out
 
 

@@ -323,7 +323,7 @@ BESIDE_SHARE = 0.25
 
 
 def running_beside(start: np.ndarray, end: np.ndarray, thread: np.ndarray, loop: int, quiet: np.ndarray) -> np.ndarray:
-    """Per phase instance (those of one timeline in a cycle): whether it is of a thread that
+    """Per phase instance (those of one timeline): whether it is of a thread that
     runs its phases beside the loop, not in turn with it: a thread other than ``loop`` (the
     thread that opens the cycles) whose phases ran no kernel (``quiet``, per instance: it reads
     results, it queues no step of the cycle) and during whose phase ranges the loop
