@@ -95,8 +95,26 @@ def test_b_one_process_with_cuda_visible_devices_3_2_driving_both(tmp_path):
     path = _host(t.write(tmp_path / "t.sqlite"), [(3, 0, 10), (2, 1, 10)])
     # WHEN analysed
     a = analyze([str(path)])
-    # THEN one rank on GPUs 3 and 2, each GPU's streams kept apart (the one-thread-two-GPU
-    # reading is per CUDA device of the process, which stays right); tracerecon names GPUs 0, 1
+    # THEN a rank per GPU (a loop per thread, a GPU each), numbered by the machine's GPU: rank 0
+    # thread 12's on GPU 2, rank 1 thread 11's on GPU 3 (not by the process's CUDA numbers)
+    assert [(_uuids(r), {p["tid"] for p in r.phases.to_pylist()}) for r in a.ranks] == [(["uuid-gpu2"], {12}), (["uuid-gpu3"], {11})]
+    # and the warning names the machine's GPUs
+    assert any("process 10 runs a loop of its own on a thread per GPU: read as a rank per GPU (GPU 3: thread 11; GPU 2: thread 12;" in w
+               for w in a.warnings), a.warnings
+
+
+def test_b_one_thread_with_cuda_visible_devices_3_2_driving_both(tmp_path):
+    # GIVEN one thread of a process (CUDA_VISIBLE_DEVICES=3,2) driving its CUDA device 0 (GPU 3)
+    # and 1 (GPU 2), its cycles running an all-reduce on each
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.cycle(c, b * U, (b + 100) * U, (b + 400) * U, pid=10)
+        for device in (0, 1):
+            t.kernel(t.call("cudaLaunchKernel", (b + 120 + device) * U, (b + 121 + device) * U, pid=10), (b + 200) * U, (b + 300) * U, pid=10,
+                     device=device, name=AR)
+    a = analyze([str(_host(t.write(tmp_path / "t.sqlite"), [(3, 0, 10), (2, 1, 10)]))])
+    # THEN one rank on GPUs 3 and 2, each GPU's streams kept apart; tracerecon names GPUs 0, 1
     assert len(a.ranks) == 1
     assert sorted(_uuids(a.ranks[0])) == ["uuid-gpu2", "uuid-gpu3"]
     # and the warning names the machine's GPUs with the process's numbers beside them, as the

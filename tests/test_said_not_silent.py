@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from conftest import SAMPLES, run_cli
 from nsys_factory import FakeTrace
 from tracerecon.analysis.config import PhaseConfig
@@ -640,21 +642,30 @@ def test_a_stream_waiting_for_a_host_function_is_said_not_modelled(tmp_path):
     assert not any("host function" in w for w in quiet)
 
 
-def test_one_process_driving_two_gpus_is_said_to_be_one_rank(tmp_path):
+@pytest.mark.parametrize("threads", [(11, 12), (11, 11)])
+def test_one_process_driving_two_gpus_is_said_to_be_one_rank_or_a_rank_per_gpu(tmp_path, threads):
     # GIVEN one process (pid 10) whose thread 11 drives GPU 0 and thread 12 GPU 1, each running
-    # its own cycles with an all-reduce in verify
+    # its own cycles with an all-reduce in verify, or whose one thread drives both
     t = FakeTrace()
     for c in range(3):
         b = 1000 * c
-        for tid, dev in ((11, 0), (12, 1)):
+        for tid, dev in dict(zip(threads, (0, 1))).items() if threads[0] != threads[1] else [(11, None)]:
             t.cycle(c, b * U, (b + 100) * U, (b + 400) * U, tid=tid)
-            t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U, tid=tid), (b + 120) * U, (b + 200) * U, device=dev)
-            t.kernel(t.call("cudaLaunchKernel", (b + 120) * U, (b + 122) * U, tid=tid), (b + 200) * U, (b + 300) * U, device=dev,
-                     name="ncclDevKernel_AllReduce_Sum_bf16_RING_LL")
-    # WHEN analysed THEN one rank, with a warning that its GPUs' collectives with each other are not matched
+            for d in ((dev,) if dev is not None else (0, 1)):
+                t.kernel(t.call("cudaLaunchKernel", (b + 110) * U, (b + 112) * U, tid=tid), (b + 120) * U, (b + 200) * U, device=d)
+                t.kernel(t.call("cudaLaunchKernel", (b + 120) * U, (b + 122) * U, tid=tid), (b + 200) * U, (b + 300) * U, device=d,
+                         name="ncclDevKernel_AllReduce_Sum_bf16_RING_LL")
     a = analyze([t.write(tmp_path / "t.sqlite")])
-    assert len(a.ranks) == 1
-    assert any("process 10 ran collectives on GPUs 0, 1: one process driving several GPUs is one rank" in w for w in a.warnings)
+    if threads[0] != threads[1]:
+        # WHEN analysed THEN a thread per GPU is a rank per GPU, their all-reduces matched (each
+        # reached at once: no wait), and a line says so
+        assert len(a.ranks) == 2 and [c.n_collectives for c in a.cross.comm] == [3, 3]
+        assert any("process 10 runs a loop of its own on a thread per GPU: read as a rank per GPU" in w for w in a.warnings)
+    else:
+        # THEN one thread driving both is one rank, with a warning that its GPUs' collectives
+        # with each other are not matched
+        assert len(a.ranks) == 1
+        assert any("process 10 ran collectives on GPUs 0, 1: one process driving several GPUs is one rank" in w for w in a.warnings)
 
 
 def test_a_pattern_that_is_no_pattern_is_said_with_how_to_write_it():
