@@ -528,10 +528,14 @@ def _split_by_loops(cands: list, processes: list[tuple[int, int, bool]], linked,
     marked = phase_ranges(nvtx_ranges, config)
     if marked.num_rows == 0:
         return cands, []
+    r_pid, r_tid = int64s(marked["pid"]), int64s(marked["tid"], -1)
+    if len(np.unique(r_pid * (1 << 32) + r_tid)) == len(np.unique(r_pid)):
+        return cands, []  # (one thread a process holds them all: the common case)
     names = marked["name"].to_pylist()
     domains = marked["domain"].to_pylist() if "domain" in marked.column_names else [""] * len(names)
-    labels = [config.label_of(n, d or "") for n, d in zip(names, domains)]
-    r_pid, r_tid, r_cycle = int64s(marked["pid"]), int64s(marked["tid"], -1), np.array([lab is None for lab in labels], bool)
+    label_of = {pair: config.label_of(pair[0], pair[1] or "") for pair in set(zip(names, domains))}
+    labels = [label_of[pair] for pair in zip(names, domains)]
+    r_cycle = np.array([lab is None for lab in labels], bool)
     o_pid, o_tid, o_dev = int64s(linked["pid"]), int64s(linked["launch_tid"], -1), int64s(linked["device_id"], -1)
     out, lines = [], []
     for c in cands:
