@@ -404,10 +404,11 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
     talkers, peers = communicating_peers(tables.gpu_ops, unmapped) if asked else ((), frozenset())
     # A process whose GPU work all ran before the file's first phase (a scheduler's start-up)
     # ran no phase: numbered after the ranks that did, its phase ranges left out (below).
-    start_up = start_up_only(linked, phase_ranges(tables.nvtx_ranges, config)) if len(processes) > 1 else frozenset()
+    marked = phase_ranges(tables.nvtx_ranges, config)
+    start_up = start_up_only(linked, marked) if len(processes) > 1 else frozenset()
     cands = file_candidates(order, processes, named, name_number if multi else None, not multi, all_pids, ",".join(sorted(tables.info.gpu_uuids)),
                             name_number is not None and name_number <= MAX_RANK_IN_NAME, peers, start_up)
-    cands, split = _split_by_loops(cands, processes, linked, tables.nvtx_ranges, config, tables.api_calls, tables.sync_records, tables.event_records,
+    cands, split = _split_by_loops(cands, processes, linked, marked, config, tables.api_calls, tables.sync_records, tables.event_records,
                                    tables.info.gpu_of)
     warnings.extend(f"{f}: {line}" for line in split)
     if start_up_ranks := sorted(p for c in cands if len(c.pids) == 1 and c.start_up_only for p in c.pids):
@@ -482,51 +483,20 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
     return out, warnings, session
 
 
-def _parts_wait_for_nothing_of_each_other(pid: int, loops, api_calls, sync_records, event_records) -> bool:
-    """Whether process ``pid``'s parts (``ranks.loops_per_gpu``) are read alike apart: each of
-    its event records and synchronization records is a call of the process (a correlation id
-    one of its calls has), and each stream or event wait's event was recorded by a thread of the
-    waiting thread's part (a thread on GPU 1 waiting for an event recorded on GPU 0 would lose
-    that wait)."""
-    import numpy as np
-
-    from tracerecon.analysis.projection import int64s
-    from tracerecon.analysis.ranks import select_pids
-
-    part_of = {t: i for i, (_, ts) in enumerate(loops) for t in ts}
-    calls = select_pids(api_calls, [pid])
-    call_part = dict(zip(int64s(calls["correlation_id"], -1).tolist(), (part_of.get(t, 0) for t in int64s(calls["tid"], -1).tolist())))
-    records = select_pids(event_records, [pid])
-    r_part = [call_part.get(c) for c in int64s(records["correlation_id"], -1).tolist()]
-    if None in r_part:
-        return False
-    recorded = dict(zip(zip(int64s(records["event_id"], -1).tolist(), int64s(records["event_sync_id"], -1).tolist()), r_part))
-    syncs = select_pids(sync_records, [pid])
-    s_part = [call_part.get(c) for c in int64s(syncs["correlation_id"], -1).tolist()]
-    if None in s_part:
-        return False
-    event = int64s(syncs["event_id"], -1) if "event_id" in syncs.column_names else np.full(syncs.num_rows, -1)
-    on_event = np.flatnonzero(event >= 0)
-    keys = zip(event[on_event].tolist(), int64s(syncs["event_sync_id"], -1)[on_event].tolist())
-    return all(recorded.get(k, s_part[i]) == s_part[i] for k, i in zip(keys, on_event.tolist()))
-
-
-def _split_by_loops(cands: list, processes: list[tuple[int, int, bool]], linked, nvtx_ranges, config, api_calls, sync_records, event_records,
+def _split_by_loops(cands: list, processes: list[tuple[int, int, bool]], linked, marked, config, api_calls, sync_records, event_records,
                     gpu_of=None) -> tuple[list, list[str]]:
     """Each candidate of one GPU process that runs a loop per GPU on threads of its own, as one
-    candidate per GPU (``ranks.loops_per_gpu``); the others as they are. And a line per process
-    so split."""
+    candidate per GPU (``ranks.loops_per_gpu``; ``marked``: the file's phase and cycle ranges,
+    ``phase_ranges``); the others as they are. And a line per process so split, or kept whole
+    for waiting on another GPU's thread (``ranks.parts_wait_for_nothing_of_each_other``)."""
     import numpy as np
 
     from tracerecon.analysis.projection import int64s
-    from tracerecon.analysis.ranks import loops_per_gpu, split_by_loops
+    from tracerecon.analysis.ranks import loops_per_gpu, parts_wait_for_nothing_of_each_other, split_by_loops
 
     gpu_pids = {p for p, _, k in processes if k}
     singles = [c for c in cands if len([p for p in c.pids if p in gpu_pids]) == 1]
-    if not singles or linked.num_rows == 0 or "launch_tid" not in linked.column_names:
-        return cands, []
-    marked = phase_ranges(nvtx_ranges, config)
-    if marked.num_rows == 0:
+    if not singles or linked.num_rows == 0 or "launch_tid" not in linked.column_names or marked.num_rows == 0:
         return cands, []
     r_pid, r_tid = int64s(marked["pid"]), int64s(marked["tid"], -1)
     if len(np.unique(r_pid * (1 << 32) + r_tid)) == len(np.unique(r_pid)):
@@ -542,7 +512,7 @@ def _split_by_loops(cands: list, processes: list[tuple[int, int, bool]], linked,
         if c in singles:
             (pid,) = [p for p in c.pids if p in gpu_pids]
             loops = loops_per_gpu(r_pid, r_tid, labels, r_cycle, o_pid, o_tid, o_dev, pid)
-            if loops and not _parts_wait_for_nothing_of_each_other(pid, loops, api_calls, sync_records, event_records):
+            if loops and not parts_wait_for_nothing_of_each_other(pid, loops, api_calls, sync_records, event_records):
                 lines.append(f"process {pid} runs a loop of its own on a thread per GPU, but a thread of one waits for an event another's "
                              "recorded, or a record names no call: read as one rank")
                 loops = ()
@@ -560,13 +530,13 @@ def _split_by_loops(cands: list, processes: list[tuple[int, int, bool]], linked,
 def _thread_part(table, cand, tid_column: str = "tid"):
     """The rows of ``table`` (one process's) in ``cand``'s part of it (``ranks.thread_rows``; GPU
     ops by their launching thread, ``tid_column``, and device)."""
+    import pyarrow as pa
+
     from tracerecon.analysis.projection import int64s
     from tracerecon.analysis.ranks import thread_rows
 
     if table.num_rows == 0 or (not cand.tids and not cand.not_tids):
         return table
-    import pyarrow as pa
-
     device = int64s(table["device_id"], -1) if tid_column == "launch_tid" else None
     return table.filter(pa.array(thread_rows(int64s(table[tid_column], -1), cand, device)))
 

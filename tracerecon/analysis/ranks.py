@@ -290,8 +290,8 @@ def loops_per_gpu(r_pid: np.ndarray, r_tid: np.ndarray, r_label: list[str | None
     launching nothing, two loops on one GPU, a thread pool serving both GPUs from each thread,
     a helper thread queueing work on both, a scheduler thread's cycle ranges around the GPU
     threads' phases) is one rank, as before: a part's stream clock then holds all the work its
-    phases' boundaries can wait for (``pipeline`` also keeps one rank where a thread waits for
-    an event another part's thread recorded)."""
+    phases' boundaries can wait for (and ``parts_wait_for_nothing_of_each_other`` keeps one rank
+    where a thread waits for an event another part's thread recorded)."""
     mine = r_pid == pid
     if not mine.any():
         return ()
@@ -324,6 +324,31 @@ def loops_per_gpu(r_pid: np.ndarray, r_tid: np.ndarray, r_label: list[str | None
             return ()
         by_device[d if d in by_device else first].append(t)
     return tuple((d, (by_device[d][0],) + tuple(sorted(by_device[d][1:]))) for d in sorted(by_device))
+
+
+def parts_wait_for_nothing_of_each_other(pid: int, loops: tuple[tuple[int, tuple[int, ...]], ...], api_calls: pa.Table, sync_records: pa.Table,
+                                          event_records: pa.Table) -> bool:
+    """Whether process ``pid``'s parts (``loops_per_gpu``) are read alike apart: each of
+    its event records and synchronization records is a call of the process (a correlation id
+    one of its calls has), and each stream or event wait's event was recorded by a thread of the
+    waiting thread's part (a thread on GPU 1 waiting for an event recorded on GPU 0 would lose
+    that wait)."""
+    part_of = {t: i for i, (_, ts) in enumerate(loops) for t in ts}
+    calls = select_pids(api_calls, [pid])
+    call_part = dict(zip(int64s(calls["correlation_id"], -1).tolist(), (part_of.get(t, 0) for t in int64s(calls["tid"], -1).tolist())))
+    records = select_pids(event_records, [pid])
+    r_part = [call_part.get(c) for c in int64s(records["correlation_id"], -1).tolist()]
+    if None in r_part:
+        return False
+    recorded = dict(zip(zip(int64s(records["event_id"], -1).tolist(), int64s(records["event_sync_id"], -1).tolist()), r_part))
+    syncs = select_pids(sync_records, [pid])
+    s_part = [call_part.get(c) for c in int64s(syncs["correlation_id"], -1).tolist()]
+    if None in s_part:
+        return False
+    event = int64s(syncs["event_id"], -1) if "event_id" in syncs.column_names else np.full(syncs.num_rows, -1)
+    on_event = np.flatnonzero(event >= 0)
+    keys = zip(event[on_event].tolist(), int64s(syncs["event_sync_id"], -1)[on_event].tolist())
+    return all(recorded.get(k, s_part[i]) == s_part[i] for k, i in zip(keys, on_event.tolist()))
 
 
 def split_by_loops(cand: Candidate, loops: tuple[tuple[int, tuple[int, ...]], ...], loop_tids: tuple[int, ...], gpu_of=None) -> list[Candidate]:
