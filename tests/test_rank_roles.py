@@ -420,6 +420,42 @@ def test_a_process_running_a_loop_per_gpu_on_threads_of_its_own_is_a_rank_per_gp
     assert "load_weights" in a.ranks[0].ranges["name"].to_pylist() and "load_weights" not in a.ranks[1].ranges["name"].to_pylist()
 
 
+def test_a_rank_per_gpu_thread_is_named_by_its_loop_thread_in_the_report_json_and_export(tmp_path):
+    # GIVEN process 10 running a loop on thread 11 (GPU 0) and one on thread 12 (GPU 1), read as
+    # a rank per GPU, both ranks of pid 10
+    import json
+
+    from conftest import run_cli
+
+    t = FakeTrace()
+    thread_loop(t, 11, 0, 300)
+    thread_loop(t, 12, 1, 600)
+    trace = t.write(tmp_path / "run.sqlite")
+    args = ("--no-cache", "--phase", "fwd", "--phase", "sample", "--skip-cycles", "0")
+    # WHEN reported as text, as JSON (report and ranges), and exported then read back
+    text = run_cli("report", *args, str(trace), env={"COLUMNS": "200"})
+    doc = json.loads(run_cli("report", *args, "--json", str(trace)).stdout)
+    ranges = json.loads(run_cli("ranges", "--no-cache", "--json", str(trace)).stdout)
+    out = tmp_path / "exp"
+    assert run_cli("export", *args, str(trace), "-o", str(out)).returncode == 0
+    back = json.loads(run_cli("report", "--json", str(out)).stdout)
+    # THEN each rank's header, JSON and manifest name its loop thread (before: both read "pid 10",
+    # told apart only by their GPU)
+    heads = [line for line in text.stdout.splitlines() if line.startswith("rank ") and "pid" in line]
+    assert [h.split(str(trace))[1].split("nsys")[0].split() for h in heads] == [["pid", "10", "thread", "11", "GPU", "0"], ["pid", "10", "thread", "12", "GPU", "1"]]
+    assert [(r["pids"], r["tid"]) for r in doc["ranks"]] == [([10], 11), ([10], 12)] == [(r["pids"], r["tid"]) for r in back["ranks"]]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [r["tid"] for r in manifest["ranks"]] == [11, 12]
+    # and `ranges`, which takes no phases, tells the loops by the threads holding the cycle ranges
+    # (before: it read phases from --phase's defaults, none of them here, and listed one rank)
+    assert [(r["pids"], r["tid"]) for r in ranges["ranks"]] == [([10], 11), ([10], 12)]
+    # and a rank of whole processes says none
+    single = FakeTrace()
+    thread_loop(single, 11, 0, 300)
+    one = json.loads(run_cli("report", *args, "--json", str(single.write(tmp_path / "one.sqlite"))).stdout)
+    assert [(r["pids"], r["tid"]) for r in one["ranks"]] == [([10], None)]
+
+
 def test_a_rank_per_gpu_thread_matches_their_all_reduces_and_names_the_slower_gpu(tmp_path):
     # GIVEN the loops on GPUs 0 and 1 (forward 300 and 600 us), each forward followed by an
     # all-reduce between the two GPUs that ends at 650 us into the cycle on both

@@ -48,6 +48,7 @@ def manifest(analysis: Analysis) -> dict:
             "rank": r.rank,
             "source": r.source.path,
             "pids": list(r.source.pids),
+            "tid": r.source.tid,
             "rank_from": r.source.how,
             "nsys_version": r.info.nsys_version,
             "export_schema_version": r.info.schema_version,
@@ -368,7 +369,7 @@ def _checked_manifest(doc, root: Path) -> dict:
 _MANIFEST_VALUES = {"cycle_prefix": ("a text", str), "phase_thread": ("a text or a thread id", str, int),
                     "skip_cycles": ("a whole number or null", int, type(None))}
 _RANK_VALUES = {
-    "source": ("a text", str), "pids": ("a list of whole numbers", list), "rank_from": ("a text", str), "alignment": ("a text", str),
+    "source": ("a text", str), "pids": ("a list of whole numbers", list), "tid": ("a whole number or null", int, type(None)), "rank_from": ("a text", str), "alignment": ("a text", str),
     "nsys_version": ("a text or null", str, type(None)), "export_schema_version": ("a text or null", str, type(None)),
     "graph_trace_mode": ("a text or null", str, type(None)), "session_start_utc_ns": ("a whole number or null", int, type(None)),
     "time_normalized": ("true or false", bool), "offset_ns": ("a whole number", int),
@@ -588,7 +589,7 @@ def read_parquet_export(path: str | os.PathLike) -> Analysis:
                 gpus=tuple(GpuIdentity(g["device"], g.get("name"), g.get("uuid"), g.get("bus_location")) for g in r.get("gpus", [])),
                 cuda_devices=tuple(tuple(m) for m in r.get("cuda_devices", [])),
             )
-            src = RankSource(rank, r["source"], tuple(r.get("pids", ())), r.get("rank_from", "export"))
+            src = RankSource(rank, r["source"], tuple(r.get("pids", ())), r.get("rank_from", "export"), tid=r.get("tid"))
             ranks.append(RankResult(src, info, tables["ranges"], tables["gpu_ops"], tables["syncs"], tables["phases"], tables["cycles"]))
             alignment.append(RankAlignment(rank, int(r.get("offset_ns", 0)), r.get("offset_uncertainty_ns"), r.get("alignment", "export")))
             coll = tables["collectives"]

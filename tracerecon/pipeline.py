@@ -478,7 +478,7 @@ def _analyse_file(f: Path, read: TraceTables, config: PhaseConfig, multi: bool, 
             cuda_devices=tuple(m for m in tables.info.cuda_devices if m[0] in pids and m[1] != m[2]),
             cuda_streams=select_pids(tables.cuda_streams, pids),
         )
-        out.append((RankSource(rank, str(f), tuple(pids), how, cand), tables.info, own_rank(rt, rank, config)))
+        out.append((RankSource(rank, str(f), tuple(pids), how, cand, cand.loop_tids[0] if cand.loop_tids else None), tables.info, own_rank(rt, rank, config)))
     session = (*_session_span(tables.info, tables.trace_end_ns), tables.info.nsys_version)
     return out, warnings, session
 

@@ -45,6 +45,15 @@ def gpu_number(g) -> str:
     return gpu_label(g.device, g.cuda_device)
 
 
+def processes_text(pids, tid: int | None = None) -> str:
+    """A rank's processes in a line: ``pid 10``, ``pid 10, 11``, and ``pid 10 thread 11`` where
+    the rank is one GPU's part of a process (its loop thread: ``RankSource.tid``); empty where
+    it has none."""
+    if not pids:
+        return ""
+    return f"pid {', '.join(map(str, pids))}" + (f" thread {tid}" if tid is not None else "")
+
+
 def gpus_text(gpus) -> str:
     """A rank's GPUs (``GpuIdentity``) in a line: ``GPU 0 NVIDIA H200``, ``GPUs 0, 1 NVIDIA
     H200`` (one name), ``GPUs 0 NVIDIA H200, 1 NVIDIA L4``, ``GPU 2 (CUDA 0) NVIDIA H200`` (a
@@ -87,6 +96,7 @@ def build_report(analysis: Analysis) -> Report:
             n_collectives=cm.n_collectives if cm else 0,
             phases=tuple(summarize_phases(r.phases, analysis.config.labels(), r.cycles)),
             cycles=summarize_cycles(r.cycles, r.phases),
+            tid=r.source.tid,
         ))
     # Warm-up cycles are left out of the stragglers' counts, as out of every median; the critical
     # path counts cycles as the first rank does, so its warm-up cycles are the ones. So are the

@@ -164,6 +164,7 @@ class RankReport:
     n_collectives: int
     phases: tuple[PhaseSummary, ...]
     cycles: CycleSummary
+    tid: int | None = None  # its loop thread where it is one GPU's part of a process (``RankSource.tid``)
 
 
 @dataclass(frozen=True)
@@ -199,6 +200,7 @@ class Report:
                 "rank": r.rank,
                 "source": r.source,
                 "pids": list(r.pids),
+                "tid": r.tid,
                 "gpus": [g.to_json() for g in r.gpus],
                 "offset_ns": r.offset_ns,
                 "offset_uncertainty_ns": r.offset_uncertainty_ns,

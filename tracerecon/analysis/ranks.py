@@ -44,6 +44,9 @@ class RankSource:
     pids: tuple[int, ...]
     how: str  # "file name" | "file order" | "nvtx mark" | "device/pid order" | "device order" | "single process"
     candidate: Candidate | None = None  # what its number was found from (None: read back from an export)
+    # Its loop thread where it is one GPU's part of a process running a loop per GPU on threads of
+    # its own (``split_by_loops``: several ranks then share a pid); None: its processes whole.
+    tid: int | None = None
 
 
 def gpu_processes(gpu_ops: pa.Table, nvtx_ranges: pa.Table, gpu_of=None) -> list[tuple[int, int, bool]]:
@@ -285,7 +288,7 @@ def loops_per_gpu(r_pid: np.ndarray, r_tid: np.ndarray, r_label: list[str | None
     device). A loop thread holds phase ranges, the same phases as every other loop thread, and
     launched all its GPU work on a device no other loop thread launched on; where the process
     has cycle ranges, the loop threads hold them and no other thread does (cycles of their
-    own). Every other thread that launched GPU work launched it all on one device, and joins
+    own; a process with cycle ranges and no phase range: the threads holding them). Every other thread that launched GPU work launched it all on one device, and joins
     that device's loop thread (else the first). Anything else (a thread holding phases but
     launching nothing, two loops on one GPU, a thread pool serving both GPUs from each thread,
     a helper thread queueing work on both, a scheduler thread's cycle ranges around the GPU
@@ -298,7 +301,9 @@ def loops_per_gpu(r_pid: np.ndarray, r_tid: np.ndarray, r_label: list[str | None
     is_cycle = r_cycle[mine]
     tids = r_tid[mine]
     labels = [lab for lab, m in zip(r_label, mine.tolist()) if m]
-    loop_threads = sorted(set(tids[~is_cycle].tolist()))
+    # (where it holds cycle ranges but no phase range, as where ``ranges`` lists every name with
+    # no phases given, the cycle ranges' threads are the loops)
+    loop_threads = sorted(set(tids[~is_cycle].tolist()) or set(tids[is_cycle].tolist()))
     if len(loop_threads) < 2:
         return ()
     cycle_threads = set(tids[is_cycle].tolist())

@@ -25,7 +25,7 @@ def main(args: argparse.Namespace) -> int:
 
     from tracerecon.api import range_summaries
     from tracerecon.cli.render import NAME_LINES, print_table, print_wrapped
-    from tracerecon.present import fmt_ms
+    from tracerecon.present import fmt_ms, processes_text
 
     # Every range name is listed whatever the phases: only --cycle (which ranges are the cycle
     # row) changes the listing. The others are taken (one shared option set) and said unused.
@@ -41,7 +41,7 @@ def main(args: argparse.Namespace) -> int:
     out = console()
     if args.json:
         # (each rank's file and processes under `report --json`'s names: a file may hold several ranks)
-        doc = {"ranks": [{"rank": r.rank, "source": r.source.path, "pids": list(r.source.pids), "ranges": [s.to_json() for s in range_summaries(r)]}
+        doc = {"ranks": [{"rank": r.rank, "source": r.source.path, "pids": list(r.source.pids), "tid": r.source.tid, "ranges": [s.to_json() for s in range_summaries(r)]}
                          for r in analysis.ranks]}
         out.file.write(json_text(doc) + "\n")
         return 0
@@ -55,7 +55,7 @@ def main(args: argparse.Namespace) -> int:
     for r in analysis.ranks:
         # (headed by its file and processes as `report` heads a rank: a file may hold several
         # ranks, and a path wider than the table stays whole)
-        pids = f"  pid {', '.join(map(str, r.source.pids))}" if r.source.pids else ""
+        pids = f"  {processes_text(r.source.pids, r.source.tid)}" if r.source.pids else ""
         print_wrapped(out, f"rank {r.rank}  {r.source.path}{pids}", indent="", hanging="    ", fields=True, bold=len(f"rank {r.rank}"))
         t = Table(header_style="bold", box=None, padding=(0, 1, 0, 0), pad_edge=False)
         for col in ("name", "domain", "n", "CPU ms", "GPU span", "GPU busy total", "ops"):

@@ -12,7 +12,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from tracerecon.present import VERDICT_STYLE, diff_notes, diff_title, fmt_ms, gpus_text, rank_notes, verdict_cause_label
+from tracerecon.present import VERDICT_STYLE, diff_notes, diff_title, fmt_ms, gpus_text, processes_text, rank_notes, verdict_cause_label
 from tracerecon.report_model import Report
 from tracerecon.json_text import json_text, one_line, shown_names
 
@@ -68,7 +68,7 @@ def print_report(report: Report, console: Console, hints: bool = True) -> None:
     for r in report.ranks:
         phases = r.phases
         on = gpus_text(r.gpus)
-        pids = f"pid {', '.join(map(str, r.pids))}  " if r.pids else ""
+        pids = f"{processes_text(r.pids, r.tid)}  " if r.pids else ""
         print_wrapped(console, f"rank {r.rank}  {r.source}  {pids}{on + '  ' if on else ''}nsys {r.nsys_version or '?'}", indent="", fields=True,
                       hanging="    ", bold=len(f"rank {r.rank}"))
         engine = report.engine_timers.get(r.rank, {})
