@@ -22,15 +22,16 @@ AR = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
 HOST_GPUS = [(i, f"uuid-gpu{i}", f"0000:{0x18 + 0x20 * i:02x}:00.0") for i in range(4)]  # one 4-GPU host, id == cuDevice
 
 
-def _host(path: Path, cuda_devices: list[tuple[int, int, int]]) -> Path:
-    """Give the export the host's four GPUs (TARGET_INFO_GPU) and the per-process CUDA device
-    map nsys writes (TARGET_INFO_CUDA_DEVICE rows: gpuId, cudaId, pid); one session clock."""
+def _host(path: Path, cuda_devices: list[tuple[int, int, int]], gpus: list[tuple[int, str, str]] = HOST_GPUS) -> Path:
+    """Give the export the host's GPUs (TARGET_INFO_GPU: ``gpus``, the four of HOST_GPUS unless
+    told) and the per-process CUDA device map nsys writes (TARGET_INFO_CUDA_DEVICE rows: gpuId,
+    cudaId, pid; none: an export before nsys 2025.3); one session clock."""
     con = sqlite3.connect(path)
     con.executescript(
         "create table TARGET_INFO_GPU (id integer, name text, uuid text, busLocation text, cuDevice integer);"
         "create table TARGET_INFO_CUDA_DEVICE (gpuId integer, cudaId integer, pid integer);"
         "create table TARGET_INFO_SESSION_START_TIME (utcEpochNs integer); insert into TARGET_INFO_SESSION_START_TIME values (5000000000000000000);")
-    con.executemany("insert into TARGET_INFO_GPU values (?, 'NVIDIA H200', ?, ?, ?)", [(i, u, b, i) for i, u, b in HOST_GPUS])
+    con.executemany("insert into TARGET_INFO_GPU values (?, 'NVIDIA H200', ?, ?, ?)", [(i, u, b, i) for i, u, b in gpus])
     con.executemany("insert into TARGET_INFO_CUDA_DEVICE values (?, ?, ?)", cuda_devices)
     con.commit()
     con.close()
@@ -413,3 +414,41 @@ def test_two_servers_on_one_gpu_are_said_to_share_it(tmp_path):
     said = [w for w in a.warnings if "ran their work on one GPU" in w]
     assert len(said) == 1 and said[0].startswith("ranks 0, 1 ran their work on one GPU (GPU 1, NVIDIA H200 0000:38:00.0)")
     assert not any("ran their work on one GPU" in w for w in b.warnings)
+
+
+def test_ranks_of_separate_files_on_one_gpu_are_said_to_share_it(tmp_path):
+    # GIVEN four one-process files of one host (one session clock, the same four GPUs): the
+    # target server's and the draft server's both mapped to GPU 1 (each saw it as device 0), the
+    # others' to GPUs 2 and 3; and two files of two hosts whose processes each ran on their
+    # host's GPU 1 (other UUIDs)
+    def one(name: str, pid: int, gpu: int, gpus=HOST_GPUS) -> str:
+        t = FakeTrace()
+        _worker(t, pid)
+        return str(_host(t.write(tmp_path / name), [(gpu, 0, pid)], gpus))
+
+    same = [one("rank0.sqlite", 100, 1), one("rank1.sqlite", 200, 1), one("rank2.sqlite", 300, 2), one("rank3.sqlite", 400, 3)]
+    other_host = [(i, f"uuid-hostb-gpu{i}", b) for i, _, b in HOST_GPUS]
+    hosts = [one("node0.sqlite", 100, 1), one("node1.sqlite", 200, 1, other_host)]
+    # WHEN each set is analysed as one run
+    a, b = analyze(same), analyze(hosts)
+    # THEN ranks 0 and 1 are said to share GPU 1 (before: said only of ranks of one file), and
+    # nothing is said of the two hosts' GPUs 1, which are two GPUs
+    said = [w for w in a.warnings if "ran their work on one GPU" in w]
+    assert len(said) == 1 and said[0].startswith("ranks 0, 1 ran their work on one GPU (GPU 1, NVIDIA H200 0000:38:00.0)")
+    assert not any("ran their work on one GPU" in w for w in b.warnings)
+
+
+def test_two_servers_on_a_one_gpu_machine_are_said_to_share_it_without_a_device_map(tmp_path):
+    # GIVEN an export before nsys 2025.3 (no TARGET_INFO_CUDA_DEVICE) of a machine with one GPU,
+    # holding a target server (pid 100) and a draft server (pid 200): both say device 0, which
+    # on this machine can only be its GPU
+    t = FakeTrace()
+    for pid in (100, 200):
+        _worker(t, pid)
+    one_gpu = _host(t.write(tmp_path / "run.sqlite"), [], HOST_GPUS[:1])
+    # WHEN analysed
+    a = analyze([str(one_gpu)])
+    # THEN the two ranks are said to share it (before: nothing, the device not being mapped)
+    said = [w for w in a.warnings if "ran their work on one GPU" in w]
+    assert [r.source.pids for r in a.ranks] == [(100,), (200,)]
+    assert len(said) == 1 and said[0].startswith("ranks 0, 1 ran their work on one GPU (GPU 0, NVIDIA H200 0000:18:00.0)")

@@ -576,19 +576,24 @@ def _numbered(work: list[tuple], multi: bool) -> tuple[list[tuple], list[str]]:
 
 
 def _sharing_a_gpu(ranks: list[tuple]) -> list[str]:
-    """A line per GPU that several ranks (``_numbered``'s) of one file ran on: two servers on one
-    GPU (a draft model's beside the target's), whose kernels take turns on it. Told only where
-    the export maps each process's CUDA device to the machine's GPU (TARGET_INFO_CUDA_DEVICE,
-    nsys 2025.3+): before that, processes given their GPUs by CUDA_VISIBLE_DEVICES all say
-    device 0. (Not told: ranks of separate files on one GPU.)"""
+    """A line per GPU that several ranks (``_numbered``'s, of one file or several) ran on: two
+    servers on one GPU (a draft model's beside the target's, two workers given one GPU), whose
+    kernels take turns on it. A rank's GPU is known where the export maps each process's CUDA
+    device to the machine's GPU (TARGET_INFO_CUDA_DEVICE, nsys 2025.3+) or the machine has one
+    GPU: before 2025.3, processes given their GPUs by CUDA_VISIBLE_DEVICES all say device 0.
+    Ranks of several files share one where the GPU's UUID is the same (exports list it:
+    TARGET_INFO_GPU); without one, only ranks of one file are told."""
     from tracerecon.analysis.ranks import ranks_sharing_a_gpu
 
     keys = []
     for s, info, _ in ranks:
         c = s.candidate
         # (a process whose GPU work all ran before the phases took no turns with anyone's)
-        mapped = c is not None and c.ran_kernels and not c.start_up_only and any(p in c.pids and gpu == c.device for p, _, gpu in info.cuda_devices)
-        keys.append((s.rank, (s.path, c.device) if mapped else None))
+        known = c is not None and c.ran_kernels and not c.start_up_only and (
+            len(info.gpus) == 1 == len(info.gpu_uuids) or any(p in c.pids and gpu == c.device for p, _, gpu in info.cuda_devices))
+        # (an id listed with two UUIDs, virtual machines of one host, names no one GPU)
+        uuids = {g.uuid for g in info.gpus if g.device == c.device} if known else set()
+        keys.append((s.rank, None if not known else ("uuid", *uuids) if len(uuids) == 1 and None not in uuids else (s.path, c.device)))
     lines = []
     for shared, _ in ranks_sharing_a_gpu(keys):
         s, info, _ = next(r for r in ranks if r[0].rank == shared[0])
