@@ -11,6 +11,7 @@ import pytest
 from nsys_factory import FakeTrace
 from tracerecon.analysis.nccl import is_comm_kernel
 from tracerecon.kernel_names import kernel_name_parts
+from tracerecon.analysis.config import PhaseConfig
 from tracerecon.api import load
 from tracerecon.present import straggler_lines
 
@@ -178,6 +179,39 @@ def test_a_pipeline_stage_that_receives_and_sends_is_matched_with_nothing(tmp_pa
     assert [c.wait_ns for c in a.cross.comm] == [0, 0, 0]
     assert a.cross.collectives.num_rows == 0
     assert any("rank 1 holds 8" in w and "sends and receives not matched" in w for w in a.warnings)
+    # and no cycle names a rank (stages 1 and 2 end together here: the next test has a last
+    # stage ending last)
+    assert a.cross.critical_path.num_rows == 0
+
+
+def test_a_pipeline_stage_slow_in_one_cycle_is_not_hidden_behind_the_last_stage(tmp_path):
+    # GIVEN one report of a 4-stage pipeline (a review's shape: vLLM / SGLang PP=4, pynccl
+    # send/receive on the compute stream, each stage's CPU launching its cycle at once, 20 us
+    # after the stage before): per cycle (b = 2000c us) stage s receives (from its launch until
+    # stage s-1's send), runs its forward for 250 us (stage 2's 600 us in cycle 2), then sends
+    # to stage s+1 (10 us); the middle stages receive and send under one name
+    t = FakeTrace()
+    for c in range(5):
+        b = 2000 * c
+        at = b + 30  # when the batch reaches the next stage
+        for r in range(4):
+            lo = b + 20 * r
+            t.cycle(c, lo * U, (lo + 1900) * U, names=("execute_model",), pid=10 + r)
+            start = lo + 10
+            if r:
+                kernel(t, 10 + r, r, lo + 1, (start, at), SEND_RECV)
+                start = at
+            fwd = 600 if (r, c) == (2, 2) else 250
+            kernel(t, 10 + r, r, lo + 2, (start, start + fwd))
+            at = start + fwd
+            if r < 3:
+                kernel(t, 10 + r, r, lo + 3, (at, at + 10), SEND_RECV)
+                at += 10
+    a = load([t.write(tmp_path / "pp4.sqlite")], PhaseConfig(phases=("execute_model",), skip_cycles=0))
+    # THEN no cycle says rank 3 finished last with nobody waiting for it (before: every cycle,
+    # also cycle 2, where stage 3 waited 350 us for stage 2): the waits are not matched, said
+    assert a.cross.critical_path.num_rows == 0
+    assert any("sends and receives not matched" in w for w in a.warnings)
 
 
 def test_two_tensor_parallel_groups_in_one_report_are_matched_within_each(tmp_path):

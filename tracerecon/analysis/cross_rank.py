@@ -256,10 +256,18 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
     # Per group: its rows, each row's kernel (start, end, phase) of each collective the group
     # ran, in the group's first rank's start order, and the collectives' keys.
     blocks: list[tuple[tuple[int, ...], list[tuple[np.ndarray, np.ndarray, np.ndarray]], np.ndarray]] = []
+    # Per rank row, the phases of its sends and receives matched with nothing (a pipeline's
+    # middle stage's): those cycles' ends say nothing of who held whom up (``_critical_path``).
+    unpaired: list[list[np.ndarray]] = [[] for _ in views]
     for rows, codes in names_of_group.items():
         g_comm = [_of_names(comm[i], codes) for i in rows]
+        before = g_comm
         g_comm, said = _match_ordinals([views[i] for i in rows], g_comm, names, p2p)
         warnings += said
+        for i, b, c in zip(rows, before, g_comm):
+            lone = (c["key"] < 0) & p2p[b["key"] >> 40]
+            if lone.any():
+                unpaired[i].append(b["phase"][lone])
         # Collectives every rank of the group ran, each rank's kernel of it (pos[r]).
         if len(rows) > 1:
             common = g_comm[0]["key"]
@@ -337,7 +345,18 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
         for r, (v, c) in enumerate(zip(views, comm))
     )
     arrivals = _Arrivals(rank_ids, aligned, start, end, in_order, first, last, last_pos, wait, phase, cycle, part, opens_group)
-    return CrossRank(tuple(alignment), comm_stats, collectives, _critical_path(views, arrivals, offset), tuple(warnings))
+    unpaired_cycles = [_cycles_of_phases(v, np.concatenate(u)) if u else np.zeros(0, np.int64) for v, u in zip(views, unpaired)]
+    return CrossRank(tuple(alignment), comm_stats, collectives, _critical_path(views, arrivals, offset, unpaired_cycles), tuple(warnings))
+
+
+def _cycles_of_phases(v: RankView, phase: np.ndarray) -> np.ndarray:
+    """The cycles (the rank's own numbers) of its phase instances ``phase`` (-1: none), each once."""
+    n_ph = v.phases.num_rows
+    ok = phase[(phase >= 0) & (phase < n_ph)]
+    if not len(ok):
+        return np.zeros(0, np.int64)
+    cyc = int64s(v.phases["cycle"], -1)[ok]
+    return np.unique(cyc[cyc >= 0])
 
 
 def _of_names(c: dict[str, np.ndarray], codes: list[int]) -> dict[str, np.ndarray]:
@@ -1130,7 +1149,7 @@ class _BusyTime:
         return np.maximum(self.covered_to(hi) - self.covered_to(lo), 0)
 
 
-def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
+def _critical_path(views, arr: _Arrivals, offset: np.ndarray, unpaired: list[np.ndarray] | None = None) -> pa.Table:
     """Per cycle: the (rank, phase) the others waited for, and how long.
 
     With collectives (over every communicator group's in the cycle): the rank whose new
@@ -1158,7 +1177,10 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
     ARRIVED_TOGETHER_NS and, without collectives, the ranks ran that cycle at the same time (the
     last one began it before every other ended it); otherwise nobody gated it (ranks that never meet, or a capture
     begun later, compared cycle k with cycle k of another time, and blamed whoever's clock ran
-    behind; ends 0.3 us apart named a straggler).
+    behind; ends 0.3 us apart named a straggler). Nor does a cycle in which a rank's sends and
+    receives were matched with nothing (``unpaired``: per rank row, those cycles in its own
+    numbers): a pipeline's stages pass each batch along, so the last stage ends every cycle
+    last by construction, and who held whom up is in the waits that were not matched.
     """
     # Cycles are numbered in the first rank's count: another rank's cycle k is its first's
     # k + shift, the shift its collectives show (a capture begun cycles later numbers its
@@ -1284,7 +1306,10 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray) -> pa.Table:
         several = has.sum(axis=0) >= 2
         apart = ~several | (np.where(several, ended[latest, cols_c], 0) - np.where(several, runner_up, 0) > ARRIVED_TOGETHER_NS)
         met = np.isin(cyc, coll_cycle[coll_cycle >= 0]) if m else np.zeros(n_c, bool)
-        keep = ((keep & at_once) | met) & apart
+        passed_along = np.zeros(n_c, bool)
+        for r, u in enumerate(unpaired or ()):
+            passed_along |= np.isin(cyc, u + shift[r])
+        keep = ((keep & at_once) | met) & apart & ~passed_along
     # With collectives: the last rank at the one chosen above, in the phase it ran there.
     if worst:
         at = np.searchsorted(cyc, np.fromiter(worst.keys(), np.int64, len(worst)))
