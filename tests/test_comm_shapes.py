@@ -214,6 +214,37 @@ def test_a_pipeline_stage_slow_in_one_cycle_is_not_hidden_behind_the_last_stage(
     assert any("sends and receives not matched" in w for w in a.warnings)
 
 
+def test_a_rank_late_at_every_all_to_all_is_late_anew_at_each(tmp_path):
+    # GIVEN one report of 3 expert-parallel ranks (a review's shape), each cycle (b = 1000c us)
+    # 4 all-to-alls (grouped sends and receives: one SendRecv kernel per rank, ending for every
+    # rank 10 us after the last arrived), each after a compute kernel of 90 us, 120 on rank 2
+    # (a slower GPU, or a hot expert: 30 us late at every one), 140 on rank 1 before the third
+    # all-to-all of cycle 2 (one hiccup); every launch made early, so no GPU waits for its CPU
+    t = FakeTrace()
+    for c in range(4):
+        b = 1000 * c
+        for r in range(3):
+            t.cycle(c, b * U, (b + 900) * U, names=("forward",), pid=10 + r)
+        at = b + 10
+        for j in range(4):
+            took = [90, 140 if (c, j) == (2, 2) else 90, 120]
+            end = at + max(took) + 10
+            for r in range(3):
+                kernel(t, 10 + r, r, b + 2 * j + 1, (at, at + took[r]))
+                kernel(t, 10 + r, r, b + 2 * j + 2, (at + took[r], end), SEND_RECV)
+            at = end
+    a = load([t.write(tmp_path / "ep3.sqlite")], PhaseConfig(phases=("forward",), skip_cycles=0))
+    # THEN rank 2 gated every cycle: in cycle 2 it kept ranks 0 and 1 waiting 30 us each at three
+    # all-to-alls (180 us), rank 1 kept the others 50 + 20 us at one (70 us) (before: rank 2's
+    # lateness was taken as carried in from its all-to-all before, across cycles too, as a
+    # pipeline's receive's is, and rank 1 was named in cycle 2)
+    cp = a.cross.critical_path.to_pydict()
+    assert cp["cycle"] == [0, 1, 2, 3] and cp["gating_rank"] == [2] * 4 and cp["how"] == ["collectives"] * 4
+    # and the waits are the arrivals' differences: ranks 0 and 1 30 us at each, 120 a cycle; in
+    # cycle 2 rank 0 50 at the third (140 in all), rank 1 90, rank 2 20
+    assert [c.wait_ns for c in a.cross.comm] == [(120 * 3 + 140) * U, (120 * 3 + 90) * U, 20 * U]
+
+
 def test_two_tensor_parallel_groups_in_one_report_are_matched_within_each(tmp_path):
     # GIVEN one report of pipeline stages 0 (ranks 0, 1) and 1 (ranks 2, 3), each a TP pair with
     # an all-reduce per cycle c (b = 1000c us); stage 0's ends at b+150 on both, rank 1 reaching

@@ -1224,14 +1224,19 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray, unpaired: list[np.
         # where it was held up), at most how late it already was there. A GPU busy all along,
         # after an all-reduce, brings its lateness anew (a slower GPU is late at every
         # collective); so does a rank at its cycle's first collective (a CPU behind every cycle
-        # is late anew each cycle). Sends and receives, and DeepEP's kernels, are matched in
-        # order over the ranks that ran them, not each send with its receive: their lateness is
-        # taken as carried in from the one before, across cycles too (a pipeline's receive waits
-        # for the stage before every cycle by design; only a change is new).
+        # is late anew each cycle). Sends and receives between two ranks (a pipeline's stages),
+        # matched in order, not each send with its receive, carry their lateness in from the one
+        # before, across cycles too (a pipeline's receive waits for the stage before every
+        # cycle by design; only a change is new). Those that three ranks or more ran alike (an
+        # all-to-all, whose grouped sends and receives end for every rank once the last
+        # arrived; DeepEP's dispatch and combine) are read as a collective's: a slower GPU is
+        # late anew at each (a review's shape: a rank 30 us late at every all-to-all was
+        # outweighed by another's one 50-us hiccup, its lateness taken as carried).
+        pairwise = arr.in_order & (arr.part.sum(axis=0) <= 2)
         second_pos = _second_arrival(arr)
         group_before = np.where(arr.opens_group, -1, cols - 1)
         at = np.maximum(group_before, 0)
-        group_before = np.where((group_before >= 0) & ((coll_cycle[at] == coll_cycle) | arr.in_order), group_before, -1)
+        group_before = np.where((group_before >= 0) & ((coll_cycle[at] == coll_cycle) | pairwise), group_before, -1)
         late_before = np.where(group_before >= 0, arr.aligned[arr.last_pos, at] - arr.first[at], 0)
         busy = _GpuBusy(views)
         ended_after = np.where(group_before >= 0, (arr.end[arr.last_pos, at] + offset[arr.last_pos]) - (arr.end[second_pos, at] + offset[second_pos]), 0)
@@ -1243,7 +1248,7 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray, unpaired: list[np.
         # `.item()`), not one carried in.
         idle_more = np.where(_waiting_through(views, busy, arr, arr.last_pos, at, group_before >= 0), 0, idle_more)
         carried = np.clip(ended_after + idle_more, 0, np.maximum(late_before, 0))
-        carried = np.where(arr.in_order, np.maximum(late_before, 0), carried)
+        carried = np.where(pairwise, np.maximum(late_before, 0), carried)
         # What it waited elsewhere made it late only where its lateness is not its GPU standing
         # idle after its last collective (of any group) longer than the first arrival's did
         # after theirs: a wait that slack absorbed (a stall in draft, verify launched later
