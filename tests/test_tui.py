@@ -931,3 +931,20 @@ def test_view_with_a_dask_address_the_cache_answered_for_says_the_cluster_was_no
     text = got.decode(errors="replace")
     assert proc.returncode == 0, text[-2000:]
     assert "--dask tcp://127.0.0.1:9: not contacted: the cache held the result (--no-cache runs it on the cluster)" in text, text[-2000:]
+
+
+async def test_a_rank_per_gpu_thread_is_named_by_its_loop_thread_on_the_overview(tmp_path):
+    from test_rank_roles import FakeTrace as Trace, thread_loop
+
+    # GIVEN process 10 running a loop on thread 11 (GPU 0) and one on thread 12 (GPU 1): a rank per GPU
+    t = Trace()
+    thread_loop(t, 11, 0, 300)
+    thread_loop(t, 12, 1, 600)
+    trace = str(t.write(tmp_path / "run.sqlite"))
+    app = TraceReconApp(lambda: load([trace], PhaseConfig(phases=("fwd", "sample"), skip_cycles=0)), source=trace)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        notes = " ".join(str(app.query_one("#overview-notes", Static).render()).split())
+    # WHEN the overview is up THEN each rank's first note names its GPU and its loop thread, as
+    # `report`'s header does (before: its GPU only, both ranks of pid 10)
+    assert "rank 0 (GPU 0, thread 11): " in notes and "rank 1 (GPU 1, thread 12): " in notes, notes[:400]

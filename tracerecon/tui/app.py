@@ -431,7 +431,8 @@ class TraceReconApp(App):
                     Text(label.replace(": ", ":\n", 1) if split else label, style=style), key=f"{r.rank}:{p.phase}", height=None,
                 )
         for r in rep.ranks:
-            on = f" ({gpus_text(r.gpus)})" if r.gpus else ""
+            # (a rank that is one GPU's part of a process: its loop thread too, as `report`'s header says)
+            on = f" ({', '.join(x for x in (gpus_text(r.gpus), f'thread {r.tid}' if r.tid is not None else '') if x)})" if r.gpus or r.tid is not None else ""
             for i, (line, verdict) in enumerate(rank_notes(r, rep.skip_cycles)):
                 # (the rank's GPUs with its first line; the misleading phase in its verdict's colour)
                 notes.append(f"rank {r.rank}{on if i == 0 else ''}: {one_line(line)}\n", style="bold " + VERDICT_STYLE.get(verdict, "") if verdict else "")
