@@ -91,7 +91,11 @@ def analyze_cross_rank(views: list[RankView]) -> CrossRank:
         for r in comm:
             i = keyed[r][key]
             s, e = int(comm[r]["start"][i]), int(comm[r]["end"][i])
-            wait = min(max(last - starts[r], 0), e - s)
+            # (2026-12-06) it waited only for ranks that began before its kernel ended (10 us
+            # given): one that began after was another collective's (two communicators matched
+            # as one)
+            mine = max(t for t in starts.values() if t <= e + offsets[r] + 10_000)
+            wait = min(max(mine - starts[r], 0), e - s)
             ph = int(comm[r]["phase"][i])
             if ph >= 0 and ph < len(per_rank_wait[r]):
                 per_rank_wait[r][ph] += wait

@@ -246,7 +246,7 @@ def test_a_rank_late_at_every_all_to_all_is_late_anew_at_each(tmp_path):
     assert [c.wait_ns for c in a.cross.comm] == [(120 * 3 + 140) * U, (120 * 3 + 90) * U, 20 * U]
 
 
-def test_tensor_parallel_pairs_held_in_step_by_a_world_all_gather_are_two_communicators(tmp_path):
+def test_tensor_parallel_pairs_held_in_step_by_a_world_all_gather_charge_no_wait_they_did_not_make(tmp_path):
     # GIVEN one report of 4 ranks, tensor-parallel pairs {0, 1} and {2, 3} (a review's shape:
     # SGLang DP attention, vLLM DP + EP): each cycle (b = 1000c us) 3 layers of a 100-us kernel
     # and the pair's 15-us all-reduce (ending 15 us after the pair's later arrival), then a 40-us
@@ -274,18 +274,38 @@ def test_tensor_parallel_pairs_held_in_step_by_a_world_all_gather_are_two_commun
             kernel(t, 10 + r, r, b + 51, (at[r], arrive[r]))
             kernel(t, 10 + r, r, b + 52, (arrive[r], max(arrive.values()) + 20), ag)
     a = load([t.write(tmp_path / "tp_dp.sqlite")], PhaseConfig(phases=("forward", "logits"), skip_cycles=0))
-    # THEN the all-reduces are two communicators (the pairs' kernels in cycle 1: {0, 1}'s ended at
-    # 1325 us, {2, 3}'s began at 1370 on rank 3: no one all-reduce), the all-gather one of all
-    # four; the waits are each cycle's: cycle 1 rank 2 60 us at the all-reduce, ranks 0 and 1 60 at
+    # THEN the waits are each cycle's: cycle 1 rank 2 60 us at the all-reduce, ranks 0 and 1 60 at
     # the all-gather; cycle 3 rank 3 30 at the all-reduce, at the all-gather (rank 0 last, 50 us
-    # late) rank 1 50, ranks 2 and 3 20 (before: one communicator of the all-reduces, the pair
-    # {0, 1} charged 15 us at each all-reduce {2, 3} reached late: 75 and 45 us more)
+    # late) rank 1 50, ranks 2 and 3 20. The pairs' all-reduces end together in most cycles and
+    # are matched as one communicator, but a rank waits only for ranks that began before its
+    # kernel ended: {0, 1}'s ended at 1325 us in cycle 1, rank 3's began at 1370 (before: the
+    # pair {0, 1} charged 15 us at each all-reduce {2, 3} reached late: 75 and 45 us)
     cp = a.cross.critical_path.to_pydict()
     assert cp["cycle"] == [1, 3] and cp["gating_rank"] == [3, 0] and cp["gating_phase"] == ["forward", "logits"]
     assert [json.loads(w) for w in cp["waits_ns"]] == [{"0": 60 * U, "1": 60 * U, "2": 60 * U, "3": 0},
                                                        {"0": 0, "1": 50 * U, "2": 20 * U, "3": 50 * U}]
     assert [c.wait_ns for c in a.cross.comm] == [60 * U, 110 * U, 80 * U, 50 * U]
-    assert any("2 communicators of these kernels" in w and "ranks 0, 1; ranks 2, 3" in w for w in a.warnings)
+    # and so where the world collective is an all-reduce of the same name (SGLang's DP-attention
+    # gather over the whole group beside the pairs' own): one name, two communicators on each rank
+    t2 = FakeTrace()
+    for c in range(5):
+        b = 1000 * c
+        at = {r: b + 10 for r in range(4)}
+        for r in range(4):
+            t2.cycle(c, b * U, (b + 50) * U, (b + 900) * U, names=("forward", "logits"), pid=10 + r)
+        for layer in range(3):
+            arrive = {r: at[r] + 100 + extra.get((c, r, layer), 0) for r in range(4)}
+            for r in range(4):
+                pair_end = max(arrive[r - r % 2], arrive[r - r % 2 + 1]) + 15
+                kernel(t2, 10 + r, r, b + 1 + 2 * layer, (at[r], arrive[r]))
+                kernel(t2, 10 + r, r, b + 2 + 2 * layer, (arrive[r], pair_end), ar)
+                at[r] = pair_end
+        arrive = {r: at[r] + 40 + (50 if (c, r) == (3, 0) else 0) for r in range(4)}
+        for r in range(4):
+            kernel(t2, 10 + r, r, b + 51, (at[r], arrive[r]))
+            kernel(t2, 10 + r, r, b + 52, (arrive[r], max(arrive.values()) + 20), ar)
+    same = load([t2.write(tmp_path / "same_name.sqlite")], PhaseConfig(phases=("forward", "logits"), skip_cycles=0))
+    assert [c.wait_ns for c in same.cross.comm] == [60 * U, 110 * U, 80 * U, 50 * U]
 
 
 def test_two_tensor_parallel_groups_in_one_report_are_matched_within_each(tmp_path):

@@ -429,13 +429,16 @@ def test_ranks_of_separate_files_on_one_gpu_are_said_to_share_it(tmp_path):
     same = [one("rank0.sqlite", 100, 1), one("rank1.sqlite", 200, 1), one("rank2.sqlite", 300, 2), one("rank3.sqlite", 400, 3)]
     other_host = [(i, f"uuid-hostb-gpu{i}", b) for i, _, b in HOST_GPUS]
     hosts = [one("node0.sqlite", 100, 1), one("node1.sqlite", 200, 1, other_host)]
+    # (and two hosts whose exports give their GPUs one placeholder UUID, on other PCI buses)
+    placeholder = [(i, u, f"0000:{0x90 + i:02x}:00.0") for i, u, _ in HOST_GPUS]
+    same_uuid = [one("host0.sqlite", 100, 1), one("host1.sqlite", 200, 1, placeholder)]
     # WHEN each set is analysed as one run
-    a, b = analyze(same), analyze(hosts)
+    a, b, c = analyze(same), analyze(hosts), analyze(same_uuid)
     # THEN ranks 0 and 1 are said to share GPU 1 (before: said only of ranks of one file), and
     # nothing is said of the two hosts' GPUs 1, which are two GPUs
     said = [w for w in a.warnings if "ran their work on one GPU" in w]
     assert len(said) == 1 and said[0].startswith("ranks 0, 1 ran their work on one GPU (GPU 1, NVIDIA H200 0000:38:00.0)")
-    assert not any("ran their work on one GPU" in w for w in b.warnings)
+    assert not any("ran their work on one GPU" in w for w in b.warnings + c.warnings)
 
 
 def test_two_servers_on_a_one_gpu_machine_are_said_to_share_it_without_a_device_map(tmp_path):

@@ -591,9 +591,11 @@ def _sharing_a_gpu(ranks: list[tuple]) -> list[str]:
         # (a process whose GPU work all ran before the phases took no turns with anyone's)
         known = c is not None and c.ran_kernels and not c.start_up_only and (
             len(info.gpus) == 1 == len(info.gpu_uuids) or any(p in c.pids and gpu == c.device for p, _, gpu in info.cuda_devices))
-        # (an id listed with two UUIDs, virtual machines of one host, names no one GPU)
-        uuids = {g.uuid for g in info.gpus if g.device == c.device} if known else set()
-        keys.append((s.rank, None if not known else ("uuid", *uuids) if len(uuids) == 1 and None not in uuids else (s.path, c.device)))
+        # (an id listed with two UUIDs, virtual machines of one host, names no one GPU; its PCI
+        # bus location too, where the export records it: a placeholder UUID of two hosts)
+        named = {(g.uuid, g.bus_location) for g in info.gpus if g.device == c.device} if known else set()
+        gpu = next(iter(named)) if len(named) == 1 else (None, None)
+        keys.append((s.rank, None if not known else ("uuid", *gpu) if gpu[0] is not None else (s.path, c.device)))
     lines = []
     for shared, _ in ranks_sharing_a_gpu(keys):
         s, info, _ = next(r for r in ranks if r[0].rank == shared[0])

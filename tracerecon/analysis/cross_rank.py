@@ -23,7 +23,6 @@ at most its kernel's duration); the rest of the kernel is communication.
 from __future__ import annotations
 
 import functools
-import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
@@ -245,9 +244,7 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
     p2p = np.zeros(len(names), dtype=bool)
     for c in comm:
         p2p[c["in_order"]] = True
-    # (a broadcast's root, or a reduce's sender, may end before another rank began: not told by times)
-    rooted = np.array([bool(ROOTED.search(n)) for n in names], dtype=bool)
-    by_name = communicator_groups(views, comm, p2p, rooted)
+    by_name = communicator_groups(views, comm, p2p)
     warnings = _groups_note(views, by_name, names)
     # Each group of ranks, with the names matched among them (every name's, where all ranks are
     # one group: the kernels of all names matched at once, as before groups were told).
@@ -310,7 +307,7 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
     # The last to arrive; of ranks arriving together, the highest.
     last_pos = (n_ranks - 1 - np.argmax(arrived[::-1], axis=0)) if m else np.zeros(0, np.int64)
     rank_ids = np.array([v.rank for v in views], dtype=np.int64)
-    wait = np.where(part, np.minimum(np.maximum(last[None, :] - aligned, 0), end - start), 0)
+    wait = rank_waits(aligned, end + offset[:, None], part, last)
 
     per_rank_wait, cycle = [], np.full((n_ranks, m), -1, dtype=np.int64)
     for r, v in enumerate(views):
@@ -350,6 +347,28 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
     arrivals = _Arrivals(rank_ids, aligned, start, end, in_order, first, last, last_pos, wait, phase, cycle, part, opens_group)
     unpaired_cycles = [_cycles_of_phases(v, np.concatenate(u)) if u else np.zeros(0, np.int64) for v, u in zip(views, unpaired)]
     return CrossRank(tuple(alignment), comm_stats, collectives, _critical_path(views, arrivals, offset, unpaired_cycles), tuple(warnings))
+
+
+def rank_waits(began: np.ndarray, ended: np.ndarray, part: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """Each rank's wait at each matched collective (ranks x collectives: aligned ``began`` and
+    ``ended`` of its kernel, ``part``: it took part, ``last``: the last arrival): from its
+    kernel's start until the last rank that began before its kernel ended (within
+    ``APART_AT_TIMES_NS``) began, at most its kernel's length; 0 where it took no part. In one
+    collective every rank began before any ended, and that is the last arrival; a kernel that
+    ended before another rank's of its ordinal began was not waiting for that one: two
+    tensor-parallel pairs held in step by a world collective, matched as one communicator
+    where their all-reduces end together, charged the pair on time the other pair's lateness
+    (a review's shape: 15 us at each all-reduce, 75 us where events read 60); a broadcast's
+    root or a reduce's senders, which may end first, wait for nobody that came after."""
+    wait = np.where(part, np.minimum(np.maximum(last[None, :] - began, 0), ended - began), 0)
+    first_end = np.where(part, ended, np.iinfo(np.int64).max).min(axis=0) if part.size else np.zeros(0, np.int64)
+    odd = np.flatnonzero(first_end + APART_AT_TIMES_NS < last)
+    if len(odd):  # (rare: those where a kernel ended before the last began)
+        b = np.where(part[:, odd], began[:, odd], I64_MIN)
+        e = ended[:, odd]
+        mine = np.where(b[None, :, :] <= e[:, None, :] + APART_AT_TIMES_NS, b[None, :, :], I64_MIN).max(axis=1)
+        wait[:, odd] = np.where(part[:, odd], np.minimum(np.maximum(mine - began[:, odd], 0), e - began[:, odd]), 0)
+    return wait
 
 
 def _cycles_of_phases(v: RankView, phase: np.ndarray) -> np.ndarray:
@@ -647,8 +666,7 @@ def _other_communicators(views: list[RankView], end: np.ndarray, part: np.ndarra
     return out
 
 
-def communicator_groups(views: list[RankView], comm: list[dict[str, np.ndarray]], p2p: np.ndarray,
-                        rooted: np.ndarray | None = None) -> dict[int, list[list[int]]]:
+def communicator_groups(views: list[RankView], comm: list[dict[str, np.ndarray]], p2p: np.ndarray) -> dict[int, list[list[int]]]:
     """Per name code of the ranks' communication kernels, in code order: the ranks (rows of
     ``views``, in rank order) split into the communicator groups that ran kernels of that name,
     each a list of rows in order, the groups by their first rows. One collective's kernels end
@@ -666,9 +684,7 @@ def communicator_groups(views: list[RankView], comm: list[dict[str, np.ndarray]]
     (``_other_communicators`` says what their ends look like). Only the ranks that ran kernels
     of the name are grouped: a name of some ranks only (a pipeline stage's own all-gather) is
     matched among them. Sends and receives (``p2p``) are one group of the ranks that ran them:
-    their ends are apart by the transfer. A rank joins a group only where none of its kernels
-    and a member's cannot be one collective by their times (``_apart_at_times``; not asked of
-    ``rooted`` names, a broadcast's or a reduce's, whose root may finish first)."""
+    their ends are apart by the transfer."""
     codes = np.unique(np.concatenate([c["key"] >> 40 for c in comm])) if comm else np.zeros(0, np.int64)
     everyone = list(range(len(views)))
     out: dict[int, list[list[int]]] = {}
@@ -680,8 +696,7 @@ def communicator_groups(views: list[RankView], comm: list[dict[str, np.ndarray]]
             for g in groups:
                 if g[0] not in refs:
                     refs[g[0]] = _end_reference(comm[g[0]], code)
-                if ends_together(views[i], comm[i], views[g[0]], refs[g[0]], code) is not False and (
-                        rooted is not None and rooted[code] or not any(_apart_at_times(views[i], comm[i], views[j], comm[j], code) for j in g)):
+                if ends_together(views[i], comm[i], views[g[0]], refs[g[0]], code) is not False:
                     g.append(i)
                     break
             else:
@@ -693,35 +708,6 @@ def communicator_groups(views: list[RankView], comm: list[dict[str, np.ndarray]]
         shared[0] = sorted(shared[0] + [i for g in groups if len(g) == 1 for i in g])
         out[code] = sorted(shared, key=lambda g: g[0])
     return out
-
-
-def _apart_at_times(v: RankView, c: dict[str, np.ndarray], lead: RankView, lead_c: dict[str, np.ndarray], code: int) -> bool:
-    """Whether ``v``'s kernels of the name ``code`` (``c``) cannot all be ``lead``'s collectives,
-    on one machine's clock (``_one_machines_clock``), as many of each: one collective's kernel
-    ends on every rank after the last rank's began, and here a kernel of ``v`` and the one of
-    ``lead`` that ends nearest it (of those within ``lead``'s span, give or take half their
-    spacing: a capture begun or ended elsewhere) are apart, one ended more than the tolerance
-    (``APART_AT_TIMES_NS``) before the other began.
-    Two tensor-parallel pairs held in step by a world collective end their all-reduces together
-    in most cycles (``ends_together`` says so), and apart only where one pair ran late: matched
-    as one communicator, the other pair was charged that lateness as waits (a review's shape).
-    False where that cannot be told (other machines' clocks; counts that differ: a record
-    dropped)."""
-    if not _one_machines_clock(v, lead):
-        return False
-    mine, theirs = (c["key"] >> 40) == code, (lead_c["key"] >> 40) == code
-    if mine.sum() != theirs.sum() or theirs.sum() < 2:
-        return False
-    base = _clock_base(v, lead)[0]
-    s, e = c["start"][mine] + base, c["end"][mine] + base
-    by_end = np.argsort(lead_c["end"][theirs], kind="stable")
-    s_l, e_l = lead_c["start"][theirs][by_end], lead_c["end"][theirs][by_end]
-    margin = int(np.median(np.diff(e_l))) // 2
-    inside = (e >= e_l[0] - margin) & (e <= e_l[-1] + margin)
-    s, e = s[inside], e[inside]
-    at = np.clip(np.searchsorted(e_l, e), 1, len(e_l) - 1)
-    at = np.where(np.abs(e_l[at - 1] - e) <= np.abs(e_l[at] - e), at - 1, at)
-    return bool(((e_l[at] + APART_AT_TIMES_NS < s) | (e + APART_AT_TIMES_NS < s_l[at])).any())
 
 
 def _end_reference(lead_c: dict[str, np.ndarray], code: int) -> tuple[np.ndarray, int] | None:
@@ -792,13 +778,10 @@ def ends_agree(reference: tuple[np.ndarray, int], e: np.ndarray) -> bool | None:
 # than this (or than a quarter of the kernel) on most collectives are another communicator's
 # (``ends_together``).
 GROUP_END_TOLERANCE_NS = 20_000
-# One collective's kernel ends on every rank of its communicator after every rank's began: on one
-# machine's clock (the 2-H200 samples' ends within 3.1 us of each other), a kernel that ended this
-# long before another rank's of its ordinal began was another communicator's (``_apart_at_times``).
+# One collective's kernel ends on every rank after every rank's began (the 2-H200 samples' ends
+# within 3.1 us of each other): a rank whose kernel ended this long before another's began did
+# not wait for that one (``rank_waits``).
 APART_AT_TIMES_NS = 10_000
-# Names whose kernels may end on one rank before another's began: a broadcast's root, a reduce's
-# senders (NCCL's ``ncclDevKernel_Broadcast_...``, ``ncclDevKernel_Reduce_...``; not AllReduce, ReduceScatter).
-ROOTED = re.compile(r"_(Broadcast|Reduce)_")
 
 
 def _groups_note(views: list[RankView], by_name: dict[int, list[list[int]]], names: list[str]) -> list[str]:
