@@ -5,6 +5,7 @@ report. Hand-built traces (FakeTrace); expected waits worked out by hand."""
 from __future__ import annotations
 
 import json
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -390,3 +391,23 @@ def test_kernels_are_shown_by_nsys_short_name_and_keep_the_demangled_one():
     assert sorted(got) == sorted(expected) and any(short != full and "::" in full for short, full in expected)
     assert ops.filter(pc.not_equal(ops["kind"].cast(pa.string()), "kernel"))["demangled_name"].null_count == \
         ops.num_rows - kernels.num_rows
+
+
+def test_a_rank_waits_only_for_ranks_that_began_before_its_kernel_ended():
+    from tracerecon.analysis.cross_rank import rank_waits
+
+    # GIVEN one matched collective of 3 ranks (aligned us): rank 0's kernel 0-10 (a broadcast's
+    # root, or a pair's all-reduce matched with another pair's), rank 1's 0-60, rank 2's 50-60
+    began = np.array([[0], [0], [50]]) * U
+    ended = np.array([[10], [60], [60]]) * U
+    part = np.ones((3, 1), bool)
+    # WHEN the waits are taken, the last arrival at 50 us
+    wait = rank_waits(began, ended, part, np.array([50 * U]))
+    # THEN rank 0, whose kernel ended 40 us before rank 2's began, waited for nobody (before: its
+    # whole 10 us), rank 1 waited 50 us for rank 2, rank 2 none
+    assert wait[:, 0].tolist() == [0, 50 * U, 0]
+    # and a rank that took no part waits nothing; one whose kernel ended within 10 us of the last
+    # start still waited for it (clocks of one machine agree to a few us)
+    part[2, 0] = False
+    assert rank_waits(began, ended, part, np.array([0])).tolist() == [[0], [0], [0]]
+    assert rank_waits(np.array([[0], [45]]) * U, np.array([[40], [60]]) * U, np.ones((2, 1), bool), np.array([45 * U]))[:, 0].tolist() == [40 * U, 0]

@@ -363,11 +363,15 @@ def rank_waits(began: np.ndarray, ended: np.ndarray, part: np.ndarray, last: np.
     wait = np.where(part, np.minimum(np.maximum(last[None, :] - began, 0), ended - began), 0)
     first_end = np.where(part, ended, np.iinfo(np.int64).max).min(axis=0) if part.size else np.zeros(0, np.int64)
     odd = np.flatnonzero(first_end + APART_AT_TIMES_NS < last)
-    if len(odd):  # (rare: those where a kernel ended before the last began)
-        b = np.where(part[:, odd], began[:, odd], I64_MIN)
-        e = ended[:, odd]
+    # (rare: those where a kernel ended before the last began; ranks x ranks x a block of them at
+    # a time, so 64 ranks hold 32 MB at most)
+    block = max(1, (1 << 22) // max(1, part.shape[0] ** 2))
+    for at in range(0, len(odd), block):
+        cols = odd[at:at + block]
+        b = np.where(part[:, cols], began[:, cols], I64_MIN)
+        e = ended[:, cols]
         mine = np.where(b[None, :, :] <= e[:, None, :] + APART_AT_TIMES_NS, b[None, :, :], I64_MIN).max(axis=1)
-        wait[:, odd] = np.where(part[:, odd], np.minimum(np.maximum(mine - began[:, odd], 0), e - began[:, odd]), 0)
+        wait[:, cols] = np.where(part[:, cols], np.minimum(np.maximum(mine - began[:, cols], 0), e - began[:, cols]), 0)
     return wait
 
 
