@@ -581,8 +581,8 @@ def _sharing_a_gpu(ranks: list[tuple]) -> list[str]:
     kernels take turns on it. A rank's GPU is known where the export maps each process's CUDA
     device to the machine's GPU (TARGET_INFO_CUDA_DEVICE, nsys 2025.3+) or the machine has one
     GPU: before 2025.3, processes given their GPUs by CUDA_VISIBLE_DEVICES all say device 0.
-    Ranks of several files share one where the GPU's UUID is the same (exports list it:
-    TARGET_INFO_GPU); without one, only ranks of one file are told."""
+    Ranks of several files share one where the GPU's UUID and PCI bus location are the same
+    (exports list them: TARGET_INFO_GPU); without a UUID, only ranks of one file are told."""
     from tracerecon.analysis.ranks import ranks_sharing_a_gpu
 
     keys = []
