@@ -247,15 +247,13 @@ def test_a_rank_late_at_every_all_to_all_is_late_anew_at_each(tmp_path):
     assert [c.wait_ns for c in a.cross.comm] == [(120 * 3 + 140) * U, (120 * 3 + 90) * U, 20 * U]
 
 
-def test_tensor_parallel_pairs_held_in_step_by_a_world_all_gather_charge_no_wait_they_did_not_make(tmp_path):
-    # GIVEN one report of 4 ranks, tensor-parallel pairs {0, 1} and {2, 3} (a review's shape:
-    # SGLang DP attention, vLLM DP + EP): each cycle (b = 1000c us) 3 layers of a 100-us kernel
-    # and the pair's 15-us all-reduce (ending 15 us after the pair's later arrival), then a 40-us
-    # lm_head and a world all-gather (ending 20 us after the last of the 4 arrived). The
-    # all-gather holds the pairs in step, so their all-reduces end together but where one pair
-    # ran late: rank 3's layer 2 is 60 us longer in cycle 1; in cycle 3 rank 2's layer 0 is 30
-    # us longer and rank 0's lm_head 50 us longer
-    ar, ag = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(void)", "ncclDevKernel_AllGather_RING_LL(void)"
+def pairs_held_in_step(world: str) -> FakeTrace:
+    """4 ranks, tensor-parallel pairs {0, 1} and {2, 3} (a review's shape: SGLang DP attention,
+    vLLM DP + EP): each cycle (b = 1000c us) 3 layers of a 100-us kernel and the pair's 15-us
+    all-reduce (ending 15 us after the pair's later arrival), then a 40-us lm_head and a world
+    collective named ``world`` (ending 20 us after the last of the 4 arrived). Rank 3's layer 2
+    is 60 us longer in cycle 1; in cycle 3 rank 2's layer 0 is 30 us longer and rank 0's lm_head
+    50 us longer."""
     t = FakeTrace()
     extra = {(1, 3, 2): 60, (3, 2, 0): 30}
     for c in range(5):
@@ -268,12 +266,22 @@ def test_tensor_parallel_pairs_held_in_step_by_a_world_all_gather_charge_no_wait
             for r in range(4):
                 pair_end = max(arrive[r - r % 2], arrive[r - r % 2 + 1]) + 15
                 kernel(t, 10 + r, r, b + 1 + 2 * layer, (at[r], arrive[r]))
-                kernel(t, 10 + r, r, b + 2 + 2 * layer, (arrive[r], pair_end), ar)
+                kernel(t, 10 + r, r, b + 2 + 2 * layer, (arrive[r], pair_end), PAIR_ALL_REDUCE)
                 at[r] = pair_end
         arrive = {r: at[r] + 40 + (50 if (c, r) == (3, 0) else 0) for r in range(4)}
         for r in range(4):
             kernel(t, 10 + r, r, b + 51, (at[r], arrive[r]))
-            kernel(t, 10 + r, r, b + 52, (arrive[r], max(arrive.values()) + 20), ag)
+            kernel(t, 10 + r, r, b + 52, (arrive[r], max(arrive.values()) + 20), world)
+    return t
+
+
+PAIR_ALL_REDUCE = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(void)"
+
+
+def test_tensor_parallel_pairs_held_in_step_by_a_world_all_gather_charge_no_wait_they_did_not_make(tmp_path):
+    # GIVEN the pairs held in step by a world all-gather: their all-reduces end together but
+    # where one pair ran late
+    t = pairs_held_in_step("ncclDevKernel_AllGather_RING_LL(void)")
     a = load([t.write(tmp_path / "tp_dp.sqlite")], PhaseConfig(phases=("forward", "logits"), skip_cycles=0))
     # THEN the waits are each cycle's: cycle 1 rank 2 60 us at the all-reduce, ranks 0 and 1 60 at
     # the all-gather; cycle 3 rank 3 30 at the all-reduce, at the all-gather (rank 0 last, 50 us
@@ -288,24 +296,7 @@ def test_tensor_parallel_pairs_held_in_step_by_a_world_all_gather_charge_no_wait
     assert [c.wait_ns for c in a.cross.comm] == [60 * U, 110 * U, 80 * U, 50 * U]
     # and so where the world collective is an all-reduce of the same name (SGLang's DP-attention
     # gather over the whole group beside the pairs' own): one name, two communicators on each rank
-    t2 = FakeTrace()
-    for c in range(5):
-        b = 1000 * c
-        at = {r: b + 10 for r in range(4)}
-        for r in range(4):
-            t2.cycle(c, b * U, (b + 50) * U, (b + 900) * U, names=("forward", "logits"), pid=10 + r)
-        for layer in range(3):
-            arrive = {r: at[r] + 100 + extra.get((c, r, layer), 0) for r in range(4)}
-            for r in range(4):
-                pair_end = max(arrive[r - r % 2], arrive[r - r % 2 + 1]) + 15
-                kernel(t2, 10 + r, r, b + 1 + 2 * layer, (at[r], arrive[r]))
-                kernel(t2, 10 + r, r, b + 2 + 2 * layer, (arrive[r], pair_end), ar)
-                at[r] = pair_end
-        arrive = {r: at[r] + 40 + (50 if (c, r) == (3, 0) else 0) for r in range(4)}
-        for r in range(4):
-            kernel(t2, 10 + r, r, b + 51, (at[r], arrive[r]))
-            kernel(t2, 10 + r, r, b + 52, (arrive[r], max(arrive.values()) + 20), ar)
-    same = load([t2.write(tmp_path / "same_name.sqlite")], PhaseConfig(phases=("forward", "logits"), skip_cycles=0))
+    same = load([pairs_held_in_step(PAIR_ALL_REDUCE).write(tmp_path / "same_name.sqlite")], PhaseConfig(phases=("forward", "logits"), skip_cycles=0))
     assert [c.wait_ns for c in same.cross.comm] == [60 * U, 110 * U, 80 * U, 50 * U]
 
 
