@@ -84,6 +84,7 @@ def analyze_cross_rank(views: list[RankView]) -> CrossRank:
     per_rank_wait: dict[int, np.ndarray] = {v.rank: np.zeros(v.phases.num_rows, dtype=np.int64) for v in views}
     wait_total = {v.rank: 0 for v in views}
     phase_cycle = {v.rank: (int64s(v.phases["cycle"], -1) if v.phases.num_rows else np.zeros(0, np.int64)) for v in views}
+    by_rank = {v.rank: v for v in views}
     for ci, key in enumerate(common_sorted):
         starts = {r: int(comm[r]["start"][keyed[r][key]]) + offsets[r] for r in comm}
         first, last = min(starts.values()), max(starts.values())
@@ -93,8 +94,18 @@ def analyze_cross_rank(views: list[RankView]) -> CrossRank:
             s, e = int(comm[r]["start"][i]), int(comm[r]["end"][i])
             # (2026-12-06) it waited only for ranks that began before its kernel ended (10 us
             # given): one that began after was another collective's (two communicators matched
-            # as one)
-            mine = max(t for t in starts.values() if t <= e + offsets[r] + 10_000)
+            # as one); asked of a collective's kernels (not sends and receives, nor DeepEP's
+            # low-latency halves) between ranks whose times one machine's clock gives
+            def counts(q: int) -> bool:
+                if starts[q] <= e + offsets[r] + 10_000 or is_point_to_point(key[0]) or is_low_latency_ep(key[0]):
+                    return True
+                a, b = by_rank[r], by_rank[q]
+                if a.clock == b.clock:
+                    return False
+                known = all((x.absolute_time or x.session_start_utc_ns is not None) for x in (a, b))
+                return not (known and a.gpu_uuids & b.gpu_uuids)
+
+            mine = max(starts[q] for q in starts if counts(q))
             wait = min(max(mine - starts[r], 0), e - s)
             ph = int(comm[r]["phase"][i])
             if ph >= 0 and ph < len(per_rank_wait[r]):

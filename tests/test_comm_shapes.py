@@ -402,3 +402,48 @@ def test_a_rank_waits_only_for_ranks_that_began_before_its_kernel_ended():
     part[2, 0] = False
     assert rank_waits(began, ended, part, np.array([0])).tolist() == [[0], [0], [0]]
     assert rank_waits(np.array([[0], [45]]) * U, np.array([[40], [60]]) * U, np.ones((2, 1), bool), np.array([45 * U]))[:, 0].tolist() == [40 * U, 0]
+
+
+def test_the_began_before_it_ended_rule_is_kept_to_one_machine_and_to_collectives():
+    from tracerecon.analysis.cross_rank import rank_waits
+
+    # GIVEN one matched kernel pair (aligned us): rank 0's 0-10, rank 1's 50-60
+    began, ended = np.array([[0], [50]]) * U, np.array([[10], [60]]) * U
+    both, last = np.ones((2, 1), bool), np.array([50 * U])
+    # WHEN the ranks are on one machine's clock and the kernels a collective's THEN rank 0, whose
+    # kernel ended 40 us before rank 1's began, waited for nobody
+    assert rank_waits(began, ended, both, last, np.array([False]), np.ones((2, 2), bool))[:, 0].tolist() == [0, 0]
+    # WHEN they are on two machines' clocks (aligned by collectives, good to tens of us over a
+    # drifting capture: a review's 10-ppm shape read a real 100-us wait as 0) THEN the wait runs
+    # to the last arrival, at most the kernel: 10 us
+    assert rank_waits(began, ended, both, last, np.array([False]), np.eye(2, dtype=bool))[:, 0].tolist() == [10 * U, 0]
+    # WHEN the kernels are sends and receives or DeepEP's low-latency halves (in order: a receive
+    # launched after other work ends once the peer's send landed, before the peer's receive
+    # began) THEN likewise
+    assert rank_waits(began, ended, both, last, np.array([True]), np.ones((2, 2), bool))[:, 0].tolist() == [10 * U, 0]
+
+
+def test_a_low_latency_receive_launched_after_other_work_keeps_its_wait(tmp_path):
+    # GIVEN one report of 2 ranks (a review's shape: SGLang two-batch overlap, vLLM DBO decode),
+    # each cycle (b = 2000c us): 100 us of compute, DeepEP's low-latency dispatch send half
+    # (5 us), 200 us of the other micro-batch's work, then the receive half (the same kernel),
+    # ending 2 us after the peer's send landed; rank 1's compute 300 us longer in cycle 2
+    ll = "void deep_ep::internode_ll::dispatch<false, 3, 7168>(void*, void*, int*, long*, void const*, long const*, int*, int*, int, int, int, int, int, int, int, bool, int)"
+    t = FakeTrace()
+    for c in range(4):
+        b = 2000 * c
+        send = {r: b + 110 + (300 if (c, r) == (2, 1) else 0) for r in range(2)}
+        for r in range(2):
+            t.cycle(c, b * U, (b + 1500) * U, names=("decode",), pid=10 + r)
+            kernel(t, 10 + r, r, b + 1, (b + 10, send[r]))
+            kernel(t, 10 + r, r, b + 2, (send[r], send[r] + 5), ll, short="dispatch")
+            kernel(t, 10 + r, r, b + 3, (send[r] + 5, send[r] + 205))
+            kernel(t, 10 + r, r, b + 4, (send[r] + 205, max(send[r] + 205, send[1 - r] + 5) + 2), ll, short="dispatch")
+    a = load([t.write(tmp_path / "ll.sqlite")], PhaseConfig(phases=("decode",), skip_cycles=0))
+    # THEN rank 0's waits in cycle 2 are those of sends and receives matched in order: 5 us at
+    # its send (to rank 1's send at 410 us, at most its 5 us) and 102 at its receive (315 to
+    # rank 1's receive at 615, at most its 102 us; events read 100: its receive spun until rank
+    # 1's send landed at 415); rank 1 gated it (before the rule was kept to collectives: 0, the
+    # receive having ended before rank 1's began)
+    cp = a.cross.critical_path.to_pydict()
+    assert cp["cycle"] == [2] and cp["gating_rank"] == [1] and json.loads(cp["waits_ns"][0]) == {"0": 107 * U, "1": 0}

@@ -307,7 +307,8 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
     # The last to arrive; of ranks arriving together, the highest.
     last_pos = (n_ranks - 1 - np.argmax(arrived[::-1], axis=0)) if m else np.zeros(0, np.int64)
     rank_ids = np.array([v.rank for v in views], dtype=np.int64)
-    wait = rank_waits(aligned, end + offset[:, None], part, last)
+    one_clock = np.array([[_one_machines_clock(v, q) for q in views] for v in views], dtype=bool)
+    wait = rank_waits(aligned, end + offset[:, None], part, last, in_order, one_clock)
 
     per_rank_wait, cycle = [], np.full((n_ranks, m), -1, dtype=np.int64)
     for r, v in enumerate(views):
@@ -349,20 +350,30 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
     return CrossRank(tuple(alignment), comm_stats, collectives, _critical_path(views, arrivals, offset, unpaired_cycles), tuple(warnings))
 
 
-def rank_waits(began: np.ndarray, ended: np.ndarray, part: np.ndarray, last: np.ndarray) -> np.ndarray:
+def rank_waits(began: np.ndarray, ended: np.ndarray, part: np.ndarray, last: np.ndarray, in_order: np.ndarray | None = None,
+               one_clock: np.ndarray | None = None) -> np.ndarray:
     """Each rank's wait at each matched collective (ranks x collectives: aligned ``began`` and
     ``ended`` of its kernel, ``part``: it took part, ``last``: the last arrival): from its
-    kernel's start until the last rank that began before its kernel ended (within
-    ``APART_AT_TIMES_NS``) began, at most its kernel's length; 0 where it took no part. In one
-    collective every rank began before any ended, and that is the last arrival; a kernel that
-    ended before another rank's of its ordinal began was not waiting for that one: two
-    tensor-parallel pairs held in step by a world collective, matched as one communicator
-    where their all-reduces end together, charged the pair on time the other pair's lateness
-    (a review's shape: 15 us at each all-reduce, 75 us where events read 60); a broadcast's
-    root or a reduce's senders, which may end first, wait for nobody that came after."""
+    kernel's start until the last arrival began, at most its kernel's length; 0 where it took
+    no part. But a rank waits only for the ranks that began before its kernel ended (within
+    ``APART_AT_TIMES_NS``), where both are on one machine's clock (``one_clock``: ranks x
+    ranks; none given: all are) and the kernels are a collective's (not ``in_order``: sends and
+    receives, DeepEP's low-latency halves, whose receive launched after other work ends once the
+    peer's send landed, before the peer's receive began). In one collective every rank began
+    before any ended: a kernel that ended before another rank's of its ordinal began was not
+    waiting for that one. Two tensor-parallel pairs held in step by a world collective, matched
+    as one communicator where their all-reduces end together, charged the pair on time the
+    other pair's lateness (a review's shape: 15 us at each all-reduce, 75 us where events read
+    60); a broadcast's root or a reduce's senders, which may end first, wait for nobody that came
+    after. Across machines, clocks aligned by collectives may be off by more than the tolerance
+    (a drift of 10 ppm over a capture): the wait runs to the last arrival there, as before."""
     wait = np.where(part, np.minimum(np.maximum(last[None, :] - began, 0), ended - began), 0)
     first_end = np.where(part, ended, np.iinfo(np.int64).max).min(axis=0) if part.size else np.zeros(0, np.int64)
-    odd = np.flatnonzero(first_end + APART_AT_TIMES_NS < last)
+    odd = first_end + APART_AT_TIMES_NS < last
+    if in_order is not None:
+        odd &= ~in_order
+    odd = np.flatnonzero(odd)
+    same = np.ones((part.shape[0], part.shape[0]), bool) if one_clock is None else one_clock
     # (rare: those where a kernel ended before the last began; ranks x ranks x a block of them at
     # a time, so 64 ranks hold 32 MB at most)
     block = max(1, (1 << 22) // max(1, part.shape[0] ** 2))
@@ -370,7 +381,8 @@ def rank_waits(began: np.ndarray, ended: np.ndarray, part: np.ndarray, last: np.
         cols = odd[at:at + block]
         b = np.where(part[:, cols], began[:, cols], I64_MIN)
         e = ended[:, cols]
-        mine = np.where(b[None, :, :] <= e[:, None, :] + APART_AT_TIMES_NS, b[None, :, :], I64_MIN).max(axis=1)
+        waited_for = (b[None, :, :] <= e[:, None, :] + APART_AT_TIMES_NS) | ~same[:, :, None]
+        mine = np.where(waited_for, b[None, :, :], I64_MIN).max(axis=1)
         wait[:, cols] = np.where(part[:, cols], np.minimum(np.maximum(mine - began[:, cols], 0), e - began[:, cols]), 0)
     return wait
 
