@@ -516,7 +516,7 @@ def _split_by_loops(cands: list, processes: list[tuple[int, int, bool]], linked,
                 lines.append(f"process {pid} runs a loop of its own on a thread per GPU, but a thread of one waits for an event another's "
                              "recorded, or a record names no call: read as one rank")
                 loops = ()
-            out.extend(split_by_loops(c, loops, tuple(ts[0] for _, ts in loops), gpu_of))
+            out.extend(split_by_loops(c, loops, gpu_of))
             if loops:
                 lines.append(f"process {pid} runs a loop of its own on a thread per GPU: read as a rank per GPU ("
                              + "; ".join(f"GPU {gpu_of(pid, d) if gpu_of is not None else d}: thread{'s' if len(ts) > 1 else ''} {', '.join(map(str, ts))}"

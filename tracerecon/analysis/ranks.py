@@ -356,13 +356,14 @@ def parts_wait_for_nothing_of_each_other(pid: int, loops: tuple[tuple[int, tuple
     return all(recorded.get(k, s_part[i]) == s_part[i] for k, i in zip(keys, on_event.tolist()))
 
 
-def split_by_loops(cand: Candidate, loops: tuple[tuple[int, tuple[int, ...]], ...], loop_tids: tuple[int, ...], gpu_of=None) -> list[Candidate]:
-    """``cand`` (one process's) as one candidate per GPU of ``loops`` (``loops_per_gpu``; its
-    loop threads ``loop_tids``, in the same order): the first takes every thread the others do
-    not (those that launched nothing too). Each is numbered by the machine's GPU (``gpu_of``,
+def split_by_loops(cand: Candidate, loops: tuple[tuple[int, tuple[int, ...]], ...], gpu_of=None) -> list[Candidate]:
+    """``cand`` (one process's) as one candidate per GPU of ``loops`` (``loops_per_gpu``: each
+    GPU's threads, its loop thread first): the first takes every thread the others do not
+    (those that launched nothing too). Each is numbered by the machine's GPU (``gpu_of``,
     ``ExportInfo.gpu_of``) after its process's rank mark (``number_ranks``)."""
     if not loops:
         return [cand]
+    loop_tids = tuple(ts[0] for _, ts in loops)
     rest = tuple(t for _, ts in loops[1:] for t in ts)
     devices = tuple(d for d, _ in loops[1:])
     return [replace(cand, device=gpu_of(cand.pids[0], d) if gpu_of is not None else d, cuda_device=d,
