@@ -182,22 +182,51 @@ def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.
     col = collectives.to_pylist()
     # Cycles counted as the first rank counts them (2026-12-01): rank r's cycle + its shift, the
     # most common difference between the first rank's cycle and its own at the collectives.
+    # (2026-12-06: cycle by cycle: a cycle of rank r whose collectives the first rank counts in
+    # one cycle (all alike) shifts by that difference; any other cycle by that of the nearest
+    # such cycle before it, else the first such; with none, the most common difference.)
     first_rank = views[0].rank if views else None
-    diffs: dict[int, Counter] = {}
     by_coll: dict[int, dict[int, int | None]] = {}
     for row in col:
         by_coll.setdefault(row["collective"], {})[row["rank"]] = row["cycle"]
+    diffs: dict[int, dict[int, set]] = {}  # rank -> its cycle -> differences seen in it
     for cyc_of in by_coll.values():
         c0 = cyc_of.get(first_rank)
         for rk, c in cyc_of.items():
             if c0 is not None and c is not None:
-                diffs.setdefault(rk, Counter())[c0 - c] += 1
-    shift = {v.rank: (min(d for d, n in diffs[v.rank].items() if n == max(diffs[v.rank].values())) if v.rank in diffs else 0) for v in views}
-    col = [{**row, "cycle": row["cycle"] + shift[row["rank"]] if row["cycle"] is not None and row["cycle"] + shift[row["rank"]] >= 0 else None} for row in col]
+                diffs.setdefault(rk, {}).setdefault(c, set()).add(c0 - c)
+
+    def shift_of(rank: int, c: int) -> int:
+        seen = diffs.get(rank)
+        if not seen or rank == first_rank:
+            return 0
+        alike = sorted((k, next(iter(d))) for k, d in seen.items() if len(d) == 1)
+        if not alike:
+            counts = Counter()
+            for cyc_of in by_coll.values():
+                if cyc_of.get(first_rank) is not None and cyc_of.get(rank) is not None:
+                    counts[cyc_of[first_rank] - cyc_of[rank]] += 1
+            return min(d for d, n in counts.items() if n == max(counts.values()))
+        before = [d for k, d in alike if k <= c]
+        return before[-1] if before else alike[0][1]
+
+    def counted(rank: int, c: int | None) -> int | None:
+        if c is None or c + shift_of(rank, c) < 0:
+            return None
+        # (2026-12-06: a cycle without collectives between two whose shifts drop, which would
+        # count as the later one or after: a step the first rank did not mark, none)
+        seen = sorted(diffs.get(rank, {})) if rank != first_rank else []
+        before = [k for k in seen if k < c]
+        after = [k for k in seen if k > c]
+        if c not in seen and before and after and c + shift_of(rank, before[-1]) >= after[0] + shift_of(rank, after[0]):
+            return None
+        return c + shift_of(rank, c)
+
+    col = [{**row, "cycle": counted(row["rank"], row["cycle"])} for row in col]
     cycles: set[int] = set()
     for v in views:
         if v.phases.num_rows:
-            cycles |= {c + shift[v.rank] for c in v.phases["cycle"].to_pylist() if c is not None and c + shift[v.rank] >= 0}
+            cycles |= {counted(v.rank, c) for c in v.phases["cycle"].to_pylist() if counted(v.rank, c) is not None}
     phase_names = {v.rank: v.phases["phase"].to_pylist() if v.phases.num_rows else [] for v in views}
     # One entry per collective: where its last arrival was (rank, phase instance, cycle).
     by_cycle: dict[int, list[dict]] = {}
@@ -229,7 +258,7 @@ def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.
         waits_by_cycle.setdefault(c, Counter())[row["rank"]] += row["wait_ns"]
         if lr is row and cc is not None and row["skew_ns"] > 1_000:  # all at once (within 1 us): it gated nobody (2026-12-01)
             by_cycle.setdefault(c, []).append(row)
-    per_cycle = {v.rank: {c + shift[v.rank]: x for c, x in _cycle_ends(v, offsets.get(v.rank, 0)).items()} for v in views}
+    per_cycle = {v.rank: {counted(v.rank, c): x for c, x in _cycle_ends(v, offsets.get(v.rank, 0)).items() if counted(v.rank, c) is not None} for v in views}
     # Each rank's lateness at each collective (its arrival after the first rank's), to see
     # how much lateness a collective's last rank newly brought: its skew minus the lateness
     # that rank already had at the collective before.

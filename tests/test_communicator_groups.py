@@ -134,7 +134,7 @@ def test_a_rank_whose_capture_began_later_counts_cycles_as_its_groups_first_rank
     # cycle: a cycle's first collective carries no lateness in), 150 in cycle 5: rank 1 gates
     # every cycle but 5, rank 3's; rank 2 waited 30 us at k = 1..7 but 150 at k = 5 (its
     # kernels 200 us long)
-    assert cross.cycle_shift_of(3) == 1 and cross.cycle_shift_of(2) == 0
+    assert [cross.counted_cycle(3, c) for c in range(7)] == list(range(1, 8)) and cross.counted_cycle(2, 4) == 4
     assert cross.critical_path["gating_rank"].to_pylist() == [1, 1, 1, 1, 1, 3, 1, 1]
     assert cross.comm_of(2).wait_ns == 6 * 30_000 + 150_000
     assert cross.comm_of(0).wait_ns == 8 * 50_000

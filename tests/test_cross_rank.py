@@ -351,3 +351,53 @@ def test_a_synchronize_that_did_not_wait_for_the_collective_leaves_the_lateness_
     # CPU caught up named verify)
     assert waits == [(1, "draft", 100), (1, "verify", 120)]
     assert gated == [(1, 1, "draft")]
+
+
+def _data_parallel_steps(tmp_path, unmarked: dict[int, set[int]]) -> list:
+    """Four data-parallel ranks' exports of one machine (GPUs 0-3, one session start), 4 steps
+    of 1 ms (b = (k + 1) ms): each runs its attention from b+12 us (rank 0's 100, 150, 200, 250
+    us in steps 0-3, the others' 20 us, 5 in step 1) and then one all-gather, which ends 10 us
+    after its last rank started it; a step marks a ``cycle N`` and a ``forward`` range (b to
+    b+400), numbered by the rank's own count, except the steps ``unmarked[rank]`` (no range)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    ag = "ncclDevKernel_AllGather_RING_LL"
+    att0 = [100, 150, 200, 250]
+    traces, own, paths = [FakeTrace() for _ in range(4)], [0] * 4, []
+    for k in range(4):
+        b = 1000 * (k + 1)
+        att = [att0[k]] + [5 if k == 1 else 20] * 3
+        ag_end = b + 12 + max(att) + 10
+        for r, t in enumerate(traces):
+            if k not in unmarked.get(r, set()):
+                t.range(f"cycle {own[r]}", b * U, (b + 400) * U, pid=10 + r)
+                t.range("forward", b * U, (b + 400) * U, pid=10 + r)
+                own[r] += 1
+            t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U, pid=10 + r), (b + 12) * U, (b + 12 + att[r]) * U, pid=10 + r, device=r, name="attn")
+            t.kernel(t.call("cudaLaunchKernel", (b + 20) * U, (b + 22) * U, pid=10 + r), (b + 12 + att[r]) * U, ag_end * U, pid=10 + r, device=r, name=ag)
+    for r, t in enumerate(traces):
+        paths.append(t.write(tmp_path / f"rank{r}.sqlite"))
+        with sqlite3.connect(paths[-1]) as db:
+            db.executescript("create table TARGET_INFO_GPU (id integer, name text, uuid text, busLocation text, smCount integer);"
+                             + "".join(f"insert into TARGET_INFO_GPU values ({i}, 'H200', 'A-gpu{i}', '{i}', 132);" for i in range(4))
+                             + f"create table TARGET_INFO_SESSION_START_TIME (utcEpochNs integer); insert into TARGET_INFO_SESSION_START_TIME values ({5 * 10**18});")
+    run = analyze(paths, PhaseConfig(phases=("forward",), skip_cycles=0))
+    return [(x["cycle"], x["gating_rank"], json.loads(x["waits_ns"])) for x in run.cross.critical_path.to_pylist()]
+
+
+def test_ranks_that_left_a_step_unmarked_count_their_cycles_on_in_step_after_it(tmp_path):
+    # GIVEN _data_parallel_steps with ranks 1-3's idle step 1 left unmarked (SGLang's DP
+    # attention runs an idle batch's forward without the scheduler's ranges): their own cycles
+    # 0, 1, 2 are rank 0's 0, 2, 3
+    path = _data_parallel_steps(tmp_path, {1: {1}, 2: {1}, 3: {1}})
+    # THEN each step counts in rank 0's cycle, rank 0 gating it and each other rank waiting
+    # (rank 0's attention - its own) at its all-gather: 100 - 20 = 80, 150 - 5 = 145, 180 and
+    # 230 us (one shift for the whole capture, +1 from its last two cycles, counted their cycle
+    # 0 as 1 and merged step 0's waits into step 1's: 225 us, no cycle 0)
+    want = {0: 80, 1: 145, 2: 180, 3: 230}
+    assert path == [(c, 0, {"0": 0, "1": w * U, "2": w * U, "3": w * U}) for c, w in want.items()]
+    # AND where only rank 2 left it unmarked, the same (ranks 1 and 3 counted as they mark)
+    assert _data_parallel_steps(tmp_path / "one", {2: {1}}) == path
+    # AND where rank 0 alone left step 1 unmarked, that step has no number in its count (its
+    # cycle 1 is step 2): cycles 0, 1, 2 read 80, 180 and 230 us (counted with the others' next
+    # cycle, step 1's 145 us made cycle 1 read 325)
+    assert _data_parallel_steps(tmp_path / "first", {0: {1}}) == [(c, 0, {"0": 0, "1": w * U, "2": w * U, "3": w * U}) for c, w in ((0, 80), (1, 180), (2, 230))]

@@ -101,15 +101,15 @@ def build_report(analysis: Analysis) -> Report:
     # Warm-up cycles are left out of the stragglers' counts, as out of every median; the critical
     # path counts cycles as the first rank does, so its warm-up cycles are the ones. So are the
     # cycles any rank has incomplete (its capture ended inside them: a rank whose capture went on
-    # is no straggler there), counted the first rank's way (``cycle_shift_of``).
+    # is no straggler there), counted the first rank's way (``counted_cycle``).
     first = analysis.ranks[0] if analysis.ranks else None
     left_out = frozenset(c for c, w in zip(first.cycles["cycle"].to_pylist(), first.cycles["warmup"].to_pylist()) if w) \
         if first is not None and first.cycles.num_rows and "warmup" in first.cycles.column_names else frozenset()
     if cross:
-        left_out |= frozenset(c + cross.cycle_shift_of(r.rank) for r in analysis.ranks if "incomplete" in r.cycles.column_names
+        left_out |= frozenset(cross.counted_cycle(r.rank, c) for r in analysis.ranks if "incomplete" in r.cycles.column_names
                               for c, k in zip(r.cycles["cycle"].to_pylist(), r.cycles["incomplete"].to_pylist()) if k)
         # And those every rank ran empty (no GPU work: nobody gated them).
-        empty = [frozenset(c + cross.cycle_shift_of(r.rank) for c, e in zip(r.cycles["cycle"].to_pylist(), r.cycles["empty"].to_pylist()) if e)
+        empty = [frozenset(cross.counted_cycle(r.rank, c) for c, e in zip(r.cycles["cycle"].to_pylist(), r.cycles["empty"].to_pylist()) if e)
                  if "empty" in r.cycles.column_names else frozenset() for r in analysis.ranks]
         left_out |= frozenset.intersection(*empty) if empty else frozenset()
     critical = cross.critical_path_json(left_out) if cross else {"rank_counts": {}, "waited_for_counts": {}, "phase_counts": {}, "by_rank": {}}

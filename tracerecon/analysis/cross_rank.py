@@ -89,17 +89,17 @@ class CrossRank:
         return next((c for c in self.comm if c.rank == rank), None)
 
     @functools.cached_property
-    def _cycle_shifts(self) -> dict[int, int]:
+    def _cycle_count(self) -> tuple[dict[int, int], CycleCount]:
         t = self.collectives
         if t.num_rows == 0:
-            return {}
+            return {}, CycleCount((), ())
         rank, coll, cyc = int64s(t["rank"]), int64s(t["collective"]), int64s(t["cycle"], -1)
         ranks = np.unique(rank)
         grid = np.full((len(ranks), int(coll.max()) + 1), -1, dtype=np.int64)
         took_part = np.zeros(grid.shape, dtype=bool)
         grid[np.searchsorted(ranks, rank), coll] = cyc
         took_part[np.searchsorted(ranks, rank), coll] = True
-        return dict(zip(ranks.tolist(), cycle_shifts(grid, took_part).tolist()))
+        return {k: i for i, k in enumerate(ranks.tolist())}, cycle_counts(grid, took_part)
 
     def partners_of(self, rank: int) -> frozenset[int] | None:
         """The other ranks ``rank`` ran a matched collective with (of its communicator groups;
@@ -114,12 +114,15 @@ class CrossRank:
             return None
         return frozenset(np.unique(ranks[np.isin(coll, coll[mine])]).tolist()) - {rank}
 
-    def cycle_shift_of(self, rank: int) -> int:
-        """What to add to ``rank``'s own cycle numbers (its phases and cycles, its rows of
-        ``collectives``) to count them as ``critical_path`` does, the first matched rank's way
-        (``cycle_shifts``, from the collectives table alone, so an export read back has it too;
-        0 for a rank matched in no collective)."""
-        return self._cycle_shifts.get(rank, 0)
+    def counted_cycle(self, rank: int, cycle: int) -> int:
+        """``rank``'s own cycle ``cycle`` (of its phases and cycles, its rows of ``collectives``)
+        as ``critical_path`` counts it, the first matched rank's way (``cycle_counts``, from the
+        collectives table alone, so an export read back has it too; -1 where that falls before
+        the first rank's first cycle; unchanged for a rank matched in no collective)."""
+        rows, count = self._cycle_count
+        if rank not in rows:
+            return cycle
+        return int(count.counted(rows[rank], np.array([cycle], np.int64))[0])
 
     def critical_path_json(self, leave_out: frozenset[int] = frozenset()) -> dict:
         """``rank_counts`` (cycles each rank gated: the others waited for it at a collective,
@@ -942,26 +945,91 @@ def _first_met(took_part: np.ndarray, r: int) -> int | None:
     return next((q for q in range(r) if (took_part[q] & took_part[r]).any()), None)
 
 
-def cycle_shifts(cycle: np.ndarray, took_part: np.ndarray) -> np.ndarray:
-    """Per rank (rows of ``cycle``: each rank's cycle at each matched collective, -1 none, and
-    ``took_part``: whether it ran that collective): what to add to its cycle numbers to count
-    them as the first rank does. Each rank's cycles are related to those of the first rank that
-    ran a collective with it (the first rank; in another communicator group, its group's first):
-    the most common difference over the collectives both ran in a cycle (0 where there are
-    none), added to that rank's own shift (0 for a group's first: no collective relates groups)."""
+# The shift of a rank's cycles that have no number in the first rank's count.
+UNCOUNTED = -(2 ** 62)
+
+
+@dataclass(frozen=True)
+class CycleCount:
+    """Per rank row, how its own cycle numbers count as the first rank's: a step function, from
+    each of ``starts[r]`` on (and before the first) adding ``shifts[r]`` (none: add 0;
+    ``UNCOUNTED``: no number)."""
+
+    starts: tuple[np.ndarray, ...]
+    shifts: tuple[np.ndarray, ...]
+
+    def shift(self, r: int, cycles: np.ndarray) -> np.ndarray:
+        """What to add to each of rank row ``r``'s ``cycles``."""
+        cycles = np.asarray(cycles, dtype=np.int64)
+        s = self.starts[r] if r < len(self.starts) else np.zeros(0, np.int64)
+        if len(s) == 0:
+            return np.zeros(len(cycles), np.int64)
+        return self.shifts[r][np.maximum(np.searchsorted(s, cycles, side="right") - 1, 0)]
+
+    def counted(self, r: int, cycles: np.ndarray) -> np.ndarray:
+        """Rank row ``r``'s ``cycles`` (int64, -1: none) as the first rank counts them (-1: none,
+        also where that falls before the first rank's first cycle)."""
+        cycles = np.asarray(cycles, dtype=np.int64)
+        out = cycles + self.shift(r, cycles)
+        return np.where((cycles >= 0) & (out >= 0), out, -1)
+
+
+def cycle_counts(cycle: np.ndarray, took_part: np.ndarray) -> CycleCount:
+    """How each rank's cycles count as the first rank's (rows of ``cycle``: each rank's cycle at
+    each matched collective, -1 none, and ``took_part``: whether it ran that collective). Each
+    rank's cycles are related to those of the first rank that ran a collective with it (the
+    first rank; in another communicator group, that group's first, itself counted as the first
+    rank: no collective relates groups), cycle by cycle: in a cycle of the rank whose
+    collectives that rank counts in one cycle of its own (every one alike), theirs is the
+    difference; a cycle whose collectives fall in two of the other's (a launch deferred past its
+    cycle's range, a cycle's first launched before it) keeps the difference of the rank's cycle
+    before with one alike (else after); a cycle without any collective both count keeps the one
+    before (else after). So a rank that ran a step without marking it (a data-parallel rank's
+    idle batch left unmarked) counts on in step after it, where one difference for the whole
+    capture counted its cycles before that step one too many. Where no cycle of the rank is
+    alike, the most common difference over its collectives counts throughout (0: none). A step
+    only the first rank left unmarked has no number: the rank's cycles that would count as the
+    same cycle as its next are none."""
     n = cycle.shape[0]
-    out = np.zeros(n, dtype=np.int64)
+    starts: list[np.ndarray] = [np.zeros(0, np.int64)]
+    shifts: list[np.ndarray] = [np.zeros(0, np.int64)]
     has = cycle >= 0
     for r in range(1, n):
         q = _first_met(took_part, r)
-        if q is None:
+        both = has[q] & has[r] if q is not None else np.zeros(cycle.shape[1], bool)
+        if not both.any():
+            starts.append(np.zeros(0, np.int64))
+            shifts.append(np.zeros(0, np.int64))
             continue
-        both = has[q] & has[r]
-        if both.any():
-            values, counts = np.unique(cycle[q][both] - cycle[r][both], return_counts=True)
-            out[r] = values[np.argmax(counts)]
-        out[r] += out[q]
-    return out
+        own, diff = cycle[r][both], cycle[q][both] - cycle[r][both]
+        order = np.lexsort((diff, own))
+        own, diff = own[order], diff[order]
+        firsts = np.flatnonzero(np.r_[True, own[1:] != own[:-1]])
+        lo, hi = np.minimum.reduceat(diff, firsts), np.maximum.reduceat(diff, firsts)
+        alike = lo == hi
+        if alike.any():
+            at = np.maximum.accumulate(np.where(alike, np.arange(len(alike)), -1))
+            local = lo[np.where(at >= 0, at, np.argmax(alike))]
+        else:
+            values, counts = np.unique(diff, return_counts=True)
+            local = np.full(len(firsts), values[np.argmax(counts)], dtype=np.int64)
+        mine = own[firsts]
+        # onto the first rank's count through the rank it was related to
+        total = local + CycleCount(tuple(starts), tuple(shifts)).shift(q, mine + local)
+        # Where the difference drops (the first rank marked no range in a step this rank marked),
+        # the cycles between that would count as one the next already counts as have no number
+        # in the first rank's count: none (counted with the next, its waits read twice as long).
+        real = total > UNCOUNTED // 2
+        drop = np.flatnonzero((total[1:] < total[:-1]) & real[1:] & real[:-1])
+        lo = np.maximum(mine[drop + 1] + total[drop + 1] - total[drop], mine[drop] + 1)
+        gap = lo < mine[drop + 1]
+        at = np.r_[mine, lo[gap]]
+        order = np.argsort(at, kind="stable")
+        at, total = at[order], np.r_[total, np.full(int(gap.sum()), UNCOUNTED, np.int64)][order]
+        change = np.r_[True, total[1:] != total[:-1]]
+        starts.append(at[change])
+        shifts.append(total[change])
+    return CycleCount(tuple(starts), tuple(shifts))
 
 
 def _cycle_ends(view: RankView, offset: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str | None]]:
@@ -1227,14 +1295,14 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray, unpaired: list[np.
     # Cycles are numbered in the first rank's count: another rank's cycle k is its first's
     # k + shift, the shift its collectives show (a capture begun cycles later numbers its
     # cycles from 0 all the same).
-    shift = cycle_shifts(arr.cycle, arr.part)
-    shifted = arr.cycle + shift[:, None]
-    arr = replace(arr, cycle=np.where((arr.cycle >= 0) & (shifted >= 0), shifted, -1))  # before the first rank's first: none
+    count = cycle_counts(arr.cycle, arr.part)
+    arr = replace(arr, cycle=np.stack([count.counted(r, arr.cycle[r]) for r in range(arr.cycle.shape[0])])
+                  if arr.cycle.shape[0] else arr.cycle)  # (before the first rank's first: none)
     cycles: set[int] = set()
     for r, v in enumerate(views):
         if v.phases.num_rows:
             own = np.unique(int64s(v.phases["cycle"], -1))
-            own = own[own >= 0] + shift[r]
+            own = count.counted(r, own[own >= 0])
             cycles.update(own[own >= 0].tolist())
     n_ranks, m = arr.aligned.shape
     cols = np.arange(m)
@@ -1329,7 +1397,7 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray, unpaired: list[np.
     longest = np.full((n_ranks, n_c), None, dtype=object)
     for r, v in enumerate(views):
         c_r, s_r, e_r, names_r = _cycle_ends(v, int(offset[r]))
-        c_r = c_r + shift[r]
+        c_r = count.counted(r, c_r)
         keep_r = c_r >= 0
         c_r, s_r, e_r, names_r = c_r[keep_r], s_r[keep_r], e_r[keep_r], [n for n, k in zip(names_r, keep_r.tolist()) if k]
         at = np.searchsorted(cyc, c_r)
@@ -1355,7 +1423,7 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray, unpaired: list[np.
         met = np.isin(cyc, coll_cycle[coll_cycle >= 0]) if m else np.zeros(n_c, bool)
         passed_along = np.zeros(n_c, bool)
         for r, u in enumerate(unpaired or ()):
-            passed_along |= np.isin(cyc, u + shift[r])
+            passed_along |= np.isin(cyc, count.counted(r, u))
         keep = ((keep & at_once) | met) & apart & ~passed_along
     # With collectives: the last rank at the one chosen above, in the phase it ran there.
     if worst:
