@@ -155,3 +155,19 @@ def test_ranges_gives_names_that_differ_only_in_numbers_one_row():
     copies = [r for r in json_rows if re.fullmatch(r"aten::copy_, op_id = \d+", r["name"])]
     row = next(line for line in text.splitlines() if line.startswith("aten::copy_, op_id = N"))
     assert int(row.split()[4]) == sum(r["n"] for r in copies) and len(copies) >= 3
+
+
+def test_ranges_says_nothing_of_work_queued_outside_the_default_phases():
+    # GIVEN the vLLM V1 sample, whose `verify` range (one of the default phases) leaves the
+    # sampler's work between verify and draft and the preprocess work before verify: `report`
+    # warns of both (they are of the phases it reads)
+    from conftest import SAMPLES
+
+    trace = str(SAMPLES / "engines_h200" / "vllm_v1")
+    rep = run_cli("report", trace, "--no-cache")
+    assert "GPU work was queued between 'verify' and 'draft'" in rep.stderr, rep.stderr
+    # WHEN `ranges` lists its ranges (it takes no phases) THEN it says neither: the listing
+    # holds every range's GPU time, that work's too
+    res = run_cli("ranges", trace, "--no-cache")
+    assert res.returncode == 0 and "GPU work was queued" not in res.stderr, res.stderr
+    assert "gpu_model_runner: sample" in res.stdout and "gpu_model_runner: preprocess" in res.stdout

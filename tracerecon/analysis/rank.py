@@ -118,6 +118,10 @@ class RankWork:
 # ops; the 1 GiB export 5.9M.
 STREAM_WORK_ALONGSIDE_MAX_OPS = 2_000_000
 
+# How the warnings of GPU work queued outside the phases begin (in no phase of a cycle, or
+# between two phases): said of the phases only, not of the trace (``ranges`` leaves them out).
+QUEUED_OUTSIDE_PHASES = "GPU work was queued "
+
 
 def _calls_as_launches(calls: pa.Table) -> pa.Table:
     """View CPU calls as 'ops launched by themselves', to reuse range ownership lookups."""
@@ -947,7 +951,7 @@ def _cycle_edge_notes(clock: StreamClock, nested: pa.Table, cycle_rows: np.ndarr
                         held[n] += d
         name = next(iter(held.most_common(1)), (None, 0))[0]
         hint = _name_it(name) if name is not None else "give that work a phase range of its own (or a --phase pattern that names it)"
-        out.append(f"GPU work was queued {where} {which} ({', '.join(map(repr, names[:3]))}) in {int(queued.sum())} of "
+        out.append(f"{QUEUED_OUTSIDE_PHASES}{where} {which} ({', '.join(map(repr, names[:3]))}) in {int(queued.sum())} of "
                    f"{len(first)} cycles{_which_cycles(cycle[ph][queued], len(first))}, {np.median(took) / 1e6:.3f} ms{' (median)' if len(took) > 1 else ''}{ran}: it is in no phase and not in "
                    f"the cycle's GPU time; {hint}")
     return tuple(out)
@@ -1086,7 +1090,7 @@ def _between_notes(pid: np.ndarray, tid: np.ndarray, cycle: np.ndarray, b_start:
         works = [pair_ran[pair][c] for c in gaps]
         return f" (the work ran {np.median(works) / 1e6:.3f} ms of it, median)" if any(w < g for w, g in zip(works, gaps.values())) else ""
 
-    return tuple(f"GPU work was queued between {x!r} and {y!r}: the GPU time between the two is in neither phase, only in the cycle's: "
+    return tuple(f"{QUEUED_OUTSIDE_PHASES}between {x!r} and {y!r}: the GPU time between the two is in neither phase, only in the cycle's: "
                  f"in {len(g)} of {n_cycles} cycles, {np.median(list(g.values())) / 1e6:.3f} ms (median){ran_of((x, y), g)}; {hint((x, y))}"
                  for (x, y), g in worth.items() if g)
 

@@ -195,14 +195,15 @@ def load(inputs: Sequence[str], config: PhaseConfig, jobs: int | None = None, sc
          phases_unused: bool = False):
     """``api.load`` with a progress spinner; warnings go to stderr, each led by ``side`` where
     given (``diff``'s and ``plot --diff``'s "A", "B": a warning that names no file is either's),
-    but for the ones that the phases matched no range where the command uses no phases
-    (``phases_unused``: ``ranges``)."""
+    but for those of the phases where the command uses none (``phases_unused``: ``ranges``):
+    that they matched no range, that GPU work was queued outside them."""
     from tracerecon import api
+    from tracerecon.analysis.rank import QUEUED_OUTSIDE_PHASES
     from tracerecon.pipeline import RANGES_HINT
 
     with progress_reporter() as progress:
         analysis = api.load(inputs, config, progress, jobs, scheduler)
-    said = [w for w in analysis.warnings if not (phases_unused and RANGES_HINT in w)]
+    said = [w for w in analysis.warnings if not (phases_unused and (RANGES_HINT in w or QUEUED_OUTSIDE_PHASES in w))]
     warn_all([f"{side}: {w}" for w in said] if side else said)
     return analysis
 
