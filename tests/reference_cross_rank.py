@@ -182,45 +182,80 @@ def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.
     col = collectives.to_pylist()
     # Cycles counted as the first rank counts them (2026-12-01): rank r's cycle + its shift, the
     # most common difference between the first rank's cycle and its own at the collectives.
-    # (2026-12-06: cycle by cycle: a cycle of rank r whose collectives the first rank counts in
-    # one cycle (all alike) shifts by that difference; any other cycle by that of the nearest
-    # such cycle before it, else the first such; with none, the most common difference.)
+    # (2026-12-06: cycle by cycle. Of the paths of differences over the rank's cycles that hold
+    # a collective the first rank ran (each cycle a difference, or none), the highest score: 4
+    # per collective the first rank counts as the chosen difference says (for none, that it ran
+    # in no cycle), less 3 per change (none keeps the difference before); of those, the first
+    # met choosing, cycle by cycle, the difference before, then none, then the smallest. Found
+    # by trying every path. A cycle counted as one before it or earlier: none; one without such
+    # collectives keeps the difference before (else after), none where that counts as the next
+    # such cycle or later.)
     first_rank = views[0].rank if views else None
     by_coll: dict[int, dict[int, int | None]] = {}
     for row in col:
         by_coll.setdefault(row["collective"], {})[row["rank"]] = row["cycle"]
-    diffs: dict[int, dict[int, set]] = {}  # rank -> its cycle -> differences seen in it
+    votes: dict[int, dict[int, Counter]] = {}  # rank -> its cycle -> difference (None: unmarked there) -> collectives
     for cyc_of in by_coll.values():
-        c0 = cyc_of.get(first_rank)
+        if first_rank not in cyc_of:
+            continue
+        c0 = cyc_of[first_rank]
         for rk, c in cyc_of.items():
-            if c0 is not None and c is not None:
-                diffs.setdefault(rk, {}).setdefault(c, set()).add(c0 - c)
+            if rk != first_rank and c is not None:
+                votes.setdefault(rk, {}).setdefault(c, Counter())[None if c0 is None else c0 - c] += 1
 
-    def shift_of(rank: int, c: int) -> int:
-        seen = diffs.get(rank)
-        if not seen or rank == first_rank:
-            return 0
-        alike = sorted((k, next(iter(d))) for k, d in seen.items() if len(d) == 1)
-        if not alike:
-            counts = Counter()
-            for cyc_of in by_coll.values():
-                if cyc_of.get(first_rank) is not None and cyc_of.get(rank) is not None:
-                    counts[cyc_of[first_rank] - cyc_of[rank]] += 1
-            return min(d for d, n in counts.items() if n == max(counts.values()))
-        before = [d for k, d in alike if k <= c]
-        return before[-1] if before else alike[0][1]
+    def best_path(seen: list[int], v: dict[int, Counter]) -> list[int | None]:
+        from functools import lru_cache
+
+        @lru_cache(maxsize=None)
+        def rest(i: int, carried: int | None) -> tuple[int, tuple]:
+            """The best score of cycles i on, and its path, given the difference carried."""
+            if i == len(seen):
+                return 0, ()
+            here = v[seen[i]]
+            voted = sorted(d for d in here if d is not None)
+            options = ([carried] if carried is not None else []) + ["none"] + [d for d in voted if d != carried]
+            best = None
+            for o in options:
+                if o == "none":
+                    after, path = rest(i + 1, carried)
+                    got = (4 * here[None] + after, (None,) + path)
+                else:
+                    after, path = rest(i + 1, o)
+                    got = (4 * here[o] - (3 if carried is not None and o != carried else 0) + after, (o,) + path)
+                if best is None or got[0] > best[0]:
+                    best = got
+            return best
+
+        return list(rest(0, None)[1])
+
+    shift_by: dict[int, dict[int, int | None]] = {}
+    for rk, v in votes.items():
+        if all(set(n) == {None} for n in v.values()):
+            continue  # (the first rank counted none of them: its own numbers)
+        seen = sorted(v)
+        path = best_path(seen, v)
+        last = None
+        for c, d in zip(seen, path):
+            if d is not None and (last is not None and c + d <= last):
+                d = None
+            if d is not None:
+                last = c + d
+            shift_by.setdefault(rk, {})[c] = d
 
     def counted(rank: int, c: int | None) -> int | None:
-        if c is None or c + shift_of(rank, c) < 0:
+        if c is None:
             return None
-        # (2026-12-06: a cycle without collectives between two whose shifts drop, which would
-        # count as the later one or after: a step the first rank did not mark, none)
-        seen = sorted(diffs.get(rank, {})) if rank != first_rank else []
-        before = [k for k in seen if k < c]
+        seen = shift_by.get(rank)
+        if not seen:
+            return c
+        before = [k for k in seen if k <= c]
+        d = seen[before[-1]] if before else seen[min(seen)]
+        if d is None or c + d < 0:
+            return None
         after = [k for k in seen if k > c]
-        if c not in seen and before and after and c + shift_of(rank, before[-1]) >= after[0] + shift_of(rank, after[0]):
+        if c not in seen and after and seen[after[0]] is not None and c + d >= after[0] + seen[after[0]]:
             return None
-        return c + shift_of(rank, c)
+        return c + d
 
     col = [{**row, "cycle": counted(row["rank"], row["cycle"])} for row in col]
     cycles: set[int] = set()

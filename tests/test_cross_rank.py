@@ -401,3 +401,76 @@ def test_ranks_that_left_a_step_unmarked_count_their_cycles_on_in_step_after_it(
     # cycle 1 is step 2): cycles 0, 1, 2 read 80, 180 and 230 us (counted with the others' next
     # cycle, step 1's 145 us made cycle 1 read 325)
     assert _data_parallel_steps(tmp_path / "first", {0: {1}}) == [(c, 0, {"0": 0, "1": w * U, "2": w * U, "3": w * U}) for c, w in ((0, 80), (1, 180), (2, 230))]
+
+
+def _dp_steps_async(tmp_path, ranks: int, steps: int, marked=lambda r, k: True, deferred=lambda r, k: False,
+                    attention=lambda r, k: 40 + 13 * r + 7 * k) -> list:
+    """Data-parallel ranks' exports of one machine (GPU r, pid 10 + r), one stream each, the CPU
+    600 us ahead of the GPU: step k's GPU base b = 2000 (k + 1) us. A step: attention
+    (``attention(r, k)`` us, from b + 12), one world all-gather (starting when the attention
+    ends, ending on every rank 10 us after its last rank started it), lm_head (7 + 3r us). Its
+    `cycle N` and `forward` ranges (N the rank's own count, unless not ``marked(r, k)``) span
+    b - 600 to b + 1390; launches at range start + 5, 7, 9 us; where ``deferred(r, k)``, the
+    all-gather and lm_head only 1 and 2 us after the next step's range opens (b + 1401: the
+    kernel starts 3 us after its launch)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    traces, own, free = [FakeTrace() for _ in range(ranks)], [0] * ranks, [0] * ranks
+    for k in range(steps):
+        b = 2000 * (k + 1)
+        for r, t in enumerate(traces):
+            if marked(r, k):
+                t.range(f"cycle {own[r]}", (b - 600) * U, (b + 1390) * U, pid=10 + r)
+                t.range("forward", (b - 600) * U, (b + 1390) * U, pid=10 + r)
+                own[r] += 1
+        launch = [(b + 1401, b + 1402) if deferred(r, k) else (b - 593, b - 591) for r in range(ranks)]
+        ag_start = []
+        for r, t in enumerate(traces):
+            s = max(free[r], b - 592, b + 12)
+            t.kernel(t.call("cudaLaunchKernel", (b - 595) * U, (b - 593) * U, pid=10 + r), s * U, (s + attention(r, k)) * U, pid=10 + r, device=r, name="attn")
+            ag_start.append(max(s + attention(r, k), launch[r][0] + 3))
+        ag_end = max(ag_start) + 10
+        for r, t in enumerate(traces):
+            t.kernel(t.call("cudaLaunchKernel", launch[r][0] * U, (launch[r][0] + 2) * U, pid=10 + r), ag_start[r] * U, ag_end * U, pid=10 + r, device=r,
+                     name="ncclDevKernel_AllGather_RING_LL")
+            s = max(ag_end, launch[r][1] + 3)
+            t.kernel(t.call("cudaLaunchKernel", launch[r][1] * U, (launch[r][1] + 2) * U, pid=10 + r), s * U, (s + 7 + 3 * r) * U, pid=10 + r, device=r, name="lm_head")
+            free[r] = s + 7 + 3 * r
+    paths = []
+    for r, t in enumerate(traces):
+        paths.append(t.write(tmp_path / f"rank{r}.sqlite"))
+        with sqlite3.connect(paths[-1]) as db:
+            db.executescript("create table TARGET_INFO_GPU (id integer, name text, uuid text, busLocation text, smCount integer);"
+                             + "".join(f"insert into TARGET_INFO_GPU values ({i}, 'H200', 'A-gpu{i}', '{i}', 132);" for i in range(ranks))
+                             + f"create table TARGET_INFO_SESSION_START_TIME (utcEpochNs integer); insert into TARGET_INFO_SESSION_START_TIME values ({5 * 10**18});")
+    run = analyze(paths, PhaseConfig(phases=("forward",), skip_cycles=0))
+    return [(x["cycle"], x["gating_rank"], [w // U for _, w in sorted(json.loads(x["waits_ns"]).items(), key=lambda kv: int(kv[0]))])
+            for x in run.cross.critical_path.to_pylist()]
+
+
+def test_a_collective_launched_past_its_cycle_renumbers_no_rank(tmp_path):
+    # GIVEN _dp_steps_async's four ranks, six steps; in each, rank r's all-gather starts at
+    # b + 12 + 40 + 13r + 7k, rank 3's last: the others wait 39, 26, 13 and 0 us
+    usual = [39, 26, 13, 0]
+    # WHEN rank 0 launches step 2's (its only collective) only in step 3's range: it starts at
+    # 6000 + 1404 = 7404, where ranks 1-3 started theirs at 6066 + 13r: they wait 1325, 1312
+    # and 1299 us
+    path = _dp_steps_async(tmp_path / "first", 4, 6, deferred=lambda r, k: (r, k) == (0, 2))
+    # THEN step 2 is cycle 2 and rank 0 gated it (ranks 1-3 counted their cycle 2, which holds
+    # one collective rank 0 counts in its cycle 3, as their cycle 3, merging both cycles' waits)
+    assert path == [(c, 0, [0, 1325, 1312, 1299]) if c == 2 else (c, 3, usual) for c in range(6)]
+    # AND where rank 1 launches steps 2 and 3's late, both count in their own cycles, rank 1
+    # gating them: step 2's starts at 7404 (the others at 6066, 6092, 6105: waits 1338, 1312,
+    # 1299), step 3's at 9404 (its attention began at 8012: the others at 8073, 8099, 8112)
+    path = _dp_steps_async(tmp_path / "twice", 4, 7, deferred=lambda r, k: r == 1 and k in (2, 3))
+    assert path == [(2, 1, [1338, 0, 1312, 1299]) if c == 2 else (3, 1, [1331, 0, 1305, 1292]) if c == 3 else (c, 3, usual) for c in range(7)]
+
+
+def test_adjacent_steps_left_unmarked_by_the_first_rank_and_another_count_apart(tmp_path):
+    # GIVEN _dp_steps_async's four ranks, six steps, rank 0 idle in step 1 and rank 1 in step 2
+    # (5 and 6 us of attention), neither marking it: rank 0's cycles 0-4 are steps 0, 2-5
+    idle = {(0, 1), (1, 2)}
+    path = _dp_steps_async(tmp_path, 4, 6, marked=lambda r, k: (r, k) not in idle,
+                           attention=lambda r, k: 5 + r if (r, k) in idle else 40 + 13 * r + 7 * k)
+    # THEN step 1 has no number; cycle 1 is step 2 alone: the all-gather starts at b + 12 + 54,
+    # 12 + 6, 12 + 80 and 12 + 93 us: waits 39, 87, 13, 0 (step 1's waits were added into it)
+    assert path == [(c, 3, [39, 87, 13, 0] if c == 1 else [39, 26, 13, 0]) for c in range(5)]

@@ -974,55 +974,106 @@ class CycleCount:
         return np.where((cycles >= 0) & (out >= 0), out, -1)
 
 
+# Weights of the path of differences (``cycle_path``): each collective a cycle's difference
+# counts as the first rank does gains VOTE; each change of difference costs CHANGE (a change
+# must be borne out by more than one collective: one launch deferred into the next cycle's
+# range, twice, does not renumber a rank whose steps hold one collective each).
+PATH_VOTE, PATH_CHANGE = 4, 3
+
+
+def cycle_path(votes: np.ndarray, unmarked: np.ndarray) -> np.ndarray:
+    """Per cycle of a rank (rows of ``votes``: for each candidate difference, columns in
+    ascending order, how many of the cycle's collectives the other rank counts that many cycles
+    on; ``unmarked``: how many it ran in no cycle of its own), the chosen difference's column,
+    -1 for none (a step the other rank left unmarked). The path of differences of the highest
+    score: ``PATH_VOTE`` per collective counted as chosen (for none, per collective the other
+    rank ran unmarked), less ``PATH_CHANGE`` per change of difference (none between two keeps
+    the one before). Of paths of the same score, the first to choose, cycle by cycle, the
+    difference of the cycle before, then none, then the smallest."""
+    n, k = votes.shape
+    gain = votes.astype(np.int64) * PATH_VOTE
+    none_gain = unmarked.astype(np.int64) * PATH_VOTE
+    # What the cycles after i can still add, given the difference carried (w) or none yet (w0).
+    w = np.zeros((n, k), np.int64)
+    w0 = np.zeros(n, np.int64)
+    for i in range(n - 2, -1, -1):
+        x = gain[i + 1] + w[i + 1]
+        w[i] = np.maximum(np.maximum(x, x.max() - PATH_CHANGE), none_gain[i + 1] + w[i + 1])
+        w0[i] = max(int(x.max()), int(none_gain[i + 1] + w0[i + 1]))
+    out = np.full(n, -1, np.int64)
+    carried = -1  # the difference carried (-1: none chosen yet)
+    for i in range(n):
+        mapped = gain[i] + w[i] - (PATH_CHANGE if carried >= 0 else 0)
+        if carried >= 0:
+            mapped[carried] += PATH_CHANGE
+        unmapped = none_gain[i] + (w[i][carried] if carried >= 0 else w0[i])
+        best = max(int(mapped.max()), int(unmapped))
+        if carried >= 0 and mapped[carried] == best:
+            out[i] = carried
+        elif unmapped == best:
+            out[i] = -1
+        else:
+            out[i] = carried = int(np.argmax(mapped == best))
+    return out
+
+
 def cycle_counts(cycle: np.ndarray, took_part: np.ndarray) -> CycleCount:
     """How each rank's cycles count as the first rank's (rows of ``cycle``: each rank's cycle at
     each matched collective, -1 none, and ``took_part``: whether it ran that collective). Each
     rank's cycles are related to those of the first rank that ran a collective with it (the
     first rank; in another communicator group, that group's first, itself counted as the first
-    rank: no collective relates groups), cycle by cycle: in a cycle of the rank whose
-    collectives that rank counts in one cycle of its own (every one alike), theirs is the
-    difference; a cycle whose collectives fall in two of the other's (a launch deferred past its
-    cycle's range, a cycle's first launched before it) keeps the difference of the rank's cycle
-    before with one alike (else after); a cycle without any collective both count keeps the one
-    before (else after). So a rank that ran a step without marking it (a data-parallel rank's
-    idle batch left unmarked) counts on in step after it, where one difference for the whole
-    capture counted its cycles before that step one too many. Where no cycle of the rank is
-    alike, the most common difference over its collectives counts throughout (0: none). A step
-    only the first rank left unmarked has no number: the rank's cycles that would count as the
-    same cycle as its next are none."""
+    rank: no collective relates groups), cycle by cycle (``cycle_path``): each of the rank's
+    cycles that holds a collective both ran takes the difference most of its collectives bear
+    out, a change only where more than one collective does, or none where that rank ran them
+    unmarked. So a rank that ran a step without marking it (a data-parallel rank's idle batch
+    left unmarked) counts on in step after it, where one difference for the whole capture
+    counted its cycles before that step one too many; a launch deferred into the next cycle's
+    range renumbers nothing. A cycle that would count as the one before it or earlier has no
+    number, as have those without such collectives (which keep the difference before them,
+    else after) that would count as the next or later."""
     n = cycle.shape[0]
     starts: list[np.ndarray] = [np.zeros(0, np.int64)]
     shifts: list[np.ndarray] = [np.zeros(0, np.int64)]
     has = cycle >= 0
     for r in range(1, n):
         q = _first_met(took_part, r)
-        both = has[q] & has[r] if q is not None else np.zeros(cycle.shape[1], bool)
-        if not both.any():
+        both = took_part[q] & has[r] if q is not None else np.zeros(cycle.shape[1], bool)
+        if not (both & has[q]).any():
             starts.append(np.zeros(0, np.int64))
             shifts.append(np.zeros(0, np.int64))
             continue
-        own, diff = cycle[r][both], cycle[q][both] - cycle[r][both]
-        order = np.lexsort((diff, own))
-        own, diff = own[order], diff[order]
-        firsts = np.flatnonzero(np.r_[True, own[1:] != own[:-1]])
-        lo, hi = np.minimum.reduceat(diff, firsts), np.maximum.reduceat(diff, firsts)
-        alike = lo == hi
-        if alike.any():
-            at = np.maximum.accumulate(np.where(alike, np.arange(len(alike)), -1))
-            local = lo[np.where(at >= 0, at, np.argmax(alike))]
+        own, theirs = cycle[r][both], cycle[q][both]
+        mine = np.unique(own)
+        diff = np.where(theirs >= 0, theirs - own, 0)
+        if (theirs >= 0).all() and (diff == diff[0]).all():  # (one difference throughout: the usual case)
+            local = np.full(len(mine), diff[0], np.int64)
         else:
-            values, counts = np.unique(diff, return_counts=True)
-            local = np.full(len(firsts), values[np.argmax(counts)], dtype=np.int64)
-        mine = own[firsts]
+            values = np.unique(diff[theirs >= 0])
+            row, col = np.searchsorted(mine, own), np.searchsorted(values, diff)
+            votes = np.zeros((len(mine), len(values)), np.int64)
+            np.add.at(votes, (row[theirs >= 0], col[theirs >= 0]), 1)
+            unmarked = np.bincount(row[theirs < 0], minlength=len(mine))
+            path = cycle_path(votes, unmarked)
+            local = np.where(path >= 0, values[np.maximum(path, 0)], UNCOUNTED)
         # onto the first rank's count through the rank it was related to
-        total = local + CycleCount(tuple(starts), tuple(shifts)).shift(q, mine + local)
-        # Where the difference drops (the first rank marked no range in a step this rank marked),
-        # the cycles between that would count as one the next already counts as have no number
-        # in the first rank's count: none (counted with the next, its waits read twice as long).
+        real = local > UNCOUNTED // 2
+        total = np.where(real, local + CycleCount(tuple(starts), tuple(shifts)).shift(q, mine + np.where(real, local, 0)), UNCOUNTED)
+        # A cycle counted as the one before it or earlier: none (its collectives count where
+        # the other ranks put them).
         real = total > UNCOUNTED // 2
-        drop = np.flatnonzero((total[1:] < total[:-1]) & real[1:] & real[:-1])
-        lo = np.maximum(mine[drop + 1] + total[drop + 1] - total[drop], mine[drop] + 1)
-        gap = lo < mine[drop + 1]
+        counted = np.where(real, mine + total, I64_MIN)
+        before = np.maximum.accumulate(np.r_[I64_MIN, counted[:-1]])
+        total = np.where(real & (counted <= before), UNCOUNTED, total)
+        # Where the difference drops (the first rank marked no range in a step this rank marked),
+        # the cycles between without such collectives that would count as one the next already
+        # counts as have no number in the first rank's count either.
+        real = total > UNCOUNTED // 2
+        prev = np.maximum.accumulate(np.where(real, np.arange(len(total)), -1))
+        nxt = np.flatnonzero(real)
+        drop = nxt[1:][total[nxt[1:]] < total[nxt[:-1]]] if len(nxt) > 1 else np.zeros(0, np.int64)
+        last = prev[drop - 1]
+        lo = np.maximum(mine[drop] + total[drop] - total[last], mine[drop - 1] + 1)
+        gap = lo < mine[drop]
         at = np.r_[mine, lo[gap]]
         order = np.argsort(at, kind="stable")
         at, total = at[order], np.r_[total, np.full(int(gap.sum()), UNCOUNTED, np.int64)][order]
