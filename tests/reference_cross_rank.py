@@ -248,16 +248,30 @@ def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.
         seen = shift_by.get(rank)
         if not seen:
             return c
-        before = [k for k in seen if k <= c]
-        d = seen[before[-1]] if before else seen[min(seen)]
+        if c in seen:
+            d = seen[c]
+        else:
+            # (2026-12-06: a cycle without such collectives counts on from the numbered one before,
+            # less one per unnumbered one since; else back from the numbered one after, plus one
+            # per unnumbered one before that; none where that reaches the next numbered one)
+            numbered = sorted(k for k in seen if seen[k] is not None)
+            if not numbered:
+                return None
+            before = [k for k in numbered if k < c]
+            if before:
+                m = before[-1]
+                d = seen[m] - sum(1 for k in seen if m < k < c and seen[k] is None)
+            else:
+                f = numbered[0]
+                d = seen[f] + sum(1 for k in seen if c < k < f and seen[k] is None)
+            nxt = [k for k in numbered if k > c]
+            if c > min(seen) and nxt and c + d >= nxt[0] + seen[nxt[0]]:
+                return None
         if d is None or c + d < 0:
-            return None
-        after = [k for k in seen if k > c]
-        if c not in seen and after and seen[after[0]] is not None and c + d >= after[0] + seen[after[0]]:
             return None
         return c + d
 
-    col = [{**row, "cycle": counted(row["rank"], row["cycle"])} for row in col]
+    col = [{**row, "cycle": counted(row["rank"], row["cycle"]), "own_cycle": row["cycle"]} for row in col]
     cycles: set[int] = set()
     for v in views:
         if v.phases.num_rows:
@@ -280,10 +294,18 @@ def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.
         said.setdefault(row["collective"], Counter())
         if row["cycle"] is not None:
             said[row["collective"]][row["cycle"]] += 1
+    # (2026-12-06: rows whose own cycle the first rank's count has no number for vote for none,
+    # where the first rank ran the collective in no cycle either; none wins where as many as the
+    # votes of any cycle)
+    first_own = {row["collective"]: row["own_cycle"] for row in col if row["rank"] == first_rank}
+    unnumbered = Counter(row["collective"] for row in col if row["own_cycle"] is not None and row["cycle"] is None
+                         and first_own.get(row["collective"]) is None)
     for k, votes in said.items():
         top = [c for c, n in votes.items() if n == max(votes.values())]
         lr = last_row.get(k)
         coll_cycle[k] = (lr["cycle"] if lr is not None and lr["cycle"] in top else min(top)) if top else None
+        if unnumbered[k] and unnumbered[k] >= max(votes.values(), default=0):
+            coll_cycle[k] = None
     for row in col:
         lr = last_row.get(row["collective"])
         cc = coll_cycle.get(row["collective"])

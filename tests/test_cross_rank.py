@@ -12,6 +12,7 @@ import pytest
 from conftest import DEMO, DEMO2, PUBLIC, SAMPLES, need_public, run_cli
 from conftest import H200 as H200_DIR
 from nsys_factory import FakeTrace
+from tracerecon.analysis import cross_rank
 from tracerecon.analysis.config import PhaseConfig
 from tracerecon.api import load as analyze
 
@@ -474,3 +475,37 @@ def test_adjacent_steps_left_unmarked_by_the_first_rank_and_another_count_apart(
     # THEN step 1 has no number; cycle 1 is step 2 alone: the all-gather starts at b + 12 + 54,
     # 12 + 6, 12 + 80 and 12 + 93 us: waits 39, 87, 13, 0 (step 1's waits were added into it)
     assert path == [(c, 3, [39, 87, 13, 0] if c == 1 else [39, 26, 13, 0]) for c in range(5)]
+
+
+def test_a_collective_the_first_rank_ran_unmarked_counts_in_no_cycle_though_one_rank_launched_it_late():
+    # GIVEN two collectives of four ranks, each rank's cycle at them counted as rank 0 counts
+    # (-1: none) and whether its own cycle there has no number in that count (rank 0 left the
+    # step unmarked): at the first, rank 0 ran it in no cycle, ranks 1 and 3 in cycles with no
+    # number, rank 2 (which launched it late, in its next step's range) in one counted 2; at the
+    # second, ranks 0, 2 and 3 in cycle 2 and rank 1 in one with no number; rank 2 last at both
+    cycle = np.array([[-1, 2], [-1, -1], [2, 2], [-1, 2]], np.int64)
+    unnumbered = np.array([[False, False], [True, True], [False, False], [True, False]])
+    part, last = np.ones((4, 2), bool), np.array([2, 2])
+    # WHEN their cycles are chosen
+    got = cross_rank.collective_cycles(cycle, part, last, unnumbered)
+    # THEN the first counts in none (two ranks' cycles have no number, one rank's says 2: it
+    # put the step rank 0 did not mark into the next step's cycle, with its waits), the second
+    # in cycle 2 (three say so)
+    assert got.tolist() == [-1, 2]
+    assert cross_rank.collective_cycles(cycle, part, last).tolist() == [2, 2]  # (unnumbered not told: the late rank decides)
+
+
+def test_cycles_without_collectives_count_on_past_a_step_the_first_rank_left_unmarked():
+    # GIVEN two ranks' cycles at six collectives, one a step (steps 0-5): rank 1 marks every step
+    # (its cycle k is step k); rank 0 leaves steps 2 and 5 unmarked (its cycles 0, 1, 2, 3 are
+    # steps 0, 1, 3, 4); rank 1's cycles 6-8 hold no collective both ran (another rank's capture
+    # ended), nor does its cycle 3 (a step without a collective)
+    # (rows: ranks; columns: the collectives of steps 0, 1, 2, 3 (rank 0's alone), 4, 5)
+    cycle = np.array([[0, 1, -1, 2, 3, -1], [0, 1, 2, -1, 4, 5]], np.int64)
+    took_part = np.array([[True] * 6, [True, True, True, False, True, True]])
+    count = cross_rank.cycle_counts(cycle, took_part)
+    # THEN rank 1's steps 2 and 5 have no number in rank 0's count; step 3 (no collective) counts
+    # on from step 1 less the unnumbered step 2 (2), step 4 as 3, and steps 6-8 count on from
+    # step 4 less step 5: 4, 5, 6 (the shift of the last cycle with collectives, none, left them
+    # none)
+    assert count.counted(1, np.arange(9)).tolist() == [0, 1, -1, 2, 3, -1, 4, 5, 6]

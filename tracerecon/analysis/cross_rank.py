@@ -1104,40 +1104,133 @@ class CycleCount:
 PATH_VOTE, PATH_CHANGE = 4, 3
 
 
-def cycle_path(votes: np.ndarray, unmarked: np.ndarray) -> np.ndarray:
-    """Per cycle of a rank (rows of ``votes``: for each candidate difference, columns in
-    ascending order, how many of the cycle's collectives the other rank counts that many cycles
-    on; ``unmarked``: how many it ran in no cycle of its own), the chosen difference's column,
-    -1 for none (a step the other rank left unmarked). The path of differences of the highest
-    score: ``PATH_VOTE`` per collective counted as chosen (for none, per collective the other
-    rank ran unmarked), less ``PATH_CHANGE`` per change of difference (none between two keeps
-    the one before). Of paths of the same score, the first to choose, cycle by cycle, the
-    difference of the cycle before, then none, then the smallest."""
-    n, k = votes.shape
-    gain = votes.astype(np.int64) * PATH_VOTE
+# The differences a cycle may take in ``cycle_path``: those its collectives or those of the
+# cycles this many before and after it bear out (a long data-parallel capture whose idle steps
+# go unmarked has a new difference after each: all of them at every cycle took 0.95 s and
+# 353 MB for 5,000 cycles and 2,500 differences).
+PATH_WINDOW = 32
+
+
+def cycle_path(at: np.ndarray, diff: np.ndarray, unmarked: np.ndarray) -> np.ndarray:
+    """Per cycle of a rank (``unmarked``: per cycle, how many of its collectives the other rank
+    ran in no cycle of its own; ``at`` and ``diff``: each other collective's cycle, by its place
+    in ``unmarked``, and how many cycles on the other rank counts it), the chosen difference,
+    ``UNCOUNTED`` for none (a step the other rank left unmarked). The path of differences of the
+    highest score: ``PATH_VOTE`` per collective counted as chosen (for none, per collective the
+    other rank ran unmarked), less ``PATH_CHANGE`` per change of difference (none between two
+    keeps the one before). Of paths of the same score, the first to choose, cycle by cycle, the
+    difference of the cycle before, then none, then the smallest. A cycle chooses among the
+    differences of the cycles within ``PATH_WINDOW`` of it (one borne out by none of them
+    counts as one borne out by no cycle after)."""
+    n = len(unmarked)
     none_gain = unmarked.astype(np.int64) * PATH_VOTE
-    # What the cycles after i can still add, given the difference carried (w) or none yet (w0).
-    w = np.zeros((n, k), np.int64)
+    if len(at):
+        key, inv = np.unique(np.stack([at, diff]).astype(np.int64), axis=1, return_inverse=True)
+        counts = np.bincount(inv.ravel(), minlength=key.shape[1]).astype(np.int64)
+    else:
+        key, counts = np.zeros((2, 0), np.int64), np.zeros(0, np.int64)
+    bounds = np.searchsorted(key[0], np.arange(n + 1))
+    voted = [key[1][bounds[i]:bounds[i + 1]] for i in range(n)]  # (sorted)
+    gains = [counts[bounds[i]:bounds[i + 1]] * PATH_VOTE for i in range(n)]
+    cand = [np.unique(key[1][bounds[max(i - PATH_WINDOW, 0)]:bounds[min(i + PATH_WINDOW + 1, n)]]) for i in range(n)]
+
+    def gain_on(i: int, c: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(c), np.int64)
+        out[np.searchsorted(c, voted[i])] = gains[i]
+        return out
+
+    # What the cycles after i can still add, given the difference carried (w, over cand[i]; d for
+    # any other) or none yet (w0).
+    w: list[np.ndarray] = [np.zeros(0, np.int64)] * n
+    d = np.zeros(n, np.int64)
     w0 = np.zeros(n, np.int64)
+    w[n - 1] = np.zeros(len(cand[n - 1]), np.int64)
     for i in range(n - 2, -1, -1):
-        x = gain[i + 1] + w[i + 1]
-        w[i] = np.maximum(np.maximum(x, x.max() - PATH_CHANGE), none_gain[i + 1] + w[i + 1])
-        w0[i] = max(int(x.max()), int(none_gain[i + 1] + w0[i + 1]))
-    out = np.full(n, -1, np.int64)
-    carried = -1  # the difference carried (-1: none chosen yet)
+        c1 = cand[i + 1]
+        x = gain_on(i + 1, c1) + w[i + 1]
+        best_x = max(int(x.max()) if len(x) else int(d[i + 1]), int(d[i + 1]))
+        c = cand[i]
+        pos = np.minimum(np.searchsorted(c1, c), max(len(c1) - 1, 0))
+        inside = (pos < len(c1)) & (c1[pos] == c) if len(c1) else np.zeros(len(c), bool)
+        xk = np.where(inside, x[pos] if len(c1) else 0, d[i + 1])
+        wk = np.where(inside, w[i + 1][pos] if len(c1) else 0, d[i + 1])
+        w[i] = np.maximum(np.maximum(xk, best_x - PATH_CHANGE), none_gain[i + 1] + wk)
+        d[i] = max(int(d[i + 1]), best_x - PATH_CHANGE, int(none_gain[i + 1] + d[i + 1]))
+        w0[i] = max(best_x, int(none_gain[i + 1] + w0[i + 1]))
+    out = np.full(n, UNCOUNTED, np.int64)
+    carried: int | None = None
     for i in range(n):
-        mapped = gain[i] + w[i] - (PATH_CHANGE if carried >= 0 else 0)
-        if carried >= 0:
-            mapped[carried] += PATH_CHANGE
-        unmapped = none_gain[i] + (w[i][carried] if carried >= 0 else w0[i])
-        best = max(int(mapped.max()), int(unmapped))
-        if carried >= 0 and mapped[carried] == best:
+        c = cand[i]
+        mapped = gain_on(i, c) + w[i] - (PATH_CHANGE if carried is not None else 0)
+        at_carried = int(np.searchsorted(c, carried)) if carried is not None else -1
+        held = carried is not None and at_carried < len(c) and c[at_carried] == carried
+        if held:
+            mapped[at_carried] += PATH_CHANGE
+            stay = int(mapped[at_carried])
+            unmapped = int(none_gain[i] + w[i][at_carried])
+        elif carried is not None:
+            stay = int(d[i])  # (a difference none of the cycles near bears out: as one no cycle after does)
+            unmapped = int(none_gain[i] + d[i])
+        else:
+            stay = None
+            unmapped = int(none_gain[i] + w0[i])
+        best = max([unmapped] + ([int(mapped.max())] if len(mapped) else []) + ([stay] if stay is not None else []))
+        if stay is not None and stay == best:
             out[i] = carried
         elif unmapped == best:
-            out[i] = -1
+            out[i] = UNCOUNTED
         else:
-            out[i] = carried = int(np.argmax(mapped == best))
+            carried = int(c[int(np.argmax(mapped == best))])
+            out[i] = carried
     return out
+
+
+# A start below every cycle: the shift of a rank's cycles before its first with collectives.
+BEFORE_ALL_CYCLES = -(2 ** 40)
+
+
+def _cycle_steps(mine: np.ndarray, total: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A rank's step function (``CycleCount``'s starts and shifts) from its cycles holding
+    collectives both ranks ran (``mine``, in order) and their shifts (``total``; ``UNCOUNTED``:
+    none, a step the first rank left unmarked). Each such cycle takes its own; the cycles
+    between, without them, count on from the numbered one before, less one for each unnumbered
+    one since (it took a number of this rank's but none of the first rank's), else back from
+    the numbered one after, plus one for each unnumbered one before it; none where that would
+    count as the next numbered one or later (a drop: the first rank left a step unmarked that
+    this rank marked), and none after the last where none is numbered."""
+    real = total > UNCOUNTED // 2
+    if real.all() and (total == total[0]).all():  # (one difference throughout: the usual case)
+        return np.array([BEFORE_ALL_CYCLES], np.int64), total[:1].copy()
+    if not real.any():
+        return np.array([BEFORE_ALL_CYCLES], np.int64), np.array([UNCOUNTED], np.int64)
+    n = len(mine)
+    nones = np.cumsum(~real)  # unnumbered ones up to each, itself included
+    idx = np.arange(n)
+    prev_real = np.maximum.accumulate(np.where(real, idx, -1))
+    next_real = np.minimum.accumulate(np.where(real, idx, n)[::-1])[::-1]
+    after = np.r_[next_real[1:], n]  # the first numbered one after each
+    first = int(next_real[0])
+    # The gap after each: from the numbered one before, else the one after.
+    m = np.maximum(prev_real, 0)
+    f = np.minimum(after, n - 1)
+    gap = np.where(prev_real >= 0, total[m] - (nones - nones[m]), np.where(after < n, total[f] + (nones[f] - nones), UNCOUNTED))
+    points: list[tuple[int, int]] = [(BEFORE_ALL_CYCLES, int(total[first] + nones[first]))]
+    for e in range(n):
+        points.append((int(mine[e]), int(total[e])))
+        end = int(mine[e + 1]) if e + 1 < n else None
+        lo = int(mine[e]) + 1
+        if end is not None and lo >= end:
+            continue
+        g = int(gap[e])
+        points.append((lo, g))
+        if g > UNCOUNTED // 2 and after[e] < n:  # (then a cycle with collectives follows: ``end`` is one)
+            clash = max(int(mine[after[e]] + total[after[e]]) - g, lo)
+            if clash < end:
+                points.append((clash, UNCOUNTED))
+    at = np.array([p[0] for p in points], np.int64)
+    by = np.array([p[1] for p in points], np.int64)
+    keep = np.r_[True, by[1:] != by[:-1]]
+    return at[keep], by[keep]
 
 
 def cycle_counts(cycle: np.ndarray, took_part: np.ndarray) -> CycleCount:
@@ -1171,13 +1264,8 @@ def cycle_counts(cycle: np.ndarray, took_part: np.ndarray) -> CycleCount:
         if (theirs >= 0).all() and (diff == diff[0]).all():  # (one difference throughout: the usual case)
             local = np.full(len(mine), diff[0], np.int64)
         else:
-            values = np.unique(diff[theirs >= 0])
-            row, col = np.searchsorted(mine, own), np.searchsorted(values, diff)
-            votes = np.zeros((len(mine), len(values)), np.int64)
-            np.add.at(votes, (row[theirs >= 0], col[theirs >= 0]), 1)
-            unmarked = np.bincount(row[theirs < 0], minlength=len(mine))
-            path = cycle_path(votes, unmarked)
-            local = np.where(path >= 0, values[np.maximum(path, 0)], UNCOUNTED)
+            row = np.searchsorted(mine, own)
+            local = cycle_path(row[theirs >= 0], diff[theirs >= 0], np.bincount(row[theirs < 0], minlength=len(mine)))
         # onto the first rank's count through the rank it was related to
         real = local > UNCOUNTED // 2
         total = np.where(real, local + CycleCount(tuple(starts), tuple(shifts)).shift(q, mine + np.where(real, local, 0)), UNCOUNTED)
@@ -1187,22 +1275,9 @@ def cycle_counts(cycle: np.ndarray, took_part: np.ndarray) -> CycleCount:
         counted = np.where(real, mine + total, I64_MIN)
         before = np.maximum.accumulate(np.r_[I64_MIN, counted[:-1]])
         total = np.where(real & (counted <= before), UNCOUNTED, total)
-        # Where the difference drops (the first rank marked no range in a step this rank marked),
-        # the cycles between without such collectives that would count as one the next already
-        # counts as have no number in the first rank's count either.
-        real = total > UNCOUNTED // 2
-        prev = np.maximum.accumulate(np.where(real, np.arange(len(total)), -1))
-        nxt = np.flatnonzero(real)
-        drop = nxt[1:][total[nxt[1:]] < total[nxt[:-1]]] if len(nxt) > 1 else np.zeros(0, np.int64)
-        last = prev[drop - 1]
-        lo = np.maximum(mine[drop] + total[drop] - total[last], mine[drop - 1] + 1)
-        gap = lo < mine[drop]
-        at = np.r_[mine, lo[gap]]
-        order = np.argsort(at, kind="stable")
-        at, total = at[order], np.r_[total, np.full(int(gap.sum()), UNCOUNTED, np.int64)][order]
-        change = np.r_[True, total[1:] != total[:-1]]
-        starts.append(at[change])
-        shifts.append(total[change])
+        at, by = _cycle_steps(mine, total)
+        starts.append(at)
+        shifts.append(by)
     return CycleCount(tuple(starts), tuple(shifts))
 
 
@@ -1273,14 +1348,17 @@ def _waited_elsewhere(arr: _Arrivals) -> np.ndarray:
     return np.maximum(since[arr.last_pos, cols] - least, 0)
 
 
-def collective_cycles(cycle: np.ndarray, part: np.ndarray, last_pos: np.ndarray) -> np.ndarray:
+def collective_cycles(cycle: np.ndarray, part: np.ndarray, last_pos: np.ndarray, unnumbered: np.ndarray | None = None) -> np.ndarray:
     """Per collective (columns of ``cycle``: each rank's cycle at it, -1 none; ``part``: the ranks
     that ran it; ``last_pos``: the row of its last arrival): the cycle it counts in, the one most
     of its ranks' phases put it in (-1: none has one). Of cycles as common as each other, its last
     arrival's, else the earliest. A rank whose CPU launched one cycle's collective only in its
     next cycle (a deferred launch) leaves it in the cycle the others waited in; one whose CPU ran a
     cycle ahead of the others likewise; with two ranks, the last arrival's phase says, or, where
-    that rank marks no phase there (traced without phase ranges), the other's."""
+    that rank marks no phase there (traced without phase ranges), the other's. Ranks whose own
+    cycle there has no number in the first rank's count (``unnumbered``: a step the first rank
+    left unmarked) vote for none: where they are as many as the votes for any cycle, it has none
+    (one rank that launched it late, in a cycle that has a number, does not decide it)."""
     n_ranks, m = cycle.shape
     if m == 0:
         return np.zeros(0, np.int64)
@@ -1299,6 +1377,14 @@ def collective_cycles(cycle: np.ndarray, part: np.ndarray, last_pos: np.ndarray)
         last_top = v[last_pos[split], np.arange(len(split))] & (votes[last_pos[split], np.arange(len(split))] == top)
         earliest = np.where(v & (votes == top[None, :]), c, np.iinfo(np.int64).max).min(axis=0)
         out[split] = np.where(last_top, last_c, earliest)
+    if unnumbered is not None and (unnumbered & part).any():
+        top = np.zeros(m, np.int64)
+        whole = np.flatnonzero((hi >= 0) & (lo == hi))
+        top[whole] = valid[:, whole].sum(axis=0)
+        if len(split):
+            top[split] = votes.max(axis=0)
+        none = (unnumbered & part).sum(axis=0)
+        out = np.where((none > 0) & (none >= top), -1, out)
     return out
 
 
@@ -1470,8 +1556,11 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray, unpaired: list[np.
     # k + shift, the shift its collectives show (a capture begun cycles later numbers its
     # cycles from 0 all the same).
     count = cycle_counts(arr.cycle, arr.part)
-    arr = replace(arr, cycle=np.stack([count.counted(r, arr.cycle[r]) for r in range(arr.cycle.shape[0])])
-                  if arr.cycle.shape[0] else arr.cycle)  # (before the first rank's first: none)
+    counted = np.stack([count.counted(r, arr.cycle[r]) for r in range(arr.cycle.shape[0])]) if arr.cycle.shape[0] else arr.cycle
+    # A cycle of its own the first rank's count has no number for, at a collective the first rank
+    # ran in no cycle either (a step it left unmarked; not two ranges of one step).
+    unnumbered = (arr.cycle >= 0) & (counted < 0) & ~(arr.part[0] & (arr.cycle[0] >= 0))[None, :] if arr.cycle.shape[0] else arr.cycle >= 0
+    arr = replace(arr, cycle=counted)  # (before the first rank's first: none)
     cycles: set[int] = set()
     for r, v in enumerate(views):
         if v.phases.num_rows:
@@ -1483,7 +1572,7 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray, unpaired: list[np.
     # A collective counts in the cycle most of its ranks' phases put it in (``collective_cycles``;
     # cycles are counted as the first rank does); each rank's wait in it also counts there, or,
     # where the collective has no cycle, in the cycle of the rank's own phase.
-    coll_cycle = collective_cycles(arr.cycle, arr.part, arr.last_pos)
+    coll_cycle = collective_cycles(arr.cycle, arr.part, arr.last_pos, unnumbered)
     row_cycle = np.where(coll_cycle[None, :] >= 0, coll_cycle[None, :], arr.cycle)
     waits_by_cycle: dict[int, dict[int, int]] = {}
     has = (row_cycle >= 0) & arr.part
