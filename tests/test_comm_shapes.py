@@ -5,7 +5,6 @@ report. Hand-built traces (FakeTrace); expected waits worked out by hand."""
 from __future__ import annotations
 
 import json
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -161,7 +160,7 @@ def test_expert_parallel_kernels_known_only_by_their_namespace_are_communication
     assert phases["comm_ns"].to_pylist() == [90 * U] * 4
 
 
-def test_a_pipeline_stage_that_receives_and_sends_is_paired_with_both_neighbours(tmp_path):
+def test_a_pipeline_stage_that_receives_and_sends_is_matched_with_nothing(tmp_path):
     # GIVEN one report of a 3-stage pipeline, each cycle (b = 1000c us) one batch flowing
     # 0 -> 1 -> 2 through send/receive kernels of one name: stage 0 sends (b+100..b+110),
     # stage 1 receives (b+100..b+110) and sends (b+210..b+220), stage 2 receives (b+210..b+220)
@@ -177,15 +176,13 @@ def test_a_pipeline_stage_that_receives_and_sends_is_paired_with_both_neighbours
         kernel(t, 11, 1, b + 40, (b + 210, b + 220), SEND_RECV)
         kernel(t, 12, 2, b + 20, (b + 210, b + 220), SEND_RECV)
     a = load([t.write(tmp_path / "pp3.sqlite")])
-    # THEN each kernel is paired with the one ending with it (stage 1's k-th kernel, a receive
-    # or a send alternately, with nobody's k-th: before, all were matched with nothing): per
-    # cycle stages 0-1 at b+100 and 1-2 at b+210, each reached at once (no wait), said
-    pairs = a.cross.collectives.select(["rank", "start_ns", "cycle"]).to_pylist()
-    assert sorted((p["cycle"], p["start_ns"] // U, p["rank"]) for p in pairs) == sorted(
-        (c, 1000 * c + at, r) for c in range(4) for at, ranks in ((100, (0, 1)), (210, (1, 2))) for r in ranks)
+    # THEN no send is paired with the k-th kernel of stage 1 (a receive or a send alternately):
+    # no wait is made up, and a warning says the pipeline's sends and receives are not matched
     assert [c.wait_ns for c in a.cross.comm] == [0, 0, 0]
-    assert any("sends and receives of 3 ranks paired by when they end (a pipeline's stages: ranks 0-1, 1-2)" in w for w in a.warnings), a.warnings
-    # and no cycle names a rank (every pair reached at once; stages 1 and 2 end together)
+    assert a.cross.collectives.num_rows == 0
+    assert any("rank 1 holds 8" in w and "sends and receives not matched" in w for w in a.warnings)
+    # and no cycle names a rank (stages 1 and 2 end together here: the next test has a last
+    # stage ending last)
     assert a.cross.critical_path.num_rows == 0
 
 
@@ -213,15 +210,10 @@ def test_a_pipeline_stage_slow_in_one_cycle_is_not_hidden_behind_the_last_stage(
                 kernel(t, 10 + r, r, lo + 3, (at, at + 10), SEND_RECV)
                 at += 10
     a = load([t.write(tmp_path / "pp4.sqlite")], PhaseConfig(phases=("execute_model",), skip_cycles=0))
-    # THEN each receive is paired with its send, and waits for it: stage 0 sends at b+260, 1 at
-    # b+520, 2 at b+780 (b+1130 in cycle 2), where stage s's receive began at b+20s+10: stage 1
-    # waits 230 us a cycle, stage 2 470, stage 3 710 (1060 in cycle 2); stage 2 gated cycle 2 in
-    # execute_model, its 350 us new there (before: the sends and receives were matched with
-    # nothing, no wait counted, no cycle named)
-    cp = {x["cycle"]: x for x in a.cross.critical_path.to_pylist()}
-    assert [json.loads(cp[c]["waits_ns"]) for c in range(5)] == [{"0": 0, "1": 230 * U, "2": 470 * U, "3": (1060 if c == 2 else 710) * U} for c in range(5)]
-    assert (cp[2]["gating_rank"], cp[2]["gating_phase"], cp[2]["how"]) == (2, "execute_model", "collectives")
-    assert not any("sends and receives not matched" in w for w in a.warnings)
+    # THEN no cycle says rank 3 finished last with nobody waiting for it (before: every cycle,
+    # also cycle 2, where stage 3 waited 350 us for stage 2): the waits are not matched, said
+    assert a.cross.critical_path.num_rows == 0
+    assert any("sends and receives not matched" in w for w in a.warnings)
 
 
 def test_a_rank_late_at_every_all_to_all_is_late_anew_at_each(tmp_path):

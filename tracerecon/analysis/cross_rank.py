@@ -247,11 +247,8 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
     p2p = np.zeros(len(names), dtype=bool)
     for c in comm:
         p2p[c["in_order"]] = True
-    n_names = len(names)
-    comm, names, p2p, paired_said = _sends_paired(views, comm, names, p2p)
     by_name = communicator_groups(views, comm, p2p)
-    # (the sends and receives paired two ranks by two: said as such, not as kernels of a few ranks)
-    warnings = paired_said + _groups_note(views, {c: g for c, g in by_name.items() if c < n_names}, names)
+    warnings = _groups_note(views, by_name, names)
     # Each group of ranks, with the names matched among them (every name's, where all ranks are
     # one group: the kernels of all names matched at once, as before groups were told).
     names_of_group: dict[tuple[int, ...], list[int]] = {}
@@ -588,126 +585,6 @@ def _match_ordinals(views: list[RankView], comm: list[dict[str, np.ndarray]], na
         key = np.where((new_nth >= 0) & ~alone, code << 40 | np.maximum(new_nth, 0), -1 - np.arange(len(nth)))
         out.append(dict(c, key=key))
     return out, warnings
-
-
-# Sends and receives paired one by one by their ends (``_sends_paired``): a kernel's partner, on
-# another rank, ends nearest it, and no kernel of a third rank ends within this many times that
-# distance of it (an all-to-all's kernels end together on every rank: they pair with nobody).
-PAIRED_SEND_CLEAR = 2
-# ... and so pair most of the name's kernels, else none is paired.
-PAIRED_SEND_SHARE = 0.8
-
-
-def _sends_paired(views: list[RankView], comm: list[dict[str, np.ndarray]], names: list[str], p2p: np.ndarray
-                  ) -> tuple[list[dict[str, np.ndarray]], list[str], np.ndarray, list[str]]:
-    """Sends and receives of one name run by three ranks or more on one machine's clock, that
-    keep no order common to all of them (a pipeline of three stages or more: a middle stage
-    receives from the stage before and sends to the stage after under one name, so the ranks
-    hold different counts of them, or, where the last stage sends back to the first, the same
-    counts that end apart): each kernel is paired with the one of another rank whose end is
-    nearest its own, where each is the other's nearest and no third rank's ends within
-    ``PAIRED_SEND_CLEAR`` times that of it (an all-to-all's kernels, which end together on
-    every rank, pair with nobody), where such pairs hold most of the name's kernels
-    (``PAIRED_SEND_SHARE``) and each two ranks' pairs keep their order. Each two ranks' pairs
-    then go under a name code of their own (the same name), so that they are matched in order
-    between those two, as a two-stage pipeline's are; a kernel paired with nobody is matched
-    with nothing, said. Returns the ranks' kernels with their keys, the names their codes
-    stand for, which codes keep their order, and warnings. Elsewhere (other machines' clocks,
-    where ends cannot pair them) all is returned as it came."""
-    warnings: list[str] = []
-    out = list(comm)
-    names = list(names)
-    p2p_codes = np.flatnonzero(p2p)
-    added: list[int] = []
-    for k in p2p_codes.tolist():
-        rows = [i for i, c in enumerate(comm) if ((c["key"] >> 40) == k).any()]
-        if len(rows) < 3 or not is_point_to_point(names[k]):  # (DeepEP's kernels: an all-to-all's)
-            continue
-        ref = views[rows[0]]
-        if not all(_one_machines_clock(views[i], ref) for i in rows):
-            continue
-        mine = [np.flatnonzero((comm[i]["key"] >> 40) == k) for i in rows]
-        ends = [comm[i]["end"][m] + _clock_base(views[i], ref)[0] for i, m in zip(rows, mine)]
-        counts = [len(m) for m in mine]
-        if len(set(counts)) == 1:
-            # In order, k-th with k-th: an all-to-all's end together (its ranks ran them at once)
-            nth = [np.argsort(np.argsort(comm[i]["key"][m] & ((1 << 40) - 1))) for i, m in zip(rows, mine)]
-            by_nth = np.stack([e[np.argsort(n)] for e, n in zip(ends, nth)])
-            if np.median(by_nth.max(axis=0) - by_nth.min(axis=0)) <= ONE_COLLECTIVE_END_SPREAD_NS:
-                continue
-        # Each kernel's nearest end on each other rank.
-        order = [np.argsort(e, kind="stable") for e in ends]
-        sorted_ends = [e[o] for e, o in zip(ends, order)]
-        n_rows = len(rows)
-        best_row = [np.full(len(e), -1, np.int64) for e in ends]
-        best_at = [np.full(len(e), -1, np.int64) for e in ends]
-        best_d = [np.full(len(e), np.iinfo(np.int64).max, np.int64) for e in ends]
-        second_d = [np.full(len(e), np.iinfo(np.int64).max, np.int64) for e in ends]
-        for a in range(n_rows):
-            for b in range(n_rows):
-                if a == b or len(sorted_ends[b]) == 0:
-                    continue
-                pos = np.searchsorted(sorted_ends[b], ends[a])
-                lo, hi = np.clip(pos - 1, 0, len(sorted_ends[b]) - 1), np.clip(pos, 0, len(sorted_ends[b]) - 1)
-                d_lo, d_hi = np.abs(ends[a] - sorted_ends[b][lo]), np.abs(sorted_ends[b][hi] - ends[a])
-                near, d = np.where(d_lo <= d_hi, lo, hi), np.minimum(d_lo, d_hi)
-                closer = d < best_d[a]
-                second_d[a] = np.where(closer, best_d[a], np.minimum(second_d[a], d))
-                best_d[a], best_row[a], best_at[a] = np.where(closer, d, best_d[a]), np.where(closer, b, best_row[a]), np.where(closer, order[b][near], best_at[a])
-        # Mutual and clear pairs.
-        partner = [np.full(len(e), -1, np.int64) for e in ends]
-        for a in range(n_rows):
-            b, j = best_row[a], best_at[a]
-            ok = (b >= 0) & (second_d[a] >= PAIRED_SEND_CLEAR * best_d[a] + ARRIVED_TOGETHER_NS)
-            for bb in np.unique(b[ok]).tolist():
-                sel = np.flatnonzero(ok & (b == bb))
-                back = (best_row[bb][j[sel]] == a) & (best_at[bb][j[sel]] == sel) & \
-                    (second_d[bb][j[sel]] >= PAIRED_SEND_CLEAR * best_d[bb][j[sel]] + ARRIVED_TOGETHER_NS)
-                partner[a][sel[back]] = j[sel[back]]
-        paired = sum(int((p >= 0).sum()) for p in partner)
-        if paired < PAIRED_SEND_SHARE * sum(counts):
-            continue
-        # Each two ranks' pairs, in order on both (a rank's sends to one peer keep their order).
-        codes = {}
-        new_key = [comm[i]["key"].copy() for i in rows]
-        kept = True
-        for a in range(n_rows):
-            for b in range(a + 1, n_rows):
-                sel = np.flatnonzero((partner[a] >= 0) & (best_row[a] == b))
-                if len(sel) == 0:
-                    continue
-                sel = sel[np.argsort(comm[rows[a]]["start"][mine[a][sel]], kind="stable")]
-                theirs = partner[a][sel]
-                if (np.diff(comm[rows[b]]["start"][mine[b][theirs]]) < 0).any():
-                    kept = False
-                    break
-                code = codes[(a, b)] = len(names)
-                names.append(names[k])
-                new_key[a][mine[a][sel]] = code << 40 | np.arange(len(sel))
-                new_key[b][mine[b][theirs]] = code << 40 | np.arange(len(sel))
-            if not kept:
-                break
-        if not kept:
-            del names[len(names) - len(codes):]
-            continue
-        lone_said = []
-        for a in range(n_rows):
-            lone = np.flatnonzero(partner[a] < 0)
-            if len(lone):
-                code = len(names)
-                names.append(names[k])
-                new_key[a][mine[a][lone]] = code << 40 | np.arange(len(lone))
-                codes[(a, a)] = code
-                lone_said.append(f"rank {views[rows[a]].rank}'s {len(lone)}")
-        for a, i in enumerate(rows):
-            out[i] = dict(out[i], key=new_key[a], in_order=np.union1d(out[i]["in_order"], [c for (x, y), c in codes.items() if a in (x, y)]))
-        added += list(codes.values())
-        pairs = ", ".join(f"{views[rows[a]].rank}-{views[rows[b]].rank}" for a, b in codes if a != b)
-        warnings.append(f"{names[k]}: sends and receives of {n_rows} ranks paired by when they end (a pipeline's stages: ranks {pairs}), "
-                        "each two ranks' matched in order" + (f"; {', '.join(lone_said)} paired with none (their waits are not counted)" if lone_said else ""))
-    if not added:
-        return comm, names, p2p, warnings
-    return out, names, np.r_[p2p, np.ones(len(names) - len(p2p), bool)], warnings
 
 
 def _paired_by_end(e_ref: np.ndarray, e_me: np.ndarray) -> tuple[np.ndarray | None, int]:
@@ -1628,10 +1505,6 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray, unpaired: list[np.
         # anyway) leaves a later hold-up of its CPU its own.
         elsewhere = _waited_elsewhere(arr)
         if elsewhere.any():
-            # A pipeline stage's receive waits for the stage before every cycle, its send arrives
-            # that much later each time: in what its pair carries in from the transfer before.
-            # Only what it waited elsewhere beyond what it waited there before is new.
-            elsewhere = np.where(pairwise & (group_before >= 0), np.maximum(elsewhere - elsewhere[np.maximum(group_before, 0)], 0), elsewhere)
             first_pos = np.argmin(np.where(arr.part, arr.aligned, np.iinfo(np.int64).max), axis=0)
             idle_more = _idle_since(busy, arr, arr.last_pos, _last_end_before(arr, arr.last_pos)) - _idle_since(busy, arr, first_pos, _last_end_before(arr, first_pos))
             elsewhere = np.minimum(elsewhere, np.maximum(arr.last - arr.first - np.maximum(idle_more, 0), 0))
