@@ -185,7 +185,8 @@ def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.
     # (2026-12-06: cycle by cycle. Of the paths of differences over the rank's cycles that hold
     # a collective the first rank ran (each cycle a difference, or none), the highest score: 4
     # per collective the first rank counts as the chosen difference says (for none, that it ran
-    # in no cycle), less 3 per change (none keeps the difference before); of those, the first
+    # in no cycle), less 3 per change (none keeps the difference before), no cycle numbered right
+    # after a numbered one counting as it or earlier; of those, the first
     # met choosing, cycle by cycle, the difference before, then none, then the smallest. Found
     # by trying every path. A cycle counted as one before it or earlier: none; one without such
     # collectives keeps the difference before (else after), none where that counts as the next
@@ -207,26 +208,31 @@ def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.
         from functools import lru_cache
 
         @lru_cache(maxsize=None)
-        def rest(i: int, carried: int | None) -> tuple[int, tuple]:
-            """The best score of cycles i on, and its path, given the difference carried."""
+        def rest(i: int, carried: int | None, numbered: bool) -> tuple[int, tuple]:
+            """The best score of cycles i on, and its path, given the difference carried and
+            whether the cycle before was numbered (then no cycle may count as it or earlier)."""
             if i == len(seen):
                 return 0, ()
             here = v[seen[i]]
-            voted = sorted(d for d in here if d is not None)
-            options = ([carried] if carried is not None else []) + ["none"] + [d for d in voted if d != carried]
+            # (any difference the rank's collectives bear out anywhere; before any, the smallest
+            # first, none last)
+            options = ([carried, "none"] + [d for d in every if d != carried]) if carried is not None else every + ["none"]
             best = None
             for o in options:
                 if o == "none":
-                    after, path = rest(i + 1, carried)
+                    after, path = rest(i + 1, carried, False)
                     got = (4 * here[None] + after, (None,) + path)
                 else:
-                    after, path = rest(i + 1, o)
+                    if numbered and o != carried and seen[i] + o <= seen[i - 1] + carried:
+                        continue  # (it would count as the cycle before or earlier)
+                    after, path = rest(i + 1, o, True)
                     got = (4 * here[o] - (3 if carried is not None and o != carried else 0) + after, (o,) + path)
                 if best is None or got[0] > best[0]:
                     best = got
             return best
 
-        return list(rest(0, None)[1])
+        every = sorted({d for n in v.values() for d in n if d is not None})
+        return list(rest(0, None, False)[1])
 
     shift_by: dict[int, dict[int, int | None]] = {}
     for rk, v in votes.items():
@@ -297,7 +303,11 @@ def _critical_path(views, collectives: pa.Table, offsets: dict[int, int]) -> pa.
     # (2026-12-06: rows whose own cycle the first rank's count has no number for vote for none,
     # where the first rank ran the collective in no cycle either; none wins where as many as the
     # votes of any cycle)
-    first_own = {row["collective"]: row["own_cycle"] for row in col if row["rank"] == first_rank}
+    lowest: dict[int, dict] = {}
+    for row in col:
+        if row["collective"] not in lowest or row["rank"] < lowest[row["collective"]]["rank"]:
+            lowest[row["collective"]] = row
+    first_own = {k: row["own_cycle"] for k, row in lowest.items()}  # (each collective's group's first rank)
     unnumbered = Counter(row["collective"] for row in col if row["own_cycle"] is not None and row["cycle"] is None
                          and first_own.get(row["collective"]) is None)
     for k, votes in said.items():

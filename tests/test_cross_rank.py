@@ -509,3 +509,64 @@ def test_cycles_without_collectives_count_on_past_a_step_the_first_rank_left_unm
     # step 4 less step 5: 4, 5, 6 (the shift of the last cycle with collectives, none, left them
     # none)
     assert count.counted(1, np.arange(9)).tolist() == [0, 1, -1, 2, 3, -1, 4, 5, 6]
+
+
+def _two_groups_one_rank_splitting_step_3(splitter: int) -> list:
+    """Two communicator groups of one report, {0, 2} and {1, 3} (told apart by their ends):
+    each step (b = 1000k us, 6 steps) each group runs two all-reduces, group {0, 2}'s ending at
+    b+110 and b+410, group {1, 3}'s at b+260 and b+610, each 10 us after its last rank started
+    it. Rank ``splitter`` marks step 3 as two cycle ranges, the second holding the step's second
+    all-reduce, which it reaches 150 us late. Returns the critical path's (cycle, gating rank,
+    waits in us)."""
+    from tracerecon.analysis.cross_rank import RankView, analyze_cross_rank
+    import pyarrow as pa
+
+    views = []
+    for rank in range(4):
+        split = rank == splitter
+        at_us = (250, 600) if rank % 2 else (100, 400)
+        starts, ends, phase_of, cycles = [], [], [], []
+        own = 0
+        for k in range(6):
+            b = 1000 * k
+            for j, at in enumerate(at_us):
+                late = 150 if k == 3 and j == 1 and rank % 2 == splitter % 2 else 0
+                starts.append((b + at + (late if split else 0)) * U)
+                ends.append((b + at + 10 + late) * U)
+                phase_of.append(own + j if split and k == 3 else own)
+            for _ in range(2 if split and k == 3 else 1):
+                cycles.append((own, k))  # (its own cycle, the step it ran in)
+                own += 1
+        n = len(starts)
+        ops = pa.table({"kind": pa.array(["kernel"] * n).dictionary_encode(),
+                        "name": pa.array(["ncclDevKernel_AllReduce_Sum_bf16_RING_LL"] * n).dictionary_encode(),
+                        "start_ns": pa.array(starts, pa.int64()), "end_ns": pa.array(ends, pa.int64()), "phase_id": pa.array(phase_of, pa.int64())})
+        ends_c = [(1000 * k + 900) * U for _, k in cycles]  # (every rank's cycle of step k ends at k ms + 900 us)
+        phases = pa.table({"cycle": pa.array([c for c, _ in cycles], pa.int64()), "phase": pa.array(["forward"] * len(cycles)),
+                           "gpu_end_ns": pa.array(ends_c, pa.int64()), "cpu_end_ns": pa.array(ends_c, pa.int64()),
+                           "gpu_ns": pa.array([500 * U] * len(cycles), pa.int64()), "cpu_ns": pa.array([600 * U] * len(cycles), pa.int64())})
+        views.append(RankView(rank, "one report", None, ops, phases))
+    cross = analyze_cross_rank(views)
+    return [(x["cycle"], x["gating_rank"], {int(k): v // U for k, v in json.loads(x["waits_ns"]).items()}) for x in cross.critical_path.to_pylist()]
+
+
+def test_a_rank_splitting_a_step_in_another_group_than_the_first_ranks_keeps_its_late_collective_in_a_cycle():
+    # GIVEN _two_groups_one_rank_splitting_step_3, the splitting rank in the first rank's group
+    # (2) or in the other (3): its second range has no number in its group's count (it would
+    # count as the step's own), and its group's first rank ran that all-reduce in cycle 3
+    # THEN both read alike: cycle 3 gated by the splitting rank, its partner waiting 150 us
+    # (where the splitter was rank 3, its cycle with no number voted the all-reduce into no
+    # cycle, as where the first rank left a step unmarked: rank 0, not in that group, was asked)
+    assert _two_groups_one_rank_splitting_step_3(2) == [(3, 2, {0: 150, 1: 0, 2: 0, 3: 0})]
+    assert _two_groups_one_rank_splitting_step_3(3) == [(3, 3, {0: 0, 1: 150, 2: 0, 3: 0})]
+
+
+def test_a_collective_the_first_rank_launched_late_in_the_first_step_renumbers_nothing(tmp_path):
+    # GIVEN _dp_steps_async's four ranks, six steps, rank 0 launching step 0's all-gather (its
+    # only collective) only in step 1's range: it starts at 2000 + 1404 = 3404 us, where ranks
+    # 1-3 started theirs at 2052 + 13r
+    path = _dp_steps_async(tmp_path, 4, 6, deferred=lambda r, k: (r, k) == (0, 0))
+    # THEN step 0 is cycle 0, rank 0 gating it, the others waiting 1339, 1326 and 1313 us (the
+    # path began with no difference, so the odd first one cost no change: ranks 1-3's cycle 0
+    # counted 1, cycle 1 none, steps 0 and 1 merged into cycle 1)
+    assert path == [(0, 0, [0, 1339, 1326, 1313])] + [(c, 3, [39, 26, 13, 0]) for c in range(1, 6)]

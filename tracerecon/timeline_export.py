@@ -164,7 +164,7 @@ class _Run:
 
     shift: dict  # rank -> ns to add to its own timestamps (alignment offset - the run's start)
     gates: dict  # (rank, cycle as the critical path counts it) -> gating phase name
-    counted_cycle: Callable[[int, int], int]  # (rank, its cycle) -> that cycle as the critical path counts it
+    counted_cycles: Callable[[int, np.ndarray], np.ndarray]  # (rank, its cycles) -> those cycles as the critical path counts them
     coll_flows: dict  # rank -> {(start_ns, op name): ([out flows], [in flows])}
     uuids: Iterator[int]
     flow_ids: Iterator[int]
@@ -182,8 +182,8 @@ def timeline(analysis: Analysis) -> Iterator[Item]:
     """
     flow_ids = itertools.count(1)
     shifts = _shifts(analysis)
-    counted_cycle = analysis.cross.counted_cycle if analysis.cross else (lambda rank, cycle: cycle)
-    run = _Run(shifts, _gates(analysis), counted_cycle, _collective_flows(analysis, shifts, flow_ids), itertools.count(1), flow_ids)
+    counted_cycles = analysis.cross.counted_cycles if analysis.cross else (lambda rank, cycles: cycles)
+    run = _Run(shifts, _gates(analysis), counted_cycles, _collective_flows(analysis, shifts, flow_ids), itertools.count(1), flow_ids)
     for r in analysis.ranks:
         yield from _rank_items(r, run)
 
@@ -316,12 +316,14 @@ def _gpu_phase_track(r: RankResult, phases: list[dict], proc: Process, run: _Run
     marked = set()
     # The critical path counts cycles as the first rank does; this rank's may be shifted (a
     # capture begun cycles later): its marks carry its own number, and the other where they differ.
+    own = sorted({p["cycle"] for p in phases if p["cycle"] is not None})
+    counted = dict(zip(own, run.counted_cycles(r.rank, np.array(own, np.int64)).tolist()))
     for i, p in enumerate(phases):
         if p["gpu_boundary_start_ns"] is None:
             continue
         events.append(_gpu_phase_slice(track, p, shift, tuple(phase_flows.get(i, ()))))
         cycle = p["cycle"]
-        counted_as = run.counted_cycle(r.rank, cycle) if cycle is not None else None
+        counted_as = counted.get(cycle)
         if cycle is not None and run.gates.get((r.rank, counted_as)) == p["phase"] and cycle not in marked:
             marked.add(cycle)  # one mark per cycle: on its first such phase
             name = f"gated cycle {cycle}" + (f" (critical path cycle {counted_as})" if counted_as != cycle else "")

@@ -114,6 +114,12 @@ class CrossRank:
             return None
         return frozenset(np.unique(ranks[np.isin(coll, coll[mine])]).tolist()) - {rank}
 
+    def counted_cycles(self, rank: int, cycles: np.ndarray) -> np.ndarray:
+        """``counted_cycle`` of each of ``cycles`` (int64; -1: none) of ``rank``."""
+        rows, count = self._cycle_count
+        cycles = np.asarray(cycles, dtype=np.int64)
+        return count.counted(rows[rank], cycles) if rank in rows else cycles.copy()
+
     def counted_cycle(self, rank: int, cycle: int) -> int:
         """``rank``'s own cycle ``cycle`` (of its phases and cycles, its rows of ``collectives``)
         as ``critical_path`` counts it, the first matched rank's way (``cycle_counts``, from the
@@ -988,19 +994,25 @@ PATH_VOTE, PATH_CHANGE = 4, 3
 PATH_WINDOW = 32
 
 
-def cycle_path(at: np.ndarray, diff: np.ndarray, unmarked: np.ndarray) -> np.ndarray:
-    """Per cycle of a rank (``unmarked``: per cycle, how many of its collectives the other rank
-    ran in no cycle of its own; ``at`` and ``diff``: each other collective's cycle, by its place
-    in ``unmarked``, and how many cycles on the other rank counts it), the chosen difference,
-    ``UNCOUNTED`` for none (a step the other rank left unmarked). The path of differences of the
-    highest score: ``PATH_VOTE`` per collective counted as chosen (for none, per collective the
-    other rank ran unmarked), less ``PATH_CHANGE`` per change of difference (none between two
-    keeps the one before). Of paths of the same score, the first to choose, cycle by cycle, the
-    difference of the cycle before, then none, then the smallest. A cycle chooses among the
-    differences of the cycles within ``PATH_WINDOW`` of it (one borne out by none of them
-    counts as one borne out by no cycle after)."""
+def cycle_path(at: np.ndarray, diff: np.ndarray, unmarked: np.ndarray, own: np.ndarray) -> np.ndarray:
+    """Per cycle of a rank (``own``: their numbers, ascending; ``unmarked``: per cycle, how many
+    of its collectives the other rank ran in no cycle of its own; ``at`` and ``diff``: each other
+    collective's cycle, by its place in ``own``, and how many cycles on the other rank counts
+    it), the chosen difference, ``UNCOUNTED`` for none (a step the other rank left unmarked).
+    The path of differences of the highest score: ``PATH_VOTE`` per collective counted as chosen
+    (for none, per collective the other rank ran unmarked), less ``PATH_CHANGE`` per change of
+    difference (none between two keeps the one before); two cycles numbered one after the other
+    keep their order (no cycle counts as the one before it or earlier: a difference drops only
+    across a none, or as far as the cycles between allow). Of paths of the same score, the
+    first to choose, cycle by cycle, the difference of the cycle before, then none, then the
+    smallest (before any, the smallest, then none). A cycle chooses among the differences of the cycles within ``PATH_WINDOW`` of it
+    (one borne out by none of them counts as one borne out by no cycle after). A collective the
+    other rank alone launched between its ranges reads as a step it left unmarked: none (a
+    difference either side of it would also fit the two ranks' each leaving one step unmarked,
+    a cycle apart)."""
     n = len(unmarked)
     none_gain = unmarked.astype(np.int64) * PATH_VOTE
+    gap = np.r_[np.diff(own), 1].astype(np.int64)  # own cycles from each to the next
     if len(at):
         key, inv = np.unique(np.stack([at, diff]).astype(np.int64), axis=1, return_inverse=True)
         counts = np.bincount(inv.ravel(), minlength=key.shape[1]).astype(np.int64)
@@ -1010,11 +1022,66 @@ def cycle_path(at: np.ndarray, diff: np.ndarray, unmarked: np.ndarray) -> np.nda
     voted = [key[1][bounds[i]:bounds[i + 1]] for i in range(n)]  # (sorted)
     gains = [counts[bounds[i]:bounds[i + 1]] * PATH_VOTE for i in range(n)]
     cand = [np.unique(key[1][bounds[max(i - PATH_WINDOW, 0)]:bounds[min(i + PATH_WINDOW + 1, n)]]) for i in range(n)]
+    low = np.iinfo(np.int64).min // 4
 
     def gain_on(i: int, c: np.ndarray) -> np.ndarray:
         out = np.zeros(len(c), np.int64)
         out[np.searchsorted(c, voted[i])] = gains[i]
         return out
+
+    # What the cycles after i can still add, given the difference carried, the cycle numbered
+    # (wm) or none (wn), over cand[i]; d for a difference none near bears out; w0 before any.
+    wm: list[np.ndarray] = [np.zeros(0, np.int64)] * n
+    wn: list[np.ndarray] = [np.zeros(0, np.int64)] * n
+    d = np.zeros(n, np.int64)
+    w0 = np.zeros(n, np.int64)
+    wm[n - 1] = wn[n - 1] = np.zeros(len(cand[n - 1]), np.int64)
+    for i in range(n - 2, -1, -1):
+        c1, c = cand[i + 1], cand[i]
+        x = gain_on(i + 1, c1) + wm[i + 1]
+        best_x = max(int(x.max()) if len(x) else int(d[i + 1]), int(d[i + 1]))
+        # the best next choice of a difference at least k - gap + 1 (from a numbered cycle)
+        suffix = np.maximum.accumulate(x[::-1])[::-1] if len(x) else x
+        first_ok = np.searchsorted(c1, c - gap[i] + 1)
+        allowed = np.where(first_ok < len(c1), suffix[np.minimum(first_ok, max(len(c1) - 1, 0))] if len(c1) else low, low)
+        pos = np.minimum(np.searchsorted(c1, c), max(len(c1) - 1, 0))
+        inside = (c1[pos] == c) if len(c1) else np.zeros(len(c), bool)
+        xk = np.where(inside, x[pos] if len(c1) else 0, d[i + 1])
+        wk = np.where(inside, wn[i + 1][pos] if len(c1) else 0, d[i + 1])
+        onward = none_gain[i + 1] + wk
+        wm[i] = np.maximum(np.maximum(xk, np.maximum(allowed, d[i + 1]) - PATH_CHANGE), onward)
+        wn[i] = np.maximum(np.maximum(xk, best_x - PATH_CHANGE), onward)
+        d[i] = max(int(d[i + 1]), best_x - PATH_CHANGE, int(none_gain[i + 1] + d[i + 1]))
+        w0[i] = max(best_x, int(none_gain[i + 1] + w0[i + 1]))
+    out = np.full(n, UNCOUNTED, np.int64)
+    carried: int | None = None
+    numbered = False  # whether the cycle before was numbered
+    for i in range(n):
+        c = cand[i]
+        mapped = gain_on(i, c) + wm[i] - (PATH_CHANGE if carried is not None else 0)
+        if carried is not None and numbered:
+            mapped = np.where(c >= carried - gap[i - 1] + 1, mapped, low)
+        at_carried = int(np.searchsorted(c, carried)) if carried is not None else -1
+        held = carried is not None and at_carried < len(c) and c[at_carried] == carried
+        if held:
+            mapped[at_carried] = gain_on(i, c)[at_carried] + wm[i][at_carried]
+            stay = int(mapped[at_carried])
+            unmapped = int(none_gain[i] + wn[i][at_carried])
+        elif carried is not None:
+            stay = int(d[i])  # (a difference none of the cycles near bears out: as one no cycle after does)
+            unmapped = int(none_gain[i] + d[i])
+        else:
+            stay = None
+            unmapped = int(none_gain[i] + w0[i])
+        best = max([unmapped] + ([int(mapped.max())] if len(mapped) else []) + ([stay] if stay is not None else []))
+        if stay is not None and stay == best:
+            out[i], numbered = carried, True
+        elif unmapped == best and (carried is not None or not len(mapped) or mapped.max() < best):
+            out[i], numbered = UNCOUNTED, False
+        else:
+            carried = int(c[int(np.argmax(mapped == best))])
+            out[i], numbered = carried, True
+    return out
 
     # What the cycles after i can still add, given the difference carried (w, over cand[i]; d for
     # any other) or none yet (w0).
@@ -1035,7 +1102,9 @@ def cycle_path(at: np.ndarray, diff: np.ndarray, unmarked: np.ndarray) -> np.nda
         d[i] = max(int(d[i + 1]), best_x - PATH_CHANGE, int(none_gain[i + 1] + d[i + 1]))
         w0[i] = max(best_x, int(none_gain[i + 1] + w0[i + 1]))
     out = np.full(n, UNCOUNTED, np.int64)
-    carried: int | None = None
+    # (starting from the most common difference: an odd first cycle pays a change too)
+    values, times = np.unique(diff, return_counts=True)
+    carried: int | None = int(values[np.argmax(times)]) if len(diff) else None
     for i in range(n):
         c = cand[i]
         mapped = gain_on(i, c) + w[i] - (PATH_CHANGE if carried is not None else 0)
@@ -1142,7 +1211,7 @@ def cycle_counts(cycle: np.ndarray, took_part: np.ndarray) -> CycleCount:
             local = np.full(len(mine), diff[0], np.int64)
         else:
             row = np.searchsorted(mine, own)
-            local = cycle_path(row[theirs >= 0], diff[theirs >= 0], np.bincount(row[theirs < 0], minlength=len(mine)))
+            local = cycle_path(row[theirs >= 0], diff[theirs >= 0], np.bincount(row[theirs < 0], minlength=len(mine)), mine)
         # onto the first rank's count through the rank it was related to
         real = local > UNCOUNTED // 2
         total = np.where(real, local + CycleCount(tuple(starts), tuple(shifts)).shift(q, mine + np.where(real, local, 0)), UNCOUNTED)
@@ -1434,9 +1503,13 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray, unpaired: list[np.
     # cycles from 0 all the same).
     count = cycle_counts(arr.cycle, arr.part)
     counted = np.stack([count.counted(r, arr.cycle[r]) for r in range(arr.cycle.shape[0])]) if arr.cycle.shape[0] else arr.cycle
-    # A cycle of its own the first rank's count has no number for, at a collective the first rank
-    # ran in no cycle either (a step it left unmarked; not two ranges of one step).
-    unnumbered = (arr.cycle >= 0) & (counted < 0) & ~(arr.part[0] & (arr.cycle[0] >= 0))[None, :] if arr.cycle.shape[0] else arr.cycle >= 0
+    # A cycle of its own the first rank's count has no number for, at a collective its group's
+    # first rank ran in no cycle either (a step it left unmarked; not two ranges of one step).
+    if arr.cycle.shape[0] and arr.cycle.shape[1]:
+        lead = np.argmax(arr.part, axis=0)  # each collective's group's first rank
+        unnumbered = (arr.cycle >= 0) & (counted < 0) & (arr.cycle[lead, np.arange(arr.cycle.shape[1])] < 0)[None, :]
+    else:
+        unnumbered = arr.cycle >= 0
     arr = replace(arr, cycle=counted)  # (before the first rank's first: none)
     cycles: set[int] = set()
     for r, v in enumerate(views):
