@@ -1083,53 +1083,6 @@ def cycle_path(at: np.ndarray, diff: np.ndarray, unmarked: np.ndarray, own: np.n
             out[i], numbered = carried, True
     return out
 
-    # What the cycles after i can still add, given the difference carried (w, over cand[i]; d for
-    # any other) or none yet (w0).
-    w: list[np.ndarray] = [np.zeros(0, np.int64)] * n
-    d = np.zeros(n, np.int64)
-    w0 = np.zeros(n, np.int64)
-    w[n - 1] = np.zeros(len(cand[n - 1]), np.int64)
-    for i in range(n - 2, -1, -1):
-        c1 = cand[i + 1]
-        x = gain_on(i + 1, c1) + w[i + 1]
-        best_x = max(int(x.max()) if len(x) else int(d[i + 1]), int(d[i + 1]))
-        c = cand[i]
-        pos = np.minimum(np.searchsorted(c1, c), max(len(c1) - 1, 0))
-        inside = (pos < len(c1)) & (c1[pos] == c) if len(c1) else np.zeros(len(c), bool)
-        xk = np.where(inside, x[pos] if len(c1) else 0, d[i + 1])
-        wk = np.where(inside, w[i + 1][pos] if len(c1) else 0, d[i + 1])
-        w[i] = np.maximum(np.maximum(xk, best_x - PATH_CHANGE), none_gain[i + 1] + wk)
-        d[i] = max(int(d[i + 1]), best_x - PATH_CHANGE, int(none_gain[i + 1] + d[i + 1]))
-        w0[i] = max(best_x, int(none_gain[i + 1] + w0[i + 1]))
-    out = np.full(n, UNCOUNTED, np.int64)
-    # (starting from the most common difference: an odd first cycle pays a change too)
-    values, times = np.unique(diff, return_counts=True)
-    carried: int | None = int(values[np.argmax(times)]) if len(diff) else None
-    for i in range(n):
-        c = cand[i]
-        mapped = gain_on(i, c) + w[i] - (PATH_CHANGE if carried is not None else 0)
-        at_carried = int(np.searchsorted(c, carried)) if carried is not None else -1
-        held = carried is not None and at_carried < len(c) and c[at_carried] == carried
-        if held:
-            mapped[at_carried] += PATH_CHANGE
-            stay = int(mapped[at_carried])
-            unmapped = int(none_gain[i] + w[i][at_carried])
-        elif carried is not None:
-            stay = int(d[i])  # (a difference none of the cycles near bears out: as one no cycle after does)
-            unmapped = int(none_gain[i] + d[i])
-        else:
-            stay = None
-            unmapped = int(none_gain[i] + w0[i])
-        best = max([unmapped] + ([int(mapped.max())] if len(mapped) else []) + ([stay] if stay is not None else []))
-        if stay is not None and stay == best:
-            out[i] = carried
-        elif unmapped == best:
-            out[i] = UNCOUNTED
-        else:
-            carried = int(c[int(np.argmax(mapped == best))])
-            out[i] = carried
-    return out
-
 
 # A start below every cycle: the shift of a rank's cycles before its first with collectives.
 BEFORE_ALL_CYCLES = -(2 ** 40)
