@@ -1005,11 +1005,11 @@ def cycle_path(at: np.ndarray, diff: np.ndarray, unmarked: np.ndarray, own: np.n
     keep their order (no cycle counts as the one before it or earlier: a difference drops only
     across a none, or as far as the cycles between allow). Of paths of the same score, the
     first to choose, cycle by cycle, the difference of the cycle before, then none, then the
-    smallest (before any, the smallest, then none). A cycle chooses among the differences of the cycles within ``PATH_WINDOW`` of it
-    (one borne out by none of them counts as one borne out by no cycle after). A collective the
-    other rank alone launched between its ranges reads as a step it left unmarked: none (a
-    difference either side of it would also fit the two ranks' each leaving one step unmarked,
-    a cycle apart)."""
+    smallest (before any, the smallest, then none). A cycle chooses among the differences of
+    the cycles within ``PATH_WINDOW`` of it (one borne out by none of them counts as one borne
+    out by no cycle after). A collective the other rank alone launched between its ranges
+    reads as a step it left unmarked: none (a difference either side of it would also fit the
+    two ranks' each leaving one step unmarked, a cycle apart)."""
     n = len(unmarked)
     none_gain = unmarked.astype(np.int64) * PATH_VOTE
     gap = np.r_[np.diff(own), 1].astype(np.int64)  # own cycles from each to the next
@@ -1144,8 +1144,8 @@ def cycle_counts(cycle: np.ndarray, took_part: np.ndarray) -> CycleCount:
     left unmarked) counts on in step after it, where one difference for the whole capture
     counted its cycles before that step one too many; a launch deferred into the next cycle's
     range renumbers nothing. A cycle that would count as the one before it or earlier has no
-    number, as have those without such collectives (which keep the difference before them,
-    else after) that would count as the next or later."""
+    number; those without such collectives count on from the numbered one before, past the
+    unnumbered (``_cycle_steps``)."""
     n = cycle.shape[0]
     starts: list[np.ndarray] = [np.zeros(0, np.int64)]
     shifts: list[np.ndarray] = [np.zeros(0, np.int64)]
@@ -1451,9 +1451,9 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray, unpaired: list[np.
     numbers): a pipeline's stages pass each batch along, so the last stage ends every cycle
     last by construction, and who held whom up is in the waits that were not matched.
     """
-    # Cycles are numbered in the first rank's count: another rank's cycle k is its first's
-    # k + shift, the shift its collectives show (a capture begun cycles later numbers its
-    # cycles from 0 all the same).
+    # Cycles are numbered in the first rank's count: another rank's cycle k counts as its
+    # collectives show, cycle by cycle (``cycle_counts``: a capture begun cycles later numbers
+    # its cycles from 0 all the same; an idle step left unmarked numbers the rest one behind).
     count = cycle_counts(arr.cycle, arr.part)
     counted = np.stack([count.counted(r, arr.cycle[r]) for r in range(arr.cycle.shape[0])]) if arr.cycle.shape[0] else arr.cycle
     # A cycle of its own the first rank's count has no number for, at a collective its group's
