@@ -125,10 +125,7 @@ class CrossRank:
         as ``critical_path`` counts it, the first matched rank's way (``cycle_counts``, from the
         collectives table alone, so an export read back has it too; -1 where that falls before
         the first rank's first cycle; unchanged for a rank matched in no collective)."""
-        rows, count = self._cycle_count
-        if rank not in rows:
-            return cycle
-        return int(count.counted(rows[rank], np.array([cycle], np.int64))[0])
+        return int(self.counted_cycles(rank, np.array([cycle], np.int64))[0])
 
     def critical_path_json(self, leave_out: frozenset[int] = frozenset()) -> dict:
         """``rank_counts`` (cycles each rank gated: the others waited for it at a collective,
