@@ -105,6 +105,20 @@ def test_in_a_trace_with_cycle_ranges_the_suggested_phases_are_what_the_cycles_h
     assert not any(line.startswith("phase n CPU ms") or line.startswith("GPU ms:") for line in lines), lines
 
 
+def test_a_report_that_skips_every_cycle_blames_no_range():
+    from conftest import SAMPLES
+
+    # GIVEN the bundled sample (24 cycles of draft, verify, draft_re_extend)
+    path = SAMPLES / "h200_nsys2025.3.1" / "eagle_gpu_bound.sqlite"
+    # WHEN --skip-cycles leaves out more cycles than it has
+    res = run_cli("report", "--skip-cycles", "100", str(path), env={**os.environ, "COLUMNS": "200"})
+    lines = [" ".join(line.split()) for line in res.stdout.splitlines()]
+    # THEN it says every cycle is left out (it had said no range was named as a phase, beside
+    # the phases the trace does have)
+    assert res.returncode == 0 and lines[1] == "no phase to show: every cycle is left out (below)", lines
+    assert lines[2] == "cycles: none counted; 24 leading cycle(s) left out (--skip-cycles 100)", lines
+
+
 def test_ranges_lists_the_numbered_cycle_ranges_as_one_row():
     from conftest import SAMPLES
 

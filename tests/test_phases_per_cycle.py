@@ -383,3 +383,34 @@ def test_without_cycle_ranges_each_step_is_a_cycle_whatever_it_lacks(tmp_path, s
     lacking = sum(phases[0] not in step for step in steps[first:])
     assert any(f"{lacking} of {len(steps) - first} cycles run no {phases[0]!r}" in w and "give the loop cycle ranges" in w
                for w in analysis.warnings), analysis.warnings
+
+
+def test_the_detail_of_a_phase_of_several_steps_says_how_long_its_work_ran_past_all_its_timers(tmp_path):
+    # GIVEN 4 cycles (b = 2000c us) of three `draft` steps each, 300 us apart: step k's range
+    # [b+300k, b+300k+100], its kernel launched at +5 running +10..+260 (stream idle before it);
+    # between the steps, outside any phase, a bookkeeping kernel launched at +150 (it runs
+    # +260..+265, after the step's), and a `verify` step after them
+    t = FakeTrace()
+    for c in range(4):
+        b = 2000 * c
+        t.range(f"cycle {c}", b * U, (b + 1200) * U)
+        for k in range(3):
+            s = b + 300 * k
+            t.range("draft", s * U, (s + 100) * U)
+            t.kernel(t.call("cudaLaunchKernel", (s + 5) * U, (s + 8) * U), (s + 10) * U, (s + 260) * U)
+            t.kernel(t.call("cudaLaunchKernel", (s + 150) * U, (s + 153) * U), (s + 260) * U, (s + 265) * U)
+        t.range("verify", (b + 1000) * U, (b + 1100) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 1005) * U, (b + 1008) * U), (b + 1010) * U, (b + 1050) * U)
+    (rank,) = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify"), skip_cycles=0)).ranks
+    from tracerecon.analysis.detail import phase_detail
+
+    # WHEN the detail of draft (every cycle) is asked for
+    d = phase_detail(rank.phases, rank.gpu_ops, rank.syncs, phase="draft", cycles=rank.cycles)
+    # THEN per cycle: each step's events read 260 us (its start to its kernel's end: the
+    # bookkeeping kernel is in no phase), its timer 100: the GPU 780 us against 300, and its work ran 160 us past each of three timers, 480 us
+    # in all (the explanation had the last step's 160 alone, short of the 480 it explains)
+    assert (d.cpu_ms, d.gpu_ms) == (0.3, 0.78)
+    assert "its GPU work ran on for 0.480 ms past its timers (its ranges in a cycle taken together)" in d.explanation, d.explanation
+    # and one step's own detail keeps its own overrun
+    one = phase_detail(rank.phases, rank.gpu_ops, rank.syncs, phase_id=int(rank.phases["phase_id"][0].as_py()))
+    assert "ran on for 0.160 ms after the timer stopped" in one.explanation, one.explanation

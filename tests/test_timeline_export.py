@@ -347,6 +347,31 @@ def test_plot_titles_stay_on_the_picture_and_legends_hide_no_verdict(monkeypatch
             assert not lb.overlaps(text.get_window_extent(renderer)), text.get_text()
 
 
+def test_the_plot_says_how_many_cycles_it_leaves_out(monkeypatch, tmp_path):
+    # GIVEN the bundled sample, whose cycle 0 is the warm-up the report leaves out (24 cycles)
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from tracerecon.api import load
+    from tracerecon.analysis.config import PhaseConfig
+    from tracerecon.plot import plot_runs
+
+    kept = []
+    monkeypatch.setattr(plt, "close", lambda fig: kept.append(fig))
+    a = load([str(SAMPLES / "h200_nsys2025.3.1" / "eagle_gpu_bound.sqlite")], PhaseConfig())
+    # WHEN drawn
+    plot_runs([("", a)], tmp_path / "p.png")
+    (fig,) = kept
+    per_cycle = fig.axes[1]
+    # THEN the per-cycle chart draws the report's 23 cycles and says it left one out (it had
+    # no bar at cycle 0 and no word of why)
+    assert sorted({round(p.get_x() + p.get_width() / 2) for p in per_cycle.patches}) == list(range(1, 24))
+    assert per_cycle.get_xlabel() == "cycle (1 left out, as in the report: warm-up, incomplete or empty)"
+
+
 def test_six_phases_plot_with_names_apart_and_the_legend_in_its_panel(monkeypatch, tmp_path):
     # GIVEN vLLM V1's trace with six phases of long names (their slanted names overlapped, and
     # the narrow panel's two-column legend ran past it into the wide one)

@@ -740,6 +740,39 @@ async def test_the_overview_fits_80_columns():
         assert "over: absorbed_wait" in [str(t.get_row_at(i)[-1]) for i in range(t.row_count)]
 
 
+async def test_narrower_than_80_columns_the_overview_shows_the_gpu_time_first():
+    # GIVEN two ranks on a 50-column terminal, where no layout of the overview fits
+    app = make_app(str(DEMO2 / "nccl_skew"))
+    async with app.run_test(size=(50, 24)) as pilot:
+        await ready(pilot)
+        t = app.query_one("#overview-table", DataTable)
+        # THEN the GPU time, the error and the verdict come before the CPU timer and n (the
+        # table scrolls sideways; before, the screen's 50 columns ended inside GPU ms)
+        assert [str(c.label) for c in t.columns.values()] == ["rank", "phase", "GPU ms", "CPU-GPU", "verdict: cause", "CPU ms", "n"]
+        row = [str(c) for c in t.get_row_at(0)]
+        # (the same cells, moved: rank 0's draft as `report` has it)
+        assert row[:2] == ["0", "draft"] and (row[2], row[5], row[6]) == ("0.141", "0.058", "30")
+        # WHEN the terminal grows to 80 columns THEN the usual order is back
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause(0.3)
+        assert [str(c.label) for c in t.columns.values()] == ["rank", "phase", "n", "CPU ms", "GPU ms", "CPU-GPU", "verdict: cause"]
+
+
+async def test_tab_on_a_short_terminal_keeps_the_tab_bar_and_the_table_header():
+    # GIVEN two ranks on an 80x14 terminal: the overview's table and notes do not fit
+    app = make_app(str(DEMO2 / "nccl_skew"))
+    async with app.run_test(size=(80, 14)) as pilot:
+        await ready(pilot)
+        # WHEN tab moves to the notes
+        await pilot.press("tab")
+        await pilot.pause(0.3)
+        lines = [s.text for s in app.screen._compositor.render_strips()]
+        # THEN the notes scroll in their own box: the tab bar and the table's header stay (the
+        # whole screen had scrolled, leaving rows of numbers without their column names)
+        assert "Overview" in lines[1] and "Timeline" in lines[1]
+        assert lines[3].split()[:4] == ["rank", "phase", "n", "CPU"]
+
+
 async def test_the_overview_counts_the_warnings_it_has_no_room_for():
     # GIVEN an analysis with five warnings
     from dataclasses import replace
@@ -785,8 +818,11 @@ async def test_an_incomplete_cycle_is_marked_in_the_cycles_table_and_said_on_the
             # THEN the last cycle's row says it is not in the report, and the overview says how many
             # cycles it counts and that one incomplete cycle was left out
             assert table.row_count == rows
+            cols = [str(c.label) for c in table.columns.values()]
             last = [str(c) for c in table.get_row_at(rows - 1)]
-            assert last[-1].endswith("(incomplete in the trace: not in the report)"), last
+            assert last[cols.index("left out")] == "incomplete", last
+            # (beside the cycle, where 80 columns show it: it had ended the row, past every phase)
+            assert cols.index("left out") == cols.index("cycle") + 1
             assert said in notes and "1 incomplete cycle(s) left out (not whole in the trace)" in " ".join(notes.split()), notes
 
 

@@ -107,7 +107,9 @@ def _draw_runs(plt, runs: list[tuple[str, Analysis]], out_file: str | os.PathLik
             ax_cyc.bar(cycles, [vals[c] for c in cycles], bottom=[bottom[c] for c in cycles], label=drawn, width=0.85, **look[name])
             for c in cycles:
                 bottom[c] += vals[c]
-        ax_cyc.set_xlabel("cycle")
+        # (the report's cycles: those it leaves out are said, not silently missing bars)
+        left = r.cycles.num_rows - len(cycles)
+        ax_cyc.set_xlabel("cycle" + (f" ({left} left out, as in the report: warm-up, incomplete or empty)" if left > 0 else ""))
         ax_cyc.xaxis.set_major_locator(MaxNLocator(integer=True))  # cycles are whole numbers, even one alone
         ax_cyc.set_ylabel("GPU ms")
         ax_cyc.set_title(f"{shown_names([label], 70)[0] + ' ' if label else ''}rank {r.rank}: GPU time per cycle, by phase", fontsize=10)

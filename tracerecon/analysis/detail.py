@@ -48,10 +48,12 @@ class PhaseDetail:
 
 def explain_verdict(verdict: str, cause: str, cpu_ms: float, gpu_ms: float | None, overrun_ms: float, absorbed_ms: float,
                     busy_fraction: float | None, waited_for: str | None, queued_ms: float = 0.0, wait_ms: float = 0.0,
-                    waited_cycles_back: int | None = None) -> str:
+                    waited_cycles_back: int | None = None, several_ranges: bool = False) -> str:
     """One sentence: which way the CPU timer errs (verdict) and why (cause). ``waited_for``: the
     phase whose GPU work the timer waited for, ``waited_cycles_back`` cycles before its own (an
-    engine a cycle ahead reads the cycle before's results; None or 0: its own cycle)."""
+    engine a cycle ahead reads the cycle before's results; None or 0: its own cycle).
+    ``several_ranges``: the numbers are of a phase's ranges in a cycle taken together, so
+    ``overrun_ms`` is how long its GPU work ran on past all of its timers."""
     g = gpu_ms if gpu_ms is not None else 0.0
     blocked = cause == "absorbed_wait"
     head = {
@@ -71,7 +73,8 @@ def explain_verdict(verdict: str, cause: str, cpu_ms: float, gpu_ms: float | Non
     why = {
         "absorbed_wait": f": {absorbed_ms:.3f} ms of it were spent blocked, waiting for {who}"
                          + (f", and its own GPU work ran on {overrun_ms:.3f} ms after it stopped." if verdict == "agree" and overrun_ms > 0 else "."),
-        "async_tail": f": its GPU work ran on for {overrun_ms:.3f} ms after the timer stopped" + (f"; {behind}." if queued_ms > 0 else "."),
+        "async_tail": (f": its GPU work ran on for {overrun_ms:.3f} ms past its timers (its ranges in a cycle taken together)" if several_ranges
+                       else f": its GPU work ran on for {overrun_ms:.3f} ms after the timer stopped") + (f"; {behind}." if queued_ms > 0 else "."),
         "queued_behind": f": {behind}.",
         "comm_wait": f": {wait_ms:.3f} ms of its GPU time were collectives waiting for other ranks.",
         "launch_bound": (f": launch-bound, the GPU was busy only {busy_fraction:.0%} of the phase's GPU span while the CPU launched."
@@ -153,9 +156,18 @@ def phase_detail(phases: pa.Table, gpu_ops: pa.Table, syncs: pa.Table, *, phase_
     gpu_ms = median_ms(d["gpu_ns"])
     span = median_ms(d["gpu_span_ns"])
     busy = median_ms(d["gpu_busy_ns"]) or 0.0
+    several = phase_id is None and sub.num_rows != len(sel)
+    if several:
+        # A phase of several ranges a cycle: the last range's overrun (the folded row's) leaves
+        # out what ran on past the earlier ones' timers (a draft step's kernels past its range,
+        # into the bookkeeping before the next step). Per cycle, the GPU time its timers miss,
+        # plus what it queued behind (said apart), is the time its work ran on past them.
+        overrun = [max(0, g - c + (q or 0)) if g is not None else None for g, c, q in zip(d["gpu_ns"], d["cpu_ns"], d["queued_ns"])]
+    else:
+        overrun = d["overrun_ns"]
     explanation = explain_verdict(
-        top, cause, cpu_ms, gpu_ms, median_ms(d["overrun_ns"]) or 0.0, median_ms(d["absorbed_ns"]) or 0.0, (busy / span) if span else None, waited_for,
-        median_ms(d["queued_ns"]) or 0.0, median_ms(d["wait_ns"]) or 0.0, waited_back,
+        top, cause, cpu_ms, gpu_ms, median_ms(overrun) or 0.0, median_ms(d["absorbed_ns"]) or 0.0, (busy / span) if span else None, waited_for,
+        median_ms(d["queued_ns"]) or 0.0, median_ms(d["wait_ns"]) or 0.0, waited_back, several,
     )
     return PhaseDetail(
         title=title, n_instances=len(sel), cpu_ms=cpu_ms, gpu_ms=gpu_ms, gpu_span_ms=span, gpu_busy_ms=busy,

@@ -185,6 +185,12 @@ class CycleRow:
     incomplete: bool = False  # not whole in the trace (``cycles.incomplete``)
     empty: bool = False  # its phases launched no GPU work (``cycles.empty``)
 
+    @property
+    def left_out(self) -> str:
+        """Why the report leaves the cycle out ("warm-up", "incomplete": not whole in the
+        trace, "empty": it launched no GPU work), or "" where it counts."""
+        return "warm-up" if self.warmup else "incomplete" if self.incomplete else "empty" if self.empty else ""
+
 
 def cycle_rows(phases: pa.Table, cycles: pa.Table) -> list[CycleRow]:
     """Every cycle of ``cycles`` (warm-up ones marked), in its order, with its phases."""

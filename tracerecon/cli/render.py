@@ -83,9 +83,11 @@ def print_report(report: Report, console: Console, hints: bool = True) -> None:
         if phases:
             print_table(console, table)
         else:
-            # (a table of headers alone, and the note on its columns, had read as a result)
-            print_wrapped(console, "no phase to show: no range was named as a phase, or none ran in a cycle counted "
-                                   "(`tracerecon ranges` lists every range name)")
+            # (a table of headers alone, and the note on its columns, had read as a result; where
+            # every cycle is left out, `--skip-cycles` past them, no range is to blame)
+            c = r.cycles
+            print_wrapped(console, "no phase to show: every cycle is left out (below)" if c.n == 0 and (c.n_warmup or c.n_incomplete) else
+                          "no phase to show: no range was named as a phase, or none ran in a cycle counted (`tracerecon ranges` lists every range name)")
         for line, _ in rank_notes(r, report.skip_cycles, hint=hints):
             print_wrapped(console, line)
         console.print()

@@ -139,6 +139,7 @@ class TraceReconApp(App):
     #overview-table, #diff-table { height: auto; max-height: 70%; min-height: 3; }
     #overview-notes-box, #diff-notes-box { height: 1fr; }
     #keys { dock: bottom; height: 1; background: $panel; color: $text-muted; padding: 0 1; }
+    #tabs, #tabs > ContentSwitcher, TabPane { height: 1fr; }
     """
     BINDINGS = [
         Binding("q", "quit", "quit"),
@@ -199,7 +200,7 @@ class TraceReconApp(App):
         self.overview_sort: tuple[str, bool] | None = None  # the overview's sort (column label, largest first), kept through a resize
         self.detail_target: tuple[int, int | None, str | None] | None = None
         self.zoom_target: Window | None = None  # a merged run of GPU ops clicked: enter zooms in to it
-        self._overview_layout = (True, False)  # (span and busy shown, labels on two lines): ``overview_layout``
+        self._overview_layout = (True, False, False)  # (span and busy shown, labels on two lines, GPU first): ``overview_layout``
         self.pending_cycle_rows: list[tuple[list, str]] = []
 
     # --- layout ---------------------------------------------------------------------------
@@ -371,12 +372,14 @@ class TraceReconApp(App):
         return [(str(r.rank), shown[p.phase], str(p.n), fmt_ms(p.cpu_ms_median), fmt_ms(p.gpu_ms_median), fmt_ms(p.gpu_span_ms_median),
                  fmt_ms(p.gpu_busy_ms_median), fmt_ms(p.error_ms_median), verdict_cause_label(p)) for r in rep.ranks for p in r.phases]
 
-    def overview_layout(self, width: int) -> tuple[bool, bool]:
-        """(span and busy shown, each verdict: cause label on two lines at its ": ") for a
-        terminal ``width`` wide: the first layout that fits of span and busy with one-line
-        labels, neither with one-line labels, and neither with two-line labels (that last where
-        none fits). A label cut at the screen's edge read wrong counts ("agree 19/30:
-        launch_bound 1" for 13/30); span and busy, shown from 100 columns on, had run past it."""
+    def overview_layout(self, width: int) -> tuple[bool, bool, bool]:
+        """(span and busy shown, each verdict: cause label on two lines at its ": ", the GPU
+        columns before the CPU timer's and ``n`` last) for a terminal ``width`` wide: the first
+        layout that fits of span and busy with one-line labels, neither with one-line labels,
+        and neither with two-line labels; where none fits, that last with the GPU first (the
+        table scrolls sideways: what shows is the GPU time, not the timer it corrects). A label
+        cut at the screen's edge read wrong counts ("agree 19/30: launch_bound 1" for 13/30);
+        span and busy, shown from 100 columns on, had run past it."""
         rows = self.overview_rows()
 
         def need(wide: bool, split: bool) -> int:
@@ -390,7 +393,15 @@ class TraceReconApp(App):
                 total += max([len(col)] + [len(c) + (1 if split and col == "verdict: cause" else 0) for c in cells]) + self.CELL_PADDING
             return total
 
-        return next((layout for layout in ((True, False), (False, False)) if need(*layout) <= width), (False, True))
+        return next((layout + (False,) for layout in ((True, False), (False, False), (False, True)) if need(*layout) <= width), (False, True, True))
+
+    def overview_columns(self, layout: tuple[bool, bool, bool]) -> list[str]:
+        """The overview's columns in a layout (``overview_layout``), in the order shown."""
+        wide, _, gpu_first = layout
+        cols = [c for c in self.OVERVIEW_COLUMNS if wide or c not in ("span", "busy")]
+        if gpu_first:
+            cols = ["rank", "phase", "GPU ms", "CPU-GPU", "verdict: cause", "CPU ms", "n"]
+        return cols
 
     def on_resize(self, event) -> None:
         if self.report is not None and self.overview_layout(event.size.width) != self._overview_layout:
@@ -417,19 +428,22 @@ class TraceReconApp(App):
         rep = self.report
         t = self.query_one("#overview-table", DataTable)
         t.clear(columns=True)
-        wide, split = self._overview_layout = self.overview_layout(self.size.width if width is None else width)
+        layout = self._overview_layout = self.overview_layout(self.size.width if width is None else width)
+        split = layout[1]
+        columns = self.overview_columns(layout)
         # verdict and cause in one column, as `report` has them
-        t.add_columns(*(c for c in self.OVERVIEW_COLUMNS if wide or c not in ("span", "busy")))
+        t.add_columns(*columns)
         notes = Text()
         rows = iter(self.overview_rows())
         for r in rep.ranks:
             for p in r.phases:
-                rank, name, n, cpu, gpu, span, busy, err, label = next(rows)
+                cells = dict(zip(self.OVERVIEW_COLUMNS, next(rows)))
                 style = VERDICT_STYLE.get(p.dominant_verdict, "")
-                t.add_row(
-                    rank, Text(name), n, cpu, gpu, *((span, busy) if wide else ()), Text(err, style=style),
-                    Text(label.replace(": ", ":\n", 1) if split else label, style=style), key=f"{r.rank}:{p.phase}", height=None,
-                )
+                cells["phase"] = Text(cells["phase"])
+                cells["CPU-GPU"] = Text(cells["CPU-GPU"], style=style)
+                label = cells["verdict: cause"]
+                cells["verdict: cause"] = Text(label.replace(": ", ":\n", 1) if split else label, style=style)
+                t.add_row(*(cells[c] for c in columns), key=f"{r.rank}:{p.phase}", height=None)
         for r in rep.ranks:
             # (a rank that is one GPU's part of a process: its loop thread too, as `report`'s header says)
             on = f" ({', '.join(x for x in (gpus_text(r.gpus), f'thread {r.tid}' if r.tid is not None else '') if x)})" if r.gpus or r.tid is not None else ""
@@ -488,21 +502,23 @@ class TraceReconApp(App):
             return
         t.clear(columns=True)
         phases = [p for p in a.config.labels() if any(p in r.phases["phase"].to_pylist() for r in a.ranks)]
-        cols = ["rank", "cycle", "CPU ms", "GPU ms"] + [f"{p} CPU" for p in phases] + [f"{p} GPU" for p in phases] + ["|error| ms", "verdicts"]
-        shown = shown_names_by(phases)
-        heads = ["rank", "cycle", "CPU ms", "GPU ms"] + [f"{shown[p]} CPU" for p in phases] + [f"{shown[p]} GPU" for p in phases] + ["|error| ms", "verdicts"]
-        for c, head in zip(cols, heads):
-            t.add_column(Text(head), key=c)  # phase names are the trace's text: no markup, escapes
         from tracerecon.api import cycle_rows
 
-        for r in a.ranks:
-            # A phase that runs several times in a cycle: one row per cycle, as `report` has it.
-            for c in cycle_rows(r):
-                row = [r.rank, c.cycle, fmt_ms(c.cpu_ms), fmt_ms(c.gpu_ms)]  # ms as text: a DataTable shows floats to 2 decimals
-                row += [fmt_ms(c.phase_cpu_ms.get(p)) for p in phases] + [fmt_ms(c.phase_gpu_ms.get(p)) for p in phases]
-                row += [fmt_ms(c.abs_error_ms), c.verdicts + (" (warm-up: not in the report)" if c.warmup else " (incomplete in the trace: not in the report)" if c.incomplete
-                                                 else " (empty: launched no GPU work; not in the report)" if c.empty else "")]
-                self.pending_cycle_rows.append((row, f"{r.rank}:{c.cycle}"))
+        rows = [(r, c) for r in a.ranks for c in cycle_rows(r)]  # a phase run several times a cycle: one row a cycle, as `report` has it
+        # Which cycles the report leaves out, in a column beside the cycle where any is (at the
+        # end of a row, past the per-phase columns, 80 columns never showed it); the GPU columns
+        # before the CPU timers', which the GPU times correct.
+        marked = any(c.warmup or c.incomplete or c.empty for _, c in rows)
+        shown = shown_names_by(phases)
+        cols = ["rank", "cycle"] + ["left out"] * marked + ["CPU ms", "GPU ms"] + [f"{p} GPU" for p in phases] + [f"{p} CPU" for p in phases] + ["|error| ms", "verdicts"]
+        heads = ["rank", "cycle"] + ["left out"] * marked + ["CPU ms", "GPU ms"] + [f"{shown[p]} GPU" for p in phases] + [f"{shown[p]} CPU" for p in phases] + ["|error| ms", "verdicts"]
+        for c, head in zip(cols, heads):
+            t.add_column(Text(head), key=c)  # phase names are the trace's text: no markup, escapes
+        for r, c in rows:
+            row = [r.rank, c.cycle] + [c.left_out] * marked + [fmt_ms(c.cpu_ms), fmt_ms(c.gpu_ms)]  # ms as text: a DataTable shows floats to 2 decimals
+            row += [fmt_ms(c.phase_gpu_ms.get(p)) for p in phases] + [fmt_ms(c.phase_cpu_ms.get(p)) for p in phases]
+            row += [fmt_ms(c.abs_error_ms), c.verdicts]
+            self.pending_cycle_rows.append((row, f"{r.rank}:{c.cycle}"))
         self.add_cycle_rows()
 
     def add_cycle_rows(self, everything: bool = False) -> None:
