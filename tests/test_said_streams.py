@@ -65,6 +65,23 @@ def test_without_the_mark_the_same_trace_reads_the_switched_phase_as_a_side_stre
     assert len(warnings) == 1 and "'forward': in 4 of 4 instances" in warnings[0] and "events there read 0.500 ms" in warnings[0]
 
 
+def test_instances_that_only_copied_on_the_side_stream_are_said_as_those_that_ran_kernels_there(tmp_path):
+    # GIVEN SWITCH whose forward, in odd cycles, runs no kernel but a 300 us copy to the device
+    # on 20 (after 20's wait for 7); its phases say nothing of their stream
+    copying = [SWITCH[0], ("forward", LOOP, 20, [("w", 20, 7), ("cp", 20, 300, 1)]), SWITCH[2]]
+    truth, got, warnings = readings([SWITCH, copying] * 2, tmp_path, say=False)
+    # THEN every forward is read on 7 (20 a side stream of it: 0 us), where the events on 20 the
+    # engine records read 500 us and, copying, 300 us (the simulation's truth)
+    assert [(c, us) for c, n, us, _ in truth if n == "forward"] == [(0, 500), (1, 300), (2, 500), (3, 300)]
+    assert [(c, us, s) for c, n, us, s in got if n == "forward"] == [(0, 0.0, 7), (1, 0.0, 7), (2, 0.0, 7), (3, 0.0, 7)]
+    # and a warning gives the other reading of each kind: the copying ones too (their stream
+    # computes in the other cycles: no copy stream, so nothing had said them)
+    kernels = [w for w in warnings if "'forward': in 2 of 4 instances it ran all its kernels on stream 20" in w]
+    copies = [w for w in warnings if "'forward': in 2 of 4 instances it ran no kernel, only copies on stream 20, a side stream of stream 7" in w]
+    assert len(kernels) == 1 and "events there read 0.500 ms" in kernels[0]
+    assert len(copies) == 1 and "events there read 0.300 ms" in copies[0], warnings
+
+
 @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**31 - 1), joins=st.sampled_from(["phase", "cycle", "any"]))
 def test_every_phase_of_a_thread_switching_streams_reads_its_events_when_phases_say_their_stream(seed, joins, tmp_path):

@@ -844,6 +844,10 @@ def _side_stream_notes(side: SideReadings, gpu: np.ndarray, stream: np.ndarray, 
         out.append(f"{name!r}: in {len(mine)} of {labels.count(name)} instances it ran all its kernels on stream {of}, a side stream of stream "
                    f"{on} by the trace's waits, and none on {on}, where it is read: {read} (median); if its range runs inside "
                    f"`with torch.cuda.stream(...)` for {of}, events there read {other} {unrecorded}")
+    for name, mine, on, of, read, other in by_name(differ & (side.kind == SIDE_STREAM_COPIES)):
+        out.append(f"{name!r}: in {len(mine)} of {labels.count(name)} instances it ran no kernel, only copies on stream {of}, a side stream of "
+                   f"stream {on} by the trace's waits, where it is read: {read} (median); if its range runs inside `with torch.cuda.stream(...)` "
+                   f"for {of}, events there read {other} {unrecorded}")
     return tuple(out)
 
 
@@ -1221,6 +1225,7 @@ SIDE_STREAM_KERNELS = 1  # all its kernels on a side stream of the stream it is 
 COPIES_FEED = 2  # only copies, on a stream that only copies, read on the stream they feed or were forked off (``CopyStreams``)
 COPIES_THREAD = 3  # the same, read on its thread's own stream
 LAUNCHED_NOTHING = 4  # nothing launched, read on a stream inherited from its thread's phases, which are read on another too
+SIDE_STREAM_COPIES = 5  # no kernel, its copies on a side stream of the stream it is read on (``caller_streams``), one its other instances compute on
 
 
 class SideReadings(NamedTuple):
@@ -1367,7 +1372,10 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
     ph_read_end = read_ends(ops, op_phase, ph_e, clock.op_instants)
     busiest = busiest_streams(ops, copy_streams)
     moved = ((dev != work_dev) | (stream != work_stream)) & (work_stream >= 0) & ~told  # (a said stream is no guess: nothing to warn of)
-    mask = moved & _kernels_all_on(clock, placed, deciding_phase, ph_pid, work_dev, work_stream) if moved.any() else moved
+    kernels_there, copies_there = _work_all_on(clock, placed, deciding_phase, ph_pid, work_dev, work_stream) if moved.any() else (moved, moved)
+    # (an instance that only copied, on a stream its other instances run kernels on, is no
+    # copy-stream phase above: it is moved as they are, and said as they are)
+    mask = moved & (kernels_there | copies_there)
     side = SideReadings(np.zeros(n_ph, dtype=bool), np.zeros(n_ph, np.int64), np.full(n_ph, -1, np.int64), np.zeros(n_ph, np.int8))
     if mask.any():
         # Events on the stream their work went to, had the range run inside a `with
@@ -1375,7 +1383,8 @@ def _phase_stream_boundaries(ops: pa.Table, op_phase: np.ndarray, n_ph: int, clo
         o_start, o_end, _, _ = phase_boundaries(clock, ph_pid, ph_s, ph_read_end, cycle_of, np.where(mask, work_dev, dev), np.where(mask, work_stream, stream),
                                                 busiest, ph_tid, ended_elsewhere=ended_elsewhere, range_end=ph_e, op_owner=deciding_phase, beside=beside, unset=unset)
         ok = mask & (o_start != I64_MIN)
-        side = SideReadings(ok, np.where(ok, o_end - o_start, 0), np.where(ok, work_stream, -1), np.where(ok, SIDE_STREAM_KERNELS, 0).astype(np.int8))
+        side = SideReadings(ok, np.where(ok, o_end - o_start, 0), np.where(ok, work_stream, -1),
+                            np.where(ok, np.where(kernels_there, SIDE_STREAM_KERNELS, SIDE_STREAM_COPIES), 0).astype(np.int8))
     cycle_ends = np.full(n_ph, I64_MIN, dtype=np.int64)
     # A cycle's last phase begun apart reads the next cycle's stream where work of its own went
     # there (``_read_boundaries``): its work as owned above, whichever thread launched it, but
@@ -1441,19 +1450,29 @@ def _other_stream_of_its_thread(pid: np.ndarray, tid: np.ndarray, dev: np.ndarra
     return out_dev, out_stream
 
 
-def _kernels_all_on(clock: StreamClock, placed: pa.Table, op_phase: np.ndarray, ph_pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
+def _work_all_on(clock: StreamClock, placed: pa.Table, op_phase: np.ndarray, ph_pid: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per phase: whether it launched kernels or graphs (collectives too), every one of them on
-    its stream (``dev``, ``stream``). ``placed``: the ops with graph branches on their launch's
-    stream (``StreamClock.on_launch_streams``)."""
+    its stream (``dev``, ``stream``); and whether it launched none but copies or memsets, every
+    one of them there. ``placed``: the ops with graph branches on their launch's stream
+    (``StreamClock.on_launch_streams``)."""
     n = len(dev)
     rows = clock.stream_index(int64s(placed["pid"]), int64s(placed["device_id"], -1), int64s(placed["stream_id"], -1))
-    at = np.flatnonzero((op_phase >= 0) & computes(placed))
-    here = rows[at] == clock.stream_index(ph_pid, dev, stream)[op_phase[at]]
-    some = np.zeros(n + 1, dtype=bool)
-    elsewhere = np.zeros(n + 1, dtype=bool)
-    some[op_phase[at]] = True
-    elsewhere[op_phase[at[~here]]] = True
-    return (some & ~elsewhere)[:n]
+    computing = computes(placed)
+    mine = op_phase >= 0
+    here = np.zeros(len(op_phase), dtype=bool)
+    here[mine] = rows[mine] == clock.stream_index(ph_pid, dev, stream)[op_phase[mine]]
+
+    def every_one_here(ops: np.ndarray) -> np.ndarray:
+        some = np.zeros(n + 1, dtype=bool)
+        elsewhere = np.zeros(n + 1, dtype=bool)
+        some[op_phase[ops]] = True
+        elsewhere[op_phase[ops[~here[ops]]]] = True
+        return (some & ~elsewhere)[:n]
+
+    kernels = np.flatnonzero(mine & computing)
+    ran_kernels = np.zeros(n + 1, dtype=bool)
+    ran_kernels[op_phase[kernels]] = True
+    return every_one_here(kernels), every_one_here(np.flatnonzero(mine & ~computing)) & ~ran_kernels[:n]
 
 
 def _launcher_ops(clock: StreamClock, ops: pa.Table, deciding_phase: np.ndarray, computing: np.ndarray, ph_pid: np.ndarray, ph_dev: np.ndarray,
