@@ -226,3 +226,100 @@ def test_the_diff_text_gives_every_ranks_cycle_as_its_json_does():
     assert lines == [f"cycle (rank {r['rank']}): GPU {r['a_gpu_ms']:.3f} -> {r['b_gpu_ms']:.3f} ms ({r['delta_gpu_ms']:+.3f}), "
                      f"CPU {r['a_cpu_ms']:.3f} -> {r['b_cpu_ms']:.3f} ms" for r in per_rank]
     assert [r["rank"] for r in per_rank] == [0, 1]
+
+
+def _loop(path, cycles: int = 40, mlp_us=lambda c: 150, steps: int = 3, rope_us: int = 0, extend_in=lambda c: True, tokens=lambda c: 3,
+          verify_lead: int = 0):
+    """A one-stream loop, cycle c at b = 2000c us, launch-bound between phases: draft runs
+    ``steps`` steps (draft_fwd 30 us, draft_sample 10 us, each launched 10 us apart), verify
+    verify_attn 100 us then verify_mlp ``mlp_us(c)`` (and verify_rope ``rope_us`` where not 0)
+    from its range's start, draft_extend (extend_fwd 80 us) where ``extend_in(c)``; each cycle
+    says its accepted tokens. Every phase's range outlasts its work's queue (each ends at least
+    20 us after its last kernel's end), so its GPU time is its range's CPU time. ``verify_lead``:
+    CPU work at verify's start before its first launch."""
+    from nsys_factory import FakeTrace, gtid
+
+    U = 1000
+    t = FakeTrace()
+    for c in range(cycles):
+        b = 2000 * c
+        at = b
+        names = []
+
+        def phase(name, kernels, lead=0):
+            nonlocal at
+            start, gpu = at + lead, at + lead + 5
+            for i, (k, us) in enumerate(kernels):
+                call = t.call("cudaLaunchKernel", (start + 2 + 3 * i) * U, (start + 4 + 3 * i) * U)
+                gpu = max(gpu, start + 5 + 3 * i)
+                t.kernel(call, gpu * U, (gpu + us) * U, name=k)
+                gpu += us
+            end = max(start + 10 + 3 * len(kernels), gpu + 20)
+            t.range(name, at * U, end * U)
+            names.append(name)
+            at = end
+
+        phase("draft", [(k, us) for _ in range(steps) for k, us in (("draft_fwd", 30), ("draft_sample", 10))])
+        phase("verify", [("verify_attn", 100), ("verify_mlp", mlp_us(c))] + ([("verify_rope", rope_us)] if rope_us else []), verify_lead)
+        if extend_in(c):
+            phase("draft_extend", [("extend_fwd", 80)])
+        t.range(f"cycle {c}", b * U, at * U)
+        t.nvtx.append({"start": at * U, "end": None, "eventType": 34, "text": f"tracerecon.accepted={tokens(c)}",
+                       "globalTid": gtid(10), "endGlobalTid": None, "domainId": 0, "int64Value": c})
+    return str(t.write(path))
+
+
+def _diff(tmp_path, a_kw: dict, b_kw: dict) -> dict:
+    a, b = _loop(tmp_path / "a.sqlite", **a_kw), _loop(tmp_path / "b.sqlite", **b_kw)
+    res = run_cli("diff", a, b, "--json", "--skip-cycles", "0")
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def _explained(doc: dict, phase: str) -> str:
+    return next(p["explanation"] for p in doc["phases"] if p["phase"] == phase)
+
+
+def test_a_kernel_slower_in_some_cycles_is_said_where_the_median_did_not_move(tmp_path):
+    # GIVEN B whose verify_mlp takes 300 us instead of 150 in 16 of 40 cycles (c % 5 < 2), tokens
+    # unchanged: by hand verify's median stays 0.300 ms (24 of 40 cycles), its mean per cycle
+    # +150 * 16 / 40 = +60 us; per token (3 a cycle) B's GPU per cycle rises by 60 us on average
+    doc = _diff(tmp_path, {}, {"mlp_us": lambda c: 300 if c % 5 < 2 else 150})
+    # THEN the per-token line says slower steps, not "faster steps (GPU per cycle +0%)", and
+    # verify names verify_mlp's +0.060 ms per cycle in some cycles (it said: no change found)
+    why = doc["cycles"]["per_rank"][0]["per_token_explanation"]
+    assert why.startswith("per accepted token +") and "mostly slower steps" in why and "tokens per cycle +0%" in why, why
+    assert "verify_mlp +0.060 ms per cycle, in some cycles only: the median cycle moved +0.000 ms" in _explained(doc, "verify")
+
+
+def test_a_new_kernel_does_not_hide_a_slower_one(tmp_path):
+    # GIVEN B that adds verify_rope (25 us) and whose verify_mlp takes 250 us instead of 150
+    doc = _diff(tmp_path, {}, {"mlp_us": lambda c: 250, "rope_us": 25})
+    # THEN both are said: the new kernel and verify_mlp's +0.100 ms (it said the new kernel alone)
+    assert _explained(doc, "verify") == "verify +0.125 ms GPU: new kernels: verify_rope (0.025 ms), verify_mlp +0.100 ms per cycle"
+
+
+def test_one_more_draft_step_is_said_as_more_kernels_not_slower_ones(tmp_path):
+    # GIVEN B running 4 draft steps a cycle instead of 3, each kernel as long as before
+    doc = _diff(tmp_path, {}, {"steps": 4})
+    # THEN draft's +0.040 ms names draft_fwd's +0.030 ms with how many times it ran a cycle
+    assert _explained(doc, "draft").startswith("draft +0.040 ms GPU: draft_fwd +0.030 ms per cycle (4 times a cycle, was 3)")
+
+
+def test_a_phase_run_in_fewer_cycles_says_so(tmp_path):
+    # GIVEN B running draft_extend in 8 of 40 cycles (every fifth) instead of every cycle
+    doc = _diff(tmp_path, {}, {"extend_in": lambda c: c % 5 == 0})
+    # THEN its median is unchanged and its explanation says in how many cycles it ran (the
+    # cycle's change had no phase saying where it went: the median cycle lost draft_extend's
+    # 105 us, its kernel at +5..+85 and its range to +105)
+    assert _explained(doc, "draft_extend") == "draft_extend +0.000 ms GPU: ran in 8 of 40 counted cycles (A: 40 of 40)"
+    assert doc["cycles"]["per_rank"][0]["delta_gpu_ms"] == -0.105
+
+
+def test_the_gpu_idle_before_a_phases_first_launch_is_said(tmp_path):
+    # GIVEN B whose verify spends 200 us on the CPU before its first launch (a straggler's CPU
+    # work), the GPU idle meanwhile: verify reads 200 us more, its kernels unchanged
+    doc = _diff(tmp_path, {}, {"verify_lead": 200})
+    # THEN the explanation says the GPU idled before the first op, and the CPU time that grew
+    # with it (it fell back to "outside the kernels (gaps, queueing) or in the mix of unlike cycles")
+    assert _explained(doc, "verify").startswith("verify +0.200 ms GPU: GPU idle before its first op 0.005 -> 0.205 ms (CPU 0.275 -> 0.475 ms)")

@@ -10,6 +10,7 @@ from an Analysis (``build_report``, ``diff_document``), so a warm report that la
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections import Counter
 from typing import TYPE_CHECKING, Sequence
@@ -303,12 +304,15 @@ def token_delta(ra, rb) -> dict:
     if sa.gpu_ms_per_accepted_token is None or sb.gpu_ms_per_accepted_token is None:
         return {}
     ta, tb = sa.accepted_tokens / max(sa.n, 1), sb.accepted_tokens / max(sb.n, 1)
-    step = (sb.gpu_ms_median or 0) / (sa.gpu_ms_median or 1) - 1
     tokens = tb / ta - 1 if ta else 0.0
     per_tok = sb.gpu_ms_per_accepted_token / sa.gpu_ms_per_accepted_token - 1
+    # GPU per cycle as the per-token figures take it, their sums over the cycles (per token =
+    # per cycle / tokens per cycle): the median cycle had stayed put where 16 of 40 cycles
+    # slowed, and the change read "mostly faster steps (GPU per cycle +0%)".
+    step = (1 + per_tok) * (1 + tokens) - 1
     if abs(per_tok) < 0.05:
         why = "GPU time per accepted token is about the same"
-    elif abs(step) >= abs(tokens):
+    elif abs(math.log1p(step)) >= abs(math.log1p(tokens)):
         why = f"per accepted token {per_tok:+.0%}: mostly {'slower' if step > 0 else 'faster'} steps (GPU per cycle {step:+.0%}, tokens per cycle {tokens:+.0%})"
     else:
         why = f"per accepted token {per_tok:+.0%}: mostly {'fewer' if tokens < 0 else 'more'} accepted tokens (tokens per cycle {tokens:+.0%}, GPU per cycle {step:+.0%})"
@@ -338,7 +342,8 @@ def diff_document(a: Analysis, b: Analysis, a_given: Sequence[str] | None = None
         ra, rb = a_ranks[rank], b_ranks[rank_b]
         # The cycles and phase instances `report` takes its medians over: warm-up cycles left out.
         phases += [d.to_json() for d in diff_rank(rank, steady_phases(ra.phases, ra.cycles), ra.gpu_ops, steady_phases(rb.phases, rb.cycles), rb.gpu_ops,
-                                                  a.config.labels(), (set(ra.phases["phase"].to_pylist()), set(rb.phases["phase"].to_pylist())))]
+                                                  a.config.labels(), (set(ra.phases["phase"].to_pylist()), set(rb.phases["phase"].to_pylist())),
+                                                  (steady_cycles(ra.cycles).num_rows, steady_cycles(rb.cycles).num_rows))]
         per_rank_cycles.append({"rank": rank, **cycle_delta(steady_cycles(ra.cycles), steady_cycles(rb.cycles)), **token_delta(ra, rb)})
         kernels.append({"rank": rank, "changes": kernel_changes(ra.gpu_ops, rb.gpu_ops)})
         models = _gpu_models(ra.gpus), _gpu_models(rb.gpus)

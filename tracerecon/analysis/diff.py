@@ -44,6 +44,7 @@ class PhaseSide:
     kernels: dict[str, float] = field(default_factory=dict)  # mean count per cycle, by kernel name
     wait_ms: float = 0.0  # median per cycle: its collectives waiting for other ranks
     kernel_ms: dict[str, float] = field(default_factory=dict)  # mean time per cycle, by kernel name
+    lead_ms: float | None = None  # median per cycle: the GPU idle from its start boundary to its first op (the CPU not yet launching)
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,8 @@ def summarize_side(phases: pa.Table, gpu_ops: pa.Table) -> dict[str, PhaseSide]:
     # Each op counts for the first instance of its phase's name in its cycle (the folded row).
     to_first = dict(zip(phases["phase_id"].to_pylist(), phases["phase_id"].take(pa.array(first_in_cycle(phases))).to_pylist()))
     phases = phases_per_cycle(phases)
-    ph = phases.select(["phase", "phase_id", "cpu_ns", "gpu_ns", "gpu_span_ns", "gpu_busy_ns", "blocked_ns", "n_graph_launches"]).to_pydict()
+    ph = phases.select(["phase", "phase_id", "cpu_ns", "gpu_ns", "gpu_span_ns", "gpu_busy_ns", "blocked_ns", "n_graph_launches",
+                        "gpu_start_ns", "gpu_boundary_start_ns"]).to_pydict()
     ph["wait_ns"] = phases["wait_ns"].to_pylist() if "wait_ns" in phases.column_names else [0] * phases.num_rows
     # Per phase id (a row of the rank's whole phases table: ``phases`` may hold some of them).
     ids = [int(i) for i in ph["phase_id"]]
@@ -145,6 +147,8 @@ def summarize_side(phases: pa.Table, gpu_ops: pa.Table) -> dict[str, PhaseSide]:
             wait_ms=median_ms([ph["wait_ns"][i] or 0 for i in idx]) or 0.0,
             kernels={k: v / n for k, v in kc.items()},
             kernel_ms={k: v / n / 1e6 for k, v in kt.items()},
+            lead_ms=median_ms([max(0, ph["gpu_start_ns"][i] - ph["gpu_boundary_start_ns"][i]) for i in idx
+                               if ph["gpu_start_ns"][i] is not None and ph["gpu_boundary_start_ns"][i] is not None]),
         )
     return out
 
@@ -157,9 +161,11 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
-def explain(phase: str, a: PhaseSide | None, b: PhaseSide | None, left_out: str = "") -> str:
+def explain(phase: str, a: PhaseSide | None, b: PhaseSide | None, left_out: str = "", counted: tuple[int, int] = (0, 0)) -> str:
     """The one-line explanation of a phase's change from A to B. ``left_out``: "A" or "B" where
-    the side without the phase has it only in cycles it does not count (warm-up, --skip-cycles)."""
+    the side without the phase has it only in cycles it does not count (warm-up, --skip-cycles).
+    ``counted``: each side's counted cycles, where known (a phase run in fewer of them moves
+    the cycle, not its own median)."""
     if a is None:
         if left_out == "A":
             return f"{phase}: only in cycles A leaves out (warm-up, --skip-cycles); B: {b.n} cycles, GPU {_ms(b.gpu_ms)} ms"
@@ -178,6 +184,11 @@ def explain(phase: str, a: PhaseSide | None, b: PhaseSide | None, left_out: str 
     head = f"{phase} {delta:+.3f} ms GPU"
     why: list[str] = []
     explained = 0.0  # of the change, ms the factors said with a time account for
+    ca, cb = counted
+    if ca and cb and abs(b.n / cb - a.n / ca) > RELATIVE_CHANGE * max(a.n / ca, b.n / cb):
+        # Its numbers are medians over the cycles it ran in: where it ran in fewer or more of
+        # them, the cycle moved by that, its median perhaps not at all.
+        why.append(f"ran in {b.n} of {cb} counted cycles (A: {a.n} of {ca})")
     if _changed(a.wait_ms, b.wait_ms, ABSOLUTE_CHANGE_NS / 1e6):
         # Said first: time its collectives waited for other ranks is no kernel of its own.
         waited = b.wait_ms - a.wait_ms
@@ -198,13 +209,27 @@ def explain(phase: str, a: PhaseSide | None, b: PhaseSide | None, left_out: str 
     if removed:
         why.append("kernels gone: " + ", ".join(f"{k} ({a.kernel_ms[k]:.3f} ms)" for k in removed[:3]))
         explained -= sum(a.kernel_ms[k] for k in removed)
-    if not added and not removed:
-        slower = sorted(((b.kernel_ms.get(k, 0) - a.kernel_ms.get(k, 0), k) for k in set(a.kernel_ms) | set(b.kernel_ms)), reverse=delta > 0)
-        if slower and _changed(a.kernel_ms.get(slower[0][1], 0), b.kernel_ms.get(slower[0][1], 0), ABSOLUTE_CHANGE_NS / 1e6):
-            d, k = slower[0]
-            why.append(f"{k} {d:+.3f} ms per cycle")
-            explained += d
+    # The kernel of both sides whose time per cycle moved most the phase's way (beside kernels
+    # that came or went: a new 25 us kernel had hidden another's 100 us), with how many times a
+    # cycle it ran where that changed (one more draft step is no slower kernel).
+    # Where the median did not move, the kernel that moved most either way: slower (or faster)
+    # in some cycles only, which the median does not show and the mean per cycle does.
     moved = abs(delta) * 1e6 >= ABSOLUTE_CHANGE_NS
+    both = set(a.kernel_ms) & set(b.kernel_ms)
+    slower = sorted(((b.kernel_ms[k] - a.kernel_ms[k], k) for k in both), key=lambda dk: (dk[0] if moved and delta < 0 else -dk[0] if moved else -abs(dk[0]), dk[1]))
+    if slower and (slower[0][0] * delta > 0 or not moved) and _changed(a.kernel_ms[slower[0][1]], b.kernel_ms[slower[0][1]], ABSOLUTE_CHANGE_NS / 1e6):
+        d, k = slower[0]
+        na, nb = a.kernels.get(k, 0), b.kernels.get(k, 0)
+        times = f" ({nb:.3g} times a cycle, was {na:.3g})" if _changed(na, nb, 0.5) else ""
+        some = f", in some cycles only: the median cycle moved {delta:+.3f} ms, p90 {_ms(a.gpu_ms_p90)} -> {_ms(b.gpu_ms_p90)} ms" if not moved else ""
+        why.append(f"{k} {d:+.3f} ms per cycle{times}{some}")
+        explained += d if moved else 0.0
+    if a.lead_ms is not None and b.lead_ms is not None and _changed(a.lead_ms, b.lead_ms, ABSOLUTE_CHANGE_NS / 1e6):
+        # The GPU idle from the phase's start until its first op: the CPU launched later into
+        # the phase (a straggler's CPU work, a sync that drained the queue first).
+        lead = b.lead_ms - a.lead_ms
+        why.append(f"GPU idle before its first op {a.lead_ms:.3f} -> {b.lead_ms:.3f} ms (CPU {_ms(a.cpu_ms)} -> {_ms(b.cpu_ms)} ms)")
+        explained += lead
     idle_changed = a.idle_fraction is not None and b.idle_fraction is not None and abs(b.idle_fraction - a.idle_fraction) > 0.1
     # A high idle share is a cause only of a change (a phase that did not move keeps its idle),
     # and only where A's share is unknown: one that moved by more than 10 points is said as a
@@ -241,9 +266,10 @@ def _same_kernels(a: PhaseSide, b: PhaseSide, delta: float) -> str:
 
 
 def diff_rank(rank: int, a_phases: pa.Table, a_ops: pa.Table, b_phases: pa.Table, b_ops: pa.Table, order: tuple[str, ...] = (),
-              all_names: tuple[set, set] = (set(), set())) -> list[PhaseDelta]:
+              all_names: tuple[set, set] = (set(), set()), counted: tuple[int, int] = (0, 0)) -> list[PhaseDelta]:
     """Per phase name of the two sides' counted phases (``steady_phases``) of one rank, its
-    change; ``all_names``: each side's phase names in every cycle, counted or not."""
+    change; ``all_names``: each side's phase names in every cycle, counted or not; ``counted``:
+    each side's counted cycles (``steady_cycles``)."""
     sa, sb = summarize_side(a_phases, a_ops), summarize_side(b_phases, b_ops)
     names = [n for n in order if n in sa or n in sb] + [n for n in list(sa) + list(sb) if n not in order]
     seen = []
@@ -254,7 +280,7 @@ def diff_rank(rank: int, a_phases: pa.Table, a_ops: pa.Table, b_phases: pa.Table
     def left_out(n: str) -> str:
         return "A" if n not in sa and n in all_names[0] else "B" if n not in sb and n in all_names[1] else ""
 
-    return [PhaseDelta(rank, n, sa.get(n), sb.get(n), explain(n, sa.get(n), sb.get(n), left_out(n))) for n in seen]
+    return [PhaseDelta(rank, n, sa.get(n), sb.get(n), explain(n, sa.get(n), sb.get(n), left_out(n), counted)) for n in seen]
 
 
 def cycle_delta(a_cycles: pa.Table, b_cycles: pa.Table) -> dict:
