@@ -8,20 +8,23 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracerecon.analysis.stream_clock import EventRecords
+from tracerecon.analysis.stream_clock import RECORD_AFTER_WAIT_NS, EventRecords
 from tracerecon.analysis.projection import I64_MIN
 
 # (pid, event, record number or -1, stream row, CPU time): few values each, so that keys and
 # instants repeat (re-recorded events, two records at one instant, repeated record numbers).
 records = st.lists(st.tuples(st.integers(1, 2), st.integers(-1, 1), st.integers(-1, 2), st.integers(0, 5), st.integers(0, 6)), max_size=40)
 asks = st.lists(st.tuples(st.integers(1, 2), st.integers(-1, 1), st.integers(-1, 2), st.integers(0, 7)), max_size=20)
+# (asks far before the records too: a record made after the wait that names it)
+asks = asks.map(lambda xs: [(p, e, s, t if t < 7 else -2 * RECORD_AFTER_WAIT_NS) for p, e, s, t in xs])
 
 
 def brute_named_by(recs, pid, event, sync, t):
     """(stream row, CPU time) of the record named, else (-1, I64_MIN)."""
     if sync >= 0:
         same = [r for r in recs if (r[0], r[1], r[2]) == (pid, event, sync)]
-        return (same[-1][3], same[-1][4]) if same else (-1, I64_MIN)  # the later row
+        # the later row, unless it was made well after the ask (then none: a record comes first)
+        return (same[-1][3], same[-1][4]) if same and same[-1][4] <= t + RECORD_AFTER_WAIT_NS else (-1, I64_MIN)
     made = [(r[4], i, r) for i, r in enumerate(recs) if (r[0], r[1]) == (pid, event) and r[4] <= t]
     if not made:
         return (-1, I64_MIN)
@@ -75,3 +78,38 @@ def test_given_two_records_of_an_event_at_one_instant_when_a_wait_names_the_even
     row, _ = er.named_by(np.array([1]), np.array([7]), np.array([-1]), np.array([12]))
     # THEN the later row is the latest record, as it was in the per-wait lookup this replaced
     assert row.tolist() == [1]
+
+
+def test_a_wait_naming_a_record_made_long_after_it_is_not_modelled_and_said(tmp_path):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from nsys_factory import FakeTrace
+    from tracerecon.analysis.config import PhaseConfig
+    from tracerecon.api import load
+
+    U = 1000
+    # GIVEN 5 cycles (b = 1000c us): draft [b, b+100] runs a kernel on 20 (b+15..b+400) and
+    # records event 1 there (its record c+1, at b+20); verify [b+100, b+200] makes 7 wait for
+    # that record (b+110) and runs a kernel on 7 (b+400..b+450); in cycle 2 the export's
+    # record call is 50 ms late, after the wait that names it (times gone wrong in the export)
+    t = FakeTrace()
+    for c in range(5):
+        b = 1000 * c
+        t.range(f"cycle {c}", b * U, (b + 200) * U)
+        t.range("draft", b * U, (b + 100) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U), (b + 15) * U, (b + 400) * U, stream=20)
+        at = b + 50_000 if c == 2 else b + 20
+        t.event_record(1, c + 1, at * U, (at + 2) * U, stream=20)
+        t.range("verify", (b + 100) * U, (b + 200) * U)
+        t.stream_wait(1, c + 1, (b + 110) * U, (b + 112) * U, stream=7)
+        t.kernel(t.call("cudaLaunchKernel", (b + 120) * U, (b + 122) * U), (b + 400) * U, (b + 450) * U, stream=7)
+    run = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify"), skip_cycles=0))
+    # THEN every cycle reads as the others, by hand: draft b..b+400 (its kernel's end, where
+    # verify's boundary meets 20 done), verify b+400..b+450 (its kernel) (cycle 2's wait had
+    # held 7 until the late record: verify 2000 us, and cycles 3's phases 0)
+    got = [(p["cycle"], p["phase"], p["gpu_ns"] // U) for p in run.ranks[0].phases.to_pylist()]
+    assert got == [(c, n, us) for c in range(5) for n, us in (("draft", 400), ("verify", 50))]
+    # and a warning says one wait named a record made after it
+    assert any("1 stream wait(s) (cudaStreamWaitEvent) name an event record made after them" in w for w in run.warnings), run.warnings

@@ -154,7 +154,36 @@ def test_a_complete_capture_says_nothing_of_unrun_launches(tmp_path):
     # WHEN analysed
     run = analyze([t.write(tmp_path / "t.sqlite")])
     # THEN no warning about launches without GPU work
-    assert not any("kernel launch(es)" in w for w in run.warnings)
+    assert not any("kernel launch(es)" in w or "kernel launch call(s)" in w for w in run.warnings)
+
+
+def test_launches_whose_kernels_the_trace_lost_mid_run_are_counted(tmp_path):
+    # GIVEN three cycles of two launches each, whose kernels are in the trace but the second
+    # cycle's draft kernel (CUPTI dropped its record), and a stream capture (cudaStreamBeginCapture
+    # at 2500 us .. cudaStreamEndCapture at 2600 us) holding a launch at 2550 us that runs nothing,
+    # then one more cycle whose kernels are all there
+    t = FakeTrace()
+    for c in range(4):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 100) * U, (b + 400) * U)
+        if c == 1:
+            t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U)
+        else:
+            launch(t, b + 10, (b + 20, b + 80))
+        launch(t, b + 110, (b + 120, b + 300))
+        if c == 2:
+            t.call("cudaStreamBeginCapture_v10000", 2500 * U, 2502 * U)
+            t.call("cudaLaunchKernel", 2550 * U, 2552 * U)
+            t.call("cudaStreamEndCapture_v10000", 2600 * U, 2602 * U)
+    # WHEN analysed
+    run = analyze([t.write(tmp_path / "t.sqlite")])
+    # THEN the one lost kernel's launch is counted and said (it was not: only an empty kernel
+    # table or a capture's tail was), not the launch inside the stream capture
+    lost = [w for w in run.warnings if "kernel launch call(s) before the trace's last GPU record" in w]
+    assert len(lost) == 1 and ": 1 kernel launch call(s)" in lost[0], run.warnings
+    # and cycle 1's draft reads nothing of the kernel it lost (its timer alone)
+    draft = [p for p in run.ranks[0].phases.to_pylist() if p["phase"] == "draft"]
+    assert [p["n_gpu_ops"] for p in draft] == [1, 0, 1, 1]
 
 
 def test_a_phase_that_launched_nothing_is_not_queued_behind(tmp_path):

@@ -125,7 +125,7 @@ def _link(f: Path, tables: TraceTables):
     kernel launches made after their process's last call that put an op in the trace
     (``launches_never_run``, before any op is dropped) as (pid, CPU start) arrays: which of them
     the capture ended before recording is told per rank (``_unrun_from``)."""
-    from tracerecon.analysis.columns import copy_calls_without_ops, launches_never_run, ops_out_of_time
+    from tracerecon.analysis.columns import copy_calls_without_ops, launches_lost, launches_never_run, ops_out_of_time
     from tracerecon.analysis.projection import int64s, link_launches
     from tracerecon.nsys.sqlite_export import read_all_api_calls
 
@@ -151,6 +151,10 @@ def _link(f: Path, tables: TraceTables):
             warnings.append(f"{f}: {linked['launch_tid'].null_count} GPU op(s) have no launching API call in the trace; they belong to no range")
     # (before any op is dropped: a dropped op's call is no launch that never ran)
     unrun = launches_never_run(tables.api_calls, linked)
+    lost = launches_lost(tables.api_calls, tables.gpu_ops) if launches == 0 else ()
+    if len(lost):
+        warnings.append(f"{f}: {len(lost)} kernel launch call(s) before the trace's last GPU record have no GPU record of their own (CUPTI "
+                        "dropped records mid-run, or the export was trimmed): the phases that made them read short")
     impossible = ops_out_of_time(linked)
     if len(impossible):
         warnings.append(f"{f}: dropped {len(impossible)} GPU op(s) whose times cannot be (starting before their launch call, or out of "

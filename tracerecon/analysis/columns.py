@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from tracerecon.analysis.intervals import distinct_few
 from tracerecon.analysis.nccl import comm_mask
-from tracerecon.analysis.projection import I64_MIN, equals, int64s, process_correlation_keys, string_mask
+from tracerecon.analysis.projection import I64_MIN, equals, int64s, match_correlation, process_correlation_keys, string_mask
 from tracerecon.analysis.syncs import base_api_name
 
 GRAPH_LAUNCH_APIS = ("cudaGraphLaunch", "cuGraphLaunch")
@@ -171,6 +171,56 @@ def launches_never_run(api_calls: pa.Table, linked_ops: pa.Table) -> np.ndarray:
     if len(late) == 0:
         return late.astype(np.int64)
     return late[is_launch_call(api_calls.take(pa.array(late)))]
+
+
+_CAPTURE_BEGIN = re.compile(r"^cu(?:da)?StreamBeginCapture")
+_CAPTURE_END = re.compile(r"^cu(?:da)?StreamEndCapture")
+
+
+def launches_lost(api_calls: pa.Table, gpu_ops: pa.Table) -> np.ndarray:
+    """Rows of ``api_calls``: kernel and graph launches made before their process's last call
+    that put an op in the trace, none of whose work is in it, outside a stream capture of their
+    thread (a launch between ``cudaStreamBeginCapture`` and ``cudaStreamEndCapture`` runs
+    nothing: its work runs in the graph's replays). CUPTI dropped their records (its buffers
+    overflowed mid-run) or the export was trimmed: the phases that made them read short. (The
+    launches after the last such call are ``launches_never_run``'s.)"""
+    if api_calls.num_rows == 0 or gpu_ops.num_rows == 0:
+        return np.zeros(0, dtype=np.int64)
+    launch = np.flatnonzero(is_launch_call(api_calls))
+    if len(launch) == 0:
+        return launch.astype(np.int64)
+    pid, corr, start = int64s(api_calls["pid"]), int64s(api_calls["correlation_id"], -1), int64s(api_calls["start_ns"])
+    has_op = match_correlation(int64s(gpu_ops["pid"]), int64s(gpu_ops["correlation_id"], -1), pid[launch], corr[launch]) >= 0
+    if has_op.all():
+        return np.zeros(0, dtype=np.int64)
+    # Before their process's last launch with an op.
+    pids = np.unique(pid[launch])
+    last = np.full(len(pids), I64_MIN, np.int64)
+    slot = np.searchsorted(pids, pid[launch])
+    np.maximum.at(last, slot[has_op], start[launch][has_op])
+    lost = launch[~has_op & (start[launch] < last[slot])]
+    if len(lost) == 0:
+        return lost.astype(np.int64)
+    # Outside their thread's stream captures.
+    names = api_calls["name"]
+    begin, end = string_mask(names, lambda n: _CAPTURE_BEGIN.search(n) is not None), string_mask(names, lambda n: _CAPTURE_END.search(n) is not None)
+    if begin.any():
+        thread = thread_keys(pid, int64s(api_calls["tid"]))
+        inside = np.zeros(len(lost), dtype=bool)
+        for t in np.unique(thread[lost]).tolist():
+            b = np.sort(start[begin & (thread == t)])
+            e = np.sort(int64s(api_calls["end_ns"])[end & (thread == t)])
+            if len(b) == 0:
+                continue
+            mine = thread[lost] == t
+            at = start[lost[mine]]
+            # the latest capture begun before each launch, and whether it had ended by then
+            last_begin = b[np.maximum(np.searchsorted(b, at, side="right") - 1, 0)]
+            began = np.searchsorted(b, at, side="right") > 0
+            ended = np.searchsorted(e, at, side="right") > np.searchsorted(e, last_begin, side="right")
+            inside[np.flatnonzero(mine)] = began & ~ended
+        lost = lost[~inside]
+    return lost.astype(np.int64)
 
 
 # Copies and memsets the CPU waits for, on the legacy default stream whatever stream the thread

@@ -428,7 +428,12 @@ def _unrecorded_wait_notes(clock: StreamClock) -> tuple[str, ...]:
     """One line where streams waited for events (``cudaStreamWaitEvent``) but the export holds
     no event record at all to say what they waited for (nsys 2022 and older keep none;
     ``--cuda-event-trace=false`` drops them): the waits are not modelled, so a boundary that
-    only a wait moves (a phase that only waits for another stream's copy) reads early."""
+    only a wait moves (a phase that only waits for another stream's copy) reads early. And one
+    where waits named records made after them (``StreamClock.waits_before_their_record``)."""
+    if clock.waits_before_their_record:
+        return (f"{clock.waits_before_their_record} stream wait(s) (cudaStreamWaitEvent) name an event record made after them (the export's "
+                "times of those records are off): such waits are not modelled: a phase whose stream only waited may read short, and the "
+                "next one long",)
     if len(clock.record_row) or not len(clock.unresolved_into):
         return ()
     n = len(np.unique(clock.unresolved_into))

@@ -62,6 +62,9 @@ class StreamClock:
     unresolved_into: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     # Every event record that found its call (``EventRecords``), for the blocking waits on an event.
     records: EventRecords | None = None
+    # How many event waits named, by its number, a record made after them (an export whose
+    # record calls' times are off): left unresolved (``EventRecords.named_by``).
+    waits_before_their_record: int = 0
     # The graph nodes that count on their launch's stream too (``graph_branches``): op rows, and
     # each one's launch stream row.
     branch_ops: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -491,6 +494,8 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
     # Each wait's record (stream row, CPU time); the waits that found theirs, in CPU order (a
     # wait whose record was made before the capture began, or inside a graph capture, has none).
     named_row, named_cpu = records.named_by(w["pid"], w["event"], w["sync"], w["cpu"])
+    # (waits that name, by its number, a record made after them: not modelled, and said)
+    late = (named_row < 0) & (w["sync"] >= 0) & (records.named_by(w["pid"], w["event"], w["sync"], np.full(len(w["cpu"]), I64_MAX // 2))[0] >= 0)
     wait_stream = _waits_of_the_other_device(keys, work_keys, w["pid"], w_dev_written, w["stream"], wait_stream, named_row)
     by_cpu = np.argsort(w["cpu"], kind="stable")
     resolved = by_cpu[named_row[by_cpu] >= 0]
@@ -536,6 +541,7 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
         unresolved_into=_unresolved_into(wait_stream, resolved, records.first_before(w["pid"], w["event"], w["cpu"])),
         join_record_cpu=rec_t,
         records=records,
+        waits_before_their_record=int(late.sum()),
         branch_ops=b_rows,
         branch_rows=np.searchsorted(keys, b_key) if n else np.zeros(len(b_key), np.int64),
         before_capture=head,
@@ -581,6 +587,11 @@ def _legacy_done(legacy: dict, null_rows: set, op_launch: list, op_done: list, w
     return out
 
 
+# A wait names a record made before it; a record call returning this long after the wait that
+# names it returned (another thread's, returning a little later) is taken as not the wait's.
+RECORD_AFTER_WAIT_NS = 1_000_000
+
+
 @dataclass(frozen=True)
 class EventRecords:
     """Every ``cudaEventRecord`` of a rank that found its call, and the one rule for which of
@@ -620,7 +631,10 @@ class EventRecords:
             uniq, first_reversed = np.unique(rec_ids[::-1], return_index=True)
             last[uniq] = numbered[len(numbered) - 1 - first_reversed]
             hit = last[ask_ids]
-            found = hit >= 0
+            # (a record made after the wait that names it is no record of it: an export whose
+            # record calls' times are off would have the wait hold its stream until then, every
+            # boundary after it pushed there; named by none, the wait is said as unresolved)
+            found = (hit >= 0) & (self.cpu[np.maximum(hit, 0)] <= t[ask] + RECORD_AFTER_WAIT_NS)
             row[ask[found]], cpu[ask[found]] = self.row[hit[found]], self.cpu[hit[found]]
         # By event alone: the event's latest record made by t (the later row on a tie).
         ask = np.flatnonzero(~asked)

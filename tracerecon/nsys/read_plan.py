@@ -187,7 +187,8 @@ def split_select(sql: str) -> tuple[list[str], str]:
 # modelled: analysis.rank). Reading only these halves the rows of a
 # typical trace (cuKernelGetName, cudaEventQuery, ... launch nothing); the pipeline re-reads
 # everything if any GPU op then finds no launching call.
-RELEVANT_API = re.compile(r"Launch|Memcpy|Memset|Synchroni[sz]e|Graph|Prefetch|WaitEvent|EventRecord|Callback|StreamWaitValue|BatchMemOp", re.I)
+# (and a stream capture's ends: the launches made between them put no op in the trace)
+RELEVANT_API = re.compile(r"Launch|Memcpy|Memset|Synchroni[sz]e|Graph|Prefetch|WaitEvent|EventRecord|Callback|StreamWaitValue|BatchMemOp|Stream(?:Begin|End)Capture", re.I)
 
 API_CALLS_COLUMNS = ["start", "end", "gtid", "corr", "name"]
 OPS_COLUMNS = ["start", "end", "dev", "stream", "corr", "gpid", "name", "node"]  # of every table of GPU ops
