@@ -1063,6 +1063,26 @@ def test_a_damaged_export_that_fails_to_scrub_is_named_and_nothing_is_written(tm
     assert sorted(x.name for x in tmp_path.iterdir()) == ["flip.sqlite"]
 
 
+@pytest.mark.parametrize("table, column", [("META_DATA_EXPORT", "name"), ("StringIds", "id")])
+def test_an_export_lacking_a_column_the_scrub_reads_is_named_not_the_output(table, column, tmp_path):
+    import sqlite3
+
+    # GIVEN an export one of whose tables lacks a column the scrub reads (renamed: an edited or
+    # damaged export)
+    p = tmp_path / "t.sqlite"
+    p.write_bytes((H200 / "eagle_gpu_bound.sqlite").read_bytes())
+    con = sqlite3.connect(p)
+    con.execute(f"alter table {table} rename column {column} to {column}_x")
+    con.commit()
+    con.close()
+    # WHEN scrubbed THEN one line naming the input (it named the output: "out.sqlite: cannot
+    # write"), exit 2, and no output file
+    res = run_cli("scrub", str(p), "-o", str(tmp_path / "out.sqlite"))
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert res.stderr.startswith(f"tracerecon: error: {p}: ") and f"no such column: {column}" in res.stderr, res.stderr
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["t.sqlite"]
+
+
 def test_a_scrub_that_fails_on_the_outputs_side_names_the_output(monkeypatch, tmp_path):
     # GIVEN the output's disk filling up while the copy is scrubbed (SQLite's "database or disk
     # is full", an OperationalError like an I/O error, unlike a damaged page's SQLITE_CORRUPT)

@@ -330,3 +330,30 @@ async def test_the_terminal_ui_cuts_a_very_long_phase_name_in_its_tables(tmp_pat
     assert len(names) == 3 and len(set(names)) == 3 and "short" in names, names
     assert all(_cells(n) <= NAME_CELLS for n in names), [len(n) for n in names]
     assert all(_cells(h) <= NAME_CELLS + len(" GPU") for h in heads) and "short GPU" in heads, heads
+
+
+def test_names_that_differ_only_in_bytes_that_are_not_utf8_stay_two_names(tmp_path):
+    import json
+    import shutil
+    import sqlite3
+
+    from conftest import H200
+
+    # GIVEN the bundled sample whose 24 verify ranges are renamed, by turns, to the bytes
+    # b"v\xfe" and b"v\xff" (a program writing Latin-1 names: not UTF-8)
+    path = tmp_path / "t.sqlite"
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", path)
+    con = sqlite3.connect(path)
+    rows = [r[0] for r in con.execute("select rowid from NVTX_EVENTS where text = 'verify' order by start")]
+    for i, r in enumerate(rows):
+        con.execute("update NVTX_EVENTS set text = cast(? as text) where rowid = ?", (b"v\xff" if i % 2 else b"v\xfe", r))
+    con.commit()
+    con.close()
+    # WHEN its ranges are listed
+    res = run_cli("ranges", "--json", str(path))
+    assert res.returncode == 0, res.stderr
+    names = {r["name"]: r["n"] for r in json.loads(res.stdout)["ranks"][0]["ranges"]}
+    # THEN each name is kept with its byte as an escape, 12 ranges each (replacement characters
+    # had made one name 'v\ufffd' of 24)
+    assert names.get("v\\xfe") == 12 and names.get("v\\xff") == 12, names
+    assert "v\ufffd" not in names

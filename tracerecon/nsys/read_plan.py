@@ -69,7 +69,9 @@ def open_readonly(path: str | os.PathLike, shown: str | os.PathLike | None = Non
     try:
         conn = sqlite3.connect(uri, uri=True, factory=ExportConnection)
         conn.bulk_uri = uri
-        conn.text_factory = lambda b: b.decode("utf-8", "replace")  # nsys text that is not UTF-8
+        # nsys text that is not UTF-8 (a program's Latin-1 range names): its bytes as \xNN escapes,
+        # so two names that differ in them stay two (replacement characters had merged them)
+        conn.text_factory = lambda b: b.decode("utf-8", "backslashreplace")
         # A truncated file often opens fine; this read of the schema and the page count catches it.
         conn.execute("select count(*) from sqlite_master").fetchone()
         page_size = conn.execute("pragma page_size").fetchone()[0]
@@ -128,7 +130,8 @@ def column_or(cols: list[str], name: str, default: str = "NULL") -> str:
 
 def string_rows(conn: sqlite3.Connection, tables: frozenset[str]) -> tuple[list[int], list[str | None]]:
     """The StringIds table as (ids, values), by id: integer ids only, a repeated id's first
-    row kept, text that is not UTF-8 decoded with replacement characters."""
+    row kept, text that is not UTF-8 decoded with its bytes as ``\\xNN`` escapes (distinct
+    names stay distinct)."""
     if "StringIds" not in tables:
         return [], []
     rows = conn.execute("select id, cast(value as blob) from StringIds where typeof(id) = 'integer' order by id").fetchall()
@@ -138,7 +141,7 @@ def string_rows(conn: sqlite3.Connection, tables: frozenset[str]) -> tuple[list[
         if ids and ids[-1] == i:
             continue
         ids.append(i)
-        values.append(None if v is None else bytes(v).decode("utf-8", "replace"))
+        values.append(None if v is None else bytes(v).decode("utf-8", "backslashreplace"))
     return ids, values
 
 

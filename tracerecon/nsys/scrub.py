@@ -399,6 +399,10 @@ def _blames_input(exc: sqlite3.DatabaseError, copying: bool) -> bool:
     the output's temporary copy, also a read of it that failed or the input locked (afterwards
     only the copy is touched)."""
     name = getattr(exc, "sqlite_errorname", "")
+    # (a table or column the scrub reads missing from the copy: the input's schema, damaged or
+    # edited, not the output's side)
+    if name == "SQLITE_ERROR" and any(w in str(exc) for w in ("no such column", "no such table")):
+        return True
     return name in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or copying and name in (
         "SQLITE_IOERR_READ", "SQLITE_IOERR_SHORT_READ", "SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_PERM", "SQLITE_AUTH")
 
