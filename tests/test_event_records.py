@@ -23,7 +23,7 @@ def brute_named_by(recs, pid, event, sync, t):
     """(stream row, CPU time) of the record named, else (-1, I64_MIN)."""
     if sync >= 0:
         same = [r for r in recs if (r[0], r[1], r[2]) == (pid, event, sync)]
-        # the later row, unless it was made well after the ask (then none: a record comes first)
+        # the later row, unless its call began well after the ask (then none: a record comes first)
         return (same[-1][3], same[-1][4]) if same and same[-1][4] <= t + RECORD_AFTER_WAIT_NS else (-1, I64_MIN)
     made = [(r[4], i, r) for i, r in enumerate(recs) if (r[0], r[1]) == (pid, event) and r[4] <= t]
     if not made:
@@ -113,3 +113,34 @@ def test_a_wait_naming_a_record_made_long_after_it_is_not_modelled_and_said(tmp_
     assert got == [(c, n, us) for c in range(5) for n, us in (("draft", 400), ("verify", 50))]
     # and a warning says one wait named a record made after it
     assert any("1 stream wait(s) (cudaStreamWaitEvent) name an event record made after them" in w for w in run.warnings), run.warnings
+
+
+def test_a_record_call_begun_before_the_wait_is_its_record_however_late_it_returned(tmp_path):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from nsys_factory import FakeTrace
+    from tracerecon.analysis.config import PhaseConfig
+    from tracerecon.api import load
+
+    U = 1000
+    # GIVEN the cycles above (b = 10000c us), the record made on another thread: its call
+    # begins at b+20, before the wait (b+110), and in cycle 2 returns only at b+2100 (preempted
+    # inside the call; a review's shape)
+    t = FakeTrace()
+    for c in range(5):
+        b = 10000 * c
+        t.range(f"cycle {c}", b * U, (b + 200) * U)
+        t.range("draft", b * U, (b + 100) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U), (b + 15) * U, (b + 400) * U, stream=20)
+        t.event_record(1, c + 1, (b + 20) * U, ((b + 2100) if c == 2 else (b + 22)) * U, stream=20, tid=2)
+        t.range("verify", (b + 100) * U, (b + 200) * U)
+        t.stream_wait(1, c + 1, (b + 110) * U, (b + 112) * U, stream=7)
+        t.kernel(t.call("cudaLaunchKernel", (b + 120) * U, (b + 122) * U), (b + 400) * U, (b + 450) * U, stream=7)
+    run = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify"), skip_cycles=0))
+    # THEN every wait finds its record (none is said to be made after its wait: by the call's
+    # return, cycle 2's was), and every cycle reads alike: draft 400 us, verify 50
+    assert not any("made after them" in w for w in run.warnings), run.warnings
+    got = [(p["cycle"], p["phase"], p["gpu_ns"] // U) for p in run.ranks[0].phases.to_pylist()]
+    assert got == [(c, n, us) for c in range(5) for n, us in (("draft", 400), ("verify", 50))]

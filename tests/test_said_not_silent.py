@@ -179,7 +179,7 @@ def test_launches_whose_kernels_the_trace_lost_mid_run_are_counted(tmp_path):
     run = analyze([t.write(tmp_path / "t.sqlite")])
     # THEN the one lost kernel's launch is counted and said (it was not: only an empty kernel
     # table or a capture's tail was), not the launch inside the stream capture
-    lost = [w for w in run.warnings if "kernel launch call(s) before the trace's last GPU record" in w]
+    lost = [w for w in run.warnings if "kernel launch call(s) made before later ones whose GPU work is in the trace" in w]
     assert len(lost) == 1 and ": 1 kernel launch call(s)" in lost[0], run.warnings
     # and cycle 1's draft reads nothing of the kernel it lost (its timer alone)
     draft = [p for p in run.ranks[0].phases.to_pylist() if p["phase"] == "draft"]
@@ -881,3 +881,36 @@ def test_work_before_a_cycles_first_phase_names_the_range_that_launched_it():
     said = [w for w in r.stderr.splitlines() if "inside the cycle range before its first phase ('verify')" in w]
     # THEN the note names that range, as the note of work between two phases names its own
     assert len(said) == 1 and "it was launched in the range 'gpu_model_runner: preprocess': name it in --phase" in said[0], said
+
+
+def test_a_stream_behind_at_the_captures_end_loses_no_launch_and_nested_captures_hold_theirs(tmp_path):
+    # GIVEN six cycles (b = 1000c us) whose draft kernel on stream 7 runs 1.8 ms, behind more each
+    # cycle, so that the capture ends (at 6000 us) before the last ones ran, while verify's
+    # kernels on stream 9, launched after them, ran at once (a review's shape)
+    t = FakeTrace()
+    for c in range(6):
+        b = c * 1000
+        t.cycle(c, b * U, (b + 500) * U, (b + 1000) * U)
+        call = t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U)
+        if 20 + c * 1800 + 1800 <= 6000:
+            t.kernel(call, (20 + c * 1800) * U, (20 + c * 1800 + 1800) * U, stream=7)
+        launch(t, b + 510, (b + 520, b + 560), stream=9)
+    # and, on a second trace, two stream captures open at once on one thread (begin A, begin B,
+    # end B) with a launch still inside A's after B's end
+    n = FakeTrace()
+    for c in range(4):
+        b = c * 1000
+        n.cycle(c, b * U, (b + 500) * U, (b + 1000) * U)
+        launch(n, b + 10, (b + 20, b + 100))
+        launch(n, b + 510, (b + 520, b + 600))
+        if c == 1:
+            n.call("cudaStreamBeginCapture_v10000", (b + 700) * U, (b + 701) * U)
+            n.call("cudaStreamBeginCapture_v10000", (b + 710) * U, (b + 711) * U)
+            n.call("cudaLaunchKernel", (b + 720) * U, (b + 721) * U)
+            n.call("cudaStreamEndCapture_v10000", (b + 730) * U, (b + 731) * U)
+            n.call("cudaLaunchKernel", (b + 740) * U, (b + 741) * U)
+            n.call("cudaStreamEndCapture_v10000", (b + 750) * U, (b + 751) * U)
+    # WHEN analysed THEN neither says a record was lost mid-run (the first had 3, the second 1)
+    for trace, name in ((t, "behind.sqlite"), (n, "nested.sqlite")):
+        run = analyze([trace.write(tmp_path / name)])
+        assert not any("have no GPU record of their own" in w for w in run.warnings), (name, run.warnings)

@@ -153,8 +153,8 @@ def _link(f: Path, tables: TraceTables):
     unrun = launches_never_run(tables.api_calls, linked)
     lost = launches_lost(tables.api_calls, tables.gpu_ops) if launches == 0 else ()
     if len(lost):
-        warnings.append(f"{f}: {len(lost)} kernel launch call(s) before the trace's last GPU record have no GPU record of their own (CUPTI "
-                        "dropped records mid-run, or the export was trimmed): the phases that made them read short")
+        warnings.append(f"{f}: {len(lost)} kernel launch call(s) made before later ones whose GPU work is in the trace have no GPU record of "
+                        "their own (CUPTI dropped records mid-run, the export was trimmed, or the launches failed): the phases that made them read short")
     impossible = ops_out_of_time(linked)
     if len(impossible):
         warnings.append(f"{f}: dropped {len(impossible)} GPU op(s) whose times cannot be (starting before their launch call, or out of "

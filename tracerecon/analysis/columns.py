@@ -178,48 +178,67 @@ _CAPTURE_END = re.compile(r"^cu(?:da)?StreamEndCapture")
 
 
 def launches_lost(api_calls: pa.Table, gpu_ops: pa.Table) -> np.ndarray:
-    """Rows of ``api_calls``: kernel and graph launches made before their process's last call
-    that put an op in the trace, none of whose work is in it, outside a stream capture of their
-    thread (a launch between ``cudaStreamBeginCapture`` and ``cudaStreamEndCapture`` runs
-    nothing: its work runs in the graph's replays). CUPTI dropped their records (its buffers
-    overflowed mid-run) or the export was trimmed: the phases that made them read short. (The
-    launches after the last such call are ``launches_never_run``'s.)"""
+    """Rows of ``api_calls``: kernel and graph launches none of whose work is in the trace, made
+    no later than their process's last call that put an op in it (after it: ``launches_never_run``),
+    while no stream capture of their process was open (a launch between ``cudaStreamBeginCapture``
+    and ``cudaStreamEndCapture`` runs nothing: its work runs in the graph's replays), and before
+    the last call of their thread whose op ran (a launch, a copy) on each stream the thread put
+    work on (a stream running behind when the capture ended leaves its last launches unrun, not
+    lost; which stream a call without an op went to, the trace does not say). CUPTI dropped their records (its
+    buffers overflowed mid-run), the export was trimmed, or the launches failed: the phases that
+    made them read short."""
     if api_calls.num_rows == 0 or gpu_ops.num_rows == 0:
         return np.zeros(0, dtype=np.int64)
-    launch = np.flatnonzero(is_launch_call(api_calls))
-    if len(launch) == 0:
-        return launch.astype(np.int64)
-    pid, corr, start = int64s(api_calls["pid"]), int64s(api_calls["correlation_id"], -1), int64s(api_calls["start_ns"])
-    has_op = match_correlation(int64s(gpu_ops["pid"]), int64s(gpu_ops["correlation_id"], -1), pid[launch], corr[launch]) >= 0
-    if has_op.all():
+    launch = is_launch_call(api_calls)
+    if not launch.any():
         return np.zeros(0, dtype=np.int64)
-    # Before their process's last launch with an op.
-    pids = np.unique(pid[launch])
+    pid, corr, start = int64s(api_calls["pid"]), int64s(api_calls["correlation_id"], -1), int64s(api_calls["start_ns"])
+    op_pid = int64s(gpu_ops["pid"])
+    found = match_correlation(op_pid, int64s(gpu_ops["correlation_id"], -1), pid, corr)
+    has_op = found >= 0
+    if not (launch & ~has_op).any():
+        return np.zeros(0, dtype=np.int64)
+    # No later than their process's last call with an op (any kind: a copy's too).
+    pids = np.unique(pid)
+    slot = np.searchsorted(pids, pid)
     last = np.full(len(pids), I64_MIN, np.int64)
-    slot = np.searchsorted(pids, pid[launch])
-    np.maximum.at(last, slot[has_op], start[launch][has_op])
-    lost = launch[~has_op & (start[launch] < last[slot])]
+    np.maximum.at(last, slot[has_op], start[has_op])
+    lost = np.flatnonzero(launch & ~has_op & (start <= last[slot]))
     if len(lost) == 0:
         return lost.astype(np.int64)
-    # Outside their thread's stream captures.
+    # Outside every stream capture of their process (any thread may launch into a captured
+    # stream; captures may nest): one open where more began than ended by the launch. (First:
+    # in a trace that dropped nothing, every launch without an op is a capture's.)
     names = api_calls["name"]
-    begin, end = string_mask(names, lambda n: _CAPTURE_BEGIN.search(n) is not None), string_mask(names, lambda n: _CAPTURE_END.search(n) is not None)
+    begin = string_mask(names, lambda n: _CAPTURE_BEGIN.search(n) is not None)
+    end = string_mask(names, lambda n: _CAPTURE_END.search(n) is not None)
     if begin.any():
-        thread = thread_keys(pid, int64s(api_calls["tid"]))
+        ends = int64s(api_calls["end_ns"])
         inside = np.zeros(len(lost), dtype=bool)
-        for t in np.unique(thread[lost]).tolist():
-            b = np.sort(start[begin & (thread == t)])
-            e = np.sort(int64s(api_calls["end_ns"])[end & (thread == t)])
-            if len(b) == 0:
-                continue
-            mine = thread[lost] == t
+        for p in np.unique(pid[lost]).tolist():
+            b, e = np.sort(start[begin & (pid == p)]), np.sort(ends[end & (pid == p)])
+            mine = np.flatnonzero(pid[lost] == p)
             at = start[lost[mine]]
-            # the latest capture begun before each launch, and whether it had ended by then
-            last_begin = b[np.maximum(np.searchsorted(b, at, side="right") - 1, 0)]
-            began = np.searchsorted(b, at, side="right") > 0
-            ended = np.searchsorted(e, at, side="right") > np.searchsorted(e, last_begin, side="right")
-            inside[np.flatnonzero(mine)] = began & ~ended
+            inside[mine] = np.searchsorted(b, at, side="right") > np.searchsorted(e, at, side="right")
         lost = lost[~inside]
+    if len(lost) == 0:
+        return lost.astype(np.int64)
+    # Before the last call with an op (a launch, a copy) of their thread on each of its streams:
+    # per thread, the earliest of its streams' last such calls.
+    thread = thread_keys(pid, int64s(api_calls["tid"]))
+    ran = np.flatnonzero(has_op)
+    ran_thread = thread[ran]
+    stream_key = int64s(gpu_ops["device_id"], -1)[found[ran]] * (1 << 32) + int64s(gpu_ops["stream_id"], -1)[found[ran]]
+    earliest: dict[int, int] = {}
+    for t in np.unique(thread[lost]).tolist():
+        mine = ran_thread == t
+        if not mine.any():
+            continue
+        keys, at = np.unique(stream_key[mine], return_inverse=True)
+        last_on = np.full(len(keys), I64_MIN, np.int64)
+        np.maximum.at(last_on, at.reshape(-1), start[ran[mine]])
+        earliest[t] = int(last_on.min())
+    lost = lost[np.array([start[i] < earliest.get(int(thread[i]), I64_MIN) for i in lost.tolist()], dtype=bool)]
     return lost.astype(np.int64)
 
 

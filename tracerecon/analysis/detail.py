@@ -72,7 +72,8 @@ def explain_verdict(verdict: str, cause: str, cpu_ms: float, gpu_ms: float | Non
     behind = f"an event on its stream would have waited for earlier GPU work until {queued_ms:.3f} ms after the timer started (the CPU ran ahead of the GPU)"
     why = {
         "absorbed_wait": f": {absorbed_ms:.3f} ms of it were spent blocked, waiting for {who}"
-                         + (f", and its own GPU work ran on {overrun_ms:.3f} ms after it stopped." if verdict == "agree" and overrun_ms > 0 else "."),
+                         + (f", and its own GPU work ran on {overrun_ms:.3f} ms {'past its timers' if several_ranges else 'after it stopped'}."
+                            if verdict == "agree" and overrun_ms > 0 else "."),
         "async_tail": (f": its GPU work ran on for {overrun_ms:.3f} ms past its timers (its ranges in a cycle taken together)" if several_ranges
                        else f": its GPU work ran on for {overrun_ms:.3f} ms after the timer stopped") + (f"; {behind}." if queued_ms > 0 else "."),
         "queued_behind": f": {behind}.",

@@ -185,7 +185,8 @@ def explain(phase: str, a: PhaseSide | None, b: PhaseSide | None, left_out: str 
     why: list[str] = []
     explained = 0.0  # of the change, ms the factors said with a time account for
     ca, cb = counted
-    if ca and cb and abs(b.n / cb - a.n / ca) > RELATIVE_CHANGE * max(a.n / ca, b.n / cb):
+    # (a name whose instances are in no cycle counts instances, not cycles: not said so)
+    if ca and cb and a.n <= ca and b.n <= cb and abs(b.n / cb - a.n / ca) > RELATIVE_CHANGE * max(a.n / ca, b.n / cb):
         # Its numbers are medians over the cycles it ran in: where it ran in fewer or more of
         # them, the cycle moved by that, its median perhaps not at all.
         why.append(f"ran in {b.n} of {cb} counted cycles (A: {a.n} of {ca})")
@@ -212,18 +213,26 @@ def explain(phase: str, a: PhaseSide | None, b: PhaseSide | None, left_out: str 
     # The kernel of both sides whose time per cycle moved most the phase's way (beside kernels
     # that came or went: a new 25 us kernel had hidden another's 100 us), with how many times a
     # cycle it ran where that changed (one more draft step is no slower kernel).
-    # Where the median did not move, the kernel that moved most either way: slower (or faster)
-    # in some cycles only, which the median does not show and the mean per cycle does.
+    # Where the median did not move, the two kernels that moved most either way, on average per
+    # cycle (slower in some cycles only, which the median does not show, or one kernel's time
+    # traded for another's), with the p90.
     moved = abs(delta) * 1e6 >= ABSOLUTE_CHANGE_NS
     both = set(a.kernel_ms) & set(b.kernel_ms)
-    slower = sorted(((b.kernel_ms[k] - a.kernel_ms[k], k) for k in both), key=lambda dk: (dk[0] if moved and delta < 0 else -dk[0] if moved else -abs(dk[0]), dk[1]))
-    if slower and (slower[0][0] * delta > 0 or not moved) and _changed(a.kernel_ms[slower[0][1]], b.kernel_ms[slower[0][1]], ABSOLUTE_CHANGE_NS / 1e6):
-        d, k = slower[0]
+    changed = [(b.kernel_ms[k] - a.kernel_ms[k], k) for k in sorted(both) if _changed(a.kernel_ms[k], b.kernel_ms[k], ABSOLUTE_CHANGE_NS / 1e6)]
+
+    def said(d: float, k: str) -> str:
         na, nb = a.kernels.get(k, 0), b.kernels.get(k, 0)
-        times = f" ({nb:.3g} times a cycle, was {na:.3g})" if _changed(na, nb, 0.5) else ""
-        some = f", in some cycles only: the median cycle moved {delta:+.3f} ms, p90 {_ms(a.gpu_ms_p90)} -> {_ms(b.gpu_ms_p90)} ms" if not moved else ""
-        why.append(f"{k} {d:+.3f} ms per cycle{times}{some}")
-        explained += d if moved else 0.0
+        return f"{k} {d:+.3f} ms per cycle" + (f" ({nb:.3g} times a cycle, was {na:.3g})" if _changed(na, nb, 0.5) else "")
+
+    if moved:
+        way = [dk for dk in changed if dk[0] * delta > 0]
+        if way:
+            d, k = max(way, key=lambda dk: (abs(dk[0]), dk[1]))
+            why.append(said(d, k))
+            explained += d
+    elif changed:
+        most = sorted(changed, key=lambda dk: (-round(abs(dk[0]), 6), dk[1]))[:2]
+        why.append(", ".join(said(d, k) for d, k in most) + f" on average, the median {delta:+.3f} ms (p90 {_ms(a.gpu_ms_p90)} -> {_ms(b.gpu_ms_p90)} ms)")
     if a.lead_ms is not None and b.lead_ms is not None and _changed(a.lead_ms, b.lead_ms, ABSOLUTE_CHANGE_NS / 1e6):
         # The GPU idle from the phase's start until its first op: the CPU launched later into
         # the phase (a straggler's CPU work, a sync that drained the queue first).

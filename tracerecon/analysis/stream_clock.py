@@ -490,7 +490,7 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
     # including the waits that stream had itself made by then.
     rec_stream = index_of(rec["pid"], rec["dev"], rec["stream"])
     wait_stream = index_of(w["pid"], w["dev"], w["stream"])
-    records = EventRecords.of(rec["pid"], rec["event"], rec["sync"], rec_stream, rec["cpu"])
+    records = EventRecords.of(rec["pid"], rec["event"], rec["sync"], rec_stream, rec["cpu"], rec["call_start"])
     # Each wait's record (stream row, CPU time); the waits that found theirs, in CPU order (a
     # wait whose record was made before the capture began, or inside a graph capture, has none).
     named_row, named_cpu = records.named_by(w["pid"], w["event"], w["sync"], w["cpu"])
@@ -587,8 +587,8 @@ def _legacy_done(legacy: dict, null_rows: set, op_launch: list, op_done: list, w
     return out
 
 
-# A wait names a record made before it; a record call returning this long after the wait that
-# names it returned (another thread's, returning a little later) is taken as not the wait's.
+# A wait names a record made before it; a record call begun this long after the wait or the
+# event synchronize that names it (asked at its return, or its start) is taken as not its.
 RECORD_AFTER_WAIT_NS = 1_000_000
 
 
@@ -606,10 +606,11 @@ class EventRecords:
     sync: np.ndarray  # record number, -1 where the export has none
     row: np.ndarray  # stream row (``StreamClock.keys``) recorded on
     cpu: np.ndarray  # CPU time of the record (its call's return)
+    began: np.ndarray  # when its call began (``cpu`` where not given)
 
     @classmethod
-    def of(cls, pid: np.ndarray, event: np.ndarray, sync: np.ndarray, row: np.ndarray, cpu: np.ndarray) -> EventRecords:
-        return cls(*(np.asarray(x, dtype=np.int64) for x in (pid, event, sync, row, cpu)))
+    def of(cls, pid: np.ndarray, event: np.ndarray, sync: np.ndarray, row: np.ndarray, cpu: np.ndarray, began: np.ndarray | None = None) -> EventRecords:
+        return cls(*(np.asarray(x, dtype=np.int64) for x in (pid, event, sync, row, cpu, cpu if began is None else began)))
 
     def named_by(self, pid: np.ndarray, event: np.ndarray, sync: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per wait or synchronize (process, event id, record number or -1, CPU time): (stream
@@ -631,10 +632,11 @@ class EventRecords:
             uniq, first_reversed = np.unique(rec_ids[::-1], return_index=True)
             last[uniq] = numbered[len(numbered) - 1 - first_reversed]
             hit = last[ask_ids]
-            # (a record made after the wait that names it is no record of it: an export whose
-            # record calls' times are off would have the wait hold its stream until then, every
-            # boundary after it pushed there; named by none, the wait is said as unresolved)
-            found = (hit >= 0) & (self.cpu[np.maximum(hit, 0)] <= t[ask] + RECORD_AFTER_WAIT_NS)
+            # (a record whose call began after the wait that names it is no record of it: an
+            # export whose record calls' times are off would have the wait hold its stream until
+            # then, every boundary after it pushed there; named by none, the wait is said as
+            # unresolved. By its call's start: another thread's record call may return later.)
+            found = (hit >= 0) & (self.began[np.maximum(hit, 0)] <= t[ask] + RECORD_AFTER_WAIT_NS)
             row[ask[found]], cpu[ask[found]] = self.row[hit[found]], self.cpu[hit[found]]
         # By event alone: the event's latest record made by t (the later row on a tie).
         ask = np.flatnonzero(~asked)

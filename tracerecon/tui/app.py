@@ -510,12 +510,12 @@ class TraceReconApp(App):
         # before the CPU timers', which the GPU times correct.
         marked = any(c.warmup or c.incomplete or c.empty for _, c in rows)
         shown = shown_names_by(phases)
-        cols = ["rank", "cycle"] + ["left out"] * marked + ["CPU ms", "GPU ms"] + [f"{p} GPU" for p in phases] + [f"{p} CPU" for p in phases] + ["|error| ms", "verdicts"]
-        heads = ["rank", "cycle"] + ["left out"] * marked + ["CPU ms", "GPU ms"] + [f"{shown[p]} GPU" for p in phases] + [f"{shown[p]} CPU" for p in phases] + ["|error| ms", "verdicts"]
+        cols = ["rank", "cycle"] + ["left out"] * marked + ["GPU ms", "CPU ms"] + [f"{p} GPU" for p in phases] + [f"{p} CPU" for p in phases] + ["|error| ms", "verdicts"]
+        heads = ["rank", "cycle"] + ["left out"] * marked + ["GPU ms", "CPU ms"] + [f"{shown[p]} GPU" for p in phases] + [f"{shown[p]} CPU" for p in phases] + ["|error| ms", "verdicts"]
         for c, head in zip(cols, heads):
             t.add_column(Text(head), key=c)  # phase names are the trace's text: no markup, escapes
         for r, c in rows:
-            row = [r.rank, c.cycle] + [c.left_out] * marked + [fmt_ms(c.cpu_ms), fmt_ms(c.gpu_ms)]  # ms as text: a DataTable shows floats to 2 decimals
+            row = [r.rank, c.cycle] + [c.left_out] * marked + [fmt_ms(c.gpu_ms), fmt_ms(c.cpu_ms)]  # ms as text: a DataTable shows floats to 2 decimals
             row += [fmt_ms(c.phase_gpu_ms.get(p)) for p in phases] + [fmt_ms(c.phase_cpu_ms.get(p)) for p in phases]
             row += [fmt_ms(c.abs_error_ms), c.verdicts]
             self.pending_cycle_rows.append((row, f"{r.rank}:{c.cycle}"))
