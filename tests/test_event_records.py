@@ -80,7 +80,12 @@ def test_given_two_records_of_an_event_at_one_instant_when_a_wait_names_the_even
     assert row.tolist() == [1]
 
 
-def test_a_wait_naming_a_record_made_long_after_it_is_not_modelled_and_said(tmp_path):
+def _waits_run(tmp_path, gap_us: int, record: dict[int, tuple[int, int, int]]):
+    """5 cycles (b = gap_us * c): draft [b, b+100] runs a kernel on 20 (b+15..b+400) and records
+    event 1 there (its record c+1; its call from b+20 to b+22 on the loop's thread, else as
+    ``record`` gives it for that cycle: (start, end, thread) offsets from b); verify [b+100,
+    b+200] makes 7 wait for that record (b+110) and runs a kernel on 7 (b+400..b+450). The run
+    and its phases as (cycle, phase, GPU us)."""
     import sys
     from pathlib import Path
 
@@ -90,57 +95,43 @@ def test_a_wait_naming_a_record_made_long_after_it_is_not_modelled_and_said(tmp_
     from tracerecon.api import load
 
     U = 1000
-    # GIVEN 5 cycles (b = 1000c us): draft [b, b+100] runs a kernel on 20 (b+15..b+400) and
-    # records event 1 there (its record c+1, at b+20); verify [b+100, b+200] makes 7 wait for
-    # that record (b+110) and runs a kernel on 7 (b+400..b+450); in cycle 2 the export's
-    # record call is 50 ms late, after the wait that names it (times gone wrong in the export)
     t = FakeTrace()
     for c in range(5):
-        b = 1000 * c
+        b = gap_us * c
         t.range(f"cycle {c}", b * U, (b + 200) * U)
         t.range("draft", b * U, (b + 100) * U)
         t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U), (b + 15) * U, (b + 400) * U, stream=20)
-        at = b + 50_000 if c == 2 else b + 20
-        t.event_record(1, c + 1, at * U, (at + 2) * U, stream=20)
+        start, end, tid = record.get(c, (20, 22, None))
+        t.event_record(1, c + 1, (b + start) * U, (b + end) * U, stream=20, tid=tid)
         t.range("verify", (b + 100) * U, (b + 200) * U)
         t.stream_wait(1, c + 1, (b + 110) * U, (b + 112) * U, stream=7)
         t.kernel(t.call("cudaLaunchKernel", (b + 120) * U, (b + 122) * U), (b + 400) * U, (b + 450) * U, stream=7)
     run = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify"), skip_cycles=0))
-    # THEN every cycle reads as the others, by hand: draft b..b+400 (its kernel's end, where
-    # verify's boundary meets 20 done), verify b+400..b+450 (its kernel) (cycle 2's wait had
-    # held 7 until the late record: verify 2000 us, and cycles 3's phases 0)
-    got = [(p["cycle"], p["phase"], p["gpu_ns"] // U) for p in run.ranks[0].phases.to_pylist()]
-    assert got == [(c, n, us) for c in range(5) for n, us in (("draft", 400), ("verify", 50))]
+    return run, [(p["cycle"], p["phase"], p["gpu_ns"] // U) for p in run.ranks[0].phases.to_pylist()]
+
+
+# By hand, every cycle: draft b..b+400 (its kernel's end, where verify's boundary meets 20
+# done), verify b+400..b+450 (its kernel).
+EVERY_CYCLE = [(c, n, us) for c in range(5) for n, us in (("draft", 400), ("verify", 50))]
+
+
+def test_a_wait_naming_a_record_made_long_after_it_is_not_modelled_and_said(tmp_path):
+    # GIVEN _waits_run's cycles 1000 us apart, cycle 2's record call 50 ms late in the export,
+    # after the wait that names it (times gone wrong in the export)
+    run, got = _waits_run(tmp_path, 1000, {2: (50_000, 50_002, None)})
+    # THEN every cycle reads as the others (cycle 2's wait had held 7 until the late record:
+    # verify 2000 us, and cycle 3's phases 0)
+    assert got == EVERY_CYCLE
     # and a warning says one wait named a record made after it
     assert any("1 stream wait(s) (cudaStreamWaitEvent) name an event record made after them" in w for w in run.warnings), run.warnings
 
 
 def test_a_record_call_begun_before_the_wait_is_its_record_however_late_it_returned(tmp_path):
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    from nsys_factory import FakeTrace
-    from tracerecon.analysis.config import PhaseConfig
-    from tracerecon.api import load
-
-    U = 1000
-    # GIVEN the cycles above (b = 10000c us), the record made on another thread: its call
-    # begins at b+20, before the wait (b+110), and in cycle 2 returns only at b+2100 (preempted
+    # GIVEN _waits_run's cycles 10000 us apart, cycle 2's record made on another thread: its
+    # call begins at b+20, before the wait (b+110), and returns only at b+2100 (preempted
     # inside the call; a review's shape)
-    t = FakeTrace()
-    for c in range(5):
-        b = 10000 * c
-        t.range(f"cycle {c}", b * U, (b + 200) * U)
-        t.range("draft", b * U, (b + 100) * U)
-        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U), (b + 15) * U, (b + 400) * U, stream=20)
-        t.event_record(1, c + 1, (b + 20) * U, ((b + 2100) if c == 2 else (b + 22)) * U, stream=20, tid=2)
-        t.range("verify", (b + 100) * U, (b + 200) * U)
-        t.stream_wait(1, c + 1, (b + 110) * U, (b + 112) * U, stream=7)
-        t.kernel(t.call("cudaLaunchKernel", (b + 120) * U, (b + 122) * U), (b + 400) * U, (b + 450) * U, stream=7)
-    run = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify"), skip_cycles=0))
+    run, got = _waits_run(tmp_path, 10_000, {2: (20, 2100, 2)})
     # THEN every wait finds its record (none is said to be made after its wait: by the call's
-    # return, cycle 2's was), and every cycle reads alike: draft 400 us, verify 50
+    # return, cycle 2's was), and every cycle reads alike
     assert not any("made after them" in w for w in run.warnings), run.warnings
-    got = [(p["cycle"], p["phase"], p["gpu_ns"] // U) for p in run.ranks[0].phases.to_pylist()]
-    assert got == [(c, n, us) for c in range(5) for n, us in (("draft", 400), ("verify", 50))]
+    assert got == EVERY_CYCLE
