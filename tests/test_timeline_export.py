@@ -13,6 +13,9 @@ import pytest
 
 from conftest import H200, SAMPLES, run_cli
 from tracerecon import api
+from tracerecon.analysis.config import PhaseConfig
+from tracerecon.api import load
+from tracerecon.plot import plot_runs
 
 
 @pytest.mark.parametrize("trace", [H200 / "eagle_gpu_bound.sqlite", SAMPLES / "demo_shapes_h200x2" / "nccl_skew_phases"], ids=lambda p: p.name)
@@ -306,21 +309,24 @@ def test_gating_marks_land_on_the_cycles_a_later_capture_numbers_its_own_way(tmp
     assert not any(m[1] in ("gated cycle 5", "gated cycle 7") for m in marks if m[0] == 1)
 
 
-def test_plot_titles_stay_on_the_picture_and_legends_hide_no_verdict(monkeypatch, tmp_path):
-    # GIVEN two runs plotted A against B, the first named by a long file name, ranks whose
-    # tallest bar carries a verdict ("under 26/30") where matplotlib had put the legend
+def _figures_kept(monkeypatch) -> list:
+    """The figures ``plot_runs`` draws from here on, kept open (it closes each once written);
+    skipped without matplotlib."""
     pytest.importorskip("matplotlib")
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from tracerecon.api import load
-    from tracerecon.analysis.config import PhaseConfig
-    from tracerecon.plot import plot_runs
-
     kept = []
     monkeypatch.setattr(plt, "close", lambda fig: kept.append(fig))
+    return kept
+
+
+def test_plot_titles_stay_on_the_picture_and_legends_hide_no_verdict(monkeypatch, tmp_path):
+    # GIVEN two runs plotted A against B, the first named by a long file name, ranks whose
+    # tallest bar carries a verdict ("under 26/30") where matplotlib had put the legend
+    kept = _figures_kept(monkeypatch)
     a = load([str(SAMPLES / "demo_h200x2" / "nccl_skew")], PhaseConfig())
     b = load([str(SAMPLES / "demo_h200x2" / "nccl_gpu_bound")], PhaseConfig())
     # WHEN drawn
@@ -349,18 +355,7 @@ def test_plot_titles_stay_on_the_picture_and_legends_hide_no_verdict(monkeypatch
 
 def test_the_plot_says_how_many_cycles_it_leaves_out(monkeypatch, tmp_path):
     # GIVEN the bundled sample, whose cycle 0 is the warm-up the report leaves out (24 cycles)
-    pytest.importorskip("matplotlib")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from tracerecon.api import load
-    from tracerecon.analysis.config import PhaseConfig
-    from tracerecon.plot import plot_runs
-
-    kept = []
-    monkeypatch.setattr(plt, "close", lambda fig: kept.append(fig))
+    kept = _figures_kept(monkeypatch)
     a = load([str(SAMPLES / "h200_nsys2025.3.1" / "eagle_gpu_bound.sqlite")], PhaseConfig())
     # WHEN drawn
     plot_runs([("", a)], tmp_path / "p.png")
@@ -375,18 +370,7 @@ def test_the_plot_says_how_many_cycles_it_leaves_out(monkeypatch, tmp_path):
 def test_six_phases_plot_with_names_apart_and_the_legend_in_its_panel(monkeypatch, tmp_path):
     # GIVEN vLLM V1's trace with six phases of long names (their slanted names overlapped, and
     # the narrow panel's two-column legend ran past it into the wide one)
-    pytest.importorskip("matplotlib")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from tracerecon.analysis.config import PhaseConfig
-    from tracerecon.api import load
-    from tracerecon.plot import plot_runs
-
-    kept = []
-    monkeypatch.setattr(plt, "close", lambda fig: kept.append(fig))
+    kept = _figures_kept(monkeypatch)
     names = ("preprocess", "forward", "postprocess", "sample", "draft", "ModelRunnerOutput")
     a = load([str(SAMPLES / "engines_h200" / "vllm_v1")], PhaseConfig(phases=tuple(f"gpu_model_runner: {n}" for n in names)))
     empty = load([str(H200 / "eagle_gpu_bound.sqlite")], PhaseConfig(phases=("nothing_here",)))

@@ -126,7 +126,7 @@ def _link(f: Path, tables: TraceTables):
     (``launches_never_run``, before any op is dropped) as (pid, CPU start) arrays: which of them
     the capture ended before recording is told per rank (``_unrun_from``)."""
     from tracerecon.analysis.columns import copy_calls_without_ops, launches_lost, launches_never_run, ops_out_of_time
-    from tracerecon.analysis.projection import int64s, link_launches
+    from tracerecon.analysis.projection import int64s, launching_calls, link_launches
     from tracerecon.nsys.sqlite_export import read_all_api_calls
 
     warnings = list(tables.warnings)
@@ -136,7 +136,8 @@ def _link(f: Path, tables: TraceTables):
     # CPU-only run with CUDA traced) say what missing tables say.
     if not tables.info.has_cuda or (tables.gpu_ops.num_rows == 0 and tables.api_calls.num_rows == 0):
         warnings.append(f"{f}: no CUDA activity in the trace (traced without `-t cuda`, or a CPU-only run): CPU times only")
-    linked = link_launches(tables.gpu_ops, tables.api_calls)
+    call = launching_calls(tables.gpu_ops, tables.api_calls)
+    linked = link_launches(tables.gpu_ops, tables.api_calls, call)
     launches = 0 if _kernels_or_graphs(tables.gpu_ops) else _kernel_launch_calls(tables.api_calls)
     if launches:
         warnings.append(f"{f}: {launches} kernel launch call(s) but no kernel in the trace (its kernel table is missing or empty): "
@@ -146,12 +147,13 @@ def _link(f: Path, tables: TraceTables):
     if linked["launch_tid"].null_count:
         # The filtered read of API calls missed a launcher: read them all and link again.
         tables = replace(tables, api_calls=_without_repeats(f, read_all_api_calls(f), API_CALL_IDENTITY, "CUDA API call", warnings))
-        linked = link_launches(tables.gpu_ops, tables.api_calls)
+        call = launching_calls(tables.gpu_ops, tables.api_calls)
+        linked = link_launches(tables.gpu_ops, tables.api_calls, call)
         if linked["launch_tid"].null_count:
             warnings.append(f"{f}: {linked['launch_tid'].null_count} GPU op(s) have no launching API call in the trace; they belong to no range")
     # (before any op is dropped: a dropped op's call is no launch that never ran)
     unrun = launches_never_run(tables.api_calls, linked)
-    lost = launches_lost(tables.api_calls, tables.gpu_ops) if launches == 0 else ()
+    lost = launches_lost(tables.api_calls, tables.gpu_ops, call) if launches == 0 else ()
     if len(lost):
         warnings.append(f"{f}: {len(lost)} kernel launch call(s) made before later ones whose GPU work is in the trace have no GPU record of "
                         "their own (CUPTI dropped records mid-run, the export was trimmed, or the launches failed): the phases that made them read short")

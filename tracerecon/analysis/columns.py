@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from tracerecon.analysis.intervals import distinct_few
 from tracerecon.analysis.nccl import comm_mask
-from tracerecon.analysis.projection import I64_MIN, equals, int64s, match_correlation, process_correlation_keys, string_mask
+from tracerecon.analysis.projection import I64_MIN, equals, int64s, process_correlation_keys, string_mask
 from tracerecon.analysis.syncs import base_api_name
 
 GRAPH_LAUNCH_APIS = ("cudaGraphLaunch", "cuGraphLaunch")
@@ -177,8 +177,9 @@ _CAPTURE_BEGIN = re.compile(r"^cu(?:da)?StreamBeginCapture")
 _CAPTURE_END = re.compile(r"^cu(?:da)?StreamEndCapture")
 
 
-def launches_lost(api_calls: pa.Table, gpu_ops: pa.Table) -> np.ndarray:
-    """Rows of ``api_calls``: kernel and graph launches none of whose work is in the trace, made
+def launches_lost(api_calls: pa.Table, gpu_ops: pa.Table, call: np.ndarray) -> np.ndarray:
+    """Rows of ``api_calls``: kernel and graph launches none of whose work is in the trace
+    (``call``: per op of ``gpu_ops``, the row of its launching call, ``projection.launching_calls``), made
     no later than their process's last call that put an op in it (after it: ``launches_never_run``),
     while no stream capture of their process was open (a launch between ``cudaStreamBeginCapture``
     and ``cudaStreamEndCapture`` runs nothing: its work runs in the graph's replays), and before
@@ -192,12 +193,12 @@ def launches_lost(api_calls: pa.Table, gpu_ops: pa.Table) -> np.ndarray:
     launch = is_launch_call(api_calls)
     if not launch.any():
         return np.zeros(0, dtype=np.int64)
-    pid, corr, start = int64s(api_calls["pid"]), int64s(api_calls["correlation_id"], -1), int64s(api_calls["start_ns"])
-    op_pid = int64s(gpu_ops["pid"])
-    found = match_correlation(op_pid, int64s(gpu_ops["correlation_id"], -1), pid, corr)
-    has_op = found >= 0
+    linked = call >= 0
+    has_op = np.zeros(api_calls.num_rows, dtype=bool)
+    has_op[call[linked]] = True
     if not (launch & ~has_op).any():
         return np.zeros(0, dtype=np.int64)
+    pid, start = int64s(api_calls["pid"]), int64s(api_calls["start_ns"])
     # No later than their process's last call with an op (any kind: a copy's too).
     pids = np.unique(pid)
     slot = np.searchsorted(pids, pid)
@@ -228,7 +229,11 @@ def launches_lost(api_calls: pa.Table, gpu_ops: pa.Table) -> np.ndarray:
     thread = thread_keys(pid, int64s(api_calls["tid"]))
     ran = np.flatnonzero(has_op)
     ran_thread = thread[ran]
-    stream_key = int64s(gpu_ops["device_id"], -1)[found[ran]] * (1 << 32) + int64s(gpu_ops["stream_id"], -1)[found[ran]]
+    # (each call's stream: that of an op it launched)
+    op_stream = int64s(gpu_ops["device_id"], -1) * (1 << 32) + int64s(gpu_ops["stream_id"], -1)
+    call_stream = np.zeros(api_calls.num_rows, np.int64)
+    call_stream[call[linked]] = op_stream[linked]
+    stream_key = call_stream[ran]
     earliest: dict[int, int] = {}
     for t in np.unique(thread[lost]).tolist():
         mine = ran_thread == t

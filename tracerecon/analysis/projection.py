@@ -141,19 +141,26 @@ def match_correlation(a_proc: np.ndarray, a_corr: np.ndarray, b_proc: np.ndarray
     return out
 
 
-def link_launches(ops: pa.Table, api_calls: pa.Table) -> pa.Table:
-    """Add the launching API call of every GPU op: launch_tid, launch_start_ns, launch_end_ns, launch_api.
+def launching_calls(ops: pa.Table, api_calls: pa.Table) -> np.ndarray:
+    """Per GPU op, the row of ``api_calls`` that launched it, else -1. The join is on (process,
+    correlation id): correlation ids are per process, and two processes on one GPU share
+    thousands of them. Several ops may share one call (node-mode CUDA graphs)."""
+    if ops.num_rows == 0 or api_calls.num_rows == 0:
+        return np.full(ops.num_rows, -1, np.int64)
+    return match_correlation(int64s(api_calls["global_pid"]), int64s(api_calls["correlation_id"], -1), int64s(ops["global_pid"]), int64s(ops["correlation_id"], -1))
 
-    The join is on (process, correlation id): correlation ids are per process, and two
-    processes on one GPU share thousands of them. Several ops may share one call (node-mode
-    CUDA graphs). Ops with no matching call get nulls.
+
+def link_launches(ops: pa.Table, api_calls: pa.Table, call: np.ndarray | None = None) -> pa.Table:
+    """Add the launching API call of every GPU op (``call``, where worked out already, else
+    ``launching_calls``): launch_tid, launch_start_ns, launch_end_ns, launch_api. Ops with no
+    matching call get nulls.
     """
     n = ops.num_rows
     if n == 0 or api_calls.num_rows == 0:
         return ops.append_column("launch_tid", pa.nulls(n, pa.int64())).append_column(
             "launch_start_ns", pa.nulls(n, pa.int64())).append_column(
             "launch_end_ns", pa.nulls(n, pa.int64())).append_column("launch_api", pa.nulls(n, pa.dictionary(pa.int32(), pa.string())))
-    call = match_correlation(int64s(api_calls["global_pid"]), int64s(api_calls["correlation_id"], -1), int64s(ops["global_pid"]), int64s(ops["correlation_id"], -1))
+    call = launching_calls(ops, api_calls) if call is None else call
     found = call >= 0
     call = np.where(found, call, 0)
     mask = ~found
