@@ -187,6 +187,49 @@ def test_text_shown_to_a_person_escapes_characters_that_show_as_nothing():
     assert one_line("a\u3164b\ufe0fc\u034fd\ue000") == "a\\u3164b\\ufe0fc\\u034fd\\ue000"
 
 
+def test_a_warning_naming_a_very_long_range_is_cut_on_the_terminal_and_kept_whole_in_json(tmp_path):
+    import json
+    import shutil
+    import sqlite3
+
+    from conftest import H200
+    from tracerecon.json_text import MESSAGE_CHARS
+
+    # GIVEN the bundled EAGLE sample whose 'verify' ranges are renamed to a 40,006-character name
+    #       (work queued between two phases is warned with the range that launched it: 'verify...')
+    path = tmp_path / "long.sqlite"
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", path)
+    long_name = "verify" + "0123456789ABCDEF" * 2_500
+    with sqlite3.connect(path) as con:
+        con.execute("update NVTX_EVENTS set text = ? where text = 'verify'", (long_name,))
+    # WHEN it is reported, as text and as JSON
+    text = run_cli("report", str(path), "--no-cache")
+    as_json = run_cli("report", str(path), "--no-cache", "--json")
+    # THEN every stderr line stays within the message limit, the cut one saying how much it left
+    #      out (the name's start and the warning's end kept), and the JSON keeps the warning whole
+    assert text.returncode == 0 and as_json.returncode == 0, text.stderr
+    lines = text.stderr.splitlines()
+    cut = [line for line in lines if "characters left out]" in line]
+    assert cut and all(len(line) <= len("tracerecon: ") + MESSAGE_CHARS + 60 for line in lines)
+    assert "launched in the range 'verify0123456789ABCDEF" in cut[0]
+    whole = [w for w in json.loads(as_json.stdout)["warnings"] if long_name in w]
+    assert whole and all(w.endswith(c.split("]\u2026", 1)[1]) for w, c in zip(whole, cut))
+    # (the number said: the whole message, "warning: " and the warning, less what was kept)
+    assert f"[{len('warning: ' + whole[0]) - MESSAGE_CHARS:,} characters left out]" in cut[0]
+
+
+def test_a_message_within_the_limit_is_shown_whole_and_a_longer_one_keeps_its_ends():
+    from tracerecon.json_text import MESSAGE_CHARS, shown_message
+
+    # GIVEN a message of exactly the limit and one of 10,000 characters
+    at_limit = "a" * MESSAGE_CHARS
+    longer = "S" + "x" * 9_998 + "E"
+    # THEN the first is whole; the second keeps 2/3 of the limit from its start and 1/3 from its end
+    assert shown_message(at_limit) == at_limit
+    head, tail = MESSAGE_CHARS * 2 // 3, MESSAGE_CHARS - MESSAGE_CHARS * 2 // 3
+    assert shown_message(longer) == longer[:head] + f"\u2026[{10_000 - head - tail:,} characters left out]\u2026" + longer[-tail:]
+
+
 def test_names_that_differ_by_an_invisible_character_are_told_apart_in_the_table(tmp_path):
     # GIVEN two phases named 'verify' and 'verify' with a zero-width space at its end
     path = _trace_named(tmp_path / "t.sqlite", "verify", "verify\u200b")

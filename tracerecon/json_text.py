@@ -48,6 +48,22 @@ def one_line(text: str) -> str:
     return "".join(escaped_char(c) if invisible(c) else c for c in text)
 
 
+# A message to a person (a warning, an error) is cut past this many characters: a trace's
+# 40,000-character range name made one warning an 83 KB line. JSON and exports keep it whole.
+MESSAGE_CHARS = 2_000
+
+
+def shown_message(text: str) -> str:
+    """``text`` as ``one_line`` writes it, cut in the middle where longer than ``MESSAGE_CHARS``
+    characters (its start and end kept, and how many characters were left out between)."""
+    text = one_line(text)
+    if len(text) <= MESSAGE_CHARS:
+        return text
+    head = MESSAGE_CHARS * 2 // 3
+    tail = MESSAGE_CHARS - head
+    return f"{text[:head]}\u2026[{len(text) - head - tail:,} characters left out]\u2026{text[-tail:]}"
+
+
 def escaped_char(char: str) -> str:
     """``\\u200b`` for U+200B, ``\\U000e0001`` past the first plane (as Python and ``re`` read them)."""
     return f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}"

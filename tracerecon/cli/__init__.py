@@ -14,7 +14,7 @@ from typing import Sequence
 
 from tracerecon import __version__
 from tracerecon.cli import diff, export, plot, ranges, report, run, scrub, view
-from tracerecon.cli.common import inputs_of, one_line
+from tracerecon.cli.common import inputs_of, one_line, shown_message
 from tracerecon.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_TERMINATED, TraceReconError
 from tracerecon.interrupts import Terminated, WorkAbandoned, default_interrupt, end_on_signals, exit_now, signalled, stop_on_signals
 from tracerecon.own_process import prepare
@@ -203,7 +203,7 @@ def _run(args: argparse.Namespace, exit_when_interrupted: bool = False) -> int:
                 raise interrupt from None
             raise
     except TraceReconError as exc:
-        print(f"tracerecon: error: {one_line(str(exc))}", file=sys.stderr)
+        print(f"tracerecon: error: {shown_message(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt as exc:
         said, code = ("terminated", EXIT_TERMINATED) if isinstance(exc, Terminated) else ("interrupted", EXIT_INTERRUPTED)
@@ -234,7 +234,7 @@ def _run(args: argparse.Namespace, exit_when_interrupted: bool = False) -> int:
     except Exception as exc:  # never a traceback for a user; TRACERECON_DEBUG=1 shows it
         if os.environ.get("TRACERECON_DEBUG"):
             raise
-        print(f"tracerecon: internal error: {type(exc).__name__}: {one_line(str(exc))} (set TRACERECON_DEBUG=1 for details)", file=sys.stderr)
+        print(f"tracerecon: internal error: {type(exc).__name__}: {shown_message(str(exc))} (set TRACERECON_DEBUG=1 for details)", file=sys.stderr)
         return EXIT_INTERNAL
 
 

@@ -11,7 +11,7 @@ from typing import Iterator, Sequence
 
 from tracerecon.analysis.config import DEFAULT_CYCLE, DEFAULT_PHASES, PhaseConfig
 from tracerecon.errors import UsageError
-from tracerecon.json_text import one_line, valid_text
+from tracerecon.json_text import one_line, shown_message, valid_text
 
 BUNDLED_SAMPLE = Path(__file__).resolve().parent.parent.parent / "sample_traces" / "h200_nsys2025.3.1" / "eagle_gpu_bound.sqlite"
 TRACE_HELP = "nsys .sqlite export(s) (or .sqlite.xz), a directory of them, a `tracerecon run` directory, or a `tracerecon export` directory"
@@ -129,7 +129,7 @@ def preset_phases(names: Sequence[str]) -> tuple[str, ...]:
 
 
 def say(msg: str) -> None:
-    print(f"tracerecon: {one_line(msg)}", file=sys.stderr, flush=True)
+    print(f"tracerecon: {shown_message(msg)}", file=sys.stderr, flush=True)
 
 
 def warn_all(warnings: Sequence[str]) -> None:

@@ -27,7 +27,7 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Header, Input, LoadingIndicator, Static, TabbedContent, TabPane
 
-from tracerecon.json_text import one_line, shown_names
+from tracerecon.json_text import one_line, shown_message, shown_names
 from tracerecon.present import VERDICT_MEANING, VERDICT_STYLE, fmt_ms, gpus_text, rank_notes, verdict_cause_label
 from tracerecon.report_model import Report
 from tracerecon.tui.timeline_widget import Timeline
@@ -453,7 +453,7 @@ class TraceReconApp(App):
         for line in rep.straggler_lines:
             notes.append(one_line(line) + "\n", style="bold")
         for w in rep.warnings[:OVERVIEW_WARNINGS]:
-            notes.append(f"warning: {one_line(w)}\n", style="yellow")
+            notes.append(f"warning: {shown_message(w)}\n", style="yellow")
         if len(rep.warnings) > OVERVIEW_WARNINGS:
             more = len(rep.warnings) - OVERVIEW_WARNINGS
             notes.append(f"and {more} more warning{'s' if more > 1 else ''}: printed when view closes, as `tracerecon report` prints them\n", style="yellow")
