@@ -341,7 +341,7 @@ def test_the_per_token_line_of_a_side_without_gpu_time_is_a_line_not_an_error():
 
     import pyarrow as pa
 
-    from tracerecon.present import token_delta
+    from tracerecon.analysis.diff import token_delta
 
     def side(gpu):
         cycles = pa.table({"cycle": [0, 1, 2], "cpu_ns": [1000] * 3, "gpu_ns": gpu, "accepted_tokens": [3, 3, 3],

@@ -10,7 +10,6 @@ from an Analysis (``build_report``, ``diff_document``), so a warm report that la
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections import Counter
 from typing import TYPE_CHECKING, Sequence
@@ -296,43 +295,6 @@ def straggler_lines(analysis: Analysis, critical_path: dict | None = None, leave
     return lines
 
 
-def token_delta(ra, rb) -> dict:
-    """Per accepted token, A against B, and whether a change is slower steps or fewer tokens."""
-    from tracerecon.analysis.summary import summarize_cycles
-
-    sa, sb = summarize_cycles(ra.cycles, ra.phases), summarize_cycles(rb.cycles, rb.phases)
-    if sa.gpu_ms_per_accepted_token is None or sb.gpu_ms_per_accepted_token is None:
-        return {}
-    ta, tb = sa.accepted_tokens / max(sa.n, 1), sb.accepted_tokens / max(sb.n, 1)
-    tokens = tb / ta - 1 if ta else 0.0
-    per_tok = sb.gpu_ms_per_accepted_token / sa.gpu_ms_per_accepted_token - 1 if sa.gpu_ms_per_accepted_token else 0.0
-    # GPU per cycle as the tokens per cycle are taken, over the counted cycles, by its mean: the
-    # median cycle had stayed put where 16 of 40 cycles slowed ("mostly faster steps (GPU per
-    # cycle +0%)" for a 15% slowdown per token).
-    ga, gb = _mean_cycle_gpu(ra), _mean_cycle_gpu(rb)
-    step = gb / ga - 1 if ga and gb is not None else 0.0
-
-    def size(change: float) -> float:  # how far a ratio moved, either way alike
-        return abs(math.log1p(change)) if change > -1 else math.inf
-
-    if abs(per_tok) < 0.05:
-        why = "GPU time per accepted token is about the same"
-    elif size(step) >= size(tokens):
-        why = f"per accepted token {per_tok:+.0%}: mostly {'slower' if step > 0 else 'faster'} steps (GPU per cycle {step:+.0%}, tokens per cycle {tokens:+.0%})"
-    else:
-        why = f"per accepted token {per_tok:+.0%}: mostly {'fewer' if tokens < 0 else 'more'} accepted tokens (tokens per cycle {tokens:+.0%}, GPU per cycle {step:+.0%})"
-    return {"a_gpu_ms_per_accepted_token": sa.gpu_ms_per_accepted_token, "b_gpu_ms_per_accepted_token": sb.gpu_ms_per_accepted_token,
-            "a_tokens_per_cycle": round(ta, 3), "b_tokens_per_cycle": round(tb, 3), "per_token_explanation": why}
-
-
-def _mean_cycle_gpu(rank) -> float | None:
-    """A rank's GPU ns per counted cycle, on average (None where none has GPU time)."""
-    from tracerecon.analysis.summary import steady_cycles
-
-    gpu = [g for g in steady_cycles(rank.cycles)["gpu_ns"].to_pylist() if g is not None] if rank.cycles.num_rows else []
-    return sum(gpu) / len(gpu) if gpu else None
-
-
 def diff_document(a: Analysis, b: Analysis, a_given: Sequence[str] | None = None, b_given: Sequence[str] | None = None) -> dict:
     """``{"phases": [...per rank and phase...], "cycles": {...}, "kernels": [...per rank...]}``.
 
@@ -341,7 +303,7 @@ def diff_document(a: Analysis, b: Analysis, a_given: Sequence[str] | None = None
     analysed (an export directory's: those it was made from); ``a_given`` and ``b_given``, where
     the caller passes them, what was given for each side (a run or export directory's path).
     """
-    from tracerecon.analysis.diff import cycle_delta, diff_rank, kernel_changes
+    from tracerecon.analysis.diff import cycle_delta, diff_rank, kernel_changes, token_delta
     from tracerecon.analysis.summary import steady_cycles, steady_phases
 
     a_ranks = {r.rank: r for r in a.ranks}

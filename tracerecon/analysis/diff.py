@@ -8,6 +8,7 @@ can act on, e.g. ``verify +9.8 ms GPU: graph replay gone, 183 eager launches per
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -17,6 +18,7 @@ import pyarrow as pa
 from tracerecon.analysis.columns import eager_launches, median_ms, quantile_ms
 from tracerecon.analysis.projection import int64s, string_mask
 from tracerecon.analysis.phases import first_in_cycle, phases_per_cycle
+from tracerecon.analysis.summary import steady_cycles, summarize_cycles
 
 # A change is worth a word when it moves more than this (fraction of the larger side) ...
 RELATIVE_CHANGE = 0.10
@@ -301,6 +303,41 @@ def cycle_delta(a_cycles: pa.Table, b_cycles: pa.Table) -> dict:
     out["delta_cpu_ms"] = round(out["b_cpu_ms"] - out["a_cpu_ms"], 6) if out["a_cpu_ms"] is not None and out["b_cpu_ms"] is not None else None
     out["a_n"], out["b_n"] = a_cycles.num_rows, b_cycles.num_rows
     return out
+
+
+def token_delta(ra, rb) -> dict:
+    """Per accepted token, two ranks (``RankAnalysis``: A's and B's), and whether a change is
+    slower steps or fewer tokens, worded (``per_token_explanation``); empty where either side
+    has no accepted-token count."""
+    sa, sb = summarize_cycles(ra.cycles, ra.phases), summarize_cycles(rb.cycles, rb.phases)
+    if sa.gpu_ms_per_accepted_token is None or sb.gpu_ms_per_accepted_token is None:
+        return {}
+    ta, tb = sa.accepted_tokens / max(sa.n, 1), sb.accepted_tokens / max(sb.n, 1)
+    tokens = tb / ta - 1 if ta else 0.0
+    per_tok = sb.gpu_ms_per_accepted_token / sa.gpu_ms_per_accepted_token - 1 if sa.gpu_ms_per_accepted_token else 0.0
+    # GPU per cycle as the tokens per cycle are taken, over the counted cycles, by its mean: the
+    # median cycle had stayed put where 16 of 40 cycles slowed ("mostly faster steps (GPU per
+    # cycle +0%)" for a 15% slowdown per token).
+    ga, gb = _mean_cycle_gpu(ra), _mean_cycle_gpu(rb)
+    step = gb / ga - 1 if ga and gb is not None else 0.0
+
+    def size(change: float) -> float:  # how far a ratio moved, either way alike
+        return abs(math.log1p(change)) if change > -1 else math.inf
+
+    if abs(per_tok) < 0.05:
+        why = "GPU time per accepted token is about the same"
+    elif size(step) >= size(tokens):
+        why = f"per accepted token {per_tok:+.0%}: mostly {'slower' if step > 0 else 'faster'} steps (GPU per cycle {step:+.0%}, tokens per cycle {tokens:+.0%})"
+    else:
+        why = f"per accepted token {per_tok:+.0%}: mostly {'fewer' if tokens < 0 else 'more'} accepted tokens (tokens per cycle {tokens:+.0%}, GPU per cycle {step:+.0%})"
+    return {"a_gpu_ms_per_accepted_token": sa.gpu_ms_per_accepted_token, "b_gpu_ms_per_accepted_token": sb.gpu_ms_per_accepted_token,
+            "a_tokens_per_cycle": round(ta, 3), "b_tokens_per_cycle": round(tb, 3), "per_token_explanation": why}
+
+
+def _mean_cycle_gpu(rank) -> float | None:
+    """A rank's GPU ns per counted cycle, on average (None where none has GPU time)."""
+    gpu = [g for g in steady_cycles(rank.cycles)["gpu_ns"].to_pylist() if g is not None] if rank.cycles.num_rows else []
+    return sum(gpu) / len(gpu) if gpu else None
 
 
 def kernel_changes(a_ops: pa.Table, b_ops: pa.Table, top: int = 10) -> list[dict]:
