@@ -1440,6 +1440,19 @@ def test_cache_settings_that_cannot_work_are_said(setting, said, tmp_path):
     assert res.stdout == run_cli("report", str(H200 / "eagle_gpu_bound.sqlite")).stdout
 
 
+def test_a_cache_folder_that_cannot_be_made_is_said_also_to_root(tmp_path):
+    # GIVEN TRACERECON_CACHE_DIR under /proc, which takes no folder: root's os.access says it
+    #       is writable, so the cache was silently off there (a contract audit, run as root)
+    env = {k: v for k, v in os.environ.items() if k != "TRACERECON_NO_CACHE"}
+    env["TRACERECON_CACHE_DIR"] = "/proc/tracerecon-cache"
+    # WHEN reported THEN one warning says nothing is cached and why, and the report is the same
+    res = run_cli("report", str(H200 / "eagle_gpu_bound.sqlite"), env=env)
+    assert res.returncode == 0 and len(res.stderr.splitlines()) == 1, res.stderr
+    assert res.stderr.startswith("tracerecon: warning: TRACERECON_CACHE_DIR='/proc/tracerecon-cache' cannot be made in /proc (") \
+        and res.stderr.endswith("): nothing is cached\n"), res.stderr
+    assert res.stdout == run_cli("report", str(H200 / "eagle_gpu_bound.sqlite")).stdout
+
+
 def test_no_cache_words_that_mean_no_leave_the_cache_on(tmp_path):
     # GIVEN TRACERECON_NO_CACHE=false (which turned the cache off) and a cache folder of its own
     env = {**os.environ, "TRACERECON_NO_CACHE": "false", "TRACERECON_CACHE_DIR": str(tmp_path / "c")}

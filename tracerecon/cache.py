@@ -92,9 +92,13 @@ def enabled(env: Mapping[str, str] = os.environ) -> bool:
     return env.get("TRACERECON_NO_CACHE", "").strip().lower() in _CACHE_ON
 
 
-def unusable_dir(folder: Path) -> str | None:
+def unusable_dir(folder: Path, make: bool = False) -> str | None:
     """Why ``folder`` cannot hold the cache (not a directory, not writable, under a file), or
-    None where it can (made when first written, where it is not there yet)."""
+    None where it can. An existing folder is asked by writing a file there (and removing it):
+    ``os.access`` says yes to root for any folder, ``/proc`` included. A folder not there yet is
+    made when first written; with ``make`` (a command that will write it) it is made now, so
+    that a parent that takes no folder is found too; without, the nearest existing parent's
+    permissions tell."""
     p = folder
     while not p.exists():
         if p.parent == p:
@@ -102,8 +106,16 @@ def unusable_dir(folder: Path) -> str | None:
         p = p.parent
     if not p.is_dir():
         return "is not a directory" if p == folder else f"is under {p}, which is not a directory"
-    if not os.access(p, os.W_OK | os.X_OK):
-        return "is not writable" if p == folder else f"cannot be made in {p}, which is not writable"
+    if p != folder and not make:
+        return None if os.access(p, os.W_OK | os.X_OK) else f"cannot be made in {p}, which is not writable"
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        return f"is not writable ({why})" if p == folder else f"cannot be made in {p} ({why})"
     return None
 
 

@@ -161,12 +161,12 @@ def _settings_ignored(env, uses_cache: bool = False) -> list[str]:
         if no_cache.strip().lower() not in NO_CACHE_WORDS:
             out.append(f"TRACERECON_NO_CACHE={no_cache!r} not understood (1 or 0, yes or no, true or false, on or off): the cache is off")
         folder = env.get("TRACERECON_CACHE_DIR")
-        if folder and enabled(env) and (why := unusable_dir(Path(folder))):
+        if folder and enabled(env) and (why := unusable_dir(Path(folder), make=uses_cache)):
             out.append(f"TRACERECON_CACHE_DIR={folder!r} {why}: nothing is cached")
     elif uses_cache:
         from tracerecon.cache import cache_dir, unusable_dir
 
-        if (why := unusable_dir(folder := cache_dir(env))):
+        if (why := unusable_dir(folder := cache_dir(env), make=True)):
             out.append(f"the cache's folder {os.fsdecode(folder)} {why}: nothing is cached (TRACERECON_CACHE_DIR names another)")
     if (cap := env.get("TRACERECON_CACHE_MB", "")):
         from tracerecon.cache import cap_setting
