@@ -266,6 +266,23 @@ def test_phases_marked_only_in_a_process_that_launches_nothing_are_named(tmp_pat
     assert "mark the phases there" in out.stderr
 
 
+def test_phases_left_out_beside_a_worker_with_ranges_of_its_own_are_said_first(tmp_path):
+    # GIVEN phases marked only in the scheduler process, the worker holding a range of its own
+    # that is no phase ('worker_step'; the report led with "the likely phases here: --phase
+    # worker_step", a guess, and said where the phases went only after it)
+    t = scheduler_and_worker(worker_marks_phases=False)
+    for c in range(2):
+        t.range("worker_step", (c * 1000 + 5) * U, (c * 1000 + 200) * U, pid=11, tid=11)
+    # WHEN reported
+    out = run_cli("report", "--no-cache", str(t.write(tmp_path / "t.sqlite")))
+    # THEN the report shows no phase (the worker's ranges are there: exit 0), and its first
+    # warning says where the phases were marked and where they must go
+    assert out.returncode == 0 and "no phase to show" in out.stdout
+    first = out.stderr.splitlines()[0]
+    assert first.startswith("tracerecon: warning: phase or cycle ranges in a process that launched no GPU work (pid 10)"), out.stderr
+    assert "--phase worker_step" in out.stderr.splitlines()[1]
+
+
 def test_phases_left_out_beside_a_worker_that_marks_its_own_are_warned_of(tmp_path):
     # GIVEN the worker marks its own draft phases too
     path = scheduler_and_worker(worker_marks_phases=True).write(tmp_path / "t.sqlite")
@@ -283,6 +300,50 @@ def test_phases_left_out_beside_a_worker_that_marks_its_own_are_warned_of(tmp_pa
     assert line == "--phase verify matched only ranges of a process that launched no GPU work, left out (above)"
     (line,) = [w for w in asked.warnings if "--phase verfy" in w]
     assert line.startswith("no range matched --phase verfy (the other phases did)")
+
+
+def scheduler_with_a_copy_beside_its_worker(worker_device: int = 0, worker_us: int = 675) -> FakeTrace:
+    """A scheduler process (pid 20) holding cycle / execute [b, b+200] / sample [b+200, b+300]
+    and making a 1 us copy a cycle (b+8..b+9); a worker process (pid 31) in the same file, no
+    range of its own, launching the phases' work: [b+25, b+25+worker_us] and the next 60 us.
+    Cycles at b = 1000 + 2000c, c = 0..3 (us)."""
+    t = FakeTrace()
+    for c in range(4):
+        b = 1000 + 2000 * c
+        t.range(f"cycle {c}", b * U, (b + 300) * U, pid=20, tid=20)
+        t.range("execute", b * U, (b + 200) * U, pid=20, tid=20)
+        t.range("sample", (b + 200) * U, (b + 300) * U, pid=20, tid=20)
+        t.copy(t.call("cudaMemcpyAsync", (b + 5) * U, (b + 7) * U, pid=20, tid=20), (b + 8) * U, (b + 9) * U, pid=20, kind=1, stream=7)
+        end = b + 25 + worker_us
+        t.kernel(t.call("cudaLaunchKernel", (b + 20) * U, (b + 22) * U, pid=31, tid=31), (b + 25) * U, end * U, pid=31, stream=21, device=worker_device)
+        t.kernel(t.call("cudaLaunchKernel", (b + 210) * U, (b + 212) * U, pid=31, tid=31), end * U, (end + 60) * U, pid=31, stream=21,
+                 device=worker_device)
+    return t
+
+
+def test_phases_of_a_process_whose_own_gpu_work_is_a_sliver_of_its_workers_are_said(tmp_path):
+    # GIVEN phases marked in a scheduler process that makes a 1 us copy a cycle, the phases'
+    # work launched by a worker process on the same GPU (a review's shape: the phases read
+    # 200 / 100 us on the scheduler's own stream, 'agree', where the worker ran 735 us a cycle)
+    path = scheduler_with_a_copy_beside_its_worker().write(tmp_path / "t.sqlite")
+    # WHEN analysed
+    analysis = analyze([path], PhaseConfig(phases=("execute", "sample"), skip_cycles=0))
+    # THEN a warning names both ranks and both times within the phases' span [1000, 7300] us:
+    # the worker's cycles 0-2 whole (735 us each), cycle 3's first kernel up to 7300 (7025..7300:
+    # 275 us), 2,480 us; the scheduler's four copies, 4 us
+    (said,) = [w for w in analysis.warnings if "which has no phase range" in w]
+    assert said.startswith("rank 0 (pid 31), which has no phase range, ran 2.480 ms of GPU work on a GPU it shares with rank 1 (pid 20) "
+                           "during rank 1's phases, which launched 0.004 ms there themselves")
+    assert "mark the phases there" in said
+
+
+def test_a_phaseless_rank_on_another_gpu_is_not_said_to_hold_the_phases_work(tmp_path):
+    # GIVEN the same file with the worker on GPU 1: two ranks whose GPUs are apart (one marks
+    # phases, the other none, as a tensor-parallel run instrumented on rank 0 only)
+    apart = scheduler_with_a_copy_beside_its_worker(worker_device=1).write(tmp_path / "apart.sqlite")
+    # WHEN analysed THEN no such warning
+    analysis = analyze([apart], PhaseConfig(phases=("execute", "sample"), skip_cycles=0))
+    assert not [w for w in analysis.warnings if "which has no phase range" in w]
 
 
 def test_an_unrelated_threads_long_copy_does_not_choose_a_cross_thread_phases_stream(tmp_path):

@@ -1080,6 +1080,33 @@ def _peers_missing(source, cross, gpu_ops) -> list[str]:
             f"no phase's cause is comm_wait): give every rank's trace of the run together{beside}"]
 
 
+def _work_beside_phases(bare_source, bare, work: list) -> list[str]:
+    """Where a rank with no phase range (``bare``) ran more GPU work on a GPU it shares with a
+    rank of the same file that has phases, within those phases' span, than that rank did: the
+    phases were likely marked in a process other than the one that launches their work (a
+    scheduler that makes a small copy a cycle beside its worker; with no GPU work at all, its
+    phases are left out, ``PHASES_WITHOUT_GPU``). A phase is read in its own process, by its
+    own stream: said, naming both."""
+    import pyarrow as pa
+
+    from tracerecon.analysis.ranks import gpu_time_beside_phases
+    from tracerecon.present import processes_text
+
+    out = []
+    for s, _, w in work:
+        rows = w.phase_inputs.phase_rows
+        if s.path != bare_source.path or len(rows) == 0:
+            continue
+        own, other = gpu_time_beside_phases(w.gpu_ops, w.phase_inputs.ranges.take(pa.array(rows)), bare.gpu_ops)
+        if other > own:
+            out.append(f"rank {bare_source.rank} ({processes_text(bare_source.pids, bare_source.tid)}), which has no phase range, ran "
+                       f"{other / 1e6:.3f} ms of GPU work on a GPU it shares with rank {s.rank} ({processes_text(s.pids, s.tid)}) during rank "
+                       f"{s.rank}'s phases, which launched {own / 1e6:.3f} ms there themselves: a phase is read in the process that "
+                       f"launches its GPU work, so rank {s.rank}'s phases time only their own; if rank {bare_source.rank}'s work is theirs, mark "
+                       "the phases there (tracerecon.instrument in the worker process)")
+    return out
+
+
 def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, results: list[tuple]) -> Analysis:
     """``_analyze_files`` once every file's own work (``_file_work``) is in ``results``."""
     multi = len(files) > 1
@@ -1114,15 +1141,20 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
         names = phase_candidates(work[0][2].ranges, config.cycle_prefix)
         # (--phase=VALUE where the value starts with '-': it would read as an option)
         hint = ("; the likely phases here: " + " ".join(f"--phase={shlex.quote(n)}" if n.startswith("-") else f"--phase {shlex.quote(n)}" for n in names)) if names else ""
-        # First: it says why every table is empty (``view`` shows the first few warnings only).
+        # First: it says why every table is empty (``view`` shows the first few warnings only);
+        # where phases were marked in a process that launched no GPU work, that comes first (the
+        # likely phases among the other ranges, a worker's own, would only be a guess).
         warnings.insert(0, f"no range named as a phase ({', '.join(config.phases)}) in {', '.join(str(f) for f in files)}{hint} "
                         f"({RANGES_HINT}){pattern_hint(config.phases)}")
+        elsewhere = [w for w in warnings if w.startswith(PHASES_WITHOUT_GPU)]
+        warnings[:] = elsewhere + [w for w in warnings if not w.startswith(PHASES_WITHOUT_GPU)]
     else:
         # Some ranks without phases (others have them): said per rank, not only when none has.
         for s, _, w in work:
             # (a process whose GPU work all ran before the phases: said where it was found)
             if len(w.phase_inputs.phase_rows) == 0 and not (s.candidate is not None and s.candidate.start_up_only):
                 warnings.append(f"rank {s.rank} ({s.path}): no range named as a phase ({', '.join(config.phases)})")
+                warnings.extend(_work_beside_phases(s, w, work))
         # A phase asked for by name (not the default list, whose names an engine has some of)
         # that no rank has: a pattern that matches nothing drops it from the report unsaid.
         if config.phases != DEFAULT_PHASES and not config.phases_recorded:
