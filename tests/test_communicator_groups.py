@@ -574,3 +574,83 @@ def test_a_wait_at_another_groups_collective_that_slack_absorbed_leaves_a_later_
     # before this took the 300 as what made rank 2 late there, and named rank 3)
     assert "ranks 0, 1; ranks 2, 3;" in cross.warnings[0]
     assert cross.critical_path["gating_rank"].to_pylist() == [2] * 6
+
+
+def two_pairs_on_one_machine(tmp_path, lag_us) -> list[str]:
+    """Four per-rank exports of one machine (GPU UUIDs in common), rank r's session begun 7r us
+    after rank 0's (its timestamps counted from there). Pairs {0, 1} and {2, 3} each run 8
+    cycles of 4 all-reduces (same name), 50 us apart: a rank's 20 us gemm launched at t+3 on its
+    stream, then the all-reduce from its gemm's end to the pair's last arrival + 10 us, t moving
+    by 50 us; pair {2, 3}'s cycle c starts ``lag_us(c)`` us after pair {0, 1}'s (1000 + 2000c).
+    Too close together to tell the pairs apart by their ends (documented): matched as one group."""
+    import sqlite3
+
+    from nsys_factory import FakeTrace
+
+    U = 1000
+    traces = [FakeTrace() for _ in range(4)]
+    for c in range(8):
+        for pair in ((0, 1), (2, 3)):
+            b = 1000 + 2000 * c + (0 if pair == (0, 1) else lag_us(c))
+            t = b + 10
+            tail = {r: 0 for r in pair}
+            for _ in range(4):
+                arrived = {}
+                for r in pair:
+                    g0 = max(t + 3, tail[r])
+                    traces[r].kernel(traces[r].call("cudaLaunchKernel", t * U, (t + 2) * U, pid=10 + r), g0 * U, (g0 + 20) * U, pid=10 + r, device=r, name="gemm")
+                    arrived[r] = g0 + 20
+                end = max(arrived.values()) + 10
+                for r in pair:
+                    traces[r].kernel(traces[r].call("cudaLaunchKernel", (t + 4) * U, (t + 6) * U, pid=10 + r), arrived[r] * U, end * U, pid=10 + r,
+                                     device=r, name=AR)
+                    tail[r] = end
+                t += 50
+            for r in pair:
+                e = max(t, max(tail.values())) + 30
+                traces[r].range(f"cycle {c}", b * U, e * U, pid=10 + r)
+                traces[r].range("forward", b * U, e * U, pid=10 + r)
+    paths = []
+    for r, tr in enumerate(traces):
+        p = tr.write(tmp_path / f"rank{r}.sqlite")
+        with sqlite3.connect(p) as db:
+            for table in ("NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL"):
+                db.execute(f"update {table} set start = start - ?, end = end - ?", (7000 * r, 7000 * r))
+            db.executescript("create table TARGET_INFO_GPU (id integer, name text, uuid text, busLocation text, smCount integer);"
+                             + "".join(f"insert into TARGET_INFO_GPU values ({i}, 'H200', 'A-gpu{i}', '{i}', 132);" for i in range(4))
+                             + "create table TARGET_INFO_SESSION_START_TIME (utcEpochNs integer); "
+                             f"insert into TARGET_INFO_SESSION_START_TIME values ({5 * 10**18 + 7000 * r});")
+        paths.append(str(p))
+    return paths
+
+
+def test_one_machines_exact_clock_is_not_moved_by_another_pairs_collectives(tmp_path):
+    from tracerecon.analysis.config import PhaseConfig
+    from tracerecon.api import load
+
+    # GIVEN pair {2, 3} always 300 us behind pair {0, 1}, matched with it as one group (their
+    # kernels end 300 us apart: another communicator's, said)
+    a = load(two_pairs_on_one_machine(tmp_path, lambda c: 300), PhaseConfig(phases=("forward",), skip_cycles=0))
+    # THEN each rank's offset is its session clock's, 7r us (the wrong matches had moved ranks 2
+    # and 3 by -300 us and claimed +-0: -286 and -279 us), and the warning says +300 us
+    assert {x.rank: x.offset_ns for x in a.cross.alignment} == {0: 0, 1: 7000, 2: 14000, 3: 21000}
+    assert {x.rank: x.method for x in a.cross.alignment}[2] == "session start"
+    said = [w for w in a.warnings if "look like another communicator" in w]
+    assert [w.split(" on one")[0] for w in said] == ["rank 2's collectives end +300 us from rank 0's", "rank 3's collectives end +300 us from rank 0's"]
+
+
+def test_a_pair_drifting_past_the_other_is_said_to_end_apart(tmp_path):
+    from tracerecon.analysis.config import PhaseConfig
+    from tracerecon.api import load
+
+    # GIVEN pair {2, 3} drifting from 400 us behind pair {0, 1} to 400 us ahead over 8 cycles
+    # (-400 + 800c/7 us: -400, -286, -172, -58, +57, +171, +285, +400), matched as one group
+    a = load(two_pairs_on_one_machine(tmp_path, lambda c: int(-400 + 800 * c / 7)), PhaseConfig(phases=("forward",), skip_cycles=0))
+    # THEN ranks 2 and 3 are said to end apart from rank 0's, either way: the signed median of
+    # their ends' distances is near 0 (the lags -400 .. +400 us balance), which had said nothing,
+    # while every distance is 57 us or more (the smallest lag), so their median is over 50 us
+    said = [w for w in a.warnings if "look like another communicator" in w]
+    assert [w.split("'s collectives")[0] for w in said] == ["rank 2", "rank 3"], a.warnings
+    for w in said:
+        distance = int(w.split("collectives end ")[1].split(" us")[0])
+        assert distance >= 57 and "either way" in w and "they drift past each other" in w

@@ -679,12 +679,20 @@ def _other_communicators(views: list[RankView], end: np.ndarray, part: np.ndarra
         if q is None or not _one_machines_clock(v, views[q]):
             continue
         both = counted[q] & counted[r]
-        apart = int(np.median(end[r, both] + _clock_base(v, views[q])[0] - end[q, both]))
+        d = end[r, both] + _clock_base(v, views[q])[0] - end[q, both]
+        # (by the signed median where that is off; else by the distance either way: a group that
+        # drifts past the other, from 400 us behind to 400 us ahead, reads +0 in the middle)
+        apart, distance = int(np.median(d)), int(np.median(np.abs(d)))
         if abs(apart) > ONE_COLLECTIVE_END_SPREAD_NS:
-            out.append(f"rank {v.rank}'s collectives end {apart / 1000:+.0f} us from rank {views[q].rank}'s on one machine's clock "
-                       "(median), where one collective's kernels end together: they look like another communicator's (a tensor-parallel "
-                       "group of another pipeline stage or data-parallel replica); ranks are matched as one group, so waits and "
-                       "stragglers across the two groups do not hold")
+            how = f"end {apart / 1000:+.0f} us from rank {views[q].rank}'s on one machine's clock (median)"
+        elif distance > ONE_COLLECTIVE_END_SPREAD_NS:
+            how = (f"end {distance / 1000:.0f} us from rank {views[q].rank}'s, either way, on one machine's clock (median distance; "
+                   f"{apart / 1000:+.0f} us by the signed median: they drift past each other)")
+        else:
+            continue
+        out.append(f"rank {v.rank}'s collectives {how}, where one collective's kernels end together: they look like another communicator's (a tensor-parallel "
+                   "group of another pipeline stage or data-parallel replica); ranks are matched as one group, so waits and "
+                   "stragglers across the two groups do not hold")
     return out
 
 
@@ -884,6 +892,13 @@ def _aligned_on(v: RankView, ref: RankView, start: np.ndarray, end: np.ndarray, 
         return RankAlignment(v.rank, base, None, method), None
     resid = (end[use] + base) - ref_end[use]
     shift = int(np.median(resid))
+    if _one_machines_clock(v, ref) and abs(shift) > ONE_COLLECTIVE_END_SPREAD_NS:
+        # One machine's clock is exact (the 2-H200 samples' session clocks agree to 5 ns): its
+        # matched collectives' ends lying that far off are another communicator's kernels
+        # matched as one group (said by ``_other_communicators``), which would move an exact
+        # clock by their distance (a pair 300 us behind the other read -286 us, +-0): the base
+        # is kept, unrefined.
+        return RankAlignment(v.rank, base, None, method), None
     left = resid - shift
     mad = int(np.median(np.abs(left - np.median(left)))) if len(left) > 1 else None
     if by_transfers and mad is not None:
