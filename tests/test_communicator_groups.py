@@ -611,6 +611,7 @@ def two_pairs_on_one_machine(tmp_path, lag_us) -> list[str]:
                 traces[r].range(f"cycle {c}", b * U, e * U, pid=10 + r)
                 traces[r].range("forward", b * U, e * U, pid=10 + r)
     paths = []
+    tmp_path.mkdir(parents=True, exist_ok=True)
     for r, tr in enumerate(traces):
         p = tr.write(tmp_path / f"rank{r}.sqlite")
         with sqlite3.connect(p) as db:
@@ -654,3 +655,8 @@ def test_a_pair_drifting_past_the_other_is_said_to_end_apart(tmp_path):
     for w in said:
         distance = int(w.split("collectives end ")[1].split(" us")[0])
         assert distance >= 57 and "either way" in w and "they drift past each other" in w
+    # and their exact session clocks (7r us) are not moved by those matches (a review's -440 ..
+    # +360 us drift had moved them by 40 us, said +-228 us)
+    assert {x.rank: (x.offset_ns, x.method) for x in a.cross.alignment if x.rank >= 2} == {2: (14000, "session start"), 3: (21000, "session start")}
+    drifting = load(two_pairs_on_one_machine(tmp_path / "b", lambda c: int(-440 + 800 * c / 7)), PhaseConfig(phases=("forward",), skip_cycles=0))
+    assert {x.rank: x.offset_ns for x in drifting.cross.alignment} == {0: 0, 1: 7000, 2: 14000, 3: 21000}

@@ -302,48 +302,67 @@ def test_phases_left_out_beside_a_worker_that_marks_its_own_are_warned_of(tmp_pa
     assert line.startswith("no range matched --phase verfy (the other phases did)")
 
 
-def scheduler_with_a_copy_beside_its_worker(worker_device: int = 0, worker_us: int = 675) -> FakeTrace:
+def scheduler_with_a_copy_beside_its_worker(tmp_path, worker_us: int = 675, scheduler_us: int = 1, gpus: str = "one") -> str:
     """A scheduler process (pid 20) holding cycle / execute [b, b+200] / sample [b+200, b+300]
-    and making a 1 us copy a cycle (b+8..b+9); a worker process (pid 31) in the same file, no
-    range of its own, launching the phases' work: [b+25, b+25+worker_us] and the next 60 us.
-    Cycles at b = 1000 + 2000c, c = 0..3 (us)."""
+    and copying for ``scheduler_us`` a cycle (from b+8); a worker process (pid 31) in the same
+    file, no range of its own, launching the phases' work: [b+25, b+25+worker_us] and 60 us
+    from then or b+215, whichever is later (launched at b+210). Cycles at b = 1000 + 2000c, c = 0..3 (us). ``gpus``: "one" (a one-GPU machine, as
+    the export lists it), or "two" (two GPUs, each process given its own by
+    CUDA_VISIBLE_DEVICES: both say device 0, the export maps pid 20 to GPU 0, pid 31 to GPU 1)."""
+    import sqlite3
+
     t = FakeTrace()
     for c in range(4):
         b = 1000 + 2000 * c
         t.range(f"cycle {c}", b * U, (b + 300) * U, pid=20, tid=20)
         t.range("execute", b * U, (b + 200) * U, pid=20, tid=20)
         t.range("sample", (b + 200) * U, (b + 300) * U, pid=20, tid=20)
-        t.copy(t.call("cudaMemcpyAsync", (b + 5) * U, (b + 7) * U, pid=20, tid=20), (b + 8) * U, (b + 9) * U, pid=20, kind=1, stream=7)
+        t.copy(t.call("cudaMemcpyAsync", (b + 5) * U, (b + 7) * U, pid=20, tid=20), (b + 8) * U, (b + 8 + scheduler_us) * U, pid=20, kind=1, stream=7)
         end = b + 25 + worker_us
-        t.kernel(t.call("cudaLaunchKernel", (b + 20) * U, (b + 22) * U, pid=31, tid=31), (b + 25) * U, end * U, pid=31, stream=21, device=worker_device)
-        t.kernel(t.call("cudaLaunchKernel", (b + 210) * U, (b + 212) * U, pid=31, tid=31), end * U, (end + 60) * U, pid=31, stream=21,
-                 device=worker_device)
-    return t
+        t.kernel(t.call("cudaLaunchKernel", (b + 20) * U, (b + 22) * U, pid=31, tid=31), (b + 25) * U, end * U, pid=31, stream=21)
+        then = max(end, b + 215)
+        t.kernel(t.call("cudaLaunchKernel", (b + 210) * U, (b + 212) * U, pid=31, tid=31), then * U, (then + 60) * U, pid=31, stream=21)
+    path = t.write(tmp_path / f"t_{gpus}_{worker_us}_{scheduler_us}.sqlite")
+    with sqlite3.connect(path) as db:
+        db.execute("create table TARGET_INFO_GPU (id integer, name text, uuid text, busLocation text, cuDevice integer)")
+        db.execute("insert into TARGET_INFO_GPU values (0, 'H200', 'uuid-gpu0', '0000:18:00.0', 0)")
+        if gpus == "two":
+            db.execute("insert into TARGET_INFO_GPU values (1, 'H200', 'uuid-gpu1', '0000:38:00.0', 1)")
+            db.execute("create table TARGET_INFO_CUDA_DEVICE (gpuId integer, cudaId integer, pid integer)")
+            db.executemany("insert into TARGET_INFO_CUDA_DEVICE values (?, 0, ?)", [(0, 20), (1, 31)])
+    return str(path)
 
 
 def test_phases_of_a_process_whose_own_gpu_work_is_a_sliver_of_its_workers_are_said(tmp_path):
     # GIVEN phases marked in a scheduler process that makes a 1 us copy a cycle, the phases'
-    # work launched by a worker process on the same GPU (a review's shape: the phases read
-    # 200 / 100 us on the scheduler's own stream, 'agree', where the worker ran 735 us a cycle)
-    path = scheduler_with_a_copy_beside_its_worker().write(tmp_path / "t.sqlite")
+    # work launched by a worker process on the same (the machine's one) GPU (a review's shape:
+    # the phases read 200 / 100 us on the scheduler's own stream, 'agree', where the worker ran
+    # 735 us a cycle)
+    path = scheduler_with_a_copy_beside_its_worker(tmp_path)
     # WHEN analysed
     analysis = analyze([path], PhaseConfig(phases=("execute", "sample"), skip_cycles=0))
     # THEN a warning names both ranks and both times within the phases' span [1000, 7300] us:
     # the worker's cycles 0-2 whole (735 us each), cycle 3's first kernel up to 7300 (7025..7300:
     # 275 us), 2,480 us; the scheduler's four copies, 4 us
     (said,) = [w for w in analysis.warnings if "which has no phase range" in w]
-    assert said.startswith("rank 0 (pid 31), which has no phase range, ran 2.480 ms of GPU work on a GPU it shares with rank 1 (pid 20) "
+    assert said.startswith("rank 0 (pid 31), which has no phase range, ran 2.480 ms of GPU work on the GPU it shares with rank 1 (pid 20) "
                            "during rank 1's phases, which launched 0.004 ms there themselves")
     assert "mark the phases there" in said
 
 
-def test_a_phaseless_rank_on_another_gpu_is_not_said_to_hold_the_phases_work(tmp_path):
-    # GIVEN the same file with the worker on GPU 1: two ranks whose GPUs are apart (one marks
-    # phases, the other none, as a tensor-parallel run instrumented on rank 0 only)
-    apart = scheduler_with_a_copy_beside_its_worker(worker_device=1).write(tmp_path / "apart.sqlite")
-    # WHEN analysed THEN no such warning
-    analysis = analyze([apart], PhaseConfig(phases=("execute", "sample"), skip_cycles=0))
-    assert not [w for w in analysis.warnings if "which has no phase range" in w]
+def test_a_phaseless_rank_on_another_gpu_or_working_as_much_is_not_said_to_hold_the_phases_work(tmp_path):
+    # GIVEN the same shape with each process given its own GPU by CUDA_VISIBLE_DEVICES (both
+    # say CUDA device 0; the export maps them to GPUs 0 and 1: a tensor-parallel run marked on
+    # one rank only), and on one GPU a scheduler copying 100 us a cycle beside a worker whose
+    # time in the span [1000, 7300] is 4 x 135 (its 75 us kernel and its 60 us one, b+215..b+275:
+    # cycle 3's end at 7275) = 540 us against the scheduler's 4 x 100 = 400: both working
+    apart = scheduler_with_a_copy_beside_its_worker(tmp_path, gpus="two")
+    both = scheduler_with_a_copy_beside_its_worker(tmp_path, worker_us=75, scheduler_us=100)
+    # WHEN analysed THEN neither gets the warning (the first had, comparing the device numbers
+    # each process gave its GPU; the second had, at 1.4x where a sliver is under a tenth)
+    for path in (apart, both):
+        analysis = analyze([path], PhaseConfig(phases=("execute", "sample"), skip_cycles=0))
+        assert not [w for w in analysis.warnings if "which has no phase range" in w], path
 
 
 def test_an_unrelated_threads_long_copy_does_not_choose_a_cross_thread_phases_stream(tmp_path):

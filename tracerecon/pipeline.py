@@ -581,6 +581,26 @@ def _numbered(work: list[tuple], multi: bool) -> tuple[list[tuple], list[str]]:
     return out, warnings
 
 
+def _gpu_key(source, info, kernels_only: bool = True) -> tuple | None:
+    """Which of the machine's GPUs a rank (``source``, of the file ``info`` describes) ran its
+    work on, as ranks that share one are told (``_sharing_a_gpu``): ("uuid", UUID, PCI bus
+    location) where the export names it, (file, device) where only the file's device number
+    does, None where unknown (before nsys 2025.3, processes given their GPUs by
+    CUDA_VISIBLE_DEVICES all say device 0) or where the rank ran no kernel (``kernels_only``:
+    copies take no turns), or none after its start-up (a process whose GPU work all ran before
+    the phases took no turns with anyone's)."""
+    c = source.candidate
+    known = c is not None and (c.ran_kernels or not kernels_only) and not c.start_up_only and (
+        len(info.gpus) == 1 == len(info.gpu_uuids) or any(p in c.pids and gpu == c.device for p, _, gpu in info.cuda_devices))
+    if not known:
+        return None
+    # (an id listed with two UUIDs, virtual machines of one host, names no one GPU; its PCI
+    # bus location too, where the export records it: a placeholder UUID of two hosts)
+    named = {(g.uuid, g.bus_location) for g in info.gpus if g.device == c.device}
+    gpu = next(iter(named)) if len(named) == 1 else (None, None)
+    return ("uuid", *gpu) if gpu[0] is not None else (source.path, c.device)
+
+
 def _sharing_a_gpu(ranks: list[tuple]) -> list[str]:
     """A line per GPU that several ranks (``_numbered``'s, of one file or several) ran on: two
     servers on one GPU (a draft model's beside the target's, two workers given one GPU), whose
@@ -591,17 +611,7 @@ def _sharing_a_gpu(ranks: list[tuple]) -> list[str]:
     (exports list them: TARGET_INFO_GPU); without a UUID, only ranks of one file are told."""
     from tracerecon.analysis.ranks import ranks_sharing_a_gpu
 
-    keys = []
-    for s, info, _ in ranks:
-        c = s.candidate
-        # (a process whose GPU work all ran before the phases took no turns with anyone's)
-        known = c is not None and c.ran_kernels and not c.start_up_only and (
-            len(info.gpus) == 1 == len(info.gpu_uuids) or any(p in c.pids and gpu == c.device for p, _, gpu in info.cuda_devices))
-        # (an id listed with two UUIDs, virtual machines of one host, names no one GPU; its PCI
-        # bus location too, where the export records it: a placeholder UUID of two hosts)
-        named = {(g.uuid, g.bus_location) for g in info.gpus if g.device == c.device} if known else set()
-        gpu = next(iter(named)) if len(named) == 1 else (None, None)
-        keys.append((s.rank, None if not known else ("uuid", *gpu) if gpu[0] is not None else (s.path, c.device)))
+    keys = [(s.rank, _gpu_key(s, info)) for s, info, _ in ranks]
     lines = []
     for shared, _ in ranks_sharing_a_gpu(keys):
         s, info, _ = next(r for r in ranks if r[0].rank == shared[0])
@@ -1080,31 +1090,39 @@ def _peers_missing(source, cross, gpu_ops) -> list[str]:
             f"no phase's cause is comm_wait): give every rank's trace of the run together{beside}"]
 
 
-def _work_beside_phases(bare_source, bare, work: list) -> list[str]:
-    """Where a rank with no phase range (``bare``) ran more GPU work on a GPU it shares with a
-    rank of the same file that has phases, within those phases' span, than that rank did: the
-    phases were likely marked in a process other than the one that launches their work (a
-    scheduler that makes a small copy a cycle beside its worker; with no GPU work at all, its
-    phases are left out, ``PHASES_WITHOUT_GPU``). A phase is read in its own process, by its
-    own stream: said, naming both."""
+def _work_beside_phases(bare_source, bare_info, bare, work: list) -> list[str]:
+    """Where a rank with no phase range (``bare``) ran on the same GPU (``_gpu_key``, known) as
+    a rank of the same file that has phases, and within those phases' span ran over
+    ``SLIVER_TIMES`` the GPU time that rank did: the phases were likely marked in a process
+    other than the one that launches their work (a scheduler that makes a small copy a cycle
+    beside its worker; with no GPU work at all, its phases are left out,
+    ``PHASES_WITHOUT_GPU``). A phase is read in its own process, by its own stream: said,
+    naming both. Two servers on one GPU, both working, are said by ``_sharing_a_gpu`` only."""
     import pyarrow as pa
 
     from tracerecon.analysis.ranks import gpu_time_beside_phases
     from tracerecon.present import processes_text
 
+    gpu = _gpu_key(bare_source, bare_info, kernels_only=False)
     out = []
-    for s, _, w in work:
+    for s, info, w in work:
         rows = w.phase_inputs.phase_rows
-        if s.path != bare_source.path or len(rows) == 0:
+        if gpu is None or s.path != bare_source.path or len(rows) == 0 or _gpu_key(s, info, kernels_only=False) != gpu:
             continue
         own, other = gpu_time_beside_phases(w.gpu_ops, w.phase_inputs.ranges.take(pa.array(rows)), bare.gpu_ops)
-        if other > own:
+        if other > SLIVER_TIMES * own:
             out.append(f"rank {bare_source.rank} ({processes_text(bare_source.pids, bare_source.tid)}), which has no phase range, ran "
-                       f"{other / 1e6:.3f} ms of GPU work on a GPU it shares with rank {s.rank} ({processes_text(s.pids, s.tid)}) during rank "
+                       f"{other / 1e6:.3f} ms of GPU work on the GPU it shares with rank {s.rank} ({processes_text(s.pids, s.tid)}) during rank "
                        f"{s.rank}'s phases, which launched {own / 1e6:.3f} ms there themselves: a phase is read in the process that "
                        f"launches its GPU work, so rank {s.rank}'s phases time only their own; if rank {bare_source.rank}'s work is theirs, mark "
                        "the phases there (tracerecon.instrument in the worker process)")
     return out
+
+
+# A rank's phases' own GPU time this many times over, run by a phaseless rank on its GPU meanwhile,
+# is what a scheduler's phases beside its worker look like (4 us against 2,480 us in a review's
+# shape); two servers both working on one GPU (1.00 against 1.06 ms) are not that.
+SLIVER_TIMES = 10
 
 
 def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, results: list[tuple]) -> Analysis:
@@ -1150,11 +1168,11 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
         warnings[:] = elsewhere + [w for w in warnings if not w.startswith(PHASES_WITHOUT_GPU)]
     else:
         # Some ranks without phases (others have them): said per rank, not only when none has.
-        for s, _, w in work:
+        for s, info, w in work:
             # (a process whose GPU work all ran before the phases: said where it was found)
             if len(w.phase_inputs.phase_rows) == 0 and not (s.candidate is not None and s.candidate.start_up_only):
                 warnings.append(f"rank {s.rank} ({s.path}): no range named as a phase ({', '.join(config.phases)})")
-                warnings.extend(_work_beside_phases(s, w, work))
+                warnings.extend(_work_beside_phases(s, info, w, work))
         # A phase asked for by name (not the default list, whose names an engine has some of)
         # that no rank has: a pattern that matches nothing drops it from the report unsaid.
         if config.phases != DEFAULT_PHASES and not config.phases_recorded:

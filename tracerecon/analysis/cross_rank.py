@@ -892,12 +892,12 @@ def _aligned_on(v: RankView, ref: RankView, start: np.ndarray, end: np.ndarray, 
         return RankAlignment(v.rank, base, None, method), None
     resid = (end[use] + base) - ref_end[use]
     shift = int(np.median(resid))
-    if _one_machines_clock(v, ref) and abs(shift) > ONE_COLLECTIVE_END_SPREAD_NS:
+    if _one_machines_clock(v, ref) and max(abs(shift), int(np.median(np.abs(resid)))) > ONE_COLLECTIVE_END_SPREAD_NS:
         # One machine's clock is exact (the 2-H200 samples' session clocks agree to 5 ns): its
-        # matched collectives' ends lying that far off are another communicator's kernels
-        # matched as one group (said by ``_other_communicators``), which would move an exact
-        # clock by their distance (a pair 300 us behind the other read -286 us, +-0): the base
-        # is kept, unrefined.
+        # matched collectives' ends lying that far off, one way or either way, are another
+        # communicator's kernels matched as one group (said by ``_other_communicators``), which
+        # would move an exact clock by their distance (a pair 300 us behind the other read
+        # -286 us, +-0; one drifting past it by up to 50 us): the base is kept, unrefined.
         return RankAlignment(v.rank, base, None, method), None
     left = resid - shift
     mad = int(np.median(np.abs(left - np.median(left)))) if len(left) > 1 else None

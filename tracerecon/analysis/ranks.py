@@ -407,20 +407,18 @@ def ranks_sharing_a_gpu(gpus: list[tuple[int, object | None]]) -> list[tuple[lis
 
 
 def gpu_time_beside_phases(phased_ops: pa.Table, phase_ranges: pa.Table, other_ops: pa.Table) -> tuple[int, int]:
-    """Of the GPUs both ranks ran ops on, the GPU time (ns, ops' durations clipped to the span)
-    within the span of the first rank's phase ranges (``phase_ranges``: its first start to its
-    last end) of its own ops (``phased_ops``) and of the other's (``other_ops``, a rank of the
-    same file that has no phase range): (own, other's). A scheduler process that marks phases
-    and makes a small copy a cycle beside a worker process that launches the phases' work
-    reads its phases on its own stream: its own time is a sliver of the other's."""
+    """The GPU time (ns, ops' durations clipped to the span) within the span of a rank's phase
+    ranges (``phase_ranges``: its first start to its last end) of its own ops (``phased_ops``)
+    and of another rank's (``other_ops``, a rank on the same GPU that has no phase range):
+    (own, other's). A scheduler process that marks phases and makes a small copy a cycle beside
+    a worker process that launches the phases' work reads its phases on its own stream: its own
+    time is a sliver of the other's."""
     if phase_ranges.num_rows == 0 or phased_ops.num_rows == 0 or other_ops.num_rows == 0:
         return 0, 0
     lo, hi = int(pc.min(phase_ranges["start_ns"]).as_py()), int(pc.max(phase_ranges["end_ns"]).as_py())
-    shared = np.intersect1d(int64s(phased_ops["device_id"], -1), int64s(other_ops["device_id"], -1))
 
     def within(ops: pa.Table) -> int:
-        on = np.isin(int64s(ops["device_id"], -1), shared)
-        start, end = int64s(ops["start_ns"])[on], int64s(ops["end_ns"])[on]
+        start, end = int64s(ops["start_ns"]), int64s(ops["end_ns"])
         return int(np.maximum(np.minimum(end, hi) - np.maximum(start, lo), 0).sum())
 
     return within(phased_ops), within(other_ops)

@@ -188,7 +188,7 @@ def _run(args: argparse.Namespace, exit_when_interrupted: bool = False) -> int:
     ``view`` is quit while it loads (``interrupts``)."""
     uses_cache = hasattr(args, "no_cache") and not args.no_cache
     for line in _settings_ignored(os.environ, uses_cache):
-        print(f"tracerecon: warning: {line}", file=sys.stderr)
+        print(f"tracerecon: {shown_message(f'warning: {line}')}", file=sys.stderr)
     try:
         try:
             code = int(args.func(args) or 0)
