@@ -570,3 +570,72 @@ def test_a_collective_the_first_rank_launched_late_in_the_first_step_renumbers_n
     # path began with no difference, so the odd first one cost no change: ranks 1-3's cycle 0
     # counted 1, cycle 1 none, steps 0 and 1 merged into cycle 1)
     assert path == [(0, 0, [0, 1339, 1326, 1313])] + [(c, 3, [39, 26, 13, 0]) for c in range(1, 6)]
+
+
+AR = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
+
+
+def two_machines_drifting(tmp_path, drift_us: int, late: dict[int, int] | None = None) -> list[str]:
+    """Two ranks on two machines (their GPU UUIDs differ), 20 cycles of 200 us from 1000 us:
+    a 50 us gemm from b+10 (b+10+late[c] on rank 1 in cycle c), then an all-reduce from the
+    gemm's end to the last arrival + 20 us, on both. Rank 1's clock gains ``drift_us`` over
+    the 4 ms from 1000 us (its times t + drift (t - 1000 us) / 4 ms); both sessions began at
+    the same UTC time."""
+    import sqlite3
+
+    from nsys_factory import FakeTrace
+
+    U = 1000
+    late = late or {}
+    t0, t1 = 1000 * U, 1000 * U + 20 * 200 * U
+    paths = []
+    for r in range(2):
+        t = FakeTrace()
+        ck = (lambda g: g) if r == 0 else (lambda g: int(g + drift_us * U * (g - t0) / (t1 - t0)))
+        for c in range(20):
+            b = t0 + c * 200 * U
+            arrive = {q: b + (60 + (late.get(c, 0) if q == 1 else 0)) * U for q in range(2)}
+            t.range(f"cycle {c}", ck(b), ck(b + 150 * U), pid=10 + r)
+            t.range("forward", ck(b), ck(b + 150 * U), pid=10 + r)
+            t.kernel(t.call("cudaLaunchKernel", ck(b + 5 * U), ck(b + 8 * U), pid=10 + r), ck(arrive[r] - 50 * U), ck(arrive[r]), pid=10 + r, device=r, name="gemm")
+            t.kernel(t.call("cudaLaunchKernel", ck(b + 10 * U), ck(b + 13 * U), pid=10 + r), ck(arrive[r]), ck(max(arrive.values()) + 20 * U), pid=10 + r,
+                     device=r, name=AR)
+        p = t.write(tmp_path / f"rank{r}.sqlite")
+        with sqlite3.connect(p) as db:
+            db.executescript("create table TARGET_INFO_GPU (id integer, name text, uuid text, busLocation text, smCount integer);"
+                             f"insert into TARGET_INFO_GPU values ({r}, 'H200', 'machine{r}-gpu{r}', '{r}', 132);"
+                             "create table TARGET_INFO_SESSION_START_TIME (utcEpochNs integer);"
+                             f"insert into TARGET_INFO_SESSION_START_TIME values ({5 * 10**18});")
+        paths.append(str(p))
+    return paths
+
+
+def test_a_clock_drifting_on_another_machine_invents_no_waits_and_hides_none(tmp_path):
+    from tracerecon.api import load
+
+    # GIVEN two machines, rank 1's clock gaining 80 us over the capture (an exaggerated drift),
+    # both ranks reaching every all-reduce at the same instant but in cycle 7, where rank 1's
+    # gemm runs 30 us late (rank 0 waits 30 us)
+    a = load(two_machines_drifting(tmp_path, 80, late={7: 30}), PhaseConfig(phases=("forward",), skip_cycles=0))
+    # THEN each wait is the truth: 30 us for rank 0 in cycle 7, 0 elsewhere (one offset had
+    # invented waits of up to 20 us at the capture's ends), and only cycle 7 names a straggler
+    waits = {(r["rank"], r["cycle"]): r["wait_ns"] for r in a.cross.collectives.to_pylist()}
+    assert {k: w for k, w in waits.items() if w > 500} == {(0, 7): 30_000}
+    assert [(r["cycle"], r["gating_rank"]) for r in a.cross.critical_path.to_pylist()] == [(7, 1)]
+    # and a warning says the drift: the all-reduces end at b+80 us (b+110 in cycle 7), from
+    # 1080 to 4880 us, 3.8 ms, at 80 us per 4 ms: +76.0 us (+20000.0 ppm)
+    (said,) = [w for w in a.warnings if "clock drifts" in w]
+    assert said.startswith("rank 1's clock drifts +76.0 us against rank 0's over the capture (+20000.0 ppm, from the ends of the 20 collectives")
+    # and its offset's uncertainty holds the drift's half at the capture's ends (38 us at least)
+    assert a.cross.alignment[1].offset_uncertainty_ns >= 38_000
+
+
+def test_a_clock_of_another_machine_without_drift_is_read_with_one_offset(tmp_path):
+    from tracerecon.api import load
+
+    # GIVEN the same two machines with no drift, rank 1 30 us late in cycle 7
+    a = load(two_machines_drifting(tmp_path, 0, late={7: 30}), PhaseConfig(phases=("forward",), skip_cycles=0))
+    # THEN no drift is said, and the waits are the truth
+    assert not [w for w in a.warnings if "clock drifts" in w]
+    waits = {(r["rank"], r["cycle"]): r["wait_ns"] for r in a.cross.collectives.to_pylist()}
+    assert {k: w for k, w in waits.items() if w > 500} == {(0, 7): 30_000}

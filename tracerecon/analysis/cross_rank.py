@@ -305,8 +305,11 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
     alignment, moved = _align(views, start, end, part, in_order)
     warnings += moved + _other_communicators(views, end, part, in_order)
     offset = np.array([a.offset_ns for a in alignment], dtype=np.int64)
+    drifts, alignment, said = _clock_drifts(views, alignment, end, part, in_order, offset)
+    warnings += said
 
-    aligned = start + offset[:, None]
+    aligned = _drift_out(start + offset[:, None], drifts)
+    aligned_end = _drift_out(end + offset[:, None], drifts)
     first = np.where(part, aligned, np.iinfo(np.int64).max).min(axis=0) if m else np.zeros(0, np.int64)
     arrived = np.where(part, aligned, I64_MIN)
     last = arrived.max(axis=0) if m else np.zeros(0, np.int64)
@@ -314,7 +317,7 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
     last_pos = (n_ranks - 1 - np.argmax(arrived[::-1], axis=0)) if m else np.zeros(0, np.int64)
     rank_ids = np.array([v.rank for v in views], dtype=np.int64)
     one_clock = np.array([[_one_machines_clock(v, q) for q in views] for v in views], dtype=bool)
-    wait = rank_waits(aligned, end + offset[:, None], part, last, in_order, one_clock)
+    wait = rank_waits(aligned, aligned_end, part, last, in_order, one_clock)
 
     per_rank_wait, cycle = [], np.full((n_ranks, m), -1, dtype=np.int64)
     for r, v in enumerate(views):
@@ -339,7 +342,7 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
         "name": pa.DictionaryArray.from_arrays(pa.array((keys >> 40)[ci], pa.int32()), pa.array(names, pa.string())).cast(pa.string()),
         "rank": pa.array(flat(np.broadcast_to(rank_ids[:, None], (n_ranks, m))), pa.int32()),
         "start_ns": flat(start), "end_ns": flat(end),
-        "aligned_start_ns": flat(aligned), "aligned_end_ns": flat(end + offset[:, None]),
+        "aligned_start_ns": flat(aligned), "aligned_end_ns": flat(aligned_end),
         "phase_id": pa.array(ph_flat, mask=ph_flat < 0),
         "cycle": pa.array(cyc_flat, mask=cyc_flat < 0),
         "skew_ns": per_coll(last - first),
@@ -353,7 +356,7 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
     )
     arrivals = _Arrivals(rank_ids, aligned, start, end, in_order, first, last, last_pos, wait, phase, cycle, part, opens_group)
     unpaired_cycles = [_cycles_of_phases(v, np.concatenate(u)) if u else np.zeros(0, np.int64) for v, u in zip(views, unpaired)]
-    return CrossRank(tuple(alignment), comm_stats, collectives, _critical_path(views, arrivals, offset, unpaired_cycles), tuple(warnings))
+    return CrossRank(tuple(alignment), comm_stats, collectives, _critical_path(views, arrivals, offset, unpaired_cycles, drifts), tuple(warnings))
 
 
 def rank_waits(began: np.ndarray, ended: np.ndarray, part: np.ndarray, last: np.ndarray, in_order: np.ndarray | None = None,
@@ -862,6 +865,75 @@ def _align(views: list[RankView], start: np.ndarray, end: np.ndarray, part: np.n
             moved.append((v.rank, *shift))
         out.append(_chained(a, out[q]) if q else a)
     return out, _moved_clock_notes(moved)
+
+
+# A clock of another machine whose collectives' ends drift from the first rank's by more than
+# this over the capture (and by four times their scatter about the drift) is read with the drift
+# taken out at each collective; below it, one offset holds.
+DRIFT_MIN_NS = 2_000
+# ... fitted over this many collectives at least, both ranks' (a line through a few ends tells
+# nothing).
+DRIFT_MIN_COLLECTIVES = 8
+
+
+def _clock_drifts(views: list[RankView], alignment: list[RankAlignment], end: np.ndarray, part: np.ndarray, in_order: np.ndarray,
+                  offset: np.ndarray) -> tuple[dict[int, tuple[float, float, float]], list[RankAlignment], list[str]]:
+    """The drift of each rank's clock against the first rank's, where another machine's clock
+    runs at a rate of its own (two clocks ppm apart: one offset fits the middle of a capture,
+    not its ends; a drift of 80 us over 4 ms invented waits of up to 20 us where both ranks
+    arrived together, and named stragglers). One collective's kernels end together, so the
+    residuals of a rank's collectives' ends, aligned (``offset``; ``end``, ``part``: ranks x
+    collectives), against the first rank's are the two clocks' difference at each: fitted with
+    a line over the first rank's time where the rank ran ``DRIFT_MIN_COLLECTIVES`` or more with
+    it (sends and receives, ``in_order``, left out: their ends lie apart by the transfer),
+    taken as drift where the line moves more than ``DRIFT_MIN_NS`` over the capture and four
+    times the residuals' scatter about it (median), that scatter within
+    ``GROUP_END_TOLERANCE_NS`` (ends that lie on no line are no one collective's). Per row so drifting: (rate, the residuals'
+    mean, their times' mean), which ``_drift_out`` takes out; none for ranks on the first
+    rank's machine (one clock). Returned with the alignment, whose uncertainty then holds half
+    the drift (one offset's error at the capture's ends), and a warning per drifting rank."""
+    fits: dict[int, tuple[float, float, float]] = {}
+    notes: list[str] = []
+    out = list(alignment)
+    for r, v in enumerate(views[1:], start=1):
+        if _one_machines_clock(v, views[0]):
+            continue
+        both = part[0] & part[r] & ~in_order
+        if int(both.sum()) < DRIFT_MIN_COLLECTIVES:
+            continue
+        t = end[0, both].astype(np.float64)
+        resid = (end[r, both] + offset[r] - end[0, both]).astype(np.float64)
+        t_mid, r_mid = float(t.mean()), float(resid.mean())
+        spread = float(((t - t_mid) ** 2).sum())
+        if spread == 0:
+            continue
+        rate = float(((t - t_mid) * (resid - r_mid)).sum()) / spread
+        over = rate * float(t.max() - t.min())
+        scatter = float(np.median(np.abs(resid - (r_mid + rate * (t - t_mid)))))
+        if abs(over) <= max(DRIFT_MIN_NS, 4 * scatter) or scatter > GROUP_END_TOLERANCE_NS:
+            continue  # (no drift, or ends that do not lie on a line: not one collective's, matched)
+        fits[r] = (rate, r_mid, t_mid)
+        a = out[r]
+        if a.offset_uncertainty_ns is not None:
+            out[r] = replace(a, offset_uncertainty_ns=max(a.offset_uncertainty_ns, int(abs(over)) // 2))
+        notes.append(f"rank {v.rank}'s clock drifts {over / 1000:+.1f} us against rank {views[0].rank}'s over the capture ({rate * 1e6:+.1f} ppm, "
+                     f"from the ends of the {int(both.sum())} collectives they both ran, which end together): its collectives' arrivals and "
+                     f"waits are read with the drift taken out; its one offset holds at the capture's middle, so its other times on rank "
+                     f"{views[0].rank}'s timeline (phases, timeline exports) are off by up to {abs(over) / 2000:.1f} us at its ends")
+    return fits, out, notes
+
+
+def _drift_out(aligned: np.ndarray, fits: dict[int, tuple[float, float, float]]) -> np.ndarray:
+    """``aligned`` (ranks x collectives, on the first rank's timeline by one offset each) with
+    each drifting rank's drift (``_clock_drifts``) taken out at each time: an aligned time ``a``
+    is the first rank's ``t`` plus the residual there, ``a = t + m + rate (t - t_mid)``, so
+    ``t = (a - m + rate t_mid) / (1 + rate)``."""
+    if not fits:
+        return aligned
+    out = aligned.copy()
+    for r, (rate, r_mid, t_mid) in fits.items():
+        out[r] = np.rint((aligned[r].astype(np.float64) - r_mid + rate * t_mid) / (1 + rate)).astype(np.int64)
+    return out
 
 
 def _aligned_on(v: RankView, ref: RankView, start: np.ndarray, end: np.ndarray, ref_start: np.ndarray, ref_end: np.ndarray,
@@ -1430,8 +1502,11 @@ class _BusyTime:
         return np.maximum(self.covered_to(hi) - self.covered_to(lo), 0)
 
 
-def _critical_path(views, arr: _Arrivals, offset: np.ndarray, unpaired: list[np.ndarray] | None = None) -> pa.Table:
-    """Per cycle: the (rank, phase) the others waited for, and how long.
+def _critical_path(views, arr: _Arrivals, offset: np.ndarray, unpaired: list[np.ndarray] | None = None,
+                   drifts: dict[int, tuple[float, float, float]] | None = None) -> pa.Table:
+    """Per cycle: the (rank, phase) the others waited for, and how long. Times on the first
+    rank's timeline are by each rank's ``offset``, with its clock's drift (``drifts``,
+    ``_clock_drifts``) taken out.
 
     With collectives (over every communicator group's in the cycle): the rank whose new
     lateness kept the others waiting longest, summed over them and over the collectives it came
@@ -1527,7 +1602,8 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray, unpaired: list[np.
         group_before = np.where((group_before >= 0) & ((coll_cycle[at] == coll_cycle) | pairwise), group_before, -1)
         late_before = np.where(group_before >= 0, arr.aligned[arr.last_pos, at] - arr.first[at], 0)
         busy = _GpuBusy(views)
-        ended_after = np.where(group_before >= 0, (arr.end[arr.last_pos, at] + offset[arr.last_pos]) - (arr.end[second_pos, at] + offset[second_pos]), 0)
+        aligned_end = _drift_out(arr.end + offset[:, None], drifts or {})
+        ended_after = np.where(group_before >= 0, aligned_end[arr.last_pos, at] - aligned_end[second_pos, at], 0)
         left = lambda rows: np.where(group_before >= 0, arr.end[rows, at], I64_MIN)  # noqa: E731  (when it left the one before)
         idle_more = _idle_since(busy, arr, arr.last_pos, left(arr.last_pos)) - _idle_since(busy, arr, second_pos, left(second_pos))
         # A CPU that waited for its GPU through the end of the one before (a synchronize of the
@@ -1575,6 +1651,9 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray, unpaired: list[np.
     longest = np.full((n_ranks, n_c), None, dtype=object)
     for r, v in enumerate(views):
         c_r, s_r, e_r, names_r = _cycle_ends(v, int(offset[r]))
+        if drifts and r in drifts:  # (a start unknown, I64_MIN, stays so)
+            s_r = np.where(s_r != I64_MIN, _drift_out(s_r[None, :], {0: drifts[r]})[0], s_r)
+            e_r = _drift_out(e_r[None, :], {0: drifts[r]})[0]
         c_r = count.counted(r, c_r)
         keep_r = c_r >= 0
         c_r, s_r, e_r, names_r = c_r[keep_r], s_r[keep_r], e_r[keep_r], [n for n, k in zip(names_r, keep_r.tolist()) if k]
