@@ -81,3 +81,33 @@ def test_a_first_op_that_starts_late_in_a_capture_from_the_start(tmp_path):
     assert gpu_us(path)[:2] == [(0, "prepare", 210.0), (0, "forward", 1000.0)]
     a = load([path], PHASES)
     assert not any("capture began" in w for w in a.warnings)
+
+
+def test_hidden_work_is_found_behind_a_stream_wait_whose_work_was_done_long_before(tmp_path):
+    # GIVEN a capture begun mid-run (call numbers from 1,500,000), 6 cycles of 1 ms from 1000 us:
+    # 'schedule' [b, b+50] copies inputs on stream 13 (b+10..b+15) and records event 1 there at
+    # b+20; 'draft' [b+50, b+100] makes stream 7 wait for it (b+55) and launches a 300 us kernel
+    # at b+60; 'process' [b+100, b+900] synchronizes 7. In cycle 0 work queued before the
+    # capture (not in the trace) holds stream 7 until b+400: the kernel starts there, 340 us
+    # after its launch, though the event it waits for was done at b+20
+    t = FakeTrace()
+    t._corr = 1_500_000
+    for c in range(6):
+        b = (1000 + 1000 * c) * U
+        t.range(f"cycle {c}", b, b + 900 * U)
+        t.range("schedule", b, b + 50 * U)
+        t.range("draft", b + 50 * U, b + 100 * U)
+        t.range("process", b + 100 * U, b + 900 * U)
+        t.copy(t.call("cudaMemcpyAsync_v3020", b + 5 * U, b + 8 * U), b + 10 * U, b + 15 * U, kind=1, stream=13)
+        t.event_record(1, c + 1, b + 20 * U, b + 22 * U, stream=13)
+        t.stream_wait(1, c + 1, b + 55 * U, b + 57 * U, stream=7)
+        start = b + (400 if c == 0 else 65) * U
+        t.kernel(t.call("cudaLaunchKernel", b + 60 * U, b + 63 * U), start, start + 300 * U, stream=7)
+        s = t.call("cudaStreamSynchronize_v3020", b + 110 * U, start + 302 * U)
+        t.sync_record(s, b + 110 * U, start + 302 * U, stream=7)
+    a = load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("schedule", "draft", "process"), skip_cycles=0))
+    # THEN cycle 0 reads as events on stream 7 do: schedule 400 - 400 = 0 us (the hidden work
+    # holds both its boundaries), draft from 400 to the kernel's end at 700 = 300 us, process
+    # 700 .. 900 = 200 us (the wait had been taken to explain the late start: 50 and 650 us)
+    got = {p["phase"]: p["gpu_ns"] for p in a.ranks[0].phases.to_pylist() if p["cycle"] == 0}
+    assert got == {"schedule": 0, "draft": 300 * U, "process": 200 * U}

@@ -62,6 +62,9 @@ class FirstCalls:
 # before it on its stream or beside it on its device, waited for work the trace does not hold:
 # queued before the capture began. An idle GPU starts an op within microseconds of its launch.
 HIDDEN_QUEUE_MIN_NS = 50_000
+# A stream wait releases its stream within this of the waited work's end (the 2-H200 samples'
+# event hand-offs: a few us).
+WAIT_RELEASE_NS = 10_000
 
 
 @dataclass(frozen=True)
@@ -88,8 +91,9 @@ def queued_before_capture(ops: pa.Table, launch: np.ndarray, wait_key: np.ndarra
       op whose call is): they were launched before the trace, not when they started. Only on
       streams that have a launched op (a trace without launching calls is left as it is).
     - A stream whose first op (by launch) starts ``HIDDEN_QUEUE_MIN_NS`` or more after its
-      launch, where no stream wait of the trace comes before it on its stream and no other op
-      of its process runs on its device meanwhile (another stream's kernels holding the GPU,
+      launch, where no stream wait of the trace comes before it on its stream whose work could
+      have held it (an op of its process ending within ``WAIT_RELEASE_NS`` before its start)
+      and no other op of its process runs on its device meanwhile (another stream's kernels holding the GPU,
       an op of the first kind): work the trace does not show held the stream until that op's
       start.
     ``launch``: ``launch_instants(ops)``; ``wait_key`` / ``wait_cpu``: the stream waits' streams
@@ -128,7 +132,12 @@ def queued_before_capture(ops: pa.Table, launch: np.ndarray, wait_key: np.ndarra
     heads = []
     for i in first.tolist():
         lo, hi = launch[i], start[i]
-        if len(wait_key) and bool(((wait_key == key[i]) & (wait_cpu < hi)).any()):
+        # A stream wait before it explains a late start where the work it waited for could
+        # have: an op of its process ending just before it started (an input stream's event
+        # done long before, the copy ended 385 us earlier, explains nothing: its first cycle
+        # had read 50 and 650 us where events read 0 and 300).
+        if len(wait_key) and bool(((wait_key == key[i]) & (wait_cpu < hi)).any()) and \
+                bool(((pid == pid[i]) & (end <= hi) & (end >= hi - WAIT_RELEASE_NS)).any()):
             continue
         # Another op of the process running meanwhile on its device (another stream's kernels
         # holding the GPU, one of its own stream's ops launched before the trace) explains it.
