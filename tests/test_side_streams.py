@@ -1341,6 +1341,10 @@ def test_a_phase_that_only_copies_on_its_threads_stream_read_where_that_stream_f
     where = "stream 20, which those copies feed or were forked off" if feeds else "its thread's stream 20"
     assert len(said) == 1 and f"in 3 of 4 instances it only copied, on stream 7, and is read on {where}: 0.000 ms (median)" in said[0]
     assert "events there read 0.100 ms" in said[0]
+    # and cycle 0's, which only copied too, reads alike on both (0.100 ms: 20 is idle before the
+    # first forward), said so (a count of 3 of 4 had read as if only 3 copied: a review of real
+    # traces, 75 of 86 where all 86 did)
+    assert said[0].endswith("; in its 1 other such instance the two readings are within 10 us or 10 %")
 
 
 def test_a_phase_that_launched_nothing_read_on_its_threads_other_stream_is_said(tmp_path):
