@@ -996,3 +996,30 @@ def test_a_launcher_marking_cycles_in_a_rank_file_is_left_out_of_the_ranks_cycle
     assert [c["cycle"] for c in r0.cycles.to_pylist()] == [0, 1, 2]
     assert a.cross.critical_path.select(["cycle", "gating_rank"]).to_pylist()[-1] == {"cycle": 2, "gating_rank": 1}
     assert any("launched no GPU work (pid 500)" in w for w in a.warnings)
+
+
+def two_ranks_without_cycle_ranges(cycles_of_rank1: int) -> FakeTrace:
+    """Two processes (pids 10, 11) on GPUs 0 and 1, no cycle range: 'a' [b, b+100] then 'b'
+    [b+100, b+300] (a 50 us kernel each), b = 1000 c us; rank 0 runs 10 such steps, rank 1
+    ``cycles_of_rank1``."""
+    t = FakeTrace()
+    for pid, steps in ((10, 10), (11, cycles_of_rank1)):
+        for c in range(steps):
+            b = 1000 * c
+            t.range("a", b * U, (b + 100) * U, pid=pid, tid=pid)
+            t.range("b", (b + 100) * U, (b + 300) * U, pid=pid, tid=pid)
+            launch(t, b + 10, (b + 20, b + 70), tid=pid, device=pid - 10, pid=pid)
+            launch(t, b + 110, (b + 120, b + 170), tid=pid, device=pid - 10, pid=pid)
+    return t
+
+
+def test_ranks_finding_unlike_numbers_of_cycles_from_their_phases_are_said(tmp_path):
+    # GIVEN two ranks without cycle ranges, the first running 10 steps, the second 4
+    a = analyze([two_ranks_without_cycle_ranges(4).write(tmp_path / "t.sqlite")], PhaseConfig(phases=("a", "b")))
+    # THEN each rank counts its own (10 and 4 cycles), and a warning names both counts
+    assert [r.cycles.num_rows for r in a.ranks] == [10, 4]
+    (said,) = [w for w in a.warnings if "unlike numbers of cycles" in w]
+    assert said.startswith("the ranks found unlike numbers of cycles from their phases (no cycle range): rank 0 10, rank 1 4: ")
+    # and 10 against 9 (a capture's edge) is no such difference
+    b = analyze([two_ranks_without_cycle_ranges(9).write(tmp_path / "u.sqlite")], PhaseConfig(phases=("a", "b")))
+    assert [r.cycles.num_rows for r in b.ranks] == [10, 9] and not [w for w in b.warnings if "unlike numbers of cycles" in w]

@@ -1125,6 +1125,23 @@ def _work_beside_phases(bare_source, bare_info, bare, work: list) -> list[str]:
 SLIVER_TIMES = 10
 
 
+def _unlike_cycle_counts(counts: list[tuple[int, int]]) -> list[str]:
+    """Where cycles were found from the phases (no cycle range) and the ranks found unlike
+    numbers of them (one half again as many as another, 4 more at least): their cycles are not
+    the same steps (a public 2-GPU trace: 83 on one rank, 34 on the other, the first cut at
+    leading copies the second does not run), so the cross-rank step, which takes the k-th
+    cycle of each rank as one step where collectives do not say otherwise, compares unlike
+    ones. Said, naming each rank's count."""
+    if len(counts) < 2:
+        return []
+    low, high = min(n for _, n in counts), max(n for _, n in counts)
+    if high < 1.5 * low or high - low < 4:
+        return []
+    return [f"the ranks found unlike numbers of cycles from their phases (no cycle range): {', '.join(f'rank {r} {n}' for r, n in counts)}: "
+            "their cycles are not the same steps, so per-cycle numbers across ranks (the critical path, waits by cycle) compare unlike "
+            "ones; mark each step with a cycle range (tracerecon.instrument.cycle) or give --phase the phase that starts every step first"]
+
+
 def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, results: list[tuple]) -> Analysis:
     """``_analyze_files`` once every file's own work (``_file_work``) is in ``results``."""
     multi = len(files) > 1
@@ -1223,7 +1240,8 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
                 warnings.append(f"--phase {', '.join(shlex.quote(m) for m in inside)} matched only ranges inside another phase's range: "
                                 "a phase in a phase is part of it, so they are read as part of that one; to time them, leave the enclosing "
                                 "phase out of --phase")
-    if config.cycle_prefix and any(len(w.phase_inputs.phase_rows) for _, _, w in work) and all(len(w.cycle_rows) == 0 for _, _, w in work if len(w.phase_inputs.phase_rows)):
+    from_phases = any(len(w.phase_inputs.phase_rows) for _, _, w in work) and all(len(w.cycle_rows) == 0 for _, _, w in work if len(w.phase_inputs.phase_rows))
+    if config.cycle_prefix and from_phases:
         # Cycle ranges in another process (a parent that marks the cycles of a worker process
         # running the phases) are read with that process's ranges, not the phases'.
         # (Not the phase ranges themselves: `--cycle draft` names no cycle.)
@@ -1248,6 +1266,8 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
         ranks.append(RankResult(source=s, info=info, ranges=w.ranges, gpu_ops=w.gpu_ops, syncs=w.syncs, phases=phases, cycles=cycles))
         if config.skip_cycles and cycles.num_rows and config.skip_cycles >= cycles.num_rows:
             warnings.append(f"rank {s.rank}: --skip-cycles {config.skip_cycles} leaves out all of its {cycles.num_rows} cycle(s): no medians")
+    if from_phases:
+        warnings.extend(_unlike_cycle_counts([(r.source.rank, r.cycles.num_rows) for r in ranks if r.cycles.num_rows]))
     return Analysis(
         ranks=tuple(ranks), inputs=tuple(str(f) for f in files), config=config, warnings=tuple(warnings), cross=cross,
     )
