@@ -877,7 +877,7 @@ DRIFT_MIN_COLLECTIVES = 8
 
 
 def _clock_drifts(views: list[RankView], alignment: list[RankAlignment], end: np.ndarray, part: np.ndarray, in_order: np.ndarray,
-                  offset: np.ndarray) -> tuple[dict[int, tuple[float, float, float]], list[RankAlignment], list[str]]:
+                  offset: np.ndarray) -> tuple[dict[int, tuple[float, float, int]], list[RankAlignment], list[str]]:
     """The drift of each rank's clock against the first rank's, where another machine's clock
     runs at a rate of its own (two clocks ppm apart: one offset fits the middle of a capture,
     not its ends; a drift of 80 us over 4 ms invented waits of up to 20 us where both ranks
@@ -892,7 +892,7 @@ def _clock_drifts(views: list[RankView], alignment: list[RankAlignment], end: np
     mean, their times' mean), which ``_drift_out`` takes out; none for ranks on the first
     rank's machine (one clock). Returned with the alignment, whose uncertainty then holds half
     the drift (one offset's error at the capture's ends), and a warning per drifting rank."""
-    fits: dict[int, tuple[float, float, float]] = {}
+    fits: dict[int, tuple[float, float, int]] = {}
     notes: list[str] = []
     out = list(alignment)
     for r, v in enumerate(views[1:], start=1):
@@ -901,7 +901,9 @@ def _clock_drifts(views: list[RankView], alignment: list[RankAlignment], end: np
         both = part[0] & part[r] & ~in_order
         if int(both.sum()) < DRIFT_MIN_COLLECTIVES:
             continue
-        t = end[0, both].astype(np.float64)
+        # (in float64 from the first end on: a clock's ns counts reach 1e18, past its 53 bits)
+        t0 = int(end[0, both].min())
+        t = (end[0, both] - t0).astype(np.float64)
         resid = (end[r, both] + offset[r] - end[0, both]).astype(np.float64)
         t_mid, r_mid = float(t.mean()), float(resid.mean())
         spread = float(((t - t_mid) ** 2).sum())
@@ -912,7 +914,7 @@ def _clock_drifts(views: list[RankView], alignment: list[RankAlignment], end: np
         scatter = float(np.median(np.abs(resid - (r_mid + rate * (t - t_mid)))))
         if abs(over) <= max(DRIFT_MIN_NS, 4 * scatter) or scatter > GROUP_END_TOLERANCE_NS:
             continue  # (no drift, or ends that do not lie on a line: not one collective's, matched)
-        fits[r] = (rate, r_mid, t_mid)
+        fits[r] = (rate, r_mid, t0 + round(t_mid))
         a = out[r]
         if a.offset_uncertainty_ns is not None:
             out[r] = replace(a, offset_uncertainty_ns=max(a.offset_uncertainty_ns, int(abs(over)) // 2))
@@ -923,16 +925,19 @@ def _clock_drifts(views: list[RankView], alignment: list[RankAlignment], end: np
     return fits, out, notes
 
 
-def _drift_out(aligned: np.ndarray, fits: dict[int, tuple[float, float, float]]) -> np.ndarray:
+def _drift_out(aligned: np.ndarray, fits: dict[int, tuple[float, float, int]]) -> np.ndarray:
     """``aligned`` (ranks x collectives, on the first rank's timeline by one offset each) with
-    each drifting rank's drift (``_clock_drifts``) taken out at each time: an aligned time ``a``
-    is the first rank's ``t`` plus the residual there, ``a = t + m + rate (t - t_mid)``, so
-    ``t = (a - m + rate t_mid) / (1 + rate)``."""
+    each drifting rank's drift (``_clock_drifts``: rate, mean residual ``m``, and ``t_mid``,
+    the ns its line is centred on) taken out at each time: an aligned time ``a`` is the first
+    rank's ``t`` plus the residual there, ``a = t + m + rate (t - t_mid)``, so ``t - t_mid =
+    (a - t_mid - m) / (1 + rate)``, worked in ns from ``t_mid`` (whole ns counts reach 1e18,
+    past float64's 53 bits)."""
     if not fits:
         return aligned
     out = aligned.copy()
     for r, (rate, r_mid, t_mid) in fits.items():
-        out[r] = np.rint((aligned[r].astype(np.float64) - r_mid + rate * t_mid) / (1 + rate)).astype(np.int64)
+        u = (aligned[r] - t_mid - round(r_mid)).astype(np.float64) / (1 + rate)
+        out[r] = aligned[r] - np.rint(r_mid + rate * u).astype(np.int64)
     return out
 
 
@@ -1503,7 +1508,7 @@ class _BusyTime:
 
 
 def _critical_path(views, arr: _Arrivals, offset: np.ndarray, unpaired: list[np.ndarray] | None = None,
-                   drifts: dict[int, tuple[float, float, float]] | None = None) -> pa.Table:
+                   drifts: dict[int, tuple[float, float, int]] | None = None) -> pa.Table:
     """Per cycle: the (rank, phase) the others waited for, and how long. Times on the first
     rank's timeline are by each rank's ``offset``, with its clock's drift (``drifts``,
     ``_clock_drifts``) taken out.
