@@ -639,3 +639,46 @@ def test_a_clock_of_another_machine_without_drift_is_read_with_one_offset(tmp_pa
     assert not [w for w in a.warnings if "clock drifts" in w]
     waits = {(r["rank"], r["cycle"]): r["wait_ns"] for r in a.cross.collectives.to_pylist()}
     assert {k: w for k, w in waits.items() if w > 500} == {(0, 7): 30_000}
+
+
+def test_a_drifting_machines_ranks_that_meet_rank_0_only_through_another_are_read_with_its_drift(tmp_path):
+    import sqlite3
+
+    from nsys_factory import FakeTrace
+    from tracerecon.api import load
+
+    # GIVEN rank 0 on machine A; ranks 1 and 2 on machine B, whose clock gains 80 us over the 4 ms
+    # from 1000 us; 20 cycles of 200 us (b = 1000 + 200 c us): a gemm b+10..b+60 on each, an
+    # all-reduce of ranks 0 and 1 b+60..b+80, an all-gather of ranks 1 and 2 b+100..b+120: every
+    # rank arrives at each at the same instant
+    U = 1000
+    t0, t1 = 1000 * U, 1000 * U + 20 * 200 * U
+    paths = []
+    for r in range(3):
+        t = FakeTrace()
+        ck = (lambda g: g) if r == 0 else (lambda g: g + int(80 * U * (g - t0) / (t1 - t0)))
+        for c in range(20):
+            b = t0 + c * 200 * U
+            t.range(f"cycle {c}", ck(b), ck(b + 180 * U), pid=10 + r)
+            t.range("forward", ck(b), ck(b + 180 * U), pid=10 + r)
+            t.kernel(t.call("cudaLaunchKernel", ck(b + 5 * U), ck(b + 8 * U), pid=10 + r), ck(b + 10 * U), ck(b + 60 * U), pid=10 + r, device=r, name="gemm")
+            if r in (0, 1):
+                t.kernel(t.call("cudaLaunchKernel", ck(b + 10 * U), ck(b + 13 * U), pid=10 + r), ck(b + 60 * U), ck(b + 80 * U), pid=10 + r, device=r, name=AR)
+            if r in (1, 2):
+                t.kernel(t.call("cudaLaunchKernel", ck(b + 14 * U), ck(b + 16 * U), pid=10 + r), ck(b + 100 * U), ck(b + 120 * U), pid=10 + r, device=r,
+                         name="ncclDevKernel_AllGather_RING_LL")
+        p = t.write(tmp_path / f"rank{r}.sqlite")
+        gpus = [(0, "A-gpu0")] if r == 0 else [(0, "B-gpu0"), (1, "B-gpu1")]
+        with sqlite3.connect(p) as db:
+            db.executescript("create table TARGET_INFO_GPU (id integer, name text, uuid text, busLocation text, smCount integer);"
+                             + "".join(f"insert into TARGET_INFO_GPU values ({i}, 'H200', '{u}', '{i}', 132);" for i, u in gpus)
+                             + f"create table TARGET_INFO_SESSION_START_TIME (utcEpochNs integer); insert into TARGET_INFO_SESSION_START_TIME values ({5 * 10**18});")
+        paths.append(str(p))
+    a = load(paths, PhaseConfig(phases=("forward",), skip_cycles=0))
+    # THEN nobody waits anywhere and no cycle names a straggler (rank 2, which meets rank 0 only
+    # through rank 1, had been left on one offset: rank 1 "waited" up to 20 us at their
+    # all-gathers), and one warning names machine B's two ranks
+    assert [r["wait_ns"] for r in a.cross.collectives.to_pylist() if r["wait_ns"] > 500] == []
+    assert a.cross.critical_path.num_rows == 0
+    (said,) = [w for w in a.warnings if "drifts" in w]
+    assert said.startswith("the clock of ranks 1, 2 (one machine's) drifts +76.0 us against rank 0's over the capture")

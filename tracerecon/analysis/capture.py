@@ -92,7 +92,7 @@ def queued_before_capture(ops: pa.Table, launch: np.ndarray, wait_key: np.ndarra
       streams that have a launched op (a trace without launching calls is left as it is).
     - A stream whose first op (by launch) starts ``HIDDEN_QUEUE_MIN_NS`` or more after its
       launch, where no stream wait of the trace comes before it on its stream whose work could
-      have held it (an op of its process ending within ``WAIT_RELEASE_NS`` before its start)
+      have held it (an op, of any process, ending within ``WAIT_RELEASE_NS`` before its start)
       and no other op of its process runs on its device meanwhile (another stream's kernels holding the GPU,
       an op of the first kind): work the trace does not show held the stream until that op's
       start.
@@ -133,11 +133,12 @@ def queued_before_capture(ops: pa.Table, launch: np.ndarray, wait_key: np.ndarra
     for i in first.tolist():
         lo, hi = launch[i], start[i]
         # A stream wait before it explains a late start where the work it waited for could
-        # have: an op of its process ending just before it started (an input stream's event
-        # done long before, the copy ended 385 us earlier, explains nothing: its first cycle
-        # had read 50 and 650 us where events read 0 and 300).
+        # have: an op ending just before it started, of any process (an event another process
+        # recorded and shared); an input stream's event done long before, the copy ended 385
+        # us earlier, explains nothing (its first cycle had read 50 and 650 us where events
+        # read 0 and 300).
         if len(wait_key) and bool(((wait_key == key[i]) & (wait_cpu < hi)).any()) and \
-                bool(((pid == pid[i]) & (end <= hi) & (end >= hi - WAIT_RELEASE_NS)).any()):
+                bool(((end <= hi) & (end >= hi - WAIT_RELEASE_NS)).any()):
             continue
         # Another op of the process running meanwhile on its device (another stream's kernels
         # holding the GPU, one of its own stream's ops launched before the trace) explains it.

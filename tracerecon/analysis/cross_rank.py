@@ -874,33 +874,46 @@ DRIFT_MIN_NS = 2_000
 # ... fitted over this many collectives at least, both ranks' (a line through a few ends tells
 # nothing).
 DRIFT_MIN_COLLECTIVES = 8
+# ... and by this many standard errors of the line's move (with 8 collectives jittered by +-3 us
+# and no drift, a review's trials read a drift in 6 % of them by the other tests alone).
+DRIFT_SIGNIFICANCE = 6
 
 
 def _clock_drifts(views: list[RankView], alignment: list[RankAlignment], end: np.ndarray, part: np.ndarray, in_order: np.ndarray,
                   offset: np.ndarray) -> tuple[dict[int, tuple[float, float, int]], list[RankAlignment], list[str]]:
-    """The drift of each rank's clock against the first rank's, where another machine's clock
-    runs at a rate of its own (two clocks ppm apart: one offset fits the middle of a capture,
-    not its ends; a drift of 80 us over 4 ms invented waits of up to 20 us where both ranks
-    arrived together, and named stragglers). One collective's kernels end together, so the
-    residuals of a rank's collectives' ends, aligned (``offset``; ``end``, ``part``: ranks x
-    collectives), against the first rank's are the two clocks' difference at each: fitted with
-    a line over the first rank's time where the rank ran ``DRIFT_MIN_COLLECTIVES`` or more with
-    it (sends and receives, ``in_order``, left out: their ends lie apart by the transfer),
-    taken as drift where the line moves more than ``DRIFT_MIN_NS`` over the capture and four
-    times the residuals' scatter about it (median), that scatter within
-    ``GROUP_END_TOLERANCE_NS`` (ends that lie on no line are no one collective's). Per row so drifting: (rate, the residuals'
-    mean, their times' mean), which ``_drift_out`` takes out; none for ranks on the first
-    rank's machine (one clock). Returned with the alignment, whose uncertainty then holds half
-    the drift (one offset's error at the capture's ends), and a warning per drifting rank."""
+    """The drift of each other machine's clock against the first rank's (two clocks run at
+    rates ppm apart: one offset fits the middle of a capture, not its ends; a drift of 80 us
+    over 4 ms invented waits of up to 20 us where both ranks arrived together, and named
+    stragglers). One collective's kernels end together, so the residuals of a rank's
+    collectives' ends, aligned (``offset``; ``end``, ``part``: ranks x collectives), against
+    the first rank's are the two clocks' difference at each: fitted with a line over the first
+    rank's time, per machine (its ranks share one clock, ``_one_machines_clock``), on the first
+    of its ranks that ran ``DRIFT_MIN_COLLECTIVES`` or more with the first rank (sends and
+    receives, ``in_order``, left out: their ends lie apart by the transfer), and taken as drift
+    where the line moves over the capture more than ``DRIFT_MIN_NS``, four times the residuals'
+    scatter about it (median; that scatter within ``GROUP_END_TOLERANCE_NS``: ends that lie on
+    no line are no one collective's) and ``DRIFT_SIGNIFICANCE`` standard errors of that move
+    (a few collectives' jitter of a few us draws a slope by chance). Each rank of that machine
+    gets the fit, those that met the first rank only through another rank too (a node's
+    tensor-parallel pair, one of which joins a cross-node group: the other's waits at their
+    own collectives had been read off one offset each, one corrected and one not). Per row so
+    drifting: (rate, the residuals' mean, the ns the line is centred on), which ``_drift_out``
+    takes out; none for ranks on the first rank's machine. Returned with the alignment, whose
+    uncertainty then holds half the drift (one offset's error at the capture's ends), and a
+    warning per drifting machine."""
     fits: dict[int, tuple[float, float, int]] = {}
     notes: list[str] = []
     out = list(alignment)
+    decided: set[int] = set()  # rows whose machine's clock was fitted, drifting or not
     for r, v in enumerate(views[1:], start=1):
-        if _one_machines_clock(v, views[0]):
+        if r in decided or _one_machines_clock(v, views[0]):
             continue
         both = part[0] & part[r] & ~in_order
         if int(both.sum()) < DRIFT_MIN_COLLECTIVES:
             continue
+        machine = [q for q in range(1, len(views)) if q not in decided and not _one_machines_clock(views[q], views[0])
+                   and (q == r or _one_machines_clock(views[q], v))]
+        decided.update(machine)
         # (in float64 from the first end on: a clock's ns counts reach 1e18, past its 53 bits)
         t0 = int(end[0, both].min())
         t = (end[0, both] - t0).astype(np.float64)
@@ -910,18 +923,24 @@ def _clock_drifts(views: list[RankView], alignment: list[RankAlignment], end: np
         if spread == 0:
             continue
         rate = float(((t - t_mid) * (resid - r_mid)).sum()) / spread
-        over = rate * float(t.max() - t.min())
-        scatter = float(np.median(np.abs(resid - (r_mid + rate * (t - t_mid)))))
-        if abs(over) <= max(DRIFT_MIN_NS, 4 * scatter) or scatter > GROUP_END_TOLERANCE_NS:
+        span = float(t.max() - t.min())
+        over = rate * span
+        about = resid - (r_mid + rate * (t - t_mid))
+        scatter = float(np.median(np.abs(about)))
+        # (the move's standard error: the residuals' spread about the line over the times' spread)
+        error = float(np.sqrt((about ** 2).sum() / max(len(t) - 2, 1) / spread)) * span
+        if abs(over) <= max(DRIFT_MIN_NS, 4 * scatter, DRIFT_SIGNIFICANCE * error) or scatter > GROUP_END_TOLERANCE_NS:
             continue  # (no drift, or ends that do not lie on a line: not one collective's, matched)
-        fits[r] = (rate, r_mid, t0 + round(t_mid))
-        a = out[r]
-        if a.offset_uncertainty_ns is not None:
-            out[r] = replace(a, offset_uncertainty_ns=max(a.offset_uncertainty_ns, int(abs(over)) // 2))
-        notes.append(f"rank {v.rank}'s clock drifts {over / 1000:+.1f} us against rank {views[0].rank}'s over the capture ({rate * 1e6:+.1f} ppm, "
-                     f"from the ends of the {int(both.sum())} collectives they both ran, which end together): its collectives' arrivals and "
-                     f"waits are read with the drift taken out; its one offset holds at the capture's middle, so its other times on rank "
-                     f"{views[0].rank}'s timeline (phases, timeline exports) are off by up to {abs(over) / 2000:.1f} us at its ends")
+        for q in machine:
+            fits[q] = (rate, r_mid, t0 + round(t_mid))
+            a = out[q]
+            if a.offset_uncertainty_ns is not None:
+                out[q] = replace(a, offset_uncertainty_ns=max(a.offset_uncertainty_ns, int(abs(over)) // 2))
+        who = f"rank {v.rank}'s clock" if len(machine) == 1 else f"the clock of ranks {', '.join(str(views[q].rank) for q in machine)} (one machine's)"
+        notes.append(f"{who} drifts {over / 1000:+.1f} us against rank {views[0].rank}'s over the capture ({rate * 1e6:+.1f} ppm, "
+                     f"from the ends of the {int(both.sum())} collectives rank {v.rank} and rank {views[0].rank} both ran, which end together): "
+                     f"collectives' arrivals and waits there are read with the drift taken out; one offset holds at the capture's middle, "
+                     f"so other times on rank {views[0].rank}'s timeline (phases, timeline exports) are off by up to {abs(over) / 2000:.1f} us at its ends")
     return fits, out, notes
 
 
