@@ -228,6 +228,11 @@ def test_a_message_within_the_limit_is_shown_whole_and_a_longer_one_keeps_its_en
     assert shown_message(at_limit) == at_limit
     head, tail = MESSAGE_CHARS * 2 // 3, MESSAGE_CHARS - MESSAGE_CHARS * 2 // 3
     assert shown_message(longer) == longer[:head] + f"\u2026[{10_000 - head - tail:,} characters left out]\u2026" + longer[-tail:]
+    # and a long one of zero-width spaces is cut between characters, each kept one written whole
+    # as its escape, the count in the message's own characters (cut after escaping, one had been
+    # split and the count was of escapes' characters)
+    hidden = "\u200b" * 3_000
+    assert shown_message(hidden) == "\\u200b" * head + f"\u2026[{3_000 - head - tail:,} characters left out]\u2026" + "\\u200b" * tail
 
 
 def test_names_that_differ_by_an_invisible_character_are_told_apart_in_the_table(tmp_path):

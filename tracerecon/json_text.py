@@ -55,13 +55,13 @@ MESSAGE_CHARS = 2_000
 
 def shown_message(text: str) -> str:
     """``text`` as ``one_line`` writes it, cut in the middle where longer than ``MESSAGE_CHARS``
-    characters (its start and end kept, and how many characters were left out between)."""
-    text = one_line(text)
+    characters (its start and end kept, and how many of its characters were left out between;
+    cut before its escapes are written, so none is split)."""
     if len(text) <= MESSAGE_CHARS:
-        return text
+        return one_line(text)
     head = MESSAGE_CHARS * 2 // 3
     tail = MESSAGE_CHARS - head
-    return f"{text[:head]}\u2026[{len(text) - head - tail:,} characters left out]\u2026{text[-tail:]}"
+    return f"{one_line(text[:head])}\u2026[{len(text) - head - tail:,} characters left out]\u2026{one_line(text[-tail:])}"
 
 
 def escaped_char(char: str) -> str:
