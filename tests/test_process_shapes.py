@@ -6,6 +6,7 @@ recorded on the phase's stream at each boundary would read)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -998,7 +999,7 @@ def test_a_launcher_marking_cycles_in_a_rank_file_is_left_out_of_the_ranks_cycle
     assert any("launched no GPU work (pid 500)" in w for w in a.warnings)
 
 
-def test_ranks_finding_cycles_at_unlike_rates_from_their_phases_are_said(tmp_path):
+def test_ranks_finding_cycles_of_unlike_lengths_from_their_phases_are_said(tmp_path):
     # GIVEN two ranks without cycle ranges over the same 10 steps (b = 1000 c us), the second
     # running 'a' only every other step ('b' alone in between: its cycles, cut where 'a' begins
     # again, hold two steps each)
@@ -1012,26 +1013,31 @@ def test_ranks_finding_cycles_at_unlike_rates_from_their_phases_are_said(tmp_pat
             t.range("b", (b + 100) * U, (b + 300) * U, pid=pid, tid=pid)
             launch(t, b + 110, (b + 120, b + 170), tid=pid, device=pid - 10, pid=pid)
     a = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("a", "b")))
-    # THEN rank 0 counts 10 cycles in 0 .. 9300 us, rank 1 5 in the same 9.3 ms, and a warning
-    # names both
+    # THEN rank 0 counts 10 cycles of 0.300 ms CPU (a and b: b .. b+300), rank 1 5 of 1.300 ms
+    # (b .. b+1300: a, b, then the next step's b), and a warning names both
     assert [r.cycles.num_rows for r in a.ranks] == [10, 5]
-    (said,) = [w for w in a.warnings if "unlike rates" in w]
-    assert said.startswith("the ranks found cycles from their phases at unlike rates (no cycle range): rank 0 10 in 9.3 ms, rank 1 5 in 9.3 ms: ")
+    (said,) = [w for w in a.warnings if "unlike lengths" in w]
+    assert said.startswith("the ranks found cycles from their phases of unlike lengths (no cycle range): rank 0 10 of 0.300 ms, rank 1 5 of 1.300 ms "
+                           "(median CPU): ")
 
 
-def test_a_rank_whose_capture_holds_fewer_of_the_same_steps_is_not_said_to_count_unlike_ones(tmp_path):
-    # GIVEN two ranks without cycle ranges, the first running 10 steps, the second only the last
-    # 4 of them (its capture begun 6 steps later: b = 1000 c us, c = 6..9), and one running 9
+@pytest.mark.parametrize("shape", ["begun later", "one pausing", "one cycle"])
+def test_ranks_running_the_same_steps_are_not_said_to_find_unlike_cycles(tmp_path, shape):
+    # GIVEN two ranks without cycle ranges running the same steps ('a' [b, b+100], 'b' [b+100,
+    # b+300]): the second holding only the last 4 of the first's 10 (its capture begun 6 steps
+    # later), or both 10 with the first pausing 50 ms before its last step, or the second
+    # holding one step only
     t = FakeTrace()
-    for pid, steps in ((10, range(10)), (11, range(6, 10))):
-        for c in steps:
-            b = 1000 * c
+    steps = {"begun later": (range(10), range(6, 10)), "one pausing": (range(10), range(10)), "one cycle": (range(10), range(9, 10))}[shape]
+    for pid, mine in zip((10, 11), steps):
+        for c in mine:
+            b = 1000 * c + (50_000 if shape == "one pausing" and pid == 10 and c == 9 else 0)
             t.range("a", b * U, (b + 100) * U, pid=pid, tid=pid)
             t.range("b", (b + 100) * U, (b + 300) * U, pid=pid, tid=pid)
             launch(t, b + 10, (b + 20, b + 70), tid=pid, device=pid - 10, pid=pid)
             launch(t, b + 110, (b + 120, b + 170), tid=pid, device=pid - 10, pid=pid)
     a = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("a", "b")))
-    # THEN each counts its own (10 and 4 cycles, one step a ms on both: the same rate), and
-    # nothing is said of unlike cycles (a review's shape: the count alone had said so)
-    assert [r.cycles.num_rows for r in a.ranks] == [10, 4]
-    assert not [w for w in a.warnings if "unlike rates" in w]
+    # THEN every cycle is 0.300 ms CPU on both, and nothing is said of unlike cycles (reviews'
+    # shapes: the count had said so of the first, the rate of the second)
+    assert {c for r in a.ranks for c in r.cycles["cpu_ns"].to_pylist()} == {300 * U}
+    assert not [w for w in a.warnings if "unlike" in w]

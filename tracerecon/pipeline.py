@@ -1125,32 +1125,31 @@ def _work_beside_phases(bare_source, bare_info, bare, work: list) -> list[str]:
 SLIVER_TIMES = 10
 
 
-def _cycles_span(cycles) -> int:
-    """ns from a rank's first cycle's CPU start to its last cycle's CPU end (0: none)."""
-    import pyarrow.compute as pc
+def _cycle_length(cycles) -> int:
+    """A rank's median cycle CPU time, ns (0: none known)."""
+    import numpy as np
 
-    lo, hi = pc.min(cycles["cpu_start_ns"]).as_py(), pc.max(cycles["cpu_end_ns"]).as_py()
-    return int(hi - lo) if lo is not None and hi is not None else 0
+    cpu = [v for v in cycles["cpu_ns"].to_pylist() if v is not None]
+    return int(np.median(cpu)) if cpu else 0
 
 
 def _unlike_cycle_counts(counts: list[tuple[int, int, int]]) -> list[str]:
-    """Where cycles were found from the phases (no cycle range) and the ranks found them at
-    unlike rates: (rank, cycles, ns from its first cycle's CPU start to its last's end) each;
-    one rank's cycles per ns half again another's or more, and 4 cycles more at least over the
-    other's span: their cycles are not the same steps (a public 2-GPU trace: 83 on one rank, 34
-    on the other over the same stretch, the first cut at leading copies the second does not
-    run), so the cross-rank step, which takes the k-th cycle of each rank as one step where
-    collectives do not say otherwise, compares unlike ones. A rank whose capture holds fewer of
-    the same steps (begun later) runs them at the same rate: nothing said."""
-    timed = [(r, n, span) for r, n, span in counts if n >= 2 and span > 0]
+    """Where cycles were found from the phases (no cycle range) and the ranks' cycles are of
+    unlike lengths: (rank, cycles, median cycle CPU ns) each; one rank's median half again
+    another's or more: their cycles are not the same steps (a public 2-GPU trace: 83 of 1.6 ms
+    on one rank, 34 of 8.3 ms on the other over the same stretch, the first cut at leading
+    copies the second does not run), so the cross-rank step, which takes the k-th cycle of each
+    rank as one step where collectives do not say otherwise, compares unlike ones. By length,
+    not count or rate: a rank whose capture holds fewer of the same steps (begun later), or
+    whose steps pause between, runs steps of the same length."""
+    timed = [(r, n, length) for r, n, length in counts if n and length > 0]
     if len(timed) < 2:
         return []
-    rate = {r: n / span for r, n, span in timed}
-    slow, fast = min(timed, key=lambda x: rate[x[0]]), max(timed, key=lambda x: rate[x[0]])
-    if rate[fast[0]] < 1.5 * rate[slow[0]] or (rate[fast[0]] - rate[slow[0]]) * min(slow[2], fast[2]) < 4:
+    short, long = min(timed, key=lambda x: x[2]), max(timed, key=lambda x: x[2])
+    if long[2] < 1.5 * short[2]:
         return []
-    return [f"the ranks found cycles from their phases at unlike rates (no cycle range): {', '.join(f'rank {r} {n} in {span / 1e6:.1f} ms' for r, n, span in timed)}: "
-            "their cycles are not the same steps, so per-cycle numbers across ranks (the critical path, waits by cycle) compare unlike "
+    return [f"the ranks found cycles from their phases of unlike lengths (no cycle range): {', '.join(f'rank {r} {n} of {length / 1e6:.3f} ms' for r, n, length in timed)} "
+            "(median CPU): their cycles are not the same steps, so per-cycle numbers across ranks (the critical path, waits by cycle) compare unlike "
             "ones; mark each step with a cycle range (tracerecon.instrument.cycle) or give --phase the phase that starts every step first"]
 
 
@@ -1279,7 +1278,7 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
         if config.skip_cycles and cycles.num_rows and config.skip_cycles >= cycles.num_rows:
             warnings.append(f"rank {s.rank}: --skip-cycles {config.skip_cycles} leaves out all of its {cycles.num_rows} cycle(s): no medians")
     if from_phases:
-        warnings.extend(_unlike_cycle_counts([(r.source.rank, r.cycles.num_rows, _cycles_span(r.cycles)) for r in ranks if r.cycles.num_rows]))
+        warnings.extend(_unlike_cycle_counts([(r.source.rank, r.cycles.num_rows, _cycle_length(r.cycles)) for r in ranks if r.cycles.num_rows]))
     return Analysis(
         ranks=tuple(ranks), inputs=tuple(str(f) for f in files), config=config, warnings=tuple(warnings), cross=cross,
     )
