@@ -641,7 +641,8 @@ def test_a_clock_of_another_machine_without_drift_is_read_with_one_offset(tmp_pa
     assert {k: w for k, w in waits.items() if w > 500} == {(0, 7): 30_000}
 
 
-def test_a_drifting_machines_ranks_that_meet_rank_0_only_through_another_are_read_with_its_drift(tmp_path):
+@pytest.mark.parametrize("broadcasts", [(), tuple(range(15, 20)), tuple(range(20))])
+def test_a_drifting_machines_ranks_that_meet_rank_0_only_through_another_are_read_with_its_drift(tmp_path, broadcasts):
     import sqlite3
 
     from nsys_factory import FakeTrace
@@ -650,7 +651,9 @@ def test_a_drifting_machines_ranks_that_meet_rank_0_only_through_another_are_rea
     # GIVEN rank 0 on machine A; ranks 1 and 2 on machine B, whose clock gains 80 us over the 4 ms
     # from 1000 us; 20 cycles of 200 us (b = 1000 + 200 c us): a gemm b+10..b+60 on each, an
     # all-reduce of ranks 0 and 1 b+60..b+80, an all-gather of ranks 1 and 2 b+100..b+120: every
-    # rank arrives at each at the same instant
+    # rank arrives at each at the same instant; ranks 0 and 2 also broadcast b+140..b+150 in the
+    # cycles ``broadcasts`` (rank 2's offset then refined apart from rank 1's: by the drift at
+    # cycles 15-19, it had kept rank 1's line and read 31 us off; met in all 20, 1.4 us)
     U = 1000
     t0, t1 = 1000 * U, 1000 * U + 20 * 200 * U
     paths = []
@@ -667,6 +670,9 @@ def test_a_drifting_machines_ranks_that_meet_rank_0_only_through_another_are_rea
             if r in (1, 2):
                 t.kernel(t.call("cudaLaunchKernel", ck(b + 14 * U), ck(b + 16 * U), pid=10 + r), ck(b + 100 * U), ck(b + 120 * U), pid=10 + r, device=r,
                          name="ncclDevKernel_AllGather_RING_LL")
+            if r in (0, 2) and c in broadcasts:
+                t.kernel(t.call("cudaLaunchKernel", ck(b + 17 * U), ck(b + 18 * U), pid=10 + r), ck(b + 140 * U), ck(b + 150 * U), pid=10 + r, device=r,
+                         name="ncclDevKernel_Broadcast_RING_LL")
         p = t.write(tmp_path / f"rank{r}.sqlite")
         gpus = [(0, "A-gpu0")] if r == 0 else [(0, "B-gpu0"), (1, "B-gpu1")]
         with sqlite3.connect(p) as db:

@@ -877,6 +877,8 @@ DRIFT_MIN_COLLECTIVES = 8
 # ... and by this many standard errors of the line's move (with 8 collectives jittered by +-3 us
 # and no drift, a review's trials read a drift in 6 % of them by the other tests alone).
 DRIFT_SIGNIFICANCE = 6
+# Clocks run at rates ppm apart (tens of ppm); ends whose line runs 10 % off are no clock's.
+DRIFT_MAX_RATE = 0.1
 
 
 def _clock_drifts(views: list[RankView], alignment: list[RankAlignment], end: np.ndarray, part: np.ndarray, in_order: np.ndarray,
@@ -887,33 +889,43 @@ def _clock_drifts(views: list[RankView], alignment: list[RankAlignment], end: np
     stragglers). One collective's kernels end together, so the residuals of a rank's
     collectives' ends, aligned (``offset``; ``end``, ``part``: ranks x collectives), against
     the first rank's are the two clocks' difference at each: fitted with a line over the first
-    rank's time, per machine (its ranks share one clock, ``_one_machines_clock``), on the first
-    of its ranks that ran ``DRIFT_MIN_COLLECTIVES`` or more with the first rank (sends and
-    receives, ``in_order``, left out: their ends lie apart by the transfer), and taken as drift
+    rank's time, per machine (its ranks share one clock, ``_one_machines_clock``), on the one
+    of its ranks that ran the most collectives with the first rank, ``DRIFT_MIN_COLLECTIVES``
+    or more (sends and receives, ``in_order``, left out: their ends lie apart by the
+    transfer), and taken as drift
     where the line moves over the capture more than ``DRIFT_MIN_NS``, four times the residuals'
     scatter about it (median; that scatter within ``GROUP_END_TOLERANCE_NS``: ends that lie on
     no line are no one collective's) and ``DRIFT_SIGNIFICANCE`` standard errors of that move
     (a few collectives' jitter of a few us draws a slope by chance). Each rank of that machine
     gets the fit, those that met the first rank only through another rank too (a node's
     tensor-parallel pair, one of which joins a cross-node group: the other's waits at their
-    own collectives had been read off one offset each, one corrected and one not). Per row so
-    drifting: (rate, the residuals' mean, the ns the line is centred on), which ``_drift_out``
+    own collectives had been read off one offset each, one corrected and one not), its mean
+    residual moved by how far that rank's offset was refined apart from the fitted one's. Per
+    row so drifting: (rate, the residuals' mean, the ns the line is centred on), which ``_drift_out``
     takes out; none for ranks on the first rank's machine. Returned with the alignment, whose
     uncertainty then holds half the drift (one offset's error at the capture's ends), and a
     warning per drifting machine."""
     fits: dict[int, tuple[float, float, int]] = {}
     notes: list[str] = []
     out = list(alignment)
-    decided: set[int] = set()  # rows whose machine's clock was fitted, drifting or not
-    for r, v in enumerate(views[1:], start=1):
-        if r in decided or _one_machines_clock(v, views[0]):
+    # The other machines' ranks, a list per machine (rows sharing one clock), in rank order.
+    machines: list[list[int]] = []
+    for q in range(1, len(views)):
+        if _one_machines_clock(views[q], views[0]):
             continue
+        home = next((m for m in machines if _one_machines_clock(views[q], views[m[0]])), None)
+        if home is None:
+            machines.append([q])
+        else:
+            home.append(q)
+    for machine in machines:
+        # Fitted on the rank that ran the most collectives with the first rank (the first such).
+        met = [int((part[0] & part[q] & ~in_order).sum()) for q in machine]
+        r = machine[int(np.argmax(met))]
+        v = views[r]
         both = part[0] & part[r] & ~in_order
         if int(both.sum()) < DRIFT_MIN_COLLECTIVES:
             continue
-        machine = [q for q in range(1, len(views)) if q not in decided and not _one_machines_clock(views[q], views[0])
-                   and (q == r or _one_machines_clock(views[q], v))]
-        decided.update(machine)
         # (in float64 from the first end on: a clock's ns counts reach 1e18, past its 53 bits)
         t0 = int(end[0, both].min())
         t = (end[0, both] - t0).astype(np.float64)
@@ -929,10 +941,15 @@ def _clock_drifts(views: list[RankView], alignment: list[RankAlignment], end: np
         scatter = float(np.median(np.abs(about)))
         # (the move's standard error: the residuals' spread about the line over the times' spread)
         error = float(np.sqrt((about ** 2).sum() / max(len(t) - 2, 1) / spread)) * span
-        if abs(over) <= max(DRIFT_MIN_NS, 4 * scatter, DRIFT_SIGNIFICANCE * error) or scatter > GROUP_END_TOLERANCE_NS:
-            continue  # (no drift, or ends that do not lie on a line: not one collective's, matched)
+        if abs(over) <= max(DRIFT_MIN_NS, 4 * scatter, DRIFT_SIGNIFICANCE * error) or scatter > GROUP_END_TOLERANCE_NS or abs(rate) > DRIFT_MAX_RATE:
+            continue  # (no drift; ends that do not lie on a line, or run at a rate no clock does: not one collective's, matched)
+        base_r = _clock_base(v, views[0])
         for q in machine:
-            fits[q] = (rate, r_mid, t0 + round(t_mid))
+            # (a rank of the machine whose offset was refined apart from r's stands apart from
+            # it by the two refinements: its line's mean residual moves by that)
+            base_q = _clock_base(views[q], views[0])
+            apart = (int(offset[q]) - base_q[0]) - (int(offset[r]) - base_r[0]) if base_q is not None and base_r is not None else 0
+            fits[q] = (rate, r_mid + apart, t0 + round(t_mid))
             a = out[q]
             if a.offset_uncertainty_ns is not None:
                 out[q] = replace(a, offset_uncertainty_ns=max(a.offset_uncertainty_ns, int(abs(over)) // 2))
