@@ -1125,32 +1125,44 @@ def _work_beside_phases(bare_source, bare_info, bare, work: list) -> list[str]:
 SLIVER_TIMES = 10
 
 
-def _cycle_length(cycles) -> int:
-    """A rank's median cycle CPU time, ns (0: none known)."""
+def _counted_cycles(cycles, offset: int) -> tuple[list[int], list[int]]:
+    """A rank's cycles that are neither warm-up nor incomplete: their CPU starts on the first
+    rank's timeline (``offset`` added) and their CPU lengths, ns."""
+    rows = [(s + offset, n) for s, n, w, i in zip(cycles["cpu_start_ns"].to_pylist(), cycles["cpu_ns"].to_pylist(),
+                                                  cycles["warmup"].to_pylist(), cycles["incomplete"].to_pylist())
+            if s is not None and n is not None and not w and not i]
+    return [s for s, _ in rows], [n for _, n in rows]
+
+
+# Ranks with fewer counted cycles than this tell nothing of their steps' lengths.
+UNLIKE_CYCLES_MIN = 3
+
+
+def _unlike_cycle_counts(counts: list[tuple[int, list[int], list[int]]]) -> list[str]:
+    """Where cycles were found from the phases (no cycle range) and the ranks found unlike
+    ones: (rank, counted cycles' starts on the first rank's timeline, their CPU lengths) each,
+    ``UNLIKE_CYCLES_MIN`` cycles or more; two ranks whose median cycle lengths are 1.5x apart
+    or more and whose counts of cycles begun in the stretch both cover are 1.5x apart too, 4
+    cycles at least: their cycles are not the same steps (a public 2-GPU trace: 83 of 1.6 ms on
+    one rank, 34 of 8.0 ms on the other over the same stretch, the first cut at leading copies
+    the second does not run), so the cross-rank step, which takes the k-th cycle of each rank
+    as one step where collectives do not say otherwise, compares unlike ones. Steps of one
+    length on every rank (a capture begun later, a pause), or of unlike lengths as many times
+    over the same stretch (a data-parallel rank's larger batch, a pipeline stage's shorter
+    work), are the same steps: nothing said."""
     import numpy as np
 
-    cpu = [v for v in cycles["cpu_ns"].to_pylist() if v is not None]
-    return int(np.median(cpu)) if cpu else 0
-
-
-def _unlike_cycle_counts(counts: list[tuple[int, int, int]]) -> list[str]:
-    """Where cycles were found from the phases (no cycle range) and the ranks' cycles are of
-    unlike lengths: (rank, cycles, median cycle CPU ns) each; one rank's median half again
-    another's or more: their cycles are not the same steps (a public 2-GPU trace: 83 of 1.6 ms
-    on one rank, 34 of 8.3 ms on the other over the same stretch, the first cut at leading
-    copies the second does not run), so the cross-rank step, which takes the k-th cycle of each
-    rank as one step where collectives do not say otherwise, compares unlike ones. By length,
-    not count or rate: a rank whose capture holds fewer of the same steps (begun later), or
-    whose steps pause between, runs steps of the same length."""
-    timed = [(r, n, length) for r, n, length in counts if n and length > 0]
-    if len(timed) < 2:
-        return []
-    short, long = min(timed, key=lambda x: x[2]), max(timed, key=lambda x: x[2])
-    if long[2] < 1.5 * short[2]:
-        return []
-    return [f"the ranks found cycles from their phases of unlike lengths (no cycle range): {', '.join(f'rank {r} {n} of {length / 1e6:.3f} ms' for r, n, length in timed)} "
-            "(median CPU): their cycles are not the same steps, so per-cycle numbers across ranks (the critical path, waits by cycle) compare unlike "
-            "ones; mark each step with a cycle range (tracerecon.instrument.cycle) or give --phase the phase that starts every step first"]
+    timed = [(r, np.asarray(st, np.int64), int(np.median(n))) for r, st, n in counts if len(n) >= UNLIKE_CYCLES_MIN]
+    for i, (ra, sa, la) in enumerate(timed):
+        for rb, sb, lb in timed[i + 1:]:
+            lo, hi = max(sa.min(), sb.min()), min(sa.max(), sb.max())
+            na, nb = int(((sa >= lo) & (sa <= hi)).sum()), int(((sb >= lo) & (sb <= hi)).sum())
+            if max(la, lb) >= 1.5 * min(la, lb) and max(na, nb) >= 1.5 * min(na, nb) and abs(na - nb) >= 4:
+                return [f"the ranks found unlike cycles from their phases (no cycle range): rank {ra} {na} of {la / 1e6:.3f} ms, rank {rb} {nb} of "
+                        f"{lb / 1e6:.3f} ms (median CPU) over the stretch both cover: their cycles are not the same steps, so per-cycle numbers "
+                        "across ranks (the critical path, waits by cycle) compare unlike ones; mark each step with a cycle range "
+                        "(tracerecon.instrument.cycle) or give --phase the phase that starts every step first"]
+    return []
 
 
 def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, results: list[tuple]) -> Analysis:
@@ -1278,7 +1290,8 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
         if config.skip_cycles and cycles.num_rows and config.skip_cycles >= cycles.num_rows:
             warnings.append(f"rank {s.rank}: --skip-cycles {config.skip_cycles} leaves out all of its {cycles.num_rows} cycle(s): no medians")
     if from_phases:
-        warnings.extend(_unlike_cycle_counts([(r.source.rank, r.cycles.num_rows, _cycle_length(r.cycles)) for r in ranks if r.cycles.num_rows]))
+        offsets = {a.rank: a.offset_ns for a in cross.alignment}
+        warnings.extend(_unlike_cycle_counts([(r.source.rank, *_counted_cycles(r.cycles, offsets.get(r.source.rank, 0))) for r in ranks if r.cycles.num_rows]))
     return Analysis(
         ranks=tuple(ranks), inputs=tuple(str(f) for f in files), config=config, warnings=tuple(warnings), cross=cross,
     )

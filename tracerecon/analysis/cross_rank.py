@@ -943,13 +943,12 @@ def _clock_drifts(views: list[RankView], alignment: list[RankAlignment], end: np
         error = float(np.sqrt((about ** 2).sum() / max(len(t) - 2, 1) / spread)) * span
         if abs(over) <= max(DRIFT_MIN_NS, 4 * scatter, DRIFT_SIGNIFICANCE * error) or scatter > GROUP_END_TOLERANCE_NS or abs(rate) > DRIFT_MAX_RATE:
             continue  # (no drift; ends that do not lie on a line, or run at a rate no clock does: not one collective's, matched)
-        base_r = _clock_base(v, views[0])
         for q in machine:
             # (a rank of the machine whose offset was refined apart from r's stands apart from
-            # it by the two refinements: its line's mean residual moves by that)
-            base_q = _clock_base(views[q], views[0])
-            apart = (int(offset[q]) - base_q[0]) - (int(offset[r]) - base_r[0]) if base_q is not None and base_r is not None else 0
-            fits[q] = (rate, r_mid + apart, t0 + round(t_mid))
+            # it by the two refinements: its line's mean residual moves by that; one machine's
+            # clocks are related, also within one report without session times)
+            to_r = _clock_base(views[q], v)
+            fits[q] = (rate, r_mid + (int(offset[q]) - int(offset[r]) - (to_r[0] if to_r is not None else 0)), t0 + round(t_mid))
             a = out[q]
             if a.offset_uncertainty_ns is not None:
                 out[q] = replace(a, offset_uncertainty_ns=max(a.offset_uncertainty_ns, int(abs(over)) // 2))
