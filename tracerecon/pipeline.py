@@ -1143,9 +1143,9 @@ def _unlike_cycle_counts(counts: list[tuple[int, list[int], list[int]]]) -> list
     ones: (rank, counted cycles' starts on the first rank's timeline, their CPU lengths) each,
     ``UNLIKE_CYCLES_MIN`` cycles or more; two ranks whose median cycle lengths are 1.5x apart
     or more and whose counts of cycles begun in the stretch both cover are 1.5x apart too, 4
-    cycles at least: their cycles are not the same steps (a public 2-GPU trace: 83 of 1.6 ms on
-    one rank, 34 of 8.0 ms on the other over the same stretch, the first cut at leading copies
-    the second does not run), so the cross-rank step, which takes the k-th cycle of each rank
+    cycles at least: their cycles are not the same steps (a public 2-GPU trace: 79 of 1.6 ms on
+    one rank, 33 of 8.3 ms on the other over the stretch both cover, the first cut at leading
+    copies the second does not run), so the cross-rank step, which takes the k-th cycle of each rank
     as one step where collectives do not say otherwise, compares unlike ones. Steps of one
     length on every rank (a capture begun later, a pause), or of unlike lengths as many times
     over the same stretch (a data-parallel rank's larger batch, a pipeline stage's shorter

@@ -868,8 +868,8 @@ def _align(views: list[RankView], start: np.ndarray, end: np.ndarray, part: np.n
 
 
 # A clock of another machine whose collectives' ends drift from the first rank's by more than
-# this over the capture (and by four times their scatter about the drift) is read with the drift
-# taken out at each collective; below it, one offset holds.
+# this over the capture (and by four times their scatter about the line, and six standard errors)
+# is read with the drift taken out at each collective; below it, one offset holds.
 DRIFT_MIN_NS = 2_000
 # ... fitted over this many collectives at least, both ranks' (a line through a few ends tells
 # nothing).
@@ -892,9 +892,8 @@ def _clock_drifts(views: list[RankView], alignment: list[RankAlignment], end: np
     rank's time, per machine (its ranks share one clock, ``_one_machines_clock``), on the one
     of its ranks that ran the most collectives with the first rank, ``DRIFT_MIN_COLLECTIVES``
     or more (sends and receives, ``in_order``, left out: their ends lie apart by the
-    transfer), and taken as drift
-    where the line moves over the capture more than ``DRIFT_MIN_NS``, four times the residuals'
-    scatter about it (median; that scatter within ``GROUP_END_TOLERANCE_NS``: ends that lie on
+    transfer), and taken as drift where the line moves over the capture more than
+    ``DRIFT_MIN_NS``, four times the residuals' scatter about it (median; that scatter within ``GROUP_END_TOLERANCE_NS``: ends that lie on
     no line are no one collective's) and ``DRIFT_SIGNIFICANCE`` standard errors of that move
     (a few collectives' jitter of a few us draws a slope by chance). Each rank of that machine
     gets the fit, those that met the first rank only through another rank too (a node's
