@@ -682,21 +682,27 @@ def _other_communicators(views: list[RankView], end: np.ndarray, part: np.ndarra
         if q is None or not _one_machines_clock(v, views[q]):
             continue
         both = counted[q] & counted[r]
-        d = end[r, both] + _clock_base(v, views[q])[0] - end[q, both]
-        # (by the signed median where that is off; else by the distance either way: a group that
-        # drifts past the other, from 400 us behind to 400 us ahead, reads +0 in the middle)
-        apart, distance = int(np.median(d)), int(np.median(np.abs(d)))
-        if abs(apart) > ONE_COLLECTIVE_END_SPREAD_NS:
-            how = f"end {apart / 1000:+.0f} us from rank {views[q].rank}'s on one machine's clock (median)"
-        elif distance > ONE_COLLECTIVE_END_SPREAD_NS:
-            how = (f"end {distance / 1000:.0f} us from rank {views[q].rank}'s, either way, on one machine's clock (median distance; "
-                   f"{apart / 1000:+.0f} us by the signed median: they drift past each other)")
-        else:
+        off = _ends_apart(end[r, both] + _clock_base(v, views[q])[0] - end[q, both])
+        if off is None:
             continue
+        apart, distance = off
+        how = (f"end {apart / 1000:+.0f} us from rank {views[q].rank}'s on one machine's clock (median)" if abs(apart) > ONE_COLLECTIVE_END_SPREAD_NS else
+               f"end {distance / 1000:.0f} us from rank {views[q].rank}'s, either way, on one machine's clock (median distance; "
+               f"{apart / 1000:+.0f} us by the signed median: they drift past each other)")
         out.append(f"rank {v.rank}'s collectives {how}, where one collective's kernels end together: they look like another communicator's (a tensor-parallel "
                    "group of another pipeline stage or data-parallel replica); ranks are matched as one group, so waits and "
                    "stragglers across the two groups do not hold")
     return out
+
+
+def _ends_apart(d: np.ndarray) -> tuple[int, int] | None:
+    """Whether matched collectives' kernels of two ranks on one machine's clock do not end
+    together (``d``: their ends' differences, ns): the signed median and the median distance
+    where either is over ``ONE_COLLECTIVE_END_SPREAD_NS`` (by the distance too: a group that
+    drifts past the other, from 400 us behind to 400 us ahead, reads +0 by the signed median),
+    None where they end together."""
+    apart, distance = int(np.median(d)), int(np.median(np.abs(d)))
+    return (apart, distance) if max(abs(apart), distance) > ONE_COLLECTIVE_END_SPREAD_NS else None
 
 
 def communicator_groups(views: list[RankView], comm: list[dict[str, np.ndarray]], p2p: np.ndarray) -> dict[int, list[list[int]]]:
@@ -1003,7 +1009,7 @@ def _aligned_on(v: RankView, ref: RankView, start: np.ndarray, end: np.ndarray, 
         return RankAlignment(v.rank, base, None, method), None
     resid = (end[use] + base) - ref_end[use]
     shift = int(np.median(resid))
-    if _one_machines_clock(v, ref) and max(abs(shift), int(np.median(np.abs(resid)))) > ONE_COLLECTIVE_END_SPREAD_NS:
+    if _one_machines_clock(v, ref) and _ends_apart(resid) is not None:
         # One machine's clock is exact (the 2-H200 samples' session clocks agree to 5 ns): its
         # matched collectives' ends lying that far off, one way or either way, are another
         # communicator's kernels matched as one group (said by ``_other_communicators``), which

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracerecon.analysis.cross_rank import comm_kernels, end_reference, ends_agree
+from tracerecon.analysis.intervals import covered_length
 from tracerecon.analysis.projection import I64_MIN, int64s, string_mask
 
 
@@ -407,7 +408,7 @@ def ranks_sharing_a_gpu(gpus: list[tuple[int, object | None]]) -> list[tuple[lis
 
 
 def gpu_time_beside_phases(phased_ops: pa.Table, phase_ranges: pa.Table, other_ops: pa.Table) -> tuple[int, int]:
-    """The GPU time (ns, ops' durations clipped to the span) within the span of a rank's phase
+    """The GPU time (ns, the time the ops' union covers) within the span of a rank's phase
     ranges (``phase_ranges``: its first start to its last end) of its own ops (``phased_ops``)
     and of another rank's (``other_ops``, a rank on the same GPU that has no phase range):
     (own, other's). A scheduler process that marks phases and makes a small copy a cycle beside
@@ -418,8 +419,7 @@ def gpu_time_beside_phases(phased_ops: pa.Table, phase_ranges: pa.Table, other_o
     lo, hi = int(pc.min(phase_ranges["start_ns"]).as_py()), int(pc.max(phase_ranges["end_ns"]).as_py())
 
     def within(ops: pa.Table) -> int:
-        start, end = int64s(ops["start_ns"]), int64s(ops["end_ns"])
-        return int(np.maximum(np.minimum(end, hi) - np.maximum(start, lo), 0).sum())
+        return int(covered_length(np.array([lo]), np.array([hi]), int64s(ops["start_ns"]), int64s(ops["end_ns"]))[0])
 
     return within(phased_ops), within(other_ops)
 
