@@ -162,6 +162,41 @@ def test_synchronous_copy_counts_as_a_wait(tmp_path):
     assert rank.phases["verdict"].to_pylist() == ["under", "over"]
 
 
+@pytest.mark.parametrize("api", ["cuMemcpy2D_v2", "cuMemcpyAtoH_v2", "cuMemcpyPeer", "cudaMemcpy2DFromArray_v3020", "cudaMemcpy3DPeer_v4000"])
+def test_a_synchronous_copy_of_arrays_peers_or_the_driver_counts_as_a_wait(tmp_path, api):
+    # GIVEN verify launches a 970 us kernel and returns at once; sample reads its result with a
+    # synchronous copy by another name than cudaMemcpy (2D, from an array, across peers, through
+    # the driver): the call returns at 1100 us, after the kernel's end (1000) and its copy
+    t = FakeTrace()
+    t.range("verify", 0, 100000)
+    k = t.call("cudaLaunchKernel", 10000, 20000)
+    t.kernel(k, 30000, 1000000)
+    t.range("sample", 110000, 1200000)
+    c = t.call(api, 120000, 1100000)
+    t.copy(c, 1000000, 1010000, kind=2)
+    rank = one_rank(t, tmp_path, PhaseConfig(phases=("verify", "sample")))
+    # THEN the copy is a CPU wait of 980 us for verify's kernel: verify's timer stopped 900 us
+    # before its work ended (under), sample's holds that wait (over)
+    (sync,) = rank.syncs.to_pylist()
+    assert sync["api"] == api.split("_v")[0] and sync["waited_for_phase"] == "verify" and sync["blocked_ns"] == 980000
+    assert rank.phases["verdict"].to_pylist() == ["under", "over"]
+
+
+def test_a_synchronous_copy_to_the_host_by_any_name_is_no_read_back_on_its_threads_stream():
+    # GIVEN four copies to the host: one asynchronous (cudaMemcpyAsync: it runs on the thread's
+    # current stream, a read-back that tells that stream) and three synchronous ones by the
+    # driver's and the array API's names (on the legacy default stream whatever stream is current)
+    import pyarrow as pa
+
+    from tracerecon.analysis.columns import read_backs, synchronous_copies
+
+    apis = ["cudaMemcpyAsync_v3020", "cuMemcpy2D_v2", "cuMemcpyAtoH_v2", "cudaMemcpy2DFromArray_v3020"]
+    ops = pa.table({"name": pa.array(["memcpy DtoH"] * 4).dictionary_encode(), "launch_api": pa.array(apis).dictionary_encode()})
+    # WHEN classified THEN only the asynchronous one is a read-back; the three are synchronous copies
+    assert read_backs(ops).tolist() == [True, False, False, False]
+    assert synchronous_copies(ops).tolist() == [False, True, True, True]
+
+
 def test_stream_wait_event_is_not_a_cpu_wait(tmp_path):
     t = FakeTrace()
     t.range("verify", 0, 100)

@@ -10,7 +10,7 @@ import pyarrow as pa
 from tracerecon.analysis.intervals import distinct_few
 from tracerecon.analysis.nccl import comm_mask
 from tracerecon.analysis.projection import I64_MIN, equals, int64s, process_correlation_keys, string_mask
-from tracerecon.analysis.syncs import base_api_name
+from tracerecon.analysis.syncs import SYNCHRONOUS_COPIES, SYNCHRONOUS_MEMSETS, base_api_name
 
 GRAPH_LAUNCH_APIS = ("cudaGraphLaunch", "cuGraphLaunch")
 # API calls that launch a kernel or a graph (runtime and driver, every version suffix); not a
@@ -247,13 +247,8 @@ def launches_lost(api_calls: pa.Table, gpu_ops: pa.Table, call: np.ndarray) -> n
     return lost.astype(np.int64)
 
 
-# Copies and memsets the CPU waits for, on the legacy default stream whatever stream the thread
-# works on (not cudaMemcpyAsync, which runs on the stream it is given even when it blocks).
-SYNCHRONOUS_COPY_APIS = frozenset({
-    "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol", "cudaMemcpyPeer",
-    "cudaMemset", "cudaMemset2D", "cudaMemset3D", "cuMemcpy", "cuMemcpyDtoH", "cuMemcpyHtoD", "cuMemcpyDtoD",
-    "cuMemsetD8", "cuMemsetD16", "cuMemsetD32",
-})
+# Copies and memsets made on the legacy default stream whatever stream the thread works on.
+SYNCHRONOUS_COPY_APIS = SYNCHRONOUS_COPIES | SYNCHRONOUS_MEMSETS
 
 
 def synchronous_copies(ops: pa.Table) -> np.ndarray:

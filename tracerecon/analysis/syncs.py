@@ -17,6 +17,20 @@ import pyarrow.compute as pc
 from tracerecon.analysis.intervals import explode_slices, segmented_union_lengths
 from tracerecon.analysis.projection import int64s, match_correlation, string_mask
 
+# Copies the CPU waits for, on the legacy default stream whatever stream the thread works on (not
+# cudaMemcpyAsync, which runs on the stream it is given even when it blocks): the runtime's and the
+# driver's, to and from arrays and peers too.
+SYNCHRONOUS_COPIES = frozenset({
+    "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpy3DPeer", "cudaMemcpyPeer", "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol",
+    "cudaMemcpyToArray", "cudaMemcpyFromArray", "cudaMemcpy2DToArray", "cudaMemcpy2DFromArray", "cudaMemcpyArrayToArray",
+    "cudaMemcpy2DArrayToArray",
+    "cuMemcpy", "cuMemcpyDtoH", "cuMemcpyHtoD", "cuMemcpyDtoD", "cuMemcpyPeer", "cuMemcpy2D", "cuMemcpy2DUnaligned", "cuMemcpy3D",
+    "cuMemcpy3DPeer", "cuMemcpyAtoH", "cuMemcpyHtoA", "cuMemcpyDtoA", "cuMemcpyAtoD", "cuMemcpyAtoA",
+})
+# Memsets made on the legacy default stream (synchronous with it; they need not block the CPU).
+SYNCHRONOUS_MEMSETS = frozenset({
+    "cudaMemset", "cudaMemset2D", "cudaMemset3D", "cuMemsetD8", "cuMemsetD16", "cuMemsetD32", "cuMemsetD2D8", "cuMemsetD2D16", "cuMemsetD2D32",
+})
 # API calls that block the calling CPU thread until GPU work completes (version suffix stripped).
 BLOCKING_APIS = frozenset(
     {
@@ -24,21 +38,11 @@ BLOCKING_APIS = frozenset(
         "cudaDeviceSynchronize",
         "cudaEventSynchronize",
         "cudaThreadSynchronize",
-        "cudaMemcpy",
-        "cudaMemcpy2D",
-        "cudaMemcpy3D",
-        "cudaMemcpyToSymbol",
-        "cudaMemcpyFromSymbol",
-        "cudaMemcpyPeer",
         "cuStreamSynchronize",
         "cuCtxSynchronize",
         "cuEventSynchronize",
-        "cuMemcpyDtoH",
-        "cuMemcpyHtoD",
-        "cuMemcpyDtoD",
-        "cuMemcpy",
     }
-)
+) | SYNCHRONOUS_COPIES
 # APIs that may get a CUPTI synchronization record but do not block the CPU: stream waits order
 # GPU work; queries poll and return at once (a record pointing at one must not turn a poll loop
 # of microsecond calls into waits). Decided by the call's name, not the record's syncType: nsys
