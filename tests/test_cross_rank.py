@@ -246,6 +246,52 @@ def test_one_rank_of_a_collective_run_read_alone_says_its_waits_are_unknown(tmp_
     assert not any("whose traces are not in the input" in w for w in both_gpus), both_gpus
 
 
+def _data_parallel_files(tmp_path, names: list[str], collectives: bool = True) -> list[str]:
+    """One machine's exports named ``names``, each one rank of a data-parallel run: 3 cycles of
+    draft (a gemm) and verify (an all-reduce of a token count, ending together on every rank;
+    with ``collectives`` False, a second gemm instead)."""
+    paths = []
+    for r, name in enumerate(names):
+        t = FakeTrace()
+        for k in range(3):
+            b = 1000 * k + 1000
+            t.cycle(k, b * U, (b + 300) * U, (b + 700) * U, pid=10 + r)
+            t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U, pid=10 + r), (b + 15) * U, (b + 200) * U, pid=10 + r, name="gemm")
+            t.kernel(t.call("cudaLaunchKernel", (b + 310) * U, (b + 312) * U, pid=10 + r), (b + 320 + 10 * r) * U, (b + 400) * U, pid=10 + r,
+                     name="ncclDevKernel_AllReduce_Sum_i32_RING_LL" if collectives else "gemm")
+        paths.append(str(t.write(tmp_path / f"{name}.sqlite")))
+        with sqlite3.connect(paths[-1]) as db:
+            db.executescript(f"create table TARGET_INFO_SESSION_START_TIME (utcEpochNs integer); insert into TARGET_INFO_SESSION_START_TIME values ({5 * 10**18});")
+    return paths
+
+
+@pytest.mark.parametrize("names,said", [
+    (["rank0", "rank1", "rank3"], "rank 2 not in the input (ranks 0, 1, 3 read, numbered by their files' names)"),
+    (["rank0", "rank3"], "ranks 1-2 not in the input (ranks 0, 3 read, numbered by their files' names)"),
+    (["rank4", "rank5", "rank7"], "ranks 0-3, 6 not in the input (ranks 4, 5, 7 read, numbered by their files' names)"),
+    (["rank0", "rank1", "rank2"], None),
+    (["gpu1", "gpu2", "gpu3"], None),  # counted from 1
+    (["trace", "other", "third"], None),  # numbered by file order: no gap to tell
+])
+def test_ranks_missing_between_those_named_are_said_where_collectives_ran(tmp_path, names, said):
+    # GIVEN a data-parallel run's exports, each rank's all-reduce of token counts, named by rank
+    # WHEN read together
+    run = analyze(_data_parallel_files(tmp_path, names), PhaseConfig(phases=("draft", "verify"), skip_cycles=0))
+    # THEN ranks whose numbers are missing among the names are said (their waits cannot be seen)
+    missing = [w for w in run.warnings if "not in the input (ranks " in w]
+    if said is None:
+        assert missing == [], run.warnings
+    else:
+        assert len(missing) == 1 and missing[0].startswith(said) and missing[0].endswith("give every rank's trace of the run together"), run.warnings
+
+
+def test_ranks_missing_without_collectives_are_not_said(tmp_path):
+    # GIVEN ranks 0 and 2 of a run whose ranks ran no collective (each its own engine)
+    run = analyze(_data_parallel_files(tmp_path, ["rank0", "rank2"], collectives=False), PhaseConfig(phases=("draft", "verify"), skip_cycles=0))
+    # THEN no rank's numbers say anything of another's (nothing waited for rank 1)
+    assert not any("not in the input (ranks " in w for w in run.warnings), run.warnings
+
+
 def _waits_and_gating(traces: list, tmp_path) -> tuple[list, list]:
     """Two ranks' traces written as exports of one machine (a GPU in common, one session start)
     and read with draft and verify: rank 0's (cycle, phase, wait us) where it waited, and each

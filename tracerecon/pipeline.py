@@ -1090,6 +1090,36 @@ def _peers_missing(source, cross, gpu_ops) -> list[str]:
             f"no phase's cause is comm_wait): give every rank's trace of the run together{beside}"]
 
 
+def _ranks_missing(sources, cross) -> list[str]:
+    """A warning where every rank's number was told by its file's name or its own rank mark,
+    numbers between the lowest and the highest are missing (or below the lowest, where it is 2
+    or more), and the ranks read ran collectives: the missing ranks' traces are not in the input
+    (an export failed, a file was left out), so where the ranks read ran collectives with them,
+    a collective's last arrival is the last of those read: time waited for the missing ranks
+    reads as none and a straggler among them is named nowhere. Ranks numbered by file order or
+    by their processes have no gaps to tell."""
+    if any(s.how not in ("file name", "nvtx mark") for s in sources):
+        return []
+    if not any((c := cross.comm_of(s.rank)) is not None and c.n_collectives for s in sources):
+        return []
+    have = {s.rank for s in sources}
+    # (Names counted from 1, gpu1 .. gpu8, leave out only 0: not said. A first rank of 2 or more,
+    # rank4 .. rank7, is one machine of several.)
+    missing = sorted(set(range(0 if min(have) > 1 else min(have), max(have) + 1)) - have)
+    if not missing:
+        return []
+    spans, first = [], missing[0]
+    for a, b in zip(missing, missing[1:] + [None]):
+        if b != a + 1:
+            spans.append(str(first) if first == a else f"{first}-{a}")
+            first = b
+    told = " and ".join(sorted({"their files' names" if s.how == "file name" else "their rank marks" for s in sources}))
+    them = "them" if len(missing) > 1 else "it"
+    return [f"rank{'s' if len(missing) > 1 else ''} {', '.join(spans)} not in the input (ranks {', '.join(map(str, sorted(have)))} read, "
+            f"numbered by {told}): where the ranks read ran collectives with {them}, a collective's last arrival is the last of the ranks "
+            f"read, so time waited for {them} reads as none and a straggler there is not named; give every rank's trace of the run together"]
+
+
 def _work_beside_phases(bare_source, bare_info, bare, work: list) -> list[str]:
     """Where a rank with no phase range (``bare``) ran on the same GPU (``_gpu_key``, known) as
     a rank of the same file that has phases, and within those phases' span ran over
@@ -1282,6 +1312,8 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
     warnings.extend(cross.warnings)
     if len(work) == 1:
         warnings.extend(_peers_missing(work[0][0], cross, work[0][2].gpu_ops))
+    else:
+        warnings.extend(_ranks_missing([s for s, _, _ in work], cross))
     ranks = []
     for s, info, w in work:
         comm = cross.comm_of(s.rank)
