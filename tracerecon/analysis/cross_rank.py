@@ -664,6 +664,11 @@ PAIRED_MIN_WITHIN_NS = 1_000
 # every rank (the 2-H200 NCCL samples: the session clocks and the matched ends agree to 5 ns);
 # a send and its receive do not (22 us apart in a public 2-H100 trace), so they are not looked at.
 ONE_COLLECTIVE_END_SPREAD_NS = 50_000
+# How far matching collectives may move one machine's session clock: its error (the 2-H200
+# samples' refinements moved it 5, 53, 91 and 641 ns). Another communicator's kernels matched as
+# one group (a data-parallel attention pair 12 us behind the other, held in step by a world
+# all-to-all) would move it by their distance, claiming +-0.
+ONE_MACHINE_CLOCK_ERROR_NS = 2_000
 
 
 def _other_communicators(views: list[RankView], end: np.ndarray, part: np.ndarray, in_order: np.ndarray) -> list[str]:
@@ -1009,12 +1014,13 @@ def _aligned_on(v: RankView, ref: RankView, start: np.ndarray, end: np.ndarray, 
         return RankAlignment(v.rank, base, None, method), None
     resid = (end[use] + base) - ref_end[use]
     shift = int(np.median(resid))
-    if _one_machines_clock(v, ref) and _ends_apart(resid) is not None:
+    if _one_machines_clock(v, ref) and (abs(shift) > ONE_MACHINE_CLOCK_ERROR_NS or _ends_apart(resid) is not None):
         # One machine's clock is exact (the 2-H200 samples' session clocks agree to 5 ns): its
-        # matched collectives' ends lying that far off, one way or either way, are another
-        # communicator's kernels matched as one group (said by ``_other_communicators``), which
-        # would move an exact clock by their distance (a pair 300 us behind the other read
-        # -286 us, +-0; one drifting past it by up to 50 us): the base is kept, unrefined.
+        # matched collectives' ends lying further off than its error, one way or either way,
+        # are another communicator's kernels matched as one group (said by
+        # ``_other_communicators`` past 50 us), which would move an exact clock by their
+        # distance (a pair 300 us behind the other read -286 us, +-0; one 12 us behind, -12 us,
+        # +-0; one drifting past it by up to 50 us): the base is kept, unrefined.
         return RankAlignment(v.rank, base, None, method), None
     left = resid - shift
     mad = int(np.median(np.abs(left - np.median(left)))) if len(left) > 1 else None
