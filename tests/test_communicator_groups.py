@@ -666,20 +666,3 @@ def test_a_pair_drifting_past_the_other_is_said_to_end_apart(tmp_path):
     assert {x.rank: (x.offset_ns, x.method) for x in a.cross.alignment if x.rank >= 2} == {2: (14000, "session start"), 3: (21000, "session start")}
     drifting = load(two_pairs_on_one_machine(tmp_path / "b", lambda c: int(-440 + 800 * c / 7)), PhaseConfig(phases=("forward",), skip_cycles=0))
     assert {x.rank: x.offset_ns for x in drifting.cross.alignment} == {0: 0, 1: 7000, 2: 14000, 3: 21000}
-
-
-def test_a_pair_beginning_within_the_other_pairs_all_reduce_is_not_waited_for_by_it(tmp_path):
-    from tracerecon.analysis.config import PhaseConfig
-    from tracerecon.api import load
-
-    # GIVEN pair {2, 3} always 8 us behind pair {0, 1} (a data-parallel attention pair whose
-    # attention runs longer), its all-reduces beginning 8 us into the other pair's 10-us ones:
-    # matched as one group (too near to tell apart), their ends 8 us apart every time
-    a = load(two_pairs_on_one_machine(tmp_path, lambda c: 8), PhaseConfig(phases=("forward",), skip_cycles=0))
-    # THEN no rank waits at an all-reduce (each pair's ranks arrive together: the gemms end at
-    # once), where each rank of pair {0, 1} had been charged the 8 us until pair {2, 3} began
-    rows = a.cross.collectives.to_pylist()
-    assert len(rows) == 4 * 32 and {r["wait_ns"] for r in rows} == {0}
-    # AND it is said, naming the two sets of ranks and the 8 us
-    (said,) = [w for w in a.warnings if "end these kernels apart" in w]
-    assert said.startswith(f"{AR}: on one machine's clock, ranks 0, 1 and ranks 2, 3 end these kernels apart (8 us in the median at the least"), said

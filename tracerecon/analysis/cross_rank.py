@@ -23,7 +23,6 @@ at most its kernel's duration); the rest of the kernel is communication.
 from __future__ import annotations
 
 import functools
-import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
@@ -318,9 +317,7 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
     last_pos = (n_ranks - 1 - np.argmax(arrived[::-1], axis=0)) if m else np.zeros(0, np.int64)
     rank_ids = np.array([v.rank for v in views], dtype=np.int64)
     one_clock = np.array([[_one_machines_clock(v, q) for q in views] for v in views], dtype=bool)
-    apart, apart_said = _ending_apart_by_name(views, aligned, aligned_end, part, keys >> 40, names, one_clock)
-    warnings += apart_said
-    wait = rank_waits(aligned, aligned_end, part, last, in_order, one_clock, apart)
+    wait = rank_waits(aligned, aligned_end, part, last, in_order, one_clock)
 
     per_rank_wait, cycle = [], np.full((n_ranks, m), -1, dtype=np.int64)
     for r, v in enumerate(views):
@@ -363,7 +360,7 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
 
 
 def rank_waits(began: np.ndarray, ended: np.ndarray, part: np.ndarray, last: np.ndarray, in_order: np.ndarray | None = None,
-               one_clock: np.ndarray | None = None, apart: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+               one_clock: np.ndarray | None = None) -> np.ndarray:
     """Each rank's wait at each matched collective (ranks x collectives: aligned ``began`` and
     ``ended`` of its kernel, ``part``: it took part, ``last``: the last arrival): from its
     kernel's start until the last arrival began, at most its kernel's length; 0 where it took
@@ -378,20 +375,10 @@ def rank_waits(began: np.ndarray, ended: np.ndarray, part: np.ndarray, last: np.
     other pair's lateness (a review's shape: 15 us at each all-reduce, 75 us where events read
     60); a broadcast's root or a reduce's senders, which may end first, wait for nobody that came
     after. Across machines, clocks aligned by collectives may be off by more than the tolerance
-    (a drift of 10 ppm over a capture): the wait runs to the last arrival there, as before.
-    Nor does a rank wait, at an all-reduce, all-gather or reduce-scatter, for a rank whose
-    kernels of that name end apart from its own (``apart``: ``_ending_apart_by_name``'s
-    matrices, ranks x ranks, and each collective's among them): another communicator's, matched
-    as one group (a pair beginning within the other pair's kernel)."""
+    (a drift of 10 ppm over a capture): the wait runs to the last arrival there, as before."""
     wait = np.where(part, np.minimum(np.maximum(last[None, :] - began, 0), ended - began), 0)
     first_end = np.where(part, ended, np.iinfo(np.int64).max).min(axis=0) if part.size else np.zeros(0, np.int64)
     odd = first_end + APART_AT_TIMES_NS < last
-    held_apart = apart is not None and apart[0].any()
-    if held_apart:
-        mats, which = apart
-        for k in range(1, len(mats)):  # (collectives where two ranks of those that ran it end apart)
-            cols = np.flatnonzero(which == k)
-            odd[cols] |= (part[:, cols] & ((mats[k].astype(np.int64) @ part[:, cols].astype(np.int64)) > 0)).any(axis=0)
     if in_order is not None:
         odd &= ~in_order
     odd = np.flatnonzero(odd)
@@ -403,89 +390,10 @@ def rank_waits(began: np.ndarray, ended: np.ndarray, part: np.ndarray, last: np.
         cols = odd[at:at + block]
         b = np.where(part[:, cols], began[:, cols], I64_MIN)
         e = ended[:, cols]
-        waited_for = b[None, :, :] <= e[:, None, :] + APART_AT_TIMES_NS
-        if held_apart:
-            waited_for &= ~np.moveaxis(mats[which[cols]], 0, 2)
-        waited_for |= ~same[:, :, None]
+        waited_for = (b[None, :, :] <= e[:, None, :] + APART_AT_TIMES_NS) | ~same[:, :, None]
         mine = np.where(waited_for, b[None, :, :], I64_MIN).max(axis=1)
         wait[:, cols] = np.where(part[:, cols], np.minimum(np.maximum(mine - began[:, cols], 0), e - began[:, cols]), 0)
     return wait
-
-
-# All-reduces, all-gathers and reduce-scatters: every rank's kernel ends after every rank's began,
-# and on one machine's clock within a few us of the others' (``ending_apart``).
-SYMMETRIC_COLLECTIVE = re.compile(r"AllReduce|AllGather|ReduceScatter", re.I)
-# Ranks on one machine's clock whose kernels of such collectives end further apart than this (or
-# than a quarter of the kernel), in the median over those both ran, are not of one communicator:
-# one collective's end within 3.1 us of each other on the 2-H200 samples (0.5 us in the median).
-HELD_APART_NS = 4_000
-
-
-def _ending_apart_by_name(views: list[RankView], began: np.ndarray, ended: np.ndarray, part: np.ndarray, code: np.ndarray, names: list[str],
-                          one_clock: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray], list[str]]:
-    """Per name of all-reduce, all-gather or reduce-scatter kernels (``code`` of each collective,
-    columns of the ranks x collectives ``began``, ``ended``, ``part``), ``ending_apart`` of its
-    collectives: (matrices, ranks x ranks, the first all False; each collective's among them),
-    and a line per name where some are (per name: two pairs held in step by a world all-gather
-    are one communicator for that and two for their all-reduce)."""
-    n = part.shape[0]
-    mats, which, said = [np.zeros((n, n), dtype=bool)], np.zeros(len(code), dtype=np.int64), []
-    for k in np.unique(code).tolist():
-        if not SYMMETRIC_COLLECTIVE.search(names[k]):
-            continue
-        cols = np.flatnonzero(code == k)
-        mat, distance = ending_apart(began[:, cols], ended[:, cols], part[:, cols], one_clock)
-        if not mat.any():
-            continue
-        which[cols] = len(mats)
-        mats.append(mat)
-        # The ranks that end together, class by class (each joins the first whose first rank it
-        # ends with), those with no partner on their clock left out.
-        classes: list[list[int]] = []
-        for r in np.flatnonzero(mat.any(axis=1)).tolist():
-            for c in classes:
-                if not mat[c[0], r]:
-                    c.append(r)
-                    break
-            else:
-                classes.append([r])
-        least = int(distance[mat].min())
-        said.append(f"{names[k]}: on one machine's clock, " + " and ".join(f"ranks {', '.join(str(views[i].rank) for i in c)}" for c in classes)
-                    + f" end these kernels apart ({least / 1000:.0f} us in the median at the least, where one collective's kernels end within a few us): "
-                    "another communicator's, held in step with it, matched as one group; a rank's wait at them counts only the ranks "
-                    "that end with it")
-    return (np.stack(mats), which), said
-
-
-def ending_apart(began: np.ndarray, ended: np.ndarray, part: np.ndarray, one_clock: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """ranks x ranks: the pairs on one machine's clock (``one_clock``) whose kernels of the
-    collectives both ran (``part``: ranks x collectives of one name; ``began``, ``ended``:
-    aligned) end, in the median, over ``HELD_APART_NS`` or a quarter of the shorter median
-    kernel apart, of ``PAIRED_MIN_KERNELS`` or more, seen so from both ranks: another
-    communicator's kernels of the name, matched as one group where the groups could not be told
-    apart (two data-parallel attention pairs held in step, one 8 us behind the other); and that
-    median distance (-1: not compared). The median of at most 2,001 of them, evenly spread over
-    those the first rank ran."""
-    n = part.shape[0]
-    out, distance = np.zeros((n, n), dtype=bool), np.full((n, n), -1, dtype=np.int64)
-    if n < 2 or not part.any():
-        return out, distance
-    length = ended - began
-    for r in range(n):
-        cols = np.flatnonzero(part[r])
-        if len(cols) < PAIRED_MIN_KERNELS or not (one_clock[r] & (np.arange(n) != r)).any():
-            continue
-        if len(cols) > 2001:
-            cols = cols[np.linspace(0, len(cols) - 1, 2001).astype(np.int64)]
-        both = part[:, cols]
-        for q in np.flatnonzero(one_clock[r] & (both.sum(axis=1) >= PAIRED_MIN_KERNELS)).tolist():
-            if q == r:
-                continue
-            at = cols[both[q]]
-            tol = max(HELD_APART_NS, int(min(np.median(length[r, at]), np.median(length[q, at]))) // 4)
-            distance[r, q] = int(np.median(np.abs(ended[q, at] - ended[r, at])))
-            out[r, q] = distance[r, q] > tol
-    return out & out.T, distance
 
 
 def _cycles_of_phases(v: RankView, phase: np.ndarray) -> np.ndarray:
