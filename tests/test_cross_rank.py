@@ -268,9 +268,11 @@ def _data_parallel_files(tmp_path, names: list[str], collectives: bool = True) -
 @pytest.mark.parametrize("names,said", [
     (["rank0", "rank1", "rank3"], "rank 2 not in the input (ranks 0, 1, 3 read, numbered by their files' names)"),
     (["rank0", "rank3"], "ranks 1-2 not in the input (ranks 0, 3 read, numbered by their files' names)"),
-    (["rank4", "rank5", "rank7"], "ranks 0-3, 6 not in the input (ranks 4, 5, 7 read, numbered by their files' names)"),
+    (["rank4", "rank5", "rank7"], "rank 6 not in the input (ranks 4, 5, 7 read, numbered by their files' names)"),
     (["rank0", "rank1", "rank2"], None),
     (["gpu1", "gpu2", "gpu3"], None),  # counted from 1
+    (["trace_2", "trace_3", "trace_4"], None),  # from 1 or from 0: below the lowest is not said
+    (["iter_100", "iter_200", "iter_300"], None),  # more missing than read: no ranks
     (["trace", "other", "third"], None),  # numbered by file order: no gap to tell
 ])
 def test_ranks_missing_between_those_named_are_said_where_collectives_ran(tmp_path, names, said):

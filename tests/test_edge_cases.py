@@ -162,10 +162,10 @@ def test_synchronous_copy_counts_as_a_wait(tmp_path):
     assert rank.phases["verdict"].to_pylist() == ["under", "over"]
 
 
-@pytest.mark.parametrize("api", ["cuMemcpy2D_v2", "cuMemcpyAtoH_v2", "cuMemcpyPeer", "cudaMemcpy2DFromArray_v3020", "cudaMemcpy3DPeer_v4000"])
+@pytest.mark.parametrize("api", ["cuMemcpy2D_v2", "cuMemcpyAtoH_v2", "cuMemcpy3D_v2", "cudaMemcpy2DFromArray_v3020", "cudaMemcpyFromArray_v3020"])
 def test_a_synchronous_copy_of_arrays_peers_or_the_driver_counts_as_a_wait(tmp_path, api):
     # GIVEN verify launches a 970 us kernel and returns at once; sample reads its result with a
-    # synchronous copy by another name than cudaMemcpy (2D, from an array, across peers, through
+    # synchronous copy by another name than cudaMemcpy (2D or 3D, from an array, through
     # the driver): the call returns at 1100 us, after the kernel's end (1000) and its copy
     t = FakeTrace()
     t.range("verify", 0, 100000)

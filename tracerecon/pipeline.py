@@ -1092,21 +1092,21 @@ def _peers_missing(source, cross, gpu_ops) -> list[str]:
 
 def _ranks_missing(sources, cross) -> list[str]:
     """A warning where every rank's number was told by its file's name or its own rank mark,
-    numbers between the lowest and the highest are missing (or below the lowest, where it is 2
-    or more), and the ranks read ran collectives: the missing ranks' traces are not in the input
-    (an export failed, a file was left out), so where the ranks read ran collectives with them,
-    a collective's last arrival is the last of those read: time waited for the missing ranks
-    reads as none and a straggler among them is named nowhere. Ranks numbered by file order or
-    by their processes have no gaps to tell."""
+    numbers between the lowest and the highest are missing (no more of them than ranks read:
+    ``iter_100``, ``iter_200`` number no ranks), and the ranks read ran collectives: the missing
+    ranks' traces are not in the input (an export failed, a file was left out), so where the
+    ranks read ran collectives with them, a collective's last arrival is the last of those read:
+    time waited for the missing ranks reads as none and a straggler among them is named nowhere.
+    Not below the lowest: names may count from 1 (``trace_1``), or from the first GPU a run was
+    given (``gpu_4`` .. ``gpu_7``). Ranks numbered by file order or by their processes have no
+    gaps to tell."""
     if any(s.how not in ("file name", "nvtx mark") for s in sources):
         return []
     if not any((c := cross.comm_of(s.rank)) is not None and c.n_collectives for s in sources):
         return []
     have = {s.rank for s in sources}
-    # (Names counted from 1, gpu1 .. gpu8, leave out only 0: not said. A first rank of 2 or more,
-    # rank4 .. rank7, is one machine of several.)
-    missing = sorted(set(range(0 if min(have) > 1 else min(have), max(have) + 1)) - have)
-    if not missing:
+    missing = sorted(set(range(min(have), max(have) + 1)) - have)
+    if not missing or len(missing) > len(have):
         return []
     spans, first = [], missing[0]
     for a, b in zip(missing, missing[1:] + [None]):
@@ -1312,7 +1312,7 @@ def _analyze_results(files: list[Path], config: PhaseConfig, say: Progress, resu
     warnings.extend(cross.warnings)
     if len(work) == 1:
         warnings.extend(_peers_missing(work[0][0], cross, work[0][2].gpu_ops))
-    else:
+    elif not listed_by_one_run(files):  # (a run folder says which of its exports failed)
         warnings.extend(_ranks_missing([s for s, _, _ in work], cross))
     ranks = []
     for s, info, w in work:

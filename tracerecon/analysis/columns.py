@@ -10,7 +10,7 @@ import pyarrow as pa
 from tracerecon.analysis.intervals import distinct_few
 from tracerecon.analysis.nccl import comm_mask
 from tracerecon.analysis.projection import I64_MIN, equals, int64s, process_correlation_keys, string_mask
-from tracerecon.analysis.syncs import SYNCHRONOUS_COPIES, SYNCHRONOUS_MEMSETS, base_api_name
+from tracerecon.analysis.syncs import SYNCHRONOUS_COPIES, LEGACY_STREAM_WITHOUT_WAIT, base_api_name
 
 GRAPH_LAUNCH_APIS = ("cudaGraphLaunch", "cuGraphLaunch")
 # API calls that launch a kernel or a graph (runtime and driver, every version suffix); not a
@@ -248,7 +248,7 @@ def launches_lost(api_calls: pa.Table, gpu_ops: pa.Table, call: np.ndarray) -> n
 
 
 # Copies and memsets made on the legacy default stream whatever stream the thread works on.
-SYNCHRONOUS_COPY_APIS = SYNCHRONOUS_COPIES | SYNCHRONOUS_MEMSETS
+SYNCHRONOUS_COPY_APIS = SYNCHRONOUS_COPIES | LEGACY_STREAM_WITHOUT_WAIT
 
 
 def synchronous_copies(ops: pa.Table) -> np.ndarray:

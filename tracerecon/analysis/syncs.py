@@ -19,16 +19,17 @@ from tracerecon.analysis.projection import int64s, match_correlation, string_mas
 
 # Copies the CPU waits for, on the legacy default stream whatever stream the thread works on (not
 # cudaMemcpyAsync, which runs on the stream it is given even when it blocks): the runtime's and the
-# driver's, to and from arrays and peers too.
+# driver's, to and from arrays too (cudaMemcpyPeer and cuMemcpyDtoD, device to device, as before).
 SYNCHRONOUS_COPIES = frozenset({
-    "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpy3DPeer", "cudaMemcpyPeer", "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol",
-    "cudaMemcpyToArray", "cudaMemcpyFromArray", "cudaMemcpy2DToArray", "cudaMemcpy2DFromArray", "cudaMemcpyArrayToArray",
-    "cudaMemcpy2DArrayToArray",
-    "cuMemcpy", "cuMemcpyDtoH", "cuMemcpyHtoD", "cuMemcpyDtoD", "cuMemcpyPeer", "cuMemcpy2D", "cuMemcpy2DUnaligned", "cuMemcpy3D",
-    "cuMemcpy3DPeer", "cuMemcpyAtoH", "cuMemcpyHtoA", "cuMemcpyDtoA", "cuMemcpyAtoD", "cuMemcpyAtoA",
+    "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyPeer", "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol",
+    "cudaMemcpyToArray", "cudaMemcpyFromArray", "cudaMemcpy2DToArray", "cudaMemcpy2DFromArray",
+    "cuMemcpy", "cuMemcpyDtoH", "cuMemcpyHtoD", "cuMemcpyDtoD", "cuMemcpy2D", "cuMemcpy2DUnaligned", "cuMemcpy3D",
+    "cuMemcpyAtoH", "cuMemcpyHtoA", "cuMemcpyDtoA", "cuMemcpyAtoD",
 })
-# Memsets made on the legacy default stream (synchronous with it; they need not block the CPU).
-SYNCHRONOUS_MEMSETS = frozenset({
+# Copies and memsets made on the legacy default stream that need not block the CPU (device to
+# device, which CUDA returns from at once; memsets, synchronous with that stream only).
+LEGACY_STREAM_WITHOUT_WAIT = frozenset({
+    "cudaMemcpy3DPeer", "cudaMemcpyArrayToArray", "cudaMemcpy2DArrayToArray", "cuMemcpyPeer", "cuMemcpy3DPeer", "cuMemcpyAtoA",
     "cudaMemset", "cudaMemset2D", "cudaMemset3D", "cuMemsetD8", "cuMemsetD16", "cuMemsetD32", "cuMemsetD2D8", "cuMemsetD2D16", "cuMemsetD2D32",
 })
 # API calls that block the calling CPU thread until GPU work completes (version suffix stripped).
