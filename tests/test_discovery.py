@@ -6,15 +6,21 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import sqlite3
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import PUBLIC, run_cli
+from nsys_factory import FakeTrace
 
 from tracerecon.analysis.summary import phase_candidates
+
+U = 1000
 
 PUBLIC_TRACES = sorted(PUBLIC.rglob("*.sqlite")) if PUBLIC.is_dir() else []
 
@@ -185,3 +191,30 @@ def test_ranges_says_nothing_of_work_queued_outside_the_default_phases():
     res = run_cli("ranges", trace, "--no-cache")
     assert res.returncode == 0 and "GPU work was queued" not in res.stderr, res.stderr
     assert "gpu_model_runner: sample" in res.stdout and "gpu_model_runner: preprocess" in res.stdout
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab_.1é ,=:(-\t")), max_size=24))
+def test_a_trailing_key_is_taken_off_a_name_as_the_pattern_it_replaced_took_it(name):
+    # GIVEN any short name of letters, digits, dots, blanks, commas and "="
+    # WHEN its trailing "key =" is taken off THEN the result is what the anchored regex it
+    # replaced gave (the regex, tried from every position, took minutes on a long name)
+    from tracerecon.analysis.summary import _without_trailing_key
+
+    assert _without_trailing_key(name) == re.sub(r",?\s*[\w.]+\s*=\s*$", "", name)
+
+
+def test_a_range_name_of_a_million_characters_is_reported(tmp_path):
+    # GIVEN a phase range of one cycle whose name is a million characters long (shapes or JSON put
+    # in a name; a fuzzing review's: report, ranges, export and diff ran for minutes, for hours at
+    # 1 MB, in the hint naming it)
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.cycle(c, b * U, (b + 300) * U, (b + 700) * U, names=("draft" + ("_" + "x" * 1_000_000 if c == 1 else ""), "verify"))
+        t.kernel(t.call("cudaLaunchKernel", (b + 10) * U, (b + 12) * U), (b + 15) * U, (b + 200) * U)
+    path = t.write(tmp_path / "t.sqlite")
+    # WHEN its ranges are listed and it is reported THEN both end (exit 0), each well within two
+    # minutes (a run past them fails the test rather than hanging the suite)
+    assert run_cli("ranges", str(path), timeout=120).returncode == 0
+    assert run_cli("report", "--json", str(path), timeout=120).returncode == 0

@@ -465,11 +465,10 @@ def _sole_name(members: list["RangeSummary"]) -> str | None:
 def _phase_value(shape: str, sole: str | None) -> str:
     """The ``--phase`` value naming one family of range names (names of ``shape``, numbers
     aside): the pattern that takes them all, or, for a family of one name (``sole``), that name."""
-    label = shape.split(_HOLE)[0]
-    label = re.sub(r",?\s*[\w.]+\s*=\s*$", "", label)  # "aten::mm, op_id = " -> "aten::mm"
+    label = _without_trailing_key(shape.split(_HOLE)[0])  # "aten::mm, op_id = " -> "aten::mm"
     if label.count("(") > label.count(")"):  # "FSDP::pre_forward (encoder.block." -> "FSDP::pre_forward"
         label = label[: label.rfind("(")]
-    label = re.sub(r"[\s,:;#(.-]+$", "", label).replace("=", "").strip() or "phase"
+    label = _rstrip_where(label, lambda c: c.isspace() or c in ",:;#(.-").replace("=", "").strip() or "phase"
     if sole is None:
         return f"{label}=re:^" + r"\d+".join("".join(" " if c == " " else _pattern_char(c) for c in part) for part in shape.split(_HOLE)) + "$"
     name = sole
@@ -480,6 +479,29 @@ def _phase_value(shape: str, sole: str | None) -> str:
         typable = re.sub(r"[^\w:.\-]+", "_", name).strip("_") or "phase"
         return f"{typable}=re:^" + "".join(_pattern_char(c) for c in name) + "$"
     return f"{label}={name}" if "=" in name else name  # a name with "=" would read as LABEL=PATTERN
+
+
+def _without_trailing_key(label: str) -> str:
+    """``label`` less a trailing ``key =`` and the comma and blanks before it (``aten::mm,
+    op_id = `` -> ``aten::mm``), where it ends so. Walked back from the end: a regex anchored
+    at the end is tried from every position, and a 150,000-character range name took minutes."""
+    t = label.rstrip()
+    if not t.endswith("="):
+        return label
+    key = t[:-1].rstrip()
+    stem = _rstrip_where(key, lambda c: c.isalnum() or c in "_.")
+    if len(stem) == len(key):  # ("=" with no key before it)
+        return label
+    stem = stem.rstrip()
+    return stem[:-1] if stem.endswith(",") else stem
+
+
+def _rstrip_where(text: str, strip) -> str:
+    """``text`` less its trailing characters for which ``strip`` holds (linear in their number)."""
+    j = len(text)
+    while j and strip(text[j - 1]):
+        j -= 1
+    return text[:j]
 
 
 _UNTYPABLE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
