@@ -61,6 +61,27 @@ def test_scrub_removes_what_leaks(tmp_path):
     assert hashlib.sha256(src.read_bytes()).hexdigest() == before  # input untouched
 
 
+def test_names_that_differ_only_in_bytes_that_are_not_utf8_stay_apart(tmp_path):
+    # GIVEN a real export whose draft ranges are named b"ph\xfe" and verify ranges b"ph\xff"
+    # (bytes that are not UTF-8; a fuzzing review's)
+    src = tmp_path / "bytes.sqlite"
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", src)
+    con = sqlite3.connect(src)
+    con.execute("update NVTX_EVENTS set text = cast(X'7068fe' as text) where text = 'draft'")
+    con.execute("update NVTX_EVENTS set text = cast(X'7068ff' as text) where text = 'verify'")
+    con.commit()
+    con.close()
+    # WHEN scrubbed
+    out = tmp_path / "out.sqlite"
+    assert run_cli("scrub", str(src), "-o", str(out)).returncode == 0
+    # THEN the copy holds the same bytes in those names, and its ranges read as the original's
+    # (read as replacement characters, the two had become one name of 48 ranges)
+    names = {r[0] for r in sqlite3.connect(out).execute("select distinct cast(text as blob) from NVTX_EVENTS")}
+    assert sorted(n for n in names if n and n.startswith(b"ph")) == [b"ph\xfe", b"ph\xff"]
+    a, b = (json.loads(run_cli("ranges", str(p), "--json").stdout) for p in (src, out))
+    assert a["ranks"][0]["ranges"] == b["ranks"][0]["ranges"]
+
+
 def test_scrub_keeps_the_analysis_identical(tmp_path):
     out = tmp_path / "s.sqlite"
     assert run_cli("scrub", str(H200 / "eagle_launch_2proc.sqlite"), "-o", str(out)).returncode == 0

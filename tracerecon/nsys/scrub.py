@@ -424,7 +424,7 @@ def _scrub_in_place(path: Path) -> ScrubSummary:
     conn.text_factory = lambda b: b.decode("utf-8", "replace")  # non-UTF-8 text is scrubbed too
     tables = db.table_names()
     hosts = hosts_named_in(conn, tables)
-    conn.create_function("tr_scrub", 1, _noting_interrupts(lambda v: scrub_text(v, hosts)), deterministic=True)
+    conn.create_function("tr_scrub", 1, _noting_interrupts(lambda v: _scrubbed_as_stored(v, hosts)), deterministic=True)
     conn.create_function("tr_scrub_bytes", 1, _noting_interrupts(scrub_secrets_in_bytes), deterministic=True)
     # The program's own stdout / stderr: nsys keeps it as strings that ProcessStreams (2022) or
     # ANALYSIS_FILE (2025: pid_N_stdout.log, pid_N_stderr.log) points at, or as ANALYSIS_FILE's
@@ -458,8 +458,8 @@ def _scrub_in_place(path: Path) -> ScrubSummary:
         for col in (c.name for c in table.columns):  # every column: nsys's declared types are not a promise
             cur = conn.execute(
                 # as a blob: SQLite hands text that is not UTF-8 to Python only as bytes
-                f'update "{table.name}" set "{col}" = tr_scrub(cast("{col}" as blob)) '
-                f'where typeof("{col}") = \'text\' and cast("{col}" as blob) is not cast(tr_scrub(cast("{col}" as blob)) as blob)'
+                f'update "{table.name}" set "{col}" = cast(tr_scrub(cast("{col}" as blob)) as text) '
+                f'where typeof("{col}") = \'text\' and cast("{col}" as blob) is not tr_scrub(cast("{col}" as blob))'
             )
             changed += cur.rowcount if cur.rowcount > 0 else 0
             cur = conn.execute(
@@ -471,6 +471,14 @@ def _scrub_in_place(path: Path) -> ScrubSummary:
     conn.execute("vacuum")
     conn.close()
     return ScrubSummary(str(path), tuple(dropped), removed, changed, renamed)
+
+
+def _scrubbed_as_stored(value: bytes, hosts: tuple[str, ...]) -> bytes:
+    """A text value's bytes as SQLite stores them, scrubbed (``scrub_text``), as bytes: bytes
+    that are not UTF-8 kept as they were (read and written back with ``surrogateescape``), so
+    that names differing only in them stay apart (read with replacement characters, ``ph\\xfe``
+    and ``ph\\xff`` had become one range name, their phases merged, unsaid)."""
+    return scrub_text(value.decode("utf-8", "surrogateescape"), hosts).encode("utf-8", "surrogateescape")
 
 
 def _renamed_ranges(conn, tables: list[str], hosts: tuple[str, ...]) -> tuple[str, ...]:
