@@ -82,6 +82,38 @@ def test_names_that_differ_only_in_bytes_that_are_not_utf8_stay_apart(tmp_path):
     assert a["ranks"][0]["ranges"] == b["ranks"][0]["ranges"]
 
 
+def test_a_host_name_or_a_capture_entry_not_utf8_is_scrubbed_and_a_utf16_database_refused(tmp_path):
+    # GIVEN a real export whose export host is b"dgx\xffbox7", named in a string too, and whose
+    # capture metadata holds an entry named b"CMD\xffLINE" (bytes that are not UTF-8; a review's)
+    src = tmp_path / "bytes.sqlite"
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", src)
+    con = sqlite3.connect(src)
+    con.execute("update META_DATA_EXPORT set value = cast(X'647367ff626f7837' as text) where name = 'EXPORT_HOST'")
+    con.execute("insert into StringIds (id, value) values (9999998, cast(X'7772697474656e206f6e20647367ff626f7837' as text))")
+    con.execute("insert into META_DATA_CAPTURE (name, value) values (cast(X'434d44ff4c494e45' as text), 'python3 serve.py --token hunter2')")
+    con.commit()
+    con.close()
+    # WHEN scrubbed
+    out = tmp_path / "out.sqlite"
+    assert run_cli("scrub", str(src), "-o", str(out)).returncode == 0
+    # THEN the host is replaced where it is named, and the entry is gone (read with replacement
+    # characters, the host matched nothing, and the entry was kept with its command line)
+    data = out.read_bytes()
+    assert b"dsg\xffbox7" not in data and b"hunter2" not in data and b"CMD\xffLINE" not in data
+    (text,) = sqlite3.connect(out).execute("select cast(value as blob) from StringIds where id = 9999998").fetchone()
+    assert text == b"written on [host]"
+    # AND a database encoded in UTF-16 (nsys writes UTF-8; its text read as UTF-8 bytes passed
+    # unscrubbed) is refused in one line, nothing written
+    u16 = tmp_path / "u16.sqlite"
+    con = sqlite3.connect(u16)
+    con.execute("pragma encoding = 'UTF-16le'")
+    con.executescript("create table StringIds (id integer primary key, value text); insert into StringIds values (1, 'HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz');")
+    con.close()
+    res = run_cli("scrub", str(u16), "-o", str(tmp_path / "u16_out.sqlite"))
+    assert res.returncode == 2 and "UTF-16le-encoded" in res.stderr and len(res.stderr.splitlines()) == 1, res.stderr
+    assert not (tmp_path / "u16_out.sqlite").exists()
+
+
 def test_scrub_keeps_the_analysis_identical(tmp_path):
     out = tmp_path / "s.sqlite"
     assert run_cli("scrub", str(H200 / "eagle_launch_2proc.sqlite"), "-o", str(out)).returncode == 0

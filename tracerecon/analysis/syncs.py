@@ -19,15 +19,16 @@ from tracerecon.analysis.projection import int64s, match_correlation, string_mas
 
 # Copies the CPU waits for, on the legacy default stream whatever stream the thread works on (not
 # cudaMemcpyAsync, which runs on the stream it is given even when it blocks): the runtime's and the
-# driver's, to and from arrays too (cudaMemcpyPeer and cuMemcpyDtoD, device to device, as before).
+# driver's, to and from the host and arrays (cudaMemcpyPeer and cuMemcpyDtoD, device to device,
+# kept from before: not seen to return at once in a trace here, nor seen to wait).
 SYNCHRONOUS_COPIES = frozenset({
     "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyPeer", "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol",
     "cudaMemcpyToArray", "cudaMemcpyFromArray", "cudaMemcpy2DToArray", "cudaMemcpy2DFromArray",
     "cuMemcpy", "cuMemcpyDtoH", "cuMemcpyHtoD", "cuMemcpyDtoD", "cuMemcpy2D", "cuMemcpy2DUnaligned", "cuMemcpy3D",
     "cuMemcpyAtoH", "cuMemcpyHtoA", "cuMemcpyDtoA", "cuMemcpyAtoD",
 })
-# Copies and memsets made on the legacy default stream that need not block the CPU (device to
-# device, which CUDA returns from at once; memsets, synchronous with that stream only).
+# Copies and memsets made on the legacy default stream that need not block the CPU (other copies
+# device to device, which CUDA may return from at once; memsets, synchronous with that stream only).
 LEGACY_STREAM_WITHOUT_WAIT = frozenset({
     "cudaMemcpy3DPeer", "cudaMemcpyArrayToArray", "cudaMemcpy2DArrayToArray", "cuMemcpyPeer", "cuMemcpy3DPeer", "cuMemcpyAtoA",
     "cudaMemset", "cudaMemset2D", "cudaMemset3D", "cuMemsetD8", "cuMemsetD16", "cuMemsetD32", "cuMemsetD2D8", "cuMemsetD2D16", "cuMemsetD2D32",

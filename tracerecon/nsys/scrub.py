@@ -10,8 +10,8 @@ guarantees of the copy (the input is opened read-only and never changed):
 - ``META_DATA_CAPTURE`` keeps only allow-listed capture settings (not the command line);
 - host and user names of the export metadata are blanked, and every host name the trace
   itself names (export host, NCCL's ``host:pid:tid`` log prefix) is replaced everywhere;
-- in every text value of every table (whatever its declared type; text that is not UTF-8 is
-  decoded with replacement characters first): whole absolute paths and ``file://`` URLs become
+- in every text value of every table (whatever its declared type; bytes of text that are not
+  UTF-8 kept as they are, the rest scrubbed around them): whole absolute paths and ``file://`` URLs become
   ``[path]``; credentials in URLs, known token formats (Hugging Face, GitHub, OpenAI-style,
   Slack, AWS, JWT, bearer), ``--password X`` / ``--api-key X`` style options (also quoted, as
   in a printed Python list), ``key=value`` / ``key: value`` / JSON ``"key": "value"`` pairs
@@ -300,6 +300,10 @@ def _scrub_export(real: Path, src_p: Path, dst_p: Path) -> ScrubSummary:
     conn = open_readonly(real, shown=src_p)  # validates the input; read-only
     try:
         read_info(conn, str(src_p))
+        encoding = conn.execute("pragma encoding").fetchone()[0]
+        if encoding.upper() != "UTF-8":
+            # (its text, read as UTF-8 bytes, would pass unscrubbed; nsys writes UTF-8)
+            raise BadTraceError(f"{src_p}: the database is {encoding}-encoded: scrub reads UTF-8 exports only, as nsys writes them")
         if dst_p.exists() and os.path.samefile(dst_p, src_p):  # a link or a hard link of the input too
             raise TraceReconError(f"{dst_p}: refusing to overwrite the input; choose another -o")
         # SQLite's files beside the input are part of it (a write-ahead log holds changes not yet in it).
@@ -421,7 +425,9 @@ def _remove(path: Path | None) -> None:
 def _scrub_in_place(path: Path) -> ScrubSummary:
     db = sqlite_utils.Database(path)
     conn = db.conn
-    conn.text_factory = lambda b: b.decode("utf-8", "replace")  # non-UTF-8 text is scrubbed too
+    # Text as stored, bytes that are not UTF-8 kept (``_scrubbed_as_stored``): host names and
+    # capture names read so match the values they name, and are given back as bytes.
+    conn.text_factory = lambda b: b.decode("utf-8", "surrogateescape")
     tables = db.table_names()
     hosts = hosts_named_in(conn, tables)
     conn.create_function("tr_scrub", 1, _noting_interrupts(lambda v: _scrubbed_as_stored(v, hosts)), deterministic=True)
@@ -446,7 +452,7 @@ def _scrub_in_place(path: Path) -> ScrubSummary:
     if "META_DATA_CAPTURE" in tables:
         names = [r[0] for r in conn.execute("select name from META_DATA_CAPTURE")]
         drop = [n for n in names if not CAPTURE_KEEP.match(n or "")]
-        conn.executemany("delete from META_DATA_CAPTURE where name = ?", [(n,) for n in drop])
+        conn.executemany("delete from META_DATA_CAPTURE where cast(name as blob) = ?", [(_stored(n),) for n in drop])
         removed = len(drop)
     for meta in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
         if meta in tables:
@@ -478,7 +484,7 @@ def _scrubbed_as_stored(value: bytes, hosts: tuple[str, ...]) -> bytes:
     that are not UTF-8 kept as they were (read and written back with ``surrogateescape``), so
     that names differing only in them stay apart (read with replacement characters, ``ph\\xfe``
     and ``ph\\xff`` had become one range name, their phases merged, unsaid)."""
-    return scrub_text(value.decode("utf-8", "surrogateescape"), hosts).encode("utf-8", "surrogateescape")
+    return _stored(scrub_text(value.decode("utf-8", "surrogateescape"), hosts))
 
 
 def _renamed_ranges(conn, tables: list[str], hosts: tuple[str, ...]) -> tuple[str, ...]:
@@ -492,7 +498,13 @@ def _renamed_ranges(conn, tables: list[str], hosts: tuple[str, ...]) -> tuple[st
         names |= {r[0] for r in conn.execute("select distinct text from NVTX_EVENTS where typeof(text) = 'text'")}
     if "textId" in cols and "StringIds" in tables:
         names |= {r[0] for r in conn.execute("select value from StringIds where id in (select textId from NVTX_EVENTS) and typeof(value) = 'text'")}
-    return tuple(sorted({new for name in names if (new := scrub_text(name, hosts)) != name}))
+    # (as every command reads them: bytes that are not UTF-8 as \\xNN escapes)
+    return tuple(sorted({_stored(new).decode("utf-8", "backslashreplace") for name in names if (new := scrub_text(name, hosts)) != name}))
+
+
+def _stored(text: str) -> bytes:
+    """Text read with ``surrogateescape`` (``_scrub_in_place``'s connection) as its bytes."""
+    return text.encode("utf-8", "surrogateescape")
 
 
 def scrub_run_dir(folder: str | os.PathLike) -> tuple[list[str], list[str]]:
