@@ -114,6 +114,21 @@ def test_a_host_name_or_a_capture_entry_not_utf8_is_scrubbed_and_a_utf16_databas
     assert not (tmp_path / "u16_out.sqlite").exists()
 
 
+def test_a_range_name_of_forty_thousand_characters_is_scrubbed(tmp_path):
+    # GIVEN an export whose range name is 40,000 characters of "a-a-a-..." (a review's: the
+    # secret-name, path and URL patterns, tried at every position, backtracked over the whole run
+    # each time: 78 s for 20,000 characters, four times that for each doubling)
+    t = FakeTrace()
+    t.range("draft-" + "a-" * 20_000, 0, 1000)
+    t.kernel(t.call("cudaLaunchKernel", 10, 20), 30, 900)
+    src = t.write(tmp_path / "long.sqlite")
+    # WHEN scrubbed THEN it ends (well within two minutes: a run past them fails the test rather
+    # than hanging the suite) and the name is kept whole
+    assert run_cli("scrub", str(src), "-o", str(tmp_path / "out.sqlite"), timeout=120).returncode == 0
+    (name,) = sqlite3.connect(tmp_path / "out.sqlite").execute("select text from NVTX_EVENTS").fetchone()
+    assert name == "draft-" + "a-" * 20_000
+
+
 def test_scrub_keeps_the_analysis_identical(tmp_path):
     out = tmp_path / "s.sqlite"
     assert run_cli("scrub", str(H200 / "eagle_launch_2proc.sqlite"), "-o", str(out)).returncode == 0

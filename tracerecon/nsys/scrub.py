@@ -63,14 +63,17 @@ SECRET_PATTERNS = [
     # PEM / OpenSSH private key blocks, whole (keys a program printed or was given on its command line)
     re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)", re.S),
 ]
-_SECRETISH = r"[A-Z0-9_-]*(?:TOKEN|SECRET|PASSWORD|PASSWD|PWD|API[_-]?KEY|ACCESS[_-]?KEY|PRIVATE[_-]?KEY|CREDENTIAL|AUTH)[A-Z0-9_-]*"
+# (Names and schemes below are bounded, {0,64} rather than *: a pattern tried at every position
+# of a long run it cannot match, a-a-a-... or a base64 blob, backtracked over the whole run each
+# time, and a 20,000-character range name took 78 s to scrub.)
+_SECRETISH = r"[A-Z0-9_-]{0,64}(?:TOKEN|SECRET|PASSWORD|PASSWD|PWD|API[_-]?KEY|ACCESS[_-]?KEY|PRIVATE[_-]?KEY|CREDENTIAL|AUTH)[A-Z0-9_-]{0,64}"
 _PERSONAL = r"(?:HOST|HOSTNAME|NODE|USER|USERNAME|LOGNAME|CWD|HOME|PWD)"
 # A compound name whose last word says secret (db_pass, ssh-key, auth_bearer, id_jwt), as an argv
 # list's secret option names are taken (SECRET_NAME_ALONE); alone (pass: 3, key=2) such a word is
 # too common in range and kernel names to be taken as one.
-_SECRET_COMPOUND = r"(?:[A-Z0-9]+[_-])+(?:PASS|KEY|BEARER|JWT)"
+_SECRET_COMPOUND = r"(?:[A-Z0-9]{1,32}[_-]){1,8}(?:PASS|KEY|BEARER|JWT)"
 # An option name ending in such a word, alone too: --key X, --bearer X, --jwt X, --db-pass X.
-_SECRET_OPTION_NAME = r"(?:[A-Z0-9]+[_-])*(?:PASS|KEY|BEARER|JWT)"
+_SECRET_OPTION_NAME = r"(?:[A-Z0-9]{1,32}[_-]){0,8}(?:PASS|KEY|BEARER|JWT)"
 # An HTTP authorization scheme: the credentials are the word after it ("Authorization: Bearer X"),
 # on the same line.
 _AUTH_SCHEME = r"(?:bearer|basic|token|negotiate|ntlm|apikey)[ \t]+"
@@ -101,8 +104,8 @@ SECRET_NAME_ALONE = re.compile(rf"(?i)^(?:--?(?:[a-z0-9]+[_-])*{_SECRET_LAST_WOR
                                r"|password|passwd|passphrase|secret|api[_-]?key)$")
 # "password hunter2": a secret word, then its value
 SECRET_WORD = re.compile(r"(?i)\b(password|passwd|passphrase|secret|api[_-]?key)(\s+)([^\s'\",;]+)")
-URL = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*)://([^\s'\"<>]*)")
-URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/'\"<>@]+@")  # scheme://user:password@
+URL = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{0,31})://([^\s'\"<>]*)")
+URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{0,31}://)[^\s/'\"<>@]{1,1024}@")  # scheme://user:password@
 IPV4 = re.compile(r"(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?![\d.])")
 # IPv6 in any form (full, "::"-shortened, with a zone): a run of hex groups and colons holding a
 # digit, kept only where it parses as an address (not a time of day, nor a C++ name's "::").
@@ -113,7 +116,7 @@ USER_AT_HOST = re.compile(r"(?<![\w.@-])[a-z_][a-z0-9_.-]{0,31}@[a-z0-9](?:[a-z0
 NCCL_PREFIX = re.compile(r"(?m)^([A-Za-z0-9][\w.-]*):(\d+):(\d+) \[")  # NCCL's "host:pid:tid [rank]" log lines
 ENV_ASSIGNMENT = re.compile(r"^([A-Z_][A-Z0-9_]*)=(.+)$", re.S)  # a captured environment entry
 ENV_ENTRY = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*)=(.+)$", re.S)  # one entry of a NUL-separated environment block
-ABS_PATH = re.compile(r"(?<![\w./])(?:~|/)(?:[^\s/'\",:;=()<>\[\]]+/)+[^\s/'\",:;=()<>\[\]]*")
+ABS_PATH = re.compile(r"(?<![\w./])(?:~|/)(?:[^\s/'\",:;=()<>\[\]]{1,255}/)+[^\s/'\",:;=()<>\[\]]*")
 WINDOWS_PATH = re.compile(r"\b[A-Za-z]:\\(?:[^\s\\'\",;]+\\)+[^\s\\'\",;]*")
 
 
@@ -169,7 +172,7 @@ def scrub_text(value, hosts: tuple[str, ...] = ()):
 
 # A file name in a text (a token ending in an extension): nsys names its outputs after the host
 # (report_<host>_<pid>.sqlite), and so do log files.
-FILE_NAME = re.compile(r"[^\s'\"<>|=:,;()\[\]]*\.[A-Za-z][A-Za-z0-9-]{0,9}(?![\w.-])")
+FILE_NAME = re.compile(r"[^\s'\"<>|=:,;()\[\]]{0,255}\.[A-Za-z][A-Za-z0-9-]{0,9}(?![\w.-])")
 
 
 def _hosts_replaced(s: str, hosts: tuple[str, ...]) -> str:
