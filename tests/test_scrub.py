@@ -61,19 +61,24 @@ def test_scrub_removes_what_leaks(tmp_path):
     assert hashlib.sha256(src.read_bytes()).hexdigest() == before  # input untouched
 
 
+def scrubbed_copy(tmp_path, *sql: str):
+    """A copy of the real sample eagle_gpu_bound changed by ``sql``, and its scrubbed copy (scrub
+    exit 0): the two paths."""
+    src, out = tmp_path / "changed.sqlite", tmp_path / "out.sqlite"
+    shutil.copy(H200 / "eagle_gpu_bound.sqlite", src)
+    with sqlite3.connect(src) as con:
+        for statement in sql:
+            con.execute(statement)
+    con.close()
+    assert run_cli("scrub", str(src), "-o", str(out)).returncode == 0
+    return src, out
+
+
 def test_names_that_differ_only_in_bytes_that_are_not_utf8_stay_apart(tmp_path):
     # GIVEN a real export whose draft ranges are named b"ph\xfe" and verify ranges b"ph\xff"
-    # (bytes that are not UTF-8; a fuzzing review's)
-    src = tmp_path / "bytes.sqlite"
-    shutil.copy(H200 / "eagle_gpu_bound.sqlite", src)
-    con = sqlite3.connect(src)
-    con.execute("update NVTX_EVENTS set text = cast(X'7068fe' as text) where text = 'draft'")
-    con.execute("update NVTX_EVENTS set text = cast(X'7068ff' as text) where text = 'verify'")
-    con.commit()
-    con.close()
-    # WHEN scrubbed
-    out = tmp_path / "out.sqlite"
-    assert run_cli("scrub", str(src), "-o", str(out)).returncode == 0
+    # (bytes that are not UTF-8; a fuzzing review's) WHEN scrubbed
+    src, out = scrubbed_copy(tmp_path, "update NVTX_EVENTS set text = cast(X'7068fe' as text) where text = 'draft'",
+                             "update NVTX_EVENTS set text = cast(X'7068ff' as text) where text = 'verify'")
     # THEN the copy holds the same bytes in those names, and its ranges read as the original's
     # (read as replacement characters, the two had become one name of 48 ranges)
     names = {r[0] for r in sqlite3.connect(out).execute("select distinct cast(text as blob) from NVTX_EVENTS")}
@@ -85,17 +90,10 @@ def test_names_that_differ_only_in_bytes_that_are_not_utf8_stay_apart(tmp_path):
 def test_a_host_name_or_a_capture_entry_not_utf8_is_scrubbed_and_a_utf16_database_refused(tmp_path):
     # GIVEN a real export whose export host is b"dgx\xffbox7", named in a string too, and whose
     # capture metadata holds an entry named b"CMD\xffLINE" (bytes that are not UTF-8; a review's)
-    src = tmp_path / "bytes.sqlite"
-    shutil.copy(H200 / "eagle_gpu_bound.sqlite", src)
-    con = sqlite3.connect(src)
-    con.execute("update META_DATA_EXPORT set value = cast(X'647367ff626f7837' as text) where name = 'EXPORT_HOST'")
-    con.execute("insert into StringIds (id, value) values (9999998, cast(X'7772697474656e206f6e20647367ff626f7837' as text))")
-    con.execute("insert into META_DATA_CAPTURE (name, value) values (cast(X'434d44ff4c494e45' as text), 'python3 serve.py --token hunter2')")
-    con.commit()
-    con.close()
     # WHEN scrubbed
-    out = tmp_path / "out.sqlite"
-    assert run_cli("scrub", str(src), "-o", str(out)).returncode == 0
+    _, out = scrubbed_copy(tmp_path, "update META_DATA_EXPORT set value = cast(X'647367ff626f7837' as text) where name = 'EXPORT_HOST'",
+                           "insert into StringIds (id, value) values (9999998, cast(X'7772697474656e206f6e20647367ff626f7837' as text))",
+                           "insert into META_DATA_CAPTURE (name, value) values (cast(X'434d44ff4c494e45' as text), 'python3 serve.py --token hunter2')")
     # THEN the host is replaced where it is named, and the entry is gone (read with replacement
     # characters, the host matched nothing, and the entry was kept with its command line)
     data = out.read_bytes()
