@@ -583,7 +583,13 @@ def _match_ordinals(views: list[RankView], comm: list[dict[str, np.ndarray]], na
             elif shift:
                 new_nth[by_nth] = np.arange(len(by_nth)) + shift
                 first = f"its first is rank {views[0].rank}'s #{shift + 1}" if shift > 0 else f"its #{1 - shift} is rank {views[0].rank}'s first"
-                warnings.append(f"{label} (their traces cover different stretches of the run): matched by end time ({first})")
+                # As many kernels on both, shifted: a capture begun and ended later, or the kernels
+                # of another communicator that runs at other times (a PP=2 x TP=2 stage's
+                # all-reduces matched with the other stage's, told "different stretches" alone)
+                why = ("their traces cover different stretches of the run" if len(mine) != len(theirs) else
+                       "their traces cover different stretches of the run, or these are another communicator's kernels, "
+                       "as another pipeline stage's, matched as one group")
+                warnings.append(f"{label} ({why}): matched by end time ({first})")
         if (new_nth == nth).all() and not alone.any():
             out.append(c)
             continue
