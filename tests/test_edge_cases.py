@@ -496,3 +496,19 @@ def test_given_sync_records_built_elsewhere_with_an_all_null_sync_type_when_bloc
     # THEN the call blocks (by its name), on the record's stream, of no known type
     assert blocking["api"].to_pylist() == ["cudaStreamSynchronize"]
     assert blocking["sync_type"].to_pylist() == [None] and blocking["sync_stream_id"].to_pylist() == [7]
+
+
+@pytest.mark.parametrize("zero", [True, False])
+def test_kernels_that_all_last_0_ns_are_said(tmp_path, zero):
+    # GIVEN three cycles of draft and verify, one kernel each, all of them 0 ns long (start =
+    # end: GPU times a broken export did not record; a fuzzing review's) or 185 us long
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.cycle(c, b * 1000, (b + 300) * 1000, (b + 700) * 1000)
+        t.kernel(t.call("cudaLaunchKernel", (b + 10) * 1000, (b + 12) * 1000), (b + 15) * 1000, (b + 15 if zero else b + 200) * 1000)
+    # WHEN loaded THEN the 0-ns kernels are said (their busy time reads as none), others not
+    a = analyze([str(t.write(tmp_path / "t.sqlite"))])
+    said = [w for w in a.warnings if "all 3 kernels last 0 ns (start = end)" in w]
+    assert len(said) == (1 if zero else 0), a.warnings
+    assert [p["gpu_busy_ns"] for p in a.ranks[0].phases.to_pylist() if p["phase"] == "draft"] == [0 if zero else 185_000] * 3
