@@ -354,7 +354,7 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
                  phase_wait_ns=per_rank_wait[r])
         for r, (v, c) in enumerate(zip(views, comm))
     )
-    arrivals = _Arrivals(rank_ids, aligned, start, end, in_order, first, last, last_pos, wait, phase, cycle, part, opens_group)
+    arrivals = _Arrivals(rank_ids, aligned, aligned_end, start, end, in_order, first, last, last_pos, wait, phase, cycle, part, opens_group)
     unpaired_cycles = [_cycles_of_phases(v, np.concatenate(u)) if u else np.zeros(0, np.int64) for v, u in zip(views, unpaired)]
     return CrossRank(tuple(alignment), comm_stats, collectives, _critical_path(views, arrivals, offset, unpaired_cycles, drifts), tuple(warnings))
 
@@ -1067,6 +1067,7 @@ class _Arrivals:
 
     rank_ids: np.ndarray
     aligned: np.ndarray  # aligned start of each rank's kernel
+    aligned_end: np.ndarray  # and its aligned end (each clock's drift taken out, ``_drift_out``)
     start: np.ndarray  # each rank's kernel on its own clock
     end: np.ndarray
     in_order: np.ndarray  # per collective: of a name matched in order (sends and receives, DeepEP's kernels)
@@ -1659,8 +1660,7 @@ def _critical_path(views, arr: _Arrivals, offset: np.ndarray, unpaired: list[np.
         group_before = np.where((group_before >= 0) & ((coll_cycle[at] == coll_cycle) | pairwise), group_before, -1)
         late_before = np.where(group_before >= 0, arr.aligned[arr.last_pos, at] - arr.first[at], 0)
         busy = _GpuBusy(views)
-        aligned_end = _drift_out(arr.end + offset[:, None], drifts or {})
-        ended_after = np.where(group_before >= 0, aligned_end[arr.last_pos, at] - aligned_end[second_pos, at], 0)
+        ended_after = np.where(group_before >= 0, arr.aligned_end[arr.last_pos, at] - arr.aligned_end[second_pos, at], 0)
         left = lambda rows: np.where(group_before >= 0, arr.end[rows, at], I64_MIN)  # noqa: E731  (when it left the one before)
         idle_more = _idle_since(busy, arr, arr.last_pos, left(arr.last_pos)) - _idle_since(busy, arr, second_pos, left(second_pos))
         # A CPU that waited for its GPU through the end of the one before (a synchronize of the
