@@ -5,6 +5,9 @@ by hand from the ops' times."""
 
 from __future__ import annotations
 
+import re
+import shlex
+
 from nsys_factory import FakeTrace
 from tracerecon.analysis.config import PhaseConfig
 from tracerecon.api import load
@@ -183,6 +186,42 @@ def test_the_between_warning_gives_a_pattern_for_a_range_numbered_per_instance(t
     # THEN the warning gives the --phase that takes every instance, not one instance's name
     (line,) = [w for w in a.warnings if "queued between 'draft' and 'verify'" in w]
     assert "one of a name numbered per instance: --phase 'aten::add=re:^aten::add, seq = \\d+, op_id = \\d+$' takes them all" in line, line
+
+
+def test_the_between_warning_gives_the_value_naming_a_range_that_cannot_be_typed(tmp_path):
+    # GIVEN the same, the range named 'eplb\x01' (a control character: not typable in a shell, no
+    # number in it; a fuzzing review's: the hint called it "one of a name numbered per instance")
+    def between(t, c, b):
+        t.range("eplb\x01", (b + 110) * U, (b + 150) * U)
+        kernel(t, b + 120, (b + 120, b + 600))
+
+    a = draft_verify_cycles(tmp_path, between, lambda b: (b + 600, b + 700))
+    # THEN the warning gives the --phase value that names it, and says nothing of instances
+    (line,) = [w for w in a.warnings if "queued between 'draft' and 'verify'" in w]
+    assert "numbered per instance" not in line, line
+    m = re.search(r"it was launched in the range 'eplb\\x01': --phase (\S+) names it, to see it", line)
+    assert m is not None, line
+    # WHEN that value is given as a phase THEN the range is one: events at its CPU ends on stream
+    # 7 read b+110 (after draft's kernel, ended b+90) and b+600 (after its kernel): 490 us; verify
+    # 100 us (its kernel b+600..b+700, behind that one); no warning of work between phases
+    value = shlex.split(m.group(1))[0]
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.range(f"cycle {c}", b * U, (b + 300) * U)
+        t.range("draft", b * U, (b + 100) * U)
+        t.range("verify", (b + 200) * U, (b + 300) * U)
+        kernel(t, b + 10, (b + 20, b + 90))
+        between(t, c, b)
+        kernel(t, b + 210, (b + 600, b + 700))
+    named = load([t.write(tmp_path / "named.sqlite")], PhaseConfig(phases=("draft", value, "verify")))
+    phases = named.ranks[0].phases
+    by = {}
+    for label, gpu in zip(phases["phase"].to_pylist(), phases["gpu_ns"].to_pylist()):
+        by.setdefault(label, []).append(gpu)
+    eplb = next(k for k in by if k not in ("draft", "verify"))
+    assert by[eplb] == [490 * U] * 3 and by["verify"] == [100 * U] * 3, by
+    assert not [w for w in named.warnings if "queued between" in w], named.warnings
 
 
 def test_small_gaps_that_keep_a_cycle_from_adding_up_are_said(tmp_path):

@@ -218,3 +218,46 @@ def test_a_range_name_of_a_million_characters_is_reported(tmp_path):
     # minutes (a run past them fails the test rather than hanging the suite)
     assert run_cli("ranges", str(path), timeout=120).returncode == 0
     assert run_cli("report", "--json", str(path), timeout=120).returncode == 0
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.sampled_from(["_v", "1", "٣", "²", "_ptds", "_ptsz", "_pt", "sz", "cuda", "_", "v", "x"]), max_size=12).map("".join))
+def test_an_api_names_suffixes_are_taken_off_as_the_pattern_they_replaced_took_them(pieces):
+    # GIVEN any short name of version and per-thread-stream suffixes, their pieces and other text
+    # WHEN its suffixes are taken off THEN the result is what the anchored regex it replaced gave
+    # (the regex, tried from every position, took 0.8 s on a crafted 15,000-character name)
+    from tracerecon.analysis.syncs import base_api_name
+
+    assert base_api_name(pieces) == re.sub(r"(_v\d+|_ptds|_ptsz)+$", "", pieces)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.sampled_from(["nccl_ep_jit_", "NCCL_EP_JIT_", "nccl", "_scan", "_SCAN", "_kernel", "Kernel", "_", "ht", "é", "-", "x"]), max_size=10).map("".join))
+def test_nccl_ep_scans_are_told_as_the_pattern_they_replaced_told_them(name):
+    # GIVEN any short function name of NCCL EP's name pieces and other text
+    # WHEN it is asked whether it is an NCCL-named communication kernel THEN the answer is the
+    # anchored pattern's it replaced, whose look-ahead for NCCL EP's local scans took 0.8 s on a
+    # crafted 15,000-character name
+    from tracerecon.analysis.nccl import NCCL_NAMED, _is_nccl_ep_scan
+
+    replaced = re.compile(r"^(?!nccl_ep_jit_\w*_scan(_\w+)?_kernel$)nccl\w*Kernel", re.I)
+    assert (bool(NCCL_NAMED.search(name)) and not _is_nccl_ep_scan(name)) == bool(replaced.search(name))
+
+
+def test_crafted_long_api_and_kernel_names_are_told_at_once():
+    # GIVEN names built to make the anchored patterns backtrack: 300,000 characters of version
+    # suffixes before a letter, and an NCCL EP name of 60,000 scans that does not end in _kernel
+    # (the patterns took 0.8 s at 15,000 characters, growing with the square: minutes here)
+    code = (
+        "from tracerecon.analysis.nccl import is_comm_kernel\n"
+        "from tracerecon.analysis.syncs import base_api_name\n"
+        "assert base_api_name('_v1' * 100_000 + 'x') == '_v1' * 100_000 + 'x'\n"
+        "assert base_api_name('cudaMemcpyAsync' + '_ptsz_v7000' * 30_000) == 'cudaMemcpyAsync'\n"
+        "assert is_comm_kernel('nccl_ep_jit_' + '_scan' * 60_000 + '_kernelx') is True\n"
+    )
+    # WHEN they are told THEN the answers are the patterns' (what is kept; an NCCL name, not a
+    # scan), well within a minute (a run past it fails the test rather than hanging the suite)
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -32,7 +32,7 @@ from tracerecon.kernel_names import ANONYMOUS, kernel_name_parts
 # name alone, so a namespace that says all-to-all (flashinfer::trtllm_alltoall, whose kernels
 # count and gather locally) makes no kernel of it communication.
 COMM_FUNCTION = re.compile(
-    r"^(ncclKernel_|ncclDevKernel_|ncclSymDevKernel_|(?!nccl_ep_jit_\w*_scan(_\w+)?_kernel$)nccl\w*Kernel)"
+    r"^(ncclKernel_|ncclDevKernel_|ncclSymDevKernel_)"
     r"|cross_device_(reduce|all_?gather)|custom_?all_?reduce|one_?shot_?all_?reduce|two_?shot_?all_?reduce|allreduce_(one|two)shot"
     r"|all_?reduce_?fusion|trtllm_?all_?reduce|multimem_|mscclpp|quick_?all_?reduce|all_?to_?all|^mnnvl_lamport_"
     r"|^moeA2A(Dispatch|Combine)Kernel|^dispatch_output_lse_kernel$|^wait_lse_combine_kernel$|^minimax_reduce_rms_kernel"
@@ -68,6 +68,22 @@ COMM_PARAMETERS = re.compile(r"\bmscclpp::|\bncclDevComm\b|\bncclWindow_vidmem\b
 # names too generic alone, in no namespace of their own (global or anonymous scope), told apart
 # by the std::byte buffers every one of them takes (demangled names only).
 PPLX_FUNCTION = re.compile(r"^(dispatch|combine|scatter)Kernel$")
+# Kernels named nccl...Kernel (NCCL's own and its EP library's), but NCCL EP's routing-map scans
+# (``_is_nccl_ep_scan``).
+NCCL_NAMED = re.compile(r"^nccl\w*Kernel", re.I)
+_WORD = re.compile(r"\w*")
+
+
+def _is_nccl_ep_scan(function: str) -> bool:
+    r"""NCCL EP's local routing-map scans: ``nccl_ep_jit_<w>_scan[_<w>]_kernel`` in any case (<w>
+    word characters). Tested piece by piece, not by the regex that says it (``\w*_scan(_\w+)?_kernel$``):
+    its backtracking is quadratic in the name's length (a crafted 15,000-character name: 0.8 s)."""
+    name = function.lower()
+    if not name.startswith("nccl_ep_jit_") or not name.endswith("_kernel") or not _WORD.fullmatch(name):
+        return False
+    rest = name[len("nccl_ep_jit_"):]
+    # `_scan` right before `_kernel`, or `_scan_`, at least one character, then `_kernel`.
+    return rest.endswith("_scan_kernel") or "_scan_" in rest[: len(rest) - len("_kernel") - 1]
 
 
 @functools.lru_cache(maxsize=16384)
@@ -79,7 +95,8 @@ def is_comm_kernel(name: str) -> bool:
     demangled names run to kilobytes."""
     qualified, function, params = kernel_name_parts(name)
     named = qualified.replace(ANONYMOUS + "::", "")
-    return bool(COMM_FUNCTION.search(function) or COMM_QUALIFIED.search(named) or COMM_PARAMETERS.search(params)
+    return bool(COMM_FUNCTION.search(function) or NCCL_NAMED.search(function) and not _is_nccl_ep_scan(function)
+                or COMM_QUALIFIED.search(named) or COMM_PARAMETERS.search(params)
                 or named == function and PPLX_FUNCTION.match(function) and re.search(r"\bstd::byte\b", params))
 
 

@@ -34,7 +34,7 @@ from tracerecon.analysis.phase_streams import CopyStreams, UnsetStreams, busiest
 from tracerecon.analysis.stream_keys import pack_keys
 from tracerecon.analysis.stream_clock import StreamClock, launch_instants, stream_clock
 from tracerecon.analysis.nccl import comm_mask, phase_comm_split
-from tracerecon.analysis.config import PhaseConfig, cycle_kind, is_cycle_name
+from tracerecon.analysis.config import NUMBERS, PhaseConfig, cycle_kind, is_cycle_name
 from tracerecon.analysis.phases import (ERROR_FLOOR_NS, PhaseInputs, adds_up_tolerance, build_cycles, build_phases, cycle_said, cycles_by_time, empty_steps,
                                         cycles_per_thread, phases_past_their_cycle, select_phases)
 from tracerecon.analysis.projection import I64_MAX, I64_MIN, index_launches, innermost_owner, int64s
@@ -974,11 +974,16 @@ def _cycle_edge_notes(clock: StreamClock, nested: pa.Table, cycle_rows: np.ndarr
 
 def _name_it(name: str) -> str:
     """How a note tells the user to make the range ``name`` a phase: its name, or, where it
-    numbers its instances (``aten::add, seq = 47285``: a name each), the pattern that takes them."""
+    numbers its instances (``aten::add, seq = 47285``: a name each), the pattern that takes them;
+    where it cannot be typed as it is (``phase_value_for``), the value that names it."""
     value = phase_value_for(name)
     if value == name:
         return f"it was launched in the range {name!r}: name it in --phase to see it"
-    return f"it was launched in the range {name!r}, one of a name numbered per instance: --phase {shlex.quote(value)} takes them all"
+    if NUMBERS.search(name):
+        return f"it was launched in the range {name!r}, one of a name numbered per instance: --phase {shlex.quote(value)} takes them all"
+    # A name that cannot be typed as it is (control characters, bytes that are not UTF-8, one
+    # blank or with "="): the value that names it.
+    return f"it was launched in the range {name!r}: --phase {shlex.quote(value)} names it, to see it"
 
 
 def _which_cycles(cycles: np.ndarray, of: int, most: int = 3) -> str:
