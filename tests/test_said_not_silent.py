@@ -11,7 +11,7 @@ import json
 import pytest
 
 from conftest import SAMPLES, run_cli
-from nsys_factory import FakeTrace
+from nsys_factory import FakeTrace, gpid
 from tracerecon.analysis.config import PhaseConfig
 from tracerecon.api import load as analyze
 
@@ -666,9 +666,83 @@ def test_a_stream_waiting_for_a_host_function_is_said_not_modelled(tmp_path):
     quiet = analyze([loop(False).write(tmp_path / "q.sqlite")]).warnings
     # THEN a warning counts the calls and says such waits are not modelled; none without them
     assert [w.split(": ", 1)[1] for w in said if "host function" in w] == [
-        "3 cudaLaunchHostFunc_v10000: streams waited for a host function, a callback or a value in memory, for which the trace records no "
+        "3 cudaLaunchHostFunc_v10000: streams waited for a host function, a callback, a value in memory or an external semaphore, for which the trace records no "
         "event; such waits are not modelled: a phase whose stream waited so may read short, and the next one long"]
     assert not any("host function" in w for w in quiet)
+
+
+def test_a_stream_waiting_for_an_external_semaphore_is_said_not_modelled(tmp_path):
+    # GIVEN forward (b..b+100) launching a kernel on 7 (b+10..b+110) and then making 7 wait for an
+    # external semaphore (cudaWaitExternalSemaphoresAsync: signalled at b+400, which the trace does
+    # not record), then sample (b+100..b+200) whose kernel starts only at b+400, behind the wait
+    t = FakeTrace()
+    for c in range(3):
+        b = 1000 * c
+        t.range(f"cycle {c}", b * U, (b + 200) * U)
+        t.range("forward", b * U, (b + 100) * U)
+        t.range("sample", (b + 100) * U, (b + 200) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 5) * U, (b + 7) * U), (b + 10) * U, (b + 110) * U)
+        t.call("cudaWaitExternalSemaphoresAsync_v2_v11020", (b + 8) * U, (b + 9) * U)
+        t.kernel(t.call("cudaLaunchKernel", (b + 105) * U, (b + 107) * U), (b + 400) * U, (b + 420) * U)
+    # WHEN analysed
+    a = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("forward", "sample")))
+    # THEN events at forward's end would read b+400 (forward 400 us, sample 20 us); the wait is not
+    # modelled (forward reads b..b+110, sample b+110..b+420: 310 us), and a warning says so (there
+    # was none: the call was not even read)
+    by = {}
+    for label, gpu in zip(a.ranks[0].phases["phase"].to_pylist(), a.ranks[0].phases["gpu_ns"].to_pylist()):
+        by.setdefault(label, []).append(gpu)
+    assert by == {"forward": [110 * U] * 3, "sample": [310 * U] * 3}, by
+    assert [w.split(": ", 1)[1] for w in a.warnings if "semaphore" in w] == [
+        "3 cudaWaitExternalSemaphoresAsync_v2_v11020: streams waited for a host function, a callback, a value in memory or an external "
+        "semaphore, for which the trace records no event; such waits are not modelled: a phase whose stream waited so may read short, "
+        "and the next one long"]
+
+
+@pytest.mark.parametrize("own_records", [True, False])
+def test_a_stream_waiting_on_another_process_event_is_said_not_modelled(tmp_path, own_records):
+    # GIVEN torch's CUDA tensor sharing between two processes on one GPU (a fuzzing review's
+    # shape): pid 10's forward (c..c+95 us) runs a 500 us kernel on its stream 20 (c+10..c+510) and
+    # records its event 500 after it (c+30); pid 20 opened that event as its event 900
+    # (cudaIpcOpenEventHandle), and in recv (c+40..c+60) its stream 20 waits on 900 (c+45);
+    # its draft (c+60..c+100) launches a 30 us kernel there (running c+510..c+540, behind the
+    # wait); its post (c+100..c+120) records an event of its own (or none)
+    t = FakeTrace()
+    t.stream_created(20, 2, pid=10)
+    t.stream_created(20, 2, pid=20)
+    t.call("cudaIpcOpenEventHandle_v4010", 900 * U, 905 * U, pid=20)
+    for i in range(3):
+        c = (1000 + i * 1000) * U
+        t.range(f"cycle {i}", c, c + 95 * U, pid=10)
+        t.range("forward", c, c + 95 * U, pid=10)
+        t.kernel(t.call("cudaLaunchKernel", c + 5 * U, c + 8 * U, pid=10), c + 10 * U, c + 510 * U, pid=10, stream=20)
+        t.event_record(500, i + 1, c + 30 * U, c + 32 * U, pid=10, stream=20)
+        t.range(f"cycle {i}", c + 40 * U, c + 120 * U, pid=20)
+        t.range("recv", c + 40 * U, c + 60 * U, pid=20)
+        corr = t.call("cudaStreamWaitEvent_v3020", c + 45 * U, c + 47 * U, pid=20)
+        t.syncs.append({"start": c + 45 * U, "end": c + 47 * U, "deviceId": 0, "contextId": 1, "streamId": 20, "correlationId": corr,
+                        "globalPid": gpid(20), "syncType": 2, "eventId": 900})
+        t.range("draft", c + 60 * U, c + 100 * U, pid=20)
+        t.kernel(t.call("cudaLaunchKernel", c + 65 * U, c + 68 * U, pid=20), c + 510 * U, c + 540 * U, pid=20, stream=20)
+        t.range("post", c + 100 * U, c + 120 * U, pid=20)
+        if own_records:
+            t.event_record(901, i + 1, c + 105 * U, c + 107 * U, pid=20, stream=20)
+    # WHEN analysed
+    a = analyze([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("forward", "recv", "draft", "post"), skip_cycles=0))
+    # THEN events on pid 20's stream would read recv 470 us (c+40..c+510) and draft 30 us; the
+    # trace does not tie event 900 to pid 10's kernel, so recv reads 20 us and draft 480 us (as
+    # before), and a warning counts the 3 waits and says why; no warning says the export holds no
+    # event records (it holds pid 10's: that line had been given where pid 20 recorded none)
+    pid20 = next(r for r in a.ranks if set(r.phases["phase"].to_pylist()) >= {"recv"})
+    by = {}
+    for label, gpu in zip(pid20.phases["phase"].to_pylist(), pid20.phases["gpu_ns"].to_pylist()):
+        by.setdefault(label, []).append(gpu)
+    assert by["recv"] == [20 * U] * 3 and by["draft"] == [480 * U] * 3, by
+    said = [w.split(": ", 1)[1] for w in a.warnings if "another process's" in w]
+    assert said == ["3 stream wait(s) (cudaStreamWaitEvent) name events their process never recorded, and it opened another process's "
+                    "events (cudaIpcOpenEventHandle): waits on another process's records, which this trace does not tie to the work they "
+                    "wait for, are not modelled (taken as done): a phase whose stream only waited so may read short, and the next one long"], a.warnings
+    assert not any("holds no CUDA event records" in w for w in a.warnings), a.warnings
 
 
 @pytest.mark.parametrize("threads", [(11, 12), (11, 11)])

@@ -296,7 +296,8 @@ def _own_rank(tables: RankTables, rank: int, config: PhaseConfig, clock_of: Call
                     + _before_capture_notes(clock)
                     + _host_side_wait_notes(tables.api_calls)
                     + _unrecorded_stream_notes(tables.stream_marks, clock)
-                    + _unrecorded_wait_notes(clock)
+                    + _interprocess_wait_notes(clock, opened := _interprocess_pids(tables.api_calls))
+                    + _unrecorded_wait_notes(clock, opened)
                     + _several_devices_notes(ops, tables.cuda_devices)
                     + _loops_per_gpu_notes(ph_pid, ph_tid, cycle_of, dev, tables.cuda_devices)
                     + _phases_on_several_gpus_notes(ops, op_phase, dev, labels, ph_pid, tables.cuda_devices)
@@ -390,12 +391,12 @@ def _past_cycle_notes(past: np.ndarray, labels: list) -> tuple[str, ...]:
 # Calls that make a stream wait for the host (a host function, a callback) or for a value in
 # memory: the trace records no event wait for either, so the wait is not modelled.
 # (A write of a value, cuStreamWriteValue, makes no stream wait; a batch of memory operations may.)
-_HOST_SIDE_WAITS = re.compile(r"LaunchHostFunc|StreamAddCallback|StreamWaitValue|StreamBatchMemOp", re.I)
+_HOST_SIDE_WAITS = re.compile(r"LaunchHostFunc|StreamAddCallback|StreamWaitValue|StreamBatchMemOp|WaitExternalSemaphores", re.I)
 
 
 def _host_side_wait_notes(api_calls: pa.Table) -> tuple[str, ...]:
     """One line where the rank made a stream wait for something no event records (a host
-    function, a callback, a memory value): work queued behind it starts late for a reason the
+    function, a callback, a memory value, an external semaphore): work queued behind it starts late for a reason the
     trace does not show, so a phase on that stream may read short and the next one long."""
     if api_calls.num_rows == 0:
         return ()
@@ -409,7 +410,7 @@ def _host_side_wait_notes(api_calls: pa.Table) -> tuple[str, ...]:
     said = ", ".join(f"{counts[i]} {names.dictionary[i].as_py()}" for i in hits if counts[i])
     if not said:
         return ()
-    return (f"{said}: streams waited for a host function, a callback or a value in memory, for which the trace records no event; "
+    return (f"{said}: streams waited for a host function, a callback, a value in memory or an external semaphore, for which the trace records no event; "
             "such waits are not modelled: a phase whose stream waited so may read short, and the next one long",)
 
 
@@ -424,17 +425,51 @@ def _unrecorded_stream_notes(stream_marks: pa.Table | None, clock: StreamClock) 
             "stream is chosen from its work instead",)
 
 
-def _unrecorded_wait_notes(clock: StreamClock) -> tuple[str, ...]:
+# Opening another process's event (torch's CUDA tensor sharing: the consumer waits on the
+# producer's interprocess event).
+_OPENS_INTERPROCESS_EVENTS = re.compile(r"IpcOpenEventHandle", re.I)
+
+
+def _interprocess_pids(api_calls: pa.Table) -> np.ndarray:
+    """The processes that opened another process's event (``cudaIpcOpenEventHandle``)."""
+    if api_calls.num_rows == 0:
+        return np.zeros(0, np.int64)
+    names = api_calls["name"].combine_chunks()
+    if not isinstance(names, pa.DictionaryArray):
+        names = names.dictionary_encode()
+    hits = [i for i, n in enumerate(names.dictionary.to_pylist()) if n and _OPENS_INTERPROCESS_EVENTS.search(n)]
+    if not hits:
+        return np.zeros(0, np.int64)
+    return np.unique(int64s(api_calls["pid"])[np.isin(names.indices.to_numpy(zero_copy_only=False), hits)])
+
+
+def _interprocess_wait_notes(clock: StreamClock, opened: np.ndarray) -> tuple[str, ...]:
+    """One line where a process that opened another process's events (``opened``) made stream
+    waits on events it never recorded before them: waits on the other process's records, which
+    this process's trace does not tie to the work they wait for (CUDA events on the waiting
+    stream would read that work's end). Not modelled: taken as done, so a phase whose stream
+    only waited reads short and the next one long."""
+    n = int(np.isin(clock.unrecorded_wait_pids, opened).sum()) if len(opened) else 0
+    if not n:
+        return ()
+    return (f"{n} stream wait(s) (cudaStreamWaitEvent) name events their process never recorded, and it opened another process's events "
+            "(cudaIpcOpenEventHandle): waits on another process's records, which this trace does not tie to the work they wait for, are "
+            "not modelled (taken as done): a phase whose stream only waited so may read short, and the next one long",)
+
+
+def _unrecorded_wait_notes(clock: StreamClock, opened: np.ndarray) -> tuple[str, ...]:
     """One line where streams waited for events (``cudaStreamWaitEvent``) but the export holds
     no event record at all to say what they waited for (nsys 2022 and older keep none;
     ``--cuda-event-trace=false`` drops them): the waits are not modelled, so a boundary that
-    only a wait moves (a phase that only waits for another stream's copy) reads early. And one
-    where waits named records made after them (``StreamClock.waits_before_their_record``)."""
+    only a wait moves (a phase that only waits for another stream's copy) reads early; not where
+    the rank opened another process's events (``opened``: ``_interprocess_wait_notes`` says
+    those). And one where waits named records made after them
+    (``StreamClock.waits_before_their_record``)."""
     if clock.waits_before_their_record:
         return (f"{clock.waits_before_their_record} stream wait(s) (cudaStreamWaitEvent) name an event record made after them (the export's "
                 "times of those records are off): such waits are not modelled: a phase whose stream only waited may read short, and the "
                 "next one long",)
-    if len(clock.record_row) or not len(clock.unresolved_into):
+    if len(clock.record_row) or not len(clock.unresolved_into) or len(opened):
         return ()
     n = len(np.unique(clock.unresolved_into))
     return (f"streams waited for events on {n} stream(s), but the export holds no CUDA event records to say what they waited for "

@@ -60,6 +60,9 @@ class StreamClock:
     # Streams (rows of ``keys``) with an event wait whose record is not in the trace, though not
     # one made before the capture (``_unresolved_into``): what they waited for is unknown.
     unresolved_into: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # The process of each event wait whose event no record of that process made before it names
+    # (recorded before the capture, by a graph, or by another process: an interprocess event).
+    unrecorded_wait_pids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     # Every event record that found its call (``EventRecords``), for the blocking waits on an event.
     records: EventRecords | None = None
     # How many event waits named, by its number, a record made after them (an export whose
@@ -497,6 +500,7 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
     # (waits that name, by its number, a record made after them: not modelled, and said)
     late = (named_row < 0) & (w["sync"] >= 0) & (records.named_by(w["pid"], w["event"], w["sync"], np.full(len(w["cpu"]), I64_MAX // 2))[0] >= 0)
     wait_stream = _waits_of_the_other_device(keys, work_keys, w["pid"], w_dev_written, w["stream"], wait_stream, named_row)
+    recorded_before = records.first_before(w["pid"], w["event"], w["cpu"])
     by_cpu = np.argsort(w["cpu"], kind="stable")
     resolved = by_cpu[named_row[by_cpu] >= 0]
     rec_s, rec_t = named_row[resolved], named_cpu[resolved]
@@ -538,7 +542,8 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
         join_into=np.asarray(wait_stream, np.int64)[resolved],
         join_from=rec_s,
         join_thread=w["thread"][resolved],
-        unresolved_into=_unresolved_into(wait_stream, resolved, records.first_before(w["pid"], w["event"], w["cpu"])),
+        unresolved_into=_unresolved_into(wait_stream, resolved, recorded_before),
+        unrecorded_wait_pids=np.asarray(w["pid"], np.int64)[~recorded_before],
         join_record_cpu=rec_t,
         records=records,
         waits_before_their_record=int(late.sum()),

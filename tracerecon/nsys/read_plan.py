@@ -186,12 +186,13 @@ def split_select(sql: str) -> tuple[list[str], str]:
     return exprs, body[cut + len(" from "):]
 
 
-# API calls that can launch GPU work, block on it or make a stream wait for the host (said, not
-# modelled: analysis.rank). Reading only these halves the rows of a
+# API calls that can launch GPU work, block on it, make a stream wait for the host or an external
+# semaphore, or open another process's event (said, not modelled: analysis.rank). Reading only these halves the rows of a
 # typical trace (cuKernelGetName, cudaEventQuery, ... launch nothing); the pipeline re-reads
 # everything if any GPU op then finds no launching call.
 # (and a stream capture's ends: the launches made between them put no op in the trace)
-RELEVANT_API = re.compile(r"Launch|Memcpy|Memset|Synchroni[sz]e|Graph|Prefetch|WaitEvent|EventRecord|Callback|StreamWaitValue|BatchMemOp|Stream(?:Begin|End)Capture", re.I)
+RELEVANT_API = re.compile(r"Launch|Memcpy|Memset|Synchroni[sz]e|Graph|Prefetch|WaitEvent|EventRecord|Callback|StreamWaitValue|BatchMemOp|"
+                          r"WaitExternalSemaphores|IpcOpenEventHandle|Stream(?:Begin|End)Capture", re.I)
 
 API_CALLS_COLUMNS = ["start", "end", "gtid", "corr", "name"]
 OPS_COLUMNS = ["start", "end", "dev", "stream", "corr", "gpid", "name", "node"]  # of every table of GPU ops
