@@ -326,3 +326,17 @@ def test_offsets_stay_on_the_first_ranks_timeline_when_it_ran_no_collective(tmp_
     offset = {al.rank: al.offset_ns for al in a.cross.alignment}
     rows = a.cross.collectives.to_pylist()
     assert rows and all(r["aligned_start_ns"] == r["start_ns"] + offset[r["rank"]] and r["aligned_end_ns"] == r["end_ns"] + offset[r["rank"]] for r in rows)
+
+
+def test_sends_and_receives_of_a_trace_begun_later_are_said_matched_by_end_time(tmp_path):
+    # GIVEN one machine, rank 0 holds six SendRecv kernels (an all-to-all's, every 100 us, ending
+    # together at 100k+60 on both ranks), rank 1's trace began one later: it holds k = 1..5
+    a = analyze([rank_file(tmp_path, 0, [(100 * k + 10, 100 * k + 60) for k in range(6)], name=SEND_RECV),
+                 rank_file(tmp_path, 1, [(100 * k + 20, 100 * k + 60) for k in range(1, 6)], name=SEND_RECV)])
+    # THEN its first is matched with rank 0's second (each pair 10 us apart at the start), and
+    # the warning says so as a reader counts (it read "the k-th with rank 0's +1-th"; -1-th the
+    # other way)
+    rows = a.cross.collectives.to_pylist()
+    assert [(r["rank"], r["start_ns"] // U) for r in rows] == [(rank, 100 * k + (10 if rank == 0 else 20)) for k in range(1, 6) for rank in (0, 1)]
+    assert any(f"rank 1 holds 5 {SEND_RECV} kernels, rank 0 6 (their traces cover different stretches of the run): matched by end time "
+               "(the k-th with rank 0's (k+1)-th)" in w for w in a.warnings), a.warnings

@@ -550,7 +550,7 @@ def _match_ordinals(views: list[RankView], comm: list[dict[str, np.ndarray]], na
                 if shift:
                     new_nth[by_nth] = np.arange(len(by_nth)) + shift
                     warnings.append(f"{label} (their traces cover different stretches of the run): matched by end time (the k-th with "
-                                    f"rank {views[0].rank}'s {shift:+d}-th)")
+                                    f"rank {views[0].rank}'s (k{shift:+d})-th)")
                 else:
                     warnings.append(f"{label}: matched in order (the k-th with the k-th); a send and its receive do not end together")
                 continue
