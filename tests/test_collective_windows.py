@@ -340,3 +340,40 @@ def test_sends_and_receives_of_a_trace_begun_later_are_said_matched_by_end_time(
     assert [(r["rank"], r["start_ns"] // U) for r in rows] == [(rank, 100 * k + (10 if rank == 0 else 20)) for k in range(1, 6) for rank in (0, 1)]
     assert any(f"rank 1 holds 5 {SEND_RECV} kernels, rank 0 6 (their traces cover different stretches of the run): matched by end time "
                "(the k-th with rank 0's (k+1)-th)" in w for w in a.warnings), a.warnings
+
+
+A2A = "moeA2ADispatchKernel"  # TensorRT-LLM's expert-parallel dispatch: an all-to-all
+
+
+def test_an_all_to_all_whose_kernels_end_by_each_ranks_share_is_one_communicator(tmp_path):
+    # GIVEN one machine, four ranks running eight all-to-all dispatches (every 1 ms): rank r
+    # arrives at 1000k + 10 + 10r, rank 3 last (+40); each rank's kernel ends once its own share
+    # has landed: ranks 0, 1 at +60, ranks 2, 3 (hot experts, more tokens) at +120 (a multi-rank
+    # review's shape: the ends had split them into two "communicators", each matched alone)
+    files = [rank_file(tmp_path, r, [(1000 * k + 10 + 10 * r, 1000 * k + (60 if r < 2 else 120)) for k in range(8)], name=A2A) for r in range(4)]
+    # WHEN analysed together
+    a = analyze(files)
+    # THEN one communicator: each rank waits from its arrival to rank 3's, 30, 20, 10, 0 us a
+    # dispatch (split, ranks 0 and 1 had waited for each other alone: 10 and 0), the session
+    # clocks are kept, and nothing is said of communicators or of ends apart
+    assert [(c.rank, c.wait_ns // U) for c in a.cross.comm] == [(0, 240), (1, 160), (2, 80), (3, 0)]
+    assert [al.offset_ns for al in a.cross.alignment] == [0, 0, 0, 0]
+    assert not any("communicator" in w for w in a.warnings), a.warnings
+
+
+def test_ranks_of_one_other_machine_share_one_offset(tmp_path):
+    # GIVEN rank 0 on machine A, ranks 1 and 2 on machine B, whose clock reads 100 us ahead of
+    # A's (their session starts say none); eight all-reduces every 1 ms: rank 0 arrives at
+    # 1000k + 10, rank 1 at +30, rank 2 at +50 (A's time), all ending at +80, rank 2 3 us later
+    # (a ring's order); B's files hold B's times (+100 us)
+    r0 = rank_file(tmp_path, 0, [(1000 * k + 10, 1000 * k + 80) for k in range(8)])
+    r1 = rank_file(tmp_path, 1, [(1000 * k + 130, 1000 * k + 180) for k in range(8)], machine="B")
+    r2 = rank_file(tmp_path, 2, [(1000 * k + 150, 1000 * k + 183) for k in range(8)], machine="B")
+    # WHEN analysed together
+    a = analyze([r0, r1, r2])
+    # THEN ranks 1 and 2, one clock, get one offset: the median of the -100 us and -103 us their
+    # ends give, -101.5 us, +-1.5 us (each had its own, 3 us apart); so rank 1 waits 20 us a
+    # collective for rank 2, as on B's one clock (it had read 17), and rank 0 38.5 us (true: 40,
+    # the machine's offset is off by its ends' scatter)
+    assert [(al.rank, al.offset_ns, al.offset_uncertainty_ns) for al in a.cross.alignment] == [(0, 0, 0), (1, -101_500, 1_500), (2, -101_500, 1_500)]
+    assert [(c.rank, c.wait_ns) for c in a.cross.comm] == [(0, 8 * 38_500), (1, 8 * 20_000), (2, 0)]

@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracerecon.analysis.columns import thread_keys
-from tracerecon.analysis.nccl import comm_mask, is_low_latency_ep, is_point_to_point
+from tracerecon.analysis.nccl import comm_mask, is_all_to_all, is_low_latency_ep, is_point_to_point
 from tracerecon.schema import COLLECTIVES, CRITICAL_PATH
 from tracerecon.analysis.projection import I64_MIN, distinct_values, equals, int64s
 
@@ -152,24 +152,28 @@ class CrossRank:
         }
 
 
-def comm_kernels(ops: pa.Table) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray]:
+def comm_kernels(ops: pa.Table) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray, np.ndarray]:
     """The communication kernels of ``ops`` (``comm_mask``), in start order: their rows, the
-    names they ran under (short names), each one's code among those names, and the codes of
-    names whose kernels keep their order rather than end together on every rank (sends and
-    receives, whose ends lie apart by the transfer; DeepEP's low-latency dispatch and combine,
-    by their demangled names: a name is so where any of its kernels is, as a bare ``dispatch``
-    of both DeepEP modes). Each name's test runs once, not once a kernel."""
+    names they ran under (short names), each one's code among those names, the codes of names
+    whose kernels keep their order rather than end together on every rank (sends and receives,
+    whose ends lie apart by the transfer; DeepEP's low-latency dispatch and combine, by their
+    demangled names: a name is so where any of its kernels is, as a bare ``dispatch`` of both
+    DeepEP modes), and the codes of names whose kernels do not end together (those, and
+    all-to-alls', ``is_all_to_all``, by either name: ends apart by each rank's share). Each
+    name's test runs once, not once a kernel."""
     idx = np.flatnonzero(comm_mask(ops)) if ops.num_rows else np.zeros(0, np.int64)
     if len(idx) == 0:
-        return idx, [], np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return idx, [], np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
     idx = idx[np.argsort(int64s(ops["start_ns"])[idx], kind="stable")]
     # (names are never null: the reader reads a NULL name as "", and exports write none)
     listed, code = distinct_values(ops["name"], idx)
     p2p = np.array([is_point_to_point(n) for n in listed], dtype=bool)[code]
+    apart = np.array([is_all_to_all(n) for n in listed], dtype=bool)[code]
     if "demangled_name" in ops.column_names:  # (nsys's short name drops DeepEP's namespaces)
         full, full_code = distinct_values(ops["demangled_name"], idx)
         p2p |= np.array([n is not None and is_low_latency_ep(n) for n in full], dtype=bool)[full_code]
-    return idx, listed, code, np.unique(code[p2p])
+        apart |= np.array([n is not None and is_all_to_all(n) for n in full], dtype=bool)[full_code]
+    return idx, listed, code, np.unique(code[p2p]), np.unique(code[p2p | apart])
 
 
 def _comm_ops(view: RankView, name_codes: dict[str, int]) -> dict[str, np.ndarray]:
@@ -179,10 +183,10 @@ def _comm_ops(view: RankView, name_codes: dict[str, int]) -> dict[str, np.ndarra
     ``ncclDevKernel_AllReduce...`` of every rank is one collective); and ``in_order``, the codes
     of names whose kernels keep their order (sends and receives, DeepEP's low-latency ones)."""
     ops = view.gpu_ops
-    idx, listed, local, in_order_local = comm_kernels(ops)
+    idx, listed, local, in_order_local, apart_local = comm_kernels(ops)
     if len(idx) == 0:  # (a rank that ran no communication kernel: no column is read)
         empty = np.zeros(0, np.int64)
-        return {"start": empty, "end": empty, "phase": empty, "key": empty, "in_order": empty}
+        return {"start": empty, "end": empty, "phase": empty, "key": empty, "in_order": empty, "ends_apart": empty}
     glob = np.asarray([name_codes.setdefault(n, len(name_codes)) for n in listed], dtype=np.int64)
     code = glob[local]
     start, end = int64s(ops["start_ns"])[idx], int64s(ops["end_ns"])[idx]
@@ -198,7 +202,7 @@ def _comm_ops(view: RankView, name_codes: dict[str, int]) -> dict[str, np.ndarra
     nth = np.empty(len(code), np.int64)
     nth[by_name] = np.arange(len(code)) - np.repeat(group_first, np.diff(np.r_[group_first, len(code)]))
     return {"start": start, "end": end, "phase": int64s(ops["phase_id"].take(pa.array(idx)), -1), "key": code << 40 | nth,
-            "in_order": in_order}
+            "in_order": in_order, "ends_apart": np.unique(glob[apart_local])}
 
 
 def _lacked(rank: int, n: int, first: int, n_first: int) -> str:
@@ -248,9 +252,11 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
     # Per name code: whose kernels keep their order (sends and receives, DeepEP's low-latency
     # kernels), as ``_comm_ops`` found them on any rank.
     p2p = np.zeros(len(names), dtype=bool)
+    apart = np.zeros(len(names), dtype=bool)  # ... and whose kernels do not end together (those, and all-to-alls')
     for c in comm:
         p2p[c["in_order"]] = True
-    by_name = communicator_groups(views, comm, p2p)
+        apart[c["ends_apart"]] = True
+    by_name = communicator_groups(views, comm, apart)
     warnings = _groups_note(views, by_name, names)
     # Each group of ranks, with the names matched among them (every name's, where all ranks are
     # one group: the kernels of all names matched at once, as before groups were told).
@@ -302,10 +308,11 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
         at += len(common)
     keys = np.concatenate([common for _, _, common in blocks]) if blocks else np.zeros(0, np.int64)
     in_order = p2p[keys >> 40]
-    alignment, moved = _align(views, start, end, part, in_order)
-    warnings += moved + _other_communicators(views, end, part, in_order)
+    ends_apart = apart[keys >> 40]
+    alignment, moved = _align(views, start, end, part, ends_apart)
+    warnings += moved + _other_communicators(views, end, part, ends_apart)
     offset = np.array([a.offset_ns for a in alignment], dtype=np.int64)
-    drifts, alignment, said = _clock_drifts(views, alignment, end, part, in_order, offset)
+    drifts, alignment, said = _clock_drifts(views, alignment, end, part, ends_apart, offset)
     warnings += said
 
     aligned = _drift_out(start + offset[:, None], drifts)
@@ -413,7 +420,7 @@ def _of_names(c: dict[str, np.ndarray], codes: list[int]) -> dict[str, np.ndarra
     if keep.all():
         return c
     return {"start": c["start"][keep], "end": c["end"][keep], "phase": c["phase"][keep], "key": c["key"][keep],
-            "in_order": c["in_order"][np.isin(c["in_order"], codes)]}
+            "in_order": c["in_order"][np.isin(c["in_order"], codes)], "ends_apart": c["ends_apart"][np.isin(c["ends_apart"], codes)]}
 
 
 def _chained(a: RankAlignment, via: RankAlignment) -> RankAlignment:
@@ -677,9 +684,9 @@ ONE_COLLECTIVE_END_SPREAD_NS = 50_000
 ONE_MACHINE_CLOCK_ERROR_NS = 2_000
 
 
-def _other_communicators(views: list[RankView], end: np.ndarray, part: np.ndarray, in_order: np.ndarray) -> list[str]:
-    """Ranks whose collectives (rows of ``end`` and ``part``, ranks x matched collectives; sends
-    and receives, ``in_order``, left out) do not end with those of the first rank they were
+def _other_communicators(views: list[RankView], end: np.ndarray, part: np.ndarray, apart: np.ndarray) -> list[str]:
+    """Ranks whose collectives (rows of ``end`` and ``part``, ranks x matched collectives; those
+    whose kernels do not end together, ``apart``, left out) do not end with those of the first rank they were
     matched with (the first rank, or their group's first; median more than
     ``ONE_COLLECTIVE_END_SPREAD_NS`` apart on one machine's clock): kernels of other
     communicators (the tensor-parallel group of another pipeline stage or data-parallel
@@ -687,7 +694,7 @@ def _other_communicators(views: list[RankView], end: np.ndarray, part: np.ndarra
     not split them (a rank alone in ending its collectives so, groups in near lockstep). Their
     waits are not waits for each other: said, not hidden."""
     out: list[str] = []
-    counted = part & ~in_order
+    counted = part & ~apart
     for r, v in enumerate(views[1:], start=1):
         q = _first_met(counted, r)
         if q is None or not _one_machines_clock(v, views[q]):
@@ -716,7 +723,7 @@ def _ends_apart(d: np.ndarray) -> tuple[int, int] | None:
     return (apart, distance) if max(abs(apart), distance) > ONE_COLLECTIVE_END_SPREAD_NS else None
 
 
-def communicator_groups(views: list[RankView], comm: list[dict[str, np.ndarray]], p2p: np.ndarray) -> dict[int, list[list[int]]]:
+def communicator_groups(views: list[RankView], comm: list[dict[str, np.ndarray]], apart: np.ndarray) -> dict[int, list[list[int]]]:
     """Per name code of the ranks' communication kernels, in code order: the ranks (rows of
     ``views``, in rank order) split into the communicator groups that ran kernels of that name,
     each a list of rows in order, the groups by their first rows. One collective's kernels end
@@ -733,8 +740,8 @@ def communicator_groups(views: list[RankView], comm: list[dict[str, np.ndarray]]
     the name's ranks are one group, matched as where nothing shows another communicator
     (``_other_communicators`` says what their ends look like). Only the ranks that ran kernels
     of the name are grouped: a name of some ranks only (a pipeline stage's own all-gather) is
-    matched among them. Sends and receives (``p2p``) are one group of the ranks that ran them:
-    their ends are apart by the transfer."""
+    matched among them. Kernels that do not end together (``apart``: sends and receives, apart by
+    the transfer; all-to-alls, by each rank's share) are one group of the ranks that ran them."""
     codes = np.unique(np.concatenate([c["key"] >> 40 for c in comm])) if comm else np.zeros(0, np.int64)
     everyone = list(range(len(views)))
     out: dict[int, list[list[int]]] = {}
@@ -742,7 +749,7 @@ def communicator_groups(views: list[RankView], comm: list[dict[str, np.ndarray]]
         have = [i for i in everyone if ((comm[i]["key"] >> 40) == code).any()]
         groups: list[list[int]] = []
         refs: dict[int, tuple[np.ndarray, int] | None] = {}  # per group's first row: its ends to compare with
-        for i in have if not p2p[code] else ():
+        for i in have if not apart[code] else ():
             for g in groups:
                 if g[0] not in refs:
                     refs[g[0]] = _end_reference(comm[g[0]], code)
@@ -859,9 +866,10 @@ def _groups_note(views: list[RankView], by_name: dict[int, list[list[int]]], nam
 
 
 def _align(views: list[RankView], start: np.ndarray, end: np.ndarray, part: np.ndarray,
-           in_order: np.ndarray) -> tuple[list[RankAlignment], list[str]]:
+           apart: np.ndarray) -> tuple[list[RankAlignment], list[str]]:
     """Each rank's offset onto the first rank's timeline, from the matched collectives (rows of
-    ``start``, ``end`` and ``part``: ranks x collectives; ``in_order``: sends and receives). A
+    ``start``, ``end`` and ``part``: ranks x collectives; ``apart``: those whose kernels do not
+    end together, sends and receives and all-to-alls). A
     rank of the first rank's report shares its clock; one that ran collectives with the first
     rank is aligned on it (``_aligned_on``); one that ran none with it, on the first rank before
     it that it ran some with (of another communicator group), whose offset it is then carried
@@ -877,11 +885,55 @@ def _align(views: list[RankView], start: np.ndarray, end: np.ndarray, part: np.n
         if q is None:
             out.append(RankAlignment(v.rank, *_unrefined(v, views[0])))
             continue
-        a, shift = _aligned_on(v, views[q], start[r], end[r], start[q], end[q], part[q] & part[r], in_order)
+        a, shift = _aligned_on(v, views[q], start[r], end[r], start[q], end[q], part[q] & part[r], apart)
         if shift is not None:
             moved.append((v.rank, *shift))
         out.append(_chained(a, out[q]) if q else a)
-    return out, _moved_clock_notes(moved)
+    return _one_offset_per_machine(views, out), _moved_clock_notes(moved)
+
+
+def _other_machines(views: list[RankView]) -> list[list[int]]:
+    """The ranks (rows of ``views``) not on the first rank's machine, a list per machine (rows
+    sharing one clock, ``_one_machines_clock``: one report, or one machine's session starts), in
+    rank order."""
+    machines: list[list[int]] = []
+    for q in range(1, len(views)):
+        if _one_machines_clock(views[q], views[0]):
+            continue
+        home = next((m for m in machines if _one_machines_clock(views[q], views[m[0]])), None)
+        if home is None:
+            machines.append([q])
+        else:
+            home.append(q)
+    return machines
+
+
+def _one_offset_per_machine(views: list[RankView], alignment: list[RankAlignment]) -> list[RankAlignment]:
+    """``alignment`` with the ranks of each other machine on one offset: their clocks are one
+    (one report, or one machine's session starts), so they stand apart from each other exactly by
+    their bases, where each one's collectives refine it apart by their ends' scatter (an
+    all-to-all's ranks ending by their shares, a ring's by its order: four ranks of one report
+    2.4 us apart, a review's, their waits at each other's collectives off by up to 7 us). The
+    machine's offset, on its first rank's clock, is the median of those its refined ranks
+    (``offset_ns`` known, by collectives) put it at, its uncertainty the largest of theirs or
+    half their spread; a machine none of whose ranks was refined keeps its offsets."""
+    out = list(alignment)
+    for machine in _other_machines(views):
+        lead = views[machine[0]]
+        voters = [q for q in machine if "collectives" in alignment[q].method and alignment[q].offset_uncertainty_ns is not None]
+        if len(machine) < 2 or not voters:
+            continue
+        # (each rank's offset less its base on the machine's first rank's clock: the lead's offset it implies)
+        implied = [alignment[q].offset_ns - _clock_base(views[q], lead)[0] for q in voters]
+        at = int(np.median(np.array(implied, dtype=np.int64)))
+        uncertainty = max(max(alignment[q].offset_uncertainty_ns for q in voters), (max(implied) - min(implied)) // 2)
+        for q in machine:
+            a = alignment[q]
+            if a.offset_uncertainty_ns is None and "collectives" in a.method:  # (moved far: said, left as the warning says)
+                continue
+            out[q] = replace(a, offset_ns=at + _clock_base(views[q], lead)[0], offset_uncertainty_ns=uncertainty,
+                             method=a.method if "collectives" in a.method else a.method + " + collectives")
+    return out
 
 
 # A clock of another machine whose collectives' ends drift from the first rank's by more than
@@ -898,7 +950,7 @@ DRIFT_SIGNIFICANCE = 6
 DRIFT_MAX_RATE = 0.1
 
 
-def _clock_drifts(views: list[RankView], alignment: list[RankAlignment], end: np.ndarray, part: np.ndarray, in_order: np.ndarray,
+def _clock_drifts(views: list[RankView], alignment: list[RankAlignment], end: np.ndarray, part: np.ndarray, apart: np.ndarray,
                   offset: np.ndarray) -> tuple[dict[int, tuple[float, float, int]], list[RankAlignment], list[str]]:
     """The drift of each other machine's clock against the first rank's (two clocks run at
     rates ppm apart: one offset fits the middle of a capture, not its ends; a drift of 80 us
@@ -908,8 +960,8 @@ def _clock_drifts(views: list[RankView], alignment: list[RankAlignment], end: np
     the first rank's are the two clocks' difference at each: fitted with a line over the first
     rank's time, per machine (its ranks share one clock, ``_one_machines_clock``), on the one
     of its ranks that ran the most collectives with the first rank, ``DRIFT_MIN_COLLECTIVES``
-    or more (sends and receives, ``in_order``, left out: their ends lie apart by the
-    transfer), and taken as drift where the line moves over the capture more than
+    or more (sends and receives and all-to-alls, ``apart``, left out: their ends lie apart by the
+    transfer or each rank's share), and taken as drift where the line moves over the capture more than
     ``DRIFT_MIN_NS``, four times the residuals' scatter about it (median; that scatter within ``GROUP_END_TOLERANCE_NS``: ends that lie on
     no line are no one collective's) and ``DRIFT_SIGNIFICANCE`` standard errors of that move
     (a few collectives' jitter of a few us draws a slope by chance). Each rank of that machine
@@ -924,22 +976,12 @@ def _clock_drifts(views: list[RankView], alignment: list[RankAlignment], end: np
     fits: dict[int, tuple[float, float, int]] = {}
     notes: list[str] = []
     out = list(alignment)
-    # The other machines' ranks, a list per machine (rows sharing one clock), in rank order.
-    machines: list[list[int]] = []
-    for q in range(1, len(views)):
-        if _one_machines_clock(views[q], views[0]):
-            continue
-        home = next((m for m in machines if _one_machines_clock(views[q], views[m[0]])), None)
-        if home is None:
-            machines.append([q])
-        else:
-            home.append(q)
-    for machine in machines:
+    for machine in _other_machines(views):
         # Fitted on the rank that ran the most collectives with the first rank (the first such).
-        met = [int((part[0] & part[q] & ~in_order).sum()) for q in machine]
+        met = [int((part[0] & part[q] & ~apart).sum()) for q in machine]
         r = machine[int(np.argmax(met))]
         v = views[r]
-        both = part[0] & part[r] & ~in_order
+        both = part[0] & part[r] & ~apart
         if int(both.sum()) < DRIFT_MIN_COLLECTIVES:
             continue
         # (in float64 from the first end on: a clock's ns counts reach 1e18, past its 53 bits)
@@ -993,11 +1035,11 @@ def _drift_out(aligned: np.ndarray, fits: dict[int, tuple[float, float, int]]) -
 
 
 def _aligned_on(v: RankView, ref: RankView, start: np.ndarray, end: np.ndarray, ref_start: np.ndarray, ref_end: np.ndarray,
-                both: np.ndarray, in_order: np.ndarray) -> tuple[RankAlignment, tuple[int, int, str] | None]:
+                both: np.ndarray, apart: np.ndarray) -> tuple[RankAlignment, tuple[int, int, str] | None]:
     """``v``'s offset onto ``ref``'s timeline: its clock's base (``_clock_base``), refined by the
     median end-time residual of the collectives both ran (``both``, over the kernels' ``start``
-    and ``end``, ``v``'s and ``ref``'s). Sends and receives (``in_order``) end apart by the
-    transfer, so they refine only clocks of other machines (off by far more than a transfer)
+    and ``end``, ``v``'s and ``ref``'s). Sends and receives and all-to-alls (``apart``) end apart
+    by the transfer or each rank's share, so they refine only clocks of other machines (off by far more than a transfer)
     and only where no collective was matched: on one machine's clock (``_one_machines_clock``)
     they would move an exact base by the transfer time; where they refine it, the uncertainty is
     at least the shorter kernel of a pair (median), which holds the transfer their ends are
@@ -1010,8 +1052,8 @@ def _aligned_on(v: RankView, ref: RankView, start: np.ndarray, end: np.ndarray, 
         return RankAlignment(v.rank, 0, 0, "shared clock"), None
     base, method = _clock_base(v, ref) or (0, "none")
     by_transfers = False
-    if (both & ~in_order).any():
-        use = both & ~in_order
+    if (both & ~apart).any():
+        use = both & ~apart
     elif _one_machines_clock(v, ref):
         use = np.zeros_like(both)
     else:
