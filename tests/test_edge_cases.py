@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nsys_factory import FakeTrace
+from nsys_factory import FakeTrace, gpid
 from tracerecon.analysis.config import PhaseConfig
 from tracerecon.errors import BadTraceError
 from tracerecon.api import load as analyze
@@ -160,6 +160,30 @@ def test_synchronous_copy_counts_as_a_wait(tmp_path):
     (sync,) = rank.syncs.to_pylist()
     assert sync["api"] == "cudaMemcpyAsync" and sync["sync_type"] == "synchronous copy"
     assert rank.phases["verdict"].to_pylist() == ["under", "over"]
+
+
+def test_only_a_copy_to_or_from_the_host_that_ended_inside_its_call_counts_as_a_wait(tmp_path):
+    # GIVEN draft (0..1000 us) on an idle GPU: a node-mode graph launch whose call runs 10..200 us,
+    # its memset node 20..30 (ended 170 us before the call returned) and its kernel node
+    # 40..600; a cudaMemsetAsync call 250..276 whose memset ran 260..261; a device-to-device
+    # cudaMemcpyAsync call 300..329 whose copy ran 310..328; and a device-to-host cudaMemcpyAsync
+    # call 700..900 into pageable memory, its copy 880..890 (it returned after its copy)
+    U = 1000
+    t = FakeTrace()
+    t.range("draft", 0, 1000 * U)
+    g = t.call("cudaGraphLaunch_v10000", 10 * U, 200 * U)
+    t.memset.append({"start": 20 * U, "end": 30 * U, "deviceId": 0, "contextId": 1, "streamId": 7, "correlationId": g, "globalPid": gpid(10),
+                     "value": 0, "bytes": 64, "graphNodeId": 1})
+    t.kernel(g, 40 * U, 600 * U, node=2)
+    t.fill(t.call("cudaMemsetAsync_v3020", 250 * U, 276 * U), 260 * U, 261 * U)
+    t.copy(t.call("cudaMemcpyAsync_v3020", 300 * U, 329 * U), 310 * U, 328 * U, kind=8)
+    t.copy(t.call("cudaMemcpyAsync_v3020", 700 * U, 900 * U), 880 * U, 890 * U, kind=2)
+    # WHEN analysed
+    rank = one_rank(t, tmp_path)
+    # THEN only the device-to-host copy's call blocked the CPU (a fresh review's: the graph
+    # launch, the memset and the device-to-device copy had each been a "synchronous copy", the
+    # graph's whole 190 us call booked as a wait)
+    assert [(s["api"], s["sync_type"], s["start_ns"] // U) for s in rank.syncs.to_pylist()] == [("cudaMemcpyAsync", "synchronous copy", 700)]
 
 
 @pytest.mark.parametrize("api", ["cuMemcpy2D_v2", "cuMemcpyAtoH_v2", "cuMemcpy3D_v2", "cudaMemcpy2DFromArray_v3020", "cudaMemcpyFromArray_v3020"])

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracerecon.analysis.intervals import explode_slices, segmented_union_lengths
-from tracerecon.analysis.projection import int64s, match_correlation, string_mask
+from tracerecon.analysis.projection import equals, int64s, match_correlation, string_mask
 
 # Copies the CPU waits for, on the legacy default stream whatever stream the thread works on (not
 # cudaMemcpyAsync, which runs on the stream it is given even when it blocks): the runtime's and the
@@ -71,6 +71,10 @@ def base_api_name(name: str) -> str:
         return name[:end]
 
 
+# Copies with no host side: their calls never wait for them (``find_blocking_calls``).
+DEVICE_SIDE_COPIES = frozenset({"DtoD", "DtoA", "AtoD", "AtoA", "PtoP"})
+
+
 def find_blocking_calls(api_calls: pa.Table, sync_records: pa.Table, linked_ops: pa.Table | None = None) -> pa.Table:
     """Rows of ``api_calls`` that block the CPU, with api (base name), sync_type, sync_device_id,
     sync_stream_id, sync_event_id, sync_event_sync_id (from the call's CUPTI synchronization
@@ -78,9 +82,11 @@ def find_blocking_calls(api_calls: pa.Table, sync_records: pa.Table, linked_ops:
 
     A call blocks if its name is a known blocking API, or a CUPTI synchronization record points
     at it (same process and correlation id) and it is not a stream-wait-event, or (with
-    ``linked_ops`` from projection.link_launches) it is a copy/memset call that returned only
-    after its own GPU copy finished: ``cudaMemcpyAsync`` into pageable memory is synchronous
-    (torch's ``.tolist()`` / ``.item()`` on the H200 traces), whatever its name says.
+    ``linked_ops`` from projection.link_launches) it is a copy call that returned only after its
+    own GPU copy to or from the host finished: ``cudaMemcpyAsync`` into pageable memory is
+    synchronous (torch's ``.tolist()`` / ``.item()`` on the H200 traces), whatever its name says
+    (not memsets, device-to-device copies or a graph launch's nodes, which end before their call
+    returns only by running early).
     """
     names = api_calls["name"].combine_chunks() if api_calls.num_rows else pa.array([], pa.dictionary(pa.int32(), pa.string()))
     if api_calls.num_rows == 0:
@@ -118,11 +124,18 @@ def find_blocking_calls(api_calls: pa.Table, sync_records: pa.Table, linked_ops:
             by_record[hit] = ~non_blocking[codes[hit]]
         by_copy = np.zeros(api_calls.num_rows, dtype=bool)
         if linked_ops is not None and linked_ops.num_rows:
-            waited_own = string_mask(linked_ops["kind"], lambda k: k in ("memcpy", "memset")) & (int64s(linked_ops["launch_end_ns"], -1) >= int64s(linked_ops["end_ns"]))
+            # Only a copy to or from the host (pageable memory) can hold its call: a memset, a
+            # device-to-device copy, or a graph's memset or copy node (its launch call 127-196 us
+            # on a real H200 trace, the node ended 68 us into it) that ended before its call
+            # returned ran early on an idle GPU; the call never waited for it.
+            copy_kind = linked_ops["copy_kind"] if "copy_kind" in linked_ops.column_names else pa.nulls(linked_ops.num_rows, pa.string())
+            waited_own = (equals(linked_ops["kind"], "memcpy") & ~string_mask(copy_kind, lambda k: k in DEVICE_SIDE_COPIES)
+                          & (int64s(linked_ops["launch_end_ns"], -1) >= int64s(linked_ops["end_ns"])))
             sel = np.flatnonzero(waited_own)
             if len(sel):
                 own = match_correlation(int64s(linked_ops["pid"])[sel], int64s(linked_ops["correlation_id"], -1)[sel], int64s(api_calls["pid"]), int64s(api_calls["correlation_id"], -1))
-                by_copy = own >= 0
+                is_copy_call = np.array(["Memcpy" in x for x in dict_names] + [False], dtype=bool)
+                by_copy = (own >= 0) & is_copy_call[codes]
                 copy_dev[by_copy] = int64s(linked_ops["device_id"], -1)[sel][own[by_copy]]
                 copy_stream[by_copy] = int64s(linked_ops["stream_id"], -1)[sel][own[by_copy]]
                 rec_type[by_copy & (rec_type < 0)] = len(type_names)
