@@ -353,3 +353,38 @@ def test_the_per_token_line_of_a_side_without_gpu_time_is_a_line_not_an_error():
     # THEN the line says the steps went (all of them) faster, by hand -100% per token and per
     # cycle (log1p(-1) had raised: a traceback)
     assert d["per_token_explanation"] == "per accepted token -100%: mostly faster steps (GPU per cycle -100%, tokens per cycle +0%)"
+
+
+def test_whole_trace_kernel_time_of_captures_of_other_lengths_is_compared_per_cycle(tmp_path):
+    # GIVEN one engine captured over 3 cycles (A) and 6 (B): each cycle (1 ms) runs kernel 'k'
+    # for 100 us in A and 80 us in B, and kernel 'm' for 10 us on both (a newcomer's review: a
+    # kernel 83x the launches in the longer capture led the whole-trace changes, its time per
+    # cycle having fallen)
+    from nsys_factory import FakeTrace
+
+    U = 1000
+
+    def trace(cycles: int, k_us: int, path):
+        t = FakeTrace()
+        for c in range(cycles):
+            b = 1000 * c
+            t.cycle(c, b * U, (b + 400) * U, (b + 900) * U)
+            t.kernel(t.call("cudaLaunchKernel", (b + 5) * U, (b + 7) * U), (b + 10) * U, (b + 10 + k_us) * U, name="k")
+            t.kernel(t.call("cudaLaunchKernel", (b + 405) * U, (b + 407) * U), (b + 410) * U, (b + 420) * U, name="m")
+        return str(t.write(path))
+
+    a = load([trace(3, 100, tmp_path / "a.sqlite")], PhaseConfig(phases=("draft", "verify")))
+    b = load([trace(6, 80, tmp_path / "b.sqlite")], PhaseConfig(phases=("draft", "verify")))
+    # WHEN diffed
+    from tracerecon.present import diff_document, diff_notes
+
+    doc = diff_document(a, b)
+    # THEN per cycle 'k' went 0.100 -> 0.080 ms (-0.020) and leads, 'm' stayed 0.010; the totals
+    # are kept beside (k 0.300 -> 0.480 ms); the text says per cycle, over 3 and 6 cycles
+    (k,) = doc["kernels"]
+    assert (k["a_cycles"], k["b_cycles"]) == (3, 6)
+    assert [(x["kernel"], x["a_ms_per_cycle"], x["b_ms_per_cycle"], x["delta_ms_per_cycle"], x["a_ms"], x["b_ms"]) for x in k["changes"]] == [
+        ("k", 0.1, 0.08, -0.02, 0.3, 0.48), ("m", 0.01, 0.01, 0.0, 0.03, 0.06)]
+    line = next(text for text, _ in diff_notes(doc) if "kernel time" in text)
+    assert line.startswith("rank 0 kernel time per cycle A -> B (whole trace over its 3 and 6 cycles): k 0.100 -> 0.080 ms (3 -> 6 launches); "
+                           "m 0.010 -> 0.010 ms (3 -> 6 launches)"), line

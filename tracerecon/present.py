@@ -320,7 +320,8 @@ def diff_document(a: Analysis, b: Analysis, a_given: Sequence[str] | None = None
                                                   a.config.labels(), (set(ra.phases["phase"].to_pylist()), set(rb.phases["phase"].to_pylist())),
                                                   (steady_cycles(ra.cycles).num_rows, steady_cycles(rb.cycles).num_rows))]
         per_rank_cycles.append({"rank": rank, **cycle_delta(steady_cycles(ra.cycles), steady_cycles(rb.cycles)), **token_delta(ra, rb)})
-        kernels.append({"rank": rank, "changes": kernel_changes(ra.gpu_ops, rb.gpu_ops)})
+        n_cycles = (ra.cycles.num_rows, rb.cycles.num_rows)
+        kernels.append({"rank": rank, "a_cycles": n_cycles[0], "b_cycles": n_cycles[1], "changes": kernel_changes(ra.gpu_ops, rb.gpu_ops, cycles=n_cycles)})
         models = _gpu_models(ra.gpus), _gpu_models(rb.gpus)
         if models[0] and models[1] and models[0] != models[1]:
             other_gpus.append({"rank": rank, "a": models[0], "b": models[1]})
@@ -403,8 +404,12 @@ def diff_notes(result: dict) -> list[tuple[str, str]]:
     for p in result["phases"]:
         out.append((f"rank {p['rank']}: {p['explanation']}", ""))
     for k in result.get("kernels", []):
-        top = [x for x in k["changes"] if abs(x["delta_ms"]) > 0][:3]
-        if top:
+        top = [x for x in k["changes"] if abs(x["delta_ms"]) > 0 or (x.get("delta_ms_per_cycle") or 0) != 0][:3]
+        if top and k.get("a_cycles") != k.get("b_cycles") and top[0].get("delta_ms_per_cycle") is not None:
+            # (captures of other lengths: their totals compare the lengths, not the kernels)
+            out.append((f"rank {k['rank']} kernel time per cycle A -> B (whole trace over its {k['a_cycles']} and {k['b_cycles']} cycles): " + "; ".join(
+                f"{x['kernel'][:48]} {x['a_ms_per_cycle']:.3f} -> {x['b_ms_per_cycle']:.3f} ms ({x['a_count']} -> {x['b_count']} launches)" for x in top), ""))
+        elif top:
             out.append((f"rank {k['rank']} kernel time A -> B (whole trace): " + "; ".join(
                 f"{x['kernel'][:48]} {x['a_ms']:.3f} -> {x['b_ms']:.3f} ms ({x['a_count']} -> {x['b_count']} launches)" for x in top), ""))
     if result["unpaired_ranks"] and result.get("rank_pairs", True):

@@ -340,9 +340,13 @@ def _mean_cycle_gpu(rank) -> float | None:
     return sum(gpu) / len(gpu) if gpu else None
 
 
-def kernel_changes(a_ops: pa.Table, b_ops: pa.Table, top: int = 10) -> list[dict]:
-    """Whole-rank kernel time by name on both sides, the largest changes first (also for traces
-    without phase ranges)."""
+def kernel_changes(a_ops: pa.Table, b_ops: pa.Table, top: int = 10, cycles: tuple[int, int] = (0, 0)) -> list[dict]:
+    """Whole-rank kernel time by name on both sides (also for traces without phase ranges): the
+    totals (``a_ms``, ``b_ms``, ``delta_ms``) and launch counts, and where both sides hold cycles
+    (``cycles``: how many each trace holds, warm-up ones too), the same per cycle
+    (``a_ms_per_cycle``, ``b_ms_per_cycle``, ``delta_ms_per_cycle``; None without). The largest
+    changes first: per cycle where both hold cycles (captures of 30 and 2,500 cycles of one engine
+    had put a kernel 83x the launches first, whose time per cycle fell), else in total."""
     def totals(ops):
         if ops.num_rows == 0:
             return {}, {}
@@ -358,10 +362,17 @@ def kernel_changes(a_ops: pa.Table, b_ops: pa.Table, top: int = 10) -> list[dict
 
     ta, ca = totals(a_ops)
     tb, cb = totals(b_ops)
+    per_cycle = cycles[0] > 0 and cycles[1] > 0
+
+    def each(t: Counter, k: str, n: int) -> float | None:
+        return round(t.get(k, 0) / n / 1e6, 6) if per_cycle else None
+
     rows = [
         {"kernel": k, "a_ms": round(ta.get(k, 0) / 1e6, 6), "b_ms": round(tb.get(k, 0) / 1e6, 6),
-         "delta_ms": round((tb.get(k, 0) - ta.get(k, 0)) / 1e6, 6), "a_count": ca.get(k, 0), "b_count": cb.get(k, 0)}
+         "delta_ms": round((tb.get(k, 0) - ta.get(k, 0)) / 1e6, 6), "a_count": ca.get(k, 0), "b_count": cb.get(k, 0),
+         "a_ms_per_cycle": each(ta, k, cycles[0]), "b_ms_per_cycle": each(tb, k, cycles[1]),
+         "delta_ms_per_cycle": round(tb.get(k, 0) / cycles[1] / 1e6 - ta.get(k, 0) / cycles[0] / 1e6, 6) if per_cycle else None}
         for k in set(ta) | set(tb)
     ]
-    rows.sort(key=lambda r: (-abs(r["delta_ms"]), r["kernel"]))
+    rows.sort(key=lambda r: (-abs(r["delta_ms_per_cycle"] if per_cycle else r["delta_ms"]), r["kernel"]))
     return rows[:top]
