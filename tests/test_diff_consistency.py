@@ -388,3 +388,23 @@ def test_whole_trace_kernel_time_of_captures_of_other_lengths_is_compared_per_cy
     line = next(text for text, _ in diff_notes(doc) if "kernel time" in text)
     assert line.startswith("rank 0 kernel time per cycle A -> B (whole trace over its 3 and 6 cycles): k 0.100 -> 0.080 ms (3 -> 6 launches); "
                            "m 0.010 -> 0.010 ms (3 -> 6 launches)"), line
+
+
+def test_a_side_whose_cycles_leave_work_outside_its_phases_is_said():
+    # GIVEN vLLM V1 read with the default phases (its preprocess, 0.353 ms of GPU work a cycle
+    # inside the cycle range before its first phase, is in no phase and not in its cycle's GPU
+    # time: its own warning says so) against Model Runner V2, whose phases hold that work
+    a = load([str(SAMPLES / "engines_h200" / "vllm_v1")])
+    b = load([str(SAMPLES / "engines_h200" / "vllm_mrv2")])
+    from tracerecon.present import diff_document, diff_notes
+
+    # WHEN diffed
+    doc = diff_document(a, b)
+    # THEN the cycles say A leaves work out, and a line says the cycle lines compare what each
+    # side's phases cover (the diff had read a 9 % slowdown, "mostly slower steps", alone)
+    assert doc["cycles"]["leave_work_out"] == ["a"]
+    notes = [text for text, _ in diff_notes(doc)]
+    assert any(t.startswith("A: GPU work queued inside its cycle ranges but in no phase is not in its cycle GPU time") for t in notes), notes
+    # and with vLLM's preset on both sides (preprocess a phase) neither leaves work out
+    res = run_cli("diff", str(SAMPLES / "engines_h200" / "vllm_v1"), str(SAMPLES / "engines_h200" / "vllm_mrv2"), "--preset", "vllm", "--json")
+    assert res.returncode == 0 and json.loads(res.stdout)["cycles"]["leave_work_out"] == [], res.stderr
