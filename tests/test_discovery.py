@@ -261,3 +261,18 @@ def test_crafted_long_api_and_kernel_names_are_told_at_once():
     import sys
 
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_ranges_json_carries_the_warnings_it_says(tmp_path):
+    # GIVEN one rank's export of a two-rank NCCL run: its communication kernels ran with a rank
+    # whose trace is not in the input, which `ranges` says on stderr (a newcomer's review:
+    # `ranges --json` had no warnings, `report --json` has them)
+    from conftest import SAMPLES
+
+    trace = str(SAMPLES / "demo_h200x2" / "nccl_skew" / "rank0.sqlite")
+    # WHEN its ranges are listed as JSON
+    res = run_cli("ranges", "--json", "--no-cache", trace)
+    # THEN the document holds every warning said on stderr, and the stderr lines are those
+    doc = json.loads(res.stdout)
+    said = [line.removeprefix("tracerecon: warning: ") for line in res.stderr.splitlines() if line.startswith("tracerecon: warning: ")]
+    assert res.returncode == 0 and said and doc["warnings"] == said, (said, doc.get("warnings"))

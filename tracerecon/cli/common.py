@@ -198,14 +198,21 @@ def load(inputs: Sequence[str], config: PhaseConfig, jobs: int | None = None, sc
     but for those of the phases where the command uses none (``phases_unused``: ``ranges``):
     that they matched no range, that GPU work was queued outside them."""
     from tracerecon import api
-    from tracerecon.analysis.rank import QUEUED_OUTSIDE_PHASES
-    from tracerecon.pipeline import RANGES_HINT
 
     with progress_reporter() as progress:
         analysis = api.load(inputs, config, progress, jobs, scheduler)
-    said = [w for w in analysis.warnings if not (phases_unused and (RANGES_HINT in w or QUEUED_OUTSIDE_PHASES in w))]
+    said = said_warnings(analysis, phases_unused)
     warn_all([f"{side}: {w}" for w in said] if side else said)
     return analysis
+
+
+def said_warnings(analysis, phases_unused: bool = False) -> list[str]:
+    """The warnings of ``analysis`` a command says (``load``), those of the phases left out where
+    it uses none (``phases_unused``)."""
+    from tracerecon.analysis.rank import QUEUED_OUTSIDE_PHASES
+    from tracerecon.pipeline import RANGES_HINT
+
+    return [w for w in analysis.warnings if not (phases_unused and (RANGES_HINT in w or QUEUED_OUTSIDE_PHASES in w))]
 
 
 def load_report(inputs: Sequence[str], config: PhaseConfig, jobs: int | None = None, scheduler: str | None = None):

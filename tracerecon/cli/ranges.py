@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from tracerecon.cli.common import add_analysis_command, config_from, console, load, say
+from tracerecon.cli.common import add_analysis_command, config_from, console, load, said_warnings, say
 from tracerecon.json_text import json_text, shown_names
 
 WIDTHS = {"name": 48, "domain": 20}  # the text columns' widths (folded within, NAME_LINES lines at most)
@@ -41,8 +41,10 @@ def main(args: argparse.Namespace) -> int:
     out = console()
     if args.json:
         # (each rank's file and processes under `report --json`'s names: a file may hold several ranks)
+        # (and the warnings said on stderr, as `report --json` carries them)
         doc = {"ranks": [{"rank": r.rank, "source": r.source.path, "pids": list(r.source.pids), "tid": r.source.tid, "ranges": [s.to_json() for s in range_summaries(r)]}
-                         for r in analysis.ranks]}
+                         for r in analysis.ranks],
+               "warnings": said_warnings(analysis, phases_unused=True)}
         out.file.write(json_text(doc) + "\n")
         return 0
     # The cycle ranges as one row, and each family of names that differ only in their numbers.
