@@ -49,7 +49,10 @@ __global__ void plain(long long cycles, int* out) {
   if (threadIdx.x == 0) out[0] += 1;
 }
 
-static void launch_pdl(cudaStream_t s, void (*k)(long long), long long a) {
+// Launches k on s with programmatic stream serialization allowed: it may start before the kernel
+// before it on the stream ends (its griddepcontrol.wait, if any, waits for that one).
+template <typename... Args>
+static void launch_pdl(cudaStream_t s, void (*k)(Args...), Args... args) {
   cudaLaunchConfig_t cfg;
   memset(&cfg, 0, sizeof cfg);
   cfg.gridDim = dim3(1);
@@ -60,21 +63,7 @@ static void launch_pdl(cudaStream_t s, void (*k)(long long), long long a) {
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  CHECK(cudaLaunchKernelEx(&cfg, k, a));
-}
-
-static void launch_pdl_wait(cudaStream_t s, long long prologue, long long b) {
-  cudaLaunchConfig_t cfg;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.gridDim = dim3(1);
-  cfg.blockDim = dim3(32);
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  CHECK(cudaLaunchKernelEx(&cfg, pdl_wait, prologue, b));
+  CHECK(cudaLaunchKernelEx(&cfg, k, args...));
 }
 
 int main(int argc, char** argv) {
@@ -110,7 +99,7 @@ int main(int argc, char** argv) {
     nvtxRangePushA("draft");
     launch_pdl(s, pdl_lead, us(80 + 20 * v));
     launch_pdl(s, pdl_lead, us(60));
-    launch_pdl_wait(s, us(10), us(40 + 10 * v));
+    launch_pdl(s, pdl_wait, us(10), us(40 + 10 * v));
     nvtxRangePop();
     if (boundary_events) CHECK(cudaEventRecord(e1, s));
     nvtxRangePushA("verify");
