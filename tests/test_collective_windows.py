@@ -345,20 +345,38 @@ def test_sends_and_receives_of_a_trace_begun_later_are_said_matched_by_end_time(
 A2A = "moeA2ADispatchKernel"  # TensorRT-LLM's expert-parallel dispatch: an all-to-all
 
 
-def test_an_all_to_all_whose_kernels_end_by_each_ranks_share_is_one_communicator(tmp_path):
+def test_an_all_to_all_split_by_its_ends_is_said_to_be_perhaps_one_with_uneven_shares(tmp_path):
     # GIVEN one machine, four ranks running eight all-to-all dispatches (every 1 ms): rank r
     # arrives at 1000k + 10 + 10r, rank 3 last (+40); each rank's kernel ends once its own share
     # has landed: ranks 0, 1 at +60, ranks 2, 3 (hot experts, more tokens) at +120 (a multi-rank
-    # review's shape: the ends had split them into two "communicators", each matched alone)
+    # review's shape), which two expert-parallel groups of one kernel name would look like too
     files = [rank_file(tmp_path, r, [(1000 * k + 10 + 10 * r, 1000 * k + (60 if r < 2 else 120)) for k in range(8)], name=A2A) for r in range(4)]
     # WHEN analysed together
     a = analyze(files)
-    # THEN one communicator: each rank waits from its arrival to rank 3's, 30, 20, 10, 0 us a
-    # dispatch (split, ranks 0 and 1 had waited for each other alone: 10 and 0), the session
-    # clocks are kept, and nothing is said of communicators or of ends apart
+    # THEN the ends split them into ranks 0, 1 and ranks 2, 3 (each rank waiting for its group's
+    # last: 10, 0, 10, 0 us a dispatch, where one communicator would read 30, 20, 10, 0), and the
+    # warning says so and that it may be one all-to-all whose shares differ, each rank then
+    # having waited for all (it had named tensor-parallel groups alone)
+    assert [(c.rank, c.wait_ns // U) for c in a.cross.comm] == [(0, 80), (1, 0), (2, 80), (3, 0)]
+    (line,) = [w for w in a.warnings if "communicators of these kernels" in w]
+    assert line.startswith(f"{A2A}: the ranks run 2 communicators of these kernels") and "ranks 0, 1; ranks 2, 3" in line, line
+    assert line.endswith("(an expert-parallel group each; or one all-to-all whose ranks' shares differ, a hot expert's ranks ending later "
+                         "each time: then each rank waited for all, not for its group alone)"), line
+
+
+def test_a_rank_whose_all_to_alls_end_later_is_said_to_be_perhaps_a_hot_experts(tmp_path):
+    # GIVEN one machine, four ranks running eight all-to-all dispatches (every 1 ms), arriving at
+    # 1000k + 10 + 10r; ranks 0-2 end at +60, rank 3 (a hot expert's) 150 us later, at +210
+    files = [rank_file(tmp_path, r, [(1000 * k + 10 + 10 * r, 1000 * k + (60 if r < 3 else 210)) for k in range(8)], name=A2A) for r in range(4)]
+    # WHEN analysed together
+    a = analyze(files)
+    # THEN they are one group (rank 3 alone ends so): each waits for rank 3, 30, 20, 10, 0 us a
+    # dispatch; the warning names rank 3's ends and says they may be a hot expert's (it had said
+    # "another communicator's" alone, where every number was right)
     assert [(c.rank, c.wait_ns // U) for c in a.cross.comm] == [(0, 240), (1, 160), (2, 80), (3, 0)]
-    assert [al.offset_ns for al in a.cross.alignment] == [0, 0, 0, 0]
-    assert not any("communicator" in w for w in a.warnings), a.warnings
+    (line,) = [w for w in a.warnings if "rank 3's" in w]
+    assert line.startswith("rank 3's all-to-alls end +150 us from rank 0's on one machine's clock (median): the kernels of another "
+                           "communicator (another expert-parallel group's), or of one whose ranks' shares differ"), line
 
 
 def test_ranks_of_one_other_machine_share_one_offset(tmp_path):
@@ -377,3 +395,60 @@ def test_ranks_of_one_other_machine_share_one_offset(tmp_path):
     # the machine's offset is off by its ends' scatter)
     assert [(al.rank, al.offset_ns, al.offset_uncertainty_ns) for al in a.cross.alignment] == [(0, 0, 0), (1, -101_500, 1_500), (2, -101_500, 1_500)]
     assert [(c.rank, c.wait_ns) for c in a.cross.comm] == [(0, 8 * 38_500), (1, 8 * 20_000), (2, 0)]
+
+
+def rank_file_of(tmp_path, rank: int, kernels: list[tuple[int, int, str]], machine: str) -> str:
+    """``rank_file`` with kernels of several names: (start us, end us, name) each."""
+    t = FakeTrace()
+    t.range("verify", 0, 10_000 * U)
+    for start, end, name in kernels:
+        t.kernel(t.call("cudaLaunchKernel", (start - 5) * U, (start - 4) * U), start * U, end * U, name=name)
+    path = t.write(tmp_path / f"rank{rank}.sqlite")
+    sqlite3.connect(path).executescript(
+        "create table TARGET_INFO_GPU (id integer, name text, uuid text, busLocation text, smCount integer);"
+        f"insert into TARGET_INFO_GPU values (0, 'H200', '{machine}-gpu0', '0', 132), (1, 'H200', '{machine}-gpu1', '1', 132);"
+        "create table TARGET_INFO_SESSION_START_TIME (utcEpochNs integer); insert into TARGET_INFO_SESSION_START_TIME values (5000000000000000000);")
+    return path
+
+
+def test_a_rank_aligned_through_another_of_its_machine_takes_the_machines_offset(tmp_path):
+    # GIVEN machine B (its clock 100 us ahead of A's, the session starts saying none): ranks 1 and
+    # 2 all-reduce with rank 0 (A) every 1 ms, arriving at 1000k + 30 and + 50 (A's time), rank 0
+    # at + 10, ending at + 80, rank 2 3 or 5 us later in turn (a ring's order); rank 3 (B) meets
+    # only rank 2, in an all-gather, rank 2 arriving at + 500, rank 3 at + 520, both ending at + 560
+    # (a review's shape: rank 3, aligned through rank 2's own offset, had kept it, 2 us off rank
+    # 2's, on one clock)
+    AG = "ncclDevKernel_AllGather_RING_LL"
+    r0 = rank_file_of(tmp_path, 0, [(1000 * k + 10, 1000 * k + 80, AR) for k in range(8)], "A")
+    r1 = rank_file_of(tmp_path, 1, [(1000 * k + 130, 1000 * k + 180, AR) for k in range(8)], "B")
+    r2 = rank_file_of(tmp_path, 2, [(1000 * k + 150, 1000 * k + 183 + 2 * (k % 2), AR) for k in range(8)]
+                      + [(1000 * k + 600, 1000 * k + 660, AG) for k in range(8)], "B")
+    r3 = rank_file_of(tmp_path, 3, [(1000 * k + 620, 1000 * k + 660, AG) for k in range(8)], "B")
+    # WHEN analysed together
+    a = analyze([r0, r1, r2, r3])
+    # THEN ranks 1, 2 and 3 take one offset: the median of rank 1's -100 us and rank 2's -104 us
+    # (the median of its 3 and 5 us), -102 us, +-2 us (half their spread), and rank 2 waits 20 us at
+    # each all-gather for rank 3, on their one clock
+    assert [(al.rank, al.offset_ns, al.offset_uncertainty_ns) for al in a.cross.alignment] == [
+        (0, 0, 0), (1, -102_000, 2_000), (2, -102_000, 2_000), (3, -102_000, 2_000)]
+    assert sorted({(r["rank"], r["wait_ns"]) for r in a.cross.collectives.to_pylist() if r["name"] == AG}) == [(2, 20_000), (3, 0)]
+
+
+def test_a_machines_offset_goes_by_its_collectives_before_its_sends_and_receives(tmp_path):
+    # GIVEN machine B (its clock 100 us ahead of A's, the session starts saying none): rank 1
+    # all-reduces with rank 0 every 1 ms (rank 0 arriving at 1000k + 10, rank 1 at + 30, A's time,
+    # both ending at + 80); rank 2 only receives rank 0's sends (rank 0's send + 200..+ 240, rank
+    # 2's receive + 150..+ 262: ending 22 us after, the transfer), which refine its clock 22 us off
+    # (a review's shape: the median of the two had moved rank 1's exact offset 11 us)
+    SR = "ncclDevKernel_SendRecv"
+    r0 = rank_file_of(tmp_path, 0, [(1000 * k + 10, 1000 * k + 80, AR) for k in range(10)] + [(1000 * k + 200, 1000 * k + 240, SR) for k in range(10)], "A")
+    r1 = rank_file_of(tmp_path, 1, [(1000 * k + 130, 1000 * k + 180, AR) for k in range(10)], "B")
+    r2 = rank_file_of(tmp_path, 2, [(1000 * k + 250, 1000 * k + 362, SR) for k in range(10)], "B")
+    # WHEN analysed together
+    a = analyze([r0, r1, r2])
+    # THEN both take rank 1's offset, -100 us, +-0 (its ends meet rank 0's exactly); rank 0 waits
+    # 20 us at each all-reduce, rank 2 50 us at each receive (from + 150 to rank 0's send at + 200)
+    assert [(al.rank, al.offset_ns, al.offset_uncertainty_ns) for al in a.cross.alignment] == [(0, 0, 0), (1, -100_000, 0), (2, -100_000, 0)]
+    rows = a.cross.collectives.to_pylist()
+    assert sorted({(r["rank"], r["wait_ns"]) for r in rows if r["name"] == AR}) == [(0, 20_000), (1, 0)]
+    assert sorted({(r["rank"], r["wait_ns"]) for r in rows if r["name"] == SR}) == [(0, 0), (2, 50_000)]

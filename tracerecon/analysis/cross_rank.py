@@ -152,28 +152,24 @@ class CrossRank:
         }
 
 
-def comm_kernels(ops: pa.Table) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray, np.ndarray]:
+def comm_kernels(ops: pa.Table) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray]:
     """The communication kernels of ``ops`` (``comm_mask``), in start order: their rows, the
-    names they ran under (short names), each one's code among those names, the codes of names
-    whose kernels keep their order rather than end together on every rank (sends and receives,
-    whose ends lie apart by the transfer; DeepEP's low-latency dispatch and combine, by their
-    demangled names: a name is so where any of its kernels is, as a bare ``dispatch`` of both
-    DeepEP modes), and the codes of names whose kernels do not end together (those, and
-    all-to-alls', ``is_all_to_all``, by either name: ends apart by each rank's share). Each
-    name's test runs once, not once a kernel."""
+    names they ran under (short names), each one's code among those names, and the codes of
+    names whose kernels keep their order rather than end together on every rank (sends and
+    receives, whose ends lie apart by the transfer; DeepEP's low-latency dispatch and combine,
+    by their demangled names: a name is so where any of its kernels is, as a bare ``dispatch``
+    of both DeepEP modes). Each name's test runs once, not once a kernel."""
     idx = np.flatnonzero(comm_mask(ops)) if ops.num_rows else np.zeros(0, np.int64)
     if len(idx) == 0:
-        return idx, [], np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return idx, [], np.zeros(0, np.int64), np.zeros(0, np.int64)
     idx = idx[np.argsort(int64s(ops["start_ns"])[idx], kind="stable")]
     # (names are never null: the reader reads a NULL name as "", and exports write none)
     listed, code = distinct_values(ops["name"], idx)
     p2p = np.array([is_point_to_point(n) for n in listed], dtype=bool)[code]
-    apart = np.array([is_all_to_all(n) for n in listed], dtype=bool)[code]
     if "demangled_name" in ops.column_names:  # (nsys's short name drops DeepEP's namespaces)
         full, full_code = distinct_values(ops["demangled_name"], idx)
         p2p |= np.array([n is not None and is_low_latency_ep(n) for n in full], dtype=bool)[full_code]
-        apart |= np.array([n is not None and is_all_to_all(n) for n in full], dtype=bool)[full_code]
-    return idx, listed, code, np.unique(code[p2p]), np.unique(code[p2p | apart])
+    return idx, listed, code, np.unique(code[p2p])
 
 
 def _comm_ops(view: RankView, name_codes: dict[str, int]) -> dict[str, np.ndarray]:
@@ -183,10 +179,10 @@ def _comm_ops(view: RankView, name_codes: dict[str, int]) -> dict[str, np.ndarra
     ``ncclDevKernel_AllReduce...`` of every rank is one collective); and ``in_order``, the codes
     of names whose kernels keep their order (sends and receives, DeepEP's low-latency ones)."""
     ops = view.gpu_ops
-    idx, listed, local, in_order_local, apart_local = comm_kernels(ops)
+    idx, listed, local, in_order_local = comm_kernels(ops)
     if len(idx) == 0:  # (a rank that ran no communication kernel: no column is read)
         empty = np.zeros(0, np.int64)
-        return {"start": empty, "end": empty, "phase": empty, "key": empty, "in_order": empty, "ends_apart": empty}
+        return {"start": empty, "end": empty, "phase": empty, "key": empty, "in_order": empty}
     glob = np.asarray([name_codes.setdefault(n, len(name_codes)) for n in listed], dtype=np.int64)
     code = glob[local]
     start, end = int64s(ops["start_ns"])[idx], int64s(ops["end_ns"])[idx]
@@ -202,7 +198,7 @@ def _comm_ops(view: RankView, name_codes: dict[str, int]) -> dict[str, np.ndarra
     nth = np.empty(len(code), np.int64)
     nth[by_name] = np.arange(len(code)) - np.repeat(group_first, np.diff(np.r_[group_first, len(code)]))
     return {"start": start, "end": end, "phase": int64s(ops["phase_id"].take(pa.array(idx)), -1), "key": code << 40 | nth,
-            "in_order": in_order, "ends_apart": np.unique(glob[apart_local])}
+            "in_order": in_order}
 
 
 def _lacked(rank: int, n: int, first: int, n_first: int) -> str:
@@ -252,11 +248,9 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
     # Per name code: whose kernels keep their order (sends and receives, DeepEP's low-latency
     # kernels), as ``_comm_ops`` found them on any rank.
     p2p = np.zeros(len(names), dtype=bool)
-    apart = np.zeros(len(names), dtype=bool)  # ... and whose kernels do not end together (those, and all-to-alls')
     for c in comm:
         p2p[c["in_order"]] = True
-        apart[c["ends_apart"]] = True
-    by_name = communicator_groups(views, comm, apart)
+    by_name = communicator_groups(views, comm, p2p)
     warnings = _groups_note(views, by_name, names)
     # Each group of ranks, with the names matched among them (every name's, where all ranks are
     # one group: the kernels of all names matched at once, as before groups were told).
@@ -308,11 +302,11 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
         at += len(common)
     keys = np.concatenate([common for _, _, common in blocks]) if blocks else np.zeros(0, np.int64)
     in_order = p2p[keys >> 40]
-    ends_apart = apart[keys >> 40]
-    alignment, moved = _align(views, start, end, part, ends_apart)
-    warnings += moved + _other_communicators(views, end, part, ends_apart)
+    alignment, moved = _align(views, start, end, part, in_order)
+    all_to_all = np.array([is_all_to_all(n) for n in names], dtype=bool)[keys >> 40] if m else np.zeros(0, bool)
+    warnings += moved + _other_communicators(views, end, part, in_order, all_to_all)
     offset = np.array([a.offset_ns for a in alignment], dtype=np.int64)
-    drifts, alignment, said = _clock_drifts(views, alignment, end, part, ends_apart, offset)
+    drifts, alignment, said = _clock_drifts(views, alignment, end, part, in_order, offset)
     warnings += said
 
     aligned = _drift_out(start + offset[:, None], drifts)
@@ -420,7 +414,7 @@ def _of_names(c: dict[str, np.ndarray], codes: list[int]) -> dict[str, np.ndarra
     if keep.all():
         return c
     return {"start": c["start"][keep], "end": c["end"][keep], "phase": c["phase"][keep], "key": c["key"][keep],
-            "in_order": c["in_order"][np.isin(c["in_order"], codes)], "ends_apart": c["ends_apart"][np.isin(c["ends_apart"], codes)]}
+            "in_order": c["in_order"][np.isin(c["in_order"], codes)]}
 
 
 def _chained(a: RankAlignment, via: RankAlignment) -> RankAlignment:
@@ -684,17 +678,20 @@ ONE_COLLECTIVE_END_SPREAD_NS = 50_000
 ONE_MACHINE_CLOCK_ERROR_NS = 2_000
 
 
-def _other_communicators(views: list[RankView], end: np.ndarray, part: np.ndarray, apart: np.ndarray) -> list[str]:
-    """Ranks whose collectives (rows of ``end`` and ``part``, ranks x matched collectives; those
-    whose kernels do not end together, ``apart``, left out) do not end with those of the first rank they were
+def _other_communicators(views: list[RankView], end: np.ndarray, part: np.ndarray, in_order: np.ndarray, all_to_all: np.ndarray) -> list[str]:
+    """Ranks whose collectives (rows of ``end`` and ``part``, ranks x matched collectives; sends
+    and receives, ``in_order``, left out) do not end with those of the first rank they were
     matched with (the first rank, or their group's first; median more than
     ``ONE_COLLECTIVE_END_SPREAD_NS`` apart on one machine's clock): kernels of other
     communicators (the tensor-parallel group of another pipeline stage or data-parallel
     replica), which matching by name and order pairs anyway where ``communicator_groups`` could
     not split them (a rank alone in ending its collectives so, groups in near lockstep). Their
-    waits are not waits for each other: said, not hidden."""
+    waits are not waits for each other: said, not hidden. Where those are all all-to-alls
+    (``all_to_all``, per collective), the line says they may be one communicator's too: an
+    all-to-all's kernels end on each rank once its own share has landed (a hot expert's rank
+    later every step, its numbers right; a review's)."""
     out: list[str] = []
-    counted = part & ~apart
+    counted = part & ~in_order
     for r, v in enumerate(views[1:], start=1):
         q = _first_met(counted, r)
         if q is None or not _one_machines_clock(v, views[q]):
@@ -707,6 +704,11 @@ def _other_communicators(views: list[RankView], end: np.ndarray, part: np.ndarra
         how = (f"end {apart / 1000:+.0f} us from rank {views[q].rank}'s on one machine's clock (median)" if abs(apart) > ONE_COLLECTIVE_END_SPREAD_NS else
                f"end {distance / 1000:.0f} us from rank {views[q].rank}'s, either way, on one machine's clock (median distance; "
                f"{apart / 1000:+.0f} us by the signed median: they drift past each other)")
+        if all_to_all[both].all():
+            out.append(f"rank {v.rank}'s all-to-alls {how}: the kernels of another communicator (another expert-parallel group's), or of one "
+                       "whose ranks' shares differ (a rank receiving more tokens, a hot expert's, ends later each time); ranks are matched as one "
+                       "group, so where they are another communicator's, waits and stragglers across the two groups do not hold")
+            continue
         out.append(f"rank {v.rank}'s collectives {how}, where one collective's kernels end together: they look like another communicator's (a tensor-parallel "
                    "group of another pipeline stage or data-parallel replica); ranks are matched as one group, so waits and "
                    "stragglers across the two groups do not hold")
@@ -723,7 +725,7 @@ def _ends_apart(d: np.ndarray) -> tuple[int, int] | None:
     return (apart, distance) if max(abs(apart), distance) > ONE_COLLECTIVE_END_SPREAD_NS else None
 
 
-def communicator_groups(views: list[RankView], comm: list[dict[str, np.ndarray]], apart: np.ndarray) -> dict[int, list[list[int]]]:
+def communicator_groups(views: list[RankView], comm: list[dict[str, np.ndarray]], p2p: np.ndarray) -> dict[int, list[list[int]]]:
     """Per name code of the ranks' communication kernels, in code order: the ranks (rows of
     ``views``, in rank order) split into the communicator groups that ran kernels of that name,
     each a list of rows in order, the groups by their first rows. One collective's kernels end
@@ -740,8 +742,8 @@ def communicator_groups(views: list[RankView], comm: list[dict[str, np.ndarray]]
     the name's ranks are one group, matched as where nothing shows another communicator
     (``_other_communicators`` says what their ends look like). Only the ranks that ran kernels
     of the name are grouped: a name of some ranks only (a pipeline stage's own all-gather) is
-    matched among them. Kernels that do not end together (``apart``: sends and receives, apart by
-    the transfer; all-to-alls, by each rank's share) are one group of the ranks that ran them."""
+    matched among them. Sends and receives (``p2p``) are one group of the ranks that ran them:
+    their ends are apart by the transfer."""
     codes = np.unique(np.concatenate([c["key"] >> 40 for c in comm])) if comm else np.zeros(0, np.int64)
     everyone = list(range(len(views)))
     out: dict[int, list[list[int]]] = {}
@@ -749,7 +751,7 @@ def communicator_groups(views: list[RankView], comm: list[dict[str, np.ndarray]]
         have = [i for i in everyone if ((comm[i]["key"] >> 40) == code).any()]
         groups: list[list[int]] = []
         refs: dict[int, tuple[np.ndarray, int] | None] = {}  # per group's first row: its ends to compare with
-        for i in have if not apart[code] else ():
+        for i in have if not p2p[code] else ():
             for g in groups:
                 if g[0] not in refs:
                     refs[g[0]] = _end_reference(comm[g[0]], code)
@@ -858,25 +860,32 @@ def _groups_note(views: list[RankView], by_name: dict[int, list[list[int]]], nam
     def ranks(g: tuple[int, ...]) -> str:
         return f"ranks {', '.join(str(views[i].rank) for i in g)}"
 
+    def why(kernels: list[str]) -> str:  # (an all-to-all's kernels end apart by each rank's share as well)
+        if all(is_all_to_all(k) for k in kernels):
+            return ("(an expert-parallel group each; or one all-to-all whose ranks' shares differ, a hot expert's ranks ending later each "
+                    "time: then each rank waited for all, not for its group alone)")
+        return "(a tensor-parallel group of each pipeline stage or data-parallel replica)"
+
     return [f"{', '.join(kernels)}: the ranks run {len(groups)} communicators of these kernels (told apart by when their kernels end on "
-            f"one machine's clock): {'; '.join(ranks(g) for g in groups)}; they are matched, waited for and gate cycles within each (a "
-            "tensor-parallel group of each pipeline stage or data-parallel replica)" for groups, kernels in splits.items()] + \
+            f"one machine's clock): {'; '.join(ranks(g) for g in groups)}; they are matched, waited for and gate cycles within each "
+            f"{why(kernels)}" for groups, kernels in splits.items()] + \
            [f"{', '.join(kernels)}: only {ranks(ran)} ran these kernels: they are matched among those (a pipeline stage's own, or traces "
             "that lack them)" for ran, kernels in partial.items()]
 
 
 def _align(views: list[RankView], start: np.ndarray, end: np.ndarray, part: np.ndarray,
-           apart: np.ndarray) -> tuple[list[RankAlignment], list[str]]:
+           in_order: np.ndarray) -> tuple[list[RankAlignment], list[str]]:
     """Each rank's offset onto the first rank's timeline, from the matched collectives (rows of
-    ``start``, ``end`` and ``part``: ranks x collectives; ``apart``: those whose kernels do not
-    end together, sends and receives and all-to-alls). A
+    ``start``, ``end`` and ``part``: ranks x collectives; ``in_order``: sends and receives). A
     rank of the first rank's report shares its clock; one that ran collectives with the first
     rank is aligned on it (``_aligned_on``); one that ran none with it, on the first rank before
     it that it ran some with (of another communicator group), whose offset it is then carried
-    by (``_chained``); one that met nobody, by its clock alone (``_unrefined``). Returned with
-    the warnings of offsets moved far off another machine's clock (``_moved_clock_notes``)."""
+    by (``_chained``); one that met nobody, by its clock alone (``_unrefined``); the ranks of
+    each other machine then on one offset (``_one_offset_per_machine``). Returned with the
+    warnings of offsets moved far off another machine's clock (``_moved_clock_notes``)."""
     out: list[RankAlignment] = []
     moved: list[tuple[int, int, int, str]] = []
+    chains = _Chains({}, {}, set(), set())
     for r, v in enumerate(views):
         if v.clock == views[0].clock:
             out.append(RankAlignment(v.rank, 0, 0, "shared clock"))
@@ -885,11 +894,37 @@ def _align(views: list[RankView], start: np.ndarray, end: np.ndarray, part: np.n
         if q is None:
             out.append(RankAlignment(v.rank, *_unrefined(v, views[0])))
             continue
-        a, shift = _aligned_on(v, views[q], start[r], end[r], start[q], end[q], part[q] & part[r], apart)
+        a, shift = _aligned_on(v, views[q], start[r], end[r], start[q], end[q], part[q] & part[r], in_order)
         if shift is not None:
             moved.append((v.rank, *shift))
+            chains.moved.add(r)
+        if not (part[q] & part[r] & ~in_order).any():
+            chains.by_transfers.add(r)
+        if q:
+            chains.direct[r], chains.parent[r] = a, q
         out.append(_chained(a, out[q]) if q else a)
-    return _one_offset_per_machine(views, out), _moved_clock_notes(moved)
+    return _one_offset_per_machine(views, out, chains), _moved_clock_notes(moved)
+
+
+@dataclass(frozen=True)
+class _Chains:
+    """How ``_align`` placed the ranks it did not place on the first rank: per row aligned on
+    another rank, its offset onto that rank's timeline (``direct``) and that rank (``parent``);
+    the rows whose refinement moved their clock far (``moved``, said) and those refined by sends
+    and receives alone (``by_transfers``)."""
+    direct: dict[int, RankAlignment]
+    parent: dict[int, int]
+    moved: set[int]
+    by_transfers: set[int]
+
+    def carried(self, out: list[RankAlignment], fixed: set[int]) -> list[RankAlignment]:
+        """``out`` with each row aligned on another rank carried by that rank's offset as it now
+        is (``_chained``), in rank order (a row's parent comes before it), but the ``fixed``."""
+        out = list(out)
+        for r in sorted(self.parent):
+            if r not in fixed:
+                out[r] = _chained(self.direct[r], out[self.parent[r]])
+        return out
 
 
 def _other_machines(views: list[RankView]) -> list[list[int]]:
@@ -908,32 +943,40 @@ def _other_machines(views: list[RankView]) -> list[list[int]]:
     return machines
 
 
-def _one_offset_per_machine(views: list[RankView], alignment: list[RankAlignment]) -> list[RankAlignment]:
+def _one_offset_per_machine(views: list[RankView], alignment: list[RankAlignment], chains: _Chains) -> list[RankAlignment]:
     """``alignment`` with the ranks of each other machine on one offset: their clocks are one
     (one report, or one machine's session starts), so they stand apart from each other exactly by
-    their bases, where each one's collectives refine it apart by their ends' scatter (an
-    all-to-all's ranks ending by their shares, a ring's by its order: four ranks of one report
-    2.4 us apart, a review's, their waits at each other's collectives off by up to 7 us). The
-    machine's offset, on its first rank's clock, is the median of those its refined ranks
-    (``offset_ns`` known, by collectives) put it at, its uncertainty the largest of theirs or
-    half their spread; a machine none of whose ranks was refined keeps its offsets."""
+    their bases, where each one's collectives refine it apart by their ends' scatter (a ring's by
+    its order, an all-to-all's by each rank's share: four ranks of one report 2.4 us apart, a
+    review's, their waits at each other's collectives off by up to 7 us). The machine's offset,
+    on its first rank's clock, is the median of those its ranks refined directly put it at (by
+    collectives where any was: one refined by sends and receives carries their transfer), its
+    uncertainty the largest of theirs or half their spread; every rank of the machine takes it
+    but those moved far (``chains.moved``, said); ranks aligned through another rank carry its
+    offset as it then is (``_Chains.carried``). A machine none of whose ranks was refined
+    directly keeps its offsets."""
     out = list(alignment)
+    fixed: set[int] = set()
     for machine in _other_machines(views):
-        lead = views[machine[0]]
-        voters = [q for q in machine if "collectives" in alignment[q].method and alignment[q].offset_uncertainty_ns is not None]
+        out = chains.carried(out, fixed)
+        refined = [q for q in machine if q not in chains.parent and q not in chains.moved and "collectives" in out[q].method
+                   and out[q].offset_uncertainty_ns is not None]
+        voters = [q for q in refined if q not in chains.by_transfers] or refined
         if len(machine) < 2 or not voters:
             continue
+        lead = views[machine[0]]
         # (each rank's offset less its base on the machine's first rank's clock: the lead's offset it implies)
-        implied = [alignment[q].offset_ns - _clock_base(views[q], lead)[0] for q in voters]
+        implied = [out[q].offset_ns - _clock_base(views[q], lead)[0] for q in voters]
         at = int(np.median(np.array(implied, dtype=np.int64)))
-        uncertainty = max(max(alignment[q].offset_uncertainty_ns for q in voters), (max(implied) - min(implied)) // 2)
+        uncertainty = max(max(out[q].offset_uncertainty_ns for q in voters), (max(implied) - min(implied)) // 2)
         for q in machine:
-            a = alignment[q]
-            if a.offset_uncertainty_ns is None and "collectives" in a.method:  # (moved far: said, left as the warning says)
+            if q in chains.moved:
                 continue
+            a = out[q]
             out[q] = replace(a, offset_ns=at + _clock_base(views[q], lead)[0], offset_uncertainty_ns=uncertainty,
                              method=a.method if "collectives" in a.method else a.method + " + collectives")
-    return out
+            fixed.add(q)
+    return chains.carried(out, fixed)
 
 
 # A clock of another machine whose collectives' ends drift from the first rank's by more than
@@ -950,7 +993,7 @@ DRIFT_SIGNIFICANCE = 6
 DRIFT_MAX_RATE = 0.1
 
 
-def _clock_drifts(views: list[RankView], alignment: list[RankAlignment], end: np.ndarray, part: np.ndarray, apart: np.ndarray,
+def _clock_drifts(views: list[RankView], alignment: list[RankAlignment], end: np.ndarray, part: np.ndarray, in_order: np.ndarray,
                   offset: np.ndarray) -> tuple[dict[int, tuple[float, float, int]], list[RankAlignment], list[str]]:
     """The drift of each other machine's clock against the first rank's (two clocks run at
     rates ppm apart: one offset fits the middle of a capture, not its ends; a drift of 80 us
@@ -960,8 +1003,8 @@ def _clock_drifts(views: list[RankView], alignment: list[RankAlignment], end: np
     the first rank's are the two clocks' difference at each: fitted with a line over the first
     rank's time, per machine (its ranks share one clock, ``_one_machines_clock``), on the one
     of its ranks that ran the most collectives with the first rank, ``DRIFT_MIN_COLLECTIVES``
-    or more (sends and receives and all-to-alls, ``apart``, left out: their ends lie apart by the
-    transfer or each rank's share), and taken as drift where the line moves over the capture more than
+    or more (sends and receives, ``in_order``, left out: their ends lie apart by the
+    transfer), and taken as drift where the line moves over the capture more than
     ``DRIFT_MIN_NS``, four times the residuals' scatter about it (median; that scatter within ``GROUP_END_TOLERANCE_NS``: ends that lie on
     no line are no one collective's) and ``DRIFT_SIGNIFICANCE`` standard errors of that move
     (a few collectives' jitter of a few us draws a slope by chance). Each rank of that machine
@@ -978,10 +1021,10 @@ def _clock_drifts(views: list[RankView], alignment: list[RankAlignment], end: np
     out = list(alignment)
     for machine in _other_machines(views):
         # Fitted on the rank that ran the most collectives with the first rank (the first such).
-        met = [int((part[0] & part[q] & ~apart).sum()) for q in machine]
+        met = [int((part[0] & part[q] & ~in_order).sum()) for q in machine]
         r = machine[int(np.argmax(met))]
         v = views[r]
-        both = part[0] & part[r] & ~apart
+        both = part[0] & part[r] & ~in_order
         if int(both.sum()) < DRIFT_MIN_COLLECTIVES:
             continue
         # (in float64 from the first end on: a clock's ns counts reach 1e18, past its 53 bits)
@@ -1035,11 +1078,11 @@ def _drift_out(aligned: np.ndarray, fits: dict[int, tuple[float, float, int]]) -
 
 
 def _aligned_on(v: RankView, ref: RankView, start: np.ndarray, end: np.ndarray, ref_start: np.ndarray, ref_end: np.ndarray,
-                both: np.ndarray, apart: np.ndarray) -> tuple[RankAlignment, tuple[int, int, str] | None]:
+                both: np.ndarray, in_order: np.ndarray) -> tuple[RankAlignment, tuple[int, int, str] | None]:
     """``v``'s offset onto ``ref``'s timeline: its clock's base (``_clock_base``), refined by the
     median end-time residual of the collectives both ran (``both``, over the kernels' ``start``
-    and ``end``, ``v``'s and ``ref``'s). Sends and receives and all-to-alls (``apart``) end apart
-    by the transfer or each rank's share, so they refine only clocks of other machines (off by far more than a transfer)
+    and ``end``, ``v``'s and ``ref``'s). Sends and receives (``in_order``) end apart by the
+    transfer, so they refine only clocks of other machines (off by far more than a transfer)
     and only where no collective was matched: on one machine's clock (``_one_machines_clock``)
     they would move an exact base by the transfer time; where they refine it, the uncertainty is
     at least the shorter kernel of a pair (median), which holds the transfer their ends are
@@ -1052,8 +1095,8 @@ def _aligned_on(v: RankView, ref: RankView, start: np.ndarray, end: np.ndarray, 
         return RankAlignment(v.rank, 0, 0, "shared clock"), None
     base, method = _clock_base(v, ref) or (0, "none")
     by_transfers = False
-    if (both & ~apart).any():
-        use = both & ~apart
+    if (both & ~in_order).any():
+        use = both & ~in_order
     elif _one_machines_clock(v, ref):
         use = np.zeros_like(both)
     else:

@@ -120,15 +120,16 @@ LOW_LATENCY_EP = re.compile(r"\b(deep_ep|uccl|nixl_ep)::(internode_ll|ep_kernels
 # TensorRT-LLM's moeA2A*, Triton-distributed's *_token; torch symmetric memory's all_to_all_vdev;
 # vLLM's decode-context-parallel LSE exchange) end on each rank once its own share has landed:
 # with uneven token counts (a hot expert's rank receives more) one all-to-all's kernels end tens
-# or hundreds of us apart, so their ends tell neither communicators nor clocks apart.
+# or hundreds of us apart, as another communicator's would (said so: ``cross_rank``).
 ALL_TO_ALL = re.compile(r"all_?to_?all|dispatch|combine|a2a|^scatterKernel$", re.I)
 
 
 @functools.lru_cache(maxsize=16384)
 def is_all_to_all(name: str) -> bool:
-    """A communication kernel (``is_comm_kernel``) of an all-to-all (``ALL_TO_ALL``, in its
-    namespaces or function name): its ranks' kernels end apart by their shares."""
-    return is_comm_kernel(name) and bool(ALL_TO_ALL.search(kernel_name_parts(name)[0].replace(ANONYMOUS + "::", "")))
+    """Whether a communication kernel of this name (short or demangled; DeepEP's short names are
+    a bare ``dispatch``) is an all-to-all's (``ALL_TO_ALL``, in its namespaces or function name):
+    its ranks' kernels may end apart by their shares."""
+    return bool(ALL_TO_ALL.search(kernel_name_parts(name)[0].replace(ANONYMOUS + "::", "")))
 
 
 @functools.lru_cache(maxsize=16384)

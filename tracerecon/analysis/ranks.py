@@ -109,14 +109,14 @@ def communicating_peers(gpu_ops: pa.Table, among: frozenset[int]) -> tuple[tuple
     too close together), or whose ends say apart from every other's, may be the rank of a GPU
     the others are not, or run on one of theirs (separate communicators on one GPU: a draft
     model's process beside the target's, a trainer beside inference), which the trace does not
-    tell. Sends and receives, DeepEP's low-latency kernels and all-to-alls, whose ends lie apart
-    by the transfer or each rank's share, say nothing (``cross_rank.comm_kernels``)."""
-    idx, _, code, _, apart = comm_kernels(gpu_ops)
+    tell. Sends and receives and DeepEP's low-latency kernels, whose ends lie apart by the
+    transfer, say nothing (``cross_rank.comm_kernels``)."""
+    idx, _, code, in_order = comm_kernels(gpu_ops)
     pid = int64s(gpu_ops["pid"])[idx] if len(idx) else np.zeros(0, np.int64)
     talkers = sorted(set(np.unique(pid).tolist()) & among)
     if len(talkers) < 2:
         return tuple(talkers), frozenset()
-    told = ~np.isin(code, apart)
+    told = ~np.isin(code, in_order)
     start, end = int64s(gpu_ops["start_ns"])[idx], int64s(gpu_ops["end_ns"])[idx]
 
     def verdict(lead: int, other: int) -> bool | None:
