@@ -448,11 +448,12 @@ def _interprocess_pids(api_calls: pa.Table) -> np.ndarray:
 
 def _interprocess_wait_notes(clock: StreamClock, opened: np.ndarray) -> tuple[str, ...]:
     """One line where a process that opened another process's events (``opened``) made stream
-    waits on events it never recorded before them: waits on the other process's records, which
-    this process's trace does not tie to the work they wait for (CUDA events on the waiting
-    stream would read that work's end). Not modelled: taken as done, so a phase whose stream
-    only waited reads short and the next one long."""
-    n = int(np.isin(clock.unrecorded_wait_pids, opened).sum()) if len(opened) else 0
+    waits on events it never recorded in the trace (``StreamClock.unrecorded_wait_pids``): waits
+    on the other process's records, which this process's trace does not tie to the work they wait
+    for (CUDA events on the waiting stream would read that work's end). Not modelled: taken as
+    done, so a phase whose stream only waited reads short and the next one long. Not where the
+    rank holds no event record at all (``_unrecorded_wait_notes`` says that, and this)."""
+    n = int(np.isin(clock.unrecorded_wait_pids, opened).sum()) if len(opened) and len(clock.record_row) else 0
     if not n:
         return ()
     return (f"{n} stream wait(s) (cudaStreamWaitEvent) name events their process never recorded, and it opened another process's events "
@@ -464,17 +465,22 @@ def _unrecorded_wait_notes(clock: StreamClock, opened: np.ndarray) -> tuple[str,
     """One line where streams waited for events (``cudaStreamWaitEvent``) but the export holds
     no event record at all to say what they waited for (nsys 2022 and older keep none;
     ``--cuda-event-trace=false`` drops them): the waits are not modelled, so a boundary that
-    only a wait moves (a phase that only waits for another stream's copy) reads early; not where
-    the rank opened another process's events (``opened``: ``_interprocess_wait_notes`` says
-    those). And one where waits named records made after them
+    only a wait moves (a phase that only waits for another stream's copy) reads early; where the
+    rank opened another process's events (``opened``), the line says they may be that process's
+    (whose records are not this rank's). And one where waits named records made after them
     (``StreamClock.waits_before_their_record``)."""
     if clock.waits_before_their_record:
         return (f"{clock.waits_before_their_record} stream wait(s) (cudaStreamWaitEvent) name an event record made after them (the export's "
                 "times of those records are off): such waits are not modelled: a phase whose stream only waited may read short, and the "
                 "next one long",)
-    if len(clock.record_row) or not len(clock.unresolved_into) or len(opened):
+    if len(clock.record_row) or not len(clock.unresolved_into):
         return ()
     n = len(np.unique(clock.unresolved_into))
+    if len(opened):
+        return (f"streams waited for events on {n} stream(s), but the trace holds no CUDA event record of the rank's to say what they waited "
+                "for: the events may be another process's, which it opened (cudaIpcOpenEventHandle), whose records are not the rank's, or "
+                "the export holds none (CUPTI_ACTIVITY_KIND_CUDA_EVENT: nsys 2023 or later, --cuda-event-trace not false): such waits are "
+                "not modelled: a phase whose stream only waited may read short, and the next one long",)
     return (f"streams waited for events on {n} stream(s), but the export holds no CUDA event records to say what they waited for "
             "(CUPTI_ACTIVITY_KIND_CUDA_EVENT: nsys 2023 or later, --cuda-event-trace not false): such waits are not modelled: a phase "
             "whose stream only waited may read short, and the next one long",)

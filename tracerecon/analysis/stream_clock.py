@@ -60,8 +60,9 @@ class StreamClock:
     # Streams (rows of ``keys``) with an event wait whose record is not in the trace, though not
     # one made before the capture (``_unresolved_into``): what they waited for is unknown.
     unresolved_into: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    # The process of each event wait whose event no record of that process made before it names
-    # (recorded before the capture, by a graph, or by another process: an interprocess event).
+    # The process of each event wait that found no record and whose event no record of that
+    # process in the trace names (recorded before the capture and never again, by a graph, or by
+    # another process: an interprocess event).
     unrecorded_wait_pids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     # Every event record that found its call (``EventRecords``), for the blocking waits on an event.
     records: EventRecords | None = None
@@ -543,7 +544,7 @@ def stream_clock(ops: pa.Table, api_calls: pa.Table, event_records: pa.Table, sy
         join_from=rec_s,
         join_thread=w["thread"][resolved],
         unresolved_into=_unresolved_into(wait_stream, resolved, recorded_before),
-        unrecorded_wait_pids=np.asarray(w["pid"], np.int64)[~recorded_before],
+        unrecorded_wait_pids=np.asarray(w["pid"], np.int64)[(named_row < 0) & ~records.first_before(w["pid"], w["event"], np.full(len(w["cpu"]), I64_MAX))],
         join_record_cpu=rec_t,
         records=records,
         waits_before_their_record=int(late.sum()),
