@@ -452,3 +452,74 @@ def test_a_machines_offset_goes_by_its_collectives_before_its_sends_and_receives
     rows = a.cross.collectives.to_pylist()
     assert sorted({(r["rank"], r["wait_ns"]) for r in rows if r["name"] == AR}) == [(0, 20_000), (1, 0)]
     assert sorted({(r["rank"], r["wait_ns"]) for r in rows if r["name"] == SR}) == [(0, 0), (2, 50_000)]
+
+
+def test_another_machines_clock_goes_by_its_all_reduces_before_its_all_to_alls(tmp_path):
+    # GIVEN rank 0 on machine A, rank 1 on machine B (its clock 100 us ahead, the session starts
+    # saying none), each 1 ms an all-reduce (rank 0 arriving at + 10, rank 1 at + 30, A's time,
+    # both ending at + 80) and an all-to-all dispatch (rank 0 at + 300, rank 1 at + 320; rank 0's
+    # ends at + 360 once its share landed, rank 1's, a hot expert's, at + 420) (a fresh review's
+    # shape: the dispatches' ends had moved B's clock 30 us, waits read the wrong way round)
+    r0 = rank_file_of(tmp_path, 0, [(1000 * k + 10, 1000 * k + 80, AR) for k in range(8)] + [(1000 * k + 300, 1000 * k + 360, A2A) for k in range(8)], "A")
+    r1 = rank_file_of(tmp_path, 1, [(1000 * k + 130, 1000 * k + 180, AR) for k in range(8)] + [(1000 * k + 420, 1000 * k + 520, A2A) for k in range(8)], "B")
+    # WHEN analysed together
+    a = analyze([r0, r1])
+    # THEN B's clock is placed by the all-reduces' ends alone: -100 us, +-0; rank 0 waits 20 us at
+    # each all-reduce and each dispatch, rank 1 none
+    assert [(al.rank, al.offset_ns, al.offset_uncertainty_ns) for al in a.cross.alignment] == [(0, 0, 0), (1, -100_000, 0)]
+    assert sorted({(r["name"], r["rank"], r["wait_ns"]) for r in a.cross.collectives.to_pylist()}) == [
+        (A2A, 0, 20_000), (A2A, 1, 0), (AR, 0, 20_000), (AR, 1, 0)]
+
+
+def test_another_machines_clock_placed_by_all_to_alls_alone_is_as_uncertain_as_their_kernels(tmp_path):
+    # GIVEN the same dispatches alone (no all-reduce): B's clock can only be placed by them, and a
+    # rank's share moves its ends (the hot expert's rank ends 60 us after rank 0's)
+    r0 = rank_file_of(tmp_path, 0, [(1000 * k + 300, 1000 * k + 360, A2A) for k in range(8)], "A")
+    r1 = rank_file_of(tmp_path, 1, [(1000 * k + 420, 1000 * k + 520, A2A) for k in range(8)], "B")
+    # WHEN analysed together
+    a = analyze([r0, r1])
+    # THEN the ends put B's clock at -160 us, and the uncertainty holds the shorter kernel, 60 us
+    # (it had claimed +-0, the ends' spread)
+    assert [(al.rank, al.offset_ns, al.offset_uncertainty_ns) for al in a.cross.alignment] == [(0, 0, 0), (1, -160_000, 60_000)]
+
+
+def test_a_machine_met_through_a_rank_of_the_first_ranks_machine_takes_one_offset(tmp_path):
+    # GIVEN machine A: ranks 0 and 1 (per-rank files, one machine's session clock) all-reducing at
+    # + 10..+ 80 each 1 ms; machine B (its clock 100 us ahead): ranks 2 and 3, which all-gather with
+    # rank 1 alone: arriving (A's time) rank 1 at + 300, rank 2 at + 320, rank 3 at + 340 (last), all
+    # ending at + 400, rank 2 3 us later (a ring's order) (a fresh review's shape: aligned through
+    # rank 1, not rank 0, B's ranks had kept two offsets 3 us apart on one clock)
+    AG = "ncclDevKernel_AllGather_RING_LL"
+    r0 = rank_file_of(tmp_path, 0, [(1000 * k + 10, 1000 * k + 80, AR) for k in range(8)], "A")
+    r1 = rank_file_of(tmp_path, 1, [(1000 * k + 10, 1000 * k + 80, AR) for k in range(8)] + [(1000 * k + 300, 1000 * k + 400, AG) for k in range(8)], "A")
+    r2 = rank_file_of(tmp_path, 2, [(1000 * k + 420, 1000 * k + 503, AG) for k in range(8)], "B")
+    r3 = rank_file_of(tmp_path, 3, [(1000 * k + 440, 1000 * k + 500, AG) for k in range(8)], "B")
+    # WHEN analysed together
+    a = analyze([r0, r1, r2, r3])
+    # THEN ranks 2 and 3 take one offset, the median of -103 and -100 us, -101.5 us +-1.5; rank 2
+    # waits 20 us at each all-gather for rank 3, as on their one clock (it had read 23)
+    assert [(al.rank, al.offset_ns, al.offset_uncertainty_ns) for al in a.cross.alignment] == [
+        (0, 0, 0), (1, 0, 0), (2, -101_500, 1_500), (3, -101_500, 1_500)]
+    assert sorted({(r["rank"], r["wait_ns"]) for r in a.cross.collectives.to_pylist() if r["name"] == AG}) == [(1, 38_500), (2, 20_000), (3, 0)]
+
+
+def test_a_drift_is_fitted_on_the_all_reduces_beside_a_hot_experts_all_to_alls(tmp_path):
+    # GIVEN rank 0 on machine A, rank 1 on machine B, whose clock runs 100 us ahead and gains
+    # 0.5 us a ms (500 ppm: 8 us over the 16 ms capture); each 1 ms (A's time) an all-reduce (rank
+    # 0 arriving at + 10, rank 1 at + 30, both ending at + 80) and a dispatch (arriving at + 300 and
+    # + 320; rank 0's share lands at + 360, rank 1's, a hot expert's, at + 420) (a fresh review's
+    # shape: the dispatches' ends, 60 us apart, had made the fit's scatter too wide, the drift
+    # unsaid, rank 0's waits read 0 and rank 1's made up)
+    def b(t: int) -> int:
+        return round(t + 100 + t * 0.0005)
+
+    r0 = rank_file_of(tmp_path, 0, [(1000 * k + 10, 1000 * k + 80, AR) for k in range(16)] + [(1000 * k + 300, 1000 * k + 360, A2A) for k in range(16)], "A")
+    r1 = rank_file_of(tmp_path, 1, [(b(1000 * k + 30), b(1000 * k + 80), AR) for k in range(16)]
+                      + [(b(1000 * k + 320), b(1000 * k + 420), A2A) for k in range(16)], "B")
+    # WHEN analysed together
+    a = analyze([r0, r1])
+    # THEN the drift is said (500 ppm, from the all-reduces), and rank 0 waits 20 us at every
+    # all-reduce (within the 1 us the kernels' whole-us times round to), rank 1 none
+    assert any("rank 1's clock drifts" in w and "ppm" in w for w in a.warnings), a.warnings
+    rows = [r for r in a.cross.collectives.to_pylist() if r["name"] == AR]
+    assert all(abs(r["wait_ns"] - 20_000) <= 1_000 for r in rows if r["rank"] == 0) and all(r["wait_ns"] <= 1_000 for r in rows if r["rank"] == 1)

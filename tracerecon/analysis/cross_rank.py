@@ -302,11 +302,11 @@ def _matched(views: list[RankView], comm: list[dict[str, np.ndarray]], names: li
         at += len(common)
     keys = np.concatenate([common for _, _, common in blocks]) if blocks else np.zeros(0, np.int64)
     in_order = p2p[keys >> 40]
-    alignment, moved = _align(views, start, end, part, in_order)
     all_to_all = np.array([is_all_to_all(n) for n in names], dtype=bool)[keys >> 40] if m else np.zeros(0, bool)
+    alignment, moved = _align(views, start, end, part, in_order, all_to_all)
     warnings += moved + _other_communicators(views, end, part, in_order, all_to_all)
     offset = np.array([a.offset_ns for a in alignment], dtype=np.int64)
-    drifts, alignment, said = _clock_drifts(views, alignment, end, part, in_order, offset)
+    drifts, alignment, said = _clock_drifts(views, alignment, end, part, in_order, offset, all_to_all)
     warnings += said
 
     aligned = _drift_out(start + offset[:, None], drifts)
@@ -874,9 +874,11 @@ def _groups_note(views: list[RankView], by_name: dict[int, list[list[int]]], nam
 
 
 def _align(views: list[RankView], start: np.ndarray, end: np.ndarray, part: np.ndarray,
-           in_order: np.ndarray) -> tuple[list[RankAlignment], list[str]]:
+           in_order: np.ndarray, all_to_all: np.ndarray) -> tuple[list[RankAlignment], list[str]]:
     """Each rank's offset onto the first rank's timeline, from the matched collectives (rows of
-    ``start``, ``end`` and ``part``: ranks x collectives; ``in_order``: sends and receives). A
+    ``start``, ``end`` and ``part``: ranks x collectives; ``in_order``: sends and receives;
+    ``all_to_all``: all-to-alls, whose ends a rank's share moves, used where no other collective
+    was matched). A
     rank of the first rank's report shares its clock; one that ran collectives with the first
     rank is aligned on it (``_aligned_on``); one that ran none with it, on the first rank before
     it that it ran some with (of another communicator group), whose offset it is then carried
@@ -885,7 +887,7 @@ def _align(views: list[RankView], start: np.ndarray, end: np.ndarray, part: np.n
     warnings of offsets moved far off another machine's clock (``_moved_clock_notes``)."""
     out: list[RankAlignment] = []
     moved: list[tuple[int, int, int, str]] = []
-    chains = _Chains({}, {}, set(), set())
+    chains = _Chains({}, {}, set(), {})
     for r, v in enumerate(views):
         if v.clock == views[0].clock:
             out.append(RankAlignment(v.rank, 0, 0, "shared clock"))
@@ -894,12 +896,12 @@ def _align(views: list[RankView], start: np.ndarray, end: np.ndarray, part: np.n
         if q is None:
             out.append(RankAlignment(v.rank, *_unrefined(v, views[0])))
             continue
-        a, shift = _aligned_on(v, views[q], start[r], end[r], start[q], end[q], part[q] & part[r], in_order)
+        a, shift = _aligned_on(v, views[q], start[r], end[r], start[q], end[q], part[q] & part[r], in_order, all_to_all)
         if shift is not None:
             moved.append((v.rank, *shift))
             chains.moved.add(r)
-        if not (part[q] & part[r] & ~in_order).any():
-            chains.by_transfers.add(r)
+        both = part[q] & part[r] & ~in_order
+        chains.tier[r] = 0 if (both & ~all_to_all).any() else 1 if both.any() else 2
         if q:
             chains.direct[r], chains.parent[r] = a, q
         out.append(_chained(a, out[q]) if q else a)
@@ -910,12 +912,13 @@ def _align(views: list[RankView], start: np.ndarray, end: np.ndarray, part: np.n
 class _Chains:
     """How ``_align`` placed the ranks it did not place on the first rank: per row aligned on
     another rank, its offset onto that rank's timeline (``direct``) and that rank (``parent``);
-    the rows whose refinement moved their clock far (``moved``, said) and those refined by sends
-    and receives alone (``by_transfers``)."""
+    the rows whose refinement moved their clock far (``moved``, said), and what refined each
+    (``tier``): collectives other than all-to-alls 0, all-to-alls alone 1 (their ends moved by a
+    rank's share), sends and receives alone 2 (apart by the transfer)."""
     direct: dict[int, RankAlignment]
     parent: dict[int, int]
     moved: set[int]
-    by_transfers: set[int]
+    tier: dict[int, int]
 
     def carried(self, out: list[RankAlignment], fixed: set[int]) -> list[RankAlignment]:
         """``out`` with each row aligned on another rank carried by that rank's offset as it now
@@ -949,9 +952,11 @@ def _one_offset_per_machine(views: list[RankView], alignment: list[RankAlignment
     their bases, where each one's collectives refine it apart by their ends' scatter (a ring's by
     its order, an all-to-all's by each rank's share: four ranks of one report 2.4 us apart, a
     review's, their waits at each other's collectives off by up to 7 us). The machine's offset,
-    on its first rank's clock, is the median of those its ranks refined directly put it at (by
-    collectives where any was: one refined by sends and receives carries their transfer), its
-    uncertainty the largest of theirs or half their spread; every rank of the machine takes it
+    on its first rank's clock, is the median of those its ranks refined on another machine's rank
+    put it at (by collectives other than all-to-alls where any was, else by all-to-alls: one
+    refined by sends and receives carries their transfer, one by all-to-alls a rank's share),
+    its uncertainty the largest of theirs (unknown if one is) or half their spread;
+    every rank of the machine takes it
     but those moved far (``chains.moved``, said); ranks aligned through another rank carry its
     offset as it then is (``_Chains.carried``). A machine none of whose ranks was refined
     directly keeps its offsets."""
@@ -959,16 +964,21 @@ def _one_offset_per_machine(views: list[RankView], alignment: list[RankAlignment
     fixed: set[int] = set()
     for machine in _other_machines(views):
         out = chains.carried(out, fixed)
-        refined = [q for q in machine if q not in chains.parent and q not in chains.moved and "collectives" in out[q].method
-                   and out[q].offset_uncertainty_ns is not None]
-        voters = [q for q in refined if q not in chains.by_transfers] or refined
+        # (a rank aligned on a rank of another machine is refined directly too: on rank 0's
+        # machine, whose clock is exact, or on a machine already placed; one aligned on a rank of
+        # its own machine says nothing more than that rank)
+        refined = [q for q in machine if chains.parent.get(q) not in machine and q not in chains.moved and "collectives" in out[q].method
+                   and (out[q].offset_uncertainty_ns is not None or q in chains.parent)]
+        best = min((chains.tier.get(q, 2) for q in refined), default=2)
+        voters = [q for q in refined if chains.tier.get(q, 2) == best]
         if len(machine) < 2 or not voters:
             continue
         lead = views[machine[0]]
         # (each rank's offset less its base on the machine's first rank's clock: the lead's offset it implies)
         implied = [out[q].offset_ns - _clock_base(views[q], lead)[0] for q in voters]
         at = int(np.median(np.array(implied, dtype=np.int64)))
-        uncertainty = max(max(out[q].offset_uncertainty_ns for q in voters), (max(implied) - min(implied)) // 2)
+        each = [out[q].offset_uncertainty_ns for q in voters]  # (None: unknown, carried from another machine's refined clock)
+        uncertainty = None if None in each else max(max(each), (max(implied) - min(implied)) // 2)
         for q in machine:
             if q in chains.moved:
                 continue
@@ -994,7 +1004,7 @@ DRIFT_MAX_RATE = 0.1
 
 
 def _clock_drifts(views: list[RankView], alignment: list[RankAlignment], end: np.ndarray, part: np.ndarray, in_order: np.ndarray,
-                  offset: np.ndarray) -> tuple[dict[int, tuple[float, float, int]], list[RankAlignment], list[str]]:
+                  offset: np.ndarray, all_to_all: np.ndarray | None = None) -> tuple[dict[int, tuple[float, float, int]], list[RankAlignment], list[str]]:
     """The drift of each other machine's clock against the first rank's (two clocks run at
     rates ppm apart: one offset fits the middle of a capture, not its ends; a drift of 80 us
     over 4 ms invented waits of up to 20 us where both ranks arrived together, and named
@@ -1020,11 +1030,16 @@ def _clock_drifts(views: list[RankView], alignment: list[RankAlignment], end: np
     notes: list[str] = []
     out = list(alignment)
     for machine in _other_machines(views):
-        # Fitted on the rank that ran the most collectives with the first rank (the first such).
-        met = [int((part[0] & part[q] & ~in_order).sum()) for q in machine]
+        # Fitted on the rank that ran the most collectives with the first rank (the first such),
+        # all-to-alls left out where enough others were matched (a hot expert's rank ends later by
+        # its share: its ends scatter, and a fit on them fails where the others' holds).
+        usable = ~in_order
+        if all_to_all is not None and max(int((part[0] & part[q] & ~in_order & ~all_to_all).sum()) for q in machine) >= DRIFT_MIN_COLLECTIVES:
+            usable = ~in_order & ~all_to_all
+        met = [int((part[0] & part[q] & usable).sum()) for q in machine]
         r = machine[int(np.argmax(met))]
         v = views[r]
-        both = part[0] & part[r] & ~in_order
+        both = part[0] & part[r] & usable
         if int(both.sum()) < DRIFT_MIN_COLLECTIVES:
             continue
         # (in float64 from the first end on: a clock's ns counts reach 1e18, past its 53 bits)
@@ -1078,7 +1093,7 @@ def _drift_out(aligned: np.ndarray, fits: dict[int, tuple[float, float, int]]) -
 
 
 def _aligned_on(v: RankView, ref: RankView, start: np.ndarray, end: np.ndarray, ref_start: np.ndarray, ref_end: np.ndarray,
-                both: np.ndarray, in_order: np.ndarray) -> tuple[RankAlignment, tuple[int, int, str] | None]:
+                both: np.ndarray, in_order: np.ndarray, all_to_all: np.ndarray | None = None) -> tuple[RankAlignment, tuple[int, int, str] | None]:
     """``v``'s offset onto ``ref``'s timeline: its clock's base (``_clock_base``), refined by the
     median end-time residual of the collectives both ran (``both``, over the kernels' ``start``
     and ``end``, ``v``'s and ``ref``'s). Sends and receives (``in_order``) end apart by the
@@ -1095,8 +1110,11 @@ def _aligned_on(v: RankView, ref: RankView, start: np.ndarray, end: np.ndarray, 
         return RankAlignment(v.rank, 0, 0, "shared clock"), None
     base, method = _clock_base(v, ref) or (0, "none")
     by_transfers = False
-    if (both & ~in_order).any():
-        use = both & ~in_order
+    collectives = both & ~in_order
+    if all_to_all is not None and (collectives & ~all_to_all).any():
+        collectives &= ~all_to_all  # (an all-to-all's ends are moved by a rank's share: a hot expert's moved a machine's clock 30 us)
+    if collectives.any():
+        use = collectives
     elif _one_machines_clock(v, ref):
         use = np.zeros_like(both)
     else:
@@ -1115,9 +1133,11 @@ def _aligned_on(v: RankView, ref: RankView, start: np.ndarray, end: np.ndarray, 
         return RankAlignment(v.rank, base, None, method), None
     left = resid - shift
     mad = int(np.median(np.abs(left - np.median(left)))) if len(left) > 1 else None
-    if by_transfers and mad is not None:
-        # A send's end and its receive's are apart by the transfer, the same each time:
-        # their spread leaves it out. It is within the shorter kernel of each pair.
+    by_shares = all_to_all is not None and bool(all_to_all[use].all()) and not _one_machines_clock(v, ref)
+    if (by_transfers or by_shares) and mad is not None:
+        # A send's end and its receive's are apart by the transfer, the same each time, and two
+        # ranks' all-to-alls by their shares (a hot expert's rank ends later each step): their
+        # spread leaves it out. It is within the shorter kernel of each pair.
         mad = max(mad, int(np.median(np.minimum(end[use] - start[use], ref_end[use] - ref_start[use]))))
     spacing = int(np.median(np.diff(np.sort(ref_end[use])))) if use.sum() > 1 else 0
     moved = None

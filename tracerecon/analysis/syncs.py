@@ -84,10 +84,10 @@ def find_blocking_calls(api_calls: pa.Table, sync_records: pa.Table, linked_ops:
     at it (same process and correlation id) and it is not a stream-wait-event, or (with
     ``linked_ops`` from projection.link_launches) it is a copy call that returned only after its
     own GPU copy to or from the host finished: ``cudaMemcpyAsync`` into pageable memory is
-    synchronous (torch's ``.tolist()`` / ``.item()`` on the H200 traces), whatever its name says;
-    or a synchronous memset call (``cudaMemset``, of pinned or managed memory) that returned
-    after its memset (not asynchronous memsets, device-to-device copies or a graph launch's
-    nodes, which end before their call returns only by running early).
+    synchronous (torch's ``.tolist()`` / ``.item()`` on the H200 traces), whatever its name says
+    (not memsets, device-to-device copies or a graph launch's nodes, which end before their call
+    returns only by running early; a memset of pinned or managed memory, which blocks, is not
+    told apart).
     """
     names = api_calls["name"].combine_chunks() if api_calls.num_rows else pa.array([], pa.dictionary(pa.int32(), pa.string()))
     if api_calls.num_rows == 0:
@@ -125,18 +125,18 @@ def find_blocking_calls(api_calls: pa.Table, sync_records: pa.Table, linked_ops:
             by_record[hit] = ~non_blocking[codes[hit]]
         by_copy = np.zeros(api_calls.num_rows, dtype=bool)
         if linked_ops is not None and linked_ops.num_rows:
-            # Only a copy to or from the host (pageable memory) or a synchronous memset (of
-            # pinned or managed memory) can hold its call: an asynchronous memset, a
-            # device-to-device copy, or a graph's memset or copy node (its launch call 127-196 us
-            # on a real H200 trace, the node ended 68 us into it) that ended before its call
-            # returned ran early on an idle GPU; the call never waited for it.
+            # Only a copy to or from the host (pageable memory) can hold its call: a memset (of
+            # device memory: one of pinned or managed memory, which blocks, is not told apart, the
+            # export's memory kinds not being read), a device-to-device copy, or a graph's memset
+            # or copy node (its launch call 127-196 us on a real H200 trace, the node ended 68 us
+            # into it) that ended before its call returned ran early on an idle GPU.
             copy_kind = linked_ops["copy_kind"] if "copy_kind" in linked_ops.column_names else pa.nulls(linked_ops.num_rows, pa.string())
-            waited_own = ((equals(linked_ops["kind"], "memcpy") & ~string_mask(copy_kind, lambda k: k in DEVICE_SIDE_COPIES) | equals(linked_ops["kind"], "memset"))
+            waited_own = (equals(linked_ops["kind"], "memcpy") & ~string_mask(copy_kind, lambda k: k in DEVICE_SIDE_COPIES)
                           & (int64s(linked_ops["launch_end_ns"], -1) >= int64s(linked_ops["end_ns"])))
             sel = np.flatnonzero(waited_own)
             if len(sel):
                 own = match_correlation(int64s(linked_ops["pid"])[sel], int64s(linked_ops["correlation_id"], -1)[sel], int64s(api_calls["pid"]), int64s(api_calls["correlation_id"], -1))
-                is_copy_call = np.array(["Memcpy" in x or "Memset" in x and "Async" not in x for x in dict_names] + [False], dtype=bool)
+                is_copy_call = np.array(["Memcpy" in x for x in dict_names] + [False], dtype=bool)
                 by_copy = (own >= 0) & is_copy_call[codes]
                 copy_dev[by_copy] = int64s(linked_ops["device_id"], -1)[sel][own[by_copy]]
                 copy_stream[by_copy] = int64s(linked_ops["stream_id"], -1)[sel][own[by_copy]]
