@@ -366,8 +366,10 @@ def test_whole_trace_kernel_time_of_captures_of_other_lengths_is_compared_per_cy
 
     def trace(cycles: int, k_us: int, path):
         t = FakeTrace()
+        # (and a set-up kernel before the cycles, 600 us on both: none of theirs)
+        t.kernel(t.call("cudaLaunchKernel", 100_000 * U, 100_002 * U), 100_005 * U, 100_605 * U, name="init")
         for c in range(cycles):
-            b = 1000 * c
+            b = 101_000 + 1000 * c
             t.cycle(c, b * U, (b + 400) * U, (b + 900) * U)
             t.kernel(t.call("cudaLaunchKernel", (b + 5) * U, (b + 7) * U), (b + 10) * U, (b + 10 + k_us) * U, name="k")
             t.kernel(t.call("cudaLaunchKernel", (b + 405) * U, (b + 407) * U), (b + 410) * U, (b + 420) * U, name="m")
@@ -379,15 +381,16 @@ def test_whole_trace_kernel_time_of_captures_of_other_lengths_is_compared_per_cy
     from tracerecon.present import diff_document, diff_notes
 
     doc = diff_document(a, b)
-    # THEN per cycle 'k' went 0.100 -> 0.080 ms (-0.020) and leads, 'm' stayed 0.010; the totals
-    # are kept beside (k 0.300 -> 0.480 ms); the text says per cycle, over 3 and 6 cycles
+    # THEN per counted cycle (the kernels launched in the cycles' CPU spans) 'k' went 0.100 ->
+    # 0.080 ms (-0.020) and leads, then 'm' (0.010 both) and 'init' (none in the cycles: it had
+    # led as 0.200 -> 0.100 per cycle, a fresh review's); the totals are kept beside (k 0.300 ->
+    # 0.480 ms, init 0.600 both); the text says per cycle, of 3 and 6 cycles, and names 'k' alone
     (k,) = doc["kernels"]
     assert (k["a_cycles"], k["b_cycles"]) == (3, 6)
     assert [(x["kernel"], x["a_ms_per_cycle"], x["b_ms_per_cycle"], x["delta_ms_per_cycle"], x["a_ms"], x["b_ms"]) for x in k["changes"]] == [
-        ("k", 0.1, 0.08, -0.02, 0.3, 0.48), ("m", 0.01, 0.01, 0.0, 0.03, 0.06)]
+        ("k", 0.1, 0.08, -0.02, 0.3, 0.48), ("m", 0.01, 0.01, 0.0, 0.03, 0.06), ("init", 0.0, 0.0, 0.0, 0.6, 0.6)]
     line = next(text for text, _ in diff_notes(doc) if "kernel time" in text)
-    assert line.startswith("rank 0 kernel time per cycle A -> B (whole trace over its 3 and 6 cycles): k 0.100 -> 0.080 ms (3 -> 6 launches); "
-                           "m 0.010 -> 0.010 ms (3 -> 6 launches)"), line
+    assert line == "rank 0 kernel time per cycle A -> B (launched in the 3 and 6 cycles counted): k 0.100 -> 0.080 ms (3 -> 6 launches in the trace)", line
 
 
 def test_a_side_whose_cycles_leave_work_outside_its_phases_is_said():
@@ -408,3 +411,31 @@ def test_a_side_whose_cycles_leave_work_outside_its_phases_is_said():
     # and with vLLM's preset on both sides (preprocess a phase) neither leaves work out
     res = run_cli("diff", str(SAMPLES / "engines_h200" / "vllm_v1"), str(SAMPLES / "engines_h200" / "vllm_mrv2"), "--preset", "vllm", "--json")
     assert res.returncode == 0 and json.loads(res.stdout)["cycles"]["leave_work_out"] == [], res.stderr
+
+
+def test_work_in_no_phase_of_a_left_out_cycle_alone_is_not_said_left_out(tmp_path):
+    # GIVEN two runs of six cycles ("cycle N" b..b+300 us, draft b+50..b+150, verify b+150..b+250,
+    # a kernel each); in A's cycle 0 alone a kernel launched at b+10 runs b+12..b+45, inside the
+    # cycle range before its first phase (a fresh review's: any warning of it had flagged A)
+    from nsys_factory import FakeTrace
+
+    U = 1000
+    paths = []
+    for side in "ab":
+        t = FakeTrace()
+        for c in range(6):
+            b = 1000 * (c + 1) * U
+            t.range(f"cycle {c}", b, b + 300 * U)
+            t.range("draft", b + 50 * U, b + 150 * U)
+            t.range("verify", b + 150 * U, b + 250 * U)
+            if side == "a" and c == 0:
+                t.kernel(t.call("cudaLaunchKernel", b + 10 * U, b + 11 * U), b + 12 * U, b + 45 * U, name="warm")
+            t.kernel(t.call("cudaLaunchKernel", b + 60 * U, b + 61 * U), b + 62 * U, b + 140 * U, name="k")
+            t.kernel(t.call("cudaLaunchKernel", b + 160 * U, b + 161 * U), b + 162 * U, b + 240 * U, name="m")
+        paths.append(str(t.write(tmp_path / f"{side}.sqlite")))
+    # WHEN diffed leaving out the first cycle, and keeping it
+    for skip in ("1", "0"):
+        res = run_cli("diff", *paths, "--skip-cycles", skip, "--phase", "draft", "--phase", "verify", "--json")
+        # THEN neither side leaves work out of its counted cycles' median: the cycle is left out,
+        # or one cycle of six holds it
+        assert res.returncode == 0 and json.loads(res.stdout)["cycles"]["leave_work_out"] == [], res.stderr

@@ -303,7 +303,7 @@ def diff_document(a: Analysis, b: Analysis, a_given: Sequence[str] | None = None
     analysed (an export directory's: those it was made from); ``a_given`` and ``b_given``, where
     the caller passes them, what was given for each side (a run or export directory's path).
     """
-    from tracerecon.analysis.diff import cycle_delta, diff_rank, kernel_changes, token_delta
+    from tracerecon.analysis.diff import cycle_delta, diff_rank, kernel_changes, leaves_work_out, token_delta
     from tracerecon.analysis.summary import steady_cycles, steady_phases
 
     a_ranks = {r.rank: r for r in a.ranks}
@@ -320,20 +320,19 @@ def diff_document(a: Analysis, b: Analysis, a_given: Sequence[str] | None = None
                                                   a.config.labels(), (set(ra.phases["phase"].to_pylist()), set(rb.phases["phase"].to_pylist())),
                                                   (steady_cycles(ra.cycles).num_rows, steady_cycles(rb.cycles).num_rows))]
         per_rank_cycles.append({"rank": rank, **cycle_delta(steady_cycles(ra.cycles), steady_cycles(rb.cycles)), **token_delta(ra, rb)})
-        n_cycles = (ra.cycles.num_rows, rb.cycles.num_rows)
-        kernels.append({"rank": rank, "a_cycles": n_cycles[0], "b_cycles": n_cycles[1], "changes": kernel_changes(ra.gpu_ops, rb.gpu_ops, cycles=n_cycles)})
+        counted = (steady_cycles(ra.cycles), steady_cycles(rb.cycles))
+        kernels.append({"rank": rank, "a_cycles": counted[0].num_rows, "b_cycles": counted[1].num_rows,
+                        "changes": kernel_changes(ra.gpu_ops, rb.gpu_ops, cycles=counted)})
         models = _gpu_models(ra.gpus), _gpu_models(rb.gpus)
         if models[0] and models[1] and models[0] != models[1]:
             other_gpus.append({"rank": rank, "a": models[0], "b": models[1]})
     first = per_rank_cycles[0] if per_rank_cycles else {}
     cycles = {k: first.get(k) for k in ("a_cpu_ms", "b_cpu_ms", "a_gpu_ms", "b_gpu_ms", "delta_gpu_ms", "delta_cpu_ms")}
     cycles["per_rank"] = per_rank_cycles
-    # The sides whose cycle GPU time leaves out work queued in their cycle ranges but in no phase
-    # (their warnings say where): their cycle lines compare what the phases cover (vLLM V1's
-    # unnamed preprocess, 0.353 ms, had read as a 9 % slowdown against a run whose phases held it).
-    from tracerecon.analysis.rank import NOT_IN_CYCLE_TIME
-
-    cycles["leave_work_out"] = [side for side, an in (("a", a), ("b", b)) if any(NOT_IN_CYCLE_TIME in w for w in an.warnings)]
+    # The sides whose cycle GPU time leaves out work of their cycles in no phase (``leaves_work_out``,
+    # of a paired rank): their cycle lines compare what the phases cover.
+    cycles["leave_work_out"] = [side for side, ranks, i in (("a", a_ranks, 0), ("b", b_ranks, 1))
+                                if any(leaves_work_out(ranks[p[i]]) for p in pairs)]
     paired_a, paired_b = {ra for ra, _ in pairs}, {rb for _, rb in pairs}
     return {
         "a": list(a.inputs),
@@ -416,12 +415,16 @@ def diff_notes(result: dict) -> list[tuple[str, str]]:
     for p in result["phases"]:
         out.append((f"rank {p['rank']}: {p['explanation']}", ""))
     for k in result.get("kernels", []):
-        top = [x for x in k["changes"] if abs(x["delta_ms"]) > 0 or (x.get("delta_ms_per_cycle") or 0) != 0][:3]
-        if top and k.get("a_cycles") != k.get("b_cycles") and top[0].get("delta_ms_per_cycle") is not None:
-            # (captures of other lengths: their totals compare the lengths, not the kernels)
-            out.append((f"rank {k['rank']} kernel time per cycle A -> B (whole trace over its {k['a_cycles']} and {k['b_cycles']} cycles): " + "; ".join(
-                f"{x['kernel'][:48]} {x['a_ms_per_cycle']:.3f} -> {x['b_ms_per_cycle']:.3f} ms ({x['a_count']} -> {x['b_count']} launches)" for x in top), ""))
-        elif top:
+        if k["changes"] and k["changes"][0].get("delta_ms_per_cycle") is not None:
+            # (per counted cycle: captures of other lengths compare their lengths in totals)
+            top = [x for x in k["changes"] if x["delta_ms_per_cycle"] != 0][:3]
+            if top:
+                out.append((f"rank {k['rank']} kernel time per cycle A -> B (launched in the {k['a_cycles']} and {k['b_cycles']} cycles counted): " + "; ".join(
+                    f"{x['kernel'][:48]} {x['a_ms_per_cycle']:.3f} -> {x['b_ms_per_cycle']:.3f} ms ({x['a_count']} -> {x['b_count']} launches in the trace)"
+                    for x in top), ""))
+            continue
+        top = [x for x in k["changes"] if abs(x["delta_ms"]) > 0][:3]
+        if top:
             out.append((f"rank {k['rank']} kernel time A -> B (whole trace): " + "; ".join(
                 f"{x['kernel'][:48]} {x['a_ms']:.3f} -> {x['b_ms']:.3f} ms ({x['a_count']} -> {x['b_count']} launches)" for x in top), ""))
     if result["unpaired_ranks"] and result.get("rank_pairs", True):

@@ -121,9 +121,6 @@ STREAM_WORK_ALONGSIDE_MAX_OPS = 2_000_000
 # How the warnings of GPU work queued outside the phases begin (in no phase of a cycle, or
 # between two phases): said of the phases only, not of the trace (``ranges`` leaves them out).
 QUEUED_OUTSIDE_PHASES = "GPU work was queued "
-# ... and how those of work inside a cycle range but in no phase say the cycle's GPU time leaves
-# it out (``diff`` says its cycle lines compare what the phases cover).
-NOT_IN_CYCLE_TIME = "it is in no phase and not in the cycle's GPU time"
 
 
 def _calls_as_launches(calls: pa.Table) -> pa.Table:
@@ -1011,7 +1008,8 @@ def _cycle_edge_notes(clock: StreamClock, nested: pa.Table, cycle_rows: np.ndarr
         name = next(iter(held.most_common(1)), (None, 0))[0]
         hint = _name_it(name) if name is not None else "give that work a phase range of its own (or a --phase pattern that names it)"
         out.append(f"{QUEUED_OUTSIDE_PHASES}{where} {which} ({', '.join(map(repr, names[:3]))}) in {int(queued.sum())} of "
-                   f"{len(first)} cycles{_which_cycles(cycle[ph][queued], len(first))}, {np.median(took) / 1e6:.3f} ms{' (median)' if len(took) > 1 else ''}{ran}: {NOT_IN_CYCLE_TIME}; {hint}")
+                   f"{len(first)} cycles{_which_cycles(cycle[ph][queued], len(first))}, {np.median(took) / 1e6:.3f} ms{' (median)' if len(took) > 1 else ''}{ran}: it is in no phase and not in "
+                   f"the cycle's GPU time; {hint}")
     return tuple(out)
 
 
