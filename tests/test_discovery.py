@@ -270,9 +270,12 @@ def test_ranges_json_carries_the_warnings_it_says(tmp_path):
     from conftest import SAMPLES
 
     trace = str(SAMPLES / "demo_h200x2" / "nccl_skew" / "rank0.sqlite")
-    # WHEN its ranges are listed as JSON
-    res = run_cli("ranges", "--json", "--no-cache", trace)
-    # THEN the document holds every warning said on stderr, and the stderr lines are those
-    doc = json.loads(res.stdout)
-    said = [line.removeprefix("tracerecon: warning: ") for line in res.stderr.splitlines() if line.startswith("tracerecon: warning: ")]
-    assert res.returncode == 0 and said and doc["warnings"] == said, (said, doc.get("warnings"))
+    # WHEN its ranges are listed as JSON, with and without a --phase it does not use
+    for extra in ((), ("--phase", "verify")):
+        res = run_cli("ranges", "--json", "--no-cache", trace, *extra)
+        # THEN the document holds every warning said on stderr, and the stderr lines are those
+        # (the --phase one too: a fresh review's)
+        doc = json.loads(res.stdout)
+        said = [line.removeprefix("tracerecon: warning: ") for line in res.stderr.splitlines() if line.startswith("tracerecon: warning: ")]
+        assert res.returncode == 0 and said and doc["warnings"] == said, (said, doc.get("warnings"))
+        assert any(w.startswith("--phase: not used by `ranges`") for w in said) == bool(extra), said

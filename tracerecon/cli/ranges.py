@@ -31,9 +31,10 @@ def main(args: argparse.Namespace) -> int:
     # row) changes the listing. The others are taken (one shared option set) and said unused.
     unused = [flag for flag, value in (("--phase", args.phase), ("--preset", getattr(args, "preset", None)), ("--skip-cycles", args.skip_cycles),
                                        ("--phase-thread", args.phase_thread)) if value not in (None, [], ())]
-    if unused:
-        say(f"warning: {', '.join(unused)}: not used by `ranges`, which lists every range name with the CPU and GPU times of all "
-            "its instances (`report` takes them)")
+    unused_note = (f"{', '.join(unused)}: not used by `ranges`, which lists every range name with the CPU and GPU times of all "
+                   "its instances (`report` takes them)") if unused else None
+    if unused_note:
+        say(f"warning: {unused_note}")
     # (loaded as without them: their own warnings, GPU work queued before the first phase given,
     # said nothing of this listing)
     plain = argparse.Namespace(**{**vars(args), "phase": None, "preset": None, "skip_cycles": None, "phase_thread": None})
@@ -44,7 +45,7 @@ def main(args: argparse.Namespace) -> int:
         # (and the warnings said on stderr, as `report --json` carries them)
         doc = {"ranks": [{"rank": r.rank, "source": r.source.path, "pids": list(r.source.pids), "tid": r.source.tid, "ranges": [s.to_json() for s in range_summaries(r)]}
                          for r in analysis.ranks],
-               "warnings": said_warnings(analysis, phases_unused=True)}
+               "warnings": ([unused_note] if unused_note else []) + said_warnings(analysis, phases_unused=True)}
         out.file.write(json_text(doc) + "\n")
         return 0
     # The cycle ranges as one row, and each family of names that differ only in their numbers.
