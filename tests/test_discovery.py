@@ -279,3 +279,23 @@ def test_ranges_json_carries_the_warnings_it_says(tmp_path):
         said = [line.removeprefix("tracerecon: warning: ") for line in res.stderr.splitlines() if line.startswith("tracerecon: warning: ")]
         assert res.returncode == 0 and said and doc["warnings"] == said, (said, doc.get("warnings"))
         assert any(w.startswith("--phase: not used by `ranges`") for w in said) == bool(extra), said
+
+
+def test_a_phase_never_in_a_cycle_is_named_under_the_table(tmp_path):
+    # GIVEN a one-off 'init' range (0..700 us, a kernel 10..600) before three cycles of draft and
+    # verify, each of 300 us, and 'init' given as a phase beside them (a newcomer's review: report
+    # suggests such ranges, and a 734 ms one had sat beside 1.5-ms cycles unmarked)
+    t = FakeTrace()
+    t.range("init", 0, 700 * U)
+    t.kernel(t.call("cudaLaunchKernel", 5 * U, 7 * U), 10 * U, 600 * U)
+    for c in range(3):
+        b = 1000 * (c + 1)
+        t.cycle(c, b * U, (b + 100) * U, (b + 300) * U)
+    path = str(t.write(tmp_path / "t.sqlite"))
+    # WHEN reported, as JSON and as text
+    doc = json.loads(run_cli("report", "--json", "--no-cache", "--skip-cycles", "0", path, "--phase", "init", "--phase", "draft", "--phase", "verify").stdout)
+    text = run_cli("report", "--no-cache", "--skip-cycles", "0", path, "--phase", "init", "--phase", "draft", "--phase", "verify").stdout
+    # THEN the cycles name it as in no cycle, and a line under the table says its row counts its
+    # ranges, not cycles
+    assert doc["ranks"][0]["cycles"]["phases_in_no_cycle"] == ["init"]
+    assert "init: in no cycle: its row counts its ranges (n), each read alone, not per cycle, and in no cycle's time" in " ".join(text.split()), text

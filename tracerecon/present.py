@@ -198,6 +198,11 @@ def rank_notes(r: RankReport, skip_cycles: int | None = None, hint: bool = False
                     + adds_up + partial + left_out_note(c, hint=hint, skip_cycles=skip_cycles), ""))
     elif c.n_warmup or c.n_incomplete or c.n_empty:  # every cycle left out: why the table is empty
         out.append(("cycles: none counted" + left_out_note(c, hint=hint, skip_cycles=skip_cycles), ""))
+    if c.phases_in_no_cycle:
+        # (a one-off range named as a phase, a 734 ms init beside 1.5 ms cycles: its row is no cycle's)
+        names, one = ", ".join(c.phases_in_no_cycle), len(c.phases_in_no_cycle) == 1
+        out.append((f"{names}: in no cycle: {'its row counts its' if one else 'their rows count their'} ranges (n), each read alone, "
+                    "not per cycle, and in no cycle's time", ""))
     if c.gpu_ms_per_accepted_token is not None:
         # (each phase's share in the order of the table's rows, a phase it lacks after them)
         row = {p.phase: i for i, p in enumerate(phases)}

@@ -97,6 +97,7 @@ class CycleSummary:
     n_incomplete: int = 0  # cycles not whole in the trace (``cycles.incomplete``), left out of these medians too
     n_empty: int = 0  # cycles whose phases launched no GPU work (``cycles.empty``), left out of these medians too
     n_outside_cycles: int = 0  # phase ranges in no cycle left out of the phases' medians (summary.outside_cycles)
+    phases_in_no_cycle: tuple[str, ...] = ()  # phase names never in a cycle: their rows count ranges, not cycles (summary.never_in_cycles)
     accepted_tokens: int | None = None  # over the cycles that said how many (tracerecon.instrument.accepted)
     gpu_ms_per_accepted_token: float | None = None  # their GPU time / their tokens
     phase_ms_per_accepted_token: dict = field(default_factory=dict)  # each phase's GPU time / tokens
@@ -116,6 +117,7 @@ class CycleSummary:
             "n_incomplete": self.n_incomplete,
             "n_empty": self.n_empty,
             "n_outside_cycles": self.n_outside_cycles,
+            "phases_in_no_cycle": list(self.phases_in_no_cycle),
         }
 
 

@@ -78,6 +78,21 @@ def outside_cycles(phases: pa.Table) -> np.ndarray:
     return in_none & with_cycle[names]
 
 
+def never_in_cycles(phases: pa.Table) -> tuple[str, ...]:
+    """The phase names none of whose instances is in a cycle, where some other phase's are (a
+    one-off range named as a phase: ``ncclCommInitRank`` before the first cycle): their rows
+    count their ranges, each read alone, not per cycle; in table order."""
+    if phases.num_rows == 0:
+        return ()
+    in_none = ~phases["cycle"].is_valid().to_numpy(zero_copy_only=False)
+    if not in_none.any() or in_none.all():
+        return ()
+    listed, names = distinct_values(phases["phase"])
+    with_cycle = np.zeros(len(listed), dtype=bool)
+    with_cycle[names[~in_none]] = True
+    return tuple(dict.fromkeys(listed[k] for k in names[in_none].tolist() if not with_cycle[k]))
+
+
 def steady_cycles(cycles: pa.Table) -> pa.Table:
     """``cycles`` without those left out of the medians (``left_out_cycles``)."""
     left_out = left_out_cycles(cycles)
@@ -265,6 +280,7 @@ def summarize_cycles(cycles: pa.Table, phases: pa.Table | None = None) -> CycleS
         n_incomplete=n_incomplete,
         n_empty=n_empty,
         n_outside_cycles=n_outside,
+        phases_in_no_cycle=never_in_cycles(phases) if phases is not None else (),
         n=cycles.num_rows,
         cpu_ms_median=median_of("cpu_ns"),
         gpu_ms_median=median_of("gpu_ns"),
