@@ -523,3 +523,23 @@ def test_a_drift_is_fitted_on_the_all_reduces_beside_a_hot_experts_all_to_alls(t
     assert any("rank 1's clock drifts" in w and "ppm" in w for w in a.warnings), a.warnings
     rows = [r for r in a.cross.collectives.to_pylist() if r["name"] == AR]
     assert all(abs(r["wait_ns"] - 20_000) <= 1_000 for r in rows if r["rank"] == 0) and all(r["wait_ns"] <= 1_000 for r in rows if r["rank"] == 1)
+
+
+def test_a_rank_placed_through_a_transfer_placed_rank_does_not_outvote_an_exact_one(tmp_path):
+    # GIVEN machine A: rank 0; machine C (its clock 200 us ahead): rank 1, which meets rank 0 only
+    # by sends and receives (rank 0's send + 200..+ 240 each 1 ms, A's time, rank 1's receive
+    # + 150..+ 262: 22 us apart, the transfer); machine B (100 us ahead): rank 2 all-reduces with
+    # rank 0 (rank 0 arriving at + 10, rank 2 at + 30, both ending at + 80), rank 3 all-gathers with
+    # rank 1 (both + 500..+ 560) (a fresh review's shape: rank 3, placed through rank 1, had voted
+    # beside rank 2 and moved B 11 us)
+    SR, AG = "ncclDevKernel_SendRecv", "ncclDevKernel_AllGather_RING_LL"
+    r0 = rank_file_of(tmp_path, 0, [(1000 * k + 200, 1000 * k + 240, SR) for k in range(10)] + [(1000 * k + 10, 1000 * k + 80, AR) for k in range(10)], "A")
+    r1 = rank_file_of(tmp_path, 1, [(1000 * k + 350, 1000 * k + 462, SR) for k in range(10)] + [(1000 * k + 700, 1000 * k + 760, AG) for k in range(10)], "C")
+    r2 = rank_file_of(tmp_path, 2, [(1000 * k + 130, 1000 * k + 180, AR) for k in range(10)], "B")
+    r3 = rank_file_of(tmp_path, 3, [(1000 * k + 600, 1000 * k + 660, AG) for k in range(10)], "B")
+    # WHEN analysed together
+    a = analyze([r0, r1, r2, r3])
+    # THEN B takes rank 2's offset, -100 us +-0 (its all-reduces' ends meet rank 0's), and rank 0
+    # waits 20 us at each all-reduce
+    assert [(al.rank, al.offset_ns, al.offset_uncertainty_ns) for al in a.cross.alignment][2:] == [(2, -100_000, 0), (3, -100_000, 0)]
+    assert sorted({(r["rank"], r["wait_ns"]) for r in a.cross.collectives.to_pylist() if r["name"] == AR}) == [(0, 20_000), (2, 0)]

@@ -455,3 +455,32 @@ def test_two_servers_on_a_one_gpu_machine_are_said_to_share_it_without_a_device_
     said = [w for w in a.warnings if "ran their work on one GPU" in w]
     assert [r.source.pids for r in a.ranks] == [(100,), (200,)]
     assert len(said) == 1 and said[0].startswith("ranks 0, 1 ran their work on one GPU (GPU 0, NVIDIA H200 0000:18:00.0)")
+
+
+def test_workers_whose_all_to_alls_end_apart_by_their_shares_are_still_a_rank_each(tmp_path):
+    # GIVEN one file of two worker processes (pids 10, 11), each calling its GPU device 0 (no
+    # device map), each 1 ms an all-reduce (ending together at + 80) and an expert-parallel
+    # dispatch (pid 10's ending at + 360, pid 11's, a hot expert's, at + 420); and a file of a
+    # third worker (a fresh review's shape: the dispatches' ends, apart, had vetoed the all-reduces'
+    # and the two workers read as one rank)
+    a2a = "moeA2ADispatchKernel"
+
+    def add(t, pid, a2a_end):
+        for k in range(8):
+            b = 1000 * (k + 1)
+            t.range("verify", b * U, (b + 900) * U, pid=pid)
+            t.kernel(t.call("cudaLaunchKernel", (b + 5) * U, (b + 6) * U, pid=pid), (b + 10 + pid % 10) * U, (b + 80) * U, pid=pid, name=AR)
+            t.kernel(t.call("cudaLaunchKernel", (b + 295) * U, (b + 296) * U, pid=pid), (b + 300) * U, (b + a2a_end) * U, pid=pid, name=a2a)
+
+    t = FakeTrace()
+    add(t, 10, 360)
+    add(t, 11, 420)
+    x = t.write(tmp_path / "x.sqlite")
+    t = FakeTrace()
+    add(t, 20, 360)
+    y = t.write(tmp_path / "y.sqlite")
+    # WHEN analysed together
+    a = analyze([str(x), str(y)])
+    # THEN the file's two workers are a rank each (their all-reduces end together), the third
+    # worker a third
+    assert [r.source.pids for r in a.ranks] == [(10,), (11,), (20,)]

@@ -410,9 +410,10 @@ def diff_notes(result: dict) -> list[tuple[str, str]]:
     left_out = c.get("leave_work_out", [])
     if left_out:
         sides = " and ".join(x.upper() for x in left_out)
-        out.append((f"{sides}: GPU work queued inside {'their' if len(left_out) > 1 else 'its'} cycle ranges but in no phase is not in "
-                    f"{'their' if len(left_out) > 1 else 'its'} cycle GPU time ({sides}'s warnings say where): the cycle lines compare what "
-                    "each side's phases cover; name that work as a phase on both sides (the same --preset, or --phase) to compare whole cycles", "yellow"))
+        their = "their" if len(left_out) > 1 else "its"
+        out.append((f"{sides}: GPU work launched inside {their} cycle ranges in no phase ran outside {their} cycle GPU time in most cycles "
+                    f"counted ({sides}'s warnings say where): the cycle lines compare what each side's phases cover; name that work as a phase "
+                    "on both sides (the same --preset, or --phase) to compare whole cycles", "yellow"))
     for r in c.get("per_rank", []):
         if r.get("per_token_explanation"):
             out.append((f"rank {r['rank']}: GPU per accepted token {r['a_gpu_ms_per_accepted_token']:.3f} -> "
@@ -421,12 +422,20 @@ def diff_notes(result: dict) -> list[tuple[str, str]]:
         out.append((f"rank {p['rank']}: {p['explanation']}", ""))
     for k in result.get("kernels", []):
         if k["changes"] and k["changes"][0].get("delta_ms_per_cycle") is not None:
+            from tracerecon.analysis.diff import outside_delta_ms
+
             # (per counted cycle: captures of other lengths compare their lengths in totals)
             top = [x for x in k["changes"] if x["delta_ms_per_cycle"] != 0][:3]
             if top:
                 out.append((f"rank {k['rank']} kernel time per cycle A -> B (launched in the {k['a_cycles']} and {k['b_cycles']} cycles counted): " + "; ".join(
                     f"{x['kernel'][:48]} {x['a_ms_per_cycle']:.3f} -> {x['b_ms_per_cycle']:.3f} ms ({x['a_count']} -> {x['b_count']} launches in the trace)"
                     for x in top), ""))
+            # (and what was launched outside them: set-up, warm-up, work between cycle ranges)
+            na, nb = k["a_cycles"], k["b_cycles"]
+            rest = sorted((x for x in k["changes"] if outside_delta_ms(x, na, nb) != 0), key=lambda x: -abs(outside_delta_ms(x, na, nb)))[:3]
+            if rest:
+                out.append((f"rank {k['rank']} kernel time launched outside the cycles counted A -> B (whole trace): " + "; ".join(
+                    f"{x['kernel'][:48]} {x['a_ms'] - x['a_ms_per_cycle'] * na:.3f} -> {x['b_ms'] - x['b_ms_per_cycle'] * nb:.3f} ms" for x in rest), ""))
             continue
         top = [x for x in k["changes"] if abs(x["delta_ms"]) > 0][:3]
         if top:

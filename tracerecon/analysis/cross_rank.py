@@ -920,6 +920,16 @@ class _Chains:
     moved: set[int]
     tier: dict[int, int]
 
+    def worst_tier(self, r: int) -> int:
+        """``tier`` of row ``r`` and of every rank it was aligned through: a rank placed on one
+        refined by sends and receives alone is no better placed than that one (it had outvoted a
+        rank placed exactly by all-reduces, moving its machine 11 us)."""
+        worst = self.tier.get(r, 2)
+        while r in self.parent:
+            r = self.parent[r]
+            worst = max(worst, self.tier.get(r, 0))  # (a rank of rank 0's machine, not refined: exact)
+        return worst
+
     def carried(self, out: list[RankAlignment], fixed: set[int]) -> list[RankAlignment]:
         """``out`` with each row aligned on another rank carried by that rank's offset as it now
         is (``_chained``), in rank order (a row's parent comes before it), but the ``fixed``."""
@@ -969,8 +979,8 @@ def _one_offset_per_machine(views: list[RankView], alignment: list[RankAlignment
         # its own machine says nothing more than that rank)
         refined = [q for q in machine if chains.parent.get(q) not in machine and q not in chains.moved and "collectives" in out[q].method
                    and (out[q].offset_uncertainty_ns is not None or q in chains.parent)]
-        best = min((chains.tier.get(q, 2) for q in refined), default=2)
-        voters = [q for q in refined if chains.tier.get(q, 2) == best]
+        best = min((chains.worst_tier(q) for q in refined), default=2)
+        voters = [q for q in refined if chains.worst_tier(q) == best]
         if len(machine) < 2 or not voters:
             continue
         lead = views[machine[0]]
@@ -1031,10 +1041,10 @@ def _clock_drifts(views: list[RankView], alignment: list[RankAlignment], end: np
     out = list(alignment)
     for machine in _other_machines(views):
         # Fitted on the rank that ran the most collectives with the first rank (the first such),
-        # all-to-alls left out where enough others were matched (a hot expert's rank ends later by
-        # its share: its ends scatter, and a fit on them fails where the others' holds).
+        # all-to-alls left out where any other was matched (a hot expert's rank ends later by its
+        # share: its ends scatter, and a fit on them fails or moves the offset the others gave).
         usable = ~in_order
-        if all_to_all is not None and max(int((part[0] & part[q] & ~in_order & ~all_to_all).sum()) for q in machine) >= DRIFT_MIN_COLLECTIVES:
+        if all_to_all is not None and any((part[0] & part[q] & ~in_order & ~all_to_all).any() for q in machine):
             usable = ~in_order & ~all_to_all
         met = [int((part[0] & part[q] & usable).sum()) for q in machine]
         r = machine[int(np.argmax(met))]

@@ -383,8 +383,8 @@ def kernel_changes(a_ops: pa.Table, b_ops: pa.Table, top: int = 10, cycles: tupl
         t = int64s(ops["launch_start_ns"], -1)
         lo, hi = int64s(counted["cpu_start_ns"], I64_MAX), int64s(counted["cpu_end_ns"], I64_MIN)
         order = np.argsort(lo, kind="stable")
-        lo, hi = lo[order], np.maximum.accumulate(hi[order]) if len(hi) else hi
-        at = np.searchsorted(lo, t, side="right") - 1
+        lo, hi = lo[order], hi[order]
+        at = np.searchsorted(lo, t, side="right") - 1  # (the latest-starting cycle before it, as ``leaves_work_out`` takes it)
         return (t >= 0) & (at >= 0) & (t < hi[np.maximum(at, 0)])
 
     def totals(ops, counted):
@@ -420,4 +420,16 @@ def kernel_changes(a_ops: pa.Table, b_ops: pa.Table, top: int = 10, cycles: tupl
         for k in set(ta) | set(tb)
     ]
     rows.sort(key=lambda r: (-abs(r["delta_ms_per_cycle"] or 0), -abs(r["delta_ms"]), r["kernel"]))
-    return rows[:top]
+    if not per_cycle:
+        return rows[:top]
+    # ... and the largest changes of the time launched outside the counted cycles (set-up, warm-up,
+    # between cycle ranges: none of the cycles', said apart), each row once
+    outside = sorted(rows, key=lambda r: (-abs(outside_delta_ms(r, na, nb)), r["kernel"]))
+    picked = rows[:top] + [r for r in outside[:top] if outside_delta_ms(r, na, nb) != 0 and r not in rows[:top]]
+    return picked
+
+
+def outside_delta_ms(row: dict, a_cycles: int, b_cycles: int) -> float:
+    """A ``kernel_changes`` row's change in the time launched outside the counted cycles (its
+    totals less its time per cycle times the cycles counted), ms."""
+    return round((row["b_ms"] - row["b_ms_per_cycle"] * b_cycles) - (row["a_ms"] - row["a_ms_per_cycle"] * a_cycles), 3)

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracerecon.analysis.cross_rank import comm_kernels, end_reference, ends_agree
+from tracerecon.analysis.nccl import is_all_to_all
 from tracerecon.analysis.intervals import covered_length
 from tracerecon.analysis.projection import I64_MIN, int64s, string_mask
 
@@ -110,8 +111,9 @@ def communicating_peers(gpu_ops: pa.Table, among: frozenset[int]) -> tuple[tuple
     the others are not, or run on one of theirs (separate communicators on one GPU: a draft
     model's process beside the target's, a trainer beside inference), which the trace does not
     tell. Sends and receives and DeepEP's low-latency kernels, whose ends lie apart by the
-    transfer, say nothing (``cross_rank.comm_kernels``)."""
-    idx, _, code, in_order = comm_kernels(gpu_ops)
+    transfer, say nothing (``cross_rank.comm_kernels``), nor do all-to-alls ending apart (by
+    each rank's share: a hot expert's process had been merged with its peer)."""
+    idx, listed, code, in_order = comm_kernels(gpu_ops)
     pid = int64s(gpu_ops["pid"])[idx] if len(idx) else np.zeros(0, np.int64)
     talkers = sorted(set(np.unique(pid).tolist()) & among)
     if len(talkers) < 2:
@@ -124,7 +126,9 @@ def communicating_peers(gpu_ops: pa.Table, among: frozenset[int]) -> tuple[tuple
         said = []
         for k in np.intersect1d(code[a], code[b]).tolist():
             ref = end_reference(start[a & (code == k)], end[a & (code == k)])
-            said.append(None if ref is None else ends_agree(ref, end[b & (code == k)]))
+            agree = None if ref is None else ends_agree(ref, end[b & (code == k)])
+            # (an all-to-all's kernels end apart by each rank's share: apart, they say nothing)
+            said.append(None if agree is False and is_all_to_all(listed[k]) else agree)
         return False if False in said else True if True in said else None
 
     groups: list[list[int]] = []
