@@ -19,10 +19,10 @@ def kernel(t: FakeTrace, at_us: int, gpu_us: tuple[int, int], stream: int = 7, t
     t.kernel(t.call("cudaLaunchKernel", at_us * U, (at_us + 2) * U, tid=tid), gpu_us[0] * U, gpu_us[1] * U, stream=stream)
 
 
-def draft_verify_cycles(tmp_path, between, verify_gpu):
+def draft_verify_cycles(tmp_path, between, verify_gpu, phases=("draft", "verify"), name="t.sqlite"):
     """Three cycles (b = 1000c us) on stream 7: draft CPU b..b+100 (its kernel b+20..b+90),
     verify CPU b+200..b+300 (its kernel launched at b+210, running ``verify_gpu(b)``), and what
-    ``between(t, c, b)`` puts between them; loaded with draft and verify as phases."""
+    ``between(t, c, b)`` puts between them; loaded with ``phases`` (draft and verify)."""
     t = FakeTrace()
     for c in range(3):
         b = 1000 * c
@@ -32,7 +32,7 @@ def draft_verify_cycles(tmp_path, between, verify_gpu):
         kernel(t, b + 10, (b + 20, b + 90))
         between(t, c, b)
         kernel(t, b + 210, verify_gpu(b))
-    return load([t.write(tmp_path / "t.sqlite")], PhaseConfig(phases=("draft", "verify")))
+    return load([t.write(tmp_path / name)], PhaseConfig(phases=tuple(phases)))
 
 
 def cycles_with(between_stream: int | None, tmp_path):
@@ -205,16 +205,7 @@ def test_the_between_warning_gives_the_value_naming_a_range_that_cannot_be_typed
     # 7 read b+110 (after draft's kernel, ended b+90) and b+600 (after its kernel): 490 us; verify
     # 100 us (its kernel b+600..b+700, behind that one); no warning of work between phases
     value = shlex.split(m.group(1))[0]
-    t = FakeTrace()
-    for c in range(3):
-        b = 1000 * c
-        t.range(f"cycle {c}", b * U, (b + 300) * U)
-        t.range("draft", b * U, (b + 100) * U)
-        t.range("verify", (b + 200) * U, (b + 300) * U)
-        kernel(t, b + 10, (b + 20, b + 90))
-        between(t, c, b)
-        kernel(t, b + 210, (b + 600, b + 700))
-    named = load([t.write(tmp_path / "named.sqlite")], PhaseConfig(phases=("draft", value, "verify")))
+    named = draft_verify_cycles(tmp_path, between, lambda b: (b + 600, b + 700), phases=("draft", value, "verify"), name="named.sqlite")
     phases = named.ranks[0].phases
     by = {}
     for label, gpu in zip(phases["phase"].to_pylist(), phases["gpu_ns"].to_pylist()):
