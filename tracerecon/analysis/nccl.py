@@ -120,7 +120,8 @@ LOW_LATENCY_EP = re.compile(r"\b(deep_ep|uccl|nixl_ep)::(internode_ll|ep_kernels
 # TensorRT-LLM's moeA2A*, Triton-distributed's *_token; torch symmetric memory's all_to_all_vdev;
 # vLLM's decode-context-parallel LSE exchange) end on each rank once its own share has landed:
 # with uneven token counts (a hot expert's rank receives more) one all-to-all's kernels end tens
-# or hundreds of us apart, as another communicator's would (said so: ``cross_rank``).
+# or hundreds of us apart, as another communicator's would: ``cross_rank`` says both readings where
+# their ends split ranks, and places clocks and fits drift by other collectives where any ran.
 ALL_TO_ALL = re.compile(r"all_?to_?all|dispatch|combine|a2a|^scatterKernel$", re.I)
 
 
