@@ -461,7 +461,38 @@ def test_kernel_time_launched_outside_the_counted_cycles_is_said_apart(tmp_path)
 
     # WHEN diffed
     doc = diff_document(*paths)
-    # THEN no kernel changed per cycle (no per-cycle line), and a line says the time launched
-    # outside the cycles counted: init 0.600 -> 0.100 ms
+    # THEN no kernel changed per cycle (no per-cycle line), and a line says the time launched in
+    # no cycle: init 0.600 -> 0.100 ms
     notes = [text for text, _ in diff_notes(doc) if "kernel time" in text]
-    assert notes == ["rank 0 kernel time launched outside the cycles counted A -> B (whole trace): init 0.600 -> 0.100 ms"], notes
+    assert notes == ["rank 0 kernel time launched in no cycle A -> B (whole trace): init 0.600 -> 0.100 ms"], notes
+    (k,) = doc["kernels"]
+    init = next(x for x in k["changes"] if x["kernel"] == "init")
+    assert (init["a_ms_outside_cycles"], init["b_ms_outside_cycles"], init["a_ms_per_cycle"], init["b_ms_per_cycle"]) == (0.6, 0.1, 0.0, 0.0)
+
+
+def test_kernels_of_left_out_cycles_are_neither_per_cycle_nor_in_no_cycle(tmp_path):
+    # GIVEN two runs of the same cycles (k 100 us, m 10 us a cycle), A with 1 warm-up cycle left
+    # out and B with 3 (--skip-cycles), 1,000 and 3,000 cycles long (a fresh review's: the
+    # warm-up cycles' kernels had read as a change outside the cycles, and a time per cycle
+    # worked back from rounded values as 0.000 -> 0.001 ms)
+    from nsys_factory import FakeTrace
+
+    U = 1000
+    loaded = []
+    for side, n, skip in (("a", 1000, 1), ("b", 3000, 3)):
+        t = FakeTrace()
+        for c in range(n):
+            b = 1000 * c
+            t.cycle(c, b * U, (b + 400) * U, (b + 900) * U)
+            t.kernel(t.call("cudaLaunchKernel", (b + 5) * U, (b + 7) * U), (b + 10) * U, (b + 110) * U, name="k")
+            t.kernel(t.call("cudaLaunchKernel", (b + 405) * U, (b + 407) * U), (b + 410) * U, (b + 420) * U, name="m")
+        loaded.append(load([str(t.write(tmp_path / f"{side}.sqlite"))], PhaseConfig(phases=("draft", "verify"), skip_cycles=skip)))
+    from tracerecon.present import diff_document, diff_notes
+
+    # WHEN diffed
+    doc = diff_document(*loaded)
+    # THEN nothing changed per cycle nor in no cycle, and no kernel line is written
+    (k,) = doc["kernels"]
+    assert [(x["kernel"], x["delta_ms_per_cycle"], x["a_ms_outside_cycles"], x["b_ms_outside_cycles"]) for x in k["changes"]] == [
+        ("k", 0.0, 0.0, 0.0), ("m", 0.0, 0.0, 0.0)]
+    assert not [text for text, _ in diff_notes(doc) if "kernel time" in text]

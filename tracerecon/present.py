@@ -325,9 +325,8 @@ def diff_document(a: Analysis, b: Analysis, a_given: Sequence[str] | None = None
                                                   a.config.labels(), (set(ra.phases["phase"].to_pylist()), set(rb.phases["phase"].to_pylist())),
                                                   (steady_cycles(ra.cycles).num_rows, steady_cycles(rb.cycles).num_rows))]
         per_rank_cycles.append({"rank": rank, **cycle_delta(steady_cycles(ra.cycles), steady_cycles(rb.cycles)), **token_delta(ra, rb)})
-        counted = (steady_cycles(ra.cycles), steady_cycles(rb.cycles))
-        kernels.append({"rank": rank, "a_cycles": counted[0].num_rows, "b_cycles": counted[1].num_rows,
-                        "changes": kernel_changes(ra.gpu_ops, rb.gpu_ops, cycles=counted)})
+        kernels.append({"rank": rank, "a_cycles": steady_cycles(ra.cycles).num_rows, "b_cycles": steady_cycles(rb.cycles).num_rows,
+                        "changes": kernel_changes(ra.gpu_ops, rb.gpu_ops, cycles=(ra.cycles, rb.cycles))})
         models = _gpu_models(ra.gpus), _gpu_models(rb.gpus)
         if models[0] and models[1] and models[0] != models[1]:
             other_gpus.append({"rank": rank, "a": models[0], "b": models[1]})
@@ -430,12 +429,11 @@ def diff_notes(result: dict) -> list[tuple[str, str]]:
                 out.append((f"rank {k['rank']} kernel time per cycle A -> B (launched in the {k['a_cycles']} and {k['b_cycles']} cycles counted): " + "; ".join(
                     f"{x['kernel'][:48]} {x['a_ms_per_cycle']:.3f} -> {x['b_ms_per_cycle']:.3f} ms ({x['a_count']} -> {x['b_count']} launches in the trace)"
                     for x in top), ""))
-            # (and what was launched outside them: set-up, warm-up, work between cycle ranges)
-            na, nb = k["a_cycles"], k["b_cycles"]
-            rest = sorted((x for x in k["changes"] if outside_delta_ms(x, na, nb) != 0), key=lambda x: -abs(outside_delta_ms(x, na, nb)))[:3]
+            # (and what was launched in no cycle: set-up, work between cycle ranges)
+            rest = sorted((x for x in k["changes"] if abs(outside_delta_ms(x)) >= 0.0005), key=lambda x: -abs(outside_delta_ms(x)))[:3]
             if rest:
-                out.append((f"rank {k['rank']} kernel time launched outside the cycles counted A -> B (whole trace): " + "; ".join(
-                    f"{x['kernel'][:48]} {x['a_ms'] - x['a_ms_per_cycle'] * na:.3f} -> {x['b_ms'] - x['b_ms_per_cycle'] * nb:.3f} ms" for x in rest), ""))
+                out.append((f"rank {k['rank']} kernel time launched in no cycle A -> B (whole trace): " + "; ".join(
+                    f"{x['kernel'][:48]} {x['a_ms_outside_cycles']:.3f} -> {x['b_ms_outside_cycles']:.3f} ms" for x in rest), ""))
             continue
         top = [x for x in k["changes"] if abs(x["delta_ms"]) > 0][:3]
         if top:

@@ -372,64 +372,65 @@ def leaves_work_out(rank) -> bool:
 def kernel_changes(a_ops: pa.Table, b_ops: pa.Table, top: int = 10, cycles: tuple[pa.Table, pa.Table] | None = None) -> list[dict]:
     """Whole-rank kernel time by name on both sides (also for traces without phase ranges): the
     totals over the whole trace (``a_ms``, ``b_ms``, ``delta_ms``) and launch counts, and, where
-    both sides count cycles (``cycles``: each side's counted cycles, warm-up left out), the time
-    of the kernels launched in those cycles (their CPU spans) per cycle (``a_ms_per_cycle``,
-    ``b_ms_per_cycle``, ``delta_ms_per_cycle``; None without). The largest changes first: per
-    cycle where both count cycles, then in total (captures of 30 and 2,500 cycles of one engine
-    had put first a kernel 83x the launches whose time per cycle fell; a set-up kernel outside
-    the cycles is none of theirs)."""
-    def launched_in(ops: pa.Table, counted: pa.Table) -> np.ndarray:
-        """Per op: launched inside the CPU span of a counted cycle."""
+    both sides count cycles (``cycles``: each side's cycles table; warm-up, incomplete and empty
+    cycles are left out of the counted), the time of the kernels launched in the counted cycles
+    (their CPU spans) per cycle (``a_ms_per_cycle``, ``b_ms_per_cycle``, ``delta_ms_per_cycle``)
+    and that of the kernels launched in no cycle at all (set-up, between cycle ranges:
+    ``a_ms_outside_cycles``, ``b_ms_outside_cycles``; a left-out cycle's are in neither); None
+    without. The largest changes per cycle first, then in total, and then the largest changes
+    outside the cycles (captures of 30 and 2,500 cycles of one engine had put first a kernel 83x
+    the launches whose time per cycle fell; a set-up kernel is none of the cycles')."""
+    def launched_in(ops: pa.Table, cyc: pa.Table) -> np.ndarray:
+        """Per op: launched inside the CPU span of one of the cycles ``cyc``."""
         t = int64s(ops["launch_start_ns"], -1)
-        lo, hi = int64s(counted["cpu_start_ns"], I64_MAX), int64s(counted["cpu_end_ns"], I64_MIN)
+        lo, hi = int64s(cyc["cpu_start_ns"], I64_MAX), int64s(cyc["cpu_end_ns"], I64_MIN)
         order = np.argsort(lo, kind="stable")
-        lo, hi = lo[order], hi[order]
-        at = np.searchsorted(lo, t, side="right") - 1  # (the latest-starting cycle before it, as ``leaves_work_out`` takes it)
-        return (t >= 0) & (at >= 0) & (t < hi[np.maximum(at, 0)])
+        lo, hi = lo[order], np.maximum.accumulate(hi[order]) if len(hi) else hi  # (inside any of them: cycles of two threads overlap)
+        at = np.searchsorted(lo, t, side="right") - 1
+        return (t >= 0) & (at >= 0) & (t < hi[np.maximum(at, 0)]) if len(lo) else np.zeros(len(t), bool)
 
-    def totals(ops, counted):
+    def totals(ops, cyc):
         if ops.num_rows == 0:
-            return {}, {}, {}
-        k = string_mask(ops["kind"], lambda x: x == "kernel")
-        if counted is not None:
-            inside = launched_in(ops, counted)
-        idx = np.flatnonzero(k)
+            return {}, {}, {}, {}
+        idx = np.flatnonzero(string_mask(ops["kind"], lambda x: x == "kernel"))
         names = ops["name"].take(pa.array(idx)).cast(pa.string()).to_pylist()
-        dur = (int64s(ops["end_ns"]) - int64s(ops["start_ns"]))[idx]
-        t, c, per = Counter(), Counter(), Counter()
-        for n, d, ins in zip(names, dur.tolist(), inside[idx].tolist() if counted is not None else [False] * len(idx)):
+        dur = (int64s(ops["end_ns"]) - int64s(ops["start_ns"]))[idx].tolist()
+        counted = launched_in(ops, steady_cycles(cyc))[idx].tolist() if cyc is not None else [False] * len(idx)
+        anywhere = launched_in(ops, cyc)[idx].tolist() if cyc is not None else [True] * len(idx)
+        t, c, per, out = Counter(), Counter(), Counter(), Counter()
+        for n, d, ins, any_ in zip(names, dur, counted, anywhere):
             t[n] += d
             c[n] += 1
             if ins:
                 per[n] += d
-        return t, c, per
+            if not any_:
+                out[n] += d
+        return t, c, per, out
 
-    per_cycle = cycles is not None and cycles[0].num_rows > 0 and cycles[1].num_rows > 0
-    ta, ca, pa_ = totals(a_ops, cycles[0] if per_cycle else None)
-    tb, cb, pb = totals(b_ops, cycles[1] if per_cycle else None)
-    na, nb = (cycles[0].num_rows, cycles[1].num_rows) if per_cycle else (0, 0)
+    na = steady_cycles(cycles[0]).num_rows if cycles is not None else 0
+    nb = steady_cycles(cycles[1]).num_rows if cycles is not None else 0
+    per_cycle = na > 0 and nb > 0
+    ta, ca, pa_, oa = totals(a_ops, cycles[0] if per_cycle else None)
+    tb, cb, pb, ob = totals(b_ops, cycles[1] if per_cycle else None)
 
-    def each(per: Counter, k: str, n: int) -> float | None:
-        return round(per.get(k, 0) / n / 1e6, 6) if per_cycle else None
+    def ms(ns: float | None) -> float | None:
+        return round(ns / 1e6, 6) if ns is not None and per_cycle else None
 
     rows = [
         {"kernel": k, "a_ms": round(ta.get(k, 0) / 1e6, 6), "b_ms": round(tb.get(k, 0) / 1e6, 6),
          "delta_ms": round((tb.get(k, 0) - ta.get(k, 0)) / 1e6, 6), "a_count": ca.get(k, 0), "b_count": cb.get(k, 0),
-         "a_ms_per_cycle": each(pa_, k, na), "b_ms_per_cycle": each(pb, k, nb),
-         "delta_ms_per_cycle": round(pb.get(k, 0) / nb / 1e6 - pa_.get(k, 0) / na / 1e6, 6) if per_cycle else None}
+         "a_ms_per_cycle": ms(pa_.get(k, 0) / na if per_cycle else None), "b_ms_per_cycle": ms(pb.get(k, 0) / nb if per_cycle else None),
+         "delta_ms_per_cycle": round(pb.get(k, 0) / nb / 1e6 - pa_.get(k, 0) / na / 1e6, 6) if per_cycle else None,
+         "a_ms_outside_cycles": ms(oa.get(k, 0)), "b_ms_outside_cycles": ms(ob.get(k, 0))}
         for k in set(ta) | set(tb)
     ]
     rows.sort(key=lambda r: (-abs(r["delta_ms_per_cycle"] or 0), -abs(r["delta_ms"]), r["kernel"]))
     if not per_cycle:
         return rows[:top]
-    # ... and the largest changes of the time launched outside the counted cycles (set-up, warm-up,
-    # between cycle ranges: none of the cycles', said apart), each row once
-    outside = sorted(rows, key=lambda r: (-abs(outside_delta_ms(r, na, nb)), r["kernel"]))
-    picked = rows[:top] + [r for r in outside[:top] if outside_delta_ms(r, na, nb) != 0 and r not in rows[:top]]
-    return picked
+    outside = sorted(rows, key=lambda r: (-abs(outside_delta_ms(r)), r["kernel"]))
+    return rows[:top] + [r for r in outside[:top] if outside_delta_ms(r) != 0 and r not in rows[:top]]
 
 
-def outside_delta_ms(row: dict, a_cycles: int, b_cycles: int) -> float:
-    """A ``kernel_changes`` row's change in the time launched outside the counted cycles (its
-    totals less its time per cycle times the cycles counted), ms."""
-    return round((row["b_ms"] - row["b_ms_per_cycle"] * b_cycles) - (row["a_ms"] - row["a_ms_per_cycle"] * a_cycles), 3)
+def outside_delta_ms(row: dict) -> float:
+    """A ``kernel_changes`` row's change in the time launched in no cycle, ms (0 without)."""
+    return round((row["b_ms_outside_cycles"] or 0) - (row["a_ms_outside_cycles"] or 0), 6)
