@@ -900,8 +900,7 @@ def _align(views: list[RankView], start: np.ndarray, end: np.ndarray, part: np.n
         if shift is not None:
             moved.append((v.rank, *shift))
             chains.moved.add(r)
-        both = part[q] & part[r] & ~in_order
-        chains.tier[r] = 0 if (both & ~all_to_all).any() else 1 if both.any() else 2
+        chains.tier[r] = _refiners(part[q] & part[r], in_order, all_to_all)[1]
         if q:
             chains.direct[r], chains.parent[r] = a, q
         out.append(_chained(a, out[q]) if q else a)
@@ -1115,6 +1114,19 @@ def _drift_out(aligned: np.ndarray, fits: dict[int, tuple[float, float, int]]) -
     return out
 
 
+def _refiners(both: np.ndarray, in_order: np.ndarray, all_to_all: np.ndarray | None) -> tuple[np.ndarray, int]:
+    """Of the collectives two ranks both ran (``both``), those that place one's clock on the
+    other's, and how well (the tier): collectives other than all-to-alls where any (0); else
+    all-to-alls (1: a rank's share moves their ends, a hot expert's had moved a machine's clock
+    30 us); else sends and receives (2: apart by the transfer)."""
+    others = both & ~in_order
+    if all_to_all is not None and (others & ~all_to_all).any():
+        return others & ~all_to_all, 0
+    if others.any():
+        return others, 0 if all_to_all is None else 1
+    return both, 2
+
+
 def _aligned_on(v: RankView, ref: RankView, start: np.ndarray, end: np.ndarray, ref_start: np.ndarray, ref_end: np.ndarray,
                 both: np.ndarray, in_order: np.ndarray, all_to_all: np.ndarray | None = None) -> tuple[RankAlignment, tuple[int, int, str] | None]:
     """``v``'s offset onto ``ref``'s timeline: its clock's base (``_clock_base``), refined by the
@@ -1132,16 +1144,9 @@ def _aligned_on(v: RankView, ref: RankView, start: np.ndarray, end: np.ndarray, 
     if v.clock == ref.clock:
         return RankAlignment(v.rank, 0, 0, "shared clock"), None
     base, method = _clock_base(v, ref) or (0, "none")
-    by_transfers = False
-    collectives = both & ~in_order
-    if all_to_all is not None and (collectives & ~all_to_all).any():
-        collectives &= ~all_to_all  # (an all-to-all's ends are moved by a rank's share: a hot expert's moved a machine's clock 30 us)
-    if collectives.any():
-        use = collectives
-    elif _one_machines_clock(v, ref):
+    use, tier = _refiners(both, in_order, all_to_all)
+    if tier == 2 and _one_machines_clock(v, ref):
         use = np.zeros_like(both)
-    else:
-        use, by_transfers = both, True
     if not use.any():
         return RankAlignment(v.rank, base, None, method), None
     resid = (end[use] + base) - ref_end[use]
@@ -1156,8 +1161,7 @@ def _aligned_on(v: RankView, ref: RankView, start: np.ndarray, end: np.ndarray, 
         return RankAlignment(v.rank, base, None, method), None
     left = resid - shift
     mad = int(np.median(np.abs(left - np.median(left)))) if len(left) > 1 else None
-    by_shares = all_to_all is not None and bool(all_to_all[use].all()) and not _one_machines_clock(v, ref)
-    if (by_transfers or by_shares) and mad is not None:
+    if (tier == 2 or tier == 1 and not _one_machines_clock(v, ref)) and mad is not None:
         # A send's end and its receive's are apart by the transfer, the same each time, and two
         # ranks' all-to-alls by their shares (a hot expert's rank ends later each step): their
         # spread leaves it out. It is within the shorter kernel of each pair.

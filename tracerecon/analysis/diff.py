@@ -340,6 +340,24 @@ def _mean_cycle_gpu(rank) -> float | None:
     return sum(gpu) / len(gpu) if gpu else None
 
 
+def launch_cycles(ops: pa.Table, cycles: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per op of ``ops``: the row of ``cycles`` that began last before its launch call (-1: none),
+    whether that cycle's CPU span holds the launch, and whether any cycle's does (cycles of two
+    threads overlap: a short one begun inside a long one does not end the long one's span)."""
+    t = int64s(ops["launch_start_ns"], -1)
+    if cycles.num_rows == 0:
+        none = np.zeros(len(t), dtype=bool)
+        return np.full(len(t), -1, np.int64), none, none
+    lo, hi = int64s(cycles["cpu_start_ns"], I64_MAX), int64s(cycles["cpu_end_ns"], I64_MIN)
+    order = np.argsort(lo, kind="stable")
+    at = np.searchsorted(lo[order], t, side="right") - 1
+    ok = (t >= 0) & (at >= 0)
+    row = np.where(ok, order[np.maximum(at, 0)], -1)
+    holds = ok & (t < hi[np.maximum(row, 0)])
+    any_holds = ok & (t < np.maximum.accumulate(hi[order])[np.maximum(at, 0)])
+    return row, holds, any_holds
+
+
 def leaves_work_out(rank) -> bool:
     """Whether a rank's cycle GPU time (its phases' first boundary to their last) leaves out GPU
     work of its cycles in the median counted cycle: work launched inside a counted cycle's CPU
@@ -351,22 +369,17 @@ def leaves_work_out(rank) -> bool:
     ops = rank.gpu_ops
     if counted.num_rows == 0 or ops.num_rows == 0:
         return False
-    lo, hi = int64s(counted["cpu_start_ns"], I64_MAX), int64s(counted["cpu_end_ns"], I64_MIN)
     b_lo, b_hi = int64s(counted["gpu_boundary_start_ns"], I64_MAX), int64s(counted["gpu_boundary_end_ns"], I64_MIN)
-    order = np.argsort(lo, kind="stable")
-    lo, hi, b_lo, b_hi = lo[order], hi[order], b_lo[order], b_hi[order]
-    free = ~ops["phase_id"].is_valid().to_numpy(zero_copy_only=False)
-    t = int64s(ops["launch_start_ns"], -1)
-    at = np.searchsorted(lo, t, side="right") - 1
-    mine = free & (t >= 0) & (at >= 0) & (t < hi[np.maximum(at, 0)])
+    row, holds, _ = launch_cycles(ops, counted)
+    mine = ~ops["phase_id"].is_valid().to_numpy(zero_copy_only=False) & holds
     if not mine.any():
         return False
-    c = at[mine]
+    c = row[mine]
     start, end = int64s(ops["start_ns"])[mine], int64s(ops["end_ns"])[mine]
     outside = np.clip(b_lo[c] - start, 0, end - start) + np.clip(end - b_hi[c], 0, end - start)
-    per_cycle = np.bincount(c, weights=outside, minlength=len(lo))
+    per_cycle = np.bincount(c, weights=outside, minlength=counted.num_rows)
     gpu = np.where(b_hi > b_lo, b_hi - b_lo, 0)
-    return 2 * int((per_cycle > adds_up_tolerance(gpu)).sum()) > len(lo)
+    return 2 * int((per_cycle > adds_up_tolerance(gpu)).sum()) > counted.num_rows
 
 
 def kernel_changes(a_ops: pa.Table, b_ops: pa.Table, top: int = 10, cycles: tuple[pa.Table, pa.Table] | None = None) -> list[dict]:
@@ -380,23 +393,14 @@ def kernel_changes(a_ops: pa.Table, b_ops: pa.Table, top: int = 10, cycles: tupl
     without. The largest changes per cycle first, then in total, and then the largest changes
     outside the cycles (captures of 30 and 2,500 cycles of one engine had put first a kernel 83x
     the launches whose time per cycle fell; a set-up kernel is none of the cycles')."""
-    def launched_in(ops: pa.Table, cyc: pa.Table) -> np.ndarray:
-        """Per op: launched inside the CPU span of one of the cycles ``cyc``."""
-        t = int64s(ops["launch_start_ns"], -1)
-        lo, hi = int64s(cyc["cpu_start_ns"], I64_MAX), int64s(cyc["cpu_end_ns"], I64_MIN)
-        order = np.argsort(lo, kind="stable")
-        lo, hi = lo[order], np.maximum.accumulate(hi[order]) if len(hi) else hi  # (inside any of them: cycles of two threads overlap)
-        at = np.searchsorted(lo, t, side="right") - 1
-        return (t >= 0) & (at >= 0) & (t < hi[np.maximum(at, 0)]) if len(lo) else np.zeros(len(t), bool)
-
     def totals(ops, cyc):
         if ops.num_rows == 0:
             return {}, {}, {}, {}
         idx = np.flatnonzero(string_mask(ops["kind"], lambda x: x == "kernel"))
         names = ops["name"].take(pa.array(idx)).cast(pa.string()).to_pylist()
         dur = (int64s(ops["end_ns"]) - int64s(ops["start_ns"]))[idx].tolist()
-        counted = launched_in(ops, steady_cycles(cyc))[idx].tolist() if cyc is not None else [False] * len(idx)
-        anywhere = launched_in(ops, cyc)[idx].tolist() if cyc is not None else [True] * len(idx)
+        counted = launch_cycles(ops, steady_cycles(cyc))[2][idx].tolist() if cyc is not None else [False] * len(idx)
+        anywhere = launch_cycles(ops, cyc)[2][idx].tolist() if cyc is not None else [True] * len(idx)
         t, c, per, out = Counter(), Counter(), Counter(), Counter()
         for n, d, ins, any_ in zip(names, dur, counted, anywhere):
             t[n] += d

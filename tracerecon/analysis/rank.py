@@ -37,7 +37,7 @@ from tracerecon.analysis.nccl import comm_mask, phase_comm_split
 from tracerecon.analysis.config import NUMBERS, PhaseConfig, cycle_kind, is_cycle_name
 from tracerecon.analysis.phases import (ERROR_FLOOR_NS, PhaseInputs, adds_up_tolerance, build_cycles, build_phases, cycle_said, cycles_by_time, empty_steps,
                                         cycles_per_thread, phases_past_their_cycle, select_phases)
-from tracerecon.analysis.projection import I64_MAX, I64_MIN, index_launches, innermost_owner, int64s
+from tracerecon.analysis.projection import I64_MAX, I64_MIN, index_launches, innermost_owner, int64s, string_mask
 from tracerecon.analysis.ranges import build_ranges, nest
 from tracerecon.analysis.summary import phase_value_for
 from tracerecon.analysis.syncs import attribute_waits, find_blocking_calls
@@ -434,13 +434,7 @@ def _interprocess_pids(api_calls: pa.Table) -> np.ndarray:
     """The processes that opened another process's event (``cudaIpcOpenEventHandle``)."""
     if api_calls.num_rows == 0:
         return np.zeros(0, np.int64)
-    names = api_calls["name"].combine_chunks()
-    if not isinstance(names, pa.DictionaryArray):
-        names = names.dictionary_encode()
-    hits = [i for i, n in enumerate(names.dictionary.to_pylist()) if n and _OPENS_INTERPROCESS_EVENTS.search(n)]
-    if not hits:
-        return np.zeros(0, np.int64)
-    return np.unique(int64s(api_calls["pid"])[np.isin(names.indices.to_numpy(zero_copy_only=False), hits)])
+    return np.unique(int64s(api_calls["pid"])[string_mask(api_calls["name"], _OPENS_INTERPROCESS_EVENTS.search)])
 
 
 def _interprocess_wait_notes(clock: StreamClock, opened: np.ndarray) -> tuple[str, ...]:

@@ -61,20 +61,31 @@ def steady_phases(phases: pa.Table, cycles: pa.Table | None) -> pa.Table:
     return phases.filter(pa.compute.invert(pa.compute.is_in(phases["cycle"], value_set=left_out.combine_chunks())))
 
 
+def _in_no_cycle(phases: pa.Table) -> tuple[np.ndarray, list, np.ndarray, np.ndarray] | None:
+    """Per row of ``phases``: in no cycle; the phase names and each row's code among them; and
+    per name, whether some instance of it is in a cycle. None where every row is in a cycle, or
+    none is (nothing to tell apart)."""
+    if phases.num_rows == 0:
+        return None
+    in_none = ~phases["cycle"].is_valid().to_numpy(zero_copy_only=False)
+    if not in_none.any() or in_none.all():
+        return None
+    listed, names = distinct_values(phases["phase"])
+    with_cycle = np.zeros(len(listed), dtype=bool)
+    with_cycle[names[~in_none]] = True
+    return in_none, listed, names, with_cycle
+
+
 def outside_cycles(phases: pa.Table) -> np.ndarray:
     """Per row of ``phases``: an instance in no cycle of a phase name that has instances in
     cycles (warm-up iterations run outside the ``cycle N`` ranges, a range closed after its
     cycle's, a stray range of the name on another thread). Those are read alone and kept in the
     phases table, but left out of the per-cycle medians: mixing them in put single draft steps
     beside cycles' sums, and five warm-up iterations in ``n`` beside 40 cycles."""
-    if phases.num_rows == 0:
-        return np.zeros(0, dtype=bool)
-    in_none = ~phases["cycle"].is_valid().to_numpy(zero_copy_only=False)
-    if not in_none.any() or in_none.all():
+    told = _in_no_cycle(phases)
+    if told is None:
         return np.zeros(phases.num_rows, dtype=bool)
-    _, names = distinct_values(phases["phase"])
-    with_cycle = np.zeros(int(names.max()) + 1, dtype=bool)
-    with_cycle[names[~in_none]] = True
+    in_none, _, names, with_cycle = told
     return in_none & with_cycle[names]
 
 
@@ -82,14 +93,10 @@ def never_in_cycles(phases: pa.Table) -> tuple[str, ...]:
     """The phase names none of whose instances is in a cycle, where some other phase's are (a
     one-off range named as a phase: ``ncclCommInitRank`` before the first cycle): their rows
     count their ranges, each read alone, not per cycle; in table order."""
-    if phases.num_rows == 0:
+    told = _in_no_cycle(phases)
+    if told is None:
         return ()
-    in_none = ~phases["cycle"].is_valid().to_numpy(zero_copy_only=False)
-    if not in_none.any() or in_none.all():
-        return ()
-    listed, names = distinct_values(phases["phase"])
-    with_cycle = np.zeros(len(listed), dtype=bool)
-    with_cycle[names[~in_none]] = True
+    in_none, listed, names, with_cycle = told
     return tuple(dict.fromkeys(listed[k] for k in names[in_none].tolist() if not with_cycle[k]))
 
 
